@@ -1,0 +1,3 @@
+"""dpcount: differentially private counting over time and over ranges."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from dpcount.cli import main
+
+sys.exit(main())

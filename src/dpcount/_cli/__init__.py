@@ -1,0 +1,1 @@
+"""Subcommands of the ``dpcount`` command line (see :mod:`dpcount.cli`)."""

@@ -1,0 +1,181 @@
+"""Input validation for every public entry point of dpcount.
+
+One module, one message style: the message names the parameter and echoes the
+value, e.g. ``ValueError: epsilon must be > 0, got -1.0``. A wrong *type* raises
+``TypeError``; a wrong *value* raises ``ValueError``. Nothing here uses
+``assert`` (it vanishes under ``python -O``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "check_choice",
+    "check_integer",
+    "check_probability",
+    "check_real",
+    "check_stream_array",
+    "check_stream_step",
+]
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_real(
+    name: str,
+    value: object,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    allow_inf: bool = False,
+) -> float:
+    """Return ``value`` as a float after checking its type and bounds.
+
+    Args:
+        name: parameter name used in the error message.
+        value: the user's value.
+        gt, ge, lt, le: optional strict/non-strict bounds.
+        allow_inf: accept +inf/-inf (NaN is never accepted).
+
+    Raises:
+        TypeError: ``value`` is not a real number (bools are rejected).
+        ValueError: ``value`` is NaN, infinite (unless allowed) or out of bounds.
+    """
+    if not _is_real(value):
+        raise TypeError(
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
+        )
+    x = float(value)  # type: ignore[arg-type]
+    if math.isnan(x):
+        raise ValueError(f"{name} must not be NaN, got {value!r}")
+    if math.isinf(x) and not allow_inf:
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if gt is not None and not x > gt:
+        raise ValueError(f"{name} must be > {gt:g}, got {value!r}")
+    if ge is not None and not x >= ge:
+        raise ValueError(f"{name} must be >= {ge:g}, got {value!r}")
+    if lt is not None and not x < lt:
+        raise ValueError(f"{name} must be < {lt:g}, got {value!r}")
+    if le is not None and not x <= le:
+        raise ValueError(f"{name} must be <= {le:g}, got {value!r}")
+    return x
+
+
+def check_probability(name: str, value: object) -> float:
+    """A probability strictly inside (0, 1), such as ``delta``."""
+    x = check_real(name, value)
+    if not 0.0 < x < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    return x
+
+
+def check_integer(name: str, value: object, *, ge: int | None = None, le: int | None = None) -> int:
+    """Return ``value`` as an int; accepts Python and numpy integers, not bools or floats."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
+    n = int(value)
+    if ge is not None and n < ge:
+        raise ValueError(f"{name} must be >= {ge}, got {n}")
+    if le is not None and n > le:
+        raise ValueError(f"{name} must be <= {le}, got {n}")
+    return n
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    """One of a closed set of strings."""
+    options = tuple(choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {options}, got {value!r}")
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
+
+
+def check_stream_array(
+    name: str, x: Any, *, max_steps: int, dim: int | None = None, already: int = 0
+) -> NDArray[np.float64]:
+    """Validate a block of stream steps and return it as a float64 array.
+
+    Args:
+        name: parameter name for messages.
+        x: array-like of shape ``(n,)`` (scalar steps) or ``(n, d)`` (vector steps).
+        max_steps: the horizon.
+        dim: if given, the required step dimension (``None`` = scalar steps); if
+            ``-1``, either shape is accepted.
+        already: steps already consumed (streams); ``already + n`` may not exceed
+            ``max_steps``.
+
+    Raises:
+        TypeError: non-numeric data (strings, objects, complex).
+        ValueError: wrong shape, empty, NaN/inf, or more steps than the horizon allows.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    if dim == -1:
+        if arr.ndim not in (1, 2):
+            raise ValueError(
+                f"{name} must have shape (steps,) or (steps, d), got shape {arr.shape}"
+            )
+    elif dim is None:
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must have shape (steps,), got shape {arr.shape}")
+    elif arr.ndim != 2 or arr.shape[1] != dim:
+        raise ValueError(f"{name} must have shape (steps, {dim}), got shape {arr.shape}")
+    n = arr.shape[0]
+    if n == 0:
+        raise ValueError(f"{name} must contain at least one step, got 0")
+    if arr.ndim == 2 and arr.shape[1] == 0:
+        raise ValueError(f"{name} steps must have dimension >= 1, got shape {arr.shape}")
+    if already + n > max_steps:
+        if already:
+            raise ValueError(
+                f"{name} has {n} steps but only {max_steps - already} remain before the "
+                f"horizon {max_steps} ({already} already released)"
+            )
+        raise ValueError(f"{name} has {n} steps, more than the horizon {max_steps}")
+    out = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(out).all():
+        bad = np.argwhere(~np.isfinite(out))[0]
+        step = int(bad[0]) + already + 1
+        raise ValueError(f"{name} must be finite; step {step} holds {float(out[tuple(bad)])!r}")
+    return out
+
+
+def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray[np.float64]:
+    """Validate one stream step: a finite real (scalar streams) or a length-``dim`` vector."""
+    if dim is None:
+        if not _is_real(value):
+            if isinstance(value, np.ndarray) and value.shape == ():
+                return check_stream_step(name, value.item(), dim)
+            raise TypeError(
+                f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
+            )
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v!r}")
+        return v
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.shape != (dim,):
+        raise ValueError(f"{name} must have shape ({dim},), got shape {arr.shape}")
+    out = arr.astype(np.float64)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return out

@@ -1,0 +1,262 @@
+"""The interface every continual-counting mechanism in dpcount implements.
+
+All mechanisms here are linear and unbiased: the release at step t is
+``S_t + N_t`` where ``S_t = x_1 + … + x_t`` and ``N = L z`` is correlated noise
+that does not depend on the data (``z`` i.i.d. from the calibrated sampler, ``L``
+the mechanism's structure). So a mechanism is two things:
+
+* a *structure*: a :class:`NoiseProcess` that yields ``N_1, N_2, …`` one step at
+  a time (``next``) or in blocks (``next_many``) holding only the noise it still
+  needs, plus the exact per-step coefficients ``Σ_j L[t, j]²``;
+* a calibrated :class:`~dpcount.privacy.NoiseSampler` (scale from the structure's
+  sensitivities).
+
+``release`` (all steps at once) and ``stream`` (step by step) both run the same
+noise process, so their outputs have the same distribution by construction.
+
+Neighbouring relation (event level): two streams differ at one step t, with
+``|x_t − x'_t| ≤ step_sensitivity`` (for vector steps: the ℓ₁ norm of the change
+when the noise is Laplace, its ℓ₂ norm when Gaussian).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from abc import ABC, abstractmethod
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import (
+    check_integer,
+    check_real,
+    check_stream_array,
+    check_stream_step,
+)
+from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.rng import RNGLike, as_generator
+
+__all__ = ["NEIGHBOURING", "CountingMechanism", "CountingStream", "NoiseProcess"]
+
+NEIGHBOURING = (
+    "event-level: streams differ at one step by at most step_sensitivity "
+    "(l1 norm of the change for Laplace noise, l2 norm for Gaussian)"
+)
+
+
+class NoiseProcess(Protocol):
+    """Yields a mechanism's correlated noise N_1, N_2, … for one stream."""
+
+    @property
+    def step(self) -> int:
+        """Steps produced so far."""
+        ...
+
+    def next(self) -> float | NDArray[np.float64]:
+        """Noise for the next step (a float, or shape ``(dim,)`` for vector steps)."""
+        ...
+
+    def next_many(self, n: int) -> NDArray[np.float64]:
+        """Noise for the next ``n`` steps, shape ``(n,)`` or ``(n, dim)``."""
+        ...
+
+    def live_count(self) -> int:
+        """How many noise values the process holds for future steps."""
+        ...
+
+
+class CountingMechanism(ABC):
+    """Base class: validation, calibration, release, stream and exact error.
+
+    Subclasses set their structure, then call ``super().__init__``, and implement
+    :meth:`_unit_sensitivities`, :meth:`noise_process` and
+    :meth:`noise_coefficients`.
+    """
+
+    #: short identifier used by the CLI and comparison tables
+    name: str = "mechanism"
+
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        epsilon: float,
+        delta: float | None,
+        noise: str,
+        calibration: str | None,
+        rng: RNGLike,
+        step_sensitivity: float,
+        step_l2_sensitivity: float | None = None,
+    ) -> None:
+        self.horizon = check_integer("horizon", horizon, ge=1)
+        self.step_sensitivity = check_real("step_sensitivity", step_sensitivity, gt=0)
+        self.step_l2_sensitivity = (
+            self.step_sensitivity
+            if step_l2_sensitivity is None
+            else check_real("step_l2_sensitivity", step_l2_sensitivity, gt=0)
+        )
+        r1, r2 = self._unit_sensitivities()
+        calibrated = calibrate(
+            noise,
+            epsilon=epsilon,
+            delta=delta,
+            # For Gaussian noise step_sensitivity is an l2 bound, so r1 * it is not an
+            # l1 bound for vector steps; it is only recorded, never used.
+            l1_sensitivity=r1 * self.step_sensitivity,
+            l2_sensitivity=r2
+            * (self.step_sensitivity if noise == "gaussian" else self.step_l2_sensitivity),
+            calibration=calibration,
+            neighbouring=NEIGHBOURING,
+        )
+        self.sampler: NoiseSampler = calibrated.sampler
+        self.privacy: PrivacyGuarantee | None = calibrated.privacy
+        self.noise_scale: float = calibrated.scale
+        self._rng = as_generator(rng)
+
+    # -- structure (implemented by subclasses) ------------------------------------
+    @abstractmethod
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        """(ℓ₁, ℓ₂) sensitivity of the perturbed vector for a unit change at one step."""
+
+    @abstractmethod
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> NoiseProcess:
+        """A fresh noise process for one stream (``dim=None``: scalar steps)."""
+
+    @abstractmethod
+    def noise_coefficients(self) -> NDArray[np.float64]:
+        """Per-step variance of the noise in units of one sample's variance (length horizon)."""
+
+    # -- exact error ----------------------------------------------------------------
+    def variances(self) -> NDArray[np.float64]:
+        """Exact variance of the release at steps 1..horizon (data-independent)."""
+        return self.sampler.variance * self.noise_coefficients()
+
+    def mse(self) -> float:
+        """Exact mean squared error over the horizon (the mean of :meth:`variances`)."""
+        return float(np.mean(self.variances()))
+
+    def max_variance(self) -> float:
+        """Exact largest per-step variance over the horizon."""
+        return float(np.max(self.variances()))
+
+    # -- release --------------------------------------------------------------------
+    def release(self, x: Any) -> NDArray[np.float64]:
+        """Release all private prefix sums of ``x`` at once.
+
+        Args:
+            x: shape ``(n,)`` or ``(n, d)`` with ``1 <= n <= horizon``, finite reals.
+
+        Returns:
+            float64 array of the same shape: ``cumsum(x) + noise``.
+
+        Each call draws fresh noise: releasing the same data twice spends the
+        privacy budget twice.
+        """
+        arr = check_stream_array("x", x, max_steps=self.horizon, dim=-1)
+        dim = None if arr.ndim == 1 else arr.shape[1]
+        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+        out += np.cumsum(arr, axis=0)
+        return out
+
+    def stream(self) -> CountingStream:
+        """A stream that releases one private prefix sum per :meth:`CountingStream.update`."""
+        return CountingStream(self)
+
+    # -- testing hook ---------------------------------------------------------------
+    def with_sampler(self, sampler: NoiseSampler) -> CountingMechanism:
+        """A copy using ``sampler`` as is (e.g. :class:`~dpcount.privacy.ZeroNoise`).
+
+        For testing the structure; the copy carries no privacy guarantee
+        (``privacy`` is None).
+        """
+        clone = copy.copy(self)
+        clone.sampler = sampler
+        clone.privacy = None
+        clone.noise_scale = float("nan")
+        return clone
+
+    def describe(self) -> str:
+        """One line: the mechanism and its guarantee."""
+        guarantee = "no privacy guarantee" if self.privacy is None else self.privacy.describe()
+        return f"{self!r}: {guarantee}"
+
+
+class CountingStream:
+    """Step-by-step release: ``update(x_t)`` returns the private prefix sum at t.
+
+    The noise process is created at the first update, for scalar steps or for
+    vectors of the first step's length.
+    """
+
+    def __init__(self, mechanism: CountingMechanism) -> None:
+        self.mechanism = mechanism
+        self.horizon = mechanism.horizon
+        self._process: NoiseProcess | None = None
+        self._dim: int | None = None
+        self._sum: Any = 0.0
+        self._t = 0
+
+    @property
+    def step(self) -> int:
+        """Number of steps released so far."""
+        return self._t
+
+    @property
+    def dim(self) -> int | None:
+        return self._dim
+
+    def live_count(self) -> int:
+        """Noise values the stream holds for future steps."""
+        return 0 if self._process is None else self._process.live_count()
+
+    def _start(self, dim: int | None) -> NoiseProcess:
+        self._dim = dim
+        if dim is not None:
+            self._sum = np.zeros(dim)
+        m = self.mechanism
+        self._process = m.noise_process(m.sampler, m._rng, dim)
+        return self._process
+
+    def update(self, x: Any) -> Any:
+        """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
+        if self._t >= self.horizon:
+            raise ValueError(
+                f"stream is at its horizon ({self.horizon} steps released); "
+                "no further steps can be released"
+            )
+        process = self._process
+        if type(x) is float and self._dim is None and math.isfinite(x):
+            value: Any = x
+        elif process is None:
+            is_vector = isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) == 1
+            value = check_stream_step("x", x, len(x) if is_vector else None)
+        else:
+            value = check_stream_step("x", x, self._dim)
+        if process is None:
+            process = self._start(None if np.ndim(value) == 0 else len(value))
+        self._sum = self._sum + value
+        self._t += 1
+        return self._sum + process.next()
+
+    def update_many(self, xs: Any) -> NDArray[np.float64]:
+        """Add several steps at once (vectorized); returns their private running sums."""
+        process = self._process
+        if process is None:
+            arr = check_stream_array("xs", xs, max_steps=self.horizon, dim=-1)
+            process = self._start(None if arr.ndim == 1 else arr.shape[1])
+        else:
+            arr = check_stream_array(
+                "xs", xs, max_steps=self.horizon, dim=self._dim, already=self._t
+            )
+        sums = np.cumsum(arr, axis=0)
+        sums += self._sum
+        self._sum = sums[-1].copy() if self._dim is not None else float(sums[-1])
+        self._t += arr.shape[0]
+        out = process.next_many(arr.shape[0])
+        out += sums
+        return out

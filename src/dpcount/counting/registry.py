@@ -1,0 +1,36 @@
+"""Build a counting mechanism by name (used by the CLI and the advisor)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dpcount._validate import check_choice
+from dpcount.counting.base import CountingMechanism
+from dpcount.counting.tree import BinaryTree, KaryTree
+
+__all__ = ["MECHANISMS", "build_mechanism"]
+
+
+def _binary(**kw: Any) -> CountingMechanism:
+    kw.pop("k", None)
+    kw.pop("subtract", None)
+    return BinaryTree(**kw)
+
+
+def _kary(**kw: Any) -> CountingMechanism:
+    return KaryTree(**kw)
+
+
+#: name -> builder taking horizon, epsilon, delta, noise, rng, step_sensitivity,
+#: calibration, and the tree options k and subtract (ignored where meaningless)
+MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
+    "binary": _binary,
+    "kary": _kary,
+}
+
+
+def build_mechanism(name: str, **kwargs: Any) -> CountingMechanism:
+    """``build_mechanism("kary", horizon=T, epsilon=1.0, k=19, subtract=True, ...)``."""
+    check_choice("mechanism", name, MECHANISMS)
+    return MECHANISMS[name](**kwargs)

@@ -1,0 +1,302 @@
+"""k-ary tree mechanisms, with and without subtraction (count-on-your-elders §3–4).
+
+Notation (paper → code):
+
+====================  =====================================================
+k                     ``k`` (branching)
+h                     ``height``: ⌈log_k(T+1)⌉ (Alg. 1) or ⌈log_k 2T⌉ (Alg. 2)
+rep_k(t, h), t̂        :class:`~dpcount.counting.digits.DigitSystem` digits
+z_p                   noise of the node reached at prefix p (Alg. 2 line 11)
+Lap(h/ε)              node noise; ℓ₁ sensitivity h·Δ, ℓ₂ sensitivity √h·Δ
+====================  =====================================================
+
+How the noise is produced. A node at level ℓ is identified by its parent Q at
+level ℓ+1 and a digit j ≠ 0: it is the j-th child to the right of Q's left end
+(j > 0, added) or the |j|-th to the left (j < 0, subtracted in Alg. 3, added with a
+fresh symmetric sample in Alg. 2 — Proposition 12). The noise of step t with
+digits d_ℓ and ancestors q_ℓ is Σ_ℓ C_ℓ(q_{ℓ+1}, d_ℓ) with C(Q, d) the sum of
+Q's children's noise for j = 1..d (d > 0) or j = d..−1 (d < 0).
+
+* Batch (``next_many``): one top-down pass over levels. Each level's partial
+  noise P_ℓ(q) = P_{ℓ+1}(Q) + C(Q, d) is a (parents × k) array (parent values
+  broadcast over the row, C by a cumulative sum along the row) reshaped to the
+  contiguous range of ancestors q: O(T) work and ~T samples in total.
+* Stream (``next``): a k-ary counter with offset digits. Per level it keeps the
+  running sums C(Q, j) for j between 0 and the current digit — exactly the node
+  values still in use (Proposition 16), at most h·max(|low|, high) values, i.e.
+  h(k−1)/2 for odd k with subtraction (Lemma 17). A node's sample is drawn the
+  first time it is used and never again; amortized O(1) levels change per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_integer
+from dpcount.counting.base import CountingMechanism
+from dpcount.counting.digits import DigitSystem
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.rng import RNGLike
+
+__all__ = ["BinaryTree", "KaryTree", "TreeNoiseProcess"]
+
+
+class TreeNoiseProcess:
+    """Noise of the (offset-digit) k-ary tree for one stream; see the module docstring."""
+
+    def __init__(
+        self,
+        system: DigitSystem,
+        height: int,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        self.system = system
+        self.height = height
+        self.dim = dim
+        self._buffer = NoiseBuffer(sampler, rng, dim)
+        self._t = 0
+        self._digits = [0] * height
+        # Per level: running sums C(Q, 1..d) (d > 0) or C(Q, -1..d) (d < 0) for the
+        # current parent Q and digit d; the last one is the level's contribution.
+        self._sums: list[list[Any]] = [[] for _ in range(height)]
+        # _partial[ℓ] = noise from levels ≥ ℓ at the current step; _partial[h] = 0.
+        zero: Any = 0.0 if dim is None else np.zeros(dim)
+        self._partial: list[Any] = [zero] * (height + 1)
+        self._zero = zero
+
+    @property
+    def step(self) -> int:
+        return self._t
+
+    def live_count(self) -> int:
+        return sum(len(s) for s in self._sums)
+
+    def next(self) -> Any:
+        low, high = self.system.low, self.system.high
+        digits, sums, partial, take = self._digits, self._sums, self._partial, self._buffer.take_one
+        level = 0
+        while True:
+            d = digits[level] + 1
+            if d <= high:  # no carry
+                digits[level] = d
+                s = sums[level]
+                if d > 0:
+                    s.append(s[-1] + take() if s else take())
+                else:
+                    s.pop()
+                break
+            # Carry: a new parent at this level, starting at the lowest digit, whose
+            # |low| subtracted children are all in use from now on.
+            digits[level] = low
+            fresh: list[Any] = []
+            for _ in range(-low):
+                fresh.append(fresh[-1] + take() if fresh else take())
+            sums[level] = fresh
+            level += 1
+            if level == self.height:
+                raise ValueError(f"tree of height {self.height} is full at step {self._t}")
+        for j in range(level, -1, -1):
+            s = sums[j]
+            partial[j] = partial[j + 1] + s[-1] if s else partial[j + 1]
+        self._t += 1
+        return partial[0]
+
+    def next_many(self, n: int) -> NDArray[np.float64]:
+        n = check_integer("n", n, ge=1)
+        system, k, low, high = self.system, self.system.k, self.system.low, self.system.high
+        h, c0 = self.height, -system.low  # c0: column of digit 0
+        t0 = self._t
+        if t0 + n > system.capacity(h):
+            raise ValueError(
+                f"tree of height {h} holds {system.capacity(h)} steps, asked for {t0 + n}"
+            )
+        now = system.ancestors(t0, h)
+        first = system.ancestors(t0 + 1, h)
+        last = system.ancestors(t0 + n, h)
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
+        # Levels whose ancestor stays the same through the chunk add a constant:
+        # start below them, from their known partial noise.
+        top = h
+        while top > 0 and now[top - 1] == last[top - 1]:
+            top -= 1
+        parent_noise = np.asarray(self._partial[top], dtype=np.float64).reshape(1, *tail)
+        for level in range(top - 1, -1, -1):
+            q_first, q_last = first[level + 1], last[level + 1]
+            rows = q_last - q_first + 1
+            sums = np.empty((rows, k, *tail))
+            pos = self._buffer.take(rows * high).reshape(rows, high, *tail)
+            np.cumsum(pos, axis=1, out=sums[:, c0 + 1 :])
+            if c0:
+                neg = self._buffer.take(rows * c0).reshape(rows, c0, *tail)
+                np.cumsum(neg, axis=1, out=sums[:, c0 - 1 :: -1])
+            if q_first == now[level + 1]:
+                # The first parent is the current one: reuse the node values in use.
+                d_now, live = self._digits[level], self._sums[level]
+                if d_now > 0:
+                    sums[0, c0 + 1 : c0 + 1 + d_now] = live
+                    sums[0, c0 + 1 + d_now :] = live[-1] + np.cumsum(pos[0, d_now:], axis=0)
+                elif d_now < 0:
+                    sums[0, c0 + d_now : c0][::-1] = live
+            sums[:, c0] = 0.0
+            # State at t0 + n for this level: digit and running sums under the last parent.
+            d_end = last[level] - k * q_last
+            row = sums[-1].copy()
+            sums += parent_noise[:, None]
+            start = first[level] - (k * q_first + low)
+            parent_noise = sums.reshape(rows * k, *tail)[
+                start : start + last[level] - first[level] + 1
+            ]
+            self._digits[level] = d_end
+            if d_end > 0:
+                self._sums[level] = list(row[c0 + 1 : c0 + 1 + d_end])
+            elif d_end < 0:
+                self._sums[level] = list(row[c0 + d_end : c0][::-1])
+            else:
+                self._sums[level] = []
+        # Refresh the per-level partial noise at the new current step.
+        for j in range(top - 1, -1, -1):
+            s = self._sums[j]
+            self._partial[j] = self._partial[j + 1] + s[-1] if s else self._partial[j + 1]
+        self._t = t0 + n
+        return np.ascontiguousarray(parent_noise)
+
+
+class KaryTree(CountingMechanism):
+    """k-ary tree mechanism, optionally with subtraction (count-on-your-elders Alg. 1/2).
+
+    * ``subtract=False``: Algorithm 1, the k-ary tree of height h = ⌈log_k(T+1)⌉;
+      k = 2 is the binary tree mechanism.
+    * ``subtract=True``: Algorithm 2 with offset digits (Definition 10) for odd
+      k ≥ 3, height h = ⌈log_k 2T⌉; for even k the digits of Definition 28
+      (App. C); for k = 2 this coincides with Algorithm 1.
+
+    Privacy (Lemmas 7, 13): every step lies in exactly one node of each of the h
+    levels used, so the node vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity
+    √h·Δ (Δ = ``step_sensitivity``). ``noise="laplace"`` without delta gives ε-DP
+    with scale h·Δ/ε; with a delta it uses count-on-your-elders Theorem 3;
+    ``noise="gaussian"`` needs delta (analytic Gaussian by default).
+
+    Exact error: the release at t sums ‖digits(t)‖₁ node noises, so
+    Var_t = (node variance)·‖digits(t)‖₁; the mean equals Lemma 8 at T = k^h − 1,
+    Lemma 14 at T = (k^h − 1)/2 and Claim 29's recursion for even k.
+
+    Args:
+        horizon: T, the number of steps (≥ 1).
+        epsilon: ε > 0.
+        k: branching factor (≥ 2); k = 19 minimizes Lemma 14's leading constant.
+        subtract: use offset digits (Algorithm 2).
+        delta: None for pure ε-DP, else δ ∈ (0, 1).
+        noise: ``"laplace"`` or ``"gaussian"``.
+        rng: Generator, int seed (not for production) or None (OS entropy).
+        step_sensitivity: Δ, the largest change of one step.
+        calibration: Gaussian method (``"analytic"``, ``"classic"``, ``"fhu"``).
+        step_l2_sensitivity: ℓ₂ bound of one step's change for Laplace noise with a
+            delta and vector steps (defaults to ``step_sensitivity``).
+    """
+
+    def __init__(
+        self,
+        horizon: int,
+        epsilon: float,
+        k: int = 19,
+        subtract: bool = True,
+        delta: float | None = None,
+        noise: str = "laplace",
+        rng: RNGLike = None,
+        step_sensitivity: float = 1.0,
+        *,
+        calibration: str | None = None,
+        step_l2_sensitivity: float | None = None,
+    ) -> None:
+        self.k = check_integer("k", k, ge=2)
+        if not isinstance(subtract, bool):
+            raise TypeError(f"subtract must be a bool, got {subtract!r}")
+        self.subtract = subtract
+        self.digit_system = DigitSystem.for_tree(self.k, subtract)
+        self.height = self.digit_system.height(check_integer("horizon", horizon, ge=1))
+        super().__init__(
+            horizon,
+            epsilon=epsilon,
+            delta=delta,
+            noise=noise,
+            calibration=calibration,
+            rng=rng,
+            step_sensitivity=step_sensitivity,
+            step_l2_sensitivity=step_l2_sensitivity,
+        )
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        if self.k == 2 and not self.subtract:
+            return "binary"
+        return f"kary-{self.k}" + ("-sub" if self.subtract else "")
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(horizon={self.horizon}, k={self.k}, subtract={self.subtract}, "
+            f"height={self.height}, noise_scale={self.noise_scale:.6g})"
+        )
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        return float(self.height), float(np.sqrt(self.height))
+
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> TreeNoiseProcess:
+        return TreeNoiseProcess(self.digit_system, self.height, sampler, rng, dim)
+
+    def noise_coefficients(self) -> NDArray[np.float64]:
+        return self.digit_system.digit_l1_norms(self.horizon, self.height)
+
+    def mse(self) -> float:
+        """Exact MSE in O(h·k): node variance × Σ_t ‖digits(t)‖₁ / T."""
+        total = self.digit_system.digit_l1_total(self.horizon, self.height)
+        return self.sampler.variance * total / self.horizon
+
+    def live_noise_bound(self) -> int:
+        """Most node values a stream holds: h·max(|low|, high) (Lemma 17: h(k−1)/2)."""
+        return self.height * max(-self.digit_system.low, self.digit_system.high)
+
+
+class BinaryTree(KaryTree):
+    """The binary tree mechanism (Chan–Shi–Song 2011; Dwork et al. 2010).
+
+    Identical to ``KaryTree(k=2, subtract=False)``: height ⌈log₂(T+1)⌉, left
+    subtrees only, noise ℓ₁ sensitivity h·Δ.
+    """
+
+    def __init__(
+        self,
+        horizon: int,
+        epsilon: float,
+        delta: float | None = None,
+        noise: str = "laplace",
+        rng: RNGLike = None,
+        step_sensitivity: float = 1.0,
+        *,
+        calibration: str | None = None,
+        step_l2_sensitivity: float | None = None,
+    ) -> None:
+        super().__init__(
+            horizon,
+            epsilon,
+            k=2,
+            subtract=False,
+            delta=delta,
+            noise=noise,
+            rng=rng,
+            step_sensitivity=step_sensitivity,
+            calibration=calibration,
+            step_l2_sensitivity=step_l2_sensitivity,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"BinaryTree(horizon={self.horizon}, height={self.height}, "
+            f"noise_scale={self.noise_scale:.6g})"
+        )

@@ -1,0 +1,171 @@
+"""Noise samplers: the only place where dpcount draws noise.
+
+A mechanism holds a :class:`NoiseSampler` and a Generator; its structure never
+draws randomness itself, so the structure can be tested with :class:`ZeroNoise`
+or :class:`ConstantNoise` (as TensorFlow Privacy's tree aggregation is tested with
+a constant noise generator).
+
+The continuous samplers below are *not* hardened against floating-point attacks
+on the low-order bits of the released values (Mironov 2012); see the project
+documentation for the discrete alternatives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_integer, check_real
+
+__all__ = [
+    "ConstantNoise",
+    "GaussianNoise",
+    "LaplaceNoise",
+    "NoiseBuffer",
+    "NoiseSampler",
+    "ZeroNoise",
+]
+
+Shape = int | tuple[int, ...]
+
+
+@runtime_checkable
+class NoiseSampler(Protocol):
+    """Draws i.i.d. noise. ``variance`` is the exact variance of one draw."""
+
+    @property
+    def variance(self) -> float: ...
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]: ...
+
+
+@dataclass(frozen=True)
+class LaplaceNoise:
+    """Laplace(0, scale) noise, variance 2·scale².
+
+    Drawn as the difference of two independent standard exponentials (which is
+    exactly standard Laplace) because numpy's ziggurat exponential sampler is
+    faster than its inverse-CDF Laplace sampler.
+    """
+
+    scale: float
+
+    def __post_init__(self) -> None:
+        check_real("scale", self.scale, gt=0)
+
+    @property
+    def variance(self) -> float:
+        return 2.0 * self.scale * self.scale
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        out = rng.standard_exponential(size)
+        out -= rng.standard_exponential(size)
+        out *= self.scale
+        return out
+
+
+@dataclass(frozen=True)
+class GaussianNoise:
+    """Gaussian N(0, sigma²) noise. ``sigma`` is a standard deviation, never a variance."""
+
+    sigma: float
+
+    def __post_init__(self) -> None:
+        check_real("sigma", self.sigma, gt=0)
+
+    @property
+    def variance(self) -> float:
+        return self.sigma * self.sigma
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        out = rng.standard_normal(size)
+        out *= self.sigma
+        return out
+
+
+@dataclass(frozen=True)
+class ZeroNoise:
+    """No noise (for structure tests; gives no privacy)."""
+
+    @property
+    def variance(self) -> float:
+        return 0.0
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        return np.zeros(size)
+
+
+@dataclass(frozen=True)
+class ConstantNoise:
+    """Every draw equals ``value`` (for structure tests; gives no privacy).
+
+    With value 1 a linear mechanism's noise at step t counts the noise terms
+    it sums, e.g. the ℓ₁ norm of t's digits for the tree mechanisms.
+    """
+
+    value: float = 1.0
+
+    @property
+    def variance(self) -> float:
+        return 0.0
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        return np.full(size, float(self.value))
+
+
+class NoiseBuffer:
+    """A FIFO of pre-drawn i.i.d. samples, so a stream can take one at a time cheaply.
+
+    Samples are drawn from ``sampler`` with ``rng`` in blocks of ``block`` steps.
+    A drawn sample is handed out exactly once; none is ever re-drawn. Each sample
+    has shape ``()`` (``dim=None``) or ``(dim,)``.
+    """
+
+    __slots__ = ("_block", "_dim", "_items", "rng", "sampler")
+
+    def __init__(
+        self,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+        block: int = 1024,
+    ) -> None:
+        self.sampler = sampler
+        self.rng = rng
+        self._dim = dim
+        self._block = check_integer("block", block, ge=1)
+        self._items: list[Any] = []
+
+    def _shape(self, n: int) -> tuple[int, ...]:
+        return (n,) if self._dim is None else (n, self._dim)
+
+    def take_one(self) -> Any:
+        """One sample (a float, or an array of shape ``(dim,)``)."""
+        items = self._items
+        if not items:
+            drawn = self.sampler.sample(self.rng, self._shape(self._block))
+            # Reverse so that pop() hands samples out in drawn order.
+            items = self._items = list(drawn[::-1]) if self._dim else drawn[::-1].tolist()
+        return items.pop()
+
+    def take(self, n: int) -> NDArray[np.float64]:
+        """``n`` samples as an array of shape ``(n,)`` or ``(n, dim)``; buffered ones first."""
+        shape = self._shape(n)
+        if n == 0:
+            return np.zeros(shape)
+        k = min(n, len(self._items))
+        if k == 0:
+            return self.sampler.sample(self.rng, shape)
+        head = [self._items.pop() for _ in range(k)]
+        out = np.empty(shape)
+        out[:k] = np.asarray(head, dtype=np.float64).reshape(self._shape(k))
+        if n > k:
+            out[k:] = self.sampler.sample(self.rng, self._shape(n - k))
+        return out
+
+    def pending(self) -> list[Any]:
+        """Samples drawn but not yet handed out, in the order they will be handed out."""
+        return list(reversed(self._items))

@@ -1,0 +1,28 @@
+"""Shared test configuration: a derandomized Hypothesis profile and data paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+DPBENCH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dpbench"
+
+
+@pytest.fixture
+def dpbench_dir() -> Path:
+    """The DPBench data folder; the test is skipped when it is absent."""
+    if not DPBENCH.is_dir():
+        pytest.skip(f"DPBench data not found at {DPBENCH}")
+    return DPBENCH

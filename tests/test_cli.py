@@ -1,0 +1,109 @@
+"""Command line: count (file and live stdin), demo, and input errors."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcount.cli import main
+from dpcount.counting import KaryTree
+
+
+def read_out(path: Path) -> np.ndarray:
+    with path.open() as fh:
+        rows = list(csv.DictReader(fh))
+    return np.array([[float(r["t"]), float(r["private_count"]), float(r["std"])] for r in rows])
+
+
+def test_count_file_with_header_and_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("day,cases\n" + "".join(f"{i},{i % 3}\n" for i in range(50)))
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--column", "cases", "--epsilon", "1", "--seed", "3"]
+    assert main([*argv, "--output", str(out)]) == 0
+    data = read_out(out)
+    assert data.shape == (50, 3)
+    np.testing.assert_array_equal(data[:, 0], np.arange(1, 51))
+    std = np.sqrt(KaryTree(50, 1.0, rng=0).variances())
+    np.testing.assert_allclose(data[:, 2], std, rtol=1e-15)
+    err = capsys.readouterr().err
+    assert "epsilon=1-DP" in err and "MSE" in err
+    # The same seed reproduces the release (research use); the seed path is explicit.
+    out2 = tmp_path / "out2.csv"
+    assert main([*argv, "--output", str(out2)]) == 0
+    np.testing.assert_array_equal(read_out(out2), data)
+
+
+def test_count_headerless_single_column_binary(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("\n".join(["1", "0", "1", "", "1"]) + "\n")
+    out = tmp_path / "out.csv"
+    assert (
+        main(["count", str(src), "--mechanism", "binary", "--epsilon", "2", "--output", str(out)])
+        == 0
+    )
+    assert read_out(out).shape == (4, 3)  # the blank line is not a step
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        ("x\n1\nabc\n", [], "line 3: could not read 'abc' as a number"),
+        ("x\n1\nnan\n", [], "line 3: value 'nan' is not finite"),
+        ("a,b\n1,2\n", [], "line 1: found 2 columns; choose one with --column"),
+        ("a,b\n1,2\n", ["--column", "c"], "no column named 'c'"),
+        ("1\n2\n3\n", ["--horizon", "2"], "--horizon 2 is smaller than the 3 rows"),
+        ("1\n", ["--epsilon", "-1"], "epsilon must be > 0, got -1.0"),
+        ("1\n", ["--noise", "gaussian"], "delta must be given for noise='gaussian'"),
+    ],
+)
+def test_count_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, extra: list[str], message: str
+) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text(content)
+    argv = ["count", str(src), "--epsilon", "1", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpcount: error:") and message in err
+    assert "Traceback" not in err
+
+
+def test_count_stdin_is_live(tmp_path: Path) -> None:
+    """Each input line produces its output line before the next line is written."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "dpcount", "count", "-", "--horizon", "10", "--epsilon", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "t,private_count,std"
+        for t in range(1, 4):
+            proc.stdin.write("1\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline().strip().split(",")
+            assert line[0] == str(t)
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+
+
+def test_count_stdin_requires_horizon(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", "-", "--epsilon", "1"]) == 2
+    assert "--horizon is required" in capsys.readouterr().err
+
+
+def test_demo_runs_and_writes_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "demo.png"
+    assert main(["demo", "--seed", "1", "--replicates", "50", "--output", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "binary" in out and "exact RMSE" in out
+    assert png.stat().st_size > 10_000
