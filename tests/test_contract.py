@@ -1,0 +1,85 @@
+"""The contract every counting mechanism satisfies (run over tests/mechanisms.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcount.privacy import ConstantNoise, ZeroNoise
+
+from .mechanisms import FACTORIES
+from .stats import assert_variances_match
+
+NAMES = sorted(FACTORIES)
+HORIZONS = [1, 2, 5, 33, 64, 100]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("T", HORIZONS)
+def test_zero_noise_release_equals_prefix_sums(name: str, T: int) -> None:
+    m = FACTORIES[name](T, 0).with_sampler(ZeroNoise())
+    rng = np.random.default_rng(T)
+    x = rng.normal(size=T)
+    np.testing.assert_allclose(m.release(x), np.cumsum(x), atol=1e-9)
+    X = rng.integers(-3, 4, size=(T, 3)).astype(float)
+    np.testing.assert_allclose(m.release(X), np.cumsum(X, axis=0), atol=1e-9)
+    s = m.stream()
+    np.testing.assert_allclose([s.update(float(v)) for v in x], np.cumsum(x), atol=1e-9)
+    assert m.privacy is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("T", HORIZONS)
+def test_constant_noise_is_identical_in_batch_and_stream(name: str, T: int) -> None:
+    """With every sample = 1 the noise is Σ_j L[t, j]: batch, steps and chunks must agree."""
+    m = FACTORIES[name](T, 0).with_sampler(ConstantNoise(1.0))
+    batch = m.release(np.zeros(T))
+    s = m.stream()
+    steps = np.array([s.update(0.0) for _ in range(T)])
+    np.testing.assert_allclose(steps, batch, rtol=1e-12, atol=1e-9)
+    s = m.stream()
+    chunks, t = [], 0
+    for n in [3, 1, 7, 2] * T:
+        n = min(n, T - t)
+        if n == 0:
+            break
+        chunks.append(s.update_many(np.zeros(n)))
+        t += n
+    np.testing.assert_allclose(np.concatenate(chunks), batch, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exact_error_api(name: str) -> None:
+    m = FACTORIES[name](77, 0)
+    v = m.variances()
+    assert v.shape == (77,) and np.all(v >= 0) and np.all(np.isfinite(v))
+    assert m.mse() == pytest.approx(float(v.mean()), rel=1e-12)
+    assert m.max_variance() == pytest.approx(float(v.max()), rel=1e-12)
+    assert m.privacy is not None and m.privacy.epsilon > 0
+    assert m.name in m.describe() or type(m).__name__ in m.describe()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_and_stream_variances_match_exact(name: str) -> None:
+    T, reps = 40, 4000
+    m = FACTORIES[name](T, 2024)
+    errors = m.release(np.zeros((T, reps))).T  # coordinates as replicates
+    assert_variances_match(errors, m.variances())
+    stream_errors = np.empty((reps // 4, T))
+    for r in range(reps // 4):
+        s = m.stream()
+        stream_errors[r] = [s.update(0.0) for _ in range(T)]
+    assert_variances_match(stream_errors, m.variances())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_horizon_and_input_errors(name: str) -> None:
+    m = FACTORIES[name](4, 0)
+    with pytest.raises(ValueError, match=r"x has 5 steps, more than the horizon 4"):
+        m.release(np.ones(5))
+    with pytest.raises(ValueError, match=r"x must be finite; step 1 holds nan"):
+        m.release([float("nan")])
+    s = m.stream()
+    s.update_many(np.ones(4))
+    with pytest.raises(ValueError, match=r"stream is at its horizon"):
+        s.update(1.0)
