@@ -1,0 +1,58 @@
+"""``dpcount reproduce``: regenerate the papers' tables and figures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+HELP = "reproduce the three papers' tables and figures (CSV + PNG + paper-vs-ours table)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        metavar="NAME",
+        help="experiment name, or 'all' (see --list)",
+    )
+    p.add_argument("--list", action="store_true", help="list the experiments and exit")
+    p.add_argument("--quick", action="store_true", help="small sizes (all experiments in minutes)")
+    p.add_argument("--out", default="reproduction", help="output folder for CSV and PNG files")
+    p.add_argument("--seed", type=int, default=0, help="seed of the experiments' noise (default 0)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpcount.experiments import EXPERIMENTS, run_experiment
+
+    con = Console(highlight=False, width=max(110, Console().width))
+    if args.list or args.name is None:
+        for name, fn in EXPERIMENTS.items():
+            doc = (fn.__doc__ or "").strip().splitlines()[0]
+            con.print(f"{name:<20} {doc}")
+        return 0
+    names = list(EXPERIMENTS) if args.name == "all" else [args.name]
+    for name in names:
+        if name not in EXPERIMENTS:
+            raise ValueError(f"unknown experiment {name!r}; choose from: {', '.join(EXPERIMENTS)}")
+    for name in names:
+        result = run_experiment(
+            name, quick=args.quick, out=args.out, seed=args.seed, show_progress=sys.stderr.isatty()
+        )
+        con.rule(f"{result.name}: {result.title}")
+        if result.comparisons:
+            table = Table(show_edge=False)
+            for col in ("quantity", "paper", "ours", "note"):
+                table.add_column(col)
+            for c in result.comparisons:
+                ours = f"{c.ours:.6g}" if isinstance(c.ours, float) else str(c.ours)
+                table.add_row(c.quantity, str(c.paper), ours, c.note)
+            con.print(table)
+        for note in result.notes:
+            con.print(f"note: {note}")
+        con.print(f"data: {result.csv}" + (f"   figure: {result.figure}" if result.figure else ""))
+        con.print(f"runtime: {result.runtime:.1f} s" + (" (--quick)" if args.quick else ""))
+    return 0

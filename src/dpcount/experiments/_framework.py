@@ -1,0 +1,123 @@
+"""Shared machinery for the paper reproductions: results, CSV, figures, progress."""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+__all__ = [
+    "Comparison",
+    "ExperimentConfig",
+    "ExperimentResult",
+    "figure",
+    "progress_iter",
+    "write_csv",
+]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A number the paper states next to ours."""
+
+    quantity: str
+    paper: float | str
+    ours: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """How to run: ``quick`` shrinks sizes (CI), ``out`` holds CSV/PNG, ``seed`` fixes noise."""
+
+    quick: bool
+    out: Path
+    seed: int
+    show_progress: bool = True
+
+
+@dataclass
+class ExperimentResult:
+    """What an experiment produced; ``key`` holds the numbers the tests assert."""
+
+    name: str
+    title: str
+    csv: Path
+    figure: Path | None
+    comparisons: list[Comparison] = field(default_factory=list)
+    key: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    runtime: float = 0.0
+
+
+def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for row in rows:
+            w.writerow([f"{v:.10g}" if isinstance(v, float) else v for v in row])
+    return path
+
+
+@contextmanager
+def figure(
+    path: Path, ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (7.0, 4.5)
+) -> Iterator[Any]:
+    """A matplotlib figure saved to ``path`` on exit (Agg backend, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False
+    )
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+def progress_iter(items: Sequence[Any], label: str, show: bool) -> Iterator[Any]:
+    """Iterate with a progress bar on stderr (transient) when ``show``."""
+    if not show:
+        yield from items
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=True) as progress:
+        task = progress.add_task(label, total=len(items))
+        for item in items:
+            yield item
+            progress.advance(task)
+
+
+def timed(
+    fn: Callable[[ExperimentConfig], ExperimentResult],
+) -> Callable[[ExperimentConfig], ExperimentResult]:
+    """Record the wall-clock runtime of an experiment in its result."""
+
+    def wrapper(config: ExperimentConfig) -> ExperimentResult:
+        start = time.perf_counter()
+        result = fn(config)
+        result.runtime = time.perf_counter() - start
+        return result
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
