@@ -420,7 +420,9 @@ class SimpleGraph:
             if u == v:
                 raise ValueError(f"edge ({u}, {v}) is a self-loop")
             key = (min(u, v), max(u, v))
-            if key in new or v in self._adj[u]:
+            if key in new:
+                raise ValueError(f"edge ({u}, {v}) appears twice in one step")
+            if v in self._adj[u]:
                 raise ValueError(f"edge ({u}, {v}) is already in the graph (insertions only)")
             new.add(key)
             for w in key:
