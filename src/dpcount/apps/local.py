@@ -294,7 +294,7 @@ def smith_randomizer_buckets(
         i = int(np.argwhere(np.diff(g, axis=1) < 0)[0, 0])
         raise ValueError(
             f"gradient(theta, data) must be non-decreasing in theta (a convex loss); "
-            f"it decreases for data[{i}] = {d[i]!r}"
+            f"it decreases for data[{i}] = {float(d[i])!r}"
         )
     cdf = (1.0 + g) / 2.0
     u = rng.random(d.size)
