@@ -234,15 +234,17 @@ class ContinualHistogram(AppBase):
     def _check_rows(self, x: NDArray[np.int64], name: str) -> None:
         """Per-step bounds: |x[j]| ≤ m and ‖x‖₁ ≤ b for every row."""
         b, m = self.max_items_per_step, self.max_count_per_item
-        too_many = np.abs(x).max(axis=1) > m
+        # Without removals (the common case) x is its own magnitude: no temporary array.
+        magnitude = x if x.min() >= 0 else np.abs(x)
+        too_many = magnitude.max(axis=1) > m
         if too_many.any():
             i = int(np.argmax(too_many))
-            j = int(np.argmax(np.abs(x[i])))
+            j = int(np.argmax(magnitude[i]))
             raise ValueError(
                 f"{name}: step {self.step + i + 1} changes item {j} by {int(x[i, j])}, more than "
                 f"max_count_per_item={m}"
             )
-        l1 = np.abs(x).sum(axis=1)
+        l1 = magnitude.sum(axis=1)
         if (l1 > b).any():
             i = int(np.argmax(l1 > b))
             raise ValueError(
@@ -265,14 +267,15 @@ class ContinualHistogram(AppBase):
                     f"{name} must hold integer counts, got {float(arr[tuple(bad)])!r} "
                     f"at step {self.step + int(bad[0]) + 1}, item {int(bad[1])}"
                 )
-            arr = arr.astype(np.int64)
         elif not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"{name} must hold integer counts, got dtype {arr.dtype}")
-        arr = arr.astype(np.int64)
+        arr = arr.astype(np.int64, copy=False)
         self._check_rows(arr, name)
         return arr
 
     def _check_nonnegative(self, x: NDArray[np.int64]) -> None:
+        if x.min() >= 0:  # insertions only: true counts stay >= 0
+            return
         running = self._true + np.cumsum(x, axis=0)
         if (running < 0).any():
             i, j = (int(v) for v in np.argwhere(running < 0)[0])
