@@ -39,3 +39,11 @@ def test_docs_examples_run(index: int, capsys: pytest.CaptureFixture[str]) -> No
     exec(compile(block, f"{DOC.name}[{index}]", "exec"), {})
     if "print(" in block:
         assert capsys.readouterr().out.strip()
+
+
+def test_readme_apps_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Applications") : readme.index("## Calibration functions")]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    exec(compile(block, "README.md[apps]", "exec"), {})
+    assert "TopItem(" in capsys.readouterr().out
