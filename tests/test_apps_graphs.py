@@ -109,6 +109,14 @@ def test_cut_error_bound_scopes() -> None:
         all_, np.sqrt(12 * g.variances()) * norm.isf(beta_all / 2), rtol=1e-9
     )
     assert (all_ > one).all()
+    comp = g.cut_error_bound(3, 7, beta=beta, scope="complement")
+    beta_comp = beta / (T * (n - 1) * comb(n, 3))
+    np.testing.assert_allclose(
+        comp, np.sqrt(21 * g.variances()) * norm.isf(beta_comp / 2), rtol=1e-9
+    )
+    assert (comp < g.cut_error_bound(3, 7, beta=beta)).all()
+    with pytest.raises(ValueError, match=r"p_size must be n_vertices - s_size = 7 .* got 4"):
+        g.cut_error_bound(3, 4, scope="complement")
     # Large n works in log space (C(n, n/2) overflows a float).
     big = SyntheticGraph(3000, 4, 1.0, 1e-6, mechanism="binary")
     assert np.isfinite(big.cut_error_bound(1500, 1500)).all()
@@ -356,3 +364,41 @@ def test_simple_graph_queries() -> None:
     assert g.degrees().tolist() == [2, 2, 3, 1]
     assert g.neighbours(2) == frozenset({0, 1, 3}) and g.has_edge(3, 2)
     assert g.common_neighbours(0, 1) == 1
+
+
+def test_complement_bound_holds_simultaneously() -> None:
+    """All cuts (S, V∖S) and all steps at once: violations happen with probability ≤ β."""
+    n, T, reps, beta = 6, 8, 1000, 0.5
+    g = SyntheticGraph(n, T, 1.0, 1e-6, mechanism="binary", rng=12)
+    subsets = [s for r in range(1, n) for s in itertools.combinations(range(n), r)]
+    cross = np.array(
+        [
+            [float((a in s) != (b in s)) for a, b in itertools.combinations(range(n), 2)]
+            for s in subsets
+        ]
+    )
+    bounds = np.array(
+        [g.cut_error_bound(len(s), n - len(s), beta=beta, scope="complement") for s in subsets]
+    )
+    zeros = np.zeros((T, g.n_pairs))
+    violated = np.array(
+        [
+            (
+                np.abs(g.with_sampler(g.mechanism.sampler).update_many(zeros) @ cross.T) > bounds.T
+            ).any()
+            for _ in range(reps)
+        ]
+    )
+    se = math.sqrt(beta * (1 - beta) / reps)
+    assert violated.mean() <= beta + Z_TOLERANCE * se
+    # Bounds from a quarter of the variance would be violated far more often than β.
+    quarter = np.array(
+        [
+            (
+                np.abs(g.with_sampler(g.mechanism.sampler).update_many(zeros) @ cross.T)
+                > bounds.T / 2
+            ).any()
+            for _ in range(200)
+        ]
+    )
+    assert quarter.mean() > beta + Z_TOLERANCE * math.sqrt(beta * (1 - beta) / 200)

@@ -307,7 +307,7 @@ class SyntheticGraph(AppBase):
         p_size: int,
         *,
         beta: float = 1 / 3,
-        scope: Literal["all", "one"] = "all",
+        scope: Literal["all", "complement", "one"] = "all",
     ) -> NDArray[np.float64]:
         """Error bound for (S, P)-cuts with |S| = s_size, |P| = p_size, at every step.
 
@@ -321,16 +321,21 @@ class SyntheticGraph(AppBase):
           the error is ≤ α_t(|S|, |P|). Union bound: β is split equally over
           the T steps and the n(n−1)/2 size classes (|S|, |P|), and within a
           class over its C(n, |S|)·C(n − |S|, |P|) cuts, so
-          β′ = β / (T · n(n−1)/2 · C(n,|S|) · C(n−|S|,|P|)). This gives
-          α_t = O(√(|S|·|P|·Var_t·|S|·ln n)) for |S| ≤ |P|, the order of Cor. 5.2's
-          |S|·√(n ln n)·√Var_t, with every constant explicit.
+          β′ = β / (T · n(n−1)/2 · C(n,|S|) · C(n−|S|,|P|)).
+        * ``scope="complement"``: the same for all cuts (S, V ∖ S) only (p_size
+          must be n − s_size): β′ = β / (T · (n − 1) · C(n, |S|)). Then
+          ln(1/β′) = O(|S| ln n + ln(T/β)) and α_t = O(|S|·√(n·ln(nT/β)·Var_t)),
+          the order of Cor. 5.2's |S|·√(n ln n)·ψ(t) with every constant explicit.
+          (For general P the term ln C(n−|S|, |P|) can reach (n−|S|)·ln 2; the
+          paper avoids it with a spectral inequality K_𝓡 ⪯ 3σ√(ln n/n)·K_n whose
+          probability it does not state, so dpcount does not use it.)
         * ``scope="one"``: for one cut fixed in advance and one step,
           P(error > α_t) = β exactly (β′ = β).
 
         Args:
             s_size, p_size: |S| ≥ 1 and |P| ≥ 1 with |S| + |P| ≤ n.
             beta: failure probability in (0, 1).
-            scope: ``"all"`` or ``"one"``.
+            scope: ``"all"``, ``"complement"`` or ``"one"``.
 
         Returns:
             α_t for t = 1..horizon.
@@ -340,17 +345,24 @@ class SyntheticGraph(AppBase):
         """
         s, p = self._cut_sizes(s_size, p_size)
         b = check_real("beta", beta, gt=0, lt=1)
-        check_choice("scope", scope, ("all", "one"))
+        check_choice("scope", scope, ("all", "complement", "one"))
+        if scope == "complement" and s + p != self.n_vertices:
+            raise ValueError(
+                f"p_size must be n_vertices - s_size = {self.n_vertices - s} for "
+                f"scope='complement', got {p}"
+            )
         if self.noise != "gaussian":
             raise ValueError(
                 "cut_error_bound needs Gaussian noise (Corollary 5.2 is a Gaussian tail bound), "
                 f"this graph uses {self.noise!r} noise"
             )
         log_beta = math.log(b)
+        n = self.n_vertices
         if scope == "all":
-            n = self.n_vertices
             log_cuts = _log_binomial(n, s) + _log_binomial(n - s, p)
             log_beta -= math.log(self.horizon) + math.log(self.n_pairs) + log_cuts
+        elif scope == "complement":
+            log_beta -= math.log(self.horizon) + math.log(n - 1) + _log_binomial(n, s)
         z = gaussian_two_sided_quantile(log_beta)
         return np.sqrt(self.cut_variance(s, p)) * z
 
