@@ -17,7 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "check_array_in_range",
+    "check_bool",
     "check_choice",
+    "check_index_array",
     "check_integer",
     "check_probability",
     "check_real",
@@ -178,4 +181,81 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
     out = arr.astype(np.float64)
     if not np.isfinite(out).all():
         raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+# -- helpers for dpcount.apps (appended) -----------------------------------------------
+
+
+def check_bool(name: str, value: object) -> bool:
+    """A real ``bool`` (not an int or a string)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}")
+    return bool(value)
+
+
+def check_index_array(name: str, value: Any, size: int) -> NDArray[np.int64]:
+    """A 1-D sequence of integer indices in ``[0, size)``, returned as int64.
+
+    An empty sequence is allowed. Booleans and floats (even integral ones) are
+    rejected, so that an indicator vector is never mistaken for a list of items.
+
+    Raises:
+        TypeError: non-integer entries.
+        ValueError: not one-dimensional, or an index outside ``[0, size)``.
+    """
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of integers, got {value!r}")
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got {value!r} (dtype {arr.dtype})")
+    out = arr.astype(np.int64)
+    bad = (out < 0) | (out >= size)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"{name} must be integers in [0, {size}), got {int(out[i])} at position {i}"
+        )
+    return out
+
+
+def check_array_in_range(
+    name: str, value: Any, *, low: float, high: float, shape: tuple[int, ...] | None = None
+) -> NDArray[np.float64]:
+    """A finite real array with every entry in ``[low, high]``, as float64.
+
+    Args:
+        name: parameter name for messages.
+        value: array-like.
+        low, high: inclusive bounds.
+        shape: if given, the required shape (``-1`` entries match any length).
+
+    Raises:
+        TypeError: non-numeric data.
+        ValueError: wrong shape, NaN/inf, or an entry outside ``[low, high]``
+            (the message gives its index and value).
+    """
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if shape is not None and (
+        arr.ndim != len(shape)
+        or any(s not in (-1, a) for s, a in zip(shape, arr.shape, strict=True))
+    ):
+        want = "(" + ", ".join("n" if s == -1 else str(s) for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {want}, got shape {arr.shape}")
+    out = np.asarray(arr, dtype=np.float64)
+    bad = ~np.isfinite(out) | (out < low) | (out > high)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = "" if not idx else f" at index {idx[0] if len(idx) == 1 else idx}"
+        raise ValueError(
+            f"{name} must be finite and in [{low:g}, {high:g}], got {float(out[idx])!r}{where}"
+        )
     return out

@@ -1,0 +1,247 @@
+"""``dpcount histogram``: a private continual histogram of timestamped events."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dpcount._cli.common import add_privacy_arguments, err_console, open_output, positive_float
+from dpcount.apps import ContinualHistogram
+from dpcount.counting.registry import MECHANISMS
+from dpcount.io import CSVError
+
+HELP = (
+    "release a private histogram of CSV events after every time step "
+    "(insertions, at most b items per step)"
+)
+
+#: steps released per call to the histogram (bounds memory at CHUNK × universe floats)
+_CHUNK = 512
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", metavar="EVENTS", help="CSV file with a header, one event per row")
+    p.add_argument("--time-column", required=True, help="header of the (numeric) time column")
+    p.add_argument("--item-column", required=True, help="header of the item column")
+    p.add_argument(
+        "--items",
+        required=True,
+        help="the public universe of items: a comma-separated list, or @FILE with one item "
+        "per line (an item outside it is an error; never derived from the data)",
+    )
+    p.add_argument(
+        "--step-width",
+        type=positive_float,
+        default=1.0,
+        help="width W of a time step (default 1): step k covers [start + (k-1)W, start + kW)",
+    )
+    p.add_argument("--start", type=float, default=0.0, help="time where step 1 starts (default 0)")
+    p.add_argument(
+        "--horizon",
+        type=int,
+        default=None,
+        help="number of steps T (default: the steps up to the last event, which reveals the "
+        "time of the last event; give it to keep T public)",
+    )
+    p.add_argument(
+        "--max-items-per-step",
+        type=int,
+        default=1,
+        help="b: most events per step (default 1); more is an error unless --drop-excess",
+    )
+    p.add_argument(
+        "--max-count-per-item",
+        type=int,
+        default=1,
+        help="m: most events of one item per step (default 1)",
+    )
+    p.add_argument(
+        "--drop-excess",
+        action="store_true",
+        help="contribution bounding: in each step keep events in file order while the step has "
+        "fewer than b events and the item fewer than m, drop the rest (and report how many)",
+    )
+    p.add_argument(
+        "--mechanism",
+        choices=sorted(MECHANISMS),
+        default=None,
+        help="counting mechanism (default: sqrt with --delta, else kary)",
+    )
+    p.add_argument("--k", type=int, default=19, help="branching factor for kary (default 19)")
+    p.add_argument("--no-subtract", action="store_true", help="kary without subtraction")
+    add_privacy_arguments(p)
+    p.add_argument(
+        "--noise",
+        choices=("laplace", "gaussian"),
+        default=None,
+        help="default: gaussian with --delta, else laplace",
+    )
+    p.add_argument("--calibration", default=None, help="Gaussian calibration (default analytic)")
+    p.add_argument("--output", default=None, help="output CSV (default: stdout)")
+
+
+def _universe(spec: str) -> list[str]:
+    if spec.startswith("@"):
+        with open(spec[1:], encoding="utf-8") as fh:
+            items = [line.strip() for line in fh if line.strip()]
+        source = spec[1:]
+    else:
+        items = [s.strip() for s in spec.split(",") if s.strip()]
+        source = "--items"
+    if not items:
+        raise ValueError(f"{source}: the item universe is empty")
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            raise ValueError(f"{source}: item {item!r} is listed twice")
+        seen.add(item)
+    return items
+
+
+@dataclass
+class _Events:
+    """Events bucketed by step: step -> item counts, plus bookkeeping."""
+
+    steps: dict[int, dict[int, int]] = field(default_factory=dict)
+    totals: dict[int, int] = field(default_factory=dict)
+    n_events: int = 0
+    dropped: int = 0
+    last_step: int = 0
+
+
+def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
+    b, m = args.max_items_per_step, args.max_count_per_item
+    out = _Events()
+    with open(args.input, encoding="utf-8", newline="") as fh:
+        rows: Iterator[list[str]] = csv.reader(fh)
+        header: list[str] | None = None
+        for line_number, row in enumerate(rows, start=1):
+            cells = [c.strip() for c in row]
+            if not any(cells):
+                continue
+            if header is None:
+                header = cells
+                for col in (args.time_column, args.item_column):
+                    if col not in header:
+                        raise CSVError(
+                            f"{args.input}: line {line_number}: no column named {col!r} "
+                            f"in header {header}"
+                        )
+                t_col, i_col = header.index(args.time_column), header.index(args.item_column)
+                continue
+            if max(t_col, i_col) >= len(cells):
+                raise CSVError(f"{args.input}: line {line_number}: too few fields ({len(cells)})")
+            try:
+                time = float(cells[t_col])
+            except ValueError:
+                raise CSVError(
+                    f"{args.input}: line {line_number}: could not read {cells[t_col]!r} as a time"
+                ) from None
+            if not math.isfinite(time):
+                raise CSVError(
+                    f"{args.input}: line {line_number}: time {cells[t_col]!r} is not finite"
+                )
+            if time < args.start:
+                raise CSVError(
+                    f"{args.input}: line {line_number}: time {cells[t_col]} is before --start "
+                    f"{args.start:g}"
+                )
+            step = math.floor((time - args.start) / args.step_width) + 1
+            if args.horizon is not None and step > args.horizon:
+                raise CSVError(
+                    f"{args.input}: line {line_number}: time {cells[t_col]} falls in step {step}, "
+                    f"after --horizon {args.horizon}"
+                )
+            label = cells[i_col]
+            if label not in index:
+                raise CSVError(
+                    f"{args.input}: line {line_number}: item {label!r} is not in the universe "
+                    "given by --items"
+                )
+            item = index[label]
+            counts = out.steps.setdefault(step, {})
+            total = out.totals.get(step, 0)
+            if total + 1 > b or counts.get(item, 0) + 1 > m:
+                if not args.drop_excess:
+                    what = (
+                        f"more than --max-items-per-step {b} events"
+                        if total + 1 > b
+                        else f"more than --max-count-per-item {m} events of item {label!r}"
+                    )
+                    raise CSVError(
+                        f"{args.input}: line {line_number}: step {step} has {what} "
+                        "(use --drop-excess to drop the excess deterministically)"
+                    )
+                out.dropped += 1
+                continue
+            counts[item] = counts.get(item, 0) + 1
+            out.totals[step] = total + 1
+            out.n_events += 1
+            out.last_step = max(out.last_step, step)
+        if header is None:
+            raise CSVError(f"{args.input}: no header row")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    items = _universe(args.items)
+    index = {label: i for i, label in enumerate(items)}
+    if args.horizon is not None and args.horizon < 1:
+        raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
+    events = _read_events(args, index)
+    horizon = args.horizon if args.horizon is not None else events.last_step
+    if horizon < 1:
+        raise ValueError(f"{args.input}: no events (give --horizon to release an empty stream)")
+    hist = ContinualHistogram(
+        len(items),
+        horizon,
+        args.epsilon,
+        args.delta,
+        args.max_items_per_step,
+        max_count_per_item=args.max_count_per_item,
+        mechanism=args.mechanism,
+        noise=args.noise,
+        calibration=args.calibration,
+        k=args.k,
+        subtract=not args.no_subtract,
+        rng=args.seed,
+    )
+    std = np.sqrt(hist.variances())
+    with open_output(args.output) as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["t", "std", "top1_item", "top1_count", *items])
+        for start in range(0, horizon, _CHUNK):
+            n = min(_CHUNK, horizon - start)
+            block = np.zeros((n, len(items)), dtype=np.int64)
+            for r in range(n):
+                for item, count in events.steps.get(start + r + 1, {}).items():
+                    block[r, item] = count
+            released = hist.update_many(block)
+            for r in range(n):
+                row = released[r]
+                j = int(np.argmax(row))
+                t = start + r + 1
+                writer.writerow(
+                    [t, repr(float(std[t - 1])), items[j], repr(float(row[j]))]
+                    + [repr(v) for v in row.tolist()]
+                )
+            out.flush()
+    _summary(hist, events)
+    return 0
+
+
+def _summary(hist: ContinualHistogram, events: _Events) -> None:
+    con = err_console()
+    privacy = hist.privacy.describe() if hist.privacy else "none"
+    con.print(f"[bold]histogram[/]  {hist!r}")
+    con.print(f"[bold]privacy[/]    {privacy}")
+    con.print(
+        f"[bold]exact error[/] max std {math.sqrt(hist.mechanism.max_variance()):.4g} per item "
+        f"over horizon {hist.horizon}; {events.n_events} events in {hist.step} steps"
+        + (f"; {events.dropped} events dropped (--drop-excess)" if events.dropped else "")
+    )

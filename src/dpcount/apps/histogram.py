@@ -1,0 +1,352 @@
+"""Continual histogram with insertions and deletions, and its top-1 statistic.
+
+constant-matters (Fichtenberger, Henzinger, Upadhyay, ICML 2023), App. B.1,
+Corollary B.1: the stream of indicator vectors x_t ∈ {−1, 0, 1}^u of the items
+inserted (+1) or removed (−1) at step t is summed by a continual counting
+mechanism run on all u coordinates at once (M_hist = M_count ⊗ I_u: the same
+factorization per coordinate, independent noise per coordinate). The release
+at step t is the private histogram h_t ≈ Σ_{i ≤ t} x_i. App. D's *top-1
+statistic* is max_j h_t[j], the private frequency of the most frequent item.
+
+Notation (paper → code):
+
+==================  ==============================================
+u, 𝒰                ``universe_size``; items are 0, …, u − 1
+b                   ``max_items_per_step``
+x_t, h_t            ``update(...)`` input / its return value
+==================  ==============================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_index_array, check_integer, check_real
+from dpcount.apps._common import (
+    AppBase,
+    MechanismChoice,
+    StreamSensitivity,
+    gaussian_two_sided_quantile,
+)
+from dpcount.privacy.rng import RNGLike, as_generator
+
+__all__ = [
+    "ContinualHistogram",
+    "TopItem",
+    "histogram_sensitivity",
+    "top1_counts",
+    "zipf_items",
+]
+
+
+def histogram_sensitivity(
+    max_items_per_step: int, max_count_per_item: int = 1
+) -> StreamSensitivity:
+    """Sensitivity of one histogram step (Corollary B.1, generalized to multiplicities).
+
+    Neighbouring steps differ by at most b item occurrences (inserted or
+    removed), at most m of any one item. The change δ ∈ Z^u then has
+    ‖δ‖₁ ≤ b and ‖δ‖₂ ≤ √(q·m² + r²) with b = q·m + r (the ℓ₂ norm is largest
+    when the b occurrences are packed m per item). With m = 1 (sets, the paper's
+    case): ℓ₁ = b and ℓ₂ = √b.
+
+    Args:
+        max_items_per_step: b ≥ 1.
+        max_count_per_item: m ≥ 1 (values above b act as b).
+    """
+    b = check_integer("max_items_per_step", max_items_per_step, ge=1)
+    m = min(check_integer("max_count_per_item", max_count_per_item, ge=1), b)
+    q, r = divmod(b, m)
+    return StreamSensitivity(float(b), math.sqrt(q * m * m + r * r))
+
+
+@dataclass(frozen=True)
+class TopItem:
+    """An item and its private count in the latest release."""
+
+    item: int
+    count: float
+
+
+def top1_counts(histograms: Any) -> NDArray[np.float64]:
+    """App. D's top-1 statistic: the largest count of each histogram (row).
+
+    Args:
+        histograms: shape ``(steps, u)`` (private or true histograms).
+
+    Returns:
+        shape ``(steps,)``: ``max_j histograms[t, j]``.
+    """
+    arr = np.asarray(histograms, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise ValueError(f"histograms must have shape (steps, u) with u >= 1, got {arr.shape}")
+    top: NDArray[np.float64] = arr.max(axis=1)
+    return top
+
+
+def zipf_items(
+    universe_size: int, length: int, exponent: float = 1.0, rng: RNGLike = None
+) -> NDArray[np.int64]:
+    """A stream of ``length`` items drawn i.i.d. from a Zipf law on ``universe_size`` items.
+
+    P(item j) ∝ (j + 1)^(−exponent), j = 0, …, u − 1 (item 0 is the most frequent):
+    the synthetic data of constant-matters App. D (2048 items, u = 20).
+    """
+    u = check_integer("universe_size", universe_size, ge=1)
+    n = check_integer("length", length, ge=1)
+    s = check_real("exponent", exponent, ge=0)
+    weights = np.arange(1, u + 1, dtype=np.float64) ** (-s)
+    return as_generator(rng).choice(u, size=n, p=weights / weights.sum()).astype(np.int64)
+
+
+class ContinualHistogram(AppBase):
+    """Private histogram of a stream of item insertions and deletions (Corollary B.1).
+
+    Each step inserts and/or removes items of the universe {0, …, u − 1}: at most
+    ``max_items_per_step`` = b occurrences in total, at most ``max_count_per_item``
+    = m of any one item (m = 1, the default and the paper's case, means each step
+    is a set). After every step the stream releases the private histogram h_t of
+    the items present so far, from a continual counting mechanism run on the u
+    coordinates (same factorization, independent noise per coordinate).
+
+    Neighbouring relation (event level): two streams differ at one step, and
+    that step's change δ = x_t − x'_t adds or removes at most b item occurrences,
+    at most m of any one item (e.g. the step's items are replaced by none).
+    Sensitivity passed to the counting mechanism (:func:`histogram_sensitivity`):
+    ℓ₁ = b for Laplace noise, ℓ₂ = √b (m = 1) for Gaussian noise.
+
+    Privacy: the mechanism's guarantee for that relation — ε-DP without a delta
+    (default: k-ary tree, k = 19, with subtraction, Laplace noise), (ε, δ)-DP with
+    one (default: square-root factorization, Gaussian noise). Releases for all
+    steps and items together satisfy it; ``top1``/``topk`` are post-processing.
+
+    Exact error: every coordinate of h_t has variance ``variances()[t − 1]``
+    (that of the scalar mechanism), independent across coordinates.
+
+    Input validation (errors, never silent clipping): items outside the universe,
+    more than b occurrences in a step, more than m of one item, an item both
+    inserted and removed in one step, and a removal that would make a true
+    count negative (Corollary B.1 requires Σ_{i ≤ t} x_i ≥ 0) raise ValueError;
+    a rejected step is not consumed.
+
+    Args:
+        universe_size: u ≥ 1.
+        horizon: T, the number of steps.
+        epsilon: ε > 0.
+        delta: None for pure ε-DP, else δ ∈ (0, 1).
+        max_items_per_step: b ≥ 1.
+        max_count_per_item: m ≥ 1 (multiplicity of one item in one step).
+        mechanism: registered counting-mechanism name (default by delta, see above).
+        noise: ``"laplace"`` or ``"gaussian"`` (default: Gaussian iff delta given).
+        calibration: noise calibration method passed to the mechanism.
+        k, subtract: tree options for ``"kary"``.
+        rng: Generator, int seed (research/tests only) or None (OS entropy).
+
+    Example:
+        >>> from dpcount.apps import ContinualHistogram
+        >>> from dpcount.privacy import ZeroNoise
+        >>> h = ContinualHistogram(4, horizon=3, epsilon=1.0, max_items_per_step=2)
+        >>> exact = h.with_sampler(ZeroNoise())
+        >>> exact.update([0, 2]).tolist(), exact.update([2], removed=[0]).tolist()
+        ([1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 2.0, 0.0])
+        >>> exact.top1()
+        TopItem(item=2, count=2.0)
+    """
+
+    def __init__(
+        self,
+        universe_size: int,
+        horizon: int,
+        epsilon: float,
+        delta: float | None = None,
+        max_items_per_step: int = 1,
+        *,
+        max_count_per_item: int = 1,
+        mechanism: str | None = None,
+        noise: str | None = None,
+        calibration: str | None = None,
+        k: int = 19,
+        subtract: bool = True,
+        rng: RNGLike = None,
+    ) -> None:
+        self.universe_size = check_integer("universe_size", universe_size, ge=1)
+        self.max_items_per_step = check_integer("max_items_per_step", max_items_per_step, ge=1)
+        self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
+        self.sensitivity = histogram_sensitivity(self.max_items_per_step, self.max_count_per_item)
+        choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
+        self.noise = choice.resolve(delta)[1]
+        self.mechanism = choice.build(
+            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=self.sensitivity
+        )
+        self.horizon = self.mechanism.horizon
+        self.neighbouring = (
+            f"event-level: streams differ at one step by at most {self.max_items_per_step} "
+            f"item insertions/removals, at most {self.max_count_per_item} of one item"
+        )
+        self._reset()
+
+    def _reset(self) -> None:
+        self._stream = self.mechanism.stream()
+        self._true = np.zeros(self.universe_size, dtype=np.int64)
+        self._latest: NDArray[np.float64] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ContinualHistogram(universe_size={self.universe_size}, horizon={self.horizon}, "
+            f"max_items_per_step={self.max_items_per_step}, "
+            f"max_count_per_item={self.max_count_per_item}, mechanism={self.mechanism!r})"
+        )
+
+    @property
+    def step(self) -> int:
+        """Steps released so far."""
+        return self._stream.step
+
+    @property
+    def latest(self) -> NDArray[np.float64] | None:
+        """The latest private histogram (None before the first step); a copy."""
+        return None if self._latest is None else self._latest.copy()
+
+    # -- input --------------------------------------------------------------------
+    def indicator(
+        self, items: Iterable[int] = (), removed: Iterable[int] = ()
+    ) -> NDArray[np.int64]:
+        """The step vector x_t for item lists (validated as in :meth:`update`)."""
+        u = self.universe_size
+        ins = check_index_array("items", list(items), u)
+        rem = check_index_array("removed", list(removed), u)
+        both = np.intersect1d(ins, rem)
+        if both.size:
+            raise ValueError(
+                f"item {int(both[0])} is both inserted and removed in one step; "
+                "give its net change instead"
+            )
+        x = np.bincount(ins, minlength=u) - np.bincount(rem, minlength=u)
+        self._check_rows(x[None, :], "items")
+        return x
+
+    def _check_rows(self, x: NDArray[np.int64], name: str) -> None:
+        """Per-step bounds: |x[j]| ≤ m and ‖x‖₁ ≤ b for every row."""
+        b, m = self.max_items_per_step, self.max_count_per_item
+        # Without removals (the common case) x is its own magnitude: no temporary array.
+        magnitude = x if x.min() >= 0 else np.abs(x)
+        too_many = magnitude.max(axis=1) > m
+        if too_many.any():
+            i = int(np.argmax(too_many))
+            j = int(np.argmax(magnitude[i]))
+            raise ValueError(
+                f"{name}: step {self.step + i + 1} changes item {j} by {int(x[i, j])}, more than "
+                f"max_count_per_item={m}"
+            )
+        l1 = magnitude.sum(axis=1)
+        if (l1 > b).any():
+            i = int(np.argmax(l1 > b))
+            raise ValueError(
+                f"{name}: step {self.step + i + 1} has {int(l1[i])} item insertions/removals, more "
+                f"than max_items_per_step={b}"
+            )
+
+    def _check_vectors(self, x: Any, name: str) -> NDArray[np.int64]:
+        arr = np.asarray(x)
+        if arr.ndim != 2 or arr.shape[1] != self.universe_size:
+            want = f"({self.universe_size},)" if name == "x" else f"(steps, {self.universe_size})"
+            shape = arr.shape[1:] if name == "x" else arr.shape
+            raise ValueError(f"{name} must have shape {want}, got shape {shape}")
+        if arr.dtype == np.bool_:
+            arr = arr.astype(np.int64)
+        if np.issubdtype(arr.dtype, np.floating):
+            if not np.isfinite(arr).all() or not (arr == np.round(arr)).all():
+                bad = np.argwhere(~np.isfinite(arr) | (arr != np.round(arr)))[0]
+                raise ValueError(
+                    f"{name} must hold integer counts, got {float(arr[tuple(bad)])!r} "
+                    f"at step {self.step + int(bad[0]) + 1}, item {int(bad[1])}"
+                )
+        elif not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{name} must hold integer counts, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False)
+        self._check_rows(arr, name)
+        return arr
+
+    def _check_nonnegative(self, x: NDArray[np.int64]) -> None:
+        if x.min() >= 0:  # insertions only: true counts stay >= 0
+            return
+        running = self._true + np.cumsum(x, axis=0)
+        if (running < 0).any():
+            i, j = (int(v) for v in np.argwhere(running < 0)[0])
+            raise ValueError(
+                f"step {self.step + i + 1} removes item {j} more often than it is present "
+                "(true counts must stay >= 0)"
+            )
+
+    # -- release ------------------------------------------------------------------
+    def update(self, items: Iterable[int] = (), removed: Iterable[int] = ()) -> NDArray[np.float64]:
+        """Insert ``items`` and remove ``removed`` (item lists); return the private histogram.
+
+        Repeats of an item count as multiplicity (at most ``max_count_per_item``).
+        """
+        return self.update_vector(self.indicator(items, removed))
+
+    def update_vector(self, x: Any) -> NDArray[np.float64]:
+        """Add one step given as an integer vector of length u (entries in [−m, m])."""
+        arr = np.asarray(x)
+        if arr.ndim != 1:
+            raise ValueError(f"x must have shape ({self.universe_size},), got shape {arr.shape}")
+        rows = self._check_vectors(arr[None, :], "x")
+        self._check_nonnegative(rows)
+        out: NDArray[np.float64] = np.asarray(
+            self._stream.update(rows[0].astype(np.float64)), dtype=np.float64
+        )
+        self._true += rows[0]
+        self._latest = out
+        return np.array(out)
+
+    def update_many(self, xs: Any) -> NDArray[np.float64]:
+        """Add several steps, shape ``(steps, u)``; returns their private histograms."""
+        rows = self._check_vectors(xs, "xs")
+        self._check_nonnegative(rows)
+        out = self._stream.update_many(rows.astype(np.float64))
+        self._true += rows.sum(axis=0)
+        self._latest = out[-1].copy()
+        return out
+
+    # -- queries on the latest release (post-processing) --------------------------
+    def _require_release(self) -> NDArray[np.float64]:
+        if self._latest is None:
+            raise ValueError("no histogram released yet: call update() first")
+        return self._latest
+
+    def top1(self) -> TopItem:
+        """The item with the largest private count (ties: smallest item) and that count."""
+        h = self._require_release()
+        j = int(np.argmax(h))
+        return TopItem(j, float(h[j]))
+
+    def topk(self, k: int) -> list[TopItem]:
+        """The ``k`` items with the largest private counts, largest first (ties: smaller item)."""
+        h = self._require_release()
+        kk = check_integer("k", k, ge=1, le=self.universe_size)
+        order = np.argsort(-h, kind="stable")[:kk]
+        return [TopItem(int(j), float(h[j])) for j in order]
+
+    def error_bound(self, beta: float = 1 / 3) -> NDArray[np.float64]:
+        """Simultaneous error bound α_t of Corollary B.1, with the exact variance.
+
+        With probability ≥ 1 − β, for all steps t ≤ T and all items j at once,
+        |h_t[j] − Σ_{i≤t} x_i[j]| ≤ α_t = √Var_t · z, where P(|N(0,1)| > z) =
+        β/(u·T) (a union bound over the u·T released coordinates; each error is
+        exactly N(0, Var_t)). Needs Gaussian noise.
+        """
+        b = check_real("beta", beta, gt=0, lt=1)
+        if self.noise != "gaussian":
+            raise ValueError(
+                f"error_bound needs Gaussian noise (Corollary B.1 is a Gaussian tail bound), "
+                f"this histogram uses {self.noise!r} noise"
+            )
+        z = gaussian_two_sided_quantile(math.log(b) - math.log(self.universe_size * self.horizon))
+        return np.sqrt(self.variances()) * z
