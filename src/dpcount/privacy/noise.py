@@ -119,7 +119,8 @@ class ConstantNoise:
 class NoiseBuffer:
     """A FIFO of pre-drawn i.i.d. samples, so a stream can take one at a time cheaply.
 
-    Samples are drawn from ``sampler`` with ``rng`` in blocks of ``block`` steps.
+    Samples are drawn from ``sampler`` with ``rng`` in blocks of ``block`` steps
+    (default: 1024 scalar samples, or about 2^20 values for vector samples).
     A drawn sample is handed out exactly once; none is ever re-drawn. Each sample
     has shape ``()`` (``dim=None``) or ``(dim,)``.
     """
@@ -131,11 +132,14 @@ class NoiseBuffer:
         sampler: NoiseSampler,
         rng: np.random.Generator,
         dim: int | None = None,
-        block: int = 1024,
+        block: int | None = None,
     ) -> None:
         self.sampler = sampler
         self.rng = rng
         self._dim = dim
+        if block is None:
+            # About 2^20 values (8 MiB) per refill: 1024 scalar steps, fewer wide vectors.
+            block = 1024 if dim is None else max(1, 2**20 // dim)
         self._block = check_integer("block", block, ge=1)
         self._items: list[Any] = []
 
