@@ -231,6 +231,7 @@ def laplace_scale_approximate(
 # ----------------------------------------------------------------------------------------
 #: Relative upward margin on a computed δ (absorbs rounding in exp/log of the bound).
 _DELTA_MARGIN = 1e-9
+_SMALLEST_DELTA = 5e-324
 
 
 def discrete_laplace_scale(l1_sensitivity: float, epsilon: float) -> Fraction:
@@ -273,7 +274,8 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     infimum; capped at 1. Sharper than the classic e^{−(ε−ρ)²/(4ρ)} (Bun &
     Steinke 2016, Prop. 1.3).
 
-    Edge cases: ρ → 0 gives δ → 0; ε ≤ ρ gives δ close to 1.
+    Edge cases: ρ → 0 gives δ → 0 (reported as at least 5e-324, the smallest
+    positive double, never 0); ε ≤ ρ gives δ close to 1.
     """
     r = check_real("rho", rho, gt=0)
     eps = check_real("epsilon", epsilon, ge=0)
@@ -289,7 +291,8 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     log_delta = _log_zcdp_delta_at(r, eps, hi)
     if log_delta >= 0.0:
         return 1.0
-    return min(1.0, math.exp(log_delta) * (1.0 + _DELTA_MARGIN))
+    # Below the smallest subnormal the bound is reported as that subnormal (never as 0).
+    return min(1.0, max(math.exp(log_delta) * (1.0 + _DELTA_MARGIN), _SMALLEST_DELTA))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
