@@ -15,7 +15,8 @@ coordinates each changing by Δ.
 
 Compared with count-on-your-elders Theorem 3 (heterogeneous advanced
 composition), the PLD ε at the same λ is always smaller; calibrating λ to the PLD
-saves about 23% of the noise at ε = 1, δ = 1e-6 for 256 equal coordinates.
+saves about 22% of the noise scale at ε = 1, δ = 1e-6 for 256 equal coordinates
+(21.7% measured; 15% at 21 coordinates, none at 8, where pure DP is tighter).
 """
 
 from __future__ import annotations
