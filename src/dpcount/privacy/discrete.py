@@ -34,10 +34,12 @@ t in Alg. 3 → ``t = ⌊σ⌋ + 1``; γ → ``gamma_num/gamma_den``.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -108,17 +110,31 @@ def _bernoulli_exp_small(rng: np.random.Generator, num: IntArray, den: int) -> N
     return out
 
 
+_F20 = math.factorial(20)
+#: F20/k! for k = 20, 19, …, 1 (ascending): with U uniform on [0, 20!), the event
+#: U < 20!/k! has probability exactly 1/k!.
+_FACTORIAL_THRESHOLDS = np.array(
+    [_F20 // math.factorial(k) for k in range(20, 0, -1)], dtype=np.int64
+)
+
+
 def _bernoulli_exp_one(rng: np.random.Generator, n: int) -> NDArray[np.bool_]:
-    """n draws of Bernoulli(exp(−1)) (CKS Alg. 1 with γ = 1: A_k ~ Bernoulli(1/k))."""
-    out = np.empty(n, dtype=bool)
-    active = np.arange(n)
-    k = 2  # A_1 ~ Bernoulli(1) always succeeds
-    while active.size:
-        a = rng.integers(0, k, size=active.size) == 0
-        out[active[~a]] = k % 2 == 1
-        active = active[a]
-        k += 1
-    return out
+    """n draws of Bernoulli(exp(−1)) (CKS Alg. 1 with γ = 1), one uniform integer each.
+
+    In Algorithm 1 with γ = 1, A_k ~ Bernoulli(1/k) and K is the first failure, so
+    P[K > k] = 1/k!. One uniform U on [0, 20!) decides all of A_1..A_20 at once:
+    K > k exactly when U < 20!/k!. If K > 20 (U = 0, probability 1/20!), the
+    loop continues with fresh Bernoulli(1/k) draws for k = 21, 22, …
+    """
+    u = rng.integers(0, _F20, size=n)
+    passed = 20 - np.searchsorted(_FACTORIAL_THRESHOLDS, u, side="right")  # #{k: U < 20!/k!}
+    k_first_fail = passed + 1
+    for i in np.flatnonzero(passed == 20):
+        k = 21
+        while int(rng.integers(0, k)) == 0:
+            k += 1
+        k_first_fail[i] = k
+    return np.asarray(k_first_fail % 2 == 1)
 
 
 def _all_exp_one(rng: np.random.Generator, counts: IntArray) -> NDArray[np.bool_]:
@@ -174,23 +190,46 @@ def bernoulli_exp(
 # --------------------------------------------------------------------------------------
 # Algorithm 2: discrete Laplace
 # --------------------------------------------------------------------------------------
-def _discrete_laplace_flat(rng: np.random.Generator, num: int, den: int, n: int) -> IntArray:
-    out = np.empty(n, dtype=np.int64)
-    pending = np.arange(n)
-    while pending.size:
-        m = pending.size
-        u = rng.integers(0, num, size=m)
-        accept_u = _bernoulli_exp_small(rng, u, num)  # D ~ Bernoulli(exp(−U/t))
-        pos = np.flatnonzero(accept_u)
-        v = _geometric_exp_one(rng, pos.size)
-        y = (u[pos] + num * v) // den  # X = U + t·V ~ Geom(e^{−1/t}); Y = ⌊X/s⌋
-        negative = rng.integers(0, 2, size=pos.size).astype(bool)
-        keep = ~(negative & (y == 0))  # B = 1 and Y = 0: reject (0 counted once)
-        done = np.zeros(m, dtype=bool)
-        done[pos[keep]] = True
-        out[pending[pos[keep]]] = np.where(negative[keep], -y[keep], y[keep])
-        pending = pending[~done]
+def _laplace_candidates(rng: np.random.Generator, num: int, den: int, m: int) -> IntArray:
+    """Run m independent trials of CKS Alg. 2's loop body; return the accepted outputs in order."""
+    u = rng.integers(0, num, size=m)
+    pos = np.flatnonzero(_bernoulli_exp_small(rng, u, num))  # D ~ Bernoulli(exp(−U/t))
+    v = _geometric_exp_one(rng, pos.size)
+    y = (u[pos] + num * v) // den  # X = U + t·V ~ Geom(e^{−1/t}); Y = ⌊X/s⌋
+    negative = rng.integers(0, 2, size=pos.size).astype(bool)
+    keep = ~(negative & (y == 0))  # B = 1 and Y = 0: reject (0 counted once)
+    out: IntArray = np.where(negative[keep], -y[keep], y[keep])
     return out
+
+
+def _laplace_accept_probability(num: int, den: int) -> float:
+    # P[D = 1] = (1 − e^{−1})/(t(1 − e^{−1/t})), P[keep] = (1 + e^{−s/t})/2
+    p_d = -math.expm1(-1.0) / (num * -math.expm1(-1.0 / num))
+    return p_d * (1.0 + math.exp(-den / num)) / 2.0
+
+
+def _fill(n: int, accept: float, trials: Callable[[int], IntArray]) -> IntArray:
+    """n outputs of a rejection sampler: trials in batches sized for one round (10% slack).
+
+    Accepted trials are i.i.d. from the target, so keeping the first n accepted in
+    trial order is exact; surplus accepted outputs are discarded, never reused.
+    """
+    out = np.empty(n, dtype=np.int64)
+    filled = 0
+    while filled < n:
+        need = n - filled
+        got = trials(min(int(need / accept * 1.1) + 16, 1 << 24))[:need]
+        out[filled : filled + got.size] = got
+        filled += got.size
+    return out
+
+
+def _discrete_laplace_flat(rng: np.random.Generator, num: int, den: int, n: int) -> IntArray:
+    return _fill(
+        n,
+        _laplace_accept_probability(num, den),
+        lambda m: _laplace_candidates(rng, num, den, m),
+    )
 
 
 def sample_discrete_laplace(
@@ -250,26 +289,42 @@ def _bernoulli_exp_exact(rng: np.random.Generator, num: int, den: int) -> bool:
         k += 1
 
 
+def _gaussian_candidates(
+    rng: np.random.Generator, params: tuple[int, int, int, int, int], m: int
+) -> IntArray:
+    """m independent trials of CKS Alg. 3's loop body; the accepted outputs in order."""
+    a, b, t, den, ymax = params
+    y = _discrete_laplace_flat(rng, t, 1, m)
+    mag = np.abs(y)
+    accept = np.zeros(m, dtype=bool)
+    fast = np.flatnonzero(mag <= ymax)
+    if fast.size:
+        # γ = (|y| − σ²/t)²/(2σ²) = (|y|·b·t − a)² / (2·a·b·t²)
+        diff = mag[fast] * (b * t) - a
+        accept[fast] = bernoulli_exp(rng, diff * diff, den)
+    for i in np.flatnonzero(mag > ymax):
+        accept[i] = _bernoulli_exp_exact(rng, (int(mag[i]) * b * t - a) ** 2, den)
+    return y[accept]
+
+
+@functools.lru_cache(maxsize=64)
+def _gaussian_accept_probability(sigma2: Fraction) -> float:
+    """P[C = 1] in Alg. 3 (float; only sizes the batches): Σ_y Lap_Z(t)(y)·e^{−γ(y)}."""
+    s2 = float(sigma2)
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    y = np.arange(0, math.ceil(40.0 * math.sqrt(s2) + 40.0 * t) + 1, dtype=np.float64)
+    lap = discrete_laplace_pmf(y, float(t))
+    accept = np.exp(-((y - s2 / t) ** 2) / (2.0 * s2))
+    return max(float(lap[0] * accept[0] + 2.0 * np.dot(lap[1:], accept[1:])), 1e-3)
+
+
 def _discrete_gaussian_flat(rng: np.random.Generator, sigma2: Fraction, n: int) -> IntArray:
-    a, b, t, den, ymax = _gaussian_params(sigma2)
-    out = np.empty(n, dtype=np.int64)
-    pending = np.arange(n)
-    while pending.size:
-        m = pending.size
-        y = _discrete_laplace_flat(rng, t, 1, m)
-        mag = np.abs(y)
-        accept = np.zeros(m, dtype=bool)
-        fast = np.flatnonzero(mag <= ymax)
-        if fast.size:
-            # γ = (|y| − σ²/t)²/(2σ²) = (|y|·b·t − a)² / (2·a·b·t²)
-            diff = mag[fast] * (b * t) - a
-            accept[fast] = bernoulli_exp(rng, diff * diff, den)
-        for i in np.flatnonzero(mag > ymax):
-            num = (int(mag[i]) * b * t - a) ** 2
-            accept[i] = _bernoulli_exp_exact(rng, num, den)
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
-    return out
+    params = _gaussian_params(sigma2)
+    return _fill(
+        n,
+        _gaussian_accept_probability(sigma2),
+        lambda m: _gaussian_candidates(rng, params, m),
+    )
 
 
 def sample_discrete_gaussian(
@@ -289,7 +344,7 @@ def sample_discrete_gaussian(
 # --------------------------------------------------------------------------------------
 # Exact pmfs and variances
 # --------------------------------------------------------------------------------------
-def discrete_laplace_pmf(y: NDArray[np.int64] | int, scale: float) -> NDArray[np.float64]:
+def discrete_laplace_pmf(y: NDArray[Any] | int, scale: float) -> NDArray[np.float64]:
     """P[Y = y] = (1 − p)/(1 + p)·p^|y| with p = exp(−1/scale)."""
     s = check_real("scale", scale, gt=0)
     p = math.exp(-1.0 / s)
@@ -316,7 +371,7 @@ def _gaussian_terms(sigma2: float) -> tuple[NDArray[np.float64], NDArray[np.floa
     return x, w, 1.0 + 2.0 * float(w.sum())
 
 
-def discrete_gaussian_pmf(y: NDArray[np.int64] | int, sigma2: float) -> NDArray[np.float64]:
+def discrete_gaussian_pmf(y: NDArray[Any] | int, sigma2: float) -> NDArray[np.float64]:
     """P[Y = y] = exp(−y²/(2σ²))/Σ_z exp(−z²/(2σ²)), normalizer summed to convergence."""
     s2 = check_real("sigma2", sigma2, gt=0)
     _, _, norm = _gaussian_terms(s2)
