@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -134,3 +135,23 @@ def test_discrete_errors() -> None:
 
     with pytest.raises(ValueError, match=r"noise='discrete-laplace' is not available for NoInt"):
         NoIntegerTree(10, 1.0, noise="discrete-laplace")
+
+
+def test_cli_discrete_noise_gives_integer_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dpcount.cli import main
+
+    src = tmp_path / "in.csv"
+    src.write_text("c\n1\n0\n2\n1\n")
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--epsilon", "1", "--noise", "discrete-gaussian", "--delta", "1e-6"]
+    assert main([*argv, "--output", str(out)]) == 0
+    rows = out.read_text().splitlines()[1:]
+    assert len(rows) == 4
+    assert all(r.split(",")[1].lstrip("-").isdigit() for r in rows)
+    assert "rho=" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("c\n1\n0.5\n")
+    assert main(["count", str(bad), "--epsilon", "1", "--noise", "discrete-laplace"]) == 2
+    assert "step 2 holds 0.5" in capsys.readouterr().err
