@@ -21,4 +21,10 @@ FACTORIES: dict[str, Factory] = {
     "kary-5-laplace-delta": lambda T, seed: KaryTree(
         T, 1.0, k=5, subtract=False, delta=1e-8, rng=seed
     ),
+    "binary-discrete-laplace": lambda T, seed: BinaryTree(
+        T, 1.0, noise="discrete-laplace", rng=seed
+    ),
+    "kary-7-sub-discrete-gauss": lambda T, seed: KaryTree(
+        T, 0.5, k=7, subtract=True, noise="discrete-gaussian", delta=1e-6, rng=seed
+    ),
 }

@@ -334,7 +334,8 @@ def test_chunked_stream_variance_matches_exact() -> None:
         (
             {"noise": "normal"},
             ValueError,
-            r"noise must be one of \('laplace', 'gaussian'\), got 'normal'",
+            r"noise must be one of \('laplace', 'gaussian', 'discrete-laplace', "
+            r"'discrete-gaussian'\), got 'normal'",
         ),
         ({"delta": 1.5}, ValueError, r"delta must be in \(0, 1\), got 1\.5"),
         ({"step_sensitivity": 0}, ValueError, r"step_sensitivity must be > 0, got 0"),

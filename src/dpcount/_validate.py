@@ -22,10 +22,13 @@ __all__ = [
     "check_choice",
     "check_index_array",
     "check_integer",
+    "check_integral_array",
+    "check_integral_step",
     "check_probability",
     "check_real",
     "check_stream_array",
     "check_stream_step",
+    "check_whole_number",
 ]
 
 
@@ -259,3 +262,53 @@ def check_array_in_range(
             f"{name} must be finite and in [{low:g}, {high:g}], got {float(out[idx])!r}{where}"
         )
     return out
+
+
+_MAX_EXACT_INT = 2**53
+
+
+def check_whole_number(name: str, value: float, *, reason: str) -> float:
+    """A real that must be a whole number (e.g. a sensitivity for integer-valued noise).
+
+    Raises:
+        ValueError: ``value`` has a fractional part; the message ends with ``reason``.
+    """
+    if not float(value).is_integer():
+        raise ValueError(f"{name} must be a whole number {reason}, got {value!r}")
+    return float(value)
+
+
+def check_integral_array(
+    name: str, arr: NDArray[np.float64], *, already: int = 0
+) -> NDArray[np.int64]:
+    """Steps for integer (discrete) noise: whole numbers with magnitude ≤ 2^53, as int64.
+
+    Integer noise added to fractional data would reveal the fractional part, so
+    fractional values are rejected, never rounded.
+
+    Raises:
+        ValueError: a value with a fractional part or beyond ±2^53 (message gives the step).
+    """
+    bad = (arr != np.floor(arr)) | (np.abs(arr) > _MAX_EXACT_INT)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        step = int(where[0]) + already + 1
+        raise ValueError(
+            f"{name} must hold whole numbers of magnitude <= 2^53 for discrete noise "
+            f"(integer noise on fractional data reveals the fraction); "
+            f"step {step} holds {float(arr[tuple(where)])!r}"
+        )
+    return arr.astype(np.int64)
+
+
+def check_integral_step(name: str, value: Any) -> Any:
+    """One step for integer noise: an int (scalar) or an int64 vector; see check_integral_array."""
+    if isinstance(value, np.ndarray):
+        return check_integral_array(name, value.reshape(1, -1))[0]
+    v = float(value)
+    if not v.is_integer() or abs(v) > _MAX_EXACT_INT:
+        raise ValueError(
+            f"{name} must be a whole number of magnitude <= 2^53 for discrete noise "
+            f"(integer noise on fractional data reveals the fraction), got {value!r}"
+        )
+    return int(v)

@@ -2,7 +2,8 @@
 
 Each subcommand lives in ``dpcount._cli.<name>`` with ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``. Errors in the user's input
-are printed as one line (``dpcount: error: ...``) with exit status 2.
+and missing optional dependencies are printed as one line
+(``dpcount: error: ...``) with exit status 2.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args._run(args))
-    except (ValueError, TypeError, OSError) as err:
+    except (ValueError, TypeError, OSError, ImportError) as err:
         print(f"dpcount: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

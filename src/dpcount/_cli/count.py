@@ -28,11 +28,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-subtract", action="store_true", help="k-ary tree without subtraction (Alg. 1)"
     )
     add_privacy_arguments(p)
-    p.add_argument("--noise", choices=("laplace", "gaussian"), default="laplace")
+    p.add_argument(
+        "--noise",
+        choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
+        default="laplace",
+        help="discrete-* add exact integer noise (recommended for production on integer "
+        "counts: not attackable through floating-point rounding); integer output",
+    )
     p.add_argument(
         "--calibration",
         default=None,
-        help="Gaussian calibration: analytic (default), classic or fhu",
+        help="Gaussian calibration: analytic (default), classic or fhu; Laplace with --delta: "
+        "theorem3 (default) or pld (needs dpcount[accounting])",
     )
     p.add_argument(
         "--sensitivity",

@@ -17,6 +17,16 @@ noise process, so their outputs have the same distribution by construction.
 Neighbouring relation (event level): two streams differ at one step t, with
 ``|x_t − x'_t| ≤ step_sensitivity`` (for vector steps: the ℓ₁ norm of the change
 when the noise is Laplace, its ℓ₂ norm when Gaussian).
+
+Integer noise (``noise="discrete-laplace"`` / ``"discrete-gaussian"``): a
+mechanism opts in with ``supports_discrete_noise = True`` when the vector it
+perturbs is an *integer* linear function of the steps (so integer data give an
+integer vector and a neighbour changes it by an integer vector), and its release
+is post-processing of that vector plus i.i.d. samples from the sampler. Then the
+steps must be whole numbers and ``step_sensitivity`` a whole number. If, in
+addition, the release is an integer combination of the noisy vector
+(``integer_release = True``, e.g. the trees), ``release`` returns int64 and the
+stream returns ints. The continuous kinds are unchanged (float64).
 """
 
 from __future__ import annotations
@@ -24,18 +34,21 @@ from __future__ import annotations
 import copy
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import (
     check_integer,
+    check_integral_array,
+    check_integral_step,
     check_real,
     check_stream_array,
     check_stream_step,
+    check_whole_number,
 )
-from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 
@@ -78,6 +91,12 @@ class CountingMechanism(ABC):
 
     #: short identifier used by the CLI and comparison tables
     name: str = "mechanism"
+    #: the perturbed vector is an integer linear function of the steps, so integer
+    #: (discrete) noise is exactly private for integer data (see the module docstring)
+    supports_discrete_noise: ClassVar[bool] = False
+    #: the release is an integer combination of the noisy vector: integer data plus
+    #: integer noise give integer outputs
+    integer_release: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -98,6 +117,26 @@ class CountingMechanism(ABC):
             if step_l2_sensitivity is None
             else check_real("step_l2_sensitivity", step_l2_sensitivity, gt=0)
         )
+        if noise in DISCRETE_NOISE_KINDS:
+            if not self.supports_discrete_noise:
+                raise ValueError(
+                    f"noise={noise!r} is not available for {type(self).__name__}: its perturbed "
+                    "vector is not an integer function of the steps (use 'laplace' or 'gaussian')"
+                )
+            check_whole_number(
+                "step_sensitivity",
+                self.step_sensitivity,
+                reason=f"for noise={noise!r} (integer steps change by whole amounts)",
+            )
+        profile = None
+        if calibration == "pld":
+            unit = self.sensitivity_profile()
+            if unit is None:
+                raise ValueError(
+                    f"calibration='pld' is not available for {type(self).__name__}: it does not "
+                    "provide a sensitivity profile"
+                )
+            profile = unit * self.step_sensitivity
         r1, r2 = self._unit_sensitivities()
         calibrated = calibrate(
             noise,
@@ -110,6 +149,7 @@ class CountingMechanism(ABC):
             * (self.step_sensitivity if noise == "gaussian" else self.step_l2_sensitivity),
             calibration=calibration,
             neighbouring=NEIGHBOURING,
+            profile=profile,
         )
         self.sampler: NoiseSampler = calibrated.sampler
         self.privacy: PrivacyGuarantee | None = calibrated.privacy
@@ -131,6 +171,19 @@ class CountingMechanism(ABC):
     def noise_coefficients(self) -> NDArray[np.float64]:
         """Per-step variance of the noise in units of one sample's variance (length horizon)."""
 
+    def sensitivity_profile(self) -> NDArray[np.float64] | None:
+        """Absolute per-coordinate changes of the perturbed vector for a unit change at one
+        scalar step (for ``calibration="pld"``); None if the mechanism does not provide it."""
+        return None
+
+    def _check_step_shape(self, ndim: int) -> None:
+        # The PLD is computed for the scalar-step profile; vector steps are not covered.
+        if ndim == 2 and self.privacy is not None and self.privacy.calibration == "pld":
+            raise ValueError(
+                "calibration='pld' is computed for scalar steps; for vector steps use "
+                "calibration='theorem3' (or Gaussian noise)"
+            )
+
     # -- exact error ----------------------------------------------------------------
     def variances(self) -> NDArray[np.float64]:
         """Exact variance of the release at steps 1..horizon (data-independent)."""
@@ -145,21 +198,34 @@ class CountingMechanism(ABC):
         return float(np.max(self.variances()))
 
     # -- release --------------------------------------------------------------------
-    def release(self, x: Any) -> NDArray[np.float64]:
+    def release(self, x: Any) -> NDArray[Any]:
         """Release all private prefix sums of ``x`` at once.
 
         Args:
-            x: shape ``(n,)`` or ``(n, d)`` with ``1 <= n <= horizon``, finite reals.
+            x: shape ``(n,)`` or ``(n, d)`` with ``1 <= n <= horizon``, finite reals
+                (whole numbers for discrete noise).
 
         Returns:
-            float64 array of the same shape: ``cumsum(x) + noise``.
+            array of the same shape: ``cumsum(x) + noise``; float64, or int64 for
+            discrete noise on a mechanism with ``integer_release``.
 
         Each call draws fresh noise: releasing the same data twice spends the
         privacy budget twice.
         """
         arr = check_stream_array("x", x, max_steps=self.horizon, dim=-1)
+        self._check_step_shape(arr.ndim)
         dim = None if arr.ndim == 1 else arr.shape[1]
+        integer = getattr(self.sampler, "integer", False)
+        ints = check_integral_array("x", arr) if integer else None
         out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+        if ints is not None:
+            sums = np.cumsum(ints, axis=0)
+            if self.integer_release:
+                # Integer node noise summed in float64 is exact (|noise| << 2^53).
+                sums += out.astype(np.int64)
+                return sums
+            out += sums
+            return out
         out += np.cumsum(arr, axis=0)
         return out
 
@@ -198,7 +264,9 @@ class CountingStream:
         self.horizon = mechanism.horizon
         self._process: NoiseProcess | None = None
         self._dim: int | None = None
-        self._sum: Any = 0.0
+        self._integer: bool = bool(getattr(mechanism.sampler, "integer", False))
+        self._int_out = self._integer and mechanism.integer_release
+        self._sum: Any = 0 if self._integer else 0.0
         self._t = 0
 
     @property
@@ -215,9 +283,10 @@ class CountingStream:
         return 0 if self._process is None else self._process.live_count()
 
     def _start(self, dim: int | None) -> NoiseProcess:
+        self.mechanism._check_step_shape(1 if dim is None else 2)
         self._dim = dim
         if dim is not None:
-            self._sum = np.zeros(dim)
+            self._sum = np.zeros(dim, dtype=np.int64 if self._integer else np.float64)
         m = self.mechanism
         self._process = m.noise_process(m.sampler, m._rng, dim)
         return self._process
@@ -230,6 +299,8 @@ class CountingStream:
                 "no further steps can be released"
             )
         process = self._process
+        if self._integer:
+            return self._update_integer(x)
         if type(x) is float and self._dim is None and math.isfinite(x):
             value: Any = x
         elif process is None:
@@ -243,7 +314,27 @@ class CountingStream:
         self._t += 1
         return self._sum + process.next()
 
-    def update_many(self, xs: Any) -> NDArray[np.float64]:
+    def _update_integer(self, x: Any) -> Any:
+        """``update`` for discrete noise: whole-number steps, integer sums."""
+        process = self._process
+        if process is None:
+            is_vector = isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) == 1
+            value = check_stream_step("x", x, len(x) if is_vector else None)
+        else:
+            value = check_stream_step("x", x, self._dim)
+        value = check_integral_step("x", value)
+        if process is None:
+            process = self._start(None if np.ndim(value) == 0 else len(value))
+        self._sum = self._sum + value
+        self._t += 1
+        noise = process.next()
+        if not self._int_out:
+            return self._sum + noise
+        if self._dim is None:
+            return self._sum + int(noise)
+        return self._sum + np.asarray(noise).astype(np.int64)
+
+    def update_many(self, xs: Any) -> NDArray[Any]:
         """Add several steps at once (vectorized); returns their private running sums."""
         process = self._process
         if process is None:
@@ -253,6 +344,17 @@ class CountingStream:
             arr = check_stream_array(
                 "xs", xs, max_steps=self.horizon, dim=self._dim, already=self._t
             )
+        if self._integer:
+            isums = np.cumsum(check_integral_array("xs", arr, already=self._t), axis=0)
+            isums += self._sum
+            self._sum = isums[-1].copy() if self._dim is not None else int(isums[-1])
+            self._t += arr.shape[0]
+            noise = process.next_many(arr.shape[0])
+            if self._int_out:
+                isums += noise.astype(np.int64)
+                return isums
+            noise += isums
+            return noise
         sums = np.cumsum(arr, axis=0)
         sums += self._sum
         self._sum = sums[-1].copy() if self._dim is not None else float(sums[-1])

@@ -177,9 +177,18 @@ class KaryTree(CountingMechanism):
 
     Privacy (Lemmas 7, 13): every step lies in exactly one node of each of the h
     levels used, so the node vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity
-    √h·Δ (Δ = ``step_sensitivity``). ``noise="laplace"`` without delta gives ε-DP
-    with scale h·Δ/ε; with a delta it uses count-on-your-elders Theorem 3;
+    √h·Δ (Δ = ``step_sensitivity``); a change at one scalar step changes h node
+    sums by the same amount (:meth:`sensitivity_profile`). ``noise="laplace"``
+    without delta gives ε-DP with scale h·Δ/ε; with a delta it uses
+    count-on-your-elders Theorem 3, or with ``calibration="pld"`` the privacy loss
+    distribution of the h changed nodes (``dpcount[accounting]``; scalar steps);
     ``noise="gaussian"`` needs delta (analytic Gaussian by default).
+
+    Integer noise (recommended for production; not attackable through
+    floating-point rounding): node sums of whole-number steps are integers, so
+    ``noise="discrete-laplace"`` (ε = hΔ/t exactly) and ``"discrete-gaussian"``
+    (ρ-zCDP with ρ = hΔ²/(2σ²), converted to (ε, δ)) apply with a whole-number Δ;
+    the release is then int64. The continuous kinds use floating-point samplers.
 
     Exact error: the release at t sums ‖digits(t)‖₁ node noises, so
     Var_t = (node variance)·‖digits(t)‖₁; the mean equals Lemma 8 at T = k^h − 1,
@@ -191,10 +200,13 @@ class KaryTree(CountingMechanism):
         k: branching factor (≥ 2); k = 19 minimizes Lemma 14's leading constant.
         subtract: use offset digits (Algorithm 2).
         delta: None for pure ε-DP, else δ ∈ (0, 1).
-        noise: ``"laplace"`` or ``"gaussian"``.
-        rng: Generator, int seed (not for production) or None (OS entropy).
+        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
+            ``"discrete-gaussian"``.
+        rng: None (cryptographically secure generator keyed from OS entropy; for
+            production), or a Generator / int seed (research and tests only).
         step_sensitivity: Δ, the largest change of one step.
-        calibration: Gaussian method (``"analytic"``, ``"classic"``, ``"fhu"``).
+        calibration: Gaussian method (``"analytic"``, ``"classic"``, ``"fhu"``);
+            ``"theorem3"`` or ``"pld"`` for Laplace noise with a delta.
         step_l2_sensitivity: ℓ₂ bound of one step's change for Laplace noise with a
             delta and vector steps (defaults to ``step_sensitivity``).
     """
@@ -242,8 +254,15 @@ class KaryTree(CountingMechanism):
             f"height={self.height}, noise_scale={self.noise_scale:.6g})"
         )
 
+    supports_discrete_noise = True
+    integer_release = True
+
     def _unit_sensitivities(self) -> tuple[float, float]:
         return float(self.height), float(np.sqrt(self.height))
+
+    def sensitivity_profile(self) -> NDArray[np.float64]:
+        """A unit change at one step changes one node per level: h ones."""
+        return np.ones(self.height)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None

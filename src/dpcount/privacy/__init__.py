@@ -2,18 +2,32 @@
 
 Calibration (:mod:`.calibration`) turns sensitivities and a budget into a noise
 scale; samplers (:mod:`.noise`) draw the noise; :func:`calibrate` does both and
-records the :class:`PrivacyGuarantee`.
+records the :class:`PrivacyGuarantee`. Exact integer samplers live in
+:mod:`.discrete`; optional PLD accounting (``dpcount[accounting]``) in
+:mod:`.accounting`, imported only when used.
 """
 
 from dpcount.privacy.calibration import (
     analytic_gaussian_delta,
+    discrete_gaussian_sigma,
+    discrete_laplace_scale,
     fhu_constant,
     gaussian_sigma,
     laplace_epsilon,
     laplace_scale,
     laplace_scale_approximate,
+    zcdp_delta,
+    zcdp_epsilon,
+    zcdp_rho,
 )
-from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
+from dpcount.privacy.discrete import DiscreteGaussianNoise, DiscreteLaplaceNoise
+from dpcount.privacy.guarantee import (
+    DISCRETE_NOISE_KINDS,
+    NOISE_KINDS,
+    Calibrated,
+    PrivacyGuarantee,
+    calibrate,
+)
 from dpcount.privacy.noise import (
     ConstantNoise,
     GaussianNoise,
@@ -22,11 +36,15 @@ from dpcount.privacy.noise import (
     NoiseSampler,
     ZeroNoise,
 )
-from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.privacy.rng import RNGLike, as_generator, is_secure, secure_generator
 
 __all__ = [
+    "DISCRETE_NOISE_KINDS",
+    "NOISE_KINDS",
     "Calibrated",
     "ConstantNoise",
+    "DiscreteGaussianNoise",
+    "DiscreteLaplaceNoise",
     "GaussianNoise",
     "LaplaceNoise",
     "NoiseBuffer",
@@ -37,9 +55,16 @@ __all__ = [
     "analytic_gaussian_delta",
     "as_generator",
     "calibrate",
+    "discrete_gaussian_sigma",
+    "discrete_laplace_scale",
     "fhu_constant",
     "gaussian_sigma",
+    "is_secure",
     "laplace_epsilon",
     "laplace_scale",
     "laplace_scale_approximate",
+    "secure_generator",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_rho",
 ]

@@ -3,27 +3,49 @@
 Every mechanism in dpcount computes the ℓ₁/ℓ₂ sensitivity of the vector it
 perturbs (from its own structure) and calls :func:`calibrate` once. The returned
 :class:`PrivacyGuarantee` says what is promised, under which theorem.
+
+Noise kinds: ``"laplace"`` and ``"gaussian"`` (continuous, floating-point
+samplers: not hardened against floating-point attacks) and
+``"discrete-laplace"`` and ``"discrete-gaussian"`` (exact integer samplers of
+Canonne, Kamath, Steinke 2020: recommended for production on integer data).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
 
 from dpcount._validate import check_choice, check_probability, check_real
 from dpcount.privacy.calibration import (
     GAUSSIAN_METHODS,
+    discrete_gaussian_sigma,
+    discrete_laplace_scale,
     gaussian_sigma,
     laplace_epsilon,
     laplace_scale,
     laplace_scale_approximate,
+    zcdp_delta,
 )
+from dpcount.privacy.discrete import DiscreteGaussianNoise, DiscreteLaplaceNoise
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 
-__all__ = ["NOISE_KINDS", "Calibrated", "NoiseKind", "PrivacyGuarantee", "calibrate"]
+__all__ = [
+    "DISCRETE_NOISE_KINDS",
+    "NOISE_KINDS",
+    "Calibrated",
+    "NoiseKind",
+    "PrivacyGuarantee",
+    "calibrate",
+]
 
-NoiseKind = Literal["laplace", "gaussian"]
-NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian")
+NoiseKind = Literal["laplace", "gaussian", "discrete-laplace", "discrete-gaussian"]
+NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")
+DISCRETE_NOISE_KINDS: tuple[str, ...] = ("discrete-laplace", "discrete-gaussian")
 
 _CITATIONS = {
     "pure": "Laplace mechanism, scale = l1/epsilon (Dwork et al. 2006)",
@@ -31,6 +53,14 @@ _CITATIONS = {
     "analytic": "analytic Gaussian mechanism (Balle & Wang 2018, Thm 8)",
     "classic": "classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1)",
     "fhu": "Gaussian with C_(eps,delta) of constant-matters eq. (2)",
+    "pld": "Laplace noise, privacy loss distribution of the sensitivity profile "
+    "(dp-accounting, pessimistic)",
+    "discrete-laplace:pure": "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "
+    "exact sampler (Canonne, Kamath, Steinke 2020, Alg. 2)",
+    "discrete-laplace:theorem3": "discrete Laplace noise for (epsilon, delta)-DP, "
+    "count-on-your-elders Thm 3; exact sampler (CKS 2020, Alg. 2)",
+    "discrete-gaussian:zcdp": "discrete Gaussian, rho-zCDP with rho = l2^2/(2 sigma^2) "
+    "(Canonne, Kamath, Steinke 2020, Thm 14) converted by their Cor. 13; exact sampler (Alg. 3)",
 }
 
 
@@ -40,13 +70,17 @@ class PrivacyGuarantee:
 
     Attributes:
         epsilon: the ε of the guarantee (for Laplace with a delta, the ε that
-            count-on-your-elders Theorem 3 certifies, which is ≤ the requested ε).
-        delta: the δ (0.0 for pure ε-DP).
-        noise: ``"laplace"`` or ``"gaussian"``.
+            count-on-your-elders Theorem 3 or the PLD certifies, which is ≤ the
+            requested ε; for discrete Laplace Δ₁/t exactly).
+        delta: the δ (0.0 for pure ε-DP; for the discrete Gaussian the δ that
+            the zCDP conversion certifies, ≤ the requested δ).
+        noise: one of :data:`NOISE_KINDS`.
         calibration: which rule set the scale (``"pure"``, ``"theorem3"``,
-            ``"analytic"``, ``"classic"``, ``"fhu"``).
+            ``"pld"``, ``"analytic"``, ``"classic"``, ``"fhu"``, ``"zcdp"``).
         l1_sensitivity, l2_sensitivity: sensitivities of the perturbed vector.
         neighbouring: the neighbouring relation the guarantee is stated for.
+        rho: for the discrete Gaussian, the ρ of its ρ-zCDP guarantee
+            (composes additively); None otherwise.
     """
 
     epsilon: float
@@ -56,10 +90,12 @@ class PrivacyGuarantee:
     l1_sensitivity: float
     l2_sensitivity: float
     neighbouring: str
+    rho: float | None = None
 
     @property
     def citation(self) -> str:
-        return _CITATIONS.get(self.calibration, self.calibration)
+        key = f"{self.noise}:{self.calibration}"
+        return _CITATIONS.get(key, _CITATIONS.get(self.calibration, self.calibration))
 
     def describe(self) -> str:
         """One line, e.g. ``(epsilon=1, delta=1e-06)-DP, event-level; Laplace ...``."""
@@ -68,6 +104,8 @@ class PrivacyGuarantee:
             if self.delta == 0.0
             else f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})-DP"
         )
+        if self.rho is not None:
+            budget += f" and rho={self.rho:.6g}-zCDP"
         return f"{budget}, {self.neighbouring}; {self.citation}"
 
 
@@ -80,7 +118,7 @@ class Calibrated:
 
     @property
     def scale(self) -> float:
-        """The sampler's scale parameter (Laplace λ or Gaussian σ)."""
+        """The sampler's scale parameter (Laplace λ or t, Gaussian σ)."""
         s = self.sampler
         return float(getattr(s, "scale", getattr(s, "sigma", float("nan"))))
 
@@ -94,43 +132,79 @@ def calibrate(
     l2_sensitivity: float,
     calibration: str | None = None,
     neighbouring: str,
+    profile: Sequence[float] | NDArray[np.float64] | None = None,
 ) -> Calibrated:
     """Calibrate i.i.d. noise on a vector with the given sensitivities.
 
     Args:
-        noise: ``"laplace"`` or ``"gaussian"``.
+        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
+            ``"discrete-gaussian"``. The discrete kinds assume an *integer*
+            perturbed vector whose neighbours differ by an integer vector.
         epsilon: ε > 0.
-        delta: ``None`` for pure ε-DP (Laplace only) or δ ∈ (0, 1).
+        delta: ``None`` for pure ε-DP (Laplace kinds only) or δ ∈ (0, 1).
         l1_sensitivity, l2_sensitivity: Δ₁ ≥ Δ₂ > 0 of the perturbed vector.
-        calibration: for Gaussian noise one of ``"analytic"`` (default),
-            ``"classic"``, ``"fhu"``; for Laplace noise with a delta
-            ``"theorem3"`` (default); ignored-if-None for pure Laplace.
+        calibration:
+            * ``"gaussian"``: ``"analytic"`` (default), ``"classic"``, ``"fhu"``;
+            * ``"laplace"`` / ``"discrete-laplace"`` without delta: ``"pure"``
+              (default; None accepted);
+            * ``"laplace"`` with delta: ``"theorem3"`` (default) or ``"pld"``
+              (needs ``profile`` and the ``accounting`` extra);
+            * ``"discrete-laplace"`` with delta: ``"theorem3"`` (Theorem 3's
+              composition argument holds for any ε_j-DP coordinates);
+            * ``"discrete-gaussian"``: ``"zcdp"`` (default; CKS Thm 14 + Cor. 13).
         neighbouring: text of the neighbouring relation, echoed in the guarantee.
+        profile: absolute per-coordinate changes of the perturbed vector between
+            the worst-case neighbours (e.g. h ones times Δ for a tree); used only
+            by ``calibration="pld"``. Its ℓ₁/ℓ₂ norms may not exceed
+            ``l1_sensitivity``/``l2_sensitivity``.
 
     Raises:
         ValueError: Gaussian noise without a delta, an unknown noise kind or
-            calibration, or invalid numbers.
+            calibration, ``"pld"`` without a profile, or invalid numbers.
+        ImportError: ``calibration="pld"`` without the dp-accounting package.
     """
     check_choice("noise", noise, NOISE_KINDS)
     eps = check_real("epsilon", epsilon, gt=0)
     d1 = check_real("l1_sensitivity", l1_sensitivity, gt=0)
     d2 = check_real("l2_sensitivity", l2_sensitivity, gt=0)
-    if noise == "gaussian":
+    if noise in ("gaussian", "discrete-gaussian"):
         if delta is None:
             raise ValueError(
-                "delta must be given for noise='gaussian' (Gaussian noise cannot give pure DP)"
+                f"delta must be given for noise={noise!r} (Gaussian noise cannot give pure DP)"
             )
         dlt = check_probability("delta", delta)
+        if noise == "discrete-gaussian":
+            if calibration not in (None, "zcdp"):
+                raise ValueError(
+                    "calibration must be None or 'zcdp' for noise='discrete-gaussian', "
+                    f"got {calibration!r}"
+                )
+            sampler = DiscreteGaussianNoise(discrete_gaussian_sigma(d2, eps, dlt))
+            rho = d2 * d2 / (2.0 * float(sampler.sigma2))
+            achieved = zcdp_delta(rho, eps)
+            guarantee = PrivacyGuarantee(
+                eps, achieved, noise, "zcdp", d1, d2, neighbouring, rho=rho
+            )
+            return Calibrated(sampler, guarantee)
         method = "analytic" if calibration is None else calibration
         check_choice("calibration", method, GAUSSIAN_METHODS)
         sigma = gaussian_sigma(d2, eps, dlt, method=method)  # type: ignore[arg-type]
         guarantee = PrivacyGuarantee(eps, dlt, "gaussian", method, d1, d2, neighbouring)
         return Calibrated(GaussianNoise(sigma), guarantee)
+    discrete = noise == "discrete-laplace"
     if delta is None:
         if calibration not in (None, "pure"):
             raise ValueError(
-                "calibration must be None or 'pure' for Laplace noise without delta, "
+                f"calibration must be None or 'pure' for noise={noise!r} without delta, "
                 f"got {calibration!r}"
+            )
+        if discrete:
+            d_sampler = DiscreteLaplaceNoise(discrete_laplace_scale(d1, eps))
+            # ε = Δ₁/t exactly; the float is rounded to nearest, so cap it at the (larger
+            # or equal) requested ε that the rational t was rounded up for.
+            exact_eps = min(eps, float(Fraction(d1) / d_sampler.scale))
+            return Calibrated(
+                d_sampler, PrivacyGuarantee(exact_eps, 0.0, noise, "pure", d1, d2, neighbouring)
             )
         scale = laplace_scale(d1, eps)
         return Calibrated(
@@ -138,8 +212,35 @@ def calibrate(
         )
     dlt = check_probability("delta", delta)
     method = "theorem3" if calibration is None else calibration
-    check_choice("calibration", method, ("theorem3",))
+    check_choice("calibration", method, ("theorem3",) if discrete else ("theorem3", "pld"))
+    if method == "pld":
+        from dpcount.privacy.accounting import check_profile, laplace_pld_epsilon, laplace_scale_pld
+
+        if profile is None:
+            raise ValueError(
+                "calibration='pld' needs profile=, the absolute per-coordinate changes of the "
+                "perturbed vector between neighbours (e.g. h values of step_sensitivity for a tree)"
+            )
+        prof = check_profile(profile)
+        p1, p2 = float(prof.sum()), float(np.sqrt(np.dot(prof, prof)))
+        if p1 > d1 * (1.0 + 1e-12) or p2 > d2 * (1.0 + 1e-12):
+            raise ValueError(
+                f"profile norms (l1={p1:.6g}, l2={p2:.6g}) exceed l1_sensitivity={d1!r} or "
+                f"l2_sensitivity={d2!r}"
+            )
+        scale = laplace_scale_pld(prof, eps, dlt)
+        achieved = laplace_pld_epsilon(scale, prof, dlt, grid=min(1e-4, 1e-4 * eps))
+        return Calibrated(
+            LaplaceNoise(scale),
+            PrivacyGuarantee(achieved, dlt, "laplace", "pld", d1, d2, neighbouring),
+        )
     scale = laplace_scale_approximate(d1, d2, eps, dlt)
+    if discrete:
+        d_sampler = DiscreteLaplaceNoise(scale)  # rounds the scale up
+        achieved = laplace_epsilon(d1, d2, float(d_sampler.scale), dlt)
+        return Calibrated(
+            d_sampler, PrivacyGuarantee(achieved, dlt, noise, method, d1, d2, neighbouring)
+        )
     achieved = laplace_epsilon(d1, d2, scale, dlt)
     return Calibrated(
         LaplaceNoise(scale),

@@ -6,8 +6,10 @@ or :class:`ConstantNoise` (as TensorFlow Privacy's tree aggregation is tested wi
 a constant noise generator).
 
 The continuous samplers below are *not* hardened against floating-point attacks
-on the low-order bits of the released values (Mironov 2012); see the project
-documentation for the discrete alternatives.
+on the low-order bits of the released values (Mironov 2012; Jin et al. 2022):
+use them for research and comparison. For production on integer data use the
+exact integer samplers of :mod:`dpcount.privacy.discrete`
+(``noise="discrete-laplace"`` / ``"discrete-gaussian"``); see docs/safe-noise.md.
 """
 
 from __future__ import annotations
@@ -34,17 +36,24 @@ Shape = int | tuple[int, ...]
 
 @runtime_checkable
 class NoiseSampler(Protocol):
-    """Draws i.i.d. noise. ``variance`` is the exact variance of one draw."""
+    """Draws i.i.d. noise. ``variance`` is the exact variance of one draw.
+
+    Integer samplers (:mod:`dpcount.privacy.discrete`) return int64 arrays and
+    carry a class attribute ``integer = True``; the others return float64.
+    """
 
     @property
     def variance(self) -> float: ...
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]: ...
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[Any]: ...
 
 
 @dataclass(frozen=True)
 class LaplaceNoise:
     """Laplace(0, scale) noise, variance 2·scale².
+
+    Floating-point sampler: not hardened against floating-point attacks; prefer
+    :class:`~dpcount.privacy.DiscreteLaplaceNoise` in production.
 
     Drawn as the difference of two independent standard exponentials (which is
     exactly standard Laplace) because numpy's ziggurat exponential sampler is
@@ -69,7 +78,11 @@ class LaplaceNoise:
 
 @dataclass(frozen=True)
 class GaussianNoise:
-    """Gaussian N(0, sigma²) noise. ``sigma`` is a standard deviation, never a variance."""
+    """Gaussian N(0, sigma²) noise. ``sigma`` is a standard deviation, never a variance.
+
+    Floating-point sampler: not hardened against floating-point attacks; prefer
+    :class:`~dpcount.privacy.DiscreteGaussianNoise` in production.
+    """
 
     sigma: float
 

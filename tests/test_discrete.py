@@ -1,0 +1,195 @@
+"""Exact discrete samplers (CKS 2020 Alg. 1-3): pmf, variance, Bernoulli(exp(-gamma))."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy import stats
+
+from dpcount.privacy import DiscreteGaussianNoise, DiscreteLaplaceNoise
+from dpcount.privacy import discrete as dmod
+from dpcount.privacy.discrete import (
+    bernoulli_exp,
+    discrete_gaussian_pmf,
+    discrete_gaussian_variance,
+    discrete_laplace_pmf,
+    discrete_laplace_variance,
+    rational_at_least,
+    sample_discrete_gaussian,
+    sample_discrete_laplace,
+)
+
+N = 200_000
+
+
+def chi_square_pvalue(x: NDArray[np.int64], pmf: Callable[[NDArray[np.int64]], NDArray]) -> float:
+    """Pearson chi-square of integer samples against a pmf on Z.
+
+    Cells: every integer whose expected count is >= 5, plus the two pooled tails
+    (their mass summed from the pmf over 10^5 further integers, far past convergence).
+    """
+    n = x.size
+    wide = np.arange(int(x.min()) - 1000, int(x.max()) + 1001)
+    keep = wide[np.asarray(pmf(wide)) * n >= 5]
+    a, b = int(keep[0]), int(keep[-1])
+    inner = np.arange(a, b + 1)
+    expected = (
+        np.concatenate(
+            [
+                [float(np.sum(pmf(np.arange(a - 100_000, a))))],
+                np.asarray(pmf(inner), dtype=np.float64),
+                [float(np.sum(pmf(np.arange(b + 1, b + 100_001))))],
+            ]
+        )
+        * n
+    )
+    observed = np.bincount(np.clip(x, a - 1, b + 1) - (a - 1), minlength=b - a + 3)
+    mask = expected > 1e-300
+    chi2 = float(np.sum((observed[mask] - expected[mask]) ** 2 / expected[mask]))
+    return float(stats.chi2.sf(chi2, int(mask.sum()) - 1))
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 2.5, 24.0])
+def test_discrete_laplace_matches_exact_pmf_and_rejects_wrong_scale(scale: float) -> None:
+    sampler = DiscreteLaplaceNoise(scale)
+    x = sampler.sample(np.random.default_rng(11), N)
+    assert x.dtype == np.int64
+    t = float(sampler.scale)
+    assert chi_square_pvalue(x, lambda y: discrete_laplace_pmf(y, t)) > 1e-4
+    # The same data reject a 5% wrong scale.
+    assert chi_square_pvalue(x, lambda y: discrete_laplace_pmf(y, 1.05 * t)) < 1e-8
+
+
+@pytest.mark.parametrize("sigma", [0.4, 1.0, 3.7, 20.0])
+def test_discrete_gaussian_matches_exact_pmf_and_rejects_wrong_scale(sigma: float) -> None:
+    sampler = DiscreteGaussianNoise(sigma)
+    x = sampler.sample(np.random.default_rng(12), N)
+    assert x.dtype == np.int64
+    s2 = float(sampler.sigma2)
+    assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, s2)) > 1e-4
+    assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, 1.1025 * s2)) < 1e-8
+
+
+def test_exact_python_integer_path_matches_pmf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Force every sample through the big-integer fallback (used for huge sigma / tails)."""
+    real = dmod._gaussian_params
+
+    def no_fast_path(s2: Fraction) -> tuple[int, int, int, int, int]:
+        a, b, t, den, _ = real(s2)
+        return a, b, t, den, -1
+
+    monkeypatch.setattr(dmod, "_gaussian_params", no_fast_path)
+    s2 = Fraction(9)
+    x = sample_discrete_gaussian(np.random.default_rng(3), s2, 20_000)
+    assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, 9.0)) > 1e-4
+    assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, 11.0)) < 1e-6
+
+
+def test_uniform_below_big_integers() -> None:
+    rng = np.random.default_rng(5)
+    n = 3 * 2**70 + 1
+    draws = [dmod._uniform_below(rng, n) for _ in range(4000)]
+    assert all(0 <= v < n for v in draws)
+    # Top third vs bottom third are equally likely (the range is not a power of 2).
+    top = sum(v >= 2 * n // 3 for v in draws)
+    bottom = sum(v < n // 3 for v in draws)
+    assert abs(top - bottom) < 6 * math.sqrt(2 * 4000 / 3)
+
+
+@pytest.mark.parametrize(
+    ("num", "den"), [(0, 1), (1, 3), (1, 1), (7, 4), (5, 1), (123456789, 10**8)]
+)
+def test_bernoulli_exp_frequency(num: int, den: int) -> None:
+    n = 400_000
+    hits = bernoulli_exp(np.random.default_rng(num + den), num, den, size=n)
+    p = math.exp(-num / den)
+    se = math.sqrt(p * (1 - p) / n) if 0 < p < 1 else 0.0
+    assert abs(hits.mean() - p) <= 5.5 * se + 1e-12
+    # A wrong probability (exp(-1.1 gamma)) is rejected when gamma is not tiny.
+    if num / den >= 0.3:
+        assert abs(hits.mean() - math.exp(-1.1 * num / den)) > 5.5 * se
+
+
+def test_bernoulli_exp_exact_scalar_path() -> None:
+    rng = np.random.default_rng(8)
+    n = 20_000
+    big = 10**30
+    hits = [dmod._bernoulli_exp_exact(rng, 3 * big // 2, big) for _ in range(n)]
+    p = math.exp(-1.5)
+    assert abs(np.mean(hits) - p) <= 5.5 * math.sqrt(p * (1 - p) / n)
+
+
+def test_geometric_exp_one_distribution() -> None:
+    v = dmod._geometric_exp_one(np.random.default_rng(9), 300_000)
+    # P[V >= k] = e^{-k}
+    for k in range(1, 5):
+        p = math.exp(-k)
+        assert abs(np.mean(v >= k) - p) <= 5.5 * math.sqrt(p * (1 - p) / v.size)
+
+
+@pytest.mark.parametrize("scale", [0.2, 1.0, 7.5, 300.0])
+def test_discrete_laplace_variance_closed_form(scale: float) -> None:
+    mpmath.mp.dps = 40
+    t = mpmath.mpf(scale)
+    num = 2 * mpmath.nsum(lambda y: y**2 * mpmath.exp(-y / t), [1, mpmath.inf])
+    den = 1 + 2 * mpmath.nsum(lambda y: mpmath.exp(-y / t), [1, mpmath.inf])
+    assert discrete_laplace_variance(scale) == pytest.approx(float(num / den), rel=1e-12)
+    assert DiscreteLaplaceNoise(scale).variance == pytest.approx(float(num / den), rel=1e-10)
+
+
+@pytest.mark.parametrize("sigma2", [0.09, 0.5, 1.0, 4.0, 30.25, 900.0])
+def test_discrete_gaussian_variance_by_summation(sigma2: float) -> None:
+    mpmath.mp.dps = 40
+    s2 = mpmath.mpf(sigma2)
+    num = 2 * mpmath.nsum(lambda y: y**2 * mpmath.exp(-(y**2) / (2 * s2)), [1, mpmath.inf])
+    den = 1 + 2 * mpmath.nsum(lambda y: mpmath.exp(-(y**2) / (2 * s2)), [1, mpmath.inf])
+    want = float(num / den)
+    got = discrete_gaussian_variance(sigma2)
+    assert got == pytest.approx(want, rel=1e-12)
+    assert got <= sigma2
+    if sigma2 <= 1.0:
+        assert got < sigma2 * (1 - 1e-9)  # visibly below sigma^2 for small sigma
+
+
+def test_sampler_variance_is_the_true_variance() -> None:
+    """variance property == empirical variance (and != sigma^2 where they differ)."""
+    sampler = DiscreteGaussianNoise(0.5)
+    x = sampler.sample(np.random.default_rng(4), 400_000).astype(np.float64)
+    sq = x * x
+    se = sq.std(ddof=1) / math.sqrt(x.size)
+    assert abs(sq.mean() - sampler.variance) < 5.5 * se
+    assert abs(sq.mean() - 0.25) > 5.5 * se  # sigma^2 would be wrong here
+
+
+def test_rational_rounding_is_upward_and_fits() -> None:
+    for value in [0.3, 1.0, 2.0 / 3.0, 85.59968099162089, 1e-5, 1e9]:
+        r = rational_at_least(value, 2**40)
+        assert r >= Fraction(value)
+        assert r.numerator <= 2**40 or r.denominator == 1
+        assert float(r - Fraction(value)) <= value * 2**-30
+    assert DiscreteLaplaceNoise(Fraction(5, 2)).scale == Fraction(5, 2)
+    g = DiscreteGaussianNoise(3.7)
+    assert g.sigma2 >= Fraction(3.7) ** 2
+    assert Fraction(g.sigma) ** 2 >= g.sigma2
+
+
+def test_shapes_and_validation() -> None:
+    rng = np.random.default_rng(0)
+    assert sample_discrete_laplace(rng, Fraction(3), (4, 5)).shape == (4, 5)
+    assert sample_discrete_gaussian(rng, Fraction(2), 7).shape == (7,)
+    with pytest.raises(ValueError, match=r"scale must be > 0, got -1"):
+        DiscreteLaplaceNoise(-1.0)
+    with pytest.raises(ValueError, match=r"sigma must be finite, got inf"):
+        DiscreteGaussianNoise(float("inf"))
+    with pytest.raises(TypeError, match=r"sigma must be a real number"):
+        DiscreteGaussianNoise("2")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"gamma_den must be in \(0, 2\^63\), got 0"):
+        bernoulli_exp(rng, 1, 0, size=3)
+    with pytest.raises(ValueError, match=r"scale must be a rational in"):
+        sample_discrete_laplace(rng, Fraction(2**41), 3)
