@@ -18,9 +18,13 @@ from numpy.typing import NDArray
 
 __all__ = [
     "check_choice",
+    "check_data_array",
+    "check_index_array",
     "check_integer",
     "check_probability",
     "check_real",
+    "check_real_sequence",
+    "check_shape",
     "check_stream_array",
     "check_stream_step",
 ]
@@ -178,4 +182,74 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
     out = arr.astype(np.float64)
     if not np.isfinite(out).all():
         raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+def check_shape(name: str, value: object, *, max_dims: int = 2) -> tuple[int, ...]:
+    """A shape: a positive int or a tuple of 1..``max_dims`` positive ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims: tuple[object, ...] = (value,)
+    elif isinstance(value, (tuple, list)):
+        dims = tuple(value)
+    else:
+        raise TypeError(
+            f"{name} must be an int or a tuple of ints, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    if not 1 <= len(dims) <= max_dims:
+        raise ValueError(f"{name} must have 1 to {max_dims} dimensions, got {value!r}")
+    return tuple(check_integer(f"{name}[{i}]", d, ge=1) for i, d in enumerate(dims))
+
+
+def check_real_sequence(
+    name: str, value: object, *, length: int | None = None, gt: float | None = None
+) -> tuple[float, ...]:
+    """A sequence of finite reals (each checked with :func:`check_real`), optionally of a length."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{name} must be a sequence of real numbers, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    items = list(np.asarray(value).tolist()) if isinstance(value, np.ndarray) else list(value)
+    if length is not None and len(items) != length:
+        raise ValueError(f"{name} must have {length} entries, got {len(items)}: {value!r}")
+    return tuple(check_real(f"{name}[{i}]", v, gt=gt) for i, v in enumerate(items))
+
+
+def check_data_array(name: str, x: Any, shape: tuple[int, ...]) -> NDArray[np.float64]:
+    """A finite real array of exactly ``shape``, returned as a new float64 array.
+
+    Raises:
+        TypeError: non-numeric data.
+        ValueError: a different shape, or NaN/inf (the first bad index is echoed).
+    """
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
+    out = np.array(arr, dtype=np.float64)
+    if not np.isfinite(out).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise ValueError(f"{name} must be finite; index {bad} holds {float(out[bad])!r}")
+    return out
+
+
+def check_index_array(name: str, value: Any, *, size: int) -> NDArray[np.int64]:
+    """Integer indices 0 ≤ i < ``size`` (a scalar or an array), returned as int64.
+
+    Raises:
+        TypeError: non-integer values (floats, even whole ones, and bools).
+        ValueError: an index out of range (the first one is echoed).
+    """
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got {value!r} of dtype {arr.dtype}")
+    out = arr.astype(np.int64)
+    bad = (out < 0) | (out >= size)
+    if bad.any():
+        first = int(out[np.unravel_index(int(np.argmax(bad)), out.shape)]) if out.ndim else int(out)
+        raise ValueError(f"{name} must be in [0, {size - 1}], got {first}")
     return out
