@@ -323,6 +323,15 @@ def _sample(
     return out.reshape(shape)
 
 
+def sample_rows(
+    count: int, n: int, profile: Sequence[float], sigma: float, rng: np.random.Generator
+) -> FloatArray:
+    """``count`` independent 1-D cascades over n leaves as rows of a (count, n) array."""
+    out = np.empty((count, n, 1))
+    _run(_Plan(n, profile, sigma), _NormalSource(rng), out)
+    return out.reshape(count, n)
+
+
 def cascade_sample(
     shape: int | tuple[int, ...],
     sigma: float = 1.0,
