@@ -95,6 +95,11 @@ def test_tree_count_model_against_recursive_decomposition(n: int) -> None:
     assert np.all(total >= count)  # every node used has index >= 1
 
 
+def test_tree_worst_decomposition_is_2k_minus_2() -> None:
+    for k in range(2, 21):
+        assert TreeCountModel(k, 2**k, 1.0).all_ranges_max() == 2 * k - 2
+
+
 def test_tree_model_subset_queries() -> None:
     depth, n = 4, 13
     model = TreeCountModel(depth, n, 1.0)
