@@ -6,7 +6,6 @@ import argparse
 import csv
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,7 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "default: operating-system entropy",
     )
     p.add_argument(
-        "--output", required=True, help="released histogram: .npy, or CSV with exact std per cell"
+        "--output",
+        required=True,
+        help="released histogram: .npy, or CSV with the exact std per cell (- for stdout)",
     )
 
 
@@ -145,7 +146,7 @@ def _write_histogram(path: str, release: RangeAnswers, mech: RangeMechanism) -> 
     lo = cells if values.ndim == 2 else cells[:, 0]
     std = np.sqrt(release.range_variance(lo, lo)).ravel()
     header = "index" if values.ndim == 1 else "row,col"
-    with open(Path(path), "w", newline="", encoding="utf-8") as fh:
+    with open_output(path) as fh:
         fh.write(f"{header},noisy_count,std\n")
         for idx, v, s in zip(cells.tolist(), values.ravel().tolist(), std.tolist(), strict=True):
             fh.write(",".join(str(i) for i in idx) + f",{v!r},{s!r}\n")

@@ -50,8 +50,6 @@ def reversal_table(bits: int) -> IntArray:
 class BalancedTree:
     """Shape of the balanced binary tree over ``n`` leaves (see the module docstring)."""
 
-    __slots__ = ("__dict__", "depth", "n")
-
     def __init__(self, n: int) -> None:
         self.n = int(n)
         self.depth = 0 if self.n == 1 else (self.n - 1).bit_length()

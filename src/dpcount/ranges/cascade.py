@@ -48,6 +48,8 @@ __all__ = [
     "LevelVariances",
     "cascade_sample",
     "level_profile",
+    "sample_rows",
+    "sample_with",
     "split_variances",
 ]
 

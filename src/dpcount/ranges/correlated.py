@@ -60,7 +60,9 @@ class CorrelatedPerturbation(RangeMechanism):
         precision_max_diag: ‖diag C⁻¹‖_∞.
         level_variances: the profile(s) used, one tuple per axis.
         privacy: the :class:`~dpcount.privacy.PrivacyGuarantee`; its
-            ``l2_sensitivity`` is the Mahalanobis sensitivity √(‖diag C⁻¹‖_∞).
+            ``l2_sensitivity`` (and ``l1_sensitivity``, recorded equal) is the
+            Mahalanobis sensitivity √(‖diag C⁻¹‖_∞): the ℓ₂ sensitivity of the
+            whitened vector C^{-1/2}x, the only one the Gaussian calibration uses.
     """
 
     name = "correlated"
@@ -88,6 +90,12 @@ class CorrelatedPerturbation(RangeMechanism):
             rng=rng,
             l2_sensitivity=sensitivity,
             l1_sensitivity=sensitivity,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"{super().describe()}; Mahalanobis sensitivity sqrt(max diag C^-1) = "
+            f"{math.sqrt(self.precision_max_diag):.6g}"
         )
 
     @property
