@@ -43,7 +43,8 @@ def test_docs_examples_run(index: int, capsys: pytest.CaptureFixture[str]) -> No
 
 def test_readme_apps_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Applications") : readme.index("## Calibration functions")]
+    start = readme.index("## Applications")
+    section = readme[start : readme.index("\n## ", start + 1)]
     (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     exec(compile(block, "README.md[apps]", "exec"), {})
     assert "TopItem(" in capsys.readouterr().out

@@ -20,12 +20,15 @@ __all__ = [
     "check_array_in_range",
     "check_bool",
     "check_choice",
+    "check_data_array",
     "check_index_array",
     "check_integer",
     "check_integral_array",
     "check_integral_step",
     "check_probability",
     "check_real",
+    "check_real_sequence",
+    "check_shape",
     "check_stream_array",
     "check_stream_step",
     "check_whole_number",
@@ -197,35 +200,6 @@ def check_bool(name: str, value: object) -> bool:
     return bool(value)
 
 
-def check_index_array(name: str, value: Any, size: int) -> NDArray[np.int64]:
-    """A 1-D sequence of integer indices in ``[0, size)``, returned as int64.
-
-    An empty sequence is allowed. Booleans and floats (even integral ones) are
-    rejected, so that an indicator vector is never mistaken for a list of items.
-
-    Raises:
-        TypeError: non-integer entries.
-        ValueError: not one-dimensional, or an index outside ``[0, size)``.
-    """
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of integers, got {value!r}")
-    arr = np.asarray(value)
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, got {value!r} (dtype {arr.dtype})")
-    out = arr.astype(np.int64)
-    bad = (out < 0) | (out >= size)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"{name} must be integers in [0, {size}), got {int(out[i])} at position {i}"
-        )
-    return out
-
-
 def check_array_in_range(
     name: str, value: Any, *, low: float, high: float, shape: tuple[int, ...] | None = None
 ) -> NDArray[np.float64]:
@@ -312,3 +286,93 @@ def check_integral_step(name: str, value: Any) -> Any:
             f"(integer noise on fractional data reveals the fraction), got {value!r}"
         )
     return int(v)
+
+
+def check_shape(name: str, value: object, *, max_dims: int = 2) -> tuple[int, ...]:
+    """A shape: a positive int or a tuple of 1..``max_dims`` positive ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims: tuple[object, ...] = (value,)
+    elif isinstance(value, (tuple, list)):
+        dims = tuple(value)
+    else:
+        raise TypeError(
+            f"{name} must be an int or a tuple of ints, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    if not 1 <= len(dims) <= max_dims:
+        raise ValueError(f"{name} must have 1 to {max_dims} dimensions, got {value!r}")
+    return tuple(check_integer(f"{name}[{i}]", d, ge=1) for i, d in enumerate(dims))
+
+
+def check_real_sequence(
+    name: str, value: object, *, length: int | None = None, gt: float | None = None
+) -> tuple[float, ...]:
+    """A sequence of finite reals (each checked with :func:`check_real`), optionally of a length."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{name} must be a sequence of real numbers, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    items = list(np.asarray(value).tolist()) if isinstance(value, np.ndarray) else list(value)
+    if length is not None and len(items) != length:
+        raise ValueError(f"{name} must have {length} entries, got {len(items)}: {value!r}")
+    return tuple(check_real(f"{name}[{i}]", v, gt=gt) for i, v in enumerate(items))
+
+
+def check_data_array(name: str, x: Any, shape: tuple[int, ...]) -> NDArray[np.float64]:
+    """A finite real array of exactly ``shape``, returned as a new float64 array.
+
+    Raises:
+        TypeError: non-numeric data.
+        ValueError: a different shape, or NaN/inf (the first bad index is echoed).
+    """
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
+    out = np.array(arr, dtype=np.float64)
+    if not np.isfinite(out).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise ValueError(f"{name} must be finite; index {bad} holds {float(out[bad])!r}")
+    return out
+
+
+def check_index_array(
+    name: str, value: Any, size: int, *, one_dimensional: bool = False
+) -> NDArray[np.int64]:
+    """Integer indices in ``[0, size)`` (a scalar or an array), returned as int64.
+
+    Booleans and floats (even whole ones) are rejected, so an indicator vector is
+    never mistaken for a list of indices.
+
+    Args:
+        one_dimensional: require a 1-D sequence (an empty one is allowed), as for a
+            list of items.
+
+    Raises:
+        TypeError: strings, or non-integer entries.
+        ValueError: wrong dimension, or an index outside ``[0, size)`` (the first one
+            is echoed, with its position for 1-D input).
+    """
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be integers, got {value!r}")
+    arr = np.asarray(value)
+    if one_dimensional:
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got {value!r} (dtype {arr.dtype})")
+    out = arr.astype(np.int64)
+    bad = (out < 0) | (out >= size)
+    if bad.any():
+        first = int(np.argmax(bad.ravel()))
+        where = f" at position {first}" if out.ndim == 1 else ""
+        raise ValueError(
+            f"{name} must be integers in [0, {size}), got {int(out.ravel()[first])}{where}"
+        )
+    return out

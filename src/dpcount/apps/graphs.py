@@ -82,7 +82,7 @@ def _check_vertex(name: str, value: object, n: int) -> int:
 
 
 def _vertex_set(name: str, value: Any, n: int) -> NDArray[np.int64]:
-    arr = check_index_array(name, list(value), n)
+    arr = check_index_array(name, list(value), n, one_dimensional=True)
     if arr.size == 0:
         raise ValueError(f"{name} must contain at least one vertex, got none")
     if np.unique(arr).size != arr.size:

@@ -219,8 +219,8 @@ class ContinualHistogram(AppBase):
     ) -> NDArray[np.int64]:
         """The step vector x_t for item lists (validated as in :meth:`update`)."""
         u = self.universe_size
-        ins = check_index_array("items", list(items), u)
-        rem = check_index_array("removed", list(removed), u)
+        ins = check_index_array("items", list(items), u, one_dimensional=True)
+        rem = check_index_array("removed", list(removed), u, one_dimensional=True)
         both = np.intersect1d(ins, rem)
         if both.size:
             raise ValueError(

@@ -1,0 +1,32 @@
+"""Perfect binary trees over a domain padded with zeros to 2^K cells (the baselines' trees).
+
+The tree, Hierarchical and Privelet baselines are defined on a perfect binary tree,
+as in their papers. For n that is not a power of two the histogram is padded with
+public zero cells up to 2^K, K = ⌈log₂ n⌉; nothing is truncated, and only ranges
+inside the real n cells are ever answered. Every real cell lies on K + 1 nodes (the
+root to its leaf), which fixes the sensitivities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount.ranges._tree import BalancedTree
+
+FloatArray = NDArray[np.float64]
+
+
+def padded_depth(n: int) -> int:
+    """K = ⌈log₂ n⌉: the padded tree has 2^K leaves and K + 1 levels."""
+    return BalancedTree(n).depth
+
+
+def level_sums(x: FloatArray, depth: int) -> list[FloatArray]:
+    """Node counts per depth (root first) of x padded with zeros to 2^depth cells."""
+    leaves = np.zeros(1 << depth)
+    leaves[: x.size] = x
+    levels = [leaves]
+    for _ in range(depth):
+        levels.insert(0, levels[0].reshape(-1, 2).sum(axis=1))
+    return levels
