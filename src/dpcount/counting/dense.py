@@ -6,8 +6,16 @@ of R. For continual release the pair must be *causal*: a release at step t may
 only use noisy measurements of steps ≤ t. With L of shape (T, m) and R of shape
 (m, T), measurement i involves the steps up to τ_i (the last nonzero column of
 row i of R), and L[t, i] must be 0 whenever τ_i > t. A lower-triangular square
-pair is the usual case (τ_i ≤ i ≤ t); the tree mechanisms' (steps × nodes)
-factorizations are causal too, so this class is the dense oracle every other
+pair is the usual case (τ_i ≤ i ≤ t), and the (steps × nodes) factorizations of
+the binary tree, Honaker Online and the smooth binary mechanism are causal too.
+
+Causality is checked by default but is not what makes the release computable
+online here: the release is S_t + (L z)_t with z independent of the data, which
+any pair with L R = A allows at step t, and its privacy for a stream fixed in
+advance is that of the batch release L(R x + z). The k-ary trees with subtraction
+(count-on-your-elders Alg. 2) are such a pair: the release at t subtracts nodes
+that extend past t (their data cancels, their noise does not), so their dense
+factorization needs ``causal=False``. This class is the dense oracle every other
 mechanism is tested against.
 """
 
@@ -97,9 +105,12 @@ class FactorizationMechanism(CountingMechanism):
         epsilon, delta, noise, calibration, rng, step_sensitivity,
         step_l2_sensitivity: as for :class:`~dpcount.counting.KaryTree`.
         atol: tolerance for L·R = A and for the zeros causality requires.
+        causal: require L[t, i] = 0 whenever measurement i involves a step after t
+            (see the module docstring for when False is appropriate).
 
     Raises:
-        ValueError: wrong shapes, non-finite entries, L·R ≠ A, or a non-causal pair.
+        ValueError: wrong shapes, non-finite entries, L·R ≠ A, or (with
+            ``causal=True``) a non-causal pair.
     """
 
     name = "factorization"
@@ -117,6 +128,7 @@ class FactorizationMechanism(CountingMechanism):
         *,
         step_l2_sensitivity: float | None = None,
         atol: float = 1e-9,
+        causal: bool = True,
     ) -> None:
         left = _as_matrix("L", L)
         right = _as_matrix("R", R)
@@ -134,11 +146,13 @@ class FactorizationMechanism(CountingMechanism):
                 f"L @ R must equal the lower-triangular all-ones matrix within atol={tol:g}; "
                 f"largest deviation {worst:.3g}"
             )
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {causal!r}")
         nonzero = np.abs(right) > tol
         last_step = np.where(nonzero.any(axis=1), T - 1 - np.argmax(nonzero[:, ::-1], axis=1), -1)
         future = last_step[None, :] > np.arange(T)[:, None]  # measurement i involves steps > t
         bad = np.argwhere(future & (np.abs(left) > tol))
-        if len(bad):
+        if causal and len(bad):
             t, i = (int(v) for v in bad[0])
             raise ValueError(
                 f"the pair is not causal: L[{t}, {i}] = {left[t, i]:.3g} uses measurement {i}, "
@@ -146,6 +160,7 @@ class FactorizationMechanism(CountingMechanism):
             )
         self.L = left
         self.R = right
+        self.causal = not len(bad)
         self.max_noise_coefficient = float(np.max(np.abs(left)))
         super().__init__(
             T,

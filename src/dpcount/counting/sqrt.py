@@ -131,7 +131,7 @@ class SqrtNoiseProcess:
             return chunk[i]
         if self._t >= self.horizon:
             raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
-        self._ensure(min(self.horizon, self._t + _CHUNK))
+        self._ensure(self._t + 1)
         lo = self._t - self._start
         piece = self._noise[lo : lo + _CHUNK]
         self._chunk = piece.tolist() if self.dim is None else list(piece.copy())

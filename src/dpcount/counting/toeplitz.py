@@ -106,10 +106,10 @@ def _log_f_tail(k: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def sqrt_coefficients(n: int) -> NDArray[np.float64]:
-    """f(0), …, f(n − 1) of constant-matters Algorithm 1 (accurate to ~1 ulp).
+    """f(0), …, f(n − 1) of constant-matters Algorithm 1 (relative error < 2e-15).
 
-    f(0) = 1 and f(k) = f(k − 1)(2k − 1)/(2k), i.e. f(k) = C(2k, k)/4^k. Computed
-    exactly below k = 1024 and from the asymptotic series of ln Γ(k+½) − ln Γ(k+1)
+    f(0) = 1 and f(k) = f(k − 1)(2k − 1)/(2k), i.e. f(k) = C(2k, k)/4^k. Correctly
+    rounded below k = 1024 and from the asymptotic series of ln Γ(k+½) − ln Γ(k+1)
     above (the running product would accumulate ~k rounding errors).
     """
     n = check_integer("n", n, ge=0)
@@ -194,8 +194,9 @@ def psi_bound(horizon: int) -> float:
     """Ψ(T) = 1 − (1 − γ)/π + ln(T)/π + 2/T, constant-matters eq. (4).
 
     The paper's Theorem 1.1 / Lemma 3.3 claim ‖L‖₂→∞·‖R‖₁→₂ = S(T) ≤ Ψ(T); this is
-    false (S(T) > Ψ(T), e.g. 4.596 vs 4.396 at T = 2^16). Reported as the paper's
-    figure only; γ is the Euler–Mascheroni constant.
+    false for every T ≥ 11 (S(T) > Ψ(T), e.g. 4.596 vs 4.396 at T = 2^16; the gap
+    tends to 0.2009). Reported as the paper's figure only; γ is the
+    Euler–Mascheroni constant.
     """
     T = check_integer("horizon", horizon, ge=1)
     return 1.0 - (1.0 - float(np.euler_gamma)) / math.pi + math.log(T) / math.pi + 2.0 / T
