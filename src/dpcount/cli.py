@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from dpcount import __version__
 
-SUBCOMMANDS = ("count", "demo")
+SUBCOMMANDS = ("count", "demo", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -79,13 +79,21 @@ def laplace_linf_bound(
     return lam * a_max * (ell / x + r * x / (1.0 - y))
 
 
-def linf_bound(mechanism: CountingMechanism, beta: float) -> float:
+def linf_bound(
+    mechanism: CountingMechanism, beta: float, *, max_variance: float | None = None
+) -> float:
     """A (1 − β) bound on max_{t≤T} |release_t − S_t| for a calibrated mechanism.
 
     Gaussian noise: :func:`gaussian_linf_bound` with the exact largest variance.
     Laplace noise: :func:`laplace_linf_bound` with A = max_variance/(2λ²) and the
     mechanism's largest noise coefficient (``max_noise_coefficient``; 1 for the
     tree mechanisms).
+
+    Args:
+        mechanism: a calibrated counting mechanism.
+        beta: failure probability β ∈ (0, 1).
+        max_variance: the mechanism's exact largest variance if already known
+            (otherwise ``mechanism.max_variance()`` is called).
 
     Raises:
         ValueError: a sampler that is neither Gaussian nor Laplace (e.g. after
@@ -96,17 +104,17 @@ def linf_bound(mechanism: CountingMechanism, beta: float) -> float:
 
     sampler = mechanism.sampler
     T = mechanism.horizon
+    if not isinstance(sampler, (GaussianNoise, LaplaceNoise)):
+        raise ValueError(f"linf bounds need Gaussian or Laplace noise, got sampler {sampler!r}")
+    v = mechanism.max_variance() if max_variance is None else max_variance
     if isinstance(sampler, GaussianNoise):
-        return gaussian_linf_bound(mechanism.max_variance(), T, beta)
-    if isinstance(sampler, LaplaceNoise):
-        a_max = getattr(mechanism, "max_noise_coefficient", None)
-        if a_max is None:
-            if not isinstance(mechanism, KaryTree):
-                raise ValueError(
-                    f"no Laplace tail bound for {mechanism!r}: its largest noise coefficient "
-                    "is unknown (set max_noise_coefficient)"
-                )
-            a_max = 1.0  # every tree node enters a release with coefficient ±1
-        A = mechanism.max_variance() / sampler.variance
-        return laplace_linf_bound(sampler.scale, A, T, beta, float(a_max))
-    raise ValueError(f"linf bounds need Gaussian or Laplace noise, got sampler {sampler!r}")
+        return gaussian_linf_bound(v, T, beta)
+    a_max = getattr(mechanism, "max_noise_coefficient", None)
+    if a_max is None:
+        if not isinstance(mechanism, KaryTree):
+            raise ValueError(
+                f"no Laplace tail bound for {mechanism!r}: its largest noise coefficient "
+                "is unknown (set max_noise_coefficient)"
+            )
+        a_max = 1.0  # every tree node enters a release with coefficient ±1
+    return laplace_linf_bound(sampler.scale, v / sampler.variance, T, beta, float(a_max))
