@@ -167,6 +167,25 @@ def test_constant_noise_release_is_row_sums_of_L(name: str) -> None:
     np.testing.assert_allclose(out, L.sum(axis=1), atol=1e-12)
 
 
+@pytest.mark.parametrize("name", sorted(MECHS))
+def test_vector_steps_stream_per_step_and_in_chunks(name: str) -> None:
+    T, d = 45, 3
+    mech = MECHS[name](T)
+    const = mech.with_sampler(ConstantNoise(1.0))
+    scalar = const.release(np.zeros(T))
+    s = const.stream()
+    rows = np.array([s.update(np.zeros(d)) for _ in range(T)])
+    np.testing.assert_allclose(rows, np.repeat(scalar[:, None], d, axis=1), atol=1e-12)
+    s = const.stream()
+    parts = [s.update_many(np.zeros((n, d))) for n in (2, 1, 30, 12)]
+    np.testing.assert_allclose(np.concatenate(parts), rows, atol=1e-12)
+    # With real noise: per-step vector updates, coordinates as replicates.
+    reps = 6000
+    s = mech.stream()
+    errors = np.array([s.update(np.zeros(reps)) for _ in range(T)]).T
+    assert_variances_match(errors, mech.variances())
+
+
 # --------------------------------------------------------------------- FactorizationMechanism
 
 

@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         f"all errors ≤ {best.linf:.4g} with probability ≥ {1 - args.beta:g}."
     )
     con.print(f"  dpcount count INPUT {best.command()}", soft_wrap=True)
-    if len(rows) > 1 and rows[1].value > 0:
-        con.print(f"  ({rows[1].label} is {rows[1].value / best.value:.3g}× worse by this metric)")
+    if len(rows) > 1 and best.value > 0:
+        ratio = rows[1].value / best.value
+        if ratio > 1.0 + 1e-9:
+            con.print(f"  (next: {rows[1].label}, {ratio:.3g}× worse by this metric)")
+        else:
+            con.print(f"  ({rows[1].label} ties by this metric)")
     return 0

@@ -13,6 +13,7 @@ second.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dpcount._validate import check_choice, check_integer, check_probability, check_real
@@ -160,7 +161,7 @@ def compare(
     *,
     beta: float = 0.05,
     step_sensitivity: float = 1.0,
-    k_values: range = range(2, 65),
+    k_values: Iterable[int] = range(2, 65),
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
@@ -224,10 +225,11 @@ def compare(
             )
         )
 
+    ks_all = [check_integer("k", k, ge=2) for k in k_values]
     for noise in noises:
         for sub in (True, False):
-            ks = range(max(3, k_values.start), k_values.stop, k_values.step) if sub else k_values
-            if len(ks) == 0:
+            ks = [k for k in ks_all if k >= 3] if sub else ks_all  # k = 2 with subtraction = binary
+            if not ks:
                 continue
             choice = best_k(T, eps, dlt, noise, subtract=sub, k_values=ks, metric=metric, beta=b)
             if choice.k == 2 and not sub:

@@ -96,13 +96,25 @@ def _exact_tables() -> tuple[
 
 
 def _log_f_tail(k: NDArray[np.float64]) -> NDArray[np.float64]:
-    """ln f(k) for k ≥ 1024 from the Stirling-type series (truncation error < 1e-29)."""
+    """ln f(k) + ½ ln(πk) for k ≥ 1024: the odd series in 1/k (truncation error < 1e-29)."""
     x = 1.0 / k
     x2 = x * x
     acc = np.zeros_like(k)
     for _, coef in reversed(_LOG_F_SERIES):  # Horner in x² over the odd powers
         acc = acc * x2 + coef
-    return -0.5 * np.log(np.pi * k) + x * acc
+    out: NDArray[np.float64] = x * acc
+    return out
+
+
+def _f_tail(k: NDArray[np.float64]) -> NDArray[np.float64]:
+    """f(k) for k ≥ 1024 as e^u/√(πk), u = the series above (|u| < 1.3e-4).
+
+    e^u by its Taylor polynomial to u⁴ (remainder < u⁵/120 < 4e-22).
+    """
+    u = _log_f_tail(k)
+    e = 1.0 + u * (1.0 + u * (0.5 + u * (1.0 / 6.0 + u * (1.0 / 24.0))))
+    out: NDArray[np.float64] = e / np.sqrt(np.pi * k)
+    return out
 
 
 def sqrt_coefficients(n: int) -> NDArray[np.float64]:
@@ -119,15 +131,17 @@ def sqrt_coefficients(n: int) -> NDArray[np.float64]:
         return out
     out = np.empty(n)
     out[:_EXACT] = exact
-    k = np.arange(_EXACT, n, dtype=np.float64)
-    out[_EXACT:] = np.exp(_log_f_tail(k))
+    step = 1 << 15  # cache-sized pieces: the series costs ~20 passes over its input
+    for a in range(_EXACT, n, step):
+        b = min(n, a + step)
+        out[a:b] = _f_tail(np.arange(a, b, dtype=np.float64))
     return out
 
 
 def _f_at(k: int) -> float:
     if k < _EXACT:
         return float(_exact_tables()[0][k])
-    return float(np.exp(_log_f_tail(np.array([float(k)])))[0])
+    return float(_f_tail(np.array([float(k)]))[0])
 
 
 def _power_sums(a: int, b: int, shift: int) -> float:
