@@ -102,3 +102,12 @@ def test_laplace_variant_is_pure_dp() -> None:
     m = SmoothBinary(1000, 1.0, noise="laplace")
     assert m.privacy is not None and m.privacy.delta == 0.0
     assert m.noise_scale == m.height / 2
+
+
+def test_popcount_table_fallback_matches_bin() -> None:
+    from dpcount.counting.smooth_binary import _popcount16
+
+    v = np.arange(0, 1 << 20, 977, dtype=np.int64)
+    table = _popcount16()
+    pc = table[v & 0xFFFF] + table[(v >> 16) & 0xFFFF]
+    assert pc.tolist() == [bin(int(x)).count("1") for x in v]

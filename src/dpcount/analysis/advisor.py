@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dpcount._validate import check_choice, check_integer
+from dpcount.analysis.tails import linf_bound
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.tree import KaryTree
 
@@ -91,8 +92,6 @@ def best_k(
             :func:`dpcount.analysis.tails.linf_bound` on the largest error).
         beta: failure probability for ``metric="linf"``.
     """
-    from dpcount.analysis.tails import linf_bound
-
     horizon = check_integer("horizon", horizon, ge=1)
     check_choice("metric", metric, TREE_METRICS)
     options = (False, True) if subtract is None else (subtract,)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from scipy.special import ndtri
 
 from dpcount._validate import check_integer, check_real
+from dpcount.counting.tree import KaryTree
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise
 
 if TYPE_CHECKING:
@@ -100,8 +101,6 @@ def linf_bound(
             ``with_sampler(ZeroNoise())``), or Laplace noise on a mechanism whose
             largest coefficient is unknown.
     """
-    from dpcount.counting.tree import KaryTree  # local: counting imports this module
-
     sampler = mechanism.sampler
     T = mechanism.horizon
     if not isinstance(sampler, (GaussianNoise, LaplaceNoise)):

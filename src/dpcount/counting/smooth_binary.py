@@ -26,6 +26,7 @@ Notation: h = ``height``; b_t = ``_leaf``; node (j, b >> (j+1)).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -66,16 +67,23 @@ def next_balanced(b: int) -> int:
     return ripple | (((ripple ^ b) >> 2) // low)
 
 
-_POPCOUNT16 = np.array([bin(v).count("1") for v in range(1 << 16)], dtype=np.uint8)
+@lru_cache(maxsize=1)
+def _popcount16() -> NDArray[np.uint8]:
+    v = np.arange(1 << 16)
+    table = np.zeros(1 << 16, dtype=np.uint8)
+    for bit in range(16):
+        table += ((v >> bit) & 1).astype(np.uint8)
+    return table
 
 
 def _popcount(v: NDArray[np.int64], bits: int) -> NDArray[np.int64]:
-    counter = getattr(np, "bitwise_count", None)
+    counter = getattr(np, "bitwise_count", None)  # numpy >= 2.0
     if counter is not None:
         return np.asarray(counter(v), dtype=np.int64)
+    table = _popcount16()
     out = np.zeros(v.shape, dtype=np.int64)
     for shift in range(0, bits, 16):
-        out += _POPCOUNT16[(v >> shift) & 0xFFFF]
+        out += table[(v >> shift) & 0xFFFF]
     return out
 
 
