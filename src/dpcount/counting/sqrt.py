@@ -59,7 +59,9 @@ class SqrtNoiseProcess:
     noise runs out at step E it computes the block [E, E') with
     E' = min(T, max(2E, E + 1024, E + requested)): blocks double, so T steps cost
     O(T log T) in total and amortized O(log T) per step; one request for all T
-    steps (a batch release) is a single convolution.
+    steps (a batch release) is a single convolution. The price of doubling is
+    latency: the ``update`` that starts a block pays for all of it (the last
+    block, at t ≈ T/2, costs about a batch release of 0.75·T steps).
 
     Memory at step t: the z drawn so far (≤ max(2t, t + requested, 1024) values —
     all of them are needed, since every future N depends on every past z), the
