@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dpcount.counting import BinaryTree, CountingMechanism, KaryTree
+from dpcount.counting import (
+    BinaryTree,
+    CountingMechanism,
+    FactorizationMechanism,
+    Honaker,
+    InputPerturbation,
+    KaryTree,
+    SmoothBinary,
+    SqrtFactorization,
+)
 
 Factory = Callable[[int, int], CountingMechanism]
 
@@ -26,5 +35,26 @@ FACTORIES: dict[str, Factory] = {
     ),
     "kary-7-sub-discrete-gauss": lambda T, seed: KaryTree(
         T, 0.5, k=7, subtract=True, noise="discrete-gaussian", delta=1e-6, rng=seed
+    ),
+    "sqrt-gauss": lambda T, seed: SqrtFactorization(T, 0.5, 1e-6, rng=seed),
+    "sqrt-fhu": lambda T, seed: SqrtFactorization(T, 0.5, 1e-6, calibration="fhu", rng=seed),
+    "sqrt-laplace": lambda T, seed: SqrtFactorization(T, 1.0, noise="laplace", rng=seed),
+    "sqrt-laplace-delta": lambda T, seed: SqrtFactorization(
+        T, 1.0, 1e-8, noise="laplace", rng=seed
+    ),
+    "honaker": lambda T, seed: Honaker(T, 1.0, rng=seed),
+    "honaker-gauss": lambda T, seed: Honaker(T, 1.0, 1e-6, noise="gaussian", rng=seed),
+    "smooth-binary": lambda T, seed: SmoothBinary(T, 1.0, 1e-6, rng=seed),
+    "smooth-binary-laplace": lambda T, seed: SmoothBinary(T, 1.0, noise="laplace", rng=seed),
+    # Laplace input perturbation is tested in test_input_perturbation.py: its random-walk
+    # noise is so correlated over steps that 1000 stream replicates of the contract's
+    # pooled check cannot also reject 0.8x the variance.
+    "input-gauss": lambda T, seed: InputPerturbation(T, 2.0, 1e-5, noise="gaussian", rng=seed),
+    "dense-sqrt": lambda T, seed: FactorizationMechanism(
+        *SqrtFactorization(T, 1.0, 1e-6).dense_factorization(),
+        1.0,
+        1e-6,
+        noise="gaussian",
+        rng=seed,
     ),
 }

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from dpcount import __version__
 
-SUBCOMMANDS = ("count", "demo", "histogram", "ranges", "reproduce")
+SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce")
 
 
 def build_parser() -> argparse.ArgumentParser:

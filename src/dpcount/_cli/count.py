@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 if steps >= horizon:
                     raise ValueError(f"stdin has more than --horizon {horizon} rows")
                 v = stream.update(value)
-                out.write(f"{steps + 1},{v!r},{std[steps]!r}\n")
+                out.write(f"{steps + 1},{float(v)!r},{float(std[steps])!r}\n")
                 out.flush()
                 steps += 1
     _summary(mech, steps)

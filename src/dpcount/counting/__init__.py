@@ -5,15 +5,30 @@ Every mechanism shares :class:`CountingMechanism`'s interface: ``release(x)``,
 """
 
 from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
+from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
 from dpcount.counting.digits import DigitSystem
+from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
+from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
+from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
+from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
 from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
 
 __all__ = [
     "BinaryTree",
     "CountingMechanism",
     "CountingStream",
+    "DenseNoiseProcess",
     "DigitSystem",
+    "FactorizationMechanism",
+    "Honaker",
+    "HonakerNoiseProcess",
+    "InputNoiseProcess",
+    "InputPerturbation",
     "KaryTree",
     "NoiseProcess",
+    "SmoothBinary",
+    "SmoothBinaryNoiseProcess",
+    "SqrtFactorization",
+    "SqrtNoiseProcess",
     "TreeNoiseProcess",
 ]

@@ -7,6 +7,10 @@ from typing import Any
 
 from dpcount._validate import check_choice
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.honaker import Honaker
+from dpcount.counting.input_perturbation import InputPerturbation
+from dpcount.counting.smooth_binary import SmoothBinary
+from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
 
 __all__ = ["MECHANISMS", "build_mechanism"]
@@ -22,11 +26,26 @@ def _kary(**kw: Any) -> CountingMechanism:
     return KaryTree(**kw)
 
 
+def _without_tree_options(
+    cls: Callable[..., CountingMechanism],
+) -> Callable[..., CountingMechanism]:
+    def build(**kw: Any) -> CountingMechanism:
+        kw.pop("k", None)
+        kw.pop("subtract", None)
+        return cls(**kw)
+
+    return build
+
+
 #: name -> builder taking horizon, epsilon, delta, noise, rng, step_sensitivity,
 #: calibration, and the tree options k and subtract (ignored where meaningless)
 MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
     "binary": _binary,
     "kary": _kary,
+    "sqrt": _without_tree_options(SqrtFactorization),
+    "honaker": _without_tree_options(Honaker),
+    "smooth-binary": _without_tree_options(SmoothBinary),
+    "input": _without_tree_options(InputPerturbation),
 }
 
 

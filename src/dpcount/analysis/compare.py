@@ -1,0 +1,250 @@
+"""Rank every applicable continual-counting mechanism by its exact error.
+
+All figures are exact and data-independent (closed forms, no simulation): the
+MSE (mean per-step variance), the largest per-step variance, and a (1 − β)
+bound on the largest error over the horizon (:mod:`dpcount.analysis.tails`).
+Every candidate is built through :mod:`dpcount.counting.registry`, so a row can be
+turned into the mechanism (``build``) or the ``dpcount count`` command
+(``command``). Cost: O(log T) per candidate except the tree search
+(:func:`~dpcount.analysis.best_k`, O(h·k) per k), so T = 10^8 takes well under a
+second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dpcount._validate import check_choice, check_integer, check_probability, check_real
+from dpcount.analysis.advisor import TREE_METRICS, best_k, tree_max_variance
+from dpcount.analysis.tails import linf_bound
+from dpcount.counting.base import CountingMechanism
+from dpcount.counting.registry import build_mechanism
+from dpcount.counting.tree import KaryTree
+from dpcount.privacy.rng import RNGLike
+
+__all__ = ["METRICS", "Candidate", "compare"]
+
+METRICS = TREE_METRICS
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One mechanism with its exact error, as ranked by :func:`compare`.
+
+    Attributes:
+        label: display name (``"kary-19-sub"``, ``"sqrt"``, ...).
+        mechanism: registry name (``dpcount count --mechanism``).
+        k, subtract: tree options (None for other mechanisms).
+        noise: ``"laplace"`` or ``"gaussian"``.
+        calibration: the rule that set the scale (``pure``, ``theorem3``,
+            ``analytic``, ``fhu``, ``classic``).
+        horizon, epsilon, delta: the request (delta None: pure ε-DP).
+        guaranteed_epsilon, guaranteed_delta: the guarantee actually certified
+            (Laplace with Theorem 3 may certify a smaller ε than requested;
+            δ = 0 for pure DP).
+        mse, max_variance: exact.
+        linf: (1 − beta) bound on the largest error over the horizon.
+        beta: its failure probability.
+        metric: the ranking metric; ``value`` is this row's figure for it.
+    """
+
+    label: str
+    mechanism: str
+    k: int | None
+    subtract: bool | None
+    noise: str
+    calibration: str
+    horizon: int
+    epsilon: float
+    delta: float | None
+    step_sensitivity: float
+    guaranteed_epsilon: float
+    guaranteed_delta: float
+    mse: float
+    max_variance: float
+    linf: float
+    beta: float
+    metric: str
+
+    @property
+    def value(self) -> float:
+        """This row's figure for the ranking metric."""
+        return float(getattr(self, self.metric))
+
+    @property
+    def guarantee(self) -> str:
+        """E.g. ``"epsilon=1-DP"`` or ``"(epsilon=0.5, delta=1e-08)-DP"``."""
+        if self.guaranteed_delta == 0.0:
+            return f"epsilon={self.guaranteed_epsilon:.6g}-DP"
+        return f"(epsilon={self.guaranteed_epsilon:.6g}, delta={self.guaranteed_delta:.3g})-DP"
+
+    def _kwargs(self) -> dict[str, object]:
+        kw: dict[str, object] = {
+            "horizon": self.horizon,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "noise": self.noise,
+            "step_sensitivity": self.step_sensitivity,
+            "calibration": None if self.calibration in ("pure", "theorem3") else self.calibration,
+        }
+        if self.k is not None:
+            kw["k"] = self.k
+            kw["subtract"] = self.subtract
+        return kw
+
+    def build(self, rng: RNGLike = None) -> CountingMechanism:
+        """The calibrated mechanism of this row (``rng`` as for every mechanism)."""
+        return build_mechanism(self.mechanism, rng=rng, **self._kwargs())
+
+    def command(self) -> str:
+        """The ``dpcount count`` options that select this mechanism."""
+        parts = [f"--mechanism {self.mechanism}"]
+        if self.k is not None:
+            parts.append(f"--k {self.k}")
+            if not self.subtract:
+                parts.append("--no-subtract")
+        parts.append(f"--epsilon {self.epsilon:g}")
+        if self.delta is not None:
+            parts.append(f"--delta {self.delta:g}")
+        parts.append(f"--noise {self.noise}")
+        if self.calibration not in ("pure", "theorem3", "analytic"):
+            parts.append(f"--calibration {self.calibration}")
+        if self.step_sensitivity != 1.0:
+            parts.append(f"--sensitivity {self.step_sensitivity:g}")
+        return " ".join(parts)
+
+
+def _row(
+    label: str,
+    name: str,
+    mech: CountingMechanism,
+    *,
+    k: int | None,
+    subtract: bool | None,
+    epsilon: float,
+    delta: float | None,
+    step: float,
+    beta: float,
+    metric: str,
+) -> Candidate:
+    privacy = mech.privacy
+    assert privacy is not None  # built by calibrate, never with_sampler
+    max_var = tree_max_variance(mech) if isinstance(mech, KaryTree) else mech.max_variance()
+    return Candidate(
+        label=label,
+        mechanism=name,
+        k=k,
+        subtract=subtract,
+        noise=privacy.noise,
+        calibration=privacy.calibration,
+        horizon=mech.horizon,
+        epsilon=epsilon,
+        delta=delta,
+        step_sensitivity=step,
+        guaranteed_epsilon=privacy.epsilon,
+        guaranteed_delta=privacy.delta,
+        mse=mech.mse(),
+        max_variance=max_var,
+        linf=linf_bound(mech, beta, max_variance=max_var),
+        beta=beta,
+        metric=metric,
+    )
+
+
+def compare(
+    horizon: int,
+    epsilon: float,
+    delta: float | None = None,
+    metric: str = "mse",
+    *,
+    beta: float = 0.05,
+    step_sensitivity: float = 1.0,
+    k_values: Iterable[int] = range(2, 65),
+) -> tuple[Candidate, ...]:
+    """Every applicable mechanism with its exact error, best first.
+
+    Without ``delta`` (pure ε-DP) only Laplace noise applies: the best k-ary tree
+    with and without subtraction (:func:`~dpcount.analysis.best_k` for ``metric``),
+    the binary tree, Honaker Online, the smooth binary mechanism, the square-root
+    factorization (ℓ₁-calibrated) and input perturbation. With ``delta`` each of
+    these appears with Laplace noise calibrated by count-on-your-elders Theorem 3
+    and with Gaussian noise (analytic Gaussian mechanism), and the square-root
+    factorization also with the ``fhu`` and ``classic`` calibrations when ε < 1.
+
+    Args:
+        horizon: T ≥ 1.
+        epsilon: ε > 0.
+        delta: δ ∈ (0, 1) or None.
+        metric: ``"mse"``, ``"max_variance"`` or ``"linf"``.
+        beta: failure probability of the ℓ∞ bounds.
+        step_sensitivity: Δ of the neighbouring relation.
+        k_values: branching factors searched for the trees.
+
+    Returns:
+        Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    eps = check_real("epsilon", epsilon, gt=0)
+    dlt = None if delta is None else check_probability("delta", delta)
+    check_choice("metric", metric, METRICS)
+    b = check_probability("beta", beta)
+    step = check_real("step_sensitivity", step_sensitivity, gt=0)
+    noises = ("laplace",) if dlt is None else ("laplace", "gaussian")
+    rows: list[Candidate] = []
+
+    def add(
+        label: str, name: str, noise: str, calibration: str | None = None, **opts: object
+    ) -> None:
+        mech = build_mechanism(
+            name,
+            horizon=T,
+            epsilon=eps,
+            delta=dlt,
+            noise=noise,
+            rng=0,
+            step_sensitivity=step,
+            calibration=calibration,
+            **opts,
+        )
+        k = opts.get("k")
+        sub = opts.get("subtract")
+        rows.append(
+            _row(
+                label,
+                name,
+                mech,
+                k=None if k is None else int(k),  # type: ignore[call-overload]
+                subtract=None if sub is None else bool(sub),
+                epsilon=eps,
+                delta=dlt,
+                step=step,
+                beta=b,
+                metric=metric,
+            )
+        )
+
+    ks_all = [check_integer("k", k, ge=2) for k in k_values]
+    for noise in noises:
+        for sub in (True, False):
+            ks = [k for k in ks_all if k >= 3] if sub else ks_all  # k = 2 with subtraction = binary
+            if not ks:
+                continue
+            choice = best_k(T, eps, dlt, noise, subtract=sub, k_values=ks, metric=metric, beta=b)
+            if choice.k == 2 and not sub:
+                continue  # the binary tree, listed below
+            label = f"kary-{choice.k}" + ("-sub" if sub else "")
+            add(label, "kary", noise, k=choice.k, subtract=sub)
+        add("binary", "binary", noise)
+        add("honaker", "honaker", noise)
+        add("smooth-binary", "smooth-binary", noise)
+        add("input", "input", noise)
+        if noise == "gaussian":
+            methods = ("analytic", "fhu", "classic") if eps < 1.0 else ("analytic",)
+            for method in methods:
+                add(f"sqrt ({method})", "sqrt", noise, method)
+        else:
+            add("sqrt", "sqrt", noise)
+    rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
+    return tuple(rows)

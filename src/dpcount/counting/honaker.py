@@ -1,0 +1,326 @@
+"""The binary tree with Honaker's online estimator ("Honaker Online", Kairouz et al. 2021).
+
+The binary tree mechanism releases every dyadic interval sum (node) with i.i.d.
+noise of variance σ². Honaker (TPDP 2015) improves each node's estimate by
+combining it with its children's estimates by inverse variance; the online
+variant (Kairouz, McMahan, Song, Thakkar, Thakurta, Xu, ICML 2021, as
+"Honaker Online" in count-on-your-elders §1) uses only *completed* subtrees, so the
+release at step t depends on x_1..x_t only.
+
+Notation (paper → code):
+
+==============  ================================================================
+node (j, m)     level j, covering steps m·2^j + 1 .. (m+1)·2^j; complete at (m+1)·2^j
+ζ               the node's own noise (variance σ², drawn once)
+e_j             error of the node's combined estimate
+V_j             Var(e_j)/σ² = 2^j/(2^{j+1} − 1)  (:func:`honaker_level_variance`)
+a_j, c_j        e_j = a_j·ζ + c_j·(e_left + e_right), a_j = V_j,
+                c_j = V_j/(2V_{j−1}) = (2^j − 1)/(2^{j+1} − 1)
+==============  ================================================================
+
+Derivation: the children's estimates are independent and unbiased for the two
+halves, so their sum has variance 2V_{j−1}; the inverse-variance combination with
+the node's own noisy sum (variance 1) has variance 1/(1 + 1/(2V_{j−1})) =
+2^j/(2^{j+1} − 1) (V_0 = 1, V_1 = 2/3, V_2 = 4/7, V_3 = 8/15). The release at t
+sums the estimates of the dyadic decomposition of [1, t] (one node per 1-bit of
+t), which use disjoint noise, so Var_t = σ²·Σ_{j: bit j of t} V_j — e.g. t = 7:
+(4/7 + 2/3 + 1)σ².
+
+Privacy: each step lies in one complete node per level j with 2^j ≤ T, so the
+released node vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity √h·Δ with
+h = ⌊log₂ T⌋ + 1 — the same as the binary tree mechanism; the estimator is
+post-processing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_integer
+from dpcount.counting.base import CountingMechanism
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.rng import RNGLike
+
+__all__ = [
+    "Honaker",
+    "HonakerNoiseProcess",
+    "honaker_level_variance",
+    "honaker_max_variance_units",
+    "honaker_mean_variance_units",
+    "honaker_step_variance_units",
+]
+
+
+def honaker_level_variance(level: int) -> float:
+    """V_j = 2^j/(2^{j+1} − 1): variance of a level-j node's online Honaker estimate / σ²."""
+    j = check_integer("level", level, ge=0)
+    return 2.0**j / (2.0 ** (j + 1) - 1.0)
+
+
+def _combine_coefficient(level: int) -> float:
+    """c_j = V_j/(2V_{j−1}) = (2^j − 1)/(2^{j+1} − 1), the weight of the children's sum."""
+    return (2.0**level - 1.0) / (2.0 ** (level + 1) - 1.0)
+
+
+def honaker_step_variance_units(t: int) -> float:
+    """Var_t/σ² = Σ_{j: bit j of t} V_j (e.g. t = 7 → 4/7 + 2/3 + 1)."""
+    t = check_integer("t", t, ge=1)
+    return sum(honaker_level_variance(j) for j in range(t.bit_length()) if (t >> j) & 1)
+
+
+def honaker_mean_variance_units(horizon: int) -> float:
+    """(1/T)·Σ_{t=1}^{T} Var_t/σ², O(log T).
+
+    Σ_t Σ_{j∈bits(t)} V_j = Σ_j V_j·#{t ≤ T : bit j of t is 1}, and that count is
+    ⌊(T+1)/2^{j+1}⌋·2^j + max(0, (T+1) mod 2^{j+1} − 2^j).
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    total = 0.0
+    for j in range(T.bit_length()):
+        period = 1 << (j + 1)
+        count = ((T + 1) // period) * (1 << j) + max(0, (T + 1) % period - (1 << j))
+        total += honaker_level_variance(j) * count
+    return total / T
+
+
+def honaker_max_variance_units(horizon: int) -> float:
+    """max_{t≤T} Var_t/σ², O(log² T).
+
+    V_j > 0, so the maximum is at T itself or at a t that keeps T's bits above a
+    1-bit i of T, clears bit i and sets every bit below it.
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    best = honaker_step_variance_units(T)
+    for i in range(1, T.bit_length()):
+        if (T >> i) & 1:
+            t = ((T >> (i + 1)) << (i + 1)) | ((1 << i) - 1)
+            best = max(best, honaker_step_variance_units(t))
+    return best
+
+
+class HonakerNoiseProcess:
+    """Noise of the Honaker Online estimator for one stream.
+
+    * ``next`` (O(1) amortized, O(log T) worst case): at step t the leaf and every
+      node completing at t (levels 0..v, v = trailing zeros of t) get their own
+      sample; e is combined bottom-up from the stored left sibling. The state is
+      ``_left[j]``: the estimate error of the level-j node of t's dyadic
+      decomposition (valid where bit j of t is 1), and ``_partial[j]``, the sum of
+      those at levels ≥ j (so no running sum drifts).
+    * ``next_many`` (O(n + log T)): bottom-up over the nodes completing in the
+      chunk (arrays per level), then a top-down pass over the ancestors
+      q = t >> j: D_j(q) = D_{j+1}(q >> 1) + [q odd]·e_j(node q − 1).
+
+    Memory: at most ⌊log₂ T⌋ + 1 node values (×dim).
+    """
+
+    def __init__(
+        self,
+        horizon: int,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        self.horizon = horizon
+        self.levels = horizon.bit_length()
+        self.dim = dim
+        self._buffer = NoiseBuffer(sampler, rng, dim)
+        self._a = [honaker_level_variance(j) for j in range(self.levels + 1)]
+        self._c = [_combine_coefficient(j) for j in range(self.levels + 1)]
+        self._t = 0
+        zero: Any = 0.0 if dim is None else np.zeros(dim)
+        self._zero = zero
+        self._left: list[Any] = [zero] * (self.levels + 1)
+        self._partial: list[Any] = [zero] * (self.levels + 2)
+
+    @property
+    def step(self) -> int:
+        return self._t
+
+    def live_count(self) -> int:
+        return bin(self._t).count("1")
+
+    def next(self) -> Any:
+        t = self._t + 1
+        if t > self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        take, left, a, c = self._buffer.take_one, self._left, self._a, self._c
+        e = take()
+        j = 0
+        while not (t >> j) & 1:  # bit j of t is 0: the level-(j+1) node completes now
+            j += 1
+            e = a[j] * take() + c[j] * (left[j - 1] + e)
+        left[j] = e
+        partial = self._partial
+        value = partial[j + 1] + e
+        for i in range(j, -1, -1):  # levels below j have bit 0 at t
+            partial[i] = value
+        self._t = t
+        return value
+
+    def next_many(self, n: int) -> NDArray[np.float64]:
+        n = check_integer("n", n, ge=1)
+        t0, t1 = self._t, self._t + n
+        if t1 > self.horizon:
+            raise ValueError(f"noise process holds {self.horizon} steps, asked for {t1}")
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
+        H = self.levels
+        # Bottom-up: e of the nodes completing in (t0, t1], per level, as "ext" arrays
+        # whose slot 0 holds the level's node of t0's decomposition (or 0).
+        ext: list[NDArray[np.float64]] = []
+        lows: list[int] = []
+        below: NDArray[np.float64] | None = None
+        for j in range(H + 1):
+            lo, hi = t0 >> j, (t1 >> j) - 1  # nodes m = lo..hi complete in the chunk
+            count = hi - lo + 1
+            cur = np.empty((count + 1, *tail))
+            cur[0] = self._left[j] if (t0 >> j) & 1 else 0.0
+            if count > 0:
+                own = self._buffer.take(count)
+                if j == 0:
+                    cur[1:] = own
+                else:
+                    assert below is not None
+                    # Children 2m, 2m+1 at level j−1 sit at slots 2m − lo_{j−1} + 1 of `below`.
+                    first = 2 * lo - lows[j - 1] + 1
+                    kids = below[first : first + 2 * count]
+                    cur[1:] = self._a[j] * own + self._c[j] * (kids[0::2] + kids[1::2])
+            ext.append(cur)
+            lows.append(lo)
+            below = cur
+        # Top-down over ancestors q = t >> j of the chunk's steps.
+        D: NDArray[np.float64] = np.zeros((1, *tail))  # level H: q = 0 for every t ≤ T
+        q_lo_parent = 0
+        for j in range(H - 1, -1, -1):
+            q_lo, q_hi = (t0 + 1) >> j, t1 >> j
+            q = np.arange(q_lo, q_hi + 1)
+            vals = ext[j][q_lo - lows[j] : q_hi - lows[j] + 1].copy()
+            vals[(q & 1) == 0] = 0.0  # node q − 1 is used only when bit j of t is 1
+            D = D[(q >> 1) - q_lo_parent] + vals
+            q_lo_parent = q_lo
+        # State at t1: the decomposition nodes of t1 and the partial sums.
+        for j in range(H + 1):
+            if (t1 >> j) & 1:
+                value = ext[j][(t1 >> j) - lows[j]]
+                self._left[j] = float(value) if self.dim is None else value.copy()
+        acc: Any = self._zero
+        self._partial[H + 1] = acc
+        for j in range(H, -1, -1):
+            if (t1 >> j) & 1:
+                acc = acc + self._left[j]
+            self._partial[j] = acc
+        self._t = t1
+        return D
+
+
+class Honaker(CountingMechanism):
+    """Binary tree mechanism with Honaker's online estimator (Kairouz et al. 2021).
+
+    Every complete dyadic node gets i.i.d. noise (Laplace or Gaussian) calibrated
+    to the tree's sensitivities (ℓ₁ = hΔ, ℓ₂ = √h·Δ, h = ⌊log₂ T⌋ + 1, as for
+    :class:`~dpcount.counting.BinaryTree`); each node's estimate combines its own
+    noisy value with its children's estimates by inverse variance, and the release
+    at t sums the estimates of t's dyadic decomposition (only completed
+    subtrees, so it is a continual-release mechanism).
+
+    Guarantee: ε-DP (``noise="laplace"``, no delta), (ε, δ)-DP with a delta
+    (Laplace by count-on-your-elders Thm 3, Gaussian by the analytic Gaussian
+    mechanism), event level. Exact error:
+    Var_t = σ_node²·Σ_{j: bit j of t} 2^j/(2^{j+1} − 1); t = 2, 4, 8 → 2/3, 4/7, 8/15.
+
+    Args are those of :class:`~dpcount.counting.BinaryTree`.
+    """
+
+    name = "honaker"
+    #: largest |coefficient| of a node noise in a release (a leaf alone: 1)
+    max_noise_coefficient = 1.0
+
+    def __init__(
+        self,
+        horizon: int,
+        epsilon: float,
+        delta: float | None = None,
+        noise: str = "laplace",
+        rng: RNGLike = None,
+        step_sensitivity: float = 1.0,
+        *,
+        calibration: str | None = None,
+        step_l2_sensitivity: float | None = None,
+    ) -> None:
+        self.height = check_integer("horizon", horizon, ge=1).bit_length()
+        super().__init__(
+            horizon,
+            epsilon=epsilon,
+            delta=delta,
+            noise=noise,
+            calibration=calibration,
+            rng=rng,
+            step_sensitivity=step_sensitivity,
+            step_l2_sensitivity=step_l2_sensitivity,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Honaker(horizon={self.horizon}, height={self.height}, "
+            f"noise_scale={self.noise_scale:.6g})"
+        )
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        return float(self.height), float(np.sqrt(self.height))
+
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> HonakerNoiseProcess:
+        return HonakerNoiseProcess(self.horizon, sampler, rng, dim)
+
+    def noise_coefficients(self) -> NDArray[np.float64]:
+        """Σ_{j: bit j of t} V_j for t = 1..T, by a top-down pass over q = t >> j (O(T))."""
+        T = self.horizon
+        D = np.zeros(1)
+        for j in range(self.height - 1, -1, -1):
+            q = np.arange(0, (T >> j) + 1)
+            D = D[q >> 1] + np.where(q & 1, honaker_level_variance(j), 0.0)
+        return D[1:]
+
+    def mse(self) -> float:
+        """Exact MSE in O(log T) (:func:`honaker_mean_variance_units`)."""
+        return self.sampler.variance * honaker_mean_variance_units(self.horizon)
+
+    def max_variance(self) -> float:
+        """Exact largest variance in O(log² T) (:func:`honaker_max_variance_units`)."""
+        return self.sampler.variance * honaker_max_variance_units(self.horizon)
+
+    def dense_factorization(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(L, R): R = membership of steps in complete nodes (nodes × T), L the estimator.
+
+        Nodes are ordered by level, then position. For T ≤ 4096.
+        """
+        T = self.horizon
+        if T > 4096:
+            raise ValueError(f"dense factorization is for horizon <= 4096, got {T}")
+        index: dict[tuple[int, int], int] = {}
+        for j in range(self.height):
+            for m in range(T >> j):
+                index[(j, m)] = len(index)
+        R = np.zeros((len(index), T))
+        for (j, m), row in index.items():
+            R[row, m << j : (m + 1) << j] = 1.0
+        # est[(j, m)] = coefficient vector over node noises of the node's estimate error.
+        est: dict[tuple[int, int], NDArray[np.float64]] = {}
+        for (j, m), row in index.items():
+            vec = np.zeros(len(index))
+            if j == 0:
+                vec[row] = 1.0
+            else:
+                vec[row] = honaker_level_variance(j)
+                vec += _combine_coefficient(j) * (est[(j - 1, 2 * m)] + est[(j - 1, 2 * m + 1)])
+            est[(j, m)] = vec
+        L = np.zeros((T, len(index)))
+        for t in range(1, T + 1):
+            for j in range(self.height):
+                if (t >> j) & 1:
+                    L[t - 1] += est[(j, (t >> (j + 1)) << 1)]
+        return L, R

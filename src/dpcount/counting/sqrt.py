@@ -1,0 +1,304 @@
+"""The square-root factorization mechanism (constant-matters Alg. 1, Thm 1.2).
+
+The counting matrix A (all-ones, lower-triangular) is factored as A = L·R with
+L = R the lower-triangular Toeplitz matrix of f(k) = f(k−1)(2k−1)/(2k), f(0) = 1
+(:mod:`dpcount.counting.toeplitz`). The mechanism releases
+
+    output_t = S_t + (L z)_t,   z ~ i.i.d. noise,  ONE z for the whole stream,
+
+which is L(Rx + z) with Rx released privately: its sensitivities are the column
+norms of R for the horizon, ‖R‖₁→₂ = √(Σ_{k<T} f(k)²) and ‖R‖₁→₁ = Σ_{k<T} f(k).
+
+Errata implemented (see ``../shared/papers/README.md``):
+
+* constant-matters §4 draws "a freshly sampled Gaussian vector z_t" each round,
+  which would compose T releases; here one z serves every step, so the outputs
+  at two times s ≤ t have covariance σ²·Σ_{k<s} f(k)·f(t−s+k).
+* Ψ(T) (eq. 4) is below the true Σ_{k<T} f(k)²; σ is calibrated with the exact
+  column norm, never with Ψ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_integer
+from dpcount.counting.base import CountingMechanism
+from dpcount.counting.toeplitz import (
+    causal_convolution,
+    psi_bound,
+    sqrt_coefficients,
+    sqrt_l1_norm,
+    sqrt_l2_norm_squared,
+    sqrt_mean_variance_coefficient,
+)
+from dpcount.privacy.calibration import fhu_constant
+from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.rng import RNGLike
+
+__all__ = ["SENSITIVITY_MARGIN", "SqrtFactorization", "SqrtNoiseProcess"]
+
+#: relative amount added to the computed column norms before calibration, so
+#: floating-point error in the norms can only add noise
+SENSITIVITY_MARGIN = 1e-12
+
+# Per-step next() hands out values from a Python list of this many steps.
+_CHUNK = 4096
+
+
+class SqrtNoiseProcess:
+    """N = L z of the square-root factorization for one stream, computed block by block.
+
+    N_t = Σ_{s≤t} f(t − s)·z_s. The noise does not depend on the data, so the
+    process draws z ahead and computes N in blocks by FFT
+    (:func:`~dpcount.counting.toeplitz.causal_convolution`). When the computed
+    noise runs out at step E it computes the block [E, E') with
+    E' = min(T, max(2E, E + 1024, E + requested)): blocks double, so T steps cost
+    O(T log T) in total and amortized O(log T) per step; one request for all T
+    steps (a batch release) is a single convolution. The price of doubling is
+    latency: the ``update`` that starts a block pays for all of it (the last
+    block, at t ≈ T/2, costs about a batch release of 0.75·T steps).
+
+    Memory at step t: the z drawn so far (≤ max(2t, t + requested, 1024) values —
+    all of them are needed, since every future N depends on every past z), the
+    computed but unreleased noise (at most as many values), and f(0..T−1) shared
+    with the mechanism; ×dim for vector steps. During a block computation FFT
+    buffers of ~3× the block's z are held briefly. All state lives in plain
+    attributes (ints, numpy arrays, a list).
+
+    Args:
+        kernel: f(0), …, f(T − 1).
+        sampler: draws z (i.i.d.).
+        rng: the Generator z is drawn with.
+        dim: None for scalar steps, else the vector length.
+        first_block: size of the first block (later blocks double).
+    """
+
+    def __init__(
+        self,
+        kernel: NDArray[np.float64],
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+        first_block: int = 1024,
+    ) -> None:
+        self.kernel = kernel
+        self.horizon = len(kernel)
+        self.sampler = sampler
+        self.rng = rng
+        self.dim = dim
+        self.first_block = check_integer("first_block", first_block, ge=1)
+        tail: tuple[int, ...] = () if dim is None else (dim,)
+        self._z: NDArray[np.float64] = np.empty((0, *tail))  # z_0 .. z_{len-1}
+        self._noise: NDArray[np.float64] = np.empty((0, *tail))  # N for steps from _start
+        self._start = 0  # step index (0-based) of _noise[0]
+        self._t = 0  # steps produced
+        self._chunk: list[Any] = []  # N for steps _chunk_start .. as Python objects
+        self._chunk_start = 0
+
+    @property
+    def step(self) -> int:
+        return self._t
+
+    def live_count(self) -> int:
+        """z values held plus computed noise values not yet released (per coordinate)."""
+        return len(self._z) + (self._start + len(self._noise) - self._t)
+
+    def _ensure(self, end: int) -> None:
+        """Make N available for steps [_t, end)."""
+        computed = self._start + len(self._noise)
+        if end <= computed:
+            return
+        T = self.horizon
+        new_end = min(T, max(end, 2 * computed, computed + self.first_block))
+        have = len(self._z)
+        if new_end > have:
+            shape = (new_end - have,) if self.dim is None else (new_end - have, self.dim)
+            fresh = self.sampler.sample(self.rng, shape)
+            self._z = fresh if have == 0 else np.concatenate([self._z, fresh])
+        block = causal_convolution(self.kernel, self._z, computed, new_end)
+        keep = self._noise[self._t - self._start :]
+        self._noise = block if len(keep) == 0 else np.concatenate([keep, block])
+        self._start = self._t
+
+    def next(self) -> Any:
+        i = self._t - self._chunk_start
+        chunk = self._chunk
+        if i < len(chunk):
+            self._t += 1
+            return chunk[i]
+        if self._t >= self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        self._ensure(self._t + 1)
+        lo = self._t - self._start
+        piece = self._noise[lo : lo + _CHUNK]
+        self._chunk = piece.tolist() if self.dim is None else list(piece.copy())
+        self._chunk_start = self._t
+        self._t += 1
+        return self._chunk[0]
+
+    def next_many(self, n: int) -> NDArray[np.float64]:
+        n = check_integer("n", n, ge=1)
+        t0 = self._t
+        if t0 + n > self.horizon:
+            raise ValueError(f"noise process holds {self.horizon} steps, asked for {t0 + n}")
+        self._ensure(t0 + n)
+        lo = t0 - self._start
+        if lo == 0 and n == len(self._noise):
+            out = self._noise  # hand the block over without copying
+            self._noise = np.empty((0, *out.shape[1:]))
+        else:
+            out = self._noise[lo : lo + n].copy()
+        self._t = t0 + n
+        self._chunk = []
+        self._chunk_start = self._t
+        return out
+
+
+class SqrtFactorization(CountingMechanism):
+    """Square-root factorization mechanism (constant-matters Alg. 1; Henzinger et al. √A).
+
+    Releases S_t + (L z)_t with L the lower-triangular Toeplitz matrix of
+    f(k) = f(k−1)(2k−1)/(2k), f(0) = 1, and one noise vector z for the whole
+    stream (the paper's per-round fresh z_t is an erratum).
+
+    Privacy (event level, ``step_sensitivity`` Δ): the perturbed vector R·x
+    (R = L) changes by Δ·(column of R); the worst column is the first, with
+    ‖·‖₂ = √S(T), S(T) = Σ_{k<T} f(k)², and ‖·‖₁ = Σ_{k<T} f(k) = (2T−1)f(T−1).
+
+    * ``noise="gaussian"`` (default): (ε, δ)-DP, σ = gaussian_sigma(Δ·√S(T), ε, δ,
+      calibration) with ``calibration`` ``"analytic"`` (default, exact),
+      ``"fhu"`` (σ = C_{ε,δ}·Δ·√S(T), constant-matters eq. 2) or ``"classic"``.
+    * ``noise="laplace"``: pure ε-DP with scale Δ·Σf(k)/ε, or with a delta
+      count-on-your-elders Theorem 3 using both norms.
+
+    The norms are exact (:mod:`dpcount.counting.toeplitz`) and enlarged by a
+    relative 1e-12 so rounding can only add noise. Ψ(T) is never used to calibrate.
+
+    Exact error: Var_t = σ_z²·S(t) (σ_z² the variance of one z), increasing in t;
+    ``max_variance`` = σ_z²·S(T); ``mse`` = σ_z²·(S(T) − Σ_{k<T} k f(k)²/T), O(1).
+
+    Release by FFT convolution, O(T log T); ``stream()`` computes L z block by block
+    (:class:`SqrtNoiseProcess`), amortized O(log T) per step.
+
+    Args:
+        horizon: T ≥ 1.
+        epsilon: ε > 0.
+        delta: δ ∈ (0, 1), or None for pure ε-DP (Laplace only).
+        noise: ``"gaussian"`` or ``"laplace"``.
+        calibration: Gaussian method (None means ``"analytic"``); for Laplace None.
+        rng: Generator, int seed (not for production) or None (OS entropy).
+        step_sensitivity: Δ, the largest change of one step.
+        step_l2_sensitivity: ℓ₂ bound of one step's change for Laplace noise with a
+            delta and vector steps (defaults to ``step_sensitivity``).
+    """
+
+    name = "sqrt"
+    #: largest |L[t, s]| (f(0) = 1), used by Laplace tail bounds
+    max_noise_coefficient = 1.0
+
+    def __init__(
+        self,
+        horizon: int,
+        epsilon: float,
+        delta: float | None = None,
+        noise: str = "gaussian",
+        calibration: str | None = None,
+        rng: RNGLike = None,
+        step_sensitivity: float = 1.0,
+        *,
+        step_l2_sensitivity: float | None = None,
+    ) -> None:
+        self._kernel: NDArray[np.float64] | None = None
+        super().__init__(
+            horizon,
+            epsilon=epsilon,
+            delta=delta,
+            noise=noise,
+            calibration=calibration,
+            rng=rng,
+            step_sensitivity=step_sensitivity,
+            step_l2_sensitivity=step_l2_sensitivity,
+        )
+
+    def __repr__(self) -> str:
+        return f"SqrtFactorization(horizon={self.horizon}, noise_scale={self.noise_scale:.6g})"
+
+    # -- structure --------------------------------------------------------------------
+    def coefficients(self) -> NDArray[np.float64]:
+        """f(0), …, f(T − 1) (computed once, shared by every noise process; read-only)."""
+        if self._kernel is None:
+            kernel = sqrt_coefficients(self.horizon)
+            kernel.setflags(write=False)
+            self._kernel = kernel
+        return self._kernel
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        l1 = sqrt_l1_norm(self.horizon)
+        l2 = math.sqrt(sqrt_l2_norm_squared(self.horizon))
+        return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
+
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> SqrtNoiseProcess:
+        return SqrtNoiseProcess(self.coefficients(), sampler, rng, dim)
+
+    def noise_coefficients(self) -> NDArray[np.float64]:
+        """S(t) = Σ_{k<t} f(k)² for t = 1..T."""
+        f = self.coefficients()
+        return np.cumsum(f * f)
+
+    def dense_factorization(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(L, R) as dense T×T matrices (L = R, L[i, j] = f(i − j)); for T ≤ 4096."""
+        T = self.horizon
+        if T > 4096:
+            raise ValueError(f"dense factorization is for horizon <= 4096, got {T}")
+        f = self.coefficients()
+        i = np.arange(T)
+        lag = i[:, None] - i[None, :]
+        L = np.where(lag >= 0, f[np.clip(lag, 0, None)], 0.0)
+        return L, L.copy()
+
+    # -- exact error ------------------------------------------------------------------
+    def mse(self) -> float:
+        """Exact MSE, O(1): σ_z²·(1/T)·Σ_t S(t)."""
+        return self.sampler.variance * sqrt_mean_variance_coefficient(self.horizon)
+
+    def max_variance(self) -> float:
+        """Exact largest variance, O(1): σ_z²·S(T) (the variance grows with t)."""
+        return self.sampler.variance * sqrt_l2_norm_squared(self.horizon)
+
+    def linf_bound(self, beta: float = 0.05) -> float:
+        """b with P(max_{t≤T} |output_t − S_t| > b) ≤ β.
+
+        Gaussian noise: b = σ√S(T)·Φ⁻¹(1 − β/(2T)) (Gaussian tail at each step,
+        union bound over the T steps). Laplace noise: a Chernoff bound for weighted
+        sums of Laplace variables (coefficients |f| ≤ 1, Σ f² ≤ S(T)), union bound.
+        See :mod:`dpcount.analysis.tails`.
+        """
+        from dpcount.analysis.tails import linf_bound  # local: analysis imports counting
+
+        return linf_bound(self, beta)
+
+    def paper_linf_bound(self, beta: float = 0.05) -> float:
+        """The paper's Theorem 1.2 expression C_{ε,δ}·Ψ(T)·√(ln(6T/β)), for comparison only.
+
+        Uses the guarantee's (ε, δ), C_{ε,δ} of constant-matters eq. (2) (defined for
+        ε < 1) and Ψ(T) of eq. (4), which is below the true Σf² (erratum). Not a
+        bound this implementation relies on; see :meth:`linf_bound`.
+
+        Raises:
+            ValueError: no (ε, δ) guarantee (pure DP or a test sampler), or ε ≥ 1.
+        """
+        from dpcount.analysis.tails import _check_beta
+
+        b = _check_beta(beta)
+        if self.privacy is None or self.privacy.delta == 0.0:
+            raise ValueError("the paper's Theorem 1.2 bound needs an (epsilon, delta) guarantee")
+        c = fhu_constant(self.privacy.epsilon, self.privacy.delta)
+        T = self.horizon
+        return c * self.step_sensitivity * psi_bound(T) * math.sqrt(math.log(6.0 * T / b))

@@ -1,0 +1,288 @@
+"""dpcount.analysis: tree search, tail bounds, compare, Laplace-vs-Gaussian threshold, cb-norm."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+
+from dpcount.analysis import (
+    Candidate,
+    best_k,
+    cb_norm_bounds,
+    compare,
+    cor22_variance_ratio,
+    gaussian_linf_bound,
+    huu_leading_constant,
+    laplace_gaussian_variance_ratio,
+    laplace_linf_bound,
+    laplace_vs_gaussian_delta,
+    lemma19_exponent,
+    linf_bound,
+    mathias_gamma_hat,
+    max_digit_l1_norm,
+    tree_max_variance,
+)
+from dpcount.counting import (
+    FactorizationMechanism,
+    InputPerturbation,
+    KaryTree,
+    SqrtFactorization,
+)
+from dpcount.counting.digits import DigitSystem
+from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
+from dpcount.counting.tree_formulas import offset_leading_constant
+from dpcount.privacy import ZeroNoise, gaussian_sigma
+
+# ----------------------------------------------------------------------------- trees
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 9, 19, 20])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_max_digit_norm_matches_brute_force(k: int, subtract: bool) -> None:
+    system = DigitSystem.for_tree(k, subtract)
+    for T in [*range(1, 120), 361, 400, 1000, 4321, 9999]:
+        h = system.height(T)
+        assert max_digit_l1_norm(system, T, h) == int(system.digit_l1_norms(T, h).max()), T
+    m = KaryTree(777, 1.0, k=k, subtract=subtract)
+    assert tree_max_variance(m) == pytest.approx(float(m.variances().max()), rel=1e-15)
+
+
+def test_best_k_metrics() -> None:
+    T = 5000
+    for metric in ("mse", "max_variance", "linf"):
+        choice = best_k(T, 1.0, metric=metric, k_values=range(2, 30))
+        m = KaryTree(T, 1.0, k=choice.k, subtract=choice.subtract)
+        assert choice.max_variance == pytest.approx(m.variances().max(), rel=1e-14)
+        assert choice.mse == pytest.approx(m.mse(), rel=1e-14)
+        scores = []
+        for k in range(2, 30):
+            for sub in (False, True):
+                other = KaryTree(T, 1.0, k=k, subtract=sub)
+                v = other.variances()
+                scores.append(
+                    {"mse": v.mean(), "max_variance": v.max(), "linf": linf_bound(other, 0.05)}[
+                        metric
+                    ]
+                )
+        best = {"mse": choice.mse, "max_variance": choice.max_variance}.get(
+            metric, linf_bound(m, 0.05)
+        )
+        assert best == pytest.approx(min(scores), rel=1e-12)
+    with pytest.raises(
+        ValueError, match=r"metric must be one of \('mse', 'max_variance', 'linf'\)"
+    ):
+        best_k(T, 1.0, metric="rmse")
+
+
+# ----------------------------------------------------------------------------- tails
+
+
+def test_gaussian_linf_bound_formula() -> None:
+    b = gaussian_linf_bound(4.0, 1000, 0.05)
+    assert b == pytest.approx(2.0 * float(mpmath.sqrt(2) * mpmath.erfinv(1 - 0.05 / 1000)))
+    with pytest.raises(ValueError, match=r"beta must be in \(0, 1\), got 1.5"):
+        gaussian_linf_bound(1.0, 10, 1.5)
+
+
+def test_laplace_linf_bound_is_the_optimized_chernoff_bound() -> None:
+    lam, A, T, beta = 2.0, 7.5, 500, 0.01
+    b = laplace_linf_bound(lam, A, T, beta)
+    ell = math.log(2 * T / beta)
+
+    def chernoff(x: float) -> float:
+        return lam * (ell / x + A * x / (1 - x * x))
+
+    res = minimize_scalar(
+        chernoff, bounds=(1e-9, 1 - 1e-9), method="bounded", options={"xatol": 1e-12}
+    )
+    assert b == pytest.approx(res.fun, rel=1e-9)
+    # One Laplace variable: the exact (1 − β/2T) quantile is below the bound.
+    assert laplace_linf_bound(1.0, 1.0, 1, 0.1) >= math.log(2 / 0.1) - 1e-12
+    # Scaling a_max and A together scales the bound like a_max.
+    assert laplace_linf_bound(lam, 4 * A, T, beta, 2.0) == pytest.approx(2 * b, rel=1e-12)
+
+
+def test_laplace_linf_bound_holds_for_iid_sums() -> None:
+    rng = np.random.default_rng(0)
+    T, reps, beta = 50, 4000, 0.2
+    noise = rng.laplace(size=(reps, T, 9)).sum(axis=2)  # each step a sum of 9 Laplace(1)
+    b = laplace_linf_bound(1.0, 9.0, T, beta)
+    assert float(np.mean(np.abs(noise).max(axis=1) > b)) <= beta
+
+
+def test_linf_bound_refuses_unknown_cases() -> None:
+    with pytest.raises(ValueError, match=r"linf bounds need Gaussian or Laplace noise"):
+        linf_bound(SqrtFactorization(10, 1.0, 1e-6).with_sampler(ZeroNoise()), 0.1)
+
+    class Unknown(InputPerturbation):
+        max_noise_coefficient = None  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match=r"no Laplace tail bound for .*largest noise coefficient"):
+        linf_bound(Unknown(10, 1.0), 0.1)
+    L, R = SqrtFactorization(10, 1.0, 1e-6).dense_factorization()
+    fm = FactorizationMechanism(2 * L, R / 2, 1.0)
+    assert fm.max_noise_coefficient == 2.0
+    assert linf_bound(fm, 0.1) > 0
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def test_compare_pure_dp_rows() -> None:
+    rows = compare(3000, 1.0)
+    labels = [r.label for r in rows]
+    assert {"binary", "honaker", "smooth-binary", "sqrt", "input"} <= set(labels)
+    assert any(lab.endswith("-sub") for lab in labels)
+    assert all(r.noise == "laplace" and r.guaranteed_delta == 0.0 for r in rows)
+    values = [r.value for r in rows]
+    assert values == sorted(values)
+    assert all(isinstance(r, Candidate) for r in rows)
+    with pytest.raises(AttributeError):
+        rows[0].mse = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("metric", ["mse", "max_variance", "linf"])
+def test_compare_rows_match_the_mechanisms_exactly(metric: str) -> None:
+    T = 2000
+    rows = compare(T, 0.5, 1e-7, metric, beta=0.1)
+    kinds = {(r.label, r.noise, r.calibration) for r in rows}
+    assert ("sqrt (fhu)", "gaussian", "fhu") in kinds
+    assert ("sqrt (classic)", "gaussian", "classic") in kinds
+    assert ("honaker", "laplace", "theorem3") in kinds
+    assert [r.value for r in rows] == sorted(r.value for r in rows)
+    for r in rows:
+        m = r.build(rng=1)
+        v = m.variances()
+        assert r.mse == pytest.approx(float(v.mean()), rel=1e-12)
+        assert r.max_variance == pytest.approx(float(v.max()), rel=1e-12)
+        assert r.linf == pytest.approx(linf_bound(m, 0.1), rel=1e-12)
+        assert m.privacy is not None
+        assert m.privacy.epsilon <= 0.5 + 1e-12 and m.privacy.delta <= 1e-7
+        assert r.value == getattr(r, metric)
+
+
+def test_compare_best_tree_is_best_k() -> None:
+    rows = compare(10**5, 1.0)
+    sub = next(r for r in rows if r.label.endswith("-sub"))
+    choice = best_k(10**5, 1.0, subtract=True, k_values=range(3, 65))
+    assert (sub.k, sub.subtract, sub.mse) == (choice.k, True, choice.mse)
+
+
+def test_compare_skips_fhu_and_classic_for_large_epsilon_and_is_fast_at_huge_horizons() -> None:
+    rows = compare(10**8, 2.0, 1e-9, "linf")
+    assert not any(r.calibration in ("fhu", "classic") for r in rows)
+    assert len(rows) == 2 * 7 - 0  # 7 mechanisms (trees ×2, binary, honaker, smooth, sqrt, input)
+    assert rows[0].label.startswith("sqrt")  # Gaussian √A wins ℓ∞ at this δ
+
+
+def test_candidate_command_round_trips_through_the_cli() -> None:
+    from dpcount.cli import build_parser
+    from dpcount.counting.registry import build_mechanism
+
+    for r in compare(500, 0.5, 1e-6):
+        args = build_parser().parse_args(["count", "in.csv", *r.command().split()])
+        m = build_mechanism(
+            args.mechanism,
+            horizon=500,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            noise=args.noise,
+            rng=0,
+            k=args.k,
+            subtract=not args.no_subtract,
+            step_sensitivity=args.sensitivity,
+            calibration=args.calibration,
+        )
+        assert m.mse() == pytest.approx(r.mse, rel=1e-14), r.label
+
+
+def test_compare_validation() -> None:
+    with pytest.raises(ValueError, match=r"metric must be one of"):
+        compare(10, 1.0, metric="l2")
+    with pytest.raises(ValueError, match=r"delta must be in \(0, 1\), got 0.0"):
+        compare(10, 1.0, 0.0)
+    with pytest.raises(TypeError, match=r"horizon must be an integer"):
+        compare(10.5, 1.0)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- threshold
+
+
+def test_lemma19_exponent_and_constants() -> None:
+    assert huu_leading_constant() == pytest.approx(4 / (math.pi**2 * math.log2(math.e) ** 3))
+    assert huu_leading_constant() > 0.1349
+    e19 = lemma19_exponent(19)
+    assert e19 == pytest.approx(offset_leading_constant(19) / huu_leading_constant())
+    assert 0.91 < e19 < 0.92  # the paper's "δ = O(T^−0.92)"
+
+
+@pytest.mark.parametrize("T", [1000, 10**6, 10**8])
+def test_threshold_is_where_the_exact_mses_cross(T: int) -> None:
+    eps = 0.5
+    r = laplace_vs_gaussian_delta(T, eps)
+    tree = KaryTree(T, eps, k=r.k, subtract=True)
+    assert r.tree_mse == tree.mse()
+    l2 = math.sqrt(sqrt_l2_norm_squared(T))
+    coef = sqrt_mean_variance_coefficient(T)
+
+    def gauss(delta: float) -> float:
+        return gaussian_sigma(l2, eps, delta) ** 2 * coef
+
+    assert 0 < r.delta < 1 and not r.delta_capped
+    assert r.tree_mse < gauss(r.delta)  # the tree still wins at δ*
+    assert r.tree_mse > gauss(r.delta * 1.001)  # and loses just above it
+    assert gauss(r.delta) == pytest.approx(r.tree_mse, rel=1e-9)
+    # The paper's C_{ε,δ} (loose) moves the crossing to a much larger δ.
+    assert r.delta_fhu is not None and r.delta_fhu > r.delta
+    c = (2 / eps) * math.sqrt(4 / 9 + math.log(math.sqrt(2 / math.pi) / r.delta_fhu))
+    assert (c * l2) ** 2 * coef == pytest.approx(r.tree_mse, rel=1e-10)
+    assert r.asymptotic_delta == pytest.approx(T ** (-lemma19_exponent(r.k)))
+    if T == 10**6:  # k given explicitly: SqrtFactorization agrees with the closed form
+        m = SqrtFactorization(T, eps, r.delta)
+        assert m.mse() == pytest.approx(gauss(r.delta), rel=1e-9)
+
+
+def test_threshold_large_epsilon_has_no_fhu_version() -> None:
+    r = laplace_vs_gaussian_delta(5000, 2.0, k=19)
+    assert r.k == 19 and r.delta_fhu is None
+
+
+def test_cor22_ratio() -> None:
+    for eps, delta in [(0.1, 1e-6), (0.5, 1e-8), (0.9, 1e-3)]:
+        bound = cor22_variance_ratio(eps, delta)
+        assert laplace_gaussian_variance_ratio(eps, delta, "classic") <= bound
+    assert cor22_variance_ratio(1e-9, 1e-6) == pytest.approx(2.0, rel=1e-6)
+    w = 0.3 / math.log(1e5)
+    assert cor22_variance_ratio(0.3, 1e-5) == pytest.approx(
+        w * w / (2 * (math.sqrt(1 + w) - 1) ** 2)
+    )
+    with pytest.raises(ValueError, match=r"Corollary 22 needs epsilon <= ln\(1/delta\)"):
+        cor22_variance_ratio(10.0, 0.01)
+
+
+# ----------------------------------------------------------------------------- cb-norm
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 100, 255, 256, 300, 1000, 5000])
+def test_gamma_hat_matches_mpmath(T: int) -> None:
+    mpmath.mp.dps = 30
+    exact = mpmath.fsum(1 / mpmath.sin((2 * j - 1) * mpmath.pi / (2 * T)) for j in range(1, T + 1))
+    assert mathias_gamma_hat(T) == pytest.approx(float(exact / T), rel=5e-15)
+
+
+def test_cb_norm_bounds_and_the_psi_erratum() -> None:
+    b = cb_norm_bounds(2**16)
+    assert b.sqrt_factorization == pytest.approx(4.5964, abs=1e-4)
+    assert b.psi == pytest.approx(4.3956, abs=1e-4)
+    assert b.psi_is_below_exact
+    # With the exact Σf², the factorization does not beat Mathias' upper bound here.
+    assert b.mathias_lower < b.mathias_upper < b.sqrt_factorization
+    for T in [2, 10, 11, 1000, 2**20, 2**44]:
+        c = cb_norm_bounds(T)
+        assert c.mathias_lower <= c.sqrt_factorization  # Σf² ≥ ‖A‖_cb ≥ Mathias' lower bound
+        assert c.psi_is_below_exact == (T >= 11)
+        assert c.mathias_lower == pytest.approx((0.5 + 0.5 / T) * c.gamma_hat)

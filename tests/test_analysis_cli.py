@@ -1,0 +1,102 @@
+"""``dpcount plan`` and ``dpcount count`` with every mechanism."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcount.analysis import compare
+from dpcount.cli import main
+from dpcount.counting.registry import MECHANISMS, build_mechanism
+
+
+def test_plan_prints_ranking_and_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--horizon", "100000", "--epsilon", "0.5", "--delta", "1e-8"]) == 0
+    out = capsys.readouterr().out
+    best = compare(100000, 0.5, 1e-8)[0]
+    assert "ranked by MSE" in out
+    assert f"Recommendation: {best.label}" in out
+    assert f"dpcount count INPUT {best.command()}" in out
+    for label in ("honaker", "smooth-binary", "input", "binary"):
+        assert label in out
+
+
+def test_plan_linf_pure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--horizon", "1000", "--epsilon", "1", "--metric", "linf"]) == 0
+    out = capsys.readouterr().out
+    assert "Gauss analytic" not in out and "Lap pure" in out
+    assert "bound on the largest error" in out
+
+
+def test_plan_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--horizon", "0", "--epsilon", "1"]) == 2
+    assert "horizon must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["plan", "--horizon", "10", "--epsilon", "1", "--delta", "2"]) == 2
+    assert "delta must be in (0, 1), got 2.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["sqrt", "honaker", "smooth-binary", "input"])
+def test_count_with_every_new_mechanism(name: str, tmp_path: Path) -> None:
+    assert name in MECHANISMS
+    src = tmp_path / "in.csv"
+    src.write_text("x\n" + "".join(f"{i % 2}\n" for i in range(64)))
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--mechanism", name, "--epsilon", "0.5", "--delta", "1e-6"]
+    argv += ["--noise", "gaussian", "--seed", "4", "--output", str(out)]
+    assert main(argv) == 0
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    mech = build_mechanism(
+        name,
+        horizon=64,
+        epsilon=0.5,
+        delta=1e-6,
+        noise="gaussian",
+        rng=0,
+        k=19,
+        subtract=True,
+        step_sensitivity=1.0,
+        calibration=None,
+    )
+    std = np.array([float(r["std"]) for r in rows])
+    np.testing.assert_allclose(std, np.sqrt(mech.variances()), rtol=1e-15)
+
+
+def test_count_stdin_with_sqrt_writes_plain_floats() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpcount",
+            "count",
+            "-",
+            "--horizon",
+            "5",
+            "--mechanism",
+            "sqrt",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--noise",
+            "gaussian",
+            "--calibration",
+            "analytic",
+        ],
+        input="1\n0\n1\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "t,private_count,std"
+    for i, line in enumerate(lines[1:], start=1):
+        t, value, std = line.split(",")
+        assert int(t) == i
+        float(value), float(std)  # no "np.float64(...)" reprs
