@@ -44,6 +44,10 @@ FACTORIES: dict[str, Factory] = {
     ),
     "honaker": lambda T, seed: Honaker(T, 1.0, rng=seed),
     "honaker-gauss": lambda T, seed: Honaker(T, 1.0, 1e-6, noise="gaussian", rng=seed),
+    "honaker-discrete-laplace": lambda T, seed: Honaker(T, 1.0, noise="discrete-laplace", rng=seed),
+    "honaker-discrete-gauss": lambda T, seed: Honaker(
+        T, 1.0, 1e-6, noise="discrete-gaussian", rng=seed
+    ),
     "smooth-binary": lambda T, seed: SmoothBinary(T, 1.0, 1e-6, rng=seed),
     "smooth-binary-laplace": lambda T, seed: SmoothBinary(T, 1.0, noise="laplace", rng=seed),
     # Laplace input perturbation is tested in test_input_perturbation.py: its random-walk

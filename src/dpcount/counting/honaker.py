@@ -237,6 +237,10 @@ class Honaker(CountingMechanism):
     name = "honaker"
     #: largest |coefficient| of a node noise in a release (a leaf alone: 1)
     max_noise_coefficient = 1.0
+    #: node sums are integer for integer steps, so integer noise on them is exactly
+    #: private; the inverse-variance combination makes the release fractional
+    supports_discrete_noise = True
+    integer_release = False
 
     def __init__(
         self,
@@ -270,6 +274,10 @@ class Honaker(CountingMechanism):
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return float(self.height), float(np.sqrt(self.height))
+
+    def sensitivity_profile(self) -> NDArray[np.float64]:
+        """A unit change at one step changes one complete node per level: h ones."""
+        return np.ones(self.height)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
