@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,3 +27,12 @@ def dpbench_dir() -> Path:
     if not DPBENCH.is_dir():
         pytest.skip(f"DPBench data not found at {DPBENCH}")
     return DPBENCH
+
+
+@pytest.fixture(scope="session")
+def experiment_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every reproduction run once in --quick mode (seed 0), shared by the test files."""
+    from dpcount.experiments import EXPERIMENTS, run_experiment
+
+    out = tmp_path_factory.mktemp("reproduction")
+    return {name: run_experiment(name, quick=True, out=out, seed=0) for name in EXPERIMENTS}

@@ -7,13 +7,35 @@ from pathlib import Path
 import pytest
 
 from dpcount.cli import main
-from dpcount.experiments import EXPERIMENTS, ExperimentResult, run_experiment
+from dpcount.experiments import EXPERIMENTS, ExperimentResult
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ExperimentResult]:
-    out = tmp_path_factory.mktemp("repro")
-    return {name: run_experiment(name, quick=True, out=out, seed=0) for name in EXPERIMENTS}
+@pytest.fixture
+def results(experiment_results: dict[str, ExperimentResult]) -> dict[str, ExperimentResult]:
+    return experiment_results
+
+
+def test_experiment_names_and_order() -> None:
+    """The names of issue #6, in its order (each family registers its own)."""
+    expected = [
+        "elders-constants",
+        "elders-mse",
+        "elders-threshold",
+        "elders-ratio",
+        "elders-lowerbound",
+        "cascade-speed",
+        "ranges-all",
+        "ranges-levels",
+        "ranges-nodes",
+        "ranges-random",
+        "ranges-runtime",
+        "ranges-dpbench",
+        "fhu-error",
+        "fhu-snr",
+        "fhu-top1",
+        "fhu-cbnorm",
+    ]
+    assert [name for name in expected if name in EXPERIMENTS] == list(EXPERIMENTS)
 
 
 def test_every_experiment_writes_csv_and_png(results: dict[str, ExperimentResult]) -> None:

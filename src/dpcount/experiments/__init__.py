@@ -15,9 +15,34 @@ from dpcount.experiments.elders import elders_constants, elders_lowerbound
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]
 
-EXPERIMENTS: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
+_ORDER = (
+    "elders-constants",
+    "elders-mse",
+    "elders-threshold",
+    "elders-ratio",
+    "elders-lowerbound",
+    "cascade-speed",
+    "ranges-all",
+    "ranges-levels",
+    "ranges-nodes",
+    "ranges-random",
+    "ranges-runtime",
+    "ranges-dpbench",
+    "fhu-error",
+    "fhu-snr",
+    "fhu-top1",
+    "fhu-cbnorm",
+)
+
+_REGISTERED: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
+    # count-on-your-elders
     "elders-constants": elders_constants,
     "elders-lowerbound": elders_lowerbound,
+}
+
+#: experiment name -> function, in the order of issue #6
+EXPERIMENTS: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
+    name: _REGISTERED[name] for name in _ORDER if name in _REGISTERED
 }
 
 
