@@ -9,10 +9,14 @@ root to its leaf), which fixes the sensitivities.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._tree import BalancedTree
+from dpcount.ranges.mechanism import RangeMechanism
 
 FloatArray = NDArray[np.float64]
 
@@ -30,3 +34,32 @@ def level_sums(x: FloatArray, depth: int) -> list[FloatArray]:
     for _ in range(depth):
         levels.insert(0, levels[0].reshape(-1, 2).sum(axis=1))
     return levels
+
+
+class PaddedTreeMechanism(RangeMechanism):
+    """Base of the baselines that perturb a perfect tree over the padded domain (1-D).
+
+    Every real cell lies on the K + 1 nodes from the root to its leaf, so a change
+    of one cell by 1 changes the node vector by ℓ₂ norm √(K + 1) and ℓ₁ norm K + 1.
+    """
+
+    def __init__(
+        self,
+        shape: int | tuple[int, ...],
+        epsilon: float,
+        delta: float,
+        calibration: str = "analytic",
+        rng: RNGLike = None,
+    ) -> None:
+        self.shape = self._check_shape(shape, self.max_dims)
+        self.depth = padded_depth(self.shape[0])
+        levels = self.depth + 1
+        super().__init__(
+            self.shape,
+            epsilon=epsilon,
+            delta=delta,
+            calibration=calibration,
+            rng=rng,
+            l2_sensitivity=math.sqrt(levels),
+            l1_sensitivity=float(levels),
+        )

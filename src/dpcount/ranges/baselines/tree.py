@@ -20,9 +20,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.privacy.guarantee import PrivacyGuarantee
-from dpcount.privacy.rng import RNGLike
-from dpcount.ranges.baselines._perfect import level_sums, padded_depth
-from dpcount.ranges.mechanism import FloatArray, RangeMechanism
+from dpcount.ranges.baselines._perfect import PaddedTreeMechanism, level_sums
+from dpcount.ranges.mechanism import FloatArray
 from dpcount.ranges.release import RangeAnswers, check_weights
 
 __all__ = ["TreeCountModel", "TreeMechanism", "TreeRelease", "canonical_decomposition"]
@@ -261,31 +260,10 @@ def _crossing(suf: FloatArray, pre: FloatArray, real: NDArray[np.bool_], width: 
     return best
 
 
-class TreeMechanism(RangeMechanism):
+class TreeMechanism(PaddedTreeMechanism):
     """Noisy counts on every node of a binary tree (1-D). Arguments as for the others."""
 
     name = "tree"
-
-    def __init__(
-        self,
-        shape: int | tuple[int, ...],
-        epsilon: float,
-        delta: float,
-        calibration: str = "analytic",
-        rng: RNGLike = None,
-    ) -> None:
-        self.shape = self._check_shape(shape, self.max_dims)
-        self.depth = padded_depth(self.shape[0])
-        levels = self.depth + 1
-        super().__init__(
-            self.shape,
-            epsilon=epsilon,
-            delta=delta,
-            calibration=calibration,
-            rng=rng,
-            l2_sensitivity=math.sqrt(levels),
-            l1_sensitivity=float(levels),
-        )
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> TreeRelease:
         heap = np.zeros(2 << self.depth)

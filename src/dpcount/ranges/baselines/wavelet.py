@@ -19,45 +19,21 @@ Non-power-of-two n: padded with zero cells to 2^K (see :mod:`._perfect`).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._halving import HalvingCascade
 from dpcount.ranges._tree import BalancedTree
-from dpcount.ranges.baselines._perfect import level_sums, padded_depth
-from dpcount.ranges.mechanism import FloatArray, RangeMechanism
+from dpcount.ranges.baselines._perfect import PaddedTreeMechanism, level_sums
+from dpcount.ranges.mechanism import FloatArray
 from dpcount.ranges.release import HistogramRelease
 
 __all__ = ["WaveletMechanism"]
 
 
-class WaveletMechanism(RangeMechanism):
+class WaveletMechanism(PaddedTreeMechanism):
     """Privelet with Gaussian noise (1-D). Arguments as for the other mechanisms."""
 
     name = "wavelet"
-
-    def __init__(
-        self,
-        shape: int | tuple[int, ...],
-        epsilon: float,
-        delta: float,
-        calibration: str = "analytic",
-        rng: RNGLike = None,
-    ) -> None:
-        self.shape = self._check_shape(shape, self.max_dims)
-        self.depth = padded_depth(self.shape[0])
-        levels = self.depth + 1
-        super().__init__(
-            self.shape,
-            epsilon=epsilon,
-            delta=delta,
-            calibration=calibration,
-            rng=rng,
-            l2_sensitivity=math.sqrt(levels),
-            l1_sensitivity=float(levels),
-        )
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
         levels = level_sums(x, self.depth)
