@@ -18,11 +18,10 @@ Usage: python benchmarks/bench_apps.py [--repeats R]
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.apps import (
     ContinualHistogram,
     EpisodeCounter,
@@ -30,15 +29,6 @@ from dpcount.apps import (
     SubstringCounter,
     SyntheticGraph,
 )
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def row(name: str, app: float, floor: float) -> None:

@@ -20,16 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.ranges import CorrelatedPerturbation, cascade_sample
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def child(log2n: int) -> None:

@@ -10,21 +10,11 @@ Usage: python benchmarks/bench_discrete.py [--samples N] [--repeats R]
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.privacy import DiscreteGaussianNoise, DiscreteLaplaceNoise, secure_generator
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

@@ -11,11 +11,10 @@ Usage: python benchmarks/bench_range_metrics.py [--log2n 20] [--queries 1000000]
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.ranges import (
     CorrelatedPerturbation,
     HierarchicalMechanism,
@@ -24,15 +23,6 @@ from dpcount.ranges import (
     max_query_variance,
     total_squared_error,
 )
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

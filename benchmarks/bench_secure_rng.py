@@ -13,23 +13,13 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import time
-from collections.abc import Callable
 
 import numpy as np
 from randomgen import ChaCha
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.counting import BinaryTree, KaryTree
 from dpcount.privacy import secure_generator
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

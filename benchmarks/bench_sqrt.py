@@ -17,21 +17,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 
 import numpy as np
 import scipy.fft as sfft
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.counting import Honaker, InputPerturbation, SmoothBinary, SqrtFactorization
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:
