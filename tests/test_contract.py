@@ -83,3 +83,28 @@ def test_horizon_and_input_errors(name: str) -> None:
     s.update_many(np.ones(4))
     with pytest.raises(ValueError, match=r"stream is at its horizon"):
         s.update(1.0)
+
+
+SCHEDULES = [
+    [1024, 1024, 52],  # whole computed blocks handed over
+    [1, 1023, 1024, 52],
+    [5] * 20 + [1] * 7 + [2100 - 107],
+    [2099, 1],
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("schedule", range(len(SCHEDULES)))
+def test_block_boundary_schedules_match_batch(name: str, schedule: int) -> None:
+    """Chunked streams over block boundaries never reuse or skip noise (constant-noise check)."""
+    T = 2100
+    assert all(sum(sched) == T for sched in SCHEDULES)
+    m = FACTORIES[name](T, 0).with_sampler(ConstantNoise(1.0))
+    batch = m.release(np.zeros(T))
+    s, parts = m.stream(), []
+    for n in SCHEDULES[schedule]:
+        if n == 1:
+            parts.append(np.atleast_1d(s.update(0.0)))
+        else:
+            parts.append(s.update_many(np.zeros(n)))
+    np.testing.assert_allclose(np.concatenate(parts), batch, rtol=1e-12, atol=1e-9)
