@@ -510,6 +510,7 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
     log10s = [float(x) for x in np.arange(2.0, 18.0 + 1e-9, step)]
     exponent = lemma19_exponent(19)
     cols: dict[str, list[float]] = {}
+    ks: list[int] = []
     rows: list[list[object]] = []
     for lg in progress_iter(log10s, "elders-threshold", config.show_progress):
         T = round(10.0**lg)
@@ -528,6 +529,7 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
         for name, v in values.items():
             cols.setdefault(name, []).append(v)
         rows.append([T, best.k, best.tree_mse, fixed.tree_mse, *values.values()])
+        ks.append(best.k)
     header = ["T", "best_k", "tree_mse_best_k", "tree_mse_k19", *cols]
     csv_path = write_csv(config.out / "elders-threshold.csv", header, rows)
 
@@ -635,6 +637,8 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
             "slope_analytic": s_an,
             "delta_analytic_1e8": cols["delta_analytic"][log10s.index(8.0)],
             "delta_fhu_1e8": cols["delta_fhu"][log10s.index(8.0)],
+            "delta_huu_1e8": cols["delta_huu_bound"][log10s.index(8.0)],
+            "k_1e8": float(ks[log10s.index(8.0)]),
         },
         notes=notes,
     )

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import ndtri
+from scipy.stats import chi2
 
 from dpcount.analysis import cb_norm_bounds
 from dpcount.apps import ContinualHistogram, top1_counts, zipf_items
@@ -102,8 +104,10 @@ class _ErrorStats:
     abs_sum: NDArray[np.float64] = field(init=False)
     sq_sum: NDArray[np.float64] = field(init=False)
     runmax_sum: NDArray[np.float64] = field(init=False)
+    #: 1-based steps whose errors are kept run by run (for the exact χ² test)
+    probe_steps: tuple[int, ...] = ()
     linf: list[float] = field(default_factory=list)
-    per_p: dict[float, list[float]] = field(default_factory=dict)
+    probes: dict[float, list[NDArray[np.float64]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.abs_sum = np.zeros(self.horizon)
@@ -117,7 +121,8 @@ class _ErrorStats:
         self.sq_sum += (err * err).sum(axis=1)
         self.runmax_sum += np.maximum.accumulate(a, axis=0).sum(axis=1)
         self.linf.extend(a.max(axis=0).tolist())
-        self.per_p.setdefault(p, []).extend(a.mean(axis=0).tolist())
+        idx = np.asarray(self.probe_steps, dtype=np.int64) - 1
+        self.probes.setdefault(p, []).append(err[idx, :])
 
     def mean_abs(self) -> NDArray[np.float64]:
         return self.abs_sum / self.runs
@@ -156,6 +161,49 @@ def _run(
     return samples
 
 
+def _probe_covariance(mech: CountingMechanism, steps: tuple[int, ...]) -> NDArray[np.float64]:
+    """Exact covariance of the noise N_t at the given 1-based steps.
+
+    Square root (Alg. 1, one z): N_t = Σ_{s≤t} f(t − s)·z_s, so for a ≤ b
+    Cov(N_a, N_b) = σ_z²·Σ_{k<a} f(k)·f(b − a + k). Binary tree (Alg. 1 with k = 2):
+    N_t sums the noise of the dyadic nodes of t's binary digits, so Cov = σ_z² × the
+    number of nodes two prefixes share.
+    """
+    var = mech.sampler.variance
+    n = len(steps)
+    cov = np.zeros((n, n))
+    if isinstance(mech, SqrtFactorization):
+        f = mech.coefficients()
+        for i, a in enumerate(steps):
+            for j, b in enumerate(steps):
+                lo, hi = min(a, b), max(a, b)
+                cov[i, j] = var * float(np.dot(f[:lo], f[hi - lo : hi]))
+        return cov
+    if isinstance(mech, BinaryTree):
+
+        def nodes(t: int) -> set[tuple[int, int]]:
+            out, start = set(), 0
+            for level in range(t.bit_length() - 1, -1, -1):
+                if t >> level & 1:
+                    out.add((start, level))
+                    start += 1 << level
+            return out
+
+        sets = [nodes(t) for t in steps]
+        for i in range(n):
+            for j in range(n):
+                cov[i, j] = var * len(sets[i] & sets[j])
+        return cov
+    raise TypeError(f"no probe covariance for {type(mech).__name__}")
+
+
+def _chi2_z(q: float, df: int) -> float:
+    """The standard-normal quantile of a χ²_df statistic q (accurate in both tails)."""
+    if q < df:
+        return float(ndtri(chi2.cdf(q, df)))
+    return float(-ndtri(chi2.sf(q, df)))
+
+
 def _ratio_se(a: float, se_a: float, b: float, se_b: float) -> tuple[float, float]:
     """a/b and its standard error by the delta method (independent a, b)."""
     r = a / b
@@ -170,10 +218,11 @@ def fhu_error(config: ExperimentConfig) -> ExperimentResult:
     """Fig 1/3: ℓ∞ error and outputs over time, square root vs binary tree (Gaussian)."""
     T = HORIZON
     eps_values = (0.8, 0.5)  # Fig 1, Fig 3
-    runs_per_stream = 4 if config.quick else 128  # × 8 streams
+    runs_per_stream = 8 if config.quick else 128  # × 8 streams
     rng = np.random.default_rng(config.seed)
     streams = _streams(rng, T)
     t = np.arange(1, T + 1)
+    probe_steps = tuple(2**i - 1 for i in range(1, int(math.log2(T)) + 1))
     sd: dict[tuple[float, str], NDArray[np.float64]] = {}
     stats: dict[tuple[float, str], _ErrorStats] = {}
     samples: dict[tuple[float, str], dict[float, NDArray[np.float64]]] = {}
@@ -183,7 +232,7 @@ def fhu_error(config: ExperimentConfig) -> ExperimentResult:
             key = (eps, name)
             mechs[key] = mech
             sd[key] = np.sqrt(mech.variances())
-            stats[key] = _ErrorStats(T)
+            stats[key] = _ErrorStats(T, probe_steps=probe_steps)
             label = f"fhu-error ε={eps} {name}"
             samples[key] = _run(
                 mech, streams, runs_per_stream, stats[key], config.show_progress, label
@@ -261,12 +310,23 @@ def fhu_error(config: ExperimentConfig) -> ExperimentResult:
     our_bound = sq08.linf_bound(beta)
     linf_q = float(np.quantile(stats[(0.8, "sqrt")].linf, 1.0 - beta))
     exceed = float(np.mean(np.array(stats[(0.8, "sqrt")].linf) > paper_bound))
-    # Data independence: each stream's mean |error| (over t and runs) against the exact value.
-    expected_abs = float(np.mean(sd[(0.8, "sqrt")])) * _SQRT_2_OVER_PI
-    z_by_p = {
-        p: (float(np.mean(v)) - expected_abs) / (float(np.std(v, ddof=1)) / math.sqrt(len(v)))
-        for p, v in stats[(0.8, "sqrt")].per_p.items()
-    }
+    # Empirical vs exact, jointly at the probe steps t = 2^i − 1: with the exact covariance Σ
+    # of the noise there, Σ_runs eᵀΣ⁻¹e ~ χ² with (probes × runs) degrees of freedom exactly
+    # (independent runs, Gaussian noise). The same test against twice the variance (q/2)
+    # shows it rejects a wrong answer.
+    z_scores: dict[str, float] = {}
+    z_by_p: dict[float, float] = {}
+    for (eps, name), st in stats.items():
+        prec = np.linalg.inv(_probe_covariance(mechs[(eps, name)], st.probe_steps))
+        q_total, df_total = 0.0, 0
+        for p, blocks in st.probes.items():
+            e = np.concatenate(blocks, axis=1)
+            q = float(np.einsum("ir,ij,jr->", e, prec, e))
+            q_total, df_total = q_total + q, df_total + e.size
+            if (eps, name) == (0.8, "sqrt"):
+                z_by_p[p] = _chi2_z(q, e.size)
+        z_scores[f"z_eps{eps}_{name}"] = _chi2_z(q_total, df_total)
+        z_scores[f"z_wrong_eps{eps}_{name}"] = _chi2_z(q_total / 2.0, df_total)
     max_z = max(abs(z) for z in z_by_p.values())
     comparisons = [
         Comparison(
@@ -310,8 +370,8 @@ def fhu_error(config: ExperimentConfig) -> ExperimentResult:
             "the error does not depend on p",
             "confirmed",
             round(max_z, 2),
-            "largest |z| of the 8 streams' mean |error| of √A (ε = 0.8) against the exact "
-            f"E|error| = {expected_abs:.2f}",
+            "largest |z| over the 8 streams of the exact χ² test of √A's errors (ε = 0.8) "
+            "at t = 2^i − 1 against the data-independent covariance",
         ),
     ]
     c08 = fhu_constant(0.8, DELTA)
@@ -418,6 +478,7 @@ def fhu_error(config: ExperimentConfig) -> ExperimentResult:
             "paper_linf_bound": paper_bound,
             "our_linf_bound": our_bound,
             "p_max_abs_z": max_z,
+            **z_scores,
             "paper_bound_exceeded": exceed,
             "runs": float(runs),
         },
