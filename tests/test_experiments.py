@@ -171,6 +171,19 @@ def test_fhu_error(results: dict[str, ExperimentResult]) -> None:
     assert p - Z_TOLERANCE * math.sqrt(p * (1 - p) / n) > 1 / 3
 
 
+def test_chi2_z_is_the_normal_quantile() -> None:
+    from scipy.stats import chi2, norm
+
+    from dpcount.experiments.fhu import _chi2_z
+
+    for df in (16, 1024, 16384):
+        for z in (-7.0, -2.5, 0.0, 1.3, 6.0):
+            q = float(chi2.ppf(norm.cdf(z), df)) if z < 0 else float(chi2.isf(norm.sf(z), df))
+            assert _chi2_z(q, df) == pytest.approx(z, abs=1e-6)
+    # Far beyond 1e-300 the value stays finite and ordered (Wilson–Hilferty).
+    assert -60 < _chi2_z(8192.0, 16384) < _chi2_z(12000.0, 16384) < -7
+
+
 def test_fhu_snr(results: dict[str, ExperimentResult]) -> None:
     key = results["fhu-snr"].key
     T, c = 2**16, _fhu_c(0.5, 1e-10)
