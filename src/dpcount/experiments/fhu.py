@@ -306,8 +306,9 @@ def fhu_error(config: ExperimentConfig) -> ExperimentResult:
     r08, se08 = emp_ratio[0.8][exps[-1]]
     r05, se05 = emp_ratio[0.5][exps[-1]]
     binary = mechs[(0.8, "binary")]
+    assert isinstance(binary, BinaryTree)
     max_nodes = int(np.max(binary.noise_coefficients()))
-    h = binary.height  # type: ignore[attr-defined]
+    h = binary.height
     binary_norm = math.sqrt(max_nodes * h)
     sqrt_norm = sqrt_l2_norm_squared(T)
     # Theorem 1.2 at ε = 0.8, β = 1/3: paper's expression vs ours.
