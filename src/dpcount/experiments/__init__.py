@@ -11,7 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dpcount.experiments._framework import Comparison, ExperimentConfig, ExperimentResult
-from dpcount.experiments.elders import elders_constants, elders_lowerbound
+from dpcount.experiments.elders import (
+    elders_constants,
+    elders_lowerbound,
+    elders_mse,
+    elders_ratio,
+    elders_threshold,
+)
+from dpcount.experiments.fhu import fhu_cbnorm, fhu_error, fhu_snr, fhu_top1
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]
 
@@ -37,7 +44,15 @@ _ORDER = (
 _REGISTERED: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
     # count-on-your-elders
     "elders-constants": elders_constants,
+    "elders-mse": elders_mse,
+    "elders-threshold": elders_threshold,
+    "elders-ratio": elders_ratio,
     "elders-lowerbound": elders_lowerbound,
+    # constant-matters
+    "fhu-error": fhu_error,
+    "fhu-snr": fhu_snr,
+    "fhu-top1": fhu_top1,
+    "fhu-cbnorm": fhu_cbnorm,
 }
 
 #: experiment name -> function, in the order of issue #6
