@@ -12,6 +12,7 @@ from dpcount.privacy import (
     analytic_gaussian_delta,
     calibrate,
     fhu_constant,
+    fhu_delta,
     gaussian_sigma,
     laplace_epsilon,
     laplace_scale,
@@ -211,3 +212,9 @@ def test_bad_types() -> None:
         laplace_scale(1.0, "1")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"delta must be a real number, got True"):
         gaussian_sigma(1.0, 1.0, True)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("delta", [1e-3, 1e-10, 1e-40])
+def test_fhu_delta_inverts_fhu_constant(eps: float, delta: float) -> None:
+    assert fhu_delta(eps, fhu_constant(eps, delta)) == pytest.approx(delta, rel=1e-9)

@@ -19,7 +19,7 @@ from dpcount.analysis.advisor import best_k
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.tree import KaryTree
 from dpcount.counting.tree_formulas import even_offset_leading_constant, offset_leading_constant
-from dpcount.privacy.calibration import gaussian_sigma, laplace_scale_approximate
+from dpcount.privacy.calibration import fhu_delta, gaussian_sigma, laplace_scale_approximate
 
 __all__ = [
     "DeltaThreshold",
@@ -160,7 +160,6 @@ def laplace_vs_gaussian_delta(
         delta = math.exp(lo)
     delta_fhu: float | None = None
     if eps < 1.0:
-        # C² = tree_mse/(S̄·l2²) with C = (2/ε)√(4/9 + ln(√(2/π)/δ)), solved for δ.
-        c2 = tree_mse / (coef * l2 * l2)
-        delta_fhu = min(1.0, math.sqrt(2.0 / math.pi) * math.exp(4.0 / 9.0 - eps * eps * c2 / 4.0))
+        # σ = C_{ε,δ}·l2 and MSE = S̄·σ², so C² = tree_mse/(S̄·l2²) at the crossing.
+        delta_fhu = fhu_delta(eps, math.sqrt(tree_mse / (coef * l2 * l2)))
     return DeltaThreshold(T, eps, k, tree_mse, delta, delta_fhu, exponent, asymptotic, capped)

@@ -49,7 +49,7 @@ from dpcount.experiments._framework import (
     timed,
     write_csv,
 )
-from dpcount.privacy.calibration import fhu_constant
+from dpcount.privacy.calibration import fhu_constant, fhu_delta
 
 __all__ = [
     "elders_constants",
@@ -489,12 +489,6 @@ def elders_mse(config: ExperimentConfig) -> ExperimentResult:
 # ---------------------------------------------------------------------------------------
 # elders-threshold
 # ---------------------------------------------------------------------------------------
-def _fhu_delta_for(c_squared: float, epsilon: float) -> float:
-    """The δ at which C_{ε,δ}² (constant-matters eq. 2) equals ``c_squared`` (capped at 1)."""
-    exponent = 4.0 / 9.0 - epsilon * epsilon * c_squared / 4.0
-    return min(1.0, math.sqrt(2.0 / math.pi) * math.exp(exponent))
-
-
 def _fit_slope(log_t: list[float], values: list[float]) -> float:
     """Least-squares slope of ln δ against ln T (positive δ only)."""
     pts = [(x, math.log(v)) for x, v in zip(log_t, values, strict=True) if v > 0]
@@ -520,10 +514,10 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
         values = {
             "delta_analytic": best.delta,
             "delta_fhu": best.delta_fhu if best.delta_fhu is not None else math.nan,
-            "delta_huu_bound": _fhu_delta_for(best.tree_mse / huu_g2, eps),
+            "delta_huu_bound": fhu_delta(eps, math.sqrt(best.tree_mse / huu_g2)),
             "delta_analytic_k19": fixed.delta,
             "delta_fhu_k19": fixed.delta_fhu if fixed.delta_fhu is not None else math.nan,
-            "delta_huu_bound_k19": _fhu_delta_for(fixed.tree_mse / huu_g2, eps),
+            "delta_huu_bound_k19": fhu_delta(eps, math.sqrt(fixed.tree_mse / huu_g2)),
             "T^-B_eps/B_eps,delta": float(T) ** (-exponent),
         }
         for name, v in values.items():

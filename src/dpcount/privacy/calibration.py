@@ -33,6 +33,7 @@ __all__ = [
     "discrete_gaussian_sigma",
     "discrete_laplace_scale",
     "fhu_constant",
+    "fhu_delta",
     "gaussian_sigma",
     "laplace_epsilon",
     "laplace_scale",
@@ -124,6 +125,17 @@ def fhu_constant(epsilon: float, delta: float) -> float:
         raise ValueError(f"epsilon must be < 1 for the fhu constant C_(eps,delta), got {epsilon!r}")
     dlt = check_probability("delta", delta)
     return (2.0 / eps) * math.sqrt(4.0 / 9.0 + math.log(math.sqrt(2.0 / math.pi) / dlt))
+
+
+def fhu_delta(epsilon: float, constant: float) -> float:
+    """The δ at which C_{ε,δ} (constant-matters eq. 2) equals ``constant``, capped at 1.
+
+    Inverts C = (2/ε)·√(4/9 + ln((1/δ)·√(2/π))):
+    δ = √(2/π)·exp(4/9 − ε²C²/4).
+    """
+    eps = check_real("epsilon", epsilon, gt=0)
+    c = check_real("constant", constant, gt=0)
+    return min(1.0, math.sqrt(2.0 / math.pi) * math.exp(4.0 / 9.0 - eps * eps * c * c / 4.0))
 
 
 def gaussian_sigma(
