@@ -151,6 +151,9 @@ class SqrtNoiseProcess:
         if lo == 0 and n == len(self._noise):
             out = self._noise  # hand the block over without copying
             self._noise = np.empty((0, *out.shape[1:]))
+            # The (empty) computed noise now starts after the block, so the next
+            # _ensure continues at t0 + n instead of recomputing from t0.
+            self._start = t0 + n
         else:
             out = self._noise[lo : lo + n].copy()
         self._t = t0 + n
