@@ -160,6 +160,8 @@ class _Encoder:
         self.arrays: list[NDArray[Any]] = []
 
     def encode(self, value: Any, where: str) -> Any:
+        if isinstance(value, np.generic):  # first: np.float64 is a float subclass
+            return self._scalar(value, where)
         if value is None or isinstance(value, (bool, str, int)):
             return value
         if isinstance(value, float):
@@ -176,11 +178,6 @@ class _Encoder:
                 raise ValueError(f"cannot save {where}: array of dtype {arr.dtype}")
             self.arrays.append(arr)
             return {"$array": len(self.arrays) - 1}
-        if isinstance(value, (np.floating, np.integer, np.bool_)):
-            dtype = value.dtype.newbyteorder("<").str
-            if dtype not in _DTYPES:
-                raise ValueError(f"cannot save {where}: numpy scalar of dtype {value.dtype}")
-            return {"$scalar": dtype, "value": self.encode(value.item(), where)}
         if isinstance(value, Fraction):
             return {"$fraction": [value.numerator, value.denominator]}
         if isinstance(value, (list, tuple)):
@@ -193,6 +190,12 @@ class _Encoder:
                 out[key] = self.encode(v, f"{where}.{key}")
             return out
         raise ValueError(f"cannot save {where}: value of type {type(value).__name__}")
+
+    def _scalar(self, value: np.generic, where: str) -> Any:
+        dtype = value.dtype.newbyteorder("<").str
+        if dtype not in _DTYPES:
+            raise ValueError(f"cannot save {where}: numpy scalar of dtype {value.dtype}")
+        return {"$scalar": dtype, "value": self.encode(value.item(), where)}
 
 
 def _decode(node: Any, arrays: list[NDArray[Any]], where: str) -> Any:
