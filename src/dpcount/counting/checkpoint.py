@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -126,6 +127,7 @@ _HEADER_KEYS = frozenset(
 
 
 # -- bit generators ---------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
 def _bit_generators() -> dict[str, Callable[[], np.random.BitGenerator]]:
     """Bit generator classes whose state a checkpoint may restore, by qualified name."""
     npr = np.random
@@ -242,14 +244,18 @@ def _decode(node: Any, arrays: list[NDArray[Any]], where: str) -> Any:
     return out
 
 
+def _fields(obj: Any) -> dict[str, Any]:
+    """The compared fields of a dataclass instance (shallow, unlike dataclasses.asdict)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.compare}
+
+
 def _sampler_description(sampler: Any) -> dict[str, Any]:
     """Class name and parameters of a sampler (its compared dataclass fields)."""
-    if not dataclasses.is_dataclass(sampler):
+    if not dataclasses.is_dataclass(sampler) or isinstance(sampler, type):
         raise ValueError(
             f"cannot checkpoint a stream with sampler {sampler!r}: its parameters are unknown"
         )
-    fields = {f.name: getattr(sampler, f.name) for f in dataclasses.fields(sampler) if f.compare}
-    return {"class": type(sampler).__name__, "fields": fields}
+    return {"class": type(sampler).__name__, "fields": _fields(sampler)}
 
 
 def _canonical(value: Any) -> str:
@@ -290,7 +296,7 @@ def _pieces(stream: CountingStream, extra: Any) -> list[bytes]:
         "dpcount_version": __version__,
         "mechanism": enc.encode(m.config(), "mechanism config"),
         "sampler": enc.encode(_sampler_description(m.sampler), "sampler"),
-        "privacy": enc.encode(dataclasses.asdict(m.privacy), "privacy guarantee"),
+        "privacy": enc.encode(_fields(m.privacy), "privacy guarantee"),
         "horizon": m.horizon,
         "step": stream.step,
         "dim": stream.dim,
@@ -536,9 +542,7 @@ def _restore(
     saved_sampler = _canonical(_decode(header["sampler"], arrays, "sampler"))
     saved_privacy = _canonical(_decode(header["privacy"], arrays, "privacy"))
     rebuilt_sampler = _canonical(_sampler_description(mechanism.sampler))
-    rebuilt_privacy = _canonical(
-        None if mechanism.privacy is None else dataclasses.asdict(mechanism.privacy)
-    )
+    rebuilt_privacy = _canonical(None if mechanism.privacy is None else _fields(mechanism.privacy))
     if saved_sampler != rebuilt_sampler or saved_privacy != rebuilt_privacy:
         raise ValueError(
             f"the rebuilt {cls.__name__} is calibrated differently from the saved one "
