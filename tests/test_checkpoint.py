@@ -498,3 +498,13 @@ def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     for i, block in enumerate(blocks):
         exec(compile(block, f"{doc.name}[{i}]", "exec"), {})
     assert (tmp_path / "counts.ckpt").exists()
+
+
+def test_subclasses_are_not_saved(tmp_path: Path) -> None:
+    class MyTree(KaryTree):
+        pass
+
+    s = MyTree(T, 1.0, rng=1).stream()
+    s.update(1.0)
+    with pytest.raises(ValueError, match=r"cannot checkpoint a stream of MyTree: .*must be one of"):
+        s.save(tmp_path / "s")

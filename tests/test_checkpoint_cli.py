@@ -188,6 +188,8 @@ def test_refusals(
     no_out = [a for a in argv if a not in ("--output", str(work / "out.csv"))]
     refused(no_out, "--checkpoint needs --output FILE", "".join(rows))
     refused([*argv, "--checkpoint-every", "0"], "--checkpoint-every must be >= 1, got 0", "")
+    plain = [a for a in argv if a not in ("--checkpoint", str(work / "ck"))]
+    refused([*plain, "--checkpoint-every", "5"], "--checkpoint-every needs --checkpoint FILE", "")
     # Holding the lock: another process is using the checkpoint.
     with open(str(work / "ck") + ".lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -207,6 +209,28 @@ def test_refusals(
     code = run_stdin(monkeypatch, argv, "".join(rows))
     assert code == 2 and "already holds data but checkpoint" in stderr(capsys)
     assert (work / "out.csv").read_text() == out_before
+
+
+def test_a_growing_file_continues_with_an_explicit_horizon(
+    work: Path, reference: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = work / "data.csv"
+    rows = src.read_text().splitlines(keepends=True)
+    src.write_text("".join(rows[:1001]))
+    argv = count_argv(str(src), work, "--horizon", str(N))
+    assert main(argv) == 0  # input ends at step 1000 of 2000
+    src.write_text("".join(rows))
+    assert main(argv) == 0  # continues at step 1001
+    assert (work / "out.csv").read_text() == reference
+    (work / "out.csv").unlink()
+    (work / "ck").unlink()
+    src.write_text("".join(rows[:1001]))
+    assert main(count_argv(str(src), work)) == 0
+    src.write_text("".join(rows))
+    assert main(count_argv(str(src), work)) == 2
+    err = stderr(capsys)
+    assert "horizon: saved 1000, expected 2000" in err
+    assert "a file that grows needs the same explicit --horizon in every run" in err
 
 
 def test_a_library_checkpoint_is_not_a_cli_checkpoint(

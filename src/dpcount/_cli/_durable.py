@@ -247,7 +247,15 @@ def run_durable(args: argparse.Namespace) -> int:
     with _locked(checkpoint):
         mech = build(args, horizon)
         if os.path.exists(checkpoint):
-            stream = load_stream(checkpoint, expect=mech)
+            try:
+                stream = load_stream(checkpoint, expect=mech)
+            except ValueError as err:
+                if "horizon: saved" in str(err) and not live and args.horizon is None:
+                    raise ValueError(
+                        f"{err}; the horizon defaults to the rows of {args.input}: a file "
+                        "that grows needs the same explicit --horizon in every run"
+                    ) from None
+                raise
             extra = _check_extra(stream, checkpoint)
             if extra["options"] != options:
                 raise ValueError(

@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         from dpcount._cli._durable import run_durable
 
         return run_durable(args)
+    if args.checkpoint_every != 1:
+        raise ValueError("--checkpoint-every needs --checkpoint FILE")
     live = args.input == "-"
     if live:
         if args.horizon is None:

@@ -288,6 +288,11 @@ def _pieces(stream: CountingStream, extra: Any) -> list[bytes]:
             "cannot checkpoint a stream of a mechanism without a privacy guarantee "
             "(with_sampler is a testing hook)"
         )
+    if _MECHANISMS.get(type(m).__name__) is not type(m):
+        raise ValueError(
+            f"cannot checkpoint a stream of {type(m).__name__}: a checkpoint rebuilds its "
+            f"mechanism, which must be one of {', '.join(sorted(_MECHANISMS))}"
+        )
     rng = m._rng
     enc = _Encoder()
     process = stream._process
