@@ -508,3 +508,17 @@ def test_subclasses_are_not_saved(tmp_path: Path) -> None:
     s.update(1.0)
     with pytest.raises(ValueError, match=r"cannot checkpoint a stream of MyTree: .*must be one of"):
         s.save(tmp_path / "s")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_rebuilds_the_same_calibration(name: str) -> None:
+    """config() is the constructor call: the rebuilt mechanism has the same sampler,
+    guarantee and exact variances (what load_stream checks before continuing)."""
+    m = FACTORIES[name](T, 0)
+    config = m.config()
+    assert "rng" not in config["kwargs"]
+    other = ckmod._MECHANISMS[config["class"]](**config["kwargs"], rng=1)
+    assert type(other) is type(m)
+    assert other.sampler == m.sampler and other.privacy == m.privacy
+    np.testing.assert_array_equal(other.variances(), m.variances())
+    json.dumps({k: v for k, v in config["kwargs"].items() if k not in ("L", "R")})
