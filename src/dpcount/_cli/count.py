@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from dpcount._cli.common import add_privacy_arguments, err_console, open_output
+from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import MECHANISMS, build_mechanism
 from dpcount.io import SeriesReader
 
@@ -54,9 +55,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="number of steps T (required for stdin; default: rows in INPUT)",
     )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        default=None,
+        help="durable run: save the stream to FILE as it goes and resume from FILE if it "
+        "exists, never releasing a step twice (needs --output; FILE holds the noise key: "
+        "protect it like the data; see docs/durable-streams.md)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        metavar="N",
+        type=int,
+        default=1,
+        help="with --checkpoint: save every N steps (default 1); output lines are held back "
+        "until the checkpoint covering them is on disk",
+    )
+
+
+def build(args: argparse.Namespace, horizon: int) -> CountingMechanism:
+    """The mechanism the options describe, for ``horizon`` steps."""
+    return build_mechanism(
+        args.mechanism,
+        horizon=horizon,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        noise=args.noise,
+        rng=args.seed,
+        k=args.k,
+        subtract=not args.no_subtract,
+        step_sensitivity=args.sensitivity,
+        calibration=args.calibration,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.checkpoint is not None:
+        from dpcount._cli._durable import run_durable
+
+        return run_durable(args)
+    if args.checkpoint_every != 1:
+        raise ValueError("--checkpoint-every needs --checkpoint FILE")
     live = args.input == "-"
     if live:
         if args.horizon is None:
@@ -76,18 +115,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
             )
-    mech = build_mechanism(
-        args.mechanism,
-        horizon=horizon,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        noise=args.noise,
-        rng=args.seed,
-        k=args.k,
-        subtract=not args.no_subtract,
-        step_sensitivity=args.sensitivity,
-        calibration=args.calibration,
-    )
+    mech = build(args, horizon)
     std = np.sqrt(mech.variances())
     with open_output(args.output) as out:
         out.write("t,private_count,std\n")
@@ -111,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(mech, steps: int) -> None:  # type: ignore[no-untyped-def]
+def _summary(mech: CountingMechanism, steps: int) -> None:
     con = err_console()
     privacy = mech.privacy.describe() if mech.privacy else "none"
     con.print(f"[bold]mechanism[/]  {mech!r}")

@@ -2,9 +2,12 @@
 
 Every mechanism shares :class:`CountingMechanism`'s interface: ``release(x)``,
 ``stream()``, and the exact ``variances()``, ``mse()``, ``max_variance()``.
+A stream can be checkpointed (``stream.save(path)``) and restored
+(:func:`load_stream`); see :mod:`dpcount.counting.checkpoint`.
 """
 
 from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
+from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
@@ -31,4 +34,6 @@ __all__ = [
     "SqrtFactorization",
     "SqrtNoiseProcess",
     "TreeNoiseProcess",
+    "load_stream",
+    "save_stream",
 ]

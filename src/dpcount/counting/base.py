@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
 
@@ -78,6 +79,16 @@ class NoiseProcess(Protocol):
 
     def live_count(self) -> int:
         """How many noise values the process holds for future steps."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the process needs to continue exactly (for checkpoints): ints,
+        floats, numpy scalars and arrays in lists and dicts, never the generator."""
+        ...
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into a freshly made process of the same
+        structure, sampler and dim; raises ValueError (naming the field) on a bad state."""
         ...
 
 
@@ -155,6 +166,17 @@ class CountingMechanism(ABC):
         self.privacy: PrivacyGuarantee | None = calibrated.privacy
         self.noise_scale: float = calibrated.scale
         self._rng = as_generator(rng)
+        # The budget as requested (privacy.epsilon may be the achieved one): config().
+        self._requested: dict[str, Any] = {
+            "epsilon": float(epsilon),
+            "delta": None if delta is None else float(delta),
+            "noise": noise,
+            "calibration": calibration,
+            "step_sensitivity": self.step_sensitivity,
+            "step_l2_sensitivity": (
+                None if step_l2_sensitivity is None else self.step_l2_sensitivity
+            ),
+        }
 
     # -- structure (implemented by subclasses) ------------------------------------
     @abstractmethod
@@ -233,6 +255,23 @@ class CountingMechanism(ABC):
         """A stream that releases one private prefix sum per :meth:`CountingStream.update`."""
         return CountingStream(self)
 
+    # -- rebuilding (checkpoints) ----------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """The constructor call that rebuilds this mechanism (used by checkpoints).
+
+        Returns:
+            ``{"class": class name, "kwargs": {...}}``: the arguments as given
+            (horizon, the requested ``epsilon``/``delta``, ``noise``,
+            ``calibration``, the sensitivities and the structure's own options),
+            without ``rng``. Values are JSON-able, except numpy arrays for
+            :class:`~dpcount.counting.FactorizationMechanism`'s ``L`` and ``R``.
+        """
+        return {"class": type(self).__name__, "kwargs": self._config_kwargs()}
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        """Constructor keyword arguments except ``rng``; subclasses add their structure's."""
+        return {"horizon": self.horizon, **self._requested}
+
     # -- testing hook ---------------------------------------------------------------
     def with_sampler(self, sampler: NoiseSampler) -> CountingMechanism:
         """A copy using ``sampler`` as is (e.g. :class:`~dpcount.privacy.ZeroNoise`).
@@ -268,6 +307,8 @@ class CountingStream:
         self._int_out = self._integer and mechanism.integer_release
         self._sum: Any = 0 if self._integer else 0.0
         self._t = 0
+        #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
+        self.extra: dict[str, Any] | None = None
 
     @property
     def step(self) -> int:
@@ -281,6 +322,30 @@ class CountingStream:
     def live_count(self) -> int:
         """Noise values the stream holds for future steps."""
         return 0 if self._process is None else self._process.live_count()
+
+    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> None:
+        """Write a checkpoint of this stream to ``path`` (atomically: temp file, fsync,
+        rename); :func:`dpcount.counting.load_stream` restores it.
+
+        The checkpoint holds the mechanism's configuration, the running sum, the step,
+        the live noise values and the generator's state, *including its key*: anyone
+        holding it can compute the noise of past and future releases and subtract it,
+        so protect it like the raw data (it is created with mode 0600). See
+        :mod:`dpcount.counting.checkpoint` and docs/durable-streams.md.
+
+        Args:
+            path: the checkpoint file (replaced atomically if it exists).
+            extra: a small JSON-able dict stored alongside (e.g. the CLI's
+                not-yet-confirmed output lines); returned as ``extra`` on load.
+
+        Raises:
+            ValueError: the mechanism carries no privacy guarantee
+                (:meth:`CountingMechanism.with_sampler`), or its generator or
+                sampler cannot be saved; ``extra`` is not JSON-able.
+        """
+        from dpcount.counting.checkpoint import save_stream  # checkpoint imports base
+
+        save_stream(self, path, extra=extra)
 
     def _start(self, dim: int | None) -> NoiseProcess:
         self.mechanism._check_step_shape(1 if dim is None else 2)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_integer, check_real
 from dpcount.counting.base import CountingMechanism
 from dpcount.privacy.noise import NoiseSampler
@@ -87,6 +88,27 @@ class DenseNoiseProcess:
         out: NDArray[np.float64] = self._noise[self._t : self._t + n].copy()
         self._t += n
         return out
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What this process needs to continue exactly: the step and the noise of the
+        steps not yet released (a view; do not modify it)."""
+        return {"t": self._t, "noise": self._noise[self._t :]}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same L and dim),
+        checking every field; see :mod:`dpcount._state`. The released steps' noise is
+        not kept (it is NaN in the restored array and never read)."""
+        owner = "DenseNoiseProcess"
+        st = state_keys(owner, state, ("t", "noise"))
+        T = len(self._noise)
+        t = state_int(owner, "t", st["t"], 0, T)
+        rest = state_array(
+            owner, "noise", st["noise"], rows=T - t, dim=self.dim, dtypes=(np.float64,)
+        )
+        noise = np.full(self._noise.shape, np.nan)
+        noise[t:] = rest
+        self._noise, self._t = noise, t
 
 
 class FactorizationMechanism(CountingMechanism):
@@ -161,6 +183,7 @@ class FactorizationMechanism(CountingMechanism):
         self.L = left
         self.R = right
         self.causal = not len(bad)
+        self.atol = tol
         self.max_noise_coefficient = float(np.max(np.abs(left)))
         super().__init__(
             T,
@@ -178,6 +201,11 @@ class FactorizationMechanism(CountingMechanism):
             f"FactorizationMechanism(horizon={self.horizon}, measurements={self.L.shape[1]}, "
             f"noise_scale={self.noise_scale:.6g})"
         )
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._config_kwargs()
+        del kwargs["horizon"]  # the shape of L
+        return {"L": self.L, "R": self.R, **kwargs, "atol": self.atol, "causal": self.causal}
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         l1 = float(np.max(np.abs(self.R).sum(axis=0)))

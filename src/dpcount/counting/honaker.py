@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
@@ -214,6 +215,28 @@ class HonakerNoiseProcess:
             self._partial[j] = acc
         self._t = t1
         return D
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What this process needs to continue exactly: the step, the estimate errors
+        of the decomposition nodes, their partial sums and the noise buffer."""
+        return {
+            "t": self._t,
+            "left": list(self._left),
+            "partial": list(self._partial),
+            "buffer": self._buffer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same horizon,
+        sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = "HonakerNoiseProcess"
+        st = state_keys(owner, state, ("t", "left", "partial", "buffer"))
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        left = state_values(owner, "left", st["left"], self.dim, self.levels + 1)
+        partial = state_values(owner, "partial", st["partial"], self.dim, self.levels + 2)
+        self._buffer.load_state_dict(st["buffer"])
+        self._t, self._left, self._partial = t, left, partial
 
 
 class Honaker(CountingMechanism):

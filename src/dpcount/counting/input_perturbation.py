@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_int, state_keys, state_value
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
@@ -62,6 +63,22 @@ class InputNoiseProcess:
         self._sum = float(out[-1]) if self.dim is None else out[-1].copy()
         self._t += n
         return out
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What this process needs to continue exactly: the step, the running noise sum
+        and the noise buffer."""
+        return {"t": self._t, "sum": self._sum, "buffer": self._buffer.state_dict()}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same horizon,
+        sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = "InputNoiseProcess"
+        st = state_keys(owner, state, ("t", "sum", "buffer"))
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        total = state_value(owner, "sum", st["sum"], self.dim)
+        self._buffer.load_state_dict(st["buffer"])
+        self._t, self._sum = t, total
 
 
 class InputPerturbation(CountingMechanism):

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
@@ -219,6 +220,41 @@ class SmoothBinaryNoiseProcess:
         self._leaf = b
         self._t = t0 + n
         return D
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What this process needs to continue exactly: the step, the current leaf, the
+        live node per level, their partial sums and the noise buffer."""
+        return {
+            "t": self._t,
+            "leaf": self._leaf,
+            "node": list(self._node),
+            "partial": list(self._partial),
+            "buffer": self._buffer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same height,
+        horizon, sampler and dim), checking every field; see :mod:`dpcount._state`.
+
+        The leaf must be the t-th balanced number after b_0: its rank among the
+        h-bit numbers with h/2 one-bits (combinatorial number system) equals t.
+        """
+        owner = "SmoothBinaryNoiseProcess"
+        st = state_keys(owner, state, ("t", "leaf", "node", "partial", "buffer"))
+        h = self.height
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        leaf = state_int(owner, "leaf", st["leaf"], 0, (1 << h) - 1)
+        bits = [j for j in range(h) if (leaf >> j) & 1]
+        rank = sum(math.comb(c, i) for i, c in enumerate(bits, start=1))
+        if len(bits) != h // 2 or rank != t:
+            raise ValueError(
+                f"corrupt {owner} state: leaf {leaf} is not the balanced leaf of step {t}"
+            )
+        node = state_values(owner, "node", st["node"], self.dim, h)
+        partial = state_values(owner, "partial", st["partial"], self.dim, h + 1)
+        self._buffer.load_state_dict(st["buffer"])
+        self._t, self._leaf, self._node, self._partial = t, leaf, node, partial
 
 
 class SmoothBinary(CountingMechanism):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.toeplitz import (
@@ -160,6 +161,37 @@ class SqrtNoiseProcess:
         self._chunk = []
         self._chunk_start = self._t
         return out
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What this process needs to continue exactly: the step, every z drawn so far
+        (each future N depends on all of them) and the computed noise not yet released.
+
+        The arrays are the process's own (not copies): do not modify them.
+        """
+        lo = self._t - self._start
+        return {"t": self._t, "z": self._z, "noise": self._noise[lo:]}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same kernel,
+        sampler and dim), checking every field; see :mod:`dpcount._state`.
+
+        Needs t ≤ (computed end) = t + len(noise) ≤ len(z) ≤ horizon.
+        """
+        owner = "SqrtNoiseProcess"
+        st = state_keys(owner, state, ("t", "z", "noise"))
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        z = state_array(owner, "z", st["z"], rows=-1, dim=self.dim)
+        noise = state_array(
+            owner, "noise", st["noise"], rows=-1, dim=self.dim, dtypes=(np.float64,)
+        )
+        if not t + len(noise) <= len(z) <= self.horizon:
+            raise ValueError(
+                f"corrupt {owner} state: need t + len(noise) <= len(z) <= horizon, got "
+                f"t={t}, len(noise)={len(noise)}, len(z)={len(z)}, horizon={self.horizon}"
+            )
+        self._z, self._noise, self._start, self._t = z, noise, t, t
+        self._chunk, self._chunk_start = [], t
 
 
 class SqrtFactorization(CountingMechanism):

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.digits import DigitSystem
@@ -165,6 +166,45 @@ class TreeNoiseProcess:
         self._t = t0 + n
         return np.ascontiguousarray(parent_noise)
 
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What this process needs to continue exactly: the step, its digits, the live
+        node sums per level, the partial noise per level and the noise buffer."""
+        return {
+            "t": self._t,
+            "digits": list(self._digits),
+            "sums": [list(s) for s in self._sums],
+            "partial": list(self._partial),
+            "buffer": self._buffer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same digit system,
+        height, sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = "TreeNoiseProcess"
+        st = state_keys(owner, state, ("t", "digits", "sums", "partial", "buffer"))
+        system, h = self.system, self.height
+        t = state_int(owner, "t", st["t"], 0, system.capacity(h))
+        digits = st["digits"]
+        if not isinstance(digits, list) or len(digits) != h:
+            raise ValueError(f"corrupt {owner} state: digits must be a list of {h} ints")
+        digits = [
+            state_int(owner, f"digits[{j}]", d, system.low, system.high)
+            for j, d in enumerate(digits)
+        ]
+        if digits != system.digits(t, h):
+            raise ValueError(f"corrupt {owner} state: digits {digits} do not spell step {t}")
+        sums_in = st["sums"]
+        if not isinstance(sums_in, list) or len(sums_in) != h:
+            raise ValueError(f"corrupt {owner} state: sums must be a list of {h} lists")
+        sums = [
+            state_values(owner, f"sums[{j}]", s, self.dim, abs(digits[j]))
+            for j, s in enumerate(sums_in)
+        ]
+        partial = state_values(owner, "partial", st["partial"], self.dim, h + 1)
+        self._buffer.load_state_dict(st["buffer"])
+        self._t, self._digits, self._sums, self._partial = t, digits, sums, partial
+
 
 class KaryTree(CountingMechanism):
     """k-ary tree mechanism, optionally with subtraction (count-on-your-elders Alg. 1/2).
@@ -257,6 +297,9 @@ class KaryTree(CountingMechanism):
     supports_discrete_noise = True
     integer_release = True
 
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {**super()._config_kwargs(), "k": self.k, "subtract": self.subtract}
+
     def _unit_sensitivities(self) -> tuple[float, float]:
         return float(self.height), float(np.sqrt(self.height))
 
@@ -319,3 +362,8 @@ class BinaryTree(KaryTree):
             f"BinaryTree(horizon={self.horizon}, height={self.height}, "
             f"noise_scale={self.noise_scale:.6g})"
         )
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._config_kwargs()
+        del kwargs["k"], kwargs["subtract"]  # fixed by the class
+        return kwargs

@@ -1,0 +1,334 @@
+"""``dpcount count --checkpoint``: a run that survives being killed, releasing no step twice.
+
+The protocol (docs/durable-streams.md). A release is final once its line may have
+reached the output; releasing step t again — after a crash, with possibly
+different data — would add the *same* noise to different data and reveal the
+difference. So, per batch of N steps (``--checkpoint-every``):
+
+1. compute the releases (the stream's state moves on in memory only);
+2. fsync the output (the previous batch's lines are now on disk), then save the
+   checkpoint atomically: the stream after the batch, the batch's output lines
+   ("pending"), a running SHA-256 of the consumed input values, and the options;
+3. write the batch's lines to the output and flush.
+
+A crash before 2 loses only unreleased work (the old checkpoint predates the
+batch, and its lines were never written). A crash after 2 leaves the lines in the
+checkpoint; on restart they are appended to the output if missing (a partial
+last line is cut off; the ``t`` column tells which lines are there, so none is
+written twice). On restart the input is read from the beginning (a file, or stdin
+re-sent by the producer); the rows already consumed are skipped, and their
+digest must equal the saved one, otherwise the run is refused.
+
+The checkpoint is kept when the run ends. At the horizon it is complete: running
+the command again only re-delivers missing output lines and releases nothing. If
+the input ended earlier, running again with a longer input continues the stream
+(pass ``--horizon`` for a file that grows). Deleting the checkpoint while the
+output holds released lines does not allow a fresh start: the run refuses to
+overwrite released lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import struct
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from dpcount._cli.common import err_console
+from dpcount.counting.base import CountingStream
+from dpcount.counting.checkpoint import load_stream
+from dpcount.io import SeriesReader
+
+__all__ = ["run_durable"]
+
+HEADER = "t,private_count,std\n"
+_DIGEST_START = hashlib.sha256(b"dpcount count input v1").hexdigest()
+_EXTRA_KEYS = frozenset({"complete", "input_digest", "options", "pending", "tool"})
+_TOOL = "dpcount count"
+
+
+def chain_digest(digest: bytes, value: float) -> bytes:
+    """The running input digest after one more value: SHA-256(digest ‖ value as float64)."""
+    return hashlib.sha256(digest + struct.pack("<d", value)).digest()
+
+
+def format_line(t: int, value: Any, std: float) -> str:
+    """One output line; integer releases (discrete noise on the trees) print as ints."""
+    text = str(int(value)) if isinstance(value, (int, np.integer)) else repr(float(value))
+    return f"{t},{text},{std!r}\n"
+
+
+def _deliver(out: IO[str], lines: list[str]) -> None:
+    """Write released lines to the output (after the checkpoint holding them is durable)."""
+    out.write("".join(lines))
+    out.flush()
+
+
+@contextlib.contextmanager
+def _locked(checkpoint: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``<checkpoint>.lock`` (POSIX), so that one checkpoint is
+    never resumed by two processes at once (they would release the same noise)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks, documented
+        yield
+        return
+    path = checkpoint + ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(
+                f"checkpoint {checkpoint} is in use by another process (lock {path} is held)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _check_fresh_output(path: str, checkpoint: str) -> None:
+    """Without a checkpoint the output may hold at most the header (nothing released)."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as fh:
+        head = fh.read(len(HEADER) + 1)
+    if not HEADER.encode().startswith(head):
+        raise ValueError(
+            f"--output {path} already holds data but checkpoint {checkpoint} does not exist: "
+            "refusing to release the stream again (a second release with fresh noise spends "
+            "the privacy budget twice); delete the output to start over"
+        )
+
+
+def _tail_lines(fh: IO[bytes], end: int, count: int) -> tuple[list[bytes], bool]:
+    """Up to ``count`` last complete lines of the first ``end`` bytes (which end in a
+    newline), oldest first, and whether they reach the start of the file."""
+    block = 1 << 16
+    start = end
+    data = b""
+    while True:
+        start = max(0, start - block)
+        fh.seek(start)
+        data = fh.read(end - start)
+        lines = data.split(b"\n")[:-1]  # data ends with the newline at end - 1
+        if start == 0:
+            return [line + b"\n" for line in lines[-count:]], len(lines) <= count
+        if len(lines) > count:  # lines[0] may be cut; the last count are complete
+            return [line + b"\n" for line in lines[-count:]], False
+        block *= 2
+
+
+def _line_t(line: bytes, path: str) -> int:
+    field = line.split(b",", 1)[0]
+    try:
+        return int(field)
+    except ValueError:
+        raise ValueError(
+            f"--output {path}: line {line[:60]!r} is not a dpcount count line"
+        ) from None
+
+
+def _complete_end(fh: IO[bytes], size: int) -> int:
+    """The length of the file up to and including its last newline (0 if none)."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - (1 << 16))
+        fh.seek(start)
+        cut = fh.read(pos - start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0
+
+
+def _reconcile(path: str, pending: list[str], step: int) -> int:
+    """Bring the output in line with a checkpoint at ``step`` holding ``pending`` (the
+    lines of steps step − len(pending) + 1 .. step): cut a partial last line, check the
+    lines present, append the missing ones, fsync. Returns how many were appended."""
+    first = step - len(pending) + 1
+    with open(path, "ab"):
+        pass  # create it if it is missing (recoverable when pending starts at step 1)
+    with open(path, "r+b") as fh:
+        end = _complete_end(fh, fh.seek(0, os.SEEK_END))
+        fh.truncate(end)  # a line cut short by the crash is in pending
+        present: list[bytes] = []
+        if end == 0:
+            fh.seek(0)
+            fh.write(HEADER.encode())
+            end = len(HEADER)
+        else:
+            present, at_start = _tail_lines(fh, end, len(pending) + 1)
+            if at_start:
+                if present[0] != HEADER.encode():
+                    raise ValueError(f"--output {path} does not start with the header {HEADER!r}")
+                present = present[1:]
+        last_t = _line_t(present[-1], path) if present else 0
+        if not first - 1 <= last_t <= step:
+            raise ValueError(
+                f"--output {path} ends at step {last_t}, but checkpoint holds the lines of "
+                f"steps {first}..{step} only: "
+                + (
+                    "the output has lines the checkpoint never released (a different run?)"
+                    if last_t > step
+                    else f"lines {last_t + 1}..{first - 1} are lost and cannot be recomputed"
+                )
+            )
+        for line in present:
+            t = _line_t(line, path)
+            if first <= t <= last_t and line.decode() != pending[t - first]:
+                raise ValueError(
+                    f"--output {path}: the line of step {t} differs from the checkpoint's "
+                    "(the output belongs to a different run)"
+                )
+        missing = pending[last_t - first + 1 :]
+        fh.seek(end)
+        fh.write("".join(missing).encode())
+        fh.flush()
+        os.fsync(fh.fileno())
+    return len(missing)
+
+
+def _check_extra(stream: CountingStream, checkpoint: str) -> dict[str, Any]:
+    extra = stream.extra
+    if not isinstance(extra, dict) or set(extra) != _EXTRA_KEYS or extra["tool"] != _TOOL:
+        raise ValueError(f"checkpoint {checkpoint} was not written by {_TOOL} --checkpoint")
+    pending = extra["pending"]
+    if (
+        not isinstance(pending, list)
+        or not all(isinstance(line, str) and line.endswith("\n") for line in pending)
+        or len(pending) > stream.step
+    ):
+        raise ValueError(f"checkpoint {checkpoint}: corrupt pending output lines")
+    return extra
+
+
+def run_durable(args: argparse.Namespace) -> int:
+    """``dpcount count ... --checkpoint FILE --output OUT`` (see the module docstring)."""
+    from dpcount._cli.count import _summary, build
+
+    checkpoint, output = args.checkpoint, args.output
+    if output is None or output == "-":
+        raise ValueError(
+            "--checkpoint needs --output FILE (the output is checked and completed on restart)"
+        )
+    every = args.checkpoint_every
+    if every < 1:
+        raise ValueError(f"--checkpoint-every must be >= 1, got {every}")
+    if os.path.abspath(output) == os.path.abspath(checkpoint):
+        raise ValueError(f"--output and --checkpoint must be different files, got {output!r}")
+    live = args.input == "-"
+    values: Any
+    if live:
+        if args.horizon is None:
+            raise ValueError(
+                "--horizon is required when reading stdin (the noise is calibrated for it)"
+            )
+        horizon = args.horizon
+        values = (v for _, v in SeriesReader(sys.stdin, args.column, source="stdin"))
+    else:
+        with open(args.input, encoding="utf-8", newline="") as fh:
+            values = [v for _, v in SeriesReader(fh, args.column, source=args.input)]
+        if not values:
+            raise ValueError(f"{args.input}: no data rows")
+        horizon = len(values) if args.horizon is None else args.horizon
+        if horizon < len(values):
+            raise ValueError(
+                f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
+            )
+    options = {"column": args.column, "seed": args.seed}
+    con = err_console()
+    with _locked(checkpoint):
+        mech = build(args, horizon)
+        if os.path.exists(checkpoint):
+            try:
+                stream = load_stream(checkpoint, expect=mech)
+            except ValueError as err:
+                if "horizon: saved" in str(err) and not live and args.horizon is None:
+                    raise ValueError(
+                        f"{err}; the horizon defaults to the rows of {args.input}: a file "
+                        "that grows needs the same explicit --horizon in every run"
+                    ) from None
+                raise
+            extra = _check_extra(stream, checkpoint)
+            if extra["options"] != options:
+                raise ValueError(
+                    f"checkpoint {checkpoint} was made with {extra['options']}, this run has "
+                    f"{options}: refusing to continue with different options"
+                )
+            skip, digest = stream.step, bytes.fromhex(_DIGEST_START)
+            pending: list[str] = extra["pending"]
+            con.print(f"resuming from checkpoint {checkpoint} at step {skip} of {horizon}")
+            resumed = True
+        else:
+            _check_fresh_output(output, checkpoint)
+            stream = mech.stream()
+            skip, digest, pending, resumed = 0, bytes.fromhex(_DIGEST_START), [], False
+            with open(output, "w", encoding="utf-8", newline="") as fh:
+                fh.write(HEADER)
+                fh.flush()
+                os.fsync(fh.fileno())
+        mech = stream.mechanism
+        std = np.sqrt(mech.variances()).tolist()
+        it = iter(values)
+        for consumed in range(skip):
+            value = next(it, None)
+            if value is None:
+                raise ValueError(
+                    f"the input has {consumed} rows, but checkpoint {checkpoint} has consumed "
+                    f"{skip}: it is not the input the checkpoint was made with"
+                )
+            digest = chain_digest(digest, value)
+        if skip and digest.hex() != extra["input_digest"]:
+            raise ValueError(
+                f"the first {skip} input rows differ from those checkpoint {checkpoint} consumed: "
+                "refusing to continue (the same noise on different data would leak it)"
+            )
+        if resumed:
+            appended = _reconcile(output, pending, skip)
+            if appended:
+                con.print(f"completed the output with {appended} released line(s)")
+        batch: list[str] = []
+        with open(output, "a", encoding="utf-8", newline="") as out:
+
+            def commit() -> None:
+                out.flush()
+                os.fsync(out.fileno())  # the lines of earlier batches are on disk
+                stream.save(
+                    checkpoint,
+                    extra={
+                        "tool": _TOOL,
+                        "options": options,
+                        "pending": batch,
+                        "input_digest": digest.hex(),
+                        "complete": stream.step == horizon,
+                    },
+                )
+                lines = batch.copy()
+                batch.clear()  # saved: a failed write is completed on restart, never retried here
+                _deliver(out, lines)
+
+            try:
+                for value in it:
+                    if stream.step >= horizon:
+                        raise ValueError(f"the input has more than --horizon {horizon} rows")
+                    release = stream.update(value)
+                    digest = chain_digest(digest, value)
+                    batch.append(format_line(stream.step, release, std[stream.step - 1]))
+                    if len(batch) >= every:
+                        commit()
+            finally:
+                if batch:
+                    commit()
+                out.flush()
+                os.fsync(out.fileno())
+    if skip == horizon:
+        con.print(f"checkpoint {checkpoint} is complete: all {horizon} steps were released")
+    _summary(mech, stream.step)
+    return 0
