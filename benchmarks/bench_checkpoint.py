@@ -25,23 +25,13 @@ import io
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from _timing import best_of  # benchmarks/_timing.py
 from dpcount.cli import main as cli_main
 from dpcount.counting import CountingStream, KaryTree, SqrtFactorization, load_stream
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def plain_atomic_write(path: Path, data: bytes) -> None:
