@@ -12,6 +12,9 @@ from pathlib import Path
 
 from dpcount.experiments._framework import Comparison, ExperimentConfig, ExperimentResult
 from dpcount.experiments.elders import elders_constants, elders_lowerbound
+from dpcount.experiments.ranges import ranges_all, ranges_levels, ranges_nodes, ranges_random
+from dpcount.experiments.ranges_dpbench import ranges_dpbench
+from dpcount.experiments.ranges_speed import cascade_speed, ranges_runtime
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]
 
@@ -38,6 +41,14 @@ _REGISTERED: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
     # count-on-your-elders
     "elders-constants": elders_constants,
     "elders-lowerbound": elders_lowerbound,
+    # correlated-input-perturbation
+    "cascade-speed": cascade_speed,
+    "ranges-all": ranges_all,
+    "ranges-levels": ranges_levels,
+    "ranges-nodes": ranges_nodes,
+    "ranges-random": ranges_random,
+    "ranges-runtime": ranges_runtime,
+    "ranges-dpbench": ranges_dpbench,
 }
 
 #: experiment name -> function, in the order of issue #6
