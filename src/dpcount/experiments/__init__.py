@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dpcount.experiments._framework import Comparison, ExperimentConfig, ExperimentResult
+from dpcount.experiments.dpbench import ranges_dpbench
 from dpcount.experiments.elders import elders_constants, elders_lowerbound
 from dpcount.experiments.ranges import ranges_all, ranges_levels, ranges_nodes, ranges_random
-from dpcount.experiments.ranges_dpbench import ranges_dpbench
 from dpcount.experiments.ranges_speed import cascade_speed, ranges_runtime
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]

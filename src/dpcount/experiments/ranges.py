@@ -94,7 +94,7 @@ def _sizes(config: ExperimentConfig) -> list[int]:
 
 def _draws(config: ExperimentConfig) -> int:
     """Monte Carlo draws for err_{W,∞} (the paper used 10 runs)."""
-    return 20 if config.quick else 100
+    return 80 if config.quick else 100
 
 
 def _z(mean: float, stderr: float, exact: float) -> float:

@@ -92,7 +92,7 @@ def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
     ours_k = list(range(3, 25 if config.quick else 27))
     # scipy factorizes the dense C_k (an O(n³) eigendecomposition) at every call. Its n
     # doubles until the next draw is predicted (8× the last: cubic) to exceed the time cap,
-    # or C_k itself would exceed the memory cap.
+    # or C_k itself would exceed the memory cap (always up to 2^7, for a slope).
     time_cap = 2.0 if config.quick else 300.0
     memory_cap = 1 << 30  # bytes of the dense C_k (8n²): n ≤ 2^13
     # ours: below 2^22 (32 MiB of output, the L3 cache here) fixed costs and cache effects
@@ -113,7 +113,7 @@ def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
         if 8 * n * n > memory_cap:
             stop_reason = f"the dense C_k at n=2^{k} would exceed {memory_cap / 2**30:g} GiB"
             break
-        if scipy_times and 8 * scipy_times[n // 2] > time_cap:
+        if n > 2**7 and 8 * scipy_times[n // 2] > time_cap:
             stop_reason = (
                 f"a draw at n=2^{k} is predicted to take {8 * scipy_times[n // 2]:.0f} s "
                 f"> the {time_cap:g} s cap"
@@ -133,7 +133,7 @@ def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
     slope = loglog_slope(big, [ours[n] for n in big])
     slope_all = loglog_slope(list(ours), list(ours.values()))
     s_ns = sorted(scipy_times)
-    s_fit = [n for n in s_ns if n >= 2**7][-4:] or s_ns[-2:]
+    s_fit = [n for n in s_ns if n >= 2**6][-4:]  # at least 2^6 and 2^7 (always run)
     scipy_slope = loglog_slope(s_fit, [scipy_times[n] for n in s_fit])
     coef = math.log(ours[big[-1]]) - slope * math.log(big[-1])
 
