@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dpcount.experiments._framework import Comparison, ExperimentConfig, ExperimentResult
+from dpcount.experiments.dpbench import ranges_dpbench
 from dpcount.experiments.elders import (
     elders_constants,
     elders_lowerbound,
@@ -19,45 +20,32 @@ from dpcount.experiments.elders import (
     elders_threshold,
 )
 from dpcount.experiments.fhu import fhu_cbnorm, fhu_error, fhu_snr, fhu_top1
+from dpcount.experiments.ranges import ranges_all, ranges_levels, ranges_nodes, ranges_random
+from dpcount.experiments.ranges_speed import cascade_speed, ranges_runtime
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]
 
-_ORDER = (
-    "elders-constants",
-    "elders-mse",
-    "elders-threshold",
-    "elders-ratio",
-    "elders-lowerbound",
-    "cascade-speed",
-    "ranges-all",
-    "ranges-levels",
-    "ranges-nodes",
-    "ranges-random",
-    "ranges-runtime",
-    "ranges-dpbench",
-    "fhu-error",
-    "fhu-snr",
-    "fhu-top1",
-    "fhu-cbnorm",
-)
-
-_REGISTERED: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
+#: experiment name -> function, in the order of issue #6
+EXPERIMENTS: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
     # count-on-your-elders
     "elders-constants": elders_constants,
     "elders-mse": elders_mse,
     "elders-threshold": elders_threshold,
     "elders-ratio": elders_ratio,
     "elders-lowerbound": elders_lowerbound,
+    # correlated-input-perturbation
+    "cascade-speed": cascade_speed,
+    "ranges-all": ranges_all,
+    "ranges-levels": ranges_levels,
+    "ranges-nodes": ranges_nodes,
+    "ranges-random": ranges_random,
+    "ranges-runtime": ranges_runtime,
+    "ranges-dpbench": ranges_dpbench,
     # constant-matters
     "fhu-error": fhu_error,
     "fhu-snr": fhu_snr,
     "fhu-top1": fhu_top1,
     "fhu-cbnorm": fhu_cbnorm,
-}
-
-#: experiment name -> function, in the order of issue #6
-EXPERIMENTS: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
-    name: _REGISTERED[name] for name in _ORDER if name in _REGISTERED
 }
 
 
