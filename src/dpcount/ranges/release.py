@@ -17,7 +17,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtri
 
-from dpcount._validate import check_index_array, check_probability
+from dpcount._validate import (
+    as_array,
+    check_index_array,
+    check_probability,
+    check_real_array,
+    check_real_dtype,
+)
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.ranges._models import KroneckerModel, NoiseModel
 
@@ -46,7 +52,7 @@ def range_bounds(lo: Any, hi: Any, shape: tuple[int, ...]) -> tuple[IntArray, ..
         a, b = np.broadcast_arrays(a, b)
         _check_order(a, b, "lo", "hi")
         return a, b + 1
-    lo_arr, hi_arr = np.asarray(lo), np.asarray(hi)
+    lo_arr, hi_arr = as_array("lo", lo), as_array("hi", hi)
     for name, arr in (("lo", lo_arr), ("hi", hi_arr)):
         if arr.ndim == 0 or arr.shape[-1] != 2:
             raise ValueError(
@@ -190,9 +196,7 @@ class HistogramRelease(RangeAnswers):
 def check_weights(weights: Any, shape: tuple[int, ...]) -> FloatArray:
     if len(shape) != 1:
         raise ValueError("dense workloads are supported for 1-D releases only")
-    w = np.asarray(weights, dtype=np.float64)
+    w = check_real_dtype("weights", as_array("weights", weights))
     if w.ndim != 2 or w.shape[1] != shape[0]:
         raise ValueError(f"weights must have shape (queries, {shape[0]}), got shape {w.shape}")
-    if not np.isfinite(w).all():
-        raise ValueError("weights must be finite")
-    return w
+    return check_real_array("weights", w, allow_empty=True)
