@@ -148,15 +148,24 @@ def bad_nonnegative_real() -> st.SearchStrategy[Bad]:
     return st.one_of(values.map(lambda v: (v, ValueError)), wrong_type())
 
 
-def bad_probability(*, allow_none: bool = False) -> st.SearchStrategy[Bad]:
-    """Refused as a δ: outside the open interval (0, 1), non-finite, wrong types."""
+def bad_probability(
+    *, allow_none: bool = False, none_exc: type[Exception] = TypeError
+) -> st.SearchStrategy[Bad]:
+    """Refused as a δ: outside the open interval (0, 1), non-finite, wrong types.
+
+    ``none_exc``: the error for None when None is not allowed (ValueError where None is
+    a valid type but not for this noise, e.g. Gaussian noise without a delta).
+    """
     values = st.one_of(
         _non_finite(),
         st.sampled_from([0, 0.0, 1, 1.0, -1e-9, 1 + 1e-12, 2, np.float64(1.0)]),
         st.floats(max_value=0.0, allow_nan=False, allow_infinity=False),
         st.floats(min_value=1.0, allow_nan=False, allow_infinity=False),
     )
-    return st.one_of(values.map(lambda v: (v, ValueError)), wrong_type(allow_none=allow_none))
+    parts = [values.map(lambda v: (v, ValueError)), wrong_type(allow_none=True)]
+    if not allow_none:
+        parts.append(st.just((None, none_exc)))
+    return st.one_of(*parts)
 
 
 def bad_integer(minimum: int, *, maximum: int | None = None) -> st.SearchStrategy[Bad]:
@@ -240,3 +249,61 @@ def non_finite_array(
 def ragged(n: int) -> list[Any]:
     """A ragged nested list (numpy cannot make an array of it)."""
     return [[1.0, 2.0]] + [[1.0]] * max(n - 1, 1)
+
+
+# -- table-driven scalar cases ------------------------------------------------------------
+
+BadStrategy = Callable[[], st.SearchStrategy[Bad]]
+
+
+class ScalarCase:
+    """One public callable, a valid keyword set, and a bad-value strategy per parameter.
+
+    Args:
+        name: an id (the public name, e.g. ``"privacy.laplace_scale"``).
+        call: the callable, invoked with keyword arguments.
+        valid: keyword arguments for which ``call`` succeeds.
+        bad: parameter -> strategy of (bad value, expected exception type).
+        names: parameter -> regex(es) the message must contain (default: the parameter).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        call: Callable[..., Any],
+        valid: dict[str, Any],
+        bad: dict[str, st.SearchStrategy[Bad]],
+        names: dict[str, str | tuple[str, ...]] | None = None,
+    ) -> None:
+        self.name = name
+        self.call = call
+        self.valid = valid
+        self.bad = bad
+        self.names = names or {}
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def params(self) -> list[tuple[ScalarCase, str]]:
+        return [(self, p) for p in self.bad]
+
+    def check(self, param: str, value: Any, exc: type[Exception]) -> None:
+        """Calling with ``param=value`` (the rest valid) raises ``exc`` naming ``param``."""
+        kwargs = {**self.valid, param: value}
+        # ValueErrors about a scalar echo it (TypeErrors echo their value too, but
+        # containers and objects have unwieldy reprs).
+        scalar = isinstance(value, (int, float, np.integer, np.floating, str))
+        assert_rejects(
+            lambda: self.call(**kwargs),
+            exc,
+            self.names.get(param, re.escape(param)),
+            value=value,
+            echo=scalar,
+        )
+
+
+def case_params(cases: Iterable[ScalarCase]) -> list[Any]:
+    """pytest parameters ``(case, param)`` with readable ids."""
+    import pytest
+
+    return [pytest.param(c, p, id=f"{c.name}-{p}") for case in cases for c, p in case.params()]

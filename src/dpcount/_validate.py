@@ -43,6 +43,7 @@ __all__ = [
     "check_stream_array",
     "check_stream_step",
     "check_whole_number",
+    "vector_length",
 ]
 
 
@@ -543,7 +544,13 @@ def check_size(name: str, value: object) -> tuple[int, ...]:
 
 
 def check_instance(name: str, value: object, cls: type | tuple[type, ...], what: str) -> Any:
-    """``isinstance(value, cls)``, else TypeError naming ``what`` is expected."""
+    """``isinstance(value, cls)``, else TypeError naming ``what`` is expected.
+
+    A class is refused even when it structurally matches a Protocol (``ZeroNoise``
+    instead of ``ZeroNoise()``).
+    """
+    if isinstance(value, type):
+        raise TypeError(f"{name} must be {what}, got the class {value.__name__}: pass an instance")
     if not isinstance(value, cls):
         raise TypeError(f"{name} must be {what}, got {value!r} of type {type(value).__name__}")
     return value
@@ -562,3 +569,14 @@ def check_scale_in_range(name: str, value: float, *, inputs: str) -> float:
             "use a sensitivity and epsilon of reasonable magnitude"
         )
     return value
+
+
+def vector_length(name: str, value: Any) -> int | None:
+    """The length of a 1-D sequence/array step (a vector step), or None for anything else.
+
+    Ragged nested sequences raise ValueError naming ``name`` (numpy's own message does not).
+    """
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        return None
+    arr = as_array(name, value)
+    return int(arr.shape[0]) if arr.ndim == 1 else None

@@ -48,6 +48,7 @@ from dpcount._validate import (
     check_stream_array,
     check_stream_step,
     check_whole_number,
+    vector_length,
 )
 from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import NoiseSampler
@@ -309,8 +310,7 @@ class CountingStream:
         if type(x) is float and self._dim is None and math.isfinite(x):
             value: Any = x
         elif process is None:
-            is_vector = isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) == 1
-            value = check_stream_step("x", x, len(x) if is_vector else None)
+            value = check_stream_step("x", x, vector_length("x", x))
         else:
             value = check_stream_step("x", x, self._dim)
         if process is None:
@@ -323,8 +323,7 @@ class CountingStream:
         """``update`` for discrete noise: whole-number steps, integer sums."""
         process = self._process
         if process is None:
-            is_vector = isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) == 1
-            value = check_stream_step("x", x, len(x) if is_vector else None)
+            value = check_stream_step("x", x, vector_length("x", x))
         else:
             value = check_stream_step("x", x, self._dim)
         value = check_integral_step("x", value, offset=self._sum, already=self._t)

@@ -31,10 +31,16 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_choice, check_iterable, check_probability, check_real
+from dpcount._validate import (
+    check_choice,
+    check_integer,
+    check_iterable,
+    check_probability,
+    check_real,
+)
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.ranges._tree import BalancedTree
-from dpcount.ranges.cascade import _check_cascade_profile, level_profile, split_variances
+from dpcount.ranges.cascade import _check_cascade_profile, split_variances
 
 __all__ = [
     "CALIBRATIONS",
@@ -74,8 +80,14 @@ def depth_precisions(profile: Sequence[float]) -> tuple[float, ...]:
 
 def precision_diagonal(n: int, profile: Sequence[float]) -> NDArray[np.float64]:
     """diag(C⁻¹) for every leaf of the balanced tree over n leaves (O(n))."""
-    profile = level_profile(n, profile)
-    return np.asarray(depth_precisions(profile))[BalancedTree(n).leaf_depths()]
+    tree = BalancedTree(check_integer("n", n, ge=1))
+    prof = _check_cascade_profile("profile", profile)
+    if len(prof) != tree.depth + 1:
+        raise ValueError(
+            f"profile must have {tree.depth + 1} entries (depths 0..{tree.depth} of the "
+            f"balanced tree over n={n} leaves), got {len(prof)}"
+        )
+    return np.asarray(depth_precisions(prof))[tree.leaf_depths()]
 
 
 def precision_max_diag(profiles: Sequence[Sequence[float]]) -> float:
