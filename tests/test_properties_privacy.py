@@ -434,7 +434,7 @@ def test_valid_sizes_give_that_shape(sampler: Any, shape: tuple[int, ...]) -> No
     ],
 )
 def test_noise_buffer_and_is_secure_refuse_bad_objects(call: Any, exc: Any, name: str) -> None:
-    """Before: NoiseBuffer accepted anything and failed later (AttributeError, dim=0 ZeroDivision)."""
+    """Before: NoiseBuffer accepted anything, failing later (AttributeError, ZeroDivisionError)."""
     assert_rejects(call, exc, name)
 
 
