@@ -238,7 +238,7 @@ def _calibrate(noise: str) -> ScalarCase:
         {"epsilon": 1.0, "delta": 1e-6, "l1_sensitivity": 2.0, "l2_sensitivity": 1.0},
         {
             "epsilon": POS(),
-            "delta": PROB(allow_none=pure),
+            "delta": PROB(allow_none=pure, none_exc=ValueError),
             "l1_sensitivity": POS(),
             "l2_sensitivity": POS(),
         },

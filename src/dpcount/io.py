@@ -36,6 +36,16 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _without_bom(lines: Iterable[str]) -> Iterator[str]:
+    """The lines with a leading byte-order mark removed (before CSV parsing, so a quoted
+    first field stays quoted); lazy, so a live pipe still works."""
+    it = iter(lines)
+    for first in it:
+        yield first[1:] if first.startswith("\ufeff") else first
+        break
+    yield from it
+
+
 def csv_rows(lines: Iterable[str], source: str) -> Iterator[tuple[int, list[str]]]:
     """``(line_number, stripped cells)`` of every CSV record; blank records are skipped.
 
@@ -43,7 +53,7 @@ def csv_rows(lines: Iterable[str], source: str) -> Iterator[tuple[int, list[str]
     field over its size limit) and undecodable bytes raise :class:`CSVError` naming
     ``source`` and the line.
     """
-    reader = csv.reader(lines)
+    reader = csv.reader(_without_bom(lines))
     line_number = 0
     while True:
         try:
@@ -56,8 +66,6 @@ def csv_rows(lines: Iterable[str], source: str) -> Iterator[tuple[int, list[str]
             where = "near the start" if line_number == 0 else f"after line {line_number}"
             raise CSVError(f"{source}: not UTF-8 text ({where}): {err.reason}") from None
         line_number += 1
-        if line_number == 1 and row and row[0].startswith("\ufeff"):
-            row[0] = row[0][1:]
         cells = [c.strip() for c in row]
         if any(cells):
             yield line_number, cells
