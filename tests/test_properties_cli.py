@@ -268,6 +268,8 @@ EVENTS = "t,item\n0,a\n1,b\n2,a\n"
     [
         ("\ufefft,item\n0,c\n", [], r"line 2: item 'c' is not in the universe"),
         ("t,item\n0,a,extra\n", [], r"line 2: found 3 fields, the header has 2"),
+        ("t,item\n0\n", [], r"line 2: too few fields \(1\)"),
+        ('t,item\n"0,a"\n', [], r"line 2: too few fields \(1\)"),
         ("t,item\nx,a\n", [], r"line 2: could not read 'x' as a time"),
         ("t,item\nnan,a\n", [], r"line 2: time 'nan' is not finite"),
         ("t,item\n1e300,a\n", [], r"line 2: time 1e300 falls more than 1e\+12 steps"),

@@ -41,8 +41,17 @@ Shape = int | tuple[int, ...]
 
 
 def _check_sample_args(rng: object, size: object) -> None:
-    # Cheap (two isinstance checks per block of samples): a seed or a list here would
-    # otherwise fail deep inside numpy.
+    # A seed or a list here would otherwise fail deep inside numpy. Mechanisms call this
+    # once per block of samples, so the common case (a Generator and an int, or a tuple
+    # of ints) takes a fast path.
+    if type(rng) is np.random.Generator:
+        if type(size) is int:
+            if size >= 0:
+                return
+        elif type(size) is tuple and 1 <= len(size) <= 2:
+            first, last = size[0], size[-1]
+            if type(first) is int and type(last) is int and first >= 0 and last >= 0:
+                return
     check_generator("rng", rng)
     check_size("size", size)
 
@@ -192,7 +201,8 @@ class NoiseBuffer:
 
     def take(self, n: int) -> NDArray[np.float64]:
         """``n`` samples as an array of shape ``(n,)`` or ``(n, dim)``; buffered ones first."""
-        n = check_integer("n", n, ge=0)
+        if type(n) is not int or n < 0:  # fast path: called once per block by the streams
+            n = check_integer("n", n, ge=0)
         shape = self._shape(n)
         if n == 0:
             return np.zeros(shape)
