@@ -247,9 +247,14 @@ def test_count_stdin_errors_name_the_line(
     ],
 )
 def test_subcommand_errors_are_one_line(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    argv: list[str],
+    message: str,
 ) -> None:
     """Before: usage errors printed the usage block and raised SystemExit (no return value)."""
+    monkeypatch.chdir(tmp_path)  # were a check missing, nothing would be written here
     line = one_line_error(capsys, argv)
     assert re.search(message, line), line
 
@@ -399,13 +404,17 @@ def test_every_subcommand_has_bad_input_cases() -> None:
     assert set(SUBCOMMANDS) <= CLI_COVERED, set(SUBCOMMANDS) - CLI_COVERED
 
 
-def test_run_experiment_validates_its_arguments() -> None:
+def test_run_experiment_validates_its_arguments(tmp_path: Path) -> None:
+    """Before: a negative or fractional seed was passed on to the experiment."""
     from dpcount.experiments import run_experiment
 
-    assert_rejects(lambda: run_experiment("bogus"), ValueError, r"experiment must be one of")
-    assert_rejects(lambda: run_experiment("elders-constants", seed=-1), ValueError, r"seed")
-    assert_rejects(lambda: run_experiment("elders-constants", seed=1.5), TypeError, r"seed")  # type: ignore[arg-type]
-    assert_rejects(lambda: run_experiment("elders-constants", quick=1), TypeError, r"quick")  # type: ignore[arg-type]
+    def run(**kw: Any) -> Any:
+        return run_experiment(**{"name": "elders-constants", "quick": True, "out": tmp_path, **kw})
+
+    assert_rejects(lambda: run(name="bogus"), ValueError, r"experiment must be one of")
+    assert_rejects(lambda: run(seed=-1), ValueError, r"seed must be >= 0, got -1")
+    assert_rejects(lambda: run(seed=1.5), TypeError, r"seed must be an integer, got 1.5")
+    assert_rejects(lambda: run(quick=1), TypeError, r"quick must be a bool, got 1")
 
 
 # -- through a subprocess: what a user sees --------------------------------------------------
