@@ -97,7 +97,7 @@ def test_elders_mse(results: dict[str, ExperimentResult]) -> None:
     assert float(rows[("256", "pure", "input laplace")]["mse"]) == pytest.approx(257.0)
     key = r.key
     # The paper's asymptotic factors: Honaker Online / k = 19 → (1/2)/0.1236 = 4.05, smooth
-    # binary / binary → 4, smooth / k = 19 → 2.02; the exact ratios at T = 2^56 approach them.
+    # binary / binary → 4, smooth / k = 19 → 2.02; the exact ratios at T = 2^53 approach them.
     assert round(0.5 / offset_leading_constant(19), 1) == 4.0
     assert 3.6 < key["honaker_over_k19"] < 0.5 / offset_leading_constant(19)
     assert 3.0 < key["binary_over_smooth"] < 4.0

@@ -17,21 +17,33 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "MAX_EXACT_INTEGER",
+    "as_array",
     "check_array_in_range",
     "check_bool",
+    "check_callable",
     "check_choice",
     "check_data_array",
+    "check_exact_integers",
+    "check_generator",
     "check_index_array",
+    "check_instance",
     "check_integer",
     "check_integral_array",
     "check_integral_step",
+    "check_iterable",
     "check_probability",
     "check_real",
+    "check_real_array",
+    "check_real_dtype",
     "check_real_sequence",
+    "check_scale_in_range",
     "check_shape",
+    "check_size",
     "check_stream_array",
     "check_stream_step",
     "check_whole_number",
+    "vector_length",
 ]
 
 
@@ -129,7 +141,7 @@ def check_stream_array(
         TypeError: non-numeric data (strings, objects, complex).
         ValueError: wrong shape, empty, NaN/inf, or more steps than the horizon allows.
     """
-    arr = np.asarray(x)
+    arr = as_array(name, x)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.float64)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -156,6 +168,7 @@ def check_stream_array(
                 f"horizon {max_steps} ({already} already released)"
             )
         raise ValueError(f"{name} has {n} steps, more than the horizon {max_steps}")
+    check_exact_integers(name, arr, already=already)
     out = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(out).all():
         bad = np.argwhere(~np.isfinite(out))[0]
@@ -173,17 +186,22 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
             raise TypeError(
                 f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
             )
+        if isinstance(value, numbers.Integral) and abs(int(value)) > _MAX_EXACT_INT:
+            raise ValueError(
+                f"{name} must be an integer of magnitude <= 2^53 (exact in float64), got {value!r}"
+            )
         v = float(value)
         if not math.isfinite(v):
             raise ValueError(f"{name} must be finite, got {v!r}")
         return v
-    arr = np.asarray(value)
+    arr = as_array(name, value)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.float64)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
     if arr.shape != (dim,):
         raise ValueError(f"{name} must have shape ({dim},), got shape {arr.shape}")
+    check_exact_integers(name, arr, steps=False)
     out = arr.astype(np.float64)
     if not np.isfinite(out).all():
         raise ValueError(f"{name} must be finite, got {value!r}")
@@ -216,7 +234,7 @@ def check_array_in_range(
         ValueError: wrong shape, NaN/inf, or an entry outside ``[low, high]``
             (the message gives its index and value).
     """
-    arr = np.asarray(value)
+    arr = as_array(name, value)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.float64)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -253,15 +271,18 @@ def check_whole_number(name: str, value: float, *, reason: str) -> float:
 
 
 def check_integral_array(
-    name: str, arr: NDArray[np.float64], *, already: int = 0
+    name: str, arr: NDArray[np.float64], *, already: int = 0, offset: Any = 0
 ) -> NDArray[np.int64]:
     """Steps for integer (discrete) noise: whole numbers with magnitude ≤ 2^53, as int64.
 
     Integer noise added to fractional data would reveal the fractional part, so
-    fractional values are rejected, never rounded.
+    fractional values are rejected, never rounded. The running sums are int64, so
+    they must stay within ±2^62 (leaving room for the noise): ``offset`` is the
+    running sum before these steps (an int, or an int64 vector for vector steps).
 
     Raises:
-        ValueError: a value with a fractional part or beyond ±2^53 (message gives the step).
+        ValueError: a value with a fractional part or beyond ±2^53, or a running sum
+            beyond ±2^62 (message gives the step).
     """
     bad = (arr != np.floor(arr)) | (np.abs(arr) > _MAX_EXACT_INT)
     if bad.any():
@@ -272,19 +293,41 @@ def check_integral_array(
             f"(integer noise on fractional data reveals the fraction); "
             f"step {step} holds {float(arr[tuple(where)])!r}"
         )
+    _check_int64_sums(name, arr, already, offset)
     return arr.astype(np.int64)
 
 
-def check_integral_step(name: str, value: Any) -> Any:
+#: Largest |running sum| of integer steps (int64 holds 2^63 − 1; the rest is room for noise).
+_MAX_INT_SUM = 2**62
+
+
+def _check_int64_sums(name: str, arr: NDArray[np.float64], already: int, offset: Any) -> None:
+    # The running sums offset + x_1 + … + x_t (per coordinate) are never near 2^62 in
+    # practice (it takes 256 steps of 2^53), but an int64 overflow would wrap silently.
+    # The float64 sums are approximate; the factor-2 margin covers their rounding.
+    if not arr.size:
+        return
+    sums = np.asarray(offset, dtype=np.float64) + np.cumsum(arr, axis=0)
+    over = np.abs(sums) > _MAX_INT_SUM / 2.0
+    if over.any():
+        step = int(np.argwhere(over)[0][0]) + already + 1
+        raise ValueError(
+            f"{name}: the integer running sum may exceed 2^61 at step {step} "
+            "(int64 range for discrete noise); rescale the data"
+        )
+
+
+def check_integral_step(name: str, value: Any, *, offset: Any = 0, already: int = 0) -> Any:
     """One step for integer noise: an int (scalar) or an int64 vector; see check_integral_array."""
     if isinstance(value, np.ndarray):
-        return check_integral_array(name, value.reshape(1, -1))[0]
+        return check_integral_array(name, value.reshape(1, -1), already=already, offset=offset)[0]
     v = float(value)
     if not v.is_integer() or abs(v) > _MAX_EXACT_INT:
         raise ValueError(
             f"{name} must be a whole number of magnitude <= 2^53 for discrete noise "
             f"(integer noise on fractional data reveals the fraction), got {value!r}"
         )
+    _check_int64_sums(name, np.array([v]), already, offset)
     return int(v)
 
 
@@ -324,15 +367,17 @@ def check_data_array(name: str, x: Any, shape: tuple[int, ...]) -> NDArray[np.fl
 
     Raises:
         TypeError: non-numeric data.
-        ValueError: a different shape, or NaN/inf (the first bad index is echoed).
+        ValueError: a different shape, integers beyond 2^53, or NaN/inf (the first bad
+            index is echoed).
     """
-    arr = np.asarray(x)
+    arr = as_array(name, x)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.float64)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
     if arr.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
+    check_exact_integers(name, arr, steps=False)
     out = np.array(arr, dtype=np.float64)
     if not np.isfinite(out).all():
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
@@ -359,7 +404,7 @@ def check_index_array(
     """
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be integers, got {value!r}")
-    arr = np.asarray(value)
+    arr = as_array(name, value)
     if one_dimensional:
         if arr.size == 0:
             return np.zeros(0, dtype=np.int64)
@@ -376,3 +421,162 @@ def check_index_array(
             f"{name} must be integers in [0, {size}), got {int(out.ravel()[first])}{where}"
         )
     return out
+
+
+# -- helpers for the bad-input contract (appended; see README "Errors") -------------------
+
+#: Integers of larger magnitude are not all representable in float64: refused, never rounded.
+MAX_EXACT_INTEGER = _MAX_EXACT_INT
+
+
+def as_array(name: str, value: Any) -> NDArray[Any]:
+    """``np.asarray(value)`` with numpy's conversion errors re-raised naming ``name``.
+
+    Ragged nested sequences (which numpy refuses with an "inhomogeneous shape"
+    message) raise ValueError; objects numpy cannot convert at all raise TypeError.
+    """
+    try:
+        return np.asarray(value)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a rectangular array of numbers, got a ragged sequence {value!r:.80}"
+        ) from None
+    except TypeError as err:
+        raise TypeError(
+            f"{name} must be an array of real numbers, got {value!r:.80}: {err}"
+        ) from None
+
+
+def check_real_dtype(name: str, arr: NDArray[Any]) -> NDArray[Any]:
+    """Bools become float64; anything but integer/float dtypes raises TypeError."""
+    if arr.dtype == np.bool_:
+        return arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    return arr
+
+
+def check_exact_integers(
+    name: str, arr: NDArray[Any], *, already: int = 0, steps: bool = True
+) -> None:
+    """Integer data must convert to float64 exactly: magnitudes above 2^53 are refused.
+
+    Every computation path of dpcount works in float64 (or int64 after a float64
+    check), so an int64/uint64 value beyond 2^53 would be rounded silently.
+    """
+    if not np.issubdtype(arr.dtype, np.integer) or arr.size == 0:
+        return
+    info = np.iinfo(arr.dtype)
+    if info.max <= _MAX_EXACT_INT and info.min >= -_MAX_EXACT_INT:
+        return
+    big = (arr > _MAX_EXACT_INT) | (arr < -_MAX_EXACT_INT)
+    if big.any():
+        where = tuple(int(i) for i in np.argwhere(big)[0])
+        at = f"step {where[0] + already + 1}" if steps else f"index {where}"
+        raise ValueError(
+            f"{name} must hold integers of magnitude <= 2^53 (exact in float64); "
+            f"{at} holds {int(arr[where])}"
+        )
+
+
+def check_real_array(
+    name: str, value: Any, *, ndim: int | None = None, allow_empty: bool = False
+) -> NDArray[np.float64]:
+    """A finite real array (optionally of ``ndim`` dimensions), returned as a float64 copy.
+
+    Raises:
+        TypeError: non-numeric data.
+        ValueError: ragged input, the wrong number of dimensions, an empty array
+            (unless allowed), integers beyond 2^53, or NaN/inf (the first bad index is echoed).
+    """
+    arr = check_real_dtype(name, as_array(name, value))
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if arr.size == 0 and not allow_empty:
+        raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
+    check_exact_integers(name, arr, steps=False)
+    out = np.array(arr, dtype=np.float64)
+    if not np.isfinite(out).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise ValueError(f"{name} must be finite; index {bad} holds {float(out[bad])!r}")
+    return out
+
+
+def check_callable(name: str, value: object) -> Any:
+    """A callable (e.g. a user-supplied function)."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {value!r} of type {type(value).__name__}")
+    return value
+
+
+def check_iterable(name: str, value: object, *, allow_str: bool = False) -> list[Any]:
+    """An iterable (not a string unless ``allow_str``), returned as a list."""
+    if (isinstance(value, (str, bytes)) and not allow_str) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{name} must be an iterable (e.g. a list), got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    return list(value)
+
+
+def check_generator(name: str, value: object) -> np.random.Generator:
+    """A :class:`numpy.random.Generator` (where ``rng`` was normalized by the caller)."""
+    if not isinstance(value, np.random.Generator):
+        raise TypeError(
+            f"{name} must be a numpy.random.Generator, got {value!r} of type "
+            f"{type(value).__name__} (normalize seeds with dpcount.privacy.as_generator)"
+        )
+    return value
+
+
+def check_size(name: str, value: object) -> tuple[int, ...]:
+    """A sample size: a non-negative int or a tuple of non-negative ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims: tuple[object, ...] = (value,)
+    elif isinstance(value, tuple):
+        dims = value
+    else:
+        raise TypeError(
+            f"{name} must be an int or a tuple of ints, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    return tuple(check_integer(f"{name}[{i}]", d, ge=0) for i, d in enumerate(dims))
+
+
+def check_instance(name: str, value: object, cls: type | tuple[type, ...], what: str) -> Any:
+    """``isinstance(value, cls)``, else TypeError naming ``what`` is expected.
+
+    A class is refused even when it structurally matches a Protocol (``ZeroNoise``
+    instead of ``ZeroNoise()``).
+    """
+    if isinstance(value, type):
+        raise TypeError(f"{name} must be {what}, got the class {value.__name__}: pass an instance")
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be {what}, got {value!r} of type {type(value).__name__}")
+    return value
+
+
+def check_scale_in_range(name: str, value: float, *, inputs: str) -> float:
+    """A computed noise scale must be a positive finite float (no overflow/underflow).
+
+    Raises:
+        ValueError: the scale computed from ``inputs`` (e.g. ``"l1_sensitivity=1,
+            epsilon=1e-320"``) is 0 or infinite in float64.
+    """
+    if not (math.isfinite(value) and value > 0.0):
+        raise ValueError(
+            f"{inputs} give a {name} of {value!r}, outside the floating-point range; "
+            "use a sensitivity and epsilon of reasonable magnitude"
+        )
+    return value
+
+
+def vector_length(name: str, value: Any) -> int | None:
+    """The length of a 1-D sequence/array step (a vector step), or None for anything else.
+
+    Ragged nested sequences raise ValueError naming ``name`` (numpy's own message does not).
+    """
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        return None
+    arr = as_array(name, value)
+    return int(arr.shape[0]) if arr.ndim == 1 else None

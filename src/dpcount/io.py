@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["CSVError", "SeriesReader"]
+__all__ = ["CSVError", "SeriesReader", "csv_rows", "parse_number", "starts_like_number"]
 
 
 class CSVError(ValueError):
     """A malformed CSV input; the message names the line."""
+
+
+#: Integers beyond this magnitude are not exact in float64: refused, never rounded.
+_MAX_EXACT_INT = 2**53
+_INTEGER = re.compile(r"[+-]?\d+")
+#: A header cell must not look like the start of a number (a typo such as "12a" in the
+#: first row would otherwise be taken as a header and the row silently dropped).
+_NUMBER_START = re.compile(r"[+-]?\.?\d")
+
+
+def starts_like_number(text: str) -> bool:
+    """Whether ``text`` begins like a number (a digit, optionally after a sign or a point)."""
+    return _NUMBER_START.match(text) is not None
 
 
 def _is_number(text: str) -> bool:
@@ -20,6 +34,57 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _without_bom(lines: Iterable[str]) -> Iterator[str]:
+    """The lines with a leading byte-order mark removed (before CSV parsing, so a quoted
+    first field stays quoted); lazy, so a live pipe still works."""
+    it = iter(lines)
+    for first in it:
+        yield first[1:] if first.startswith("\ufeff") else first
+        break
+    yield from it
+
+
+def csv_rows(lines: Iterable[str], source: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line_number, stripped cells)`` of every CSV record; blank records are skipped.
+
+    A UTF-8 byte-order mark at the start is dropped. Errors of the csv module (e.g. a
+    field over its size limit) and undecodable bytes raise :class:`CSVError` naming
+    ``source`` and the line.
+    """
+    reader = csv.reader(_without_bom(lines))
+    line_number = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise CSVError(f"{source}: line {line_number + 1}: malformed CSV ({err})") from None
+        except UnicodeDecodeError as err:
+            where = "near the start" if line_number == 0 else f"after line {line_number}"
+            raise CSVError(f"{source}: not UTF-8 text ({where}): {err.reason}") from None
+        line_number += 1
+        cells = [c.strip() for c in row]
+        if any(cells):
+            yield line_number, cells
+
+
+def parse_number(text: str, *, where: str, label: str) -> float:
+    """A finite float from a CSV cell; integers beyond 2^53 (inexact in float64) are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise CSVError(f"{where}: could not read {text!r} as a number (column {label!r})") from None
+    if not math.isfinite(value):
+        raise CSVError(f"{where}: value {text!r} is not finite")
+    if _INTEGER.fullmatch(text) and abs(int(text)) > _MAX_EXACT_INT:
+        raise CSVError(
+            f"{where}: integer {text} is beyond 2^53 and cannot be represented exactly "
+            f"(column {label!r})"
+        )
+    return value
 
 
 @dataclass
@@ -31,11 +96,13 @@ class SeriesReader:
             line at a time, so a live pipe works.
         column: a header name; if given, the first non-blank line must be a header
             holding it. If None, the input must have a single column, and a first
-            line that is not a number is taken as its header.
+            line that is not a number is taken as its header (unless it starts like
+            a number, e.g. ``12a``: that is an error, not a header).
         source: the input's name for messages.
 
-    Blank lines are skipped. Every other value must be a finite number; anything
-    else raises :class:`CSVError` naming the line, the column and the text.
+    Blank lines and a UTF-8 byte-order mark are skipped. Every other value must be a
+    finite number (integers of magnitude at most 2^53); anything else raises
+    :class:`CSVError` naming the line, the column and the text.
     """
 
     lines: Iterable[str]
@@ -44,45 +111,31 @@ class SeriesReader:
 
     def __iter__(self) -> Iterator[tuple[int, float]]:
         index, label, first = 0, self.column or "1", True
-        for line_number, row in enumerate(csv.reader(self.lines), start=1):
-            cells = [c.strip() for c in row]
-            if not any(cells):
-                continue
+        for line_number, cells in csv_rows(self.lines, self.source):
+            where = f"{self.source}: line {line_number}"
             if first:
                 first = False
                 if self.column is not None:
                     if self.column not in cells:
                         raise CSVError(
-                            f"{self.source}: line {line_number}: no column named {self.column!r} "
-                            f"in header {cells}"
+                            f"{where}: no column named {self.column!r} in header {cells}"
                         )
                     index = cells.index(self.column)
                     continue
                 if len(cells) != 1:
-                    raise CSVError(
-                        f"{self.source}: line {line_number}: found {len(cells)} columns; "
-                        "choose one with --column"
-                    )
+                    raise CSVError(f"{where}: found {len(cells)} columns; choose one with --column")
                 if not _is_number(cells[0]):
+                    if starts_like_number(cells[0]):
+                        raise CSVError(
+                            f"{where}: could not read {cells[0]!r} as a number (a header must "
+                            "not start like a number)"
+                        )
                     label = cells[0]
                     continue
             if self.column is None and len(cells) != 1:
-                raise CSVError(
-                    f"{self.source}: line {line_number}: found {len(cells)} fields, expected 1"
-                )
+                raise CSVError(f"{where}: found {len(cells)} fields, expected 1")
             if index >= len(cells):
                 raise CSVError(
-                    f"{self.source}: line {line_number}: no field for column {label!r} "
-                    f"(found {len(cells)} fields)"
+                    f"{where}: no field for column {label!r} (found {len(cells)} fields)"
                 )
-            text = cells[index]
-            try:
-                value = float(text)
-            except ValueError:
-                raise CSVError(
-                    f"{self.source}: line {line_number}: could not read {text!r} as a number "
-                    f"(column {label!r})"
-                ) from None
-            if not math.isfinite(value):
-                raise CSVError(f"{self.source}: line {line_number}: value {text!r} is not finite")
-            yield line_number, value
+            yield line_number, parse_number(cells[index], where=where, label=label)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dpcount._cli.common import add_privacy_arguments, err_console, open_output, positive_float
+from dpcount._validate import check_real
 from dpcount.apps import ContinualHistogram
 from dpcount.counting.registry import MECHANISMS
-from dpcount.io import CSVError
+from dpcount.io import CSVError, csv_rows
 
 HELP = (
     "release a private histogram of CSV events after every time step "
@@ -22,6 +22,8 @@ HELP = (
 
 #: steps released per call to the histogram (bounds memory at CHUNK × universe floats)
 _CHUNK = 512
+#: events more steps than this after --start are refused (each step is an output row)
+_MAX_STEPS = 1e12
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -118,12 +120,8 @@ def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
     b, m = args.max_items_per_step, args.max_count_per_item
     out = _Events()
     with open(args.input, encoding="utf-8", newline="") as fh:
-        rows: Iterator[list[str]] = csv.reader(fh)
         header: list[str] | None = None
-        for line_number, row in enumerate(rows, start=1):
-            cells = [c.strip() for c in row]
-            if not any(cells):
-                continue
+        for line_number, cells in csv_rows(fh, args.input):
             if header is None:
                 header = cells
                 for col in (args.time_column, args.item_column):
@@ -136,6 +134,11 @@ def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
                 continue
             if max(t_col, i_col) >= len(cells):
                 raise CSVError(f"{args.input}: line {line_number}: too few fields ({len(cells)})")
+            if len(cells) > len(header):
+                raise CSVError(
+                    f"{args.input}: line {line_number}: found {len(cells)} fields, the header "
+                    f"has {len(header)}"
+                )
             try:
                 time = float(cells[t_col])
             except ValueError:
@@ -151,7 +154,13 @@ def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
                     f"{args.input}: line {line_number}: time {cells[t_col]} is before --start "
                     f"{args.start:g}"
                 )
-            step = math.floor((time - args.start) / args.step_width) + 1
+            offset = (time - args.start) / args.step_width
+            if not offset < _MAX_STEPS:
+                raise CSVError(
+                    f"{args.input}: line {line_number}: time {cells[t_col]} falls more than "
+                    f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width:g} after --start"
+                )
+            step = math.floor(offset) + 1
             if args.horizon is not None and step > args.horizon:
                 raise CSVError(
                     f"{args.input}: line {line_number}: time {cells[t_col]} falls in step {step}, "
@@ -189,6 +198,8 @@ def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_real("--step-width", args.step_width, gt=0)
+    check_real("--start", args.start)
     items = _universe(args.items)
     index = {label: i for i, label in enumerate(items)}
     if args.horizon is not None and args.horizon < 1:

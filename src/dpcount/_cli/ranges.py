@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import math
+import pickle
 import sys
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._cli.common import err_console, open_output, positive_float
-from dpcount.io import CSVError, SeriesReader
+from dpcount._validate import check_probability
+from dpcount.io import CSVError, SeriesReader, csv_rows, starts_like_number
 from dpcount.ranges import (
     MECHANISMS,
     CorrelatedPerturbation,
@@ -22,6 +23,7 @@ from dpcount.ranges import (
     total_squared_error,
     worst_case_expected_error,
 )
+from dpcount.ranges.release import range_bounds
 
 HELP = "release a private histogram (1-D or 2-D) and answer range queries with exact error bars"
 
@@ -65,7 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def read_histogram(path: str, column: str | None) -> NDArray[np.float64]:
     if path.endswith(".npy"):
-        data = np.load(path, allow_pickle=False)
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (ValueError, EOFError, pickle.UnpicklingError) as err:
+            # numpy's messages name neither the file nor the problem (e.g. "pickled data"
+            # for a text file), so say what was expected.
+            raise ValueError(f"{path}: not a .npy file of numbers ({err})") from None
         if data.ndim not in (1, 2) or data.size == 0:
             raise ValueError(
                 f"{path}: expected a non-empty 1-D or 2-D array, got shape {data.shape}"
@@ -83,20 +90,25 @@ def read_queries(path: str, ndim: int) -> tuple[NDArray[np.int64], NDArray[np.in
     width = 2 if ndim == 1 else 4
     rows: list[list[int]] = []
     with open(path, encoding="utf-8", newline="") as fh:
-        for line, row in enumerate(csv.reader(fh), start=1):
-            cells = [c.strip() for c in row]
-            if not any(cells):
-                continue
-            if not rows and not _is_int(cells[0]):
-                continue  # header
+        first = True
+        for line, cells in csv_rows(fh, path):
+            if first:
+                first = False
+                # Only the first line may be a header, and only if it cannot be a query
+                # (a malformed first query such as "1.5,3" is an error, not a header).
+                if not any(starts_like_number(c) for c in cells):
+                    continue
             if len(cells) != width:
                 raise CSVError(f"{path}: line {line}: expected {width} fields, found {len(cells)}")
             try:
-                rows.append([int(c) for c in cells])
+                bounds = [int(c) for c in cells]
             except ValueError:
                 raise CSVError(
                     f"{path}: line {line}: bounds must be integers, got {cells}"
                 ) from None
+            if any(abs(b) >= 2**63 for b in bounds):
+                raise CSVError(f"{path}: line {line}: bounds out of range, got {cells}")
+            rows.append(bounds)
     if not rows:
         raise ValueError(f"{path}: no queries")
     table = np.asarray(rows, dtype=np.int64)
@@ -105,21 +117,16 @@ def read_queries(path: str, ndim: int) -> tuple[NDArray[np.int64], NDArray[np.in
     return table[:, 0:2], table[:, 2:4]
 
 
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
+    check_probability("level", args.level)
     x = read_histogram(args.input, args.column)
     mech = build_mechanism(
         args.mechanism, x.shape, args.epsilon, args.delta, args.calibration, rng=args.seed
     )
-    release = mech.release(x)
     queries = read_queries(args.queries, x.ndim) if args.queries is not None else None
+    if queries is not None:
+        range_bounds(*queries, x.shape)  # bad bounds are refused before anything is released
+    release = mech.release(x)
     _write_histogram(args.output, release, mech)
     if queries is not None:
         lo, hi = queries

@@ -6,7 +6,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dpcount._validate import check_choice, check_integer
+from dpcount._validate import (
+    check_bool,
+    check_choice,
+    check_instance,
+    check_integer,
+    check_iterable,
+)
 from dpcount.analysis.tails import linf_bound
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.tree import KaryTree
@@ -42,7 +48,14 @@ def max_digit_l1_norm(system: DigitSystem, horizon: int, h: int) -> int:
     part must itself be a positive number, whose best is high + (i − 1)·M; a
     negative prefix gives t ≤ 0.
     """
+    check_instance("system", system, DigitSystem, "a DigitSystem")
     T = check_integer("horizon", horizon, ge=1)
+    h = check_integer("h", h, ge=1)
+    if system.capacity(h) < T:
+        raise ValueError(
+            f"h must be at least {system.height(T)} for horizon {T} with k={system.k} "
+            f"(digits in [{system.low}, {system.high}]), got {h}"
+        )
     k, low, high = system.k, system.low, system.high
     free = max(-low, high)
     digits = system.digits(T, h)
@@ -62,6 +75,7 @@ def max_digit_l1_norm(system: DigitSystem, horizon: int, h: int) -> int:
 
 def tree_max_variance(mechanism: KaryTree) -> float:
     """Exact largest per-step variance of a k-ary tree, O(h·k) (no O(T) array)."""
+    check_instance("mechanism", mechanism, KaryTree, "a KaryTree (or BinaryTree)")
     nodes = max_digit_l1_norm(mechanism.digit_system, mechanism.horizon, mechanism.height)
     return mechanism.sampler.variance * nodes
 
@@ -94,10 +108,10 @@ def best_k(
     """
     horizon = check_integer("horizon", horizon, ge=1)
     check_choice("metric", metric, TREE_METRICS)
-    options = (False, True) if subtract is None else (subtract,)
+    options = (False, True) if subtract is None else (check_bool("subtract", subtract),)
     best: TreeChoice | None = None
     best_score = math.inf
-    for k in k_values:
+    for k in check_iterable("k_values", k_values):
         check_integer("k", k, ge=2)
         for sub in options:
             if k == 2 and sub and False in options:

@@ -16,7 +16,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dpcount._validate import check_choice, check_integer, check_probability, check_real
+from dpcount._validate import (
+    check_choice,
+    check_integer,
+    check_iterable,
+    check_probability,
+    check_real,
+)
 from dpcount.analysis.advisor import TREE_METRICS, best_k, tree_max_variance
 from dpcount.analysis.tails import linf_bound
 from dpcount.counting.base import CountingMechanism
@@ -225,7 +231,7 @@ def compare(
             )
         )
 
-    ks_all = [check_integer("k", k, ge=2) for k in k_values]
+    ks_all = [check_integer("k", k, ge=2) for k in check_iterable("k_values", k_values)]
     for noise in noises:
         for sub in (True, False):
             ks = [k for k in ks_all if k >= 3] if sub else ks_all  # k = 2 with subtraction = binary

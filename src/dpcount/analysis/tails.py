@@ -8,16 +8,13 @@ probability ≥ 1 − β by a union bound over the T steps and both signs.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from scipy.special import ndtri
 
-from dpcount._validate import check_integer, check_real
+from dpcount._validate import check_instance, check_integer, check_real
+from dpcount.counting.base import CountingMechanism
 from dpcount.counting.tree import KaryTree
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise
-
-if TYPE_CHECKING:
-    from dpcount.counting.base import CountingMechanism
 
 __all__ = ["gaussian_linf_bound", "laplace_linf_bound", "linf_bound"]
 
@@ -101,11 +98,16 @@ def linf_bound(
             ``with_sampler(ZeroNoise())``), or Laplace noise on a mechanism whose
             largest coefficient is unknown.
     """
+    check_instance("mechanism", mechanism, CountingMechanism, "a CountingMechanism")
     sampler = mechanism.sampler
     T = mechanism.horizon
     if not isinstance(sampler, (GaussianNoise, LaplaceNoise)):
         raise ValueError(f"linf bounds need Gaussian or Laplace noise, got sampler {sampler!r}")
-    v = mechanism.max_variance() if max_variance is None else max_variance
+    v = (
+        mechanism.max_variance()
+        if max_variance is None
+        else check_real("max_variance", max_variance, gt=0)
+    )
     if isinstance(sampler, GaussianNoise):
         return gaussian_linf_bound(v, T, beta)
     a_max = getattr(mechanism, "max_noise_coefficient", None)

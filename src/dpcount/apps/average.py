@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_array_in_range, check_bool, check_real
+from dpcount._validate import (
+    as_array,
+    check_array_in_range,
+    check_bool,
+    check_real,
+    check_real_dtype,
+)
 from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
 from dpcount.privacy.rng import RNGLike
 
@@ -108,7 +114,7 @@ class RunningAverage(AppBase):
 
     def _values(self, values: Any, name: str) -> NDArray[np.float64]:
         if self.clip:
-            arr = np.asarray(values, dtype=np.float64)
+            arr = np.asarray(check_real_dtype(name, as_array(name, values)), dtype=np.float64)
             if not np.isfinite(arr).all():
                 raise ValueError(f"{name} must be finite (clip=True clips only finite values)")
             return np.clip(arr, self.lower, self.upper)

@@ -47,10 +47,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import (
+    as_array,
     check_array_in_range,
     check_choice,
     check_index_array,
     check_integer,
+    check_iterable,
     check_real,
 )
 from dpcount.apps._common import (
@@ -82,7 +84,7 @@ def _check_vertex(name: str, value: object, n: int) -> int:
 
 
 def _vertex_set(name: str, value: Any, n: int) -> NDArray[np.int64]:
-    arr = check_index_array(name, list(value), n, one_dimensional=True)
+    arr = check_index_array(name, check_iterable(name, value), n, one_dimensional=True)
     if arr.size == 0:
         raise ValueError(f"{name} must contain at least one vertex, got none")
     if np.unique(arr).size != arr.size:
@@ -200,7 +202,7 @@ class SyntheticGraph(AppBase):
         """The weight-increment vector of one update given as (u, v, weight) triples."""
         x = np.zeros(self.n_pairs)
         seen: set[int] = set()
-        for position, edge in enumerate(edges):
+        for position, edge in enumerate(check_iterable("edges", edges)):
             if not isinstance(edge, (tuple, list)) or len(edge) != 3:
                 raise TypeError(f"edges[{position}] must be a (u, v, weight) triple, got {edge!r}")
             u, v, w = edge
@@ -425,7 +427,7 @@ class SimpleGraph:
         out: list[tuple[int, int]] = []
         new: set[tuple[int, int]] = set()
         extra: dict[int, int] = {}
-        for position, edge in enumerate(edges):
+        for position, edge in enumerate(check_iterable("edges", edges)):
             if not isinstance(edge, (tuple, list)) or len(edge) != 2:
                 raise TypeError(f"edges[{position}] must be a (u, v) pair, got {edge!r}")
             u, v = _check_vertex("u", edge[0], n), _check_vertex("v", edge[1], n)
@@ -566,7 +568,7 @@ class GraphStatistic(AppBase):
         return self._stream.step
 
     def _evaluate(self, graph: SimpleGraph, dim: int | None, *, first: bool = False) -> Any:
-        value = np.asarray(self.function(graph))
+        value = as_array("function", self.function(graph))
         if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
             raise TypeError(f"function must return real numbers, got dtype {value.dtype}")
         if value.ndim > 1:

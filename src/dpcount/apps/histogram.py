@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_index_array, check_integer, check_real
+from dpcount._validate import (
+    as_array,
+    check_index_array,
+    check_integer,
+    check_iterable,
+    check_real,
+    check_real_array,
+    check_real_dtype,
+)
 from dpcount.apps._common import (
     AppBase,
     MechanismChoice,
@@ -83,9 +91,10 @@ def top1_counts(histograms: Any) -> NDArray[np.float64]:
     Returns:
         shape ``(steps,)``: ``max_j histograms[t, j]``.
     """
-    arr = np.asarray(histograms, dtype=np.float64)
+    arr = check_real_dtype("histograms", as_array("histograms", histograms))
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ValueError(f"histograms must have shape (steps, u) with u >= 1, got {arr.shape}")
+    arr = check_real_array("histograms", arr, allow_empty=True)
     top: NDArray[np.float64] = arr.max(axis=1)
     return top
 
@@ -219,8 +228,10 @@ class ContinualHistogram(AppBase):
     ) -> NDArray[np.int64]:
         """The step vector x_t for item lists (validated as in :meth:`update`)."""
         u = self.universe_size
-        ins = check_index_array("items", list(items), u, one_dimensional=True)
-        rem = check_index_array("removed", list(removed), u, one_dimensional=True)
+        ins = check_index_array("items", check_iterable("items", items), u, one_dimensional=True)
+        rem = check_index_array(
+            "removed", check_iterable("removed", removed), u, one_dimensional=True
+        )
         both = np.intersect1d(ins, rem)
         if both.size:
             raise ValueError(
@@ -235,11 +246,13 @@ class ContinualHistogram(AppBase):
         """Per-step bounds: |x[j]| ≤ m and ‖x‖₁ ≤ b for every row."""
         b, m = self.max_items_per_step, self.max_count_per_item
         # Without removals (the common case) x is its own magnitude: no temporary array.
-        magnitude = x if x.min() >= 0 else np.abs(x)
-        too_many = magnitude.max(axis=1) > m
+        # With removals, bound x before taking np.abs (|int64 min| overflows to itself).
+        over = None if x.min() >= 0 else (x > m) | (x < -m)
+        magnitude = x if over is None or over.any() else np.abs(x)
+        too_many = magnitude.max(axis=1) > m if over is None else over.any(axis=1)
         if too_many.any():
             i = int(np.argmax(too_many))
-            j = int(np.argmax(magnitude[i]))
+            j = int(np.argmax(magnitude[i] if over is None else over[i]))
             raise ValueError(
                 f"{name}: step {self.step + i + 1} changes item {j} by {int(x[i, j])}, more than "
                 f"max_count_per_item={m}"
@@ -253,7 +266,7 @@ class ContinualHistogram(AppBase):
             )
 
     def _check_vectors(self, x: Any, name: str) -> NDArray[np.int64]:
-        arr = np.asarray(x)
+        arr = as_array(name, x)
         if arr.ndim != 2 or arr.shape[1] != self.universe_size:
             want = f"({self.universe_size},)" if name == "x" else f"(steps, {self.universe_size})"
             shape = arr.shape[1:] if name == "x" else arr.shape
@@ -269,9 +282,8 @@ class ContinualHistogram(AppBase):
                 )
         elif not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"{name} must hold integer counts, got dtype {arr.dtype}")
-        arr = arr.astype(np.int64, copy=False)
-        self._check_rows(arr, name)
-        return arr
+        self._check_rows(arr, name)  # before the cast: huge values would wrap in int64
+        return arr.astype(np.int64, copy=False)
 
     def _check_nonnegative(self, x: NDArray[np.int64]) -> None:
         if x.min() >= 0:  # insertions only: true counts stay >= 0
@@ -294,7 +306,7 @@ class ContinualHistogram(AppBase):
 
     def update_vector(self, x: Any) -> NDArray[np.float64]:
         """Add one step given as an integer vector of length u (entries in [−m, m])."""
-        arr = np.asarray(x)
+        arr = as_array("x", x)
         if arr.ndim != 1:
             raise ValueError(f"x must have shape ({self.universe_size},), got shape {arr.shape}")
         rows = self._check_vectors(arr[None, :], "x")

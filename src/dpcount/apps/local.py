@@ -37,7 +37,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_array_in_range, check_integer, check_real
+from dpcount._validate import (
+    as_array,
+    check_array_in_range,
+    check_callable,
+    check_integer,
+    check_real,
+    check_real_array,
+)
 from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
 from dpcount.privacy.rng import RNGLike, as_generator
 
@@ -175,7 +182,7 @@ class LocalMedianProtocol(AppBase):
         return released[:, :c].T.copy(), released[:, c:].T.copy()
 
     def _check_buckets(self, bucket_indices: Any) -> NDArray[np.int64]:
-        arr = np.asarray(bucket_indices)
+        arr = as_array("bucket_indices", bucket_indices)
         if arr.ndim != 1 or arr.size == 0:
             raise ValueError(f"bucket_indices must be a non-empty 1-D array, got shape {arr.shape}")
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
@@ -256,7 +263,7 @@ def local_median(
         >>> result.buckets, 0.0 <= result.estimate <= 1.0
         (100, True)
     """
-    n = np.size(data)
+    n = as_array("data", data).size
     if n == 0:
         raise ValueError("data must contain at least one value, got none")
     return LocalMedianProtocol(n, epsilon, delta, **options).run(data)
@@ -276,7 +283,8 @@ def smith_randomizer_buckets(
     and d of shape (n, 1) and must return shape (n, w − 1), values in [−1, 1],
     non-decreasing along theta (a convex 1-Lipschitz loss).
     """
-    d = np.asarray(data, dtype=np.float64)
+    check_callable("gradient", gradient)
+    d = check_real_array("data", data, allow_empty=True)
     if d.ndim != 1 or d.size == 0:
         raise ValueError(f"data must be a non-empty 1-D array, got shape {d.shape}")
     w = check_integer("buckets", buckets, ge=1)
@@ -335,8 +343,9 @@ def local_risk_minimization(
         >>> result.buckets, result.objective.shape
         (100, (101,))
     """
+    check_callable("gradient", gradient)
     gen = as_generator(rng)
-    d = np.asarray(data, dtype=np.float64)
+    d = check_real_array("data", data, allow_empty=True)
     n = d.size
     if n == 0:
         raise ValueError("data must contain at least one value, got none")

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_integer
+from dpcount._validate import check_integer, check_iterable
 from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
 from dpcount.counting.base import CountingStream
 from dpcount.privacy.rng import RNGLike
@@ -296,7 +296,7 @@ class _TextApp(AppBase):
 
     def update_many(self, letters: Iterable[Hashable]) -> NDArray[np.float64]:
         """Add several letters (e.g. a string); return the private counts after each."""
-        codes = [self._words.letter(x) for x in letters]
+        codes = [self._words.letter(x) for x in check_iterable("letters", letters, allow_str=True)]
         if not codes:
             raise ValueError("letters must contain at least one letter, got none")
         self._check_horizon(len(codes))

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import (
+    check_instance,
     check_integer,
     check_integral_array,
     check_integral_step,
@@ -48,12 +49,16 @@ from dpcount._validate import (
     check_stream_array,
     check_stream_step,
     check_whole_number,
+    vector_length,
 )
 from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 
 __all__ = ["NEIGHBOURING", "CountingMechanism", "CountingStream", "NoiseProcess"]
+
+#: Largest horizon: step counts and digit arithmetic stay exact in float64/int64.
+MAX_HORIZON = 2**53
 
 NEIGHBOURING = (
     "event-level: streams differ at one step by at most step_sensitivity "
@@ -121,7 +126,7 @@ class CountingMechanism(ABC):
         step_sensitivity: float,
         step_l2_sensitivity: float | None = None,
     ) -> None:
-        self.horizon = check_integer("horizon", horizon, ge=1)
+        self.horizon = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         self.step_sensitivity = check_real("step_sensitivity", step_sensitivity, gt=0)
         self.step_l2_sensitivity = (
             self.step_sensitivity
@@ -279,6 +284,7 @@ class CountingMechanism(ABC):
         For testing the structure; the copy carries no privacy guarantee
         (``privacy`` is None).
         """
+        check_instance("sampler", sampler, NoiseSampler, "a NoiseSampler (e.g. ZeroNoise())")
         clone = copy.copy(self)
         clone.sampler = sampler
         clone.privacy = None
@@ -369,8 +375,7 @@ class CountingStream:
         if type(x) is float and self._dim is None and math.isfinite(x):
             value: Any = x
         elif process is None:
-            is_vector = isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) == 1
-            value = check_stream_step("x", x, len(x) if is_vector else None)
+            value = check_stream_step("x", x, vector_length("x", x))
         else:
             value = check_stream_step("x", x, self._dim)
         if process is None:
@@ -383,11 +388,10 @@ class CountingStream:
         """``update`` for discrete noise: whole-number steps, integer sums."""
         process = self._process
         if process is None:
-            is_vector = isinstance(x, (list, tuple, np.ndarray)) and np.ndim(x) == 1
-            value = check_stream_step("x", x, len(x) if is_vector else None)
+            value = check_stream_step("x", x, vector_length("x", x))
         else:
             value = check_stream_step("x", x, self._dim)
-        value = check_integral_step("x", value)
+        value = check_integral_step("x", value, offset=self._sum, already=self._t)
         if process is None:
             process = self._start(None if np.ndim(value) == 0 else len(value))
         self._sum = self._sum + value
@@ -410,7 +414,9 @@ class CountingStream:
                 "xs", xs, max_steps=self.horizon, dim=self._dim, already=self._t
             )
         if self._integer:
-            isums = np.cumsum(check_integral_array("xs", arr, already=self._t), axis=0)
+            isums = np.cumsum(
+                check_integral_array("xs", arr, already=self._t, offset=self._sum), axis=0
+            )
             isums += self._sum
             self._sum = isums[-1].copy() if self._dim is not None else int(isums[-1])
             self._t += arr.shape[0]

@@ -335,6 +335,18 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def _check_path(path: object) -> str:
+    """A checkpoint path: a str or os.PathLike naming a file (not bytes, not empty)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path must be a str or os.PathLike, got {path!r} of type {type(path).__name__}"
+        )
+    name = os.fspath(path)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"path must name a file, got {path!r}")
+    return name
+
+
 def write_atomic(path: str | os.PathLike[str], pieces: list[bytes]) -> None:
     """Write ``pieces`` to ``path`` atomically: ``<path>.tmp`` (mode 0600) in the same
     folder, flush and fsync, :func:`os.replace`, fsync the folder."""
@@ -374,7 +386,7 @@ def save_stream(
     """
     if not isinstance(stream, CountingStream):
         raise TypeError(f"stream must be a CountingStream, got {type(stream).__name__}")
-    write_atomic(path, _pieces(stream, extra))
+    write_atomic(_check_path(path), _pieces(stream, extra))
 
 
 # -- load -------------------------------------------------------------------------------
@@ -635,7 +647,9 @@ def load_stream(
             state, recalibrated differently, or not what ``expect`` describes.
         OSError: the file cannot be read.
     """
-    name = os.fspath(path)
+    name = _check_path(path)
+    if expect is not None and not isinstance(expect, CountingMechanism):
+        raise TypeError(f"expect must be a CountingMechanism or None, got {type(expect).__name__}")
     with open(name, "rb") as fh:
         data = fh.read()
     try:

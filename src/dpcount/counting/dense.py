@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_int, state_keys
-from dpcount._validate import check_integer, check_real
+from dpcount._validate import as_array, check_integer, check_real, check_real_dtype
 from dpcount.counting.base import CountingMechanism
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -36,11 +36,7 @@ __all__ = ["DenseNoiseProcess", "FactorizationMechanism"]
 
 
 def _as_matrix(name: str, value: Any) -> NDArray[np.float64]:
-    arr = np.asarray(value)
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.float64)
-    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    arr = check_real_dtype(name, as_array(name, value))
     if arr.ndim != 2 or 0 in arr.shape:
         raise ValueError(f"{name} must be a non-empty 2-D matrix, got shape {arr.shape}")
     out = np.array(arr, dtype=np.float64)

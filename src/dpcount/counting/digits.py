@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._validate import check_bool, check_integer
+
 __all__ = ["DigitSystem"]
 
 
@@ -29,9 +31,15 @@ class DigitSystem:
     k: int
     low: int
 
+    def __post_init__(self) -> None:
+        k = check_integer("k", self.k, ge=2)
+        check_integer("low", self.low, ge=-(k - 1), le=0)
+
     @classmethod
     def for_tree(cls, k: int, subtract: bool) -> DigitSystem:
         """The digit system of the k-ary tree with or without subtraction."""
+        k = check_integer("k", k, ge=2)
+        check_bool("subtract", subtract)
         if not subtract:
             return cls(k, 0)
         return cls(k, -(k - 1) // 2 if k % 2 else -k // 2 + 1)

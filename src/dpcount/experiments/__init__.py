@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from dpcount._validate import check_bool, check_integer
 from dpcount.experiments._framework import Comparison, ExperimentConfig, ExperimentResult
 from dpcount.experiments.dpbench import ranges_dpbench
 from dpcount.experiments.elders import (
@@ -58,6 +59,8 @@ def run_experiment(
     show_progress: bool = False,
 ) -> ExperimentResult:
     """Run one experiment by name (see ``EXPERIMENTS``)."""
+    check_integer("seed", seed, ge=0)
+    check_bool("quick", quick)
     if name not in EXPERIMENTS:
         raise ValueError(f"experiment must be one of {tuple(EXPERIMENTS)}, got {name!r}")
     return EXPERIMENTS[name](

@@ -33,12 +33,13 @@ from dpcount.analysis import (
     laplace_vs_gaussian_delta,
     lemma19_exponent,
 )
-from dpcount.counting import BinaryTree, KaryTree
+from dpcount.counting import BinaryTree, DigitSystem, KaryTree
 from dpcount.counting.registry import build_mechanism
 from dpcount.counting.tree_formulas import (
     even_offset_leading_constant,
     kary_leading_constant,
     offset_leading_constant,
+    tree_laplace_node_variance,
 )
 from dpcount.experiments._framework import (
     Comparison,
@@ -62,9 +63,16 @@ __all__ = [
 
 
 def _normalized_exact_mse(k: int, subtract: bool, T: int) -> float:
-    """Exact MSE·ε²/log₂(T)³ of the ε-DP tree at horizon T (O(h·k), any T)."""
-    m = KaryTree(T, 1.0, k=k, subtract=subtract, rng=0)
-    return m.mse() / math.log2(T) ** 3
+    """Exact MSE·ε²/log₂(T)³ of the ε-DP tree at horizon T, in exact integer arithmetic.
+
+    The same quantity as ``KaryTree(T, 1.0, k, subtract).mse()`` (node variance ×
+    Σ_t ‖digits(t)‖₁ / T), computed from the closed forms directly so that it also
+    works beyond the largest horizon a releasing mechanism accepts (2^53).
+    """
+    system = DigitSystem.for_tree(k, subtract)
+    h = system.height(T)
+    mse = tree_laplace_node_variance(h, 1.0) * system.digit_l1_total(T, h) / T
+    return mse / math.log2(T) ** 3
 
 
 @timed
@@ -315,10 +323,11 @@ def elders_mse(config: ExperimentConfig) -> ExperimentResult:
     """Exact MSE vs T of every mechanism, ε-DP and (ε, δ)-DP (Laplace and Gaussian)."""
     eps_pure = 1.0
     eps, delta = 0.5, 1e-10
-    # Up to 2^56 ≈ 7·10^16: every closed form is O(log T); trees need height ≤ 62.
-    exps = list(range(2, 57, 6 if config.quick else 1))
-    if exps[-1] != 56:
-        exps.append(56)
+    # Up to 2^53 ≈ 9·10^15 (the largest horizon a mechanism accepts: every step index
+    # is exact in float64); every closed form is O(log T).
+    exps = list(range(2, 54, 6 if config.quick else 1))
+    if exps[-1] != 53:
+        exps.append(53)
     rows: list[list[object]] = []
     series: dict[str, dict[str, dict[int, float]]] = {"pure": {}, "approx": {}}
     best: dict[str, dict[int, str]] = {"pure": {}, "approx": {}}
@@ -501,7 +510,8 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
     """Thm 2 / Lemma 19: the δ below which the ε-DP tree beats Gaussian √A, exactly per T."""
     eps = 0.5
     step = 1.0 if config.quick else 0.25
-    log10s = [float(x) for x in np.arange(2.0, 18.0 + 1e-9, step)]
+    # Up to 10^15, below the largest horizon a mechanism accepts (2^53 ≈ 9.0e15).
+    log10s = [float(x) for x in np.arange(2.0, 15.0 + 1e-9, step)]
     exponent = lemma19_exponent(19)
     cols: dict[str, list[float]] = {}
     ks: list[int] = []

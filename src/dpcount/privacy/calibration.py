@@ -25,7 +25,12 @@ from typing import Literal
 import numpy as np
 from scipy.special import log_ndtr
 
-from dpcount._validate import check_choice, check_probability, check_real
+from dpcount._validate import (
+    check_choice,
+    check_probability,
+    check_real,
+    check_scale_in_range,
+)
 
 __all__ = [
     "GaussianMethod",
@@ -62,7 +67,9 @@ def laplace_scale(l1_sensitivity: float, epsilon: float) -> float:
     """
     d1 = check_real("l1_sensitivity", l1_sensitivity, gt=0)
     eps = check_real("epsilon", epsilon, gt=0)
-    return d1 / eps
+    return check_scale_in_range(
+        "Laplace scale", d1 / eps, inputs=f"l1_sensitivity={d1!r} and epsilon={eps!r}"
+    )
 
 
 def analytic_gaussian_delta(sigma: float, l2_sensitivity: float, epsilon: float) -> float:
@@ -124,7 +131,11 @@ def fhu_constant(epsilon: float, delta: float) -> float:
     if eps >= 1.0:
         raise ValueError(f"epsilon must be < 1 for the fhu constant C_(eps,delta), got {epsilon!r}")
     dlt = check_probability("delta", delta)
-    return (2.0 / eps) * math.sqrt(4.0 / 9.0 + math.log(math.sqrt(2.0 / math.pi) / dlt))
+    return check_scale_in_range(
+        "C_(eps,delta)",
+        (2.0 / eps) * math.sqrt(4.0 / 9.0 + math.log(math.sqrt(2.0 / math.pi) / dlt)),
+        inputs=f"epsilon={eps!r} and delta={dlt!r}",
+    )
 
 
 def fhu_delta(epsilon: float, constant: float) -> float:
@@ -166,16 +177,24 @@ def gaussian_sigma(
     eps = check_real("epsilon", epsilon, gt=0)
     dlt = check_probability("delta", delta)
     check_choice("method", method, GAUSSIAN_METHODS)
+    inputs = f"l2_sensitivity={d2!r}, epsilon={eps!r} and delta={dlt!r}"
     if method == "analytic":
-        return _analytic_gaussian_sigma(d2, eps, dlt)
+        try:
+            sigma = _analytic_gaussian_sigma(d2, eps, dlt)
+        except (ZeroDivisionError, OverflowError):
+            # The bracket left the float range: σ would be 0 or infinite in float64.
+            sigma = math.inf
+        return check_scale_in_range("Gaussian sigma", sigma, inputs=inputs)
     if eps >= 1.0:
         raise ValueError(
             f"epsilon must be < 1 for the {method!r} Gaussian calibration, got {epsilon!r} "
             "(use method='analytic', which is exact for every epsilon)"
         )
     if method == "classic":
-        return d2 * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
-    return fhu_constant(eps, dlt) * d2
+        sigma = d2 * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
+    else:
+        sigma = fhu_constant(eps, dlt) * d2
+    return check_scale_in_range("Gaussian sigma", sigma, inputs=inputs)
 
 
 def _check_sensitivities(l1_sensitivity: float, l2_sensitivity: float) -> tuple[float, float]:
@@ -232,7 +251,11 @@ def laplace_scale_approximate(
     w = eps / log_inv_delta
     # √(1+w) − 1 written as w/(√(1+w) + 1) to avoid cancellation for small w.
     a = math.sqrt(2.0 * log_inv_delta) * w / (math.sqrt(1.0 + w) + 1.0)
-    lam = min(d1 / eps, d2 / a)
+    lam = check_scale_in_range(
+        "Laplace scale",
+        min(d1 / eps, d2 / a),
+        inputs=f"l1_sensitivity={d1!r}, l2_sensitivity={d2!r}, epsilon={eps!r} and delta={dlt!r}",
+    )
     while laplace_epsilon(d1, d2, lam, dlt) > eps:
         lam = float(np.nextafter(lam, math.inf)) * (1.0 + 1e-15)
     return lam
@@ -260,11 +283,14 @@ def discrete_laplace_scale(l1_sensitivity: float, epsilon: float) -> Fraction:
         l1_sensitivity: Δ₁ > 0 (an integer for integer-valued queries).
         epsilon: ε > 0.
     """
-    from dpcount.privacy.discrete import _LAPLACE_MAX_NUM, rational_at_least
+    from dpcount.privacy.discrete import _LAPLACE_MAX_NUM, _check_laplace_scale, rational_at_least
 
     d1 = check_real("l1_sensitivity", l1_sensitivity, gt=0)
     eps = check_real("epsilon", epsilon, gt=0)
-    return rational_at_least(Fraction(d1) / Fraction(eps), _LAPLACE_MAX_NUM)
+    t = rational_at_least(Fraction(d1) / Fraction(eps), _LAPLACE_MAX_NUM)
+    return _check_laplace_scale(
+        f"the discrete Laplace scale l1_sensitivity/epsilon = {d1!r}/{eps!r}", t, float(t)
+    )
 
 
 def _log_zcdp_delta_at(rho: float, epsilon: float, alpha: float) -> float:
@@ -361,6 +387,16 @@ def discrete_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float)
     including vector-valued steps; it is conservative by a few percent in σ
     against the exact continuous-Gaussian calibration.
     """
+    from dpcount.privacy.discrete import _GAUSS_MAX_SIGMA
+
     d2 = check_real("l2_sensitivity", l2_sensitivity, gt=0)
     rho = zcdp_rho(epsilon, delta)
-    return d2 / math.sqrt(2.0 * rho) * (1.0 + _SOLVER_MARGIN)
+    sigma = d2 / math.sqrt(2.0 * rho) * (1.0 + _SOLVER_MARGIN)
+    if not sigma <= _GAUSS_MAX_SIGMA:
+        raise ValueError(
+            f"l2_sensitivity={d2!r}, epsilon={epsilon!r} and delta={delta!r} give a discrete "
+            f"Gaussian sigma of {sigma!r}, above the exact sampler's limit 2^40 - 1"
+        )
+    return check_scale_in_range(
+        "discrete Gaussian sigma", sigma, inputs=f"l2_sensitivity={d2!r}, epsilon={epsilon!r}"
+    )

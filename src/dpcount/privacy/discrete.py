@@ -44,7 +44,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_real
+from dpcount._validate import (
+    as_array,
+    check_generator,
+    check_integer,
+    check_real,
+    check_real_dtype,
+    check_size,
+)
 
 __all__ = [
     "DiscreteGaussianNoise",
@@ -67,6 +74,41 @@ _INT64_SQRT = math.isqrt(2**63 - 1)
 _LAPLACE_MAX_NUM = 2**40
 #: A discrete Gaussian σ² = a/b is stored with a ≥ 2^26 when possible (σ² to ~1e-8).
 _GAUSS_NUM_BITS = 26
+#: Largest denominator of a discrete Laplace scale (int64 arithmetic in Alg. 2).
+_LAPLACE_MAX_DEN = 2**62
+#: Largest discrete Gaussian σ: Alg. 3 draws Lap_Z(⌊σ⌋ + 1), whose scale must fit 2^40.
+_GAUSS_MAX_SIGMA = float(2**40 - 1)
+
+
+def _as_fraction(name: str, value: object) -> Fraction:
+    """``Fraction(value)`` for an int, a Fraction or a finite real; errors name ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, np.integer, Fraction, float, np.floating)
+    ):
+        raise TypeError(
+            f"{name} must be a positive rational or real number, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    if not isinstance(value, (int, np.integer, Fraction)):
+        check_real(name, value)
+    out = Fraction(value)  # type: ignore[arg-type]
+    if out <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return out
+
+
+def _check_laplace_scale(name: str, t: Fraction, requested: object) -> Fraction:
+    """A rounded discrete Laplace scale the int64 sampler can use exactly."""
+    if t.numerator > _LAPLACE_MAX_NUM:
+        raise ValueError(
+            f"{name} must be <= 2^40 for the exact discrete Laplace sampler, got {requested!r}"
+        )
+    if t.denominator > _LAPLACE_MAX_DEN:
+        raise ValueError(
+            f"{name} must be >= 2^-22 for the exact discrete Laplace sampler (int64 "
+            f"arithmetic; smaller scales add no noise in practice), got {requested!r}"
+        )
+    return t
 
 
 def rational_at_least(value: float | Fraction, max_numerator: int) -> Fraction:
@@ -75,9 +117,8 @@ def rational_at_least(value: float | Fraction, max_numerator: int) -> Fraction:
     Exact: ``value`` is converted with :class:`~fractions.Fraction` (a float is a
     dyadic rational), so the result is never below the real number given.
     """
-    x = Fraction(value)
-    if x <= 0:
-        raise ValueError(f"value must be > 0, got {value!r}")
+    x = _as_fraction("value", value)
+    check_integer("max_numerator", max_numerator, ge=1)
     k = 0
     # Largest power-of-two denominator 2^k with ceil(x·2^k) ≤ max_numerator.
     while math.ceil(x * 2 ** (k + 1)) <= max_numerator and k < 200:
@@ -173,10 +214,18 @@ def bernoulli_exp(
         gamma_den: positive integer < 2^63.
         size: number of draws when ``gamma_num`` is a scalar.
     """
+    check_generator("rng", rng)
+    if isinstance(gamma_den, bool) or not isinstance(gamma_den, (int, np.integer)):
+        raise TypeError(f"gamma_den must be an integer, got {gamma_den!r}")
     if not 0 < gamma_den < 2**63:
         raise ValueError(f"gamma_den must be in (0, 2^63), got {gamma_den}")
-    nums = np.asarray(gamma_num, dtype=np.int64)
+    raw = check_real_dtype("gamma_num", as_array("gamma_num", gamma_num))
+    if not np.issubdtype(raw.dtype, np.integer):
+        raise TypeError(f"gamma_num must hold integers, got dtype {raw.dtype}")
+    nums = raw.astype(np.int64)
     if nums.ndim == 0:
+        if size is not None:
+            check_integer("size", size, ge=0)
         nums = np.full(1 if size is None else size, int(nums), dtype=np.int64)
     if np.any(nums < 0):
         raise ValueError("gamma_num must be >= 0")
@@ -239,10 +288,12 @@ def sample_discrete_laplace(
 
     ``scale`` is a rational num/den with num ≤ 2^40 (see :func:`rational_at_least`).
     """
-    t = Fraction(scale)
-    if t <= 0 or t.numerator > _LAPLACE_MAX_NUM:
+    check_generator("rng", rng)
+    t = _as_fraction("scale", scale)
+    if t.numerator > _LAPLACE_MAX_NUM:
         raise ValueError(f"scale must be a rational in (0, 2^40] with numerator <= 2^40, got {t}")
-    shape = (size,) if isinstance(size, int) else tuple(size)
+    _check_laplace_scale("scale", t, scale)
+    shape = check_size("size", size)
     n = math.prod(shape)
     return _discrete_laplace_flat(rng, t.numerator, t.denominator, n).reshape(shape)
 
@@ -312,10 +363,15 @@ def _gaussian_accept_probability(sigma2: Fraction) -> float:
     """P[C = 1] in Alg. 3 (float; only sizes the batches): Σ_y Lap_Z(t)(y)·e^{−γ(y)}."""
     s2 = float(sigma2)
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
-    y = np.arange(0, math.ceil(40.0 * math.sqrt(s2) + 40.0 * t) + 1, dtype=np.float64)
+    length = math.ceil(40.0 * math.sqrt(s2) + 40.0 * t) + 1
+    # Beyond 2^22 terms (σ ≳ 5·10^4) sum every stride-th term times the stride: the
+    # terms vary on the scale of σ ≫ stride, and a batch-size estimate needs no more
+    # (summing all terms would allocate ~80σ floats).
+    stride = max(1, length >> 22)
+    y = np.arange(0, length, stride, dtype=np.float64)
     lap = discrete_laplace_pmf(y, float(t))
     accept = np.exp(-((y - s2 / t) ** 2) / (2.0 * s2))
-    return max(float(lap[0] * accept[0] + 2.0 * np.dot(lap[1:], accept[1:])), 1e-3)
+    return max(float(lap[0] * accept[0] + 2.0 * stride * np.dot(lap[1:], accept[1:])), 1e-3)
 
 
 def _discrete_gaussian_flat(rng: np.random.Generator, sigma2: Fraction, n: int) -> IntArray:
@@ -334,10 +390,11 @@ def sample_discrete_gaussian(
 
     ``sigma2`` is the rational σ² (not σ).
     """
-    s2 = Fraction(sigma2)
-    if s2 <= 0:
-        raise ValueError(f"sigma2 must be > 0, got {s2}")
-    shape = (size,) if isinstance(size, int) else tuple(size)
+    check_generator("rng", rng)
+    s2 = _as_fraction("sigma2", sigma2)
+    if s2 > Fraction(_GAUSS_MAX_SIGMA) ** 2:
+        raise ValueError(f"sigma2 must be <= (2^40 - 1)^2 for the exact sampler, got {sigma2!r}")
+    shape = check_size("size", size)
     return _discrete_gaussian_flat(rng, s2, math.prod(shape)).reshape(shape)
 
 
@@ -347,9 +404,10 @@ def sample_discrete_gaussian(
 def discrete_laplace_pmf(y: NDArray[Any] | int, scale: float) -> NDArray[np.float64]:
     """P[Y = y] = (1 − p)/(1 + p)·p^|y| with p = exp(−1/scale)."""
     s = check_real("scale", scale, gt=0)
+    yy = check_real_dtype("y", as_array("y", y)).astype(np.float64)
     p = math.exp(-1.0 / s)
     c = -math.expm1(-1.0 / s) / (1.0 + p)
-    return c * np.exp(-np.abs(np.asarray(y, dtype=np.float64)) / s)
+    return c * np.exp(-np.abs(yy) / s)
 
 
 def discrete_laplace_variance(scale: float) -> float:
@@ -374,8 +432,8 @@ def _gaussian_terms(sigma2: float) -> tuple[NDArray[np.float64], NDArray[np.floa
 def discrete_gaussian_pmf(y: NDArray[Any] | int, sigma2: float) -> NDArray[np.float64]:
     """P[Y = y] = exp(−y²/(2σ²))/Σ_z exp(−z²/(2σ²)), normalizer summed to convergence."""
     s2 = check_real("sigma2", sigma2, gt=0)
+    yy = check_real_dtype("y", as_array("y", y)).astype(np.float64)
     _, _, norm = _gaussian_terms(s2)
-    yy = np.asarray(y, dtype=np.float64)
     return np.exp(-(yy * yy) / (2.0 * s2)) / norm
 
 
@@ -420,7 +478,8 @@ class DiscreteLaplaceNoise:
     def __init__(self, scale: float | Fraction) -> None:
         if not isinstance(scale, Fraction):
             check_real("scale", scale, gt=0)
-        object.__setattr__(self, "scale", rational_at_least(scale, _LAPLACE_MAX_NUM))
+        t = rational_at_least(_as_fraction("scale", scale), _LAPLACE_MAX_NUM)
+        object.__setattr__(self, "scale", _check_laplace_scale("scale", t, scale))
 
     @property
     def variance(self) -> float:
@@ -449,10 +508,10 @@ class DiscreteGaussianNoise:
 
     def __init__(self, sigma: float | Fraction) -> None:
         if not isinstance(sigma, Fraction):
-            check_real("sigma", sigma, gt=0)
-        s = Fraction(sigma)
-        if s <= 0:
-            raise ValueError(f"sigma must be > 0, got {sigma!r}")
+            check_real("sigma", sigma, gt=0, le=_GAUSS_MAX_SIGMA)
+        s = _as_fraction("sigma", sigma)
+        if s > _GAUSS_MAX_SIGMA:
+            raise ValueError(f"sigma must be <= 2^40 - 1 for the exact sampler, got {sigma!r}")
         s2 = s * s
         bits = max(s2.numerator.bit_length() - s2.denominator.bit_length() + 1, 1)
         s2 = rational_at_least(s2, 2 ** max(_GAUSS_NUM_BITS, bits))

@@ -236,7 +236,13 @@ def calibrate(
         )
     scale = laplace_scale_approximate(d1, d2, eps, dlt)
     if discrete:
-        d_sampler = DiscreteLaplaceNoise(scale)  # rounds the scale up
+        try:
+            d_sampler = DiscreteLaplaceNoise(scale)  # rounds the scale up
+        except ValueError as err:
+            raise ValueError(
+                f"l1_sensitivity={d1!r}, l2_sensitivity={d2!r}, epsilon={eps!r} and "
+                f"delta={dlt!r} give a discrete Laplace {err}"
+            ) from None
         achieved = laplace_epsilon(d1, d2, float(d_sampler.scale), dlt)
         return Calibrated(
             d_sampler, PrivacyGuarantee(achieved, dlt, noise, method, d1, d2, neighbouring)

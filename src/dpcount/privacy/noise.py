@@ -20,7 +20,13 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_integer, check_real
+from dpcount._validate import (
+    check_generator,
+    check_instance,
+    check_integer,
+    check_real,
+    check_size,
+)
 
 __all__ = [
     "ConstantNoise",
@@ -32,6 +38,22 @@ __all__ = [
 ]
 
 Shape = int | tuple[int, ...]
+
+
+def _check_sample_args(rng: object, size: object) -> None:
+    # A seed or a list here would otherwise fail deep inside numpy. Mechanisms call this
+    # once per block of samples, so the common case (a Generator and an int, or a tuple
+    # of ints) takes a fast path.
+    if type(rng) is np.random.Generator:
+        if type(size) is int:
+            if size >= 0:
+                return
+        elif type(size) is tuple and 1 <= len(size) <= 2:
+            first, last = size[0], size[-1]
+            if type(first) is int and type(last) is int and first >= 0 and last >= 0:
+                return
+    check_generator("rng", rng)
+    check_size("size", size)
 
 
 @runtime_checkable
@@ -70,6 +92,7 @@ class LaplaceNoise:
         return 2.0 * self.scale * self.scale
 
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
         out = rng.standard_exponential(size)
         out -= rng.standard_exponential(size)
         out *= self.scale
@@ -94,6 +117,7 @@ class GaussianNoise:
         return self.sigma * self.sigma
 
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
         out = rng.standard_normal(size)
         out *= self.sigma
         return out
@@ -108,6 +132,7 @@ class ZeroNoise:
         return 0.0
 
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
         return np.zeros(size)
 
 
@@ -121,11 +146,15 @@ class ConstantNoise:
 
     value: float = 1.0
 
+    def __post_init__(self) -> None:
+        check_real("value", self.value)
+
     @property
     def variance(self) -> float:
         return 0.0
 
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
         return np.full(size, float(self.value))
 
 
@@ -147,9 +176,11 @@ class NoiseBuffer:
         dim: int | None = None,
         block: int | None = None,
     ) -> None:
-        self.sampler = sampler
-        self.rng = rng
-        self._dim = dim
+        self.sampler: NoiseSampler = check_instance(
+            "sampler", sampler, NoiseSampler, "a NoiseSampler"
+        )
+        self.rng = check_generator("rng", rng)
+        self._dim = None if dim is None else check_integer("dim", dim, ge=1)
         if block is None:
             # About 2^20 values (8 MiB) per refill: 1024 scalar steps, fewer wide vectors.
             block = 1024 if dim is None else max(1, 2**20 // dim)
@@ -170,6 +201,8 @@ class NoiseBuffer:
 
     def take(self, n: int) -> NDArray[np.float64]:
         """``n`` samples as an array of shape ``(n,)`` or ``(n, dim)``; buffered ones first."""
+        if type(n) is not int or n < 0:  # fast path: called once per block by the streams
+            n = check_integer("n", n, ge=0)
         shape = self._shape(n)
         if n == 0:
             return np.zeros(shape)

@@ -67,6 +67,10 @@ def secure_generator() -> np.random.Generator:
 
 def is_secure(rng: np.random.Generator) -> bool:
     """Whether ``rng`` runs on one of the cryptographic bit generators used for ``rng=None``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng must be a numpy.random.Generator, got {rng!r} of type {type(rng).__name__}"
+        )
     return type(rng.bit_generator).__name__ in _SECURE_NAMES
 
 

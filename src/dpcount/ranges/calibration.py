@@ -31,10 +31,16 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_choice, check_probability, check_real
+from dpcount._validate import (
+    check_choice,
+    check_integer,
+    check_iterable,
+    check_probability,
+    check_real,
+)
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.ranges._tree import BalancedTree
-from dpcount.ranges.cascade import split_variances
+from dpcount.ranges.cascade import _check_cascade_profile, split_variances
 
 __all__ = [
     "CALIBRATIONS",
@@ -65,6 +71,7 @@ def depth_precisions(profile: Sequence[float]) -> tuple[float, ...]:
     (v ≡ 1, β² = 3/4) this is 1 + d/3: Corollary 3.10, extended to every balanced
     tree (errata in the papers' README).
     """
+    profile = _check_cascade_profile("profile", profile)
     out = [1.0 / profile[0]]
     for beta2 in split_variances(profile):
         out.append(out[-1] + 1.0 / (4.0 * beta2))
@@ -73,7 +80,14 @@ def depth_precisions(profile: Sequence[float]) -> tuple[float, ...]:
 
 def precision_diagonal(n: int, profile: Sequence[float]) -> NDArray[np.float64]:
     """diag(C⁻¹) for every leaf of the balanced tree over n leaves (O(n))."""
-    return np.asarray(depth_precisions(profile))[BalancedTree(n).leaf_depths()]
+    tree = BalancedTree(check_integer("n", n, ge=1))
+    prof = _check_cascade_profile("profile", profile)
+    if len(prof) != tree.depth + 1:
+        raise ValueError(
+            f"profile must have {tree.depth + 1} entries (depths 0..{tree.depth} of the "
+            f"balanced tree over n={n} leaves), got {len(prof)}"
+        )
+    return np.asarray(depth_precisions(prof))[tree.leaf_depths()]
 
 
 def precision_max_diag(profiles: Sequence[Sequence[float]]) -> float:
@@ -84,7 +98,10 @@ def precision_max_diag(profiles: Sequence[Sequence[float]]) -> float:
     2-D: the covariance is C⁽¹⁾⊗C⁽²⁾, so C⁻¹ = C⁽¹⁾⁻¹⊗C⁽²⁾⁻¹ and its diagonal is the
     product of the axes' diagonals; the maximum is the product of the maxima.
     """
-    return math.prod(depth_precisions(p)[-1] for p in profiles)
+    axes = check_iterable("profiles", profiles)
+    if not 1 <= len(axes) <= 2:
+        raise ValueError(f"profiles must hold one profile per axis (1 or 2), got {len(axes)}")
+    return math.prod(depth_precisions(p)[-1] for p in axes)
 
 
 def paper_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float) -> float:

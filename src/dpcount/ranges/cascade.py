@@ -39,7 +39,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_real, check_real_sequence, check_shape
+from dpcount._validate import check_integer, check_real, check_real_sequence, check_shape
 from dpcount.privacy.noise import GaussianNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._tree import BalancedTree, reversal_table
@@ -73,21 +73,29 @@ def level_profile(n: int, level_variances: LevelVariances = None) -> tuple[float
             release that level exactly, which is not private), or a profile with
             v_{d+1} ≤ v_d/4, which no cascade can produce (β_d² ≤ 0).
     """
-    depth = BalancedTree(n).depth
+    depth = BalancedTree(check_integer("n", n, ge=1)).depth
     if level_variances is None:
         return (1.0,) * (depth + 1)
-    if isinstance(level_variances, (str, bytes)):
-        raise TypeError(f"level_variances must be a sequence of numbers, got {level_variances!r}")
-    profile = check_real_sequence("level_variances", level_variances, gt=0)
+    profile = _check_cascade_profile("level_variances", level_variances)
     if len(profile) != depth + 1:
         raise ValueError(
             f"level_variances must have {depth + 1} entries (depths 0..{depth} of the balanced "
             f"tree over n={n} leaves), got {len(profile)}"
         )
-    for d in range(depth):
+    return profile
+
+
+def _check_cascade_profile(name: str, level_variances: object) -> tuple[float, ...]:
+    """Positive per-depth variances that a cascade can produce (v_{d+1} > v_d/4)."""
+    if isinstance(level_variances, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of numbers, got {level_variances!r}")
+    profile = check_real_sequence(name, level_variances, gt=0)
+    if not profile:
+        raise ValueError(f"{name} must have at least one entry (the root), got none")
+    for d in range(len(profile) - 1):
         if not profile[d + 1] > profile[d] / 4.0:
             raise ValueError(
-                f"level_variances[{d + 1}] must be > level_variances[{d}]/4 = "
+                f"{name}[{d + 1}] must be > {name}[{d}]/4 = "
                 f"{profile[d] / 4.0!r} (a child of a depth-{d} node has variance "
                 f"v_{d}/4 + beta^2 with beta^2 > 0), got {profile[d + 1]!r}"
             )
@@ -96,6 +104,7 @@ def level_profile(n: int, level_variances: LevelVariances = None) -> tuple[float
 
 def split_variances(profile: Sequence[float]) -> tuple[float, ...]:
     """β_d² = v_{d+1} − v_d/4 for d = 0..K−1: the variance of Y's term at a depth-d split."""
+    profile = _check_cascade_profile("profile", profile)
     return tuple(profile[d + 1] - profile[d] / 4.0 for d in range(len(profile) - 1))
 
 

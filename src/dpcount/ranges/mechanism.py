@@ -21,13 +21,19 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_data_array, check_probability, check_real, check_shape
+from dpcount._validate import (
+    check_data_array,
+    check_instance,
+    check_probability,
+    check_real,
+    check_shape,
+)
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.noise import GaussianNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._models import KroneckerModel, NoiseModel
 from dpcount.ranges.calibration import calibrated_sigma
-from dpcount.ranges.release import RangeAnswers, range_bounds
+from dpcount.ranges.release import RangeAnswers, check_weights, range_bounds
 
 __all__ = ["NEIGHBOURING", "RangeMechanism"]
 
@@ -122,13 +128,12 @@ class RangeMechanism(ABC):
         model = self.noise_model
         if isinstance(model, KroneckerModel):
             raise ValueError("dense workloads are supported for 1-D mechanisms only")
-        w = np.asarray(weights, dtype=np.float64)
-        if w.ndim != 2 or w.shape[1] != self.shape[0]:
-            raise ValueError(f"weights must have shape (queries, {self.shape[0]}), got {w.shape}")
+        w = check_weights(weights, self.shape)
         return model.query_variance(w)
 
     def with_sampler(self, sampler: NoiseSampler) -> RangeMechanism:
         """A copy drawing its inputs from ``sampler`` (testing hook; ``privacy`` is None)."""
+        check_instance("sampler", sampler, NoiseSampler, "a NoiseSampler (e.g. ZeroNoise())")
         other = copy.copy(self)
         other._sampler = sampler
         other.privacy = None

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_data_array, check_integer
+from dpcount._validate import check_data_array, check_instance, check_integer
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._models import KroneckerModel
 from dpcount.ranges.mechanism import RangeMechanism
@@ -78,8 +78,13 @@ class PaperEstimate:
     samples_per_run: int
 
 
+def _check_mechanism(mechanism: object) -> None:
+    check_instance("mechanism", mechanism, RangeMechanism, "a RangeMechanism")
+
+
 def _workload(mechanism: RangeMechanism, workload: Any) -> Workload | None:
     """None stands for all ranges (or all rectangles in 2-D)."""
+    _check_mechanism(mechanism)
     if workload is None or (isinstance(workload, AllRanges) and len(mechanism.shape) == 1):
         if isinstance(workload, AllRanges) and workload.n != mechanism.n:
             raise ValueError(
@@ -169,6 +174,7 @@ def paper_monte_carlo_errors(
     (:meth:`AllRanges.sample`), errors E_i; err_{W,2} ≈ (n(n+1)/2)·mean(E²) (unbiased)
     and err_{W,∞} ≈ max_i |E_i| (a lower estimate of the true worst case).
     """
+    _check_mechanism(mechanism)
     if len(mechanism.shape) != 1:
         raise ValueError("paper_monte_carlo_errors is defined for 1-D mechanisms")
     samples = check_integer("samples", samples, ge=1)
@@ -193,6 +199,7 @@ def nodal_level_variances(mechanism: RangeMechanism) -> list[FloatArray]:
     Entry d holds the 2^d node variances at depth d (the last entry: the leaves at the
     deepest level). The paper's Fig. 5 plots their level means.
     """
+    _check_mechanism(mechanism)
     if len(mechanism.shape) != 1:
         raise ValueError("nodal_level_variances is defined for 1-D mechanisms")
     nodes = nodal_ranges(mechanism.shape[0])

@@ -17,7 +17,13 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtri
 
-from dpcount._validate import check_index_array, check_probability
+from dpcount._validate import (
+    as_array,
+    check_index_array,
+    check_probability,
+    check_real_array,
+    check_real_dtype,
+)
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.ranges._models import KroneckerModel, NoiseModel
 
@@ -43,10 +49,10 @@ def range_bounds(lo: Any, hi: Any, shape: tuple[int, ...]) -> tuple[IntArray, ..
     if len(shape) == 1:
         a = check_index_array("lo", lo, size=shape[0])
         b = check_index_array("hi", hi, size=shape[0])
-        a, b = np.broadcast_arrays(a, b)
+        a, b = _broadcast(a, b)
         _check_order(a, b, "lo", "hi")
         return a, b + 1
-    lo_arr, hi_arr = np.asarray(lo), np.asarray(hi)
+    lo_arr, hi_arr = as_array("lo", lo), as_array("hi", hi)
     for name, arr in (("lo", lo_arr), ("hi", hi_arr)):
         if arr.ndim == 0 or arr.shape[-1] != 2:
             raise ValueError(
@@ -57,10 +63,20 @@ def range_bounds(lo: Any, hi: Any, shape: tuple[int, ...]) -> tuple[IntArray, ..
     c0 = check_index_array("lo[..., 1] (column)", lo_arr[..., 1], size=shape[1])
     r1 = check_index_array("hi[..., 0] (row)", hi_arr[..., 0], size=shape[0])
     c1 = check_index_array("hi[..., 1] (column)", hi_arr[..., 1], size=shape[1])
-    r0, r1, c0, c1 = np.broadcast_arrays(r0, r1, c0, c1)
+    r0, r1, c0, c1 = _broadcast(r0, r1, c0, c1)
     _check_order(r0, r1, "lo row", "hi row")
     _check_order(c0, c1, "lo column", "hi column")
     return r0, r1 + 1, c0, c1 + 1
+
+
+def _broadcast(*arrays: IntArray) -> list[IntArray]:
+    try:
+        return list(np.broadcast_arrays(*arrays))
+    except ValueError:
+        shapes = ", ".join(str(a.shape) for a in arrays)
+        raise ValueError(
+            f"lo and hi must have shapes that broadcast together, got {shapes}"
+        ) from None
 
 
 def _check_order(a: IntArray, b: IntArray, lo_name: str, hi_name: str) -> None:
@@ -190,9 +206,7 @@ class HistogramRelease(RangeAnswers):
 def check_weights(weights: Any, shape: tuple[int, ...]) -> FloatArray:
     if len(shape) != 1:
         raise ValueError("dense workloads are supported for 1-D releases only")
-    w = np.asarray(weights, dtype=np.float64)
+    w = check_real_dtype("weights", as_array("weights", weights))
     if w.ndim != 2 or w.shape[1] != shape[0]:
         raise ValueError(f"weights must have shape (queries, {shape[0]}), got shape {w.shape}")
-    if not np.isfinite(w).all():
-        raise ValueError("weights must be finite")
-    return w
+    return check_real_array("weights", w, allow_empty=True)

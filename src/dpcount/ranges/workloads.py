@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_index_array, check_integer
+from dpcount._validate import (
+    as_array,
+    check_index_array,
+    check_integer,
+    check_real_array,
+    check_real_dtype,
+)
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._tree import BalancedTree
 
@@ -131,12 +137,10 @@ class DenseWorkload:
     weights: FloatArray
 
     def __post_init__(self) -> None:
-        w = np.asarray(self.weights, dtype=np.float64)
+        w = check_real_dtype("weights", as_array("weights", self.weights))
         if w.ndim != 2 or w.shape[0] == 0 or w.shape[1] == 0:
             raise ValueError(f"weights must be a non-empty 2-D array, got shape {w.shape}")
-        if not np.isfinite(w).all():
-            raise ValueError("weights must be finite")
-        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "weights", check_real_array("weights", w))
 
     @property
     def n(self) -> int:

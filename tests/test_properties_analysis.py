@@ -1,0 +1,214 @@
+"""Bad input to dpcount.analysis: advisor, comparison, thresholds, tail bounds, norms."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpcount.analysis import (
+    best_k,
+    cb_norm_bounds,
+    compare,
+    cor22_variance_ratio,
+    gaussian_linf_bound,
+    laplace_gaussian_variance_ratio,
+    laplace_linf_bound,
+    laplace_vs_gaussian_delta,
+    lemma19_exponent,
+    linf_bound,
+    mathias_gamma_hat,
+    max_digit_l1_norm,
+    tree_max_variance,
+)
+from dpcount.counting import DigitSystem, KaryTree, SqrtFactorization
+from dpcount.privacy import ZeroNoise
+
+from .properties_support import (
+    ScalarCase,
+    assert_rejects,
+    bad_choice,
+    bad_integer,
+    bad_nonnegative_real,
+    bad_positive_real,
+    bad_probability,
+    case_params,
+)
+
+COVERED = {
+    "dpcount.analysis": {
+        "best_k",
+        "cb_norm_bounds",
+        "compare",
+        "cor22_variance_ratio",
+        "gaussian_linf_bound",
+        "laplace_gaussian_variance_ratio",
+        "laplace_linf_bound",
+        "laplace_vs_gaussian_delta",
+        "lemma19_exponent",
+        "linf_bound",
+        "mathias_gamma_hat",
+        "max_digit_l1_norm",
+        "tree_max_variance",
+    }
+}
+
+POS, PROB = bad_positive_real, bad_probability
+KS = range(2, 5)
+
+CASES = [
+    ScalarCase(
+        "best_k",
+        best_k,
+        {"horizon": 50, "epsilon": 1.0, "k_values": KS},
+        {
+            "horizon": bad_integer(1),
+            "epsilon": POS(),
+            "delta": PROB(allow_none=True),
+            "noise": bad_choice(("laplace", "gaussian")),
+            "metric": bad_choice(("mse", "max_variance", "linf")),
+        },
+    ),
+    ScalarCase(
+        "best_k[linf]",
+        best_k,
+        {"horizon": 50, "epsilon": 1.0, "k_values": KS, "metric": "linf"},
+        {"beta": PROB()},
+    ),
+    ScalarCase(
+        "compare",
+        compare,
+        {"horizon": 50, "epsilon": 1.0, "k_values": KS},
+        {
+            "horizon": bad_integer(1),
+            "epsilon": POS(),
+            "delta": PROB(allow_none=True),
+            "metric": bad_choice(("mse", "max_variance", "linf")),
+            "beta": PROB(),
+            "step_sensitivity": POS(),
+        },
+    ),
+    ScalarCase("cb_norm_bounds", cb_norm_bounds, {"horizon": 16}, {"horizon": bad_integer(1)}),
+    ScalarCase(
+        "mathias_gamma_hat", mathias_gamma_hat, {"horizon": 16}, {"horizon": bad_integer(1)}
+    ),
+    ScalarCase(
+        "cor22_variance_ratio",
+        cor22_variance_ratio,
+        {"epsilon": 1.0, "delta": 1e-6},
+        {"epsilon": POS(), "delta": PROB()},
+    ),
+    ScalarCase(
+        "laplace_gaussian_variance_ratio",
+        laplace_gaussian_variance_ratio,
+        {"epsilon": 0.5, "delta": 1e-6},
+        {"epsilon": POS(), "delta": PROB(), "method": bad_choice(("classic", "analytic", "fhu"))},
+    ),
+    ScalarCase(
+        "laplace_vs_gaussian_delta",
+        laplace_vs_gaussian_delta,
+        {"horizon": 64, "epsilon": 1.0, "k": 3},
+        {
+            "horizon": bad_integer(1),
+            "epsilon": POS(),
+            "step_sensitivity": POS(),
+            "k": bad_integer(2).filter(lambda b: b[0] is not None),  # None: the best k
+        },
+    ),
+    ScalarCase("lemma19_exponent", lemma19_exponent, {"k": 19}, {"k": bad_integer(2)}),
+    ScalarCase(
+        "gaussian_linf_bound",
+        gaussian_linf_bound,
+        {"max_variance": 1.0, "horizon": 10, "beta": 0.05},
+        {"max_variance": bad_nonnegative_real(), "horizon": bad_integer(1), "beta": PROB()},
+    ),
+    ScalarCase(
+        "laplace_linf_bound",
+        laplace_linf_bound,
+        {"scale": 1.0, "coefficient_l2_squared": 2.0, "horizon": 10, "beta": 0.05},
+        {
+            "scale": POS(),
+            "coefficient_l2_squared": POS(),
+            "horizon": bad_integer(1),
+            "beta": PROB(),
+            "max_coefficient": POS(),
+        },
+    ),
+    ScalarCase(
+        "linf_bound",
+        lambda **kw: linf_bound(KaryTree(20, 1.0, k=3, rng=0), **kw),
+        {"beta": 0.05},
+        {"beta": PROB(), "max_variance": POS(allow_none=True)},
+    ),
+    ScalarCase(
+        "max_digit_l1_norm",
+        max_digit_l1_norm,
+        {"system": DigitSystem.for_tree(3, True), "horizon": 10, "h": 3},
+        {"horizon": bad_integer(1), "h": bad_integer(1)},
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "param"), case_params(CASES))
+@settings(max_examples=10)
+@given(data=st.data())
+def test_bad_scalar_is_refused(case: ScalarCase, param: str, data: st.DataObject) -> None:
+    value, exc = data.draw(case.bad[param], label=param)
+    case.check(param, value, exc)
+
+
+@pytest.mark.parametrize("fn", [best_k, compare], ids=["best_k", "compare"])
+@pytest.mark.parametrize(
+    ("k_values", "exc"),
+    [
+        (3, TypeError),
+        (None, TypeError),
+        ("ab", TypeError),
+        ([1], ValueError),
+        ([2.5], TypeError),
+        ([2, "a"], TypeError),
+        ([True], TypeError),
+    ],
+)
+def test_bad_k_values_are_refused(fn: Any, k_values: Any, exc: Any) -> None:
+    """Before: a non-iterable gave Python's "'int' object is not iterable"."""
+    assert_rejects(lambda: fn(50, 1.0, k_values=k_values), exc, r"\bk(_values)?\b")
+
+
+@pytest.mark.parametrize("subtract", [1, "yes", 1.0])
+def test_best_k_refuses_a_non_bool_subtract(subtract: Any) -> None:
+    assert_rejects(lambda: best_k(50, 1.0, subtract=subtract, k_values=KS), TypeError, "subtract")
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "name"),
+    [
+        (lambda: linf_bound(None, 0.05), TypeError, "mechanism"),  # type: ignore[arg-type]
+        (lambda: linf_bound("kary", 0.05), TypeError, "mechanism"),  # type: ignore[arg-type]
+        (lambda: tree_max_variance(SqrtFactorization(8, 1.0, 1e-6)), TypeError, "mechanism"),  # type: ignore[arg-type]
+        (lambda: tree_max_variance(None), TypeError, "mechanism"),  # type: ignore[arg-type]
+        (lambda: max_digit_l1_norm(3, 10, 3), TypeError, "system"),  # type: ignore[arg-type]
+        (lambda: max_digit_l1_norm(DigitSystem.for_tree(3, True), 1000, 2), ValueError, r"\bh\b"),
+        (
+            lambda: linf_bound(KaryTree(8, 1.0).with_sampler(ZeroNoise()), 0.05),
+            ValueError,
+            "sampler",
+        ),
+    ],
+)
+def test_objects_of_the_wrong_kind_are_refused(call: Any, exc: Any, name: str) -> None:
+    """Before: AttributeError (None/str mechanism) or a digits error not naming h."""
+    assert_rejects(call, exc, name)
+
+
+@settings(max_examples=15)
+@given(horizon=st.integers(1, 5000), eps=st.floats(0.05, 10.0))
+def test_valid_advice_is_finite_and_achievable(horizon: int, eps: float) -> None:
+    choice = best_k(horizon, eps, k_values=range(2, 9))
+    assert math.isfinite(choice.mse) and choice.mse > 0
+    m = KaryTree(horizon, eps, k=choice.k, subtract=choice.subtract)
+    assert m.mse() == pytest.approx(choice.mse, rel=1e-12)
+    assert tree_max_variance(m) == pytest.approx(m.max_variance(), rel=1e-12)

@@ -1,0 +1,140 @@
+"""Every public name of dpcount is covered by the bad-input property tests, or excluded here.
+
+A name newly added to a public ``__all__`` fails this test until it gets bad-input
+cases in a tests/test_properties_*.py file (listed in that file's ``COVERED``) or an
+entry with a reason in ``EXCLUDED`` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from . import (
+    test_properties_analysis,
+    test_properties_apps,
+    test_properties_cli,
+    test_properties_counting,
+    test_properties_privacy,
+    test_properties_ranges,
+)
+
+MODULES = (
+    "dpcount.privacy",
+    "dpcount.privacy.discrete",
+    "dpcount.counting",
+    "dpcount.counting.registry",
+    "dpcount.analysis",
+    "dpcount.ranges",
+    "dpcount.apps",
+    "dpcount.io",
+    "dpcount.data",
+    "dpcount.experiments",
+)
+
+_NO_INPUT = "takes no user input"
+_RECORD = "a frozen result record built by the library (its fields are outputs)"
+_PROTOCOL = "a Protocol/abstract interface: its implementations are covered"
+_PROCESS = (
+    "a noise process built by its mechanism's noise_process() from validated arguments; "
+    "covered through the mechanism's release/stream"
+)
+_CONSTANT = "a constant, not callable"
+
+#: (module, name) -> why it needs no bad-input tests of its own
+EXCLUDED: dict[tuple[str, str], str] = {
+    # dpcount.privacy
+    ("dpcount.privacy", "DISCRETE_NOISE_KINDS"): _CONSTANT,
+    ("dpcount.privacy", "NOISE_KINDS"): _CONSTANT,
+    ("dpcount.privacy", "RNGLike"): _CONSTANT,
+    ("dpcount.privacy", "Calibrated"): _RECORD,
+    ("dpcount.privacy", "PrivacyGuarantee"): _RECORD,
+    ("dpcount.privacy", "NoiseSampler"): _PROTOCOL,
+    ("dpcount.privacy", "secure_generator"): _NO_INPUT,
+    # dpcount.counting
+    ("dpcount.counting", "NoiseProcess"): _PROTOCOL,
+    ("dpcount.counting", "DenseNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "HonakerNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "InputNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "SmoothBinaryNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "SqrtNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "TreeNoiseProcess"): _PROCESS,
+    ("dpcount.counting.registry", "MECHANISMS"): _CONSTANT,
+    # dpcount.analysis
+    ("dpcount.analysis", "METRICS"): _CONSTANT,
+    ("dpcount.analysis", "Candidate"): _RECORD,
+    ("dpcount.analysis", "CbNormBounds"): _RECORD,
+    ("dpcount.analysis", "DeltaThreshold"): _RECORD,
+    ("dpcount.analysis", "TreeChoice"): _RECORD,
+    ("dpcount.analysis", "huu_leading_constant"): _NO_INPUT,
+    # dpcount.ranges
+    ("dpcount.ranges", "MECHANISMS"): _CONSTANT,
+    ("dpcount.ranges", "NEIGHBOURING"): _CONSTANT,
+    ("dpcount.ranges", "MonteCarloEstimate"): _RECORD,
+    ("dpcount.ranges", "PaperEstimate"): _RECORD,
+    # dpcount.apps
+    ("dpcount.apps", "LocalMedianResult"): _RECORD,
+    ("dpcount.apps", "TopItem"): _RECORD,
+    ("dpcount.apps", "edge_count_sensitivity"): _NO_INPUT,
+    # dpcount.data
+    ("dpcount.data", "load_searchlogs"): _NO_INPUT,
+    # dpcount.experiments
+    ("dpcount.experiments", "EXPERIMENTS"): _CONSTANT,
+    ("dpcount.experiments", "Comparison"): _RECORD,
+    (
+        "dpcount.experiments",
+        "ExperimentConfig",
+    ): "a record built by run_experiment from validated arguments",
+    ("dpcount.experiments", "ExperimentResult"): _RECORD,
+}
+
+TEST_MODULES = (
+    test_properties_analysis,
+    test_properties_apps,
+    test_properties_cli,
+    test_properties_counting,
+    test_properties_privacy,
+    test_properties_ranges,
+)
+
+
+def covered() -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for module in TEST_MODULES:
+        for name, names in module.COVERED.items():
+            out |= {(name, n) for n in names}
+    return out
+
+
+def public_names() -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for name in MODULES:
+        module = importlib.import_module(name)
+        out |= {(name, n) for n in module.__all__}
+    return out
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_public_name_is_covered_or_excluded(module: str) -> None:
+    names = {pair for pair in public_names() if pair[0] == module}
+    missing = sorted(n for m, n in names - covered() - EXCLUDED.keys())
+    assert not missing, f"{module}: add bad-input property tests (or an exclusion) for {missing}"
+
+
+def test_the_coverage_table_names_only_public_names() -> None:
+    stale = (covered() | EXCLUDED.keys()) - public_names()
+    assert not stale, f"not in any public __all__ (renamed or removed?): {sorted(stale)}"
+    both = covered() & EXCLUDED.keys()
+    assert not both, f"both covered and excluded: {sorted(both)}"
+
+
+def test_exclusions_take_no_user_input_or_are_records() -> None:
+    """An exclusion 'takes no user input' only if the callable really has no parameters."""
+    for (module, name), reason in EXCLUDED.items():
+        obj = getattr(importlib.import_module(module), name)
+        if reason == _NO_INPUT:
+            assert callable(obj) and not inspect.signature(obj).parameters, (module, name)
+        if reason == _CONSTANT:
+            assert not callable(obj) or isinstance(obj, (dict, tuple, str)), (module, name)
