@@ -291,6 +291,17 @@ class CountingMechanism(ABC):
         clone.noise_scale = float("nan")
         return clone
 
+    def _repr_fields(self) -> dict[str, object]:
+        """Structure fields shown by ``repr`` between the horizon and the noise scale."""
+        return {}
+
+    def __repr__(self) -> str:
+        fields = "".join(f"{key}={value}, " for key, value in self._repr_fields().items())
+        return (
+            f"{type(self).__name__}(horizon={self.horizon}, {fields}"
+            f"noise_scale={self.noise_scale:.6g})"
+        )
+
     def describe(self) -> str:
         """One line: the mechanism and its guarantee."""
         guarantee = "no privacy guarantee" if self.privacy is None else self.privacy.describe()

@@ -192,11 +192,8 @@ class FactorizationMechanism(CountingMechanism):
             step_l2_sensitivity=step_l2_sensitivity,
         )
 
-    def __repr__(self) -> str:
-        return (
-            f"FactorizationMechanism(horizon={self.horizon}, measurements={self.L.shape[1]}, "
-            f"noise_scale={self.noise_scale:.6g})"
-        )
+    def _repr_fields(self) -> dict[str, object]:
+        return {"measurements": self.L.shape[1]}
 
     def _config_kwargs(self) -> dict[str, Any]:
         kwargs = super()._config_kwargs()

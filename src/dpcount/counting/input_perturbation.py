@@ -118,9 +118,6 @@ class InputPerturbation(CountingMechanism):
             step_l2_sensitivity=step_l2_sensitivity,
         )
 
-    def __repr__(self) -> str:
-        return f"InputPerturbation(horizon={self.horizon}, noise_scale={self.noise_scale:.6g})"
-
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0
 

@@ -308,11 +308,8 @@ class SmoothBinary(CountingMechanism):
             step_l2_sensitivity=step_l2_sensitivity,
         )
 
-    def __repr__(self) -> str:
-        return (
-            f"SmoothBinary(horizon={self.horizon}, height={self.height}, "
-            f"noise_scale={self.noise_scale:.6g})"
-        )
+    def _repr_fields(self) -> dict[str, object]:
+        return {"height": self.height}
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         half = self.height // 2

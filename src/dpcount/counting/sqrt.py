@@ -260,9 +260,6 @@ class SqrtFactorization(CountingMechanism):
             step_l2_sensitivity=step_l2_sensitivity,
         )
 
-    def __repr__(self) -> str:
-        return f"SqrtFactorization(horizon={self.horizon}, noise_scale={self.noise_scale:.6g})"
-
     # -- structure --------------------------------------------------------------------
     def coefficients(self) -> NDArray[np.float64]:
         """f(0), …, f(T − 1) (computed once, shared by every noise process; read-only)."""

@@ -288,11 +288,8 @@ class KaryTree(CountingMechanism):
             return "binary"
         return f"kary-{self.k}" + ("-sub" if self.subtract else "")
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(horizon={self.horizon}, k={self.k}, subtract={self.subtract}, "
-            f"height={self.height}, noise_scale={self.noise_scale:.6g})"
-        )
+    def _repr_fields(self) -> dict[str, object]:
+        return {"k": self.k, "subtract": self.subtract, "height": self.height}
 
     supports_discrete_noise = True
     integer_release = True
@@ -357,11 +354,8 @@ class BinaryTree(KaryTree):
             step_l2_sensitivity=step_l2_sensitivity,
         )
 
-    def __repr__(self) -> str:
-        return (
-            f"BinaryTree(horizon={self.horizon}, height={self.height}, "
-            f"noise_scale={self.noise_scale:.6g})"
-        )
+    def _repr_fields(self) -> dict[str, object]:
+        return {"height": self.height}
 
     def _config_kwargs(self) -> dict[str, Any]:
         kwargs = super()._config_kwargs()
