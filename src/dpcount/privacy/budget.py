@@ -1,0 +1,267 @@
+"""The privacy budget as one value, and the closed choices it is made of.
+
+A :class:`Budget` is what a user asks for: ε, an optional δ, the noise kind, the
+calibration rule and the bound on one step's (or one cell's) change. It is frozen
+and validated on construction, so every mechanism, range mechanism and app takes
+the same object and exposes it as ``mech.budget``::
+
+    >>> from dpcount.privacy import Budget
+    >>> Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    Budget(epsilon=1.0, delta=1e-06, noise=gaussian)
+
+The short calls keep working: ``KaryTree(T, epsilon=1.0)`` builds the budget from
+its keyword arguments (:meth:`Budget.resolve`).
+
+The closed choices are Enums with one definition each — :class:`NoiseKind`,
+:class:`CalibrationRule` and :class:`Neighbouring`. They derive from ``str``, so
+``NoiseKind.LAPLACE == "laplace"`` and a plain string is accepted wherever an Enum
+is expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypedDict
+
+from dpcount._validate import check_probability, check_real
+
+__all__ = [
+    "Budget",
+    "BudgetFields",
+    "CalibrationRule",
+    "Neighbouring",
+    "NoiseKind",
+]
+
+
+class _Choice(str, Enum):
+    """A closed choice spelled as a string (``str(x)`` and f-strings give the value)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @classmethod
+    def parse(cls, name: str, value: object) -> Any:
+        """``value`` as a member of this Enum, or a ValueError naming ``name`` and the choices."""
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be one of {cls.choices()}, got {value!r}")
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"{name} must be one of {cls.choices()}, got {value!r}") from None
+
+    @classmethod
+    def choices(cls) -> tuple[str, ...]:
+        return tuple(str(m.value) for m in cls)
+
+
+class NoiseKind(_Choice):
+    """The noise distribution added to the perturbed vector.
+
+    The continuous kinds use floating-point samplers (not hardened against
+    floating-point attacks, Mironov 2012); the discrete kinds are the exact integer
+    samplers of Canonne, Kamath & Steinke 2020, for integer perturbed vectors.
+    """
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+    DISCRETE_LAPLACE = "discrete-laplace"
+    DISCRETE_GAUSSIAN = "discrete-gaussian"
+
+    @property
+    def is_discrete(self) -> bool:
+        return self in (NoiseKind.DISCRETE_LAPLACE, NoiseKind.DISCRETE_GAUSSIAN)
+
+    @property
+    def is_gaussian(self) -> bool:
+        return self in (NoiseKind.GAUSSIAN, NoiseKind.DISCRETE_GAUSSIAN)
+
+
+class CalibrationRule(_Choice):
+    """The rule that turns (ε, δ, sensitivities) into a noise scale.
+
+    * ``PURE``: Laplace, scale = Δ₁/ε (Dwork, McSherry, Nissim, Smith 2006).
+    * ``THEOREM3``: Laplace for (ε, δ)-DP by heterogeneous advanced composition
+      (Andersson & Pagh 2023, count-on-your-elders, Theorem 3).
+    * ``PLD``: Laplace, tight privacy-loss-distribution accounting (dp-accounting).
+    * ``ANALYTIC``: Gaussian, Balle & Wang 2018, Theorem 8.
+    * ``CLASSIC``: Gaussian, σ = Δ₂√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1).
+    * ``FHU``: Gaussian with C_{ε,δ} of Fichtenberger, Henzinger, Upadhyay 2023, eq. (2).
+    * ``ZCDP``: discrete Gaussian, ρ-zCDP converted to (ε, δ) (CKS 2020, Thm 14, Cor. 13).
+    """
+
+    PURE = "pure"
+    THEOREM3 = "theorem3"
+    PLD = "pld"
+    ANALYTIC = "analytic"
+    CLASSIC = "classic"
+    FHU = "fhu"
+    ZCDP = "zcdp"
+
+
+class Neighbouring(_Choice):
+    """Which pairs of inputs the guarantee is stated for."""
+
+    #: two streams differ at one step, by at most the step sensitivity (ℓ₁ norm of
+    #: the change for Laplace noise, ℓ₂ norm for Gaussian noise)
+    EVENT_LEVEL = "event-level"
+    #: two histograms differ by at most 1 in one cell (one record added or removed)
+    ADD_REMOVE_RECORD = "add-remove-record"
+
+    @property
+    def description(self) -> str:
+        return _NEIGHBOURING_TEXT[self]
+
+
+_NEIGHBOURING_TEXT = {
+    Neighbouring.EVENT_LEVEL: (
+        "event-level: streams differ at one step by at most step_sensitivity "
+        "(l1 norm of the change for Laplace noise, l2 norm for Gaussian)"
+    ),
+    Neighbouring.ADD_REMOVE_RECORD: (
+        "add/remove one record (histograms differ by at most 1 in one cell)"
+    ),
+}
+
+
+class BudgetFields(TypedDict, total=False):
+    """The keyword arguments that build a :class:`Budget` (for ``**budget`` signatures)."""
+
+    epsilon: float
+    delta: float | None
+    noise: NoiseKind | str | None
+    calibration: CalibrationRule | str | None
+    step_sensitivity: float
+    step_l2_sensitivity: float | None
+
+
+_FIELDS = frozenset(BudgetFields.__annotations__)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A validated privacy budget: what the user asks a mechanism for.
+
+    Attributes:
+        epsilon: ε > 0.
+        delta: δ ∈ (0, 1), or None for pure ε-DP (Laplace kinds only).
+        noise: a :class:`NoiseKind`, or None for the mechanism's default
+            (a mechanism resolves it with :meth:`with_default_noise`).
+        calibration: a :class:`CalibrationRule`, or None for the noise kind's
+            default (see :func:`dpcount.privacy.calibrate`).
+        step_sensitivity: the bound Δ on one step's change (ℓ₁ norm for Laplace
+            kinds, ℓ₂ norm for Gaussian kinds); for range mechanisms, one cell's.
+        step_l2_sensitivity: an ℓ₂ bound on one step's change for Laplace noise
+            with a δ on vector steps (defaults to ``step_sensitivity``).
+
+    Raises:
+        TypeError, ValueError: naming the field, on construction.
+    """
+
+    epsilon: float
+    delta: float | None = None
+    noise: NoiseKind | None = None
+    calibration: CalibrationRule | None = None
+    step_sensitivity: float = 1.0
+    step_l2_sensitivity: float | None = None
+
+    def __post_init__(self) -> None:
+        fix = object.__setattr__
+        fix(self, "epsilon", check_real("epsilon", self.epsilon, gt=0))
+        if self.delta is not None:
+            fix(self, "delta", check_probability("delta", self.delta))
+        if self.noise is not None:
+            fix(self, "noise", NoiseKind.parse("noise", self.noise))
+        if self.calibration is not None:
+            fix(self, "calibration", CalibrationRule.parse("calibration", self.calibration))
+        fix(self, "step_sensitivity", check_real("step_sensitivity", self.step_sensitivity, gt=0))
+        if self.step_l2_sensitivity is not None:
+            fix(
+                self,
+                "step_l2_sensitivity",
+                check_real("step_l2_sensitivity", self.step_l2_sensitivity, gt=0),
+            )
+        if self.noise is not None and self.noise.is_gaussian and self.delta is None:
+            raise ValueError(
+                f"delta must be given for noise={self.noise.value!r} "
+                "(Gaussian noise cannot give pure DP)"
+            )
+
+    @classmethod
+    def resolve(
+        cls, budget: Budget | None, fields: dict[str, Any] | BudgetFields, *, owner: str
+    ) -> Budget:
+        """The budget from either ``budget=`` or its keyword fields (not both).
+
+        Args:
+            budget: a :class:`Budget` or None.
+            fields: keyword arguments such as ``epsilon=1.0, delta=1e-6``.
+            owner: the callable's name, for error messages.
+
+        Raises:
+            TypeError: an unknown keyword, both forms given, neither given, or a
+                ``budget`` that is not a :class:`Budget`.
+        """
+        unknown = sorted(set(fields) - _FIELDS)
+        if unknown:
+            raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
+        if budget is not None:
+            if not isinstance(budget, Budget):
+                raise TypeError(
+                    f"budget must be a dpcount.privacy.Budget, got {type(budget).__name__}"
+                )
+            if fields:
+                raise TypeError(
+                    f"{owner}() takes either budget= or its fields "
+                    f"({', '.join(sorted(fields))}), not both"
+                )
+            return budget
+        if "epsilon" not in fields:
+            raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
+        return cls(**fields)
+
+    def replace(self, **changes: Any) -> Budget:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_default_noise(self, default: NoiseKind | str) -> Budget:
+        """This budget with ``noise`` set to ``default`` if it was None."""
+        if self.noise is not None:
+            return self
+        return self.replace(noise=NoiseKind.parse("noise", default))
+
+    @property
+    def l2_step(self) -> float:
+        """The ℓ₂ bound on one step's change (``step_l2_sensitivity`` or ``step_sensitivity``)."""
+        return (
+            self.step_sensitivity if self.step_l2_sensitivity is None else self.step_l2_sensitivity
+        )
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The fields as plain JSON-able keyword arguments (Enums as strings)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.value if isinstance(value, Enum) else value
+        return out
+
+    def __repr__(self) -> str:
+        parts = [f"epsilon={self.epsilon!r}"]
+        if self.delta is not None:
+            parts.append(f"delta={self.delta!r}")
+        if self.noise is not None:
+            parts.append(f"noise={self.noise}")
+        if self.calibration is not None:
+            parts.append(f"calibration={self.calibration}")
+        if self.step_sensitivity != 1.0:
+            parts.append(f"step_sensitivity={self.step_sensitivity!r}")
+        if self.step_l2_sensitivity is not None:
+            parts.append(f"step_l2_sensitivity={self.step_l2_sensitivity!r}")
+        return f"Budget({', '.join(parts)})"
