@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from dpcount.cli import main
-from dpcount.counting import KaryTree, load_stream
+from dpcount.counting import KaryTree, load_stream, save_stream
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and POSIX locks")
 
@@ -239,7 +239,7 @@ def test_a_library_checkpoint_is_not_a_cli_checkpoint(
     src = write_data(work, 50)
     s = KaryTree(50, 1.0, rng=7).stream()
     s.update(1.0)
-    s.save(work / "ck")
+    save_stream(s, work / "ck")
     assert main(count_argv(str(src), work)) == 2
     assert "was not written by dpcount count --checkpoint" in stderr(capsys)
 
@@ -248,7 +248,7 @@ def test_a_library_checkpoint_is_not_a_cli_checkpoint(
 DRIVER = r"""
 import os, signal, sys
 import dpcount._cli._durable as durable
-import dpcount.counting.checkpoint as ckmod
+import dpcount.durable.atomic as atomic
 mode, k, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 calls = [0]
 def die():
@@ -266,7 +266,7 @@ if mode in ("after-save", "mid-output"):
         deliver(out, lines)
     durable._deliver = patched
 else:
-    write = ckmod.write_atomic
+    write = atomic.write_atomic
     def patched(path, pieces):
         calls[0] += 1
         if calls[0] == k:
@@ -277,7 +277,7 @@ else:
                 os.fsync(fh.fileno())
             die()
         write(path, pieces)
-    ckmod.write_atomic = patched
+    atomic.write_atomic = patched
 from dpcount.cli import main
 sys.exit(main(argv))
 """
