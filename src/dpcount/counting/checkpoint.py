@@ -146,12 +146,12 @@ def _sampler_description(sampler: Any) -> dict[str, Any]:
     return {"class": type(sampler).__name__, "fields": _fields(sampler)}
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: Any, where: str = "value") -> str:
     """A value without arrays as canonical JSON (for equality checks and messages)."""
     enc = Encoder()
-    text = json.dumps(enc.encode(value, "value"), sort_keys=True, allow_nan=False)
+    text = json.dumps(enc.encode(value, where), sort_keys=True, allow_nan=False)
     if enc.arrays:
-        raise ValueError("internal: arrays in a canonical value")
+        raise ValueError(f"corrupt header: {where} holds an array")
     return text
 
 
@@ -358,8 +358,8 @@ def _rebuild_mechanism(
         mechanism = cls(**config["kwargs"], rng=generator)
     except (TypeError, ValueError, OverflowError) as err:
         raise ValueError(f"cannot rebuild the {cls.__name__}: {err}") from None
-    saved_sampler = _canonical(decode(header["sampler"], arrays, "sampler"))
-    saved_privacy = _canonical(decode(header["privacy"], arrays, "privacy"))
+    saved_sampler = _canonical(decode(header["sampler"], arrays, "sampler"), "sampler")
+    saved_privacy = _canonical(decode(header["privacy"], arrays, "privacy"), "privacy")
     rebuilt_sampler = _canonical(_sampler_description(mechanism.sampler))
     rebuilt_privacy = _canonical(None if mechanism.privacy is None else _fields(mechanism.privacy))
     if saved_sampler != rebuilt_sampler or saved_privacy != rebuilt_privacy:
