@@ -219,6 +219,23 @@ def test_extra_round_trip_and_validation(tmp_path: Path) -> None:
         save_stream(s, tmp_path / "s", extra={"a": float("nan")})
     with pytest.raises(TypeError, match=r"extra must be a dict or None, got list"):
         save_stream(s, tmp_path / "s", extra=[1])  # type: ignore[arg-type]
+    # What loading would refuse is refused when saving (and nothing is written).
+    deep: Any = 0
+    for _ in range(40):
+        deep = [deep]
+    cases = [
+        ({"deep": deep}, r"header.extra.deep\[0\].*nested deeper than 32 levels"),
+        ({"big": 2**200}, r"header.extra.big: integer of 201 bits is out of range"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=r"^cannot save: " + message):
+            save_stream(s, tmp_path / "t", extra=bad)
+        assert not (tmp_path / "t").exists()
+    fine: Any = 0  # 29 nested lists (31 levels with the header and extra) are fine
+    for _ in range(29):
+        fine = [fine]
+    save_stream(s, tmp_path / "t", extra={"fine": fine})
+    assert load_stream(tmp_path / "t").extra == {"fine": fine}
 
 
 def test_stream_at_its_horizon_stays_there(tmp_path: Path) -> None:
