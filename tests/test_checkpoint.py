@@ -23,8 +23,10 @@ from dpcount.counting import (
     KaryTree,
     SqrtFactorization,
     load_stream,
+    save_stream,
 )
 from dpcount.counting import checkpoint as ckmod
+from dpcount.durable import format as fmt
 from dpcount.privacy import ZeroNoise
 
 from .mechanisms import FACTORIES
@@ -112,7 +114,7 @@ def test_restored_stream_continues_bit_for_bit(
     s = m.stream()
     advance(s, x, 0, at, BEFORE)
     path = tmp_path / "s.ckpt"
-    s.save(path)
+    save_stream(s, path)
     saved_state = gen_state(s)
     r = load_stream(path, expect=m)
     assert r.step == at and r.dim == (dim if at else None) and r.horizon == T
@@ -133,7 +135,7 @@ def test_sqrt_restores_drawn_z_and_computed_noise(at: int, dim: int | None, tmp_
     s = m.stream()
     advance(s, x, 0, 1024, [1024])  # hands the whole first block over
     advance(s, x, 1024, at, [1, 7, 300])
-    s.save(tmp_path / "s.ckpt")
+    save_stream(s, tmp_path / "s.ckpt")
     r = load_stream(tmp_path / "s.ckpt", expect=m)
     assert r.live_count() == s.live_count()
     assert_identical(advance(r, x, at, n, [1, 900, 3]), advance(s, x, at, n, [1, 900, 3]))
@@ -156,7 +158,7 @@ def test_generator_classes_round_trip(
     m = KaryTree(T, 1.0, k=5, noise="gaussian", delta=1e-6, rng=make())
     s = m.stream()
     advance(s, data(None), 0, 50, BEFORE)
-    s.save(tmp_path / "s.ckpt")
+    save_stream(s, tmp_path / "s.ckpt")
     r = load_stream(tmp_path / "s.ckpt")
     assert type(r.mechanism._rng.bit_generator) is type(m._rng.bit_generator)
     assert_identical(advance(r, data(None), 50, T, AFTER), advance(s, data(None), 50, T, AFTER))
@@ -168,7 +170,7 @@ def test_pending_samples_are_restored_not_redrawn(tmp_path: Path) -> None:
     advance(s, data(None, 3000), 0, 30, BEFORE)
     pending = s._process._buffer.pending()  # type: ignore[union-attr]
     assert 0 < len(pending) < 1024
-    s.save(tmp_path / "s.ckpt")
+    save_stream(s, tmp_path / "s.ckpt")
     r = load_stream(tmp_path / "s.ckpt")
     assert r._process._buffer.pending() == pending  # type: ignore[union-attr]
     before = gen_state(r)
@@ -197,9 +199,9 @@ def test_saving_is_deterministic_and_a_fixed_point(
     s = FACTORIES[name](T, seed).stream()  # type: ignore[arg-type]
     advance(s, data(dim), 0, at, BEFORE)
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    s.save(a)
-    s.save(b)
-    load_stream(a).save(c)
+    save_stream(s, a)
+    save_stream(s, b)
+    save_stream(load_stream(a), c)
     assert a.read_bytes() == b.read_bytes() == c.read_bytes()
 
 
@@ -207,22 +209,39 @@ def test_extra_round_trip_and_validation(tmp_path: Path) -> None:
     s = KaryTree(T, 1.0, rng=1).stream()
     s.update(1.0)
     extra = {"pending": ["1,2.5,3.0\n"], "n": 3, "nested": {"ok": [1, 2.5, None, True]}}
-    s.save(tmp_path / "s", extra=extra)
+    save_stream(s, tmp_path / "s", extra=extra)
     assert load_stream(tmp_path / "s").extra == extra
-    s.save(tmp_path / "s")
+    save_stream(s, tmp_path / "s")
     assert load_stream(tmp_path / "s").extra is None
     with pytest.raises(ValueError, match=r"extra must be JSON-able"):
-        s.save(tmp_path / "s", extra={"a": {1, 2}})
+        save_stream(s, tmp_path / "s", extra={"a": {1, 2}})
     with pytest.raises(ValueError, match=r"extra must be JSON-able"):
-        s.save(tmp_path / "s", extra={"a": float("nan")})
+        save_stream(s, tmp_path / "s", extra={"a": float("nan")})
     with pytest.raises(TypeError, match=r"extra must be a dict or None, got list"):
-        s.save(tmp_path / "s", extra=[1])  # type: ignore[arg-type]
+        save_stream(s, tmp_path / "s", extra=[1])  # type: ignore[arg-type]
+    # What loading would refuse is refused when saving (and nothing is written).
+    deep: Any = 0
+    for _ in range(40):
+        deep = [deep]
+    cases = [
+        ({"deep": deep}, r"header.extra.deep\[0\].*nested deeper than 32 levels"),
+        ({"big": 2**200}, r"header.extra.big: integer of 201 bits is out of range"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=r"^cannot save: " + message):
+            save_stream(s, tmp_path / "t", extra=bad)
+        assert not (tmp_path / "t").exists()
+    fine: Any = 0  # 29 nested lists (31 levels with the header and extra) are fine
+    for _ in range(29):
+        fine = [fine]
+    save_stream(s, tmp_path / "t", extra={"fine": fine})
+    assert load_stream(tmp_path / "t").extra == {"fine": fine}
 
 
 def test_stream_at_its_horizon_stays_there(tmp_path: Path) -> None:
     s = Honaker(10, 1.0, rng=2).stream()
     s.update_many(np.ones(10))
-    s.save(tmp_path / "s")
+    save_stream(s, tmp_path / "s")
     r = load_stream(tmp_path / "s")
     with pytest.raises(ValueError, match=r"stream is at its horizon \(10 steps released\)"):
         r.update(1.0)
@@ -232,10 +251,10 @@ def test_stream_at_its_horizon_stays_there(tmp_path: Path) -> None:
 def test_with_sampler_copies_and_unknown_generators_are_not_saved(tmp_path: Path) -> None:
     s = KaryTree(T, 1.0, rng=1).with_sampler(ZeroNoise()).stream()
     with pytest.raises(ValueError, match=r"without a privacy guarantee \(with_sampler"):
-        s.save(tmp_path / "s")
+        save_stream(s, tmp_path / "s")
     s = KaryTree(T, 1.0, rng=np.random.Generator(Xoshiro256(1))).stream()
     with pytest.raises(ValueError, match=r"generator runs on randomgen\.xoshiro256\.Xoshiro256"):
-        s.save(tmp_path / "s")
+        save_stream(s, tmp_path / "s")
     assert not (tmp_path / "s").exists()
 
 
@@ -250,7 +269,7 @@ def test_file_is_private_and_written_atomically(
     tmp = tmp_path / "s.ckpt.tmp"
     tmp.write_bytes(b"leftover of a crash mid-write")
     os.chmod(tmp, 0o644)
-    s.save(path)
+    save_stream(s, path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert not tmp.exists()
     old = path.read_bytes()
@@ -261,7 +280,7 @@ def test_file_is_private_and_written_atomically(
     s.update(2.0)
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError, match=r"disk full"):
-        s.save(path)
+        save_stream(s, path)
     assert path.read_bytes() == old  # the previous checkpoint is intact
     assert not tmp.exists()
 
@@ -272,17 +291,17 @@ def saved(tmp_path: Path) -> tuple[Path, KaryTree]:
     s = m.stream()
     advance(s, data(None, 100), 0, 10, BEFORE)
     path = tmp_path / "s.ckpt"
-    s.save(path)
+    save_stream(s, path)
     return path, m
 
 
 def forge(path: Path, mutate: Callable[[dict[str, Any], list[np.ndarray]], None]) -> Path:
     """Rewrite a checkpoint's header/arrays with a *valid* checksum (a hand-made file)."""
-    header, arrays = ckmod._parse(path.read_bytes())
+    header, arrays = fmt.parse(path.read_bytes())
     mutate(header, arrays)
     header["arrays"] = [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]
     text = json.dumps(header, sort_keys=True).encode()
-    body = ckmod.MAGIC + ckmod._PREFIX.pack(1, len(text)) + text
+    body = fmt.MAGIC + fmt.PREFIX.pack(1, len(text)) + text
     body += b"".join(a.tobytes() for a in arrays)
     out = path.with_name("forged")
     out.write_bytes(body + hashlib.sha256(body).digest())
@@ -310,7 +329,7 @@ def test_wrong_magic_version_truncation_and_trailing_bytes(saved: tuple[Path, Ka
         bad.write_bytes(content)
         with pytest.raises(ValueError, match=message):
             load_stream(bad)
-    version = good[: len(ckmod.MAGIC)] + (7).to_bytes(4, "big") + good[len(ckmod.MAGIC) + 4 :]
+    version = good[: len(fmt.MAGIC)] + (7).to_bytes(4, "big") + good[len(fmt.MAGIC) + 4 :]
     bad.write_bytes(version)
     with pytest.raises(ValueError, match=r"unknown checkpoint format version 7 .*reads version 1"):
         load_stream(bad)
@@ -320,7 +339,7 @@ def test_every_flipped_byte_is_refused(saved: tuple[Path, KaryTree]) -> None:
     path, _ = saved
     good = bytearray(path.read_bytes())
     bad = path.with_name("bad")
-    start = len(ckmod.MAGIC) + 4  # after the version field
+    start = len(fmt.MAGIC) + 4  # after the version field
     for pos in range(start, len(good), 29):
         flipped = bytearray(good)
         flipped[pos] ^= 0x10
@@ -429,7 +448,7 @@ def test_hand_made_inconsistent_states_are_refused(case: str, saved: tuple[Path,
 
 def test_forged_unreadable_header_with_valid_checksum(saved: tuple[Path, KaryTree]) -> None:
     path, _ = saved
-    body = ckmod.MAGIC + ckmod._PREFIX.pack(1, 5) + b"{nope"
+    body = fmt.MAGIC + fmt.PREFIX.pack(1, 5) + b"{nope"
     path.write_bytes(body + hashlib.sha256(body).digest())
     with pytest.raises(ValueError, match=r"corrupt header \(valid checksum, unreadable header\)"):
         load_stream(path)
@@ -478,7 +497,7 @@ def test_factorization_checkpoint_checks_its_matrices(tmp_path: Path) -> None:
     m = FactorizationMechanism(L, R, 1.0, 1e-6, noise="gaussian", rng=1)
     s = m.stream()
     s.update_many(np.ones(5))
-    s.save(tmp_path / "f")
+    save_stream(s, tmp_path / "f")
     assert load_stream(tmp_path / "f", expect=m).step == 5
     other = FactorizationMechanism(
         np.tril(np.ones((16, 16))), np.eye(16), 1.0, 1e-6, noise="gaussian"
@@ -507,7 +526,7 @@ def test_subclasses_are_not_saved(tmp_path: Path) -> None:
     s = MyTree(T, 1.0, rng=1).stream()
     s.update(1.0)
     with pytest.raises(ValueError, match=r"cannot checkpoint a stream of MyTree: .*must be one of"):
-        s.save(tmp_path / "s")
+        save_stream(s, tmp_path / "s")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from dpcount.cli import main
-from dpcount.counting import KaryTree, load_stream
+from dpcount.counting import KaryTree, load_stream, save_stream
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and POSIX locks")
 
@@ -239,7 +239,7 @@ def test_a_library_checkpoint_is_not_a_cli_checkpoint(
     src = write_data(work, 50)
     s = KaryTree(50, 1.0, rng=7).stream()
     s.update(1.0)
-    s.save(work / "ck")
+    save_stream(s, work / "ck")
     assert main(count_argv(str(src), work)) == 2
     assert "was not written by dpcount count --checkpoint" in stderr(capsys)
 
@@ -248,7 +248,7 @@ def test_a_library_checkpoint_is_not_a_cli_checkpoint(
 DRIVER = r"""
 import os, signal, sys
 import dpcount._cli._durable as durable
-import dpcount.counting.checkpoint as ckmod
+import dpcount.durable.atomic as atomic
 mode, k, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 calls = [0]
 def die():
@@ -266,7 +266,7 @@ if mode in ("after-save", "mid-output"):
         deliver(out, lines)
     durable._deliver = patched
 else:
-    write = ckmod.write_atomic
+    write = atomic.write_atomic
     def patched(path, pieces):
         calls[0] += 1
         if calls[0] == k:
@@ -277,7 +277,7 @@ else:
                 os.fsync(fh.fileno())
             die()
         write(path, pieces)
-    ckmod.write_atomic = patched
+    atomic.write_atomic = patched
 from dpcount.cli import main
 sys.exit(main(argv))
 """
@@ -408,3 +408,30 @@ def test_killed_at_each_point_many_steps(work: Path, reference: str, mode: str, 
         killed_inside(work, mode, 2, argv)  # and again, in the resumed run
     assert main(argv) == 0
     assert (work / "out.csv").read_text() == reference
+
+
+def test_an_older_copy_of_the_checkpoint_is_not_resumed_twice(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Finding 9: resuming one saved state twice would add its noise to two different
+    continuations. Put back after the stream moved on, the older copy is refused
+    (the output holds lines past its step), with the output and checkpoint untouched."""
+    src = work / "data.csv"
+    rows = src.read_text().splitlines(keepends=True)
+    src.write_text("".join(rows[:301]))
+    argv = count_argv(str(src), work, "--horizon", str(N))
+    assert main(argv) == 0  # 300 steps released
+    shutil.copy(work / "ck", work / "ck-300")
+    src.write_text("".join(rows))
+    assert main(argv) == 0  # continues to step 2000
+    changed = rows[:301] + [f"{int(r) + 1}\n" for r in rows[301:]]
+    src.write_text("".join(changed))  # other data after step 300
+    shutil.copy(work / "ck-300", work / "ck")
+    out_before, ck_before = (work / "out.csv").read_bytes(), (work / "ck").read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = stderr(capsys)
+    assert "ends at step 2000, but checkpoint holds the lines of steps 300..300" in err
+    assert "the output has lines the checkpoint never released" in err
+    assert (work / "out.csv").read_bytes() == out_before
+    assert (work / "ck").read_bytes() == ck_before

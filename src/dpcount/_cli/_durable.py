@@ -42,7 +42,7 @@ import numpy as np
 
 from dpcount._cli.common import err_console
 from dpcount.counting.base import CountingStream
-from dpcount.counting.checkpoint import load_stream
+from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.io import SeriesReader
 
 __all__ = ["run_durable"]
@@ -300,7 +300,8 @@ def run_durable(args: argparse.Namespace) -> int:
             def commit() -> None:
                 out.flush()
                 os.fsync(out.fileno())  # the lines of earlier batches are on disk
-                stream.save(
+                save_stream(
+                    stream,
                     checkpoint,
                     extra={
                         "tool": _TOOL,

@@ -2,7 +2,7 @@
 
 Every mechanism shares :class:`CountingMechanism`'s interface: ``release(x)``,
 ``stream()``, and the exact ``variances()``, ``mse()``, ``max_variance()``.
-A stream can be checkpointed (``stream.save(path)``) and restored
+A stream can be checkpointed (:func:`save_stream`) and restored
 (:func:`load_stream`); see :mod:`dpcount.counting.checkpoint`.
 """
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
 
@@ -339,30 +338,6 @@ class CountingStream:
     def live_count(self) -> int:
         """Noise values the stream holds for future steps."""
         return 0 if self._process is None else self._process.live_count()
-
-    def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> None:
-        """Write a checkpoint of this stream to ``path`` (atomically: temp file, fsync,
-        rename); :func:`dpcount.counting.load_stream` restores it.
-
-        The checkpoint holds the mechanism's configuration, the running sum, the step,
-        the live noise values and the generator's state, *including its key*: anyone
-        holding it can compute the noise of past and future releases and subtract it,
-        so protect it like the raw data (it is created with mode 0600). See
-        :mod:`dpcount.counting.checkpoint` and docs/durable-streams.md.
-
-        Args:
-            path: the checkpoint file (replaced atomically if it exists).
-            extra: a small JSON-able dict stored alongside (e.g. the CLI's
-                not-yet-confirmed output lines); returned as ``extra`` on load.
-
-        Raises:
-            ValueError: the mechanism carries no privacy guarantee
-                (:meth:`CountingMechanism.with_sampler`), or its generator or
-                sampler cannot be saved; ``extra`` is not JSON-able.
-        """
-        from dpcount.counting.checkpoint import save_stream  # checkpoint imports base
-
-        save_stream(self, path, extra=extra)
 
     def _start(self, dim: int | None) -> NoiseProcess:
         self.mechanism._check_step_shape(1 if dim is None else 2)

@@ -1,10 +1,13 @@
 """Durable streams: save a :class:`~dpcount.counting.CountingStream` and restore it.
 
-``stream.save(path)`` writes a checkpoint; :func:`load_stream` rebuilds the stream,
+:func:`save_stream` writes a checkpoint; :func:`load_stream` rebuilds the stream,
 which then continues exactly as the uninterrupted one would: the same outputs,
 bit for bit, for the same inputs, and no noise value is ever drawn twice (the
 generator's state and the samples it drew but the stream has not used yet are
-both saved).
+both saved). This module is the restore *policy* (which mechanisms, the
+calibration and budget check, the rebuild); the file codec is
+:mod:`dpcount.durable.format`, the generator-state check
+:mod:`dpcount.durable.generators`, the atomic write :mod:`dpcount.durable.atomic`.
 
 What a checkpoint holds:
 
@@ -20,55 +23,47 @@ What a checkpoint holds:
 * a small JSON ``extra`` dict of the caller's (the CLI keeps its unconfirmed
   output lines there).
 
-**A checkpoint is as sensitive as the raw data.** The generator's key lets anyone
-recompute every noise value the stream has drawn or will draw; with the released
-outputs that gives back the exact data, and with future outputs the future data.
-Files are created with mode 0600; store and delete them like the data itself.
-A checkpoint must also be resumed at most once: two streams restored from one
-file would add the *same* noise to whatever data each is given, and releasing
-both reveals the difference of the data.
+Trust model:
 
-File format (version 1), no pickle — loading never executes code::
-
-    magic       17 bytes: 0x89 "DPCOUNT-CKPT" CR LF 0x1A LF (as PNG: catches text-mode
-                mangling and is not valid UTF-8)
-    version     uint32, big-endian (1)
-    header_len  uint64, big-endian
-    header      header_len bytes of UTF-8 JSON (sorted keys): format, dpcount_version,
-                mechanism, sampler, privacy, horizon, step, dim, stream (sum,
-                integer), rng (class, state), process, extra, arrays
-    arrays      the raw little-endian C-order bytes of each array listed in
-                header["arrays"] (dtype, shape), one after the other
-    sha256      32 bytes: SHA-256 of everything above
-
-Inside the header, an array is ``{"$array": index}``, a numpy scalar
-``{"$scalar": dtype, "value": v}`` and a fraction ``{"$fraction": [num, den]}``;
-floats are written with Python's shortest round-trip repr, so they are exact.
-The file is written to ``<path>.tmp`` in the same folder, flushed and fsynced,
-renamed over ``path`` (:func:`os.replace`), and the folder is fsynced: a crash
-leaves either the old or the new checkpoint, never a mix.
+* **A checkpoint is as sensitive as the raw data.** The generator's key lets
+  anyone recompute every noise value the stream has drawn or will draw; with the
+  released outputs that gives back the exact data, and with future outputs the
+  future data. Whoever can *write* a checkpoint can already do anything to the
+  stream's privacy (e.g. set the noise to zero), so the file must be protected
+  like the data: created with mode 0600; store and delete it like the data itself.
+* **Loading is safe on a hostile file.** The SHA-256 at the end detects accidents,
+  not tampering (a forger recomputes it). So loading checks every field — type,
+  dtype, shape, range, nesting depth — before anything reaches numpy, a mechanism
+  constructor or a bit generator's state setter (whose C code trusts its input:
+  an unchecked state crashes the interpreter), and refuses with a
+  :class:`ValueError` naming the file and the field. It never executes code.
+* **Resume a checkpoint at most once.** Two streams restored from one file add the
+  *same* noise to whatever data each is given; releasing both reveals the
+  difference of the data (the noise cancels), a privacy loss no budget accounts
+  for. The library cannot see copies of a file; ``dpcount count --checkpoint``
+  prevents it for its own runs: it holds an exclusive ``flock`` on
+  ``<checkpoint>.lock`` while it runs (a second concurrent resume is refused),
+  it replaces the checkpoint after every batch (so a later run resumes from the
+  newest state, never re-releasing a step) and checks the consumed input against
+  a saved digest (so the saved noise is never applied to different data). Copying
+  the file and resuming the copy elsewhere is not prevented: don't.
 
 Loading refuses, with a :class:`ValueError` naming the file and the problem:
 wrong magic bytes, an unknown format version, a truncated file, trailing bytes, a
-checksum mismatch, an unknown mechanism or generator class, a state that does not
-check out (e.g. step > horizon, digits that do not spell the step), a
-recalibration that differs, and (with ``expect=``) a different mechanism or
-horizon than the caller's.
+checksum mismatch, a header out of bounds (nesting, integer size, non-finite
+numbers), an unknown mechanism or generator class, a generator state whose
+structure or ranges differ from the class's own, constructor arguments of the
+wrong type, a state that does not check out (e.g. step > horizon, digits that do
+not spell the step), a recalibration that differs, and (with ``expect=``) a
+different mechanism or horizon than the caller's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import hashlib
 import json
-import math
 import os
-import struct
-import sys
-from collections.abc import Callable, Mapping
-from fractions import Fraction
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -83,13 +78,22 @@ from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
+from dpcount.durable import atomic
+from dpcount.durable.format import (
+    FORMAT_VERSION,
+    Encoder,
+    check_depth,
+    decode,
+    encode_file,
+    parse,
+)
+from dpcount.durable.generators import (
+    bit_generator_name,
+    bit_generators,
+    check_generator_state,
+)
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "load_stream", "save_stream"]
-
-MAGIC = b"\x89DPCOUNT-CKPT\r\n\x1a\n"
-FORMAT_VERSION = 1
-_PREFIX = struct.Struct(">IQ")  # format version, header length
-_DIGEST = hashlib.sha256().digest_size
+__all__ = ["load_stream", "save_stream"]
 
 #: mechanism classes a checkpoint may name (rebuilt with their constructor)
 _MECHANISMS: dict[str, type[CountingMechanism]] = {
@@ -105,8 +109,6 @@ _MECHANISMS: dict[str, type[CountingMechanism]] = {
     )
 }
 
-#: array dtypes a checkpoint may hold (little-endian), nothing else is read
-_DTYPES = frozenset({"<f8", "<i8", "<u8", "<i4", "<u4", "|u1", "|b1"})
 _HEADER_KEYS = frozenset(
     {
         "arrays",
@@ -124,124 +126,10 @@ _HEADER_KEYS = frozenset(
         "stream",
     }
 )
-
-
-# -- bit generators ---------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _bit_generators() -> dict[str, Callable[[], np.random.BitGenerator]]:
-    """Bit generator classes whose state a checkpoint may restore, by qualified name."""
-    npr = np.random
-    out: dict[str, Callable[[], np.random.BitGenerator]] = {
-        f"numpy.{cls.__name__}": cls
-        for cls in (npr.PCG64, npr.PCG64DXSM, npr.Philox, npr.SFC64, npr.MT19937)
-    }
-    with contextlib.suppress(ImportError):
-        from randomgen import AESCounter, ChaCha
-
-        out["randomgen.AESCounter"] = AESCounter
-        out["randomgen.ChaCha"] = ChaCha
-    return out
-
-
-def _bit_generator_name(bit_generator: np.random.BitGenerator) -> str:
-    cls = type(bit_generator)
-    name = f"{cls.__module__.split('.')[0]}.{cls.__name__}"
-    if _bit_generators().get(name) is not cls:
-        raise ValueError(
-            f"cannot checkpoint a stream whose generator runs on {cls.__module__}.{cls.__name__}; "
-            f"supported: {', '.join(sorted(_bit_generators()))}"
-        )
-    return name
-
-
-# -- the value codec --------------------------------------------------------------------
-class _Encoder:
-    """Turns a state tree into JSON-able values, collecting its arrays."""
-
-    def __init__(self) -> None:
-        self.arrays: list[NDArray[Any]] = []
-
-    def encode(self, value: Any, where: str) -> Any:
-        if isinstance(value, np.generic):  # first: np.float64 is a float subclass
-            return self._scalar(value, where)
-        if value is None or isinstance(value, (bool, str, int)):
-            return value
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise ValueError(f"cannot save {where}: non-finite float {value!r}")
-            return value
-        if isinstance(value, np.ndarray):
-            arr = np.ascontiguousarray(value)
-            if arr.dtype.byteorder == ">" or (
-                arr.dtype.byteorder == "=" and sys.byteorder == "big"
-            ):
-                arr = arr.astype(arr.dtype.newbyteorder("<"))
-            if arr.dtype.str not in _DTYPES:
-                raise ValueError(f"cannot save {where}: array of dtype {arr.dtype}")
-            self.arrays.append(arr)
-            return {"$array": len(self.arrays) - 1}
-        if isinstance(value, Fraction):
-            return {"$fraction": [value.numerator, value.denominator]}
-        if isinstance(value, (list, tuple)):
-            return [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        if isinstance(value, Mapping):
-            out = {}
-            for key, v in value.items():
-                if not isinstance(key, str) or key.startswith("$"):
-                    raise ValueError(f"cannot save {where}: key {key!r}")
-                out[key] = self.encode(v, f"{where}.{key}")
-            return out
-        raise ValueError(f"cannot save {where}: value of type {type(value).__name__}")
-
-    def _scalar(self, value: np.generic, where: str) -> Any:
-        dtype = value.dtype.newbyteorder("<").str
-        if dtype not in _DTYPES:
-            raise ValueError(f"cannot save {where}: numpy scalar of dtype {value.dtype}")
-        return {"$scalar": dtype, "value": self.encode(value.item(), where)}
-
-
-def _decode(node: Any, arrays: list[NDArray[Any]], where: str) -> Any:
-    """Inverse of :class:`_Encoder` (after JSON); raises ValueError on anything unexpected."""
-    if node is None or isinstance(node, (bool, str, int, float)):
-        return node
-    if isinstance(node, list):
-        return [_decode(v, arrays, f"{where}[{i}]") for i, v in enumerate(node)]
-    if not isinstance(node, dict):
-        raise ValueError(f"{where}: unexpected {type(node).__name__}")
-    if "$array" in node:
-        index = node["$array"]
-        if set(node) != {"$array"} or type(index) is not int or not 0 <= index < len(arrays):
-            raise ValueError(f"{where}: bad array reference {node!r}")
-        return arrays[index].copy()
-    if "$scalar" in node:
-        dtype, value = node.get("$scalar"), node.get("value")
-        if set(node) != {"$scalar", "value"} or dtype not in _DTYPES:
-            raise ValueError(f"{where}: bad numpy scalar {node!r}")
-        kind = np.dtype(str(dtype)).kind
-        ok = {"f": (float,), "i": (int,), "u": (int,), "b": (bool,)}[kind]
-        if type(value) not in ok:
-            raise ValueError(f"{where}: bad numpy scalar {node!r}")
-        try:
-            return np.dtype(str(dtype)).newbyteorder("=").type(value)
-        except OverflowError:
-            raise ValueError(f"{where}: bad numpy scalar {node!r}") from None
-    if "$fraction" in node:
-        pair = node["$fraction"]
-        if (
-            set(node) != {"$fraction"}
-            or not isinstance(pair, list)
-            or len(pair) != 2
-            or any(type(v) is not int for v in pair)
-            or pair[1] <= 0
-        ):
-            raise ValueError(f"{where}: bad fraction {node!r}")
-        return Fraction(pair[0], pair[1])
-    out = {}
-    for key, value in node.items():
-        if key.startswith("$"):
-            raise ValueError(f"{where}: unknown marker {key!r}")
-        out[key] = _decode(value, arrays, f"{where}.{key}")
-    return out
+#: constructor arguments of this type are arrays (FactorizationMechanism's L and R)
+_ARRAY_KWARGS = frozenset({"L", "R"})
+_MAX_KWARG_INT = 1 << 63
+_MAX_STR = 64
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -258,12 +146,12 @@ def _sampler_description(sampler: Any) -> dict[str, Any]:
     return {"class": type(sampler).__name__, "fields": _fields(sampler)}
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: Any, where: str = "value") -> str:
     """A value without arrays as canonical JSON (for equality checks and messages)."""
-    enc = _Encoder()
-    text = json.dumps(enc.encode(value, "value"), sort_keys=True, allow_nan=False)
+    enc = Encoder()
+    text = json.dumps(enc.encode(value, where), sort_keys=True, allow_nan=False)
     if enc.arrays:
-        raise ValueError("internal: arrays in a canonical value")
+        raise ValueError(f"corrupt header: {where} holds an array")
     return text
 
 
@@ -294,7 +182,7 @@ def _pieces(stream: CountingStream, extra: Any) -> list[bytes]:
             f"mechanism, which must be one of {', '.join(sorted(_MECHANISMS))}"
         )
     rng = m._rng
-    enc = _Encoder()
+    enc = Encoder()
     process = stream._process
     header = {
         "format": FORMAT_VERSION,
@@ -307,66 +195,14 @@ def _pieces(stream: CountingStream, extra: Any) -> list[bytes]:
         "dim": stream.dim,
         "stream": {"integer": stream._integer, "sum": enc.encode(stream._sum, "running sum")},
         "rng": {
-            "class": _bit_generator_name(rng.bit_generator),
+            "class": bit_generator_name(rng.bit_generator),
             "state": enc.encode(rng.bit_generator.state, "generator state"),
         },
         "process": None if process is None else enc.encode(process.state_dict(), "process state"),
         "extra": _check_extra(extra),
-        "arrays": [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in enc.arrays],
     }
-    text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    head = text.encode("utf-8")
-    pieces = [MAGIC, _PREFIX.pack(FORMAT_VERSION, len(head)), head]
-    pieces.extend(a.tobytes() for a in enc.arrays)
-    digest = hashlib.sha256()
-    for piece in pieces:
-        digest.update(piece)
-    pieces.append(digest.digest())
-    return pieces
-
-
-def _fsync_folder(folder: str) -> None:
-    if os.name != "posix":  # pragma: no cover - directories cannot be opened on Windows
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _check_path(path: object) -> str:
-    """A checkpoint path: a str or os.PathLike naming a file (not bytes, not empty)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"path must be a str or os.PathLike, got {path!r} of type {type(path).__name__}"
-        )
-    name = os.fspath(path)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"path must name a file, got {path!r}")
-    return name
-
-
-def write_atomic(path: str | os.PathLike[str], pieces: list[bytes]) -> None:
-    """Write ``pieces`` to ``path`` atomically: ``<path>.tmp`` (mode 0600) in the same
-    folder, flush and fsync, :func:`os.replace`, fsync the folder."""
-    target = os.path.abspath(os.fspath(path))
-    tmp = target + ".tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)  # a leftover from a crash mid-write
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for piece in pieces:
-                fh.write(piece)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_folder(os.path.dirname(target))
+    check_depth(header, "cannot save: header")  # what load accepts (extra is the caller's)
+    return encode_file(header, enc.arrays)
 
 
 def save_stream(
@@ -380,90 +216,23 @@ def save_stream(
     Raises:
         ValueError: the mechanism has no privacy guarantee (a ``with_sampler``
             copy), its generator or sampler cannot be saved, or ``extra`` is not
-            JSON-able.
+            JSON-able (or nested deeper than a checkpoint may be).
         TypeError: ``extra`` is not a dict or None.
         OSError: the file cannot be written.
     """
     if not isinstance(stream, CountingStream):
         raise TypeError(f"stream must be a CountingStream, got {type(stream).__name__}")
-    write_atomic(_check_path(path), _pieces(stream, extra))
+    name = atomic.check_path(path)
+    atomic.write_atomic(name, _pieces(stream, extra))
 
 
 # -- load -------------------------------------------------------------------------------
-def _parse(data: bytes) -> tuple[dict[str, Any], list[NDArray[Any]]]:
-    """Check the framing and the checksum; return the header and the arrays."""
-    if not data.startswith(MAGIC):
-        if MAGIC.startswith(data):
-            raise ValueError(f"truncated: {len(data)} bytes, shorter than the file signature")
-        raise ValueError("not a dpcount checkpoint (wrong magic bytes)")
-    pos = len(MAGIC)
-    if len(data) < pos + _PREFIX.size:
-        raise ValueError(f"truncated: {len(data)} bytes, shorter than the file prefix")
-    version, header_len = _PREFIX.unpack_from(data, pos)
-    if version != FORMAT_VERSION:
-        raise ValueError(
-            f"unknown checkpoint format version {version} (this dpcount {__version__} reads "
-            f"version {FORMAT_VERSION})"
-        )
-    pos += _PREFIX.size
-    if len(data) < pos + header_len + _DIGEST:
-        raise ValueError(
-            f"truncated: {len(data)} bytes, but the header alone needs {pos + header_len + _DIGEST}"
-        )
-    header: Any = None
-    specs: list[tuple[str, tuple[int, ...]]] | None = None
-    with contextlib.suppress(ValueError, RecursionError):
-        header = json.loads(data[pos : pos + header_len].decode("utf-8"))
-        specs = _array_specs(header)
-    if specs is not None:
-        expected = pos + header_len + sum(_nbytes(d, s) for d, s in specs) + _DIGEST
-        if len(data) < expected:
-            raise ValueError(f"truncated: {len(data)} bytes, expected {expected}")
-        if len(data) > expected:
-            raise ValueError(f"corrupt: {len(data) - expected} unexpected bytes after the end")
-    body = memoryview(data)[: len(data) - _DIGEST]
-    if hashlib.sha256(body).digest() != data[len(data) - _DIGEST :]:
-        raise ValueError("corrupt: SHA-256 checksum mismatch")
-    if specs is None or not isinstance(header, dict):
-        raise ValueError("corrupt header (valid checksum, unreadable header)")
-    arrays: list[NDArray[Any]] = []
-    at = pos + header_len
-    for dtype_str, shape in specs:
-        size = _nbytes(dtype_str, shape)
-        dtype = np.dtype(dtype_str)
-        arr = np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize, offset=at)
-        arrays.append(arr.reshape(shape).astype(dtype.newbyteorder("="), copy=True))
-        at += size
-    return header, arrays
-
-
-def _array_specs(header: Any) -> list[tuple[str, tuple[int, ...]]] | None:
-    """The (dtype, shape) list of the header, or None if it is malformed."""
-    if not isinstance(header, dict) or not isinstance(header.get("arrays"), list):
-        return None
-    specs = []
-    for spec in header["arrays"]:
-        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape"}:
-            return None
-        dtype, shape = spec["dtype"], spec["shape"]
-        if dtype not in _DTYPES or not isinstance(shape, list) or len(shape) > 3:
-            return None
-        if any(type(n) is not int or n < 0 for n in shape):
-            return None
-        specs.append((str(dtype), tuple(shape)))
-    return specs
-
-
-def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:
-    return math.prod(shape) * np.dtype(dtype).itemsize
-
-
 def _field(header: Mapping[str, Any], key: str, types: tuple[type, ...], what: str) -> Any:
     value = header[key]
     if isinstance(value, bool) and bool not in types:
-        raise ValueError(f"corrupt header: {key} must be {what}, got {value!r}")
+        raise ValueError(f"corrupt header: {key} must be {what}, got {value!r:.40}")
     if not isinstance(value, types):
-        raise ValueError(f"corrupt header: {key} must be {what}, got {value!r}")
+        raise ValueError(f"corrupt header: {key} must be {what}, got {value!r:.40}")
     return value
 
 
@@ -482,14 +251,14 @@ def _same(a: Any, b: Any) -> bool:
 def _describe_value(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape}"
-    return repr(value)
+    return f"{value!r:.80}"
 
 
 def _check_expected(config: Mapping[str, Any], expect: CountingMechanism) -> None:
     want = expect.config()
     if config["class"] != want["class"]:
         raise ValueError(
-            f"it holds a {config['class']} stream, expected a {want['class']} "
+            f"it holds a {config['class']:.60} stream, expected a {want['class']} "
             f"(refusing to continue a different mechanism)"
         )
     saved, wanted = config["kwargs"], want["kwargs"]
@@ -501,42 +270,62 @@ def _check_expected(config: Mapping[str, Any], expect: CountingMechanism) -> Non
     ]
     if diffs:
         raise ValueError(
-            f"it was saved for a different {config['class']} than expected ("
+            f"it was saved for a different {config['class']:.60} than expected ("
             + "; ".join(diffs)
             + ")"
         )
 
 
 def _rebuild_generator(rng_header: Any, arrays: list[NDArray[Any]]) -> tuple[Any, Any]:
-    """A new Generator of the saved class in the saved state; also the decoded state."""
+    """A new Generator of the saved class in the saved state; also the decoded state.
+
+    The state is checked field by field against the class's own structure
+    (:func:`~dpcount.durable.generators.check_generator_state`) before the setter
+    sees it: the setters are C code that trusts its input."""
     if not isinstance(rng_header, dict) or set(rng_header) != {"class", "state"}:
         raise ValueError("corrupt header: rng must hold class and state")
     name = rng_header["class"]
-    classes = _bit_generators()
-    if name not in classes:
+    classes = bit_generators()
+    if not isinstance(name, str) or name not in classes:
         raise ValueError(
-            f"unknown generator class {name!r} (supported: {', '.join(sorted(classes))})"
+            f"unknown generator class {name!r:.60} (supported: {', '.join(sorted(classes))})"
         )
-    state = _decode(rng_header["state"], arrays, "rng.state")
-    bit_generator = classes[name]()
+    state = decode(rng_header["state"], arrays, "rng.state")
     try:
+        check_generator_state(name, state)
+    except ValueError as err:
+        raise ValueError(f"corrupt generator state for {name}: {err}") from None
+    bit_generator = classes[name]()
+    try:  # a safety net only: the check above admits what the setter accepts
         bit_generator.state = state
-    except (ValueError, TypeError, KeyError, OverflowError) as err:
+    except (ValueError, TypeError, KeyError, OverflowError) as err:  # pragma: no cover
         raise ValueError(f"corrupt generator state for {name}: {err}") from None
     return np.random.Generator(bit_generator), state
 
 
-def _restore(
-    header: dict[str, Any], arrays: list[NDArray[Any]], expect: CountingMechanism | None
-) -> CountingStream:
-    if set(header) != _HEADER_KEYS:
-        missing = ", ".join(sorted(_HEADER_KEYS - set(header))) or "none"
-        unknown = ", ".join(sorted(set(header) - _HEADER_KEYS)) or "none"
-        raise ValueError(f"corrupt header (missing: {missing}; unknown: {unknown})")
-    if header["format"] != FORMAT_VERSION:
-        raise ValueError(f"corrupt header: format {header['format']!r} != {FORMAT_VERSION}")
-    saved_version = _field(header, "dpcount_version", (str,), "a string")
-    config = _decode(header["mechanism"], arrays, "mechanism")
+def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
+    """A constructor argument as :meth:`CountingMechanism.config` writes it: None, a
+    bool, an int64, a finite float, a short str, or (``L``, ``R``) a 2-D float64
+    array. The constructor then checks the values themselves."""
+    where = f"mechanism.kwargs.{str(key)[:40]}"
+    if not isinstance(key, str) or not key.isidentifier() or len(key) > _MAX_STR:
+        raise ValueError(f"corrupt header: {where}: not an argument name")
+    if key in _ARRAY_KWARGS and cls is FactorizationMechanism:
+        if not (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 2):
+            raise ValueError(f"corrupt header: {where} must be a 2-D float64 array")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not -_MAX_KWARG_INT <= value < _MAX_KWARG_INT:
+            raise ValueError(f"corrupt header: {where}: integer {value} is out of range")
+    elif isinstance(value, str):
+        if len(value) > _MAX_STR:
+            raise ValueError(f"corrupt header: {where}: string longer than {_MAX_STR}")
+    elif value is not None and not isinstance(value, (bool, float)):
+        raise ValueError(f"corrupt header: {where}: unexpected {type(value).__name__}")
+
+
+def _saved_config(header: dict[str, Any], arrays: list[NDArray[Any]]) -> dict[str, Any]:
+    """The saved mechanism config, its class known and its arguments of expected types."""
+    config = decode(header["mechanism"], arrays, "mechanism")
     if (
         not isinstance(config, dict)
         or set(config) != {"class", "kwargs"}
@@ -546,27 +335,53 @@ def _restore(
     cls = _MECHANISMS.get(config["class"]) if isinstance(config["class"], str) else None
     if cls is None:
         raise ValueError(
-            f"unknown mechanism class {config['class']!r} "
+            f"unknown mechanism class {config['class']!r:.60} "
             f"(supported: {', '.join(sorted(_MECHANISMS))})"
         )
+    for key, value in config["kwargs"].items():
+        _check_kwarg(cls, key, value)
+    return config
+
+
+def _rebuild_mechanism(
+    header: dict[str, Any], arrays: list[NDArray[Any]], expect: CountingMechanism | None
+) -> tuple[CountingMechanism, np.random.Generator, Any]:
+    """The mechanism rebuilt from its config with the saved generator; refuses a
+    different calibration than the saved one (or than ``expect``)."""
+    saved_version = _field(header, "dpcount_version", (str,), "a string")
+    config = _saved_config(header, arrays)
+    cls = _MECHANISMS[config["class"]]
     if expect is not None:
         _check_expected(config, expect)
     generator, rng_state = _rebuild_generator(header["rng"], arrays)
     try:
         mechanism = cls(**config["kwargs"], rng=generator)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise ValueError(f"cannot rebuild the {cls.__name__}: {err}") from None
-    saved_sampler = _canonical(_decode(header["sampler"], arrays, "sampler"))
-    saved_privacy = _canonical(_decode(header["privacy"], arrays, "privacy"))
+    saved_sampler = _canonical(decode(header["sampler"], arrays, "sampler"), "sampler")
+    saved_privacy = _canonical(decode(header["privacy"], arrays, "privacy"), "privacy")
     rebuilt_sampler = _canonical(_sampler_description(mechanism.sampler))
     rebuilt_privacy = _canonical(None if mechanism.privacy is None else _fields(mechanism.privacy))
     if saved_sampler != rebuilt_sampler or saved_privacy != rebuilt_privacy:
         raise ValueError(
             f"the rebuilt {cls.__name__} is calibrated differently from the saved one "
-            f"(saved by dpcount {saved_version}, this is {__version__}): saved sampler "
-            f"{saved_sampler}, guarantee {saved_privacy}; rebuilt sampler {rebuilt_sampler}, "
-            f"guarantee {rebuilt_privacy}"
+            f"(saved by dpcount {saved_version:.40}, this is {__version__}): saved sampler "
+            f"{saved_sampler:.300}, guarantee {saved_privacy:.300}; rebuilt sampler "
+            f"{rebuilt_sampler}, guarantee {rebuilt_privacy}"
         )
+    return mechanism, generator, rng_state
+
+
+def _restore(
+    header: dict[str, Any], arrays: list[NDArray[Any]], expect: CountingMechanism | None
+) -> CountingStream:
+    if set(header) != _HEADER_KEYS:
+        missing = ", ".join(sorted(_HEADER_KEYS - set(header))) or "none"
+        unknown = ", ".join(sorted(str(k)[:40] for k in set(header) - _HEADER_KEYS)) or "none"
+        raise ValueError(f"corrupt header (missing: {missing}; unknown: {unknown})")
+    if type(header["format"]) is not int or header["format"] != FORMAT_VERSION:
+        raise ValueError(f"corrupt header: format {header['format']!r:.40} != {FORMAT_VERSION}")
+    mechanism, generator, rng_state = _rebuild_mechanism(header, arrays, expect)
     horizon = _field(header, "horizon", (int,), "an int")
     if horizon != mechanism.horizon:
         raise ValueError(
@@ -577,28 +392,28 @@ def _restore(
         raise ValueError(f"corrupt header: step {step} is outside [0, horizon={horizon}]")
     dim = header["dim"]
     if dim is not None and (type(dim) is not int or dim < 1):
-        raise ValueError(f"corrupt header: dim must be None or an int >= 1, got {dim!r}")
+        raise ValueError(f"corrupt header: dim must be None or an int >= 1, got {dim!r:.40}")
     stream = mechanism.stream()
     saved_stream = header["stream"]
     if not isinstance(saved_stream, dict) or set(saved_stream) != {"integer", "sum"}:
         raise ValueError("corrupt header: stream must hold integer and sum")
     if saved_stream["integer"] is not stream._integer:
         raise ValueError("corrupt header: stream.integer does not match the sampler")
-    total = _decode(saved_stream["sum"], arrays, "stream.sum")
+    total = decode(saved_stream["sum"], arrays, "stream.sum")
     process_state = header["process"]
     if (step == 0) != (process_state is None) or (step == 0 and dim is not None):
         raise ValueError(
-            f"corrupt header: step {step} with dim {dim!r} and process {process_state!r:.40}"
+            f"corrupt header: step {step} with dim {dim!r:.40} and process {process_state!r:.40}"
         )
     if step > 0:
-        total = _check_sum(total, dim, stream._integer)
+        total = _check_sum(total, dim, stream._integer)  # first: bounds dim by the file
         process = stream._start(dim)
-        process.load_state_dict(_decode(process_state, arrays, "process"))
+        process.load_state_dict(decode(process_state, arrays, "process"))
         if process.step != step:
             raise ValueError(f"corrupt state: the process is at step {process.step}, not {step}")
         stream._sum, stream._t = total, step
     elif not _same(total, stream._sum) or type(total) is not type(stream._sum):
-        raise ValueError(f"corrupt header: running sum {total!r} at step 0")
+        raise ValueError(f"corrupt header: running sum {total!r:.40} at step 0")
     # Last: making a process may draw (the dense process draws z at once); the
     # generator must continue from the saved state.
     generator.bit_generator.state = rng_state
@@ -627,7 +442,7 @@ def _check_sum(total: Any, dim: int | None, integer: bool) -> Any:
 def load_stream(
     path: str | os.PathLike[str], expect: CountingMechanism | None = None
 ) -> CountingStream:
-    """Restore a stream saved with :meth:`CountingStream.save`.
+    """Restore a stream saved with :func:`save_stream`.
 
     The mechanism is rebuilt from the saved configuration with a generator in the
     saved state; the stream continues exactly where the saved one was (the same
@@ -647,17 +462,17 @@ def load_stream(
             state, recalibrated differently, or not what ``expect`` describes.
         OSError: the file cannot be read.
     """
-    name = _check_path(path)
+    name = atomic.check_path(path)
     if expect is not None and not isinstance(expect, CountingMechanism):
         raise TypeError(f"expect must be a CountingMechanism or None, got {type(expect).__name__}")
     with open(name, "rb") as fh:
         data = fh.read()
     try:
-        header, arrays = _parse(data)
+        header, arrays = parse(data)
         return _restore(header, arrays, expect)
     except ValueError as err:
         raise ValueError(f"checkpoint {name}: {err}") from None
-    except (TypeError, KeyError, IndexError, AttributeError) as err:
-        # The checksum only proves the file is as written; a hand-made file may
-        # still hold values of unexpected types: refuse it like any corrupt one.
+    except (TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as err:
+        # A safety net: every field is checked above, but a refusal must never
+        # surface as anything but a ValueError naming the file.
         raise ValueError(f"checkpoint {name}: corrupt ({type(err).__name__}: {err})") from None
