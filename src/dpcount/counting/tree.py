@@ -317,6 +317,15 @@ class KaryTree(CountingMechanism):
         total = self.digit_system.digit_l1_total(self.horizon, self.height)
         return self.sampler.variance * total / self.horizon
 
+    def _noise_coefficient_at(self, t: int) -> float:
+        return float(self.digit_system.digit_l1_norm(t, self.height))
+
+    def max_variance(self) -> float:
+        """Exact largest variance in O(h): node variance × max_t ‖digits(t)‖₁."""
+        return float(
+            self.sampler.variance * self.digit_system.digit_l1_max(self.horizon, self.height)
+        )
+
     def live_noise_bound(self) -> int:
         """Most node values a stream holds: h·max(|low|, high) (Lemma 17: h(k−1)/2)."""
         return self.height * max(-self.digit_system.low, self.digit_system.high)
