@@ -45,6 +45,7 @@ from dpcount._validate import (
     check_real,
     check_real_array,
 )
+from dpcount.apps._bounds import check_on_out_of_bounds
 from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
 from dpcount.privacy.rng import RNGLike, as_generator
 
@@ -100,6 +101,20 @@ class LocalMedianProtocol(AppBase):
     Privacy: each client's message is ε-LDP (Laplace, no delta) or (ε, δ)-LDP
     (with a delta); the server's output is post-processing.
 
+    Out-of-bound data (:mod:`dpcount.apps._bounds`): with
+    ``on_out_of_bounds="error"`` (the default) :meth:`run` and
+    :meth:`bucket_of` raise ValueError if a value is outside [0, 1], and no
+    message is sent. That refusal is a data-dependent signal the LDP guarantee
+    does not cover (that the run failed reveals that some client's value was
+    out of range); keep such errors with the data holder. With
+    ``on_out_of_bounds="clip"`` each value is clipped to [0, 1] before it is
+    bucketed, a fixed map of that client's value alone, so every message keeps
+    its ε- or (ε, δ)-LDP guarantee (any two inputs are neighbours in the local
+    model). ``clipped`` is the number of clients clipped in the latest
+    :meth:`bucket_of`/:meth:`run`: exact and NOT private (for the caller only;
+    in a real deployment it would be known only to the clients themselves).
+    NaN and infinities always raise.
+
     Exact error: Var x̂[t] = (Var_t + Var_{w−2−t})/n (:meth:`slope_variances`),
     Var the counting mechanism's per-step variances (:meth:`variances`).
 
@@ -110,6 +125,7 @@ class LocalMedianProtocol(AppBase):
         buckets: w (default ⌈ε√n⌉, at least 1).
         mechanism, noise, calibration, k, subtract, rng: as for
             :class:`~dpcount.apps.ContinualHistogram` (horizon = w).
+        on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
         >>> from dpcount.apps import LocalMedianProtocol
@@ -133,7 +149,11 @@ class LocalMedianProtocol(AppBase):
         k: int = 19,
         subtract: bool = True,
         rng: RNGLike = None,
+        on_out_of_bounds: str = "error",
     ) -> None:
+        self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
+        #: clients clipped into [0, 1] by the latest bucket_of/run: exact, NOT private
+        self.clipped = 0
         self.n_clients = check_integer("n_clients", n_clients, ge=1)
         eps = check_real("epsilon", epsilon, gt=0)
         self.buckets = (
@@ -150,7 +170,8 @@ class LocalMedianProtocol(AppBase):
         self.neighbouring = "local: any two inputs of one client"
 
     def _reset(self) -> None:
-        """Stateless: nothing to reset."""
+        """No stream state; only the (non-private) clipping report."""
+        self.clipped = 0
 
     def __repr__(self) -> str:
         return (
@@ -160,8 +181,16 @@ class LocalMedianProtocol(AppBase):
 
     # -- client side ------------------------------------------------------------------
     def bucket_of(self, data: Any) -> NDArray[np.int64]:
-        """Bucket j = min(⌊d·w⌋, w − 1) of each value in [0, 1] (shape (n_clients,))."""
-        d = check_array_in_range("data", data, low=0.0, high=1.0, shape=(self.n_clients,))
+        """Bucket j = min(⌊d·w⌋, w − 1) of each value in [0, 1] (shape (n_clients,));
+        values outside [0, 1] raise, or are clipped with ``on_out_of_bounds="clip"``."""
+        if self.on_out_of_bounds == "clip":
+            raw = check_array_in_range(
+                "data", data, low=-math.inf, high=math.inf, shape=(self.n_clients,)
+            )
+            d = np.clip(raw, 0.0, 1.0)
+            self.clipped = int(np.count_nonzero(d != raw))
+        else:
+            d = check_array_in_range("data", data, low=0.0, high=1.0, shape=(self.n_clients,))
         return np.minimum(np.floor(d * self.buckets), self.buckets - 1).astype(np.int64)
 
     def client_messages(
