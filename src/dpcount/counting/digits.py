@@ -94,52 +94,6 @@ class DigitSystem:
         """‖digits(t)‖₁ in O(h): the number of tree nodes summed at step t."""
         return sum(abs(d) for d in self.digits(t, h))
 
-    def digit_l1_max(self, horizon: int, h: int) -> int:
-        """max_{1≤t≤horizon} ‖digits(t)‖₁ exactly, in O(h) by a digit-by-digit pass.
-
-        With a contiguous digit range the numeric order of t is the lexicographic
-        order of its digits (most significant first), so the t in [1, horizon] are
-        the digit strings between digits(1) and digits(horizon). Left to right, the
-        best sum is kept for four states: on both bounds' prefix, on the lower's
-        only, on the upper's only, or strictly between (free: every later digit may
-        be low or high). |d| is convex, so over an interval of digits it is largest
-        at an end: only the bounds' digits and their inner neighbours matter.
-        """
-        lo, hi = self.digits(1, h)[::-1], self.digits(horizon, h)[::-1]
-        free_digit = max(-self.low, self.high)
-        both: int | None = 0
-        low_only: int | None = None
-        high_only: int | None = None
-        free: int | None = None
-
-        def best(*vals: int | None) -> int | None:
-            present = [v for v in vals if v is not None]
-            return max(present) if present else None
-
-        for a, b in zip(lo, hi, strict=True):
-            n_both = n_low = n_high = n_free = None
-            if both is not None:
-                if a == b:
-                    n_both = both + abs(a)
-                else:
-                    n_low, n_high = both + abs(a), both + abs(b)
-                    if b - a >= 2:
-                        n_free = both + max(abs(a + 1), abs(b - 1))
-            if low_only is not None:  # digits a .. high
-                n_low = best(n_low, low_only + abs(a))
-                if a < self.high:
-                    n_free = best(n_free, low_only + max(abs(a + 1), abs(self.high)))
-            if high_only is not None:  # digits low .. b
-                n_high = best(n_high, high_only + abs(b))
-                if b > self.low:
-                    n_free = best(n_free, high_only + max(abs(self.low), abs(b - 1)))
-            if free is not None:
-                n_free = best(n_free, free + free_digit)
-            both, low_only, high_only, free = n_both, n_low, n_high, n_free
-        result = best(both, low_only, high_only, free)
-        assert result is not None  # the path of digits(1) always survives
-        return result
-
     def digit_l1_total(self, horizon: int, h: int) -> int:
         """Σ_{t=1}^{horizon} ‖digits(t)‖₁ exactly, in O(h·k) integer arithmetic.
 

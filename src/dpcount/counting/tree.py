@@ -321,10 +321,11 @@ class KaryTree(CountingMechanism):
         return float(self.digit_system.digit_l1_norm(t, self.height))
 
     def max_variance(self) -> float:
-        """Exact largest variance in O(h): node variance × max_t ‖digits(t)‖₁."""
-        return float(
-            self.sampler.variance * self.digit_system.digit_l1_max(self.horizon, self.height)
-        )
+        """Exact largest variance in O(h·k), without the T variances: node variance ×
+        max_t ‖digits(t)‖₁ (:func:`dpcount.analysis.advisor.tree_max_variance`)."""
+        from dpcount.analysis.advisor import tree_max_variance  # analysis imports counting
+
+        return float(tree_max_variance(self))
 
     def live_noise_bound(self) -> int:
         """Most node values a stream holds: h·max(|low|, high) (Lemma 17: h(k−1)/2)."""
