@@ -153,3 +153,19 @@ def test_sqrt_running_sum_across_many_blocks(monkeypatch: pytest.MonkeyPatch) ->
         [0, 6, 7, 13, 14, 1023, 1024, 1499]
     ].tolist()
     assert list(m.iter_variances(9)) == v[8:].tolist()
+
+
+@pytest.mark.parametrize(
+    "name", ["binary", "kary-19-sub", "kary-4-sub-gauss", "kary-5-laplace-delta"]
+)
+def test_tree_per_step_variances_across_small_blocks(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dpcount.counting.tree as tree_module
+
+    monkeypatch.setattr(tree_module, "_NORM_BLOCK", 7)
+    m = FACTORIES[name](1000, 0)
+    v = m.variances()
+    assert list(m.iter_variances()) == v.tolist()
+    for start in (2, 7, 8, 9, 500, 999, 1000):
+        assert list(m.iter_variances(start)) == v[start - 1 :].tolist()

@@ -110,3 +110,14 @@ def test_kary_max_variance_without_variances(T: int, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(KaryTree, "variances", refuse)
     assert [m.max_variance() for m in mechanisms] == expected
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 19])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_digit_l1_norms_from_a_start(k: int, subtract: bool) -> None:
+    system = DigitSystem.for_tree(k, subtract)
+    for T in (1, 5, 100, 6859, 10_000):
+        h = system.height(T)
+        full = system.digit_l1_norms(T, h)
+        for start in {1, 2, T // 3 + 1, T}:
+            assert system.digit_l1_norms(T, h, start=start).tolist() == full[start - 1 :].tolist()
