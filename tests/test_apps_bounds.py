@@ -195,3 +195,18 @@ def test_guarantees_state_that_a_refusal_is_a_data_dependent_signal(cls: type) -
         "data-dependent signal the LDP guarantee does not cover" in doc
     )
     assert "NOT private" in doc or "not private" in doc or "no clipping mode" in doc
+
+
+def test_local_median_function_reports_the_clipped_clients() -> None:
+    from dpcount.apps import local_median
+
+    data = np.array([-0.5, 0.2, 0.4, 0.6, 1.5, 0.3])
+    result = local_median(data, 1.0, on_out_of_bounds="clip", rng=1)
+    expected = local_median(np.clip(data, 0.0, 1.0), 1.0, rng=1)
+    assert result.clipped == 2 and expected.clipped == 0
+    assert result.slopes.tolist() == expected.slopes.tolist()
+    protocol = LocalMedianProtocol(6, 1.0, on_out_of_bounds="clip", rng=1)
+    assert protocol.run(data).clipped == 2
+    assert protocol.run_buckets([0, 1, 1, 2, 2, 2]).clipped == 0 and protocol.clipped == 0
+    with pytest.raises(ValueError, match=r"data must be finite and in \[0, 1\]"):
+        local_median(data, 1.0, rng=1)

@@ -71,6 +71,9 @@ class LocalMedianResult:
         slope_variances: exact Var x̂[t], shape (w,).
         grid: the grid {0, 1/w, …, 1}, shape (w + 1,).
         objective: f(x̂, ·) on the grid, shape (w + 1,).
+        clipped: clients whose value was clipped into [0, 1]
+            (``on_out_of_bounds="clip"``; else 0). Exact and NOT private: for the
+            caller only, never to be published with the estimate.
     """
 
     estimate: float
@@ -79,6 +82,7 @@ class LocalMedianResult:
     slope_variances: NDArray[np.float64]
     grid: NDArray[np.float64]
     objective: NDArray[np.float64]
+    clipped: int = 0
 
 
 class LocalMedianProtocol(AppBase):
@@ -244,10 +248,15 @@ class LocalMedianProtocol(AppBase):
 
     def run(self, data: Any) -> LocalMedianResult:
         """Run the protocol on each client's value in [0, 1] (shape (n_clients,))."""
-        return self.run_buckets(self.bucket_of(data))
+        buckets = self.bucket_of(data)
+        return self._run(buckets, self.clipped)
 
     def run_buckets(self, bucket_indices: Any) -> LocalMedianResult:
         """Run the protocol on each client's bucket (shape (n_clients,))."""
+        self.clipped = 0
+        return self._run(bucket_indices, 0)
+
+    def _run(self, bucket_indices: Any, clipped: int) -> LocalMedianResult:
         j = self._check_buckets(bucket_indices)
         if j.shape[0] != self.n_clients:
             raise ValueError(
@@ -260,9 +269,9 @@ class LocalMedianProtocol(AppBase):
             y, z = self.client_messages(j[start : start + block])
             y_sum += y.sum(axis=0)
             z_sum += z.sum(axis=0)
-        return self._result(self.aggregate(y_sum, z_sum))
+        return self._result(self.aggregate(y_sum, z_sum), clipped)
 
-    def _result(self, slopes: NDArray[np.float64]) -> LocalMedianResult:
+    def _result(self, slopes: NDArray[np.float64], clipped: int) -> LocalMedianResult:
         w = self.buckets
         objective = np.concatenate(([0.0], np.cumsum(slopes) / w))
         grid = np.arange(w + 1) / w
@@ -274,6 +283,7 @@ class LocalMedianProtocol(AppBase):
             slope_variances=self.slope_variances(),
             grid=grid,
             objective=objective,
+            clipped=clipped,
         )
 
 
@@ -282,7 +292,9 @@ def local_median(
 ) -> LocalMedianResult:
     """Run :class:`LocalMedianProtocol` with one client per value of ``data`` (in [0, 1]).
 
-    ``options``: ``buckets`` and the mechanism options of the protocol.
+    ``options``: ``buckets``, ``on_out_of_bounds`` and the mechanism options of the
+    protocol (with ``on_out_of_bounds="clip"`` the result's ``clipped`` reports the
+    clipped clients: not private).
 
     Example:
         >>> import numpy as np
