@@ -134,3 +134,23 @@ def test_duplicate_universe_is_an_error(tmp_path: Path, capsys: pytest.CaptureFi
     argv[argv.index("a,b,c")] = "a,b,a"
     assert main(argv) == 2
     assert "item 'a' is listed twice" in capsys.readouterr().err
+
+
+def test_histogram_std_is_computed_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The std column never needs the horizon-long variance array (audit finding 8)."""
+    from dpcount.counting import KaryTree
+    from dpcount.counting import base as counting_base
+
+    horizon = 300
+    src, out = write_events(tmp_path, "t,item\n0.2,a\n1.5,b\n3.5,c\n"), tmp_path / "out.csv"
+    std = np.sqrt(ContinualHistogram(3, horizon, 1.0, None, 1, rng=0).variances())
+
+    def refuse(self: object) -> None:
+        raise AssertionError("the CLI computed all horizon variances")
+
+    monkeypatch.setattr(counting_base.CountingMechanism, "variances", refuse)
+    monkeypatch.setattr(KaryTree, "noise_coefficients", refuse)
+    assert main([*base(src, out), "--horizon", str(horizon)]) == 0
+    assert [float(r["std"]) for r in read(out)] == std.tolist()

@@ -435,3 +435,22 @@ def test_an_older_copy_of_the_checkpoint_is_not_resumed_twice(
     assert "the output has lines the checkpoint never released" in err
     assert (work / "out.csv").read_bytes() == out_before
     assert (work / "ck").read_bytes() == ck_before
+
+
+def test_checkpoint_runs_and_resumes_compute_the_std_step_by_step(
+    work: Path, reference: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 8: --checkpoint never builds the horizon-long variance array, and a
+    resumed run continues the std column at the checkpoint's step."""
+    from dpcount.counting import base
+
+    def refuse(self: object) -> None:
+        raise AssertionError("the CLI computed all horizon variances")
+
+    monkeypatch.setattr(base.CountingMechanism, "variances", refuse)
+    monkeypatch.setattr(KaryTree, "noise_coefficients", refuse)
+    rows = (work / "data.csv").read_text().splitlines(keepends=True)
+    argv = count_argv("-", work, "--checkpoint-every", "5")
+    for n in (1, 999, N):
+        assert run_stdin(monkeypatch, argv, "".join(rows[: n + 1])) == 0
+    assert (work / "out.csv").read_text() == reference

@@ -107,3 +107,96 @@ def test_demo_runs_and_writes_plot(tmp_path: Path, capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "binary" in out and "exact RMSE" in out
     assert png.stat().st_size > 10_000
+
+
+def _refuse_full_variances(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every O(horizon) exact-error computation raise (finding 8)."""
+    from dpcount.counting import base
+
+    def refuse(self: object) -> None:
+        raise AssertionError("the CLI computed all horizon variances")
+
+    monkeypatch.setattr(base.CountingMechanism, "variances", refuse)
+    for cls in _all_subclasses(base.CountingMechanism):
+        if "noise_coefficients" in vars(cls):
+            monkeypatch.setattr(cls, "noise_coefficients", refuse)
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_all_subclasses(sub)]
+    return out
+
+
+MECHANISM_OPTIONS = {
+    "binary": [],
+    "kary": [],
+    "sqrt": ["--noise", "gaussian", "--delta", "1e-6"],
+    "honaker": [],
+    "smooth-binary": [],
+    "input": [],
+}
+
+
+@pytest.mark.parametrize("mechanism", sorted(MECHANISM_OPTIONS))
+def test_live_count_computes_the_std_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """Live mode never builds the horizon-long variance array, and prints the same std."""
+    import io
+
+    from dpcount.counting.registry import build_mechanism
+
+    horizon, rows = 3000, 40
+    options = MECHANISM_OPTIONS[mechanism]
+    delta = float(options[-1]) if options else None
+    noise = options[1] if options else "laplace"
+    mech = build_mechanism(
+        mechanism, horizon=horizon, epsilon=1.0, delta=delta, noise=noise, rng=0, k=19,
+        subtract=True, step_sensitivity=1.0, calibration=None,
+    )  # fmt: skip
+    std = np.sqrt(mech.variances()[:rows])
+    _refuse_full_variances(monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{i % 3}\n" for i in range(rows))))
+    out = tmp_path / "out.csv"
+    argv = ["count", "-", "--mechanism", mechanism, "--epsilon", "1", "--seed", "1", *options]
+    assert main([*argv, "--horizon", str(horizon), "--output", str(out)]) == 0
+    data = read_out(out)
+    np.testing.assert_array_equal(data[:, 0], np.arange(1, rows + 1))
+    assert data[:, 2].tolist() == std.tolist()
+
+
+def test_file_count_with_a_large_horizon_computes_the_std_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("x\n1\n0\n1\n")
+    std = np.sqrt(KaryTree(10**6, 1.0, rng=0).variances()[:3])
+    _refuse_full_variances(monkeypatch)
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--epsilon", "1", "--horizon", str(10**6), "--output", str(out)]
+    assert main(argv) == 0
+    assert read_out(out)[:, 2].tolist() == std.tolist()
+
+
+def test_live_count_memory_does_not_grow_with_the_horizon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rows at --horizon 10^7: the old code traced 80 MB (one float64 per step)."""
+    import io
+    import tracemalloc
+
+    out = tmp_path / "out.csv"
+    argv = ["count", "-", "--column", "x", "--epsilon", "1", "--output", str(out)]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("x\n1\n0\n"))
+    assert main([*argv, "--horizon", "10"]) == 0  # imports everything it uses, untraced
+    monkeypatch.setattr(sys, "stdin", io.StringIO("x\n1\n0\n"))
+    tracemalloc.start()
+    try:
+        assert main([*argv, "--horizon", str(10**7)]) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(read_out(out)) == 2
+    assert peak < 8 * 10**6, peak  # 10^6 float64 values; the old code needed 10^7

@@ -108,3 +108,64 @@ def test_block_boundary_schedules_match_batch(name: str, schedule: int) -> None:
         else:
             parts.append(s.update_many(np.zeros(n)))
     np.testing.assert_allclose(np.concatenate(parts), batch, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("T", [1, 2, 3, 19, 20, 64, 100, 181, 1024, 1025])
+def test_variance_at_and_iter_variances_equal_variances_bit_for_bit(name: str, T: int) -> None:
+    """The per-step exact variance (finding 8) is the same float as variances()[t - 1]."""
+    m = FACTORIES[name](T, 0)
+    v = m.variances()
+    assert [m.variance_at(t) for t in range(1, T + 1)] == v.tolist()
+    assert list(m.iter_variances()) == v.tolist()
+    for start in {1, 2, (T + 1) // 2, T, T + 1}:
+        if start <= T + 1:
+            assert list(m.iter_variances(start)) == v[start - 1 :].tolist()
+    with pytest.raises(ValueError, match="t must be"):
+        m.variance_at(T + 1)
+    with pytest.raises(ValueError, match="t must be"):
+        m.variance_at(0)
+    with pytest.raises(ValueError, match="start must be"):
+        m.iter_variances(T + 2)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("dense")])
+def test_per_step_variances_at_a_large_awkward_horizon(name: str) -> None:
+    """Past the square-root mechanism's summation block (2^16 steps) and the exact table."""
+    T = 70_001
+    m = FACTORIES[name](T, 0)
+    v = m.variances()
+    assert list(m.iter_variances()) == v.tolist()
+    for t in (1, 1023, 1024, 1025, 65_535, 65_536, 65_537, 65_538, T - 1, T):
+        assert m.variance_at(t) == v[t - 1]
+    assert list(m.iter_variances(65_537)) == v[65_536:].tolist()
+
+
+def test_sqrt_running_sum_across_many_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small blocks: the carried sum reproduces np.cumsum's sequential order exactly."""
+    import dpcount.counting.sqrt as sqrt_module
+
+    monkeypatch.setattr(sqrt_module, "_VARIANCE_BLOCK", 7)
+    m = FACTORIES["sqrt-gauss"](1500, 0)
+    v = m.variances()
+    assert list(m.iter_variances()) == v.tolist()
+    assert [m.variance_at(t) for t in (1, 7, 8, 14, 15, 1024, 1025, 1500)] == v[
+        [0, 6, 7, 13, 14, 1023, 1024, 1499]
+    ].tolist()
+    assert list(m.iter_variances(9)) == v[8:].tolist()
+
+
+@pytest.mark.parametrize(
+    "name", ["binary", "kary-19-sub", "kary-4-sub-gauss", "kary-5-laplace-delta"]
+)
+def test_tree_per_step_variances_across_small_blocks(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dpcount.counting.tree as tree_module
+
+    monkeypatch.setattr(tree_module, "_NORM_BLOCK", 7)
+    m = FACTORIES[name](1000, 0)
+    v = m.variances()
+    assert list(m.iter_variances()) == v.tolist()
+    for start in (2, 7, 8, 9, 500, 999, 1000):
+        assert list(m.iter_variances(start)) == v[start - 1 :].tolist()

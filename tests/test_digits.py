@@ -81,3 +81,43 @@ def test_closed_form_total_matches_sum(k: int, subtract: bool) -> None:
     for T in [1, 2, 3, 5, 9, 13, 40, 121, 1000, 4097]:
         h = system.height(T)
         assert system.digit_l1_total(T, h) == int(system.digit_l1_norms(T, h).sum())
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 7, 8, 19])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_digit_l1_norm_matches_the_full_pass(k: int, subtract: bool) -> None:
+    """Per-step ‖digits(t)‖₁ (KaryTree.variance_at) against digit_l1_norms and brute force."""
+    system = DigitSystem.for_tree(k, subtract)
+    for T in [*range(1, 200), 360, 361, 1000, 6858, 6859, 6860, 12_345, 100_001]:
+        h = system.height(T)
+        norms = system.digit_l1_norms(T, h)
+        for t in {1, T, (T + 1) // 2, max(1, T - 1)}:
+            assert system.digit_l1_norm(t, h) == norms[t - 1]
+            assert system.digit_l1_norm(t, h) == sum(abs(d) for d in system.digits(t, h))
+
+
+@pytest.mark.parametrize("T", [1, 2, 9, 10, 100, 4095, 4096, 70_001])
+def test_kary_max_variance_without_variances(T: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcount.counting import KaryTree
+
+    mechanisms = [
+        KaryTree(T, 1.0, k=k, subtract=s, rng=0) for k in (2, 3, 4, 19) for s in (False, True)
+    ]
+    expected = [float(np.max(m.variances())) for m in mechanisms]
+
+    def refuse(self: object) -> None:
+        raise AssertionError("variances() computed")
+
+    monkeypatch.setattr(KaryTree, "variances", refuse)
+    assert [m.max_variance() for m in mechanisms] == expected
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 19])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_digit_l1_norms_from_a_start(k: int, subtract: bool) -> None:
+    system = DigitSystem.for_tree(k, subtract)
+    for T in (1, 5, 100, 6859, 10_000):
+        h = system.height(T)
+        full = system.digit_l1_norms(T, h)
+        for start in {1, 2, T // 3 + 1, T}:
+            assert system.digit_l1_norms(T, h, start=start).tolist() == full[start - 1 :].tolist()

@@ -102,6 +102,7 @@ CASES = [
             "horizon": bad_integer(1),
             "max_items_per_step": bad_integer(1),
             "max_count_per_item": bad_integer(1),
+            "on_out_of_bounds": bad_choice(("error", "clip")),
         },
     ),
     _app(
@@ -112,6 +113,7 @@ CASES = [
             "horizon": bad_integer(1),
             "lower": st.sampled_from([math.nan, math.inf, 1.0, 2.0]).map(lambda v: (v, ValueError)),
             "clip": st.sampled_from([1, "yes", None]).map(lambda v: (v, TypeError)),
+            "on_out_of_bounds": bad_choice(("error", "clip")),
         },
     ),
     _app(
@@ -122,6 +124,7 @@ CASES = [
             "n_vertices": bad_integer(2),
             "horizon": bad_integer(1),
             "max_edges_per_step": bad_integer(1),
+            "on_out_of_bounds": bad_choice(("error", "clip")),
         },
     ),
     _app(
@@ -140,7 +143,11 @@ CASES = [
         "LocalMedianProtocol",
         LocalMedianProtocol,
         {"n_clients": 4, "epsilon": 1.0},
-        {"n_clients": bad_integer(1), "buckets": bad_integer(1).filter(lambda b: b[0] is not None)},
+        {
+            "n_clients": bad_integer(1),
+            "buckets": bad_integer(1).filter(lambda b: b[0] is not None),
+            "on_out_of_bounds": bad_choice(("error", "clip")),
+        },
     ),
     _app(
         "GraphStatistic",

@@ -16,6 +16,7 @@ from dpcount.counting.toeplitz import (
     _f_at,
     causal_convolution,
     psi_bound,
+    sqrt_coefficient_block,
     sqrt_coefficients,
     sqrt_l1_norm,
     sqrt_l2_norm_squared,
@@ -315,3 +316,12 @@ def test_large_horizon_batch_and_stream_use_the_same_convolution() -> None:
     f = sqrt_coefficients(T)
     for t in [0, 1000, 2**20, T - 1]:
         assert batch[t] == pytest.approx(math.fsum(f[: t + 1][::-1] * z[: t + 1]), abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [(0, 0), (0, 5), (3, 1024), (1000, 1030), (1024, 1025), (5000, 70_000)]
+)
+def test_coefficient_block_is_a_slice_of_the_coefficients(a: int, b: int) -> None:
+    assert sqrt_coefficient_block(a, b).tolist() == sqrt_coefficients(b)[a:b].tolist()
+    with pytest.raises(ValueError, match="b must be"):
+        sqrt_coefficient_block(b + 1, b)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import math
 import os
 import struct
 import sys
@@ -275,7 +276,9 @@ def run_durable(args: argparse.Namespace) -> int:
                 fh.flush()
                 os.fsync(fh.fileno())
         mech = stream.mechanism
-        std = np.sqrt(mech.variances()).tolist()
+        # The exact std of steps skip + 1, skip + 2, …: one at a time, so memory does
+        # not grow with the horizon (a resumed run starts at the checkpoint's step).
+        variances = mech.iter_variances(skip + 1)
         it = iter(values)
         for consumed in range(skip):
             value = next(it, None)
@@ -321,7 +324,8 @@ def run_durable(args: argparse.Namespace) -> int:
                         raise ValueError(f"the input has more than --horizon {horizon} rows")
                     release = stream.update(value)
                     digest = chain_digest(digest, value)
-                    batch.append(format_line(stream.step, release, std[stream.step - 1]))
+                    std = math.sqrt(next(variances))
+                    batch.append(format_line(stream.step, release, std))
                     if len(batch) >= every:
                         commit()
             finally:

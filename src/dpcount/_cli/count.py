@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 
@@ -116,27 +117,39 @@ def run(args: argparse.Namespace) -> int:
                 f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
             )
     mech = build(args, horizon)
-    std = np.sqrt(mech.variances())
     with open_output(args.output) as out:
         out.write("t,private_count,std\n")
         out.flush()
         if values is not None:
             released = mech.release(np.asarray(values))
-            for t, (v, s) in enumerate(zip(released.tolist(), std.tolist(), strict=False), start=1):
+            std = _released_std(mech, len(values))
+            for t, (v, s) in enumerate(zip(released.tolist(), std, strict=True), start=1):
                 out.write(f"{t},{v!r},{s!r}\n")
             steps = len(values)
         else:
             stream = mech.stream()
+            # Step by step: memory independent of --horizon (never variances()).
+            variances = mech.iter_variances()
             steps = 0
             for _, value in rows:
                 if steps >= horizon:
                     raise ValueError(f"stdin has more than --horizon {horizon} rows")
                 v = stream.update(value)
-                out.write(f"{steps + 1},{float(v)!r},{float(std[steps])!r}\n")
+                s = math.sqrt(next(variances))
+                out.write(f"{steps + 1},{float(v)!r},{s!r}\n")
                 out.flush()
                 steps += 1
     _summary(mech, steps)
     return 0
+
+
+def _released_std(mech: CountingMechanism, n: int) -> list[float]:
+    """The exact std of steps 1..n: vectorized when n is most of the horizon, else step
+    by step (a short file with a large --horizon costs memory of the file, not of T)."""
+    if 2 * n >= mech.horizon:
+        std: list[float] = np.sqrt(mech.variances()[:n]).tolist()
+        return std
+    return [math.sqrt(v) for v in itertools.islice(mech.iter_variances(), n)]
 
 
 def _summary(mech: CountingMechanism, steps: int) -> None:

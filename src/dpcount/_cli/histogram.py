@@ -222,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
         subtract=not args.no_subtract,
         rng=args.seed,
     )
-    std = np.sqrt(hist.variances())
+    # Step by step (hist.variances() is the mechanism's): no horizon-long array.
+    variances = hist.mechanism.iter_variances()
     with open_output(args.output) as out:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["t", "std", "top1_item", "top1_count", *items])
@@ -237,9 +238,9 @@ def run(args: argparse.Namespace) -> int:
                 row = released[r]
                 j = int(np.argmax(row))
                 t = start + r + 1
+                std = math.sqrt(next(variances))
                 writer.writerow(
-                    [t, repr(float(std[t - 1])), items[j], repr(float(row[j]))]
-                    + [repr(v) for v in row.tolist()]
+                    [t, repr(std), items[j], repr(float(row[j]))] + [repr(v) for v in row.tolist()]
                 )
             out.flush()
     _summary(hist, events)

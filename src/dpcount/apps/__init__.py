@@ -7,7 +7,10 @@ delta is given, else ``"kary"`` with k = 19, subtraction and Laplace noise).
 Streaming apps share one shape: ``update(step_input)`` returns that step's
 release, ``variances()`` the exact per-coordinate variances, ``privacy`` the
 guarantee stated for the app's neighbouring relation, and
-``with_sampler(ZeroNoise())`` a noiseless copy for testing.
+``with_sampler(ZeroNoise())`` a noiseless copy for testing. Apps with input
+bounds refuse an out-of-bound record by default, a data-dependent signal no
+guarantee covers; ``on_out_of_bounds="clip"`` clips it instead and reports the
+(non-private) count in ``clipped`` (:mod:`dpcount.apps._bounds`, docs/apps.md).
 
 * :class:`ContinualHistogram` — insertions/deletions, ``top1``/``topk`` (App. B.1, App. D).
 * :class:`RunningAverage` — private running mean of a bounded stream.

@@ -19,6 +19,7 @@ from dpcount._validate import (
     check_real,
     check_real_dtype,
 )
+from dpcount.apps._bounds import check_on_out_of_bounds
 from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
 from dpcount.privacy.rng import RNGLike
 
@@ -42,17 +43,27 @@ class RunningAverage(AppBase):
     Exact error: the mean at step t is unbiased with variance
     ``variances()[t − 1]`` = Var(N_t)/t².
 
-    Values outside [lower, upper] raise ValueError, unless ``clip=True``, in
-    which case they are replaced by the nearest bound before use (the privacy
-    guarantee then holds for the raw stream, and the mean is that of the clipped
-    values).
+    Out-of-bound values (:mod:`dpcount.apps._bounds`): with
+    ``on_out_of_bounds="error"`` (the default) a value outside [lower, upper]
+    raises ValueError and is not consumed. That refusal is a data-dependent
+    signal the guarantee does not cover: a stream that stops at step t reveals
+    that its t-th value was out of bounds. With ``on_out_of_bounds="clip"``
+    (or ``clip=True``) every value is replaced by the nearest bound before use:
+    clipping is a fixed per-value map into [lower, upper], so two raw streams
+    differing in one value give clipped streams differing in one value within
+    the bounds, and the guarantee above holds for the raw streams with the same
+    sensitivity; the mean is that of the clipped values. The attribute
+    ``clipped`` counts the values clipped so far: exact and NOT private (for
+    the caller only, never to be published with the release). NaN and
+    infinities always raise.
 
     Args:
         horizon: T, the number of steps.
         epsilon: ε > 0.
         delta: None for pure ε-DP, else δ ∈ (0, 1).
         lower, upper: the public bounds of every value (lower < upper).
-        clip: clip out-of-range values instead of raising (default False).
+        on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
+        clip: ``True`` is the older spelling of ``on_out_of_bounds="clip"``.
         mechanism, noise, calibration, k, subtract, rng: as for
             :class:`~dpcount.apps.ContinualHistogram`.
 
@@ -72,6 +83,7 @@ class RunningAverage(AppBase):
         *,
         lower: float,
         upper: float,
+        on_out_of_bounds: str = "error",
         clip: bool = False,
         mechanism: str | None = None,
         noise: str | None = None,
@@ -84,7 +96,15 @@ class RunningAverage(AppBase):
         self.upper = check_real("upper", upper)
         if not self.upper > self.lower:
             raise ValueError(f"upper must be > lower={lower!r}, got {upper!r}")
-        self.clip = check_bool("clip", clip)
+        mode = check_on_out_of_bounds(on_out_of_bounds)
+        if check_bool("clip", clip):
+            if on_out_of_bounds != "error":
+                raise ValueError(
+                    f"give either clip=True or on_out_of_bounds={on_out_of_bounds!r}, not both"
+                )
+            mode = "clip"
+        self.on_out_of_bounds = mode
+        self.clip = mode == "clip"
         width = self.upper - self.lower
         self.sensitivity = StreamSensitivity(width, width)
         choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
@@ -100,11 +120,13 @@ class RunningAverage(AppBase):
 
     def _reset(self) -> None:
         self._stream = self.mechanism.stream()
+        #: values clipped into [lower, upper] so far: exact, NOT private (caller only)
+        self.clipped = 0
 
     def __repr__(self) -> str:
         return (
             f"RunningAverage(horizon={self.horizon}, lower={self.lower:g}, upper={self.upper:g}, "
-            f"clip={self.clip}, mechanism={self.mechanism!r})"
+            f"on_out_of_bounds={self.on_out_of_bounds!r}, mechanism={self.mechanism!r})"
         )
 
     @property
@@ -112,13 +134,15 @@ class RunningAverage(AppBase):
         """Steps released so far."""
         return self._stream.step
 
-    def _values(self, values: Any, name: str) -> NDArray[np.float64]:
+    def _values(self, values: Any, name: str) -> tuple[NDArray[np.float64], int]:
+        """The values to release and how many of them were clipped."""
         if self.clip:
             arr = np.asarray(check_real_dtype(name, as_array(name, values)), dtype=np.float64)
             if not np.isfinite(arr).all():
-                raise ValueError(f"{name} must be finite (clip=True clips only finite values)")
-            return np.clip(arr, self.lower, self.upper)
-        return check_array_in_range(name, values, low=self.lower, high=self.upper)
+                raise ValueError(f"{name} must be finite (clipping applies to finite values only)")
+            outside = int(np.count_nonzero((arr < self.lower) | (arr > self.upper)))
+            return np.clip(arr, self.lower, self.upper), outside
+        return check_array_in_range(name, values, low=self.lower, high=self.upper), 0
 
     def update(self, value: float) -> float:
         """Add one value; return the private mean of all values so far."""
@@ -128,17 +152,19 @@ class RunningAverage(AppBase):
             raise TypeError(
                 f"value must be a real number, got {value!r} of type {type(value).__name__}"
             )
-        v = float(self._values(np.float64(value), "value"))
-        total = float(self._stream.update(v))
+        arr, outside = self._values(np.float64(value), "value")
+        total = float(self._stream.update(float(arr)))
+        self.clipped += outside
         return total / self._stream.step
 
     def update_many(self, values: Any) -> NDArray[np.float64]:
         """Add several values (shape ``(n,)``); return the private means after each."""
-        arr = self._values(values, "values")
+        arr, outside = self._values(values, "values")
         if arr.ndim != 1:
             raise ValueError(f"values must have shape (n,), got shape {arr.shape}")
         start = self._stream.step
         sums = self._stream.update_many(arr)
+        self.clipped += outside
         return sums / np.arange(start + 1, start + 1 + arr.shape[0])
 
     def variances(self) -> NDArray[np.float64]:

@@ -55,6 +55,7 @@ from dpcount._validate import (
     check_iterable,
     check_real,
 )
+from dpcount.apps._bounds import check_on_out_of_bounds
 from dpcount.apps._common import (
     AppBase,
     MechanismChoice,
@@ -116,6 +117,22 @@ class SyntheticGraph(AppBase):
     Privacy: the counting mechanism's guarantee for that relation; the cut
     answers are post-processing of the released graphs.
 
+    Out-of-bound updates (:mod:`dpcount.apps._bounds`): a weight outside [0, 1]
+    or an update changing more than m pairs raises ValueError with
+    ``on_out_of_bounds="error"`` (the default). That refusal is a
+    data-dependent signal the guarantee does not cover (a stream that stops at
+    update t reveals that update t was out of bounds); keep such errors with the
+    data holder. With ``on_out_of_bounds="clip"`` every update is clipped by a
+    rule that looks at that update only: weights to [0, 1], then the first m
+    changed pairs kept (in the order given to :meth:`update`, in pair order for
+    :meth:`update_many`). Clipped updates are within the bounds (weights in
+    [0, 1], at most m pairs), so two raw streams differing in one update give
+    clipped streams differing in that update only, and the guarantee holds with
+    the same sensitivity whenever the two clipped updates differ on at most m
+    pairs (e.g. one of them is empty, or both change the same pairs).
+    ``clipped`` counts the clipped updates: exact and NOT private (for the
+    caller only). Repeated pairs, unknown vertices and NaN always raise.
+
     Exact error: the noise on each pair at step t is independent with variance
     ``variances()[t − 1]``; the error of an (S, P)-cut is the sum of |S|·|P| of
     them, variance |S|·|P|·Var_t (:meth:`cut_variance`).
@@ -129,6 +146,7 @@ class SyntheticGraph(AppBase):
         max_edges_per_step: m ≥ 1.
         mechanism, noise, calibration, k, subtract, rng: as for
             :class:`~dpcount.apps.ContinualHistogram`.
+        on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
         >>> from dpcount.apps import SyntheticGraph
@@ -154,7 +172,9 @@ class SyntheticGraph(AppBase):
         k: int = 19,
         subtract: bool = True,
         rng: RNGLike = None,
+        on_out_of_bounds: str = "error",
     ) -> None:
+        self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         self.n_vertices = check_integer("n_vertices", n_vertices, ge=2)
         self.n_pairs = self.n_vertices * (self.n_vertices - 1) // 2
         self.max_edges_per_step = check_integer("max_edges_per_step", max_edges_per_step, ge=1)
@@ -177,6 +197,8 @@ class SyntheticGraph(AppBase):
         self._stream = self.mechanism.stream()
         self._latest: NDArray[np.float64] | None = None
         self._adjacency: NDArray[np.float64] | None = None
+        #: updates clipped into the bounds so far: exact, NOT private (caller only)
+        self.clipped = 0
 
     def __repr__(self) -> str:
         return (
@@ -199,25 +221,39 @@ class SyntheticGraph(AppBase):
         return i * n - i * (i + 1) // 2 + (j - i - 1)
 
     def increments(self, edges: Iterable[tuple[int, int, float]]) -> NDArray[np.float64]:
-        """The weight-increment vector of one update given as (u, v, weight) triples."""
+        """The weight-increment vector of one update given as (u, v, weight) triples
+        (clipped with ``on_out_of_bounds="clip"``)."""
+        return self._increments(edges)[0]
+
+    def _increments(
+        self, edges: Iterable[tuple[int, int, float]]
+    ) -> tuple[NDArray[np.float64], bool]:
+        """The increment vector and whether clipping changed it."""
+        clip = self.on_out_of_bounds == "clip"
         x = np.zeros(self.n_pairs)
         seen: set[int] = set()
+        changed = False
         for position, edge in enumerate(check_iterable("edges", edges)):
             if not isinstance(edge, (tuple, list)) or len(edge) != 3:
                 raise TypeError(f"edges[{position}] must be a (u, v, weight) triple, got {edge!r}")
             u, v, w = edge
             idx = self.pair_index(u, v)
-            weight = check_real(f"weight of edge ({u}, {v})", w, ge=0.0, le=1.0)
+            name = f"weight of edge ({u}, {v})"
+            weight = check_real(name, w) if clip else check_real(name, w, ge=0.0, le=1.0)
             if idx in seen:
                 raise ValueError(f"edge ({u}, {v}) appears twice in one update")
             seen.add(idx)
+            if clip:
+                kept = min(1.0, max(0.0, weight)) if len(seen) <= self.max_edges_per_step else 0.0
+                changed = changed or kept != weight
+                weight = kept
             x[idx] = weight
-        if len(seen) > self.max_edges_per_step:
+        if len(seen) > self.max_edges_per_step and not clip:
             raise ValueError(
                 f"update {self.step + 1} changes {len(seen)} vertex pairs, more than "
                 f"max_edges_per_step={self.max_edges_per_step}"
             )
-        return x
+        return x, changed
 
     def update(self, edges: Iterable[tuple[int, int, float]]) -> NDArray[np.float64]:
         """Add one update, a list of (u, v, weight) triples with weights in [0, 1].
@@ -225,7 +261,10 @@ class SyntheticGraph(AppBase):
         Returns the released noisy pair weights (length n(n−1)/2; an empty list
         is a step with no change).
         """
-        return self._release_one(self.increments(edges))
+        x, changed = self._increments(edges)
+        out = self._release_one(x)
+        self.clipped += changed
+        return out
 
     def _release_one(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         out: NDArray[np.float64] = np.asarray(self._stream.update(x), dtype=np.float64)
@@ -234,9 +273,17 @@ class SyntheticGraph(AppBase):
 
     def update_many(self, increments: Any) -> NDArray[np.float64]:
         """Add several updates given as increment vectors, shape ``(steps, n(n−1)/2)``."""
+        clip = self.on_out_of_bounds == "clip"
+        low, high = (-math.inf, math.inf) if clip else (0.0, 1.0)
         arr = check_array_in_range(
-            "increments", increments, low=0.0, high=1.0, shape=(-1, self.n_pairs)
+            "increments", increments, low=low, high=high, shape=(-1, self.n_pairs)
         )
+        n_clipped = 0
+        if clip:  # weights to [0, 1], then the first m changed pairs of each update
+            raw = arr
+            arr = np.clip(raw, 0.0, 1.0)
+            arr[np.cumsum(arr != 0, axis=1) > self.max_edges_per_step] = 0.0
+            n_clipped = int(np.count_nonzero((arr != raw).any(axis=1)))
         changed = (arr != 0).sum(axis=1)
         if (changed > self.max_edges_per_step).any():
             i = int(np.argmax(changed > self.max_edges_per_step))
@@ -245,6 +292,7 @@ class SyntheticGraph(AppBase):
                 f"more than max_edges_per_step={self.max_edges_per_step}"
             )
         out = self._stream.update_many(arr)
+        self.clipped += n_clipped
         self._latest, self._adjacency = out[-1].copy(), None
         return out
 
@@ -483,6 +531,19 @@ class GraphStatistic(AppBase):
 
     Privacy: the counting mechanism's guarantee for that relation, calibrated
     with step sensitivity Γ₁ (Laplace) or Γ₂ (Gaussian).
+
+    Out-of-bound insertions: an insertion that would exceed ``max_degree`` (or a
+    self-loop, a repeated edge, an unknown vertex) raises ValueError and the
+    step is not released. That refusal is a data-dependent signal the guarantee
+    does not cover (a stream that stops at step t reveals that step t's edges
+    were invalid for the graph so far); keep such errors with the data holder,
+    never let them decide what is published. There is no clipping mode here
+    (:mod:`dpcount.apps._bounds`): dropping the insertions that would exceed the
+    degree bound is not a per-step rule — whether an insertion is dropped
+    depends on the earlier ones, so one differing insertion can change which
+    later insertions are dropped, and Γ₁/Γ₂ (stated for one differing
+    insertion) would no longer bound the change. Bound the degrees in the data
+    before streaming it, with a rule that looks at one insertion at a time.
 
     Exact error: each coordinate of the release at step t has variance
     ``variances()[t − 1]`` (Cor. B.3's error is this variance's tail bound).

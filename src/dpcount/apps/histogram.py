@@ -36,6 +36,7 @@ from dpcount._validate import (
     check_real_array,
     check_real_dtype,
 )
+from dpcount.apps._bounds import check_on_out_of_bounds
 from dpcount.apps._common import (
     AppBase,
     MechanismChoice,
@@ -138,11 +139,26 @@ class ContinualHistogram(AppBase):
     Exact error: every coordinate of h_t has variance ``variances()[t − 1]``
     (that of the scalar mechanism), independent across coordinates.
 
-    Input validation (errors, never silent clipping): items outside the universe,
-    more than b occurrences in a step, more than m of one item, an item both
-    inserted and removed in one step, and a removal that would make a true
-    count negative (Corollary B.1 requires Σ_{i ≤ t} x_i ≥ 0) raise ValueError;
-    a rejected step is not consumed.
+    Input validation: items outside the universe, an item both inserted and
+    removed in one step, and a removal that would make a true count negative
+    (Corollary B.1 requires Σ_{i ≤ t} x_i ≥ 0) raise ValueError; a rejected step
+    is not consumed. A step over the bounds — more than b occurrences, more than
+    m of one item — raises ValueError with ``on_out_of_bounds="error"`` (the
+    default), or is clipped with ``on_out_of_bounds="clip"``: each item's change
+    to [−m, m], then the occurrences kept in item order until b are used (a
+    fixed rule that looks at that step only, never silent: ``clipped`` counts
+    the clipped steps).
+
+    A refusal is a data-dependent signal the guarantee does not cover
+    (:mod:`dpcount.apps._bounds`): a stream that stops at step t reveals that
+    step t was invalid; keep such errors with the data holder. With ``"clip"``
+    the bounds cannot stop the stream: the clipped steps are within the bounds,
+    so the sensitivity and the guarantee are unchanged, for raw streams whose
+    clipped steps are neighbours (always when the differing step of one stream
+    is empty, e.g. a user's step removed). ``clipped`` is exact and NOT private
+    (for the caller only). The non-negativity check is not clipped (it depends
+    on the earlier steps, so no per-step rule can replace it) and stays a
+    data-dependent refusal.
 
     Args:
         universe_size: u ≥ 1.
@@ -156,6 +172,7 @@ class ContinualHistogram(AppBase):
         calibration: noise calibration method passed to the mechanism.
         k, subtract: tree options for ``"kary"``.
         rng: Generator, int seed (research/tests only) or None (OS entropy).
+        on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
         >>> from dpcount.apps import ContinualHistogram
@@ -183,7 +200,9 @@ class ContinualHistogram(AppBase):
         k: int = 19,
         subtract: bool = True,
         rng: RNGLike = None,
+        on_out_of_bounds: str = "error",
     ) -> None:
+        self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         self.universe_size = check_integer("universe_size", universe_size, ge=1)
         self.max_items_per_step = check_integer("max_items_per_step", max_items_per_step, ge=1)
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
@@ -204,6 +223,8 @@ class ContinualHistogram(AppBase):
         self._stream = self.mechanism.stream()
         self._true = np.zeros(self.universe_size, dtype=np.int64)
         self._latest: NDArray[np.float64] | None = None
+        #: steps clipped into the bounds so far: exact, NOT private (caller only)
+        self.clipped = 0
 
     def __repr__(self) -> str:
         return (
@@ -226,7 +247,8 @@ class ContinualHistogram(AppBase):
     def indicator(
         self, items: Iterable[int] = (), removed: Iterable[int] = ()
     ) -> NDArray[np.int64]:
-        """The step vector x_t for item lists (validated as in :meth:`update`)."""
+        """The step vector x_t for item lists (validated as in :meth:`update`; with
+        ``on_out_of_bounds="clip"`` the bounds are applied when the step is released)."""
         u = self.universe_size
         ins = check_index_array("items", check_iterable("items", items), u, one_dimensional=True)
         rem = check_index_array(
@@ -239,8 +261,19 @@ class ContinualHistogram(AppBase):
                 "give its net change instead"
             )
         x = np.bincount(ins, minlength=u) - np.bincount(rem, minlength=u)
-        self._check_rows(x[None, :], "items")
+        if self.on_out_of_bounds == "error":
+            self._check_rows(x[None, :], "items")
         return x
+
+    def _clip_rows(self, arr: NDArray[Any]) -> tuple[NDArray[np.int64], int]:
+        """Every row clipped into the bounds, and how many rows changed: entries to
+        [−m, m], then magnitudes kept in item order until their sum reaches b."""
+        b, m = self.max_items_per_step, self.max_count_per_item
+        x = np.clip(arr, -m, m).astype(np.int64)
+        magnitude = np.abs(x)
+        before = np.cumsum(magnitude, axis=1) - magnitude  # occurrences of earlier items
+        kept: NDArray[np.int64] = np.sign(x) * np.clip(b - before, 0, magnitude)
+        return kept, int(np.count_nonzero((kept != arr).any(axis=1)))
 
     def _check_rows(self, x: NDArray[np.int64], name: str) -> None:
         """Per-step bounds: |x[j]| ≤ m and ‖x‖₁ ≤ b for every row."""
@@ -265,7 +298,9 @@ class ContinualHistogram(AppBase):
                 f"than max_items_per_step={b}"
             )
 
-    def _check_vectors(self, x: Any, name: str) -> NDArray[np.int64]:
+    def _check_vectors(self, x: Any, name: str) -> tuple[NDArray[np.int64], int]:
+        """The validated steps (clipped with ``on_out_of_bounds="clip"``) and how many
+        were clipped."""
         arr = as_array(name, x)
         if arr.ndim != 2 or arr.shape[1] != self.universe_size:
             want = f"({self.universe_size},)" if name == "x" else f"(steps, {self.universe_size})"
@@ -282,8 +317,10 @@ class ContinualHistogram(AppBase):
                 )
         elif not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"{name} must hold integer counts, got dtype {arr.dtype}")
+        if self.on_out_of_bounds == "clip":
+            return self._clip_rows(arr)  # clips before the cast
         self._check_rows(arr, name)  # before the cast: huge values would wrap in int64
-        return arr.astype(np.int64, copy=False)
+        return arr.astype(np.int64, copy=False), 0
 
     def _check_nonnegative(self, x: NDArray[np.int64]) -> None:
         if x.min() >= 0:  # insertions only: true counts stay >= 0
@@ -309,20 +346,22 @@ class ContinualHistogram(AppBase):
         arr = as_array("x", x)
         if arr.ndim != 1:
             raise ValueError(f"x must have shape ({self.universe_size},), got shape {arr.shape}")
-        rows = self._check_vectors(arr[None, :], "x")
+        rows, clipped = self._check_vectors(arr[None, :], "x")
         self._check_nonnegative(rows)
         out: NDArray[np.float64] = np.asarray(
             self._stream.update(rows[0].astype(np.float64)), dtype=np.float64
         )
+        self.clipped += clipped
         self._true += rows[0]
         self._latest = out
         return np.array(out)
 
     def update_many(self, xs: Any) -> NDArray[np.float64]:
         """Add several steps, shape ``(steps, u)``; returns their private histograms."""
-        rows = self._check_vectors(xs, "xs")
+        rows, clipped = self._check_vectors(xs, "xs")
         self._check_nonnegative(rows)
         out = self._stream.update_many(rows.astype(np.float64))
+        self.clipped += clipped
         self._true += rows.sum(axis=0)
         self._latest = out[-1].copy()
         return out

@@ -45,6 +45,7 @@ from dpcount._validate import (
     check_real,
     check_real_array,
 )
+from dpcount.apps._bounds import check_on_out_of_bounds
 from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
 from dpcount.privacy.rng import RNGLike, as_generator
 
@@ -70,6 +71,9 @@ class LocalMedianResult:
         slope_variances: exact Var x̂[t], shape (w,).
         grid: the grid {0, 1/w, …, 1}, shape (w + 1,).
         objective: f(x̂, ·) on the grid, shape (w + 1,).
+        clipped: clients whose value was clipped into [0, 1]
+            (``on_out_of_bounds="clip"``; else 0). Exact and NOT private: for the
+            caller only, never to be published with the estimate.
     """
 
     estimate: float
@@ -78,6 +82,7 @@ class LocalMedianResult:
     slope_variances: NDArray[np.float64]
     grid: NDArray[np.float64]
     objective: NDArray[np.float64]
+    clipped: int = 0
 
 
 class LocalMedianProtocol(AppBase):
@@ -100,6 +105,20 @@ class LocalMedianProtocol(AppBase):
     Privacy: each client's message is ε-LDP (Laplace, no delta) or (ε, δ)-LDP
     (with a delta); the server's output is post-processing.
 
+    Out-of-bound data (:mod:`dpcount.apps._bounds`): with
+    ``on_out_of_bounds="error"`` (the default) :meth:`run` and
+    :meth:`bucket_of` raise ValueError if a value is outside [0, 1], and no
+    message is sent. That refusal is a data-dependent signal the LDP guarantee
+    does not cover (that the run failed reveals that some client's value was
+    out of range); keep such errors with the data holder. With
+    ``on_out_of_bounds="clip"`` each value is clipped to [0, 1] before it is
+    bucketed, a fixed map of that client's value alone, so every message keeps
+    its ε- or (ε, δ)-LDP guarantee (any two inputs are neighbours in the local
+    model). ``clipped`` is the number of clients clipped in the latest
+    :meth:`bucket_of`/:meth:`run`: exact and NOT private (for the caller only;
+    in a real deployment it would be known only to the clients themselves).
+    NaN and infinities always raise.
+
     Exact error: Var x̂[t] = (Var_t + Var_{w−2−t})/n (:meth:`slope_variances`),
     Var the counting mechanism's per-step variances (:meth:`variances`).
 
@@ -110,6 +129,7 @@ class LocalMedianProtocol(AppBase):
         buckets: w (default ⌈ε√n⌉, at least 1).
         mechanism, noise, calibration, k, subtract, rng: as for
             :class:`~dpcount.apps.ContinualHistogram` (horizon = w).
+        on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
         >>> from dpcount.apps import LocalMedianProtocol
@@ -133,7 +153,11 @@ class LocalMedianProtocol(AppBase):
         k: int = 19,
         subtract: bool = True,
         rng: RNGLike = None,
+        on_out_of_bounds: str = "error",
     ) -> None:
+        self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
+        #: clients clipped into [0, 1] by the latest bucket_of/run: exact, NOT private
+        self.clipped = 0
         self.n_clients = check_integer("n_clients", n_clients, ge=1)
         eps = check_real("epsilon", epsilon, gt=0)
         self.buckets = (
@@ -150,7 +174,8 @@ class LocalMedianProtocol(AppBase):
         self.neighbouring = "local: any two inputs of one client"
 
     def _reset(self) -> None:
-        """Stateless: nothing to reset."""
+        """No stream state; only the (non-private) clipping report."""
+        self.clipped = 0
 
     def __repr__(self) -> str:
         return (
@@ -160,8 +185,16 @@ class LocalMedianProtocol(AppBase):
 
     # -- client side ------------------------------------------------------------------
     def bucket_of(self, data: Any) -> NDArray[np.int64]:
-        """Bucket j = min(⌊d·w⌋, w − 1) of each value in [0, 1] (shape (n_clients,))."""
-        d = check_array_in_range("data", data, low=0.0, high=1.0, shape=(self.n_clients,))
+        """Bucket j = min(⌊d·w⌋, w − 1) of each value in [0, 1] (shape (n_clients,));
+        values outside [0, 1] raise, or are clipped with ``on_out_of_bounds="clip"``."""
+        if self.on_out_of_bounds == "clip":
+            raw = check_array_in_range(
+                "data", data, low=-math.inf, high=math.inf, shape=(self.n_clients,)
+            )
+            d = np.clip(raw, 0.0, 1.0)
+            self.clipped = int(np.count_nonzero(d != raw))
+        else:
+            d = check_array_in_range("data", data, low=0.0, high=1.0, shape=(self.n_clients,))
         return np.minimum(np.floor(d * self.buckets), self.buckets - 1).astype(np.int64)
 
     def client_messages(
@@ -215,10 +248,15 @@ class LocalMedianProtocol(AppBase):
 
     def run(self, data: Any) -> LocalMedianResult:
         """Run the protocol on each client's value in [0, 1] (shape (n_clients,))."""
-        return self.run_buckets(self.bucket_of(data))
+        buckets = self.bucket_of(data)
+        return self._run(buckets, self.clipped)
 
     def run_buckets(self, bucket_indices: Any) -> LocalMedianResult:
         """Run the protocol on each client's bucket (shape (n_clients,))."""
+        self.clipped = 0
+        return self._run(bucket_indices, 0)
+
+    def _run(self, bucket_indices: Any, clipped: int) -> LocalMedianResult:
         j = self._check_buckets(bucket_indices)
         if j.shape[0] != self.n_clients:
             raise ValueError(
@@ -231,9 +269,9 @@ class LocalMedianProtocol(AppBase):
             y, z = self.client_messages(j[start : start + block])
             y_sum += y.sum(axis=0)
             z_sum += z.sum(axis=0)
-        return self._result(self.aggregate(y_sum, z_sum))
+        return self._result(self.aggregate(y_sum, z_sum), clipped)
 
-    def _result(self, slopes: NDArray[np.float64]) -> LocalMedianResult:
+    def _result(self, slopes: NDArray[np.float64], clipped: int) -> LocalMedianResult:
         w = self.buckets
         objective = np.concatenate(([0.0], np.cumsum(slopes) / w))
         grid = np.arange(w + 1) / w
@@ -245,6 +283,7 @@ class LocalMedianProtocol(AppBase):
             slope_variances=self.slope_variances(),
             grid=grid,
             objective=objective,
+            clipped=clipped,
         )
 
 
@@ -253,7 +292,9 @@ def local_median(
 ) -> LocalMedianResult:
     """Run :class:`LocalMedianProtocol` with one client per value of ``data`` (in [0, 1]).
 
-    ``options``: ``buckets`` and the mechanism options of the protocol.
+    ``options``: ``buckets``, ``on_out_of_bounds`` and the mechanism options of the
+    protocol (with ``on_out_of_bounds="clip"`` the result's ``clipped`` reports the
+    clipped clients: not private).
 
     Example:
         >>> import numpy as np

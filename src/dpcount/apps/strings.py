@@ -327,6 +327,16 @@ class SubstringCounter(_TextApp):
     Privacy: the counting mechanism's guarantee for that relation. Exact error:
     every coordinate at step t has variance ``variances()[t − 1]``.
 
+    Letters outside the alphabet raise ValueError and are not consumed. That
+    refusal is a data-dependent signal the guarantee does not cover (a stream
+    that stops at letter t reveals that letter t is not in the alphabet); keep
+    such errors with the data holder (:mod:`dpcount.apps._bounds`). There is no
+    nearest letter to clip to; the clip-and-report alternative is to map every
+    unknown letter to a fixed letter of the alphabet (e.g. a ``"?"`` added to
+    it) before calling :meth:`update`, and count the mapped letters yourself
+    (that count is not private). The map looks at one letter at a time, so the
+    guarantee, for letter streams differing in one letter, is unchanged.
+
     Args:
         alphabet: the letters (a string, or a sequence of distinct hashables).
         max_length: ℓ ≥ 1.
@@ -407,6 +417,16 @@ class EpisodeCounter(_TextApp):
 
     Privacy: the counting mechanism's guarantee for that relation. Exact error:
     every coordinate at step t has variance ``variances()[t − 1]``.
+
+    Letters outside the alphabet raise ValueError and are not consumed. That
+    refusal is a data-dependent signal the guarantee does not cover (a stream
+    that stops at letter t reveals that letter t is not in the alphabet); keep
+    such errors with the data holder (:mod:`dpcount.apps._bounds`). There is no
+    nearest letter to clip to; the clip-and-report alternative is to map every
+    unknown letter to a fixed letter of the alphabet (e.g. a ``"?"`` added to
+    it) before calling :meth:`update`, and count the mapped letters yourself
+    (that count is not private). The map looks at one letter at a time, so the
+    guarantee, for letter streams differing in one letter, is unchanged.
 
     Args:
         alphabet: the letters (a string, or a sequence of distinct hashables).

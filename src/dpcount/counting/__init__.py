@@ -1,7 +1,9 @@
 """Continual counting: private prefix sums released step by step.
 
 Every mechanism shares :class:`CountingMechanism`'s interface: ``release(x)``,
-``stream()``, and the exact ``variances()``, ``mse()``, ``max_variance()``.
+``stream()``, and the exact ``variances()``, ``mse()``, ``max_variance()``, with
+``variance_at(t)`` / ``iter_variances(start)`` for one step or a run of steps in
+memory independent of the horizon (bit-identical to ``variances()``).
 A stream can be checkpointed (:func:`save_stream`) and restored
 (:func:`load_stream`); see :mod:`dpcount.counting.checkpoint`.
 """

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -214,6 +215,35 @@ class CountingMechanism(ABC):
     def variances(self) -> NDArray[np.float64]:
         """Exact variance of the release at steps 1..horizon (data-independent)."""
         return self.sampler.variance * self.noise_coefficients()
+
+    def variance_at(self, t: int) -> float:
+        """Exact variance of the release at step ``t`` (1 ≤ t ≤ horizon), equal to
+        ``variances()[t - 1]`` bit for bit, without the other steps' variances.
+
+        Closed forms per mechanism: O(log T) for the trees and Honaker, O(1) for
+        smooth binary and input perturbation; the square-root factorization sums
+        its t coefficients in bounded memory (O(t) time). For a run of consecutive
+        steps use :meth:`iter_variances`.
+        """
+        t = check_integer("t", t, ge=1, le=self.horizon)
+        return float(self.sampler.variance * self._noise_coefficient_at(t))
+
+    def iter_variances(self, start: int = 1) -> Iterator[float]:
+        """``variances()[start - 1:]``, bit for bit, one step at a time, holding memory
+        independent of the horizon (except the dense factorization, which holds T
+        values beside its T×T matrix). ``start`` may be horizon + 1 (nothing left)."""
+        start = check_integer("start", start, ge=1, le=self.horizon + 1)
+        var = self.sampler.variance
+        return (float(var * c) for c in self._iter_noise_coefficients(start))
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        """``noise_coefficients()[t - 1]`` (O(T) here; subclasses give closed forms)."""
+        return float(self.noise_coefficients()[t - 1])
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        """``noise_coefficients()[start - 1:]`` one by one (subclasses may run a state)."""
+        for t in range(start, self.horizon + 1):
+            yield self._noise_coefficient_at(t)
 
     def mse(self) -> float:
         """Exact mean squared error over the horizon (the mean of :meth:`variances`)."""

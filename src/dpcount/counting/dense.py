@@ -21,6 +21,7 @@ mechanism is tested against.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -213,6 +214,14 @@ class FactorizationMechanism(CountingMechanism):
     def noise_coefficients(self) -> NDArray[np.float64]:
         """‖L[t, :]‖₂² for t = 1..T."""
         return np.asarray((self.L**2).sum(axis=1), dtype=np.float64)
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        row = self.L[t - 1]
+        return float((row**2).sum())
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        # T values beside the T×T matrix L: no gain in computing them one by one.
+        yield from self.noise_coefficients()[start - 1 :].tolist()
 
     def covariance(self) -> NDArray[np.float64]:
         """Exact covariance of the releases: σ_z²·L Lᵀ."""

@@ -90,6 +90,10 @@ class DigitSystem:
             out.append(t)
         return out
 
+    def digit_l1_norm(self, t: int, h: int) -> int:
+        """‖digits(t)‖₁ in O(h): the number of tree nodes summed at step t."""
+        return sum(abs(d) for d in self.digits(t, h))
+
     def digit_l1_total(self, horizon: int, h: int) -> int:
         """Σ_{t=1}^{horizon} ‖digits(t)‖₁ exactly, in O(h·k) integer arithmetic.
 
@@ -128,14 +132,15 @@ class DigitSystem:
             total += size * digit_sum(qa + 1, qb - 1)
         return total
 
-    def digit_l1_norms(self, horizon: int, h: int) -> NDArray[np.float64]:
-        """‖digits(t)‖₁ for t = 1..horizon, in O(horizon) by a top-down pass.
+    def digit_l1_norms(self, horizon: int, h: int, start: int = 1) -> NDArray[np.float64]:
+        """‖digits(t)‖₁ for t = start..horizon, in O(horizon − start + h·k) by a
+        top-down pass.
 
         At level ℓ the children of parent Q are q = k·Q + d, d = low..high, so the
         norms of all ancestors at level ℓ are the parent norms repeated k times plus
         |d| tiled.
         """
-        first, last = self.ancestors(1, h), self.ancestors(horizon, h)
+        first, last = self.ancestors(start, h), self.ancestors(horizon, h)
         absd = np.abs(np.arange(self.low, self.high + 1, dtype=np.float64))
         norms = np.zeros(1)  # level h: the single ancestor q_h = 0
         for level in range(h - 1, -1, -1):

@@ -313,6 +313,14 @@ class Honaker(CountingMechanism):
             D = D[q >> 1] + np.where(q & 1, honaker_level_variance(j), 0.0)
         return D[1:]
 
+    def _noise_coefficient_at(self, t: int) -> float:
+        # Summed from the top bit down, as in noise_coefficients (bit-identical).
+        acc = 0.0
+        for j in range(t.bit_length() - 1, -1, -1):
+            if (t >> j) & 1:
+                acc += honaker_level_variance(j)
+        return acc
+
     def mse(self) -> float:
         """Exact MSE in O(log T) (:func:`honaker_mean_variance_units`)."""
         return self.sampler.variance * honaker_mean_variance_units(self.horizon)

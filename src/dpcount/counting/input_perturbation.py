@@ -129,6 +129,9 @@ class InputPerturbation(CountingMechanism):
     def noise_coefficients(self) -> NDArray[np.float64]:
         return np.arange(1, self.horizon + 1, dtype=np.float64)
 
+    def _noise_coefficient_at(self, t: int) -> float:
+        return float(t)
+
     def mse(self) -> float:
         """Exact MSE = σ²·(T + 1)/2."""
         return self.sampler.variance * (self.horizon + 1) / 2.0

@@ -323,6 +323,9 @@ class SmoothBinary(CountingMechanism):
     def noise_coefficients(self) -> NDArray[np.float64]:
         return np.full(self.horizon, self.height / 2.0)
 
+    def _noise_coefficient_at(self, t: int) -> float:
+        return self.height / 2.0
+
     def mse(self) -> float:
         """Exact MSE = (h/2)·σ² (the variance is the same at every step)."""
         return self.sampler.variance * self.height / 2.0

@@ -21,6 +21,7 @@ Errata implemented (see ``../shared/papers/README.md``):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from dpcount.counting.base import CountingMechanism
 from dpcount.counting.toeplitz import (
     causal_convolution,
     psi_bound,
+    sqrt_coefficient_block,
     sqrt_coefficients,
     sqrt_l1_norm,
     sqrt_l2_norm_squared,
@@ -49,6 +51,8 @@ SENSITIVITY_MARGIN = 1e-12
 
 # Per-step next() hands out values from a Python list of this many steps.
 _CHUNK = 4096
+# Steps per block of the running sum S(t) behind variance_at / iter_variances.
+_VARIANCE_BLOCK = 1 << 16
 
 
 class SqrtNoiseProcess:
@@ -283,6 +287,24 @@ class SqrtFactorization(CountingMechanism):
         """S(t) = Σ_{k<t} f(k)² for t = 1..T."""
         f = self.coefficients()
         return np.cumsum(f * f)
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        """S(t) for t = start..T, as ``np.cumsum(f * f)`` computes it (sequentially, so
+        bit for bit), by blocks of f: O(block) memory, O(T) time (the steps before
+        ``start`` are summed too: a closed form would differ in the last bits)."""
+        T, acc = self.horizon, 0.0
+        for a in range(0, T, _VARIANCE_BLOCK):
+            b = min(T, a + _VARIANCE_BLOCK)
+            sq = sqrt_coefficient_block(a, b)
+            sq *= sq
+            sq[0] += acc  # S(a + 1) = S(a) + f(a)²
+            np.cumsum(sq, out=sq)
+            acc = float(sq[-1])
+            if b >= start:
+                yield from sq[max(0, start - 1 - a) :].tolist()
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        return next(self._iter_noise_coefficients(t))
 
     def dense_factorization(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """(L, R) as dense T×T matrices (L = R, L[i, j] = f(i − j)); for T ≤ 4096."""

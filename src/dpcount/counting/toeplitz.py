@@ -46,6 +46,7 @@ from dpcount._validate import check_integer
 __all__ = [
     "causal_convolution",
     "psi_bound",
+    "sqrt_coefficient_block",
     "sqrt_coefficients",
     "sqrt_l1_norm",
     "sqrt_l2_norm_squared",
@@ -135,6 +136,18 @@ def sqrt_coefficients(n: int) -> NDArray[np.float64]:
     for a in range(_EXACT, n, step):
         b = min(n, a + step)
         out[a:b] = _f_tail(np.arange(a, b, dtype=np.float64))
+    return out
+
+
+def sqrt_coefficient_block(a: int, b: int) -> NDArray[np.float64]:
+    """f(a), …, f(b − 1): ``sqrt_coefficients(b)[a:b]`` bit for bit, in O(b − a) memory."""
+    a = check_integer("a", a, ge=0)
+    b = check_integer("b", b, ge=a)
+    out = np.empty(b - a)
+    split = min(max(a, _EXACT), b)  # [a, split) from the exact table, [split, b) the series
+    out[: split - a] = _exact_tables()[0][a:split]
+    if split < b:
+        out[split - a :] = _f_tail(np.arange(split, b, dtype=np.float64))
     return out
 
 

@@ -30,6 +30,7 @@ Q's children's noise for j = 1..d (d > 0) or j = d..−1 (d < 0).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,9 @@ from dpcount.counting.base import CountingMechanism
 from dpcount.counting.digits import DigitSystem
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
+
+# Steps per block of per-step variances (iter_variances): bounded memory.
+_NORM_BLOCK = 4096
 
 __all__ = ["BinaryTree", "KaryTree", "TreeNoiseProcess"]
 
@@ -316,6 +320,22 @@ class KaryTree(CountingMechanism):
         """Exact MSE in O(h·k): node variance × Σ_t ‖digits(t)‖₁ / T."""
         total = self.digit_system.digit_l1_total(self.horizon, self.height)
         return self.sampler.variance * total / self.horizon
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        return float(self.digit_system.digit_l1_norm(t, self.height))
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        # Blocks of the top-down pass: integers, so equal to noise_coefficients().
+        for a in range(start, self.horizon + 1, _NORM_BLOCK):
+            b = min(self.horizon, a + _NORM_BLOCK - 1)
+            yield from self.digit_system.digit_l1_norms(b, self.height, start=a).tolist()
+
+    def max_variance(self) -> float:
+        """Exact largest variance in O(h·k), without the T variances: node variance ×
+        max_t ‖digits(t)‖₁ (:func:`dpcount.analysis.advisor.tree_max_variance`)."""
+        from dpcount.analysis.advisor import tree_max_variance  # analysis imports counting
+
+        return float(tree_max_variance(self))
 
     def live_noise_bound(self) -> int:
         """Most node values a stream holds: h·max(|low|, high) (Lemma 17: h(k−1)/2)."""
