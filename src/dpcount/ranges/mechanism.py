@@ -31,6 +31,7 @@ from dpcount._validate import (
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.noise import GaussianNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.ranges._exact import check_exact_sums
 from dpcount.ranges._models import KroneckerModel, NoiseModel
 from dpcount.ranges.calibration import calibrated_sigma
 from dpcount.ranges.release import RangeAnswers, check_weights, range_bounds
@@ -105,8 +106,16 @@ class RangeMechanism(ABC):
         return self._model
 
     def release(self, x: Any) -> RangeAnswers:
-        """Release the histogram ``x`` (shape ``self.shape``) with this mechanism's noise."""
+        """Release the histogram ``x`` (shape ``self.shape``) with this mechanism's noise.
+
+        Raises:
+            ValueError: a wrong shape, non-finite cells, or data whose sums float64
+                cannot hold exactly (Σ|x| > 2^53 for whole numbers; see
+                :func:`dpcount.ranges._exact.check_exact_sums`), which would void the
+                calibrated sensitivity.
+        """
         data = check_data_array("x", x, self.shape)
+        check_exact_sums("x", data)
         return self._release(data, self._rng)
 
     def range_variance(self, lo: Any, hi: Any) -> Any:

@@ -11,6 +11,8 @@ solved through its concave dual, max_{μ≥0} 2Σ_i √(λ_i (Mᵀμ)_i) − Σ_
 M_ji = Q_ji² (L-BFGS-B), whose maximizer gives u_i = √(λ_i/(Mᵀμ)_i); the weights are
 then rescaled so that the constraint is tight. Privacy never depends on the solver:
 σ is calibrated to the ℓ₂ sensitivity of the final A, computed exactly.
+The release is computed in the equivalent form x̂ = x + Q diag(1/√u)·N (same law:
+Q diag(1/√u)·A = I), so the data enter only through one exact addition per cell.
 Eigenvalues below 1e-10·λ_max are raised to that floor so that A is invertible.
 
 Guarantee: (ε, δ)-DP for histograms differing by at most 1 in one cell.
@@ -112,8 +114,14 @@ class EigenDesignMechanism(RangeMechanism):
         )
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
-        answers = self.strategy @ x + self._sampler.sample(rng, self.shape[0])
-        values = self._vectors @ (answers / np.sqrt(self.weights))
+        # x̂ = Q diag(1/√u)(Ax + N) = x + Q diag(1/√u) N exactly, since
+        # Q diag(1/√u) A = QQᵀ = I. Computing it as x + (noise term) keeps the data out of
+        # every floating-point matrix product: the only operation on x is one addition
+        # per cell (Ax in float64 would round data-dependently, so neighbours could move
+        # the computed strategy answers by more than the column norm of A).
+        noise = self._sampler.sample(rng, self.shape[0])
+        values = self._vectors @ (noise / np.sqrt(self.weights))
+        values += x
         return HistogramRelease(values, self.noise_model, self.privacy, self.name)
 
     def _build_model(self) -> DenseCovariance:
