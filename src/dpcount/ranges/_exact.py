@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MAX_EXACT_SUM", "check_exact_sums", "grid_exponent"]
+__all__ = ["MAX_EXACT_SUM", "check_exact_sums", "check_whole_numbers", "grid_exponent"]
 
 #: Largest magnitude of an integer partial sum that float64 holds exactly.
 MAX_EXACT_SUM = 2**53
@@ -75,3 +75,18 @@ def check_exact_sums(name: str, x: NDArray[np.float64]) -> None:
         f"in one cell can move a computed sum by more than 1 and the calibrated sensitivity "
         f"no longer holds); the running sum of |{name}| passes {bound} at index {index}"
     )
+
+
+def check_whole_numbers(name: str, x: NDArray[np.float64]) -> None:
+    """Integer noise needs integer data: a fractional cell would be revealed by its fraction.
+
+    Raises:
+        ValueError: a cell that is not a whole number (the first index is named).
+    """
+    frac = x != np.floor(x)
+    if frac.any():
+        index = tuple(int(i) for i in np.argwhere(frac)[0])
+        raise ValueError(
+            f"{name} must hold whole numbers for noise='discrete-gaussian' (integer noise on "
+            f"fractional data would reveal the fraction); index {index} holds {float(x[index])!r}"
+        )

@@ -48,8 +48,10 @@ class PaddedTreeMechanism(RangeMechanism):
         shape: int | tuple[int, ...],
         epsilon: float,
         delta: float,
-        calibration: str = "analytic",
+        calibration: str | None = None,
         rng: RNGLike = None,
+        *,
+        noise: str = "gaussian",
     ) -> None:
         self.shape = self._check_shape(shape, self.max_dims)
         self.depth = padded_depth(self.shape[0])
@@ -60,6 +62,7 @@ class PaddedTreeMechanism(RangeMechanism):
             delta=delta,
             calibration=calibration,
             rng=rng,
+            noise=noise,
             l2_sensitivity=math.sqrt(levels),
             l1_sensitivity=float(levels),
         )

@@ -75,6 +75,8 @@ class EigenDesignMechanism(RangeMechanism):
         shape, epsilon, delta, calibration, rng: as for the other mechanisms.
         workload: an :class:`~dpcount.ranges.AllRanges`, ``RangeWorkload`` or
             ``DenseWorkload`` over the same n (default ``AllRanges(n)``).
+        noise: ``"gaussian"`` only: the strategy A is real-valued, so there is no
+            integer vector to perturb (``"discrete-gaussian"`` raises ValueError).
     """
 
     name = "eigen"
@@ -84,10 +86,11 @@ class EigenDesignMechanism(RangeMechanism):
         shape: int | tuple[int, ...],
         epsilon: float,
         delta: float,
-        calibration: str = "analytic",
+        calibration: str | None = None,
         rng: RNGLike = None,
         *,
         workload: Any = None,
+        noise: str = "gaussian",
     ) -> None:
         self.shape = self._check_shape(shape, self.max_dims)
         n = self.shape[0]
@@ -109,6 +112,7 @@ class EigenDesignMechanism(RangeMechanism):
             delta=delta,
             calibration=calibration,
             rng=rng,
+            noise=noise,
             l2_sensitivity=float(np.sqrt(np.max(np.sum(columns**2, axis=0)))),
             l1_sensitivity=float(np.max(np.sum(np.abs(columns), axis=0))),
         )
