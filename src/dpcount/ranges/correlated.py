@@ -39,7 +39,6 @@ Every tree node's answer has variance σ²·v_depth (σ² by default, Theorem 3.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from fractions import Fraction
 from typing import Any
@@ -47,7 +46,6 @@ from typing import Any
 import numpy as np
 
 from dpcount._validate import check_integer
-from dpcount.privacy.calibration import zcdp_delta
 from dpcount.privacy.discrete import DiscreteGaussianNoise
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -137,29 +135,18 @@ class CorrelatedPerturbation(RangeMechanism):
         """K = ⌈log₂ n⌉ per axis."""
         return tuple(BalancedTree(n).depth for n in self.shape)
 
-    def _init_discrete(self, calibration: str | None, l1_sensitivity: float) -> None:
-        """Per-level discrete Gaussians σ√v_0 and 2σβ_d, ρ computed exactly (module doc)."""
-        super()._init_discrete(calibration, l1_sensitivity)
+    def _discrete_samplers(self, sigma: float) -> tuple[DiscreteGaussianNoise, ...]:
+        """N_Z(0, σ²v_0) for the total, N_Z(0, 4σ²β_d²) for the splits at depth d."""
         profile = self.level_variances[0]
         scales = [math.sqrt(profile[0])] + [2.0 * math.sqrt(b) for b in split_variances(profile)]
-        sigma = self.sigma
-        for _ in range(8):  # raise σ until the exact ρ meets the budget (float products)
-            samplers = tuple(DiscreteGaussianNoise(sigma * c) for c in scales)
-            exact = sum((Fraction(1, 2) / s.sigma2 for s in samplers), Fraction(0))
-            rho = float(exact)
-            if Fraction(rho) < exact:
-                rho = math.nextafter(rho, math.inf)
-            achieved = zcdp_delta(rho, self.epsilon)
-            if achieved <= self.delta:
-                break
-            sigma *= 1.0 + 1e-9
-        else:  # pragma: no cover - the calibration margin (1e-10) exceeds float rounding
-            raise RuntimeError("discrete Gaussian calibration of the correlated mechanism failed")
-        self.sigma = sigma
-        self._level_samplers = samplers
-        base = self.privacy
-        assert base is not None
-        self.privacy = dataclasses.replace(base, delta=achieved, rho=rho)
+        levels = tuple(DiscreteGaussianNoise(sigma * c) for c in scales)
+        self._level_samplers = levels
+        return (DiscreteGaussianNoise(sigma), *levels)
+
+    def _discrete_rho(self, samplers: tuple[DiscreteGaussianNoise, ...]) -> Fraction:
+        """Exact ρ of the worst neighbour: a depth-K leaf shifts the total and one D per
+        depth by ±1, so ρ = Σ_j 1/(2σ_j²) over all levels (the largest path sum)."""
+        return sum((Fraction(1, 2) / s.sigma2 for s in samplers[1:]), Fraction(0))
 
     def with_sampler(self, sampler: NoiseSampler) -> RangeMechanism:
         """A copy drawing its inputs from ``sampler`` (testing hook; ``privacy`` is None).

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import math
 from abc import ABC, abstractmethod
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,7 +48,9 @@ from dpcount._validate import (
     check_real,
     check_shape,
 )
-from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.calibration import discrete_gaussian_sigma, zcdp_delta
+from dpcount.privacy.discrete import DiscreteGaussianNoise
+from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.noise import GaussianNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._exact import check_exact_sums, check_whole_numbers
@@ -134,18 +137,44 @@ class RangeMechanism(ABC):
                 f"(CKS 2020 Thm 14 + Cor. 13), got {calibration!r}"
             )
         self.calibration = "zcdp"
-        calibrated = calibrate(
-            "discrete-gaussian",
+        sigma = discrete_gaussian_sigma(self.l2_sensitivity, self.epsilon, self.delta)
+        for _ in range(8):  # raise σ until the exact ρ meets the budget (float rounding)
+            samplers = self._discrete_samplers(sigma)
+            rho = _float_at_least(self._discrete_rho(samplers))
+            achieved = zcdp_delta(rho, self.epsilon)
+            if achieved <= self.delta:
+                break
+            sigma *= 1.0 + 1e-9
+        else:  # pragma: no cover - the calibration margin (1e-10) exceeds float rounding
+            raise RuntimeError(f"discrete Gaussian calibration of {type(self).__name__} failed")
+        self._sampler = samplers[0]
+        self.sigma = samplers[0].sigma
+        self.privacy = PrivacyGuarantee(
             epsilon=self.epsilon,
-            delta=self.delta,
+            delta=achieved,
+            noise="discrete-gaussian",
+            calibration="zcdp",
             l1_sensitivity=l1_sensitivity,
             l2_sensitivity=self.l2_sensitivity,
-            calibration="zcdp",
             neighbouring=NEIGHBOURING,
+            rho=rho,
         )
-        self._sampler = calibrated.sampler
-        self.sigma = calibrated.scale
-        self.privacy = calibrated.privacy
+
+    def _discrete_samplers(self, sigma: float) -> tuple[DiscreteGaussianNoise, ...]:
+        """The samplers of the perturbed coordinates (i.i.d.: one, N_Z(0, σ²))."""
+        return (DiscreteGaussianNoise(sigma),)
+
+    def _discrete_rho(self, samplers: tuple[DiscreteGaussianNoise, ...]) -> Fraction:
+        """Exact ρ of the worst neighbour: ‖shift‖₂²/(2σ²) for i.i.d. noise (CKS Thm 14).
+
+        Uses :meth:`_l2_squared`, the exact squared ℓ₂ norm of the integer shift, and the
+        sampler's exact (rounded-up) σ².
+        """
+        return self._l2_squared() / (2 * samplers[0].sigma2)
+
+    def _l2_squared(self) -> Fraction:
+        """Exact squared ℓ₂ sensitivity of the integer vector (subclasses opting in)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support discrete noise")
 
     @property
     def discrete(self) -> bool:
@@ -259,6 +288,12 @@ class RangeMechanism(ABC):
     @abstractmethod
     def _build_model(self) -> NoiseModel | KroneckerModel:
         """The exact noise model for the current sampler's variance."""
+
+
+def _float_at_least(value: Fraction) -> float:
+    """The smallest float ≥ ``value`` (privacy parameters are never rounded down)."""
+    out = float(value)
+    return math.nextafter(out, math.inf) if Fraction(out) < value else out
 
 
 def _calibration_label(calibration: str) -> str:

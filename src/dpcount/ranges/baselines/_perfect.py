@@ -10,6 +10,7 @@ root to its leaf), which fixes the sensitivities.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import NDArray
@@ -66,3 +67,7 @@ class PaddedTreeMechanism(RangeMechanism):
             l2_sensitivity=math.sqrt(levels),
             l1_sensitivity=float(levels),
         )
+
+    def _l2_squared(self) -> Fraction:
+        """A cell lies on K + 1 nodes, each shifted by ±1: ‖shift‖₂² = K + 1."""
+        return Fraction(self.depth + 1)

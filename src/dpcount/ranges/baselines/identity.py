@@ -13,6 +13,8 @@ values are integers; v is the exact variance of N_Z(0, σ²) (below σ²).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from dpcount.privacy.rng import RNGLike
@@ -64,3 +66,7 @@ class IdentityMechanism(RangeMechanism):
         return KroneckerModel(
             IdentityCovariance(rows, 1.0), IdentityCovariance(cols, 1.0), variance
         )
+
+    def _l2_squared(self) -> Fraction:
+        """One coordinate shifted by ±1."""
+        return Fraction(1)
