@@ -39,13 +39,15 @@ Every tree node's answer has variance σ²·v_depth (σ² by default, Theorem 3.
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from dpcount._validate import check_integer
+from dpcount._validate import check_instance, check_integer
 from dpcount.privacy.discrete import DiscreteGaussianNoise
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -157,6 +159,22 @@ class CorrelatedPerturbation(RangeMechanism):
         other = super().with_sampler(sampler)
         if isinstance(other, CorrelatedPerturbation) and self.discrete:
             other._level_samplers = (sampler,) * len(self._level_samplers)
+        return other
+
+    def with_level_samplers(self, samplers: Sequence[NoiseSampler]) -> CorrelatedPerturbation:
+        """A discrete-noise copy drawing the total and each depth's D from ``samplers``
+        (root first; testing hook; ``privacy`` is None)."""
+        if not self.discrete or len(samplers) != len(self._level_samplers):
+            raise ValueError(
+                f"samplers must hold {len(self._level_samplers)} samplers (root, then one per "
+                "depth) of a noise='discrete-gaussian' mechanism"
+            )
+        for i, s in enumerate(samplers):
+            check_instance(f"samplers[{i}]", s, NoiseSampler, "a NoiseSampler")
+        other = copy.copy(self)
+        other._level_samplers = tuple(samplers)
+        other.privacy = None
+        other._model = None
         return other
 
     @property
