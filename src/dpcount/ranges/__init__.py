@@ -27,7 +27,7 @@ from dpcount.ranges.calibration import (
 )
 from dpcount.ranges.cascade import cascade_sample, level_profile, split_variances
 from dpcount.ranges.correlated import CorrelatedPerturbation
-from dpcount.ranges.mechanism import NEIGHBOURING, RANGE_NOISE_KINDS, RangeMechanism
+from dpcount.ranges.mechanism import NEIGHBOURING, RangeMechanism
 from dpcount.ranges.metrics import (
     MonteCarloEstimate,
     PaperEstimate,
@@ -52,7 +52,6 @@ from dpcount.ranges.workloads import (
 __all__ = [
     "MECHANISMS",
     "NEIGHBOURING",
-    "RANGE_NOISE_KINDS",
     "AllRanges",
     "CorrelatedPerturbation",
     "DenseWorkload",

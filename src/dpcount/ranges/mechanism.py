@@ -131,6 +131,11 @@ class RangeMechanism(ABC):
                 "the vector it perturbs is not an integer function of the cells; use "
                 "noise='gaussian'"
             )
+        if calibration is not None and not isinstance(calibration, str):
+            raise TypeError(
+                "calibration must be None or 'zcdp' for noise='discrete-gaussian', got "
+                f"{calibration!r}"
+            )
         if calibration not in (None, "zcdp"):
             raise ValueError(
                 "calibration must be None or 'zcdp' for noise='discrete-gaussian' "
