@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dpcount.privacy import ZeroNoise
-from dpcount.ranges import MECHANISMS, build_mechanism
+from dpcount.ranges import MECHANISMS, build_mechanism, paper_monte_carlo_errors
 from dpcount.ranges._exact import MAX_EXACT_SUM, check_exact_sums, grid_exponent
 from dpcount.ranges.baselines._perfect import level_sums
 
@@ -130,3 +130,17 @@ def test_fractional_data_on_a_coarse_grid_is_accepted_and_fine_fractions_are_not
     with pytest.raises(ValueError, match=r"multiples of 2\^-1074"):
         check_exact_sums("x", np.array([5e-324, 1.0]))
     check_exact_sums("x", np.zeros(4))
+
+
+def test_paper_monte_carlo_errors_checks_the_data_like_release() -> None:
+    # Old code passed x straight to the mechanism: with zero noise the 2^60 histogram
+    # gave "errors" of 128 (float rounding of the truth and of the node sums).
+    x, _ = big_neighbours()
+    mech = build_mechanism("tree", 256, 1.0, 1e-6, rng=0).with_sampler(ZeroNoise())
+    with pytest.raises(ValueError, match=r"x is too large .* at index \(1,\)"):
+        paper_monte_carlo_errors(mech, samples=100, runs=1, x=x, rng=0)
+    discrete = build_mechanism("tree", 8, 1.0, 1e-6, rng=0, noise="discrete-gaussian")
+    with pytest.raises(ValueError, match=r"x must hold whole numbers .* index \(2,\)"):
+        paper_monte_carlo_errors(discrete, samples=10, runs=1, x=[0, 1, 0.5, 0, 0, 0, 0, 0])
+    ok = paper_monte_carlo_errors(mech, samples=100, runs=2, x=np.arange(256.0), rng=0)
+    np.testing.assert_array_equal(ok.worst_case_error, [0.0, 0.0])

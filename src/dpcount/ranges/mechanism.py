@@ -229,11 +229,20 @@ class RangeMechanism(ABC):
                 :func:`dpcount.ranges._exact.check_exact_sums`), which would void the
                 calibrated sensitivity.
         """
-        data = check_data_array("x", x, self.shape)
-        check_exact_sums("x", data)
+        return self._release(self.check_data(x), self._rng)
+
+    def check_data(self, x: Any, name: str = "x") -> FloatArray:
+        """``x`` validated for this mechanism, as a new float64 array.
+
+        Shape and finiteness (:func:`dpcount._validate.check_data_array`), exact float64
+        sums (:func:`dpcount.ranges._exact.check_exact_sums`) and, for discrete noise,
+        whole numbers. Everything that hands data to ``_release`` goes through here.
+        """
+        data = check_data_array(name, x, self.shape)
+        check_exact_sums(name, data)
         if self.discrete:
-            check_whole_numbers("x", data)
-        return self._release(data, self._rng)
+            check_whole_numbers(name, data)
+        return data
 
     def range_variance(self, lo: Any, hi: Any) -> Any:
         """Exact variance of the answer to the inclusive range/rectangle [lo, hi].
