@@ -100,91 +100,88 @@ def _bad_shape() -> st.SearchStrategy[tuple[Any, type[Exception]]]:
     )
 
 
-CASES = (
-    [
-        ScalarCase(
-            f"{name}",
-            lambda name=name, **kw: build_mechanism(name, **kw),
-            {"shape": N, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
-            {
-                "shape": _bad_shape(),
-                "epsilon": bad_positive_real(),
-                "delta": bad_probability(),
-                "calibration": bad_choice(CALIBRATIONS),
-                "rng": bad_rng(),
-                "noise": bad_choice(("gaussian", "discrete-gaussian")),
-            },
-            names={"rng": "rng"},
-        )
-        for name in NAMES
-    ]
-    + [
-        ScalarCase(
-            f"{name} (discrete-gaussian)",
-            lambda name=name, **kw: build_mechanism(name, noise="discrete-gaussian", **kw),
-            {"shape": N, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
-            {
-                "epsilon": bad_positive_real(),
-                "delta": bad_probability(),
-                "calibration": bad_choice(("zcdp",)),
-            },
-        )
-        for name in NAMES
-        if MECHANISMS[name].supports_discrete_noise
-    ]
-    + [
-        ScalarCase(
-            "cascade_sample",
-            cascade_sample,
-            {"shape": N, "sigma": 1.0, "rng": 0},
-            {"shape": _bad_shape(), "sigma": bad_positive_real(), "rng": bad_rng()},
-            names={"rng": "rng"},
-        ),
-        ScalarCase(
-            "calibrated_sigma",
-            calibrated_sigma,
-            {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
-            {
-                "l2_sensitivity": bad_positive_real(),
-                "epsilon": bad_positive_real(),
-                "delta": bad_probability(),
-                "calibration": bad_choice(CALIBRATIONS),
-            },
-        ),
-        ScalarCase(
-            "paper_gaussian_sigma",
-            paper_gaussian_sigma,
-            {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
-            {
-                "l2_sensitivity": bad_positive_real(),
-                "epsilon": bad_positive_real(),
-                "delta": bad_probability(),
-            },
-        ),
-        ScalarCase("AllRanges", AllRanges, {"n": N}, {"n": bad_integer(1)}),
-        ScalarCase("nodal_ranges", nodal_ranges, {"n": N}, {"n": bad_integer(1)}),
-        ScalarCase(
-            "random_dense_queries",
-            random_dense_queries,
-            {"n": N, "count": 3, "rng": 0},
-            {"n": bad_integer(1), "count": bad_integer(1), "rng": bad_rng()},
-            names={"rng": "rng"},
-        ),
-        ScalarCase("level_profile", level_profile, {"n": N}, {"n": bad_integer(1)}),
-        ScalarCase(
-            "precision_diagonal",
-            precision_diagonal,
-            {"n": N, "profile": [1.0] * 4},
-            {"n": bad_integer(1)},
-        ),
-        ScalarCase(
-            "AllRanges.sample",
-            lambda **kw: AllRanges(N).sample(rng=0, **kw),
-            {"size": 3},
-            {"size": bad_integer(1)},
-        ),
-    ]
-)
+CASES = [
+    ScalarCase(
+        f"{name}",
+        lambda name=name, **kw: build_mechanism(name, **kw),
+        {"shape": N, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+        {
+            "shape": _bad_shape(),
+            "epsilon": bad_positive_real(),
+            "delta": bad_probability(),
+            "calibration": bad_choice(CALIBRATIONS),
+            "rng": bad_rng(),
+            "noise": bad_choice(("gaussian", "discrete-gaussian")),
+        },
+        names={"rng": "rng"},
+    )
+    for name in NAMES
+] + [
+    ScalarCase(
+        "cascade_sample",
+        cascade_sample,
+        {"shape": N, "sigma": 1.0, "rng": 0},
+        {"shape": _bad_shape(), "sigma": bad_positive_real(), "rng": bad_rng()},
+        names={"rng": "rng"},
+    ),
+    ScalarCase(
+        "calibrated_sigma",
+        calibrated_sigma,
+        {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
+        {
+            "l2_sensitivity": bad_positive_real(),
+            "epsilon": bad_positive_real(),
+            "delta": bad_probability(),
+            "calibration": bad_choice(CALIBRATIONS),
+        },
+    ),
+    ScalarCase(
+        "paper_gaussian_sigma",
+        paper_gaussian_sigma,
+        {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
+        {
+            "l2_sensitivity": bad_positive_real(),
+            "epsilon": bad_positive_real(),
+            "delta": bad_probability(),
+        },
+    ),
+    ScalarCase("AllRanges", AllRanges, {"n": N}, {"n": bad_integer(1)}),
+    ScalarCase("nodal_ranges", nodal_ranges, {"n": N}, {"n": bad_integer(1)}),
+    ScalarCase(
+        "random_dense_queries",
+        random_dense_queries,
+        {"n": N, "count": 3, "rng": 0},
+        {"n": bad_integer(1), "count": bad_integer(1), "rng": bad_rng()},
+        names={"rng": "rng"},
+    ),
+    ScalarCase("level_profile", level_profile, {"n": N}, {"n": bad_integer(1)}),
+    ScalarCase(
+        "precision_diagonal",
+        precision_diagonal,
+        {"n": N, "profile": [1.0] * 4},
+        {"n": bad_integer(1)},
+    ),
+    ScalarCase(
+        "AllRanges.sample",
+        lambda **kw: AllRanges(N).sample(rng=0, **kw),
+        {"size": 3},
+        {"size": bad_integer(1)},
+    ),
+]
+CASES += [
+    ScalarCase(
+        f"{name} (discrete-gaussian)",
+        lambda name=name, **kw: build_mechanism(name, noise="discrete-gaussian", **kw),
+        {"shape": N, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+        {
+            "epsilon": bad_positive_real(),
+            "delta": bad_probability(),
+            "calibration": bad_choice(("zcdp",)),
+        },
+    )
+    for name in NAMES
+    if MECHANISMS[name].supports_discrete_noise
+]
 
 
 @pytest.mark.parametrize(("case", "param"), case_params(CASES))
