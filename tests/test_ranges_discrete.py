@@ -347,8 +347,12 @@ def test_fractional_data_are_refused(name: str) -> None:
 
 
 def test_unsupported_combinations_name_the_parameter() -> None:
-    with pytest.raises(ValueError, match="noise='discrete-gaussian' is not available for Eigen"):
-        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG)
+    with pytest.raises(ValueError, match="grid_bits must be >= 8"):
+        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG, grid_bits=7)
+    with pytest.raises(ValueError, match="grid_bits must be <= 26"):
+        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG, grid_bits=27)
+    with pytest.raises(TypeError, match="grid_bits"):
+        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG, grid_bits="20")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="noise='discrete-gaussian' needs a 1-D shape"):
         CorrelatedPerturbation((4, 4), 1.0, 1e-6, noise=DG)
     with pytest.raises(ValueError, match="calibration must be None or 'zcdp'"):
@@ -379,5 +383,72 @@ def test_cli_discrete_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     np.testing.assert_array_equal(values, np.round(values))
     assert not np.array_equal(values, np.arange(10))
     assert "rho=" in capsys.readouterr().err.replace("\n", "")
-    assert main([*argv, "--noise", DG, "--mechanism", "eigen", "--output", str(out)]) == 2
-    assert "not available for EigenDesignMechanism" in capsys.readouterr().err
+    np.save(tmp_path / "m.npy", np.ones((3, 4), dtype=np.int64))
+    argv[1] = str(tmp_path / "m.npy")
+    assert main([*argv, "--noise", DG, "--output", str(out)]) == 2
+    assert "noise='discrete-gaussian' needs a 1-D shape" in capsys.readouterr().err
+
+
+# ---- EigenDesign: the strategy snapped to the grid 2^-g ------------------------------
+
+
+@pytest.mark.parametrize(("n", "bits"), [(1, 8), (5, 8), (8, 20), (13, 12)])
+def test_eigen_integer_strategy_and_exact_answers(n: int, bits: int) -> None:
+    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=bits, rng=0)
+    m = mech._integer_strategy
+    # M = round(A·2^g): within half a grid step of the real strategy.
+    assert np.max(np.abs(m / 2.0**bits - mech.strategy)) <= 2.0 ** -(bits + 1)
+    rng = np.random.default_rng(n)
+    x = rng.integers(-(2**40), 2**40, n).astype(float)
+    x[0] = float(2**53 - int(np.abs(x[1:]).sum()))  # total |x| exactly 2^53
+    rows = [[int(v) for v in row] for row in m.tolist()]
+    want = [sum(a * int(b) for a, b in zip(row, x, strict=True)) for row in rows]
+    assert mech._exact_answers(x) == want  # exact, no int64 overflow
+    zero = mech.with_sampler(ZeroNoise()).release(x).values
+    np.testing.assert_allclose(zero, x, rtol=0, atol=1e-6 * 2**53)
+    small = np.arange(n, dtype=float)
+    np.testing.assert_allclose(mech.with_sampler(ZeroNoise()).release(small).values, small,
+                               rtol=0, atol=1e-9)  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "bits"), [(1, 8), (6, 10), (16, 20)])
+def test_eigen_rho_is_the_brute_force_worst_neighbour(n: int, bits: int) -> None:
+    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=bits)
+    sigma2 = mech.sampler.sigma2
+    worst = max(
+        sum(Fraction(int(v) ** 2) for v in mech._integer_strategy[:, i]) / (2 * sigma2)
+        for i in range(n)
+    )
+    assert Fraction(mech.privacy.rho) >= worst
+    assert mech.privacy.rho == pytest.approx(float(worst), rel=1e-12)
+    assert mech.privacy.delta <= 1e-6
+    assert zcdp_delta(float(worst) / 0.99**2, 1.0) > 1e-6  # not over-noised
+    # σ is reported in strategy units: about the continuous σ scaled by the zCDP route.
+    assert mech.sigma == pytest.approx(mech.sampler.sigma * 2.0**-bits)
+
+
+def test_eigen_release_is_a_function_of_the_noisy_integers() -> None:
+    n = 7
+    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=12)
+    m = mech._integer_strategy
+    x = np.random.default_rng(0).integers(0, 30, n).astype(float)
+    z = np.random.default_rng(1).integers(-(10**5), 10**5, n)
+    for cell in range(n):
+        x2 = x.copy()
+        x2[cell] -= 1.0
+        shift = (m @ (x - x2).astype(np.int64)).tolist()
+        a = mech.with_sampler(ScriptedNoise(z.tolist())).release(x).values
+        b = mech.with_sampler(ScriptedNoise((z + shift).tolist())).release(x2).values
+        assert a.tobytes() == b.tobytes()
+
+
+def test_eigen_variances_match_monte_carlo() -> None:
+    n = 8
+    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=8, rng=0)
+    x = np.arange(n, dtype=float)
+    lo, hi = np.triu_indices(n)
+    prefix = np.concatenate(([0.0], np.cumsum(x)))
+    truth = prefix[hi + 1] - prefix[lo]
+    mc = mech.with_sampler(BlockSampler(mech.sampler, np.random.default_rng(9), 3000 * n))
+    errors = np.stack([mc.release(x).query(lo, hi) - truth for _ in range(3000)])
+    assert_variances_match(errors, mech.range_variance(lo, hi))

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=RANGE_NOISE_KINDS,
         default="gaussian",
         help="gaussian (continuous, default) or discrete-gaussian (exact integer noise, "
-        "whole-number counts; not for eigen or 2-D correlated)",
+        "whole-number counts; not for 2-D correlated)",
     )
     p.add_argument(
         "--calibration",

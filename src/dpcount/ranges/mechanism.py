@@ -20,9 +20,10 @@ Noise (``noise=``):
   possible bit patterns that depends on x.
 * ``"discrete-gaussian"``: exact integer noise (Canonne, Kamath, Steinke 2020,
   "The Discrete Gaussian for Differential Privacy", Alg. 3) added in int64 to an
-  *integer* vector of the data (the cells, node sums, or sums and differences of
-  children), calibrated by zCDP (CKS Thm 14: i.i.d. N_Z(0, σ_j²) on integer
-  coordinates whose neighbours differ by integer shifts μ_j is ρ-zCDP with
+  *integer* vector of the data (the cells, node sums, sums and differences of
+  children, or the answers of a strategy snapped to a grid 2^-g), calibrated by
+  zCDP (CKS Thm 14: i.i.d. N_Z(0, σ_j²) on integer coordinates whose neighbours
+  differ by integer shifts μ_j is ρ-zCDP with
   ρ = Σ_j μ_j²/(2σ_j²); Cor. 13 converts to (ε, δ)); ``calibration="zcdp"``. The data
   must be whole numbers. Everything released is computed from the noisy integer vector
   only (post-processing), so no floating-point value depends on the data except
