@@ -111,6 +111,7 @@ CASES = [
             "delta": bad_probability(),
             "calibration": bad_choice(CALIBRATIONS),
             "rng": bad_rng(),
+            "noise": bad_choice(("gaussian", "discrete-gaussian")),
         },
         names={"rng": "rng"},
     )
@@ -166,6 +167,20 @@ CASES = [
         {"size": 3},
         {"size": bad_integer(1)},
     ),
+]
+CASES += [
+    ScalarCase(
+        f"{name} (discrete-gaussian)",
+        lambda name=name, **kw: build_mechanism(name, noise="discrete-gaussian", **kw),
+        {"shape": N, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+        {
+            "epsilon": bad_positive_real(),
+            "delta": bad_probability(),
+            "calibration": bad_choice(("zcdp",)),
+        },
+    )
+    for name in NAMES
+    if MECHANISMS[name].supports_discrete_noise
 ]
 
 

@@ -23,6 +23,7 @@ from dpcount.ranges import (
     total_squared_error,
     worst_case_expected_error,
 )
+from dpcount.ranges.mechanism import RANGE_NOISE_KINDS
 from dpcount.ranges.release import range_bounds
 
 HELP = "release a private histogram (1-D or 2-D) and answer range queries with exact error bars"
@@ -39,10 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=positive_float, required=True, help="δ in (0, 1)")
     p.add_argument("--mechanism", choices=sorted(MECHANISMS), default="correlated")
     p.add_argument(
+        "--noise",
+        choices=RANGE_NOISE_KINDS,
+        default="gaussian",
+        help="gaussian (continuous, default) or discrete-gaussian (exact integer noise, "
+        "whole-number counts; not for 2-D correlated)",
+    )
+    p.add_argument(
         "--calibration",
-        choices=("analytic", "paper", "classic"),
-        default="analytic",
-        help="analytic (exact, default), paper (Thm 3.7, epsilon <= 1) or classic",
+        choices=("analytic", "paper", "classic", "zcdp"),
+        default=None,
+        help="gaussian: analytic (exact, default), paper (Thm 3.7, epsilon <= 1) or classic; "
+        "discrete-gaussian: zcdp (default)",
     )
     p.add_argument(
         "--queries",
@@ -121,7 +130,13 @@ def run(args: argparse.Namespace) -> int:
     check_probability("level", args.level)
     x = read_histogram(args.input, args.column)
     mech = build_mechanism(
-        args.mechanism, x.shape, args.epsilon, args.delta, args.calibration, rng=args.seed
+        args.mechanism,
+        x.shape,
+        args.epsilon,
+        args.delta,
+        args.calibration,
+        rng=args.seed,
+        noise=args.noise,
     )
     queries = read_queries(args.queries, x.ndim) if args.queries is not None else None
     if queries is not None:

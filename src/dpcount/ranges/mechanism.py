@@ -9,6 +9,25 @@ to test the structure; the copy has ``privacy=None``).
 
 Neighbouring relation: histograms that differ by at most 1 in one cell (one record
 added or removed), ‖x − x'‖₁ ≤ 1.
+
+Noise (``noise=``):
+
+* ``"gaussian"`` (default): continuous Gaussian noise in float64, calibrated with
+  ``calibration="analytic"`` (default), ``"paper"`` or ``"classic"``. Like every
+  floating-point sampler it is not hardened against attacks on the low-order bits of
+  the released values (Mironov 2012, "On significance of the least significant bits
+  for differential privacy"): e.g. x + z for integer x and a float z has a set of
+  possible bit patterns that depends on x.
+* ``"discrete-gaussian"``: exact integer noise (Canonne, Kamath, Steinke 2020,
+  "The Discrete Gaussian for Differential Privacy", Alg. 3) added in int64 to an
+  *integer* vector of the data (the cells, node sums, sums and differences of
+  children, or the answers of a strategy snapped to a grid 2^-g), calibrated by
+  zCDP (CKS Thm 14: i.i.d. N_Z(0, σ_j²) on integer coordinates whose neighbours
+  differ by integer shifts μ_j is ρ-zCDP with
+  ρ = Σ_j μ_j²/(2σ_j²); Cor. 13 converts to (ε, δ)); ``calibration="zcdp"``. The data
+  must be whole numbers. Everything released is computed from the noisy integer vector
+  only (post-processing), so no floating-point value depends on the data except
+  through that vector. Mechanisms opt in with ``supports_discrete_noise``.
 """
 
 from __future__ import annotations
@@ -16,26 +35,34 @@ from __future__ import annotations
 import copy
 import math
 from abc import ABC, abstractmethod
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import (
+    check_choice,
     check_data_array,
     check_instance,
     check_probability,
     check_real,
     check_shape,
 )
+from dpcount.privacy.calibration import discrete_gaussian_sigma, zcdp_delta
+from dpcount.privacy.discrete import DiscreteGaussianNoise
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.noise import GaussianNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.ranges._exact import check_exact_sums, check_whole_numbers
 from dpcount.ranges._models import KroneckerModel, NoiseModel
 from dpcount.ranges.calibration import calibrated_sigma
 from dpcount.ranges.release import RangeAnswers, check_weights, range_bounds
 
-__all__ = ["NEIGHBOURING", "RangeMechanism"]
+__all__ = ["NEIGHBOURING", "RANGE_NOISE_KINDS", "RangeMechanism"]
+
+#: Noise kinds of the range mechanisms (named as in :data:`dpcount.privacy.NOISE_KINDS`).
+RANGE_NOISE_KINDS: tuple[str, ...] = ("gaussian", "discrete-gaussian")
 
 NEIGHBOURING = "add/remove one record (histograms differ by at most 1 in one cell)"
 
@@ -53,6 +80,9 @@ class RangeMechanism(ABC):
 
     name: ClassVar[str]
     max_dims: ClassVar[int] = 1
+    #: the perturbed vector is an integer linear function of the cells, perturbed by
+    #: i.i.d. samples, and the release is post-processing of it (``noise="discrete-gaussian"``)
+    supports_discrete_noise: ClassVar[bool] = False
     shape: tuple[int, ...]
 
     def __init__(
@@ -61,28 +91,115 @@ class RangeMechanism(ABC):
         *,
         epsilon: float,
         delta: float,
-        calibration: str,
+        calibration: str | None,
         rng: RNGLike,
         l2_sensitivity: float,
         l1_sensitivity: float,
+        noise: str = "gaussian",
     ) -> None:
         self.epsilon = check_real("epsilon", epsilon, gt=0)
         self.delta = check_probability("delta", delta)
-        self.calibration = calibration
-        self.sigma = calibrated_sigma(l2_sensitivity, self.epsilon, self.delta, calibration)
+        self.noise = check_choice("noise", noise, RANGE_NOISE_KINDS)
         self.l2_sensitivity = float(l2_sensitivity)
-        self._sampler: NoiseSampler = GaussianNoise(self.sigma)
         self._rng = as_generator(rng)
+        self._model: NoiseModel | KroneckerModel | None = None
+        if self.noise == "discrete-gaussian":
+            self._init_discrete(calibration, float(l1_sensitivity))
+            return
+        if calibration == "zcdp":
+            raise ValueError(
+                "calibration='zcdp' is for noise='discrete-gaussian'; for noise='gaussian' use "
+                "'analytic' (default), 'paper' or 'classic'"
+            )
+        self.calibration = "analytic" if calibration is None else calibration
+        self.sigma = calibrated_sigma(l2_sensitivity, self.epsilon, self.delta, self.calibration)
+        self._sampler: NoiseSampler = GaussianNoise(self.sigma)
         self.privacy: PrivacyGuarantee | None = PrivacyGuarantee(
             epsilon=self.epsilon,
             delta=self.delta,
             noise="gaussian",
-            calibration=_calibration_label(calibration),
+            calibration=_calibration_label(self.calibration),
             l1_sensitivity=float(l1_sensitivity),
             l2_sensitivity=float(l2_sensitivity),
             neighbouring=NEIGHBOURING,
         )
-        self._model: NoiseModel | KroneckerModel | None = None
+
+    def _init_discrete(self, calibration: str | None, l1_sensitivity: float) -> None:
+        """Discrete Gaussian noise calibrated by zCDP (CKS 2020 Thm 14 + Cor. 13)."""
+        if not self.supports_discrete_noise:
+            raise ValueError(
+                f"noise='discrete-gaussian' is not available for {type(self).__name__}: "
+                "the vector it perturbs is not an integer function of the cells; use "
+                "noise='gaussian'"
+            )
+        if calibration is not None and not isinstance(calibration, str):
+            raise TypeError(
+                "calibration must be None or 'zcdp' for noise='discrete-gaussian', got "
+                f"{calibration!r}"
+            )
+        if calibration not in (None, "zcdp"):
+            raise ValueError(
+                "calibration must be None or 'zcdp' for noise='discrete-gaussian' "
+                f"(CKS 2020 Thm 14 + Cor. 13), got {calibration!r}"
+            )
+        self.calibration = "zcdp"
+        sigma = discrete_gaussian_sigma(self.l2_sensitivity, self.epsilon, self.delta)
+        for _ in range(8):  # raise σ until the exact ρ meets the budget (float rounding)
+            samplers = self._discrete_samplers(sigma)
+            rho = _float_at_least(self._discrete_rho(samplers))
+            achieved = zcdp_delta(rho, self.epsilon)
+            if achieved <= self.delta:
+                break
+            sigma *= 1.0 + 1e-9
+        else:  # pragma: no cover - the calibration margin (1e-10) exceeds float rounding
+            raise RuntimeError(f"discrete Gaussian calibration of {type(self).__name__} failed")
+        self._sampler = samplers[0]
+        self.sigma = samplers[0].sigma
+        self.privacy = PrivacyGuarantee(
+            epsilon=self.epsilon,
+            delta=achieved,
+            noise="discrete-gaussian",
+            calibration="zcdp",
+            l1_sensitivity=l1_sensitivity,
+            l2_sensitivity=self.l2_sensitivity,
+            neighbouring=NEIGHBOURING,
+            rho=rho,
+        )
+
+    def _discrete_samplers(self, sigma: float) -> tuple[DiscreteGaussianNoise, ...]:
+        """The samplers of the perturbed coordinates (i.i.d.: one, N_Z(0, σ²))."""
+        return (DiscreteGaussianNoise(sigma),)
+
+    def _discrete_rho(self, samplers: tuple[DiscreteGaussianNoise, ...]) -> Fraction:
+        """Exact ρ of the worst neighbour: ‖shift‖₂²/(2σ²) for i.i.d. noise (CKS Thm 14).
+
+        Uses :meth:`_l2_squared`, the exact squared ℓ₂ norm of the integer shift, and the
+        sampler's exact (rounded-up) σ².
+        """
+        return self._l2_squared() / (2 * samplers[0].sigma2)
+
+    def _l2_squared(self) -> Fraction:
+        """Exact squared ℓ₂ sensitivity of the integer vector (subclasses opting in)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support discrete noise")
+
+    @property
+    def discrete(self) -> bool:
+        """True for ``noise="discrete-gaussian"``."""
+        return self.noise == "discrete-gaussian"
+
+    def _noisy(
+        self, exact: FloatArray, rng: np.random.Generator, sampler: NoiseSampler | None = None
+    ) -> NDArray[Any]:
+        """``exact`` (data, already checked exact) plus one draw per coordinate.
+
+        Draws from ``sampler`` (default: the mechanism's). With integer noise the sum is
+        formed in int64 (``exact`` holds whole numbers of magnitude ≤ 2^53), so the noisy
+        integer vector is exact; callers convert it to float64 only as post-processing.
+        """
+        noise = (self._sampler if sampler is None else sampler).sample(rng, exact.shape)
+        if noise.dtype.kind == "i":
+            return np.asarray(exact.astype(np.int64) + noise)
+        return np.asarray(exact + noise)
 
     @staticmethod
     def _check_shape(shape: object, max_dims: int) -> tuple[int, ...]:
@@ -105,9 +222,28 @@ class RangeMechanism(ABC):
         return self._model
 
     def release(self, x: Any) -> RangeAnswers:
-        """Release the histogram ``x`` (shape ``self.shape``) with this mechanism's noise."""
-        data = check_data_array("x", x, self.shape)
-        return self._release(data, self._rng)
+        """Release the histogram ``x`` (shape ``self.shape``) with this mechanism's noise.
+
+        Raises:
+            ValueError: a wrong shape, non-finite cells, or data whose sums float64
+                cannot hold exactly (Σ|x| > 2^53 for whole numbers; see
+                :func:`dpcount.ranges._exact.check_exact_sums`), which would void the
+                calibrated sensitivity.
+        """
+        return self._release(self.check_data(x), self._rng)
+
+    def check_data(self, x: Any, name: str = "x") -> FloatArray:
+        """``x`` validated for this mechanism, as a new float64 array.
+
+        Shape and finiteness (:func:`dpcount._validate.check_data_array`), exact float64
+        sums (:func:`dpcount.ranges._exact.check_exact_sums`) and, for discrete noise,
+        whole numbers. Everything that hands data to ``_release`` goes through here.
+        """
+        data = check_data_array(name, x, self.shape)
+        check_exact_sums(name, data)
+        if self.discrete:
+            check_whole_numbers(name, data)
+        return data
 
     def range_variance(self, lo: Any, hi: Any) -> Any:
         """Exact variance of the answer to the inclusive range/rectangle [lo, hi].
@@ -154,8 +290,10 @@ class RangeMechanism(ABC):
 
     def __repr__(self) -> str:
         shape = self.shape[0] if len(self.shape) == 1 else self.shape
+        noise = "" if self.noise == "gaussian" else f", noise={self.noise!r}"
         return (
-            f"{type(self).__name__}(shape={shape}, epsilon={self.epsilon:g}, delta={self.delta:g})"
+            f"{type(self).__name__}(shape={shape}, epsilon={self.epsilon:g}, "
+            f"delta={self.delta:g}{noise})"
         )
 
     @abstractmethod
@@ -165,6 +303,12 @@ class RangeMechanism(ABC):
     @abstractmethod
     def _build_model(self) -> NoiseModel | KroneckerModel:
         """The exact noise model for the current sampler's variance."""
+
+
+def _float_at_least(value: Fraction) -> float:
+    """The smallest float ≥ ``value`` (privacy parameters are never rounded down)."""
+    out = float(value)
+    return math.nextafter(out, math.inf) if Fraction(out) < value else out
 
 
 def _calibration_label(calibration: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_data_array, check_instance, check_integer
+from dpcount._validate import check_instance, check_integer
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._models import KroneckerModel
 from dpcount.ranges.mechanism import RangeMechanism
@@ -180,7 +180,7 @@ def paper_monte_carlo_errors(
     samples = check_integer("samples", samples, ge=1)
     runs = check_integer("runs", runs, ge=1)
     gen = as_generator(rng)
-    data = np.zeros(mechanism.shape) if x is None else check_data_array("x", x, mechanism.shape)
+    data = np.zeros(mechanism.shape) if x is None else mechanism.check_data(x)
     truth = np.concatenate(([0.0], np.cumsum(data)))
     workload = AllRanges(mechanism.shape[0])
     total, worst = np.empty(runs), np.empty(runs)

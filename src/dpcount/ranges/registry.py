@@ -33,10 +33,15 @@ def build_mechanism(
     shape: int | tuple[int, ...],
     epsilon: float,
     delta: float,
-    calibration: str = "analytic",
+    calibration: str | None = None,
     rng: RNGLike = None,
     **options: Any,
 ) -> RangeMechanism:
-    """Build the mechanism ``name`` (see :data:`MECHANISMS`) with the common arguments."""
+    """Build the mechanism ``name`` (see :data:`MECHANISMS`) with the common arguments.
+
+    ``calibration=None`` means the noise kind's default (``"analytic"`` for
+    ``noise="gaussian"``, ``"zcdp"`` for ``noise="discrete-gaussian"``); ``options``
+    (e.g. ``noise=``, ``level_variances=``, ``workload=``) go to the constructor.
+    """
     check_choice("mechanism", name, tuple(MECHANISMS))
     return MECHANISMS[name](shape, epsilon, delta, calibration, rng, **options)  # type: ignore[call-arg]

@@ -1,8 +1,8 @@
 """Released histograms that answer range and rectangle queries with exact error bars.
 
-A release is statistically transparent: it is "true answer + Gaussian noise" with a
-noise law known exactly (the mechanism's noise model), so each answer comes with its
-exact variance and an exact confidence interval. Bounds are 0-based and inclusive:
+A release is statistically transparent: it is "true answer + noise" with a noise law
+known exactly (the mechanism's noise model), so each answer comes with its exact
+variance and (Gaussian noise) an exact confidence interval. Bounds are 0-based and inclusive:
 ``query(lo, hi)`` is x[lo] + ... + x[hi] (1-D), or the sum over rows lo[0]..hi[0]
 and columns lo[1]..hi[1] (2-D, ``lo``/``hi`` with a last axis of length 2). Scalars
 or arrays (broadcast together); each answer costs O(1) from prefix sums (summed-area
@@ -111,8 +111,12 @@ class RangeAnswers:
     def interval(self, lo: Any, hi: Any, level: float = 0.95) -> tuple[Any, Any]:
         """Exact ``level`` confidence interval for the true sum: answer ∓ z·√variance.
 
-        The noise is Gaussian with the exact variance of :meth:`range_variance`, so
-        the interval covers the true sum with probability exactly ``level``.
+        With ``noise="gaussian"`` the noise is Gaussian with the exact variance of
+        :meth:`range_variance`, so the interval covers the true sum with probability
+        exactly ``level``. With ``noise="discrete-gaussian"`` the noise is a sum of
+        discrete Gaussians with that exact variance but not normal: the interval is the
+        normal approximation and its coverage is close to, not exactly, ``level``
+        (lattice effects grow as σ falls towards 1).
         """
         z = _z(level)
         cuts = range_bounds(lo, hi, self.shape)

@@ -10,6 +10,7 @@ root to its leaf), which fixes the sensitivities.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,8 +49,10 @@ class PaddedTreeMechanism(RangeMechanism):
         shape: int | tuple[int, ...],
         epsilon: float,
         delta: float,
-        calibration: str = "analytic",
+        calibration: str | None = None,
         rng: RNGLike = None,
+        *,
+        noise: str = "gaussian",
     ) -> None:
         self.shape = self._check_shape(shape, self.max_dims)
         self.depth = padded_depth(self.shape[0])
@@ -60,6 +63,11 @@ class PaddedTreeMechanism(RangeMechanism):
             delta=delta,
             calibration=calibration,
             rng=rng,
+            noise=noise,
             l2_sensitivity=math.sqrt(levels),
             l1_sensitivity=float(levels),
         )
+
+    def _l2_squared(self) -> Fraction:
+        """A cell lies on K + 1 nodes, each shifted by ±1: ‖shift‖₂² = K + 1."""
+        return Fraction(self.depth + 1)

@@ -21,6 +21,11 @@ variance V_K, and given a node, its children X/2 ± η with Var(η) = V_{h−1}/
 every range's variance is exact (:class:`~dpcount.ranges._halving.HalvingCascade`).
 
 Guarantee: (ε, δ)-DP for histograms differing by at most 1 in one cell.
+``noise="discrete-gaussian"``: the node counts are integers (whole-number cells), a
+neighbour shifts K + 1 of them by ±1, and i.i.d. N_Z(0, σ²) added in int64 is ρ-zCDP
+with ρ = (K+1)/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14; (ε, δ) by Cor. 13); the
+least-squares step is post-processing of the noisy integer counts (its output is real),
+and the exact variances hold with σ² replaced by the exact variance of N_Z(0, σ²).
 Non-power-of-two n: padded with zero cells to 2^K (see :mod:`._perfect`).
 """
 
@@ -66,9 +71,12 @@ class HierarchicalMechanism(PaddedTreeMechanism):
     """Noisy binary tree + least-squares consistency (1-D). Arguments as for the others."""
 
     name = "hierarchical"
+    supports_discrete_noise = True
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
-        noisy = [s + self._sampler.sample(rng, s.size) for s in level_sums(x, self.depth)]
+        noisy = [
+            np.asarray(self._noisy(s, rng), dtype=np.float64) for s in level_sums(x, self.depth)
+        ]
         values = least_squares(noisy)[: self.shape[0]].copy()
         return HistogramRelease(values, self.noise_model, self.privacy, self.name)
 

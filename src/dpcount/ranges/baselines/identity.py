@@ -2,10 +2,18 @@
 perturbation; the "Gaussian" baseline of correlated-input-perturbation §4.2).
 
 Guarantee: (ε, δ)-DP for histograms differing by at most 1 in one cell (ℓ₂
-sensitivity 1). Exact variance of a range or rectangle of m cells: σ²·m.
+sensitivity 1). Exact variance of a range or rectangle of m cells: v·m, v the variance
+of one noise sample (σ² for Gaussian noise).
+
+``noise="discrete-gaussian"``: whole-number cells plus i.i.d. N_Z(0, σ²) in int64; a
+neighbour shifts one coordinate by ±1, so the release is ρ-zCDP with ρ = 1/(2σ²)
+(Canonne, Kamath, Steinke 2020, Thm 14) and (ε, δ)-DP by their Cor. 13. The released
+values are integers; v is the exact variance of N_Z(0, σ²) (below σ²).
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 
@@ -22,14 +30,17 @@ class IdentityMechanism(RangeMechanism):
 
     name = "identity"
     max_dims = 2
+    supports_discrete_noise = True
 
     def __init__(
         self,
         shape: int | tuple[int, ...],
         epsilon: float,
         delta: float,
-        calibration: str = "analytic",
+        calibration: str | None = None,
         rng: RNGLike = None,
+        *,
+        noise: str = "gaussian",
     ) -> None:
         self.shape = self._check_shape(shape, self.max_dims)
         super().__init__(
@@ -38,13 +49,13 @@ class IdentityMechanism(RangeMechanism):
             delta=delta,
             calibration=calibration,
             rng=rng,
+            noise=noise,
             l2_sensitivity=1.0,
             l1_sensitivity=1.0,
         )
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
-        values = self._sampler.sample(rng, self.shape)
-        values += x
+        values = np.asarray(self._noisy(x, rng), dtype=np.float64)
         return HistogramRelease(values, self.noise_model, self.privacy, self.name)
 
     def _build_model(self) -> NoiseModel | KroneckerModel:
@@ -55,3 +66,7 @@ class IdentityMechanism(RangeMechanism):
         return KroneckerModel(
             IdentityCovariance(rows, 1.0), IdentityCovariance(cols, 1.0), variance
         )
+
+    def _l2_squared(self) -> Fraction:
+        """One coordinate shifted by ±1."""
+        return Fraction(1)

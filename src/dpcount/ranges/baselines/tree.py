@@ -9,6 +9,12 @@ covering it); the answer's variance is exactly σ² × (number of those nodes). 
 release is not consistent (answers of overlapping ranges need not agree).
 
 Guarantee: (ε, δ)-DP for histograms differing by at most 1 in one cell.
+
+``noise="discrete-gaussian"``: the node counts of whole-number cells are integers and a
+neighbour shifts K + 1 of them by ±1 (ℓ₂ norm √(K+1)); i.i.d. N_Z(0, σ²) added in int64
+is ρ-zCDP with ρ = (K+1)/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), (ε, δ)-DP by
+their Cor. 13. Every node value and every answer is an integer (a sum of noisy node
+counts); variances use the exact variance of N_Z(0, σ²).
 """
 
 from __future__ import annotations
@@ -264,11 +270,12 @@ class TreeMechanism(PaddedTreeMechanism):
     """Noisy counts on every node of a binary tree (1-D). Arguments as for the others."""
 
     name = "tree"
+    supports_discrete_noise = True
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> TreeRelease:
         heap = np.zeros(2 << self.depth)
         for d, counts in enumerate(level_sums(x, self.depth)):
-            heap[1 << d : 2 << d] = counts + self._sampler.sample(rng, counts.size)
+            heap[1 << d : 2 << d] = self._noisy(counts, rng)
         model = self.noise_model
         if not isinstance(model, TreeCountModel):  # pragma: no cover - set by _build_model
             raise TypeError("tree mechanism without its count model")

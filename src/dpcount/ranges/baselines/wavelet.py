@@ -14,6 +14,13 @@ Guarantee: (ε, δ)-DP for histograms differing by at most 1 in one cell. The re
 histogram is consistent; its noise is a halving cascade with root variance σ² and
 split variance σ²/4, so a depth-d node has variance σ²(1 + 2·4^{−d})/3 and every
 range's variance is exact (:class:`~dpcount.ranges._halving.HalvingCascade`).
+
+``noise="discrete-gaussian"``: for whole-number cells the total and the differences are
+integers, and a neighbour shifts K + 1 of them by ±1 (ℓ₂ norm √(K+1)); i.i.d.
+N_Z(0, σ²) added in int64 is ρ-zCDP with ρ = (K+1)/(2σ²) (Canonne, Kamath, Steinke
+2020, Thm 14; (ε, δ) by Cor. 13). The inverse transform is post-processing of the noisy
+integers (released values are multiples of 2^-K); the variances use the exact variance
+of N_Z(0, σ²).
 Non-power-of-two n: padded with zero cells to 2^K (see :mod:`._perfect`).
 """
 
@@ -21,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpcount.ranges._haar import haar_coefficients, haar_inverse
 from dpcount.ranges._halving import HalvingCascade
 from dpcount.ranges._tree import BalancedTree
-from dpcount.ranges.baselines._perfect import PaddedTreeMechanism, level_sums
+from dpcount.ranges.baselines._perfect import PaddedTreeMechanism
 from dpcount.ranges.mechanism import FloatArray
 from dpcount.ranges.release import HistogramRelease
 
@@ -34,19 +42,15 @@ class WaveletMechanism(PaddedTreeMechanism):
     """Privelet with Gaussian noise (1-D). Arguments as for the other mechanisms."""
 
     name = "wavelet"
+    supports_discrete_noise = True
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
-        levels = level_sums(x, self.depth)
-        values = levels[0] + self._sampler.sample(rng, 1)  # the noisy total
-        for d in range(self.depth):
-            children = levels[d + 1].reshape(-1, 2)
-            noisy_diff = children[:, 0] - children[:, 1] + self._sampler.sample(rng, 1 << d)
-            pairs = np.empty((1 << d, 2))
-            pairs[:, 0] = (values + noisy_diff) / 2.0
-            pairs[:, 1] = (values - noisy_diff) / 2.0
-            values = pairs.reshape(-1)
-        return HistogramRelease(values[: self.shape[0]].copy(), self.noise_model, self.privacy,
-                                self.name)  # fmt: skip
+        tree = BalancedTree(1 << self.depth)
+        padded = np.zeros(tree.n)
+        padded[: x.size] = x
+        noisy = [self._noisy(c, rng) for c in haar_coefficients(padded, tree)]
+        values = haar_inverse(noisy, tree)[: self.shape[0]].copy()
+        return HistogramRelease(values, self.noise_model, self.privacy, self.name)
 
     def _build_model(self) -> HalvingCascade:
         v = self._sampler.variance
