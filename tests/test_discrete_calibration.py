@@ -196,3 +196,21 @@ def test_discrete_gaussian_sampler_from_calibration() -> None:
     assert isinstance(cal.sampler, DiscreteGaussianNoise)
     assert cal.scale == pytest.approx(math.sqrt(float(cal.sampler.sigma2)), rel=1e-15)
     assert "rho=" in cal.privacy.describe()
+
+
+def test_reported_rho_is_never_below_the_exact_rho() -> None:
+    """ρ = hΔ²/(2σ²) in exact rationals (the true squared ℓ₂ sensitivity of a tree is
+    the integer hΔ², not the square of the rounded float √h·Δ): the guarantee's ρ may
+    not be below it. Rounding to nearest, as before, was below it for some h."""
+    from fractions import Fraction
+
+    from dpcount.counting import KaryTree
+
+    for T in (1, 2, 5, 40, 1000, 10**6):
+        for step in (1, 3):
+            m = KaryTree(
+                T, epsilon=1.0, delta=1e-6, noise="discrete-gaussian", step_sensitivity=step
+            )
+            assert m.privacy is not None and m.privacy.rho is not None
+            exact = Fraction(m.height * step * step) / (2 * Fraction(m.sampler.sigma2))
+            assert Fraction(m.privacy.rho) >= exact, (T, step)

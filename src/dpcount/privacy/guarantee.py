@@ -12,6 +12,7 @@ Canonne, Kamath, Steinke 2020: recommended for production on integer data).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -180,7 +181,11 @@ def calibrate(
                     f"got {calibration!r}"
                 )
             sampler = DiscreteGaussianNoise(discrete_gaussian_sigma(d2, eps, dlt))
-            rho = d2 * d2 / (2.0 * float(sampler.sigma2))
+            # ρ = Δ₂²/(2σ²) exactly in rationals from the float Δ₂ and the sampler's
+            # rational σ², then rounded up by two ulps: one for the rounding to float,
+            # one for Δ₂ itself (a rounded square root, at most half an ulp below √·).
+            exact_rho = Fraction(d2) ** 2 / (2 * Fraction(sampler.sigma2))
+            rho = math.nextafter(math.nextafter(float(exact_rho), math.inf), math.inf)
             achieved = zcdp_delta(rho, eps)
             guarantee = PrivacyGuarantee(
                 eps, achieved, noise, "zcdp", d1, d2, neighbouring, rho=rho
