@@ -22,6 +22,7 @@ from dpcount.privacy import (
     discrete_gaussian_sigma,
     discrete_laplace_scale,
     gaussian_sigma,
+    laplace_scale_approximate,
     zcdp_delta,
     zcdp_epsilon,
     zcdp_rho,
@@ -196,3 +197,24 @@ def test_discrete_gaussian_sampler_from_calibration() -> None:
     assert isinstance(cal.sampler, DiscreteGaussianNoise)
     assert cal.scale == pytest.approx(math.sqrt(float(cal.sampler.sigma2)), rel=1e-15)
     assert "rho=" in cal.privacy.describe()
+
+
+@pytest.mark.parametrize(("l1", "l2"), [(4, 2), (8, 2.9), (30, 5.5), (256, 16)])
+def test_discrete_laplace_with_delta_is_never_noisier_than_pure(l1: float, l2: float) -> None:
+    """Audit finding 2 (discrete side): the smaller of the pure and Theorem 3 scales, named."""
+    eps, delta = 1.0, 1e-6
+    cal = calibrate(
+        "discrete-laplace",
+        epsilon=eps,
+        delta=delta,
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
+        neighbouring="test",
+    )
+    pure = discrete_laplace_scale(l1, eps)
+    thm3 = DiscreteLaplaceNoise(laplace_scale_approximate(l1, l2, eps, delta)).scale
+    scale = cal.sampler.scale  # type: ignore[attr-defined]
+    assert scale == min(pure, thm3)
+    assert cal.privacy.calibration == ("pure" if pure <= thm3 else "theorem3")
+    assert cal.privacy.epsilon <= eps
+    assert cal.privacy.delta == (0.0 if pure <= thm3 else delta)
