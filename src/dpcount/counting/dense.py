@@ -129,7 +129,7 @@ def product_roundoff_bound(L: NDArray[np.float64], R: NDArray[np.float64]) -> fl
         float(abs_l.sum(axis=1).max()) * float(abs_r.max()),
         float(abs_l.max()) * float(abs_r.sum(axis=0).max()),
     )
-    return _ROUNDOFF_MULTIPLE * (m + 2) * u * norm
+    return float(_ROUNDOFF_MULTIPLE * (m + 2) * u * norm)
 
 
 def _product_tolerance(L: NDArray[np.float64], R: NDArray[np.float64], atol: Any) -> float:
