@@ -126,13 +126,15 @@ def run(args: argparse.Namespace) -> int:
                 out.write(f"{t},{v!r},{s!r}\n")
             steps = len(values)
         else:
+            from dpcount._cli._durable import format_line  # ints stay ints, as in file runs
+
             stream = mech.stream()
             steps = 0
             for _, value in rows:
                 if steps >= horizon:
                     raise ValueError(f"stdin has more than --horizon {horizon} rows")
                 v = stream.update(value)
-                out.write(f"{steps + 1},{float(v)!r},{float(std[steps])!r}\n")
+                out.write(format_line(steps + 1, v, float(std[steps])))
                 out.flush()
                 steps += 1
     _summary(mech, steps)

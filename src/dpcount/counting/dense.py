@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import as_array, check_integer, check_real, check_real_dtype
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import MAX_NOISE_COEFFICIENT, CountingMechanism
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -232,6 +232,13 @@ class FactorizationMechanism(CountingMechanism):
         self.atol = tol
         self._atol_given = atol is not None
         self.max_noise_coefficient = float(np.max(np.abs(left)))
+        with np.errstate(over="ignore"):
+            row_norm = float(np.max((left**2).sum(axis=1)))
+        if not row_norm <= MAX_NOISE_COEFFICIENT:
+            raise ValueError(
+                f"L has a row with sum of squares {row_norm:.3g}, beyond 2^64: its noise "
+                "variances could overflow float64; rescale L and R"
+            )
         super().__init__(
             T,
             epsilon=epsilon,
