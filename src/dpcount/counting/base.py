@@ -267,6 +267,13 @@ class CountingMechanism(ABC):
 
         Each call draws fresh noise: releasing the same data twice spends the
         privacy budget twice.
+
+        Raises:
+            ValueError: bad data (see :func:`~dpcount._validate.check_stream_array`),
+                or, for continuous noise, a running sum of magnitude ≥ 2^53 (the first
+                such step is named): below it integer data are summed exactly, so the
+                float release is a rounding (post-processing) of S_t + N_t; see
+                :func:`~dpcount._validate.check_running_sums`.
         """
         arr = check_stream_array("x", x, max_steps=self.horizon, dim=-1)
         self._check_step_shape(arr.ndim)
