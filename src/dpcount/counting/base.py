@@ -289,10 +289,11 @@ class CountingMechanism(ABC):
                 return isums
             out += isums
             return out
+        # Noise first: holding the sums while drawing it measured ~10% slower at T = 10^6.
+        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
         with np.errstate(over="ignore"):  # an overflow to inf is refused just below
             sums = np.cumsum(arr, axis=0)
-        check_running_sums("x", sums)  # exact sums (integer data) before any noise
-        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+        check_running_sums("x", sums)  # exact sums for integer data; nothing released else
         out += sums
         return out
 
@@ -429,18 +430,20 @@ class CountingStream:
             value = check_stream_step("x", x, vector_length("x", x))
         else:
             value = check_stream_step("x", x, self._dim)
-        if process is None or self._dim is None:
-            new_sum = value if process is None else self._sum + value
-        else:
-            with np.errstate(over="ignore"):  # an overflow to inf is refused just below
-                new_sum = self._sum + value
-        if isinstance(new_sum, float):  # scalar steps: one comparison
+        if process is not None and self._dim is None:  # scalar steps: one comparison
+            new_sum = self._sum + value
             if not -MAX_EXACT_SUM < new_sum < MAX_EXACT_SUM:
                 check_running_sums("x", np.array([new_sum]), already=self._t)
-        else:
-            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
+            self._sum = new_sum
+            self._t += 1
+            return new_sum + process.next()
         if process is None:
-            process = self._start(None if np.ndim(value) == 0 else len(value))
+            scalar = np.ndim(value) == 0
+            check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
+            process = self._start(None if scalar else len(value))
+        else:
+            with np.errstate(over="ignore"):  # an overflow to inf is refused just below
+                check_running_sums("x", np.reshape(self._sum + value, (1, -1)), already=self._t)
         self._sum = self._sum + value
         self._t += 1
         return self._sum + process.next()
