@@ -100,12 +100,13 @@ class NoiseProcess(Protocol):
 
 
 #: Largest variance of one noise sample. The per-step noise coefficients Σ_j L[t, j]² of
-#: every structure here are below 2^64 (sums of at most h·T ≤ 53·2^53 terms of magnitude
-#: ≤ 1: tree nodes, Honaker/smooth-binary estimator weights, √A coefficients, input
-#: perturbation's t; FactorizationMechanism refuses larger rows of L), so every exact
-#: variance stays below 2^1023 and every noise value (a few dozen standard deviations of
-#: at most 2^64 terms) finite in float64.
-MAX_SAMPLE_VARIANCE = 2.0**959
+#: the structures here are sums of at most h·T ≤ 53·2^53 < 2^59 terms of magnitude ≤ 1
+#: (tree nodes, Honaker/smooth-binary estimator weights, √A coefficients, input
+#: perturbation's t), below 2^64; FactorizationMechanism refuses larger rows of L. So every
+#: exact variance stays below 2^964, their sum over ≤ 2^53 steps (``mse``) below 2^1017,
+#: and every noise value (a few dozen standard deviations, ≤ 2^482 each) finite in float64;
+#: ``variances`` raises rather than return inf should a structure break the bound.
+MAX_SAMPLE_VARIANCE = 2.0**900
 #: Largest per-step noise coefficient Σ_j L[t, j]² a structure may have (see above).
 MAX_NOISE_COEFFICIENT = 2.0**64
 
@@ -117,7 +118,7 @@ def _check_noise_in_range(sampler: NoiseSampler, step_sensitivity: float, epsilo
     if not variance <= MAX_SAMPLE_VARIANCE:
         raise ValueError(
             f"step_sensitivity={step_sensitivity!r} and epsilon={epsilon!r} give a noise "
-            f"variance of {variance:.3g} per sample, beyond 2^959: the exact variances and "
+            f"variance of {variance:.3g} per sample, beyond 2^900: the exact variances and "
             "noise sums would overflow float64 to inf; rescale the data"
         )
 
