@@ -8,6 +8,7 @@ Each test fails on the code before the fix (checked against the main branch).
 from __future__ import annotations
 
 import io
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +182,9 @@ def test_mixed_lists_with_big_integers_are_refused(x: list[object]) -> None:
 def test_mixed_vector_step_with_big_integer_is_refused() -> None:
     with pytest.raises(ValueError, match=r"integers of magnitude <= 2\^53 .* index 0 holds"):
         KaryTree(4, epsilon=1, rng=0).stream().update([BIG, 1.0])
+    # A Fraction is a numbers.Real that float() would round silently.
+    with pytest.raises(ValueError, match=r"x must be exactly representable in float64"):
+        KaryTree(4, epsilon=1, rng=0).stream().update(Fraction(BIG))
 
 
 def test_big_floats_and_object_arrays() -> None:

@@ -195,6 +195,11 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
         v = float(value)
         if not math.isfinite(v):
             raise ValueError(f"{name} must be finite, got {v!r}")
+        if abs(v) >= _MAX_EXACT_INT and not isinstance(value, float) and value != v:
+            # e.g. Fraction(2**53 + 1): float() would round it silently
+            raise ValueError(
+                f"{name} must be exactly representable in float64 beyond 2^53, got {value!r}"
+            )
         return v
     arr = as_array(name, value)
     if arr.dtype == np.bool_:
