@@ -653,5 +653,5 @@ def check_running_sums(name: str, sums: NDArray[np.float64], *, already: int = 0
     raise ValueError(
         f"{name}: the running sum at step {where[0] + already + 1}{coord} reaches "
         f"{float(sums[where]):.17g}, beyond ±2^53 where float64 sums stop being exact "
-        "(a change of 1 could move the release by 0 or 2); rescale the data"
+        "(a change of 1 could move the release by 0, or by 2 or more); rescale the data"
     )
