@@ -126,3 +126,48 @@ def test_missing_dp_accounting_gives_a_clear_error(monkeypatch: pytest.MonkeyPat
     assert not accounting_available()
     with pytest.raises(ImportError, match=r"pip install 'dpcount\[accounting\]'"):
         laplace_pld_epsilon(1.0, [1.0], 1e-6)
+
+
+def _valid_scales(mech: KaryTree, eps: float, delta: float) -> dict[str, float]:
+    """Each valid rule's scale for a tree, computed from its height alone."""
+    h, step = mech.height, mech.step_sensitivity
+    prof = np.full(h, step)
+    return {
+        "pure": h * step / eps,
+        "theorem3": laplace_scale_approximate(h * step, math.sqrt(h) * step, eps, delta),
+        "pld": laplace_scale_pld(prof, eps, delta),
+    }
+
+
+@pytest.mark.parametrize("k", [2, 3, 19])
+@pytest.mark.parametrize("horizon", [8, 309, 1461, 10**5])
+def test_pld_request_never_adds_noise_over_another_valid_rule(horizon: int, k: int) -> None:
+    """Audit finding 2: calibration='pld' used 3.00015 > the pure scale 3.0 at k=19.
+
+    The chosen scale is the smallest valid one and the guarantee names its rule.
+    """
+    eps, delta = 1.0, 1e-6
+    mech = KaryTree(horizon, eps, delta=delta, k=k, calibration="pld", rng=0)
+    scales = _valid_scales(mech, eps, delta)
+    assert all(mech.noise_scale <= s for s in scales.values()), (mech.noise_scale, scales)
+    rule = min(scales, key=lambda r: (scales[r], list(scales).index(r)))
+    assert mech.privacy is not None and mech.privacy.calibration == rule
+    assert mech.noise_scale == scales[rule]
+    assert mech.privacy.epsilon <= eps
+    if rule == "pure":
+        assert mech.privacy.delta == 0.0 and "Laplace mechanism" in mech.describe()
+    else:
+        assert mech.privacy.delta == delta
+    # Theorem 3 requested: the smaller of pure and Theorem 3, named.
+    thm3 = KaryTree(horizon, eps, delta=delta, k=k, rng=0)
+    best = "pure" if scales["pure"] <= scales["theorem3"] else "theorem3"
+    assert thm3.privacy is not None and thm3.privacy.calibration == best
+    assert thm3.noise_scale == min(scales["pure"], scales["theorem3"])
+
+
+def test_pld_reproducer_k19_uses_the_pure_scale() -> None:
+    for horizon in (309, 1461):
+        mech = KaryTree(horizon, epsilon=1, delta=1e-6, k=19, calibration="pld")
+        assert mech.height == 3
+        assert mech.noise_scale == 3.0
+        assert mech.privacy is not None and mech.privacy.calibration == "pure"

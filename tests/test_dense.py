@@ -25,6 +25,7 @@ from dpcount.counting import (
     SmoothBinary,
     SqrtFactorization,
 )
+from dpcount.counting.dense import product_roundoff_bound
 from dpcount.privacy import ConstantNoise, ZeroNoise
 
 from .stats import assert_variances_match
@@ -243,3 +244,41 @@ def test_dense_validation_errors() -> None:
         FactorizationMechanism(A, eye, 1.0, causal=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"epsilon must be > 0, got -1"):
         FactorizationMechanism(A, eye, -1)
+
+
+# ------------------------------------------------------- L R = A up to rounding only
+
+
+def test_factorization_off_by_more_than_rounding_is_refused() -> None:
+    """Audit finding 6: L = I, R = A/2 with atol=0.5 was certified epsilon=1; the
+    release A x + z has l1 sensitivity 8 at scale 4, i.e. it is 2-DP."""
+    T = 8
+    A = np.tril(np.ones((T, T)))
+    with pytest.raises(ValueError, match=r"atol=0\.5 is above the floating-point round-off bound"):
+        FactorizationMechanism(np.eye(T), 0.5 * A, 1.0, atol=0.5)
+    with pytest.raises(ValueError, match=r"L @ R must equal .* up to rounding .* deviation 0\.5"):
+        FactorizationMechanism(np.eye(T), 0.5 * A, 1.0)
+    # The old default tolerance 1e-9 let a visibly wrong pair through.
+    with pytest.raises(ValueError, match=r"atol=1e-09 is above the floating-point round-off"):
+        FactorizationMechanism(np.eye(T), A, 1.0, atol=1e-9)
+    with pytest.raises(ValueError, match=r"largest deviation 1e-10"):
+        FactorizationMechanism(np.eye(T), A + 1e-10, 1.0)
+    # A smaller atol is the user's choice and is kept (and rebuilt by config()).
+    fm = FactorizationMechanism(np.eye(T), A, 1.0, atol=0.0)
+    assert fm.atol == 0.0 and fm.config()["kwargs"]["atol"] == 0.0
+    assert FactorizationMechanism(np.eye(T), A, 1.0).config()["kwargs"]["atol"] is None
+
+
+@pytest.mark.parametrize("name", ["sqrt", "honaker", "smooth-binary", "input", "kary-3-sub"])
+@pytest.mark.parametrize("T", [7, 64, 300])
+def test_roundoff_bound_covers_the_package_factorizations(name: str, T: int) -> None:
+    """The bound is ≥ 4(m+2)u·max(|L||R|) (computed directly) and every dense
+    factorization of the package lies well inside it."""
+    L, R = dense_pair(MECHS[name](T))
+    m = L.shape[1]
+    direct = 4 * (m + 2) * 2.0**-53 * float(np.max(np.abs(L) @ np.abs(R)))
+    bound = product_roundoff_bound(L, R)
+    assert direct <= bound
+    deviation = float(np.max(np.abs(L @ R - np.tril(np.ones((T, T))))))
+    assert deviation <= bound / 4
+    oracle_for(MECHS[name](T))

@@ -22,6 +22,7 @@ from dpcount.privacy import (
     discrete_gaussian_sigma,
     discrete_laplace_scale,
     gaussian_sigma,
+    laplace_scale_approximate,
     zcdp_delta,
     zcdp_epsilon,
     zcdp_rho,
@@ -214,3 +215,24 @@ def test_reported_rho_is_never_below_the_exact_rho() -> None:
             assert m.privacy is not None and m.privacy.rho is not None
             exact = Fraction(m.height * step * step) / (2 * Fraction(m.sampler.sigma2))
             assert Fraction(m.privacy.rho) >= exact, (T, step)
+
+
+@pytest.mark.parametrize(("l1", "l2"), [(4, 2), (8, 2.9), (30, 5.5), (256, 16)])
+def test_discrete_laplace_with_delta_is_never_noisier_than_pure(l1: float, l2: float) -> None:
+    """Audit finding 2 (discrete side): the smaller of the pure and Theorem 3 scales, named."""
+    eps, delta = 1.0, 1e-6
+    cal = calibrate(
+        "discrete-laplace",
+        epsilon=eps,
+        delta=delta,
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
+        neighbouring="test",
+    )
+    pure = discrete_laplace_scale(l1, eps)
+    thm3 = DiscreteLaplaceNoise(laplace_scale_approximate(l1, l2, eps, delta)).scale
+    scale = cal.sampler.scale  # type: ignore[attr-defined]
+    assert scale == min(pure, thm3)
+    assert cal.privacy.calibration == ("pure" if pure <= thm3 else "theorem3")
+    assert cal.privacy.epsilon <= eps
+    assert cal.privacy.delta == (0.0 if pure <= thm3 else delta)

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "MAX_EXACT_INTEGER",
+    "MAX_EXACT_SUM",
     "as_array",
     "check_array_in_range",
     "check_bool",
@@ -37,6 +38,7 @@ __all__ = [
     "check_real_array",
     "check_real_dtype",
     "check_real_sequence",
+    "check_running_sums",
     "check_scale_in_range",
     "check_shape",
     "check_size",
@@ -141,7 +143,7 @@ def check_stream_array(
         TypeError: non-numeric data (strings, objects, complex).
         ValueError: wrong shape, empty, NaN/inf, or more steps than the horizon allows.
     """
-    arr = as_array(name, x)
+    arr = as_array(name, x, already=already)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.float64)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -193,6 +195,11 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
         v = float(value)
         if not math.isfinite(v):
             raise ValueError(f"{name} must be finite, got {v!r}")
+        if abs(v) >= _MAX_EXACT_INT and not isinstance(value, float) and value != v:
+            # e.g. Fraction(2**53 + 1): float() would round it silently
+            raise ValueError(
+                f"{name} must be exactly representable in float64 beyond 2^53, got {value!r}"
+            )
         return v
     arr = as_array(name, value)
     if arr.dtype == np.bool_:
@@ -429,14 +436,16 @@ def check_index_array(
 MAX_EXACT_INTEGER = _MAX_EXACT_INT
 
 
-def as_array(name: str, value: Any) -> NDArray[Any]:
+def as_array(name: str, value: Any, *, already: int | None = None) -> NDArray[Any]:
     """``np.asarray(value)`` with numpy's conversion errors re-raised naming ``name``.
 
     Ragged nested sequences (which numpy refuses with an "inhomogeneous shape"
     message) raise ValueError; objects numpy cannot convert at all raise TypeError.
+    A list mixing floats with ints beyond 2^53 (which numpy would round) raises
+    ValueError naming the index, or the step when ``already`` (earlier steps) is given.
     """
     try:
-        return np.asarray(value)
+        arr = np.asarray(value)
     except ValueError:
         raise ValueError(
             f"{name} must be a rectangular array of numbers, got a ragged sequence {value!r:.80}"
@@ -445,6 +454,31 @@ def as_array(name: str, value: Any) -> NDArray[Any]:
         raise TypeError(
             f"{name} must be an array of real numbers, got {value!r:.80}: {err}"
         ) from None
+    if isinstance(value, (list, tuple)) and arr.dtype.kind == "f":
+        _check_list_integers(name, value, arr, already)
+    return arr
+
+
+def _check_list_integers(name: str, value: Any, arr: NDArray[Any], already: int | None) -> None:
+    """A list mixing floats and ints becomes float64, rounding ints beyond 2^53 silently.
+
+    Such an int converts to a float of magnitude ≥ 2^53 (rounding is monotone and 2^53
+    is a float), so the list is scanned only when the array holds one (cheap otherwise).
+    """
+    if arr.size == 0 or float(np.max(np.abs(arr))) < _MAX_EXACT_INT:
+        return
+    big = np.argwhere(np.abs(arr) >= _MAX_EXACT_INT)
+    for where in big:
+        item: Any = value
+        for i in where:
+            item = item[int(i)]
+        if isinstance(item, numbers.Integral) and abs(int(item)) > _MAX_EXACT_INT:
+            at = int(where[0]) if len(where) == 1 else tuple(int(i) for i in where)
+            place = f"index {at}" if already is None else f"step {int(where[0]) + already + 1}"
+            raise ValueError(
+                f"{name} must hold integers of magnitude <= 2^53 (exact in float64); "
+                f"{place} holds {int(item)}"
+            )
 
 
 def check_real_dtype(name: str, arr: NDArray[Any]) -> NDArray[Any]:
@@ -580,3 +614,44 @@ def vector_length(name: str, value: Any) -> int | None:
         return None
     arr = as_array(name, value)
     return int(arr.shape[0]) if arr.ndim == 1 else None
+
+
+# -- exact running sums of the continuous counting paths (appended) ----------------------
+
+#: Running sums of continuous-noise streams must stay strictly inside ±2^53.
+MAX_EXACT_SUM = 2.0**53
+
+
+def check_running_sums(name: str, sums: NDArray[np.float64], *, already: int = 0) -> None:
+    """Every computed running sum (per coordinate) must lie strictly inside ±2^53.
+
+    ``sums`` are the float64 running sums as computed (``offset + cumsum``, shape
+    ``(n,)`` or ``(n, d)``); ``already`` is the number of earlier steps (for the
+    message). Guarantee (sequential summation, as numpy's cumsum and the streams
+    do): for *integer* steps every running sum is then exact, by induction — the
+    exact sum of an exact partial sum and an integer step is an integer, exact in
+    float64 below 2^53, and one of magnitude ≥ 2^53 rounds to magnitude ≥ 2^53
+    (rounding is monotone and 2^53 is a float), so it is refused. The release
+    ``fl(S_t + N_t)`` is then a rounding, i.e. post-processing, of ``S_t + N_t``.
+    For *fractional* steps each addition rounds by at most half an ulp of a value
+    below 2^53, so the running sum at step t is off by at most u·Σ_{i≤t}|S_i| ≤
+    (t − 1)/2 (u = 2^-53; Higham 2002, §4.2); that rounding is not covered by the
+    privacy guarantee (as for any floating-point implementation). O(n): two
+    reductions, and the step is searched only on failure.
+
+    Raises:
+        ValueError: a running sum of magnitude ≥ 2^53 (or overflowing to ±inf),
+            naming the first such step.
+    """
+    if sums.size == 0:
+        return
+    if float(sums.max()) < MAX_EXACT_SUM and float(sums.min()) > -MAX_EXACT_SUM:
+        return
+    over = np.abs(sums) >= MAX_EXACT_SUM
+    where = tuple(int(i) for i in np.argwhere(over)[0])
+    coord = "" if len(where) == 1 else f" (coordinate {where[1]})"
+    raise ValueError(
+        f"{name}: the running sum at step {where[0] + already + 1}{coord} reaches "
+        f"{float(sums[where]):.17g}, beyond ±2^53 where float64 sums stop being exact "
+        "(a change of 1 could move the release by 0, or by 2 or more); rescale the data"
+    )

@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 
 __all__ = ["CSVError", "SeriesReader", "csv_rows", "parse_number", "starts_like_number"]
 
@@ -72,7 +73,9 @@ def csv_rows(lines: Iterable[str], source: str) -> Iterator[tuple[int, list[str]
 
 
 def parse_number(text: str, *, where: str, label: str) -> float:
-    """A finite float from a CSV cell; integers beyond 2^53 (inexact in float64) are refused."""
+    """A finite float from a CSV cell; integers beyond 2^53 are refused, in integer or float
+    syntax (``9007199254740993.0`` would round), as is any value at or above 2^53 that
+    float64 does not hold exactly."""
     try:
         value = float(text)
     except ValueError:
@@ -84,7 +87,19 @@ def parse_number(text: str, *, where: str, label: str) -> float:
             f"{where}: integer {text} is beyond 2^53 and cannot be represented exactly "
             f"(column {label!r})"
         )
+    if abs(value) >= _MAX_EXACT_INT and _beyond_exact(text, value):
+        raise CSVError(
+            f"{where}: value {text} is an integer beyond 2^53 or is rounded in float64 "
+            f"(column {label!r})"
+        )
     return value
+
+
+def _beyond_exact(text: str, value: float) -> bool:
+    """Float syntax (``9007199254740993.0``, ``1e20``) at or above 2^53: its exact decimal
+    value is an integer beyond 2^53 or differs from the float (silent rounding)."""
+    exact = Decimal(text.strip())
+    return abs(exact) > _MAX_EXACT_INT or exact != Decimal(value)
 
 
 @dataclass

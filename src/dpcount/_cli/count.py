@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
                 out.write(f"{t},{v!r},{s!r}\n")
             steps = len(values)
         else:
+            from dpcount._cli._durable import format_line  # ints stay ints, as in file runs
+
             stream = mech.stream()
             # Step by step: memory independent of --horizon (never variances()).
             variances = mech.iter_variances()
@@ -135,8 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 if steps >= horizon:
                     raise ValueError(f"stdin has more than --horizon {horizon} rows")
                 v = stream.update(value)
-                s = math.sqrt(next(variances))
-                out.write(f"{steps + 1},{float(v)!r},{s!r}\n")
+                out.write(format_line(steps + 1, v, math.sqrt(next(variances))))
                 out.flush()
                 steps += 1
     _summary(mech, steps)

@@ -41,11 +41,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import (
+    MAX_EXACT_SUM,
     check_instance,
     check_integer,
     check_integral_array,
     check_integral_step,
     check_real,
+    check_running_sums,
     check_stream_array,
     check_stream_step,
     check_whole_number,
@@ -95,6 +97,30 @@ class NoiseProcess(Protocol):
         """Restore :meth:`state_dict` output into a freshly made process of the same
         structure, sampler and dim; raises ValueError (naming the field) on a bad state."""
         ...
+
+
+#: Largest variance of one noise sample. The per-step noise coefficients Σ_j L[t, j]² of
+#: the structures here are sums of at most h·T ≤ 53·2^53 < 2^59 terms of magnitude ≤ 1
+#: (tree nodes, Honaker/smooth-binary estimator weights, √A coefficients, input
+#: perturbation's t), below 2^64; FactorizationMechanism refuses larger rows of L. So every
+#: exact variance stays below 2^964, their sum over ≤ 2^53 steps (``mse``) below 2^1017,
+#: and every noise value (a few dozen standard deviations, ≤ 2^482 each) finite in float64;
+#: ``variances`` raises rather than return inf should a structure break the bound.
+MAX_SAMPLE_VARIANCE = 2.0**900
+#: Largest per-step noise coefficient Σ_j L[t, j]² a structure may have (see above).
+MAX_NOISE_COEFFICIENT = 2.0**64
+
+
+def _check_noise_in_range(sampler: NoiseSampler, step_sensitivity: float, epsilon: Any) -> None:
+    """Refuse a calibration whose variances would overflow to inf (so no inf is printed
+    as a std and no noise value is infinite)."""
+    variance = float(sampler.variance)
+    if not variance <= MAX_SAMPLE_VARIANCE:
+        raise ValueError(
+            f"step_sensitivity={step_sensitivity!r} and epsilon={epsilon!r} give a noise "
+            f"variance of {variance:.3g} per sample, beyond 2^900: the exact variances and "
+            "noise sums would overflow float64 to inf; rescale the data"
+        )
 
 
 class CountingMechanism(ABC):
@@ -167,6 +193,7 @@ class CountingMechanism(ABC):
             neighbouring=NEIGHBOURING,
             profile=profile,
         )
+        _check_noise_in_range(calibrated.sampler, self.step_sensitivity, epsilon)
         self.sampler: NoiseSampler = calibrated.sampler
         self.privacy: PrivacyGuarantee | None = calibrated.privacy
         self.noise_scale: float = calibrated.scale
@@ -214,7 +241,10 @@ class CountingMechanism(ABC):
     # -- exact error ----------------------------------------------------------------
     def variances(self) -> NDArray[np.float64]:
         """Exact variance of the release at steps 1..horizon (data-independent)."""
-        return self.sampler.variance * self.noise_coefficients()
+        out = self.sampler.variance * self.noise_coefficients()
+        if not np.isfinite(out).all():  # not expected: the constructor bounds the variance
+            raise ValueError(f"{type(self).__name__}: an exact variance overflows float64")
+        return out
 
     def variance_at(self, t: int) -> float:
         """Exact variance of the release at step ``t`` (1 ≤ t ≤ horizon), equal to
@@ -267,22 +297,35 @@ class CountingMechanism(ABC):
 
         Each call draws fresh noise: releasing the same data twice spends the
         privacy budget twice.
+
+        Raises:
+            ValueError: bad data (see :func:`~dpcount._validate.check_stream_array`),
+                or, for continuous noise, a running sum of magnitude ≥ 2^53 (the first
+                such step is named): below it integer data are summed exactly, so the
+                float release is a rounding (post-processing) of S_t + N_t; see
+                :func:`~dpcount._validate.check_running_sums`.
         """
         arr = check_stream_array("x", x, max_steps=self.horizon, dim=-1)
         self._check_step_shape(arr.ndim)
         dim = None if arr.ndim == 1 else arr.shape[1]
         integer = getattr(self.sampler, "integer", False)
-        ints = check_integral_array("x", arr) if integer else None
-        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
-        if ints is not None:
-            sums = np.cumsum(ints, axis=0)
+        if integer:
+            ints = check_integral_array("x", arr)
+            out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+            isums = np.cumsum(ints, axis=0)
             if self.integer_release:
                 # Integer node noise summed in float64 is exact (|noise| << 2^53).
-                sums += out.astype(np.int64)
-                return sums
-            out += sums
+                isums += out.astype(np.int64)
+                return isums
+            out += isums
             return out
-        out += np.cumsum(arr, axis=0)
+        # Noise first: holding the sums while drawing it was slower at T = 10^6 (median of
+        # 12 interleaved runs on a loaded machine).
+        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+        with np.errstate(over="ignore"):  # an overflow to inf is refused just below
+            sums = np.cumsum(arr, axis=0)
+        check_running_sums("x", sums)  # exact sums for integer data; nothing released else
+        out += sums
         return out
 
     def stream(self) -> CountingStream:
@@ -394,8 +437,20 @@ class CountingStream:
             value = check_stream_step("x", x, vector_length("x", x))
         else:
             value = check_stream_step("x", x, self._dim)
+        if process is not None and self._dim is None:  # scalar steps: one comparison
+            new_sum = self._sum + value
+            if not -MAX_EXACT_SUM < new_sum < MAX_EXACT_SUM:
+                check_running_sums("x", np.array([new_sum]), already=self._t)
+            self._sum = new_sum
+            self._t += 1
+            return new_sum + process.next()
         if process is None:
-            process = self._start(None if np.ndim(value) == 0 else len(value))
+            scalar = np.ndim(value) == 0
+            check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
+            process = self._start(None if scalar else len(value))
+        else:
+            with np.errstate(over="ignore"):  # an overflow to inf is refused just below
+                check_running_sums("x", np.reshape(self._sum + value, (1, -1)), already=self._t)
         self._sum = self._sum + value
         self._t += 1
         return self._sum + process.next()
@@ -442,8 +497,10 @@ class CountingStream:
                 return isums
             noise += isums
             return noise
-        sums = np.cumsum(arr, axis=0)
-        sums += self._sum
+        with np.errstate(over="ignore"):  # an overflow to inf is refused just below
+            sums = np.cumsum(arr, axis=0)
+            sums += self._sum
+        check_running_sums("xs", sums, already=self._t)
         self._sum = sums[-1].copy() if self._dim is not None else float(sums[-1])
         self._t += arr.shape[0]
         out = process.next_many(arr.shape[0])

@@ -29,11 +29,11 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import as_array, check_integer, check_real, check_real_dtype
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import MAX_NOISE_COEFFICIENT, CountingMechanism
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
-__all__ = ["DenseNoiseProcess", "FactorizationMechanism"]
+__all__ = ["DenseNoiseProcess", "FactorizationMechanism", "product_roundoff_bound"]
 
 
 def _as_matrix(name: str, value: Any) -> NDArray[np.float64]:
@@ -108,6 +108,45 @@ class DenseNoiseProcess:
         self._noise, self._t = noise, t
 
 
+#: Safety multiple on the first-order round-off bound (m + 2)·u of :func:`product_roundoff_bound`.
+_ROUNDOFF_MULTIPLE = 4.0
+
+
+def product_roundoff_bound(L: NDArray[np.float64], R: NDArray[np.float64]) -> float:
+    """A bound on the floating-point error of a float64 factorization L·R = A.
+
+    Computing L·R with inner dimension m errs entrywise by at most
+    γ_m·(|L||R|) with γ_m = m·u/(1 − m·u), u = 2⁻⁵³ (Higham 2002, *Accuracy and
+    Stability of Numerical Algorithms*, §3.5); rounding the entries of exactly
+    factorizing L and R to float64 adds at most 2u·(|L||R|) to first order. This
+    returns 4·(m + 2)·u·B with B = min(‖L‖_∞·max|R|, max|L|·‖R‖₁) ≥ max(|L||R|),
+    a conservative round-off tolerance (the dense factorizations of the mechanisms
+    in this package deviate by at most a few percent of it).
+    """
+    m = L.shape[1]
+    u = float(np.finfo(np.float64).eps) / 2.0
+    abs_l, abs_r = np.abs(L), np.abs(R)
+    norm = min(
+        float(abs_l.sum(axis=1).max()) * float(abs_r.max()),
+        float(abs_l.max()) * float(abs_r.sum(axis=0).max()),
+    )
+    return float(_ROUNDOFF_MULTIPLE * (m + 2) * u * norm)
+
+
+def _product_tolerance(L: NDArray[np.float64], R: NDArray[np.float64], atol: Any) -> float:
+    bound = product_roundoff_bound(L, R)
+    if atol is None:
+        return bound
+    tol = check_real("atol", atol, ge=0)
+    if tol > bound:
+        raise ValueError(
+            f"atol={tol:g} is above the floating-point round-off bound {bound:.3g} of these "
+            "factors: L @ R must equal A up to rounding (a larger deviation would release "
+            "A x + L z, which R's sensitivity does not cover); pass atol=None"
+        )
+    return tol
+
+
 class FactorizationMechanism(CountingMechanism):
     """The factorization mechanism for a dense causal pair with L·R = A.
 
@@ -123,13 +162,22 @@ class FactorizationMechanism(CountingMechanism):
         R: (m, T) right factor.
         epsilon, delta, noise, calibration, rng, step_sensitivity,
         step_l2_sensitivity: as for :class:`~dpcount.counting.KaryTree`.
-        atol: tolerance for L·R = A and for the zeros causality requires.
+        atol: tolerance for L·R = A and for the zeros causality requires; None
+            (default) for the floating-point round-off bound
+            :func:`product_roundoff_bound` of the factors, and never above it.
         causal: require L[t, i] = 0 whenever measurement i involves a step after t
             (see the module docstring for when False is appropriate).
 
+    The release is computed as S_t + (L z)_t, i.e. A x + L z. It equals the
+    post-processing L(R x + z), whose privacy R's column norms certify, only when
+    L·R = A; a pair off by more than rounding would be released with a guarantee it
+    does not have (L = I, R = A/2 would be certified ε but is 2ε-DP), so it is
+    refused, as is any ``atol`` above the round-off bound.
+
     Raises:
-        ValueError: wrong shapes, non-finite entries, L·R ≠ A, or (with
-            ``causal=True``) a non-causal pair.
+        ValueError: wrong shapes, non-finite entries, L·R ≠ A up to rounding, an
+            ``atol`` above the round-off bound, or (with ``causal=True``) a
+            non-causal pair.
     """
 
     name = "factorization"
@@ -146,24 +194,26 @@ class FactorizationMechanism(CountingMechanism):
         step_sensitivity: float = 1.0,
         *,
         step_l2_sensitivity: float | None = None,
-        atol: float = 1e-9,
+        atol: float | None = None,
         causal: bool = True,
     ) -> None:
         left = _as_matrix("L", L)
         right = _as_matrix("R", R)
-        tol = check_real("atol", atol, ge=0)
         T, m = left.shape
         if right.shape != (m, T):
             raise ValueError(
                 f"R must have shape {(m, T)} for L of shape {left.shape}, got {right.shape}"
             )
+        tol = _product_tolerance(left, right, atol)
         product = left @ right
         target = np.tril(np.ones((T, T)))
         worst = float(np.max(np.abs(product - target)))
-        if worst > tol:
+        if not worst <= tol:
             raise ValueError(
-                f"L @ R must equal the lower-triangular all-ones matrix within atol={tol:g}; "
-                f"largest deviation {worst:.3g}"
+                f"L @ R must equal the lower-triangular all-ones matrix A up to rounding "
+                f"(atol={tol:.3g}); largest deviation {worst:.3g}. The release is A x + L z, "
+                "which is post-processing of R x + z (and private by R's column norms) only "
+                "when L R = A"
             )
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {causal!r}")
@@ -181,7 +231,15 @@ class FactorizationMechanism(CountingMechanism):
         self.R = right
         self.causal = not len(bad)
         self.atol = tol
+        self._atol_given = atol is not None
         self.max_noise_coefficient = float(np.max(np.abs(left)))
+        with np.errstate(over="ignore"):
+            row_norm = float(np.max((left**2).sum(axis=1)))
+        if not row_norm <= MAX_NOISE_COEFFICIENT:
+            raise ValueError(
+                f"L has a row with sum of squares {row_norm:.3g}, beyond 2^64: its noise "
+                "variances could overflow float64; rescale L and R"
+            )
         super().__init__(
             T,
             epsilon=epsilon,
@@ -199,7 +257,13 @@ class FactorizationMechanism(CountingMechanism):
     def _config_kwargs(self) -> dict[str, Any]:
         kwargs = super()._config_kwargs()
         del kwargs["horizon"]  # the shape of L
-        return {"L": self.L, "R": self.R, **kwargs, "atol": self.atol, "causal": self.causal}
+        return {
+            "L": self.L,
+            "R": self.R,
+            **kwargs,
+            "atol": self.atol if self._atol_given else None,
+            "causal": self.causal,
+        }
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         l1 = float(np.max(np.abs(self.R).sum(axis=0)))

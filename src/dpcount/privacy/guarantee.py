@@ -77,7 +77,9 @@ class PrivacyGuarantee:
             the zCDP conversion certifies, ≤ the requested δ).
         noise: one of :data:`NOISE_KINDS`.
         calibration: which rule set the scale (``"pure"``, ``"theorem3"``,
-            ``"pld"``, ``"analytic"``, ``"classic"``, ``"fhu"``, ``"zcdp"``).
+            ``"pld"``, ``"analytic"``, ``"classic"``, ``"fhu"``, ``"zcdp"``); for
+            Laplace noise with a delta, the valid rule with the smallest scale,
+            which may differ from the requested one.
         l1_sensitivity, l2_sensitivity: sensitivities of the perturbed vector.
         neighbouring: the neighbouring relation the guarantee is stated for.
         rho: for the discrete Gaussian, the ρ of its ρ-zCDP guarantee
@@ -151,7 +153,12 @@ def calibrate(
             * ``"laplace"`` with delta: ``"theorem3"`` (default) or ``"pld"``
               (needs ``profile`` and the ``accounting`` extra);
             * ``"discrete-laplace"`` with delta: ``"theorem3"`` (Theorem 3's
-              composition argument holds for any ε_j-DP coordinates);
+              composition argument holds for any ε_j-DP coordinates).
+
+            With a delta, Laplace noise uses the *smallest* scale among the rules
+            that certify (ε, δ): pure ε-DP, Theorem 3 and, if requested, the PLD
+            (a weaker request never adds noise). The guarantee's ``calibration``
+            names the rule that won (``"pure"`` then reports δ = 0);
             * ``"discrete-gaussian"``: ``"zcdp"`` (default; CKS Thm 14 + Cor. 13).
         neighbouring: text of the neighbouring relation, echoed in the guarantee.
         profile: absolute per-coordinate changes of the perturbed vector between
@@ -218,8 +225,34 @@ def calibrate(
     dlt = check_probability("delta", delta)
     method = "theorem3" if calibration is None else calibration
     check_choice("calibration", method, ("theorem3",) if discrete else ("theorem3", "pld"))
+    if discrete:
+        return _discrete_laplace_with_delta(d1, d2, eps, dlt, neighbouring)
+    return _laplace_with_delta(d1, d2, eps, dlt, method, neighbouring, profile)
+
+
+def _laplace_with_delta(
+    d1: float,
+    d2: float,
+    eps: float,
+    dlt: float,
+    method: str,
+    neighbouring: str,
+    profile: Sequence[float] | NDArray[np.float64] | None,
+) -> Calibrated:
+    """Continuous Laplace noise for (ε, δ): the smallest scale among the valid rules.
+
+    Every candidate rule certifies (ε, δ)-DP on its own: the pure Laplace mechanism
+    (λ = Δ₁/ε is ε-DP, hence (ε, δ)-DP for every δ), count-on-your-elders Theorem 3
+    and, when requested, the PLD of the profile. Asking for *less* privacy must never
+    add *more* noise, so the smallest of their scales is used (ties go to the simpler
+    rule, in the order pure, theorem3, pld) and the guarantee names the rule that
+    set it; a pure win is reported as pure ε-DP (δ = 0).
+    """
+    pure = laplace_scale(d1, eps)
+    thm3 = laplace_scale_approximate(d1, d2, eps, dlt)
+    pld_scale, prof = math.inf, None
     if method == "pld":
-        from dpcount.privacy.accounting import check_profile, laplace_pld_epsilon, laplace_scale_pld
+        from dpcount.privacy.accounting import check_profile, laplace_scale_pld
 
         if profile is None:
             raise ValueError(
@@ -233,27 +266,54 @@ def calibrate(
                 f"profile norms (l1={p1:.6g}, l2={p2:.6g}) exceed l1_sensitivity={d1!r} or "
                 f"l2_sensitivity={d2!r}"
             )
-        scale = laplace_scale_pld(prof, eps, dlt)
-        achieved = laplace_pld_epsilon(scale, prof, dlt, grid=min(1e-4, 1e-4 * eps))
+        pld_scale = laplace_scale_pld(prof, eps, dlt)
+    if pure <= thm3 and pure <= pld_scale:
         return Calibrated(
-            LaplaceNoise(scale),
-            PrivacyGuarantee(achieved, dlt, "laplace", "pld", d1, d2, neighbouring),
+            LaplaceNoise(pure), PrivacyGuarantee(eps, 0.0, "laplace", "pure", d1, d2, neighbouring)
         )
-    scale = laplace_scale_approximate(d1, d2, eps, dlt)
-    if discrete:
-        try:
-            d_sampler = DiscreteLaplaceNoise(scale)  # rounds the scale up
-        except ValueError as err:
-            raise ValueError(
-                f"l1_sensitivity={d1!r}, l2_sensitivity={d2!r}, epsilon={eps!r} and "
-                f"delta={dlt!r} give a discrete Laplace {err}"
-            ) from None
-        achieved = laplace_epsilon(d1, d2, float(d_sampler.scale), dlt)
+    if thm3 <= pld_scale:
+        achieved = laplace_epsilon(d1, d2, thm3, dlt)
         return Calibrated(
-            d_sampler, PrivacyGuarantee(achieved, dlt, noise, method, d1, d2, neighbouring)
+            LaplaceNoise(thm3),
+            PrivacyGuarantee(achieved, dlt, "laplace", "theorem3", d1, d2, neighbouring),
         )
-    achieved = laplace_epsilon(d1, d2, scale, dlt)
+    from dpcount.privacy.accounting import laplace_pld_epsilon
+
+    assert prof is not None  # pld_scale is finite only when the PLD was computed
+    achieved = laplace_pld_epsilon(pld_scale, prof, dlt, grid=min(1e-4, 1e-4 * eps))
     return Calibrated(
-        LaplaceNoise(scale),
-        PrivacyGuarantee(achieved, dlt, "laplace", method, d1, d2, neighbouring),
+        LaplaceNoise(pld_scale),
+        PrivacyGuarantee(achieved, dlt, "laplace", "pld", d1, d2, neighbouring),
+    )
+
+
+def _discrete_laplace_with_delta(
+    d1: float, d2: float, eps: float, dlt: float, neighbouring: str
+) -> Calibrated:
+    """Discrete Laplace noise for (ε, δ): the smaller of the pure and Theorem 3 scales.
+
+    Both are rounded up to the sampler's rationals; the pure scale t ≥ Δ₁/ε is exactly
+    (Δ₁/t)-DP, Theorem 3's holds for any ε_j-DP coordinates. Ties go to pure.
+    """
+    try:
+        pure: DiscreteLaplaceNoise | None = DiscreteLaplaceNoise(discrete_laplace_scale(d1, eps))
+    except ValueError:  # Δ₁/ε beyond the sampler's range: only Theorem 3 can apply
+        pure = None
+    scale = laplace_scale_approximate(d1, d2, eps, dlt)
+    try:
+        d_sampler = DiscreteLaplaceNoise(scale)  # rounds the scale up
+    except ValueError as err:
+        raise ValueError(
+            f"l1_sensitivity={d1!r}, l2_sensitivity={d2!r}, epsilon={eps!r} and "
+            f"delta={dlt!r} give a discrete Laplace {err}"
+        ) from None
+    if pure is not None and pure.scale <= d_sampler.scale:
+        exact_eps = min(eps, float(Fraction(d1) / pure.scale))
+        return Calibrated(
+            pure, PrivacyGuarantee(exact_eps, 0.0, "discrete-laplace", "pure", d1, d2, neighbouring)
+        )
+    achieved = laplace_epsilon(d1, d2, float(d_sampler.scale), dlt)
+    return Calibrated(
+        d_sampler,
+        PrivacyGuarantee(achieved, dlt, "discrete-laplace", "theorem3", d1, d2, neighbouring),
     )
