@@ -990,7 +990,7 @@ def plot_fhu_top1(r: FhuTop1, path: Path) -> None:
         label_axes(
             ax, xlabel="t", ylabel="top-1 count", title=f"ε = {r.epsilon}, δ = 1e-10 (Gaussian)"
         )
-        legend(ax, "best")
+        legend(ax, "top", ncol=2, headroom=0.35)
 
 
 @timed
@@ -1194,10 +1194,11 @@ def plot_fhu_cbnorm(r: FhuCbNorm, path: Path) -> None:
     title = "constant-matters Fig 2: bounds on ‖M_count‖_cb (exact closed forms, no data)"
     with figure(path, ncols=3, size=(5.5, 4.3), title=title) as (_, axes):
         ax = axes[0][0]
+        # The three upper curves nearly coincide: wide to narrow, dashed on top.
+        ax.plot(Ts, exact, color="tab:blue", lw=4, alpha=0.5, label="exact Σ_{k<T} f(k)²")
+        ax.plot(Ts, psi, color="tab:orange", lw=2, label="paper's Ψ(T)")
+        ax.plot(Ts, upper, "--", color="tab:red", lw=1.2, label="Mathias upper")
         ax.plot(Ts, lower, color="tab:green", label="Mathias lower")
-        ax.plot(Ts, upper, color="tab:red", label="Mathias upper")
-        ax.plot(Ts, psi, color="tab:orange", label="paper's Ψ(T)")
-        ax.plot(Ts, exact, color="tab:blue", label="exact Σ_{k<T} f(k)²")
         label_axes(ax, xlabel="T", ylabel="bound on ‖M_count‖_cb", title="cb-norm bounds")
         legend(ax, "best")
         ax = axes[0][1]
