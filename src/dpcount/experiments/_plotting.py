@@ -87,6 +87,7 @@ def legend(
     fontsize: float = 7,
     ncol: int = 1,
     headroom: float = 0.4,
+    source: Any = None,
 ) -> None:
     """A legend for ``ax`` that covers no curve.
 
@@ -95,17 +96,23 @@ def legend(
     by that fraction of its decades (log axes), so the legend sits above every point;
     ``"best"``: matplotlib's position covering the fewest data points (for panels with
     free space). The constrained layout of :func:`figure` makes room outside.
+    ``source``: take the entries from this panel (e.g. the one with every series).
     """
+    entries = (source if source is not None else ax).get_legend_handles_labels()
     if where == "outside":
-        ax.legend(fontsize=fontsize, ncol=ncol, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.legend(
+            *entries, fontsize=fontsize, ncol=ncol, loc="upper left", bbox_to_anchor=(1.02, 1.0)
+        )
     elif where == "below":
-        ax.legend(fontsize=fontsize, ncol=ncol, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+        ax.legend(
+            *entries, fontsize=fontsize, ncol=ncol, loc="upper center", bbox_to_anchor=(0.5, -0.2)
+        )
     elif where == "top":
         lo, hi = ax.get_ylim()
         if ax.get_yscale() == "log":
             ax.set_ylim(lo, hi * (hi / lo) ** headroom)
         else:
             ax.set_ylim(lo, hi + headroom * (hi - lo))
-        ax.legend(fontsize=fontsize, ncol=ncol, loc="upper left")
+        ax.legend(*entries, fontsize=fontsize, ncol=ncol, loc="upper left")
     else:
-        ax.legend(fontsize=fontsize, ncol=ncol, loc="best")
+        ax.legend(*entries, fontsize=fontsize, ncol=ncol, loc="best")

@@ -594,7 +594,8 @@ def plot_ranges_levels(r: RangesLevels, path: Path) -> None:
                 title=f"n = 2^{int(math.log2(n))}: exact (lines), {r.runs} runs (markers)",
                 grid=True,
             )
-        legend(axes[0][-1], "outside", fontsize=8)
+        # The first panel (smallest n) has every mechanism, EigenDesign included.
+        legend(axes[0][-1], "outside", fontsize=8, source=axes[0][0])
 
 
 def _ranges_levels_comparisons(r: RangesLevels) -> list[Comparison]:
