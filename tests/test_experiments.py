@@ -384,6 +384,8 @@ def saved_figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "elders-ratio",
         "elders-lowerbound",
         "ranges-levels",
+        "ranges-nodes",
+        "ranges-dpbench",
         "fhu-error",
         "fhu-snr",
         "fhu-top1",
@@ -393,8 +395,8 @@ def saved_figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_figure_panels_labelled_and_legends_clear(
     name: str, tmp_path: Path, saved_figures: dict[str, Any]
 ) -> None:
-    """Before: fhu-error had 8 of 12 panels without a y label, fhu-cbnorm 2; legends
-    covered curves (elders-mse, fhu-error, fhu-top1)."""
+    """Before: fhu-error had 9 of 12 panels without a y label, fhu-cbnorm 2,
+    ranges-dpbench 2; legends covered curves (elders-mse, fhu-error, fhu-top1)."""
     run_experiment(name, quick=True, out=tmp_path, seed=0)
     problems, title = saved_figures[f"{name}.png"]
     assert problems == []
