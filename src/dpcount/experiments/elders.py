@@ -761,11 +761,13 @@ def _elders_threshold_notes(r: EldersThreshold) -> list[str]:
     ]
 
 
+#: in drawing order: the C_ε,δ curve nearly coincides with the HUU bound, so it is
+#: drawn after it, dashed, to stay visible
 _THRESHOLD_STYLES = {
     "delta_analytic": ("tab:blue", "-", "exact √A MSE, analytic σ"),
-    "delta_fhu": ("tab:orange", "-", "exact √A MSE, σ = C_ε,δ√S(T)"),
     "delta_huu_bound": ("tab:green", "-", "HUU bound C²(1+ln(4T/5)/π)²"),
     "delta_huu_bound_k19": ("tab:green", ":", "HUU bound, k = 19"),
+    "delta_fhu": ("tab:orange", "--", "exact √A MSE, σ = C_ε,δ√S(T)"),
 }
 
 
@@ -789,13 +791,13 @@ def plot_elders_threshold(r: EldersThreshold, path: Path) -> None:
         legend(ax, "best")
         ax = axes[0][1]
         log_t = r.log_t
-        for name in ("delta_analytic", "delta_fhu", "delta_huu_bound"):
-            color, _, label = _THRESHOLD_STYLES[name]
+        for name in ("delta_analytic", "delta_huu_bound", "delta_fhu"):
+            color, ls, label = _THRESHOLD_STYLES[name]
             near = [[i for i, lg in enumerate(r.log10s) if abs(lg - c) <= 1.0] for c in r.log10s]
             local = [
                 -_fit_slope([log_t[i] for i in idx], [r.cols[name][i] for i in idx]) for idx in near
             ]
-            ax.plot(Ts, local, "o-", ms=2, color=color, label=label)
+            ax.plot(Ts, local, ls, marker="o", ms=2, color=color, label=label)
         ax.axhline(exponent, color="k", ls="--", lw=0.8, label=f"{exponent:.3f} (Lemma 19)")
         ax.axhline(2 * exponent, color="k", ls="-.", lw=0.8, label=f"{2 * exponent:.3f}")
         ax.set_xscale("log")
