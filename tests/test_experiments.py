@@ -421,3 +421,21 @@ def test_figure_check_rejects_an_unlabelled_panel_and_a_covering_legend() -> Non
         ]
     finally:
         plt.close(fig)
+
+
+def test_plotting_figure_refuses_an_unlabelled_panel(tmp_path: Path) -> None:
+    from dpcount.experiments._plotting import figure, label_axes
+
+    path = tmp_path / "f.png"
+    unlabelled = pytest.raises(ValueError, match=r"f\.png: panels \[1\] have no y label")
+    with unlabelled, figure(path, ncols=2) as (_, axes):
+        label_axes(axes[0][0], xlabel="x", ylabel="y", title="labelled")
+        axes[0][1].plot([0, 1], [0, 1])
+    assert not path.exists()
+    empty = pytest.raises(ValueError, match="ylabel must be non-empty")
+    with empty, figure(path) as (_, axes):
+        label_axes(axes[0][0], xlabel="x", ylabel="", title="t")
+    with figure(path, ncols=2, title="both labelled") as (_, axes):
+        for ax in axes[0]:
+            label_axes(ax, xlabel="x", ylabel="y", title="t")
+    assert path.stat().st_size > 0
