@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from numpy.typing import NDArray
 from dpcount.cli import main
 from dpcount.counting import KaryTree, SqrtFactorization
 from dpcount.counting.tree_formulas import offset_leading_constant
-from dpcount.experiments import EXPERIMENTS, ExperimentResult
+from dpcount.experiments import EXPERIMENTS, ExperimentConfig, ExperimentResult, run_experiment
 from dpcount.experiments.elders import huu_mse_bound
 from tests.stats import Z_TOLERANCE
 
@@ -236,3 +238,204 @@ def test_reproduce_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "0.1236" in out and "runtime" in out
     assert main(["reproduce", "nope"]) == 2
     assert "unknown experiment 'nope'" in capsys.readouterr().err
+
+
+# ---- structure: compute → frozen result → writer/plotter ---------------------------------
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "src" / "dpcount" / "experiments"
+
+
+def _long_functions(folder: Path, limit: int) -> list[str]:
+    """Every function (nested ones too) of the package spanning more than ``limit`` lines."""
+    out = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit:
+                    out.append(f"{path.name}:{node.name} ({length} lines)")
+    return out
+
+
+def test_no_experiment_function_over_80_lines(tmp_path: Path) -> None:
+    """Before: fhu_error had 276 lines, 16 experiment functions had more than 80."""
+    assert _long_functions(EXPERIMENTS_DIR, 80) == []
+    # The check itself finds a long function.
+    body = "\n".join(f"    x{i} = {i}" for i in range(81))
+    (tmp_path / "long.py").write_text(f"def f() -> None:\n{body}\n", encoding="utf-8")
+    assert _long_functions(tmp_path, 80) == ["long.py:f (82 lines)"]
+
+
+@pytest.mark.parametrize(
+    ("module", "compute"),
+    [
+        ("elders", "compute_elders_constants"),
+        ("elders", "compute_elders_ratio"),
+        ("fhu", "compute_fhu_cbnorm"),
+        ("ranges_speed", "definition_3_1"),
+    ],
+)
+def test_compute_returns_a_frozen_result_and_writes_nothing(
+    module: str, compute: str, tmp_path: Path
+) -> None:
+    import dataclasses
+    import importlib
+
+    fn = getattr(importlib.import_module(f"dpcount.experiments.{module}"), compute)
+    if compute == "definition_3_1":  # not an experiment: a pure helper (stays importable)
+        assert fn(2).shape == (4, 4)
+        return
+    out = tmp_path / "out"
+    result = fn(ExperimentConfig(quick=True, out=out, seed=0, show_progress=False))
+    assert dataclasses.is_dataclass(result)
+    field = dataclasses.fields(result)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(result, field, None)
+    assert not out.exists()  # compute is pure: the writer and the plotter write files
+
+
+# Numbers recorded from the code before the compute/writer/plotter split (commit 9bcb036,
+# --quick, seed 0): the restructuring must not change what a seed produces.
+_BEFORE_SPLIT = {
+    ("fhu-error", "z_eps0.8_sqrt"): 0.670200694611379,
+    ("fhu-error", "empirical_ratio_last"): 3.1172422482950872,
+    ("fhu-top1", "snr_sqrt"): 0.7136638440892086,
+    ("fhu-snr", "snr_sqrt_p16_empirical"): 24.264161047061805,
+    ("elders-lowerbound", "slope_kary"): 2.0545065553925057,
+    ("elders-mse", "honaker_over_k19"): 4.006076087191842,
+    ("ranges-levels", "empirical_max_abs_z"): 3.3073358420331664,
+    ("ranges-all", "errinf_correlated"): 1158.5653497339415,
+    ("ranges-nodes", "errinf_tree"): 663.0113558772127,
+    ("ranges-random", "mc_err2_max_abs_z"): 3.414085584623853,
+}
+
+
+def test_seeded_numbers_unchanged_by_the_restructuring(
+    results: dict[str, ExperimentResult],
+) -> None:
+    for (name, key), before in _BEFORE_SPLIT.items():
+        assert results[name].key[key] == pytest.approx(before, rel=1e-12, abs=0), (name, key)
+
+
+# ---- figures: every panel labelled, no legend over the data, titles say the data ------------
+
+
+def _figure_problems(fig: Any) -> list[str]:
+    """Panels without a y label, and legends inside a panel covering a plotted point."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        if not ax.get_ylabel():
+            problems.append(f"panel {i} {ax.get_title()!r}: no y label")
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        box, panel = leg.get_window_extent(renderer), ax.get_window_extent(renderer)
+        for line in ax.get_lines():
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            if not line.get_visible() or xy.size == 0:
+                continue
+            px = line.get_transform().transform(xy)
+            shown = (
+                (px[:, 0] >= panel.x0)
+                & (px[:, 0] <= panel.x1)
+                & (px[:, 1] >= panel.y0)
+                & (px[:, 1] <= panel.y1)
+            )
+            covered = (
+                (px[:, 0] > box.x0)
+                & (px[:, 0] < box.x1)
+                & (px[:, 1] > box.y0)
+                & (px[:, 1] < box.y1)
+            )
+            if np.any(shown & covered):
+                problems.append(f"panel {i} {ax.get_title()!r}: legend covers {line.get_label()!r}")
+                break
+    return problems
+
+
+@pytest.fixture
+def saved_figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Every figure saved while the test runs, checked just before it is written."""
+    from matplotlib.figure import Figure
+
+    seen: dict[str, Any] = {}
+    save = Figure.savefig
+
+    def spy(self: Any, fname: Any, *args: Any, **kwargs: Any) -> Any:
+        title = self._suptitle.get_text() if self._suptitle is not None else ""
+        seen[Path(fname).name] = (_figure_problems(self), title)
+        return save(self, fname, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "elders-constants",
+        "elders-mse",
+        "elders-threshold",
+        "elders-ratio",
+        "elders-lowerbound",
+        "ranges-levels",
+        "ranges-nodes",
+        "ranges-dpbench",
+        "fhu-error",
+        "fhu-snr",
+        "fhu-top1",
+        "fhu-cbnorm",
+    ],
+)
+def test_figure_panels_labelled_and_legends_clear(
+    name: str, tmp_path: Path, saved_figures: dict[str, Any]
+) -> None:
+    """Before: fhu-error had 9 of 12 panels without a y label, fhu-cbnorm 2,
+    ranges-dpbench 2; legends covered curves (elders-mse, fhu-error, fhu-top1)."""
+    run_experiment(name, quick=True, out=tmp_path, seed=0)
+    problems, title = saved_figures[f"{name}.png"]
+    assert problems == []
+    assert title  # every figure says what it shows
+
+
+def test_figure_check_rejects_an_unlabelled_panel_and_a_covering_legend() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2)
+    try:
+        left.plot([0, 1], [0, 1], label="a")
+        left.set_ylabel("y")
+        right.plot([0, 0.05, 1], [1, 0.95, 0], label="b")  # (0.05, 0.95): under the legend
+        right.legend(loc="upper left")
+        assert _figure_problems(fig) == [
+            "panel 1 '': no y label",
+            "panel 1 '': legend covers 'b'",
+        ]
+    finally:
+        plt.close(fig)
+
+
+def test_plotting_figure_refuses_an_unlabelled_panel(tmp_path: Path) -> None:
+    from dpcount.experiments._plotting import figure, label_axes
+
+    path = tmp_path / "f.png"
+    unlabelled = pytest.raises(ValueError, match=r"f\.png: panels \[1\] have no y label")
+    with unlabelled, figure(path, ncols=2) as (_, axes):
+        label_axes(axes[0][0], xlabel="x", ylabel="y", title="labelled")
+        axes[0][1].plot([0, 1], [0, 1])
+    assert not path.exists()
+    empty = pytest.raises(ValueError, match="ylabel must be non-empty")
+    with empty, figure(path) as (_, axes):
+        label_axes(axes[0][0], xlabel="x", ylabel="", title="t")
+    with figure(path, ncols=2, title="both labelled") as (_, axes):
+        for ax in axes[0]:
+            label_axes(ax, xlabel="x", ylabel="y", title="t")
+    assert path.stat().st_size > 0

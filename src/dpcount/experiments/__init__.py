@@ -3,6 +3,11 @@
 Each experiment is a function ``(ExperimentConfig) -> ExperimentResult`` that
 writes a CSV and a PNG into ``config.out`` and lists the paper's stated numbers
 next to ours. ``EXPERIMENTS`` keeps them in the order of the issue.
+
+Inside, every experiment is split in three: ``compute_NAME(config)`` draws the noise
+and returns a frozen dataclass of numbers (it writes nothing), a writer turns it into
+the CSV and a plotter into the PNG (through the shared helpers of ``_plotting``:
+labelled panels, legends clear of the data, titles that name the data).
 """
 
 from __future__ import annotations

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from dpcount.experiments._plotting import figure
 
 __all__ = [
     "Comparison",
@@ -64,28 +65,6 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) 
         for row in rows:
             w.writerow([f"{v:.10g}" if isinstance(v, float) else v for v in row])
     return path
-
-
-@contextmanager
-def figure(
-    path: Path, ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (7.0, 4.5)
-) -> Iterator[Any]:
-    """A matplotlib figure saved to ``path`` on exit (Agg backend, no display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False
-    )
-    try:
-        yield fig, axes
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-    finally:
-        plt.close(fig)
 
 
 def progress_iter(items: Sequence[Any], label: str, show: bool) -> Iterator[Any]:

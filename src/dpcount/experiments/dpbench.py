@@ -16,6 +16,7 @@ the experiment runs (and says so) when the DPBench folder is absent.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,11 @@ from numpy.typing import NDArray
 from dpcount.experiments._framework import (
     ExperimentConfig,
     ExperimentResult,
-    figure,
     progress_iter,
     timed,
     write_csv,
 )
+from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import COLORS, DELTA, EPSILON, LABELS, MARKERS
 from dpcount.ranges import (
     MECHANISMS,
@@ -41,7 +42,14 @@ from dpcount.ranges import (
     worst_case_expected_error,
 )
 
-__all__ = ["find_dpbench", "ranges_dpbench"]
+__all__ = [
+    "DpBench",
+    "compute_ranges_dpbench",
+    "dpbench_title",
+    "find_dpbench",
+    "plot_ranges_dpbench",
+    "ranges_dpbench",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -99,9 +107,71 @@ def _measure_2d(
     return total, worst
 
 
-@timed
-def ranges_dpbench(config: ExperimentConfig) -> ExperimentResult:
-    """The range mechanisms on the DPBench histograms (1-D n=4096, 2-D 256×256)."""
+_HEADER = [
+    "dims",
+    "dataset",
+    "shape",
+    "mechanism",
+    "total_count",
+    "sigma",
+    "err2_exact",
+    "err_expected_exact",
+    "rmse_per_range_exact",
+    "scaled_rmse",
+    "err2_measured_mean",
+    "err2_measured_stderr",
+    "errinf_sampled_mean",
+]
+
+
+@dataclass(frozen=True)
+class DpBench:
+    """The numbers of ranges-dpbench: one CSV row per (dataset, mechanism), the pooled
+    z-scores per (dims, mechanism), and the exact errors per shape and mechanism."""
+
+    real_data: bool  # False: the DPBench folder was not found (synthetic data only)
+    runs: int
+    datasets: dict[int, tuple[str, ...]]  # dims -> dataset names, synthetic first
+    names: dict[int, tuple[str, ...]]  # dims -> mechanisms
+    table: tuple[tuple[Any, ...], ...]
+    scaled: dict[tuple[int, str, str], float]  # (dims, dataset, mechanism) -> scaled RMSE
+    exact: dict[tuple[int, str], tuple[float, float, int]]  # err2, err^∞, ranges
+    z: tuple[float, ...]  # pooled measured vs exact err_{W,2}, per (dims, mechanism)
+    z_doubled: tuple[float, ...]  # the same against 2× the exact value
+
+
+def _dpbench_row(
+    dim: int, dname: str, x: FloatArray, m: RangeMechanism, exact: tuple[float, float, int],
+    runs: int, rng: np.random.Generator,
+) -> tuple[tuple[Any, ...], FloatArray]:  # fmt: skip
+    """One CSV row (exact and measured errors of one release series) and the per-run
+    err_{W,2} estimates."""
+    err2, err_exp, count = exact
+    if dim == 1:
+        est = paper_monte_carlo_errors(m, _SAMPLES, runs, rng, x=x)
+        total, worst = est.total_squared_error, est.worst_case_error
+    else:
+        total, worst = _measure_2d(m, x, runs, rng)
+    se = float(total.std(ddof=1)) / math.sqrt(runs)
+    scale = float(x.sum())
+    rmse = math.sqrt(err2 / count)
+    shape = "x".join(map(str, x.shape))
+    row = (dim, dname, shape, m.name, scale, m.sigma, err2, err_exp, rmse, rmse / scale)
+    return (*row, float(total.mean()), se, float(worst.mean())), total
+
+
+def _exact_errors(dim: int, m: RangeMechanism, shape: tuple[int, ...]) -> tuple[float, float, int]:
+    """err_{W,2}, err^∞_W (exact, data independent) and the number of ranges/rectangles."""
+    count = (
+        AllRanges(shape[0]).count
+        if dim == 1
+        else AllRanges(shape[0]).count * AllRanges(shape[1]).count
+    )
+    return total_squared_error(m), worst_case_expected_error(m), count
+
+
+def compute_ranges_dpbench(config: ExperimentConfig) -> DpBench:
+    """Release every dataset through every mechanism ``runs`` times; pool per shape."""
     rng = np.random.default_rng(config.seed)
     runs = 10
     folder = find_dpbench()
@@ -111,123 +181,107 @@ def ranges_dpbench(config: ExperimentConfig) -> ExperimentResult:
     tasks: list[tuple[int, str, FloatArray, str]] = [
         (1, d, x, m) for d, x in one for m in names_1d
     ] + [(2, d, x, m) for d, x in two for m in names_2d]
-    rows: list[list[Any]] = []
+    rows: list[tuple[Any, ...]] = []
     pooled: dict[tuple[int, str], list[FloatArray]] = {}
-    scaled: dict[tuple[int, str, str], float] = {}
-    exact_cache: dict[tuple[int, str], tuple[float, float, int]] = {}
+    exact: dict[tuple[int, str], tuple[float, float, int]] = {}
     for dim, dname, x, name in progress_iter(tasks, "ranges-dpbench", config.show_progress):
         m = build_mechanism(name, x.shape, EPSILON, DELTA, rng=rng)
-        if (dim, name) not in exact_cache:  # data independent: once per shape and mechanism
-            count = (
-                AllRanges(x.shape[0]).count
-                if dim == 1
-                else AllRanges(x.shape[0]).count * AllRanges(x.shape[1]).count
-            )
-            exact_cache[(dim, name)] = (total_squared_error(m), worst_case_expected_error(m), count)
-        err2, err_exp, count = exact_cache[(dim, name)]
-        if dim == 1:
-            est = paper_monte_carlo_errors(m, _SAMPLES, runs, rng, x=x)
-            total, worst = est.total_squared_error, est.worst_case_error
-        else:
-            total, worst = _measure_2d(m, x, runs, rng)
-        se = float(total.std(ddof=1)) / math.sqrt(runs)
+        if (dim, name) not in exact:  # data independent: once per shape and mechanism
+            exact[(dim, name)] = _exact_errors(dim, m, x.shape)
+        row, total = _dpbench_row(dim, dname, x, m, exact[(dim, name)], runs, rng)
+        rows.append(row)
         pooled.setdefault((dim, name), []).append(total)
-        scale = float(x.sum())
-        rmse = math.sqrt(err2 / count)
-        scaled[(dim, dname, name)] = rmse / scale
-        rows.append(
-            [
-                dim,
-                dname,
-                "x".join(map(str, x.shape)),
-                name,
-                scale,
-                m.sigma,
-                err2,
-                err_exp,
-                rmse,
-                rmse / scale,
-                float(total.mean()),
-                se,
-                float(worst.mean()),
-            ]
-        )
-    csv_path = write_csv(
-        config.out / "ranges-dpbench.csv",
-        [
-            "dims",
-            "dataset",
-            "shape",
-            "mechanism",
-            "total_count",
-            "sigma",
-            "err2_exact",
-            "err_expected_exact",
-            "rmse_per_range_exact",
-            "scaled_rmse",
-            "err2_measured_mean",
-            "err2_measured_stderr",
-            "z",
-            "errinf_sampled_mean",
-        ],
-        rows,
-    )
     # The noise does not depend on the data, so the per-run estimates of all datasets of
     # one shape are draws of one distribution: pooled, they test the exact value (a
     # 10-run z per dataset would be unreliable: the estimates are skewed).
     zs, zs_wrong = [], []
     for (dim, name), parts in pooled.items():
         values = np.concatenate(parts)
-        err2 = exact_cache[(dim, name)][0]
+        err2 = exact[(dim, name)][0]
         se = float(values.std(ddof=1)) / math.sqrt(values.size)
         zs.append(abs((float(values.mean()) - err2) / se))
         zs_wrong.append(abs((float(values.mean()) - 2 * err2) / se))
-    fig_path = config.out / "ranges-dpbench.png"
-    with figure(fig_path, ncols=2, size=(6.5, 5.0)) as (fig, axes):
-        for ax, dim, data, names in (
-            (axes[0][0], 1, one, names_1d),
-            (axes[0][1], 2, two, names_2d),
-        ):
-            labels = [d for d, _ in data]
+    return DpBench(
+        real_data=folder is not None,
+        runs=runs,
+        datasets={1: tuple(d for d, _ in one), 2: tuple(d for d, _ in two)},
+        names={1: tuple(names_1d), 2: tuple(names_2d)},
+        table=tuple(rows),
+        scaled={(int(r[0]), str(r[1]), str(r[3])): float(r[9]) for r in rows},
+        exact=exact,
+        z=tuple(zs),
+        z_doubled=tuple(zs_wrong),
+    )
+
+
+def dpbench_title(r: DpBench) -> str:
+    """The figure's title: which data it shows (DPBench only when the files were found)."""
+    data = (
+        "DPBench histograms and uniform 1..1000 (synthetic)"
+        if r.real_data
+        else "uniform 1..1000 only (synthetic; DPBench data not found)"
+    )
+    return f"Range mechanisms on {data}, ε={EPSILON:g}, δ={DELTA:g}"
+
+
+def plot_ranges_dpbench(r: DpBench, path: Path) -> None:
+    """Scaled error per dataset (rows) and mechanism (markers), 1-D and 2-D."""
+    with figure(path, ncols=2, size=(6.5, 5.0), title=dpbench_title(r)) as (_, axes):
+        for ax, dim in zip(axes[0], (1, 2), strict=True):
+            labels = list(r.datasets[dim])
             ypos = np.arange(len(labels))
-            for name in names:
-                ax.plot(
-                    [scaled[(dim, d, name)] for d in labels],
-                    ypos,
-                    MARKERS[name],
-                    color=COLORS[name],
-                    label=LABELS[name],
-                )
+            names = r.names[dim]
+            for i, name in enumerate(names):
+                values = [r.scaled[(dim, d, name)] for d in labels]
+                # Nearly equal errors would hide each other's markers: one sub-row each.
+                shift = 0.12 * (i - (len(names) - 1) / 2)
+                ax.plot(values, ypos + shift, MARKERS[name], color=COLORS[name], label=LABELS[name])
             ax.set_yticks(ypos, labels, fontsize=7)
             ax.invert_yaxis()
             ax.set_xscale("log")
-            ax.set_xlabel("scaled error: RMSE per range / total count (exact)")
-            ax.grid(True, alpha=0.3)
             shape = "4096 cells, all ranges" if dim == 1 else "256×256, all rectangles"
-            ax.set_title(f"{dim}-D: {shape}", fontsize=9)
-            ax.legend(fontsize=7)
-        fig.suptitle(f"DPBench histograms, ε={EPSILON:g}, δ={DELTA:g}", fontsize=10)
+            label_axes(
+                ax,
+                xlabel="scaled error: RMSE per range / total count (exact)",
+                ylabel="dataset",
+                title=f"{dim}-D: {shape}",
+                grid=True,
+            )
+            legend(ax, "below", ncol=3)
+
+
+def _dpbench_notes(r: DpBench) -> list[str]:
     notes = [
         "errors are data independent: the exact err_{W,2} is one number per mechanism and "
-        f"shape; measured on real releases ({runs} per dataset × {_SAMPLES} sampled ranges or "
-        f"rectangles, pooled over the datasets) it agrees: max |z| = {max(zs):.2f} over "
-        f"mechanisms (2× exact: min |z| = {min(zs_wrong):.0f})",
+        f"shape; measured on real releases ({r.runs} per dataset × {_SAMPLES} sampled ranges "
+        f"or rectangles, pooled over the datasets) it agrees: max |z| = {max(r.z):.2f} over "
+        f"mechanisms (2× exact: min |z| = {min(r.z_doubled):.0f})",
         "2-D: correlated (Alg. 3, calibrated with the product of the axes' max diag C⁻¹, which "
         "the paper leaves open) and Gaussian; the tree baselines here are 1-D only",
     ]
-    if folder is None:
+    if not r.real_data:
         notes.insert(
             0,
             "DPBench data not found (looked for ../shared/data/dpbench): skipped the real "
             "datasets, synthetic uniform data only",
         )
+    return notes
+
+
+@timed
+def ranges_dpbench(config: ExperimentConfig) -> ExperimentResult:
+    """The range mechanisms on the DPBench histograms (1-D n=4096, 2-D 256×256)."""
+    r = compute_ranges_dpbench(config)
+    csv_path = write_csv(config.out / "ranges-dpbench.csv", _HEADER, r.table)
+    fig_path = config.out / "ranges-dpbench.png"
+    plot_ranges_dpbench(r, fig_path)
     key: dict[str, float] = {
-        "dpbench_files_1d": float(len(one) - 1),
-        "dpbench_files_2d": float(len(two) - 1),
-        "measured_max_abs_z": max(zs),
-        "measured_min_abs_z_doubled": min(zs_wrong),
+        "dpbench_files_1d": float(len(r.datasets[1]) - 1),
+        "dpbench_files_2d": float(len(r.datasets[2]) - 1),
+        "measured_max_abs_z": max(r.z),
+        "measured_min_abs_z_doubled": min(r.z_doubled),
     }
-    for (dim, name), (err2, err_exp, _) in exact_cache.items():
+    for (dim, name), (err2, err_exp, _) in r.exact.items():
         key[f"err2_{dim}d_{name}"] = err2
         key[f"err_expected_{dim}d_{name}"] = err_exp
     return ExperimentResult(
@@ -237,5 +291,5 @@ def ranges_dpbench(config: ExperimentConfig) -> ExperimentResult:
         figure=fig_path,
         comparisons=[],
         key=key,
-        notes=notes,
+        notes=_dpbench_notes(r),
     )

@@ -20,8 +20,12 @@ Everything except ``elders-lowerbound`` is exact (closed forms, no simulation).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpcount._validate import check_integer
 from dpcount.analysis import (
@@ -45,11 +49,11 @@ from dpcount.experiments._framework import (
     Comparison,
     ExperimentConfig,
     ExperimentResult,
-    figure,
     progress_iter,
     timed,
     write_csv,
 )
+from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.privacy.calibration import fhu_constant, fhu_delta
 
 __all__ = [
@@ -60,6 +64,8 @@ __all__ = [
     "elders_threshold",
     "huu_mse_bound",
 ]
+
+FloatArray = NDArray[np.float64]
 
 
 def _normalized_exact_mse(k: int, subtract: bool, T: int) -> float:
@@ -75,36 +81,92 @@ def _normalized_exact_mse(k: int, subtract: bool, T: int) -> float:
     return mse / math.log2(T) ** 3
 
 
-@timed
-def elders_constants(config: ExperimentConfig) -> ExperimentResult:
-    """Leading constants of Thm 9 / Cor 15 / Cor 30 and the exact finite-T MSE."""
+def _argmin(values: dict[int, float]) -> tuple[int, float]:
+    k = min(values, key=lambda j: values[j])
+    return k, values[k]
+
+
+@dataclass(frozen=True)
+class EldersConstants:
+    """Exact MSE·ε²/log₂(T)³ of the ε-DP trees: ``exact[T][k] = (plain, subtract)``."""
+
+    ks: tuple[int, ...]
+    horizons: tuple[int, ...]
+    exact: dict[int, dict[int, tuple[float, float]]]
+
+
+def _cor15(k: int) -> float:
+    return offset_leading_constant(k) if k % 2 else math.nan
+
+
+def _cor30(k: int) -> float:
+    return even_offset_leading_constant(k) if k % 2 == 0 and k >= 4 else math.nan
+
+
+def compute_elders_constants(config: ExperimentConfig) -> EldersConstants:
+    """The exact normalized MSE of every k = 2..40 tree at T = 2^20, 2^40 (and 2^60)."""
     ks = list(range(2, 41))
     horizons = [2**20, 2**40] if config.quick else [2**20, 2**40, 2**60]
-    rows, exact = [], {T: {} for T in horizons}  # type: ignore[var-annotated]
+    exact: dict[int, dict[int, tuple[float, float]]] = {T: {} for T in horizons}
     for k in progress_iter(ks, "elders-constants", config.show_progress):
-        thm9 = kary_leading_constant(k)
-        cor15 = offset_leading_constant(k) if k % 2 else float("nan")
-        cor30 = even_offset_leading_constant(k) if k % 2 == 0 and k >= 4 else float("nan")
-        row: list[float | int] = [k, thm9, cor15, cor30]
         for T in horizons:
             plain = _normalized_exact_mse(k, False, T)
             sub = _normalized_exact_mse(k, True, T) if k >= 3 else float("nan")
             exact[T][k] = (plain, sub)
-            row += [plain, sub]
+    return EldersConstants(tuple(ks), tuple(horizons), exact)
+
+
+def write_elders_constants(r: EldersConstants, out: Path) -> Path:
+    """elders-constants.csv: per k the three leading constants and the exact values."""
+    rows = []
+    for k in r.ks:
+        row: list[float | int] = [k, kary_leading_constant(k), _cor15(k), _cor30(k)]
+        for T in r.horizons:
+            row += list(r.exact[T][k])
         rows.append(row)
     header = ["k", "thm9_constant", "cor15_constant", "cor30_constant"]
-    for T in horizons:
+    for T in r.horizons:
         e = int(math.log2(T))
         header += [f"exact_T2^{e}_plain", f"exact_T2^{e}_subtract"]
-    csv_path = write_csv(config.out / "elders-constants.csv", header, rows)
+    return write_csv(out / "elders-constants.csv", header, rows)
 
-    def argmin(values: dict[int, float]) -> tuple[int, float]:
-        k = min(values, key=lambda j: values[j])
-        return k, values[k]
 
-    k9, c9 = argmin({k: kary_leading_constant(k) for k in ks})
-    k15, c15 = argmin({k: offset_leading_constant(k) for k in ks if k % 2})
-    k30, c30 = argmin({k: even_offset_leading_constant(k) for k in ks if k % 2 == 0 and k >= 4})
+def plot_elders_constants(r: EldersConstants, path: Path) -> None:
+    """The three leading constants against k, with the exact finite-T values as markers."""
+    ks = list(r.ks)
+    odd = [k for k in ks if k % 2]
+    even = [k for k in ks if k % 2 == 0 and k >= 4]
+    title = "count-on-your-elders: leading constants vs k (exact closed forms, no data)"
+    with figure(path, size=(7.0, 4.5), title=title) as (_, axes):
+        ax = axes[0][0]
+        ax.plot(ks, [kary_leading_constant(k) for k in ks], color="tab:blue", label="Thm 9 (k-ary)")
+        ax.plot(odd, [_cor15(k) for k in odd], color="tab:red", label="Cor 15 (odd k, subtraction)")
+        ax.plot(
+            even, [_cor30(k) for k in even], "--", color="tab:purple", label="Cor 30 (even k, sub.)"
+        )
+        for T, marker in zip(r.horizons, ["o", "s", "^"], strict=False):
+            e = int(math.log2(T))
+            plain = [r.exact[T][k][0] for k in ks]
+            sub = [r.exact[T][k][1] for k in ks[1:]]
+            label = f"exact, T = 2^{e} (blue: k-ary, red: subtraction)"
+            ax.plot(ks, plain, marker, ms=3, color="tab:blue", alpha=0.5, label=label)
+            ax.plot(ks[1:], sub, marker, ms=3, color="tab:red", alpha=0.5)
+        ax.set_ylim(0, 1.0)
+        label_axes(ax, xlabel="k", ylabel="MSE · ε² / log2(T)³", title="lines: Thm 9, Cor 15, 30")
+        legend(ax, "outside")
+
+
+@timed
+def elders_constants(config: ExperimentConfig) -> ExperimentResult:
+    """Leading constants of Thm 9 / Cor 15 / Cor 30 and the exact finite-T MSE."""
+    r = compute_elders_constants(config)
+    csv_path = write_elders_constants(r, config.out)
+    fig_path = config.out / "elders-constants.png"
+    plot_elders_constants(r, fig_path)
+    ks = r.ks
+    k9, c9 = _argmin({k: kary_leading_constant(k) for k in ks})
+    k15, c15 = _argmin({k: offset_leading_constant(k) for k in ks if k % 2})
+    k30, c30 = _argmin({k: even_offset_leading_constant(k) for k in ks if k % 2 == 0 and k >= 4})
     comparisons = [
         Comparison("Thm 9: best k (k-ary tree)", 17, k9),
         Comparison("Thm 9: constant at best k", 0.234, round(c9, 5)),
@@ -119,50 +181,12 @@ def elders_constants(config: ExperimentConfig) -> ExperimentResult:
         ),
     ]
     notes = []
-    for T in horizons:
-        best_sub = argmin({k: v[1] for k, v in exact[T].items() if k >= 3})
+    for T in r.horizons:
+        best_sub = _argmin({k: v[1] for k, v in r.exact[T].items() if k >= 3})
         notes.append(
             f"exact at T=2^{int(math.log2(T))}: best k with subtraction is {best_sub[0]}, "
             f"MSE·ε²/log2(T)^3 = {best_sub[1]:.4f} (lower-order terms still matter)"
         )
-    fig_path = config.out / "elders-constants.png"
-    with figure(fig_path) as (_, axes):
-        ax = axes[0][0]
-        ax.plot(ks, [r[1] for r in rows], label="Thm 9 (k-ary)", color="tab:blue")
-        odd = [k for k in ks if k % 2]
-        even = [k for k in ks if k % 2 == 0 and k >= 4]
-        ax.plot(
-            odd,
-            [offset_leading_constant(k) for k in odd],
-            label="Cor 15 (odd k, subtraction)",
-            color="tab:red",
-        )
-        ax.plot(
-            even,
-            [even_offset_leading_constant(k) for k in even],
-            "--",
-            label="Cor 30 (even k, subtraction)",
-            color="tab:purple",
-        )
-        for T, marker in zip(horizons, ["o", "s", "^"], strict=False):
-            e = int(math.log2(T))
-            ax.plot(
-                ks,
-                [exact[T][k][0] for k in ks],
-                marker,
-                ms=3,
-                color="tab:blue",
-                alpha=0.5,
-                label=f"exact MSE·ε²/log2(T)^3, T=2^{e}",
-            )
-            ax.plot(
-                ks[1:], [exact[T][k][1] for k in ks[1:]], marker, ms=3, color="tab:red", alpha=0.5
-            )
-        ax.set_xlabel("k")
-        ax.set_ylabel("MSE · ε² / log2(T)³")
-        ax.set_ylim(0, 1.0)
-        ax.legend(fontsize=7)
-        ax.set_title("Leading constants vs k (count-on-your-elders)")
     return ExperimentResult(
         name="elders-constants",
         title="Leading constants vs k (Thm 9, Cor 15, Cor 30) and exact finite-T MSE",
@@ -181,15 +205,28 @@ def elders_constants(config: ExperimentConfig) -> ExperimentResult:
     )
 
 
-@timed
-def elders_lowerbound(config: ExperimentConfig) -> ExperimentResult:
-    """Thm 4: max error of ε-DP counting on Bernoulli(1/2) inputs vs log(T)/ε.
+@dataclass(frozen=True)
+class EldersLowerBound:
+    """Per T: log2(T)/ε, Thm 4's shape, and mean / 3/4-quantile of the max error of both trees."""
 
-    Our tree mechanisms add data-independent noise, so their error on random
-    inputs equals their error on any input; the experiment shows the measured
-    expected maximum error and its 3/4-quantile above the shape ln(√T/2)/(4ε) that
-    the proof of Thm 4 yields (valid beyond the proof's absolute constants).
-    """
+    epsilon: float
+    reps: int
+    table: FloatArray  # columns as LOWERBOUND_HEADER
+
+
+_LOWERBOUND_HEADER = [
+    "T",
+    "log2T_over_eps",
+    "thm4_shape",
+    "kary19_mean_max",
+    "kary19_q75_max",
+    "binary_mean_max",
+    "binary_q75_max",
+]
+
+
+def compute_elders_lowerbound(config: ExperimentConfig) -> EldersLowerBound:
+    """Max error of the k = 19 tree and the binary tree on Bernoulli(1/2) inputs, per T."""
     eps = 1.0
     exps = list(range(6, 15 if config.quick else 21))
     reps = 40 if config.quick else 200
@@ -210,31 +247,46 @@ def elders_lowerbound(config: ExperimentConfig) -> ExperimentResult:
                 maxima[start : start + n] = np.abs(out - truth[:, None]).max(axis=0)
             row += [float(maxima.mean()), float(np.quantile(maxima, 0.75))]
         rows.append(row)
-    header = [
-        "T",
-        "log2T_over_eps",
-        "thm4_shape",
-        "kary19_mean_max",
-        "kary19_q75_max",
-        "binary_mean_max",
-        "binary_q75_max",
-    ]
-    csv_path = write_csv(config.out / "elders-lowerbound.csv", header, rows)
-    arr = np.array(rows, dtype=float)
-    slope_k = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 3]), 1)[0])
-    slope_b = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 5]), 1)[0])
-    fig_path = config.out / "elders-lowerbound.png"
-    with figure(fig_path) as (_, axes):
+    return EldersLowerBound(eps, reps, np.array(rows, dtype=float))
+
+
+def plot_elders_lowerbound(r: EldersLowerBound, path: Path) -> None:
+    arr = r.table
+    title = (
+        f"count-on-your-elders Thm 4: random Bernoulli(1/2) inputs (synthetic), ε = {r.epsilon:g}"
+    )
+    with figure(path, title=title) as (_, axes):
         ax = axes[0][0]
         ax.plot(arr[:, 1], arr[:, 3], "o-", label="k=19 with subtraction: E[max error]")
         ax.plot(arr[:, 1], arr[:, 5], "s-", label="binary tree: E[max error]")
         ax.plot(arr[:, 1], arr[:, 2], "k--", label="Thm 4 proof shape ln(√T/2)/(4ε)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("log2(T)/ε")
-        ax.set_ylabel("max_t |error_t|")
-        ax.legend(fontsize=8)
-        ax.set_title(f"Random Bernoulli(1/2) inputs, ε = {eps:g}, {reps} runs per T")
+        label_axes(
+            ax,
+            xlabel="log2(T)/ε",
+            ylabel="max_t |error_t|",
+            title=f"mean over {r.reps} runs per T",
+        )
+        legend(ax, "best", fontsize=8)
+
+
+@timed
+def elders_lowerbound(config: ExperimentConfig) -> ExperimentResult:
+    """Thm 4: max error of ε-DP counting on Bernoulli(1/2) inputs vs log(T)/ε.
+
+    Our tree mechanisms add data-independent noise, so their error on random
+    inputs equals their error on any input; the experiment shows the measured
+    expected maximum error and its 3/4-quantile above the shape ln(√T/2)/(4ε) that
+    the proof of Thm 4 yields (valid beyond the proof's absolute constants).
+    """
+    r = compute_elders_lowerbound(config)
+    arr = r.table
+    csv_path = write_csv(config.out / "elders-lowerbound.csv", _LOWERBOUND_HEADER, _rows_of(arr))
+    fig_path = config.out / "elders-lowerbound.png"
+    plot_elders_lowerbound(r, fig_path)
+    slope_k = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 3]), 1)[0])
+    slope_b = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 5]), 1)[0])
     return ExperimentResult(
         name="elders-lowerbound",
         title="Thm 4: max error on uniformly random inputs grows like log(T)/ε",
@@ -254,6 +306,11 @@ def elders_lowerbound(config: ExperimentConfig) -> ExperimentResult:
             "min_ratio_to_shape": float(np.min(arr[:, 4] / arr[:, 2])),
         },
     )
+
+
+def _rows_of(arr: FloatArray) -> list[list[object]]:
+    """Table rows with the first column (T) as an integer, as the CSV always had."""
+    return [[int(row[0]), *(float(v) for v in row[1:])] for row in arr]
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,55 +375,84 @@ def _mse_style(name: str) -> tuple[str, str]:
     return color, "--" if "gaussian" in name else "-"
 
 
-@timed
-def elders_mse(config: ExperimentConfig) -> ExperimentResult:
-    """Exact MSE vs T of every mechanism, ε-DP and (ε, δ)-DP (Laplace and Gaussian)."""
-    eps_pure = 1.0
-    eps, delta = 0.5, 1e-10
+_MSE_HEADER = [
+    "T",
+    "privacy",
+    "series",
+    "label",
+    "noise",
+    "calibration",
+    "epsilon",
+    "delta",
+    "mse",
+    "max_variance",
+    "mse_eps2_over_log2T3",
+    "mse_eps2_over_log2T2_log2invdelta",
+]
+
+
+@dataclass(frozen=True)
+class EldersMse:
+    """Exact MSEs: ``series[privacy][series name][log2 T]``, the CSV ``table`` and the
+    ε-DP MSEs at the largest T of four mechanisms the paper compares (``at_max``)."""
+
+    eps_pure: float
+    eps: float
+    delta: float
+    exps: tuple[int, ...]
+    table: tuple[tuple[object, ...], ...]
+    series: dict[str, dict[str, dict[int, float]]]
+    best: dict[str, dict[int, str]]
+    at_max: dict[str, float]
+
+
+def _mse_rows(
+    T: int, privacy: str, eps: float, delta: float | None, log2_inv_delta: float
+) -> list[tuple[object, ...]]:
+    """The CSV rows of every mechanism of ``compare`` at T (best first)."""
+    l3 = math.log2(T) ** 3
+    l2d = math.log2(T) ** 2 * log2_inv_delta
+    rows: list[tuple[object, ...]] = []
+    for c in compare(T, eps, delta):
+        row = [T, privacy, _series_name(c), c.label, c.noise, c.calibration, eps, delta or 0.0]
+        rows.append((*row, c.mse, c.max_variance, c.mse * eps**2 / l3, c.mse * eps**2 / l2d))
+    return rows
+
+
+def compute_elders_mse(config: ExperimentConfig) -> EldersMse:
+    """The exact MSE of every mechanism at T = 2^2 .. 2^53, ε-DP (ε = 1) and (0.5, 1e-10)."""
+    eps_pure, eps, delta = 1.0, 0.5, 1e-10
     # Up to 2^53 ≈ 9·10^15 (the largest horizon a mechanism accepts: every step index
     # is exact in float64); every closed form is O(log T).
     exps = list(range(2, 54, 6 if config.quick else 1))
     if exps[-1] != 53:
         exps.append(53)
-    rows: list[list[object]] = []
+    table: list[tuple[object, ...]] = []
     series: dict[str, dict[str, dict[int, float]]] = {"pure": {}, "approx": {}}
     best: dict[str, dict[int, str]] = {"pure": {}, "approx": {}}
     for e in progress_iter(exps, "elders-mse", config.show_progress):
         T = 2**e
-        l3 = math.log2(T) ** 3
-        l2d = math.log2(T) ** 2 * math.log2(1.0 / delta)
         for privacy, e_, d_ in (("pure", eps_pure, None), ("approx", eps, delta)):
-            cands = compare(T, e_, d_)
-            best[privacy][e] = _series_name(cands[0])
-            for c in cands:
-                name = _series_name(c)
-                series[privacy].setdefault(name, {})[e] = c.mse
-                mse = c.mse
-                row = [T, privacy, name, c.label, c.noise, c.calibration, e_, d_ or 0.0, mse]
-                rows.append([*row, c.max_variance, mse * e_**2 / l3, mse * e_**2 / l2d])
+            rows = _mse_rows(T, privacy, e_, d_, math.log2(1.0 / delta))
+            best[privacy][e] = str(rows[0][2])
+            for row in rows:
+                series[privacy].setdefault(str(row[2]), {})[e] = float(row[8])  # type: ignore[arg-type]
+            table += rows
         huu = huu_mse_bound(T, eps, delta)
         series["approx"].setdefault("HUU bound (C_eps,delta)", {})[e] = huu
-        row = [T, "approx", "HUU bound (C_eps,delta)", "huu-bound", "gaussian", "fhu", eps, delta]
-        rows.append([*row, huu, math.nan, huu * eps**2 / l3, huu * eps**2 / l2d])
-    header = [
-        "T",
-        "privacy",
-        "series",
-        "label",
-        "noise",
-        "calibration",
-        "epsilon",
-        "delta",
-        "mse",
-        "max_variance",
-        "mse_eps2_over_log2T3",
-        "mse_eps2_over_log2T2_log2invdelta",
-    ]
-    csv_path = write_csv(config.out / "elders-mse.csv", header, rows)
-
-    # Exact finite-T ratios at the largest horizon, against the paper's asymptotic claims.
-    e_max = exps[-1]
-    T_max = 2**e_max
+        l3, l2d = math.log2(T) ** 3, math.log2(T) ** 2 * math.log2(1.0 / delta)
+        huu_row = [
+            T,
+            "approx",
+            "HUU bound (C_eps,delta)",
+            "huu-bound",
+            "gaussian",
+            "fhu",
+            eps,
+            delta,
+        ]
+        table.append((*huu_row, huu, math.nan, huu * eps**2 / l3, huu * eps**2 / l2d))
+    T_max = 2 ** exps[-1]
 
     def pure_mse(name: str, **opts: object) -> float:
         mech = build_mechanism(
@@ -374,30 +460,54 @@ def elders_mse(config: ExperimentConfig) -> ExperimentResult:
         )
         return mech.mse()
 
-    k19 = pure_mse("kary", k=19, subtract=True)
-    honaker, smooth, binary = pure_mse("honaker"), pure_mse("smooth-binary"), pure_mse("binary")
-    c19 = offset_leading_constant(19)
-    pure = series["pure"]
-    sqrt_worse = [e for e in exps if pure["sqrt laplace"][e] > pure["binary laplace"][e]]
-    first_worse = min(e for e in sqrt_worse if all(x in sqrt_worse for x in exps if x >= e))
-    huu_ratio = huu_mse_bound(T_max, eps, delta) / series["approx"]["sqrt gaussian/fhu"][e_max]
-    comparisons = [
+    at_max = {
+        "k19": pure_mse("kary", k=19, subtract=True),
+        "honaker": pure_mse("honaker"),
+        "smooth": pure_mse("smooth-binary"),
+        "binary": pure_mse("binary"),
+    }
+    return EldersMse(eps_pure, eps, delta, tuple(exps), tuple(table), series, best, at_max)
+
+
+def _elders_mse_summary(r: EldersMse) -> dict[str, float]:
+    """Exact finite-T ratios at the largest horizon, for the paper's asymptotic claims."""
+    e_max = r.exps[-1]
+    pure = r.series["pure"]
+    sqrt_worse = [e for e in r.exps if pure["sqrt laplace"][e] > pure["binary laplace"][e]]
+    first_worse = min(e for e in sqrt_worse if all(x in sqrt_worse for x in r.exps if x >= e))
+    m = r.at_max
+    huu = huu_mse_bound(2**e_max, r.eps, r.delta) / r.series["approx"]["sqrt gaussian/fhu"][e_max]
+    return {
+        "honaker_over_k19": m["honaker"] / m["k19"],
+        "binary_over_smooth": m["binary"] / m["smooth"],
+        "smooth_over_k19": m["smooth"] / m["k19"],
+        "sqrt_laplace_worse_from_log2T": float(first_worse),
+        "huu_bound_over_exact": huu,
+        "pure_best_is_kary_sub": float(r.best["pure"][e_max].startswith("kary-sub")),
+        "max_log2T": float(e_max),
+    }
+
+
+def _elders_mse_comparisons(r: EldersMse, s: dict[str, float]) -> list[Comparison]:
+    e_max, c19 = r.exps[-1], offset_leading_constant(19)
+    first_worse = int(s["sqrt_laplace_worse_from_log2T"])
+    return [
         Comparison(
             "Thm 1: k=19 with subtraction vs Honaker Online (ε-DP MSE ratio)",
             "factor 4",
-            round(honaker / k19, 3),
+            round(s["honaker_over_k19"], 3),
             f"exact at T=2^{e_max}; leading constants (1/2)/{c19:.4f} = {0.5 / c19:.3f}",
         ),
         Comparison(
             "smooth binary (ε-DP variant) vs binary tree (MSE ratio)",
             "factor 4",
-            round(binary / smooth, 3),
+            round(s["binary_over_smooth"], 3),
             f"exact at T=2^{e_max}; leading constants 1/(1/4) = 4",
         ),
         Comparison(
             "smooth binary vs k=19 with subtraction (MSE ratio)",
             "more than 2",
-            round(smooth / k19, 3),
+            round(s["smooth_over_k19"], 3),
             f"exact at T=2^{e_max}; leading constants (1/4)/{c19:.4f} = {0.25 / c19:.3f}",
         ),
         Comparison(
@@ -409,89 +519,110 @@ def elders_mse(config: ExperimentConfig) -> ExperimentResult:
         Comparison(
             "HUU bound C²(1+ln(4T/5)/π)² / exact MSE of √A with σ = C_ε,δ·√S(T)",
             "≥ 1 (a bound)",
-            round(huu_ratio, 4),
-            f"T=2^{e_max}, ε={eps}, δ={delta:g}",
+            round(s["huu_bound_over_exact"], 4),
+            f"T=2^{e_max}, ε={r.eps}, δ={r.delta:g}",
         ),
     ]
-    notes = [
-        f"ε-DP panel at ε = {eps_pure:g} (MSE·ε² does not depend on ε for Laplace noise); "
-        f"(ε, δ) panel at ε = {eps}, δ = {delta:g}: Laplace noise calibrated by Thm 3, "
+
+
+def _elders_mse_notes(r: EldersMse) -> list[str]:
+    e_max = r.exps[-1]
+    return [
+        f"ε-DP panel at ε = {r.eps_pure:g} (MSE·ε² does not depend on ε for Laplace noise); "
+        f"(ε, δ) panel at ε = {r.eps}, δ = {r.delta:g}: Laplace noise calibrated by Thm 3, "
         "Gaussian by the exact analytic Gaussian mechanism (√A also with C_ε,δ = 'fhu' "
         "and the classic calibration); k-ary trees use the best k for each T.",
-        f"best ε-DP mechanism at T=2^{e_max}: {best['pure'][e_max]}; best (ε, δ)-DP "
-        f"mechanism at T=2^{e_max}: {best['approx'][e_max]}.",
+        f"best ε-DP mechanism at T=2^{e_max}: {r.best['pure'][e_max]}; best (ε, δ)-DP "
+        f"mechanism at T=2^{e_max}: {r.best['approx'][e_max]}.",
         "all figures are exact closed forms (no simulation); input perturbation is in "
         "the CSV but off the plotted scale.",
     ]
 
+
+def _plot_mse_pure(ax: Any, r: EldersMse) -> None:
+    for name, values in sorted(r.series["pure"].items()):
+        if name.startswith("input"):
+            continue
+        es = sorted(values)
+        color, ls = _mse_style(name)
+        ax.plot(es, [values[e] * r.eps_pure**2 / e**3 for e in es], ls, color=color, label=name)
+        if name in _PURE_LEADING:
+            ax.axhline(_PURE_LEADING[name], color=color, ls=":", lw=0.8)
+    ax.set_ylim(0, 1.6)
+    label_axes(
+        ax,
+        xlabel="log2(T)",
+        ylabel="MSE · ε² / log2(T)³",
+        title="ε-DP (Laplace); dotted: leading constants",
+    )
+    legend(ax, "below", ncol=2)
+
+
+def _plot_mse_approx(ax: Any, r: EldersMse) -> None:
+    l2_inv_delta = math.log2(1.0 / r.delta)
+    for name, values in sorted(r.series["approx"].items()):
+        if name.startswith("input"):
+            continue
+        es = sorted(values)
+        color, ls = _mse_style(name)
+        norm = [values[e] * r.eps**2 / (e**2 * l2_inv_delta) for e in es]
+        ax.plot(es, norm, ls, color=color, label=name, lw=1.2)
+    ax.axhline(huu_leading_constant(), color="k", lw=0.6, label="B_ε,δ (Lemma 19)")
+    bound = [offset_leading_constant(19) * e / l2_inv_delta for e in r.exps]
+    ax.plot(r.exps, bound, color="tab:red", lw=0.6, label="B_ε(k=19)·log2(T)/log2(1/δ)")
+    ax.set_ylim(0, 1.0)
+    label_axes(
+        ax,
+        xlabel="log2(T)",
+        ylabel="MSE · ε² / (log2(T)² log2(1/δ))",
+        title=f"(ε, δ)-DP, ε = {r.eps}, δ = {r.delta:g}",
+    )
+    legend(ax, "below", ncol=2)
+
+
+def _plot_mse_winner(ax: Any, r: EldersMse) -> None:
+    approx = r.series["approx"]
+    contenders = {n: v for n, v in approx.items() if not n.startswith(("input", "HUU"))}
+    lowest = {e: min(v[e] for v in contenders.values()) for e in r.exps}
+    for name, values in sorted(contenders.items()):
+        es = sorted(values)
+        color, ls = _mse_style(name)
+        ax.plot(es, [values[e] / lowest[e] for e in es], ls, color=color, label=name, lw=1.2)
+    ax.set_yscale("log")
+    ax.set_ylim(0.9, 30)
+    label_axes(
+        ax, xlabel="log2(T)", ylabel="MSE / best MSE at this T", title="(ε, δ)-DP: who wins where"
+    )
+    legend(ax, "below", ncol=2)
+
+
+def plot_elders_mse(r: EldersMse, path: Path) -> None:
+    """ε-DP and (ε, δ)-DP MSE normalized by their leading terms, and the ratio to the best."""
+    title = (
+        "count-on-your-elders: exact MSE vs T of every counting mechanism (closed forms, no data)"
+    )
+    with figure(path, ncols=3, size=(6.0, 6.4), title=title) as (_, axes):
+        _plot_mse_pure(axes[0][0], r)
+        _plot_mse_approx(axes[0][1], r)
+        _plot_mse_winner(axes[0][2], r)
+
+
+@timed
+def elders_mse(config: ExperimentConfig) -> ExperimentResult:
+    """Exact MSE vs T of every mechanism, ε-DP and (ε, δ)-DP (Laplace and Gaussian)."""
+    r = compute_elders_mse(config)
+    csv_path = write_csv(config.out / "elders-mse.csv", _MSE_HEADER, r.table)
     fig_path = config.out / "elders-mse.png"
-    l2_inv_delta = math.log2(1.0 / delta)
-    with figure(fig_path, ncols=3, size=(6.0, 4.8)) as (_, axes):
-        ax = axes[0][0]
-        for name, values in sorted(pure.items()):
-            if name.startswith("input"):
-                continue
-            es = sorted(values)
-            color, ls = _mse_style(name)
-            ax.plot(es, [values[e] * eps_pure**2 / e**3 for e in es], ls, color=color, label=name)
-            if name in _PURE_LEADING:
-                ax.axhline(_PURE_LEADING[name], color=color, ls=":", lw=0.8)
-        ax.set_ylim(0, 1.6)
-        ax.set_xlabel("log2(T)")
-        ax.set_ylabel("MSE · ε² / log2(T)³")
-        ax.set_title("ε-DP (Laplace); dotted: leading constants")
-        ax.legend(fontsize=7)
-        ax = axes[0][1]
-        approx = series["approx"]
-        for name, values in sorted(approx.items()):
-            if name.startswith("input"):
-                continue
-            es = sorted(values)
-            color, ls = _mse_style(name)
-            norm = [values[e] * eps**2 / (e**2 * l2_inv_delta) for e in es]
-            ax.plot(es, norm, ls, color=color, label=name, lw=1.2)
-        ax.axhline(huu_leading_constant(), color="k", lw=0.6)
-        ax.plot(
-            exps,
-            [offset_leading_constant(19) * e / l2_inv_delta for e in exps],
-            color="tab:red",
-            lw=0.6,
-            label="B_ε(k=19)·log2(T)/log2(1/δ)",
-        )
-        ax.set_ylim(0, 1.0)
-        ax.set_xlabel("log2(T)")
-        ax.set_ylabel("MSE · ε² / (log2(T)² log2(1/δ))")
-        ax.set_title(f"(ε, δ)-DP, ε = {eps}, δ = {delta:g}; black: B_ε,δ (Lemma 19)")
-        ax.legend(fontsize=6, ncol=2)
-        ax = axes[0][2]
-        contenders = {n: v for n, v in approx.items() if not n.startswith(("input", "HUU"))}
-        lowest = {e: min(v[e] for v in contenders.values()) for e in exps}
-        for name, values in sorted(contenders.items()):
-            es = sorted(values)
-            color, ls = _mse_style(name)
-            ax.plot(es, [values[e] / lowest[e] for e in es], ls, color=color, label=name, lw=1.2)
-        ax.set_yscale("log")
-        ax.set_ylim(0.9, 30)
-        ax.set_xlabel("log2(T)")
-        ax.set_ylabel("MSE / best MSE at this T")
-        ax.set_title("(ε, δ)-DP: who wins where")
-        ax.legend(fontsize=6, ncol=2)
+    plot_elders_mse(r, fig_path)
+    s = _elders_mse_summary(r)
     return ExperimentResult(
         name="elders-mse",
         title="Exact MSE vs T of every counting mechanism, ε-DP and (ε, δ)-DP",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
-        key={
-            "honaker_over_k19": honaker / k19,
-            "binary_over_smooth": binary / smooth,
-            "smooth_over_k19": smooth / k19,
-            "sqrt_laplace_worse_from_log2T": float(first_worse),
-            "huu_bound_over_exact": huu_ratio,
-            "pure_best_is_kary_sub": float(best["pure"][e_max].startswith("kary-sub")),
-            "max_log2T": float(e_max),
-        },
-        notes=notes,
+        comparisons=_elders_mse_comparisons(r, s),
+        key=s,
+        notes=_elders_mse_notes(r),
     )
 
 
@@ -505,17 +636,39 @@ def _fit_slope(log_t: list[float], values: list[float]) -> float:
     return float(np.polyfit(xs, ys, 1)[0])
 
 
-@timed
-def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
-    """Thm 2 / Lemma 19: the δ below which the ε-DP tree beats Gaussian √A, exactly per T."""
+@dataclass(frozen=True)
+class EldersThreshold:
+    """δ*(T) per column of ``cols`` (one value per T = 10^log10s), the best k and tree MSEs."""
+
+    epsilon: float
+    log10s: tuple[float, ...]
+    ks: tuple[int, ...]
+    tree_mse_best: tuple[float, ...]
+    tree_mse_k19: tuple[float, ...]
+    cols: dict[str, tuple[float, ...]]
+
+    @property
+    def log_t(self) -> list[float]:
+        return [lg * math.log(10.0) for lg in self.log10s]
+
+    def slope(self, name: str) -> float:
+        """−d ln δ*/d ln T of a column, fitted over T ≥ 1e10."""
+        upper = [i for i, lg in enumerate(self.log10s) if lg >= 10.0 - 1e-9]
+        return -_fit_slope([self.log_t[i] for i in upper], [self.cols[name][i] for i in upper])
+
+    def at(self, name: str, log10: float) -> float:
+        return self.cols[name][self.log10s.index(log10)]
+
+
+def compute_elders_threshold(config: ExperimentConfig) -> EldersThreshold:
+    """δ*(T) at ε = 0.5 for T = 10^2 .. 10^15, three Gaussian sides, best k and k = 19."""
     eps = 0.5
     step = 1.0 if config.quick else 0.25
     # Up to 10^15, below the largest horizon a mechanism accepts (2^53 ≈ 9.0e15).
     log10s = [float(x) for x in np.arange(2.0, 15.0 + 1e-9, step)]
     exponent = lemma19_exponent(19)
     cols: dict[str, list[float]] = {}
-    ks: list[int] = []
-    rows: list[list[object]] = []
+    ks, tree_best, tree_k19 = [], [], []
     for lg in progress_iter(log10s, "elders-threshold", config.show_progress):
         T = round(10.0**lg)
         best = laplace_vs_gaussian_delta(T, eps)
@@ -532,28 +685,35 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
         }
         for name, v in values.items():
             cols.setdefault(name, []).append(v)
-        rows.append([T, best.k, best.tree_mse, fixed.tree_mse, *values.values()])
         ks.append(best.k)
-    header = ["T", "best_k", "tree_mse_best_k", "tree_mse_k19", *cols]
-    csv_path = write_csv(config.out / "elders-threshold.csv", header, rows)
+        tree_best.append(best.tree_mse)
+        tree_k19.append(fixed.tree_mse)
+    return EldersThreshold(
+        eps,
+        tuple(log10s),
+        tuple(ks),
+        tuple(tree_best),
+        tuple(tree_k19),
+        {k: tuple(v) for k, v in cols.items()},
+    )
 
-    log_t = [lg * math.log(10.0) for lg in log10s]
-    upper = [i for i, lg in enumerate(log10s) if lg >= 10.0 - 1e-9]
 
-    def slope(name: str) -> float:
-        return -_fit_slope([log_t[i] for i in upper], [cols[name][i] for i in upper])
+def write_elders_threshold(r: EldersThreshold, out: Path) -> Path:
+    """elders-threshold.csv: per T the best k, the tree MSEs and every δ* column."""
+    rows = [
+        [round(10.0**lg), r.ks[i], r.tree_mse_best[i], r.tree_mse_k19[i]]
+        + [c[i] for c in r.cols.values()]
+        for i, lg in enumerate(r.log10s)
+    ]
+    header = ["T", "best_k", "tree_mse_best_k", "tree_mse_k19", *r.cols]
+    return write_csv(out / "elders-threshold.csv", header, rows)
 
-    s_fhu, s_huu, s_an = slope("delta_fhu"), slope("delta_huu_bound"), slope("delta_analytic")
-    s_huu19 = slope("delta_huu_bound_k19")
-    last = len(log10s) - 1
-    lower_order = cols["delta_huu_bound"][last] / cols["T^-B_eps/B_eps,delta"][last]
-    c19 = offset_leading_constant(19)
-    comparisons = [
-        Comparison(
-            "B_ε of Alg 2 at k = 19 (Cor 15)",
-            "< 0.124",
-            round(c19, 5),
-        ),
+
+def _elders_threshold_comparisons(r: EldersThreshold) -> list[Comparison]:
+    exponent, c19 = lemma19_exponent(19), offset_leading_constant(19)
+    s_an = r.slope("delta_analytic")
+    return [
+        Comparison("B_ε of Alg 2 at k = 19 (Cor 15)", "< 0.124", round(c19, 5)),
         Comparison("B_ε,δ = 4/(π² log2(e)³) (HUU)", "> 0.1349", round(huu_leading_constant(), 5)),
         Comparison(
             "Lemma 19 exponent B_ε/B_ε,δ (k = 19)",
@@ -564,13 +724,13 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
         Comparison(
             "exponent of δ*(T), tree vs HUU bound, best k (fit T ≥ 1e10)",
             0.92,
-            round(s_huu, 3),
-            f"k = 19 fixed: {s_huu19:.3f} (jumps with the tree height)",
+            round(r.slope("delta_huu_bound"), 3),
+            f"k = 19 fixed: {r.slope('delta_huu_bound_k19'):.3f} (jumps with the tree height)",
         ),
         Comparison(
             "exponent of δ*(T), tree vs exact MSE of √A, σ = C_ε,δ·√S(T)",
             0.92,
-            round(s_fhu, 3),
+            round(r.slope("delta_fhu"), 3),
             "fit over T ≥ 1e10",
         ),
         Comparison(
@@ -581,104 +741,141 @@ def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
             "half of C²_ε,δ",
         ),
     ]
-    notes = [
-        f"ε = {eps}; δ* is the largest δ at which the ε-DP k-ary tree with subtraction "
+
+
+def _elders_threshold_notes(r: EldersThreshold) -> list[str]:
+    exponent = lemma19_exponent(19)
+    last = len(r.log10s) - 1
+    lower_order = r.cols["delta_huu_bound"][last] / r.cols["T^-B_eps/B_eps,delta"][last]
+    return [
+        f"ε = {r.epsilon}; δ* is the largest δ at which the ε-DP k-ary tree with subtraction "
         "(Laplace, exact MSE) has lower MSE than the (ε, δ)-DP Gaussian square-root "
         "factorization; three Gaussian sides: exact MSE with the analytic σ, exact MSE with "
         "σ = C_ε,δ·√S(T), and the HUU bound C²_ε,δ(1 + ln(4T/5)/π)² (Thm 2's comparison).",
-        f"δ*_HUU / T^-{exponent:.4f} = {lower_order:.3g} at T = 1e{log10s[last]:g}: the "
+        f"δ*_HUU / T^-{exponent:.4f} = {lower_order:.3g} at T = 1e{r.log10s[last]:g}: the "
         "exponent matches, the constant factor comes from lower-order terms.",
         "with the exact (analytic) Gaussian calibration the Gaussian mechanism stays ahead "
         "down to far smaller δ (e.g. T = 1e8: "
-        f"{cols['delta_analytic'][log10s.index(8.0)]:.2g} vs "
-        f"{cols['delta_huu_bound'][log10s.index(8.0)]:.2g} against the HUU bound).",
+        f"{r.at('delta_analytic', 8.0):.2g} vs "
+        f"{r.at('delta_huu_bound', 8.0):.2g} against the HUU bound).",
     ]
-    fig_path = config.out / "elders-threshold.png"
-    with figure(fig_path, ncols=2) as (_, axes):
+
+
+#: in drawing order: the C_ε,δ curve nearly coincides with the HUU bound, so it is
+#: drawn after it, dashed, to stay visible
+_THRESHOLD_STYLES = {
+    "delta_analytic": ("tab:blue", "-", "exact √A MSE, analytic σ"),
+    "delta_huu_bound": ("tab:green", "-", "HUU bound C²(1+ln(4T/5)/π)²"),
+    "delta_huu_bound_k19": ("tab:green", ":", "HUU bound, k = 19"),
+    "delta_fhu": ("tab:orange", "--", "exact √A MSE, σ = C_ε,δ√S(T)"),
+}
+
+
+def plot_elders_threshold(r: EldersThreshold, path: Path) -> None:
+    """δ*(T) against T with the T^-0.92 law, and its local exponent."""
+    exponent = lemma19_exponent(19)
+    Ts = [10.0**lg for lg in r.log10s]
+    title = f"count-on-your-elders Thm 2: δ threshold, ε = {r.epsilon} (exact, no data)"
+    with figure(path, ncols=2, title=title) as (_, axes):
         ax = axes[0][0]
-        Ts = [10.0**lg for lg in log10s]
-        styles = {
-            "delta_analytic": ("tab:blue", "-", "exact √A MSE, analytic σ"),
-            "delta_fhu": ("tab:orange", "-", "exact √A MSE, σ = C_ε,δ√S(T)"),
-            "delta_huu_bound": ("tab:green", "-", "HUU bound C²(1+ln(4T/5)/π)²"),
-            "delta_huu_bound_k19": ("tab:green", ":", "HUU bound, k = 19"),
-        }
-        for name, (color, ls, label) in styles.items():
-            ax.plot(Ts, cols[name], ls, color=color, label=label)
-        ax.plot(Ts, cols["T^-B_eps/B_eps,delta"], "k--", label=f"T^-{exponent:.3f} (Lemma 19)")
+        for name, (color, ls, label) in _THRESHOLD_STYLES.items():
+            ax.plot(Ts, r.cols[name], ls, color=color, label=label)
+        law = r.cols["T^-B_eps/B_eps,delta"]
+        ax.plot(Ts, law, "k--", label=f"T^-{exponent:.3f} (Lemma 19)")
         ax.plot(
             Ts, [t ** (-2 * exponent) for t in Ts], "k-.", lw=0.8, label=f"T^-{2 * exponent:.3f}"
         )
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("T")
-        ax.set_ylabel("δ* (tree wins for δ ≤ δ*)")
-        ax.set_title(f"Thm 2 threshold, ε = {eps}")
-        ax.legend(fontsize=7)
+        label_axes(ax, xlabel="T", ylabel="δ* (tree wins for δ ≤ δ*)", title="threshold δ*(T)")
+        legend(ax, "best")
         ax = axes[0][1]
-        for name in ("delta_analytic", "delta_fhu", "delta_huu_bound"):
-            color, _, label = styles[name]
+        log_t = r.log_t
+        for name in ("delta_analytic", "delta_huu_bound", "delta_fhu"):
+            color, ls, label = _THRESHOLD_STYLES[name]
+            near = [[i for i, lg in enumerate(r.log10s) if abs(lg - c) <= 1.0] for c in r.log10s]
             local = [
-                -_fit_slope(
-                    [x for x, lg in zip(log_t, log10s, strict=True) if abs(lg - c) <= 1.0],
-                    [v for v, lg in zip(cols[name], log10s, strict=True) if abs(lg - c) <= 1.0],
-                )
-                for c in log10s
+                -_fit_slope([log_t[i] for i in idx], [r.cols[name][i] for i in idx]) for idx in near
             ]
-            ax.plot(Ts, local, "o-", ms=2, color=color, label=label)
-        ax.axhline(exponent, color="k", ls="--", lw=0.8)
-        ax.axhline(2 * exponent, color="k", ls="-.", lw=0.8)
+            ax.plot(Ts, local, ls, marker="o", ms=2, color=color, label=label)
+        ax.axhline(exponent, color="k", ls="--", lw=0.8, label=f"{exponent:.3f} (Lemma 19)")
+        ax.axhline(2 * exponent, color="k", ls="-.", lw=0.8, label=f"{2 * exponent:.3f}")
         ax.set_xscale("log")
-        ax.set_xlabel("T")
-        ax.set_ylabel("local exponent −d ln δ*/d ln T")
-        ax.set_title("local exponent (fit over ±1 decade; best k changes with T)")
-        ax.legend(fontsize=7)
+        label_axes(
+            ax,
+            xlabel="T",
+            ylabel="local exponent −d ln δ*/d ln T",
+            title="local exponent (fit over ±1 decade; best k changes with T)",
+        )
+        legend(ax, "best")
+
+
+@timed
+def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
+    """Thm 2 / Lemma 19: the δ below which the ε-DP tree beats Gaussian √A, exactly per T."""
+    r = compute_elders_threshold(config)
+    csv_path = write_elders_threshold(r, config.out)
+    fig_path = config.out / "elders-threshold.png"
+    plot_elders_threshold(r, fig_path)
     return ExperimentResult(
         name="elders-threshold",
         title="Thm 2: the δ threshold below which ε-DP Laplace trees beat Gaussian √A",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
+        comparisons=_elders_threshold_comparisons(r),
         key={
-            "lemma19_exponent": exponent,
-            "slope_huu_bound": s_huu,
-            "slope_fhu": s_fhu,
-            "slope_analytic": s_an,
-            "delta_analytic_1e8": cols["delta_analytic"][log10s.index(8.0)],
-            "delta_fhu_1e8": cols["delta_fhu"][log10s.index(8.0)],
-            "delta_huu_1e8": cols["delta_huu_bound"][log10s.index(8.0)],
-            "k_1e8": float(ks[log10s.index(8.0)]),
+            "lemma19_exponent": lemma19_exponent(19),
+            "slope_huu_bound": r.slope("delta_huu_bound"),
+            "slope_fhu": r.slope("delta_fhu"),
+            "slope_analytic": r.slope("delta_analytic"),
+            "delta_analytic_1e8": r.at("delta_analytic", 8.0),
+            "delta_fhu_1e8": r.at("delta_fhu", 8.0),
+            "delta_huu_1e8": r.at("delta_huu_bound", 8.0),
+            "k_1e8": float(r.ks[r.log10s.index(8.0)]),
         },
-        notes=notes,
+        notes=_elders_threshold_notes(r),
     )
 
 
 # ---------------------------------------------------------------------------------------
 # elders-ratio
 # ---------------------------------------------------------------------------------------
-@timed
-def elders_ratio(config: ExperimentConfig) -> ExperimentResult:
-    """Cor 22: Var(ℓ2 Laplace, Lemma 21) / Var(Gaussian) — bound, limit 2, exact ratios."""
+@dataclass(frozen=True)
+class EldersRatio:
+    """Per δ: the ε grid and Cor 22's bound, the exact classic and analytic ratios on it."""
+
+    deltas: tuple[float, ...]
+    curves: dict[float, dict[str, tuple[float, ...]]]
+
+
+def compute_elders_ratio(config: ExperimentConfig) -> EldersRatio:
+    """Var(ℓ2 Laplace, Lemma 21) / Var(Gaussian) on a log grid of ε ≤ ln(1/δ), per δ."""
     deltas = (1e-5, 1e-10, 1e-20)
     n = 25 if config.quick else 120
-    rows: list[list[object]] = []
-    curves: dict[float, dict[str, list[float]]] = {}
+    curves: dict[float, dict[str, tuple[float, ...]]] = {}
     for delta in progress_iter(deltas, "elders-ratio", config.show_progress):
         top = min(math.log(1.0 / delta), 20.0)  # Cor 22 needs ε ≤ ln(1/δ)
-        c = curves.setdefault(delta, {"eps": [], "bound": [], "classic": [], "analytic": []})
-        for eps in np.geomspace(1e-4, top, n):
-            e = float(eps)
-            bound = cor22_variance_ratio(e, delta)
-            classic = laplace_gaussian_variance_ratio(e, delta, "classic") if e < 1 else math.nan
-            analytic = laplace_gaussian_variance_ratio(e, delta, "analytic")
-            rows.append([delta, e, e / math.log(1.0 / delta), bound, classic, analytic])
-            for name, v in (
-                ("eps", e),
-                ("bound", bound),
-                ("classic", classic),
-                ("analytic", analytic),
-            ):
-                c[name].append(v)
+        eps = [float(e) for e in np.geomspace(1e-4, top, n)]
+        curves[delta] = {
+            "eps": tuple(eps),
+            "bound": tuple(cor22_variance_ratio(e, delta) for e in eps),
+            "classic": tuple(
+                laplace_gaussian_variance_ratio(e, delta, "classic") if e < 1 else math.nan
+                for e in eps
+            ),
+            "analytic": tuple(laplace_gaussian_variance_ratio(e, delta, "analytic") for e in eps),
+        }
+    return EldersRatio(deltas, curves)
+
+
+def write_elders_ratio(r: EldersRatio, out: Path) -> Path:
+    """elders-ratio.csv: per (δ, ε) the bound and both exact ratios."""
+    rows: list[list[object]] = []
+    for delta in r.deltas:
+        c = r.curves[delta]
+        for i, e in enumerate(c["eps"]):
+            w = e / math.log(1.0 / delta)
+            rows.append([delta, e, w, c["bound"][i], c["classic"][i], c["analytic"][i]])
     header = [
         "delta",
         "epsilon",
@@ -687,81 +884,97 @@ def elders_ratio(config: ExperimentConfig) -> ExperimentResult:
         "exact_vs_classic",
         "exact_vs_analytic",
     ]
-    csv_path = write_csv(config.out / "elders-ratio.csv", header, rows)
+    return write_csv(out / "elders-ratio.csv", header, rows)
+
+
+def _elders_ratio_summary(r: EldersRatio) -> dict[str, float]:
     d0 = 1e-10
-    limit = cor22_variance_ratio(1e-9, d0)
-    classic_limit = laplace_gaussian_variance_ratio(1e-9, d0, "classic")
-    at_half = laplace_gaussian_variance_ratio(0.5, d0, "analytic")
-    at_w1 = cor22_variance_ratio(math.log(1.0 / d0), d0)
-    ok_bound = all(
-        cl <= b * (1 + 1e-12)
-        for c in curves.values()
-        for b, cl in zip(c["bound"], c["classic"], strict=True)
+    pairs = [
+        (b, cl, a)
+        for c in r.curves.values()
+        for b, cl, a in zip(c["bound"], c["classic"], c["analytic"], strict=True)
         if not math.isnan(cl)
-    )
-    min_analytic_over_classic = min(
-        a / cl
-        for c in curves.values()
-        for a, cl in zip(c["analytic"], c["classic"], strict=True)
-        if not math.isnan(cl)
-    )
-    comparisons = [
-        Comparison("Cor 22 bound as ε → 0", 2, round(limit, 6), f"ε = 1e-9, δ = {d0:g}"),
+    ]
+    return {
+        "bound_limit": cor22_variance_ratio(1e-9, d0),
+        "classic_limit": laplace_gaussian_variance_ratio(1e-9, d0, "classic"),
+        "bound_at_w1": cor22_variance_ratio(math.log(1.0 / d0), d0),
+        "analytic_at_half": laplace_gaussian_variance_ratio(0.5, d0, "analytic"),
+        "classic_below_bound": float(all(cl <= b * (1 + 1e-12) for b, cl, _ in pairs)),
+        "min_analytic_over_classic": min(a / cl for _, cl, a in pairs),
+    }
+
+
+def _elders_ratio_comparisons(s: dict[str, float]) -> list[Comparison]:
+    d0 = 1e-10
+    return [
+        Comparison("Cor 22 bound as ε → 0", 2, round(s["bound_limit"], 6), f"ε = 1e-9, δ = {d0:g}"),
         Comparison(
             "exact ratio vs classic Gaussian as ε → 0",
             "≤ bound → 2",
-            round(classic_limit, 4),
+            round(s["classic_limit"], 4),
             "= 2 ln(1/δ)/ln(1.25/δ) < 2 (classic σ uses ln(1.25/δ))",
         ),
         Comparison(
             "Cor 22 bound at ε = ln(1/δ) (w = 1): 'only a constant factor'",
             "constant",
-            round(at_w1, 4),
+            round(s["bound_at_w1"], 4),
             "1/(2(√2 − 1)²), the largest value over ε ≤ ln(1/δ)",
         ),
         Comparison(
             "exact ratio vs analytic Gaussian at ε = 0.5",
             "(not stated)",
-            round(at_half, 4),
+            round(s["analytic_at_half"], 4),
             f"δ = {d0:g}; grows without bound as ε → 0 (the analytic σ stays finite)",
         ),
     ]
+
+
+def plot_elders_ratio(r: EldersRatio, path: Path) -> None:
+    """The three ratios against ε, one colour per δ."""
+    title = "count-on-your-elders Cor 22: Laplace noise scaled to ℓ2 sensitivity (exact, no data)"
+    with figure(path, size=(7.0, 4.8), title=title) as (_, axes):
+        ax = axes[0][0]
+        for delta, color in zip(r.deltas, ("tab:blue", "tab:orange", "tab:green"), strict=True):
+            c = r.curves[delta]
+            ax.plot(c["eps"], c["bound"], "-", color=color, label=f"Cor 22 bound, δ = {delta:g}")
+            ax.plot(c["eps"], c["classic"], "--", color=color, label=f"vs classic, δ = {delta:g}")
+            ax.plot(c["eps"], c["analytic"], ":", color=color, label=f"vs analytic, δ = {delta:g}")
+        ax.axhline(2.0, color="k", lw=0.8, label="limit 2")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(1.5, 60)
+        label_axes(
+            ax,
+            xlabel="ε",
+            ylabel="Var(Laplace, Lemma 21) / Var(Gaussian)",
+            title="solid: Cor 22 bound; dashed/dotted: exact vs classic/analytic Gaussian",
+        )
+        legend(ax, "outside")
+
+
+@timed
+def elders_ratio(config: ExperimentConfig) -> ExperimentResult:
+    """Cor 22: Var(ℓ2 Laplace, Lemma 21) / Var(Gaussian) — bound, limit 2, exact ratios."""
+    r = compute_elders_ratio(config)
+    csv_path = write_elders_ratio(r, config.out)
+    fig_path = config.out / "elders-ratio.png"
+    plot_elders_ratio(r, fig_path)
+    s = _elders_ratio_summary(r)
     notes = [
         "ratio = 2λ²/σ² for the same ℓ2 sensitivity: λ = Δ2/a_ε,δ of Lemma 21 (Thm 3's ℓ2 "
         "branch), σ from the classic Gaussian (what Cor 22 bounds; ε < 1 only) or the exact "
         "analytic Gaussian mechanism.",
-        f"exact classic ratio ≤ Cor 22 bound at every grid point: {ok_bound}; against the "
-        f"analytic Gaussian the ratio is ≥ {min_analytic_over_classic:.3f}× the classic one.",
+        f"exact classic ratio ≤ Cor 22 bound at every grid point: {bool(s['classic_below_bound'])}"
+        f"; against the analytic Gaussian the ratio is ≥ {s['min_analytic_over_classic']:.3f}× "
+        "the classic one.",
     ]
-    fig_path = config.out / "elders-ratio.png"
-    with figure(fig_path) as (_, axes):
-        ax = axes[0][0]
-        for delta, color in zip(deltas, ("tab:blue", "tab:orange", "tab:green"), strict=True):
-            c = curves[delta]
-            ax.plot(c["eps"], c["bound"], "-", color=color, label=f"Cor 22 bound, δ = {delta:g}")
-            ax.plot(c["eps"], c["classic"], "--", color=color, label="exact vs classic Gaussian")
-            ax.plot(c["eps"], c["analytic"], ":", color=color, label="exact vs analytic Gaussian")
-        ax.axhline(2.0, color="k", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_ylim(1.5, 60)
-        ax.set_xlabel("ε")
-        ax.set_ylabel("Var(Laplace, Lemma 21) / Var(Gaussian)")
-        ax.set_title("Cor 22: cost of Laplace noise scaled to ℓ2 sensitivity")
-        ax.legend(fontsize=6, ncol=3)
     return ExperimentResult(
         name="elders-ratio",
         title="Cor 22: Laplace (ℓ2, Lemma 21) vs Gaussian variance ratio",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
-        key={
-            "bound_limit": limit,
-            "classic_limit": classic_limit,
-            "bound_at_w1": at_w1,
-            "analytic_at_half": at_half,
-            "classic_below_bound": float(ok_bound),
-            "min_analytic_over_classic": min_analytic_over_classic,
-        },
+        comparisons=_elders_ratio_comparisons(s),
+        key=s,
         notes=notes,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,11 +29,11 @@ from dpcount.experiments._framework import (
     Comparison,
     ExperimentConfig,
     ExperimentResult,
-    figure,
     progress_iter,
     timed,
     write_csv,
 )
+from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import (
     COLORS,
     DELTA,
@@ -64,7 +65,20 @@ from dpcount.ranges import (
 from dpcount.ranges.baselines.tree import maximal_nodes
 from dpcount.ranges.cascade import level_profile
 
-__all__ = ["dense_worst_case", "ranges_all", "ranges_levels", "ranges_nodes", "ranges_random"]
+__all__ = [
+    "RangeSweep",
+    "RangesLevels",
+    "compute_ranges_all",
+    "compute_ranges_levels",
+    "compute_ranges_nodes",
+    "compute_ranges_random",
+    "dense_worst_case",
+    "plot_ranges_levels",
+    "ranges_all",
+    "ranges_levels",
+    "ranges_nodes",
+    "ranges_random",
+]
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -72,7 +86,7 @@ BoolArray = NDArray[np.bool_]
 _Z_REJECT = 5.5  # |z| beyond which an exact value is rejected by a Monte Carlo estimate
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Row:
     """One (n, mechanism) point of an error sweep."""
 
@@ -114,66 +128,95 @@ def _order(rows: Sequence[_Row], n: int, attr: str) -> str:
     return " < ".join(m for _, m in here)
 
 
+@dataclass(frozen=True)
+class RangeSweep:
+    """The numbers of one error sweep (Figs 4, 6, 7): one row per (n, mechanism).
+
+    ``draws`` is the number of Monte Carlo releases behind err_{W,∞}; ``params`` holds
+    the experiment's other sizes (e.g. the paper estimator's runs, the query count).
+    """
+
+    rows: tuple[_Row, ...]
+    sizes: tuple[int, ...]
+    draws: int
+    eigen_limit: int
+    params: dict[str, int] = field(default_factory=dict)
+
+    def at(self, n: int, mechanism: str) -> _Row:
+        return _at(self.rows, n, mechanism)
+
+    def order(self, n: int, attr: str) -> str:
+        return _order(self.rows, n, attr)
+
+    @property
+    def eigen_n(self) -> int:
+        """Largest n with an EigenDesign row (0: none)."""
+        return max((r.n for r in self.rows if r.mechanism == "eigen"), default=0)
+
+
+def _plot_sweep_panel(ax: Any, rows: Sequence[_Row], name: str, which: str, paper: bool) -> None:
+    """One mechanism's curve: err_{W,2} (``which="err2"``) or err_{W,∞} with its exact
+    lower value err^∞_W dotted."""
+    rs = [r for r in rows if r.mechanism == name]
+    ns = np.array([r.n for r in rs], dtype=float)
+    color, marker = COLORS[name], MARKERS[name]
+    # Equal errors (e.g. Gaussian and Hierarchical on node queries) would hide a curve:
+    # the later a mechanism in the registry, the narrower its line and marker.
+    rank = list(COLORS).index(name)
+    lw, ms = 2.6 - 0.3 * rank, 6.5 - 0.6 * rank
+    if which == "err2":
+        err2 = [r.err2 for r in rs]
+        ax.plot(ns, err2, "-", marker=marker, ms=ms, lw=lw, color=color, label=LABELS[name])
+        if paper:
+            mean = np.array([r.extra["err2_paper_mean"] for r in rs])
+            sd = np.array([r.extra["err2_paper_sd"] for r in rs])
+            ax.errorbar(
+                ns * 1.06, mean, yerr=0.25 * sd, fmt="none", ecolor=color, alpha=0.6, capsize=2
+            )
+        return
+    mean = np.array([r.mc_mean for r in rs])
+    se = np.array([r.mc_stderr for r in rs])
+    ax.errorbar(
+        ns, mean, yerr=2 * se, fmt="-", marker=marker, ms=ms, lw=lw, color=color, capsize=2,
+        label=LABELS[name],
+    )  # fmt: skip
+    ax.plot(ns, [r.err_expected for r in rs], ":", lw=lw, color=color, alpha=0.7)
+
+
 def _plot_sweep(
-    path: Any,
-    rows: Sequence[_Row],
-    title: str,
-    mc_label: str,
-    paper_estimates: bool = False,
+    path: Path, sweep: RangeSweep, title: str, mc_label: str, paper_estimates: bool = False
 ) -> None:
     """Two panels like the paper's Figs 4, 6, 7: err_{W,2} and err_{W,∞} against n."""
+    rows = sweep.rows
     names = list(dict.fromkeys(r.mechanism for r in rows))
-    with figure(path, ncols=2, size=(6.5, 4.8)) as (fig, axes):
+    with figure(path, ncols=2, size=(6.5, 4.8), title=title) as (_, axes):
         ax2, axinf = axes[0]
         for name in names:
-            rs = [r for r in rows if r.mechanism == name]
-            ns = np.array([r.n for r in rs], dtype=float)
-            color, marker = COLORS[name], MARKERS[name]
-            ax2.plot(
-                ns, [r.err2 for r in rs], "-", marker=marker, ms=4, color=color, label=LABELS[name]
-            )
-            if paper_estimates:
-                mean = np.array([r.extra["err2_paper_mean"] for r in rs])
-                sd = np.array([r.extra["err2_paper_sd"] for r in rs])
-                ax2.errorbar(
-                    ns * 1.06, mean, yerr=0.25 * sd, fmt="none", ecolor=color, alpha=0.6, capsize=2
-                )
-            mean = np.array([r.mc_mean for r in rs])
-            se = np.array([r.mc_stderr for r in rs])
-            axinf.errorbar(
-                ns,
-                mean,
-                yerr=2 * se,
-                fmt="-",
-                marker=marker,
-                ms=4,
-                color=color,
-                capsize=2,
-                label=LABELS[name],
-            )
-            axinf.plot(ns, [r.err_expected for r in rs], ":", color=color, alpha=0.7)
+            _plot_sweep_panel(ax2, rows, name, "err2", paper_estimates)
+            _plot_sweep_panel(axinf, rows, name, "errinf", paper_estimates)
+        axinf.plot([], [], ":", color="0.3", label="err^∞_W (Def. 3.12, exact)")
         for ax in (ax2, axinf):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_xlabel("n (number of cells)")
-            ax.grid(True, which="major", alpha=0.3)
-        ax2.set_ylabel("err_{W,2} = E‖We‖² (exact)")
-        ax2.set_title(
-            "err_{W,2} (Def. 3.11)"
+        label_axes(
+            ax2,
+            xlabel="n (number of cells)",
+            ylabel="err_{W,2} = E‖We‖² (exact)",
+            title="err_{W,2} (Def. 3.11)"
             + (": exact; bars = paper's estimator ±0.25 sd" if paper_estimates else ": exact"),
-            fontsize=9,
+            grid=True,
         )
-        axinf.set_ylabel("err_{W,∞} = E max|We|")
-        axinf.set_title(
-            f"err_{{W,∞}} (Def. 3.13): {mc_label} ±2 SE;\n"
-            "dotted: err^∞_W = max E|We| (Def. 3.12, exact)",
-            fontsize=9,
+        label_axes(
+            axinf,
+            xlabel="n (number of cells)",
+            ylabel="err_{W,∞} = E max|We|",
+            title=f"err_{{W,∞}} (Def. 3.13): {mc_label} ±2 SE",
+            grid=True,
         )
-        ax2.legend(fontsize=8)
-        fig.suptitle(title, fontsize=10)
+        legend(axinf, "outside", fontsize=8)
 
 
-def _sweep_csv(config: ExperimentConfig, name: str, rows: Sequence[_Row]) -> Any:
+def _sweep_csv(out: Path, name: str, rows: Sequence[_Row]) -> Path:
     extra_keys = list(dict.fromkeys(k for r in rows for k in r.extra))
     header = [
         "n",
@@ -187,7 +230,7 @@ def _sweep_csv(config: ExperimentConfig, name: str, rows: Sequence[_Row]) -> Any
         *extra_keys,
     ]
     return write_csv(
-        config.out / f"{name}.csv",
+        out / f"{name}.csv",
         header,
         (
             [
@@ -204,6 +247,16 @@ def _sweep_csv(config: ExperimentConfig, name: str, rows: Sequence[_Row]) -> Any
             for r in rows
         ),
     )
+
+
+def _sweep_key(sweep: RangeSweep, n: int) -> dict[str, float]:
+    """err_{W,2}, err_{W,∞} and its standard error of every mechanism at n."""
+    key: dict[str, float] = {}
+    for prefix, attr in (("err2", "err2"), ("errinf", "mc_mean"), ("errinf_se", "mc_stderr")):
+        for r in sweep.rows:
+            if r.n == n:
+                key[f"{prefix}_{r.mechanism}"] = getattr(r, attr)
+    return key
 
 
 def _sigma_comparison(n: int) -> Comparison:
@@ -224,98 +277,112 @@ def _sigma_comparison(n: int) -> Comparison:
 # ---- ranges-all (Fig. 4) -------------------------------------------------------------------
 
 
-@timed
-def ranges_all(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 4: err_{W,2} and err_{W,∞} over all ranges, n = 2^6..2^15, ε = 0.1, δ = 1e-9."""
+def _ranges_all_row(
+    n: int, m: RangeMechanism, x: FloatArray, draws: int, check_runs: int, rng: np.random.Generator
+) -> _Row:
+    """Exact errors, the Monte Carlo err_{W,∞} and the paper's estimator for one mechanism."""
+    samples, runs = 5000, 10
+    paper = paper_monte_carlo_errors(m, samples, check_runs, rng, x=x)
+    mc = expected_worst_case_error(m, None, draws, rng)
+    err2 = total_squared_error(m)
+    p2, pinf = paper.total_squared_error, paper.worst_case_error
+    check_mean = float(p2.mean())
+    check_se = float(p2.std(ddof=1)) / math.sqrt(check_runs)
+    return _Row(
+        n,
+        m.name,
+        m.sigma,
+        m.l2_sensitivity,
+        err2,
+        worst_case_expected_error(m),
+        mc.mean,
+        mc.stderr,
+        {
+            "max_variance": max_query_variance(m),
+            "err2_paper_mean": float(p2[:runs].mean()),
+            "err2_paper_sd": float(p2[:runs].std(ddof=1)),
+            "err2_paper_check_mean": check_mean,
+            "err2_paper_check_z": _z(check_mean, check_se, err2),
+            "err2_paper_check_z_if_doubled": _z(check_mean, check_se, 2 * err2),
+            "errinf_paper_mean": float(pinf[:runs].mean()),
+            "errinf_paper_sd": float(pinf[:runs].std(ddof=1)),
+        },
+    )
+
+
+def compute_ranges_all(config: ExperimentConfig) -> RangeSweep:
+    """Fig. 4's numbers: every mechanism over all ranges, n = 2^6..2^15 (--quick: 2^11).
+
+    The paper's estimator (§4.2, App. C.4) uses 5000 uniform ranges per run and 10 runs.
+    Its per-run values are skewed (few dominant noise modes), so a 10-run standard error
+    is unreliable: its unbiasedness is checked over ``check_runs`` runs, the first 10 of
+    which are the paper's 10.
+    """
     rng = np.random.default_rng(config.seed)
     sizes, draws = _sizes(config), _draws(config)
-    # The paper's estimator (§4.2, App. C.4): 5000 uniform ranges per run, 10 runs. Its
-    # per-run values are skewed (few dominant noise modes), so a 10-run standard error is
-    # unreliable: the check of its unbiasedness uses `check_runs` runs, the first 10 of
-    # which are the paper's 10.
-    samples, runs, check_runs = 5000, 10, 100 if config.quick else 200
+    check_runs = 100 if config.quick else 200
     rows: list[_Row] = []
     for n in progress_iter(sizes, "ranges-all", config.show_progress):
         x = uniform_data(n, rng)
         for m in mechanisms_for(n, config, rng):
-            paper = paper_monte_carlo_errors(m, samples, check_runs, rng, x=x)
-            mc = expected_worst_case_error(m, None, draws, rng)
-            err2 = total_squared_error(m)
-            p2, pinf = paper.total_squared_error, paper.worst_case_error
-            check_mean = float(p2.mean())
-            check_se = float(p2.std(ddof=1)) / math.sqrt(check_runs)
-            rows.append(
-                _Row(
-                    n,
-                    m.name,
-                    m.sigma,
-                    m.l2_sensitivity,
-                    err2,
-                    worst_case_expected_error(m),
-                    mc.mean,
-                    mc.stderr,
-                    {
-                        "max_variance": max_query_variance(m),
-                        "err2_paper_mean": float(p2[:runs].mean()),
-                        "err2_paper_sd": float(p2[:runs].std(ddof=1)),
-                        "err2_paper_check_mean": check_mean,
-                        "err2_paper_check_z": _z(check_mean, check_se, err2),
-                        "err2_paper_check_z_if_doubled": _z(check_mean, check_se, 2 * err2),
-                        "errinf_paper_mean": float(pinf[:runs].mean()),
-                        "errinf_paper_sd": float(pinf[:runs].std(ddof=1)),
-                    },
-                )
-            )
-    csv_path = _sweep_csv(config, "ranges-all", rows)
-    fig_path = config.out / "ranges-all.png"
-    _plot_sweep(
-        fig_path,
-        rows,
-        f"All n(n+1)/2 ranges, ε={EPSILON:g}, δ={DELTA:g} (Fig. 4)",
-        f"Monte Carlo, {draws} draws, exact max over all ranges per draw",
-        paper_estimates=True,
-    )
-    lo_n, hi_n = sizes[0], sizes[-1]
-    k_hi = int(math.log2(hi_n))
-    corr, wav = _at(rows, hi_n, "correlated"), _at(rows, hi_n, "wavelet")
-    ident, hier = _at(rows, hi_n, "identity"), _at(rows, hi_n, "hierarchical")
-    ident_lo, corr_lo = _at(rows, lo_n, "identity"), _at(rows, lo_n, "correlated")
-    paper_z = [abs(r.extra["err2_paper_check_z"]) for r in rows]
-    paper_z_wrong = [abs(r.extra["err2_paper_check_z_if_doubled"]) for r in rows]
+            rows.append(_ranges_all_row(n, m, x, draws, check_runs, rng))
+    params = {"check_runs": check_runs, "runs": 10, "samples": 5000}
+    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config), params)
+
+
+def _ranges_all_summary(sweep: RangeSweep) -> dict[str, float]:
+    """The checks of Fig. 4: the paper's estimator, Prop. 3.14, Lemma 3.17, Prop 3.14 (2nd)."""
+    rows, hi_n = sweep.rows, sweep.sizes[-1]
     paper_dev = [abs(r.extra["err2_paper_mean"] / r.err2 - 1) for r in rows]
-    worst_dev = max(range(len(rows)), key=lambda i: paper_dev[i])
     paper_inf = [r.extra["errinf_paper_mean"] / r.mc_mean for r in rows if r.n == hi_n]
     m_all = [AllRanges(r.n).count for r in rows]
-    # Prop. 3.14 as corrected (docs/ranges.md): √(err2/m) ≤ max sd = √(π/2)·err^∞_W.
-    prop_corrected = max(
-        math.sqrt(r.err2 / m) / (math.sqrt(math.pi / 2) * r.err_expected)
-        for r, m in zip(rows, m_all, strict=True)
-    )
-    prop_paper = max(
-        math.sqrt(r.err2 / m) / r.err_expected for r, m in zip(rows, m_all, strict=True)
-    )
     # Lemma 3.15/3.17: max range variance of the correlated mechanism ≤ (2K − 2)σ², Θ(K).
     lemma = [
         r.extra["max_variance"] / r.sigma**2 / (2 * math.log2(r.n) - 2)
         for r in rows
         if r.mechanism == "correlated"
     ]
-    mc_vs_expected = min((r.mc_mean - r.err_expected) / r.mc_stderr for r in rows)
-    ratio_w2 = corr.err2 / wav.err2
-    ratio_winf = corr.mc_mean / wav.mc_mean
-    eigen_ns = [r.n for r in rows if r.mechanism == "eigen"]
-    comparisons = [
+    return {
+        "paper_estimator_max_abs_z": max(abs(r.extra["err2_paper_check_z"]) for r in rows),
+        "paper_estimator_10run_max_rel_dev": max(paper_dev),
+        "worst_dev_index": float(max(range(len(rows)), key=lambda i: paper_dev[i])),
+        "paper_errinf_estimator_min_ratio": min(paper_inf),
+        "paper_errinf_estimator_max_ratio": max(paper_inf),
+        "paper_estimator_min_abs_z_doubled": min(
+            abs(r.extra["err2_paper_check_z_if_doubled"]) for r in rows
+        ),
+        # Prop. 3.14 as corrected (docs/ranges.md): √(err2/m) ≤ max sd = √(π/2)·err^∞_W.
+        "prop314_corrected_max_ratio": max(
+            math.sqrt(r.err2 / m) / (math.sqrt(math.pi / 2) * r.err_expected)
+            for r, m in zip(rows, m_all, strict=True)
+        ),
+        "prop314_paper_max_ratio": max(
+            math.sqrt(r.err2 / m) / r.err_expected for r, m in zip(rows, m_all, strict=True)
+        ),
+        "lemma317_max_ratio": max(lemma),
+        "mc_minus_expected_min_z": min((r.mc_mean - r.err_expected) / r.mc_stderr for r in rows),
+    }
+
+
+def _ranges_all_comparisons(sweep: RangeSweep, s: dict[str, float]) -> list[Comparison]:
+    lo_n, hi_n = sweep.sizes[0], sweep.sizes[-1]
+    k_hi = int(math.log2(hi_n))
+    corr, wav = sweep.at(hi_n, "correlated"), sweep.at(hi_n, "wavelet")
+    ident, hier = sweep.at(hi_n, "identity"), sweep.at(hi_n, "hierarchical")
+    ident_lo, corr_lo = sweep.at(lo_n, "identity"), sweep.at(lo_n, "correlated")
+    worst = sweep.rows[int(s["worst_dev_index"])]
+    return [
         Comparison(
             f"err_{{W,2}} at n=2^{k_hi}: ours / Wavelet",
             "> 1, marginally (Wavelet smallest)",
-            round(ratio_w2, 4),
-            f"exact; smallest first: {_order(rows, hi_n, 'err2')}",
+            round(corr.err2 / wav.err2, 4),
+            f"exact; smallest first: {sweep.order(hi_n, 'err2')}",
         ),
         Comparison(
             f"err_{{W,∞}} at n=2^{k_hi}: ours / Wavelet",
             "> 1, marginally",
-            round(ratio_winf, 4),
-            f"Monte Carlo ({draws} draws); smallest first: {_order(rows, hi_n, 'mc_mean')}",
+            round(corr.mc_mean / wav.mc_mean, 4),
+            f"Monte Carlo ({sweep.draws} draws); smallest first: {sweep.order(hi_n, 'mc_mean')}",
         ),
         Comparison(
             f"err_{{W,2}} at n=2^{k_hi}: Hierarchical / ours",
@@ -338,55 +405,72 @@ def ranges_all(config: ExperimentConfig) -> ExperimentResult:
         Comparison(
             "paper's err_{W,2} estimator (5000 ranges × 10 runs): max |relative error|",
             "'sufficiently accurate'",
-            round(paper_dev[worst_dev], 3),
-            f"vs exact, worst at n={rows[worst_dev].n}, {rows[worst_dev].mechanism}; unbiased: "
-            f"over {check_runs} runs max |z| = {max(paper_z):.2f} (2× exact: min |z| = "
-            f"{min(paper_z_wrong):.0f})",
+            round(s["paper_estimator_10run_max_rel_dev"], 3),
+            f"vs exact, worst at n={worst.n}, {worst.mechanism}; unbiased: over "
+            f"{sweep.params['check_runs']} runs max |z| = {s['paper_estimator_max_abs_z']:.2f} "
+            f"(2× exact: min |z| = {s['paper_estimator_min_abs_z_doubled']:.0f})",
         ),
         Comparison(
             f"paper's err_{{W,∞}} estimator (max of 5000 ranges) / ours, n=2^{k_hi}",
             "'sufficiently accurate'",
-            round(min(paper_inf), 3),
-            f"min over mechanisms (max {max(paper_inf):.3f}); ours: exact max over all ranges "
-            "per draw — a sampled max underestimates",
+            round(s["paper_errinf_estimator_min_ratio"], 3),
+            f"min over mechanisms (max {s['paper_errinf_estimator_max_ratio']:.3f}); ours: exact "
+            "max over all ranges per draw — a sampled max underestimates",
         ),
         Comparison(
             "largest n for EigenDesign",
             2**10,
-            max(eigen_ns) if eigen_ns else 0,
-            "dense n×n eigendecomposition" + (" (--quick: smaller)" if config.quick else ""),
+            sweep.eigen_n,
+            "dense n×n eigendecomposition"
+            + (" (--quick: smaller)" if sweep.eigen_limit < 2**10 else ""),
         ),
         _sigma_comparison(hi_n),
     ]
+
+
+@timed
+def ranges_all(config: ExperimentConfig) -> ExperimentResult:
+    """Fig. 4: err_{W,2} and err_{W,∞} over all ranges, n = 2^6..2^15, ε = 0.1, δ = 1e-9."""
+    sweep = compute_ranges_all(config)
+    csv_path = _sweep_csv(config.out, "ranges-all", sweep.rows)
+    fig_path = config.out / "ranges-all.png"
+    _plot_sweep(
+        fig_path,
+        sweep,
+        f"correlated-input-perturbation Fig. 4: all n(n+1)/2 ranges, ε={EPSILON:g}, "
+        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
+        f"Monte Carlo, {sweep.draws} draws,\nexact max over all ranges per draw",
+        paper_estimates=True,
+    )
+    s = _ranges_all_summary(sweep)
+    lemma = [
+        r.extra["max_variance"] / r.sigma**2 / (2 * math.log2(r.n) - 2)
+        for r in sweep.rows
+        if r.mechanism == "correlated"
+    ]
     notes = [
-        f"exact err_{{W,2}} over all ranges, exact err^∞_W; err_{{W,∞}} by {draws} draws with the "
-        "maximum over all ranges exact per draw (no sampled ranges)",
-        f"Prop. 3.14 as printed (√(err_{{W,2}}/m) ≤ err^∞_W): max ratio {prop_paper:.3f}; "
-        f"corrected (≤ √(π/2)·err^∞_W): max ratio {prop_corrected:.3f}",
+        f"exact err_{{W,2}} over all ranges, exact err^∞_W; err_{{W,∞}} by {sweep.draws} draws "
+        "with the maximum over all ranges exact per draw (no sampled ranges)",
+        f"Prop. 3.14 as printed (√(err_{{W,2}}/m) ≤ err^∞_W): max ratio "
+        f"{s['prop314_paper_max_ratio']:.3f}; corrected (≤ √(π/2)·err^∞_W): max ratio "
+        f"{s['prop314_corrected_max_ratio']:.3f}",
         "Lemma 3.17: correlated max range variance / ((2K−2)σ²) = "
         + ", ".join(f"{v:.3f}" for v in lemma),
     ]
+    hi_n, lo_n = sweep.sizes[-1], sweep.sizes[0]
+    keys = [k for k in s if k not in ("worst_dev_index", "paper_errinf_estimator_min_ratio")]
     return ExperimentResult(
         name="ranges-all",
         title="Fig. 4: err_{W,2} and err_{W,∞} for all ranges",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
+        comparisons=_ranges_all_comparisons(sweep, s),
         key={
             "n_max": float(hi_n),
-            **{f"err2_{r.mechanism}": r.err2 for r in rows if r.n == hi_n},
-            **{f"errinf_{r.mechanism}": r.mc_mean for r in rows if r.n == hi_n},
-            **{f"errinf_se_{r.mechanism}": r.mc_stderr for r in rows if r.n == hi_n},
-            **{f"err2_small_{r.mechanism}": r.err2 for r in rows if r.n == lo_n},
-            "paper_estimator_max_abs_z": max(paper_z),
-            "paper_estimator_10run_max_rel_dev": paper_dev[worst_dev],
-            "paper_errinf_estimator_max_ratio": max(paper_inf),
-            "paper_estimator_min_abs_z_doubled": min(paper_z_wrong),
-            "prop314_corrected_max_ratio": prop_corrected,
-            "prop314_paper_max_ratio": prop_paper,
-            "lemma317_max_ratio": max(lemma),
-            "mc_minus_expected_min_z": mc_vs_expected,
-            "eigen_n_max": float(max(eigen_ns) if eigen_ns else 0),
+            **_sweep_key(sweep, hi_n),
+            **{f"err2_small_{r.mechanism}": r.err2 for r in sweep.rows if r.n == lo_n},
+            **{k: s[k] for k in keys},
+            "eigen_n_max": float(sweep.eigen_n),
         },
         notes=notes,
     )
@@ -395,13 +479,73 @@ def ranges_all(config: ExperimentConfig) -> ExperimentResult:
 # ---- ranges-levels (Fig. 5) ----------------------------------------------------------------
 
 
-@timed
-def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 5: variance of the node queries by tree level, n = 2^5 and 2^15 (exact + 500 runs)."""
+@dataclass(frozen=True)
+class RangesLevels:
+    """Fig. 5's numbers per (n, mechanism): exact and empirical variance by depth (root
+    first), σ, the largest deviation of a node from σ², and the CSV ``table``."""
+
+    sizes: tuple[int, ...]
+    runs: int
+    exact: dict[tuple[int, str], FloatArray]
+    empirical: dict[tuple[int, str], FloatArray]
+    sigma: dict[tuple[int, str], float]
+    spread: dict[tuple[int, str], float]
+    z_max: float
+    z_wrong_min: float
+    table: tuple[tuple[Any, ...], ...]
+
+    def ratio(self, name: str) -> float:
+        ex = self.exact[(self.sizes[-1], name)]
+        return float(ex.max() / ex.min())
+
+    def argmin_level(self, name: str, n: int) -> int:
+        ex = self.exact[(n, name)]
+        return int(ex.size - 1 - np.argmin(ex))
+
+
+_LEVELS_HEADER = [
+    "n",
+    "mechanism",
+    "level",
+    "depth",
+    "nodes",
+    "sigma",
+    "variance_exact_mean",
+    "variance_exact_min",
+    "variance_exact_max",
+    "variance_empirical",
+    "empirical_stderr",
+    "z",
+]
+
+
+def _level_runs(
+    m: RangeMechanism, n: int, runs: int, rng: np.random.Generator
+) -> tuple[list[FloatArray], FloatArray, FloatArray, NDArray[np.int64]]:
+    """Exact per-node variances by depth, and the empirical level means and SEs of ``runs``
+    releases of uniform data (with the node count per depth)."""
+    nodes = nodal_ranges(n)
+    assert nodes.depth is not None
+    depth = int(nodes.depth.max())
+    per_node = nodal_level_variances(m)
+    x = uniform_data(n, rng)
+    prefix = np.concatenate(([0.0], np.cumsum(x)))
+    truth = prefix[nodes.hi + 1] - prefix[nodes.lo]
+    per_run = np.empty((runs, depth + 1))
+    counts = np.bincount(nodes.depth, minlength=depth + 1)
+    for r in range(runs):
+        err = m.release(x).query(nodes.lo, nodes.hi) - truth
+        per_run[r] = np.bincount(nodes.depth, weights=err**2, minlength=depth + 1) / counts
+    se = per_run.std(axis=0, ddof=1) / math.sqrt(runs)
+    return per_node, per_run.mean(axis=0), se, counts
+
+
+def compute_ranges_levels(config: ExperimentConfig) -> RangesLevels:
+    """Fig. 5's numbers: per-level variances at n = 2^5 and 2^15 (--quick: 2^10)."""
     rng = np.random.default_rng(config.seed)
     sizes = [2**5, 2**10] if config.quick else [2**5, 2**15]
     runs = 100 if config.quick else 500
-    rows: list[list[Any]] = []
+    rows: list[tuple[Any, ...]] = []
     exact: dict[tuple[int, str], FloatArray] = {}
     empirical: dict[tuple[int, str], FloatArray] = {}
     sigma: dict[tuple[int, str], float] = {}
@@ -410,122 +554,76 @@ def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
     # EigenDesign (small n only) is built for the node workload of this figure.
     tasks = [(n, m) for n in sizes for m in mechanisms_for(n, config, rng, nodal_ranges(n))]
     for n, m in progress_iter(tasks, "ranges-levels", config.show_progress):
-        nodes = nodal_ranges(n)
-        assert nodes.depth is not None
-        depth = int(nodes.depth.max())
-        per_node = nodal_level_variances(m)
+        per_node, emp, se, counts = _level_runs(m, n, runs, rng)
         level_mean = np.array([v.mean() for v in per_node])  # by depth, root first
         # Deviation of every node from σ² (the correlated mechanism's Theorem 3.3).
         spread[(n, m.name)] = max(float(np.max(np.abs(v / m.sigma**2 - 1.0))) for v in per_node)
-        x = uniform_data(n, rng)
-        prefix = np.concatenate(([0.0], np.cumsum(x)))
-        truth = prefix[nodes.hi + 1] - prefix[nodes.lo]
-        per_run = np.empty((runs, depth + 1))
-        counts = np.bincount(nodes.depth, minlength=depth + 1)
-        for r in range(runs):
-            err = m.release(x).query(nodes.lo, nodes.hi) - truth
-            per_run[r] = np.bincount(nodes.depth, weights=err**2, minlength=depth + 1) / counts
-        emp = per_run.mean(axis=0)
-        se = per_run.std(axis=0, ddof=1) / math.sqrt(runs)
         z = (emp - level_mean) / se
         z_max = max(z_max, float(np.max(np.abs(z))))
         z_wrong_min = min(z_wrong_min, float(np.max(np.abs((emp - 2 * level_mean) / se))))
         exact[(n, m.name)], empirical[(n, m.name)] = level_mean, emp
         sigma[(n, m.name)] = m.sigma
+        depth = len(per_node) - 1
         for d in range(depth + 1):
-            rows.append(
-                [
-                    n,
-                    m.name,
-                    depth - d,
-                    d,
-                    int(counts[d]),
-                    m.sigma,
-                    level_mean[d],
-                    float(per_node[d].min()),
-                    float(per_node[d].max()),
-                    emp[d],
-                    se[d],
-                    z[d],
-                ]
-            )
-    csv_path = write_csv(
-        config.out / "ranges-levels.csv",
-        [
-            "n",
-            "mechanism",
-            "level",
-            "depth",
-            "nodes",
-            "sigma",
-            "variance_exact_mean",
-            "variance_exact_min",
-            "variance_exact_max",
-            "variance_empirical",
-            "empirical_stderr",
-            "z",
-        ],
-        rows,
+            lo, hi = float(per_node[d].min()), float(per_node[d].max())
+            row = (n, m.name, depth - d, d, int(counts[d]), m.sigma, level_mean[d], lo, hi)
+            rows.append((*row, emp[d], se[d], z[d]))
+    return RangesLevels(
+        tuple(sizes), runs, exact, empirical, sigma, spread, z_max, z_wrong_min, tuple(rows)
     )
-    fig_path = config.out / "ranges-levels.png"
-    with figure(fig_path, ncols=len(sizes), size=(6.0, 4.6)) as (fig, axes):
-        for ax, n in zip(axes[0], sizes, strict=True):
-            for (nn, name), ex in exact.items():
+
+
+def plot_ranges_levels(r: RangesLevels, path: Path) -> None:
+    """One panel per n: exact level variances (lines) and the empirical ones (markers)."""
+    title = (
+        f"correlated-input-perturbation Fig. 5: variance of node queries by tree level, "
+        f"ε={EPSILON:g}, δ={DELTA:g}, data uniform on 1..1000 (synthetic)"
+    )
+    with figure(path, ncols=len(r.sizes), size=(6.0, 4.6), title=title) as (_, axes):
+        for ax, n in zip(axes[0], r.sizes, strict=True):
+            for (nn, name), ex in r.exact.items():
                 if nn != n:
                     continue
                 levels = np.arange(ex.size)[::-1]  # level 0 = leaves, K = root
-                ax.plot(levels, ex, "-", color=COLORS[name], label=LABELS[name])
-                ax.plot(
-                    levels,
-                    empirical[(nn, name)],
-                    MARKERS[name],
-                    color=COLORS[name],
-                    ms=4,
-                    mfc="none",
-                )
+                # Flat mechanisms can coincide (e.g. σ² per node): dashes show both.
+                ls = "--" if name in ("tree", "correlated") else "-"
+                ax.plot(levels, ex, ls, color=COLORS[name], label=LABELS[name])
+                emp = r.empirical[(nn, name)]
+                ax.plot(levels, emp, MARKERS[name], color=COLORS[name], ms=4, mfc="none")
+            ax.plot([], [], "ko", ms=4, mfc="none", label=f"markers: {r.runs} releases")
             ax.set_yscale("log")
-            ax.set_xlabel("level (0 = leaves, top = root)")
-            ax.set_ylabel("variance of a node query")
-            ax.set_title(
-                f"n = 2^{int(math.log2(n))}: exact (lines), {runs} runs (markers)", fontsize=9
+            label_axes(
+                ax,
+                xlabel="level (0 = leaves, top = root)",
+                ylabel="variance of a node query",
+                title=f"n = 2^{int(math.log2(n))}: exact (lines), {r.runs} runs (markers)",
+                grid=True,
             )
-            ax.grid(True, alpha=0.3)
-        axes[0][0].legend(fontsize=8)
-        fig.suptitle(
-            f"Variance of node queries by tree level, ε={EPSILON:g}, δ={DELTA:g} (Fig. 5)",
-            fontsize=10,
-        )
-    big = sizes[-1]
+        # The first panel (smallest n) has every mechanism, EigenDesign included.
+        legend(axes[0][-1], "outside", fontsize=8, source=axes[0][0])
 
-    def ratio(name: str, n: int = big) -> float:
-        ex = exact[(n, name)]
-        return float(ex.max() / ex.min())
 
-    def argmin_level(name: str, n: int = big) -> int:
-        ex = exact[(n, name)]
-        return int(ex.size - 1 - np.argmin(ex))
-
-    wav = exact[(big, "wavelet")]
-    hier = exact[(big, "hierarchical")]
+def _ranges_levels_comparisons(r: RangesLevels) -> list[Comparison]:
+    big = r.sizes[-1]
+    wav, hier = r.exact[(big, "wavelet")], r.exact[(big, "hierarchical")]
     k_big = int(math.log2(big))
-    eig = exact.get((sizes[0], "eigen"))
-    comparisons = [
+    out = [
         Comparison(
             f"Correlated: max/min node variance, n=2^{k_big}",
             "1 (equal at all levels)",
-            round(1 + spread[(big, "correlated")], 15),
+            round(1 + r.spread[(big, "correlated")], 15),
             "exact; every node = σ² (Thm 3.3)",
         ),
         Comparison(
             f"Binary Tree: max/min level variance, n=2^{k_big}",
             "1 (equal)",
-            round(ratio("tree"), 12),
+            round(r.ratio("tree"), 12),
             "exact",
         ),
         Comparison(
             f"Gaussian: root/leaf variance, n=2^{k_big}",
             "increasing with level",
-            round(ratio("identity")),
+            round(r.ratio("identity")),
             f"= n = 2^{k_big}: variance doubles per level",
         ),
         Comparison(
@@ -537,19 +635,20 @@ def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
         Comparison(
             f"Hierarchical: level of the smallest variance, n=2^{k_big}",
             "U-shape (interior minimum)",
-            argmin_level("hierarchical"),
+            r.argmin_level("hierarchical", big),
             f"of levels 0..{k_big}; leaves {hier[-1] / hier.min():.2f}×, root "
             f"{hier[0] / hier.min():.2f}× the minimum",
         ),
         Comparison(
             f"Hierarchical / ours, smallest level variance, n=2^{k_big}",
             "Hierarchical smallest in magnitude",
-            round(float(hier.min() / exact[(big, "correlated")].min()), 3),
+            round(float(hier.min() / r.exact[(big, "correlated")].min()), 3),
             "exact",
         ),
     ]
+    eig = r.exact.get((r.sizes[0], "eigen"))
     if eig is not None:
-        comparisons.append(
+        out.append(
             Comparison(
                 "EigenDesign: root/leaf variance, n=2^5",
                 "increasing with level",
@@ -557,29 +656,42 @@ def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
                 "exact (node workload)",
             )
         )
+    return out
+
+
+@timed
+def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
+    """Fig. 5: variance of the node queries by tree level, n = 2^5 and 2^15 (exact + 500 runs)."""
+    r = compute_ranges_levels(config)
+    csv_path = write_csv(config.out / "ranges-levels.csv", _LEVELS_HEADER, r.table)
+    fig_path = config.out / "ranges-levels.png"
+    plot_ranges_levels(r, fig_path)
+    big = r.sizes[-1]
     key: dict[str, float] = {
-        "runs": float(runs),
-        "empirical_max_abs_z": z_max,
-        "empirical_min_abs_z_doubled": z_wrong_min,
+        "runs": float(r.runs),
+        "empirical_max_abs_z": r.z_max,
+        "empirical_min_abs_z_doubled": r.z_wrong_min,
     }
-    for (n, name), ex in exact.items():
-        key[f"spread_{name}_{n}"] = spread[(n, name)]
+    for (n, name), ex in r.exact.items():
+        key[f"spread_{name}_{n}"] = r.spread[(n, name)]
         key[f"ratio_{name}_{n}"] = float(ex.max() / ex.min())
         key[f"root_over_leaf_{name}_{n}"] = float(ex[0] / ex[-1])
-        key[f"argmin_level_{name}_{n}"] = float(argmin_level(name, n))
-        key[f"sigma2_{name}_{n}"] = sigma[(n, name)] ** 2
-    key["hier_min_over_corr"] = float(hier.min() / exact[(big, "correlated")].min())
+        key[f"argmin_level_{name}_{n}"] = float(r.argmin_level(name, n))
+        key[f"sigma2_{name}_{n}"] = r.sigma[(n, name)] ** 2
+    key["hier_min_over_corr"] = float(
+        r.exact[(big, "hierarchical")].min() / r.exact[(big, "correlated")].min()
+    )
     return ExperimentResult(
         name="ranges-levels",
         title="Fig. 5: variance of node queries by tree level",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
+        comparisons=_ranges_levels_comparisons(r),
         key=key,
         notes=[
-            f"exact per-node variances (lines) and {runs} releases of uniform data (markers); "
-            f"empirical vs exact: max |z| = {z_max:.2f} (2× exact rejected: min max|z| = "
-            f"{z_wrong_min:.0f})",
+            f"exact per-node variances (lines) and {r.runs} releases of uniform data (markers); "
+            f"empirical vs exact: max |z| = {r.z_max:.2f} (2× exact rejected: min max|z| = "
+            f"{r.z_wrong_min:.0f})",
             "EigenDesign (n ≤ 2^10 only) is built for the node workload of this figure",
         ],
     )
@@ -588,9 +700,8 @@ def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
 # ---- ranges-nodes (Fig. 6, App. C.1) -------------------------------------------------------
 
 
-@timed
-def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 6 (App. C.1): err_{W,2} and err_{W,∞} for the 2n − 1 node queries."""
+def compute_ranges_nodes(config: ExperimentConfig) -> RangeSweep:
+    """Fig. 6's numbers: the errors of the 2n − 1 node queries, every mechanism and n."""
     rng = np.random.default_rng(config.seed)
     sizes, draws = _sizes(config), _draws(config)
     rows: list[_Row] = []
@@ -610,55 +721,63 @@ def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
                     mc.stderr,
                 )
             )
-    csv_path = _sweep_csv(config, "ranges-nodes", rows)
-    fig_path = config.out / "ranges-nodes.png"
-    _plot_sweep(
-        fig_path,
-        rows,
-        f"Node queries (2n − 1), ε={EPSILON:g}, δ={DELTA:g} (Fig. 6)",
-        f"Monte Carlo, {draws} draws",
-    )
-    hi_n = sizes[-1]
+    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config))
+
+
+def _ranges_nodes_summary(sweep: RangeSweep) -> dict[str, float]:
+    """Theorem 3.20's identities for the correlated mechanism and App. C.1's σ² coefficient."""
+    hi_n = sweep.sizes[-1]
+    corr = [r for r in sweep.rows if r.mechanism == "correlated"]
+    c = sweep.at(hi_n, "correlated")
+    return {
+        "thm320_err2_max_rel_dev": max(
+            abs(r.err2 / (r.sigma**2 * (2 * r.n - 1)) - 1) for r in corr
+        ),
+        "thm320_expected_max_rel_dev": max(
+            abs(r.err_expected / (r.sigma * math.sqrt(2 / math.pi)) - 1) for r in corr
+        ),
+        "prop314_paper_ratio": math.sqrt(c.err2 / (2 * hi_n - 1)) / c.err_expected,
+        # σ² coefficients the paper compares in App. C.1: Thm 3.8's 2‖diag C⁻¹‖ vs the tree.
+        "sigma2_coefficient": 2 * precision_max_diag([level_profile(hi_n)]),
+        "n_max": float(hi_n),
+    }
+
+
+def _ranges_nodes_comparisons(sweep: RangeSweep, s: dict[str, float]) -> list[Comparison]:
+    hi_n = sweep.sizes[-1]
     k_hi = int(math.log2(hi_n))
-    corr = [r for r in rows if r.mechanism == "correlated"]
-    # Theorem 3.20 for the correlated mechanism: exact identities.
-    thm_err2 = max(abs(r.err2 / (r.sigma**2 * (2 * r.n - 1)) - 1) for r in corr)
-    thm_exp = max(abs(r.err_expected / (r.sigma * math.sqrt(2 / math.pi)) - 1) for r in corr)
-    c = _at(rows, hi_n, "correlated")
-    prop_paper = math.sqrt(c.err2 / (2 * hi_n - 1)) / c.err_expected
-    # σ² coefficients the paper compares in App. C.1: Thm 3.8's 2‖diag C⁻¹‖ vs the tree.
-    pmd = precision_max_diag([level_profile(hi_n)])
-    at = {r.mechanism: r for r in rows if r.n == hi_n}
+    c = sweep.at(hi_n, "correlated")
+    at = {r.mechanism: r for r in sweep.rows if r.n == hi_n}
     others = [at[k].mc_mean for k in ("correlated", "hierarchical", "wavelet")]
-    comparisons = [
+    out = [
         Comparison(
             f"Thm 3.20: err_{{W,2}}/σ² (correlated, n=2^{k_hi})",
             2 * hi_n - 1,
             c.err2 / c.sigma**2,
-            f"= 2n − 1 for every n (max rel. dev. {thm_err2:.1e})",
+            f"= 2n − 1 for every n (max rel. dev. {s['thm320_err2_max_rel_dev']:.1e})",
         ),
         Comparison(
             "Thm 3.20: err^∞_W/σ (correlated)",
             round(math.sqrt(2 / math.pi), 6),
             round(c.err_expected / c.sigma, 6),
-            f"every n (max rel. dev. {thm_exp:.1e})",
+            f"every n (max rel. dev. {s['thm320_expected_max_rel_dev']:.1e})",
         ),
         Comparison(
             f"Thm 3.20: err_{{W,∞}}/(σ·√(2 ln(2n−1))), n=2^{k_hi}",
             "O(1)",
             round(c.mc_mean / (c.sigma * math.sqrt(2 * math.log(2 * hi_n - 1))), 3),
-            f"Monte Carlo, {draws} draws",
+            f"Monte Carlo, {sweep.draws} draws",
         ),
         Comparison(
             "Prop. 3.14: √(err_{W,2}/m) / err^∞_W (correlated, nodes)",
             "≤ 1",
-            round(prop_paper, 6),
+            round(s["prop314_paper_ratio"], 6),
             "erratum: equal variances give √(π/2) > 1; the bound holds with √(π/2)",
         ),
         Comparison(
             f"App. C.1: σ² coefficient of ours, 2‖diag C⁻¹‖_∞ (n=2^{k_hi})",
             f"2 + (2/3)·log n = {2 + 2 * k_hi / 3:g}",
-            2 * pmd,
+            s["sigma2_coefficient"],
             "Thm 3.8's σ²·ε²/ln(2/δ)",
         ),
         Comparison(
@@ -671,13 +790,13 @@ def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
             f"err_{{W,2}} at n=2^{k_hi}: Wavelet and ours smallest",
             "Wavelet, ours smallest",
             round(at["correlated"].err2 / at["wavelet"].err2, 4),
-            f"ours / Wavelet; smallest first: {_order(rows, hi_n, 'err2')}",
+            f"ours / Wavelet; smallest first: {sweep.order(hi_n, 'err2')}",
         ),
         Comparison(
             f"err_{{W,∞}} at n=2^{k_hi}: Gaussian / ours",
             "significantly worse",
             round(at["identity"].mc_mean / at["correlated"].mc_mean, 2),
-            f"smallest first: {_order(rows, hi_n, 'mc_mean')}",
+            f"smallest first: {sweep.order(hi_n, 'mc_mean')}",
         ),
         Comparison(
             f"err_{{W,∞}} at n=2^{k_hi}: Binary Tree / best of the rest",
@@ -687,29 +806,38 @@ def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
         ),
         _sigma_comparison(hi_n),
     ]
-    eig_n = max((r.n for r in rows if r.mechanism == "eigen"), default=0)
-    if eig_n:
-        e, o = _at(rows, eig_n, "eigen"), _at(rows, eig_n, "correlated")
-        comparisons.append(
+    if sweep.eigen_n:
+        e, o = sweep.at(sweep.eigen_n, "eigen"), sweep.at(sweep.eigen_n, "correlated")
+        out.append(
             Comparison(
-                f"err_{{W,∞}} at n=2^{int(math.log2(eig_n))}: EigenDesign / ours",
+                f"err_{{W,∞}} at n=2^{int(math.log2(sweep.eigen_n))}: EigenDesign / ours",
                 "significantly worse",
                 round(e.mc_mean / o.mc_mean, 3),
                 "Monte Carlo",
             )
         )
-    key: dict[str, float] = {
-        "thm320_err2_max_rel_dev": thm_err2,
-        "thm320_expected_max_rel_dev": thm_exp,
-        "prop314_paper_ratio": prop_paper,
-        "sigma2_coefficient": 2 * pmd,
-        "n_max": float(hi_n),
-    }
-    for r in rows:
-        if r.n == hi_n or (r.mechanism == "eigen" and r.n == eig_n):
-            key[f"err2_{r.mechanism}"] = r.err2
-            key[f"errinf_{r.mechanism}"] = r.mc_mean
-            key[f"errinf_se_{r.mechanism}"] = r.mc_stderr
+    return out
+
+
+@timed
+def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
+    """Fig. 6 (App. C.1): err_{W,2} and err_{W,∞} for the 2n − 1 node queries."""
+    sweep = compute_ranges_nodes(config)
+    csv_path = _sweep_csv(config.out, "ranges-nodes", sweep.rows)
+    fig_path = config.out / "ranges-nodes.png"
+    _plot_sweep(
+        fig_path,
+        sweep,
+        f"correlated-input-perturbation Fig. 6: node queries (2n − 1), ε={EPSILON:g}, "
+        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
+        f"Monte Carlo, {sweep.draws} draws",
+    )
+    s = _ranges_nodes_summary(sweep)
+    key = {**s, **_sweep_key(sweep, sweep.sizes[-1])}
+    eig_n = sweep.eigen_n
+    for r in sweep.rows:
+        if r.mechanism == "eigen" and r.n == eig_n:
+            key |= {"err2_eigen": r.err2, "errinf_eigen": r.mc_mean, "errinf_se_eigen": r.mc_stderr}
         if r.n == eig_n:
             key[f"errinf_at_eigen_n_{r.mechanism}"] = r.mc_mean
     return ExperimentResult(
@@ -717,9 +845,9 @@ def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
         title="Fig. 6 (App. C.1): errors for node queries",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
+        comparisons=_ranges_nodes_comparisons(sweep, s),
         key=key,
-        notes=[f"EigenDesign (n ≤ {eigen_limit(config)}) is built for the node workload"],
+        notes=[f"EigenDesign (n ≤ {sweep.eigen_limit}) is built for the node workload"],
     )
 
 
@@ -795,9 +923,33 @@ def dense_worst_case(
     )
 
 
-@timed
-def ranges_random(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 7 (App. C.2): err_{W,2} and err_{W,∞} for 2500 random dense queries."""
+def _random_row(n: int, m: RangeMechanism, chunks: Sequence[BoolArray], draws: int) -> _Row:
+    """Exact err_{W,2} and err^∞_W of the random workload, and their Monte Carlo estimates."""
+    variances = np.concatenate(
+        [query_variances(m, DenseWorkload(c.astype(np.float64))) for c in chunks]
+    )
+    mc = dense_worst_case(m, chunks, draws)
+    err2 = float(variances.sum())
+    return _Row(
+        n,
+        m.name,
+        m.sigma,
+        m.l2_sensitivity,
+        err2,
+        math.sqrt(2 / math.pi) * math.sqrt(float(variances.max())),
+        mc.worst_mean,
+        mc.worst_stderr,
+        {
+            "err2_mc_mean": mc.total_mean,
+            "err2_mc_stderr": mc.total_stderr,
+            "err2_mc_z": _z(mc.total_mean, mc.total_stderr, err2),
+            "err2_mc_z_if_doubled": _z(mc.total_mean, mc.total_stderr, 2 * err2),
+        },
+    )
+
+
+def compute_ranges_random(config: ExperimentConfig) -> RangeSweep:
+    """Fig. 7's numbers: one workload of 2500 random dense queries per n, every mechanism."""
     rng = np.random.default_rng(config.seed)
     sizes, draws = _sizes(config), _draws(config)
     count = 2500
@@ -810,49 +962,20 @@ def ranges_random(config: ExperimentConfig) -> ExperimentResult:
             else None
         )
         for m in mechanisms_for(n, config, rng, eigen_workload):
-            variances = np.concatenate(
-                [query_variances(m, DenseWorkload(c.astype(np.float64))) for c in chunks]
-            )
-            mc = dense_worst_case(m, chunks, draws)
-            err2 = float(variances.sum())
-            rows.append(
-                _Row(
-                    n,
-                    m.name,
-                    m.sigma,
-                    m.l2_sensitivity,
-                    err2,
-                    math.sqrt(2 / math.pi) * math.sqrt(float(variances.max())),
-                    mc.worst_mean,
-                    mc.worst_stderr,
-                    {
-                        "err2_mc_mean": mc.total_mean,
-                        "err2_mc_stderr": mc.total_stderr,
-                        "err2_mc_z": _z(mc.total_mean, mc.total_stderr, err2),
-                        "err2_mc_z_if_doubled": _z(mc.total_mean, mc.total_stderr, 2 * err2),
-                    },
-                )
-            )
-    csv_path = _sweep_csv(config, "ranges-random", rows)
-    fig_path = config.out / "ranges-random.png"
-    _plot_sweep(
-        fig_path,
-        rows,
-        f"{count} random dense queries (App. C.2), ε={EPSILON:g}, δ={DELTA:g} (Fig. 7)",
-        f"Monte Carlo, {draws} draws",
-    )
-    hi_n = sizes[-1]
+            rows.append(_random_row(n, m, chunks, draws))
+    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config), {"count": count})
+
+
+def _ranges_random_comparisons(sweep: RangeSweep) -> list[Comparison]:
+    hi_n = sweep.sizes[-1]
     k_hi = int(math.log2(hi_n))
-    at = {r.mechanism: r for r in rows if r.n == hi_n}
-    z = [abs(r.extra["err2_mc_z"]) for r in rows]
-    z_wrong = [abs(r.extra["err2_mc_z_if_doubled"]) for r in rows]
-    eig_n = max((r.n for r in rows if r.mechanism == "eigen"), default=0)
-    comparisons = [
+    at = {r.mechanism: r for r in sweep.rows if r.n == hi_n}
+    out = [
         Comparison(
             f"err_{{W,2}} at n=2^{k_hi}: best mechanism",
             "Gaussian (with EigenDesign)",
             round(at["identity"].err2 / min(r.err2 for r in at.values()), 4),
-            f"Gaussian / best; smallest first: {_order(rows, hi_n, 'err2')}",
+            f"Gaussian / best; smallest first: {sweep.order(hi_n, 'err2')}",
         ),
         Comparison(
             f"err_{{W,2}} at n=2^{k_hi}: largest mechanism",
@@ -876,29 +999,47 @@ def ranges_random(config: ExperimentConfig) -> ExperimentResult:
             f"err_{{W,∞}} at n=2^{k_hi}: Gaussian / ours",
             "< 1 (Gaussian best)",
             round(at["identity"].mc_mean / at["correlated"].mc_mean, 3),
-            f"smallest first: {_order(rows, hi_n, 'mc_mean')}",
+            f"smallest first: {sweep.order(hi_n, 'mc_mean')}",
         ),
     ]
+    eig_n = sweep.eigen_n
     if eig_n:
-        e, g = _at(rows, eig_n, "eigen"), _at(rows, eig_n, "identity")
-        comparisons.append(
+        e, g = sweep.at(eig_n, "eigen"), sweep.at(eig_n, "identity")
+        out.append(
             Comparison(
                 f"err_{{W,2}} at n=2^{int(math.log2(eig_n))}: EigenDesign / Gaussian",
                 "≈ 1 (both best)",
                 round(e.err2 / g.err2, 4),
-                f"smallest first: {_order(rows, eig_n, 'err2')}",
+                f"smallest first: {sweep.order(eig_n, 'err2')}",
             )
         )
+    return out
+
+
+@timed
+def ranges_random(config: ExperimentConfig) -> ExperimentResult:
+    """Fig. 7 (App. C.2): err_{W,2} and err_{W,∞} for 2500 random dense queries."""
+    sweep = compute_ranges_random(config)
+    count, draws = sweep.params["count"], sweep.draws
+    csv_path = _sweep_csv(config.out, "ranges-random", sweep.rows)
+    fig_path = config.out / "ranges-random.png"
+    _plot_sweep(
+        fig_path,
+        sweep,
+        f"correlated-input-perturbation Fig. 7: {count} random dense queries (App. C.2), "
+        f"ε={EPSILON:g}, δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
+        f"Monte Carlo, {draws} draws",
+    )
+    z = [abs(r.extra["err2_mc_z"]) for r in sweep.rows]
+    z_wrong = [abs(r.extra["err2_mc_z_if_doubled"]) for r in sweep.rows]
+    hi_n, eig_n = sweep.sizes[-1], sweep.eigen_n
     key: dict[str, float] = {
         "n_max": float(hi_n),
         "mc_err2_max_abs_z": max(z),
         "mc_err2_min_abs_z_doubled": min(z_wrong),
+        **_sweep_key(sweep, hi_n),
     }
-    for r in rows:
-        if r.n == hi_n:
-            key[f"err2_{r.mechanism}"] = r.err2
-            key[f"errinf_{r.mechanism}"] = r.mc_mean
-            key[f"errinf_se_{r.mechanism}"] = r.mc_stderr
+    for r in sweep.rows:
         if eig_n and r.n == eig_n:
             key[f"err2_at_eigen_n_{r.mechanism}"] = r.err2
     return ExperimentResult(
@@ -906,12 +1047,12 @@ def ranges_random(config: ExperimentConfig) -> ExperimentResult:
         title="Fig. 7 (App. C.2): errors for random dense queries",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
+        comparisons=_ranges_random_comparisons(sweep),
         key=key,
         notes=[
             f"one workload of {count} queries per n (k uniform in {{⌊n/4⌋..n}} distinct cells); "
             f"err_{{W,2}} exact, and by Monte Carlo over the same {draws} draws as err_{{W,∞}}: "
             f"max |z| = {max(z):.2f} (2× exact: min |z| = {min(z_wrong):.0f})",
-            f"EigenDesign (n ≤ {eigen_limit(config)}) is built for each n's random workload",
+            f"EigenDesign (n ≤ {sweep.eigen_limit}) is built for each n's random workload",
         ],
     )

@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,11 +27,11 @@ from dpcount.experiments._framework import (
     Comparison,
     ExperimentConfig,
     ExperimentResult,
-    figure,
     progress_iter,
     timed,
     write_csv,
 )
+from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import (
     COLORS,
     DELTA,
@@ -49,7 +51,16 @@ from dpcount.ranges import (
     random_dense_queries,
 )
 
-__all__ = ["cascade_speed", "definition_3_1", "loglog_slope", "ranges_runtime"]
+__all__ = [
+    "CascadeSpeed",
+    "RangesRuntime",
+    "cascade_speed",
+    "compute_cascade_speed",
+    "compute_ranges_runtime",
+    "definition_3_1",
+    "loglog_slope",
+    "ranges_runtime",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -83,21 +94,82 @@ def _best_time(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-@timed
-def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 3: Cascade Sampling vs scipy's multivariate normal (dense C_k), time vs n."""
+@dataclass(frozen=True)
+class CascadeSpeed:
+    """Seconds per draw of N(0, C_k) by n: Cascade Sampling (``ours``) and scipy."""
+
+    ours: dict[int, float]
+    scipy: dict[int, float]
+    stop_reason: str  # why scipy's sizes stopped
+    rounds: int
+    fit_from: int  # our slope is fitted over n ≥ fit_from
+
+    @property
+    def big(self) -> list[int]:
+        return [n for n in self.ours if n >= self.fit_from]
+
+    @property
+    def slope(self) -> float:
+        return loglog_slope(self.big, [self.ours[n] for n in self.big])
+
+    @property
+    def coef(self) -> float:
+        """Intercept of the fit: log t = coef + slope·log n."""
+        last = self.big[-1]
+        return math.log(self.ours[last]) - self.slope * math.log(last)
+
+    @property
+    def scipy_slope(self) -> float:
+        s_fit = [n for n in sorted(self.scipy) if n >= 2**6][-4:]  # ≥ 2^6, 2^7 (always run)
+        return loglog_slope(s_fit, [self.scipy[n] for n in s_fit])
+
+    def ours_at(self, n: int) -> tuple[float, str]:
+        if n in self.ours:
+            return self.ours[n], "measured"
+        t = math.exp(self.coef + self.slope * math.log(n))
+        return t, "extrapolated from the fit (--quick)"
+
+    def scipy_at(self, n: int) -> tuple[float, str]:
+        if n in self.scipy:
+            return self.scipy[n], "measured"
+        last = max(self.scipy)
+        t = self.scipy[last] * (n / last) ** 3
+        return t, f"not run ({self.stop_reason}); n³-extrapolated from n=2^{int(math.log2(last))}"
+
+
+def _scipy_times(time_cap: float, rng: np.random.Generator) -> tuple[dict[int, float], str]:
+    """scipy's seconds per draw, n = 2^3, 2^4, ... while the caps allow; and why it stopped.
+
+    scipy factorizes the dense C_k (an O(n³) eigendecomposition) at every call. Its n
+    doubles until the next draw is predicted (8× the last: cubic) to exceed the time cap,
+    or C_k itself would exceed the memory cap (always up to 2^7, for a slope).
+    """
     from scipy.stats import multivariate_normal
 
+    memory_cap = 1 << 30  # bytes of the dense C_k (8n²): n ≤ 2^13
+    times: dict[int, float] = {}
+    k = 3
+    while True:
+        n = 1 << k
+        if 8 * n * n > memory_cap:
+            return times, f"the dense C_k at n=2^{k} would exceed {memory_cap / 2**30:g} GiB"
+        if n > 2**7 and 8 * times[n // 2] > time_cap:
+            return times, (
+                f"a draw at n=2^{k} is predicted to take {8 * times[n // 2]:.0f} s "
+                f"> the {time_cap:g} s cap"
+            )
+        cov = definition_3_1(k)
+        start = time.perf_counter()
+        multivariate_normal.rvs(mean=np.zeros(n), cov=cov, random_state=rng)
+        times[n] = time.perf_counter() - start
+        del cov
+        k += 1
+
+
+def compute_cascade_speed(config: ExperimentConfig) -> CascadeSpeed:
+    """Fig. 3's timings: ours for n = 2^3..2^26 (--quick: 2^24), scipy while it is feasible."""
     rng = np.random.default_rng(config.seed)
     ours_k = list(range(3, 25 if config.quick else 27))
-    # scipy factorizes the dense C_k (an O(n³) eigendecomposition) at every call. Its n
-    # doubles until the next draw is predicted (8× the last: cubic) to exceed the time cap,
-    # or C_k itself would exceed the memory cap (always up to 2^7, for a slope).
-    time_cap = 2.0 if config.quick else 300.0
-    memory_cap = 1 << 30  # bytes of the dense C_k (8n²): n ≤ 2^13
-    # ours: below 2^22 (32 MiB of output, the L3 cache here) fixed costs and cache effects
-    # dominate; the slope is fitted above, where every size streams through memory.
-    fit_from = 2**22
     # Interleaved rounds over all sizes, best per size: a transient load on the shared
     # machine then slows one round of every size rather than a run of consecutive sizes.
     rounds = 3
@@ -105,103 +177,68 @@ def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
     for _ in progress_iter(range(rounds), "cascade-speed (ours)", config.show_progress):
         for n in ours:
             ours[n] = min(ours[n], _best_time(partial(cascade_sample, n, rng=rng), 1))
-    scipy_times: dict[int, float] = {}
-    stop_reason = ""
-    k = 3
-    while True:
-        n = 1 << k
-        if 8 * n * n > memory_cap:
-            stop_reason = f"the dense C_k at n=2^{k} would exceed {memory_cap / 2**30:g} GiB"
-            break
-        if n > 2**7 and 8 * scipy_times[n // 2] > time_cap:
-            stop_reason = (
-                f"a draw at n=2^{k} is predicted to take {8 * scipy_times[n // 2]:.0f} s "
-                f"> the {time_cap:g} s cap"
-            )
-            break
-        cov = definition_3_1(k)
-        start = time.perf_counter()
-        multivariate_normal.rvs(mean=np.zeros(n), cov=cov, random_state=rng)
-        scipy_times[n] = time.perf_counter() - start
-        del cov
-        k += 1
-    rows = [[n, ours[n], scipy_times.get(n, float("nan"))] for n in sorted(ours)]
-    csv_path = write_csv(
-        config.out / "cascade-speed.csv", ["n", "cascade_seconds", "scipy_seconds"], rows
-    )
-    big = [n for n in ours if n >= fit_from]
-    slope = loglog_slope(big, [ours[n] for n in big])
-    slope_all = loglog_slope(list(ours), list(ours.values()))
-    s_ns = sorted(scipy_times)
-    s_fit = [n for n in s_ns if n >= 2**6][-4:]  # at least 2^6 and 2^7 (always run)
-    scipy_slope = loglog_slope(s_fit, [scipy_times[n] for n in s_fit])
-    coef = math.log(ours[big[-1]]) - slope * math.log(big[-1])
+    scipy_times, stop_reason = _scipy_times(2.0 if config.quick else 300.0, rng)
+    # ours: below 2^22 (32 MiB of output, the L3 cache here) fixed costs and cache effects
+    # dominate; the slope is fitted above, where every size streams through memory.
+    return CascadeSpeed(ours, scipy_times, stop_reason, rounds, fit_from=2**22)
 
-    def ours_at(n: int) -> tuple[float, str]:
-        if n in ours:
-            return ours[n], "measured"
-        return math.exp(coef + slope * math.log(n)), "extrapolated from the fit (--quick)"
 
-    def scipy_at(n: int) -> tuple[float, str]:
-        if n in scipy_times:
-            return scipy_times[n], "measured"
-        last = s_ns[-1]
-        t = scipy_times[last] * (n / last) ** 3
-        return t, f"not run ({stop_reason}); n³-extrapolated from n=2^{int(math.log2(last))}"
-
-    fig_path = config.out / "cascade-speed.png"
-    with figure(fig_path, ncols=2, size=(6.0, 4.5)) as (fig, axes):
+def plot_cascade_speed(r: CascadeSpeed, path: Path) -> None:
+    """Seconds per draw against n: original scale up to scipy's n, and log-log with the fit."""
+    title = "correlated-input-perturbation Fig. 3: sampling N(0, C_k), Cascade Sampling vs scipy"
+    s_ns = sorted(r.scipy)
+    ns = np.array(sorted(r.ours), dtype=float)
+    with figure(path, ncols=2, size=(6.0, 4.5), title=title) as (_, axes):
         lin, log = axes[0]
-        ns = np.array(sorted(ours), dtype=float)
         for ax, upto in ((lin, s_ns[-1]), (log, ns[-1])):
             shown = ns[ns <= upto]
-            ax.plot(
-                shown,
-                [ours[int(n)] for n in shown],
-                "o-",
-                ms=3,
-                color="tab:red",
-                label="Cascade Sampling (ours)",
-            )
+            ours = [r.ours[int(n)] for n in shown]
+            ax.plot(shown, ours, "o-", ms=3, color="tab:red", label="Cascade Sampling (ours)")
             ax.plot(
                 s_ns,
-                [scipy_times[n] for n in s_ns],
+                [r.scipy[n] for n in s_ns],
                 "s-",
                 ms=3,
                 color="tab:blue",
                 label="scipy multivariate_normal (dense C_k)",
             )
-            ax.set_xlabel("n (dimension)")
-            ax.set_ylabel("seconds per draw")
-            ax.grid(True, alpha=0.3)
-        lin.set_title("original scale, up to scipy's largest n", fontsize=9)
+        label_axes(
+            lin,
+            xlabel="n (dimension)",
+            ylabel="seconds per draw",
+            title="original scale, up to scipy's largest n",
+            grid=True,
+        )
         log.set_xscale("log", base=2)
         log.set_yscale("log")
-        fit_n = np.array(big, dtype=float)
-        log.plot(
-            fit_n,
-            np.exp(coef) * fit_n**slope,
-            "k--",
-            lw=1,
-            label=f"fit n ≥ 2^22: slope {slope:.3f}",
+        fit_n = np.array(r.big, dtype=float)
+        fit_label = f"fit n ≥ 2^22: slope {r.slope:.3f}"
+        log.plot(fit_n, np.exp(r.coef) * fit_n**r.slope, "k--", lw=1, label=fit_label)
+        label_axes(
+            log,
+            xlabel="n (dimension)",
+            ylabel="seconds per draw",
+            title=f"log-log; scipy slope {r.scipy_slope:.2f} (top points)",
+            grid=True,
         )
-        log.set_title(f"log-log; scipy slope {scipy_slope:.2f} (top points)", fontsize=9)
-        log.legend(fontsize=8)
-        lin.legend(fontsize=8)
-        fig.suptitle("Sampling N(0, C_k): Cascade Sampling vs scipy (Fig. 3)", fontsize=10)
-    t17, how17 = ours_at(2**17)
-    t25, how25 = ours_at(2**25)
-    s14, how14 = scipy_at(2**14)
-    s15, how15 = scipy_at(2**15)
-    common = [n for n in s_ns if n in ours]
-    speedup = min(scipy_times[n] / ours[n] for n in common)
-    comparisons = [
+        legend(lin, "best", fontsize=8)
+        legend(log, "best", fontsize=8)
+
+
+def _cascade_speed_comparisons(r: CascadeSpeed) -> list[Comparison]:
+    t17, how17 = r.ours_at(2**17)
+    t25, how25 = r.ours_at(2**25)
+    s14, how14 = r.scipy_at(2**14)
+    s15, how15 = r.scipy_at(2**15)
+    common = [n for n in sorted(r.scipy) if n in r.ours]
+    slope_all = loglog_slope(list(r.ours), list(r.ours.values()))
+    return [
         Comparison("Cascade Sampling, n=2^17 (s)", "< 1", round(t17, 4), how17),
         Comparison("Cascade Sampling, n=2^25 (s)", "< 540", round(t25, 3), how25),
         Comparison(
             "log-log slope of Cascade Sampling time",
             1.05,
-            round(slope, 3),
+            round(r.slope, 3),
             f"fit over n ≥ 2^22 (paper: all n ≥ 8); over all our n: {slope_all:.3f} "
             "(fixed costs dominate small n)",
         ),
@@ -210,30 +247,41 @@ def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
         Comparison(
             "scipy / Cascade time, smallest over common n",
             "> 1 ('consistently longer')",
-            round(speedup, 2),
+            round(min(r.scipy[n] / r.ours[n] for n in common), 2),
             f"common n = 2^3..2^{int(math.log2(common[-1]))}",
         ),
     ]
+
+
+@timed
+def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
+    """Fig. 3: Cascade Sampling vs scipy's multivariate normal (dense C_k), time vs n."""
+    r = compute_cascade_speed(config)
+    rows = [[n, r.ours[n], r.scipy.get(n, float("nan"))] for n in sorted(r.ours)]
+    header = ["n", "cascade_seconds", "scipy_seconds"]
+    csv_path = write_csv(config.out / "cascade-speed.csv", header, rows)
+    fig_path = config.out / "cascade-speed.png"
+    plot_cascade_speed(r, fig_path)
+    common = [n for n in sorted(r.scipy) if n in r.ours]
     return ExperimentResult(
         name="cascade-speed",
         title="Fig. 3: Cascade Sampling vs scipy's multivariate normal",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
+        comparisons=_cascade_speed_comparisons(r),
         key={
-            "slope_ours": slope,
-            "slope_ours_all": slope_all,
-            "slope_scipy": scipy_slope,
-            "scipy_n_max": float(s_ns[-1]),
-            "ours_n_max": float(max(ours)),
-            "min_speedup": speedup,
-            "seconds_2^17": t17,
+            "slope_ours": r.slope,
+            "slope_ours_all": loglog_slope(list(r.ours), list(r.ours.values())),
+            "slope_scipy": r.scipy_slope,
+            "scipy_n_max": float(max(r.scipy)),
+            "ours_n_max": float(max(r.ours)),
+            "min_speedup": min(r.scipy[n] / r.ours[n] for n in common),
+            "seconds_2^17": r.ours_at(2**17)[0],
         },
         notes=[
-            f"ours: best of {rounds} interleaved rounds over all n; scipy: one draw per n (the "
-            f"factorization of C_k is part of every call), C_k built beforehand (not timed); "
-            f"scipy stopped: "
-            f"{stop_reason}",
+            f"ours: best of {r.rounds} interleaved rounds over all n; scipy: one draw per n (the "
+            "factorization of C_k is part of every call), C_k built beforehand (not timed); "
+            f"scipy stopped: {r.stop_reason}",
         ],
     )
 
@@ -252,15 +300,58 @@ def _workloads(n: int, rng: np.random.Generator) -> dict[str, Any]:
     return {"ranges": (lo, hi), "nodes": (nodes.lo, nodes.hi), "random": blocks}
 
 
-@timed
-def ranges_runtime(config: ExperimentConfig) -> ExperimentResult:
-    """App. C.3 (Fig. 8): seconds to build, release and answer each workload, per mechanism."""
+@dataclass(frozen=True)
+class RangesRuntime:
+    """Best-of-repeats seconds per (workload, n, mechanism): build, release, answer."""
+
+    sizes: tuple[int, ...]
+    eigen_limit: int
+    times: dict[tuple[str, int, str], tuple[float, float, float]]
+
+    def total(self, key: tuple[str, int, str]) -> float:
+        return sum(self.times[key])
+
+    def own(self, key: tuple[str, int, str]) -> float:
+        """Build + release: the mechanism's own cost (answering is common to all)."""
+        build, release, _ = self.times[key]
+        return build + release
+
+
+_WORKLOADS = ("ranges", "nodes", "random")
+
+
+def _time_once(
+    name: str, n: int, wname: str, load: Any, x: FloatArray, options: dict[str, Any],
+    rng: np.random.Generator,
+) -> tuple[float, float, float]:  # fmt: skip
+    """Seconds to build the mechanism, release x and answer the workload, once."""
+    t0 = time.perf_counter()
+    m = build_mechanism(name, n, EPSILON, DELTA, rng=rng, **options)
+    t1 = time.perf_counter()
+    release = m.release(x)
+    t2 = time.perf_counter()
+    if wname == "random":
+        for block in load:
+            release.answer(block)  # type: ignore[attr-defined]
+    else:
+        release.query(*load)
+    t3 = time.perf_counter()
+    return (t1 - t0, t2 - t1, t3 - t2)
+
+
+def _eigen_options(n: int, wname: str, load: Any) -> dict[str, Any]:
+    """EigenDesign's workload: all ranges (None), the node queries or the dense queries."""
+    if wname == "ranges":
+        return {"workload": None}
+    return {"workload": nodal_ranges(n) if wname == "nodes" else _dense(load)}
+
+
+def compute_ranges_runtime(config: ExperimentConfig) -> RangesRuntime:
+    """App. C.3's timings: best of up to 7 repeats while they take < 0.5 s in all."""
     rng = np.random.default_rng(config.seed)
     sizes = [2**6, 2**8, 2**10] if config.quick else [2**6, 2**8, 2**10, 2**12, 2**14]
-    rows: list[list[Any]] = []
-    total: dict[tuple[str, int, str], float] = {}
-    own: dict[tuple[str, int, str], float] = {}  # build + release: the mechanism's own cost
-    tasks = [(n, w) for n in sizes for w in ("ranges", "nodes", "random")]
+    times: dict[tuple[str, int, str], tuple[float, float, float]] = {}
+    tasks = [(n, w) for n in sizes for w in _WORKLOADS]
     data = {n: uniform_data(n, rng) for n in sizes}
     loads = {n: _workloads(n, rng) for n in sizes}
     for n, wname in progress_iter(tasks, "ranges-runtime", config.show_progress):
@@ -268,54 +359,43 @@ def ranges_runtime(config: ExperimentConfig) -> ExperimentResult:
         for name in MECHANISMS:
             if name == "eigen" and n > eigen_limit(config):
                 continue
-            options: dict[str, Any] = {}
-            if name == "eigen":
-                options["workload"] = (
-                    None
-                    if wname == "ranges"
-                    else nodal_ranges(n)
-                    if wname == "nodes"
-                    else _dense(load)
-                )
+            options = _eigen_options(n, wname, load) if name == "eigen" else {}
             best = (math.inf, math.inf, math.inf)
             spent = 0.0
-            for _ in range(7):  # best of up to 7 repeats, while they take < 0.5 s in all
-                t0 = time.perf_counter()
-                m = build_mechanism(name, n, EPSILON, DELTA, rng=rng, **options)
-                t1 = time.perf_counter()
-                release = m.release(data[n])
-                t2 = time.perf_counter()
-                if wname == "random":
-                    for block in load:
-                        release.answer(block)  # type: ignore[attr-defined]
-                else:
-                    release.query(*load)
-                t3 = time.perf_counter()
-                times = (t1 - t0, t2 - t1, t3 - t2)
-                if sum(times) < sum(best):
-                    best = times
-                spent += sum(times)
+            for _ in range(7):
+                once = _time_once(name, n, wname, load, data[n], options, rng)
+                if sum(once) < sum(best):
+                    best = once
+                spent += sum(once)
                 if spent > 0.5:
                     break
-            total[(wname, n, name)] = sum(best)
-            own[(wname, n, name)] = best[0] + best[1]
-            rows.append([wname, n, name, *best, sum(best)])
-    csv_path = write_csv(
-        config.out / "ranges-runtime.csv",
-        ["workload", "n", "mechanism", "build_s", "release_s", "answer_s", "total_s"],
-        rows,
-    )
-    fig_path = config.out / "ranges-runtime.png"
-    wnames = ("ranges", "nodes", "random")
+            times[(wname, n, name)] = best
+    return RangesRuntime(tuple(sizes), eigen_limit(config), times)
+
+
+def write_ranges_runtime(r: RangesRuntime, out: Path) -> Path:
+    rows = [[w, n, m, *t, sum(t)] for (w, n, m), t in r.times.items()]
+    header = ["workload", "n", "mechanism", "build_s", "release_s", "answer_s", "total_s"]
+    return write_csv(out / "ranges-runtime.csv", header, rows)
+
+
+def plot_ranges_runtime(r: RangesRuntime, path: Path) -> None:
+    """Total seconds against n, one panel per workload."""
     titles = {
         "ranges": "5000 sampled ranges (Fig. 4)",
         "nodes": "2n − 1 node queries (Fig. 6)",
         "random": "2500 random dense queries (Fig. 7)",
     }
-    with figure(fig_path, ncols=3, size=(5.0, 4.3)) as (fig, axes):
-        for ax, wname in zip(axes[0], wnames, strict=True):
+    title = (
+        "correlated-input-perturbation Fig. 8 (App. C.3): runtime per mechanism and workload, "
+        "data uniform on 1..1000 (synthetic)"
+    )
+    with figure(path, ncols=3, size=(5.0, 4.3), title=title) as (_, axes):
+        for ax, wname in zip(axes[0], _WORKLOADS, strict=True):
             for name in MECHANISMS:
-                pts = [(n, total[(wname, n, name)]) for n in sizes if (wname, n, name) in total]
+                pts = [
+                    (n, r.total((wname, n, name))) for n in r.sizes if (wname, n, name) in r.times
+                ]
                 ax.plot(
                     *zip(*pts, strict=True),
                     "-",
@@ -326,72 +406,90 @@ def ranges_runtime(config: ExperimentConfig) -> ExperimentResult:
                 )
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_xlabel("n")
-            ax.set_ylabel("seconds (build + release + answer)")
-            ax.set_title(titles[wname], fontsize=9)
-            ax.grid(True, alpha=0.3)
-        axes[0][0].legend(fontsize=8)
-        fig.suptitle("Runtime per mechanism and workload (App. C.3, Fig. 8)", fontsize=10)
-    configs = sorted({(w, n) for (w, n, _) in total})
-    fastest = [
-        min((total[(w, n, m)], m) for m in MECHANISMS if (w, n, m) in total)[1] for w, n in configs
-    ]
-    fast_share = sum(m in ("identity", "wavelet") for m in fastest) / len(fastest)
-    big = sizes[-1]
+            label_axes(
+                ax,
+                xlabel="n",
+                ylabel="seconds (build + release + answer)",
+                title=titles[wname],
+                grid=True,
+            )
+        legend(axes[0][-1], "outside", fontsize=8, source=axes[0][0])
+
+
+def _ranges_runtime_summary(r: RangesRuntime) -> dict[str, float]:
+    configs = sorted({(w, n) for (w, n, _) in r.times})
+
+    def ranked(w: str, n: int) -> list[tuple[float, str]]:
+        return sorted((r.total((w, n, m)), m) for m in MECHANISMS if (w, n, m) in r.times)
+
+    fastest = [ranked(w, n)[0][1] for w, n in configs]
+    big = r.sizes[-1]
 
     # Answering is the same product W·values for every consistent mechanism; the
     # mechanisms differ in building and releasing the noisy histogram (median over the
     # three workloads' independent timings).
     def own_median(name: str) -> float:
-        return float(np.median([own[(w, big, name)] for w in wnames]))
+        return float(np.median([r.own((w, big, name)) for w in _WORKLOADS]))
 
-    hier_over_ours = own_median("hierarchical") / own_median("correlated")
-    ours_over_fast = own_median("correlated") / min(own_median("identity"), own_median("wavelet"))
-    eig_configs = [(w, n) for w, n in configs if (w, n, "eigen") in total]
-    eig_slowest = sum(
-        max((total[(w, n, m)], m) for m in MECHANISMS if (w, n, m) in total)[1] == "eigen"
-        for w, n in eig_configs
-    ) / max(1, len(eig_configs))
-    k_big = int(math.log2(big))
-    comparisons = [
+    eig_configs = [(w, n) for w, n in configs if (w, n, "eigen") in r.times]
+    eig_slowest = sum(ranked(w, n)[-1][1] == "eigen" for w, n in eig_configs)
+    fast = min(own_median("identity"), own_median("wavelet"))
+    return {
+        "fast_share": sum(m in ("identity", "wavelet") for m in fastest) / len(fastest),
+        "hier_over_ours": own_median("hierarchical") / own_median("correlated"),
+        "ours_over_fast": own_median("correlated") / fast,
+        "eigen_slowest_share": eig_slowest / max(1, len(eig_configs)),
+        "configurations": float(len(configs)),
+        "eigen_configurations": float(len(eig_configs)),
+    }
+
+
+def _ranges_runtime_comparisons(r: RangesRuntime, s: dict[str, float]) -> list[Comparison]:
+    k_big = int(math.log2(r.sizes[-1]))
+    return [
         Comparison(
             "share of configurations where Gaussian or Wavelet is fastest",
             "'typically the fastest'",
-            round(fast_share, 3),
-            f"{len(configs)} configurations (3 workloads × {len(sizes)} n)",
+            round(s["fast_share"], 3),
+            f"{s['configurations']:.0f} configurations (3 workloads × {len(r.sizes)} n)",
         ),
         Comparison(
             f"ours / faster of Gaussian, Wavelet at n=2^{k_big}",
             "'competitive'",
-            round(ours_over_fast, 2),
+            round(s["ours_over_fast"], 2),
             "build + release seconds (answering W·values is common to all)",
         ),
         Comparison(
             f"Hierarchical / ours at n=2^{k_big}",
             "> 1 (ours faster)",
-            round(hier_over_ours, 2),
+            round(s["hier_over_ours"], 2),
             "build + release seconds",
         ),
         Comparison(
             "share of configurations with EigenDesign where it is slowest",
             "'typically the longest'",
-            round(eig_slowest, 3),
-            f"{len(eig_configs)} configurations (n ≤ {eigen_limit(config)})",
+            round(s["eigen_slowest_share"], 3),
+            f"{s['eigen_configurations']:.0f} configurations (n ≤ {r.eigen_limit})",
         ),
     ]
+
+
+@timed
+def ranges_runtime(config: ExperimentConfig) -> ExperimentResult:
+    """App. C.3 (Fig. 8): seconds to build, release and answer each workload, per mechanism."""
+    r = compute_ranges_runtime(config)
+    csv_path = write_ranges_runtime(r, config.out)
+    fig_path = config.out / "ranges-runtime.png"
+    plot_ranges_runtime(r, fig_path)
+    s = _ranges_runtime_summary(r)
+    keys = ("fast_share", "hier_over_ours", "ours_over_fast", "eigen_slowest_share")
     return ExperimentResult(
         name="ranges-runtime",
         title="App. C.3 (Fig. 8): runtime of the mechanisms per workload",
         csv=csv_path,
         figure=fig_path,
-        comparisons=comparisons,
-        key={
-            "fast_share": fast_share,
-            "hier_over_ours": hier_over_ours,
-            "ours_over_fast": ours_over_fast,
-            "eigen_slowest_share": eig_slowest,
-            "configurations": float(len(configs)),
-        },
+        comparisons=_ranges_runtime_comparisons(r, s),
+        key={**{k: s[k] for k in keys}, "configurations": s["configurations"]},
         notes=[
             "each time is the best of up to 7 repeats of build (calibration; EigenDesign: "
             "its eigen-strategy for the workload) + release of uniform data + answering the "
