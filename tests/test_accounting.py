@@ -86,14 +86,16 @@ def test_pld_calibration_is_smallest_and_saves_noise_at_256() -> None:
 
 def test_tree_with_pld_calibration() -> None:
     T = 2**20  # binary tree height 21
-    pld = BinaryTree(T, 1.0, delta=1e-6, calibration="pld", rng=0)
-    thm3 = BinaryTree(T, 1.0, delta=1e-6, rng=0)
+    pld = BinaryTree(T, epsilon=1.0, delta=1e-6, calibration="pld", rng=0)
+    thm3 = BinaryTree(T, epsilon=1.0, delta=1e-6, rng=0)
     assert pld.privacy is not None and pld.privacy.calibration == "pld"
     assert pld.privacy.epsilon <= 1.0
     assert pld.noise_scale <= thm3.noise_scale
     # The guarantee is re-checked independently from the sampler's scale.
     assert laplace_pld_epsilon(pld.noise_scale, np.ones(pld.height), 1e-6) <= 1.0 + 1e-6
-    kary = KaryTree(10**6, 0.5, k=3, delta=1e-8, step_sensitivity=2.0, calibration="pld", rng=0)
+    kary = KaryTree(
+        10**6, epsilon=0.5, k=3, delta=1e-8, step_sensitivity=2.0, calibration="pld", rng=0
+    )
     assert kary.privacy is not None and kary.privacy.epsilon <= 0.5
     with pytest.raises(ValueError, match=r"calibration='pld' is computed for scalar steps"):
         pld.release(np.zeros((5, 2)))

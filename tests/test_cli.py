@@ -31,7 +31,7 @@ def test_count_file_with_header_and_summary(
     data = read_out(out)
     assert data.shape == (50, 3)
     np.testing.assert_array_equal(data[:, 0], np.arange(1, 51))
-    std = np.sqrt(KaryTree(50, 1.0, rng=0).variances())
+    std = np.sqrt(KaryTree(50, epsilon=1.0, rng=0).variances())
     np.testing.assert_allclose(data[:, 2], std, rtol=1e-15)
     err = capsys.readouterr().err
     assert "epsilon=1-DP" in err and "MSE" in err
