@@ -74,7 +74,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount import __version__
+from dpcount._version import __version__
 from dpcount._state import state_array, state_value
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.dense import FactorizationMechanism
