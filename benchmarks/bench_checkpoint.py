@@ -59,15 +59,15 @@ def read_and_hash(path: Path) -> None:
 
 def streams() -> list[tuple[str, CountingStream]]:
     out = []
-    tree = KaryTree(10**6, 1.0, rng=1).stream()
+    tree = KaryTree(10**6, epsilon=1.0, rng=1).stream()
     tree.update_many(np.ones(10**5 - 7))
     for _ in range(7):
         tree.update(1.0)  # fills the scalar noise buffer (1024 samples)
     out.append(("kary-19-sub, scalar, step 1e5", tree))
-    vec = KaryTree(10**5, 1.0, noise="gaussian", delta=1e-6, rng=1).stream()
+    vec = KaryTree(10**5, epsilon=1.0, noise="gaussian", delta=1e-6, rng=1).stream()
     vec.update(np.ones(16))  # the vector buffer pre-draws 2^20 values (8 MiB)
     out.append(("kary-19-sub, 16-vector, step 1", vec))
-    sq = SqrtFactorization(10**6, 1.0, 1e-6, rng=1).stream()
+    sq = SqrtFactorization(10**6, epsilon=1.0, delta=1e-6, rng=1).stream()
     sq.update_many(np.ones(3 * 10**5))
     sq.update(1.0)  # z and noise computed ahead to the next doubling
     out.append(("sqrt, scalar, step 3e5", sq))

@@ -36,10 +36,16 @@ def main() -> None:
         f"{'mechanism':<36}{'PCG64 s':>9}{'secure s':>10}{'÷ PCG64':>9}{'ChaCha20 s':>12}{'÷':>7}"
     )
     builds = [
-        ("kary-19-sub laplace", lambda g: KaryTree(T, 1.0, k=19, subtract=True, rng=g)),
-        ("binary laplace", lambda g: BinaryTree(T, 1.0, rng=g)),
-        ("binary gaussian", lambda g: BinaryTree(T, 1.0, delta=1e-6, noise="gaussian", rng=g)),
-        ("binary discrete-laplace", lambda g: BinaryTree(T, 1.0, noise="discrete-laplace", rng=g)),
+        ("kary-19-sub laplace", lambda g: KaryTree(T, epsilon=1.0, k=19, subtract=True, rng=g)),
+        ("binary laplace", lambda g: BinaryTree(T, epsilon=1.0, rng=g)),
+        (
+            "binary gaussian",
+            lambda g: BinaryTree(T, epsilon=1.0, delta=1e-6, noise="gaussian", rng=g),
+        ),
+        (
+            "binary discrete-laplace",
+            lambda g: BinaryTree(T, epsilon=1.0, noise="discrete-laplace", rng=g),
+        ),
     ]
     for name, build in builds:
         pcg = build(np.random.default_rng(1))

@@ -41,7 +41,7 @@ def main() -> None:
     n = sfft.next_fast_len(2 * T - 1, real=True)
     floor = best_of(lambda: sfft.irfft(sfft.rfft(a, n) * sfft.rfft(b, n), n)[:T], R)
     x = rng.integers(0, 2, size=T).astype(np.float64)
-    mech = SqrtFactorization(T, 1.0, 1e-6, rng=1)
+    mech = SqrtFactorization(T, epsilon=1.0, delta=1e-6, rng=1)
     start = time.perf_counter()
     mech.release(x)  # first call also computes f(0..T-1)
     cold = time.perf_counter() - start
@@ -54,7 +54,7 @@ def main() -> None:
     # -- stream vs batch at the stream horizon ---------------------------------------------
     Ts = args.stream_horizon
     xs = x[:Ts] if Ts <= T else rng.integers(0, 2, size=Ts).astype(np.float64)
-    smech = SqrtFactorization(Ts, 1.0, 1e-6, rng=2)
+    smech = SqrtFactorization(Ts, epsilon=1.0, delta=1e-6, rng=2)
     smech.release(xs)  # compute f once
     batch = best_of(lambda: smech.release(xs), R)
     values = xs.tolist()
@@ -83,9 +83,9 @@ def main() -> None:
     print(f"T = {Tb:,}: floor {Tb:,} numpy Laplace samples {lap_floor:.3f} s")
     print(f"{'mechanism':<16}{'batch s':>10}{'÷ floor':>10}{'update/s':>12}")
     for m in (
-        Honaker(Tb, 1.0, rng=3),
-        SmoothBinary(Tb, 1.0, 1e-6, rng=3),
-        InputPerturbation(Tb, 1.0, rng=3),
+        Honaker(Tb, epsilon=1.0, rng=3),
+        SmoothBinary(Tb, epsilon=1.0, delta=1e-6, rng=3),
+        InputPerturbation(Tb, epsilon=1.0, rng=3),
     ):
         t_batch = best_of(lambda m=m: m.release(xb), R)
         steps = min(Tb, 10**6)

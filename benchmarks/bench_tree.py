@@ -34,7 +34,10 @@ def main() -> None:
         f"{'mechanism':<28}{'batch s':>10}{'÷ floor':>10}{'update/s':>12}"
         f"{'many s':>10}{'÷ batch':>10}"
     )
-    for mech in (KaryTree(T, 1.0, k=19, subtract=True, rng=1), BinaryTree(T, 1.0, rng=1)):
+    for mech in (
+        KaryTree(T, epsilon=1.0, k=19, subtract=True, rng=1),
+        BinaryTree(T, epsilon=1.0, rng=1),
+    ):
         batch = best_of(lambda m=mech: m.release(x), R)
 
         def updates(m=mech) -> None:

@@ -22,42 +22,52 @@ from dpcount.counting import (
 Factory = Callable[[int, int], CountingMechanism]
 
 FACTORIES: dict[str, Factory] = {
-    "binary": lambda T, seed: BinaryTree(T, 1.0, rng=seed),
-    "kary-19-sub": lambda T, seed: KaryTree(T, 1.0, k=19, subtract=True, rng=seed),
+    "binary": lambda T, seed: BinaryTree(T, epsilon=1.0, rng=seed),
+    "kary-19-sub": lambda T, seed: KaryTree(T, epsilon=1.0, k=19, subtract=True, rng=seed),
     "kary-4-sub-gauss": lambda T, seed: KaryTree(
-        T, 0.5, k=4, subtract=True, noise="gaussian", delta=1e-6, rng=seed
+        T, epsilon=0.5, k=4, subtract=True, noise="gaussian", delta=1e-6, rng=seed
     ),
     "kary-5-laplace-delta": lambda T, seed: KaryTree(
-        T, 1.0, k=5, subtract=False, delta=1e-8, rng=seed
+        T, epsilon=1.0, k=5, subtract=False, delta=1e-8, rng=seed
     ),
     "binary-discrete-laplace": lambda T, seed: BinaryTree(
-        T, 1.0, noise="discrete-laplace", rng=seed
+        T, epsilon=1.0, noise="discrete-laplace", rng=seed
     ),
     "kary-7-sub-discrete-gauss": lambda T, seed: KaryTree(
-        T, 0.5, k=7, subtract=True, noise="discrete-gaussian", delta=1e-6, rng=seed
+        T, epsilon=0.5, k=7, subtract=True, noise="discrete-gaussian", delta=1e-6, rng=seed
     ),
-    "sqrt-gauss": lambda T, seed: SqrtFactorization(T, 0.5, 1e-6, rng=seed),
-    "sqrt-fhu": lambda T, seed: SqrtFactorization(T, 0.5, 1e-6, calibration="fhu", rng=seed),
-    "sqrt-laplace": lambda T, seed: SqrtFactorization(T, 1.0, noise="laplace", rng=seed),
+    "sqrt-gauss": lambda T, seed: SqrtFactorization(T, epsilon=0.5, delta=1e-6, rng=seed),
+    "sqrt-fhu": lambda T, seed: SqrtFactorization(
+        T, epsilon=0.5, delta=1e-6, calibration="fhu", rng=seed
+    ),
+    "sqrt-laplace": lambda T, seed: SqrtFactorization(T, epsilon=1.0, noise="laplace", rng=seed),
     "sqrt-laplace-delta": lambda T, seed: SqrtFactorization(
-        T, 1.0, 1e-8, noise="laplace", rng=seed
+        T, epsilon=1.0, delta=1e-8, noise="laplace", rng=seed
     ),
-    "honaker": lambda T, seed: Honaker(T, 1.0, rng=seed),
-    "honaker-gauss": lambda T, seed: Honaker(T, 1.0, 1e-6, noise="gaussian", rng=seed),
-    "honaker-discrete-laplace": lambda T, seed: Honaker(T, 1.0, noise="discrete-laplace", rng=seed),
+    "honaker": lambda T, seed: Honaker(T, epsilon=1.0, rng=seed),
+    "honaker-gauss": lambda T, seed: Honaker(
+        T, epsilon=1.0, delta=1e-6, noise="gaussian", rng=seed
+    ),
+    "honaker-discrete-laplace": lambda T, seed: Honaker(
+        T, epsilon=1.0, noise="discrete-laplace", rng=seed
+    ),
     "honaker-discrete-gauss": lambda T, seed: Honaker(
-        T, 1.0, 1e-6, noise="discrete-gaussian", rng=seed
+        T, epsilon=1.0, delta=1e-6, noise="discrete-gaussian", rng=seed
     ),
-    "smooth-binary": lambda T, seed: SmoothBinary(T, 1.0, 1e-6, rng=seed),
-    "smooth-binary-laplace": lambda T, seed: SmoothBinary(T, 1.0, noise="laplace", rng=seed),
+    "smooth-binary": lambda T, seed: SmoothBinary(T, epsilon=1.0, delta=1e-6, rng=seed),
+    "smooth-binary-laplace": lambda T, seed: SmoothBinary(
+        T, epsilon=1.0, noise="laplace", rng=seed
+    ),
     # Laplace input perturbation is tested in test_input_perturbation.py: its random-walk
     # noise is so correlated over steps that 1000 stream replicates of the contract's
     # pooled check cannot also reject 0.8x the variance.
-    "input-gauss": lambda T, seed: InputPerturbation(T, 2.0, 1e-5, noise="gaussian", rng=seed),
+    "input-gauss": lambda T, seed: InputPerturbation(
+        T, epsilon=2.0, delta=1e-5, noise="gaussian", rng=seed
+    ),
     "dense-sqrt": lambda T, seed: FactorizationMechanism(
-        *SqrtFactorization(T, 1.0, 1e-6).dense_factorization(),
-        1.0,
-        1e-6,
+        *SqrtFactorization(T, epsilon=1.0, delta=1e-6).dense_factorization(),
+        epsilon=1.0,
+        delta=1e-6,
         noise="gaussian",
         rng=seed,
     ),

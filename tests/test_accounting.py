@@ -86,14 +86,16 @@ def test_pld_calibration_is_smallest_and_saves_noise_at_256() -> None:
 
 def test_tree_with_pld_calibration() -> None:
     T = 2**20  # binary tree height 21
-    pld = BinaryTree(T, 1.0, delta=1e-6, calibration="pld", rng=0)
-    thm3 = BinaryTree(T, 1.0, delta=1e-6, rng=0)
+    pld = BinaryTree(T, epsilon=1.0, delta=1e-6, calibration="pld", rng=0)
+    thm3 = BinaryTree(T, epsilon=1.0, delta=1e-6, rng=0)
     assert pld.privacy is not None and pld.privacy.calibration == "pld"
     assert pld.privacy.epsilon <= 1.0
     assert pld.noise_scale <= thm3.noise_scale
     # The guarantee is re-checked independently from the sampler's scale.
     assert laplace_pld_epsilon(pld.noise_scale, np.ones(pld.height), 1e-6) <= 1.0 + 1e-6
-    kary = KaryTree(10**6, 0.5, k=3, delta=1e-8, step_sensitivity=2.0, calibration="pld", rng=0)
+    kary = KaryTree(
+        10**6, epsilon=0.5, k=3, delta=1e-8, step_sensitivity=2.0, calibration="pld", rng=0
+    )
     assert kary.privacy is not None and kary.privacy.epsilon <= 0.5
     with pytest.raises(ValueError, match=r"calibration='pld' is computed for scalar steps"):
         pld.release(np.zeros((5, 2)))
@@ -147,7 +149,7 @@ def test_pld_request_never_adds_noise_over_another_valid_rule(horizon: int, k: i
     The chosen scale is the smallest valid one and the guarantee names its rule.
     """
     eps, delta = 1.0, 1e-6
-    mech = KaryTree(horizon, eps, delta=delta, k=k, calibration="pld", rng=0)
+    mech = KaryTree(horizon, epsilon=eps, delta=delta, k=k, calibration="pld", rng=0)
     scales = _valid_scales(mech, eps, delta)
     assert all(mech.noise_scale <= s for s in scales.values()), (mech.noise_scale, scales)
     rule = min(scales, key=lambda r: (scales[r], list(scales).index(r)))
@@ -159,7 +161,7 @@ def test_pld_request_never_adds_noise_over_another_valid_rule(horizon: int, k: i
     else:
         assert mech.privacy.delta == delta
     # Theorem 3 requested: the smaller of pure and Theorem 3, named.
-    thm3 = KaryTree(horizon, eps, delta=delta, k=k, rng=0)
+    thm3 = KaryTree(horizon, epsilon=eps, delta=delta, k=k, rng=0)
     best = "pure" if scales["pure"] <= scales["theorem3"] else "theorem3"
     assert thm3.privacy is not None and thm3.privacy.calibration == best
     assert thm3.noise_scale == min(scales["pure"], scales["theorem3"])

@@ -15,16 +15,11 @@ from dpcount.analysis import (
     cb_norm_bounds,
     compare,
     cor22_variance_ratio,
-    gaussian_linf_bound,
     huu_leading_constant,
     laplace_gaussian_variance_ratio,
-    laplace_linf_bound,
     laplace_vs_gaussian_delta,
     lemma19_exponent,
-    linf_bound,
     mathias_gamma_hat,
-    max_digit_l1_norm,
-    tree_max_variance,
 )
 from dpcount.counting import (
     FactorizationMechanism,
@@ -32,10 +27,10 @@ from dpcount.counting import (
     KaryTree,
     SqrtFactorization,
 )
-from dpcount.counting.digits import DigitSystem
+from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.tree_formulas import offset_leading_constant
-from dpcount.privacy import ZeroNoise, gaussian_sigma
+from dpcount.privacy import ZeroNoise, gaussian_linf_bound, gaussian_sigma, laplace_linf_bound
 
 # ----------------------------------------------------------------------------- trees
 
@@ -47,29 +42,29 @@ def test_max_digit_norm_matches_brute_force(k: int, subtract: bool) -> None:
     for T in [*range(1, 120), 361, 400, 1000, 4321, 9999]:
         h = system.height(T)
         assert max_digit_l1_norm(system, T, h) == int(system.digit_l1_norms(T, h).max()), T
-    m = KaryTree(777, 1.0, k=k, subtract=subtract)
-    assert tree_max_variance(m) == pytest.approx(float(m.variances().max()), rel=1e-15)
+    m = KaryTree(777, epsilon=1.0, k=k, subtract=subtract)
+    assert m.max_variance() == pytest.approx(float(m.variances().max()), rel=1e-15)
 
 
 def test_best_k_metrics() -> None:
     T = 5000
     for metric in ("mse", "max_variance", "linf"):
         choice = best_k(T, 1.0, metric=metric, k_values=range(2, 30))
-        m = KaryTree(T, 1.0, k=choice.k, subtract=choice.subtract)
+        m = KaryTree(T, epsilon=1.0, k=choice.k, subtract=choice.subtract)
         assert choice.max_variance == pytest.approx(m.variances().max(), rel=1e-14)
         assert choice.mse == pytest.approx(m.mse(), rel=1e-14)
         scores = []
         for k in range(2, 30):
             for sub in (False, True):
-                other = KaryTree(T, 1.0, k=k, subtract=sub)
+                other = KaryTree(T, epsilon=1.0, k=k, subtract=sub)
                 v = other.variances()
                 scores.append(
-                    {"mse": v.mean(), "max_variance": v.max(), "linf": linf_bound(other, 0.05)}[
+                    {"mse": v.mean(), "max_variance": v.max(), "linf": other.linf_bound(0.05)}[
                         metric
                     ]
                 )
         best = {"mse": choice.mse, "max_variance": choice.max_variance}.get(
-            metric, linf_bound(m, 0.05)
+            metric, m.linf_bound(0.05)
         )
         assert best == pytest.approx(min(scores), rel=1e-12)
     with pytest.raises(
@@ -116,17 +111,17 @@ def test_laplace_linf_bound_holds_for_iid_sums() -> None:
 
 def test_linf_bound_refuses_unknown_cases() -> None:
     with pytest.raises(ValueError, match=r"linf bounds need Gaussian or Laplace noise"):
-        linf_bound(SqrtFactorization(10, 1.0, 1e-6).with_sampler(ZeroNoise()), 0.1)
+        SqrtFactorization(10, epsilon=1.0, delta=1e-6).with_sampler(ZeroNoise()).linf_bound(0.1)
 
     class Unknown(InputPerturbation):
         max_noise_coefficient = None  # type: ignore[assignment]
 
     with pytest.raises(ValueError, match=r"no Laplace tail bound for .*largest noise coefficient"):
-        linf_bound(Unknown(10, 1.0), 0.1)
-    L, R = SqrtFactorization(10, 1.0, 1e-6).dense_factorization()
-    fm = FactorizationMechanism(2 * L, R / 2, 1.0)
+        Unknown(10, epsilon=1.0).linf_bound(0.1)
+    L, R = SqrtFactorization(10, epsilon=1.0, delta=1e-6).dense_factorization()
+    fm = FactorizationMechanism(2 * L, R / 2, epsilon=1.0)
     assert fm.max_noise_coefficient == 2.0
-    assert linf_bound(fm, 0.1) > 0
+    assert fm.linf_bound(0.1) > 0
 
 
 # ----------------------------------------------------------------------------- compare
@@ -161,7 +156,7 @@ def test_compare_rows_match_the_mechanisms_exactly(metric: str) -> None:
         v = m.variances()
         assert r.mse == pytest.approx(float(v.mean()), rel=1e-12)
         assert r.max_variance == pytest.approx(float(v.max()), rel=1e-12)
-        assert r.linf == pytest.approx(linf_bound(m, 0.1), rel=1e-12)
+        assert r.linf == pytest.approx(m.linf_bound(0.1), rel=1e-12)
         assert m.privacy is not None
         assert m.privacy.epsilon <= 0.5 + 1e-12 and m.privacy.delta <= 1e-7
         assert r.value == getattr(r, metric)
@@ -226,7 +221,7 @@ def test_lemma19_exponent_and_constants() -> None:
 def test_threshold_is_where_the_exact_mses_cross(T: int) -> None:
     eps = 0.5
     r = laplace_vs_gaussian_delta(T, eps)
-    tree = KaryTree(T, eps, k=r.k, subtract=True)
+    tree = KaryTree(T, epsilon=eps, k=r.k, subtract=True)
     assert r.tree_mse == tree.mse()
     l2 = math.sqrt(sqrt_l2_norm_squared(T))
     coef = sqrt_mean_variance_coefficient(T)
@@ -244,7 +239,7 @@ def test_threshold_is_where_the_exact_mses_cross(T: int) -> None:
     assert (c * l2) ** 2 * coef == pytest.approx(r.tree_mse, rel=1e-10)
     assert r.asymptotic_delta == pytest.approx(T ** (-lemma19_exponent(r.k)))
     if T == 10**6:  # k given explicitly: SqrtFactorization agrees with the closed form
-        m = SqrtFactorization(T, eps, r.delta)
+        m = SqrtFactorization(T, epsilon=eps, delta=r.delta)
         assert m.mse() == pytest.approx(gauss(r.delta), rel=1e-9)
 
 

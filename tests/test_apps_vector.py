@@ -23,12 +23,20 @@ from dpcount.privacy import ConstantNoise, ZeroNoise, analytic_gaussian_delta
 from .stats import Z_TOLERANCE, assert_variances_match
 
 CASES = {
-    "kary-19-laplace": lambda T, seed: KaryTree(T, 1.0, k=19, rng=seed, step_sensitivity=3.0),
+    "kary-19-laplace": lambda T, seed: KaryTree(
+        T, epsilon=1.0, k=19, rng=seed, step_sensitivity=3.0
+    ),
     "binary-gauss": lambda T, seed: BinaryTree(
-        T, 0.5, delta=1e-6, noise="gaussian", rng=seed, step_sensitivity=math.sqrt(3.0)
+        T, epsilon=0.5, delta=1e-6, noise="gaussian", rng=seed, step_sensitivity=math.sqrt(3.0)
     ),
     "kary-4-laplace-delta": lambda T, seed: KaryTree(
-        T, 1.0, k=4, delta=1e-8, rng=seed, step_sensitivity=3.0, step_l2_sensitivity=math.sqrt(3)
+        T,
+        epsilon=1.0,
+        k=4,
+        delta=1e-8,
+        rng=seed,
+        step_sensitivity=3.0,
+        step_l2_sensitivity=math.sqrt(3),
     ),
 }
 
@@ -90,14 +98,14 @@ def test_vector_stream_variances_match_exact() -> None:
 def test_step_sensitivity_is_l1_for_laplace_and_l2_for_gaussian() -> None:
     """Calibration from the declared norms, checked against independent formulas."""
     T, eps = 100, 0.7
-    lap = KaryTree(T, eps, k=19, step_sensitivity=4.0)
+    lap = KaryTree(T, epsilon=eps, k=19, step_sensitivity=4.0)
     assert lap.noise_scale == pytest.approx(lap.height * 4.0 / eps, rel=1e-12)
-    gau = BinaryTree(T, eps, delta=1e-6, noise="gaussian", step_sensitivity=2.0)
+    gau = BinaryTree(T, epsilon=eps, delta=1e-6, noise="gaussian", step_sensitivity=2.0)
     l2 = math.sqrt(gau.height) * 2.0
     assert gau.privacy is not None and gau.privacy.l2_sensitivity == pytest.approx(l2)
     assert analytic_gaussian_delta(gau.noise_scale, l2, eps) <= 1e-6
     assert analytic_gaussian_delta(gau.noise_scale * 0.99, l2, eps) > 1e-6
-    lapd = KaryTree(T, eps, k=5, delta=1e-6, step_sensitivity=4.0, step_l2_sensitivity=2.0)
+    lapd = KaryTree(T, epsilon=eps, k=5, delta=1e-6, step_sensitivity=4.0, step_l2_sensitivity=2.0)
     assert lapd.privacy is not None
     assert lapd.privacy.l1_sensitivity == pytest.approx(lapd.height * 4.0)
     assert lapd.privacy.l2_sensitivity == pytest.approx(math.sqrt(lapd.height) * 2.0)

@@ -130,7 +130,7 @@ def test_restored_stream_continues_bit_for_bit(
 def test_sqrt_restores_drawn_z_and_computed_noise(at: int, dim: int | None, tmp_path: Path) -> None:
     """Past the first block: z drawn ahead and noise computed ahead are both restored."""
     n = 5000
-    m = SqrtFactorization(n, 1.0, 1e-6, rng=3)
+    m = SqrtFactorization(n, epsilon=1.0, delta=1e-6, rng=3)
     x = data(dim, n)
     s = m.stream()
     advance(s, x, 0, 1024, [1024])  # hands the whole first block over
@@ -155,7 +155,7 @@ def test_sqrt_restores_drawn_z_and_computed_noise(at: int, dim: int | None, tmp_
 def test_generator_classes_round_trip(
     make: Callable[[], np.random.Generator], tmp_path: Path
 ) -> None:
-    m = KaryTree(T, 1.0, k=5, noise="gaussian", delta=1e-6, rng=make())
+    m = KaryTree(T, epsilon=1.0, k=5, noise="gaussian", delta=1e-6, rng=make())
     s = m.stream()
     advance(s, data(None), 0, 50, BEFORE)
     save_stream(s, tmp_path / "s.ckpt")
@@ -165,7 +165,7 @@ def test_generator_classes_round_trip(
 
 
 def test_pending_samples_are_restored_not_redrawn(tmp_path: Path) -> None:
-    m = BinaryTree(3000, 1.0, rng=5)
+    m = BinaryTree(3000, epsilon=1.0, rng=5)
     s = m.stream()
     advance(s, data(None, 3000), 0, 30, BEFORE)
     pending = s._process._buffer.pending()  # type: ignore[union-attr]
@@ -206,7 +206,7 @@ def test_saving_is_deterministic_and_a_fixed_point(
 
 
 def test_extra_round_trip_and_validation(tmp_path: Path) -> None:
-    s = KaryTree(T, 1.0, rng=1).stream()
+    s = KaryTree(T, epsilon=1.0, rng=1).stream()
     s.update(1.0)
     extra = {"pending": ["1,2.5,3.0\n"], "n": 3, "nested": {"ok": [1, 2.5, None, True]}}
     save_stream(s, tmp_path / "s", extra=extra)
@@ -239,7 +239,7 @@ def test_extra_round_trip_and_validation(tmp_path: Path) -> None:
 
 
 def test_stream_at_its_horizon_stays_there(tmp_path: Path) -> None:
-    s = Honaker(10, 1.0, rng=2).stream()
+    s = Honaker(10, epsilon=1.0, rng=2).stream()
     s.update_many(np.ones(10))
     save_stream(s, tmp_path / "s")
     r = load_stream(tmp_path / "s")
@@ -249,10 +249,10 @@ def test_stream_at_its_horizon_stays_there(tmp_path: Path) -> None:
 
 # -- what cannot be saved ---------------------------------------------------------------
 def test_with_sampler_copies_and_unknown_generators_are_not_saved(tmp_path: Path) -> None:
-    s = KaryTree(T, 1.0, rng=1).with_sampler(ZeroNoise()).stream()
+    s = KaryTree(T, epsilon=1.0, rng=1).with_sampler(ZeroNoise()).stream()
     with pytest.raises(ValueError, match=r"without a privacy guarantee \(with_sampler"):
         save_stream(s, tmp_path / "s")
-    s = KaryTree(T, 1.0, rng=np.random.Generator(Xoshiro256(1))).stream()
+    s = KaryTree(T, epsilon=1.0, rng=np.random.Generator(Xoshiro256(1))).stream()
     with pytest.raises(ValueError, match=r"generator runs on randomgen\.xoshiro256\.Xoshiro256"):
         save_stream(s, tmp_path / "s")
     assert not (tmp_path / "s").exists()
@@ -263,7 +263,7 @@ def test_with_sampler_copies_and_unknown_generators_are_not_saved(tmp_path: Path
 def test_file_is_private_and_written_atomically(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s = KaryTree(T, 1.0, rng=1).stream()
+    s = KaryTree(T, epsilon=1.0, rng=1).stream()
     s.update(1.0)
     path = tmp_path / "s.ckpt"
     tmp = tmp_path / "s.ckpt.tmp"
@@ -287,7 +287,7 @@ def test_file_is_private_and_written_atomically(
 
 @pytest.fixture
 def saved(tmp_path: Path) -> tuple[Path, KaryTree]:
-    m = KaryTree(100, 1.0, k=5, rng=4)
+    m = KaryTree(100, epsilon=1.0, k=5, rng=4)
     s = m.stream()
     advance(s, data(None, 100), 0, 10, BEFORE)
     path = tmp_path / "s.ckpt"
@@ -471,21 +471,21 @@ def test_forge_helper_reproduces_a_valid_file(saved: tuple[Path, KaryTree]) -> N
 # -- expectations -----------------------------------------------------------------------
 def test_a_different_mechanism_or_horizon_is_refused(saved: tuple[Path, KaryTree]) -> None:
     path, _ = saved
-    assert load_stream(path, expect=KaryTree(100, 1.0, k=5, rng=99)).step == 10
+    assert load_stream(path, expect=KaryTree(100, epsilon=1.0, k=5, rng=99)).step == 10
     cases = [
         (
-            KaryTree(200, 1.0, k=5),
+            KaryTree(200, epsilon=1.0, k=5),
             r"different KaryTree than expected \(horizon: saved 100, expected 200\)",
         ),
-        (KaryTree(100, 0.5, k=5), r"epsilon: saved 1.0, expected 0.5"),
-        (KaryTree(100, 1.0, k=7), r"k: saved 5, expected 7"),
-        (KaryTree(100, 1.0, k=5, subtract=False), r"subtract: saved True, expected False"),
+        (KaryTree(100, epsilon=0.5, k=5), r"epsilon: saved 1.0, expected 0.5"),
+        (KaryTree(100, epsilon=1.0, k=7), r"k: saved 5, expected 7"),
+        (KaryTree(100, epsilon=1.0, k=5, subtract=False), r"subtract: saved True, expected False"),
         (
-            KaryTree(100, 1.0, k=5, noise="gaussian", delta=1e-6),
+            KaryTree(100, epsilon=1.0, k=5, noise="gaussian", delta=1e-6),
             r"delta: saved None, expected 1e-06.*noise: saved 'laplace', expected 'gaussian'",
         ),
-        (Honaker(100, 1.0), r"it holds a KaryTree stream, expected a Honaker"),
-        (BinaryTree(100, 1.0), r"expected a BinaryTree"),
+        (Honaker(100, epsilon=1.0), r"it holds a KaryTree stream, expected a Honaker"),
+        (BinaryTree(100, epsilon=1.0), r"expected a BinaryTree"),
     ]
     for other, message in cases:
         with pytest.raises(ValueError, match=r"^checkpoint .*s\.ckpt: .*" + message):
@@ -493,14 +493,14 @@ def test_a_different_mechanism_or_horizon_is_refused(saved: tuple[Path, KaryTree
 
 
 def test_factorization_checkpoint_checks_its_matrices(tmp_path: Path) -> None:
-    L, R = SqrtFactorization(16, 1.0, 1e-6).dense_factorization()
-    m = FactorizationMechanism(L, R, 1.0, 1e-6, noise="gaussian", rng=1)
+    L, R = SqrtFactorization(16, epsilon=1.0, delta=1e-6).dense_factorization()
+    m = FactorizationMechanism(L, R, epsilon=1.0, delta=1e-6, noise="gaussian", rng=1)
     s = m.stream()
     s.update_many(np.ones(5))
     save_stream(s, tmp_path / "f")
     assert load_stream(tmp_path / "f", expect=m).step == 5
     other = FactorizationMechanism(
-        np.tril(np.ones((16, 16))), np.eye(16), 1.0, 1e-6, noise="gaussian"
+        np.tril(np.ones((16, 16))), np.eye(16), epsilon=1.0, delta=1e-6, noise="gaussian"
     )
     with pytest.raises(
         ValueError, match=r"L: saved an array of shape \(16, 16\), expected an array"
@@ -523,7 +523,7 @@ def test_subclasses_are_not_saved(tmp_path: Path) -> None:
     class MyTree(KaryTree):
         pass
 
-    s = MyTree(T, 1.0, rng=1).stream()
+    s = MyTree(T, epsilon=1.0, rng=1).stream()
     s.update(1.0)
     with pytest.raises(ValueError, match=r"cannot checkpoint a stream of MyTree: .*must be one of"):
         save_stream(s, tmp_path / "s")

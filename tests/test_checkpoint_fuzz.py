@@ -82,10 +82,10 @@ def write_file(header: dict[str, Any], arrays: list[np.ndarray], raw: str = "nul
 def base_file(tmp: Path, generator: str = "PCG64", kind: str = "tree", steps: int = 10) -> bytes:
     rng = np.random.Generator(GENERATORS[generator]())
     if kind == "dense":
-        L, R = SqrtFactorization(16, 1.0, 1e-6).dense_factorization()
-        m: Any = FactorizationMechanism(L, R, 1.0, 1e-6, noise="gaussian", rng=rng)
+        L, R = SqrtFactorization(16, epsilon=1.0, delta=1e-6).dense_factorization()
+        m: Any = FactorizationMechanism(L, R, epsilon=1.0, delta=1e-6, noise="gaussian", rng=rng)
     else:
-        m = KaryTree(100, 1.0, k=5, rng=rng)
+        m = KaryTree(100, epsilon=1.0, k=5, rng=rng)
     s = m.stream()
     for t in range(steps):
         s.update(np.ones(3) if kind == "vector" else float(t % 3))

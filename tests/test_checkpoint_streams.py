@@ -37,7 +37,7 @@ def test_sqrt_handover_does_not_reuse_released_noise() -> None:
     """Regression: after update_many handed over a whole computed block, the next step
     reused step 1's noise (output_1025 - output_1 was the exact data difference)."""
     T = 3000
-    m = SqrtFactorization(T, 1.0, 1e-6, rng=5)
+    m = SqrtFactorization(T, epsilon=1.0, delta=1e-6, rng=5)
     s = m.stream()
     first = s.update_many(np.zeros(1024))
     nxt = s.update(0.0)

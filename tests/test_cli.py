@@ -31,7 +31,7 @@ def test_count_file_with_header_and_summary(
     data = read_out(out)
     assert data.shape == (50, 3)
     np.testing.assert_array_equal(data[:, 0], np.arange(1, 51))
-    std = np.sqrt(KaryTree(50, 1.0, rng=0).variances())
+    std = np.sqrt(KaryTree(50, epsilon=1.0, rng=0).variances())
     np.testing.assert_allclose(data[:, 2], std, rtol=1e-15)
     err = capsys.readouterr().err
     assert "epsilon=1-DP" in err and "MSE" in err
@@ -172,7 +172,7 @@ def test_file_count_with_a_large_horizon_computes_the_std_step_by_step(
 ) -> None:
     src = tmp_path / "in.csv"
     src.write_text("x\n1\n0\n1\n")
-    std = np.sqrt(KaryTree(10**6, 1.0, rng=0).variances()[:3])
+    std = np.sqrt(KaryTree(10**6, epsilon=1.0, rng=0).variances()[:3])
     _refuse_full_variances(monkeypatch)
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--epsilon", "1", "--horizon", str(10**6), "--output", str(out)]

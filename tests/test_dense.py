@@ -115,7 +115,7 @@ def oracle_for(mech: CountingMechanism) -> FactorizationMechanism:
     L, R = dense_pair(mech)
     # Offset-digit trees subtract nodes that extend past t (module docstring of dense.py).
     causal = not (isinstance(mech, KaryTree) and mech.subtract)
-    fm = FactorizationMechanism(L, R, 1.0, rng=0, causal=causal)
+    fm = FactorizationMechanism(L, R, epsilon=1.0, rng=0, causal=causal)
     assert fm.causal == causal or mech.horizon < 3
     return fm
 
@@ -123,13 +123,13 @@ def oracle_for(mech: CountingMechanism) -> FactorizationMechanism:
 # ----------------------------------------------------------------------------- oracle
 
 MECHS: dict[str, Callable[[int], CountingMechanism]] = {
-    "sqrt": lambda T: SqrtFactorization(T, 0.5, 1e-6, rng=0),
-    "honaker": lambda T: Honaker(T, 1.0, rng=0),
-    "smooth-binary": lambda T: SmoothBinary(T, 1.0, 1e-6, rng=0),
-    "input": lambda T: InputPerturbation(T, 1.0, rng=0),
-    "binary": lambda T: KaryTree(T, 1.0, k=2, subtract=False, rng=0),
-    "kary-3-sub": lambda T: KaryTree(T, 1.0, k=3, subtract=True, rng=0),
-    "kary-4-sub": lambda T: KaryTree(T, 1.0, k=4, subtract=True, rng=0),
+    "sqrt": lambda T: SqrtFactorization(T, epsilon=0.5, delta=1e-6, rng=0),
+    "honaker": lambda T: Honaker(T, epsilon=1.0, rng=0),
+    "smooth-binary": lambda T: SmoothBinary(T, epsilon=1.0, delta=1e-6, rng=0),
+    "input": lambda T: InputPerturbation(T, epsilon=1.0, rng=0),
+    "binary": lambda T: KaryTree(T, epsilon=1.0, k=2, subtract=False, rng=0),
+    "kary-3-sub": lambda T: KaryTree(T, epsilon=1.0, k=3, subtract=True, rng=0),
+    "kary-4-sub": lambda T: KaryTree(T, epsilon=1.0, k=4, subtract=True, rng=0),
 }
 
 
@@ -191,8 +191,8 @@ def test_vector_steps_stream_per_step_and_in_chunks(name: str) -> None:
 
 
 def test_dense_mechanism_exact_error_and_guarantee() -> None:
-    L, R = SqrtFactorization(50, 1.0, 1e-6).dense_factorization()
-    fm = FactorizationMechanism(L, R, 0.7, 1e-6, noise="gaussian", rng=1)
+    L, R = SqrtFactorization(50, epsilon=1.0, delta=1e-6).dense_factorization()
+    fm = FactorizationMechanism(L, R, epsilon=0.7, delta=1e-6, noise="gaussian", rng=1)
     np.testing.assert_allclose(fm.variances(), fm.sampler.variance * (L**2).sum(axis=1))
     np.testing.assert_allclose(np.diag(fm.covariance()), fm.variances())
     l2 = math.sqrt(float((R[:, 0] ** 2).sum()))
@@ -206,8 +206,8 @@ def test_dense_mechanism_exact_error_and_guarantee() -> None:
 
 def test_dense_mechanism_statistics_match_covariance() -> None:
     T, reps = 12, 40000
-    L, R = Honaker(T, 1.0).dense_factorization()
-    fm = FactorizationMechanism(L, R, 1.0, rng=5)
+    L, R = Honaker(T, epsilon=1.0).dense_factorization()
+    fm = FactorizationMechanism(L, R, epsilon=1.0, rng=5)
     errors = fm.release(np.zeros((T, reps))).T
     assert_variances_match(errors, fm.variances())
     cov = errors.T @ errors / reps
@@ -220,30 +220,30 @@ def test_dense_validation_errors() -> None:
     A = np.tril(np.ones((3, 3)))
     eye = np.eye(3)
     with pytest.raises(ValueError, match=r"R must have shape \(3, 3\) for L of shape \(3, 3\)"):
-        FactorizationMechanism(A, np.eye(2), 1.0)
+        FactorizationMechanism(A, np.eye(2), epsilon=1.0)
     with pytest.raises(ValueError, match=r"L must be a non-empty 2-D matrix, got shape \(3,\)"):
-        FactorizationMechanism(np.ones(3), eye, 1.0)
+        FactorizationMechanism(np.ones(3), eye, epsilon=1.0)
     with pytest.raises(TypeError, match=r"R must hold real numbers"):
-        FactorizationMechanism(A, np.array([["a"] * 3] * 3), 1.0)
+        FactorizationMechanism(A, np.array([["a"] * 3] * 3), epsilon=1.0)
     with pytest.raises(ValueError, match=r"L must be finite"):
-        FactorizationMechanism(np.full((3, 3), np.nan), eye, 1.0)
+        FactorizationMechanism(np.full((3, 3), np.nan), eye, epsilon=1.0)
     with pytest.raises(ValueError, match=r"L @ R must equal the lower-triangular all-ones"):
-        FactorizationMechanism(eye, eye, 1.0)
+        FactorizationMechanism(eye, eye, epsilon=1.0)
     # L = I, R = A: the right factor measures prefix sums; causal. L = A, R = I: causal.
-    FactorizationMechanism(eye, A, 1.0)
-    FactorizationMechanism(A, eye, 1.0)
+    FactorizationMechanism(eye, A, epsilon=1.0)
+    FactorizationMechanism(A, eye, epsilon=1.0)
     # Relabelling the measurements keeps a pair causal.
     P = np.eye(3)[[2, 1, 0]]
-    FactorizationMechanism(A @ P, P, 1.0)
+    FactorizationMechanism(A @ P, P, epsilon=1.0)
     # Output 1 = (x1 + x2) − x2 is correct but needs step 2 at step 1: not causal.
     L2, R2 = np.array([[1.0, -1.0], [1.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 1.0]])
     with pytest.raises(ValueError, match=r"not causal: L\[0, 0\] = 1 uses measurement 0, "):
-        FactorizationMechanism(L2, R2, 1.0)
-    assert not FactorizationMechanism(L2, R2, 1.0, causal=False).causal
+        FactorizationMechanism(L2, R2, epsilon=1.0)
+    assert not FactorizationMechanism(L2, R2, epsilon=1.0, causal=False).causal
     with pytest.raises(TypeError, match=r"causal must be a bool, got 1"):
-        FactorizationMechanism(A, eye, 1.0, causal=1)  # type: ignore[arg-type]
+        FactorizationMechanism(A, eye, epsilon=1.0, causal=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"epsilon must be > 0, got -1"):
-        FactorizationMechanism(A, eye, -1)
+        FactorizationMechanism(A, eye, epsilon=-1)
 
 
 # ------------------------------------------------------- L R = A up to rounding only
@@ -255,18 +255,18 @@ def test_factorization_off_by_more_than_rounding_is_refused() -> None:
     T = 8
     A = np.tril(np.ones((T, T)))
     with pytest.raises(ValueError, match=r"atol=0\.5 is above the floating-point round-off bound"):
-        FactorizationMechanism(np.eye(T), 0.5 * A, 1.0, atol=0.5)
+        FactorizationMechanism(np.eye(T), 0.5 * A, epsilon=1.0, atol=0.5)
     with pytest.raises(ValueError, match=r"L @ R must equal .* up to rounding .* deviation 0\.5"):
-        FactorizationMechanism(np.eye(T), 0.5 * A, 1.0)
+        FactorizationMechanism(np.eye(T), 0.5 * A, epsilon=1.0)
     # The old default tolerance 1e-9 let a visibly wrong pair through.
     with pytest.raises(ValueError, match=r"atol=1e-09 is above the floating-point round-off"):
-        FactorizationMechanism(np.eye(T), A, 1.0, atol=1e-9)
+        FactorizationMechanism(np.eye(T), A, epsilon=1.0, atol=1e-9)
     with pytest.raises(ValueError, match=r"largest deviation 1e-10"):
-        FactorizationMechanism(np.eye(T), A + 1e-10, 1.0)
+        FactorizationMechanism(np.eye(T), A + 1e-10, epsilon=1.0)
     # A smaller atol is the user's choice and is kept (and rebuilt by config()).
-    fm = FactorizationMechanism(np.eye(T), A, 1.0, atol=0.0)
+    fm = FactorizationMechanism(np.eye(T), A, epsilon=1.0, atol=0.0)
     assert fm.atol == 0.0 and fm.config()["kwargs"]["atol"] == 0.0
-    assert FactorizationMechanism(np.eye(T), A, 1.0).config()["kwargs"]["atol"] is None
+    assert FactorizationMechanism(np.eye(T), A, epsilon=1.0).config()["kwargs"]["atol"] is None
 
 
 @pytest.mark.parametrize("name", ["sqrt", "honaker", "smooth-binary", "input", "kary-3-sub"])

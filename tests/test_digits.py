@@ -101,7 +101,9 @@ def test_kary_max_variance_without_variances(T: int, monkeypatch: pytest.MonkeyP
     from dpcount.counting import KaryTree
 
     mechanisms = [
-        KaryTree(T, 1.0, k=k, subtract=s, rng=0) for k in (2, 3, 4, 19) for s in (False, True)
+        KaryTree(T, epsilon=1.0, k=k, subtract=s, rng=0)
+        for k in (2, 3, 4, 19)
+        for s in (False, True)
     ]
     expected = [float(np.max(m.variances())) for m in mechanisms]
 

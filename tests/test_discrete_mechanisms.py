@@ -41,7 +41,7 @@ class IntegerOnes:
 def test_integer_structure_is_exact(k: int, subtract: bool) -> None:
     """With every node noise 1, the noise at t is Σ digits: batch, stream, chunks agree as ints."""
     T = 200
-    m = KaryTree(T, 1.0, k=k, subtract=subtract, noise="discrete-laplace", rng=0)
+    m = KaryTree(T, epsilon=1.0, k=k, subtract=subtract, noise="discrete-laplace", rng=0)
     ones = m.with_sampler(IntegerOnes())
     x = np.random.default_rng(1).integers(-5, 6, size=T)
     # ConstantNoise(1) on the float path gives Σ_j L[t, j] (node noises with sign).
@@ -60,7 +60,7 @@ def test_integer_structure_is_exact(k: int, subtract: bool) -> None:
 
 def test_integer_vector_steps() -> None:
     T, d = 50, 3
-    m = KaryTree(T, 1.0, k=5, noise="discrete-laplace", rng=2).with_sampler(IntegerOnes())
+    m = KaryTree(T, epsilon=1.0, k=5, noise="discrete-laplace", rng=2).with_sampler(IntegerOnes())
     X = np.random.default_rng(3).integers(0, 4, size=(T, d))
     out = m.release(X)
     assert out.dtype == np.int64 and out.shape == (T, d)
@@ -73,10 +73,12 @@ def test_integer_vector_steps() -> None:
 @pytest.mark.parametrize(
     "factory",
     [
-        lambda T: BinaryTree(T, 1.0, noise="discrete-laplace", rng=7),
-        lambda T: KaryTree(T, 0.8, k=5, noise="discrete-laplace", step_sensitivity=2, rng=7),
-        lambda T: KaryTree(T, 1.0, k=19, noise="discrete-gaussian", delta=1e-6, rng=7),
-        lambda T: BinaryTree(T, 2.0, noise="discrete-gaussian", delta=1e-3, rng=7),
+        lambda T: BinaryTree(T, epsilon=1.0, noise="discrete-laplace", rng=7),
+        lambda T: KaryTree(
+            T, epsilon=0.8, k=5, noise="discrete-laplace", step_sensitivity=2, rng=7
+        ),
+        lambda T: KaryTree(T, epsilon=1.0, k=19, noise="discrete-gaussian", delta=1e-6, rng=7),
+        lambda T: BinaryTree(T, epsilon=2.0, noise="discrete-gaussian", delta=1e-3, rng=7),
     ],
 )
 def test_variances_are_the_true_discrete_variances(factory) -> None:  # type: ignore[no-untyped-def]
@@ -87,12 +89,12 @@ def test_variances_are_the_true_discrete_variances(factory) -> None:  # type: ig
 
 
 def test_calibration_and_guarantee_of_discrete_trees() -> None:
-    m = KaryTree(10_000, 0.7, k=19, noise="discrete-laplace", step_sensitivity=3, rng=0)
+    m = KaryTree(10_000, epsilon=0.7, k=19, noise="discrete-laplace", step_sensitivity=3, rng=0)
     assert isinstance(m.sampler, DiscreteLaplaceNoise)
     assert m.sampler.scale == discrete_laplace_scale(3 * m.height, 0.7)
     assert m.privacy is not None and m.privacy.epsilon <= 0.7
     assert m.privacy.epsilon == pytest.approx(0.7, rel=1e-11)
-    g = BinaryTree(1000, 1.0, delta=1e-6, noise="discrete-gaussian", rng=0)
+    g = BinaryTree(1000, epsilon=1.0, delta=1e-6, noise="discrete-gaussian", rng=0)
     assert isinstance(g.sampler, DiscreteGaussianNoise)
     assert g.sampler.sigma == pytest.approx(
         discrete_gaussian_sigma(math.sqrt(g.height), 1.0, 1e-6), rel=1e-7
@@ -106,7 +108,7 @@ def test_calibration_and_guarantee_of_discrete_trees() -> None:
 
 
 def test_float_behaviour_unchanged() -> None:
-    m = BinaryTree(20, 1.0, rng=0)
+    m = BinaryTree(20, epsilon=1.0, rng=0)
     out = m.release(np.arange(20))
     assert out.dtype == np.float64
     s = m.stream()
@@ -115,10 +117,10 @@ def test_float_behaviour_unchanged() -> None:
 
 def test_discrete_errors() -> None:
     with pytest.raises(ValueError, match=r"step_sensitivity must be a whole number for noise="):
-        KaryTree(100, 1.0, noise="discrete-laplace", step_sensitivity=1.5)
+        KaryTree(100, epsilon=1.0, noise="discrete-laplace", step_sensitivity=1.5)
     with pytest.raises(ValueError, match=r"step_sensitivity must be a whole number .*got 0\.5"):
-        BinaryTree(100, 1.0, delta=1e-6, noise="discrete-gaussian", step_sensitivity=0.5)
-    m = BinaryTree(10, 1.0, noise="discrete-laplace", rng=0)
+        BinaryTree(100, epsilon=1.0, delta=1e-6, noise="discrete-gaussian", step_sensitivity=0.5)
+    m = BinaryTree(10, epsilon=1.0, noise="discrete-laplace", rng=0)
     with pytest.raises(ValueError, match=r"x must hold whole numbers.*step 3 holds 0\.5"):
         m.release([1, 2, 0.5])
     with pytest.raises(ValueError, match=r"step 2 holds 1e\+16"):
@@ -134,7 +136,7 @@ def test_discrete_errors() -> None:
         supports_discrete_noise = False
 
     with pytest.raises(ValueError, match=r"noise='discrete-laplace' is not available for NoInt"):
-        NoIntegerTree(10, 1.0, noise="discrete-laplace")
+        NoIntegerTree(10, epsilon=1.0, noise="discrete-laplace")
 
 
 def test_cli_discrete_noise_gives_integer_counts(

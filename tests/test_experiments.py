@@ -121,9 +121,11 @@ def test_elders_threshold(results: dict[str, ExperimentResult]) -> None:
     assert abs(key["slope_analytic"] - 2 * key["lemma19_exponent"]) < 0.1
     # At each δ* the Gaussian side's MSE equals the tree's (checked on the mechanisms).
     T, eps = 10**8, 0.5
-    tree = KaryTree(T, eps, k=int(key["k_1e8"]), subtract=True, rng=0).mse()
-    analytic = SqrtFactorization(T, eps, key["delta_analytic_1e8"], rng=0).mse()
-    fhu = SqrtFactorization(T, eps, key["delta_fhu_1e8"], calibration="fhu", rng=0).mse()
+    tree = KaryTree(T, epsilon=eps, k=int(key["k_1e8"]), subtract=True, rng=0).mse()
+    analytic = SqrtFactorization(T, epsilon=eps, delta=key["delta_analytic_1e8"], rng=0).mse()
+    fhu = SqrtFactorization(
+        T, epsilon=eps, delta=key["delta_fhu_1e8"], calibration="fhu", rng=0
+    ).mse()
     assert analytic == pytest.approx(tree, rel=1e-6)
     assert fhu == pytest.approx(tree, rel=1e-6)
     assert huu_mse_bound(T, eps, key["delta_huu_1e8"]) == pytest.approx(tree, rel=1e-9)

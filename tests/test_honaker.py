@@ -61,7 +61,7 @@ def test_level_variance_is_the_subtree_gls_variance(level: int) -> None:
 @pytest.mark.parametrize("T", [1, 2, 3, 8, 100, 1000, 4097])
 def test_closed_forms_match_per_step_values(T: int) -> None:
     per_step = np.array([honaker_step_variance_units(t) for t in range(1, T + 1)])
-    m = Honaker(T, 1.0, rng=0)
+    m = Honaker(T, epsilon=1.0, rng=0)
     np.testing.assert_allclose(m.noise_coefficients(), per_step, rtol=1e-14)
     assert honaker_mean_variance_units(T) == pytest.approx(per_step.mean(), rel=1e-13)
     assert honaker_max_variance_units(T) == pytest.approx(per_step.max(), rel=1e-14)
@@ -71,7 +71,7 @@ def test_closed_forms_match_per_step_values(T: int) -> None:
 
 def test_never_worse_than_the_binary_tree_with_the_same_privacy() -> None:
     for T in [1, 7, 64, 1000, 12345]:
-        h, b = Honaker(T, 1.0), BinaryTree(T, 1.0)
+        h, b = Honaker(T, epsilon=1.0), BinaryTree(T, epsilon=1.0)
         assert h.height == b.height and h.noise_scale == b.noise_scale
         assert np.all(h.variances() <= b.variances() + 1e-12)
         assert h.mse() < b.mse() or T == 1
@@ -80,7 +80,7 @@ def test_never_worse_than_the_binary_tree_with_the_same_privacy() -> None:
 def test_fixed_noise_release_equals_the_online_estimator() -> None:
     """With given node noises, the release equals Honaker's recursion evaluated directly."""
     T = 13
-    m = Honaker(T, 1.0, rng=0)
+    m = Honaker(T, epsilon=1.0, rng=0)
     L, _ = m.dense_factorization()
     z = np.random.default_rng(1).normal(size=L.shape[1])
     # Draw order of the per-step stream: at step t the leaf, then the completed nodes
@@ -103,7 +103,7 @@ def test_fixed_noise_release_equals_the_online_estimator() -> None:
 
 
 def test_state_holds_at_most_log_t_values() -> None:
-    m = Honaker(1000, 1.0, rng=0)
+    m = Honaker(1000, epsilon=1.0, rng=0)
     s = m.stream()
     for t in range(1, 1001):
         s.update(0.0)
@@ -113,12 +113,12 @@ def test_state_holds_at_most_log_t_values() -> None:
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_noise_statistics(noise: str) -> None:
     T, reps = 48, 30000
-    m = Honaker(T, 1.0, 1e-6 if noise == "gaussian" else None, noise=noise, rng=9)
+    m = Honaker(T, epsilon=1.0, delta=1e-6 if noise == "gaussian" else None, noise=noise, rng=9)
     assert_variances_match(m.release(np.zeros((T, reps))).T, m.variances())
 
 
 def test_constant_noise_batch_equals_chunks() -> None:
-    m = Honaker(200, 1.0).with_sampler(ConstantNoise(1.0))
+    m = Honaker(200, epsilon=1.0).with_sampler(ConstantNoise(1.0))
     batch = m.release(np.zeros(200))
     s = m.stream()
     parts = [s.update_many(np.zeros(n)) for n in (3, 64, 1, 100, 32)]
@@ -127,4 +127,4 @@ def test_constant_noise_batch_equals_chunks() -> None:
 
 def test_invalid_horizon() -> None:
     with pytest.raises(ValueError, match=r"horizon must be >= 1, got 0"):
-        Honaker(0, 1.0)
+        Honaker(0, epsilon=1.0)

@@ -15,7 +15,7 @@ from .stats import assert_variances_match, variance_z_scores
 def test_variance_grows_linearly_and_matches_statistically(noise: str) -> None:
     T, reps = 30, 60000
     delta = 1e-6 if noise == "gaussian" else None
-    m = InputPerturbation(T, 1.0, delta, noise=noise, rng=7)
+    m = InputPerturbation(T, epsilon=1.0, delta=delta, noise=noise, rng=7)
     var = m.sampler.variance
     np.testing.assert_allclose(m.variances(), var * np.arange(1, T + 1))
     assert m.mse() == pytest.approx(var * (T + 1) / 2)
@@ -30,14 +30,14 @@ def test_variance_grows_linearly_and_matches_statistically(noise: str) -> None:
 
 
 def test_sensitivity_is_one_step() -> None:
-    m = InputPerturbation(10**6, 2.0, step_sensitivity=3.0)
+    m = InputPerturbation(10**6, epsilon=2.0, step_sensitivity=3.0)
     assert m.noise_scale == 1.5  # Laplace(Δ/ε), independent of the horizon
-    L, R = InputPerturbation(5, 1.0).dense_factorization()
+    L, R = InputPerturbation(5, epsilon=1.0).dense_factorization()
     np.testing.assert_array_equal(L @ R, np.tril(np.ones((5, 5))))
 
 
 def test_constant_noise_is_a_ramp() -> None:
-    m = InputPerturbation(7, 1.0).with_sampler(ConstantNoise(1.0))
+    m = InputPerturbation(7, epsilon=1.0).with_sampler(ConstantNoise(1.0))
     np.testing.assert_array_equal(m.release(np.zeros(7)), np.arange(1.0, 8.0))
     s = m.stream()
     assert [s.update(0.0) for _ in range(3)] == [1.0, 2.0, 3.0]

@@ -24,7 +24,10 @@ BIG = 2**53 + 1
 
 
 def _mechanisms() -> list[KaryTree | SqrtFactorization]:
-    return [KaryTree(300, 1.0, rng=0), SqrtFactorization(300, 1.0, 1e-6, rng=0)]
+    return [
+        KaryTree(300, epsilon=1.0, rng=0),
+        SqrtFactorization(300, epsilon=1.0, delta=1e-6, rng=0),
+    ]
 
 
 # -- finding 4: running sums beyond 2^53 are refused, naming the step ------------------
@@ -68,8 +71,8 @@ def test_running_sum_crossing_2_53_is_refused_at_its_step(path: str) -> None:
 def test_vector_steps_are_checked_per_coordinate() -> None:
     x = np.array([[1.0, 2.0**52], [2.0, 2.0**52]])
     with pytest.raises(ValueError, match=r"running sum at step 2 \(coordinate 1\)"):
-        KaryTree(4, 1.0, rng=0).release(x)
-    s = KaryTree(4, 1.0, rng=0).stream()
+        KaryTree(4, epsilon=1.0, rng=0).release(x)
+    s = KaryTree(4, epsilon=1.0, rng=0).stream()
     s.update(x[0])
     with pytest.raises(ValueError, match=r"running sum at step 2 \(coordinate 1\)"):
         s.update(x[1])
@@ -82,7 +85,7 @@ def test_largest_exact_sums_are_released_exactly() -> None:
     steps = [2**52, 2**52 - 5, 4, -(2**53 - 2), -(2**53 - 2), 2**52 + 3]
     exact = np.cumsum(np.array(steps, dtype=object))
     assert max(abs(int(v)) for v in exact) == top
-    mech = KaryTree(8, 1.0, rng=0).with_sampler(ZeroNoise())
+    mech = KaryTree(8, epsilon=1.0, rng=0).with_sampler(ZeroNoise())
     got = mech.release(np.array(steps, dtype=np.float64))
     assert [int(v) for v in got] == list(exact)
     s = mech.stream()
@@ -136,9 +139,9 @@ def test_huge_sensitivity_is_refused_at_construction(noise: str) -> None:
     delta = None if noise == "laplace" else 1e-6
     sens = 1e308 if noise == "laplace" else 1e300
     with pytest.raises(ValueError, match=r"step_sensitivity=1e\+30\d .* beyond 2\^900"):
-        KaryTree(4, 1.0, delta=delta, noise=noise, step_sensitivity=sens)
+        KaryTree(4, epsilon=1.0, delta=delta, noise=noise, step_sensitivity=sens)
     # A large but representable calibration keeps finite variances and releases.
-    mech = KaryTree(4, 1.0, delta=delta, noise=noise, step_sensitivity=1e130, rng=0)
+    mech = KaryTree(4, epsilon=1.0, delta=delta, noise=noise, step_sensitivity=1e130, rng=0)
     assert np.isfinite(mech.variances()).all() and np.isfinite(mech.mse())
     assert np.isfinite(mech.release([0.0, 1.0])).all()
 
@@ -157,7 +160,7 @@ def test_factorization_rows_of_l_are_bounded() -> None:
     T = 4
     A = np.tril(np.ones((T, T)))
     with pytest.raises(ValueError, match=r"L has a row with sum of squares .* beyond 2\^64"):
-        FactorizationMechanism(A * 2.0**40, np.eye(T) / 2.0**40, 1.0)
+        FactorizationMechanism(A * 2.0**40, np.eye(T) / 2.0**40, epsilon=1.0)
 
 
 @pytest.mark.parametrize(

@@ -14,18 +14,13 @@ from dpcount.analysis import (
     cb_norm_bounds,
     compare,
     cor22_variance_ratio,
-    gaussian_linf_bound,
     laplace_gaussian_variance_ratio,
-    laplace_linf_bound,
     laplace_vs_gaussian_delta,
     lemma19_exponent,
-    linf_bound,
     mathias_gamma_hat,
-    max_digit_l1_norm,
-    tree_max_variance,
 )
-from dpcount.counting import DigitSystem, KaryTree, SqrtFactorization
-from dpcount.privacy import ZeroNoise
+from dpcount.counting import DigitSystem, KaryTree, max_digit_l1_norm
+from dpcount.privacy import ZeroNoise, gaussian_linf_bound, laplace_linf_bound
 
 from .properties_support import (
     ScalarCase,
@@ -44,16 +39,13 @@ COVERED = {
         "cb_norm_bounds",
         "compare",
         "cor22_variance_ratio",
-        "gaussian_linf_bound",
         "laplace_gaussian_variance_ratio",
-        "laplace_linf_bound",
         "laplace_vs_gaussian_delta",
         "lemma19_exponent",
-        "linf_bound",
         "mathias_gamma_hat",
-        "max_digit_l1_norm",
-        "tree_max_variance",
-    }
+    },
+    "dpcount.privacy": {"gaussian_linf_bound", "laplace_linf_bound"},
+    "dpcount.counting": {"max_digit_l1_norm"},
 }
 
 POS, PROB = bad_positive_real, bad_probability
@@ -139,7 +131,7 @@ CASES = [
     ),
     ScalarCase(
         "linf_bound",
-        lambda **kw: linf_bound(KaryTree(20, 1.0, k=3, rng=0), **kw),
+        lambda **kw: KaryTree(20, epsilon=1.0, k=3, rng=0).linf_bound(**kw),
         {"beta": 0.05},
         {"beta": PROB(), "max_variance": POS(allow_none=True)},
     ),
@@ -186,14 +178,10 @@ def test_best_k_refuses_a_non_bool_subtract(subtract: Any) -> None:
 @pytest.mark.parametrize(
     ("call", "exc", "name"),
     [
-        (lambda: linf_bound(None, 0.05), TypeError, "mechanism"),  # type: ignore[arg-type]
-        (lambda: linf_bound("kary", 0.05), TypeError, "mechanism"),  # type: ignore[arg-type]
-        (lambda: tree_max_variance(SqrtFactorization(8, 1.0, 1e-6)), TypeError, "mechanism"),  # type: ignore[arg-type]
-        (lambda: tree_max_variance(None), TypeError, "mechanism"),  # type: ignore[arg-type]
         (lambda: max_digit_l1_norm(3, 10, 3), TypeError, "system"),  # type: ignore[arg-type]
         (lambda: max_digit_l1_norm(DigitSystem.for_tree(3, True), 1000, 2), ValueError, r"\bh\b"),
         (
-            lambda: linf_bound(KaryTree(8, 1.0).with_sampler(ZeroNoise()), 0.05),
+            lambda: KaryTree(8, epsilon=1.0).with_sampler(ZeroNoise()).linf_bound(0.05),
             ValueError,
             "sampler",
         ),
@@ -209,6 +197,6 @@ def test_objects_of_the_wrong_kind_are_refused(call: Any, exc: Any, name: str) -
 def test_valid_advice_is_finite_and_achievable(horizon: int, eps: float) -> None:
     choice = best_k(horizon, eps, k_values=range(2, 9))
     assert math.isfinite(choice.mse) and choice.mse > 0
-    m = KaryTree(horizon, eps, k=choice.k, subtract=choice.subtract)
+    m = KaryTree(horizon, epsilon=eps, k=choice.k, subtract=choice.subtract)
     assert m.mse() == pytest.approx(choice.mse, rel=1e-12)
-    assert tree_max_variance(m) == pytest.approx(m.max_variance(), rel=1e-12)
+    assert m.max_variance() == pytest.approx(m.max_variance(), rel=1e-12)

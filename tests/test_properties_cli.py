@@ -171,7 +171,9 @@ def test_count_releases_exactly_what_the_library_releases(
     with out.open() as fh:
         rows = list(csv.DictReader(fh))
     released = np.array([float(r["private_count"]) for r in rows])
-    expected = KaryTree(len(values), 1.0, rng=seed).release(np.array(values, dtype=np.float64))
+    expected = KaryTree(len(values), epsilon=1.0, rng=seed).release(
+        np.array(values, dtype=np.float64)
+    )
     np.testing.assert_array_equal(released, expected)
 
 

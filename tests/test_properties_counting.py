@@ -409,15 +409,15 @@ def test_valid_digit_systems_cover_the_horizon(k: int, subtract: bool, horizon: 
 
 @pytest.mark.parametrize("path", [123, None, b"ck.bin", 1.5, ["ck"], ""])
 def test_checkpoint_paths_are_validated(path: Any, tmp_path: Any) -> None:
-    stream = KaryTree(T, 1.0, rng=0).stream()
+    stream = KaryTree(T, epsilon=1.0, rng=0).stream()
     exc = ValueError if path == "" else TypeError
     assert_rejects(lambda: save_stream(stream, path), exc, "path")
     assert_rejects(lambda: load_stream(path), exc, "path")
 
 
-@pytest.mark.parametrize("bad", ["kary", 3, KaryTree, KaryTree(T, 1.0, rng=0).stream()])
+@pytest.mark.parametrize("bad", ["kary", 3, KaryTree, KaryTree(T, epsilon=1.0, rng=0).stream()])
 def test_checkpoint_expect_and_stream_are_validated(bad: Any, tmp_path: Any) -> None:
-    good = KaryTree(T, 1.0, rng=0).stream()
+    good = KaryTree(T, epsilon=1.0, rng=0).stream()
     good.update(1.0)
     path = tmp_path / "ck.bin"
     save_stream(good, path)

@@ -52,6 +52,9 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.privacy", "Calibrated"): _RECORD,
     ("dpcount.privacy", "PrivacyGuarantee"): _RECORD,
     ("dpcount.privacy", "NoiseSampler"): _PROTOCOL,
+    ("dpcount.privacy", "NoiseKind"): "an Enum: its values are checked where a budget is built",
+    ("dpcount.privacy", "CalibrationRule"): "an Enum: checked where a budget is built",
+    ("dpcount.privacy", "Neighbouring"): "an Enum of the stated relations, not user input",
     ("dpcount.privacy", "secure_generator"): _NO_INPUT,
     # dpcount.counting
     ("dpcount.counting", "NoiseProcess"): _PROTOCOL,

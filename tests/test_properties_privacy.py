@@ -17,12 +17,15 @@ from hypothesis import strategies as st
 
 from dpcount.privacy import (
     NOISE_KINDS,
+    Budget,
+    CalibrationRule,
     ConstantNoise,
     DiscreteGaussianNoise,
     DiscreteLaplaceNoise,
     GaussianNoise,
     LaplaceNoise,
     NoiseBuffer,
+    NoiseKind,
     ZeroNoise,
     analytic_gaussian_delta,
     as_generator,
@@ -32,6 +35,7 @@ from dpcount.privacy import (
     fhu_constant,
     fhu_delta,
     gaussian_sigma,
+    gaussian_two_sided_quantile,
     is_secure,
     laplace_epsilon,
     laplace_scale,
@@ -57,6 +61,8 @@ from .properties_support import (
 #: public names of dpcount.privacy (and dpcount.privacy.discrete) this file covers
 COVERED = {
     "dpcount.privacy": {
+        "Budget",
+        "gaussian_two_sided_quantile",
         "ConstantNoise",
         "DiscreteGaussianNoise",
         "DiscreteLaplaceNoise",
@@ -98,6 +104,31 @@ POS = bad_positive_real
 PROB = bad_probability
 
 CASES = [
+    ScalarCase(
+        "Budget",
+        Budget,
+        {"epsilon": 1.0, "delta": 1e-6},
+        {
+            "epsilon": POS(),
+            "delta": PROB(allow_none=True),
+            "noise": bad_choice(NoiseKind.choices()).filter(lambda b: b[0] is not None),
+            "calibration": bad_choice(CalibrationRule.choices()).filter(lambda b: b[0] is not None),
+            "step_sensitivity": POS(),
+            "step_l2_sensitivity": POS(),
+        },
+    ),
+    ScalarCase(
+        "gaussian_two_sided_quantile",
+        gaussian_two_sided_quantile,
+        {"log_beta": -3.0},
+        {
+            "log_beta": st.one_of(
+                st.floats(min_value=0.0).map(lambda v: (v, ValueError)),
+                st.sampled_from([math.nan, math.inf]).map(lambda v: (v, ValueError)),
+                st.sampled_from(["-1", None, [-1.0]]).map(lambda v: (v, TypeError)),
+            )
+        },
+    ),
     ScalarCase(
         "laplace_scale",
         laplace_scale,

@@ -31,9 +31,9 @@ def test_seeds_stay_reproducible_and_are_not_secure() -> None:
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: BinaryTree(100, 1.0),
-        lambda: KaryTree(100, 1.0, k=5, noise="gaussian", delta=1e-6),
-        lambda: KaryTree(100, 1.0, noise="discrete-laplace"),
+        lambda: BinaryTree(100, epsilon=1.0),
+        lambda: KaryTree(100, epsilon=1.0, k=5, noise="gaussian", delta=1e-6),
+        lambda: KaryTree(100, epsilon=1.0, noise="discrete-laplace"),
     ],
 )
 def test_mechanisms_default_to_the_secure_generator(build) -> None:  # type: ignore[no-untyped-def]

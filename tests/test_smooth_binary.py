@@ -46,10 +46,10 @@ def test_height_is_smallest_even_with_more_balanced_leaves_than_steps() -> None:
 @pytest.mark.parametrize("h", [2, 4, 6, 8])
 def test_sensitivity_h_over_2_is_attained_at_full_capacity(h: int) -> None:
     T = math.comb(h, h // 2) - 1
-    m = SmoothBinary(T, 1.0, 1e-6)
+    m = SmoothBinary(T, epsilon=1.0, delta=1e-6)
     assert m.height == h
     L, R = m.dense_factorization()
-    fm = FactorizationMechanism(L, R, 1.0)
+    fm = FactorizationMechanism(L, R, epsilon=1.0)
     assert fm._unit_sensitivities() == (h / 2, math.sqrt(h / 2))
     assert m._unit_sensitivities() == fm._unit_sensitivities()
     np.testing.assert_array_equal(L.sum(axis=1), np.full(T, h / 2))  # h/2 nodes per step
@@ -75,7 +75,7 @@ def test_releasing_at_b_t_with_x_t_at_b_t_needs_h_over_2_plus_1(h: int) -> None:
 def test_sigma_is_a_standard_deviation_and_variance_is_constant() -> None:
     T, reps = 60, 40000
     eps, delta = 0.5, 1e-6
-    m = SmoothBinary(T, eps, delta, rng=2)
+    m = SmoothBinary(T, epsilon=eps, delta=delta, rng=2)
     h = m.height
     sigma = gaussian_sigma(math.sqrt(h / 2), eps, delta)
     assert m.noise_scale == sigma
@@ -88,7 +88,7 @@ def test_sigma_is_a_standard_deviation_and_variance_is_constant() -> None:
 
 
 def test_stream_and_chunks_share_live_nodes() -> None:
-    m = SmoothBinary(69, 1.0, 1e-6)  # h = 8: the last balanced leaf is used
+    m = SmoothBinary(69, epsilon=1.0, delta=1e-6)  # h = 8: the last balanced leaf is used
 
     cov = {name: (M := noise_matrix(m, run)) @ M.T for name, run in RUNS.items()}
     np.testing.assert_allclose(cov["steps"], cov["batch"], atol=1e-12)
@@ -99,7 +99,7 @@ def test_stream_and_chunks_share_live_nodes() -> None:
 
 
 def test_laplace_variant_is_pure_dp() -> None:
-    m = SmoothBinary(1000, 1.0, noise="laplace")
+    m = SmoothBinary(1000, epsilon=1.0, noise="laplace")
     assert m.privacy is not None and m.privacy.delta == 0.0
     assert m.noise_scale == m.height / 2
 

@@ -125,7 +125,7 @@ def stream_mixed(m: KaryTree) -> np.ndarray:
 @pytest.mark.parametrize("T", HORIZONS)
 def test_zero_noise_release_is_prefix_sums(k: int, subtract: bool, T: int) -> None:
     x = np.random.default_rng(T).normal(size=T)
-    m = KaryTree(T, 1.0, k=k, subtract=subtract, rng=0).with_sampler(ZeroNoise())
+    m = KaryTree(T, epsilon=1.0, k=k, subtract=subtract, rng=0).with_sampler(ZeroNoise())
     np.testing.assert_allclose(m.release(x), np.cumsum(x), rtol=0, atol=1e-12)
     np.testing.assert_allclose(stream_steps(m) + np.cumsum(x), np.cumsum(x), atol=0)
     s = m.stream()
@@ -136,7 +136,7 @@ def test_zero_noise_release_is_prefix_sums(k: int, subtract: bool, T: int) -> No
 @pytest.mark.parametrize("T", HORIZONS)
 def test_constant_noise_counts_digit_l1_norm(k: int, subtract: bool, T: int) -> None:
     """With every node noise = 1 the noise at t is the number of nodes summed: ||digits(t)||_1."""
-    m = KaryTree(T, 1.0, k=k, subtract=subtract, rng=0)
+    m = KaryTree(T, epsilon=1.0, k=k, subtract=subtract, rng=0)
     brute = [sum(abs(d) for d in m.digit_system.digits(t, m.height)) for t in range(1, T + 1)]
     c = m.with_sampler(ConstantNoise(1.0))
     for run in (batch, stream_steps, stream_mixed):
@@ -155,7 +155,7 @@ def test_noise_map_equals_algorithm3_up_to_signs(k: int, subtract: bool, T: int)
     with symmetric i.i.d. noise the two are equal in distribution (Prop. 12), and
     the columns (which steps use each node) must match exactly.
     """
-    m = KaryTree(T, 1.0, k=k, subtract=subtract, rng=0)
+    m = KaryTree(T, epsilon=1.0, k=k, subtract=subtract, rng=0)
     L3, R3 = oracle(m)
     np.testing.assert_array_equal(L3 @ R3, np.tril(np.ones((T, T))))  # the oracle is right
     want = Counter(tuple(np.abs(col)) for col in L3.T)
@@ -167,7 +167,7 @@ def test_noise_map_equals_algorithm3_up_to_signs(k: int, subtract: bool, T: int)
 def test_sensitivity_from_dense_oracle(k: int, subtract: bool) -> None:
     """Each step lies in at most h used nodes (Lemmas 7, 13): max column l1 norm of R <= h."""
     for T in (9, 40, 200):
-        m = KaryTree(T, 1.0, k=k, subtract=subtract, rng=0)
+        m = KaryTree(T, epsilon=1.0, k=k, subtract=subtract, rng=0)
         _, R = oracle(m)
         assert np.abs(R).sum(axis=0).max() <= m.height
         assert m.privacy is not None
@@ -178,7 +178,7 @@ def test_sensitivity_from_dense_oracle(k: int, subtract: bool) -> None:
 @pytest.mark.parametrize(("k", "subtract"), [(2, False), (19, True), (5, False), (4, True)])
 def test_stream_live_noise_within_lemma17(k: int, subtract: bool) -> None:
     T = 3000
-    m = KaryTree(T, 1.0, k=k, subtract=subtract, rng=1)
+    m = KaryTree(T, epsilon=1.0, k=k, subtract=subtract, rng=1)
     bound = m.live_noise_bound()
     if subtract and k % 2:
         assert bound == m.height * (k - 1) // 2  # Lemma 17
@@ -196,7 +196,7 @@ def test_stream_live_noise_within_lemma17(k: int, subtract: bool) -> None:
 
 
 def test_stream_rejects_steps_past_horizon() -> None:
-    s = KaryTree(3, 1.0, rng=0).stream()
+    s = KaryTree(3, epsilon=1.0, rng=0).stream()
     s.update_many([1, 2])
     with pytest.raises(ValueError, match=r"xs has 2 steps but only 1 remain before the horizon 3"):
         s.update_many([1, 2])
@@ -210,7 +210,7 @@ def test_stream_rejects_steps_past_horizon() -> None:
 @pytest.mark.parametrize("h", [1, 2, 3, 4])
 def test_lemma8_at_full_trees(k: int, h: int) -> None:
     T = k**h - 1
-    m = KaryTree(T, 0.7, k=k, subtract=False, rng=0)
+    m = KaryTree(T, epsilon=0.7, k=k, subtract=False, rng=0)
     assert m.height == h
     assert m.mse() == pytest.approx(lemma8_mse(k, h, 0.7), rel=1e-12)
     assert m.mse() == pytest.approx((k - 1) * h**3 / (0.7**2 * (1 - k**-h)), rel=1e-12)
@@ -220,7 +220,7 @@ def test_lemma8_at_full_trees(k: int, h: int) -> None:
 @pytest.mark.parametrize("h", [1, 2, 3, 4])
 def test_lemma14_at_full_trees(k: int, h: int) -> None:
     T = (k**h - 1) // 2
-    m = KaryTree(T, 1.3, k=k, subtract=True, rng=0)
+    m = KaryTree(T, epsilon=1.3, k=k, subtract=True, rng=0)
     assert m.height == h
     assert m.mse() == pytest.approx(lemma14_mse(k, h, 1.3), rel=1e-12)
     assert m.mse() == pytest.approx(
@@ -232,7 +232,7 @@ def test_lemma14_at_full_trees(k: int, h: int) -> None:
 @pytest.mark.parametrize("h", [1, 2, 3])
 def test_claim29_even_k(k: int, h: int) -> None:
     T = k * (k**h - 1) // (2 * (k - 1))
-    m = KaryTree(T, 1.0, k=k, subtract=True, rng=0)
+    m = KaryTree(T, epsilon=1.0, k=k, subtract=True, rng=0)
     assert m.height == h
     node_var = tree_laplace_node_variance(h, 1.0)
     assert m.mse() == pytest.approx(node_var * even_offset_total_nodes(k, h) / T, rel=1e-12)
@@ -241,7 +241,7 @@ def test_claim29_even_k(k: int, h: int) -> None:
 
 
 def test_variances_are_node_variance_times_digit_norm() -> None:
-    m = KaryTree(1000, 0.5, k=7, subtract=True, step_sensitivity=3.0, rng=0)
+    m = KaryTree(1000, epsilon=0.5, k=7, subtract=True, step_sensitivity=3.0, rng=0)
     node_var = tree_laplace_node_variance(m.height, 0.5, 3.0)
     norms = [sum(abs(d) for d in m.digit_system.digits(t, m.height)) for t in range(1, 1001)]
     np.testing.assert_allclose(m.variances(), node_var * np.array(norms), rtol=1e-14)
@@ -255,7 +255,10 @@ def test_mean_node_formulas_agree() -> None:
 
 
 def test_binary_tree_is_k2_without_subtraction() -> None:
-    b, k2 = BinaryTree(100, 1.0, rng=0), KaryTree(100, 1.0, k=2, subtract=False, rng=0)
+    b, k2 = (
+        BinaryTree(100, epsilon=1.0, rng=0),
+        KaryTree(100, epsilon=1.0, k=2, subtract=False, rng=0),
+    )
     assert b.height == k2.height == 7
     np.testing.assert_array_equal(b.variances(), k2.variances())
     assert b.name == "binary"
@@ -263,9 +266,9 @@ def test_binary_tree_is_k2_without_subtraction() -> None:
 
 def test_noise_calibrations() -> None:
     T, eps, delta = 5000, 0.8, 1e-7
-    m = KaryTree(T, eps, k=19, subtract=True, noise="gaussian", delta=delta, rng=0)
+    m = KaryTree(T, epsilon=eps, k=19, subtract=True, noise="gaussian", delta=delta, rng=0)
     assert m.noise_scale == pytest.approx(gaussian_sigma(math.sqrt(m.height), eps, delta))
-    m = KaryTree(T, eps, k=2, subtract=False, noise="laplace", delta=delta, rng=0)
+    m = KaryTree(T, epsilon=eps, k=2, subtract=False, noise="laplace", delta=delta, rng=0)
     h = m.height
     assert m.noise_scale == pytest.approx(laplace_scale_approximate(h, math.sqrt(h), eps, delta))
     assert m.privacy is not None and m.privacy.epsilon <= eps
@@ -282,7 +285,7 @@ def test_noise_calibrations() -> None:
 )
 def test_batch_variance_matches_exact(kwargs: dict) -> None:  # type: ignore[type-arg]
     T, reps = 120, 20_000
-    m = KaryTree(T, 1.0, rng=12345, **kwargs)
+    m = KaryTree(T, epsilon=1.0, rng=12345, **kwargs)
     x = np.random.default_rng(0).integers(0, 2, size=T).astype(float)
     errors = np.array([m.release(x) for _ in range(reps)]) - np.cumsum(x)
     assert_variances_match(errors, m.variances())
@@ -290,7 +293,7 @@ def test_batch_variance_matches_exact(kwargs: dict) -> None:  # type: ignore[typ
 
 def test_vector_steps_have_independent_coordinates_with_exact_variance() -> None:
     T, d = 150, 20_000
-    m = KaryTree(T, 2.0, k=5, subtract=True, rng=7)
+    m = KaryTree(T, epsilon=2.0, k=5, subtract=True, rng=7)
     X = np.random.default_rng(1).integers(0, 3, size=(T, d)).astype(float)
     errors = (m.release(X) - np.cumsum(X, axis=0)).T  # coordinates act as replicates
     assert_variances_match(errors, m.variances())
@@ -300,7 +303,7 @@ def test_vector_steps_have_independent_coordinates_with_exact_variance() -> None
 
 def test_stream_variance_matches_exact() -> None:
     T, reps = 60, 6000
-    m = KaryTree(T, 1.0, k=3, subtract=True, rng=99)
+    m = KaryTree(T, epsilon=1.0, k=3, subtract=True, rng=99)
     errors = np.empty((reps, T))
     for r in range(reps):
         s = m.stream()
@@ -310,7 +313,7 @@ def test_stream_variance_matches_exact() -> None:
 
 def test_chunked_stream_variance_matches_exact() -> None:
     T, reps = 60, 3000
-    m = KaryTree(T, 1.0, k=3, subtract=True, rng=98)
+    m = KaryTree(T, epsilon=1.0, k=3, subtract=True, rng=98)
     errors = np.empty((reps, T))
     for r in range(reps):
         s = m.stream()
@@ -362,11 +365,11 @@ def test_constructor_validation(kwargs: dict, exc: type, match: str) -> None:  #
 )
 def test_release_validation(x, exc: type, match: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(exc, match=match):
-        KaryTree(10, 1.0, rng=0).release(x)
+        KaryTree(10, epsilon=1.0, rng=0).release(x)
 
 
 def test_stream_step_validation() -> None:
-    s = KaryTree(10, 1.0, rng=0).stream()
+    s = KaryTree(10, epsilon=1.0, rng=0).stream()
     with pytest.raises(ValueError, match=r"x must be finite, got nan"):
         s.update(float("nan"))
     with pytest.raises(TypeError, match=r"x must be a real number, got '3'"):
@@ -375,7 +378,7 @@ def test_stream_step_validation() -> None:
     s.update(1)
     with pytest.raises(ValueError, match=r"x must be finite, got inf"):
         s.update(np.float64("inf"))
-    v = KaryTree(10, 1.0, rng=0).stream()
+    v = KaryTree(10, epsilon=1.0, rng=0).stream()
     v.update(np.ones(3))
     with pytest.raises(ValueError, match=r"x must have shape \(3,\), got shape \(2,\)"):
         v.update(np.ones(2))

@@ -1,3 +1,5 @@
 """dpcount: differentially private counting over time and over ranges."""
 
-__version__ = "0.1.0"
+from dpcount._version import __version__
+
+__all__ = ["__version__"]

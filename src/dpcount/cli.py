@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from dpcount import __version__
+from dpcount._version import __version__
 
 SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce")
 

@@ -49,8 +49,8 @@ def demo_rows(
     truth = np.cumsum(x).astype(np.float64)
     choice = best_k(T, epsilon)
     mechanisms: list[KaryTree] = [
-        KaryTree(T, epsilon, k=choice.k, subtract=choice.subtract, rng=gen),
-        BinaryTree(T, epsilon, rng=gen),
+        KaryTree(T, epsilon=epsilon, k=choice.k, subtract=choice.subtract, rng=gen),
+        BinaryTree(T, epsilon=epsilon, rng=gen),
     ]
     rows = []
     for m in mechanisms:

@@ -1,9 +1,8 @@
 """Exact error analysis and mechanism comparison."""
 
-from dpcount.analysis.advisor import TreeChoice, best_k, max_digit_l1_norm, tree_max_variance
+from dpcount.analysis.advisor import TreeChoice, best_k
 from dpcount.analysis.cbnorm import CbNormBounds, cb_norm_bounds, mathias_gamma_hat
 from dpcount.analysis.compare import METRICS, Candidate, compare
-from dpcount.analysis.tails import gaussian_linf_bound, laplace_linf_bound, linf_bound
 from dpcount.analysis.threshold import (
     DeltaThreshold,
     cor22_variance_ratio,
@@ -23,14 +22,9 @@ __all__ = [
     "cb_norm_bounds",
     "compare",
     "cor22_variance_ratio",
-    "gaussian_linf_bound",
     "huu_leading_constant",
     "laplace_gaussian_variance_ratio",
-    "laplace_linf_bound",
     "laplace_vs_gaussian_delta",
     "lemma19_exponent",
-    "linf_bound",
     "mathias_gamma_hat",
-    "max_digit_l1_norm",
-    "tree_max_variance",
 ]

@@ -23,11 +23,9 @@ from dpcount._validate import (
     check_probability,
     check_real,
 )
-from dpcount.analysis.advisor import TREE_METRICS, best_k, tree_max_variance
-from dpcount.analysis.tails import linf_bound
+from dpcount.analysis.advisor import TREE_METRICS, best_k
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import build_mechanism
-from dpcount.counting.tree import KaryTree
 from dpcount.privacy.rng import RNGLike
 
 __all__ = ["METRICS", "Candidate", "compare"]
@@ -137,7 +135,7 @@ def _row(
 ) -> Candidate:
     privacy = mech.privacy
     assert privacy is not None  # built by calibrate, never with_sampler
-    max_var = tree_max_variance(mech) if isinstance(mech, KaryTree) else mech.max_variance()
+    max_var = mech.max_variance()
     return Candidate(
         label=label,
         mechanism=name,
@@ -153,7 +151,7 @@ def _row(
         guaranteed_delta=privacy.delta,
         mse=mech.mse(),
         max_variance=max_var,
-        linf=linf_bound(mech, beta, max_variance=max_var),
+        linf=mech.linf_bound(beta, max_variance=max_var),
         beta=beta,
         metric=metric,
     )

@@ -132,7 +132,7 @@ def laplace_vs_gaussian_delta(
     if k is None:
         k = best_k(T, eps, subtract=True, k_values=range(3, 65)).k
     k = check_integer("k", k, ge=2)
-    tree = KaryTree(T, eps, k=k, subtract=True, rng=0, step_sensitivity=step)
+    tree = KaryTree(T, epsilon=eps, k=k, subtract=True, rng=0, step_sensitivity=step)
     tree_mse = tree.mse()
     l2 = math.sqrt(sqrt_l2_norm_squared(T)) * step
     coef = sqrt_mean_variance_coefficient(T)

@@ -35,14 +35,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from dpcount._validate import check_bool, check_choice, check_integer, check_real
 from dpcount.counting.base import CountingMechanism
@@ -50,6 +47,7 @@ from dpcount.counting.registry import MECHANISMS, build_mechanism
 from dpcount.privacy.guarantee import NOISE_KINDS, PrivacyGuarantee
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.tails import gaussian_two_sided_quantile
 
 __all__ = [
     "DEFAULT_APPROX_MECHANISM",
@@ -207,20 +205,3 @@ class AppBase:
         clone.mechanism = self.mechanism.with_sampler(sampler)
         clone._reset()
         return clone
-
-
-def gaussian_two_sided_quantile(log_beta: float) -> float:
-    """The z with P(|N(0, 1)| > z) = β, from log β (accurate for β down to ~1e-300000).
-
-    Solves log 2 + log Φ(−z) = log β by Brent's method on [0, z_C], where
-    z_C = √(2(ln 2 − ln β)) is the Chernoff bound (2e^{−z²/2} ≥ 2Φ(−z)), and
-    returns the upper end of the final bracket (a larger z is conservative).
-    """
-    lb = check_real("log_beta", log_beta, lt=0)
-    upper = math.sqrt(2.0 * (math.log(2.0) - lb))
-
-    def f(z: float) -> float:
-        return float(math.log(2.0) + log_ndtr(-z) - lb)
-
-    root = brentq(f, 0.0, upper, xtol=1e-14, rtol=1e-14)
-    return float(min(upper, root * (1.0 + 1e-12) + 1e-12))

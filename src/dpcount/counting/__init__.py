@@ -11,7 +11,7 @@ A stream can be checkpointed (:func:`save_stream`) and restored
 from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
-from dpcount.counting.digits import DigitSystem
+from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
 from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
@@ -37,5 +37,6 @@ __all__ = [
     "SqrtNoiseProcess",
     "TreeNoiseProcess",
     "load_stream",
+    "max_digit_l1_norm",
     "save_stream",
 ]

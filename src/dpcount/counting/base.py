@@ -53,9 +53,11 @@ from dpcount._validate import (
     check_whole_number,
     vector_length,
 )
-from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, PrivacyGuarantee, calibrate
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind
+from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
 
 __all__ = ["NEIGHBOURING", "CountingMechanism", "CountingStream", "NoiseProcess"]
 
@@ -139,39 +141,41 @@ class CountingMechanism(ABC):
     #: the release is an integer combination of the noisy vector: integer data plus
     #: integer noise give integer outputs
     integer_release: ClassVar[bool] = False
+    #: the largest |coefficient| of one noise sample in a release (for the Laplace
+    #: ℓ∞ bound); None where it is unknown
+    max_noise_coefficient: float | None = None
+    #: the noise kind used when the budget names none
+    default_noise: ClassVar[NoiseKind] = NoiseKind.LAPLACE
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        epsilon: float,
-        delta: float | None,
-        noise: str,
-        calibration: str | None,
-        rng: RNGLike,
-        step_sensitivity: float,
-        step_l2_sensitivity: float | None = None,
-    ) -> None:
+    def __init__(self, horizon: int, *, budget: Budget, rng: RNGLike) -> None:
+        """Validate the horizon, resolve the budget's defaults and calibrate the noise.
+
+        Subclasses set their structure first (the sensitivities depend on it), then
+        call this with the :class:`~dpcount.privacy.Budget` built by
+        :meth:`~dpcount.privacy.Budget.resolve` from their ``budget=`` or keyword
+        fields.
+        """
         self.horizon = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
-        self.step_sensitivity = check_real("step_sensitivity", step_sensitivity, gt=0)
-        self.step_l2_sensitivity = (
-            self.step_sensitivity
-            if step_l2_sensitivity is None
-            else check_real("step_l2_sensitivity", step_l2_sensitivity, gt=0)
-        )
-        if noise in DISCRETE_NOISE_KINDS:
+        budget = budget.with_default_noise(self.default_noise)
+        noise = budget.noise
+        assert noise is not None  # set by with_default_noise
+        self.budget: Budget = budget
+        self.step_sensitivity = budget.step_sensitivity
+        self.step_l2_sensitivity = budget.l2_step
+        if noise.is_discrete:
             if not self.supports_discrete_noise:
                 raise ValueError(
-                    f"noise={noise!r} is not available for {type(self).__name__}: its perturbed "
-                    "vector is not an integer function of the steps (use 'laplace' or 'gaussian')"
+                    f"noise={noise.value!r} is not available for {type(self).__name__}: its "
+                    "perturbed vector is not an integer function of the steps (use 'laplace' "
+                    "or 'gaussian')"
                 )
             check_whole_number(
                 "step_sensitivity",
                 self.step_sensitivity,
-                reason=f"for noise={noise!r} (integer steps change by whole amounts)",
+                reason=f"for noise={noise.value!r} (integer steps change by whole amounts)",
             )
         profile = None
-        if calibration == "pld":
+        if budget.calibration == CalibrationRule.PLD:
             unit = self.sensitivity_profile()
             if unit is None:
                 raise ValueError(
@@ -181,34 +185,23 @@ class CountingMechanism(ABC):
             profile = unit * self.step_sensitivity
         r1, r2 = self._unit_sensitivities()
         calibrated = calibrate(
-            noise,
-            epsilon=epsilon,
-            delta=delta,
+            noise.value,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
             # For Gaussian noise step_sensitivity is an l2 bound, so r1 * it is not an
             # l1 bound for vector steps; it is only recorded, never used.
             l1_sensitivity=r1 * self.step_sensitivity,
             l2_sensitivity=r2
-            * (self.step_sensitivity if noise == "gaussian" else self.step_l2_sensitivity),
-            calibration=calibration,
+            * (self.step_sensitivity if noise == NoiseKind.GAUSSIAN else self.step_l2_sensitivity),
+            calibration=None if budget.calibration is None else budget.calibration.value,
             neighbouring=NEIGHBOURING,
             profile=profile,
         )
-        _check_noise_in_range(calibrated.sampler, self.step_sensitivity, epsilon)
+        _check_noise_in_range(calibrated.sampler, self.step_sensitivity, budget.epsilon)
         self.sampler: NoiseSampler = calibrated.sampler
         self.privacy: PrivacyGuarantee | None = calibrated.privacy
         self.noise_scale: float = calibrated.scale
         self._rng = as_generator(rng)
-        # The budget as requested (privacy.epsilon may be the achieved one): config().
-        self._requested: dict[str, Any] = {
-            "epsilon": float(epsilon),
-            "delta": None if delta is None else float(delta),
-            "noise": noise,
-            "calibration": calibration,
-            "step_sensitivity": self.step_sensitivity,
-            "step_l2_sensitivity": (
-                None if step_l2_sensitivity is None else self.step_l2_sensitivity
-            ),
-        }
 
     # -- structure (implemented by subclasses) ------------------------------------
     @abstractmethod
@@ -283,6 +276,44 @@ class CountingMechanism(ABC):
         """Exact largest per-step variance over the horizon."""
         return float(np.max(self.variances()))
 
+    def linf_bound(self, beta: float = 0.05, *, max_variance: float | None = None) -> float:
+        """A (1 − β) bound on max_{t≤T} |release_t − S_t| (union bound over the T steps).
+
+        Gaussian noise: :func:`~dpcount.privacy.tails.gaussian_linf_bound` with the
+        exact largest variance. Laplace noise:
+        :func:`~dpcount.privacy.tails.laplace_linf_bound` (a Chernoff bound for
+        weighted sums of Laplace variables) with A = max_variance/(2λ²) and
+        :attr:`max_noise_coefficient`.
+
+        Args:
+            beta: failure probability β ∈ (0, 1).
+            max_variance: the exact largest variance if already known (otherwise
+                :meth:`max_variance` is called).
+
+        Raises:
+            ValueError: a sampler that is neither Gaussian nor Laplace (e.g. after
+                ``with_sampler(ZeroNoise())``), or Laplace noise on a mechanism whose
+                largest coefficient is unknown.
+        """
+        sampler = self.sampler
+        if not isinstance(sampler, (GaussianNoise, LaplaceNoise)):
+            raise ValueError(f"linf bounds need Gaussian or Laplace noise, got sampler {sampler!r}")
+        v = (
+            self.max_variance()
+            if max_variance is None
+            else check_real("max_variance", max_variance, gt=0)
+        )
+        if isinstance(sampler, GaussianNoise):
+            return gaussian_linf_bound(v, self.horizon, beta)
+        if self.max_noise_coefficient is None:
+            raise ValueError(
+                f"no Laplace tail bound for {self!r}: its largest noise coefficient is unknown "
+                "(set max_noise_coefficient)"
+            )
+        return laplace_linf_bound(
+            sampler.scale, v / sampler.variance, self.horizon, beta, self.max_noise_coefficient
+        )
+
     # -- release --------------------------------------------------------------------
     def release(self, x: Any) -> NDArray[Any]:
         """Release all private prefix sums of ``x`` at once.
@@ -338,8 +369,7 @@ class CountingMechanism(ABC):
 
         Returns:
             ``{"class": class name, "kwargs": {...}}``: the arguments as given
-            (horizon, the requested ``epsilon``/``delta``, ``noise``,
-            ``calibration``, the sensitivities and the structure's own options),
+            (horizon, the fields of :attr:`budget` and the structure's own options),
             without ``rng``. Values are JSON-able, except numpy arrays for
             :class:`~dpcount.counting.FactorizationMechanism`'s ``L`` and ``R``.
         """
@@ -347,7 +377,36 @@ class CountingMechanism(ABC):
 
     def _config_kwargs(self) -> dict[str, Any]:
         """Constructor keyword arguments except ``rng``; subclasses add their structure's."""
-        return {"horizon": self.horizon, **self._requested}
+        return {"horizon": self.horizon, **self.budget.as_kwargs()}
+
+    # -- composition ----------------------------------------------------------------
+    def dp_event(self) -> Any:
+        """This mechanism's privacy as a dp_accounting ``DpEvent`` (one release).
+
+        Compose several releases with dp_accounting's accountants, e.g.
+        ``PLDAccountant().compose(a.dp_event()).compose(b.dp_event())``. Gaussian
+        noise gives a ``GaussianDpEvent``, the discrete Gaussian a ``ZCDpEvent``
+        (RDP accountant), Laplace kinds the composition of one Laplace event per
+        coordinate of :meth:`sensitivity_profile` (or one event at the ℓ₁
+        sensitivity); see :func:`dpcount.privacy.accounting.dp_event`. Needs the
+        ``accounting`` extra.
+
+        Raises:
+            ValueError: the mechanism carries no guarantee (:meth:`with_sampler`).
+        """
+        from dpcount.privacy.accounting import dp_event
+
+        if self.privacy is None:
+            raise ValueError("this copy carries no privacy guarantee (with_sampler), no DpEvent")
+        unit = self.sensitivity_profile()
+        return dp_event(
+            noise=self.privacy.noise,
+            scale=self.noise_scale,
+            l1_sensitivity=self.privacy.l1_sensitivity,
+            l2_sensitivity=self.privacy.l2_sensitivity,
+            rho=self.privacy.rho,
+            profile=None if unit is None else unit * self.step_sensitivity,
+        )
 
     # -- testing hook ---------------------------------------------------------------
     def with_sampler(self, sampler: NoiseSampler) -> CountingMechanism:
@@ -371,7 +430,7 @@ class CountingMechanism(ABC):
         fields = "".join(f"{key}={value}, " for key, value in self._repr_fields().items())
         return (
             f"{type(self).__name__}(horizon={self.horizon}, {fields}"
-            f"noise_scale={self.noise_scale:.6g})"
+            f"budget={self.budget!r}, noise_scale={self.noise_scale:.6g})"
         )
 
     def describe(self) -> str:

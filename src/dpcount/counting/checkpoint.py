@@ -69,8 +69,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount import __version__
 from dpcount._state import state_array, state_value
+from dpcount._version import __version__
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker

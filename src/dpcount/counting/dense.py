@@ -22,7 +22,7 @@ mechanism is tested against.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,8 +30,12 @@ from numpy.typing import NDArray
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import as_array, check_integer, check_real, check_real_dtype
 from dpcount.counting.base import MAX_NOISE_COEFFICIENT, CountingMechanism
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DenseNoiseProcess", "FactorizationMechanism", "product_roundoff_bound"]
 
@@ -186,16 +190,12 @@ class FactorizationMechanism(CountingMechanism):
         self,
         L: Any,
         R: Any,
-        epsilon: float,
-        delta: float | None = None,
-        noise: str = "laplace",
-        calibration: str | None = None,
-        rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
         *,
-        step_l2_sensitivity: float | None = None,
         atol: float | None = None,
         causal: bool = True,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         left = _as_matrix("L", L)
         right = _as_matrix("R", R)
@@ -241,14 +241,7 @@ class FactorizationMechanism(CountingMechanism):
                 "variances could overflow float64; rescale L and R"
             )
         super().__init__(
-            T,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            rng=rng,
-            step_sensitivity=step_sensitivity,
-            step_l2_sensitivity=step_l2_sensitivity,
+            T, budget=Budget.resolve(budget, fields, owner="FactorizationMechanism"), rng=rng
         )
 
     def _repr_fields(self) -> dict[str, object]:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_bool, check_integer
+from dpcount._validate import check_bool, check_instance, check_integer
 
-__all__ = ["DigitSystem"]
+__all__ = ["DigitSystem", "max_digit_l1_norm"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +149,39 @@ class DigitSystem:
             start = first[level] - (self.k * parent_lo + self.low)
             norms = children[start : start + last[level] - first[level] + 1]
         return norms
+
+
+def max_digit_l1_norm(system: DigitSystem, horizon: int, h: int) -> int:
+    """max_{1≤t≤T} ‖digits(t)‖₁ in O(h·k) (the most node noises a release sums).
+
+    Digit strings of h digits in [low, high] are ordered like the integers they
+    represent (the lower i digits span fewer than k^i values). A t < T agrees with T
+    above some position i, has a smaller digit d there, and is free below. If the
+    prefix (T's digits above i, then d) is ≥ 1, t is positive whatever the free
+    digits, which each contribute up to M = max(|low|, high); if it is 0, the free
+    part must itself be a positive number, whose best is high + (i − 1)·M; a
+    negative prefix gives t ≤ 0.
+    """
+    check_instance("system", system, DigitSystem, "a DigitSystem")
+    T = check_integer("horizon", horizon, ge=1)
+    h = check_integer("h", h, ge=1)
+    if system.capacity(h) < T:
+        raise ValueError(
+            f"h must be at least {system.height(T)} for horizon {T} with k={system.k} "
+            f"(digits in [{system.low}, {system.high}]), got {h}"
+        )
+    k, low, high = system.k, system.low, system.high
+    free = max(-low, high)
+    digits = system.digits(T, h)
+    best = sum(abs(d) for d in digits)
+    prefix_abs = prefix_val = 0
+    for i in range(h - 1, -1, -1):
+        for d in range(low, digits[i]):
+            q = prefix_val * k + d
+            if q >= 1:
+                best = max(best, prefix_abs + abs(d) + i * free)
+            elif q == 0 and i >= 1:
+                best = max(best, prefix_abs + high + (i - 1) * free)
+        prefix_abs += abs(digits[i])
+        prefix_val = prefix_val * k + digits[i]
+    return best

@@ -34,7 +34,7 @@ post-processing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,8 +42,12 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Honaker",
@@ -268,26 +272,13 @@ class Honaker(CountingMechanism):
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
-        noise: str = "laplace",
-        rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
         *,
-        calibration: str | None = None,
-        step_l2_sensitivity: float | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         self.height = check_integer("horizon", horizon, ge=1).bit_length()
-        super().__init__(
-            horizon,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            rng=rng,
-            step_sensitivity=step_sensitivity,
-            step_l2_sensitivity=step_l2_sensitivity,
-        )
+        super().__init__(horizon, budget=Budget.resolve(budget, fields, owner="Honaker"), rng=rng)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

@@ -10,7 +10,7 @@ is a random walk, Var_t = t·σ², so the MSE grows linearly in T.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,8 +18,12 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_value
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["InputNoiseProcess", "InputPerturbation"]
 
@@ -98,24 +102,13 @@ class InputPerturbation(CountingMechanism):
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
-        noise: str = "laplace",
-        rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
         *,
-        calibration: str | None = None,
-        step_l2_sensitivity: float | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         super().__init__(
-            horizon,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            rng=rng,
-            step_sensitivity=step_sensitivity,
-            step_l2_sensitivity=step_l2_sensitivity,
+            horizon, budget=Budget.resolve(budget, fields, owner="InputPerturbation"), rng=rng
         )
 
     def _unit_sensitivities(self) -> tuple[float, float]:

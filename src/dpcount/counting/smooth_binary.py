@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,8 +35,12 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "SmoothBinary",
@@ -284,28 +288,19 @@ class SmoothBinary(CountingMechanism):
     name = "smooth-binary"
     max_noise_coefficient = 1.0
 
+    default_noise = NoiseKind.GAUSSIAN
+
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
-        noise: str = "gaussian",
-        calibration: str | None = None,
-        rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
         *,
-        step_l2_sensitivity: float | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         self.height = smooth_binary_height(horizon)
         super().__init__(
-            horizon,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            rng=rng,
-            step_sensitivity=step_sensitivity,
-            step_l2_sensitivity=step_l2_sensitivity,
+            horizon, budget=Budget.resolve(budget, fields, owner="SmoothBinary"), rng=rng
         )
 
     def _repr_fields(self) -> dict[str, object]:

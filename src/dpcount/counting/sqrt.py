@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,9 +39,14 @@ from dpcount.counting.toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.calibration import fhu_constant
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.tails import check_beta
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["SENSITIVITY_MARGIN", "SqrtFactorization", "SqrtNoiseProcess"]
 
@@ -240,28 +245,19 @@ class SqrtFactorization(CountingMechanism):
     #: largest |L[t, s]| (f(0) = 1), used by Laplace tail bounds
     max_noise_coefficient = 1.0
 
+    default_noise = NoiseKind.GAUSSIAN
+
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
-        noise: str = "gaussian",
-        calibration: str | None = None,
-        rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
         *,
-        step_l2_sensitivity: float | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         self._kernel: NDArray[np.float64] | None = None
         super().__init__(
-            horizon,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            rng=rng,
-            step_sensitivity=step_sensitivity,
-            step_l2_sensitivity=step_l2_sensitivity,
+            horizon, budget=Budget.resolve(budget, fields, owner="SqrtFactorization"), rng=rng
         )
 
     # -- structure --------------------------------------------------------------------
@@ -326,18 +322,6 @@ class SqrtFactorization(CountingMechanism):
         """Exact largest variance, O(1): σ_z²·S(T) (the variance grows with t)."""
         return self.sampler.variance * sqrt_l2_norm_squared(self.horizon)
 
-    def linf_bound(self, beta: float = 0.05) -> float:
-        """b with P(max_{t≤T} |output_t − S_t| > b) ≤ β.
-
-        Gaussian noise: b = σ√S(T)·Φ⁻¹(1 − β/(2T)) (Gaussian tail at each step,
-        union bound over the T steps). Laplace noise: a Chernoff bound for weighted
-        sums of Laplace variables (coefficients |f| ≤ 1, Σ f² ≤ S(T)), union bound.
-        See :mod:`dpcount.analysis.tails`.
-        """
-        from dpcount.analysis.tails import linf_bound  # local: analysis imports counting
-
-        return linf_bound(self, beta)
-
     def paper_linf_bound(self, beta: float = 0.05) -> float:
         """The paper's Theorem 1.2 expression C_{ε,δ}·Ψ(T)·√(ln(6T/β)), for comparison only.
 
@@ -348,9 +332,7 @@ class SqrtFactorization(CountingMechanism):
         Raises:
             ValueError: no (ε, δ) guarantee (pure DP or a test sampler), or ε ≥ 1.
         """
-        from dpcount.analysis.tails import _check_beta
-
-        b = _check_beta(beta)
+        b = check_beta(beta)
         if self.privacy is None or self.privacy.delta == 0.0:
             raise ValueError("the paper's Theorem 1.2 bound needs an (epsilon, delta) guarantee")
         c = fhu_constant(self.privacy.epsilon, self.privacy.delta)

@@ -31,7 +31,7 @@ Q's children's noise for j = 1..d (d > 0) or j = d..−1 (d < 0).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,12 +39,16 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.digits import DigitSystem
+from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 # Steps per block of per-step variances (iter_variances): bounded memory.
 _NORM_BLOCK = 4096
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["BinaryTree", "KaryTree", "TreeNoiseProcess"]
 
@@ -258,16 +262,12 @@ class KaryTree(CountingMechanism):
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
+        *,
         k: int = 19,
         subtract: bool = True,
-        delta: float | None = None,
-        noise: str = "laplace",
+        budget: Budget | None = None,
         rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
-        *,
-        calibration: str | None = None,
-        step_l2_sensitivity: float | None = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         self.k = check_integer("k", k, ge=2)
         if not isinstance(subtract, bool):
@@ -275,16 +275,7 @@ class KaryTree(CountingMechanism):
         self.subtract = subtract
         self.digit_system = DigitSystem.for_tree(self.k, subtract)
         self.height = self.digit_system.height(check_integer("horizon", horizon, ge=1))
-        super().__init__(
-            horizon,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            rng=rng,
-            step_sensitivity=step_sensitivity,
-            step_l2_sensitivity=step_l2_sensitivity,
-        )
+        super().__init__(horizon, budget=Budget.resolve(budget, fields, owner="KaryTree"), rng=rng)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -297,6 +288,8 @@ class KaryTree(CountingMechanism):
 
     supports_discrete_noise = True
     integer_release = True
+    #: every node enters a release with coefficient ±1
+    max_noise_coefficient = 1.0
 
     def _config_kwargs(self) -> dict[str, Any]:
         return {**super()._config_kwargs(), "k": self.k, "subtract": self.subtract}
@@ -331,11 +324,10 @@ class KaryTree(CountingMechanism):
             yield from self.digit_system.digit_l1_norms(b, self.height, start=a).tolist()
 
     def max_variance(self) -> float:
-        """Exact largest variance in O(h·k), without the T variances: node variance ×
-        max_t ‖digits(t)‖₁ (:func:`dpcount.analysis.advisor.tree_max_variance`)."""
-        from dpcount.analysis.advisor import tree_max_variance  # analysis imports counting
-
-        return float(tree_max_variance(self))
+        """Exact largest per-step variance in O(h·k): node variance × max_t ‖digits(t)‖₁
+        (:func:`~dpcount.counting.digits.max_digit_l1_norm`), no O(T) array."""
+        nodes = max_digit_l1_norm(self.digit_system, self.horizon, self.height)
+        return self.sampler.variance * nodes
 
     def live_noise_bound(self) -> int:
         """Most node values a stream holds: h·max(|low|, high) (Lemma 17: h(k−1)/2)."""
@@ -352,26 +344,17 @@ class BinaryTree(KaryTree):
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
-        noise: str = "laplace",
-        rng: RNGLike = None,
-        step_sensitivity: float = 1.0,
         *,
-        calibration: str | None = None,
-        step_l2_sensitivity: float | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
         super().__init__(
             horizon,
-            epsilon,
             k=2,
             subtract=False,
-            delta=delta,
-            noise=noise,
+            budget=Budget.resolve(budget, fields, owner="BinaryTree"),
             rng=rng,
-            step_sensitivity=step_sensitivity,
-            calibration=calibration,
-            step_l2_sensitivity=step_l2_sensitivity,
         )
 
     def _repr_fields(self) -> dict[str, object]:

@@ -238,7 +238,10 @@ def compute_elders_lowerbound(config: ExperimentConfig) -> EldersLowerBound:
         truth = np.cumsum(x)
         bound = math.log(math.sqrt(T) / 2) / (4 * eps)
         row: list[float | int] = [T, math.log2(T) / eps, bound]
-        for mech in (KaryTree(T, eps, k=19, subtract=True, rng=rng), BinaryTree(T, eps, rng=rng)):
+        for mech in (
+            KaryTree(T, epsilon=eps, k=19, subtract=True, rng=rng),
+            BinaryTree(T, epsilon=eps, rng=rng),
+        ):
             maxima = np.empty(reps)
             chunk = max(1, min(reps, 2**22 // T))
             for start in range(0, reps, chunk):

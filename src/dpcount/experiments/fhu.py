@@ -93,9 +93,16 @@ def _mechanisms(
 ) -> dict[str, CountingMechanism]:
     """App. D's two mechanisms: square root (Alg. 1) and binary tree, Gaussian noise."""
     return {
-        "sqrt": SqrtFactorization(horizon, epsilon, DELTA, calibration=calibration, rng=rng),
+        "sqrt": SqrtFactorization(
+            horizon, epsilon=epsilon, delta=DELTA, calibration=calibration, rng=rng
+        ),
         "binary": BinaryTree(
-            horizon, epsilon, delta=DELTA, noise="gaussian", calibration=calibration, rng=rng
+            horizon,
+            epsilon=epsilon,
+            delta=DELTA,
+            noise="gaussian",
+            calibration=calibration,
+            rng=rng,
         ),
     }
 

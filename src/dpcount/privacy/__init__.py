@@ -7,6 +7,7 @@ records the :class:`PrivacyGuarantee`. Exact integer samplers live in
 :mod:`.accounting`, imported only when used.
 """
 
+from dpcount.privacy.budget import Budget, CalibrationRule, Neighbouring, NoiseKind
 from dpcount.privacy.calibration import (
     analytic_gaussian_delta,
     discrete_gaussian_sigma,
@@ -38,17 +39,26 @@ from dpcount.privacy.noise import (
     ZeroNoise,
 )
 from dpcount.privacy.rng import RNGLike, as_generator, is_secure, secure_generator
+from dpcount.privacy.tails import (
+    gaussian_linf_bound,
+    gaussian_two_sided_quantile,
+    laplace_linf_bound,
+)
 
 __all__ = [
     "DISCRETE_NOISE_KINDS",
     "NOISE_KINDS",
+    "Budget",
     "Calibrated",
+    "CalibrationRule",
     "ConstantNoise",
     "DiscreteGaussianNoise",
     "DiscreteLaplaceNoise",
     "GaussianNoise",
     "LaplaceNoise",
+    "Neighbouring",
     "NoiseBuffer",
+    "NoiseKind",
     "NoiseSampler",
     "PrivacyGuarantee",
     "RNGLike",
@@ -60,9 +70,12 @@ __all__ = [
     "discrete_laplace_scale",
     "fhu_constant",
     "fhu_delta",
+    "gaussian_linf_bound",
     "gaussian_sigma",
+    "gaussian_two_sided_quantile",
     "is_secure",
     "laplace_epsilon",
+    "laplace_linf_bound",
     "laplace_scale",
     "laplace_scale_approximate",
     "secure_generator",

@@ -1,0 +1,140 @@
+"""Every code block in README.md and docs/ runs as written.
+
+* ``python`` blocks: the blocks of one file run in order in one namespace (a page
+  is one session), in a scratch directory holding the sample files the pages use.
+* ``bash`` blocks: each command runs in bash in such a directory, with the
+  installed ``dpcount`` entry point and a ``producer`` stand-in for "some program
+  that writes one count per line"; it must exit 0. The README's install lines are
+  what CI runs (checked against ``.ci/run``), not re-run here.
+* ``text`` blocks (file formats, usage synopses) are not code; every block must
+  say which of the three it is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^```([A-Za-z]*)\n(.*?)^```", re.S | re.M)
+LANGUAGES = {"python", "bash", "text"}
+#: commands too long for the quick suite (they run under -m slow)
+SLOW = re.compile(r"dpcount reproduce (?!--list)")
+
+
+def blocks(page: Path) -> list[tuple[str, str, int]]:
+    """(language, code, line) of every fenced block of ``page``."""
+    text = page.read_text(encoding="utf-8")
+    return [
+        (m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1) for m in FENCE.finditer(text)
+    ]
+
+
+def _stage(where: Path) -> None:
+    """The sample files the pages name, small and made here."""
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 20, size=200)
+    with open(where / "counts.csv", "w", encoding="utf-8") as fh:
+        fh.write("day,cases\n")
+        fh.writelines(f"{i + 1},{c}\n" for i, c in enumerate(counts))
+    with open(where / "events.csv", "w", encoding="utf-8") as fh:
+        fh.write("t,item,count\n")
+        fh.writelines(f"{t},{'abc'[t % 3]},1\n" for t in range(1, 101))
+    np.save(where / "counts.npy", rng.integers(0, 100, size=256))
+    with open(where / "ranges.csv", "w", encoding="utf-8") as fh:
+        fh.write("lo,hi\n0,9\n10,99\n0,255\n")
+    producer = where / "bin" / "producer"
+    producer.parent.mkdir()
+    producer.write_text("#!/bin/sh\nfor i in 1 0 2 1 3; do echo $i; done\n", encoding="utf-8")
+    producer.chmod(0o755)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    _stage(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_every_block_names_its_language() -> None:
+    bad = [
+        f"{page.relative_to(ROOT)}:{line}: ```{lang}"
+        for page in PAGES
+        for lang, _, line in blocks(page)
+        if lang not in LANGUAGES
+    ]
+    assert not bad, "fenced blocks must be python, bash or text:\n" + "\n".join(bad)
+
+
+PYTHON_PAGES = [p for p in PAGES if any(lang == "python" for lang, _, _ in blocks(p))]
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_python_blocks_run(page: Path, scratch: Path) -> None:
+    pytest.importorskip("matplotlib").use("Agg")
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    for lang, code, line in blocks(page):
+        if lang == "python":
+            source = "\n" * (line) + code  # tracebacks point at the page's lines
+            exec(compile(source, str(page), "exec"), namespace)
+
+
+def _commands(code: str) -> list[str]:
+    joined = code.replace("\\\n", " ")
+    return [c.strip() for c in joined.splitlines() if c.strip() and not c.startswith("#")]
+
+
+BASH = [
+    pytest.param(
+        page,
+        cmd,
+        id=f"{page.relative_to(ROOT)}:{line}:{cmd[:40]}",
+        marks=[pytest.mark.slow] if SLOW.search(cmd) else [],
+    )
+    for page in PAGES
+    for lang, code, line in blocks(page)
+    if lang == "bash"
+    for cmd in _commands(code)
+    if "pip install" not in cmd
+]
+
+
+@pytest.mark.parametrize(("page", "cmd"), BASH)
+def test_bash_commands_run(page: Path, cmd: str, scratch: Path) -> None:
+    if shutil.which("dpcount") is None:
+        pytest.skip("the dpcount entry point is not installed")
+    env = {
+        **os.environ,
+        "PATH": f"{scratch / 'bin'}{os.pathsep}{Path(sys.executable).parent}"
+        f"{os.pathsep}{os.environ['PATH']}",
+        "MPLBACKEND": "Agg",
+    }
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", cmd],
+        cwd=scratch,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, f"{cmd}\nstdout:\n{run.stdout[-2000:]}\nstderr:\n{run.stderr}"
+
+
+def test_readme_commands_are_what_ci_runs() -> None:
+    (lang, code, _), *_ = blocks(ROOT / "README.md")
+    assert lang == "bash"
+    install_demo, install_test = _commands(code)[:2]
+    assert install_demo.endswith('pip install ".[plot]" && dpcount demo')
+    test_command = install_test.split("&& ", 3)[-1]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'pip install --quiet -e ".[test]"' in ci and 'pip install -e ".[test]"' in install_test
+    assert test_command in ci, f"README test command {test_command!r} is not what .ci/run runs"
