@@ -60,7 +60,7 @@ def main() -> None:
             lambda: cascade_sample((1 << args.log2n // 2, n >> args.log2n // 2), 1.0, rng),
         ),
     ]
-    mech = CorrelatedPerturbation(n, 1.0, 1e-9, rng=1)
+    mech = CorrelatedPerturbation(n, epsilon=1.0, delta=1e-9, rng=1)
     x = np.zeros(n)
     cases.append((f"release (x + noise, prefix sums) 2^{args.log2n}", lambda: mech.release(x)))
     for name, fn in cases:

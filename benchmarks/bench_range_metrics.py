@@ -39,12 +39,12 @@ def main() -> None:
     print(f"n = 2^{args.log2n}; floor: cumsum of n floats in {floor * 1e3:.2f} ms")
     print(f"{'exact metric over all ranges':<46}{'seconds':>9}{'÷ floor':>10}")
     for label, size in (("", n), (" (n − 3)", n - 3)):
-        mechs = [CorrelatedPerturbation(size, 1.0, 1e-9)]
+        mechs = [CorrelatedPerturbation(size, epsilon=1.0, delta=1e-9)]
         if not label:
             mechs += [
-                HierarchicalMechanism(size, 1.0, 1e-9),
-                WaveletMechanism(size, 1.0, 1e-9),
-                TreeMechanism(size, 1.0, 1e-9),
+                HierarchicalMechanism(size, epsilon=1.0, delta=1e-9),
+                WaveletMechanism(size, epsilon=1.0, delta=1e-9),
+                TreeMechanism(size, epsilon=1.0, delta=1e-9),
             ]
         for mech in mechs:
             name = type(mech).__name__.replace("Mechanism", "")
@@ -53,7 +53,7 @@ def main() -> None:
         t = best_of(lambda m=mechs[0]: max_query_variance(m), 1)
         print(f"{'max variance (worst case), Correlated' + label:<46}{t:>9.3f}{t / floor:>9.0f}×")
 
-    mech = CorrelatedPerturbation(n, 1.0, 1e-9, rng=1)
+    mech = CorrelatedPerturbation(n, epsilon=1.0, delta=1e-9, rng=1)
     release = mech.release(data)
     lo = rng.integers(0, n, q)
     hi = np.minimum(lo + rng.integers(0, n, q), n - 1)

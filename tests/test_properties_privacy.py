@@ -40,6 +40,7 @@ from dpcount.privacy import (
     laplace_epsilon,
     laplace_scale,
     laplace_scale_approximate,
+    paper_gaussian_sigma,
     zcdp_delta,
     zcdp_epsilon,
     zcdp_rho,
@@ -63,6 +64,7 @@ COVERED = {
     "dpcount.privacy": {
         "Budget",
         "gaussian_two_sided_quantile",
+        "paper_gaussian_sigma",
         "ConstantNoise",
         "DiscreteGaussianNoise",
         "DiscreteLaplaceNoise",
@@ -130,6 +132,12 @@ CASES = [
         },
     ),
     ScalarCase(
+        "paper_gaussian_sigma",
+        paper_gaussian_sigma,
+        {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
+        {"l2_sensitivity": POS(), "epsilon": POS(), "delta": PROB()},
+    ),
+    ScalarCase(
         "laplace_scale",
         laplace_scale,
         {"l1_sensitivity": 1.0, "epsilon": 1.0},
@@ -143,7 +151,7 @@ CASES = [
             "l2_sensitivity": POS(),
             "epsilon": POS(),
             "delta": PROB(),
-            "method": bad_choice(("analytic", "classic", "fhu")),
+            "method": bad_choice(("analytic", "classic", "fhu", "paper")),
         },
     ),
     ScalarCase(

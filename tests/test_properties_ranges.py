@@ -18,14 +18,12 @@ from dpcount.ranges import (
     DenseWorkload,
     RangeWorkload,
     build_mechanism,
-    calibrated_sigma,
     cascade_sample,
     expected_worst_case_error,
     level_profile,
     max_query_variance,
     nodal_level_variances,
     nodal_ranges,
-    paper_gaussian_sigma,
     paper_monte_carlo_errors,
     precision_diagonal,
     precision_max_diag,
@@ -62,14 +60,12 @@ COVERED = {
         "TreeMechanism",
         "WaveletMechanism",
         "build_mechanism",
-        "calibrated_sigma",
         "cascade_sample",
         "expected_worst_case_error",
         "level_profile",
         "max_query_variance",
         "nodal_level_variances",
         "nodal_ranges",
-        "paper_gaussian_sigma",
         "paper_monte_carlo_errors",
         "precision_diagonal",
         "precision_max_diag",
@@ -108,7 +104,7 @@ CASES = [
         {
             "shape": _bad_shape(),
             "epsilon": bad_positive_real(),
-            "delta": bad_probability(),
+            "delta": bad_probability(none_exc=ValueError),
             "calibration": bad_choice(CALIBRATIONS),
             "rng": bad_rng(),
             "noise": bad_choice(("gaussian", "discrete-gaussian")),
@@ -123,27 +119,6 @@ CASES = [
         {"shape": N, "sigma": 1.0, "rng": 0},
         {"shape": _bad_shape(), "sigma": bad_positive_real(), "rng": bad_rng()},
         names={"rng": "rng"},
-    ),
-    ScalarCase(
-        "calibrated_sigma",
-        calibrated_sigma,
-        {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
-        {
-            "l2_sensitivity": bad_positive_real(),
-            "epsilon": bad_positive_real(),
-            "delta": bad_probability(),
-            "calibration": bad_choice(CALIBRATIONS),
-        },
-    ),
-    ScalarCase(
-        "paper_gaussian_sigma",
-        paper_gaussian_sigma,
-        {"l2_sensitivity": 1.0, "epsilon": 0.5, "delta": 1e-6},
-        {
-            "l2_sensitivity": bad_positive_real(),
-            "epsilon": bad_positive_real(),
-            "delta": bad_probability(),
-        },
     ),
     ScalarCase("AllRanges", AllRanges, {"n": N}, {"n": bad_integer(1)}),
     ScalarCase("nodal_ranges", nodal_ranges, {"n": N}, {"n": bad_integer(1)}),
@@ -175,7 +150,7 @@ CASES += [
         {"shape": N, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
         {
             "epsilon": bad_positive_real(),
-            "delta": bad_probability(),
+            "delta": bad_probability(none_exc=ValueError),
             "calibration": bad_choice(("zcdp",)),
         },
     )
@@ -197,7 +172,7 @@ _MECHS: dict[str, Any] = {}
 
 def mech(name: str) -> Any:
     if name not in _MECHS:
-        _MECHS[name] = build_mechanism(name, N, 1.0, 1e-6, rng=0)
+        _MECHS[name] = build_mechanism(name, N, epsilon=1.0, delta=1e-6, rng=0)
     return _MECHS[name]
 
 
@@ -384,7 +359,9 @@ def test_profile_helpers_refuse_bad_profiles(profile: Any, exc: Any) -> None:
 )
 def test_level_variances_are_validated(value: Any, exc: Any) -> None:
     assert_rejects(
-        lambda: CorrelatedPerturbation(N, 1.0, 1e-6, level_variances=value), exc, "level_variances"
+        lambda: CorrelatedPerturbation(N, epsilon=1.0, delta=1e-6, level_variances=value),
+        exc,
+        "level_variances",
     )
     assert_rejects(lambda: cascade_sample(N, 1.0, 0, level_variances=value), exc, "level_variances")
 

@@ -11,14 +11,14 @@ import pytest
 from scipy.stats import norm
 
 from dpcount.privacy import analytic_gaussian_delta, gaussian_sigma
+from dpcount.privacy.calibration import paper_gaussian_sigma
 from dpcount.ranges import (
     CorrelatedPerturbation,
     level_profile,
-    paper_gaussian_sigma,
     precision_diagonal,
     precision_max_diag,
 )
-from dpcount.ranges.calibration import calibrated_sigma, depth_precisions
+from dpcount.ranges.calibration import depth_precisions
 from dpcount.ranges.cascade import sample_rows
 from tests.ranges_reference import cascade_covariance, definition_3_1, random_profile
 
@@ -61,7 +61,7 @@ def test_two_dimensional_precision_is_the_product(shape: tuple[int, int]) -> Non
 @pytest.mark.parametrize("n", [1, 2, 7, 8, 1000, 4096])
 @pytest.mark.parametrize(("epsilon", "delta"), [(0.1, 1e-9), (0.5, 1e-6), (1.0, 0.01)])
 def test_paper_calibration_is_theorem_3_8(n: int, epsilon: float, delta: float) -> None:
-    mech = CorrelatedPerturbation(n, epsilon, delta, calibration="paper", rng=0)
+    mech = CorrelatedPerturbation(n, epsilon=epsilon, delta=delta, calibration="paper", rng=0)
     depth = 0 if n == 1 else math.ceil(math.log2(n))
     # Thm 3.8 (n = 2^k): σ² = (2/ε² + 2 log₂(n)/(3ε²))·ln(2/δ); any n: log₂ n → ⌈log₂ n⌉.
     expected = (2 / epsilon**2 + 2 * depth / (3 * epsilon**2)) * math.log(2 / delta)
@@ -73,8 +73,8 @@ def test_paper_calibration_is_theorem_3_8(n: int, epsilon: float, delta: float) 
 @pytest.mark.parametrize("delta", [1e-12, 1e-9, 1e-5, 0.1, 0.5])
 @pytest.mark.parametrize("n", [2, 1000, 2**20])
 def test_analytic_never_exceeds_paper_and_is_exact(epsilon: float, delta: float, n: int) -> None:
-    analytic = CorrelatedPerturbation(n, epsilon, delta, rng=0)
-    paper = CorrelatedPerturbation(n, epsilon, delta, calibration="paper", rng=0)
+    analytic = CorrelatedPerturbation(n, epsilon=epsilon, delta=delta, rng=0)
+    paper = CorrelatedPerturbation(n, epsilon=epsilon, delta=delta, calibration="paper", rng=0)
     assert analytic.sigma <= paper.sigma
     sensitivity = math.sqrt(analytic.precision_max_diag)
     assert analytic_gaussian_delta(analytic.sigma, sensitivity, epsilon) <= delta
@@ -86,7 +86,7 @@ def test_analytic_never_exceeds_paper_and_is_exact(epsilon: float, delta: float,
 
 
 def test_analytic_works_for_large_epsilon() -> None:
-    mech = CorrelatedPerturbation(64, 5.0, 1e-6, rng=0)
+    mech = CorrelatedPerturbation(64, epsilon=5.0, delta=1e-6, rng=0)
     assert analytic_gaussian_delta(mech.sigma, math.sqrt(1 + 6 / 3), 5.0) <= 1e-6
 
 
@@ -124,7 +124,7 @@ def test_privacy_loss_is_gaussian_as_theorem_3_7_states() -> None:
         ({"delta": 0.6, "calibration": "paper"}, r"delta must be <= 0.5 for calibration='paper'"),
         (
             {"calibration": "bogus"},
-            r"calibration must be one of \('analytic', 'paper', 'classic'\)",
+            r"calibration must be one of \('pure', ",
         ),
         ({"epsilon": 0.0}, "epsilon must be > 0, got 0.0"),
         ({"delta": 1.0}, r"delta must be in \(0, 1\), got 1.0"),
@@ -141,14 +141,14 @@ def test_paper_sigma_formula_directly() -> None:
     assert paper_gaussian_sigma(2.0, 0.5, 1e-6) == pytest.approx(
         2.0 * math.sqrt(2 * math.log(2e6)) / 0.5, rel=1e-11
     )
-    assert calibrated_sigma(1.0, 0.5, 1e-6, "classic") == pytest.approx(
+    assert gaussian_sigma(1.0, 0.5, 1e-6, method="classic") == pytest.approx(
         math.sqrt(2 * math.log(1.25e6)) / 0.5
     )
 
 
 def test_level_variances_change_the_calibration_exactly() -> None:
     profile = [4.0, 2.0, 1.0, 0.5]  # β² = 1, 0.5, 0.25
-    mech = CorrelatedPerturbation(8, 1.0, 1e-6, level_variances=profile, rng=0)
+    mech = CorrelatedPerturbation(8, epsilon=1.0, delta=1e-6, level_variances=profile, rng=0)
     expected = 1 / 4 + 1 / 4 + 1 / 2 + 1 / 1
     assert mech.precision_max_diag == pytest.approx(expected)
     assert mech.sigma == pytest.approx(gaussian_sigma(math.sqrt(expected), 1.0, 1e-6), rel=1e-12)

@@ -30,7 +30,7 @@ def test_npy_with_queries_and_csv_output(
     captured = capsys.readouterr()
     answers = list(csv.DictReader(captured.out.splitlines()))
     assert [(a["lo"], a["hi"]) for a in answers] == [("0", "19"), ("3", "5"), ("7", "7")]
-    mech = CorrelatedPerturbation(20, 1.0, 1e-6)
+    mech = CorrelatedPerturbation(20, epsilon=1.0, delta=1e-6)
     for a in answers:
         lo, hi = int(a["lo"]), int(a["hi"])
         assert float(a["std"]) == pytest.approx(np.sqrt(mech.range_variance(lo, hi)))
@@ -62,7 +62,7 @@ def test_csv_input_2d_npy_and_answers_file(tmp_path: Path) -> None:
     assert main(argv) == 0
     rows = read_csv(answers)
     assert [r["row_hi"] for r in rows] == ["5", "3"]
-    mech = CorrelatedPerturbation((6, 5), 1.0, 1e-6)
+    mech = CorrelatedPerturbation((6, 5), epsilon=1.0, delta=1e-6)
     assert float(rows[1]["std"]) == pytest.approx(np.sqrt(mech.range_variance([2, 1], [3, 3])))
     assert len(read_csv(tmp_path / "o2.csv")) == 30
 
@@ -73,7 +73,7 @@ def test_tree_std_column_matches_leaf_variance(tmp_path: Path) -> None:
     argv = ["ranges", str(tmp_path / "h.npy"), "--epsilon", "1", "--delta", "1e-6"]
     assert main([*argv, "--mechanism", "tree", "--output", str(out)]) == 0
     std = np.array([float(r["std"]) for r in read_csv(out)])
-    np.testing.assert_allclose(std, TreeMechanism(9, 1.0, 1e-6).sigma, rtol=1e-12)
+    np.testing.assert_allclose(std, TreeMechanism(9, epsilon=1.0, delta=1e-6).sigma, rtol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ DG = "discrete-gaussian"
 
 
 def discrete(name: str, n: int, eps: float = 1.0, delta: float = 1e-6, **kw: Any) -> Any:
-    return build_mechanism(name, n, eps, delta, rng=0, noise=DG, **kw)
+    return build_mechanism(name, n, epsilon=eps, delta=delta, rng=0, noise=DG, **kw)
 
 
 # ---- independent references: the integer vector each mechanism perturbs, in draw order ----
@@ -201,7 +201,7 @@ def test_the_perturbed_vector_is_the_reference_integer_vector(name: str, n: int)
 
 def test_identity_two_dimensional() -> None:
     x = np.arange(12.0).reshape(3, 4)
-    mech = IdentityMechanism((3, 4), 1.0, 1e-6, noise=DG, rng=1)
+    mech = IdentityMechanism((3, 4), epsilon=1.0, delta=1e-6, noise=DG, rng=1)
     np.testing.assert_array_equal(mech.with_sampler(ZeroNoise()).release(x).values, x)
     values = mech.release(x).values
     np.testing.assert_array_equal(values, np.round(values))
@@ -241,7 +241,7 @@ def test_rho_is_the_brute_force_worst_neighbour(
 
 def test_correlated_levels_follow_the_profile() -> None:
     profile = [2.0, 1.0, 0.5, 0.3]
-    mech = CorrelatedPerturbation(8, 1.0, 1e-6, noise=DG, level_variances=profile)
+    mech = CorrelatedPerturbation(8, epsilon=1.0, delta=1e-6, noise=DG, level_variances=profile)
     root, *splits = mech.level_samplers
     assert float(root.sigma2) == pytest.approx(mech.sigma**2 * profile[0], rel=1e-7)
     for d, s in enumerate(splits):
@@ -286,7 +286,7 @@ def test_small_sigma_uses_the_true_discrete_variance(
     errors = np.stack([mc.release(x).query(lo, hi) - 3.0 * (hi - lo + 1) for _ in range(4000)])
     exact = mech.range_variance(lo, hi)
     assert_variances_match(errors, exact)
-    continuous = build_mechanism(name, n, eps, delta, rng=0)  # σ² in place of Var N_Z
+    continuous = build_mechanism(name, n, epsilon=eps, delta=delta, rng=0)  # σ² in place of Var N_Z
     naive = continuous.range_variance(lo, hi) * (mech.sigma / continuous.sigma) ** 2
     assert abs(pooled_variance_z(errors, naive)) > Z_TOLERANCE
 
@@ -329,7 +329,7 @@ def test_low_bits_event_separates_neighbours_only_for_continuous_noise(
     # docs/safe-noise.md). Discrete noise: integer outputs, impossible under both.
     # The identity mechanism treats its cells independently, so the 3000 cells of one
     # release are 3000 independent trials of the one-cell neighbours 0 and 1.
-    mech = IdentityMechanism(3000, 1.0, 1e-6, noise=noise, rng=3)
+    mech = IdentityMechanism(3000, epsilon=1.0, delta=1e-6, noise=noise, rng=3)
     hits = [int(low_bits_event(mech.release(np.full(3000, v)).values).sum()) for v in (0.0, 1.0)]
     assert hits[1] == 0
     assert (hits[0] > 100) == separates and (hits[0] == 0) == (not separates)
@@ -348,30 +348,33 @@ def test_fractional_data_are_refused(name: str) -> None:
 
 def test_unsupported_combinations_name_the_parameter() -> None:
     with pytest.raises(ValueError, match="grid_bits must be >= 8"):
-        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG, grid_bits=7)
+        EigenDesignMechanism(8, epsilon=1.0, delta=1e-6, noise=DG, grid_bits=7)
     with pytest.raises(ValueError, match="grid_bits must be <= 26"):
-        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG, grid_bits=27)
+        EigenDesignMechanism(8, epsilon=1.0, delta=1e-6, noise=DG, grid_bits=27)
     with pytest.raises(TypeError, match="grid_bits"):
-        EigenDesignMechanism(8, 1.0, 1e-6, noise=DG, grid_bits="20")  # type: ignore[arg-type]
+        EigenDesignMechanism(8, epsilon=1.0, delta=1e-6, noise=DG, grid_bits="20")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="noise='discrete-gaussian' needs a 1-D shape"):
-        CorrelatedPerturbation((4, 4), 1.0, 1e-6, noise=DG)
+        CorrelatedPerturbation((4, 4), epsilon=1.0, delta=1e-6, noise=DG)
     with pytest.raises(ValueError, match="calibration must be None or 'zcdp'"):
-        TreeMechanism(8, 1.0, 1e-6, "analytic", noise=DG)
-    with pytest.raises(ValueError, match="calibration='zcdp' is for noise='discrete-gaussian'"):
-        TreeMechanism(8, 1.0, 1e-6, "zcdp")
+        TreeMechanism(8, epsilon=1.0, delta=1e-6, calibration="analytic", noise=DG)
+    with pytest.raises(ValueError, match="calibration='zcdp' is not a Gaussian calibration"):
+        TreeMechanism(8, epsilon=1.0, delta=1e-6, calibration="zcdp")
     with pytest.raises(
         ValueError, match=r"noise must be one of \('gaussian', 'discrete-gaussian'\)"
     ):
-        TreeMechanism(8, 1.0, 1e-6, noise="laplace")
-    assert TreeMechanism(8, 1.0, 1e-6, "zcdp", noise=DG).calibration == "zcdp"
-    assert TreeMechanism(8, 1.0, 1e-6).calibration == "analytic"
+        TreeMechanism(8, epsilon=1.0, delta=1e-6, noise="laplace")
+    assert (
+        TreeMechanism(8, epsilon=1.0, delta=1e-6, calibration="zcdp", noise=DG).calibration
+        == "zcdp"
+    )
+    assert TreeMechanism(8, epsilon=1.0, delta=1e-6).calibration == "analytic"
 
 
 def test_discrete_sampler_is_the_calibrated_one() -> None:
     mech: RangeMechanism = discrete("tree", 16)
     assert isinstance(mech.sampler, DiscreteGaussianNoise)
     assert mech.sigma == mech.sampler.sigma
-    assert "noise='discrete-gaussian'" in repr(mech)
+    assert "noise=discrete-gaussian" in repr(mech)
 
 
 def test_cli_discrete_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -394,7 +397,7 @@ def test_cli_discrete_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 @pytest.mark.parametrize(("n", "bits"), [(1, 8), (5, 8), (8, 20), (13, 12)])
 def test_eigen_integer_strategy_and_exact_answers(n: int, bits: int) -> None:
-    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=bits, rng=0)
+    mech = EigenDesignMechanism(n, epsilon=1.0, delta=1e-6, noise=DG, grid_bits=bits, rng=0)
     m = mech._integer_strategy
     # M = round(A·2^g): within half a grid step of the real strategy.
     assert np.max(np.abs(m / 2.0**bits - mech.strategy)) <= 2.0 ** -(bits + 1)
@@ -413,7 +416,7 @@ def test_eigen_integer_strategy_and_exact_answers(n: int, bits: int) -> None:
 
 @pytest.mark.parametrize(("n", "bits"), [(1, 8), (6, 10), (16, 20)])
 def test_eigen_rho_is_the_brute_force_worst_neighbour(n: int, bits: int) -> None:
-    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=bits)
+    mech = EigenDesignMechanism(n, epsilon=1.0, delta=1e-6, noise=DG, grid_bits=bits)
     sigma2 = mech.sampler.sigma2
     worst = max(
         sum(Fraction(int(v) ** 2) for v in mech._integer_strategy[:, i]) / (2 * sigma2)
@@ -429,7 +432,7 @@ def test_eigen_rho_is_the_brute_force_worst_neighbour(n: int, bits: int) -> None
 
 def test_eigen_release_is_a_function_of_the_noisy_integers() -> None:
     n = 7
-    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=12)
+    mech = EigenDesignMechanism(n, epsilon=1.0, delta=1e-6, noise=DG, grid_bits=12)
     m = mech._integer_strategy
     x = np.random.default_rng(0).integers(0, 30, n).astype(float)
     z = np.random.default_rng(1).integers(-(10**5), 10**5, n)
@@ -444,7 +447,7 @@ def test_eigen_release_is_a_function_of_the_noisy_integers() -> None:
 
 def test_eigen_variances_match_monte_carlo() -> None:
     n = 8
-    mech = EigenDesignMechanism(n, 1.0, 1e-6, noise=DG, grid_bits=8, rng=0)
+    mech = EigenDesignMechanism(n, epsilon=1.0, delta=1e-6, noise=DG, grid_bits=8, rng=0)
     x = np.arange(n, dtype=float)
     lo, hi = np.triu_indices(n)
     prefix = np.concatenate(([0.0], np.cumsum(x)))

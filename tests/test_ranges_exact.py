@@ -50,7 +50,7 @@ def test_release_refuses_a_total_beyond_2_53(name: str) -> None:
     # zero noise, i.e. 256 times the calibrated sensitivity). New code: refuses, naming
     # x and the cell where the running sum of |x| passes 2^53.
     x, x2 = big_neighbours()
-    mech = build_mechanism(name, 256, 1.0, 1e-6, rng=0)
+    mech = build_mechanism(name, 256, epsilon=1.0, delta=1e-6, rng=0)
     for data in (x, x2):
         for m in (mech, mech.with_sampler(ZeroNoise())):
             with pytest.raises(ValueError, match=r"x is too large .* at index \(1,\)"):
@@ -69,12 +69,12 @@ def test_a_total_of_exactly_2_53_is_released_with_exact_sums(name: str) -> None:
     assert sum(int(v) for v in x) == MAX_EXACT_SUM
     x2 = x.copy()
     x2[9] -= 1.0
-    mech = build_mechanism(name, n, 1.0, 1e-6, rng=0).with_sampler(ZeroNoise())
+    mech = build_mechanism(name, n, epsilon=1.0, delta=1e-6, rng=0).with_sampler(ZeroNoise())
     lo, hi = np.triu_indices(n)
     a, b = mech.release(x).query(lo, hi), mech.release(x2).query(lo, hi)
     holds = (lo <= 9) & (hi >= 9)
     np.testing.assert_array_equal(a - b, holds.astype(float))
-    tree = build_mechanism("tree", n, 1.0, 1e-6).with_sampler(ZeroNoise())
+    tree = build_mechanism("tree", n, epsilon=1.0, delta=1e-6).with_sampler(ZeroNoise())
     if name == "tree":
         diff = tree.release(x).node_values - tree.release(x2).node_values  # type: ignore[attr-defined]
         assert sorted(diff.tolist()) == [0.0] * (2 * n - 5) + [1.0] * 5  # the 5 nodes on 9's path
@@ -136,10 +136,10 @@ def test_paper_monte_carlo_errors_checks_the_data_like_release() -> None:
     # Old code passed x straight to the mechanism: with zero noise the 2^60 histogram
     # gave "errors" of 128 (float rounding of the truth and of the node sums).
     x, _ = big_neighbours()
-    mech = build_mechanism("tree", 256, 1.0, 1e-6, rng=0).with_sampler(ZeroNoise())
+    mech = build_mechanism("tree", 256, epsilon=1.0, delta=1e-6, rng=0).with_sampler(ZeroNoise())
     with pytest.raises(ValueError, match=r"x is too large .* at index \(1,\)"):
         paper_monte_carlo_errors(mech, samples=100, runs=1, x=x, rng=0)
-    discrete = build_mechanism("tree", 8, 1.0, 1e-6, rng=0, noise="discrete-gaussian")
+    discrete = build_mechanism("tree", 8, epsilon=1.0, delta=1e-6, rng=0, noise="discrete-gaussian")
     with pytest.raises(ValueError, match=r"x must hold whole numbers .* index \(2,\)"):
         paper_monte_carlo_errors(discrete, samples=10, runs=1, x=[0, 1, 0.5, 0, 0, 0, 0, 0])
     ok = paper_monte_carlo_errors(mech, samples=100, runs=2, x=np.arange(256.0), rng=0)

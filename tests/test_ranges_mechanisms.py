@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from dpcount.privacy import GaussianNoise, ZeroNoise
+from dpcount.privacy import GaussianNoise, ZeroNoise, gaussian_sigma
 from dpcount.ranges import (
     MECHANISMS,
     CorrelatedPerturbation,
@@ -20,7 +20,6 @@ from dpcount.ranges import (
     TreeMechanism,
     WaveletMechanism,
     build_mechanism,
-    calibrated_sigma,
     nodal_ranges,
 )
 from dpcount.ranges.baselines.eigen import eigen_weights
@@ -50,7 +49,11 @@ def all_ranges(n: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("n", SIZES)
 def test_zero_noise_answers_every_range_exactly(name: str, n: int) -> None:
     x = np.random.default_rng(n).integers(0, 50, n).astype(float)
-    release = build_mechanism(name, n, 1.0, 1e-6, rng=0).with_sampler(ZeroNoise()).release(x)
+    release = (
+        build_mechanism(name, n, epsilon=1.0, delta=1e-6, rng=0)
+        .with_sampler(ZeroNoise())
+        .release(x)
+    )
     lo, hi = all_ranges(n)
     np.testing.assert_allclose(release.query(lo, hi), truth_of(x, lo, hi), atol=1e-9)
     assert release.query(0, n - 1) == pytest.approx(x.sum())
@@ -59,7 +62,7 @@ def test_zero_noise_answers_every_range_exactly(name: str, n: int) -> None:
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "tree"])
 def test_consistent_releases_come_from_one_vector(name: str) -> None:
-    release = build_mechanism(name, 13, 1.0, 1e-6, rng=1).release(np.arange(13.0))
+    release = build_mechanism(name, 13, epsilon=1.0, delta=1e-6, rng=1).release(np.arange(13.0))
     assert isinstance(release, HistogramRelease)
     lo, hi = all_ranges(13)
     np.testing.assert_allclose(release.query(lo, hi), truth_of(release.values, lo, hi), atol=1e-9)
@@ -68,7 +71,7 @@ def test_consistent_releases_come_from_one_vector(name: str) -> None:
 
 
 def test_tree_release_is_not_consistent_but_uses_canonical_nodes() -> None:
-    release = TreeMechanism(8, 1.0, 1e-6, rng=2).release(np.zeros(8))
+    release = TreeMechanism(8, epsilon=1.0, delta=1e-6, rng=2).release(np.zeros(8))
     assert isinstance(release, TreeRelease)
     # [0, 7] is the root alone; the leaves' sum is a different noisy answer.
     assert release.query(0, 7) == pytest.approx(release.node_values[1])
@@ -83,7 +86,7 @@ def test_tree_release_is_not_consistent_but_uses_canonical_nodes() -> None:
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("n", [5, 13])
 def test_exact_range_variances_match_monte_carlo(name: str, n: int) -> None:
-    mech = build_mechanism(name, n, 1.0, 1e-3, rng=3)
+    mech = build_mechanism(name, n, epsilon=1.0, delta=1e-3, rng=3)
     x = np.arange(n, dtype=float)
     lo, hi = all_ranges(n)
     errors = np.stack([mech.release(x).query(lo, hi) - truth_of(x, lo, hi) for _ in range(3000)])
@@ -93,7 +96,7 @@ def test_exact_range_variances_match_monte_carlo(name: str, n: int) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_dense_queries_variance_matches_monte_carlo(name: str) -> None:
     n = 11
-    mech = build_mechanism(name, n, 1.0, 1e-3, rng=4)
+    mech = build_mechanism(name, n, epsilon=1.0, delta=1e-3, rng=4)
     w = (np.random.default_rng(5).random((6, n)) < 0.5).astype(float)
     x = np.arange(n, dtype=float)
     errors = np.stack([mech.release(x).answer(w) - w @ x for _ in range(3000)])  # type: ignore[attr-defined]
@@ -104,7 +107,7 @@ def test_dense_queries_variance_matches_monte_carlo(name: str) -> None:
 @pytest.mark.parametrize("name", ["correlated", "hierarchical", "tree"])
 def test_intervals_cover_at_their_level(name: str) -> None:
     n, level = 9, 0.9
-    mech = build_mechanism(name, n, 1.0, 1e-3, rng=6)
+    mech = build_mechanism(name, n, epsilon=1.0, delta=1e-3, rng=6)
     x = np.ones(n)
     lo, hi = all_ranges(n)
     truth = truth_of(x, lo, hi)
@@ -119,7 +122,7 @@ def test_intervals_cover_at_their_level(name: str) -> None:
 
 
 def test_interval_is_answer_plus_minus_z_sd() -> None:
-    release = CorrelatedPerturbation(16, 1.0, 1e-6, rng=7).release(np.zeros(16))
+    release = CorrelatedPerturbation(16, epsilon=1.0, delta=1e-6, rng=7).release(np.zeros(16))
     low, high = release.interval(2, 9, level=0.95)
     sd = math.sqrt(release.range_variance(2, 9))
     assert (high - low) / 2 == pytest.approx(1.959963984540054 * sd)
@@ -132,7 +135,7 @@ def test_interval_is_answer_plus_minus_z_sd() -> None:
 @pytest.mark.parametrize("n", [1, 7, 8, 100, 1000])
 def test_every_node_has_variance_sigma_squared(n: int) -> None:
     """Theorem 3.3 for any n: the exact variance of every tree node's answer is σ²."""
-    mech = CorrelatedPerturbation(n, 0.5, 1e-6, rng=0)
+    mech = CorrelatedPerturbation(n, epsilon=0.5, delta=1e-6, rng=0)
     nodes = nodal_ranges(n)
     np.testing.assert_allclose(mech.range_variance(nodes.lo, nodes.hi), mech.sigma**2, rtol=1e-12)
     assert nodes.count == 2 * n - 1
@@ -141,7 +144,7 @@ def test_every_node_has_variance_sigma_squared(n: int) -> None:
 def test_level_variances_control_each_level() -> None:
     """Utility control: a chosen variance per depth, exact and checked by Monte Carlo."""
     profile = [0.5, 1.0, 2.0, 1.0, 3.0]
-    mech = CorrelatedPerturbation(16, 1.0, 1e-6, rng=8, level_variances=profile)
+    mech = CorrelatedPerturbation(16, epsilon=1.0, delta=1e-6, rng=8, level_variances=profile)
     nodes = nodal_ranges(16)
     expected = mech.sigma**2 * np.asarray(profile)[nodes.depth]
     np.testing.assert_allclose(mech.range_variance(nodes.lo, nodes.hi), expected, rtol=1e-12)
@@ -152,7 +155,7 @@ def test_level_variances_control_each_level() -> None:
 
 def test_correlated_two_dimensional_rectangles() -> None:
     shape = (6, 5)
-    mech = CorrelatedPerturbation(shape, 1.0, 1e-3, rng=9)
+    mech = CorrelatedPerturbation(shape, epsilon=1.0, delta=1e-3, rng=9)
     x = np.arange(30.0).reshape(shape)
     r0, r1 = np.triu_indices(6)
     c0, c1 = np.triu_indices(5)
@@ -161,7 +164,10 @@ def test_correlated_two_dimensional_rectangles() -> None:
     truth = np.array([x[a : b + 1, c : d + 1].sum() for (a, c), (b, d) in zip(lo, hi, strict=True)])
     zero = mech.with_sampler(ZeroNoise()).release(x)
     np.testing.assert_allclose(zero.query(lo, hi), truth, atol=1e-9)
-    one = CorrelatedPerturbation(6, 1.0, 1e-3), CorrelatedPerturbation(5, 1.0, 1e-3)
+    one = (
+        CorrelatedPerturbation(6, epsilon=1.0, delta=1e-3),
+        CorrelatedPerturbation(5, epsilon=1.0, delta=1e-3),
+    )
     product = one[0].with_sampler(GaussianNoise(1.0)).range_variance(lo[:, 0], hi[:, 0]) * one[
         1
     ].with_sampler(GaussianNoise(1.0)).range_variance(lo[:, 1], hi[:, 1])
@@ -173,7 +179,7 @@ def test_correlated_two_dimensional_rectangles() -> None:
 
 
 def test_identity_two_dimensional() -> None:
-    mech = IdentityMechanism((4, 3), 1.0, 1e-6, rng=1)
+    mech = IdentityMechanism((4, 3), epsilon=1.0, delta=1e-6, rng=1)
     assert mech.range_variance([0, 0], [3, 2]) == pytest.approx(12 * mech.sigma**2)
     release = mech.with_sampler(ZeroNoise()).release(np.ones((4, 3)))
     assert release.query([1, 1], [2, 2]) == pytest.approx(4.0)
@@ -184,7 +190,7 @@ def test_identity_two_dimensional() -> None:
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 11, 16])
 def test_hierarchical_is_the_least_squares_estimate(n: int) -> None:
-    mech = HierarchicalMechanism(n, 1.0, 1e-6, rng=0)
+    mech = HierarchicalMechanism(n, epsilon=1.0, delta=1e-6, rng=0)
     depth = mech.depth
     a, cov = hierarchical_gls(depth, n)
     rng = np.random.default_rng(n)
@@ -206,7 +212,7 @@ def test_hierarchical_is_the_least_squares_estimate(n: int) -> None:
 
 @pytest.mark.parametrize("n", [1, 2, 3, 6, 8, 13])
 def test_wavelet_covariance_is_the_inverse_haar_map(n: int) -> None:
-    mech = WaveletMechanism(n, 1.0, 1e-6, rng=0)
+    mech = WaveletMechanism(n, epsilon=1.0, delta=1e-6, rng=0)
     depth = mech.depth
     size = 1 << depth
     # Measurement matrix: total, then S(left) − S(right) for every internal node.
@@ -240,10 +246,10 @@ def test_wavelet_covariance_is_the_inverse_haar_map(n: int) -> None:
 @pytest.mark.parametrize("n", [1, 6, 8, 1000])
 def test_sensitivities_and_calibration(mech_cls: type, l2: object, n: int) -> None:
     depth = 0 if n == 1 else math.ceil(math.log2(n))
-    mech = mech_cls(n, 0.5, 1e-7, rng=0)
+    mech = mech_cls(n, epsilon=0.5, delta=1e-7, rng=0)
     expected = l2(depth)  # type: ignore[operator]
     assert mech.privacy.l2_sensitivity == pytest.approx(expected)
-    assert mech.sigma == pytest.approx(calibrated_sigma(expected, 0.5, 1e-7), rel=1e-12)
+    assert mech.sigma == pytest.approx(gaussian_sigma(expected, 0.5, 1e-7), rel=1e-12)
     assert "add/remove one record" in mech.privacy.neighbouring
     assert "delta=1e-07" in mech.describe()
 
@@ -256,13 +262,13 @@ def test_tree_node_sensitivity_by_brute_force() -> None:
     for i, (s, e) in enumerate(nodes):
         a[i, s:e] = 1
     assert np.sqrt((a**2).sum(axis=0)).max() == pytest.approx(
-        TreeMechanism(16, 1, 1e-6).l2_sensitivity
+        TreeMechanism(16, epsilon=1, delta=1e-6).l2_sensitivity
     )
 
 
 def test_eigen_design_weights_are_optimal_and_sensitivity_one() -> None:
     n = 6
-    mech = EigenDesignMechanism(n, 1.0, 1e-6, rng=0)
+    mech = EigenDesignMechanism(n, epsilon=1.0, delta=1e-6, rng=0)
     gram = mech.workload.gram()
     lam, q = np.linalg.eigh(gram)
     squares = q**2
@@ -292,29 +298,31 @@ def test_eigen_design_weights_are_optimal_and_sensitivity_one() -> None:
 def test_eigen_design_beats_identity_on_all_ranges() -> None:
     from dpcount.ranges import total_squared_error
 
-    eigen = EigenDesignMechanism(64, 1.0, 1e-6, rng=0)
-    identity = IdentityMechanism(64, 1.0, 1e-6, rng=0)
+    eigen = EigenDesignMechanism(64, epsilon=1.0, delta=1e-6, rng=0)
+    identity = IdentityMechanism(64, epsilon=1.0, delta=1e-6, rng=0)
     assert total_squared_error(eigen) < 0.5 * total_squared_error(identity)
 
 
 def test_eigen_design_rejects_large_n() -> None:
     with pytest.raises(ValueError, match="at most 1024 cells for EigenDesign"):
-        EigenDesignMechanism(1025, 1.0, 1e-6)
+        EigenDesignMechanism(1025, epsilon=1.0, delta=1e-6)
 
 
 def test_tree_max_abs_range_sum_against_brute_force() -> None:
     for n in (1, 2, 3, 5, 8, 13, 16):
         for seed in range(3):
-            release = TreeMechanism(n, 1.0, 1e-6, rng=seed).release(np.zeros(n))
+            release = TreeMechanism(n, epsilon=1.0, delta=1e-6, rng=seed).release(np.zeros(n))
             lo, hi = all_ranges(n)
             assert release.max_abs_range_sum() == pytest.approx(np.abs(release.query(lo, hi)).max())
 
 
 def test_histogram_max_abs_range_sum_against_brute_force() -> None:
-    release = CorrelatedPerturbation(11, 1.0, 1e-6, rng=3).release(np.zeros(11))
+    release = CorrelatedPerturbation(11, epsilon=1.0, delta=1e-6, rng=3).release(np.zeros(11))
     lo, hi = all_ranges(11)
     assert release.max_abs_range_sum() == pytest.approx(np.abs(release.query(lo, hi)).max())
-    release2 = CorrelatedPerturbation((4, 5), 1.0, 1e-6, rng=3).release(np.zeros((4, 5)))
+    release2 = CorrelatedPerturbation((4, 5), epsilon=1.0, delta=1e-6, rng=3).release(
+        np.zeros((4, 5))
+    )
     v = release2.values
     brute = max(
         abs(v[a : b + 1, c : d + 1].sum())
@@ -327,19 +335,19 @@ def test_histogram_max_abs_range_sum_against_brute_force() -> None:
 
 
 def test_seeds_reproduce_and_default_is_fresh() -> None:
-    a = CorrelatedPerturbation(32, 1.0, 1e-6, rng=5).release(np.zeros(32)).values
-    b = CorrelatedPerturbation(32, 1.0, 1e-6, rng=5).release(np.zeros(32)).values
+    a = CorrelatedPerturbation(32, epsilon=1.0, delta=1e-6, rng=5).release(np.zeros(32)).values
+    b = CorrelatedPerturbation(32, epsilon=1.0, delta=1e-6, rng=5).release(np.zeros(32)).values
     np.testing.assert_array_equal(a, b)
-    mech = CorrelatedPerturbation(32, 1.0, 1e-6, rng=5)
+    mech = CorrelatedPerturbation(32, epsilon=1.0, delta=1e-6, rng=5)
     assert not np.array_equal(mech.release(np.zeros(32)).values, mech.release(np.zeros(32)).values)
     assert not np.array_equal(
-        CorrelatedPerturbation(32, 1.0, 1e-6).release(np.zeros(32)).values,
-        CorrelatedPerturbation(32, 1.0, 1e-6).release(np.zeros(32)).values,
+        CorrelatedPerturbation(32, epsilon=1.0, delta=1e-6).release(np.zeros(32)).values,
+        CorrelatedPerturbation(32, epsilon=1.0, delta=1e-6).release(np.zeros(32)).values,
     )
 
 
 def test_with_sampler_drops_privacy() -> None:
-    mech = CorrelatedPerturbation(8, 1.0, 1e-6, rng=0)
+    mech = CorrelatedPerturbation(8, epsilon=1.0, delta=1e-6, rng=0)
     assert mech.privacy is not None
     test = mech.with_sampler(ZeroNoise())
     assert test.privacy is None and "no privacy" in test.describe()
@@ -358,7 +366,7 @@ def test_with_sampler_drops_privacy() -> None:
     ],
 )
 def test_bad_bounds(lo: object, hi: object, error: type[Exception], match: str) -> None:
-    release = CorrelatedPerturbation(10, 1.0, 1e-6, rng=0).release(np.zeros(10))
+    release = CorrelatedPerturbation(10, epsilon=1.0, delta=1e-6, rng=0).release(np.zeros(10))
     with pytest.raises(error, match=match):
         release.query(lo, hi)
     with pytest.raises(error, match=match):
@@ -366,7 +374,9 @@ def test_bad_bounds(lo: object, hi: object, error: type[Exception], match: str) 
 
 
 def test_bad_two_dimensional_bounds() -> None:
-    release = CorrelatedPerturbation((3, 4), 1.0, 1e-6, rng=0).release(np.zeros((3, 4)))
+    release = CorrelatedPerturbation((3, 4), epsilon=1.0, delta=1e-6, rng=0).release(
+        np.zeros((3, 4))
+    )
     with pytest.raises(ValueError, match="last axis of length 2"):
         release.query(0, 1)
     with pytest.raises(
@@ -387,18 +397,18 @@ def test_bad_two_dimensional_bounds() -> None:
 )
 def test_bad_data(x: np.ndarray, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        CorrelatedPerturbation(10, 1.0, 1e-6).release(x)
+        CorrelatedPerturbation(10, epsilon=1.0, delta=1e-6).release(x)
 
 
 @pytest.mark.parametrize("name", ["tree", "hierarchical", "wavelet", "eigen"])
 def test_one_dimensional_baselines_reject_2d(name: str) -> None:
     with pytest.raises(ValueError, match="shape must have 1 to 1 dimensions"):
-        build_mechanism(name, (4, 4), 1.0, 1e-6)
+        build_mechanism(name, (4, 4), epsilon=1.0, delta=1e-6)
 
 
 def test_registry_rejects_unknown() -> None:
     with pytest.raises(ValueError, match="mechanism must be one of"):
-        build_mechanism("laplace", 4, 1.0, 1e-6)
+        build_mechanism("laplace", 4, epsilon=1.0, delta=1e-6)
 
 
 def test_balanced_tree_is_the_one_of_the_reference() -> None:

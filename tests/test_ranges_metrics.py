@@ -41,7 +41,7 @@ def listed(n: int) -> RangeWorkload:
 @pytest.mark.parametrize("n", [1, 2, 6, 16, 37])
 def test_all_ranges_metrics_equal_the_listed_workload(name: str, n: int) -> None:
     """Implicit all-ranges metrics (no listing) = the same metrics over all listed ranges."""
-    mech = build_mechanism(name, n, 0.7, 1e-6, rng=0)
+    mech = build_mechanism(name, n, epsilon=0.7, delta=1e-6, rng=0)
     explicit = listed(n)
     variances = query_variances(mech, explicit)
     assert total_squared_error(mech) == pytest.approx(variances.sum(), rel=1e-10)
@@ -55,7 +55,7 @@ def test_all_ranges_metrics_equal_the_listed_workload(name: str, n: int) -> None
 
 def test_identity_closed_forms() -> None:
     n = 50
-    mech = IdentityMechanism(n, 1.0, 1e-6, rng=0)
+    mech = IdentityMechanism(n, epsilon=1.0, delta=1e-6, rng=0)
     s2 = mech.sigma**2
     assert total_squared_error(mech) == pytest.approx(s2 * n * (n + 1) * (n + 2) / 6)
     assert max_query_variance(mech) == pytest.approx(s2 * n)
@@ -64,7 +64,7 @@ def test_identity_closed_forms() -> None:
 @pytest.mark.parametrize("n", [4, 64, 1000])
 def test_theorem_3_20_nodal_queries(n: int) -> None:
     """Node queries: err_{W,2} = (2n − 1)σ², err^∞_W = √(2/π)σ, every level's variance σ²."""
-    mech = CorrelatedPerturbation(n, 1.0, 1e-6, rng=0)
+    mech = CorrelatedPerturbation(n, epsilon=1.0, delta=1e-6, rng=0)
     nodes = nodal_ranges(n)
     assert total_squared_error(mech, nodes) == pytest.approx((2 * n - 1) * mech.sigma**2)
     assert worst_case_expected_error(mech, nodes) == pytest.approx(
@@ -75,7 +75,7 @@ def test_theorem_3_20_nodal_queries(n: int) -> None:
 
 
 def test_nodal_level_variances_of_the_tree_baseline_are_flat() -> None:
-    mech = build_mechanism("tree", 32, 1.0, 1e-6)
+    mech = build_mechanism("tree", 32, epsilon=1.0, delta=1e-6)
     levels = nodal_level_variances(mech)
     assert len(levels) == 6 and [lv.size for lv in levels] == [1, 2, 4, 8, 16, 32]
     for level in levels:
@@ -85,7 +85,7 @@ def test_nodal_level_variances_of_the_tree_baseline_are_flat() -> None:
 @pytest.mark.parametrize("name", ["correlated", "identity", "tree", "wavelet"])
 def test_expected_worst_case_error_per_draw_is_exact_and_estimate_is_sane(name: str) -> None:
     n = 12
-    mech = build_mechanism(name, n, 1.0, 1e-3, rng=0)
+    mech = build_mechanism(name, n, epsilon=1.0, delta=1e-3, rng=0)
     est = expected_worst_case_error(mech, draws=200, rng=1)
     assert est.draws == 200 and est.samples.shape == (200,)
     assert est.stderr == pytest.approx(est.samples.std(ddof=1) / math.sqrt(200))
@@ -102,7 +102,7 @@ def test_expected_worst_case_error_per_draw_is_exact_and_estimate_is_sane(name: 
 
 
 def test_expected_worst_case_dense_workload() -> None:
-    mech = build_mechanism("hierarchical", 16, 1.0, 1e-3, rng=0)
+    mech = build_mechanism("hierarchical", 16, epsilon=1.0, delta=1e-3, rng=0)
     queries = random_dense_queries(16, count=30, rng=2)
     est = expected_worst_case_error(mech, queries, draws=50, rng=3)
     gen = np.random.default_rng(3)
@@ -111,10 +111,14 @@ def test_expected_worst_case_dense_workload() -> None:
 
 
 def test_two_dimensional_all_rectangles() -> None:
-    mech = CorrelatedPerturbation((5, 4), 1.0, 1e-6, rng=0)
+    mech = CorrelatedPerturbation((5, 4), epsilon=1.0, delta=1e-6, rng=0)
     unit = GaussianNoise(1.0)
-    rows = query_variances(CorrelatedPerturbation(5, 1.0, 1e-6).with_sampler(unit), listed(5))
-    cols = query_variances(CorrelatedPerturbation(4, 1.0, 1e-6).with_sampler(unit), listed(4))
+    rows = query_variances(
+        CorrelatedPerturbation(5, epsilon=1.0, delta=1e-6).with_sampler(unit), listed(5)
+    )
+    cols = query_variances(
+        CorrelatedPerturbation(4, epsilon=1.0, delta=1e-6).with_sampler(unit), listed(4)
+    )
     brute = np.outer(rows, cols) * mech.sigma**2
     assert total_squared_error(mech) == pytest.approx(brute.sum())
     assert max_query_variance(mech) == pytest.approx(brute.max())
@@ -126,7 +130,7 @@ def test_two_dimensional_all_rectangles() -> None:
 
 def test_paper_estimator_is_unbiased_for_the_total() -> None:
     n = 64
-    mech = CorrelatedPerturbation(n, 1.0, 1e-6, rng=0)
+    mech = CorrelatedPerturbation(n, epsilon=1.0, delta=1e-6, rng=0)
     est = paper_monte_carlo_errors(mech, samples=500, runs=400, rng=1)
     exact = total_squared_error(mech)
     se = est.total_squared_error.std(ddof=1) / math.sqrt(est.total_squared_error.size)
@@ -183,10 +187,10 @@ def test_workload_validation() -> None:
     with pytest.raises(ValueError, match="non-empty 2-D array"):
         DenseWorkload(np.zeros(3))
     with pytest.raises(ValueError, match="workload is over n=4 cells, the mechanism over n=5"):
-        total_squared_error(CorrelatedPerturbation(5, 1.0, 1e-6), AllRanges(4))
+        total_squared_error(CorrelatedPerturbation(5, epsilon=1.0, delta=1e-6), AllRanges(4))
     with pytest.raises(
         TypeError, match="workload must be AllRanges, RangeWorkload or DenseWorkload"
     ):
-        total_squared_error(CorrelatedPerturbation(5, 1.0, 1e-6), [(0, 1)])
+        total_squared_error(CorrelatedPerturbation(5, epsilon=1.0, delta=1e-6), [(0, 1)])
     with pytest.raises(ValueError, match="listing all ranges needs n <= 4096"):
         AllRanges(5000).ranges()

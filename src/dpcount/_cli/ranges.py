@@ -132,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
     mech = build_mechanism(
         args.mechanism,
         x.shape,
-        args.epsilon,
-        args.delta,
-        args.calibration,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        calibration=args.calibration,
         rng=args.seed,
         noise=args.noise,
     )

@@ -80,9 +80,13 @@ def mechanisms_for(
         if name == "eigen":
             if n > eigen_limit(config):
                 continue
-            out.append(build_mechanism(name, n, EPSILON, DELTA, rng=rng, workload=eigen_workload))
+            out.append(
+                build_mechanism(
+                    name, n, epsilon=EPSILON, delta=DELTA, rng=rng, workload=eigen_workload
+                )
+            )
         else:
-            out.append(build_mechanism(name, n, EPSILON, DELTA, rng=rng))
+            out.append(build_mechanism(name, n, epsilon=EPSILON, delta=DELTA, rng=rng))
     return out
 
 

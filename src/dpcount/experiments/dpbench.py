@@ -185,7 +185,7 @@ def compute_ranges_dpbench(config: ExperimentConfig) -> DpBench:
     pooled: dict[tuple[int, str], list[FloatArray]] = {}
     exact: dict[tuple[int, str], tuple[float, float, int]] = {}
     for dim, dname, x, name in progress_iter(tasks, "ranges-dpbench", config.show_progress):
-        m = build_mechanism(name, x.shape, EPSILON, DELTA, rng=rng)
+        m = build_mechanism(name, x.shape, epsilon=EPSILON, delta=DELTA, rng=rng)
         if (dim, name) not in exact:  # data independent: once per shape and mechanism
             exact[(dim, name)] = _exact_errors(dim, m, x.shape)
         row, total = _dpbench_row(dim, dname, x, m, exact[(dim, name)], runs, rng)

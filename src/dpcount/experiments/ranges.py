@@ -44,6 +44,7 @@ from dpcount.experiments._ranges_common import (
     mechanisms_for,
     uniform_data,
 )
+from dpcount.privacy.calibration import paper_gaussian_sigma
 from dpcount.ranges import (
     AllRanges,
     DenseWorkload,
@@ -54,7 +55,6 @@ from dpcount.ranges import (
     max_query_variance,
     nodal_level_variances,
     nodal_ranges,
-    paper_gaussian_sigma,
     paper_monte_carlo_errors,
     precision_max_diag,
     query_variances,
@@ -263,7 +263,7 @@ def _sigma_comparison(n: int) -> Comparison:
     """σ of the correlated mechanism: Thm 3.8's bound vs the exact analytic σ we use."""
     from dpcount.ranges import CorrelatedPerturbation
 
-    ours = CorrelatedPerturbation(n, EPSILON, DELTA, rng=0)
+    ours = CorrelatedPerturbation(n, epsilon=EPSILON, delta=DELTA, rng=0)
     paper = paper_gaussian_sigma(math.sqrt(ours.precision_max_diag), EPSILON, DELTA)
     return Comparison(
         f"σ of the correlated mechanism at n=2^{int(math.log2(n))} (ε=0.1, δ=1e-9)",

@@ -326,7 +326,7 @@ def _time_once(
 ) -> tuple[float, float, float]:  # fmt: skip
     """Seconds to build the mechanism, release x and answer the workload, once."""
     t0 = time.perf_counter()
-    m = build_mechanism(name, n, EPSILON, DELTA, rng=rng, **options)
+    m = build_mechanism(name, n, epsilon=EPSILON, delta=DELTA, rng=rng, **options)
     t1 = time.perf_counter()
     release = m.release(x)
     t2 = time.perf_counter()

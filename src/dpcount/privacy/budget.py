@@ -95,6 +95,8 @@ class CalibrationRule(_Choice):
     * ``CLASSIC``: Gaussian, σ = Δ₂√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1).
     * ``FHU``: Gaussian with C_{ε,δ} of Fichtenberger, Henzinger, Upadhyay 2023, eq. (2).
     * ``ZCDP``: discrete Gaussian, ρ-zCDP converted to (ε, δ) (CKS 2020, Thm 14, Cor. 13).
+    * ``PAPER``: Gaussian, σ = Δ₂√(2 ln(2/δ))/ε, the tail bound of Dharangutte, Gao,
+      Gong, Wang 2023, Thm 3.7 (ε ≤ 1; for comparison with that paper).
     """
 
     PURE = "pure"
@@ -104,6 +106,7 @@ class CalibrationRule(_Choice):
     CLASSIC = "classic"
     FHU = "fhu"
     ZCDP = "zcdp"
+    PAPER = "paper"
 
 
 class Neighbouring(_Choice):

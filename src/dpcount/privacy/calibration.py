@@ -43,13 +43,14 @@ __all__ = [
     "laplace_epsilon",
     "laplace_scale",
     "laplace_scale_approximate",
+    "paper_gaussian_sigma",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_rho",
 ]
 
-GaussianMethod = Literal["analytic", "classic", "fhu"]
-GAUSSIAN_METHODS: tuple[str, ...] = ("analytic", "classic", "fhu")
+GaussianMethod = Literal["analytic", "classic", "fhu", "paper"]
+GAUSSIAN_METHODS: tuple[str, ...] = ("analytic", "classic", "fhu", "paper")
 
 # Relative safety margin added to numerically solved scales (the solver's own
 # tolerance is ~1e-15; this absorbs floating-point error in evaluating δ(σ)).
@@ -149,6 +150,33 @@ def fhu_delta(epsilon: float, constant: float) -> float:
     return min(1.0, math.sqrt(2.0 / math.pi) * math.exp(4.0 / 9.0 - eps * eps * c * c / 4.0))
 
 
+def paper_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float) -> float:
+    """σ = Δ·√(2 ln(2/δ))/ε: correlated-input-perturbation Theorem 3.7 (and 3.8).
+
+    For correlated noise Δ² = ‖diag C⁻¹‖_∞ (the theorem's statement); for i.i.d.
+    noise on a vector with ℓ₂ sensitivity Δ it is the same tail bound. Valid only for
+    ε ∈ (0, 1] and δ ∈ (0, 1/2], as the theorem requires. Rounded up by a relative
+    1e-12.
+
+    Raises:
+        ValueError: ε > 1 or δ > 1/2 (use ``calibration="analytic"``, exact for all ε).
+    """
+    d2 = check_real("l2_sensitivity", l2_sensitivity, gt=0)
+    eps = check_real("epsilon", epsilon, gt=0)
+    dlt = check_probability("delta", delta)
+    if eps > 1.0:
+        raise ValueError(
+            f"epsilon must be <= 1 for calibration='paper' (Theorem 3.7 assumes epsilon in "
+            f"(0, 1]), got {epsilon!r}; use calibration='analytic', exact for every epsilon"
+        )
+    if dlt > 0.5:
+        raise ValueError(
+            f"delta must be <= 0.5 for calibration='paper' (Theorem 3.7 assumes delta in "
+            f"(0, 1/2]), got {delta!r}"
+        )
+    return d2 * math.sqrt(2.0 * math.log(2.0 / dlt)) / eps * (1.0 + 1e-12)
+
+
 def gaussian_sigma(
     l2_sensitivity: float,
     epsilon: float,
@@ -166,6 +194,9 @@ def gaussian_sigma(
             only for ε < 1.
         ``"fhu"``: σ = C_{ε,δ}·Δ₂ with C_{ε,δ} from constant-matters eq. (2), for
             ε, δ ∈ (0, 1).
+        ``"paper"``: σ = Δ₂·√(2 ln(2/δ))/ε, the tail bound of
+            correlated-input-perturbation Theorem 3.7/3.8 (ε ≤ 1, δ ≤ 1/2), for
+            comparison with that paper (:func:`paper_gaussian_sigma`).
 
     Edge cases: σ → ∞ as δ → 0 and σ → 0 as ε → ∞; δ must lie strictly in (0, 1).
 
@@ -185,6 +216,10 @@ def gaussian_sigma(
             # The bracket left the float range: σ would be 0 or infinite in float64.
             sigma = math.inf
         return check_scale_in_range("Gaussian sigma", sigma, inputs=inputs)
+    if method == "paper":
+        return check_scale_in_range(
+            "Gaussian sigma", paper_gaussian_sigma(d2, eps, dlt), inputs=inputs
+        )
     if eps >= 1.0:
         raise ValueError(
             f"epsilon must be < 1 for the {method!r} Gaussian calibration, got {epsilon!r} "

@@ -54,6 +54,7 @@ _CITATIONS = {
     "analytic": "analytic Gaussian mechanism (Balle & Wang 2018, Thm 8)",
     "classic": "classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1)",
     "fhu": "Gaussian with C_(eps,delta) of constant-matters eq. (2)",
+    "paper": "Gaussian tail bound of correlated-input-perturbation Thm 3.7 (epsilon <= 1)",
     "pld": "Laplace noise, privacy loss distribution of the sensitivity profile "
     "(dp-accounting, pessimistic)",
     "discrete-laplace:pure": "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "

@@ -20,8 +20,6 @@ from dpcount.ranges.baselines import (
     WaveletMechanism,
 )
 from dpcount.ranges.calibration import (
-    calibrated_sigma,
-    paper_gaussian_sigma,
     precision_diagonal,
     precision_max_diag,
 )
@@ -68,14 +66,12 @@ __all__ = [
     "TreeRelease",
     "WaveletMechanism",
     "build_mechanism",
-    "calibrated_sigma",
     "cascade_sample",
     "expected_worst_case_error",
     "level_profile",
     "max_query_variance",
     "nodal_level_variances",
     "nodal_ranges",
-    "paper_gaussian_sigma",
     "paper_monte_carlo_errors",
     "precision_diagonal",
     "precision_max_diag",

@@ -1,4 +1,8 @@
-"""Privacy calibration for range-query mechanisms with (correlated) Gaussian noise.
+"""Sensitivities of the range mechanisms' (correlated) Gaussian noise.
+
+The calibration itself has one entry point for the whole package,
+:func:`dpcount.privacy.calibrate` (the range mechanisms' Gaussian methods are
+``"analytic"``, ``"classic"`` and ``"paper"``; discrete Gaussian noise uses zCDP).
 
 Neighbouring relation (all of :mod:`dpcount.ranges`): histograms x, x' that differ in
 one cell by at most 1, ‖x − x'‖₁ ≤ 1 — adding or removing one record (the paper's
@@ -11,7 +15,7 @@ Notation (correlated-input-perturbation → code):
 C                           leaf covariance / σ² (``cascade.level_profile``)
 ‖diag(C⁻¹)‖_∞               :func:`precision_max_diag`
 √(max diag C⁻¹)             Mahalanobis sensitivity: ℓ₂ sensitivity of C^{-1/2}x
-σ² ≥ 2‖diag C⁻¹‖ ln(2/δ)/ε²  Thm 3.7 / 3.8 (:func:`paper_gaussian_sigma`, ε ≤ 1)
+σ² ≥ 2‖diag C⁻¹‖ ln(2/δ)/ε²  Thm 3.7 / 3.8 (:func:`dpcount.privacy.paper_gaussian_sigma`, ε ≤ 1)
 ==========================  =====================================================
 
 Why the analytic calibration is exact: for x' = x + e_i the privacy loss of
@@ -26,38 +30,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import (
-    check_choice,
     check_integer,
     check_iterable,
-    check_probability,
-    check_real,
 )
-from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.ranges._tree import BalancedTree
 from dpcount.ranges.cascade import _check_cascade_profile, split_variances
 
 __all__ = [
-    "CALIBRATIONS",
-    "Calibration",
-    "calibrated_sigma",
     "depth_precisions",
-    "paper_gaussian_sigma",
     "precision_diagonal",
     "precision_max_diag",
 ]
-
-Calibration = Literal["analytic", "paper", "classic"]
-CALIBRATIONS: tuple[str, ...] = ("analytic", "paper", "classic")
-
-# Relative margin on closed-form noise scales: absorbs a few ulps of rounding so the
-# returned σ is never below the formula's exact value.
-_ROUND_UP = 1e-12
 
 
 def depth_precisions(profile: Sequence[float]) -> tuple[float, ...]:
@@ -102,45 +90,3 @@ def precision_max_diag(profiles: Sequence[Sequence[float]]) -> float:
     if not 1 <= len(axes) <= 2:
         raise ValueError(f"profiles must hold one profile per axis (1 or 2), got {len(axes)}")
     return math.prod(depth_precisions(p)[-1] for p in axes)
-
-
-def paper_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float) -> float:
-    """σ = Δ·√(2 ln(2/δ))/ε: correlated-input-perturbation Theorem 3.7 (and 3.8).
-
-    For correlated noise Δ² = ‖diag C⁻¹‖_∞ (the theorem's statement); for i.i.d.
-    noise on a vector with ℓ₂ sensitivity Δ it is the same tail bound. Valid only for
-    ε ∈ (0, 1] and δ ∈ (0, 1/2], as the theorem requires. Rounded up by a relative
-    1e-12.
-
-    Raises:
-        ValueError: ε > 1 or δ > 1/2 (use ``calibration="analytic"``, exact for all ε).
-    """
-    d2 = check_real("l2_sensitivity", l2_sensitivity, gt=0)
-    eps = check_real("epsilon", epsilon, gt=0)
-    dlt = check_probability("delta", delta)
-    if eps > 1.0:
-        raise ValueError(
-            f"epsilon must be <= 1 for calibration='paper' (Theorem 3.7 assumes epsilon in "
-            f"(0, 1]), got {epsilon!r}; use calibration='analytic', exact for every epsilon"
-        )
-    if dlt > 0.5:
-        raise ValueError(
-            f"delta must be <= 0.5 for calibration='paper' (Theorem 3.7 assumes delta in "
-            f"(0, 1/2]), got {delta!r}"
-        )
-    return d2 * math.sqrt(2.0 * math.log(2.0 / dlt)) / eps * (1.0 + _ROUND_UP)
-
-
-def calibrated_sigma(
-    l2_sensitivity: float, epsilon: float, delta: float, calibration: str = "analytic"
-) -> float:
-    """σ for Gaussian noise whose (Mahalanobis) ℓ₂ sensitivity is ``l2_sensitivity``.
-
-    ``"analytic"``: :func:`dpcount.privacy.gaussian_sigma` (Balle & Wang 2018,
-    exact, every ε > 0); ``"paper"``: :func:`paper_gaussian_sigma` (Thm 3.7, ε ≤ 1);
-    ``"classic"``: Dwork & Roth Thm A.1 (ε < 1), for comparison.
-    """
-    check_choice("calibration", calibration, CALIBRATIONS)
-    if calibration == "paper":
-        return paper_gaussian_sigma(l2_sensitivity, epsilon, delta)
-    return gaussian_sigma(l2_sensitivity, epsilon, delta, method=calibration)  # type: ignore[arg-type]

@@ -43,11 +43,12 @@ import copy
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpcount._validate import check_instance, check_integer
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.discrete import DiscreteGaussianNoise
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -59,6 +60,9 @@ from dpcount.ranges.calibration import precision_max_diag
 from dpcount.ranges.cascade import _profiles, sample_with, split_variances
 from dpcount.ranges.mechanism import FloatArray, RangeMechanism
 from dpcount.ranges.release import HistogramRelease
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CorrelatedPerturbation"]
 
@@ -96,16 +100,15 @@ class CorrelatedPerturbation(RangeMechanism):
     def __init__(
         self,
         shape: int | tuple[int, ...],
-        epsilon: float,
-        delta: float,
-        calibration: str | None = None,
-        rng: RNGLike = None,
         *,
         level_variances: Any = None,
-        noise: str = "gaussian",
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        budget = Budget.resolve(budget, fields, owner="CorrelatedPerturbation")
         self.shape = self._check_shape(shape, self.max_dims)
-        if noise == "discrete-gaussian" and len(self.shape) != 1:
+        if budget.noise == "discrete-gaussian" and len(self.shape) != 1:
             raise ValueError(
                 f"noise='discrete-gaussian' needs a 1-D shape for CorrelatedPerturbation, got "
                 f"shape {self.shape} (in 2-D the exact variances of the discrete Gaussian do "
@@ -117,11 +120,8 @@ class CorrelatedPerturbation(RangeMechanism):
         sensitivity = math.sqrt(self.precision_max_diag)
         super().__init__(
             self.shape,
-            epsilon=epsilon,
-            delta=delta,
-            calibration=calibration,
+            budget=budget,
             rng=rng,
-            noise=noise,
             l2_sensitivity=sensitivity,
             l1_sensitivity=sensitivity,
         )

@@ -2,7 +2,7 @@
 
 A mechanism is built from a shape and a budget (ε, δ). It computes the ℓ₂
 sensitivity of what it perturbs from its own structure, calibrates Gaussian noise
-once (:func:`dpcount.ranges.calibration.calibrated_sigma`), and keeps a
+once (:func:`dpcount.privacy.calibrate`), and keeps a
 :class:`~dpcount.privacy.noise.NoiseSampler` and a Generator. ``release(x)`` draws
 noise only through that sampler; ``with_sampler`` swaps it (zero or constant noise
 to test the structure; the copy has ``privacy=None``).
@@ -45,18 +45,16 @@ from dpcount._validate import (
     check_choice,
     check_data_array,
     check_instance,
-    check_probability,
-    check_real,
     check_shape,
 )
+from dpcount.privacy.budget import Budget, NoiseKind
 from dpcount.privacy.calibration import discrete_gaussian_sigma, zcdp_delta
 from dpcount.privacy.discrete import DiscreteGaussianNoise
-from dpcount.privacy.guarantee import PrivacyGuarantee
-from dpcount.privacy.noise import GaussianNoise, NoiseSampler
+from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._exact import check_exact_sums, check_whole_numbers
 from dpcount.ranges._models import KroneckerModel, NoiseModel
-from dpcount.ranges.calibration import calibrated_sigma
 from dpcount.ranges.release import RangeAnswers, check_weights, range_bounds
 
 __all__ = ["NEIGHBOURING", "RANGE_NOISE_KINDS", "RangeMechanism"]
@@ -89,40 +87,57 @@ class RangeMechanism(ABC):
         self,
         shape: int | tuple[int, ...],
         *,
-        epsilon: float,
-        delta: float,
-        calibration: str | None,
+        budget: Budget,
         rng: RNGLike,
         l2_sensitivity: float,
         l1_sensitivity: float,
-        noise: str = "gaussian",
     ) -> None:
-        self.epsilon = check_real("epsilon", epsilon, gt=0)
-        self.delta = check_probability("delta", delta)
-        self.noise = check_choice("noise", noise, RANGE_NOISE_KINDS)
+        """Calibrate from the :class:`~dpcount.privacy.Budget` and the structure's sensitivities.
+
+        The budget needs a delta (Gaussian noise); its noise kind defaults to
+        ``"gaussian"``; ``step_sensitivity`` must be 1 (the neighbouring relation is
+        one record added or removed).
+        """
+        budget = budget.with_default_noise(NoiseKind.GAUSSIAN)
+        if budget.delta is None:
+            raise ValueError(
+                f"delta must be given for {type(self).__name__} (range mechanisms add Gaussian "
+                "noise, which cannot give pure DP)"
+            )
+        if budget.step_sensitivity != 1.0 or budget.step_l2_sensitivity is not None:
+            raise ValueError(
+                f"step_sensitivity must be 1 for {type(self).__name__}: the guarantee is for "
+                "one record added or removed (scale the data instead)"
+            )
+        self.budget: Budget = budget
+        self.epsilon = budget.epsilon
+        self.delta: float = budget.delta
+        self.noise = check_choice("noise", str(budget.noise), RANGE_NOISE_KINDS)
         self.l2_sensitivity = float(l2_sensitivity)
         self._rng = as_generator(rng)
         self._model: NoiseModel | KroneckerModel | None = None
+        calibration = None if budget.calibration is None else budget.calibration.value
         if self.noise == "discrete-gaussian":
             self._init_discrete(calibration, float(l1_sensitivity))
             return
-        if calibration == "zcdp":
+        if calibration in ("zcdp", "pure", "theorem3", "pld"):
             raise ValueError(
-                "calibration='zcdp' is for noise='discrete-gaussian'; for noise='gaussian' use "
-                "'analytic' (default), 'paper' or 'classic'"
+                f"calibration={calibration!r} is not a Gaussian calibration; for "
+                "noise='gaussian' use 'analytic' (default), 'paper', 'classic' or 'fhu'"
             )
-        self.calibration = "analytic" if calibration is None else calibration
-        self.sigma = calibrated_sigma(l2_sensitivity, self.epsilon, self.delta, self.calibration)
-        self._sampler: NoiseSampler = GaussianNoise(self.sigma)
-        self.privacy: PrivacyGuarantee | None = PrivacyGuarantee(
+        calibrated = calibrate(
+            "gaussian",
             epsilon=self.epsilon,
             delta=self.delta,
-            noise="gaussian",
-            calibration=_calibration_label(self.calibration),
-            l1_sensitivity=float(l1_sensitivity),
-            l2_sensitivity=float(l2_sensitivity),
+            l1_sensitivity=max(float(l1_sensitivity), self.l2_sensitivity),
+            l2_sensitivity=self.l2_sensitivity,
+            calibration=calibration,
             neighbouring=NEIGHBOURING,
         )
+        self.calibration = calibrated.privacy.calibration
+        self.sigma = calibrated.scale
+        self._sampler: NoiseSampler = calibrated.sampler
+        self.privacy: PrivacyGuarantee | None = calibrated.privacy
 
     def _init_discrete(self, calibration: str | None, l1_sensitivity: float) -> None:
         """Discrete Gaussian noise calibrated by zCDP (CKS 2020 Thm 14 + Cor. 13)."""
@@ -290,11 +305,7 @@ class RangeMechanism(ABC):
 
     def __repr__(self) -> str:
         shape = self.shape[0] if len(self.shape) == 1 else self.shape
-        noise = "" if self.noise == "gaussian" else f", noise={self.noise!r}"
-        return (
-            f"{type(self).__name__}(shape={shape}, epsilon={self.epsilon:g}, "
-            f"delta={self.delta:g}{noise})"
-        )
+        return f"{type(self).__name__}(shape={shape}, budget={self.budget!r})"
 
     @abstractmethod
     def _release(self, x: FloatArray, rng: np.random.Generator) -> RangeAnswers:
@@ -309,9 +320,3 @@ def _float_at_least(value: Fraction) -> float:
     """The smallest float ≥ ``value`` (privacy parameters are never rounded down)."""
     out = float(value)
     return math.nextafter(out, math.inf) if Fraction(out) < value else out
-
-
-def _calibration_label(calibration: str) -> str:
-    if calibration == "paper":
-        return "Thm 3.7 tail bound of correlated-input-perturbation (epsilon <= 1)"
-    return calibration

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from dpcount._validate import check_choice
-from dpcount.privacy.rng import RNGLike
 from dpcount.ranges.baselines import (
     EigenDesignMechanism,
     HierarchicalMechanism,
@@ -28,20 +27,14 @@ MECHANISMS: dict[str, type[RangeMechanism]] = {
 }
 
 
-def build_mechanism(
-    name: str,
-    shape: int | tuple[int, ...],
-    epsilon: float,
-    delta: float,
-    calibration: str | None = None,
-    rng: RNGLike = None,
-    **options: Any,
-) -> RangeMechanism:
-    """Build the mechanism ``name`` (see :data:`MECHANISMS`) with the common arguments.
+def build_mechanism(name: str, shape: int | tuple[int, ...], **options: Any) -> RangeMechanism:
+    """Build the mechanism ``name`` (see :data:`MECHANISMS`) for ``shape``.
 
+    ``options`` are the constructor's keywords: the budget (``budget=`` or
+    ``epsilon=``, ``delta=``, ``noise=``, ``calibration=``), ``rng=`` and the
+    structure's own (``level_variances=``, ``workload=``, ...).
     ``calibration=None`` means the noise kind's default (``"analytic"`` for
-    ``noise="gaussian"``, ``"zcdp"`` for ``noise="discrete-gaussian"``); ``options``
-    (e.g. ``noise=``, ``level_variances=``, ``workload=``) go to the constructor.
+    ``noise="gaussian"``, ``"zcdp"`` for ``noise="discrete-gaussian"``).
     """
     check_choice("mechanism", name, tuple(MECHANISMS))
-    return MECHANISMS[name](shape, epsilon, delta, calibration, rng, **options)  # type: ignore[call-arg]
+    return MECHANISMS[name](shape, **options)

@@ -1,7 +1,7 @@
 """Baseline range-query mechanisms with Gaussian noise, same interface as the correlated one.
 
 All give (ε, δ)-DP for histograms differing by at most 1 in one cell, calibrated with
-:func:`dpcount.ranges.calibration.calibrated_sigma` for their ℓ₂ sensitivity, and
+:func:`dpcount.privacy.calibrate` for their ℓ₂ sensitivity, and
 every answer's variance is exact.
 """
 

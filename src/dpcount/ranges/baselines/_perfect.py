@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._tree import BalancedTree
 from dpcount.ranges.mechanism import RangeMechanism
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 FloatArray = NDArray[np.float64]
 
@@ -47,23 +52,19 @@ class PaddedTreeMechanism(RangeMechanism):
     def __init__(
         self,
         shape: int | tuple[int, ...],
-        epsilon: float,
-        delta: float,
-        calibration: str | None = None,
-        rng: RNGLike = None,
         *,
-        noise: str = "gaussian",
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        budget = Budget.resolve(budget, fields, owner=type(self).__name__)
         self.shape = self._check_shape(shape, self.max_dims)
         self.depth = padded_depth(self.shape[0])
         levels = self.depth + 1
         super().__init__(
             self.shape,
-            epsilon=epsilon,
-            delta=delta,
-            calibration=calibration,
+            budget=budget,
             rng=rng,
-            noise=noise,
             l2_sensitivity=math.sqrt(levels),
             l1_sensitivity=float(levels),
         )

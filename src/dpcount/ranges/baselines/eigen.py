@@ -35,18 +35,22 @@ O(√n·γ) (below 1e-4 for n ≤ 1024 at the default g = 20).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.linalg import eigh
 from scipy.optimize import minimize
 
 from dpcount._validate import check_integer
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._models import DenseCovariance
 from dpcount.ranges.mechanism import FloatArray, RangeMechanism
 from dpcount.ranges.release import HistogramRelease
 from dpcount.ranges.workloads import AllRanges, as_workload
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["EigenDesignMechanism", "eigen_weights"]
 
@@ -102,15 +106,14 @@ class EigenDesignMechanism(RangeMechanism):
     def __init__(
         self,
         shape: int | tuple[int, ...],
-        epsilon: float,
-        delta: float,
-        calibration: str | None = None,
-        rng: RNGLike = None,
         *,
         workload: Any = None,
-        noise: str = "gaussian",
         grid_bits: int = 20,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        budget = Budget.resolve(budget, fields, owner="EigenDesignMechanism")
         self.shape = self._check_shape(shape, self.max_dims)
         n = self.shape[0]
         if n > MAX_CELLS:
@@ -126,16 +129,13 @@ class EigenDesignMechanism(RangeMechanism):
         self.strategy = np.sqrt(self.weights)[:, None] * vectors.T
         columns = self.strategy
         self.grid_bits = check_integer("grid_bits", grid_bits, ge=8, le=26)
-        if noise == "discrete-gaussian":
+        if budget.noise == "discrete-gaussian":
             self._snap_strategy()
             columns = self._integer_strategy.astype(np.float64)
         super().__init__(
             self.shape,
-            epsilon=epsilon,
-            delta=delta,
-            calibration=calibration,
+            budget=budget,
             rng=rng,
-            noise=noise,
             l2_sensitivity=float(np.sqrt(np.max(np.sum(columns**2, axis=0)))),
             l1_sensitivity=float(np.max(np.sum(np.abs(columns), axis=0))),
         )

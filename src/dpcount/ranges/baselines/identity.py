@@ -14,13 +14,18 @@ values are integers; v is the exact variance of N_Z(0, σ²) (below σ²).
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._models import IdentityCovariance, KroneckerModel, NoiseModel
 from dpcount.ranges.mechanism import FloatArray, RangeMechanism
 from dpcount.ranges.release import HistogramRelease
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["IdentityMechanism"]
 
@@ -35,21 +40,17 @@ class IdentityMechanism(RangeMechanism):
     def __init__(
         self,
         shape: int | tuple[int, ...],
-        epsilon: float,
-        delta: float,
-        calibration: str | None = None,
-        rng: RNGLike = None,
         *,
-        noise: str = "gaussian",
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        budget = Budget.resolve(budget, fields, owner="IdentityMechanism")
         self.shape = self._check_shape(shape, self.max_dims)
         super().__init__(
             self.shape,
-            epsilon=epsilon,
-            delta=delta,
-            calibration=calibration,
+            budget=budget,
             rng=rng,
-            noise=noise,
             l2_sensitivity=1.0,
             l1_sensitivity=1.0,
         )
