@@ -26,7 +26,14 @@ is post-processing of that vector plus i.i.d. samples from the sampler. Then the
 steps must be whole numbers and ``step_sensitivity`` a whole number. If, in
 addition, the release is an integer combination of the noisy vector
 (``integer_release = True``, e.g. the trees), ``release`` returns int64 and the
-stream returns ints. The continuous kinds are unchanged (float64).
+stream returns ints, computed in exact integer arithmetic. Otherwise the noise
+process must be exact too: it exposes ``denominator`` (an int) and returns the
+noise as integer numerators over it; the release ``S_t + numerator/denominator``
+is then an exact rational, the estimator applied to the noisy vector, rounded
+once to float64 (:func:`exact_quotients`). Either way the output bits are a
+function of the noisy vector alone (``S_t + fl(noise)`` would not be: the
+rounding of the noise term depends on the noise alone). The continuous kinds are
+unchanged (float64).
 """
 
 from __future__ import annotations
@@ -55,7 +62,13 @@ from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, PrivacyGuarantee, ca
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 
-__all__ = ["NEIGHBOURING", "CountingMechanism", "CountingStream", "NoiseProcess"]
+__all__ = [
+    "NEIGHBOURING",
+    "CountingMechanism",
+    "CountingStream",
+    "NoiseProcess",
+    "exact_quotients",
+]
 
 #: Largest horizon: step counts and digit arithmetic stay exact in float64/int64.
 MAX_HORIZON = 2**53
@@ -64,6 +77,30 @@ NEIGHBOURING = (
     "event-level: streams differ at one step by at most step_sensitivity "
     "(l1 norm of the change for Laplace noise, l2 norm for Gaussian)"
 )
+
+
+def exact_quotients(numerators: Any, denominator: int) -> Any:
+    """``numerators / denominator`` rounded once to float64 (round-to-nearest-even).
+
+    ``numerators``: a Python int or an object array of Python ints. Fast path: when
+    the denominator and every |numerator| are below 2^53 both are exact float64s and
+    one IEEE division is correctly rounded; otherwise Python's int / int true
+    division, which CPython rounds correctly (``long_true_divide`` in
+    Objects/longobject.c).
+    """
+    if not isinstance(numerators, np.ndarray):
+        return numerators / denominator
+    flat = numerators.ravel()
+    if denominator < 2**53 and all(-(2**53) < v < 2**53 for v in flat):
+        return numerators.astype(np.float64) / float(denominator)
+    out = np.fromiter((v / denominator for v in flat), dtype=np.float64, count=flat.size)
+    return out.reshape(numerators.shape)
+
+
+def _exact_release(sums: Any, numerators: Any, denominator: int) -> Any:
+    """Round ``sums + numerators/denominator`` once (exact-rational noise processes)."""
+    sums = sums.astype(object) if isinstance(sums, np.ndarray) else int(sums)
+    return exact_quotients(sums * denominator + numerators, denominator)
 
 
 class NoiseProcess(Protocol):
@@ -244,9 +281,13 @@ class CountingMechanism(ABC):
         dim = None if arr.ndim == 1 else arr.shape[1]
         integer = getattr(self.sampler, "integer", False)
         ints = check_integral_array("x", arr) if integer else None
-        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+        process = self.noise_process(self.sampler, self._rng, dim)
+        out = process.next_many(arr.shape[0])
         if ints is not None:
             sums = np.cumsum(ints, axis=0)
+            denominator = getattr(process, "denominator", None)
+            if denominator is not None:  # exact rational noise: round once
+                return _exact_release(sums, out, denominator)  # type: ignore[no-any-return]
             if self.integer_release:
                 # Integer node noise summed in float64 is exact (|noise| << 2^53).
                 sums += out.astype(np.int64)
@@ -408,6 +449,9 @@ class CountingStream:
         self._sum = self._sum + value
         self._t += 1
         noise = process.next()
+        denominator = getattr(process, "denominator", None)
+        if denominator is not None:  # exact rational noise: round once
+            return _exact_release(self._sum, noise, denominator)
         if not self._int_out:
             return self._sum + noise
         if self._dim is None:
@@ -432,6 +476,9 @@ class CountingStream:
             self._sum = isums[-1].copy() if self._dim is not None else int(isums[-1])
             self._t += arr.shape[0]
             noise = process.next_many(arr.shape[0])
+            denominator = getattr(process, "denominator", None)
+            if denominator is not None:  # exact rational noise: round once
+                return _exact_release(isums, noise, denominator)  # type: ignore[no-any-return]
             if self._int_out:
                 isums += noise.astype(np.int64)
                 return isums
