@@ -189,9 +189,14 @@ class ContinualHistogram(AppBase):
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
         self.sensitivity = histogram_sensitivity(self.max_items_per_step, self.max_count_per_item)
         choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
+        self.noise = choice.resolve(delta, self.sensitivity)[1]  # integer-valued stream
         self.mechanism = choice.build(
-            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=self.sensitivity
+            horizon=horizon,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            sensitivity=self.sensitivity,
+            integer=True,
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = (

@@ -143,9 +143,14 @@ class LocalMedianProtocol(AppBase):
         )
         self.sensitivity = StreamSensitivity(4.0, 2.0 * math.sqrt(2.0))
         choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
+        self.noise = choice.resolve(delta, self.sensitivity)[1]  # integer-valued stream
         self.mechanism = choice.build(
-            horizon=self.buckets, epsilon=eps, delta=delta, rng=rng, sensitivity=self.sensitivity
+            horizon=self.buckets,
+            epsilon=eps,
+            delta=delta,
+            rng=rng,
+            sensitivity=self.sensitivity,
+            integer=True,
         )
         self.neighbouring = "local: any two inputs of one client"
 
