@@ -54,7 +54,11 @@ class RunningAverage(AppBase):
         lower, upper: the public bounds of every value (lower < upper).
         clip: clip out-of-range values instead of raising (default False).
         mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+            :class:`~dpcount.apps.ContinualHistogram`, except that the default
+            noise is continuous (Gaussian iff delta given): the values are
+            fractional, and integer noise needs whole-number steps. For
+            whole-number values pass ``noise="discrete-laplace"`` (or
+            ``"discrete-gaussian"``) with integer ``lower``/``upper``.
 
     Example:
         >>> from dpcount.apps import RunningAverage

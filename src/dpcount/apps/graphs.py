@@ -129,7 +129,9 @@ class SyntheticGraph(AppBase):
             square-root factorization with Gaussian noise, as in the paper).
         max_edges_per_step: m ≥ 1.
         mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+            :class:`~dpcount.apps.ContinualHistogram`, except that the default
+            noise is continuous (Gaussian iff delta given): edge weights are
+            fractional in [0, 1], and integer noise needs whole-number steps.
 
     Example:
         >>> from dpcount.apps import SyntheticGraph

@@ -152,7 +152,10 @@ class ContinualHistogram(AppBase):
         max_items_per_step: b ≥ 1.
         max_count_per_item: m ≥ 1 (multiplicity of one item in one step).
         mechanism: registered counting-mechanism name (default by delta, see above).
-        noise: ``"laplace"`` or ``"gaussian"`` (default: Gaussian iff delta given).
+        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
+            ``"discrete-gaussian"``; default: integer noise (discrete Gaussian iff
+            delta given) on the k-ary tree, since counts are integers (see
+            :class:`~dpcount.apps.MechanismChoice`).
         calibration: noise calibration method passed to the mechanism.
         k, subtract: tree options for ``"kary"``.
         rng: Generator, int seed (research/tests only) or None (OS entropy).

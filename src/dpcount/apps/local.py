@@ -264,7 +264,7 @@ def local_median(
         >>> import numpy as np
         >>> from dpcount.apps import local_median
         >>> data = np.random.default_rng(1).beta(2, 5, size=10_000)
-        >>> result = local_median(data, epsilon=1.0, rng=2)  # ε-LDP, k-ary tree, Laplace
+        >>> result = local_median(data, epsilon=1.0, rng=2)  # ε-LDP, k-ary tree
         >>> result.buckets, 0.0 <= result.estimate <= 1.0
         (100, True)
     """
