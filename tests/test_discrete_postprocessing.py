@@ -177,3 +177,62 @@ def test_tree_refuses_samples_that_could_overflow_int64() -> None:
         mech.release(np.ones(100, dtype=np.int64))
     with pytest.raises(OverflowError, match="int64-safe bound"):
         mech.stream().update(1)
+
+
+class Scripted:
+    """Integer sampler handing out a fixed sequence of draws in order (then zeros)."""
+
+    integer: ClassVar[bool] = True
+
+    def __init__(self, draws: list[int]) -> None:
+        self.draws = list(draws)
+        self.variance = 1.0
+
+    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> NDArray[np.int64]:
+        n = math.prod((size,) if isinstance(size, int) else size)
+        head, self.draws = self.draws[:n], self.draws[n:]
+        out = np.zeros(n, dtype=np.int64)
+        out[: len(head)] = head
+        return out.reshape(size)
+
+
+def _first_step_nodes(horizon: int, path: str) -> list[int]:
+    """Draw indices of the Honaker nodes (j, 0) (those containing step 1).
+
+    release (one next_many from step 0): level by level, node (j, m) is draw
+    Σ_{i<j} ⌊T/2^i⌋ + m. stream.update: at step t the leaf, then the nodes completing
+    at t bottom-up; node (j, 0) completes at t = 2^j after Σ_i ⌊(2^j − 1)/2^i⌋ earlier
+    nodes and is the (j+1)-th draw of that step.
+    """
+    levels = [j for j in range(horizon.bit_length()) if 1 << j <= horizon]
+    if path == "release":
+        return [sum(horizon >> i for i in range(j)) for j in levels]
+    return [sum(((1 << j) - 1) >> i for i in range(j + 1)) + j for j in levels]
+
+
+@pytest.mark.parametrize("horizon", [7, 40])
+@pytest.mark.parametrize("path", ["release", "stream"])
+def test_honaker_same_noisy_vector_same_bits(horizon: int, path: str) -> None:
+    """x = 0 with node noise ζ and x_1 = 1 with ζ' = ζ − R·e_1 perturb to the same y:
+    the outputs must be bit-identical (audit finding 1, as stated)."""
+    base = Honaker(horizon, 1.0, noise="discrete-laplace")
+    nodes = _first_step_nodes(horizon, path)
+    gen = np.random.default_rng(horizon)
+    x, neighbour = np.zeros(horizon, dtype=np.int64), np.eye(horizon, dtype=np.int64)[0]
+    checked = 0
+    for _ in range(150):
+        zeta = gen.integers(-3, 4, size=2 * horizon).tolist()
+        shifted = list(zeta)
+        for i in nodes:
+            shifted[i] -= 1  # y' = R x' + ζ' = R x + ζ
+        outs = []
+        for data, draws in ((x, zeta), (neighbour, shifted)):
+            mech = base.with_sampler(Scripted(draws))
+            if path == "release":
+                outs.append(np.asarray(mech.release(data)))
+            else:
+                stream = mech.stream()
+                outs.append(np.array([stream.update(v) for v in data.tolist()]))
+        assert outs[0].view(np.int64).tolist() == outs[1].view(np.int64).tolist()
+        checked += horizon
+    assert checked == 150 * horizon
