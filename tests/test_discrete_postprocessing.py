@@ -236,3 +236,17 @@ def test_honaker_same_noisy_vector_same_bits(horizon: int, path: str) -> None:
         assert outs[0].view(np.int64).tolist() == outs[1].view(np.int64).tolist()
         checked += horizon
     assert checked == 150 * horizon
+
+
+def test_integer_sampler_on_an_inexact_release_is_refused() -> None:
+    """The base class refuses ``S_t + fl(noise)`` for integer noise: a mechanism must
+    release an integer combination (trees) or an exact process (Honaker)."""
+    from dpcount.counting import SqrtFactorization
+
+    mech = SqrtFactorization(8, 1.0, 1e-6, rng=0).with_sampler(SmallIntegers(2))
+    with pytest.raises(TypeError, match="cannot use an integer sampler"):
+        mech.release(np.ones(8, dtype=np.int64))
+    with pytest.raises(TypeError, match="cannot use an integer sampler"):
+        mech.stream().update(1)
+    with pytest.raises(TypeError, match="cannot use an integer sampler"):
+        mech.stream().update_many([1, 2])

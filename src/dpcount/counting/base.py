@@ -240,6 +240,18 @@ class CountingMechanism(ABC):
         scalar step (for ``calibration="pld"``); None if the mechanism does not provide it."""
         return None
 
+    def _exact_denominator(self, process: NoiseProcess) -> int | None:
+        """For integer samplers: the process's ``denominator`` (exact rational noise), or
+        None for an ``integer_release`` mechanism. Anything else would release
+        ``S_t + fl(noise)``, whose rounding leaks the data (audit finding 1): refused."""
+        denominator: int | None = getattr(process, "denominator", None)
+        if denominator is None and not self.integer_release:
+            raise TypeError(
+                f"{type(self).__name__} cannot use an integer sampler: its release is neither "
+                "an integer combination of the noisy vector nor computed exactly from it"
+            )
+        return denominator
+
     def _check_step_shape(self, ndim: int) -> None:
         # The PLD is computed for the scalar-step profile; vector steps are not covered.
         if ndim == 2 and self.privacy is not None and self.privacy.calibration == "pld":
@@ -285,15 +297,11 @@ class CountingMechanism(ABC):
         out = process.next_many(arr.shape[0])
         if ints is not None:
             sums = np.cumsum(ints, axis=0)
-            denominator = getattr(process, "denominator", None)
+            denominator = self._exact_denominator(process)
             if denominator is not None:  # exact rational noise: round once
                 return _exact_release(sums, out, denominator)  # type: ignore[no-any-return]
-            if self.integer_release:
-                # Integer node noise summed in float64 is exact (|noise| << 2^53).
-                sums += out.astype(np.int64)
-                return sums
-            out += sums
-            return out
+            sums += out.astype(np.int64)  # integer release: exact int64 arithmetic
+            return sums
         out += np.cumsum(arr, axis=0)
         return out
 
@@ -364,6 +372,7 @@ class CountingStream:
         self._integer: bool = bool(getattr(mechanism.sampler, "integer", False))
         self._int_out = self._integer and mechanism.integer_release
         self._sum: Any = 0 if self._integer else 0.0
+        self._denominator: int | None = None  # set at _start for exact rational noise
         self._t = 0
         #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
         self.extra: dict[str, Any] | None = None
@@ -412,6 +421,8 @@ class CountingStream:
             self._sum = np.zeros(dim, dtype=np.int64 if self._integer else np.float64)
         m = self.mechanism
         self._process = m.noise_process(m.sampler, m._rng, dim)
+        if self._integer:
+            self._denominator = m._exact_denominator(self._process)
         return self._process
 
     def update(self, x: Any) -> Any:
@@ -449,11 +460,8 @@ class CountingStream:
         self._sum = self._sum + value
         self._t += 1
         noise = process.next()
-        denominator = getattr(process, "denominator", None)
-        if denominator is not None:  # exact rational noise: round once
-            return _exact_release(self._sum, noise, denominator)
-        if not self._int_out:
-            return self._sum + noise
+        if self._denominator is not None:  # exact rational noise: round once
+            return _exact_release(self._sum, noise, self._denominator)
         if self._dim is None:
             return self._sum + int(noise)
         return self._sum + np.asarray(noise).astype(np.int64)
@@ -476,14 +484,10 @@ class CountingStream:
             self._sum = isums[-1].copy() if self._dim is not None else int(isums[-1])
             self._t += arr.shape[0]
             noise = process.next_many(arr.shape[0])
-            denominator = getattr(process, "denominator", None)
-            if denominator is not None:  # exact rational noise: round once
-                return _exact_release(isums, noise, denominator)  # type: ignore[no-any-return]
-            if self._int_out:
-                isums += noise.astype(np.int64)
-                return isums
-            noise += isums
-            return noise
+            if self._denominator is not None:  # exact rational noise: round once
+                return _exact_release(isums, noise, self._denominator)  # type: ignore[no-any-return]
+            isums += noise.astype(np.int64)  # integer release: exact int64 arithmetic
+            return isums
         sums = np.cumsum(arr, axis=0)
         sums += self._sum
         self._sum = sums[-1].copy() if self._dim is not None else float(sums[-1])
