@@ -83,11 +83,11 @@ def _paths(mech: CountingMechanism, x: NDArray[np.int64]) -> list[NDArray[Any]]:
 Builder = Callable[[int], CountingMechanism]
 
 MECHANISMS: dict[str, tuple[Builder, Callable[[int], int]]] = {
-    "honaker": (lambda T: Honaker(T, 1.0, noise="discrete-laplace"), _honaker_denominator),
-    "binary": (lambda T: BinaryTree(T, 1.0, noise="discrete-laplace"), lambda T: 1),
-    "kary-5-sub": (lambda T: KaryTree(T, 1.0, k=5, noise="discrete-laplace"), lambda T: 1),
+    "honaker": (lambda T: Honaker(T, epsilon=1.0, noise="discrete-laplace"), _honaker_denominator),
+    "binary": (lambda T: BinaryTree(T, epsilon=1.0, noise="discrete-laplace"), lambda T: 1),
+    "kary-5-sub": (lambda T: KaryTree(T, epsilon=1.0, k=5, noise="discrete-laplace"), lambda T: 1),
     "kary-4": (
-        lambda T: KaryTree(T, 1.0, k=4, subtract=False, noise="discrete-laplace"),
+        lambda T: KaryTree(T, epsilon=1.0, k=4, subtract=False, noise="discrete-laplace"),
         lambda T: 1,
     ),
 }
@@ -136,7 +136,7 @@ def test_honaker_reproducer_value_one() -> None:
     """The audit's reproducer: Honaker(7), value 1 must always be encoded as 1.0."""
     seen: dict[str, set[str]] = {"zero": set(), "neighbour": set()}
     for seed in range(200):
-        mech = Honaker(7, 1.0, noise="discrete-laplace").with_sampler(SmallIntegers(2))
+        mech = Honaker(7, epsilon=1.0, noise="discrete-laplace").with_sampler(SmallIntegers(2))
         mech._rng = np.random.default_rng(seed)
         for label, data in (("zero", [0] * 7), ("neighbour", [1] + [0] * 6)):
             out = mech.release(np.array(data))
@@ -149,9 +149,9 @@ def test_honaker_reproducer_value_one() -> None:
 @pytest.mark.parametrize(
     "mech",
     [
-        BinaryTree(7, 1.0, noise="discrete-laplace"),
-        KaryTree(100, 1.0, k=19, noise="discrete-laplace"),
-        KaryTree(100, 1.0, k=4, noise="discrete-gaussian", delta=1e-6),
+        BinaryTree(7, epsilon=1.0, noise="discrete-laplace"),
+        KaryTree(100, epsilon=1.0, k=19, noise="discrete-laplace"),
+        KaryTree(100, epsilon=1.0, k=4, noise="discrete-gaussian", delta=1e-6),
     ],
     ids=repr,
 )
@@ -172,7 +172,8 @@ def test_tree_integer_release_is_exact_beyond_2_to_53(mech: KaryTree) -> None:
 
 
 def test_tree_refuses_samples_that_could_overflow_int64() -> None:
-    mech = KaryTree(100, 1.0, k=19, noise="discrete-laplace").with_sampler(IntegerConstant(2**62))
+    tree = KaryTree(100, epsilon=1.0, k=19, noise="discrete-laplace")
+    mech = tree.with_sampler(IntegerConstant(2**62))
     with pytest.raises(OverflowError, match="int64-safe bound"):
         mech.release(np.ones(100, dtype=np.int64))
     with pytest.raises(OverflowError, match="int64-safe bound"):
@@ -215,7 +216,7 @@ def _first_step_nodes(horizon: int, path: str) -> list[int]:
 def test_honaker_same_noisy_vector_same_bits(horizon: int, path: str) -> None:
     """x = 0 with node noise ζ and x_1 = 1 with ζ' = ζ − R·e_1 perturb to the same y:
     the outputs must be bit-identical (audit finding 1, as stated)."""
-    base = Honaker(horizon, 1.0, noise="discrete-laplace")
+    base = Honaker(horizon, epsilon=1.0, noise="discrete-laplace")
     nodes = _first_step_nodes(horizon, path)
     gen = np.random.default_rng(horizon)
     x, neighbour = np.zeros(horizon, dtype=np.int64), np.eye(horizon, dtype=np.int64)[0]
@@ -243,7 +244,7 @@ def test_integer_sampler_on_an_inexact_release_is_refused() -> None:
     release an integer combination (trees) or an exact process (Honaker)."""
     from dpcount.counting import SqrtFactorization
 
-    mech = SqrtFactorization(8, 1.0, 1e-6, rng=0).with_sampler(SmallIntegers(2))
+    mech = SqrtFactorization(8, epsilon=1.0, delta=1e-6, rng=0).with_sampler(SmallIntegers(2))
     with pytest.raises(TypeError, match="cannot use an integer sampler"):
         mech.release(np.ones(8, dtype=np.int64))
     with pytest.raises(TypeError, match="cannot use an integer sampler"):
