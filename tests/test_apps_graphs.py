@@ -304,8 +304,11 @@ def test_statistic_calibration_uses_gamma() -> None:
     assert (sens.l1, sens.l2) == (36.0, pytest.approx(math.sqrt(288)))
     lap = degree_histogram_statistic(10, 5, 40, 1.0)
     assert lap.mechanism.step_sensitivity == 36.0
-    gau = degree_histogram_statistic(10, 5, 40, 1.0, 1e-6, mechanism="kary")
+    gau = degree_histogram_statistic(10, 5, 40, 1.0, 1e-6, mechanism="kary", noise="gaussian")
     assert gau.mechanism.step_sensitivity == pytest.approx(math.sqrt(288))
+    dg = degree_histogram_statistic(10, 5, 40, 1.0, 1e-6)  # default: discrete Gaussian
+    assert dg.noise == "discrete-gaussian" and dg.mechanism.step_sensitivity == 36.0
+    assert dg.mechanism.step_l2_sensitivity == pytest.approx(math.sqrt(288))
     assert "one edge insertion, degrees <= 5" in gau.describe()
     tri = triangle_count_sensitivity(4)
     assert (tri.l1, tri.l2) == (3.0, 3.0)

@@ -16,7 +16,6 @@ from dpcount.apps import (
     top1_counts,
     zipf_items,
 )
-from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import ZeroNoise
 
 from .stats import assert_variances_match
@@ -110,7 +109,7 @@ def test_histogram_sensitivity_against_brute_force() -> None:
 def test_calibration_uses_b_for_laplace_and_sqrt_b_for_gaussian() -> None:
     lap = ContinualHistogram(10, 100, 0.5, None, 4)
     assert lap.mechanism.noise_scale == pytest.approx(lap.mechanism.height * 4 / 0.5)
-    gau = ContinualHistogram(10, 100, 0.5, 1e-6, 4, mechanism="binary")
+    gau = ContinualHistogram(10, 100, 0.5, 1e-6, 4, mechanism="binary", noise="gaussian")
     assert gau.noise == "gaussian"
     assert gau.privacy is not None
     assert gau.privacy.l2_sensitivity == pytest.approx(math.sqrt(gau.mechanism.height) * 2.0)
@@ -138,12 +137,14 @@ def test_noise_variance_per_item_matches_exact(
 
 
 def test_error_bound_is_the_gaussian_union_bound() -> None:
-    h = ContinualHistogram(20, 50, 1.0, 1e-6, 2, mechanism="binary", rng=0)
+    h = ContinualHistogram(20, 50, 1.0, 1e-6, 2, mechanism="binary", noise="gaussian", rng=0)
     beta = 0.1
     expected = np.sqrt(h.variances()) * norm.isf(beta / (2 * 20 * 50))
     np.testing.assert_allclose(h.error_bound(beta), expected, rtol=1e-9)
     with pytest.raises(ValueError, match=r"error_bound needs Gaussian noise.*'laplace'"):
-        ContinualHistogram(20, 50, 1.0).error_bound()
+        ContinualHistogram(20, 50, 1.0, noise="laplace").error_bound()
+    with pytest.raises(ValueError, match=r"error_bound needs Gaussian noise.*'discrete-gaussian'"):
+        ContinualHistogram(20, 50, 1.0, 1e-6).error_bound()
 
 
 def test_top1_statistic_on_zipf_stream() -> None:
@@ -162,11 +163,15 @@ def test_top1_statistic_on_zipf_stream() -> None:
     assert h.top1() == TopItem(int(np.argmax(truth[-1])), float(truth[-1].max()))
 
 
-def test_default_with_delta_uses_sqrt() -> None:
-    if "sqrt" not in MECHANISMS:
-        pytest.skip("sqrt not merged yet")
+def test_default_with_delta_is_the_integer_tree() -> None:
+    """Counts are integers: the default is the k-ary tree with discrete Gaussian noise;
+    asking for Gaussian noise keeps the square-root factorization."""
     h = ContinualHistogram(20, 64, 0.5, 1e-10, rng=0)
+    assert h.noise == "discrete-gaussian" and h.mechanism.name == "kary-19-sub"
+    assert h.update([3]).dtype == np.float64
+    h = ContinualHistogram(20, 64, 0.5, 1e-10, noise="gaussian", rng=0)
     assert h.noise == "gaussian" and h.mechanism.privacy.noise == "gaussian"
+    assert h.mechanism.name == "sqrt"
     exact = h.with_sampler(ZeroNoise())
     np.testing.assert_array_equal(exact.update([3]), np.eye(20)[3])
 

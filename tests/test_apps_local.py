@@ -9,7 +9,6 @@ import pytest
 
 from dpcount.apps import LocalMedianProtocol, local_median, local_risk_minimization
 from dpcount.apps.local import smith_randomizer_buckets
-from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import ZeroNoise
 
 from .stats import Z_TOLERANCE, assert_variances_match
@@ -50,7 +49,7 @@ def test_calibration_for_any_two_inputs() -> None:
     lap = LocalMedianProtocol(10_000, 1.0)
     assert lap.mechanism.horizon == 100
     assert lap.mechanism.noise_scale == pytest.approx(lap.mechanism.height * 4.0)
-    gau = LocalMedianProtocol(10_000, 1.0, 1e-6, mechanism="binary")
+    gau = LocalMedianProtocol(10_000, 1.0, 1e-6, mechanism="binary", noise="gaussian")
     assert gau.mechanism.step_sensitivity == pytest.approx(2 * math.sqrt(2))
     assert "any two inputs" in gau.describe()
 
@@ -121,11 +120,11 @@ def test_zero_noise_risk_minimization_finds_the_mean() -> None:
     assert abs(exact.estimate - np.median(data)) > 0.15  # median ≈ 0.1, mean ≈ 0.34
 
 
-def test_default_with_delta_uses_sqrt() -> None:
-    if "sqrt" not in MECHANISMS:
-        pytest.skip("sqrt not merged yet")
+def test_default_with_delta_is_the_integer_tree() -> None:
     protocol = LocalMedianProtocol(400, 1.0, 1e-6)
-    assert protocol.noise == "gaussian"
+    assert protocol.noise == "discrete-gaussian" and protocol.mechanism.name == "kary-19-sub"
+    protocol = LocalMedianProtocol(400, 1.0, 1e-6, noise="gaussian")
+    assert protocol.noise == "gaussian" and protocol.mechanism.name == "sqrt"
     exact = protocol.with_sampler(ZeroNoise()).run(np.full(400, 0.5))
     assert exact.estimate == pytest.approx(0.5)
 

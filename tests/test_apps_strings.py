@@ -147,7 +147,7 @@ def test_sensitivity_values_and_calibration() -> None:
     assert (e.l1, e.l2) == (2 * 2 + 12 * 4, pytest.approx(math.sqrt(2 * 4 + 12 * 16)))
     lap = SubstringCounter("abcd", 3, 50, 1.0)
     assert lap.mechanism.noise_scale == pytest.approx(lap.mechanism.height * 12.0)
-    gau = EpisodeCounter("abcd", 2, 50, 1.0, 1e-6, mechanism="kary")
+    gau = EpisodeCounter("abcd", 2, 50, 1.0, 1e-6, mechanism="kary", noise="gaussian")
     assert gau.mechanism.step_sensitivity == pytest.approx(e.l2)
     assert "differ in one letter" in gau.describe()
 

@@ -237,8 +237,8 @@ def test_a_library_checkpoint_is_not_a_cli_checkpoint(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     src = write_data(work, 50)
-    s = KaryTree(50, epsilon=1.0, rng=7).stream()
-    s.update(1.0)
+    s = KaryTree(50, epsilon=1.0, noise="discrete-laplace", rng=7).stream()  # the CLI's default
+    s.update(1)
     save_stream(s, work / "ck")
     assert main(count_argv(str(src), work)) == 2
     assert "was not written by dpcount count --checkpoint" in stderr(capsys)

@@ -31,8 +31,10 @@ def test_count_file_with_header_and_summary(
     data = read_out(out)
     assert data.shape == (50, 3)
     np.testing.assert_array_equal(data[:, 0], np.arange(1, 51))
-    std = np.sqrt(KaryTree(50, epsilon=1.0, rng=0).variances())
+    # Integer data: the default is the safe path, discrete Laplace noise, integer output.
+    std = np.sqrt(KaryTree(50, epsilon=1.0, noise="discrete-laplace", rng=0).variances())
     np.testing.assert_allclose(data[:, 2], std, rtol=1e-15)
+    assert (data[:, 1] == np.round(data[:, 1])).all()
     err = capsys.readouterr().err
     assert "epsilon=1-DP" in err and "MSE" in err
     # The same seed reproduces the release (research use); the seed path is explicit.

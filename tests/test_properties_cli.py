@@ -171,7 +171,8 @@ def test_count_releases_exactly_what_the_library_releases(
     with out.open() as fh:
         rows = list(csv.DictReader(fh))
     released = np.array([float(r["private_count"]) for r in rows])
-    expected = KaryTree(len(values), epsilon=1.0, rng=seed).release(
+    # Whole-number data: the CLI's default is discrete Laplace noise (the safe path).
+    expected = KaryTree(len(values), epsilon=1.0, noise="discrete-laplace", rng=seed).release(
         np.array(values, dtype=np.float64)
     )
     np.testing.assert_array_equal(released, expected)
@@ -184,12 +185,17 @@ COUNT_ERRORS = [
     ("1\n", ["--epsilon", "abc"], r"argument --epsilon: expected a number, got 'abc'"),
     ("1\n", ["--k", "1.5"], r"argument --k: invalid int value: '1.5'"),
     ("1\n", ["--mechanism", "bogus"], r"argument --mechanism: invalid choice: 'bogus'"),
-    ("1\n", ["--epsilon", "1e-320"], r"l1_sensitivity=1.0 and epsilon=1e-320 give a Laplace"),
+    (
+        "1\n",
+        ["--epsilon", "1e-320", "--noise", "laplace"],
+        r"l1_sensitivity=1.0 and epsilon=1e-320 give a Laplace",
+    ),
+    ("1\n", ["--epsilon", "1e-320"], r"discrete Laplace scale .* must be <= 2\^40"),
     ("1\n", ["--epsilon", "nan"], r"epsilon must not be NaN, got nan"),
     ("1\n", ["--delta", "1"], r"delta must be in \(0, 1\), got 1.0"),
     ("1\n", ["--sensitivity", "0"], r"step_sensitivity must be > 0, got 0.0"),
     ("1\n", ["--seed", "-1"], r"rng seed must be >= 0, got -1"),
-    ("1\n", ["--calibration", "bogus"], r"calibration must be .* got 'bogus'"),
+    ("1\n", ["--calibration", "bogus", "--noise", "laplace"], r"calibration must be .*'bogus'"),
     (
         "1\n",
         ["--noise", "discrete-laplace", "--sensitivity", "0.5"],

@@ -28,7 +28,7 @@ from dpcount.counting import (
     SqrtFactorization,
 )
 from dpcount.counting.checkpoint import load_stream, save_stream
-from dpcount.counting.registry import MECHANISMS, build_mechanism
+from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
 from dpcount.privacy import ZeroNoise
 
 from .mechanisms import FACTORIES
@@ -62,7 +62,7 @@ COVERED = {
         "load_stream",
         "save_stream",
     },
-    "dpcount.counting.registry": {"build_mechanism"},
+    "dpcount.counting.registry": {"build_mechanism", "default_noise"},
 }
 
 T = 12
@@ -341,6 +341,7 @@ def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]])
     assert_rejects(
         lambda: build_mechanism(name, horizon=T, epsilon=1.0), exc, r"mechanism", value=name
     )
+    assert_rejects(lambda: default_noise(name, None), exc, r"mechanism", value=name)
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))

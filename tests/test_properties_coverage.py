@@ -60,6 +60,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.counting", "NoiseProcess"): _PROTOCOL,
     ("dpcount.counting", "DenseNoiseProcess"): _PROCESS,
     ("dpcount.counting", "HonakerNoiseProcess"): _PROCESS,
+    ("dpcount.counting.registry", "DISCRETE_CAPABLE"): _CONSTANT,
     ("dpcount.counting", "InputNoiseProcess"): _PROCESS,
     ("dpcount.counting", "SmoothBinaryNoiseProcess"): _PROCESS,
     ("dpcount.counting", "SqrtNoiseProcess"): _PROCESS,

@@ -246,7 +246,7 @@ def run_durable(args: argparse.Namespace) -> int:
     options = {"column": args.column, "seed": args.seed}
     con = err_console()
     with _locked(checkpoint):
-        mech = build(args, horizon)
+        mech = build(args, horizon, values if isinstance(values, list) else None)
         if os.path.exists(checkpoint):
             try:
                 stream = load_stream(checkpoint, expect=mech)

@@ -6,12 +6,14 @@ import argparse
 import itertools
 import math
 import sys
+from typing import Any
 
 import numpy as np
 
+from dpcount._cli._durable import format_line
 from dpcount._cli.common import add_privacy_arguments, err_console, open_output
-from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import MECHANISMS, build_mechanism
+from dpcount.counting.base import CountingMechanism, CountingStream
+from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
 from dpcount.io import SeriesReader
 
 HELP = "release private running counts (prefix sums) of a numeric CSV column"
@@ -33,9 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--noise",
         choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
-        default="laplace",
-        help="discrete-* add exact integer noise (recommended for production on integer "
-        "counts: not attackable through floating-point rounding); integer output",
+        default=None,
+        help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
+        "--delta; integer output, not attackable through floating-point rounding) when the "
+        "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
+        "numbers and no --calibration is given (stdin: a fractional row is then an error); "
+        "otherwise laplace, with a one-line note on stderr",
     )
     p.add_argument(
         "--calibration",
@@ -74,14 +79,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build(args: argparse.Namespace, horizon: int) -> CountingMechanism:
-    """The mechanism the options describe, for ``horizon`` steps."""
+def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple[str, str | None]:
+    """``(noise, note)``: ``--noise`` as given, else the safe default (see the help).
+
+    ``values``: the input rows when known in advance (a file), None for stdin. The
+    note (one line for stderr) says why continuous noise was kept, else None.
+    """
+    if args.noise is not None:
+        return args.noise, None
+    if args.calibration is not None:
+        return "laplace", "--calibration given without --noise: using laplace"
+    if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
+        if args.mechanism in ("kary", "binary", "honaker"):
+            why = f"--sensitivity {args.sensitivity!r} is not a whole number"
+        else:
+            why = f"mechanism {args.mechanism!r} does not take integer noise"
+        return "laplace", f"{why}: using continuous laplace noise"
+    if values is not None and not all(math.isfinite(v) and float(v).is_integer() for v in values):
+        return "laplace", "the data are not all whole numbers: using continuous laplace noise"
+    return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
+
+
+def build(
+    args: argparse.Namespace, horizon: int, values: list[float] | None = None
+) -> CountingMechanism:
+    """The mechanism the options describe, for ``horizon`` steps (``values``: the rows,
+    when known, for the noise default; a note goes to stderr if noise stays continuous)."""
+    noise, note = resolve_noise(args, values)
+    if note is not None:
+        err_console().print(
+            f"note: {note} (floating-point noise can leak low-order bits; see "
+            "docs/safe-noise.md; pass --noise to choose)",
+            highlight=False,
+            soft_wrap=True,
+        )
     return build_mechanism(
         args.mechanism,
         horizon=horizon,
         epsilon=args.epsilon,
         delta=args.delta,
-        noise=args.noise,
+        noise=noise,
         rng=args.seed,
         k=args.k,
         subtract=not args.no_subtract,
@@ -116,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
             )
-    mech = build(args, horizon)
+    mech = build(args, horizon, values)
     with open_output(args.output) as out:
         out.write("t,private_count,std\n")
         out.flush()
@@ -124,11 +161,9 @@ def run(args: argparse.Namespace) -> int:
             released = mech.release(np.asarray(values))
             std = _released_std(mech, len(values))
             for t, (v, s) in enumerate(zip(released.tolist(), std, strict=True), start=1):
-                out.write(f"{t},{v!r},{s!r}\n")
+                out.write(format_line(t, v, s))
             steps = len(values)
         else:
-            from dpcount._cli._durable import format_line  # ints stay ints, as in file runs
-
             stream = mech.stream()
             # Step by step: memory independent of --horizon (never variances()).
             variances = mech.iter_variances()
@@ -136,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             for _, value in rows:
                 if steps >= horizon:
                     raise ValueError(f"stdin has more than --horizon {horizon} rows")
-                v = stream.update(value)
+                v = _update(args, stream, value)
                 out.write(format_line(steps + 1, v, math.sqrt(next(variances))))
                 out.flush()
                 steps += 1
@@ -151,6 +186,19 @@ def _released_std(mech: CountingMechanism, n: int) -> list[float]:
         std: list[float] = np.sqrt(mech.variances()[:n]).tolist()
         return std
     return [math.sqrt(v) for v in itertools.islice(mech.iter_variances(), n)]
+
+
+def _update(args: argparse.Namespace, stream: CountingStream, value: float) -> Any:
+    """``stream.update``; a fractional stdin row under the default integer noise gets a hint."""
+    try:
+        return stream.update(value)
+    except ValueError as err:
+        if args.noise is None and "whole number" in str(err):
+            raise ValueError(
+                f"{err}; the default noise for integer data is integer noise: pass --noise "
+                "laplace (or gaussian) for fractional data"
+            ) from err
+        raise
 
 
 def _summary(mech: CountingMechanism, steps: int) -> None:

@@ -79,9 +79,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_privacy_arguments(p)
     p.add_argument(
         "--noise",
-        choices=("laplace", "gaussian"),
+        choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
         default=None,
-        help="default: gaussian with --delta, else laplace",
+        help="default: integer noise on the k-ary tree (discrete-gaussian with --delta, else "
+        "discrete-laplace; counts are integers, so floating-point rounding cannot leak them) "
+        "unless --mechanism names one without integer noise (then gaussian with --delta, else "
+        "laplace)",
     )
     p.add_argument("--calibration", default=None, help="Gaussian calibration (default analytic)")
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")

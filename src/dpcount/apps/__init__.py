@@ -2,8 +2,12 @@
 
 Every app turns its input into a stream of vectors and releases their private
 prefix sums with a counting mechanism chosen by name from
-:mod:`dpcount.counting.registry` (default: ``"sqrt"`` with Gaussian noise when a
-delta is given, else ``"kary"`` with k = 19, subtraction and Laplace noise).
+:mod:`dpcount.counting.registry`. Default (:class:`MechanismChoice`): apps with
+integer-valued streams use ``"kary"`` (k = 19, subtraction) with integer noise,
+``"discrete-laplace"`` or with a delta ``"discrete-gaussian"`` (no floating-point
+leak, docs/safe-noise.md); apps with fractional data (running average,
+synthetic graph) use ``"sqrt"`` with Gaussian noise when a delta is given, else
+``"kary"`` with Laplace noise.
 Streaming apps share one shape: ``update(step_input)`` returns that step's
 release, ``variances()`` the exact per-coordinate variances, ``privacy`` the
 guarantee stated for the app's neighbouring relation, and

@@ -43,8 +43,8 @@ from numpy.typing import NDArray
 
 from dpcount._validate import check_bool, check_choice, check_integer, check_real
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import MECHANISMS, build_mechanism
-from dpcount.privacy.guarantee import NOISE_KINDS, PrivacyGuarantee
+from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
+from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, NOISE_KINDS, PrivacyGuarantee
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_two_sided_quantile
@@ -58,9 +58,11 @@ __all__ = [
     "gaussian_two_sided_quantile",
 ]
 
-#: default with a delta: the square-root factorization with Gaussian noise (constant-matters)
+#: default with a delta on fractional data: the square-root factorization with Gaussian
+#: noise (constant-matters); integer data default to the k-ary tree with integer noise
 DEFAULT_APPROX_MECHANISM = "sqrt"
-#: default without a delta: k-ary tree, k = 19, with subtraction, Laplace noise (pure ε-DP)
+#: default without a delta: k-ary tree, k = 19, with subtraction (pure ε-DP); discrete
+#: Laplace noise on integer data, Laplace noise otherwise
 DEFAULT_PURE_MECHANISM = "kary"
 
 
@@ -97,13 +99,24 @@ class StreamSensitivity:
 class MechanismChoice:
     """Which registered counting mechanism an app runs, and its noise.
 
+    The safe path is the default where the data allow it (docs/safe-noise.md):
+    an app whose stream is integer-valued (counts) and whose ℓ₁ sensitivity is a
+    whole number gets integer noise — ``"discrete-laplace"`` without delta,
+    ``"discrete-gaussian"`` with one — on the k-ary tree, whose release is then an
+    exact integer function of the noisy node values, so floating-point rounding
+    cannot leak the data. Continuous noise is the default only for fractional
+    streams (e.g. :class:`~dpcount.apps.RunningAverage`), or for a named mechanism
+    that cannot take integer noise.
+
     Attributes:
         name: a name in :data:`dpcount.counting.registry.MECHANISMS`; ``None``
-            picks the default: ``"sqrt"`` (square-root factorization, Gaussian
-            noise, constant-matters) when a delta is given, else ``"kary"``
-            (k = 19 with subtraction, Laplace noise, pure ε-DP).
-        noise: ``"laplace"`` or ``"gaussian"``; ``None`` means Gaussian when a
-            delta is given, else Laplace.
+            picks the default: ``"kary"`` (k = 19 with subtraction) without a
+            delta, or with integer noise; else ``"sqrt"`` (square-root
+            factorization, Gaussian noise, constant-matters).
+        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
+            ``"discrete-gaussian"`` (integer data only; the trees and Honaker);
+            ``None``: integer noise for integer data where possible (see above),
+            else Gaussian when a delta is given and Laplace without.
         calibration: passed to the mechanism (Gaussian method or Laplace rule).
         k, subtract: tree options (ignored by mechanisms without them).
     """
@@ -122,12 +135,20 @@ class MechanismChoice:
         check_integer("k", self.k, ge=2)
         check_bool("subtract", self.subtract)
 
-    def resolve(self, delta: float | None) -> tuple[str, str]:
-        """``(mechanism name, noise kind)`` for this delta."""
-        name = self.name
+    def resolve(
+        self, delta: float | None, sensitivity: StreamSensitivity | None = None
+    ) -> tuple[str, str]:
+        """``(mechanism name, noise kind)`` for this delta.
+
+        ``sensitivity``: given by apps whose stream is integer-valued; then integer
+        noise is the default when its ℓ₁ bound is a whole number (see the class).
+        """
+        name, noise = self.name, self.noise
+        if noise is None and sensitivity is not None:
+            noise = default_noise(name or "kary", delta, sensitivity.l1)
         if name is None:
-            name = DEFAULT_PURE_MECHANISM if delta is None else DEFAULT_APPROX_MECHANISM
-        noise = self.noise
+            discrete = noise in DISCRETE_NOISE_KINDS
+            name = DEFAULT_PURE_MECHANISM if delta is None or discrete else DEFAULT_APPROX_MECHANISM
         if noise is None:
             noise = "laplace" if delta is None else "gaussian"
         return name, noise
@@ -140,9 +161,11 @@ class MechanismChoice:
         delta: float | None,
         rng: RNGLike,
         sensitivity: StreamSensitivity,
+        integer: bool = False,
     ) -> CountingMechanism:
-        """Build the counting mechanism through the registry, calibrated for ``sensitivity``."""
-        name, noise = self.resolve(delta)
+        """Build the counting mechanism through the registry, calibrated for ``sensitivity``
+        (``integer``: the app's stream is integer-valued, see :meth:`resolve`)."""
+        name, noise = self.resolve(delta, sensitivity if integer else None)
         step, step_l2 = sensitivity.for_noise(noise)
         kwargs: dict[str, Any] = {
             "horizon": horizon,

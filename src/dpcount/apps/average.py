@@ -65,7 +65,11 @@ class RunningAverage(AppBase):
         on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
         clip: ``True`` is the older spelling of ``on_out_of_bounds="clip"``.
         mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+            :class:`~dpcount.apps.ContinualHistogram`, except that the default
+            noise is continuous (Gaussian iff delta given): the values are
+            fractional, and integer noise needs whole-number steps. For
+            whole-number values pass ``noise="discrete-laplace"`` (or
+            ``"discrete-gaussian"``) with integer ``lower``/``upper``.
 
     Example:
         >>> from dpcount.apps import RunningAverage

@@ -49,6 +49,7 @@ from numpy.typing import NDArray
 from dpcount._validate import (
     as_array,
     check_array_in_range,
+    check_bool,
     check_choice,
     check_index_array,
     check_integer,
@@ -145,7 +146,9 @@ class SyntheticGraph(AppBase):
             square-root factorization with Gaussian noise, as in the paper).
         max_edges_per_step: m ≥ 1.
         mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+            :class:`~dpcount.apps.ContinualHistogram`, except that the default
+            noise is continuous (Gaussian iff delta given): edge weights are
+            fractional in [0, 1], and integer noise needs whole-number steps.
         on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
@@ -561,6 +564,10 @@ class GraphStatistic(AppBase):
             sensitivities of degree histograms and triangle counts need it).
         mechanism, noise, calibration, k, subtract, rng: as for
             :class:`~dpcount.apps.ContinualHistogram`.
+        integer_valued: f returns whole numbers (counts). Then, with a whole Γ₁
+            and ``noise=None``, the default is integer noise on the k-ary tree
+            (docs/safe-noise.md), and a fractional f value raises ValueError.
+            The builders below set it; a custom f defaults to continuous noise.
     """
 
     def __init__(
@@ -581,6 +588,7 @@ class GraphStatistic(AppBase):
         subtract: bool = True,
         rng: RNGLike = None,
         name: str | None = None,
+        integer_valued: bool = False,
     ) -> None:
         if not callable(function):
             raise TypeError(f"function must be callable, got {function!r}")
@@ -597,10 +605,16 @@ class GraphStatistic(AppBase):
             else check_real("difference_l2_sensitivity", difference_l2_sensitivity, gt=0)
         )
         self.sensitivity = StreamSensitivity(g1, g2)
+        integer = check_bool("integer_valued", integer_valued)
         choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
+        self.noise = choice.resolve(delta, self.sensitivity if integer else None)[1]
         self.mechanism = choice.build(
-            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=self.sensitivity
+            horizon=horizon,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            sensitivity=self.sensitivity,
+            integer=integer,
         )
         self.horizon = self.mechanism.horizon
         degree = "" if self.max_degree is None else f", degrees <= {self.max_degree}"
@@ -741,6 +755,7 @@ def _statistic(
         delta=delta,
         max_degree=max_degree,
         name=name,
+        integer_valued=True,
         **options,
     )
 

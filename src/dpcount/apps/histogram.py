@@ -168,7 +168,10 @@ class ContinualHistogram(AppBase):
         max_items_per_step: b ≥ 1.
         max_count_per_item: m ≥ 1 (multiplicity of one item in one step).
         mechanism: registered counting-mechanism name (default by delta, see above).
-        noise: ``"laplace"`` or ``"gaussian"`` (default: Gaussian iff delta given).
+        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
+            ``"discrete-gaussian"``; default: integer noise (discrete Gaussian iff
+            delta given) on the k-ary tree, since counts are integers (see
+            :class:`~dpcount.apps.MechanismChoice`).
         calibration: noise calibration method passed to the mechanism.
         k, subtract: tree options for ``"kary"``.
         rng: Generator, int seed (research/tests only) or None (OS entropy).
@@ -208,9 +211,14 @@ class ContinualHistogram(AppBase):
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
         self.sensitivity = histogram_sensitivity(self.max_items_per_step, self.max_count_per_item)
         choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
+        self.noise = choice.resolve(delta, self.sensitivity)[1]  # integer-valued stream
         self.mechanism = choice.build(
-            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=self.sensitivity
+            horizon=horizon,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            sensitivity=self.sensitivity,
+            integer=True,
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = (

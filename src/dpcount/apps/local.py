@@ -167,9 +167,14 @@ class LocalMedianProtocol(AppBase):
         )
         self.sensitivity = StreamSensitivity(4.0, 2.0 * math.sqrt(2.0))
         choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
+        self.noise = choice.resolve(delta, self.sensitivity)[1]  # integer-valued stream
         self.mechanism = choice.build(
-            horizon=self.buckets, epsilon=eps, delta=delta, rng=rng, sensitivity=self.sensitivity
+            horizon=self.buckets,
+            epsilon=eps,
+            delta=delta,
+            rng=rng,
+            sensitivity=self.sensitivity,
+            integer=True,
         )
         self.neighbouring = "local: any two inputs of one client"
 
@@ -300,7 +305,7 @@ def local_median(
         >>> import numpy as np
         >>> from dpcount.apps import local_median
         >>> data = np.random.default_rng(1).beta(2, 5, size=10_000)
-        >>> result = local_median(data, epsilon=1.0, rng=2)  # ε-LDP, k-ary tree, Laplace
+        >>> result = local_median(data, epsilon=1.0, rng=2)  # ε-LDP, k-ary tree
         >>> result.buckets, 0.0 <= result.estimate <= 1.0
         (100, True)
     """

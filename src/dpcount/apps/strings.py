@@ -241,9 +241,14 @@ class _TextApp(AppBase):
         choice: MechanismChoice,
     ) -> None:
         self.sensitivity = sensitivity
-        self.noise = choice.resolve(delta)[1]
+        self.noise = choice.resolve(delta, sensitivity)[1]  # integer-valued stream
         self.mechanism = choice.build(
-            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=sensitivity
+            horizon=horizon,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            sensitivity=sensitivity,
+            integer=True,
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = "event-level: letter streams differ in one letter"

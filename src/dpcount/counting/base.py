@@ -26,7 +26,14 @@ is post-processing of that vector plus i.i.d. samples from the sampler. Then the
 steps must be whole numbers and ``step_sensitivity`` a whole number. If, in
 addition, the release is an integer combination of the noisy vector
 (``integer_release = True``, e.g. the trees), ``release`` returns int64 and the
-stream returns ints. The continuous kinds are unchanged (float64).
+stream returns ints, computed in exact integer arithmetic. Otherwise the noise
+process must be exact too: it exposes ``denominator`` (an int) and returns the
+noise as integer numerators over it; the release ``S_t + numerator/denominator``
+is then an exact rational, the estimator applied to the noisy vector, rounded
+once to float64 (:func:`exact_quotients`). Either way the output bits are a
+function of the noisy vector alone (``S_t + fl(noise)`` would not be: the
+rounding of the noise term depends on the noise alone). The continuous kinds are
+unchanged (float64).
 """
 
 from __future__ import annotations
@@ -59,7 +66,13 @@ from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
 
-__all__ = ["NEIGHBOURING", "CountingMechanism", "CountingStream", "NoiseProcess"]
+__all__ = [
+    "NEIGHBOURING",
+    "CountingMechanism",
+    "CountingStream",
+    "NoiseProcess",
+    "exact_quotients",
+]
 
 #: Largest horizon: step counts and digit arithmetic stay exact in float64/int64.
 MAX_HORIZON = 2**53
@@ -68,6 +81,30 @@ NEIGHBOURING = (
     "event-level: streams differ at one step by at most step_sensitivity "
     "(l1 norm of the change for Laplace noise, l2 norm for Gaussian)"
 )
+
+
+def exact_quotients(numerators: Any, denominator: int) -> Any:
+    """``numerators / denominator`` rounded once to float64 (round-to-nearest-even).
+
+    ``numerators``: a Python int or an object array of Python ints. Fast path: when
+    the denominator and every |numerator| are below 2^53 both are exact float64s and
+    one IEEE division is correctly rounded; otherwise Python's int / int true
+    division, which CPython rounds correctly (``long_true_divide`` in
+    Objects/longobject.c).
+    """
+    if not isinstance(numerators, np.ndarray):
+        return numerators / denominator
+    flat = numerators.ravel()
+    if denominator < 2**53 and all(-(2**53) < v < 2**53 for v in flat):
+        return numerators.astype(np.float64) / float(denominator)
+    out = np.fromiter((v / denominator for v in flat), dtype=np.float64, count=flat.size)
+    return out.reshape(numerators.shape)
+
+
+def _exact_release(sums: Any, numerators: Any, denominator: int) -> Any:
+    """Round ``sums + numerators/denominator`` once (exact-rational noise processes)."""
+    sums = sums.astype(object) if isinstance(sums, np.ndarray) else int(sums)
+    return exact_quotients(sums * denominator + numerators, denominator)
 
 
 class NoiseProcess(Protocol):
@@ -223,6 +260,18 @@ class CountingMechanism(ABC):
         scalar step (for ``calibration="pld"``); None if the mechanism does not provide it."""
         return None
 
+    def _exact_denominator(self, process: NoiseProcess) -> int | None:
+        """For integer samplers: the process's ``denominator`` (exact rational noise), or
+        None for an ``integer_release`` mechanism. Anything else would release
+        ``S_t + fl(noise)``, whose rounding leaks the data (audit finding 1): refused."""
+        denominator: int | None = getattr(process, "denominator", None)
+        if denominator is None and not self.integer_release:
+            raise TypeError(
+                f"{type(self).__name__} cannot use an integer sampler: its release is neither "
+                "an integer combination of the noisy vector nor computed exactly from it"
+            )
+        return denominator
+
     def _check_step_shape(self, ndim: int) -> None:
         # The PLD is computed for the scalar-step profile; vector steps are not covered.
         if ndim == 2 and self.privacy is not None and self.privacy.calibration == "pld":
@@ -342,14 +391,14 @@ class CountingMechanism(ABC):
         integer = getattr(self.sampler, "integer", False)
         if integer:
             ints = check_integral_array("x", arr)
-            out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+            process = self.noise_process(self.sampler, self._rng, dim)
+            out = process.next_many(arr.shape[0])
             isums = np.cumsum(ints, axis=0)
-            if self.integer_release:
-                # Integer node noise summed in float64 is exact (|noise| << 2^53).
-                isums += out.astype(np.int64)
-                return isums
-            out += isums
-            return out
+            denominator = self._exact_denominator(process)
+            if denominator is not None:  # exact rational noise: round once
+                return _exact_release(isums, out, denominator)  # type: ignore[no-any-return]
+            isums += out.astype(np.int64)  # integer release: exact int64 arithmetic
+            return isums
         # Noise first: holding the sums while drawing it was slower at T = 10^6 (median of
         # 12 interleaved runs on a loaded machine).
         out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
@@ -454,6 +503,7 @@ class CountingStream:
         self._integer: bool = bool(getattr(mechanism.sampler, "integer", False))
         self._int_out = self._integer and mechanism.integer_release
         self._sum: Any = 0 if self._integer else 0.0
+        self._denominator: int | None = None  # set at _start for exact rational noise
         self._t = 0
         #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
         self.extra: dict[str, Any] | None = None
@@ -478,6 +528,8 @@ class CountingStream:
             self._sum = np.zeros(dim, dtype=np.int64 if self._integer else np.float64)
         m = self.mechanism
         self._process = m.noise_process(m.sampler, m._rng, dim)
+        if self._integer:
+            self._denominator = m._exact_denominator(self._process)
         return self._process
 
     def update(self, x: Any) -> Any:
@@ -527,8 +579,8 @@ class CountingStream:
         self._sum = self._sum + value
         self._t += 1
         noise = process.next()
-        if not self._int_out:
-            return self._sum + noise
+        if self._denominator is not None:  # exact rational noise: round once
+            return _exact_release(self._sum, noise, self._denominator)
         if self._dim is None:
             return self._sum + int(noise)
         return self._sum + np.asarray(noise).astype(np.int64)
@@ -551,11 +603,10 @@ class CountingStream:
             self._sum = isums[-1].copy() if self._dim is not None else int(isums[-1])
             self._t += arr.shape[0]
             noise = process.next_many(arr.shape[0])
-            if self._int_out:
-                isums += noise.astype(np.int64)
-                return isums
-            noise += isums
-            return noise
+            if self._denominator is not None:  # exact rational noise: round once
+                return _exact_release(isums, noise, self._denominator)  # type: ignore[no-any-return]
+            isums += noise.astype(np.int64)  # integer release: exact int64 arithmetic
+            return isums
         with np.errstate(over="ignore"):  # an overflow to inf is refused just below
             sums = np.cumsum(arr, axis=0)
             sums += self._sum

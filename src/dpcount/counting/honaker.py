@@ -34,6 +34,7 @@ post-processing.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Honaker",
+    "HonakerExactNoiseProcess",
     "HonakerNoiseProcess",
     "honaker_level_variance",
     "honaker_max_variance_units",
@@ -243,6 +245,177 @@ class HonakerNoiseProcess:
         self._t, self._left, self._partial = t, left, partial
 
 
+def _as_exact(values: Any) -> Any:
+    """Integer samples (int, numpy int or int64 array) as Python ints (object arrays)."""
+    if isinstance(values, np.ndarray):
+        return values.astype(object)
+    return int(values)
+
+
+class HonakerExactNoiseProcess:
+    """Exact Honaker Online noise for integer node noise (``noise="discrete-*"``).
+
+    With the float process, ``S_t + fl(Σ a_j ζ_j)`` rounds the noise term on its
+    own, so the bits of a release depend on ``(S_t, ζ)`` and not only on the noisy
+    node values ``y = S_node + ζ`` (audit finding 1). Here everything is exact:
+    unrolling e_j = a_j ζ + c_j (e_left + e_right) (the products c_j ⋯ c_{i+1}
+    telescope to (2^{i+1} − 1)/(2^{j+1} − 1)) gives, for a level-j node,
+
+        e_j = W_j / D_j,   D_j = 2^{j+1} − 1,   W_j = 2^j ζ + W_{j−1}(left) + W_{j−1}(right),
+
+    an integer recursion (W_0 = ζ). The noise of step t is the rational
+    Σ_{j: bit j of t} W_j / D_j, returned as the integer numerator over the
+    common denominator ``denominator`` = lcm(D_0, …, D_H). The mechanism adds
+    ``S_t·denominator`` and rounds the quotient once
+    (:func:`dpcount.counting.base.exact_quotients`): by linearity the value equals
+    the estimator applied to the noisy node values y exactly (the true node sums go through the same
+    weights, which sum to 1), so the released bits are a function of y alone:
+    post-processing. All arithmetic is on Python ints (object arrays when
+    vectorized), so nothing can overflow at any horizon.
+    """
+
+    def __init__(
+        self,
+        horizon: int,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        self.horizon = horizon
+        self.levels = horizon.bit_length()
+        self.dim = dim
+        self._buffer = NoiseBuffer(sampler, rng, dim)
+        dens = [(1 << (j + 1)) - 1 for j in range(self.levels + 1)]
+        #: every step's noise is (returned numerator) / denominator
+        self.denominator: int = math.lcm(*dens)
+        self._mult = [self.denominator // d for d in dens]
+        self._t = 0
+        zero: Any = 0 if dim is None else np.zeros(dim, dtype=object)
+        self._zero = zero
+        # _left[j]: W of the level-j node of t's decomposition (where bit j of t is 1);
+        # _partial[j]: Σ_{i ≥ j, bit i of t} mult_i·W_i (numerators over denominator).
+        self._left: list[Any] = [zero] * (self.levels + 1)
+        self._partial: list[Any] = [zero] * (self.levels + 2)
+
+    @property
+    def step(self) -> int:
+        return self._t
+
+    def live_count(self) -> int:
+        return bin(self._t).count("1")
+
+    def _take(self, n: int) -> NDArray[Any]:
+        return self._buffer.take(n).astype(object)
+
+    def next(self) -> Any:
+        t = self._t + 1
+        if t > self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        take, left = self._buffer.take_one, self._left
+        w = _as_exact(take())
+        j = 0
+        while not (t >> j) & 1:  # bit j of t is 0: the level-(j+1) node completes now
+            j += 1
+            w = (1 << j) * _as_exact(take()) + left[j - 1] + w
+        left[j] = w
+        partial = self._partial
+        value = partial[j + 1] + self._mult[j] * w
+        for i in range(j, -1, -1):  # levels below j have bit 0 at t
+            partial[i] = value
+        self._t = t
+        return value
+
+    def next_many(self, n: int) -> NDArray[Any]:
+        n = check_integer("n", n, ge=1)
+        t0, t1 = self._t, self._t + n
+        if t1 > self.horizon:
+            raise ValueError(f"noise process holds {self.horizon} steps, asked for {t1}")
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
+        H = self.levels
+        # Bottom-up, as HonakerNoiseProcess.next_many, with the integer recursion for W.
+        ext: list[NDArray[Any]] = []
+        lows: list[int] = []
+        below: NDArray[Any] | None = None
+        for j in range(H + 1):
+            lo, hi = t0 >> j, (t1 >> j) - 1
+            count = hi - lo + 1
+            cur = np.zeros((count + 1, *tail), dtype=object)
+            if (t0 >> j) & 1:
+                cur[0] = self._left[j]
+            if count > 0:
+                own = self._take(count)
+                if j == 0:
+                    cur[1:] = own
+                else:
+                    assert below is not None
+                    first = 2 * lo - lows[j - 1] + 1
+                    kids = below[first : first + 2 * count]
+                    cur[1:] = (1 << j) * own + kids[0::2] + kids[1::2]
+            ext.append(cur)
+            lows.append(lo)
+            below = cur
+        # Top-down over ancestors q = t >> j, in numerators over the common denominator.
+        D: NDArray[Any] = np.zeros((1, *tail), dtype=object)
+        q_lo_parent = 0
+        for j in range(H - 1, -1, -1):
+            q_lo, q_hi = (t0 + 1) >> j, t1 >> j
+            q = np.arange(q_lo, q_hi + 1)
+            vals = ext[j][q_lo - lows[j] : q_hi - lows[j] + 1] * self._mult[j]
+            vals[(q & 1) == 0] = 0
+            D = D[(q >> 1) - q_lo_parent] + vals
+            q_lo_parent = q_lo
+        for j in range(H + 1):
+            if (t1 >> j) & 1:
+                value = ext[j][(t1 >> j) - lows[j]]
+                self._left[j] = value if self.dim is None else value.copy()
+        self._refresh_partial(t1)
+        self._t = t1
+        return D
+
+    def _refresh_partial(self, t: int) -> None:
+        acc: Any = self._zero
+        self._partial[self.levels + 1] = acc
+        for j in range(self.levels, -1, -1):
+            if (t >> j) & 1:
+                acc = acc + self._mult[j] * self._left[j]
+            self._partial[j] = acc
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The step, the integers W of the decomposition nodes (ints; int64 arrays for
+        vector steps) and the noise buffer; the partial sums are recomputed on load."""
+        left: list[Any] = []
+        for j, w in enumerate(self._left):
+            if self.dim is None:
+                left.append(int(w))
+                continue
+            if any(abs(int(v)) >= 2**63 for v in w):
+                raise ValueError(
+                    f"cannot checkpoint this Honaker stream: node value W[{j}] does not fit "
+                    "int64 (vector steps are saved as int64 arrays)"
+                )
+            left.append(np.asarray(w, dtype=np.int64))
+        return {"t": self._t, "left": left, "buffer": self._buffer.state_dict()}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same horizon,
+        sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = "HonakerExactNoiseProcess"
+        st = state_keys(owner, state, ("t", "left", "buffer"))
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        left = state_values(owner, "left", st["left"], self.dim, self.levels + 1)
+        for j, w in enumerate(left):
+            if isinstance(w, np.ndarray):
+                if w.dtype != np.int64:
+                    raise ValueError(f"corrupt {owner} state: left[{j}] must hold int64")
+            elif isinstance(w, (float, np.floating)):
+                raise ValueError(f"corrupt {owner} state: left[{j}] must be an int")
+        self._buffer.load_state_dict(st["buffer"])
+        self._t = t
+        self._left = [_as_exact(w) for w in left]
+        self._refresh_partial(t)
+
+
 class Honaker(CountingMechanism):
     """Binary tree mechanism with Honaker's online estimator (Kairouz et al. 2021).
 
@@ -255,7 +428,12 @@ class Honaker(CountingMechanism):
 
     Guarantee: ε-DP (``noise="laplace"``, no delta), (ε, δ)-DP with a delta
     (Laplace by count-on-your-elders Thm 3, Gaussian by the analytic Gaussian
-    mechanism), event level. Exact error:
+    mechanism), event level. With ``noise="discrete-laplace"`` /
+    ``"discrete-gaussian"`` (whole-number steps) the node values are exact
+    integers and the estimator is evaluated on them in exact rational arithmetic
+    and rounded once to float64 (:class:`HonakerExactNoiseProcess`), so every
+    output's bits are a function of the noisy node vector: post-processing, no
+    floating-point leak. That path is slower (Python-int arithmetic). Exact error:
     Var_t = σ_node²·Σ_{j: bit j of t} 2^j/(2^{j+1} − 1); t = 2, 4, 8 → 2/3, 4/7, 8/15.
 
     Args are those of :class:`~dpcount.counting.BinaryTree`.
@@ -292,7 +470,11 @@ class Honaker(CountingMechanism):
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> HonakerNoiseProcess:
+    ) -> HonakerNoiseProcess | HonakerExactNoiseProcess:
+        """Float process for the continuous samplers; for integer samplers the exact one,
+        whose release is computed from the noisy node values alone (no float leak)."""
+        if getattr(sampler, "integer", False):
+            return HonakerExactNoiseProcess(self.horizon, sampler, rng, dim)
         return HonakerNoiseProcess(self.horizon, sampler, rng, dim)
 
     def noise_coefficients(self) -> NDArray[np.float64]:

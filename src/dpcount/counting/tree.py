@@ -68,13 +68,22 @@ class TreeNoiseProcess:
         self.height = height
         self.dim = dim
         self._buffer = NoiseBuffer(sampler, rng, dim)
+        # Integer samplers: exact int64 arithmetic (Python ints for scalar streams), so
+        # the release S_t + noise is exactly the integer sum of noisy node values.
+        self._integer = bool(getattr(sampler, "integer", False))
+        self._dtype: type[np.generic] = np.int64 if self._integer else np.float64
+        # A step's noise sums at most h·max(|low|, high) samples; samples up to this
+        # bound keep it within 2^62 (and the int64 data sums within 2^61), so no int64
+        # operation can overflow.
+        terms = max(1, height * max(-system.low, system.high))
+        self._sample_limit = 2**62 // terms
         self._t = 0
         self._digits = [0] * height
         # Per level: running sums C(Q, 1..d) (d > 0) or C(Q, -1..d) (d < 0) for the
         # current parent Q and digit d; the last one is the level's contribution.
         self._sums: list[list[Any]] = [[] for _ in range(height)]
         # _partial[ℓ] = noise from levels ≥ ℓ at the current step; _partial[h] = 0.
-        zero: Any = 0.0 if dim is None else np.zeros(dim)
+        zero: Any = (0 if self._integer else 0.0) if dim is None else np.zeros(dim, self._dtype)
         self._partial: list[Any] = [zero] * (height + 1)
         self._zero = zero
 
@@ -85,9 +94,29 @@ class TreeNoiseProcess:
     def live_count(self) -> int:
         return sum(len(s) for s in self._sums)
 
+    def _checked(self, values: Any) -> Any:
+        """Integer samples within the overflow bound (``_sample_limit``), else OverflowError."""
+        if self._integer:
+            if isinstance(values, np.ndarray):
+                big = values.size > 0 and int(np.max(np.abs(values))) > self._sample_limit
+            else:
+                big = abs(values) > self._sample_limit
+            if big:
+                raise OverflowError(
+                    "an integer noise sample exceeds the int64-safe bound "
+                    f"{self._sample_limit} for this tree; use a smaller noise scale"
+                )
+        return values
+
+    def _take_one(self) -> Any:
+        return self._checked(self._buffer.take_one())
+
+    def _take(self, n: int) -> NDArray[Any]:
+        return self._checked(self._buffer.take(n))  # type: ignore[no-any-return]
+
     def next(self) -> Any:
         low, high = self.system.low, self.system.high
-        digits, sums, partial, take = self._digits, self._sums, self._partial, self._buffer.take_one
+        digits, sums, partial, take = self._digits, self._sums, self._partial, self._take_one
         level = 0
         while True:
             d = digits[level] + 1
@@ -133,15 +162,15 @@ class TreeNoiseProcess:
         top = h
         while top > 0 and now[top - 1] == last[top - 1]:
             top -= 1
-        parent_noise = np.asarray(self._partial[top], dtype=np.float64).reshape(1, *tail)
+        parent_noise = np.asarray(self._partial[top], dtype=self._dtype).reshape(1, *tail)
         for level in range(top - 1, -1, -1):
             q_first, q_last = first[level + 1], last[level + 1]
             rows = q_last - q_first + 1
-            sums = np.empty((rows, k, *tail))
-            pos = self._buffer.take(rows * high).reshape(rows, high, *tail)
+            sums = np.empty((rows, k, *tail), dtype=self._dtype)
+            pos = self._take(rows * high).reshape(rows, high, *tail)
             np.cumsum(pos, axis=1, out=sums[:, c0 + 1 :])
             if c0:
-                neg = self._buffer.take(rows * c0).reshape(rows, c0, *tail)
+                neg = self._take(rows * c0).reshape(rows, c0, *tail)
                 np.cumsum(neg, axis=1, out=sums[:, c0 - 1 :: -1])
             if q_first == now[level + 1]:
                 # The first parent is the current one: reuse the node values in use.
@@ -151,7 +180,7 @@ class TreeNoiseProcess:
                     sums[0, c0 + 1 + d_now :] = live[-1] + np.cumsum(pos[0, d_now:], axis=0)
                 elif d_now < 0:
                     sums[0, c0 + d_now : c0][::-1] = live
-            sums[:, c0] = 0.0
+            sums[:, c0] = 0
             # State at t0 + n for this level: digit and running sums under the last parent.
             d_end = last[level] - k * q_last
             row = sums[-1].copy()

@@ -323,8 +323,10 @@ def discrete_laplace_scale(l1_sensitivity: float, epsilon: float) -> Fraction:
     d1 = check_real("l1_sensitivity", l1_sensitivity, gt=0)
     eps = check_real("epsilon", epsilon, gt=0)
     t = rational_at_least(Fraction(d1) / Fraction(eps), _LAPLACE_MAX_NUM)
+    # Tiny epsilon: t beyond the float range is reported as inf (float(t) would raise).
+    shown = float(t) if t < Fraction(2**1023) else math.inf
     return _check_laplace_scale(
-        f"the discrete Laplace scale l1_sensitivity/epsilon = {d1!r}/{eps!r}", t, float(t)
+        f"the discrete Laplace scale l1_sensitivity/epsilon = {d1!r}/{eps!r}", t, shown
     )
 
 

@@ -199,19 +199,22 @@ class NoiseBuffer:
             items = self._items = list(drawn[::-1]) if self._dim else drawn[::-1].tolist()
         return items.pop()
 
-    def take(self, n: int) -> NDArray[np.float64]:
-        """``n`` samples as an array of shape ``(n,)`` or ``(n, dim)``; buffered ones first."""
+    def take(self, n: int) -> NDArray[Any]:
+        """``n`` samples as an array of shape ``(n,)`` or ``(n, dim)``; buffered ones first
+        (int64 from an integer sampler, else float64)."""
         if type(n) is not int or n < 0:  # fast path: called once per block by the streams
             n = check_integer("n", n, ge=0)
         shape = self._shape(n)
+        # Integer samples stay int64: a float64 copy would round values beyond 2^53.
+        dtype = np.int64 if getattr(self.sampler, "integer", False) else np.float64
         if n == 0:
-            return np.zeros(shape)
+            return np.zeros(shape, dtype=dtype)
         k = min(n, len(self._items))
         if k == 0:
             return self.sampler.sample(self.rng, shape)
         head = [self._items.pop() for _ in range(k)]
-        out = np.empty(shape)
-        out[:k] = np.asarray(head, dtype=np.float64).reshape(self._shape(k))
+        out = np.empty(shape, dtype=dtype)
+        out[:k] = np.asarray(head, dtype=dtype).reshape(self._shape(k))
         if n > k:
             out[k:] = self.sampler.sample(self.rng, self._shape(n - k))
         return out
