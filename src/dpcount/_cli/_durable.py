@@ -39,8 +39,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-import numpy as np
-
+from dpcount._cli._counting import build, format_line, summary
 from dpcount._cli.common import err_console
 from dpcount.counting.base import CountingStream
 from dpcount.counting.checkpoint import load_stream, save_stream
@@ -57,12 +56,6 @@ _TOOL = "dpcount count"
 def chain_digest(digest: bytes, value: float) -> bytes:
     """The running input digest after one more value: SHA-256(digest ‖ value as float64)."""
     return hashlib.sha256(digest + struct.pack("<d", value)).digest()
-
-
-def format_line(t: int, value: Any, std: float) -> str:
-    """One output line; integer releases (discrete noise on the trees) print as ints."""
-    text = str(int(value)) if isinstance(value, (int, np.integer)) else repr(float(value))
-    return f"{t},{text},{std!r}\n"
 
 
 def _deliver(out: IO[str], lines: list[str]) -> None:
@@ -212,7 +205,6 @@ def _check_extra(stream: CountingStream, checkpoint: str) -> dict[str, Any]:
 
 def run_durable(args: argparse.Namespace) -> int:
     """``dpcount count ... --checkpoint FILE --output OUT`` (see the module docstring)."""
-    from dpcount._cli.count import _summary, build
 
     checkpoint, output = args.checkpoint, args.output
     if output is None or output == "-":
@@ -335,5 +327,5 @@ def run_durable(args: argparse.Namespace) -> int:
                 os.fsync(out.fileno())
     if skip == horizon:
         con.print(f"checkpoint {checkpoint} is complete: all {horizon} steps were released")
-    _summary(mech, stream.step)
+    summary(mech, stream.step)
     return 0

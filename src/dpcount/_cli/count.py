@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from dpcount._cli._durable import format_line
-from dpcount._cli.common import add_privacy_arguments, err_console, open_output
+from dpcount._cli._counting import build, format_line, summary
+from dpcount._cli._durable import run_durable
+from dpcount._cli.common import add_privacy_arguments, open_output
 from dpcount.counting.base import CountingMechanism, CountingStream
-from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
+from dpcount.counting.registry import MECHANISMS
 from dpcount.io import SeriesReader
 
 HELP = "release private running counts (prefix sums) of a numeric CSV column"
@@ -79,58 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple[str, str | None]:
-    """``(noise, note)``: ``--noise`` as given, else the safe default (see the help).
-
-    ``values``: the input rows when known in advance (a file), None for stdin. The
-    note (one line for stderr) says why continuous noise was kept, else None.
-    """
-    if args.noise is not None:
-        return args.noise, None
-    if args.calibration is not None:
-        return "laplace", "--calibration given without --noise: using laplace"
-    if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
-        if args.mechanism in ("kary", "binary", "honaker"):
-            why = f"--sensitivity {args.sensitivity!r} is not a whole number"
-        else:
-            why = f"mechanism {args.mechanism!r} does not take integer noise"
-        return "laplace", f"{why}: using continuous laplace noise"
-    if values is not None and not all(math.isfinite(v) and float(v).is_integer() for v in values):
-        return "laplace", "the data are not all whole numbers: using continuous laplace noise"
-    return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
-
-
-def build(
-    args: argparse.Namespace, horizon: int, values: list[float] | None = None
-) -> CountingMechanism:
-    """The mechanism the options describe, for ``horizon`` steps (``values``: the rows,
-    when known, for the noise default; a note goes to stderr if noise stays continuous)."""
-    noise, note = resolve_noise(args, values)
-    if note is not None:
-        err_console().print(
-            f"note: {note} (floating-point noise can leak low-order bits; see "
-            "docs/safe-noise.md; pass --noise to choose)",
-            highlight=False,
-            soft_wrap=True,
-        )
-    return build_mechanism(
-        args.mechanism,
-        horizon=horizon,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        noise=noise,
-        rng=args.seed,
-        k=args.k,
-        subtract=not args.no_subtract,
-        step_sensitivity=args.sensitivity,
-        calibration=args.calibration,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
-        from dpcount._cli._durable import run_durable
-
         return run_durable(args)
     if args.checkpoint_every != 1:
         raise ValueError("--checkpoint-every needs --checkpoint FILE")
@@ -175,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                 out.write(format_line(steps + 1, v, math.sqrt(next(variances))))
                 out.flush()
                 steps += 1
-    _summary(mech, steps)
+    summary(mech, steps)
     return 0
 
 
@@ -199,15 +150,3 @@ def _update(args: argparse.Namespace, stream: CountingStream, value: float) -> A
                 "laplace (or gaussian) for fractional data"
             ) from err
         raise
-
-
-def _summary(mech: CountingMechanism, steps: int) -> None:
-    con = err_console()
-    privacy = mech.privacy.describe() if mech.privacy else "none"
-    con.print(f"[bold]mechanism[/]  {mech!r}")
-    con.print(f"[bold]privacy[/]    {privacy}")
-    con.print(
-        f"[bold]exact error[/] MSE {mech.mse():.6g} (RMSE {math.sqrt(mech.mse()):.4g}), "
-        f"max std {math.sqrt(mech.max_variance()):.4g} over horizon {mech.horizon}; "
-        f"{steps} steps released"
-    )

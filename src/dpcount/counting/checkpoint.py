@@ -73,11 +73,7 @@ from dpcount._state import state_array, state_value
 from dpcount._version import __version__
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.dense import FactorizationMechanism
-from dpcount.counting.honaker import Honaker
-from dpcount.counting.input_perturbation import InputPerturbation
-from dpcount.counting.smooth_binary import SmoothBinary
-from dpcount.counting.sqrt import SqrtFactorization
-from dpcount.counting.tree import BinaryTree, KaryTree
+from dpcount.counting.registry import CLASSES
 from dpcount.durable import atomic
 from dpcount.durable.format import (
     FORMAT_VERSION,
@@ -96,18 +92,7 @@ from dpcount.durable.generators import (
 __all__ = ["load_stream", "save_stream"]
 
 #: mechanism classes a checkpoint may name (rebuilt with their constructor)
-_MECHANISMS: dict[str, type[CountingMechanism]] = {
-    cls.__name__: cls
-    for cls in (
-        BinaryTree,
-        KaryTree,
-        Honaker,
-        SmoothBinary,
-        SqrtFactorization,
-        InputPerturbation,
-        FactorizationMechanism,
-    )
-}
+_MECHANISMS = CLASSES
 
 _HEADER_KEYS = frozenset(
     {

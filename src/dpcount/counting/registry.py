@@ -1,56 +1,80 @@
-"""Build a counting mechanism by name (used by the CLI and the advisor)."""
+"""The one registry of counting mechanisms: build one by name (the CLI, the advisor,
+the apps) or rebuild one by class name (checkpoints)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from dpcount._validate import check_choice
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
 
-__all__ = ["DISCRETE_CAPABLE", "MECHANISMS", "build_mechanism", "default_noise"]
+__all__ = [
+    "CLASSES",
+    "DISCRETE_CAPABLE",
+    "MECHANISMS",
+    "REGISTRY",
+    "Entry",
+    "build_mechanism",
+    "default_noise",
+]
 
 
-def _binary(**kw: Any) -> CountingMechanism:
-    kw.pop("k", None)
-    kw.pop("subtract", None)
-    return BinaryTree(**kw)
+@dataclass(frozen=True)
+class Entry:
+    """One registered counting mechanism.
+
+    Attributes:
+        name: the short name (CLI ``--mechanism``, :func:`build_mechanism`), or None
+            for a class that is only rebuilt from checkpoints (built from matrices).
+        cls: the class.
+    """
+
+    name: str | None
+    cls: type[CountingMechanism]
+
+    def build(self, **kw: Any) -> CountingMechanism:
+        """Build with the common keywords; the tree options ``k``/``subtract`` are
+        dropped for mechanisms without them (the binary tree fixes k = 2)."""
+        if self.cls is not KaryTree:
+            kw.pop("k", None)
+            kw.pop("subtract", None)
+        return self.cls(**kw)
 
 
-def _kary(**kw: Any) -> CountingMechanism:
-    return KaryTree(**kw)
+#: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
+#: the one registry (the CLI, the advisor, the apps and checkpoints read it)
+REGISTRY: tuple[Entry, ...] = (
+    Entry("binary", BinaryTree),
+    Entry("kary", KaryTree),
+    Entry("sqrt", SqrtFactorization),
+    Entry("honaker", Honaker),
+    Entry("smooth-binary", SmoothBinary),
+    Entry("input", InputPerturbation),
+    Entry(None, FactorizationMechanism),
+)
 
-
-def _without_tree_options(
-    cls: Callable[..., CountingMechanism],
-) -> Callable[..., CountingMechanism]:
-    def build(**kw: Any) -> CountingMechanism:
-        kw.pop("k", None)
-        kw.pop("subtract", None)
-        return cls(**kw)
-
-    return build
-
-
-#: name -> builder taking horizon, epsilon, delta, noise, rng, step_sensitivity,
-#: calibration, and the tree options k and subtract (ignored where meaningless)
+#: name -> builder taking horizon, the budget keywords (epsilon, delta, noise,
+#: calibration, step_sensitivity), rng, and the tree options k and subtract
+#: (ignored where meaningless)
 MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
-    "binary": _binary,
-    "kary": _kary,
-    "sqrt": _without_tree_options(SqrtFactorization),
-    "honaker": _without_tree_options(Honaker),
-    "smooth-binary": _without_tree_options(SmoothBinary),
-    "input": _without_tree_options(InputPerturbation),
+    e.name: e.build for e in REGISTRY if e.name is not None
 }
 
+#: class name -> class, for rebuilding a saved mechanism (checkpoints)
+CLASSES: dict[str, type[CountingMechanism]] = {e.cls.__name__: e.cls for e in REGISTRY}
 
 #: names whose mechanism accepts integer noise (``supports_discrete_noise``)
-DISCRETE_CAPABLE: frozenset[str] = frozenset({"binary", "kary", "honaker"})
+DISCRETE_CAPABLE: frozenset[str] = frozenset(
+    e.name for e in REGISTRY if e.name is not None and e.cls.supports_discrete_noise
+)
 
 
 def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0) -> str | None:
