@@ -223,8 +223,8 @@ def test_dense_worst_case_matches_per_release_answers(make: Any) -> None:
     chunks = _random_chunks(n, 37, np.random.default_rng(3))
     chunks = [chunks[0][:15], chunks[0][15:]]  # two blocks: the max spans them
     weights = np.concatenate(chunks).astype(float)
-    got = dense_worst_case(make(n, 1.0, 1e-6, rng=11), chunks, draws)
-    twin = make(n, 1.0, 1e-6, rng=11)
+    got = dense_worst_case(make(n, epsilon=1.0, delta=1e-6, rng=11), chunks, draws)
+    twin = make(n, epsilon=1.0, delta=1e-6, rng=11)
     answers = np.array([twin.release(np.zeros(n)).answer(weights) for _ in range(draws)])
     worst = np.abs(answers).max(axis=1)
     total = (answers**2).sum(axis=1)

@@ -126,8 +126,10 @@ def test_cli_overflowing_sum_exits_with_an_error(
     err = capsys.readouterr().err
     assert err.startswith("dpcount: error:") and "line 1: value 1e308" in err
     # Exact steps whose sum leaves the exact range: refused at the step, nothing inf.
+    # (continuous noise; the default integer noise sums in int64, exact to 2^61).
     src.write_text("5e15\n5e15\n")
-    assert main(["count", str(src), "--epsilon", "1", "--output", str(out)]) == 2
+    argv = ["count", str(src), "--epsilon", "1", "--noise", "laplace", "--output", str(out)]
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("dpcount: error:") and "running sum at step 2" in err
     assert "inf" not in (out.read_text() if out.exists() else "")
@@ -152,8 +154,11 @@ def test_cli_huge_sensitivity_is_an_error(
     src = tmp_path / "in.csv"
     src.write_text("1\n2\n")
     argv = ["count", str(src), "--epsilon", "1", "--sensitivity", "1e308"]
-    assert main([*argv, "--output", str(tmp_path / "out.csv")]) == 2
+    assert main([*argv, "--noise", "laplace", "--output", str(tmp_path / "out.csv")]) == 2
     assert "beyond 2^900" in capsys.readouterr().err
+    # The default integer noise refuses the scale just as clearly.
+    assert main([*argv, "--output", str(tmp_path / "out.csv")]) == 2
+    assert "must be <= 2^40" in capsys.readouterr().err
 
 
 def test_factorization_rows_of_l_are_bounded() -> None:

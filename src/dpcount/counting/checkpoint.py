@@ -413,7 +413,9 @@ def _check_sum(total: Any, dim: int | None, integer: bool) -> Any:
     owner = "CountingStream"
     if dim is not None:
         dtype = np.int64 if integer else np.float64
-        return state_array(owner, "sum", total, rows=None, dim=dim, dtypes=(dtype,))
+        arr = state_array(owner, "sum", total, rows=None, dim=dim, dtypes=(dtype,))
+        _check_sum_range(owner, float(np.max(np.abs(arr), initial=0.0)), integer)
+        return arr
     value = state_value(owner, "sum", total, None)
     want = (int, np.integer) if integer else (float, np.floating)
     if not isinstance(value, want):
@@ -421,7 +423,19 @@ def _check_sum(total: Any, dim: int | None, integer: bool) -> Any:
             f"corrupt {owner} state: sum must be {'an integer' if integer else 'a float'}, "
             f"got {value!r}"
         )
+    _check_sum_range(owner, abs(float(value)), integer)
     return value
+
+
+def _check_sum_range(owner: str, magnitude: float, integer: bool) -> None:
+    """A running sum the stream itself could never have reached is refused: continuous
+    paths keep |sum| < 2^53 (exact float64 sums), integer paths < 2^62 (int64 headroom)."""
+    bound = 2.0**62 if integer else 2.0**53
+    if not magnitude < bound:
+        raise ValueError(
+            f"corrupt {owner} state: sum must have magnitude < 2^{62 if integer else 53}, "
+            f"got {magnitude:.6g}"
+        )
 
 
 def load_stream(
