@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcount._validate import MAX_EXACT_SUM, check_running_sums
+from dpcount._validate import MAX_EXACT_SUM
 from dpcount.cli import main
 from dpcount.counting import FactorizationMechanism, KaryTree, SqrtFactorization
+from dpcount.counting._steps import check_running_sums
 from dpcount.io import CSVError, SeriesReader
 from dpcount.privacy import ZeroNoise
 

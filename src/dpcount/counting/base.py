@@ -47,13 +47,10 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import (
-    MAX_EXACT_SUM,
-    check_instance,
-    check_integer,
+from dpcount._validate import MAX_EXACT_SUM, check_instance, check_integer, check_real
+from dpcount.counting._steps import (
     check_integral_array,
     check_integral_step,
-    check_real,
     check_running_sums,
     check_stream_array,
     check_stream_step,
@@ -379,11 +376,11 @@ class CountingMechanism(ABC):
         privacy budget twice.
 
         Raises:
-            ValueError: bad data (see :func:`~dpcount._validate.check_stream_array`),
+            ValueError: bad data (see :func:`~dpcount.counting._steps.check_stream_array`),
                 or, for continuous noise, a running sum of magnitude ≥ 2^53 (the first
                 such step is named): below it integer data are summed exactly, so the
                 float release is a rounding (post-processing) of S_t + N_t; see
-                :func:`~dpcount._validate.check_running_sums`.
+                :func:`~dpcount.counting._steps.check_running_sums`.
         """
         arr = check_stream_array("x", x, max_steps=self.horizon, dim=-1)
         self._check_step_shape(arr.ndim)

@@ -1,0 +1,239 @@
+"""The rules for a stream's steps, next to the stream (used by :mod:`dpcount.counting.base`).
+
+A step is a finite real (or a vector of them); the running sums must stay exactly
+representable (float64 below 2^53 for continuous noise; int64 with headroom for
+integer noise), and integer noise needs whole-number steps. Each check names the
+parameter and the step.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import (
+    _MAX_EXACT_INT,
+    _MAX_INT_SUM,
+    MAX_EXACT_SUM,
+    _is_real,
+    as_array,
+    check_exact_integers,
+)
+
+__all__ = [
+    "check_integral_array",
+    "check_integral_step",
+    "check_running_sums",
+    "check_stream_array",
+    "check_stream_step",
+    "check_whole_number",
+    "vector_length",
+]
+
+
+def check_stream_array(
+    name: str, x: Any, *, max_steps: int, dim: int | None = None, already: int = 0
+) -> NDArray[np.float64]:
+    """Validate a block of stream steps and return it as a float64 array.
+
+    Args:
+        name: parameter name for messages.
+        x: array-like of shape ``(n,)`` (scalar steps) or ``(n, d)`` (vector steps).
+        max_steps: the horizon.
+        dim: if given, the required step dimension (``None`` = scalar steps); if
+            ``-1``, either shape is accepted.
+        already: steps already consumed (streams); ``already + n`` may not exceed
+            ``max_steps``.
+
+    Raises:
+        TypeError: non-numeric data (strings, objects, complex).
+        ValueError: wrong shape, empty, NaN/inf, or more steps than the horizon allows.
+    """
+    arr = as_array(name, x, already=already)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    if dim == -1:
+        if arr.ndim not in (1, 2):
+            raise ValueError(
+                f"{name} must have shape (steps,) or (steps, d), got shape {arr.shape}"
+            )
+    elif dim is None:
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must have shape (steps,), got shape {arr.shape}")
+    elif arr.ndim != 2 or arr.shape[1] != dim:
+        raise ValueError(f"{name} must have shape (steps, {dim}), got shape {arr.shape}")
+    n = arr.shape[0]
+    if n == 0:
+        raise ValueError(f"{name} must contain at least one step, got 0")
+    if arr.ndim == 2 and arr.shape[1] == 0:
+        raise ValueError(f"{name} steps must have dimension >= 1, got shape {arr.shape}")
+    if already + n > max_steps:
+        if already:
+            raise ValueError(
+                f"{name} has {n} steps but only {max_steps - already} remain before the "
+                f"horizon {max_steps} ({already} already released)"
+            )
+        raise ValueError(f"{name} has {n} steps, more than the horizon {max_steps}")
+    check_exact_integers(name, arr, already=already)
+    out = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(out).all():
+        bad = np.argwhere(~np.isfinite(out))[0]
+        step = int(bad[0]) + already + 1
+        raise ValueError(f"{name} must be finite; step {step} holds {float(out[tuple(bad)])!r}")
+    return out
+
+
+def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray[np.float64]:
+    """Validate one stream step: a finite real (scalar streams) or a length-``dim`` vector."""
+    if dim is None:
+        if not _is_real(value):
+            if isinstance(value, np.ndarray) and value.shape == ():
+                return check_stream_step(name, value.item(), dim)
+            raise TypeError(
+                f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
+            )
+        if isinstance(value, numbers.Integral) and abs(int(value)) > _MAX_EXACT_INT:
+            raise ValueError(
+                f"{name} must be an integer of magnitude <= 2^53 (exact in float64), got {value!r}"
+            )
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v!r}")
+        if abs(v) >= _MAX_EXACT_INT and not isinstance(value, float) and value != v:
+            # e.g. Fraction(2**53 + 1): float() would round it silently
+            raise ValueError(
+                f"{name} must be exactly representable in float64 beyond 2^53, got {value!r}"
+            )
+        return v
+    arr = as_array(name, value)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.float64)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.shape != (dim,):
+        raise ValueError(f"{name} must have shape ({dim},), got shape {arr.shape}")
+    check_exact_integers(name, arr, steps=False)
+    out = arr.astype(np.float64)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+def check_whole_number(name: str, value: float, *, reason: str) -> float:
+    """A real that must be a whole number (e.g. a sensitivity for integer-valued noise).
+
+    Raises:
+        ValueError: ``value`` has a fractional part; the message ends with ``reason``.
+    """
+    if not float(value).is_integer():
+        raise ValueError(f"{name} must be a whole number {reason}, got {value!r}")
+    return float(value)
+
+
+def check_integral_array(
+    name: str, arr: NDArray[np.float64], *, already: int = 0, offset: Any = 0
+) -> NDArray[np.int64]:
+    """Steps for integer (discrete) noise: whole numbers with magnitude ≤ 2^53, as int64.
+
+    Integer noise added to fractional data would reveal the fractional part, so
+    fractional values are rejected, never rounded. The running sums are int64, so
+    they must stay within ±2^62 (leaving room for the noise): ``offset`` is the
+    running sum before these steps (an int, or an int64 vector for vector steps).
+
+    Raises:
+        ValueError: a value with a fractional part or beyond ±2^53, or a running sum
+            beyond ±2^62 (message gives the step).
+    """
+    bad = (arr != np.floor(arr)) | (np.abs(arr) > _MAX_EXACT_INT)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        step = int(where[0]) + already + 1
+        raise ValueError(
+            f"{name} must hold whole numbers of magnitude <= 2^53 for discrete noise "
+            f"(integer noise on fractional data reveals the fraction); "
+            f"step {step} holds {float(arr[tuple(where)])!r}"
+        )
+    _check_int64_sums(name, arr, already, offset)
+    return arr.astype(np.int64)
+
+
+def _check_int64_sums(name: str, arr: NDArray[np.float64], already: int, offset: Any) -> None:
+    # The running sums offset + x_1 + … + x_t (per coordinate) are never near 2^62 in
+    # practice (it takes 256 steps of 2^53), but an int64 overflow would wrap silently.
+    # The float64 sums are approximate; the factor-2 margin covers their rounding.
+    if not arr.size:
+        return
+    sums = np.asarray(offset, dtype=np.float64) + np.cumsum(arr, axis=0)
+    over = np.abs(sums) > _MAX_INT_SUM / 2.0
+    if over.any():
+        step = int(np.argwhere(over)[0][0]) + already + 1
+        raise ValueError(
+            f"{name}: the integer running sum may exceed 2^61 at step {step} "
+            "(int64 range for discrete noise); rescale the data"
+        )
+
+
+def check_integral_step(name: str, value: Any, *, offset: Any = 0, already: int = 0) -> Any:
+    """One step for integer noise: an int (scalar) or an int64 vector; see check_integral_array."""
+    if isinstance(value, np.ndarray):
+        return check_integral_array(name, value.reshape(1, -1), already=already, offset=offset)[0]
+    v = float(value)
+    if not v.is_integer() or abs(v) > _MAX_EXACT_INT:
+        raise ValueError(
+            f"{name} must be a whole number of magnitude <= 2^53 for discrete noise "
+            f"(integer noise on fractional data reveals the fraction), got {value!r}"
+        )
+    _check_int64_sums(name, np.array([v]), already, offset)
+    return int(v)
+
+
+def vector_length(name: str, value: Any) -> int | None:
+    """The length of a 1-D sequence/array step (a vector step), or None for anything else.
+
+    Ragged nested sequences raise ValueError naming ``name`` (numpy's own message does not).
+    """
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        return None
+    arr = as_array(name, value)
+    return int(arr.shape[0]) if arr.ndim == 1 else None
+
+
+def check_running_sums(name: str, sums: NDArray[np.float64], *, already: int = 0) -> None:
+    """Every computed running sum (per coordinate) must lie strictly inside ±2^53.
+
+    ``sums`` are the float64 running sums as computed (``offset + cumsum``, shape
+    ``(n,)`` or ``(n, d)``); ``already`` is the number of earlier steps (for the
+    message). Guarantee (sequential summation, as numpy's cumsum and the streams
+    do): for *integer* steps every running sum is then exact, by induction — the
+    exact sum of an exact partial sum and an integer step is an integer, exact in
+    float64 below 2^53, and one of magnitude ≥ 2^53 rounds to magnitude ≥ 2^53
+    (rounding is monotone and 2^53 is a float), so it is refused. The release
+    ``fl(S_t + N_t)`` is then a rounding, i.e. post-processing, of ``S_t + N_t``.
+    For *fractional* steps each addition rounds by at most half an ulp of a value
+    below 2^53, so the running sum at step t is off by at most u·Σ_{i≤t}|S_i| ≤
+    (t − 1)/2 (u = 2^-53; Higham 2002, §4.2); that rounding is not covered by the
+    privacy guarantee (as for any floating-point implementation). O(n): two
+    reductions, and the step is searched only on failure.
+
+    Raises:
+        ValueError: a running sum of magnitude ≥ 2^53 (or overflowing to ±inf),
+            naming the first such step.
+    """
+    if sums.size == 0:
+        return
+    if float(sums.max()) < MAX_EXACT_SUM and float(sums.min()) > -MAX_EXACT_SUM:
+        return
+    over = np.abs(sums) >= MAX_EXACT_SUM
+    where = tuple(int(i) for i in np.argwhere(over)[0])
+    coord = "" if len(where) == 1 else f" (coordinate {where[1]})"
+    raise ValueError(
+        f"{name}: the running sum at step {where[0] + already + 1}{coord} reaches "
+        f"{float(sums[where]):.17g}, beyond ±2^53 where float64 sums stop being exact "
+        "(a change of 1 could move the release by 0, or by 2 or more); rescale the data"
+    )
