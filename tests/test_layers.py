@@ -16,7 +16,14 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: bottom-up: a package may import only from its own layer or the ones below it
 LAYERS: list[set[str]] = [
-    {"dpcount._validate", "dpcount._state", "dpcount._version", "dpcount.io", "dpcount.data"},
+    {
+        "dpcount._validate",
+        "dpcount._numeric",
+        "dpcount._state",
+        "dpcount._version",
+        "dpcount.io",
+        "dpcount.data",
+    },
     {"dpcount.durable"},
     {"dpcount.privacy"},
     {"dpcount.counting", "dpcount.ranges"},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dpcount._numeric import bisect
 from dpcount._validate import check_integer, check_probability, check_real
 from dpcount.analysis.advisor import best_k
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
@@ -149,14 +150,8 @@ def laplace_vs_gaussian_delta(
     elif tree_mse < gauss_mse(hi):
         delta, capped = math.exp(hi), True
     else:
-        for _ in range(200):  # invariant: tree wins at lo, loses at hi
-            mid = 0.5 * (lo + hi)
-            if tree_mse < gauss_mse(mid):
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo < 1e-13:
-                break
+        # invariant: the tree wins at lo, loses at hi
+        lo, hi = bisect(lambda d: tree_mse < gauss_mse(d), lo, hi, done=lambda a, b: b - a < 1e-13)
         delta = math.exp(lo)
     delta_fhu: float | None = None
     if eps < 1.0:

@@ -57,7 +57,7 @@ from dpcount.counting._steps import (
     check_whole_number,
     vector_length,
 )
-from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind
+from dpcount.privacy.budget import Budget, CalibrationRule, Neighbouring, NoiseKind
 from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -74,10 +74,7 @@ __all__ = [
 #: Largest horizon: step counts and digit arithmetic stay exact in float64/int64.
 MAX_HORIZON = 2**53
 
-NEIGHBOURING = (
-    "event-level: streams differ at one step by at most step_sensitivity "
-    "(l1 norm of the change for Laplace noise, l2 norm for Gaussian)"
-)
+NEIGHBOURING = Neighbouring.EVENT_LEVEL.description
 
 
 def exact_quotients(numerators: Any, denominator: int) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpcount._numeric import bisect, geometric_mid
 from dpcount._validate import check_probability, check_real
 from dpcount.privacy.calibration import laplace_epsilon, laplace_scale_approximate
 
@@ -155,12 +156,9 @@ def laplace_scale_pld(profile: ArrayLike, epsilon: float, delta: float) -> float
     lo = hi / 2.0
     while ok(lo):
         hi, lo = lo, lo / 2.0
-    while hi / lo - 1.0 > 1e-6:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
+    lo, hi = bisect(
+        lambda lam: not ok(lam), lo, hi, done=lambda a, b: b / a - 1.0 <= 1e-6, mid=geometric_mid
+    )
     return hi
 
 

@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 from scipy.special import log_ndtr
 
+from dpcount._numeric import bisect
 from dpcount._validate import (
     check_choice,
     check_probability,
@@ -112,14 +113,7 @@ def _analytic_gaussian_sigma(l2: float, epsilon: float, delta: float) -> float:
         lo -= 2.0
     while excess(hi) > 0.0:
         hi += 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if excess(mid) > 0.0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-15:
-            break
+    lo, hi = bisect(lambda s: excess(s) > 0.0, lo, hi, done=lambda a, b: b - a < 1e-15)
     return math.exp(hi) * (1.0 + _SOLVER_MARGIN)
 
 
@@ -355,14 +349,13 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     r = check_real("rho", rho, gt=0)
     eps = check_real("epsilon", epsilon, ge=0)
     lo, hi = 1.0 + 1e-12, max((eps + 1.0) / (2.0 * r) + 2.0, 2.0)
-    for _ in range(400):
-        mid = 0.5 * (lo + hi)
-        if (2.0 * mid - 1.0) * r - eps + math.log1p(-1.0 / mid) < 0.0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * hi:
-            break
+    lo, hi = bisect(
+        lambda a: (2.0 * a - 1.0) * r - eps + math.log1p(-1.0 / a) < 0.0,
+        lo,
+        hi,
+        done=lambda a, b: b - a <= 1e-13 * b,
+        steps=400,
+    )
     log_delta = _log_zcdp_delta_at(r, eps, hi)
     if log_delta >= 0.0:
         return 1.0
@@ -377,14 +370,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     lo, hi = 0.0, r + 2.0 * math.sqrt(r * math.log(1.0 / dlt))  # Bun–Steinke bound: valid
     while zcdp_delta(r, hi) > dlt:
         hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if zcdp_delta(r, mid) <= dlt:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-12 * hi:
-            break
+    lo, hi = bisect(lambda e: zcdp_delta(r, e) > dlt, lo, hi, done=lambda a, b: b - a <= 1e-12 * b)
     return hi
 
 
@@ -398,14 +384,9 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
     lo = hi / 2.0
     while zcdp_delta(lo, eps) > dlt:
         lo /= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if zcdp_delta(mid, eps) <= dlt:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
+    lo, hi = bisect(
+        lambda q: zcdp_delta(q, eps) <= dlt, lo, hi, done=lambda a, b: b - a <= 1e-12 * b
+    )
     return lo
 
 

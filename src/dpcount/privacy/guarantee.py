@@ -16,12 +16,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import check_choice, check_probability, check_real
+from dpcount.privacy.budget import NoiseKind
 from dpcount.privacy.calibration import (
     GAUSSIAN_METHODS,
     discrete_gaussian_sigma,
@@ -44,9 +44,9 @@ __all__ = [
     "calibrate",
 ]
 
-NoiseKind = Literal["laplace", "gaussian", "discrete-laplace", "discrete-gaussian"]
-NOISE_KINDS: tuple[str, ...] = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")
-DISCRETE_NOISE_KINDS: tuple[str, ...] = ("discrete-laplace", "discrete-gaussian")
+#: the noise kinds as strings (their one definition is :class:`~dpcount.privacy.NoiseKind`)
+NOISE_KINDS: tuple[str, ...] = NoiseKind.choices()
+DISCRETE_NOISE_KINDS: tuple[str, ...] = tuple(k.value for k in NoiseKind if k.is_discrete)
 
 _CITATIONS = {
     "pure": "Laplace mechanism, scale = l1/epsilon (Dwork et al. 2006)",

@@ -47,7 +47,7 @@ from dpcount._validate import (
     check_instance,
     check_shape,
 )
-from dpcount.privacy.budget import Budget, NoiseKind
+from dpcount.privacy.budget import Budget, Neighbouring, NoiseKind
 from dpcount.privacy.calibration import discrete_gaussian_sigma, zcdp_delta
 from dpcount.privacy.discrete import DiscreteGaussianNoise
 from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
@@ -62,7 +62,7 @@ __all__ = ["NEIGHBOURING", "RANGE_NOISE_KINDS", "RangeMechanism"]
 #: Noise kinds of the range mechanisms (named as in :data:`dpcount.privacy.NOISE_KINDS`).
 RANGE_NOISE_KINDS: tuple[str, ...] = ("gaussian", "discrete-gaussian")
 
-NEIGHBOURING = "add/remove one record (histograms differ by at most 1 in one cell)"
+NEIGHBOURING = Neighbouring.ADD_REMOVE_RECORD.description
 
 FloatArray = NDArray[np.float64]
 
