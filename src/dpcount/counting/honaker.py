@@ -30,6 +30,13 @@ Privacy: each step lies in one complete node per level j with 2^j ≤ T, so the
 released node vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity √h·Δ with
 h = ⌊log₂ T⌋ + 1 — the same as the binary tree mechanism; the estimator is
 post-processing.
+
+References:
+    * J. Honaker. "Efficient use of differentially private binary trees".
+      Theory and Practice of Differential Privacy (TPDP) 2015. (no link)
+    * P. Kairouz, B. McMahan, S. Song, O. Thakkar, A. Thakurta, Z. Xu.
+      "Practical and private (deep) learning without sampling or shuffling".
+      ICML 2021. https://arxiv.org/abs/2103.00039
 """
 
 from __future__ import annotations
@@ -257,7 +264,8 @@ class HonakerExactNoiseProcess:
 
     With the float process, ``S_t + fl(Σ a_j ζ_j)`` rounds the noise term on its
     own, so the bits of a release depend on ``(S_t, ζ)`` and not only on the noisy
-    node values ``y = S_node + ζ`` (audit finding 1). Here everything is exact:
+    node values ``y = S_node + ζ``: the rounding of the noise term would leak the
+    data (Mironov 2012). Here everything is exact:
     unrolling e_j = a_j ζ + c_j (e_left + e_right) (the products c_j ⋯ c_{i+1}
     telescope to (2^{i+1} − 1)/(2^{j+1} − 1)) gives, for a level-j node,
 

@@ -21,6 +21,11 @@ as its standard deviation; both under-noise. dpcount draws from a
 :class:`~dpcount.privacy.GaussianNoise` whose parameter is a standard deviation.)
 
 Notation: h = ``height``; b_t = ``_leaf``; node (j, b >> (j+1)).
+
+References:
+    * J. D. Andersson, R. Pagh. "A Smooth Binary Mechanism for Efficient
+      Private Continual Observation". NeurIPS 2023.
+      https://arxiv.org/abs/2306.09666
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ Q's children's noise for j = 1..d (d > 0) or j = d..−1 (d < 0).
   values still in use (Proposition 16), at most h·max(|low|, high) values, i.e.
   h(k−1)/2 for odd k with subtraction (Lemma 17). A node's sample is drawn the
   first time it is used and never again; amortized O(1) levels change per step.
+
+References:
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
 """
 
 from __future__ import annotations
