@@ -13,7 +13,8 @@ References:
       Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
       https://arxiv.org/abs/2408.07021
     * M. Henzinger, J. Upadhyay, S. Upadhyay. "Almost tight error bounds on
-      differentially private continual counting". SODA 2023. (no link)
+      differentially private continual counting". SODA 2023.
+      https://doi.org/10.1137/1.9781611977554.ch183
     * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
       Fine-grained Error Bound on Differentially Private Continual Observation".
       ICML 2023. https://arxiv.org/abs/2202.11205

@@ -17,6 +17,14 @@ advance is that of the batch release L(R x + z). The k-ary trees with subtractio
 that extend past t (their data cancels, their noise does not), so their dense
 factorization needs ``causal=False``. This class is the dense oracle every other
 mechanism is tested against.
+
+References:
+    * C. Li, G. Miklau, M. Hay, A. McGregor, V. Rastogi. "The matrix mechanism:
+      optimizing linear counting queries under differential privacy". The VLDB
+      Journal 24(6), 2015. https://doi.org/10.1007/s00778-015-0398-x
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
 """
 
 from __future__ import annotations

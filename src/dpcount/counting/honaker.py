@@ -478,7 +478,8 @@ class Honaker(CountingMechanism):
           "Practical and private (deep) learning without sampling or shuffling".
           ICML 2021. https://arxiv.org/abs/2103.00039
         * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
-          continual observation". STOC 2010. (no link)
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
         * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your

@@ -23,7 +23,8 @@ calibrate with S(T), never with Ψ(T).
 References: H. Fichtenberger, M. Henzinger, J. Upadhyay, "Constant Matters:
 Fine-grained Error Bound on Differentially Private Continual Observation", ICML 2023,
 https://arxiv.org/abs/2202.11205; M. Henzinger, J. Upadhyay, S. Upadhyay, "Almost
-tight error bounds on differentially private continual counting", SODA 2023 (no link).
+tight error bounds on differentially private continual counting", SODA 2023,
+https://doi.org/10.1137/1.9781611977554.ch183.
 
 Exactness. For k < 1024 every value is the correctly rounded float of an exact
 rational (Python integers: C(2k, k)/4^k and Σ C(2k, k)²/16^k). Beyond, f(k) comes

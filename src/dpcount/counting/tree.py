@@ -298,7 +298,8 @@ class KaryTree(CountingMechanism):
           Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
           https://arxiv.org/abs/2408.07021
         * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
-          continual observation". STOC 2010. (no link)
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
         * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
@@ -437,7 +438,8 @@ class BinaryTree(KaryTree):
 
     References:
         * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
-          continual observation". STOC 2010. (no link)
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
         * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your

@@ -18,7 +18,7 @@ References:
       Queries with Correlated Input Perturbation". 2024.
       https://arxiv.org/abs/2402.07066
     * M. Hay, V. Rastogi, G. Miklau, D. Suciu. "Boosting the accuracy of
-      differentially private histograms through consistency". PVLDB 3(1), 2010.
+      differentially private histograms through consistency". PVLDB 3(1–2), 2010.
       https://arxiv.org/abs/0904.0942
     * X. Xiao, G. Wang, J. Gehrke. "Differential privacy via wavelet
       transforms". ICDE 2010 (journal version IEEE TKDE 2011).

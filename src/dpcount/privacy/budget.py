@@ -119,7 +119,7 @@ class CalibrationRule(_Choice):
     * ``FHU``: Gaussian with C_{ε,δ} of Fichtenberger, Henzinger, Upadhyay 2023, eq. (2).
     * ``ZCDP``: discrete Gaussian, ρ-zCDP converted to (ε, δ) (CKS 2020, Thm 14, Cor. 13).
     * ``PAPER``: Gaussian, σ = Δ₂√(2 ln(2/δ))/ε, the tail bound of Dharangutte, Gao,
-      Gong, Wang 2023, Thm 3.7 (ε ≤ 1; for comparison with that paper).
+      Gong, Wang 2024, Thm 3.7 (ε ≤ 1; for comparison with that paper).
     """
 
     PURE = "pure"

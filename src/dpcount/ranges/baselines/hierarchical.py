@@ -94,7 +94,7 @@ class HierarchicalMechanism(PaddedTreeMechanism):
 
     References:
         * M. Hay, V. Rastogi, G. Miklau, D. Suciu. "Boosting the accuracy of
-          differentially private histograms through consistency". PVLDB 3(1), 2010.
+          differentially private histograms through consistency". PVLDB 3(1–2), 2010.
           https://arxiv.org/abs/0904.0942
         * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
           privacy: analytical calibration and optimal denoising". ICML 2018.

@@ -293,11 +293,12 @@ class TreeMechanism(PaddedTreeMechanism):
 
     References:
         * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
-          continual observation". STOC 2010. (no link)
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
         * M. Hay, V. Rastogi, G. Miklau, D. Suciu. "Boosting the accuracy of
-          differentially private histograms through consistency". PVLDB 3(1), 2010.
+          differentially private histograms through consistency". PVLDB 3(1–2), 2010.
           https://arxiv.org/abs/0904.0942
         * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
           privacy: analytical calibration and optimal denoising". ICML 2018.
