@@ -456,7 +456,7 @@ class Honaker(CountingMechanism):
         * ``"discrete-laplace"`` (whole-number steps): pure ε-DP with ε = hΔ/t
           exactly for the discrete Laplace scale t (geometric mechanism, Ghosh,
           Roughgarden, Sundararajan 2009; exact sampler of Canonne, Kamath, Steinke
-          2020); with a delta, Theorem 3.
+          2020); with a delta, Theorem 3 when that needs less noise.
         * ``"discrete-gaussian"`` (whole-number steps, needs delta): ρ-zCDP with
           ρ = (√h·Δ)²/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as
           (ε, δ)-DP by their Corollary 13.

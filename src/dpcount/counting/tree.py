@@ -277,7 +277,8 @@ class KaryTree(CountingMechanism):
           eq. 2).
         * ``"discrete-laplace"``: pure ε-DP with ε = hΔ/t exactly (geometric
           mechanism, Ghosh, Roughgarden, Sundararajan 2009; exact sampler of
-          Canonne, Kamath, Steinke 2020, Alg. 2); with a delta, Theorem 3.
+          Canonne, Kamath, Steinke 2020, Alg. 2); with a delta, Theorem 3 when that
+          needs less noise.
         * ``"discrete-gaussian"`` (needs delta): ρ-zCDP with ρ = hΔ²/(2σ²)
           (Canonne, Kamath, Steinke 2020, Thm 14), reported as (ε, δ)-DP by their
           Corollary 13.
@@ -427,14 +428,15 @@ class BinaryTree(KaryTree):
         * ``"discrete-laplace"`` (whole-number steps): pure ε-DP with ε = hΔ/t
           exactly for the discrete Laplace scale t (geometric mechanism, Ghosh,
           Roughgarden, Sundararajan 2009; exact sampler of Canonne, Kamath, Steinke
-          2020); with a delta, Theorem 3.
+          2020); with a delta, Theorem 3 when that needs less noise.
         * ``"discrete-gaussian"`` (whole-number steps, needs delta): ρ-zCDP with
           ρ = (√h·Δ)²/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as
           (ε, δ)-DP by their Corollary 13.
 
         Exact variance: Var_t = v·popcount(t), the number of 1-bits of t, with v
         the variance of one node noise (2λ² for Laplace, σ² for Gaussian, the exact
-        variance of the discrete sampler); ``max_variance`` = v·h.
+        variance of the discrete sampler); ``max_variance`` = v·max_{t≤T} popcount(t)
+        (= h if T = 2^h − 1, else h − 1).
 
     References:
         * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
