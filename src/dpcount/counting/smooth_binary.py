@@ -269,11 +269,8 @@ class SmoothBinaryNoiseProcess:
 class SmoothBinary(CountingMechanism):
     """Smooth binary mechanism (Andersson & Pagh, NeurIPS 2023), Gaussian noise by default.
 
-    Every release sums exactly h/2 node noises (h the smallest even number with
-    C(h, h/2) > T), so Var_t = (h/2)·σ² at every step. The node vector has ℓ₂
-    sensitivity √(h/2)·Δ and ℓ₁ sensitivity (h/2)·Δ (a bound, attained when the
-    horizon reaches the last levels; see the module docstring for the leaf
-    indexing that makes h/2 — not h/2 + 1 — valid).
+    A binary tree of height h, the smallest even number with C(h, h/2) > T, of
+    which only the leaves with exactly h/2 one-bits are used (module docstring).
 
     Formal guarantee:
         Neighbouring relation: event level — two streams that differ at one step by
