@@ -1,7 +1,7 @@
 """Correlated input perturbation: x + N(0, σ²C) with C drawn by Cascade Sampling.
 
 Dharangutte, Gao, Gong, Wang, "Differentially Private Range Queries with Correlated
-Input Perturbation" (§3; App. B for any n and 2-D).
+Input Perturbation", 2024, https://arxiv.org/abs/2402.07066 (§3; App. B for any n and 2-D).
 
 Guarantee: (ε, δ)-DP for histograms that differ by at most 1 in one cell. The
 privacy loss of x + N(0, σ²C) for x' = x ± e_i is exactly that of a Gaussian
