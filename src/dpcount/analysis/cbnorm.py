@@ -7,6 +7,13 @@ and the exact ‖L‖₂→∞·‖R‖₁→₂ = Σ_{k<T} f(k)² of the square
 Erratum: Ψ(T) is below Σ f(k)² for T ≥ 11, so Theorem 1.1 (‖L‖‖R‖ ≤ Ψ) is false as
 stated; Σ f(k)² is a valid upper bound on ‖A‖_cb (it is achieved by a
 factorization), and Mathias' lower bound is the true floor.
+
+References:
+    * R. Mathias. "The Hadamard operator norm of a circulant and
+      applications". SIAM J. Matrix Anal. Appl. 14(4), 1993. (no link)
+    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+      Fine-grained Error Bound on Differentially Private Continual Observation".
+      ICML 2023. https://arxiv.org/abs/2202.11205
 """
 
 from __future__ import annotations

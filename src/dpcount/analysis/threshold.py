@@ -7,6 +7,17 @@
   (Lemma 19, Theorem 2): B_ε/B_{ε,δ} ≈ 0.916 for k = 19.
 * :func:`cor22_variance_ratio`: Corollary 22's bound on Var(Laplace, Lemma 21) /
   Var(Gaussian) at the same (ε, δ) and ℓ₂ sensitivity.
+
+References:
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
+    * M. Henzinger, J. Upadhyay, S. Upadhyay. "Almost tight error bounds on
+      differentially private continual counting". SODA 2023.
+      https://doi.org/10.1137/1.9781611977554.ch183
+    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+      Fine-grained Error Bound on Differentially Private Continual Observation".
+      ICML 2023. https://arxiv.org/abs/2202.11205
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ class CountingMechanism(ABC):
     def _exact_denominator(self, process: NoiseProcess) -> int | None:
         """For integer samplers: the process's ``denominator`` (exact rational noise), or
         None for an ``integer_release`` mechanism. Anything else would release
-        ``S_t + fl(noise)``, whose rounding leaks the data (audit finding 1): refused."""
+        ``S_t + fl(noise)``, whose rounding leaks the data (Mironov 2012): refused."""
         denominator: int | None = getattr(process, "denominator", None)
         if denominator is None and not self.integer_release:
             raise TypeError(

@@ -17,6 +17,14 @@ advance is that of the batch release L(R x + z). The k-ary trees with subtractio
 that extend past t (their data cancels, their noise does not), so their dense
 factorization needs ``causal=False``. This class is the dense oracle every other
 mechanism is tested against.
+
+References:
+    * C. Li, G. Miklau, M. Hay, A. McGregor, V. Rastogi. "The matrix mechanism:
+      optimizing linear counting queries under differential privacy". The VLDB
+      Journal 24(6), 2015. https://doi.org/10.1007/s00778-015-0398-x
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
 """
 
 from __future__ import annotations
@@ -154,12 +162,45 @@ def _product_tolerance(L: NDArray[np.float64], R: NDArray[np.float64], atol: Any
 class FactorizationMechanism(CountingMechanism):
     """The factorization mechanism for a dense causal pair with L·R = A.
 
-    Privacy (event level, step sensitivity Δ): a change of step t by Δ changes
-    R x by Δ·R[:, t], so Δ₁ = Δ·max_t ‖R[:, t]‖₁ and Δ₂ = Δ·max_t ‖R[:, t]‖₂;
-    ε-DP with Laplace noise, (ε, δ)-DP with a delta (Laplace by count-on-your-elders
-    Thm 3, Gaussian by the analytic Gaussian mechanism or ``calibration``).
-    Exact error: Var_t = σ_z²·‖L[t, :]‖₂², the covariance of the releases is
-    σ_z²·L Lᵀ.
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
+        its ℓ₂ norm for Gaussian noise).
+
+        A change of step t by Δ changes R x by Δ·R[:, t], so Δ₁ = Δ·max_t ‖R[:, t]‖₁
+        and Δ₂ = Δ·max_t ‖R[:, t]‖₂; the release A x + L z equals the post-processing
+        L(R x + z) because L·R = A (checked to round-off, see below).
+
+        * ``"laplace"``: pure ε-DP with scale λ = Δ₁/ε (Laplace mechanism,
+          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
+          count-on-your-elders Theorem 3 (heterogeneous composition over the
+          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
+          less noise.
+        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity Δ₂ by the
+          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
+          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
+          (constant-matters eq. 2).
+        * The discrete kinds are not offered here (``supports_discrete_noise`` is
+          False): asking for them raises ValueError.
+
+        Exact variance: Var_t = v·‖L[t, :]‖₂² (v the variance of one z), and the releases
+        have covariance v·L Lᵀ.
+
+    References:
+        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+          https://arxiv.org/abs/2408.07021
+        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+          Fine-grained Error Bound on Differentially Private Continual Observation".
+          ICML 2023. https://arxiv.org/abs/2202.11205
+        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
+          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
+          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
+          https://doi.org/10.1561/0400000042
 
     Args:
         L: (T, m) left factor.

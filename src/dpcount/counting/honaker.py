@@ -30,6 +30,13 @@ Privacy: each step lies in one complete node per level j with 2^j ≤ T, so the
 released node vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity √h·Δ with
 h = ⌊log₂ T⌋ + 1 — the same as the binary tree mechanism; the estimator is
 post-processing.
+
+References:
+    * J. Honaker. "Efficient use of differentially private binary trees".
+      Theory and Practice of Differential Privacy (TPDP) 2015. (no link)
+    * P. Kairouz, B. McMahan, S. Song, O. Thakkar, A. Thakurta, Z. Xu.
+      "Practical and private (deep) learning without sampling or shuffling".
+      ICML 2021. https://arxiv.org/abs/2103.00039
 """
 
 from __future__ import annotations
@@ -257,7 +264,8 @@ class HonakerExactNoiseProcess:
 
     With the float process, ``S_t + fl(Σ a_j ζ_j)`` rounds the noise term on its
     own, so the bits of a release depend on ``(S_t, ζ)`` and not only on the noisy
-    node values ``y = S_node + ζ`` (audit finding 1). Here everything is exact:
+    node values ``y = S_node + ζ``: the rounding of the noise term would leak the
+    data (Mironov 2012). Here everything is exact:
     unrolling e_j = a_j ζ + c_j (e_left + e_right) (the products c_j ⋯ c_{i+1}
     telescope to (2^{i+1} − 1)/(2^{j+1} − 1)) gives, for a level-j node,
 
@@ -426,15 +434,62 @@ class Honaker(CountingMechanism):
     at t sums the estimates of t's dyadic decomposition (only completed
     subtrees, so it is a continual-release mechanism).
 
-    Guarantee: ε-DP (``noise="laplace"``, no delta), (ε, δ)-DP with a delta
-    (Laplace by count-on-your-elders Thm 3, Gaussian by the analytic Gaussian
-    mechanism), event level. With ``noise="discrete-laplace"`` /
-    ``"discrete-gaussian"`` (whole-number steps) the node values are exact
-    integers and the estimator is evaluated on them in exact rational arithmetic
-    and rounded once to float64 (:class:`HonakerExactNoiseProcess`), so every
-    output's bits are a function of the noisy node vector: post-processing, no
-    floating-point leak. That path is slower (Python-int arithmetic). Exact error:
-    Var_t = σ_node²·Σ_{j: bit j of t} 2^j/(2^{j+1} − 1); t = 2, 4, 8 → 2/3, 4/7, 8/15.
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
+        its ℓ₂ norm for Gaussian noise).
+
+        Every complete dyadic node gets i.i.d. noise; each step lies in one complete
+        node per level j with 2^j ≤ T, so the node vector has ℓ₁ sensitivity h·Δ and
+        ℓ₂ sensitivity √h·Δ with h = ⌊log₂ T⌋ + 1, as for the binary tree; the
+        estimator is post-processing of the noisy node vector.
+
+        * ``"laplace"``: pure ε-DP with scale λ = hΔ/ε (Laplace mechanism,
+          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
+          count-on-your-elders Theorem 3 (heterogeneous composition over the
+          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
+          less noise.
+        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √h·Δ by the
+          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
+          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
+          (constant-matters eq. 2).
+        * ``"discrete-laplace"`` (whole-number steps): pure ε-DP with ε = hΔ/t
+          exactly for the discrete Laplace scale t (geometric mechanism, Ghosh,
+          Roughgarden, Sundararajan 2009; exact sampler of Canonne, Kamath, Steinke
+          2020); with a delta, Theorem 3 when that needs less noise.
+        * ``"discrete-gaussian"`` (whole-number steps, needs delta): ρ-zCDP with
+          ρ = (√h·Δ)²/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as
+          (ε, δ)-DP by their Corollary 13.
+
+        Exact variance: Var_t = v·Σ_{j: bit j of t} 2^j/(2^{j+1} − 1), v the
+        variance of one node noise (2λ² for Laplace, σ² for Gaussian, the exact
+        variance of the discrete sampler); t = 2, 4, 8 → (2/3)v, (4/7)v, (8/15)v.
+
+    With the discrete kinds the node values are exact integers and the estimator is
+    evaluated on them in exact rational arithmetic and rounded once to float64
+    (:class:`HonakerExactNoiseProcess`), so every output's bits are a function of
+    the noisy node vector: post-processing, no floating-point leak. That path is
+    slower (Python-int arithmetic).
+
+    References:
+        * J. Honaker. "Efficient use of differentially private binary trees".
+          Theory and Practice of Differential Privacy (TPDP) 2015. (no link)
+        * P. Kairouz, B. McMahan, S. Song, O. Thakkar, A. Thakurta, Z. Xu.
+          "Practical and private (deep) learning without sampling or shuffling".
+          ICML 2021. https://arxiv.org/abs/2103.00039
+        * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
+        * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
+          statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
+        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+          https://arxiv.org/abs/2408.07021
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
 
     Args are those of :class:`~dpcount.counting.BinaryTree`.
     """

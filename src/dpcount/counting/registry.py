@@ -83,7 +83,7 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
     Integer noise (``"discrete-laplace"`` without delta, ``"discrete-gaussian"`` with
     one) when the mechanism accepts it and ``step_sensitivity`` is a whole number:
     its release is computed from the noisy integer vector only, so floating-point
-    rounding cannot leak the data (docs/safe-noise.md). It then needs whole-number
+    rounding cannot leak the data (Mironov 2012). It then needs whole-number
     steps (fractional data raise a ValueError naming ``x``; pass ``noise=`` to use
     continuous noise). Other mechanisms keep their continuous default (None).
     """

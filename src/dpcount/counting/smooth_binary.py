@@ -21,6 +21,11 @@ as its standard deviation; both under-noise. dpcount draws from a
 :class:`~dpcount.privacy.GaussianNoise` whose parameter is a standard deviation.)
 
 Notation: h = ``height``; b_t = ``_leaf``; node (j, b >> (j+1)).
+
+References:
+    * J. D. Andersson, R. Pagh. "A Smooth Binary Mechanism for Efficient
+      Private Continual Observation". NeurIPS 2023.
+      https://arxiv.org/abs/2306.09666
 """
 
 from __future__ import annotations
@@ -264,15 +269,54 @@ class SmoothBinaryNoiseProcess:
 class SmoothBinary(CountingMechanism):
     """Smooth binary mechanism (Andersson & Pagh, NeurIPS 2023), Gaussian noise by default.
 
-    Every release sums exactly h/2 node noises (h the smallest even number with
-    C(h, h/2) > T), so Var_t = (h/2)·σ² at every step. The node vector has ℓ₂
-    sensitivity √(h/2)·Δ and ℓ₁ sensitivity (h/2)·Δ (a bound, attained when the
-    horizon reaches the last levels; see the module docstring for the leaf
-    indexing that makes h/2 — not h/2 + 1 — valid).
+    A binary tree of height h, the smallest even number with C(h, h/2) > T, of
+    which only the leaves with exactly h/2 one-bits are used (module docstring).
 
-    Guarantee: (ε, δ)-DP with ``noise="gaussian"`` (analytic Gaussian by default,
-    σ a standard deviation); ``noise="laplace"`` gives ε-DP (or Thm 3 with a delta).
-    Event level, neighbouring as in :mod:`dpcount.counting.base`.
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
+        its ℓ₂ norm for Gaussian noise).
+
+        Leaf b_{t−1} holds x_t, and the used nodes containing it are the left
+        children on its path at its h/2 zero bits, so the node vector has ℓ₁
+        sensitivity (h/2)·Δ and ℓ₂ sensitivity √(h/2)·Δ (bounds, attained when the
+        horizon reaches the last levels; see the module docstring for the leaf indexing
+        that makes h/2 — not h/2 + 1 — valid). The release is post-processing of the
+        noisy node vector.
+
+        * ``"laplace"``: pure ε-DP with scale λ = (h/2)Δ/ε (Laplace mechanism,
+          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
+          count-on-your-elders Theorem 3 (heterogeneous composition over the
+          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
+          less noise.
+        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √(h/2)·Δ by the
+          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
+          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
+          (constant-matters eq. 2).
+        * The discrete kinds are not offered here (``supports_discrete_noise`` is
+          False): asking for them raises ValueError.
+
+        Exact variance: every release sums exactly h/2 node noises, so Var_t = (h/2)·v at
+        every step (v = σ² for Gaussian noise, σ a standard deviation; 2λ² for
+        Laplace).
+
+    References:
+        * J. D. Andersson, R. Pagh. "A Smooth Binary Mechanism for Efficient
+          Private Continual Observation". NeurIPS 2023.
+          https://arxiv.org/abs/2306.09666
+        * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
+        * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
+          statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
+        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+          https://arxiv.org/abs/2408.07021
+        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
+          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
 
     Args:
         horizon: T ≥ 1.

@@ -9,7 +9,8 @@ L = R the lower-triangular Toeplitz matrix of f(k) = f(k−1)(2k−1)/(2k), f(0)
 which is L(Rx + z) with Rx released privately: its sensitivities are the column
 norms of R for the horizon, ‖R‖₁→₂ = √(Σ_{k<T} f(k)²) and ‖R‖₁→₁ = Σ_{k<T} f(k).
 
-Errata implemented (see ``../shared/papers/README.md``):
+Errata to Fichtenberger, Henzinger, Upadhyay, "Constant Matters" (ICML 2023,
+https://arxiv.org/abs/2202.11205), checked numerically and implemented here:
 
 * constant-matters §4 draws "a freshly sampled Gaussian vector z_t" each round,
   which would compose T releases; here one z serves every step, so the outputs
@@ -210,21 +211,52 @@ class SqrtFactorization(CountingMechanism):
     f(k) = f(k−1)(2k−1)/(2k), f(0) = 1, and one noise vector z for the whole
     stream (the paper's per-round fresh z_t is an erratum).
 
-    Privacy (event level, ``step_sensitivity`` Δ): the perturbed vector R·x
-    (R = L) changes by Δ·(column of R); the worst column is the first, with
-    ‖·‖₂ = √S(T), S(T) = Σ_{k<T} f(k)², and ‖·‖₁ = Σ_{k<T} f(k) = (2T−1)f(T−1).
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
+        its ℓ₂ norm for Gaussian noise).
 
-    * ``noise="gaussian"`` (default): (ε, δ)-DP, σ = gaussian_sigma(Δ·√S(T), ε, δ,
-      calibration) with ``calibration`` ``"analytic"`` (default, exact),
-      ``"fhu"`` (σ = C_{ε,δ}·Δ·√S(T), constant-matters eq. 2) or ``"classic"``.
-    * ``noise="laplace"``: pure ε-DP with scale Δ·Σf(k)/ε, or with a delta
-      count-on-your-elders Theorem 3 using both norms.
+        The perturbed vector is R·x (R = L), which a change of one step by Δ moves by
+        Δ·(a column of R); the worst column is the first, so the ℓ₂ sensitivity is
+        Δ·√S(T), S(T) = Σ_{k<T} f(k)², and the ℓ₁ sensitivity Δ·Σ_{k<T} f(k) =
+        Δ·(2T−1)f(T−1). The release S_t + (L z)_t = (L(Rx + z))_t is post-processing
+        of Rx + z with ONE noise vector z for the whole stream (the paper's per-round
+        fresh z_t would compose T releases: erratum). Both norms are computed exactly
+        (:mod:`dpcount.counting.toeplitz`) and enlarged by a relative 1e-12 so
+        rounding can only add noise; the paper's Ψ(T) (eq. 4) lies *below* S(T)
+        (T = 2^16: Ψ = 4.396, S = 4.596) and is never used to calibrate.
 
-    The norms are exact (:mod:`dpcount.counting.toeplitz`) and enlarged by a
-    relative 1e-12 so rounding can only add noise. Ψ(T) is never used to calibrate.
+        * ``"laplace"``: pure ε-DP with scale λ = Δ·Σ_{k<T} f(k)/ε (Laplace mechanism,
+          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
+          count-on-your-elders Theorem 3 (heterogeneous composition over the
+          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
+          less noise.
+        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity Δ·√S(T) by the
+          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
+          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
+          (constant-matters eq. 2).
+        * The discrete kinds are not offered here (``supports_discrete_noise`` is
+          False): asking for them raises ValueError.
 
-    Exact error: Var_t = σ_z²·S(t) (σ_z² the variance of one z), increasing in t;
-    ``max_variance`` = σ_z²·S(T); ``mse`` = σ_z²·(S(T) − Σ_{k<T} k f(k)²/T), O(1).
+        Exact variance: Var_t = v·S(t) (v the variance of one z: σ² for Gaussian, 2λ² for
+        Laplace), increasing in t; ``max_variance`` = v·S(T); ``mse`` =
+        v·(S(T) − Σ_{k<T} k f(k)²/T).
+
+    References:
+        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+          Fine-grained Error Bound on Differentially Private Continual Observation".
+          ICML 2023. https://arxiv.org/abs/2202.11205
+        * M. Henzinger, J. Upadhyay, S. Upadhyay. "Almost tight error bounds on
+          differentially private continual counting". SODA 2023.
+          https://doi.org/10.1137/1.9781611977554.ch183
+        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+          https://arxiv.org/abs/2408.07021
+        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
+          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
 
     Release by FFT convolution, O(T log T); ``stream()`` computes L z block by block
     (:class:`SqrtNoiseProcess`), amortized O(log T) per step.

@@ -16,9 +16,15 @@ Var_t / σ²          S(t) (prefix sums of f²); its mean over t ≤ T is
 Ψ(T)                :func:`psi_bound` — eq. (4), the paper's upper bound on S(T)
 ==================  ==============================================================
 
-Erratum (see ``../shared/papers/README.md``): Ψ(T) is *below* S(T) (e.g.
-T = 2^16: Ψ = 4.396, S = 4.596) because f(1)² = 1/4 > 1/(2π); calibrate with S(T),
-never with Ψ(T).
+Erratum to the paper's Theorem 1.1 / Lemma 3.3 (checked numerically): Ψ(T) is
+*below* S(T) (e.g. T = 2^16: Ψ = 4.396, S = 4.596) because f(1)² = 1/4 > 1/(2π);
+calibrate with S(T), never with Ψ(T).
+
+References: H. Fichtenberger, M. Henzinger, J. Upadhyay, "Constant Matters:
+Fine-grained Error Bound on Differentially Private Continual Observation", ICML 2023,
+https://arxiv.org/abs/2202.11205; M. Henzinger, J. Upadhyay, S. Upadhyay, "Almost
+tight error bounds on differentially private continual counting", SODA 2023,
+https://doi.org/10.1137/1.9781611977554.ch183.
 
 Exactness. For k < 1024 every value is the correctly rounded float of an exact
 rational (Python integers: C(2k, k)/4^k and Σ C(2k, k)²/16^k). Beyond, f(k) comes

@@ -26,6 +26,11 @@ Q's children's noise for j = 1..d (d > 0) or j = d..−1 (d < 0).
   values still in use (Proposition 16), at most h·max(|low|, high) values, i.e.
   h(k−1)/2 for odd k with subtraction (Lemma 17). A node's sample is drawn the
   first time it is used and never again; amortized O(1) levels change per step.
+
+References:
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
 """
 
 from __future__ import annotations
@@ -252,24 +257,57 @@ class KaryTree(CountingMechanism):
       k ≥ 3, height h = ⌈log_k 2T⌉; for even k the digits of Definition 28
       (App. C); for k = 2 this coincides with Algorithm 1.
 
-    Privacy (Lemmas 7, 13): every step lies in exactly one node of each of the h
-    levels used, so the node vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity
-    √h·Δ (Δ = ``step_sensitivity``); a change at one scalar step changes h node
-    sums by the same amount (:meth:`sensitivity_profile`). ``noise="laplace"``
-    without delta gives ε-DP with scale h·Δ/ε; with a delta it uses
-    count-on-your-elders Theorem 3, or with ``calibration="pld"`` the privacy loss
-    distribution of the h changed nodes (``dpcount[accounting]``; scalar steps);
-    ``noise="gaussian"`` needs delta (analytic Gaussian by default).
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace
+        noise, its ℓ₂ norm for Gaussian noise). Every step lies in exactly one node
+        of each of the h levels used (count-on-your-elders Lemmas 7, 13), so the node
+        vector has ℓ₁ sensitivity h·Δ and ℓ₂ sensitivity √h·Δ
+        (:meth:`sensitivity_profile`: h changed nodes); the release is
+        post-processing of the noisy node vector. Per noise kind:
+
+        * ``"laplace"``: pure ε-DP with scale λ = hΔ/ε (Laplace mechanism, Dwork,
+          McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
+          count-on-your-elders Theorem 3, or with ``calibration="pld"`` by the
+          privacy loss distribution of the h changed nodes (``dpcount[accounting]``;
+          scalar steps) — whichever valid rule needs the least noise.
+        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √h·Δ by the
+          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
+          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"`` (constant-matters
+          eq. 2).
+        * ``"discrete-laplace"``: pure ε-DP with ε = hΔ/t exactly (geometric
+          mechanism, Ghosh, Roughgarden, Sundararajan 2009; exact sampler of
+          Canonne, Kamath, Steinke 2020, Alg. 2); with a delta, Theorem 3 when that
+          needs less noise.
+        * ``"discrete-gaussian"`` (needs delta): ρ-zCDP with ρ = hΔ²/(2σ²)
+          (Canonne, Kamath, Steinke 2020, Thm 14), reported as (ε, δ)-DP by their
+          Corollary 13.
+
+        Exact variance: the release at t sums ‖digits(t)‖₁ independent node noises,
+        so Var_t = v·‖digits(t)‖₁ with v the variance of one node noise (2λ² for
+        Laplace, σ² for Gaussian, the exact variance of the discrete sampler); the
+        mean over t equals Lemma 8 at T = k^h − 1, Lemma 14 at T = (k^h − 1)/2 and
+        Claim 29's recursion for even k.
 
     Integer noise (recommended for production; not attackable through
-    floating-point rounding): node sums of whole-number steps are integers, so
-    ``noise="discrete-laplace"`` (ε = hΔ/t exactly) and ``"discrete-gaussian"``
-    (ρ-zCDP with ρ = hΔ²/(2σ²), converted to (ε, δ)) apply with a whole-number Δ;
-    the release is then int64. The continuous kinds use floating-point samplers.
+    floating-point rounding, Mironov 2012): node sums of whole-number steps are
+    integers, so the discrete kinds apply with a whole-number Δ and the release is
+    int64. The continuous kinds use floating-point samplers.
 
-    Exact error: the release at t sums ‖digits(t)‖₁ node noises, so
-    Var_t = (node variance)·‖digits(t)‖₁; the mean equals Lemma 8 at T = k^h − 1,
-    Lemma 14 at T = (k^h − 1)/2 and Claim 29's recursion for even k.
+    References:
+        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+          https://arxiv.org/abs/2408.07021
+        * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
+        * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
+          statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
 
     Args:
         horizon: T, the number of steps (≥ 1).
@@ -364,10 +402,58 @@ class KaryTree(CountingMechanism):
 
 
 class BinaryTree(KaryTree):
-    """The binary tree mechanism (Chan–Shi–Song 2011; Dwork et al. 2010).
+    """The binary tree mechanism (Dwork, Naor, Pitassi, Rothblum 2010; Chan, Shi, Song 2011).
 
-    Identical to ``KaryTree(k=2, subtract=False)``: height ⌈log₂(T+1)⌉, left
-    subtrees only, noise ℓ₁ sensitivity h·Δ.
+    Identical to ``KaryTree(k=2, subtract=False)``: height h = ⌈log₂(T+1)⌉, the
+    release at t sums the noisy dyadic nodes of t's binary expansion.
+
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
+        its ℓ₂ norm for Gaussian noise).
+
+        Every step lies in one node per level, so the node vector has ℓ₁ sensitivity
+        h·Δ and ℓ₂ sensitivity √h·Δ (count-on-your-elders Lemma 7); the release is
+        post-processing of the noisy node vector.
+
+        * ``"laplace"``: pure ε-DP with scale λ = hΔ/ε (Laplace mechanism,
+          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
+          count-on-your-elders Theorem 3 (heterogeneous composition over the
+          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
+          less noise.
+        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √h·Δ by the
+          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
+          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
+          (constant-matters eq. 2).
+        * ``"discrete-laplace"`` (whole-number steps): pure ε-DP with ε = hΔ/t
+          exactly for the discrete Laplace scale t (geometric mechanism, Ghosh,
+          Roughgarden, Sundararajan 2009; exact sampler of Canonne, Kamath, Steinke
+          2020); with a delta, Theorem 3 when that needs less noise.
+        * ``"discrete-gaussian"`` (whole-number steps, needs delta): ρ-zCDP with
+          ρ = (√h·Δ)²/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as
+          (ε, δ)-DP by their Corollary 13.
+
+        Exact variance: Var_t = v·popcount(t), the number of 1-bits of t, with v
+        the variance of one node noise (2λ² for Laplace, σ² for Gaussian, the exact
+        variance of the discrete sampler); ``max_variance`` = v·max_{t≤T} popcount(t)
+        (= h if T = 2^h − 1, else h − 1).
+
+    References:
+        * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
+          continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
+        * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
+          statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
+        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+          https://arxiv.org/abs/2408.07021
+        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
+          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
     """
 
     def __init__(

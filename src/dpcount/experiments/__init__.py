@@ -2,7 +2,10 @@
 
 Each experiment is a function ``(ExperimentConfig) -> ExperimentResult`` that
 writes a CSV and a PNG into ``config.out`` and lists the paper's stated numbers
-next to ours. ``EXPERIMENTS`` keeps them in the order of the issue.
+next to ours. ``EXPERIMENTS`` groups them by paper (count-on-your-elders,
+correlated-input-perturbation, constant-matters); the papers are cited in full in
+:mod:`dpcount.experiments.elders`, :mod:`dpcount.experiments.ranges` and
+:mod:`dpcount.experiments.fhu`.
 
 Inside, every experiment is split in three: ``compute_NAME(config)`` draws the noise
 and returns a frozen dataclass of numbers (it writes nothing), a writer turns it into
@@ -31,7 +34,7 @@ from dpcount.experiments.ranges_speed import cascade_speed, ranges_runtime
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]
 
-#: experiment name -> function, in the order of issue #6
+#: experiment name -> function, grouped by paper
 EXPERIMENTS: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
     # count-on-your-elders
     "elders-constants": elders_constants,

@@ -4,7 +4,7 @@ The paper's setup (§4.2): data uniform on {1, ..., 1000}, ε = 0.1, δ = 1e−9
 neighbours (‖x − x'‖₁ = 1), n ∈ {2^6, ..., 2^15}, EigenDesign only up to n = 2^10.
 Every mechanism is calibrated with the same exact (analytic Gaussian) method, so
 their ratios depend only on the sensitivities; the paper's Theorem 3.8 σ for the
-correlated mechanism is reported next to it (see docs/reproduction.md).
+correlated mechanism is reported next to it.
 """
 
 from __future__ import annotations

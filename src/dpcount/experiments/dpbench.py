@@ -1,4 +1,8 @@
-"""``ranges-dpbench``: the range mechanisms on the DPBench histograms (issue #6).
+"""``ranges-dpbench``: the range mechanisms on the DPBench histograms.
+
+DPBench: M. Hay, A. Machanavajjhala, G. Miklau, Y. Chen, D. Zhang, "Principled
+evaluation of differentially private algorithms using DPBench", SIGMOD 2016,
+https://arxiv.org/abs/1512.04817.
 
 Not in the paper, which uses synthetic uniform data only. Every mechanism here adds
 data-independent noise, so its exact errors (Defs 3.11, 3.12) are the same on every
@@ -64,7 +68,7 @@ _SAMPLES = 5000  # ranges (or rectangles) per release, as the paper's estimator
 
 
 def find_dpbench() -> Path | None:
-    """The DPBench data folder (``../shared/data/dpbench`` of a checkout), or None."""
+    """The DPBench data folder (the first of ``_CANDIDATES`` holding a ``1D`` folder), or None."""
     for path in _CANDIDATES:
         if (path / "1D").is_dir():
             return path.resolve()

@@ -15,6 +15,11 @@
   counting on uniformly random inputs grows like log(T)/ε.
 
 Everything except ``elders-lowerbound`` is exact (closed forms, no simulation).
+
+References:
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
 """
 
 from __future__ import annotations

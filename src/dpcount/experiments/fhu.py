@@ -11,11 +11,16 @@
 
 Both mechanisms use the paper's calibration σ = C_{ε,δ}·Δ₂ (``calibration="fhu"``,
 eq. 2; ε < 1) so that magnitudes are the paper's; the square-root factorization
-uses ONE noise vector and the exact column norm √S(T) (errata, see
-docs/factorization.md). The paper averaged 10^6 runs; the noise of both
+uses ONE noise vector and the exact column norm √S(T) (errata of the paper, see
+:mod:`dpcount.counting.sqrt`). The paper averaged 10^6 runs; the noise of both
 mechanisms is Gaussian and data-independent, so every expected error here is
 computed exactly from the per-step variances, and a smaller number of empirical
 runs checks those exact figures.
+
+References:
+    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+      Fine-grained Error Bound on Differentially Private Continual Observation".
+      ICML 2023. https://arxiv.org/abs/2202.11205
 """
 
 from __future__ import annotations

@@ -12,6 +12,19 @@
 
 Every error is data independent (additive noise), so the exact values need no data;
 the Monte Carlo runs release the paper's data (uniform on 1..1000) and subtract the truth.
+
+References:
+    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
+      Queries with Correlated Input Perturbation". 2024.
+      https://arxiv.org/abs/2402.07066
+    * M. Hay, V. Rastogi, G. Miklau, D. Suciu. "Boosting the accuracy of
+      differentially private histograms through consistency". PVLDB 3(1–2), 2010.
+      https://arxiv.org/abs/0904.0942
+    * X. Xiao, G. Wang, J. Gehrke. "Differential privacy via wavelet
+      transforms". ICDE 2010 (journal version IEEE TKDE 2011).
+      https://doi.org/10.1109/ICDE.2010.5447831, https://arxiv.org/abs/0909.5530
+    * C. Li, G. Miklau. "An adaptive mechanism for accurate query answering
+      under differential privacy". PVLDB 5(6), 2012. (no link)
 """
 
 from __future__ import annotations
@@ -351,7 +364,8 @@ def _ranges_all_summary(sweep: RangeSweep) -> dict[str, float]:
         "paper_estimator_min_abs_z_doubled": min(
             abs(r.extra["err2_paper_check_z_if_doubled"]) for r in rows
         ),
-        # Prop. 3.14 as corrected (docs/ranges.md): √(err2/m) ≤ max sd = √(π/2)·err^∞_W.
+        # Prop. 3.14 as corrected (its √(err2/m) ≤ err^∞_W fails for equal variances):
+        # √(err2/m) ≤ max sd = √(π/2)·err^∞_W.
         "prop314_corrected_max_ratio": max(
             math.sqrt(r.err2 / m) / (math.sqrt(math.pi / 2) * r.err_expected)
             for r, m in zip(rows, m_all, strict=True)

@@ -8,6 +8,11 @@
 
 Times are wall-clock on a shared machine (best of a few repeats where cheap); the
 paper's were measured on an M1 laptop, so only ratios and slopes compare.
+
+References:
+    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
+      Queries with Correlated Input Perturbation". 2024.
+      https://arxiv.org/abs/2402.07066
 """
 
 from __future__ import annotations

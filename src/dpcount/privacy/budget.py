@@ -16,6 +16,29 @@ The closed choices are Enums with one definition each — :class:`NoiseKind`,
 :class:`CalibrationRule` and :class:`Neighbouring`. They derive from ``str``, so
 ``NoiseKind.LAPLACE == "laplace"`` and a plain string is accepted wherever an Enum
 is expected.
+
+References:
+    * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
+      sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
+    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+      privacy: analytical calibration and optimal denoising". ICML 2018.
+      https://arxiv.org/abs/1805.06530
+    * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
+      Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
+      https://doi.org/10.1561/0400000042
+    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+      Fine-grained Error Bound on Differentially Private Continual Observation".
+      ICML 2023. https://arxiv.org/abs/2202.11205
+    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
+      Queries with Correlated Input Perturbation". 2024.
+      https://arxiv.org/abs/2402.07066
+    * I. Mironov. "On significance of the least significant bits for
+      differential privacy". ACM CCS 2012. (no link)
 """
 
 from __future__ import annotations
@@ -89,14 +112,14 @@ class CalibrationRule(_Choice):
 
     * ``PURE``: Laplace, scale = Δ₁/ε (Dwork, McSherry, Nissim, Smith 2006).
     * ``THEOREM3``: Laplace for (ε, δ)-DP by heterogeneous advanced composition
-      (Andersson & Pagh 2023, count-on-your-elders, Theorem 3).
+      (Andersson, Pagh, Steiner, Torkamani, count-on-your-elders, Theorem 3).
     * ``PLD``: Laplace, tight privacy-loss-distribution accounting (dp-accounting).
     * ``ANALYTIC``: Gaussian, Balle & Wang 2018, Theorem 8.
     * ``CLASSIC``: Gaussian, σ = Δ₂√(2 ln(1.25/δ))/ε (Dwork & Roth 2014, Thm A.1).
     * ``FHU``: Gaussian with C_{ε,δ} of Fichtenberger, Henzinger, Upadhyay 2023, eq. (2).
     * ``ZCDP``: discrete Gaussian, ρ-zCDP converted to (ε, δ) (CKS 2020, Thm 14, Cor. 13).
     * ``PAPER``: Gaussian, σ = Δ₂√(2 ln(2/δ))/ε, the tail bound of Dharangutte, Gao,
-      Gong, Wang 2023, Thm 3.7 (ε ≤ 1; for comparison with that paper).
+      Gong, Wang 2024, Thm 3.7 (ε ≤ 1; for comparison with that paper).
     """
 
     PURE = "pure"

@@ -14,6 +14,34 @@ floating-point samplers are not hardened against floating-point attacks. The
 discrete calibrations (:func:`discrete_laplace_scale`,
 :func:`discrete_gaussian_sigma`) go with the exact integer samplers of
 :mod:`dpcount.privacy.discrete` and are the ones recommended for production.
+
+References:
+    * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
+      sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
+    * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
+      Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
+      https://doi.org/10.1561/0400000042
+    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+      privacy: analytical calibration and optimal denoising". ICML 2018.
+      https://arxiv.org/abs/1805.06530
+    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
+      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
+      https://arxiv.org/abs/2408.07021
+    * P. Kairouz, S. Oh, P. Viswanath. "The composition theorem for
+      differential privacy". ICML 2015. https://arxiv.org/abs/1311.0776
+    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
+      Fine-grained Error Bound on Differentially Private Continual Observation".
+      ICML 2023. https://arxiv.org/abs/2202.11205
+    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
+      Queries with Correlated Input Perturbation". 2024.
+      https://arxiv.org/abs/2402.07066
+    * A. Ghosh, T. Roughgarden, M. Sundararajan. "Universally
+      utility-maximizing privacy mechanisms". STOC 2009.
+      https://arxiv.org/abs/0811.2841
+    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+    * M. Bun, T. Steinke. "Concentrated differential privacy: simplifications,
+      extensions, and lower bounds". TCC 2016. https://arxiv.org/abs/1605.02065
 """
 
 from __future__ import annotations

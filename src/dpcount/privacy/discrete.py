@@ -30,6 +30,18 @@ the vectorized path.
 
 Notation (paper → code): t (Lap scale) → ``num/den``; σ² → ``a/b``;
 t in Alg. 3 → ``t = ⌊σ⌋ + 1``; γ → ``gamma_num/gamma_den``.
+
+References:
+    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+    * A. Ghosh, T. Roughgarden, M. Sundararajan. "Universally
+      utility-maximizing privacy mechanisms". STOC 2009.
+      https://arxiv.org/abs/0811.2841
+    * I. Mironov. "On significance of the least significant bits for
+      differential privacy". ACM CCS 2012. (no link)
+    * J. Jin, E. McMurtry, B. I. P. Rubinstein, O. Ohrimenko. "Are we there
+      yet? Timing and floating-point attacks on differential privacy systems".
+      IEEE S&P 2022. https://arxiv.org/abs/2112.05307
 """
 
 from __future__ import annotations

@@ -9,7 +9,16 @@ The continuous samplers below are *not* hardened against floating-point attacks
 on the low-order bits of the released values (Mironov 2012; Jin et al. 2022):
 use them for research and comparison. For production on integer data use the
 exact integer samplers of :mod:`dpcount.privacy.discrete`
-(``noise="discrete-laplace"`` / ``"discrete-gaussian"``); see docs/safe-noise.md.
+(``noise="discrete-laplace"`` / ``"discrete-gaussian"``).
+
+References:
+    * I. Mironov. "On significance of the least significant bits for
+      differential privacy". ACM CCS 2012. (no link)
+    * J. Jin, E. McMurtry, B. I. P. Rubinstein, O. Ohrimenko. "Are we there
+      yet? Timing and floating-point attacks on differential privacy systems".
+      IEEE S&P 2022. https://arxiv.org/abs/2112.05307
+    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
+      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
 """
 
 from __future__ import annotations

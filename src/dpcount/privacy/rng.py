@@ -23,8 +23,7 @@ Why ``randomgen``: numpy ships no cryptographic bit generator, and a bit
 generator must be compiled code to be fast behind a Generator. ``randomgen`` is
 maintained by numpy's random-module maintainer, ships wheels for CPython
 3.10–3.14 on Linux, macOS and Windows against numpy 2, and with AES-NI costs
-about the same as PCG64 (``benchmarks/bench_secure_rng.py``). See
-``docs/safe-noise.md``.
+about the same as PCG64 in our measurements.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Static range queries: correlated input perturbation, baselines and exact error.
 
 Dharangutte, Gao, Gong, Wang, "Differentially Private Range Queries with Correlated
-Input Perturbation". :func:`cascade_sample` draws the correlated noise (Alg. 1–3);
+Input Perturbation" (2024, https://arxiv.org/abs/2402.07066). :func:`cascade_sample`
+draws the correlated noise (Alg. 1–3);
 :class:`CorrelatedPerturbation` releases x + noise with (ε, δ)-DP; the baselines
 (:class:`IdentityMechanism`, :class:`TreeMechanism`, :class:`HierarchicalMechanism`,
 :class:`WaveletMechanism`, :class:`EigenDesignMechanism`) share its interface; the

@@ -7,7 +7,9 @@ The calibration itself has one entry point for the whole package,
 Neighbouring relation (all of :mod:`dpcount.ranges`): histograms x, x' that differ in
 one cell by at most 1, ‖x − x'‖₁ ≤ 1 — adding or removing one record (the paper's
 §2.1 and §4.2). A change of one record's value moves a count between two cells;
-that is two such steps (see docs/ranges.md for its exact sensitivity).
+that is two such steps, so by group privacy a mechanism calibrated here is
+(2ε, (1 + e^ε)δ)-DP for substitution (its exact Gaussian sensitivity is smaller;
+dpcount does not calibrate for substitution).
 
 Notation (correlated-input-perturbation → code):
 
@@ -23,7 +25,14 @@ x + N(0, σ²C) is N(μ, 2μ) with μ = (C⁻¹)_ii/(2σ²) (Thm 3.7's proof), t
 the plain Gaussian mechanism with ℓ₂ sensitivity √((C⁻¹)_ii). So the analytic
 Gaussian mechanism (Balle & Wang 2018) with sensitivity √(max_i (C⁻¹)_ii) gives
 exactly (ε, δ)-DP for every ε, and never more noise than Thm 3.7, whose tail bound
-is loose and which needs ε ≤ 1 (see /work/shared/papers/README.md, errata).
+is loose and which needs ε ≤ 1 (an erratum to the paper, checked numerically: the
+loss is exactly Gaussian, so no tail bound is needed).
+
+References: P. Dharangutte, J. Gao, R. Gong, G. Wang, "Differentially Private Range
+Queries with Correlated Input Perturbation", 2024, https://arxiv.org/abs/2402.07066;
+B. Balle, Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy:
+analytical calibration and optimal denoising", ICML 2018,
+https://arxiv.org/abs/1805.06530.
 """
 
 from __future__ import annotations
@@ -56,8 +65,11 @@ def depth_precisions(profile: Sequence[float]) -> tuple[float, ...]:
     √v_0·Z_root = (sum of leaves) and 2β_d·Z_u = (left child − right child), so
     leaf i enters the root input with coefficient 1/√v_0 and each split above it
     with ±1/(2β_d); (C⁻¹)_ii is the sum of their squares. For the default profile
-    (v ≡ 1, β² = 3/4) this is 1 + d/3: Corollary 3.10, extended to every balanced
-    tree (errata in the papers' README).
+    (v ≡ 1, β² = 3/4) this is 1 + d/3: Corollary 3.10 (stated for n = 2^K),
+    extended here to every balanced tree over any n — a leaf's precision is
+    1 + (number of splits above it)/3 — and, in 2-D, to the product of the two
+    axes' precisions (the covariance is their Kronecker product), which the paper
+    leaves open.
     """
     profile = _check_cascade_profile("profile", profile)
     out = [1.0 / profile[0]]

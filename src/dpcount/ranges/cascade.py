@@ -28,6 +28,11 @@ value and one Y per split), so the cost is that of drawing n normals plus about 
 in-cache passes. In 2-D (Alg. 3) the Y drawn at a row split is itself a row of
 column cascades, so the noise is L₁ Z L₂ᵀ for the two 1-D cascades L₁, L₂ and an
 n₁×n₂ matrix Z of i.i.d. normals: its covariance is σ²·C⁽¹⁾⊗C⁽²⁾.
+
+References:
+    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
+      Queries with Correlated Input Perturbation". 2024.
+      https://arxiv.org/abs/2402.07066
 """
 
 from __future__ import annotations

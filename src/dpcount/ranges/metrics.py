@@ -17,6 +17,11 @@ For a mechanism whose answers to a workload W are Wx + e with e ~ N(0, Σ_W):
 For all ranges the exact metrics never list the ranges: the noise models sum and
 maximize in O(n) to O(n log n) (see :mod:`._halving`). In 2-D, ``AllRanges`` means all
 rectangles (the totals and maxima factorize over the axes).
+
+References:
+    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
+      Queries with Correlated Input Perturbation". 2024.
+      https://arxiv.org/abs/2402.07066
 """
 
 from __future__ import annotations
