@@ -270,7 +270,10 @@ CASES = [
         "NoiseBuffer",
         lambda **kw: NoiseBuffer(LaplaceNoise(1.0), np.random.default_rng(0), **kw),
         {"dim": None, "block": 4},
-        {"dim": bad_integer(1), "block": bad_integer(1)},
+        {
+            "dim": bad_integer(1),
+            "block": bad_integer(1).filter(lambda b: b[0] is not None),
+        },  # None: default,
     ),
 ]
 
