@@ -270,10 +270,11 @@ CASES = [
         "NoiseBuffer",
         lambda **kw: NoiseBuffer(LaplaceNoise(1.0), np.random.default_rng(0), **kw),
         {"dim": None, "block": 4},
+        # None is the documented default of both (scalar samples; the default block size)
         {
-            "dim": bad_integer(1),
+            "dim": bad_integer(1).filter(lambda b: b[0] is not None),
             "block": bad_integer(1).filter(lambda b: b[0] is not None),
-        },  # None: default,
+        },
     ),
 ]
 
