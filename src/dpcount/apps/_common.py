@@ -244,6 +244,16 @@ class AppBase:
         neighbouring relation. Compose several apps or mechanisms with
         dp_accounting's accountants. Needs the ``accounting`` extra.
 
+        For Laplace noise the event describes the change as concentrated on one
+        step and one coordinate (the mechanism's unit profile times Γ₁). With a
+        delta, an app whose change spreads over several coordinates (e.g. a
+        histogram with b > 1) was calibrated with its smaller ℓ₂ bound Γ₂
+        (count-on-your-elders Theorem 3), so an accountant can report an ε above
+        the app's. The event is then pessimistic as long as Laplace noise on
+        changes a and c of two coordinates is dominated by one coordinate
+        changing by a + c (checked numerically with dp_accounting's PLD, not
+        proved here).
+
         Raises:
             ValueError: the app carries no guarantee (:meth:`with_sampler`).
         """
