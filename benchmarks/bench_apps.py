@@ -45,7 +45,7 @@ def main() -> None:
 
     # Histogram, large universe, batch.
     T, u, b = 2000, 10_000, 4
-    hist = ContinualHistogram(u, T, 1.0, None, b, rng=1)
+    hist = ContinualHistogram(u, T, epsilon=1.0, max_items_per_step=b, rng=1)
     x = np.zeros((T, u), dtype=np.int64)
     for t in range(T):
         x[t, rng.choice(u, size=b, replace=False)] = 1
@@ -102,7 +102,7 @@ def main() -> None:
 
     # Synthetic graph.
     n, T = 150, 1024
-    graph = SyntheticGraph(n, T, 1.0, 1e-6, mechanism="kary", rng=3)
+    graph = SyntheticGraph(n, T, epsilon=1.0, delta=1e-6, mechanism="kary", rng=3)
     edges = [
         (int(a), int(c), float(w))
         for a, c, w in zip(
@@ -129,7 +129,7 @@ def main() -> None:
 
     # Local median: clients simulated vectorized.
     n_clients = 200_000
-    protocol = LocalMedianProtocol(n_clients, 1.0, rng=4)
+    protocol = LocalMedianProtocol(n_clients, epsilon=1.0, rng=4)
     data = rng.beta(2, 5, size=n_clients)
     w = protocol.buckets
     app = best_of(lambda: protocol.run(data), R)

@@ -13,7 +13,7 @@ from .stats import assert_variances_match
 
 def test_zero_noise_returns_running_mean() -> None:
     x = np.random.default_rng(0).uniform(-1, 3, size=50)
-    avg = RunningAverage(50, 1.0, lower=-1.0, upper=3.0).with_sampler(ZeroNoise())
+    avg = RunningAverage(50, epsilon=1.0, lower=-1.0, upper=3.0).with_sampler(ZeroNoise())
     first = [avg.update(float(v)) for v in x[:20]]
     rest = avg.update_many(x[20:])
     expected = np.cumsum(x) / np.arange(1, 51)
@@ -22,7 +22,7 @@ def test_zero_noise_returns_running_mean() -> None:
 
 
 def test_clip_is_explicit() -> None:
-    strict = RunningAverage(5, 1.0, lower=0.0, upper=1.0).with_sampler(ZeroNoise())
+    strict = RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0).with_sampler(ZeroNoise())
     with pytest.raises(ValueError, match=r"value must be finite and in \[0, 1\], got 1.5"):
         strict.update(1.5)
     with pytest.raises(
@@ -30,7 +30,9 @@ def test_clip_is_explicit() -> None:
     ):
         strict.update_many([0.5, -0.5])
     assert strict.step == 0
-    clipped = RunningAverage(5, 1.0, lower=0.0, upper=1.0, clip=True).with_sampler(ZeroNoise())
+    clipped = RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0, clip=True).with_sampler(
+        ZeroNoise()
+    )
     assert clipped.update(1.5) == 1.0
     assert clipped.update(-3) == 0.5
     with pytest.raises(ValueError, match=r"value must be finite"):
@@ -38,9 +40,9 @@ def test_clip_is_explicit() -> None:
 
 
 def test_sensitivity_is_the_width() -> None:
-    avg = RunningAverage(100, 0.5, lower=2.0, upper=7.0)
+    avg = RunningAverage(100, epsilon=0.5, lower=2.0, upper=7.0)
     assert avg.mechanism.noise_scale == pytest.approx(avg.mechanism.height * 5.0 / 0.5)
-    g = RunningAverage(100, 0.5, 1e-6, lower=2.0, upper=7.0, mechanism="binary")
+    g = RunningAverage(100, epsilon=0.5, delta=1e-6, lower=2.0, upper=7.0, mechanism="binary")
     assert g.privacy is not None and g.privacy.noise == "gaussian"
     assert g.privacy.l2_sensitivity == pytest.approx(np.sqrt(g.mechanism.height) * 5.0)
     assert "one value, both in [2, 7]" in g.describe()
@@ -49,7 +51,9 @@ def test_sensitivity_is_the_width() -> None:
 @pytest.mark.parametrize(("mechanism", "delta"), [("kary", None), ("binary", 1e-6)])
 def test_variance_of_the_mean_matches_exact(mechanism: str, delta: float | None) -> None:
     T, reps = 25, 3000
-    avg = RunningAverage(T, 1.0, delta, lower=0.0, upper=1.0, mechanism=mechanism, rng=9)
+    avg = RunningAverage(
+        T, epsilon=1.0, delta=delta, lower=0.0, upper=1.0, mechanism=mechanism, rng=9
+    )
     x = np.random.default_rng(1).uniform(size=T)
     mean = np.cumsum(x) / np.arange(1, T + 1)
     errors = np.empty((reps, T))
@@ -62,10 +66,10 @@ def test_variance_of_the_mean_matches_exact(mechanism: str, delta: float | None)
 
 def test_input_errors() -> None:
     with pytest.raises(ValueError, match=r"upper must be > lower=1.0, got 1.0"):
-        RunningAverage(5, 1.0, lower=1.0, upper=1.0)
+        RunningAverage(5, epsilon=1.0, lower=1.0, upper=1.0)
     with pytest.raises(TypeError, match=r"clip must be a bool, got 'yes'"):
-        RunningAverage(5, 1.0, lower=0.0, upper=1.0, clip="yes")  # type: ignore[arg-type]
-    avg = RunningAverage(2, 1.0, lower=0.0, upper=1.0)
+        RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0, clip="yes")  # type: ignore[arg-type]
+    avg = RunningAverage(2, epsilon=1.0, lower=0.0, upper=1.0)
     with pytest.raises(TypeError, match=r"value must be a real number, got True"):
         avg.update(True)
     with pytest.raises(TypeError, match=r"value must be a real number, got '0.5'"):

@@ -33,8 +33,10 @@ def same_guarantee(a: object, b: object) -> None:
 @pytest.mark.parametrize("delta", [None, 1e-6])
 def test_running_average_clips_and_reports(delta: float | None) -> None:
     raw = np.random.default_rng(1).uniform(-1.0, 2.0, size=40)
-    strict = RunningAverage(40, 1.0, delta, lower=0.0, upper=1.0, rng=5)
-    clip = RunningAverage(40, 1.0, delta, lower=0.0, upper=1.0, on_out_of_bounds="clip", rng=5)
+    strict = RunningAverage(40, epsilon=1.0, delta=delta, lower=0.0, upper=1.0, rng=5)
+    clip = RunningAverage(
+        40, epsilon=1.0, delta=delta, lower=0.0, upper=1.0, on_out_of_bounds="clip", rng=5
+    )
     same_guarantee(clip, strict)
     with pytest.raises(ValueError, match=r"values must be finite and in \[0, 1\]"):
         strict.update_many(raw)
@@ -48,13 +50,13 @@ def test_running_average_clips_and_reports(delta: float | None) -> None:
 
 
 def test_running_average_clip_spellings() -> None:
-    old = RunningAverage(5, 1.0, lower=0.0, upper=1.0, clip=True)
+    old = RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0, clip=True)
     assert old.on_out_of_bounds == "clip" and old.clip
     with pytest.raises(ValueError, match="either clip=True or on_out_of_bounds"):
-        RunningAverage(5, 1.0, lower=0.0, upper=1.0, clip=True, on_out_of_bounds="clip")
+        RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0, clip=True, on_out_of_bounds="clip")
     with pytest.raises(ValueError, match="on_out_of_bounds must be one of"):
-        RunningAverage(5, 1.0, lower=0.0, upper=1.0, on_out_of_bounds="drop")
-    avg = RunningAverage(5, 1.0, lower=0.0, upper=1.0, on_out_of_bounds="clip", rng=0)
+        RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0, on_out_of_bounds="drop")
+    avg = RunningAverage(5, epsilon=1.0, lower=0.0, upper=1.0, on_out_of_bounds="clip", rng=0)
     avg.update(3.0)
     with pytest.raises(ValueError, match="value must be finite"):
         avg.update(float("nan"))  # not clipped, not counted
@@ -81,8 +83,10 @@ def test_histogram_clips_and_reports(delta: float | None) -> None:
     raw = np.random.default_rng(2).integers(0, 3, size=(T, u))
     raw[raw.sum(axis=1) == 0, 0] = 1  # some steps within the bounds, most over
     kw = {"max_count_per_item": m, "rng": 7}
-    strict = ContinualHistogram(u, T, 1.0, delta, b, **kw)
-    clip = ContinualHistogram(u, T, 1.0, delta, b, on_out_of_bounds="clip", **kw)
+    strict = ContinualHistogram(u, T, epsilon=1.0, delta=delta, max_items_per_step=b, **kw)
+    clip = ContinualHistogram(
+        u, T, epsilon=1.0, delta=delta, max_items_per_step=b, on_out_of_bounds="clip", **kw
+    )
     same_guarantee(clip, strict)
     with pytest.raises(ValueError, match="more than max_items_per_step=3"):
         strict.update_many(raw)
@@ -98,7 +102,9 @@ def test_histogram_clips_and_reports(delta: float | None) -> None:
 def test_histogram_clip_of_item_lists_and_removals() -> None:
     from dpcount.privacy import ZeroNoise
 
-    h = ContinualHistogram(5, 4, 1.0, None, 3, on_out_of_bounds="clip").with_sampler(ZeroNoise())
+    h = ContinualHistogram(
+        5, 4, epsilon=1.0, delta=None, max_items_per_step=3, on_out_of_bounds="clip"
+    ).with_sampler(ZeroNoise())
     assert h.update([0, 0, 1, 2, 3, 4]).tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
     assert h.update([], removed=[0, 0, 1]).tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]  # −1 per item
     assert h.clipped == 2
@@ -125,8 +131,10 @@ def test_synthetic_graph_clips_and_reports(delta: float | None) -> None:
     pairs = n * (n - 1) // 2
     gen = np.random.default_rng(3)
     raw = np.where(gen.random((T, pairs)) < 0.2, gen.uniform(-0.5, 1.5, size=(T, pairs)), 0.0)
-    strict = SyntheticGraph(n, T, 1.0, delta, max_edges_per_step=m, rng=9)
-    clip = SyntheticGraph(n, T, 1.0, delta, max_edges_per_step=m, on_out_of_bounds="clip", rng=9)
+    strict = SyntheticGraph(n, T, epsilon=1.0, delta=delta, max_edges_per_step=m, rng=9)
+    clip = SyntheticGraph(
+        n, T, epsilon=1.0, delta=delta, max_edges_per_step=m, on_out_of_bounds="clip", rng=9
+    )
     same_guarantee(clip, strict)
     with pytest.raises(ValueError, match=r"increments must be finite and in \[0, 1\]"):
         strict.update_many(raw)
@@ -142,7 +150,7 @@ def test_synthetic_graph_clips_and_reports(delta: float | None) -> None:
 def test_synthetic_graph_clip_of_edge_lists() -> None:
     from dpcount.privacy import ZeroNoise
 
-    g = SyntheticGraph(4, 3, 1.0, max_edges_per_step=2, on_out_of_bounds="clip")
+    g = SyntheticGraph(4, 3, epsilon=1.0, max_edges_per_step=2, on_out_of_bounds="clip")
     exact = g.with_sampler(ZeroNoise())
     out = exact.update([(0, 1, 1.5), (2, 3, 0.25), (1, 2, 1.0)])  # third pair over m = 2
     assert out[
@@ -161,8 +169,8 @@ def test_synthetic_graph_clip_of_edge_lists() -> None:
 @pytest.mark.parametrize("delta", [None, 1e-6])
 def test_local_median_clips_and_reports(delta: float | None) -> None:
     data = np.random.default_rng(4).uniform(-0.3, 1.3, size=500)
-    strict = LocalMedianProtocol(500, 1.0, delta, rng=11)
-    clip = LocalMedianProtocol(500, 1.0, delta, on_out_of_bounds="clip", rng=11)
+    strict = LocalMedianProtocol(500, epsilon=1.0, delta=delta, rng=11)
+    clip = LocalMedianProtocol(500, epsilon=1.0, delta=delta, on_out_of_bounds="clip", rng=11)
     assert clip.privacy == strict.privacy and clip.mechanism.noise_scale == (
         strict.mechanism.noise_scale
     )
@@ -201,12 +209,12 @@ def test_local_median_function_reports_the_clipped_clients() -> None:
     from dpcount.apps import local_median
 
     data = np.array([-0.5, 0.2, 0.4, 0.6, 1.5, 0.3])
-    result = local_median(data, 1.0, on_out_of_bounds="clip", rng=1)
-    expected = local_median(np.clip(data, 0.0, 1.0), 1.0, rng=1)
+    result = local_median(data, epsilon=1.0, on_out_of_bounds="clip", rng=1)
+    expected = local_median(np.clip(data, 0.0, 1.0), epsilon=1.0, rng=1)
     assert result.clipped == 2 and expected.clipped == 0
     assert result.slopes.tolist() == expected.slopes.tolist()
-    protocol = LocalMedianProtocol(6, 1.0, on_out_of_bounds="clip", rng=1)
+    protocol = LocalMedianProtocol(6, epsilon=1.0, on_out_of_bounds="clip", rng=1)
     assert protocol.run(data).clipped == 2
     assert protocol.run_buckets([0, 1, 1, 2, 2, 2]).clipped == 0 and protocol.clipped == 0
     with pytest.raises(ValueError, match=r"data must be finite and in \[0, 1\]"):
-        local_median(data, 1.0, rng=1)
+        local_median(data, epsilon=1.0, rng=1)

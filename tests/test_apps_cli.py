@@ -72,7 +72,9 @@ def test_histogram_values_equal_the_library_release(tmp_path: Path) -> None:
         == 0
     )
     rows = read(out)
-    hist = ContinualHistogram(3, 4, 1.0, 1e-6, 2, mechanism="binary", rng=0)
+    hist = ContinualHistogram(
+        3, 4, epsilon=1.0, delta=1e-6, max_items_per_step=2, mechanism="binary", rng=0
+    )
     expected = hist.update_many([[1, 0, 0], [1, 1, 0], [0, 0, 0], [0, 0, 1]])
     got = np.array([[float(r[x]) for x in "abc"] for r in rows])
     np.testing.assert_allclose(got, expected, rtol=1e-15)
@@ -145,7 +147,11 @@ def test_histogram_std_is_computed_step_by_step(
 
     horizon = 300
     src, out = write_events(tmp_path, "t,item\n0.2,a\n1.5,b\n3.5,c\n"), tmp_path / "out.csv"
-    std = np.sqrt(ContinualHistogram(3, horizon, 1.0, None, 1, rng=0).variances())
+    std = np.sqrt(
+        ContinualHistogram(
+            3, horizon, epsilon=1.0, delta=None, max_items_per_step=1, rng=0
+        ).variances()
+    )
 
     def refuse(self: object) -> None:
         raise AssertionError("the CLI computed all horizon variances")

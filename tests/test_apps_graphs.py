@@ -45,7 +45,7 @@ def random_updates(rng: np.random.Generator, n: int, T: int, m: int) -> list[lis
 def test_zero_noise_graph_and_cuts_are_exact(mechanism: str, delta: float | None) -> None:
     n, T, m = 7, 30, 3
     rng = np.random.default_rng(2)
-    g = SyntheticGraph(n, T, 1.0, delta, max_edges_per_step=m, mechanism=mechanism)
+    g = SyntheticGraph(n, T, epsilon=1.0, delta=delta, max_edges_per_step=m, mechanism=mechanism)
     g = g.with_sampler(ZeroNoise())
     truth = np.zeros((n, n))
     updates = random_updates(rng, n, T, m)
@@ -72,7 +72,7 @@ def test_zero_noise_graph_and_cuts_are_exact(mechanism: str, delta: float | None
 
 
 def test_pair_index_is_row_major_upper_triangle() -> None:
-    g = SyntheticGraph(6, 2, 1.0)
+    g = SyntheticGraph(6, 2, epsilon=1.0)
     rows, cols = np.triu_indices(6, 1)
     assert [g.pair_index(int(a), int(b)) for a, b in zip(rows, cols, strict=True)] == list(
         range(15)
@@ -82,7 +82,7 @@ def test_pair_index_is_row_major_upper_triangle() -> None:
 
 def test_pair_and_cut_variances_match_exact() -> None:
     n, T, reps = 8, 10, 2500
-    g = SyntheticGraph(n, T, 1.0, 1e-6, mechanism="kary", k=3, rng=4)
+    g = SyntheticGraph(n, T, epsilon=1.0, delta=1e-6, mechanism="kary", k=3, rng=4)
     pair_err = np.empty((reps, T))
     cut_err = np.empty((reps, T))
     s_set, p_set = [0, 1, 2], [5, 6]
@@ -98,7 +98,7 @@ def test_pair_and_cut_variances_match_exact() -> None:
 
 def test_cut_error_bound_scopes() -> None:
     n, T = 10, 16
-    g = SyntheticGraph(n, T, 1.0, 1e-6, mechanism="binary", rng=0)
+    g = SyntheticGraph(n, T, epsilon=1.0, delta=1e-6, mechanism="binary", rng=0)
     beta = 0.2
     one = g.cut_error_bound(3, 4, beta=beta, scope="one")
     np.testing.assert_allclose(one, np.sqrt(12 * g.variances()) * norm.isf(beta / 2), rtol=1e-9)
@@ -118,15 +118,15 @@ def test_cut_error_bound_scopes() -> None:
     with pytest.raises(ValueError, match=r"p_size must be n_vertices - s_size = 7 .* got 4"):
         g.cut_error_bound(3, 4, scope="complement")
     # Large n works in log space (C(n, n/2) overflows a float).
-    big = SyntheticGraph(3000, 4, 1.0, 1e-6, mechanism="binary")
+    big = SyntheticGraph(3000, 4, epsilon=1.0, delta=1e-6, mechanism="binary")
     assert np.isfinite(big.cut_error_bound(1500, 1500)).all()
     with pytest.raises(ValueError, match=r"cut_error_bound needs Gaussian noise"):
-        SyntheticGraph(4, 4, 1.0).cut_error_bound(1, 2)
+        SyntheticGraph(4, 4, epsilon=1.0).cut_error_bound(1, 2)
 
 
 def test_cut_error_bound_one_has_the_stated_failure_probability() -> None:
     n, T, reps, beta = 6, 8, 4000, 0.2
-    g = SyntheticGraph(n, T, 1.0, 1e-6, mechanism="binary", rng=8)
+    g = SyntheticGraph(n, T, epsilon=1.0, delta=1e-6, mechanism="binary", rng=8)
     bound = g.cut_error_bound(2, 3, beta=beta, scope="one")[-1]
     idx = [g.pair_index(a, b) for a in (0, 1) for b in (2, 3, 4)]
     zeros = np.zeros((T, g.n_pairs))
@@ -140,9 +140,9 @@ def test_cut_error_bound_one_has_the_stated_failure_probability() -> None:
 
 
 def test_synthetic_graph_calibration() -> None:
-    g = SyntheticGraph(5, 50, 1.0, None, max_edges_per_step=4)
+    g = SyntheticGraph(5, 50, epsilon=1.0, delta=None, max_edges_per_step=4)
     assert g.mechanism.noise_scale == pytest.approx(g.mechanism.height * 4 / 1.0)
-    h = SyntheticGraph(5, 50, 1.0, 1e-6, max_edges_per_step=4, mechanism="binary")
+    h = SyntheticGraph(5, 50, epsilon=1.0, delta=1e-6, max_edges_per_step=4, mechanism="binary")
     assert h.privacy is not None
     assert h.privacy.l2_sensitivity == pytest.approx(math.sqrt(h.mechanism.height) * 2.0)
 
@@ -150,7 +150,7 @@ def test_synthetic_graph_calibration() -> None:
 def test_default_synthetic_graph_with_delta_uses_sqrt() -> None:
     if "sqrt" not in MECHANISMS:
         pytest.skip("sqrt not merged yet")
-    g = SyntheticGraph(5, 32, 1.0, 1e-6, rng=0)
+    g = SyntheticGraph(5, 32, epsilon=1.0, delta=1e-6, rng=0)
     assert g.noise == "gaussian"
     exact = g.with_sampler(ZeroNoise())
     exact.update([(0, 4, 0.25)])
@@ -158,7 +158,7 @@ def test_default_synthetic_graph_with_delta_uses_sqrt() -> None:
 
 
 def test_synthetic_graph_input_errors() -> None:
-    g = SyntheticGraph(4, 2, 1.0, max_edges_per_step=2).with_sampler(ZeroNoise())
+    g = SyntheticGraph(4, 2, epsilon=1.0, max_edges_per_step=2).with_sampler(ZeroNoise())
     with pytest.raises(ValueError, match=r"weight of edge \(0, 1\) must be <= 1, got 1.5"):
         g.update([(0, 1, 1.5)])
     with pytest.raises(ValueError, match=r"weight of edge \(0, 1\) must be >= 0, got -0.1"):
@@ -194,7 +194,7 @@ def test_synthetic_graph_input_errors() -> None:
     with pytest.raises(ValueError, match=r"horizon"):
         g.update([])
     with pytest.raises(ValueError, match=r"n_vertices must be >= 2, got 1"):
-        SyntheticGraph(1, 3, 1.0)
+        SyntheticGraph(1, 3, epsilon=1.0)
 
 
 # -- graph statistics ----------------------------------------------------------------
@@ -249,10 +249,10 @@ def random_insertions(rng: np.random.Generator, n: int, d: int, T: int, per_step
 
 def build(name: str, n: int, d: int, T: int, **kw: object) -> GraphStatistic:
     if name == "edges":
-        return edge_count_statistic(n, T, 1.0, max_degree=d, **kw)
+        return edge_count_statistic(n, T, epsilon=1.0, max_degree=d, **kw)
     if name == "degrees":
-        return degree_histogram_statistic(n, d, T, 1.0, **kw)
-    return triangle_count_statistic(n, d, T, 1.0, **kw)
+        return degree_histogram_statistic(n, d, T, epsilon=1.0, **kw)
+    return triangle_count_statistic(n, d, T, epsilon=1.0, **kw)
 
 
 @pytest.mark.parametrize("name", ["edges", "degrees", "triangles"])
@@ -302,11 +302,15 @@ def test_example_sensitivities_against_brute_force(name: str, d: int) -> None:
 def test_statistic_calibration_uses_gamma() -> None:
     sens = degree_histogram_sensitivity(5)
     assert (sens.l1, sens.l2) == (36.0, pytest.approx(math.sqrt(288)))
-    lap = degree_histogram_statistic(10, 5, 40, 1.0)
+    lap = degree_histogram_statistic(10, 5, 40, epsilon=1.0)
     assert lap.mechanism.step_sensitivity == 36.0
-    gau = degree_histogram_statistic(10, 5, 40, 1.0, 1e-6, mechanism="kary", noise="gaussian")
+    gau = degree_histogram_statistic(
+        10, 5, 40, epsilon=1.0, delta=1e-6, mechanism="kary", noise="gaussian"
+    )
     assert gau.mechanism.step_sensitivity == pytest.approx(math.sqrt(288))
-    dg = degree_histogram_statistic(10, 5, 40, 1.0, 1e-6)  # default: discrete Gaussian
+    dg = degree_histogram_statistic(
+        10, 5, 40, epsilon=1.0, delta=1e-6
+    )  # default: discrete Gaussian
     assert dg.noise == "discrete-gaussian" and dg.mechanism.step_sensitivity == 36.0
     assert dg.mechanism.step_l2_sensitivity == pytest.approx(math.sqrt(288))
     assert "one edge insertion, degrees <= 5" in gau.describe()
@@ -316,7 +320,7 @@ def test_statistic_calibration_uses_gamma() -> None:
 
 def test_statistic_noise_variance_matches_exact() -> None:
     T, reps = 10, 1500
-    stat = triangle_count_statistic(6, 3, T, 1.0, 1e-6, mechanism="binary", rng=1)
+    stat = triangle_count_statistic(6, 3, T, epsilon=1.0, delta=1e-6, mechanism="binary", rng=1)
     steps = random_insertions(np.random.default_rng(0), 6, 3, T, 1)
     truth = brute_values("triangles", 6, 3, steps)[1:, 0]
     errors = np.empty((reps, T))
@@ -327,7 +331,7 @@ def test_statistic_noise_variance_matches_exact() -> None:
 
 
 def test_graph_statistic_input_errors() -> None:
-    stat = degree_histogram_statistic(4, 2, 5, 1.0).with_sampler(ZeroNoise())
+    stat = degree_histogram_statistic(4, 2, 5, epsilon=1.0).with_sampler(ZeroNoise())
     stat.update([(0, 1), (0, 2)])
     with pytest.raises(ValueError, match=r"gives vertex 0 degree 3, more than max_degree=2"):
         stat.update([(0, 3)])
@@ -352,8 +356,8 @@ def test_graph_statistic_input_errors() -> None:
     with pytest.raises(ValueError, match=r"difference_sensitivity must be > 0, got 0"):
         GraphStatistic(lambda g: 0.0, 0, n_vertices=3, horizon=3, epsilon=1.0)
     with pytest.raises(ValueError, match=r"max_degree must be >= 2, got 1"):
-        triangle_count_statistic(4, 1, 5, 1.0)
-    full = edge_count_statistic(3, 1, 1.0).with_sampler(ZeroNoise())
+        triangle_count_statistic(4, 1, 5, epsilon=1.0)
+    full = edge_count_statistic(3, 1, epsilon=1.0).with_sampler(ZeroNoise())
     full.update([(0, 1)])
     with pytest.raises(ValueError, match=r"horizon"):
         full.update([(1, 2)])
@@ -372,7 +376,7 @@ def test_simple_graph_queries() -> None:
 def test_complement_bound_holds_simultaneously() -> None:
     """All cuts (S, V∖S) and all steps at once: violations happen with probability ≤ β."""
     n, T, reps, beta = 6, 8, 1000, 0.5
-    g = SyntheticGraph(n, T, 1.0, 1e-6, mechanism="binary", rng=12)
+    g = SyntheticGraph(n, T, epsilon=1.0, delta=1e-6, mechanism="binary", rng=12)
     subsets = [s for r in range(1, n) for s in itertools.combinations(range(n), r)]
     cross = np.array(
         [

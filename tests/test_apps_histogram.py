@@ -53,7 +53,14 @@ def test_zero_noise_insertions_and_deletions(
     T, u, b = 60, 12, 3
     rng = np.random.default_rng(1)
     h = ContinualHistogram(
-        u, T, 1.0, delta, b, mechanism=mechanism, noise=noise, rng=0
+        u,
+        T,
+        epsilon=1.0,
+        delta=delta,
+        max_items_per_step=b,
+        mechanism=mechanism,
+        noise=noise,
+        rng=0,
     ).with_sampler(ZeroNoise())
     steps = random_insert_delete(rng, T, u, b)
     truth = np.zeros(u)
@@ -81,7 +88,9 @@ def test_zero_noise_insertions_and_deletions(
 
 
 def test_multiplicity_and_top_items() -> None:
-    h = ContinualHistogram(5, 4, 1.0, None, 4, max_count_per_item=2).with_sampler(ZeroNoise())
+    h = ContinualHistogram(
+        5, 4, epsilon=1.0, delta=None, max_items_per_step=4, max_count_per_item=2
+    ).with_sampler(ZeroNoise())
     h.update([3, 3, 1])
     h.update([1, 4, 4, 0])
     assert h.top1() == TopItem(1, 2.0)  # ties broken by the smaller item
@@ -107,9 +116,11 @@ def test_histogram_sensitivity_against_brute_force() -> None:
 
 
 def test_calibration_uses_b_for_laplace_and_sqrt_b_for_gaussian() -> None:
-    lap = ContinualHistogram(10, 100, 0.5, None, 4)
+    lap = ContinualHistogram(10, 100, epsilon=0.5, delta=None, max_items_per_step=4)
     assert lap.mechanism.noise_scale == pytest.approx(lap.mechanism.height * 4 / 0.5)
-    gau = ContinualHistogram(10, 100, 0.5, 1e-6, 4, mechanism="binary", noise="gaussian")
+    gau = ContinualHistogram(
+        10, 100, epsilon=0.5, delta=1e-6, max_items_per_step=4, mechanism="binary", noise="gaussian"
+    )
     assert gau.noise == "gaussian"
     assert gau.privacy is not None
     assert gau.privacy.l2_sensitivity == pytest.approx(math.sqrt(gau.mechanism.height) * 2.0)
@@ -127,7 +138,16 @@ def test_noise_variance_per_item_matches_exact(
     mechanism: str, noise: str, delta: float | None
 ) -> None:
     T, u, b = 16, 4000, 2
-    h = ContinualHistogram(u, T, 1.0, delta, b, mechanism=mechanism, noise=noise, rng=3)
+    h = ContinualHistogram(
+        u,
+        T,
+        epsilon=1.0,
+        delta=delta,
+        max_items_per_step=b,
+        mechanism=mechanism,
+        noise=noise,
+        rng=3,
+    )
     rng = np.random.default_rng(4)
     x = np.zeros((T, u), dtype=int)
     for t in range(T):
@@ -137,14 +157,23 @@ def test_noise_variance_per_item_matches_exact(
 
 
 def test_error_bound_is_the_gaussian_union_bound() -> None:
-    h = ContinualHistogram(20, 50, 1.0, 1e-6, 2, mechanism="binary", noise="gaussian", rng=0)
+    h = ContinualHistogram(
+        20,
+        50,
+        epsilon=1.0,
+        delta=1e-6,
+        max_items_per_step=2,
+        mechanism="binary",
+        noise="gaussian",
+        rng=0,
+    )
     beta = 0.1
     expected = np.sqrt(h.variances()) * norm.isf(beta / (2 * 20 * 50))
     np.testing.assert_allclose(h.error_bound(beta), expected, rtol=1e-9)
     with pytest.raises(ValueError, match=r"error_bound needs Gaussian noise.*'laplace'"):
-        ContinualHistogram(20, 50, 1.0, noise="laplace").error_bound()
+        ContinualHistogram(20, 50, epsilon=1.0, noise="laplace").error_bound()
     with pytest.raises(ValueError, match=r"error_bound needs Gaussian noise.*'discrete-gaussian'"):
-        ContinualHistogram(20, 50, 1.0, 1e-6).error_bound()
+        ContinualHistogram(20, 50, epsilon=1.0, delta=1e-6).error_bound()
 
 
 def test_top1_statistic_on_zipf_stream() -> None:
@@ -156,7 +185,7 @@ def test_top1_statistic_on_zipf_stream() -> None:
     z = (freq - p) / np.sqrt(p * (1 - p) / 2048)
     assert np.max(np.abs(z)) < 5.5
     assert np.max(np.abs((freq - 2 * p) / np.sqrt(p * (1 - p) / 2048))) > 5.5
-    h = ContinualHistogram(20, 2048, 0.1).with_sampler(ZeroNoise())
+    h = ContinualHistogram(20, 2048, epsilon=0.1).with_sampler(ZeroNoise())
     released = h.update_many(np.eye(20, dtype=int)[items])
     truth = np.cumsum(np.eye(20)[items], 0)
     np.testing.assert_array_equal(top1_counts(released), truth.max(axis=1))
@@ -166,10 +195,10 @@ def test_top1_statistic_on_zipf_stream() -> None:
 def test_default_with_delta_is_the_integer_tree() -> None:
     """Counts are integers: the default is the k-ary tree with discrete Gaussian noise;
     asking for Gaussian noise keeps the square-root factorization."""
-    h = ContinualHistogram(20, 64, 0.5, 1e-10, rng=0)
+    h = ContinualHistogram(20, 64, epsilon=0.5, delta=1e-10, rng=0)
     assert h.noise == "discrete-gaussian" and h.mechanism.name == "kary-19-sub"
     assert h.update([3]).dtype == np.float64
-    h = ContinualHistogram(20, 64, 0.5, 1e-10, noise="gaussian", rng=0)
+    h = ContinualHistogram(20, 64, epsilon=0.5, delta=1e-10, noise="gaussian", rng=0)
     assert h.noise == "gaussian" and h.mechanism.privacy.noise == "gaussian"
     assert h.mechanism.name == "sqrt"
     exact = h.with_sampler(ZeroNoise())
@@ -177,7 +206,9 @@ def test_default_with_delta_is_the_integer_tree() -> None:
 
 
 def test_input_errors_and_rejected_steps_are_not_consumed() -> None:
-    h = ContinualHistogram(5, 3, 1.0, None, 2).with_sampler(ZeroNoise())
+    h = ContinualHistogram(5, 3, epsilon=1.0, delta=None, max_items_per_step=2).with_sampler(
+        ZeroNoise()
+    )
     with pytest.raises(
         ValueError, match=r"items must be integers in \[0, 5\), got 5 at position 1"
     ):
@@ -217,6 +248,6 @@ def test_input_errors_and_rejected_steps_are_not_consumed() -> None:
     with pytest.raises(ValueError, match=r"horizon"):
         h.update([1])
     with pytest.raises(ValueError, match=r"universe_size must be >= 1, got 0"):
-        ContinualHistogram(0, 3, 1.0)
+        ContinualHistogram(0, 3, epsilon=1.0)
     with pytest.raises(ValueError, match=r"max_items_per_step must be >= 1, got 0"):
-        ContinualHistogram(3, 3, 1.0, None, 0)
+        ContinualHistogram(3, 3, epsilon=1.0, delta=None, max_items_per_step=0)

@@ -23,7 +23,9 @@ def exact_slopes(buckets: np.ndarray, w: int) -> np.ndarray:
 @pytest.mark.parametrize(("mechanism", "delta"), [("kary", None), ("binary", 1e-6)])
 def test_zero_noise_protocol_is_exact(mechanism: str, delta: float | None) -> None:
     data = np.random.default_rng(0).beta(2, 5, size=5000)
-    protocol = LocalMedianProtocol(5000, 0.5, delta, mechanism=mechanism).with_sampler(ZeroNoise())
+    protocol = LocalMedianProtocol(
+        5000, epsilon=0.5, delta=delta, mechanism=mechanism
+    ).with_sampler(ZeroNoise())
     w = protocol.buckets
     assert w == math.ceil(0.5 * math.sqrt(5000))
     buckets = np.minimum((data * w).astype(int), w - 1)
@@ -39,17 +41,17 @@ def test_zero_noise_protocol_is_exact(mechanism: str, delta: float | None) -> No
 
 
 def test_client_messages_are_private_prefix_sums() -> None:
-    protocol = LocalMedianProtocol(3, 1.0, buckets=5).with_sampler(ZeroNoise())
+    protocol = LocalMedianProtocol(3, epsilon=1.0, buckets=5).with_sampler(ZeroNoise())
     y, z = protocol.client_messages([0, 2, 4])
     np.testing.assert_array_equal(y, np.cumsum(np.eye(5)[[0, 2, 4]], axis=1))
     np.testing.assert_array_equal(z, np.cumsum(np.eye(5)[[4, 2, 0]], axis=1))
 
 
 def test_calibration_for_any_two_inputs() -> None:
-    lap = LocalMedianProtocol(10_000, 1.0)
+    lap = LocalMedianProtocol(10_000, epsilon=1.0)
     assert lap.mechanism.horizon == 100
     assert lap.mechanism.noise_scale == pytest.approx(lap.mechanism.height * 4.0)
-    gau = LocalMedianProtocol(10_000, 1.0, 1e-6, mechanism="binary", noise="gaussian")
+    gau = LocalMedianProtocol(10_000, epsilon=1.0, delta=1e-6, mechanism="binary", noise="gaussian")
     assert gau.mechanism.step_sensitivity == pytest.approx(2 * math.sqrt(2))
     assert "any two inputs" in gau.describe()
 
@@ -57,7 +59,9 @@ def test_calibration_for_any_two_inputs() -> None:
 @pytest.mark.parametrize(("mechanism", "delta"), [("kary", None), ("binary", 1e-6)])
 def test_slope_variances_match_exact(mechanism: str, delta: float | None) -> None:
     n, reps = 40, 3000
-    protocol = LocalMedianProtocol(n, 1.0, delta, buckets=9, mechanism=mechanism, k=3, rng=5)
+    protocol = LocalMedianProtocol(
+        n, epsilon=1.0, delta=delta, buckets=9, mechanism=mechanism, k=3, rng=5
+    )
     data = np.random.default_rng(1).uniform(size=n)
     truth = exact_slopes(protocol.bucket_of(data), 9)
     errors = np.array([protocol.run(data).slopes - truth for _ in range(reps)])
@@ -72,7 +76,7 @@ def test_blocks_do_not_change_the_result() -> None:
     import dpcount.apps.local as local
 
     data = np.random.default_rng(2).uniform(size=3001)
-    protocol = LocalMedianProtocol(3001, 1.0).with_sampler(ZeroNoise())
+    protocol = LocalMedianProtocol(3001, epsilon=1.0).with_sampler(ZeroNoise())
     whole = protocol.run(data)
     old = local._BLOCK_FLOATS
     try:
@@ -84,7 +88,7 @@ def test_blocks_do_not_change_the_result() -> None:
 
 def test_local_median_accuracy_with_noise() -> None:
     data = np.random.default_rng(3).beta(2, 5, size=20_000)
-    errors = [local_median(data, 1.0, rng=s).estimate - np.median(data) for s in range(6)]
+    errors = [local_median(data, epsilon=1.0, rng=s).estimate - np.median(data) for s in range(6)]
     # Slope noise sd ≈ 0.4 here; the median moves by at most ~0.2 (a loose, documented check).
     assert np.max(np.abs(errors)) < 0.25
 
@@ -110,10 +114,10 @@ def test_zero_noise_risk_minimization_finds_the_mean() -> None:
     rng = np.random.default_rng(4)
     data = np.where(rng.random(40_000) < 0.7, 0.1, 0.9) + rng.uniform(-0.05, 0.05, 40_000)
     result = local_risk_minimization(
-        data, lambda th, d: th - d, 1.0, rng=5, buckets=50, mechanism="kary"
+        data, lambda th, d: th - d, epsilon=1.0, rng=5, buckets=50, mechanism="kary"
     )
     assert result.buckets == 50
-    protocol = LocalMedianProtocol(40_000, 1.0, buckets=50).with_sampler(ZeroNoise())
+    protocol = LocalMedianProtocol(40_000, epsilon=1.0, buckets=50).with_sampler(ZeroNoise())
     buckets = smith_randomizer_buckets(data, lambda th, d: th - d, 50, np.random.default_rng(6))
     exact = protocol.run_buckets(buckets)
     assert abs(exact.estimate - data.mean()) <= 1 / 50 + 0.02
@@ -121,16 +125,16 @@ def test_zero_noise_risk_minimization_finds_the_mean() -> None:
 
 
 def test_default_with_delta_is_the_integer_tree() -> None:
-    protocol = LocalMedianProtocol(400, 1.0, 1e-6)
+    protocol = LocalMedianProtocol(400, epsilon=1.0, delta=1e-6)
     assert protocol.noise == "discrete-gaussian" and protocol.mechanism.name == "kary-19-sub"
-    protocol = LocalMedianProtocol(400, 1.0, 1e-6, noise="gaussian")
+    protocol = LocalMedianProtocol(400, epsilon=1.0, delta=1e-6, noise="gaussian")
     assert protocol.noise == "gaussian" and protocol.mechanism.name == "sqrt"
     exact = protocol.with_sampler(ZeroNoise()).run(np.full(400, 0.5))
     assert exact.estimate == pytest.approx(0.5)
 
 
 def test_local_input_errors() -> None:
-    protocol = LocalMedianProtocol(3, 1.0, buckets=4)
+    protocol = LocalMedianProtocol(3, epsilon=1.0, buckets=4)
     with pytest.raises(
         ValueError, match=r"data must be finite and in \[0, 1\], got 1.5 at index 2"
     ):
@@ -142,12 +146,12 @@ def test_local_input_errors() -> None:
     with pytest.raises(ValueError, match=r"bucket_indices must have 3 entries"):
         protocol.run_buckets([0, 1])
     with pytest.raises(ValueError, match=r"data must contain at least one value"):
-        local_median([], 1.0)
+        local_median([], epsilon=1.0)
     with pytest.raises(
         ValueError, match=r"gradient\(theta, data\) must be finite and in \[-1, 1\]"
     ):
-        local_risk_minimization([0.5, 0.6], lambda th, d: 2 * (th - d) + 5, 1.0, buckets=4)
+        local_risk_minimization([0.5, 0.6], lambda th, d: 2 * (th - d) + 5, epsilon=1.0, buckets=4)
     with pytest.raises(ValueError, match=r"must be non-decreasing in theta .* data\[0\] = 0.5"):
-        local_risk_minimization([0.5, 0.6], lambda th, d: -(th - d), 1.0, buckets=4)
+        local_risk_minimization([0.5, 0.6], lambda th, d: -(th - d), epsilon=1.0, buckets=4)
     with pytest.raises(ValueError, match=r"gradient\(theta, data\) must have shape \(2, 3\)"):
-        local_risk_minimization([0.5, 0.6], lambda th, d: th, 1.0, buckets=4)
+        local_risk_minimization([0.5, 0.6], lambda th, d: th, epsilon=1.0, buckets=4)

@@ -87,7 +87,7 @@ def test_minimal_occurrences_on_random_longer_strings() -> None:
 
 def test_zero_noise_substring_counts() -> None:
     text = "abcabbacbcabca" * 2
-    sc = SubstringCounter("abc", 3, len(text), 1.0).with_sampler(ZeroNoise())
+    sc = SubstringCounter("abc", 3, len(text), epsilon=1.0).with_sampler(ZeroNoise())
     released = np.vstack([sc.update(ch) for ch in text[:10]] + [sc.update_many(text[10:])])
     letters = ["abc".index(ch) for ch in text]
     np.testing.assert_array_equal(released, np.cumsum(substring_stream(letters, 3, 3), axis=0))
@@ -101,7 +101,9 @@ def test_zero_noise_substring_counts() -> None:
 def test_zero_noise_episode_counts_with_general_letters() -> None:
     alphabet = ["login", "view", "buy"]
     events = ["login", "view", "view", "buy", "login", "buy", "view", "buy"]
-    ec = EpisodeCounter(alphabet, 2, 10, 1.0, 1e-6, mechanism="binary").with_sampler(ZeroNoise())
+    ec = EpisodeCounter(alphabet, 2, 10, epsilon=1.0, delta=1e-6, mechanism="binary").with_sampler(
+        ZeroNoise()
+    )
     released = ec.update_many(events)
     codes = [alphabet.index(x) for x in events]
     np.testing.assert_array_equal(released, np.cumsum(brute_episode_stream(codes, 3, 2), axis=0))
@@ -145,16 +147,16 @@ def test_sensitivity_values_and_calibration() -> None:
     assert (s.l1, s.l2) == (12.0, pytest.approx(math.sqrt(28)))
     e = episode_sensitivity(4, 2)  # N_1 = 2, N_2 = 16 - 4 = 12
     assert (e.l1, e.l2) == (2 * 2 + 12 * 4, pytest.approx(math.sqrt(2 * 4 + 12 * 16)))
-    lap = SubstringCounter("abcd", 3, 50, 1.0)
+    lap = SubstringCounter("abcd", 3, 50, epsilon=1.0)
     assert lap.mechanism.noise_scale == pytest.approx(lap.mechanism.height * 12.0)
-    gau = EpisodeCounter("abcd", 2, 50, 1.0, 1e-6, mechanism="kary", noise="gaussian")
+    gau = EpisodeCounter("abcd", 2, 50, epsilon=1.0, delta=1e-6, mechanism="kary", noise="gaussian")
     assert gau.mechanism.step_sensitivity == pytest.approx(e.l2)
     assert "differ in one letter" in gau.describe()
 
 
 def test_episode_noise_variance_matches_exact() -> None:
     T, reps = 8, 120
-    ec = EpisodeCounter("abc", 3, T, 1.0, rng=2)
+    ec = EpisodeCounter("abc", 3, T, epsilon=1.0, rng=2)
     text = "abcacbba"
     truth = np.cumsum(brute_episode_stream(["abc".index(c) for c in text], 3, 3), axis=0)
     errors = np.vstack(
@@ -164,7 +166,7 @@ def test_episode_noise_variance_matches_exact() -> None:
 
 
 def test_string_input_errors() -> None:
-    sc = SubstringCounter("ab", 2, 3, 1.0).with_sampler(ZeroNoise())
+    sc = SubstringCounter("ab", 2, 3, epsilon=1.0).with_sampler(ZeroNoise())
     with pytest.raises(ValueError, match=r"letter must be in the alphabet \('a', 'b'\), got 'c'"):
         sc.update("c")
     with pytest.raises(ValueError, match=r"letter must be in the alphabet .* got 'c'"):
@@ -178,12 +180,12 @@ def test_string_input_errors() -> None:
     with pytest.raises(ValueError, match=r"2 letter\(s\) would exceed the horizon 3"):
         sc.update_many("ab")
     with pytest.raises(ValueError, match=r"alphabet must have at least 2 letters"):
-        SubstringCounter("a", 2, 3, 1.0)
+        SubstringCounter("a", 2, 3, epsilon=1.0)
     with pytest.raises(ValueError, match=r"alphabet must not repeat a letter, got 'a' twice"):
-        EpisodeCounter("aba", 2, 3, 1.0)
+        EpisodeCounter("aba", 2, 3, epsilon=1.0)
     with pytest.raises(TypeError, match=r"alphabet letters must be hashable"):
-        EpisodeCounter([["a"], ["b"]], 2, 3, 1.0)
+        EpisodeCounter([["a"], ["b"]], 2, 3, epsilon=1.0)
     with pytest.raises(ValueError, match=r"max_length must be >= 1, got 0"):
-        EpisodeCounter("ab", 0, 3, 1.0)
+        EpisodeCounter("ab", 0, 3, epsilon=1.0)
     with pytest.raises(ValueError, match=r"letter must be <= 1, got 2"):
         MinimalOccurrenceCounter(2, 2).update(2)

@@ -18,7 +18,7 @@ import pytest
 from dpcount.apps._common import MechanismChoice, StreamSensitivity
 from dpcount.counting import BinaryTree, CountingMechanism, KaryTree
 from dpcount.counting.registry import MECHANISMS
-from dpcount.privacy import ConstantNoise, ZeroNoise, analytic_gaussian_delta
+from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, analytic_gaussian_delta
 
 from .stats import Z_TOLERANCE, assert_variances_match
 
@@ -117,10 +117,12 @@ def test_step_sensitivity_is_l1_for_laplace_and_l2_for_gaussian() -> None:
 )
 def test_mechanism_choice_passes_the_right_norm(name: str, noise: str, delta: float | None) -> None:
     sens = StreamSensitivity(9.0, 3.0)
-    m = MechanismChoice(name, noise, k=7).build(
-        horizon=50, epsilon=1.0, delta=delta, rng=0, sensitivity=sens
+    budget, m = MechanismChoice(name, k=7).build(
+        horizon=50, budget=Budget(epsilon=1.0, delta=delta, noise=noise), rng=0, sensitivity=sens
     )
     assert isinstance(m, CountingMechanism)
+    assert budget == Budget(epsilon=1.0, delta=delta, noise=noise)
+    assert m.budget.noise == noise and m.budget.epsilon == 1.0 and m.budget.delta == delta
     if noise == "gaussian":
         assert m.step_sensitivity == 3.0
     else:
@@ -128,14 +130,21 @@ def test_mechanism_choice_passes_the_right_norm(name: str, noise: str, delta: fl
 
 
 def test_mechanism_choice_defaults_and_errors() -> None:
-    assert MechanismChoice().resolve(None) == ("kary", "laplace")
-    assert MechanismChoice().resolve(1e-6) == ("sqrt", "gaussian")
-    assert MechanismChoice("binary").resolve(1e-6) == ("binary", "gaussian")
-    assert MechanismChoice(noise="laplace").resolve(1e-6) == ("sqrt", "laplace")
+    pure, approx = Budget(epsilon=1.0), Budget(epsilon=1.0, delta=1e-6)
+    assert MechanismChoice().resolve(pure) == ("kary", "laplace")
+    assert MechanismChoice().resolve(approx) == ("sqrt", "gaussian")
+    assert MechanismChoice("binary").resolve(approx) == ("binary", "gaussian")
+    assert MechanismChoice().resolve(approx.replace(noise="laplace")) == ("sqrt", "laplace")
+    # integer-valued streams with a whole l1 bound: integer noise on the k-ary tree
+    whole, fractional = StreamSensitivity(4.0, 2.0), StreamSensitivity(1.5, 1.5)
+    assert MechanismChoice().resolve(pure, whole) == ("kary", "discrete-laplace")
+    assert MechanismChoice().resolve(approx, whole) == ("kary", "discrete-gaussian")
+    assert MechanismChoice().resolve(approx, fractional) == ("sqrt", "gaussian")
+    assert MechanismChoice("sqrt").resolve(approx, whole) == ("sqrt", "gaussian")
     with pytest.raises(ValueError, match=r"mechanism must be one of .*got 'nope'"):
         MechanismChoice("nope")
-    with pytest.raises(ValueError, match=r"noise must be one of .*got 'cauchy'"):
-        MechanismChoice(noise="cauchy")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'noise'"):
+        MechanismChoice(noise="laplace")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"subtract must be a bool, got 1"):
         MechanismChoice(subtract=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"l2 sensitivity must be <= l1 sensitivity"):
@@ -145,8 +154,11 @@ def test_mechanism_choice_defaults_and_errors() -> None:
 def test_default_with_delta_is_sqrt_gaussian() -> None:
     if "sqrt" not in MECHANISMS:
         pytest.skip("sqrt not merged yet")
-    m = MechanismChoice().build(
-        horizon=64, epsilon=1.0, delta=1e-6, rng=0, sensitivity=StreamSensitivity(4.0, 2.0)
+    _, m = MechanismChoice().build(
+        horizon=64,
+        budget=Budget(epsilon=1.0, delta=1e-6),
+        rng=0,
+        sensitivity=StreamSensitivity(4.0, 2.0),
     )
     assert m.privacy is not None and m.privacy.noise == "gaussian"
     assert m.step_sensitivity == 2.0

@@ -262,7 +262,7 @@ def test_bad_scalar_is_refused(case: ScalarCase, param: str, data: st.DataObject
 
 
 def hist(**kw: Any) -> ContinualHistogram:
-    return ContinualHistogram(4, T, 1.0, max_items_per_step=2, rng=0, **kw)
+    return ContinualHistogram(4, T, epsilon=1.0, max_items_per_step=2, rng=0, **kw)
 
 
 @settings(max_examples=15)
@@ -362,7 +362,7 @@ def test_histogram_topk_validates_k(k: Any, exc: Any) -> None:
 def test_histogram_queries_before_a_release_and_bad_beta() -> None:
     assert_rejects(lambda: hist().top1(), ValueError, r"call update\(\) first")
     for beta in (0, 1, math.nan, "a"):
-        gauss = ContinualHistogram(4, T, 1.0, 1e-6, rng=0)
+        gauss = ContinualHistogram(4, T, epsilon=1.0, delta=1e-6, rng=0)
         assert_rejects(
             lambda gauss=gauss, beta=beta: gauss.error_bound(beta), (ValueError, TypeError), "beta"
         )
@@ -405,7 +405,7 @@ def test_running_average_update_refuses_bad_values(
     clip: bool, bad: tuple[Any, type[Exception]]
 ) -> None:
     value, exc = bad
-    avg = RunningAverage(T, 1.0, lower=0.0, upper=1.0, clip=clip, rng=0)
+    avg = RunningAverage(T, epsilon=1.0, lower=0.0, upper=1.0, clip=clip, rng=0)
     assert_rejects(lambda: avg.update(value), exc, r"value")
 
 
@@ -430,14 +430,16 @@ def test_running_average_update_many_refuses_bad_blocks(
     """Before (clip=True): strings/ragged lists reached numpy's conversion errors and complex
     values lost their imaginary part."""
     values, exc = bad
-    avg = RunningAverage(T, 1.0, lower=0.0, upper=1.0, clip=clip, rng=0)
+    avg = RunningAverage(T, epsilon=1.0, lower=0.0, upper=1.0, clip=clip, rng=0)
     assert_rejects(lambda: avg.update_many(values), exc, (r"values", r"\bxs\b"))
 
 
 def test_running_average_refuses_out_of_range_values_unless_clipping() -> None:
-    avg = RunningAverage(T, 1.0, lower=0.0, upper=1.0, rng=0)
+    avg = RunningAverage(T, epsilon=1.0, lower=0.0, upper=1.0, rng=0)
     assert_rejects(lambda: avg.update(1.5), ValueError, r"value must be finite and in \[0, 1\]")
-    clipped = RunningAverage(T, 1.0, lower=0.0, upper=1.0, clip=True).with_sampler(ZeroNoise())
+    clipped = RunningAverage(T, epsilon=1.0, lower=0.0, upper=1.0, clip=True).with_sampler(
+        ZeroNoise()
+    )
     assert clipped.update(1.5) == 1.0
 
 
@@ -465,7 +467,7 @@ def test_running_average_refuses_out_of_range_values_unless_clipping() -> None:
 )
 def test_synthetic_graph_update_refuses_bad_edges(bad: tuple[Any, type[Exception]]) -> None:
     edges, exc = bad
-    g = SyntheticGraph(4, T, 1.0, rng=0)
+    g = SyntheticGraph(4, T, epsilon=1.0, rng=0)
     assert_rejects(lambda: g.update(edges), exc, (r"edge", r"\bu\b", r"\bv\b", r"weight", r"pairs"))
     assert g.step == 0
 
@@ -485,7 +487,7 @@ def test_synthetic_graph_update_refuses_bad_edges(bad: tuple[Any, type[Exception
     ],
 )
 def test_synthetic_graph_cut_refuses_bad_sets(s: Any, p: Any, exc: Any) -> None:
-    g = SyntheticGraph(4, T, 1.0, rng=0)
+    g = SyntheticGraph(4, T, epsilon=1.0, rng=0)
     g.update([(0, 1, 0.5)])
     assert_rejects(lambda: g.cut(s, p), exc, (r"\bS\b", r"\bP\b"))
 
@@ -503,7 +505,7 @@ def test_synthetic_graph_cut_refuses_bad_sets(s: Any, p: Any, exc: Any) -> None:
 )
 def test_synthetic_graph_update_many_refuses_bad_blocks(increments: Any, exc: Any) -> None:
     assert_rejects(
-        lambda: SyntheticGraph(4, T, 1.0, rng=0).update_many(increments), exc, r"increments"
+        lambda: SyntheticGraph(4, T, epsilon=1.0, rng=0).update_many(increments), exc, r"increments"
     )
 
 
@@ -540,7 +542,7 @@ def test_graph_statistic_refuses_bad_function_outputs(function: Any) -> None:
     ],
 )
 def test_graph_statistic_update_refuses_bad_edges(edges: Any, exc: Any) -> None:
-    stat = edge_count_statistic(4, T, 1.0, rng=0)
+    stat = edge_count_statistic(4, T, epsilon=1.0, rng=0)
     assert_rejects(lambda: stat.update(edges), exc, (r"edge", r"\bu\b", r"\bv\b"))
     assert stat.step == 0
 
@@ -566,13 +568,13 @@ def test_text_apps_refuse_bad_letters_and_words(cls: Any) -> None:
         (3, TypeError),
         ([["a"], ["b"]], TypeError),
     ):
-        assert_rejects(lambda a=alphabet: cls(a, 2, T, 1.0), exc, r"alphabet")
-    app = cls("ab", 2, T, 1.0, rng=0)
+        assert_rejects(lambda a=alphabet: cls(a, 2, T, epsilon=1.0), exc, r"alphabet")
+    app = cls("ab", 2, T, epsilon=1.0, rng=0)
     for letter in ("c", "ab", None, 1, ["a"]):
         assert_rejects(lambda x=letter: app.update(x), ValueError, r"letter")
     assert_rejects(lambda: app.update_many("abc"), ValueError, r"letter")
     assert_rejects(lambda: app.update_many(3), TypeError, r"letters")
-    assert_rejects(lambda: cls("ab", 2, 3, 1.0).update_many("abab"), ValueError, r"horizon")
+    assert_rejects(lambda: cls("ab", 2, 3, epsilon=1.0).update_many("abab"), ValueError, r"horizon")
     app.update("a")
     for word, exc in (("", ValueError), ("abc", ValueError), ("c", ValueError), (None, TypeError)):
         assert_rejects(lambda w=word: app.count(w), exc, r"word")
@@ -599,7 +601,7 @@ def test_minimal_occurrence_counter_refuses_bad_letters() -> None:
     ],
 )
 def test_local_median_protocol_refuses_bad_data(data: Any, exc: Any) -> None:
-    protocol = LocalMedianProtocol(4, 1.0, rng=0)
+    protocol = LocalMedianProtocol(4, epsilon=1.0, rng=0)
     assert_rejects(lambda: protocol.run(data), exc, r"data")
 
 
@@ -615,7 +617,7 @@ def test_local_median_protocol_refuses_bad_data(data: Any, exc: Any) -> None:
     ],
 )
 def test_local_median_protocol_refuses_bad_buckets(buckets: Any, exc: Any) -> None:
-    protocol = LocalMedianProtocol(4, 1.0, rng=0)
+    protocol = LocalMedianProtocol(4, epsilon=1.0, rng=0)
     assert_rejects(lambda: protocol.run_buckets(buckets), exc, r"bucket_indices")
 
 
@@ -632,7 +634,7 @@ def test_local_median_protocol_refuses_bad_buckets(buckets: Any, exc: Any) -> No
     ],
 )
 def test_local_median_refuses_bad_data(data: Any, exc: Any) -> None:
-    assert_rejects(lambda: local_median(data, 1.0, rng=0), exc, r"data")
+    assert_rejects(lambda: local_median(data, epsilon=1.0, rng=0), exc, r"data")
 
 
 @pytest.mark.parametrize(
@@ -650,7 +652,7 @@ def test_local_median_refuses_bad_data(data: Any, exc: Any) -> None:
 def test_local_risk_minimization_refuses_bad_data(data: Any, exc: Any) -> None:
     """Before: with one bucket, NaN data were accepted and a result returned."""
     assert_rejects(
-        lambda: local_risk_minimization(data, lambda t, d: t - d, 1.0, rng=0), exc, r"data"
+        lambda: local_risk_minimization(data, lambda t, d: t - d, epsilon=1.0, rng=0), exc, r"data"
     )
 
 
@@ -667,14 +669,16 @@ def test_local_risk_minimization_refuses_bad_data(data: Any, exc: Any) -> None:
 )
 def test_local_risk_minimization_refuses_bad_gradients(gradient: Any, exc: Any) -> None:
     assert_rejects(
-        lambda: local_risk_minimization(np.full(50, 0.5), gradient, 1.0, rng=0), exc, r"gradient"
+        lambda: local_risk_minimization(np.full(50, 0.5), gradient, epsilon=1.0, rng=0),
+        exc,
+        r"gradient",
     )
 
 
 @settings(max_examples=10)
 @given(values=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40))
 def test_valid_local_median_is_exact_under_zero_noise(values: list[float]) -> None:
-    protocol = LocalMedianProtocol(len(values), 1.0, buckets=4).with_sampler(ZeroNoise())
+    protocol = LocalMedianProtocol(len(values), epsilon=1.0, buckets=4).with_sampler(ZeroNoise())
     result = protocol.run(values)
     buckets = np.minimum(np.floor(np.array(values) * 4), 3)
     # the exact slope of the median objective at each bucket: (2·#{≤ t} − n)/n

@@ -134,7 +134,7 @@ def test_cli_count_keeps_continuous_noise_with_a_note(
 
 # -- apps -------------------------------------------------------------------------------------
 def _histogram(delta: float | None, noise: str | None, first: int) -> NDArray[np.float64]:
-    h = ContinualHistogram(4, 32, 1.0, delta, noise=noise, rng=21)
+    h = ContinualHistogram(4, 32, epsilon=1.0, delta=delta, noise=noise, rng=21)
     steps = np.zeros((32, 4), dtype=np.int64)
     steps[0, 0] = first
     return np.array([h.with_sampler(h.mechanism.sampler).update_many(steps) for _ in range(60)])
@@ -152,8 +152,8 @@ def test_histogram_default_releases_integers(delta: float | None) -> None:
 def test_string_graph_and_local_defaults_release_integers() -> None:
     sub = SubstringCounter("ab", 2, horizon=20, epsilon=1.0, rng=1)
     epi = EpisodeCounter("ab", 2, horizon=20, epsilon=1.0, delta=1e-6, rng=2)
-    edges = edge_count_statistic(6, 20, 1.0, rng=3)
-    local = LocalMedianProtocol(50, 1.0, rng=4)
+    edges = edge_count_statistic(6, 20, epsilon=1.0, rng=3)
+    local = LocalMedianProtocol(50, epsilon=1.0, rng=4)
     assert {sub.noise, edges.noise, local.noise} == {"discrete-laplace"}
     assert epi.noise == "discrete-gaussian"
     outs = [sub.update_many("ab" * 10), epi.update_many("ba" * 10)]
@@ -161,5 +161,5 @@ def test_string_graph_and_local_defaults_release_integers() -> None:
     outs += list(local.client_messages(np.arange(50) % local.buckets))
     for out in outs:
         assert not_integer(out).mean() == 0.0
-    old = LocalMedianProtocol(50, 1.0, noise="laplace", rng=4)
+    old = LocalMedianProtocol(50, epsilon=1.0, noise="laplace", rng=4)
     assert not_integer(old.client_messages(np.zeros(50, dtype=np.int64))[0]).mean() > 0.5

@@ -214,9 +214,9 @@ def run(args: argparse.Namespace) -> int:
     hist = ContinualHistogram(
         len(items),
         horizon,
-        args.epsilon,
-        args.delta,
-        args.max_items_per_step,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        max_items_per_step=args.max_items_per_step,
         max_count_per_item=args.max_count_per_item,
         mechanism=args.mechanism,
         noise=args.noise,

@@ -8,6 +8,11 @@ integer-valued streams use ``"kary"`` (k = 19, subtraction) with integer noise,
 leak, docs/safe-noise.md); apps with fractional data (running average,
 synthetic graph) use ``"sqrt"`` with Gaussian noise when a delta is given, else
 ``"kary"`` with Laplace noise.
+Every app takes its budget as ``budget=Budget(...)`` or the budget's keyword
+fields (``epsilon``, ``delta``, ``noise``, ``calibration``; keyword-only after
+the app's structure arguments), computes the step sensitivity from its own
+bounds (a budget that sets one is refused), and exposes ``app.budget`` (with the
+noise kind resolved) and ``app.dp_event()``.
 Streaming apps share one shape: ``update(step_input)`` returns that step's
 release, ``variances()`` the exact per-coordinate variances, ``privacy`` the
 guarantee stated for the app's neighbouring relation, and

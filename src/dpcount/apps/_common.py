@@ -43,8 +43,9 @@ from numpy.typing import NDArray
 
 from dpcount._validate import check_bool, check_choice, check_integer, check_real
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
-from dpcount.privacy.guarantee import DISCRETE_NOISE_KINDS, NOISE_KINDS, PrivacyGuarantee
+from dpcount.counting.registry import MECHANISMS, default_noise
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_two_sided_quantile
@@ -55,6 +56,7 @@ __all__ = [
     "AppBase",
     "MechanismChoice",
     "StreamSensitivity",
+    "app_budget",
     "gaussian_two_sided_quantile",
 ]
 
@@ -95,9 +97,33 @@ class StreamSensitivity:
         return self.l1, self.l2
 
 
+def app_budget(
+    budget: Budget | None, fields: dict[str, Any] | BudgetFields, *, owner: str, bounds: str
+) -> Budget:
+    """The user's budget for an app: ``budget=`` or its keyword fields (:meth:`Budget.resolve`).
+
+    The app computes the step sensitivity from its own bounds (``bounds``, named in
+    the error), so a budget that sets ``step_sensitivity`` (≠ 1) or
+    ``step_l2_sensitivity`` is refused rather than silently overridden.
+
+    Raises:
+        TypeError: as :meth:`Budget.resolve`.
+        ValueError: the budget sets a step sensitivity.
+    """
+    resolved = Budget.resolve(budget, fields, owner=owner)
+    for field in ("step_sensitivity", "step_l2_sensitivity"):
+        value = getattr(resolved, field)
+        if value != (1.0 if field == "step_sensitivity" else None):
+            raise ValueError(
+                f"{field}={value!r} cannot be set for {owner}: the app computes its step "
+                f"sensitivity from {bounds} (leave {field} out of the budget)"
+            )
+    return resolved
+
+
 @dataclass(frozen=True)
 class MechanismChoice:
-    """Which registered counting mechanism an app runs, and its noise.
+    """Which registered counting mechanism an app runs (the noise is in the budget).
 
     The safe path is the default where the data allow it (docs/safe-noise.md):
     an app whose stream is integer-valued (counts) and whose ℓ₁ sensitivity is a
@@ -108,79 +134,71 @@ class MechanismChoice:
     streams (e.g. :class:`~dpcount.apps.RunningAverage`), or for a named mechanism
     that cannot take integer noise.
 
+    The noise kind and calibration rule come from the app's
+    :class:`~dpcount.privacy.Budget` (``budget.noise`` None: the default above,
+    else Gaussian when a delta is given and Laplace without).
+
     Attributes:
         name: a name in :data:`dpcount.counting.registry.MECHANISMS`; ``None``
             picks the default: ``"kary"`` (k = 19 with subtraction) without a
             delta, or with integer noise; else ``"sqrt"`` (square-root
             factorization, Gaussian noise, constant-matters).
-        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
-            ``"discrete-gaussian"`` (integer data only; the trees and Honaker);
-            ``None``: integer noise for integer data where possible (see above),
-            else Gaussian when a delta is given and Laplace without.
-        calibration: passed to the mechanism (Gaussian method or Laplace rule).
         k, subtract: tree options (ignored by mechanisms without them).
     """
 
     name: str | None = None
-    noise: str | None = None
-    calibration: str | None = None
     k: int = 19
     subtract: bool = True
 
     def __post_init__(self) -> None:
         if self.name is not None:
             check_choice("mechanism", self.name, MECHANISMS)
-        if self.noise is not None:
-            check_choice("noise", self.noise, NOISE_KINDS)
         check_integer("k", self.k, ge=2)
         check_bool("subtract", self.subtract)
 
     def resolve(
-        self, delta: float | None, sensitivity: StreamSensitivity | None = None
-    ) -> tuple[str, str]:
-        """``(mechanism name, noise kind)`` for this delta.
+        self, budget: Budget, sensitivity: StreamSensitivity | None = None
+    ) -> tuple[str, NoiseKind]:
+        """``(mechanism name, noise kind)`` for this budget.
 
         ``sensitivity``: given by apps whose stream is integer-valued; then integer
         noise is the default when its ℓ₁ bound is a whole number (see the class).
         """
-        name, noise = self.name, self.noise
+        name, noise = self.name, budget.noise
+        delta = budget.delta
         if noise is None and sensitivity is not None:
-            noise = default_noise(name or "kary", delta, sensitivity.l1)
+            chosen = default_noise(name or "kary", delta, sensitivity.l1)
+            noise = None if chosen is None else NoiseKind(chosen)
         if name is None:
-            discrete = noise in DISCRETE_NOISE_KINDS
+            discrete = noise is not None and noise.is_discrete
             name = DEFAULT_PURE_MECHANISM if delta is None or discrete else DEFAULT_APPROX_MECHANISM
         if noise is None:
-            noise = "laplace" if delta is None else "gaussian"
+            noise = NoiseKind.LAPLACE if delta is None else NoiseKind.GAUSSIAN
         return name, noise
 
     def build(
         self,
         *,
         horizon: int,
-        epsilon: float,
-        delta: float | None,
+        budget: Budget,
         rng: RNGLike,
         sensitivity: StreamSensitivity,
         integer: bool = False,
-    ) -> CountingMechanism:
-        """Build the counting mechanism through the registry, calibrated for ``sensitivity``
+    ) -> tuple[Budget, CountingMechanism]:
+        """The app's budget (``budget`` with its noise kind resolved) and the counting
+        mechanism built through the registry, calibrated for ``sensitivity``
         (``integer``: the app's stream is integer-valued, see :meth:`resolve`)."""
-        name, noise = self.resolve(delta, sensitivity if integer else None)
-        step, step_l2 = sensitivity.for_noise(noise)
-        kwargs: dict[str, Any] = {
-            "horizon": horizon,
-            "epsilon": epsilon,
-            "delta": delta,
-            "noise": noise,
-            "rng": rng,
-            "step_sensitivity": step,
-            "calibration": self.calibration,
-            "k": self.k,
-            "subtract": self.subtract,
-        }
-        if step_l2 is not None:
-            kwargs["step_l2_sensitivity"] = step_l2
-        return build_mechanism(name, **kwargs)
+        name, noise = self.resolve(budget, sensitivity if integer else None)
+        resolved = budget.replace(noise=noise)
+        step, step_l2 = sensitivity.for_noise(noise.value)
+        mechanism = MECHANISMS[name](
+            horizon=horizon,
+            budget=resolved.replace(step_sensitivity=step, step_l2_sensitivity=step_l2),
+            rng=rng,
+            k=self.k,
+            subtract=self.subtract,
+        )
+        return resolved, mechanism
 
 
 _App = TypeVar("_App", bound="AppBase")
@@ -189,14 +207,59 @@ _App = TypeVar("_App", bound="AppBase")
 class AppBase:
     """Common surface of the apps: the mechanism, its guarantee, exact variances, test hook.
 
-    Subclasses set ``self.mechanism``, ``self.noise`` and ``self.neighbouring``
-    (the app's own neighbouring relation, in words) and implement :meth:`_reset`
-    (back to step 0).
+    Subclasses set ``self.budget`` (the user's :class:`~dpcount.privacy.Budget`
+    with the noise kind resolved), ``self.mechanism``, ``self.noise`` and
+    ``self.neighbouring`` (the app's own neighbouring relation, in words) and
+    implement :meth:`_reset` (back to step 0); :meth:`_setup_mechanism` sets the
+    first three.
     """
 
+    budget: Budget
     mechanism: CountingMechanism
     noise: str
     neighbouring: str
+
+    def _setup_mechanism(
+        self,
+        choice: MechanismChoice,
+        budget: Budget,
+        *,
+        horizon: int,
+        rng: RNGLike,
+        sensitivity: StreamSensitivity,
+        integer: bool = False,
+    ) -> None:
+        """Build the counting mechanism and set ``budget``, ``mechanism`` and ``noise``."""
+        self.budget, self.mechanism = choice.build(
+            horizon=horizon, budget=budget, rng=rng, sensitivity=sensitivity, integer=integer
+        )
+        assert self.budget.noise is not None  # resolved by MechanismChoice.build
+        self.noise = self.budget.noise.value
+
+    def dp_event(self) -> Any:
+        """The app's privacy as a dp_accounting ``DpEvent`` (one run of the app).
+
+        The counting mechanism's event (:meth:`CountingMechanism.dp_event`), which
+        is calibrated for the app's sensitivity, so it holds for the app's
+        neighbouring relation. Compose several apps or mechanisms with
+        dp_accounting's accountants. Needs the ``accounting`` extra.
+
+        For Laplace noise the event describes the change as concentrated on one
+        step and one coordinate (the mechanism's unit profile times Γ₁). With a
+        delta, an app whose change spreads over several coordinates (e.g. a
+        histogram with b > 1) was calibrated with its smaller ℓ₂ bound Γ₂
+        (count-on-your-elders Theorem 3), so an accountant can report an ε above
+        the app's. The event is then pessimistic as long as Laplace noise on
+        changes a and c of two coordinates is dominated by one coordinate
+        changing by a + c (checked numerically with dp_accounting's PLD, not
+        proved here).
+
+        Raises:
+            ValueError: the app carries no guarantee (:meth:`with_sampler`).
+        """
+        if self.mechanism.privacy is None:
+            raise ValueError("this copy carries no privacy guarantee (with_sampler), no DpEvent")
+        return self.mechanism.dp_event()
 
     def _reset(self) -> None:
         raise NotImplementedError

@@ -7,7 +7,7 @@ count t, so a continual counting mechanism gives it directly (constant-matters
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,8 +20,12 @@ from dpcount._validate import (
     check_real_dtype,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
+from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["RunningAverage"]
 
@@ -36,9 +40,14 @@ class RunningAverage(AppBase):
     in [lower, upper]; the sensitivity passed to the counting mechanism is
     ``upper − lower`` (ℓ₁ = ℓ₂ for scalar steps).
 
-    Privacy: the counting mechanism's guarantee for that relation (ε-DP without
-    a delta, (ε, δ)-DP with one); the division by the public t is
-    post-processing.
+    Formal guarantee: for that event-level relation the releases of all T steps
+    together are ε-DP without a delta and (ε, δ)-DP with one — the counting
+    mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`), calibrated for
+    step sensitivity ``upper − lower``; the division by the public t is
+    post-processing. Averaging under continual release as a consequence of
+    continual counting: Fichtenberger, Henzinger, Upadhyay, "Constant Matters:
+    Fine-grained Error Bound on Differentially Private Continual Observation",
+    ICML 2023 (arXiv:2202.11205), §1.3.
 
     Exact error: the mean at step t is unbiased with variance
     ``variances()[t − 1]`` = Var(N_t)/t².
@@ -59,22 +68,24 @@ class RunningAverage(AppBase):
 
     Args:
         horizon: T, the number of steps.
-        epsilon: ε > 0.
-        delta: None for pure ε-DP, else δ ∈ (0, 1).
         lower, upper: the public bounds of every value (lower < upper).
         on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
         clip: ``True`` is the older spelling of ``on_out_of_bounds="clip"``.
-        mechanism, noise, calibration, k, subtract, rng: as for
+        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon``, ``delta``, ``noise``, ``calibration``), as for
             :class:`~dpcount.apps.ContinualHistogram`, except that the default
             noise is continuous (Gaussian iff delta given): the values are
             fractional, and integer noise needs whole-number steps. For
             whole-number values pass ``noise="discrete-laplace"`` (or
-            ``"discrete-gaussian"``) with integer ``lower``/``upper``.
+            ``"discrete-gaussian"``) with integer ``lower``/``upper``. The step
+            sensitivity is ``upper − lower``, set by the app (a budget that sets
+            one is refused).
 
     Example:
         >>> from dpcount.apps import RunningAverage
         >>> from dpcount.privacy import ZeroNoise
-        >>> avg = RunningAverage(4, 1.0, lower=0.0, upper=10.0).with_sampler(ZeroNoise())
+        >>> avg = RunningAverage(4, epsilon=1.0, lower=0.0, upper=10.0).with_sampler(ZeroNoise())
         >>> [avg.update(v) for v in (2.0, 4.0, 9.0)]
         [2.0, 3.0, 5.0]
     """
@@ -82,20 +93,21 @@ class RunningAverage(AppBase):
     def __init__(
         self,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
         *,
         lower: float,
         upper: float,
         on_out_of_bounds: str = "error",
         clip: bool = False,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(
+            budget, fields, owner="RunningAverage", bounds="lower and upper (upper - lower)"
+        )
         self.lower = check_real("lower", lower)
         self.upper = check_real("upper", upper)
         if not self.upper > self.lower:
@@ -111,10 +123,12 @@ class RunningAverage(AppBase):
         self.clip = mode == "clip"
         width = self.upper - self.lower
         self.sensitivity = StreamSensitivity(width, width)
-        choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
-        self.mechanism = choice.build(
-            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=self.sensitivity
+        self._setup_mechanism(
+            MechanismChoice(mechanism, k, subtract),
+            user_budget,
+            horizon=horizon,
+            rng=rng,
+            sensitivity=self.sensitivity,
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = (
@@ -130,7 +144,8 @@ class RunningAverage(AppBase):
     def __repr__(self) -> str:
         return (
             f"RunningAverage(horizon={self.horizon}, lower={self.lower:g}, upper={self.upper:g}, "
-            f"on_out_of_bounds={self.on_out_of_bounds!r}, mechanism={self.mechanism!r})"
+            f"on_out_of_bounds={self.on_out_of_bounds!r}, budget={self.budget!r}, "
+            f"mechanism={self.mechanism!r})"
         )
 
     @property

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,9 +61,14 @@ from dpcount.apps._common import (
     AppBase,
     MechanismChoice,
     StreamSensitivity,
+    app_budget,
     gaussian_two_sided_quantile,
 )
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "GraphStatistic",
@@ -115,8 +120,13 @@ class SyntheticGraph(AppBase):
     at most m pairs differ by at most 1. Sensitivity passed to the counting
     mechanism: ℓ₁ = m (Laplace), ℓ₂ = √m (Gaussian); m = 1 gives 1 and 1.
 
-    Privacy: the counting mechanism's guarantee for that relation; the cut
-    answers are post-processing of the released graphs.
+    Formal guarantee: for that event-level relation the releases of all T
+    updates together are ε-DP without a delta and (ε, δ)-DP with one — the
+    counting mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`),
+    calibrated for the sensitivity above; the cut answers are post-processing
+    of the released graphs. Fichtenberger, Henzinger, Upadhyay, "Constant
+    Matters: Fine-grained Error Bound on Differentially Private Continual
+    Observation", ICML 2023 (arXiv:2202.11205), §5, Corollary 5.2.
 
     Out-of-bound updates (:mod:`dpcount.apps._bounds`): a weight outside [0, 1]
     or an update changing more than m pairs raises ValueError with
@@ -141,14 +151,16 @@ class SyntheticGraph(AppBase):
     Args:
         n_vertices: n ≥ 2.
         horizon: T, the number of updates.
-        epsilon: ε > 0.
-        delta: None for pure ε-DP, else δ ∈ (0, 1) (default mechanism: the
-            square-root factorization with Gaussian noise, as in the paper).
         max_edges_per_step: m ≥ 1.
-        mechanism, noise, calibration, k, subtract, rng: as for
+        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon``, ``delta``, ``noise``, ``calibration``), as for
             :class:`~dpcount.apps.ContinualHistogram`, except that the default
-            noise is continuous (Gaussian iff delta given): edge weights are
+            noise is continuous (Gaussian iff delta given, then on the
+            square-root factorization, as in the paper): edge weights are
             fractional in [0, 1], and integer noise needs whole-number steps.
+            The step sensitivity is computed from m (a budget that sets one is
+            refused).
         on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
@@ -165,28 +177,31 @@ class SyntheticGraph(AppBase):
         self,
         n_vertices: int,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
         *,
         max_edges_per_step: int = 1,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
         on_out_of_bounds: str = "error",
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(
+            budget, fields, owner="SyntheticGraph", bounds="max_edges_per_step"
+        )
         self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         self.n_vertices = check_integer("n_vertices", n_vertices, ge=2)
         self.n_pairs = self.n_vertices * (self.n_vertices - 1) // 2
         self.max_edges_per_step = check_integer("max_edges_per_step", max_edges_per_step, ge=1)
         m = float(self.max_edges_per_step)
         self.sensitivity = StreamSensitivity(m, math.sqrt(m))
-        choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta)[1]
-        self.mechanism = choice.build(
-            horizon=horizon, epsilon=epsilon, delta=delta, rng=rng, sensitivity=self.sensitivity
+        self._setup_mechanism(
+            MechanismChoice(mechanism, k, subtract),
+            user_budget,
+            horizon=horizon,
+            rng=rng,
+            sensitivity=self.sensitivity,
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = (
@@ -206,7 +221,8 @@ class SyntheticGraph(AppBase):
     def __repr__(self) -> str:
         return (
             f"SyntheticGraph(n_vertices={self.n_vertices}, horizon={self.horizon}, "
-            f"max_edges_per_step={self.max_edges_per_step}, mechanism={self.mechanism!r})"
+            f"max_edges_per_step={self.max_edges_per_step}, budget={self.budget!r}, "
+            f"mechanism={self.mechanism!r})"
         )
 
     @property
@@ -532,8 +548,14 @@ class GraphStatistic(AppBase):
     * ``difference_l2_sensitivity`` Γ₂ = max (Σ_c (Σ_t |d_t[c] − d'_t[c]|)²)^½
       (default Γ₁, always valid since Γ₂ ≤ Γ₁; equal for scalar f).
 
-    Privacy: the counting mechanism's guarantee for that relation, calibrated
-    with step sensitivity Γ₁ (Laplace) or Γ₂ (Gaussian).
+    Formal guarantee: for that edge-level relation the releases of all T steps
+    together are ε-DP without a delta and (ε, δ)-DP with one — the counting
+    mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`), calibrated with
+    step sensitivity Γ₁ (Laplace) or Γ₂ (Gaussian), provided the caller's Γ₁,
+    Γ₂ bound f's difference sequence as above. Fichtenberger, Henzinger,
+    Upadhyay, "Constant Matters: Fine-grained Error Bound on Differentially
+    Private Continual Observation", ICML 2023 (arXiv:2202.11205), App. B.2,
+    Corollary B.3 (with the sensitivity corrected, see the module docstring).
 
     Out-of-bound insertions: an insertion that would exceed ``max_degree`` (or a
     self-loop, a repeated edge, an unknown vertex) raises ValueError and the
@@ -557,13 +579,14 @@ class GraphStatistic(AppBase):
         difference_sensitivity: Γ₁ > 0.
         n_vertices: n ≥ 1.
         horizon: T, the number of steps.
-        epsilon: ε > 0.
-        delta: None for pure ε-DP, else δ ∈ (0, 1).
         difference_l2_sensitivity: Γ₂ (0 < Γ₂ ≤ Γ₁).
         max_degree: if given, insertions exceeding it raise ValueError (the
             sensitivities of degree histograms and triangle counts need it).
-        mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon``, ``delta``, ``noise``, ``calibration``), as for
+            :class:`~dpcount.apps.ContinualHistogram`. The step sensitivity is
+            Γ₁/Γ₂ above (a budget that sets one is refused).
         integer_valued: f returns whole numbers (counts). Then, with a whole Γ₁
             and ``noise=None``, the default is integer noise on the k-ary tree
             (docs/safe-noise.md), and a fractional f value raises ValueError.
@@ -577,19 +600,23 @@ class GraphStatistic(AppBase):
         *,
         n_vertices: int,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
         difference_l2_sensitivity: float | None = None,
         max_degree: int | None = None,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
         name: str | None = None,
         integer_valued: bool = False,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(
+            budget,
+            fields,
+            owner="GraphStatistic",
+            bounds="difference_sensitivity and difference_l2_sensitivity",
+        )
         if not callable(function):
             raise TypeError(f"function must be callable, got {function!r}")
         self.function = function
@@ -606,12 +633,10 @@ class GraphStatistic(AppBase):
         )
         self.sensitivity = StreamSensitivity(g1, g2)
         integer = check_bool("integer_valued", integer_valued)
-        choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta, self.sensitivity if integer else None)[1]
-        self.mechanism = choice.build(
+        self._setup_mechanism(
+            MechanismChoice(mechanism, k, subtract),
+            user_budget,
             horizon=horizon,
-            epsilon=epsilon,
-            delta=delta,
             rng=rng,
             sensitivity=self.sensitivity,
             integer=integer,
@@ -634,7 +659,7 @@ class GraphStatistic(AppBase):
     def __repr__(self) -> str:
         return (
             f"GraphStatistic({self.name}, n_vertices={self.n_vertices}, horizon={self.horizon}, "
-            f"max_degree={self.max_degree}, mechanism={self.mechanism!r})"
+            f"max_degree={self.max_degree}, budget={self.budget!r}, mechanism={self.mechanism!r})"
         )
 
     @property
@@ -740,8 +765,6 @@ def _statistic(
     name: str,
     n_vertices: int,
     horizon: int,
-    epsilon: float,
-    delta: float | None,
     max_degree: int | None,
     options: dict[str, Any],
 ) -> GraphStatistic:
@@ -751,8 +774,6 @@ def _statistic(
         difference_l2_sensitivity=sensitivity.l2,
         n_vertices=n_vertices,
         horizon=horizon,
-        epsilon=epsilon,
-        delta=delta,
         max_degree=max_degree,
         name=name,
         integer_valued=True,
@@ -760,12 +781,12 @@ def _statistic(
     )
 
 
-def edge_count_statistic(
-    n_vertices: int, horizon: int, epsilon: float, delta: float | None = None, **options: Any
-) -> GraphStatistic:
+def edge_count_statistic(n_vertices: int, horizon: int, **options: Any) -> GraphStatistic:
     """Private edge count under insertions (Γ₁ = Γ₂ = 1, :func:`edge_count_sensitivity`).
 
-    ``options``: ``max_degree`` and the mechanism options of :class:`GraphStatistic`.
+    ``options``: ``max_degree``, the mechanism options of :class:`GraphStatistic`
+    and its budget (``budget=`` or ``epsilon=``, ``delta=``, …), keyword only.
+    The guarantee is :class:`GraphStatistic`'s for this sensitivity.
     """
     max_degree = options.pop("max_degree", None)
     return _statistic(
@@ -774,25 +795,20 @@ def edge_count_statistic(
         "edge_count",
         n_vertices,
         horizon,
-        epsilon,
-        delta,
         max_degree,
         options,
     )
 
 
 def degree_histogram_statistic(
-    n_vertices: int,
-    max_degree: int,
-    horizon: int,
-    epsilon: float,
-    delta: float | None = None,
-    **options: Any,
+    n_vertices: int, max_degree: int, horizon: int, **options: Any
 ) -> GraphStatistic:
     """Private degree histogram (bins 0..D) under insertions with degrees ≤ D (enforced).
 
     Sensitivity :func:`degree_histogram_sensitivity`: Γ₁ = 8D − 4,
-    Γ₂ = min(Γ₁, √(64D − 32)).
+    Γ₂ = min(Γ₁, √(64D − 32)). ``options``: the mechanism options of
+    :class:`GraphStatistic` and its budget (``budget=`` or ``epsilon=``,
+    ``delta=``, …), keyword only; the guarantee is :class:`GraphStatistic`'s.
     """
     d = check_integer("max_degree", max_degree, ge=1)
 
@@ -805,22 +821,20 @@ def degree_histogram_statistic(
         "degree_histogram",
         n_vertices,
         horizon,
-        epsilon,
-        delta,
         d,
         options,
     )
 
 
 def triangle_count_statistic(
-    n_vertices: int,
-    max_degree: int,
-    horizon: int,
-    epsilon: float,
-    delta: float | None = None,
-    **options: Any,
+    n_vertices: int, max_degree: int, horizon: int, **options: Any
 ) -> GraphStatistic:
-    """Private triangle count under insertions with degrees ≤ D (enforced), Γ₁ = Γ₂ = D − 1."""
+    """Private triangle count under insertions with degrees ≤ D (enforced), Γ₁ = Γ₂ = D − 1.
+
+    ``options``: the mechanism options of :class:`GraphStatistic` and its budget
+    (``budget=`` or ``epsilon=``, ``delta=``, …), keyword only; the guarantee is
+    :class:`GraphStatistic`'s.
+    """
     d = check_integer("max_degree", max_degree, ge=2)
     return _statistic(
         triangle_count,
@@ -828,8 +842,6 @@ def triangle_count_statistic(
         "triangle_count",
         n_vertices,
         horizon,
-        epsilon,
-        delta,
         d,
         options,
     )

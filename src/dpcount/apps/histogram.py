@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,9 +41,14 @@ from dpcount.apps._common import (
     AppBase,
     MechanismChoice,
     StreamSensitivity,
+    app_budget,
     gaussian_two_sided_quantile,
 )
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike, as_generator
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "ContinualHistogram",
@@ -131,10 +136,15 @@ class ContinualHistogram(AppBase):
     Sensitivity passed to the counting mechanism (:func:`histogram_sensitivity`):
     ℓ₁ = b for Laplace noise, ℓ₂ = √b (m = 1) for Gaussian noise.
 
-    Privacy: the mechanism's guarantee for that relation — ε-DP without a delta
-    (default: k-ary tree, k = 19, with subtraction, Laplace noise), (ε, δ)-DP with
-    one (default: square-root factorization, Gaussian noise). Releases for all
-    steps and items together satisfy it; ``top1``/``topk`` are post-processing.
+    Formal guarantee: for that event-level relation the releases of all T steps
+    and u items together are ε-DP without a delta and (ε, δ)-DP with one — the
+    counting mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`),
+    calibrated for the step sensitivity above (default: k-ary tree, k = 19, with
+    subtraction, and integer noise, discrete Laplace without a delta, discrete
+    Gaussian with one); ``top1``/``topk`` are post-processing. Fichtenberger,
+    Henzinger, Upadhyay, "Constant Matters: Fine-grained Error Bound on
+    Differentially Private Continual Observation", ICML 2023 (arXiv:2202.11205),
+    App. B.1, Corollary B.1.
 
     Exact error: every coordinate of h_t has variance ``variances()[t − 1]``
     (that of the scalar mechanism), independent across coordinates.
@@ -163,17 +173,19 @@ class ContinualHistogram(AppBase):
     Args:
         universe_size: u ≥ 1.
         horizon: T, the number of steps.
-        epsilon: ε > 0.
-        delta: None for pure ε-DP, else δ ∈ (0, 1).
         max_items_per_step: b ≥ 1.
         max_count_per_item: m ≥ 1 (multiplicity of one item in one step).
         mechanism: registered counting-mechanism name (default by delta, see above).
-        noise: ``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
-            ``"discrete-gaussian"``; default: integer noise (discrete Gaussian iff
-            delta given) on the k-ary tree, since counts are integers (see
-            :class:`~dpcount.apps.MechanismChoice`).
-        calibration: noise calibration method passed to the mechanism.
         k, subtract: tree options for ``"kary"``.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords:
+            ``epsilon`` (ε > 0), ``delta`` (None for pure ε-DP, else δ ∈ (0, 1)),
+            ``noise`` (``"laplace"``, ``"gaussian"``, ``"discrete-laplace"`` or
+            ``"discrete-gaussian"``; default: integer noise, discrete Gaussian iff
+            delta given, on the k-ary tree, since counts are integers, see
+            :class:`~dpcount.apps.MechanismChoice`) and ``calibration`` (the
+            noise calibration rule). The step sensitivity is computed from b and
+            m (a budget that sets one is refused). ``self.budget`` is this
+            budget with the noise kind resolved.
         rng: Generator, int seed (research/tests only) or None (OS entropy).
         on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
@@ -192,33 +204,35 @@ class ContinualHistogram(AppBase):
         self,
         universe_size: int,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
-        max_items_per_step: int = 1,
         *,
+        max_items_per_step: int = 1,
         max_count_per_item: int = 1,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
         on_out_of_bounds: str = "error",
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(
+            budget,
+            fields,
+            owner="ContinualHistogram",
+            bounds="max_items_per_step and max_count_per_item",
+        )
         self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         self.universe_size = check_integer("universe_size", universe_size, ge=1)
         self.max_items_per_step = check_integer("max_items_per_step", max_items_per_step, ge=1)
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
         self.sensitivity = histogram_sensitivity(self.max_items_per_step, self.max_count_per_item)
-        choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta, self.sensitivity)[1]  # integer-valued stream
-        self.mechanism = choice.build(
+        self._setup_mechanism(
+            MechanismChoice(mechanism, k, subtract),
+            user_budget,
             horizon=horizon,
-            epsilon=epsilon,
-            delta=delta,
             rng=rng,
             sensitivity=self.sensitivity,
-            integer=True,
+            integer=True,  # integer-valued stream
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = (
@@ -238,7 +252,8 @@ class ContinualHistogram(AppBase):
         return (
             f"ContinualHistogram(universe_size={self.universe_size}, horizon={self.horizon}, "
             f"max_items_per_step={self.max_items_per_step}, "
-            f"max_count_per_item={self.max_count_per_item}, mechanism={self.mechanism!r})"
+            f"max_count_per_item={self.max_count_per_item}, budget={self.budget!r}, "
+            f"mechanism={self.mechanism!r})"
         )
 
     @property

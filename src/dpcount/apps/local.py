@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,12 +42,15 @@ from dpcount._validate import (
     check_array_in_range,
     check_callable,
     check_integer,
-    check_real,
     check_real_array,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
+from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike, as_generator
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "LocalMedianProtocol",
@@ -102,8 +105,13 @@ class LocalMedianProtocol(AppBase):
     sensitivity 2 each, as the paper does, gives the same Laplace scale and a
     larger Gaussian σ; the paper's sensitivity 1 would under-noise.
 
-    Privacy: each client's message is ε-LDP (Laplace, no delta) or (ε, δ)-LDP
-    (with a delta); the server's output is post-processing.
+    Formal guarantee: each client's message is ε-LDP without a delta and
+    (ε, δ)-LDP with one — the counting mechanism's guarantee for the
+    sensitivity above (:attr:`privacy`, :meth:`dp_event`: one client's message);
+    the server's output is post-processing. Fichtenberger, Henzinger, Upadhyay,
+    "Constant Matters: Fine-grained Error Bound on Differentially Private
+    Continual Observation", ICML 2023 (arXiv:2202.11205), App. B.5 (with the
+    sensitivity corrected, see the module docstring).
 
     Out-of-bound data (:mod:`dpcount.apps._bounds`): with
     ``on_out_of_bounds="error"`` (the default) :meth:`run` and
@@ -124,11 +132,14 @@ class LocalMedianProtocol(AppBase):
 
     Args:
         n_clients: n ≥ 1.
-        epsilon: ε > 0.
-        delta: None for pure ε-LDP, else δ ∈ (0, 1).
         buckets: w (default ⌈ε√n⌉, at least 1).
-        mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram` (horizon = w).
+        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`
+            (horizon = w).
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon``: ε > 0; ``delta``: None for pure ε-LDP, else δ ∈ (0, 1);
+            ``noise``, ``calibration``), as for
+            :class:`~dpcount.apps.ContinualHistogram`. The step sensitivity is
+            fixed by the protocol (a budget that sets one is refused).
         on_out_of_bounds: ``"error"`` (default) or ``"clip"``, see above.
 
     Example:
@@ -143,38 +154,39 @@ class LocalMedianProtocol(AppBase):
     def __init__(
         self,
         n_clients: int,
-        epsilon: float,
-        delta: float | None = None,
         *,
         buckets: int | None = None,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
         on_out_of_bounds: str = "error",
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(
+            budget,
+            fields,
+            owner="LocalMedianProtocol",
+            bounds="the protocol (two steps of each of two coordinates change by 1)",
+        )
         self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         #: clients clipped into [0, 1] by the latest bucket_of/run: exact, NOT private
         self.clipped = 0
         self.n_clients = check_integer("n_clients", n_clients, ge=1)
-        eps = check_real("epsilon", epsilon, gt=0)
         self.buckets = (
-            max(1, math.ceil(eps * math.sqrt(self.n_clients)))
+            max(1, math.ceil(user_budget.epsilon * math.sqrt(self.n_clients)))
             if buckets is None
             else check_integer("buckets", buckets, ge=1)
         )
         self.sensitivity = StreamSensitivity(4.0, 2.0 * math.sqrt(2.0))
-        choice = MechanismChoice(mechanism, noise, calibration, k, subtract)
-        self.noise = choice.resolve(delta, self.sensitivity)[1]  # integer-valued stream
-        self.mechanism = choice.build(
+        self._setup_mechanism(
+            MechanismChoice(mechanism, k, subtract),
+            user_budget,
             horizon=self.buckets,
-            epsilon=eps,
-            delta=delta,
             rng=rng,
             sensitivity=self.sensitivity,
-            integer=True,
+            integer=True,  # integer-valued stream
         )
         self.neighbouring = "local: any two inputs of one client"
 
@@ -185,7 +197,7 @@ class LocalMedianProtocol(AppBase):
     def __repr__(self) -> str:
         return (
             f"LocalMedianProtocol(n_clients={self.n_clients}, buckets={self.buckets}, "
-            f"mechanism={self.mechanism!r})"
+            f"budget={self.budget!r}, mechanism={self.mechanism!r})"
         )
 
     # -- client side ------------------------------------------------------------------
@@ -292,14 +304,14 @@ class LocalMedianProtocol(AppBase):
         )
 
 
-def local_median(
-    data: Any, epsilon: float, delta: float | None = None, **options: Any
-) -> LocalMedianResult:
+def local_median(data: Any, **options: Any) -> LocalMedianResult:
     """Run :class:`LocalMedianProtocol` with one client per value of ``data`` (in [0, 1]).
 
-    ``options``: ``buckets``, ``on_out_of_bounds`` and the mechanism options of the
-    protocol (with ``on_out_of_bounds="clip"`` the result's ``clipped`` reports the
-    clipped clients: not private).
+    ``options`` (keyword only): the protocol's budget (``budget=`` or
+    ``epsilon=``, ``delta=``, …), ``buckets``, ``on_out_of_bounds`` and its
+    mechanism options (with ``on_out_of_bounds="clip"`` the result's ``clipped``
+    reports the clipped clients: not private). The guarantee is the protocol's:
+    every client's message is ε- or (ε, δ)-LDP.
 
     Example:
         >>> import numpy as np
@@ -312,7 +324,7 @@ def local_median(
     n = as_array("data", data).size
     if n == 0:
         raise ValueError("data must contain at least one value, got none")
-    return LocalMedianProtocol(n, epsilon, delta, **options).run(data)
+    return LocalMedianProtocol(n, **options).run(data)
 
 
 def smith_randomizer_buckets(
@@ -359,8 +371,6 @@ def smith_randomizer_buckets(
 def local_risk_minimization(
     data: Any,
     gradient: Callable[[NDArray[np.float64], NDArray[np.float64]], Any],
-    epsilon: float,
-    delta: float | None = None,
     *,
     rng: RNGLike = None,
     **options: Any,
@@ -376,9 +386,9 @@ def local_risk_minimization(
         data: each client's value (1-D, numeric).
         gradient: ∂ℓ(θ; d) as a broadcasting function (see
             :func:`smith_randomizer_buckets`).
-        epsilon, delta: the LDP budget.
         rng: randomness for both the randomizer and the protocol's noise.
-        options: ``buckets`` and the mechanism options of the protocol.
+        options: the LDP budget (``budget=`` or ``epsilon=``, ``delta=``, …),
+            ``buckets`` and the mechanism options of the protocol (keyword only).
 
     Example:
         >>> import numpy as np
@@ -395,5 +405,5 @@ def local_risk_minimization(
     n = d.size
     if n == 0:
         raise ValueError("data must contain at least one value, got none")
-    protocol = LocalMedianProtocol(n, epsilon, delta, rng=gen, **options)
+    protocol = LocalMedianProtocol(n, rng=gen, **options)
     return protocol.run_buckets(smith_randomizer_buckets(d, gradient, protocol.buckets, gen))

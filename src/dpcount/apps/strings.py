@@ -42,15 +42,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import check_integer, check_iterable
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity
+from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
 from dpcount.counting.base import CountingStream
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "EpisodeCounter",
@@ -235,20 +239,18 @@ class _TextApp(AppBase):
         self,
         sensitivity: StreamSensitivity,
         horizon: int,
-        epsilon: float,
-        delta: float | None,
+        budget: Budget,
         rng: RNGLike,
         choice: MechanismChoice,
     ) -> None:
         self.sensitivity = sensitivity
-        self.noise = choice.resolve(delta, sensitivity)[1]  # integer-valued stream
-        self.mechanism = choice.build(
+        self._setup_mechanism(
+            choice,
+            budget,
             horizon=horizon,
-            epsilon=epsilon,
-            delta=delta,
             rng=rng,
             sensitivity=sensitivity,
-            integer=True,
+            integer=True,  # integer-valued stream
         )
         self.horizon = self.mechanism.horizon
         self.neighbouring = "event-level: letter streams differ in one letter"
@@ -329,8 +331,14 @@ class SubstringCounter(_TextApp):
     Γ₂ = √(ℓ(ℓ+1)(2ℓ+1)/3) (Gaussian) — not the paper's ℓ (see the module
     docstring).
 
-    Privacy: the counting mechanism's guarantee for that relation. Exact error:
-    every coordinate at step t has variance ``variances()[t − 1]``.
+    Formal guarantee: for that event-level relation the releases of all T
+    letters together are ε-DP without a delta and (ε, δ)-DP with one — the
+    counting mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`),
+    calibrated for Γ₁/Γ₂ above. Fichtenberger, Henzinger, Upadhyay, "Constant
+    Matters: Fine-grained Error Bound on Differentially Private Continual
+    Observation", ICML 2023 (arXiv:2202.11205), App. B.3, Corollary B.4 (with
+    the sensitivity corrected, see the module docstring). Exact error: every
+    coordinate at step t has variance ``variances()[t − 1]``.
 
     Letters outside the alphabet raise ValueError and are not consumed. That
     refusal is a data-dependent signal the guarantee does not cover (a stream
@@ -346,10 +354,11 @@ class SubstringCounter(_TextApp):
         alphabet: the letters (a string, or a sequence of distinct hashables).
         max_length: ℓ ≥ 1.
         horizon: T, the number of letters.
-        epsilon: ε > 0.
-        delta: None for pure ε-DP, else δ ∈ (0, 1).
-        mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon``, ``delta``, ``noise``, ``calibration``), as for
+            :class:`~dpcount.apps.ContinualHistogram`. The step sensitivity is
+            computed from ℓ (a budget that sets one is refused).
 
     Example:
         >>> from dpcount.apps import SubstringCounter
@@ -365,24 +374,22 @@ class SubstringCounter(_TextApp):
         alphabet: Iterable[Hashable],
         max_length: int,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
         *,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(budget, fields, owner="SubstringCounter", bounds="max_length")
         self._words = _Words(alphabet, max_length)
         self._setup(
             substring_sensitivity(self._words.max_length),
             horizon,
-            epsilon,
-            delta,
+            user_budget,
             rng,
-            MechanismChoice(mechanism, noise, calibration, k, subtract),
+            MechanismChoice(mechanism, k, subtract),
         )
         self._reset()
 
@@ -394,7 +401,7 @@ class SubstringCounter(_TextApp):
     def __repr__(self) -> str:
         return (
             f"SubstringCounter(alphabet={self.alphabet!r}, max_length={self.max_length}, "
-            f"horizon={self.horizon}, mechanism={self.mechanism!r})"
+            f"horizon={self.horizon}, budget={self.budget!r}, mechanism={self.mechanism!r})"
         )
 
     def _indicator(self, letter: int) -> NDArray[np.float64]:
@@ -420,8 +427,14 @@ class EpisodeCounter(_TextApp):
     Sensitivity (:func:`episode_sensitivity`): with N_j = |𝒰|^j − (|𝒰|−2)^j,
     Γ₁ = Σ_j 2j·N_j (Laplace) and Γ₂ = (Σ_j 4j²·N_j)^½ (Gaussian).
 
-    Privacy: the counting mechanism's guarantee for that relation. Exact error:
-    every coordinate at step t has variance ``variances()[t − 1]``.
+    Formal guarantee: for that event-level relation the releases of all T
+    letters together are ε-DP without a delta and (ε, δ)-DP with one — the
+    counting mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`),
+    calibrated for Γ₁/Γ₂ above. Fichtenberger, Henzinger, Upadhyay, "Constant
+    Matters: Fine-grained Error Bound on Differentially Private Continual
+    Observation", ICML 2023 (arXiv:2202.11205), App. B.4, Corollary B.6 (with
+    the sensitivity corrected, see the module docstring). Exact error: every
+    coordinate at step t has variance ``variances()[t − 1]``.
 
     Letters outside the alphabet raise ValueError and are not consumed. That
     refusal is a data-dependent signal the guarantee does not cover (a stream
@@ -437,10 +450,12 @@ class EpisodeCounter(_TextApp):
         alphabet: the letters (a string, or a sequence of distinct hashables).
         max_length: ℓ ≥ 1.
         horizon: T, the number of letters.
-        epsilon: ε > 0.
-        delta: None for pure ε-DP, else δ ∈ (0, 1).
-        mechanism, noise, calibration, k, subtract, rng: as for
-            :class:`~dpcount.apps.ContinualHistogram`.
+        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon``, ``delta``, ``noise``, ``calibration``), as for
+            :class:`~dpcount.apps.ContinualHistogram`. The step sensitivity is
+            computed from the alphabet size and ℓ (a budget that sets one is
+            refused).
 
     Example:
         >>> from dpcount.apps import EpisodeCounter
@@ -456,24 +471,24 @@ class EpisodeCounter(_TextApp):
         alphabet: Iterable[Hashable],
         max_length: int,
         horizon: int,
-        epsilon: float,
-        delta: float | None = None,
         *,
         mechanism: str | None = None,
-        noise: str | None = None,
-        calibration: str | None = None,
         k: int = 19,
         subtract: bool = True,
+        budget: Budget | None = None,
         rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
+        user_budget = app_budget(
+            budget, fields, owner="EpisodeCounter", bounds="the alphabet size and max_length"
+        )
         self._words = _Words(alphabet, max_length)
         self._setup(
             episode_sensitivity(self._words.size, self._words.max_length),
             horizon,
-            epsilon,
-            delta,
+            user_budget,
             rng,
-            MechanismChoice(mechanism, noise, calibration, k, subtract),
+            MechanismChoice(mechanism, k, subtract),
         )
         self._reset()
 
@@ -485,7 +500,7 @@ class EpisodeCounter(_TextApp):
     def __repr__(self) -> str:
         return (
             f"EpisodeCounter(alphabet={self.alphabet!r}, max_length={self.max_length}, "
-            f"horizon={self.horizon}, mechanism={self.mechanism!r})"
+            f"horizon={self.horizon}, budget={self.budget!r}, mechanism={self.mechanism!r})"
         )
 
     def _indicator(self, letter: int) -> NDArray[np.float64]:

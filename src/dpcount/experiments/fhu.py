@@ -881,7 +881,7 @@ def _top1_runs(
     T, u = X.shape
     eps = 0.1
     hist = ContinualHistogram(
-        u, T, eps, DELTA, mechanism=name, noise="gaussian", calibration="fhu", rng=rng
+        u, T, epsilon=eps, delta=DELTA, mechanism=name, noise="gaussian", calibration="fhu", rng=rng
     )
     sample = top1_counts(hist.update_many(X))  # one run through the streaming app
     tops = np.empty((T, runs))
@@ -892,7 +892,14 @@ def _top1_runs(
         tops[:, start : start + n] = rel.max(axis=2)
     err = tops - true_top[:, None]
     an = ContinualHistogram(
-        u, T, eps, DELTA, mechanism=name, noise="gaussian", calibration="analytic", rng=rng
+        u,
+        T,
+        epsilon=eps,
+        delta=DELTA,
+        mechanism=name,
+        noise="gaussian",
+        calibration="analytic",
+        rng=rng,
     )
     return _Top1Runs(
         sample=sample,
