@@ -1,7 +1,7 @@
 """Factories for every counting mechanism, used by the contract suite.
 
 Each entry builds a mechanism for a horizon with an int seed. Add new mechanisms
-here so they are held to the same contract (tests/test_contract.py).
+here so they are held to the same contract (tests/counting/test_contract.py).
 """
 
 from __future__ import annotations

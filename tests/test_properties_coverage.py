@@ -1,7 +1,7 @@
 """Every public name of dpcount is covered by the bad-input property tests, or excluded here.
 
 A name newly added to a public ``__all__`` fails this test until it gets bad-input
-cases in a tests/test_properties_*.py file (listed in that file's ``COVERED``) or an
+cases in a tests/*/test_properties.py file (listed in that file's ``COVERED``) or an
 entry with a reason in ``EXCLUDED`` below.
 """
 
@@ -12,14 +12,12 @@ import inspect
 
 import pytest
 
-from . import (
-    test_properties_analysis,
-    test_properties_apps,
-    test_properties_cli,
-    test_properties_counting,
-    test_properties_privacy,
-    test_properties_ranges,
-)
+from tests.analysis import test_properties as test_properties_analysis
+from tests.apps import test_properties as test_properties_apps
+from tests.cli import test_properties as test_properties_cli
+from tests.counting import test_properties as test_properties_counting
+from tests.privacy import test_properties as test_properties_privacy
+from tests.ranges import test_properties as test_properties_ranges
 
 MODULES = (
     "dpcount.privacy",

@@ -10,9 +10,8 @@ import pytest
 from dpcount.counting import FactorizationMechanism, SmoothBinary
 from dpcount.counting.smooth_binary import balanced_leaves, next_balanced, smooth_binary_height
 from dpcount.privacy import gaussian_sigma
-
-from .stats import assert_variances_match, pooled_variance_z
-from .test_dense import RUNS, noise_matrix
+from tests.counting.test_dense import RUNS, noise_matrix
+from tests.stats import assert_variances_match, pooled_variance_z
 
 
 def brute_balanced(h: int) -> list[int]:

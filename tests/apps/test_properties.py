@@ -36,8 +36,7 @@ from dpcount.apps import (
 )
 from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import ZeroNoise
-
-from .properties_support import (
+from tests.properties_support import (
     ScalarCase,
     assert_rejects,
     bad_choice,

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from dpcount.privacy import ConstantNoise, ZeroNoise
-
-from .mechanisms import FACTORIES
-from .stats import assert_variances_match
+from tests.mechanisms import FACTORIES
+from tests.stats import assert_variances_match
 
 NAMES = sorted(FACTORIES)
 HORIZONS = [1, 2, 5, 33, 64, 100]

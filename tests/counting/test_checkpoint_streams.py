@@ -13,8 +13,7 @@ import pytest
 
 from dpcount.counting import SqrtFactorization
 from dpcount.privacy import ConstantNoise
-
-from .mechanisms import FACTORIES
+from tests.mechanisms import FACTORIES
 
 # The dense oracle is O(T^2) memory; the others are checked past 1024 steps.
 LARGE = sorted(name for name in FACTORIES if not name.startswith("dense"))

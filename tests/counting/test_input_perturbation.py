@@ -7,8 +7,7 @@ import pytest
 
 from dpcount.counting import InputPerturbation
 from dpcount.privacy import ConstantNoise
-
-from .stats import assert_variances_match, variance_z_scores
+from tests.stats import assert_variances_match, variance_z_scores
 
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])

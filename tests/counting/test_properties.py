@@ -30,9 +30,8 @@ from dpcount.counting import (
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
 from dpcount.privacy import ZeroNoise
-
-from .mechanisms import FACTORIES
-from .properties_support import (
+from tests.mechanisms import FACTORIES
+from tests.properties_support import (
     ScalarCase,
     assert_rejects,
     bad_choice,

@@ -28,8 +28,7 @@ from dpcount.counting import (
 from dpcount.counting import checkpoint as ckmod
 from dpcount.durable import format as fmt
 from dpcount.privacy import ZeroNoise
-
-from .mechanisms import FACTORIES
+from tests.mechanisms import FACTORIES
 
 NAMES = sorted(FACTORIES)
 T = 120
@@ -510,7 +509,7 @@ def test_factorization_checkpoint_checks_its_matrices(tmp_path: Path) -> None:
 
 # -- docs -------------------------------------------------------------------------------
 def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = Path(__file__).resolve().parents[1] / "docs" / "durable-streams.md"
+    doc = Path(__file__).resolve().parents[2] / "docs" / "durable-streams.md"
     blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
     assert blocks and all("assert " in block for block in blocks)
     monkeypatch.chdir(tmp_path)

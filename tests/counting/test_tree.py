@@ -20,8 +20,7 @@ from dpcount.counting.tree_formulas import (
     tree_laplace_node_variance,
 )
 from dpcount.privacy import ConstantNoise, ZeroNoise, gaussian_sigma, laplace_scale_approximate
-
-from .stats import assert_variances_match
+from tests.stats import assert_variances_match
 
 CONFIGS = [
     (2, False),

@@ -21,8 +21,7 @@ from dpcount.analysis import (
 )
 from dpcount.counting import DigitSystem, KaryTree, max_digit_l1_norm
 from dpcount.privacy import ZeroNoise, gaussian_linf_bound, laplace_linf_bound
-
-from .properties_support import (
+from tests.properties_support import (
     ScalarCase,
     assert_rejects,
     bad_choice,

@@ -46,8 +46,7 @@ from dpcount.privacy import (
     zcdp_rho,
 )
 from dpcount.privacy import discrete as D
-
-from .properties_support import (
+from tests.properties_support import (
     ScalarCase,
     assert_rejects,
     bad_choice,

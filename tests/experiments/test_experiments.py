@@ -244,7 +244,7 @@ def test_reproduce_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 # ---- structure: compute → frozen result → writer/plotter ---------------------------------
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "src" / "dpcount" / "experiments"
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "src" / "dpcount" / "experiments"
 
 
 def _long_functions(folder: Path, limit: int) -> list[str]:

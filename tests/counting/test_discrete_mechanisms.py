@@ -19,8 +19,7 @@ from dpcount.privacy import (
     discrete_gaussian_sigma,
     discrete_laplace_scale,
 )
-
-from .stats import assert_variances_match
+from tests.stats import assert_variances_match
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 from dpcount.cli import SUBCOMMANDS, main
 from dpcount.counting import KaryTree
 from dpcount.io import CSVError, SeriesReader
-
-from .properties_support import assert_rejects
+from tests.properties_support import assert_rejects
 
 COVERED = {
     "dpcount.io": {"CSVError", "SeriesReader", "csv_rows", "parse_number", "starts_like_number"},

@@ -19,8 +19,7 @@ from dpcount.apps._common import MechanismChoice, StreamSensitivity
 from dpcount.counting import BinaryTree, CountingMechanism, KaryTree
 from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, analytic_gaussian_delta
-
-from .stats import Z_TOLERANCE, assert_variances_match
+from tests.stats import Z_TOLERANCE, assert_variances_match
 
 CASES = {
     "kary-19-laplace": lambda T, seed: KaryTree(

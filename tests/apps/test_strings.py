@@ -16,8 +16,7 @@ from dpcount.apps import (
     substring_sensitivity,
 )
 from dpcount.privacy import ZeroNoise
-
-from .stats import assert_variances_match
+from tests.stats import assert_variances_match
 
 
 def all_words(a: int, ell: int) -> list[tuple[int, ...]]:

@@ -23,8 +23,7 @@ from dpcount.apps import (
 )
 from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import ZeroNoise
-
-from .stats import Z_TOLERANCE, assert_variances_match
+from tests.stats import Z_TOLERANCE, assert_variances_match
 
 # -- synthetic graph ---------------------------------------------------------------
 

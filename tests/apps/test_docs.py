@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "apps.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "apps.md"
 MODULES = ["histogram", "average", "graphs", "strings", "local"]
 
 

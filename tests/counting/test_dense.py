@@ -27,9 +27,8 @@ from dpcount.counting import (
 )
 from dpcount.counting.dense import product_roundoff_bound
 from dpcount.privacy import ConstantNoise, ZeroNoise
-
-from .stats import assert_variances_match
-from .test_tree import oracle as tree_oracle
+from tests.counting.test_tree import oracle as tree_oracle
+from tests.stats import assert_variances_match
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -17,8 +17,7 @@ from dpcount.apps import (
     zipf_items,
 )
 from dpcount.privacy import ZeroNoise
-
-from .stats import assert_variances_match
+from tests.stats import assert_variances_match
 
 
 def random_insert_delete(rng: np.random.Generator, T: int, u: int, b: int) -> list[tuple]:

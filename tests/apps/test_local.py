@@ -10,8 +10,7 @@ import pytest
 from dpcount.apps import LocalMedianProtocol, local_median, local_risk_minimization
 from dpcount.apps.local import smith_randomizer_buckets
 from dpcount.privacy import ZeroNoise
-
-from .stats import Z_TOLERANCE, assert_variances_match
+from tests.stats import Z_TOLERANCE, assert_variances_match
 
 
 def exact_slopes(buckets: np.ndarray, w: int) -> np.ndarray:

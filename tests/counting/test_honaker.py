@@ -15,9 +15,8 @@ from dpcount.counting.honaker import (
     honaker_step_variance_units,
 )
 from dpcount.privacy import ConstantNoise
-
-from .stats import assert_variances_match
-from .test_dense import ArrayDraw
+from tests.counting.test_dense import ArrayDraw
+from tests.stats import assert_variances_match
 
 
 def test_issue_values() -> None:

@@ -23,8 +23,7 @@ from dpcount.counting.toeplitz import (
     sqrt_mean_variance_coefficient,
 )
 from dpcount.privacy import ZeroNoise, fhu_constant, gaussian_sigma, laplace_scale_approximate
-
-from .test_dense import ArrayDraw, run_mixed
+from tests.counting.test_dense import ArrayDraw, run_mixed
 
 mpmath.mp.dps = 40
 

@@ -33,8 +33,7 @@ from dpcount.ranges import (
     total_squared_error,
     worst_case_expected_error,
 )
-
-from .properties_support import (
+from tests.properties_support import (
     ScalarCase,
     assert_rejects,
     bad_choice,

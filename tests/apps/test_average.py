@@ -7,8 +7,7 @@ import pytest
 
 from dpcount.apps import RunningAverage
 from dpcount.privacy import ZeroNoise
-
-from .stats import assert_variances_match
+from tests.stats import assert_variances_match
 
 
 def test_zero_noise_returns_running_mean() -> None:
