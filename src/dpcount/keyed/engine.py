@@ -1,0 +1,241 @@
+"""The embedded engine: private running counts for every key, vectorized over (steps × keys).
+
+Mechanism: the k-ary tree without subtraction (Dwork, Naor, Pitassi, Rothblum 2010
+and Chan, Shi, Song 2011 for k = 2; Andersson & Pagh 2023, "count-on-your-elders",
+Algorithm 1 for general k). Node (ℓ, m), ℓ = 0..h−1, holds the sum of steps
+m·k^ℓ + 1 .. (m+1)·k^ℓ; h = ⌈log_k(T + 1)⌉ so every step s ≤ T is a sum of
+complete nodes along its base-k digits d_ℓ(s): the running count of step s adds
+d_ℓ(s) nodes of level ℓ, and its noise variance is ‖d(s)‖₁ · Var(node noise),
+reported exactly per step.
+
+Privacy (the neighbouring relation is stated in :mod:`dpcount.keyed.events`): a
+neighbouring change touches one step, with per-step sensitivity Δ₁ (ℓ₁ across keys)
+and Δ₂ (ℓ₂ across keys). It changes each affected key's node at every level, so
+the vector of all node sums of all keys changes by at most ℓ₁ = h·Δ₁ and
+ℓ₂ = √h·Δ₂; i.i.d. node noise is calibrated for those by
+:func:`dpcount.privacy.calibrate` (each rule cites its theorem there). The running
+counts are post-processing of the noisy nodes.
+
+Noise: node (ℓ, m) of key i gets the noise of PRF position (ℓ, m, i)
+(:mod:`dpcount.keyed.prf`), so the output is a function of (secret, data) alone —
+not of the key chunking, the partitioning, the engine or retries. Memory is bounded
+by chunking over keys: one chunk holds a few (T × chunk) arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcount.counting.digits import DigitSystem
+from dpcount.keyed.events import Contributions
+from dpcount.keyed.prf import (
+    PRF_SCHEME,
+    PositionPRF,
+    keyed_discrete_gaussian,
+    keyed_discrete_laplace,
+    keyed_gaussian,
+    keyed_laplace,
+)
+from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
+
+__all__ = ["KeyedMechanism", "tree_running_counts"]
+
+NoiseFn = Callable[[int, int], NDArray[Any]]
+
+
+def tree_running_counts(counts: NDArray[Any], k: int, height: int, noise: NoiseFn) -> NDArray[Any]:
+    """Noisy running counts of every column of ``counts`` (T × keys) with a k-ary tree.
+
+    ``noise(level, n_nodes)`` returns the noise of nodes 0..n_nodes−1 of that level,
+    shape (n_nodes, keys). Integer inputs and noise give exact integer outputs.
+    """
+    horizon, n_keys = counts.shape
+    s = np.arange(1, horizon + 1)
+    level_sums = counts
+    out = np.zeros_like(counts)
+    for level in range(height):
+        width = k**level
+        n_nodes = horizon // width
+        if level:
+            prev = level_sums[: (level_sums.shape[0] // k) * k]
+            level_sums = prev.reshape(-1, k, n_keys).sum(axis=1)
+        if n_nodes == 0:
+            break
+        noisy = level_sums[:n_nodes] + noise(level, n_nodes)
+        cum = np.zeros((n_nodes + 1, n_keys), dtype=noisy.dtype)
+        np.cumsum(noisy, axis=0, out=cum[1:])
+        # step s adds nodes (s // k^(l+1))·k .. s // k^l − 1 of this level
+        hi = s // width
+        lo = (s // (width * k)) * k
+        out += cum[hi] - cum[lo]
+    return out
+
+
+def digit_sums(horizon: int, k: int) -> NDArray[np.int64]:
+    """‖d(s)‖₁, the number of nodes summed at step s = 1..T (sum of base-k digits)."""
+    s = np.arange(1, horizon + 1, dtype=np.int64)
+    total = np.zeros(horizon, dtype=np.int64)
+    while s.any():
+        total += s % k
+        s //= k
+    return total
+
+
+@dataclass(frozen=True)
+class KeyedMechanism:
+    """The calibrated tree for one keyed run (public configuration only, no secret).
+
+    Args:
+        n_keys: size of the public key universe.
+        horizon: T, the number of steps.
+        k: branching factor (≥ 2).
+        noise: a :class:`~dpcount.privacy.NoiseKind`.
+        epsilon, delta, calibration: the budget (see :func:`dpcount.privacy.calibrate`).
+        l1_step, l2_step: per-step sensitivity across keys (Δ₁, Δ₂).
+        neighbouring: text of the neighbouring relation.
+        key_block: PRF layout constant B (power of two).
+    """
+
+    n_keys: int
+    horizon: int
+    k: int
+    noise: NoiseKind
+    epsilon: float
+    delta: float | None
+    calibration: str | None
+    l1_step: float
+    l2_step: float
+    neighbouring: str
+    key_block: int
+
+    def __post_init__(self) -> None:
+        for name in ("n_keys", "horizon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
+            raise ValueError(f"k must be an integer >= 2, got {self.k!r}")
+        object.__setattr__(self, "noise", NoiseKind.parse("noise", self.noise))
+
+    @property
+    def height(self) -> int:
+        """h = ⌈log_k(T + 1)⌉: the levels of the tree without subtraction."""
+        return DigitSystem.for_tree(self.k, False).height(self.horizon)
+
+    @property
+    def calibrated(self) -> Calibrated:
+        h = self.height
+        return calibrate(
+            str(self.noise),
+            epsilon=self.epsilon,
+            delta=self.delta,
+            l1_sensitivity=h * self.l1_step,
+            l2_sensitivity=math.sqrt(h) * self.l2_step,
+            calibration=self.calibration,
+            neighbouring=self.neighbouring,
+        )
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return self.calibrated.privacy
+
+    @property
+    def node_variance(self) -> float:
+        return float(self.calibrated.sampler.variance)
+
+    def std(self) -> NDArray[np.float64]:
+        """Exact standard deviation of the private count of each step (same for all keys)."""
+        out: NDArray[np.float64] = np.sqrt(digit_sums(self.horizon, self.k) * self.node_variance)
+        return out
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "scheme": PRF_SCHEME,
+            "mechanism": "kary-tree-no-subtraction",
+            "n_keys": self.n_keys,
+            "horizon": self.horizon,
+            "k": self.k,
+            "noise": str(self.noise),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "calibration": self.calibration,
+            "l1_step": self.l1_step,
+            "l2_step": self.l2_step,
+            "key_block": self.key_block,
+        }
+
+    def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NoiseFn:
+        """Node noise of keys [key_lo, key_hi): a pure function of (secret, position)."""
+        prf = PositionPRF(secret, str(self.noise), self.key_block)
+        sampler: Any = self.calibrated.sampler
+
+        def noise(level: int, n_nodes: int) -> NDArray[Any]:
+            rect = (level, 0, n_nodes, key_lo, key_hi)
+            if self.noise is NoiseKind.DISCRETE_LAPLACE:
+                return keyed_discrete_laplace(prf, rect, Fraction(sampler.scale))
+            if self.noise is NoiseKind.DISCRETE_GAUSSIAN:
+                return keyed_discrete_gaussian(prf, rect, Fraction(sampler.sigma2))
+            if self.noise is NoiseKind.LAPLACE:
+                return keyed_laplace(prf, rect, float(sampler.scale))
+            return keyed_gaussian(prf, rect, float(sampler.sigma))
+
+        return noise
+
+    def release(
+        self, secret: bytes, contributions: Contributions, key_lo: int, key_hi: int
+    ) -> NDArray[Any]:
+        """Private running counts of keys [key_lo, key_hi): shape (T, key_hi − key_lo)."""
+        if not 0 <= key_lo < key_hi <= self.n_keys:
+            raise ValueError(f"key range [{key_lo}, {key_hi}) outside [0, {self.n_keys})")
+        dtype = np.int64 if self.noise.is_discrete else np.float64
+        counts = contributions.dense(key_lo, key_hi, self.horizon).astype(dtype, copy=False)
+        return tree_running_counts(
+            counts, self.k, self.height, self.noise_fn(secret, key_lo, key_hi)
+        )
+
+
+def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
+    if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int) or chunk_keys < 1:
+        raise ValueError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
+    return [(lo, min(lo + chunk_keys, n_keys)) for lo in range(0, n_keys, chunk_keys)]
+
+
+def chunk_frame(
+    values: NDArray[Any],
+    std: NDArray[np.float64],
+    keys: tuple[Any, ...],
+    labels: list[str],
+    key_lo: int,
+    time_label: str = "time",
+) -> pd.DataFrame:
+    """Output rows (key, step, time label, private_count, std), key-major, for one chunk."""
+    horizon, n = values.shape
+    return pd.DataFrame(
+        {
+            "key": np.repeat(np.asarray(keys[key_lo : key_lo + n], dtype=object), horizon),
+            "step": np.tile(np.arange(1, horizon + 1, dtype=np.int64), n),
+            time_label: np.tile(np.asarray(labels, dtype=object), n),
+            "private_count": values.T.reshape(-1),
+            "std": np.tile(std, n),
+        }
+    )
+
+
+def iter_release(
+    mech: KeyedMechanism,
+    secret: bytes,
+    contributions: Contributions,
+    chunk_keys: int,
+) -> Iterator[tuple[int, NDArray[Any]]]:
+    """(key_lo, running counts) for every key chunk, in key order (embedded engine)."""
+    for lo, hi in chunk_bounds(mech.n_keys, chunk_keys):
+        yield lo, mech.release(secret, contributions.for_keys(lo, hi), lo, hi)
