@@ -290,9 +290,12 @@ class TimeBuckets:
         if isinstance(w, int):
             width = str(w)
         else:
-            from pandas.tseries.frequencies import to_offset
-
-            width = str(to_offset(w).freqstr)
+            width = f"{w.value}ns"
+            for unit, name in (("1D", "D"), ("1h", "h"), ("1min", "min"), ("1s", "s")):
+                n, rest = divmod(w, pd.Timedelta(unit))
+                if rest == pd.Timedelta(0):
+                    width = f"{n}{name}"
+                    break
         start = str(self.start) if isinstance(self.start, int) else self.start.isoformat()
         return {"step": width, "start": start}
 

@@ -280,6 +280,9 @@ def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
     os.close(fd)
     tmp = Path(tmp_name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # a released file: the usual permissions, not mkstemp's 0600
     try:
         if suffix == ".csv":
             with open(tmp, "w", newline="", encoding="utf-8") as fh:
