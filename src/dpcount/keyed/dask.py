@@ -35,16 +35,18 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.engine import chunk_bounds
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
 from dpcount.keyed.secret import RunSecret
 
 __all__ = ["run_dask"]
 
 
-def _release_task(job: Any, contributions: Contributions, lo: int, hi: int) -> NDArray[Any]:
-    out: NDArray[Any] = job.release(contributions, lo, hi)
-    return out
+def _release_task(
+    mechanism: KeyedMechanism, secret: bytes, contributions: Contributions, lo: int, hi: int
+) -> NDArray[Any]:
+    """One key chunk (the task carries the mechanism and secret only, not the key universe)."""
+    return mechanism.release(secret, contributions, lo, hi)
 
 
 def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -137,7 +139,15 @@ def run_dask(
         n = job.mechanism.n_keys
         bounds = chunk_bounds(n, chunk_keys)
         futures = [
-            client.submit(_release_task, job, contributions.for_keys(lo, hi), lo, hi, pure=False)
+            client.submit(
+                _release_task,
+                job.mechanism,
+                job.secret.secret,
+                contributions.for_keys(lo, hi),
+                lo,
+                hi,
+                pure=False,
+            )
             for lo, hi in bounds
         ]
     except BaseException:

@@ -338,6 +338,7 @@ def keyed_counts(
     output: str | os.PathLike[str] | None = None,
     time_label: str = "time",
     progress: Progress | None = None,
+    on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
 ) -> KeyedResult:
     """Private running counts of every key of a public universe, at every step.
 
@@ -365,6 +366,8 @@ def keyed_counts(
         output: write to this CSV/Parquet file (atomically) instead of returning a frame.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
+        on_chunk: instead of building a frame or a file, call this with
+            (first key index, running counts of shape (T, keys in chunk)) per chunk.
 
     Returns:
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
@@ -398,7 +401,7 @@ def keyed_counts(
             workers=workers,
             progress=progress,
         )
-        return _emit(job, created, derived, report, dask_chunks, output, time_label)
+        return _emit(job, created, derived, report, dask_chunks, output, time_label, on_chunk)
     if engine != "embedded":
         raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
@@ -417,7 +420,7 @@ def keyed_counts(
             if progress is not None:
                 progress(hi, n)
 
-    return _emit(job, created, derived, report, chunks(), output, time_label)
+    return _emit(job, created, derived, report, chunks(), output, time_label, on_chunk)
 
 
 def _emit(
@@ -428,12 +431,18 @@ def _emit(
     chunks: Iterable[tuple[int, NDArray[Any]]],
     output: str | os.PathLike[str] | None,
     time_label: str,
+    on_chunk: Callable[[int, NDArray[Any]], None] | None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
         None, report, job.mechanism, job.buckets, job.secret.run_id, created, None, derived
     )
-    if output is None:
+    if on_chunk is not None:
+        if output is not None:
+            raise ValueError("give either output= or on_chunk=, not both")
+        for lo, values in chunks:
+            on_chunk(lo, values)
+    elif output is None:
         result.frame = pd.concat(list(frames), ignore_index=True)
     else:
         result.output = write_frames(frames, output)

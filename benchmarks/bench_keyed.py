@@ -1,0 +1,150 @@
+"""Keyed continual counters at scale: embedded vs the PRF noise floor, and Dask vs embedded.
+
+One run, three timings on the same job (K keys × T steps, k-ary tree without
+subtraction, exact discrete Laplace noise, ε = 1, event level, E random events):
+
+* **floor**: generating exactly the node noise the job needs (Σ_ℓ ⌊T/k^ℓ⌋ samples per
+  key) from the same PRF and sampler, chunk by chunk, nothing else;
+* **embedded**: the whole run — events mapped to (key, step), bounded and summed,
+  then the tree and its noise per key chunk (outputs streamed and discarded: the
+  time to format an output file is not included);
+* **dask**: the same run with ``engine="dask"`` on a fresh ``LocalCluster`` with
+  ``--workers`` processes (cluster start-up not included; results gathered to the
+  client and discarded).
+
+Targets (issue 12): embedded ≤ 3× floor; Dask with 2 workers ≥ 1.5× the embedded
+throughput (on a 2-core machine).
+
+Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
+       [--chunk-keys C] [--workers W] [--no-dask]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcount.keyed.engine import chunk_bounds
+from dpcount.keyed.events import EventColumns, parse_times
+from dpcount.keyed.run import keyed_counts, make_job
+
+SECRET = b"benchmark-secret-not-for-use-000"
+
+
+def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {"t": rng.integers(0, horizon, n_events), "key": rng.integers(0, n_keys, n_events)}
+    )
+
+
+def _kwargs(n_keys: int, horizon: int, k: int, chunk: int) -> dict[str, Any]:
+    return dict(
+        keys=range(n_keys),
+        time_column="t",
+        key_column="key",
+        step=1,
+        start=0,
+        horizon=horizon,
+        epsilon=1.0,
+        secret=SECRET,
+        noise="discrete-laplace",
+        k=k,
+        chunk_keys=chunk,
+    )
+
+
+def floor(events: pd.DataFrame, kw: dict[str, Any]) -> tuple[float, int]:
+    """Seconds to draw the job's node noise only, and the number of samples."""
+    columns = EventColumns("t", "key")
+    job, _ = make_job(
+        times=parse_times(events["t"], "t"),
+        keys=list(kw["keys"]),
+        columns=columns,
+        step=1,
+        epsilon=1.0,
+        delta=None,
+        noise="discrete-laplace",
+        calibration=None,
+        max_weight=1,
+        max_keys=None,
+        start=0,
+        horizon=kw["horizon"],
+        k=kw["k"],
+    )
+    job, _ = job.with_secret(SECRET)
+    m = job.mechanism
+    samples = 0
+    start = time.perf_counter()
+    for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
+        noise = m.noise_fn(SECRET, lo, hi)
+        for level in range(m.height):
+            n_nodes = m.horizon // m.k**level
+            if n_nodes:
+                samples += noise(level, n_nodes).size
+    return time.perf_counter() - start, samples
+
+
+def _discard(lo: int, values: Any) -> None:
+    del lo, values
+
+
+def embedded(events: pd.DataFrame, kw: dict[str, Any]) -> float:
+    start = time.perf_counter()
+    keyed_counts(events, on_chunk=_discard, **kw)
+    return time.perf_counter() - start
+
+
+def dask_run(events: pd.DataFrame, kw: dict[str, Any], workers: int) -> float:
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        start = time.perf_counter()
+        keyed_counts(
+            events, engine="dask", scheduler=client, partitions=workers, on_chunk=_discard, **kw
+        )
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keys", type=int, default=10**5)
+    parser.add_argument("--steps", type=int, default=10**3)
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--events", type=int, default=10**6)
+    parser.add_argument("--chunk-keys", type=int, default=2048)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-dask", action="store_true")
+    args = parser.parse_args()
+    events = _events(args.keys, args.steps, args.events)
+    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys)
+    print(
+        f"{args.keys:,} keys x {args.steps:,} steps, k={args.k}, discrete Laplace, "
+        f"{args.events:,} events, chunk {args.chunk_keys} keys"
+    )
+    t_floor, samples = floor(events, kw)
+    print(
+        f"floor (PRF noise only): {t_floor:8.2f} s  {samples:,} samples  "
+        f"{samples / t_floor / 1e6:.1f} M samples/s"
+    )
+    t_emb = embedded(events, kw)
+    print(f"embedded (whole run):   {t_emb:8.2f} s  = {t_emb / t_floor:.2f} x floor (target <= 3)")
+    if not args.no_dask:
+        t_dask = dask_run(events, kw, args.workers)
+        print(
+            f"dask {args.workers} workers:         {t_dask:8.2f} s  throughput "
+            f"{t_emb / t_dask:.2f} x embedded (target >= 1.5)"
+        )
+
+
+if __name__ == "__main__":
+    main()
