@@ -108,6 +108,7 @@ def run_dask(
     common: dict[str, Any],
     secret: RunSecret | bytes | str | os.PathLike[str],
     *,
+    skip: Callable[[Any], set[int]] | None = None,
     chunk_keys: int,
     partitions: int | None,
     scheduler: Any,
@@ -137,7 +138,8 @@ def run_dask(
         contributions, bound_report = job.finish([rows for rows, _ in prepared])
         report = report + bound_report
         n = job.mechanism.n_keys
-        bounds = chunk_bounds(n, chunk_keys)
+        done = set() if skip is None else skip(job)
+        bounds = [(lo, hi) for lo, hi in chunk_bounds(n, chunk_keys) if lo not in done]
         futures = [
             client.submit(
                 _release_task,

@@ -311,6 +311,54 @@ def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -
     return out
 
 
+class _PartsDir:
+    """A resumable output directory: one Parquet part per key chunk, written atomically.
+
+    ``_run.json`` records the run id, the configuration fingerprint and the chunk
+    size; a directory from another run is refused. Parts already present are not
+    recomputed: noise is a pure function of (secret, position), so a part written
+    before a crash is exactly what the resumed run would write.
+    """
+
+    def __init__(self, path: Path, chunk_keys: int) -> None:
+        self.path = path
+        self.chunk_keys = chunk_keys
+
+    def part(self, lo: int) -> Path:
+        return self.path / f"part-{lo:012d}.parquet"
+
+    def open(self, job: KeyedJob) -> set[int]:
+        """Check or write the manifest; the first key of every chunk already written."""
+        import json
+
+        manifest = {
+            "run_id": job.secret.run_id,
+            "fingerprint": job.secret.fingerprint,
+            "chunk_keys": self.chunk_keys,
+        }
+        self.path.mkdir(parents=True, exist_ok=True)
+        mpath = self.path / "_run.json"
+        if mpath.exists():
+            found = json.loads(mpath.read_text(encoding="utf-8"))
+            if found != manifest:
+                raise ValueError(
+                    f"output directory {self.path} holds another run's parts "
+                    f"(run id {found.get('run_id')}, chunk_keys {found.get('chunk_keys')})"
+                )
+        else:
+            write_json_atomic(mpath, manifest)
+        lows = {lo for lo, _ in chunk_bounds(job.mechanism.n_keys, self.chunk_keys)}
+        return {lo for lo in lows if self.part(lo).exists()}
+
+
+def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
+    import json
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def keyed_counts(
     events: pd.DataFrame | str | os.PathLike[str] | Any,
     *,
@@ -363,7 +411,9 @@ def keyed_counts(
         chunk_keys: keys per chunk (memory ≈ a few T × chunk_keys arrays).
         engine: ``"embedded"`` (in-process) or ``"dask"``.
         partitions, scheduler, workers: Dask options (see :mod:`dpcount.keyed.dask`).
-        output: write to this CSV/Parquet file (atomically) instead of returning a frame.
+        output: write to this CSV/Parquet file (atomically) instead of returning a frame;
+            a path without an extension is a resumable directory of Parquet parts
+            (one per key chunk): a rerun after a crash computes only the missing parts.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
@@ -388,6 +438,11 @@ def keyed_counts(
         horizon=horizon,
         k=k,
     )
+    parts = (
+        _PartsDir(Path(output), chunk_keys)
+        if output is not None and not Path(output).suffix
+        else None
+    )
     if engine == "dask":
         from dpcount.keyed.dask import run_dask
 
@@ -395,13 +450,16 @@ def keyed_counts(
             events,
             common,
             secret,
+            skip=None if parts is None else parts.open,
             chunk_keys=chunk_keys,
             partitions=partitions,
             scheduler=scheduler,
             workers=workers,
             progress=progress,
         )
-        return _emit(job, created, derived, report, dask_chunks, output, time_label, on_chunk)
+        return _emit(
+            job, created, derived, report, dask_chunks, output, time_label, on_chunk, parts
+        )
     if engine != "embedded":
         raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
@@ -412,15 +470,18 @@ def keyed_counts(
     job, created = job.with_secret(secret)
     contributions, bound_report = job.finish([partial])
     report = report + bound_report
+    done = set() if parts is None else parts.open(job)
 
     def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
         n = job.mechanism.n_keys
         for lo, hi in chunk_bounds(n, chunk_keys):
+            if lo in done:
+                continue
             yield lo, job.release(contributions.for_keys(lo, hi), lo, hi)
             if progress is not None:
                 progress(hi, n)
 
-    return _emit(job, created, derived, report, chunks(), output, time_label, on_chunk)
+    return _emit(job, created, derived, report, chunks(), output, time_label, on_chunk, parts)
 
 
 def _emit(
@@ -432,12 +493,20 @@ def _emit(
     output: str | os.PathLike[str] | None,
     time_label: str,
     on_chunk: Callable[[int, NDArray[Any]], None] | None,
+    parts: _PartsDir | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
         None, report, job.mechanism, job.buckets, job.secret.run_id, created, None, derived
     )
-    if on_chunk is not None:
+    if parts is not None:
+        if on_chunk is not None:
+            raise ValueError("give either output= or on_chunk=, not both")
+        for lo, values in chunks:
+            frame = next(iter_frames(job, [(lo, values)], time_label))
+            write_frames([frame], parts.part(lo))
+        result.output = parts.path
+    elif on_chunk is not None:
         if output is not None:
             raise ValueError("give either output= or on_chunk=, not both")
         for lo, values in chunks:
