@@ -16,6 +16,13 @@ refused when
   universe, bucketing, bounding, PRF layout) differs from the one asked for.
   Reusing a secret with another configuration would correlate the noise of two
   releases, which the privacy analysis of either does not cover.
+
+**One secret, one event log per released step.** The same secret always gives the
+same noise at the same position — that is what makes retries and resumes safe. It
+also means that releasing the counts of a step twice from *different* data (say,
+after correcting an event) reveals the exact difference of the two logs, because
+the noise cancels. Once a step is released, never rerun it on changed data with the
+same secret; publish a correction as a new run with a new secret and its own budget.
 """
 
 from __future__ import annotations
