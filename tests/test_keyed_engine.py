@@ -363,3 +363,41 @@ def test_time_buckets() -> None:
 
     tz = parse_times(pd.Series(["2024-01-01T23:30:00-02:00"]), "t")
     assert d.steps(tz).tolist() == [2]  # 01:30 UTC on Jan 2
+
+
+def test_text_universe_matches_integer_key_column() -> None:
+    events = pd.DataFrame({"t": [1, 1, 2], "key": np.array([7, 12, 7], dtype=np.int64)})
+    res = keyed_counts(
+        events,
+        keys=["7", "12", "99"],
+        time_column="t",
+        key_column="key",
+        step=1,
+        start=1,
+        horizon=2,
+        epsilon=4000.0,
+        secret=SECRET,
+    )
+    assert res.report.unknown_key == 0
+    assert res.frame is not None
+    assert res.frame["private_count"].tolist() == [1, 2, 1, 1, 0, 0]
+
+
+def test_numpy_keys_give_the_same_configuration() -> None:
+    from dpcount.keyed.events import KeyUniverse
+
+    assert KeyUniverse(np.arange(3)).digest() == KeyUniverse([0, 1, 2]).digest()
+
+
+def test_no_events_needs_explicit_start() -> None:
+    empty = pd.DataFrame({"t": np.array([], dtype=np.int64), "key": np.array([], dtype=object)})
+    with pytest.raises(ValueError, match="pass start and horizon"):
+        keyed_counts(
+            empty,
+            keys=["a"],
+            time_column="t",
+            key_column="key",
+            step=1,
+            epsilon=1.0,
+            secret=SECRET,
+        )

@@ -133,7 +133,8 @@ class KeyUniverse:
     keys: tuple[Any, ...]
 
     def __init__(self, keys: Sequence[Any]) -> None:
-        ks = tuple(keys)
+        # numpy scalars as Python values: the fingerprint must not depend on the container
+        ks = tuple(k.item() if isinstance(k, np.generic) else k for k in keys)
         if not ks:
             raise ValueError("keys must hold at least one key")
         index = pd.Index(ks)
@@ -146,7 +147,15 @@ class KeyUniverse:
         return len(self.keys)
 
     def indices(self, values: pd.Series) -> I64:
-        """Key index of every value, −1 for keys outside the universe."""
+        """Key index of every value, −1 for keys outside the universe.
+
+        A universe of strings (e.g. read from a keys file) is matched against the
+        values as text, so integer key columns match keys written as digits.
+        """
+        if all(isinstance(k, str) for k in self.keys) and not (
+            pd.api.types.is_string_dtype(values.dtype) or values.dtype == object
+        ):
+            values = values.astype(str)
         out: I64 = pd.Index(self.keys).get_indexer(values).astype(np.int64)
         return out
 
@@ -244,6 +253,8 @@ class TimeBuckets:
     def from_data(cls, step: int | str, times: pd.Series) -> TimeBuckets:
         """Buckets starting at the earliest time (floored to the step for durations)."""
         width = _parse_width(step)
+        if len(times) == 0:
+            raise ValueError("no events to take start and horizon from: pass start and horizon")
         first = times.min()
         if isinstance(width, int):
             if not isinstance(first, (int, np.integer)):
