@@ -101,8 +101,15 @@ def embedded(events: pd.DataFrame, kw: dict[str, Any]) -> float:
     return time.perf_counter() - start
 
 
-def dask_run(events: pd.DataFrame, kw: dict[str, Any], workers: int) -> float:
-    """The Dask run on a LocalCluster as the engine starts it (start-up not timed)."""
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def dask_run(events: pd.DataFrame, kw: dict[str, Any], workers: int) -> tuple[float, float]:
+    """Seconds of the Dask run on a LocalCluster as the engine starts it (start-up not
+    timed), and the largest peak resident memory of a worker process, MiB."""
     from contextlib import ExitStack
 
     from dpcount.keyed.dask import _client
@@ -114,7 +121,8 @@ def dask_run(events: pd.DataFrame, kw: dict[str, Any], workers: int) -> float:
         keyed_counts(
             events, engine="dask", scheduler=client, partitions=workers, on_chunk=_discard, **kw
         )
-        return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        return seconds, max(client.run(_peak_rss_mib).values())
 
 
 def main() -> None:
@@ -127,6 +135,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-dask", action="store_true")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--dask-only", action="store_true", help="skip floor and embedded")
     args = parser.parse_args()
     events = _events(args.keys, args.steps, args.events)
     kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys)
@@ -136,20 +145,28 @@ def main() -> None:
     )
     # interleaved, best of --repeats: the machine's load moves between the two timings
     t_floor, t_emb = float("inf"), float("inf")
-    for _ in range(args.repeats):
+    for _ in range(0 if args.dask_only else args.repeats):
         t, samples = floor(events, kw)
         t_floor = min(t_floor, t)
         t_emb = min(t_emb, embedded(events, kw))
-    print(
-        f"floor (PRF noise only): {t_floor:8.2f} s  {samples:,} samples  "
-        f"{samples / t_floor / 1e6:.1f} M samples/s"
-    )
-    print(f"embedded (whole run):   {t_emb:8.2f} s  = {t_emb / t_floor:.2f} x floor (target <= 3)")
-    if not args.no_dask:
-        t_dask = min(dask_run(events, kw, args.workers) for _ in range(args.repeats))
         print(
-            f"dask {args.workers} workers:         {t_dask:8.2f} s  throughput "
-            f"{t_emb / t_dask:.2f} x embedded (target >= 1.5)"
+            f"floor (PRF noise only): {t_floor:8.2f} s  {samples:,} samples  "
+            f"{samples / t_floor / 1e6:.1f} M samples/s"
+        )
+        print(
+            f"embedded (whole run):   {t_emb:8.2f} s  = {t_emb / t_floor:.2f} x floor (target <= 3)"
+        )
+    if not args.no_dask:
+        runs = [dask_run(events, kw, args.workers) for _ in range(args.repeats)]
+        t_dask, rss = min(r[0] for r in runs), max(r[1] for r in runs)
+        ratio = (
+            f"throughput {t_emb / t_dask:.2f} x embedded (target >= 1.5); "
+            if t_emb < float("inf")
+            else ""
+        )
+        print(
+            f"dask {args.workers} workers:         {t_dask:8.2f} s  {ratio}"
+            f"worker peak RSS {rss:.0f} MiB"
         )
 
 

@@ -136,3 +136,42 @@ def test_worker_killed_midway_gives_the_same_output(client: Any) -> None:
     assert set(client.run(os.getpid).values()) != set(pids.values())  # a worker was replaced
     assert embedded.frame is not None and dasked.frame is not None
     assert dasked.frame.equals(embedded.frame)
+
+
+def test_dask_workers_write_the_same_parts_and_resume(client: Any, tmp_path: Path) -> None:
+    events = _events()
+    kw = _kw(secret=tmp_path / "run.key", chunk_keys=6)
+    keyed_counts(events, output=tmp_path / "embedded", **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop(done: int, total: int) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):  # the client stops after the first part
+        keyed_counts(
+            events,
+            output=tmp_path / "dask",
+            engine="dask",
+            scheduler=client,
+            partitions=3,
+            progress=stop,
+            **kw,
+        )
+    computed: list[int] = []
+    keyed_counts(
+        events,
+        output=tmp_path / "dask",
+        engine="dask",
+        scheduler=client,
+        partitions=5,
+        progress=lambda done, total: computed.append(done),
+        **kw,
+    )
+    assert len(computed) < len(range(0, len(KEYS), 6))  # only missing parts were run
+
+    def files(p: Path) -> dict[str, bytes]:
+        return {f.name: f.read_bytes() for f in sorted(p.iterdir())}
+
+    assert files(tmp_path / "dask") == files(tmp_path / "embedded")

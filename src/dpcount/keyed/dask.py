@@ -47,10 +47,22 @@ __all__ = ["run_dask"]
 
 
 def _release_task(
-    mechanism: KeyedMechanism, secret: bytes, contributions: Contributions, lo: int, hi: int
-) -> NDArray[Any]:
-    """One key chunk (the task carries the mechanism and secret only, not the key universe)."""
-    return mechanism.release(secret, contributions, lo, hi)
+    mechanism: KeyedMechanism,
+    secret: bytes,
+    contributions: Contributions,
+    lo: int,
+    hi: int,
+    writer: Any = None,
+    keys: tuple[Any, ...] = (),
+) -> NDArray[Any] | None:
+    """One key chunk. The task carries the mechanism, the secret and (to write its own
+    part file) the chunk's keys — never the whole key universe. Returns the counts, or
+    None after writing them with ``writer``."""
+    values = mechanism.release(secret, contributions, lo, hi)
+    if writer is None:
+        return values
+    writer.write(lo, values, keys)
+    return None
 
 
 def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -121,13 +133,14 @@ def run_dask(
     common: dict[str, Any],
     secret: RunSecret | bytes | str | os.PathLike[str],
     *,
-    skip: Callable[[Any], set[int]] | None = None,
+    parts: Any = None,
+    time_label: str = "time",
     chunk_keys: int,
     partitions: int | None,
     scheduler: Any,
     workers: int,
     progress: Callable[[int, int], None] | None,
-) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, NDArray[Any]]]]:
+) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]]]:
     """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
     from dask.delayed import delayed
@@ -139,11 +152,11 @@ def run_dask(
     try:
         client = _client(scheduler, workers, stack)
         ddf = _dask_frame(events, columns, partitions)
-        parts = ddf.to_delayed()
-        extremes = compute(*[delayed(_time_extremes)(p, columns.time) for p in parts])  # type: ignore[no-untyped-call]
+        pieces = ddf.to_delayed()
+        extremes = compute(*[delayed(_time_extremes)(p, columns.time) for p in pieces])  # type: ignore[no-untyped-call]
         times = pd.concat(list(extremes), ignore_index=True)
         job, derived = make_job(times=times, **common)
-        prepared = compute(*[delayed(job.prepare)(p) for p in parts])  # type: ignore[no-untyped-call]
+        prepared = compute(*[delayed(job.prepare)(p) for p in pieces])  # type: ignore[no-untyped-call]
         report = DropReport()
         for _, part_report in prepared:
             report = report + part_report
@@ -151,8 +164,10 @@ def run_dask(
         contributions, bound_report = job.finish([rows for rows, _ in prepared])
         report = report + bound_report
         n = job.mechanism.n_keys
-        done = set() if skip is None else skip(job)
+        done = set() if parts is None else parts.open(job)
         bounds = [(lo, hi) for lo, hi in chunk_bounds(n, chunk_keys) if lo not in done]
+        writer = None if parts is None else parts.writer(job, time_label)
+        keys = job.universe.keys
         futures = [
             client.submit(
                 _release_task,
@@ -161,6 +176,7 @@ def run_dask(
                 contributions.for_keys(lo, hi),
                 lo,
                 hi,
+                *(() if writer is None else (writer, keys[lo:hi])),
                 pure=False,
             )
             for lo, hi in bounds
@@ -169,10 +185,11 @@ def run_dask(
         stack.close()
         raise
 
-    def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
+    def chunks() -> Iterator[tuple[int, Any]]:
         with stack:
             for (lo, hi), fut in zip(bounds, futures, strict=True):
-                values = np.asarray(fut.result())
+                got = fut.result()
+                values = None if got is None else np.asarray(got)
                 fut.release()
                 yield lo, values
                 if progress is not None:

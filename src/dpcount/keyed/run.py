@@ -327,6 +327,10 @@ class _PartsDir:
     def part(self, lo: int) -> Path:
         return self.path / f"part-{lo:012d}.parquet"
 
+    def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
+        m = job.mechanism
+        return PartWriter(self.path, job.buckets.labels(m.horizon), m.std(), time_label)
+
     def open(self, job: KeyedJob) -> set[int]:
         """Check or write the manifest; the first key of every chunk already written."""
         import json
@@ -349,6 +353,21 @@ class _PartsDir:
             write_json_atomic(mpath, manifest)
         lows = {lo for lo, _ in chunk_bounds(job.mechanism.n_keys, self.chunk_keys)}
         return {lo for lo in lows if self.part(lo).exists()}
+
+
+@dataclass(frozen=True)
+class PartWriter:
+    """Writes one key chunk's part file; small enough to ship to a Dask worker."""
+
+    path: Path
+    labels: list[str]
+    std: NDArray[np.float64]
+    time_label: str
+
+    def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
+        """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
+        frame = chunk_frame(values, self.std, keys, self.labels, 0, self.time_label)
+        return write_frames([frame], self.path / f"part-{lo:012d}.parquet")
 
 
 def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
@@ -450,7 +469,8 @@ def keyed_counts(
             events,
             common,
             secret,
-            skip=None if parts is None else parts.open,
+            parts=parts,
+            time_label=time_label,
             chunk_keys=chunk_keys,
             partitions=partitions,
             scheduler=scheduler,
@@ -502,9 +522,11 @@ def _emit(
     if parts is not None:
         if on_chunk is not None:
             raise ValueError("give either output= or on_chunk=, not both")
+        writer = parts.writer(job, time_label)
+        keys = job.universe.keys
         for lo, values in chunks:
-            frame = next(iter_frames(job, [(lo, values)], time_label))
-            write_frames([frame], parts.part(lo))
+            if values is not None:  # None: the Dask worker wrote the part itself
+                writer.write(lo, values, keys[lo : lo + values.shape[1]])
         result.output = parts.path
     elif on_chunk is not None:
         if output is not None:
