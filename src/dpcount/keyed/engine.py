@@ -217,13 +217,22 @@ def chunk_frame(
     key_lo: int,
     time_label: str = "time",
 ) -> pd.DataFrame:
-    """Output rows (key, step, time label, private_count, std), key-major, for one chunk."""
+    """Output rows (key, step, time label, private_count, std), key-major, for one chunk.
+
+    Key and time label are categorical columns (codes into the chunk's keys and the
+    step labels), so building a chunk creates no Python object per row.
+    """
     horizon, n = values.shape
     return pd.DataFrame(
         {
-            "key": np.repeat(np.asarray(keys[key_lo : key_lo + n], dtype=object), horizon),
+            "key": pd.Categorical.from_codes(
+                np.repeat(np.arange(n, dtype=np.int32), horizon),
+                categories=pd.Index(list(keys[key_lo : key_lo + n]), dtype=object),
+            ),
             "step": np.tile(np.arange(1, horizon + 1, dtype=np.int64), n),
-            time_label: np.tile(np.asarray(labels, dtype=object), n),
+            time_label: pd.Categorical.from_codes(
+                np.tile(np.arange(horizon, dtype=np.int32), n), categories=labels
+            ),
             "private_count": values.T.reshape(-1),
             "std": np.tile(std, n),
         }

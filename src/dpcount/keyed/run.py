@@ -297,7 +297,7 @@ def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -
             writer = None
             try:
                 for frame in frames:
-                    table = pa.Table.from_pandas(frame, preserve_index=False)
+                    table = _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
                     if writer is None:
                         writer = pq.ParquetWriter(tmp, table.schema)
                     writer.write_table(table)
@@ -376,6 +376,20 @@ def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(value, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _stable_table(table: Any) -> Any:
+    """Dictionary columns with int32 indices and no pandas metadata: one schema for all
+    chunks (pandas picks int8/int16/int32 codes by the number of categories)."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field(f.name, pa.dictionary(pa.int32(), f.type.value_type))
+        if pa.types.is_dictionary(f.type)
+        else f
+        for f in table.schema
+    ]
+    return table.cast(pa.schema(fields)).replace_schema_metadata(None)
 
 
 def keyed_counts(
@@ -534,7 +548,10 @@ def _emit(
         for lo, values in chunks:
             on_chunk(lo, values)
     elif output is None:
-        result.frame = pd.concat(list(frames), ignore_index=True)
+        frame = pd.concat(list(frames), ignore_index=True)
+        for column in ("key", time_label):  # plain values, whatever the chunking
+            frame[column] = frame[column].astype(object)
+        result.frame = frame
     else:
         result.output = write_frames(frames, output)
     return result
