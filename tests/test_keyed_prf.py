@@ -224,3 +224,13 @@ def test_secret_tampered_config_detected(tmp_path) -> None:
     path.write_text(json.dumps(body))
     with pytest.raises(ValueError, match="damaged"):
         RunSecret.load(path, {**CONFIG, "epsilon": 5.0})
+
+
+def test_prf_blocks_are_standard_aes128() -> None:
+    """FIPS-197 Appendix C.1: the words of counter c are AES_K(c as 16 little-endian bytes)."""
+    from dpcount.keyed.prf import _aes_raw
+
+    key = int.from_bytes(bytes(range(16)), "little")
+    plaintext = bytes.fromhex("00112233445566778899aabbccddeeff")
+    words = _aes_raw(key, int.from_bytes(plaintext, "little"), 2)
+    assert words.astype("<u8").tobytes().hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
