@@ -7,7 +7,8 @@ noise value is a deterministic function of a 256-bit secret and its position, so
 any partitioning, any order, any retry and any resume release the same bits.
 
 The PRF. Uniform words come from AES-128 in counter mode: block b of the stream
-for domain key K is AES_K(b) (``randomgen.AESCounter``, AES-NI when available).
+for domain key K is AES_K(b), b as 16 little-endian bytes (``randomgen.AESCounter``,
+AES-NI when available; checked against the FIPS-197 test vector in the tests).
 AES is a pseudorandom permutation, hence a PRF on distinct counter blocks up to the
 birthday bound (the PRP/PRF switching lemma; Bellare & Rogaway, "The security of
 triple encryption and a framework for code-based game-playing proofs", 2006):
@@ -15,6 +16,9 @@ using each counter block once, the outputs are indistinguishable from independen
 uniform 128-bit strings to anyone without K. The domain key is
 ``HMAC-SHA256(secret, label)[:16]`` (HMAC is a PRF, Bellare 2006), so different
 labels (noise kinds, rejection trials, extension words) give independent streams.
+As with any cryptographic generator, the privacy guarantee then holds against
+adversaries who cannot distinguish AES from a random function (computational DP);
+it is void for anyone who holds the secret.
 AES-CTR was chosen over a hash per position because one ``random_raw`` call
 produces a contiguous counter range at ~0.5 GB/s, and over ChaCha20 because
 AES-NI is faster on the machines this runs on (both are available in randomgen).
