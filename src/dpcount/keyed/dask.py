@@ -153,8 +153,11 @@ def run_dask(
         client = _client(scheduler, workers, stack)
         ddf = _dask_frame(events, columns, partitions)
         pieces = ddf.to_delayed()
-        extremes = compute(*[delayed(_time_extremes)(p, columns.time) for p in pieces])  # type: ignore[no-untyped-call]
-        times = pd.concat(list(extremes), ignore_index=True)
+        if common["start"] is None or common["horizon"] is None:  # read them off the data
+            extremes = compute(*[delayed(_time_extremes)(p, columns.time) for p in pieces])  # type: ignore[no-untyped-call]
+            times = pd.concat(list(extremes), ignore_index=True)
+        else:
+            times = pd.Series([], dtype=np.int64)  # not used: start and horizon are given
         job, derived = make_job(times=times, **common)
         prepared = compute(*[delayed(job.prepare)(p) for p in pieces])  # type: ignore[no-untyped-call]
         report = DropReport()
