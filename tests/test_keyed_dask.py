@@ -24,7 +24,7 @@ KEYS = [f"k{i}" for i in range(40)]
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
     with cluster, distributed.Client(cluster) as c:
         yield c

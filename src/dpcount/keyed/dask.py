@@ -122,7 +122,7 @@ def _client(scheduler: Any, workers: int, stack: ExitStack) -> Any:
     )
     cluster = stack.enter_context(
         LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
     )
     return stack.enter_context(Client(cluster))  # type: ignore[no-untyped-call]
