@@ -457,7 +457,7 @@ def keyed_counts(
         private_count, std; the drop report; the mechanism and its guarantee.
     """
     columns = EventColumns(time_column, key_column, weight_column, unit_column)
-    common = dict(
+    common: dict[str, Any] = dict(
         keys=keys,
         columns=columns,
         step=step,
@@ -496,6 +496,23 @@ def keyed_counts(
         )
     if engine != "embedded":
         raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
+    job, created, derived, report, chunks = _run_embedded(
+        events, common, secret, parts=parts, chunk_keys=chunk_keys, progress=progress
+    )
+    return _emit(job, created, derived, report, chunks, output, time_label, on_chunk, parts)
+
+
+def _run_embedded(
+    events: pd.DataFrame | str | os.PathLike[str],
+    common: dict[str, Any],
+    secret: RunSecret | bytes | str | os.PathLike[str],
+    *,
+    parts: _PartsDir | None,
+    chunk_keys: int,
+    progress: Progress | None,
+) -> tuple[KeyedJob, bool, list[str], DropReport, Iterator[tuple[int, NDArray[Any]]]]:
+    """In-process bounding and summing, then the release chunk by chunk (lazily)."""
+    columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
@@ -515,7 +532,7 @@ def keyed_counts(
             if progress is not None:
                 progress(hi, n)
 
-    return _emit(job, created, derived, report, chunks(), output, time_label, on_chunk, parts)
+    return job, created, derived, report, chunks()
 
 
 def _emit(
