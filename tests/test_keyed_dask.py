@@ -175,3 +175,21 @@ def test_dask_workers_write_the_same_parts_and_resume(client: Any, tmp_path: Pat
         return {f.name: f.read_bytes() for f in sorted(p.iterdir())}
 
     assert files(tmp_path / "dask") == files(tmp_path / "embedded")
+
+
+def test_cli_dask_engine_writes_the_embedded_bytes(tmp_path: Path) -> None:
+    """`dpcount keyed ... --engine dask --workers 2` on its own LocalCluster."""
+    from dpcount.cli import main
+
+    events = _events().assign(t=lambda f: f["t"].astype(str))
+    events.to_csv(tmp_path / "events.csv", index=False)
+    (tmp_path / "keys.txt").write_text("\n".join(KEYS) + "\n")
+    base = [
+        "keyed", str(tmp_path / "events.csv"), "--time-column", "t", "--key-column", "key",
+        "--keys", str(tmp_path / "keys.txt"), "--step", "5", "--start", "0", "--horizon", "10",
+        "--epsilon", "1", "--secret", str(tmp_path / "run.key"),
+    ]  # fmt: skip
+    assert main([*base, "--output", str(tmp_path / "a.parquet")]) == 0
+    argv = [*base, "--output", str(tmp_path / "b.parquet"), "--engine", "dask", "--workers", "2"]
+    assert main(argv) == 0
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
