@@ -164,3 +164,14 @@ def _other_keys(tmp_path: Path) -> Path:
     p = tmp_path / "other.txt"
     p.write_text("a\nb\n")
     return p
+
+
+def test_missing_extra_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    events, keys = _write_inputs(tmp_path)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
+    line = one_line_error(capsys, _argv(events, keys, tmp_path))
+    assert "needs the 'keyed' extra (pyarrow is missing)" in line

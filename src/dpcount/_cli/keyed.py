@@ -60,6 +60,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"dpcount keyed needs the 'keyed' extra ({err.name} is missing): "
+            "pip install 'dpcount[keyed]'"
+        ) from None
     from dpcount.keyed.run import keyed_counts
 
     console = err_console()
