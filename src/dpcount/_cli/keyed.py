@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             chunk_keys=args.chunk_keys,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
+    console.print("(event counts below are exact, not private: do not publish them)", markup=False)
     for line in result.summary():
         console.print(line, markup=False, soft_wrap=True)
     console.print(f"output: {result.output}", markup=False)

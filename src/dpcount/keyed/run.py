@@ -138,7 +138,11 @@ class KeyedJob:
 
 @dataclass
 class KeyedResult:
-    """The outcome of a run (``frame`` is None when written to ``output``)."""
+    """The outcome of a run (``frame`` is None when written to ``output``).
+
+    ``report`` and the summary's event counts are exact, not private: they are for
+    whoever runs the job, not for publication.
+    """
 
     frame: pd.DataFrame | None
     report: DropReport
