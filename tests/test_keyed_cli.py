@@ -89,6 +89,12 @@ def _stored_config(secret_path: Path) -> dict[str, object]:
     return dict(json.loads(secret_path.read_text())["config"])
 
 
+def test_subtract_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events, keys = _write_inputs(tmp_path)
+    assert main([*_argv(events, keys, tmp_path), "--k", "3", "--subtract"]) == 0
+    assert "k-ary tree k=3 with subtraction" in capsys.readouterr().err
+
+
 def test_rerun_writes_identical_bytes_and_no_temp_files(tmp_path: Path) -> None:
     events, keys = _write_inputs(tmp_path)
     argv = _argv(events, keys, tmp_path)

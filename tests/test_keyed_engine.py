@@ -401,3 +401,57 @@ def test_no_events_needs_explicit_start() -> None:
             epsilon=1.0,
             secret=SECRET,
         )
+
+
+# ---------------------------------------------------------------- the tree with subtraction
+@pytest.mark.parametrize("k", [3, 4, 5, 19])
+def test_subtraction_noise_is_the_signed_sum_over_offset_digit_nodes(k: int) -> None:
+    """Independent decomposition from DigitSystem.digits/ancestors (dpcount.counting)."""
+    from dpcount.counting.digits import DigitSystem
+    from dpcount.keyed.engine import tree_running_counts_subtract
+
+    system = DigitSystem.for_tree(k, True)
+    horizon, n_keys = 60, 2
+    h = system.height(horizon)
+    prf = PositionPRF(SECRET, "sub", 2)
+    drawn: dict[int, np.ndarray] = {}
+
+    def noise(level: int, n: int) -> np.ndarray:
+        drawn[level] = keyed_discrete_laplace(prf, (level, 0, n, 0, n_keys), Fraction(5))
+        return drawn[level]
+
+    counts = np.random.default_rng(k).integers(0, 5, size=(horizon, n_keys))
+    out = tree_running_counts_subtract(counts, k, system.low, h, noise)
+    noise_part = out - np.cumsum(counts, axis=0)
+    for t in range(1, horizon + 1):
+        digits = system.digits(t, h)
+        ancestors = system.ancestors(t, h)  # q_0 = t, ..., q_{h-1}
+        want = np.zeros(n_keys, dtype=np.int64)
+        for level, d in enumerate(digits):
+            parent = ancestors[level + 1] if level + 1 < h else 0
+            for j in range(min(d, 0), max(d, 0)):
+                want += (1 if d > 0 else -1) * drawn[level][k * parent + j]
+        assert np.array_equal(noise_part[t - 1], want), t
+
+
+@pytest.mark.parametrize(("k", "horizon"), [(3, 100), (4, 63), (19, 500), (2, 77)])
+def test_subtraction_std_and_sensitivity_match_kary_tree(k: int, horizon: int) -> None:
+    from dpcount.counting import KaryTree
+
+    mine = _mech(k=k, horizon=horizon, subtract=True)
+    ref = KaryTree(horizon, k=k, subtract=True, epsilon=1.0, noise="discrete-laplace")
+    assert mine.height == ref.height
+    assert mine.privacy.l1_sensitivity == ref.privacy.l1_sensitivity
+    assert np.allclose(mine.std() ** 2, ref.variances(), rtol=1e-12)
+    plain = KaryTree(horizon, k=k, subtract=False, epsilon=1.0, noise="discrete-laplace")
+    assert np.allclose(_mech(k=k, horizon=horizon).std() ** 2, plain.variances(), rtol=1e-12)
+
+
+def test_subtraction_run_tiny_noise_exact_and_chunk_invariant() -> None:
+    events = _events()
+    out = _run(events, epsilon=2000.0, k=3, subtract=True)
+    assert np.array_equal(out["private_count"].to_numpy().reshape(30, 40), _exact(events))
+    a = _run(events, k=5, subtract=True, chunk_keys=3)
+    b = _run(events, k=5, subtract=True, chunk_keys=30)
+    assert a.equals(b)
+    assert not a["private_count"].equals(_run(events, k=5, chunk_keys=30)["private_count"])

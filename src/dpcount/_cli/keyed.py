@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", default=None, help="calibration rule (see dpcount count)")
     p.add_argument("--k", type=int, default=2, help="tree branching factor (default 2)")
     p.add_argument(
+        "--subtract", action="store_true", help="k-ary tree with subtraction (offset digits)"
+    )
+    p.add_argument(
         "--secret",
         required=True,
         metavar="FILE",
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             noise=args.noise,
             calibration=args.calibration,
             k=args.k,
+            subtract=args.subtract,
             max_weight=int(args.max_weight)
             if args.max_weight == int(args.max_weight)
             else args.max_weight,

@@ -6,7 +6,9 @@ Algorithm 1 for general k). Node (ℓ, m), ℓ = 0..h−1, holds the sum of step
 m·k^ℓ + 1 .. (m+1)·k^ℓ; h = ⌈log_k(T + 1)⌉ so every step s ≤ T is a sum of
 complete nodes along its base-k digits d_ℓ(s): the running count of step s adds
 d_ℓ(s) nodes of level ℓ, and its noise variance is ‖d(s)‖₁ · Var(node noise),
-reported exactly per step.
+reported exactly per step. With ``subtract=True`` the digits are the offset digits
+of count-on-your-elders (Algorithm 3, Definitions 10 and 28) and a release adds or
+subtracts |d_ℓ(s)| nodes per level (:func:`tree_running_counts_subtract`).
 
 Privacy (the neighbouring relation is stated in :mod:`dpcount.keyed.events`): a
 neighbouring change touches one step, with per-step sensitivity Δ₁ (ℓ₁ across keys)
@@ -47,7 +49,7 @@ from dpcount.keyed.prf import (
 from dpcount.privacy.budget import NoiseKind
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 
-__all__ = ["KeyedMechanism", "tree_running_counts"]
+__all__ = ["KeyedMechanism", "offset_digits", "tree_running_counts", "tree_running_counts_subtract"]
 
 NoiseFn = Callable[[int, int], NDArray[Any]]
 
@@ -80,6 +82,57 @@ def tree_running_counts(counts: NDArray[Any], k: int, height: int, noise: NoiseF
     return out
 
 
+def offset_digits(horizon: int, k: int, low: int, height: int) -> list[NDArray[np.int64]]:
+    """Digits d_ℓ(s) ∈ [low, low + k − 1] of s = 1..T, least significant first.
+
+    d = ((q − low) mod k) + low and q ← (q − d)/k, starting from q = s. With low = 0 these
+    are the base-k digits; with low < 0 the offset digits of count-on-your-elders
+    (Definitions 10 and 28).
+    """
+    q = np.arange(1, horizon + 1, dtype=np.int64)
+    digits = []
+    for _ in range(height):
+        d = (q - low) % k + low
+        digits.append(d)
+        q = (q - d) // k
+    if q.any():
+        raise ValueError(f"height {height} is too small for horizon {horizon}")
+    return digits
+
+
+def tree_running_counts_subtract(
+    counts: NDArray[Any], k: int, low: int, height: int, noise: NoiseFn
+) -> NDArray[Any]:
+    """Running counts plus the noise of the k-ary tree with subtraction (offset digits).
+
+    With offset digits s = Σ d_ℓ k^ℓ and ancestors q_ℓ = Σ_{j≥ℓ} d_j k^{j−ℓ}, the prefix
+    1..s is Σ_ℓ sign(d_ℓ)·(level-ℓ nodes k·q_{ℓ+1} + min(d_ℓ, 0) .. k·q_{ℓ+1} + max(d_ℓ, 0) − 1),
+    so the release Σ_ℓ sign(d_ℓ)·(node sum + node noise) — a post-processing of the
+    noisy nodes, one node per level touched by each step — equals the exact running
+    count plus Σ_ℓ sign(d_ℓ)·(sum of those nodes' noise) (count-on-your-elders, Alg. 3;
+    subtracted nodes may cover steps after s, whose data enter only through the
+    exact running count). ``noise`` as in :func:`tree_running_counts`.
+    """
+    horizon, n_keys = counts.shape
+    out = np.cumsum(counts, axis=0)
+    q = np.arange(1, horizon + 1, dtype=np.int64)
+    for level in range(height):
+        d = (q - low) % k + low
+        q = (q - d) // k
+        lo = k * q + np.minimum(d, 0)
+        hi = k * q + np.maximum(d, 0)
+        n_nodes = int(hi.max())
+        if n_nodes == 0:
+            continue
+        cum = np.zeros((n_nodes + 1, n_keys), dtype=out.dtype)
+        np.cumsum(noise(level, n_nodes), axis=0, out=cum[1:])
+        part = cum[hi] - cum[lo]
+        negative = d < 0
+        part[negative] = -part[negative]
+        out += part
+    return out
+
+
 def digit_sums(horizon: int, k: int) -> NDArray[np.int64]:
     """‖d(s)‖₁, the number of nodes summed at step s = 1..T (sum of base-k digits)."""
     s = np.arange(1, horizon + 1, dtype=np.int64)
@@ -103,6 +156,8 @@ class KeyedMechanism:
         l1_step, l2_step: per-step sensitivity across keys (Δ₁, Δ₂).
         neighbouring: text of the neighbouring relation.
         key_block: PRF layout constant B (power of two).
+        subtract: the k-ary tree with subtraction (offset digits, count-on-your-elders
+            Alg. 3): fewer nodes per release for k ≥ 3.
     """
 
     n_keys: int
@@ -116,6 +171,7 @@ class KeyedMechanism:
     l2_step: float
     neighbouring: str
     key_block: int
+    subtract: bool = False
 
     def __post_init__(self) -> None:
         for name in ("n_keys", "horizon"):
@@ -127,9 +183,14 @@ class KeyedMechanism:
         object.__setattr__(self, "noise", NoiseKind.parse("noise", self.noise))
 
     @property
+    def digit_system(self) -> DigitSystem:
+        return DigitSystem.for_tree(self.k, self.subtract)
+
+    @property
     def height(self) -> int:
-        """h = ⌈log_k(T + 1)⌉: the levels of the tree without subtraction."""
-        return DigitSystem.for_tree(self.k, False).height(self.horizon)
+        """Levels h: ⌈log_k(T + 1)⌉ without subtraction; with it, the smallest h whose
+        offset digits reach T (:meth:`~dpcount.counting.digits.DigitSystem.height`)."""
+        return self.digit_system.height(self.horizon)
 
     @property
     def calibrated(self) -> Calibrated:
@@ -154,13 +215,15 @@ class KeyedMechanism:
 
     def std(self) -> NDArray[np.float64]:
         """Exact standard deviation of the private count of each step (same for all keys)."""
-        out: NDArray[np.float64] = np.sqrt(digit_sums(self.horizon, self.k) * self.node_variance)
+        digits = offset_digits(self.horizon, self.k, self.digit_system.low, self.height)
+        nodes = np.sum(np.abs(np.array(digits)), axis=0)
+        out: NDArray[np.float64] = np.sqrt(nodes * self.node_variance)
         return out
 
     def config(self) -> dict[str, Any]:
         return {
             "scheme": PRF_SCHEME,
-            "mechanism": "kary-tree-no-subtraction",
+            "mechanism": "kary-tree-subtraction" if self.subtract else "kary-tree-no-subtraction",
             "n_keys": self.n_keys,
             "horizon": self.horizon,
             "k": self.k,
@@ -198,9 +261,11 @@ class KeyedMechanism:
             raise ValueError(f"key range [{key_lo}, {key_hi}) outside [0, {self.n_keys})")
         dtype = np.int64 if self.noise.is_discrete else np.float64
         counts = contributions.dense(key_lo, key_hi, self.horizon).astype(dtype, copy=False)
-        return tree_running_counts(
-            counts, self.k, self.height, self.noise_fn(secret, key_lo, key_hi)
-        )
+        noise = self.noise_fn(secret, key_lo, key_hi)
+        if self.subtract:
+            low = self.digit_system.low
+            return tree_running_counts_subtract(counts, self.k, low, self.height, noise)
+        return tree_running_counts(counts, self.k, self.height, noise)
 
 
 def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:

@@ -162,7 +162,8 @@ class KeyedResult:
         std = self.std
         lines = [
             f"keys: {m.n_keys}, steps: {m.horizon} ({self.buckets.describe()['step']} from "
-            f"{self.buckets.describe()['start']}), k-ary tree k={m.k}, height {m.height}",
+            f"{self.buckets.describe()['start']}), k-ary tree k={m.k}"
+            f"{' with subtraction' if m.subtract else ''}, height {m.height}",
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
             f"unknown key, {r.out_of_range} outside the steps; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
@@ -213,6 +214,7 @@ def make_job(
     start: Any,
     horizon: int | None,
     k: int,
+    subtract: bool = False,
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -254,6 +256,7 @@ def make_job(
         l2_step=float(l2),
         neighbouring=relation,
         key_block=_key_block(len(universe)),
+        subtract=subtract,
     )
     mech.calibrated  # noqa: B018  (validates the budget before a secret file is created)
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
@@ -415,6 +418,7 @@ def keyed_counts(
     start: Any = None,
     horizon: int | None = None,
     k: int = 2,
+    subtract: bool = False,
     chunk_keys: int = 2048,
     engine: str = "embedded",
     partitions: int | None = None,
@@ -445,6 +449,8 @@ def keyed_counts(
         start, horizon: the first bucket's start and the number of steps T
             (default: from the data, which is not private; see the module docstring).
         k: tree branching factor.
+        subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
+            release for k ≥ 3, count-on-your-elders Alg. 3).
         chunk_keys: keys per chunk (memory ≈ a few T × chunk_keys arrays).
         engine: ``"embedded"`` (in-process) or ``"dask"``.
         partitions, scheduler, workers: Dask options (see :mod:`dpcount.keyed.dask`).
@@ -474,6 +480,7 @@ def keyed_counts(
         start=start,
         horizon=horizon,
         k=k,
+        subtract=subtract,
     )
     parts = (
         _PartsDir(Path(output), chunk_keys)
