@@ -455,3 +455,14 @@ def test_subtraction_run_tiny_noise_exact_and_chunk_invariant() -> None:
     b = _run(events, k=5, subtract=True, chunk_keys=30)
     assert a.equals(b)
     assert not a["private_count"].equals(_run(events, k=5, chunk_keys=30)["private_count"])
+
+
+def test_describe_names_the_keyed_sampler() -> None:
+    for noise, delta, word in [
+        ("discrete-laplace", None, "two geometric"),
+        ("discrete-laplace", 1e-6, "two geometric"),
+        ("discrete-gaussian", 1e-6, "Alg. 3"),
+        ("gaussian", 1e-6, "Box-Muller"),
+    ]:
+        text = _mech(noise=noise, delta=delta).describe()
+        assert word in text and "Alg. 2" not in text and "AES-CTR" in text, text

@@ -209,6 +209,20 @@ class KeyedMechanism:
     def privacy(self) -> PrivacyGuarantee:
         return self.calibrated.privacy
 
+    def describe(self) -> str:
+        """The guarantee in one line, naming the keyed sampler actually used."""
+        import re
+
+        text = re.sub(r"[,;] exact sampler \([^)]*Alg\. 2\)", "", self.privacy.describe())
+        sampler = {
+            NoiseKind.DISCRETE_LAPLACE: "exact discrete Laplace as the difference of two "
+            "geometric variables",
+            NoiseKind.DISCRETE_GAUSSIAN: "exact discrete Gaussian by CKS 2020 Alg. 3",
+            NoiseKind.LAPLACE: "floating-point Laplace",
+            NoiseKind.GAUSSIAN: "floating-point Gaussian (Box-Muller)",
+        }[self.noise]
+        return f"{text}; noise: {sampler}, from AES-CTR PRF bits of (secret, node, key)"
+
     @property
     def node_variance(self) -> float:
         return float(self.calibrated.sampler.variance)

@@ -168,7 +168,7 @@ class KeyedResult:
             f"unknown key, {r.out_of_range} outside the steps; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
             f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})",
-            f"guarantee: {m.privacy.describe()}",
+            f"guarantee: {m.describe()}",
             f"exact error: std per count {std.min():.4g} .. {std.max():.4g} "
             f"(rms {math.sqrt(float(np.mean(std * std))):.4g})",
             f"run id: {self.run_id}{' (new secret)' if self.secret_created else ''}",
