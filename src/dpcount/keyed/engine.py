@@ -27,7 +27,7 @@ by chunking over keys: one chunk holds a few (T × chunk) arrays.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -316,14 +316,3 @@ def chunk_frame(
             "std": np.tile(std, n),
         }
     )
-
-
-def iter_release(
-    mech: KeyedMechanism,
-    secret: bytes,
-    contributions: Contributions,
-    chunk_keys: int,
-) -> Iterator[tuple[int, NDArray[Any]]]:
-    """(key_lo, running counts) for every key chunk, in key order (embedded engine)."""
-    for lo, hi in chunk_bounds(mech.n_keys, chunk_keys):
-        yield lo, mech.release(secret, contributions.for_keys(lo, hi), lo, hi)
