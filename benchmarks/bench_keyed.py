@@ -19,14 +19,21 @@ Targets (issue 12): embedded ≤ 3× floor; Dask with 2 workers ≥ 1.5× the em
 throughput (on a 2-core machine).
 
 Measured 2026-11-24 on the 2-core development machine while ~6 other jobs ran
-(load average 6-9), 10^5 keys x 10^3 steps, k = 2, 10^6 events, chunks of 2048 keys:
+(load average 4-9, varying during a run), 10^5 keys x 10^3 steps, k = 2, 10^6 events,
+chunks of 2048 keys; two separate runs of the script:
 
-=====================  ==========  =============  ======================
-mode                   floor       embedded       Dask, 2 workers
-=====================  ==========  =============  ======================
-counts discarded       15.3 s      21.1 s (1.38x)  21.9 s (0.97x emb.)
-Parquet parts written  12.8 s      36.6 s (2.87x)  23.3 s (1.57x emb.)
-=====================  ==========  =============  ======================
+=====================  =====  ===========  ================  =====================
+mode                   run    floor        embedded          Dask, 2 workers
+=====================  =====  ===========  ================  =====================
+counts discarded       1      15.3 s       21.1 s (1.38x)    21.9 s (0.97x emb.)
+counts discarded       2       8.4 s       14.5 s (1.73x)    17.0 s (0.85x emb.)
+Parquet parts written  1      12.8 s       36.6 s (2.87x)    23.3 s (1.57x emb.)
+Parquet parts written  2      10.9 s       36.2 s (3.33x)    55.1 s (0.66x emb.)
+=====================  =====  ===========  ================  =====================
+
+(ratio columns: embedded ÷ floor; embedded ÷ Dask time = Dask throughput relative
+to embedded.) The machine is shared, so the Dask figures in particular move with the
+other jobs' load; the targets are met in some runs and missed in others.
 
 10^6 keys x 10^3 steps, 10^7 events from a Parquet file, Dask 2 workers, Parquet parts:
 644 s, worker peak RSS 1167 MiB, client peak RSS 1.7 GiB, 1.4 GB of output.
