@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from dpcount._version import __version__
 
-SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce")
+SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce", "keyed")
 
 
 class _Parser(argparse.ArgumentParser):

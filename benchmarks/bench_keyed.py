@@ -1,0 +1,234 @@
+"""Keyed continual counters at scale: embedded vs the PRF noise floor, and Dask vs embedded.
+
+One run, three timings on the same job (K keys × T steps, k-ary tree without
+subtraction, exact discrete Laplace noise, ε = 1, event level, E random events):
+
+* **floor**: generating exactly the node noise the job needs (Σ_ℓ ⌊T/k^ℓ⌋ samples per
+  key) from the same PRF and sampler, chunk by chunk, nothing else;
+* **embedded**: the whole run — events mapped to (key, step), bounded and summed,
+  then the tree and its noise per key chunk (outputs streamed and discarded: the
+  time to format an output file is not included);
+* **dask**: the same run with ``engine="dask"`` on a fresh ``LocalCluster`` with
+  ``--workers`` processes (cluster start-up not included; results gathered to the
+  client and discarded; with ``--write DIR`` the workers write Parquet parts).
+
+With ``--write DIR`` both engines write a directory of Parquet parts (the realistic
+job) instead of discarding the counts.
+
+Targets (issue 12): embedded ≤ 3× floor; Dask with 2 workers ≥ 1.5× the embedded
+throughput (on a 2-core machine).
+
+Measured 2026-11-24 on the 2-core development machine while ~6 other jobs ran
+(load average 4-9, varying during a run), 10^5 keys x 10^3 steps, k = 2, 10^6 events,
+chunks of 2048 keys; two separate runs of the script:
+
+=====================  =====  ===========  ================  =====================
+mode                   run    floor        embedded          Dask, 2 workers
+=====================  =====  ===========  ================  =====================
+counts discarded       1      15.3 s       21.1 s (1.38x)    21.9 s (0.97x emb.)
+counts discarded       2       8.4 s       14.5 s (1.73x)    17.0 s (0.85x emb.)
+Parquet parts written  1      12.8 s       36.6 s (2.87x)    23.3 s (1.57x emb.)
+Parquet parts written  2      10.9 s       36.2 s (3.33x)    55.1 s (0.66x emb.)
+=====================  =====  ===========  ================  =====================
+
+(ratio columns: embedded ÷ floor; embedded ÷ Dask time = Dask throughput relative
+to embedded.) The machine is shared, so the Dask figures in particular move with the
+other jobs' load; the targets are met in some runs and missed in others.
+
+10^6 keys x 10^3 steps, 10^7 events from a Parquet file, Dask 2 workers, Parquet parts:
+644 s, worker peak RSS 1167 MiB, client peak RSS 1.7 GiB, 1.4 GB of output.
+
+Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
+       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask]
+Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
+per repeat as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcount.keyed.engine import chunk_bounds
+from dpcount.keyed.events import EventColumns, parse_times
+from dpcount.keyed.run import keyed_counts, make_job
+
+SECRET = b"benchmark-secret-not-for-use-000"
+
+
+def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {"t": rng.integers(0, horizon, n_events), "key": rng.integers(0, n_keys, n_events)}
+    )
+
+
+def _kwargs(n_keys: int, horizon: int, k: int, chunk: int) -> dict[str, Any]:
+    return dict(
+        keys=range(n_keys),
+        time_column="t",
+        key_column="key",
+        step=1,
+        start=0,
+        horizon=horizon,
+        epsilon=1.0,
+        secret=SECRET,
+        noise="discrete-laplace",
+        k=k,
+        chunk_keys=chunk,
+    )
+
+
+def floor(kw: dict[str, Any]) -> tuple[float, int]:
+    """Seconds to draw the job's node noise only, and the number of samples."""
+    columns = EventColumns("t", "key")
+    job, _ = make_job(
+        times=parse_times(pd.Series([0]), "t"),  # unused: start and horizon are given
+        keys=list(kw["keys"]),
+        columns=columns,
+        step=1,
+        epsilon=1.0,
+        delta=None,
+        noise="discrete-laplace",
+        calibration=None,
+        max_weight=1,
+        max_keys=None,
+        start=0,
+        horizon=kw["horizon"],
+        k=kw["k"],
+    )
+    job, _ = job.with_secret(SECRET)
+    m = job.mechanism
+    samples = 0
+    start = time.perf_counter()
+    for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
+        noise = m.noise_fn(SECRET, lo, hi)
+        for level in range(m.height):
+            n_nodes = m.horizon // m.k**level
+            if n_nodes:
+                samples += noise(level, n_nodes).size
+    return time.perf_counter() - start, samples
+
+
+def _discard(lo: int, values: Any) -> None:
+    del lo, values
+
+
+def _sink(write: str | None, name: str) -> dict[str, Any]:
+    """Stream the chunks away, or write a fresh directory of Parquet parts under ``write``."""
+    if write is None:
+        return {"on_chunk": _discard}
+    import shutil
+    from pathlib import Path
+
+    target = Path(write) / name
+    shutil.rmtree(target, ignore_errors=True)
+    return {"output": target}
+
+
+def embedded(events: pd.DataFrame, kw: dict[str, Any], write: str | None = None) -> float:
+    start = time.perf_counter()
+    keyed_counts(events, **_sink(write, "embedded"), **kw)
+    return time.perf_counter() - start
+
+
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def dask_run(
+    events: pd.DataFrame, kw: dict[str, Any], workers: int, write: str | None = None
+) -> tuple[float, float]:
+    """Seconds of the Dask run on a LocalCluster as the engine starts it (start-up not
+    timed), and the largest peak resident memory of a worker process, MiB."""
+    from contextlib import ExitStack
+
+    from dpcount.keyed.dask import _client
+
+    with ExitStack() as stack:
+        client = _client(None, workers, stack)
+        client.wait_for_workers(workers)
+        start = time.perf_counter()
+        keyed_counts(
+            events,
+            engine="dask",
+            scheduler=client,
+            partitions=workers,
+            **_sink(write, "dask"),
+            **kw,
+        )
+        seconds = time.perf_counter() - start
+        return seconds, max(client.run(_peak_rss_mib).values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keys", type=int, default=10**5)
+    parser.add_argument("--steps", type=int, default=10**3)
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--events", type=int, default=10**6)
+    parser.add_argument("--chunk-keys", type=int, default=2048)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-dask", action="store_true")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--dask-only", action="store_true", help="skip floor and embedded")
+    parser.add_argument(
+        "--from-file",
+        action="store_true",
+        help="save the events to a Parquet file and have the engines read it",
+    )
+    parser.add_argument(
+        "--write",
+        metavar="DIR",
+        default=None,
+        help="write Parquet part directories under DIR (Dask workers write their own parts) "
+        "instead of discarding the counts",
+    )
+    args = parser.parse_args()
+    events: Any = _events(args.keys, args.steps, args.events)
+    if args.from_file:
+        import tempfile
+
+        path = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
+        events.to_parquet(path, row_group_size=1 << 20)
+        events = path
+    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys)
+    print(
+        f"{args.keys:,} keys x {args.steps:,} steps, k={args.k}, discrete Laplace, "
+        f"{args.events:,} events, chunk {args.chunk_keys} keys"
+    )
+    # interleaved, best of --repeats: the machine's load moves between the two timings
+    t_floor, t_emb = float("inf"), float("inf")
+    for _ in range(0 if args.dask_only else args.repeats):
+        t, samples = floor(kw)
+        t_floor = min(t_floor, t)
+        t_emb = min(t_emb, embedded(events, kw, args.write))
+        print(
+            f"floor (PRF noise only): {t_floor:8.2f} s  {samples:,} samples  "
+            f"{samples / t_floor / 1e6:.1f} M samples/s"
+        )
+        print(
+            f"embedded (whole run):   {t_emb:8.2f} s  = {t_emb / t_floor:.2f} x floor (target <= 3)"
+        )
+    if not args.no_dask:
+        runs = [dask_run(events, kw, args.workers, args.write) for _ in range(args.repeats)]
+        t_dask, rss = min(r[0] for r in runs), max(r[1] for r in runs)
+        ratio = (
+            f"throughput {t_emb / t_dask:.2f} x embedded (target >= 1.5); "
+            if t_emb < float("inf")
+            else ""
+        )
+        print(
+            f"dask {args.workers} workers:         {t_dask:8.2f} s  {ratio}"
+            f"worker peak RSS {rss:.0f} MiB"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""``dpcount keyed``: private running counts per key and time step from an event log."""
+
+from __future__ import annotations
+
+import argparse
+
+from dpcount._cli.common import err_console, positive_float
+
+HELP = (
+    "private running counts for every key of a public universe at every time step, "
+    "from an event log (CSV or Parquet)"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", metavar="EVENTS", help="events file (.csv or .parquet)")
+    p.add_argument("--time-column", required=True, help="column of integer or ISO times")
+    p.add_argument("--key-column", required=True, help="column of keys")
+    p.add_argument("--keys", required=True, metavar="FILE", help="key universe, one a line")
+    p.add_argument(
+        "--step", required=True, help="bucket width: integer, or a duration such as 1D, 1h"
+    )
+    p.add_argument("--start", default=None, help="start of step 1 (default: from the data)")
+    p.add_argument(
+        "--horizon", type=int, default=None, help="number of steps T (default: from the data)"
+    )
+    p.add_argument("--weight-column", default=None, help="column of non-negative weights")
+    p.add_argument("--unit-column", default=None, help="privacy unit id column (needs --max-keys)")
+    p.add_argument(
+        "--max-weight",
+        type=positive_float,
+        default=1.0,
+        help="largest weight of one event (or one unit per key and step); excess is cut",
+    )
+    p.add_argument("--max-keys", type=int, default=None, help="keys per unit and step")
+    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε")
+    p.add_argument("--delta", type=positive_float, default=None, help="δ (Gaussian noise)")
+    p.add_argument(
+        "--noise",
+        choices=("discrete-laplace", "discrete-gaussian", "laplace", "gaussian"),
+        default="discrete-laplace",
+        help="noise kind (default discrete-laplace: exact integer noise)",
+    )
+    p.add_argument("--calibration", default=None, help="calibration rule (see dpcount count)")
+    p.add_argument("--k", type=int, default=2, help="tree branching factor (default 2)")
+    p.add_argument(
+        "--subtract", action="store_true", help="k-ary tree with subtraction (offset digits)"
+    )
+    p.add_argument(
+        "--secret",
+        required=True,
+        metavar="FILE",
+        help="run secret file, created (mode 0600) if absent; as sensitive as the raw data",
+    )
+    p.add_argument("--output", required=True, help="output file (.csv or .parquet)")
+    p.add_argument("--engine", choices=("embedded", "dask"), default="embedded")
+    p.add_argument("--workers", type=int, default=2, help="Dask local worker processes")
+    p.add_argument("--partitions", type=int, default=None, help="Dask input partitions")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address (real cluster)")
+    p.add_argument("--chunk-keys", type=int, default=2048, help="keys per chunk (memory)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"dpcount keyed needs the 'keyed' extra ({err.name} is missing): "
+            "pip install 'dpcount[keyed]'"
+        ) from None
+    from dpcount.keyed.run import keyed_counts
+
+    console = err_console()
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("keys released", total=None)
+        result = keyed_counts(
+            args.input,
+            keys=args.keys,
+            time_column=args.time_column,
+            key_column=args.key_column,
+            weight_column=args.weight_column,
+            unit_column=args.unit_column,
+            step=args.step,
+            start=args.start,
+            horizon=args.horizon,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            noise=args.noise,
+            calibration=args.calibration,
+            k=args.k,
+            subtract=args.subtract,
+            max_weight=int(args.max_weight)
+            if args.max_weight == int(args.max_weight)
+            else args.max_weight,
+            max_keys=args.max_keys,
+            secret=args.secret,
+            output=args.output,
+            engine=args.engine,
+            workers=args.workers,
+            partitions=args.partitions,
+            scheduler=args.scheduler,
+            chunk_keys=args.chunk_keys,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    console.print("(event counts below are exact, not private: do not publish them)", markup=False)
+    for line in result.summary():
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"output: {result.output}", markup=False)
+    return 0

@@ -1,0 +1,318 @@
+"""The embedded engine: private running counts for every key, vectorized over (steps × keys).
+
+Mechanism: the k-ary tree without subtraction (Dwork, Naor, Pitassi, Rothblum 2010
+and Chan, Shi, Song 2011 for k = 2; Andersson & Pagh 2023, "count-on-your-elders",
+Algorithm 1 for general k). Node (ℓ, m), ℓ = 0..h−1, holds the sum of steps
+m·k^ℓ + 1 .. (m+1)·k^ℓ; h = ⌈log_k(T + 1)⌉ so every step s ≤ T is a sum of
+complete nodes along its base-k digits d_ℓ(s): the running count of step s adds
+d_ℓ(s) nodes of level ℓ, and its noise variance is ‖d(s)‖₁ · Var(node noise),
+reported exactly per step. With ``subtract=True`` the digits are the offset digits
+of count-on-your-elders (Algorithm 3, Definitions 10 and 28) and a release adds or
+subtracts |d_ℓ(s)| nodes per level (:func:`tree_running_counts_subtract`).
+
+Privacy (the neighbouring relation is stated in :mod:`dpcount.keyed.events`): a
+neighbouring change touches one step, with per-step sensitivity Δ₁ (ℓ₁ across keys)
+and Δ₂ (ℓ₂ across keys). It changes each affected key's node at every level, so
+the vector of all node sums of all keys changes by at most ℓ₁ = h·Δ₁ and
+ℓ₂ = √h·Δ₂; i.i.d. node noise is calibrated for those by
+:func:`dpcount.privacy.calibrate` (each rule cites its theorem there). The running
+counts are post-processing of the noisy nodes.
+
+Noise: node (ℓ, m) of key i gets the noise of PRF position (ℓ, m, i)
+(:mod:`dpcount.keyed.prf`), so the output is a function of (secret, data) alone —
+not of the key chunking, the partitioning, the engine or retries. Memory is bounded
+by chunking over keys: one chunk holds a few (T × chunk) arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcount.counting.digits import DigitSystem
+from dpcount.keyed.events import Contributions
+from dpcount.keyed.prf import (
+    PRF_SCHEME,
+    PositionPRF,
+    keyed_discrete_gaussian,
+    keyed_discrete_laplace,
+    keyed_gaussian,
+    keyed_laplace,
+)
+from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
+
+__all__ = ["KeyedMechanism", "offset_digits", "tree_running_counts", "tree_running_counts_subtract"]
+
+NoiseFn = Callable[[int, int], NDArray[Any]]
+
+
+def tree_running_counts(counts: NDArray[Any], k: int, height: int, noise: NoiseFn) -> NDArray[Any]:
+    """Noisy running counts of every column of ``counts`` (T × keys) with a k-ary tree.
+
+    ``noise(level, n_nodes)`` returns the noise of nodes 0..n_nodes−1 of that level,
+    shape (n_nodes, keys). Integer inputs and noise give exact integer outputs.
+    """
+    horizon, n_keys = counts.shape
+    s = np.arange(1, horizon + 1)
+    level_sums = counts
+    out = np.zeros_like(counts)
+    for level in range(height):
+        width = k**level
+        n_nodes = horizon // width
+        if level:
+            prev = level_sums[: (level_sums.shape[0] // k) * k]
+            level_sums = prev.reshape(-1, k, n_keys).sum(axis=1)
+        if n_nodes == 0:
+            break
+        noisy = level_sums[:n_nodes] + noise(level, n_nodes)
+        cum = np.zeros((n_nodes + 1, n_keys), dtype=noisy.dtype)
+        np.cumsum(noisy, axis=0, out=cum[1:])
+        # step s adds nodes (s // k^(l+1))·k .. s // k^l − 1 of this level
+        hi = s // width
+        lo = (s // (width * k)) * k
+        out += cum[hi] - cum[lo]
+    return out
+
+
+def offset_digits(horizon: int, k: int, low: int, height: int) -> list[NDArray[np.int64]]:
+    """Digits d_ℓ(s) ∈ [low, low + k − 1] of s = 1..T, least significant first.
+
+    d = ((q − low) mod k) + low and q ← (q − d)/k, starting from q = s. With low = 0 these
+    are the base-k digits; with low < 0 the offset digits of count-on-your-elders
+    (Definitions 10 and 28).
+    """
+    q = np.arange(1, horizon + 1, dtype=np.int64)
+    digits = []
+    for _ in range(height):
+        d = (q - low) % k + low
+        digits.append(d)
+        q = (q - d) // k
+    if q.any():
+        raise ValueError(f"height {height} is too small for horizon {horizon}")
+    return digits
+
+
+def tree_running_counts_subtract(
+    counts: NDArray[Any], k: int, low: int, height: int, noise: NoiseFn
+) -> NDArray[Any]:
+    """Running counts plus the noise of the k-ary tree with subtraction (offset digits).
+
+    With offset digits s = Σ d_ℓ k^ℓ and ancestors q_ℓ = Σ_{j≥ℓ} d_j k^{j−ℓ}, the prefix
+    1..s is Σ_ℓ sign(d_ℓ)·(level-ℓ nodes k·q_{ℓ+1} + min(d_ℓ, 0) .. k·q_{ℓ+1} + max(d_ℓ, 0) − 1),
+    so the release Σ_ℓ sign(d_ℓ)·(node sum + node noise) — a post-processing of the
+    noisy nodes, one node per level touched by each step — equals the exact running
+    count plus Σ_ℓ sign(d_ℓ)·(sum of those nodes' noise) (count-on-your-elders, Alg. 3;
+    subtracted nodes may cover steps after s, whose data enter only through the
+    exact running count). ``noise`` as in :func:`tree_running_counts`.
+    """
+    horizon, n_keys = counts.shape
+    out = np.cumsum(counts, axis=0)
+    q = np.arange(1, horizon + 1, dtype=np.int64)
+    for level in range(height):
+        d = (q - low) % k + low
+        q = (q - d) // k
+        lo = k * q + np.minimum(d, 0)
+        hi = k * q + np.maximum(d, 0)
+        n_nodes = int(hi.max())
+        if n_nodes == 0:
+            continue
+        cum = np.zeros((n_nodes + 1, n_keys), dtype=out.dtype)
+        np.cumsum(noise(level, n_nodes), axis=0, out=cum[1:])
+        part = cum[hi] - cum[lo]
+        negative = d < 0
+        part[negative] = -part[negative]
+        out += part
+    return out
+
+
+def digit_sums(horizon: int, k: int) -> NDArray[np.int64]:
+    """‖d(s)‖₁, the number of nodes summed at step s = 1..T (sum of base-k digits)."""
+    s = np.arange(1, horizon + 1, dtype=np.int64)
+    total = np.zeros(horizon, dtype=np.int64)
+    while s.any():
+        total += s % k
+        s //= k
+    return total
+
+
+@dataclass(frozen=True)
+class KeyedMechanism:
+    """The calibrated tree for one keyed run (public configuration only, no secret).
+
+    Args:
+        n_keys: size of the public key universe.
+        horizon: T, the number of steps.
+        k: branching factor (≥ 2).
+        noise: a :class:`~dpcount.privacy.NoiseKind`.
+        epsilon, delta, calibration: the budget (see :func:`dpcount.privacy.calibrate`).
+        l1_step, l2_step: per-step sensitivity across keys (Δ₁, Δ₂).
+        neighbouring: text of the neighbouring relation.
+        key_block: PRF layout constant B (power of two).
+        subtract: the k-ary tree with subtraction (offset digits, count-on-your-elders
+            Alg. 3): fewer nodes per release for k ≥ 3.
+    """
+
+    n_keys: int
+    horizon: int
+    k: int
+    noise: NoiseKind
+    epsilon: float
+    delta: float | None
+    calibration: str | None
+    l1_step: float
+    l2_step: float
+    neighbouring: str
+    key_block: int
+    subtract: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("n_keys", "horizon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
+            raise ValueError(f"k must be an integer >= 2, got {self.k!r}")
+        object.__setattr__(self, "noise", NoiseKind.parse("noise", self.noise))
+
+    @property
+    def digit_system(self) -> DigitSystem:
+        return DigitSystem.for_tree(self.k, self.subtract)
+
+    @property
+    def height(self) -> int:
+        """Levels h: ⌈log_k(T + 1)⌉ without subtraction; with it, the smallest h whose
+        offset digits reach T (:meth:`~dpcount.counting.digits.DigitSystem.height`)."""
+        return self.digit_system.height(self.horizon)
+
+    @property
+    def calibrated(self) -> Calibrated:
+        h = self.height
+        return calibrate(
+            str(self.noise),
+            epsilon=self.epsilon,
+            delta=self.delta,
+            l1_sensitivity=h * self.l1_step,
+            l2_sensitivity=math.sqrt(h) * self.l2_step,
+            calibration=self.calibration,
+            neighbouring=self.neighbouring,
+        )
+
+    @property
+    def privacy(self) -> PrivacyGuarantee:
+        return self.calibrated.privacy
+
+    def describe(self) -> str:
+        """The guarantee in one line, naming the keyed sampler actually used."""
+        import re
+
+        text = re.sub(r"[,;] exact sampler \([^)]*Alg\. 2\)", "", self.privacy.describe())
+        sampler = {
+            NoiseKind.DISCRETE_LAPLACE: "exact discrete Laplace as the difference of two "
+            "geometric variables",
+            NoiseKind.DISCRETE_GAUSSIAN: "exact discrete Gaussian by CKS 2020 Alg. 3",
+            NoiseKind.LAPLACE: "floating-point Laplace",
+            NoiseKind.GAUSSIAN: "floating-point Gaussian (Box-Muller)",
+        }[self.noise]
+        return f"{text}; noise: {sampler}, from AES-CTR PRF bits of (secret, node, key)"
+
+    @property
+    def node_variance(self) -> float:
+        return float(self.calibrated.sampler.variance)
+
+    def std(self) -> NDArray[np.float64]:
+        """Exact standard deviation of the private count of each step (same for all keys)."""
+        digits = offset_digits(self.horizon, self.k, self.digit_system.low, self.height)
+        nodes = np.sum(np.abs(np.array(digits)), axis=0)
+        out: NDArray[np.float64] = np.sqrt(nodes * self.node_variance)
+        return out
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "scheme": PRF_SCHEME,
+            "mechanism": "kary-tree-subtraction" if self.subtract else "kary-tree-no-subtraction",
+            "n_keys": self.n_keys,
+            "horizon": self.horizon,
+            "k": self.k,
+            "noise": str(self.noise),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "calibration": self.calibration,
+            "l1_step": self.l1_step,
+            "l2_step": self.l2_step,
+            "key_block": self.key_block,
+        }
+
+    def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NoiseFn:
+        """Node noise of keys [key_lo, key_hi): a pure function of (secret, position)."""
+        prf = PositionPRF(secret, str(self.noise), self.key_block)
+        sampler: Any = self.calibrated.sampler
+
+        def noise(level: int, n_nodes: int) -> NDArray[Any]:
+            rect = (level, 0, n_nodes, key_lo, key_hi)
+            if self.noise is NoiseKind.DISCRETE_LAPLACE:
+                return keyed_discrete_laplace(prf, rect, Fraction(sampler.scale))
+            if self.noise is NoiseKind.DISCRETE_GAUSSIAN:
+                return keyed_discrete_gaussian(prf, rect, Fraction(sampler.sigma2))
+            if self.noise is NoiseKind.LAPLACE:
+                return keyed_laplace(prf, rect, float(sampler.scale))
+            return keyed_gaussian(prf, rect, float(sampler.sigma))
+
+        return noise
+
+    def release(
+        self, secret: bytes, contributions: Contributions, key_lo: int, key_hi: int
+    ) -> NDArray[Any]:
+        """Private running counts of keys [key_lo, key_hi): shape (T, key_hi − key_lo)."""
+        if not 0 <= key_lo < key_hi <= self.n_keys:
+            raise ValueError(f"key range [{key_lo}, {key_hi}) outside [0, {self.n_keys})")
+        dtype = np.int64 if self.noise.is_discrete else np.float64
+        counts = contributions.dense(key_lo, key_hi, self.horizon).astype(dtype, copy=False)
+        noise = self.noise_fn(secret, key_lo, key_hi)
+        if self.subtract:
+            low = self.digit_system.low
+            return tree_running_counts_subtract(counts, self.k, low, self.height, noise)
+        return tree_running_counts(counts, self.k, self.height, noise)
+
+
+def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
+    if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int) or chunk_keys < 1:
+        raise ValueError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
+    return [(lo, min(lo + chunk_keys, n_keys)) for lo in range(0, n_keys, chunk_keys)]
+
+
+def chunk_frame(
+    values: NDArray[Any],
+    std: NDArray[np.float64],
+    keys: tuple[Any, ...],
+    labels: list[str],
+    key_lo: int,
+    time_label: str = "time",
+) -> pd.DataFrame:
+    """Output rows (key, step, time label, private_count, std), key-major, for one chunk.
+
+    Key and time label are categorical columns (codes into the chunk's keys and the
+    step labels), so building a chunk creates no Python object per row.
+    """
+    horizon, n = values.shape
+    return pd.DataFrame(
+        {
+            "key": pd.Categorical.from_codes(
+                np.repeat(np.arange(n, dtype=np.int32), horizon),
+                categories=pd.Index(list(keys[key_lo : key_lo + n]), dtype=object),
+            ),
+            "step": np.tile(np.arange(1, horizon + 1, dtype=np.int64), n),
+            time_label: pd.Categorical.from_codes(
+                np.tile(np.arange(horizon, dtype=np.int32), n), categories=labels
+            ),
+            "private_count": values.T.reshape(-1),
+            "std": np.tile(std, n),
+        }
+    )

@@ -1,0 +1,496 @@
+"""Event logs → per-(key, step) contributions: reading, time buckets, key universe, bounding.
+
+An event is a row (time, key[, weight][, unit]). This module turns a table of events
+into the sparse table of *bounded* contributions that the mechanism counts, and a
+:class:`DropReport` of everything it did not count — nothing is dropped silently.
+
+Neighbouring relations (what the privacy guarantee is stated for):
+
+* **event level** (no unit column, the default): two event logs differ in one
+  event, whose weight (1 without a weight column) is at most ``max_weight``
+  (larger weights are cut to ``max_weight``, the excess reported). One event
+  changes one key at one step by at most ``max_weight``: across keys, per-step
+  ℓ₁ and ℓ₂ sensitivity ``max_weight``.
+* **unit-step level** (a unit id column): two logs differ in the events of one
+  privacy unit within one step. Per (unit, step) at most ``max_keys`` keys are
+  kept — those with the smallest keyed hash of (unit, key), a deterministic
+  choice that does not depend on row order or partitioning — and each kept
+  (unit, step, key) total is cut to ``max_weight``; everything removed is
+  reported. Per-step sensitivity across keys: ℓ₁ = max_keys·max_weight,
+  ℓ₂ = √max_keys·max_weight.
+
+Events whose key is not in the public key universe, or whose step is outside
+1..horizon, are dropped and counted in the report.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+__all__ = [
+    "Contributions",
+    "DropReport",
+    "EventColumns",
+    "KeyUniverse",
+    "TimeBuckets",
+    "bound_units",
+    "clip_events",
+    "map_events",
+    "partial_sums",
+    "read_events",
+    "read_keys",
+    "to_contributions",
+]
+
+I64 = NDArray[np.int64]
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EventColumns:
+    """Names of the event columns (weight and unit optional)."""
+
+    time: str
+    key: str
+    weight: str | None = None
+    unit: str | None = None
+
+    def names(self) -> list[str]:
+        return [c for c in (self.time, self.key, self.weight, self.unit) if c is not None]
+
+    def check(self, available: Sequence[str], source: str) -> None:
+        """ValueError naming the first column that ``source`` does not have."""
+        have = [str(c) for c in available]
+        for role, name in (
+            ("time", self.time),
+            ("key", self.key),
+            ("weight", self.weight),
+            ("unit", self.unit),
+        ):
+            if name is not None and name not in have:
+                raise ValueError(
+                    f"{role} column {name!r} not found in {source} (columns: {', '.join(have)})"
+                )
+
+
+def _file_format(path: Path, what: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".csv", ".txt"):
+        return "csv"
+    raise ValueError(f"{what} {path} must end in .csv or .parquet")
+
+
+def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataFrame:
+    """The event columns of a CSV or Parquet file (format from the extension)."""
+    p = Path(path)
+    fmt = _file_format(p, "events file")
+    if not p.is_file():
+        raise FileNotFoundError(f"events file {p} not found")
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        columns.check(pq.read_schema(p).names, str(p))
+        return pd.read_parquet(p, columns=columns.names())
+    header = pd.read_csv(p, nrows=0)
+    columns.check(list(header.columns), str(p))
+    # keys and units as text: a key file is text, and "007" must stay "007"
+    dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
+    return pd.read_csv(
+        p, usecols=columns.names(), dtype=dtype, keep_default_na=False, na_values=[""]
+    )
+
+
+def read_keys(path: str | os.PathLike[str]) -> list[str]:
+    """The key universe from a text file (one key per line, blank lines ignored)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"keys file {p} not found") from None
+    keys = [line.strip() for line in text.splitlines() if line.strip()]
+    if not keys:
+        raise ValueError(f"keys file {p} holds no keys")
+    return keys
+
+
+@dataclass(frozen=True)
+class KeyUniverse:
+    """The public, ordered key universe; key index = position in the list."""
+
+    keys: tuple[Any, ...]
+
+    def __init__(self, keys: Sequence[Any]) -> None:
+        # numpy scalars as Python values: the fingerprint must not depend on the container
+        ks = tuple(k.item() if isinstance(k, np.generic) else k for k in keys)
+        if not ks:
+            raise ValueError("keys must hold at least one key")
+        index = pd.Index(ks)
+        if not index.is_unique:
+            dup = index[index.duplicated()][0]
+            raise ValueError(f"keys must be unique, {dup!r} appears more than once")
+        object.__setattr__(self, "keys", ks)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def indices(self, values: pd.Series) -> I64:
+        """Key index of every value, −1 for keys outside the universe.
+
+        A universe of strings (e.g. read from a keys file) is matched against the
+        values as text, so integer key columns match keys written as digits.
+        """
+        if all(isinstance(k, str) for k in self.keys) and not (
+            pd.api.types.is_string_dtype(values.dtype) or values.dtype == object
+        ):
+            values = values.astype(str)
+        out: I64 = pd.Index(self.keys).get_indexer(values).astype(np.int64)
+        return out
+
+    def digest(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        for k in self.keys:
+            h.update(repr(k).encode() + b"\n")
+        return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------
+# Time buckets
+# --------------------------------------------------------------------------------------
+def _parse_width(step: int | str) -> int | pd.Timedelta:
+    if isinstance(step, bool):
+        raise TypeError(f"step must be an integer width or a duration like '1D', got {step!r}")
+    if isinstance(step, (int, np.integer)):
+        width: int | pd.Timedelta = int(step)
+    elif isinstance(step, str) and step.strip().isdigit():
+        width = int(step.strip())
+    elif isinstance(step, str):
+        try:
+            width = pd.Timedelta(step)
+        except ValueError:
+            raise ValueError(
+                f"step must be an integer width or a duration like '1D', '1h', '15min', "
+                f"got {step!r}"
+            ) from None
+    else:
+        raise TypeError(f"step must be an integer width or a duration like '1D', got {step!r}")
+    if (isinstance(width, int) and width < 1) or (
+        isinstance(width, pd.Timedelta) and width <= pd.Timedelta(0)
+    ):
+        raise ValueError(f"step must be positive, got {step!r}")
+    return width
+
+
+def parse_times(values: pd.Series, column: str) -> pd.Series:
+    """Integer times as int64, or ISO dates/timestamps as naive UTC datetimes.
+
+    Raises:
+        ValueError: missing or unparseable times, naming the column and a bad value.
+    """
+    if values.isna().any():
+        row = int(np.flatnonzero(values.isna().to_numpy())[0])
+        raise ValueError(f"missing time in column {column!r} (row {row})")
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return values.astype(np.int64)
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        out = values
+    else:
+        text = values.astype(str)
+        if text.str.fullmatch(r"-?\d+").all():
+            return text.astype(np.int64)
+        out = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+        bad = out.isna().to_numpy()
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"unparseable time {text.iloc[row]!r} in column {column!r} (row {row}); "
+                "expected integers or ISO dates/timestamps"
+            )
+    if getattr(out.dt, "tz", None) is not None:
+        out = out.dt.tz_convert("UTC").dt.tz_localize(None)
+    return out.astype("datetime64[ns]")
+
+
+@dataclass(frozen=True)
+class TimeBuckets:
+    """Step s (from 1) covers times [start + (s−1)·width, start + s·width)."""
+
+    width: int | pd.Timedelta
+    start: int | pd.Timestamp
+
+    @classmethod
+    def make(cls, step: int | str, start: int | str | pd.Timestamp) -> TimeBuckets:
+        width = _parse_width(step)
+        if isinstance(width, int):
+            if isinstance(start, str):
+                start = int(start) if start.strip().lstrip("-").isdigit() else start
+            if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
+                raise ValueError(f"start must be an integer for an integer step, got {start!r}")
+            return cls(width, int(start))
+        try:
+            ts = pd.Timestamp(start)
+        except (ValueError, TypeError):
+            raise ValueError(f"start must be an ISO date or timestamp, got {start!r}") from None
+        if ts.tzinfo is not None:
+            ts = ts.tz_convert("UTC").tz_localize(None)
+        return cls(width, ts)
+
+    @classmethod
+    def from_data(cls, step: int | str, times: pd.Series) -> TimeBuckets:
+        """Buckets starting at the earliest time (floored to the step for durations)."""
+        width = _parse_width(step)
+        if len(times) == 0:
+            raise ValueError("no events to take start and horizon from: pass start and horizon")
+        first = times.min()
+        if isinstance(width, int):
+            if not isinstance(first, (int, np.integer)):
+                raise ValueError(
+                    f"step {step!r} is an integer width but the times are dates; "
+                    "use a duration such as '1D'"
+                )
+            return cls(width, int(first))
+        if not isinstance(first, pd.Timestamp):
+            raise ValueError(f"step {step!r} is a duration but the times are integers")
+        return cls(width, first.floor(width))
+
+    def steps(self, times: pd.Series) -> I64:
+        """1-based step of every time (≤ 0 before ``start``)."""
+        if isinstance(self.width, int):
+            if not pd.api.types.is_integer_dtype(times.dtype):
+                raise ValueError("the step is an integer width but the times are dates")
+            assert isinstance(self.start, int)
+            out: I64 = (times.to_numpy(np.int64) - self.start) // self.width + 1
+            return out
+        if not pd.api.types.is_datetime64_any_dtype(times.dtype):
+            raise ValueError("the step is a duration but the times are integers")
+        delta = (times - self.start).to_numpy("timedelta64[ns]").astype(np.int64)
+        out = delta // int(self.width.value) + 1
+        return out
+
+    def last_step(self, times: pd.Series) -> int:
+        return int(self.steps(times).max()) if len(times) else 0
+
+    def labels(self, n_steps: int) -> list[str]:
+        """The start of each step's bucket, as text (ISO date when whole days)."""
+        if isinstance(self.width, int):
+            assert isinstance(self.start, int)
+            return [str(self.start + s * self.width) for s in range(n_steps)]
+        assert isinstance(self.start, pd.Timestamp)
+        stamps = pd.DatetimeIndex([self.start + self.width * i for i in range(n_steps)])
+        day = pd.Timedelta("1D")
+        if self.width % day == pd.Timedelta(0) and self.start == self.start.normalize():
+            return [t.strftime("%Y-%m-%d") for t in stamps]
+        return [t.isoformat() for t in stamps]
+
+    def describe(self) -> dict[str, str]:
+        w = self.width
+        if isinstance(w, int):
+            width = str(w)
+        else:
+            width = f"{w.value}ns"
+            for unit, name in (("1D", "D"), ("1h", "h"), ("1min", "min"), ("1s", "s")):
+                n, rest = divmod(w, pd.Timedelta(unit))
+                if rest == pd.Timedelta(0):
+                    width = f"{n}{name}"
+                    break
+        start = str(self.start) if isinstance(self.start, int) else self.start.isoformat()
+        return {"step": width, "start": start}
+
+
+# --------------------------------------------------------------------------------------
+# Mapping and bounding
+# --------------------------------------------------------------------------------------
+@dataclass
+class DropReport:
+    """What happened to the events: every dropped or cut contribution is counted."""
+
+    events: int = 0
+    unknown_key: int = 0
+    out_of_range: int = 0
+    clipped_events: int = 0
+    clipped_weight: float = 0.0
+    unit_dropped_keys: int = 0
+    unit_dropped_weight: float = 0.0
+
+    def __add__(self, other: DropReport) -> DropReport:
+        return DropReport(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
+    @property
+    def kept_events(self) -> int:
+        return self.events - self.unknown_key - self.out_of_range
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Contributions:
+    """Sparse bounded contributions, sorted by (key, step), one row per pair."""
+
+    key: I64
+    step: I64
+    value: NDArray[Any]  # int64 (discrete noise) or float64
+
+    def for_keys(self, lo: int, hi: int) -> Contributions:
+        a, b = np.searchsorted(self.key, [lo, hi])
+        return Contributions(self.key[a:b], self.step[a:b], self.value[a:b])
+
+    def dense(self, lo: int, hi: int, horizon: int) -> NDArray[Any]:
+        """(horizon × (hi − lo)) matrix of the contributions of keys [lo, hi)."""
+        part = self.for_keys(lo, hi)
+        out = np.zeros((horizon, hi - lo), dtype=self.value.dtype)
+        out[part.step - 1, part.key - lo] = part.value
+        return out
+
+
+def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[Any]:
+    if column is None:
+        return np.ones(len(frame), dtype=np.int64 if integer else np.float64)
+    w = frame[column]
+    if not pd.api.types.is_numeric_dtype(w.dtype) or pd.api.types.is_bool_dtype(w.dtype):
+        raise ValueError(f"weight column {column!r} must be numeric, got dtype {w.dtype}")
+    arr: NDArray[np.float64] = np.asarray(w.to_numpy(np.float64, na_value=np.nan))
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"missing or infinite weight in column {column!r} (row {np.argmax(bad)})")
+    if (arr < 0).any():
+        row = int(np.argmax(arr < 0))
+        raise ValueError(f"negative weight {float(arr[row])!r} in column {column!r} (row {row})")
+    if integer:
+        if (arr != np.floor(arr)).any() or (arr > 2**53).any():
+            row = int(np.argmax((arr != np.floor(arr)) | (arr > 2**53)))
+            raise ValueError(
+                f"weight {float(arr[row])!r} in column {column!r} (row {row}) is not an integer: "
+                "discrete noise needs integer weights"
+            )
+        return arr.astype(np.int64)
+    return arr
+
+
+def map_events(
+    frame: pd.DataFrame,
+    columns: EventColumns,
+    universe: KeyUniverse,
+    buckets: TimeBuckets,
+    horizon: int,
+    *,
+    integer: bool,
+) -> tuple[pd.DataFrame, DropReport]:
+    """Rows (key, step, weight[, unit]) of the events inside the universe and horizon.
+
+    Works on any subset of the rows (a partition): the report of a union is the sum.
+    """
+    columns.check(list(frame.columns), "the events")
+    times = parse_times(frame[columns.time], columns.time)
+    steps = buckets.steps(times)
+    keys = universe.indices(frame[columns.key])
+    weight = _weights(frame, columns.weight, integer)
+    out = pd.DataFrame({"key": keys, "step": steps, "weight": weight})
+    if columns.unit is not None:
+        unit = frame[columns.unit]
+        if unit.isna().any():
+            row = int(np.flatnonzero(unit.isna().to_numpy())[0])
+            raise ValueError(f"missing unit id in column {columns.unit!r} (row {row})")
+        out["unit"] = unit.to_numpy()
+    unknown = keys < 0
+    outside = ~unknown & ((steps < 1) | (steps > horizon))
+    report = DropReport(
+        events=len(frame), unknown_key=int(unknown.sum()), out_of_range=int(outside.sum())
+    )
+    return out[~(unknown | outside)].reset_index(drop=True), report
+
+
+def _clip(values: NDArray[Any], max_weight: float) -> tuple[NDArray[Any], int, float]:
+    over = values > max_weight
+    excess = float((values[over] - max_weight).sum())
+    clipped = np.minimum(values, max_weight).astype(values.dtype)
+    return clipped, int(over.sum()), excess
+
+
+def _unit_rank(rows: pd.DataFrame, hash_key: str) -> NDArray[np.uint64]:
+    """Keyed hash of (unit, key): a deterministic, order-free ranking of a unit's keys."""
+    unit = rows["unit"]
+    values = (
+        unit.to_numpy()
+        if pd.api.types.is_numeric_dtype(unit.dtype)
+        else unit.astype(str).to_numpy(dtype=object)
+    )
+    frame = pd.DataFrame({"unit": values, "key": rows["key"].to_numpy()})
+    out: NDArray[np.uint64] = pd.util.hash_pandas_object(
+        frame, index=False, hash_key=hash_key
+    ).to_numpy()
+    return out
+
+
+def clip_events(rows: pd.DataFrame, max_weight: float) -> tuple[pd.DataFrame, DropReport]:
+    """Event level: cut every event's weight to ``max_weight`` (per row, order-free)."""
+    w, n, excess = _clip(rows["weight"].to_numpy(), max_weight)
+    return rows.assign(weight=w), DropReport(clipped_events=n, clipped_weight=excess)
+
+
+def partial_sums(rows: pd.DataFrame, by_unit: bool) -> pd.DataFrame:
+    """Weights summed per (key, step), or per (unit, step, key) for unit bounding."""
+    cols = ["unit", "step", "key"] if by_unit else ["key", "step"]
+    return rows.groupby(cols, sort=False, observed=True)["weight"].sum().reset_index()
+
+
+def bound_units(
+    per: pd.DataFrame, *, max_keys: int, max_weight: float, hash_key: str
+) -> tuple[pd.DataFrame, DropReport]:
+    """Unit-step level: per (unit, step) keep the ``max_keys`` keys of smallest keyed hash
+    of (unit, key); cut each kept (unit, step, key) total to ``max_weight``.
+
+    ``per`` may hold several partial sums of one (unit, step, key); they are added first.
+    """
+    per = partial_sums(per, by_unit=True)
+    per["rank"] = _unit_rank(per, hash_key)
+    per = per.sort_values(["unit", "step", "rank", "key"], kind="stable")
+    order = per.groupby(["unit", "step"], sort=False).cumcount().to_numpy()
+    drop = order >= max_keys
+    report = DropReport(
+        unit_dropped_keys=int(drop.sum()),
+        unit_dropped_weight=float(per["weight"].to_numpy()[drop].sum()),
+    )
+    per = per[~drop]
+    w, n, excess = _clip(per["weight"].to_numpy(), max_weight)
+    report.clipped_events, report.clipped_weight = n, excess
+    rows = pd.DataFrame({"key": per["key"].to_numpy(), "step": per["step"].to_numpy(), "weight": w})
+    return rows, report
+
+
+def to_contributions(rows: pd.DataFrame, dtype: Any) -> Contributions:
+    """Sum (key, step, weight) rows per (key, step), sorted by key then step."""
+    agg = rows.groupby(["key", "step"], sort=True)["weight"].sum()
+    keys = agg.index.get_level_values(0).to_numpy(np.int64)
+    steps = agg.index.get_level_values(1).to_numpy(np.int64)
+    return Contributions(keys, steps, agg.to_numpy().astype(dtype))
+
+
+def check_max_weight(max_weight: float, integer: bool) -> float | int:
+    if isinstance(max_weight, bool) or not isinstance(max_weight, (int, float, np.number)):
+        raise TypeError(f"max_weight must be a positive number, got {max_weight!r}")
+    if not (math.isfinite(max_weight) and max_weight > 0):
+        raise ValueError(f"max_weight must be a positive finite number, got {max_weight!r}")
+    if integer:
+        if max_weight != int(max_weight):
+            raise ValueError(
+                f"max_weight must be an integer for discrete noise, got {max_weight!r}"
+            )
+        return int(max_weight)
+    return float(max_weight)

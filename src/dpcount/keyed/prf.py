@@ -1,0 +1,376 @@
+"""Noise as a pure function of a secret and a position: (secret, noise label, level, node, key).
+
+Why: a distributed engine retries, re-partitions and resumes work. Noise drawn from a
+stateful generator (or one seeded per partition) is *fresh* noise when a task is
+recomputed, and two different noisy values of the same count leak it. Here every
+noise value is a deterministic function of a 256-bit secret and its position, so
+any partitioning, any order, any retry and any resume release the same bits.
+
+The PRF. Uniform words come from AES-128 in counter mode: block b of the stream
+for domain key K is AES_K(b), b as 16 little-endian bytes (``randomgen.AESCounter``,
+AES-NI when available; checked against the FIPS-197 test vector in the tests).
+AES is a pseudorandom permutation, hence a PRF on distinct counter blocks up to the
+birthday bound (the PRP/PRF switching lemma; Bellare & Rogaway, "The security of
+triple encryption and a framework for code-based game-playing proofs", 2006):
+using each counter block once, the outputs are indistinguishable from independent
+uniform 128-bit strings to anyone without K. The domain key is
+``HMAC-SHA256(secret, label)[:16]`` (HMAC is a PRF, Bellare 2006), so different
+labels (noise kinds, rejection trials, extension words) give independent streams.
+As with any cryptographic generator, the privacy guarantee then holds against
+adversaries who cannot distinguish AES from a random function (computational DP);
+it is void for anyone who holds the secret.
+AES-CTR was chosen over a hash per position because one ``random_raw`` call
+produces a contiguous counter range at ~0.5 GB/s, and over ChaCha20 because
+AES-NI is faster on the machines this runs on (both are available in randomgen).
+
+Counter layout (128 bits): ``level << 120 | (key // B) << 64 | (node·B + key % B)``
+with B = ``key_block`` (a power of two fixed for a run). For one level and one key
+block the blocks of consecutive nodes are contiguous, so a (nodes × keys) rectangle
+costs one call per level and key block. Each position (level, node, key) owns one
+128-bit block: two uniform 64-bit words.
+
+Exact discrete Laplace from two words. Lap_Z(t), P[Y = y] ∝ e^{−|y|/t}, is the
+difference G₁ − G₂ of two i.i.d. geometric variables with P[G ≥ g] = e^{−g/t}
+(Inusah & Kozubowski 2006, "A discrete analogue of the Laplace distribution").
+With V uniform on (0, 1), G = ⌊t·(−ln V)⌋ has exactly that law. The word gives
+the first 64 bits of V; the floor is decided with a rigorous error margin on the
+floating-point logarithm (relative 2⁻⁴⁰, far above the few-ulp error of ``log``)
+and, in the rare case the enclosure of t·(−ln V) contains an integer, more bits of
+V are drawn (extension words, one more PRF domain per word) and the comparison is
+redone with correctly rounded ``decimal`` logarithms at growing precision. The
+output is therefore an exact function of an (infinite-precision) uniform V — no
+floating-point value is ever released.
+
+Exact discrete Gaussian: Canonne, Kamath & Steinke 2020, Algorithm 3 (rejection
+from Lap_Z(⌊σ⌋+1) with acceptance Bernoulli(e^{−γ})), where trial r of a position
+uses its own PRF domains and Bernoulli(e^{−γ}) = [−ln V > γ] is decided the same
+exact way. Continuous Laplace and Gaussian (Box–Muller) noise use the same words
+but are floating-point samplers (not hardened against floating-point attacks,
+Mironov 2012).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+from collections.abc import Callable, Iterator
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "PRF_SCHEME",
+    "PositionPRF",
+    "derive_key",
+    "exact_floor_t_exp",
+    "keyed_discrete_gaussian",
+    "keyed_discrete_laplace",
+    "keyed_gaussian",
+    "keyed_laplace",
+]
+
+PRF_SCHEME = "dpcount-keyed-prf/1"
+U64 = NDArray[np.uint64]
+I64 = NDArray[np.int64]
+F64 = NDArray[np.float64]
+
+#: relative margin on floating-point logs/products (true error is a few ulp ≈ 1e-15)
+_MARGIN = 2.0**-40
+_TWO53 = float(2**53)
+
+
+def derive_key(secret: bytes, label: str) -> int:
+    """128-bit AES key for ``label``: HMAC-SHA256(secret, scheme/label), first 16 bytes."""
+    if not isinstance(secret, bytes) or len(secret) < 16:
+        raise ValueError("secret must be at least 16 bytes")
+    digest = hmac.new(secret, f"{PRF_SCHEME}/{label}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:16], "little")
+
+
+def _aes_raw(key: int, counter: int, n_words: int) -> U64:
+    """``n_words`` 64-bit words of AES_key(counter), AES_key(counter + 1), ...
+
+    A new AESCounter per call (its state is set by the constructor only): the words
+    depend on nothing but (key, counter, n_words), and a prefix never depends on n.
+    """
+    from randomgen import AESCounter
+
+    if n_words == 0:
+        return np.zeros(0, dtype=np.uint64)
+    words: U64 = AESCounter(key=key, counter=counter).random_raw(n_words)
+    return words
+
+
+class PositionPRF:
+    """Uniform 128-bit blocks indexed by (level, node, key) under one secret and label.
+
+    Args:
+        secret: the run's secret (≥ 16 bytes; 32 from :mod:`secrets` in practice).
+        label: domain label (e.g. ``"discrete-laplace"``); different labels give
+            independent streams.
+        key_block: B, a power of two ≤ 2^20 fixed for the run (part of its configuration).
+    """
+
+    def __init__(self, secret: bytes, label: str, key_block: int) -> None:
+        if key_block < 1 or key_block & (key_block - 1) or key_block > 2**20:
+            raise ValueError(f"key_block must be a power of two in [1, 2^20], got {key_block}")
+        self.secret = secret
+        self.label = label
+        self.key_block = key_block
+        self.aes_key = derive_key(secret, label)
+
+    def child(self, suffix: str) -> PositionPRF:
+        """An independent stream for ``label/suffix`` (same secret and key block)."""
+        return PositionPRF(self.secret, f"{self.label}/{suffix}", self.key_block)
+
+    def counter(self, level: int, node: int, key: int) -> int:
+        b = self.key_block
+        if not (0 <= level < 256 and 0 <= node < 2**64 // b and 0 <= key < 2**56 * b):
+            raise ValueError(f"position out of range: level={level}, node={node}, key={key}")
+        return (level << 120) | ((key // b) << 64) | (node * b + key % b)
+
+    def block(self, level: int, node: int, key: int) -> tuple[int, int]:
+        """The two words of one position."""
+        w = _aes_raw(self.aes_key, self.counter(level, node, key), 2)
+        return int(w[0]), int(w[1])
+
+    def rectangle(self, level: int, node_lo: int, node_hi: int, key_lo: int, key_hi: int) -> U64:
+        """Words of nodes [node_lo, node_hi) × keys [key_lo, key_hi): shape (nodes, keys, 2)."""
+        b = self.key_block
+        n_nodes, n_keys = node_hi - node_lo, key_hi - key_lo
+        out = np.empty((n_nodes, n_keys, 2), dtype=np.uint64)
+        if n_nodes <= 0 or n_keys <= 0:
+            return out
+        self.counter(level, node_hi - 1, key_hi - 1)  # range check
+        for kb in range(key_lo // b, (key_hi - 1) // b + 1):
+            lo, hi = max(key_lo, kb * b), min(key_hi, (kb + 1) * b)
+            if hi - lo == b or n_nodes == 1:
+                # one call: the whole block rows, or (one node) just the keys needed
+                first = self.counter(level, node_lo, lo)
+                count = 2 * n_nodes * b if hi - lo == b else 2 * (hi - lo)
+                words = _aes_raw(self.aes_key, first, count)
+                out[:, lo - key_lo : hi - key_lo] = words.reshape(n_nodes, hi - lo, 2)
+            else:
+                first = self.counter(level, node_lo, kb * b)
+                words = _aes_raw(self.aes_key, first, 2 * n_nodes * b).reshape(n_nodes, b, 2)
+                out[:, lo - key_lo : hi - key_lo] = words[:, lo - kb * b : hi - kb * b]
+        return out
+
+
+# --------------------------------------------------------------------------------------
+# Exact decisions on E = −ln V
+# --------------------------------------------------------------------------------------
+def _exp_enclosure(words: U64) -> tuple[F64, F64]:
+    """Float bounds lo < −ln V < hi from V's top 53 bits (hi = inf when they are all 0)."""
+    a = (words >> np.uint64(11)).astype(np.float64)  # V ∈ [a, a + 1)·2^-53, exact floats
+    with np.errstate(divide="ignore"):
+        e_lo = -np.log((a + 1.0) / _TWO53) * (1.0 - _MARGIN)
+        e_hi = -np.log(a / _TWO53) * (1.0 + _MARGIN)
+    return e_lo, e_hi
+
+
+def _decimal_exp_bounds(big: int, n_words: int) -> tuple[Decimal, Decimal, int] | None:
+    """Decimal bounds on −ln V for V ∈ [big, big + 1)·2^(−64n), and the precision used."""
+    if big == 0:
+        return None
+    prec = 40 + 20 * n_words
+    with localcontext() as ctx:
+        ctx.prec = prec
+        scale = Decimal(2) ** (64 * n_words)  # exact: fewer digits than prec
+        e_lo = -((Decimal(big + 1) / scale).ln())
+        e_hi = -((Decimal(big) / scale).ln())
+        tol = Decimal(10) ** (-(prec - 8)) * (1 + e_hi)
+        return e_lo - tol, e_hi + tol, prec
+
+
+def exact_floor_t_exp(t: Fraction, words: Iterator[int]) -> int:
+    """⌊t·(−ln V)⌋ exactly, V = 0.w₀w₁w₂… the concatenated 64-bit words (drawn as needed)."""
+    big, n = 0, 0
+    while True:
+        big = (big << 64) | next(words)
+        n += 1
+        bounds = _decimal_exp_bounds(big, n)
+        if bounds is None:
+            continue
+        e_lo, e_hi, prec = bounds
+        with localcontext() as ctx:
+            ctx.prec = prec
+            tt = Decimal(t.numerator) / Decimal(t.denominator)
+            slack = tt * Decimal(10) ** (-(prec - 8)) * (1 + e_hi)
+            lo, hi = tt * e_lo - slack, tt * e_hi + slack
+            if lo > 0 and math.floor(lo) == math.floor(hi):
+                return math.floor(lo)
+            if hi < 1:
+                return 0
+
+
+def _exact_exp_greater(gamma: Fraction, words: Iterator[int]) -> bool:
+    """[−ln V > γ] exactly (Bernoulli(e^{−γ})), V = 0.w₀w₁… drawn as needed."""
+    big, n = 0, 0
+    while True:
+        big = (big << 64) | next(words)
+        n += 1
+        bounds = _decimal_exp_bounds(big, n)
+        if bounds is None:
+            continue
+        e_lo, e_hi, prec = bounds
+        with localcontext() as ctx:
+            ctx.prec = prec
+            g = Decimal(gamma.numerator) / Decimal(gamma.denominator)
+            slack = Decimal(10) ** (-(prec - 8)) * (1 + g)
+            if e_lo > g + slack:
+                return True
+            if e_hi < g - slack:
+                return False
+
+
+def _word_stream(first: int, ext: Callable[[int], int]) -> Iterator[int]:
+    yield first
+    r = 1
+    while True:
+        yield ext(r)
+        r += 1
+
+
+def _floor_t_exp_fast(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
+    """⌊t·(−ln V)⌋ where decided from 53 bits, and the mask of undecided entries."""
+    tf = float(t)
+    e_lo, e_hi = _exp_enclosure(words)
+    lo = tf * e_lo * (1.0 - _MARGIN)
+    hi = tf * e_hi * (1.0 + _MARGIN)
+    g = np.floor(lo)
+    undecided = ~(hi < g + 1.0)  # also catches hi = inf
+    g[undecided] = 0.0
+    return g.astype(np.int64), undecided
+
+
+# --------------------------------------------------------------------------------------
+# Samplers over a rectangle of positions
+# --------------------------------------------------------------------------------------
+Rect = tuple[int, int, int, int, int]  # level, node_lo, node_hi, key_lo, key_hi
+
+
+def _ext_word(prf: PositionPRF, rect: Rect, flat: int, half: int) -> Callable[[int], int]:
+    level, node_lo, _, key_lo, key_hi = rect
+    node, key = divmod(flat, key_hi - key_lo)
+
+    def ext(r: int) -> int:
+        return prf.child(f"ext{r}").block(level, node_lo + node, key_lo + key)[half]
+
+    return ext
+
+
+def _geometric_pair(prf: PositionPRF, rect: Rect, t: Fraction) -> tuple[I64, I64]:
+    """G₁, G₂ (flattened, node-major) with P[G ≥ g] = e^{−g/t}, exactly."""
+    words = prf.rectangle(*rect).reshape(-1, 2)
+    out = []
+    for half in (0, 1):
+        g, undecided = _floor_t_exp_fast(words[:, half], t)
+        for i in np.flatnonzero(undecided):
+            stream = _word_stream(int(words[i, half]), _ext_word(prf, rect, int(i), half))
+            g[i] = exact_floor_t_exp(t, stream)
+        out.append(g)
+    return out[0], out[1]
+
+
+def keyed_discrete_laplace(prf: PositionPRF, rect: Rect, scale: Fraction) -> I64:
+    """Exact Lap_Z(scale) noise for every position of ``rect``: shape (nodes, keys), int64."""
+    _, node_lo, node_hi, key_lo, key_hi = rect
+    g1, g2 = _geometric_pair(prf, rect, Fraction(scale))
+    out: I64 = (g1 - g2).reshape(node_hi - node_lo, key_hi - key_lo)
+    return out
+
+
+def _uniform_open(words: U64) -> F64:
+    """(a + 1/2)·2^-53 ∈ (0, 1) from the top 53 bits."""
+    out: F64 = ((words >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO53
+    return out
+
+
+def keyed_laplace(prf: PositionPRF, rect: Rect, scale: float) -> F64:
+    """Continuous Laplace(scale) noise: scale·(E₁ − E₂), E = −ln V (floating point)."""
+    _, node_lo, node_hi, key_lo, key_hi = rect
+    w = prf.rectangle(*rect).reshape(-1, 2)
+    x = scale * (np.log(_uniform_open(w[:, 1])) - np.log(_uniform_open(w[:, 0])))
+    out: F64 = x.reshape(node_hi - node_lo, key_hi - key_lo)
+    return out
+
+
+def keyed_gaussian(prf: PositionPRF, rect: Rect, sigma: float) -> F64:
+    """Continuous N(0, σ²) noise by Box–Muller on the two words (floating point)."""
+    _, node_lo, node_hi, key_lo, key_hi = rect
+    w = prf.rectangle(*rect).reshape(-1, 2)
+    r = np.sqrt(-2.0 * np.log(_uniform_open(w[:, 0])))
+    x = sigma * r * np.cos(2.0 * np.pi * _uniform_open(w[:, 1]))
+    out: F64 = x.reshape(node_hi - node_lo, key_hi - key_lo)
+    return out
+
+
+def _gaussian_gamma(y: int, sigma2: Fraction, t: int) -> Fraction:
+    return (abs(y) - sigma2 / t) ** 2 / (2 * sigma2)
+
+
+def _accept_trial(
+    prf: PositionPRF, rect: Rect, y: I64, sigma2: Fraction, t: int, trial: int
+) -> NDArray[np.bool_]:
+    """Bernoulli(e^{−γ(y)}) for every position of ``rect`` (CKS Alg. 3, line 5), exactly."""
+    bern = prf.child(f"trial{trial}/bernoulli")
+    words = bern.rectangle(*rect).reshape(-1, 2)[:, 0]
+    e_lo, e_hi = _exp_enclosure(words)
+    s2 = float(sigma2)
+    mag = np.abs(y).astype(np.float64)
+    gamma = (mag - s2 / t) ** 2 / (2.0 * s2)
+    g_lo, g_hi = gamma * (1.0 - _MARGIN), gamma * (1.0 + _MARGIN)
+    accept = e_lo > g_hi
+    undecided = ~accept & ~(e_hi < g_lo)
+    for i in np.flatnonzero(undecided):
+        stream = _word_stream(int(words[i]), _ext_word(bern, rect, int(i), 0))
+        accept[i] = _exact_exp_greater(_gaussian_gamma(int(y[i]), sigma2, t), stream)
+    return accept
+
+
+def keyed_discrete_gaussian(prf: PositionPRF, rect: Rect, sigma2: Fraction) -> I64:
+    """Exact N_Z(0, σ²) noise for every position of ``rect`` (CKS 2020 Alg. 3), int64.
+
+    Trial r of a position uses the domains ``trial{r}/laplace`` and
+    ``trial{r}/bernoulli`` at that position, and the first accepted trial is its
+    value — whatever rectangle it is computed in. Trials run on the rows of
+    ``rect`` that still hold a pending position while more than 1/512 of it is
+    pending, then position by position.
+    """
+    level, node_lo, node_hi, key_lo, key_hi = rect
+    s2 = Fraction(sigma2)
+    t = math.isqrt(s2.numerator // s2.denominator) + 1
+    n_keys = key_hi - key_lo
+    out = np.zeros((node_hi - node_lo, n_keys), dtype=np.int64)
+    pending = np.ones(out.shape, dtype=bool)
+    trial = 0
+    while pending.sum() * 512 > pending.size:
+        rows = np.flatnonzero(pending.any(axis=1))
+        r0, r1 = int(rows[0]), int(rows[-1]) + 1
+        sub: Rect = (level, node_lo + r0, node_lo + r1, key_lo, key_hi)
+        g1, g2 = _geometric_pair(prf.child(f"trial{trial}/laplace"), sub, Fraction(t))
+        y = (g1 - g2).reshape(r1 - r0, n_keys)
+        ok = pending[r0:r1] & _accept_trial(prf, sub, y.ravel(), s2, t, trial).reshape(y.shape)
+        out[r0:r1][ok] = y[ok]
+        pending[r0:r1] &= ~ok
+        trial += 1
+    for node, key in zip(*np.nonzero(pending), strict=True):
+        one: Rect = (
+            level,
+            node_lo + int(node),
+            node_lo + int(node) + 1,
+            key_lo + int(key),
+            key_lo + int(key) + 1,
+        )
+        r = trial
+        while True:
+            g1, g2 = _geometric_pair(prf.child(f"trial{r}/laplace"), one, Fraction(t))
+            if _accept_trial(prf, one, g1 - g2, s2, t, r)[0]:
+                out[node, key] = g1[0] - g2[0]
+                break
+            r += 1
+    return out

@@ -1,0 +1,585 @@
+"""One keyed run: events in, private running counts per (key, step) out.
+
+:func:`keyed_counts` is the library entry point behind ``dpcount keyed``. The run's
+public configuration (mechanism, budget, key universe, time buckets, bounds) is
+fixed first, then the secret is loaded (or created) for exactly that configuration,
+then the events are mapped, bounded and counted, chunk by chunk over keys.
+
+Public parameters taken from the data. With ``start`` or ``horizon`` omitted, the
+first time bucket and the number of steps are read off the events (their earliest
+and latest times), which is *not* differentially private; the result lists them
+in ``data_derived`` and the CLI prints a warning. Pass both for a fully private run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame
+from dpcount.keyed.events import (
+    Contributions,
+    DropReport,
+    EventColumns,
+    KeyUniverse,
+    TimeBuckets,
+    bound_units,
+    check_max_weight,
+    clip_events,
+    map_events,
+    parse_times,
+    partial_sums,
+    read_events,
+    read_keys,
+    to_contributions,
+)
+from dpcount.keyed.secret import RunSecret
+from dpcount.privacy.budget import NoiseKind
+
+__all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
+
+Progress = Callable[[int, int], None]
+
+
+def _event_level(max_weight: float) -> str:
+    return (
+        f"event-level: logs differ in one event of weight <= {max_weight:g} (one key, one "
+        f"step); per-step sensitivity across keys l1 = l2 = {max_weight:g}"
+    )
+
+
+def _unit_level(max_keys: int, max_weight: float) -> str:
+    return (
+        f"unit-step level: logs differ in one privacy unit's events within one step; "
+        f"each unit keeps <= {max_keys} keys per step and <= {max_weight} per key; "
+        f"per-step sensitivity across keys l1 = {max_keys * max_weight:g}, "
+        f"l2 = sqrt({max_keys})*{max_weight:g}"
+    )
+
+
+@dataclass(frozen=True)
+class KeyedJob:
+    """Everything a worker needs to bound and release: public configuration + secret."""
+
+    columns: EventColumns
+    universe: KeyUniverse
+    buckets: TimeBuckets
+    mechanism: KeyedMechanism
+    max_weight: float
+    max_keys: int | None
+    secret: RunSecret
+
+    @property
+    def integer(self) -> bool:
+        return self.mechanism.noise.is_discrete
+
+    @property
+    def hash_key(self) -> str:
+        """16-character SipHash key for the unit-bounding rank, derived from the secret."""
+        digest = hmac.new(self.secret.secret, b"unit-rank", hashlib.sha256).hexdigest()
+        return digest[:16]
+
+    def prepare(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, DropReport]:
+        """Map one partition of events and sum it partially (clipping events first)."""
+        m = self.mechanism
+        rows, report = map_events(
+            frame, self.columns, self.universe, self.buckets, m.horizon, integer=self.integer
+        )
+        if self.max_keys is None:
+            rows, clipped = clip_events(rows, self.max_weight)
+            report = report + clipped
+        return partial_sums(rows, by_unit=self.max_keys is not None), report
+
+    def finish(self, partials: Sequence[pd.DataFrame]) -> tuple[Contributions, DropReport]:
+        """Combine partial sums (any partitioning gives the same result for integers)."""
+        rows = pd.concat(list(partials), ignore_index=True) if partials else None
+        dtype = np.int64 if self.integer else np.float64
+        if rows is None or rows.empty:
+            empty = np.zeros(0, dtype=np.int64)
+            return Contributions(empty, empty, np.zeros(0, dtype=dtype)), DropReport()
+        report = DropReport()
+        if self.max_keys is not None:
+            rows, report = bound_units(
+                rows, max_keys=self.max_keys, max_weight=self.max_weight, hash_key=self.hash_key
+            )
+        return to_contributions(rows, dtype), report
+
+    def release(self, contributions: Contributions, lo: int, hi: int) -> NDArray[Any]:
+        return self.mechanism.release(self.secret.secret, contributions, lo, hi)
+
+    def with_secret(
+        self, secret: RunSecret | bytes | str | os.PathLike[str]
+    ) -> tuple[KeyedJob, bool]:
+        """This job with the run secret for its configuration (loaded, or created if absent)."""
+        run_secret, created = _resolve_secret(secret, self.config())
+        return dataclasses.replace(self, secret=run_secret), created
+
+    def config(self) -> dict[str, Any]:
+        return {
+            **self.mechanism.config(),
+            "keys_sha256": self.universe.digest(),
+            **self.buckets.describe(),
+            "max_weight": self.max_weight,
+            "max_keys": self.max_keys,
+        }
+
+
+@dataclass
+class KeyedResult:
+    """The outcome of a run (``frame`` is None when written to ``output``).
+
+    ``report`` and the summary's event counts are exact, not private: they are for
+    whoever runs the job, not for publication.
+    """
+
+    frame: pd.DataFrame | None
+    report: DropReport
+    mechanism: KeyedMechanism
+    buckets: TimeBuckets
+    run_id: str
+    secret_created: bool
+    output: Path | None = None
+    data_derived: list[str] = field(default_factory=list)
+
+    @property
+    def std(self) -> NDArray[np.float64]:
+        return self.mechanism.std()
+
+    def summary(self) -> list[str]:
+        m, r = self.mechanism, self.report
+        std = self.std
+        lines = [
+            f"keys: {m.n_keys}, steps: {m.horizon} ({self.buckets.describe()['step']} from "
+            f"{self.buckets.describe()['start']}), k-ary tree k={m.k}"
+            f"{' with subtraction' if m.subtract else ''}, height {m.height}",
+            f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
+            f"unknown key, {r.out_of_range} outside the steps; cut: {r.clipped_events} "
+            f"contributions above max_weight (weight {r.clipped_weight:g}), "
+            f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})",
+            f"guarantee: {m.describe()}",
+            f"exact error: std per count {std.min():.4g} .. {std.max():.4g} "
+            f"(rms {math.sqrt(float(np.mean(std * std))):.4g})",
+            f"run id: {self.run_id}{' (new secret)' if self.secret_created else ''}",
+        ]
+        if self.data_derived:
+            lines.append(
+                f"warning: {' and '.join(self.data_derived)} taken from the data (not private); "
+                "pass them explicitly for a fully private release"
+            )
+        return lines
+
+
+def _resolve_secret(
+    secret: RunSecret | bytes | str | os.PathLike[str], config: dict[str, Any]
+) -> tuple[RunSecret, bool]:
+    if isinstance(secret, RunSecret):
+        if secret.config != config:
+            raise ValueError("secret belongs to another run (its configuration differs)")
+        return secret, False
+    if isinstance(secret, bytes):
+        return RunSecret.in_memory(secret, config), False
+    if isinstance(secret, (str, os.PathLike)):
+        return RunSecret.open_or_create(secret, config)
+    raise TypeError(f"secret must be a path, bytes or RunSecret, got {type(secret).__name__}")
+
+
+def _key_block(n_keys: int) -> int:
+    return 1 << min(10, max(0, (n_keys - 1).bit_length()))
+
+
+def make_job(
+    *,
+    times: pd.Series,
+    keys: Sequence[Any] | str | os.PathLike[str],
+    columns: EventColumns,
+    step: int | str,
+    epsilon: float,
+    delta: float | None,
+    noise: NoiseKind | str,
+    calibration: str | None,
+    max_weight: float,
+    max_keys: int | None,
+    start: Any,
+    horizon: int | None,
+    k: int,
+    subtract: bool = False,
+) -> tuple[KeyedJob, list[str]]:
+    """Fix the public configuration (``times``: all event times, for omitted start/horizon).
+
+    The job's secret is a placeholder until :meth:`KeyedJob.with_secret`.
+    """
+    kind = NoiseKind.parse("noise", noise)
+    universe = KeyUniverse(read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys)
+    derived = []
+    if start is None:
+        buckets = TimeBuckets.from_data(step, times)
+        derived.append("start")
+    else:
+        buckets = TimeBuckets.make(step, start)
+    if horizon is None:
+        horizon = max(buckets.last_step(times), 1)
+        derived.append("horizon")
+    weight = check_max_weight(max_weight, kind.is_discrete)
+    if max_keys is not None and columns.unit is None:
+        raise ValueError("max_keys needs a unit column (unit_column=...)")
+    if columns.unit is not None:
+        if max_keys is None:
+            raise ValueError("a unit column needs max_keys (keys per unit and step)")
+        if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
+            raise ValueError(f"max_keys must be a positive integer, got {max_keys!r}")
+        l1, l2 = max_keys * weight, math.sqrt(max_keys) * weight
+        relation = _unit_level(max_keys, weight)
+    else:
+        l1 = l2 = float(weight)
+        relation = _event_level(weight)
+    mech = KeyedMechanism(
+        n_keys=len(universe),
+        horizon=int(horizon),
+        k=k,
+        noise=kind,
+        epsilon=float(epsilon),
+        delta=delta,
+        calibration=calibration,
+        l1_step=float(l1),
+        l2_step=float(l2),
+        neighbouring=relation,
+        key_block=_key_block(len(universe)),
+        subtract=subtract,
+    )
+    mech.calibrated  # noqa: B018  (validates the budget before a secret file is created)
+    placeholder = RunSecret.in_memory(b"\0" * 32, {})
+    return KeyedJob(columns, universe, buckets, mech, weight, max_keys, placeholder), derived
+
+
+def iter_frames(
+    job: KeyedJob,
+    chunks: Iterable[tuple[int, NDArray[Any]]],
+    time_label: str,
+) -> Iterator[pd.DataFrame]:
+    std = job.mechanism.std()
+    labels = job.buckets.labels(job.mechanism.horizon)
+    for lo, values in chunks:
+        yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label)
+
+
+def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -> Path:
+    """Write the frames to CSV or Parquet (by extension) atomically: temp file + rename.
+
+    A rerun with the same secret and data writes identical bytes; a killed run
+    leaves no partial output (only a temp file that the next run ignores).
+    """
+    out = Path(path)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise ValueError(f"output {out} must end in .csv or .parquet")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # a released file: the usual permissions, not mkstemp's 0600
+    try:
+        if suffix == ".csv":
+            with open(tmp, "w", newline="", encoding="utf-8") as fh:
+                first = True
+                for frame in frames:
+                    frame.to_csv(fh, header=first, index=False, lineterminator="\n")
+                    first = False
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            writer = None
+            try:
+                for frame in frames:
+                    table = _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
+            finally:
+                if writer is not None:
+                    writer.close()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return out
+
+
+class _PartsDir:
+    """A resumable output directory: one Parquet part per key chunk, written atomically.
+
+    ``_run.json`` records the run id, the configuration fingerprint and the chunk
+    size; a directory from another run is refused. Parts already present are not
+    recomputed: noise is a pure function of (secret, position), so a part written
+    before a crash is exactly what the resumed run would write.
+    """
+
+    def __init__(self, path: Path, chunk_keys: int) -> None:
+        self.path = path
+        self.chunk_keys = chunk_keys
+
+    def part(self, lo: int) -> Path:
+        return self.path / f"part-{lo:012d}.parquet"
+
+    def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
+        m = job.mechanism
+        return PartWriter(self.path, job.buckets.labels(m.horizon), m.std(), time_label)
+
+    def open(self, job: KeyedJob) -> set[int]:
+        """Check or write the manifest; the first key of every chunk already written."""
+        import json
+
+        manifest = {
+            "run_id": job.secret.run_id,
+            "fingerprint": job.secret.fingerprint,
+            "chunk_keys": self.chunk_keys,
+        }
+        self.path.mkdir(parents=True, exist_ok=True)
+        mpath = self.path / "_run.json"
+        if mpath.exists():
+            found = json.loads(mpath.read_text(encoding="utf-8"))
+            if found != manifest:
+                raise ValueError(
+                    f"output directory {self.path} holds another run's parts "
+                    f"(run id {found.get('run_id')}, chunk_keys {found.get('chunk_keys')})"
+                )
+        else:
+            write_json_atomic(mpath, manifest)
+        lows = {lo for lo, _ in chunk_bounds(job.mechanism.n_keys, self.chunk_keys)}
+        return {lo for lo in lows if self.part(lo).exists()}
+
+
+@dataclass(frozen=True)
+class PartWriter:
+    """Writes one key chunk's part file; small enough to ship to a Dask worker."""
+
+    path: Path
+    labels: list[str]
+    std: NDArray[np.float64]
+    time_label: str
+
+    def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
+        """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
+        frame = chunk_frame(values, self.std, keys, self.labels, 0, self.time_label)
+        return write_frames([frame], self.path / f"part-{lo:012d}.parquet")
+
+
+def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
+    import json
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _stable_table(table: Any) -> Any:
+    """Dictionary columns with int32 indices and no pandas metadata: one schema for all
+    chunks (pandas picks int8/int16/int32 codes by the number of categories)."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field(f.name, pa.dictionary(pa.int32(), f.type.value_type))
+        if pa.types.is_dictionary(f.type)
+        else f
+        for f in table.schema
+    ]
+    return table.cast(pa.schema(fields)).replace_schema_metadata(None)
+
+
+def keyed_counts(
+    events: pd.DataFrame | str | os.PathLike[str] | Any,
+    *,
+    keys: Sequence[Any] | str | os.PathLike[str],
+    time_column: str,
+    key_column: str,
+    step: int | str,
+    epsilon: float,
+    secret: RunSecret | bytes | str | os.PathLike[str],
+    delta: float | None = None,
+    noise: NoiseKind | str = "discrete-laplace",
+    calibration: str | None = None,
+    weight_column: str | None = None,
+    unit_column: str | None = None,
+    max_weight: float = 1,
+    max_keys: int | None = None,
+    start: Any = None,
+    horizon: int | None = None,
+    k: int = 2,
+    subtract: bool = False,
+    chunk_keys: int = 2048,
+    engine: str = "embedded",
+    partitions: int | None = None,
+    scheduler: Any = None,
+    workers: int = 2,
+    output: str | os.PathLike[str] | None = None,
+    time_label: str = "time",
+    progress: Progress | None = None,
+    on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
+) -> KeyedResult:
+    """Private running counts of every key of a public universe, at every step.
+
+    Args:
+        events: a pandas DataFrame, a CSV/Parquet path, or (``engine="dask"``) a
+            Dask DataFrame, with columns time, key[, weight][, unit].
+        keys: the public key universe: a sequence, or a text file (one key a line).
+        time_column, key_column, weight_column, unit_column: column names.
+        step: bucket width: an integer for integer times, or a duration such as
+            ``"1D"``, ``"1h"`` for ISO dates/timestamps. Step numbers count from 1;
+            the count of step s covers all events in steps 1..s.
+        epsilon, delta, noise, calibration: the budget (default exact discrete
+            Laplace, pure ε-DP); see :func:`dpcount.privacy.calibrate`.
+        secret: the run secret: a file path (created if absent, mode 0600), raw
+            bytes (≥ 16) or a :class:`RunSecret`. As sensitive as the raw data.
+        max_weight: bound on one event's weight (event level) or one unit's total
+            per key and step (with ``unit_column``); excess is cut and reported.
+        max_keys: keys per unit and step (with ``unit_column``).
+        start, horizon: the first bucket's start and the number of steps T
+            (default: from the data, which is not private; see the module docstring).
+        k: tree branching factor.
+        subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
+            release for k ≥ 3, count-on-your-elders Alg. 3).
+        chunk_keys: keys per chunk (memory ≈ a few T × chunk_keys arrays).
+        engine: ``"embedded"`` (in-process) or ``"dask"``.
+        partitions, scheduler, workers: Dask options (see :mod:`dpcount.keyed.dask`).
+        output: write to this CSV/Parquet file (atomically) instead of returning a frame;
+            a path without an extension is a resumable directory of Parquet parts
+            (one per key chunk): a rerun after a crash computes only the missing parts.
+        time_label: name of the output column holding each step's bucket start.
+        progress: called with (keys done, keys total) after each chunk.
+        on_chunk: instead of building a frame or a file, call this with
+            (first key index, running counts of shape (T, keys in chunk)) per chunk.
+
+    Returns:
+        A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
+        private_count, std; the drop report; the mechanism and its guarantee.
+    """
+    columns = EventColumns(time_column, key_column, weight_column, unit_column)
+    common: dict[str, Any] = dict(
+        keys=keys,
+        columns=columns,
+        step=step,
+        epsilon=epsilon,
+        delta=delta,
+        noise=noise,
+        calibration=calibration,
+        max_weight=max_weight,
+        max_keys=max_keys,
+        start=start,
+        horizon=horizon,
+        k=k,
+        subtract=subtract,
+    )
+    parts = (
+        _PartsDir(Path(output), chunk_keys)
+        if output is not None and not Path(output).suffix
+        else None
+    )
+    if engine == "dask":
+        from dpcount.keyed.dask import run_dask
+
+        job, created, derived, report, dask_chunks = run_dask(
+            events,
+            common,
+            secret,
+            parts=parts,
+            time_label=time_label,
+            chunk_keys=chunk_keys,
+            partitions=partitions,
+            scheduler=scheduler,
+            workers=workers,
+            progress=progress,
+        )
+        return _emit(
+            job, created, derived, report, dask_chunks, output, time_label, on_chunk, parts
+        )
+    if engine != "embedded":
+        raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
+    job, created, derived, report, chunks = _run_embedded(
+        events, common, secret, parts=parts, chunk_keys=chunk_keys, progress=progress
+    )
+    return _emit(job, created, derived, report, chunks, output, time_label, on_chunk, parts)
+
+
+def _run_embedded(
+    events: pd.DataFrame | str | os.PathLike[str],
+    common: dict[str, Any],
+    secret: RunSecret | bytes | str | os.PathLike[str],
+    *,
+    parts: _PartsDir | None,
+    chunk_keys: int,
+    progress: Progress | None,
+) -> tuple[KeyedJob, bool, list[str], DropReport, Iterator[tuple[int, NDArray[Any]]]]:
+    """In-process bounding and summing, then the release chunk by chunk (lazily)."""
+    columns: EventColumns = common["columns"]
+    frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
+    columns.check(list(frame.columns), "the events")
+    times = parse_times(frame[columns.time], columns.time)
+    job, derived = make_job(times=times, **common)
+    partial, report = job.prepare(frame)  # validates the events before a secret is created
+    job, created = job.with_secret(secret)
+    contributions, bound_report = job.finish([partial])
+    report = report + bound_report
+    done = set() if parts is None else parts.open(job)
+
+    def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
+        n = job.mechanism.n_keys
+        for lo, hi in chunk_bounds(n, chunk_keys):
+            if lo in done:
+                continue
+            yield lo, job.release(contributions.for_keys(lo, hi), lo, hi)
+            if progress is not None:
+                progress(hi, n)
+
+    return job, created, derived, report, chunks()
+
+
+def _emit(
+    job: KeyedJob,
+    created: bool,
+    derived: list[str],
+    report: DropReport,
+    chunks: Iterable[tuple[int, NDArray[Any]]],
+    output: str | os.PathLike[str] | None,
+    time_label: str,
+    on_chunk: Callable[[int, NDArray[Any]], None] | None,
+    parts: _PartsDir | None = None,
+) -> KeyedResult:
+    frames = iter_frames(job, chunks, time_label)
+    result = KeyedResult(
+        None, report, job.mechanism, job.buckets, job.secret.run_id, created, None, derived
+    )
+    if parts is not None:
+        if on_chunk is not None:
+            raise ValueError("give either output= or on_chunk=, not both")
+        writer = parts.writer(job, time_label)
+        keys = job.universe.keys
+        for lo, values in chunks:
+            if values is not None:  # None: the Dask worker wrote the part itself
+                writer.write(lo, values, keys[lo : lo + values.shape[1]])
+        result.output = parts.path
+    elif on_chunk is not None:
+        if output is not None:
+            raise ValueError("give either output= or on_chunk=, not both")
+        for lo, values in chunks:
+            on_chunk(lo, values)
+    elif output is None:
+        frame = pd.concat(list(frames), ignore_index=True)
+        for column in ("key", time_label):  # plain values, whatever the chunking
+            frame[column] = frame[column].astype(object)
+        result.frame = frame
+    else:
+        result.output = write_frames(frames, output)
+    return result

@@ -1,0 +1,195 @@
+"""Dask engine: bit-for-bit equal to the embedded engine, on a real 2-process LocalCluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+from dpcount.keyed.run import keyed_counts  # noqa: E402
+
+SECRET = b"d" * 32
+KEYS = [f"k{i}" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )
+    with cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _events(n: int = 4000) -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    return pd.DataFrame(
+        {
+            "t": rng.integers(0, 50, n),
+            "key": rng.choice([*KEYS, "nope"], n),
+            "unit": rng.integers(0, 80, n),
+            "w": rng.integers(0, 4, n),
+        }
+    )
+
+
+def _kw(**extra: Any) -> dict[str, Any]:
+    kw: dict[str, Any] = dict(
+        keys=KEYS,
+        time_column="t",
+        key_column="key",
+        weight_column="w",
+        step=5,
+        start=0,
+        horizon=10,
+        epsilon=1.0,
+        secret=SECRET,
+        max_weight=2,
+        k=3,
+    )
+    kw.update(extra)
+    return kw
+
+
+@pytest.mark.parametrize(
+    ("partitions", "units"), [(1, False), (2, False), (7, False), (64, False), (7, True)]
+)
+def test_dask_equals_embedded_for_any_partitioning(
+    client: Any, partitions: int, units: bool
+) -> None:
+    events = _events()
+    extra = {"unit_column": "unit", "max_keys": 2} if units else {}
+    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
+    dasked = keyed_counts(
+        events,
+        engine="dask",
+        scheduler=client,
+        partitions=partitions,
+        chunk_keys=7,
+        **_kw(**extra),
+    )
+    assert embedded.frame is not None and dasked.frame is not None
+    assert dasked.frame.equals(embedded.frame)
+    assert dasked.report == embedded.report
+    assert embedded.report.unknown_key > 0
+    if units:
+        assert embedded.report.unit_dropped_keys > 0
+
+
+def test_dask_reads_files_and_writes_the_same_bytes(client: Any, tmp_path: Path) -> None:
+    path = tmp_path / "events.parquet"
+    _events().to_parquet(path)
+    a = keyed_counts(path, output=tmp_path / "a.parquet", **_kw())
+    b = keyed_counts(
+        path,
+        output=tmp_path / "b.parquet",
+        engine="dask",
+        scheduler=client,
+        partitions=3,
+        **_kw(),
+    )
+    assert a.output is not None and b.output is not None
+    assert a.output.read_bytes() == b.output.read_bytes()
+
+
+@pytest.mark.slow
+def test_worker_killed_midway_gives_the_same_output(client: Any) -> None:
+    """A worker process is SIGKILLed after the first chunk arrives; lost tasks are rerun."""
+    keys = list(range(3000))
+    rng = np.random.default_rng(5)
+    events = pd.DataFrame({"t": rng.integers(0, 400, 20_000), "key": rng.integers(0, 3000, 20_000)})
+    kw: dict[str, Any] = dict(
+        keys=keys,
+        time_column="t",
+        key_column="key",
+        step=1,
+        start=0,
+        horizon=400,
+        epsilon=1.0,
+        secret=SECRET,
+        chunk_keys=100,
+    )
+    embedded = keyed_counts(events, **kw)
+    pids = client.run(os.getpid)
+    killed: list[int] = []
+
+    def kill_one(done: int, total: int) -> None:
+        if not killed:
+            victim = sorted(pids.values())[0]
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
+
+    dasked = keyed_counts(
+        events, engine="dask", scheduler=client, partitions=4, progress=kill_one, **kw
+    )
+    assert killed
+    client.wait_for_workers(2, timeout=60)
+    assert set(client.run(os.getpid).values()) != set(pids.values())  # a worker was replaced
+    assert embedded.frame is not None and dasked.frame is not None
+    assert dasked.frame.equals(embedded.frame)
+
+
+def test_dask_workers_write_the_same_parts_and_resume(client: Any, tmp_path: Path) -> None:
+    events = _events()
+    kw = _kw(secret=tmp_path / "run.key", chunk_keys=6)
+    keyed_counts(events, output=tmp_path / "embedded", **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop(done: int, total: int) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):  # the client stops after the first part
+        keyed_counts(
+            events,
+            output=tmp_path / "dask",
+            engine="dask",
+            scheduler=client,
+            partitions=3,
+            progress=stop,
+            **kw,
+        )
+    computed: list[int] = []
+    keyed_counts(
+        events,
+        output=tmp_path / "dask",
+        engine="dask",
+        scheduler=client,
+        partitions=5,
+        progress=lambda done, total: computed.append(done),
+        **kw,
+    )
+    assert len(computed) < len(range(0, len(KEYS), 6))  # only missing parts were run
+
+    def files(p: Path) -> dict[str, bytes]:
+        return {f.name: f.read_bytes() for f in sorted(p.iterdir())}
+
+    assert files(tmp_path / "dask") == files(tmp_path / "embedded")
+
+
+def test_cli_dask_engine_writes_the_embedded_bytes(tmp_path: Path) -> None:
+    """`dpcount keyed ... --engine dask --workers 2` on its own LocalCluster."""
+    from dpcount.cli import main
+
+    events = _events().assign(t=lambda f: f["t"].astype(str))
+    events.to_csv(tmp_path / "events.csv", index=False)
+    (tmp_path / "keys.txt").write_text("\n".join(KEYS) + "\n")
+    base = [
+        "keyed", str(tmp_path / "events.csv"), "--time-column", "t", "--key-column", "key",
+        "--keys", str(tmp_path / "keys.txt"), "--step", "5", "--start", "0", "--horizon", "10",
+        "--epsilon", "1", "--secret", str(tmp_path / "run.key"),
+    ]  # fmt: skip
+    assert main([*base, "--output", str(tmp_path / "a.parquet")]) == 0
+    argv = [*base, "--output", str(tmp_path / "b.parquet"), "--engine", "dask", "--workers", "2"]
+    assert main(argv) == 0
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()

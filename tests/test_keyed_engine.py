@@ -1,0 +1,468 @@
+"""Embedded keyed engine: tree structure, calibration, bounding, determinism, errors."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcount.keyed.engine import KeyedMechanism, digit_sums, tree_running_counts
+from dpcount.keyed.events import TimeBuckets
+from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace
+from dpcount.keyed.run import keyed_counts
+from dpcount.privacy.discrete import discrete_laplace_variance
+
+SECRET = b"k" * 32
+
+
+def _height(k: int, horizon: int) -> int:
+    h = 1
+    while k**h <= horizon:  # smallest h with k^h > T, i.e. ceil(log_k(T + 1))
+        h += 1
+    return h
+
+
+def _decomposition(s: int, k: int) -> list[tuple[int, int]]:
+    """Nodes (level, index) summed for the prefix 1..s, by a naive greedy walk."""
+    nodes, covered, level = [], 0, 0
+    while k ** (level + 1) <= s:
+        level += 1
+    while covered < s:
+        while covered + k**level > s:
+            level -= 1
+        nodes.append((level, covered // k**level))
+        covered += k**level
+    return nodes
+
+
+# ---------------------------------------------------------------- tree structure
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("horizon", [1, 2, 7, 16, 100])
+def test_zero_noise_gives_exact_running_counts(k: int, horizon: int) -> None:
+    counts = np.random.default_rng(horizon).integers(0, 9, size=(horizon, 4))
+    zero = lambda level, n: np.zeros((n, 4), dtype=np.int64)  # noqa: E731
+    out = tree_running_counts(counts, k, _height(k, horizon), zero)
+    assert np.array_equal(out, np.cumsum(counts, axis=0))
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_noise_of_each_step_is_the_sum_over_its_decomposition(k: int) -> None:
+    horizon, n_keys = 70, 3
+    prf = PositionPRF(SECRET, "t", 4)
+    noise = {
+        lv: keyed_discrete_laplace(prf, (lv, 0, horizon // k**lv, 0, n_keys), Fraction(3))
+        for lv in range(_height(k, horizon))
+        if horizon // k**lv
+    }
+    out = tree_running_counts(
+        np.zeros((horizon, n_keys), dtype=np.int64),
+        k,
+        _height(k, horizon),
+        lambda lv, n: noise[lv][:n],
+    )
+    for s in range(1, horizon + 1):
+        nodes = _decomposition(s, k)
+        want = sum(noise[lv][m] for lv, m in nodes)
+        assert np.array_equal(out[s - 1], want)
+        assert len(nodes) == digit_sums(horizon, k)[s - 1]
+
+
+def _mech(**kw: object) -> KeyedMechanism:
+    base: dict[str, object] = dict(
+        n_keys=10,
+        horizon=100,
+        k=2,
+        noise="discrete-laplace",
+        epsilon=1.0,
+        delta=None,
+        calibration=None,
+        l1_step=1.0,
+        l2_step=1.0,
+        neighbouring="event-level",
+        key_block=16,
+    )
+    base.update(kw)
+    return KeyedMechanism(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("k", "horizon"), [(2, 100), (2, 127), (2, 128), (3, 80), (8, 4096)])
+def test_calibration_uses_tree_height_times_step_sensitivity(k: int, horizon: int) -> None:
+    h = _height(k, horizon)
+    m = _mech(k=k, horizon=horizon, l1_step=3.0, l2_step=math.sqrt(3.0))
+    g = m.privacy
+    assert m.height == h
+    assert g.l1_sensitivity == h * 3.0
+    assert g.l2_sensitivity == pytest.approx(math.sqrt(h * 3.0), rel=1e-15)
+    # discrete Laplace scale t ≥ l1/epsilon (never less noise than calibrated)
+    assert m.calibrated.sampler.scale >= Fraction(h * 3)
+    assert g.epsilon <= 1.0
+    var = discrete_laplace_variance(float(m.calibrated.sampler.scale))
+    digits = [sum(int(c) for c in np.base_repr(s, k)) for s in range(1, horizon + 1)]
+    assert np.allclose(m.std() ** 2, np.array(digits) * var, rtol=1e-14)
+
+
+def test_gaussian_calibration_uses_l2() -> None:
+    m = _mech(noise="gaussian", delta=1e-6, l1_step=4.0, l2_step=2.0, horizon=63)
+    assert m.privacy.l2_sensitivity == pytest.approx(2.0 * math.sqrt(6))
+    from dpcount.privacy.calibration import gaussian_sigma
+
+    assert m.calibrated.sampler.sigma == pytest.approx(
+        gaussian_sigma(2.0 * math.sqrt(6), 1.0, 1e-6, method="analytic")
+    )
+
+
+# ---------------------------------------------------------------- whole runs
+def _events(n: int = 3000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "day": (
+                pd.Timestamp("2024-03-01") + pd.to_timedelta(rng.integers(0, 40, n), "D")
+            ).strftime("%Y-%m-%d"),
+            "product": rng.choice([f"p{i}" for i in range(30)] + ["zz"], n),
+            "user": rng.integers(0, 50, n),
+            "qty": rng.integers(0, 4, n),
+        }
+    )
+
+
+KEYS = [f"p{i}" for i in range(30)]
+
+
+def _run(events: pd.DataFrame, **kw: object) -> pd.DataFrame:
+    args: dict[str, object] = dict(
+        keys=KEYS,
+        time_column="day",
+        key_column="product",
+        step="1D",
+        epsilon=1.0,
+        secret=SECRET,
+        start="2024-03-01",
+        horizon=40,
+    )
+    args.update(kw)
+    res = keyed_counts(events, **args)  # type: ignore[arg-type]
+    assert res.frame is not None
+    return res.frame
+
+
+def _exact(events: pd.DataFrame, weight: str | None = None) -> np.ndarray:
+    ev = events[events["product"].isin(KEYS)]
+    step = (pd.to_datetime(ev["day"]) - pd.Timestamp("2024-03-01")).dt.days
+    w = ev[weight] if weight else pd.Series(1, index=ev.index)
+    table = (
+        pd.DataFrame({"k": ev["product"].map(KEYS.index), "s": step, "w": w})
+        .groupby(["k", "s"])["w"]
+        .sum()
+        .unstack(fill_value=0)
+        .reindex(index=range(30), columns=range(40), fill_value=0)
+    )
+    return np.cumsum(table.to_numpy(), axis=1)  # (keys, steps)
+
+
+def test_tiny_noise_run_equals_exact_running_counts() -> None:
+    events = _events()
+    out = _run(events, epsilon=2000.0)
+    got = out["private_count"].to_numpy().reshape(30, 40)
+    assert np.array_equal(got, _exact(events))
+    assert out["step"].tolist()[:3] == [1, 2, 3]
+    assert out["time"].tolist()[:2] == ["2024-03-01", "2024-03-02"]
+
+
+def test_output_is_a_function_of_secret_and_data_only() -> None:
+    events = _events()
+    base = _run(events, chunk_keys=2048)
+    for chunk in (1, 7, 16):
+        assert _run(events, chunk_keys=chunk).equals(base)
+    shuffled = events.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    assert _run(shuffled, chunk_keys=5).equals(base)
+    other = _run(events, secret=b"j" * 32)
+    assert not other["private_count"].equals(base["private_count"])
+    noise = base["private_count"].to_numpy().reshape(30, 40) - _exact(events)
+    assert np.any(noise != 0)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian", "discrete-gaussian"])
+def test_other_noise_kinds_bit_identical_across_chunks(noise: str) -> None:
+    events = _events()
+    kw: dict[str, object] = {"noise": noise}
+    if "gaussian" in noise:
+        kw["delta"] = 1e-6
+    a = _run(events, chunk_keys=4, **kw)
+    b = _run(events, chunk_keys=30, **kw)
+    assert a.equals(b)
+
+
+def test_reported_std_matches_empirical_variance() -> None:
+    """40 000 keys without events: the spread of each step's count is its stated std."""
+    n_keys, horizon = 40_000, 12
+    empty = pd.DataFrame({"t": np.array([], dtype=np.int64), "key": np.array([], dtype=np.int64)})
+    res = keyed_counts(
+        empty,
+        keys=list(range(n_keys)),
+        time_column="t",
+        key_column="key",
+        step=1,
+        epsilon=0.5,
+        secret=SECRET,
+        start=1,
+        horizon=horizon,
+        k=3,
+    )
+    assert res.frame is not None
+    x = res.frame["private_count"].to_numpy().reshape(n_keys, horizon).astype(float)
+    std = res.frame["std"].to_numpy()[:horizon]
+    var = std**2
+    # Var of a sample variance ≈ (m4 − σ⁴)/n; sums of discrete Laplace have m4 ≤ 6σ⁴ here
+    se = np.sqrt(5.0 * var**2 / n_keys)
+    assert np.all(np.abs(x.var(axis=0) - var) < 4 * se)
+    assert np.all(np.abs(x.mean(axis=0)) < 4 * np.sqrt(var / n_keys))
+
+
+# ---------------------------------------------------------------- bounding and reports
+def test_drops_are_counted() -> None:
+    events = pd.DataFrame(
+        {
+            "day": ["2024-03-01", "2024-03-02", "2024-02-01", "2024-05-01", "2024-03-03"],
+            "product": ["p1", "nope", "p1", "p2", "p2"],
+        }
+    )
+    res = keyed_counts(
+        events,
+        keys=KEYS,
+        time_column="day",
+        key_column="product",
+        step="1D",
+        epsilon=1.0,
+        secret=SECRET,
+        start="2024-03-01",
+        horizon=40,
+    )
+    r = res.report
+    assert (r.events, r.unknown_key, r.out_of_range, r.kept_events) == (5, 1, 2, 2)
+
+
+def test_event_weights_are_clipped_and_reported() -> None:
+    events = _events()
+    res = keyed_counts(
+        events,
+        keys=KEYS,
+        time_column="day",
+        key_column="product",
+        weight_column="qty",
+        step="1D",
+        epsilon=2000.0,
+        secret=SECRET,
+        start="2024-03-01",
+        horizon=40,
+        max_weight=2,
+    )
+    assert res.frame is not None
+    clipped = events.assign(qty=events["qty"].clip(upper=2))
+    got = res.frame["private_count"].to_numpy().reshape(30, 40)
+    assert np.array_equal(got, _exact(clipped, "qty"))
+    inside = events[events["product"].isin(KEYS)]
+    assert res.report.clipped_events == int((inside["qty"] > 2).sum())
+    assert res.report.clipped_weight == float((inside["qty"] - 2).clip(lower=0).sum())
+    assert res.mechanism.privacy.l1_sensitivity == 2 * res.mechanism.height
+
+
+def test_unit_bounding_keeps_max_keys_per_unit_and_step_order_free() -> None:
+    events = pd.DataFrame(
+        {
+            "t": [1] * 5 + [1, 1, 2],
+            "key": ["a", "b", "c", "d", "e", "a", "a", "a"],
+            "unit": ["u"] * 5 + ["v", "v", "v"],
+            "w": [1, 1, 1, 1, 1, 2, 2, 1],
+        }
+    )
+    kw: dict[str, object] = dict(
+        keys=list("abcde"),
+        time_column="t",
+        key_column="key",
+        weight_column="w",
+        unit_column="unit",
+        max_keys=2,
+        max_weight=3,
+        step=1,
+        start=1,
+        horizon=4,
+        epsilon=5000.0,
+        secret=SECRET,
+    )
+    res = keyed_counts(events, **kw)  # type: ignore[arg-type]
+    rev = keyed_counts(events.iloc[::-1].reset_index(drop=True), **kw)  # type: ignore[arg-type]
+    assert res.frame is not None and rev.frame is not None
+    assert res.frame.equals(rev.frame)
+    r = res.report
+    assert r.unit_dropped_keys == 3 and r.unit_dropped_weight == 3.0
+    assert r.clipped_events == 1 and r.clipped_weight == 1.0  # v's 2 + 2 on 'a' cut to 3
+    counts = res.frame.pivot(index="key", columns="step", values="private_count")
+    step1 = counts[1]
+    assert step1["a"] >= 3 and int((step1[["b", "c", "d", "e"]] > 0).sum()) <= 2
+    assert int(step1.sum()) == 3 + 2  # v: 3 on a; u: two of its five keys (one each)
+    g = res.mechanism.privacy
+    assert g.l1_sensitivity == 2 * 3 * res.mechanism.height
+    assert g.l2_sensitivity == pytest.approx(math.sqrt(2 * res.mechanism.height) * 3)
+    assert "unit-step level" in g.neighbouring
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"time_column": "when"}, r"time column 'when' not found"),
+        ({"key_column": "sku"}, r"key column 'sku' not found"),
+        (
+            {"weight_column": "qty", "events": {"qty": [1, -2, 1]}},
+            r"negative weight -2\.0 in column 'qty' \(row 1\)",
+        ),
+        ({"weight_column": "qty", "events": {"qty": [1, 1.5, 1]}}, r"not an integer"),
+        (
+            {"events": {"day": ["2024-03-01", "2024-13-45", "x"]}},
+            r"unparseable time '2024-13-45' in column 'day' \(row 1\)",
+        ),
+        ({"keys": ["p1", "p1"]}, r"keys must be unique"),
+        ({"step": "fortnight"}, r"step must be"),
+        ({"max_keys": 2}, r"max_keys needs a unit column"),
+        ({"unit_column": "day"}, r"a unit column needs max_keys"),
+    ],
+)
+def test_bad_input_names_the_thing(change: dict[str, object], match: str) -> None:
+    events = pd.DataFrame({"day": ["2024-03-01"] * 3, "product": ["p1"] * 3})
+    for col, values in dict(change.pop("events", {})).items():  # type: ignore[call-overload]
+        events[col] = values
+    kw: dict[str, object] = dict(
+        keys=KEYS,
+        time_column="day",
+        key_column="product",
+        step="1D",
+        epsilon=1.0,
+        secret=SECRET,
+    )
+    kw.update(change)
+    with pytest.raises(ValueError, match=match):
+        keyed_counts(events, **kw)  # type: ignore[arg-type]
+
+
+def test_time_buckets() -> None:
+    b = TimeBuckets.make("1h", "2024-01-01T00:00:00Z")
+    times = pd.Series(
+        pd.to_datetime(["2024-01-01T00:59:59", "2024-01-01T01:00:00", "2023-12-31T23:00:00"])
+    )
+    assert b.steps(times).tolist() == [1, 2, 0]
+    assert b.labels(2) == ["2024-01-01T00:00:00", "2024-01-01T01:00:00"]
+    i = TimeBuckets.make(10, 5)
+    assert i.steps(pd.Series([5, 14, 15, 4])).tolist() == [1, 1, 2, 0]
+    assert i.labels(3) == ["5", "15", "25"]
+    d = TimeBuckets.make("1D", "2024-01-01")
+    from dpcount.keyed.events import parse_times
+
+    tz = parse_times(pd.Series(["2024-01-01T23:30:00-02:00"]), "t")
+    assert d.steps(tz).tolist() == [2]  # 01:30 UTC on Jan 2
+
+
+def test_text_universe_matches_integer_key_column() -> None:
+    events = pd.DataFrame({"t": [1, 1, 2], "key": np.array([7, 12, 7], dtype=np.int64)})
+    res = keyed_counts(
+        events,
+        keys=["7", "12", "99"],
+        time_column="t",
+        key_column="key",
+        step=1,
+        start=1,
+        horizon=2,
+        epsilon=4000.0,
+        secret=SECRET,
+    )
+    assert res.report.unknown_key == 0
+    assert res.frame is not None
+    assert res.frame["private_count"].tolist() == [1, 2, 1, 1, 0, 0]
+
+
+def test_numpy_keys_give_the_same_configuration() -> None:
+    from dpcount.keyed.events import KeyUniverse
+
+    assert KeyUniverse(np.arange(3)).digest() == KeyUniverse([0, 1, 2]).digest()
+
+
+def test_no_events_needs_explicit_start() -> None:
+    empty = pd.DataFrame({"t": np.array([], dtype=np.int64), "key": np.array([], dtype=object)})
+    with pytest.raises(ValueError, match="pass start and horizon"):
+        keyed_counts(
+            empty,
+            keys=["a"],
+            time_column="t",
+            key_column="key",
+            step=1,
+            epsilon=1.0,
+            secret=SECRET,
+        )
+
+
+# ---------------------------------------------------------------- the tree with subtraction
+@pytest.mark.parametrize("k", [3, 4, 5, 19])
+def test_subtraction_noise_is_the_signed_sum_over_offset_digit_nodes(k: int) -> None:
+    """Independent decomposition from DigitSystem.digits/ancestors (dpcount.counting)."""
+    from dpcount.counting.digits import DigitSystem
+    from dpcount.keyed.engine import tree_running_counts_subtract
+
+    system = DigitSystem.for_tree(k, True)
+    horizon, n_keys = 60, 2
+    h = system.height(horizon)
+    prf = PositionPRF(SECRET, "sub", 2)
+    drawn: dict[int, np.ndarray] = {}
+
+    def noise(level: int, n: int) -> np.ndarray:
+        drawn[level] = keyed_discrete_laplace(prf, (level, 0, n, 0, n_keys), Fraction(5))
+        return drawn[level]
+
+    counts = np.random.default_rng(k).integers(0, 5, size=(horizon, n_keys))
+    out = tree_running_counts_subtract(counts, k, system.low, h, noise)
+    noise_part = out - np.cumsum(counts, axis=0)
+    for t in range(1, horizon + 1):
+        digits = system.digits(t, h)
+        ancestors = system.ancestors(t, h)  # q_0 = t, ..., q_{h-1}
+        want = np.zeros(n_keys, dtype=np.int64)
+        for level, d in enumerate(digits):
+            parent = ancestors[level + 1] if level + 1 < h else 0
+            for j in range(min(d, 0), max(d, 0)):
+                want += (1 if d > 0 else -1) * drawn[level][k * parent + j]
+        assert np.array_equal(noise_part[t - 1], want), t
+
+
+@pytest.mark.parametrize(("k", "horizon"), [(3, 100), (4, 63), (19, 500), (2, 77)])
+def test_subtraction_std_and_sensitivity_match_kary_tree(k: int, horizon: int) -> None:
+    from dpcount.counting import KaryTree
+
+    mine = _mech(k=k, horizon=horizon, subtract=True)
+    ref = KaryTree(horizon, k=k, subtract=True, epsilon=1.0, noise="discrete-laplace")
+    assert mine.height == ref.height
+    assert mine.privacy.l1_sensitivity == ref.privacy.l1_sensitivity
+    assert np.allclose(mine.std() ** 2, ref.variances(), rtol=1e-12)
+    plain = KaryTree(horizon, k=k, subtract=False, epsilon=1.0, noise="discrete-laplace")
+    assert np.allclose(_mech(k=k, horizon=horizon).std() ** 2, plain.variances(), rtol=1e-12)
+
+
+def test_subtraction_run_tiny_noise_exact_and_chunk_invariant() -> None:
+    events = _events()
+    out = _run(events, epsilon=2000.0, k=3, subtract=True)
+    assert np.array_equal(out["private_count"].to_numpy().reshape(30, 40), _exact(events))
+    a = _run(events, k=5, subtract=True, chunk_keys=3)
+    b = _run(events, k=5, subtract=True, chunk_keys=30)
+    assert a.equals(b)
+    assert not a["private_count"].equals(_run(events, k=5, chunk_keys=30)["private_count"])
+
+
+def test_describe_names_the_keyed_sampler() -> None:
+    for noise, delta, word in [
+        ("discrete-laplace", None, "two geometric"),
+        ("discrete-laplace", 1e-6, "two geometric"),
+        ("discrete-gaussian", 1e-6, "Alg. 3"),
+        ("gaussian", 1e-6, "Box-Muller"),
+    ]:
+        text = _mech(noise=noise, delta=delta).describe()
+        assert word in text and "Alg. 2" not in text and "AES-CTR" in text, text

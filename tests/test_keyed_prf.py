@@ -1,0 +1,238 @@
+"""Keyed noise: a pure function of (secret, label, level, node, key), exact in law."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+from dpcount.keyed.prf import (
+    PositionPRF,
+    derive_key,
+    exact_floor_t_exp,
+    keyed_discrete_gaussian,
+    keyed_discrete_laplace,
+    keyed_gaussian,
+    keyed_laplace,
+)
+from dpcount.keyed.secret import RunSecret
+from dpcount.privacy.discrete import (
+    discrete_gaussian_pmf,
+    discrete_gaussian_variance,
+    discrete_laplace_pmf,
+    discrete_laplace_variance,
+)
+
+SECRET = bytes(range(32))
+
+
+def prf(label: str = "test", key_block: int = 8) -> PositionPRF:
+    return PositionPRF(SECRET, label, key_block)
+
+
+# ---------------------------------------------------------------- the PRF layout
+def test_rectangle_equals_single_blocks_and_any_subrectangle() -> None:
+    p = prf(key_block=8)
+    full = p.rectangle(2, 5, 12, 3, 30)  # spans 4 key blocks, partial at both ends
+    for node, key in [(5, 3), (5, 29), (11, 8), (7, 15), (11, 29)]:
+        assert tuple(int(w) for w in full[node - 5, key - 3]) == p.block(2, node, key)
+    assert np.array_equal(p.rectangle(2, 6, 9, 7, 17), full[1:4, 4:14])
+    assert np.array_equal(p.rectangle(2, 11, 12, 8, 16), full[6:7, 5:13])
+
+
+def test_positions_and_labels_give_distinct_words() -> None:
+    p = prf()
+    blocks = {p.block(lv, n, k) for lv in range(3) for n in range(4) for k in range(20)}
+    assert len(blocks) == 3 * 4 * 20
+    assert prf("a").block(0, 0, 0) != prf("b").block(0, 0, 0)
+    assert PositionPRF(b"y" * 32, "test", 8).block(0, 0, 0) != p.block(0, 0, 0)
+    assert derive_key(SECRET, "x") != derive_key(SECRET, "y")
+
+
+def test_words_are_uniform_bits() -> None:
+    w = prf(key_block=1024).rectangle(0, 0, 64, 0, 1024).ravel()
+    ones = np.unpackbits(w.view(np.uint8)).mean()
+    n_bits = w.size * 64
+    assert abs(ones - 0.5) < 4 * 0.5 / math.sqrt(n_bits)
+
+
+@pytest.mark.parametrize(
+    "sampler", ["discrete-laplace", "discrete-gaussian", "laplace", "gaussian"]
+)
+def test_same_bits_for_any_chunking_and_order(sampler: str) -> None:
+    p = prf(sampler, key_block=16)
+
+    def draw(rect: tuple[int, int, int, int, int]) -> np.ndarray:
+        if sampler == "discrete-laplace":
+            return keyed_discrete_laplace(p, rect, Fraction(7, 2))
+        if sampler == "discrete-gaussian":
+            return keyed_discrete_gaussian(p, rect, Fraction(9))
+        if sampler == "laplace":
+            return keyed_laplace(p, rect, 3.5)
+        return keyed_gaussian(p, rect, 3.0)
+
+    whole = draw((1, 0, 40, 0, 50))
+    rng = np.random.default_rng(3)
+    pieces = [
+        (n0, n1, k0, k1)
+        for n0, n1 in [(0, 13), (13, 14), (14, 40)]
+        for k0, k1 in [(0, 7), (7, 33), (33, 50)]
+    ]
+    rng.shuffle(pieces)
+    again = np.zeros_like(whole)
+    for n0, n1, k0, k1 in pieces:
+        again[n0:n1, k0:k1] = draw((1, n0, n1, k0, k1))
+    assert np.array_equal(again, whole)
+
+
+# ---------------------------------------------------------------- exactness
+def _reference_floor(t: Fraction, words: list[int]) -> int:
+    """⌊t·(−ln V)⌋ with mpmath at 200 digits, V the midpoint of the words' interval."""
+    with mpmath.workdps(200):
+        n = len(words)
+        big = 0
+        for w in words:
+            big = (big << 64) | w
+        v = (mpmath.mpf(big) + mpmath.mpf(1) / 2) / mpmath.mpf(2) ** (64 * n)
+        x = mpmath.mpf(t.numerator) / t.denominator * -mpmath.log(v)
+        return int(mpmath.floor(x))
+
+
+def test_fast_path_floor_matches_high_precision_reference() -> None:
+    words = prf().rectangle(0, 0, 50, 0, 8).reshape(-1)
+    t = Fraction(37, 3)
+    from dpcount.keyed.prf import _floor_t_exp_fast
+
+    got, undecided = _floor_t_exp_fast(words, t)
+    assert not undecided.any()
+    ref = [_reference_floor(t, [int(w)]) for w in words]
+    assert got.tolist() == ref
+
+
+def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
+    """Words whose 53-bit enclosure of t·(−ln V) contains an integer: the slow path runs."""
+    from dpcount.keyed.prf import _floor_t_exp_fast
+
+    t = Fraction(10)
+    for n_int in (1, 7, 30, 123):
+        with mpmath.workdps(60):
+            v = mpmath.exp(-mpmath.mpf(n_int) / 10)
+            w0 = int(mpmath.floor(v * mpmath.mpf(2) ** 64))
+        _, undecided = _floor_t_exp_fast(np.array([w0], dtype=np.uint64), t)
+        assert undecided[0]
+        for ext in ([0], [2**64 - 1], [2**63, 5], [12345, 2**62]):
+            words = [w0, *ext]
+            got = exact_floor_t_exp(t, iter(words + [0] * 10))
+            # V lies in [w0.ext, w0.ext + 2^-64n): the reference on the same prefix
+            assert got == _reference_floor(t, words)
+            # V just below e^{-n/t} ⇔ t·(−ln V) just above n
+            assert got in (n_int - 1, n_int)
+
+
+def test_zero_word_draws_more_bits() -> None:
+    assert exact_floor_t_exp(Fraction(1), iter([0, 2**63])) == _reference_floor(
+        Fraction(1), [0, 2**63]
+    )
+
+
+# ---------------------------------------------------------------- distributions
+def _check_moments(x: np.ndarray, var: float, fourth: float, label: str) -> None:
+    n = x.size
+    se_mean = math.sqrt(var / n)
+    assert abs(x.mean()) < 4 * se_mean, label
+    se_var = math.sqrt((fourth - var * var) / n)
+    assert abs(x.var() - var) < 4 * se_var, label
+    # the tolerance has power: a 2% error in the variance (1% in the scale) is rejected
+    assert abs(x.var() - 1.02 * var) > 4 * se_var, label
+
+
+def test_discrete_laplace_law() -> None:
+    t = Fraction(13, 4)
+    x = keyed_discrete_laplace(prf("dl", 1024), (0, 0, 500, 0, 1024), t).ravel()
+    y = np.arange(-400, 401)
+    pmf = discrete_laplace_pmf(y, float(t))
+    var = discrete_laplace_variance(float(t))
+    assert var == pytest.approx(float(np.dot(pmf, y * y.astype(float))), rel=1e-9)
+    _check_moments(x, var, float(np.dot(pmf, y.astype(float) ** 4)), "discrete laplace")
+    for v in (0, 1, -3, 8):
+        p = float(discrete_laplace_pmf(v, float(t)))
+        assert abs((x == v).mean() - p) < 4 * math.sqrt(p * (1 - p) / x.size)
+
+
+def test_discrete_gaussian_law() -> None:
+    s2 = Fraction(20)
+    x = keyed_discrete_gaussian(prf("dg", 1024), (3, 0, 300, 0, 1024), s2).ravel()
+    y = np.arange(-200, 201)
+    pmf = discrete_gaussian_pmf(y, 20.0)
+    var = discrete_gaussian_variance(20.0)
+    _check_moments(x, var, float(np.dot(pmf, y.astype(float) ** 4)), "discrete gaussian")
+    for v in (0, 2, -5):
+        p = float(discrete_gaussian_pmf(v, 20.0))
+        assert abs((x == v).mean() - p) < 4 * math.sqrt(p * (1 - p) / x.size)
+
+
+def test_continuous_laws() -> None:
+    lap = keyed_laplace(prf("l", 1024), (0, 0, 300, 0, 1024), 2.5).ravel()
+    _check_moments(lap, 2 * 2.5**2, 24 * 2.5**4, "laplace")
+    gau = keyed_gaussian(prf("g", 1024), (0, 0, 300, 0, 1024), 1.5).ravel()
+    _check_moments(gau, 1.5**2, 3 * 1.5**4, "gaussian")
+
+
+# ---------------------------------------------------------------- the secret file
+CONFIG = {"epsilon": 1.0, "noise": "discrete-laplace", "horizon": 10}
+
+
+def test_secret_file_created_owner_only_and_reloaded(tmp_path) -> None:
+    path = tmp_path / "run.key"
+    made = RunSecret.create(path, CONFIG)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert len(made.secret) == 32
+    again = RunSecret.load(path, CONFIG)
+    assert again.secret == made.secret and again.run_id == made.run_id
+    assert made.secret.hex() not in repr(made)
+    with pytest.raises(FileExistsError, match="already exists"):
+        RunSecret.create(path, CONFIG)
+
+
+def test_secret_file_refused_when_loose_or_from_another_run(tmp_path) -> None:
+    path = tmp_path / "run.key"
+    RunSecret.create(path, CONFIG)
+    os.chmod(path, 0o644)
+    with pytest.raises(PermissionError, match=r"permissions 0644.*chmod 600"):
+        RunSecret.load(path, CONFIG)
+    os.chmod(path, 0o600)
+    with pytest.raises(ValueError, match=r"another run .*differs in: epsilon"):
+        RunSecret.load(path, {**CONFIG, "epsilon": 2.0})
+    with pytest.raises(FileNotFoundError, match="not found"):
+        RunSecret.load(tmp_path / "nope.key", CONFIG)
+    (tmp_path / "junk.key").write_text("{}")
+    os.chmod(tmp_path / "junk.key", 0o600)
+    with pytest.raises(ValueError, match="not a dpcount keyed secret"):
+        RunSecret.load(tmp_path / "junk.key", CONFIG)
+
+
+def test_secret_tampered_config_detected(tmp_path) -> None:
+    import json
+
+    path = tmp_path / "run.key"
+    RunSecret.create(path, CONFIG)
+    body = json.loads(path.read_text())
+    body["config"]["epsilon"] = 5.0
+    path.write_text(json.dumps(body))
+    with pytest.raises(ValueError, match="damaged"):
+        RunSecret.load(path, {**CONFIG, "epsilon": 5.0})
+
+
+def test_prf_blocks_are_standard_aes128() -> None:
+    """FIPS-197 Appendix C.1: the words of counter c are AES_K(c as 16 little-endian bytes)."""
+    from dpcount.keyed.prf import _aes_raw
+
+    key = int.from_bytes(bytes(range(16)), "little")
+    plaintext = bytes.fromhex("00112233445566778899aabbccddeeff")
+    words = _aes_raw(key, int.from_bytes(plaintext, "little"), 2)
+    assert words.astype("<u8").tobytes().hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
