@@ -77,6 +77,7 @@ from numpy.typing import NDArray
 from dpcount import __version__
 from dpcount._state import state_array, state_value
 from dpcount.counting.base import CountingMechanism, CountingStream
+from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
@@ -102,6 +103,7 @@ _MECHANISMS: dict[str, type[CountingMechanism]] = {
         SqrtFactorization,
         InputPerturbation,
         FactorizationMechanism,
+        BLT,
     )
 }
 
