@@ -217,3 +217,28 @@ def test_repr_and_config_round_trip() -> None:
     again = BLT(**cfg["kwargs"])
     assert again.noise_scale == m.noise_scale
     assert again.buffer_decay.tolist() == [0.5, 0.9]
+
+
+def test_vector_step_peak_memory_is_buffers_plus_two_vectors() -> None:
+    """Issue 11 item 5: a vector step holds at most (n + 2)·d floats (tracemalloc)."""
+    import tracemalloc
+
+    d = 20_000
+    m = BLT(
+        100, buffer_decay=[0.3, 0.9, 0.99, 0.999], output_scale=[0.1] * 4, epsilon=1.0, delta=1e-6
+    )
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        process = m.noise_process(m.sampler, np.random.default_rng(0), d)
+        peak = 0
+        for _ in range(20):
+            tracemalloc.reset_peak()
+            noise = process.next()
+            peak = max(peak, tracemalloc.get_traced_memory()[1] - base)
+            del noise
+    finally:
+        tracemalloc.stop()
+    n = len(m.buffer_decay)
+    assert peak <= (n + 2) * d * 8 + 64 * 1024, peak / (d * 8)
+    assert peak >= (n + 1) * d * 8  # the state itself is traced: the check can fail

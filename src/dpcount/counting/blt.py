@@ -47,7 +47,7 @@ two large numbers. Two conditions make these forms valid and are refused
 otherwise (ValueError naming the parameter): ω_i > 0 with distinct θ_i ∈ (0, 1)
 (real, interlacing inverse decays), and Σ_i ω_i/(1 + θ_i) < 1 (then λ_1 > −1, so
 C⁻¹ is stable; otherwise its coefficients grow like |λ_1|^k and so does the
-error).
+error), with the computed λ_1 > −1 + 10⁻⁶ (so that 1 − λ_1² keeps ten digits).
 
 Streaming: the noise needs n + 1 running values (×d for vector steps): q_i(t) =
 λ_i q_i(t−1) + z_t and the running sum of z, with (Bz)_t = a·Σ_{s≤t} z_s +
@@ -97,8 +97,10 @@ Array = NDArray[np.float64]
 #: steps computed at once for scalar ``next()`` (handed out from a list)
 _SCALAR_CHUNK = 4096
 #: steps per chunk of the within-chunk Toeplitz product in ``next_many``
-_BLOCK_SCALAR = 64
+_BLOCK_SCALAR = 16
 _BLOCK_VECTOR = 8
+#: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
+_MIN_ONE_PLUS_DECAY = 1e-6
 #: largest step block computed at once (bounds the temporaries of a batch release)
 _MAX_BLOCK_ELEMENTS = 1 << 21
 
@@ -213,6 +215,13 @@ def blt_inverse(buffer_decay: Any, output_scale: Any) -> BLTInverse:
     lam = np.array([r[0] for r in roots])
     one_minus = np.array([r[1] for r in roots])
     gprime = np.array([r[2] for r in roots])
+    if lam[0] <= -1.0 + _MIN_ONE_PLUS_DECAY:
+        raise ValueError(
+            "output_scale too large: the inverse BLT's decay lambda_1 = "
+            f"{lam[0]:.17g} is within {_MIN_ONE_PLUS_DECAY:g} of -1 (its noise would barely "
+            "decay and the closed forms lose accuracy); reduce sum(output_scale / (1 + "
+            "buffer_decay))"
+        )
     a = 1.0 / (1.0 + math.fsum(w / (1.0 - t) for t, w in zip(theta, omega, strict=True)))
     return BLTInverse(
         decay=lam,
@@ -254,8 +263,13 @@ class _Ratios:
 def _ratios(r: Array, d: Array) -> _Ratios:
     """From r and an accurate d = 1 − r."""
     pos = r > 0
-    u = np.where(pos, -np.log1p(-np.where(pos, d, 0.0)), np.nan)
-    return _Ratios(r=r, u=u, d=d)
+    near_one = r >= 0.5  # log1p(−d) keeps the digits of d = 1 − r; log(r) otherwise
+    u = np.where(
+        near_one,
+        -np.log1p(-np.where(near_one, d, 0.0)),
+        -np.log(np.where(pos & ~near_one, r, 1.0)),
+    )
+    return _Ratios(r=r, u=np.where(pos, u, np.nan), d=d)
 
 
 def _products(x: _Ratios) -> _Ratios:
@@ -448,26 +462,36 @@ class BLTNoiseProcess:
         return mats
 
     def _chunks(self, z: Array, c: int) -> Array:
-        """Noise for K·c steps z (shape (K·c, *tail)), advancing the state."""
+        """Noise for K·c steps z (shape (K·c, *tail)), advancing the state.
+
+        Layout: one row per (chunk, coordinate), the c steps of the chunk along the
+        row, so the three products are single matrix products.
+        """
         K = len(z) // c
         B, P, F, rc = self._matrices(c)
-        tail = self._tail or (1,)  # scalar steps as one column
-        Z = z.reshape(K, c, *tail)
-        q0 = self._q.reshape(self._n + 1, *tail)
-        E = np.matmul(P, Z)  # (K, n+1, *tail): each chunk's own contribution to the state
+        D = 1 if self.dim is None else self.dim
+        m = self._n + 1
+        rows = z.reshape(K * D, c) if D == 1 else z.reshape(K, c, D).transpose(0, 2, 1)
+        rows = rows.reshape(K * D, c)
+        # einsum, not BLAS: these products are skinny (inner size c or n + 1), and
+        # multithreaded BLAS runs them tens of times slower on a loaded machine
+        E = np.einsum("ks,is->ki", rows, P).reshape(K, D, m)  # each chunk's own part
         prev = np.empty_like(E)  # state before each chunk
-        prev[0] = q0
-        for i in range(self._n + 1):
+        q0 = self._q.reshape(m, D)
+        prev[0] = q0.T
+        for i in range(m):
             if K > 1:
                 zi = (rc[i] * q0[i])[None]
-                ends = lfilter([1.0], [1.0, -rc[i]], E[:, i], axis=0, zi=zi)[0]
-                prev[1:, i] = ends[:-1]
+                ends = lfilter([1.0], [1.0, -rc[i]], E[:, :, i], axis=0, zi=zi)[0]
+                prev[1:, :, i] = ends[:-1]
                 q0[i] = ends[-1]
             else:
-                q0[i] = rc[i] * q0[i] + E[0, i]
-        out: Array = np.matmul(B, Z)
-        out += np.matmul(F, prev)
-        return out.reshape(K * c, *self._tail)
+                q0[i] = rc[i] * q0[i] + E[0, :, i]
+        out: Array = np.einsum("ks,js->kj", rows, B)
+        out += np.einsum("ki,ji->kj", prev.reshape(K * D, m), F)
+        if D == 1:
+            return out.reshape(K * c)
+        return np.ascontiguousarray(out.reshape(K, D, c).transpose(0, 2, 1)).reshape(K * c, D)
 
     def _compute(self, m: int) -> Array:
         """Draw z for the next m computed steps and return their noise."""
@@ -486,7 +510,8 @@ class BLTNoiseProcess:
         q = self._q
         q[: self._n] *= self._decay[: self._n, None]
         q += z
-        np.dot(self._weight, q, out=z)
+        # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
+        np.einsum("i,ij->j", self._weight, q, out=z)
         return z
 
     def next(self) -> Any:
@@ -562,23 +587,39 @@ def _shipped() -> dict[str, Any]:
 
 
 def shipped_blt_parameters(
-    horizon: int, objective: str = "mean"
+    horizon: int, objective: str = "mean", buffers: int | None = None
 ) -> tuple[list[float], list[float]]:
     """Optimized (buffer_decay, output_scale) shipped with dpcount for ``horizon``.
 
-    The table holds parameters optimized (:func:`dpcount.counting.optimize.optimize_blt`)
-    for T = 2^k, k = 0…24, for each objective; any horizon uses the entry of the
-    smallest power of two ≥ T (capped at 2^24). The parameters are valid at every
-    horizon; their sensitivity and error are always computed for the actual T.
+    The table (``dpcount/data/blt_parameters.json``, made by
+    ``benchmarks/make_blt_parameters.py`` with
+    :func:`dpcount.counting.optimize.optimize_blt`) holds parameters optimized at
+    T = 2^k, k = 0…24, for each objective and several buffer counts. A horizon uses
+    the entry of the smallest power of two ≥ T (2^24 beyond it): the parameters are
+    a valid BLT at every horizon, and the mechanism's sensitivity and error are
+    always computed for the actual T (they are optimal only at the power of two).
+
+    Args:
+        horizon: T ≥ 1.
+        objective: ``"mean"`` or ``"max"`` loss.
+        buffers: a shipped buffer count, or None for the entry with the lowest loss.
 
     Raises:
-        ValueError: an unknown objective.
+        ValueError: an unknown objective or a buffer count that is not shipped.
     """
     T = check_integer("horizon", horizon, ge=1)
     check_choice("objective", objective, ("mean", "max"))
-    table = _shipped()["objectives"][objective]
-    k = min(max(0, (T - 1).bit_length()), max(int(key) for key in table))
-    entry = table[str(k)]
+    table: dict[str, dict[str, Any]] = _shipped()["objectives"][objective]
+    if buffers is None:
+        counts = sorted(table)
+    else:
+        n = check_integer("buffers", buffers, ge=1)
+        if str(n) not in table:
+            raise ValueError(f"buffers must be one of the shipped counts {sorted(table)}, got {n}")
+        counts = [str(n)]
+    largest = max(int(key) for key in table[counts[0]])
+    k = str(min((T - 1).bit_length(), largest))
+    entry = min((table[c][k] for c in counts), key=lambda e: float(e[f"{objective}_loss"]))
     return list(entry["buffer_decay"]), list(entry["output_scale"])
 
 
@@ -644,14 +685,17 @@ class BLT(CountingMechanism):
         horizon: int,
         *,
         objective: str = "mean",
+        buffers: int | None = None,
         budget: Budget | None = None,
         rng: RNGLike = None,
         **fields: Unpack[BudgetFields],
     ) -> BLT:
         """A BLT with the shipped parameters optimized for ``objective`` ("mean" or
-        "max" loss) at the smallest power of two ≥ horizon (instant; see
-        :func:`shipped_blt_parameters`)."""
-        decay, scale = shipped_blt_parameters(horizon, objective)
+        "max" loss) at the smallest power of two ≥ horizon, with ``buffers`` buffers
+        (None: the best shipped count). Instant; see :func:`shipped_blt_parameters`.
+        For other horizons or buffer counts use
+        :func:`dpcount.counting.optimize.optimize_blt` and the constructor."""
+        decay, scale = shipped_blt_parameters(horizon, objective, buffers)
         return cls(
             horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
         )

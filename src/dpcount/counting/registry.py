@@ -7,6 +7,7 @@ from typing import Any
 
 from dpcount._validate import check_choice
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.blt import BLT
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary
@@ -46,6 +47,7 @@ MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
     "honaker": _without_tree_options(Honaker),
     "smooth-binary": _without_tree_options(SmoothBinary),
     "input": _without_tree_options(InputPerturbation),
+    "blt": _without_tree_options(BLT.optimized),  # shipped mean-optimized parameters
 }
 
 
