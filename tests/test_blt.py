@@ -149,6 +149,8 @@ def test_parameters_are_sorted_and_validated() -> None:
         (([0.5, 0.6], [0.1]), r"output_scale must have one entry per buffer"),
         (([], []), r"buffer_decay must be a non-empty"),
         (([0.5], [1.5]), r"output_scale too large: sum\(output_scale / \(1 \+ buffer_decay\)\)"),
+        # stable, but the inverse decay 0.5 − ω = −1 + 1.5e-9 rounds the closed forms
+        (([0.5], [1.5 * (1 - 1e-9)]), r"output_scale too large: the inverse BLT's decay"),
     ]
     for (decay, scale), message in bad:
         with pytest.raises(ValueError, match=message):
@@ -242,3 +244,14 @@ def test_vector_step_peak_memory_is_buffers_plus_two_vectors() -> None:
     n = len(m.buffer_decay)
     assert peak <= (n + 2) * d * 8 + 64 * 1024, peak / (d * 8)
     assert peak >= (n + 1) * d * 8  # the state itself is traced: the check can fail
+
+
+def test_vectors_of_length_one_keep_their_shape() -> None:
+    """Found by the property suite: (n, 1) steps came back as (n,)."""
+    m = BLT(40, buffer_decay=[0.5, 0.9], output_scale=[0.3, 0.2], epsilon=1.0, delta=1e-6)
+    z = m.with_sampler(ZeroNoise())
+    x = np.arange(40.0).reshape(40, 1)
+    np.testing.assert_array_equal(z.release(x), np.cumsum(x, axis=0))
+    s = z.stream()
+    assert s.update_many(x[:20]).shape == (20, 1)
+    assert np.shape(s.update(x[20])) == (1,)

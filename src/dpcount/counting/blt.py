@@ -489,8 +489,8 @@ class BLTNoiseProcess:
                 q0[i] = rc[i] * q0[i] + E[0, :, i]
         out: Array = np.einsum("ks,js->kj", rows, B)
         out += np.einsum("ki,ji->kj", prev.reshape(K * D, m), F)
-        if D == 1:
-            return out.reshape(K * c)
+        if D == 1:  # scalar steps or vectors of length 1
+            return out.reshape(K * c, *self._tail)
         return np.ascontiguousarray(out.reshape(K, D, c).transpose(0, 2, 1)).reshape(K * c, D)
 
     def _compute(self, m: int) -> Array:
