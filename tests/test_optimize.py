@@ -144,3 +144,39 @@ def test_optimized_uses_the_next_power_of_two_and_validates() -> None:
         BLT.optimized(100, objective="median", epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError, match="buffers must be one of the shipped counts"):
         BLT.optimized(100, buffers=99, epsilon=1.0, delta=1e-6)
+
+
+# -- the dense optimum ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("T", [1, 2, 64])
+def test_dense_optimum_is_a_causal_factorization_with_the_stated_loss(T: int) -> None:
+    from dpcount.counting.optimize import optimize_dense
+
+    r = optimize_dense(T)
+    # the dense oracle accepts it (L·R = A, causal) and its loss is the stated one
+    d = FactorizationMechanism(r.decoder, r.encoder, epsilon=1.0, delta=1e-6, noise="gaussian")
+    sens2 = float(np.max((d.R**2).sum(axis=0)))
+    assert sens2 == pytest.approx(1.0, rel=1e-12)
+    assert sens2 * float(d.noise_coefficients().mean()) == pytest.approx(r.loss, rel=1e-9)
+    assert np.allclose(np.triu(r.encoder, 1), 0)
+    if T > 1:  # strictly better than the best BLT and the square root
+        assert r.loss < optimize_blt(T, buffers=4).loss
+        assert r.loss < sqrt_loss(T, "mean")
+
+
+def test_dense_optimum_at_2_is_the_closed_form() -> None:
+    """T = 2: X = [[1, r], [r, 1]], tr(AᵀA·X⁻¹)/2 = (3 − 2r)/(2(1 − r²)), minimal at
+    r = (3 − √5)/2 with value (3 + √5)/4 = 1.309017 (checked numerically too)."""
+    from dpcount.counting.optimize import optimize_dense
+
+    assert optimize_dense(2, rtol=1e-12).loss == pytest.approx((3 + 5**0.5) / 4, rel=1e-7)
+
+
+def test_dense_optimum_refuses_what_it_does_not_do() -> None:
+    from dpcount.counting.optimize import optimize_dense
+
+    with pytest.raises(ValueError, match="horizon"):
+        optimize_dense(4096)
+    with pytest.raises(ValueError, match="objective"):
+        optimize_dense(16, objective="max")

@@ -49,7 +49,7 @@ from scipy.optimize import minimize
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting.blt import blt_losses, check_blt_parameters
 
-__all__ = ["BLTOptimum", "blt_loss", "optimize_blt"]
+__all__ = ["BLTOptimum", "DenseOptimum", "blt_loss", "optimize_blt", "optimize_dense"]
 
 Array = NDArray[np.float64]
 
@@ -57,6 +57,7 @@ OBJECTIVES = ("mean", "max")
 _FTOL = 1e-11
 _GTOL = 1e-8
 _ACCEPT = 1e-8
+_DENSE_POWER = 3
 
 
 @dataclass(frozen=True)
@@ -219,4 +220,102 @@ def optimize_blt(
         evaluations=fun.evaluations,
         seconds=time.perf_counter() - begin,
         message=message,
+    )
+
+
+# -- the dense optimum (small T) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DenseOptimum:
+    """A dense factorization A = B·C minimizing the mean loss (approximately, see
+    :func:`optimize_dense`), with C lower-triangular (causal, streamable).
+
+    Attributes:
+        decoder: B = A·C⁻¹ (T × T, lower-triangular).
+        encoder: C (T × T, lower-triangular), largest column norm 1.
+        loss: the mean loss of exactly this (B, C): max_j ‖C[:, j]‖² · mean_t ‖B[t, :]‖².
+        iterations, seconds, diagonal_error: how the iteration ended
+            (diagonal_error = max |X_ii − 1| before the final normalization).
+    """
+
+    decoder: Array
+    encoder: Array
+    loss: float
+    iterations: int
+    seconds: float
+    diagonal_error: float
+
+
+def optimize_dense(
+    horizon: int, *, objective: str = "mean", max_iterations: int = 100, rtol: float = 1e-6
+) -> DenseOptimum:
+    """The optimal dense factorization for the mean loss, for T ≤ 2048.
+
+    Minimizes tr(AᵀA·X⁻¹) over Gram matrices X = CᵀC with diag(X) ≤ 1, a convex
+    problem whose optimum satisfies X·V·X = AᵀA for a diagonal V ≥ 0 (the
+    Lagrange multipliers of the diagonal constraint; Denisov, McMahan, Rush, Smith,
+    Thakurta 2022, arXiv:2202.08312, §4; McKenna et al. 2021), i.e.
+    X(v) = V^{−1/2}(V^{1/2}AᵀAV^{1/2})^{1/2}V^{−1/2}. The multipliers are found by the
+    fixed-point iteration v ← v ∘ diag(X(v))³ (one T×T eigendecomposition each; the
+    exponent 3 converges faster than 2 here, 4 oscillates). Every iterate, scaled to
+    max diag 1, is feasible; the best one is returned, so the returned loss is
+    achieved exactly by the returned matrices whatever the iteration count, and it
+    approaches the optimum from above.
+
+    Stopping rule: the relative change of the (feasible) loss between iterations
+    falls below ``rtol``, or ``max_iterations`` iterations (then the result is still
+    a valid factorization, with ``diagonal_error`` telling how far from the optimum's
+    condition diag(X) = 1 it stopped).
+
+    C is the lower-triangular factor with X = CᵀC (the Cholesky factor of the
+    reversed matrix, reversed), so the pair is causal; B = A·C⁻¹ by a triangular
+    solve.
+
+    Raises:
+        ValueError: horizon outside [1, 2048] or an objective other than "mean".
+    """
+    import scipy.linalg as sl
+
+    T = check_integer("horizon", horizon, ge=1, le=2048)
+    check_choice("objective", objective, ("mean",))
+    iters = check_integer("max_iterations", max_iterations, ge=1)
+    begin = time.perf_counter()
+    idx = np.arange(T)
+    gram = (T - np.maximum.outer(idx, idx)).astype(np.float64)  # AᵀA
+    v = np.ones(T)
+    previous = math.inf
+    best: tuple[float, Array, float] = (math.inf, np.eye(T), math.inf)
+    it = 0
+    while it < iters:
+        it += 1
+        s = np.sqrt(v)
+        w, U = sl.eigh(s[:, None] * gram * s[None, :], driver="evd")
+        X = (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
+        X /= s[:, None]
+        X /= s[None, :]
+        d = np.diag(X).copy()
+        loss = float(np.sum(v * d)) * float(d.max()) / T  # tr(AᵀA X⁻¹) = Σ v_i X_ii
+        if loss < best[0]:
+            best = (loss, X, float(np.max(np.abs(d - 1.0))))
+        if abs(previous - loss) <= rtol * loss:
+            break
+        previous = loss
+        v *= d**_DENSE_POWER
+    _, X, error = best
+    X = X / float(np.max(np.diag(X)))
+    X = 0.5 * (X + X.T)
+    lower = sl.cholesky(X[::-1, ::-1], lower=True)
+    C = np.ascontiguousarray(lower.T[::-1, ::-1])  # lower-triangular, X = CᵀC
+    A = np.tril(np.ones((T, T)))
+    B = sl.solve_triangular(C.T, A.T, lower=False).T
+    sens2 = float(np.max(np.sum(C * C, axis=0)))
+    exact = sens2 * float(np.mean(np.sum(B * B, axis=1)))
+    return DenseOptimum(
+        decoder=B,
+        encoder=C,
+        loss=exact,
+        iterations=it,
+        seconds=time.perf_counter() - begin,
+        diagonal_error=error,
     )
