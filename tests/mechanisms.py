@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dpcount.counting import (
+    BLT,
     BinaryTree,
     CountingMechanism,
     FactorizationMechanism,
@@ -63,6 +64,17 @@ FACTORIES: dict[str, Factory] = {
     # pooled check cannot also reject 0.8x the variance.
     "input-gauss": lambda T, seed: InputPerturbation(
         T, epsilon=2.0, delta=1e-5, noise="gaussian", rng=seed
+    ),
+    "blt-3": lambda T, seed: BLT(
+        T,
+        buffer_decay=[0.3, 0.9, 0.999],
+        output_scale=[0.2, 0.1, 0.05],
+        epsilon=1.0,
+        delta=1e-6,
+        rng=seed,
+    ),
+    "blt-1-near-one": lambda T, seed: BLT(
+        T, buffer_decay=[1 - 1e-7], output_scale=[0.9], epsilon=0.5, delta=1e-5, rng=seed
     ),
     "dense-sqrt": lambda T, seed: FactorizationMechanism(
         *SqrtFactorization(T, epsilon=1.0, delta=1e-6).dense_factorization(),

@@ -33,7 +33,7 @@ COVERED = {
 
 #: every subcommand gets at least one bad-input case below (checked by a test)
 CLI_COVERED = {"count", "demo", "plan", "histogram", "ranges", "reproduce"}
-CLI_COVERED |= {"keyed"}  # bad-input cases in tests/test_keyed_cli.py
+CLI_COVERED |= {"keyed"}  # bad-input cases in tests/keyed/test_cli.py
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcount.counting import (
+    BLT,
     BinaryTree,
     CountingMechanism,
     DigitSystem,
@@ -47,6 +48,7 @@ from tests.properties_support import (
 
 COVERED = {
     "dpcount.counting": {
+        "BLT",
         "BinaryTree",
         "DigitSystem",
         "FactorizationMechanism",
@@ -76,6 +78,17 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     "Honaker": (Honaker, {"horizon": T, "epsilon": 1.0, "rng": 0}),
     "SmoothBinary": (SmoothBinary, {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0}),
     "InputPerturbation": (InputPerturbation, {"horizon": T, "epsilon": 1.0, "rng": 0}),
+    "BLT": (
+        BLT,
+        {
+            "horizon": T,
+            "buffer_decay": [0.5, 0.9],
+            "output_scale": [0.3, 0.2],
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "rng": 0,
+        },
+    ),
 }
 
 NOISES = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")

@@ -9,6 +9,7 @@ A stream can be checkpointed (:func:`save_stream`) and restored
 """
 
 from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
+from dpcount.counting.blt import BLT, BLTNoiseProcess
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
@@ -19,6 +20,8 @@ from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
 from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
 
 __all__ = [
+    "BLT",
+    "BLTNoiseProcess",
     "BinaryTree",
     "CountingMechanism",
     "CountingStream",

@@ -9,6 +9,7 @@ from typing import Any
 
 from dpcount._validate import check_choice
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
@@ -35,10 +36,13 @@ class Entry:
         name: the short name (CLI ``--mechanism``, :func:`build_mechanism`), or None
             for a class that is only rebuilt from checkpoints (built from matrices).
         cls: the class.
+        factory: how the name builds it, if not the constructor (e.g. BLT with its
+            shipped optimized parameters).
     """
 
     name: str | None
     cls: type[CountingMechanism]
+    factory: Callable[..., CountingMechanism] | None = None
 
     def build(self, **kw: Any) -> CountingMechanism:
         """Build with the common keywords; the tree options ``k``/``subtract`` are
@@ -46,7 +50,7 @@ class Entry:
         if self.cls is not KaryTree:
             kw.pop("k", None)
             kw.pop("subtract", None)
-        return self.cls(**kw)
+        return (self.cls if self.factory is None else self.factory)(**kw)
 
 
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
@@ -58,6 +62,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("honaker", Honaker),
     Entry("smooth-binary", SmoothBinary),
     Entry("input", InputPerturbation),
+    Entry("blt", BLT, factory=BLT.optimized),  # shipped mean-optimized parameters
     Entry(None, FactorizationMechanism),
 )
 

@@ -12,7 +12,7 @@ import pytest
 
 from dpcount.cli import main
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "keyed.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "keyed.md"
 
 
 def test_keyed_doc_examples(

@@ -1,0 +1,132 @@
+"""BLT streams and releases: memory and time as ratios to floors, in one run.
+
+* Vector stream, d = 10^5 (``--dim``), T = 4096 (``--steps``): the noise process's
+  peak extra memory (tracemalloc, numpy reports its buffers) against
+  (buffers + 2)·d·8 bytes; the median step time against drawing d normals with
+  the same generator; the slowest step against the median. Also the whole
+  ``CountingStream.update`` (which adds the running sum of the data and returns a
+  new array). Targets (issue 11): memory ≤ 1×, step ≤ 2×, slowest ≤ 3× median.
+* Batch release, T = 10^7 scalar (``--batch``): against drawing T normals.
+  Target ≤ 2×.
+* The square-root stream with vector steps for comparison, at a smaller d
+  (``--sqrt-dim``): its peak memory grows with t·d (every past z is needed).
+
+Usage: python benchmarks/bench_blt.py [--dim D] [--steps T] [--batch T] [--buffers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+
+import numpy as np
+
+from _timing import best_of  # benchmarks/_timing.py
+from dpcount.counting import BLT, SqrtFactorization
+
+
+def stream_figures(mech: BLT | SqrtFactorization, dim: int, steps: int) -> dict[str, float]:
+    """Per-step times and peak traced memory of the noise process alone (its state
+    included: memory is traced from before the process is made)."""
+    times = np.empty(steps)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    process = mech.noise_process(mech.sampler, np.random.default_rng(1), dim)
+    peak_extra = tracemalloc.get_traced_memory()[1] - base
+    for t in range(steps):
+        tracemalloc.reset_peak()
+        start = time.perf_counter()
+        noise = process.next()
+        times[t] = time.perf_counter() - start
+        peak_extra = max(peak_extra, tracemalloc.get_traced_memory()[1] - base)
+        del noise
+    tracemalloc.stop()
+    return {
+        "median": float(np.median(times)),
+        "slowest": float(times.max()),
+        "slowest_after_first": float(times[1:].max()) if steps > 1 else float(times[0]),
+        "peak": float(peak_extra),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dim", type=int, default=10**5)
+    parser.add_argument("--steps", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=10**7)
+    parser.add_argument("--buffers", type=int, default=None, help="shipped count (best if None)")
+    parser.add_argument("--sqrt-dim", type=int, default=10**3)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    d, T = args.dim, args.steps
+
+    mech = BLT.optimized(T, buffers=args.buffers, epsilon=1.0, delta=1e-6, rng=0)
+    n = len(mech.buffer_decay)
+    loss = mech.losses().mean_loss
+    print(f"BLT, {n} buffers (shipped, mean-optimized for T = {T}); mean loss {loss:.4f}")
+
+    # -- vector stream ------------------------------------------------------------------
+    rng = np.random.default_rng(2)
+    draws = np.empty(200)
+    for i in range(len(draws)):
+        start = time.perf_counter()
+        rng.standard_normal(d)
+        draws[i] = time.perf_counter() - start
+    draw = float(np.median(draws))
+    fig = stream_figures(mech, d, T)
+    budget = (n + 2) * d * 8
+    print(f"vector stream d = {d:,}, T = {T}:")
+    print(
+        f"  peak extra memory {fig['peak'] / 2**20:.1f} MiB = {fig['peak'] / budget:.3f}× "
+        f"(buffers + 2)·d·8 = {budget / 2**20:.1f} MiB"
+    )
+    print(
+        f"  median step {fig['median'] * 1e3:.2f} ms = {fig['median'] / draw:.2f}× drawing d "
+        f"normals ({draw * 1e3:.2f} ms); slowest step = {fig['slowest'] / fig['median']:.2f}× "
+        f"median ({fig['slowest_after_first'] / fig['median']:.2f}× after the first step)"
+    )
+    stream = mech.stream()
+    x = np.ones(d)
+    steps = min(T, 512)
+    times = np.empty(steps)
+    for t in range(steps):
+        start = time.perf_counter()
+        stream.update(x)
+        times[t] = time.perf_counter() - start
+    med = float(np.median(times))
+    print(
+        f"  whole CountingStream.update ({steps} steps, adds the data's running sum): "
+        f"median {med * 1e3:.2f} ms = {med / draw:.2f}× drawing d normals, "
+        f"slowest {times.max() / med:.2f}× median"
+    )
+
+    # -- batch release ------------------------------------------------------------------
+    B = args.batch
+    big = BLT.optimized(B, buffers=args.buffers, epsilon=1.0, delta=1e-6, rng=0)
+    floor = best_of(lambda: np.random.default_rng(3).standard_normal(B), args.repeats)
+    zeros = np.zeros(B)
+    batch = best_of(lambda: big.release(zeros), args.repeats)
+    print(
+        f"batch release T = {B:,} scalar: {batch:.3f} s = {batch / floor:.2f}× drawing T "
+        f"normals ({floor:.3f} s)"
+    )
+
+    # -- square-root stream with vector steps, for comparison -----------------------------
+    sd = args.sqrt_dim
+    sq = SqrtFactorization(T, epsilon=1.0, delta=1e-6, rng=0)
+    sfig = stream_figures(sq, sd, T)
+    blt_small = stream_figures(mech, sd, T)
+    print(f"square-root stream d = {sd:,}, T = {T} (BLT at the same d in brackets):")
+    print(
+        f"  peak extra memory {sfig['peak'] / 2**20:.1f} MiB = {sfig['peak'] / (sd * 8):.0f}·d·8 "
+        f"bytes [BLT {blt_small['peak'] / (sd * 8):.1f}·d·8]"
+    )
+    print(
+        f"  slowest step {sfig['slowest'] * 1e3:.1f} ms = {sfig['slowest'] / sfig['median']:.0f}× "
+        f"its median [BLT {blt_small['slowest'] / blt_small['median']:.1f}×]"
+    )
+
+
+if __name__ == "__main__":
+    main()

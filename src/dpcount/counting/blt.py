@@ -1,0 +1,781 @@
+"""Buffered linear Toeplitz (BLT) factorizations of the counting matrix.
+
+Dvijotham, McMahan, Pillutla, Steinke, Thakurta, "Efficient and near-optimal
+noise generation for streaming differential privacy" (FOCS 2024,
+arXiv:2404.16706), and McMahan, Xu, Zhang, "A hassle-free algorithm for private
+learning in practice: don't use tree aggregation, use BLTs" (arXiv:2408.08868).
+
+Which matrix is what. The counting matrix A (all-ones, lower-triangular) is
+factored as A = B·C:
+
+* the **encoder** C (the "noise-correlation" side: the mechanism privately
+  releases C x + z) is the BLT. It is lower-triangular Toeplitz with
+  generating function c(x) = 1 + Σ_i ω_i x/(1 − θ_i x), i.e.
+
+      c_0 = 1,   c_k = Σ_i ω_i θ_i^{k−1}  (k ≥ 1),
+
+  with ``buffer_decay`` θ_i ∈ (0, 1) (distinct) and ``output_scale`` ω_i > 0;
+* its inverse C⁻¹ is again a BLT (generating function 1/c(x)):
+  C⁻¹ = BLT(λ, ω′) with λ the eigenvalues of diag(θ) − 1ωᵀ, the roots of the
+  secular equation Σ_j ω_j/(θ_j − λ) = 1, and ω′_i = −1/Σ_j ω_j/(θ_j − λ_i)²
+  (:func:`blt_inverse`). For ω > 0 the roots are real, distinct and interlace
+  the θ's: λ_1 < θ_1 < λ_2 < θ_2 < … < λ_n < θ_n;
+* the **decoder** B = A·C⁻¹ is lower-triangular Toeplitz with
+
+      b_k = a + Σ_i β_i λ_i^k,  a = 1/c(1) = 1/(1 + Σ_j ω_j/(1 − θ_j)),
+      β_i = −ω′_i/(1 − λ_i) > 0,  a + Σ_i β_i = b_0 = 1.
+
+The release at step t is S_t + (B z)_t with z i.i.d. N(0, σ²): one z for the
+whole stream. This is B(C x + z) = A x + B z, post-processing of C x + z.
+
+Privacy (event level, step sensitivity Δ, single participation): a change of
+one step by Δ changes C x by Δ times a column of C; for a lower-triangular
+Toeplitz matrix the first column is the longest, so the ℓ₂ sensitivity is
+Δ·√(Σ_{k<T} c_k²) with the closed form
+Σ_{k<T} c_k² = 1 + Σ_{i,j} ω_i ω_j (1 − (θ_iθ_j)^{T−1})/(1 − θ_iθ_j).
+σ is the Gaussian mechanism's for that sensitivity (analytic Gaussian, Balle &
+Wang 2018, Thm 8, unless ``calibration`` says otherwise), after enlarging the
+norm by a relative 1e-12 so rounding can only add noise. Only Gaussian noise is
+offered.
+
+Exact error: Var_t = σ²·V_t, V_t = Σ_{k<t} b_k² (increasing in t, so the largest
+variance is at T), mean over t ≤ T = σ²·(1/T)·Σ_{k<T} (T − k) b_k². Closed
+forms expand b_k² into geometric series whose terms are all positive (a, β > 0,
+|λ| < 1), so they cannot come out negative; sums near ratio 1 are evaluated
+through expm1/log1p and a series for e^{−y} − 1 + y, never as a difference of
+two large numbers. Two conditions make these forms valid and are refused
+otherwise (ValueError naming the parameter): ω_i > 0 with distinct θ_i ∈ (0, 1)
+(real, interlacing inverse decays), and Σ_i ω_i/(1 + θ_i) < 1 (then λ_1 > −1, so
+C⁻¹ is stable; otherwise its coefficients grow like |λ_1|^k and so does the
+error), with the computed λ_1 > −1 + 10⁻⁶ (so that 1 − λ_1² keeps ten digits).
+
+Streaming: the noise needs n + 1 running values (×d for vector steps): q_i(t) =
+λ_i q_i(t−1) + z_t and the running sum of z, with (Bz)_t = a·Σ_{s≤t} z_s +
+Σ_i β_i q_i(t). A vector stream therefore holds (n + 1)·d floats between steps.
+Blocks (``next_many``) are computed in chunks: within a chunk a small Toeplitz
+matrix product, across chunks a first-order recursion per buffer
+(:func:`scipy.signal.lfilter`), so there is no Python loop per step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import brentq
+from scipy.signal import lfilter
+
+from dpcount._state import state_array, state_int, state_keys
+from dpcount._validate import check_choice, check_integer
+from dpcount.counting.base import MAX_HORIZON, CountingMechanism
+from dpcount.counting.sqrt import SENSITIVITY_MARGIN
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "BLT",
+    "BLTInverse",
+    "BLTNoiseProcess",
+    "blt_inverse",
+    "blt_losses",
+    "check_blt_parameters",
+    "shipped_blt_parameters",
+]
+
+Array = NDArray[np.float64]
+
+#: steps computed at once for scalar ``next()`` (handed out from a list)
+_SCALAR_CHUNK = 4096
+#: steps per chunk of the within-chunk Toeplitz product in ``next_many``
+_BLOCK_SCALAR = 32
+_BLOCK_VECTOR = 8
+#: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
+_MIN_ONE_PLUS_DECAY = 1e-6
+#: largest step block computed at once (bounds the temporaries of a batch release)
+_MAX_BLOCK_ELEMENTS = 1 << 21
+
+
+def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, Array]:
+    """Validate BLT parameters; returns (θ, ω) sorted by increasing θ.
+
+    Raises:
+        ValueError: naming ``buffer_decay`` or ``output_scale``: different
+            lengths, no buffers, a decay outside (0, 1) or repeated, a scale ≤ 0
+            or not finite, or Σ ω_i/(1 + θ_i) ≥ 1 (the inverse would be unstable).
+    """
+    theta = np.array(buffer_decay, dtype=np.float64, ndmin=1)
+    omega = np.array(output_scale, dtype=np.float64, ndmin=1)
+    if theta.ndim != 1 or len(theta) == 0:
+        raise ValueError(f"buffer_decay must be a non-empty 1-D sequence, got shape {theta.shape}")
+    if omega.shape != theta.shape:
+        raise ValueError(
+            f"output_scale must have one entry per buffer ({len(theta)}), got shape {omega.shape}"
+        )
+    if not np.all(np.isfinite(theta)) or not np.all((theta > 0) & (theta < 1)):
+        raise ValueError(f"buffer_decay must lie in (0, 1), got {theta.tolist()}")
+    if not np.all(np.isfinite(omega)) or not np.all(omega > 0):
+        raise ValueError(f"output_scale must be positive and finite, got {omega.tolist()}")
+    order = np.argsort(theta, kind="stable")
+    theta, omega = theta[order], omega[order]
+    if np.any(np.diff(theta) <= 0):
+        raise ValueError(f"buffer_decay must be distinct, got {theta.tolist()}")
+    stability = math.fsum(float(w) / (1.0 + float(t)) for t, w in zip(theta, omega, strict=True))
+    if not stability < 1.0:
+        raise ValueError(
+            "output_scale too large: sum(output_scale / (1 + buffer_decay)) must be < 1 "
+            f"(got {stability:.6g}); otherwise the inverse BLT has a decay <= -1 and its "
+            "noise grows geometrically"
+        )
+    return theta, omega
+
+
+@dataclass(frozen=True)
+class BLTInverse:
+    """C⁻¹ = BLT(decay, scale) and the decoder B = A·C⁻¹, b_k = a + Σ_i β_i decay_i^k.
+
+    ``one_minus_decay`` holds 1 − λ_i computed without cancellation (the closed
+    forms need it accurately for decays near 1).
+    """
+
+    decay: Array
+    scale: Array
+    one_minus_decay: Array
+    a: float
+    beta: Array
+
+
+def _root(theta: list[float], omega: list[float], i: int) -> tuple[float, float, float]:
+    """Root λ_i of Σ_j ω_j/(θ_j − λ) = 1 in its interlacing interval, as (λ, 1 − λ, g′(λ)).
+
+    Solved for τ = λ − θ_o relative to the nearer pole θ_o, so that θ_j − λ =
+    (θ_j − θ_o) − τ keeps full relative precision near the pole (the device of
+    LAPACK's dlaed4).
+    """
+    n = len(theta)
+    total = math.fsum(omega)
+
+    def g(lam: float) -> float:
+        return math.fsum(w / (t - lam) for t, w in zip(theta, omega, strict=True))
+
+    if i == 0:
+        o, lo, hi = 0, -total, -omega[0] * 1e-100  # g(θ_1 − Σω) ≤ 1, g(θ_1−) = +∞
+    else:
+        mid = 0.5 * (theta[i - 1] + theta[i])
+        if g(mid) >= 1.0:  # root left of mid: nearer the left pole
+            o, lo, hi = i - 1, omega[i - 1] * 1e-100, mid - theta[i - 1]
+            hi = max(hi, lo)
+        else:
+            o, lo, hi = i, mid - theta[i], -omega[i] * 1e-100
+    delta = [t - theta[o] for t in theta]
+
+    def f(tau: float) -> float:
+        return math.fsum(w / (dj - tau) for dj, w in zip(delta, omega, strict=True)) - 1.0
+
+    flo, fhi = f(lo), f(hi)
+    if flo == 0.0:
+        tau = lo
+    elif fhi == 0.0:
+        tau = hi
+    else:
+        if not flo < 0.0 < fhi:  # pragma: no cover - guarded by the interlacing argument
+            raise ArithmeticError(f"BLT inverse: root {i} not bracketed ({flo}, {fhi}) of {n}")
+        tau = float(brentq(f, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=400))
+    lam = theta[o] + tau
+    one_minus = (1.0 - theta[o]) - tau
+    gprime = math.fsum(w / (dj - tau) ** 2 for dj, w in zip(delta, omega, strict=True))
+    return lam, one_minus, gprime
+
+
+def blt_inverse(buffer_decay: Any, output_scale: Any) -> BLTInverse:
+    """The inverse BLT C⁻¹ and the decoder coefficients of C = BLT(θ, ω).
+
+    Dvijotham et al. 2024 (arXiv:2404.16706) show that the inverse of a BLT is a
+    BLT; here it is computed from the state-space form of C (state matrix
+    diag(θ), input 1, output ω): C⁻¹ has state matrix diag(θ) − 1ωᵀ, whose
+    eigenvalues solve Σ_j ω_j/(θ_j − λ) = 1, with right eigenvectors
+    (diag(θ) − λ)⁻¹1 and left eigenvectors (diag(θ) − λ)⁻¹ω, which give
+    ω′_i = −1/Σ_j ω_j/(θ_j − λ_i)².
+
+    Raises:
+        ValueError: parameters outside the domain (:func:`check_blt_parameters`).
+    """
+    theta_a, omega_a = check_blt_parameters(buffer_decay, output_scale)
+    theta, omega = theta_a.tolist(), omega_a.tolist()
+    roots = [_root(theta, omega, i) for i in range(len(theta))]
+    lam = np.array([r[0] for r in roots])
+    one_minus = np.array([r[1] for r in roots])
+    gprime = np.array([r[2] for r in roots])
+    if lam[0] <= -1.0 + _MIN_ONE_PLUS_DECAY:
+        raise ValueError(
+            "output_scale too large: the inverse BLT's decay lambda_1 = "
+            f"{lam[0]:.17g} is within {_MIN_ONE_PLUS_DECAY:g} of -1 (its noise would barely "
+            "decay and the closed forms lose accuracy); reduce sum(output_scale / (1 + "
+            "buffer_decay))"
+        )
+    a = 1.0 / (1.0 + math.fsum(w / (1.0 - t) for t, w in zip(theta, omega, strict=True)))
+    return BLTInverse(
+        decay=lam,
+        scale=-1.0 / gprime,
+        one_minus_decay=one_minus,
+        a=a,
+        beta=1.0 / (gprime * one_minus),
+    )
+
+
+# -- geometric sums without cancellation ------------------------------------------------
+
+
+def _eps(y: Array) -> Array:
+    """e^{−y} − 1 + y ≥ 0 for y ≥ 0, accurate to a few ulps (series below 0.5)."""
+    y = np.asarray(y, dtype=np.float64)
+    direct = np.expm1(-y) + y
+    small = y < 0.5
+    if np.any(small):
+        ys = np.where(small, y, 0.0)
+        term = ys * ys / 2.0
+        acc = term.copy()
+        for m in range(3, 22):
+            term = term * (-ys) / m
+            acc += term
+        direct = np.where(small, acc, direct)
+    return direct
+
+
+@dataclass(frozen=True)
+class _Ratios:
+    """Ratios r with |r| < 1, with u = −ln r (r > 0; NaN otherwise) and d = 1 − r."""
+
+    r: Array
+    u: Array
+    d: Array
+
+
+def _ratios(r: Array, d: Array) -> _Ratios:
+    """From r and an accurate d = 1 − r."""
+    pos = r > 0
+    near_one = r >= 0.5  # log1p(−d) keeps the digits of d = 1 − r; log(r) otherwise
+    u = np.where(
+        near_one,
+        -np.log1p(-np.where(near_one, d, 0.0)),
+        -np.log(np.where(pos & ~near_one, r, 1.0)),
+    )
+    return _Ratios(r=r, u=np.where(pos, u, np.nan), d=d)
+
+
+def _products(x: _Ratios) -> _Ratios:
+    """All pairwise products r_i·r_j (flattened), with their u and d."""
+    r = np.multiply.outer(x.r, x.r).ravel()
+    u = np.add.outer(x.u, x.u).ravel()  # NaN when either factor is ≤ 0
+    both_neg = np.multiply.outer(x.r < 0, x.r < 0).ravel()
+    if np.any(both_neg):
+        u = np.where(both_neg, -np.log(np.where(both_neg, r, 1.0)), u)
+    pos = r > 0
+    d = np.where(pos, -np.expm1(-np.where(pos, u, 0.0)), 1.0 - r)
+    return _Ratios(r=r, u=u, d=d)
+
+
+def _geo(x: _Ratios, K: int) -> Array:
+    """Σ_{k<K} r^k (positive for |r| < 1, K ≥ 1)."""
+    if K == 0:
+        return np.zeros_like(x.r)
+    pos = x.r > 0
+    up = np.where(pos, x.u, 1.0)
+    via_u = np.expm1(-up * K) / np.expm1(-up)
+    direct = (1.0 - np.power(np.where(pos, 0.0, x.r), K)) / x.d
+    return np.where(pos, via_u, direct)
+
+
+def _wgeo(x: _Ratios, T: int) -> Array:
+    """Σ_{k<T} (T − k) r^k = (T(1−r) − r(1 − r^T))/(1 − r)².
+
+    For 0 < r with u = −ln r ≤ 1 the numerator is evaluated as
+    u·x − (x + T)·ε(u) + r·ε(x), x = uT, ε(y) = e^{−y} − 1 + y, which has no
+    catastrophic cancellation; otherwise directly (then 1 − r ≥ 0.63).
+    """
+    small = (x.r > 0) & (x.u <= 1.0)
+    us = np.where(small, x.u, 0.5)
+    xs = us * T
+    num_small = us * xs - (xs + T) * _eps(us) + x.r * _eps(xs)
+    rT = np.power(np.where(small, 0.0, x.r), T)
+    num_direct = T * x.d - x.r * (1.0 - rT)
+    return np.where(small, num_small, num_direct) / (x.d * x.d)
+
+
+@dataclass(frozen=True)
+class BLTLosses:
+    """Closed-form error terms of a BLT at horizon T (in units of one sample's variance).
+
+    Attributes:
+        sensitivity_squared: Σ_{k<T} c_k², the squared largest column norm of C.
+        mean_variance: (1/T)·Σ_{t≤T} V_t with V_t = Σ_{k<t} b_k².
+        max_variance: V_T (V_t increases with t).
+    """
+
+    sensitivity_squared: float
+    mean_variance: float
+    max_variance: float
+
+    @property
+    def mean_loss(self) -> float:
+        """Mean variance with the sensitivity scaled to 1."""
+        return self.sensitivity_squared * self.mean_variance
+
+    @property
+    def max_loss(self) -> float:
+        """Largest variance with the sensitivity scaled to 1."""
+        return self.sensitivity_squared * self.max_variance
+
+
+def _theta_ratios(theta: Array) -> _Ratios:
+    return _ratios(theta, 1.0 - theta)
+
+
+def blt_losses(
+    buffer_decay: Any, output_scale: Any, horizon: int, inverse: BLTInverse | None = None
+) -> BLTLosses:
+    """Closed forms, O(n²) for n buffers: sensitivity², mean and largest variance.
+
+    Every term is a positive coefficient times a positive geometric sum, so the
+    results are positive; see the module docstring for the formulas.
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    theta, omega = check_blt_parameters(buffer_decay, output_scale)
+    inv = blt_inverse(theta, omega) if inverse is None else inverse
+    th = _products(_theta_ratios(theta))
+    ww = np.multiply.outer(omega, omega).ravel()
+    sens2 = 1.0 + float(np.sum(ww * _geo(th, T - 1)))
+    lam = _ratios(inv.decay, inv.one_minus_decay)
+    ll = _products(lam)
+    bb = np.multiply.outer(inv.beta, inv.beta).ravel()
+    a = inv.a
+    v_max = (
+        a * a * T + 2 * a * float(np.sum(inv.beta * _geo(lam, T))) + float(np.sum(bb * _geo(ll, T)))
+    )
+    total = (
+        a * a * (T * (T + 1) / 2.0)
+        + 2 * a * float(np.sum(inv.beta * _wgeo(lam, T)))
+        + float(np.sum(bb * _wgeo(ll, T)))
+    )
+    return BLTLosses(sensitivity_squared=sens2, mean_variance=total / T, max_variance=v_max)
+
+
+def _powers(x: _Ratios, k: NDArray[np.int64]) -> Array:
+    """r_i^k for every k (rows) and i (columns)."""
+    pos = x.r > 0
+    out: Array = np.exp(-np.outer(k, np.where(pos, x.u, 0.0)))
+    if not np.all(pos):
+        out[:, ~pos] = np.power(x.r[~pos][None, :], k[:, None].astype(np.float64))
+    return out
+
+
+def decoder_coefficients(inv: BLTInverse, count: int, start: int = 0) -> Array:
+    """b_k = a + Σ_i β_i λ_i^k for k = start, …, start + count − 1 (O(count·n))."""
+    k = np.arange(start, start + count, dtype=np.int64)
+    return inv.a + _powers(_ratios(inv.decay, inv.one_minus_decay), k) @ inv.beta
+
+
+def encoder_coefficients(theta: Array, omega: Array, count: int) -> Array:
+    """c_0 = 1, c_k = Σ_i ω_i θ_i^{k−1} for k < count."""
+    out = np.ones(count)
+    if count > 1:
+        out[1:] = _powers(_theta_ratios(theta), np.arange(count - 1, dtype=np.int64)) @ omega
+    return out
+
+
+# -- the noise process -----------------------------------------------------------------
+
+
+def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False) -> Array:
+    """a @ b (into ``out``, or added to it) for a tall a and a small b, in row blocks
+    of ≤ 2^18 multiply-adds.
+
+    OpenBLAS runs a product that small in one thread; one large call of these skinny
+    products is multithreaded and, on a machine busy with other work, tens of times
+    slower (measured: 52 ms instead of 2 ms for 2^21 × 16 × 16).
+    """
+    k, n = b.shape
+    b = np.ascontiguousarray(b)
+    rows = max(1, (1 << 18) // (k * n))
+    if out is None:
+        out = np.empty((a.shape[0], n))
+    for start in range(0, a.shape[0], rows):
+        block = slice(start, start + rows)
+        if add:
+            out[block] += a[block] @ b
+        else:
+            np.matmul(a[block], b, out=out[block])
+    return out
+
+
+class BLTNoiseProcess:
+    """(B z)_t for one stream with n + 1 running values (×dim): the buffers and the sum.
+
+    State after step t: q_i(t) = λ_i q_i(t−1) + z_t (i < n) and q_n(t) = Σ_{s≤t} z_s,
+    stored as one array of shape (n + 1,) or (n + 1, dim) with decays (λ, 1) and
+    weights (β, a); the noise is (B z)_t = Σ_i w_i q_i(t). Memory between steps:
+    (n + 1)·dim floats; a vector ``next()`` draws d values and returns them
+    overwritten with the noise, so a step holds (n + 2)·dim floats at its peak.
+
+    Scalar ``next()`` computes 4096 steps at once and hands them out from a list
+    (the computed, unreleased values are part of the state); ``next_many`` computes
+    its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
+    """
+
+    def __init__(
+        self,
+        inverse: BLTInverse,
+        horizon: int,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        self.horizon = horizon
+        self.sampler = sampler
+        self.rng = rng
+        self.dim = dim
+        n = len(inverse.decay)
+        self._decay = np.append(inverse.decay, 1.0)
+        self._weight = np.append(inverse.beta, inverse.a)
+        self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
+        self._n = n
+        tail: tuple[int, ...] = () if dim is None else (dim,)
+        self._tail = tail
+        self._q: Array = np.zeros((n + 1, *tail))
+        self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
+        self._t = 0
+        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+
+    @property
+    def step(self) -> int:
+        return self._t
+
+    def live_count(self) -> int:
+        """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
+        return self._n + 1 + len(self._pending)
+
+    def _matrices(self, c: int) -> tuple[Array, Array, Array, Array]:
+        """For chunks of c steps: within-chunk Toeplitz B_c, P[i, s] = r_i^{c−1−s},
+        F[j, i] = w_i r_i^{j+1}, and r_i^c (buffer i = n is the running sum)."""
+        cached = self._mats.get(c)
+        if cached is not None:
+            return cached
+        k = np.arange(c + 1, dtype=np.int64)
+        pw = np.ones((c + 1, self._n + 1))
+        pw[:, : self._n] = _powers(self._ratios, k)
+        b = pw[:c] @ self._weight  # b_0 .. b_{c-1}
+        lag = np.arange(c)[:, None] - np.arange(c)[None, :]
+        toeplitz = np.where(lag >= 0, b[np.clip(lag, 0, None)], 0.0)
+        P = pw[c - 1 :: -1][:c].T.copy()  # (n+1, c): r^{c-1-s}
+        F = pw[1 : c + 1] * self._weight[None, :]  # (c, n+1)
+        mats = (toeplitz, P, F, pw[c].copy())
+        if len(self._mats) > 8:
+            self._mats.clear()
+        self._mats[c] = mats
+        return mats
+
+    def _chunks(self, z: Array, c: int, dest: Array) -> None:
+        """Noise for K·c steps z (shape (K·c, *tail)) into ``dest``, advancing the state.
+
+        Layout: one row per (chunk, coordinate), the c steps of the chunk along the
+        row, so the three products are single matrix products.
+        """
+        K = len(z) // c
+        B, P, F, rc = self._matrices(c)
+        D = 1 if self.dim is None else self.dim
+        m = self._n + 1
+        rows = z.reshape(K * D, c) if D == 1 else z.reshape(K, c, D).transpose(0, 2, 1)
+        rows = rows.reshape(K * D, c)
+        E = _rows_times(rows, P.T).reshape(K, D, m)  # each chunk's own part of the state
+        prev = np.empty_like(E)  # state before each chunk
+        q0 = self._q.reshape(m, D)
+        prev[0] = q0.T
+        for i in range(m):
+            if K == 1:
+                q0[i] = rc[i] * q0[i] + E[0, :, i]
+                continue
+            zi = (rc[i] * q0[i])[None]
+            if D == 1:  # 1-D lfilter on a contiguous copy is about twice as fast
+                col = np.ascontiguousarray(E[:, 0, i])
+                ends = lfilter([1.0], [1.0, -rc[i]], col, zi=zi[:, 0])[0][:, None]
+            else:
+                ends = lfilter([1.0], [1.0, -rc[i]], E[:, :, i], axis=0, zi=zi)[0]
+            prev[1:, :, i] = ends[:-1]
+            q0[i] = ends[-1]
+        if D == 1:  # scalar steps or vectors of length 1: dest is (K·c,) or (K·c, 1)
+            out = _rows_times(rows, B.T, dest.reshape(K, c))
+            _rows_times(prev.reshape(K, m), F.T, out, add=True)
+            return
+        out = _rows_times(rows, B.T)
+        _rows_times(prev.reshape(K * D, m), F.T, out, add=True)
+        np.copyto(dest.reshape(K, c, D), out.reshape(K, D, c).transpose(0, 2, 1))
+
+    def _compute(self, dest: Array) -> None:
+        """Draw z for the next len(dest) computed steps and write their noise to dest."""
+        m = len(dest)
+        z = self.sampler.sample(self.rng, (m, *self._tail))
+        c = _BLOCK_SCALAR if self.dim is None else _BLOCK_VECTOR
+        full = (m // c) * c
+        if full:
+            self._chunks(z[:full], c, dest[:full])
+        if m > full:
+            self._chunks(z[full:], m - full, dest[full:])
+
+    def _vector_step(self) -> Array:
+        z = self.sampler.sample(self.rng, self._tail)
+        q = self._q
+        q[: self._n] *= self._decay[: self._n, None]
+        q += z
+        # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
+        np.einsum("i,ij->j", self._weight, q, out=z)
+        return z
+
+    def next(self) -> Any:
+        if self._pending:
+            self._t += 1
+            return self._pending.pop()
+        if self._t >= self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        self._t += 1
+        if self.dim is not None:
+            return self._vector_step()
+        block = np.empty(min(_SCALAR_CHUNK, self.horizon - self._t + 1))
+        self._compute(block)
+        self._pending = block[:0:-1].tolist()  # reversed: pop() hands out in order
+        return float(block[0])
+
+    def next_many(self, n: int) -> Array:
+        n = check_integer("n", n, ge=1)
+        if self._t + n > self.horizon:
+            raise ValueError(f"noise process holds {self.horizon} steps, asked for {self._t + n}")
+        out = np.empty((n, *self._tail))
+        take = min(n, len(self._pending))
+        if take:
+            out[:take] = self._pending[: -take - 1 : -1]
+            del self._pending[-take:]
+        step_block = max(1, _MAX_BLOCK_ELEMENTS // (1 if self.dim is None else self.dim))
+        for start in range(take, n, step_block):
+            self._compute(out[start : min(n, start + step_block)])
+        self._t += n
+        return out
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The step, the running values after the last computed step and the computed,
+        unreleased noise (in release order)."""
+        return {
+            "t": self._t,
+            "q": self._q.copy(),
+            "pending": np.array(self._pending[::-1], dtype=np.float64),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same parameters,
+        sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = "BLTNoiseProcess"
+        st = state_keys(owner, state, ("t", "q", "pending"))
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        q = state_array(owner, "q", st["q"], rows=self._n + 1, dim=self.dim, dtypes=(np.float64,))
+        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
+        if len(pending) and self.dim is not None:
+            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
+        if t + len(pending) > self.horizon:
+            raise ValueError(
+                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
+                f"horizon {self.horizon}"
+            )
+        self._t, self._q = t, q
+        self._pending = pending.astype(np.float64)[::-1].tolist()
+
+
+# -- the mechanism ---------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, Any]:
+    with resources.files("dpcount.data").joinpath("blt_parameters.json").open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def shipped_blt_parameters(
+    horizon: int, objective: str = "mean", buffers: int | None = None
+) -> tuple[list[float], list[float]]:
+    """Optimized (buffer_decay, output_scale) shipped with dpcount for ``horizon``.
+
+    The table (``dpcount/data/blt_parameters.json``, made by
+    ``benchmarks/make_blt_parameters.py`` with
+    :func:`dpcount.counting.optimize.optimize_blt`) holds parameters optimized at
+    T = 2^k, k = 0…24, for each objective and several buffer counts. A horizon uses
+    the entry of the smallest power of two ≥ T (2^24 beyond it): the parameters are
+    a valid BLT at every horizon, and the mechanism's sensitivity and error are
+    always computed for the actual T (they are optimal only at the power of two).
+
+    Args:
+        horizon: T ≥ 1.
+        objective: ``"mean"`` or ``"max"`` loss.
+        buffers: a shipped buffer count, or None for the entry with the lowest loss.
+
+    Raises:
+        ValueError: an unknown objective or a buffer count that is not shipped.
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    check_choice("objective", objective, ("mean", "max"))
+    table: dict[str, dict[str, Any]] = _shipped()["objectives"][objective]
+    if buffers is None:
+        counts = sorted(table)
+    else:
+        n = check_integer("buffers", buffers, ge=1)
+        if str(n) not in table:
+            raise ValueError(f"buffers must be one of the shipped counts {sorted(table)}, got {n}")
+        counts = [str(n)]
+    largest = max(int(key) for key in table[counts[0]])
+    k = str(min((T - 1).bit_length(), largest))
+    entry = min((table[c][k] for c in counts), key=lambda e: float(e[f"{objective}_loss"]))
+    return list(entry["buffer_decay"]), list(entry["output_scale"])
+
+
+class BLT(CountingMechanism):
+    """Buffered linear Toeplitz factorization (Dvijotham et al. 2024; McMahan et al. 2024).
+
+    The encoder C = BLT(θ, ω) (c_0 = 1, c_k = Σ_i ω_i θ_i^{k−1}); the decoder
+    B = A·C⁻¹ with C⁻¹ also a BLT (see the module docstring). Releases
+    S_t + (B z)_t with one z ~ N(0, σ²)^T for the whole stream.
+
+    Privacy: (ε, δ)-DP at event level (single participation) for the Gaussian
+    mechanism on C x with ℓ₂ sensitivity Δ·√(Σ_{k<T} c_k²) (the first column of C,
+    closed form, enlarged by a relative 1e-12), σ by the budget's calibration
+    (analytic Gaussian by default). Gaussian noise only.
+
+    Exact error: ``noise_coefficients`` V_t = Σ_{k<t} b_k² in O(T·n); ``mse`` and
+    ``max_variance`` in O(n²) by closed forms (:func:`blt_losses`).
+
+    Args:
+        horizon: T ≥ 1.
+        buffer_decay: θ_1…θ_n, distinct, in (0, 1).
+        output_scale: ω_1…ω_n > 0 with Σ ω_i/(1 + θ_i) < 1.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (epsilon, delta, noise (Gaussian only), calibration, step_sensitivity).
+        rng: Generator, int seed (not for production) or None (OS entropy).
+
+    Raises:
+        ValueError: parameters outside that domain (naming the parameter), or a
+            noise kind other than Gaussian.
+    """
+
+    name = "blt"
+    default_noise = NoiseKind.GAUSSIAN
+
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        buffer_decay: Any,
+        output_scale: Any,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        theta, omega = check_blt_parameters(buffer_decay, output_scale)
+        self.buffer_decay: Array = theta
+        self.output_scale: Array = omega
+        self.inverse: BLTInverse = blt_inverse(theta, omega)
+        resolved = Budget.resolve(budget, fields, owner="BLT")
+        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"noise={resolved.noise.value!r} is not available for BLT: it is calibrated "
+                "for Gaussian noise only (use noise='gaussian')"
+            )
+        T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
+        self._losses = blt_losses(theta, omega, T, self.inverse)
+        super().__init__(T, budget=resolved, rng=rng)
+        self.max_noise_coefficient = 1.0  # b_0 = 1 ≥ b_k > 0
+
+    @classmethod
+    def optimized(
+        cls,
+        horizon: int,
+        *,
+        objective: str = "mean",
+        buffers: int | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> BLT:
+        """A BLT with the shipped parameters optimized for ``objective`` ("mean" or
+        "max" loss) at the smallest power of two ≥ horizon, with ``buffers`` buffers
+        (None: the best shipped count). Instant; see :func:`shipped_blt_parameters`.
+        For other horizons or buffer counts use
+        :func:`dpcount.counting.optimize.optimize_blt` and the constructor."""
+        decay, scale = shipped_blt_parameters(horizon, objective, buffers)
+        return cls(
+            horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
+        )
+
+    def _repr_fields(self) -> dict[str, object]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {
+            **super()._config_kwargs(),
+            "buffer_decay": self.buffer_decay.tolist(),
+            "output_scale": self.output_scale.tolist(),
+        }
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        T = check_integer("horizon", self.horizon, ge=1)
+        th = _theta_ratios(self.buffer_decay)
+        l1 = 1.0 + float(np.sum(self.output_scale * _geo(th, T - 1)))
+        l2 = math.sqrt(self._losses.sensitivity_squared)
+        return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
+
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> BLTNoiseProcess:
+        return BLTNoiseProcess(self.inverse, self.horizon, sampler, rng, dim)
+
+    def noise_coefficients(self) -> Array:
+        """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""
+        T = self.horizon
+        out = np.empty(T)
+        total = 0.0
+        block = 1 << 16
+        for start in range(0, T, block):
+            b = decoder_coefficients(self.inverse, min(block, T - start), start)
+            part = np.cumsum(b * b)
+            part += total
+            out[start : start + len(b)] = part
+            total = float(part[-1])
+        return out
+
+    def losses(self) -> BLTLosses:
+        """Closed-form sensitivity², mean and largest variance (unit sample variance)."""
+        return self._losses
+
+    def mse(self) -> float:
+        """Exact MSE, O(n²) closed form: σ²·(1/T)·Σ_{k<T} (T − k) b_k²."""
+        return self.sampler.variance * self._losses.mean_variance
+
+    def max_variance(self) -> float:
+        """Exact largest variance, O(n²) closed form: σ²·V_T."""
+        return self.sampler.variance * self._losses.max_variance
+
+    def dense_factorization(self) -> tuple[Array, Array]:
+        """(B, C) as dense T×T matrices; for T ≤ 4096."""
+        T = self.horizon
+        if T > 4096:
+            raise ValueError(f"dense factorization is for horizon <= 4096, got {T}")
+        b = decoder_coefficients(self.inverse, T)
+        c = encoder_coefficients(self.buffer_decay, self.output_scale, T)
+        lag = np.arange(T)[:, None] - np.arange(T)[None, :]
+        idx = np.clip(lag, 0, None)
+        return np.where(lag >= 0, b[idx], 0.0), np.where(lag >= 0, c[idx], 0.0)

@@ -1,0 +1,257 @@
+"""BLT mechanism: closed forms against the dense oracle, inverse, streams, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.linalg import solve_triangular
+
+from dpcount.counting import BLT, FactorizationMechanism
+from dpcount.counting.blt import blt_inverse, blt_losses, check_blt_parameters
+from dpcount.privacy import ConstantNoise, ZeroNoise
+
+
+def dense_encoder(theta: np.ndarray, omega: np.ndarray, T: int) -> np.ndarray:
+    """C[i, j] = c_{i−j}, c_0 = 1, c_k = Σ ω θ^{k−1}, straight from the definition."""
+    c = np.ones(T)
+    k = np.arange(1, T)
+    c[1:] = (omega[None, :] * theta[None, :] ** (k[:, None] - 1)).sum(axis=1)
+    C = np.zeros((T, T))
+    for j in range(T):
+        C[j:, j] = c[: T - j]
+    return C
+
+
+def oracle(theta: np.ndarray, omega: np.ndarray, T: int) -> FactorizationMechanism:
+    """The dense factorization mechanism with R = C and L = A·C⁻¹ by triangular solve."""
+    C = dense_encoder(theta, omega, T)
+    B = np.tril(np.ones((T, T))) @ solve_triangular(C, np.eye(T), lower=True)
+    return FactorizationMechanism(B, C, epsilon=1.0, delta=1e-6, noise="gaussian", atol=1e-7)
+
+
+def random_parameters(rng: np.random.Generator, regime: int) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(1, 7))
+    if regime == 0:  # spread decays
+        theta = rng.uniform(0.01, 0.99, n)
+    elif regime == 1:  # decays up to 1 − 1e-9
+        theta = 1 - 10.0 ** (-rng.uniform(0, 9, n))
+    elif regime == 2:  # clustered near 1
+        theta = 1 - 10.0 ** (-rng.uniform(5, 6, n))
+    else:  # scales at the edge of the stability condition Σ ω/(1 + θ) < 1
+        theta = rng.uniform(0.0, 1.0, n) ** 0.2
+    theta = np.unique(theta)
+    share = rng.dirichlet(np.ones(len(theta)))
+    level = 1 - 10.0 ** (-rng.uniform(1, 6)) if regime == 3 else rng.uniform(0.01, 0.99)
+    return theta, share * level * (1 + theta)
+
+
+def rel(a: float, b: float) -> float:
+    return abs(a - b) / abs(b)
+
+
+@pytest.mark.parametrize("regime", range(4))
+@pytest.mark.parametrize("T", [1, 2, 3, 64, 1000, 2048])
+def test_closed_forms_match_dense_oracle(regime: int, T: int) -> None:
+    rng = np.random.default_rng(1000 * regime + T)
+    for _ in range(1 if T >= 1000 else 6):
+        theta, omega = random_parameters(rng, regime)
+        m = BLT(T, buffer_decay=theta, output_scale=omega, epsilon=1.0, delta=1e-6)
+        d = oracle(theta, omega, T)
+        # sensitivity (through the calibrated sigma), mean and largest variance, per step
+        assert rel(m.noise_scale, d.noise_scale) < 1e-9
+        assert rel(m.mse(), d.mse()) < 1e-9
+        assert rel(m.max_variance(), d.max_variance()) < 1e-9
+        np.testing.assert_allclose(m.noise_coefficients(), d.noise_coefficients(), rtol=1e-9)
+        losses = m.losses()
+        assert losses.mean_variance > 0 and losses.max_variance > 0
+        assert losses.sensitivity_squared >= 1
+        B, C = m.dense_factorization()
+        np.testing.assert_allclose(C, d.R, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(B, d.L, rtol=1e-9, atol=1e-12)
+
+
+def test_wrong_closed_form_would_be_caught() -> None:
+    """The oracle comparison is sharp: a 1e-6 change to a scale is detected."""
+    theta, omega = np.array([0.5, 0.99]), np.array([0.2, 0.3])
+    d = oracle(theta, omega, 500)
+    m = BLT(500, buffer_decay=theta, output_scale=omega * (1 + 1e-6), epsilon=1.0, delta=1e-6)
+    assert rel(m.mse(), d.mse()) > 1e-8
+
+
+def test_inverse_is_the_inverse_blt() -> None:
+    rng = np.random.default_rng(5)
+    T = 300
+    for regime in range(4):
+        theta, omega = random_parameters(rng, regime)
+        inv = blt_inverse(theta, omega)
+        # C⁻¹ = BLT(λ, ω′) built from the definition equals the dense inverse of C
+        lam, scale = inv.decay, inv.scale
+        c_inv = np.ones(T)
+        k = np.arange(1, T)
+        c_inv[1:] = (scale[None, :] * lam[None, :] ** (k[:, None] - 1)).sum(axis=1)
+        C = dense_encoder(theta, omega, T)
+        dense_inv = solve_triangular(C, np.eye(T), lower=True)[:, 0]
+        np.testing.assert_allclose(c_inv, dense_inv, rtol=1e-9, atol=1e-13)
+        assert inv.a + inv.beta.sum() == pytest.approx(1.0, abs=1e-12)
+        assert np.all(inv.beta > 0) and inv.a > 0
+        assert np.all(np.abs(lam) < 1)
+        np.testing.assert_allclose(1 - lam, inv.one_minus_decay, rtol=1e-6)
+        # interlacing λ_1 < θ_1 < λ_2 < …
+        merged = np.empty(2 * len(theta))
+        merged[0::2], merged[1::2] = np.sort(lam), theta
+        assert np.all(np.diff(merged) > 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_closed_forms_match_exact_sums_at_large_horizon(seed: int) -> None:
+    """At T = 2^20 (no dense oracle) the O(n²) forms agree with the O(T) exact sums."""
+    rng = np.random.default_rng(seed)
+    T = 2**20
+    theta, omega = random_parameters(rng, seed % 4)
+    m = BLT(T, buffer_decay=theta, output_scale=omega, epsilon=1.0, delta=1e-6)
+    v = m.noise_coefficients()
+    losses = m.losses()
+    assert np.all(np.diff(v) >= 0) and v[0] == pytest.approx(1.0, abs=1e-12)
+    assert rel(losses.max_variance, float(v[-1])) < 1e-9
+    assert rel(losses.mean_variance, float(v.mean())) < 1e-9
+
+
+def test_never_negative_for_extreme_parameters() -> None:
+    """Near-1 decays, nearly equal decays and scales at the stability edge."""
+    cases = [
+        ([1 - 1e-12, 1 - 2e-12], [0.9, 0.9]),
+        ([0.999999, 0.9999991, 0.9999992], [0.3, 0.3, 1.3]),
+        ([1e-9, 0.5], [0.8, 0.15]),
+        ([0.1, 1 - 1e-10], [0.55, 0.9998]),
+    ]
+    for theta, omega in cases:
+        for T in [1, 2, 1000, 2**24]:
+            losses = blt_losses(theta, omega, T)
+            assert losses.mean_variance > 0 and losses.max_variance > 0
+            assert losses.mean_variance <= losses.max_variance * (1 + 1e-12)
+            assert losses.sensitivity_squared >= 1
+    for theta, omega in cases:
+        d = oracle(np.array(theta), np.array(omega), 1500)
+        m = BLT(1500, buffer_decay=theta, output_scale=omega, epsilon=1.0, delta=1e-6)
+        assert rel(m.mse(), d.mse()) < 1e-9
+        assert rel(m.max_variance(), d.max_variance()) < 1e-9
+
+
+def test_parameters_are_sorted_and_validated() -> None:
+    theta, omega = check_blt_parameters([0.9, 0.1], [0.2, 0.3])
+    assert theta.tolist() == [0.1, 0.9] and omega.tolist() == [0.3, 0.2]
+    bad = [
+        (([0.5, 1.0], [0.1, 0.1]), r"buffer_decay must lie in \(0, 1\)"),
+        (([0.0], [0.1]), r"buffer_decay must lie in \(0, 1\)"),
+        (([0.5, 0.5], [0.1, 0.1]), r"buffer_decay must be distinct"),
+        (([0.5], [0.0]), r"output_scale must be positive"),
+        (([0.5], [float("nan")]), r"output_scale must be positive and finite"),
+        (([0.5, 0.6], [0.1]), r"output_scale must have one entry per buffer"),
+        (([], []), r"buffer_decay must be a non-empty"),
+        (([0.5], [1.5]), r"output_scale too large: sum\(output_scale / \(1 \+ buffer_decay\)\)"),
+        # stable, but the inverse decay 0.5 − ω = −1 + 1.5e-9 rounds the closed forms
+        (([0.5], [1.5 * (1 - 1e-9)]), r"output_scale too large: the inverse BLT's decay"),
+    ]
+    for (decay, scale), message in bad:
+        with pytest.raises(ValueError, match=message):
+            BLT(10, buffer_decay=decay, output_scale=scale, epsilon=1.0, delta=1e-6)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "discrete-gaussian", "discrete-laplace"])
+def test_only_gaussian_noise(noise: str) -> None:
+    with pytest.raises(ValueError, match=rf"noise='{noise}' is not available for BLT"):
+        BLT(10, buffer_decay=[0.5], output_scale=[0.5], epsilon=1.0, delta=1e-6, noise=noise)
+
+
+def test_gaussian_is_the_default_and_delta_is_required() -> None:
+    m = BLT(10, buffer_decay=[0.5], output_scale=[0.5], epsilon=1.0, delta=1e-6)
+    assert m.privacy is not None and m.privacy.noise == "gaussian"
+    with pytest.raises(ValueError, match="delta"):
+        BLT(10, buffer_decay=[0.5], output_scale=[0.5], epsilon=1.0)
+
+
+def test_vector_stream_holds_buffers_plus_one_rows() -> None:
+    """A vector stream keeps (n + 1)·d floats between steps and matches the batch."""
+    theta, omega = [0.2, 0.7, 0.99, 0.9999], [0.1, 0.1, 0.1, 0.1]
+    T, d = 50, 7
+    m = BLT(T, buffer_decay=theta, output_scale=omega, epsilon=1.0, delta=1e-6, rng=3)
+    s = m.stream()
+    x = np.random.default_rng(0).normal(size=(T, d))
+    outs = [s.update(x[0])]
+    process = s._process
+    assert process is not None
+    state = process.state_dict()
+    assert state["q"].shape == (5, d) and state["pending"].shape == (0,)
+    assert s.live_count() == 5
+    outs.extend(s.update(row) for row in x[1:])
+    # same noise as a batch release with the same seed
+    batch = BLT(T, buffer_decay=theta, output_scale=omega, epsilon=1.0, delta=1e-6, rng=3)
+    # the stream draws one step at a time, the batch all at once: compare structures
+    # with constant noise instead (distribution equality is in the contract suite)
+    assert np.array(outs).shape == batch.release(x).shape
+    cm = m.with_sampler(ConstantNoise(1.0))
+    cs = cm.stream()
+    steps = np.array([cs.update(row) for row in np.zeros((T, d))])
+    np.testing.assert_allclose(steps, cm.release(np.zeros((T, d))), rtol=1e-12)
+    b = np.cumsum(cm.dense_factorization()[0], axis=1)[:, -1]  # Σ_k b_k = noise at t
+    np.testing.assert_allclose(steps[:, 0], b, rtol=1e-12)
+
+
+def test_zero_noise_and_mixed_schedule_match_prefix_sums() -> None:
+    m = BLT(9000, buffer_decay=[0.5, 0.999], output_scale=[0.4, 0.3], epsilon=1.0, delta=1e-6)
+    x = np.random.default_rng(1).normal(size=9000)
+    z = m.with_sampler(ZeroNoise())
+    np.testing.assert_allclose(z.release(x), np.cumsum(x), rtol=1e-9, atol=1e-8)
+    c = m.with_sampler(ConstantNoise(1.0))
+    batch = c.release(np.zeros(9000))
+    s = c.stream()
+    parts = [np.atleast_1d(s.update(0.0)) for _ in range(4100)]
+    parts.append(s.update_many(np.zeros(4000)))
+    parts.extend(np.atleast_1d(s.update(0.0)) for _ in range(900))
+    np.testing.assert_allclose(np.concatenate(parts), batch, rtol=1e-12)
+
+
+def test_repr_and_config_round_trip() -> None:
+    m = BLT(100, buffer_decay=[0.9, 0.5], output_scale=[0.1, 0.2], epsilon=1.0, delta=1e-6)
+    assert "buffers=2" in repr(m)
+    cfg = m.config()
+    assert cfg["class"] == "BLT"
+    again = BLT(**cfg["kwargs"])
+    assert again.noise_scale == m.noise_scale
+    assert again.buffer_decay.tolist() == [0.5, 0.9]
+
+
+def test_vector_step_peak_memory_is_buffers_plus_two_vectors() -> None:
+    """Issue 11 item 5: a vector step holds at most (n + 2)·d floats (tracemalloc)."""
+    import tracemalloc
+
+    d = 20_000
+    m = BLT(
+        100, buffer_decay=[0.3, 0.9, 0.99, 0.999], output_scale=[0.1] * 4, epsilon=1.0, delta=1e-6
+    )
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        process = m.noise_process(m.sampler, np.random.default_rng(0), d)
+        peak = 0
+        for _ in range(20):
+            tracemalloc.reset_peak()
+            noise = process.next()
+            peak = max(peak, tracemalloc.get_traced_memory()[1] - base)
+            del noise
+    finally:
+        tracemalloc.stop()
+    n = len(m.buffer_decay)
+    assert peak <= (n + 2) * d * 8 + 64 * 1024, peak / (d * 8)
+    assert peak >= (n + 1) * d * 8  # the state itself is traced: the check can fail
+
+
+def test_vectors_of_length_one_keep_their_shape() -> None:
+    """Found by the property suite: (n, 1) steps came back as (n,)."""
+    m = BLT(40, buffer_decay=[0.5, 0.9], output_scale=[0.3, 0.2], epsilon=1.0, delta=1e-6)
+    z = m.with_sampler(ZeroNoise())
+    x = np.arange(40.0).reshape(40, 1)
+    np.testing.assert_array_equal(z.release(x), np.cumsum(x, axis=0))
+    s = z.stream()
+    assert s.update_many(x[:20]).shape == (20, 1)
+    assert np.shape(s.update(x[20])) == (1,)
