@@ -30,6 +30,7 @@ REFERENCES = ROOT / "docs" / "references.md"
 #: the mechanisms the references page and this test are about; a new public mechanism
 #: is picked up by ``_public_mechanisms`` and must be added here too
 EXPECTED = {
+    "BLT",
     "BinaryTree",
     "KaryTree",
     "Honaker",

@@ -51,6 +51,16 @@ def _stage(where: Path) -> None:
     np.save(where / "counts.npy", rng.integers(0, 100, size=256))
     with open(where / "ranges.csv", "w", encoding="utf-8") as fh:
         fh.write("lo,hi\n0,9\n10,99\n0,255\n")
+    (where / "products.txt").write_text("apple\npear\nplum\n", encoding="utf-8")
+    try:
+        import pandas as pd
+
+        days = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 10, 300), "D")
+        pd.DataFrame(
+            {"day": days.strftime("%Y-%m-%d"), "product": rng.choice(["apple", "pear"], 300)}
+        ).to_parquet(where / "events.parquet")
+    except ImportError:  # the keyed extra is absent: its page's command is skipped below
+        pass
     producer = where / "bin" / "producer"
     producer.parent.mkdir()
     producer.write_text("#!/bin/sh\nfor i in 1 0 2 1 3; do echo $i; done\n", encoding="utf-8")
@@ -111,6 +121,8 @@ BASH = [
 def test_bash_commands_run(page: Path, cmd: str, scratch: Path) -> None:
     if shutil.which("dpcount") is None:
         pytest.skip("the dpcount entry point is not installed")
+    if "events.parquet" in cmd and not (scratch / "events.parquet").exists():
+        pytest.skip("pandas/pyarrow (the keyed extra) are not installed")
     env = {
         **os.environ,
         "PATH": f"{scratch / 'bin'}{os.pathsep}{Path(sys.executable).parent}"

@@ -25,8 +25,11 @@ def dense_encoder(theta: np.ndarray, omega: np.ndarray, T: int) -> np.ndarray:
 def oracle(theta: np.ndarray, omega: np.ndarray, T: int) -> FactorizationMechanism:
     """The dense factorization mechanism with R = C and L = A·C⁻¹ by triangular solve."""
     C = dense_encoder(theta, omega, T)
-    B = np.tril(np.ones((T, T))) @ solve_triangular(C, np.eye(T), lower=True)
-    return FactorizationMechanism(B, C, epsilon=1.0, delta=1e-6, noise="gaussian", atol=1e-7)
+    # B·C = A by a triangular solve of Cᵀ Bᵀ = Aᵀ (backward stable: the product is A to
+    # round-off, as FactorizationMechanism requires).
+    A = np.tril(np.ones((T, T)))
+    B = solve_triangular(C.T, A.T, lower=False).T
+    return FactorizationMechanism(B, C, epsilon=1.0, delta=1e-6, noise="gaussian")
 
 
 def random_parameters(rng: np.random.Generator, regime: int) -> tuple[np.ndarray, np.ndarray]:

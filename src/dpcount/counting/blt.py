@@ -651,13 +651,34 @@ class BLT(CountingMechanism):
     B = A·C⁻¹ with C⁻¹ also a BLT (see the module docstring). Releases
     S_t + (B z)_t with one z ~ N(0, σ²)^T for the whole stream.
 
-    Privacy: (ε, δ)-DP at event level (single participation) for the Gaussian
-    mechanism on C x with ℓ₂ sensitivity Δ·√(Σ_{k<T} c_k²) (the first column of C,
-    closed form, enlarged by a relative 1e-12), σ by the budget's calibration
-    (analytic Gaussian by default). Gaussian noise only.
+    Formal guarantee:
+        Neighbouring relation: event level, single participation — two streams that
+        differ at one step by at most Δ = ``step_sensitivity`` (ℓ₂ norm of the change
+        for vector steps).
 
-    Exact error: ``noise_coefficients`` V_t = Σ_{k<t} b_k² in O(T·n); ``mse`` and
-    ``max_variance`` in O(n²) by closed forms (:func:`blt_losses`).
+        The perturbed vector is C·x with ONE Gaussian vector z for the whole stream;
+        a change of one step moves it by Δ·(a column of C), and the columns of a
+        lower-triangular Toeplitz C are nested, so the ℓ₂ sensitivity is
+        Δ·√(Σ_{k<T} c_k²) (the first column; closed form, enlarged by a relative
+        1e-12). ``"gaussian"``: (ε, δ)-DP with σ from the budget's calibration
+        (analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8, by default). The
+        release S_t + (B z)_t = (B(Cx + z))_t is post-processing of Cx + z. Gaussian
+        noise only.
+
+        Exact variance: Var_t = σ²·Σ_{k<t} b_k² with b_k = a + Σ_i β_i λ_i^k the
+        decoder's coefficients (``noise_coefficients`` in O(T·n); ``mse`` and
+        ``max_variance`` in O(n²) by closed forms, :func:`blt_losses`).
+
+    References:
+        * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta.
+          "Efficient and near-optimal noise generation for streaming differential
+          privacy". FOCS 2024. https://arxiv.org/abs/2404.16706
+        * H. B. McMahan, Z. Xu, Y. Zhang. "A hassle-free algorithm for private
+          learning in practice: don't use tree aggregation, use BLTs". arXiv preprint,
+          2024. https://arxiv.org/abs/2408.08868
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
 
     Args:
         horizon: T ≥ 1.

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
+from dpcount.keyed.job import make_job
 from dpcount.keyed.secret import RunSecret
 
 __all__ = ["run_dask"]
@@ -144,8 +145,6 @@ def run_dask(
     """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
     from dask.delayed import delayed
-
-    from dpcount.keyed.run import make_job
 
     columns: EventColumns = common["columns"]
     stack = ExitStack()
