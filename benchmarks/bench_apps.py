@@ -80,7 +80,7 @@ def main() -> None:
     # Strings.
     text = "".join(rng.choice(list("abcdefghij"), size=1024))
     for cls, ell in ((SubstringCounter, 4), (EpisodeCounter, 4)):
-        app_obj = cls("abcdefghij", ell, len(text), 1.0, rng=2)
+        app_obj = cls("abcdefghij", ell, len(text), epsilon=1.0, rng=2)
         d = app_obj.dim
 
         def string_app(a=app_obj) -> None:

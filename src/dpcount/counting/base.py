@@ -47,7 +47,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import MAX_EXACT_SUM, check_instance, check_integer, check_real
+from dpcount._validate import check_instance, check_integer, check_real
 from dpcount.counting._steps import (
     check_integral_array,
     check_integral_step,
@@ -544,7 +544,7 @@ class CountingStream:
             value = check_stream_step("x", x, self._dim)
         if process is not None and self._dim is None:  # scalar steps: one comparison
             new_sum = self._sum + value
-            if not -MAX_EXACT_SUM < new_sum < MAX_EXACT_SUM:
+            if not -9007199254740992.0 < new_sum < 9007199254740992.0:  # ±MAX_EXACT_SUM
                 check_running_sums("x", np.array([new_sum]), already=self._t)
             self._sum = new_sum
             self._t += 1

@@ -44,6 +44,15 @@ def grid_exponent(x: NDArray[np.float64]) -> int:
     return max(0, -int(np.min(exponent.astype(np.int64) - 53 + trailing)))
 
 
+def _all_whole(arr: NDArray[np.float64], block: int = 1 << 16) -> bool:
+    """Whether every cell is a whole number, in cache-sized blocks (no full-size temporaries)."""
+    for start in range(0, arr.size, block):
+        part = arr[start : start + block]
+        if not np.array_equal(np.floor(part), part):
+            return False
+    return True
+
+
 def check_exact_sums(name: str, x: NDArray[np.float64]) -> None:
     """Refuse data whose partial sums float64 cannot hold exactly (see the module docstring).
 
@@ -51,13 +60,14 @@ def check_exact_sums(name: str, x: NDArray[np.float64]) -> None:
         ValueError: Σ|x|·2^k > 2^53; the message names ``name``, the grid 2^-k and the
             first cell (index) at which the running sum of |x| passes the bound.
     """
-    flat = np.abs(np.asarray(x, dtype=np.float64)).ravel()
-    if flat.size == 0:
+    arr = np.asarray(x, dtype=np.float64).ravel()
+    if arr.size == 0:
         return
-    top = float(flat.max())
-    whole = top <= MAX_EXACT_SUM and bool(np.all(flat == np.floor(flat)))
-    if whole and int(top) * flat.size <= MAX_EXACT_SUM:
+    top = max(float(arr.max()), -float(arr.min()))  # max |x| without a copy of |x|
+    if top <= MAX_EXACT_SUM and int(top) * arr.size <= MAX_EXACT_SUM and _all_whole(arr):
         return  # fast path: whole numbers with Σ|x| ≤ n·max|x| ≤ 2^53
+    flat = np.abs(arr)
+    whole = top <= MAX_EXACT_SUM and _all_whole(flat)
     k = 0 if whole else grid_exponent(flat)
     with np.errstate(over="ignore"):
         scaled = np.ldexp(flat, min(k, 2000))  # exact (power-of-two scaling) or inf
