@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcount._cli._counting import build, format_line, summary
+from dpcount._cli._counting import DEFAULT_K, build, format_line, summary
 from dpcount._cli._durable import run_durable
 from dpcount._cli.common import add_privacy_arguments, open_output
 from dpcount.counting.base import CountingMechanism, CountingStream
@@ -24,13 +24,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "input", metavar="INPUT", help="CSV file, or - to read stdin line by line (live)"
     )
-    p.add_argument("--column", default=None, help="header name of the column to count")
-    p.add_argument("--mechanism", choices=sorted(MECHANISMS), default="kary")
     p.add_argument(
-        "--k", type=int, default=19, help="branching factor of the k-ary tree (default 19)"
+        "--column",
+        default=None,
+        help="header name of the column to count (default: the input's only column)",
     )
     p.add_argument(
-        "--no-subtract", action="store_true", help="k-ary tree without subtraction (Alg. 1)"
+        "--mechanism",
+        choices=["auto", *sorted(MECHANISMS)],
+        default="auto",
+        help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
+        "this horizon and budget (its noise family, in integer form when the data allow it)",
+    )
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help=f"branching factor of --mechanism kary (default {DEFAULT_K}; other mechanisms "
+        "ignore it, with a warning)",
+    )
+    p.add_argument(
+        "--no-subtract",
+        action="store_true",
+        help="--mechanism kary without subtraction (Alg. 1)",
     )
     add_privacy_arguments(p)
     p.add_argument(
@@ -68,23 +84,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="durable run: save the stream to FILE as it goes and resume from FILE if it "
         "exists, never releasing a step twice (needs --output; FILE holds the noise key: "
-        "protect it like the data; see docs/durable-streams.md)",
+        "protect it like the data; see docs/durable-streams.md; default: none, a plain run)",
     )
     p.add_argument(
         "--checkpoint-every",
         metavar="N",
         type=int,
-        default=1,
-        help="with --checkpoint: save every N steps (default 1); output lines are held back "
-        "until the checkpoint covering them is on disk",
+        default=None,
+        help="with --checkpoint: save every N steps exactly (default: by time, see "
+        "--checkpoint-seconds); output lines are held back until the checkpoint covering "
+        "them is on disk",
+    )
+    p.add_argument(
+        "--checkpoint-seconds",
+        metavar="S",
+        type=float,
+        default=1.0,
+        help="with --checkpoint and no --checkpoint-every: save when S seconds have passed "
+        "since the last save, when live input pauses, or every 10000 steps, whichever comes "
+        "first (default 1)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         return run_durable(args)
-    if args.checkpoint_every != 1:
+    if args.checkpoint_every is not None:
         raise ValueError("--checkpoint-every needs --checkpoint FILE")
+    if args.checkpoint_seconds != 1.0:
+        raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
     live = args.input == "-"
     if live:
         if args.horizon is None:
@@ -126,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 out.write(format_line(steps + 1, v, math.sqrt(next(variances))))
                 out.flush()
                 steps += 1
-    summary(mech, steps)
+    summary(mech, steps, args)
     return 0
 
 

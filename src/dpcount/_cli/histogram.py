@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpcount._cli.common import add_privacy_arguments, err_console, open_output, positive_float
+from dpcount._cli._counting import DEFAULT_K, warn_ignored
+from dpcount._cli.common import (
+    add_privacy_arguments,
+    err_console,
+    escape,
+    open_output,
+    positive_float,
+)
 from dpcount._validate import check_real
 from dpcount.apps import ContinualHistogram
 from dpcount.counting.registry import MECHANISMS
@@ -72,9 +79,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--mechanism",
         choices=sorted(MECHANISMS),
         default=None,
-        help="counting mechanism (default: sqrt with --delta, else kary)",
+        help="counting mechanism (default: kary; sqrt when --delta and a continuous --noise are "
+        "given)",
     )
-    p.add_argument("--k", type=int, default=19, help="branching factor for kary (default 19)")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help=f"branching factor for kary (default {DEFAULT_K}; other mechanisms ignore it, "
+        "with a warning)",
+    )
     p.add_argument("--no-subtract", action="store_true", help="kary without subtraction")
     add_privacy_arguments(p)
     p.add_argument(
@@ -207,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     index = {label: i for i, label in enumerate(items)}
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
+    continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
+    warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
     events = _read_events(args, index)
     horizon = args.horizon if args.horizon is not None else events.last_step
     if horizon < 1:
@@ -221,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         mechanism=args.mechanism,
         noise=args.noise,
         calibration=args.calibration,
-        k=args.k,
+        k=DEFAULT_K if args.k is None else args.k,
         subtract=not args.no_subtract,
         rng=args.seed,
     )
@@ -253,8 +269,8 @@ def run(args: argparse.Namespace) -> int:
 def _summary(hist: ContinualHistogram, events: _Events) -> None:
     con = err_console()
     privacy = hist.privacy.describe() if hist.privacy else "none"
-    con.print(f"[bold]histogram[/]  {hist!r}")
-    con.print(f"[bold]privacy[/]    {privacy}")
+    con.print(f"[bold]histogram[/]  {escape(repr(hist))}")
+    con.print(f"[bold]privacy[/]    {escape(privacy)}")
     con.print(
         f"[bold]exact error[/] max std {math.sqrt(hist.mechanism.max_variance()):.4g} per item "
         f"over horizon {hist.horizon}; {events.n_events} events in {hist.step} steps"

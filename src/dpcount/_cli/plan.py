@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from rich.console import Console
 from rich.table import Table
 
-from dpcount._cli.common import positive_float
+from dpcount._cli.common import escape, out_console, positive_float
 from dpcount.analysis.compare import METRICS, compare
 
 HELP = "rank every continual-counting mechanism by its exact error for a horizon and budget"
@@ -26,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--horizon", type=int, required=True, help="number of steps T")
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
     p.add_argument(
-        "--delta", type=positive_float, default=None, help="δ in (0, 1); omit for pure ε-DP"
+        "--delta", type=positive_float, default=None, help="δ in (0, 1) (default: none, pure ε-DP)"
     )
     p.add_argument("--metric", choices=METRICS, default="mse", help="ranking metric (default mse)")
     p.add_argument(
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         beta=args.beta,
         step_sensitivity=args.sensitivity,
     )
-    con = Console(highlight=False)
+    con = out_console(80)
     budget = f"ε = {args.epsilon:g}" + ("" if args.delta is None else f", δ = {args.delta:g}")
     table = Table(
         title=f"T = {args.horizon:,}, {budget}: ranked by {_METRIC_NAMES[args.metric]}",
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         style = "bold" if i == 1 else None
         table.add_row(
             str(i),
-            r.label,
+            escape(r.label),
             _NOISE_NAMES[r.noise] + " " + r.calibration,
             f"{math.sqrt(r.mse):.4g}",
             f"{math.sqrt(r.max_variance):.4g}",
