@@ -340,3 +340,55 @@ def test_log_lines_are_not_wrapped_at_80_columns(
     privacy = next(line for line in err if line.startswith("privacy"))
     assert len(privacy) > 80 and privacy.rstrip().endswith(")"), err
     assert len(err) == 3, err  # mechanism, privacy, exact error: one line each
+
+
+# -- the demo's coverage column, ranges' one table per stream -------------------------------
+
+
+def test_demo_coverage_is_over_all_replicates() -> None:
+    """Independent recomputation from the same seed: the fraction of every (replicate,
+    step) pair within ±2σ; and it lies where the noise puts it (for a sum of Laplace
+    variables, between one Laplace's 1 − e^{−2√2} = 0.9409 and the normal 0.9545),
+    within 5 standard errors of the worst case over 200 × 4096 pairs."""
+    from dpcount.analysis.advisor import best_k
+    from dpcount.counting.tree import BinaryTree, KaryTree
+    from dpcount.data import load_searchlogs
+    from dpcount.demo import demo_rows
+    from dpcount.privacy.rng import as_generator
+
+    _, rows = demo_rows(1.0, 200, 11)
+    gen = as_generator(11)
+    x = load_searchlogs()
+    T = len(x)
+    truth = np.cumsum(x).astype(np.float64)
+    choice = best_k(T, 1.0)
+    mechs = [
+        KaryTree(T, epsilon=1.0, k=choice.k, subtract=choice.subtract, rng=gen),
+        BinaryTree(T, epsilon=1.0, rng=gen),
+    ]
+    for m, row in zip(mechs, rows, strict=True):
+        stream = m.stream()
+        for v in x:
+            stream.update(float(v))
+        reps = m.release(np.repeat(x[:, None].astype(np.float64), 200, axis=1))
+        inside = np.abs(reps - truth[:, None]) <= 2 * np.sqrt(m.variances())[:, None]
+        assert row.coverage == float(inside.mean())
+        se = np.sqrt(0.05 * 0.95 / 200)  # replicates independent; steps within one correlated
+        assert 0.9409 - 5 * se <= row.coverage <= 0.9545 + 5 * se, row.coverage
+
+
+def test_ranges_refuses_two_tables_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "h.npy", np.arange(8.0))
+    (tmp_path / "q.csv").write_text("0,3\n")
+    argv = ["ranges", str(tmp_path / "h.npy"), "--epsilon", "1", "--delta", "1e-6"]
+    argv += ["--queries", str(tmp_path / "q.csv")]
+    assert main([*argv, "--output", "-"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "two CSV tables in one stream: give --answers FILE" in captured.err
+    # one table per stream is fine
+    assert main([*argv, "--output", "-", "--answers", str(tmp_path / "a.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("index,noisy_count,std") == 1 and "answer" not in out
