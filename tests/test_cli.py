@@ -59,7 +59,7 @@ def test_count_headerless_single_column_binary(tmp_path: Path) -> None:
     ("content", "extra", "message"),
     [
         ("x\n1\nabc\n", [], "line 3: could not read 'abc' as a number"),
-        ("x\n1\nnan\n", [], "line 3: value 'nan' is not finite"),
+        ("x\n1\nnan\n", [], "line 3: missing value 'nan' in column 'x' (pass --missing skip"),
         ("a,b\n1,2\n", [], "line 1: found 2 columns; choose one with --column"),
         ("a,b\n1,2\n", ["--column", "c"], "no column named 'c'"),
         ("1\n2\n3\n", ["--horizon", "2"], "--horizon 2 is smaller than the 3 rows"),

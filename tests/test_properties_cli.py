@@ -80,7 +80,7 @@ def test_valid_csv_is_read_exactly(column: tuple[str, list[int], bool]) -> None:
 
 MALFORMED = {
     "non-numeric": ("abc", r"could not read 'abc' as a number"),
-    "nan": ("nan", r"value 'nan' is not finite"),
+    "nan": ("nan", r"missing value 'nan' in column .*--missing skip"),
     "inf": ("-inf", r"value '-inf' is not finite"),
     "overflow": ("1e400", r"value '1e400' is not finite"),
     "extra field": ("1,2", r"found 2 fields, expected 1"),
@@ -291,7 +291,7 @@ EVENTS = "t,item\n0,a\n1,b\n2,a\n"
         ("", [], r"no header row"),
         (EVENTS, ["--step-width", "0"], r"--step-width must be > 0, got 0.0"),
         (EVENTS, ["--step-width", "-1"], r"--step-width must be > 0, got -1.0"),
-        (EVENTS, ["--start", "nan"], r"--start must not be NaN, got nan"),
+        (EVENTS, ["--start", "nan"], r"--start: time 'nan' is not finite"),
         (EVENTS, ["--horizon", "0"], r"--horizon must be >= 1, got 0"),
         (EVENTS, ["--horizon", "1"], r"line 3: time 1 falls in step 2, after --horizon 1"),
         (EVENTS, ["--items", "a,a"], r"item 'a' is listed twice"),

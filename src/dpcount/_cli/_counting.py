@@ -11,7 +11,7 @@ import numpy as np
 
 from dpcount._cli.common import err_console, escape
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import build_mechanism, default_noise
+from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism, default_noise
 
 __all__ = ["build", "choose_auto", "format_line", "resolve_noise", "summary", "warn_ignored"]
 
@@ -41,13 +41,13 @@ def choose_auto(
     among the rows of the noise family ``--noise`` asks for (integer noise: the
     mechanisms that take it). Without ``--noise`` the safe default comes first: when
     the sensitivity and the data (``values``; None for live input) are whole numbers,
-    the best row among the mechanisms that take integer noise, used with the integer
-    form of its family; otherwise the best row, with its noise.
+    the best row among the mechanisms that take the default integer noise (discrete
+    Laplace; discrete Gaussian with ``--delta``), used with it; otherwise the best
+    row, with its continuous noise.
     Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract`` given
     with auto are an error (they choose a mechanism: name it).
     """
     from dpcount.analysis.compare import compare
-    from dpcount.counting.registry import DISCRETE_CAPABLE
 
     if args.k is not None or args.no_subtract:
         raise ValueError(
@@ -71,7 +71,10 @@ def choose_auto(
         if not rows:
             raise ValueError(f"--delta must be given for --noise {args.noise}")
     elif args.calibration is None and _whole(args.sensitivity, values):
-        rows = tuple(r for r in rows if r.mechanism in DISCRETE_CAPABLE) or rows
+        # the safe default noise (integer; discrete Gaussian with --delta): its family
+        family = "laplace" if args.delta is None else "gaussian"
+        safe = tuple(r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.noise == family)
+        rows = safe or rows
     best = rows[0]
     args.auto_note = "chosen by --mechanism auto: ranked first by exact MSE by dpcount plan"
     chosen = argparse.Namespace(**vars(args))
@@ -104,18 +107,18 @@ def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple
     family = getattr(args, "auto_family", None)
     if args.calibration is not None:
         return "laplace", "--calibration given without --noise: using laplace"
+    cont = family or "laplace"
+    whole_data = values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
     if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
-        if args.mechanism in ("kary", "binary", "honaker"):
+        if args.mechanism in DISCRETE_CAPABLE or not float(args.sensitivity).is_integer():
             why = f"--sensitivity {args.sensitivity!r} is not a whole number"
+        elif not whole_data:
+            why = "the data are not all whole numbers"
         else:
             why = f"mechanism {args.mechanism!r} does not take integer noise"
-        cont = family or "laplace"
         return cont, f"{why}: using continuous {cont} noise"
-    if values is not None and not all(math.isfinite(v) and float(v).is_integer() for v in values):
-        cont = family or "laplace"
+    if not whole_data:
         return cont, f"the data are not all whole numbers: using continuous {cont} noise"
-    if family is not None:
-        return f"discrete-{family}", None
     return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
 
 
