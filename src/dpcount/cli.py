@@ -31,7 +31,8 @@ SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce")
 SUMMARIES = {
     "count": "release private running counts (prefix sums) of a numeric CSV column",
     "demo": "stream a real time series (SEARCHLOGS) through the best tree and the binary tree",
-    "plan": "rank every continual-counting mechanism by its exact error for a horizon and budget",
+    "plan": "rank every continual-counting mechanism by its exact error for a horizon and budget "
+    "(--ranges: the range-query mechanisms for a histogram size)",
     "histogram": "release a private histogram of CSV events after every time step "
     "(insertions, at most b items per step)",
     "ranges": "release a private histogram (1-D or 2-D) and answer range queries with exact "
