@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=["auto", *sorted(MECHANISMS)],
         default="auto",
         help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
-        "this horizon and budget (its noise family, in integer form when the data allow it)",
+        "this horizon and budget, among those taking the default integer noise when the data "
+        "and --sensitivity are whole numbers (else with its own noise)",
     )
     p.add_argument(
         "--k",
