@@ -146,7 +146,8 @@ def private_counts(
         data: a pandas/polars DataFrame or Series, one row per time step, in order.
         value: the column to count; required when the frame has several columns.
         time: a column copied into the result (dates, timestamps or ids).
-        epsilon, delta: the budget (delta None: pure ε-DP).
+        epsilon: the budget's ε > 0.
+        delta: the budget's δ in (0, 1), or None for pure ε-DP.
         mechanism: ``"auto"`` (what ``dpcount plan`` recommends for this horizon and
             budget, see :func:`choose_mechanism`) or a registry name (``"kary"``...).
         noise: the noise kind; None: integer noise for whole-number data where the
