@@ -243,3 +243,29 @@ def test_count_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--monotone", "--plot", str(png), "--output", str(tmp_path / "o")]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert "for the data owner, not for publication" in capsys.readouterr().err
+
+
+def test_histogram_missing_time_or_item(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "e.csv", tmp_path / "o.csv"
+    src.write_text("t,item\n0.5,a\n,b\n1.5,NA\n2.5,b\n")
+    argv = ["histogram", str(src), "--time-column", "t", "--item-column", "item"]
+    argv += ["--items", "a,b", "--epsilon", "1", "--seed", "1", "--output", str(out)]
+    assert main(argv) == 2
+    assert "line 3: missing time '' (pass --missing skip" in capsys.readouterr().err
+    assert main([*argv, "--missing", "skip"]) == 0
+    assert "2 events with a missing value skipped" in " ".join(capsys.readouterr().err.split())
+    assert len(rows(out)) == 3
+
+
+def test_checkpointed_count_takes_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, out = tmp_path / "x.csv", tmp_path / "o.csv"
+    src.write_text("n\n1\n\n2\nNA\n1\n")  # the blank line is no row; NA is a missing value
+    argv = kary(["count", str(src), "--column", "n", "--checkpoint", str(tmp_path / "ck")])
+    assert main([*argv, "--output", str(out)]) == 2
+    assert "line 5: missing value 'NA'" in capsys.readouterr().err
+    (tmp_path / "ck").unlink(missing_ok=True)
+    out.unlink(missing_ok=True)
+    assert main([*argv, "--missing", "zero", "--output", str(out)]) == 0
+    assert len(rows(out)) == 4

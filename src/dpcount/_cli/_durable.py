@@ -268,10 +268,12 @@ def run_durable(args: argparse.Namespace) -> int:
                 "--horizon is required when reading stdin (the noise is calibrated for it)"
             )
         horizon = args.horizon
-        values = (v for _, v in SeriesReader(sys.stdin, args.column, source="stdin"))
+        reader = SeriesReader(sys.stdin, args.column, source="stdin", missing=args.missing)
+        values = (v for _, v in reader)
     else:
         with open(args.input, encoding="utf-8", newline="") as fh:
-            values = [v for _, v in SeriesReader(fh, args.column, source=args.input)]
+            reader = SeriesReader(fh, args.column, source=args.input, missing=args.missing)
+            values = [v for _, v in reader]
         if not values:
             raise ValueError(f"{args.input}: no data rows")
         horizon = len(values) if args.horizon is None else args.horizon

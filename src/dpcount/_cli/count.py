@@ -166,7 +166,6 @@ def _check_options(args: argparse.Namespace) -> None:
         if given and (args.input == "-" or args.checkpoint is not None):
             raise ValueError(f"{flag} needs the whole series: a file INPUT without --checkpoint")
     extras = {"--time-column": args.time_column, "--round": args.round, "--clamp": args.clamp}
-    extras["--missing"] = args.missing != "error"
     for flag, given in extras.items():
         if given and args.checkpoint is not None:
             raise ValueError(f"{flag} is not available with --checkpoint")

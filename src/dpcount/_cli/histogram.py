@@ -19,7 +19,7 @@ from dpcount._cli.common import (
 )
 from dpcount.apps import ContinualHistogram
 from dpcount.counting.registry import MECHANISMS
-from dpcount.io import CSVError, csv_rows
+from dpcount.io import MISSING_MARKERS, CSVError, csv_rows
 
 HELP = (
     "release a private histogram of CSV events after every time step "
@@ -110,6 +110,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "laplace)",
     )
     p.add_argument("--calibration", default=None, help="Gaussian calibration (default analytic)")
+    p.add_argument(
+        "--missing",
+        choices=("error", "skip"),
+        default="error",
+        help="an event with a missing time or item (empty, NA, NaN, null): stop with an error "
+        "naming the line, or skip it (and report how many)",
+    )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
 
 
@@ -139,6 +146,7 @@ class _Events:
     totals: dict[int, int] = field(default_factory=dict)
     n_events: int = 0
     dropped: int = 0
+    skipped: int = 0
     last_step: int = 0
 
 
@@ -167,6 +175,15 @@ def _read_events(args: argparse.Namespace, index: dict[str, int], clock: Clock) 
                     f"has {len(header)}"
                 )
             where = f"{args.input}: line {line_number}"
+            absent = [c for c in (t_col, i_col) if cells[c].lower() in MISSING_MARKERS]
+            if absent:
+                if args.missing == "skip":
+                    out.skipped += 1
+                    continue
+                raise CSVError(
+                    f"{where}: missing {'time' if absent[0] == t_col else 'item'} "
+                    f"{cells[absent[0]]!r} (pass --missing skip to skip such events)"
+                )
             time = clock.read(cells[t_col], where)
             rows.append((line_number, cells[t_col], time, cells[i_col]))
         if header is None:
@@ -287,4 +304,5 @@ def _summary(hist: ContinualHistogram, events: _Events) -> None:
         f"[bold]exact error[/] max std {math.sqrt(hist.mechanism.max_variance()):.4g} per item "
         f"over horizon {hist.horizon}; {events.n_events} events in {hist.step} steps"
         + (f"; {events.dropped} events dropped (--drop-excess)" if events.dropped else "")
+        + (f"; {events.skipped} events with a missing value skipped" if events.skipped else "")
     )
