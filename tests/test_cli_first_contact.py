@@ -84,6 +84,8 @@ def test_version_entry_point_is_fast() -> None:
 
 def test_summaries_agree_with_the_subcommands() -> None:
     for name in SUBCOMMANDS:
+        # a new subcommand needs its line here, or --version and --help import it
+        assert name in SUMMARIES, f"add {name!r} to dpcount.cli.SUMMARIES"
         assert SUMMARIES[name] == importlib.import_module(f"dpcount._cli.{name}").HELP
 
 
