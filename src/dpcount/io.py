@@ -6,10 +6,23 @@ import csv
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
-__all__ = ["CSVError", "SeriesReader", "csv_rows", "parse_number", "starts_like_number"]
+__all__ = [
+    "MISSING_MARKERS",
+    "MISSING_POLICIES",
+    "CSVError",
+    "SeriesReader",
+    "csv_rows",
+    "parse_number",
+    "starts_like_number",
+]
+
+#: cells read as a missing value (case-insensitive)
+MISSING_MARKERS = frozenset({"", "na", "n/a", "nan", "null", "none"})
+#: what to do with one: stop with an error naming the line, drop the row, or read 0
+MISSING_POLICIES = ("error", "skip", "zero")
 
 
 class CSVError(ValueError):
@@ -114,6 +127,12 @@ class SeriesReader:
             line that is not a number is taken as its header (unless it starts like
             a number, e.g. ``12a``: that is an error, not a header).
         source: the input's name for messages.
+        time_column: a header name whose cell is passed through with each value
+            (:meth:`records`); needs ``column`` (a header).
+        missing: what a missing value (an empty cell, ``NA``, ``NaN``, ``null``...)
+            does: ``"error"`` (default; the message names the line and the way out),
+            ``"skip"`` (the row is dropped; counted in ``skipped``) or ``"zero"``
+            (read as 0; counted in ``zeroed``).
 
     Blank lines and a UTF-8 byte-order mark are skipped. Every other value must be a
     finite number (integers of magnitude at most 2^53); anything else raises
@@ -123,9 +142,24 @@ class SeriesReader:
     lines: Iterable[str]
     column: str | None = None
     source: str = "input"
+    time_column: str | None = None
+    missing: str = "error"
+    skipped: int = field(default=0, init=False)
+    zeroed: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.missing not in MISSING_POLICIES:
+            raise ValueError(f"--missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
+        if self.time_column is not None and self.column is None:
+            raise ValueError("--time-column needs --column (the input must have a header)")
 
     def __iter__(self) -> Iterator[tuple[int, float]]:
-        index, label, first = 0, self.column or "1", True
+        for line_number, _, value in self.records():
+            yield line_number, value
+
+    def records(self) -> Iterator[tuple[int, str | None, float]]:
+        """``(line_number, time cell or None, value)`` per row (see the class)."""
+        index, label, first, t_index = 0, self.column or "1", True, -1
         for line_number, cells in csv_rows(self.lines, self.source):
             where = f"{self.source}: line {line_number}"
             if first:
@@ -136,6 +170,13 @@ class SeriesReader:
                             f"{where}: no column named {self.column!r} in header {cells}"
                         )
                     index = cells.index(self.column)
+                    if self.time_column is not None:
+                        if self.time_column not in cells:
+                            raise CSVError(
+                                f"{where}: no time column named {self.time_column!r} in header "
+                                f"{cells}"
+                            )
+                        t_index = cells.index(self.time_column)
                     continue
                 if len(cells) != 1:
                     raise CSVError(f"{where}: found {len(cells)} columns; choose one with --column")
@@ -149,8 +190,23 @@ class SeriesReader:
                     continue
             if self.column is None and len(cells) != 1:
                 raise CSVError(f"{where}: found {len(cells)} fields, expected 1")
-            if index >= len(cells):
+            if max(index, t_index) >= len(cells):
                 raise CSVError(
-                    f"{where}: no field for column {label!r} (found {len(cells)} fields)"
+                    f"{where}: no field for column "
+                    f"{label if index >= len(cells) else self.time_column!r} "
+                    f"(found {len(cells)} fields)"
                 )
-            yield line_number, parse_number(cells[index], where=where, label=label)
+            time = cells[t_index] if t_index >= 0 else None
+            if cells[index].lower() in MISSING_MARKERS:
+                if self.missing == "error":
+                    raise CSVError(
+                        f"{where}: missing value {cells[index]!r} in column {label!r} (pass "
+                        "--missing skip to drop such rows, or --missing zero to read them as 0)"
+                    )
+                if self.missing == "skip":
+                    self.skipped += 1
+                    continue
+                self.zeroed += 1
+                yield line_number, time, 0.0
+                continue
+            yield line_number, time, parse_number(cells[index], where=where, label=label)

@@ -26,7 +26,8 @@ def test_count_file_with_header_and_summary(
     src = tmp_path / "in.csv"
     src.write_text("day,cases\n" + "".join(f"{i},{i % 3}\n" for i in range(50)))
     out = tmp_path / "out.csv"
-    argv = ["count", str(src), "--column", "cases", "--epsilon", "1", "--seed", "3"]
+    argv = ["count", str(src), "--column", "cases", "--mechanism", "kary", "--epsilon", "1"]
+    argv += ["--seed", "3"]
     assert main([*argv, "--output", str(out)]) == 0
     data = read_out(out)
     assert data.shape == (50, 3)
@@ -58,12 +59,13 @@ def test_count_headerless_single_column_binary(tmp_path: Path) -> None:
     ("content", "extra", "message"),
     [
         ("x\n1\nabc\n", [], "line 3: could not read 'abc' as a number"),
-        ("x\n1\nnan\n", [], "line 3: value 'nan' is not finite"),
+        ("x\n1\nnan\n", [], "line 3: missing value 'nan' in column 'x' (pass --missing skip"),
         ("a,b\n1,2\n", [], "line 1: found 2 columns; choose one with --column"),
         ("a,b\n1,2\n", ["--column", "c"], "no column named 'c'"),
         ("1\n2\n3\n", ["--horizon", "2"], "--horizon 2 is smaller than the 3 rows"),
         ("1\n", ["--epsilon", "-1"], "epsilon must be > 0, got -1.0"),
-        ("1\n", ["--noise", "gaussian"], "delta must be given for noise='gaussian'"),
+        ("1\n", ["--noise", "gaussian"], "--delta must be given for --noise gaussian"),
+        ("1\n", ["--mechanism", "kary", "--noise", "gaussian"], "--delta must be given for "),
     ],
 )
 def test_count_errors_are_one_line(
@@ -148,14 +150,13 @@ def test_live_count_computes_the_std_step_by_step(
     """Live mode never builds the horizon-long variance array, and prints the same std."""
     import io
 
-    from dpcount.counting.registry import build_mechanism
+    from dpcount.counting.registry import build_mechanism, default_noise
 
     horizon, rows = 3000, 40
     options = MECHANISM_OPTIONS[mechanism]
     delta = float(options[-1]) if options else None
-    noise = (
-        options[1] if options else ("laplace" if mechanism in ("smooth-binary", "input") else None)
-    )
+    # the CLI's default: integer noise where the mechanism takes it, else laplace
+    noise = options[1] if options else (default_noise(mechanism, None) or "laplace")
     mech = build_mechanism(
         mechanism, horizon=horizon, epsilon=1.0, delta=delta, noise=noise, rng=0, k=19,
         subtract=True, step_sensitivity=1.0, calibration=None,
@@ -179,7 +180,8 @@ def test_file_count_with_a_large_horizon_computes_the_std_step_by_step(
     std = np.sqrt(KaryTree(10**6, epsilon=1.0, noise="discrete-laplace", rng=0).variances()[:3])
     _refuse_full_variances(monkeypatch)
     out = tmp_path / "out.csv"
-    argv = ["count", str(src), "--epsilon", "1", "--horizon", str(10**6), "--output", str(out)]
+    argv = ["count", str(src), "--mechanism", "kary", "--epsilon", "1", "--horizon", str(10**6)]
+    argv += ["--output", str(out)]
     assert main(argv) == 0
     assert read_out(out)[:, 2].tolist() == std.tolist()
 

@@ -32,7 +32,7 @@ from dpcount.counting import KaryTree, load_stream, save_stream
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and POSIX locks")
 
 N = 2000
-OPTIONS = ["--epsilon", "1", "--seed", "7"]
+OPTIONS = ["--mechanism", "kary", "--epsilon", "1", "--seed", "7"]
 
 
 @contextlib.contextmanager
@@ -162,7 +162,7 @@ def test_refusals(
     work: Path, reference: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows = (work / "data.csv").read_text().splitlines(keepends=True)
-    argv = count_argv("-", work)
+    argv = count_argv("-", work, "--checkpoint-every", "1")
     assert run_stdin(monkeypatch, argv, "".join(rows[:501])) == 0
     capsys.readouterr()
     out_before = (work / "out.csv").read_text()
@@ -419,7 +419,7 @@ def test_an_older_copy_of_the_checkpoint_is_not_resumed_twice(
     src = work / "data.csv"
     rows = src.read_text().splitlines(keepends=True)
     src.write_text("".join(rows[:301]))
-    argv = count_argv(str(src), work, "--horizon", str(N))
+    argv = count_argv(str(src), work, "--horizon", str(N), "--checkpoint-every", "1")
     assert main(argv) == 0  # 300 steps released
     shutil.copy(work / "ck", work / "ck-300")
     src.write_text("".join(rows))

@@ -101,7 +101,9 @@ def test_items_file(tmp_path: Path) -> None:
     argv = [*base(src, out), "--max-items-per-step", "2", "--max-count-per-item", "2"]
     argv[argv.index("a,b,c")] = f"@{universe}"
     assert main(argv) == 0
-    assert list(read(out)[0].keys()) == ["t", "std", "top1_item", "top1_count", "c", "b", "a", "z"]
+    assert list(read(out)[0].keys()) == [
+        "t", "t_start", "std", "top1_item", "top1_count", "c", "b", "a", "z"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -79,11 +79,19 @@ def test_tree_std_column_matches_leaf_variance(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("files", "extra", "message"),
     [
-        ({}, ["--calibration", "paper", "--epsilon", "2"], "epsilon must be <= 1 for calibration"),
+        (
+            {},
+            ["--calibration", "paper", "--epsilon", "2"],
+            "--epsilon must be <= 1 for --calibration paper",
+        ),
         ({"q.csv": "0,1\n2\n"}, ["--queries", "{queries}"], "line 2: expected 2 fields, found 1"),
         ({"q.csv": "lo,hi\n0,x\n"}, ["--queries", "{queries}"], "line 2: bounds must be integers"),
-        ({"q.csv": "5,2\n"}, ["--queries", "{queries}"], "lo must be <= hi, got lo=5 > hi=2"),
-        ({"q.csv": "0,30\n"}, ["--queries", "{queries}"], "hi must be integers in [0, 20), got 30"),
+        ({"q.csv": "5,2\n"}, ["--queries", "{queries}"], "q.csv: line 1: lo = 5 is after hi = 2"),
+        (
+            {"q.csv": "0,30\n"},
+            ["--queries", "{queries}"],
+            "q.csv: line 1: hi = 30 is outside 0..19",
+        ),
         ({}, ["--delta", "2"], r"delta must be in (0, 1), got 2.0"),
         ({}, ["--mechanism", "eigen", "--input-big"], ""),
     ],

@@ -109,8 +109,9 @@ def test_cli_count_default_is_integer_noise(
 
 
 def test_cli_count_old_default_leaked(tmp_path: Path) -> None:
-    zero = _cli_outputs(tmp_path, np.zeros(128, dtype=np.int64), ["--noise", "laplace"])
-    one = _cli_outputs(tmp_path, np.eye(128, dtype=np.int64)[0], ["--noise", "laplace"])
+    old = ["--mechanism", "kary", "--noise", "laplace"]  # the old default: k = 19, Laplace
+    zero = _cli_outputs(tmp_path, np.zeros(128, dtype=np.int64), old)
+    one = _cli_outputs(tmp_path, np.eye(128, dtype=np.int64)[0], old)
     assert low_bits_event(zero).mean() > 0.002 and low_bits_event(one).mean() == 0.0
 
 

@@ -9,11 +9,91 @@ from typing import Any
 
 import numpy as np
 
-from dpcount._cli.common import err_console
+from dpcount._cli.common import err_console, escape
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import build_mechanism, default_noise
+from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism, default_noise
 
-__all__ = ["build", "format_line", "resolve_noise", "summary"]
+__all__ = ["build", "choose_auto", "format_line", "resolve_noise", "summary", "warn_ignored"]
+
+#: the k-ary tree's branching factor when --k is not given (count-on-your-elders Cor. 15)
+DEFAULT_K = 19
+
+
+def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
+    """One warning line on stderr for tree options given to a mechanism without them."""
+    ignored = [
+        flag
+        for flag, given in (("--k", args.k is not None), ("--no-subtract", args.no_subtract))
+        if given
+    ]
+    if mechanism != "kary" and ignored:
+        err_console().print(
+            f"warning: {' and '.join(ignored)} ignored: --mechanism {escape(mechanism)} "
+            "has no such option (only kary does)"
+        )
+
+
+def choose_auto(
+    args: argparse.Namespace, horizon: int, values: list[float] | None = None
+) -> argparse.Namespace:
+    """``--mechanism auto``: the options of the mechanism ``dpcount plan`` ranks first by
+    exact MSE for this horizon and budget (:func:`dpcount.analysis.compare.compare`),
+    among the rows of the noise family ``--noise`` asks for (integer noise: the
+    mechanisms that take it). Without ``--noise`` the safe default comes first: when
+    the sensitivity and the data (``values``; None for live input) are whole numbers,
+    the best row among the mechanisms that take the default integer noise (discrete
+    Laplace; discrete Gaussian with ``--delta``), used with it; otherwise the best
+    row, with its continuous noise.
+    Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract`` given
+    with auto are an error (they choose a mechanism: name it).
+    """
+    from dpcount.analysis.compare import compare
+
+    if args.k is not None or args.no_subtract:
+        raise ValueError(
+            "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
+            "(--mechanism auto chooses k itself)"
+        )
+    try:
+        rows = compare(horizon, args.epsilon, args.delta, "mse", step_sensitivity=args.sensitivity)
+    except ValueError:  # a budget no mechanism takes: the k-ary tree's own error says why
+        rows = ()
+    if not rows:
+        return argparse.Namespace(**{**vars(args), "mechanism": "kary"})
+    if args.noise is not None:
+        family = "gaussian" if args.noise.endswith("gaussian") else "laplace"
+        rows = tuple(
+            r
+            for r in rows
+            if r.noise == family
+            and (not args.noise.startswith("discrete") or r.mechanism in DISCRETE_CAPABLE)
+        )
+        if not rows:
+            raise ValueError(f"--delta must be given for --noise {args.noise}")
+    elif args.calibration is None and _whole(args.sensitivity, values):
+        # the safe default noise (integer; discrete Gaussian with --delta): its family
+        family = "laplace" if args.delta is None else "gaussian"
+        safe = tuple(r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.noise == family)
+        rows = safe or rows
+    best = rows[0]
+    args.auto_note = "chosen by --mechanism auto: ranked first by exact MSE by dpcount plan"
+    chosen = argparse.Namespace(**vars(args))
+    chosen.mechanism, chosen.k = best.mechanism, best.k
+    chosen.no_subtract = best.subtract is False
+    if args.noise is None and args.calibration is None:
+        chosen.auto_family = best.noise
+        if best.calibration not in ("pure", "theorem3", "analytic"):
+            chosen.calibration = best.calibration
+            chosen.noise = best.noise
+    return chosen
+
+
+def _whole(sensitivity: float, values: list[float] | None) -> bool:
+    """Whether integer noise can be the default: whole sensitivity and data (None: the
+    data are not known yet, live input; a fractional row is then an error)."""
+    if not float(sensitivity).is_integer():
+        return False
+    return values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
 
 
 def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple[str, str | None]:
@@ -24,16 +104,21 @@ def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple
     """
     if args.noise is not None:
         return args.noise, None
+    family = getattr(args, "auto_family", None)
     if args.calibration is not None:
         return "laplace", "--calibration given without --noise: using laplace"
+    cont = family or "laplace"
+    whole_data = values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
     if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
-        if args.mechanism in ("kary", "binary", "honaker"):
+        if args.mechanism in DISCRETE_CAPABLE or not float(args.sensitivity).is_integer():
             why = f"--sensitivity {args.sensitivity!r} is not a whole number"
+        elif not whole_data:
+            why = "the data are not all whole numbers"
         else:
             why = f"mechanism {args.mechanism!r} does not take integer noise"
-        return "laplace", f"{why}: using continuous laplace noise"
-    if values is not None and not all(math.isfinite(v) and float(v).is_integer() for v in values):
-        return "laplace", "the data are not all whole numbers: using continuous laplace noise"
+        return cont, f"{why}: using continuous {cont} noise"
+    if not whole_data:
+        return cont, f"the data are not all whole numbers: using continuous {cont} noise"
     return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
 
 
@@ -41,11 +126,16 @@ def build(
     args: argparse.Namespace, horizon: int, values: list[float] | None = None
 ) -> CountingMechanism:
     """The mechanism the options describe, for ``horizon`` steps (``values``: the rows,
-    when known, for the noise default; a note goes to stderr if noise stays continuous)."""
+    when known, for the noise default; a note goes to stderr if noise stays continuous).
+    ``--mechanism auto`` is resolved by :func:`choose_auto` first."""
+    if args.mechanism == "auto":
+        args = choose_auto(args, horizon, values)
+    else:
+        warn_ignored(args, args.mechanism)
     noise, note = resolve_noise(args, values)
     if note is not None:
         err_console().print(
-            f"note: {note} (floating-point noise can leak low-order bits; see "
+            f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
             "docs/safe-noise.md; pass --noise to choose)",
             highlight=False,
             soft_wrap=True,
@@ -57,7 +147,7 @@ def build(
         delta=args.delta,
         noise=noise,
         rng=args.seed,
-        k=args.k,
+        k=DEFAULT_K if args.k is None else args.k,
         subtract=not args.no_subtract,
         step_sensitivity=args.sensitivity,
         calibration=args.calibration,
@@ -70,11 +160,12 @@ def format_line(t: int, value: Any, std: float) -> str:
     return f"{t},{text},{std!r}\n"
 
 
-def summary(mech: CountingMechanism, steps: int) -> None:
+def summary(mech: CountingMechanism, steps: int, args: argparse.Namespace | None = None) -> None:
     con = err_console()
     privacy = mech.privacy.describe() if mech.privacy else "none"
-    con.print(f"[bold]mechanism[/]  {mech!r}")
-    con.print(f"[bold]privacy[/]    {privacy}")
+    note = getattr(args, "auto_note", None)
+    con.print(f"[bold]mechanism[/]  {escape(repr(mech))}" + (f" ({note})" if note else ""))
+    con.print(f"[bold]privacy[/]    {escape(privacy)}")
     con.print(
         f"[bold]exact error[/] MSE {mech.mse():.6g} (RMSE {math.sqrt(mech.mse()):.4g}), "
         f"max std {math.sqrt(mech.max_variance()):.4g} over horizon {mech.horizon}; "

@@ -3,7 +3,11 @@
 The protocol (docs/durable-streams.md). A release is final once its line may have
 reached the output; releasing step t again — after a crash, with possibly
 different data — would add the *same* noise to different data and reveal the
-difference. So, per batch of N steps (``--checkpoint-every``):
+difference. So, per batch of steps (``--checkpoint-every N`` steps exactly; by
+default a batch ends when ``--checkpoint-seconds`` (1 s) have passed since the
+last save, when live input has nothing waiting, or at :data:`MAX_BATCH` steps,
+whichever comes first: the cost of saving stays bounded for fast input, and a
+slow live stream is still delivered row by row):
 
 1. compute the releases (the stream's state moves on in memory only);
 2. fsync the output (the previous batch's lines are now on disk), then save the
@@ -32,15 +36,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import io
 import math
 import os
 import struct
 import sys
+import time
 from collections.abc import Iterator
 from typing import IO, Any
 
 from dpcount._cli._counting import build, format_line, summary
-from dpcount._cli.common import err_console
+from dpcount._cli.common import err_console, escape
 from dpcount.counting.base import CountingStream
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.io import SeriesReader
@@ -48,6 +54,9 @@ from dpcount.io import SeriesReader
 __all__ = ["run_durable"]
 
 HEADER = "t,private_count,std\n"
+#: default cadence without --checkpoint-every: save when this many steps are pending,
+#: when --checkpoint-seconds have passed since the last save, or when live input pauses
+MAX_BATCH = 10_000
 _DIGEST_START = hashlib.sha256(b"dpcount count input v1").hexdigest()
 _EXTRA_KEYS = frozenset({"complete", "input_digest", "options", "pending", "tool"})
 _TOOL = "dpcount count"
@@ -67,24 +76,56 @@ def _deliver(out: IO[str], lines: list[str]) -> None:
 @contextlib.contextmanager
 def _locked(checkpoint: str) -> Iterator[None]:
     """Hold an exclusive lock on ``<checkpoint>.lock`` (POSIX), so that one checkpoint is
-    never resumed by two processes at once (they would release the same noise)."""
+    never resumed by two processes at once (they would release the same noise).
+
+    The lock file is removed when the run ends (normally or by an error), while the
+    lock is still held; a process that opened the old file meanwhile sees, once it
+    holds the lock, that the path no longer names its file, and starts over on the
+    new one (so two processes never hold "the" lock at once). A lock file left by a
+    killed run is harmless: its lock died with the process.
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no advisory locks, documented
         yield
         return
     path = checkpoint + ".lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise ValueError(
                 f"checkpoint {checkpoint} is in use by another process (lock {path} is held)"
             ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed it as we opened it: lock the current file
+    try:
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         os.close(fd)
+
+
+def _input_idle(live: bool) -> bool:
+    """Whether live input has nothing waiting to be read (POSIX ``select``): the held-back
+    lines are then saved and delivered at once, not after the next row arrives."""
+    if not live:
+        return False
+    try:
+        import select
+
+        ready, _, _ = select.select([sys.stdin], [], [], 0)
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a real file (tests)
+        return False
+    return not bool(ready)
 
 
 def _check_fresh_output(path: str, checkpoint: str) -> None:
@@ -211,9 +252,12 @@ def run_durable(args: argparse.Namespace) -> int:
         raise ValueError(
             "--checkpoint needs --output FILE (the output is checked and completed on restart)"
         )
-    every = args.checkpoint_every
-    if every < 1:
+    every: int | None = args.checkpoint_every
+    if every is not None and every < 1:
         raise ValueError(f"--checkpoint-every must be >= 1, got {every}")
+    seconds: float = args.checkpoint_seconds
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"--checkpoint-seconds must be a number >= 0, got {seconds}")
     if os.path.abspath(output) == os.path.abspath(checkpoint):
         raise ValueError(f"--output and --checkpoint must be different files, got {output!r}")
     live = args.input == "-"
@@ -224,10 +268,12 @@ def run_durable(args: argparse.Namespace) -> int:
                 "--horizon is required when reading stdin (the noise is calibrated for it)"
             )
         horizon = args.horizon
-        values = (v for _, v in SeriesReader(sys.stdin, args.column, source="stdin"))
+        reader = SeriesReader(sys.stdin, args.column, source="stdin", missing=args.missing)
+        values = (v for _, v in reader)
     else:
         with open(args.input, encoding="utf-8", newline="") as fh:
-            values = [v for _, v in SeriesReader(fh, args.column, source=args.input)]
+            reader = SeriesReader(fh, args.column, source=args.input, missing=args.missing)
+            values = [v for _, v in reader]
         if not values:
             raise ValueError(f"{args.input}: no data rows")
         horizon = len(values) if args.horizon is None else args.horizon
@@ -257,7 +303,7 @@ def run_durable(args: argparse.Namespace) -> int:
                 )
             skip, digest = stream.step, bytes.fromhex(_DIGEST_START)
             pending: list[str] = extra["pending"]
-            con.print(f"resuming from checkpoint {checkpoint} at step {skip} of {horizon}")
+            con.print(f"resuming from checkpoint {escape(checkpoint)} at step {skip} of {horizon}")
             resumed = True
         else:
             _check_fresh_output(output, checkpoint)
@@ -290,9 +336,21 @@ def run_durable(args: argparse.Namespace) -> int:
             if appended:
                 con.print(f"completed the output with {appended} released line(s)")
         batch: list[str] = []
+        last_save = time.monotonic()
+
+        def due() -> bool:
+            if every is not None:
+                return len(batch) >= every
+            return (
+                len(batch) >= MAX_BATCH
+                or time.monotonic() - last_save >= seconds
+                or _input_idle(live)
+            )
+
         with open(output, "a", encoding="utf-8", newline="") as out:
 
             def commit() -> None:
+                nonlocal last_save
                 out.flush()
                 os.fsync(out.fileno())  # the lines of earlier batches are on disk
                 save_stream(
@@ -309,6 +367,7 @@ def run_durable(args: argparse.Namespace) -> int:
                 lines = batch.copy()
                 batch.clear()  # saved: a failed write is completed on restart, never retried here
                 _deliver(out, lines)
+                last_save = time.monotonic()
 
             try:
                 for value in it:
@@ -318,7 +377,7 @@ def run_durable(args: argparse.Namespace) -> int:
                     digest = chain_digest(digest, value)
                     std = math.sqrt(next(variances))
                     batch.append(format_line(stream.step, release, std))
-                    if len(batch) >= every:
+                    if due():
                         commit()
             finally:
                 if batch:
@@ -326,6 +385,6 @@ def run_durable(args: argparse.Namespace) -> int:
                 out.flush()
                 os.fsync(out.fileno())
     if skip == horizon:
-        con.print(f"checkpoint {checkpoint} is complete: all {horizon} steps were released")
-    summary(mech, stream.step)
+        con.print(f"checkpoint {escape(checkpoint)} is complete: all {horizon} steps were released")
+    summary(mech, stream.step, args)
     return 0

@@ -9,13 +9,33 @@ from collections.abc import Iterator
 from typing import IO
 
 from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["add_privacy_arguments", "err_console", "open_output", "positive_float"]
+__all__ = [
+    "add_privacy_arguments",
+    "err_console",
+    "escape",
+    "open_output",
+    "out_console",
+    "positive_float",
+]
 
 
 def err_console() -> Console:
-    """Rich console on stderr (summaries go there so stdout can carry data)."""
-    return Console(stderr=True, highlight=False)
+    """Rich console on stderr (summaries go there so stdout can carry data).
+
+    ``soft_wrap``: a line is never broken at the console width (80 columns when
+    stderr is a log file), so a log holds whole sentences. Text that is not markup
+    (file names, reprs, notes) must go through :func:`escape`: ``dpcount[plot]``
+    would otherwise lose its ``[plot]`` as an unknown style tag.
+    """
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def out_console(min_width: int = 100) -> Console:
+    """Rich console on stdout for tables: at least ``min_width`` columns (a log file
+    would get 80), lines not wrapped (see :func:`err_console`)."""
+    return Console(highlight=False, width=max(min_width, Console().width), soft_wrap=True)
 
 
 def positive_float(text: str) -> float:
@@ -29,7 +49,7 @@ def positive_float(text: str) -> float:
 def add_privacy_arguments(p: argparse.ArgumentParser, *, gaussian_default: bool = False) -> None:
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
     p.add_argument(
-        "--delta", type=positive_float, default=None, help="δ in (0, 1); omit for pure ε-DP"
+        "--delta", type=positive_float, default=None, help="δ in (0, 1) (default: none, pure ε-DP)"
     )
     p.add_argument(
         "--seed",

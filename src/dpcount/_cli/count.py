@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from dpcount._cli._counting import build, format_line, summary
+from dpcount._cli._counting import DEFAULT_K, build, summary
 from dpcount._cli._durable import run_durable
-from dpcount._cli.common import add_privacy_arguments, open_output
+from dpcount._cli._time import Clock, parse_width
+from dpcount._cli.common import add_privacy_arguments, err_console, escape, open_output
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
-from dpcount.io import SeriesReader
+from dpcount.io import MISSING_POLICIES, SeriesReader
+from dpcount.postprocess import clamp, monotone, round_half_even
 
 HELP = "release private running counts (prefix sums) of a numeric CSV column"
 
@@ -24,13 +26,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "input", metavar="INPUT", help="CSV file, or - to read stdin line by line (live)"
     )
-    p.add_argument("--column", default=None, help="header name of the column to count")
-    p.add_argument("--mechanism", choices=sorted(MECHANISMS), default="kary")
     p.add_argument(
-        "--k", type=int, default=19, help="branching factor of the k-ary tree (default 19)"
+        "--column",
+        default=None,
+        help="header name of the column to count (default: the input's only column)",
     )
     p.add_argument(
-        "--no-subtract", action="store_true", help="k-ary tree without subtraction (Alg. 1)"
+        "--mechanism",
+        choices=["auto", *sorted(MECHANISMS)],
+        default="auto",
+        help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
+        "this horizon and budget, among those taking the default integer noise when the data "
+        "and --sensitivity are whole numbers (else with its own noise)",
+    )
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help=f"branching factor of --mechanism kary (default {DEFAULT_K}; other mechanisms "
+        "ignore it, with a warning)",
+    )
+    p.add_argument(
+        "--no-subtract",
+        action="store_true",
+        help="--mechanism kary without subtraction (Alg. 1)",
     )
     add_privacy_arguments(p)
     p.add_argument(
@@ -63,71 +82,260 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
     p.add_argument(
+        "--time-column",
+        default=None,
+        help="header of a time column (dates, timestamps or ids) copied into the output, "
+        "under its own name, next to t (default: none, t = 1..N only)",
+    )
+    p.add_argument(
+        "--step",
+        default=None,
+        help="bucket the rows by --time-column into steps of this width: 1D, 6h, 15min, 30s, "
+        "2W for ISO dates/timestamps, a number for numeric times; a step's value is the sum "
+        "of its rows (an empty step is 0), so --sensitivity must bound the change of one "
+        "step's sum (default: none, one row per step)",
+    )
+    p.add_argument(
+        "--start",
+        default=None,
+        help="with --step: where step 1 starts (default: the earliest time in INPUT, which "
+        "reveals it; give it to keep the start public)",
+    )
+    p.add_argument(
+        "--missing",
+        choices=MISSING_POLICIES,
+        default="error",
+        help="a missing value (empty, NA, NaN, null): stop with an error naming the line, "
+        "skip the row, or read it as zero",
+    )
+    p.add_argument(
+        "--monotone",
+        action="store_true",
+        help="post-process: the closest non-decreasing series (isotonic regression; for "
+        "steps that are never negative its l2 error to the truth is never larger than the "
+        "raw release's)",
+    )
+    p.add_argument("--clamp", action="store_true", help="post-process: negative releases become 0")
+    p.add_argument(
+        "--round", action="store_true", help="post-process: round to integers (ties to even)"
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        default=None,
+        help="draw the release with its ±2σ band over the true counts (for the data owner, "
+        "not for publication: it shows the truth; needs dpcount[plot]; default: no plot)",
+    )
+    p.add_argument(
         "--checkpoint",
         metavar="FILE",
         default=None,
         help="durable run: save the stream to FILE as it goes and resume from FILE if it "
         "exists, never releasing a step twice (needs --output; FILE holds the noise key: "
-        "protect it like the data; see docs/durable-streams.md)",
+        "protect it like the data; see docs/durable-streams.md; default: none, a plain run)",
     )
     p.add_argument(
         "--checkpoint-every",
         metavar="N",
         type=int,
-        default=1,
-        help="with --checkpoint: save every N steps (default 1); output lines are held back "
-        "until the checkpoint covering them is on disk",
+        default=None,
+        help="with --checkpoint: save every N steps exactly (default: by time, see "
+        "--checkpoint-seconds); output lines are held back until the checkpoint covering "
+        "them is on disk",
+    )
+    p.add_argument(
+        "--checkpoint-seconds",
+        metavar="S",
+        type=float,
+        default=1.0,
+        help="with --checkpoint and no --checkpoint-every: save when S seconds have passed "
+        "since the last save, when live input pauses, or every 10000 steps, whichever comes "
+        "first (default 1)",
+    )
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Options that need a file input or a plain run are refused up front."""
+    if args.checkpoint is None:
+        if args.checkpoint_every is not None:
+            raise ValueError("--checkpoint-every needs --checkpoint FILE")
+        if args.checkpoint_seconds != 1.0:
+            raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
+    whole = {"--monotone": args.monotone, "--step": args.step, "--plot": args.plot}
+    for flag, given in whole.items():
+        if given and (args.input == "-" or args.checkpoint is not None):
+            raise ValueError(f"{flag} needs the whole series: a file INPUT without --checkpoint")
+    extras = {"--time-column": args.time_column, "--round": args.round, "--clamp": args.clamp}
+    for flag, given in extras.items():
+        if given and args.checkpoint is not None:
+            raise ValueError(f"{flag} is not available with --checkpoint")
+    if args.step is not None and args.time_column is None:
+        raise ValueError("--step needs --time-column (the times to bucket)")
+    if args.start is not None and args.step is None:
+        raise ValueError("--start needs --step")
+
+
+def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None, SeriesReader]:
+    """The steps of a file INPUT and their time labels (None without --time-column):
+    one row per step, or with ``--step`` the sum of each bucket's rows (an empty
+    bucket is a step of 0)."""
+    with open(args.input, encoding="utf-8", newline="") as fh:
+        reader = SeriesReader(
+            fh, args.column, source=args.input, time_column=args.time_column, missing=args.missing
+        )
+        records = list(reader.records())
+    if not records:
+        raise ValueError(f"{args.input}: no data rows")
+    if args.step is None:
+        labels = None if args.time_column is None else [str(t) for _, t, _ in records]
+        return [v for _, _, v in records], labels, reader
+    width, duration = parse_width(args.step, "--step")
+    clock = Clock(width, duration, "--step")
+    times = [clock.read(str(t), f"{args.input}: line {line}") for line, t, _ in records]
+    if args.start is not None:
+        clock.set_start(args.start, "--start")
+    else:
+        clock.start = min(times)
+    sums: dict[int, float] = {}
+    for (line, _, v), time in zip(records, times, strict=True):
+        step = clock.step(time)
+        if step < 1:
+            raise ValueError(f"{args.input}: line {line}: time is before --start {args.start}")
+        sums[step] = sums.get(step, 0.0) + v
+    n = max(sums)
+    return (
+        [sums.get(k, 0.0) for k in range(1, n + 1)],
+        [clock.label(k) for k in range(1, n + 1)],
+        reader,
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_options(args)
     if args.checkpoint is not None:
         return run_durable(args)
-    if args.checkpoint_every != 1:
-        raise ValueError("--checkpoint-every needs --checkpoint FILE")
-    live = args.input == "-"
-    if live:
-        if args.horizon is None:
-            raise ValueError(
-                "--horizon is required when reading stdin (the noise is calibrated for it)"
-            )
-        rows = SeriesReader(sys.stdin, args.column, source="stdin")
-        values: list[float] | None = None
-        horizon = args.horizon
-    else:
-        with open(args.input, encoding="utf-8", newline="") as fh:
-            values = [v for _, v in SeriesReader(fh, args.column, source=args.input)]
-        if not values:
-            raise ValueError(f"{args.input}: no data rows")
-        horizon = len(values) if args.horizon is None else args.horizon
-        if horizon < len(values):
-            raise ValueError(
-                f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
-            )
+    if args.input == "-":
+        return _run_live(args)
+    values, labels, reader = _read_file(args)
+    horizon = len(values) if args.horizon is None else args.horizon
+    if horizon < len(values):
+        raise ValueError(
+            f"--horizon {horizon} is smaller than the {len(values)} "
+            f"{'rows' if args.step is None else 'steps'} of {args.input}"
+        )
     mech = build(args, horizon, values)
+    raw = mech.release(np.asarray(values))
+    std = _released_std(mech, len(values))
+    post = postprocessed(args, raw)
     with open_output(args.output) as out:
-        out.write("t,private_count,std\n")
-        out.flush()
-        if values is not None:
-            released = mech.release(np.asarray(values))
-            std = _released_std(mech, len(values))
-            for t, (v, s) in enumerate(zip(released.tolist(), std, strict=True), start=1):
-                out.write(format_line(t, v, s))
-            steps = len(values)
-        else:
-            stream = mech.stream()
-            # Step by step: memory independent of --horizon (never variances()).
-            variances = mech.iter_variances()
-            steps = 0
-            for _, value in rows:
-                if steps >= horizon:
-                    raise ValueError(f"stdin has more than --horizon {horizon} rows")
-                v = _update(args, stream, value)
-                out.write(format_line(steps + 1, v, math.sqrt(next(variances))))
-                out.flush()
-                steps += 1
-    summary(mech, steps)
+        out.write(",".join(header(args, post is not None)) + "\n")
+        raw_list = raw.tolist()
+        shown = raw_list if post is None else post
+        for i, (v, s) in enumerate(zip(shown, std, strict=True)):
+            label = None if labels is None else labels[i]
+            out.write(row_line(i + 1, label, v, s, None if post is None else raw_list[i]))
+    summary(mech, len(values), args)
+    _report_missing(reader)
+    if args.plot:
+        from dpcount._cli._plot import plot_release
+
+        path = plot_release(args.plot, np.cumsum(values), raw, np.asarray(std), post, labels, mech)
+        err_console().print(
+            f"plot written to {escape(str(path))} (it shows the true counts: for the data "
+            "owner, not for publication)"
+        )
     return 0
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    if args.horizon is None:
+        raise ValueError(
+            "--horizon is required when reading stdin (the noise is calibrated for it)"
+        )
+    reader = SeriesReader(
+        sys.stdin, args.column, source="stdin", time_column=args.time_column, missing=args.missing
+    )
+    mech = build(args, args.horizon, None)
+    post = args.round or args.clamp
+    with open_output(args.output) as out:
+        out.write(",".join(header(args, post)) + "\n")
+        out.flush()
+        stream = mech.stream()
+        # Step by step: memory independent of --horizon (never variances()).
+        variances = mech.iter_variances()
+        steps = 0
+        for _, time, value in reader.records():
+            if steps >= args.horizon:
+                raise ValueError(f"stdin has more than --horizon {args.horizon} rows")
+            v = _update(args, stream, value)
+            shown = postprocessed(args, np.asarray([v]))
+            s = math.sqrt(next(variances))
+            line = row_line(steps + 1, time, v if shown is None else shown[0], s,
+                            None if shown is None else v)  # fmt: skip
+            out.write(line)
+            out.flush()
+            steps += 1
+    summary(mech, steps, args)
+    _report_missing(reader)
+    return 0
+
+
+def header(args: argparse.Namespace, post: bool) -> list[str]:
+    """The output columns: ``t``, the input's time column if given, the release and its
+    std; with post-processing the raw release and *its* std (``raw_std``) follow the
+    post-processed values, whose error the std does not describe."""
+    reserved = {"t", "private_count", "raw_private_count", "raw_std", "std"}
+    time = args.time_column
+    cols = ["t"] + ([time + ("_input" if time in reserved else "")] if time else [])
+    return cols + (["private_count", "raw_private_count", "raw_std"] if post else
+                   ["private_count", "std"])  # fmt: skip
+
+
+def row_line(t: int, label: str | None, value: Any, std: float, raw: Any = None) -> str:
+    cells = [str(t)] + ([] if label is None else [_csv_cell(label)]) + [_number(value)]
+    if raw is not None:
+        cells.append(_number(raw))
+    cells.append(repr(float(std)))
+    return ",".join(cells) + "\n"
+
+
+def _csv_cell(text: str) -> str:
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return repr(float(value))
+
+
+def postprocessed(args: argparse.Namespace, raw: Any) -> list[Any] | None:
+    """The release after --monotone, --clamp, --round (in that order), or None."""
+    if not (args.monotone or args.clamp or args.round):
+        return None
+    values = np.asarray(raw, dtype=np.float64)
+    if args.monotone:
+        values = monotone(values)
+    if args.clamp:
+        values = clamp(values)
+    if args.round:
+        out: list[Any] = round_half_even(values).tolist()
+        return out
+    if not args.monotone and np.issubdtype(np.asarray(raw).dtype, np.integer):
+        ints: list[Any] = np.asarray(values, dtype=np.int64).tolist()  # clamped integers
+        return ints
+    floats: list[Any] = values.tolist()
+    return floats
+
+
+def _report_missing(reader: SeriesReader) -> None:
+    if reader.skipped or reader.zeroed:
+        what = (
+            f"{reader.skipped} row(s) with a missing value skipped (--missing skip)"
+            if reader.skipped
+            else f"{reader.zeroed} missing value(s) read as 0 (--missing zero)"
+        )
+        err_console().print(f"note: {what}")
 
 
 def _released_std(mech: CountingMechanism, n: int) -> list[float]:

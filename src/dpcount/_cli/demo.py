@@ -6,8 +6,9 @@ import argparse
 import math
 import time
 
-from rich.console import Console
 from rich.table import Table
+
+from dpcount._cli.common import escape, out_console
 
 HELP = "stream a real time series (SEARCHLOGS) through the best tree and the binary tree"
 
@@ -16,17 +17,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, default=1.0, help="ε for pure ε-DP (default 1)")
     p.add_argument("--replicates", type=int, default=200, help="releases used to measure the error")
     p.add_argument("--output", default="dpcount-demo.png", help="PNG plot to write")
-    p.add_argument("--seed", type=int, default=None, help="seed (reproducible research only)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed (reproducible research only; default: operating-system entropy)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from dpcount.demo import demo_rows, plot_demo
 
     start = time.perf_counter()
-    con = Console(highlight=False, width=max(100, Console().width))
+    con = out_console(100)
     x, rows = demo_rows(args.epsilon, args.replicates, args.seed)
     con.print(f"SEARCHLOGS: {len(x)} steps of search-term counts (DPBench), total {int(x.sum())}.")
-    con.print(f"Privacy: {rows[0].mechanism.privacy.describe()}")  # type: ignore[union-attr]
+    con.print(f"Privacy: {escape(rows[0].mechanism.privacy.describe())}")  # type: ignore[union-attr]
     table = Table(title=f"Exact vs measured error ({args.replicates} independent releases)")
     for col in ("mechanism", "h", "scale", "exact RMSE", "measured RMSE", "max σ", "in ±2σ"):
         table.add_column(col, justify="right")
@@ -35,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         # delta method: se(sqrt(mse)) = se(mse) / (2 sqrt(mse))
         se_rmse = r.measured_se / (2 * math.sqrt(r.measured_mse))
         table.add_row(
-            m.name,
+            escape(m.name),
             str(m.height),
             f"{m.noise_scale:.4g}",
             f"{math.sqrt(r.exact_mse):.3f}",
@@ -51,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         path = plot_demo(x, rows, args.output)
-        con.print(f"Plot written to {path}")
+        con.print(f"Plot written to {escape(str(path))}")
     except ImportError:
-        con.print("matplotlib is not installed: pip install 'dpcount[plot]' for the plot")
+        con.print(escape("matplotlib is not installed: pip install 'dpcount[plot]' for the plot"))
     con.print(f"Done in {time.perf_counter() - start:.1f} s.")
     return 0

@@ -9,11 +9,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpcount._cli.common import add_privacy_arguments, err_console, open_output, positive_float
-from dpcount._validate import check_real
+from dpcount._cli._counting import DEFAULT_K, warn_ignored
+from dpcount._cli._time import Clock, parse_width
+from dpcount._cli.common import (
+    add_privacy_arguments,
+    err_console,
+    escape,
+    open_output,
+)
 from dpcount.apps import ContinualHistogram
 from dpcount.counting.registry import MECHANISMS
-from dpcount.io import CSVError, csv_rows
+from dpcount.io import MISSING_MARKERS, CSVError, csv_rows
 
 HELP = (
     "release a private histogram of CSV events after every time step "
@@ -28,7 +34,12 @@ _MAX_STEPS = 1e12
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", metavar="EVENTS", help="CSV file with a header, one event per row")
-    p.add_argument("--time-column", required=True, help="header of the (numeric) time column")
+    p.add_argument(
+        "--time-column",
+        required=True,
+        help="header of the time column: numbers, or ISO 8601 dates/timestamps (2012-01-01, "
+        "2012-01-01T08:30:00); copied into the output as the start of each step",
+    )
     p.add_argument("--item-column", required=True, help="header of the item column")
     p.add_argument(
         "--items",
@@ -38,11 +49,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--step-width",
-        type=positive_float,
-        default=1.0,
-        help="width W of a time step (default 1): step k covers [start + (k-1)W, start + kW)",
+        default="1",
+        help="width W of a time step: a number for numeric times, a duration (1D, 6h, 15min, "
+        "30s, 2W) for ISO times; step k covers [start + (k-1)W, start + kW) (default 1)",
     )
-    p.add_argument("--start", type=float, default=0.0, help="time where step 1 starts (default 0)")
+    p.add_argument(
+        "--start",
+        default=None,
+        help="time where step 1 starts, a number or an ISO date (default: 0 for numeric "
+        "times; for ISO times the earliest event, which reveals it: give it to keep it public)",
+    )
     p.add_argument(
         "--horizon",
         type=int,
@@ -72,9 +88,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--mechanism",
         choices=sorted(MECHANISMS),
         default=None,
-        help="counting mechanism (default: sqrt with --delta, else kary)",
+        help="counting mechanism (default: kary; sqrt when --delta and a continuous --noise are "
+        "given)",
     )
-    p.add_argument("--k", type=int, default=19, help="branching factor for kary (default 19)")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help=f"branching factor for kary (default {DEFAULT_K}; other mechanisms ignore it, "
+        "with a warning)",
+    )
     p.add_argument("--no-subtract", action="store_true", help="kary without subtraction")
     add_privacy_arguments(p)
     p.add_argument(
@@ -87,6 +110,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "laplace)",
     )
     p.add_argument("--calibration", default=None, help="Gaussian calibration (default analytic)")
+    p.add_argument(
+        "--missing",
+        choices=("error", "skip"),
+        default="error",
+        help="an event with a missing time or item (empty, NA, NaN, null): stop with an error "
+        "naming the line, or skip it (and report how many)",
+    )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
 
 
@@ -116,12 +146,14 @@ class _Events:
     totals: dict[int, int] = field(default_factory=dict)
     n_events: int = 0
     dropped: int = 0
+    skipped: int = 0
     last_step: int = 0
 
 
-def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
+def _read_events(args: argparse.Namespace, index: dict[str, int], clock: Clock) -> _Events:
     b, m = args.max_items_per_step, args.max_count_per_item
     out = _Events()
+    rows: list[tuple[int, str, float, str]] = []  # line, time text, time, item
     with open(args.input, encoding="utf-8", newline="") as fh:
         header: list[str] | None = None
         for line_number, cells in csv_rows(fh, args.input):
@@ -142,72 +174,82 @@ def _read_events(args: argparse.Namespace, index: dict[str, int]) -> _Events:
                     f"{args.input}: line {line_number}: found {len(cells)} fields, the header "
                     f"has {len(header)}"
                 )
-            try:
-                time = float(cells[t_col])
-            except ValueError:
+            where = f"{args.input}: line {line_number}"
+            absent = [c for c in (t_col, i_col) if cells[c].lower() in MISSING_MARKERS]
+            if absent:
+                if args.missing == "skip":
+                    out.skipped += 1
+                    continue
                 raise CSVError(
-                    f"{args.input}: line {line_number}: could not read {cells[t_col]!r} as a time"
-                ) from None
-            if not math.isfinite(time):
-                raise CSVError(
-                    f"{args.input}: line {line_number}: time {cells[t_col]!r} is not finite"
+                    f"{where}: missing {'time' if absent[0] == t_col else 'item'} "
+                    f"{cells[absent[0]]!r} (pass --missing skip to skip such events)"
                 )
-            if time < args.start:
-                raise CSVError(
-                    f"{args.input}: line {line_number}: time {cells[t_col]} is before --start "
-                    f"{args.start:g}"
-                )
-            offset = (time - args.start) / args.step_width
-            if not offset < _MAX_STEPS:
-                raise CSVError(
-                    f"{args.input}: line {line_number}: time {cells[t_col]} falls more than "
-                    f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width:g} after --start"
-                )
-            step = math.floor(offset) + 1
-            if args.horizon is not None and step > args.horizon:
-                raise CSVError(
-                    f"{args.input}: line {line_number}: time {cells[t_col]} falls in step {step}, "
-                    f"after --horizon {args.horizon}"
-                )
-            label = cells[i_col]
-            if label not in index:
-                raise CSVError(
-                    f"{args.input}: line {line_number}: item {label!r} is not in the universe "
-                    "given by --items"
-                )
-            item = index[label]
-            counts = out.steps.setdefault(step, {})
-            total = out.totals.get(step, 0)
-            if total + 1 > b or counts.get(item, 0) + 1 > m:
-                if not args.drop_excess:
-                    what = (
-                        f"more than --max-items-per-step {b} events"
-                        if total + 1 > b
-                        else f"more than --max-count-per-item {m} events of item {label!r}"
-                    )
-                    raise CSVError(
-                        f"{args.input}: line {line_number}: step {step} has {what} "
-                        "(use --drop-excess to drop the excess deterministically)"
-                    )
-                out.dropped += 1
-                continue
-            counts[item] = counts.get(item, 0) + 1
-            out.totals[step] = total + 1
-            out.n_events += 1
-            out.last_step = max(out.last_step, step)
+            time = clock.read(cells[t_col], where)
+            rows.append((line_number, cells[t_col], time, cells[i_col]))
         if header is None:
             raise CSVError(f"{args.input}: no header row")
+    if args.start is not None:
+        clock.set_start(args.start, "--start")
+    elif clock.kind == "iso":
+        clock.start = min(r[2] for r in rows)
+    else:
+        clock.start = 0.0
+    assert clock.start is not None
+    for line_number, text, time, label in rows:
+        if time < clock.start:
+            raise CSVError(
+                f"{args.input}: line {line_number}: time {text} is before --start {clock.label(1)}"
+            )
+        offset = (time - clock.start) / clock.width
+        if not offset < _MAX_STEPS:
+            raise CSVError(
+                f"{args.input}: line {line_number}: time {text} falls more than "
+                f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width} after --start"
+            )
+        step = math.floor(offset) + 1
+        if args.horizon is not None and step > args.horizon:
+            raise CSVError(
+                f"{args.input}: line {line_number}: time {text} falls in step {step}, "
+                f"after --horizon {args.horizon}"
+            )
+        if label not in index:
+            raise CSVError(
+                f"{args.input}: line {line_number}: item {label!r} is not in the universe "
+                "given by --items"
+            )
+        item = index[label]
+        counts = out.steps.setdefault(step, {})
+        total = out.totals.get(step, 0)
+        if total + 1 > b or counts.get(item, 0) + 1 > m:
+            if not args.drop_excess:
+                what = (
+                    f"more than --max-items-per-step {b} events"
+                    if total + 1 > b
+                    else f"more than --max-count-per-item {m} events of item {label!r}"
+                )
+                raise CSVError(
+                    f"{args.input}: line {line_number}: step {step} has {what} "
+                    "(use --drop-excess to drop the excess deterministically)"
+                )
+            out.dropped += 1
+            continue
+        counts[item] = counts.get(item, 0) + 1
+        out.totals[step] = total + 1
+        out.n_events += 1
+        out.last_step = max(out.last_step, step)
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    check_real("--step-width", args.step_width, gt=0)
-    check_real("--start", args.start)
+    width, duration = parse_width(args.step_width, "--step-width")
+    clock = Clock(width, duration, "--step-width")
     items = _universe(args.items)
     index = {label: i for i, label in enumerate(items)}
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
-    events = _read_events(args, index)
+    continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
+    warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
+    events = _read_events(args, index, clock)
     horizon = args.horizon if args.horizon is not None else events.last_step
     if horizon < 1:
         raise ValueError(f"{args.input}: no events (give --horizon to release an empty stream)")
@@ -221,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         mechanism=args.mechanism,
         noise=args.noise,
         calibration=args.calibration,
-        k=args.k,
+        k=DEFAULT_K if args.k is None else args.k,
         subtract=not args.no_subtract,
         rng=args.seed,
     )
@@ -229,7 +271,9 @@ def run(args: argparse.Namespace) -> int:
     variances = hist.mechanism.iter_variances()
     with open_output(args.output) as out:
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["t", "std", "top1_item", "top1_count", *items])
+        reserved = {"t", "std", "top1_item", "top1_count", *items}
+        time_col = args.time_column + ("_start" if args.time_column in reserved else "")
+        writer.writerow(["t", time_col, "std", "top1_item", "top1_count", *items])
         for start in range(0, horizon, _CHUNK):
             n = min(_CHUNK, horizon - start)
             block = np.zeros((n, len(items)), dtype=np.int64)
@@ -243,7 +287,8 @@ def run(args: argparse.Namespace) -> int:
                 t = start + r + 1
                 std = math.sqrt(next(variances))
                 writer.writerow(
-                    [t, repr(std), items[j], repr(float(row[j]))] + [repr(v) for v in row.tolist()]
+                    [t, clock.label(t), repr(std), items[j], repr(float(row[j]))]
+                    + [repr(v) for v in row.tolist()]
                 )
             out.flush()
     _summary(hist, events)
@@ -253,10 +298,11 @@ def run(args: argparse.Namespace) -> int:
 def _summary(hist: ContinualHistogram, events: _Events) -> None:
     con = err_console()
     privacy = hist.privacy.describe() if hist.privacy else "none"
-    con.print(f"[bold]histogram[/]  {hist!r}")
-    con.print(f"[bold]privacy[/]    {privacy}")
+    con.print(f"[bold]histogram[/]  {escape(repr(hist))}")
+    con.print(f"[bold]privacy[/]    {escape(privacy)}")
     con.print(
         f"[bold]exact error[/] max std {math.sqrt(hist.mechanism.max_variance()):.4g} per item "
         f"over horizon {hist.horizon}; {events.n_events} events in {hist.step} steps"
         + (f"; {events.dropped} events dropped (--drop-excess)" if events.dropped else "")
+        + (f"; {events.skipped} events with a missing value skipped" if events.skipped else "")
     )

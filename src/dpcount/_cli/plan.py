@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import math
 
-from rich.console import Console
 from rich.table import Table
 
-from dpcount._cli.common import positive_float
+from dpcount._cli.common import escape, out_console, positive_float
 from dpcount.analysis.compare import METRICS, compare
 
-HELP = "rank every continual-counting mechanism by its exact error for a horizon and budget"
+HELP = (
+    "rank every continual-counting mechanism by its exact error for a horizon and budget "
+    "(--ranges: the range-query mechanisms for a histogram size)"
+)
 
 _NOISE_NAMES = {"laplace": "Lap", "gaussian": "Gauss"}
 
@@ -23,10 +25,32 @@ _METRIC_NAMES = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--horizon", type=int, required=True, help="number of steps T")
+    p.add_argument(
+        "--horizon",
+        type=int,
+        default=None,
+        help="number of steps T (required without --ranges; no default)",
+    )
+    p.add_argument(
+        "--ranges",
+        action="store_true",
+        help="rank the range-query mechanisms (dpcount ranges --mechanism) for a histogram of "
+        "--size cells instead, by exact error over --workload",
+    )
+    p.add_argument(
+        "--size",
+        default=None,
+        help="with --ranges: cells of the histogram, N (1-D) or RxC (2-D) (no default)",
+    )
+    p.add_argument(
+        "--workload",
+        default="all",
+        help="with --ranges: 'all' (every range, or every rectangle in 2-D) or a CSV of "
+        "ranges lo,hi as for dpcount ranges --queries (1-D)",
+    )
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
     p.add_argument(
-        "--delta", type=positive_float, default=None, help="δ in (0, 1); omit for pure ε-DP"
+        "--delta", type=positive_float, default=None, help="δ in (0, 1) (default: none, pure ε-DP)"
     )
     p.add_argument("--metric", choices=METRICS, default="mse", help="ranking metric (default mse)")
     p.add_argument(
@@ -44,6 +68,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ranges:
+        from dpcount._cli._plan_ranges import run_ranges
+
+        return run_ranges(args)
+    for flag, given in (("--size", args.size), ("--workload", args.workload != "all")):
+        if given:
+            raise ValueError(f"{flag} needs --ranges")
+    if args.horizon is None:
+        raise ValueError("--horizon is required (or --ranges with --size)")
     rows = compare(
         args.horizon,
         args.epsilon,
@@ -52,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         beta=args.beta,
         step_sensitivity=args.sensitivity,
     )
-    con = Console(highlight=False)
+    con = out_console(80)
     budget = f"ε = {args.epsilon:g}" + ("" if args.delta is None else f", δ = {args.delta:g}")
     table = Table(
         title=f"T = {args.horizon:,}, {budget}: ranked by {_METRIC_NAMES[args.metric]}",
@@ -68,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         style = "bold" if i == 1 else None
         table.add_row(
             str(i),
-            r.label,
+            escape(r.label),
             _NOISE_NAMES[r.noise] + " " + r.calibration,
             f"{math.sqrt(r.mse):.4g}",
             f"{math.sqrt(r.max_variance):.4g}",

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._cli.common import err_console, open_output, positive_float
+from dpcount._cli.common import err_console, escape, open_output, positive_float
 from dpcount._validate import check_probability
 from dpcount.io import CSVError, SeriesReader, csv_rows, starts_like_number
 from dpcount.ranges import (
@@ -35,10 +35,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="INPUT",
         help="histogram: .npy (1-D or 2-D array of counts) or .csv (one numeric column)",
     )
-    p.add_argument("--column", default=None, help="CSV header name of the column of counts")
+    p.add_argument(
+        "--column",
+        default=None,
+        help="CSV header name of the column of counts (default: the CSV's only column)",
+    )
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
     p.add_argument("--delta", type=positive_float, required=True, help="δ in (0, 1)")
-    p.add_argument("--mechanism", choices=sorted(MECHANISMS), default="correlated")
+    p.add_argument(
+        "--mechanism",
+        choices=sorted(MECHANISMS),
+        default="correlated",
+        help="range mechanism (dpcount plan --ranges ranks them by exact error)",
+    )
     p.add_argument(
         "--noise",
         choices=RANGE_NOISE_KINDS,
@@ -56,9 +65,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--queries",
         default=None,
-        help="CSV of ranges, 0-based inclusive: lo,hi (1-D) or row_lo,col_lo,row_hi,col_hi (2-D)",
+        help="CSV of ranges, 0-based inclusive: lo,hi (1-D) or row_lo,col_lo,row_hi,col_hi (2-D) "
+        "(default: none, no queries answered)",
     )
-    p.add_argument("--answers", default=None, help="CSV for the answers (default: stdout)")
+    p.add_argument(
+        "--answers",
+        default=None,
+        help="CSV for the answers (default: stdout; with --output - it must be a file: one "
+        "stream holds one table)",
+    )
     p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     p.add_argument(
         "--seed",
@@ -94,8 +109,32 @@ def read_histogram(path: str, column: str | None) -> NDArray[np.float64]:
     return np.asarray(values)
 
 
-def read_queries(path: str, ndim: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Ranges from a CSV (optional header); errors name the line."""
+def _check_query(path: str, line: int, bounds: list[int], shape: tuple[int, ...]) -> None:
+    """One query's bounds against the histogram's shape; the error names file and line."""
+    names = ("lo", "hi") if len(shape) == 1 else ("row_lo", "col_lo", "row_hi", "col_hi")
+    axes = (0, 0) if len(shape) == 1 else (0, 1, 0, 1)
+    for name, axis, b in zip(names, axes, bounds, strict=True):
+        if not 0 <= b < shape[axis]:
+            raise CSVError(
+                f"{path}: line {line}: {name} = {b} is outside 0..{shape[axis] - 1} (the "
+                f"histogram has {shape[axis]} {'cells' if len(shape) == 1 else 'entries'} "
+                f"on {'its' if len(shape) == 1 else ('the row' if axis == 0 else 'the column')}"
+                f" axis)"
+            )
+    half = len(bounds) // 2
+    for i in range(half):
+        if bounds[i] > bounds[i + half]:
+            raise CSVError(
+                f"{path}: line {line}: {names[i]} = {bounds[i]} is after "
+                f"{names[i + half]} = {bounds[i + half]} (bounds are inclusive, lo <= hi)"
+            )
+
+
+def read_queries(
+    path: str, ndim: int, shape: tuple[int, ...] | None = None
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Ranges from a CSV (optional header); errors name the file and line, including
+    bounds outside ``shape`` (the histogram's) when it is given."""
     width = 2 if ndim == 1 else 4
     rows: list[list[int]] = []
     with open(path, encoding="utf-8", newline="") as fh:
@@ -117,6 +156,8 @@ def read_queries(path: str, ndim: int) -> tuple[NDArray[np.int64], NDArray[np.in
                 ) from None
             if any(abs(b) >= 2**63 for b in bounds):
                 raise CSVError(f"{path}: line {line}: bounds out of range, got {cells}")
+            if shape is not None:
+                _check_query(path, line, bounds, shape)
             rows.append(bounds)
     if not rows:
         raise ValueError(f"{path}: no queries")
@@ -127,7 +168,12 @@ def read_queries(path: str, ndim: int) -> tuple[NDArray[np.int64], NDArray[np.in
 
 
 def run(args: argparse.Namespace) -> int:
-    check_probability("level", args.level)
+    check_probability("--level", args.level)
+    if args.queries is not None and _is_stdout(args.output) and _is_stdout(args.answers):
+        raise ValueError(
+            "--output - and the answers to --queries would both go to stdout, two CSV tables "
+            "in one stream: give --answers FILE (or --output FILE)"
+        )
     x = read_histogram(args.input, args.column)
     mech = build_mechanism(
         args.mechanism,
@@ -138,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         rng=args.seed,
         noise=args.noise,
     )
-    queries = read_queries(args.queries, x.ndim) if args.queries is not None else None
+    queries = read_queries(args.queries, x.ndim, x.shape) if args.queries is not None else None
     if queries is not None:
         range_bounds(*queries, x.shape)  # bad bounds are refused before anything is released
     release = mech.release(x)
@@ -157,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
                 out.write(",".join(str(v) for v in b) + f",{a!r},{s!r},{lw!r},{hg!r}\n")
     _summary(mech, x)
     return 0
+
+
+def _is_stdout(path: str | None) -> bool:
+    return path is None or path == "-"
 
 
 def _write_histogram(path: str, release: RangeAnswers, mech: RangeMechanism) -> None:
@@ -180,13 +230,13 @@ def _summary(mech: RangeMechanism, x: NDArray[np.float64]) -> None:
     count = math.prod(n * (n + 1) // 2 for n in x.shape)
     kind = "ranges" if x.ndim == 1 else "rectangles"
     total = total_squared_error(mech)
-    con.print(f"[bold]mechanism[/]   {mech!r}, sigma {mech.sigma:.6g}")
+    con.print(f"[bold]mechanism[/]   {escape(repr(mech))}, sigma {mech.sigma:.6g}")
     if isinstance(mech, CorrelatedPerturbation):
         con.print(
             f"[bold]sensitivity[/] Mahalanobis sqrt(max diag C^-1) = "
             f"{math.sqrt(mech.precision_max_diag):.6g}"
         )
-    con.print(f"[bold]privacy[/]     {privacy}")
+    con.print(f"[bold]privacy[/]     {escape(privacy)}")
     worst_std = math.sqrt(max_query_variance(mech))
     con.print(
         f"[bold]exact error[/] over all {count:,} {kind}: total squared error {total:.6g} "

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from rich.console import Console
 from rich.table import Table
+
+from dpcount._cli.common import escape, out_console
 
 HELP = "reproduce the three papers' tables and figures (CSV + PNG + paper-vs-ours table)"
 
@@ -28,31 +28,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpcount.experiments import EXPERIMENTS, run_experiment
 
-    con = Console(highlight=False, width=max(110, Console().width))
+    con = out_console(110)
     if args.list or args.name is None:
         for name, fn in EXPERIMENTS.items():
             doc = (fn.__doc__ or "").strip().splitlines()[0]
-            con.print(f"{name:<20} {doc}")
+            con.print(escape(f"{name:<20} {doc}"))
         return 0
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     for name in names:
         if name not in EXPERIMENTS:
             raise ValueError(f"unknown experiment {name!r}; choose from: {', '.join(EXPERIMENTS)}")
+    # Every experiment draws a figure: say what to install before minutes of work, not
+    # after (the error names the extra: dpcount.cli.cli_message).
+    import matplotlib  # noqa: F401
+
     for name in names:
         result = run_experiment(
-            name, quick=args.quick, out=args.out, seed=args.seed, show_progress=sys.stderr.isatty()
+            name, quick=args.quick, out=args.out, seed=args.seed, show_progress=True
         )
-        con.rule(f"{result.name}: {result.title}")
+        con.rule(escape(f"{result.name}: {result.title}"))
         if result.comparisons:
             table = Table(show_edge=False)
             for col in ("quantity", "paper", "ours", "note"):
                 table.add_column(col)
             for c in result.comparisons:
                 ours = f"{c.ours:.6g}" if isinstance(c.ours, float) else str(c.ours)
-                table.add_row(c.quantity, str(c.paper), ours, c.note)
+                table.add_row(*(escape(s) for s in (c.quantity, str(c.paper), ours, c.note)))
             con.print(table)
         for note in result.notes:
-            con.print(f"note: {note}")
-        con.print(f"data: {result.csv}" + (f"   figure: {result.figure}" if result.figure else ""))
+            con.print(escape(f"note: {note}"))
+        figure = f"   figure: {result.figure}" if result.figure else ""
+        con.print(escape(f"data: {result.csv}{figure}"))
         con.print(f"runtime: {result.runtime:.1f} s" + (" (--quick)" if args.quick else ""))
     return 0

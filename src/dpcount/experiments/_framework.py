@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -67,10 +68,19 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) 
     return path
 
 
+#: seconds between two progress lines when stderr is not a terminal (a log file)
+LOG_INTERVAL = 5.0
+
+
 def progress_iter(items: Sequence[Any], label: str, show: bool) -> Iterator[Any]:
-    """Iterate with a progress bar on stderr (transient) when ``show``."""
+    """Iterate with progress on stderr when ``show``: a transient bar on a terminal,
+    else (a log) a start line, a line at most every :data:`LOG_INTERVAL` seconds and
+    a final line, so a long run is never silent in a log."""
     if not show:
         yield from items
+        return
+    if not sys.stderr.isatty():
+        yield from _logged(items, label)
         return
     columns = (
         TextColumn("{task.description}"),
@@ -84,6 +94,19 @@ def progress_iter(items: Sequence[Any], label: str, show: bool) -> Iterator[Any]
         for item in items:
             yield item
             progress.advance(task)
+
+
+def _logged(items: Sequence[Any], label: str) -> Iterator[Any]:
+    """Progress as plain lines on stderr (``label: done/total, elapsed s``)."""
+    start = last = time.monotonic()
+    total = len(items)
+    print(f"{label}: 0/{total} started", file=sys.stderr, flush=True)
+    for done, item in enumerate(items, start=1):
+        yield item
+        now = time.monotonic()
+        if now - last >= LOG_INTERVAL or done == total:
+            last = now
+            print(f"{label}: {done}/{total} done, {now - start:.1f} s", file=sys.stderr, flush=True)
 
 
 def timed(

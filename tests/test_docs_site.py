@@ -1,0 +1,41 @@
+"""The documentation site builds with warnings as errors (``mkdocs build --strict``).
+
+Slow (a few seconds) and needs the ``docs`` extra; skipped without it. Every code
+block of the pages it renders runs in tests/test_docs.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings")
+    pytest.importorskip("material")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    assert "private_counts" in api and "isotonic_pav" in api  # generated from docstrings
+
+
+def test_every_page_is_in_the_site_navigation() -> None:
+    """A page left out of mkdocs.yml's nav is a page no reader finds."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    missing = [p for p in pages if f": {p}" not in nav]
+    assert not missing, missing
