@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
         "dpcount.io",
         "dpcount.data",
     },
-    {"dpcount.durable"},
+    {"dpcount.durable", "dpcount.postprocess"},
     {"dpcount.privacy"},
     {"dpcount.counting", "dpcount.ranges"},
     {"dpcount.keyed"},

@@ -50,6 +50,8 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.privacy", "Calibrated"): _RECORD,
     ("dpcount.privacy", "PrivacyGuarantee"): _RECORD,
     ("dpcount.privacy", "NoiseSampler"): _PROTOCOL,
+    ("dpcount.io", "MISSING_MARKERS"): _CONSTANT,
+    ("dpcount.io", "MISSING_POLICIES"): _CONSTANT,
     ("dpcount.counting.registry", "REGISTRY"): _CONSTANT,
     ("dpcount.counting.registry", "CLASSES"): _CONSTANT,
     ("dpcount.counting.registry", "Entry"): "a registry record built by the library",

@@ -24,24 +24,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--horizon", type=int, default=None, help="number of steps T (default: from the data)"
     )
-    p.add_argument("--weight-column", default=None, help="column of non-negative weights")
-    p.add_argument("--unit-column", default=None, help="privacy unit id column (needs --max-keys)")
+    p.add_argument(
+        "--weight-column",
+        default=None,
+        help="column of non-negative weights (default: none, every event counts 1)",
+    )
+    p.add_argument(
+        "--unit-column",
+        default=None,
+        help="privacy unit id column, needs --max-keys (default: none, event level)",
+    )
     p.add_argument(
         "--max-weight",
         type=positive_float,
         default=1.0,
         help="largest weight of one event (or one unit per key and step); excess is cut",
     )
-    p.add_argument("--max-keys", type=int, default=None, help="keys per unit and step")
+    p.add_argument(
+        "--max-keys",
+        type=int,
+        default=None,
+        help="keys per unit and step (default: none; needed with --unit-column)",
+    )
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε")
-    p.add_argument("--delta", type=positive_float, default=None, help="δ (Gaussian noise)")
+    p.add_argument(
+        "--delta",
+        type=positive_float,
+        default=None,
+        help="δ for Gaussian noise (default: none, pure ε-DP)",
+    )
     p.add_argument(
         "--noise",
         choices=("discrete-laplace", "discrete-gaussian", "laplace", "gaussian"),
         default="discrete-laplace",
         help="noise kind (default discrete-laplace: exact integer noise)",
     )
-    p.add_argument("--calibration", default=None, help="calibration rule (see dpcount count)")
+    p.add_argument(
+        "--calibration",
+        default=None,
+        help="calibration rule, see dpcount count (default: the noise kind's default)",
+    )
     p.add_argument("--k", type=int, default=2, help="tree branching factor (default 2)")
     p.add_argument(
         "--subtract", action="store_true", help="k-ary tree with subtraction (offset digits)"
@@ -53,10 +75,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run secret file, created (mode 0600) if absent; as sensitive as the raw data",
     )
     p.add_argument("--output", required=True, help="output file (.csv or .parquet)")
-    p.add_argument("--engine", choices=("embedded", "dask"), default="embedded")
+    p.add_argument(
+        "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
+    )
     p.add_argument("--workers", type=int, default=2, help="Dask local worker processes")
-    p.add_argument("--partitions", type=int, default=None, help="Dask input partitions")
-    p.add_argument("--scheduler", default=None, help="Dask scheduler address (real cluster)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="Dask input partitions (default: the input's own)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        help="Dask scheduler address of a real cluster (default: none, a local cluster)",
+    )
     p.add_argument("--chunk-keys", type=int, default=2048, help="keys per chunk (memory)")
 
 
