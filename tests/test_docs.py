@@ -2,7 +2,7 @@
 
 * ``python`` blocks: the blocks of one file run in order in one namespace (a page
   is one session), in a scratch directory holding the sample files the pages use.
-* ``bash`` blocks: each command runs in bash in such a directory, with the
+* ``bash`` blocks (``-m slow``: one interpreter start each): each command runs in bash in such a directory, with the
   installed ``dpcount`` entry point and a ``producer`` stand-in for "some program
   that writes one count per line"; it must exit 0. The README's install lines are
   what CI runs (checked against ``.ci/run``), not re-run here.
@@ -26,8 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([A-Za-z]*)\n(.*?)^```", re.S | re.M)
 LANGUAGES = {"python", "bash", "text"}
-#: commands too long for the quick suite (they run under -m slow)
-SLOW = re.compile(r"dpcount reproduce (?!--list)")
 
 
 def blocks(page: Path) -> list[tuple[str, str, int]]:
@@ -107,7 +105,8 @@ BASH = [
         page,
         cmd,
         id=f"{page.relative_to(ROOT)}:{line}:{cmd[:40]}",
-        marks=[pytest.mark.slow] if SLOW.search(cmd) else [],
+        # each command starts the interpreter (~1 s): the whole set runs with -m slow
+        marks=[pytest.mark.slow],
     )
     for page in PAGES
     for lang, code, line in blocks(page)

@@ -55,6 +55,7 @@ def test_calibration_for_any_two_inputs() -> None:
     assert "any two inputs" in gau.describe()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mechanism", "delta"), [("kary", None), ("binary", 1e-6)])
 def test_slope_variances_match_exact(mechanism: str, delta: float | None) -> None:
     n, reps = 40, 3000
@@ -85,6 +86,7 @@ def test_blocks_do_not_change_the_result() -> None:
         local._BLOCK_FLOATS = old
 
 
+@pytest.mark.slow
 def test_local_median_accuracy_with_noise() -> None:
     data = np.random.default_rng(3).beta(2, 5, size=20_000)
     errors = [local_median(data, epsilon=1.0, rng=s).estimate - np.median(data) for s in range(6)]

@@ -21,6 +21,10 @@ SECRET = b"d" * 32
 KEYS = [f"k{i}" for i in range(40)]
 
 
+#: a real 2-process LocalCluster per module: slow (CI runs the slow set)
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     cluster = distributed.LocalCluster(

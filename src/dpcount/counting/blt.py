@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -766,17 +767,35 @@ class BLT(CountingMechanism):
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""
-        T = self.horizon
-        out = np.empty(T)
+        out = np.empty(self.horizon)
+        for start, part in self._coefficient_blocks(self.horizon):
+            out[start : start + len(part)] = part
+        return out
+
+    def _coefficient_blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
+        """(first index, V of that block) for the blocks covering steps 1..stop, each
+        computed exactly as :meth:`noise_coefficients` does (so bit-identical), in
+        memory of one block."""
         total = 0.0
         block = 1 << 16
-        for start in range(0, T, block):
-            b = decoder_coefficients(self.inverse, min(block, T - start), start)
+        for start in range(0, stop, block):
+            b = decoder_coefficients(self.inverse, min(block, self.horizon - start), start)
             part = np.cumsum(b * b)
             part += total
-            out[start : start + len(b)] = part
             total = float(part[-1])
-        return out
+            yield start, part
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        """V_t in O(t·n) time and one block of memory (bit-identical to the full pass)."""
+        for start, part in self._coefficient_blocks(t):
+            if t - 1 < start + len(part):
+                return float(part[t - 1 - start])
+        raise AssertionError("unreachable: t is within the horizon")  # pragma: no cover
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        for first, part in self._coefficient_blocks(self.horizon):
+            if first + len(part) >= start:
+                yield from part[max(0, start - 1 - first) :].tolist()
 
     def losses(self) -> BLTLosses:
         """Closed-form sensitivity², mean and largest variance (unit sample variance)."""
