@@ -3,8 +3,9 @@
 * ``python`` blocks: the blocks of one file run in order in one namespace (a page
   is one session), in a scratch directory holding the sample files the pages use.
 * ``bash`` blocks (``-m slow``: one interpreter start each): each command runs in
-  bash in such a directory, with the installed ``dpcount`` entry point and a ``producer`` stand-in for "some program
-  that writes one count per line"; it must exit 0. The README's install lines are
+  bash in such a directory, with the installed ``dpcount`` entry point and a
+  ``producer`` stand-in for "some program that writes one count per line"; it must
+  exit 0. The README's install lines are
   what CI runs (checked against ``.ci/run``), not re-run here.
 * ``text`` blocks (file formats, usage synopses) are not code; every block must
   say which of the three it is.
