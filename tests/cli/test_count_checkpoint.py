@@ -332,6 +332,7 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: f
     raise AssertionError(f"{path} did not reach {n} lines")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kills", "every"),
     [([1, 613], 1), ([300], 7)],

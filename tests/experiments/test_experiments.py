@@ -48,6 +48,7 @@ def test_experiment_names_and_order() -> None:
     assert list(EXPERIMENTS) == expected
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_every_experiment_writes_csv_and_png(results: dict[str, ExperimentResult]) -> None:
     for r in results.values():
         assert r.csv.stat().st_size > 0
@@ -55,6 +56,7 @@ def test_every_experiment_writes_csv_and_png(results: dict[str, ExperimentResult
         assert r.runtime > 0
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_elders_constants(results: dict[str, ExperimentResult]) -> None:
     key = results["elders-constants"].key
     assert (key["thm9_k"], round(key["thm9_constant"], 3)) == (17, 0.234)
@@ -62,6 +64,7 @@ def test_elders_constants(results: dict[str, ExperimentResult]) -> None:
     assert (key["cor30_k"], round(key["cor30_constant"], 3)) == (20, 0.124)
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_elders_lowerbound(results: dict[str, ExperimentResult]) -> None:
     key = results["elders-lowerbound"].key
     # Max error grows at least linearly in log(T)/ε (Thm 4); the trees grow faster.
@@ -87,6 +90,7 @@ def _fhu_c(epsilon: float, delta: float) -> float:
     return (2 / epsilon) * math.sqrt(4 / 9 + math.log(math.sqrt(2 / math.pi) / delta))
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_elders_mse(results: dict[str, ExperimentResult]) -> None:
     r = results["elders-mse"]
     rows = {(x["T"], x["privacy"], x["series"]): x for x in _rows(r)}
@@ -109,6 +113,7 @@ def test_elders_mse(results: dict[str, ExperimentResult]) -> None:
     assert key["sqrt_laplace_worse_from_log2T"] <= 14
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_elders_threshold(results: dict[str, ExperimentResult]) -> None:
     key = results["elders-threshold"].key
     b_eps_delta = 4 / (math.pi**2 * math.log2(math.e) ** 3)
@@ -132,6 +137,7 @@ def test_elders_threshold(results: dict[str, ExperimentResult]) -> None:
     assert key["delta_analytic_1e8"] < 1e-12 < key["delta_fhu_1e8"]
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_elders_ratio(results: dict[str, ExperimentResult]) -> None:
     r = results["elders-ratio"]
     key = r.key
@@ -150,6 +156,7 @@ def test_elders_ratio(results: dict[str, ExperimentResult]) -> None:
     assert float(row["cor22_bound"]) == pytest.approx(w**2 / (2 * (math.sqrt(1 + w) - 1) ** 2))
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_fhu_error(results: dict[str, ExperimentResult]) -> None:
     key = results["fhu-error"].key
     T = 2**16
@@ -188,6 +195,7 @@ def test_chi2_z_is_the_normal_quantile() -> None:
     assert -60 < _chi2_z(8192.0, 16384) < _chi2_z(12000.0, 16384) < -7
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_fhu_snr(results: dict[str, ExperimentResult]) -> None:
     key = results["fhu-snr"].key
     T, c = 2**16, _fhu_c(0.5, 1e-10)
@@ -204,6 +212,7 @@ def test_fhu_snr(results: dict[str, ExperimentResult]) -> None:
     assert key["snr_sqrt_p16"] / 14.50 > 1.4
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_fhu_top1(results: dict[str, ExperimentResult]) -> None:
     key = results["fhu-top1"].key
     assert key["snr_sqrt"] > 2 * key["snr_binary"]
@@ -212,6 +221,7 @@ def test_fhu_top1(results: dict[str, ExperimentResult]) -> None:
     assert key["snr_sqrt"] < key["snr_sd_sqrt"] and key["snr_binary"] < key["snr_sd_binary"]
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_fhu_cbnorm(results: dict[str, ExperimentResult]) -> None:
     r = results["fhu-cbnorm"]
     key = r.key
@@ -377,6 +387,7 @@ def saved_figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return seen
 
 
+@pytest.mark.slow  # renders 12 figures
 @pytest.mark.parametrize(
     "name",
     [

@@ -39,6 +39,7 @@ def rows(result: ExperimentResult) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_all_seven_registered_and_produce_files(results: dict[str, ExperimentResult]) -> None:
     names = [
         "cascade-speed",
@@ -73,6 +74,7 @@ def test_loglog_slope_recovers_a_power_law() -> None:
     assert loglog_slope(n, 1e-9 * n**3) == pytest.approx(3.0, abs=1e-9)
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_cascade_speed(results: dict[str, ExperimentResult]) -> None:
     key = results["cascade-speed"].key
     # Linear cost (the paper's slope: 1.05); timed on a shared machine, so a wide band.
@@ -89,6 +91,7 @@ def test_cascade_speed(results: dict[str, ExperimentResult]) -> None:
 # ---- ranges-all (Fig. 4) --------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_all_exact_numbers_match_dense_oracles(results: dict[str, ExperimentResult]) -> None:
     table = {(int(r["n"]), r["mechanism"]): r for r in rows(results["ranges-all"])}
     n = 64
@@ -114,6 +117,7 @@ def test_ranges_all_exact_numbers_match_dense_oracles(results: dict[str, Experim
             assert float(r["sigma"]) == pytest.approx(expected, rel=CSV_REL)
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_all_orderings_and_inequalities(results: dict[str, ExperimentResult]) -> None:
     key = results["ranges-all"].key
     # The paper's ordering at the largest n (exact): Wavelet smallest, ours close, then
@@ -141,6 +145,7 @@ def test_ranges_all_orderings_and_inequalities(results: dict[str, ExperimentResu
 # ---- ranges-levels (Fig. 5) -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_levels_correlated_is_flat(results: dict[str, ExperimentResult]) -> None:
     key = results["ranges-levels"].key
     for n in (32, 1024):
@@ -165,6 +170,7 @@ def test_ranges_levels_correlated_is_flat(results: dict[str, ExperimentResult]) 
     assert key["empirical_min_abs_z_doubled"] > Z
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_levels_csv_matches_level_formulas(results: dict[str, ExperimentResult]) -> None:
     table = [r for r in rows(results["ranges-levels"]) if r["mechanism"] == "correlated"]
     assert {int(r["n"]) for r in table} == {32, 1024}
@@ -178,6 +184,7 @@ def test_ranges_levels_csv_matches_level_formulas(results: dict[str, ExperimentR
 # ---- ranges-nodes (Fig. 6) ------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_nodes_theorem_3_20(results: dict[str, ExperimentResult]) -> None:
     key = results["ranges-nodes"].key
     assert key["thm320_err2_max_rel_dev"] < 1e-12  # err_{W,2} = (2n − 1)σ²
@@ -192,6 +199,7 @@ def test_ranges_nodes_theorem_3_20(results: dict[str, ExperimentResult]) -> None
     assert key["err2_wavelet"] < key["err2_correlated"] < key["err2_tree"]
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_nodes_csv_exact_for_the_tree(results: dict[str, ExperimentResult]) -> None:
     """Binary tree: each node query is one noisy node count: err_{W,2} = (2n − 1)σ²."""
     for r in rows(results["ranges-nodes"]):
@@ -203,6 +211,7 @@ def test_ranges_nodes_csv_exact_for_the_tree(results: dict[str, ExperimentResult
 # ---- ranges-random (Fig. 7) -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_random(results: dict[str, ExperimentResult]) -> None:
     key = results["ranges-random"].key
     assert key["mc_err2_max_abs_z"] < Z
@@ -236,6 +245,7 @@ def test_dense_worst_case_matches_per_release_answers(make: Any) -> None:
 # ---- ranges-runtime (App. C.3) --------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_ranges_runtime_table(results: dict[str, ExperimentResult]) -> None:
     table = rows(results["ranges-runtime"])
     seen = {(r["workload"], int(r["n"]), r["mechanism"]) for r in table}
