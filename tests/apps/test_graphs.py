@@ -317,6 +317,7 @@ def test_statistic_calibration_uses_gamma() -> None:
     assert (tri.l1, tri.l2) == (3.0, 3.0)
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_statistic_noise_variance_matches_exact() -> None:
     T, reps = 10, 1500
     stat = triangle_count_statistic(6, 3, T, epsilon=1.0, delta=1e-6, mechanism="binary", rng=1)

@@ -110,6 +110,7 @@ def test_randomizer_has_the_stated_distribution() -> None:
     assert np.max(np.abs(freq - wrong) / se) > Z_TOLERANCE
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_zero_noise_risk_minimization_finds_the_mean() -> None:
     """Squared loss: the risk minimizer is the mean (not the median) of skewed data."""
     rng = np.random.default_rng(4)

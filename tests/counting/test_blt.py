@@ -119,6 +119,7 @@ def test_closed_forms_match_exact_sums_at_large_horizon(seed: int) -> None:
     assert rel(losses.mean_variance, float(v.mean())) < 1e-9
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_never_negative_for_extreme_parameters() -> None:
     """Near-1 decays, nearly equal decays and scales at the stability edge."""
     cases = [

@@ -114,7 +114,7 @@ def report(path, case):
     print(json.dumps(out), flush=True)
 
 if sys.argv[1] == "--generate":  # large files: made here one at a time, not stored
-    from tests import test_checkpoint_fuzz as fuzz
+    from tests.counting import test_checkpoint_fuzz as fuzz
     tmp, generator, kind, steps, values, max_list = sys.argv[2:]
     tmp = Path(tmp)
     base = fuzz.base_file(tmp, generator, kind, int(steps))

@@ -44,6 +44,7 @@ def test_loss_matches_dense_oracle(objective: str) -> None:
         assert got == pytest.approx(dense_loss(theta, omega, T, objective), rel=1e-9)
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_optimizer_reaches_the_published_blt_figure_and_beats_sqrt() -> None:
     """T = 16384, 4 buffers, mean loss: 15.544 (McMahan et al.; the issue's table)."""
     r = optimize_blt(16384, buffers=4, objective="mean")
@@ -58,6 +59,7 @@ def dense_free_loss(r) -> float:  # type: ignore[no-untyped-def]
     return blt_loss(r.buffer_decay, r.output_scale, r.horizon, r.objective)
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_optimized_max_loss_at_1024_matches_sqrt_within_0_1_percent() -> None:
     r = optimize_blt(1024, buffers=6, objective="max")
     assert r.loss <= 10.710 * 1.001

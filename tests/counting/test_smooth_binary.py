@@ -86,6 +86,7 @@ def test_sigma_is_a_standard_deviation_and_variance_is_constant() -> None:
     assert abs(pooled_variance_z(errors, np.full(T, h / 2 * sigma**4))) > 100
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_stream_and_chunks_share_live_nodes() -> None:
     m = SmoothBinary(69, epsilon=1.0, delta=1e-6)  # h = 8: the last balanced leaf is used
 

@@ -274,6 +274,7 @@ def test_noise_calibrations() -> None:
 
 
 # ----------------------------------------------------------------------------- statistics
+@pytest.mark.slow  # statistical; CI runs the slow set
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -310,6 +311,7 @@ def test_stream_variance_matches_exact() -> None:
     assert_variances_match(errors, m.variances())
 
 
+@pytest.mark.slow  # statistical; CI runs the slow set
 def test_chunked_stream_variance_matches_exact() -> None:
     T, reps = 60, 3000
     m = KaryTree(T, epsilon=1.0, k=3, subtract=True, rng=98)
