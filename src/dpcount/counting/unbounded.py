@@ -1,0 +1,423 @@
+"""Continual counting without a horizon: the doubling construction.
+
+Notation (paper → code):
+
+====================  =====================================================
+block i               steps 2^i … 2^(i+1) − 1 (block 0 is step 1), length 2^i
+M_i                   the inner mechanism for horizon 2^i (:meth:`block_mechanism`)
+t̃ = t − 2^i + 1       the local step of t inside its block
+R_i(s)                M_i's release at its local step s
+V_i(s)                M_i's exact variance at local step s (``variance_at``)
+====================  =====================================================
+
+The release at step t in block i is ``Σ_{i' < i} R_{i'}(2^{i'}) + R_i(t̃)``: the
+totals of the finished blocks, each as its own mechanism released it at its last
+step, plus the running block's release. Every block runs a fresh fixed-horizon
+mechanism with the *full* budget; the blocks see disjoint steps, so parallel
+composition keeps the whole infinite release at the inner guarantee. This is the
+doubling idea of Chan, Shi, Song (2011, the "hybrid mechanism"), without its
+split of the budget between a logarithmic mechanism for the block sums and a tree
+inside each block: here a block's total is read from its own mechanism's last
+release, which is post-processing, so no second mechanism and no split is needed.
+
+Error: V(t) = Σ_{i' < i} V_{i'}(2^{i'}) + V_i(t̃) (independent noise), an O(log t)
+sum of the inner closed forms; with the binary tree inner, V_{i'}(2^{i'}) is one
+node (popcount 1), so the carried error grows like the node variances,
+Σ_{i' < i} v·(i' + 1)² for Laplace noise (cubic in log t, as for a known horizon).
+
+The known-horizon alternative for every prefix: a BLT (buffered linear Toeplitz)
+factorization whose decays are all < 1 has a finite infinite-horizon sensitivity
+sqrt(Σ_{t ≥ 0} c_t²), so it can be calibrated once and run forever; but its
+per-step variance then grows linearly in t (its noise is not a tree), while the
+doubling construction's grows polylogarithmically (Dvijotham, McMahan, Pillutla,
+Steinke, Thakurta 2024). See docs/unbounded.md for the trade-off in numbers.
+
+References:
+    * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
+      statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
+    * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy under
+      continual observation". STOC 2010. https://doi.org/10.1145/1806689.1806787
+    * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta.
+      "Efficient and Near-Optimal Noise Generation for Streaming Differential
+      Privacy". FOCS 2024. https://arxiv.org/abs/2404.16706
+    * F. McSherry. "Privacy integrated queries". SIGMOD 2009 (parallel
+      composition, Theorem 4). https://doi.org/10.1145/1559845.1559850
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_choice, check_instance, check_integer
+from dpcount.counting._steps import check_stream_array, vector_length
+from dpcount.counting.base import MAX_HORIZON, NEIGHBOURING, CountingMechanism, CountingStream
+from dpcount.counting.registry import MECHANISMS
+from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.privacy.guarantee import PrivacyGuarantee
+from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.rng import RNGLike, as_generator
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["MAX_STEPS", "UnboundedCounter", "UnboundedStream", "block_of"]
+
+#: Largest step: the step counts and every block's horizon stay exact (2^53).
+MAX_STEPS = MAX_HORIZON
+
+#: builds the inner mechanism of one block: ``factory(horizon, budget=..., rng=...)``
+InnerFactory = Callable[..., CountingMechanism]
+
+
+def block_of(t: int) -> tuple[int, int]:
+    """``(i, local)``: step t ≥ 1 lies in block i (steps 2^i … 2^(i+1) − 1) at local step
+    ``t − 2^i + 1``."""
+    i = t.bit_length() - 1
+    return i, t - (1 << i) + 1
+
+
+class UnboundedCounter:
+    """Private prefix sums for a stream of unknown length (doubling over blocks).
+
+    Block i covers steps 2^i … 2^(i+1) − 1 and runs its own inner mechanism
+    (``inner``, any registry name: ``"binary"``, ``"kary"``, ``"honaker"``,
+    ``"blt"``, ``"sqrt"``, …) for horizon 2^i with the full budget. The release at
+    step t in block i is the sum of the finished blocks' last releases plus block
+    i's release at its local step (see the module docstring).
+
+    This class does not subclass :class:`~dpcount.counting.CountingMechanism`: that
+    contract is a fixed horizon (``variances()``, ``mse()``, a noise process for T
+    steps), which an unbounded counter does not have. It offers the parts that make
+    sense without one: ``release``, ``stream``, ``variance_at``,
+    ``iter_variances``, ``privacy``, ``describe``, ``with_sampler``.
+
+    Formal guarantee:
+        Neighbouring relation: event level, single participation — two streams
+        (finite or infinite) that differ at one step t by at most
+        Δ = ``step_sensitivity``. Proof: t lies in exactly one block i. Block i's
+        mechanism M_i is (ε, δ)-DP for its own 2^i steps (its own guarantee,
+        :meth:`block_mechanism` ``(i).privacy``, calibrated for horizon 2^i and
+        checked ≤ the budget); every other block's mechanism sees identical data
+        and draws independent noise, so its output distribution is the same under
+        both streams. The vector of all blocks' outputs is therefore (ε, δ)-DP
+        (parallel composition, McSherry 2009, Theorem 4: disjoint data,
+        independent randomness), and every release — at every prefix, for every
+        length — is a fixed function of those outputs (post-processing, Dwork &
+        Roth 2014, Proposition 2.1). Integer noise keeps its exactness: with an
+        inner mechanism whose release is an integer combination of its noisy
+        vector (the trees), the released values are sums of integers, computed
+        exactly (Python ints for scalar steps, int64 for vectors).
+
+        Exact variance at step t in block i, local step t̃:
+        V(t) = Σ_{i' < i} V_{i'}(2^{i'}) + V_i(t̃) (:meth:`variance_at`), with
+        V_{i'} the inner mechanism's exact per-step variance; the noises of
+        different blocks are independent, so the variances add. It grows with t.
+
+    References:
+        * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
+          statistics". ACM TISSEC 14(3), 2011.
+          https://doi.org/10.1145/2043621.2043626
+        * C. Dwork, M. Naor, T. Pitassi, G. N. Rothblum. "Differential privacy
+          under continual observation". STOC 2010.
+          https://doi.org/10.1145/1806689.1806787
+        * F. McSherry. "Privacy integrated queries". SIGMOD 2009.
+          https://doi.org/10.1145/1559845.1559850
+        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
+          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
+          https://doi.org/10.1561/0400000042
+
+    Args:
+        inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`)
+            or a callable ``factory(horizon, budget=..., rng=...)`` returning a
+            :class:`~dpcount.counting.CountingMechanism` for that horizon.
+        k: branching factor for ``inner="kary"`` (ignored by the others).
+        subtract: offset digits for ``inner="kary"`` (ignored by the others).
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (``epsilon=``, ``delta=``, ``noise=``, ``calibration=``,
+            ``step_sensitivity=``); the noise default is the inner class's.
+        rng: None (cryptographically secure generator from OS entropy; for
+            production), or a Generator / int seed (research and tests only). One
+            generator feeds every block, never re-seeded.
+    """
+
+    name = "unbounded"
+
+    def __init__(
+        self,
+        *,
+        inner: str | InnerFactory = "binary",
+        k: int = 19,
+        subtract: bool = True,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        resolved = Budget.resolve(budget, fields, owner="UnboundedCounter")
+        if isinstance(inner, str):
+            self.inner: str = check_choice("inner", inner, MECHANISMS)
+            k = check_integer("k", k, ge=2)
+            if not isinstance(subtract, bool):
+                raise TypeError(f"subtract must be a bool, got {subtract!r}")
+            build = MECHANISMS[self.inner]
+
+            def factory(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
+                return build(horizon=horizon, budget=budget, rng=rng, k=k, subtract=subtract)
+
+            self._factory: InnerFactory = factory
+        elif callable(inner):
+            self.inner = getattr(inner, "__name__", type(inner).__name__)
+            self._factory = inner
+        else:
+            raise TypeError(
+                f"inner must be a mechanism name {sorted(MECHANISMS)} or a callable "
+                f"factory(horizon, budget=..., rng=...), got {inner!r}"
+            )
+        self.k, self.subtract = k, subtract
+        self._rng = as_generator(rng)
+        self._budget_in = resolved
+        self._sampler: NoiseSampler | None = None  # with_sampler (tests)
+        self._blocks: dict[int, CountingMechanism] = {}
+        self._last_variances: list[float] = []  # V_i(2^i) for i = 0, 1, …
+        first = self.block_mechanism(0)  # validates the budget now, not at step 1
+        #: the budget with the inner class's default noise filled in
+        self.budget: Budget = first.budget
+        self.step_sensitivity = first.step_sensitivity
+        self.privacy: PrivacyGuarantee | None = None
+        if first.privacy is not None:
+            self.privacy = PrivacyGuarantee(
+                epsilon=self.budget.epsilon,
+                delta=0.0 if self.budget.delta is None else self.budget.delta,
+                noise=first.privacy.noise,
+                calibration=(
+                    f"each doubling block calibrated for its horizon by its {self.inner} "
+                    "mechanism, parallel composition over the blocks (Chan, Shi, Song 2011)"
+                ),
+                l1_sensitivity=math.nan,  # per block: block_mechanism(i).privacy
+                l2_sensitivity=math.nan,
+                neighbouring=NEIGHBOURING,
+            )
+
+    # -- blocks -----------------------------------------------------------------------
+    def block_mechanism(self, i: int) -> CountingMechanism:
+        """The inner mechanism of block i (horizon 2^i), built once and cached.
+
+        Raises:
+            ValueError: i outside 0 … 53, or the inner mechanism refuses the budget
+                at this horizon (its message names the parameter).
+            TypeError: a ``factory`` that does not return a CountingMechanism of
+                horizon 2^i.
+        """
+        i = check_integer("i", i, ge=0, le=MAX_STEPS.bit_length() - 1)
+        mech = self._blocks.get(i)
+        if mech is None:
+            horizon = 1 << i
+            mech = self._factory(horizon, budget=self._budget_in, rng=self._rng)
+            if not isinstance(mech, CountingMechanism) or mech.horizon != horizon:
+                raise TypeError(
+                    f"inner factory must return a CountingMechanism of horizon {horizon}, "
+                    f"got {mech!r}"
+                )
+            if self._sampler is not None:
+                mech = mech.with_sampler(self._sampler)
+            elif mech.privacy is not None:
+                _check_within_budget(mech, self._budget_in, i)
+            self._blocks[i] = mech
+        return mech
+
+    def _last_variance(self, i: int) -> float:
+        """V_i(2^i): the variance of block i's total as carried into later blocks."""
+        while len(self._last_variances) <= i:
+            j = len(self._last_variances)
+            self._last_variances.append(self.block_mechanism(j).variance_at(1 << j))
+        return self._last_variances[i]
+
+    # -- exact error ------------------------------------------------------------------
+    def variance_at(self, t: int) -> float:
+        """Exact variance of the release at step t (1 ≤ t ≤ 2^53).
+
+        V(t) = Σ_{i' < i} V_{i'}(2^{i'}) + V_i(t − 2^i + 1), summed in the order
+        i' = 0, 1, …, i − 1, then the running block: O(log t) calls of the inner
+        mechanism's ``variance_at`` (each O(log) for the trees, O(local step) for
+        BLT and the square root).
+        """
+        t = check_integer("t", t, ge=1, le=MAX_STEPS)
+        i, local = block_of(t)
+        carried = 0.0
+        for j in range(i):
+            carried += self._last_variance(j)
+        return carried + self.block_mechanism(i).variance_at(local)
+
+    def iter_variances(self, start: int = 1) -> Iterator[float]:
+        """``variance_at(t)`` for t = start, start + 1, … (endless), in memory independent
+        of t: one block's running variances at a time."""
+        start = check_integer("start", start, ge=1, le=MAX_STEPS)
+        i, local = block_of(start)
+        while True:
+            carried = 0.0
+            for j in range(i):
+                carried += self._last_variance(j)
+            for v in self.block_mechanism(i).iter_variances(local):
+                yield carried + v
+            i, local = i + 1, 1
+            if i > MAX_STEPS.bit_length() - 1:
+                return
+
+    def std_at(self, t: int) -> float:
+        """``sqrt(variance_at(t))``."""
+        return math.sqrt(self.variance_at(t))
+
+    # -- release ----------------------------------------------------------------------
+    def release(self, x: Any) -> NDArray[Any]:
+        """All private prefix sums of a finite stream ``x`` of any length.
+
+        Args:
+            x: shape ``(n,)`` or ``(n, d)``, finite reals (whole numbers for discrete
+                noise), n ≥ 1.
+
+        Returns:
+            the same shape: at step t, the finished blocks' last releases plus the
+            running block's release; int64 for integer noise on an inner mechanism
+            with ``integer_release``, else float64. Each call draws fresh noise.
+        """
+        arr = check_stream_array("x", x, max_steps=MAX_STEPS, dim=-1)
+        n = arr.shape[0]
+        parts: list[NDArray[Any]] = []
+        carried: Any = 0
+        start, i = 0, 0
+        while start < n:
+            stop = min(n, start + (1 << i))
+            local = self.block_mechanism(i).release(arr[start:stop])
+            parts.append(local + carried)
+            carried = carried + local[-1]
+            start, i = stop, i + 1
+        return np.concatenate(parts)
+
+    def stream(self) -> UnboundedStream:
+        """A stream whose :meth:`UnboundedStream.update` returns the private running sum."""
+        return UnboundedStream(self)
+
+    # -- testing hook, description ---------------------------------------------------
+    def with_sampler(self, sampler: NoiseSampler) -> UnboundedCounter:
+        """A copy whose every block uses ``sampler`` as is (e.g. ``ZeroNoise()``); for
+        testing the structure, it carries no privacy guarantee."""
+        check_instance("sampler", sampler, NoiseSampler, "a NoiseSampler (e.g. ZeroNoise())")
+        clone = copy.copy(self)
+        clone._sampler = sampler
+        clone._blocks = {i: m.with_sampler(sampler) for i, m in self._blocks.items()}
+        clone._last_variances = []
+        clone.privacy = None
+        return clone
+
+    def __repr__(self) -> str:
+        kary = f", k={self.k}, subtract={self.subtract}" if self.inner == "kary" else ""
+        return f"UnboundedCounter(inner={self.inner}{kary}, budget={self.budget!r})"
+
+    def describe(self) -> str:
+        """One line: the construction, its guarantee and how its error grows."""
+        if self.privacy is None:
+            guarantee = "no privacy guarantee"
+        else:
+            guarantee = self.privacy.describe()
+        return (
+            f"{self!r}: {guarantee}; for every prefix. Release at t in block i = "
+            f"finished blocks' totals + block i's {self.inner} release; exact variance "
+            "grows with t (variance_at)"
+        )
+
+
+def _check_within_budget(mech: CountingMechanism, budget: Budget, i: int) -> None:
+    """Refuse a block whose certified guarantee exceeds the budget (never expected:
+    every mechanism calibrates to at most the requested ε and δ)."""
+    priv = mech.privacy
+    assert priv is not None  # checked by the caller
+    delta = 0.0 if budget.delta is None else budget.delta
+    if not (priv.epsilon <= budget.epsilon and priv.delta <= delta):
+        raise ValueError(
+            f"block {i} ({mech!r}) certifies ({priv.epsilon}, {priv.delta})-DP, beyond the "
+            f"budget epsilon={budget.epsilon}, delta={budget.delta}"
+        )
+
+
+class UnboundedStream:
+    """Step-by-step release of :class:`UnboundedCounter`: one live inner stream at a time
+    plus the carried total of the finished blocks."""
+
+    def __init__(self, counter: UnboundedCounter) -> None:
+        self.counter = counter
+        self._t = 0
+        self._block = -1
+        self._inner: CountingStream | None = None
+        self._carried: Any = 0
+        self._last: Any = 0  # the running block's latest release
+        self._dim: int | None | str = "unset"
+
+    @property
+    def step(self) -> int:
+        """Number of steps released so far."""
+        return self._t
+
+    @property
+    def dim(self) -> int | None:
+        """The step length (None for scalar steps or before the first step)."""
+        return None if self._dim == "unset" else self._dim  # type: ignore[return-value]
+
+    def live_count(self) -> int:
+        """Noise values the running block's stream holds for future steps."""
+        return 0 if self._inner is None else self._inner.live_count()
+
+    def _room(self) -> CountingStream:
+        """The running block's stream, starting the next block when it is full."""
+        inner = self._inner
+        if inner is None or inner.step == inner.horizon:
+            if self._t >= MAX_STEPS:
+                raise ValueError(f"stream is at its last step ({MAX_STEPS} released)")
+            if inner is not None:
+                self._carried = self._carried + self._last
+            self._block += 1
+            inner = self.counter.block_mechanism(self._block).stream()
+            self._inner = inner
+        return inner
+
+    def _check_dim(self, name: str, dim: int | None) -> None:
+        if self._dim == "unset":
+            self._dim = dim
+        elif dim != self._dim:
+            want = "scalar steps" if self._dim is None else f"vectors of length {self._dim}"
+            got = "a scalar" if dim is None else f"a vector of length {dim}"
+            raise ValueError(f"{name} must be {want} like the earlier steps, got {got}")
+
+    def update(self, x: Any) -> Any:
+        """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
+        inner = self._room()
+        if inner.step == 0 and self._dim != "unset":  # a new block's stream learns the
+            self._check_dim("x", vector_length("x", x))  # shape afresh: keep the old one
+        local = inner.update(x)
+        if self._dim == "unset":
+            self._dim = inner.dim
+        self._last = local
+        self._t += 1
+        return self._carried + local
+
+    def update_many(self, xs: Any) -> NDArray[Any]:
+        """Add several steps at once (split at block boundaries); returns their private
+        running sums."""
+        want = -1 if self._dim == "unset" else self._dim
+        arr = check_stream_array("xs", xs, max_steps=MAX_STEPS, dim=want, already=self._t)  # type: ignore[arg-type]
+        self._check_dim("xs", None if arr.ndim == 1 else arr.shape[1])
+        parts: list[NDArray[Any]] = []
+        start, n = 0, arr.shape[0]
+        while start < n:
+            inner = self._room()
+            stop = min(n, start + inner.horizon - inner.step)
+            local = inner.update_many(arr[start:stop])
+            self._last = local[-1].copy() if local.ndim == 2 else local[-1].item()
+            self._t += stop - start
+            parts.append(local + self._carried)
+            start = stop
+        return np.concatenate(parts)

@@ -1,0 +1,261 @@
+"""UnboundedCounter: the doubling construction without a horizon.
+
+Exact first (zero and constant noise, a dense oracle over the blocks), then the
+exact variance against independent computations, then statistically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.linalg import toeplitz
+
+from dpcount.counting import FactorizationMechanism
+from dpcount.counting.toeplitz import sqrt_coefficients
+from dpcount.counting.unbounded import UnboundedCounter, block_of
+from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, gaussian_sigma, laplace_scale
+from tests.stats import assert_variances_match
+
+INNERS = ["binary", "kary", "honaker", "smooth-binary", "sqrt", "blt", "input"]
+
+
+def _counter(inner: str, **kw: Any) -> UnboundedCounter:
+    budget = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}
+    return UnboundedCounter(inner=inner, rng=1, **(budget | kw))
+
+
+def _popcount(n: int) -> int:
+    return bin(n).count("1")
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def test_block_of() -> None:
+    assert [block_of(t) for t in (1, 2, 3, 4, 7, 8)] == [
+        (0, 1), (1, 1), (1, 2), (2, 1), (2, 4), (3, 1),
+    ]  # fmt: skip
+    assert block_of(2**53) == (53, 1)
+
+
+@pytest.mark.parametrize("inner", INNERS)
+def test_zero_noise_gives_exact_prefix_sums_across_blocks(inner: str) -> None:
+    mech = _counter(inner).with_sampler(ZeroNoise())
+    x = (np.arange(1, 71) * 7) % 5 - 1.0  # 70 steps: blocks 0..6, the last one partial
+    truth = np.cumsum(x)
+    np.testing.assert_array_equal(mech.release(x), truth)
+    stream = mech.stream()
+    # update and update_many mixed, with chunks straddling block boundaries
+    out = [stream.update(x[0]), stream.update(x[1])]
+    out += stream.update_many(x[2:13]).tolist()
+    out += [stream.update(v) for v in x[13:17]]
+    out += stream.update_many(x[17:]).tolist()
+    np.testing.assert_array_equal(out, truth)
+    assert stream.step == 70
+
+
+def test_zero_noise_vector_steps() -> None:
+    mech = _counter("binary").with_sampler(ZeroNoise())
+    x = np.arange(60.0).reshape(20, 3) % 4
+    np.testing.assert_array_equal(mech.release(x), np.cumsum(x, axis=0))
+    stream = mech.stream()
+    got = np.vstack([stream.update_many(x[:5]), [stream.update(x[5])], stream.update_many(x[6:])])
+    np.testing.assert_array_equal(got, np.cumsum(x, axis=0))
+
+
+def test_constant_noise_counts_the_nodes_of_every_block() -> None:
+    """With every node noise = 1 the binary inner's noise at t in block i is i (one root
+    per finished block) + popcount(local step): an independent count."""
+    mech = _counter("binary").with_sampler(ConstantNoise(1.0))
+    n = 300
+    expected = [block_of(t)[0] + _popcount(block_of(t)[1]) for t in range(1, n + 1)]
+    np.testing.assert_array_equal(mech.release(np.zeros(n)), expected)
+    stream = mech.stream()
+    np.testing.assert_array_equal([stream.update(0.0) for _ in range(n)], expected)
+
+
+def _sqrt_factory(horizon: int, *, budget: Budget, rng: Any) -> FactorizationMechanism:
+    f = sqrt_coefficients(horizon)
+    L = np.tril(toeplitz(f))
+    return FactorizationMechanism(L, L, budget=budget, rng=rng)
+
+
+def test_dense_oracle_over_the_blocks() -> None:
+    """The combined linear map, built densely from the per-block factorizations
+    (L_i, R_i): release = B (C x + z) with C = blockdiag(R_i) the perturbed vector and
+    B reading each finished block's last row and the running block's row. Checks
+    B C = prefix sums, the noise equals B z for the per-block z drawn in order, the
+    exact variance equals σ_i² ‖B row‖², and each step's normalized sensitivity
+    ‖C e_t‖ / σ(t) is at most the inner mechanism's (so the guarantee is the inner one)."""
+    seed, n = 11, 45  # blocks 0..5, the last one partial
+    mech = UnboundedCounter(
+        inner=_sqrt_factory, epsilon=1.0, delta=1e-6, noise="gaussian",
+        rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    blocks = [mech.block_mechanism(i) for i in range(6)]
+    m = sum(b.horizon for b in blocks)  # the perturbed vector's length (full blocks)
+    C, B = np.zeros((m, n)), np.zeros((n, m))
+    sig = np.zeros(m)
+    offset = [sum(b.horizon for b in blocks[:i]) for i in range(6)]
+    for i, b in enumerate(blocks):
+        Lb, Rb = b.L, b.R  # type: ignore[attr-defined]
+        cols = slice(offset[i], offset[i] + b.horizon)
+        steps = range(2**i - 1, min(n, 2 ** (i + 1) - 1))
+        C[cols, steps.start : steps.stop] = Rb[:, : len(steps)]
+        sig[cols] = b.sampler.sigma  # type: ignore[attr-defined]
+        for t in range(n):
+            j, local = block_of(t + 1)
+            if j == i:
+                B[t, cols] = Lb[local - 1]
+            elif j > i:
+                B[t, cols] = Lb[-1]
+    np.testing.assert_allclose(B @ C, np.tril(np.ones((n, n))), atol=1e-12)
+    # noise = B z, with z_i drawn in block order from the same generator
+    replay = np.random.default_rng(seed)
+    z = np.concatenate([b.sampler.sample(replay, (b.horizon,)) for b in blocks])
+    x = np.arange(n) % 3
+    np.testing.assert_allclose(mech.release(x) - np.cumsum(x), B @ z, rtol=1e-9, atol=1e-9)
+    # exact variances
+    dense_var = (B**2) @ (sig**2)
+    np.testing.assert_allclose([mech.variance_at(t) for t in range(1, n + 1)], dense_var,
+                               rtol=1e-12)  # fmt: skip
+    # privacy: step t changes only its block's coordinates, by R_i's column
+    for t in range(n):
+        i, _ = block_of(t + 1)
+        ratio = np.linalg.norm(C[:, t]) / blocks[i].sampler.sigma  # type: ignore[attr-defined]
+        priv = blocks[i].privacy
+        assert priv is not None
+        inner_ratio = priv.l2_sensitivity / blocks[i].sampler.sigma  # type: ignore[attr-defined]
+        assert ratio <= inner_ratio * (1 + 1e-12)
+        assert np.count_nonzero(C[:, t]) == np.count_nonzero(C[offset[i] : offset[i] + 2**i, t])
+    # the inner guarantee is the same (ε, δ) for every block
+    for b in blocks:
+        assert b.privacy is not None and b.privacy.epsilon <= 1.0 and b.privacy.delta <= 1e-6
+
+
+# ----------------------------------------------------------------------------- exact variance
+
+
+def test_variance_at_binary_laplace_closed_form() -> None:
+    """Independent: block i is a binary tree of height i+1 with Laplace(λ_i = (i+1)/ε)
+    nodes (variance 2λ²); a finished block carries its root only."""
+    eps = 0.7
+    mech = UnboundedCounter(inner="binary", epsilon=eps, rng=1)
+
+    def node_var(i: int) -> float:
+        return 2 * laplace_scale(i + 1, eps) ** 2
+
+    for t in [1, 2, 3, 4, 5, 100, 1023, 1024, 2**20 + 12345, 2**53 - 1, 2**53]:
+        i, local = block_of(t)
+        carried = sum(node_var(j) for j in range(i))
+        want = carried + node_var(i) * _popcount(local)
+        assert mech.variance_at(t) == pytest.approx(want, rel=1e-12), t
+
+
+def test_variance_at_gaussian_matches_inner_variances_arrays() -> None:
+    """Against each block's full ``variances()`` array (a different code path)."""
+    mech = UnboundedCounter(inner="sqrt", epsilon=1.0, delta=1e-6, noise="gaussian", rng=1)
+    blocks = [mech.block_mechanism(i).variances() for i in range(8)]
+    for t in range(1, 2**8):
+        i, local = block_of(t)
+        want = sum(blocks[j][-1] for j in range(i)) + blocks[i][local - 1]
+        assert mech.variance_at(t) == pytest.approx(want, rel=1e-13)
+    # iter_variances agrees with variance_at, across block boundaries
+    it = mech.iter_variances(start=5)
+    assert [next(it) for _ in range(60)] == [mech.variance_at(t) for t in range(5, 65)]
+
+
+def test_binary_gaussian_sigma_per_block() -> None:
+    mech = UnboundedCounter(inner="binary", epsilon=1.0, delta=1e-6, noise="gaussian", rng=1)
+    for t in (1, 6, 77):
+        i, local = block_of(t)
+        s = [gaussian_sigma(np.sqrt(j + 1), 1.0, 1e-6) ** 2 for j in range(i + 1)]
+        assert mech.variance_at(t) == pytest.approx(sum(s[:i]) + s[i] * _popcount(local))
+
+
+def test_empirical_variance_matches_variance_at() -> None:
+    mech = UnboundedCounter(inner="kary", k=3, epsilon=1.0, delta=1e-6, noise="gaussian", rng=5)
+    n, reps = 40, 3000
+    x = np.ones(n)
+    errors = np.stack([mech.release(x) - np.cumsum(x) for _ in range(reps)])
+    expected = np.array([mech.variance_at(t) for t in range(1, n + 1)])
+    assert_variances_match(errors, expected)  # also rejects 2× and 0.8× the variance
+
+
+# ----------------------------------------------------------------------------- integer noise
+
+
+def test_discrete_noise_gives_exact_integers() -> None:
+    mech = UnboundedCounter(inner="binary", epsilon=1.0, noise="discrete-laplace", rng=3)
+    out = mech.release(np.arange(50) % 4)
+    assert out.dtype == np.int64
+    stream = mech.stream()
+    vals = [stream.update(v) for v in range(20)]
+    assert all(type(v) is int for v in vals)
+    more = stream.update_many(np.ones(30, dtype=np.int64))
+    assert more.dtype == np.int64
+    assert all(type(stream.update(1)) is int for _ in range(5))
+    with pytest.raises(ValueError, match="whole number"):
+        mech.stream().update(0.5)
+
+
+def test_discrete_vector_stream_is_int64() -> None:
+    mech = UnboundedCounter(inner="kary", epsilon=1.0, noise="discrete-laplace", rng=3)
+    stream = mech.stream()
+    got = [stream.update([1, 2]) for _ in range(9)]
+    assert all(g.dtype == np.int64 for g in got)
+
+
+# ----------------------------------------------------------------------------- privacy
+
+
+def test_every_block_within_budget_and_guarantee_reported() -> None:
+    mech = UnboundedCounter(inner="kary", epsilon=0.5, delta=1e-8, rng=1)
+    for i in range(0, 40, 3):
+        priv = mech.block_mechanism(i).privacy
+        assert priv is not None and priv.epsilon <= 0.5 and priv.delta <= 1e-8
+    assert mech.privacy is not None and mech.privacy.epsilon == 0.5
+    assert "every prefix" in mech.describe()
+    assert mech.with_sampler(ZeroNoise()).privacy is None
+
+
+def test_stream_holds_one_block() -> None:
+    mech = _counter("binary")
+    stream = mech.stream()
+    stream.update_many(np.ones(2**12 + 5))
+    assert stream.live_count() <= 13  # the running block's tree: one value per level
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="inner"):
+        UnboundedCounter(inner="nope", epsilon=1.0)
+    with pytest.raises(TypeError, match="inner"):
+        UnboundedCounter(inner=3, epsilon=1.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="epsilon"):
+        UnboundedCounter(inner="binary")
+    with pytest.raises(ValueError, match="epsilon"):
+        UnboundedCounter(epsilon=-1.0)
+    with pytest.raises(ValueError, match="k must be"):
+        UnboundedCounter(inner="kary", k=1, epsilon=1.0)
+    with pytest.raises(TypeError, match="horizon 1"):
+        UnboundedCounter(inner=lambda h, **kw: None, epsilon=1.0)
+    mech = _counter("binary")
+    with pytest.raises(ValueError, match="t must be"):
+        mech.variance_at(0)
+    with pytest.raises(ValueError, match="t must be"):
+        mech.variance_at(2**53 + 1)
+    with pytest.raises(ValueError, match="x"):
+        mech.release([])
+    stream = mech.stream()
+    stream.update([1.0, 2.0])
+    with pytest.raises(ValueError, match="vectors of length 2"):
+        stream.update([1.0, 2.0, 3.0])  # step 2 starts block 1: the shape must persist
+    with pytest.raises(ValueError, match="xs"):
+        stream.update_many(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="x"):
+        stream.update(float("nan"))
