@@ -100,9 +100,14 @@ def test_count_stdin_is_live(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
-def test_count_stdin_requires_horizon(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["count", "-", "--epsilon", "1"]) == 2
-    assert "--horizon is required" in capsys.readouterr().err
+def test_count_stdin_without_horizon_is_unbounded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1\n"))
+    assert main(["count", "-", "--epsilon", "1"]) == 0  # see tests/cli/test_count_unbounded.py
+    assert "UnboundedCounter" in capsys.readouterr().err
 
 
 def test_demo_runs_and_writes_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,9 +11,20 @@ import numpy as np
 
 from dpcount._cli.common import err_console, escape
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism, default_noise
+from dpcount.counting.registry import DISCRETE_CAPABLE, MECHANISMS, build_mechanism, default_noise
+from dpcount.counting.unbounded import UnboundedCounter
 
-__all__ = ["build", "choose_auto", "format_line", "resolve_noise", "summary", "warn_ignored"]
+__all__ = [
+    "build",
+    "build_unbounded",
+    "choose_auto",
+    "choose_unbounded_inner",
+    "format_line",
+    "resolve_noise",
+    "summary",
+    "summary_unbounded",
+    "warn_ignored",
+]
 
 #: the k-ary tree's branching factor when --k is not given (count-on-your-elders Cor. 15)
 DEFAULT_K = 19
@@ -151,6 +162,105 @@ def build(
         subtract=not args.no_subtract,
         step_sensitivity=args.sensitivity,
         calibration=args.calibration,
+    )
+
+
+#: the step at which ``--mechanism auto`` compares the unbounded counter's inner mechanisms
+UNBOUNDED_PROBE = 2**16
+
+
+def _unbounded(args: argparse.Namespace, noise: str) -> UnboundedCounter:
+    return UnboundedCounter(
+        inner=args.mechanism,
+        k=DEFAULT_K if args.k is None else args.k,
+        subtract=not args.no_subtract,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        noise=noise,
+        step_sensitivity=args.sensitivity,
+        calibration=args.calibration,
+        rng=args.seed,
+    )
+
+
+def choose_unbounded_inner(args: argparse.Namespace) -> argparse.Namespace:
+    """``--mechanism auto`` without a horizon: the inner mechanism of the doubling counter
+    with the lowest exact variance at t = 2^16 (:meth:`UnboundedCounter.variance_at`).
+
+    Among the mechanisms that take the default integer noise when it applies (no
+    ``--noise``/``--calibration``, whole ``--sensitivity``), else among all that accept
+    the noise (input perturbation excluded: its error grows linearly in the block
+    length). One step is compared because no horizon is known; 2^16 is a typical
+    live stream, and the ranking is the same at 2^10 and 2^20 for the budgets we
+    tried (Honaker first: its last-step release, the carried block total, has the
+    lowest variance). Returns a copy of ``args`` naming the mechanism.
+    """
+    if args.k is not None or args.no_subtract:
+        raise ValueError(
+            "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
+            "(--mechanism auto chooses the inner mechanism itself)"
+        )
+    safe = args.noise is None and args.calibration is None and _whole(args.sensitivity, None)
+    names = sorted(DISCRETE_CAPABLE if safe else set(MECHANISMS) - {"input"})
+    best: tuple[float, str] | None = None
+    first_error: ValueError | None = None
+    for name in names:
+        trial = argparse.Namespace(**{**vars(args), "mechanism": name})
+        try:
+            var = _unbounded(trial, resolve_noise(trial, None)[0]).variance_at(UNBOUNDED_PROBE)
+        except ValueError as err:  # this inner refuses the budget or the noise
+            first_error = first_error or err
+            continue
+        if best is None or var < best[0]:
+            best = (var, name)
+    if best is None:
+        assert first_error is not None
+        raise first_error
+    args.auto_note = (
+        "chosen by --mechanism auto: lowest exact variance at t = 2^16 among the inner mechanisms"
+    )
+    return argparse.Namespace(**{**vars(args), "mechanism": best[1]})
+
+
+def build_unbounded(args: argparse.Namespace) -> UnboundedCounter:
+    """The doubling counter for a stream without ``--horizon`` (live stdin): the inner
+    mechanism is ``--mechanism`` (auto: :func:`choose_unbounded_inner`), with the same
+    noise defaults as a fixed horizon."""
+    if args.mechanism == "auto":
+        args = choose_unbounded_inner(args)
+    else:
+        warn_ignored(args, args.mechanism)
+    noise, note = resolve_noise(args, None)
+    if note is not None:
+        err_console().print(
+            f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
+            "docs/safe-noise.md; pass --noise to choose)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return _unbounded(args, noise)
+
+
+def summary_unbounded(
+    counter: UnboundedCounter, steps: int, args: argparse.Namespace | None = None
+) -> None:
+    """The summary of an unbounded run: the construction, its guarantee and the exact
+    error at the first and last steps (it grows with t)."""
+    con = err_console()
+    privacy = counter.privacy.describe() if counter.privacy else "none"
+    note = getattr(args, "auto_note", None)
+    con.print(f"[bold]mechanism[/]  {escape(repr(counter))}" + (f" ({note})" if note else ""))
+    con.print(f"[bold]privacy[/]    {escape(privacy)}, for every prefix")
+    con.print(
+        "[bold]relation[/]   no horizon: step t in block i (steps 2^i .. 2^(i+1)-1) is "
+        f"released as the finished blocks' last releases plus block i's {counter.inner} "
+        "release (a fresh mechanism for horizon 2^i, full budget; blocks are disjoint)"
+    )
+    last = f"; at t={steps}: std {counter.std_at(steps):.4g}" if steps >= 1 else ""
+    con.print(
+        f"[bold]exact error[/] grows with t: std {counter.std_at(1):.4g} at t=1"
+        f"{last}, {counter.std_at(UNBOUNDED_PROBE):.4g} at t=2^16; the std column is exact "
+        f"per row; {steps} steps released"
     )
 
 

@@ -265,7 +265,9 @@ def run_durable(args: argparse.Namespace) -> int:
     if live:
         if args.horizon is None:
             raise ValueError(
-                "--horizon is required when reading stdin (the noise is calibrated for it)"
+                "--horizon is required with --checkpoint when reading stdin: checkpoints "
+                "hold a fixed-horizon stream (without --checkpoint, stdin without --horizon "
+                "runs the unbounded doubling counter)"
             )
         horizon = args.horizon
         reader = SeriesReader(sys.stdin, args.column, source="stdin", missing=args.missing)

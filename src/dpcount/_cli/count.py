@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from dpcount._cli._counting import DEFAULT_K, build, summary
+from dpcount._cli._counting import DEFAULT_K, build, build_unbounded, summary, summary_unbounded
 from dpcount._cli._durable import run_durable
 from dpcount._cli._time import Clock, parse_width
 from dpcount._cli.common import add_privacy_arguments, err_console, escape, open_output
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
+from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 from dpcount.io import MISSING_POLICIES, SeriesReader
 from dpcount.postprocess import clamp, monotone, round_half_even
 
@@ -37,7 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
         "this horizon and budget, among those taking the default integer noise when the data "
-        "and --sensitivity are whole numbers (else with its own noise)",
+        "and --sensitivity are whole numbers (else with its own noise). Stdin without "
+        "--horizon: the inner mechanism of the unbounded counter (auto: the lowest exact "
+        "variance at t = 2^16)",
     )
     p.add_argument(
         "--k",
@@ -78,7 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--horizon",
         type=int,
         default=None,
-        help="number of steps T (required for stdin; default: rows in INPUT)",
+        help="number of steps T (default: rows in INPUT). Stdin without --horizon runs the "
+        "unbounded doubling counter: step t in block i (steps 2^i..2^(i+1)-1) is released as "
+        "the finished blocks' last releases plus block i's own mechanism (horizon 2^i, full "
+        "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
+        "with t (the std column is exact per row); not with --checkpoint",
     )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
     p.add_argument(
@@ -248,14 +255,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_live(args: argparse.Namespace) -> int:
-    if args.horizon is None:
-        raise ValueError(
-            "--horizon is required when reading stdin (the noise is calibrated for it)"
-        )
     reader = SeriesReader(
         sys.stdin, args.column, source="stdin", time_column=args.time_column, missing=args.missing
     )
-    mech = build(args, args.horizon, None)
+    mech: CountingMechanism | UnboundedCounter
+    mech = build_unbounded(args) if args.horizon is None else build(args, args.horizon, None)
     post = args.round or args.clamp
     with open_output(args.output) as out:
         out.write(",".join(header(args, post)) + "\n")
@@ -265,7 +269,7 @@ def _run_live(args: argparse.Namespace) -> int:
         variances = mech.iter_variances()
         steps = 0
         for _, time, value in reader.records():
-            if steps >= args.horizon:
+            if args.horizon is not None and steps >= args.horizon:
                 raise ValueError(f"stdin has more than --horizon {args.horizon} rows")
             v = _update(args, stream, value)
             shown = postprocessed(args, np.asarray([v]))
@@ -275,7 +279,10 @@ def _run_live(args: argparse.Namespace) -> int:
             out.write(line)
             out.flush()
             steps += 1
-    summary(mech, steps, args)
+    if isinstance(mech, UnboundedCounter):
+        summary_unbounded(mech, steps, args)
+    else:
+        summary(mech, steps, args)
     _report_missing(reader)
     return 0
 
@@ -347,7 +354,9 @@ def _released_std(mech: CountingMechanism, n: int) -> list[float]:
     return [math.sqrt(v) for v in itertools.islice(mech.iter_variances(), n)]
 
 
-def _update(args: argparse.Namespace, stream: CountingStream, value: float) -> Any:
+def _update(
+    args: argparse.Namespace, stream: CountingStream | UnboundedStream, value: float
+) -> Any:
     """``stream.update``; a fractional stdin row under the default integer noise gets a hint."""
     try:
         return stream.update(value)

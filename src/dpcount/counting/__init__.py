@@ -6,6 +6,8 @@ Every mechanism shares :class:`CountingMechanism`'s interface: ``release(x)``,
 memory independent of the horizon (bit-identical to ``variances()``).
 A stream can be checkpointed (:func:`save_stream`) and restored
 (:func:`load_stream`); see :mod:`dpcount.counting.checkpoint`.
+For a stream without a horizon, :class:`UnboundedCounter` runs any of them over
+doubling blocks, with its guarantee for every prefix and its exact ``variance_at(t)``.
 """
 
 from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
@@ -18,6 +20,7 @@ from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturba
 from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
 from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
 from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
+from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 
 __all__ = [
     "BLT",
@@ -39,6 +42,8 @@ __all__ = [
     "SqrtFactorization",
     "SqrtNoiseProcess",
     "TreeNoiseProcess",
+    "UnboundedCounter",
+    "UnboundedStream",
     "load_stream",
     "max_digit_l1_norm",
     "save_stream",

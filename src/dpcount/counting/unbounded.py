@@ -320,10 +320,7 @@ class UnboundedCounter:
 
     def describe(self) -> str:
         """One line: the construction, its guarantee and how its error grows."""
-        if self.privacy is None:
-            guarantee = "no privacy guarantee"
-        else:
-            guarantee = self.privacy.describe()
+        guarantee = "no privacy guarantee" if self.privacy is None else self.privacy.describe()
         return (
             f"{self!r}: {guarantee}; for every prefix. Release at t in block i = "
             f"finished blocks' totals + block i's {self.inner} release; exact variance "
@@ -355,7 +352,7 @@ class UnboundedStream:
         self._inner: CountingStream | None = None
         self._carried: Any = 0
         self._last: Any = 0  # the running block's latest release
-        self._dim: int | None | str = "unset"
+        self._dim: int | str | None = "unset"
 
     @property
     def step(self) -> int:

@@ -1,0 +1,73 @@
+"""``dpcount count -`` without --horizon: the unbounded doubling counter, end to end."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcount.cli import main
+from dpcount.counting.unbounded import UnboundedCounter
+from tests.cli.test_count import read_out
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, rows: list[int]) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{v}\n" for v in rows)))
+
+
+def test_stdin_without_horizon_releases_the_unbounded_counter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [i % 3 for i in range(70)]  # blocks 0..6
+    _stdin(monkeypatch, rows)
+    out = tmp_path / "out.csv"
+    argv = ["count", "-", "--mechanism", "binary", "--epsilon", "1", "--seed", "4"]
+    assert main([*argv, "--output", str(out)]) == 0
+    data = read_out(out)
+    # the same counter, same seed and the CLI's default integer noise, by the library
+    counter = UnboundedCounter(inner="binary", epsilon=1.0, noise="discrete-laplace", rng=4)
+    stream = counter.stream()
+    want = [stream.update(v) for v in rows]
+    np.testing.assert_array_equal(data[:, 0], np.arange(1, 71))
+    np.testing.assert_array_equal(data[:, 1], want)
+    np.testing.assert_array_equal(data[:, 2], [counter.std_at(t) for t in range(1, 71)])
+    assert data[0, 2] < data[-1, 2]  # the error grows with t
+    err = capsys.readouterr().err
+    assert "UnboundedCounter(inner=binary" in err and "grows with t" in err
+    assert "block i" in err and "every prefix" in err
+
+
+def test_auto_chooses_the_inner_by_exact_variance_at_2_16(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stdin(monkeypatch, [1, 0, 1])
+    out = tmp_path / "out.csv"
+    assert main(["count", "-", "--epsilon", "1", "--seed", "1", "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    variances = {
+        name: UnboundedCounter(inner=name, epsilon=1.0, noise="discrete-laplace").variance_at(2**16)
+        for name in ("binary", "kary", "honaker")
+    }
+    best = min(variances, key=variances.__getitem__)
+    assert f"UnboundedCounter(inner={best}" in err and "lowest exact variance" in err
+    assert len(read_out(out)) == 3
+
+
+def test_checkpoint_without_horizon_on_stdin_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stdin(monkeypatch, [1])
+    argv = ["count", "-", "--epsilon", "1", "--checkpoint", str(tmp_path / "c.ck")]
+    assert main([*argv, "--output", str(tmp_path / "o.csv")]) == 2
+    assert "--horizon is required with --checkpoint" in capsys.readouterr().err
+
+
+def test_fractional_row_under_default_integer_noise_names_the_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1\n0.5\n"))
+    assert main(["count", "-", "--epsilon", "1", "--mechanism", "binary"]) == 2
+    assert "--noise laplace" in capsys.readouterr().err
