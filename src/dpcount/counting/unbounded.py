@@ -243,8 +243,9 @@ class UnboundedCounter:
 
         V(t) = Σ_{i' < i} V_{i'}(2^{i'}) + V_i(t − 2^i + 1), summed in the order
         i' = 0, 1, …, i − 1, then the running block: O(log t) calls of the inner
-        mechanism's ``variance_at`` (each O(log) for the trees, O(local step) for
-        BLT and the square root).
+        mechanism's ``variance_at`` (the finished blocks' are cached). With the trees
+        each call is O(log t), so any t up to 2^53 is instant; BLT and the square
+        root sum their coefficients, O(2^i) per block, so O(t) in all.
         """
         t = check_integer("t", t, ge=1, le=MAX_STEPS)
         i, local = block_of(t)
