@@ -177,7 +177,7 @@ def test_binary_gaussian_sigma_per_block() -> None:
 
 def test_empirical_variance_matches_variance_at() -> None:
     mech = UnboundedCounter(inner="kary", k=3, epsilon=1.0, delta=1e-6, noise="gaussian", rng=5)
-    n, reps = 40, 3000
+    n, reps = 40, 2000
     x = np.ones(n)
     errors = np.stack([mech.release(x) - np.cumsum(x) for _ in range(reps)])
     expected = np.array([mech.variance_at(t) for t in range(1, n + 1)])
@@ -259,3 +259,79 @@ def test_bad_inputs() -> None:
         stream.update_many(np.ones((3, 3)))
     with pytest.raises(ValueError, match="x"):
         stream.update(float("nan"))
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+@pytest.mark.parametrize(
+    ("inner", "budget", "vector"),
+    [
+        ("binary", {"epsilon": 1.0, "noise": "discrete-laplace"}, False),
+        ("honaker", {"epsilon": 1.0, "noise": "discrete-laplace"}, False),
+        ("sqrt", {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}, True),
+        ("kary", {"epsilon": 1.0, "noise": "laplace"}, True),
+    ],
+)
+@pytest.mark.parametrize("cut", [0, 1, 7, 9])
+def test_checkpoint_continues_bit_for_bit(
+    tmp_path: Any, inner: str, budget: dict[str, Any], vector: bool, cut: int
+) -> None:
+    """Saved after ``cut`` steps (0, block ends 1 and 7, mid-block 9) and restored,
+    the stream gives the uninterrupted stream's outputs, types included."""
+    from dpcount.counting.unbounded import load_unbounded, save_unbounded
+
+    n = 40
+    x = (np.arange(n * 2).reshape(n, 2) % 3) if vector else (np.arange(n) % 3)
+    whole = UnboundedCounter(inner=inner, rng=7, **budget).stream()
+    want = [whole.update(v) for v in x[: cut + 5]]  # the same schedule as below
+    want += list(whole.update_many(x[cut + 5 :]))
+    counter = UnboundedCounter(inner=inner, rng=7, **budget)
+    first = counter.stream()
+    got = [first.update(v) for v in x[:cut]]
+    path = tmp_path / "u.ckpt"
+    save_unbounded(first, path, extra={"note": 1})
+    restored = load_unbounded(path, expect=counter)
+    assert restored.step == cut and restored.extra == {"note": 1}
+    got += [restored.update(v) for v in x[cut : cut + 5]]
+    got += list(restored.update_many(x[cut + 5 :]))
+    assert len(got) == n
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert type(a) is type(b)
+
+
+def test_checkpoint_refusals(tmp_path: Any) -> None:
+    from dpcount.counting import save_stream
+    from dpcount.counting.unbounded import load_unbounded, save_unbounded
+
+    counter = UnboundedCounter(inner="binary", epsilon=1.0, rng=1)
+    stream = counter.stream()
+    stream.update_many(np.ones(5))
+    path = tmp_path / "u.ckpt"
+    save_unbounded(stream, path)
+    with pytest.raises(ValueError, match="expected UnboundedCounter"):
+        load_unbounded(path, expect=UnboundedCounter(inner="binary", epsilon=2.0))
+    with pytest.raises(ValueError, match="by its registry name"):
+        save_unbounded(UnboundedCounter(inner=_sqrt_factory, epsilon=1.0).stream(), path)
+    # a plain stream checkpoint is not an unbounded one; a forged doubling state is refused
+    plain = counter.block_mechanism(2).stream()
+    plain.update(1.0)
+    save_stream(plain, path)
+    with pytest.raises(ValueError, match="not an UnboundedStream checkpoint"):
+        load_unbounded(path)
+    state = {"inner": "binary", "k": 19, "subtract": True, "block": 2, "step": 9,
+             "dim": None, "carried": 0.0, "last": 0.0}  # fmt: skip
+    save_stream(plain, path, extra={"unbounded": state, "user": None})
+    with pytest.raises(ValueError, match="step 9"):
+        load_unbounded(path)
+    save_stream(plain, path, extra={"unbounded": state | {"step": 4, "carried": "x"}, "user": None})
+    with pytest.raises(ValueError, match="carried"):
+        load_unbounded(path)
+    save_stream(
+        plain, path, extra={"unbounded": state | {"step": 4, "inner": "kary"}, "user": None}
+    )
+    with pytest.raises(ValueError, match="inner mechanism is not"):
+        load_unbounded(path)
+    save_stream(plain, path, extra={"unbounded": state | {"step": 4}, "user": None})
+    assert load_unbounded(path).step == 4  # the same state, well formed, loads

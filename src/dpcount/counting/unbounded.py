@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,7 @@ from numpy.typing import NDArray
 from dpcount._validate import check_choice, check_instance, check_integer
 from dpcount.counting._steps import check_stream_array, vector_length
 from dpcount.counting.base import MAX_HORIZON, NEIGHBOURING, CountingMechanism, CountingStream
+from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.guarantee import PrivacyGuarantee
@@ -66,7 +68,14 @@ from dpcount.privacy.rng import RNGLike, as_generator
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["MAX_STEPS", "UnboundedCounter", "UnboundedStream", "block_of"]
+__all__ = [
+    "MAX_STEPS",
+    "UnboundedCounter",
+    "UnboundedStream",
+    "block_of",
+    "load_unbounded",
+    "save_unbounded",
+]
 
 #: Largest step: the step counts and every block's horizon stay exact (2^53).
 MAX_STEPS = MAX_HORIZON
@@ -170,7 +179,9 @@ class UnboundedCounter:
                 return build(horizon=horizon, budget=budget, rng=rng, k=k, subtract=subtract)
 
             self._factory: InnerFactory = factory
+            self._named = True
         elif callable(inner):
+            self._named = False
             self.inner = getattr(inner, "__name__", type(inner).__name__)
             self._factory = inner
         else:
@@ -354,6 +365,8 @@ class UnboundedStream:
         self._carried: Any = 0
         self._last: Any = 0  # the running block's latest release
         self._dim: int | str | None = "unset"
+        #: the caller's ``extra`` dict of the checkpoint this stream was loaded from
+        self.extra: dict[str, Any] | None = None
 
     @property
     def step(self) -> int:
@@ -419,3 +432,150 @@ class UnboundedStream:
             parts.append(local + self._carried)
             start = stop
         return np.concatenate(parts)
+
+
+# -- checkpoints ------------------------------------------------------------------------
+_OWNER = "UnboundedStream"
+_KEYS = {"inner", "k", "subtract", "block", "step", "dim", "carried", "last"}
+
+
+def _plain(value: Any) -> Any:
+    """A carried total or release as JSON: Python int/float, or a list for vectors."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def save_unbounded(
+    stream: UnboundedStream, path: str | os.PathLike[str], extra: dict[str, Any] | None = None
+) -> None:
+    """Write a checkpoint of an :class:`UnboundedStream` to ``path`` atomically.
+
+    The file is a :func:`~dpcount.counting.save_stream` checkpoint of the running
+    block's inner stream (its mechanism, generator state with its key, noise
+    state), whose ``extra`` also holds the doubling state: the inner mechanism's
+    name and options, the block, the step, the step length, the carried total of
+    the finished blocks and the running block's latest release. The same trust
+    model applies: the file is as sensitive as the data, resume it at most once.
+
+    Raises:
+        TypeError: ``stream`` is not an UnboundedStream, or ``extra`` not a dict.
+        ValueError: the counter's inner mechanism is a custom factory (a checkpoint
+            rebuilds it by name), it has no privacy guarantee, or ``extra`` is not
+            JSON-able.
+    """
+    if not isinstance(stream, UnboundedStream):
+        raise TypeError(f"stream must be an UnboundedStream, got {type(stream).__name__}")
+    counter = stream.counter
+    if not counter._named:
+        raise ValueError(
+            f"cannot checkpoint an UnboundedCounter with inner={counter.inner!r}: a "
+            "checkpoint rebuilds the inner mechanism by its registry name"
+        )
+    inner = stream._inner if stream._inner is not None else counter.block_mechanism(0).stream()
+    state = {
+        "inner": counter.inner,
+        "k": counter.k,
+        "subtract": counter.subtract,
+        "block": max(stream._block, 0),
+        "step": stream._t,
+        "dim": stream._dim,
+        "carried": _plain(stream._carried),
+        "last": _plain(stream._last),
+    }
+    save_stream(inner, path, extra={"unbounded": state, "user": extra})
+
+
+def _restored_value(field: str, value: Any, dim: int | None, integer: bool) -> Any:
+    """A carried total or release from the file: a finite real (scalars; 0 before
+    any release) or a list of ``dim`` finite reals (int64 values for integer output)."""
+    if isinstance(value, list):
+        if dim is None or len(value) != dim:
+            raise ValueError(f"corrupt {_OWNER} state: {field} must hold {dim} values")
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"corrupt {_OWNER} state: {field} must hold finite reals")
+            if integer and not (isinstance(v, int) and abs(v) < 2**62):
+                raise ValueError(f"corrupt {_OWNER} state: {field} must hold int64 values")
+        return np.array(value, dtype=np.int64 if integer else np.float64)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"corrupt {_OWNER} state: {field} must be a real number or a list")
+    if not math.isfinite(value):
+        raise ValueError(f"corrupt {_OWNER} state: {field} must be finite")
+    if integer and not isinstance(value, int):
+        raise ValueError(f"corrupt {_OWNER} state: {field} must be an int (integer output)")
+    return value
+
+
+def load_unbounded(
+    path: str | os.PathLike[str], expect: UnboundedCounter | None = None
+) -> UnboundedStream:
+    """Restore a stream saved with :func:`save_unbounded`; it continues exactly where
+    the saved one was (the same outputs for the same inputs, bit for bit), drawing
+    every later block's noise from the restored generator. ``stream.extra`` is the
+    caller's saved ``extra``.
+
+    Args:
+        path: the checkpoint file.
+        expect: if given, the counter the caller means to continue: the checkpoint
+            must be for the same inner mechanism, options and budget.
+
+    Raises:
+        ValueError: naming the file and the problem (everything
+            :func:`~dpcount.counting.load_stream` refuses, a missing or inconsistent
+            doubling state, or not what ``expect`` describes).
+    """
+    if expect is not None and not isinstance(expect, UnboundedCounter):
+        raise TypeError(f"expect must be an UnboundedCounter or None, got {type(expect).__name__}")
+    inner = load_stream(path)
+    try:
+        return _restore_unbounded(inner, expect)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"checkpoint {os.fspath(path)}: {err}") from None
+
+
+def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -> UnboundedStream:
+    saved = inner.extra
+    if not isinstance(saved, dict) or set(saved) != {"unbounded", "user"}:
+        raise ValueError("not an UnboundedStream checkpoint (no doubling state in extra)")
+    st = saved["unbounded"]
+    if not isinstance(st, dict) or set(st) != _KEYS:
+        raise ValueError(f"corrupt {_OWNER} state: it must hold {sorted(_KEYS)}")
+    if not isinstance(st["inner"], str) or st["inner"] not in MECHANISMS:
+        raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
+    if type(st["k"]) is not int or type(st["subtract"]) is not bool:
+        raise ValueError(f"corrupt {_OWNER} state: k must be an int, subtract a bool")
+    block, step, dim = st["block"], st["step"], st["dim"]
+    mech = inner.mechanism
+    if type(block) is not int or not 0 <= block <= 53 or mech.horizon != 1 << block:
+        raise ValueError(
+            f"corrupt {_OWNER} state: block {block!r:.40} for an inner horizon of {mech.horizon}"
+        )
+    if type(step) is not int or step != (1 << block) - 1 + inner.step or step > MAX_STEPS:
+        raise ValueError(f"corrupt {_OWNER} state: step {step!r:.40} != the inner stream's")
+    if dim != "unset" and dim is not None and (type(dim) is not int or dim < 1):
+        raise ValueError(f"corrupt {_OWNER} state: dim {dim!r:.40}")
+    if (step == 0) != (dim == "unset") or (inner.step > 0 and dim != inner.dim):
+        raise ValueError(f"corrupt {_OWNER} state: dim {dim!r:.40} at step {step}")
+    counter = UnboundedCounter(
+        inner=st["inner"], k=st["k"], subtract=st["subtract"], budget=mech.budget, rng=mech._rng
+    )
+    if counter.block_mechanism(block).config() != mech.config():
+        raise ValueError(f"corrupt {_OWNER} state: the inner mechanism is not {counter!r}")
+    if expect is not None and repr(expect) != repr(counter):
+        raise ValueError(f"it holds {counter!r}, expected {expect!r}")
+    counter._blocks[block] = mech  # the restored one, with the restored generator
+    integer = inner._int_out
+    vector_dim = dim if isinstance(dim, int) else None
+    stream = UnboundedStream(counter)
+    stream._carried = _restored_value("carried", st["carried"], vector_dim, integer)
+    stream._last = _restored_value("last", st["last"], vector_dim, integer)
+    if block == 0 and step == 0:
+        stream._block, stream._inner = -1, None
+    else:
+        stream._block, stream._inner = block, inner
+    stream._t, stream._dim = step, dim
+    stream.extra = saved["user"]
+    return stream
