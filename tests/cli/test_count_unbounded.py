@@ -56,18 +56,28 @@ def test_auto_chooses_the_inner_by_exact_variance_at_2_16(
     assert len(read_out(out)) == 3
 
 
-def test_checkpoint_without_horizon_on_stdin_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _stdin(monkeypatch, [1])
-    argv = ["count", "-", "--epsilon", "1", "--checkpoint", str(tmp_path / "c.ck")]
-    assert main([*argv, "--output", str(tmp_path / "o.csv")]) == 2
-    assert "--horizon is required with --checkpoint" in capsys.readouterr().err
-
-
 def test_fractional_row_under_default_integer_noise_names_the_flag(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("1\n0.5\n"))
     assert main(["count", "-", "--epsilon", "1", "--mechanism", "binary"]) == 2
     assert "--noise laplace" in capsys.readouterr().err
+
+
+def test_checkpointed_unbounded_run_resumes_and_matches_the_plain_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stdin without --horizon with --checkpoint: the producer stops at 6 and 13 rows
+    and re-sends; the output equals the plain unbounded run's, line for line."""
+    rows = [(3 * i) % 4 for i in range(40)]
+    base = ["count", "-", "--mechanism", "binary", "--epsilon", "1", "--seed", "9"]
+    _stdin(monkeypatch, rows)
+    assert main([*base, "--output", str(tmp_path / "plain.csv")]) == 0
+    argv = [*base, "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out.csv")]
+    for n in (6, 13, 40):
+        _stdin(monkeypatch, rows[:n])
+        assert main([*argv, "--checkpoint-every", "4"]) == 0
+    assert (tmp_path / "out.csv").read_text() == (tmp_path / "plain.csv").read_text()
+    # a fixed-horizon run refuses this checkpoint, and the other way round
+    _stdin(monkeypatch, rows)
+    assert main([*argv, "--horizon", "64"]) == 2

@@ -26,7 +26,9 @@ digest must equal the saved one, otherwise the run is refused.
 The checkpoint is kept when the run ends. At the horizon it is complete: running
 the command again only re-delivers missing output lines and releases nothing. If
 the input ended earlier, running again with a longer input continues the stream
-(pass ``--horizon`` for a file that grows). Deleting the checkpoint while the
+(pass ``--horizon`` for a file that grows). Stdin without ``--horizon`` runs the
+unbounded doubling counter, checkpointed by :func:`~dpcount.counting.unbounded.save_unbounded`;
+it is never complete. Deleting the checkpoint while the
 output holds released lines does not allow a fresh start: the run refuses to
 overwrite released lines.
 """
@@ -45,10 +47,22 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
-from dpcount._cli._counting import build, format_line, summary
+from dpcount._cli._counting import (
+    build,
+    build_unbounded,
+    format_line,
+    summary,
+    summary_unbounded,
+)
 from dpcount._cli.common import err_console, escape
-from dpcount.counting.base import CountingStream
+from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.checkpoint import load_stream, save_stream
+from dpcount.counting.unbounded import (
+    UnboundedCounter,
+    UnboundedStream,
+    load_unbounded,
+    save_unbounded,
+)
 from dpcount.io import SeriesReader
 
 __all__ = ["run_durable"]
@@ -230,7 +244,7 @@ def _reconcile(path: str, pending: list[str], step: int) -> int:
     return len(missing)
 
 
-def _check_extra(stream: CountingStream, checkpoint: str) -> dict[str, Any]:
+def _check_extra(stream: CountingStream | UnboundedStream, checkpoint: str) -> dict[str, Any]:
     extra = stream.extra
     if not isinstance(extra, dict) or set(extra) != _EXTRA_KEYS or extra["tool"] != _TOOL:
         raise ValueError(f"checkpoint {checkpoint} was not written by {_TOOL} --checkpoint")
@@ -262,14 +276,9 @@ def run_durable(args: argparse.Namespace) -> int:
         raise ValueError(f"--output and --checkpoint must be different files, got {output!r}")
     live = args.input == "-"
     values: Any
+    horizon: int | None
     if live:
-        if args.horizon is None:
-            raise ValueError(
-                "--horizon is required with --checkpoint when reading stdin: checkpoints "
-                "hold a fixed-horizon stream (without --checkpoint, stdin without --horizon "
-                "runs the unbounded doubling counter)"
-            )
-        horizon = args.horizon
+        horizon = args.horizon  # None: the unbounded doubling counter
         reader = SeriesReader(sys.stdin, args.column, source="stdin", missing=args.missing)
         values = (v for _, v in reader)
     else:
@@ -286,10 +295,18 @@ def run_durable(args: argparse.Namespace) -> int:
     options = {"column": args.column, "seed": args.seed}
     con = err_console()
     with _locked(checkpoint):
-        mech = build(args, horizon, values if isinstance(values, list) else None)
+        mech: CountingMechanism | UnboundedCounter
+        stream: CountingStream | UnboundedStream
+        if horizon is None:
+            mech = build_unbounded(args)
+        else:
+            mech = build(args, horizon, values if isinstance(values, list) else None)
         if os.path.exists(checkpoint):
             try:
-                stream = load_stream(checkpoint, expect=mech)
+                if isinstance(mech, UnboundedCounter):
+                    stream = load_unbounded(checkpoint, expect=mech)
+                else:
+                    stream = load_stream(checkpoint, expect=mech)
             except ValueError as err:
                 if "horizon: saved" in str(err) and not live and args.horizon is None:
                     raise ValueError(
@@ -305,7 +322,8 @@ def run_durable(args: argparse.Namespace) -> int:
                 )
             skip, digest = stream.step, bytes.fromhex(_DIGEST_START)
             pending: list[str] = extra["pending"]
-            con.print(f"resuming from checkpoint {escape(checkpoint)} at step {skip} of {horizon}")
+            of = "(no horizon)" if horizon is None else f"of {horizon}"
+            con.print(f"resuming from checkpoint {escape(checkpoint)} at step {skip} {of}")
             resumed = True
         else:
             _check_fresh_output(output, checkpoint)
@@ -315,7 +333,7 @@ def run_durable(args: argparse.Namespace) -> int:
                 fh.write(HEADER)
                 fh.flush()
                 os.fsync(fh.fileno())
-        mech = stream.mechanism
+        mech = stream.counter if isinstance(stream, UnboundedStream) else stream.mechanism
         # The exact std of steps skip + 1, skip + 2, …: one at a time, so memory does
         # not grow with the horizon (a resumed run starts at the checkpoint's step).
         variances = mech.iter_variances(skip + 1)
@@ -355,17 +373,17 @@ def run_durable(args: argparse.Namespace) -> int:
                 nonlocal last_save
                 out.flush()
                 os.fsync(out.fileno())  # the lines of earlier batches are on disk
-                save_stream(
-                    stream,
-                    checkpoint,
-                    extra={
-                        "tool": _TOOL,
-                        "options": options,
-                        "pending": batch,
-                        "input_digest": digest.hex(),
-                        "complete": stream.step == horizon,
-                    },
-                )
+                saved = {
+                    "tool": _TOOL,
+                    "options": options,
+                    "pending": batch,
+                    "input_digest": digest.hex(),
+                    "complete": stream.step == horizon,
+                }
+                if isinstance(stream, UnboundedStream):
+                    save_unbounded(stream, checkpoint, extra=saved)
+                else:
+                    save_stream(stream, checkpoint, extra=saved)
                 lines = batch.copy()
                 batch.clear()  # saved: a failed write is completed on restart, never retried here
                 _deliver(out, lines)
@@ -373,7 +391,7 @@ def run_durable(args: argparse.Namespace) -> int:
 
             try:
                 for value in it:
-                    if stream.step >= horizon:
+                    if horizon is not None and stream.step >= horizon:
                         raise ValueError(f"the input has more than --horizon {horizon} rows")
                     release = stream.update(value)
                     digest = chain_digest(digest, value)
@@ -388,5 +406,8 @@ def run_durable(args: argparse.Namespace) -> int:
                 os.fsync(out.fileno())
     if skip == horizon:
         con.print(f"checkpoint {escape(checkpoint)} is complete: all {horizon} steps were released")
-    summary(mech, stream.step, args)
+    if isinstance(mech, UnboundedCounter):
+        summary_unbounded(mech, stream.step, args)
+    else:
+        summary(mech, stream.step, args)
     return 0

@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "unbounded doubling counter: step t in block i (steps 2^i..2^(i+1)-1) is released as "
         "the finished blocks' last releases plus block i's own mechanism (horizon 2^i, full "
         "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
-        "with t (the std column is exact per row); not with --checkpoint",
+        "with t (the std column is exact per row)",
     )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
     p.add_argument(
