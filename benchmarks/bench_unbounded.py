@@ -14,6 +14,7 @@ mechanism's own stream for horizon n (the floor); the doubling stream starts a n
 inner mechanism at every power of two.
 
 Usage: python benchmarks/bench_unbounded.py [--steps N] [--repeats R] [--skip-error]
+[--forever-max E]
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _known(inner: str, horizon: int) -> Any:
     return MECHANISMS[inner](horizon=horizon, rng=1, k=19, subtract=True, **BUDGET)
 
 
-def error_table() -> None:
+def error_table(forever_max: int) -> None:
     print("exact error, Gaussian noise, epsilon = 1, delta = 1e-6")
     print(f"{'inner':<9}{'t':>9}{'Var(t) doubling':>17}{'known T=t':>12}{'ratio':>8}"
           f"{'mean doubling':>15}{'known T=t':>12}{'ratio':>8}")  # fmt: skip
@@ -61,7 +62,7 @@ def error_table() -> None:
     doubling = UnboundedCounter(inner="honaker", rng=1, **BUDGET)
     print("\nBLT run forever (2^20 parameters, sensitivity at 2^50) vs doubling(honaker)")
     print(f"{'t':>9}{'std BLT forever':>17}{'std doubling':>14}{'ratio':>8}")
-    for e in (10, 16, 20, 22):
+    for e in (10, 16, 20, *range(22, forever_max + 1)):
         t = 2**e
         b, d = forever.variance_at(t) ** 0.5, doubling.variance_at(t) ** 0.5
         print(f"{'2^' + str(e):>9}{b:>17.2f}{d:>14.2f}{b / d:>8.3f}")
@@ -88,9 +89,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2**16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-error", action="store_true")
+    parser.add_argument(
+        "--forever-max", type=int, default=22, help="last 2^e of the BLT-forever table (O(t))"
+    )
     args = parser.parse_args()
     if not args.skip_error:
-        error_table()
+        error_table(args.forever_max)
     speed(args.steps, args.repeats)
 
 
