@@ -30,6 +30,7 @@ from dpcount.counting import (
 )
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
+from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.privacy import ZeroNoise
 from tests.mechanisms import FACTORIES
 from tests.properties_support import (
@@ -62,6 +63,8 @@ COVERED = {
         "CountingStream",
         "load_stream",
         "save_stream",
+        "UnboundedCounter",
+        "UnboundedStream",  # through UnboundedCounter.stream() below
     },
     "dpcount.counting.registry": {"build_mechanism", "default_noise"},
 }
@@ -446,3 +449,68 @@ def test_checkpoint_missing_or_foreign_file(tmp_path: Any) -> None:
     foreign = tmp_path / "data.csv"
     foreign.write_text("1\n2\n")
     assert_rejects(lambda: load_stream(foreign), ValueError, r"data\.csv")
+
+
+# -- UnboundedCounter (no horizon) -------------------------------------------------------
+
+UNBOUNDED = ScalarCase(
+    "UnboundedCounter",
+    UnboundedCounter,
+    {"inner": "binary", "epsilon": 1.0, "rng": 0},
+    {
+        "inner": bad_choice(sorted(MECHANISMS)),
+        "k": bad_integer(2),
+        "subtract": st.sampled_from([1, 0, "True", None, 1.0]).map(lambda v: (v, TypeError)),
+        "epsilon": bad_positive_real(),
+        "delta": bad_probability(allow_none=True, none_exc=ValueError),
+        "step_sensitivity": bad_positive_real(),
+        "noise": bad_choice(NOISES),
+        "rng": bad_rng(),
+    },
+    names={"rng": "rng", "delta": "delta"},
+)
+
+
+@pytest.mark.parametrize(("case", "param"), case_params([UNBOUNDED]))
+@settings(max_examples=12)
+@given(data=st.data())
+def test_unbounded_bad_constructor_scalar_is_refused(
+    case: ScalarCase, param: str, data: st.DataObject
+) -> None:
+    value, exc = data.draw(case.bad[param], label=param)
+    case.check(param, value, exc)
+
+
+_UNBOUNDED = UnboundedCounter(inner="binary", epsilon=1.0, rng=0)
+
+
+@settings(max_examples=20)
+@given(
+    bad=st.one_of(
+        bad_dtype_array(3),
+        bad_dtype_array(3, extra_shape=(2,)),
+        st.sampled_from(
+            [np.zeros(0), np.zeros((0, 2)), np.zeros((3, 0)), np.zeros((2, 2, 2)), 3, ragged(3)]
+        ).map(lambda v: (v, ValueError)),
+        st.sampled_from(["abc", None, [1, None, 2]]).map(lambda v: (v, TypeError)),
+    )
+)
+def test_unbounded_release_refuses_bad_data(bad: tuple[Any, type[Exception]]) -> None:
+    x, exc = bad
+    assert_rejects(lambda: _UNBOUNDED.release(x), exc, r"\bx\b")
+
+
+@settings(max_examples=12)
+@given(pair=st.sampled_from(CHANGED_SHAPES), before=st.sampled_from([1, 2, 3]))
+def test_unbounded_stream_refuses_steps_of_a_changing_shape(
+    pair: tuple[Any, Any], before: int
+) -> None:
+    """After 1 or 3 steps the next step opens a new block (whose inner stream would take
+    any shape); after 2 it is inside block 1."""
+    first, bad = pair
+    s = _UNBOUNDED.stream()
+    s.update_many(np.array([first] * before))
+    assert_rejects(lambda: s.update(bad), (ValueError, TypeError), r"\bx\b")
+    assert s.step == before  # a refused step is not consumed
+    s.update(first)
+    assert s.step == before + 1
