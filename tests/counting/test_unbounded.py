@@ -335,3 +335,27 @@ def test_checkpoint_refusals(tmp_path: Any) -> None:
         load_unbounded(path)
     save_stream(plain, path, extra={"unbounded": state | {"step": 4}, "user": None})
     assert load_unbounded(path).step == 4  # the same state, well formed, loads
+
+
+# ----------------------------------------------------------------------------- dp_event
+
+
+def test_dp_event_is_the_worst_block() -> None:
+    dp_accounting = pytest.importorskip("dp_accounting")
+    mech = UnboundedCounter(inner="sqrt", epsilon=1.0, delta=1e-6, noise="gaussian", rng=1)
+    event = mech.dp_event()
+    ratios = []
+    for i in range(54):
+        block = mech.block_mechanism(i)
+        assert block.privacy is not None
+        ratios.append(block.noise_scale / block.privacy.l2_sensitivity)
+    assert event.noise_multiplier == min(ratios)
+    eps = dp_accounting.pld.PLDAccountant().compose(event).get_epsilon(1e-6)
+    assert eps <= 1.0 + 1e-3  # the PLD accountant's own discretization
+    zcdp = UnboundedCounter(inner="binary", epsilon=1.0, delta=1e-6, noise="discrete-gaussian")
+    rhos = [zcdp.block_mechanism(i).privacy.rho for i in range(54)]  # type: ignore[union-attr]
+    assert zcdp.dp_event().rho == max(r for r in rhos if r is not None)
+    with pytest.raises(ValueError, match="noise='laplace'"):
+        UnboundedCounter(epsilon=1.0).dp_event()
+    with pytest.raises(ValueError, match="no privacy guarantee"):
+        mech.with_sampler(ZeroNoise()).dp_event()

@@ -314,6 +314,38 @@ class UnboundedCounter:
         """A stream whose :meth:`UnboundedStream.update` returns the private running sum."""
         return UnboundedStream(self)
 
+    # -- composition ------------------------------------------------------------------
+    def dp_event(self) -> Any:
+        """The whole unbounded release as one dp_accounting ``DpEvent``: the worst block.
+
+        A neighbouring pair differs in one block only (parallel composition), so the
+        release is dominated by the block whose event is least private. Steps stop at
+        2^53, so there are 54 blocks (0 … 53), all checked: Gaussian noise gives the
+        ``GaussianDpEvent`` with the smallest noise multiplier σ_i/Δ₂,i (equal up to
+        float rounding across blocks: the analytic calibration is scale-free), the
+        discrete Gaussian the ``ZCDpEvent`` with the largest ρ_i. Gaussian events are
+        ordered by their multiplier and zCDP events by ρ, so the worst one dominates
+        every block. Laplace kinds compose h_i Laplace events per block, which are not
+        ordered across blocks: refused (use ``block_mechanism(i).dp_event()``).
+
+        Raises:
+            ValueError: no privacy guarantee (:meth:`with_sampler`), or Laplace noise.
+        """
+        if self.privacy is None:
+            raise ValueError("this copy carries no privacy guarantee (with_sampler), no DpEvent")
+        noise = self.budget.noise
+        assert noise is not None  # filled in by the inner mechanism
+        if not noise.is_gaussian:
+            raise ValueError(
+                f"dp_event needs Gaussian or discrete-Gaussian noise, got noise={noise.value!r}: "
+                "the blocks' composed Laplace events are not ordered; use "
+                "block_mechanism(i).dp_event() per block"
+            )
+        events = [self.block_mechanism(i).dp_event() for i in range(MAX_STEPS.bit_length())]
+        if hasattr(events[0], "rho"):
+            return max(events, key=lambda e: e.rho)
+        return min(events, key=lambda e: e.noise_multiplier)
+
     # -- testing hook, description ---------------------------------------------------
     def with_sampler(self, sampler: NoiseSampler) -> UnboundedCounter:
         """A copy whose every block uses ``sampler`` as is (e.g. ``ZeroNoise()``); for
