@@ -364,3 +364,12 @@ def test_dp_event_is_the_worst_block() -> None:
         UnboundedCounter(epsilon=1.0).dp_event()
     with pytest.raises(ValueError, match="no privacy guarantee"):
         mech.with_sampler(ZeroNoise()).dp_event()
+
+
+def test_steps_stop_at_2_to_53() -> None:
+    stream = _counter("binary").stream()
+    stream._t = 2**53  # (not reachable in a test run: set the count directly)
+    with pytest.raises(ValueError, match="last step"):
+        stream.update(1.0)
+    with pytest.raises(ValueError, match="xs"):
+        stream.update_many([1.0])

@@ -418,8 +418,6 @@ class UnboundedStream:
         """The running block's stream, starting the next block when it is full."""
         inner = self._inner
         if inner is None or inner.step == inner.horizon:
-            if self._t >= MAX_STEPS:
-                raise ValueError(f"stream is at its last step ({MAX_STEPS} released)")
             if inner is not None:
                 self._carried = self._carried + self._last
             self._block += 1
@@ -437,6 +435,8 @@ class UnboundedStream:
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
+        if self._t >= MAX_STEPS:
+            raise ValueError(f"stream is at its last step ({MAX_STEPS} released)")
         inner = self._room()
         if inner.step == 0 and self._dim != "unset":  # a new block's stream learns the
             self._check_dim("x", vector_length("x", x))  # shape afresh: keep the old one
