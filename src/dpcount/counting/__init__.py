@@ -17,6 +17,7 @@ from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
 from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
 from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
+from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
 from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "SmoothBinaryNoiseProcess",
     "SqrtFactorization",
     "SqrtNoiseProcess",
+    "ToeplitzFactorization",
+    "ToeplitzNoiseProcess",
     "TreeNoiseProcess",
     "load_stream",
     "max_digit_l1_norm",
