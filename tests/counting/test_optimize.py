@@ -199,7 +199,7 @@ def test_dense_multiplier_step_matches_the_dense_matrix_square_root() -> None:
         s = np.sqrt(v)
         root = np.real(sqrtm(s[:, None] * gram * s[None, :]))
         X = root / s[:, None] / s[None, :]
-        lam, U, d = _dense_multiplier_step(v)
+        lam, _, d = _dense_multiplier_step(v)
         np.testing.assert_allclose(d, np.diag(X), rtol=1e-9)
         assert float(np.sum(1 / np.sqrt(lam))) == pytest.approx(np.trace(root), rel=1e-9)
 
