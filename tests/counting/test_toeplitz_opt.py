@@ -118,6 +118,15 @@ def test_inverse_coefficients_invert_the_series() -> None:
         np.testing.assert_allclose(toeplitz_inverse_coefficients(c, T), dense_inv, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [64, 65, 700])
+def test_recursion_and_newton_inverses_match_the_dense_inverse(n: int) -> None:
+    """n ≤ 64: the recursion; n > 64: Newton's iteration with FFT products."""
+    T = 700
+    c = sqrt_coefficients(n) * np.random.default_rng(n).uniform(0.8, 1.2, n)
+    dense_inv = solve_triangular(dense_encoder(c, T), np.eye(T)[:, 0], lower=True)
+    np.testing.assert_allclose(toeplitz_inverse_coefficients(c, T), dense_inv, atol=1e-12)
+
+
 def test_square_root_coefficients_reproduce_the_sqrt_closed_forms() -> None:
     for T in [1, 10, 1024, 5000]:
         losses = toeplitz_losses(sqrt_coefficients(T), T)
@@ -284,11 +293,15 @@ def test_participation_loss_refuses_overlapping_bands() -> None:
         ([], "coefficients must not be empty"),
         ([[1.0]], "coefficients must be 1-dimensional"),
         ([1.0] * 11, "at most horizon=10"),
+        ([1e200], "largest magnitude within"),
+        ([1e-200], "largest magnitude within"),
+        ([1.0, -3.0] + [0.0] * 8, "stable inverse"),
     ],
 )
 def test_bad_coefficients_are_refused(coefficients: object, match: str) -> None:
+    horizon = 50 if match == "stable inverse" else 10
     with pytest.raises(ValueError, match=match):
-        ToeplitzFactorization(10, coefficients=coefficients, epsilon=1.0, delta=1e-6)
+        ToeplitzFactorization(horizon, coefficients=coefficients, epsilon=1.0, delta=1e-6)
 
 
 def test_bad_arguments_are_refused() -> None:

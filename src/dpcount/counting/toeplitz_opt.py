@@ -61,7 +61,7 @@ from scipy.signal import lfilter
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer, check_real_array
-from dpcount.counting.base import MAX_HORIZON, CountingMechanism
+from dpcount.counting.base import MAX_HORIZON, MAX_NOISE_COEFFICIENT, CountingMechanism
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.toeplitz import sqrt_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
@@ -90,6 +90,8 @@ OBJECTIVES = ("mean", "max")
 _SCALAR_CHUNK = 4096
 #: largest step block computed at once (bounds the temporaries of a batch release)
 _MAX_BLOCK_ELEMENTS = 1 << 21
+#: up to this many coefficients C⁻¹ comes from the recursion, beyond by Newton/FFT
+_RECURSION_BANDS = 64
 #: scalar streams with more bands compute B z by FFT convolution instead of the filter
 _FILTER_BANDS = 512
 #: largest horizon :meth:`ToeplitzFactorization.optimized` optimizes for
@@ -107,6 +109,12 @@ def check_toeplitz_coefficients(coefficients: Any, horizon: int | None = None) -
     c = check_real_array("coefficients", coefficients, ndim=1)
     if not c[0] > 0:
         raise ValueError(f"coefficients[0] must be > 0, got {float(c[0])!r}")
+    largest = float(np.max(np.abs(c)))
+    if not 2.0**-500 <= largest <= 2.0**500:
+        raise ValueError(
+            f"coefficients must have their largest magnitude within [2^-500, 2^500] (so "
+            f"the squared norm is a finite, nonzero float64), got {largest!r}; rescale them"
+        )
     if horizon is not None and len(c) > horizon:
         raise ValueError(
             f"coefficients must have at most horizon={horizon} entries (bands <= horizon), "
@@ -126,6 +134,8 @@ def _convolve(a: Array, b: Array, n: int) -> Array:
 def toeplitz_inverse_coefficients(coefficients: Any, horizon: int) -> Array:
     """d_0, …, d_{T−1}: the lower-triangular Toeplitz C⁻¹ (the series 1/c(x) mod x^T).
 
+    For at most 64 coefficients by the recursion d_k = −(Σ_{i=1}^{min(k,n−1)} c_i
+    d_{k−i})/c_0 (:func:`scipy.signal.lfilter` of an impulse), O(T·n). Otherwise
     Newton's iteration g ← g·(2 − c·g) mod x^{2m} doubles the number of correct
     terms each round, O(T log T) with FFT products (Cook 1966; see Knuth, TAOCP
     vol. 2, §4.7); exact in exact arithmetic, in floating point accurate to a few
@@ -133,9 +143,14 @@ def toeplitz_inverse_coefficients(coefficients: Any, horizon: int) -> Array:
     for k ≥ 1.
     """
     T = check_integer("horizon", horizon, ge=1)
+    given = check_toeplitz_coefficients(coefficients)[:T]
+    if len(given) <= _RECURSION_BANDS:  # the recursion, O(T·n), is cheaper here
+        impulse = np.zeros(T)
+        impulse[0] = 1.0
+        out: Array = lfilter([1.0], given, impulse)
+        return out
     c = np.zeros(T)
-    given = check_toeplitz_coefficients(coefficients)
-    c[: min(T, len(given))] = given[:T]
+    c[: len(given)] = given
     g = np.array([1.0 / c[0]])
     m = 1
     while m < T:
@@ -189,8 +204,8 @@ def toeplitz_losses(coefficients: Any, horizon: int) -> ToeplitzLosses:
     return ToeplitzLosses(
         sensitivity_squared=math.fsum((c * c).tolist()),
         l1_sensitivity=math.fsum(np.abs(c).tolist()),
-        mean_variance=math.fsum((b2 * weights).tolist()),
-        max_variance=math.fsum(b2.tolist()),
+        mean_variance=float(np.sum(b2 * weights)),
+        max_variance=float(np.sum(b2)),
     )
 
 
@@ -609,6 +624,14 @@ class ToeplitzFactorization(CountingMechanism):
             )
         self._losses: ToeplitzLosses | None = None
         self._decoder: Array | None = None
+        self._losses = toeplitz_losses(c, T)
+        largest = self._losses.max_variance
+        if not largest <= MAX_NOISE_COEFFICIENT:
+            raise ValueError(
+                f"coefficients give a decoder B = A·C⁻¹ whose largest row has squared norm "
+                f"{largest:.3g} > 2^64 at horizon={T} (the inverse series 1/c(x) grows): "
+                "the noise would overflow float64; choose coefficients with a stable inverse"
+            )
         super().__init__(T, budget=resolved, rng=rng)
 
     @classmethod
