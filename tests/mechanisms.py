@@ -18,6 +18,7 @@ from dpcount.counting import (
     KaryTree,
     SmoothBinary,
     SqrtFactorization,
+    ToeplitzFactorization,
 )
 
 Factory = Callable[[int, int], CountingMechanism]
@@ -82,5 +83,8 @@ FACTORIES: dict[str, Factory] = {
         delta=1e-6,
         noise="gaussian",
         rng=seed,
+    ),
+    "toeplitz-banded": lambda T, seed: ToeplitzFactorization(
+        T, coefficients=[1.0, 0.4, -0.1, 0.25][:T], epsilon=1.0, delta=1e-6, rng=seed
     ),
 }

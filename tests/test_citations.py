@@ -31,6 +31,7 @@ REFERENCES = ROOT / "docs" / "references.md"
 #: is picked up by ``_public_mechanisms`` and must be added here too
 EXPECTED = {
     "BLT",
+    "ToeplitzFactorization",
     "BinaryTree",
     "KaryTree",
     "Honaker",

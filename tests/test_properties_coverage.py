@@ -62,6 +62,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     # dpcount.counting
     ("dpcount.counting", "NoiseProcess"): _PROTOCOL,
     ("dpcount.counting", "BLTNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "ToeplitzNoiseProcess"): _PROCESS,
     ("dpcount.counting", "DenseNoiseProcess"): _PROCESS,
     ("dpcount.counting", "HonakerNoiseProcess"): _PROCESS,
     ("dpcount.counting.registry", "DISCRETE_CAPABLE"): _CONSTANT,

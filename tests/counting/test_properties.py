@@ -27,6 +27,7 @@ from dpcount.counting import (
     KaryTree,
     SmoothBinary,
     SqrtFactorization,
+    ToeplitzFactorization,
 )
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
@@ -58,6 +59,7 @@ COVERED = {
         "KaryTree",
         "SmoothBinary",
         "SqrtFactorization",
+        "ToeplitzFactorization",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -91,6 +93,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
             "delta": 1e-6,
             "rng": 0,
         },
+    ),
+    "ToeplitzFactorization": (
+        ToeplitzFactorization,
+        {"horizon": T, "coefficients": [1.0, 0.5, 0.25], "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
 }
 

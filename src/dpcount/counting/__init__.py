@@ -19,6 +19,7 @@ from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
 from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
 from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
+from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
 from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 
@@ -41,6 +42,8 @@ __all__ = [
     "SmoothBinaryNoiseProcess",
     "SqrtFactorization",
     "SqrtNoiseProcess",
+    "ToeplitzFactorization",
+    "ToeplitzNoiseProcess",
     "TreeNoiseProcess",
     "UnboundedCounter",
     "UnboundedStream",

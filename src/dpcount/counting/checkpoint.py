@@ -76,6 +76,7 @@ from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.registry import CLASSES
+from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.durable import atomic
 from dpcount.durable.format import (
     FORMAT_VERSION,
@@ -115,9 +116,13 @@ _HEADER_KEYS = frozenset(
 )
 #: constructor arguments of this type are arrays (FactorizationMechanism's L and R)
 _ARRAY_KWARGS = frozenset({"L", "R"})
-#: list-valued constructor arguments (BLT parameters) and their longest accepted length
-_LIST_KWARGS = frozenset({"buffer_decay", "output_scale"})
-_MAX_LIST_KWARG = 64
+#: list-valued constructor arguments (BLT parameters, Toeplitz coefficients) and the
+#: longest accepted length for each
+_LIST_KWARGS: dict[tuple[type[CountingMechanism], str], int] = {
+    (BLT, "buffer_decay"): 64,
+    (BLT, "output_scale"): 64,
+    (ToeplitzFactorization, "coefficients"): 1 << 24,
+}
 _MAX_KWARG_INT = 1 << 63
 _MAX_STR = 64
 
@@ -296,7 +301,8 @@ def _rebuild_generator(rng_header: Any, arrays: list[NDArray[Any]]) -> tuple[Any
 def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
     """A constructor argument as :meth:`CountingMechanism.config` writes it: None, a
     bool, an int64, a finite float, a short str, (``L``, ``R``) a 2-D float64
-    array, or (a BLT's ``buffer_decay``, ``output_scale``) a short list of floats.
+    array, or (a BLT's ``buffer_decay``, ``output_scale``, a Toeplitz factorization's
+    ``coefficients``) a list of floats.
     The constructor then checks the values themselves."""
     where = f"mechanism.kwargs.{str(key)[:40]}"
     if not isinstance(key, str) or not key.isidentifier() or len(key) > _MAX_STR:
@@ -304,15 +310,16 @@ def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
     if key in _ARRAY_KWARGS and cls is FactorizationMechanism:
         if not (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 2):
             raise ValueError(f"corrupt header: {where} must be a 2-D float64 array")
-    elif key in _LIST_KWARGS and cls is BLT:
-        # a short list of finite floats (the BLT's buffer decays / output scales)
+    elif (cls, key) in _LIST_KWARGS:
+        # a list of finite floats (BLT decays / scales, Toeplitz coefficients)
+        longest = _LIST_KWARGS[(cls, key)]
         if not (
             isinstance(value, list)
-            and 1 <= len(value) <= _MAX_LIST_KWARG
+            and 1 <= len(value) <= longest
             and all(isinstance(v, float) and math.isfinite(v) for v in value)
         ):
             raise ValueError(
-                f"corrupt header: {where} must be a list of 1 to {_MAX_LIST_KWARG} finite floats"
+                f"corrupt header: {where} must be a list of 1 to {longest} finite floats"
             )
     elif isinstance(value, int) and not isinstance(value, bool):
         if not -_MAX_KWARG_INT <= value < _MAX_KWARG_INT:

@@ -15,6 +15,7 @@ from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
+from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
 
 __all__ = [
@@ -63,6 +64,8 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("smooth-binary", SmoothBinary),
     Entry("input", InputPerturbation),
     Entry("blt", BLT, factory=BLT.optimized),  # shipped mean-optimized parameters
+    # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
+    Entry("toeplitz", ToeplitzFactorization, factory=ToeplitzFactorization.optimized),
     Entry(None, FactorizationMechanism),
 )
 
