@@ -144,6 +144,7 @@ def test_compare_rows_carry_certificates_for_gaussian_rows_only(metric: str) -> 
     assert compare(T, 0.5, None)[0].certificate is None  # pure DP: Laplace only
 
 
+@pytest.mark.slow  # an explanatory numerical fact (3 BFGS runs), not a code path
 def test_sqrt_is_the_toeplitz_max_loss_optimum_numerically_at_t_16() -> None:
     """Why no BLT beats the square root's max loss: over all lower-triangular Toeplitz
     encoders C (c_0 = 1, any c_1..c_{T-1}), with B = A·C^{-1}, BFGS from three starts
