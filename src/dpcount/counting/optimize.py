@@ -279,7 +279,10 @@ def _optimize_constrained(
             fun.weight = weight
             v, _, nit, _, message = _run(fun, v, iters)
             total_iterations += nit
-        losses = blt_losses(*_unpack(v), T)
+        try:
+            losses = blt_losses(*_unpack(v), T)
+        except ValueError:  # the run left the valid BLTs in floating point
+            continue
         closest = min(closest, losses.max_loss)
         if losses.max_loss <= limit and (best is None or losses.mean_loss < best[1]):
             best = (v, losses.mean_loss)
