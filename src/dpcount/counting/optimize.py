@@ -33,6 +33,14 @@ another reason (e.g. a line search that cannot progress on finite-difference
 noise) is restarted once from its end point; the result is accepted if that
 restart changes the loss by less than 1e-8 relative, else :func:`optimize_blt`
 raises a RuntimeError naming ``max_iterations``.
+
+Mean loss under a max-loss limit (``max_loss_limit``): log(mean loss) plus
+w·max(0, log(max loss / (limit·(1 − 10⁻⁶))))², with w = 10², 10⁴, …, 10¹⁰ in turn,
+each run from the previous one's end with the same per-run stopping rule; the end
+point is accepted only if the closed forms give max loss ≤ limit. The square root's
+max loss appears to be the smallest of any Toeplitz factorization (checked
+numerically; a BLT approaches it from above as buffers are added), so a limit below
+it is refused.
 """
 
 from __future__ import annotations
