@@ -3,6 +3,7 @@ the ratios shown by compare / plan — each against an independent dense computa
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -20,6 +21,7 @@ from dpcount.analysis import (
     certify,
     compare,
 )
+from dpcount.analysis.certificates import normalized_sqrt_losses
 from dpcount.counting import BLT, SqrtFactorization
 from dpcount.counting.blt import shipped_blt_parameters
 from dpcount.counting.optimize import optimize_dense
@@ -56,14 +58,11 @@ def test_shipped_dense_optima_cover_2_0_to_2_11_and_are_reproduced_exactly() -> 
     assert all(table[str(k)]["max_loss"] >= table[str(k)]["mean_loss"] for k in range(12))
 
 
-@pytest.mark.parametrize("objective", ["mean", "max"])
-def test_best_known_loss_is_the_minimum_over_dense_oracles(objective: str) -> None:
-    """T = 128: every candidate rebuilt as dense matrices; the reference is their minimum."""
-    T = 128
-    column = 0 if objective == "mean" else 1
-    values = {
-        "sqrt": dense_losses(*SqrtFactorization(T, epsilon=1.0, delta=1e-6).dense_factorization())
-    }
+@functools.cache
+def oracle_losses(T: int) -> dict[str, tuple[float, float]]:
+    """(mean, max) of every candidate at T, rebuilt as dense matrices."""
+    sqrt = SqrtFactorization(T, epsilon=1.0, delta=1e-6)
+    values = {"sqrt": dense_losses(*sqrt.dense_factorization())}
     for obj in ("mean", "max"):
         for n in (6, 8):
             decay, scale = shipped_blt_parameters(T, obj, n)
@@ -71,6 +70,20 @@ def test_best_known_loss_is_the_minimum_over_dense_oracles(objective: str) -> No
             values[f"blt ({n} buffers, {obj}-optimized)"] = dense_losses(*m.dense_factorization())
     r = optimize_dense(T)
     values["dense mean optimum"] = dense_losses(r.decoder, r.encoder)
+    _, C = sqrt.dense_factorization()
+    norms = np.sqrt(np.sum(C * C, axis=0))
+    C1 = C * (norms[0] / norms)[None, :]
+    B1 = solve_triangular(C1.T, np.tril(np.ones((T, T))).T, lower=False).T
+    values["column-normalized sqrt"] = dense_losses(B1, C1)
+    return values
+
+
+@pytest.mark.parametrize("objective", ["mean", "max"])
+def test_best_known_loss_is_the_minimum_over_dense_oracles(objective: str) -> None:
+    """T = 128: every candidate rebuilt as dense matrices; the reference is their minimum."""
+    T = 128
+    column = 0 if objective == "mean" else 1
+    values = oracle_losses(T)
     ref = best_known_loss(T, objective)
     lowest = min(v[column] for v in values.values())
     assert ref.loss == pytest.approx(lowest, rel=1e-9)
@@ -83,11 +96,14 @@ def test_best_known_loss_off_powers_of_two() -> None:
     ref = best_known_loss(100, Objective.MEAN)
     assert ref.source == "dense mean optimum"
     assert ref.loss == pytest.approx(r.loss, rel=1e-12)
-    big = best_known_loss(3000, "max")  # beyond the dense range: sqrt or a BLT
+    big = best_known_loss(3000, "max")  # beyond the dense range
     S = SqrtFactorization(3000, epsilon=1.0, delta=1e-6)
     sqrt_max = S.max_variance() / S.sampler.variance * S.privacy.l2_sensitivity**2  # type: ignore[union-attr]
-    assert big.loss <= sqrt_max * (1 + 1e-9)
-    assert big.source == "sqrt" or big.source.startswith("blt")
+    assert big.loss == pytest.approx(normalized_sqrt_losses(3000)[1], rel=1e-12)
+    assert big.loss < sqrt_max
+    assert big.source == "column-normalized sqrt"
+    beyond = best_known_loss(20000, "max")  # beyond its O(T²) range: sqrt or a BLT
+    assert beyond.source == "sqrt" or beyond.source.startswith("blt")
 
 
 def test_asymptotic_lower_bound_formula() -> None:
@@ -101,9 +117,9 @@ def test_asymptotic_lower_bound_formula() -> None:
 
 def test_certify_ratios_and_errors() -> None:
     c = certify(10.7096, 1024, "max")
-    assert c.reference.source == "dense mean optimum"
+    assert c.reference.source == "column-normalized sqrt"
     assert c.ratio_to_best == pytest.approx(10.7096 / c.reference.loss)
-    assert c.ratio_to_best > 1.04  # the square root's max loss is 5 % above the dense one's
+    assert c.ratio_to_best > 1.12  # the square root's max loss is 12.8 % above it
     assert c.ratio_to_asymptotic == pytest.approx(10.7096 / asymptotic_lower_bound(1024))
     with pytest.raises(ValueError, match="loss must be > 0"):
         certify(0.0, 10)
@@ -166,3 +182,29 @@ def test_sqrt_is_the_toeplitz_max_loss_optimum_numerically_at_t_16() -> None:
     )
     assert found >= sqrt_max * (1 - 1e-9)
     assert shipped_dense_table()["4"]["max_loss"] < sqrt_max
+
+
+@pytest.mark.parametrize("T", [1, 2, 37, 64])
+def test_normalized_sqrt_losses_match_the_dense_factorization(T: int) -> None:
+    """C' = C·D with every column scaled to the first one's norm, B' = A·C'^{-1} by a
+    triangular solve: a factorization of A whose dense losses equal the O(T²) rows."""
+    _, C = SqrtFactorization(T, epsilon=1.0, delta=1e-6).dense_factorization()
+    norms = np.sqrt(np.sum(C * C, axis=0))
+    C1 = C * (norms[0] / norms)[None, :]
+    A = np.tril(np.ones((T, T)))
+    B1 = solve_triangular(C1.T, A.T, lower=False).T
+    np.testing.assert_allclose(B1 @ C1, A, atol=1e-10)
+    np.testing.assert_allclose(np.sum(C1 * C1, axis=0), norms[0] ** 2, rtol=1e-12)
+    mean, mx = normalized_sqrt_losses(T)
+    want = dense_losses(B1, C1)
+    assert mean == pytest.approx(want[0], rel=1e-9)
+    assert mx == pytest.approx(want[1], rel=1e-9)
+
+
+def test_normalized_sqrt_beats_the_square_root_and_is_the_reference_at_1024() -> None:
+    mean, mx = normalized_sqrt_losses(1024)
+    assert mx == pytest.approx(9.490984, rel=1e-6)  # sqrt: 10.709611
+    assert mean == pytest.approx(8.948214, rel=1e-6)  # sqrt: 9.670793
+    assert best_known_loss(1024, "max").source == "column-normalized sqrt"
+    with pytest.raises(ValueError, match="horizon must be <= 16384"):
+        normalized_sqrt_losses(16385)
