@@ -100,3 +100,18 @@ def test_count_stdin_with_sqrt_writes_plain_floats() -> None:
         t, value, std = line.split(",")
         assert int(t) == i
         float(value), float(std)  # no "np.float64(...)" reprs
+
+
+def test_plan_shows_certificate_ratios_for_gaussian_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "--horizon", "1024", "--epsilon", "1", "--delta", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    rows = compare(1024, 1.0, 1e-6)
+    blt = next(r for r in rows if r.label == "blt")
+    assert blt.certificate is not None
+    assert "÷best" in out and "÷asym" in out and "n/a" in out
+    assert f"{blt.certificate.ratio_to_best:.2f}" in out  # 1.07: BLT vs the dense optimum
+    assert "dense mean optimum" in out and "not a bound at this T" in out
+    assert main(["plan", "--horizon", "1024", "--epsilon", "1"]) == 0
+    assert "÷best" not in capsys.readouterr().out  # pure DP: Laplace rows only

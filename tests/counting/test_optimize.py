@@ -215,3 +215,25 @@ def test_dense_optimum_lower_bound_certifies_the_gap(T: int) -> None:
     # and it is not vacuous: it lies above the mean loss of a slightly worse iterate
     coarse = optimize_dense(T, max_iterations=2)
     assert coarse.loss > r.lower_bound and coarse.lower_bound <= r.loss
+
+
+def test_mean_loss_under_a_max_loss_limit() -> None:
+    """The constraint binds (the unconstrained mean optimum's max loss is above it), the
+    result meets it by the dense oracle, and its mean loss is between the unconstrained
+    optimum and the square root's; a limit below the square root's max loss (which no
+    Toeplitz factorization beats) is refused naming the parameter."""
+    T, n = 128, 2
+    limit = sqrt_loss(T, "max") * 1.01
+    free = optimize_blt(T, buffers=n)
+    assert free.max_loss > limit
+    r = optimize_blt(T, buffers=n, max_loss_limit=limit)
+    assert r.objective == "mean" and r.max_loss <= limit
+    assert dense_loss(r.buffer_decay, r.output_scale, T, "max") <= limit * (1 + 1e-9)
+    assert dense_loss(r.buffer_decay, r.output_scale, T, "mean") == pytest.approx(r.loss, rel=1e-9)
+    assert free.mean_loss <= r.mean_loss < sqrt_loss(T, "mean")
+    with pytest.raises(RuntimeError, match="max_loss_limit"):
+        optimize_blt(T, buffers=n, max_loss_limit=sqrt_loss(T, "max") * 0.99)
+    with pytest.raises(ValueError, match="max_loss_limit needs objective='mean'"):
+        optimize_blt(T, buffers=n, objective="max", max_loss_limit=limit)
+    with pytest.raises(ValueError, match="max_loss_limit must be > 0"):
+        optimize_blt(T, buffers=n, max_loss_limit=-1.0)

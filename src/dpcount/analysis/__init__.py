@@ -2,6 +2,14 @@
 
 from dpcount.analysis.advisor import TreeChoice, best_k
 from dpcount.analysis.cbnorm import CbNormBounds, cb_norm_bounds, mathias_gamma_hat
+from dpcount.analysis.certificates import (
+    Certificate,
+    Objective,
+    Reference,
+    asymptotic_lower_bound,
+    best_known_loss,
+    certify,
+)
 from dpcount.analysis.compare import METRICS, Candidate, compare
 from dpcount.analysis.threshold import (
     DeltaThreshold,
@@ -16,10 +24,16 @@ __all__ = [
     "METRICS",
     "Candidate",
     "CbNormBounds",
+    "Certificate",
     "DeltaThreshold",
+    "Objective",
+    "Reference",
     "TreeChoice",
+    "asymptotic_lower_bound",
     "best_k",
+    "best_known_loss",
     "cb_norm_bounds",
+    "certify",
     "compare",
     "cor22_variance_ratio",
     "huu_leading_constant",

@@ -24,8 +24,10 @@ from dpcount._validate import (
     check_real,
 )
 from dpcount.analysis.advisor import TREE_METRICS, best_k
+from dpcount.analysis.certificates import Certificate, certify
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import build_mechanism
+from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
 
 __all__ = ["METRICS", "Candidate", "compare"]
@@ -52,6 +54,12 @@ class Candidate:
         linf: (1 − beta) bound on the largest error over the horizon.
         beta: its failure probability.
         metric: the ranking metric; ``value`` is this row's figure for it.
+        certificate: Gaussian rows only (None for Laplace): this row's loss — its
+            mean (metric ``"mse"``) or largest (otherwise) per-step variance divided by
+            the variance of a sensitivity-``step_sensitivity`` Gaussian at the same
+            (ε, δ, calibration) — against the best factorization dpcount can compute
+            for the horizon and the asymptotic lower bound
+            (:mod:`dpcount.analysis.certificates`).
     """
 
     label: str
@@ -71,6 +79,7 @@ class Candidate:
     linf: float
     beta: float
     metric: str
+    certificate: Certificate | None = None
 
     @property
     def value(self) -> float:
@@ -136,6 +145,16 @@ def _row(
     privacy = mech.privacy
     assert privacy is not None  # built by calibrate, never with_sampler
     max_var = mech.max_variance()
+    mse = mech.mse()
+    certificate = None
+    method = privacy.calibration
+    if privacy.noise == "gaussian" and delta is not None and method in GAUSSIAN_METHODS:
+        # every Gaussian calibration is proportional to the sensitivity, so this is
+        # the loss of the factorization whatever (ε, δ)
+        unit = gaussian_sigma(step, epsilon, delta, method) ** 2  # type: ignore[arg-type]
+        objective = "mean" if metric == "mse" else "max"
+        loss = (mse if objective == "mean" else max_var) / unit
+        certificate = certify(loss, mech.horizon, objective)
     return Candidate(
         label=label,
         mechanism=name,
@@ -149,11 +168,12 @@ def _row(
         step_sensitivity=step,
         guaranteed_epsilon=privacy.epsilon,
         guaranteed_delta=privacy.delta,
-        mse=mech.mse(),
+        mse=mse,
         max_variance=max_var,
         linf=mech.linf_bound(beta, max_variance=max_var),
         beta=beta,
         metric=metric,
+        certificate=certificate,
     )
 
 
@@ -175,7 +195,11 @@ def compare(
     factorization (ℓ₁-calibrated) and input perturbation. With ``delta`` each of
     these appears with Laplace noise calibrated by count-on-your-elders Theorem 3
     and with Gaussian noise (analytic Gaussian mechanism), and the square-root
-    factorization also with the ``fhu`` and ``classic`` calibrations when ε < 1.
+    factorization also with the ``fhu`` and ``classic`` calibrations when ε < 1; the
+    BLT (shipped mean-optimized parameters, :meth:`dpcount.counting.BLT.optimized`) is
+    listed with Gaussian noise only. Gaussian rows carry a ``certificate``: their
+    loss against the best factorization dpcount can compute for the horizon and the
+    asymptotic lower bound (:mod:`dpcount.analysis.certificates`).
 
     Args:
         horizon: T ≥ 1.
@@ -248,6 +272,7 @@ def compare(
             methods = ("analytic", "fhu", "classic") if eps < 1.0 else ("analytic",)
             for method in methods:
                 add(f"sqrt ({method})", "sqrt", noise, method)
+            add("blt", "blt", noise)  # shipped mean-optimized parameters (Gaussian only)
         else:
             add("sqrt", "sqrt", noise)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))

@@ -33,6 +33,14 @@ another reason (e.g. a line search that cannot progress on finite-difference
 noise) is restarted once from its end point; the result is accepted if that
 restart changes the loss by less than 1e-8 relative, else :func:`optimize_blt`
 raises a RuntimeError naming ``max_iterations``.
+
+Mean loss under a max-loss limit (``max_loss_limit``): log(mean loss) plus
+w·max(0, log(max loss / (limit·(1 − 10⁻⁶))))², with w = 10², 10⁴, …, 10¹⁰ in turn,
+each run from the previous one's end with the same per-run stopping rule; the end
+point is accepted only if the closed forms give max loss ≤ limit. The square root's
+max loss appears to be the smallest of any Toeplitz factorization (checked
+numerically; a BLT approaches it from above as buffers are added), so a limit below
+it is refused.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
-from dpcount._validate import check_choice, check_integer
+from dpcount._validate import check_choice, check_integer, check_real
 from dpcount.counting.blt import blt_losses, check_blt_parameters
 
 __all__ = ["BLTOptimum", "DenseOptimum", "blt_loss", "optimize_blt", "optimize_dense"]
@@ -125,10 +133,14 @@ def _default_start(horizon: int, buffers: int) -> Array:
 
 
 class _Objective:
-    def __init__(self, horizon: int, objective: str) -> None:
+    """log(loss), plus ``weight``·max(0, log(max_loss/limit))² when a limit is set."""
+
+    def __init__(self, horizon: int, objective: str, limit: float | None = None) -> None:
         self.horizon = horizon
         self.mean = objective == "mean"
         self.evaluations = 0
+        self.log_limit = None if limit is None else math.log(limit)
+        self.weight = 0.0
 
     def __call__(self, v: Array) -> float:
         self.evaluations += 1
@@ -138,7 +150,13 @@ class _Objective:
         except ValueError:  # decays merged or left (0, 1) in floating point
             return 1e6
         loss = losses.mean_loss if self.mean else losses.max_loss
-        return math.log(loss) if loss > 0 and math.isfinite(loss) else 1e6
+        if not (loss > 0 and math.isfinite(loss) and losses.max_loss > 0):
+            return 1e6
+        value = math.log(loss)
+        if self.log_limit is not None:
+            excess = max(0.0, math.log(losses.max_loss) - self.log_limit)
+            value += self.weight * excess * excess
+        return value
 
 
 def _run(fun: _Objective, v0: Array, max_iterations: int) -> tuple[Array, float, int, bool, str]:
@@ -160,9 +178,18 @@ def optimize_blt(
     objective: str = "mean",
     starts: list[tuple[Any, Any]] | None = None,
     max_iterations: int = 3000,
+    max_loss_limit: float | None = None,
 ) -> BLTOptimum:
     """BLT parameters minimizing the mean or max loss at ``horizon`` (see the module
     docstring for the parameterization, start and stopping rule).
+
+    With ``max_loss_limit`` (mean objective only) it minimizes the mean loss subject to
+    max loss ≤ ``max_loss_limit`` by a quadratic penalty on the excess of log(max loss)
+    over log(limit·(1 − 10⁻⁶)), with weights 10², 10⁴, 10⁶, 10⁸, 10¹⁰, each run started
+    from the previous one's end (same stopping rule per run). The result is checked
+    with the closed forms: its max loss is ≤ ``max_loss_limit``, or a RuntimeError
+    names ``max_loss_limit`` (e.g. a limit below what the buffers can reach: no
+    Toeplitz factorization beats the square root's max loss, see docs/blt.md).
 
     Args:
         horizon: T ≥ 1.
@@ -171,15 +198,22 @@ def optimize_blt(
         starts: extra starting points (buffer_decay, output_scale) of length n, e.g.
             the optimum of a nearby horizon; the default start is always tried.
         max_iterations: L-BFGS-B iteration limit per run.
+        max_loss_limit: an upper bound on the max loss (mean objective), or None.
 
     Raises:
         ValueError: bad arguments (naming them).
-        RuntimeError: no run met the stopping rule within ``max_iterations``.
+        RuntimeError: no run met the stopping rule within ``max_iterations``, or
+            no point found meets ``max_loss_limit``.
     """
     T = check_integer("horizon", horizon, ge=1)
     n = check_integer("buffers", buffers, ge=1, le=16)
     check_choice("objective", objective, OBJECTIVES)
     iters = check_integer("max_iterations", max_iterations, ge=1)
+    if max_loss_limit is not None:
+        check_real("max_loss_limit", max_loss_limit, gt=0)
+        if objective != "mean":
+            raise ValueError(f"max_loss_limit needs objective='mean', got objective={objective!r}")
+        return _optimize_constrained(T, n, float(max_loss_limit), starts, iters)
     begin = time.perf_counter()
     points = [_default_start(T, n)]
     for decay, scale in starts or []:
@@ -206,7 +240,13 @@ def optimize_blt(
             f"optimize_blt did not converge within max_iterations={iters} for horizon={T}, "
             f"buffers={n}, objective={objective!r}: {message}"
         )
-    theta, omega = check_blt_parameters(*_unpack(best[0]))
+    return _result(T, objective, best[0], total_iterations, fun.evaluations, begin, message)
+
+
+def _result(
+    T: int, objective: str, v: Array, iterations: int, evaluations: int, begin: float, message: str
+) -> BLTOptimum:
+    theta, omega = check_blt_parameters(*_unpack(v))
     losses = blt_losses(theta, omega, T)
     return BLTOptimum(
         horizon=T,
@@ -216,11 +256,50 @@ def optimize_blt(
         loss=losses.mean_loss if objective == "mean" else losses.max_loss,
         mean_loss=losses.mean_loss,
         max_loss=losses.max_loss,
-        iterations=total_iterations,
-        evaluations=fun.evaluations,
+        iterations=iterations,
+        evaluations=evaluations,
         seconds=time.perf_counter() - begin,
         message=message,
     )
+
+
+_PENALTY_WEIGHTS = (1e2, 1e4, 1e6, 1e8, 1e10)
+_LIMIT_MARGIN = 1e-6
+
+
+def _optimize_constrained(
+    T: int, n: int, limit: float, starts: list[tuple[Any, Any]] | None, iters: int
+) -> BLTOptimum:
+    """Mean loss subject to max loss ≤ limit (see :func:`optimize_blt`)."""
+    begin = time.perf_counter()
+    points = [_default_start(T, n)]
+    for decay, scale in starts or []:
+        theta, omega = check_blt_parameters(decay, scale)
+        if len(theta) != n:
+            raise ValueError(f"starts must have {n} buffers each, got {len(theta)}")
+        points.append(_pack(theta, omega))
+    fun = _Objective(T, "mean", limit * (1.0 - _LIMIT_MARGIN))
+    best: tuple[Array, float] | None = None
+    total_iterations, message = 0, ""
+    closest = math.inf
+    for v in points:
+        for weight in _PENALTY_WEIGHTS:
+            fun.weight = weight
+            v, _, nit, _, message = _run(fun, v, iters)
+            total_iterations += nit
+        try:
+            losses = blt_losses(*_unpack(v), T)
+        except ValueError:  # the run left the valid BLTs in floating point
+            continue
+        closest = min(closest, losses.max_loss)
+        if losses.max_loss <= limit and (best is None or losses.mean_loss < best[1]):
+            best = (v, losses.mean_loss)
+    if best is None:
+        raise RuntimeError(
+            f"optimize_blt found no BLT with {n} buffers and max loss <= "
+            f"max_loss_limit={limit!r} at horizon={T} (closest: {closest!r})"
+        )
+    return _result(T, "mean", best[0], total_iterations, fun.evaluations, begin, message)
 
 
 # -- the dense optimum (small T) ----------------------------------------------------------
