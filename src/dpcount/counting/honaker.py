@@ -50,7 +50,8 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.counting.participation import DENSE_LIMIT, Sensitivity, tree_sensitivities
+from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -518,6 +519,15 @@ class Honaker(CountingMechanism):
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return float(self.height), float(np.sqrt(self.height))
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under (k, b)-participation: the dense node incidence R for T ≤ 4096 (Gram ≥ 0:
+        exact); beyond, the bound of the full binary tree of the same height (its node
+        vector contains this one's complete nodes), a certified upper bound
+        (:func:`~dpcount.counting.participation.tree_sensitivities`)."""
+        if self.horizon <= DENSE_LIMIT:
+            return super()._schema_sensitivities(schema)
+        return tree_sensitivities(self.horizon, 2, self.height, schema)
 
     def sensitivity_profile(self) -> NDArray[np.float64]:
         """A unit change at one step changes one complete node per level: h ones."""
