@@ -50,6 +50,7 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import DENSE_LIMIT, Sensitivity, tree_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
@@ -527,7 +528,7 @@ class Honaker(CountingMechanism):
         (:func:`~dpcount.counting.participation.tree_sensitivities`)."""
         if self.horizon <= DENSE_LIMIT:
             return super()._schema_sensitivities(schema)
-        return tree_sensitivities(self.horizon, 2, self.height, schema)
+        return tree_sensitivities(self.horizon, DigitSystem(2, 0), self.height, schema)
 
     def sensitivity_profile(self) -> NDArray[np.float64]:
         """A unit change at one step changes one complete node per level: h ones."""

@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import check_instance, check_integer
+from dpcount.counting.digits import DigitSystem
 from dpcount.privacy.budget import Participation
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "toeplitz_sensitivities",
     "tree_gram",
     "tree_sensitivities",
+    "tree_used_blocks",
 ]
 
 #: largest horizon for which a dense Gram matrix (T × T float64) is formed
@@ -129,11 +131,12 @@ class Sensitivity:
 
 def multiplied(single: float, schema: Participation) -> Sensitivity:
     """k × the single-participation sensitivity: always valid (triangle inequality:
-    ‖Σ_{i∈π} g_i C_i‖ ≤ Σ ‖C_i‖ ≤ k·max_i ‖C_i‖, for any norm); exact for k = 1."""
+    ‖Σ_{i∈π} g_i C_i‖ ≤ Σ ‖C_i‖ ≤ k·max_i ‖C_i‖, for any norm); ``single`` as given
+    for k = 1, else with the relative margin (``single`` may be a rounded sum)."""
     k = schema.max_participations
     if k == 1:
         return Sensitivity(single, True, SensitivityMethod.SINGLE)
-    return Sensitivity(k * single, False, SensitivityMethod.K_TIMES_SINGLE)
+    return Sensitivity(_with_margin(k * single), False, SensitivityMethod.K_TIMES_SINGLE)
 
 
 def _checked(horizon: int, schema: Participation) -> int:
@@ -365,57 +368,88 @@ def toeplitz_sensitivities(
 # ----------------------------------------------------------------------------- trees
 
 
-def tree_gram(horizon: int, branching: int, height: int) -> NDArray[np.int64]:
-    """G[s, t] = number of levels ℓ < h at which steps s and t (0-based) lie in the same
-    aligned block of k^ℓ steps — the Gram matrix of the tree's node incidence
-    (each node at level ℓ covers steps m·k^ℓ + 1 … (m + 1)·k^ℓ, 1-based)."""
-    steps = np.arange(horizon)
-    gram = np.zeros((horizon, horizon), dtype=np.int64)
+def tree_used_blocks(system: DigitSystem, horizon: int, height: int) -> list[NDArray[np.bool_]]:
+    """Per level ℓ < h: ``used[m]`` for the node covering steps m·k^ℓ + 1 … (m + 1)·k^ℓ
+    (1-based) that contain a step ≤ T — whether some release at t ≤ T sums it.
+
+    count-on-your-elders Algorithm 3 (Algorithm 2 with subtraction): at level ℓ the
+    release at t, with ancestor q_{ℓ+1} and digit d = d_ℓ(t), adds the nodes
+    k·q_{ℓ+1} + j for 0 ≤ j < d (d > 0) or subtracts them for d ≤ j < 0 (d < 0);
+    every node lies inside [1, capacity] (Proposition 11). Nodes no release uses never
+    enter the output, so they are left out of the encoder.
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    k, low = system.k, system.low
+    q = np.arange(1, T + 1, dtype=np.int64)
+    out: list[NDArray[np.bool_]] = []
     size = 1
     for _ in range(height):
+        d = (q - low) % k + low
+        parent = (q - d) // k
+        used = np.zeros((T - 1) // size + 1, dtype=bool)
+        for j in range(system.low, system.high + 1):
+            take = ((d > 0) & (j >= 0) & (j < d)) | ((d < 0) & (j >= d) & (j < 0))
+            m = k * parent[take] + j
+            used[m[(m >= 0) & (m < len(used))]] = True
+        out.append(used)
+        q = parent
+        size *= k
+    return out
+
+
+def tree_gram(system: DigitSystem, horizon: int, height: int) -> NDArray[np.float64]:
+    """G[s, t] = number of used nodes (:func:`tree_used_blocks`) containing both steps
+    s and t (0-based): the Gram matrix of the tree's 0/1 node incidence."""
+    steps = np.arange(horizon)
+    gram = np.zeros((horizon, horizon))
+    size = 1
+    for used in tree_used_blocks(system, horizon, height):
         block = steps // size
-        gram += block[:, None] == block[None, :]
-        size *= branching
+        gram += (block[:, None] == block[None, :]) & used[block][:, None]
+        size *= system.k
     return gram
 
 
 def tree_sensitivities(
-    horizon: int, branching: int, height: int, schema: Participation
+    horizon: int, system: DigitSystem, height: int, schema: Participation
 ) -> tuple[Sensitivity, Sensitivity]:
-    """(ℓ₁, ℓ₂) sensitivity of a k-ary tree's node vector (h levels of aligned blocks;
-    count-on-your-elders §3, Proposition 11 for the offset-digit trees) under the schema.
+    """(ℓ₁, ℓ₂) sensitivity of a k-ary tree's node vector under the schema.
 
-    The node incidence is 0/1, so G ≥ 0 and the ℓ₂ value is exact
-    (:func:`encoder_sensitivities`' argument); ℓ₁: a unit change at each of the k
-    steps changes h nodes by at most 1 each, and with all g_i = 1 the node changes
-    add up, so Δ₁ = k·h exactly. For T ≤ :data:`DENSE_LIMIT` the Gram matrix is
-    formed (brute force or the certified bound of :func:`gram_pattern_bound`);
-    beyond, two steps b or more apart share a block only at the L_b levels with
-    k^ℓ > b, so Δ₂² ≤ k·h + k(k − 1)·L_b (certified).
+    The nodes at level ℓ are aligned blocks of k^ℓ steps (count-on-your-elders §3,
+    Proposition 11 for the offset-digit trees); the encoder is the 0/1 incidence of
+    the nodes some release uses (:func:`tree_used_blocks`). It is ≥ 0, so the ℓ₂
+    value max_π Σ_{i,j∈π} G_ij and the ℓ₁ value max_π Σ_{i∈π} (nodes containing i)
+    are exact (module docstring). For T ≤ :data:`DENSE_LIMIT` the Gram matrix is
+    formed (brute force, or the bound of :func:`gram_pattern_bound`, exact when it
+    meets its lower bound); beyond, every step lies in at most h nodes and two steps
+    b or more apart share a node only at the L_b levels with k^ℓ > b, so
+    Δ₁ ≤ k·h and Δ₂² ≤ k·h + k(k − 1)·L_b (certified).
     """
     T = _checked(horizon, schema)
+    check_instance("system", system, DigitSystem, "a DigitSystem")
     k = schema.max_participations
     h = check_integer("height", height, ge=1)
-    l1 = Sensitivity(
-        float(k * h), True, SensitivityMethod.SINGLE if k == 1 else SensitivityMethod.TREE_LEVELS
-    )
+    single_l1 = multiplied(float(h), schema)
     single_l2 = multiplied(math.sqrt(h), schema)
     if schema.is_single:
-        return l1, single_l2
-    if T <= DENSE_LIMIT:
-        gram = tree_gram(T, check_integer("branching", branching, ge=2), h).astype(np.float64)
-        H, _ = _reachable_abs(gram, schema.min_separation)
-        if count_patterns(T, schema) <= BRUTE_FORCE_LIMIT:
-            value = max(_pattern_value(H, p) for p in iter_patterns(T, schema))
-            l2 = Sensitivity(math.sqrt(_with_margin(value)), True, SensitivityMethod.BRUTE_FORCE)
-        else:
-            upper, lower = gram_pattern_bound(H, schema)
-            l2 = Sensitivity(
-                math.sqrt(_with_margin(upper)), lower >= upper, SensitivityMethod.GRAM_BOUND
-            )
-        return l1, _best_of(l2, single_l2)
-    shared = sum(1 for level in range(h) if branching**level > schema.min_separation)
-    bound = k * h + k * (k - 1) * shared
-    return l1, _best_of(
-        Sensitivity(math.sqrt(_with_margin(bound)), False, SensitivityMethod.TREE_LEVELS), single_l2
-    )
+        return single_l1, single_l2
+    if T > DENSE_LIMIT:
+        shared = sum(1 for level in range(h) if system.k**level > schema.min_separation)
+        bound = k * h + k * (k - 1) * shared
+        l2 = Sensitivity(math.sqrt(_with_margin(bound)), False, SensitivityMethod.TREE_LEVELS)
+        return Sensitivity(float(k * h), False, SensitivityMethod.TREE_LEVELS), _best_of(
+            l2, single_l2
+        )
+    gram = tree_gram(system, T, h)
+    l1_value, _ = max_pattern_weight(np.diag(gram).copy(), schema)  # node counts per step
+    l1 = Sensitivity(l1_value, True, SensitivityMethod.COLUMN_NORMS)
+    H, _ = _reachable_abs(gram, schema.min_separation)
+    if count_patterns(T, schema) <= BRUTE_FORCE_LIMIT:
+        value = max(_pattern_value(H, p) for p in iter_patterns(T, schema))
+        l2 = Sensitivity(math.sqrt(_with_margin(value)), True, SensitivityMethod.BRUTE_FORCE)
+    else:
+        upper, lower = gram_pattern_bound(H, schema)
+        l2 = Sensitivity(
+            math.sqrt(_with_margin(upper)), lower >= upper, SensitivityMethod.GRAM_BOUND
+        )
+    return _best_of(l1, single_l1), _best_of(l2, single_l2)

@@ -366,11 +366,11 @@ class KaryTree(CountingMechanism):
         return float(self.height), float(np.sqrt(self.height))
 
     def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
-        """Under (k, b)-participation: the node vector is the 0/1 incidence of h levels
-        of aligned blocks of k^ℓ steps, so its Gram matrix is ≥ 0 and the ℓ₂ value is
-        exact for T ≤ 4096 (certified bound beyond); Δ₁ = k·h exactly
+        """Under (k, b)-participation: the node vector is the 0/1 incidence of the nodes
+        (aligned blocks of k^ℓ steps) the releases use, so its Gram matrix is ≥ 0 and
+        both values are exact for T ≤ 4096 (certified bounds beyond)
         (:func:`~dpcount.counting.participation.tree_sensitivities`)."""
-        return tree_sensitivities(self.horizon, self.k, self.height, schema)
+        return tree_sensitivities(self.horizon, self.digit_system, self.height, schema)
 
     def sensitivity_profile(self) -> NDArray[np.float64]:
         """A unit change at one step changes one node per level: h ones."""
