@@ -320,3 +320,16 @@ def test_mechanism_with_schema_round_trips_through_its_config() -> None:
     assert Budget(epsilon=1.0, participation=Participation(3, 5)) == mech.budget.replace(
         delta=None, noise=None
     )
+
+
+def test_single_participation_values_are_the_column_norms_as_given() -> None:
+    rng = np.random.default_rng(3)
+    c = np.sort(rng.exponential(size=16))[::-1]
+    single = Participation()
+    s1, s2 = toeplitz_sensitivities(c, single)
+    assert (s1.value, s2.value) == (float(np.abs(c).sum()), math.sqrt(float((c * c).sum())))
+    assert s1.method == s2.method == SensitivityMethod.SINGLE and s1.exact and s2.exact
+    C = toeplitz(c)
+    d1, d2 = encoder_sensitivities(C, single)
+    assert d1.value == float(np.abs(C).sum(axis=0).max())
+    assert d2.value == math.sqrt(float(np.max(np.diag(C.T @ C))))

@@ -62,7 +62,6 @@ from dpcount.counting._steps import (
     vector_length,
 )
 from dpcount.counting.participation import (
-    DENSE_LIMIT,
     Sensitivity,
     encoder_sensitivities,
     multiplied,
@@ -147,6 +146,10 @@ class NoiseProcess(Protocol):
         structure, sampler and dim; raises ValueError (naming the field) on a bad state."""
         ...
 
+
+#: Largest horizon for which the default multi-participation sensitivity builds the
+#: mechanism's dense factorization (memory and time grow as T²).
+_DENSE_FACTORIZATION_LIMIT = 2048
 
 #: Largest variance of one noise sample. The per-step noise coefficients Σ_j L[t, j]² of
 #: the structures here are sums of at most h·T ≤ 53·2^53 < 2^59 terms of magnitude ≤ 1
@@ -279,14 +282,15 @@ class CountingMechanism(ABC):
         below the truth.
 
         Default: the dense encoder R of :meth:`dense_factorization` when the mechanism
-        has one and T ≤ :data:`~dpcount.counting.participation.DENSE_LIMIT`, else k ×
-        the single-participation sensitivities (triangle inequality, certified).
+        has one and T ≤ 2048 (building the factorization costs ~2 s and ~0.3 GB there for
+        the smooth binary mechanism, ~1 GB at 4096), else k × the single-participation
+        sensitivities (triangle inequality, certified).
         Mechanisms with a structure-specific exact form override this.
         """
         r1, r2 = self._unit_sensitivities()
         fallback = (multiplied(r1, schema), multiplied(r2, schema))
         dense = getattr(self, "dense_factorization", None)
-        if dense is None or self.horizon > DENSE_LIMIT:
+        if dense is None or self.horizon > _DENSE_FACTORIZATION_LIMIT:
             return fallback
         _, encoder = dense()
         d1, d2 = encoder_sensitivities(encoder, schema)

@@ -51,7 +51,7 @@ from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.digits import DigitSystem
-from dpcount.counting.participation import DENSE_LIMIT, Sensitivity, tree_sensitivities
+from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -522,13 +522,14 @@ class Honaker(CountingMechanism):
         return float(self.height), float(np.sqrt(self.height))
 
     def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
-        """Under (k, b)-participation: the dense node incidence R for T ≤ 4096 (Gram ≥ 0:
-        exact); beyond, the bound of the full binary tree of the same height (its node
-        vector contains this one's complete nodes), a certified upper bound
-        (:func:`~dpcount.counting.participation.tree_sensitivities`)."""
-        if self.horizon <= DENSE_LIMIT:
-            return super()._schema_sensitivities(schema)
-        return tree_sensitivities(self.horizon, DigitSystem(2, 0), self.height, schema)
+        """Under (k, b)-participation: the node vector is the 0/1 incidence of every
+        complete dyadic node within [1, T] (both children, unlike the binary tree's
+        releases), Gram ≥ 0: exact for T ≤ 4096, certified bounds beyond
+        (:func:`~dpcount.counting.participation.tree_sensitivities`; checked against
+        :meth:`dense_factorization`'s R by brute force in the tests)."""
+        T, h = self.horizon, self.height
+        used = complete_blocks(T, 2, h)
+        return tree_sensitivities(T, DigitSystem(2, 0), h, schema, used_blocks=used)
 
     def sensitivity_profile(self) -> NDArray[np.float64]:
         """A unit change at one step changes one complete node per level: h ones."""

@@ -63,6 +63,7 @@ __all__ = [
     "DENSE_LIMIT",
     "Sensitivity",
     "SensitivityMethod",
+    "complete_blocks",
     "count_patterns",
     "encoder_sensitivities",
     "gram_pattern_bound",
@@ -213,14 +214,24 @@ def max_pattern_weight(
 # ----------------------------------------------------------------------------- dense
 
 
+#: rows per block when a T × T array is processed (bounded temporaries)
+_ROWS = 256
+
+
 def _reachable_abs(gram: NDArray[np.float64], b: int) -> tuple[NDArray[np.float64], bool]:
-    """H = |G| on the pairs a pattern can hold (i = j or |i − j| ≥ b), 0 elsewhere, and
-    whether G ≥ 0 on those pairs."""
+    """Overwrite G with H = |G| on the pairs a pattern can hold (i = j or |i − j| ≥ b),
+    0 elsewhere; returns it and whether G ≥ 0 on those pairs. Row blocks, in place."""
     T = gram.shape[0]
-    lag = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])
-    reachable = (lag >= b) | (lag == 0)
-    nonneg = bool(np.all(gram[reachable] >= 0))
-    return np.where(reachable, np.abs(gram), 0.0), nonneg
+    cols = np.arange(T)
+    nonneg = True
+    for r0 in range(0, T, _ROWS):
+        rows = gram[r0 : r0 + _ROWS]
+        lag = np.abs(np.arange(r0, r0 + len(rows))[:, None] - cols[None, :])
+        unreachable = (lag > 0) & (lag < b)
+        rows[unreachable] = 0.0
+        nonneg = nonneg and bool(np.all(rows >= 0))
+        np.abs(rows, out=rows)
+    return gram, nonneg
 
 
 def _pattern_value(H: NDArray[np.float64], pattern: list[int] | tuple[int, ...]) -> float:
@@ -243,18 +254,20 @@ def gram_pattern_bound(H: NDArray[np.float64], schema: Participation) -> tuple[f
     diag = np.diag(H).copy()
     if k > 1:
         T = H.shape[0]
-        off = H.copy()
-        np.fill_diagonal(off, 0.0)  # unreachable pairs (|i − j| < b) are already 0
-        # best[i, j]: the most that at most (layer) steps ≤ j, pairwise b apart and b from
-        # i, add to row i. Steps within b of i have weight 0 and, when chosen, only block
-        # others, so allowing them keeps the value an upper bound.
-        best = np.zeros((T, T))
-        for _ in range(k - 1):
-            shifted = np.zeros((T, T))
-            if b < T:
-                shifted[:, b:] = best[:, : T - b]
-            best = np.maximum.accumulate(off + shifted, axis=1)
-        diag += best[:, -1]
+        for r0 in range(0, T, _ROWS):  # row blocks: bounded temporaries
+            off = H[r0 : r0 + _ROWS].copy()
+            n = len(off)
+            off[np.arange(n), np.arange(r0, r0 + n)] = 0.0  # |i − j| < b are already 0
+            # best[i, j]: the most that at most (layer) steps ≤ j, pairwise b apart and b
+            # from i, add to row i. Steps within b of i have weight 0 and, when chosen,
+            # only block others, so allowing them keeps the value an upper bound.
+            best = np.zeros((n, T))
+            for _ in range(k - 1):
+                shifted = np.zeros((n, T))
+                if b < T:
+                    shifted[:, b:] = best[:, : T - b]
+                best = np.maximum.accumulate(off + shifted, axis=1)
+            diag[r0 : r0 + n] += best[:, -1]
     upper, pattern = max_pattern_weight(diag, schema)
     return upper, _pattern_value(H, pattern)
 
@@ -397,27 +410,50 @@ def tree_used_blocks(system: DigitSystem, horizon: int, height: int) -> list[NDA
     return out
 
 
-def tree_gram(system: DigitSystem, horizon: int, height: int) -> NDArray[np.float64]:
-    """G[s, t] = number of used nodes (:func:`tree_used_blocks`) containing both steps
-    s and t (0-based): the Gram matrix of the tree's 0/1 node incidence."""
+def complete_blocks(horizon: int, branching: int, height: int) -> list[NDArray[np.bool_]]:
+    """Per level ℓ < h: ``used[m]`` = the node m·k^ℓ + 1 … (m + 1)·k^ℓ lies within [1, T]
+    (every complete node: Honaker's estimator uses all of them)."""
+    out = []
+    size = 1
+    for _ in range(height):
+        m = np.arange((horizon - 1) // size + 1)
+        out.append((m + 1) * size <= horizon)
+        size *= branching
+    return out
+
+
+def tree_gram(
+    used_blocks: list[NDArray[np.bool_]], branching: int, horizon: int
+) -> NDArray[np.float64]:
+    """G[s, t] = number of used nodes (``used_blocks[ℓ][m]``, e.g. from
+    :func:`tree_used_blocks`) containing both steps s and t (0-based): the Gram matrix
+    of the tree's 0/1 node incidence."""
     steps = np.arange(horizon)
     gram = np.zeros((horizon, horizon))
     size = 1
-    for used in tree_used_blocks(system, horizon, height):
+    for used in used_blocks:
         block = steps // size
-        gram += (block[:, None] == block[None, :]) & used[block][:, None]
-        size *= system.k
+        for r0 in range(0, horizon, _ROWS):  # row blocks: bounded temporaries
+            mine = block[r0 : r0 + _ROWS]
+            gram[r0 : r0 + _ROWS] += (mine[:, None] == block[None, :]) & used[mine][:, None]
+        size *= branching
     return gram
 
 
 def tree_sensitivities(
-    horizon: int, system: DigitSystem, height: int, schema: Participation
+    horizon: int,
+    system: DigitSystem,
+    height: int,
+    schema: Participation,
+    *,
+    used_blocks: list[NDArray[np.bool_]] | None = None,
 ) -> tuple[Sensitivity, Sensitivity]:
     """(ℓ₁, ℓ₂) sensitivity of a k-ary tree's node vector under the schema.
 
     The nodes at level ℓ are aligned blocks of k^ℓ steps (count-on-your-elders §3,
     Proposition 11 for the offset-digit trees); the encoder is the 0/1 incidence of
-    the nodes some release uses (:func:`tree_used_blocks`). It is ≥ 0, so the ℓ₂
+    the nodes some release uses (:func:`tree_used_blocks`, or ``used_blocks`` for a
+    mechanism with its own node set, e.g. :func:`complete_blocks`). It is ≥ 0, so the ℓ₂
     value max_π Σ_{i,j∈π} G_ij and the ℓ₁ value max_π Σ_{i∈π} (nodes containing i)
     are exact (module docstring). For T ≤ :data:`DENSE_LIMIT` the Gram matrix is
     formed (brute force, or the bound of :func:`gram_pattern_bound`, exact when it
@@ -440,8 +476,11 @@ def tree_sensitivities(
         return Sensitivity(float(k * h), False, SensitivityMethod.TREE_LEVELS), _best_of(
             l2, single_l2
         )
-    gram = tree_gram(system, T, h)
+    if used_blocks is None:
+        used_blocks = tree_used_blocks(system, T, h)
+    gram = tree_gram(used_blocks, system.k, T)
     l1_value, _ = max_pattern_weight(np.diag(gram).copy(), schema)  # node counts per step
+    # (_reachable_abs overwrites the Gram matrix.)
     l1 = Sensitivity(l1_value, True, SensitivityMethod.COLUMN_NORMS)
     H, _ = _reachable_abs(gram, schema.min_separation)
     if count_patterns(T, schema) <= BRUTE_FORCE_LIMIT:
