@@ -333,3 +333,22 @@ def test_single_participation_values_are_the_column_norms_as_given() -> None:
     d1, d2 = encoder_sensitivities(C, single)
     assert d1.value == float(np.abs(C).sum(axis=0).max())
     assert d2.value == math.sqrt(float(np.max(np.diag(C.T @ C))))
+
+
+def test_row_blocks_do_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    # T = 600 spans three row blocks of 256: the Gram matrix equals RᵀR of Algorithm 3's
+    # nodes, and the bound is the same as computed in one block.
+    T = 600
+    mech = KaryTree(T, k=3, subtract=True, epsilon=1.0)
+    R = tree_oracle(mech)[1]
+    used = part.tree_used_blocks(mech.digit_system, T, mech.height)
+    np.testing.assert_array_equal(part.tree_gram(used, 3, T), R.T @ R)
+    schema = Participation(max_participations=3, min_separation=150)
+    monkeypatch.setattr(part, "BRUTE_FORCE_LIMIT", 0)
+    blocked = tree_sensitivities(T, mech.digit_system, mech.height, schema)
+    rng = np.random.default_rng(1)
+    C = rng.normal(size=(5, T))
+    blocked_dense = encoder_sensitivities(C, schema)
+    monkeypatch.setattr(part, "_ROWS", 10**6)
+    assert tree_sensitivities(T, mech.digit_system, mech.height, schema) == blocked
+    assert encoder_sensitivities(C, schema) == blocked_dense
