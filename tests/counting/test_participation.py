@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -352,3 +353,28 @@ def test_row_blocks_do_not_change_the_result(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(part, "_ROWS", 10**6)
     assert tree_sensitivities(T, mech.digit_system, mech.height, schema) == blocked
     assert encoder_sensitivities(C, schema) == blocked_dense
+
+
+def test_checkpoint_round_trips_the_schema(tmp_path: Path) -> None:
+    from dpcount.counting.checkpoint import load_stream, save_stream
+
+    schema = Participation(max_participations=2, min_separation=5)
+    mech = KaryTree(20, k=3, epsilon=1.0, noise="discrete-laplace", participation=schema, rng=4)
+    stream = mech.stream()
+    first = [stream.update(1) for _ in range(7)]
+    save_stream(stream, tmp_path / "ck")
+    rest = [stream.update(1) for _ in range(5)]
+    again = load_stream(tmp_path / "ck", expect=mech)
+    assert again.mechanism.budget.participation == schema
+    assert again.mechanism.noise_scale == mech.noise_scale
+    assert [again.update(1) for _ in range(5)] == rest and len(first) == 7
+
+
+def test_dp_event_uses_the_schema_sensitivity() -> None:
+    dp_accounting = pytest.importorskip("dp_accounting")
+    schema = Participation(max_participations=2, min_separation=5)
+    mech = KaryTree(20, k=3, epsilon=1.0, noise="laplace", participation=schema, rng=0)
+    assert mech.privacy is not None
+    # One Laplace event at the schema's l1 sensitivity (not one per node of one step).
+    want = dp_accounting.LaplaceDpEvent(mech.noise_scale / mech.privacy.l1_sensitivity)
+    assert mech.dp_event() == want
