@@ -378,3 +378,18 @@ def test_dp_event_uses_the_schema_sensitivity() -> None:
     # One Laplace event at the schema's l1 sensitivity (not one per node of one step).
     want = dp_accounting.LaplaceDpEvent(mech.noise_scale / mech.privacy.l1_sensitivity)
     assert mech.dp_event() == want
+
+
+def test_banded_encoder_with_rising_coefficients_uses_disjoint_columns() -> None:
+    # At most b bands: columns b apart do not overlap, whatever the coefficients' order.
+    c = np.zeros(11)
+    c[:3] = [0.2, 1.0, 0.5]
+    for k, b in [(2, 3), (3, 4), (3, 5), (2, 2)]:
+        schema = Participation(max_participations=k, min_separation=b)
+        s1, s2 = toeplitz_sensitivities(c, schema)
+        want1, want2 = oracle(toeplitz(c), k, b)
+        # b = 2 < 3 bands: columns 2 apart overlap (0.2·0.5), so not disjoint.
+        method = SensitivityMethod.DISJOINT_COLUMNS if b >= 3 else SensitivityMethod.BRUTE_FORCE
+        assert s2.method == method and s2.exact
+        assert s2.value**2 == pytest.approx(want2, rel=1e-9) and s2.value**2 >= want2
+        assert s1.value == pytest.approx(want1, rel=1e-9) and s1.value >= want1
