@@ -48,3 +48,18 @@ def test_budget_normalises_and_round_trips_the_schema() -> None:
     assert single.participation is None and single == Budget(epsilon=1.0)
     assert "participation" not in single.as_kwargs()
     assert single.neighbouring.startswith("event-level")
+
+
+def test_callables_without_schema_support_refuse_a_schema() -> None:
+    from dpcount.counting import BinaryTree
+    from dpcount.ranges import IdentityMechanism
+
+    schema = Participation(max_participations=2, min_separation=1)
+    with pytest.raises(ValueError, match=r"IdentityMechanism\(\) does not calibrate to a part"):
+        IdentityMechanism(10, epsilon=1.0, participation=schema)
+    with pytest.raises(ValueError, match=r"IdentityMechanism\(\) does not calibrate to a part"):
+        IdentityMechanism(10, budget=Budget(epsilon=1.0, participation=schema))
+    tree = BinaryTree(10, epsilon=1.0, participation=schema)
+    assert tree.budget.participation == schema
+    # Single participation is accepted everywhere.
+    IdentityMechanism(10, epsilon=1.0, delta=1e-6, participation=Participation())

@@ -72,6 +72,7 @@ from dpcount.privacy.budget import (
     Neighbouring,
     NoiseKind,
     Participation,
+    accept_participation,
 )
 from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
@@ -196,6 +197,12 @@ class CountingMechanism(ABC):
     max_noise_coefficient: float | None = None
     #: the noise kind used when the budget names none
     default_noise: ClassVar[NoiseKind] = NoiseKind.LAPLACE
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every counting mechanism calibrates to a participation schema (this class's
+        # __init__ and _schema_sensitivities), so its Budget.resolve accepts one.
+        super().__init_subclass__(**kwargs)
+        accept_participation(cls.__name__)
 
     def __init__(self, horizon: int, *, budget: Budget, rng: RNGLike) -> None:
         """Validate the horizon, resolve the budget's defaults and calibrate the noise.

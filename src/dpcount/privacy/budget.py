@@ -57,6 +57,7 @@ __all__ = [
     "Neighbouring",
     "NoiseKind",
     "Participation",
+    "accept_participation",
 ]
 
 
@@ -274,6 +275,18 @@ class BudgetFields(TypedDict, total=False):
 
 _FIELDS = frozenset(BudgetFields.__annotations__)
 
+#: names of the callables that calibrate to a participation schema (the counting
+#: mechanisms register themselves); every other owner refuses a budget with one
+_PARTICIPATION_AWARE: set[str] = set()
+
+
+def accept_participation(owner: str) -> None:
+    """Declare that ``owner`` (a class name, as passed to :meth:`Budget.resolve`)
+    calibrates to the budget's :class:`Participation` schema. Owners that do not are
+    refused a budget with k > 1 — silently calibrating for one participation would
+    understate the privacy loss. Called for every counting mechanism class."""
+    _PARTICIPATION_AWARE.add(owner)
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -346,6 +359,8 @@ class Budget:
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
                 ``budget`` that is not a :class:`Budget`.
+            ValueError: a participation schema with k > 1 for an ``owner`` that does
+                not calibrate to one (see :func:`accept_participation`).
         """
         unknown = sorted(set(fields) - _FIELDS)
         if unknown:
@@ -360,10 +375,18 @@ class Budget:
                     f"{owner}() takes either budget= or its fields "
                     f"({', '.join(sorted(fields))}), not both"
                 )
-            return budget
-        if "epsilon" not in fields:
-            raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
-        return cls(**fields)
+            resolved = budget
+        else:
+            if "epsilon" not in fields:
+                raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
+            resolved = cls(**fields)
+        if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
+            raise ValueError(
+                f"{owner}() does not calibrate to a participation schema, got "
+                f"participation={resolved.participation!r}: it assumes single participation "
+                "(use a counting mechanism from dpcount.counting, or participation=None)"
+            )
+        return resolved
 
     def replace(self, **changes: Any) -> Budget:
         """A copy with some fields changed (validated again)."""
