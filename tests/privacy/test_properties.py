@@ -26,6 +26,7 @@ from dpcount.privacy import (
     LaplaceNoise,
     NoiseBuffer,
     NoiseKind,
+    Participation,
     ZeroNoise,
     analytic_gaussian_delta,
     as_generator,
@@ -62,6 +63,7 @@ from tests.properties_support import (
 COVERED = {
     "dpcount.privacy": {
         "Budget",
+        "Participation",
         "gaussian_two_sided_quantile",
         "paper_gaussian_sigma",
         "ConstantNoise",
@@ -117,6 +119,12 @@ CASES = [
             "step_sensitivity": POS(),
             "step_l2_sensitivity": POS(),
         },
+    ),
+    ScalarCase(
+        "Participation",
+        Participation,
+        {"max_participations": 2, "min_separation": 3},
+        {"max_participations": bad_integer(1), "min_separation": bad_integer(1)},
     ),
     ScalarCase(
         "gaussian_two_sided_quantile",

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcount._cli.common import err_console, escape
+from dpcount._cli.common import err_console, escape, participation_from
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import DISCRETE_CAPABLE, MECHANISMS, build_mechanism, default_noise
 from dpcount.counting.unbounded import UnboundedCounter
@@ -60,6 +60,11 @@ def choose_auto(
     """
     from dpcount.analysis.compare import compare
 
+    if participation_from(args) is not None:
+        raise ValueError(
+            "--mechanism auto ranks the mechanisms for one participation; with "
+            "--participations > 1 name one with --mechanism (e.g. sqrt or blt)"
+        )
     if args.k is not None or args.no_subtract:
         raise ValueError(
             "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
@@ -162,6 +167,7 @@ def build(
         subtract=not args.no_subtract,
         step_sensitivity=args.sensitivity,
         calibration=args.calibration,
+        participation=participation_from(args, horizon),
     )
 
 

@@ -11,6 +11,8 @@ from typing import IO
 from rich.console import Console
 from rich.markup import escape
 
+from dpcount.privacy.budget import Participation
+
 __all__ = [
     "add_privacy_arguments",
     "err_console",
@@ -58,6 +60,56 @@ def add_privacy_arguments(p: argparse.ArgumentParser, *, gaussian_default: bool 
         help="seed for reproducible research ONLY: anyone with the seed can remove the noise; "
         "default: operating-system entropy",
     )
+
+
+def _count_at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def add_participation_arguments(p: argparse.ArgumentParser) -> None:
+    """``--participations K`` and ``--min-separation B``: the (k, b)-participation schema."""
+    p.add_argument(
+        "--participations",
+        metavar="K",
+        type=_count_at_least_one,
+        default=1,
+        help="user-level privacy: each user contributes to at most K steps, any two at least "
+        "--min-separation steps apart; neighbouring inputs differ in up to K such steps, each "
+        "by at most --sensitivity, and the noise is calibrated to the exact (or certified) "
+        "sensitivity under that schema (default 1: event level, one step)",
+    )
+    p.add_argument(
+        "--min-separation",
+        metavar="B",
+        type=_count_at_least_one,
+        default=1,
+        help="with --participations: the fewest steps between two contributions of one user "
+        "(>= 1; 1 allows consecutive steps; default 1)",
+    )
+
+
+def participation_from(
+    args: argparse.Namespace, horizon: int | None = None
+) -> Participation | None:
+    """The schema of ``--participations``/``--min-separation`` (None: event level); with
+    a ``horizon``, refused (naming the flags) when K contributions B apart do not fit."""
+    k = getattr(args, "participations", 1)
+    b = getattr(args, "min_separation", 1)
+    if k == 1:
+        return None
+    schema = Participation(max_participations=k, min_separation=b)
+    if horizon is not None and k > schema.fits(horizon):
+        raise ValueError(
+            f"--participations {k} with --min-separation {b} do not fit in {horizon} steps "
+            f"(at most {schema.fits(horizon)} contributions {b} apart do)"
+        )
+    return schema
 
 
 @contextlib.contextmanager

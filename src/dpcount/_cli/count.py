@@ -13,7 +13,13 @@ import numpy as np
 from dpcount._cli._counting import DEFAULT_K, build, build_unbounded, summary, summary_unbounded
 from dpcount._cli._durable import run_durable
 from dpcount._cli._time import Clock, parse_width
-from dpcount._cli.common import add_privacy_arguments, err_console, escape, open_output
+from dpcount._cli.common import (
+    add_participation_arguments,
+    add_privacy_arguments,
+    err_console,
+    escape,
+    open_output,
+)
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
@@ -77,6 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="largest change of one step between neighbouring inputs (default 1)",
     )
+    add_participation_arguments(p)
     p.add_argument(
         "--horizon",
         type=int,

@@ -7,7 +7,13 @@ import math
 
 from rich.table import Table
 
-from dpcount._cli.common import escape, out_console, positive_float
+from dpcount._cli.common import (
+    add_participation_arguments,
+    escape,
+    out_console,
+    participation_from,
+    positive_float,
+)
 from dpcount.analysis.compare import METRICS, compare
 
 HELP = (
@@ -65,6 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="largest change of one step between neighbouring inputs (default 1)",
     )
+    add_participation_arguments(p)
 
 
 def _ratio(value: float) -> str:
@@ -84,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} needs --ranges")
     if args.horizon is None:
         raise ValueError("--horizon is required (or --ranges with --size)")
+    if participation_from(args, args.horizon) is not None:
+        raise ValueError(
+            "--participations > 1: the ranking (dpcount.analysis.compare) is computed for one "
+            "participation and does not take a schema yet; build a mechanism with "
+            "`dpcount count --mechanism NAME --participations K --min-separation B` (its "
+            "summary prints the exact error), or see benchmarks/bench_participation.py"
+        )
     rows = compare(
         args.horizon,
         args.epsilon,

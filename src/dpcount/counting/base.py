@@ -16,7 +16,11 @@ noise process, so their outputs have the same distribution by construction.
 
 Neighbouring relation (event level): two streams differ at one step t, with
 ``|x_t − x'_t| ≤ step_sensitivity`` (for vector steps: the ℓ₁ norm of the change
-when the noise is Laplace, its ℓ₂ norm when Gaussian).
+when the noise is Laplace, its ℓ₂ norm when Gaussian). With a
+:class:`~dpcount.privacy.Participation` schema in the budget (k > 1), they differ
+in up to k steps pairwise at least b apart, each by at most ``step_sensitivity``;
+the sensitivities are then those of :mod:`dpcount.counting.participation`
+(exact, or a certified upper bound, as the guarantee says).
 
 Integer noise (``noise="discrete-laplace"`` / ``"discrete-gaussian"``): a
 mechanism opts in with ``supports_discrete_noise = True`` when the vector it
@@ -57,7 +61,19 @@ from dpcount.counting._steps import (
     check_whole_number,
     vector_length,
 )
-from dpcount.privacy.budget import Budget, CalibrationRule, Neighbouring, NoiseKind
+from dpcount.counting.participation import (
+    Sensitivity,
+    encoder_sensitivities,
+    multiplied,
+)
+from dpcount.privacy.budget import (
+    Budget,
+    CalibrationRule,
+    Neighbouring,
+    NoiseKind,
+    Participation,
+    accept_participation,
+)
 from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -132,6 +148,10 @@ class NoiseProcess(Protocol):
         ...
 
 
+#: Largest horizon for which the default multi-participation sensitivity builds the
+#: mechanism's dense factorization (memory and time grow as T²).
+_DENSE_FACTORIZATION_LIMIT = 2048
+
 #: Largest variance of one noise sample. The per-step noise coefficients Σ_j L[t, j]² of
 #: the structures here are sums of at most h·T ≤ 53·2^53 < 2^59 terms of magnitude ≤ 1
 #: (tree nodes, Honaker/smooth-binary estimator weights, √A coefficients, input
@@ -178,6 +198,12 @@ class CountingMechanism(ABC):
     #: the noise kind used when the budget names none
     default_noise: ClassVar[NoiseKind] = NoiseKind.LAPLACE
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every counting mechanism calibrates to a participation schema (this class's
+        # __init__ and _schema_sensitivities), so its Budget.resolve accepts one.
+        super().__init_subclass__(**kwargs)
+        accept_participation(cls.__name__)
+
     def __init__(self, horizon: int, *, budget: Budget, rng: RNGLike) -> None:
         """Validate the horizon, resolve the budget's defaults and calibrate the noise.
 
@@ -205,8 +231,16 @@ class CountingMechanism(ABC):
                 self.step_sensitivity,
                 reason=f"for noise={noise.value!r} (integer steps change by whole amounts)",
             )
+        schema = budget.participation
+        if schema is not None:
+            schema.check_horizon(self.horizon)
         profile = None
         if budget.calibration == CalibrationRule.PLD:
+            if schema is not None:
+                raise ValueError(
+                    "calibration='pld' is computed for one participation's sensitivity profile; "
+                    f"with participation={schema!r} use calibration='theorem3' or Gaussian noise"
+                )
             unit = self.sensitivity_profile()
             if unit is None:
                 raise ValueError(
@@ -214,7 +248,17 @@ class CountingMechanism(ABC):
                     "provide a sensitivity profile"
                 )
             profile = unit * self.step_sensitivity
-        r1, r2 = self._unit_sensitivities()
+        if schema is None:
+            r1, r2 = self._unit_sensitivities()
+            neighbouring = NEIGHBOURING
+            self.participation_sensitivities: tuple[Sensitivity, Sensitivity] | None = None
+        else:
+            s1, s2 = self.participation_sensitivities = self._schema_sensitivities(schema)
+            r1, r2 = s1.value, s2.value
+            neighbouring = (
+                f"{budget.neighbouring}; sensitivity under the schema: "
+                f"l1 {s1.describe()}, l2 {s2.describe()}"
+            )
         calibrated = calibrate(
             noise.value,
             epsilon=budget.epsilon,
@@ -225,7 +269,7 @@ class CountingMechanism(ABC):
             l2_sensitivity=r2
             * (self.step_sensitivity if noise == NoiseKind.GAUSSIAN else self.step_l2_sensitivity),
             calibration=None if budget.calibration is None else budget.calibration.value,
-            neighbouring=NEIGHBOURING,
+            neighbouring=neighbouring,
             profile=profile,
         )
         _check_noise_in_range(calibrated.sampler, self.step_sensitivity, budget.epsilon)
@@ -238,6 +282,31 @@ class CountingMechanism(ABC):
     @abstractmethod
     def _unit_sensitivities(self) -> tuple[float, float]:
         """(ℓ₁, ℓ₂) sensitivity of the perturbed vector for a unit change at one step."""
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """(ℓ₁, ℓ₂) sensitivity of the perturbed vector for unit step changes under a
+        (k, b)-participation schema (:mod:`dpcount.counting.participation`), each never
+        below the truth.
+
+        Default: the dense encoder R of :meth:`dense_factorization` when the mechanism
+        has one and T ≤ 2048 (building the factorization costs ~2 s and ~0.3 GB there for
+        the smooth binary mechanism, ~1 GB at 4096), else k × the single-participation
+        sensitivities (triangle inequality, certified).
+        Mechanisms with a structure-specific exact form override this.
+        """
+        r1, r2 = self._unit_sensitivities()
+        fallback = (multiplied(r1, schema), multiplied(r2, schema))
+        dense = getattr(self, "dense_factorization", None)
+        if dense is None or self.horizon > _DENSE_FACTORIZATION_LIMIT:
+            return fallback
+        _, encoder = dense()
+        d1, d2 = encoder_sensitivities(encoder, schema)
+        # The unit sensitivities may carry a safety margin the dense values lack: keep the
+        # larger single-participation value as the floor of a k = 1 comparison.
+        return (
+            d1 if d1.value <= fallback[0].value else fallback[0],
+            d2 if d2.value <= fallback[1].value else fallback[1],
+        )
 
     @abstractmethod
     def noise_process(
@@ -441,7 +510,8 @@ class CountingMechanism(ABC):
 
         if self.privacy is None:
             raise ValueError("this copy carries no privacy guarantee (with_sampler), no DpEvent")
-        unit = self.sensitivity_profile()
+        # A profile is one participation's; under a schema, one event at the l1 sensitivity.
+        unit = None if self.budget.participation is not None else self.sensitivity_profile()
         return dp_event(
             noise=self.privacy.noise,
             scale=self.noise_scale,

@@ -75,8 +75,9 @@ from scipy.signal import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting.base import MAX_HORIZON, CountingMechanism
+from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -759,6 +760,17 @@ class BLT(CountingMechanism):
         l1 = 1.0 + float(np.sum(self.output_scale * _geo(th, T - 1)))
         l2 = math.sqrt(self._losses.sensitivity_squared)
         return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under (k, b)-participation: the encoder is lower-triangular Toeplitz with the
+        coefficients of :func:`encoder_coefficients`. When they are non-negative and
+        non-increasing (checked, not assumed) the earliest pattern is a worst case
+        (Kalinin & Lampert 2024, Thm 2, https://arxiv.org/abs/2405.13763) and the
+        sensitivities are exact; otherwise the dense computation (T ≤ 4096) or k × the
+        single-participation sensitivity, a certified bound
+        (:func:`~dpcount.counting.participation.toeplitz_sensitivities`)."""
+        c = encoder_coefficients(self.buffer_decay, self.output_scale, self.horizon)
+        return toeplitz_sensitivities(c, schema)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None

@@ -301,8 +301,9 @@ def _rebuild_generator(rng_header: Any, arrays: list[NDArray[Any]]) -> tuple[Any
 def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
     """A constructor argument as :meth:`CountingMechanism.config` writes it: None, a
     bool, an int64, a finite float, a short str, (``L``, ``R``) a 2-D float64
-    array, or (a BLT's ``buffer_decay``, ``output_scale``, a Toeplitz factorization's
-    ``coefficients``) a list of floats.
+    array, a list of floats (a BLT's ``buffer_decay``, ``output_scale``, a Toeplitz
+    factorization's ``coefficients``), or (``participation``) the budget's schema as
+    a dict of two positive ints.
     The constructor then checks the values themselves."""
     where = f"mechanism.kwargs.{str(key)[:40]}"
     if not isinstance(key, str) or not key.isidentifier() or len(key) > _MAX_STR:
@@ -320,6 +321,20 @@ def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
         ):
             raise ValueError(
                 f"corrupt header: {where} must be a list of 1 to {longest} finite floats"
+            )
+    elif key == "participation" and value is not None:
+        # the budget's (k, b)-participation schema: {"max_participations", "min_separation"}
+        if not (
+            isinstance(value, dict)
+            and set(value) == {"max_participations", "min_separation"}
+            and all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v < _MAX_KWARG_INT
+                for v in value.values()
+            )
+        ):
+            raise ValueError(
+                f"corrupt header: {where} must be a dict of max_participations and "
+                "min_separation (integers >= 1)"
             )
     elif isinstance(value, int) and not isinstance(value, bool):
         if not -_MAX_KWARG_INT <= value < _MAX_KWARG_INT:

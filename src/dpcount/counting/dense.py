@@ -38,7 +38,13 @@ from numpy.typing import NDArray
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import as_array, check_integer, check_real, check_real_dtype
 from dpcount.counting.base import MAX_NOISE_COEFFICIENT, CountingMechanism
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.counting.participation import (
+    DENSE_LIMIT,
+    Sensitivity,
+    encoder_sensitivities,
+    multiplied,
+)
+from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -303,6 +309,16 @@ class FactorizationMechanism(CountingMechanism):
         l1 = float(np.max(np.abs(self.R).sum(axis=0)))
         l2 = float(np.sqrt(np.max((self.R**2).sum(axis=0))))
         return l1, l2
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under (k, b)-participation: the dense computation on R
+        (:func:`~dpcount.counting.participation.encoder_sensitivities`: brute force over
+        patterns or the certified Gram bound; exact when RᵀR ≥ 0 on the reachable
+        pairs), for T ≤ 4096; beyond, k × the single-participation sensitivities."""
+        r1, r2 = self._unit_sensitivities()
+        if self.horizon > DENSE_LIMIT:
+            return multiplied(r1, schema), multiplied(r2, schema)
+        return encoder_sensitivities(self.R, schema)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None

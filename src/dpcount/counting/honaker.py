@@ -50,7 +50,9 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.counting.digits import DigitSystem
+from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
+from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -518,6 +520,16 @@ class Honaker(CountingMechanism):
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return float(self.height), float(np.sqrt(self.height))
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under (k, b)-participation: the node vector is the 0/1 incidence of every
+        complete dyadic node within [1, T] (both children, unlike the binary tree's
+        releases), Gram ≥ 0: exact for T ≤ 4096, certified bounds beyond
+        (:func:`~dpcount.counting.participation.tree_sensitivities`; checked against
+        :meth:`dense_factorization`'s R by brute force in the tests)."""
+        T, h = self.horizon, self.height
+        used = complete_blocks(T, 2, h)
+        return tree_sensitivities(T, DigitSystem(2, 0), h, schema, used_blocks=used)
 
     def sensitivity_profile(self) -> NDArray[np.float64]:
         """A unit change at one step changes one complete node per level: h ones."""

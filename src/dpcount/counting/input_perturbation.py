@@ -10,6 +10,7 @@ is a random walk, Var_t = t·σ², so the MSE grows linearly in T.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +19,8 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_keys, state_value
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.counting.participation import Sensitivity, SensitivityMethod
+from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -146,6 +148,15 @@ class InputPerturbation(CountingMechanism):
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under (k, b)-participation: the encoder is the identity, so the k changed steps
+        change k disjoint coordinates: Δ₁ = k and Δ₂ = √k, exact."""
+        k = schema.max_participations
+        method = SensitivityMethod.DISJOINT_COLUMNS
+        # √k rounded up (math.sqrt rounds to nearest).
+        l2 = math.nextafter(math.sqrt(k), math.inf)
+        return Sensitivity(float(k), True, method), Sensitivity(l2, True, method)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None

@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_integer
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.toeplitz import (
     causal_convolution,
     psi_bound,
@@ -40,7 +41,7 @@ from dpcount.counting.toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.calibration import fhu_constant
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -305,6 +306,13 @@ class SqrtFactorization(CountingMechanism):
         l1 = sqrt_l1_norm(self.horizon)
         l2 = math.sqrt(sqrt_l2_norm_squared(self.horizon))
         return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under (k, b)-participation: R is lower-triangular Toeplitz with f(k) ≥ 0
+        non-increasing, so the earliest pattern 0, b, …, (k−1)b is a worst case and both
+        sensitivities are exact (:func:`~dpcount.counting.participation.toeplitz_sensitivities`;
+        Kalinin & Lampert 2024, Thm 2, https://arxiv.org/abs/2405.13763)."""
+        return toeplitz_sensitivities(self.coefficients(), schema)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None

@@ -7,7 +7,7 @@ records the :class:`PrivacyGuarantee`. Exact integer samplers live in
 :mod:`.accounting`, imported only when used.
 """
 
-from dpcount.privacy.budget import Budget, CalibrationRule, Neighbouring, NoiseKind
+from dpcount.privacy.budget import Budget, CalibrationRule, Neighbouring, NoiseKind, Participation
 from dpcount.privacy.calibration import (
     analytic_gaussian_delta,
     discrete_gaussian_sigma,
@@ -61,6 +61,7 @@ __all__ = [
     "NoiseBuffer",
     "NoiseKind",
     "NoiseSampler",
+    "Participation",
     "PrivacyGuarantee",
     "RNGLike",
     "ZeroNoise",

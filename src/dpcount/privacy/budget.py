@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypedDict
 
-from dpcount._validate import check_probability, check_real
+from dpcount._validate import check_integer, check_probability, check_real
 
 __all__ = [
     "Budget",
@@ -56,6 +56,8 @@ __all__ = [
     "CalibrationRule",
     "Neighbouring",
     "NoiseKind",
+    "Participation",
+    "accept_participation",
 ]
 
 
@@ -133,7 +135,13 @@ class CalibrationRule(_Choice):
 
 
 class Neighbouring(_Choice):
-    """Which pairs of inputs the guarantee is stated for."""
+    """Which pairs of inputs the guarantee is stated for.
+
+    With a :class:`Participation` schema of k > 1 participations, event level
+    becomes user level: two streams differ in at most k steps, any two of them at
+    least b steps apart, each by at most the step sensitivity
+    (:meth:`Participation.description`).
+    """
 
     #: two streams differ at one step, by at most the step sensitivity (ℓ₁ norm of
     #: the change for Laplace noise, ℓ₂ norm for Gaussian noise)
@@ -157,6 +165,102 @@ _NEIGHBOURING_TEXT = {
 }
 
 
+@dataclass(frozen=True)
+class Participation:
+    """The (k, b)-participation schema: who may contribute to which steps.
+
+    Each user contributes to at most ``max_participations`` = k steps, any two of
+    them at least ``min_separation`` = b steps apart (steps i < j with j − i ≥ b;
+    b = 1 allows consecutive steps). Neighbouring streams differ in at most k such
+    steps, each by at most the step sensitivity (ℓ₁ norm of the change for Laplace
+    noise, ℓ₂ norm for Gaussian). k = 1 is single participation, i.e. the
+    event-level relation. This is the "(k, b)-participation" of Choquette-Choo,
+    Ganesh, McKenna, McMahan, Rush, Thakurta, Xu, "(Amplified) Banded Matrix
+    Factorization: A unified approach to private training", NeurIPS 2023,
+    https://arxiv.org/abs/2306.08153 (their min-separation b).
+
+    Attributes:
+        max_participations: k ≥ 1 (an int).
+        min_separation: b ≥ 1 (an int).
+
+    Raises:
+        TypeError, ValueError: naming the field, on construction.
+    """
+
+    max_participations: int = 1
+    min_separation: int = 1
+
+    def __post_init__(self) -> None:
+        fix = object.__setattr__
+        fix(
+            self,
+            "max_participations",
+            check_integer("max_participations", self.max_participations, ge=1),
+        )
+        fix(self, "min_separation", check_integer("min_separation", self.min_separation, ge=1))
+
+    @classmethod
+    def parse(cls, value: object) -> Participation | None:
+        """A schema from a :class:`Participation`, a dict of its fields (the JSON form
+        of :meth:`as_dict`) or None (single participation, returned as None)."""
+        if value is None or isinstance(value, Participation):
+            return value
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - {"max_participations", "min_separation"})
+            if unknown:
+                raise ValueError(
+                    f"participation has an unknown field {unknown[0]!r} "
+                    "(expected max_participations, min_separation)"
+                )
+            return cls(**value)
+        raise TypeError(
+            "participation must be a dpcount.privacy.Participation, a dict with "
+            f"max_participations and min_separation, or None, got {value!r}"
+        )
+
+    @property
+    def is_single(self) -> bool:
+        """k = 1: single participation (event level)."""
+        return self.max_participations == 1
+
+    def fits(self, horizon: int) -> int:
+        """The most participations b apart that fit in ``horizon`` steps: ⌊(T − 1)/b⌋ + 1."""
+        return (horizon - 1) // self.min_separation + 1
+
+    def check_horizon(self, horizon: int) -> None:
+        """Refuse a schema whose k participations b apart cannot fit in ``horizon`` steps."""
+        if self.max_participations > self.fits(horizon):
+            raise ValueError(
+                f"max_participations={self.max_participations} participations at least "
+                f"min_separation={self.min_separation} steps apart do not fit in horizon="
+                f"{horizon} steps (at most {self.fits(horizon)} do); lower max_participations"
+            )
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"max_participations": k, "min_separation": b}`` (JSON-able)."""
+        return {
+            "max_participations": self.max_participations,
+            "min_separation": self.min_separation,
+        }
+
+    def description(self) -> str:
+        """The neighbouring relation under this schema, in words."""
+        if self.is_single:
+            return _NEIGHBOURING_TEXT[Neighbouring.EVENT_LEVEL]
+        return (
+            f"user-level ({self.max_participations}, {self.min_separation})-participation: "
+            f"streams differ in at most {self.max_participations} steps, any two at least "
+            f"{self.min_separation} steps apart, each by at most step_sensitivity "
+            "(l1 norm of the change for Laplace noise, l2 norm for Gaussian)"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Participation(max_participations={self.max_participations}, "
+            f"min_separation={self.min_separation})"
+        )
+
+
 class BudgetFields(TypedDict, total=False):
     """The keyword arguments that build a :class:`Budget` (for ``**budget`` signatures)."""
 
@@ -166,9 +270,22 @@ class BudgetFields(TypedDict, total=False):
     calibration: CalibrationRule | str | None
     step_sensitivity: float
     step_l2_sensitivity: float | None
+    participation: Participation | dict[str, int] | None
 
 
 _FIELDS = frozenset(BudgetFields.__annotations__)
+
+#: names of the callables that calibrate to a participation schema (the counting
+#: mechanisms register themselves); every other owner refuses a budget with one
+_PARTICIPATION_AWARE: set[str] = set()
+
+
+def accept_participation(owner: str) -> None:
+    """Declare that ``owner`` (a class name, as passed to :meth:`Budget.resolve`)
+    calibrates to the budget's :class:`Participation` schema. Owners that do not are
+    refused a budget with k > 1 — silently calibrating for one participation would
+    understate the privacy loss. Called for every counting mechanism class."""
+    _PARTICIPATION_AWARE.add(owner)
 
 
 @dataclass(frozen=True)
@@ -186,6 +303,11 @@ class Budget:
             kinds, ℓ₂ norm for Gaussian kinds); for range mechanisms, one cell's.
         step_l2_sensitivity: an ℓ₂ bound on one step's change for Laplace noise
             with a δ on vector steps (defaults to ``step_sensitivity``).
+        participation: a :class:`Participation` schema (also accepted as the dict
+            ``{"max_participations": k, "min_separation": b}``), or None for single
+            participation (event level). A schema with k = 1 is normalised to None
+            (the same relation). With k > 1 the guarantee is for neighbours that
+            differ in up to k steps b apart (:meth:`Participation.description`).
 
     Raises:
         TypeError, ValueError: naming the field, on construction.
@@ -197,9 +319,12 @@ class Budget:
     calibration: CalibrationRule | None = None
     step_sensitivity: float = 1.0
     step_l2_sensitivity: float | None = None
+    participation: Participation | None = None
 
     def __post_init__(self) -> None:
         fix = object.__setattr__
+        schema = Participation.parse(self.participation)
+        fix(self, "participation", None if schema is None or schema.is_single else schema)
         fix(self, "epsilon", check_real("epsilon", self.epsilon, gt=0))
         if self.delta is not None:
             fix(self, "delta", check_probability("delta", self.delta))
@@ -234,6 +359,8 @@ class Budget:
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
                 ``budget`` that is not a :class:`Budget`.
+            ValueError: a participation schema with k > 1 for an ``owner`` that does
+                not calibrate to one (see :func:`accept_participation`).
         """
         unknown = sorted(set(fields) - _FIELDS)
         if unknown:
@@ -248,10 +375,18 @@ class Budget:
                     f"{owner}() takes either budget= or its fields "
                     f"({', '.join(sorted(fields))}), not both"
                 )
-            return budget
-        if "epsilon" not in fields:
-            raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
-        return cls(**fields)
+            resolved = budget
+        else:
+            if "epsilon" not in fields:
+                raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
+            resolved = cls(**fields)
+        if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
+            raise ValueError(
+                f"{owner}() does not calibrate to a participation schema, got "
+                f"participation={resolved.participation!r}: it assumes single participation "
+                "(use a counting mechanism from dpcount.counting, or participation=None)"
+            )
+        return resolved
 
     def replace(self, **changes: Any) -> Budget:
         """A copy with some fields changed (validated again)."""
@@ -270,11 +405,24 @@ class Budget:
             self.step_sensitivity if self.step_l2_sensitivity is None else self.step_l2_sensitivity
         )
 
+    @property
+    def neighbouring(self) -> str:
+        """The neighbouring relation in words (event level, or the participation schema)."""
+        if self.participation is None:
+            return Neighbouring.EVENT_LEVEL.description
+        return self.participation.description()
+
     def as_kwargs(self) -> dict[str, Any]:
-        """The fields as plain JSON-able keyword arguments (Enums as strings)."""
+        """The fields as plain JSON-able keyword arguments (Enums as strings, the
+        participation schema as a dict; omitted when it is single participation, so
+        single-participation configs are unchanged)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name == "participation":
+                if value is not None:
+                    out[f.name] = value.as_dict()
+                continue
             out[f.name] = value.value if isinstance(value, Enum) else value
         return out
 
@@ -290,4 +438,6 @@ class Budget:
             parts.append(f"step_sensitivity={self.step_sensitivity!r}")
         if self.step_l2_sensitivity is not None:
             parts.append(f"step_l2_sensitivity={self.step_l2_sensitivity!r}")
+        if self.participation is not None:
+            parts.append(f"participation={self.participation!r}")
         return f"Budget({', '.join(parts)})"
