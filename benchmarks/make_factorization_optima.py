@@ -2,8 +2,9 @@
 
 For each T = 2^k, k = 0…MAX_LOG2 (default 11), runs
 :func:`dpcount.counting.optimize.optimize_dense` (mean objective, its default stopping
-rule, which stops on a certified duality gap) and records the exact mean loss of the returned factorization and its max loss
-(sensitivity² · largest row norm² of the decoder). dpcount has no dense max-loss
+rule, which stops on a certified duality gap) and records the exact mean loss of
+the returned factorization and its max loss (sensitivity² · largest row norm² of the
+decoder). dpcount has no dense max-loss
 solver, so the max figure is the max loss of the mean-optimal dense factorization: an
 achieved value, hence an upper bound on the dense max-loss optimum. Deterministic.
 

@@ -62,9 +62,10 @@ from scipy.signal import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer, check_real_array
 from dpcount.counting.base import MAX_HORIZON, MAX_NOISE_COEFFICIENT, CountingMechanism
+from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.toeplitz import sqrt_coefficients
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
@@ -572,6 +573,11 @@ class ToeplitzFactorization(CountingMechanism):
         Theorem 8, by default). The release (B(Cx + z))_t = S_t + (B z)_t is
         post-processing of Cx + z. Gaussian noise only.
 
+        Under a (k, b)-participation schema (``budget.participation``) the
+        sensitivity is that of :meth:`_schema_sensitivities` (exact for at most b
+        bands: k·Σ c² when k columns fit, so the losses scale by k —
+        :func:`banded_participation_loss`).
+
         Exact variance: Var_t = σ²·V_t, V_t = Σ_{k<t} b_k² (:func:`toeplitz_losses`).
 
     Streams: :meth:`noise_process` (the filter 1/c(x) with O(bands·d) state, or for
@@ -680,6 +686,18 @@ class ToeplitzFactorization(CountingMechanism):
         l1 = math.fsum(np.abs(c).tolist())
         l2 = math.sqrt(math.fsum((c * c).tolist()))
         return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        """Under a (k, b)-participation schema (``budget.participation``): the encoder is
+        lower-triangular Toeplitz, so :func:`~dpcount.counting.participation.toeplitz_sensitivities`
+        applies to its first column (zero past the bands): exact for at most b bands
+        (disjoint columns: sens² = Σ_j ‖C_{jb}‖², e.g. k·Σ c² when every column fits) and
+        for non-negative non-increasing coefficients (earliest pattern, Kalinin &
+        Lampert 2024, Thm 2, arXiv:2405.13763); otherwise the dense computation for
+        T ≤ 2048, else k × the single-participation value (certified)."""
+        c = np.zeros(self.horizon)
+        c[: len(self.coefficients)] = self.coefficients
+        return toeplitz_sensitivities(c, schema)
 
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
