@@ -110,7 +110,7 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         for level in range(m.height):
             n_nodes = m.horizon // m.k**level
             if n_nodes:
-                samples += noise(level, n_nodes).size
+                samples += noise(level, 0, n_nodes).size
     return time.perf_counter() - start, samples
 
 

@@ -74,7 +74,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="run secret file, created (mode 0600) if absent; as sensitive as the raw data",
     )
-    p.add_argument("--output", required=True, help="output file (.csv or .parquet)")
+    p.add_argument(
+        "--output",
+        required=True,
+        help="output file (.csv or .parquet), or a directory of Parquet parts (no extension)",
+    )
+    p.add_argument(
+        "--state",
+        default=None,
+        metavar="FILE",
+        help="resume across time: the run's exact running sums after its last released step "
+        "(mode 0600, as sensitive as the raw data); if it exists, continue from it with events "
+        "of later steps only; written when the output is complete (needs --start, --horizon)",
+    )
+    p.add_argument(
+        "--until",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="last step to release (default: the horizon); later events are reported, not counted",
+    )
     p.add_argument(
         "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
     )
@@ -131,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
             max_keys=args.max_keys,
             secret=args.secret,
             output=args.output,
+            state=args.state,
+            until=args.until,
             engine=args.engine,
             workers=args.workers,
             partitions=args.partitions,

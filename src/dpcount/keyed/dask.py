@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
-from dpcount.keyed.job import make_job
+from dpcount.keyed.job import continue_from, load_base, make_job
 from dpcount.keyed.secret import RunSecret
 
 __all__ = ["run_dask"]
@@ -53,13 +53,16 @@ def _release_task(
     contributions: Contributions,
     lo: int,
     hi: int,
+    window: tuple[int, int],
+    base: NDArray[Any] | None,
     writer: Any = None,
     keys: tuple[Any, ...] = (),
 ) -> NDArray[Any] | None:
     """One key chunk. The task carries the mechanism, the secret and (to write its own
     part file) the chunk's keys — never the whole key universe. Returns the counts, or
     None after writing them with ``writer``."""
-    values = mechanism.release(secret, contributions, lo, hi)
+    first, last = window
+    values = mechanism.release(secret, contributions, lo, hi, first=first, last=last, base=base)
     if writer is None:
         return values
     writer.write(lo, values, keys)
@@ -141,7 +144,9 @@ def run_dask(
     scheduler: Any,
     workers: int,
     progress: Callable[[int, int], None] | None,
-) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]]]:
+    state: str | os.PathLike[str] | None = None,
+    until: int | None = None,
+) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]], NDArray[Any] | None]:
     """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
     from dask.delayed import delayed
@@ -158,14 +163,21 @@ def run_dask(
         else:
             times = pd.Series([], dtype=np.int64)  # not used: start and horizon are given
         job, derived = make_job(times=times, **common)
+        job = continue_from(job, state, until)
         prepared = compute(*[delayed(job.prepare)(p) for p in pieces])  # type: ignore[no-untyped-call]
         report = DropReport()
         for _, part_report in prepared:
             report = report + part_report
         job, created = job.with_secret(secret)
+        base = load_base(job, state)
         contributions, bound_report = job.finish([rows for rows, _ in prepared])
         report = report + bound_report
         n = job.mechanism.n_keys
+        totals = None
+        if state is not None:
+            zero = np.zeros(n, dtype=np.int64 if job.integer else np.float64)
+            totals = job.totals(contributions, zero if base is None else base, chunk_keys)
+        parts = None if parts is None else parts.for_job(job)
         done = set() if parts is None else parts.open(job)
         bounds = [(lo, hi) for lo, hi in chunk_bounds(n, chunk_keys) if lo not in done]
         writer = None if parts is None else parts.writer(job, time_label)
@@ -178,6 +190,8 @@ def run_dask(
                 contributions.for_keys(lo, hi),
                 lo,
                 hi,
+                (job.first, job.until),
+                None if base is None else base[lo:hi],
                 *(() if writer is None else (writer, keys[lo:hi])),
                 pure=False,
             )
@@ -197,4 +211,4 @@ def run_dask(
                 if progress is not None:
                     progress(hi, n)
 
-    return job, created, derived, report, chunks()
+    return job, created, derived, report, chunks(), totals

@@ -49,9 +49,18 @@ from dpcount.keyed.prf import (
 from dpcount.privacy.budget import NoiseKind
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 
-__all__ = ["KeyedMechanism", "offset_digits", "tree_running_counts", "tree_running_counts_subtract"]
+__all__ = [
+    "KeyedMechanism",
+    "exact_running",
+    "offset_digits",
+    "tree_running_counts",
+    "tree_running_counts_subtract",
+    "window_running_counts",
+]
 
 NoiseFn = Callable[[int, int], NDArray[Any]]
+#: ``noise(level, node_lo, node_hi)``: noise of nodes node_lo..node_hi−1, shape (nodes, keys)
+NodeNoiseFn = Callable[[int, int, int], NDArray[Any]]
 
 
 def tree_running_counts(counts: NDArray[Any], k: int, height: int, noise: NoiseFn) -> NDArray[Any]:
@@ -130,6 +139,77 @@ def tree_running_counts_subtract(
         negative = d < 0
         part[negative] = -part[negative]
         out += part
+    return out
+
+
+def exact_running(counts: NDArray[Any], base: NDArray[Any] | None) -> NDArray[Any]:
+    """Exact running counts of a window of steps, continuing from ``base``.
+
+    ``counts`` (W × keys) holds the contributions of steps first..first+W−1 and
+    ``base`` (keys,) the exact running count of step first−1 (None: 0). Row i is
+    (((base + x₀) + x₁) + …) + x_i, added strictly in step order (``np.cumsum`` is a
+    sequential accumulation), so a run split at any step gives the same bits as one
+    run, for floating-point weights too (0 + x₀ = x₀ exactly).
+    """
+    out = np.array(counts, copy=True)
+    if base is not None and out.shape[0]:
+        out[0] = base + out[0]
+    np.cumsum(out, axis=0, out=out)
+    return out
+
+
+def window_running_counts(
+    counts: NDArray[Any],
+    base: NDArray[Any] | None,
+    first: int,
+    k: int,
+    low: int,
+    height: int,
+    noise: NodeNoiseFn,
+) -> NDArray[Any]:
+    """Private running counts of steps first..first+W−1 (``counts``: W × keys).
+
+    The release of step s is a post-processing of the noisy nodes of its
+    decomposition: with digits d_ℓ(s) ∈ [low, low + k − 1] and ancestors q_ℓ
+    (:func:`offset_digits`; low = 0 is the plain k-ary tree), it adds sign(d_ℓ)·(sum +
+    noise) of the level-ℓ nodes k·q_{ℓ+1} + min(d_ℓ, 0) .. k·q_{ℓ+1} + max(d_ℓ, 0) − 1.
+    Their exact sums add up to the exact running count C(s) (the nodes tile 1..s with
+    signs; count-on-your-elders Alg. 1 and 3), so the release is C(s) plus
+    Σ_ℓ sign(d_ℓ)·(their noise) — and needs of the past only C(first − 1) (``base``),
+    not the node sums: noise is a function of the node's position
+    (:mod:`dpcount.keyed.prf`). That is what makes resuming across time exact.
+
+    Arithmetic order is a function of s alone (nodes added level by level, in node
+    order; then C(s) + noise), so any window split gives the same bits, also for
+    floating-point noise. Only the nodes the window touches are drawn: at most
+    W/k^ℓ + k per level.
+    """
+    width = counts.shape[0]
+    exact = exact_running(counts, base)
+    total = np.zeros_like(exact)
+    q = np.arange(first, first + width, dtype=np.int64)
+    for level in range(height):
+        d = (q - low) % k + low
+        q = (q - d) // k
+        lo = k * q + np.minimum(d, 0)
+        hi = k * q + np.maximum(d, 0)
+        a, b = int(lo.min()), int(hi.max())
+        if b <= a:
+            continue
+        drawn = noise(level, a, b)
+        part = np.zeros_like(exact)
+        for j in range(int(np.abs(d).max())):
+            idx = lo + j
+            take = idx < hi
+            gathered = drawn[np.minimum(idx, b - 1) - a]
+            part += np.where(take[:, None], gathered, 0)
+        negative = d < 0
+        if negative.any():
+            part[negative] = -part[negative]
+        total += part
+    if q.any():
+        raise ValueError(f"height {height} is too small for step {first + width - 1}")
+    out: NDArray[Any] = exact + total
     return out
 
 
@@ -250,13 +330,13 @@ class KeyedMechanism:
             "key_block": self.key_block,
         }
 
-    def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NoiseFn:
+    def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NodeNoiseFn:
         """Node noise of keys [key_lo, key_hi): a pure function of (secret, position)."""
         prf = PositionPRF(secret, str(self.noise), self.key_block)
         sampler: Any = self.calibrated.sampler
 
-        def noise(level: int, n_nodes: int) -> NDArray[Any]:
-            rect = (level, 0, n_nodes, key_lo, key_hi)
+        def noise(level: int, node_lo: int, node_hi: int) -> NDArray[Any]:
+            rect = (level, node_lo, node_hi, key_lo, key_hi)
             if self.noise is NoiseKind.DISCRETE_LAPLACE:
                 return keyed_discrete_laplace(prf, rect, Fraction(sampler.scale))
             if self.noise is NoiseKind.DISCRETE_GAUSSIAN:
@@ -267,19 +347,48 @@ class KeyedMechanism:
 
         return noise
 
-    def release(
-        self, secret: bytes, contributions: Contributions, key_lo: int, key_hi: int
+    def check_window(self, first: int, last: int) -> None:
+        if not 1 <= first <= last <= self.horizon:
+            raise ValueError(
+                f"steps {first}..{last} outside 1..{self.horizon} (the horizon, fixed at the "
+                "first run)"
+            )
+
+    def counts(
+        self, contributions: Contributions, key_lo: int, key_hi: int, first: int, last: int
     ) -> NDArray[Any]:
-        """Private running counts of keys [key_lo, key_hi): shape (T, key_hi − key_lo)."""
+        """Dense contributions of steps first..last of keys [key_lo, key_hi)."""
         if not 0 <= key_lo < key_hi <= self.n_keys:
             raise ValueError(f"key range [{key_lo}, {key_hi}) outside [0, {self.n_keys})")
+        self.check_window(first, last)
         dtype = np.int64 if self.noise.is_discrete else np.float64
-        counts = contributions.dense(key_lo, key_hi, self.horizon).astype(dtype, copy=False)
+        dense = contributions.dense(key_lo, key_hi, last, first)
+        out: NDArray[Any] = dense.astype(dtype, copy=False)
+        return out
+
+    def release(
+        self,
+        secret: bytes,
+        contributions: Contributions,
+        key_lo: int,
+        key_hi: int,
+        *,
+        first: int = 1,
+        last: int | None = None,
+        base: NDArray[Any] | None = None,
+    ) -> NDArray[Any]:
+        """Private running counts of keys [key_lo, key_hi) at steps first..last (default
+        1..T): shape (last − first + 1, key_hi − key_lo). ``base``: the exact running
+        counts of step first − 1 of these keys (from a stored state; None: zero)."""
+        last = self.horizon if last is None else last
+        counts = self.counts(contributions, key_lo, key_hi, first, last)
+        if base is not None:
+            base = np.asarray(base, dtype=counts.dtype)
+            if base.shape != (key_hi - key_lo,):
+                raise ValueError(f"base must have shape ({key_hi - key_lo},), got {base.shape}")
         noise = self.noise_fn(secret, key_lo, key_hi)
-        if self.subtract:
-            low = self.digit_system.low
-            return tree_running_counts_subtract(counts, self.k, low, self.height, noise)
-        return tree_running_counts(counts, self.k, self.height, noise)
+        low = self.digit_system.low
+        return window_running_counts(counts, base, first, self.k, low, self.height, noise)
 
 
 def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
@@ -295,8 +404,11 @@ def chunk_frame(
     labels: list[str],
     key_lo: int,
     time_label: str = "time",
+    first_step: int = 1,
 ) -> pd.DataFrame:
     """Output rows (key, step, time label, private_count, std), key-major, for one chunk.
+
+    ``values`` holds steps first_step.. (``labels`` and ``std``: one per row of values).
 
     Key and time label are categorical columns (codes into the chunk's keys and the
     step labels), so building a chunk creates no Python object per row.
@@ -308,7 +420,7 @@ def chunk_frame(
                 np.repeat(np.arange(n, dtype=np.int32), horizon),
                 categories=pd.Index(list(keys[key_lo : key_lo + n]), dtype=object),
             ),
-            "step": np.tile(np.arange(1, horizon + 1, dtype=np.int64), n),
+            "step": np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n),
             time_label: pd.Categorical.from_codes(
                 np.tile(np.arange(horizon, dtype=np.int32), n), categories=labels
             ),

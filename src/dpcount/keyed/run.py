@@ -33,7 +33,7 @@ from dpcount.keyed.events import (
     parse_times,
     read_events,
 )
-from dpcount.keyed.job import KeyedJob, make_job
+from dpcount.keyed.job import KeyedJob, continue_from, load_base, make_job, save_state
 from dpcount.keyed.secret import RunSecret
 from dpcount.privacy.budget import NoiseKind
 
@@ -58,10 +58,19 @@ class KeyedResult:
     secret_created: bool
     output: Path | None = None
     data_derived: list[str] = field(default_factory=list)
+    #: the steps released by this run (first, last); 1..T unless resumed across time
+    steps: tuple[int, int] | None = None
+    state: Path | None = None
+
+    @property
+    def released(self) -> tuple[int, int]:
+        return (1, self.mechanism.horizon) if self.steps is None else self.steps
 
     @property
     def std(self) -> NDArray[np.float64]:
-        return self.mechanism.std()
+        """Exact std of the released steps' counts (the same for every key)."""
+        first, last = self.released
+        return self.mechanism.std()[first - 1 : last]
 
     def summary(self) -> list[str]:
         m, r = self.mechanism, self.report
@@ -70,8 +79,11 @@ class KeyedResult:
             f"keys: {m.n_keys}, steps: {m.horizon} ({self.buckets.describe()['step']} from "
             f"{self.buckets.describe()['start']}), k-ary tree k={m.k}"
             f"{' with subtraction' if m.subtract else ''}, height {m.height}",
+            f"released steps: {self.released[0]}..{self.released[1]}"
+            + (f"; state saved to {self.state}" if self.state is not None else ""),
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
-            f"unknown key, {r.out_of_range} outside the steps; cut: {r.clipped_events} "
+            f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
+            f"released steps; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
             f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})",
             f"guarantee: {m.describe()}",
@@ -92,10 +104,10 @@ def iter_frames(
     chunks: Iterable[tuple[int, NDArray[Any]]],
     time_label: str,
 ) -> Iterator[pd.DataFrame]:
-    std = job.mechanism.std()
-    labels = job.buckets.labels(job.mechanism.horizon)
+    std = job.mechanism.std()[job.first - 1 : job.until]
+    labels = job.buckets.labels(job.until)[job.first - 1 :]
     for lo, values in chunks:
-        yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label)
+        yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label, job.first)
 
 
 def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -> Path:
@@ -155,12 +167,21 @@ class _PartsDir:
         self.path = path
         self.chunk_keys = chunk_keys
 
+    def for_job(self, job: KeyedJob) -> _PartsDir:
+        """A run that releases only some steps writes to ``steps-FIRST-LAST/`` inside."""
+        if (job.first, job.until) == (1, job.mechanism.horizon):
+            return self
+        sub = self.path / f"steps-{job.first:06d}-{job.until:06d}"
+        return _PartsDir(sub, self.chunk_keys)
+
     def part(self, lo: int) -> Path:
         return self.path / f"part-{lo:012d}.parquet"
 
     def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
         m = job.mechanism
-        return PartWriter(self.path, job.buckets.labels(m.horizon), m.std(), time_label)
+        labels = job.buckets.labels(job.until)[job.first - 1 :]
+        std = m.std()[job.first - 1 : job.until]
+        return PartWriter(self.path, labels, std, time_label, job.first)
 
     def open(self, job: KeyedJob) -> set[int]:
         """Check or write the manifest; the first key of every chunk already written."""
@@ -194,10 +215,13 @@ class PartWriter:
     labels: list[str]
     std: NDArray[np.float64]
     time_label: str
+    first_step: int = 1
 
     def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
         """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
-        frame = chunk_frame(values, self.std, keys, self.labels, 0, self.time_label)
+        frame = chunk_frame(
+            values, self.std, keys, self.labels, 0, self.time_label, self.first_step
+        )
         return write_frames([frame], self.path / f"part-{lo:012d}.parquet")
 
 
@@ -249,6 +273,8 @@ def keyed_counts(
     scheduler: Any = None,
     workers: int = 2,
     output: str | os.PathLike[str] | None = None,
+    state: str | os.PathLike[str] | None = None,
+    until: int | None = None,
     time_label: str = "time",
     progress: Progress | None = None,
     on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
@@ -281,6 +307,15 @@ def keyed_counts(
         output: write to this CSV/Parquet file (atomically) instead of returning a frame;
             a path without an extension is a resumable directory of Parquet parts
             (one per key chunk): a rerun after a crash computes only the missing parts.
+        state: resume across time. A file holding the run's exact running sums per
+            key after its last released step (see :mod:`dpcount.keyed.state`; as
+            sensitive as the raw data, mode 0600). If it exists, this run continues
+            from it: it releases steps last+1..``until`` from events of those steps
+            only (events of released steps are refused) and equals, bit for bit with
+            discrete noise, one run over all the steps. Written (atomically) once the
+            output is complete. Needs explicit ``start`` and ``horizon``.
+        until: the last step to release (default: the horizon). Events of later steps
+            are dropped and counted in ``report.later_steps``.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
@@ -291,6 +326,11 @@ def keyed_counts(
         private_count, std; the drop report; the mechanism and its guarantee.
     """
     columns = EventColumns(time_column, key_column, weight_column, unit_column)
+    if state is not None and (start is None or horizon is None):
+        raise ValueError(
+            "state= needs an explicit start and horizon (fixed at the first run, the same "
+            "in every later one)"
+        )
     common: dict[str, Any] = dict(
         keys=keys,
         columns=columns,
@@ -314,7 +354,7 @@ def keyed_counts(
     if engine == "dask":
         from dpcount.keyed.dask import run_dask
 
-        job, created, derived, report, dask_chunks = run_dask(
+        job, created, derived, report, dask_chunks, totals = run_dask(
             events,
             common,
             secret,
@@ -325,16 +365,37 @@ def keyed_counts(
             scheduler=scheduler,
             workers=workers,
             progress=progress,
+            state=state,
+            until=until,
         )
         return _emit(
-            job, created, derived, report, dask_chunks, output, time_label, on_chunk, parts
+            job,
+            created,
+            derived,
+            report,
+            dask_chunks,
+            output,
+            time_label,
+            on_chunk,
+            parts,
+            state,
+            totals,
         )
     if engine != "embedded":
         raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
-    job, created, derived, report, chunks = _run_embedded(
-        events, common, secret, parts=parts, chunk_keys=chunk_keys, progress=progress
+    job, created, derived, report, chunks, totals = _run_embedded(
+        events,
+        common,
+        secret,
+        parts=parts,
+        chunk_keys=chunk_keys,
+        progress=progress,
+        state=state,
+        until=until,
     )
-    return _emit(job, created, derived, report, chunks, output, time_label, on_chunk, parts)
+    return _emit(
+        job, created, derived, report, chunks, output, time_label, on_chunk, parts, state, totals
+    )
 
 
 def _run_embedded(
@@ -345,17 +406,33 @@ def _run_embedded(
     parts: _PartsDir | None,
     chunk_keys: int,
     progress: Progress | None,
-) -> tuple[KeyedJob, bool, list[str], DropReport, Iterator[tuple[int, NDArray[Any]]]]:
+    state: str | os.PathLike[str] | None = None,
+    until: int | None = None,
+) -> tuple[
+    KeyedJob,
+    bool,
+    list[str],
+    DropReport,
+    Iterator[tuple[int, NDArray[Any]]],
+    NDArray[Any] | None,
+]:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
     columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
     job, derived = make_job(times=times, **common)
+    job = continue_from(job, state, until)
     partial, report = job.prepare(frame)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
+    base = load_base(job, state)
     contributions, bound_report = job.finish([partial])
     report = report + bound_report
+    totals = None
+    if state is not None:
+        zero = np.zeros(job.mechanism.n_keys, dtype=np.int64 if job.integer else np.float64)
+        totals = job.totals(contributions, zero if base is None else base, chunk_keys)
+    parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
 
     def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
@@ -363,11 +440,12 @@ def _run_embedded(
         for lo, hi in chunk_bounds(n, chunk_keys):
             if lo in done:
                 continue
-            yield lo, job.release(contributions.for_keys(lo, hi), lo, hi)
+            part_base = None if base is None else base[lo:hi]
+            yield lo, job.release(contributions.for_keys(lo, hi), lo, hi, part_base)
             if progress is not None:
                 progress(hi, n)
 
-    return job, created, derived, report, chunks()
+    return job, created, derived, report, chunks(), totals
 
 
 def _emit(
@@ -380,11 +458,22 @@ def _emit(
     time_label: str,
     on_chunk: Callable[[int, NDArray[Any]], None] | None,
     parts: _PartsDir | None = None,
+    state: str | os.PathLike[str] | None = None,
+    totals: NDArray[Any] | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
-        None, report, job.mechanism, job.buckets, job.secret.run_id, created, None, derived
+        None,
+        report,
+        job.mechanism,
+        job.buckets,
+        job.secret.run_id,
+        created,
+        None,
+        derived,
+        (job.first, job.until),
     )
+    parts = None if parts is None else parts.for_job(job)
     if parts is not None:
         if on_chunk is not None:
             raise ValueError("give either output= or on_chunk=, not both")
@@ -406,4 +495,8 @@ def _emit(
         result.frame = frame
     else:
         result.output = write_frames(frames, output)
+    if state is not None:  # only once the whole output is out
+        assert totals is not None
+        save_state(job, state, totals)
+        result.state = Path(state)
     return result
