@@ -64,6 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="calibration rule, see dpcount count (default: the noise kind's default)",
     )
+    p.add_argument(
+        "--mechanism",
+        choices=("tree", "blt"),
+        default="tree",
+        help="k-ary tree (any noise; default) or BLT (--noise gaussian with --delta only)",
+    )
     p.add_argument("--k", type=int, default=2, help="tree branching factor (default 2)")
     p.add_argument(
         "--subtract", action="store_true", help="k-ary tree with subtraction (offset digits)"
@@ -144,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             calibration=args.calibration,
             k=args.k,
             subtract=args.subtract,
+            mechanism=args.mechanism,
             max_weight=int(args.max_weight)
             if args.max_weight == int(args.max_weight)
             else args.max_weight,

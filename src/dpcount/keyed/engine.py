@@ -18,6 +18,20 @@ the vector of all node sums of all keys changes by at most ℓ₁ = h·Δ₁ and
 :func:`dpcount.privacy.calibrate` (each rule cites its theorem there). The running
 counts are post-processing of the noisy nodes.
 
+BLT (``kind="blt"``, Gaussian noise): the buffered linear Toeplitz factorization
+A = B·C of Dvijotham, McMahan, Pillutla, Steinke, Thakurta 2024 (arXiv:2404.16706;
+:mod:`dpcount.counting.blt`), for every key at once: key i releases
+C(s) + (B z_i)_s with z_{i,t} ~ N(0, σ²) i.i.d. from PRF position (0, t − 1, i),
+computed by the streaming recursion q_j(t) = λ_j q_j(t − 1) + z_t over the inverse
+BLT's decays (and the running sum of z), (B z)_t = a·Σz + Σ_j β_j q_j(t): (buffers + 1)
+values per key between steps. Privacy: the perturbed vector (C x_i + z_i over all
+keys) changes, for a neighbouring change δ of one step j across keys, by
+δ_i·C[:, j] for each key; the columns of the lower-triangular Toeplitz C with c_k > 0
+are nested, so its ℓ₂ norm is ≤ ‖δ‖₂·‖C[:, 0]‖₂ = Δ₂·√(Σ_{k<T} c_k²) and its ℓ₁ norm ≤
+Δ₁·Σ_{k<T} c_k (closed form of :func:`~dpcount.counting.blt.blt_losses`, enlarged by a
+relative 1e-12 so rounding only adds noise); σ is calibrated for them by
+:func:`dpcount.privacy.calibrate`. Exact variance per step: σ²·Σ_{k<s} b_k².
+
 Noise: node (ℓ, m) of key i gets the noise of PRF position (ℓ, m, i)
 (:mod:`dpcount.keyed.prf`), so the output is a function of (secret, data) alone —
 not of the key chunking, the partitioning, the engine or retries. Memory is bounded
@@ -30,13 +44,23 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.counting.blt import (
+    BLTInverse,
+    blt_inverse,
+    blt_losses,
+    decoder_coefficients,
+    encoder_coefficients,
+    shipped_blt_parameters,
+)
 from dpcount.counting.digits import DigitSystem
+from dpcount.counting.sqrt import SENSITIVITY_MARGIN
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import (
     PRF_SCHEME,
@@ -46,11 +70,13 @@ from dpcount.keyed.prf import (
     keyed_gaussian,
     keyed_laplace,
 )
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import NoiseKind, _Choice
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 
 __all__ = [
+    "KeyedKind",
     "KeyedMechanism",
+    "blt_running_counts",
     "exact_running",
     "offset_digits",
     "tree_running_counts",
@@ -213,6 +239,47 @@ def window_running_counts(
     return out
 
 
+def blt_running_counts(
+    counts: NDArray[np.float64],
+    base: NDArray[np.float64] | None,
+    z: NDArray[np.float64],
+    decay: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    buffers: NDArray[np.float64] | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """BLT releases of a window of steps: exact running count + (B z)_s, for each column.
+
+    ``z`` (W × keys): the i.i.d. noise of the window's steps; ``decay`` and ``weight``
+    (m,): the recursion q_j(t) = decay_j·q_j(t − 1) + z_t and (B z)_t = Σ_j weight_j·q_j(t)
+    (decays λ and 1 — the running sum —, weights β and a); ``buffers`` (m × keys): q(first
+    − 1) (None: zero). Returns the releases and q at the window's last step.
+
+    Each q_j is one first-order filter per column (:func:`scipy.signal.lfilter`:
+    y_t = z_t + λ·y_{t−1}, element by element), then the weighted sum is taken in buffer
+    order: the arithmetic per (key, step) does not depend on the key chunk or on where
+    the run was split, so resumed and re-chunked runs give the same bits.
+    """
+    from scipy.signal import lfilter
+
+    exact = exact_running(counts, base)
+    total = np.zeros_like(exact)
+    ends = np.empty((len(decay), counts.shape[1]))
+    for j, (lam, w) in enumerate(zip(decay.tolist(), weight.tolist(), strict=True)):
+        start = np.zeros((1, counts.shape[1])) if buffers is None else lam * buffers[j][None, :]
+        y = lfilter([1.0], [1.0, -lam], z, axis=0, zi=start)[0]
+        total += w * y
+        ends[j] = y[-1]
+    out: NDArray[np.float64] = exact + total
+    return out, ends
+
+
+class KeyedKind(_Choice):
+    """The keyed mechanism: the k-ary tree (any noise kind) or BLT (Gaussian noise)."""
+
+    TREE = "tree"
+    BLT = "blt"
+
+
 def digit_sums(horizon: int, k: int) -> NDArray[np.int64]:
     """‖d(s)‖₁, the number of nodes summed at step s = 1..T (sum of base-k digits)."""
     s = np.arange(1, horizon + 1, dtype=np.int64)
@@ -252,8 +319,16 @@ class KeyedMechanism:
     neighbouring: str
     key_block: int
     subtract: bool = False
+    kind: KeyedKind = KeyedKind.TREE
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", KeyedKind.parse("mechanism", self.kind))
+        noise = NoiseKind.parse("noise", self.noise)
+        if self.kind is KeyedKind.BLT and noise is not NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"noise={noise.value!r} is not available with mechanism='blt': BLT is "
+                "calibrated for Gaussian noise only (use noise='gaussian' and a delta)"
+            )
         for name in ("n_keys", "horizon"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -272,15 +347,36 @@ class KeyedMechanism:
         offset digits reach T (:meth:`~dpcount.counting.digits.DigitSystem.height`)."""
         return self.digit_system.height(self.horizon)
 
+    @cached_property
+    def blt(self) -> tuple[NDArray[np.float64], NDArray[np.float64], BLTInverse]:
+        """(θ, ω, inverse): the shipped BLT optimized for the horizon (mean loss)."""
+        theta, omega = shipped_blt_parameters(self.horizon)
+        a, b = np.asarray(theta, dtype=np.float64), np.asarray(omega, dtype=np.float64)
+        return a, b, blt_inverse(a, b)
+
+    @property
+    def unit_sensitivities(self) -> tuple[float, float]:
+        """(ℓ₁, ℓ₂) norms of the perturbed vector's change per unit of step change:
+        h and √h for the tree (one node per level); ‖C[:, 0]‖₁ and ‖C[:, 0]‖₂ for BLT
+        (closed form for ℓ₂, :func:`~dpcount.counting.blt.blt_losses`; both enlarged
+        by a relative 1e-12)."""
+        if self.kind is KeyedKind.TREE:
+            h = self.height
+            return float(h), math.sqrt(h)
+        theta, omega, inverse = self.blt
+        l1 = math.fsum(encoder_coefficients(theta, omega, self.horizon).tolist())
+        l2 = math.sqrt(blt_losses(theta, omega, self.horizon, inverse).sensitivity_squared)
+        return l1 * (1 + SENSITIVITY_MARGIN), l2 * (1 + SENSITIVITY_MARGIN)
+
     @property
     def calibrated(self) -> Calibrated:
-        h = self.height
+        u1, u2 = self.unit_sensitivities
         return calibrate(
             str(self.noise),
             epsilon=self.epsilon,
             delta=self.delta,
-            l1_sensitivity=h * self.l1_step,
-            l2_sensitivity=math.sqrt(h) * self.l2_step,
+            l1_sensitivity=u1 * self.l1_step,
+            l2_sensitivity=u2 * self.l2_step,
             calibration=self.calibration,
             neighbouring=self.neighbouring,
         )
@@ -294,6 +390,13 @@ class KeyedMechanism:
         import re
 
         text = re.sub(r"[,;] exact sampler \([^)]*Alg\. 2\)", "", self.privacy.describe())
+        if self.kind is KeyedKind.BLT:
+            n = len(self.blt[0])
+            return (
+                f"{text}; BLT with {n} buffers (Dvijotham et al. 2024, arXiv:2404.16706); "
+                "noise: floating-point Gaussian (Box-Muller) from AES-CTR PRF bits of "
+                "(secret, step, key)"
+            )
         sampler = {
             NoiseKind.DISCRETE_LAPLACE: "exact discrete Laplace as the difference of two "
             "geometric variables",
@@ -309,6 +412,10 @@ class KeyedMechanism:
 
     def std(self) -> NDArray[np.float64]:
         """Exact standard deviation of the private count of each step (same for all keys)."""
+        if self.kind is KeyedKind.BLT:
+            b = decoder_coefficients(self.blt[2], self.horizon)
+            blt_std: NDArray[np.float64] = np.sqrt(np.cumsum(b * b) * self.node_variance)
+            return blt_std
         digits = offset_digits(self.horizon, self.k, self.digit_system.low, self.height)
         nodes = np.sum(np.abs(np.array(digits)), axis=0)
         out: NDArray[np.float64] = np.sqrt(nodes * self.node_variance)
@@ -317,7 +424,7 @@ class KeyedMechanism:
     def config(self) -> dict[str, Any]:
         return {
             "scheme": PRF_SCHEME,
-            "mechanism": "kary-tree-subtraction" if self.subtract else "kary-tree-no-subtraction",
+            "mechanism": self._mechanism_name(),
             "n_keys": self.n_keys,
             "horizon": self.horizon,
             "k": self.k,
@@ -329,6 +436,17 @@ class KeyedMechanism:
             "l2_step": self.l2_step,
             "key_block": self.key_block,
         }
+
+    def _mechanism_name(self) -> str:
+        if self.kind is KeyedKind.BLT:
+            theta, omega, _ = self.blt
+            return f"blt:{theta.tolist()}:{omega.tolist()}"
+        return "kary-tree-subtraction" if self.subtract else "kary-tree-no-subtraction"
+
+    @property
+    def buffers(self) -> int:
+        """Noise state values per key between steps (BLT: buffers + 1; tree: 0)."""
+        return len(self.blt[0]) + 1 if self.kind is KeyedKind.BLT else 0
 
     def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NodeNoiseFn:
         """Node noise of keys [key_lo, key_hi): a pure function of (secret, position)."""
@@ -380,15 +498,45 @@ class KeyedMechanism:
         """Private running counts of keys [key_lo, key_hi) at steps first..last (default
         1..T): shape (last − first + 1, key_hi − key_lo). ``base``: the exact running
         counts of step first − 1 of these keys (from a stored state; None: zero)."""
+        if self.kind is KeyedKind.BLT:
+            raise ValueError("BLT carries noise state between steps: use release_state")
+        return self.release_state(
+            secret, contributions, key_lo, key_hi, first=first, last=last, base=base
+        )[0]
+
+    def release_state(
+        self,
+        secret: bytes,
+        contributions: Contributions,
+        key_lo: int,
+        key_hi: int,
+        *,
+        first: int = 1,
+        last: int | None = None,
+        base: NDArray[Any] | None = None,
+        buffers: NDArray[np.float64] | None = None,
+    ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
+        """:meth:`release` and the noise state after step ``last`` (BLT: (buffers + 1) ×
+        keys, from ``buffers`` at step first − 1; the tree has none: None)."""
         last = self.horizon if last is None else last
         counts = self.counts(contributions, key_lo, key_hi, first, last)
         if base is not None:
             base = np.asarray(base, dtype=counts.dtype)
             if base.shape != (key_hi - key_lo,):
                 raise ValueError(f"base must have shape ({key_hi - key_lo},), got {base.shape}")
+        if self.kind is KeyedKind.BLT:
+            inv = self.blt[2]
+            prf = PositionPRF(secret, "gaussian/blt", self.key_block)
+            sigma = float(self.calibrated.sampler.sigma)  # type: ignore[attr-defined]
+            z = keyed_gaussian(prf, (0, first - 1, last, key_lo, key_hi), sigma)
+            if buffers is not None and buffers.shape != (self.buffers, key_hi - key_lo):
+                raise ValueError(f"buffers must have shape ({self.buffers}, {key_hi - key_lo})")
+            decay, weight = np.append(inv.decay, 1.0), np.append(inv.beta, inv.a)
+            return blt_running_counts(counts, base, z, decay, weight, buffers)
         noise = self.noise_fn(secret, key_lo, key_hi)
         low = self.digit_system.low
-        return window_running_counts(counts, base, first, self.k, low, self.height, noise)
+        out = window_running_counts(counts, base, first, self.k, low, self.height, noise)
+        return out, None
 
 
 def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, exact_running
+from dpcount.keyed.engine import KeyedKind, KeyedMechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
@@ -35,7 +35,7 @@ from dpcount.keyed.secret import RunSecret
 from dpcount.keyed.state import RunState
 from dpcount.privacy.budget import NoiseKind
 
-__all__ = ["KeyedJob", "continue_from", "load_base", "make_job"]
+__all__ = ["Carry", "KeyedJob", "continue_from", "load_base", "make_job", "save_state"]
 
 Progress = Callable[[int, int], None]
 
@@ -136,10 +136,23 @@ class KeyedJob:
         return to_contributions(rows, dtype), report
 
     def release(
-        self, contributions: Contributions, lo: int, hi: int, base: NDArray[Any] | None = None
-    ) -> NDArray[Any]:
-        return self.mechanism.release(
-            self.secret.secret, contributions, lo, hi, first=self.first, last=self.until, base=base
+        self,
+        contributions: Contributions,
+        lo: int,
+        hi: int,
+        base: NDArray[Any] | None = None,
+        buffers: NDArray[np.float64] | None = None,
+    ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
+        """Releases of keys [lo, hi) at this job's steps, and the noise state after them."""
+        return self.mechanism.release_state(
+            self.secret.secret,
+            contributions,
+            lo,
+            hi,
+            first=self.first,
+            last=self.until,
+            base=base,
+            buffers=buffers,
         )
 
     def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
@@ -189,6 +202,7 @@ def make_job(
     horizon: int | None,
     k: int,
     subtract: bool = False,
+    mechanism: KeyedKind | str = KeyedKind.TREE,
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -231,6 +245,7 @@ def make_job(
         neighbouring=relation,
         key_block=_key_block(len(universe)),
         subtract=subtract,
+        kind=KeyedKind.parse("mechanism", mechanism),
     )
     mech.calibrated  # noqa: B018  (validates the budget before a secret file is created)
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
@@ -267,19 +282,52 @@ def continue_from(
     return job.window(first, until)
 
 
-def load_base(job: KeyedJob, state: str | os.PathLike[str] | None) -> NDArray[Any] | None:
-    """The authenticated running sums of step ``job.first − 1`` (None: start from zero)."""
+def load_base(
+    job: KeyedJob, state: str | os.PathLike[str] | None
+) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
+    """The authenticated running sums and noise state of step ``job.first − 1`` (None,
+    None: start from zero)."""
     if state is None or (job.first == 1 and not os.path.exists(state)):
-        return None
-    stored = RunState.load(state, job.secret, job.mechanism.n_keys)
+        return None, None
+    m = job.mechanism
+    stored = RunState.load(state, job.secret, m.n_keys, m.buffers)
     if stored.step != job.first - 1:
         raise ValueError(f"state file {state} changed during the run (step {stored.step})")
     dtype = np.int64 if job.integer else np.float64
     if stored.sums.dtype != dtype:
         raise ValueError(f"state file {state} holds {stored.sums.dtype} sums, not {dtype}")
-    return stored.sums
+    return stored.sums, stored.buffers
 
 
-def save_state(job: KeyedJob, state: str | os.PathLike[str], totals: NDArray[Any]) -> None:
-    """Record that steps 1..until are released, with the exact sums at ``until``."""
-    RunState(job.secret.run_id, job.secret.fingerprint, job.until, totals).save(state, job.secret)
+@dataclass
+class Carry:
+    """What the next run needs: the exact running sums at ``until`` (computed before the
+    release) and the noise state there (BLT; filled in chunk by chunk)."""
+
+    sums: NDArray[Any]
+    buffers: NDArray[np.float64] | None
+
+    @classmethod
+    def start(
+        cls,
+        job: KeyedJob,
+        contributions: Contributions,
+        base: NDArray[Any] | None,
+        chunk_keys: int,
+    ) -> Carry:
+        m = job.mechanism
+        zero = np.zeros(m.n_keys, dtype=np.int64 if job.integer else np.float64)
+        sums = job.totals(contributions, zero if base is None else base, chunk_keys)
+        return cls(sums, np.full((m.buffers, m.n_keys), np.nan) if m.buffers else None)
+
+
+def save_state(
+    job: KeyedJob,
+    state: str | os.PathLike[str],
+    totals: NDArray[Any],
+    buffers: NDArray[np.float64] | None = None,
+) -> None:
+    """Record that steps 1..until are released, with the exact sums (and noise state)
+    at ``until``."""
+    s = job.secret
+    RunState(s.run_id, s.fingerprint, job.until, totals, buffers).save(state, s)

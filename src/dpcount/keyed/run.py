@@ -33,7 +33,7 @@ from dpcount.keyed.events import (
     parse_times,
     read_events,
 )
-from dpcount.keyed.job import KeyedJob, continue_from, load_base, make_job, save_state
+from dpcount.keyed.job import Carry, KeyedJob, continue_from, load_base, make_job, save_state
 from dpcount.keyed.secret import RunSecret
 from dpcount.privacy.budget import NoiseKind
 
@@ -77,8 +77,13 @@ class KeyedResult:
         std = self.std
         lines = [
             f"keys: {m.n_keys}, steps: {m.horizon} ({self.buckets.describe()['step']} from "
-            f"{self.buckets.describe()['start']}), k-ary tree k={m.k}"
-            f"{' with subtraction' if m.subtract else ''}, height {m.height}",
+            f"{self.buckets.describe()['start']}), "
+            + (
+                f"BLT with {m.buffers - 1} buffers"
+                if m.buffers
+                else f"k-ary tree k={m.k}{' with subtraction' if m.subtract else ''}, "
+                f"height {m.height}"
+            ),
             f"released steps: {self.released[0]}..{self.released[1]}"
             + (f"; state saved to {self.state}" if self.state is not None else ""),
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
@@ -267,6 +272,7 @@ def keyed_counts(
     horizon: int | None = None,
     k: int = 2,
     subtract: bool = False,
+    mechanism: str = "tree",
     chunk_keys: int = 2048,
     engine: str = "embedded",
     partitions: int | None = None,
@@ -298,6 +304,10 @@ def keyed_counts(
         max_keys: keys per unit and step (with ``unit_column``).
         start, horizon: the first bucket's start and the number of steps T
             (default: from the data, which is not private; see the module docstring).
+        mechanism: ``"tree"`` (the k-ary tree, any noise kind; default) or ``"blt"``
+            (the buffered linear Toeplitz mechanism with the shipped parameters
+            optimized for the horizon, Dvijotham et al. 2024, arXiv:2404.16706;
+            ``noise="gaussian"`` with a delta only; lower error than the tree).
         k: tree branching factor.
         subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
             release for k ≥ 3, count-on-your-elders Alg. 3).
@@ -345,6 +355,7 @@ def keyed_counts(
         horizon=horizon,
         k=k,
         subtract=subtract,
+        mechanism=mechanism,
     )
     parts = (
         _PartsDir(Path(output), chunk_keys)
@@ -354,7 +365,7 @@ def keyed_counts(
     if engine == "dask":
         from dpcount.keyed.dask import run_dask
 
-        job, created, derived, report, dask_chunks, totals = run_dask(
+        job, created, derived, report, dask_chunks, carry = run_dask(
             events,
             common,
             secret,
@@ -379,11 +390,11 @@ def keyed_counts(
             on_chunk,
             parts,
             state,
-            totals,
+            carry,
         )
     if engine != "embedded":
         raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
-    job, created, derived, report, chunks, totals = _run_embedded(
+    job, created, derived, report, chunks, carry = _run_embedded(
         events,
         common,
         secret,
@@ -394,7 +405,7 @@ def keyed_counts(
         until=until,
     )
     return _emit(
-        job, created, derived, report, chunks, output, time_label, on_chunk, parts, state, totals
+        job, created, derived, report, chunks, output, time_label, on_chunk, parts, state, carry
     )
 
 
@@ -414,7 +425,7 @@ def _run_embedded(
     list[str],
     DropReport,
     Iterator[tuple[int, NDArray[Any]]],
-    NDArray[Any] | None,
+    Carry | None,
 ]:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
     columns: EventColumns = common["columns"]
@@ -425,27 +436,36 @@ def _run_embedded(
     job = continue_from(job, state, until)
     partial, report = job.prepare(frame)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
-    base = load_base(job, state)
+    base, buffers = load_base(job, state)
     contributions, bound_report = job.finish([partial])
     report = report + bound_report
-    totals = None
-    if state is not None:
-        zero = np.zeros(job.mechanism.n_keys, dtype=np.int64 if job.integer else np.float64)
-        totals = job.totals(contributions, zero if base is None else base, chunk_keys)
+    carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
     parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
 
     def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
         n = job.mechanism.n_keys
         for lo, hi in chunk_bounds(n, chunk_keys):
-            if lo in done:
+            need_state = carry is not None and carry.buffers is not None
+            if lo in done and not need_state:
                 continue
-            part_base = None if base is None else base[lo:hi]
-            yield lo, job.release(contributions.for_keys(lo, hi), lo, hi, part_base)
+            values, ends = job.release(
+                contributions.for_keys(lo, hi),
+                lo,
+                hi,
+                None if base is None else base[lo:hi],
+                None if buffers is None else buffers[:, lo:hi],
+            )
+            if carry is not None and carry.buffers is not None:
+                assert ends is not None
+                carry.buffers[:, lo:hi] = ends
+            if lo in done:  # written by an earlier attempt; computed for its noise state
+                continue
+            yield lo, values
             if progress is not None:
                 progress(hi, n)
 
-    return job, created, derived, report, chunks(), totals
+    return job, created, derived, report, chunks(), carry
 
 
 def _emit(
@@ -459,7 +479,7 @@ def _emit(
     on_chunk: Callable[[int, NDArray[Any]], None] | None,
     parts: _PartsDir | None = None,
     state: str | os.PathLike[str] | None = None,
-    totals: NDArray[Any] | None = None,
+    carry: Carry | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
@@ -496,7 +516,7 @@ def _emit(
     else:
         result.output = write_frames(frames, output)
     if state is not None:  # only once the whole output is out
-        assert totals is not None
-        save_state(job, state, totals)
+        assert carry is not None
+        save_state(job, state, carry.sums, carry.buffers)
         result.state = Path(state)
     return result

@@ -51,12 +51,15 @@ def _mac(secret: RunSecret, header: dict[str, Any], payload: bytes) -> str:
 
 @dataclass(frozen=True)
 class RunState:
-    """Exact running counts ``sums`` (one per key) after step ``step`` of run ``run_id``."""
+    """Exact running counts ``sums`` (one per key) after step ``step`` of run ``run_id``,
+    and the mechanism's noise state (BLT: ``buffers``, (buffers + 1) × keys; None for
+    the tree, whose noise needs no state)."""
 
     run_id: str
     fingerprint: str
     step: int
     sums: NDArray[Any]
+    buffers: NDArray[np.float64] | None = None
 
     @classmethod
     def empty(cls, secret: RunSecret, n_keys: int, integer: bool) -> RunState:
@@ -69,6 +72,8 @@ class RunState:
         p = Path(path)
         sums = np.ascontiguousarray(self.sums, dtype=self.sums.dtype.newbyteorder("<"))
         payload = sums.tobytes()
+        if self.buffers is not None:
+            payload += np.ascontiguousarray(self.buffers, dtype="<f8").tobytes()
         header = self._header()
         header["mac"] = _mac(secret, self._header(), payload)
         tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
@@ -90,6 +95,7 @@ class RunState:
             "step": self.step,
             "dtype": "int64" if self.sums.dtype.kind == "i" else "float64",
             "n_keys": len(self.sums),
+            "buffers": 0 if self.buffers is None else int(self.buffers.shape[0]),
         }
 
     @staticmethod
@@ -116,8 +122,11 @@ class RunState:
         return step
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], secret: RunSecret, n_keys: int) -> RunState:
-        """Read and authenticate ``path`` for the run of ``secret`` with ``n_keys`` keys."""
+    def load(
+        cls, path: str | os.PathLike[str], secret: RunSecret, n_keys: int, buffers: int = 0
+    ) -> RunState:
+        """Read and authenticate ``path`` for the run of ``secret`` with ``n_keys`` keys
+        (and ``buffers`` noise state values per key)."""
         p, header, payload = cls._read(path)
         mac = header.pop("mac", None)
         if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(secret, header, payload)):
@@ -131,7 +140,19 @@ class RunState:
         ):
             raise ValueError(f"state file {p} belongs to another run (run id or configuration)")
         dtype = np.dtype("<i8" if header.get("dtype") == "int64" else "<f8")
-        if header.get("n_keys") != n_keys or len(payload) != 8 * n_keys:
-            raise ValueError(f"state file {p} holds {header.get('n_keys')} keys, not {n_keys}")
-        sums = np.frombuffer(payload, dtype=dtype).astype(dtype.newbyteorder("="))
-        return cls(str(header["run_id"]), str(header["fingerprint"]), int(header["step"]), sums)
+        if (
+            header.get("n_keys") != n_keys
+            or header.get("buffers") != buffers
+            or len(payload) != 8 * n_keys * (1 + buffers)
+        ):
+            raise ValueError(
+                f"state file {p} holds {header.get('n_keys')} keys and "
+                f"{header.get('buffers')} buffers, not {n_keys} and {buffers}"
+            )
+        sums = np.frombuffer(payload[: 8 * n_keys], dtype=dtype).astype(dtype.newbyteorder("="))
+        state = None
+        if buffers:
+            raw = np.frombuffer(payload[8 * n_keys :], dtype="<f8")
+            state = raw.astype(np.float64).reshape(buffers, n_keys)
+        step = int(header["step"])
+        return cls(str(header["run_id"]), str(header["fingerprint"]), step, sums, state)
