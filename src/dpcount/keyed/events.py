@@ -113,6 +113,29 @@ def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataF
     )
 
 
+def is_polars(frame: Any) -> bool:
+    """A polars DataFrame (or LazyFrame), without importing polars."""
+    return type(frame).__module__.split(".")[0] == "polars" and type(frame).__name__ in (
+        "DataFrame",
+        "LazyFrame",
+    )
+
+
+def from_polars(frame: Any, columns: EventColumns) -> pd.DataFrame:
+    """The event columns of a polars DataFrame/LazyFrame as a pandas frame (via Arrow).
+
+    Only the named columns are converted; a LazyFrame is collected. Row order and
+    values are kept, so the run equals the run on the same rows as pandas.
+    """
+    names = list(frame.collect_schema().names())
+    columns.check(names, "the events")
+    picked = frame.select(columns.names())
+    if type(picked).__name__ == "LazyFrame":
+        picked = picked.collect()
+    out: pd.DataFrame = picked.to_pandas()
+    return out
+
+
 def read_keys(path: str | os.PathLike[str]) -> list[str]:
     """The key universe from a text file (one key per line, blank lines ignored)."""
     p = Path(path)

@@ -30,6 +30,8 @@ from dpcount.keyed.events import (
     DropReport,
     EventColumns,
     TimeBuckets,
+    from_polars,
+    is_polars,
     parse_times,
     read_events,
 )
@@ -288,8 +290,9 @@ def keyed_counts(
     """Private running counts of every key of a public universe, at every step.
 
     Args:
-        events: a pandas DataFrame, a CSV/Parquet path, or (``engine="dask"``) a
-            Dask DataFrame, with columns time, key[, weight][, unit].
+        events: a pandas or polars DataFrame (or polars LazyFrame; the ``polars``
+            extra), a CSV/Parquet path, or (``engine="dask"``) a Dask DataFrame, with
+            columns time, key[, weight][, unit].
         keys: the public key universe: a sequence, or a text file (one key a line).
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
@@ -336,6 +339,8 @@ def keyed_counts(
         private_count, std; the drop report; the mechanism and its guarantee.
     """
     columns = EventColumns(time_column, key_column, weight_column, unit_column)
+    if is_polars(events):
+        events = from_polars(events, columns)
     if state is not None and (start is None or horizon is None):
         raise ValueError(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
