@@ -86,6 +86,8 @@ class KeyedJob:
                 f"until={last} is beyond the horizon {self.mechanism.horizon} fixed at the "
                 "first run (the tree's height and the budget depend on it)"
             )
+        if last < 1:
+            raise ValueError(f"until must be >= 1, got {last}")
         if last < first:
             raise ValueError(
                 f"until={last}: steps 1..{first - 1} are already released (stored state); "
