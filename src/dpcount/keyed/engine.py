@@ -168,16 +168,19 @@ def tree_running_counts_subtract(
     return out
 
 
-def exact_running(counts: NDArray[Any], base: NDArray[Any] | None) -> NDArray[Any]:
+def exact_running(
+    counts: NDArray[Any], base: NDArray[Any] | None, *, overwrite: bool = False
+) -> NDArray[Any]:
     """Exact running counts of a window of steps, continuing from ``base``.
 
     ``counts`` (W × keys) holds the contributions of steps first..first+W−1 and
     ``base`` (keys,) the exact running count of step first−1 (None: 0). Row i is
     (((base + x₀) + x₁) + …) + x_i, added strictly in step order (``np.cumsum`` is a
     sequential accumulation), so a run split at any step gives the same bits as one
-    run, for floating-point weights too (0 + x₀ = x₀ exactly).
+    run, for floating-point weights too (0 + x₀ = x₀ exactly). ``overwrite``: compute in
+    ``counts``' own memory.
     """
-    out = np.array(counts, copy=True)
+    out = counts if overwrite else np.array(counts, copy=True)
     if base is not None and out.shape[0]:
         out[0] = base + out[0]
     np.cumsum(out, axis=0, out=out)
@@ -192,6 +195,8 @@ def window_running_counts(
     low: int,
     height: int,
     noise: NodeNoiseFn,
+    *,
+    overwrite: bool = False,
 ) -> NDArray[Any]:
     """Private running counts of steps first..first+W−1 (``counts``: W × keys).
 
@@ -205,14 +210,17 @@ def window_running_counts(
     not the node sums: noise is a function of the node's position
     (:mod:`dpcount.keyed.prf`). That is what makes resuming across time exact.
 
-    Arithmetic order is a function of s alone (nodes added level by level, in node
-    order; then C(s) + noise), so any window split gives the same bits, also for
-    floating-point noise. Only the nodes the window touches are drawn: at most
-    W/k^ℓ + k per level.
+    Arithmetic order is a function of s alone (floating point: the signed node noises
+    added one by one, level by level and in node order, to 0, then C(s) + that sum;
+    integers are exact in any order and are added straight into C(s)), so any window
+    split gives the same bits, also for floating-point noise. Only the nodes the
+    window touches are drawn: at most W/k^ℓ + k per level. ``overwrite``: compute in
+    ``counts``' memory (integers: the result is ``counts``).
     """
     width = counts.shape[0]
-    exact = exact_running(counts, base)
-    total = np.zeros_like(exact)
+    exact = exact_running(counts, base, overwrite=overwrite)
+    integer = exact.dtype.kind == "i"
+    total = exact if integer else np.zeros_like(exact)
     q = np.arange(first, first + width, dtype=np.int64)
     for level in range(height):
         d = (q - low) % k + low
@@ -223,18 +231,20 @@ def window_running_counts(
         if b <= a:
             continue
         drawn = noise(level, a, b)
-        part = np.zeros_like(exact)
-        for j in range(int(np.abs(d).max())):
-            idx = lo + j
-            take = idx < hi
-            gathered = drawn[np.minimum(idx, b - 1) - a]
-            part += np.where(take[:, None], gathered, 0)
         negative = d < 0
-        if negative.any():
-            part[negative] = -part[negative]
-        total += part
+        for j in range(int(np.abs(d).max())):
+            rows = np.flatnonzero(lo + j < hi)  # steps that add a j-th node at this level
+            if rows.size == 0:
+                continue
+            values = drawn[lo[rows] + (j - a)]
+            flip = negative[rows]
+            if flip.any():
+                values[flip] = -values[flip]
+            total[rows] += values
     if q.any():
         raise ValueError(f"height {height} is too small for step {first + width - 1}")
+    if integer:
+        return exact
     out: NDArray[Any] = exact + total
     return out
 
@@ -535,7 +545,9 @@ class KeyedMechanism:
             return blt_running_counts(counts, base, z, decay, weight, buffers)
         noise = self.noise_fn(secret, key_lo, key_hi)
         low = self.digit_system.low
-        out = window_running_counts(counts, base, first, self.k, low, self.height, noise)
+        out = window_running_counts(
+            counts, base, first, self.k, low, self.height, noise, overwrite=True
+        )
         return out, None
 
 
