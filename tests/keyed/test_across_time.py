@@ -150,7 +150,9 @@ def test_split_with_float_weights_is_bit_identical(tmp_path: Path) -> None:
 def test_resumed_parts_directory_and_file_output(tmp_path: Path) -> None:
     events = _events()
     keyed_counts(_step_rows(events, 1, 10), output=tmp_path / "out", **_kw(tmp_path, until=10))
-    res = keyed_counts(_step_rows(events, 11, 37), output=tmp_path / "day.parquet", **_kw(tmp_path))
+    res = keyed_counts(
+        _step_rows(events, 11, 37), output=tmp_path / "day.parquet", **_kw(tmp_path, until=37)
+    )
     assert res.released == (11, 37) and res.output is not None
     first = pd.read_parquet(tmp_path / "out" / "steps-000001-000010")
     back = pd.concat([first, pd.read_parquet(res.output)], ignore_index=True)
@@ -192,9 +194,11 @@ def test_bad_windows_are_refused(tmp_path: Path) -> None:
     keyed_counts(_step_rows(events, 1, 20), **_kw(tmp_path, until=20))
     with pytest.raises(ValueError, match="until must be >= 21"):
         keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path, until=20))
-    keyed_counts(_step_rows(events, 21, 37), **_kw(tmp_path))
+    keyed_counts(_step_rows(events, 21, 37), **_kw(tmp_path, until=37))
     with pytest.raises(ValueError, match="all 37 steps"):
-        keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path))
+        keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path, until=37))
+    with pytest.raises(ValueError, match="state= needs until="):
+        keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path / "other"))
 
 
 def _saved(tmp_path: Path) -> Path:

@@ -146,7 +146,7 @@ def test_tampered_noise_state_is_refused(tmp_path: Path) -> None:
     data[-5] ^= 4  # inside the buffers, after the sums
     (tmp_path / "s").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="fails its authentication check"):
-        keyed_counts(events[events["t"] >= 10], state=tmp_path / "s", **_kw())
+        keyed_counts(events[events["t"] >= 10], state=tmp_path / "s", until=HORIZON, **_kw())
 
 
 def test_bad_input_names_the_parameter() -> None:

@@ -326,9 +326,10 @@ def keyed_counts(
             from it: it releases steps last+1..``until`` from events of those steps
             only (events of released steps are refused) and equals, bit for bit with
             discrete noise, one run over all the steps. Written (atomically) once the
-            output is complete. Needs explicit ``start`` and ``horizon``.
-        until: the last step to release (default: the horizon). Events of later steps
-            are dropped and counted in ``report.later_steps``.
+            output is complete. Needs explicit ``start``, ``horizon`` and ``until``.
+        until: the last step to release (default: the horizon; required with
+            ``state``). Events of later steps are dropped and counted in
+            ``report.later_steps``.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
@@ -345,6 +346,11 @@ def keyed_counts(
         raise ValueError(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
             "in every later one)"
+        )
+    if state is not None and until is None:
+        raise ValueError(
+            "state= needs until= (the last step to release now): releasing to the horizon "
+            "by default would use up the steps that later runs are meant to release"
         )
     common: dict[str, Any] = dict(
         keys=keys,
