@@ -67,7 +67,14 @@ def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
     )
 
 
-def _kwargs(n_keys: int, horizon: int, k: int, chunk: int) -> dict[str, Any]:
+def _kwargs(
+    n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree"
+) -> dict[str, Any]:
+    extra: dict[str, Any] = (
+        {"mechanism": "blt", "noise": "gaussian", "delta": 1e-6}
+        if mechanism == "blt"
+        else {"noise": "discrete-laplace", "k": k}
+    )
     return dict(
         keys=range(n_keys),
         time_column="t",
@@ -77,9 +84,8 @@ def _kwargs(n_keys: int, horizon: int, k: int, chunk: int) -> dict[str, Any]:
         horizon=horizon,
         epsilon=1.0,
         secret=SECRET,
-        noise="discrete-laplace",
-        k=k,
         chunk_keys=chunk,
+        **extra,
     )
 
 
@@ -92,19 +98,28 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         columns=columns,
         step=1,
         epsilon=1.0,
-        delta=None,
-        noise="discrete-laplace",
+        delta=kw.get("delta"),
+        noise=kw["noise"],
         calibration=None,
         max_weight=1,
         max_keys=None,
         start=0,
         horizon=kw["horizon"],
-        k=kw["k"],
+        k=kw.get("k", 2),
+        mechanism=kw.get("mechanism", "tree"),
     )
     job, _ = job.with_secret(SECRET)
     m = job.mechanism
     samples = 0
     start = time.perf_counter()
+    if m.buffers:  # BLT: one Gaussian per (step, key), as the release draws them
+        from dpcount.keyed.prf import PositionPRF, keyed_gaussian
+
+        prf = PositionPRF(SECRET, "gaussian/blt", m.key_block)
+        sigma = float(m.calibrated.sampler.sigma)  # type: ignore[attr-defined]
+        for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
+            samples += keyed_gaussian(prf, (0, 0, m.horizon, lo, hi), sigma).size
+        return time.perf_counter() - start, samples
     for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
         noise = m.noise_fn(SECRET, lo, hi)
         for level in range(m.height):
@@ -172,6 +187,12 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10**5)
     parser.add_argument("--steps", type=int, default=10**3)
     parser.add_argument("--k", type=int, default=2)
+    parser.add_argument(
+        "--mechanism",
+        choices=("tree", "blt"),
+        default="tree",
+        help="tree: discrete Laplace (the issue's targets); blt: Gaussian, delta 1e-6",
+    )
     parser.add_argument("--events", type=int, default=10**6)
     parser.add_argument("--chunk-keys", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
@@ -198,9 +219,10 @@ def main() -> None:
         path = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
         events.to_parquet(path, row_group_size=1 << 20)
         events = path
-    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys)
+    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism)
+    what = "BLT, Gaussian" if args.mechanism == "blt" else f"k={args.k}, discrete Laplace"
     print(
-        f"{args.keys:,} keys x {args.steps:,} steps, k={args.k}, discrete Laplace, "
+        f"{args.keys:,} keys x {args.steps:,} steps, {what}, "
         f"{args.events:,} events, chunk {args.chunk_keys} keys"
     )
     # interleaved, best of --repeats: the machine's load moves between the two timings

@@ -264,22 +264,27 @@ def blt_running_counts(
     (decays λ and 1 — the running sum —, weights β and a); ``buffers`` (m × keys): q(first
     − 1) (None: zero). Returns the releases and q at the window's last step.
 
-    Each q_j is one first-order filter per column (:func:`scipy.signal.lfilter`:
+    Each q_j is one first-order filter per key (:func:`scipy.signal.lfilter`:
     y_t = z_t + λ·y_{t−1}, element by element), then the weighted sum is taken in buffer
     order: the arithmetic per (key, step) does not depend on the key chunk or on where
-    the run was split, so resumed and re-chunked runs give the same bits.
+    the run was split, so resumed and re-chunked runs give the same bits. The filters
+    run on a keys × steps copy (each key's steps contiguous: ~6x faster than filtering
+    down the columns).
     """
     from scipy.signal import lfilter
 
+    n_keys = counts.shape[1]
     exact = exact_running(counts, base)
-    total = np.zeros_like(exact)
-    ends = np.empty((len(decay), counts.shape[1]))
+    zt = np.ascontiguousarray(z.T)
+    total = np.zeros_like(zt)
+    ends = np.empty((len(decay), n_keys))
     for j, (lam, w) in enumerate(zip(decay.tolist(), weight.tolist(), strict=True)):
-        start = np.zeros((1, counts.shape[1])) if buffers is None else lam * buffers[j][None, :]
-        y = lfilter([1.0], [1.0, -lam], z, axis=0, zi=start)[0]
-        total += w * y
-        ends[j] = y[-1]
-    out: NDArray[np.float64] = exact + total
+        start = np.zeros((n_keys, 1)) if buffers is None else lam * buffers[j][:, None]
+        y = lfilter([1.0], [1.0, -lam], zt, axis=1, zi=start)[0]
+        ends[j] = y[:, -1]
+        y *= w
+        total += y
+    out: NDArray[np.float64] = exact + total.T
     return out, ends
 
 
