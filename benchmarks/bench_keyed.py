@@ -35,11 +35,32 @@ Parquet parts written  2      10.9 s       36.2 s (3.33x)    55.1 s (0.66x emb.)
 to embedded.) The machine is shared, so the Dask figures in particular move with the
 other jobs' load; the targets are met in some runs and missed in others.
 
-10^6 keys x 10^3 steps, 10^7 events from a Parquet file, Dask 2 workers, Parquet parts:
+After the windowed tree (nodes added by row selection), 2026-11-24, same job and
+machine, ``--write`` (Parquet parts), load average 2.5-7 varying within a run:
+
+==================================  ===========  ================  =====================
+run (command)                       floor        embedded          Dask, 2 workers
+==================================  ===========  ================  =====================
+before it, ``--repeats 1``          17.3 s       55.4 s (3.20x)    47.4 s (1.17x emb.)
+``--repeats 1`` (load 5-7)          22.6 s       37.1 s (1.64x)    36.4 s (1.02x emb.)
+``--repeats 2``, best (load 2.5-4)   8.8 s       21.7 s (2.47x)    16.3 s (1.34x emb.)
+==================================  ===========  ================  =====================
+
+(the other repeat of the last run: embedded 29.7 s = 3.37x.) On workers a chunk took
+about twice as long as in the embedded run (0.86 s vs 0.44 s per chunk, from progress
+timestamps of a separate Dask run and the best embedded run above) with both cores busy
+with other jobs' processes; the Dask client's serial part before the first release
+task was 1.3 s. ``--mechanism blt`` (Gaussian, δ = 1e-6, 6 buffers),
+``--repeats 1 --no-dask --write``: floor (10^8 PRF Gaussians) 3.7 s, embedded 20.9 s
+(5.6x its floor; faster than the tree in absolute time).
+
+Before these changes (not rerun since), 10^6 keys x 10^3 steps, 10^7 events from a
+Parquet file, Dask 2 workers, Parquet parts:
 644 s, worker peak RSS 1167 MiB, client peak RSS 1.7 GiB, 1.4 GB of output.
 
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
-       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask]
+       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
+       [--mechanism tree|blt]
 Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
 per repeat as well.
 """
