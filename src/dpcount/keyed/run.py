@@ -117,8 +117,53 @@ def iter_frames(
         yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label, job.first)
 
 
-def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -> Path:
+def chunk_table(
+    values: NDArray[Any],
+    std: NDArray[np.float64],
+    keys: tuple[Any, ...],
+    labels: list[str],
+    key_lo: int,
+    time_label: str = "time",
+    first_step: int = 1,
+) -> Any:
+    """:func:`~dpcount.keyed.engine.chunk_frame` as an Arrow table, built directly (no
+    pandas frame in between) with the schema :func:`write_frames` writes."""
+    import pyarrow as pa
+
+    horizon, n = values.shape
+    codes = np.repeat(np.arange(n, dtype=np.int32), horizon)
+    key = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(keys[key_lo : key_lo + n])))
+    steps = np.tile(np.arange(horizon, dtype=np.int32), n)
+    # large_string: the type pandas gives the labels (same bytes as the frame path)
+    time = pa.DictionaryArray.from_arrays(pa.array(steps), pa.array(labels, pa.large_string()))
+    return pa.table(
+        {
+            "key": key,
+            "step": pa.array(
+                np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n)
+            ),
+            time_label: time,
+            "private_count": pa.array(values.T.reshape(-1)),
+            "std": pa.array(np.tile(std, n)),
+        }
+    )
+
+
+def iter_tables(
+    job: KeyedJob,
+    chunks: Iterable[tuple[int, NDArray[Any]]],
+    time_label: str,
+) -> Iterator[Any]:
+    std = job.mechanism.std()[job.first - 1 : job.until]
+    labels = job.buckets.labels(job.until)[job.first - 1 :]
+    for lo, values in chunks:
+        yield chunk_table(values, std, job.universe.keys, labels, lo, time_label, job.first)
+
+
+def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
     """Write the frames to CSV or Parquet (by extension) atomically: temp file + rename.
+
+    ``frames``: pandas DataFrames (or, for Parquet, Arrow tables from :func:`chunk_table`).
 
     A rerun with the same secret and data writes identical bytes; a killed run
     leaves no partial output (only a temp file that the next run ignores).
@@ -147,7 +192,11 @@ def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -
             writer = None
             try:
                 for frame in frames:
-                    table = _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
+                    table = (
+                        frame
+                        if isinstance(frame, pa.Table)
+                        else _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
+                    )
                     if writer is None:
                         # no dictionary for floating-point counts (all values distinct:
                         # building and dropping the dictionary cost ~40% of the write)
@@ -231,10 +280,10 @@ class PartWriter:
 
     def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
         """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
-        frame = chunk_frame(
+        table = chunk_table(
             values, self.std, keys, self.labels, 0, self.time_label, self.first_step
         )
-        return write_frames([frame], self.path / f"part-{lo:012d}.parquet")
+        return write_frames([table], self.path / f"part-{lo:012d}.parquet")
 
 
 def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
@@ -529,6 +578,8 @@ def _emit(
         for column in ("key", time_label):  # plain values, whatever the chunking
             frame[column] = frame[column].astype(object)
         result.frame = frame
+    elif Path(output).suffix.lower() in (".parquet", ".pq"):
+        result.output = write_frames(iter_tables(job, chunks, time_label), output)
     else:
         result.output = write_frames(frames, output)
     if state is not None:  # only once the whole output is out
