@@ -95,6 +95,18 @@ def test_subtract_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "k-ary tree k=3 with subtraction" in capsys.readouterr().err
 
 
+def test_mechanism_flag_blt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events, keys = _write_inputs(tmp_path)
+    flags = ["--mechanism", "blt", "--noise", "gaussian", "--delta", "1e-6"]
+    assert main([*_argv(events, keys, tmp_path), *flags]) == 0
+    err = capsys.readouterr().err
+    assert "BLT with" in err and "arXiv:2404.16706" in err
+    line = one_line_error(
+        capsys, [*_argv(events, keys, tmp_path, "x.parquet"), "--mechanism", "blt"]
+    )
+    assert "--noise discrete-laplace is not available with --mechanism blt" in line
+
+
 def test_rerun_writes_identical_bytes_and_no_temp_files(tmp_path: Path) -> None:
     events, keys = _write_inputs(tmp_path)
     argv = _argv(events, keys, tmp_path)
