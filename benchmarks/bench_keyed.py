@@ -44,9 +44,11 @@ run (command)                       floor        embedded          Dask, 2 worke
 before it, ``--repeats 1``          17.3 s       55.4 s (3.20x)    47.4 s (1.17x emb.)
 ``--repeats 1`` (load 5-7)          22.6 s       37.1 s (1.64x)    36.4 s (1.02x emb.)
 ``--repeats 2``, best (load 2.5-4)   8.8 s       21.7 s (2.47x)    16.3 s (1.34x emb.)
+same, Parts as Arrow tables (2-3)    7.0 s       18.7 s (2.67x)    13.7 s (1.37x emb.)
 ==================================  ===========  ================  =====================
 
-(the other repeat of the last run: embedded 29.7 s = 3.37x.) On workers a chunk took
+(the other repeat of the third run: embedded 29.7 s = 3.37x; of the last run: floor
+8.1 s, embedded 19.3 s = 2.37x.) On workers a chunk took
 about twice as long as in the embedded run (0.86 s vs 0.44 s per chunk, from progress
 timestamps of a separate Dask run and the best embedded run above) with both cores busy
 with other jobs' processes; the Dask client's serial part before the first release
