@@ -231,6 +231,14 @@ def test_state_of_another_run_is_refused(tmp_path: Path) -> None:
         keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, epsilon=2.0))
 
 
+def test_state_without_its_secret_file_creates_nothing(tmp_path: Path) -> None:
+    _saved(tmp_path)
+    secret = tmp_path / "new.key"
+    with pytest.raises(FileNotFoundError, match=r"exists but secret file .* does not"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, secret=secret))
+    assert not secret.exists()
+
+
 def test_state_file_checks(tmp_path: Path) -> None:
     path = _saved(tmp_path)
     os.chmod(path, 0o644)

@@ -401,6 +401,16 @@ def keyed_counts(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
             "in every later one)"
         )
+    if (
+        state is not None
+        and Path(state).exists()
+        and isinstance(secret, (str, os.PathLike))
+        and not Path(secret).exists()
+    ):
+        raise FileNotFoundError(
+            f"state file {state} exists but secret file {secret} does not: a state "
+            "continues only the run of its own secret (not creating a new one)"
+        )
     if state is not None and until is None:
         raise ValueError(
             "state= needs until= (the last step to release now): releasing to the horizon "
