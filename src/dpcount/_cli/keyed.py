@@ -92,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="resume across time: the run's exact running sums after its last released step "
         "(mode 0600, as sensitive as the raw data); if it exists, continue from it with events "
         "of later steps only; written when the output is complete (needs --start, --horizon, "
-        "--until)",
+        "--until; default: none, one run over all steps)",
     )
     p.add_argument(
         "--until",
