@@ -320,6 +320,9 @@ class KeyedMechanism:
         key_block: PRF layout constant B (power of two).
         subtract: the k-ary tree with subtraction (offset digits, count-on-your-elders
             Alg. 3): fewer nodes per release for k ≥ 3.
+        kind: :class:`KeyedKind` — the tree, or BLT with the shipped parameters for the
+            horizon (Gaussian noise only; ``k`` and ``subtract`` unused; see the module
+            docstring for its sensitivity across keys, arXiv:2404.16706).
     """
 
     n_keys: int
