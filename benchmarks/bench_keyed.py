@@ -35,11 +35,34 @@ Parquet parts written  2      10.9 s       36.2 s (3.33x)    55.1 s (0.66x emb.)
 to embedded.) The machine is shared, so the Dask figures in particular move with the
 other jobs' load; the targets are met in some runs and missed in others.
 
-10^6 keys x 10^3 steps, 10^7 events from a Parquet file, Dask 2 workers, Parquet parts:
+After the windowed tree (nodes added by row selection), 2026-11-24, same job and
+machine, ``--write`` (Parquet parts), load average 2.5-7 varying within a run:
+
+==================================  ===========  ================  =====================
+run (command)                       floor        embedded          Dask, 2 workers
+==================================  ===========  ================  =====================
+before it, ``--repeats 1``          17.3 s       55.4 s (3.20x)    47.4 s (1.17x emb.)
+``--repeats 1`` (load 5-7)          22.6 s       37.1 s (1.64x)    36.4 s (1.02x emb.)
+``--repeats 2``, best (load 2.5-4)   8.8 s       21.7 s (2.47x)    16.3 s (1.34x emb.)
+same, Parts as Arrow tables (2-3)    7.0 s       18.7 s (2.67x)    13.7 s (1.37x emb.)
+==================================  ===========  ================  =====================
+
+(the other repeat of the third run: embedded 29.7 s = 3.37x; of the last run: floor
+8.1 s, embedded 19.3 s = 2.37x.) On workers a chunk took
+about twice as long as in the embedded run (0.86 s vs 0.44 s per chunk, from progress
+timestamps of a separate Dask run and the best embedded run above) with both cores busy
+with other jobs' processes; the Dask client's serial part before the first release
+task was 1.3 s. ``--mechanism blt`` (Gaussian, δ = 1e-6, 6 buffers),
+``--repeats 1 --no-dask --write``: floor (10^8 PRF Gaussians) 3.7 s, embedded 20.9 s
+(5.6x its floor; faster than the tree in absolute time).
+
+Before these changes (not rerun since), 10^6 keys x 10^3 steps, 10^7 events from a
+Parquet file, Dask 2 workers, Parquet parts:
 644 s, worker peak RSS 1167 MiB, client peak RSS 1.7 GiB, 1.4 GB of output.
 
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
-       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask]
+       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
+       [--mechanism tree|blt]
 Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
 per repeat as well.
 """
@@ -67,7 +90,14 @@ def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
     )
 
 
-def _kwargs(n_keys: int, horizon: int, k: int, chunk: int) -> dict[str, Any]:
+def _kwargs(
+    n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree"
+) -> dict[str, Any]:
+    extra: dict[str, Any] = (
+        {"mechanism": "blt", "noise": "gaussian", "delta": 1e-6}
+        if mechanism == "blt"
+        else {"noise": "discrete-laplace", "k": k}
+    )
     return dict(
         keys=range(n_keys),
         time_column="t",
@@ -77,9 +107,8 @@ def _kwargs(n_keys: int, horizon: int, k: int, chunk: int) -> dict[str, Any]:
         horizon=horizon,
         epsilon=1.0,
         secret=SECRET,
-        noise="discrete-laplace",
-        k=k,
         chunk_keys=chunk,
+        **extra,
     )
 
 
@@ -92,25 +121,34 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         columns=columns,
         step=1,
         epsilon=1.0,
-        delta=None,
-        noise="discrete-laplace",
+        delta=kw.get("delta"),
+        noise=kw["noise"],
         calibration=None,
         max_weight=1,
         max_keys=None,
         start=0,
         horizon=kw["horizon"],
-        k=kw["k"],
+        k=kw.get("k", 2),
+        mechanism=kw.get("mechanism", "tree"),
     )
     job, _ = job.with_secret(SECRET)
     m = job.mechanism
     samples = 0
     start = time.perf_counter()
+    if m.buffers:  # BLT: one Gaussian per (step, key), as the release draws them
+        from dpcount.keyed.prf import PositionPRF, keyed_gaussian
+
+        prf = PositionPRF(SECRET, "gaussian/blt", m.key_block)
+        sigma = float(m.calibrated.sampler.sigma)  # type: ignore[attr-defined]
+        for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
+            samples += keyed_gaussian(prf, (0, 0, m.horizon, lo, hi), sigma).size
+        return time.perf_counter() - start, samples
     for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
         noise = m.noise_fn(SECRET, lo, hi)
         for level in range(m.height):
             n_nodes = m.horizon // m.k**level
             if n_nodes:
-                samples += noise(level, n_nodes).size
+                samples += noise(level, 0, n_nodes).size
     return time.perf_counter() - start, samples
 
 
@@ -172,6 +210,12 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10**5)
     parser.add_argument("--steps", type=int, default=10**3)
     parser.add_argument("--k", type=int, default=2)
+    parser.add_argument(
+        "--mechanism",
+        choices=("tree", "blt"),
+        default="tree",
+        help="tree: discrete Laplace (the issue's targets); blt: Gaussian, delta 1e-6",
+    )
     parser.add_argument("--events", type=int, default=10**6)
     parser.add_argument("--chunk-keys", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
@@ -198,9 +242,10 @@ def main() -> None:
         path = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
         events.to_parquet(path, row_group_size=1 << 20)
         events = path
-    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys)
+    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism)
+    what = "BLT, Gaussian" if args.mechanism == "blt" else f"k={args.k}, discrete Laplace"
     print(
-        f"{args.keys:,} keys x {args.steps:,} steps, k={args.k}, discrete Laplace, "
+        f"{args.keys:,} keys x {args.steps:,} steps, {what}, "
         f"{args.events:,} events, chunk {args.chunk_keys} keys"
     )
     # interleaved, best of --repeats: the machine's load moves between the two timings

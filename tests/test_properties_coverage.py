@@ -16,6 +16,7 @@ from tests.analysis import test_properties as test_properties_analysis
 from tests.apps import test_properties as test_properties_apps
 from tests.cli import test_properties as test_properties_cli
 from tests.counting import test_properties as test_properties_counting
+from tests.keyed import test_properties as test_properties_keyed
 from tests.privacy import test_properties as test_properties_privacy
 from tests.ranges import test_properties as test_properties_ranges
 
@@ -30,6 +31,8 @@ MODULES = (
     "dpcount.io",
     "dpcount.data",
     "dpcount.experiments",
+    "dpcount.keyed",
+    "dpcount.keyed.run",
 )
 
 _NO_INPUT = "takes no user input"
@@ -97,6 +100,10 @@ EXCLUDED: dict[tuple[str, str], str] = {
         "ExperimentConfig",
     ): "a record built by run_experiment from validated arguments",
     ("dpcount.experiments", "ExperimentResult"): _RECORD,
+    # dpcount.keyed.run
+    ("dpcount.keyed.run", "KeyedJob"): "a record built by keyed_counts (make_job) from "
+    "validated arguments",
+    ("dpcount.keyed.run", "KeyedResult"): _RECORD,
 }
 
 TEST_MODULES = (
@@ -104,6 +111,7 @@ TEST_MODULES = (
     test_properties_apps,
     test_properties_cli,
     test_properties_counting,
+    test_properties_keyed,
     test_properties_privacy,
     test_properties_ranges,
 )

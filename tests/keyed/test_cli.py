@@ -95,6 +95,18 @@ def test_subtract_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "k-ary tree k=3 with subtraction" in capsys.readouterr().err
 
 
+def test_mechanism_flag_blt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events, keys = _write_inputs(tmp_path)
+    flags = ["--mechanism", "blt", "--noise", "gaussian", "--delta", "1e-6"]
+    assert main([*_argv(events, keys, tmp_path), *flags]) == 0
+    err = capsys.readouterr().err
+    assert "BLT with" in err and "arXiv:2404.16706" in err
+    line = one_line_error(
+        capsys, [*_argv(events, keys, tmp_path, "x.parquet"), "--mechanism", "blt"]
+    )
+    assert "--noise discrete-laplace is not available with --mechanism blt" in line
+
+
 def test_rerun_writes_identical_bytes_and_no_temp_files(tmp_path: Path) -> None:
     events, keys = _write_inputs(tmp_path)
     argv = _argv(events, keys, tmp_path)
@@ -181,3 +193,28 @@ def test_missing_extra_is_named(
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
     line = one_line_error(capsys, _argv(events, keys, tmp_path))
     assert "needs the 'keyed' extra (pyarrow is missing)" in line
+
+
+def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Day files released one run at a time equal one run; old events are refused."""
+    events, keys = _write_inputs(tmp_path)
+    frame = pd.read_parquet(events)
+    argv = [*_argv(events, keys, tmp_path), "--start", "2024-01-01", "--horizon", "20"]
+    assert main(_replace(argv, "--output", str(tmp_path / "all.parquet"))) == 0
+    state = ["--state", str(tmp_path / "run.state")]
+    days = [("2024-01-01", "2024-01-12", 12), ("2024-01-13", "2024-01-20", 20)]
+    for i, (lo, hi, until) in enumerate(days):
+        part = tmp_path / f"events-{i}.parquet"
+        frame[(frame["day"] >= lo) & (frame["day"] <= hi)].to_parquet(part)
+        out = str(tmp_path / f"day-{i}.parquet")
+        run = [*_replace(_replace(argv, "--output", out), "keyed", "keyed"), *state]
+        run[1] = str(part)
+        assert main([*run, "--until", str(until)]) == 0
+    assert f"state saved to {tmp_path / 'run.state'}" in capsys.readouterr().err
+    got = pd.concat(
+        [pd.read_parquet(tmp_path / f"day-{i}.parquet") for i in range(2)], ignore_index=True
+    ).sort_values(["key", "step"], kind="stable")
+    want = pd.read_parquet(tmp_path / "all.parquet")
+    assert got["private_count"].tolist() == want["private_count"].tolist()
+    line = one_line_error(capsys, [*argv, *state, "--until", "20"])  # all released already
+    assert "all 20 steps (the horizon) are already released" in line

@@ -64,6 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="calibration rule, see dpcount count (default: the noise kind's default)",
     )
+    p.add_argument(
+        "--mechanism",
+        choices=("tree", "blt"),
+        default="tree",
+        help="k-ary tree (any noise; default) or BLT (--noise gaussian with --delta only)",
+    )
     p.add_argument("--k", type=int, default=2, help="tree branching factor (default 2)")
     p.add_argument(
         "--subtract", action="store_true", help="k-ary tree with subtraction (offset digits)"
@@ -74,7 +80,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="run secret file, created (mode 0600) if absent; as sensitive as the raw data",
     )
-    p.add_argument("--output", required=True, help="output file (.csv or .parquet)")
+    p.add_argument(
+        "--output",
+        required=True,
+        help="output file (.csv or .parquet), or a directory of Parquet parts (no extension)",
+    )
+    p.add_argument(
+        "--state",
+        default=None,
+        metavar="FILE",
+        help="resume across time: the run's exact running sums after its last released step "
+        "(mode 0600, as sensitive as the raw data); if it exists, continue from it with events "
+        "of later steps only; written when the output is complete (needs --start, --horizon, "
+        "--until; default: none, one run over all steps)",
+    )
+    p.add_argument(
+        "--until",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="last step to release (default: the horizon); later events are reported, not counted",
+    )
     p.add_argument(
         "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
     )
@@ -125,12 +151,15 @@ def run(args: argparse.Namespace) -> int:
             calibration=args.calibration,
             k=args.k,
             subtract=args.subtract,
+            mechanism=args.mechanism,
             max_weight=int(args.max_weight)
             if args.max_weight == int(args.max_weight)
             else args.max_weight,
             max_keys=args.max_keys,
             secret=args.secret,
             output=args.output,
+            state=args.state,
+            until=args.until,
             engine=args.engine,
             workers=args.workers,
             partitions=args.partitions,

@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
-from dpcount.keyed.job import make_job
+from dpcount.keyed.job import Carry, continue_from, load_base, make_job
 from dpcount.keyed.secret import RunSecret
 
 __all__ = ["run_dask"]
@@ -53,17 +53,25 @@ def _release_task(
     contributions: Contributions,
     lo: int,
     hi: int,
+    window: tuple[int, int],
+    base: NDArray[Any] | None,
+    buffers: NDArray[np.float64] | None,
     writer: Any = None,
     keys: tuple[Any, ...] = (),
-) -> NDArray[Any] | None:
+) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
     """One key chunk. The task carries the mechanism, the secret and (to write its own
-    part file) the chunk's keys — never the whole key universe. Returns the counts, or
-    None after writing them with ``writer``."""
-    values = mechanism.release(secret, contributions, lo, hi)
+    part file) the chunk's keys — never the whole key universe. Returns the counts (or
+    None after writing them with ``writer``; ``writer=False``: computed only for the
+    noise state, not written) and the noise state after the window (BLT; else None)."""
+    first, last = window
+    values, ends = mechanism.release_state(
+        secret, contributions, lo, hi, first=first, last=last, base=base, buffers=buffers
+    )
     if writer is None:
-        return values
-    writer.write(lo, values, keys)
-    return None
+        return values, ends
+    if writer is not False:
+        writer.write(lo, values, keys)
+    return None, ends
 
 
 def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -141,7 +149,9 @@ def run_dask(
     scheduler: Any,
     workers: int,
     progress: Callable[[int, int], None] | None,
-) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]]]:
+    state: str | os.PathLike[str] | None = None,
+    until: int | None = None,
+) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]], Carry | None]:
     """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
     from dask.delayed import delayed
@@ -158,18 +168,31 @@ def run_dask(
         else:
             times = pd.Series([], dtype=np.int64)  # not used: start and horizon are given
         job, derived = make_job(times=times, **common)
+        job = continue_from(job, state, until)
         prepared = compute(*[delayed(job.prepare)(p) for p in pieces])  # type: ignore[no-untyped-call]
         report = DropReport()
         for _, part_report in prepared:
             report = report + part_report
         job, created = job.with_secret(secret)
+        base, buffers = load_base(job, state)
         contributions, bound_report = job.finish([rows for rows, _ in prepared])
         report = report + bound_report
         n = job.mechanism.n_keys
+        carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
+        need_state = carry is not None and carry.buffers is not None
+        parts = None if parts is None else parts.for_job(job)
         done = set() if parts is None else parts.open(job)
-        bounds = [(lo, hi) for lo, hi in chunk_bounds(n, chunk_keys) if lo not in done]
+        bounds = [
+            (lo, hi) for lo, hi in chunk_bounds(n, chunk_keys) if need_state or lo not in done
+        ]
         writer = None if parts is None else parts.writer(job, time_label)
         keys = job.universe.keys
+
+        def outlet(lo: int, hi: int) -> tuple[Any, ...]:
+            if writer is None:
+                return ()
+            return (False,) if lo in done else (writer, keys[lo:hi])
+
         futures = [
             client.submit(
                 _release_task,
@@ -178,7 +201,10 @@ def run_dask(
                 contributions.for_keys(lo, hi),
                 lo,
                 hi,
-                *(() if writer is None else (writer, keys[lo:hi])),
+                (job.first, job.until),
+                None if base is None else base[lo:hi],
+                None if buffers is None else buffers[:, lo:hi],
+                *outlet(lo, hi),
                 pure=False,
             )
             for lo, hi in bounds
@@ -190,11 +216,15 @@ def run_dask(
     def chunks() -> Iterator[tuple[int, Any]]:
         with stack:
             for (lo, hi), fut in zip(bounds, futures, strict=True):
-                got = fut.result()
+                got, ends = fut.result()
                 values = None if got is None else np.asarray(got)
                 fut.release()
+                if carry is not None and carry.buffers is not None:
+                    carry.buffers[:, lo:hi] = ends
+                if lo in done:  # written by an earlier attempt; run for its noise state
+                    continue
                 yield lo, values
                 if progress is not None:
                     progress(hi, n)
 
-    return job, created, derived, report, chunks()
+    return job, created, derived, report, chunks(), carry

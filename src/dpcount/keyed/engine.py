@@ -18,6 +18,20 @@ the vector of all node sums of all keys changes by at most ℓ₁ = h·Δ₁ and
 :func:`dpcount.privacy.calibrate` (each rule cites its theorem there). The running
 counts are post-processing of the noisy nodes.
 
+BLT (``kind="blt"``, Gaussian noise): the buffered linear Toeplitz factorization
+A = B·C of Dvijotham, McMahan, Pillutla, Steinke, Thakurta 2024 (arXiv:2404.16706;
+:mod:`dpcount.counting.blt`), for every key at once: key i releases
+C(s) + (B z_i)_s with z_{i,t} ~ N(0, σ²) i.i.d. from PRF position (0, t − 1, i),
+computed by the streaming recursion q_j(t) = λ_j q_j(t − 1) + z_t over the inverse
+BLT's decays (and the running sum of z), (B z)_t = a·Σz + Σ_j β_j q_j(t): (buffers + 1)
+values per key between steps. Privacy: the perturbed vector (C x_i + z_i over all
+keys) changes, for a neighbouring change δ of one step j across keys, by
+δ_i·C[:, j] for each key; the columns of the lower-triangular Toeplitz C with c_k > 0
+are nested, so its ℓ₂ norm is ≤ ‖δ‖₂·‖C[:, 0]‖₂ = Δ₂·√(Σ_{k<T} c_k²) and its ℓ₁ norm ≤
+Δ₁·Σ_{k<T} c_k (closed form of :func:`~dpcount.counting.blt.blt_losses`, enlarged by a
+relative 1e-12 so rounding only adds noise); σ is calibrated for them by
+:func:`dpcount.privacy.calibrate`. Exact variance per step: σ²·Σ_{k<s} b_k².
+
 Noise: node (ℓ, m) of key i gets the noise of PRF position (ℓ, m, i)
 (:mod:`dpcount.keyed.prf`), so the output is a function of (secret, data) alone —
 not of the key chunking, the partitioning, the engine or retries. Memory is bounded
@@ -30,13 +44,23 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.counting.blt import (
+    BLTInverse,
+    blt_inverse,
+    blt_losses,
+    decoder_coefficients,
+    encoder_coefficients,
+    shipped_blt_parameters,
+)
 from dpcount.counting.digits import DigitSystem
+from dpcount.counting.sqrt import SENSITIVITY_MARGIN
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import (
     PRF_SCHEME,
@@ -46,12 +70,23 @@ from dpcount.keyed.prf import (
     keyed_gaussian,
     keyed_laplace,
 )
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import NoiseKind, _Choice
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 
-__all__ = ["KeyedMechanism", "offset_digits", "tree_running_counts", "tree_running_counts_subtract"]
+__all__ = [
+    "KeyedKind",
+    "KeyedMechanism",
+    "blt_running_counts",
+    "exact_running",
+    "offset_digits",
+    "tree_running_counts",
+    "tree_running_counts_subtract",
+    "window_running_counts",
+]
 
 NoiseFn = Callable[[int, int], NDArray[Any]]
+#: ``noise(level, node_lo, node_hi)``: noise of nodes node_lo..node_hi−1, shape (nodes, keys)
+NodeNoiseFn = Callable[[int, int, int], NDArray[Any]]
 
 
 def tree_running_counts(counts: NDArray[Any], k: int, height: int, noise: NoiseFn) -> NDArray[Any]:
@@ -133,6 +168,133 @@ def tree_running_counts_subtract(
     return out
 
 
+def exact_running(
+    counts: NDArray[Any], base: NDArray[Any] | None, *, overwrite: bool = False
+) -> NDArray[Any]:
+    """Exact running counts of a window of steps, continuing from ``base``.
+
+    ``counts`` (W × keys) holds the contributions of steps first..first+W−1 and
+    ``base`` (keys,) the exact running count of step first−1 (None: 0). Row i is
+    (((base + x₀) + x₁) + …) + x_i, added strictly in step order (``np.cumsum`` is a
+    sequential accumulation), so a run split at any step gives the same bits as one
+    run, for floating-point weights too (0 + x₀ = x₀ exactly). ``overwrite``: compute in
+    ``counts``' own memory.
+    """
+    out = counts if overwrite else np.array(counts, copy=True)
+    if base is not None and out.shape[0]:
+        out[0] = base + out[0]
+    np.cumsum(out, axis=0, out=out)
+    return out
+
+
+def window_running_counts(
+    counts: NDArray[Any],
+    base: NDArray[Any] | None,
+    first: int,
+    k: int,
+    low: int,
+    height: int,
+    noise: NodeNoiseFn,
+    *,
+    overwrite: bool = False,
+) -> NDArray[Any]:
+    """Private running counts of steps first..first+W−1 (``counts``: W × keys).
+
+    The release of step s is a post-processing of the noisy nodes of its
+    decomposition: with digits d_ℓ(s) ∈ [low, low + k − 1] and ancestors q_ℓ
+    (:func:`offset_digits`; low = 0 is the plain k-ary tree), it adds sign(d_ℓ)·(sum +
+    noise) of the level-ℓ nodes k·q_{ℓ+1} + min(d_ℓ, 0) .. k·q_{ℓ+1} + max(d_ℓ, 0) − 1.
+    Their exact sums add up to the exact running count C(s) (the nodes tile 1..s with
+    signs; count-on-your-elders Alg. 1 and 3), so the release is C(s) plus
+    Σ_ℓ sign(d_ℓ)·(their noise) — and needs of the past only C(first − 1) (``base``),
+    not the node sums: noise is a function of the node's position
+    (:mod:`dpcount.keyed.prf`). That is what makes resuming across time exact.
+
+    Arithmetic order is a function of s alone (floating point: the signed node noises
+    added one by one, level by level and in node order, to 0, then C(s) + that sum;
+    integers are exact in any order and are added straight into C(s)), so any window
+    split gives the same bits, also for floating-point noise. Only the nodes the
+    window touches are drawn: at most W/k^ℓ + k per level. ``overwrite``: compute in
+    ``counts``' memory (integers: the result is ``counts``).
+    """
+    width = counts.shape[0]
+    exact = exact_running(counts, base, overwrite=overwrite)
+    integer = exact.dtype.kind == "i"
+    total = exact if integer else np.zeros_like(exact)
+    q = np.arange(first, first + width, dtype=np.int64)
+    for level in range(height):
+        d = (q - low) % k + low
+        q = (q - d) // k
+        lo = k * q + np.minimum(d, 0)
+        hi = k * q + np.maximum(d, 0)
+        a, b = int(lo.min()), int(hi.max())
+        if b <= a:
+            continue
+        drawn = noise(level, a, b)
+        negative = d < 0
+        for j in range(int(np.abs(d).max())):
+            rows = np.flatnonzero(lo + j < hi)  # steps that add a j-th node at this level
+            if rows.size == 0:
+                continue
+            values = drawn[lo[rows] + (j - a)]
+            flip = negative[rows]
+            if flip.any():
+                values[flip] = -values[flip]
+            total[rows] += values
+    if q.any():
+        raise ValueError(f"height {height} is too small for step {first + width - 1}")
+    if integer:
+        return exact
+    out: NDArray[Any] = exact + total
+    return out
+
+
+def blt_running_counts(
+    counts: NDArray[np.float64],
+    base: NDArray[np.float64] | None,
+    z: NDArray[np.float64],
+    decay: NDArray[np.float64],
+    weight: NDArray[np.float64],
+    buffers: NDArray[np.float64] | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """BLT releases of a window of steps: exact running count + (B z)_s, for each column.
+
+    ``z`` (W × keys): the i.i.d. noise of the window's steps; ``decay`` and ``weight``
+    (m,): the recursion q_j(t) = decay_j·q_j(t − 1) + z_t and (B z)_t = Σ_j weight_j·q_j(t)
+    (decays λ and 1 — the running sum —, weights β and a); ``buffers`` (m × keys): q(first
+    − 1) (None: zero). Returns the releases and q at the window's last step.
+
+    Each q_j is one first-order filter per key (:func:`scipy.signal.lfilter`:
+    y_t = z_t + λ·y_{t−1}, element by element), then the weighted sum is taken in buffer
+    order: the arithmetic per (key, step) does not depend on the key chunk or on where
+    the run was split, so resumed and re-chunked runs give the same bits. The filters
+    run on a keys × steps copy (each key's steps contiguous: ~6x faster than filtering
+    down the columns).
+    """
+    from scipy.signal import lfilter
+
+    n_keys = counts.shape[1]
+    exact = exact_running(counts, base)
+    zt = np.ascontiguousarray(z.T)
+    total = np.zeros_like(zt)
+    ends = np.empty((len(decay), n_keys))
+    for j, (lam, w) in enumerate(zip(decay.tolist(), weight.tolist(), strict=True)):
+        start = np.zeros((n_keys, 1)) if buffers is None else lam * buffers[j][:, None]
+        y = lfilter([1.0], [1.0, -lam], zt, axis=1, zi=start)[0]
+        ends[j] = y[:, -1]
+        y *= w
+        total += y
+    out: NDArray[np.float64] = exact + total.T
+    return out, ends
+
+
+class KeyedKind(_Choice):
+    """The keyed mechanism: the k-ary tree (any noise kind) or BLT (Gaussian noise)."""
+
+    TREE = "tree"
+    BLT = "blt"
+
+
 def digit_sums(horizon: int, k: int) -> NDArray[np.int64]:
     """‖d(s)‖₁, the number of nodes summed at step s = 1..T (sum of base-k digits)."""
     s = np.arange(1, horizon + 1, dtype=np.int64)
@@ -158,6 +320,9 @@ class KeyedMechanism:
         key_block: PRF layout constant B (power of two).
         subtract: the k-ary tree with subtraction (offset digits, count-on-your-elders
             Alg. 3): fewer nodes per release for k ≥ 3.
+        kind: :class:`KeyedKind` — the tree, or BLT with the shipped parameters for the
+            horizon (Gaussian noise only; ``k`` and ``subtract`` unused; see the module
+            docstring for its sensitivity across keys, arXiv:2404.16706).
     """
 
     n_keys: int
@@ -172,8 +337,16 @@ class KeyedMechanism:
     neighbouring: str
     key_block: int
     subtract: bool = False
+    kind: KeyedKind = KeyedKind.TREE
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", KeyedKind.parse("mechanism", self.kind))
+        noise = NoiseKind.parse("noise", self.noise)
+        if self.kind is KeyedKind.BLT and noise is not NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"noise={noise.value!r} is not available with mechanism='blt': BLT is "
+                "calibrated for Gaussian noise only (use noise='gaussian' and a delta)"
+            )
         for name in ("n_keys", "horizon"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -192,15 +365,36 @@ class KeyedMechanism:
         offset digits reach T (:meth:`~dpcount.counting.digits.DigitSystem.height`)."""
         return self.digit_system.height(self.horizon)
 
+    @cached_property
+    def blt(self) -> tuple[NDArray[np.float64], NDArray[np.float64], BLTInverse]:
+        """(θ, ω, inverse): the shipped BLT optimized for the horizon (mean loss)."""
+        theta, omega = shipped_blt_parameters(self.horizon)
+        a, b = np.asarray(theta, dtype=np.float64), np.asarray(omega, dtype=np.float64)
+        return a, b, blt_inverse(a, b)
+
+    @property
+    def unit_sensitivities(self) -> tuple[float, float]:
+        """(ℓ₁, ℓ₂) norms of the perturbed vector's change per unit of step change:
+        h and √h for the tree (one node per level); ‖C[:, 0]‖₁ and ‖C[:, 0]‖₂ for BLT
+        (closed form for ℓ₂, :func:`~dpcount.counting.blt.blt_losses`; both enlarged
+        by a relative 1e-12)."""
+        if self.kind is KeyedKind.TREE:
+            h = self.height
+            return float(h), math.sqrt(h)
+        theta, omega, inverse = self.blt
+        l1 = math.fsum(encoder_coefficients(theta, omega, self.horizon).tolist())
+        l2 = math.sqrt(blt_losses(theta, omega, self.horizon, inverse).sensitivity_squared)
+        return l1 * (1 + SENSITIVITY_MARGIN), l2 * (1 + SENSITIVITY_MARGIN)
+
     @property
     def calibrated(self) -> Calibrated:
-        h = self.height
+        u1, u2 = self.unit_sensitivities
         return calibrate(
             str(self.noise),
             epsilon=self.epsilon,
             delta=self.delta,
-            l1_sensitivity=h * self.l1_step,
-            l2_sensitivity=math.sqrt(h) * self.l2_step,
+            l1_sensitivity=u1 * self.l1_step,
+            l2_sensitivity=u2 * self.l2_step,
             calibration=self.calibration,
             neighbouring=self.neighbouring,
         )
@@ -214,6 +408,13 @@ class KeyedMechanism:
         import re
 
         text = re.sub(r"[,;] exact sampler \([^)]*Alg\. 2\)", "", self.privacy.describe())
+        if self.kind is KeyedKind.BLT:
+            n = len(self.blt[0])
+            return (
+                f"{text}; BLT with {n} buffers (Dvijotham et al. 2024, arXiv:2404.16706); "
+                "noise: floating-point Gaussian (Box-Muller) from AES-CTR PRF bits of "
+                "(secret, step, key)"
+            )
         sampler = {
             NoiseKind.DISCRETE_LAPLACE: "exact discrete Laplace as the difference of two "
             "geometric variables",
@@ -229,6 +430,10 @@ class KeyedMechanism:
 
     def std(self) -> NDArray[np.float64]:
         """Exact standard deviation of the private count of each step (same for all keys)."""
+        if self.kind is KeyedKind.BLT:
+            b = decoder_coefficients(self.blt[2], self.horizon)
+            blt_std: NDArray[np.float64] = np.sqrt(np.cumsum(b * b) * self.node_variance)
+            return blt_std
         digits = offset_digits(self.horizon, self.k, self.digit_system.low, self.height)
         nodes = np.sum(np.abs(np.array(digits)), axis=0)
         out: NDArray[np.float64] = np.sqrt(nodes * self.node_variance)
@@ -237,7 +442,7 @@ class KeyedMechanism:
     def config(self) -> dict[str, Any]:
         return {
             "scheme": PRF_SCHEME,
-            "mechanism": "kary-tree-subtraction" if self.subtract else "kary-tree-no-subtraction",
+            "mechanism": self._mechanism_name(),
             "n_keys": self.n_keys,
             "horizon": self.horizon,
             "k": self.k,
@@ -250,13 +455,24 @@ class KeyedMechanism:
             "key_block": self.key_block,
         }
 
-    def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NoiseFn:
+    def _mechanism_name(self) -> str:
+        if self.kind is KeyedKind.BLT:
+            theta, omega, _ = self.blt
+            return f"blt:{theta.tolist()}:{omega.tolist()}"
+        return "kary-tree-subtraction" if self.subtract else "kary-tree-no-subtraction"
+
+    @property
+    def buffers(self) -> int:
+        """Noise state values per key between steps (BLT: buffers + 1; tree: 0)."""
+        return len(self.blt[0]) + 1 if self.kind is KeyedKind.BLT else 0
+
+    def noise_fn(self, secret: bytes, key_lo: int, key_hi: int) -> NodeNoiseFn:
         """Node noise of keys [key_lo, key_hi): a pure function of (secret, position)."""
         prf = PositionPRF(secret, str(self.noise), self.key_block)
         sampler: Any = self.calibrated.sampler
 
-        def noise(level: int, n_nodes: int) -> NDArray[Any]:
-            rect = (level, 0, n_nodes, key_lo, key_hi)
+        def noise(level: int, node_lo: int, node_hi: int) -> NDArray[Any]:
+            rect = (level, node_lo, node_hi, key_lo, key_hi)
             if self.noise is NoiseKind.DISCRETE_LAPLACE:
                 return keyed_discrete_laplace(prf, rect, Fraction(sampler.scale))
             if self.noise is NoiseKind.DISCRETE_GAUSSIAN:
@@ -267,19 +483,80 @@ class KeyedMechanism:
 
         return noise
 
-    def release(
-        self, secret: bytes, contributions: Contributions, key_lo: int, key_hi: int
+    def check_window(self, first: int, last: int) -> None:
+        if not 1 <= first <= last <= self.horizon:
+            raise ValueError(
+                f"steps {first}..{last} outside 1..{self.horizon} (the horizon, fixed at the "
+                "first run)"
+            )
+
+    def counts(
+        self, contributions: Contributions, key_lo: int, key_hi: int, first: int, last: int
     ) -> NDArray[Any]:
-        """Private running counts of keys [key_lo, key_hi): shape (T, key_hi − key_lo)."""
+        """Dense contributions of steps first..last of keys [key_lo, key_hi)."""
         if not 0 <= key_lo < key_hi <= self.n_keys:
             raise ValueError(f"key range [{key_lo}, {key_hi}) outside [0, {self.n_keys})")
+        self.check_window(first, last)
         dtype = np.int64 if self.noise.is_discrete else np.float64
-        counts = contributions.dense(key_lo, key_hi, self.horizon).astype(dtype, copy=False)
+        dense = contributions.dense(key_lo, key_hi, last, first)
+        out: NDArray[Any] = dense.astype(dtype, copy=False)
+        return out
+
+    def release(
+        self,
+        secret: bytes,
+        contributions: Contributions,
+        key_lo: int,
+        key_hi: int,
+        *,
+        first: int = 1,
+        last: int | None = None,
+        base: NDArray[Any] | None = None,
+    ) -> NDArray[Any]:
+        """Private running counts of keys [key_lo, key_hi) at steps first..last (default
+        1..T): shape (last − first + 1, key_hi − key_lo). ``base``: the exact running
+        counts of step first − 1 of these keys (from a stored state; None: zero)."""
+        if self.kind is KeyedKind.BLT:
+            raise ValueError("BLT carries noise state between steps: use release_state")
+        return self.release_state(
+            secret, contributions, key_lo, key_hi, first=first, last=last, base=base
+        )[0]
+
+    def release_state(
+        self,
+        secret: bytes,
+        contributions: Contributions,
+        key_lo: int,
+        key_hi: int,
+        *,
+        first: int = 1,
+        last: int | None = None,
+        base: NDArray[Any] | None = None,
+        buffers: NDArray[np.float64] | None = None,
+    ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
+        """:meth:`release` and the noise state after step ``last`` (BLT: (buffers + 1) ×
+        keys, from ``buffers`` at step first − 1; the tree has none: None)."""
+        last = self.horizon if last is None else last
+        counts = self.counts(contributions, key_lo, key_hi, first, last)
+        if base is not None:
+            base = np.asarray(base, dtype=counts.dtype)
+            if base.shape != (key_hi - key_lo,):
+                raise ValueError(f"base must have shape ({key_hi - key_lo},), got {base.shape}")
+        if self.kind is KeyedKind.BLT:
+            inv = self.blt[2]
+            prf = PositionPRF(secret, "gaussian/blt", self.key_block)
+            sigma = float(self.calibrated.sampler.sigma)  # type: ignore[attr-defined]
+            z = keyed_gaussian(prf, (0, first - 1, last, key_lo, key_hi), sigma)
+            if buffers is not None and buffers.shape != (self.buffers, key_hi - key_lo):
+                raise ValueError(f"buffers must have shape ({self.buffers}, {key_hi - key_lo})")
+            decay, weight = np.append(inv.decay, 1.0), np.append(inv.beta, inv.a)
+            return blt_running_counts(counts, base, z, decay, weight, buffers)
         noise = self.noise_fn(secret, key_lo, key_hi)
-        if self.subtract:
-            low = self.digit_system.low
-            return tree_running_counts_subtract(counts, self.k, low, self.height, noise)
-        return tree_running_counts(counts, self.k, self.height, noise)
+        low = self.digit_system.low
+        out = window_running_counts(
+            counts, base, first, self.k, low, self.height, noise, overwrite=True
+        )
+        return out, None
 
 
 def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
@@ -295,8 +572,11 @@ def chunk_frame(
     labels: list[str],
     key_lo: int,
     time_label: str = "time",
+    first_step: int = 1,
 ) -> pd.DataFrame:
     """Output rows (key, step, time label, private_count, std), key-major, for one chunk.
+
+    ``values`` holds steps first_step.. (``labels`` and ``std``: one per row of values).
 
     Key and time label are categorical columns (codes into the chunk's keys and the
     step labels), so building a chunk creates no Python object per row.
@@ -308,7 +588,7 @@ def chunk_frame(
                 np.repeat(np.arange(n, dtype=np.int32), horizon),
                 categories=pd.Index(list(keys[key_lo : key_lo + n]), dtype=object),
             ),
-            "step": np.tile(np.arange(1, horizon + 1, dtype=np.int64), n),
+            "step": np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n),
             time_label: pd.Categorical.from_codes(
                 np.tile(np.arange(horizon, dtype=np.int32), n), categories=labels
             ),

@@ -113,6 +113,29 @@ def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataF
     )
 
 
+def is_polars(frame: Any) -> bool:
+    """A polars DataFrame (or LazyFrame), without importing polars."""
+    return type(frame).__module__.split(".")[0] == "polars" and type(frame).__name__ in (
+        "DataFrame",
+        "LazyFrame",
+    )
+
+
+def from_polars(frame: Any, columns: EventColumns) -> pd.DataFrame:
+    """The event columns of a polars DataFrame/LazyFrame as a pandas frame (via Arrow).
+
+    Only the named columns are converted; a LazyFrame is collected. Row order and
+    values are kept, so the run equals the run on the same rows as pandas.
+    """
+    names = list(frame.collect_schema().names())
+    columns.check(names, "the events")
+    picked = frame.select(columns.names())
+    if type(picked).__name__ == "LazyFrame":
+        picked = picked.collect()
+    out: pd.DataFrame = picked.to_pandas()
+    return out
+
+
 def read_keys(path: str | os.PathLike[str]) -> list[str]:
     """The key universe from a text file (one key per line, blank lines ignored)."""
     p = Path(path)
@@ -325,6 +348,9 @@ class DropReport:
     clipped_weight: float = 0.0
     unit_dropped_keys: int = 0
     unit_dropped_weight: float = 0.0
+    #: events in steps after the last step released by this run (``until``): not
+    #: counted now; pass them again to the run that releases their step
+    later_steps: int = 0
 
     def __add__(self, other: DropReport) -> DropReport:
         return DropReport(
@@ -333,7 +359,7 @@ class DropReport:
 
     @property
     def kept_events(self) -> int:
-        return self.events - self.unknown_key - self.out_of_range
+        return self.events - self.unknown_key - self.out_of_range - self.later_steps
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -351,11 +377,14 @@ class Contributions:
         a, b = np.searchsorted(self.key, [lo, hi])
         return Contributions(self.key[a:b], self.step[a:b], self.value[a:b])
 
-    def dense(self, lo: int, hi: int, horizon: int) -> NDArray[Any]:
-        """(horizon × (hi − lo)) matrix of the contributions of keys [lo, hi)."""
+    def dense(self, lo: int, hi: int, last: int, first: int = 1) -> NDArray[Any]:
+        """((last − first + 1) × (hi − lo)) matrix of the contributions of keys [lo, hi)
+        at steps first..last (every contribution must lie in those steps)."""
         part = self.for_keys(lo, hi)
-        out = np.zeros((horizon, hi - lo), dtype=self.value.dtype)
-        out[part.step - 1, part.key - lo] = part.value
+        out = np.zeros((last - first + 1, hi - lo), dtype=self.value.dtype)
+        if len(part.step) and (part.step.min() < first or part.step.max() > last):
+            raise ValueError(f"contributions outside steps {first}..{last}")
+        out[part.step - first, part.key - lo] = part.value
         return out
 
 
@@ -391,9 +420,16 @@ def map_events(
     horizon: int,
     *,
     integer: bool,
+    first: int = 1,
+    last: int | None = None,
 ) -> tuple[pd.DataFrame, DropReport]:
-    """Rows (key, step, weight[, unit]) of the events inside the universe and horizon.
+    """Rows (key, step, weight[, unit]) of the events inside the universe and steps
+    ``first``..``last`` (default 1..horizon).
 
+    Events in steps 1..first−1 — already released by an earlier run that this one
+    continues — are refused (ValueError naming the first such row): counting them
+    now would change nothing released, and dropping them silently would lose them.
+    Events in steps last+1..horizon are counted in ``later_steps`` and dropped.
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
     columns.check(list(frame.columns), "the events")
@@ -410,10 +446,28 @@ def map_events(
         out["unit"] = unit.to_numpy()
     unknown = keys < 0
     outside = ~unknown & ((steps < 1) | (steps > horizon))
+    if first > 1:
+        released = (steps >= 1) & (steps < first)
+        if released.any():
+            i = int(np.flatnonzero(released)[0])
+            label = frame.index[i]
+            label = label.item() if isinstance(label, np.generic) else label
+            raise ValueError(
+                f"event at row {label!r} (time {frame[columns.time].iloc[i]}) is in "
+                f"step {int(steps[i])}, already released: this run continues from step "
+                f"{first}; pass only events of steps >= {first} ({int(released.sum())} "
+                "events refused)"
+            )
+    later = np.zeros(len(steps), dtype=bool)
+    if last is not None and last < horizon:
+        later = ~unknown & ~outside & (steps > last)
     report = DropReport(
-        events=len(frame), unknown_key=int(unknown.sum()), out_of_range=int(outside.sum())
+        events=len(frame),
+        unknown_key=int(unknown.sum()),
+        out_of_range=int(outside.sum()),
+        later_steps=int(later.sum()),
     )
-    return out[~(unknown | outside)].reset_index(drop=True), report
+    return out[~(unknown | outside | later)].reset_index(drop=True), report
 
 
 def _clip(values: NDArray[Any], max_weight: float) -> tuple[NDArray[Any], int, float]:

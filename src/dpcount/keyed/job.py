@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.engine import KeyedMechanism
+from dpcount.keyed.engine import KeyedKind, KeyedMechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
@@ -32,9 +32,10 @@ from dpcount.keyed.events import (
     to_contributions,
 )
 from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.state import RunState
 from dpcount.privacy.budget import NoiseKind
 
-__all__ = ["KeyedJob", "make_job"]
+__all__ = ["Carry", "KeyedJob", "continue_from", "load_base", "make_job", "save_state"]
 
 Progress = Callable[[int, int], None]
 
@@ -66,6 +67,33 @@ class KeyedJob:
     max_weight: float
     max_keys: int | None
     secret: RunSecret
+    #: the steps this run releases (a later run continues from a stored state)
+    first: int = 1
+    last: int | None = None
+
+    @property
+    def until(self) -> int:
+        return self.mechanism.horizon if self.last is None else self.last
+
+    def window(self, first: int, last: int | None) -> KeyedJob:
+        """This job releasing steps first..last (default: to the horizon)."""
+        last = self.mechanism.horizon if last is None else last
+        for name, value in (("until", last), ("first step", first)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        if last > self.mechanism.horizon:
+            raise ValueError(
+                f"until={last} is beyond the horizon {self.mechanism.horizon} fixed at the "
+                "first run (the tree's height and the budget depend on it)"
+            )
+        if last < 1:
+            raise ValueError(f"until must be >= 1, got {last}")
+        if last < first:
+            raise ValueError(
+                f"until={last}: steps 1..{first - 1} are already released (stored state); "
+                f"until must be >= {first}"
+            )
+        return dataclasses.replace(self, first=first, last=last)
 
     @property
     def integer(self) -> bool:
@@ -81,7 +109,14 @@ class KeyedJob:
         """Map one partition of events and sum it partially (clipping events first)."""
         m = self.mechanism
         rows, report = map_events(
-            frame, self.columns, self.universe, self.buckets, m.horizon, integer=self.integer
+            frame,
+            self.columns,
+            self.universe,
+            self.buckets,
+            m.horizon,
+            integer=self.integer,
+            first=self.first,
+            last=self.last,
         )
         if self.max_keys is None:
             rows, clipped = clip_events(rows, self.max_weight)
@@ -102,8 +137,35 @@ class KeyedJob:
             )
         return to_contributions(rows, dtype), report
 
-    def release(self, contributions: Contributions, lo: int, hi: int) -> NDArray[Any]:
-        return self.mechanism.release(self.secret.secret, contributions, lo, hi)
+    def release(
+        self,
+        contributions: Contributions,
+        lo: int,
+        hi: int,
+        base: NDArray[Any] | None = None,
+        buffers: NDArray[np.float64] | None = None,
+    ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
+        """Releases of keys [lo, hi) at this job's steps, and the noise state after them."""
+        return self.mechanism.release_state(
+            self.secret.secret,
+            contributions,
+            lo,
+            hi,
+            first=self.first,
+            last=self.until,
+            base=base,
+            buffers=buffers,
+        )
+
+    def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
+        """Exact running counts of every key at step ``until`` (for the stored state),
+        added in the same order as the release's (:func:`exact_running`)."""
+        out = np.array(base, copy=True)
+        m = self.mechanism
+        for lo, hi in chunk_bounds(m.n_keys, chunk):
+            counts = m.counts(contributions, lo, hi, self.first, self.until)
+            out[lo:hi] = exact_running(counts, base[lo:hi])[-1]
+        return out
 
     def with_secret(
         self, secret: RunSecret | bytes | str | os.PathLike[str]
@@ -142,6 +204,7 @@ def make_job(
     horizon: int | None,
     k: int,
     subtract: bool = False,
+    mechanism: KeyedKind | str = KeyedKind.TREE,
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -184,6 +247,7 @@ def make_job(
         neighbouring=relation,
         key_block=_key_block(len(universe)),
         subtract=subtract,
+        kind=KeyedKind.parse("mechanism", mechanism),
     )
     mech.calibrated  # noqa: B018  (validates the budget before a secret file is created)
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
@@ -202,3 +266,70 @@ def _resolve_secret(
     if isinstance(secret, (str, os.PathLike)):
         return RunSecret.open_or_create(secret, config)
     raise TypeError(f"secret must be a path, bytes or RunSecret, got {type(secret).__name__}")
+
+
+def continue_from(
+    job: KeyedJob, state: str | os.PathLike[str] | None, until: int | None
+) -> KeyedJob:
+    """The job releasing the steps after those of the stored ``state`` (if the file
+    exists; else from step 1) up to ``until`` (default: the horizon)."""
+    first = 1
+    if state is not None and os.path.exists(state):
+        first = RunState.peek_step(state) + 1
+        if first > job.mechanism.horizon:
+            raise ValueError(
+                f"state file {state}: all {job.mechanism.horizon} steps (the horizon) are "
+                "already released"
+            )
+    return job.window(first, until)
+
+
+def load_base(
+    job: KeyedJob, state: str | os.PathLike[str] | None
+) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
+    """The authenticated running sums and noise state of step ``job.first − 1`` (None,
+    None: start from zero)."""
+    if state is None or (job.first == 1 and not os.path.exists(state)):
+        return None, None
+    m = job.mechanism
+    stored = RunState.load(state, job.secret, m.n_keys, m.buffers)
+    if stored.step != job.first - 1:
+        raise ValueError(f"state file {state} changed during the run (step {stored.step})")
+    dtype = np.int64 if job.integer else np.float64
+    if stored.sums.dtype != dtype:
+        raise ValueError(f"state file {state} holds {stored.sums.dtype} sums, not {dtype}")
+    return stored.sums, stored.buffers
+
+
+@dataclass
+class Carry:
+    """What the next run needs: the exact running sums at ``until`` (computed before the
+    release) and the noise state there (BLT; filled in chunk by chunk)."""
+
+    sums: NDArray[Any]
+    buffers: NDArray[np.float64] | None
+
+    @classmethod
+    def start(
+        cls,
+        job: KeyedJob,
+        contributions: Contributions,
+        base: NDArray[Any] | None,
+        chunk_keys: int,
+    ) -> Carry:
+        m = job.mechanism
+        zero = np.zeros(m.n_keys, dtype=np.int64 if job.integer else np.float64)
+        sums = job.totals(contributions, zero if base is None else base, chunk_keys)
+        return cls(sums, np.full((m.buffers, m.n_keys), np.nan) if m.buffers else None)
+
+
+def save_state(
+    job: KeyedJob,
+    state: str | os.PathLike[str],
+    totals: NDArray[Any],
+    buffers: NDArray[np.float64] | None = None,
+) -> None:
+    """Record that steps 1..until are released, with the exact sums (and noise state)
+    at ``until``."""
+    s = job.secret
+    RunState(s.run_id, s.fingerprint, job.until, totals, buffers).save(state, s)

@@ -30,10 +30,12 @@ from dpcount.keyed.events import (
     DropReport,
     EventColumns,
     TimeBuckets,
+    from_polars,
+    is_polars,
     parse_times,
     read_events,
 )
-from dpcount.keyed.job import KeyedJob, make_job
+from dpcount.keyed.job import Carry, KeyedJob, continue_from, load_base, make_job, save_state
 from dpcount.keyed.secret import RunSecret
 from dpcount.privacy.budget import NoiseKind
 
@@ -58,20 +60,37 @@ class KeyedResult:
     secret_created: bool
     output: Path | None = None
     data_derived: list[str] = field(default_factory=list)
+    #: the steps released by this run (first, last); 1..T unless resumed across time
+    steps: tuple[int, int] | None = None
+    state: Path | None = None
+
+    @property
+    def released(self) -> tuple[int, int]:
+        return (1, self.mechanism.horizon) if self.steps is None else self.steps
 
     @property
     def std(self) -> NDArray[np.float64]:
-        return self.mechanism.std()
+        """Exact std of the released steps' counts (the same for every key)."""
+        first, last = self.released
+        return self.mechanism.std()[first - 1 : last]
 
     def summary(self) -> list[str]:
         m, r = self.mechanism, self.report
         std = self.std
         lines = [
             f"keys: {m.n_keys}, steps: {m.horizon} ({self.buckets.describe()['step']} from "
-            f"{self.buckets.describe()['start']}), k-ary tree k={m.k}"
-            f"{' with subtraction' if m.subtract else ''}, height {m.height}",
+            f"{self.buckets.describe()['start']}), "
+            + (
+                f"BLT with {m.buffers - 1} buffers"
+                if m.buffers
+                else f"k-ary tree k={m.k}{' with subtraction' if m.subtract else ''}, "
+                f"height {m.height}"
+            ),
+            f"released steps: {self.released[0]}..{self.released[1]}"
+            + (f"; state saved to {self.state}" if self.state is not None else ""),
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
-            f"unknown key, {r.out_of_range} outside the steps; cut: {r.clipped_events} "
+            f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
+            f"released steps; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
             f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})",
             f"guarantee: {m.describe()}",
@@ -92,14 +111,59 @@ def iter_frames(
     chunks: Iterable[tuple[int, NDArray[Any]]],
     time_label: str,
 ) -> Iterator[pd.DataFrame]:
-    std = job.mechanism.std()
-    labels = job.buckets.labels(job.mechanism.horizon)
+    std = job.mechanism.std()[job.first - 1 : job.until]
+    labels = job.buckets.labels(job.until)[job.first - 1 :]
     for lo, values in chunks:
-        yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label)
+        yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label, job.first)
 
 
-def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -> Path:
+def chunk_table(
+    values: NDArray[Any],
+    std: NDArray[np.float64],
+    keys: tuple[Any, ...],
+    labels: list[str],
+    key_lo: int,
+    time_label: str = "time",
+    first_step: int = 1,
+) -> Any:
+    """:func:`~dpcount.keyed.engine.chunk_frame` as an Arrow table, built directly (no
+    pandas frame in between) with the schema :func:`write_frames` writes."""
+    import pyarrow as pa
+
+    horizon, n = values.shape
+    codes = np.repeat(np.arange(n, dtype=np.int32), horizon)
+    key = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(keys[key_lo : key_lo + n])))
+    steps = np.tile(np.arange(horizon, dtype=np.int32), n)
+    # large_string: the type pandas gives the labels (same bytes as the frame path)
+    time = pa.DictionaryArray.from_arrays(pa.array(steps), pa.array(labels, pa.large_string()))
+    return pa.table(
+        {
+            "key": key,
+            "step": pa.array(
+                np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n)
+            ),
+            time_label: time,
+            "private_count": pa.array(values.T.reshape(-1)),
+            "std": pa.array(np.tile(std, n)),
+        }
+    )
+
+
+def iter_tables(
+    job: KeyedJob,
+    chunks: Iterable[tuple[int, NDArray[Any]]],
+    time_label: str,
+) -> Iterator[Any]:
+    std = job.mechanism.std()[job.first - 1 : job.until]
+    labels = job.buckets.labels(job.until)[job.first - 1 :]
+    for lo, values in chunks:
+        yield chunk_table(values, std, job.universe.keys, labels, lo, time_label, job.first)
+
+
+def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
     """Write the frames to CSV or Parquet (by extension) atomically: temp file + rename.
+
+    ``frames``: pandas DataFrames (or, for Parquet, Arrow tables from :func:`chunk_table`).
 
     A rerun with the same secret and data writes identical bytes; a killed run
     leaves no partial output (only a temp file that the next run ignores).
@@ -128,9 +192,18 @@ def write_frames(frames: Iterable[pd.DataFrame], path: str | os.PathLike[str]) -
             writer = None
             try:
                 for frame in frames:
-                    table = _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
+                    table = (
+                        frame
+                        if isinstance(frame, pa.Table)
+                        else _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
+                    )
                     if writer is None:
-                        writer = pq.ParquetWriter(tmp, table.schema)
+                        # no dictionary for floating-point counts (all values distinct:
+                        # building and dropping the dictionary cost ~40% of the write)
+                        plain = {f.name for f in table.schema if pa.types.is_floating(f.type)}
+                        plain.discard("std")  # one value per step: a small dictionary
+                        names = [n for n in table.schema.names if n not in plain]
+                        writer = pq.ParquetWriter(tmp, table.schema, use_dictionary=names)
                     writer.write_table(table)
             finally:
                 if writer is not None:
@@ -155,12 +228,21 @@ class _PartsDir:
         self.path = path
         self.chunk_keys = chunk_keys
 
+    def for_job(self, job: KeyedJob) -> _PartsDir:
+        """A run that releases only some steps writes to ``steps-FIRST-LAST/`` inside."""
+        if (job.first, job.until) == (1, job.mechanism.horizon):
+            return self
+        sub = self.path / f"steps-{job.first:06d}-{job.until:06d}"
+        return _PartsDir(sub, self.chunk_keys)
+
     def part(self, lo: int) -> Path:
         return self.path / f"part-{lo:012d}.parquet"
 
     def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
         m = job.mechanism
-        return PartWriter(self.path, job.buckets.labels(m.horizon), m.std(), time_label)
+        labels = job.buckets.labels(job.until)[job.first - 1 :]
+        std = m.std()[job.first - 1 : job.until]
+        return PartWriter(self.path, labels, std, time_label, job.first)
 
     def open(self, job: KeyedJob) -> set[int]:
         """Check or write the manifest; the first key of every chunk already written."""
@@ -194,11 +276,14 @@ class PartWriter:
     labels: list[str]
     std: NDArray[np.float64]
     time_label: str
+    first_step: int = 1
 
     def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
         """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
-        frame = chunk_frame(values, self.std, keys, self.labels, 0, self.time_label)
-        return write_frames([frame], self.path / f"part-{lo:012d}.parquet")
+        table = chunk_table(
+            values, self.std, keys, self.labels, 0, self.time_label, self.first_step
+        )
+        return write_frames([table], self.path / f"part-{lo:012d}.parquet")
 
 
 def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
@@ -243,12 +328,15 @@ def keyed_counts(
     horizon: int | None = None,
     k: int = 2,
     subtract: bool = False,
+    mechanism: str = "tree",
     chunk_keys: int = 2048,
     engine: str = "embedded",
     partitions: int | None = None,
     scheduler: Any = None,
     workers: int = 2,
     output: str | os.PathLike[str] | None = None,
+    state: str | os.PathLike[str] | None = None,
+    until: int | None = None,
     time_label: str = "time",
     progress: Progress | None = None,
     on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
@@ -256,8 +344,9 @@ def keyed_counts(
     """Private running counts of every key of a public universe, at every step.
 
     Args:
-        events: a pandas DataFrame, a CSV/Parquet path, or (``engine="dask"``) a
-            Dask DataFrame, with columns time, key[, weight][, unit].
+        events: a pandas or polars DataFrame (or polars LazyFrame; the ``polars``
+            extra), a CSV/Parquet path, or (``engine="dask"``) a Dask DataFrame, with
+            columns time, key[, weight][, unit].
         keys: the public key universe: a sequence, or a text file (one key a line).
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
@@ -272,6 +361,10 @@ def keyed_counts(
         max_keys: keys per unit and step (with ``unit_column``).
         start, horizon: the first bucket's start and the number of steps T
             (default: from the data, which is not private; see the module docstring).
+        mechanism: ``"tree"`` (the k-ary tree, any noise kind; default) or ``"blt"``
+            (the buffered linear Toeplitz mechanism with the shipped parameters
+            optimized for the horizon, Dvijotham et al. 2024, arXiv:2404.16706;
+            ``noise="gaussian"`` with a delta only; lower error than the tree).
         k: tree branching factor.
         subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
             release for k ≥ 3, count-on-your-elders Alg. 3).
@@ -281,6 +374,16 @@ def keyed_counts(
         output: write to this CSV/Parquet file (atomically) instead of returning a frame;
             a path without an extension is a resumable directory of Parquet parts
             (one per key chunk): a rerun after a crash computes only the missing parts.
+        state: resume across time. A file holding the run's exact running sums per
+            key after its last released step (see :mod:`dpcount.keyed.state`; as
+            sensitive as the raw data, mode 0600). If it exists, this run continues
+            from it: it releases steps last+1..``until`` from events of those steps
+            only (events of released steps are refused) and equals, bit for bit with
+            discrete noise, one run over all the steps. Written (atomically) once the
+            output is complete. Needs explicit ``start``, ``horizon`` and ``until``.
+        until: the last step to release (default: the horizon; required with
+            ``state``). Events of later steps are dropped and counted in
+            ``report.later_steps``.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
@@ -291,6 +394,28 @@ def keyed_counts(
         private_count, std; the drop report; the mechanism and its guarantee.
     """
     columns = EventColumns(time_column, key_column, weight_column, unit_column)
+    if is_polars(events):
+        events = from_polars(events, columns)
+    if state is not None and (start is None or horizon is None):
+        raise ValueError(
+            "state= needs an explicit start and horizon (fixed at the first run, the same "
+            "in every later one)"
+        )
+    if (
+        state is not None
+        and Path(state).exists()
+        and isinstance(secret, (str, os.PathLike))
+        and not Path(secret).exists()
+    ):
+        raise FileNotFoundError(
+            f"state file {state} exists but secret file {secret} does not: a state "
+            "continues only the run of its own secret (not creating a new one)"
+        )
+    if state is not None and until is None:
+        raise ValueError(
+            "state= needs until= (the last step to release now): releasing to the horizon "
+            "by default would use up the steps that later runs are meant to release"
+        )
     common: dict[str, Any] = dict(
         keys=keys,
         columns=columns,
@@ -305,6 +430,7 @@ def keyed_counts(
         horizon=horizon,
         k=k,
         subtract=subtract,
+        mechanism=mechanism,
     )
     parts = (
         _PartsDir(Path(output), chunk_keys)
@@ -314,7 +440,7 @@ def keyed_counts(
     if engine == "dask":
         from dpcount.keyed.dask import run_dask
 
-        job, created, derived, report, dask_chunks = run_dask(
+        job, created, derived, report, dask_chunks, carry = run_dask(
             events,
             common,
             secret,
@@ -325,16 +451,37 @@ def keyed_counts(
             scheduler=scheduler,
             workers=workers,
             progress=progress,
+            state=state,
+            until=until,
         )
         return _emit(
-            job, created, derived, report, dask_chunks, output, time_label, on_chunk, parts
+            job,
+            created,
+            derived,
+            report,
+            dask_chunks,
+            output,
+            time_label,
+            on_chunk,
+            parts,
+            state,
+            carry,
         )
     if engine != "embedded":
         raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
-    job, created, derived, report, chunks = _run_embedded(
-        events, common, secret, parts=parts, chunk_keys=chunk_keys, progress=progress
+    job, created, derived, report, chunks, carry = _run_embedded(
+        events,
+        common,
+        secret,
+        parts=parts,
+        chunk_keys=chunk_keys,
+        progress=progress,
+        state=state,
+        until=until,
     )
-    return _emit(job, created, derived, report, chunks, output, time_label, on_chunk, parts)
+    return _emit(
+        job, created, derived, report, chunks, output, time_label, on_chunk, parts, state, carry
+    )
 
 
 def _run_embedded(
@@ -345,29 +492,55 @@ def _run_embedded(
     parts: _PartsDir | None,
     chunk_keys: int,
     progress: Progress | None,
-) -> tuple[KeyedJob, bool, list[str], DropReport, Iterator[tuple[int, NDArray[Any]]]]:
+    state: str | os.PathLike[str] | None = None,
+    until: int | None = None,
+) -> tuple[
+    KeyedJob,
+    bool,
+    list[str],
+    DropReport,
+    Iterator[tuple[int, NDArray[Any]]],
+    Carry | None,
+]:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
     columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
     job, derived = make_job(times=times, **common)
+    job = continue_from(job, state, until)
     partial, report = job.prepare(frame)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
+    base, buffers = load_base(job, state)
     contributions, bound_report = job.finish([partial])
     report = report + bound_report
+    carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
+    parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
 
     def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
         n = job.mechanism.n_keys
         for lo, hi in chunk_bounds(n, chunk_keys):
-            if lo in done:
+            need_state = carry is not None and carry.buffers is not None
+            if lo in done and not need_state:
                 continue
-            yield lo, job.release(contributions.for_keys(lo, hi), lo, hi)
+            values, ends = job.release(
+                contributions.for_keys(lo, hi),
+                lo,
+                hi,
+                None if base is None else base[lo:hi],
+                None if buffers is None else buffers[:, lo:hi],
+            )
+            if carry is not None and carry.buffers is not None:
+                assert ends is not None
+                carry.buffers[:, lo:hi] = ends
+            if lo in done:  # written by an earlier attempt; computed for its noise state
+                continue
+            yield lo, values
             if progress is not None:
                 progress(hi, n)
 
-    return job, created, derived, report, chunks()
+    return job, created, derived, report, chunks(), carry
 
 
 def _emit(
@@ -380,11 +553,22 @@ def _emit(
     time_label: str,
     on_chunk: Callable[[int, NDArray[Any]], None] | None,
     parts: _PartsDir | None = None,
+    state: str | os.PathLike[str] | None = None,
+    carry: Carry | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
-        None, report, job.mechanism, job.buckets, job.secret.run_id, created, None, derived
+        None,
+        report,
+        job.mechanism,
+        job.buckets,
+        job.secret.run_id,
+        created,
+        None,
+        derived,
+        (job.first, job.until),
     )
+    parts = None if parts is None else parts.for_job(job)
     if parts is not None:
         if on_chunk is not None:
             raise ValueError("give either output= or on_chunk=, not both")
@@ -404,6 +588,12 @@ def _emit(
         for column in ("key", time_label):  # plain values, whatever the chunking
             frame[column] = frame[column].astype(object)
         result.frame = frame
+    elif Path(output).suffix.lower() in (".parquet", ".pq"):
+        result.output = write_frames(iter_tables(job, chunks, time_label), output)
     else:
         result.output = write_frames(frames, output)
+    if state is not None:  # only once the whole output is out
+        assert carry is not None
+        save_state(job, state, carry.sums, carry.buffers)
+        result.state = Path(state)
     return result

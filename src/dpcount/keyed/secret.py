@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECRET_FORMAT", "RunSecret", "config_fingerprint"]
+__all__ = ["SECRET_FORMAT", "RunSecret", "check_owner_only", "config_fingerprint"]
 
 SECRET_FORMAT = "dpcount-keyed-secret/1"
 
@@ -45,6 +45,22 @@ def config_fingerprint(config: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``config`` (hex)."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_owner_only(path: Path, what: str) -> None:
+    """Refuse ``path`` unless it exists, is this user's and only its owner can read it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} not found") from None
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        raise PermissionError(
+            f"{what} {path} has permissions {mode:04o}: it must be readable by its "
+            f"owner only (chmod 600 {path}); it is as sensitive as the raw data"
+        )
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise PermissionError(f"{what} {path} belongs to another user (uid {st.st_uid})")
 
 
 @dataclass(frozen=True)
@@ -98,18 +114,7 @@ class RunSecret:
     def load(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
         """Read ``path``, checking its permissions and that it belongs to this run."""
         p = Path(path)
-        try:
-            st = os.stat(p)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"secret file {p} not found") from None
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & 0o077:
-            raise PermissionError(
-                f"secret file {p} has permissions {mode:04o}: it must be readable by its "
-                f"owner only (chmod 600 {p}); it is as sensitive as the raw data"
-            )
-        if hasattr(os, "getuid") and st.st_uid != os.getuid():
-            raise PermissionError(f"secret file {p} belongs to another user (uid {st.st_uid})")
+        check_owner_only(p, "secret file")
         try:
             body = json.loads(p.read_text(encoding="utf-8"))
             if body.get("format") != SECRET_FORMAT:

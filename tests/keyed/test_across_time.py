@@ -1,0 +1,250 @@
+"""Resume across time: runs continuing from a stored state equal one run, bit for bit."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcount.counting.digits import DigitSystem
+from dpcount.keyed.engine import (
+    exact_running,
+    tree_running_counts,
+    tree_running_counts_subtract,
+    window_running_counts,
+)
+from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace, keyed_gaussian
+from dpcount.keyed.run import keyed_counts
+
+SECRET = b"t" * 32
+KEYS = [f"k{i}" for i in range(13)]
+HORIZON = 37
+
+
+def _events(seed: int = 5, n: int = 2500) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {"t": rng.integers(0, HORIZON, n), "key": rng.choice([*KEYS, "x"], n)}
+    ).astype({"t": np.int64})
+
+
+def _kw(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    kw: dict[str, Any] = dict(
+        keys=KEYS, time_column="t", key_column="key", step=1, start=0, horizon=HORIZON,
+        epsilon=1.0, secret=SECRET, chunk_keys=5, state=tmp_path / "run.state",
+    )  # fmt: skip
+    kw.update(extra)
+    return kw
+
+
+def _step_rows(events: pd.DataFrame, a: int, b: int) -> pd.DataFrame:
+    """Events of steps a..b (time t is step t + 1)."""
+    return events[(events["t"] >= a - 1) & (events["t"] <= b - 1)]
+
+
+def _pieces(tmp_path: Path, events: pd.DataFrame, cuts: list[int], **extra: Any) -> pd.DataFrame:
+    frames, first = [], 1
+    for last in [*cuts, HORIZON]:
+        kw = _kw(tmp_path, until=last, **extra)
+        res = keyed_counts(_step_rows(events, first, last), **kw)
+        assert res.frame is not None and res.released == (first, last)
+        frames.append(res.frame)
+        first = last + 1
+    return pd.concat(frames, ignore_index=True)
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["key", "step"], kind="stable").reset_index(drop=True)
+
+
+# ------------------------------------------------------------- the windowed tree itself
+@pytest.mark.parametrize(("k", "subtract"), [(2, False), (3, False), (3, True), (4, True)])
+def test_window_equals_the_slice_of_the_whole_tree(k: int, subtract: bool) -> None:
+    """Against the whole-horizon cumsum implementations (independent code paths)."""
+    horizon, n_keys = 50, 3
+    system = DigitSystem.for_tree(k, subtract)
+    h = system.height(horizon)
+    prf = PositionPRF(SECRET, "w", 4)
+
+    def noise(level: int, a: int, b: int) -> np.ndarray:
+        return keyed_discrete_laplace(prf, (level, a, b, 0, n_keys), Fraction(4))
+
+    counts = np.random.default_rng(k).integers(0, 6, size=(horizon, n_keys))
+    if subtract:
+        whole = tree_running_counts_subtract(
+            counts, k, system.low, h, lambda lv, n: noise(lv, 0, n)
+        )
+    else:
+        whole = tree_running_counts(counts, k, h, lambda lv, n: noise(lv, 0, n))
+    exact = np.cumsum(counts, axis=0)
+    for first, last in [(1, 50), (1, 1), (2, 9), (8, 9), (9, 27), (28, 50), (50, 50)]:
+        base = exact[first - 2] if first > 1 else None
+        got = window_running_counts(counts[first - 1 : last], base, first, k, system.low, h, noise)
+        assert np.array_equal(got, whole[first - 1 : last]), (first, last)
+
+
+def test_window_floats_are_split_invariant() -> None:
+    """Continuous noise and weights: the arithmetic order depends on the step only."""
+    horizon, n_keys, k, h = 40, 4, 2, 6
+    prf = PositionPRF(SECRET, "g", 4)
+
+    def noise(level: int, a: int, b: int) -> np.ndarray:
+        return keyed_gaussian(prf, (level, a, b, 0, n_keys), 3.3)
+
+    counts = np.random.default_rng(0).random((horizon, n_keys)) * 7
+    one = window_running_counts(counts, None, 1, k, 0, h, noise)
+    for cut in (1, 7, 8, 16, 31):
+        head = window_running_counts(counts[:cut], None, 1, k, 0, h, noise)
+        running = exact_running(counts[:cut], None)[-1]
+        tail = window_running_counts(counts[cut:], running, cut + 1, k, 0, h, noise)
+        assert np.array_equal(np.vstack([head, tail]), one)
+
+
+# ------------------------------------------------------------- runs split in pieces
+@pytest.mark.parametrize(
+    "cuts",
+    [[1], [8], [16], [20], [4, 8], [15, 16], [3, 32], [36]],
+)
+def test_split_runs_equal_one_run_discrete(tmp_path: Path, cuts: list[int]) -> None:
+    events = _events()
+    one = keyed_counts(events, **_kw(tmp_path, state=None)).frame
+    assert one is not None
+    got = _pieces(tmp_path, events, cuts)
+    assert _sorted(got).equals(_sorted(one))
+    assert not (tmp_path / "run.state").stat().st_mode & 0o077
+
+
+@pytest.mark.parametrize(
+    ("extra", "cuts"),
+    [
+        ({"k": 3, "subtract": True}, [9, 27]),
+        ({"k": 4}, [16, 17]),
+        ({"noise": "laplace"}, [8, 30]),
+        ({"noise": "gaussian", "delta": 1e-6, "k": 3}, [9, 10]),
+    ],
+)
+def test_split_runs_equal_one_run_other_trees_and_noise(
+    tmp_path: Path, extra: dict[str, Any], cuts: list[int]
+) -> None:
+    events = _events(seed=9)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, **extra)).frame
+    assert one is not None
+    got = _pieces(tmp_path, events, cuts, **extra)
+    assert _sorted(got).equals(_sorted(one))
+
+
+def test_split_with_float_weights_is_bit_identical(tmp_path: Path) -> None:
+    events = _events(seed=3).assign(w=np.random.default_rng(1).random(2500) * 0.9)
+    extra = {"weight_column": "w", "noise": "laplace"}
+    one = keyed_counts(events, **_kw(tmp_path, state=None, **extra)).frame
+    assert one is not None
+    got = _pieces(tmp_path, events, [5, 22], **extra)
+    assert _sorted(got).equals(_sorted(one))
+
+
+def test_resumed_parts_directory_and_file_output(tmp_path: Path) -> None:
+    events = _events()
+    keyed_counts(_step_rows(events, 1, 10), output=tmp_path / "out", **_kw(tmp_path, until=10))
+    res = keyed_counts(
+        _step_rows(events, 11, 37), output=tmp_path / "day.parquet", **_kw(tmp_path, until=37)
+    )
+    assert res.released == (11, 37) and res.output is not None
+    first = pd.read_parquet(tmp_path / "out" / "steps-000001-000010")
+    back = pd.concat([first, pd.read_parquet(res.output)], ignore_index=True)
+    back["key"] = back["key"].astype(str)
+    one = keyed_counts(events, **_kw(tmp_path, state=None)).frame
+    assert one is not None
+    back = back.sort_values(["key", "step"]).reset_index(drop=True)
+    one = one.sort_values(["key", "step"]).reset_index(drop=True)
+    assert back["private_count"].tolist() == one["private_count"].tolist()
+    assert sorted(set(back["step"])) == list(range(1, 38))
+
+
+# ------------------------------------------------------------- refusals and reports
+def test_events_of_released_steps_are_refused(tmp_path: Path) -> None:
+    events = _events()
+    keyed_counts(_step_rows(events, 1, 10), **_kw(tmp_path, until=10))
+    late = _step_rows(events, 10, 12)
+    row = late.index[late["t"] == 9][0]
+    with pytest.raises(ValueError, match=rf"row {row} .* step 10, already released"):
+        keyed_counts(late, **_kw(tmp_path, until=12))
+
+
+def test_later_events_are_reported_not_counted(tmp_path: Path) -> None:
+    events = _events()
+    res = keyed_counts(events, **_kw(tmp_path, until=10))
+    later = int(((events["t"] >= 10) & events["key"].isin(KEYS)).sum())
+    assert res.report.later_steps == later > 0
+    assert res.report.kept_events == int(((events["t"] < 10) & events["key"].isin(KEYS)).sum())
+    assert any("after the released steps" in line for line in res.summary())
+    assert res.frame is not None and set(res.frame["step"]) == set(range(1, 11))
+
+
+def test_bad_windows_are_refused(tmp_path: Path) -> None:
+    events = _events()
+    with pytest.raises(ValueError, match="beyond the horizon 37"):
+        keyed_counts(events, **_kw(tmp_path, until=38))
+    with pytest.raises(ValueError, match="explicit start and horizon"):
+        keyed_counts(events, **_kw(tmp_path, horizon=None))
+    keyed_counts(_step_rows(events, 1, 20), **_kw(tmp_path, until=20))
+    with pytest.raises(ValueError, match="until must be >= 21"):
+        keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path, until=20))
+    keyed_counts(_step_rows(events, 21, 37), **_kw(tmp_path, until=37))
+    with pytest.raises(ValueError, match="all 37 steps"):
+        keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path, until=37))
+    with pytest.raises(ValueError, match="state= needs until="):
+        keyed_counts(_step_rows(events, 21, 21), **_kw(tmp_path / "other"))
+
+
+def _saved(tmp_path: Path) -> Path:
+    keyed_counts(_step_rows(_events(), 1, 10), **_kw(tmp_path, until=10))
+    return tmp_path / "run.state"
+
+
+def test_tampered_state_is_refused(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 1  # one bit of one key's running sum
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="fails its authentication check"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12))
+
+
+def test_tampered_step_is_refused(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    data = path.read_bytes().replace(b'"step": 10', b'"step": 11', 1)
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match="fails its authentication check"):
+        keyed_counts(_step_rows(_events(), 12, 12), **_kw(tmp_path, until=12))
+
+
+def test_state_of_another_run_is_refused(tmp_path: Path) -> None:
+    _saved(tmp_path)
+    with pytest.raises(ValueError, match=r"authentication check.*another run"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, secret=b"u" * 32))
+    with pytest.raises(ValueError, match="another run"):  # same secret, other budget
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, epsilon=2.0))
+
+
+def test_state_without_its_secret_file_creates_nothing(tmp_path: Path) -> None:
+    _saved(tmp_path)
+    secret = tmp_path / "new.key"
+    with pytest.raises(FileNotFoundError, match=r"exists but secret file .* does not"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, secret=secret))
+    assert not secret.exists()
+
+
+def test_state_file_checks(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    os.chmod(path, 0o644)
+    with pytest.raises(PermissionError, match=r"state file .* permissions 0644"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12))
+    os.chmod(path, 0o600)
+    path.write_bytes(b"hello\n")
+    with pytest.raises(ValueError, match="not a dpcount keyed state file"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12))
