@@ -3,6 +3,7 @@
 from dpcount.analysis.advisor import TreeChoice, best_k
 from dpcount.analysis.cbnorm import CbNormBounds, cb_norm_bounds, mathias_gamma_hat
 from dpcount.analysis.compare import METRICS, Candidate, compare
+from dpcount.analysis.recommend import Recommendation, recommend_mechanism
 from dpcount.analysis.threshold import (
     DeltaThreshold,
     cor22_variance_ratio,
@@ -17,6 +18,7 @@ __all__ = [
     "Candidate",
     "CbNormBounds",
     "DeltaThreshold",
+    "Recommendation",
     "TreeChoice",
     "best_k",
     "cb_norm_bounds",
@@ -27,4 +29,5 @@ __all__ = [
     "laplace_vs_gaussian_delta",
     "lemma19_exponent",
     "mathias_gamma_hat",
+    "recommend_mechanism",
 ]
