@@ -265,7 +265,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from dpcount._cli._plot import plot_release
 
-        path = plot_release(args.plot, np.cumsum(values), raw, np.asarray(std), post, labels, mech)
+        path = plot_release(
+            args.plot, np.cumsum(values), raw, np.asarray(std), post, labels, mech,
+            time_name=args.time_column,
+        )  # fmt: skip
         err_console().print(
             f"plot written to {escape(str(path))} (it shows the true counts: for the data "
             "owner, not for publication)"
