@@ -12,7 +12,9 @@ slow live stream is still delivered row by row):
 1. compute the releases (the stream's state moves on in memory only);
 2. fsync the output (the previous batch's lines are now on disk), then save the
    checkpoint atomically: the stream after the batch, the batch's output lines
-   ("pending"), a running SHA-256 of the consumed input values, and the options;
+   ("pending"), a running SHA-256 of the consumed input values (and time labels,
+   with --time-column), and the options (with those that shape the lines:
+   --time-column, --round, --clamp);
 3. write the batch's lines to the output and flush.
 
 A crash before 2 loses only unreleased work (the old checkpoint predates the
@@ -271,7 +273,7 @@ def run_durable(args: argparse.Namespace) -> int:
     if os.path.abspath(output) == os.path.abspath(checkpoint):
         raise ValueError(f"--output and --checkpoint must be different files, got {output!r}")
     live = args.input == "-"
-    values: Any
+    values: list[float] | None = None  # known in advance for a file (the noise default)
     if live:
         if args.horizon is None:
             raise ValueError(
@@ -312,7 +314,7 @@ def run_durable(args: argparse.Namespace) -> int:
     head_line = ",".join(header(args, post)) + "\n"
     con = err_console()
     with _locked(checkpoint):
-        mech = build(args, horizon, None if live else values)
+        mech = build(args, horizon, values)
         if os.path.exists(checkpoint):
             try:
                 stream = load_stream(checkpoint, expect=mech)
