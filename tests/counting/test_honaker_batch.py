@@ -55,30 +55,45 @@ def test_int64_path_gives_the_python_int_paths_bits(
     assert _outputs(T, r, dim, seed=T) == fast
 
 
-def test_rounding_against_fractions_with_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Crafted running sums of every magnitude (past 2^52 the fallback answers) against
-    Fraction(S·L + numerator, L) rounded once by Python."""
+@pytest.mark.parametrize("dim", [None, 2])
+def test_rounding_against_fractions_with_the_fallback(
+    monkeypatch: pytest.MonkeyPatch, dim: int | None
+) -> None:
+    """Crafted running sums of every magnitude (near or past 2^52 the fallback answers)
+    against Fraction(S·L + numerator, L) rounded once by Python, the numerators from
+    the Python-int path with the same draws."""
     T, n = 1000, 1000
-    noise = honaker.HonakerExactNoiseProcess(T, Uniform(50), np.random.default_rng(1)).next_many(n)
+
+    def draw() -> object:
+        process = honaker.HonakerExactNoiseProcess(T, Uniform(50), np.random.default_rng(1), dim)
+        return process.next_many(n)
+
+    noise = draw()
     assert isinstance(noise, honaker.HonakerBatchNoise)
+    with monkeypatch.context() as m:
+        m.setattr(honaker, "_INT64_BOUND", 0)
+        numerators = draw()
+    assert isinstance(numerators, np.ndarray) and numerators.dtype == object
     gen = np.random.default_rng(2)
+    shape = (n,) if dim is None else (n, dim)
     scale = np.array([0, 1, 10, 2**20, 2**40, 2**52 - 3, 2**52 + 5, 2**60], dtype=np.int64)
-    sums = gen.integers(-1000, 1000, size=n) + scale[gen.integers(0, len(scale), size=n)]
-    sums *= np.where(gen.random(n) < 0.5, -1, 1)
+    sums = gen.integers(-1000, 1000, size=shape) + scale[gen.integers(0, len(scale), size=shape)]
+    sums *= np.where(gen.random(shape) < 0.5, -1, 1)
     fallbacks: list[int] = []
-    exact_numerators = noise.numerators
+    own = noise.numerators
     monkeypatch.setattr(
-        noise, "numerators", lambda index: fallbacks.append(len(index)) or exact_numerators(index)
+        noise, "numerators", lambda index: fallbacks.append(len(index)) or own(index)
     )
     out = noise.add_and_round(sums)
     L = noise.denominator
     expected = [
         float(Fraction(int(s) * L + int(v), L))
-        for s, v in zip(sums, exact_numerators(np.arange(n)), strict=True)
+        for s, v in zip(sums.ravel(), numerators.ravel(), strict=True)
     ]
     assert _bits(out) == _bits(expected)
-    # only the sums near or past 2^52 fall back (the noise moves I by < 2^11 here)
-    sure, maybe = ((np.abs(sums) >= 2**52 + s * 2**11).sum() for s in (1, -1))
+    # only the steps with a sum near or past 2^52 fall back (the noise moves I < 2^11)
+    big = np.abs(sums).reshape(n, -1).max(axis=1)
+    sure, maybe = ((big >= 2**52 + s * 2**11).sum() for s in (1, -1))
     assert len(fallbacks) == 1 and 0 < sure <= fallbacks[0] <= maybe
 
 
@@ -92,3 +107,20 @@ def test_large_samples_take_the_python_int_path() -> None:
     mech = Honaker(T, epsilon=1.0, noise="discrete-laplace", rng=3).with_sampler(Uniform(2**57))
     out = mech.release(np.zeros(T, dtype=np.int64))
     assert _bits(out) == _bits([float(Fraction(int(v), L)) for v in noise])
+
+
+def test_ordinary_steps_never_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running sums below 2^52: every step of a long batch is rounded by the float path
+    (the fallback is for values within ~2^−80 of a rounding boundary, or huge sums)."""
+    calls: list[int] = []
+    own = honaker.HonakerBatchNoise.numerators
+
+    def spy(self: honaker.HonakerBatchNoise, index: NDArray[np.intp]) -> NDArray[np.object_]:
+        calls.append(len(index))
+        return own(self, index)
+
+    monkeypatch.setattr(honaker.HonakerBatchNoise, "numerators", spy)
+    T = 2**17
+    x = np.random.default_rng(5).integers(0, 3, size=T)
+    Honaker(T, epsilon=1.0, noise="discrete-laplace", rng=5).release(x)
+    assert calls == []
