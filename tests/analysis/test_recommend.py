@@ -35,14 +35,20 @@ def _all_mses(T: int, eps: float, delta: float | None, noise: str, names: list[s
     return float(best)
 
 
-@pytest.mark.parametrize(("T", "eps"), [(40, 1.0), (309, 0.5), (1000, 2.0)])
-def test_integer_noise_choice_is_the_exact_minimum(T: int, eps: float) -> None:
-    rec = recommend_mechanism(T, epsilon=eps)
-    assert rec.noise == "discrete-laplace" and rec.mechanism in DISCRETE_CAPABLE
-    chosen = build_mechanism(rec.mechanism, horizon=T, epsilon=eps, rng=0, **rec.options())
-    assert chosen.mse() == pytest.approx(
-        _all_mses(T, eps, None, "discrete-laplace", sorted(DISCRETE_CAPABLE)), rel=1e-12
+@pytest.mark.parametrize(
+    ("T", "eps", "delta"),
+    [(40, 1.0, None), (309, 0.5, None), (1000, 2.0, None), (500, 0.5, 1e-8), (365, 1.0, 1e-6)],
+)
+def test_integer_noise_choice_is_the_exact_minimum(T: int, eps: float, delta: float | None) -> None:
+    """Over every integer-noise mechanism and, with delta, both integer noises."""
+    rec = recommend_mechanism(T, epsilon=eps, delta=delta)
+    assert rec.noise.startswith("discrete") and rec.mechanism in DISCRETE_CAPABLE
+    chosen = build_mechanism(
+        rec.mechanism, horizon=T, epsilon=eps, delta=delta, rng=0, **rec.options()
     )
+    noises = ["discrete-laplace"] + ([] if delta is None else ["discrete-gaussian"])
+    best = min(_all_mses(T, eps, delta, noise, sorted(DISCRETE_CAPABLE)) for noise in noises)
+    assert chosen.mse() == pytest.approx(best, rel=1e-12)
 
 
 def test_fractional_data_and_named_noise() -> None:

@@ -86,9 +86,11 @@ def choose_auto(
         chosen.calibration = choice.calibration  # the ranked row's rule (fhu, classic)
         chosen.noise = choice.noise
     if args.noise is None:
-        # resolve_noise gives choice.noise (integer noise where the data allow it)
-        # and says on stderr why continuous noise is kept
-        chosen.auto_family = choice.candidate.noise
+        if choice.noise.startswith("discrete"):
+            chosen.noise = choice.noise  # the integer noise the choice was ranked with
+        else:
+            # continuous: resolve_noise keeps the row's family and says why on stderr
+            chosen.auto_family = choice.candidate.noise
     return chosen
 
 

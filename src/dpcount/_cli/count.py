@@ -60,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
         default=None,
         help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
-        "--delta; integer output, not attackable through floating-point rounding) when the "
+        "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
+        "exact MSE; integer output, not attackable through floating-point rounding) when the "
         "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
         "numbers and no --calibration is given (stdin: a fractional row is then an error); "
         "otherwise laplace, with a one-line note on stderr",
