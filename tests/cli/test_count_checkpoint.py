@@ -358,6 +358,29 @@ def test_killed_at_each_point_of_the_protocol(
     assert not (work / "ck.tmp").exists()
 
 
+def test_killed_mid_output_with_time_column_round_and_clamp(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL while writing labelled, post-processed lines (one with a quoted label):
+    the restart cuts the partial line and completes the output to the lines of a plain
+    live run with the same seed."""
+    values = np.random.default_rng(4).integers(0, 3, size=120)
+    labels = [f'"d,{i}"' if i == 33 else f"d{i}" for i in range(1, 121)]
+    text = "day,x\n" + "".join(f"{d},{v}\n" for d, v in zip(labels, values, strict=True))
+    post = ["--column", "x", "--time-column", "day", "--round", "--clamp", "--noise", "laplace"]
+    plain = ["count", "-", *OPTIONS, "--horizon", "120", *post, "--output", str(work / "p.csv")]
+    assert run_stdin(monkeypatch, plain, text) == 0
+    reference = (work / "p.csv").read_text()
+    assert '\n33,"d,33",' in reference
+    src = work / "days.csv"
+    src.write_text(text)
+    argv = count_argv(str(src), work, "--checkpoint-every", "5", *post)
+    killed_inside(work, "mid-output", 7, argv)
+    assert not (work / "out.csv").read_text().endswith("\n")  # a partial line
+    assert main(argv) == 0
+    assert (work / "out.csv").read_text() == reference
+
+
 def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
     """Wait until ``path`` holds at least n complete lines (header included)."""
     end = time.monotonic() + timeout
