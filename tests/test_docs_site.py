@@ -31,6 +31,20 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert "private_counts" in api and "isotonic_pav" in api  # generated from docstrings
+    # looked at rendered: Sphinx roles and reST tables showed as literal text
+    for literal in (":func:", ":class:", ":meth:", "====="):
+        assert literal not in api, literal
+
+
+def test_the_hook_renders_sphinx_roles_as_code() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    html = "see :func:<code>~dpcount.frame.private_counts</code> and :class:<code>Budget</code>"
+    assert hooks.on_page_content(html) == "see <code>private_counts</code> and <code>Budget</code>"
 
 
 def test_every_page_is_in_the_site_navigation() -> None:

@@ -75,7 +75,7 @@ def test_missing_values() -> None:
     [
         ({"value": "nope"}, ValueError, r"value column 'nope' is not in the frame's columns"),
         ({"value": "SUNACTIVITY", "time": "SUNACTIVITY"}, ValueError, "different columns"),
-        ({"value": "SUNACTIVITY", "noise": "laplace"}, ValueError, "name a mechanism"),
+        ({"value": "SUNACTIVITY", "k": 4}, ValueError, "name a mechanism to pass \\['k'\\]"),
         ({"value": "SUNACTIVITY", "missing": "drop"}, ValueError, "missing must be one of"),
     ],
 )

@@ -80,6 +80,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.analysis", "CbNormBounds"): _RECORD,
     ("dpcount.analysis", "DeltaThreshold"): _RECORD,
     ("dpcount.analysis", "TreeChoice"): _RECORD,
+    ("dpcount.analysis", "Recommendation"): _RECORD,
     ("dpcount.analysis", "huu_leading_constant"): _NO_INPUT,
     # dpcount.ranges
     ("dpcount.ranges", "MECHANISMS"): _CONSTANT,

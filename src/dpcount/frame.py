@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount.analysis.recommend import recommend_mechanism
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+from dpcount.counting.registry import build_mechanism
 from dpcount.privacy.rng import RNGLike
 
 __all__ = ["choose_mechanism", "private_counts"]
@@ -41,29 +42,20 @@ def choose_mechanism(
     *,
     whole: bool = True,
     step_sensitivity: float = 1.0,
+    noise: str | None = None,
 ) -> dict[str, Any]:
-    """The keywords of :func:`~dpcount.counting.registry.build_mechanism` for the
-    mechanism ``dpcount plan`` ranks first by exact MSE
-    (:func:`dpcount.analysis.compare.compare`): with ``whole`` data and sensitivity,
-    among the mechanisms taking the default integer noise (discrete Laplace; discrete
-    Gaussian with ``delta``), else among all, with the row's continuous noise."""
-    from dpcount.analysis.compare import compare
-
-    rows = compare(horizon, epsilon, delta, "mse", step_sensitivity=step_sensitivity)
-    whole = whole and float(step_sensitivity).is_integer()
-    family = "laplace" if delta is None else "gaussian"
-    safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.noise == family]
-    best = safe[0] if whole and safe else rows[0]
-    kw: dict[str, Any] = {"name": best.mechanism}
-    if best.k is not None:
-        kw["k"], kw["subtract"] = best.k, best.subtract
-    if whole and safe:
-        kw["noise"] = "discrete-" + family
-    else:
-        kw["noise"] = best.noise
-        if best.calibration not in ("pure", "theorem3", "analytic"):
-            kw["calibration"] = best.calibration
-    return kw
+    """The keywords of :func:`~dpcount.counting.registry.build_mechanism` (``name``
+    and its options) for :func:`dpcount.analysis.recommend.recommend_mechanism`'s
+    choice, the one ``dpcount count --mechanism auto`` makes."""
+    choice = recommend_mechanism(
+        horizon,
+        epsilon=epsilon,
+        delta=delta,
+        noise=noise,
+        whole=whole,
+        step_sensitivity=step_sensitivity,
+    )
+    return {"name": choice.mechanism, **choice.options()}
 
 
 def _kind(data: Any) -> str:
@@ -148,8 +140,9 @@ def private_counts(
         time: a column copied into the result (dates, timestamps or ids).
         epsilon: the budget's ε > 0.
         delta: the budget's δ in (0, 1), or None for pure ε-DP.
-        mechanism: ``"auto"`` (what ``dpcount plan`` recommends for this horizon and
-            budget, see :func:`choose_mechanism`) or a registry name (``"kary"``...).
+        mechanism: ``"auto"`` (what ``dpcount plan`` recommends for this horizon,
+            budget and noise: :func:`dpcount.analysis.recommend.recommend_mechanism`,
+            as ``dpcount count --mechanism auto``) or a registry name (``"kary"``...).
         noise: the noise kind; None: integer noise for whole-number data where the
             mechanism takes it (the safe default), else the mechanism's default.
         step_sensitivity: largest change of one step between neighbouring inputs.
@@ -194,13 +187,15 @@ def _mechanism(
 ) -> CountingMechanism:
     kw: dict[str, Any] = {"horizon": T, "epsilon": epsilon, "delta": delta, "rng": rng}
     kw["step_sensitivity"] = step
-    if name == "auto" and noise is None and not options:
-        chosen = choose_mechanism(T, epsilon, delta, whole=whole, step_sensitivity=step)
+    if name == "auto" and not options:
+        chosen = choose_mechanism(
+            T, epsilon, delta, whole=whole, step_sensitivity=step, noise=noise
+        )
         return build_mechanism(chosen.pop("name"), **kw, **chosen)
     if name == "auto":
         raise ValueError(
-            "mechanism='auto' chooses the noise and options itself: name a mechanism to "
-            "pass noise= or mechanism options"
+            f"mechanism='auto' chooses the mechanism's options itself: name a mechanism to "
+            f"pass {sorted(options)}"
         )
     if noise is None and not whole:
         noise = "laplace" if delta is None else "gaussian"  # continuous data

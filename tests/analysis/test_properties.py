@@ -18,12 +18,15 @@ from dpcount.analysis import (
     laplace_vs_gaussian_delta,
     lemma19_exponent,
     mathias_gamma_hat,
+    recommend_mechanism,
 )
+from dpcount.analysis.recommend import NOISE_KINDS
 from dpcount.counting import DigitSystem, KaryTree, max_digit_l1_norm
 from dpcount.privacy import ZeroNoise, gaussian_linf_bound, laplace_linf_bound
 from tests.properties_support import (
     ScalarCase,
     assert_rejects,
+    bad_bool,
     bad_choice,
     bad_integer,
     bad_nonnegative_real,
@@ -42,6 +45,7 @@ COVERED = {
         "laplace_vs_gaussian_delta",
         "lemma19_exponent",
         "mathias_gamma_hat",
+        "recommend_mechanism",
     },
     "dpcount.privacy": {"gaussian_linf_bound", "laplace_linf_bound"},
     "dpcount.counting": {"max_digit_l1_norm"},
@@ -79,6 +83,19 @@ CASES = [
             "delta": PROB(allow_none=True),
             "metric": bad_choice(("mse", "max_variance", "linf")),
             "beta": PROB(),
+            "step_sensitivity": POS(),
+        },
+    ),
+    ScalarCase(
+        "recommend_mechanism",
+        recommend_mechanism,
+        {"horizon": 50, "epsilon": 1.0},
+        {
+            "horizon": bad_integer(1),
+            "epsilon": POS(),
+            "delta": PROB(allow_none=True),
+            "noise": bad_choice(NOISE_KINDS),
+            "whole": bad_bool(),
             "step_sensitivity": POS(),
         },
     ),

@@ -157,6 +157,43 @@ def test_lost_tail_and_partial_line_are_completed_from_the_checkpoint(
     assert (work / "out.csv").read_text() == reference
 
 
+def test_time_column_round_and_clamp_resume_to_the_uninterrupted_lines(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--time-column, --round, --clamp with a checkpoint: per-row, so the lines equal a
+    plain live run's (same seed); an input that ends early twice and a crash that lost
+    the output's tail (mid line) resume to the same lines, none twice or lost."""
+    values = np.random.default_rng(3).integers(0, 3, size=300)
+    text = "day,x\n" + "".join(f"d{i},{v}\n" for i, v in enumerate(values, 1))
+    rows = text.splitlines(keepends=True)
+    post = ["--column", "x", "--time-column", "day", "--round", "--clamp", "--noise", "laplace"]
+    plain = ["count", "-", *OPTIONS, "--horizon", "300", *post, "--output", str(work / "p.csv")]
+    assert run_stdin(monkeypatch, plain, text) == 0
+    reference = (work / "p.csv").read_text()
+    lines = reference.splitlines(keepends=True)
+    assert lines[0] == "t,day,private_count,raw_private_count,raw_std\n" and len(lines) == 301
+    assert lines[5].startswith("5,d5,")
+    assert any(float(line.split(",")[3]) < 0 for line in lines[1:])  # --clamp did something
+    argv = [*count_argv("-", work, "--checkpoint-every", "7"), *post]
+    argv[argv.index("--horizon") + 1] = "300"
+    for n in (100, 211):  # the input ends early: each run resumes and continues
+        assert run_stdin(monkeypatch, argv, "".join(rows[: n + 1])) == 0
+        assert (work / "out.csv").read_text() == "".join(lines[: n + 1])
+    # killed after saving the checkpoint of step 217 but while writing its lines
+    assert run_stdin(monkeypatch, argv, "".join(rows[:218])) == 0
+    (work / "out.csv").write_text("".join(lines[:213]) + lines[213][:6])
+    assert run_stdin(monkeypatch, argv, text) == 0
+    assert (work / "out.csv").read_text() == reference
+    # the options shaping the lines are part of the checkpoint: changing them is refused
+    capsys.readouterr()
+    assert run_stdin(monkeypatch, [a for a in argv if a != "--round"], text) == 2
+    assert "refusing to continue with different options" in stderr(capsys)
+    relabelled = text.replace("d5,", "e5,")
+    assert run_stdin(monkeypatch, argv, relabelled) == 2
+    assert "the first 300 input rows differ from those checkpoint" in stderr(capsys)
+    assert (work / "out.csv").read_text() == reference
+
+
 # -- refusals -----------------------------------------------------------------------------
 def test_refusals(
     work: Path, reference: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -319,6 +356,29 @@ def test_killed_at_each_point_of_the_protocol(
     assert main(argv) == 0
     assert (work / "out.csv").read_text() == reference
     assert not (work / "ck.tmp").exists()
+
+
+def test_killed_mid_output_with_time_column_round_and_clamp(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL while writing labelled, post-processed lines (one with a quoted label):
+    the restart cuts the partial line and completes the output to the lines of a plain
+    live run with the same seed."""
+    values = np.random.default_rng(4).integers(0, 3, size=120)
+    labels = [f'"d,{i}"' if i == 33 else f"d{i}" for i in range(1, 121)]
+    text = "day,x\n" + "".join(f"{d},{v}\n" for d, v in zip(labels, values, strict=True))
+    post = ["--column", "x", "--time-column", "day", "--round", "--clamp", "--noise", "laplace"]
+    plain = ["count", "-", *OPTIONS, "--horizon", "120", *post, "--output", str(work / "p.csv")]
+    assert run_stdin(monkeypatch, plain, text) == 0
+    reference = (work / "p.csv").read_text()
+    assert '\n33,"d,33",' in reference
+    src = work / "days.csv"
+    src.write_text(text)
+    argv = count_argv(str(src), work, "--checkpoint-every", "5", *post)
+    killed_inside(work, "mid-output", 7, argv)
+    assert not (work / "out.csv").read_text().endswith("\n")  # a partial line
+    assert main(argv) == 0
+    assert (work / "out.csv").read_text() == reference
 
 
 def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:

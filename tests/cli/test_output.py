@@ -118,12 +118,81 @@ def test_time_errors(
     assert message in capsys.readouterr().err
 
 
-def test_whole_series_options_are_refused_on_live_input(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+DAYS = "date,n\n" + "".join(f"2020-01-{d:02d},{d % 4}\n" for d in range(1, 31) if d != 7)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--monotone"],
+        ["--step", "1D"],
+        ["--step", "1D", "--monotone", "--round"],
+    ],
+)
+def test_whole_series_options_read_stdin_to_its_end(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
 ) -> None:
-    for flag in (["--monotone"], ["--step", "1D"], ["--plot", str(tmp_path / "p.png")]):
-        assert main(["count", "-", "--horizon", "5", "--epsilon", "1", *flag]) == 2
-        assert "needs the whole series: a file INPUT" in capsys.readouterr().err
+    """stdin with --monotone/--step is read to its end and gives the file's output (same
+    seed); the horizon defaults to its steps (29 rows; with --step 1D 30 days, the
+    missing 7th a step of 0)."""
+    import io
+
+    src = tmp_path / "x.csv"
+    src.write_text(DAYS)
+    argv = kary(["--column", "n", "--time-column", "date", *flags])
+    assert main(["count", str(src), *argv]) == 0
+    from_file = capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", io.StringIO(DAYS))
+    assert main(["count", "-", *argv]) == 0
+    from_stdin = capsys.readouterr().out
+    assert from_stdin == from_file
+    lines = from_file.splitlines()
+    assert len(lines) == 1 + (30 if "--step" in flags else 29)
+    if "--monotone" in flags:
+        shown = [float(line.split(",")[2]) for line in lines[1:]]
+        assert shown == sorted(shown) and "raw_private_count" in lines[0]
+    if "--step" in flags:
+        assert lines[7].split(",")[:2] == ["7", "2020-01-07"]
+
+
+def test_plot_reads_stdin_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    import io
+
+    png = tmp_path / "p.png"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(DAYS))
+    argv = kary(
+        ["count", "-", "--column", "n", "--plot", str(png), "--output", str(tmp_path / "o")]
+    )
+    assert main(argv) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(rows(tmp_path / "o")) == 29
+
+
+@pytest.mark.parametrize(
+    ("flag", "reason"),
+    [
+        (["--monotone"], "the isotonic fit of a step changes with later rows"),
+        (["--step", "1D"], "a step's sum is only known once the input is past it"),
+        (["--plot", "p.png"], "the plot needs the true series of the whole input"),
+    ],
+)
+def test_whole_series_options_are_refused_with_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str], reason: str
+) -> None:
+    src = tmp_path / "x.csv"
+    src.write_text(DAYS)
+    argv = kary(["count", str(src), "--column", "n", "--time-column", "date", *flag])
+    ck, out = tmp_path / "ck", tmp_path / "o.csv"
+    assert main([*argv, "--checkpoint", str(ck), "--output", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{flag[0]} is not available with --checkpoint: {reason}" in err
+    assert not ck.exists() and not out.exists()
 
 
 # -- missing values ----------------------------------------------------------------------------

@@ -26,6 +26,30 @@ def test_plan_prints_ranking_and_recommendation(capsys: pytest.CaptureFixture[st
         assert label in out
 
 
+@pytest.mark.parametrize("delta", [None, "1e-8"])
+def test_plan_says_what_count_auto_takes_for_whole_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], delta: str | None
+) -> None:
+    """The plan's line for whole-number data names the mechanism count --mechanism auto
+    then runs (its stderr summary), from the one choice function."""
+    budget = ["--epsilon", "0.5"] + ([] if delta is None else ["--delta", delta])
+    assert main(["plan", "--horizon", "500", *budget]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    label, rest = out.split("`dpcount count --mechanism auto` takes ")[1].split(" with ", 1)
+    noise = rest.split(" noise")[0]
+    assert noise.startswith("discrete-")
+    src = tmp_path / "x.csv"
+    src.write_text("".join(f"{i % 3}\n" for i in range(500)))
+    assert main(["count", str(src), *budget, "--output", str(tmp_path / "o.csv")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    row = next(r for r in compare(500, 0.5, None if delta is None else 1e-8) if r.label == label)
+    name = {"kary": "KaryTree", "binary": "BinaryTree", "honaker": "Honaker"}[row.mechanism]
+    assert f"mechanism {name}(" in err and "chosen by --mechanism auto" in err
+    assert f"noise={noise})" in err
+    if row.k is not None:
+        assert f"k={row.k}" in err
+
+
 def test_plan_linf_pure(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--horizon", "1000", "--epsilon", "1", "--metric", "linf"]) == 0
     out = capsys.readouterr().out

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from dpcount.analysis import recommend_mechanism
 from dpcount.apps import (
     ContinualHistogram,
     EpisodeCounter,
@@ -95,7 +96,15 @@ def _cli_outputs(
     return np.array(outs)
 
 
-@pytest.mark.parametrize("extra", [[], ["--delta", "1e-6"], ["--mechanism", "honaker"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        ["--delta", "1e-6"],
+        ["--mechanism", "honaker"],
+        ["--mechanism", "kary", "--delta", "1e-6"],
+    ],
+)
 def test_cli_count_default_is_integer_noise(
     tmp_path: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -105,7 +114,13 @@ def test_cli_count_default_is_integer_noise(
             assert not_integer(outs).mean() == 0.0 and low_bits_event(outs).mean() == 0.0
     err = capsys.readouterr().err
     assert "note:" not in err
-    assert ("discrete Gaussian" if "--delta" in extra else "discrete Laplace") in err
+    if "--delta" not in extra:
+        assert "discrete Laplace" in err
+    elif "--mechanism" in extra:  # a named mechanism with --delta: discrete Gaussian
+        assert "discrete Gaussian" in err
+    else:  # auto ranks both integer noises by exact MSE (here discrete Laplace wins)
+        assert recommend_mechanism(128, epsilon=1.0, delta=1e-6).noise == "discrete-laplace"
+        assert "discrete Laplace" in err and "delta=1e-06" in err
 
 
 def test_cli_count_old_default_leaked(tmp_path: Path) -> None:

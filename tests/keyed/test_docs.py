@@ -41,7 +41,7 @@ def test_keyed_doc_examples(
     ).to_parquet("events.parquet")
     Path("products.txt").write_text("a\nb\n")
     (command,) = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
-    argv = shlex.split(command)
+    argv = shlex.split(command.replace("\\\n", " "))  # continuation lines
     assert argv[0] == "dpcount"
     assert main(argv[1:]) == 0
     released = pd.read_parquet("counts.parquet")

@@ -13,14 +13,17 @@ from dpcount._cli.common import err_console, escape, participation_from
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import DISCRETE_CAPABLE, MECHANISMS, build_mechanism, default_noise
 from dpcount.counting.unbounded import UnboundedCounter
+from dpcount.postprocess import clamp, monotone, round_half_even
 
 __all__ = [
     "build",
     "build_unbounded",
     "choose_auto",
     "choose_unbounded_inner",
-    "format_line",
+    "header",
+    "postprocessed",
     "resolve_noise",
+    "row_line",
     "summary",
     "summary_unbounded",
     "warn_ignored",
@@ -47,18 +50,17 @@ def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
 def choose_auto(
     args: argparse.Namespace, horizon: int, values: list[float] | None = None
 ) -> argparse.Namespace:
-    """``--mechanism auto``: the options of the mechanism ``dpcount plan`` ranks first by
-    exact MSE for this horizon and budget (:func:`dpcount.analysis.compare.compare`),
-    among the rows of the noise family ``--noise`` asks for (integer noise: the
-    mechanisms that take it). Without ``--noise`` the safe default comes first: when
-    the sensitivity and the data (``values``; None for live input) are whole numbers,
-    the best row among the mechanisms that take the default integer noise (discrete
-    Laplace; discrete Gaussian with ``--delta``), used with it; otherwise the best
-    row, with its continuous noise.
+    """``--mechanism auto``: the options of
+    :func:`dpcount.analysis.recommend.recommend_mechanism` (the mechanism ``dpcount
+    plan`` ranks first by exact MSE for this horizon and budget, among those taking
+    the noise used; the same function chooses for ``dpcount.frame``). Without
+    ``--noise`` the data count as whole when the sensitivity and the data (``values``;
+    None for live input, where a fractional row is then an error) are whole numbers
+    and no ``--calibration`` is given.
     Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract`` given
     with auto are an error (they choose a mechanism: name it).
     """
-    from dpcount.analysis.compare import compare
+    from dpcount.analysis.recommend import recommend_mechanism
 
     if participation_from(args) is not None:
         raise ValueError(
@@ -70,37 +72,34 @@ def choose_auto(
             "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
             "(--mechanism auto chooses k itself)"
         )
+    whole = args.calibration is None and _whole(args.sensitivity, values)
     try:
-        rows = compare(horizon, args.epsilon, args.delta, "mse", step_sensitivity=args.sensitivity)
-    except ValueError:  # a budget no mechanism takes: the k-ary tree's own error says why
-        rows = ()
-    if not rows:
-        return argparse.Namespace(**{**vars(args), "mechanism": "kary"})
-    if args.noise is not None:
-        family = "gaussian" if args.noise.endswith("gaussian") else "laplace"
-        rows = tuple(
-            r
-            for r in rows
-            if r.noise == family
-            and (not args.noise.startswith("discrete") or r.mechanism in DISCRETE_CAPABLE)
+        choice = recommend_mechanism(
+            horizon,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            noise=args.noise,
+            whole=whole,
+            step_sensitivity=args.sensitivity,
         )
-        if not rows:
-            raise ValueError(f"--delta must be given for --noise {args.noise}")
-    elif args.calibration is None and _whole(args.sensitivity, values):
-        # the safe default noise (integer; discrete Gaussian with --delta): its family
-        family = "laplace" if args.delta is None else "gaussian"
-        safe = tuple(r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.noise == family)
-        rows = safe or rows
-    best = rows[0]
+    except ValueError as err:
+        if args.noise is not None and "delta must be given" in str(err):
+            raise ValueError(f"--delta must be given for --noise {args.noise}") from None
+        # a budget no mechanism takes: the k-ary tree's own error names the flag
+        return argparse.Namespace(**{**vars(args), "mechanism": "kary"})
     args.auto_note = "chosen by --mechanism auto: ranked first by exact MSE by dpcount plan"
     chosen = argparse.Namespace(**vars(args))
-    chosen.mechanism, chosen.k = best.mechanism, best.k
-    chosen.no_subtract = best.subtract is False
-    if args.noise is None and args.calibration is None:
-        chosen.auto_family = best.noise
-        if best.calibration not in ("pure", "theorem3", "analytic"):
-            chosen.calibration = best.calibration
-            chosen.noise = best.noise
+    chosen.mechanism, chosen.k = choice.mechanism, choice.k
+    chosen.no_subtract = choice.subtract is False
+    if args.calibration is None and choice.calibration is not None:
+        chosen.calibration = choice.calibration  # the ranked row's rule (fhu, classic)
+        chosen.noise = choice.noise
+    if args.noise is None:
+        if choice.noise.startswith("discrete"):
+            chosen.noise = choice.noise  # the integer noise the choice was ranked with
+        else:
+            # continuous: resolve_noise keeps the row's family and says why on stderr
+            chosen.auto_family = choice.candidate.noise
     return chosen
 
 
@@ -270,12 +269,6 @@ def summary_unbounded(
     )
 
 
-def format_line(t: int, value: Any, std: float) -> str:
-    """One output line; integer releases (discrete noise on the trees) print as ints."""
-    text = str(int(value)) if isinstance(value, (int, np.integer)) else repr(float(value))
-    return f"{t},{text},{std!r}\n"
-
-
 def summary(mech: CountingMechanism, steps: int, args: argparse.Namespace | None = None) -> None:
     con = err_console()
     privacy = mech.privacy.describe() if mech.privacy else "none"
@@ -287,3 +280,51 @@ def summary(mech: CountingMechanism, steps: int, args: argparse.Namespace | None
         f"max std {math.sqrt(mech.max_variance()):.4g} over horizon {mech.horizon}; "
         f"{steps} steps released"
     )
+
+
+def header(args: argparse.Namespace, post: bool) -> list[str]:
+    """The output columns: ``t``, the input's time column if given, the release and its
+    std; with post-processing the raw release and *its* std (``raw_std``) follow the
+    post-processed values, whose error the std does not describe."""
+    reserved = {"t", "private_count", "raw_private_count", "raw_std", "std"}
+    time = args.time_column
+    cols = ["t"] + ([time + ("_input" if time in reserved else "")] if time else [])
+    return cols + (["private_count", "raw_private_count", "raw_std"] if post else
+                   ["private_count", "std"])  # fmt: skip
+
+
+def row_line(t: int, label: str | None, value: Any, std: float, raw: Any = None) -> str:
+    cells = [str(t)] + ([] if label is None else [_csv_cell(label)]) + [_number(value)]
+    if raw is not None:
+        cells.append(_number(raw))
+    cells.append(repr(float(std)))
+    return ",".join(cells) + "\n"
+
+
+def _csv_cell(text: str) -> str:
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return repr(float(value))
+
+
+def postprocessed(args: argparse.Namespace, raw: Any) -> list[Any] | None:
+    """The release after --monotone, --clamp, --round (in that order), or None."""
+    if not (args.monotone or args.clamp or args.round):
+        return None
+    values = np.asarray(raw, dtype=np.float64)
+    if args.monotone:
+        values = monotone(values)
+    if args.clamp:
+        values = clamp(values)
+    if args.round:
+        out: list[Any] = round_half_even(values).tolist()
+        return out
+    if not args.monotone and np.issubdtype(np.asarray(raw).dtype, np.integer):
+        ints: list[Any] = np.asarray(values, dtype=np.int64).tolist()  # clamped integers
+        return ints
+    floats: list[Any] = values.tolist()
+    return floats

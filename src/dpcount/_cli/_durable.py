@@ -12,7 +12,9 @@ slow live stream is still delivered row by row):
 1. compute the releases (the stream's state moves on in memory only);
 2. fsync the output (the previous batch's lines are now on disk), then save the
    checkpoint atomically: the stream after the batch, the batch's output lines
-   ("pending"), a running SHA-256 of the consumed input values, and the options;
+   ("pending"), a running SHA-256 of the consumed input values (and time labels,
+   with --time-column), and the options (with those that shape the lines:
+   --time-column, --round, --clamp);
 3. write the batch's lines to the output and flush.
 
 A crash before 2 loses only unreleased work (the old checkpoint predates the
@@ -50,7 +52,9 @@ from typing import IO, Any
 from dpcount._cli._counting import (
     build,
     build_unbounded,
-    format_line,
+    header,
+    postprocessed,
+    row_line,
     summary,
     summary_unbounded,
 )
@@ -67,6 +71,7 @@ from dpcount.io import SeriesReader
 
 __all__ = ["run_durable"]
 
+#: the output header of a run without --time-column, --round or --clamp
 HEADER = "t,private_count,std\n"
 #: default cadence without --checkpoint-every: save when this many steps are pending,
 #: when --checkpoint-seconds have passed since the last save, or when live input pauses
@@ -76,9 +81,15 @@ _EXTRA_KEYS = frozenset({"complete", "input_digest", "options", "pending", "tool
 _TOOL = "dpcount count"
 
 
-def chain_digest(digest: bytes, value: float) -> bytes:
-    """The running input digest after one more value: SHA-256(digest ‖ value as float64)."""
-    return hashlib.sha256(digest + struct.pack("<d", value)).digest()
+def chain_digest(digest: bytes, value: float, label: str | None = None) -> bytes:
+    """The running input digest after one more row: SHA-256(digest ‖ value as float64),
+    and with a time label (--time-column) SHA-256(digest ‖ value ‖ length ‖ label as
+    UTF-8), the length (uint64) keeping the encoding unambiguous."""
+    data = digest + struct.pack("<d", value)
+    if label is not None:
+        text = label.encode("utf-8")
+        data += struct.pack("<Q", len(text)) + text
+    return hashlib.sha256(data).digest()
 
 
 def _deliver(out: IO[str], lines: list[str]) -> None:
@@ -142,13 +153,13 @@ def _input_idle(live: bool) -> bool:
     return not bool(ready)
 
 
-def _check_fresh_output(path: str, checkpoint: str) -> None:
+def _check_fresh_output(path: str, checkpoint: str, head_line: str) -> None:
     """Without a checkpoint the output may hold at most the header (nothing released)."""
     if not os.path.exists(path):
         return
     with open(path, "rb") as fh:
-        head = fh.read(len(HEADER) + 1)
-    if not HEADER.encode().startswith(head):
+        head = fh.read(len(head_line.encode()) + 1)
+    if not head_line.encode().startswith(head):
         raise ValueError(
             f"--output {path} already holds data but checkpoint {checkpoint} does not exist: "
             "refusing to release the stream again (a second release with fresh noise spends "
@@ -197,10 +208,11 @@ def _complete_end(fh: IO[bytes], size: int) -> int:
     return 0
 
 
-def _reconcile(path: str, pending: list[str], step: int) -> int:
+def _reconcile(path: str, pending: list[str], step: int, head_line: str) -> int:
     """Bring the output in line with a checkpoint at ``step`` holding ``pending`` (the
     lines of steps step − len(pending) + 1 .. step): cut a partial last line, check the
-    lines present, append the missing ones, fsync. Returns how many were appended."""
+    lines present, append the missing ones, fsync. Returns how many were appended.
+    ``head_line``: the output's header line for this run's options."""
     first = step - len(pending) + 1
     with open(path, "ab"):
         pass  # create it if it is missing (recoverable when pending starts at step 1)
@@ -210,13 +222,15 @@ def _reconcile(path: str, pending: list[str], step: int) -> int:
         present: list[bytes] = []
         if end == 0:
             fh.seek(0)
-            fh.write(HEADER.encode())
-            end = len(HEADER)
+            fh.write(head_line.encode())
+            end = len(head_line.encode())
         else:
             present, at_start = _tail_lines(fh, end, len(pending) + 1)
             if at_start:
-                if present[0] != HEADER.encode():
-                    raise ValueError(f"--output {path} does not start with the header {HEADER!r}")
+                if present[0] != head_line.encode():
+                    raise ValueError(
+                        f"--output {path} does not start with the header {head_line!r}"
+                    )
                 present = present[1:]
         last_t = _line_t(present[-1], path) if present else 0
         if not first - 1 <= last_t <= step:
@@ -275,16 +289,26 @@ def run_durable(args: argparse.Namespace) -> int:
     if os.path.abspath(output) == os.path.abspath(checkpoint):
         raise ValueError(f"--output and --checkpoint must be different files, got {output!r}")
     live = args.input == "-"
-    values: Any
+    values: list[float] | None = None  # known in advance for a file (the noise default)
     horizon: int | None
     if live:
         horizon = args.horizon  # None: the unbounded doubling counter
-        reader = SeriesReader(sys.stdin, args.column, source="stdin", missing=args.missing)
-        values = (v for _, v in reader)
+        reader = SeriesReader(
+            sys.stdin,
+            args.column,
+            source="stdin",
+            time_column=args.time_column,
+            missing=args.missing,
+        )
+        rows: Any = ((time, v) for _, time, v in reader.records())
     else:
         with open(args.input, encoding="utf-8", newline="") as fh:
-            reader = SeriesReader(fh, args.column, source=args.input, missing=args.missing)
-            values = [v for _, v in reader]
+            reader = SeriesReader(
+                fh, args.column, source=args.input, time_column=args.time_column,
+                missing=args.missing,
+            )  # fmt: skip
+            rows = [(time, v) for _, time, v in reader.records()]
+        values = [v for _, v in rows]
         if not values:
             raise ValueError(f"{args.input}: no data rows")
         horizon = len(values) if args.horizon is None else args.horizon
@@ -292,15 +316,20 @@ def run_durable(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
             )
-    options = {"column": args.column, "seed": args.seed}
+    options: dict[str, Any] = {"column": args.column, "seed": args.seed}
+    # Options that shape the output lines (absent when not used, so a checkpoint of
+    # an earlier version without them resumes): a resumed run must write the same.
+    post = bool(args.round or args.clamp)
+    if args.time_column is not None:
+        options["time_column"] = args.time_column
+    if post:
+        options["round"], options["clamp"] = bool(args.round), bool(args.clamp)
+    head_line = ",".join(header(args, post)) + "\n"
     con = err_console()
     with _locked(checkpoint):
         mech: CountingMechanism | UnboundedCounter
         stream: CountingStream | UnboundedStream
-        if horizon is None:
-            mech = build_unbounded(args)
-        else:
-            mech = build(args, horizon, values if isinstance(values, list) else None)
+        mech = build_unbounded(args) if horizon is None else build(args, horizon, values)
         if os.path.exists(checkpoint):
             try:
                 if isinstance(mech, UnboundedCounter):
@@ -326,33 +355,33 @@ def run_durable(args: argparse.Namespace) -> int:
             con.print(f"resuming from checkpoint {escape(checkpoint)} at step {skip} {of}")
             resumed = True
         else:
-            _check_fresh_output(output, checkpoint)
+            _check_fresh_output(output, checkpoint, head_line)
             stream = mech.stream()
             skip, digest, pending, resumed = 0, bytes.fromhex(_DIGEST_START), [], False
             with open(output, "w", encoding="utf-8", newline="") as fh:
-                fh.write(HEADER)
+                fh.write(head_line)
                 fh.flush()
                 os.fsync(fh.fileno())
         mech = stream.counter if isinstance(stream, UnboundedStream) else stream.mechanism
         # The exact std of steps skip + 1, skip + 2, …: one at a time, so memory does
         # not grow with the horizon (a resumed run starts at the checkpoint's step).
         variances = mech.iter_variances(skip + 1)
-        it = iter(values)
+        it = iter(rows)
         for consumed in range(skip):
-            value = next(it, None)
-            if value is None:
+            row = next(it, None)
+            if row is None:
                 raise ValueError(
                     f"the input has {consumed} rows, but checkpoint {checkpoint} has consumed "
                     f"{skip}: it is not the input the checkpoint was made with"
                 )
-            digest = chain_digest(digest, value)
+            digest = chain_digest(digest, row[1], row[0])
         if skip and digest.hex() != extra["input_digest"]:
             raise ValueError(
                 f"the first {skip} input rows differ from those checkpoint {checkpoint} consumed: "
                 "refusing to continue (the same noise on different data would leak it)"
             )
         if resumed:
-            appended = _reconcile(output, pending, skip)
+            appended = _reconcile(output, pending, skip, head_line)
             if appended:
                 con.print(f"completed the output with {appended} released line(s)")
         batch: list[str] = []
@@ -390,13 +419,20 @@ def run_durable(args: argparse.Namespace) -> int:
                 last_save = time.monotonic()
 
             try:
-                for value in it:
+                for label, value in it:
                     if horizon is not None and stream.step >= horizon:
                         raise ValueError(f"the input has more than --horizon {horizon} rows")
                     release = stream.update(value)
-                    digest = chain_digest(digest, value)
+                    digest = chain_digest(digest, value, label)
                     std = math.sqrt(next(variances))
-                    batch.append(format_line(stream.step, release, std))
+                    # --round/--clamp: per-row post-processing of this release alone
+                    # (the same lines as a plain live run with the same seed)
+                    shown = postprocessed(args, [release]) if post else None
+                    batch.append(
+                        row_line(stream.step, label, release, std)
+                        if shown is None
+                        else row_line(stream.step, label, shown[0], std, release)
+                    )
                     if due():
                         commit()
             finally:

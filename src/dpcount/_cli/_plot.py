@@ -25,9 +25,11 @@ def plot_release(
     post: list[Any] | None,
     labels: list[str] | None,
     mech: CountingMechanism,
+    time_name: str | None = None,
 ) -> Path:
     """Top: true and released running counts with the raw release's ±2σ band (and the
-    post-processed release if any). Bottom: the error with the ±2σ band."""
+    post-processed release if any). Bottom: the error with the ±2σ band. The x axis
+    shows ``labels`` (the time column, named ``time_name``) when given, else t."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,11 +55,12 @@ def plot_release(
     bottom.plot(t, raw_f - truth, color="C0", lw=0.8, label="raw release − truth")
     bottom.axhline(0, color="black", lw=0.8)
     bottom.set_ylabel("error")
-    bottom.legend(loc="upper left", framealpha=0.9)
+    # above the panel: the band is symmetric, so any inner corner would cover it
+    bottom.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
     if labels is not None:
         ticks = np.unique(np.linspace(0, len(t) - 1, min(8, len(t))).astype(int))
         bottom.set_xticks(t[ticks], [labels[i] for i in ticks], rotation=30, ha="right")
-        bottom.set_xlabel("time")
+        bottom.set_xlabel(time_name or "time")
     else:
         bottom.set_xlabel("step t")
     out = Path(path)

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import sys
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from dpcount._cli._counting import DEFAULT_K, build, build_unbounded, summary, summary_unbounded
+from dpcount._cli._counting import (
+    DEFAULT_K,
+    build,
+    build_unbounded,
+    header,
+    postprocessed,
+    row_line,
+    summary,
+    summary_unbounded,
+)
 from dpcount._cli._durable import run_durable
 from dpcount._cli._time import Clock, parse_width
 from dpcount._cli.common import (
@@ -24,14 +34,16 @@ from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 from dpcount.io import MISSING_POLICIES, SeriesReader
-from dpcount.postprocess import clamp, monotone, round_half_even
 
 HELP = "release private running counts (prefix sums) of a numeric CSV column"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "input", metavar="INPUT", help="CSV file, or - to read stdin line by line (live)"
+        "input",
+        metavar="INPUT",
+        help="CSV file, or - to read stdin line by line (live: each row is released as it "
+        "arrives; with --monotone, --step or --plot stdin is read to its end first, as a file)",
     )
     p.add_argument(
         "--column",
@@ -66,7 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
         default=None,
         help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
-        "--delta; integer output, not attackable through floating-point rounding) when the "
+        "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
+        "exact MSE; integer output, not attackable through floating-point rounding) when the "
         "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
         "numbers and no --calibration is given (stdin: a fractional row is then an error); "
         "otherwise laplace, with a one-line note on stderr",
@@ -88,7 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--horizon",
         type=int,
         default=None,
-        help="number of steps T (default: rows in INPUT). Stdin without --horizon runs the "
+        help="number of steps T (default: the steps of INPUT, or of stdin when it is read to "
+        "its end for --monotone/--step/--plot). Live stdin without --horizon runs the "
         "unbounded doubling counter: step t in block i (steps 2^i..2^(i+1)-1) is released as "
         "the finished blocks' last releases plus block i's own mechanism (horizon 2^i, full "
         "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
@@ -107,7 +121,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="bucket the rows by --time-column into steps of this width: 1D, 6h, 15min, 30s, "
         "2W for ISO dates/timestamps, a number for numeric times; a step's value is the sum "
         "of its rows (an empty step is 0), so --sensitivity must bound the change of one "
-        "step's sum (default: none, one row per step)",
+        "step's sum; reads stdin to its end; not with --checkpoint (default: none, one row "
+        "per step)",
     )
     p.add_argument(
         "--start",
@@ -127,7 +142,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="post-process: the closest non-decreasing series (isotonic regression; for "
         "steps that are never negative its l2 error to the truth is never larger than the "
-        "raw release's)",
+        "raw release's); a fit of the whole series: reads stdin to its end, not with "
+        "--checkpoint",
     )
     p.add_argument("--clamp", action="store_true", help="post-process: negative releases become 0")
     p.add_argument(
@@ -138,7 +154,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PNG",
         default=None,
         help="draw the release with its ±2σ band over the true counts (for the data owner, "
-        "not for publication: it shows the truth; needs dpcount[plot]; default: no plot)",
+        "not for publication: it shows the truth; needs dpcount[plot]; reads stdin to its "
+        "end; not with --checkpoint; default: no plot)",
     )
     p.add_argument(
         "--checkpoint",
@@ -146,7 +163,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="durable run: save the stream to FILE as it goes and resume from FILE if it "
         "exists, never releasing a step twice (needs --output; FILE holds the noise key: "
-        "protect it like the data; see docs/durable-streams.md; default: none, a plain run)",
+        "protect it like the data; --time-column, --round and --clamp work row by row with it, "
+        "--monotone, --step and --plot need the whole series and are refused; see "
+        "docs/durable-streams.md; default: none, a plain run)",
     )
     p.add_argument(
         "--checkpoint-every",
@@ -169,43 +188,59 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    """Options that need a file input or a plain run are refused up front."""
+    """Options a run cannot honour are refused up front, naming the flag and why."""
     if args.checkpoint is None:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint FILE")
         if args.checkpoint_seconds != 1.0:
             raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
-    whole = {"--monotone": args.monotone, "--step": args.step, "--plot": args.plot}
-    for flag, given in whole.items():
-        if given and (args.input == "-" or args.checkpoint is not None):
-            raise ValueError(f"{flag} needs the whole series: a file INPUT without --checkpoint")
-    extras = {"--time-column": args.time_column, "--round": args.round, "--clamp": args.clamp}
-    for flag, given in extras.items():
-        if given and args.checkpoint is not None:
-            raise ValueError(f"{flag} is not available with --checkpoint")
+    else:
+        # A durable run releases (and delivers) row by row: whole-series options would
+        # need rows not yet seen, or would change lines already released.
+        why = {
+            "--monotone": "the isotonic fit of a step changes with later rows, and released "
+            "lines are final (run it on the output file afterwards)",
+            "--step": "a step's sum is only known once the input is past it",
+            "--plot": "the plot needs the true series of the whole input",
+        }
+        for flag, reason in why.items():
+            if getattr(args, flag[2:]):
+                raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
     if args.start is not None and args.step is None:
         raise ValueError("--start needs --step")
 
 
+def _whole_input(args: argparse.Namespace) -> bool:
+    """Whether the run reads the whole input before releasing: a file, or stdin with an
+    option that needs the whole series (--monotone, --step, --plot)."""
+    return args.input != "-" or bool(args.monotone or args.step or args.plot)
+
+
 def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None, SeriesReader]:
-    """The steps of a file INPUT and their time labels (None without --time-column):
-    one row per step, or with ``--step`` the sum of each bucket's rows (an empty
-    bucket is a step of 0)."""
-    with open(args.input, encoding="utf-8", newline="") as fh:
+    """The steps of the whole input (a file, or stdin read to its end) and their time
+    labels (None without --time-column): one row per step, or with ``--step`` the sum
+    of each bucket's rows (an empty bucket is a step of 0)."""
+    source = "stdin" if args.input == "-" else args.input
+    with contextlib.ExitStack() as stack:
+        fh: IO[str] = (
+            sys.stdin
+            if args.input == "-"
+            else stack.enter_context(open(args.input, encoding="utf-8", newline=""))
+        )
         reader = SeriesReader(
-            fh, args.column, source=args.input, time_column=args.time_column, missing=args.missing
+            fh, args.column, source=source, time_column=args.time_column, missing=args.missing
         )
         records = list(reader.records())
     if not records:
-        raise ValueError(f"{args.input}: no data rows")
+        raise ValueError(f"{source}: no data rows")
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
     width, duration = parse_width(args.step, "--step")
     clock = Clock(width, duration, "--step")
-    times = [clock.read(str(t), f"{args.input}: line {line}") for line, t, _ in records]
+    times = [clock.read(str(t), f"{source}: line {line}") for line, t, _ in records]
     if args.start is not None:
         clock.set_start(args.start, "--start")
     else:
@@ -214,7 +249,7 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
     for (line, _, v), time in zip(records, times, strict=True):
         step = clock.step(time)
         if step < 1:
-            raise ValueError(f"{args.input}: line {line}: time is before --start {args.start}")
+            raise ValueError(f"{source}: line {line}: time is before --start {args.start}")
         sums[step] = sums.get(step, 0.0) + v
     n = max(sums)
     return (
@@ -228,14 +263,15 @@ def run(args: argparse.Namespace) -> int:
     _check_options(args)
     if args.checkpoint is not None:
         return run_durable(args)
-    if args.input == "-":
+    if not _whole_input(args):
         return _run_live(args)
     values, labels, reader = _read_file(args)
     horizon = len(values) if args.horizon is None else args.horizon
     if horizon < len(values):
         raise ValueError(
             f"--horizon {horizon} is smaller than the {len(values)} "
-            f"{'rows' if args.step is None else 'steps'} of {args.input}"
+            f"{'rows' if args.step is None else 'steps'} of "
+            + ("stdin" if args.input == "-" else args.input)
         )
     mech = build(args, horizon, values)
     raw = mech.release(np.asarray(values))
@@ -253,7 +289,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from dpcount._cli._plot import plot_release
 
-        path = plot_release(args.plot, np.cumsum(values), raw, np.asarray(std), post, labels, mech)
+        path = plot_release(
+            args.plot, np.cumsum(values), raw, np.asarray(std), post, labels, mech,
+            time_name=args.time_column,
+        )  # fmt: skip
         err_console().print(
             f"plot written to {escape(str(path))} (it shows the true counts: for the data "
             "owner, not for publication)"
@@ -292,54 +331,6 @@ def _run_live(args: argparse.Namespace) -> int:
         summary(mech, steps, args)
     _report_missing(reader)
     return 0
-
-
-def header(args: argparse.Namespace, post: bool) -> list[str]:
-    """The output columns: ``t``, the input's time column if given, the release and its
-    std; with post-processing the raw release and *its* std (``raw_std``) follow the
-    post-processed values, whose error the std does not describe."""
-    reserved = {"t", "private_count", "raw_private_count", "raw_std", "std"}
-    time = args.time_column
-    cols = ["t"] + ([time + ("_input" if time in reserved else "")] if time else [])
-    return cols + (["private_count", "raw_private_count", "raw_std"] if post else
-                   ["private_count", "std"])  # fmt: skip
-
-
-def row_line(t: int, label: str | None, value: Any, std: float, raw: Any = None) -> str:
-    cells = [str(t)] + ([] if label is None else [_csv_cell(label)]) + [_number(value)]
-    if raw is not None:
-        cells.append(_number(raw))
-    cells.append(repr(float(std)))
-    return ",".join(cells) + "\n"
-
-
-def _csv_cell(text: str) -> str:
-    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    return repr(float(value))
-
-
-def postprocessed(args: argparse.Namespace, raw: Any) -> list[Any] | None:
-    """The release after --monotone, --clamp, --round (in that order), or None."""
-    if not (args.monotone or args.clamp or args.round):
-        return None
-    values = np.asarray(raw, dtype=np.float64)
-    if args.monotone:
-        values = monotone(values)
-    if args.clamp:
-        values = clamp(values)
-    if args.round:
-        out: list[Any] = round_half_even(values).tolist()
-        return out
-    if not args.monotone and np.issubdtype(np.asarray(raw).dtype, np.integer):
-        ints: list[Any] = np.asarray(values, dtype=np.int64).tolist()  # clamped integers
-        return ints
-    floats: list[Any] = values.tolist()
-    return floats
 
 
 def _report_missing(reader: SeriesReader) -> None:

@@ -15,6 +15,7 @@ from dpcount._cli.common import (
     positive_float,
 )
 from dpcount.analysis.compare import METRICS, compare
+from dpcount.analysis.recommend import recommend_mechanism
 
 HELP = (
     "rank every continual-counting mechanism by its exact error for a horizon and budget "
@@ -167,4 +168,18 @@ def run(args: argparse.Namespace) -> int:
             con.print(f"  (next: {rows[1].label}, {ratio:.3g}× worse by this metric)")
         else:
             con.print(f"  ({rows[1].label} ties by this metric)")
+    if args.metric == "mse":
+        # what `count --mechanism auto` does with whole-number data: the same choice
+        # function, restricted to the mechanisms that take integer noise
+        whole = recommend_mechanism(
+            args.horizon, epsilon=args.epsilon, delta=args.delta,
+            step_sensitivity=args.sensitivity,
+        )  # fmt: skip
+        if whole.noise.startswith("discrete"):
+            con.print(
+                f"  whole-number data: `dpcount count --mechanism auto` takes "
+                f"{escape(whole.candidate.label)} with {whole.noise} noise (exact integer "
+                "output; see docs/safe-noise.md)",
+                soft_wrap=True,
+            )
     return 0

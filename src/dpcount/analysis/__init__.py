@@ -11,6 +11,7 @@ from dpcount.analysis.certificates import (
     certify,
 )
 from dpcount.analysis.compare import METRICS, Candidate, compare
+from dpcount.analysis.recommend import Recommendation, recommend_mechanism
 from dpcount.analysis.threshold import (
     DeltaThreshold,
     cor22_variance_ratio,
@@ -27,6 +28,7 @@ __all__ = [
     "Certificate",
     "DeltaThreshold",
     "Objective",
+    "Recommendation",
     "Reference",
     "TreeChoice",
     "asymptotic_lower_bound",
@@ -41,4 +43,5 @@ __all__ = [
     "laplace_vs_gaussian_delta",
     "lemma19_exponent",
     "mathias_gamma_hat",
+    "recommend_mechanism",
 ]

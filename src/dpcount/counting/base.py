@@ -112,7 +112,13 @@ def exact_quotients(numerators: Any, denominator: int) -> Any:
 
 
 def _exact_release(sums: Any, numerators: Any, denominator: int) -> Any:
-    """Round ``sums + numerators/denominator`` once (exact-rational noise processes)."""
+    """Round ``sums + numerators/denominator`` once (exact-rational noise processes).
+
+    ``numerators``: Python-int numerators (an int or object array), or a batch that
+    rounds ``sums + noise`` itself (``add_and_round``, e.g. Honaker's int64 batch),
+    to the same bits."""
+    if hasattr(numerators, "add_and_round"):
+        return numerators.add_and_round(sums)
     sums = sums.astype(object) if isinstance(sums, np.ndarray) else int(sums)
     return exact_quotients(sums * denominator + numerators, denominator)
 

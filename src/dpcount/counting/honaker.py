@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Honaker",
+    "HonakerBatchNoise",
     "HonakerExactNoiseProcess",
     "HonakerNoiseProcess",
     "honaker_level_variance",
@@ -261,6 +262,155 @@ def _as_exact(values: Any) -> Any:
     return int(values)
 
 
+def _two_sum(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[Any, Any]:
+    """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(a: NDArray[np.float64]) -> tuple[Any, Any]:
+    """Veltkamp's split of a float64 into two halves of ≤ 26 significant bits."""
+    c = 134217729.0 * a  # 2^27 + 1
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _two_product(a: NDArray[np.float64], b: float) -> tuple[Any, Any]:
+    """(p, e) with p = fl(a·b) and a·b = p + e exactly (Dekker's TwoProduct; no FMA)."""
+    p = a * b
+    a_hi, a_lo = _split(a)
+    b_hi, b_lo = _split(np.float64(b))
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+#: node values W below this in magnitude (checked) are computed in int64
+_INT64_BOUND = 2**62
+
+#: bound on |F − (Fh + Fl)| in :meth:`HonakerBatchNoise.add_and_round` (derived there)
+_SUM_ERROR = 2.0**-80
+
+
+class HonakerBatchNoise:
+    """The exact noise of steps t0 + 1 .. t1 of :class:`HonakerExactNoiseProcess` with
+    int64 node values: step t's noise is the rational Σ_{j: bit j of t} W_j / D_j,
+    D_j = 2^{j+1} − 1 (W from ``ext``, see ``HonakerExactNoiseProcess._levels``).
+
+    :meth:`add_and_round` returns RN(S_t + noise_t), the same bits as the quotient of
+    the Python-int numerator by the common denominator, without forming those large
+    integers. Error-free transformations (Knuth's TwoSum, Dekker's TwoProduct with
+    Veltkamp's split) and the bound γ_{n−1}·Σ|x_i| on the error of any order of
+    summing n numbers, γ_k = k·u/(1 − k·u) (Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., SIAM 2002, chapters 3–4,
+    https://doi.org/10.1137/1.9780898718027); u = 2^−53, L ≤ 64 levels:
+
+    1. per level, floor division in int64: W_j = q_j·D_j + r_j with 0 ≤ r_j < D_j <
+       2^53, so the value is I + F with the integer I = S + Σ q_j and F = Σ r_j / D_j;
+    2. each τ_j = r_j / D_j as hi_j + lo_j: hi_j = fl(τ_j); r_j − hi_j·D_j is exact
+       (TwoProduct, then Sterbenz) up to one rounding of a number below u·r_j, so
+       |τ_j − hi_j − lo_j| ≤ 3u²;
+    3. Fh = Σ hi_j by TwoSum (the exact errors go to Fl), Fl = Σ (errors + lo_j) in
+       float64: 2L terms each below L·u, so F = Fh + Fl + δ with
+       |δ| ≤ 3L·u² + 1.01·2L·(2L²u)·u < 2^−80 = :data:`_SUM_ERROR` (e);
+    4. with |I| < 2^52 (an exact float): (s, ρ) = TwoSum(I, Fh) and (g, γ) = TwoSum(ρ,
+       Fl), so I + F = s + g + γ + δ exactly with |δ| ≤ e; when g is at or beyond
+       half the gap to a neighbouring float, s moves to that neighbour and g drops by
+       the gap (both exact: adjacent floats, Sterbenz). RN(I + F) = s when the
+       value lies strictly inside s's rounding interval (s − down, s + up) (up, down:
+       half the gaps to the neighbouring floats): g < up and fl(up − g) > 2·fl(|γ| +
+       e), and symmetrically below (the factor 2 absorbs the two roundings);
+       |s| ≥ 2^−900 keeps the half gaps exact (no subnormals). When every r_j = 0
+       the value is the integer I itself;
+    5. every other step (within about 2^−80 of a rounding boundary, or outside the
+       bounds) is computed exactly: the Python-int numerator over the common
+       denominator, divided once (CPython rounds int / int correctly).
+    """
+
+    def __init__(
+        self,
+        ext: list[NDArray[np.int64]],
+        lows: list[int],
+        t0: int,
+        t1: int,
+        mult: list[int],
+        denominator: int,
+    ) -> None:
+        self._ext, self._lows, self._t0, self._t1 = ext, lows, t0, t1
+        self._mult, self.denominator = mult, denominator
+
+    def _terms(self, t: NDArray[np.int64], j: int) -> NDArray[np.int64]:
+        """W_j of each step of ``t`` whose bit j is set, else 0."""
+        q = t >> j
+        w = self._ext[j][q - self._lows[j]]
+        bit = ((q & 1) == 1).reshape(q.shape + (1,) * (w.ndim - 1))
+        return np.where(bit, w, 0)
+
+    def numerators(self, index: NDArray[np.intp]) -> NDArray[Any]:
+        """Exact Python-int numerators over ``denominator`` of the steps ``index``."""
+        t = np.arange(self._t0 + 1, self._t1 + 1, dtype=np.int64)[index]
+        total: NDArray[Any] = np.zeros(self._terms(t, 0).shape, dtype=object)
+        for j in range(len(self._ext)):
+            total = total + self._terms(t, j).astype(object) * self._mult[j]
+        return total
+
+    def add_and_round(self, sums: NDArray[np.int64]) -> NDArray[np.float64]:
+        """RN(sums + noise) per step (``sums``: int64, the shape of the noise)."""
+        n = self._t1 - self._t0
+        sums = np.asarray(sums, dtype=np.int64)
+        whole = sums.copy()
+        ok = np.abs(whole) < 2**52
+        f_hi = np.zeros(whole.shape, dtype=np.float64)
+        f_lo = np.zeros(whole.shape, dtype=np.float64)
+        for j, node in enumerate(self._ext):
+            if self._t1 >> j == 0:
+                break  # no step up to t1 has bit j (or higher) set
+            # Per node (each serves 2^j consecutive steps), zero where bit j of the
+            # node's steps is 0 (even q), then repeated over the steps t0 + 1 .. t1.
+            d = (1 << (j + 1)) - 1
+            q_first = self._lows[j]
+            odd = ((np.arange(q_first, q_first + len(node)) & 1) == 1).reshape(
+                (-1,) + (1,) * (node.ndim - 1)
+            )
+            w = np.where(odd, node, 0)
+            q = w // d
+            rf = (w - q * d).astype(np.float64)  # exact: 0 ≤ r < d < 2^53
+            hi = rf / d
+            p, p_err = _two_product(hi, float(d))
+            lo = ((rf - p) - p_err) / d
+            start = self._t0 + 1 - (q_first << j)
+            span = slice(start, start + n)
+            whole += np.repeat(q, 1 << j, axis=0)[span]  # |Σ q_j| ≤ Σ |W_j| < 2^62
+            f_hi, err = _two_sum(f_hi, np.repeat(hi, 1 << j, axis=0)[span])
+            f_lo += err + np.repeat(lo, 1 << j, axis=0)[span]
+        # every r_j = 0 exactly when f_hi = 0 (a sum of non-negative hi_j, each > 0
+        # when r_j > 0): the value is then the integer I itself
+        inexact = f_hi != 0
+        ok &= np.abs(whole) < 2**52
+        a = np.where(ok, whole, 0).astype(np.float64)
+        s, rho = _two_sum(a, f_hi)
+        g, gamma = _two_sum(rho, f_lo)
+        # Fl may carry the value past s's rounding interval: move s to the neighbour
+        # (the gap is exact, and g ∓ gap is exact by Sterbenz: |g| ≤ one gap + tiny).
+        up = (np.nextafter(s, np.inf) - s) / 2
+        down = (s - np.nextafter(s, -np.inf)) / 2
+        above, below = g >= up, g <= -down
+        g = np.where(above, g - 2 * up, np.where(below, g + 2 * down, g))
+        s = np.where(above, s + 2 * up, np.where(below, s - 2 * down, s))
+        tol = 2 * (np.abs(gamma) + _SUM_ERROR)
+        up = (np.nextafter(s, np.inf) - s) / 2
+        down = (s - np.nextafter(s, -np.inf)) / 2
+        inside = (g < up) & (up - g > tol) & (g > -down) & (g + down > tol)
+        ok &= ~inexact | (inside & (np.abs(s) >= 2.0**-900))
+        out = np.where(ok, s, 0.0)
+        bad = np.flatnonzero(~ok.reshape(n, -1).all(axis=1))
+        if bad.size:
+            exact = sums[bad].astype(object) * self.denominator + self.numerators(bad)
+            flat = exact.ravel()
+            vals = np.fromiter((v / self.denominator for v in flat), np.float64, flat.size)
+            out[bad] = vals.reshape(exact.shape)
+        return out
+
+
 class HonakerExactNoiseProcess:
     """Exact Honaker Online noise for integer node noise (``noise="discrete-*"``).
 
@@ -280,8 +430,10 @@ class HonakerExactNoiseProcess:
     (:func:`dpcount.counting.base.exact_quotients`): by linearity the value equals
     the estimator applied to the noisy node values y exactly (the true node sums go through the same
     weights, which sum to 1), so the released bits are a function of y alone:
-    post-processing. All arithmetic is on Python ints (object arrays when
-    vectorized), so nothing can overflow at any horizon.
+    post-processing. ``next`` works on Python ints; ``next_many`` keeps the node
+    values W in int64 when a bound checked on the batch's samples keeps every |W|
+    below 2^62 (and rounds through :class:`HonakerBatchNoise`, to the same bits),
+    else on Python ints (object arrays), so nothing can overflow at any horizon.
     """
 
     def __init__(
@@ -314,9 +466,6 @@ class HonakerExactNoiseProcess:
     def live_count(self) -> int:
         return bin(self._t).count("1")
 
-    def _take(self, n: int) -> NDArray[Any]:
-        return self._buffer.take(n).astype(object)
-
     def next(self) -> Any:
         t = self._t + 1
         if t > self.horizon:
@@ -335,25 +484,57 @@ class HonakerExactNoiseProcess:
         self._t = t
         return value
 
-    def next_many(self, n: int) -> NDArray[Any]:
+    def next_many(self, n: int) -> Any:
+        """The noise of the next ``n`` steps: a :class:`HonakerBatchNoise` (node values
+        W in int64, when a checked bound keeps every intermediate below 2^62), else an
+        object array of Python-int numerators over :attr:`denominator`. Either way
+        the mechanism rounds each release once, to the same bits."""
         n = check_integer("n", n, ge=1)
         t0, t1 = self._t, self._t + n
         if t1 > self.horizon:
             raise ValueError(f"noise process holds {self.horizon} steps, asked for {t1}")
-        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         H = self.levels
-        # Bottom-up, as HonakerNoiseProcess.next_many, with the integer recursion for W.
+        # The draws, level by level in the order of the recursion below (so both
+        # paths consume the same samples in the same order).
+        owns = [self._buffer.take(max(0, (t1 >> j) - (t0 >> j))) for j in range(H + 1)]
+        # |W_j| ≤ 2^j·A + 2·max|W_{j−1}| with A the largest |sample| or carried |W|,
+        # hence |W_j| ≤ (j + 1)·2^j·A ≤ (H + 1)·2^H·A: int64 is exact below 2^62.
+        A = max(
+            [max(int(o.max()), -int(o.min())) for o in owns if o.size]
+            + [int(np.max(np.abs(np.asarray(w, dtype=object)))) for w in self._left]
+        )
+        if (H + 1) * (1 << H) * A < _INT64_BOUND and H < 52:  # and every D_j < 2^53
+            ext, lows = self._levels(owns, t0, t1, np.int64)
+            noise: Any = HonakerBatchNoise(ext, lows, t0, t1, self._mult, self.denominator)
+        else:
+            ext, lows = self._levels(owns, t0, t1, object)
+            noise = self._numerators(ext, lows, t0, t1)
+        for j in range(H + 1):
+            if (t1 >> j) & 1:
+                value = ext[j][(t1 >> j) - lows[j]]
+                self._left[j] = _as_exact(value) if self.dim is None else _as_exact(value.copy())
+        self._refresh_partial(t1)
+        self._t = t1
+        return noise
+
+    def _levels(
+        self, owns: list[NDArray[Any]], t0: int, t1: int, dtype: Any
+    ) -> tuple[list[NDArray[Any]], list[int]]:
+        """Bottom-up, as HonakerNoiseProcess.next_many, with the integer recursion for
+        W: ``ext[j][q - lows[j]]`` is W of the level-j node q, for q from t0 >> j (the
+        carried node, 0 if bit j of t0 is 0) to t1 >> j."""
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         ext: list[NDArray[Any]] = []
         lows: list[int] = []
         below: NDArray[Any] | None = None
-        for j in range(H + 1):
+        for j, own in enumerate(owns):
             lo, hi = t0 >> j, (t1 >> j) - 1
             count = hi - lo + 1
-            cur = np.zeros((count + 1, *tail), dtype=object)
+            cur = np.zeros((count + 1, *tail), dtype=dtype)
             if (t0 >> j) & 1:
                 cur[0] = self._left[j]
             if count > 0:
-                own = self._take(count)
+                own = own.astype(dtype)
                 if j == 0:
                     cur[1:] = own
                 else:
@@ -364,22 +545,23 @@ class HonakerExactNoiseProcess:
             ext.append(cur)
             lows.append(lo)
             below = cur
-        # Top-down over ancestors q = t >> j, in numerators over the common denominator.
+        return ext, lows
+
+    def _numerators(
+        self, ext: list[NDArray[Any]], lows: list[int], t0: int, t1: int
+    ) -> NDArray[Any]:
+        """Top-down over ancestors q = t >> j: each step's noise as a Python-int
+        numerator over the common denominator (object array)."""
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         D: NDArray[Any] = np.zeros((1, *tail), dtype=object)
         q_lo_parent = 0
-        for j in range(H - 1, -1, -1):
+        for j in range(self.levels - 1, -1, -1):
             q_lo, q_hi = (t0 + 1) >> j, t1 >> j
             q = np.arange(q_lo, q_hi + 1)
             vals = ext[j][q_lo - lows[j] : q_hi - lows[j] + 1] * self._mult[j]
             vals[(q & 1) == 0] = 0
             D = D[(q >> 1) - q_lo_parent] + vals
             q_lo_parent = q_lo
-        for j in range(H + 1):
-            if (t1 >> j) & 1:
-                value = ext[j][(t1 >> j) - lows[j]]
-                self._left[j] = value if self.dim is None else value.copy()
-        self._refresh_partial(t1)
-        self._t = t1
         return D
 
     def _refresh_partial(self, t: int) -> None:

@@ -2,13 +2,13 @@
 
 Notation (paper → code):
 
-====================  =====================================================
-k                     ``k`` (branching)
-h                     ``height``: ⌈log_k(T+1)⌉ (Alg. 1) or ⌈log_k 2T⌉ (Alg. 2)
-rep_k(t, h), t̂        :class:`~dpcount.counting.digits.DigitSystem` digits
-z_p                   noise of the node reached at prefix p (Alg. 2 line 11)
-Lap(h/ε)              node noise; ℓ₁ sensitivity h·Δ, ℓ₂ sensitivity √h·Δ
-====================  =====================================================
+| paper | code |
+|---|---|
+| k | ``k`` (branching) |
+| h | ``height``: ⌈log_k(T+1)⌉ (Alg. 1) or ⌈log_k 2T⌉ (Alg. 2) |
+| rep_k(t, h), t̂ | :class:`~dpcount.counting.digits.DigitSystem` digits |
+| z_p | noise of the node reached at prefix p (Alg. 2 line 11) |
+| Lap(h/ε) | node noise; ℓ₁ sensitivity h·Δ, ℓ₂ sensitivity √h·Δ |
 
 How the noise is produced. A node at level ℓ is identified by its parent Q at
 level ℓ+1 and a digit j ≠ 0: it is the j-th child to the right of Q's left end

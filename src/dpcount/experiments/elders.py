@@ -796,7 +796,8 @@ def plot_elders_threshold(r: EldersThreshold, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         label_axes(ax, xlabel="T", ylabel="δ* (tree wins for δ ≤ δ*)", title="threshold δ*(T)")
-        legend(ax, "best")
+        # under the panel: "best" put it over the curves at large T (seen in the figure)
+        legend(ax, "below", ncol=2)
         ax = axes[0][1]
         log_t = r.log_t
         for name in ("delta_analytic", "delta_huu_bound", "delta_fhu"):

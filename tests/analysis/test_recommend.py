@@ -1,0 +1,103 @@
+"""One home for the mechanism choice: ``recommend_mechanism`` is the best by exact MSE
+among the mechanisms taking the noise used (checked by building every candidate), and
+``dpcount count --mechanism auto`` and ``dpcount.frame`` release the same thing."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcount.analysis import recommend_mechanism
+from dpcount.cli import main
+from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+
+pd = pytest.importorskip("pandas")
+from dpcount.frame import private_counts  # noqa: E402
+
+
+def _all_mses(T: int, eps: float, delta: float | None, noise: str, names: list[str]) -> float:
+    """The smallest exact MSE over every registry mechanism in ``names`` (trees over all
+    k and both subtract options) built with ``noise``: an independent enumeration."""
+    best = np.inf
+    for name in names:
+        opts: list[dict[str, object]] = [{}]
+        if name == "kary":
+            opts = [
+                {"k": k, "subtract": s} for k, s in itertools.product(range(2, 65), (False, True))
+            ]
+        for o in opts:
+            m = build_mechanism(name, horizon=T, epsilon=eps, delta=delta, noise=noise, rng=0, **o)
+            best = min(best, m.mse())
+    return float(best)
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta"),
+    [(40, 1.0, None), (309, 0.5, None), (1000, 2.0, None), (500, 0.5, 1e-8), (365, 1.0, 1e-6)],
+)
+def test_integer_noise_choice_is_the_exact_minimum(T: int, eps: float, delta: float | None) -> None:
+    """Over every integer-noise mechanism and, with delta, both integer noises."""
+    rec = recommend_mechanism(T, epsilon=eps, delta=delta)
+    assert rec.noise.startswith("discrete") and rec.mechanism in DISCRETE_CAPABLE
+    chosen = build_mechanism(
+        rec.mechanism, horizon=T, epsilon=eps, delta=delta, rng=0, **rec.options()
+    )
+    noises = ["discrete-laplace"] + ([] if delta is None else ["discrete-gaussian"])
+    best = min(_all_mses(T, eps, delta, noise, sorted(DISCRETE_CAPABLE)) for noise in noises)
+    assert chosen.mse() == pytest.approx(best, rel=1e-12)
+
+
+def test_fractional_data_and_named_noise() -> None:
+    rec = recommend_mechanism(309, epsilon=1.0, whole=False)
+    assert not rec.noise.startswith("discrete") and rec.candidate.mse == pytest.approx(
+        build_mechanism(rec.mechanism, horizon=309, epsilon=1.0, rng=0, **rec.options()).mse()
+    )
+    gauss = recommend_mechanism(500, epsilon=0.5, delta=1e-6, noise="gaussian")
+    assert gauss.noise == "gaussian" and gauss.candidate.noise == "gaussian"
+    with pytest.raises(ValueError, match="delta must be given for noise 'discrete-gaussian'"):
+        recommend_mechanism(50, epsilon=1.0, noise="discrete-gaussian")
+    with pytest.raises(ValueError, match="noise must be one of"):
+        recommend_mechanism(50, epsilon=1.0, noise="uniform")
+
+
+@pytest.mark.parametrize(
+    ("T", "budget", "fractional"),
+    [
+        (40, ["--epsilon", "1"], False),
+        (309, ["--epsilon", "0.5"], True),
+        (700, ["--epsilon", "1", "--delta", "1e-6"], False),
+        (700, ["--epsilon", "0.5", "--delta", "1e-6"], True),
+        (256, ["--epsilon", "1", "--delta", "1e-6", "--noise", "gaussian"], False),
+    ],
+)
+def test_cli_auto_and_frame_auto_release_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], T: int, budget: list[str], fractional: bool
+) -> None:
+    """Same seed, same data: the same mechanism (repr), the same std and release."""
+    x = np.arange(T) % 5 + (0.5 if fractional else 0)
+    src, out = tmp_path / "x.csv", tmp_path / "o.csv"
+    src.write_text("n\n" + "".join(f"{v}\n" for v in x))
+    assert (
+        main(["count", str(src), "--column", "n", *budget, "--seed", "4", "--output", str(out)])
+        == 0
+    )
+    err = " ".join(capsys.readouterr().err.split())
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    kw = dict(zip(budget[::2], budget[1::2], strict=True))
+    frame = private_counts(
+        pd.DataFrame({"n": x}),
+        epsilon=float(kw["--epsilon"]),
+        delta=None if "--delta" not in kw else float(kw["--delta"]),
+        noise=kw.get("--noise"),
+        rng=4,
+    )
+    assert " ".join(frame.attrs["mechanism"].split()) in err
+    np.testing.assert_array_equal([float(r["std"]) for r in rows], frame["std"].to_numpy())
+    np.testing.assert_array_equal(
+        [float(r["private_count"]) for r in rows], frame["private_count"].to_numpy()
+    )
