@@ -11,7 +11,14 @@ import numpy as np
 
 from dpcount._cli.common import err_console, escape, participation_from
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import DISCRETE_CAPABLE, MECHANISMS, build_mechanism, default_noise
+from dpcount.counting.registry import (
+    DISCRETE_CAPABLE,
+    GAUSSIAN_ONLY,
+    MECHANISMS,
+    build_mechanism,
+    class_noise,
+    default_noise,
+)
 from dpcount.counting.unbounded import UnboundedCounter
 
 __all__ = [
@@ -37,6 +44,11 @@ def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
         for flag, given in (("--k", args.k is not None), ("--no-subtract", args.no_subtract))
         if given
     ]
+    if mechanism != "toeplitz" and getattr(args, "bands", None) is not None:
+        err_console().print(
+            f"warning: --bands ignored: --mechanism {escape(mechanism)} has no such option "
+            "(only toeplitz does)"
+        )
     if mechanism != "kary" and ignored:
         err_console().print(
             f"warning: {' and '.join(ignored)} ignored: --mechanism {escape(mechanism)} "
@@ -55,23 +67,33 @@ def choose_auto(
     the best row among the mechanisms that take the default integer noise (discrete
     Laplace; discrete Gaussian with ``--delta``), used with it; otherwise the best
     row, with its continuous noise.
-    Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract`` given
-    with auto are an error (they choose a mechanism: name it).
+    With ``--participations``/``--min-separation`` the ranking is computed for that
+    schema (every candidate calibrated to it, banded Toeplitz included).
+    Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract``/``--bands``
+    given with auto are an error (they choose a mechanism: name it).
     """
     from dpcount.analysis.compare import compare
 
-    if participation_from(args) is not None:
-        raise ValueError(
-            "--mechanism auto ranks the mechanisms for one participation; with "
-            "--participations > 1 name one with --mechanism (e.g. sqrt or blt)"
-        )
     if args.k is not None or args.no_subtract:
         raise ValueError(
             "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
             "(--mechanism auto chooses k itself)"
         )
+    if getattr(args, "bands", None) is not None:
+        raise ValueError(
+            "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
+            "(--mechanism auto chooses the bands itself)"
+        )
+    schema = participation_from(args, horizon)
     try:
-        rows = compare(horizon, args.epsilon, args.delta, "mse", step_sensitivity=args.sensitivity)
+        rows = compare(
+            horizon,
+            args.epsilon,
+            args.delta,
+            "mse",
+            step_sensitivity=args.sensitivity,
+            participation=schema,
+        )
     except ValueError:  # a budget no mechanism takes: the k-ary tree's own error says why
         rows = ()
     if not rows:
@@ -94,7 +116,7 @@ def choose_auto(
     best = rows[0]
     args.auto_note = "chosen by --mechanism auto: ranked first by exact MSE by dpcount plan"
     chosen = argparse.Namespace(**vars(args))
-    chosen.mechanism, chosen.k = best.mechanism, best.k
+    chosen.mechanism, chosen.k, chosen.bands = best.mechanism, best.k, best.bands
     chosen.no_subtract = best.subtract is False
     if args.noise is None and args.calibration is None:
         chosen.auto_family = best.noise
@@ -123,7 +145,12 @@ def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple
     family = getattr(args, "auto_family", None)
     if args.calibration is not None:
         return "laplace", "--calibration given without --noise: using laplace"
-    cont = family or "laplace"
+    if family is None and args.mechanism in GAUSSIAN_ONLY and args.delta is None:
+        raise ValueError(
+            f"--mechanism {args.mechanism} uses Gaussian noise (the only noise it is "
+            "calibrated for), which needs --delta (Gaussian noise cannot give pure ε-DP)"
+        )
+    cont = family or class_noise(args.mechanism, args.delta)
     whole_data = values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
     if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
         if args.mechanism in DISCRETE_CAPABLE or not float(args.sensitivity).is_integer():
@@ -165,6 +192,7 @@ def build(
         rng=args.seed,
         k=DEFAULT_K if args.k is None else args.k,
         subtract=not args.no_subtract,
+        bands=getattr(args, "bands", None),
         step_sensitivity=args.sensitivity,
         calibration=args.calibration,
         participation=participation_from(args, horizon),
