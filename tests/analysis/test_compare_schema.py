@@ -79,6 +79,12 @@ def test_compare_schema_errors_and_single_participation() -> None:
     assert not any(r.label.startswith("toeplitz-b") for r in one)  # banded only under a schema
     toep = next(r for r in one if r.label == "toeplitz")
     assert toep.certificate is not None and toep.certificate.asymptotic_bound is not None
+    # its loss, independently from the dense matrices of the built mechanism
+    B, C = toep.build(rng=0).dense_factorization()  # type: ignore[attr-defined]
+    sens2 = float(np.max(np.sum(C * C, axis=0)))
+    want = sens2 * float(np.mean(np.sum(B * B, axis=1)))
+    assert toep.certificate.loss == pytest.approx(want, rel=1e-9)
+    assert want == pytest.approx(optimize_toeplitz(64, objective="mean").mean_loss, rel=1e-9)
 
 
 def test_best_known_loss_includes_the_optimized_toeplitz() -> None:
