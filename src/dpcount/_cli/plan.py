@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         title_justify="left",
     )
     table.add_column("#", justify="right")
-    table.add_column("mechanism", min_width=13)
+    table.add_column("mechanism", min_width=max(13, *(len(r.label) for r in rows)))
     table.add_column("noise")
     table.add_column("RMSE", justify="right")
     table.add_column("max std", justify="right")
