@@ -206,3 +206,32 @@ def test_a_paused_live_stream_is_delivered_without_waiting_for_more(tmp_path: Pa
         proc.stderr.close()
     assert proc.returncode == 0, err
     assert not (tmp_path / "ck.lock").exists()
+
+
+@pytest.mark.parametrize("name", ["blt", "toeplitz"])
+def test_gaussian_only_mechanisms_default_to_gaussian_noise(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --noise: the class default (Gaussian), not Laplace (which they refuse)."""
+    src = tmp_path / "in.csv"
+    src.write_text("".join(f"{i % 2}\n" for i in range(32)))
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--mechanism", name, "--epsilon", "1", "--seed", "3"]
+    assert main([*argv, "--delta", "1e-6", "--output", str(out)]) == 0
+    assert "using continuous gaussian noise" in capsys.readouterr().err
+    _, std = released(out)
+    mech = build_mechanism(name, horizon=32, epsilon=1.0, delta=1e-6, noise="gaussian", rng=0)
+    np.testing.assert_allclose(std, np.sqrt(mech.variances()), rtol=1e-12)
+    assert main(argv) == 2  # no --delta: a clear error naming it
+    err = capsys.readouterr().err
+    assert f"--mechanism {name} uses Gaussian noise" in err and "needs --delta" in err
+
+
+def test_build_mechanism_uses_the_class_default_noise() -> None:
+    m = build_mechanism("blt", horizon=16, epsilon=1.0, delta=1e-6, rng=0)
+    assert m.budget.noise is not None and m.budget.noise.value == "gaussian"
+    with pytest.raises(ValueError, match="delta must be given for mechanism 'toeplitz'"):
+        build_mechanism("toeplitz", horizon=16, epsilon=1.0, rng=0)
+    # a Gaussian-default mechanism that also takes Laplace: pure DP gives Laplace
+    pure = build_mechanism("sqrt", horizon=16, epsilon=1.0, rng=0)
+    assert pure.budget.noise is not None and pure.budget.noise.value == "laplace"

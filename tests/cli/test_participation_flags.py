@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpcount.analysis import compare
 from dpcount.cli import main
 from dpcount.counting import SqrtFactorization
 from dpcount.privacy import Participation
@@ -40,7 +41,7 @@ def test_count_calibrates_to_the_schema(tmp_path: Path, capsys: pytest.CaptureFi
             ["--mechanism", "binary", "--participations", "4", "--min-separation", "4"],
             "--participations 4 with --min-separation 4 do not fit in 10 steps (at most 3",
         ),
-        (["--participations", "2"], "--mechanism auto ranks the mechanisms for one participation"),
+        (["--participations", "2", "--bands", "3"], "--bands chooses the Toeplitz factorization"),
         (
             ["--mechanism", "binary", "--participations", "2", "--delta", "1e-6",
              "--noise", "laplace", "--calibration", "pld"],
@@ -58,13 +59,53 @@ def test_count_flag_errors(
     assert err.startswith("dpcount: error:") and message in err
 
 
-def test_plan_takes_the_flags_and_says_what_it_cannot_rank(
+def test_plan_ranks_under_the_schema_and_refuses_one_that_does_not_fit(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["plan", "--horizon", "64", "--epsilon", "1"]
     assert main([*argv, "--participations", "1", "--min-separation", "9"]) == 0
-    capsys.readouterr()
-    assert main([*argv, "--participations", "2", "--min-separation", "9"]) == 2
-    assert "--participations > 1: the ranking" in capsys.readouterr().err
+    single = capsys.readouterr().out
+    assert "sens" not in single and "participation" not in single
+    assert main([*argv, "--participations", "2", "--min-separation", "9"]) == 0
+    out = capsys.readouterr().out
+    assert "2 participations ≥ 9 apart" in out and "--participations 2 --min-separation 9" in out
     assert main([*argv, "--participations", "9", "--min-separation", "9"]) == 2
     assert "do not fit in 64 steps" in capsys.readouterr().err
+
+
+def test_plan_at_2048_with_4_participations_512_apart_ranks_the_banded_toeplitz_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["plan", "--horizon", "2048", "--epsilon", "1", "--delta", "1e-6"]
+    assert main([*argv, "--participations", "4", "--min-separation", "512"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    first = next(line for line in lines if line.startswith("│  1 │"))
+    assert "toeplitz-b512" in first and "exact" in first and "1.00" in first
+    assert "Recommendation: toeplitz-b512" in out
+    # the printed loss, the jax_privacy 512-band target 47.40 (same units)
+    assert "mean loss 47.398 (÷best 1.000); sensitivity exact" in out
+    assert "--mechanism toeplitz --bands 512" in out and "--participations 4" in out
+    assert "÷asym" not in out.split("Every row is calibrated")[0]  # no asymptotic column
+    assert "for one participation, not for this schema" in out
+    assert any("bound" in line for line in lines if line.startswith("│"))  # kary: certified
+
+
+def test_count_auto_ranks_under_the_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("".join(f"{i % 3}\n" for i in range(64)))
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--epsilon", "1", "--delta", "1e-6", "--noise", "gaussian"]
+    argv += ["--participations", "4", "--min-separation", "16", "--seed", "1", "--output", str(out)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    schema = Participation(max_participations=4, min_separation=16)
+    best = next(r for r in compare(64, 1.0, 1e-6, participation=schema) if r.noise == "gaussian")
+    assert best.participation == schema
+    assert "chosen by --mechanism auto" in err
+    assert "user-level (4, 16)-participation" in err  # the guarantee states the schema
+    with out.open() as fh:
+        std = np.array([float(r["std"]) for r in csv.DictReader(fh)])
+    np.testing.assert_allclose(std, np.sqrt(best.build(rng=0).variances()), rtol=1e-12)

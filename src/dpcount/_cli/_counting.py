@@ -11,7 +11,14 @@ import numpy as np
 
 from dpcount._cli.common import err_console, escape, participation_from
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import DISCRETE_CAPABLE, MECHANISMS, build_mechanism, default_noise
+from dpcount.counting.registry import (
+    DISCRETE_CAPABLE,
+    GAUSSIAN_ONLY,
+    MECHANISMS,
+    build_mechanism,
+    class_noise,
+    default_noise,
+)
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.postprocess import clamp, monotone, round_half_even
 
@@ -40,6 +47,11 @@ def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
         for flag, given in (("--k", args.k is not None), ("--no-subtract", args.no_subtract))
         if given
     ]
+    if mechanism != "toeplitz" and getattr(args, "bands", None) is not None:
+        err_console().print(
+            f"warning: --bands ignored: --mechanism {escape(mechanism)} has no such option "
+            "(only toeplitz does)"
+        )
     if mechanism != "kary" and ignored:
         err_console().print(
             f"warning: {' and '.join(ignored)} ignored: --mechanism {escape(mechanism)} "
@@ -57,21 +69,24 @@ def choose_auto(
     ``--noise`` the data count as whole when the sensitivity and the data (``values``;
     None for live input, where a fractional row is then an error) are whole numbers
     and no ``--calibration`` is given.
-    Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract`` given
-    with auto are an error (they choose a mechanism: name it).
+    With ``--participations``/``--min-separation`` the ranking is computed for that
+    schema (every candidate calibrated to it, banded Toeplitz included).
+    Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract``/``--bands``
+    given with auto are an error (they choose a mechanism: name it).
     """
     from dpcount.analysis.recommend import recommend_mechanism
 
-    if participation_from(args) is not None:
-        raise ValueError(
-            "--mechanism auto ranks the mechanisms for one participation; with "
-            "--participations > 1 name one with --mechanism (e.g. sqrt or blt)"
-        )
     if args.k is not None or args.no_subtract:
         raise ValueError(
             "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
             "(--mechanism auto chooses k itself)"
         )
+    if getattr(args, "bands", None) is not None:
+        raise ValueError(
+            "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
+            "(--mechanism auto chooses the bands itself)"
+        )
+    schema = participation_from(args, horizon)
     whole = args.calibration is None and _whole(args.sensitivity, values)
     try:
         choice = recommend_mechanism(
@@ -81,6 +96,7 @@ def choose_auto(
             noise=args.noise,
             whole=whole,
             step_sensitivity=args.sensitivity,
+            participation=schema,
         )
     except ValueError as err:
         if args.noise is not None and "delta must be given" in str(err):
@@ -89,7 +105,7 @@ def choose_auto(
         return argparse.Namespace(**{**vars(args), "mechanism": "kary"})
     args.auto_note = "chosen by --mechanism auto: ranked first by exact MSE by dpcount plan"
     chosen = argparse.Namespace(**vars(args))
-    chosen.mechanism, chosen.k = choice.mechanism, choice.k
+    chosen.mechanism, chosen.k, chosen.bands = choice.mechanism, choice.k, choice.bands
     chosen.no_subtract = choice.subtract is False
     if args.calibration is None and choice.calibration is not None:
         chosen.calibration = choice.calibration  # the ranked row's rule (fhu, classic)
@@ -122,7 +138,12 @@ def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple
     family = getattr(args, "auto_family", None)
     if args.calibration is not None:
         return "laplace", "--calibration given without --noise: using laplace"
-    cont = family or "laplace"
+    if family is None and args.mechanism in GAUSSIAN_ONLY and args.delta is None:
+        raise ValueError(
+            f"--mechanism {args.mechanism} uses Gaussian noise (the only noise it is "
+            "calibrated for), which needs --delta (Gaussian noise cannot give pure ε-DP)"
+        )
+    cont = family or class_noise(args.mechanism, args.delta)
     whole_data = values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
     if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
         if args.mechanism in DISCRETE_CAPABLE or not float(args.sensitivity).is_integer():
@@ -164,6 +185,7 @@ def build(
         rng=args.seed,
         k=DEFAULT_K if args.k is None else args.k,
         subtract=not args.no_subtract,
+        bands=getattr(args, "bands", None),
         step_sensitivity=args.sensitivity,
         calibration=args.calibration,
         participation=participation_from(args, horizon),

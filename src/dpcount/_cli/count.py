@@ -72,6 +72,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="--mechanism kary without subtraction (Alg. 1)",
     )
+    p.add_argument(
+        "--bands",
+        type=int,
+        default=None,
+        help="bands of --mechanism toeplitz's optimized encoder (default: the horizon, a full "
+        "Toeplitz matrix; `dpcount plan` recommends --bands B with --min-separation B; other "
+        "mechanisms ignore it, with a warning)",
+    )
     add_privacy_arguments(p)
     p.add_argument(
         "--noise",
@@ -82,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "exact MSE; integer output, not attackable through floating-point rounding) when the "
         "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
         "numbers and no --calibration is given (stdin: a fractional row is then an error); "
-        "otherwise laplace, with a one-line note on stderr",
+        "otherwise the mechanism's own default (gaussian for blt and toeplitz, which then need "
+        "--delta; else laplace), with a one-line note on stderr",
     )
     p.add_argument(
         "--calibration",

@@ -16,6 +16,7 @@ from dpcount._cli.common import (
 )
 from dpcount.analysis.compare import METRICS, compare
 from dpcount.analysis.recommend import recommend_mechanism
+from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
 
 HELP = (
     "rank every continual-counting mechanism by its exact error for a horizon and budget "
@@ -82,6 +83,10 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}" if value < 100 else f"{value:.0f}"
 
 
+def _sens(exact: bool) -> str:
+    return "exact" if exact else "bound"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.ranges:
         from dpcount._cli._plan_ranges import run_ranges
@@ -92,13 +97,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} needs --ranges")
     if args.horizon is None:
         raise ValueError("--horizon is required (or --ranges with --size)")
-    if participation_from(args, args.horizon) is not None:
-        raise ValueError(
-            "--participations > 1: the ranking (dpcount.analysis.compare) is computed for one "
-            "participation and does not take a schema yet; build a mechanism with "
-            "`dpcount count --mechanism NAME --participations K --min-separation B` (its "
-            "summary prints the exact error), or see benchmarks/bench_participation.py"
-        )
+    schema = participation_from(args, args.horizon)
     rows = compare(
         args.horizon,
         args.epsilon,
@@ -106,29 +105,41 @@ def run(args: argparse.Namespace) -> int:
         args.metric,
         beta=args.beta,
         step_sensitivity=args.sensitivity,
+        participation=schema,
     )
     con = out_console(80)
     budget = f"ε = {args.epsilon:g}" + ("" if args.delta is None else f", δ = {args.delta:g}")
+    if schema is not None:
+        budget += f", {schema.max_participations} participations ≥ {schema.min_separation} apart"
     table = Table(
         title=f"T = {args.horizon:,}, {budget}: ranked by {_METRIC_NAMES[args.metric]}",
         title_justify="left",
     )
     table.add_column("#", justify="right")
-    table.add_column("mechanism", min_width=13)
+    table.add_column("mechanism", min_width=max(13, *(len(r.label) for r in rows)))
     table.add_column("noise")
     table.add_column("RMSE", justify="right")
     table.add_column("max std", justify="right")
     table.add_column(f"ℓ∞ (β={args.beta:g})", justify="right")
+    if schema is not None:
+        table.add_column("sens")
     reference = next((r.certificate for r in rows if r.certificate is not None), None)
     if reference is not None:  # Gaussian rows exist (a delta was given)
         table.add_column("÷best", justify="right")
-        table.add_column("÷asym", justify="right")
+        if schema is None:  # the asymptotic bound is for one participation
+            table.add_column("÷asym", justify="right")
     for i, r in enumerate(rows, start=1):
         style = "bold" if i == 1 else None
         cert = r.certificate
-        ratios = [] if reference is None else ["n/a", "n/a"]
+        ratios = [] if reference is None else ["n/a"] if schema is not None else ["n/a", "n/a"]
         if cert is not None:
-            ratios = [_ratio(cert.ratio_to_best), _ratio(cert.ratio_to_asymptotic)]
+            asym = cert.ratio_to_asymptotic
+            ratios = [_ratio(cert.ratio_to_best)]
+            if schema is None:
+                ratios.append("n/a" if asym is None else _ratio(asym))
+        sens = []
+        if schema is not None:
+            sens = ["?" if r.sensitivity is None else _sens(r.sensitivity.exact)]
         table.add_row(
             str(i),
             escape(r.label),
@@ -136,19 +147,43 @@ def run(args: argparse.Namespace) -> int:
             f"{math.sqrt(r.mse):.4g}",
             f"{math.sqrt(r.max_variance):.4g}",
             f"{r.linf:.4g}",
+            *sens,
             *ratios,
             style=style,
         )
     con.print(table)
-    if reference is not None:
-        objective = reference.reference.objective
+    if schema is not None:
         con.print(
-            f"÷best, ÷asym: Gaussian rows' {objective} loss (variance ÷ that of a "
-            "sensitivity-1 Gaussian at the same budget) over the best factorization "
-            f"dpcount can compute for this horizon ({escape(reference.reference.source)}, "
-            f"{reference.reference.loss:.4g}) and over the asymptotic lower bound "
-            f"(0.701 + ln T/π)² = {reference.asymptotic_bound:.4g} (Henzinger–Kalinin–"
-            "Upadhyay 2025, a limit as T → ∞, not a bound at this T). n/a: Laplace noise."
+            f"Every row is calibrated to user-level ({schema.max_participations}, "
+            f"{schema.min_separation})-participation: sens = its sensitivity under the schema "
+            "(ℓ₂ for Gaussian, ℓ₁ for Laplace rows), exact or a certified upper bound."
+        )
+    if reference is not None:
+        ref = reference.reference
+        loss_text = (
+            f"Gaussian rows' {ref.objective} loss (variance ÷ that of a sensitivity-1 "
+            "Gaussian at the same budget"
+        )
+        if schema is None:
+            con.print(
+                f"÷best, ÷asym: {loss_text}) over the best factorization dpcount can compute "
+                f"for this horizon ({escape(ref.source)}, {ref.loss:.4g}) and over the "
+                f"asymptotic lower bound (0.701 + ln T/π)² = {reference.asymptotic_bound:.4g} "
+                "(Henzinger–Kalinin–Upadhyay 2025, a limit as T → ∞, not a bound at this T). "
+                "n/a: Laplace noise."
+            )
+        else:
+            con.print(
+                f"÷best: {loss_text}, with the schema sensitivity) over the best one "
+                f"dpcount computed for this horizon and schema ({escape(ref.source)}, "
+                f"{ref.loss:.5g}). No ÷asym column: the asymptotic bound (0.701 + ln T/π)² "
+                "(like the dense optimum) is for one participation, not for this schema. "
+                "n/a: Laplace noise."
+            )
+    if args.horizon > MAX_OPTIMIZED_HORIZON and args.delta is not None:
+        con.print(
+            f"Optimized Toeplitz not listed: computed on the fly only for T ≤ "
+            f"{MAX_OPTIMIZED_HORIZON:,} (BLT's shipped parameters cover larger horizons)."
         )
     con.print(
         "Every row satisfies the requested budget (pure: ε-DP; theorem3: Laplace noise "
@@ -161,6 +196,13 @@ def run(args: argparse.Namespace) -> int:
         f"exact RMSE {math.sqrt(best.mse):.4g}, largest std {math.sqrt(best.max_variance):.4g}, "
         f"all errors ≤ {best.linf:.4g} with probability ≥ {1 - args.beta:g}."
     )
+    if best.certificate is not None:
+        cert = best.certificate
+        con.print(
+            f"  {cert.reference.objective} loss {cert.loss:.5g} (÷best "
+            f"{cert.ratio_to_best:.3f})"
+            + ("" if best.sensitivity is None else f"; sensitivity {best.sensitivity.describe()}")
+        )
     con.print(f"  dpcount count INPUT {best.command()}", soft_wrap=True)
     if len(rows) > 1 and best.value > 0:
         ratio = rows[1].value / best.value
@@ -173,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         # function, restricted to the mechanisms that take integer noise
         whole = recommend_mechanism(
             args.horizon, epsilon=args.epsilon, delta=args.delta,
-            step_sensitivity=args.sensitivity,
+            step_sensitivity=args.sensitivity, participation=schema,
         )  # fmt: skip
         if whole.noise.startswith("discrete"):
             con.print(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dpcount._validate import (
     check_choice,
@@ -24,9 +24,12 @@ from dpcount._validate import (
     check_real,
 )
 from dpcount.analysis.advisor import TREE_METRICS, best_k
-from dpcount.analysis.certificates import Certificate, certify
+from dpcount.analysis.certificates import Certificate, Reference, certify
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.participation import Sensitivity
 from dpcount.counting.registry import build_mechanism
+from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
+from dpcount.privacy.budget import Participation
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
 
@@ -43,6 +46,8 @@ class Candidate:
         label: display name (``"kary-19-sub"``, ``"sqrt"``, ...).
         mechanism: registry name (``dpcount count --mechanism``).
         k, subtract: tree options (None for other mechanisms).
+        bands: the optimized Toeplitz factorization's bands (None: full band, or
+            another mechanism).
         noise: ``"laplace"`` or ``"gaussian"``.
         calibration: the rule that set the scale (``pure``, ``theorem3``,
             ``analytic``, ``fhu``, ``classic``).
@@ -80,6 +85,9 @@ class Candidate:
     beta: float
     metric: str
     certificate: Certificate | None = None
+    bands: int | None = None
+    participation: Participation | None = None
+    sensitivity: Sensitivity | None = None
 
     @property
     def value(self) -> float:
@@ -105,6 +113,10 @@ class Candidate:
         if self.k is not None:
             kw["k"] = self.k
             kw["subtract"] = self.subtract
+        if self.bands is not None:
+            kw["bands"] = self.bands
+        if self.participation is not None:
+            kw["participation"] = self.participation
         return kw
 
     def build(self, rng: RNGLike = None) -> CountingMechanism:
@@ -118,6 +130,8 @@ class Candidate:
             parts.append(f"--k {self.k}")
             if not self.subtract:
                 parts.append("--no-subtract")
+        if self.bands is not None:
+            parts.append(f"--bands {self.bands}")
         parts.append(f"--epsilon {self.epsilon:g}")
         if self.delta is not None:
             parts.append(f"--delta {self.delta:g}")
@@ -126,6 +140,9 @@ class Candidate:
             parts.append(f"--calibration {self.calibration}")
         if self.step_sensitivity != 1.0:
             parts.append(f"--sensitivity {self.step_sensitivity:g}")
+        if self.participation is not None:
+            parts.append(f"--participations {self.participation.max_participations}")
+            parts.append(f"--min-separation {self.participation.min_separation}")
         return " ".join(parts)
 
 
@@ -141,6 +158,8 @@ def _row(
     step: float,
     beta: float,
     metric: str,
+    bands: int | None = None,
+    participation: Participation | None = None,
 ) -> Candidate:
     privacy = mech.privacy
     assert privacy is not None  # built by calibrate, never with_sampler
@@ -150,11 +169,20 @@ def _row(
     method = privacy.calibration
     if privacy.noise == "gaussian" and delta is not None and method in GAUSSIAN_METHODS:
         # every Gaussian calibration is proportional to the sensitivity, so this is
-        # the loss of the factorization whatever (ε, δ)
+        # the loss of the factorization whatever (ε, δ); under a schema the variance
+        # holds the schema sensitivity, so the loss does too
         unit = gaussian_sigma(step, epsilon, delta, method) ** 2  # type: ignore[arg-type]
         objective = "mean" if metric == "mse" else "max"
         loss = (mse if objective == "mean" else max_var) / unit
-        certificate = certify(loss, mech.horizon, objective)
+        if participation is None:
+            certificate = certify(loss, mech.horizon, objective)
+        else:  # the reference is set once every row is known (compare)
+            ref = Reference(mech.horizon, objective, loss, label)
+            certificate = Certificate(loss=loss, reference=ref, asymptotic_bound=None)
+    sensitivity = None
+    if mech.participation_sensitivities is not None:
+        s1, s2 = mech.participation_sensitivities
+        sensitivity = s2 if privacy.noise.endswith("gaussian") else s1
     return Candidate(
         label=label,
         mechanism=name,
@@ -174,6 +202,9 @@ def _row(
         beta=beta,
         metric=metric,
         certificate=certificate,
+        bands=bands,
+        participation=participation,
+        sensitivity=sensitivity,
     )
 
 
@@ -186,6 +217,7 @@ def compare(
     beta: float = 0.05,
     step_sensitivity: float = 1.0,
     k_values: Iterable[int] = range(2, 65),
+    participation: Participation | None = None,
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
@@ -196,10 +228,24 @@ def compare(
     these appears with Laplace noise calibrated by count-on-your-elders Theorem 3
     and with Gaussian noise (analytic Gaussian mechanism), and the square-root
     factorization also with the ``fhu`` and ``classic`` calibrations when ε < 1; the
-    BLT (shipped mean-optimized parameters, :meth:`dpcount.counting.BLT.optimized`) is
-    listed with Gaussian noise only. Gaussian rows carry a ``certificate``: their
-    loss against the best factorization dpcount can compute for the horizon and the
-    asymptotic lower bound (:mod:`dpcount.analysis.certificates`).
+    BLT (shipped mean-optimized parameters, :meth:`dpcount.counting.BLT.optimized`)
+    and, for T ≤ 2^16, the full-band mean-optimized Toeplitz factorization
+    (:meth:`dpcount.counting.ToeplitzFactorization.optimized`, computed on the fly:
+    ~0.1 s at T = 2048, ~1.5 s at 16384; skipped beyond 2^16, where BLT's shipped
+    parameters cover it) are listed with Gaussian noise only. Gaussian rows carry a
+    ``certificate``: their loss against the best factorization dpcount can compute
+    for the horizon and the asymptotic lower bound
+    (:mod:`dpcount.analysis.certificates`).
+
+    With a (k, b)-``participation`` schema every row is built with it, so its error
+    holds its exact or certified schema sensitivity (``Candidate.sensitivity``); for
+    b < T the b-banded mean-optimized Toeplitz factorization is added (for at most b
+    bands its sensitivity is exact, k·Σc², Choquette-Choo et al. 2023,
+    arXiv:2306.08153); the trees' k is the one :func:`~dpcount.analysis.best_k` picks
+    for one participation. The certificates' reference is then the lowest loss among
+    the Gaussian rows for that schema (the dense single-participation optimum is not
+    one for k > 1) and their asymptotic bound is None (it is a single-participation
+    statement). A schema with k = 1 is single participation.
 
     Args:
         horizon: T ≥ 1.
@@ -209,9 +255,15 @@ def compare(
         beta: failure probability of the ℓ∞ bounds.
         step_sensitivity: Δ of the neighbouring relation.
         k_values: branching factors searched for the trees.
+        participation: a :class:`~dpcount.privacy.Participation` or None.
 
     Returns:
         Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
+
+    Raises:
+        ValueError: a bad argument, or a schema whose k participations b apart do
+            not fit in the horizon (naming them).
+        TypeError: ``participation`` not a Participation.
     """
     T = check_integer("horizon", horizon, ge=1)
     eps = check_real("epsilon", epsilon, gt=0)
@@ -219,6 +271,16 @@ def compare(
     check_choice("metric", metric, METRICS)
     b = check_probability("beta", beta)
     step = check_real("step_sensitivity", step_sensitivity, gt=0)
+    schema = participation
+    if schema is not None:
+        if not isinstance(schema, Participation):
+            raise TypeError(
+                f"participation must be a dpcount.privacy.Participation or None, "
+                f"got {type(schema).__name__}"
+            )
+        schema.check_horizon(T)
+        if schema.max_participations == 1:
+            schema = None
     noises = ("laplace",) if dlt is None else ("laplace", "gaussian")
     rows: list[Candidate] = []
 
@@ -234,10 +296,12 @@ def compare(
             rng=0,
             step_sensitivity=step,
             calibration=calibration,
+            participation=schema,
             **opts,
         )
         k = opts.get("k")
         sub = opts.get("subtract")
+        bands = opts.get("bands")
         rows.append(
             _row(
                 label,
@@ -250,6 +314,8 @@ def compare(
                 step=step,
                 beta=b,
                 metric=metric,
+                bands=None if bands is None else int(bands),  # type: ignore[call-overload]
+                participation=schema,
             )
         )
 
@@ -273,7 +339,38 @@ def compare(
             for method in methods:
                 add(f"sqrt ({method})", "sqrt", noise, method)
             add("blt", "blt", noise)  # shipped mean-optimized parameters (Gaussian only)
+            if T <= MAX_OPTIMIZED_HORIZON:  # optimized on the fly (Gaussian only)
+                add("toeplitz", "toeplitz", noise)
+                sep = None if schema is None else schema.min_separation
+                if sep is not None and sep < T:
+                    add(f"toeplitz-b{sep}", "toeplitz", noise, bands=sep)
         else:
             add("sqrt", "sqrt", noise)
+    if schema is not None:
+        rows = _schema_certificates(rows, schema)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
     return tuple(rows)
+
+
+def _schema_certificates(rows: list[Candidate], schema: Participation) -> list[Candidate]:
+    """Under a schema: every Gaussian row's certificate against the lowest loss among
+    the Gaussian rows (the best factorization dpcount computed for this horizon and
+    schema), with no asymptotic bound."""
+    certified = [r for r in rows if r.certificate is not None]
+    if not certified:
+        return rows
+    best = min(certified, key=lambda r: (r.certificate.loss, r.label))  # type: ignore[union-attr]
+    assert best.certificate is not None
+    ref = Reference(
+        horizon=best.horizon,
+        objective=best.certificate.reference.objective,
+        loss=best.certificate.loss,
+        source=f"{best.label}, {schema.max_participations} participations "
+        f"{schema.min_separation} apart",
+    )
+    return [
+        r
+        if r.certificate is None
+        else replace(r, certificate=Certificate(r.certificate.loss, ref, asymptotic_bound=None))
+        for r in rows
+    ]

@@ -22,6 +22,7 @@ from typing import Any
 from dpcount._validate import check_bool, check_choice
 from dpcount.analysis.compare import Candidate, compare
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+from dpcount.privacy.budget import Participation
 
 __all__ = ["NOISE_KINDS", "Recommendation", "recommend_mechanism"]
 
@@ -40,6 +41,7 @@ class Recommendation:
         mechanism: registry name (``dpcount count --mechanism``).
         noise: the noise to build it with (integer noise when the data allow it).
         k, subtract: tree options (None for other mechanisms).
+        bands: the Toeplitz factorization's band count (None: full, or not Toeplitz).
         calibration: a non-default calibration rule of the ranked row (``fhu``,
             ``classic``), else None.
         candidate: the :class:`~dpcount.analysis.compare.Candidate` row it came from
@@ -52,6 +54,7 @@ class Recommendation:
     subtract: bool | None
     calibration: str | None
     candidate: Candidate
+    bands: int | None = None
 
     def options(self) -> dict[str, Any]:
         """Keywords of :func:`~dpcount.counting.registry.build_mechanism` (besides the
@@ -59,6 +62,8 @@ class Recommendation:
         kw: dict[str, Any] = {"noise": self.noise}
         if self.k is not None:
             kw["k"], kw["subtract"] = self.k, self.subtract
+        if self.bands is not None:
+            kw["bands"] = self.bands
         if self.calibration is not None:
             kw["calibration"] = self.calibration
         return kw
@@ -72,6 +77,7 @@ def recommend_mechanism(
     noise: str | None = None,
     whole: bool = True,
     step_sensitivity: float = 1.0,
+    participation: Participation | None = None,
 ) -> Recommendation:
     """The mechanism ranked first by exact MSE among those that take the noise used.
 
@@ -93,6 +99,8 @@ def recommend_mechanism(
         whole: whether every data value is a whole number (public: the choice of
             noise kind, not the values, is what it changes).
         step_sensitivity: Δ of the neighbouring relation.
+        participation: a (k, b)-participation schema: every candidate is calibrated
+            to it (:func:`compare`), so the ranking is for that neighbouring relation.
 
     Raises:
         ValueError: a bad parameter (from :func:`compare`), or a Gaussian ``noise``
@@ -101,7 +109,14 @@ def recommend_mechanism(
     if noise is not None:
         check_choice("noise", noise, NOISE_KINDS)
     whole = check_bool("whole", whole)
-    rows = compare(horizon, epsilon, delta, "mse", step_sensitivity=step_sensitivity)
+    rows = compare(
+        horizon,
+        epsilon,
+        delta,
+        "mse",
+        step_sensitivity=step_sensitivity,
+        participation=participation,
+    )
     if noise is not None:
         family = "gaussian" if noise.endswith("gaussian") else "laplace"
         rows = tuple(
@@ -121,14 +136,22 @@ def recommend_mechanism(
         safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.calibration
                 in _DEFAULT_RULES]  # fmt: skip
         if safe:
-            mse = [_discrete_mse(r, horizon, epsilon, delta, step_sensitivity) for r in safe]
+            mse = [
+                _discrete_mse(r, horizon, epsilon, delta, step_sensitivity, participation)
+                for r in safe
+            ]
             best = min(range(len(safe)), key=lambda i: (mse[i], i))
             return _recommendation(safe[best], "discrete-" + safe[best].noise)
     return _recommendation(rows[0], rows[0].noise)
 
 
 def _discrete_mse(
-    row: Candidate, horizon: int, epsilon: float, delta: float | None, step: float
+    row: Candidate,
+    horizon: int,
+    epsilon: float,
+    delta: float | None,
+    step: float,
+    participation: Participation | None,
 ) -> float:
     """The exact MSE of ``row``'s mechanism with the integer noise of its family."""
     options: dict[str, Any] = {}
@@ -142,6 +165,7 @@ def _discrete_mse(
         noise="discrete-" + row.noise,
         rng=0,
         step_sensitivity=step,
+        participation=participation,
         **options,
     )
     return float(mech.mse())
@@ -156,4 +180,5 @@ def _recommendation(row: Candidate, noise: str) -> Recommendation:
         subtract=row.subtract,
         calibration=None if rule in _DEFAULT_RULES or noise.startswith("discrete") else rule,
         candidate=row,
+        bands=row.bands,
     )

@@ -21,10 +21,12 @@ from dpcount.counting.tree import BinaryTree, KaryTree
 __all__ = [
     "CLASSES",
     "DISCRETE_CAPABLE",
+    "GAUSSIAN_ONLY",
     "MECHANISMS",
     "REGISTRY",
     "Entry",
     "build_mechanism",
+    "class_noise",
     "default_noise",
 ]
 
@@ -51,6 +53,8 @@ class Entry:
         if self.cls is not KaryTree:
             kw.pop("k", None)
             kw.pop("subtract", None)
+        if self.cls is not ToeplitzFactorization or kw.get("bands") is None:
+            kw.pop("bands", None)  # None: the optimized factorization's full band
         return (self.cls if self.factory is None else self.factory)(**kw)
 
 
@@ -102,17 +106,53 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
     return "discrete-laplace" if delta is None else "discrete-gaussian"
 
 
+#: names calibrated for Gaussian noise only (they refuse every other noise kind)
+GAUSSIAN_ONLY: frozenset[str] = frozenset(
+    e.name for e in REGISTRY if e.name is not None and e.cls in (BLT, ToeplitzFactorization)
+)
+
+
+def class_noise(name: str, delta: float | None) -> str:
+    """The continuous noise mechanism ``name`` uses when none is named: its class's
+    ``default_noise`` (``"gaussian"`` for BLT, Toeplitz, the square root and the smooth
+    binary mechanism; ``"laplace"`` for the others), except ``"laplace"`` without
+    ``delta`` (pure ε-DP) for the mechanisms that take it.
+
+    Raises:
+        ValueError: an unknown name, or no ``delta`` for a Gaussian-only mechanism
+            (BLT, Toeplitz), naming ``delta``.
+    """
+    check_choice("mechanism", name, MECHANISMS)
+    entry = next(e for e in REGISTRY if e.name == name)
+    chosen = str(entry.cls.default_noise.value)
+    if chosen == "gaussian" and delta is None:
+        if name in GAUSSIAN_ONLY:
+            raise ValueError(
+                f"delta must be given for mechanism {name!r}: it is calibrated for Gaussian "
+                "noise only, which cannot give pure ε-DP"
+            )
+        chosen = "laplace"
+    return chosen
+
+
 def build_mechanism(name: str, **kwargs: Any) -> CountingMechanism:
     """``build_mechanism("kary", horizon=T, epsilon=1.0, k=19, subtract=True, ...)``.
 
     Without ``noise`` (or with ``noise=None``) the noise is :func:`default_noise`:
     integer noise for the trees and Honaker (whole-number data and sensitivity),
-    the class default (continuous) for the others.
+    else :func:`class_noise` (the class default; Gaussian for BLT and Toeplitz, which
+    then need ``delta``). ``bands`` (an int) selects the banded optimized Toeplitz
+    factorization and is ignored by the other mechanisms, like ``k``/``subtract``.
+
+    Raises:
+        ValueError: an unknown name, or no ``noise`` and no ``delta`` for a mechanism
+            whose default noise is Gaussian (naming ``delta``); the mechanism's own
+            errors otherwise.
     """
     check_choice("mechanism", name, MECHANISMS)
     if kwargs.get("noise") is None:
         kwargs.pop("noise", None)
-        chosen = default_noise(name, kwargs.get("delta"), kwargs.get("step_sensitivity", 1.0))
-        if chosen is not None:
-            kwargs["noise"] = chosen
+        delta = kwargs.get("delta")
+        chosen = default_noise(name, delta, kwargs.get("step_sensitivity", 1.0))
+        kwargs["noise"] = class_noise(name, delta) if chosen is None else chosen
     return MECHANISMS[name](**kwargs)
