@@ -26,10 +26,12 @@ from dpcount.counting import (
 )
 from dpcount.counting.normalized_sqrt import (
     NORMALIZED_SQRT_MAX_HORIZON,
+    _prefix_square_sums,
     normalized_sqrt_losses,
     normalized_sqrt_weights,
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
+from dpcount.counting.toeplitz import sqrt_coefficients
 from dpcount.privacy import ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
 from tests.stats import Z_TOLERANCE, variance_z_scores
 
@@ -114,15 +116,19 @@ def test_no_column_exceeds_the_calibrated_sensitivity(T: int) -> None:
         )
 
 
-def test_weights_are_rounded_up() -> None:
+def test_weights_are_accurate_and_rounded_up() -> None:
     T = 1000
     e = normalized_sqrt_weights(T)
-    f = exact_f(T)
+    f = exact_f(T).astype(np.longdouble)
     S = np.cumsum(f * f)
-    nearest = np.sqrt(S[::-1] / S[-1])
+    true = np.sqrt(S[::-1] / S[-1])
     assert e[0] == 1.0
-    assert np.all(e[1:] > nearest[1:])
-    assert np.all(e[1:] <= np.nextafter(np.nextafter(nearest[1:], np.inf), np.inf))
+    # Within 1e-13 of the true ratio: far inside the 1e-12 sensitivity margin.
+    assert float(np.max(np.abs(e / true - 1))) < 1e-13
+    # One ulp above the nearest float to the ratio of the module's own sums.
+    sums = _prefix_square_sums(sqrt_coefficients(T))
+    nearest = np.sqrt(sums[::-1] / sums[-1])
+    np.testing.assert_array_equal(e[1:], np.nextafter(nearest[1:], np.inf))
 
 
 @pytest.mark.parametrize("T", [1, 7, 100])

@@ -19,7 +19,7 @@ Notation (code ↔ math):
 
 ==========  =====================================================================
 f           ``sqrt_coefficients(T)``: f(k) = C(2k, k)/4^k
-S(n)        Σ_{k<n} f(k)², computed as ``np.cumsum(f * f)``
+S(n)        Σ_{k<n} f(k)², :func:`_prefix_square_sums`
 e_s         :func:`normalized_sqrt_weights`: √(S(T − s)/S(T)), e_0 = 1
 g_k         :func:`normalized_sqrt_kernel`: coefficients of (1 − x)^{1/2}
 V_t         :func:`normalized_sqrt_noise_coefficients`: ‖B′[t, :]‖²
@@ -65,9 +65,12 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-#: Largest horizon: the exact per-step variances cost O(T²) time (about 0.9 s at
-#: 2^14 and 3.9 s at 2^15 on a 2-core machine, ``benchmarks/bench_normalized_sqrt.py``).
+#: Largest horizon: the exact per-step variances cost O(T²) time (measured on a loaded
+#: 2-core machine: 0.16–0.9 s at 2^14, 0.65 s at 2^15, 9.2 s at 2^16;
+#: ``benchmarks/bench_normalized_sqrt.py``).
 NORMALIZED_SQRT_MAX_HORIZON = 1 << 14
+#: steps per block of the prefix sums S(n) behind the weights
+_SUM_BLOCK = 256
 #: largest horizon for :meth:`NormalizedSqrtFactorization.dense_factorization`
 _DENSE_LIMIT = 4096
 
@@ -83,21 +86,36 @@ def _check_horizon(horizon: int) -> int:
     return T
 
 
+def _prefix_square_sums(f: Array) -> Array:
+    """S(n) = Σ_{k<n} f(k)² for n = 1..len(f), each within ~260 ulps: blocks of 256
+    summed by ``np.cumsum`` (positive terms: ≤ 255 roundings) on top of the block's
+    offset, the correctly rounded ``math.fsum`` of every earlier square."""
+    sq = f * f
+    out: Array = np.empty(len(f))
+    for a in range(0, len(f), _SUM_BLOCK):
+        b = min(len(f), a + _SUM_BLOCK)
+        block = np.cumsum(sq[a:b])
+        block += math.fsum(sq[:a].tolist()) if a else 0.0
+        out[a:b] = block
+    return out
+
+
 def normalized_sqrt_weights(horizon: int) -> Array:
     """e_s = √(S(T − s)/S(T)) for s = 0..T − 1 (e_0 = 1 exactly), each rounded up.
 
-    Column s of the encoder C′ = C·diag(1/e) has norm √S(T − s)/e_s. Every e_s with
-    s ≥ 1 is moved one ulp up (``np.nextafter``) after the division and square root,
-    each correctly rounded to within half an ulp, so the computed weight is at least
-    the true ratio of the computed sums and the columns can only shrink: the ℓ₂
-    sensitivity stays the first column's, √S(T). The cumulative sums S carry a
-    relative error of order 10⁻¹⁵ (positive terms, T ≤ 2^14), covered by the
-    mechanism's relative margin of 10⁻¹²; tests check every column of the dense C′
-    against the calibrated sensitivity.
+    The mechanism is B′ = A·E·G with these e_s (as computed, taken as exact reals) and
+    the exact f and g; column s of its encoder C′ = C·diag(1/e) has norm
+    √S(T − s)/e_s. Each S(n) is within ~260 ulps, 3·10⁻¹⁴ relative
+    (:func:`_prefix_square_sums`; f itself within 2·10⁻¹⁵), so the computed ratio is
+    within ~10⁻¹³ of the true one, and every e_s with s ≥ 1 is moved one ulp up
+    (``np.nextafter``) after the correctly rounded division and square root. A column
+    therefore exceeds the first column's norm √S(T) by at most ~10⁻¹³ relative,
+    covered by the mechanism's relative margin of 10⁻¹² on the ℓ₂ sensitivity; tests
+    check every column against the calibrated sensitivity with S summed in extended
+    precision.
     """
     T = _check_horizon(horizon)
-    f = sqrt_coefficients(T)
-    S = np.cumsum(f * f)
+    S = _prefix_square_sums(sqrt_coefficients(T))
     e: Array = np.sqrt(S[::-1] / S[-1])
     e[0] = 1.0
     e[1:] = np.nextafter(e[1:], np.inf)
