@@ -31,7 +31,7 @@ from dpcount.counting.normalized_sqrt import (
     normalized_sqrt_weights,
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
-from dpcount.counting.toeplitz import sqrt_coefficients
+from dpcount.counting.toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy import ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
 from tests.stats import Z_TOLERANCE, variance_z_scores
 
@@ -273,3 +273,41 @@ def test_registry_builds_it_with_gaussian_noise_by_default() -> None:
     m = build_mechanism("normalized-sqrt", horizon=16, epsilon=1.0, delta=1e-6)
     assert isinstance(m, NormalizedSqrtFactorization)
     assert m.privacy is not None and m.privacy.noise == "gaussian"
+
+
+def test_participation_beyond_the_dense_limit_is_k_times_single() -> None:
+    """T > 2048: no dense encoder is built; k × the single-participation value, certified
+    (never below the truth: the triangle inequality), and marked as not exact."""
+    from dpcount.counting.participation import SensitivityMethod
+    from dpcount.privacy import Participation
+
+    single = NormalizedSqrtFactorization(3000, **GAUSS)
+    assert single.privacy is not None
+    m = NormalizedSqrtFactorization(
+        3000, participation=Participation(max_participations=3, min_separation=500), **GAUSS
+    )
+    assert m.participation_sensitivities is not None
+    s2 = m.participation_sensitivities[1]
+    assert not s2.exact and s2.method == SensitivityMethod.K_TIMES_SINGLE
+    assert s2.value >= 3 * single.privacy.l2_sensitivity
+    assert s2.value == pytest.approx(3 * single.privacy.l2_sensitivity, rel=1e-9)
+    # At T <= 2048 the dense encoder gives a certified (Gram) bound: far below k × single,
+    # never below a concrete pattern's norm (steps 0, 500, 1000 changed by +1 each).
+    small = NormalizedSqrtFactorization(
+        2048, participation=Participation(max_participations=3, min_separation=500), **GAUSS
+    )
+    assert small.participation_sensitivities is not None
+    bound = small.participation_sensitivities[1].value
+    _, C = small.dense_factorization()
+    pattern = float(np.linalg.norm(C[:, [0, 500, 1000]].sum(axis=1)))
+    assert pattern <= bound < 0.8 * 3 * math.sqrt(sqrt_l2_norm_squared(2048))
+
+
+def test_vector_stream_holds_z_and_one_running_sum() -> None:
+    m = NormalizedSqrtFactorization(3000, **GAUSS, rng=4)
+    s = m.stream()
+    s.update(np.zeros(5))
+    first = s.live_count()
+    s.update_many(np.zeros((1500, 5)))
+    assert first <= 1024 + 1024 + 1  # first block's z and w, plus the running sum
+    assert s.live_count() <= 3000 + 1
