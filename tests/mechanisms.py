@@ -16,6 +16,7 @@ from dpcount.counting import (
     Honaker,
     InputPerturbation,
     KaryTree,
+    NormalizedSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
     ToeplitzFactorization,
@@ -86,5 +87,8 @@ FACTORIES: dict[str, Factory] = {
     ),
     "toeplitz-banded": lambda T, seed: ToeplitzFactorization(
         T, coefficients=[1.0, 0.4, -0.1, 0.25][:T], epsilon=1.0, delta=1e-6, rng=seed
+    ),
+    "normalized-sqrt": lambda T, seed: NormalizedSqrtFactorization(
+        T, epsilon=1.0, delta=1e-6, rng=seed
     ),
 }

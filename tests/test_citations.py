@@ -32,6 +32,7 @@ REFERENCES = ROOT / "docs" / "references.md"
 EXPECTED = {
     "BLT",
     "ToeplitzFactorization",
+    "NormalizedSqrtFactorization",
     "BinaryTree",
     "KaryTree",
     "Honaker",

@@ -72,6 +72,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.counting", "InputNoiseProcess"): _PROCESS,
     ("dpcount.counting", "SmoothBinaryNoiseProcess"): _PROCESS,
     ("dpcount.counting", "SqrtNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "NormalizedSqrtNoiseProcess"): _PROCESS,
     ("dpcount.counting", "TreeNoiseProcess"): _PROCESS,
     ("dpcount.counting.registry", "MECHANISMS"): _CONSTANT,
     # dpcount.analysis

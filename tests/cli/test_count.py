@@ -211,3 +211,26 @@ def test_live_count_memory_does_not_grow_with_the_horizon(
         tracemalloc.stop()
     assert len(read_out(out)) == 2
     assert peak < 8 * 10**6, peak  # 10^6 float64 values; the old code needed 10^7
+
+
+def test_count_with_the_normalized_square_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dpcount.counting import NormalizedSqrtFactorization
+
+    src = tmp_path / "in.csv"
+    src.write_text("".join(f"{i % 3}\n" for i in range(40)))
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), "--mechanism", "normalized-sqrt", "--epsilon", "1"]
+    argv += ["--noise", "gaussian", "--delta", "1e-6", "--horizon", "64", "--seed", "1"]
+    assert main([*argv, "--output", str(out)]) == 0
+    data = read_out(out)
+    assert data.shape == (40, 3)
+    want = NormalizedSqrtFactorization(64, epsilon=1.0, delta=1e-6).variances()[:40]
+    np.testing.assert_allclose(data[:, 2], np.sqrt(want), rtol=1e-15)
+    assert "NormalizedSqrtFactorization" in capsys.readouterr().err
+    # Gaussian noise only: a Laplace request names the flag.
+    bad = ["count", str(src), "--mechanism", "normalized-sqrt", "--epsilon", "1"]
+    assert main([*bad, "--noise", "laplace"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpcount: error: --noise laplace is not available")

@@ -25,6 +25,7 @@ from dpcount.counting import (
     Honaker,
     InputPerturbation,
     KaryTree,
+    NormalizedSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
     ToeplitzFactorization,
@@ -60,6 +61,7 @@ COVERED = {
         "SmoothBinary",
         "SqrtFactorization",
         "ToeplitzFactorization",
+        "NormalizedSqrtFactorization",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -93,6 +95,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
             "delta": 1e-6,
             "rng": 0,
         },
+    ),
+    "NormalizedSqrtFactorization": (
+        NormalizedSqrtFactorization,
+        {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "ToeplitzFactorization": (
         ToeplitzFactorization,

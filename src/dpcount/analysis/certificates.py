@@ -12,7 +12,8 @@ Two yardsticks per horizon T and objective:
 * :func:`best_known_loss` — the lowest loss among the factorizations dpcount can
   compute for that T (a :class:`Reference` names which one): the square root (closed
   forms), for T ≤ 16384 the column-normalized square root
-  (:func:`normalized_sqrt_losses`, exact in O(T²)), every shipped optimized BLT
+  (:func:`normalized_sqrt_losses`, exact in O(T²); the mechanism is
+  :class:`dpcount.counting.NormalizedSqrtFactorization`), every shipped optimized BLT
   (both objectives, every shipped buffer count, evaluated at T by the closed forms
   of :func:`dpcount.counting.blt.blt_losses`), for T ≤ 2^16 the full-band Toeplitz
   factorization optimized for the requested objective
@@ -29,9 +30,10 @@ Two yardsticks per horizon T and objective:
   on the true optimum and a ratio below 1 would mean a mechanism beats everything
   dpcount knows (the dense iteration stops at a relative change of 10⁻⁶, so its
   figures are within about that of the mean optimum, from above). The
-  column-normalized square root and the dense optimum are not streaming mechanisms
-  in dpcount (their matrices can be given to ``FactorizationMechanism``); the
-  reference says what is achievable, not what ``dpcount plan`` can recommend.
+  dense optimum is not a streaming mechanism in dpcount (its matrices can be given
+  to ``FactorizationMechanism``); the column-normalized square root is
+  (``NormalizedSqrtFactorization``, T ≤ 16384). The reference says what is
+  achievable, not what ``dpcount plan`` recommends.
 * :func:`asymptotic_lower_bound` — (0.701 + ln T/π)², the asymptotic lower bound on
   the max loss of any factorization of the counting matrix, as quoted in dpcount's
   requirements from Henzinger, Kalinin, Upadhyay 2025 (arXiv:2509.14334). It is a
@@ -65,9 +67,12 @@ import numpy as np
 
 from dpcount._validate import check_choice, check_integer, check_real
 from dpcount.counting.blt import _shipped, blt_losses, shipped_blt_parameters
+from dpcount.counting.normalized_sqrt import (
+    NORMALIZED_SQRT_MAX_HORIZON,
+    normalized_sqrt_losses,
+)
 from dpcount.counting.optimize import optimize_dense
 from dpcount.counting.toeplitz import (
-    sqrt_coefficients,
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
@@ -91,8 +96,6 @@ ASYMPTOTIC_CONSTANT = 0.701
 #: largest T with a shipped dense optimum (2^11), and largest T computed on the fly
 _DENSE_SHIPPED_MAX_LOG2 = 11
 _DENSE_ON_THE_FLY = 128
-#: largest T for which :func:`normalized_sqrt_losses` runs (O(T²) time)
-NORMALIZED_SQRT_MAX_HORIZON = 16384
 
 
 class Objective(str, Enum):
@@ -185,41 +188,6 @@ def _dense_losses(T: int) -> tuple[float, float] | None:
         sens2 = float(np.max(np.sum(r.encoder * r.encoder, axis=0)))
         return r.loss, sens2 * float(np.max(np.sum(r.decoder * r.decoder, axis=1)))
     return None
-
-
-def normalized_sqrt_losses(horizon: int) -> tuple[float, float]:
-    """(mean, max) loss of the column-normalized square-root factorization, exactly.
-
-    With C = A^{1/2} (the square root's encoder, lower-triangular Toeplitz with
-    f(k) = C(2k, k)/4^k) its column j has squared norm S(T − j) = Σ_{k<T−j} f(k)²,
-    largest for j = 0. Scaling every column to the first one's norm, C′ = C·D with
-    D = diag(√(S(T)/S(T − j))), keeps the sensitivity √S(T) and shrinks the decoder
-    B′ = A·C′⁻¹ = A·D⁻¹·G, G = C⁻¹ the Toeplitz matrix of (1 − x)^{1/2}
-    (g_0 = 1, g_k = g_{k−1}(k − 3/2)/k). Its loss at step t is
-    S(T)·‖B′[t, :]‖² = Σ_{j≤t} (Σ_{s=j}^{t} g_{s−j} √S(T − s))², computed row by row
-    (r_t = r_{t−1} + √S(T − t)·g_{t−·}): O(T²) time, O(T) memory. The max is not at
-    the last step (near t ≈ 0.57 T). Henzinger, Kalinin, Upadhyay 2025
-    (arXiv:2509.14334) analyse a "normalized square root"; this column scaling is
-    dpcount's reading of that idea, not checked against the paper — the losses here
-    are exact for the construction as stated, whatever its name.
-
-    Raises:
-        ValueError: a horizon outside [1, 16384] (naming it).
-    """
-    T = check_integer("horizon", horizon, ge=1, le=NORMALIZED_SQRT_MAX_HORIZON)
-    f = sqrt_coefficients(T)
-    weight = np.sqrt(np.cumsum(f * f))[::-1]  # √S(T − s) for s = 0..T−1
-    g = np.ones(T)
-    if T > 1:
-        k = np.arange(1, T, dtype=np.float64)
-        g[1:] = np.cumprod((k - 1.5) / k)
-    row = np.zeros(T)
-    losses = np.empty(T)
-    for t in range(T):
-        part = row[: t + 1]
-        part += weight[t] * g[t::-1]
-        losses[t] = float(part @ part)
-    return float(losses.mean()), float(losses.max())
 
 
 def _shipped_buffer_counts(objective: str) -> list[int]:

@@ -17,6 +17,10 @@ from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
 from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
+from dpcount.counting.normalized_sqrt import (
+    NormalizedSqrtFactorization,
+    NormalizedSqrtNoiseProcess,
+)
 from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
 from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
@@ -38,6 +42,8 @@ __all__ = [
     "InputPerturbation",
     "KaryTree",
     "NoiseProcess",
+    "NormalizedSqrtFactorization",
+    "NormalizedSqrtNoiseProcess",
     "SmoothBinary",
     "SmoothBinaryNoiseProcess",
     "SqrtFactorization",

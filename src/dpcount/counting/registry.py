@@ -13,6 +13,7 @@ from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
+from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
@@ -70,6 +71,8 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("blt", BLT, factory=BLT.optimized),  # shipped mean-optimized parameters
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
     Entry("toeplitz", ToeplitzFactorization, factory=ToeplitzFactorization.optimized),
+    # exact variances in O(T^2) on first use: horizon <= 2^14
+    Entry("normalized-sqrt", NormalizedSqrtFactorization),
     Entry(None, FactorizationMechanism),
 )
 
