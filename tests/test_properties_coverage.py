@@ -75,6 +75,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.counting", "NormalizedSqrtNoiseProcess"): _PROCESS,
     ("dpcount.counting", "TreeNoiseProcess"): _PROCESS,
     ("dpcount.counting.registry", "MECHANISMS"): _CONSTANT,
+    ("dpcount.counting.registry", "GAUSSIAN_ONLY"): _CONSTANT,
     # dpcount.analysis
     ("dpcount.analysis", "METRICS"): _CONSTANT,
     ("dpcount.analysis", "Candidate"): _RECORD,
@@ -82,6 +83,9 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.analysis", "DeltaThreshold"): _RECORD,
     ("dpcount.analysis", "TreeChoice"): _RECORD,
     ("dpcount.analysis", "Recommendation"): _RECORD,
+    ("dpcount.analysis", "Reference"): _RECORD,
+    ("dpcount.analysis", "Certificate"): _RECORD,
+    ("dpcount.analysis", "Objective"): "an Enum: checked where an objective is given",
     ("dpcount.analysis", "huu_leading_constant"): _NO_INPUT,
     # dpcount.ranges
     ("dpcount.ranges", "MECHANISMS"): _CONSTANT,

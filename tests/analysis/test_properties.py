@@ -10,8 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcount.analysis import (
+    asymptotic_lower_bound,
     best_k,
+    best_known_loss,
     cb_norm_bounds,
+    certify,
     compare,
     cor22_variance_ratio,
     laplace_gaussian_variance_ratio,
@@ -37,7 +40,10 @@ from tests.properties_support import (
 
 COVERED = {
     "dpcount.analysis": {
+        "asymptotic_lower_bound",
         "best_k",
+        "best_known_loss",
+        "certify",
         "cb_norm_bounds",
         "compare",
         "cor22_variance_ratio",
@@ -98,6 +104,24 @@ CASES = [
             "whole": bad_bool(),
             "step_sensitivity": POS(),
         },
+    ),
+    ScalarCase(
+        "asymptotic_lower_bound",
+        asymptotic_lower_bound,
+        {"horizon": 16},
+        {"horizon": bad_integer(1)},
+    ),
+    ScalarCase(
+        "best_known_loss",
+        best_known_loss,
+        {"horizon": 16, "objective": "max"},
+        {"horizon": bad_integer(1), "objective": bad_choice(("mean", "max"))},
+    ),
+    ScalarCase(
+        "certify",
+        certify,
+        {"loss": 3.0, "horizon": 16, "objective": "mean"},
+        {"loss": POS(), "horizon": bad_integer(1), "objective": bad_choice(("mean", "max"))},
     ),
     ScalarCase("cb_norm_bounds", cb_norm_bounds, {"horizon": 16}, {"horizon": bad_integer(1)}),
     ScalarCase(

@@ -31,7 +31,13 @@ from dpcount.counting import (
     ToeplitzFactorization,
 )
 from dpcount.counting.checkpoint import load_stream, save_stream
-from dpcount.counting.registry import MECHANISMS, build_mechanism, default_noise
+from dpcount.counting.registry import (
+    GAUSSIAN_ONLY,
+    MECHANISMS,
+    build_mechanism,
+    class_noise,
+    default_noise,
+)
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.privacy import ZeroNoise
 from tests.mechanisms import FACTORIES
@@ -70,7 +76,7 @@ COVERED = {
         "UnboundedCounter",
         "UnboundedStream",  # through UnboundedCounter.stream() below
     },
-    "dpcount.counting.registry": {"build_mechanism", "default_noise"},
+    "dpcount.counting.registry": {"build_mechanism", "class_noise", "default_noise"},
 }
 
 T = 12
@@ -369,6 +375,13 @@ def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]])
         lambda: build_mechanism(name, horizon=T, epsilon=1.0), exc, r"mechanism", value=name
     )
     assert_rejects(lambda: default_noise(name, None), exc, r"mechanism", value=name)
+    assert_rejects(lambda: class_noise(name, 1e-6), exc, r"mechanism", value=name)
+
+
+@pytest.mark.parametrize("name", sorted(GAUSSIAN_ONLY))
+def test_gaussian_only_mechanisms_need_delta(name: str) -> None:
+    assert_rejects(lambda: class_noise(name, None), ValueError, r"\bdelta\b")
+    assert class_noise(name, 1e-6) == "gaussian"
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
