@@ -135,14 +135,16 @@ def test_cli_count_keeps_continuous_noise_with_a_note(
 ) -> None:
     src = tmp_path / "in.csv"
     src.write_text("n\n1\n0\n")
-    for argv, why in [
-        (["--mechanism", "sqrt", "--delta", "1e-6"], "mechanism 'sqrt' does not take integer"),
-        (["--sensitivity", "0.5"], "--sensitivity 0.5 is not a whole number"),
-    ]:
+    for argv, why, kind in [
+        # the square root's class default with a delta: Gaussian
+        (["--mechanism", "sqrt", "--delta", "1e-6"], "mechanism 'sqrt' does not take integer",
+         "gaussian"),
+        (["--sensitivity", "0.5"], "--sensitivity 0.5 is not a whole number", "laplace"),
+    ]:  # fmt: skip
         assert main(["count", str(src), "--epsilon", "1", *argv, "--output", "-"]) == 0
         err = capsys.readouterr().err.splitlines()
         notes = [line for line in err if line.startswith("note:")]
-        assert len(notes) == 1 and why in notes[0] and "laplace" in notes[0]
+        assert len(notes) == 1 and why in notes[0] and kind in notes[0]
     src.write_text("n\n1.5\n0\n")
     assert main(["count", str(src), "--epsilon", "1", "--output", "-"]) == 0
     assert "data are not all whole numbers" in capsys.readouterr().err

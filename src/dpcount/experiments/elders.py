@@ -414,14 +414,21 @@ class EldersMse:
     at_max: dict[str, float]
 
 
+#: the mechanisms of the paper's comparison (``compare`` also lists the later
+#: factorizations — BLT, optimized Toeplitz — which are not part of this reproduction)
+_PAPER_MECHANISMS = frozenset({"binary", "honaker", "input", "kary", "smooth-binary", "sqrt"})
+
+
 def _mse_rows(
     T: int, privacy: str, eps: float, delta: float | None, log2_inv_delta: float
 ) -> list[tuple[object, ...]]:
-    """The CSV rows of every mechanism of ``compare`` at T (best first)."""
+    """The CSV rows of the paper's mechanisms among ``compare``'s at T (best first)."""
     l3 = math.log2(T) ** 3
     l2d = math.log2(T) ** 2 * log2_inv_delta
     rows: list[tuple[object, ...]] = []
     for c in compare(T, eps, delta):
+        if c.mechanism not in _PAPER_MECHANISMS:
+            continue
         row = [T, privacy, _series_name(c), c.label, c.noise, c.calibration, eps, delta or 0.0]
         rows.append((*row, c.mse, c.max_variance, c.mse * eps**2 / l3, c.mse * eps**2 / l2d))
     return rows
