@@ -281,3 +281,28 @@ def test_roundoff_bound_covers_the_package_factorizations(name: str, T: int) -> 
     deviation = float(np.max(np.abs(L @ R - np.tril(np.ones((T, T))))))
     assert deviation <= bound / 4
     oracle_for(MECHS[name](T))
+
+
+def test_optimal_is_the_dense_optimum_as_a_mechanism() -> None:
+    """``FactorizationMechanism.optimal`` (registry name ``dense-optimum``): the pair of
+    optimize_dense, Gaussian by default, with the optimum's mean loss (the shipped
+    table's figure at T = 64) as its exact MSE over a sensitivity-1 Gaussian's."""
+    from dpcount.counting.optimize import optimize_dense
+    from dpcount.counting.registry import build_mechanism, class_noise
+    from dpcount.privacy.calibration import gaussian_sigma
+
+    T = 64
+    m = FactorizationMechanism.optimal(T, epsilon=1.0, delta=1e-6, rng=0)
+    r = optimize_dense(T)
+    np.testing.assert_array_equal(m.L, r.decoder)
+    np.testing.assert_array_equal(m.R, r.encoder)
+    assert m.budget.noise is not None and m.budget.noise.value == "gaussian"
+    unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
+    assert m.mse() / unit == pytest.approx(4.409397, rel=1e-6)  # factorization_optima.json
+    assert m.mse() / unit == pytest.approx(r.loss, rel=1e-9)
+    built = build_mechanism("dense-optimum", horizon=T, epsilon=1.0, delta=1e-6, rng=0)
+    assert built.noise_scale == m.noise_scale
+    assert class_noise("dense-optimum", 1e-6) == "gaussian"
+    assert class_noise("dense-optimum", None) == "laplace"  # pure ε-DP: Laplace on R
+    with pytest.raises(ValueError, match="horizon"):
+        FactorizationMechanism.optimal(4096, epsilon=1.0, delta=1e-6)
