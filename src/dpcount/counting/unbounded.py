@@ -2,13 +2,13 @@
 
 Notation (paper → code):
 
-====================  =====================================================
-block i               steps 2^i … 2^(i+1) − 1 (block 0 is step 1), length 2^i
-M_i                   the inner mechanism for horizon 2^i (:meth:`block_mechanism`)
-t̃ = t − 2^i + 1       the local step of t inside its block
-R_i(s)                M_i's release at its local step s
-V_i(s)                M_i's exact variance at local step s (``variance_at``)
-====================  =====================================================
+| paper | code |
+|---|---|
+| block i | steps 2^i … 2^(i+1) − 1 (block 0 is step 1), length 2^i |
+| M_i | the inner mechanism for horizon 2^i (:meth:`block_mechanism`) |
+| t̃ = t − 2^i + 1 | the local step of t inside its block |
+| R_i(s) | M_i's release at its local step s |
+| V_i(s) | M_i's exact variance at local step s (``variance_at``) |
 
 The release at step t in block i is ``Σ_{i' < i} R_{i'}(2^{i'}) + R_i(t̃)``: the
 totals of the finished blocks, each as its own mechanism released it at its last
