@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -295,9 +296,21 @@ def normalized_sqrt_noise_coefficients(horizon: int, *, block_ratio: float | Non
         ValueError: a horizon outside [1, 2^22] or a bad ``block_ratio`` (naming it).
     """
     T, r = _resolve(horizon, block_ratio)
-    if r is not None:
-        return _block_noise_coefficients(T, r)
-    T = _check_horizon(T)
+    out: Array = _cached_noise_coefficients(T if r is not None else _check_horizon(T), r).copy()
+    return out
+
+
+@lru_cache(maxsize=2)
+def _cached_noise_coefficients(T: int, r: float | None) -> Array:
+    """V_t for (T, ratio), read-only, kept for the last two calls (the mechanism, the
+    certificates and ``compare`` share one computation)."""
+    v = _column_noise_coefficients(T) if r is None else _block_noise_coefficients(T, r)
+    v.setflags(write=False)
+    return v
+
+
+def _column_noise_coefficients(T: int) -> Array:
+    """V_t with one weight per column: the O(T²) row recursion."""
     e = normalized_sqrt_weights(T)
     grev = normalized_sqrt_kernel(T)[::-1].copy()  # grev[T − 1 − t:] = g_t, …, g_0
     row = np.zeros(T)
@@ -373,8 +386,9 @@ def normalized_sqrt_losses(
     Raises:
         ValueError: a horizon outside [1, 2^22] or a bad ``block_ratio`` (naming it).
     """
-    V = normalized_sqrt_noise_coefficients(horizon, block_ratio=block_ratio)
-    S = sqrt_l2_norm_squared(horizon)
+    T, r = _resolve(horizon, block_ratio)
+    V = _cached_noise_coefficients(T if r is not None else _check_horizon(T), r)
+    S = sqrt_l2_norm_squared(T)
     return S * float(V.mean()), S * float(V.max())
 
 
@@ -707,9 +721,7 @@ class NormalizedSqrtFactorization(CountingMechanism):
         """V_t for t = 1..T, computed on first use (O(T²) per column, O(m·T log T)
         with blocks) and kept (read-only)."""
         if self._coefficients is None:
-            v = normalized_sqrt_noise_coefficients(self.horizon, block_ratio=self.block_ratio)
-            v.setflags(write=False)
-            self._coefficients = v
+            self._coefficients = _cached_noise_coefficients(self.horizon, self.block_ratio)
         return self._coefficients
 
     def noise_coefficients(self) -> Array:
