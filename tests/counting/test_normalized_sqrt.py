@@ -267,6 +267,8 @@ def test_bad_inputs_name_the_parameter() -> None:
             NormalizedSqrtFactorization(100, block_ratio=bad, **GAUSS)
     with pytest.raises(ValueError, match=r"block_ratio=1\.0001 gives more than 400 blocks"):
         NormalizedSqrtFactorization(100_000, block_ratio=1.0001, **GAUSS)
+    with pytest.raises(ValueError, match=r"block_ratio=1\.05 gives 2\d\d blocks at horizon"):
+        NormalizedSqrtFactorization(NORMALIZED_SQRT_BLOCK_MAX_HORIZON, block_ratio=1.05, **GAUSS)
     for wrong in ("1.1", True):
         with pytest.raises(TypeError, match="block_ratio must be a real number"):
             NormalizedSqrtFactorization(100, block_ratio=wrong, **GAUSS)  # type: ignore[arg-type]
@@ -548,3 +550,30 @@ def test_blocked_corrupt_checkpoint_state_is_refused() -> None:
     fresh.load_state_dict(state)
     assert fresh.step == 400
     np.testing.assert_array_equal(fresh.next_many(100), proc.next_many(100))
+
+
+def test_blocked_vector_stream_and_participation_beyond_the_dense_limit() -> None:
+    """The blocked stream holds the square root's z and Y plus one carry; under a schema
+    beyond T = 2048 the sensitivity is k × single (certified, not exact)."""
+    from dpcount.counting.participation import SensitivityMethod
+    from dpcount.privacy import Participation
+
+    m = NormalizedSqrtFactorization(3000, block_ratio=1.1, **GAUSS, rng=4)
+    s = m.stream()
+    s.update(np.zeros(5))
+    assert s.live_count() <= 1024 + 1024 + 1
+    s.update_many(np.zeros((1500, 5)))
+    assert s.live_count() <= 3000 + 1
+    single = m.privacy
+    assert single is not None
+    k3 = NormalizedSqrtFactorization(
+        3000,
+        block_ratio=1.1,
+        participation=Participation(max_participations=3, min_separation=500),
+        **GAUSS,
+    )
+    assert k3.participation_sensitivities is not None
+    s2 = k3.participation_sensitivities[1]
+    assert not s2.exact and s2.method == SensitivityMethod.K_TIMES_SINGLE
+    assert s2.value == pytest.approx(3 * single.l2_sensitivity, rel=1e-9)
+    assert s2.value >= 3 * single.l2_sensitivity

@@ -33,7 +33,7 @@ Blocks (``block_ratio = r``). Exact per-column weights make the variances an O(T
 sum, so beyond T = 2^14 the scale is piecewise constant over m blocks of columns whose
 boundaries are geometric in the remaining length u = T − j (u_0 = T,
 u_{i+1} = max(1, min(u_i − 1, ⌊u_i/r⌋)), :func:`normalized_sqrt_block_starts`;
-m ≈ 145 at T = 2^20, r = 1.1). Block b starting at column p_b uses the weight of its
+m = 126 at T = 2^20, r = 1.1). Block b starting at column p_b uses the weight of its
 first column, e_{p_b}, for all its columns: column j then has norm
 √S(T − j)/e_{p_b} ≤ √S(T − p_b)/e_{p_b} = √S(T) (S increases), so the sensitivity is
 unchanged. Summation by parts with Σ_{s≤t} (G z)_s = (A·G z)_t = (C z)_t = Y_t, the
@@ -103,6 +103,10 @@ NORMALIZED_SQRT_BLOCK_MAX_HORIZON = 1 << 22
 DEFAULT_BLOCK_RATIO = 1.1
 #: most blocks allowed (the variance cost grows linearly with them)
 _MAX_BLOCKS = 400
+#: most blocks × horizon allowed: the exact variances cost ~1.6 ns per block × T × log2 T
+#: (``benchmarks/bench_normalized_sqrt.py``); 150 blocks at 2^22 take ~45 s on the
+#: loaded 2-core development machine (140 blocks, r = 1.1: 41 s)
+_MAX_WORK = 150 * (1 << 22)
 #: steps per block of the prefix sums S(n) behind the weights
 _SUM_BLOCK = 256
 #: largest horizon for :meth:`NormalizedSqrtFactorization.dense_factorization`
@@ -166,7 +170,8 @@ def normalized_sqrt_block_starts(horizon: int, block_ratio: float) -> NDArray[np
     the guarantee does not depend on where the boundaries fall.
 
     Raises:
-        ValueError: r ≤ 1, T outside [1, 2^22], or more than 400 blocks (naming
+        ValueError: r ≤ 1, T outside [1, 2^22], more than 400 blocks, or
+            blocks × T above 150·2^22 (over a minute of variance computation) (naming
             ``block_ratio``/``horizon``).
     """
     T, r = _resolve(horizon, block_ratio)
@@ -181,6 +186,12 @@ def normalized_sqrt_block_starts(horizon: int, block_ratio: float) -> NDArray[np
                 f"horizon {T}; use a larger ratio (e.g. {DEFAULT_BLOCK_RATIO})"
             )
         u.append(max(1, min(u[-1] - 1, u[-1] * den // num)))
+    if len(u) * T > _MAX_WORK:
+        raise ValueError(
+            f"block_ratio={block_ratio!r} gives {len(u)} blocks at horizon {T}: the exact "
+            f"variances would take over a minute (blocks x horizon must be <= "
+            f"{_MAX_WORK}); use a larger ratio (e.g. {DEFAULT_BLOCK_RATIO})"
+        )
     starts: NDArray[np.int64] = T - np.array(u, dtype=np.int64)
     return starts
 
