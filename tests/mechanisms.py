@@ -91,4 +91,7 @@ FACTORIES: dict[str, Factory] = {
     "normalized-sqrt": lambda T, seed: NormalizedSqrtFactorization(
         T, epsilon=1.0, delta=1e-6, rng=seed
     ),
+    "normalized-sqrt-blocks": lambda T, seed: NormalizedSqrtFactorization(
+        T, epsilon=1.0, delta=1e-6, rng=seed, block_ratio=1.3
+    ),
 }

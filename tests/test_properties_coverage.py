@@ -73,6 +73,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.counting", "SmoothBinaryNoiseProcess"): _PROCESS,
     ("dpcount.counting", "SqrtNoiseProcess"): _PROCESS,
     ("dpcount.counting", "NormalizedSqrtNoiseProcess"): _PROCESS,
+    ("dpcount.counting", "NormalizedSqrtBlockNoiseProcess"): _PROCESS,
     ("dpcount.counting", "TreeNoiseProcess"): _PROCESS,
     ("dpcount.counting.registry", "MECHANISMS"): _CONSTANT,
     ("dpcount.counting.registry", "GAUSSIAN_ONLY"): _CONSTANT,

@@ -284,3 +284,31 @@ def test_cb_norm_bounds_and_the_psi_erratum() -> None:
         assert c.mathias_lower <= c.sqrt_factorization  # Σf² ≥ ‖A‖_cb ≥ Mathias' lower bound
         assert c.psi_is_below_exact == (T >= 11)
         assert c.mathias_lower == pytest.approx((0.5 + 0.5 / T) * c.gamma_hat)
+
+
+def test_compare_lists_the_column_normalized_square_root_with_blocks() -> None:
+    """Beyond 2^14 the row is the blocked mechanism (ratio 1.1), exact figures."""
+    from dpcount.counting import NormalizedSqrtFactorization
+
+    T = 20_000
+    rows = compare(T, 1.0, 1e-6, "max_variance")
+    row = next(r for r in rows if r.label == "normalized-sqrt")
+    m = row.build(rng=0)
+    assert isinstance(m, NormalizedSqrtFactorization) and m.block_ratio == 1.1
+    v = NormalizedSqrtFactorization(T, epsilon=1.0, delta=1e-6, block_ratio=1.1).variances()
+    assert row.max_variance == float(v.max()) and row.mse == float(v.mean())
+    assert row.certificate is not None
+    # the reference is this factorization (the row's sensitivity has the 1e-12 margin)
+    assert row.certificate.ratio_to_best == pytest.approx(1.0, rel=1e-11)
+    # it beats the square root's largest variance by ~9 %
+    sqrt = next(r for r in rows if r.label == "sqrt (analytic)")
+    assert row.max_variance < 0.92 * sqrt.max_variance
+    assert "--mechanism normalized-sqrt" in row.command()
+
+
+@pytest.mark.slow
+def test_compare_recommends_it_at_2_to_20() -> None:
+    """T = 2^20: ranked first for both the mean and the largest variance (≈ 10 s)."""
+    for metric in ("mse", "max_variance"):
+        rows = compare(1 << 20, 1.0, 1e-6, metric)
+        assert rows[0].label == "normalized-sqrt", [r.label for r in rows[:3]]

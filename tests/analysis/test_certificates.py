@@ -102,7 +102,9 @@ def test_best_known_loss_off_powers_of_two() -> None:
     assert big.loss == pytest.approx(normalized_sqrt_losses(3000)[1], rel=1e-12)
     assert big.loss < sqrt_max
     assert big.source == "column-normalized sqrt"
-    beyond = best_known_loss(20000, "max")  # beyond its O(T²) range: sqrt or a BLT
+    blocks = best_known_loss(20000, "max")  # beyond its O(T²) range: blocks
+    assert blocks.source == "column-normalized sqrt (blocks, ratio 1.1)"
+    beyond = best_known_loss(3_000_001, "max")  # beyond 2^21, not shipped: sqrt or a BLT
     assert beyond.source == "sqrt" or beyond.source.startswith("blt")
 
 
@@ -206,5 +208,30 @@ def test_normalized_sqrt_beats_the_square_root_and_is_the_reference_at_1024() ->
     assert mx == pytest.approx(9.490984, rel=1e-6)  # sqrt: 10.709611
     assert mean == pytest.approx(8.948214, rel=1e-6)  # sqrt: 9.670793
     assert best_known_loss(1024, "max").source == "column-normalized sqrt"
-    with pytest.raises(ValueError, match="horizon must be <= 16384"):
-        normalized_sqrt_losses(16385)
+    with pytest.raises(ValueError, match="horizon must be <= 4194304"):
+        normalized_sqrt_losses(4194305)
+
+
+def test_shipped_blocked_losses_match_a_fresh_computation() -> None:
+    """The shipped table (2^15 … 2^22) against the exact computation for its smaller
+    entries, and best_known_loss uses it beyond 2^14."""
+    from dpcount.analysis.certificates import _normalized_sqrt_table
+
+    table = _normalized_sqrt_table()
+    assert table["block_ratio"] == 1.1
+    assert sorted(int(k) for k in table["losses"]) == list(range(15, 23))
+    for k in (15, 16, 17):
+        mean, mx = normalized_sqrt_losses(1 << k, block_ratio=1.1)
+        row = table["losses"][str(k)]
+        assert row["mean_loss"] == pytest.approx(mean, rel=1e-12)
+        assert row["max_loss"] == pytest.approx(mx, rel=1e-12)
+    row = table["losses"]["20"]
+    assert row["max_loss"] == pytest.approx(27.949945, rel=1e-6)  # sqrt: 30.019
+    ref = best_known_loss(1 << 20, "max")
+    assert ref.source == "column-normalized sqrt (blocks, ratio 1.1)"
+    assert ref.loss == row["max_loss"]
+    assert best_known_loss(1 << 20, "mean").loss == row["mean_loss"]  # below every BLT
+    # off a power of two: computed on the fly (here cheap)
+    other = best_known_loss(20_000, "max")
+    assert other.source == "column-normalized sqrt (blocks, ratio 1.1)"
+    assert other.loss == pytest.approx(normalized_sqrt_losses(20_000)[1], rel=1e-12)

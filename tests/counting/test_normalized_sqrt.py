@@ -25,7 +25,9 @@ from dpcount.counting import (
     save_stream,
 )
 from dpcount.counting.normalized_sqrt import (
+    NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
     NORMALIZED_SQRT_MAX_HORIZON,
+    _check_horizon,
     _prefix_square_sums,
     normalized_sqrt_losses,
     normalized_sqrt_weights,
@@ -256,15 +258,30 @@ def test_live_count_holds_the_drawn_z() -> None:
 
 
 def test_bad_inputs_name_the_parameter() -> None:
-    with pytest.raises(ValueError, match=r"horizon must be <= 16384 .*'blt'"):
-        NormalizedSqrtFactorization(NORMALIZED_SQRT_MAX_HORIZON + 1, **GAUSS)
+    with pytest.raises(ValueError, match=r"horizon must be <= 4194304 .*'blt'"):
+        NormalizedSqrtFactorization(NORMALIZED_SQRT_BLOCK_MAX_HORIZON + 1, **GAUSS)
+    with pytest.raises(ValueError, match=r"horizon must be <= 4194304 .*'blt'"):
+        NormalizedSqrtFactorization(NORMALIZED_SQRT_BLOCK_MAX_HORIZON + 1, block_ratio=2.0, **GAUSS)
+    for bad in (1.0, 0.5, -2.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="block_ratio must be a finite number > 1"):
+            NormalizedSqrtFactorization(100, block_ratio=bad, **GAUSS)
+    with pytest.raises(ValueError, match=r"block_ratio=1\.0001 gives more than 400 blocks"):
+        NormalizedSqrtFactorization(100_000, block_ratio=1.0001, **GAUSS)
+    with pytest.raises(ValueError, match=r"block_ratio=1\.05 gives 2\d\d blocks at horizon"):
+        NormalizedSqrtFactorization(NORMALIZED_SQRT_BLOCK_MAX_HORIZON, block_ratio=1.05, **GAUSS)
+    for wrong in ("1.1", True):
+        with pytest.raises(TypeError, match="block_ratio must be a real number"):
+            NormalizedSqrtFactorization(100, block_ratio=wrong, **GAUSS)  # type: ignore[arg-type]
+    # one weight per column is refused beyond 2^14, naming block_ratio as the way out
+    with pytest.raises(ValueError, match=r"horizon must be <= 16384 .*block_ratio"):
+        _check_horizon(NORMALIZED_SQRT_MAX_HORIZON + 1)
     with pytest.raises(ValueError, match="horizon must be >= 1"):
         NormalizedSqrtFactorization(0, **GAUSS)
     for noise in ("laplace", "discrete-gaussian"):
         with pytest.raises(ValueError, match=f"noise='{noise}' is not available"):
             NormalizedSqrtFactorization(10, noise=noise, **GAUSS)
-    with pytest.raises(ValueError, match="horizon must be <= 16384"):
-        normalized_sqrt_losses(NORMALIZED_SQRT_MAX_HORIZON + 1)
+    with pytest.raises(ValueError, match="horizon must be <= 4194304"):
+        normalized_sqrt_losses(NORMALIZED_SQRT_BLOCK_MAX_HORIZON + 1)
     with pytest.raises(TypeError):
         NormalizedSqrtFactorization(10, 1.0)  # type: ignore[misc]
 
@@ -311,3 +328,252 @@ def test_vector_stream_holds_z_and_one_running_sum() -> None:
     s.update_many(np.zeros((1500, 5)))
     assert first <= 1024 + 1024 + 1  # first block's z and w, plus the running sum
     assert s.live_count() <= 3000 + 1
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+def oracle_starts(T: int, r: float) -> list[int]:
+    """Block starts from the remaining lengths u → max(1, min(u − 1, ⌊u/r⌋)), by
+    exact rational comparison (u/r with r a float, floored in integers)."""
+    from fractions import Fraction
+
+    u, out, ratio = T, [0], Fraction(r)
+    while u > 1:
+        u = max(1, min(u - 1, math.floor(Fraction(u) / ratio)))
+        out.append(T - u)
+    return out
+
+
+def block_oracle(
+    T: int, r: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float, list[int]]:
+    """(B′, C′, S(T), starts): C scaled per block by √(S(T)/S(T − p_b)) (fsum sums),
+    B′ by a triangular solve."""
+    f = exact_f(T)
+    S = [math.fsum((f[:n] ** 2).tolist()) for n in range(1, T + 1)]
+    starts = oracle_starts(T, r)
+    scale = np.empty(T)
+    for b, p in enumerate(starts):
+        q = starts[b + 1] if b + 1 < len(starts) else T
+        scale[p:q] = math.sqrt(S[T - 1] / S[T - 1 - p])
+    C = np.array([[f[i - j] if i >= j else 0.0 for j in range(T)] for i in range(T)])
+    C1 = C * scale[None, :]
+    A = np.tril(np.ones((T, T)))
+    B1 = solve_triangular(C1.T, A.T, lower=False).T
+    return B1, C1, S[T - 1], starts
+
+
+@pytest.mark.parametrize(("T", "r"), [(2, 1.5), (40, 1.3), (300, 1.1), (301, 2.0)])
+def test_blocked_dense_factorization_matches_the_independent_oracle(T: int, r: float) -> None:
+    m = NormalizedSqrtFactorization(T, block_ratio=r, **GAUSS)
+    B1, C1, S, starts = block_oracle(T, r)
+    np.testing.assert_array_equal(m.block_starts(), starts)
+    if T >= 40:
+        assert len(starts) >= 8  # several blocks, several columns in some
+        assert max(np.diff(starts)) >= 3
+    B, C = m.dense_factorization()
+    np.testing.assert_allclose(B @ C, np.tril(np.ones((T, T))), atol=1e-12)
+    np.testing.assert_allclose(C, C1, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(B, B1, rtol=1e-9, atol=1e-12)
+    norms = np.sum(C1 * C1, axis=0)
+    assert np.all(norms <= S * (1 + 1e-13))
+    np.testing.assert_allclose(norms[starts], S, rtol=1e-13)  # equality at block starts
+    inside = np.setdiff1d(np.arange(T), starts)
+    if len(inside):
+        assert np.all(norms[inside] < S * (1 - 1e-9))  # strictly smaller inside a block
+    np.testing.assert_allclose(m.noise_coefficients(), np.sum(B1 * B1, axis=1), rtol=1e-9)
+    assert m.privacy is not None
+    assert m.privacy.l2_sensitivity == pytest.approx(math.sqrt(S), rel=2e-12)
+
+
+def test_blocked_fft_variances_match_the_direct_quadratic_sum() -> None:
+    """T = 4096, r = 1.1: V_t from the FFT correlations against ‖B′[t, :]‖² from the
+    row recursion B′[t, :] = B′[t − 1, :] + e_t·(g_t, …, g_0), g from its own recurrence."""
+    T = 4096
+    m = NormalizedSqrtFactorization(T, block_ratio=1.1, **GAUSS)
+    e = m.weights()
+    g = np.ones(T)
+    for k in range(1, T):
+        g[k] = g[k - 1] * (k - 1.5) / k
+    row, direct = np.zeros(T), np.empty(T)
+    for t in range(T):
+        row[: t + 1] += e[t] * g[t::-1]
+        direct[t] = row[: t + 1] @ row[: t + 1]
+    v = m.noise_coefficients()
+    assert float(np.max(np.abs(v / direct - 1))) < 1e-12
+    assert len(m.block_starts()) > 50
+
+
+@pytest.mark.parametrize(("T", "r"), [(5000, 1.1), (NORMALIZED_SQRT_MAX_HORIZON * 2, None)])
+def test_blocked_columns_never_exceed_the_calibrated_sensitivity(T: int, r: float | None) -> None:
+    m = NormalizedSqrtFactorization(T, block_ratio=r, **GAUSS)
+    assert m.privacy is not None and m.block_ratio == 1.1
+    ratios = np.ones(T, dtype=np.longdouble)
+    i = np.arange(1, T, dtype=np.longdouble)
+    ratios[1:] = (2 * i - 1) / (2 * i)
+    f = np.cumprod(ratios)
+    S = np.cumsum(f * f)
+    norms = np.sqrt(S[::-1]) / m.weights().astype(np.longdouble)
+    assert float(np.max(norms)) <= m.privacy.l2_sensitivity
+    assert m.privacy.l2_sensitivity <= float(np.max(norms)) * (1 + 2e-12)
+    # weights are constant within each block, equal to the block start's column weight
+    starts = m.block_starts()
+    per_column = normalized_sqrt_weights(T, block_ratio=None) if T <= 16384 else None
+    w = m.weights()
+    for b, p in enumerate(starts.tolist()):
+        q = int(starts[b + 1]) if b + 1 < len(starts) else T
+        assert np.all(w[p:q] == w[p])
+        if per_column is not None:
+            assert w[p] == per_column[p]
+
+
+def test_prefix_sums_restart_each_block_from_the_correctly_rounded_total() -> None:
+    sq = sqrt_coefficients(5000) ** 2
+    S = _prefix_square_sums(np.sqrt(sq))
+    for a in range(256, 5000, 256):
+        assert S[a] == math.fsum(sq[:a].tolist()) + sq[a]
+
+
+def test_default_block_ratio_and_config() -> None:
+    small = NormalizedSqrtFactorization(NORMALIZED_SQRT_MAX_HORIZON, **GAUSS)
+    assert small.block_ratio is None
+    assert len(small.block_starts()) == NORMALIZED_SQRT_MAX_HORIZON
+    big = NormalizedSqrtFactorization(NORMALIZED_SQRT_MAX_HORIZON + 1, **GAUSS)
+    assert big.block_ratio == 1.1
+    again = NormalizedSqrtFactorization(**big.config()["kwargs"])
+    assert again.block_ratio == 1.1
+    np.testing.assert_array_equal(again.weights(), big.weights())
+    assert again.noise_scale == big.noise_scale
+
+
+@pytest.mark.parametrize(("T", "r"), [(1, 1.5), (100, 1.2), (20_000, None)])
+def test_blocked_zero_noise_releases_exact_prefix_sums(T: int, r: float | None) -> None:
+    m = NormalizedSqrtFactorization(T, block_ratio=r, **GAUSS, rng=3).with_sampler(ZeroNoise())
+    x = np.random.default_rng(T).integers(-5, 6, size=(T, 2)).astype(float)
+    np.testing.assert_array_equal(m.release(x), np.cumsum(x, axis=0))
+    s = m.stream()
+    np.testing.assert_array_equal([s.update(float(v)) for v in x[:, 0]], np.cumsum(x[:, 0]))
+
+
+@pytest.mark.parametrize(("T", "dim"), [(300, None), (1500, None), (1500, 3)])
+def test_blocked_noise_is_the_decoder_applied_to_the_drawn_z(T: int, dim: int | None) -> None:
+    m = NormalizedSqrtFactorization(T, block_ratio=1.1, **GAUSS, rng=11)
+    B = block_oracle(T, 1.1)[0] if T <= 300 else m.dense_factorization()[0]
+    shape = (T,) if dim is None else (T, dim)
+    for mode in ("batch", "steps", "chunks"):
+        rec = RecordingSampler()
+        mech = m.with_sampler(rec)  # type: ignore[arg-type]
+        if mode == "batch":
+            out = mech.release(np.zeros(shape))
+        elif mode == "steps":
+            s = mech.stream()
+            out = np.array([s.update(np.zeros(shape[1:]) if dim else 0.0) for _ in range(T)])
+        else:
+            s, parts, t = mech.stream(), [], 0
+            for n in [1, 5, 1023, 2, 700, 37] * T:
+                n = min(n, T - t)
+                if n == 0:
+                    break
+                parts.append(s.update_many(np.zeros((n, *shape[1:]))))
+                t += n
+            out = np.concatenate(parts)
+        z = rec.z()
+        assert z.shape == shape
+        np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
+
+
+def test_blocked_losses_at_2_to_14() -> None:
+    mean, mx = normalized_sqrt_losses(NORMALIZED_SQRT_MAX_HORIZON, block_ratio=1.1)
+    assert mx == pytest.approx(15.742067, rel=1e-6)  # per column 15.652, sqrt 17.265
+    assert mean == pytest.approx(14.995897, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_blocked_losses_at_2_to_20_meet_the_targets() -> None:
+    """Issue 11 at T = 2^20: max ≤ the square root's, mean ≥ 2 % below it (4–15 s)."""
+    from dpcount.counting.toeplitz import sqrt_mean_variance_coefficient
+
+    T = 1 << 20
+    mean, mx = normalized_sqrt_losses(T)
+    S = sqrt_l2_norm_squared(T)
+    assert mx == pytest.approx(27.949944, rel=1e-6)
+    assert mean == pytest.approx(26.926358, rel=1e-6)
+    assert mx <= S * S
+    assert mean <= 0.98 * S * sqrt_mean_variance_coefficient(T)
+    assert mx <= 1.03 * (0.846 + math.log(T) / math.pi) ** 2
+
+
+def test_blocked_empirical_variance_matches_the_exact_one() -> None:
+    T, reps = 120, 20_000
+    m = NormalizedSqrtFactorization(T, block_ratio=1.2, **GAUSS, rng=2025)
+    errors = m.release(np.zeros((T, reps))).T
+    steps = np.array([0, 30, 68, 100, T - 1])
+    exact = m.variances()[steps]
+    z = variance_z_scores(errors[:, steps], exact)
+    assert np.all(np.abs(z) < Z_TOLERANCE), z
+    assert np.all(np.abs(variance_z_scores(errors[:, steps], 1.1 * exact)) > Z_TOLERANCE)
+    assert np.all(np.abs(variance_z_scores(errors[:, steps], 0.9 * exact)) > Z_TOLERANCE)
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_blocked_checkpoint_round_trip_continues_bit_for_bit(
+    tmp_path: Path, dim: int | None
+) -> None:
+    T = 1500
+    m = NormalizedSqrtFactorization(T, block_ratio=1.1, **GAUSS, rng=5)
+    again = NormalizedSqrtFactorization(**m.config()["kwargs"])
+    assert again.block_ratio == 1.1
+    xs = np.ones(T) if dim is None else np.ones((T, dim))
+    s = m.stream()
+    s.update_many(xs[:1100])  # past the first stream block and several block ends
+    s.update(xs[1100])
+    path = tmp_path / "ck.json"
+    save_stream(s, path)
+    ahead = [s.update(xs[1101]), *s.update_many(xs[1102:])]
+    restored = load_stream(path, expect=m)
+    back = [restored.update(xs[1101]), *restored.update_many(xs[1102:])]
+    np.testing.assert_array_equal(np.array(back), np.array(ahead))
+
+
+def test_blocked_corrupt_checkpoint_state_is_refused() -> None:
+    m = NormalizedSqrtFactorization(500, block_ratio=1.1, **GAUSS, rng=1)
+    proc = m.noise_process(m.sampler, np.random.default_rng(0))
+    proc.next_many(400)
+    state = proc.state_dict()
+    assert state["carry"][0] != 0.0  # block ends passed: the carry is live state
+    fresh = m.noise_process(m.sampler, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="carry"):
+        fresh.load_state_dict({**state, "carry": np.array([np.inf])})
+    with pytest.raises(ValueError, match="NormalizedSqrtBlockNoiseProcess"):
+        fresh.load_state_dict({k: v for k, v in state.items() if k != "carry"})
+    fresh.load_state_dict(state)
+    assert fresh.step == 400
+    np.testing.assert_array_equal(fresh.next_many(100), proc.next_many(100))
+
+
+def test_blocked_vector_stream_and_participation_beyond_the_dense_limit() -> None:
+    """The blocked stream holds the square root's z and Y plus one carry; under a schema
+    beyond T = 2048 the sensitivity is k × single (certified, not exact)."""
+    from dpcount.counting.participation import SensitivityMethod
+    from dpcount.privacy import Participation
+
+    m = NormalizedSqrtFactorization(3000, block_ratio=1.1, **GAUSS, rng=4)
+    s = m.stream()
+    s.update(np.zeros(5))
+    assert s.live_count() <= 1024 + 1024 + 1
+    s.update_many(np.zeros((1500, 5)))
+    assert s.live_count() <= 3000 + 1
+    single = m.privacy
+    assert single is not None
+    k3 = NormalizedSqrtFactorization(
+        3000,
+        block_ratio=1.1,
+        participation=Participation(max_participations=3, min_separation=500),
+        **GAUSS,
+    )
+    assert k3.participation_sensitivities is not None
+    s2 = k3.participation_sensitivities[1]
+    assert not s2.exact and s2.method == SensitivityMethod.K_TIMES_SINGLE
+    assert s2.value == pytest.approx(3 * single.l2_sensitivity, rel=1e-9)
+    assert s2.value >= 3 * single.l2_sensitivity

@@ -95,6 +95,7 @@ MECHS: dict[str, Callable[..., CountingMechanism]] = {
     ),
     # C′ = C·D ≥ 0: Gram ≥ 0, the dense encoder's exact value
     "normalized-sqrt": lambda T, **kw: NormalizedSqrtFactorization(T, **kw),
+    "normalized-sqrt-blocks": lambda T, **kw: NormalizedSqrtFactorization(T, block_ratio=1.5, **kw),
 }
 SCHEMAS = [(2, 1), (2, 3), (3, 2), (3, 4), (4, 3)]
 GAUSS = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian", "rng": 0}

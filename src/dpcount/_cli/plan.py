@@ -14,7 +14,7 @@ from dpcount._cli.common import (
     participation_from,
     positive_float,
 )
-from dpcount.analysis.compare import METRICS, compare
+from dpcount.analysis.compare import METRICS, NORMALIZED_SQRT_COMPARE_LIMIT, compare
 from dpcount.analysis.recommend import recommend_mechanism
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
 
@@ -180,6 +180,11 @@ def run(args: argparse.Namespace) -> int:
                 "(like the dense optimum) is for one participation, not for this schema. "
                 "n/a: Laplace noise."
             )
+    if args.horizon > NORMALIZED_SQRT_COMPARE_LIMIT and args.delta is not None:
+        con.print(
+            f"Column-normalized square root not listed: its exact variances are computed "
+            f"on the fly only for T ≤ {NORMALIZED_SQRT_COMPARE_LIMIT:,}."
+        )
     if args.horizon > MAX_OPTIMIZED_HORIZON and args.delta is not None:
         con.print(
             f"Optimized Toeplitz not listed: computed on the fly only for T ≤ "

@@ -11,9 +11,13 @@ Two yardsticks per horizon T and objective:
 
 * :func:`best_known_loss` — the lowest loss among the factorizations dpcount can
   compute for that T (a :class:`Reference` names which one): the square root (closed
-  forms), for T ≤ 16384 the column-normalized square root
-  (:func:`normalized_sqrt_losses`, exact in O(T²); the mechanism is
-  :class:`dpcount.counting.NormalizedSqrtFactorization`), every shipped optimized BLT
+  forms), the column-normalized square root (:func:`normalized_sqrt_losses`; the
+  mechanism is :class:`dpcount.counting.NormalizedSqrtFactorization`): one weight per
+  column for T ≤ 16384 (exact in O(T²)), beyond it geometric blocks of ratio 1.1
+  (exact in O(m·T log T): shipped for T = 2^15 … 2^22 in
+  ``dpcount/data/normalized_sqrt_losses.json``, made by
+  ``benchmarks/make_normalized_sqrt_losses.py``, computed on the fly for other
+  T ≤ 2^21, ≈ 12 s at 2^21; max loss 27.95 at 2^20), every shipped optimized BLT
   (both objectives, every shipped buffer count, evaluated at T by the closed forms
   of :func:`dpcount.counting.blt.blt_losses`), for T ≤ 2^16 the full-band Toeplitz
   factorization optimized for the requested objective
@@ -32,7 +36,7 @@ Two yardsticks per horizon T and objective:
   figures are within about that of the mean optimum, from above). The
   dense optimum is not a streaming mechanism in dpcount (its matrices can be given
   to ``FactorizationMechanism``); the column-normalized square root is
-  (``NormalizedSqrtFactorization``, T ≤ 16384). The reference says what is
+  (``NormalizedSqrtFactorization``, T ≤ 2^22). The reference says what is
   achievable, not what ``dpcount plan`` recommends.
 * :func:`asymptotic_lower_bound` — (0.701 + ln T/π)², the asymptotic lower bound on
   the max loss of any factorization of the counting matrix, as quoted in dpcount's
@@ -68,6 +72,8 @@ import numpy as np
 from dpcount._validate import check_choice, check_integer, check_real
 from dpcount.counting.blt import _shipped, blt_losses, shipped_blt_parameters
 from dpcount.counting.normalized_sqrt import (
+    DEFAULT_BLOCK_RATIO,
+    NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
     NORMALIZED_SQRT_MAX_HORIZON,
     normalized_sqrt_losses,
 )
@@ -93,6 +99,9 @@ __all__ = [
 #: the additive constant of the asymptotic max-loss lower bound (0.701 + ln T/π)²
 #: (Henzinger, Kalinin, Upadhyay 2025, arXiv:2509.14334; not re-checked against the paper)
 ASYMPTOTIC_CONSTANT = 0.701
+#: largest T whose blocked column-normalized square root losses are computed on the fly
+#: when not shipped (≈ 12 s at 2^21 on the 2-core development machine)
+NORMALIZED_SQRT_ON_THE_FLY = 1 << 21
 #: largest T with a shipped dense optimum (2^11), and largest T computed on the fly
 _DENSE_SHIPPED_MAX_LOG2 = 11
 _DENSE_ON_THE_FLY = 128
@@ -190,6 +199,31 @@ def _dense_losses(T: int) -> tuple[float, float] | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def _normalized_sqrt_table() -> dict[str, Any]:
+    path = resources.files("dpcount.data").joinpath("normalized_sqrt_losses.json")
+    with path.open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def _normalized_sqrt_candidate(T: int) -> tuple[str, float, float] | None:
+    """(source, mean loss, max loss) of the column-normalized square root at T: one
+    weight per column for T ≤ 2^14, else blocks of ratio 1.1 (shipped for powers of
+    two up to 2^22, computed for other T ≤ 2^21), None beyond."""
+    if T <= NORMALIZED_SQRT_MAX_HORIZON:
+        return ("column-normalized sqrt", *normalized_sqrt_losses(T))
+    source = f"column-normalized sqrt (blocks, ratio {DEFAULT_BLOCK_RATIO})"
+    k = T.bit_length() - 1
+    table = _normalized_sqrt_table()
+    row = table["losses"].get(str(k)) if 1 << k == T else None
+    if row is not None and float(table["block_ratio"]) == DEFAULT_BLOCK_RATIO:
+        return (source, float(row["mean_loss"]), float(row["max_loss"]))
+    if T <= NORMALIZED_SQRT_ON_THE_FLY <= NORMALIZED_SQRT_BLOCK_MAX_HORIZON:
+        return (source, *normalized_sqrt_losses(T, block_ratio=DEFAULT_BLOCK_RATIO))
+    return None
+
+
 def _shipped_buffer_counts(objective: str) -> list[int]:
     return sorted(int(n) for n in _shipped()["objectives"][objective])
 
@@ -205,8 +239,9 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
             losses = blt_losses(decay, scale, T)
             source = f"blt ({n} buffers, {objective}-optimized)"
             out.append((source, losses.mean_loss, losses.max_loss))
-    if T <= NORMALIZED_SQRT_MAX_HORIZON:
-        out.append(("column-normalized sqrt", *normalized_sqrt_losses(T)))
+    normalized = _normalized_sqrt_candidate(T)
+    if normalized is not None:
+        out.append(normalized)
     dense = _dense_losses(T)
     if dense is not None:
         out.append(("dense mean optimum", dense[0], dense[1]))

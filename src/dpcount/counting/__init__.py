@@ -18,6 +18,7 @@ from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
 from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
 from dpcount.counting.normalized_sqrt import (
+    NormalizedSqrtBlockNoiseProcess,
     NormalizedSqrtFactorization,
     NormalizedSqrtNoiseProcess,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "InputPerturbation",
     "KaryTree",
     "NoiseProcess",
+    "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
     "NormalizedSqrtNoiseProcess",
     "SmoothBinary",
