@@ -80,9 +80,9 @@ def main() -> None:
             targets,
         )
         if T == 1024:
-            from dpcount.analysis.certificates import _dense_losses
+            from dpcount.analysis.certificates import dense_optimum_losses
 
-            dense = _dense_losses(T)
+            dense = dense_optimum_losses(T)
             assert dense is not None
             row("dense mean optimum (shipped table)", T, *dense, targets)
     T = 2**20

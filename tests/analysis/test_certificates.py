@@ -235,3 +235,31 @@ def test_shipped_blocked_losses_match_a_fresh_computation() -> None:
     other = best_known_loss(20_000, "max")
     assert other.source == "column-normalized sqrt (blocks, ratio 1.1)"
     assert other.loss == pytest.approx(normalized_sqrt_losses(20_000)[1], rel=1e-12)
+
+
+def test_compare_lists_the_dense_optimum_where_its_losses_are_known() -> None:
+    """One participation, T a power of two ≤ 2048 or T ≤ 128: a ``dense-optimum``
+    Gaussian row whose mean loss is the shipped dense optimum (so ÷best = 1 and plan
+    recommends it for the mean) and whose figures equal the built mechanism's; other
+    T, and under a schema, no such row."""
+    from dpcount.analysis.compare import compare
+    from dpcount.privacy import Participation
+
+    rows = compare(64, 1.0, 1e-6)
+    dense = [r for r in rows if r.mechanism == "dense-optimum"]
+    assert len(dense) == 1 and dense[0].noise == "gaussian"
+    cert = dense[0].certificate
+    assert cert is not None
+    assert cert.loss == pytest.approx(4.409397, rel=1e-6)  # factorization_optima.json, 2^6
+    assert cert.ratio_to_best == pytest.approx(1.0, abs=1e-6)
+    gaussian = [r for r in rows if r.noise == "gaussian"]
+    assert gaussian[0].mechanism == "dense-optimum"  # the mean-loss optimum ranks first
+    built = dense[0].build(rng=0)
+    assert built.mse() == pytest.approx(dense[0].mse, rel=1e-9)
+    assert built.max_variance() == pytest.approx(dense[0].max_variance, rel=1e-9)
+    assert built.linf_bound(0.05) == pytest.approx(dense[0].linf, rel=1e-9)
+    assert not any(r.mechanism == "dense-optimum" for r in compare(129, 1.0, 1e-6))
+    schema = Participation(max_participations=2, min_separation=16)
+    assert not any(
+        r.mechanism == "dense-optimum" for r in compare(64, 1.0, 1e-6, participation=schema)
+    )

@@ -185,8 +185,11 @@ def _dense_table() -> dict[str, dict[str, float]]:
     return table
 
 
-def _dense_losses(T: int) -> tuple[float, float] | None:
-    """(mean, max) loss of the dense mean optimum at T, if shipped or cheap."""
+def dense_optimum_losses(T: int) -> tuple[float, float] | None:
+    """(mean, max) loss of the dense mean optimum at T (that of
+    :meth:`~dpcount.counting.FactorizationMechanism.optimal`, the same deterministic
+    computation): shipped for T = 2^0 … 2^11, computed for other T ≤ 128; None
+    otherwise (not computed here: ~4-22 s for T in 1024..2048)."""
     k = T.bit_length() - 1
     if 1 << k == T and k <= _DENSE_SHIPPED_MAX_LOG2:
         row = _dense_table().get(str(k))
@@ -242,7 +245,7 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
     normalized = _normalized_sqrt_candidate(T)
     if normalized is not None:
         out.append(normalized)
-    dense = _dense_losses(T)
+    dense = dense_optimum_losses(T)
     if dense is not None:
         out.append(("dense mean optimum", dense[0], dense[1]))
     return tuple(out)

@@ -24,7 +24,12 @@ from dpcount._validate import (
     check_real,
 )
 from dpcount.analysis.advisor import TREE_METRICS, best_k
-from dpcount.analysis.certificates import Certificate, Reference, certify
+from dpcount.analysis.certificates import (
+    Certificate,
+    Reference,
+    certify,
+    dense_optimum_losses,
+)
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.participation import Sensitivity
 from dpcount.counting.registry import build_mechanism
@@ -32,8 +37,14 @@ from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
 from dpcount.privacy.budget import Participation
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.tails import gaussian_linf_bound
 
-__all__ = ["METRICS", "NORMALIZED_SQRT_COMPARE_LIMIT", "Candidate", "compare"]
+__all__ = [
+    "METRICS",
+    "NORMALIZED_SQRT_COMPARE_LIMIT",
+    "Candidate",
+    "compare",
+]
 
 METRICS = TREE_METRICS
 #: largest horizon at which :func:`compare` lists the column-normalized square root: its
@@ -212,6 +223,45 @@ def _row(
     )
 
 
+def _dense_row(
+    losses: tuple[float, float],
+    T: int,
+    epsilon: float,
+    delta: float | None,
+    step: float,
+    beta: float,
+    metric: str,
+) -> Candidate:
+    """The dense optimum's row from its losses (no T×T optimization here): with the
+    analytic Gaussian calibration σ = step·σ₁ for sensitivity-1 σ₁ and the encoder's
+    largest column norm 1, its variances are σ²·loss (mean and max)."""
+    assert delta is not None  # Gaussian rows only
+    unit = gaussian_sigma(step, epsilon, delta) ** 2
+    mean_loss, max_loss = losses
+    mse, max_var = unit * mean_loss, unit * max_loss
+    objective = "mean" if metric == "mse" else "max"
+    return Candidate(
+        label="dense-optimum",
+        mechanism="dense-optimum",
+        k=None,
+        subtract=None,
+        noise="gaussian",
+        calibration="analytic",
+        horizon=T,
+        epsilon=epsilon,
+        delta=delta,
+        step_sensitivity=step,
+        guaranteed_epsilon=epsilon,
+        guaranteed_delta=delta,
+        mse=mse,
+        max_variance=max_var,
+        linf=gaussian_linf_bound(max_var, T, beta),
+        beta=beta,
+        metric=metric,
+        certificate=certify(mean_loss if objective == "mean" else max_loss, T, objective),
+    )
+
+
 def compare(
     horizon: int,
     epsilon: float,
@@ -240,7 +290,12 @@ def compare(
     Toeplitz factorization
     (:meth:`dpcount.counting.ToeplitzFactorization.optimized`, computed on the fly:
     ~0.1 s at T = 2048, ~1.5 s at 16384; skipped beyond 2^16, where BLT's shipped
-    parameters cover it) are listed with Gaussian noise only. Gaussian rows carry a
+    parameters cover it), and with one participation the dense mean-loss optimum
+    (:meth:`dpcount.counting.FactorizationMechanism.optimal`) for T a power of two
+    ≤ 2048 or T ≤ 128 — its losses from
+    :func:`~dpcount.analysis.certificates.dense_optimum_losses` (shipped: the same
+    deterministic optimization ``build`` runs, 4-22 s at T = 1024-2048; its stream
+    holds T×T matrices) — are listed with Gaussian noise only. Gaussian rows carry a
     ``certificate``: their loss against the best factorization dpcount can compute
     for the horizon and the asymptotic lower bound
     (:mod:`dpcount.analysis.certificates`).
@@ -349,6 +404,9 @@ def compare(
             add("blt", "blt", noise)  # shipped mean-optimized parameters (Gaussian only)
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
                 add("normalized-sqrt", "normalized-sqrt", noise)
+            dense = None if schema is not None else dense_optimum_losses(T)
+            if dense is not None:  # shipped (powers of 2 ≤ 2048) or cheap (T ≤ 128)
+                rows.append(_dense_row(dense, T, eps, dlt, step, b, metric))
             if T <= MAX_OPTIMIZED_HORIZON:  # optimized on the fly (Gaussian only)
                 add("toeplitz", "toeplitz", noise)
                 sep = None if schema is None else schema.min_separation
