@@ -73,6 +73,7 @@ def test_plan_ranks_under_the_schema_and_refuses_one_that_does_not_fit(
     assert "do not fit in 64 steps" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # optimizes the Toeplitz factorizations at T = 2048: ~7 s
 def test_plan_at_2048_with_4_participations_512_apart_ranks_the_banded_toeplitz_first(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

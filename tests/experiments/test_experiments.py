@@ -322,6 +322,7 @@ _BEFORE_SPLIT = {
 }
 
 
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
 def test_seeded_numbers_unchanged_by_the_restructuring(
     results: dict[str, ExperimentResult],
 ) -> None:

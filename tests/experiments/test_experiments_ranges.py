@@ -266,7 +266,8 @@ def test_ranges_runtime_table(results: dict[str, ExperimentResult]) -> None:
 # ---- ranges-dpbench -------------------------------------------------------------------------
 
 
-def test_ranges_dpbench_real_data(results: dict[str, ExperimentResult], dpbench_dir: Path) -> None:
+@pytest.mark.slow  # runs every experiment (quick mode): ~25 s
+def test_ranges_dpbench_real_data(dpbench_dir: Path, results: dict[str, ExperimentResult]) -> None:
     r = results["ranges-dpbench"]
     key = r.key
     assert key["dpbench_files_1d"] == 3 and key["dpbench_files_2d"] == 1  # --quick subset
