@@ -74,6 +74,7 @@ from scipy.signal import lfilter
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
+from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MAX_HORIZON, CountingMechanism
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN
@@ -96,15 +97,11 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-#: steps computed at once for scalar ``next()`` (handed out from a list)
-_SCALAR_CHUNK = 4096
 #: steps per chunk of the within-chunk Toeplitz product in ``next_many``
 _BLOCK_SCALAR = 32
 _BLOCK_VECTOR = 8
 #: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
 _MIN_ONE_PLUS_DECAY = 1e-6
-#: largest step block computed at once (bounds the temporaries of a batch release)
-_MAX_BLOCK_ELEMENTS = 1 << 21
 
 
 def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, Array]:
@@ -419,7 +416,7 @@ def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False)
     return out
 
 
-class BLTNoiseProcess:
+class BLTNoiseProcess(ChunkedNoiseProcess):
     """(B z)_t for one stream with n + 1 running values (×dim): the buffers and the sum.
 
     State after step t: q_i(t) = λ_i q_i(t−1) + z_t (i < n) and q_n(t) = Σ_{s≤t} z_s,
@@ -532,7 +529,7 @@ class BLTNoiseProcess:
         if m > full:
             self._chunks(z[full:], m - full, dest[full:])
 
-    def _vector_step(self) -> Array:
+    def _vector_next(self) -> Array:
         z = self.sampler.sample(self.rng, self._tail)
         q = self._q
         q[: self._n] *= self._decay[: self._n, None]
@@ -540,35 +537,6 @@ class BLTNoiseProcess:
         # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
         np.einsum("i,ij->j", self._weight, q, out=z)
         return z
-
-    def next(self) -> Any:
-        if self._pending:
-            self._t += 1
-            return self._pending.pop()
-        if self._t >= self.horizon:
-            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
-        self._t += 1
-        if self.dim is not None:
-            return self._vector_step()
-        block = np.empty(min(_SCALAR_CHUNK, self.horizon - self._t + 1))
-        self._compute(block)
-        self._pending = block[:0:-1].tolist()  # reversed: pop() hands out in order
-        return float(block[0])
-
-    def next_many(self, n: int) -> Array:
-        n = check_integer("n", n, ge=1)
-        if self._t + n > self.horizon:
-            raise ValueError(f"noise process holds {self.horizon} steps, asked for {self._t + n}")
-        out = np.empty((n, *self._tail))
-        take = min(n, len(self._pending))
-        if take:
-            out[:take] = self._pending[: -take - 1 : -1]
-            del self._pending[-take:]
-        step_block = max(1, _MAX_BLOCK_ELEMENTS // (1 if self.dim is None else self.dim))
-        for start in range(take, n, step_block):
-            self._compute(out[start : min(n, start + step_block)])
-        self._t += n
-        return out
 
     # -- checkpoints ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -61,6 +61,7 @@ from scipy.signal import lfilter
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer, check_real_array
+from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MAX_HORIZON, MAX_NOISE_COEFFICIENT, CountingMechanism
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
@@ -87,10 +88,6 @@ __all__ = [
 Array = NDArray[np.float64]
 
 OBJECTIVES = ("mean", "max")
-#: steps computed at once for scalar ``next()`` (handed out from a list)
-_SCALAR_CHUNK = 4096
-#: largest step block computed at once (bounds the temporaries of a batch release)
-_MAX_BLOCK_ELEMENTS = 1 << 21
 #: up to this many coefficients C⁻¹ comes from the recursion, beyond by Newton/FFT
 _RECURSION_BANDS = 64
 #: scalar streams with more bands compute B z by FFT convolution instead of the filter
@@ -435,7 +432,7 @@ def _optimized_cached(horizon: int, objective: str, bands: int | None) -> tuple[
 # -- the noise process ---------------------------------------------------------------------
 
 
-class ToeplitzNoiseProcess:
+class ToeplitzNoiseProcess(ChunkedNoiseProcess):
     """(B z)_t = Σ_{s≤t} w_s with w = C⁻¹ z, for one stream, in O(n·dim) state.
 
     w_t = (z_t − Σ_{i=1}^{n−1} c_i w_{t−i})/c_0 is the all-pole filter 1/c(x) applied
@@ -484,37 +481,6 @@ class ToeplitzNoiseProcess:
         np.cumsum(w, axis=0, out=dest)
         dest += self._sum
         self._sum = dest[-1].copy()
-
-    def next(self) -> Any:
-        if self._pending:
-            self._t += 1
-            return self._pending.pop()
-        if self._t >= self.horizon:
-            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
-        self._t += 1
-        if self.dim is not None:
-            out = np.empty((1, self.dim))
-            self._compute(out)
-            return out[0]
-        block = np.empty(min(_SCALAR_CHUNK, self.horizon - self._t + 1))
-        self._compute(block)
-        self._pending = block[:0:-1].tolist()  # reversed: pop() hands out in order
-        return float(block[0])
-
-    def next_many(self, n: int) -> Array:
-        n = check_integer("n", n, ge=1)
-        if self._t + n > self.horizon:
-            raise ValueError(f"noise process holds {self.horizon} steps, asked for {self._t + n}")
-        out = np.empty((n, *self._tail))
-        take = min(n, len(self._pending))
-        if take:
-            out[:take] = self._pending[: -take - 1 : -1]
-            del self._pending[-take:]
-        step_block = max(1, _MAX_BLOCK_ELEMENTS // (1 if self.dim is None else self.dim))
-        for start in range(take, n, step_block):
-            self._compute(out[start : min(n, start + step_block)])
-        self._t += n
-        return out
 
     def state_dict(self) -> dict[str, Any]:
         """The step, the filter state, the running sum after the last computed step and

@@ -1,0 +1,73 @@
+"""Step-by-step and block release for noise processes that compute their noise in
+blocks (the BLT and Toeplitz processes): a scalar ``next()`` computes
+:data:`SCALAR_CHUNK` steps at once and hands them out from a list (the computed,
+unreleased values are part of the process state, saved by its ``state_dict``);
+``next_many`` computes its steps in blocks of at most :data:`MAX_BLOCK_ELEMENTS`
+values. A subclass provides ``_compute(dest)`` (draw z for ``len(dest)`` steps and
+write their noise into ``dest``, advancing its own state) and may override
+``_vector_next`` (one vector step)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_integer
+
+__all__ = ["MAX_BLOCK_ELEMENTS", "SCALAR_CHUNK", "ChunkedNoiseProcess"]
+
+#: steps computed at once by a scalar ``next()``
+SCALAR_CHUNK = 4096
+#: largest number of values (steps × dim) computed in one block by ``next_many``
+MAX_BLOCK_ELEMENTS = 1 << 21
+
+
+class ChunkedNoiseProcess:
+    """``next`` / ``next_many`` on top of a subclass's ``_compute``."""
+
+    horizon: int
+    dim: int | None
+    _tail: tuple[int, ...]
+    _pending: list[Any]
+    _t: int
+
+    def _compute(self, dest: NDArray[np.float64]) -> None:
+        raise NotImplementedError
+
+    def _vector_next(self) -> Any:
+        """One vector step (default: a block of one step)."""
+        assert self.dim is not None
+        out = np.empty((1, self.dim))
+        self._compute(out)
+        return out[0]
+
+    def next(self) -> Any:
+        if self._pending:
+            self._t += 1
+            return self._pending.pop()
+        if self._t >= self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        self._t += 1
+        if self.dim is not None:
+            return self._vector_next()
+        block = np.empty(min(SCALAR_CHUNK, self.horizon - self._t + 1))
+        self._compute(block)
+        self._pending = block[:0:-1].tolist()  # reversed: pop() hands out in order
+        return float(block[0])
+
+    def next_many(self, n: int) -> NDArray[np.float64]:
+        n = check_integer("n", n, ge=1)
+        if self._t + n > self.horizon:
+            raise ValueError(f"noise process holds {self.horizon} steps, asked for {self._t + n}")
+        out = np.empty((n, *self._tail))
+        take = min(n, len(self._pending))
+        if take:
+            out[:take] = self._pending[: -take - 1 : -1]
+            del self._pending[-take:]
+        step_block = max(1, MAX_BLOCK_ELEMENTS // (1 if self.dim is None else self.dim))
+        for start in range(take, n, step_block):
+            self._compute(out[start : min(n, start + step_block)])
+        self._t += n
+        return out
