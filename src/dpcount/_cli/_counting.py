@@ -158,6 +158,19 @@ def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple
     return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
 
 
+def _noise_with_note(args: argparse.Namespace, values: list[float] | None) -> str:
+    """:func:`resolve_noise`, printing its note (why the noise stays continuous)."""
+    noise, note = resolve_noise(args, values)
+    if note is not None:
+        err_console().print(
+            f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
+            "docs/safe-noise.md; pass --noise to choose)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return noise
+
+
 def build(
     args: argparse.Namespace, horizon: int, values: list[float] | None = None
 ) -> CountingMechanism:
@@ -168,14 +181,7 @@ def build(
         args = choose_auto(args, horizon, values)
     else:
         warn_ignored(args, args.mechanism)
-    noise, note = resolve_noise(args, values)
-    if note is not None:
-        err_console().print(
-            f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
-            "docs/safe-noise.md; pass --noise to choose)",
-            highlight=False,
-            soft_wrap=True,
-        )
+    noise = _noise_with_note(args, values)
     return build_mechanism(
         args.mechanism,
         horizon=horizon,
@@ -257,14 +263,7 @@ def build_unbounded(args: argparse.Namespace) -> UnboundedCounter:
         args = choose_unbounded_inner(args)
     else:
         warn_ignored(args, args.mechanism)
-    noise, note = resolve_noise(args, None)
-    if note is not None:
-        err_console().print(
-            f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
-            "docs/safe-noise.md; pass --noise to choose)",
-            highlight=False,
-            soft_wrap=True,
-        )
+    noise = _noise_with_note(args, None)
     return _unbounded(args, noise)
 
 
