@@ -60,6 +60,13 @@ Before these changes (not rerun since), 10^6 keys x 10^3 steps, 10^7 events from
 Parquet file, Dask 2 workers, Parquet parts:
 644 s, worker peak RSS 1167 MiB, client peak RSS 1.7 GiB, 1.4 GB of output.
 
+On the idle machine (no other jobs, load < 1.5), 2026-11-24 12:42 UTC, ``--repeats 2
+--write DIR``: floor 7.01 s, embedded 17.71 s (2.53x floor), Dask 2 workers 10.19 s
+(1.74x the embedded throughput), worker peak RSS 508 MiB. Same day 13:04 UTC,
+``--keys 1000000 --events 10000000 --dask-only --repeats 1 --write DIR`` (events as an
+in-memory frame, not a Parquet file): 105.1 s, worker peak RSS 898 MiB, 1.4 GB of
+Parquet parts.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
        [--mechanism tree|blt]
