@@ -403,7 +403,63 @@ def normalized_sqrt_losses(
     return S * float(V.mean()), S * float(V.max())
 
 
-class NormalizedSqrtNoiseProcess:
+class _WeightedSqrtProcess:
+    """What the two processes share: the inner square-root-style convolution
+    (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess` with ``kernel``), the column
+    weights e_t, and one accumulated value (scalar, or a vector for vector steps)
+    saved in checkpoints under :attr:`_KEY`."""
+
+    _KEY = ""
+
+    def __init__(
+        self,
+        kernel: Array,
+        weights: Array,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        self._inner = SqrtNoiseProcess(kernel, sampler, rng, dim)
+        self.horizon = len(kernel)
+        self.dim = dim
+        self._weights = weights
+        self._weight_list: list[float] | None = None
+        self._acc: Any = 0.0 if dim is None else np.zeros(dim)
+
+    @property
+    def step(self) -> int:
+        return self._inner.step
+
+    def live_count(self) -> int:
+        """The inner process's z and unreleased values, plus the accumulated value."""
+        return self._inner.live_count() + 1
+
+    def _weight(self, t: int) -> float:
+        """e_t (a Python float for scalar steps: the list is made once)."""
+        if self._weight_list is None:
+            self._weight_list = self._weights.tolist()
+        return self._weight_list[t]
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The inner process's state (step, z drawn, unreleased values) and the
+        accumulated value."""
+        acc = np.array(self._acc, dtype=np.float64, ndmin=1)
+        return {**self._inner.state_dict(), self._KEY: acc}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same horizon,
+        weights, sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = type(self).__name__
+        st = state_keys(owner, state, ("t", "z", "noise", self._KEY))
+        acc = state_array(owner, self._KEY, st[self._KEY], rows=None, dim=self.dim or 1)
+        if not np.isfinite(acc).all():
+            raise ValueError(f"corrupt {owner} state: {self._KEY} must be finite")
+        self._inner.load_state_dict({k: st[k] for k in ("t", "z", "noise")})
+        self._acc = float(acc.reshape(-1)[0]) if self.dim is None else acc.astype(np.float64).copy()
+
+
+class NormalizedSqrtNoiseProcess(_WeightedSqrtProcess):
     """N = B′z = A·E·(G z) for one stream.
 
     w = G z is the causal convolution of z with g, computed in doubling FFT blocks
@@ -422,39 +478,16 @@ class NormalizedSqrtNoiseProcess:
         dim: None for scalar steps, else the vector length.
     """
 
-    def __init__(
-        self,
-        kernel: Array,
-        weights: Array,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self._inner = SqrtNoiseProcess(kernel, sampler, rng, dim)
-        self.horizon = len(kernel)
-        self.dim = dim
-        self._weights = weights
-        self._weight_list: list[float] | None = None
-        self._sum: Any = 0.0 if dim is None else np.zeros(dim)
-
-    @property
-    def step(self) -> int:
-        return self._inner.step
-
-    def live_count(self) -> int:
-        """The inner process's z and unreleased w, plus the running sum."""
-        return self._inner.live_count() + 1
+    _KEY = "sum"  # the running sum N_t
 
     def next(self) -> Any:
         t = self._inner.step
         w = self._inner.next()
         if self.dim is None:
-            if self._weight_list is None:
-                self._weight_list = self._weights.tolist()
-            self._sum = self._sum + self._weight_list[t] * w
-            return self._sum
-        self._sum = self._sum + self._weights[t] * w
-        return self._sum.copy()
+            self._acc = self._acc + self._weight(t) * w
+            return self._acc
+        self._acc = self._acc + self._weights[t] * w
+        return self._acc.copy()
 
     def next_many(self, n: int) -> Array:
         n = check_integer("n", n, ge=1)
@@ -462,31 +495,13 @@ class NormalizedSqrtNoiseProcess:
         w = self._inner.next_many(n)  # ours to modify (a copy or a handed-over block)
         e = self._weights[t : t + n]
         w *= e if self.dim is None else e[:, None]
-        w[0] += self._sum  # same order of additions as next()
+        w[0] += self._acc  # same order of additions as next()
         np.cumsum(w, axis=0, out=w)
-        self._sum = float(w[-1]) if self.dim is None else w[-1].copy()
+        self._acc = float(w[-1]) if self.dim is None else w[-1].copy()
         return w
 
-    # -- checkpoints ----------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The inner process's state (step, z drawn, unreleased w) and the running sum."""
-        return {**self._inner.state_dict(), "sum": np.array(self._sum, dtype=np.float64, ndmin=1)}
 
-    def load_state_dict(self, state: Any) -> None:
-        """Restore :meth:`state_dict` output into this fresh process (same horizon,
-        sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "NormalizedSqrtNoiseProcess"
-        st = state_keys(owner, state, ("t", "z", "noise", "sum"))
-        total = state_array(owner, "sum", st["sum"], rows=None, dim=self.dim or 1)
-        if not np.isfinite(total).all():
-            raise ValueError(f"corrupt {owner} state: sum must be finite")
-        self._inner.load_state_dict({k: st[k] for k in ("t", "z", "noise")})
-        self._sum = (
-            float(total.reshape(-1)[0]) if self.dim is None else total.astype(np.float64).copy()
-        )
-
-
-class NormalizedSqrtBlockNoiseProcess:
+class NormalizedSqrtBlockNoiseProcess(_WeightedSqrtProcess):
     """N = B′z of the blocked mechanism for one stream: the square root's noise plus a carry.
 
     N_t = e_t·Y_t + c_t with Y = C z the square root's noise
@@ -515,37 +530,24 @@ class NormalizedSqrtBlockNoiseProcess:
         rng: np.random.Generator,
         dim: int | None = None,
     ) -> None:
-        self._inner = SqrtNoiseProcess(kernel, sampler, rng, dim)
-        self.horizon = len(kernel)
-        self.dim = dim
-        self._weights = weights
-        self._weight_list: list[float] | None = None
+        super().__init__(kernel, weights, sampler, rng, dim)
         ends = [int(p) - 1 for p in starts[1:]]
         #: block end q → Δ_q = e_q − e_{q+1}
         self._delta = {q: float(weights[q] - weights[q + 1]) for q in ends}
         self._ends = np.array(ends, dtype=np.int64)
-        self._carry: Any = 0.0 if dim is None else np.zeros(dim)
 
-    @property
-    def step(self) -> int:
-        return self._inner.step
-
-    def live_count(self) -> int:
-        """The inner process's z and unreleased Y, plus the carry."""
-        return self._inner.live_count() + 1
+    _KEY = "carry"  # c_t, the finished blocks' contribution
 
     def next(self) -> Any:
         t = self._inner.step
         y = self._inner.next()
         if self.dim is None:
-            if self._weight_list is None:
-                self._weight_list = self._weights.tolist()
-            out = self._weight_list[t] * y + self._carry
+            out = self._weight(t) * y + self._acc
         else:
-            out = self._weights[t] * y + self._carry
+            out = self._weights[t] * y + self._acc
         delta = self._delta.get(t)
         if delta is not None:
-            self._carry = self._carry + delta * y
+            self._acc = self._acc + delta * y
         return out
 
     def next_many(self, n: int) -> Array:
@@ -558,32 +560,13 @@ class NormalizedSqrtBlockNoiseProcess:
         hi = np.searchsorted(self._ends, t + n)
         a = 0
         for q in self._ends[lo:hi].tolist():
-            out[a : q - t + 1] += self._carry
-            self._carry = self._carry + self._delta[q] * (
+            out[a : q - t + 1] += self._acc
+            self._acc = self._acc + self._delta[q] * (
                 float(y[q - t]) if self.dim is None else y[q - t]
             )
             a = q - t + 1
-        out[a:] += self._carry
+        out[a:] += self._acc
         return out
-
-    # -- checkpoints ----------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The inner process's state (step, z drawn, unreleased Y) and the carry."""
-        carry = np.array(self._carry, dtype=np.float64, ndmin=1)
-        return {**self._inner.state_dict(), "carry": carry}
-
-    def load_state_dict(self, state: Any) -> None:
-        """Restore :meth:`state_dict` output into this fresh process (same horizon,
-        blocks, sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "NormalizedSqrtBlockNoiseProcess"
-        st = state_keys(owner, state, ("t", "z", "noise", "carry"))
-        carry = state_array(owner, "carry", st["carry"], rows=None, dim=self.dim or 1)
-        if not np.isfinite(carry).all():
-            raise ValueError(f"corrupt {owner} state: carry must be finite")
-        self._inner.load_state_dict({k: st[k] for k in ("t", "z", "noise")})
-        self._carry = (
-            float(carry.reshape(-1)[0]) if self.dim is None else carry.astype(np.float64).copy()
-        )
 
 
 class NormalizedSqrtFactorization(CountingMechanism):
