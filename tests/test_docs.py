@@ -156,3 +156,13 @@ def test_readme_commands_are_what_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert 'pip install --quiet -e ".[test]"' in ci and 'pip install -e ".[test]"' in install_test
     assert test_command in ci, f"README test command {test_command!r} is not what .ci/run runs"
+
+
+def test_changelog_heads_with_the_package_version() -> None:
+    """_version.py and the CHANGELOG's newest section name one version."""
+    import dpcount
+
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    newest = re.search(r"^## (\S+)", changelog, flags=re.MULTILINE)
+    assert newest is not None, "CHANGELOG.md has no '## VERSION' section"
+    assert newest.group(1) == dpcount.__version__
