@@ -9,7 +9,7 @@ adapter :func:`optax_privatizer` imports jax and optax only when called
 (``pip install 'dpcount[training]'``).
 """
 
-from dpcount.training._optax import OptaxNoiseState, optax_privatizer
+from dpcount.training.optax_adapter import OptaxNoiseState, optax_privatizer
 from dpcount.training.privatizer import (
     GradientPrivatizer,
     NoiseState,
