@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from dpcount.counting.registry import MECHANISMS as MECHANISM_NAMES
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "tutorials" / "training.md"
 MECHANISMS = {
@@ -33,6 +35,8 @@ MECHANISMS = {
     "blt": "BLT",
     "normalized-sqrt": "normalized sqrt",
 }
+if "normalized-blt" in MECHANISM_NAMES:  # the bounded-memory normalized BLT, when shipped
+    MECHANISMS["normalized-blt"] = "normalized BLT"
 
 
 def tutorial_namespace() -> dict[str, Any]:
