@@ -149,6 +149,9 @@ class GradientPrivatizer:
     noise, ``step_sensitivity`` = the clipped sum's ℓ₂ bound, ``participation`` =
     ``Participation(epochs, batches_per_epoch)``).
 
+    A mechanism from ``with_sampler`` (e.g. ``ZeroNoise()``, for structure tests)
+    runs, but carries no guarantee: its :meth:`dp_event` raises.
+
     Attributes:
         mechanism: the calibrated counting mechanism (horizon T = the number of steps).
         release: ``"gradient"`` (per-step noisy gradients) or ``"prefix-sum"``.
