@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from dpcount.counting import BLT, BinaryTree
+from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import ZeroNoise
 from dpcount.training import (
     GradientPrivatizer,
@@ -29,7 +30,7 @@ from tests.stats import Z_TOLERANCE, assert_variances_match
 EPOCHS, BATCHES = 2, 4
 T = EPOCHS * BATCHES
 SHAPES = {"w": (3, 2), "b": (2,)}  # flattened: b (2 values), then w (6): dim 8
-STREAMING = ["blt", "binary", "normalized-sqrt", "input"]
+STREAMING = sorted(MECHANISMS)  # every registry mechanism streams vectors
 
 Pair = namedtuple("Pair", ["first", "second"])
 
