@@ -85,7 +85,11 @@ def test_every_block_names_its_language() -> None:
     assert not bad, "fenced blocks must be python, bash or text:\n" + "\n".join(bad)
 
 
-PYTHON_PAGES = [p for p in PAGES if any(lang == "python" for lang, _, _ in blocks(p))]
+#: pages whose python blocks run in their own test (optional imports, slow parts)
+OWN_RUNNER = {ROOT / "docs" / "tutorials" / "training.md"}  # tests/training/test_tutorial.py
+PYTHON_PAGES = [
+    p for p in PAGES if any(lang == "python" for lang, _, _ in blocks(p)) and p not in OWN_RUNNER
+]
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"dpcount.privacy"},
     {"dpcount.counting", "dpcount.ranges"},
     {"dpcount.keyed"},
+    {"dpcount.training"},
     {"dpcount.analysis"},
     {"dpcount.apps", "dpcount.frame"},
     {"dpcount.experiments"},

@@ -1,0 +1,29 @@
+"""Correlated-noise privatizers for training loops (DP-FTRL, DP matrix factorization).
+
+:func:`gaussian_privatizer` calibrates any streaming counting mechanism of
+:mod:`dpcount.counting` (BLT, normalized square root, trees, independent noise, …)
+to an epochs × batches participation schema and a clip norm;
+:meth:`GradientPrivatizer.init` / :meth:`GradientPrivatizer.privatize` run it over
+arrays or nested dicts/lists/tuples of arrays in numpy, optax style. The optax
+adapter :func:`optax_privatizer` imports jax and optax only when called
+(``pip install 'dpcount[training]'``).
+"""
+
+from dpcount.training.optax_adapter import OptaxNoiseState, optax_privatizer
+from dpcount.training.privatizer import (
+    GradientPrivatizer,
+    NoiseState,
+    clip_and_sum,
+    fixed_batches,
+    gaussian_privatizer,
+)
+
+__all__ = [
+    "GradientPrivatizer",
+    "NoiseState",
+    "OptaxNoiseState",
+    "clip_and_sum",
+    "fixed_batches",
+    "gaussian_privatizer",
+    "optax_privatizer",
+]

@@ -1,0 +1,398 @@
+"""Correlated Gaussian noise for training loops, from any streaming counting mechanism.
+
+Matrix-factorization DP-FTRL (Kairouz et al. 2021; Denisov et al. 2022;
+Choquette-Choo et al. 2023) privatizes the *prefix sums* of clipped gradients:
+step t releases P_t = Σ_{s≤t} g_s + N_t, where g_s is the sum over the batch of
+per-example gradients each clipped to ℓ₂ norm ≤ C, and N = B·z is the correlated
+noise of a continual-counting mechanism (a tree, a square-root or BLT
+factorization, …). Every mechanism in :mod:`dpcount.counting` with a streaming
+noise process drives it here, over one vector per step (a model's parameters
+flattened).
+
+What is released (``release=``):
+
+* ``"gradient"`` (default): the noisy per-step gradient ĝ_t = P_t − P_{t−1} =
+  g_t + (N_t − N_{t−1}), post-processing of the prefix sums. Plain SGD with a
+  constant learning rate η applied to ĝ gives θ_t = θ_0 − η·P_t: the parameters
+  carry exactly the prefix-sum noise N_t, whose exact variance per coordinate is
+  :meth:`GradientPrivatizer.prefix_variance`. (For independent noise — the
+  ``"input"`` mechanism, DP-SGD without amplification — N_t − N_{t−1} is i.i.d.)
+* ``"prefix-sum"``: P_t itself, for DP-FTRL-style updates θ_t = θ_0 − η·P_t.
+
+Participation schema (epochs × batches). The training data are split once into
+``batches_per_epoch`` = b fixed batches, and the run visits them cyclically in the
+same order for ``epochs`` = k epochs: step t (1-based) uses batch (t − 1) mod b, so
+T = k·b steps. Each example then contributes to at most k steps, any two exactly b
+apart: the (k, b)-participation of Choquette-Choo et al. (2023), to which the
+mechanism's sensitivity is calibrated (:mod:`dpcount.counting.participation`).
+Reshuffling the batches between epochs breaks the schema (two participations could
+be adjacent): use :func:`fixed_batches` once and keep its order.
+
+Formal guarantee:
+    Neighbouring relation: two datasets that differ by adding or removing one
+    example (``neighbouring="add-remove"``; the clipped sum of every step the
+    example is in changes by at most C in ℓ₂ norm), or by replacing one
+    (``"replace-one"``; at most 2C), with the data order above. The whole run — the
+    T released vectors, in either ``release`` form — is (ε, δ)-DP: it is
+    post-processing of C_enc·G + z, the Gaussian mechanism (σ from the budget's
+    calibration, the analytic Gaussian mechanism of Balle & Wang 2018, Theorem 8,
+    by default) on the encoder's image of the T × d gradient matrix G, whose ℓ₂
+    sensitivity under the schema is the mechanism's
+    (``mechanism.participation_sensitivities``, exact or a certified upper bound)
+    times C. :meth:`GradientPrivatizer.dp_event` states it for dp_accounting. The
+    guarantee assumes the caller clips each example's gradient (its whole
+    contribution to the flattened vector) to norm ≤ C before summing
+    (:func:`clip_and_sum` does) and normalizes by a public constant (e.g. the
+    nominal batch size), never by the data-dependent count.
+
+The noise state. :meth:`GradientPrivatizer.init` starts a run and returns its
+:class:`NoiseState`; :meth:`GradientPrivatizer.privatize` consumes the latest state
+and returns the next (optax style). The state wraps the mechanism's noise process
+(for BLT (buffers + 1)·d floats plus d for the previous noise; for the trees
+O(log T · d); for ``sqrt``/``normalized-sqrt`` O(T·d)) and, for ``"prefix-sum"``,
+the running sum of the clipped gradients: **it is as sensitive as the raw
+gradients** (whoever holds it can subtract the noise from the releases). Never log,
+release or share it. Passing an older state raises ValueError (its noise process
+has moved on; a redraw would spend budget twice). Each :meth:`init` starts a fresh
+run with fresh noise: two runs over the same data spend the budget twice.
+
+References:
+    * P. Kairouz, B. McMahan, S. Song, O. Thakkar, A. Thakurta, Z. Xu. "Practical
+      and private (deep) learning without sampling or shuffling". ICML 2021.
+      https://arxiv.org/abs/2103.00039
+    * S. Denisov, H. B. McMahan, K. Rush, A. Smith, A. G. Thakurta. "Improved
+      differential privacy for SGD via optimal private linear operators on
+      adaptive streams". NeurIPS 2022. https://arxiv.org/abs/2202.08312
+    * C. A. Choquette-Choo, A. Ganesh, R. McKenna, H. B. McMahan, K. Rush,
+      A. Thakurta, Z. Xu. "(Amplified) Banded Matrix Factorization: A unified
+      approach to private training". NeurIPS 2023. https://arxiv.org/abs/2306.08153
+    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+      privacy: analytical calibration and optimal denoising". ICML 2018.
+      https://arxiv.org/abs/1805.06530
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_choice, check_instance, check_integer, check_real
+from dpcount.counting.base import CountingMechanism, NoiseProcess
+from dpcount.counting.registry import MECHANISMS, build_mechanism
+from dpcount.privacy.budget import NoiseKind, Participation
+from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
+
+__all__ = [
+    "GradientPrivatizer",
+    "NoiseState",
+    "clip_and_sum",
+    "fixed_batches",
+    "gaussian_privatizer",
+]
+
+Release = Literal["gradient", "prefix-sum"]
+RELEASES: tuple[str, ...] = ("gradient", "prefix-sum")
+NEIGHBOURINGS: tuple[str, ...] = ("add-remove", "replace-one")
+#: relative amount a clipped gradient's norm stays below the clip norm
+_CLIP_MARGIN = 1e-12
+
+
+class _Run:
+    """The mutable part of one training run (held by its :class:`NoiseState`)."""
+
+    def __init__(self, owner: GradientPrivatizer, layout: Layout, process: NoiseProcess) -> None:
+        self.owner = owner
+        self.layout = layout
+        self.process = process
+        self.step = 0
+        #: N_{t-1} (release "gradient") or the raw running sum S_{t-1} ("prefix-sum")
+        self.previous = np.zeros(layout.size)
+
+
+class NoiseState:
+    """The state of one privatized run: opaque, and **as sensitive as the raw data**.
+
+    It holds the noise still to be added (and, for ``release="prefix-sum"``, the
+    running sum of clipped gradients). Do not log, release or share it. Its
+    ``repr`` shows only the step and the vector length.
+
+    Attributes:
+        step: steps privatized before this state (0 after ``init``).
+    """
+
+    __slots__ = ("_run", "step")
+
+    def __init__(self, run: _Run, step: int) -> None:
+        self._run = run
+        self.step = step
+
+    @property
+    def dim(self) -> int:
+        """The length of the flattened vector."""
+        return self._run.layout.size
+
+    def __repr__(self) -> str:
+        return f"NoiseState(step={self.step}, dim={self.dim})"
+
+
+@dataclass(frozen=True, eq=False)
+class GradientPrivatizer:
+    """Adds a counting mechanism's correlated Gaussian noise to clipped-gradient sums.
+
+    See the module docstring (:mod:`dpcount.training.privatizer`) for what is
+    released, the participation schema and the formal guarantee. Build one with
+    :func:`gaussian_privatizer`, or from a mechanism calibrated by hand (Gaussian
+    noise, ``step_sensitivity`` = the clipped sum's ℓ₂ bound, ``participation`` =
+    ``Participation(epochs, batches_per_epoch)``).
+
+    A mechanism from ``with_sampler`` (e.g. ``ZeroNoise()``, for structure tests)
+    runs, but carries no guarantee: its :meth:`dp_event` raises.
+
+    Attributes:
+        mechanism: the calibrated counting mechanism (horizon T = the number of steps).
+        release: ``"gradient"`` (per-step noisy gradients) or ``"prefix-sum"``.
+        rng: the Generator every run draws from (``rng=None``: a cryptographically
+            secure generator keyed from OS entropy; an int seed is for tests only).
+
+    Raises:
+        TypeError: ``mechanism`` is not a CountingMechanism.
+        ValueError: its noise is not Gaussian, or an unknown ``release``.
+    """
+
+    mechanism: CountingMechanism
+    release: Release = "gradient"
+    rng: Any = None
+
+    def __post_init__(self) -> None:
+        check_instance("mechanism", self.mechanism, CountingMechanism, "a CountingMechanism")
+        if self.mechanism.budget.noise != NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"mechanism must use noise='gaussian' (gradients are clipped in l2 norm), "
+                f"got noise={self.mechanism.budget.noise}"
+            )
+        check_choice("release", self.release, RELEASES)
+        object.__setattr__(self, "rng", as_generator(self.rng))
+
+    # -- the schema ---------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        """T: the number of steps the run may privatize (the mechanism's horizon)."""
+        return self.mechanism.horizon
+
+    @property
+    def participation(self) -> Participation:
+        """The (k, b) schema the noise is calibrated to (k = 1: each example in one step)."""
+        schema = self.mechanism.budget.participation
+        return Participation() if schema is None else schema
+
+    @property
+    def clip_norm_bound(self) -> float:
+        """The ℓ₂ bound on one example's change to one step's clipped sum (C for
+        add/remove, 2C for replace-one): the mechanism's step sensitivity."""
+        return float(self.mechanism.step_sensitivity)
+
+    @property
+    def noise_multiplier(self) -> float:
+        """σ / Δ₂ for the whole run (Δ₂: the ℓ₂ sensitivity of the encoded gradients
+        under the schema), the number dp_accounting's ``GaussianDpEvent`` takes."""
+        privacy = self.mechanism.privacy
+        if privacy is None:
+            raise ValueError("the mechanism carries no privacy guarantee (with_sampler)")
+        return float(self.mechanism.noise_scale / privacy.l2_sensitivity)
+
+    # -- exact error --------------------------------------------------------------
+    def prefix_variance(self, t: int) -> float:
+        """Exact variance of each coordinate of the noise N_t in the t-th prefix sum
+        (1 ≤ t ≤ T); coordinates are independent and identically distributed.
+
+        With plain SGD at a constant learning rate η on the ``"gradient"`` release,
+        the parameters after t steps carry noise η·N_t (variance η²·this)."""
+        return self.mechanism.variance_at(t)
+
+    def prefix_variances(self) -> NDArray[np.float64]:
+        """:meth:`prefix_variance` for t = 1..T."""
+        return self.mechanism.variances()
+
+    def dp_event(self) -> Any:
+        """The whole run (all T steps, every participation) as a dp_accounting
+        ``GaussianDpEvent`` (needs the ``accounting`` extra); see
+        :meth:`~dpcount.counting.CountingMechanism.dp_event`."""
+        return self.mechanism.dp_event()
+
+    # -- the run ------------------------------------------------------------------
+    def init(self, shapes: Any) -> NoiseState:
+        """Start a run over vectors shaped like ``shapes``.
+
+        Args:
+            shapes: a shape (tuple of ints), an array (its shape is used: e.g. the
+                model parameters), or a dict/list/tuple nesting of them. The run
+                privatizes one flattened vector of their total size per step.
+
+        Returns:
+            the run's first :class:`NoiseState` (as sensitive as the data).
+        """
+        layout = layout_of_shapes("shapes", shapes)
+        m = self.mechanism
+        process = m.noise_process(m.sampler, self.rng, layout.size)
+        return NoiseState(_Run(self, layout, process), 0)
+
+    def privatize(self, state: NoiseState, clipped_sum: Any) -> tuple[Any, NoiseState]:
+        """Privatize one step.
+
+        Args:
+            state: the latest state of the run (from :meth:`init` or the previous call).
+            clipped_sum: the sum over the batch of per-example gradients each clipped
+                to ℓ₂ norm ≤ C (see :func:`clip_and_sum`), with the structure and
+                shapes given to :meth:`init`; real, finite (numpy, jax, … arrays).
+
+        Returns:
+            ``(noisy, new_state)``: ``noisy`` has ``clipped_sum``'s structure with numpy
+            arrays (each in its leaf's floating dtype, else float64): the noisy
+            gradient g_t + N_t − N_{t−1} (``release="gradient"``) or the noisy prefix
+            sum Σ_{s≤t} g_s + N_t (``"prefix-sum"``).
+
+        Raises:
+            TypeError: ``state`` is not a NoiseState of this privatizer, or
+                ``clipped_sum`` has another structure or non-real leaves.
+            ValueError: a stale state, a run at its last step, a leaf of another
+                shape or a value that is not finite.
+        """
+        check_instance("state", state, NoiseState, "a NoiseState from init()")
+        run = state._run
+        if run.owner is not self:
+            raise TypeError("state comes from another privatizer's init()")
+        if state.step != run.step:
+            raise ValueError(
+                f"state is stale: it is the state after step {state.step}, the run is at step "
+                f"{run.step}; pass the state the last privatize() returned"
+            )
+        if run.step >= self.steps:
+            raise ValueError(
+                f"the run is at its horizon ({self.steps} steps): the privacy guarantee covers "
+                "no further steps"
+            )
+        vector, dtypes = flatten("clipped_sum", clipped_sum, run.layout)
+        noise = np.array(run.process.next(), dtype=np.float64, copy=True).reshape(-1)
+        if self.release == "gradient":
+            vector += noise
+            vector -= run.previous
+            run.previous = noise
+        else:
+            vector += run.previous  # S_t = S_{t-1} + g_t
+            run.previous = vector.copy()
+            vector += noise
+        run.step += 1
+        return run.layout.split(vector, dtypes), NoiseState(run, run.step)
+
+
+def gaussian_privatizer(
+    mechanism: str = "blt",
+    *,
+    epochs: int,
+    batches_per_epoch: int,
+    clip_norm: float,
+    epsilon: float,
+    delta: float,
+    neighbouring: str = "add-remove",
+    calibration: str | None = None,
+    release: Release = "gradient",
+    rng: RNGLike = None,
+) -> GradientPrivatizer:
+    """A :class:`GradientPrivatizer` calibrated for a training run.
+
+    Args:
+        mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`):
+            ``"blt"``, ``"normalized-sqrt"``, ``"toeplitz"``, ``"sqrt"``,
+            ``"binary"``, ``"honaker"``, ``"input"`` (independent noise per step:
+            DP-SGD without amplification), …
+        epochs: k ≥ 1 passes over the data.
+        batches_per_epoch: b ≥ 1 fixed batches, visited cyclically (T = k·b steps).
+        clip_norm: C > 0, the ℓ₂ bound each example's gradient is clipped to.
+        epsilon, delta: the (ε, δ) of the whole run.
+        neighbouring: ``"add-remove"`` (one example added or removed: step
+            sensitivity C) or ``"replace-one"`` (2C).
+        calibration: the Gaussian calibration rule (None: analytic Gaussian).
+        release: ``"gradient"`` or ``"prefix-sum"`` (module docstring).
+        rng: None (secure, for production), a Generator, or an int seed (tests).
+
+    Raises:
+        ValueError, TypeError: naming the parameter.
+    """
+    check_choice("mechanism", mechanism, MECHANISMS)
+    k = check_integer("epochs", epochs, ge=1)
+    b = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
+    c = check_real("clip_norm", clip_norm, gt=0)
+    check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
+    mech = build_mechanism(
+        mechanism,
+        horizon=k * b,
+        epsilon=epsilon,
+        delta=delta,
+        noise="gaussian",
+        calibration=calibration,
+        step_sensitivity=c if neighbouring == "add-remove" else 2.0 * c,
+        participation=Participation(max_participations=k, min_separation=b),
+    )
+    return GradientPrivatizer(mech, release=release, rng=rng)
+
+
+def clip_and_sum(per_example: Any, clip_norm: float) -> Any:
+    """Clip each example's gradient to ℓ₂ norm ≤ ``clip_norm`` and sum over examples.
+
+    Args:
+        per_example: an array or a dict/list/tuple of arrays, each with the examples
+            on its leading axis (same length n for every leaf). An example's norm is
+            taken over all its leaves together (its whole contribution).
+        clip_norm: C > 0.
+
+    Returns:
+        the same structure without the leading axis, float64: Σ_i g_i·min(1, C/‖g_i‖).
+    """
+    c = check_real("clip_norm", clip_norm, gt=0)
+    found: list[tuple[str, Any]] = []
+    root = walk(per_example, "per_example", lambda v: not isinstance(v, (dict, list, tuple)), found)
+    arrays = []
+    for path, value in found:
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"{path} must hold real numbers, got dtype {arr.dtype}")
+        if arr.ndim == 0:
+            raise ValueError(f"{path} must have a leading examples axis, got a scalar")
+        arrays.append(arr.astype(np.float64).reshape(arr.shape[0], -1))
+    if not arrays:
+        raise ValueError("per_example must hold at least one array")
+    n = arrays[0].shape[0]
+    for (path, _), arr in zip(found, arrays, strict=True):
+        if arr.shape[0] != n:
+            raise ValueError(f"{path} has {arr.shape[0]} examples, the first leaf {n}")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{path} must be finite, got a NaN or infinite value")
+    norms = np.sqrt(sum(np.einsum("ij,ij->i", a, a) for a in arrays))
+    # min(1, C'/‖g‖) with C' = C(1 − 1e-12): the rounding of the norm and of the
+    # product (a few ulp) cannot lift a clipped norm above C
+    target = c * (1.0 - _CLIP_MARGIN)
+    factor = np.minimum(1.0, target / np.maximum(norms, np.finfo(np.float64).tiny))
+    sums = [factor @ a for a in arrays]
+    shapes = [np.shape(np.asarray(v))[1:] for _, v in found]
+    return Layout(root, tuple(p for p, _ in found), tuple(shapes)).unflatten(
+        [s.reshape(shape) for s, shape in zip(sums, shapes, strict=True)]
+    )
+
+
+def fixed_batches(
+    examples: int, batches_per_epoch: int, *, rng: RNGLike = None
+) -> list[NDArray[np.int64]]:
+    """Split ``range(examples)`` once at random into ``batches_per_epoch`` batches of
+    sizes ⌊n/b⌋ or ⌈n/b⌉. Visit them cyclically in this order every epoch (step t
+    uses batch (t − 1) mod b): the (epochs, b)-participation the privatizer assumes.
+
+    The split itself may use any randomness: it is a fixed, data-independent
+    assignment of example indices."""
+    n = check_integer("examples", examples, ge=1)
+    b = check_integer("batches_per_epoch", batches_per_epoch, ge=1, le=n)
+    order = as_generator(rng).permutation(n)
+    return [np.sort(part).astype(np.int64) for part in np.array_split(order, b)]
