@@ -236,7 +236,8 @@ class KeyedMechanism:
         return f"{type(self.counting).__name__}(horizon={self.horizon}{fields})"
 
     def describe(self) -> str:
-        """The guarantee in one line, naming the mechanism and the keyed sampler used."""
+        """The guarantee in one line, naming the keyed sampler used (:attr:`structure`
+        names the mechanism)."""
         import re
 
         text = re.sub(r"[,;] exact sampler \([^)]*Alg\. 2\)", "", self.privacy.describe())
@@ -247,10 +248,7 @@ class KeyedMechanism:
             NoiseKind.LAPLACE: "floating-point Laplace",
             NoiseKind.GAUSSIAN: "floating-point Gaussian (Box-Muller)",
         }[self.noise]
-        return (
-            f"{self.structure}: {text}; noise: {sampler}, from AES-CTR PRF bits of "
-            "(secret, draw, key)"
-        )
+        return f"{text}; noise: {sampler}, from AES-CTR PRF bits of (secret, draw, key)"
 
     def std(self) -> NDArray[np.float64]:
         """Exact standard deviation of the private count of each step (same for all keys):
