@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from dpcount.counting.blt import BLT
+from dpcount.keyed.dask import _release_task
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
@@ -143,4 +144,4 @@ def test_bad_input_names_the_parameter() -> None:
     with pytest.raises(ValueError, match="delta"):
         keyed_counts(_events(), **_kw(delta=None))
     with pytest.raises(ValueError, match="no noise state is kept between runs"):
-        _mech().release_state(SECRET, None, 0, 1, buffers=np.zeros((2, 1)))  # type: ignore[arg-type]
+        _release_task(_mech(), SECRET, None, 0, 1, (1, 2), None, np.zeros((2, 1)))  # type: ignore[arg-type]

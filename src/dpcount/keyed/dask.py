@@ -64,9 +64,10 @@ def _release_task(
     None after writing them with ``writer``; ``writer=False``: computed only for the
     noise state, not written) and the noise state after the window (BLT; else None)."""
     first, last = window
-    values, ends = mechanism.release_state(
-        secret, contributions, lo, hi, first=first, last=last, base=base, buffers=buffers
-    )
+    if buffers is not None:
+        raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
+    values = mechanism.release(secret, contributions, lo, hi, first=first, last=last, base=base)
+    ends = None
     if writer is None:
         return values, ends
     if writer is not False:

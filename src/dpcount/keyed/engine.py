@@ -366,27 +366,6 @@ class KeyedMechanism:
         assert out is not None  # first <= last: at least one block
         return out
 
-    def release_state(
-        self,
-        secret: bytes,
-        contributions: Contributions,
-        key_lo: int,
-        key_hi: int,
-        *,
-        first: int = 1,
-        last: int | None = None,
-        base: NDArray[Any] | None = None,
-        buffers: NDArray[np.float64] | None = None,
-    ) -> tuple[NDArray[Any], None]:
-        """:meth:`release` and the noise state to keep after ``last``: none (``buffers``
-        must be None; the engines' interface of 0.3, where BLT kept its buffers)."""
-        if buffers is not None:
-            raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
-        values = self.release(
-            secret, contributions, key_lo, key_hi, first=first, last=last, base=base
-        )
-        return values, None
-
 
 def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
     if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int) or chunk_keys < 1:

@@ -145,17 +145,14 @@ class KeyedJob:
         base: NDArray[Any] | None = None,
         buffers: NDArray[np.float64] | None = None,
     ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
-        """Releases of keys [lo, hi) at this job's steps, and the noise state after them."""
-        return self.mechanism.release_state(
-            self.secret.secret,
-            contributions,
-            lo,
-            hi,
-            first=self.first,
-            last=self.until,
-            base=base,
-            buffers=buffers,
+        """Releases of keys [lo, hi) at this job's steps, and the noise state after them
+        (none: the noise is replayed from step 1, so ``buffers`` must be None)."""
+        if buffers is not None:
+            raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
+        values = self.mechanism.release(
+            self.secret.secret, contributions, lo, hi, first=self.first, last=self.until, base=base
         )
+        return values, None
 
     def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
         """Exact running counts of every key at step ``until`` (for the stored state),
