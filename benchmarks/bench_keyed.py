@@ -67,9 +67,31 @@ On the idle machine (no other jobs, load < 1.5), 2026-11-24 12:42 UTC, ``--repea
 in-memory frame, not a Parquet file): 105.1 s, worker peak RSS 898 MiB, 1.4 GB of
 Parquet parts.
 
+One strategy, any engine (2026-11-27): the keyed run drives the registry's counting
+mechanism (its noise process over the keys axis, noise from the PRF source). The floor
+is now the PRF rows that process draws (counted by a dry run): for the binary tree the
+stream process draws only the nodes releases use (~T per key, 1004 at T = 1000), where
+0.3's keyed tree drew every node (Σ ⌊T/2^ℓ⌋ = 1994 per key). Same machine, heavily
+loaded (load average 10-15), ``--no-dask --repeats 1``, main's code (0.3 engine, run
+from /work/main) and this one run one after the other:
+
+=================================  ==========================  ==========================
+job                                0.3 keyed tree / BLT        registry mechanism
+=================================  ==========================  ==========================
+10^4 keys, tree, run 1             floor 32.7 s, emb. 49.4 s   floor 16.6 s, emb. 16.0 s
+10^4 keys, tree, run 2             floor 10.7 s, emb. 11.8 s   floor 4.6 s, emb. 7.3 s
+10^5 keys, tree (10^6 events)      floor 87.8 s, emb. 99.8 s   floor 42.0 s, emb. 55.8 s
+10^4 keys, ``--mechanism blt``, 1  floor 4.8 s, emb. 12.7 s    floor 4.8 s, emb. 9.5 s
+10^4 keys, ``--mechanism blt``, 2  floor 5.9 s, emb. 10.1 s    floor 5.2 s, emb. 11.2 s
+=================================  ==========================  ==========================
+
+So the tree run takes 0.56-0.62x the time of 0.3's (half the samples), at 1.3-1.6x its
+own (halved) floor instead of 1.1-1.5x; BLT is within the load's noise (mean 10.3 s vs
+11.4 s).
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
-       [--mechanism tree|blt]
+       [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
 Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
 per repeat as well.
 """
