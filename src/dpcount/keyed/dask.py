@@ -10,10 +10,11 @@ Work is split in two stages:
    the last bits: use integer weights and discrete noise for bit-for-bit equality).
 2. **Release** (one task per key chunk): the run's counting mechanism and its
    noise, whose every sample is a pure function of (secret, draw index, key)
-   (:mod:`dpcount.keyed.engine`, :class:`~dpcount.keyed.prf.PRFSource`). A task that is retried, or rerun after a worker
-   dies, recomputes exactly the same values; nothing is drawn from a per-worker or
-   per-partition generator. Tasks carry their inputs (no scattered data), so the
-   scheduler can rerun any of them after losing a worker.
+   (:mod:`dpcount.keyed.engine`, :class:`~dpcount.keyed.prf.PRFSource`). A task
+   that is retried, or rerun after a worker dies, recomputes exactly the same values;
+   nothing is drawn from a per-worker or per-partition generator. Tasks carry their
+   inputs (no scattered data), so the scheduler can rerun any of them after losing a
+   worker.
 
 The run secret travels to the workers inside the tasks: the cluster must be as
 trusted as the place where the raw events are kept.
