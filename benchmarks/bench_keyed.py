@@ -67,9 +67,31 @@ On the idle machine (no other jobs, load < 1.5), 2026-11-24 12:42 UTC, ``--repea
 in-memory frame, not a Parquet file): 105.1 s, worker peak RSS 898 MiB, 1.4 GB of
 Parquet parts.
 
+One strategy, any engine (2026-11-27): the keyed run drives the registry's counting
+mechanism (its noise process over the keys axis, noise from the PRF source). The floor
+is now the PRF rows that process draws (counted by a dry run): for the binary tree the
+stream process draws only the nodes releases use (~T per key, 1004 at T = 1000), where
+0.3's keyed tree drew every node (Σ ⌊T/2^ℓ⌋ = 1994 per key). Same machine, heavily
+loaded (load average 10-15), ``--no-dask --repeats 1``, main's code (0.3 engine, run
+from /work/main) and this one run one after the other:
+
+=================================  ==========================  ==========================
+job                                0.3 keyed tree / BLT        registry mechanism
+=================================  ==========================  ==========================
+10^4 keys, tree, run 1             floor 32.7 s, emb. 49.4 s   floor 16.6 s, emb. 16.0 s
+10^4 keys, tree, run 2             floor 10.7 s, emb. 11.8 s   floor 4.6 s, emb. 7.3 s
+10^5 keys, tree (10^6 events)      floor 87.8 s, emb. 99.8 s   floor 42.0 s, emb. 55.8 s
+10^4 keys, ``--mechanism blt``, 1  floor 4.8 s, emb. 12.7 s    floor 4.8 s, emb. 9.5 s
+10^4 keys, ``--mechanism blt``, 2  floor 5.9 s, emb. 10.1 s    floor 5.2 s, emb. 11.2 s
+=================================  ==========================  ==========================
+
+So the tree run takes 0.56-0.62x the time of 0.3's (half the samples), at 1.3-1.6x its
+own (halved) floor instead of 1.1-1.5x; BLT is within the load's noise (mean 10.3 s vs
+11.4 s).
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
-       [--mechanism tree|blt]
+       [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
 Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
 per repeat as well.
 """
@@ -83,7 +105,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcount.keyed.engine import chunk_bounds
 from dpcount.keyed.events import EventColumns, parse_times
 from dpcount.keyed.run import keyed_counts, make_job
 
@@ -101,9 +122,9 @@ def _kwargs(
     n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree"
 ) -> dict[str, Any]:
     extra: dict[str, Any] = (
-        {"mechanism": "blt", "noise": "gaussian", "delta": 1e-6}
-        if mechanism == "blt"
-        else {"noise": "discrete-laplace", "k": k}
+        {"mechanism": mechanism, "noise": "gaussian", "delta": 1e-6}
+        if mechanism != "tree"
+        else {"mechanism": "tree", "noise": "discrete-laplace", "k": k}
     )
     return dict(
         keys=range(n_keys),
@@ -119,8 +140,27 @@ def _kwargs(
     )
 
 
+class _RowCounter:
+    """A noise source of zeros that counts the rows a noise process draws."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.rows_drawn = 0
+
+    def draw(self, sampler: Any, rows: int) -> Any:
+        self.rows_drawn += rows
+        integer = getattr(sampler, "integer", False)
+        return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
+
+
 def floor(kw: dict[str, Any]) -> tuple[float, int]:
-    """Seconds to draw the job's node noise only, and the number of samples."""
+    """Seconds to draw exactly the PRF samples the job's noise process draws (rows per
+    key block counted by a dry run of the process), and the number of samples."""
+    from dpcount.keyed.engine import STEP_BLOCK
+    from dpcount.keyed.prf import PositionPRF, PRFSource
+    from dpcount.privacy.rng import as_generator
+    from dpcount.privacy.source import SourcedSampler
+
     columns = EventColumns("t", "key")
     job, _ = make_job(
         times=parse_times(pd.Series([0]), "t"),  # unused: start and horizon are given
@@ -135,27 +175,21 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         max_keys=None,
         start=0,
         horizon=kw["horizon"],
-        k=kw.get("k", 2),
+        k=kw.get("k"),
         mechanism=kw.get("mechanism", "tree"),
     )
     job, _ = job.with_secret(SECRET)
     m = job.mechanism
+    c = m.counting
+    counter = _RowCounter(m.key_block)
+    process = c.noise_process(SourcedSampler(c.sampler, counter), as_generator(None), m.key_block)
+    for t in range(0, m.horizon, STEP_BLOCK):
+        process.next_many(min(STEP_BLOCK, m.horizon - t))
+    prf = PositionPRF(SECRET, f"stream/{m.noise}", m.key_block)
     samples = 0
     start = time.perf_counter()
-    if m.buffers:  # BLT: one Gaussian per (step, key), as the release draws them
-        from dpcount.keyed.prf import PositionPRF, keyed_gaussian
-
-        prf = PositionPRF(SECRET, "gaussian/blt", m.key_block)
-        sigma = float(m.calibrated.sampler.sigma)  # type: ignore[attr-defined]
-        for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
-            samples += keyed_gaussian(prf, (0, 0, m.horizon, lo, hi), sigma).size
-        return time.perf_counter() - start, samples
-    for lo, hi in chunk_bounds(m.n_keys, kw["chunk_keys"]):
-        noise = m.noise_fn(SECRET, lo, hi)
-        for level in range(m.height):
-            n_nodes = m.horizon // m.k**level
-            if n_nodes:
-                samples += noise(level, 0, n_nodes).size
+    for lo in range(0, m.n_keys, m.key_block):
+        samples += PRFSource(prf, lo, lo + m.key_block).draw(c.sampler, counter.rows_drawn).size
     return time.perf_counter() - start, samples
 
 
@@ -219,9 +253,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument(
         "--mechanism",
-        choices=("tree", "blt"),
+        choices=("tree", "blt", "sqrt", "toeplitz", "normalized-sqrt"),
         default="tree",
-        help="tree: discrete Laplace (the issue's targets); blt: Gaussian, delta 1e-6",
+        help="tree: discrete Laplace (the issue's targets); the others: Gaussian, delta 1e-6",
     )
     parser.add_argument("--events", type=int, default=10**6)
     parser.add_argument("--chunk-keys", type=int, default=2048)
@@ -250,7 +284,11 @@ def main() -> None:
         events.to_parquet(path, row_group_size=1 << 20)
         events = path
     kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism)
-    what = "BLT, Gaussian" if args.mechanism == "blt" else f"k={args.k}, discrete Laplace"
+    what = (
+        f"{args.mechanism}, Gaussian"
+        if args.mechanism != "tree"
+        else f"k={args.k}, discrete Laplace"
+    )
     print(
         f"{args.keys:,} keys x {args.steps:,} steps, {what}, "
         f"{args.events:,} events, chunk {args.chunk_keys} keys"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.counting.digits import DigitSystem
-from dpcount.keyed.engine import (
-    exact_running,
-    tree_running_counts,
-    tree_running_counts_subtract,
-    window_running_counts,
-)
-from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
 
 SECRET = b"t" * 32
@@ -62,49 +53,6 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["key", "step"], kind="stable").reset_index(drop=True)
 
 
-# ------------------------------------------------------------- the windowed tree itself
-@pytest.mark.parametrize(("k", "subtract"), [(2, False), (3, False), (3, True), (4, True)])
-def test_window_equals_the_slice_of_the_whole_tree(k: int, subtract: bool) -> None:
-    """Against the whole-horizon cumsum implementations (independent code paths)."""
-    horizon, n_keys = 50, 3
-    system = DigitSystem.for_tree(k, subtract)
-    h = system.height(horizon)
-    prf = PositionPRF(SECRET, "w", 4)
-
-    def noise(level: int, a: int, b: int) -> np.ndarray:
-        return keyed_discrete_laplace(prf, (level, a, b, 0, n_keys), Fraction(4))
-
-    counts = np.random.default_rng(k).integers(0, 6, size=(horizon, n_keys))
-    if subtract:
-        whole = tree_running_counts_subtract(
-            counts, k, system.low, h, lambda lv, n: noise(lv, 0, n)
-        )
-    else:
-        whole = tree_running_counts(counts, k, h, lambda lv, n: noise(lv, 0, n))
-    exact = np.cumsum(counts, axis=0)
-    for first, last in [(1, 50), (1, 1), (2, 9), (8, 9), (9, 27), (28, 50), (50, 50)]:
-        base = exact[first - 2] if first > 1 else None
-        got = window_running_counts(counts[first - 1 : last], base, first, k, system.low, h, noise)
-        assert np.array_equal(got, whole[first - 1 : last]), (first, last)
-
-
-def test_window_floats_are_split_invariant() -> None:
-    """Continuous noise and weights: the arithmetic order depends on the step only."""
-    horizon, n_keys, k, h = 40, 4, 2, 6
-    prf = PositionPRF(SECRET, "g", 4)
-
-    def noise(level: int, a: int, b: int) -> np.ndarray:
-        return keyed_gaussian(prf, (level, a, b, 0, n_keys), 3.3)
-
-    counts = np.random.default_rng(0).random((horizon, n_keys)) * 7
-    one = window_running_counts(counts, None, 1, k, 0, h, noise)
-    for cut in (1, 7, 8, 16, 31):
-        head = window_running_counts(counts[:cut], None, 1, k, 0, h, noise)
-        running = exact_running(counts[:cut], None)[-1]
-        tail = window_running_counts(counts[cut:], running, cut + 1, k, 0, h, noise)
-        assert np.array_equal(np.vstack([head, tail]), one)
-
-
 # ------------------------------------------------------------- runs split in pieces
 @pytest.mark.parametrize(
     "cuts",
@@ -122,13 +70,15 @@ def test_split_runs_equal_one_run_discrete(tmp_path: Path, cuts: list[int]) -> N
 @pytest.mark.parametrize(
     ("extra", "cuts"),
     [
-        ({"k": 3, "subtract": True}, [9, 27]),
-        ({"k": 4}, [16, 17]),
+        ({"mechanism": "kary", "k": 3, "subtract": True}, [9, 27]),
+        ({"mechanism": "tree", "k": 4}, [16, 17]),
         ({"noise": "laplace"}, [8, 30]),
-        ({"noise": "gaussian", "delta": 1e-6, "k": 3}, [9, 10]),
+        ({"noise": "gaussian", "delta": 1e-6, "mechanism": "kary", "k": 3}, [9, 10]),
+        ({"mechanism": "honaker"}, [8, 30]),  # exact rational noise
+        ({"noise": "gaussian", "delta": 1e-6, "mechanism": "sqrt"}, [5, 20]),
     ],
 )
-def test_split_runs_equal_one_run_other_trees_and_noise(
+def test_split_runs_equal_one_run_other_mechanisms_and_noise(
     tmp_path: Path, extra: dict[str, Any], cuts: list[int]
 ) -> None:
     events = _events(seed=9)

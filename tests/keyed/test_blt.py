@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from dpcount.counting.blt import BLT
-from dpcount.keyed.engine import KeyedMechanism, blt_running_counts
+from dpcount.keyed.dask import _release_task
+from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
 
@@ -36,9 +37,9 @@ def _kw(**extra: Any) -> dict[str, Any]:
 
 def _mech(horizon: int = HORIZON, n_keys: int = len(KEYS), **extra: Any) -> KeyedMechanism:
     kw: dict[str, Any] = dict(
-        n_keys=n_keys, horizon=horizon, k=2, noise="gaussian", epsilon=1.0, delta=1e-6,
-        calibration=None, l1_step=1.0, l2_step=1.0, neighbouring="event-level",
-        key_block=16, kind="blt",
+        n_keys=n_keys, horizon=horizon, mechanism="blt", noise="gaussian", epsilon=1.0,
+        delta=1e-6, calibration=None, l1_step=1.0, l2_step=1.0, neighbouring="event-level",
+        key_block=16,
     )  # fmt: skip
     kw.update(extra)
     return KeyedMechanism(**kw)
@@ -55,29 +56,15 @@ def _exact(events: pd.DataFrame) -> np.ndarray:
     return np.cumsum(table, axis=0)
 
 
-def test_recursion_equals_the_dense_decoder() -> None:
-    """(B z) by the buffer recursion = the dense Toeplitz B of dpcount.counting.BLT."""
-    ref = BLT.optimized(HORIZON, epsilon=1.0, delta=1e-6)
-    B, _ = ref.dense_factorization()
-    inv = ref.inverse
-    rng = np.random.default_rng(0)
-    z = rng.normal(size=(HORIZON, 5))
-    counts = rng.integers(0, 4, size=(HORIZON, 5)).astype(np.float64)
-    decay, weight = np.append(inv.decay, 1.0), np.append(inv.beta, inv.a)
-    out, ends = blt_running_counts(counts, None, z, decay, weight, None)
-    assert np.allclose(out, np.cumsum(counts, axis=0) + B @ z, rtol=1e-12, atol=1e-9)
-    assert ends.shape == (len(decay), 5)
-    assert np.allclose(ends[-1], z.sum(axis=0))  # the running-sum buffer
-
-
 def test_run_noise_is_the_decoder_applied_to_prf_gaussians() -> None:
     events = _events()
     res = keyed_counts(events, **_kw())
     assert res.frame is not None
     m = res.mechanism
     got = res.frame["private_count"].to_numpy().reshape(len(KEYS), HORIZON).T
-    sigma = float(m.calibrated.sampler.sigma)  # type: ignore[attr-defined]
-    prf = PositionPRF(SECRET, "gaussian/blt", m.key_block)
+    sigma = float(m.counting.sampler.sigma)  # type: ignore[attr-defined]
+    # row r of the draws is step r + 1: BLT draws z in step order
+    prf = PositionPRF(SECRET, "stream/gaussian", m.key_block)
     z = keyed_gaussian(prf, (0, 0, HORIZON, 0, len(KEYS)), sigma)
     B, _ = BLT.optimized(HORIZON, epsilon=1.0, delta=1e-6).dense_factorization()
     assert np.allclose(got, _exact(events) + B @ z, rtol=1e-12, atol=1e-8)
@@ -92,11 +79,11 @@ def test_calibration_and_std_match_the_single_stream_blt() -> None:
     # independent: the largest column norm of the dense encoder C (a relative 1e-12 above)
     _, C = ref.dense_factorization()
     col = float(np.sqrt((C**2).sum(axis=0)).max())
-    assert col <= m.unit_sensitivities[1] <= col * (1 + 1e-9)
+    assert col <= m.privacy.l2_sensitivity <= col * (1 + 1e-9)
     # unit bounding: l2 across keys = sqrt(max_keys) * max_weight scales the sensitivity
     wide = _mech(l1_step=6.0, l2_step=np.sqrt(3) * 2)
     assert wide.privacy.l2_sensitivity == pytest.approx(np.sqrt(3) * 2 * col, rel=1e-9)
-    assert "BLT with" in m.describe() and "2404.16706" in m.describe()
+    assert m.structure.startswith("BLT(horizon=40, buffers=") and "Box-Muller" in m.describe()
 
 
 def test_reported_std_matches_empirical_spread() -> None:
@@ -139,22 +126,22 @@ def test_resume_across_time_is_bit_identical(tmp_path: Path, cuts: list[int]) ->
     assert got.iloc[order].reset_index(drop=True).equals(one)
 
 
-def test_tampered_noise_state_is_refused(tmp_path: Path) -> None:
+def test_tampered_state_is_refused(tmp_path: Path) -> None:
     events = _events()
     keyed_counts(events[events["t"] < 10], state=tmp_path / "s", until=10, **_kw())
     data = bytearray((tmp_path / "s").read_bytes())
-    data[-5] ^= 4  # inside the buffers, after the sums
+    data[-5] ^= 4  # inside the sums (no noise state is stored)
     (tmp_path / "s").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="fails its authentication check"):
         keyed_counts(events[events["t"] >= 10], state=tmp_path / "s", until=HORIZON, **_kw())
 
 
 def test_bad_input_names_the_parameter() -> None:
-    with pytest.raises(ValueError, match="noise='discrete-laplace' is not available with mec"):
+    with pytest.raises(ValueError, match="noise='discrete-laplace' is not available for BLT"):
         keyed_counts(_events(), **_kw(noise="discrete-laplace", delta=None))
     with pytest.raises(ValueError, match="mechanism must be one of"):
         keyed_counts(_events(), **_kw(mechanism="wavelet"))
     with pytest.raises(ValueError, match="delta"):
         keyed_counts(_events(), **_kw(delta=None))
-    with pytest.raises(ValueError, match="use release_state"):
-        _mech().release(SECRET, None, 0, 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no noise state is kept between runs"):
+        _release_task(_mech(), SECRET, None, 0, 1, (1, 2), None, np.zeros((2, 1)))  # type: ignore[arg-type]

@@ -91,8 +91,11 @@ def _stored_config(secret_path: Path) -> dict[str, object]:
 
 def test_subtract_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events, keys = _write_inputs(tmp_path)
-    assert main([*_argv(events, keys, tmp_path), "--k", "3", "--subtract"]) == 0
-    assert "k-ary tree k=3 with subtraction" in capsys.readouterr().err
+    flags = ["--mechanism", "kary", "--k", "3", "--subtract"]
+    assert main([*_argv(events, keys, tmp_path), *flags]) == 0
+    assert "KaryTree(horizon=20, k=3, subtract=True" in capsys.readouterr().err
+    line = one_line_error(capsys, [*_argv(events, keys, tmp_path, "x.parquet"), "--k", "3"])
+    assert "k and subtract are options of the k-ary tree" in line
 
 
 def test_mechanism_flag_blt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,11 +103,11 @@ def test_mechanism_flag_blt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     flags = ["--mechanism", "blt", "--noise", "gaussian", "--delta", "1e-6"]
     assert main([*_argv(events, keys, tmp_path), *flags]) == 0
     err = capsys.readouterr().err
-    assert "BLT with" in err and "arXiv:2404.16706" in err
+    assert "BLT(horizon=20, buffers=" in err
     line = one_line_error(
         capsys, [*_argv(events, keys, tmp_path, "x.parquet"), "--mechanism", "blt"]
     )
-    assert "--noise discrete-laplace is not available with --mechanism blt" in line
+    assert "--noise discrete-laplace is not available for BLT" in line
 
 
 def test_rerun_writes_identical_bytes_and_no_temp_files(tmp_path: Path) -> None:

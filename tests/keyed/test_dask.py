@@ -58,6 +58,7 @@ def _kw(**extra: Any) -> dict[str, Any]:
         epsilon=1.0,
         secret=SECRET,
         max_weight=2,
+        mechanism="tree",
         k=3,
     )
     kw.update(extra)
@@ -230,12 +231,18 @@ def test_dask_resumed_across_time_equals_one_embedded_run(
     assert got.iloc[order].reset_index(drop=True).equals(one.frame)
 
 
-@pytest.mark.parametrize("partitions", [1, 2, 7])
-def test_dask_blt_equals_embedded_and_resumes(client: Any, tmp_path: Path, partitions: int) -> None:
-    """BLT (floating-point Gaussian noise): the same bits on Dask for any partitioning and
-    key chunking, in one run and resumed from a state after step 4."""
+@pytest.mark.parametrize(
+    ("mechanism", "partitions"),
+    [("blt", 1), ("blt", 2), ("blt", 7), ("sqrt", 2), ("toeplitz", 2), ("dense-optimum", 2)],
+)
+def test_dask_float_mechanisms_equal_embedded_and_resume(
+    client: Any, tmp_path: Path, mechanism: str, partitions: int
+) -> None:
+    """Floating-point Gaussian noise through BLT and the factorizations (single-threaded
+    Dask workers, BLAS products): the same bits on Dask for any partitioning and key
+    chunking, in one run and resumed from a state after step 4."""
     events = _events().assign(w=lambda f: f["w"].astype(np.float64) * 0.75)
-    blt = {"noise": "gaussian", "delta": 1e-6, "mechanism": "blt"}
+    blt = {"noise": "gaussian", "delta": 1e-6, "mechanism": mechanism, "k": None}
     one = keyed_counts(events, chunk_keys=16, **_kw(**blt))
     dasked = keyed_counts(
         events, engine="dask", scheduler=client, partitions=partitions, chunk_keys=7, **_kw(**blt)

@@ -9,9 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.engine import KeyedMechanism, digit_sums, tree_running_counts
+from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import TimeBuckets
-from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace
 from dpcount.keyed.run import keyed_counts
 from dpcount.privacy.discrete import discrete_laplace_variance
 
@@ -25,55 +24,11 @@ def _height(k: int, horizon: int) -> int:
     return h
 
 
-def _decomposition(s: int, k: int) -> list[tuple[int, int]]:
-    """Nodes (level, index) summed for the prefix 1..s, by a naive greedy walk."""
-    nodes, covered, level = [], 0, 0
-    while k ** (level + 1) <= s:
-        level += 1
-    while covered < s:
-        while covered + k**level > s:
-            level -= 1
-        nodes.append((level, covered // k**level))
-        covered += k**level
-    return nodes
-
-
-# ---------------------------------------------------------------- tree structure
-@pytest.mark.parametrize("k", [2, 3, 5])
-@pytest.mark.parametrize("horizon", [1, 2, 7, 16, 100])
-def test_zero_noise_gives_exact_running_counts(k: int, horizon: int) -> None:
-    counts = np.random.default_rng(horizon).integers(0, 9, size=(horizon, 4))
-    zero = lambda level, n: np.zeros((n, 4), dtype=np.int64)  # noqa: E731
-    out = tree_running_counts(counts, k, _height(k, horizon), zero)
-    assert np.array_equal(out, np.cumsum(counts, axis=0))
-
-
-@pytest.mark.parametrize("k", [2, 4])
-def test_noise_of_each_step_is_the_sum_over_its_decomposition(k: int) -> None:
-    horizon, n_keys = 70, 3
-    prf = PositionPRF(SECRET, "t", 4)
-    noise = {
-        lv: keyed_discrete_laplace(prf, (lv, 0, horizon // k**lv, 0, n_keys), Fraction(3))
-        for lv in range(_height(k, horizon))
-        if horizon // k**lv
-    }
-    out = tree_running_counts(
-        np.zeros((horizon, n_keys), dtype=np.int64),
-        k,
-        _height(k, horizon),
-        lambda lv, n: noise[lv][:n],
-    )
-    for s in range(1, horizon + 1):
-        nodes = _decomposition(s, k)
-        want = sum(noise[lv][m] for lv, m in nodes)
-        assert np.array_equal(out[s - 1], want)
-        assert len(nodes) == digit_sums(horizon, k)[s - 1]
-
-
 def _mech(**kw: object) -> KeyedMechanism:
     base: dict[str, object] = dict(
         n_keys=10,
         horizon=100,
+        mechanism="tree",
         k=2,
         noise="discrete-laplace",
         epsilon=1.0,
@@ -93,13 +48,13 @@ def test_calibration_uses_tree_height_times_step_sensitivity(k: int, horizon: in
     h = _height(k, horizon)
     m = _mech(k=k, horizon=horizon, l1_step=3.0, l2_step=math.sqrt(3.0))
     g = m.privacy
-    assert m.height == h
+    assert m.counting.height == h  # type: ignore[attr-defined]
     assert g.l1_sensitivity == h * 3.0
     assert g.l2_sensitivity == pytest.approx(math.sqrt(h * 3.0), rel=1e-15)
     # discrete Laplace scale t ≥ l1/epsilon (never less noise than calibrated)
-    assert m.calibrated.sampler.scale >= Fraction(h * 3)
+    assert m.counting.sampler.scale >= Fraction(h * 3)  # type: ignore[attr-defined]
     assert g.epsilon <= 1.0
-    var = discrete_laplace_variance(float(m.calibrated.sampler.scale))
+    var = discrete_laplace_variance(float(m.counting.sampler.scale))  # type: ignore[attr-defined]
     digits = [sum(int(c) for c in np.base_repr(s, k)) for s in range(1, horizon + 1)]
     assert np.allclose(m.std() ** 2, np.array(digits) * var, rtol=1e-14)
 
@@ -109,7 +64,7 @@ def test_gaussian_calibration_uses_l2() -> None:
     assert m.privacy.l2_sensitivity == pytest.approx(2.0 * math.sqrt(6))
     from dpcount.privacy.calibration import gaussian_sigma
 
-    assert m.calibrated.sampler.sigma == pytest.approx(
+    assert m.counting.sampler.sigma == pytest.approx(  # type: ignore[attr-defined]
         gaussian_sigma(2.0 * math.sqrt(6), 1.0, 1e-6, method="analytic")
     )
 
@@ -210,6 +165,7 @@ def test_reported_std_matches_empirical_variance() -> None:
         secret=SECRET,
         start=1,
         horizon=horizon,
+        mechanism="tree",
         k=3,
     )
     assert res.frame is not None
@@ -267,7 +223,7 @@ def test_event_weights_are_clipped_and_reported() -> None:
     inside = events[events["product"].isin(KEYS)]
     assert res.report.clipped_events == int((inside["qty"] > 2).sum())
     assert res.report.clipped_weight == float((inside["qty"] - 2).clip(lower=0).sum())
-    assert res.mechanism.privacy.l1_sensitivity == 2 * res.mechanism.height
+    assert res.mechanism.privacy.l1_sensitivity == 2 * res.mechanism.counting.height  # type: ignore[attr-defined]
 
 
 def test_unit_bounding_keeps_max_keys_per_unit_and_step_order_free() -> None:
@@ -305,8 +261,9 @@ def test_unit_bounding_keeps_max_keys_per_unit_and_step_order_free() -> None:
     assert step1["a"] >= 3 and int((step1[["b", "c", "d", "e"]] > 0).sum()) <= 2
     assert int(step1.sum()) == 3 + 2  # v: 3 on a; u: two of its five keys (one each)
     g = res.mechanism.privacy
-    assert g.l1_sensitivity == 2 * 3 * res.mechanism.height
-    assert g.l2_sensitivity == pytest.approx(math.sqrt(2 * res.mechanism.height) * 3)
+    h = res.mechanism.counting.height  # type: ignore[attr-defined]
+    assert g.l1_sensitivity == 2 * 3 * h
+    assert g.l2_sensitivity == pytest.approx(math.sqrt(2 * h) * 3)
     assert "unit-step level" in g.neighbouring
 
 
@@ -404,43 +361,13 @@ def test_no_events_needs_explicit_start() -> None:
 
 
 # ---------------------------------------------------------------- the tree with subtraction
-@pytest.mark.parametrize("k", [3, 4, 5, 19])
-def test_subtraction_noise_is_the_signed_sum_over_offset_digit_nodes(k: int) -> None:
-    """Independent decomposition from DigitSystem.digits/ancestors (dpcount.counting)."""
-    from dpcount.counting.digits import DigitSystem
-    from dpcount.keyed.engine import tree_running_counts_subtract
-
-    system = DigitSystem.for_tree(k, True)
-    horizon, n_keys = 60, 2
-    h = system.height(horizon)
-    prf = PositionPRF(SECRET, "sub", 2)
-    drawn: dict[int, np.ndarray] = {}
-
-    def noise(level: int, n: int) -> np.ndarray:
-        drawn[level] = keyed_discrete_laplace(prf, (level, 0, n, 0, n_keys), Fraction(5))
-        return drawn[level]
-
-    counts = np.random.default_rng(k).integers(0, 5, size=(horizon, n_keys))
-    out = tree_running_counts_subtract(counts, k, system.low, h, noise)
-    noise_part = out - np.cumsum(counts, axis=0)
-    for t in range(1, horizon + 1):
-        digits = system.digits(t, h)
-        ancestors = system.ancestors(t, h)  # q_0 = t, ..., q_{h-1}
-        want = np.zeros(n_keys, dtype=np.int64)
-        for level, d in enumerate(digits):
-            parent = ancestors[level + 1] if level + 1 < h else 0
-            for j in range(min(d, 0), max(d, 0)):
-                want += (1 if d > 0 else -1) * drawn[level][k * parent + j]
-        assert np.array_equal(noise_part[t - 1], want), t
-
-
 @pytest.mark.parametrize(("k", "horizon"), [(3, 100), (4, 63), (19, 500), (2, 77)])
 def test_subtraction_std_and_sensitivity_match_kary_tree(k: int, horizon: int) -> None:
     from dpcount.counting import KaryTree
 
     mine = _mech(k=k, horizon=horizon, subtract=True)
     ref = KaryTree(horizon, k=k, subtract=True, epsilon=1.0, noise="discrete-laplace")
-    assert mine.height == ref.height
+    assert mine.counting.height == ref.height  # type: ignore[attr-defined]
     assert mine.privacy.l1_sensitivity == ref.privacy.l1_sensitivity
     assert np.allclose(mine.std() ** 2, ref.variances(), rtol=1e-12)
     plain = KaryTree(horizon, k=k, subtract=False, epsilon=1.0, noise="discrete-laplace")
@@ -449,12 +376,13 @@ def test_subtraction_std_and_sensitivity_match_kary_tree(k: int, horizon: int) -
 
 def test_subtraction_run_tiny_noise_exact_and_chunk_invariant() -> None:
     events = _events()
-    out = _run(events, epsilon=2000.0, k=3, subtract=True)
+    out = _run(events, epsilon=2000.0, mechanism="kary", k=3, subtract=True)
     assert np.array_equal(out["private_count"].to_numpy().reshape(30, 40), _exact(events))
-    a = _run(events, k=5, subtract=True, chunk_keys=3)
-    b = _run(events, k=5, subtract=True, chunk_keys=30)
+    a = _run(events, mechanism="kary", k=5, subtract=True, chunk_keys=3)
+    b = _run(events, mechanism="kary", k=5, subtract=True, chunk_keys=30)
     assert a.equals(b)
-    assert not a["private_count"].equals(_run(events, k=5, chunk_keys=30)["private_count"])
+    plain = _run(events, mechanism="kary", k=5, subtract=False, chunk_keys=30)
+    assert not a["private_count"].equals(plain["private_count"])
 
 
 def test_describe_names_the_keyed_sampler() -> None:

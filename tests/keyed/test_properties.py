@@ -38,7 +38,7 @@ def _kw(**extra: Any) -> dict[str, Any]:
         ({"noise": "uniform"}, ValueError, "noise must be one of"),
         ({"mechanism": "wavelet"}, ValueError, "mechanism must be one of"),
         ({"mechanism": "blt"}, ValueError, "noise='discrete-laplace' is not available"),
-        ({"k": 1}, ValueError, "k must be"),
+        ({"k": 1, "mechanism": "kary"}, ValueError, "k must be"),
         ({"horizon": 0}, ValueError, "horizon must be"),
         ({"chunk_keys": 0}, ValueError, "chunk_keys must be"),
         ({"until": 5}, ValueError, "until=5 is beyond the horizon"),

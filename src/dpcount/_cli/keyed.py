@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpcount._cli.common import err_console, positive_float
+from dpcount.counting.registry import MECHANISMS
 
 HELP = (
     "private running counts for every key of a public universe at every time step, "
@@ -66,13 +67,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mechanism",
-        choices=("tree", "blt"),
-        default="tree",
-        help="k-ary tree (any noise; default) or BLT (--noise gaussian with --delta only)",
+        choices=("auto", *sorted(MECHANISMS), "tree"),
+        default="auto",
+        help="counting mechanism (default auto: the one dpcount plan ranks first for the "
+        "horizon, budget and noise; 'tree': the k-ary tree, binary unless --k)",
     )
-    p.add_argument("--k", type=int, default=2, help="tree branching factor (default 2)")
     p.add_argument(
-        "--subtract", action="store_true", help="k-ary tree with subtraction (offset digits)"
+        "--k", type=int, default=None, help="branching factor (--mechanism kary or tree only)"
+    )
+    p.add_argument(
+        "--subtract",
+        action="store_true",
+        default=None,
+        help="k-ary tree with subtraction (offset digits; --mechanism kary or tree only)",
     )
     p.add_argument(
         "--secret",

@@ -84,6 +84,7 @@ __all__ = [
     "CountingMechanism",
     "CountingStream",
     "NoiseProcess",
+    "add_noise",
     "exact_quotients",
 ]
 
@@ -121,6 +122,30 @@ def _exact_release(sums: Any, numerators: Any, denominator: int) -> Any:
         return numerators.add_and_round(sums)
     sums = sums.astype(object) if isinstance(sums, np.ndarray) else int(sums)
     return exact_quotients(sums * denominator + numerators, denominator)
+
+
+def add_noise(sums: NDArray[Any], noise: Any, denominator: int | None) -> NDArray[Any]:
+    """The release ``sums + noise`` of a block of steps, as every engine computes it.
+
+    Args:
+        sums: exact running sums, shape ``(n,)`` or ``(n, dim)``: int64 for an integer
+            sampler, else float64.
+        noise: the noise process's ``next_many(n)`` for the same steps.
+        denominator: :meth:`CountingMechanism._exact_denominator` of the process
+            (integer samplers), else None.
+
+    Returns:
+        int64 ``sums + noise`` (integer release, exact; ``sums`` is reused); float64
+        ``S + numerator/denominator`` rounded once (exact rational noise); or float64
+        ``noise + sums``, one rounding per value (continuous noise; ``noise`` is reused).
+    """
+    if denominator is not None:
+        return _exact_release(sums, noise, denominator)  # type: ignore[no-any-return]
+    if sums.dtype.kind == "i":
+        sums += noise.astype(np.int64)  # integer release: exact int64 arithmetic
+        return sums
+    noise += sums
+    return noise  # type: ignore[no-any-return]
 
 
 class NoiseProcess(Protocol):
@@ -463,19 +488,14 @@ class CountingMechanism(ABC):
             process = self.noise_process(self.sampler, self._rng, dim)
             out = process.next_many(arr.shape[0])
             isums = np.cumsum(ints, axis=0)
-            denominator = self._exact_denominator(process)
-            if denominator is not None:  # exact rational noise: round once
-                return _exact_release(isums, out, denominator)  # type: ignore[no-any-return]
-            isums += out.astype(np.int64)  # integer release: exact int64 arithmetic
-            return isums
+            return add_noise(isums, out, self._exact_denominator(process))
         # Noise first: holding the sums while drawing it was slower at T = 10^6 (median of
         # 12 interleaved runs on a loaded machine).
         out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
         with np.errstate(over="ignore"):  # an overflow to inf is refused just below
             sums = np.cumsum(arr, axis=0)
         check_running_sums("x", sums)  # exact sums for integer data; nothing released else
-        out += sums
-        return out
+        return add_noise(sums, out, None)
 
     def stream(self) -> CountingStream:
         """A stream that releases one private prefix sum per :meth:`CountingStream.update`."""

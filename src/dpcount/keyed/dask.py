@@ -8,12 +8,13 @@ Work is split in two stages:
    client. Integer sums do not depend on the partitioning, so the contributions are
    identical for any number of partitions (floating-point weights may differ in
    the last bits: use integer weights and discrete noise for bit-for-bit equality).
-2. **Release** (one task per key chunk): the tree and its noise, whose every
-   sample is a pure function of (secret, level, node, key)
-   (:mod:`dpcount.keyed.prf`). A task that is retried, or rerun after a worker
-   dies, recomputes exactly the same values; nothing is drawn from a per-worker or
-   per-partition generator. Tasks carry their inputs (no scattered data), so the
-   scheduler can rerun any of them after losing a worker.
+2. **Release** (one task per key chunk): the run's counting mechanism and its
+   noise, whose every sample is a pure function of (secret, draw index, key)
+   (:mod:`dpcount.keyed.engine`, :class:`~dpcount.keyed.prf.PRFSource`). A task
+   that is retried, or rerun after a worker dies, recomputes exactly the same values;
+   nothing is drawn from a per-worker or per-partition generator. Tasks carry their
+   inputs (no scattered data), so the scheduler can rerun any of them after losing a
+   worker.
 
 The run secret travels to the workers inside the tasks: the cluster must be as
 trusted as the place where the raw events are kept.
@@ -61,12 +62,13 @@ def _release_task(
 ) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
     """One key chunk. The task carries the mechanism, the secret and (to write its own
     part file) the chunk's keys — never the whole key universe. Returns the counts (or
-    None after writing them with ``writer``; ``writer=False``: computed only for the
-    noise state, not written) and the noise state after the window (BLT; else None)."""
+    None after writing them with ``writer``; ``writer=False``: not written) and the
+    noise state after the window (always None: no noise state is kept, it is replayed)."""
     first, last = window
-    values, ends = mechanism.release_state(
-        secret, contributions, lo, hi, first=first, last=last, base=base, buffers=buffers
-    )
+    if buffers is not None:
+        raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
+    values = mechanism.release(secret, contributions, lo, hi, first=first, last=last, base=base)
+    ends = None
     if writer is None:
         return values, ends
     if writer is not False:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.engine import KeyedKind, KeyedMechanism, chunk_bounds, exact_running
+from dpcount.keyed.engine import KeyedMechanism, choose_mechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
@@ -145,17 +145,14 @@ class KeyedJob:
         base: NDArray[Any] | None = None,
         buffers: NDArray[np.float64] | None = None,
     ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
-        """Releases of keys [lo, hi) at this job's steps, and the noise state after them."""
-        return self.mechanism.release_state(
-            self.secret.secret,
-            contributions,
-            lo,
-            hi,
-            first=self.first,
-            last=self.until,
-            base=base,
-            buffers=buffers,
+        """Releases of keys [lo, hi) at this job's steps, and the noise state after them
+        (none: the noise is replayed from step 1, so ``buffers`` must be None)."""
+        if buffers is not None:
+            raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
+        values = self.mechanism.release(
+            self.secret.secret, contributions, lo, hi, first=self.first, last=self.until, base=base
         )
+        return values, None
 
     def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
         """Exact running counts of every key at step ``until`` (for the stored state),
@@ -202,12 +199,14 @@ def make_job(
     max_keys: int | None,
     start: Any,
     horizon: int | None,
-    k: int,
-    subtract: bool = False,
-    mechanism: KeyedKind | str = KeyedKind.TREE,
+    k: int | None = None,
+    subtract: bool | None = None,
+    mechanism: str = "auto",
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
+    ``mechanism``: a registry name, ``"tree"``, or ``"auto"`` (the plan's best for the
+    horizon, budget and sensitivity: :func:`~dpcount.keyed.engine.choose_mechanism`).
     The job's secret is a placeholder until :meth:`KeyedJob.with_secret`.
     """
     kind = NoiseKind.parse("noise", noise)
@@ -234,10 +233,21 @@ def make_job(
     else:
         l1 = l2 = float(weight)
         relation = _event_level(weight)
+    options: dict[str, Any] = {"k": k, "subtract": subtract}
+    if mechanism == "auto":
+        if k is not None or subtract is not None:
+            raise ValueError(
+                "k and subtract are options of the k-ary tree: pass mechanism='kary' with them "
+                "(mechanism='auto' chooses the mechanism and its options)"
+            )
+        mechanism, options, rule = choose_mechanism(
+            int(horizon), epsilon=epsilon, delta=delta, noise=kind, l1_step=l1, l2_step=l2
+        )
+        calibration = rule if calibration is None else calibration
     mech = KeyedMechanism(
         n_keys=len(universe),
         horizon=int(horizon),
-        k=k,
+        mechanism=mechanism,
         noise=kind,
         epsilon=float(epsilon),
         delta=delta,
@@ -246,10 +256,9 @@ def make_job(
         l2_step=float(l2),
         neighbouring=relation,
         key_block=_key_block(len(universe)),
-        subtract=subtract,
-        kind=KeyedKind.parse("mechanism", mechanism),
+        **options,
     )
-    mech.calibrated  # noqa: B018  (validates the budget before a secret file is created)
+    mech.counting  # noqa: B018  (validates the budget before a secret file is created)
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
     return KeyedJob(columns, universe, buckets, mech, weight, max_keys, placeholder), derived
 

@@ -61,8 +61,12 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount.privacy.discrete import DiscreteGaussianNoise, DiscreteLaplaceNoise
+from dpcount.privacy.noise import ConstantNoise, GaussianNoise, LaplaceNoise, ZeroNoise
+
 __all__ = [
     "PRF_SCHEME",
+    "PRFSource",
     "PositionPRF",
     "derive_key",
     "exact_floor_t_exp",
@@ -374,3 +378,58 @@ def keyed_discrete_gaussian(prf: PositionPRF, rect: Rect, sigma2: Fraction) -> I
                 break
             r += 1
     return out
+
+
+# --------------------------------------------------------------------------------------
+# The PRF as a noise source
+# --------------------------------------------------------------------------------------
+class PRFSource:
+    """Noise rows as a pure function of (PRF, row index, key index): a
+    :class:`~dpcount.privacy.source.NoiseSource` for the keyed engines.
+
+    Row r of the stream (the r-th row a noise process draws) for key i is the sample
+    at position (level 0, node ``start + r``, key i) of ``prf``, by the exact sampler
+    of the distribution's kind: :func:`keyed_discrete_laplace`,
+    :func:`keyed_discrete_gaussian` (exact integers), :func:`keyed_laplace`,
+    :func:`keyed_gaussian` (floating point). So a key's noise depends only on the
+    secret, the key and how many rows the process drew before — not on the other keys
+    of the chunk, the chunking, the engine or retries.
+
+    Args:
+        prf: the run's :class:`PositionPRF`.
+        key_lo, key_hi: the key indices [key_lo, key_hi) of the columns.
+        start: the row index of the first row (default 0).
+    """
+
+    def __init__(self, prf: PositionPRF, key_lo: int, key_hi: int, start: int = 0) -> None:
+        if not 0 <= key_lo < key_hi:
+            raise ValueError(f"need 0 <= key_lo < key_hi, got [{key_lo}, {key_hi})")
+        self.prf = prf
+        self.key_lo, self.key_hi = key_lo, key_hi
+        self._next = start
+
+    @property
+    def width(self) -> int:
+        return self.key_hi - self.key_lo
+
+    @property
+    def rows_drawn(self) -> int:
+        return self._next
+
+    def draw(self, sampler: object, rows: int) -> NDArray[np.generic]:
+        rect = (0, self._next, self._next + rows, self.key_lo, self.key_hi)
+        self._next += rows
+        shape = (rows, self.width)
+        if isinstance(sampler, DiscreteLaplaceNoise):
+            return keyed_discrete_laplace(self.prf, rect, sampler.scale)
+        if isinstance(sampler, DiscreteGaussianNoise):
+            return keyed_discrete_gaussian(self.prf, rect, sampler.sigma2)
+        if isinstance(sampler, LaplaceNoise):
+            return keyed_laplace(self.prf, rect, float(sampler.scale))
+        if isinstance(sampler, GaussianNoise):
+            return keyed_gaussian(self.prf, rect, float(sampler.sigma))
+        if isinstance(sampler, ZeroNoise):  # structure tests
+            return np.zeros(shape)
+        if isinstance(sampler, ConstantNoise):
+            return np.full(shape, float(sampler.value))
+        raise TypeError(f"no keyed PRF sampler for {sampler!r}")

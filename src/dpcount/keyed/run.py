@@ -79,13 +79,7 @@ class KeyedResult:
         std = self.std
         lines = [
             f"keys: {m.n_keys}, steps: {m.horizon} ({self.buckets.describe()['step']} from "
-            f"{self.buckets.describe()['start']}), "
-            + (
-                f"BLT with {m.buffers - 1} buffers"
-                if m.buffers
-                else f"k-ary tree k={m.k}{' with subtraction' if m.subtract else ''}, "
-                f"height {m.height}"
-            ),
+            f"{self.buckets.describe()['start']}), " + m.structure,
             f"released steps: {self.released[0]}..{self.released[1]}"
             + (f"; state saved to {self.state}" if self.state is not None else ""),
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
@@ -326,9 +320,9 @@ def keyed_counts(
     max_keys: int | None = None,
     start: Any = None,
     horizon: int | None = None,
-    k: int = 2,
-    subtract: bool = False,
-    mechanism: str = "tree",
+    k: int | None = None,
+    subtract: bool | None = None,
+    mechanism: str = "auto",
     chunk_keys: int = 2048,
     engine: str = "embedded",
     partitions: int | None = None,
@@ -361,11 +355,14 @@ def keyed_counts(
         max_keys: keys per unit and step (with ``unit_column``).
         start, horizon: the first bucket's start and the number of steps T
             (default: from the data, which is not private; see the module docstring).
-        mechanism: ``"tree"`` (the k-ary tree, any noise kind; default) or ``"blt"``
-            (the buffered linear Toeplitz mechanism with the shipped parameters
-            optimized for the horizon, Dvijotham et al. 2024, arXiv:2404.16706;
-            ``noise="gaussian"`` with a delta only; lower error than the tree).
-        k: tree branching factor.
+        mechanism: ``"auto"`` (default: the mechanism ``dpcount plan`` ranks first for
+            the horizon, budget, noise and sensitivity), or any counting mechanism of
+            the registry (:data:`dpcount.counting.registry.MECHANISMS`: ``"kary"``,
+            ``"binary"``, ``"honaker"``, ``"sqrt"``, ``"normalized-sqrt"``,
+            ``"blt"``, ``"toeplitz"``, ``"dense-optimum"`` (T ≤ 2048), …) with the
+            noise kinds it accepts, or ``"tree"`` (the k-ary tree, binary unless ``k``
+            is given). See :mod:`dpcount.keyed.engine`.
+        k: the k-ary tree's branching factor (``"kary"``/``"tree"`` only).
         subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
             release for k ≥ 3, count-on-your-elders Alg. 3).
         chunk_keys: keys per chunk (memory ≈ a few T × chunk_keys arrays).
