@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -20,8 +21,10 @@ from dpcount.keyed.engine import (
 )
 from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 
-SECRET = b"t" * 32
+SECRET_BYTES = b"t" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 KEYS = [f"k{i}" for i in range(13)]
 HORIZON = 37
 
@@ -36,10 +39,17 @@ def _events(seed: int = 5, n: int = 2500) -> pd.DataFrame:
 def _kw(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         keys=KEYS, time_column="t", key_column="key", step=1, start=0, horizon=HORIZON,
-        epsilon=1.0, secret=SECRET, chunk_keys=5, state=tmp_path / "run.state",
+        epsilon=1.0, secret=tmp_path / "run.key", chunk_keys=5, state=tmp_path / "run.state",
     )  # fmt: skip
     kw.update(extra)
     return kw
+
+
+def _twin(tmp_path: Path) -> Any:
+    """The secret file's bytes and run id as a testing secret: the same noise, without
+    the file's mark (which refuses a second release of its steps: the oracle run)."""
+    body = json.loads((tmp_path / "run.key").read_text())
+    return unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
 
 
 def _step_rows(events: pd.DataFrame, a: int, b: int) -> pd.DataFrame:
@@ -69,7 +79,7 @@ def test_window_equals_the_slice_of_the_whole_tree(k: int, subtract: bool) -> No
     horizon, n_keys = 50, 3
     system = DigitSystem.for_tree(k, subtract)
     h = system.height(horizon)
-    prf = PositionPRF(SECRET, "w", 4)
+    prf = PositionPRF(SECRET_BYTES, "w", 4)
 
     def noise(level: int, a: int, b: int) -> np.ndarray:
         return keyed_discrete_laplace(prf, (level, a, b, 0, n_keys), Fraction(4))
@@ -91,7 +101,7 @@ def test_window_equals_the_slice_of_the_whole_tree(k: int, subtract: bool) -> No
 def test_window_floats_are_split_invariant() -> None:
     """Continuous noise and weights: the arithmetic order depends on the step only."""
     horizon, n_keys, k, h = 40, 4, 2, 6
-    prf = PositionPRF(SECRET, "g", 4)
+    prf = PositionPRF(SECRET_BYTES, "g", 4)
 
     def noise(level: int, a: int, b: int) -> np.ndarray:
         return keyed_gaussian(prf, (level, a, b, 0, n_keys), 3.3)
@@ -112,9 +122,9 @@ def test_window_floats_are_split_invariant() -> None:
 )
 def test_split_runs_equal_one_run_discrete(tmp_path: Path, cuts: list[int]) -> None:
     events = _events()
-    one = keyed_counts(events, **_kw(tmp_path, state=None)).frame
-    assert one is not None
     got = _pieces(tmp_path, events, cuts)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path))).frame
+    assert one is not None
     assert _sorted(got).equals(_sorted(one))
     assert not (tmp_path / "run.state").stat().st_mode & 0o077
 
@@ -132,18 +142,18 @@ def test_split_runs_equal_one_run_other_trees_and_noise(
     tmp_path: Path, extra: dict[str, Any], cuts: list[int]
 ) -> None:
     events = _events(seed=9)
-    one = keyed_counts(events, **_kw(tmp_path, state=None, **extra)).frame
-    assert one is not None
     got = _pieces(tmp_path, events, cuts, **extra)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path), **extra)).frame
+    assert one is not None
     assert _sorted(got).equals(_sorted(one))
 
 
 def test_split_with_float_weights_is_bit_identical(tmp_path: Path) -> None:
     events = _events(seed=3).assign(w=np.random.default_rng(1).random(2500) * 0.9)
     extra = {"weight_column": "w", "noise": "laplace"}
-    one = keyed_counts(events, **_kw(tmp_path, state=None, **extra)).frame
-    assert one is not None
     got = _pieces(tmp_path, events, [5, 22], **extra)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path), **extra)).frame
+    assert one is not None
     assert _sorted(got).equals(_sorted(one))
 
 
@@ -157,7 +167,7 @@ def test_resumed_parts_directory_and_file_output(tmp_path: Path) -> None:
     first = pd.read_parquet(tmp_path / "out" / "steps-000001-000010")
     back = pd.concat([first, pd.read_parquet(res.output)], ignore_index=True)
     back["key"] = back["key"].astype(str)
-    one = keyed_counts(events, **_kw(tmp_path, state=None)).frame
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path))).frame
     assert one is not None
     back = back.sort_values(["key", "step"]).reset_index(drop=True)
     one = one.sort_values(["key", "step"]).reset_index(drop=True)
@@ -225,8 +235,12 @@ def test_tampered_step_is_refused(tmp_path: Path) -> None:
 
 def test_state_of_another_run_is_refused(tmp_path: Path) -> None:
     _saved(tmp_path)
+    config = json.loads((tmp_path / "run.key").read_text())["config"]
     with pytest.raises(ValueError, match=r"authentication check.*another run"):
-        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, secret=b"u" * 32))
+        keyed_counts(
+            _step_rows(_events(), 11, 12),
+            **_kw(tmp_path, until=12, secret=RunSecret.create(tmp_path / "u.key", config)),
+        )
     with pytest.raises(ValueError, match="another run"):  # same secret, other budget
         keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, epsilon=2.0))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from dpcount.cli import main
+from dpcount.keyed.mark import ReleaseMark, mark_path
 from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret
 
@@ -115,7 +117,8 @@ def test_rerun_writes_identical_bytes_and_no_temp_files(tmp_path: Path) -> None:
     assert main(argv) == 0
     assert (tmp_path / "counts.parquet").read_bytes() == first
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "counts.parquet", "events.parquet", "products.txt", "run.key",
+        "counts.parquet", "events.parquet", "products.txt", "run.key", "run.key.lock",
+        "run.key.released",
     ]  # fmt: skip
 
 
@@ -200,7 +203,6 @@ def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFi
     events, keys = _write_inputs(tmp_path)
     frame = pd.read_parquet(events)
     argv = [*_argv(events, keys, tmp_path), "--start", "2024-01-01", "--horizon", "20"]
-    assert main(_replace(argv, "--output", str(tmp_path / "all.parquet"))) == 0
     state = ["--state", str(tmp_path / "run.state")]
     days = [("2024-01-01", "2024-01-12", 12), ("2024-01-13", "2024-01-20", 20)]
     for i, (lo, hi, until) in enumerate(days):
@@ -211,6 +213,16 @@ def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFi
         run[1] = str(part)
         assert main([*run, "--until", str(until)]) == 0
     assert f"state saved to {tmp_path / 'run.state'}" in capsys.readouterr().err
+    # the oracle: one run over all steps with a copy of the secret and a fresh mark
+    # (the secret's own mark refuses releasing steps 1..20 again)
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    shutil.copy2(tmp_path / "run.key", twin / "run.key")
+    copy = RunSecret.load(twin / "run.key", _stored_config(twin / "run.key"))
+    ReleaseMark.new(copy).save(mark_path(twin / "run.key"), copy)
+    oracle = _replace(argv, "--output", str(tmp_path / "all.parquet"))
+    assert main(_replace(oracle, "--secret", str(twin / "run.key"))) == 0
+    capsys.readouterr()
     got = pd.concat(
         [pd.read_parquet(tmp_path / f"day-{i}.parquet") for i in range(2)], ignore_index=True
     ).sort_values(["key", "step"], kind="stable")

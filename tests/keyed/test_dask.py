@@ -16,8 +16,10 @@ pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
 from dpcount.keyed.run import keyed_counts  # noqa: E402
+from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
 
-SECRET = b"d" * 32
+SECRET_BYTES = b"d" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 KEYS = [f"k{i}" for i in range(40)]
 
 

@@ -13,9 +13,11 @@ from dpcount.keyed.engine import KeyedMechanism, digit_sums, tree_running_counts
 from dpcount.keyed.events import TimeBuckets
 from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy.discrete import discrete_laplace_variance
 
-SECRET = b"k" * 32
+SECRET_BYTES = b"k" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 
 
 def _height(k: int, horizon: int) -> int:
@@ -51,7 +53,7 @@ def test_zero_noise_gives_exact_running_counts(k: int, horizon: int) -> None:
 @pytest.mark.parametrize("k", [2, 4])
 def test_noise_of_each_step_is_the_sum_over_its_decomposition(k: int) -> None:
     horizon, n_keys = 70, 3
-    prf = PositionPRF(SECRET, "t", 4)
+    prf = PositionPRF(SECRET_BYTES, "t", 4)
     noise = {
         lv: keyed_discrete_laplace(prf, (lv, 0, horizon // k**lv, 0, n_keys), Fraction(3))
         for lv in range(_height(k, horizon))
@@ -179,7 +181,7 @@ def test_output_is_a_function_of_secret_and_data_only() -> None:
         assert _run(events, chunk_keys=chunk).equals(base)
     shuffled = events.sample(frac=1.0, random_state=1).reset_index(drop=True)
     assert _run(shuffled, chunk_keys=5).equals(base)
-    other = _run(events, secret=b"j" * 32)
+    other = _run(events, secret=unsafe_testing_secret(b"j" * 32))
     assert not other["private_count"].equals(base["private_count"])
     noise = base["private_count"].to_numpy().reshape(30, 40) - _exact(events)
     assert np.any(noise != 0)
@@ -413,7 +415,7 @@ def test_subtraction_noise_is_the_signed_sum_over_offset_digit_nodes(k: int) -> 
     system = DigitSystem.for_tree(k, True)
     horizon, n_keys = 60, 2
     h = system.height(horizon)
-    prf = PositionPRF(SECRET, "sub", 2)
+    prf = PositionPRF(SECRET_BYTES, "sub", 2)
     drawn: dict[int, np.ndarray] = {}
 
     def noise(level: int, n: int) -> np.ndarray:

@@ -41,8 +41,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
-from dpcount.keyed.job import Carry, continue_from, load_base, make_job
-from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.job import Carry, SecretArg, begin_release, continue_from, load_base, make_job
 
 __all__ = ["run_dask"]
 
@@ -140,7 +139,7 @@ def _client(scheduler: Any, workers: int, stack: ExitStack) -> Any:
 def run_dask(
     events: Any,
     common: dict[str, Any],
-    secret: RunSecret | bytes | str | os.PathLike[str],
+    secret: SecretArg,
     *,
     parts: Any = None,
     time_label: str = "time",
@@ -151,6 +150,7 @@ def run_dask(
     progress: Callable[[int, int], None] | None,
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
+    guard: Any = None,
 ) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]], Carry | None]:
     """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
@@ -177,6 +177,7 @@ def run_dask(
         base, buffers = load_base(job, state)
         contributions, bound_report = job.finish([rows for rows, _ in prepared])
         report = report + bound_report
+        begin_release(guard, job, created, contributions, base, buffers, state)
         n = job.mechanism.n_keys
         carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
         need_state = carry is not None and carry.buffers is not None
@@ -197,7 +198,7 @@ def run_dask(
             client.submit(
                 _release_task,
                 job.mechanism,
-                job.secret.secret,
+                job.secret.prf_key,
                 contributions.for_keys(lo, hi),
                 lo,
                 hi,
