@@ -16,7 +16,8 @@ output, manifests) goes through :func:`atomic_file` (or its shortcut
   within one file system; a symlink *at the target* is replaced, not followed) and
   the folder is fsynced, so the rename itself is durable.
 
-On any error the temporary file is removed and the target is untouched.
+On any error the temporary file is removed and the target is untouched; temporary
+files a killed process left for the same target are removed by the next write.
 """
 
 from __future__ import annotations
@@ -83,6 +84,23 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def _remove_leftovers(folder: str, name: str) -> None:
+    """Remove temporary files a crash left for ``name`` (they may hold exact counts):
+    this user's regular files ``.<name>.*.tmp`` (and 0.3's ``<name>.tmp``), never
+    through a symlink."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            mine = entry.name == f"{name}.tmp" or (
+                entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp")
+            )
+            if not mine or not entry.is_file(follow_symlinks=False):
+                continue
+            if uid is None or entry.stat(follow_symlinks=False).st_uid == uid:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -118,6 +136,7 @@ def atomic_file(
     perms = (0o666 & ~_umask()) if mode == PUBLIC else mode
     if not 0 <= perms <= 0o777:
         raise ValueError(f"mode must be a permission mask (0..0o777) or PUBLIC, got {mode!r}")
+    _remove_leftovers(folder, name)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     try:
         if hasattr(os, "fchmod"):

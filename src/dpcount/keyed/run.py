@@ -112,6 +112,12 @@ class KeyedResult:
             f"(rms {math.sqrt(float(np.mean(std * std))):.4g})",
             f"run id: {self.run_id}{' (new secret)' if self.secret_created else ''}",
         ]
+        if not m.noise.is_discrete:
+            lines.append(
+                f"warning: {m.noise} noise is continuous (floating point): the low-order "
+                "bits of a release can reveal the count, which the guarantee above does not "
+                "cover (Mironov 2012); discrete noise is exact"
+            )
         if self.data_derived:
             lines.append(
                 f"warning: {' and '.join(self.data_derived)} taken from the data (not private); "
