@@ -230,3 +230,33 @@ def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFi
     assert got["private_count"].tolist() == want["private_count"].tolist()
     line = one_line_error(capsys, [*argv, *state, "--until", "20"])  # all released already
     assert "all 20 steps (the horizon) are already released" in line
+
+
+def test_continuous_noise_is_noted_like_dpcount_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18 item 4: the same note as ``dpcount count`` and a line in the summary."""
+    events, keys = _write_inputs(tmp_path)
+    argv = _replace(_argv(events, keys, tmp_path), "--noise", "laplace")
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "note: --noise laplace adds continuous floating-point noise" in err
+    assert "(floating-point noise can leak low-order bits; see docs/safe-noise.md" in err
+    assert "warning: laplace noise is continuous (floating point)" in err
+    assert main(_replace(_argv(events, keys, tmp_path, "d.parquet"), "--secret", "x.key")) == 0
+    assert "floating-point noise" not in capsys.readouterr().err  # discrete: no note
+
+
+def test_unit_column_help_and_guarantee_say_one_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18 item 10: the unit column protects a unit within one step only."""
+    assert main(["keyed", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "bounding each unit within ONE step" in text
+    assert "a unit active at n steps is protected at n times the budget" in text
+    events, keys = _write_inputs(tmp_path)
+    argv = [*_argv(events, keys, tmp_path), "--unit-column", "qty", "--max-keys", "2"]
+    assert main(argv) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "within ONE step (a unit active at n steps is protected at n times" in err
