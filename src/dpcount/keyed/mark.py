@@ -40,15 +40,26 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
 
-if TYPE_CHECKING:  # the secret module imports this one (it writes a new secret's mark)
-    from dpcount.keyed.secret import RunSecret
+
+class SecretLike(Protocol):
+    """What the mark needs of a :class:`dpcount.keyed.secret.RunSecret` (which imports
+    this module to write a new secret's mark, so it is not imported here)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def path(self) -> Path | None: ...
+    def derived_key(self, label: bytes) -> bytes: ...
+
 
 __all__ = [
     "MARK_FORMAT",
@@ -87,7 +98,7 @@ def lock_path(secret_path: Path) -> Path:
 
 
 def input_digest(
-    secret: RunSecret,
+    secret: SecretLike,
     first: int,
     until: int,
     contributions: Any,
@@ -143,7 +154,7 @@ def _step(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
-def _mac(secret: RunSecret, body: dict[str, Any]) -> str:
+def _mac(secret: SecretLike, body: dict[str, Any]) -> str:
     key = secret.derived_key(b"dpcount-keyed-mark-mac")
     text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, text, hashlib.sha256).hexdigest()
@@ -161,7 +172,7 @@ class ReleaseMark:
     pending: Release | None = None
 
     @classmethod
-    def new(cls, secret: RunSecret) -> ReleaseMark:
+    def new(cls, secret: SecretLike) -> ReleaseMark:
         return cls(secret.run_id, secret.fingerprint)
 
     def body(self) -> dict[str, Any]:
@@ -174,14 +185,14 @@ class ReleaseMark:
             "pending": None if self.pending is None else dataclasses.asdict(self.pending),
         }
 
-    def save(self, path: Path, secret: RunSecret) -> None:
+    def save(self, path: Path, secret: SecretLike) -> None:
         """Replace ``path`` atomically (mode 0600) with this mark and its MAC."""
         body = self.body()
         body["mac"] = _mac(secret, self.body())
         write_atomic(path, [(json.dumps(body, sort_keys=True) + "\n").encode()])
 
     @classmethod
-    def load(cls, path: Path, secret: RunSecret) -> ReleaseMark:
+    def load(cls, path: Path, secret: SecretLike) -> ReleaseMark:
         """Read and authenticate the mark ``path`` of the run of ``secret``."""
         check_owner_only(path, "released-up-to mark")
         with open(path, "rb") as fh:
@@ -260,7 +271,7 @@ class ReleaseGuard:
     def __init__(self, secret_path: Path | None) -> None:
         self.secret_path = secret_path
         self._lock = None if secret_path is None else RunLock(lock_path(secret_path))
-        self._secret: RunSecret | None = None
+        self._secret: SecretLike | None = None
         self._mark: ReleaseMark | None = None
 
     def __enter__(self) -> ReleaseGuard:
@@ -279,7 +290,7 @@ class ReleaseGuard:
 
     def begin(
         self,
-        secret: RunSecret,
+        secret: SecretLike,
         created: bool,
         first: int,
         until: int,
