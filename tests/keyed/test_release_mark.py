@@ -180,3 +180,12 @@ def test_state_deleted_after_a_release_is_refused(tmp_path: Path) -> None:
     (tmp_path / "run.state").unlink()  # starting over from step 1 would re-release 1..10
     with pytest.raises(ValueError, match=r"steps 1\.\.10 were already released"):
         keyed_counts(_one_less(_steps(events, 1, 12)), until=12, **_kw(tmp_path))
+
+
+def test_a_symlink_to_the_secret_shares_its_mark(tmp_path: Path) -> None:
+    events = _events()
+    keyed_counts(events, **_kw(tmp_path, state=None))
+    (tmp_path / "link.key").symlink_to(tmp_path / "run.key")
+    with pytest.raises(ValueError, match=r"steps 1\.\.20 were already released"):
+        keyed_counts(_one_less(events), **_kw(tmp_path, state=None, secret=tmp_path / "link.key"))
+    assert not (tmp_path / "link.key.released").exists()

@@ -295,7 +295,7 @@ def secret_file(secret: SecretArg) -> Path | None:
         return secret.path
     if isinstance(secret, UnsafeTestingSecret):
         return None
-    return Path(secret)
+    return Path(os.path.realpath(secret))  # a symlink to it shares its lock and mark
 
 
 def _resolve_secret(secret: SecretArg, config: dict[str, Any]) -> tuple[RunSecret, bool]:

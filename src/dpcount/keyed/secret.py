@@ -154,8 +154,9 @@ class RunSecret:
             write_atomic(p, [data], replace=False)
         except FileExistsError:
             raise FileExistsError(f"secret file {p} already exists") from None
-        made = dataclasses.replace(value, path=p)
-        ReleaseMark.new(made).save(mark_path(p), made)  # nothing released yet
+        real = Path(os.path.realpath(p))
+        made = dataclasses.replace(value, path=real)
+        ReleaseMark.new(made).save(mark_path(real), made)  # nothing released yet
         return made
 
     @classmethod
@@ -167,7 +168,12 @@ class RunSecret:
             body = json.loads(p.read_text(encoding="utf-8"))
             if body.get("format") != SECRET_FORMAT:
                 raise ValueError
-            value = cls(bytes.fromhex(body["secret"]), str(body["run_id"]), dict(body["config"]), p)
+            value = cls(
+                bytes.fromhex(body["secret"]),
+                str(body["run_id"]),
+                dict(body["config"]),
+                Path(os.path.realpath(p)),  # one lock and mark whatever path names it
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ValueError(f"secret file {p} is not a dpcount keyed secret file") from None
         if len(value.secret) < 16 or body.get("fingerprint") != value.fingerprint:
