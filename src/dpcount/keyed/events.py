@@ -17,7 +17,14 @@ Neighbouring relations (what the privacy guarantee is stated for):
   choice that does not depend on row order or partitioning — and each kept
   (unit, step, key) total is cut to ``max_weight``; everything removed is
   reported. Per-step sensitivity across keys: ℓ₁ = max_keys·max_weight,
-  ℓ₂ = √max_keys·max_weight.
+  ℓ₂ = √max_keys·max_weight. This protects a unit's events of **one step**, not
+  its history: a unit active at n steps is protected at n times the budget (basic
+  composition), and nothing here bounds n.
+
+Every sum is exact: weights are added in float64 (whole numbers are exact below
+2^53) and a (key, step) total or a key's running count that reaches 2^53 is refused
+with a ValueError naming the key and the step (:func:`to_contributions`,
+:func:`check_running`) — never wrapped (int64) or rounded.
 
 Events whose key is not in the public key universe, or whose step is outside
 1..horizon, are dropped and counted in the report.
