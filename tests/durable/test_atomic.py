@@ -111,3 +111,14 @@ def test_failed_write_leaves_the_target_and_no_temp(tmp_path: Path) -> None:
     assert not leftover.exists() and path.read_bytes() == b"new"
     with pytest.raises(ValueError, match="mode must be a permission mask"):
         atomic.write_atomic(path, [b"x"], mode=0o10000)
+
+
+def test_experiment_csv_goes_through_the_writer(tmp_path: Path) -> None:
+    from dpcount.experiments._framework import write_csv
+
+    victim = _victim(tmp_path)
+    out = tmp_path / "r.csv"
+    out.symlink_to(victim)
+    write_csv(out, ["a", "b"], [(1, 0.5), (2, 1 / 3)])
+    assert victim.read_bytes() == VICTIM
+    assert out.read_bytes() == b"a,b\r\n1,0.5\r\n2,0.3333333333\r\n"  # csv: CRLF
