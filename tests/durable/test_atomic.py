@@ -105,7 +105,7 @@ def test_failed_write_leaves_the_target_and_no_temp(tmp_path: Path) -> None:
         fh.write(b"new, half written")
         raise RuntimeError("boom")
     assert path.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
-    leftover = tmp_path / ".f.abc123.tmp"  # a killed writer's temporary file
+    leftover = tmp_path / ".f.abc12_89.tmp"  # a killed writer's temporary file
     leftover.write_bytes(b"exact counts")
     atomic.write_atomic(path, [b"new"])
     assert not leftover.exists() and path.read_bytes() == b"new"

@@ -84,15 +84,24 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+#: tempfile.mkstemp's random part: 8 characters of this alphabet
+_RANDOM_CHARS = 8
+_RANDOM_ALPHABET = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
 def _remove_leftovers(folder: str, name: str) -> None:
     """Remove temporary files a crash left for ``name`` (they may hold exact counts):
-    this user's regular files ``.<name>.*.tmp`` (and 0.3's ``<name>.tmp``), never
-    through a symlink."""
+    this user's regular files ``.<name>.XXXXXXXX.tmp`` (and 0.3's ``<name>.tmp``),
+    never through a symlink."""
     uid = os.getuid() if hasattr(os, "getuid") else None
     with os.scandir(folder) as entries:
         for entry in entries:
+            middle = entry.name[len(name) + 2 : -4]
             mine = entry.name == f"{name}.tmp" or (
-                entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp")
+                entry.name.startswith(f".{name}.")
+                and entry.name.endswith(".tmp")
+                and len(middle) == _RANDOM_CHARS
+                and set(middle) <= _RANDOM_ALPHABET  # no dot: not another target's temp
             )
             if not mine or not entry.is_file(follow_symlinks=False):
                 continue
