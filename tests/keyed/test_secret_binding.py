@@ -125,3 +125,25 @@ def test_running_sum_beyond_2_53_is_refused(noise: str) -> None:
     below = _big([w, w, 1.0], [0, 1, 3], noise)  # 1.5·2^52 + 1 < 2^53: released
     frame = keyed_counts(below.pop("events"), **below).frame
     assert frame is not None and len(frame) == 8
+
+
+def test_running_sum_from_a_stored_state_is_checked(tmp_path: Path) -> None:
+    """Exact sums carried by a state (here re-written near 2^53 with the secret) count."""
+    import json
+
+    import numpy as np
+
+    from dpcount.keyed.state import RunState
+
+    kw: dict[str, Any] = dict(
+        keys=["a", "b"], time_column="t", key_column="key", step=1, start=0, horizon=4,
+        epsilon=1.0, secret=tmp_path / "run.key", state=tmp_path / "run.state",
+    )  # fmt: skip
+    keyed_counts(pd.DataFrame({"t": [0, 1], "key": ["a", "b"]}), until=2, **kw)
+    config = json.loads((tmp_path / "run.key").read_text())["config"]
+    secret = RunSecret.load(tmp_path / "run.key", config)
+    big = np.array([2**53 - 3, 0], dtype=np.int64)
+    RunState(secret.run_id, secret.fingerprint, 2, big).save(tmp_path / "run.state", secret)
+    events = pd.DataFrame({"t": [2, 2, 3, 3], "key": ["a", "a", "a", "a"]})
+    with pytest.raises(ValueError, match=r"key 'a': the running sum at step 4 reaches"):
+        keyed_counts(events, until=4, **kw)
