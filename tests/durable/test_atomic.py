@@ -113,6 +113,7 @@ def test_failed_write_leaves_the_target_and_no_temp(tmp_path: Path) -> None:
         atomic.write_atomic(path, [b"x"], mode=0o10000)
 
 
+@pytest.mark.slow  # importing the experiments (matplotlib) costs ~1 s
 def test_experiment_csv_goes_through_the_writer(tmp_path: Path) -> None:
     from dpcount.experiments._framework import write_csv
 
