@@ -243,7 +243,8 @@ def test_continuous_noise_is_noted_like_dpcount_count(
     assert "note: --noise laplace adds continuous floating-point noise" in err
     assert "(floating-point noise can leak low-order bits; see docs/safe-noise.md" in err
     assert "warning: laplace noise is continuous (floating point)" in err
-    assert main(_replace(_argv(events, keys, tmp_path, "d.parquet"), "--secret", "x.key")) == 0
+    other = _replace(_argv(events, keys, tmp_path, "d.parquet"), "--secret", str(tmp_path / "x"))
+    assert main(other) == 0
     assert "floating-point noise" not in capsys.readouterr().err  # discrete: no note
 
 
