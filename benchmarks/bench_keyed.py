@@ -107,8 +107,10 @@ import pandas as pd
 
 from dpcount.keyed.events import EventColumns, parse_times
 from dpcount.keyed.run import keyed_counts, make_job
+from dpcount.keyed.secret import unsafe_testing_secret
 
 SECRET = b"benchmark-secret-not-for-use-000"
+TESTING = unsafe_testing_secret(SECRET)  # a fixed secret: benchmarks only
 
 
 def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
@@ -134,7 +136,7 @@ def _kwargs(
         start=0,
         horizon=horizon,
         epsilon=1.0,
-        secret=SECRET,
+        secret=TESTING,
         chunk_keys=chunk,
         **extra,
     )
@@ -178,7 +180,7 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         k=kw.get("k"),
         mechanism=kw.get("mechanism", "tree"),
     )
-    job, _ = job.with_secret(SECRET)
+    job, _ = job.with_secret(TESTING)
     m = job.mechanism
     c = m.counting
     counter = _RowCounter(m.key_block)

@@ -308,7 +308,8 @@ else:
         calls[0] += 1
         if calls[0] == k:
             data = b"".join(pieces)
-            with open(os.path.abspath(os.fspath(path)) + ".tmp", "wb") as fh:
+            folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+            with open(os.path.join(folder, "." + name + ".crash123.tmp"), "wb") as fh:
                 fh.write(data if mode == "before-rename" else data[: len(data) // 2])
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -349,13 +350,13 @@ def test_killed_at_each_point_of_the_protocol(
     # the run restarts from the one before; otherwise from the one just written.
     assert step == every * (k - 1 if mode in ("mid-checkpoint", "before-rename") else k)
     if mode in ("mid-checkpoint", "before-rename"):
-        assert (work / "ck.tmp").exists()  # the unfinished write is left over
+        assert (work / ".ck.crash123.tmp").exists()  # the unfinished write is left over
     out = (work / "out.csv").read_text()
     if mode == "mid-output":
         assert not out.endswith("\n")  # a partial line
     assert main(argv) == 0
     assert (work / "out.csv").read_text() == reference
-    assert not (work / "ck.tmp").exists()
+    assert not (work / ".ck.crash123.tmp").exists()
 
 
 def test_killed_mid_output_with_time_column_round_and_clamp(

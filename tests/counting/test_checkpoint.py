@@ -265,7 +265,7 @@ def test_file_is_private_and_written_atomically(
     s = KaryTree(T, epsilon=1.0, rng=1).stream()
     s.update(1.0)
     path = tmp_path / "s.ckpt"
-    tmp = tmp_path / "s.ckpt.tmp"
+    tmp = tmp_path / ".s.ckpt.k3x9q_2a.tmp"  # the atomic writer's temporary names
     tmp.write_bytes(b"leftover of a crash mid-write")
     os.chmod(tmp, 0o644)
     save_stream(s, path)
@@ -281,7 +281,7 @@ def test_file_is_private_and_written_atomically(
     with pytest.raises(OSError, match=r"disk full"):
         save_stream(s, path)
     assert path.read_bytes() == old  # the previous checkpoint is intact
-    assert not tmp.exists()
+    assert not list(tmp_path.glob(".s.ckpt.*.tmp"))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,10 @@ import pandas as pd
 import pytest
 
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 
-SECRET = b"t" * 32
+SECRET_BYTES = b"t" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 KEYS = [f"k{i}" for i in range(13)]
 HORIZON = 37
 
@@ -27,10 +30,17 @@ def _events(seed: int = 5, n: int = 2500) -> pd.DataFrame:
 def _kw(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         keys=KEYS, time_column="t", key_column="key", step=1, start=0, horizon=HORIZON,
-        epsilon=1.0, secret=SECRET, chunk_keys=5, state=tmp_path / "run.state",
+        epsilon=1.0, secret=tmp_path / "run.key", chunk_keys=5, state=tmp_path / "run.state",
     )  # fmt: skip
     kw.update(extra)
     return kw
+
+
+def _twin(tmp_path: Path) -> Any:
+    """The secret file's bytes and run id as a testing secret: the same noise, without
+    the file's mark (which refuses a second release of its steps: the oracle run)."""
+    body = json.loads((tmp_path / "run.key").read_text())
+    return unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
 
 
 def _step_rows(events: pd.DataFrame, a: int, b: int) -> pd.DataFrame:
@@ -60,9 +70,9 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 )
 def test_split_runs_equal_one_run_discrete(tmp_path: Path, cuts: list[int]) -> None:
     events = _events()
-    one = keyed_counts(events, **_kw(tmp_path, state=None)).frame
-    assert one is not None
     got = _pieces(tmp_path, events, cuts)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path))).frame
+    assert one is not None
     assert _sorted(got).equals(_sorted(one))
     assert not (tmp_path / "run.state").stat().st_mode & 0o077
 
@@ -82,18 +92,18 @@ def test_split_runs_equal_one_run_other_mechanisms_and_noise(
     tmp_path: Path, extra: dict[str, Any], cuts: list[int]
 ) -> None:
     events = _events(seed=9)
-    one = keyed_counts(events, **_kw(tmp_path, state=None, **extra)).frame
-    assert one is not None
     got = _pieces(tmp_path, events, cuts, **extra)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path), **extra)).frame
+    assert one is not None
     assert _sorted(got).equals(_sorted(one))
 
 
 def test_split_with_float_weights_is_bit_identical(tmp_path: Path) -> None:
     events = _events(seed=3).assign(w=np.random.default_rng(1).random(2500) * 0.9)
     extra = {"weight_column": "w", "noise": "laplace"}
-    one = keyed_counts(events, **_kw(tmp_path, state=None, **extra)).frame
-    assert one is not None
     got = _pieces(tmp_path, events, [5, 22], **extra)
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path), **extra)).frame
+    assert one is not None
     assert _sorted(got).equals(_sorted(one))
 
 
@@ -107,7 +117,7 @@ def test_resumed_parts_directory_and_file_output(tmp_path: Path) -> None:
     first = pd.read_parquet(tmp_path / "out" / "steps-000001-000010")
     back = pd.concat([first, pd.read_parquet(res.output)], ignore_index=True)
     back["key"] = back["key"].astype(str)
-    one = keyed_counts(events, **_kw(tmp_path, state=None)).frame
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path))).frame
     assert one is not None
     back = back.sort_values(["key", "step"]).reset_index(drop=True)
     one = one.sort_values(["key", "step"]).reset_index(drop=True)
@@ -175,8 +185,12 @@ def test_tampered_step_is_refused(tmp_path: Path) -> None:
 
 def test_state_of_another_run_is_refused(tmp_path: Path) -> None:
     _saved(tmp_path)
+    config = json.loads((tmp_path / "run.key").read_text())["config"]
     with pytest.raises(ValueError, match=r"authentication check.*another run"):
-        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, secret=b"u" * 32))
+        keyed_counts(
+            _step_rows(_events(), 11, 12),
+            **_kw(tmp_path, until=12, secret=RunSecret.create(tmp_path / "u.key", config)),
+        )
     with pytest.raises(ValueError, match="another run"):  # same secret, other budget
         keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, epsilon=2.0))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ from dpcount.keyed.dask import _release_task
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 
-SECRET = b"b" * 32
+SECRET_BYTES = b"b" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 KEYS = [f"k{i}" for i in range(11)]
 HORIZON = 40
 
@@ -64,7 +67,8 @@ def test_run_noise_is_the_decoder_applied_to_prf_gaussians() -> None:
     got = res.frame["private_count"].to_numpy().reshape(len(KEYS), HORIZON).T
     sigma = float(m.counting.sampler.sigma)  # type: ignore[attr-defined]
     # row r of the draws is step r + 1: BLT draws z in step order
-    prf = PositionPRF(SECRET, "stream/gaussian", m.key_block)
+    key = RunSecret.in_memory(SECRET_BYTES, res.config).prf_key  # bound to the configuration
+    prf = PositionPRF(key, "stream/gaussian", m.key_block)
     z = keyed_gaussian(prf, (0, 0, HORIZON, 0, len(KEYS)), sigma)
     B, _ = BLT.optimized(HORIZON, epsilon=1.0, delta=1e-6).dense_factorization()
     assert np.allclose(got, _exact(events) + B @ z, rtol=1e-12, atol=1e-8)
@@ -112,15 +116,19 @@ def test_bit_identical_for_any_key_chunking(chunk: int) -> None:
 @pytest.mark.parametrize("cuts", [[1], [16], [7, 33], [20, 21]])
 def test_resume_across_time_is_bit_identical(tmp_path: Path, cuts: list[int]) -> None:
     events = _events()
-    one = keyed_counts(events, **_kw()).frame
-    assert one is not None
     frames, first = [], 1
     for last in [*cuts, HORIZON]:
         piece = events[(events["t"] >= first - 1) & (events["t"] <= last - 1)]
-        res = keyed_counts(piece, state=tmp_path / "s", until=last, **_kw(chunk_keys=5))
+        res = keyed_counts(
+            piece, state=tmp_path / "s", until=last, **_kw(chunk_keys=5, secret=tmp_path / "k")
+        )
         assert res.frame is not None
         frames.append(res.frame)
         first = last + 1
+    body = json.loads((tmp_path / "k").read_text())  # the same noise, as a testing secret
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    one = keyed_counts(events, **_kw(secret=twin)).frame
+    assert one is not None
     got = pd.concat(frames, ignore_index=True)
     order = np.lexsort((got["step"].to_numpy(), got["key"].map(KEYS.index).to_numpy()))
     assert got.iloc[order].reset_index(drop=True).equals(one)
@@ -128,12 +136,13 @@ def test_resume_across_time_is_bit_identical(tmp_path: Path, cuts: list[int]) ->
 
 def test_tampered_state_is_refused(tmp_path: Path) -> None:
     events = _events()
-    keyed_counts(events[events["t"] < 10], state=tmp_path / "s", until=10, **_kw())
+    kw = _kw(secret=tmp_path / "k")
+    keyed_counts(events[events["t"] < 10], state=tmp_path / "s", until=10, **kw)
     data = bytearray((tmp_path / "s").read_bytes())
     data[-5] ^= 4  # inside the sums (no noise state is stored)
     (tmp_path / "s").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="fails its authentication check"):
-        keyed_counts(events[events["t"] >= 10], state=tmp_path / "s", until=HORIZON, **_kw())
+        keyed_counts(events[events["t"] >= 10], state=tmp_path / "s", until=HORIZON, **kw)
 
 
 def test_bad_input_names_the_parameter() -> None:
@@ -144,4 +153,4 @@ def test_bad_input_names_the_parameter() -> None:
     with pytest.raises(ValueError, match="delta"):
         keyed_counts(_events(), **_kw(delta=None))
     with pytest.raises(ValueError, match="no noise state is kept between runs"):
-        _release_task(_mech(), SECRET, None, 0, 1, (1, 2), None, np.zeros((2, 1)))  # type: ignore[arg-type]
+        _release_task(_mech(), SECRET_BYTES, None, 0, 1, (1, 2), None, np.zeros((2, 1)))  # type: ignore[arg-type]

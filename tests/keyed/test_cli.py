@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from dpcount.cli import main
+from dpcount.keyed.mark import ReleaseMark, mark_path
 from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret
 
@@ -118,7 +120,8 @@ def test_rerun_writes_identical_bytes_and_no_temp_files(tmp_path: Path) -> None:
     assert main(argv) == 0
     assert (tmp_path / "counts.parquet").read_bytes() == first
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "counts.parquet", "events.parquet", "products.txt", "run.key",
+        "counts.parquet", "events.parquet", "products.txt", "run.key", "run.key.lock",
+        "run.key.released",
     ]  # fmt: skip
 
 
@@ -203,7 +206,6 @@ def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFi
     events, keys = _write_inputs(tmp_path)
     frame = pd.read_parquet(events)
     argv = [*_argv(events, keys, tmp_path), "--start", "2024-01-01", "--horizon", "20"]
-    assert main(_replace(argv, "--output", str(tmp_path / "all.parquet"))) == 0
     state = ["--state", str(tmp_path / "run.state")]
     days = [("2024-01-01", "2024-01-12", 12), ("2024-01-13", "2024-01-20", 20)]
     for i, (lo, hi, until) in enumerate(days):
@@ -214,6 +216,16 @@ def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFi
         run[1] = str(part)
         assert main([*run, "--until", str(until)]) == 0
     assert f"state saved to {tmp_path / 'run.state'}" in capsys.readouterr().err
+    # the oracle: one run over all steps with a copy of the secret and a fresh mark
+    # (the secret's own mark refuses releasing steps 1..20 again)
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    shutil.copy2(tmp_path / "run.key", twin / "run.key")
+    copy = RunSecret.load(twin / "run.key", _stored_config(twin / "run.key"))
+    ReleaseMark.new(copy).save(mark_path(twin / "run.key"), copy)
+    oracle = _replace(argv, "--output", str(tmp_path / "all.parquet"))
+    assert main(_replace(oracle, "--secret", str(twin / "run.key"))) == 0
+    capsys.readouterr()
     got = pd.concat(
         [pd.read_parquet(tmp_path / f"day-{i}.parquet") for i in range(2)], ignore_index=True
     ).sort_values(["key", "step"], kind="stable")
@@ -221,3 +233,34 @@ def test_state_flag_resumes_across_time(tmp_path: Path, capsys: pytest.CaptureFi
     assert got["private_count"].tolist() == want["private_count"].tolist()
     line = one_line_error(capsys, [*argv, *state, "--until", "20"])  # all released already
     assert "all 20 steps (the horizon) are already released" in line
+
+
+def test_continuous_noise_is_noted_like_dpcount_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18 item 4: the same note as ``dpcount count`` and a line in the summary."""
+    events, keys = _write_inputs(tmp_path)
+    argv = _replace(_argv(events, keys, tmp_path), "--noise", "laplace")
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "note: --noise laplace adds continuous floating-point noise" in err
+    assert "(floating-point noise can leak low-order bits; see docs/safe-noise.md" in err
+    assert "warning: laplace noise is continuous (floating point)" in err
+    other = _replace(_argv(events, keys, tmp_path, "d.parquet"), "--secret", str(tmp_path / "x"))
+    assert main(other) == 0
+    assert "floating-point noise" not in capsys.readouterr().err  # discrete: no note
+
+
+def test_unit_column_help_and_guarantee_say_one_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18 item 10: the unit column protects a unit within one step only."""
+    assert main(["keyed", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "bounding each unit within ONE step" in text
+    assert "a unit active at n steps is protected at n times the budget" in text
+    events, keys = _write_inputs(tmp_path)
+    argv = [*_argv(events, keys, tmp_path), "--unit-column", "qty", "--max-keys", "2"]
+    assert main(argv) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "within ONE step (a unit active at n steps is protected at n times" in err

@@ -12,9 +12,11 @@ import pytest
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import TimeBuckets
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy.discrete import discrete_laplace_variance
 
-SECRET = b"k" * 32
+SECRET_BYTES = b"k" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 
 
 def _height(k: int, horizon: int) -> int:
@@ -134,7 +136,7 @@ def test_output_is_a_function_of_secret_and_data_only() -> None:
         assert _run(events, chunk_keys=chunk).equals(base)
     shuffled = events.sample(frac=1.0, random_state=1).reset_index(drop=True)
     assert _run(shuffled, chunk_keys=5).equals(base)
-    other = _run(events, secret=b"j" * 32)
+    other = _run(events, secret=unsafe_testing_secret(b"j" * 32))
     assert not other["private_count"].equals(base["private_count"])
     noise = base["private_count"].to_numpy().reshape(30, 40) - _exact(events)
     assert np.any(noise != 0)

@@ -11,8 +11,10 @@ import pytest
 pl = pytest.importorskip("polars")
 
 from dpcount.keyed.run import keyed_counts  # noqa: E402
+from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
 
-SECRET = b"p" * 32
+SECRET_BYTES = b"p" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 KEYS = ["a", "b", "c"]
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dpcount.keyed import PositionPRF, RunSecret
 from dpcount.keyed.run import keyed_counts, write_frames
+from dpcount.keyed.secret import unsafe_testing_secret
 
 COVERED = {
     "dpcount.keyed": {"PositionPRF", "RunSecret"},
@@ -24,7 +25,7 @@ EVENTS = pd.DataFrame({"t": [0, 1, 2, 2], "key": ["a", "b", "a", "z"]})
 def _kw(**extra: Any) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         keys=["a", "b"], time_column="t", key_column="key", step=1, start=0, horizon=4,
-        epsilon=1.0, secret=b"s" * 32,
+        epsilon=1.0, secret=unsafe_testing_secret(b"s" * 32),
     )  # fmt: skip
     kw.update(extra)
     return kw
@@ -46,7 +47,7 @@ def _kw(**extra: Any) -> dict[str, Any]:
         ({"until": 0}, ValueError, "until must be >= 1"),
         ({"engine": "spark"}, ValueError, "engine must be"),
         ({"secret": 12}, TypeError, "secret must be"),
-        ({"secret": b"short"}, ValueError, "secret must be bytes of length >= 16"),
+        ({"secret": b"s" * 32}, TypeError, "secret must be a secret file path, not bytes"),
         ({"time_column": "when"}, ValueError, "time column 'when' not found"),
         ({"max_keys": 2}, ValueError, "max_keys needs a unit column"),
         ({"state": "x.state", "horizon": None}, ValueError, "explicit start and horizon"),

@@ -11,6 +11,7 @@ resume invariance; ``mechanism="auto"``.
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from dpcount.counting.registry import build_mechanism
 from dpcount.keyed.engine import STEP_BLOCK, KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 from dpcount.privacy.noise import GaussianNoise
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import GeneratorSource, SourcedSampler
 
-SECRET = b"s" * 32
+SECRET_BYTES = b"s" * 32
+SECRET = unsafe_testing_secret(SECRET_BYTES)
 GAUSS = {"noise": "gaussian", "delta": 1e-6}
 #: (registry name, budget keywords): every registry mechanism, with a noise it takes
 CASES: list[tuple[str, dict[str, Any]]] = [
@@ -120,7 +123,8 @@ def test_noise_is_the_mechanisms_L_applied_to_the_prf_draws(name: str) -> None:
     c: Any = m.counting
     L = c.L if name == "dense-optimum" else c.dense_factorization()[0]
     sigma = float(m.counting.sampler.sigma)  # type: ignore[attr-defined]
-    prf = PositionPRF(SECRET, "stream/gaussian", m.key_block)
+    key = RunSecret.in_memory(SECRET_BYTES, res.config).prf_key  # bound to the configuration
+    prf = PositionPRF(key, "stream/gaussian", m.key_block)
     z = keyed_gaussian(prf, (0, 0, L.shape[1], 0, n_keys), sigma)
     assert np.allclose(got, L @ z, rtol=1e-9, atol=1e-9 * sigma)
     assert np.all(np.abs(got) > 0)
@@ -214,15 +218,20 @@ def test_bit_identical_across_chunks_and_resumes(
     tmp_path: Path, name: str, budget: dict[str, Any]
 ) -> None:
     events = _events(9, 30)
-    one = keyed_counts(events, **_kw(name, budget, chunk_keys=9)).frame
-    assert one is not None
-    assert keyed_counts(events, **_kw(name, budget, chunk_keys=2)).frame.equals(one)  # type: ignore[union-attr]
     frames, first = [], 1
     for last in (7, 30):
         piece = events[(events["t"] >= first) & (events["t"] <= last)]
         kw = _kw(name, budget, chunk_keys=4, state=tmp_path / "s", until=last)
+        kw["secret"] = tmp_path / "run.key"  # a resumed run needs a secret file (its mark)
         frames.append(keyed_counts(piece, **kw).frame)
         first = last + 1
+    # the uninterrupted runs recompute the file's noise from its bytes and run id
+    body = json.loads((tmp_path / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    one = keyed_counts(events, **_kw(name, budget, chunk_keys=9, secret=twin)).frame
+    assert one is not None
+    again = keyed_counts(events, **_kw(name, budget, chunk_keys=2, secret=twin)).frame
+    assert again is not None and again.equals(one)
     got = pd.concat(frames, ignore_index=True)
     order = np.lexsort((got["step"].to_numpy(), got["key"].map(lambda k: int(k[1:])).to_numpy()))
     assert got.iloc[order].reset_index(drop=True).equals(one)

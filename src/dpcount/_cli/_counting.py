@@ -158,16 +158,21 @@ def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple
     return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
 
 
+def print_noise_note(note: str) -> None:
+    """Print on stderr why the noise is continuous, with the floating-point warning."""
+    err_console().print(
+        f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
+        "docs/safe-noise.md; pass --noise to choose)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _noise_with_note(args: argparse.Namespace, values: list[float] | None) -> str:
     """:func:`resolve_noise`, printing its note (why the noise stays continuous)."""
     noise, note = resolve_noise(args, values)
     if note is not None:
-        err_console().print(
-            f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
-            "docs/safe-noise.md; pass --noise to choose)",
-            highlight=False,
-            soft_wrap=True,
-        )
+        print_noise_note(note)
     return noise
 
 

@@ -67,6 +67,7 @@ from dpcount.counting.unbounded import (
     load_unbounded,
     save_unbounded,
 )
+from dpcount.durable.atomic import PUBLIC, write_atomic
 from dpcount.io import SeriesReader
 
 __all__ = ["run_durable"]
@@ -358,10 +359,8 @@ def run_durable(args: argparse.Namespace) -> int:
             _check_fresh_output(output, checkpoint, head_line)
             stream = mech.stream()
             skip, digest, pending, resumed = 0, bytes.fromhex(_DIGEST_START), [], False
-            with open(output, "w", encoding="utf-8", newline="") as fh:
-                fh.write(head_line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            # the one atomic writer: never through a planted symlink or temp name
+            write_atomic(output, [head_line.encode("utf-8")], mode=PUBLIC)
         mech = stream.counter if isinstance(stream, UnboundedStream) else stream.mechanism
         # The exact std of steps skip + 1, skip + 2, …: one at a time, so memory does
         # not grow with the horizon (a resumed run starts at the checkpoint's step).

@@ -33,7 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--unit-column",
         default=None,
-        help="privacy unit id column, needs --max-keys (default: none, event level)",
+        help="column of unit ids (needs --max-keys) bounding each unit within ONE step: "
+        "the guarantee protects one unit's events of one step, not its whole history (a "
+        "unit active at n steps is protected at n times the budget) (default: none, "
+        "event level)",
     )
     p.add_argument(
         "--max-weight",
@@ -137,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             f"dpcount keyed needs the 'keyed' extra ({err.name} is missing): "
             "pip install 'dpcount[keyed]'"
         ) from None
+    from dpcount._cli._counting import print_noise_note
     from dpcount.keyed.run import keyed_counts
 
     console = err_console()
@@ -173,6 +177,11 @@ def run(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             chunk_keys=args.chunk_keys,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    if not result.mechanism.noise.is_discrete:
+        print_noise_note(
+            f"--noise {result.mechanism.noise} adds continuous floating-point noise to the "
+            "counts (--noise discrete-laplace, or discrete-gaussian with --delta, is exact)"
         )
     console.print("(event counts below are exact, not private: do not publish them)", markup=False)
     for line in result.summary():

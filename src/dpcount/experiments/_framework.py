@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -12,6 +13,7 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from dpcount.durable.atomic import PUBLIC, atomic_file
 from dpcount.experiments._plotting import figure
 
 __all__ = [
@@ -60,11 +62,13 @@ class ExperimentResult:
 
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_file(path, mode=PUBLIC) as raw:  # the one writer (docs: durable.atomic)
+        fh = io.TextIOWrapper(raw, newline="", encoding="utf-8", write_through=True)
         w = csv.writer(fh)
         w.writerow(header)
         for row in rows:
             w.writerow([f"{v:.10g}" if isinstance(v, float) else v for v in row])
+        fh.detach()
     return path
 
 

@@ -42,8 +42,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
-from dpcount.keyed.job import Carry, continue_from, load_base, make_job
-from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.job import Carry, SecretArg, begin_release, continue_from, load_base, make_job
 
 __all__ = ["run_dask"]
 
@@ -142,7 +141,7 @@ def _client(scheduler: Any, workers: int, stack: ExitStack) -> Any:
 def run_dask(
     events: Any,
     common: dict[str, Any],
-    secret: RunSecret | bytes | str | os.PathLike[str],
+    secret: SecretArg,
     *,
     parts: Any = None,
     time_label: str = "time",
@@ -153,6 +152,7 @@ def run_dask(
     progress: Callable[[int, int], None] | None,
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
+    guard: Any = None,
 ) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]], Carry | None]:
     """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
@@ -179,6 +179,7 @@ def run_dask(
         base, buffers = load_base(job, state)
         contributions, bound_report = job.finish([rows for rows, _ in prepared])
         report = report + bound_report
+        begin_release(guard, job, created, contributions, base, buffers, state)
         n = job.mechanism.n_keys
         carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
         need_state = carry is not None and carry.buffers is not None
@@ -199,7 +200,7 @@ def run_dask(
             client.submit(
                 _release_task,
                 job.mechanism,
-                job.secret.secret,
+                job.secret.prf_key,
                 contributions.for_keys(lo, hi),
                 lo,
                 hi,

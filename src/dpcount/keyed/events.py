@@ -17,7 +17,14 @@ Neighbouring relations (what the privacy guarantee is stated for):
   choice that does not depend on row order or partitioning — and each kept
   (unit, step, key) total is cut to ``max_weight``; everything removed is
   reported. Per-step sensitivity across keys: ℓ₁ = max_keys·max_weight,
-  ℓ₂ = √max_keys·max_weight.
+  ℓ₂ = √max_keys·max_weight. This protects a unit's events of **one step**, not
+  its history: a unit active at n steps is protected at n times the budget (basic
+  composition), and nothing here bounds n.
+
+Every sum is exact: weights are added in float64 (whole numbers are exact below
+2^53) and a (key, step) total or a key's running count that reaches 2^53 is refused
+with a ValueError naming the key and the step (:func:`to_contributions`,
+:func:`check_running`) — never wrapped (int64) or rounded.
 
 Events whose key is not in the public key universe, or whose step is outside
 1..horizon, are dropped and counted in the report.
@@ -36,6 +43,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount._validate import MAX_EXACT_SUM
+from dpcount.counting._steps import check_running_sums
+
 __all__ = [
     "Contributions",
     "DropReport",
@@ -43,6 +53,7 @@ __all__ = [
     "KeyUniverse",
     "TimeBuckets",
     "bound_units",
+    "check_running",
     "clip_events",
     "map_events",
     "partial_sums",
@@ -388,9 +399,12 @@ class Contributions:
         return out
 
 
-def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[Any]:
+def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[np.float64]:
+    """The events' weights as float64 (whole numbers ≤ 2^53 when ``integer``): every sum
+    is taken in float64, where a sum of whole numbers is exact below 2^53 and one that
+    reaches 2^53 is seen as such (:func:`to_contributions`) — int64 sums would wrap."""
     if column is None:
-        return np.ones(len(frame), dtype=np.int64 if integer else np.float64)
+        return np.ones(len(frame), dtype=np.float64)
     w = frame[column]
     if not pd.api.types.is_numeric_dtype(w.dtype) or pd.api.types.is_bool_dtype(w.dtype):
         raise ValueError(f"weight column {column!r} must be numeric, got dtype {w.dtype}")
@@ -401,14 +415,12 @@ def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[
     if (arr < 0).any():
         row = int(np.argmax(arr < 0))
         raise ValueError(f"negative weight {float(arr[row])!r} in column {column!r} (row {row})")
-    if integer:
-        if (arr != np.floor(arr)).any() or (arr > 2**53).any():
-            row = int(np.argmax((arr != np.floor(arr)) | (arr > 2**53)))
-            raise ValueError(
-                f"weight {float(arr[row])!r} in column {column!r} (row {row}) is not an integer: "
-                "discrete noise needs integer weights"
-            )
-        return arr.astype(np.int64)
+    if integer and ((arr != np.floor(arr)).any() or (arr > 2**53).any()):
+        row = int(np.argmax((arr != np.floor(arr)) | (arr > 2**53)))
+        raise ValueError(
+            f"weight {float(arr[row])!r} in column {column!r} (row {row}) is not an integer: "
+            "discrete noise needs integer weights"
+        )
     return arr
 
 
@@ -528,12 +540,64 @@ def bound_units(
     return rows, report
 
 
-def to_contributions(rows: pd.DataFrame, dtype: Any) -> Contributions:
-    """Sum (key, step, weight) rows per (key, step), sorted by key then step."""
+#: largest float64 sum of one (key, step) accepted: 2^53 less a margin for the
+#: compensated (Kahan) summation of pandas' groupby, whose result may sit a few units
+#: below a true sum ≥ 2^53
+EXACT_STEP_SUM = MAX_EXACT_SUM - 2.0**11
+
+
+def to_contributions(
+    rows: pd.DataFrame, dtype: Any, keys: Sequence[Any] | None = None
+) -> Contributions:
+    """Sum (key, step, weight) rows per (key, step), sorted by key then step.
+
+    The sums are taken in float64: whole-number weights add up exactly while every
+    partial sum is below 2^53, and a sum that reaches 2^53 is refused (ValueError
+    naming the key — ``keys[index]`` when given — and the step) instead of being
+    rounded or, in int64, wrapping to a huge negative count.
+    """
     agg = rows.groupby(["key", "step"], sort=True)["weight"].sum()
-    keys = agg.index.get_level_values(0).to_numpy(np.int64)
+    index = agg.index.get_level_values(0).to_numpy(np.int64)
     steps = agg.index.get_level_values(1).to_numpy(np.int64)
-    return Contributions(keys, steps, agg.to_numpy().astype(dtype))
+    values = agg.to_numpy(np.float64)
+    bad = ~(values < EXACT_STEP_SUM)
+    if bad.any():
+        i = int(np.argmax(bad))
+        name = index[i] if keys is None else keys[index[i]]
+        raise ValueError(
+            f"key {name!r}: the contributions of step {int(steps[i])} add up to "
+            f"{float(values[i]):.17g}, at or beyond 2^53 where sums stop being exact (a "
+            "change of 1 could move the release by 0, or by 2 or more); rescale the data"
+        )
+    return Contributions(index, steps, values.astype(dtype))
+
+
+def check_running(
+    contributions: Contributions,
+    base: NDArray[Any] | None,
+    keys: Sequence[Any],
+    first: int,
+    last: int,
+) -> None:
+    """Every key's exact running count (``base`` at step first − 1, then its
+    contributions of steps first..last) must stay below 2^53, the bound of
+    :func:`dpcount.counting._steps.check_running_sums`, which names the key and the
+    first step that reaches it. Weights are non-negative, so a key's running count is
+    largest at ``last``: its float64 total (any summation order of whole numbers
+    reaches 2^53 exactly when the true sum does) is checked first, O(contributions)."""
+    n = len(keys)
+    totals = np.bincount(
+        contributions.key, weights=contributions.value.astype(np.float64), minlength=n
+    )
+    if base is not None:
+        totals = totals + np.asarray(base, dtype=np.float64)
+    if not (totals >= MAX_EXACT_SUM).any():
+        return
+    i = int(np.argmax(totals >= MAX_EXACT_SUM))
+    dense = contributions.dense(i, i + 1, last, first)[:, 0].astype(np.float64)
+    if base is not None:
+        dense[0] += float(base[i])
+    check_running_sums(f"key {keys[i]!r}", np.cumsum(dense), already=first - 1)
 
 
 def check_max_weight(max_weight: float, integer: bool) -> float | int:

@@ -10,6 +10,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,17 +26,31 @@ from dpcount.keyed.events import (
     TimeBuckets,
     bound_units,
     check_max_weight,
+    check_running,
     clip_events,
     map_events,
     partial_sums,
     read_keys,
     to_contributions,
 )
-from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.mark import ReleaseGuard, input_digest
+from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
 from dpcount.keyed.state import RunState
 from dpcount.privacy.budget import NoiseKind
 
-__all__ = ["Carry", "KeyedJob", "continue_from", "load_base", "make_job", "save_state"]
+__all__ = [
+    "Carry",
+    "KeyedJob",
+    "SecretArg",
+    "begin_release",
+    "continue_from",
+    "load_base",
+    "make_job",
+    "save_state",
+]
+
+#: what ``secret=`` accepts: a secret file path, a loaded RunSecret, or a testing secret
+SecretArg = RunSecret | UnsafeTestingSecret | str | os.PathLike[str]
 
 Progress = Callable[[int, int], None]
 
@@ -49,10 +64,11 @@ def _event_level(max_weight: float) -> str:
 
 def _unit_level(max_keys: int, max_weight: float) -> str:
     return (
-        f"unit-step level: logs differ in one privacy unit's events within one step; "
-        f"each unit keeps <= {max_keys} keys per step and <= {max_weight} per key; "
-        f"per-step sensitivity across keys l1 = {max_keys * max_weight:g}, "
-        f"l2 = sqrt({max_keys})*{max_weight:g}"
+        f"unit-step level: logs differ in one privacy unit's events within ONE step "
+        f"(a unit active at n steps is protected at n times this budget, by composition; "
+        f"not across the run); each unit keeps <= {max_keys} keys per step and "
+        f"<= {max_weight:g} per key; per-step sensitivity across keys "
+        f"l1 = {max_keys * max_weight:g}, l2 = sqrt({max_keys})*{max_weight:g}"
     )
 
 
@@ -135,7 +151,7 @@ class KeyedJob:
             rows, report = bound_units(
                 rows, max_keys=self.max_keys, max_weight=self.max_weight, hash_key=self.hash_key
             )
-        return to_contributions(rows, dtype), report
+        return to_contributions(rows, dtype, self.universe.keys), report
 
     def release(
         self,
@@ -150,7 +166,7 @@ class KeyedJob:
         if buffers is not None:
             raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
         values = self.mechanism.release(
-            self.secret.secret, contributions, lo, hi, first=self.first, last=self.until, base=base
+            self.secret.prf_key, contributions, lo, hi, first=self.first, last=self.until, base=base
         )
         return values, None
 
@@ -164,9 +180,7 @@ class KeyedJob:
             out[lo:hi] = exact_running(counts, base[lo:hi])[-1]
         return out
 
-    def with_secret(
-        self, secret: RunSecret | bytes | str | os.PathLike[str]
-    ) -> tuple[KeyedJob, bool]:
+    def with_secret(self, secret: SecretArg) -> tuple[KeyedJob, bool]:
         """This job with the run secret for its configuration (loaded, or created if absent)."""
         run_secret, created = _resolve_secret(secret, self.config())
         return dataclasses.replace(self, secret=run_secret), created
@@ -263,18 +277,67 @@ def make_job(
     return KeyedJob(columns, universe, buckets, mech, weight, max_keys, placeholder), derived
 
 
-def _resolve_secret(
-    secret: RunSecret | bytes | str | os.PathLike[str], config: dict[str, Any]
-) -> tuple[RunSecret, bool]:
+def check_secret_arg(secret: object) -> None:
+    """Refuse what ``secret=`` cannot be, before any work (raw bytes: see the message)."""
+    if isinstance(secret, (bytes, bytearray, memoryview)):
+        raise TypeError(
+            "secret must be a secret file path, not bytes: raw secret bytes have no place "
+            "for the run id and the released-up-to mark, so nothing would stop a second "
+            "release of the same steps from other data — whose difference is the exact "
+            "difference of the data. Pass a file path (created from operating-system "
+            "entropy if absent); in tests and examples only, "
+            "dpcount.keyed.secret.unsafe_testing_secret(b'...')"
+        )
+    if isinstance(secret, RunSecret) and secret.path is None:
+        raise TypeError(
+            "secret: a RunSecret that is not a file's (RunSecret.in_memory) has no "
+            "released-up-to mark; pass the secret file path (tests: unsafe_testing_secret)"
+        )
+    if not isinstance(secret, (RunSecret, UnsafeTestingSecret, str, os.PathLike)):
+        raise TypeError(f"secret must be a path or a RunSecret, got {type(secret).__name__}")
+
+
+def secret_file(secret: SecretArg) -> Path | None:
+    """The secret file of ``secret`` (beside it: the lock and the mark); None for a
+    testing secret."""
+    if isinstance(secret, RunSecret):
+        return secret.path
+    if isinstance(secret, UnsafeTestingSecret):
+        return None
+    return Path(os.path.realpath(secret))  # a symlink to it shares its lock and mark
+
+
+def _resolve_secret(secret: SecretArg, config: dict[str, Any]) -> tuple[RunSecret, bool]:
+    check_secret_arg(secret)
     if isinstance(secret, RunSecret):
         if secret.config != config:
             raise ValueError("secret belongs to another run (its configuration differs)")
         return secret, False
-    if isinstance(secret, bytes):
-        return RunSecret.in_memory(secret, config), False
-    if isinstance(secret, (str, os.PathLike)):
-        return RunSecret.open_or_create(secret, config)
-    raise TypeError(f"secret must be a path, bytes or RunSecret, got {type(secret).__name__}")
+    if isinstance(secret, UnsafeTestingSecret):
+        made = RunSecret.in_memory(secret.secret, config)
+        if secret.run_id is not None:
+            made = dataclasses.replace(made, run_id=secret.run_id)
+        return made, False
+    return RunSecret.open_or_create(secret, config)
+
+
+def begin_release(
+    guard: ReleaseGuard | None,
+    job: KeyedJob,
+    created: bool,
+    contributions: Contributions,
+    base: NDArray[Any] | None,
+    buffers: NDArray[np.float64] | None,
+    state: str | os.PathLike[str] | None,
+) -> None:
+    """Before any output: every running sum is exact (below 2^53, else ValueError naming
+    the key and step), and the guard's mark accepts releasing ``job``'s steps from this
+    input (:meth:`~dpcount.keyed.mark.ReleaseGuard.begin`) and records it in progress."""
+    check_running(contributions, base, job.universe.keys, job.first, job.until)
+    if guard is None:
+        return
+    digest = input_digest(job.secret, job.first, job.until, contributions, base, buffers)
+    guard.begin(job.secret, created, job.first, job.until, digest, state=state)
 
 
 def continue_from(

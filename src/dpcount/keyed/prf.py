@@ -16,6 +16,10 @@ using each counter block once, the outputs are indistinguishable from independen
 uniform 128-bit strings to anyone without K. The domain key is
 ``HMAC-SHA256(secret, label)[:16]`` (HMAC is a PRF, Bellare 2006), so different
 labels (noise kinds, rejection trials, extension words) give independent streams.
+The ``secret`` a keyed run passes here is its PRF key
+(:attr:`dpcount.keyed.secret.RunSecret.prf_key`), itself an HMAC of the run secret
+over the run id and the whole configuration's fingerprint: two runs or two
+configurations never share a stream.
 As with any cryptographic generator, the privacy guarantee then holds against
 adversaries who cannot distinguish AES from a random function (computational DP);
 it is void for anyone who holds the secret.
@@ -76,7 +80,12 @@ __all__ = [
     "keyed_laplace",
 ]
 
-PRF_SCHEME = "dpcount-keyed-prf/1"
+#: /2: the PRF key is bound to the run id and the configuration (/1 used the secret
+#: bytes directly); a /1 secret file belongs to another configuration and is refused
+PRF_SCHEME = "dpcount-keyed-prf/2"
+#: the domain-separation prefix of the labels (unchanged since /1: the streams of a
+#: given key are the same; what /2 changed is which key a run uses)
+_DOMAIN = "dpcount-keyed-prf/1"
 U64 = NDArray[np.uint64]
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
@@ -90,7 +99,7 @@ def derive_key(secret: bytes, label: str) -> int:
     """128-bit AES key for ``label``: HMAC-SHA256(secret, scheme/label), first 16 bytes."""
     if not isinstance(secret, bytes) or len(secret) < 16:
         raise ValueError("secret must be at least 16 bytes")
-    digest = hmac.new(secret, f"{PRF_SCHEME}/{label}".encode(), hashlib.sha256).digest()
+    digest = hmac.new(secret, f"{_DOMAIN}/{label}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:16], "little")
 
 

@@ -13,9 +13,9 @@ in ``data_derived`` and the CLI prints a warning. Pass both for a fully private 
 
 from __future__ import annotations
 
+import io
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.durable.atomic import PUBLIC, atomic_file, write_atomic
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame
 from dpcount.keyed.events import (
     DropReport,
@@ -35,8 +36,19 @@ from dpcount.keyed.events import (
     parse_times,
     read_events,
 )
-from dpcount.keyed.job import Carry, KeyedJob, continue_from, load_base, make_job, save_state
-from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.job import (
+    Carry,
+    KeyedJob,
+    SecretArg,
+    begin_release,
+    check_secret_arg,
+    continue_from,
+    load_base,
+    make_job,
+    save_state,
+    secret_file,
+)
+from dpcount.keyed.mark import ReleaseGuard
 from dpcount.privacy.budget import NoiseKind
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
@@ -63,6 +75,8 @@ class KeyedResult:
     #: the steps released by this run (first, last); 1..T unless resumed across time
     steps: tuple[int, int] | None = None
     state: Path | None = None
+    #: the run's public configuration (what its secret file records)
+    config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def released(self) -> tuple[int, int]:
@@ -92,6 +106,12 @@ class KeyedResult:
             f"(rms {math.sqrt(float(np.mean(std * std))):.4g})",
             f"run id: {self.run_id}{' (new secret)' if self.secret_created else ''}",
         ]
+        if not m.noise.is_discrete:
+            lines.append(
+                f"warning: {m.noise} noise is continuous (floating point): the low-order "
+                "bits of a release can reveal the count, which the guarantee above does not "
+                "cover (Mironov 2012); discrete noise is exact"
+            )
         if self.data_derived:
             lines.append(
                 f"warning: {' and '.join(self.data_derived)} taken from the data (not private); "
@@ -166,19 +186,16 @@ def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
     suffix = out.suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq"):
         raise ValueError(f"output {out} must end in .csv or .parquet")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # a released file: the usual permissions, not mkstemp's 0600
-    try:
+    # a released file: the usual permissions (0666 minus the umask), not 0600
+    with atomic_file(out, mode=PUBLIC) as fh:
         if suffix == ".csv":
-            with open(tmp, "w", newline="", encoding="utf-8") as fh:
-                first = True
-                for frame in frames:
-                    frame.to_csv(fh, header=first, index=False, lineterminator="\n")
-                    first = False
+            text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
+            first = True
+            for frame in frames:
+                frame.to_csv(text, header=first, index=False, lineterminator="\n")
+                first = False
+            text.flush()
+            text.detach()  # the atomic writer closes the file
         else:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -197,15 +214,11 @@ def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
                         plain = {f.name for f in table.schema if pa.types.is_floating(f.type)}
                         plain.discard("std")  # one value per step: a small dictionary
                         names = [n for n in table.schema.names if n not in plain]
-                        writer = pq.ParquetWriter(tmp, table.schema, use_dictionary=names)
+                        writer = pq.ParquetWriter(fh, table.schema, use_dictionary=names)
                     writer.write_table(table)
             finally:
                 if writer is not None:
                     writer.close()
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return out
 
 
@@ -283,9 +296,7 @@ class PartWriter:
 def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
     import json
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, [(json.dumps(value, sort_keys=True) + "\n").encode()], mode=PUBLIC)
 
 
 def _stable_table(table: Any) -> Any:
@@ -310,7 +321,7 @@ def keyed_counts(
     key_column: str,
     step: int | str,
     epsilon: float,
-    secret: RunSecret | bytes | str | os.PathLike[str],
+    secret: SecretArg,
     delta: float | None = None,
     noise: NoiseKind | str = "discrete-laplace",
     calibration: str | None = None,
@@ -348,8 +359,15 @@ def keyed_counts(
             the count of step s covers all events in steps 1..s.
         epsilon, delta, noise, calibration: the budget (default exact discrete
             Laplace, pure ε-DP); see :func:`dpcount.privacy.calibrate`.
-        secret: the run secret: a file path (created if absent, mode 0600), raw
-            bytes (≥ 16) or a :class:`RunSecret`. As sensitive as the raw data.
+        secret: the run secret file (created from operating-system entropy if absent,
+            mode 0600; as sensitive as the raw data), or a :class:`RunSecret` loaded
+            from one. Beside it live ``<secret>.lock``, held for the whole run (a second
+            run of the secret at once is refused), and ``<secret>.released``, the
+            released-up-to mark (:mod:`dpcount.keyed.mark`): a release of already
+            released steps from other data — a restored or copied state, a killed
+            run's rerun on changed events — is refused. Raw bytes are refused (no
+            place for the mark); tests and examples may pass
+            :func:`~dpcount.keyed.secret.unsafe_testing_secret`.
         max_weight: bound on one event's weight (event level) or one unit's total
             per key and step (with ``unit_column``); excess is cut and reported.
         max_keys: keys per unit and step (with ``unit_column``).
@@ -390,9 +408,6 @@ def keyed_counts(
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
         private_count, std; the drop report; the mechanism and its guarantee.
     """
-    columns = EventColumns(time_column, key_column, weight_column, unit_column)
-    if is_polars(events):
-        events = from_polars(events, columns)
     if state is not None and (start is None or horizon is None):
         raise ValueError(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
@@ -413,84 +428,109 @@ def keyed_counts(
             "state= needs until= (the last step to release now): releasing to the horizon "
             "by default would use up the steps that later runs are meant to release"
         )
-    common: dict[str, Any] = dict(
-        keys=keys,
-        columns=columns,
-        step=step,
-        epsilon=epsilon,
-        delta=delta,
-        noise=noise,
-        calibration=calibration,
-        max_weight=max_weight,
-        max_keys=max_keys,
-        start=start,
-        horizon=horizon,
-        k=k,
-        subtract=subtract,
-        mechanism=mechanism,
-    )
-    parts = (
-        _PartsDir(Path(output), chunk_keys)
-        if output is not None and not Path(output).suffix
-        else None
-    )
-    if engine == "dask":
-        from dpcount.keyed.dask import run_dask
+    check_secret_arg(secret)
+    if state is not None and secret_file(secret) is None:
+        raise ValueError(
+            "state= needs a secret file: the released-up-to mark that refuses a second "
+            "release of the same steps is kept beside it (a testing secret has none)"
+        )
+    with ReleaseGuard(secret_file(secret)) as guard:  # held until the mark is final
+        columns = EventColumns(time_column, key_column, weight_column, unit_column)
+        if is_polars(events):
+            events = from_polars(events, columns)
+        common: dict[str, Any] = dict(
+            keys=keys,
+            columns=columns,
+            step=step,
+            epsilon=epsilon,
+            delta=delta,
+            noise=noise,
+            calibration=calibration,
+            max_weight=max_weight,
+            max_keys=max_keys,
+            start=start,
+            horizon=horizon,
+            k=k,
+            subtract=subtract,
+            mechanism=mechanism,
+        )
+        parts = (
+            _PartsDir(Path(output), chunk_keys)
+            if output is not None and not Path(output).suffix
+            else None
+        )
+        if engine == "dask":
+            from dpcount.keyed.dask import run_dask
 
-        job, created, derived, report, dask_chunks, carry = run_dask(
+            job, created, derived, report, dask_chunks, carry = run_dask(
+                events,
+                common,
+                secret,
+                parts=parts,
+                time_label=time_label,
+                chunk_keys=chunk_keys,
+                partitions=partitions,
+                scheduler=scheduler,
+                workers=workers,
+                progress=progress,
+                state=state,
+                until=until,
+                guard=guard,
+            )
+            return _emit(
+                job,
+                created,
+                derived,
+                report,
+                dask_chunks,
+                output,
+                time_label,
+                on_chunk,
+                parts,
+                state,
+                carry,
+                guard,
+            )
+        if engine != "embedded":
+            raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
+        job, created, derived, report, chunks, carry = _run_embedded(
             events,
             common,
             secret,
             parts=parts,
-            time_label=time_label,
             chunk_keys=chunk_keys,
-            partitions=partitions,
-            scheduler=scheduler,
-            workers=workers,
             progress=progress,
             state=state,
             until=until,
+            guard=guard,
         )
         return _emit(
             job,
             created,
             derived,
             report,
-            dask_chunks,
+            chunks,
             output,
             time_label,
             on_chunk,
             parts,
             state,
             carry,
+            guard,
         )
-    if engine != "embedded":
-        raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
-    job, created, derived, report, chunks, carry = _run_embedded(
-        events,
-        common,
-        secret,
-        parts=parts,
-        chunk_keys=chunk_keys,
-        progress=progress,
-        state=state,
-        until=until,
-    )
-    return _emit(
-        job, created, derived, report, chunks, output, time_label, on_chunk, parts, state, carry
-    )
 
 
 def _run_embedded(
     events: pd.DataFrame | str | os.PathLike[str],
     common: dict[str, Any],
-    secret: RunSecret | bytes | str | os.PathLike[str],
+    secret: SecretArg,
     *,
     parts: _PartsDir | None,
     chunk_keys: int,
     progress: Progress | None,
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
+    guard: ReleaseGuard | None = None,
 ) -> tuple[
     KeyedJob,
     bool,
@@ -511,6 +551,7 @@ def _run_embedded(
     base, buffers = load_base(job, state)
     contributions, bound_report = job.finish([partial])
     report = report + bound_report
+    begin_release(guard, job, created, contributions, base, buffers, state)
     carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
     parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
@@ -552,6 +593,7 @@ def _emit(
     parts: _PartsDir | None = None,
     state: str | os.PathLike[str] | None = None,
     carry: Carry | None = None,
+    guard: ReleaseGuard | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
@@ -564,6 +606,7 @@ def _emit(
         None,
         derived,
         (job.first, job.until),
+        config=job.secret.config,
     )
     parts = None if parts is None else parts.for_job(job)
     if parts is not None:
@@ -593,4 +636,6 @@ def _emit(
         assert carry is not None
         save_state(job, state, carry.sums, carry.buffers)
         result.state = Path(state)
+    if guard is not None:  # only now: the output (and state) are complete
+        guard.finish()
     return result

@@ -17,26 +17,46 @@ refused when
   Reusing a secret with another configuration would correlate the noise of two
   releases, which the privacy analysis of either does not cover.
 
+The noise key. The PRF key of the noise (:attr:`RunSecret.prf_key`) is
+HMAC-SHA256 of the secret over the run id and the configuration fingerprint (key
+universe, in order, included): any other configuration — another key order, ε,
+start, horizon, bound — gets independent noise even from the same secret bytes.
+
 **One secret, one event log per released step.** The same secret always gives the
 same noise at the same position — that is what makes retries and resumes safe. It
 also means that releasing the counts of a step twice from *different* data (say,
-after correcting an event) reveals the exact difference of the two logs, because
-the noise cancels. Once a step is released, never rerun it on changed data with the
-same secret; publish a correction as a new run with a new secret and its own budget.
+after correcting an event) would reveal the exact difference of the two logs,
+because the noise cancels. So a secret file has a released-up-to mark beside it
+(:mod:`dpcount.keyed.mark`) that refuses any such second release, and raw secret
+bytes — which have no place for the mark — are refused by
+:func:`dpcount.keyed.run.keyed_counts` except through
+:func:`unsafe_testing_secret`, for tests and examples only. Publish a correction as
+a new run with a new secret and its own budget.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import hmac
 import json
 import os
 import secrets
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECRET_FORMAT", "RunSecret", "check_owner_only", "config_fingerprint"]
+from dpcount.durable.atomic import check_owner_only, write_atomic
+from dpcount.keyed.mark import ReleaseMark, mark_path
+
+__all__ = [
+    "SECRET_FORMAT",
+    "RunSecret",
+    "UnsafeTestingSecret",
+    "check_owner_only",
+    "config_fingerprint",
+    "unsafe_testing_secret",
+]
 
 SECRET_FORMAT = "dpcount-keyed-secret/1"
 
@@ -47,29 +67,45 @@ def config_fingerprint(config: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def check_owner_only(path: Path, what: str) -> None:
-    """Refuse ``path`` unless it exists, is this user's and only its owner can read it."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {path} not found") from None
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        raise PermissionError(
-            f"{what} {path} has permissions {mode:04o}: it must be readable by its "
-            f"owner only (chmod 600 {path}); it is as sensitive as the raw data"
-        )
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise PermissionError(f"{what} {path} belongs to another user (uid {st.st_uid})")
+@dataclass(frozen=True)
+class UnsafeTestingSecret:
+    """Fixed secret bytes for tests and examples: see :func:`unsafe_testing_secret`."""
+
+    secret: bytes
+    run_id: str | None = None
+
+    def __repr__(self) -> str:  # never print the secret
+        return "UnsafeTestingSecret(…)"
+
+
+def unsafe_testing_secret(secret: bytes, run_id: str | None = None) -> UnsafeTestingSecret:
+    """Fixed secret bytes for a keyed run — **for tests and examples only**.
+
+    The run id is a function of the bytes, and there is no file beside which a
+    released-up-to mark could be kept: nothing stops a second release of the same
+    steps from other data with the same bytes, and the difference of the two
+    releases is then the exact difference of the data. Noise is still bound to the
+    configuration (:attr:`RunSecret.prf_key`). Refused with ``state=``. Production
+    runs pass a secret *file* (created from operating-system entropy if absent).
+    ``run_id``: another run id than the bytes' hash (a test that recomputes a secret
+    file's noise passes the file's bytes and run id).
+    """
+    if not isinstance(secret, bytes) or len(secret) < 16:
+        raise ValueError("secret must be bytes of length >= 16")
+    if run_id is not None and not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a str, got {run_id!r}")
+    return UnsafeTestingSecret(secret, run_id)
 
 
 @dataclass(frozen=True)
 class RunSecret:
-    """A run's secret bytes, run id and the configuration it was made for."""
+    """A run's secret bytes, run id, the configuration it was made for and (when loaded
+    from or created as a file) the file's path, beside which the mark and lock live."""
 
     secret: bytes
     run_id: str
     config: dict[str, Any]
+    path: Path | None = None
 
     def __repr__(self) -> str:  # never print the secret
         return f"RunSecret(run_id={self.run_id!r}, fingerprint={self.fingerprint[:12]}…)"
@@ -78,9 +114,25 @@ class RunSecret:
     def fingerprint(self) -> str:
         return config_fingerprint(self.config)
 
+    @property
+    def prf_key(self) -> bytes:
+        """The key of every noise sample: HMAC-SHA256(secret, scheme ‖ run id ‖
+        fingerprint of the whole configuration). Any other configuration (key universe
+        or its order, budget, start, horizon, bounds, mechanism) or run gets
+        independent noise from the same secret bytes (HMAC is a PRF, Bellare 2006)."""
+        message = b"\0".join(
+            (b"dpcount-keyed-prf-key/2", self.run_id.encode(), self.fingerprint.encode())
+        )
+        return hmac.new(self.secret, message, hashlib.sha256).digest()
+
+    def derived_key(self, label: bytes) -> bytes:
+        """A key for another use (``label``: MACs, the unit hash), bound to the run id."""
+        return hmac.new(self.secret, label + b"\0" + self.run_id.encode(), hashlib.sha256).digest()
+
     @classmethod
     def in_memory(cls, secret: bytes, config: dict[str, Any]) -> RunSecret:
-        """A secret not stored in a file (tests, or a caller that manages its own storage)."""
+        """A secret not stored in a file (see :func:`unsafe_testing_secret`): its run id
+        is a function of the bytes and it has no released-up-to mark."""
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise ValueError("secret must be bytes of length >= 16")
         return cls(secret, hashlib.sha256(secret).hexdigest()[:16], dict(config))
@@ -98,17 +150,14 @@ class RunSecret:
             "fingerprint": value.fingerprint,
         }
         data = (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
-        try:
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:  # complete or absent, mode 0600 whatever the umask, never over a file
+            write_atomic(p, [data], replace=False)
         except FileExistsError:
             raise FileExistsError(f"secret file {p} already exists") from None
-        try:
-            os.fchmod(fd, 0o600)  # whatever the umask
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return value
+        real = Path(os.path.realpath(p))
+        made = dataclasses.replace(value, path=real)
+        ReleaseMark.new(made).save(mark_path(real), made)  # nothing released yet
+        return made
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
@@ -119,7 +168,12 @@ class RunSecret:
             body = json.loads(p.read_text(encoding="utf-8"))
             if body.get("format") != SECRET_FORMAT:
                 raise ValueError
-            value = cls(bytes.fromhex(body["secret"]), str(body["run_id"]), dict(body["config"]))
+            value = cls(
+                bytes.fromhex(body["secret"]),
+                str(body["run_id"]),
+                dict(body["config"]),
+                Path(os.path.realpath(p)),  # one lock and mark whatever path names it
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ValueError(f"secret file {p} is not a dpcount keyed secret file") from None
         if len(value.secret) < 16 or body.get("fingerprint") != value.fingerprint:

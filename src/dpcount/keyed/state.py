@@ -10,13 +10,16 @@ node sums and no noise are stored.
 
 **The state file is as sensitive as the raw data**: it holds the *exact* running
 count of every key. It is written with owner-only permissions (0600), atomically
-(temp file + rename), and refused on load when
+(:mod:`dpcount.durable.atomic`), and refused on load when
 
 * its permissions let anyone but the owner read or write it;
 * it is not a state file, or it was changed: the header and the sums carry an
   HMAC-SHA256 under a key derived from the run secret, so only the holder of the
   secret can produce a state the run accepts;
-* it belongs to another run (run id or configuration fingerprint differs).
+* it belongs to another run (run id or configuration fingerprint differs);
+* it is older than the released-up-to mark kept beside the secret
+  (:mod:`dpcount.keyed.mark`): a restored backup or a copy of an earlier state would
+  release the same steps again, with the same noise, from other data.
 
 Format: one line of JSON (format tag, run id, configuration fingerprint, last
 released step, dtype, number of keys, MAC), then the sums as little-endian int64
@@ -36,6 +39,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._validate import MAX_EXACT_SUM
+from dpcount.durable.atomic import write_atomic
 from dpcount.keyed.secret import RunSecret, check_owner_only
 
 __all__ = ["STATE_FORMAT", "RunState"]
@@ -76,15 +81,7 @@ class RunState:
             payload += np.ascontiguousarray(self.buffers, dtype="<f8").tobytes()
         header = self._header()
         header["mac"] = _mac(secret, self._header(), payload)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, p)
+        write_atomic(p, [json.dumps(header, sort_keys=True).encode() + b"\n", payload])
         return p
 
     def _header(self) -> dict[str, Any]:
@@ -108,7 +105,7 @@ class RunState:
             header = json.loads(line)
             if not isinstance(header, dict) or header.get("format") != STATE_FORMAT:
                 raise ValueError
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             raise ValueError(f"state file {p} is not a dpcount keyed state file") from None
         return p, header, payload
 
@@ -154,5 +151,12 @@ class RunState:
         if buffers:
             raw = np.frombuffer(payload[8 * n_keys :], dtype="<f8")
             state = raw.astype(np.float64).reshape(buffers, n_keys)
-        step = int(header["step"])
+        step = header.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"state file {p} is damaged (step {step!r})")
+        # weights are non-negative and running sums stay below 2^53 (events.check_running)
+        if not (np.all(sums >= 0) and np.all(sums < MAX_EXACT_SUM)):
+            raise ValueError(f"state file {p} is damaged (a running sum outside [0, 2^53))")
+        if state is not None and not np.isfinite(state).all():
+            raise ValueError(f"state file {p} is damaged (a non-finite noise state)")
         return cls(str(header["run_id"]), str(header["fingerprint"]), step, sums, state)

@@ -1,0 +1,376 @@
+"""The released-up-to mark and the run lock: a keyed step is released once.
+
+The noise of a keyed run is a pure function of (secret, configuration, position).
+So two releases of the same step from *different* data — a restored backup of the
+state file, a copy of it, a run killed after writing its output but before saving
+its state, two runs started at once — have the same noise, and their difference is
+the exact difference of the data. Two files beside the secret file prevent that:
+
+* ``<secret>.lock``: an exclusive :func:`fcntl.flock` held for the whole run (from
+  before the state is read until the mark is final). A second run of the same secret
+  fails at once (:class:`RunLocked`, naming the process that holds it).
+* ``<secret>.released``, the **mark** (:class:`ReleaseMark`): the last step released
+  with this secret, the last release (its steps and an HMAC digest of its input: the
+  contributions of its steps, the state's sums and noise state), and a release *in
+  progress*. It is authenticated (HMAC-SHA256 under a key derived from the secret,
+  like the state) and replaced atomically; a state file cannot roll it back.
+
+The protocol (:class:`ReleaseGuard`): before any output, the run records "steps
+a..b in progress with input digest D"; it writes the output, saves the state, then
+records "released up to b". A later run is refused (:class:`ReleaseRefused`) when
+
+* it would release a step ≤ the mark again (its state is older than the mark: a
+  restored backup, a copy, or a state whose run was killed after its output), unless
+  it is an identical retry — the same steps from the same input, hence the same bits;
+* a release is in progress (a run was killed, its output may be out) and this run is
+  not its identical retry; or when a state file records a later step than the mark
+  (the mark was restored or replaced), or the mark is missing.
+
+The only way past a refusal is a new secret file (a new run with its own budget).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
+
+
+class SecretLike(Protocol):
+    """What the mark needs of a :class:`dpcount.keyed.secret.RunSecret` (which imports
+    this module to write a new secret's mark, so it is not imported here)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def path(self) -> Path | None: ...
+    def derived_key(self, label: bytes) -> bytes: ...
+
+
+__all__ = [
+    "MARK_FORMAT",
+    "Release",
+    "ReleaseGuard",
+    "ReleaseMark",
+    "ReleaseRefused",
+    "RunLock",
+    "RunLocked",
+    "input_digest",
+    "lock_path",
+    "mark_path",
+]
+
+MARK_FORMAT = "dpcount-keyed-mark/1"
+#: a mark is a few hundred bytes; anything much larger is not one
+MAX_MARK_BYTES = 1 << 16
+
+
+class ReleaseRefused(ValueError):
+    """A release that would publish already released steps again from other data."""
+
+
+class RunLocked(OSError):
+    """Another run holds the lock of this secret."""
+
+
+def mark_path(secret_path: Path) -> Path:
+    """The mark of the secret file ``secret_path``: ``<secret>.released`` beside it."""
+    return secret_path.with_name(secret_path.name + ".released")
+
+
+def lock_path(secret_path: Path) -> Path:
+    """The lock file of the secret file ``secret_path``: ``<secret>.lock`` beside it."""
+    return secret_path.with_name(secret_path.name + ".lock")
+
+
+def input_digest(
+    secret: SecretLike,
+    first: int,
+    until: int,
+    contributions: Any,
+    base: NDArray[Any] | None,
+    buffers: NDArray[np.float64] | None,
+) -> str:
+    """HMAC-SHA256 (key derived from the secret, so it reveals nothing of the data) of
+    everything the release of steps first..until depends on besides the secret and
+    configuration: the contributions of those steps (sorted by key and step), the
+    exact sums at step first − 1 and the noise state there. Equal digests: equal bits."""
+    h = hmac.new(secret.derived_key(b"dpcount-keyed-input-digest"), digestmod=hashlib.sha256)
+    h.update(f"{first}:{until}\n".encode())
+    for name in ("key", "step", "value"):
+        arr = np.asarray(getattr(contributions, name))
+        h.update(f"{name}:{arr.dtype.str}:{arr.size}\n".encode())
+        h.update(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes())
+    for name, extra in (("base", base), ("buffers", buffers)):
+        if extra is None:
+            h.update(f"{name}:none\n".encode())
+        else:
+            arr = np.asarray(extra)
+            h.update(f"{name}:{arr.dtype.str}:{arr.shape}\n".encode())
+            h.update(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Release:
+    """Steps ``first``..``until`` released from the input of digest ``digest``."""
+
+    first: int
+    until: int
+    digest: str
+
+    def describe(self) -> str:
+        return f"steps {self.first}..{self.until}"
+
+    @classmethod
+    def parse(cls, value: object, where: str) -> Release | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict) or set(value) != {"first", "until", "digest"}:
+            raise ValueError(f"{where} is damaged (a release record)")
+        first, until, digest = value["first"], value["until"], value["digest"]
+        if not (_step(first) and _step(until) and 1 <= first <= until) or not (
+            isinstance(digest, str) and len(digest) == 64
+        ):
+            raise ValueError(f"{where} is damaged (release {value!r})")
+        return cls(first, until, digest)
+
+
+def _step(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
+
+
+def _mac(secret: SecretLike, body: dict[str, Any]) -> str:
+    key = secret.derived_key(b"dpcount-keyed-mark-mac")
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class ReleaseMark:
+    """Steps 1..``released`` of run ``run_id`` are out; ``last`` is the last completed
+    release, ``pending`` one begun whose output may exist."""
+
+    run_id: str
+    fingerprint: str
+    released: int = 0
+    last: Release | None = None
+    pending: Release | None = None
+
+    @classmethod
+    def new(cls, secret: SecretLike) -> ReleaseMark:
+        return cls(secret.run_id, secret.fingerprint)
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "format": MARK_FORMAT,
+            "run_id": self.run_id,
+            "fingerprint": self.fingerprint,
+            "released": self.released,
+            "last": None if self.last is None else dataclasses.asdict(self.last),
+            "pending": None if self.pending is None else dataclasses.asdict(self.pending),
+        }
+
+    def save(self, path: Path, secret: SecretLike) -> None:
+        """Replace ``path`` atomically (mode 0600) with this mark and its MAC."""
+        body = self.body()
+        body["mac"] = _mac(secret, self.body())
+        write_atomic(path, [(json.dumps(body, sort_keys=True) + "\n").encode()])
+
+    @classmethod
+    def load(cls, path: Path, secret: SecretLike) -> ReleaseMark:
+        """Read and authenticate the mark ``path`` of the run of ``secret``."""
+        check_owner_only(path, "released-up-to mark")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MARK_BYTES + 1)
+        try:
+            if len(data) > MAX_MARK_BYTES:
+                raise ValueError
+            body = json.loads(data)
+            if not isinstance(body, dict) or body.get("format") != MARK_FORMAT:
+                raise ValueError
+        except (ValueError, RecursionError):
+            raise ValueError(f"{path} is not a dpcount released-up-to mark") from None
+        mac = body.pop("mac", None)
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(secret, body)):
+            raise ValueError(
+                f"released-up-to mark {path} fails its authentication check: it was changed, "
+                f"or it belongs to another secret"
+            )
+        if body.get("run_id") != secret.run_id or body.get("fingerprint") != secret.fingerprint:
+            raise ValueError(f"released-up-to mark {path} belongs to another run")
+        released: Any = body.get("released")
+        if not _step(released) or set(body) != {
+            "format",
+            "run_id",
+            "fingerprint",
+            "released",
+            "last",
+            "pending",
+        }:
+            raise ValueError(f"released-up-to mark {path} is damaged")
+        last = Release.parse(body["last"], f"released-up-to mark {path}")
+        pending = Release.parse(body["pending"], f"released-up-to mark {path}")
+        return cls(secret.run_id, secret.fingerprint, released, last, pending)
+
+
+class RunLock:
+    """An exclusive, non-blocking :func:`fcntl.flock` on ``path`` (created 0600, never
+    through a symlink), holding this process's id for the error message of others."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(self.path, flags, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise RunLocked(
+                f"another dpcount keyed run (process {holder}) holds the lock {self.path} of "
+                "this secret: two runs at once could release the same steps twice (with the "
+                "same noise); wait for it to finish, then rerun"
+            ) from None
+        os.ftruncate(fd, 0)
+        write_all(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+class ReleaseGuard:
+    """The lock and mark of one run of a secret file (``secret_path``; None: a testing
+    secret, which has neither): ``with`` holds the lock; :meth:`begin` checks the
+    window against the mark and records it in progress; :meth:`finish` records it done."""
+
+    def __init__(self, secret_path: Path | None) -> None:
+        self.secret_path = secret_path
+        self._lock = None if secret_path is None else RunLock(lock_path(secret_path))
+        self._secret: SecretLike | None = None
+        self._mark: ReleaseMark | None = None
+
+    def __enter__(self) -> ReleaseGuard:
+        if self._lock is not None:
+            self._lock.acquire()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+    def begin(
+        self,
+        secret: SecretLike,
+        created: bool,
+        first: int,
+        until: int,
+        digest: str,
+        *,
+        state: str | os.PathLike[str] | None,
+    ) -> None:
+        """Check that releasing steps ``first``..``until`` from the input of ``digest``
+        publishes nothing new about released steps, and record it in progress.
+
+        Raises:
+            ReleaseRefused: see the module docstring (the message says what happened).
+        """
+        if secret.path is None:  # a testing secret: no mark (refused with a state)
+            return
+        if self.secret_path is None or secret.path.resolve() != self.secret_path.resolve():
+            raise ValueError("the release guard belongs to another secret file")
+        path = mark_path(secret.path)
+        if created:
+            mark = ReleaseMark.new(secret)
+        elif not path.exists():
+            raise ReleaseRefused(
+                f"the released-up-to mark {path} of secret file {secret.path} is missing: "
+                "which steps were released with this secret cannot be told, and releasing "
+                "one again from other data would expose the exact difference of the data; "
+                "start a new run with a new secret file"
+            )
+        else:
+            mark = ReleaseMark.load(path, secret)
+        now = Release(first, until, digest)
+        done = first - 1  # the step the state records (0: no state, or a new one)
+        pending = mark.pending
+        if pending is not None and state is not None and done == pending.until > mark.released:
+            # the state of the pending release was saved, the mark was not yet updated
+            mark = dataclasses.replace(mark, released=done, last=pending, pending=None)
+            pending = None
+        if pending is not None and pending != now:
+            raise ReleaseRefused(
+                f"a release of {pending.describe()} with secret file {secret.path} (run id "
+                f"{secret.run_id}) was interrupted after it began: its output may have been "
+                "written. Only the same release from the same input may be retried (it "
+                "gives the same bits); releasing these steps from other data would expose "
+                "the exact difference of the data. Rerun it with the same events (and the "
+                "same state file), or start a new run with a new secret file"
+            )
+        retry = now in (mark.last, pending)
+        if first <= mark.released and not retry:
+            what = (
+                f"state file {state} records step {done}, but steps up to {mark.released} "
+                f"were already released (mark {path}): the state is a restored backup, a "
+                "copy, or the state of a run killed after its output was written"
+                if state is not None and os.path.exists(state)
+                else f"steps 1..{mark.released} were already released with secret file "
+                f"{secret.path} (mark {path})"
+            )
+            raise ReleaseRefused(
+                f"{what}. Releasing steps {first}..{min(until, mark.released)} again from other "
+                "data would expose the exact difference of the data (the noise is the same); "
+                "refused. Continue from the newest state file, or start a new run with a "
+                "new secret file"
+            )
+        if done > mark.released and not retry:
+            raise ReleaseRefused(
+                f"state file {state} records step {done}, but the released-up-to mark {path} "
+                f"only step {mark.released}: the mark was restored from a backup or replaced, "
+                "so earlier re-releases cannot be ruled out; start a new run with a new "
+                "secret file"
+            )
+        self._secret = secret
+        self._mark = dataclasses.replace(mark, pending=now)
+        self._mark.save(path, secret)
+
+    def finish(self) -> None:
+        """Record the release begun by :meth:`begin` as done (after output and state)."""
+        if self._mark is None or self._secret is None or self._secret.path is None:
+            return
+        now = self._mark.pending
+        assert now is not None
+        mark = dataclasses.replace(
+            self._mark, released=max(self._mark.released, now.until), last=now, pending=None
+        )
+        mark.save(mark_path(self._secret.path), self._secret)
+        self._mark = None

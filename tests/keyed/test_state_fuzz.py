@@ -1,0 +1,210 @@
+"""Crafted keyed state files and released-up-to marks never crash the loaders.
+
+Like ``tests/counting/test_checkpoint_fuzz.py`` for checkpoints: random byte flips,
+truncations and crafted headers — re-authenticated with the right secret, so the
+MAC check passes and the field checks are what is tested — must load or raise
+ValueError / TypeError, never anything else (OverflowError, RecursionError,
+MemoryError, KeyError, ...). The MACs are computed here from their documentation
+(HMAC-SHA256 of the canonical JSON), independently of the modules under test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpcount.keyed.mark import Release, ReleaseMark, mark_path
+from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.state import RunState
+
+SECRET = RunSecret(b"f" * 32, "fuzz-run", {"n": 3}, None)
+N_KEYS, BUFFERS = 3, 2
+HUGE: list[Any] = [
+    10**30, -(10**30), -1, 2**63, 2**64 + 1, 1.5, float("nan"), float("inf"), True, None,
+    "7", [], {}, [1, 2], {"a": 1}, "x" * 5000,
+]  # fmt: skip
+
+
+def _state_mac(header: dict[str, Any], payload: bytes) -> str:
+    key = hmac.new(SECRET.secret, b"dpcount-keyed-state-mac", hashlib.sha256).digest()
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, text + b"\n" + payload, hashlib.sha256).hexdigest()
+
+
+def _mark_mac(body: dict[str, Any]) -> str:
+    key = hmac.new(
+        SECRET.secret, b"dpcount-keyed-mark-mac\0" + SECRET.run_id.encode(), hashlib.sha256
+    ).digest()
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def _state_bytes(header: dict[str, Any], payload: bytes, mac: bool = True) -> bytes:
+    header = dict(header)
+    header.pop("mac", None)
+    if mac:
+        header["mac"] = _state_mac(header, payload)
+    return json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def _good_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
+    path = tmp_path / "good.state"
+    RunState(
+        SECRET.run_id,
+        SECRET.fingerprint,
+        4,
+        np.array([1, 2, 3], dtype=np.int64),
+        np.zeros((BUFFERS, N_KEYS)),
+    ).save(path, SECRET)
+    line, _, payload = path.read_bytes().partition(b"\n")
+    return json.loads(line), payload
+
+
+def _load_state(path: Path) -> None:
+    os.chmod(path, 0o600)
+    with contextlib.suppress(ValueError, TypeError):
+        RunState.peek_step(path)
+        RunState.load(path, SECRET, N_KEYS, BUFFERS)
+
+
+QUICK = [10**30, float("nan"), "7"]
+
+
+def _crafted_states(header: dict[str, Any], payload: bytes, values: list[Any]) -> Iterator[bytes]:
+    for field in ("step", "n_keys", "buffers", "dtype", "run_id", "fingerprint", "format"):
+        for value in values:
+            yield _state_bytes({**header, field: value}, payload)
+        yield _state_bytes({k: v for k, v in header.items() if k != field}, payload)
+    for sums in ([-1, 0, 0], [2**53, 0, 0], [2**62, 1, 1]):
+        yield _state_bytes(header, np.array(sums, dtype="<i8").tobytes() + payload[24:])
+    yield _state_bytes({**header, "dtype": "float64"}, np.full(9, np.nan).tobytes())
+    yield _state_bytes(header, payload[:24] + np.full(6, np.inf).tobytes())
+    yield _state_bytes(header, payload[:-1])
+    yield _state_bytes(header, payload + b"\0" * 8)
+    yield b"[" * 100_000 + b"\n" + payload  # deep nesting
+    yield b"\xff\xfe not json\n" + payload
+    yield b"[1, 2]\n" + payload
+    yield b""
+
+
+def _good_mark_body() -> dict[str, Any]:
+    mark = ReleaseMark(SECRET.run_id, SECRET.fingerprint, 7, Release(1, 7, "a" * 64), None)
+    return mark.body()
+
+
+def _mark_bytes(body: dict[str, Any], mac: bool = True) -> bytes:
+    body = {k: v for k, v in body.items() if k != "mac"}
+    if mac:
+        body["mac"] = _mark_mac(body)
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def _crafted_marks(body: dict[str, Any], values: list[Any]) -> Iterator[bytes]:
+    for field in ("released", "last", "pending", "run_id", "fingerprint", "format"):
+        for value in values:
+            yield _mark_bytes({**body, field: value})
+        yield _mark_bytes({k: v for k, v in body.items() if k != field})
+    for field in ("first", "until", "digest"):
+        for value in values:
+            yield _mark_bytes({**body, "last": {**body["last"], field: value}})
+            yield _mark_bytes({**body, "pending": {**body["last"], field: value}})
+    yield _mark_bytes({**body, "last": {"first": 5, "until": 2, "digest": "a" * 64}})
+    yield _mark_bytes({**body, "extra": 1})
+    yield b"[" * 100_000
+    yield b"{" + b" " * (1 << 17) + b"}"
+    yield b"\xff\xfe"
+
+
+def _load_mark(path: Path) -> None:
+    os.chmod(path, 0o600)
+    with contextlib.suppress(ValueError, TypeError):
+        ReleaseMark.load(path, SECRET)
+
+
+def _mutations(data: bytes, rng: np.random.Generator, n: int) -> Iterator[bytes]:
+    for _ in range(n):
+        buf = bytearray(data)
+        kind = rng.integers(4)
+        if kind == 0:  # flip bits
+            for i in rng.integers(0, len(buf), size=int(rng.integers(1, 4))):
+                buf[i] ^= 1 << int(rng.integers(8))
+        elif kind == 1:  # truncate
+            del buf[int(rng.integers(0, len(buf))) :]
+        elif kind == 2:  # random bytes spliced in
+            at = int(rng.integers(0, len(buf)))
+            buf[at:at] = (
+                rng.integers(0, 256, size=int(rng.integers(1, 9))).astype(np.uint8).tobytes()
+            )
+        else:  # digits replaced by a huge number
+            text = bytes(buf)
+            digits = [i for i, c in enumerate(text) if 48 <= c <= 57]
+            if digits:
+                at = digits[int(rng.integers(len(digits)))]
+                buf[at : at + 1] = b"9" * 400
+        yield bytes(buf)
+
+
+def _run(path: Path, cases: Iterator[bytes], load: Callable[[Path], None]) -> int:
+    count = 0
+    for data in cases:
+        path.write_bytes(data)
+        load(path)
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("values", [QUICK, pytest.param(HUGE, marks=pytest.mark.slow)])
+def test_crafted_states_and_marks_raise_only_value_or_type_errors(
+    tmp_path: Path, values: list[Any]
+) -> None:
+    header, payload = _good_state(tmp_path)
+    assert _run(tmp_path / "s", _crafted_states(header, payload, values), _load_state) > 30
+    assert _run(tmp_path / "m", _crafted_marks(_good_mark_body(), values), _load_mark) > 30
+    # the untouched files load (the fuzz starts from valid files)
+    (tmp_path / "ok.state").write_bytes(_state_bytes(header, payload))
+    os.chmod(tmp_path / "ok.state", 0o600)
+    assert RunState.load(tmp_path / "ok.state", SECRET, N_KEYS, BUFFERS).step == 4
+    (tmp_path / "ok").write_bytes(_mark_bytes(_good_mark_body()))
+    os.chmod(tmp_path / "ok", 0o600)
+    assert ReleaseMark.load(tmp_path / "ok", SECRET).released == 7
+    assert mark_path(tmp_path / "k").name == "k.released"
+
+
+@pytest.mark.parametrize("n", [20, pytest.param(3000, marks=pytest.mark.slow)])
+def test_random_mutations_raise_only_value_or_type_errors(tmp_path: Path, n: int) -> None:
+    rng = np.random.default_rng(18)
+    header, payload = _good_state(tmp_path)
+    state = _state_bytes(header, payload)
+    assert _run(tmp_path / "s", _mutations(state, rng, n), _load_state) == n
+    # mutated headers re-authenticated: the field checks, not the MAC, must refuse them
+    line = json.dumps(header, sort_keys=True).encode()
+    remac = (
+        _state_bytes(h, payload)
+        for h in (_json_or_none(m) for m in _mutations(line, rng, n))
+        if isinstance(h, dict)
+    )
+    _run(tmp_path / "s", remac, _load_state)
+    mark = _mark_bytes(_good_mark_body())
+    assert _run(tmp_path / "m", _mutations(mark, rng, n), _load_mark) == n
+    remarked = (
+        _mark_bytes(b)
+        for b in (_json_or_none(m) for m in _mutations(mark, rng, n))
+        if isinstance(b, dict)
+    )
+    _run(tmp_path / "m", remarked, _load_mark)
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
