@@ -98,6 +98,8 @@ _WEIGHT_MARGIN = 2.0**-40
 _COLUMNS = 8192
 #: largest horizon for :meth:`NormalizedBLT.dense_factorization`
 _DENSE_LIMIT = 4096
+#: largest horizon whose per-step variances a mechanism keeps after computing them once
+_KEEP_COEFFICIENTS = 1 << 20
 #: largest horizon with the exact ℓ₁ sensitivity (recorded only; Cauchy–Schwarz beyond)
 _L1_EXACT = 1 << 16
 
@@ -511,6 +513,7 @@ class NormalizedBLT(CountingMechanism):
                 "calibrated for Gaussian noise only (use noise='gaussian')"
             )
         self._sums = _SquareSums(theta, omega)
+        self._coefficients: Array | None = None
         super().__init__(T, budget=resolved, rng=rng)
         #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
         self.max_noise_coefficient = 2.0
@@ -570,21 +573,37 @@ class NormalizedBLT(CountingMechanism):
             self.buffer_decay, self.output_scale, self.inverse, self.horizon, stop
         )
 
-    def noise_coefficients(self) -> Array:
-        """V_t = ‖B′[t, :]‖² for t = 1..T, O(T·n)."""
+    def _all_coefficients(self) -> Array:
+        """V_t for t = 1..T, computed once and kept (read-only) for T ≤ 2^20."""
+        if self._coefficients is not None:
+            return self._coefficients
         out: Array = np.empty(self.horizon)
         for t0, part in self._blocks(self.horizon):
             out[t0 : t0 + len(part)] = part
+        if self.horizon <= _KEEP_COEFFICIENTS:
+            out.setflags(write=False)
+            self._coefficients = out
+        return out
+
+    def noise_coefficients(self) -> Array:
+        """V_t = ‖B′[t, :]‖² for t = 1..T, O(T·n) (kept after the first call for T ≤ 2^20)."""
+        out: Array = self._all_coefficients().copy()
         return out
 
     def _noise_coefficient_at(self, t: int) -> float:
-        """V_t in O(t·n) time and one block of memory (bit-identical to the full pass)."""
+        """V_t: from the kept values, or for T > 2^20 in O(t·n) time and one block of
+        memory (bit-identical to the full pass)."""
+        if self.horizon <= _KEEP_COEFFICIENTS:
+            return float(self._all_coefficients()[t - 1])
         for t0, part in self._blocks(t):
             if t - 1 < t0 + len(part):
                 return float(part[t - 1 - t0])
         raise AssertionError("unreachable: t is within the horizon")  # pragma: no cover
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        if self.horizon <= _KEEP_COEFFICIENTS:
+            yield from self._all_coefficients()[start - 1 :].tolist()
+            return
         for t0, part in self._blocks(self.horizon):
             if t0 + len(part) >= start:
                 yield from part[max(0, start - 1 - t0) :].tolist()
