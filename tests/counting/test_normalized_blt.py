@@ -99,7 +99,9 @@ def test_weights_are_closed_form_and_rounded_up() -> None:
     exact = np.sqrt(S[::-1] / S[-1]).astype(np.float64)
     assert e[0] == 1.0 and np.all(e[1:] > exact[1:])
     np.testing.assert_allclose(e, exact, rtol=2e-12)
+    # each weight is the same float whatever block it is computed in
     np.testing.assert_array_equal(normalized_blt_weights(THETA, OMEGA, T, 100, 50), e[100:150])
+    np.testing.assert_array_equal(normalized_blt_weights(THETA, OMEGA, T, 299, 1), e[299:])
 
 
 @pytest.mark.parametrize("dim", [None, 3])
@@ -141,9 +143,11 @@ def test_noise_is_the_decoder_applied_to_the_drawn_z(dim: int | None) -> None:
 
 
 def test_constant_noise_vector_steps_span_column_blocks() -> None:
-    """A vector step is computed in column blocks of 8192: every coordinate of a wide
-    step gets the same noise as a scalar stream."""
-    T, d = 40, 8192 + 100
+    """A vector step is computed in column blocks: every coordinate of a step wider than
+    one block gets the noise of the dense decoder."""
+    from dpcount.counting import normalized_blt
+
+    T, d = 40, normalized_blt._COLUMNS + 100
     m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
     c = m.with_sampler(ConstantNoise(1.0))
     s = c.stream()
@@ -172,7 +176,7 @@ def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | 
     assert again.noise_scale == m.noise_scale
     xs = np.ones(T) if dim is None else np.ones((T, dim))
     s = m.stream()
-    s.update_many(xs[:4100])  # past the first weight block of 4096
+    s.update_many(xs[:4100])  # past several weight blocks of 512
     s.update(xs[4100])
     path = tmp_path / "ck.json"
     save_stream(s, path)

@@ -90,12 +90,12 @@ Array = NDArray[np.float64]
 NORMALIZED_BLT_MAX_HORIZON = 1 << 24
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
-_WEIGHT_BLOCK = 4096
+_WEIGHT_BLOCK = 512
 #: every weight e_j (j ≥ 1) is enlarged by this relative amount (≈ 9.1e-13), far above
 #: the closed form's rounding (a few dozen ulps), so no column of C′ can exceed √S(T)
 _WEIGHT_MARGIN = 2.0**-40
-#: column-block width of a fused vector step (values per buffer kept in cache)
-_COLUMNS = 8192
+#: column-block width of a fused vector step (as the BLT's, ``blt._STEP_COLUMNS``)
+_COLUMNS = 16384
 #: largest horizon for :meth:`NormalizedBLT.dense_factorization`
 _DENSE_LIMIT = 4096
 #: largest horizon whose per-step variances a mechanism keeps after computing them once
@@ -121,7 +121,11 @@ class _SquareSums:
 
     def __call__(self, m: Array) -> Array:
         k = np.asarray(m, dtype=np.float64) - 1.0
-        out: Array = 1.0 - np.expm1(-np.multiply.outer(k, self._u)) @ self._coef
+        terms = np.expm1(-np.multiply.outer(k, self._u))
+        terms *= self._coef
+        # a row-wise sum (not a matrix product): each S(m) is computed by the same
+        # operations whatever the block it is computed in
+        out: Array = 1.0 - np.sum(terms, axis=1)
         return out
 
 
@@ -133,8 +137,8 @@ def normalized_blt_weights(
     Each e_j with j ≥ 1 is the closed form enlarged by a relative 2^-40 (≈ 9·10⁻¹³):
     S is within a few dozen ulps (module docstring), so the computed e_j is above the
     exact ratio's square root and column j of C′ has norm √S(T − j)/e_j < √S(T).
-    The same function computes the weights of the variances and of every stream, in
-    the same blocks, so they are the same floats.
+    Each weight is computed from its own index by the same operations whatever the
+    block it is computed in, so the variances and every stream use the same floats.
 
     Raises:
         ValueError: parameters outside the BLT domain or a range outside [0, T).
@@ -250,10 +254,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     State after step t: the buffers p_i(t) = λ_i p_i(t−1) + z_t (i < n) and the noise
     N_t = N_{t−1} + e_t·w_t, w_t = z_t + Σ_i ω′_i p_i(t−1) (= (G z)_t). Memory between
-    steps: (n + 1)·dim floats, plus 4096 weights shared by all coordinates (computed
+    steps: (n + 1)·dim floats, plus 512 weights shared by all coordinates (computed
     from the closed form, block by aligned block). A vector ``next()`` draws d values
     and returns them overwritten with the noise, in one pass over column blocks of
-    8192 (each block's buffers stay in cache).
+    16384. ``next`` (vector steps) and ``next_many`` add the buffers' terms in a
+    different order, so they agree to rounding, not bit for bit; each continues a
+    checkpoint bit for bit.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -300,7 +306,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         return self._n + 1 + len(self._pending)
 
     def _weights(self, start: int, count: int) -> Array:
-        """e_t for t in [start, start + count), from aligned blocks of 4096 (the same
+        """e_t for t in [start, start + count), from aligned blocks of 512 (the same
         floats whichever way the steps are taken)."""
         out: Array = np.empty(count)
         t = start
