@@ -89,8 +89,9 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-#: largest horizon: the exact variances cost O(T·n) (≈ 25 s at 2^24 on the loaded
-#: 2-core development machine) and the shipped parameters go to 2^24
+#: largest horizon: the exact variances cost O(T·n) (measured 3.2 s at 2^20 on the
+#: loaded 2-core development machine, so about a minute at 2^24) and the shipped
+#: parameters go to 2^24
 NORMALIZED_BLT_MAX_HORIZON = 1 << 24
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
