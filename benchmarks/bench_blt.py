@@ -5,7 +5,10 @@
   (buffers + 2)·d·8 bytes; the median step time against drawing d normals with
   the same generator; the slowest step against the median. Also the whole
   ``CountingStream.update`` (which adds the running sum of the data and returns a
-  new array). Targets (issue 11): memory ≤ 1×, step ≤ 2×, slowest ≤ 3× median.
+  new array). Targets (issue 11): memory ≤ 1×, step ≤ 2×, slowest ≤ 3× median;
+  (issue 20, the fused step): median ≤ 1.3×, 99.9th percentile ≤ 2× median. Step
+  times are also given in thread CPU time (``time.thread_time``), which a loaded
+  machine does not inflate by preempting the process.
 * Batch release, T = 10^7 scalar (``--batch``): against drawing T normals.
   Target ≤ 2×.
 * The square-root stream with vector steps for comparison, at a smaller d
@@ -20,26 +23,32 @@ import argparse
 import gc
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 
 from _timing import best_of  # benchmarks/_timing.py
 from dpcount.counting import BLT, SqrtFactorization
+from dpcount.counting.normalized_blt import NormalizedBLT
 
 
-def stream_figures(mech: BLT | SqrtFactorization, dim: int, steps: int) -> dict[str, float]:
+def stream_figures(
+    mech: BLT | SqrtFactorization | NormalizedBLT, dim: int, steps: int
+) -> dict[str, float]:
     """Per-step times and peak traced memory of the noise process alone (its state
     included: memory is traced from before the process is made)."""
     times = np.empty(steps)
+    cpu = np.empty(steps)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     process = mech.noise_process(mech.sampler, np.random.default_rng(1), dim)
     peak_extra = tracemalloc.get_traced_memory()[1] - base
     for t in range(steps):
         tracemalloc.reset_peak()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         noise = process.next()
         times[t] = time.perf_counter() - start
+        cpu[t] = time.thread_time() - start_cpu
         peak_extra = max(peak_extra, tracemalloc.get_traced_memory()[1] - base)
         del noise
     tracemalloc.stop()
@@ -49,6 +58,8 @@ def stream_figures(mech: BLT | SqrtFactorization, dim: int, steps: int) -> dict[
         "slowest": float(times.max()),
         "slowest_after_first": float(times[1:].max()) if steps > 1 else float(times[0]),
         "peak": float(peak_extra),
+        "cpu_median": float(np.median(cpu)),
+        "cpu_p999": float(np.quantile(cpu, 0.999)),
     }
 
 
@@ -73,11 +84,14 @@ def main() -> None:
     # slowest/median ratio shows how much jitter the machine alone causes in this run.
     rng = np.random.default_rng(2)
     draws = np.empty(T)
+    draws_cpu = np.empty(T)
     for i in range(len(draws)):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         rng.standard_normal(d)
         draws[i] = time.perf_counter() - start
+        draws_cpu[i] = time.thread_time() - start_cpu
     draw = float(np.median(draws))
+    draw_cpu = float(np.median(draws_cpu))
     floor_slowest = float(draws.max()) / draw
     floor_p999 = float(np.quantile(draws, 0.999)) / draw
     fig = stream_figures(mech, d, T)
@@ -92,6 +106,11 @@ def main() -> None:
         f"normals ({draw * 1e3:.2f} ms); slowest step = {fig['slowest'] / fig['median']:.2f}× "
         f"median ({fig['slowest_after_first'] / fig['median']:.2f}× after the first step); "
         f"99.9th percentile {fig['p999'] / fig['median']:.2f}× median"
+    )
+    print(
+        f"  CPU time of this thread (not counting time other jobs hold the core): median "
+        f"step {fig['cpu_median'] / draw_cpu:.2f}× drawing d normals; 99.9th percentile "
+        f"{fig['cpu_p999'] / fig['cpu_median']:.2f}× median"
     )
     print(
         f"  floor (drawing d normals {T} times, same run): slowest {floor_slowest:.2f}× its "
@@ -128,9 +147,22 @@ def main() -> None:
     floor = best_of(lambda: np.random.default_rng(3).standard_normal(B), args.repeats)
     zeros = np.zeros(B)
     batch = best_of(lambda: big.release(zeros), args.repeats)
+    floor_cpu = cpu_best_of(lambda: np.random.default_rng(3).standard_normal(B), args.repeats)
+    batch_cpu = cpu_best_of(lambda: big.release(zeros), args.repeats)
     print(
         f"batch release T = {B:,} scalar: {batch:.3f} s = {batch / floor:.2f}× drawing T "
-        f"normals ({floor:.3f} s)"
+        f"normals ({floor:.3f} s); CPU time {batch_cpu / floor_cpu:.2f}×"
+    )
+
+    # -- the column-normalized BLT's vector stream (issue 20 item 1) ----------------------
+    nb = NormalizedBLT.optimized(T, epsilon=1.0, delta=1e-6, rng=0)
+    nfig = stream_figures(nb, d, min(T, 1024))
+    nn = len(nb.buffer_decay)
+    print(
+        f"normalized BLT ({nn} buffers), d = {d:,}: peak extra memory "
+        f"{nfig['peak'] / ((nn + 2) * d * 8):.3f}× (buffers + 2)·d·8; median step "
+        f"{nfig['median'] / draw:.2f}× drawing d normals (CPU time "
+        f"{nfig['cpu_median'] / draw_cpu:.2f}×)"
     )
 
     # -- square-root stream with vector steps, for comparison -----------------------------
@@ -147,6 +179,16 @@ def main() -> None:
         f"  slowest step {sfig['slowest'] * 1e3:.1f} ms = {sfig['slowest'] / sfig['median']:.0f}× "
         f"its median [BLT {blt_small['slowest'] / blt_small['median']:.1f}×]"
     )
+
+
+def cpu_best_of(fn: Callable[[], object], repeats: int) -> float:
+    """Smallest process CPU time of ``repeats`` calls, in seconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ with geometric blocks of ratio 1.1 (the mechanism's default beyond 2^14), both e
 at 2^20 the blocked losses are computed here (≈ 5 s) and the stretch target
 (0.846 + ln T/π)² is printed as a ratio.
 
-Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (5–40 s, most of it the
-blocked variances at 2^20 and the Toeplitz optimizations).
+Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (1–2 minutes, most of it the
+blocked variances and the normalized BLT's exact losses at 2^20, and the Toeplitz
+optimizations).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ import time
 from dpcount.analysis.certificates import asymptotic_lower_bound, normalized_sqrt_losses
 from dpcount.counting import BLT, SqrtFactorization, ToeplitzFactorization
 from dpcount.counting.blt import blt_losses, shipped_blt_parameters
+from dpcount.counting.normalized_blt import (
+    normalized_blt_losses,
+    shipped_normalized_blt_parameters,
+)
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.toeplitz_opt import optimize_toeplitz
 from dpcount.privacy import Participation
@@ -43,6 +48,34 @@ def blt(T: int, objective: str) -> tuple[float, float]:
     decay, scale = shipped_blt_parameters(T, objective)
     r = blt_losses(decay, scale, T)
     return r.mean_loss, r.max_loss
+
+
+def normalized_blt(T: int, objective: str) -> tuple[float, float]:
+    """The column-normalized BLT with its shipped parameters (exact, O(T·buffers))."""
+    return normalized_blt_losses(*shipped_normalized_blt_parameters(T, objective), T)
+
+
+#: issue 20's targets for the column-normalized BLT: max loss, and the mean within 1 % of
+#: the best dpcount mechanism (dense optimum at 1024, normalized sqrt beyond)
+NBLT_TARGETS = {
+    1024: (1.01 * 8.7347, None),
+    16384: (1.01 * 14.94, 15.81),
+    2**20: (1.01 * 26.93, 28.23),
+}
+
+
+def nblt_rows(T: int) -> None:
+    mean_target, max_target = NBLT_TARGETS[T]
+    for objective in ("mean", "max"):
+        mean, mx = normalized_blt(T, objective)
+        tail = f"  ÷target mean {mean / mean_target:.4f}"
+        if max_target is not None:
+            tail += f"  max {mx / max_target:.4f}"
+        print(
+            f"  {'normalized BLT (' + objective + '-chosen)':<34} mean {mean:9.4f}  max "
+            f"{mx:9.4f}  ÷asym(max) {mx / asymptotic_lower_bound(T):.3f}{tail} (issue 20)",
+            flush=True,
+        )
 
 
 def toeplitz(T: int, objective: str) -> tuple[float, float]:
@@ -79,6 +112,7 @@ def main() -> None:
             *normalized_sqrt_losses(T, block_ratio=1.1),
             targets,
         )
+        nblt_rows(T)
         if T == 1024:
             from dpcount.analysis.certificates import dense_optimum_losses
 
@@ -93,6 +127,7 @@ def main() -> None:
     row("BLT (shipped, max-optimized)", T, *blt(T, "max"), (s_mean, s_max))
     b_mean, b_max = normalized_sqrt_losses(T, block_ratio=1.1)
     row("normalized sqrt, blocks r = 1.1", T, b_mean, b_max, (s_mean, s_max))
+    nblt_rows(T)
     stretch = (0.846 + math.log(T) / math.pi) ** 2
     print(
         f"  stretch: max within 3 % of (0.846 + ln T/π)² = {stretch:.4f}: blocks "

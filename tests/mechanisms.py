@@ -16,6 +16,7 @@ from dpcount.counting import (
     Honaker,
     InputPerturbation,
     KaryTree,
+    NormalizedBLT,
     NormalizedSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
@@ -93,5 +94,13 @@ FACTORIES: dict[str, Factory] = {
     ),
     "normalized-sqrt-blocks": lambda T, seed: NormalizedSqrtFactorization(
         T, epsilon=1.0, delta=1e-6, rng=seed, block_ratio=1.3
+    ),
+    "normalized-blt": lambda T, seed: NormalizedBLT(
+        T,
+        buffer_decay=[0.3, 0.9, 0.999],
+        output_scale=[0.2, 0.1, 0.05],
+        epsilon=1.0,
+        delta=1e-6,
+        rng=seed,
     ),
 }

@@ -259,3 +259,26 @@ def test_vectors_of_length_one_keep_their_shape() -> None:
     s = z.stream()
     assert s.update_many(x[:20]).shape == (20, 1)
     assert np.shape(s.update(x[20])) == (1,)
+
+
+def test_fused_vector_step_equals_the_three_pass_step_bit_for_bit() -> None:
+    """Issue 20 item 3: the step in column blocks (decay, add, weighted sum per block)
+    gives the same floats as decaying, adding and summing the whole state in turn."""
+    from dpcount.counting import blt as blt_module
+
+    d = 2 * blt_module._STEP_COLUMNS + 123  # three blocks, the last one partial
+    m = BLT(60, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
+            delta=1e-6)  # fmt: skip
+    process = m.noise_process(m.sampler, np.random.default_rng(4), d)
+    rng = np.random.default_rng(4)
+    decay = np.append(m.inverse.decay, 1.0)
+    weight = np.append(m.inverse.beta, m.inverse.a)
+    q = np.zeros((len(decay), d))
+    for _ in range(30):
+        got = process.next()
+        z = m.sampler.sample(rng, (d,))
+        q[:-1] *= decay[:-1, None]
+        q += z
+        want = np.einsum("i,ij->j", weight, q)
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(process.state_dict()["q"], q)

@@ -29,6 +29,7 @@ from dpcount.counting import (
     Honaker,
     InputPerturbation,
     KaryTree,
+    NormalizedBLT,
     NormalizedSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
@@ -96,6 +97,9 @@ MECHS: dict[str, Callable[..., CountingMechanism]] = {
     # C′ = C·D ≥ 0: Gram ≥ 0, the dense encoder's exact value
     "normalized-sqrt": lambda T, **kw: NormalizedSqrtFactorization(T, **kw),
     "normalized-sqrt-blocks": lambda T, **kw: NormalizedSqrtFactorization(T, block_ratio=1.5, **kw),
+    "normalized-blt": lambda T, **kw: NormalizedBLT(
+        T, buffer_decay=[0.9, 0.5], output_scale=[0.3, 0.2], **kw
+    ),
 }
 SCHEMAS = [(2, 1), (2, 3), (3, 2), (3, 4), (4, 3)]
 GAUSS = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian", "rng": 0}
@@ -287,7 +291,7 @@ def test_large_horizons_use_certified_closed_forms() -> None:
 @pytest.mark.parametrize("name", sorted(MECHS))
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_single_participation_calibration_is_unchanged(name: str, noise: str) -> None:
-    if name.startswith(("blt", "toeplitz", "normalized-sqrt")) and noise == "laplace":
+    if name.startswith(("blt", "toeplitz", "normalized-")) and noise == "laplace":
         pytest.skip("BLT and Toeplitz factorizations are calibrated for Gaussian noise only")
     kw = {"epsilon": 0.7, "delta": 1e-6, "noise": noise, "rng": 0}
     base = MECHS[name](40, **kw)

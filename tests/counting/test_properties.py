@@ -25,6 +25,7 @@ from dpcount.counting import (
     Honaker,
     InputPerturbation,
     KaryTree,
+    NormalizedBLT,
     NormalizedSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
@@ -68,6 +69,7 @@ COVERED = {
         "SqrtFactorization",
         "ToeplitzFactorization",
         "NormalizedSqrtFactorization",
+        "NormalizedBLT",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -93,6 +95,17 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     "InputPerturbation": (InputPerturbation, {"horizon": T, "epsilon": 1.0, "rng": 0}),
     "BLT": (
         BLT,
+        {
+            "horizon": T,
+            "buffer_decay": [0.5, 0.9],
+            "output_scale": [0.3, 0.2],
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "rng": 0,
+        },
+    ),
+    "NormalizedBLT": (
+        NormalizedBLT,
         {
             "horizon": T,
             "buffer_decay": [0.5, 0.9],

@@ -17,6 +17,7 @@ from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
 from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
+from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.normalized_sqrt import (
     NormalizedSqrtBlockNoiseProcess,
     NormalizedSqrtFactorization,
@@ -43,6 +44,7 @@ __all__ = [
     "InputPerturbation",
     "KaryTree",
     "NoiseProcess",
+    "NormalizedBLT",
     "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
     "NormalizedSqrtNoiseProcess",

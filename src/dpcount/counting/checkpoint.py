@@ -75,6 +75,7 @@ from dpcount._version import __version__
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
+from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.registry import CLASSES
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.durable import atomic
@@ -121,6 +122,8 @@ _ARRAY_KWARGS = frozenset({"L", "R"})
 _LIST_KWARGS: dict[tuple[type[CountingMechanism], str], int] = {
     (BLT, "buffer_decay"): 64,
     (BLT, "output_scale"): 64,
+    (NormalizedBLT, "buffer_decay"): 64,
+    (NormalizedBLT, "output_scale"): 64,
     (ToeplitzFactorization, "coefficients"): 1 << 24,
 }
 _MAX_KWARG_INT = 1 << 63

@@ -13,6 +13,7 @@ from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
+from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
@@ -77,6 +78,8 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("toeplitz", ToeplitzFactorization, factory=ToeplitzFactorization.optimized),
     # exact variances in O(T^2) on first use: horizon <= 2^14
     Entry("normalized-sqrt", NormalizedSqrtFactorization),
+    # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
+    Entry("normalized-blt", NormalizedBLT, factory=NormalizedBLT.optimized),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
         "dense-optimum",

@@ -1,0 +1,696 @@
+"""The column-normalized BLT: a BLT encoder with every column scaled to the first one's norm.
+
+The BLT encoder C (:mod:`dpcount.counting.blt`: lower-triangular Toeplitz, c_0 = 1,
+c_k = Σ_i ω_i θ_i^{k−1}) has columns of unequal norm: column j holds c_0, …, c_{T−1−j},
+squared norm S(T − j) with S(m) = Σ_{k<m} c_k², largest for j = 0. As for the square
+root (:mod:`dpcount.counting.normalized_sqrt`), every other column can be scaled up to
+the first one's norm without changing the ℓ₂ sensitivity:
+
+    C′ = C·diag(1/e),   e_j = √(S(T − j)/S(T)),   B′ = A·C′⁻¹ = A·diag(e)·G,   G = C⁻¹.
+
+The noise B′z is the running sum of e_s·w_s with w = G z, and G = C⁻¹ is again a BLT
+(:func:`~dpcount.counting.blt.blt_inverse`: g_0 = 1, g_k = Σ_i ω′_i λ_i^{k−1}), so the
+stream needs n + 1 running values per coordinate — the n buffers of G and the sum —
+like the BLT itself, and no per-step table: e_j has a closed form (below).
+
+Notation (code ↔ math):
+
+==========  =====================================================================
+θ, ω        ``buffer_decay``, ``output_scale`` of the encoder C (a BLT)
+λ, ω′       ``inverse.decay``, ``inverse.scale``: G = C⁻¹ = BLT(λ, ω′)
+S(m)        Σ_{k<m} c_k² = 1 + Σ_{i,j} ω_iω_j (1 − (θ_iθ_j)^{m−1})/(1 − θ_iθ_j)
+e_j         :func:`normalized_blt_weights`: √(S(T − j)/S(T)), e_0 = 1
+p_i(t)      Σ_{s≤t} λ_i^{t−s} z_s, the stream's buffers
+V_t         :func:`normalized_blt_noise_coefficients`: ‖B′[t, :]‖²
+==========  =====================================================================
+
+Exact variances in O(T·n) (derivation; 0-based t). Row t of B′ is
+h_t(j) = Σ_{s=j}^{t} e_s g_{s−j}, so h_t = h_{t−1} + e_t·(g_t, …, g_1, 1) and
+
+    V_t = V_{t−1} + 2 e_t X_t + e_t² G_t,   G_t = Σ_{k≤t} g_k²,
+    X_t = Σ_{j<t} h_{t−1}(j) g_{t−j} = Σ_i ω′_i Y_i(t),
+    Y_i(t + 1) = λ_i Y_i(t) + e_t P_i(t),   P_i(t) = Σ_{k≤t} g_k λ_i^k,
+
+with Y_i(0) = 0, V_{−1} = 0 (Y_i(t) = Σ_{j<t} h_{t−1}(j) λ_i^{t−1−j}; expanding h_t
+gives the recursion). Each is a running sum or a first-order filter, computed in
+blocks of 2^16 steps in O(n) memory per step of the block; the tests check them
+against the dense B′ = A·C′⁻¹.
+
+The closed form of S. Every term ω_iω_j (1 − r^{m−1})/(1 − r), r = θ_iθ_j ∈ (0, 1),
+is positive and evaluated as expm1(−u(m − 1))/expm1(−u), u = −ln r from
+log1p(−(1 − θ)) (no cancellation), so S(m) is within a few dozen ulps. The weights
+use it once per aligned group of 512 columns and add the positive c_k² upwards from
+there (n exponentials per column instead of n(n + 1)/2), so each S(T − j) is within
+~600 ulps (≈ 7·10⁻¹⁴ relative) — far inside the 2^-40 by which every weight is
+enlarged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.signal import lfilter
+
+from dpcount._state import state_array, state_int, state_keys
+from dpcount._validate import check_choice, check_integer
+from dpcount.counting._chunked import ChunkedNoiseProcess
+from dpcount.counting.base import CountingMechanism
+from dpcount.counting.blt import (
+    BLTInverse,
+    _ratios,
+    blt_inverse,
+    check_blt_parameters,
+    encoder_coefficients,
+)
+from dpcount.counting.sqrt import SENSITIVITY_MARGIN
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "NORMALIZED_BLT_MAX_HORIZON",
+    "NormalizedBLT",
+    "NormalizedBLTNoiseProcess",
+    "normalized_blt_losses",
+    "normalized_blt_noise_coefficients",
+    "normalized_blt_weights",
+    "shipped_normalized_blt_parameters",
+]
+
+Array = NDArray[np.float64]
+
+#: largest horizon: the exact variances cost O(T·n) (measured 3.2 s at 2^20 on the
+#: loaded 2-core development machine, so about a minute at 2^24) and the shipped
+#: parameters go to 2^24
+NORMALIZED_BLT_MAX_HORIZON = 1 << 24
+#: steps per block of the variance recursion and of the stream's weight table
+_BLOCK = 1 << 16
+_WEIGHT_BLOCK = 512
+#: S(T − j) is anchored on its closed form once per aligned group of this many columns
+_ANCHOR = 512
+#: every weight e_j (j ≥ 1) is enlarged by this relative amount (≈ 9.1e-13), far above
+#: the closed form's rounding (a few dozen ulps), so no column of C′ can exceed √S(T)
+_WEIGHT_MARGIN = 2.0**-40
+#: column-block width of a fused vector step (as the BLT's, ``blt._STEP_COLUMNS``)
+_COLUMNS = 16384
+#: largest horizon for :meth:`NormalizedBLT.dense_factorization`
+_DENSE_LIMIT = 4096
+#: largest horizon whose per-step variances a mechanism keeps after computing them once
+_KEEP_COEFFICIENTS = 1 << 20
+#: largest horizon with the exact ℓ₁ sensitivity (recorded only; Cauchy–Schwarz beyond)
+_L1_EXACT = 1 << 16
+
+
+def _check(horizon: int) -> int:
+    return check_integer("horizon", horizon, ge=1, le=NORMALIZED_BLT_MAX_HORIZON)
+
+
+class _SquareSums:
+    """S(m) = Σ_{k<m} c_k² of the encoder BLT(θ, ω), for arrays of m ≥ 1 (closed form)."""
+
+    def __init__(self, theta: Array, omega: Array) -> None:
+        x = _ratios(theta, 1.0 - theta)
+        iu, ju = np.triu_indices(len(theta))
+        self._u = x.u[iu] + x.u[ju]  # −ln(θ_iθ_j) > 0
+        # ω_iω_j/(1 − θ_iθ_j), doubled off the diagonal (the sum is symmetric in i, j)
+        coef = omega[iu] * omega[ju] / -np.expm1(-self._u)
+        self._coef = np.where(iu == ju, 1.0, 2.0) * coef
+
+        self._rate = x.u  # −ln θ_i
+        self._omega = omega[:, None]
+
+    def __call__(self, m: Array) -> Array:
+        k = np.asarray(m, dtype=np.float64) - 1.0
+        terms = np.expm1(-np.multiply.outer(k, self._u))
+        terms *= self._coef
+        # a row-wise sum (not a matrix product): each S(m) is computed by the same
+        # operations whatever the block it is computed in
+        out: Array = 1.0 - np.sum(terms, axis=1)
+        return out
+
+    def descending(self, T: int, first: int, stop: int) -> Array:
+        """S(T − j) for j = first … stop − 1 (stop ≤ T): the closed form at the smallest
+        argument m₀ = T − stop + 1, then S(m + 1) = S(m) + c_m² upwards, O(n) per value
+        instead of O(n²). Positive terms only: within (a few dozen + stop − first) ulps
+        of the closed form's value."""
+        m0 = T - stop + 1
+        out: Array = np.empty(stop - first)
+        k = np.arange(m0, T - first, dtype=np.float64)  # c_k for k = m0 … T − first − 1
+        if len(k):
+            c = np.sum(self._omega * np.exp(-np.multiply.outer(self._rate, k - 1.0)), axis=0)
+            c *= c
+            c[0] += float(self(np.array([m0]))[0])
+            np.cumsum(c, out=out[-2::-1])
+            out[-1] = float(self(np.array([m0]))[0])
+        else:
+            out[-1] = float(self(np.array([m0]))[0])
+        return out
+
+
+def normalized_blt_weights(
+    buffer_decay: Any, output_scale: Any, horizon: int, start: int = 0, count: int | None = None
+) -> Array:
+    """e_j = √(S(T − j)/S(T)) for j = start … start + count − 1 (e_0 = 1 exactly).
+
+    Each e_j with j ≥ 1 is enlarged by a relative 2^-40 (≈ 9·10⁻¹³): S is within
+    ~600 ulps (module docstring), so the computed e_j is above the exact ratio's square
+    root and column j of C′ has norm √S(T − j)/e_j < √S(T).
+    Each weight is computed from its own index by the same operations whatever the
+    block it is computed in, so the variances and every stream use the same floats.
+
+    Raises:
+        ValueError: parameters outside the BLT domain or a range outside [0, T).
+    """
+    theta, omega = check_blt_parameters(buffer_decay, output_scale)
+    T = _check(horizon)
+    first = check_integer("start", start, ge=0, le=T)
+    n = T - first if count is None else check_integer("count", count, ge=0, le=T - first)
+    return _weights(_SquareSums(theta, omega), T, first, n)
+
+
+def _weights(sums: _SquareSums, T: int, start: int, count: int) -> Array:
+    """e_j for j in [start, start + count): S(T − j) from :meth:`_SquareSums.descending`
+    over aligned groups of 512 columns (so each value is the same float whatever range
+    it is asked in), then √(S(T − j)/S(T))·(1 + 2^-40), e_0 = 1."""
+    total = float(sums(np.array([T]))[0])
+    S: Array = np.empty(count)
+    j = start
+    while j < start + count:
+        g0 = j - j % _ANCHOR
+        g1 = min(g0 + _ANCHOR, T)
+        group = sums.descending(T, g0, g1)
+        take = min(g1, start + count) - j
+        S[j - start : j - start + take] = group[j - g0 : j - g0 + take]
+        j += take
+    e: Array = np.sqrt(S / total) * (1.0 + _WEIGHT_MARGIN)
+    if start == 0 and count:
+        e[0] = 1.0
+    return e
+
+
+def _powers(r: Array, d: Array, k: Array) -> Array:
+    """r_i^k (rows i, columns k) for |r_i| < 1 with d = 1 − r accurate."""
+    x = _ratios(r, d)
+    out: Array = np.empty((len(r), len(k)))
+    for i in range(len(r)):
+        out[i] = np.exp(-x.u[i] * k) if r[i] > 0 else np.power(r[i], k)
+    return out
+
+
+def _variance_blocks(
+    theta: Array, omega: Array, inv: BLTInverse, T: int, stop: int
+) -> Iterator[tuple[int, Array]]:
+    """(first index, V of that block) for blocks of 2^16 steps covering t < stop, by the
+    recursion of the module docstring, carrying P, Y, G and V across blocks."""
+    lam, wp = inv.decay, inv.scale
+    n = len(lam)
+    sums = _SquareSums(theta, omega)
+    P = np.zeros(n)  # P_i(t0 − 1)
+    Y = np.zeros(n)  # Y_i(t0)
+    G = 0.0  # G_{t0 − 1}
+    V = 0.0  # V_{t0 − 1}
+    for t0 in range(0, stop, _BLOCK):
+        m = min(_BLOCK, T - t0)
+        k = np.arange(t0, t0 + m, dtype=np.float64)
+        e = _weights(sums, T, t0, m)
+        g = np.empty(m)
+        if t0 == 0:
+            L = _powers(lam, inv.one_minus_decay, k)  # λ_i^k
+            g[0] = 1.0
+            g[1:] = wp @ L[:, :-1]
+        else:
+            both = _powers(lam, inv.one_minus_decay, np.append(k[0] - 1.0, k))
+            g[:] = wp @ both[:, :-1]  # g_k = Σ_i ω′_i λ_i^{k−1}
+            L = both[:, 1:].copy()
+        L *= g
+        L[:, 0] += P
+        np.cumsum(L, axis=1, out=L)  # P_i(t)
+        P = L[:, -1].copy()
+        L *= e
+        X = np.empty(m)
+        for i in range(n):  # L[i] becomes Y_i(t + 1)
+            L[i] = lfilter([1.0], [1.0, -lam[i]], L[i], zi=[lam[i] * Y[i]])[0]
+        X[0] = float(wp @ Y)
+        X[1:] = wp @ L[:, :-1]
+        Y = L[:, -1].copy()
+        gg = g * g
+        gg[0] += G
+        np.cumsum(gg, out=gg)
+        G = float(gg[-1])
+        inc = 2.0 * e * X + e * e * gg
+        inc[0] += V
+        np.cumsum(inc, out=inc)
+        V = float(inc[-1])
+        yield t0, inc
+
+
+def normalized_blt_noise_coefficients(buffer_decay: Any, output_scale: Any, horizon: int) -> Array:
+    """V_t = ‖B′[t, :]‖² for t = 1..T (O(T·n) time; module docstring)."""
+    theta, omega = check_blt_parameters(buffer_decay, output_scale)
+    T = _check(horizon)
+    inv = blt_inverse(theta, omega)
+    out: Array = np.empty(T)
+    for t0, part in _variance_blocks(theta, omega, inv, T, T):
+        out[t0 : t0 + len(part)] = part
+    return out
+
+
+def normalized_blt_losses(
+    buffer_decay: Any, output_scale: Any, horizon: int
+) -> tuple[float, float]:
+    """(mean, max) loss S(T)·mean(V), S(T)·max(V) in sensitivity-1 Gaussian units, in
+    O(T·n) time and O(2^16·n) memory."""
+    theta, omega = check_blt_parameters(buffer_decay, output_scale)
+    T = _check(horizon)
+    return _losses(tuple(theta.tolist()), tuple(omega.tolist()), T)
+
+
+@lru_cache(maxsize=8)
+def _losses(theta: tuple[float, ...], omega: tuple[float, ...], T: int) -> tuple[float, float]:
+    th, om = np.array(theta), np.array(omega)
+    inv = blt_inverse(th, om)
+    total, largest = 0.0, 0.0
+    for _, part in _variance_blocks(th, om, inv, T, T):
+        total += float(np.sum(part))
+        largest = max(largest, float(part.max()))
+    S = float(_SquareSums(th, om)(np.array([T]))[0])
+    return S * total / T, S * largest
+
+
+# -- the noise process -----------------------------------------------------------------
+
+
+class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
+    """N = B′z = A·diag(e)·(G z) for one stream with n + 1 running values (×dim).
+
+    State after step t: the buffers p_i(t) = λ_i p_i(t−1) + z_t (i < n) and the noise
+    N_t = N_{t−1} + e_t·w_t, w_t = z_t + Σ_i ω′_i p_i(t−1) (= (G z)_t). Memory between
+    steps: (n + 1)·dim floats, plus 512 weights shared by all coordinates (computed
+    from the closed form, block by aligned block). A vector ``next()`` draws d values
+    and returns them overwritten with the noise, in one pass over column blocks of
+    16384. ``next`` (vector steps) and ``next_many`` add the buffers' terms in a
+    different order, so they agree to rounding, not bit for bit; each continues a
+    checkpoint bit for bit.
+
+    Args:
+        inverse: G = C⁻¹ (decays λ, scales ω′).
+        sums: the closed form S of the encoder.
+        horizon: T.
+        sampler: draws z (i.i.d.).
+        rng: the Generator z is drawn with.
+        dim: None for scalar steps, else the vector length.
+    """
+
+    def __init__(
+        self,
+        inverse: BLTInverse,
+        sums: _SquareSums,
+        horizon: int,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        self.horizon = horizon
+        self.sampler = sampler
+        self.rng = rng
+        self.dim = dim
+        self._sums = sums
+        self._decay = inverse.decay
+        self._scale = inverse.scale
+        self._n = len(inverse.decay)
+        tail: tuple[int, ...] = () if dim is None else (dim,)
+        self._tail = tail
+        self._p: Array = np.zeros((self._n, *tail))
+        self._sum: Array = np.zeros(tail)
+        self._pending: list[Any] = []
+        self._t = 0
+        self._c = 0  # steps computed: released plus pending
+        self._block = -1
+        self._e: Array = np.empty(0)
+
+    @property
+    def step(self) -> int:
+        return self._t
+
+    def live_count(self) -> int:
+        """Buffers (n) and the running sum, plus computed noise not yet released."""
+        return self._n + 1 + len(self._pending)
+
+    def _weights(self, start: int, count: int) -> Array:
+        """e_t for t in [start, start + count), from aligned blocks of 512 (the same
+        floats whichever way the steps are taken)."""
+        out: Array = np.empty(count)
+        t = start
+        while t < start + count:
+            b = t // _WEIGHT_BLOCK
+            if b != self._block:
+                first = b * _WEIGHT_BLOCK
+                size = min(_WEIGHT_BLOCK, self.horizon - first)
+                self._e = _weights(self._sums, self.horizon, first, size)
+                self._block = b
+            lo = t - b * _WEIGHT_BLOCK
+            take = min(len(self._e) - lo, start + count - t)
+            out[t - start : t - start + take] = self._e[lo : lo + take]
+            t += take
+        return out
+
+    def _compute(self, dest: Array) -> None:
+        """Draw z for len(dest) steps and write their noise to dest, advancing the state."""
+        m = len(dest)
+        t = self._c
+        z = self.sampler.sample(self.rng, (m, *self._tail))
+        w = z.copy()
+        for i in range(self._n):
+            lam = float(self._decay[i])
+            # lfilter's state is λ·p_i(t − 1): its first output is z_t + λ·p_i(t − 1)
+            p = lfilter([1.0], [1.0, -lam], z, axis=0, zi=(lam * self._p[i])[None])[0]
+            w[0] += self._scale[i] * self._p[i]
+            if m > 1:
+                w[1:] += self._scale[i] * p[:-1]
+            self._p[i] = p[-1]
+        e = self._weights(t, m)
+        w *= e if self.dim is None else e[:, None]
+        w[0] += self._sum
+        np.cumsum(w, axis=0, out=dest)
+        self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
+        self._c = t + m
+
+    def _vector_next(self) -> Any:
+        z = self.sampler.sample(self.rng, self._tail)
+        e = float(self._weights(self._c, 1)[0])
+        self._c += 1
+        p, s, lam, scale = self._p, self._sum, self._decay, self._scale
+        for a in range(0, len(z), _COLUMNS):
+            cols = slice(a, a + _COLUMNS)
+            zb, pb = z[cols], p[:, cols]
+            w = zb + np.einsum("i,ij->j", scale, pb)
+            pb *= lam[:, None]
+            pb += zb
+            w *= e
+            sb = s[cols]
+            sb += w
+            zb[:] = sb
+        return z
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The step, the buffers and running sum after the last computed step and the
+        computed, unreleased noise (in release order)."""
+        return {
+            "t": self._t,
+            "p": self._p.copy(),
+            "sum": np.array(self._sum, dtype=np.float64, ndmin=1),
+            "pending": np.array(self._pending[::-1], dtype=np.float64),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process (same parameters,
+        sampler and dim), checking every field; see :mod:`dpcount._state`."""
+        owner = "NormalizedBLTNoiseProcess"
+        st = state_keys(owner, state, ("t", "p", "sum", "pending"))
+        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        p = state_array(owner, "p", st["p"], rows=self._n, dim=self.dim, dtypes=(np.float64,))
+        total = state_array(owner, "sum", st["sum"], rows=None, dim=self.dim or 1)
+        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
+        if len(pending) and self.dim is not None:
+            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
+        if t + len(pending) > self.horizon:
+            raise ValueError(
+                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
+                f"horizon {self.horizon}"
+            )
+        for name, arr in (("p", p), ("sum", total), ("pending", pending)):
+            if not np.isfinite(arr).all():
+                raise ValueError(f"corrupt {owner} state: {name} must be finite")
+        self._t, self._p = t, p.astype(np.float64)
+        self._c = t + len(pending)
+        self._sum = total.astype(np.float64).reshape(self._tail)
+        self._pending = pending.astype(np.float64)[::-1].tolist()
+
+
+# -- shipped parameters ------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, Any]:
+    path = resources.files("dpcount.data").joinpath("normalized_blt_parameters.json")
+    with path.open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def shipped_normalized_blt_parameters(
+    horizon: int, objective: str = "mean"
+) -> tuple[list[float], list[float]]:
+    """(buffer_decay, output_scale) shipped for the column-normalized BLT at ``horizon``.
+
+    The table (``dpcount/data/normalized_blt_parameters.json``, made by
+    ``benchmarks/make_normalized_blt_parameters.py``) holds parameters chosen for the
+    normalized loss at T = 2^k, k = 0…24, per objective; a horizon uses the entry of the
+    smallest power of two ≥ T. The mechanism's sensitivity and variances are always
+    computed for the actual T.
+
+    Raises:
+        ValueError: an unknown objective or a horizon outside [1, 2^24].
+    """
+    T = _check(horizon)
+    check_choice("objective", objective, ("mean", "max"))
+    table: dict[str, Any] = _shipped()["objectives"][objective]
+    entry = table[str((T - 1).bit_length())]
+    return list(entry["buffer_decay"]), list(entry["output_scale"])
+
+
+# -- the mechanism ---------------------------------------------------------------------
+
+
+class NormalizedBLT(CountingMechanism):
+    """The column-normalized BLT factorization (Gaussian noise, bounded-memory stream).
+
+    The encoder C′ = C·diag(1/e) with C = BLT(θ, ω) and e_j = √(S(T − j)/S(T)); the
+    decoder B′ = A·diag(e)·C⁻¹. Releases S_t + (B′z)_t with one z ~ N(0, σ²)^T for the
+    whole stream (see the module docstring).
+
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by
+        at most Δ = ``step_sensitivity`` (ℓ₂ norm of the change for vector steps).
+        Under a (k, b)-participation schema (``budget.participation``), up to k steps
+        pairwise at least b apart.
+
+        Sensitivity (single participation). A change of step j by Δ moves C′x by
+        Δ·(column j of C′). Column j of the Toeplitz C holds c_0, …, c_{T−1−j}, so its
+        squared norm is S(T − j), and column j of C′ = C·diag(1/e) has squared norm
+        S(T − j)/e_j². With e_0 = 1 and e_j ≥ √(S(T − j)/S(T)) (the computed weights
+        are enlarged by a relative 2^-40, far above their rounding error,
+        :func:`normalized_blt_weights`), every column has norm ≤ √S(T), and the first
+        has exactly √S(T); so the ℓ₂ sensitivity is Δ·√S(T) (the closed form of
+        :func:`~dpcount.counting.blt.blt_losses`, enlarged by a relative 1e-12).
+        ``"gaussian"``: (ε, δ)-DP for C′x + z with σ from the budget's calibration
+        (analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8, by default); the
+        release A x + B′z = B′(C′x + z) is post-processing. Gaussian noise only.
+
+        Under a schema: C′ ≥ 0 entrywise (c_k > 0, e > 0), so its Gram matrix is ≥ 0
+        and the exact sensitivity comes from the dense encoder for T ≤ 2048
+        (:meth:`dense_factorization`, the base class's default), beyond as k times the
+        single-participation value (triangle inequality, certified).
+
+        Exact variance: Var_t = σ²·V_t, V_t = ‖B′[t, :]‖²
+        (:func:`normalized_blt_noise_coefficients`, O(T·n), computed on first use).
+
+    Stream: :class:`NormalizedBLTNoiseProcess`, n + 1 values per coordinate (n buffers
+    and the running sum) and O(n) work per coordinate and step.
+
+    References:
+        * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta.
+          "Efficient and near-optimal noise generation for streaming differential
+          privacy". FOCS 2024. https://arxiv.org/abs/2404.16706 (BLTs and their inverse)
+        * M. Henzinger, N. Kalinin, J. Upadhyay. 2025. A "normalized square root"
+          factorization; dpcount applies the column scaling (its reading of the idea,
+          see :mod:`dpcount.counting.normalized_sqrt`) to a BLT encoder.
+          https://arxiv.org/abs/2509.14334
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+
+    Args:
+        horizon: 1 ≤ T ≤ 2^24.
+        buffer_decay: θ_1…θ_n, distinct, in (0, 1).
+        output_scale: ω_1…ω_n > 0 with Σ ω_i/(1 + θ_i) < 1.
+        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
+            (epsilon, delta, noise (Gaussian only), calibration, step_sensitivity,
+            participation).
+        rng: Generator, int seed (not for production) or None (OS entropy).
+
+    Raises:
+        ValueError: parameters outside the BLT domain (naming them), a horizon above
+            2^24, or a noise kind other than Gaussian.
+    """
+
+    name = "normalized-blt"
+    default_noise = NoiseKind.GAUSSIAN
+
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        buffer_decay: Any,
+        output_scale: Any,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        theta, omega = check_blt_parameters(buffer_decay, output_scale)
+        T = _check(horizon)
+        self.buffer_decay: Array = theta
+        self.output_scale: Array = omega
+        self.inverse: BLTInverse = blt_inverse(theta, omega)
+        resolved = Budget.resolve(budget, fields, owner="NormalizedBLT")
+        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"noise={resolved.noise.value!r} is not available for NormalizedBLT: it is "
+                "calibrated for Gaussian noise only (use noise='gaussian')"
+            )
+        self._sums = _SquareSums(theta, omega)
+        self._coefficients: Array | None = None
+        super().__init__(T, budget=resolved, rng=rng)
+        #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
+        self.max_noise_coefficient = 2.0
+
+    @classmethod
+    def optimized(
+        cls,
+        horizon: int,
+        *,
+        objective: str = "mean",
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> NormalizedBLT:
+        """The shipped parameters for ``objective`` ("mean" or "max" normalized loss)
+        at the smallest power of two ≥ horizon (:func:`shipped_normalized_blt_parameters`)."""
+        decay, scale = shipped_normalized_blt_parameters(horizon, objective)
+        return cls(
+            horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
+        )
+
+    def _repr_fields(self) -> dict[str, object]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {
+            **super()._config_kwargs(),
+            "buffer_decay": self.buffer_decay.tolist(),
+            "output_scale": self.output_scale.tolist(),
+        }
+
+    def weights(self) -> Array:
+        """e_0, …, e_{T−1} (O(T·n²))."""
+        return _weights(self._sums, self.horizon, 0, self.horizon)
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        """(ℓ₁, ℓ₂): ℓ₂ = √S(T) (every column, see the class docstring); ℓ₁ (recorded
+        only: the noise is Gaussian) max_j F(T − j)/e_j, F(m) = Σ_{k<m} c_k, for
+        T ≤ 2^16, beyond √T·√S(T) (Cauchy–Schwarz)."""
+        T = self.horizon
+        S = float(self._sums(np.array([T]))[0])
+        l2 = math.sqrt(S)
+        if T <= _L1_EXACT:
+            F = np.cumsum(encoder_coefficients(self.buffer_decay, self.output_scale, T))
+            l1 = float(np.max(F[::-1] / self.weights()))
+        else:
+            l1 = math.sqrt(T) * l2
+        return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
+
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> NormalizedBLTNoiseProcess:
+        return NormalizedBLTNoiseProcess(self.inverse, self._sums, self.horizon, sampler, rng, dim)
+
+    def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
+        return _variance_blocks(
+            self.buffer_decay, self.output_scale, self.inverse, self.horizon, stop
+        )
+
+    def _all_coefficients(self) -> Array:
+        """V_t for t = 1..T, computed once and kept (read-only) for T ≤ 2^20."""
+        if self._coefficients is not None:
+            return self._coefficients
+        out: Array = np.empty(self.horizon)
+        for t0, part in self._blocks(self.horizon):
+            out[t0 : t0 + len(part)] = part
+        if self.horizon <= _KEEP_COEFFICIENTS:
+            out.setflags(write=False)
+            self._coefficients = out
+        return out
+
+    def noise_coefficients(self) -> Array:
+        """V_t = ‖B′[t, :]‖² for t = 1..T, O(T·n) (kept after the first call for T ≤ 2^20)."""
+        out: Array = self._all_coefficients().copy()
+        return out
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        """V_t: from the kept values, or for T > 2^20 in O(t·n) time and one block of
+        memory (bit-identical to the full pass)."""
+        if self.horizon <= _KEEP_COEFFICIENTS:
+            return float(self._all_coefficients()[t - 1])
+        for t0, part in self._blocks(t):
+            if t - 1 < t0 + len(part):
+                return float(part[t - 1 - t0])
+        raise AssertionError("unreachable: t is within the horizon")  # pragma: no cover
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        if self.horizon <= _KEEP_COEFFICIENTS:
+            yield from self._all_coefficients()[start - 1 :].tolist()
+            return
+        for t0, part in self._blocks(self.horizon):
+            if t0 + len(part) >= start:
+                yield from part[max(0, start - 1 - t0) :].tolist()
+
+    def losses(self) -> tuple[float, float]:
+        """(mean, max) loss in sensitivity-1 Gaussian units (:func:`normalized_blt_losses`)."""
+        return _losses(
+            tuple(self.buffer_decay.tolist()), tuple(self.output_scale.tolist()), self.horizon
+        )
+
+    def _coefficient_summary(self) -> tuple[float, float]:
+        S = float(self._sums(np.array([self.horizon]))[0])
+        mean, largest = self.losses()
+        return mean / S, largest / S
+
+    def mse(self) -> float:
+        """Exact MSE: σ²·mean_t V_t (O(T·n) on first use, kept)."""
+        return self.sampler.variance * self._coefficient_summary()[0]
+
+    def max_variance(self) -> float:
+        """Exact largest variance: σ²·max_t V_t (O(T·n) on first use, kept)."""
+        return self.sampler.variance * self._coefficient_summary()[1]
+
+    def dense_factorization(self) -> tuple[Array, Array]:
+        """(B′, C′) as dense T×T matrices; for T ≤ 4096.
+
+        C′[i, j] = c_{i−j}/e_j, B′[t, j] = Σ_{s=j}^{t} e_s·g_{s−j} (i, t ≥ j)."""
+        T = self.horizon
+        if T > _DENSE_LIMIT:
+            raise ValueError(f"dense factorization is for horizon <= {_DENSE_LIMIT}, got {T}")
+        c = encoder_coefficients(self.buffer_decay, self.output_scale, T)
+        inv = self.inverse
+        g = np.ones(T)
+        if T > 1:
+            k = np.arange(T - 1, dtype=np.float64)
+            g[1:] = inv.scale @ _powers(inv.decay, inv.one_minus_decay, k)
+        e = self.weights()
+        lag = np.arange(T)[:, None] - np.arange(T)[None, :]
+        idx = np.clip(lag, 0, None)
+        G = np.where(lag >= 0, g[idx], 0.0)
+        B = np.cumsum(e[:, None] * G, axis=0)
+        C = np.where(lag >= 0, c[idx], 0.0) / e[None, :]
+        return B, C

@@ -1,0 +1,249 @@
+"""Column-normalized BLT: weights, sensitivity, variances and streams against dense oracles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.signal import fftconvolve
+
+from dpcount.counting import NormalizedBLT, load_stream, save_stream
+from dpcount.counting.normalized_blt import (
+    normalized_blt_losses,
+    normalized_blt_noise_coefficients,
+    normalized_blt_weights,
+    shipped_normalized_blt_parameters,
+)
+from dpcount.counting.registry import CLASSES, build_mechanism
+from dpcount.privacy import ConstantNoise, ZeroNoise, gaussian_sigma
+from tests.counting.test_normalized_sqrt import RecordingSampler
+
+GAUSS = {"epsilon": 1.0, "delta": 1e-6}
+THETA = [0.2, 0.6, 0.95, 0.999]
+OMEGA = [0.15, 0.1, 0.08, 0.05]
+
+
+def oracle(theta: list[float], omega: list[float], T: int) -> tuple[np.ndarray, np.ndarray]:
+    """(B′, C′) from the definition, independently of the module: c_k by direct powers,
+    column norms by summing the dense columns in extended precision, B′ = A·C′⁻¹ by a
+    dense solve."""
+    th, om = np.array(theta, dtype=np.longdouble), np.array(omega, dtype=np.longdouble)
+    c = np.ones(T, dtype=np.longdouble)
+    for k in range(1, T):
+        c[k] = np.sum(om * th ** (k - 1))
+    C = np.zeros((T, T), dtype=np.longdouble)
+    for j in range(T):
+        C[j:, j] = c[: T - j]
+    norms = np.sqrt(np.sum(C * C, axis=0))
+    Cn = (C / (norms / norms[0])[None, :]).astype(np.float64)
+    A = np.tril(np.ones((T, T)))
+    return A @ np.linalg.inv(Cn), Cn
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 17, 64])
+def test_variances_and_sensitivity_match_the_dense_oracle(T: int) -> None:
+    B, C = oracle(THETA, OMEGA, T)
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=0)
+    v_true = np.sum(B * B, axis=1)
+    # the oracle normalizes exactly; the mechanism's weights are 2^-40 larger (rounded up)
+    np.testing.assert_allclose(m.noise_coefficients(), v_true, rtol=1e-10)
+    np.testing.assert_allclose(
+        normalized_blt_noise_coefficients(THETA, OMEGA, T), v_true, rtol=1e-10
+    )
+    Bm, Cm = m.dense_factorization()
+    np.testing.assert_allclose(Bm, B, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Cm, C, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Bm @ Cm, np.tril(np.ones((T, T))), atol=1e-12)
+    # every column of the mechanism's C′ is within the calibrated sensitivity, the first
+    # one at it (norms in extended precision)
+    assert m.privacy is not None
+    s = m.privacy.l2_sensitivity
+    wide = Cm.astype(np.longdouble)
+    norms = np.sqrt(np.sum(wide * wide, axis=0))
+    assert np.all(norms <= s) and norms[0] == pytest.approx(s, rel=1e-11)
+    unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
+    mean, largest = normalized_blt_losses(THETA, OMEGA, T)
+    assert m.mse() / unit == pytest.approx(mean, rel=1e-9)
+    assert mean == pytest.approx(float(norms[0]) ** 2 * v_true.mean(), rel=1e-10)
+    assert largest == pytest.approx(float(norms[0]) ** 2 * v_true.max(), rel=1e-10)
+    if T >= 17:  # a wrong recursion (the cross term 2·e_t·X_t dropped) would be far off
+        assert not np.allclose(np.cumsum(m.weights() ** 2), v_true, rtol=1e-3)
+
+
+@pytest.mark.slow
+def test_block_recursion_matches_the_direct_sum_past_one_block() -> None:
+    """The variance recursion carried over blocks of 2^16 (T = 70 000) against the row
+    recursion V_t = ‖row t‖² done directly at the steps around the block boundary."""
+    T = 70_000
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
+    v = m.noise_coefficients()
+    e = m.weights()
+    inv = m.inverse
+    t = np.arange(T - 1, dtype=np.float64)
+    g = np.concatenate([[1.0], (inv.scale[None, :] * inv.decay[None, :] ** t[:, None]).sum(1)])
+    for step in (65_535, 65_536, 65_537, T - 1):
+        # row step of B′ (reversed): h(step − i) = Σ_{k≤i} e_{step−k} g_{i−k}, by FFT
+        conv = fftconvolve(e[: step + 1][::-1], g[: step + 1])[: step + 1]
+        assert v[step] == pytest.approx(float(conv @ conv), rel=1e-9)
+    assert m.variance_at(65_537) == m.variances()[65_536]
+    assert list(m.iter_variances(T - 1)) == m.variances()[T - 2 :].tolist()
+
+
+def test_weights_are_closed_form_and_rounded_up() -> None:
+    T = 300
+    e = normalized_blt_weights(THETA, OMEGA, T)
+    th, om = np.array(THETA), np.array(OMEGA)
+    c = np.concatenate([[1.0], (om[None, :] * th[None, :] ** np.arange(T - 1)[:, None]).sum(1)])
+    S = np.cumsum((c * c).astype(np.longdouble))
+    exact = np.sqrt(S[::-1] / S[-1]).astype(np.float64)
+    assert e[0] == 1.0 and np.all(e[1:] > exact[1:])
+    np.testing.assert_allclose(e, exact, rtol=2e-12)
+    # each weight is the same float whatever block it is computed in
+    np.testing.assert_array_equal(normalized_blt_weights(THETA, OMEGA, T, 100, 50), e[100:150])
+    np.testing.assert_array_equal(normalized_blt_weights(THETA, OMEGA, T, 299, 1), e[299:])
+
+
+@pytest.mark.parametrize("dim", [None, 3])
+def test_zero_noise_releases_exact_prefix_sums(dim: int | None) -> None:
+    T = 500
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS).with_sampler(ZeroNoise())
+    x = np.random.default_rng(1).normal(size=(T,) if dim is None else (T, dim))
+    np.testing.assert_allclose(m.release(x), np.cumsum(x, axis=0), rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_noise_is_the_decoder_applied_to_the_drawn_z(dim: int | None) -> None:
+    """Batch, step-by-step and mixed streams release B′z for the z they drew."""
+    T = 300
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=11)
+    B, _ = oracle(THETA, OMEGA, T)
+    shape = (T,) if dim is None else (T, dim)
+    for mode in ("batch", "steps", "mixed", "blocks"):
+        rec = RecordingSampler()
+        mech = m.with_sampler(rec)  # type: ignore[arg-type]
+        if mode == "batch":
+            out = mech.release(np.zeros(shape))
+        elif mode == "steps":
+            s = mech.stream()
+            out = np.array([s.update(np.zeros(shape[1:]) if dim else 0.0) for _ in range(T)])
+        elif mode == "mixed":
+            s = mech.stream()
+            step = np.zeros(shape[1:]) if dim else 0.0
+            rows = [s.update(step), *s.update_many(np.zeros((150, *shape[1:])))]
+            rows += [s.update(step) for _ in range(49)]
+            rows += list(s.update_many(np.zeros((T - 200, *shape[1:]))))
+            out = np.array(rows)
+        elif mode == "blocks":  # the process alone: several blocks carry the buffers
+            proc = mech.noise_process(rec, np.random.default_rng(0), dim)  # type: ignore[arg-type]
+            out = np.concatenate([proc.next_many(k) for k in (1, 99, 37, 163)])
+        z = np.concatenate([a.reshape(-1, *shape[1:]) for a in rec.draws])
+        assert z.shape == shape
+        np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
+
+
+def test_constant_noise_vector_steps_span_column_blocks() -> None:
+    """A vector step is computed in column blocks: every coordinate of a step wider than
+    one block gets the noise of the dense decoder."""
+    from dpcount.counting import normalized_blt
+
+    T, d = 40, normalized_blt._COLUMNS + 100
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
+    c = m.with_sampler(ConstantNoise(1.0))
+    s = c.stream()
+    wide = np.array([s.update(np.zeros(d)) for _ in range(T)])
+    B, _ = oracle(THETA, OMEGA, T)
+    np.testing.assert_allclose(wide, np.repeat(B.sum(1)[:, None], d, axis=1), rtol=1e-12)
+
+
+def test_empirical_variance_matches_the_exact_one() -> None:
+    T, runs = 64, 4000
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
+    noise = m.release(np.zeros((T, runs)))
+    exact = m.variances()
+    emp = noise.var(axis=1)
+    se = exact * np.sqrt(2.0 / runs)
+    assert np.all(np.abs(emp - exact) < 6 * se)
+    assert np.mean(np.abs(emp - 2 * exact) < 6 * se) < 0.05  # twice the variance fails
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | None) -> None:
+    T = 9000
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=5)
+    assert CLASSES[m.config()["class"]] is NormalizedBLT
+    again = NormalizedBLT(**m.config()["kwargs"])
+    assert again.noise_scale == m.noise_scale
+    xs = np.ones(T) if dim is None else np.ones((T, dim))
+    s = m.stream()
+    s.update_many(xs[:4100])  # past several weight blocks of 512
+    s.update(xs[4100])
+    path = tmp_path / "ck.json"
+    save_stream(s, path)
+    ahead = [s.update(xs[4101]), *s.update_many(xs[4102:])]
+    restored = load_stream(path, expect=m)
+    back = [restored.update(xs[4101]), *restored.update_many(xs[4102:])]
+    np.testing.assert_array_equal(np.array(back), np.array(ahead))
+
+
+def test_corrupt_checkpoint_state_is_refused() -> None:
+    m = NormalizedBLT(50, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=1)
+    proc = m.noise_process(m.sampler, np.random.default_rng(0))
+    proc.next_many(10)
+    state = proc.state_dict()
+    fresh = m.noise_process(m.sampler, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="sum must be finite"):
+        fresh.load_state_dict({**state, "sum": np.array([np.nan])})
+    with pytest.raises(ValueError, match="NormalizedBLTNoiseProcess"):
+        fresh.load_state_dict({k: v for k, v in state.items() if k != "p"})
+    fresh.load_state_dict(state)
+    assert fresh.step == 10
+    fresh.rng, proc.rng = np.random.default_rng(9), np.random.default_rng(9)  # same z ahead
+    np.testing.assert_array_equal(fresh.next_many(40), proc.next_many(40))
+
+
+def test_vector_stream_holds_buffers_plus_one_rows() -> None:
+    m = NormalizedBLT(4096, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=1)
+    s = m.stream()
+    for _ in range(3):
+        s.update(np.zeros(1000))
+    assert s.live_count() == len(THETA) + 1
+    process = s._process
+    assert process is not None
+    assert process.state_dict()["p"].shape == (len(THETA), 1000)
+
+
+def test_shipped_parameters_and_registry() -> None:
+    decay, _ = shipped_normalized_blt_parameters(1000, "max")
+    m = build_mechanism("normalized-blt", horizon=1000, **GAUSS, rng=0)
+    assert isinstance(m, NormalizedBLT) and m.budget.noise is not None
+    assert m.budget.noise.value == "gaussian"
+    best = NormalizedBLT.optimized(1024, objective="max", **GAUSS)
+    assert best.buffer_decay.tolist() == sorted(decay)
+    unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
+    assert best.max_variance() / unit < 9.491  # below the column-normalized square root
+
+
+def test_bad_inputs_name_the_parameter() -> None:
+    with pytest.raises(ValueError, match="buffer_decay must lie in"):
+        NormalizedBLT(10, buffer_decay=[1.5], output_scale=[0.1], **GAUSS)
+    with pytest.raises(ValueError, match="horizon"):
+        NormalizedBLT(2**24 + 1, buffer_decay=[0.5], output_scale=[0.1], **GAUSS)
+    with pytest.raises(ValueError, match="Gaussian noise only"):
+        NormalizedBLT(10, buffer_decay=[0.5], output_scale=[0.1], epsilon=1.0, noise="laplace")
+    with pytest.raises(ValueError, match="objective"):
+        shipped_normalized_blt_parameters(10, "median")
+    with pytest.raises(ValueError, match="start"):
+        normalized_blt_weights([0.5], [0.1], 10, start=11)
+
+
+@pytest.mark.slow
+def test_beyond_the_kept_horizon_variance_at_is_bit_identical() -> None:
+    """T > 2^20: the variances are not kept; variance_at and iter_variances recompute
+    the blocks and give the same floats as variances() (≈ 1 minute)."""
+    T = (1 << 20) + 3
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
+    v = m.variances()
+    for t in (1, 65_536, 65_537, T):
+        assert m.variance_at(t) == v[t - 1]
+    assert list(m.iter_variances(T - 2)) == v[T - 3 :].tolist()
