@@ -22,8 +22,9 @@ from dpcount.analysis import (
     compare,
 )
 from dpcount.analysis.certificates import normalized_sqrt_losses
-from dpcount.counting import BLT, SqrtFactorization
+from dpcount.counting import BLT, NormalizedBLT, SqrtFactorization
 from dpcount.counting.blt import shipped_blt_parameters
+from dpcount.counting.normalized_blt import shipped_normalized_blt_parameters
 from dpcount.counting.optimize import optimize_dense
 
 
@@ -75,6 +76,10 @@ def oracle_losses(T: int) -> dict[str, tuple[float, float]]:
     C1 = C * (norms[0] / norms)[None, :]
     B1 = solve_triangular(C1.T, np.tril(np.ones((T, T))).T, lower=False).T
     values["column-normalized sqrt"] = dense_losses(B1, C1)
+    for obj in ("mean", "max"):
+        decay, scale = shipped_normalized_blt_parameters(T, obj)
+        nb = NormalizedBLT(T, buffer_decay=decay, output_scale=scale, epsilon=1.0, delta=1e-6)
+        values[f"column-normalized blt ({obj}-optimized)"] = dense_losses(*nb.dense_factorization())
     return values
 
 
@@ -99,11 +104,16 @@ def test_best_known_loss_off_powers_of_two() -> None:
     big = best_known_loss(3000, "max")  # beyond the dense range
     S = SqrtFactorization(3000, epsilon=1.0, delta=1e-6)
     sqrt_max = S.max_variance() / S.sampler.variance * S.privacy.l2_sensitivity**2  # type: ignore[union-attr]
-    assert big.loss == pytest.approx(normalized_sqrt_losses(3000)[1], rel=1e-12)
+    # the column-normalized BLT (max-optimized, computed on the fly) is just below the
+    # column-normalized square root here
+    decay, scale = shipped_normalized_blt_parameters(3000, "max")
+    nblt_max = NormalizedBLT(
+        3000, buffer_decay=decay, output_scale=scale, epsilon=1.0, delta=1e-6
+    ).losses()[1]
+    assert big.loss == pytest.approx(min(normalized_sqrt_losses(3000)[1], nblt_max), rel=1e-12)
     assert big.loss < sqrt_max
-    assert big.source == "column-normalized sqrt"
-    blocks = best_known_loss(20000, "max")  # beyond its O(T²) range: blocks
-    assert blocks.source == "column-normalized sqrt (blocks, ratio 1.1)"
+    assert big.source == "column-normalized blt (max-optimized)"
+    assert nblt_max < normalized_sqrt_losses(3000)[1]
     beyond = best_known_loss(3_000_001, "max")  # beyond 2^21, not shipped: sqrt or a BLT
     assert beyond.source == "sqrt" or beyond.source.startswith("blt")
 
@@ -119,7 +129,7 @@ def test_asymptotic_lower_bound_formula() -> None:
 
 def test_certify_ratios_and_errors() -> None:
     c = certify(10.7096, 1024, "max")
-    assert c.reference.source == "column-normalized sqrt"
+    assert c.reference.source == "column-normalized blt (max-optimized)"
     assert c.ratio_to_best == pytest.approx(10.7096 / c.reference.loss)
     assert c.ratio_to_best > 1.12  # the square root's max loss is 12.8 % above it
     assert c.ratio_to_asymptotic == pytest.approx(10.7096 / asymptotic_lower_bound(1024))
@@ -207,7 +217,9 @@ def test_normalized_sqrt_beats_the_square_root_and_is_the_reference_at_1024() ->
     mean, mx = normalized_sqrt_losses(1024)
     assert mx == pytest.approx(9.490984, rel=1e-6)  # sqrt: 10.709611
     assert mean == pytest.approx(8.948214, rel=1e-6)  # sqrt: 9.670793
-    assert best_known_loss(1024, "max").source == "column-normalized sqrt"
+    # the column-normalized BLT (max-optimized, 9.4681) is the reference now
+    assert best_known_loss(1024, "max").source == "column-normalized blt (max-optimized)"
+    assert best_known_loss(1024, "max").loss < mx
     with pytest.raises(ValueError, match="horizon must be <= 4194304"):
         normalized_sqrt_losses(4194305)
 
@@ -227,14 +239,18 @@ def test_shipped_blocked_losses_match_a_fresh_computation() -> None:
         assert row["max_loss"] == pytest.approx(mx, rel=1e-12)
     row = table["losses"]["20"]
     assert row["max_loss"] == pytest.approx(27.949945, rel=1e-6)  # sqrt: 30.019
+    # at 2^20 the column-normalized BLT (27.81 / 26.85) is below it for both objectives
     ref = best_known_loss(1 << 20, "max")
-    assert ref.source == "column-normalized sqrt (blocks, ratio 1.1)"
-    assert ref.loss == row["max_loss"]
-    assert best_known_loss(1 << 20, "mean").loss == row["mean_loss"]  # below every BLT
-    # off a power of two: computed on the fly (here cheap)
-    other = best_known_loss(20_000, "max")
+    assert ref.source == "column-normalized blt (max-optimized)"
+    assert ref.loss < row["max_loss"]
+    assert best_known_loss(1 << 20, "mean").loss < row["mean_loss"]
+    # beyond the column-normalized BLT's on-the-fly range (2^16) and off a power of two,
+    # the blocked square root is computed on the fly
+    other = best_known_loss(70_000, "max")
     assert other.source == "column-normalized sqrt (blocks, ratio 1.1)"
-    assert other.loss == pytest.approx(normalized_sqrt_losses(20_000)[1], rel=1e-12)
+    assert other.loss == pytest.approx(
+        normalized_sqrt_losses(70_000, block_ratio=1.1)[1], rel=1e-12
+    )
 
 
 def test_compare_lists_the_dense_optimum_where_its_losses_are_known() -> None:

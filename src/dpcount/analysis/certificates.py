@@ -17,7 +17,11 @@ Two yardsticks per horizon T and objective:
   (exact in O(m·T log T): shipped for T = 2^15 … 2^22 in
   ``dpcount/data/normalized_sqrt_losses.json``, made by
   ``benchmarks/make_normalized_sqrt_losses.py``, computed on the fly for other
-  T ≤ 2^21, ≈ 12 s at 2^21; max loss 27.95 at 2^20), every shipped optimized BLT
+  T ≤ 2^21, ≈ 12 s at 2^21; max loss 27.95 at 2^20), the column-normalized BLT
+  (:class:`dpcount.counting.NormalizedBLT` with the parameters shipped for each
+  objective: losses shipped at T = 2^0 … 2^24 in
+  ``dpcount/data/normalized_blt_parameters.json``, exact O(T·buffers) losses on the
+  fly for other T ≤ 2^16; max loss 27.81 at 2^20), every shipped optimized BLT
   (both objectives, every shipped buffer count, evaluated at T by the closed forms
   of :func:`dpcount.counting.blt.blt_losses`), for T ≤ 2^16 the full-band Toeplitz
   factorization optimized for the requested objective
@@ -71,6 +75,11 @@ import numpy as np
 
 from dpcount._validate import check_choice, check_integer, check_real
 from dpcount.counting.blt import _shipped, blt_losses, shipped_blt_parameters
+from dpcount.counting.normalized_blt import _shipped as _normalized_blt_shipped
+from dpcount.counting.normalized_blt import (
+    normalized_blt_losses,
+    shipped_normalized_blt_parameters,
+)
 from dpcount.counting.normalized_sqrt import (
     DEFAULT_BLOCK_RATIO,
     NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
@@ -227,6 +236,22 @@ def _normalized_sqrt_candidate(T: int) -> tuple[str, float, float] | None:
     return None
 
 
+def _normalized_blt_candidates(T: int) -> list[tuple[str, float, float]]:
+    """(source, mean loss, max loss) of the column-normalized BLT with the parameters
+    shipped for each objective: the shipped losses at powers of two up to 2^24, exact
+    O(T·buffers) losses on the fly for other T ≤ 2^16, nothing beyond."""
+    out = []
+    for objective in ("mean", "max"):
+        source = f"column-normalized blt ({objective}-optimized)"
+        entry = _normalized_blt_shipped()["objectives"][objective].get(str(T.bit_length() - 1))
+        if entry is not None and T & (T - 1) == 0:
+            out.append((source, float(entry["mean_loss"]), float(entry["max_loss"])))
+        elif T <= 1 << 16:
+            decay, scale = shipped_normalized_blt_parameters(T, objective)
+            out.append((source, *normalized_blt_losses(decay, scale, T)))
+    return out
+
+
 def _shipped_buffer_counts(objective: str) -> list[int]:
     return sorted(int(n) for n in _shipped()["objectives"][objective])
 
@@ -245,6 +270,7 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
     normalized = _normalized_sqrt_candidate(T)
     if normalized is not None:
         out.append(normalized)
+    out.extend(_normalized_blt_candidates(T))
     dense = dense_optimum_losses(T)
     if dense is not None:
         out.append(("dense mean optimum", dense[0], dense[1]))

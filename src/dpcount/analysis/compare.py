@@ -402,7 +402,7 @@ def compare(
             for method in methods:
                 add(f"sqrt ({method})", "sqrt", noise, method)
             add("blt", "blt", noise)  # shipped mean-optimized parameters (Gaussian only)
-            if T <= 1 << 16:  # column-normalized BLT: exact variances O(T·buffers) on the fly
+            if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances O(T·buffers) on the fly
                 add("normalized-blt", "normalized-blt", noise)
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
                 add("normalized-sqrt", "normalized-sqrt", noise)
