@@ -63,8 +63,44 @@ def row(name: str, T: int, mean: float, mx: float, targets: tuple[float, float] 
     )
 
 
+def max_optimum_rows() -> None:
+    """Issue #21, priority 1: the certified dense max-loss optimum (shipped table) against
+    the column-normalized square root (exact), and the certified max-loss lower bounds
+    beyond the dense range (γ₂ dual at interpolated weights, shipped for 2^12..2^14)."""
+    from dpcount.analysis.certificates import certified_lower_bound, dense_optimum_losses
+    from dpcount.counting.optimize_max import shipped_max_optima
+
+    table = shipped_max_optima()
+    print("dense max-loss optimum (certified): T, max loss, lower bound, gap, its mean loss,")
+    print("  mean optimum, normalized sqrt max loss ÷ certified lower bound")
+    for k in range(6, 12):
+        T = 1 << k
+        row = table[k]
+        dense = dense_optimum_losses(T)
+        assert dense is not None
+        ns_max = normalized_sqrt_losses(T)[1]
+        print(
+            f"  T = {T:5d}  max {row['max_loss']:.4f}  ≥ {row['max_lower_bound']:.4f}  "
+            f"gap {row['max_loss'] / row['max_lower_bound'] - 1:.1e}  mean {row['mean_loss']:.4f}"
+            f"  (mean optimum {dense[0]:.4f})  normalized sqrt {ns_max:.4f} = "
+            f"{ns_max / row['max_lower_bound']:.4f}×",
+            flush=True,
+        )
+    for k in (12, 13, 14):
+        T = 1 << k
+        bound = certified_lower_bound(T, "max")
+        assert bound is not None
+        ns_max = normalized_sqrt_losses(T)[1]
+        print(
+            f"  T = {T:5d}  max-loss lower bound {bound.value:.4f}  normalized sqrt "
+            f"{ns_max:.4f} = {ns_max / bound.value:.4f}×",
+            flush=True,
+        )
+
+
 def main() -> None:
     start = time.perf_counter()
+    max_optimum_rows()
     for T in (1024, 16384):
         targets = BEST_KNOWN[T]
         print(f"T = {T}: issue's best known mean {targets[0]}, max {targets[1]}")

@@ -63,6 +63,10 @@ class Entry:
         return (self.cls if self.factory is None else self.factory)(**kw)
 
 
+def _dense_max(**kw: Any) -> CountingMechanism:
+    return FactorizationMechanism.optimal(objective="max", **kw)
+
+
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
 #: the one registry (the CLI, the advisor, the apps and checkpoints read it)
 REGISTRY: tuple[Entry, ...] = (
@@ -83,6 +87,11 @@ REGISTRY: tuple[Entry, ...] = (
         FactorizationMechanism,
         factory=FactorizationMechanism.optimal,
         noise=NoiseKind.GAUSSIAN,
+    ),
+    # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
+    # optimized on first use otherwise (horizon <= 2048)
+    Entry(
+        "dense-max-optimum", FactorizationMechanism, factory=_dense_max, noise=NoiseKind.GAUSSIAN
     ),
 )
 
