@@ -28,8 +28,11 @@ Two yardsticks per horizon T and objective:
   (:func:`dpcount.counting.optimize.optimize_dense`): its mean and max loss are
   shipped for T = 2^0 … 2^11 (``dpcount/data/factorization_optima.json``, made by
   ``benchmarks/make_factorization_optima.py``) and computed on the fly for other
-  T ≤ 128. dpcount has no dense *max*-loss solver: the max figure of the dense
-  entry is the max loss of the mean-optimal factorization, an achieved value. Each
+  T ≤ 128; and for T = 2^0 … 2^11 the dense *max*-loss optimum
+  (:func:`dpcount.counting.optimize_max.optimize_dense_max`, certified within 10⁻⁴
+  relative of the optimum over all factorizations; shipped in
+  ``dpcount/data/dense_max_optima.json``, made by
+  ``benchmarks/make_dense_max_optima.py``; max loss 8.7711 at 1024). Each
   figure is achieved by a concrete factorization, so the reference is an upper bound
   on the true optimum and a ratio below 1 would mean a mechanism beats everything
   dpcount knows (the dense iteration stops at a relative change of 10⁻⁶, so its
@@ -47,7 +50,14 @@ Two yardsticks per horizon T and objective:
   for the max loss; the mean loss has the same leading term (ln T/π)², and its
   ratio to this figure is a reference point, not a certified gap.
 
-Both yardsticks are for **single participation**. Under a (k, b)-participation
+And a third, certified one: :func:`certified_lower_bound` — a lower bound on the loss
+of *every* factorization at T (weak duality: for the max loss the γ₂ dual
+‖diag(√u)·A·diag(√p)‖_*² at shipped or interpolated optimal weights, 14.645 at 2^14;
+for the mean loss the dual of the dense mean optimum or (‖A‖_*/T)²), so
+``loss / bound`` (:attr:`Certificate.ratio_to_lower_bound`) bounds how far a
+mechanism is from optimal.
+
+All yardsticks are for **single participation**. Under a (k, b)-participation
 schema (k > 1) :func:`dpcount.analysis.compare` takes as reference the lowest loss
 among its own candidates built for that schema (each with its exact or certified
 schema sensitivity), and the certificate has no asymptotic bound (None): the dense
