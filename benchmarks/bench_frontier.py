@@ -25,6 +25,7 @@ import time
 from dpcount.analysis.certificates import asymptotic_lower_bound, normalized_sqrt_losses
 from dpcount.counting import BLT, SqrtFactorization, ToeplitzFactorization
 from dpcount.counting.blt import blt_losses, shipped_blt_parameters
+from dpcount.counting.row_scaled_sqrt import ROW_SCALED_LOG_WEIGHTS
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.toeplitz_opt import optimize_toeplitz
 from dpcount.privacy import Participation
@@ -99,21 +100,15 @@ def max_optimum_rows() -> None:
         )
 
 
-#: log-weights of the row-scaled square root: Chebyshev coefficients of ln w(y) in
-#: y = 2(i + ½)/T − 1 (degree 1..8, the constant is irrelevant), fitted once at T = 1024
-#: (L-BFGS-B on a soft maximum of the exact row norms; see row_scaled_sqrt_rows)
-ROW_SCALED_LOG_WEIGHTS = (
-    -0.09260370447596611, -0.3144317059494991, -0.03813361179719161, -0.08401641386105872,
-    -0.012510411552513543, -0.028921415789965023, -0.003542257500684378, -0.008045071073117553,
-)  # fmt: skip
-
-
 def row_scaled_sqrt_losses(T: int, log_weights: tuple[float, ...]) -> tuple[float, float]:
     """(mean, max) loss of C′ = diag(w)·C·diag(1/n), C the square root's Toeplitz
     encoder, n_j = ‖diag(w)·C[:, j]‖ (every column of C′ has norm 1), and
     B′ = A·diag(n)·G·diag(1/w), G = C⁻¹ the Toeplitz matrix of (1 − x)^{1/2}, so
     B′C′ = A. w = 1 is the column-normalized square root. Exact O(T²): the rows of B′
-    in column blocks of 512 (no T×T matrix)."""
+    in column blocks of 512 (no T×T matrix); n by an FFT correlation — a computation
+    independent of the mechanism ``RowScaledSqrtFactorization`` (direct sums), which
+    the fitted weights ``ROW_SCALED_LOG_WEIGHTS`` (at T = 1024, L-BFGS-B on a soft
+    maximum of these row norms) come from."""
     import numpy as np
     import scipy.fft as sf
     from numpy.polynomial import chebyshev

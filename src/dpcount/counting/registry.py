@@ -14,6 +14,7 @@ from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
+from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
@@ -93,6 +94,8 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "dense-max-optimum", FactorizationMechanism, factory=_dense_max, noise=NoiseKind.GAUSSIAN
     ),
+    # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
+    Entry("row-scaled-sqrt", RowScaledSqrtFactorization),
 )
 
 #: name -> builder taking horizon, the budget keywords (epsilon, delta, noise,
@@ -130,7 +133,9 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
 
 #: names calibrated for Gaussian noise only (they refuse every other noise kind)
 GAUSSIAN_ONLY: frozenset[str] = frozenset(
-    e.name for e in REGISTRY if e.name is not None and e.cls in (BLT, ToeplitzFactorization)
+    e.name
+    for e in REGISTRY
+    if e.name is not None and e.cls in (BLT, ToeplitzFactorization, RowScaledSqrtFactorization)
 )
 
 
