@@ -32,7 +32,11 @@ Two yardsticks per horizon T and objective:
   (:func:`dpcount.counting.optimize_max.optimize_dense_max`, certified within 10⁻⁴
   relative of the optimum over all factorizations; shipped in
   ``dpcount/data/dense_max_optima.json``, made by
-  ``benchmarks/make_dense_max_optima.py``; max loss 8.7711 at 1024). Each
+  ``benchmarks/make_dense_max_optima.py``; max loss 8.7711 at 1024), and for
+  T = 2^0 … 2^14 the row-scaled square root
+  (:class:`dpcount.counting.row_scaled_sqrt.RowScaledSqrtFactorization`'s exact losses, shipped in
+  ``dpcount/data/row_scaled_sqrt_losses.json``, made by
+  ``benchmarks/make_row_scaled_losses.py``; max 14.975 at 2^14). Each
   figure is achieved by a concrete factorization, so the reference is an upper bound
   on the true optimum and a ratio below 1 would mean a mechanism beats everything
   dpcount knows (the dense iteration stops at a relative change of 10⁻⁶, so its
@@ -299,7 +303,20 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
     if 1 << k == T and k <= SHIPPED_MAX_LOG2:
         row = shipped_max_optima()[k]
         out.append(("dense max optimum", float(row["mean_loss"]), float(row["max_loss"])))
+    scaled = _row_scaled_table().get(str(k)) if 1 << k == T else None
+    if scaled is not None:
+        out.append(("row-scaled sqrt", float(scaled["mean_loss"]), float(scaled["max_loss"])))
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _row_scaled_table() -> dict[str, dict[str, float]]:
+    """k -> losses of ``RowScaledSqrtFactorization(2^k)`` (shipped, k ≤ 14)."""
+    path = resources.files("dpcount.data").joinpath("row_scaled_sqrt_losses.json")
+    with path.open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
+    table: dict[str, dict[str, float]] = data["row_scaled_sqrt"]
+    return table
 
 
 @lru_cache(maxsize=64)
