@@ -12,8 +12,9 @@ with geometric blocks of ratio 1.1 (the mechanism's default beyond 2^14), both e
 at 2^20 the blocked losses are computed here (≈ 5 s) and the stretch target
 (0.846 + ln T/π)² is printed as a ratio.
 
-Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (1–2 minutes, most of it the
-blocked variances and the normalized BLT's exact losses at 2^20, and the Toeplitz
+Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (2–3 minutes on the loaded
+machine, most of it the row-scaled square root's exact O(T²) rows at 16384 (≈ 50 s),
+the blocked variances and the normalized BLT's exact losses at 2^20, and the Toeplitz
 optimizations).
 """
 
@@ -29,6 +30,7 @@ from dpcount.counting.normalized_blt import (
     normalized_blt_losses,
     shipped_normalized_blt_parameters,
 )
+from dpcount.counting.row_scaled_sqrt import ROW_SCALED_LOG_WEIGHTS
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.toeplitz_opt import optimize_toeplitz
 from dpcount.privacy import Participation
@@ -96,8 +98,210 @@ def row(name: str, T: int, mean: float, mx: float, targets: tuple[float, float] 
     )
 
 
+def max_optimum_rows() -> None:
+    """Issue #21, priority 1: the certified dense max-loss optimum (shipped table) against
+    the column-normalized square root (exact), and the certified max-loss lower bounds
+    beyond the dense range (γ₂ dual at interpolated weights, shipped for 2^12..2^14)."""
+    from dpcount.analysis.certificates import certified_lower_bound, dense_optimum_losses
+    from dpcount.counting.optimize_max import shipped_max_optima
+
+    table = shipped_max_optima()
+    print("dense max-loss optimum (certified): T, max loss, lower bound, gap, its mean loss,")
+    print("  mean optimum, normalized sqrt max loss ÷ certified lower bound")
+    for k in range(6, 12):
+        T = 1 << k
+        row = table[k]
+        dense = dense_optimum_losses(T)
+        assert dense is not None
+        ns_max = normalized_sqrt_losses(T)[1]
+        print(
+            f"  T = {T:5d}  max {row['max_loss']:.4f}  ≥ {row['max_lower_bound']:.4f}  "
+            f"gap {row['max_loss'] / row['max_lower_bound'] - 1:.1e}  mean {row['mean_loss']:.4f}"
+            f"  (mean optimum {dense[0]:.4f})  normalized sqrt {ns_max:.4f} = "
+            f"{ns_max / row['max_lower_bound']:.4f}×",
+            flush=True,
+        )
+    for k in (12, 13, 14):
+        T = 1 << k
+        bound = certified_lower_bound(T, "max")
+        assert bound is not None
+        ns_max = normalized_sqrt_losses(T)[1]
+        print(
+            f"  T = {T:5d}  max-loss lower bound {bound.value:.4f}  normalized sqrt "
+            f"{ns_max:.4f} = {ns_max / bound.value:.4f}×",
+            flush=True,
+        )
+
+
+def row_scaled_sqrt_losses(T: int, log_weights: tuple[float, ...]) -> tuple[float, float]:
+    """(mean, max) loss of C′ = diag(w)·C·diag(1/n), C the square root's Toeplitz
+    encoder, n_j = ‖diag(w)·C[:, j]‖ (every column of C′ has norm 1), and
+    B′ = A·diag(n)·G·diag(1/w), G = C⁻¹ the Toeplitz matrix of (1 − x)^{1/2}, so
+    B′C′ = A. w = 1 is the column-normalized square root. Exact O(T²): the rows of B′
+    in column blocks of 512 (no T×T matrix); n by an FFT correlation — a computation
+    independent of the mechanism ``RowScaledSqrtFactorization`` (direct sums), which
+    the fitted weights ``ROW_SCALED_LOG_WEIGHTS`` (at T = 1024, L-BFGS-B on a soft
+    maximum of these row norms) come from."""
+    import numpy as np
+    import scipy.fft as sf
+    from numpy.polynomial import chebyshev
+
+    from dpcount.counting.toeplitz import sqrt_coefficients
+
+    f = np.asarray(sqrt_coefficients(T))
+    k = np.arange(T)
+    g = np.empty(T)
+    g[0] = 1.0
+    g[1:] = -f[1:] / (2 * k[1:] - 1)
+    w = np.exp(chebyshev.chebval((k + 0.5) / T * 2 - 1, (0.0, *log_weights)))
+    size = sf.next_fast_len(2 * T)
+    n2 = sf.irfft(sf.rfft((w * w)[::-1], size) * sf.rfft(f * f, size), size)[:T][::-1]
+    n = np.sqrt(n2)
+    rows = np.zeros(T)
+    for j0 in range(0, T, 512):
+        cols = np.arange(j0, min(T, j0 + 512))
+        d = k[:, None] - cols[None, :]
+        block = np.cumsum(n[:, None] * np.where(d >= 0, g[np.maximum(d, 0)], 0.0), axis=0)
+        block /= w[cols][None, :]
+        rows += np.sum(block * block, axis=1)
+    return float(rows.mean()), float(rows.max())
+
+
+def row_scaled_sqrt_rows() -> None:
+    """Issue #21, priority 2: the row-scaled, column-normalized square root (weights
+    fitted at T = 1024 and reused as a function of i/T), exact, against the certified
+    lower bounds; checked against dense matrices at T = 64."""
+    import numpy as np
+    from numpy.polynomial import chebyshev
+    from scipy.linalg import solve_triangular
+
+    from dpcount.analysis.certificates import certified_lower_bound
+    from dpcount.counting.toeplitz import sqrt_coefficients
+
+    T = 64  # the dense check: B = A·C′⁻¹ by a triangular solve
+    f = np.asarray(sqrt_coefficients(T))
+    i = np.arange(T)
+    w = np.exp(chebyshev.chebval((i + 0.5) / T * 2 - 1, (0.0, *ROW_SCALED_LOG_WEIGHTS)))
+    C = np.where(i[:, None] >= i[None, :], f[np.maximum(i[:, None] - i[None, :], 0)], 0.0)
+    C = w[:, None] * C
+    C /= np.sqrt(np.sum(C * C, axis=0))[None, :]
+    B = solve_triangular(C.T, np.tril(np.ones((T, T))).T, lower=False).T
+    dense = np.sum(B * B, axis=1)
+    mean, mx = row_scaled_sqrt_losses(T, ROW_SCALED_LOG_WEIGHTS)
+    assert abs(mx / dense.max() - 1) < 1e-10 and abs(mean / dense.mean() - 1) < 1e-10
+    print("row-scaled column-normalized sqrt (weights fitted at 1024), exact:")
+    for T in (1024, 2048, 4096, 16384):
+        mean, mx = row_scaled_sqrt_losses(T, ROW_SCALED_LOG_WEIGHTS)
+        low_max, low_mean = certified_lower_bound(T, "max"), certified_lower_bound(T, "mean")
+        assert low_max is not None and low_mean is not None
+        ns_mean, ns_max = normalized_sqrt_losses(T)
+        print(
+            f"  T = {T:5d}  mean {mean:.4f} ({mean / low_mean.value:.4f}× bound; normalized "
+            f"sqrt {ns_mean:.4f})  max {mx:.4f} ({mx / low_max.value:.4f}× bound; normalized "
+            f"sqrt {ns_max:.4f})",
+            flush=True,
+        )
+
+
+def two_sided_block_starts(T: int, ratio: float) -> list[int]:
+    """First columns of blocks whose boundaries are geometric from both ends:
+    0, round(r^i) and T − round(r^i) (steps ≥ 1) below T/2."""
+    points, x = {0}, 1.0
+    while x < T / 2:
+        points.update((round(x), T - round(x)))
+        x = max(x * ratio, x + 1.0)
+    return sorted(p for p in points if 0 <= p < T)
+
+
+def blocked_row_scaled_losses(T: int, ratio: float) -> tuple[float, float, float]:
+    """(mean, max, sensitivity²) of the row-scaled square root with n piecewise constant
+    on :func:`two_sided_block_starts` blocks, n = the largest true column norm of the
+    block (so every column of C′ has norm ≤ 1), exact in O(m·T log T): with
+    Y = C·(z/w) and Δ_q = n_q − n_{q+1} at block ends q, N_t = n_t·Y_t + Σ_{q<t} Δ_q·Y_q
+    (summation by parts, Σ_{s≤k} g_s = f_k), so Var N_t is a quadratic form in
+    K(a, b) = Cov(Y_a, Y_b)/σ² = Σ_{j≤min(a,b)} f_{a−j}f_{b−j}/w_j², one FFT per block."""
+    import numpy as np
+    import scipy.fft as sf
+    from numpy.polynomial import chebyshev
+
+    from dpcount.counting.toeplitz import sqrt_coefficients
+
+    f = np.asarray(sqrt_coefficients(T))
+    k = np.arange(T)
+    w = np.exp(chebyshev.chebval((k + 0.5) / T * 2 - 1, (0.0, *ROW_SCALED_LOG_WEIGHTS)))
+    size = sf.next_fast_len(2 * T)
+    spec_f = sf.rfft(f, size)
+    true_n = np.sqrt(sf.irfft(sf.rfft((w * w)[::-1], size) * sf.rfft(f * f, size), size)[:T][::-1])
+    starts = np.array(two_sided_block_starts(T, ratio))
+    ends = np.append(starts[1:], T)
+    n = np.repeat([true_n[a:b].max() for a, b in zip(starts, ends, strict=True)], ends - starts)
+    inv_w2 = 1.0 / (w * w)
+    V = n * n * sf.irfft(sf.rfft(f * f, size) * sf.rfft(inv_w2, size), size)[:T]
+    Q = ends[:-1] - 1
+    D = n[Q] - n[Q + 1]
+    Kqq = np.zeros((len(Q), len(Q)))
+    cross = np.zeros(T)
+    for i, q in enumerate(Q):
+        h = np.zeros(T)
+        h[: q + 1] = f[q - k[: q + 1]] * inv_w2[: q + 1]
+        Kt = sf.irfft(sf.rfft(h, size) * spec_f, size)[:T]
+        Kqq[i] = Kt[Q]
+        cross[q + 1 :] += D[i] * Kt[q + 1 :]
+    V += 2 * n * cross
+    S = np.cumsum(np.cumsum((D[:, None] * D[None, :]) * Kqq, axis=0), axis=1)
+    below = np.searchsorted(Q, k, side="left") - 1  # index of the last q < t
+    V += np.where(below >= 0, S[np.maximum(below, 0), np.maximum(below, 0)], 0.0)
+    sens2 = float(np.max(true_n / n)) ** 2
+    return float(V.mean()) * sens2, float(V.max()) * sens2, sens2
+
+
+def blocked_row_scaled_rows() -> None:
+    """Issue #21, priority 2 at 2^20: the row-scaled square root with blocked column
+    scales (ratio 1.05 from both ends), checked against the dense pair at T = 1024."""
+    import numpy as np
+
+    from dpcount.analysis.certificates import certified_lower_bound
+    from dpcount.counting.toeplitz import sqrt_coefficients
+
+    T, ratio = 1024, 1.05
+    mean, mx, _ = blocked_row_scaled_losses(T, ratio)
+    f = np.asarray(sqrt_coefficients(T))
+    k = np.arange(T)
+    from numpy.polynomial import chebyshev
+
+    w = np.exp(chebyshev.chebval((k + 0.5) / T * 2 - 1, (0.0, *ROW_SCALED_LOG_WEIGHTS)))
+    d = k[:, None] - k[None, :]
+    C = np.where(d >= 0, f[np.maximum(d, 0)], 0.0) * w[:, None]
+    true_n = np.sqrt(np.sum(C * C, axis=0))
+    starts = np.array(two_sided_block_starts(T, ratio))
+    ends = np.append(starts[1:], T)
+    n = np.repeat([true_n[a:b].max() for a, b in zip(starts, ends, strict=True)], ends - starts)
+    g = np.empty(T)
+    g[0] = 1.0
+    g[1:] = -f[1:] / (2 * k[1:] - 1)
+    B = np.cumsum(n[:, None] * np.where(d >= 0, g[np.maximum(d, 0)], 0.0), axis=0) / w[None, :]
+    C /= n[None, :]
+    assert np.abs(B @ C - np.tril(np.ones((T, T)))).max() < 1e-12
+    rows = np.sum(B * B, axis=1) * float(np.max(np.sum(C * C, axis=0)))
+    assert abs(mx / rows.max() - 1) < 1e-10 and abs(mean / rows.mean() - 1) < 1e-10
+    T = 1 << 20
+    begin = time.perf_counter()
+    mean, mx, _ = blocked_row_scaled_losses(T, ratio)
+    low = certified_lower_bound(T, "mean")
+    assert low is not None
+    print(
+        f"row-scaled sqrt, blocks (ratio {ratio}, both ends) at 2^20: mean {mean:.4f} "
+        f"({mean / low.value:.4f}× (‖A‖_*/T)²; target 26.81)  max {mx:.4f} (target 27.65)  "
+        f"[{time.perf_counter() - begin:.0f} s]",
+        flush=True,
+    )
+
+
 def main() -> None:
     start = time.perf_counter()
+    max_optimum_rows()
+    row_scaled_sqrt_rows()
+    blocked_row_scaled_rows()
     for T in (1024, 16384):
         targets = BEST_KNOWN[T]
         print(f"T = {T}: issue's best known mean {targets[0]}, max {targets[1]}")

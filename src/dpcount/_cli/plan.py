@@ -83,6 +83,11 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}" if value < 100 else f"{value:.0f}"
 
 
+def _lower_ratio(value: float) -> str:
+    """Three decimals near 1 (the certified gap is what it shows), else as _ratio."""
+    return f"{value:.3f}" if value < 10 else _ratio(value)
+
+
 def _sens(exact: bool) -> str:
     return "exact" if exact else "bound"
 
@@ -128,15 +133,18 @@ def run(args: argparse.Namespace) -> int:
         table.add_column("÷best", justify="right")
         if schema is None:  # the asymptotic bound is for one participation
             table.add_column("÷asym", justify="right")
+            table.add_column("÷lower", justify="right")  # the certified lower bound
     for i, r in enumerate(rows, start=1):
         style = "bold" if i == 1 else None
         cert = r.certificate
-        ratios = [] if reference is None else ["n/a"] if schema is not None else ["n/a", "n/a"]
+        ratios = [] if reference is None else ["n/a"] if schema is not None else ["n/a"] * 3
         if cert is not None:
             asym = cert.ratio_to_asymptotic
             ratios = [_ratio(cert.ratio_to_best)]
             if schema is None:
                 ratios.append("n/a" if asym is None else _ratio(asym))
+                lower = cert.ratio_to_lower_bound
+                ratios.append("n/a" if lower is None else _lower_ratio(lower))
         sens = []
         if schema is not None:
             sens = ["?" if r.sensitivity is None else _sens(r.sensitivity.exact)]
@@ -172,6 +180,13 @@ def run(args: argparse.Namespace) -> int:
                 "(Henzinger–Kalinin–Upadhyay 2025, a limit as T → ∞, not a bound at this T). "
                 "n/a: Laplace noise."
             )
+            if reference.lower_bound is not None:
+                bound = reference.lower_bound
+                con.print(
+                    f"÷lower: the same loss over {bound.value:.5g}, a certified lower bound on "
+                    f"the {bound.objective} loss of every factorization at this T "
+                    f"({escape(bound.source)})."
+                )
         else:
             con.print(
                 f"÷best: {loss_text}, with the schema sensitivity) over the best one "

@@ -32,8 +32,15 @@ Two yardsticks per horizon T and objective:
   (:func:`dpcount.counting.optimize.optimize_dense`): its mean and max loss are
   shipped for T = 2^0 … 2^11 (``dpcount/data/factorization_optima.json``, made by
   ``benchmarks/make_factorization_optima.py``) and computed on the fly for other
-  T ≤ 128. dpcount has no dense *max*-loss solver: the max figure of the dense
-  entry is the max loss of the mean-optimal factorization, an achieved value. Each
+  T ≤ 128; and for T = 2^0 … 2^11 the dense *max*-loss optimum
+  (:func:`dpcount.counting.optimize_max.optimize_dense_max`, certified within 10⁻⁴
+  relative of the optimum over all factorizations; shipped in
+  ``dpcount/data/dense_max_optima.json``, made by
+  ``benchmarks/make_dense_max_optima.py``; max loss 8.7711 at 1024), and for
+  T = 2^0 … 2^14 the row-scaled square root
+  (:class:`dpcount.counting.row_scaled_sqrt.RowScaledSqrtFactorization`'s exact losses, shipped in
+  ``dpcount/data/row_scaled_sqrt_losses.json``, made by
+  ``benchmarks/make_row_scaled_losses.py``; max 14.975 at 2^14). Each
   figure is achieved by a concrete factorization, so the reference is an upper bound
   on the true optimum and a ratio below 1 would mean a mechanism beats everything
   dpcount knows (the dense iteration stops at a relative change of 10⁻⁶, so its
@@ -51,7 +58,14 @@ Two yardsticks per horizon T and objective:
   for the max loss; the mean loss has the same leading term (ln T/π)², and its
   ratio to this figure is a reference point, not a certified gap.
 
-Both yardsticks are for **single participation**. Under a (k, b)-participation
+And a third, certified one: :func:`certified_lower_bound` — a lower bound on the loss
+of *every* factorization at T (weak duality: for the max loss the γ₂ dual
+‖diag(√u)·A·diag(√p)‖_*² at shipped or interpolated optimal weights, 14.645 at 2^14;
+for the mean loss the dual of the dense mean optimum or (‖A‖_*/T)²), so
+``loss / bound`` (:attr:`Certificate.ratio_to_lower_bound`) bounds how far a
+mechanism is from optimal.
+
+All yardsticks are for **single participation**. Under a (k, b)-participation
 schema (k > 1) :func:`dpcount.analysis.compare` takes as reference the lowest loss
 among its own candidates built for that schema (each with its exact or certified
 schema sensitivity), and the certificate has no asymptotic bound (None): the dense
@@ -87,6 +101,14 @@ from dpcount.counting.normalized_sqrt import (
     normalized_sqrt_losses,
 )
 from dpcount.counting.optimize import optimize_dense
+from dpcount.counting.optimize_max import (
+    SHIPPED_MAX_LOG2,
+    interpolate_weights,
+    max_loss_lower_bound,
+    shipped_interpolated_max_bounds,
+    shipped_max_optima,
+    shipped_max_weights,
+)
 from dpcount.counting.toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
@@ -97,11 +119,14 @@ __all__ = [
     "ASYMPTOTIC_CONSTANT",
     "NORMALIZED_SQRT_MAX_HORIZON",
     "Certificate",
+    "LowerBound",
     "Objective",
     "Reference",
     "asymptotic_lower_bound",
     "best_known_loss",
+    "certified_lower_bound",
     "certify",
+    "counting_nuclear_norm",
     "normalized_sqrt_losses",
 ]
 
@@ -142,6 +167,24 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class LowerBound:
+    """A certified lower bound on the loss of *every* factorization of the counting
+    matrix at a horizon (single participation), see :func:`certified_lower_bound`.
+
+    Attributes:
+        horizon: T.
+        objective: ``"mean"`` or ``"max"``.
+        value: the bound (no factorization has a smaller loss).
+        source: how it was obtained.
+    """
+
+    horizon: int
+    objective: str
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Certificate:
     """A loss against the two yardsticks of its horizon.
 
@@ -157,6 +200,14 @@ class Certificate:
     loss: float
     reference: Reference
     asymptotic_bound: float | None
+    lower_bound: LowerBound | None = None
+
+    @property
+    def ratio_to_lower_bound(self) -> float | None:
+        """loss / certified lower bound (≥ 1 always; None without a bound)."""
+        if self.lower_bound is None:
+            return None
+        return self.loss / self.lower_bound.value
 
     @property
     def ratio_to_best(self) -> float:
@@ -274,7 +325,24 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
     dense = dense_optimum_losses(T)
     if dense is not None:
         out.append(("dense mean optimum", dense[0], dense[1]))
+    k = T.bit_length() - 1
+    if 1 << k == T and k <= SHIPPED_MAX_LOG2:
+        row = shipped_max_optima()[k]
+        out.append(("dense max optimum", float(row["mean_loss"]), float(row["max_loss"])))
+    scaled = _row_scaled_table().get(str(k)) if 1 << k == T else None
+    if scaled is not None:
+        out.append(("row-scaled sqrt", float(scaled["mean_loss"]), float(scaled["max_loss"])))
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _row_scaled_table() -> dict[str, dict[str, float]]:
+    """k -> losses of ``RowScaledSqrtFactorization(2^k)`` (shipped, k ≤ 14)."""
+    path = resources.files("dpcount.data").joinpath("row_scaled_sqrt_losses.json")
+    with path.open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
+    table: dict[str, dict[str, float]] = data["row_scaled_sqrt"]
+    return table
 
 
 @lru_cache(maxsize=64)
@@ -315,8 +383,102 @@ def certify(loss: float, horizon: int, objective: str | Objective = "mean") -> C
         raise ValueError(f"loss must be finite, got {loss!r}")
     reference = best_known_loss(horizon, objective)
     return Certificate(
-        loss=value, reference=reference, asymptotic_bound=asymptotic_lower_bound(horizon)
+        loss=value,
+        reference=reference,
+        asymptotic_bound=asymptotic_lower_bound(horizon),
+        lower_bound=certified_lower_bound(horizon, objective),
     )
+
+
+#: largest T whose nuclear norm ‖A‖_* :func:`counting_nuclear_norm` sums (chunked, O(T))
+NUCLEAR_NORM_MAX_HORIZON = 1 << 26
+#: largest T whose max-loss bound is computed on the fly from interpolated optimal
+#: weights (O(T²) eigenvalues, ≈ 0.5 s at 2048)
+WEIGHTED_BOUND_MAX_HORIZON = 2048
+#: relative amount subtracted from the summed nuclear norm (floating-point margin)
+_NUCLEAR_MARGIN = 1e-12
+_CHUNK = 1 << 20
+
+
+@lru_cache(maxsize=64)
+def counting_nuclear_norm(horizon: int) -> float:
+    """‖A‖_*, the nuclear norm of the T×T lower-triangular all-ones matrix, rounded
+    down by a relative 10⁻¹².
+
+    Its singular values are σ_k = 1/(2 sin((2k − 1)π/(4T + 2))), k = 1..T
+    (AAᵀ has the tridiagonal inverse with diagonal (2, …, 2, 1) and off-diagonal
+    −1, whose eigenvalues are 4 sin²((2k − 1)π/(4T + 2)); checked against a dense SVD
+    in the tests). Summed in float64 in chunks, O(T).
+
+    Raises:
+        ValueError: ``horizon`` outside [1, 2^26] (naming it).
+    """
+    T = check_integer("horizon", horizon, ge=1, le=NUCLEAR_NORM_MAX_HORIZON)
+    total = 0.0
+    for lo in range(1, T + 1, _CHUNK):
+        k = np.arange(lo, min(T, lo + _CHUNK - 1) + 1, dtype=np.float64)
+        total += float(np.sum(0.5 / np.sin((2.0 * k - 1.0) * math.pi / (4.0 * T + 2.0))))
+    return total * (1.0 - _NUCLEAR_MARGIN)
+
+
+def _mean_lower_bound(T: int) -> LowerBound:
+    k = T.bit_length() - 1
+    if 1 << k == T and k <= _DENSE_SHIPPED_MAX_LOG2:
+        row = _dense_table().get(str(k))
+        if row is not None:
+            value = float(row["mean_lower_bound"])
+            return LowerBound(T, "mean", value, "dual of the dense mean optimum (shipped)")
+    n = counting_nuclear_norm(T) / T
+    return LowerBound(T, "mean", n * n, "(‖A‖_*/T)², the nuclear-norm bound")
+
+
+@lru_cache(maxsize=64)
+def _max_lower_bound(T: int) -> LowerBound:
+    k = T.bit_length() - 1
+    if 1 << k == T and k <= SHIPPED_MAX_LOG2:
+        value = float(shipped_max_optima()[k]["max_lower_bound"])
+        return LowerBound(T, "max", value, "γ₂ dual of the dense max optimum (shipped)")
+    interpolated = shipped_interpolated_max_bounds()
+    if 1 << k == T and k in interpolated:
+        source = "γ₂ dual at the 2^11 optimal weights interpolated (shipped)"
+        return LowerBound(T, "max", interpolated[k], source)
+    mean = _mean_lower_bound(T)
+    if T <= WEIGHTED_BOUND_MAX_HORIZON:
+        near = shipped_max_weights(1 << min(max(T - 1, 1).bit_length(), SHIPPED_MAX_LOG2))
+        assert near is not None
+        value = max_loss_lower_bound(interpolate_weights(near, T))
+        if value > mean.value:
+            return LowerBound(T, "max", value, "γ₂ dual at interpolated optimal weights")
+    return LowerBound(T, "max", mean.value, mean.source + " (max ≥ mean)")
+
+
+def certified_lower_bound(horizon: int, objective: str | Objective = "mean") -> LowerBound | None:
+    """A certified lower bound on the ``objective`` loss of every factorization of the
+    T×T counting matrix (single participation, Gaussian/ℓ₂ units), or None beyond
+    T = 2^26.
+
+    * mean: for T = 2^0 … 2^11 the Lagrange dual value of the dense mean optimum
+      (:func:`~dpcount.counting.optimize.optimize_dense`, shipped); otherwise
+      (‖A‖_*/T)² (:func:`counting_nuclear_norm`; the dual at uniform multipliers:
+      T·mean loss = ‖B‖_F²‖C‖²_{1→2} ≥ ‖A‖_*²).
+    * max: for T = 2^0 … 2^11 the γ₂ dual value of the shipped max optimum
+      (:func:`~dpcount.counting.optimize_max.max_loss_lower_bound`); for
+      T = 2^12 … 2^14 the same bound at the 2^11 weights interpolated to T (shipped:
+      14.645 at 2^14); for other T ≤ 2048 the bound at the shipped weights of the
+      next power of two interpolated to T (O(T²), ≈ 0.5 s at 2048), or the mean
+      bound if larger; otherwise the mean bound (max loss ≥ mean loss).
+
+    Every value is a valid bound whatever the weights (weak duality), rounded down
+    by its floating-point margin.
+
+    Raises:
+        ValueError: a horizon < 1 or an unknown objective (naming them).
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    obj = _objective(objective)
+    if T > NUCLEAR_NORM_MAX_HORIZON:
+        return None
+    return _max_lower_bound(T) if obj == "max" else _mean_lower_bound(T)
 
 
 def _objective(objective: str | Objective) -> str:

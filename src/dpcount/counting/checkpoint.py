@@ -77,6 +77,7 @@ from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.registry import CLASSES
+from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.durable import atomic
 from dpcount.durable.format import (
@@ -125,6 +126,7 @@ _LIST_KWARGS: dict[tuple[type[CountingMechanism], str], int] = {
     (NormalizedBLT, "buffer_decay"): 64,
     (NormalizedBLT, "output_scale"): 64,
     (ToeplitzFactorization, "coefficients"): 1 << 24,
+    (RowScaledSqrtFactorization, "log_weights"): 16,
 }
 _MAX_KWARG_INT = 1 << 63
 _MAX_STR = 64

@@ -15,6 +15,7 @@ from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
+from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
@@ -64,6 +65,10 @@ class Entry:
         return (self.cls if self.factory is None else self.factory)(**kw)
 
 
+def _dense_max(**kw: Any) -> CountingMechanism:
+    return FactorizationMechanism.optimal(objective="max", **kw)
+
+
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
 #: the one registry (the CLI, the advisor, the apps and checkpoints read it)
 REGISTRY: tuple[Entry, ...] = (
@@ -87,6 +92,13 @@ REGISTRY: tuple[Entry, ...] = (
         factory=FactorizationMechanism.optimal,
         noise=NoiseKind.GAUSSIAN,
     ),
+    # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
+    # optimized on first use otherwise (horizon <= 2048)
+    Entry(
+        "dense-max-optimum", FactorizationMechanism, factory=_dense_max, noise=NoiseKind.GAUSSIAN
+    ),
+    # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
+    Entry("row-scaled-sqrt", RowScaledSqrtFactorization),
 )
 
 #: name -> builder taking horizon, the budget keywords (epsilon, delta, noise,
@@ -124,7 +136,9 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
 
 #: names calibrated for Gaussian noise only (they refuse every other noise kind)
 GAUSSIAN_ONLY: frozenset[str] = frozenset(
-    e.name for e in REGISTRY if e.name is not None and e.cls in (BLT, ToeplitzFactorization)
+    e.name
+    for e in REGISTRY
+    if e.name is not None and e.cls in (BLT, ToeplitzFactorization, RowScaledSqrtFactorization)
 )
 
 

@@ -1,0 +1,233 @@
+"""The row-scaled, column-normalized square-root factorization (T ≤ 16384).
+
+The column-normalized square root (:mod:`dpcount.counting.normalized_sqrt`) scales
+the columns of the square root's encoder C (lower-triangular Toeplitz of
+f(k) = C(2k, k)/4^k) to equal norm. The dual weights of the max-loss optimum
+(:mod:`dpcount.counting.optimize_max`) are far from uniform, which suggests scaling
+the *rows* as well:
+
+    C′ = diag(w)·C·diag(1/n),   n_j = ‖diag(w)·C[:, j]‖ = (Σ_{i≥j} w_i² f(i − j)²)^{1/2},
+    B′ = A·diag(n)·G·diag(1/w),  G = C⁻¹ (Toeplitz of (1 − x)^{1/2}: g_0 = 1,
+                                  g_k = −f(k)/(2k − 1)),
+
+so B′·C′ = A·diag(n)·G·C·diag(1/n) = A and every column of C′ has norm 1 (w = 1 is
+the column-normalized square root). The weights are w_i = exp(Σ_m a_m·T_m(y_i)),
+y_i = 2(i + ½)/T − 1, T_m the Chebyshev polynomials (m = 1..8);
+:data:`ROW_SCALED_LOG_WEIGHTS` were fitted once at T = 1024 (L-BFGS-B on a soft
+maximum of the exact row norms, ``benchmarks/bench_frontier.py``) and are used at
+every T. Exact losses (``benchmarks/bench_frontier.py``): max 8.8338 at T = 1024
+(certified optimum ≥ 8.7703), 14.975 at 16384 (certified ≥ 14.645; normalized
+square root 15.652), mean 14.716 at 16384 (≥ 14.371).
+
+Release: N = B′z = A·diag(n)·(G·(z/w)): z is drawn for the whole horizon when the
+stream starts and N is computed by one FFT convolution and a running sum (O(T log T),
+O(T) memory), then released step by step (a dense-style process; its checkpoint holds
+the unreleased noise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.fft as sf
+from numpy.polynomial import chebyshev
+from numpy.typing import NDArray
+
+from dpcount._validate import as_array, check_integer
+from dpcount.counting.base import CountingMechanism
+from dpcount.counting.dense import DenseNoiseProcess
+from dpcount.counting.toeplitz import sqrt_coefficients
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["ROW_SCALED_LOG_WEIGHTS", "ROW_SCALED_MAX_HORIZON", "RowScaledSqrtFactorization"]
+
+Array = NDArray[np.float64]
+
+#: largest horizon (exact variances are an O(T²) sum)
+ROW_SCALED_MAX_HORIZON = 16384
+#: Chebyshev coefficients a_1..a_8 of ln w(y), fitted at T = 1024
+ROW_SCALED_LOG_WEIGHTS = (
+    -0.09260370447596611, -0.3144317059494991, -0.03813361179719161, -0.08401641386105872,
+    -0.012510411552513543, -0.028921415789965023, -0.003542257500684378, -0.008045071073117553,
+)  # fmt: skip
+#: relative safety margin on the sensitivity: the column norms of C′ are 1 up to the
+#: rounding of n_j² (a sum of ≤ T positive terms, relative error ≤ T·u ≈ 2·10⁻¹² at
+#: T = 16384, Higham 2002 §4.2), far below it
+_SENSITIVITY_MARGIN = 1e-9
+_BLOCK = 512
+
+
+@lru_cache(maxsize=8)
+def _structure(T: int, log_weights: tuple[float, ...]) -> tuple[Array, Array, Array, Array]:
+    """(f, g, w, n), read-only."""
+    k = np.arange(T)
+    f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
+    g = np.empty(T)
+    g[0] = 1.0
+    g[1:] = -f[1:] / (2 * k[1:] - 1)
+    w = np.exp(chebyshev.chebval((k + 0.5) / T * 2 - 1, (0.0, *log_weights)))
+    f2, w2 = f * f, w * w
+    n2 = np.empty(T)
+    for j in range(T):  # direct sums of positive terms (no FFT rounding)
+        n2[j] = float(np.dot(w2[j:], f2[: T - j]))
+    n = np.sqrt(n2)
+    for arr in (f, g, w, n):
+        arr.setflags(write=False)
+    return f, g, w, n
+
+
+@lru_cache(maxsize=8)
+def _row_norms(T: int, log_weights: tuple[float, ...]) -> Array:
+    """‖B′[t, :]‖² for t = 0..T−1, exact O(T²) in column blocks (read-only)."""
+    _, g, w, n = _structure(T, log_weights)
+    k = np.arange(T)
+    rows = np.zeros(T)
+    for j0 in range(0, T, _BLOCK):
+        cols = np.arange(j0, min(T, j0 + _BLOCK))
+        d = k[:, None] - cols[None, :]
+        block = np.cumsum(n[:, None] * np.where(d >= 0, g[np.maximum(d, 0)], 0.0), axis=0)
+        block /= w[cols][None, :]
+        rows += np.sum(block * block, axis=1)
+    rows.setflags(write=False)
+    return rows
+
+
+class RowScaledNoiseProcess(DenseNoiseProcess):
+    """N = A·diag(n)·(G·(z/w)) for one stream, computed when it starts (one FFT
+    convolution per coordinate and a running sum), released step by step; checkpoints
+    as :class:`~dpcount.counting.dense.DenseNoiseProcess` (the unreleased noise)."""
+
+    def __init__(
+        self,
+        g: Array,
+        w: Array,
+        n: Array,
+        sampler: NoiseSampler,
+        rng: np.random.Generator,
+        dim: int | None = None,
+    ) -> None:
+        T = len(g)
+        z = np.asarray(sampler.sample(rng, (T,) if dim is None else (T, dim)), dtype=np.float64)
+        scale = (1.0 / w) if dim is None else (1.0 / w)[:, None]
+        size = sf.next_fast_len(2 * T)
+        kernel = sf.rfft(g, size)
+        if dim is not None:
+            kernel = kernel[:, None]
+        conv = sf.irfft(sf.rfft(z * scale, size, axis=0) * kernel, size, axis=0)[:T]
+        conv *= n if dim is None else n[:, None]
+        self._noise: Array = np.cumsum(conv, axis=0)
+        self.dim = dim
+        self._t = 0
+
+
+class RowScaledSqrtFactorization(CountingMechanism):
+    """The row-scaled, column-normalized square root (module docstring), T ≤ 16384.
+
+    Formal guarantee:
+        Neighbouring relation: event level — two streams that differ at one step by at
+        most Δ = ``step_sensitivity`` in ℓ₂ norm. The release A x + B′z equals the
+        post-processing B′(C′x + z) because B′·C′ = A; every column of C′ has ℓ₂ norm 1
+        (by the choice of n; the sensitivity used is 1 + 10⁻⁹ to cover the rounding of
+        n), so C′x has ℓ₂ sensitivity Δ(1 + 10⁻⁹) and Gaussian z calibrated to it gives
+        (ε, δ)-DP (analytic Gaussian mechanism, Balle & Wang 2018, Thm 8, by default).
+        Gaussian noise only. Under (k, b)-participation: the dense encoder C′ for
+        T ≤ 2048 (:mod:`dpcount.counting.participation`), else k × the single value.
+
+        Exact variance: Var_t = σ²·‖B′[t, :]‖² (an O(T²) sum, cached).
+
+    References:
+        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters: Fine-grained
+          Error Bound on Differentially Private Continual Observation". ICML 2023.
+          https://arxiv.org/abs/2202.11205
+        * M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix
+          factorization bounds for differentially private continual counting". 2025.
+          https://arxiv.org/abs/2509.14334
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+
+    Args:
+        horizon: T in [1, 16384].
+        log_weights: the Chebyshev coefficients a_1.. of ln w (at most 16 finite
+            values, each |a_m| ≤ 5); default :data:`ROW_SCALED_LOG_WEIGHTS`.
+        epsilon, delta, noise, calibration, rng, step_sensitivity: as for
+            :class:`~dpcount.counting.SqrtFactorization` (noise must be Gaussian).
+
+    Raises:
+        ValueError: a horizon outside [1, 16384], bad ``log_weights`` or a noise kind
+            other than Gaussian (naming them).
+    """
+
+    name = "row-scaled-sqrt"
+    default_noise = NoiseKind.GAUSSIAN
+
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        log_weights: Any = ROW_SCALED_LOG_WEIGHTS,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_MAX_HORIZON)
+        arr = as_array("log_weights", log_weights)
+        if arr.ndim != 1 or not 1 <= len(arr) <= 16:
+            raise ValueError(f"log_weights must hold 1 to 16 numbers, got shape {arr.shape}")
+        a = np.asarray(arr, dtype=np.float64)
+        if not (np.isfinite(a).all() and np.all(np.abs(a) <= 5.0)):
+            raise ValueError("log_weights must be finite with |a_m| <= 5")
+        self.log_weights: tuple[float, ...] = tuple(float(v) for v in a)
+        resolved = Budget.resolve(budget, fields, owner="RowScaledSqrtFactorization")
+        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"noise={resolved.noise.value!r} is not available for "
+                "RowScaledSqrtFactorization: it is calibrated for Gaussian noise only "
+                "(use noise='gaussian')"
+            )
+        super().__init__(T, budget=resolved, rng=rng)
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        f, _, w, n = _structure(self.horizon, self.log_weights)
+        T = self.horizon
+        l1 = max(float(np.dot(w[j:], f[: T - j])) / float(n[j]) for j in range(T))
+        return l1 * (1.0 + _SENSITIVITY_MARGIN), 1.0 + _SENSITIVITY_MARGIN
+
+    def dense_factorization(self) -> tuple[Array, Array]:
+        """(B′, C′) as dense T×T matrices (T ≤ 4096)."""
+        T = check_integer("horizon", self.horizon, le=4096)
+        f, g, w, n = _structure(T, self.log_weights)
+        i = np.arange(T)
+        d = i[:, None] - i[None, :]
+        lower = d >= 0
+        C = np.where(lower, f[np.maximum(d, 0)], 0.0) * w[:, None] / n[None, :]
+        G = np.where(lower, g[np.maximum(d, 0)], 0.0)
+        B = np.cumsum(n[:, None] * G, axis=0) / w[None, :]
+        return B, C
+
+    def noise_process(
+        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+    ) -> RowScaledNoiseProcess:
+        _, g, w, n = _structure(self.horizon, self.log_weights)
+        return RowScaledNoiseProcess(g, w, n, sampler, rng, dim)
+
+    def noise_coefficients(self) -> Array:
+        """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""
+        return np.array(_row_norms(self.horizon, self.log_weights))
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        return float(_row_norms(self.horizon, self.log_weights)[t - 1])
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        yield from _row_norms(self.horizon, self.log_weights)[start - 1 :].tolist()
