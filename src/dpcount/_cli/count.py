@@ -35,7 +35,10 @@ from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 from dpcount.io import MISSING_POLICIES, SeriesReader
 
-HELP = "release private running counts (prefix sums) of a numeric CSV column"
+HELP = (
+    "release private running counts (prefix sums) of a numeric CSV column, or of the rows "
+    "of an event log per time step"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,7 +51,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--column",
         default=None,
-        help="header name of the column to count (default: the input's only column)",
+        help="header name of the column to count (default: the input's only column; with "
+        "--time-column and --step and no --column, each row counts 1: the number of rows per "
+        "step, e.g. events of a log)",
+    )
+    p.add_argument(
+        "--where",
+        metavar="COLUMN=VALUE",
+        action="append",
+        default=None,
+        help="count only the rows whose COLUMN (a header name) holds VALUE (exact text, spaces "
+        "around it ignored); repeat for several conditions, all must hold; the rows left out "
+        "are counted on stderr (default: every row)",
+    )
+    p.add_argument(
+        "--digits",
+        metavar="N",
+        type=int,
+        default=4,
+        help="significant digits of the std columns (the exact error; 17 prints every bit "
+        "of the float)",
     )
     p.add_argument(
         "--mechanism",
@@ -87,7 +109,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
         "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
-        "exact MSE; integer output, not attackable through floating-point rounding) when the "
+        "exact MSE; not attackable through floating-point rounding: kary and binary release "
+        "integers, honaker the correctly rounded value of an exact fraction of integer sums, "
+        "so a fraction; --round gives integers) when the "
         "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
         "numbers and no --calibration is given (stdin: a fractional row is then an error); "
         "otherwise the mechanism's own default (gaussian for blt and toeplitz, which then need "
@@ -217,8 +241,43 @@ def _check_options(args: argparse.Namespace) -> None:
                 raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
+    if not 1 <= args.digits <= 17:
+        raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
+    args.where_conditions = _parse_where(args.where)
+    args.count_rows = args.column is None and (args.time_column is not None or bool(args.where))
+    if args.count_rows and args.step is None:
+        raise ValueError(
+            "counting rows (no --column) needs --step: without it every step is one row, "
+            "so every count is 1; pass --column NAME to sum a numeric column"
+        )
+    if args.checkpoint is not None and args.where:
+        raise ValueError("--where is not available with --checkpoint (filter the input first)")
     if args.start is not None and args.step is None:
         raise ValueError("--start needs --step")
+
+
+def _parse_where(given: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """``--where COLUMN=VALUE`` options as ``(column, value)`` pairs."""
+    pairs = []
+    for text in given or ():
+        column, sep, value = text.partition("=")
+        if not sep or not column.strip():
+            raise ValueError(f"--where must be COLUMN=VALUE, got {text!r}")
+        pairs.append((column.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def _reader(args: argparse.Namespace, fh: Any, source: str) -> SeriesReader:
+    """The reader of the input, as the options describe it."""
+    return SeriesReader(
+        fh,
+        args.column,
+        source=source,
+        time_column=args.time_column,
+        missing=args.missing,
+        where=args.where_conditions,
+        count_rows=args.count_rows,
+    )
 
 
 def _whole_input(args: argparse.Namespace) -> bool:
@@ -238,12 +297,11 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
             if args.input == "-"
             else stack.enter_context(open(args.input, encoding="utf-8", newline=""))
         )
-        reader = SeriesReader(
-            fh, args.column, source=source, time_column=args.time_column, missing=args.missing
-        )
+        reader = _reader(args, fh, source)
         records = list(reader.records())
     if not records:
-        raise ValueError(f"{source}: no data rows")
+        matched = " match --where" if reader.unmatched else ""
+        raise ValueError(f"{source}: no data rows{matched}")
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
@@ -292,8 +350,11 @@ def run(args: argparse.Namespace) -> int:
         shown = raw_list if post is None else post
         for i, (v, s) in enumerate(zip(shown, std, strict=True)):
             label = None if labels is None else labels[i]
-            out.write(row_line(i + 1, label, v, s, None if post is None else raw_list[i]))
+            out.write(
+                row_line(i + 1, label, v, s, None if post is None else raw_list[i], args.digits)
+            )
     summary(mech, len(values), args)
+    _note_fractions(mech, post is not None and args.round)
     _report_missing(reader)
     if args.plot:
         from dpcount._cli._plot import plot_release
@@ -310,9 +371,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_live(args: argparse.Namespace) -> int:
-    reader = SeriesReader(
-        sys.stdin, args.column, source="stdin", time_column=args.time_column, missing=args.missing
-    )
+    reader = _reader(args, sys.stdin, "stdin")
     mech: CountingMechanism | UnboundedCounter
     mech = build_unbounded(args) if args.horizon is None else build(args, args.horizon, None)
     post = args.round or args.clamp
@@ -330,7 +389,7 @@ def _run_live(args: argparse.Namespace) -> int:
             shown = postprocessed(args, np.asarray([v]))
             s = math.sqrt(next(variances))
             line = row_line(steps + 1, time, v if shown is None else shown[0], s,
-                            None if shown is None else v)  # fmt: skip
+                            None if shown is None else v, args.digits)  # fmt: skip
             out.write(line)
             out.flush()
             steps += 1
@@ -338,11 +397,34 @@ def _run_live(args: argparse.Namespace) -> int:
         summary_unbounded(mech, steps, args)
     else:
         summary(mech, steps, args)
+    _note_fractions(mech, args.round)
     _report_missing(reader)
     return 0
 
 
+def _note_fractions(mech: CountingMechanism | UnboundedCounter, rounded: bool) -> None:
+    """Honaker's estimator with integer noise releases fractions: say so (the other
+    integer-noise mechanisms release integers)."""
+    name = mech.inner if isinstance(mech, UnboundedCounter) else type(mech).__name__.lower()
+    budget = getattr(mech, "budget", None)
+    discrete = budget is not None and budget.noise is not None and budget.noise.is_discrete
+    if name == "honaker" and discrete and not rounded:
+        err_console().print(
+            "note: honaker releases fractions: each is the correctly rounded value of an exact "
+            "weighted average of integer-noised sums (as safe as integers); --round rounds them",
+            highlight=False,
+        )
+
+
 def _report_missing(reader: SeriesReader) -> None:
+    if reader.count_rows:
+        err_console().print("note: no --column: each row counts 1 (rows per step)")
+    if reader.where:
+        conditions = " ".join(f"--where {c}={v}" for c, v in reader.where)
+        err_console().print(
+            f"note: {reader.unmatched} row(s) left out by {escape(conditions)}",
+            highlight=False,
+        )
     if reader.skipped or reader.zeroed:
         what = (
             f"{reader.skipped} row(s) with a missing value skipped (--missing skip)"
