@@ -198,3 +198,35 @@ def test_histogram_top_count_is_printed_like_its_column(tmp_path: Path) -> None:
     assert rows and all(r["top1_count"] == r[r["top1_item"]] for r in rows)
     assert all(str(int(r["top1_count"])) == r["top1_count"] for r in rows)  # integer noise
     assert all(len(r["std"].replace(".", "").lstrip("0")) <= 4 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "time"),
+    [
+        ("x\n1\n2.5\n-3e2\n", None, None),
+        ("1\n0\n7\n", None, None),
+        ("day,cases\n2024-01-01, 3\n2024-01-02,4\n", "cases", "day"),
+        ("a,b\n1,9007199254740991\n", "b", None),
+    ],
+)
+def test_the_vectorized_reader_agrees_with_the_row_reader(
+    text: str, column: str | None, time: str | None
+) -> None:
+    """Item 7: plain files are read vectorized; values and labels equal the row reader's."""
+    from dpcount.io import SeriesReader, read_plain_column
+
+    fast = read_plain_column(text, column, time)
+    assert fast is not None
+    records = list(SeriesReader(io.StringIO(text), column, time_column=time).records())
+    assert fast[0].tolist() == [v for _, _, v in records]
+    assert fast[1] == (None if time is None else [t for _, t, _ in records])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['x\n"1"\n', "x\n1\nNA\n", "x\n1\n\n2\n", "x\r\n1\r\n", "x\nnan\n", "x\n1_0\n", "12a\n1\n"],
+)
+def test_the_vectorized_reader_leaves_other_files_to_the_row_reader(text: str) -> None:
+    from dpcount.io import read_plain_column
+
+    assert read_plain_column(text) is None
