@@ -27,7 +27,14 @@ are non-decreasing maps, so a monotone series stays monotone.
 
 The exact standard deviations that come with a release (its ``std`` column)
 describe the *raw* release, not the post-processed one; the command line writes
-both the raw release and its std next to the post-processed values.
+both the raw release and its std next to the post-processed values. The monotone
+fit has no exact per-step error and is biased step by step: correlated noise
+drifts for many steps and the fit follows it, so a sparse series can look flat,
+too low, over a long stretch. :func:`monotone_gls` (the fit in the metric of the
+exact noise covariance) is non-expansive in that metric, but its ℓ₂ error was
+larger than the isotonic fit's (and mostly than the raw release's) on every real
+series measured (benchmarks/bench_monotone.py, docs/tutorials/dashboard.md): it
+is kept for comparison, and ``--monotone`` is the isotonic fit.
 """
 
 from __future__ import annotations
