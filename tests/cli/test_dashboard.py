@@ -230,3 +230,15 @@ def test_the_vectorized_reader_leaves_other_files_to_the_row_reader(text: str) -
     from dpcount.io import read_plain_column
 
     assert read_plain_column(text) is None
+
+
+@pytest.mark.slow
+def test_demo_table_explains_its_columns(tmp_path: Path) -> None:
+    """Before: headers `h` and `scale`, unexplained."""
+    png = tmp_path / "demo.png"
+    status, out, err = run_done("demo", "--replicates", "3", "--seed", "1", "--output", str(png))
+    assert status == 0, err
+    flat = " ".join(out.split())
+    assert "height" in flat and "noise scale" in flat
+    assert "height: levels of the tree" in flat and "the Laplace scale b of every node" in flat
+    assert png.stat().st_size > 20_000
