@@ -137,10 +137,10 @@ class SeriesReader:
             does: ``"error"`` (default; the message names the line and the way out),
             ``"skip"`` (the row is dropped; counted in ``skipped``) or ``"zero"``
             (read as 0; counted in ``zeroed``).
-        where: ``(header name, value)`` conditions: only rows whose cells equal every
-            value (after stripping spaces) are yielded; the others are counted in
-            ``unmatched``. Needs a header (``column``, ``time_column`` or ``where``
-            itself names its columns).
+        where: ``(header name, value)`` conditions: a row whose cells do not equal
+            every value (after stripping spaces) is yielded with the value 0 (it keeps
+            its time, so the steps span the whole input) and counted in ``unmatched``.
+            Needs a header.
         count_rows: every yielded row has the value 1 (an event log without a numeric
             column: the sum of a step is its number of rows); ``column`` must be None
             and the first line is a header.
@@ -236,7 +236,10 @@ class SeriesReader:
                 )
             time = cells[t_index] if t_index >= 0 else None
             if any(cells[i] != value for i, value in conditions):
+                # the row still marks its time (the steps span the whole input, not
+                # only the matching rows): it counts 0
                 self.unmatched += 1
+                yield line_number, time, 0.0
                 continue
             if index < 0:
                 yield line_number, time, 1.0

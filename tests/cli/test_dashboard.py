@@ -21,11 +21,11 @@ from dpcount.cli import main
 from dpcount.counting import KaryTree, UnboundedCounter
 from tests.cli.test_first_contact import run_done
 
-#: an event log with no numeric column: one row per event (3 days, one empty)
+#: an event log with no numeric column: one row per event (4 days, one empty)
 EVENTS = (
     "date,weather\n"
     "2024-01-01,rain\n2024-01-01,sun\n2024-01-01,rain\n"
-    "2024-01-03,rain\n2024-01-03,fog\n"
+    "2024-01-03,rain\n2024-01-03,fog\n2024-01-04,sun\n"
 )
 
 
@@ -44,20 +44,21 @@ def test_counting_rows_needs_no_column_of_ones(tmp_path: Path) -> None:
     status, out, err = run_done(*argv)
     assert status == 0, err
     rows = _rows(out)
-    assert [r["date"] for r in rows] == ["2024-01-01", "2024-01-02", "2024-01-03"]
-    mech = KaryTree(3, epsilon=1.0, k=19, noise="discrete-laplace", rng=5)
-    want = mech.release(np.array([3, 0, 2]))  # rows per day
+    assert [r["date"] for r in rows] == ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
+    mech = KaryTree(4, epsilon=1.0, k=19, noise="discrete-laplace", rng=5)
+    want = mech.release(np.array([3, 0, 2, 1]))  # rows per day
     assert [int(r["private_count"]) for r in rows] == want.tolist()
     assert [float(r["std"]) for r in rows] == np.sqrt(mech.variances()).tolist()
     assert "each row counts 1" in err
 
     status, out, err = run_done(*argv, "--where", "weather=rain")
     assert status == 0, err
-    want = KaryTree(3, epsilon=1.0, k=19, noise="discrete-laplace", rng=5).release(
-        np.array([2, 0, 1])  # rainy rows per day
+    # the last day has no rain but is a step: the steps span the whole log
+    want = KaryTree(4, epsilon=1.0, k=19, noise="discrete-laplace", rng=5).release(
+        np.array([2, 0, 1, 0])  # rainy rows per day
     )
     assert [int(r["private_count"]) for r in _rows(out)] == want.tolist()
-    assert "2 row(s) left out by --where weather=rain" in " ".join(err.split())
+    assert "3 row(s) not matching --where weather=rain counted 0" in " ".join(err.split())
 
 
 @pytest.mark.parametrize(
@@ -65,7 +66,7 @@ def test_counting_rows_needs_no_column_of_ones(tmp_path: Path) -> None:
     [
         (["--where", "weather"], "--where must be COLUMN=VALUE, got 'weather'"),
         (["--where", "colour=red"], "no --where column named 'colour' in header"),
-        (["--where", "weather=hail"], "no data rows match --where"),
+        (["--where", "weather=hail"], "no row matches --where weather=hail"),
         (["--digits", "0"], "--digits must be between 1 and 17, got 0"),
     ],
 )

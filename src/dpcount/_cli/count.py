@@ -61,8 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         help="count only the rows whose COLUMN (a header name) holds VALUE (exact text, spaces "
-        "around it ignored); repeat for several conditions, all must hold; the rows left out "
-        "are counted on stderr (default: every row)",
+        "around it ignored); repeat for several conditions, all must hold; another row counts "
+        "0 but keeps its time, so the steps span the whole input; how many did not match is "
+        "printed on stderr (default: every row)",
     )
     p.add_argument(
         "--digits",
@@ -270,6 +271,10 @@ def _parse_where(given: list[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _where_text(reader: SeriesReader) -> str:
+    return " ".join(f"--where {c}={v}" for c, v in reader.where)
+
+
 def _reader(args: argparse.Namespace, fh: Any, source: str) -> SeriesReader:
     """The reader of the input, as the options describe it."""
     return SeriesReader(
@@ -307,8 +312,9 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
         reader = _reader(args, fh, source)
         records = list(reader.records())
     if not records:
-        matched = " match --where" if reader.unmatched else ""
-        raise ValueError(f"{source}: no data rows{matched}")
+        raise ValueError(f"{source}: no data rows")
+    if reader.where and reader.unmatched == len(records):
+        raise ValueError(f"{source}: no row matches {_where_text(reader)}")
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
@@ -476,9 +482,8 @@ def _report_missing(reader: SeriesReader) -> None:
     if reader.count_rows:
         err_console().print("note: no --column: each row counts 1 (rows per step)")
     if reader.where:
-        conditions = " ".join(f"--where {c}={v}" for c, v in reader.where)
         err_console().print(
-            f"note: {reader.unmatched} row(s) left out by {escape(conditions)}",
+            f"note: {reader.unmatched} row(s) not matching {escape(_where_text(reader))} counted 0",
             highlight=False,
         )
     if reader.skipped or reader.zeroed:

@@ -53,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
     with open(args.output, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     rows = text.count("\n") - 1
-    print(f"wrote {args.output}: {rows} rows ({SAMPLES[args.name][1]})", file=sys.stderr)
+    print(f"wrote {args.output} ({rows} rows)", file=sys.stderr)
     return 0
