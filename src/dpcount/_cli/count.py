@@ -10,6 +10,7 @@ import sys
 from typing import IO, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpcount._cli._counting import (
     DEFAULT_K,
@@ -358,13 +359,14 @@ def _read_plain(args: argparse.Namespace) -> tuple[list[float], list[str] | None
 def _write_rows(
     out: IO[str],
     labels: list[str] | None,
-    shown: list[Any],
-    std: list[float],
-    raw: list[Any] | None,
+    shown: Any,
+    std: NDArray[np.float64],
+    raw: Any | None,
     digits: int,
 ) -> None:
     """The output lines of a whole release, formatted in blocks by one format string
-    per line (the same text as :func:`row_line`: ints as ints, floats by repr)."""
+    per line (the same text as :func:`row_line`: ints as ints, floats by repr); arrays
+    become Python numbers one block at a time (memory of a block, not of the file)."""
     block = 65536
     cells = "{}" if labels is None else "{},{}"
     cells += ",{!r}" + (",{!r}" if raw is not None else "") + f",{{:.{digits}g}}\n"
@@ -373,11 +375,15 @@ def _write_rows(
         columns: list[Any] = [range(start + 1, stop + 1)]
         if labels is not None:
             columns.append([_csv_cell(label) for label in labels[start:stop]])
-        columns.append(shown[start:stop])
+        columns.append(_as_list(shown[start:stop]))
         if raw is not None:
-            columns.append(raw[start:stop])
-        columns.append(std[start:stop])
+            columns.append(_as_list(raw[start:stop]))
+        columns.append(std[start:stop].tolist())
         out.write("".join(map(cells.format, *columns)))
+
+
+def _as_list(values: Any) -> list[Any]:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 def _csv_cell(text: str) -> str:
@@ -404,9 +410,8 @@ def run(args: argparse.Namespace) -> int:
     post = postprocessed(args, raw)
     with open_output(args.output) as out:
         out.write(",".join(header(args, post is not None)) + "\n")
-        raw_list = raw.tolist()
-        shown = raw_list if post is None else post
-        _write_rows(out, labels, shown, std, None if post is None else raw_list, args.digits)
+        shown = raw if post is None else post
+        _write_rows(out, labels, shown, std, None if post is None else raw, args.digits)
     summary(mech, len(values), args)
     if args.monotone:
         err_console().print(
@@ -495,13 +500,12 @@ def _report_missing(reader: SeriesReader) -> None:
         err_console().print(f"note: {what}")
 
 
-def _released_std(mech: CountingMechanism, n: int) -> list[float]:
+def _released_std(mech: CountingMechanism, n: int) -> NDArray[np.float64]:
     """The exact std of steps 1..n: vectorized when n is most of the horizon, else step
     by step (a short file with a large --horizon costs memory of the file, not of T)."""
     if 2 * n >= mech.horizon:
-        std: list[float] = np.sqrt(mech.variances()[:n]).tolist()
-        return std
-    return [math.sqrt(v) for v in itertools.islice(mech.iter_variances(), n)]
+        return np.sqrt(mech.variances()[:n])
+    return np.sqrt(np.fromiter(itertools.islice(mech.iter_variances(), n), np.float64, n))
 
 
 def _update(
