@@ -33,6 +33,7 @@ def _rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+@pytest.mark.slow
 def test_counting_rows_needs_no_column_of_ones(tmp_path: Path) -> None:
     """Before: "needs --column". Each row counts 1; --where keeps the matching rows;
     an empty day is a step of 0. Zero noise is not a CLI option, so the release is
