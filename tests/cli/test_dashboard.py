@@ -244,3 +244,25 @@ def test_demo_table_explains_its_columns(tmp_path: Path) -> None:
     assert "height" in flat and "noise scale" in flat
     assert "height: levels of the tree" in flat and "the Laplace scale b of every node" in flat
     assert png.stat().st_size > 20_000
+
+
+def test_monotone_states_its_bias_and_which_std_is_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 5: the fitted column gets an honest error statement; the help warns."""
+    src = tmp_path / "x.csv"
+    src.write_text("".join(f"{int(i % 7 == 0)}\n" for i in range(40)))
+    out = tmp_path / "o.csv"
+    argv = ["count", str(src), "--mechanism", "kary", "--epsilon", "1", "--seed", "3"]
+    assert main([*argv, "--monotone", "--output", str(out)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "raw_std is the exact error of raw_private_count only" in err
+    assert "no exact per-step error" in err and "bias" in err
+    assert _rows(out.read_text())[0].keys() == {
+        "t",
+        "private_count",
+        "raw_private_count",
+        "raw_std",
+    }
+    assert main(["count", "--help"]) == 0
+    assert "BIASED per step" in " ".join(capsys.readouterr().out.split())
