@@ -40,7 +40,12 @@ def blocks(page: Path) -> list[tuple[str, str, int]]:
 
 
 def _stage(where: Path) -> None:
-    """The sample files the pages name, small and made here."""
+    """The sample files the pages name: the shipped samples (``dpcount sample``) and
+    small made-up ones."""
+    from dpcount._cli.sample import SAMPLES, sample_text
+
+    for name in SAMPLES:
+        (where / f"{name}.csv").write_text(sample_text(name), encoding="utf-8")
     rng = np.random.default_rng(0)
     counts = rng.integers(0, 20, size=200)
     with open(where / "counts.csv", "w", encoding="utf-8") as fh:

@@ -1,6 +1,7 @@
 """The documentation site builds with warnings as errors (``mkdocs build --strict``).
 
-Slow (a few seconds) and needs the ``docs`` extra; skipped without it. Every code
+Slow (the executed pages run their commands: about a minute) and needs the ``docs``
+extra; skipped without it. Every code
 block of the pages it renders runs in tests/test_docs.py.
 """
 
@@ -25,7 +26,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1200,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -34,6 +35,18 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     # looked at rendered: Sphinx roles and reST tables showed as literal text
     for literal in (":func:", ":class:", ":meth:", "====="):
         assert literal not in api, literal
+    # the executed pages (mkdocs_hooks.EXECUTED): outputs under the blocks and the
+    # figures their own commands drew in this build
+    site = tmp_path / "site"
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert 'src="rainy-days.png"' in home and (site / "rainy-days.png").stat().st_size > 10_000
+    assert "pip install" in home and "Continual counting" in home
+    tutorial = (site / "tutorials" / "dashboard" / "index.html").read_text(encoding="utf-8")
+    assert tutorial.count('class="output-label"') >= 5
+    assert "t,date,private_count,std" in tutorial  # the head of the release, as printed
+    assert (site / "tutorials" / "check.png").stat().st_size > 10_000
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert "white-space: pre-wrap" in css  # long code lines wrap
 
 
 def test_the_hook_renders_sphinx_roles_as_code() -> None:

@@ -24,12 +24,13 @@ from typing import NoReturn
 
 from dpcount._version import __version__
 
-SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce", "keyed")
+SUBCOMMANDS = ("count", "demo", "plan", "histogram", "ranges", "reproduce", "keyed", "sample")
 
 #: one-line summaries for ``dpcount --help`` without importing every subcommand; a
 #: subcommand missing here is imported for its ``HELP`` (tests check they agree)
 SUMMARIES = {
-    "count": "release private running counts (prefix sums) of a numeric CSV column",
+    "count": "release private running counts (prefix sums) of a numeric CSV column, or of the "
+    "rows of an event log per time step",
     "demo": "stream a real time series (SEARCHLOGS) through the best tree and the binary tree",
     "plan": "rank every continual-counting mechanism by its exact error for a horizon and budget "
     "(--ranges: the range-query mechanisms for a histogram size)",
@@ -38,6 +39,7 @@ SUMMARIES = {
     "ranges": "release a private histogram (1-D or 2-D) and answer range queries with exact "
     "error bars",
     "reproduce": "reproduce the three papers' tables and figures (CSV + PNG + paper-vs-ours table)",
+    "sample": "write a small real sample file (CSV) to try dpcount with; without NAME, list them",
     "keyed": "private running counts for every key of a public universe at every time step, "
     "from an event log (CSV or Parquet)",
 }

@@ -9,6 +9,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import numpy as np
+from numpy.typing import NDArray
+
 __all__ = [
     "MISSING_MARKERS",
     "MISSING_POLICIES",
@@ -16,6 +19,7 @@ __all__ = [
     "SeriesReader",
     "csv_rows",
     "parse_number",
+    "read_plain_column",
     "starts_like_number",
 ]
 
@@ -133,6 +137,13 @@ class SeriesReader:
             does: ``"error"`` (default; the message names the line and the way out),
             ``"skip"`` (the row is dropped; counted in ``skipped``) or ``"zero"``
             (read as 0; counted in ``zeroed``).
+        where: ``(header name, value)`` conditions: a row whose cells do not equal
+            every value (after stripping spaces) is yielded with the value 0 (it keeps
+            its time, so the steps span the whole input) and counted in ``unmatched``.
+            Needs a header.
+        count_rows: every yielded row has the value 1 (an event log without a numeric
+            column: the sum of a step is its number of rows); ``column`` must be None
+            and the first line is a header.
 
     Blank lines and a UTF-8 byte-order mark are skipped. Every other value must be a
     finite number (integers of magnitude at most 2^53); anything else raises
@@ -144,14 +155,32 @@ class SeriesReader:
     source: str = "input"
     time_column: str | None = None
     missing: str = "error"
+    where: tuple[tuple[str, str], ...] = ()
+    count_rows: bool = False
     skipped: int = field(default=0, init=False)
     zeroed: int = field(default=0, init=False)
+    unmatched: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.missing not in MISSING_POLICIES:
             raise ValueError(f"--missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
-        if self.time_column is not None and self.column is None:
+        if self.count_rows and self.column is not None:
+            raise ValueError("count_rows counts rows: it takes no --column")
+        if self.time_column is not None and self.column is None and not self.count_rows:
             raise ValueError("--time-column needs --column (the input must have a header)")
+        if self.where and self.column is None and not self.count_rows:
+            raise ValueError(
+                "--where needs --column (or counting rows): the input must have a header"
+            )
+
+    @property
+    def _has_header(self) -> bool:
+        return self.column is not None or self.count_rows
+
+    def _find(self, name: str, cells: list[str], where: str, what: str) -> int:
+        if name not in cells:
+            raise CSVError(f"{where}: no {what} named {name!r} in header {cells}")
+        return cells.index(name)
 
     def __iter__(self) -> Iterator[tuple[int, float]]:
         for line_number, _, value in self.records():
@@ -160,23 +189,22 @@ class SeriesReader:
     def records(self) -> Iterator[tuple[int, str | None, float]]:
         """``(line_number, time cell or None, value)`` per row (see the class)."""
         index, label, first, t_index = 0, self.column or "1", True, -1
+        conditions: list[tuple[int, str]] = []
         for line_number, cells in csv_rows(self.lines, self.source):
             where = f"{self.source}: line {line_number}"
             if first:
                 first = False
-                if self.column is not None:
-                    if self.column not in cells:
-                        raise CSVError(
-                            f"{where}: no column named {self.column!r} in header {cells}"
-                        )
-                    index = cells.index(self.column)
+                if self._has_header:
+                    if self.column is not None:
+                        index = self._find(self.column, cells, where, "column")
+                    else:
+                        index, label = -1, "rows"
                     if self.time_column is not None:
-                        if self.time_column not in cells:
-                            raise CSVError(
-                                f"{where}: no time column named {self.time_column!r} in header "
-                                f"{cells}"
-                            )
-                        t_index = cells.index(self.time_column)
+                        t_index = self._find(self.time_column, cells, where, "time column")
+                    conditions = [
+                        (self._find(name, cells, where, "--where column"), value)
+                        for name, value in self.where
+                    ]
                     continue
                 if len(cells) != 1:
                     raise CSVError(f"{where}: found {len(cells)} columns; choose one with --column")
@@ -188,15 +216,34 @@ class SeriesReader:
                         )
                     label = cells[0]
                     continue
-            if self.column is None and len(cells) != 1:
+            if not self._has_header and len(cells) != 1:
                 raise CSVError(f"{where}: found {len(cells)} fields, expected 1")
-            if max(index, t_index) >= len(cells):
+            needed = max([index, t_index, *(i for i, _ in conditions)])
+            if needed >= len(cells):
+                missing_name = (
+                    label
+                    if index >= len(cells)
+                    else self.time_column
+                    if t_index >= len(cells)
+                    else next(
+                        n
+                        for (i, _), (n, _) in zip(conditions, self.where, strict=True)
+                        if i >= len(cells)
+                    )
+                )
                 raise CSVError(
-                    f"{where}: no field for column "
-                    f"{label if index >= len(cells) else self.time_column!r} "
-                    f"(found {len(cells)} fields)"
+                    f"{where}: no field for column {missing_name!r} (found {len(cells)} fields)"
                 )
             time = cells[t_index] if t_index >= 0 else None
+            if any(cells[i] != value for i, value in conditions):
+                # the row still marks its time (the steps span the whole input, not
+                # only the matching rows): it counts 0
+                self.unmatched += 1
+                yield line_number, time, 0.0
+                continue
+            if index < 0:
+                yield line_number, time, 1.0
+                continue
             if cells[index].lower() in MISSING_MARKERS:
                 if self.missing == "error":
                     raise CSVError(
@@ -210,3 +257,54 @@ class SeriesReader:
                 yield line_number, time, 0.0
                 continue
             yield line_number, time, parse_number(cells[index], where=where, label=label)
+
+
+def read_plain_column(
+    text: str, column: str | None = None, time_column: str | None = None
+) -> tuple[NDArray[np.float64], list[str] | None] | None:
+    """The values (and time cells) of a *plain* CSV, vectorized; None when the text
+    needs :class:`SeriesReader`'s row-by-row reading.
+
+    Plain: no quotes, carriage returns, underscores, blank or missing cells, a header
+    when ``column`` is given (else one column, with or without a header), and every
+    value a finite number below 2^53 in magnitude. On such text the result equals
+    :meth:`SeriesReader.records`'s values (both parse with a correctly rounded
+    decimal-to-binary conversion); anything else returns None, and the caller reads
+    row by row, which reports the offending line as usual.
+    """
+    if any(c in text for c in '"\r_') or text.startswith("\ufeff"):
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or any(not line.strip() for line in lines):
+        return None
+    labels: list[str] | None = None
+    if column is None:
+        if time_column is not None or "," in text:
+            return None
+        cells = lines[1:] if not _is_number(lines[0]) else lines
+        if cells is not lines and starts_like_number(lines[0]):
+            return None
+    else:
+        header = [c.strip() for c in lines[0].split(",")]
+        if column not in header or (time_column is not None and time_column not in header):
+            return None
+        rows = [line.split(",") for line in lines[1:]]
+        width = len(header)
+        if any(len(row) != width for row in rows):
+            return None
+        index = header.index(column)
+        cells = [row[index] for row in rows]
+        if time_column is not None:
+            t_index = header.index(time_column)
+            labels = [row[t_index].strip() for row in rows]
+    if not cells:
+        return None
+    try:
+        values = np.array(cells, dtype=np.float64)
+    except ValueError:
+        return None
+    if not np.isfinite(values).all() or (np.abs(values) >= _MAX_EXACT_INT).any():
+        return None
+    return values, labels

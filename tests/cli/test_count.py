@@ -27,7 +27,7 @@ def test_count_file_with_header_and_summary(
     src.write_text("day,cases\n" + "".join(f"{i},{i % 3}\n" for i in range(50)))
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--column", "cases", "--mechanism", "kary", "--epsilon", "1"]
-    argv += ["--seed", "3"]
+    argv += ["--seed", "3", "--digits", "17"]
     assert main([*argv, "--output", str(out)]) == 0
     data = read_out(out)
     assert data.shape == (50, 3)
@@ -171,7 +171,7 @@ def test_live_count_computes_the_std_step_by_step(
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{i % 3}\n" for i in range(rows))))
     out = tmp_path / "out.csv"
     argv = ["count", "-", "--mechanism", mechanism, "--epsilon", "1", "--seed", "1", *options]
-    assert main([*argv, "--horizon", str(horizon), "--output", str(out)]) == 0
+    assert main([*argv, "--horizon", str(horizon), "--digits", "17", "--output", str(out)]) == 0
     data = read_out(out)
     np.testing.assert_array_equal(data[:, 0], np.arange(1, rows + 1))
     assert data[:, 2].tolist() == std.tolist()
@@ -186,7 +186,7 @@ def test_file_count_with_a_large_horizon_computes_the_std_step_by_step(
     _refuse_full_variances(monkeypatch)
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--mechanism", "kary", "--epsilon", "1", "--horizon", str(10**6)]
-    argv += ["--output", str(out)]
+    argv += ["--digits", "17", "--output", str(out)]
     assert main(argv) == 0
     assert read_out(out)[:, 2].tolist() == std.tolist()
 
@@ -223,6 +223,7 @@ def test_count_with_the_normalized_square_root(
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--mechanism", "normalized-sqrt", "--epsilon", "1"]
     argv += ["--noise", "gaussian", "--delta", "1e-6", "--horizon", "64", "--seed", "1"]
+    argv += ["--digits", "17"]
     assert main([*argv, "--output", str(out)]) == 0
     data = read_out(out)
     assert data.shape == (40, 3)

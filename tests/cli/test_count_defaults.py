@@ -46,7 +46,8 @@ def test_auto_is_plans_choice_for_integer_data(
     src = tmp_path / "x.csv"
     src.write_text("".join(f"{i % 5}\n" for i in range(T)))
     out = tmp_path / "o.csv"
-    assert main(["count", str(src), "--epsilon", "1", "--seed", "2", "--output", str(out)]) == 0
+    argv = ["count", str(src), "--epsilon", "1", "--seed", "2", "--digits", "17"]
+    assert main([*argv, "--output", str(out)]) == 0
     err = " ".join(capsys.readouterr().err.split())
     # plan's best among the mechanisms taking integer noise (the safe default)
     best = next(r for r in compare(T, 1.0) if r.mechanism in DISCRETE_CAPABLE)
@@ -67,7 +68,7 @@ def test_auto_is_plans_first_row_for_fractional_data(tmp_path: Path) -> None:
     src = tmp_path / "x.csv"
     src.write_text("".join(f"{(i * 7.3) % 100:.1f}\n" for i in range(T)))
     out = tmp_path / "o.csv"
-    assert main(["count", str(src), "--epsilon", "1", "--output", str(out)]) == 0
+    assert main(["count", str(src), "--epsilon", "1", "--digits", "17", "--output", str(out)]) == 0
     best = compare(T, 1.0)[0]
     _, std = released(out)
     np.testing.assert_array_equal(std, np.sqrt(best.build(rng=0).variances()))
@@ -80,7 +81,7 @@ def test_auto_with_delta_and_named_noise_stays_in_that_family(tmp_path: Path) ->
     src.write_text("".join(f"{i % 2}\n" for i in range(T)))
     out = tmp_path / "o.csv"
     argv = ["count", str(src), "--epsilon", "0.5", "--delta", "1e-6", "--noise", "gaussian"]
-    assert main([*argv, "--output", str(out)]) == 0
+    assert main([*argv, "--digits", "17", "--output", str(out)]) == 0
     best = next(r for r in compare(T, 0.5, 1e-6) if r.noise == "gaussian")
     _, std = released(out)
     np.testing.assert_allclose(std, np.sqrt(best.build(rng=0).variances()), rtol=1e-15)
@@ -217,7 +218,7 @@ def test_gaussian_only_mechanisms_default_to_gaussian_noise(
     src.write_text("".join(f"{i % 2}\n" for i in range(32)))
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--mechanism", name, "--epsilon", "1", "--seed", "3"]
-    assert main([*argv, "--delta", "1e-6", "--output", str(out)]) == 0
+    assert main([*argv, "--delta", "1e-6", "--digits", "17", "--output", str(out)]) == 0
     assert "using continuous gaussian noise" in capsys.readouterr().err
     _, std = released(out)
     mech = build_mechanism(name, horizon=32, epsilon=1.0, delta=1e-6, noise="gaussian", rng=0)

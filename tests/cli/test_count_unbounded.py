@@ -25,7 +25,7 @@ def test_stdin_without_horizon_releases_the_unbounded_counter(
     _stdin(monkeypatch, rows)
     out = tmp_path / "out.csv"
     argv = ["count", "-", "--mechanism", "binary", "--epsilon", "1", "--seed", "4"]
-    assert main([*argv, "--output", str(out)]) == 0
+    assert main([*argv, "--digits", "17", "--output", str(out)]) == 0
     data = read_out(out)
     # the same counter, same seed and the CLI's default integer noise, by the library
     counter = UnboundedCounter(inner="binary", epsilon=1.0, noise="discrete-laplace", rng=4)

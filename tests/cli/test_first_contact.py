@@ -180,7 +180,7 @@ def test_file_names_with_brackets_are_printed_as_given(
     assert main(argv) == 0
     assert main(argv) == 0  # the second run resumes and names the checkpoint
     err = " ".join(capsys.readouterr().err.split())
-    assert f"resuming from checkpoint {ck} at step 3 of 3" in err, err
+    assert f"checkpoint {ck}: 3 steps already released, continuing at step 4" in err, err
 
 
 # -- a closed pipe ------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ def test_histogram_values_equal_the_library_release(tmp_path: Path) -> None:
                 "1e-6",
                 "--mechanism",
                 "binary",
+                "--digits",
+                "17",
             ]
         )
         == 0
@@ -160,5 +162,5 @@ def test_histogram_std_is_computed_step_by_step(
 
     monkeypatch.setattr(counting_base.CountingMechanism, "variances", refuse)
     monkeypatch.setattr(KaryTree, "noise_coefficients", refuse)
-    assert main([*base(src, out), "--horizon", str(horizon)]) == 0
+    assert main([*base(src, out), "--horizon", str(horizon), "--digits", "17"]) == 0
     assert [float(r["std"]) for r in read(out)] == std.tolist()

@@ -20,7 +20,7 @@ def test_count_calibrates_to_the_schema(tmp_path: Path, capsys: pytest.CaptureFi
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--mechanism", "sqrt", "--epsilon", "1", "--delta", "1e-6"]
     argv += ["--noise", "gaussian", "--participations", "3", "--min-separation", "7"]
-    assert main([*argv, "--seed", "2", "--output", str(out)]) == 0
+    assert main([*argv, "--seed", "2", "--digits", "17", "--output", str(out)]) == 0
     with out.open() as fh:
         std = np.array([float(r["std"]) for r in csv.DictReader(fh)])
     schema = Participation(max_participations=3, min_separation=7)
@@ -100,6 +100,7 @@ def test_count_auto_ranks_under_the_schema(
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--epsilon", "1", "--delta", "1e-6", "--noise", "gaussian"]
     argv += ["--participations", "4", "--min-separation", "16", "--seed", "1", "--output", str(out)]
+    argv += ["--digits", "17"]
     assert main(argv) == 0
     err = capsys.readouterr().err
     schema = Participation(max_participations=4, min_separation=16)

@@ -71,7 +71,7 @@ def test_count_with_every_new_mechanism(name: str, tmp_path: Path) -> None:
     src.write_text("x\n" + "".join(f"{i % 2}\n" for i in range(64)))
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--mechanism", name, "--epsilon", "0.5", "--delta", "1e-6"]
-    argv += ["--noise", "gaussian", "--seed", "4", "--output", str(out)]
+    argv += ["--noise", "gaussian", "--seed", "4", "--digits", "17", "--output", str(out)]
     assert main(argv) == 0
     with out.open() as fh:
         rows = list(csv.DictReader(fh))

@@ -34,6 +34,7 @@ COVERED = {
 #: every subcommand gets at least one bad-input case below (checked by a test)
 CLI_COVERED = {"count", "demo", "plan", "histogram", "ranges", "reproduce"}
 CLI_COVERED |= {"keyed"}  # bad-input cases in tests/keyed/test_cli.py
+CLI_COVERED |= {"sample"}  # bad-input cases in tests/cli/test_dashboard.py
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

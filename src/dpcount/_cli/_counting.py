@@ -319,11 +319,14 @@ def header(args: argparse.Namespace, post: bool) -> list[str]:
                    ["private_count", "std"])  # fmt: skip
 
 
-def row_line(t: int, label: str | None, value: Any, std: float, raw: Any = None) -> str:
+def row_line(
+    t: int, label: str | None, value: Any, std: float, raw: Any = None, digits: int | None = None
+) -> str:
+    """One output line; ``digits``: significant digits of the std (None: every bit)."""
     cells = [str(t)] + ([] if label is None else [_csv_cell(label)]) + [_number(value)]
     if raw is not None:
         cells.append(_number(raw))
-    cells.append(repr(float(std)))
+    cells.append(repr(float(std)) if digits is None else f"{float(std):.{digits}g}")
     return ",".join(cells) + "\n"
 
 

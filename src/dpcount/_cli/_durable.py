@@ -352,8 +352,11 @@ def run_durable(args: argparse.Namespace) -> int:
                 )
             skip, digest = stream.step, bytes.fromhex(_DIGEST_START)
             pending: list[str] = extra["pending"]
-            of = "(no horizon)" if horizon is None else f"of {horizon}"
-            con.print(f"resuming from checkpoint {escape(checkpoint)} at step {skip} {of}")
+            of = "no horizon" if horizon is None else f"horizon {horizon}"
+            con.print(
+                f"checkpoint {escape(checkpoint)}: {skip} steps already released, continuing "
+                f"at step {skip + 1} ({of})"
+            )
             resumed = True
         else:
             _check_fresh_output(output, checkpoint, head_line)
@@ -428,9 +431,9 @@ def run_durable(args: argparse.Namespace) -> int:
                     # (the same lines as a plain live run with the same seed)
                     shown = postprocessed(args, [release]) if post else None
                     batch.append(
-                        row_line(stream.step, label, release, std)
+                        row_line(stream.step, label, release, std, digits=args.digits)
                         if shown is None
-                        else row_line(stream.step, label, shown[0], std, release)
+                        else row_line(stream.step, label, shown[0], std, release, args.digits)
                     )
                     if due():
                         commit()

@@ -10,6 +10,7 @@ import sys
 from typing import IO, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpcount._cli._counting import (
     DEFAULT_K,
@@ -33,9 +34,12 @@ from dpcount._cli.common import (
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
-from dpcount.io import MISSING_POLICIES, SeriesReader
+from dpcount.io import MISSING_POLICIES, SeriesReader, read_plain_column
 
-HELP = "release private running counts (prefix sums) of a numeric CSV column"
+HELP = (
+    "release private running counts (prefix sums) of a numeric CSV column, or of the rows "
+    "of an event log per time step"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,7 +52,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--column",
         default=None,
-        help="header name of the column to count (default: the input's only column)",
+        help="header name of the column to count (default: the input's only column; with "
+        "--time-column and --step and no --column, each row counts 1: the number of rows per "
+        "step, e.g. events of a log)",
+    )
+    p.add_argument(
+        "--where",
+        metavar="COLUMN=VALUE",
+        action="append",
+        default=None,
+        help="count only the rows whose COLUMN (a header name) holds VALUE (exact text, spaces "
+        "around it ignored); repeat for several conditions, all must hold; another row counts "
+        "0 but keeps its time, so the steps span the whole input; how many did not match is "
+        "printed on stderr (default: every row)",
+    )
+    p.add_argument(
+        "--digits",
+        metavar="N",
+        type=int,
+        default=4,
+        help="significant digits of the std columns (the exact error; 17 prints every bit "
+        "of the float)",
     )
     p.add_argument(
         "--mechanism",
@@ -87,7 +111,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
         "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
-        "exact MSE; integer output, not attackable through floating-point rounding) when the "
+        "exact MSE; not attackable through floating-point rounding: kary and binary release "
+        "integers, honaker the correctly rounded value of an exact fraction of integer sums, "
+        "so a fraction; --round gives integers) when the "
         "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
         "numbers and no --calibration is given (stdin: a fractional row is then an error); "
         "otherwise the mechanism's own default (gaussian for blt and toeplitz, which then need "
@@ -150,9 +176,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--monotone",
         action="store_true",
         help="post-process: the closest non-decreasing series (isotonic regression; for "
-        "steps that are never negative its l2 error to the truth is never larger than the "
-        "raw release's); a fit of the whole series: reads stdin to its end, not with "
-        "--checkpoint",
+        "steps that are never negative its l2 error to the truth, summed over the series, is "
+        "never larger than the raw release's). BIASED per step: correlated noise drifts for "
+        "many steps and the fit follows it, so a sparse series can look flat (too low) over "
+        "long stretches; the std column then describes the raw release only (raw_std), and "
+        "the fitted values have no exact per-step error (see docs/tutorials/dashboard.md). "
+        "A fit of the whole series: reads stdin to its end, not with --checkpoint",
     )
     p.add_argument("--clamp", action="store_true", help="post-process: negative releases become 0")
     p.add_argument(
@@ -217,8 +246,47 @@ def _check_options(args: argparse.Namespace) -> None:
                 raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
+    if not 1 <= args.digits <= 17:
+        raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
+    args.where_conditions = _parse_where(args.where)
+    args.count_rows = args.column is None and (args.time_column is not None or bool(args.where))
+    if args.count_rows and args.step is None:
+        raise ValueError(
+            "counting rows (no --column) needs --step: without it every step is one row, "
+            "so every count is 1; pass --column NAME to sum a numeric column"
+        )
+    if args.checkpoint is not None and args.where:
+        raise ValueError("--where is not available with --checkpoint (filter the input first)")
     if args.start is not None and args.step is None:
         raise ValueError("--start needs --step")
+
+
+def _parse_where(given: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """``--where COLUMN=VALUE`` options as ``(column, value)`` pairs."""
+    pairs = []
+    for text in given or ():
+        column, sep, value = text.partition("=")
+        if not sep or not column.strip():
+            raise ValueError(f"--where must be COLUMN=VALUE, got {text!r}")
+        pairs.append((column.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def _where_text(reader: SeriesReader) -> str:
+    return " ".join(f"--where {c}={v}" for c, v in reader.where)
+
+
+def _reader(args: argparse.Namespace, fh: Any, source: str) -> SeriesReader:
+    """The reader of the input, as the options describe it."""
+    return SeriesReader(
+        fh,
+        args.column,
+        source=source,
+        time_column=args.time_column,
+        missing=args.missing,
+        where=args.where_conditions,
+        count_rows=args.count_rows,
+    )
 
 
 def _whole_input(args: argparse.Namespace) -> bool:
@@ -232,18 +300,22 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
     labels (None without --time-column): one row per step, or with ``--step`` the sum
     of each bucket's rows (an empty bucket is a step of 0)."""
     source = "stdin" if args.input == "-" else args.input
+    if args.input != "-" and args.step is None and not args.where_conditions:
+        fast = _read_plain(args)
+        if fast is not None:
+            return fast[0], fast[1], _reader(args, (), source)
     with contextlib.ExitStack() as stack:
         fh: IO[str] = (
             sys.stdin
             if args.input == "-"
             else stack.enter_context(open(args.input, encoding="utf-8", newline=""))
         )
-        reader = SeriesReader(
-            fh, args.column, source=source, time_column=args.time_column, missing=args.missing
-        )
+        reader = _reader(args, fh, source)
         records = list(reader.records())
     if not records:
         raise ValueError(f"{source}: no data rows")
+    if reader.where and reader.unmatched == len(records):
+        raise ValueError(f"{source}: no row matches {_where_text(reader)}")
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
@@ -268,6 +340,56 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
     )
 
 
+def _read_plain(args: argparse.Namespace) -> tuple[list[float], list[str] | None] | None:
+    """A plain file read vectorized (:func:`dpcount.io.read_plain_column`), or None:
+    then the row-by-row reader reads it (and names the line of any problem)."""
+    try:
+        with open(args.input, encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except UnicodeDecodeError:
+        return None  # the row-by-row reader says where
+    fast = read_plain_column(text, args.column, args.time_column)
+    del text
+    if fast is None:
+        return None
+    values: list[float] = fast[0].tolist()
+    return values, fast[1]
+
+
+def _write_rows(
+    out: IO[str],
+    labels: list[str] | None,
+    shown: Any,
+    std: NDArray[np.float64],
+    raw: Any | None,
+    digits: int,
+) -> None:
+    """The output lines of a whole release, formatted in blocks by one format string
+    per line (the same text as :func:`row_line`: ints as ints, floats by repr); arrays
+    become Python numbers one block at a time (memory of a block, not of the file)."""
+    block = 65536
+    cells = "{}" if labels is None else "{},{}"
+    cells += ",{!r}" + (",{!r}" if raw is not None else "") + f",{{:.{digits}g}}\n"
+    for start in range(0, len(shown), block):
+        stop = min(start + block, len(shown))
+        columns: list[Any] = [range(start + 1, stop + 1)]
+        if labels is not None:
+            columns.append([_csv_cell(label) for label in labels[start:stop]])
+        columns.append(_as_list(shown[start:stop]))
+        if raw is not None:
+            columns.append(_as_list(raw[start:stop]))
+        columns.append(std[start:stop].tolist())
+        out.write("".join(map(cells.format, *columns)))
+
+
+def _as_list(values: Any) -> list[Any]:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+def _csv_cell(text: str) -> str:
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
+
+
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
     if args.checkpoint is not None:
@@ -288,12 +410,18 @@ def run(args: argparse.Namespace) -> int:
     post = postprocessed(args, raw)
     with open_output(args.output) as out:
         out.write(",".join(header(args, post is not None)) + "\n")
-        raw_list = raw.tolist()
-        shown = raw_list if post is None else post
-        for i, (v, s) in enumerate(zip(shown, std, strict=True)):
-            label = None if labels is None else labels[i]
-            out.write(row_line(i + 1, label, v, s, None if post is None else raw_list[i]))
+        shown = raw if post is None else post
+        _write_rows(out, labels, shown, std, None if post is None else raw, args.digits)
     summary(mech, len(values), args)
+    if args.monotone:
+        err_console().print(
+            "note: --monotone: raw_std is the exact error of raw_private_count only; the fitted "
+            "private_count has no exact per-step error: its l2 error summed over the series is "
+            "at most the raw release's, but single steps can be off by more, with a bias "
+            "(it follows drifting correlated noise)",
+            highlight=False,
+        )
+    _note_fractions(mech, post is not None and args.round)
     _report_missing(reader)
     if args.plot:
         from dpcount._cli._plot import plot_release
@@ -310,9 +438,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_live(args: argparse.Namespace) -> int:
-    reader = SeriesReader(
-        sys.stdin, args.column, source="stdin", time_column=args.time_column, missing=args.missing
-    )
+    reader = _reader(args, sys.stdin, "stdin")
     mech: CountingMechanism | UnboundedCounter
     mech = build_unbounded(args) if args.horizon is None else build(args, args.horizon, None)
     post = args.round or args.clamp
@@ -330,7 +456,7 @@ def _run_live(args: argparse.Namespace) -> int:
             shown = postprocessed(args, np.asarray([v]))
             s = math.sqrt(next(variances))
             line = row_line(steps + 1, time, v if shown is None else shown[0], s,
-                            None if shown is None else v)  # fmt: skip
+                            None if shown is None else v, args.digits)  # fmt: skip
             out.write(line)
             out.flush()
             steps += 1
@@ -338,11 +464,33 @@ def _run_live(args: argparse.Namespace) -> int:
         summary_unbounded(mech, steps, args)
     else:
         summary(mech, steps, args)
+    _note_fractions(mech, args.round)
     _report_missing(reader)
     return 0
 
 
+def _note_fractions(mech: CountingMechanism | UnboundedCounter, rounded: bool) -> None:
+    """Honaker's estimator with integer noise releases fractions: say so (the other
+    integer-noise mechanisms release integers)."""
+    name = mech.inner if isinstance(mech, UnboundedCounter) else type(mech).__name__.lower()
+    budget = getattr(mech, "budget", None)
+    discrete = budget is not None and budget.noise is not None and budget.noise.is_discrete
+    if name == "honaker" and discrete and not rounded:
+        err_console().print(
+            "note: honaker releases fractions: each is the correctly rounded value of an exact "
+            "weighted average of integer-noised sums (as safe as integers); --round rounds them",
+            highlight=False,
+        )
+
+
 def _report_missing(reader: SeriesReader) -> None:
+    if reader.count_rows:
+        err_console().print("note: no --column: each row counts 1 (rows per step)")
+    if reader.where:
+        err_console().print(
+            f"note: {reader.unmatched} row(s) not matching {escape(_where_text(reader))} counted 0",
+            highlight=False,
+        )
     if reader.skipped or reader.zeroed:
         what = (
             f"{reader.skipped} row(s) with a missing value skipped (--missing skip)"
@@ -352,13 +500,12 @@ def _report_missing(reader: SeriesReader) -> None:
         err_console().print(f"note: {what}")
 
 
-def _released_std(mech: CountingMechanism, n: int) -> list[float]:
+def _released_std(mech: CountingMechanism, n: int) -> NDArray[np.float64]:
     """The exact std of steps 1..n: vectorized when n is most of the horizon, else step
     by step (a short file with a large --horizon costs memory of the file, not of T)."""
     if 2 * n >= mech.horizon:
-        std: list[float] = np.sqrt(mech.variances()[:n]).tolist()
-        return std
-    return [math.sqrt(v) for v in itertools.islice(mech.iter_variances(), n)]
+        return np.sqrt(mech.variances()[:n])
+    return np.sqrt(np.fromiter(itertools.islice(mech.iter_variances(), n), np.float64, n))
 
 
 def _update(

@@ -118,6 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "naming the line, or skip it (and report how many)",
     )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
+    p.add_argument(
+        "--digits",
+        metavar="N",
+        type=int,
+        default=4,
+        help="significant digits of the std column (the exact error; 17 prints every bit)",
+    )
 
 
 def _universe(spec: str) -> list[str]:
@@ -247,6 +254,8 @@ def run(args: argparse.Namespace) -> int:
     index = {label: i for i, label in enumerate(items)}
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
+    if not 1 <= args.digits <= 17:
+        raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
     continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
     warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
     events = _read_events(args, index, clock)
@@ -286,9 +295,9 @@ def run(args: argparse.Namespace) -> int:
                 j = int(np.argmax(row))
                 t = start + r + 1
                 std = math.sqrt(next(variances))
+                cells = [repr(v) for v in row.tolist()]  # the top count as its column
                 writer.writerow(
-                    [t, clock.label(t), repr(std), items[j], repr(float(row[j]))]
-                    + [repr(v) for v in row.tolist()]
+                    [t, clock.label(t), f"{std:.{args.digits}g}", items[j], cells[j], *cells]
                 )
             out.flush()
     _summary(hist, events)

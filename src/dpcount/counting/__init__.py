@@ -8,26 +8,70 @@ A stream can be checkpointed (:func:`save_stream`) and restored
 (:func:`load_stream`); see :mod:`dpcount.counting.checkpoint`.
 For a stream without a horizon, :class:`UnboundedCounter` runs any of them over
 doubling blocks, with its guarantee for every prefix and its exact ``variance_at(t)``.
+
+The names are imported on first use (a module ``__getattr__``, PEP 562): importing
+``dpcount.counting`` costs nothing beyond the mechanisms a caller touches, so a
+command-line run with one tree does not import the factorizations (nor scipy.signal).
 """
 
-from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
-from dpcount.counting.blt import BLT, BLTNoiseProcess
-from dpcount.counting.checkpoint import load_stream, save_stream
-from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
-from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
-from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
-from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
-from dpcount.counting.normalized_blt import NormalizedBLT
-from dpcount.counting.normalized_sqrt import (
-    NormalizedSqrtBlockNoiseProcess,
-    NormalizedSqrtFactorization,
-    NormalizedSqrtNoiseProcess,
-)
-from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
-from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
-from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
-from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
-from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
+    from dpcount.counting.blt import BLT, BLTNoiseProcess
+    from dpcount.counting.checkpoint import load_stream, save_stream
+    from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
+    from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
+    from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
+    from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
+    from dpcount.counting.normalized_blt import NormalizedBLT
+    from dpcount.counting.normalized_sqrt import (
+        NormalizedSqrtBlockNoiseProcess,
+        NormalizedSqrtFactorization,
+        NormalizedSqrtNoiseProcess,
+    )
+    from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
+    from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
+    from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
+    from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
+    from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
+
+#: public name -> the submodule that defines it
+_WHERE = {
+    "CountingMechanism": "base",
+    "CountingStream": "base",
+    "NoiseProcess": "base",
+    "BLT": "blt",
+    "BLTNoiseProcess": "blt",
+    "load_stream": "checkpoint",
+    "save_stream": "checkpoint",
+    "DenseNoiseProcess": "dense",
+    "FactorizationMechanism": "dense",
+    "DigitSystem": "digits",
+    "max_digit_l1_norm": "digits",
+    "Honaker": "honaker",
+    "HonakerNoiseProcess": "honaker",
+    "InputNoiseProcess": "input_perturbation",
+    "InputPerturbation": "input_perturbation",
+    "NormalizedBLT": "normalized_blt",
+    "NormalizedSqrtBlockNoiseProcess": "normalized_sqrt",
+    "NormalizedSqrtFactorization": "normalized_sqrt",
+    "NormalizedSqrtNoiseProcess": "normalized_sqrt",
+    "SmoothBinary": "smooth_binary",
+    "SmoothBinaryNoiseProcess": "smooth_binary",
+    "SqrtFactorization": "sqrt",
+    "SqrtNoiseProcess": "sqrt",
+    "ToeplitzFactorization": "toeplitz_opt",
+    "ToeplitzNoiseProcess": "toeplitz_opt",
+    "BinaryTree": "tree",
+    "KaryTree": "tree",
+    "TreeNoiseProcess": "tree",
+    "UnboundedCounter": "unbounded",
+    "UnboundedStream": "unbounded",
+}
 
 __all__ = [
     "BLT",
@@ -61,3 +105,17 @@ __all__ = [
     "max_digit_l1_norm",
     "save_stream",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule defining ``name`` on first access (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

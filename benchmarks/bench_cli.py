@@ -1,0 +1,93 @@
+"""Start-up and file IO of ``dpcount count`` against floors measured in the same run.
+
+1. A small job: ``dpcount count`` of a 100-row file (default options) against
+   ``python -c "import numpy"``; wall time, best of ``--repeat``. Target ≤ 3×.
+2. A large file: ``dpcount count`` of 10^6 rows (``--mechanism kary``, output to a
+   file) against reading the same file with pandas and writing a 3-column CSV
+   (t, value, std) with pandas, in a fresh interpreter each; CPU time (user + sys of
+   the child) and peak memory (its max RSS), best of ``--repeat``.
+   Targets ≤ 1.3× the CPU and ≤ 1.5× the memory.
+
+Each run is a fresh subprocess (interpreter start and imports included, on both
+sides). On a shared machine, only the ratios mean something.
+
+    python benchmarks/bench_cli.py [--rows 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PYTHON = sys.executable
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+PANDAS_FLOOR = """
+import sys
+import numpy as np
+import pandas as pd
+x = pd.read_csv(sys.argv[1])["x"].to_numpy()
+t = np.arange(1, x.size + 1)
+out = pd.DataFrame({"t": t, "v": np.cumsum(x), "std": np.sqrt(t)})
+out.to_csv(sys.argv[2], index=False)
+"""
+
+
+def _run(cmd: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS KiB) of one child process."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd} failed with status {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def _best(cmd: list[str], repeat: int) -> tuple[float, float, int]:
+    runs = [_run(cmd) for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs), min(r[2] for r in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10**6)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        small, big = Path(tmp) / "small.csv", Path(tmp) / "big.csv"
+        small.write_text("x\n" + "".join(f"{v}\n" for v in rng.integers(0, 3, 100)))
+        big.write_text("x\n" + "\n".join(map(str, rng.integers(0, 3, args.rows).tolist())) + "\n")
+        out = str(Path(tmp) / "out.csv")
+
+        numpy_wall = _best([PYTHON, "-c", "import numpy"], args.repeat)[0]
+        count_cmd = [PYTHON, "-m", "dpcount", "count", str(small), "--epsilon", "1"]
+        small_wall = _best([*count_cmd, "--output", out], args.repeat)[0]
+        print(f"100 rows:   dpcount count {small_wall:.3f} s, import numpy {numpy_wall:.3f} s")
+        print(f"  ratio {small_wall / numpy_wall:.2f} (target <= 3)")
+
+        floor = _best([PYTHON, "-c", PANDAS_FLOOR, str(big), out], args.repeat)
+        big_cmd = [PYTHON, "-m", "dpcount", "count", str(big), "--epsilon", "1"]
+        ours = _best([*big_cmd, "--mechanism", "kary", "--output", out], args.repeat)
+        print(
+            f"{args.rows} rows: dpcount count CPU {ours[1]:.2f} s, peak {ours[2] / 1024:.0f} MiB; "
+            f"pandas read + 3-column write CPU {floor[1]:.2f} s, peak {floor[2] / 1024:.0f} MiB"
+        )
+        print(
+            f"  CPU ratio {ours[1] / floor[1]:.2f} (target <= 1.3), "
+            f"memory ratio {ours[2] / floor[2]:.2f} (target <= 1.5)"
+        )
+
+
+if __name__ == "__main__":
+    main()
