@@ -21,6 +21,7 @@ from dpcount.counting.registry import (
 )
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.postprocess import clamp, monotone, round_half_even
+from dpcount.privacy.budget import ParticipationUnsupportedError
 
 __all__ = [
     "build",
@@ -212,8 +213,32 @@ def _unbounded(args: argparse.Namespace, noise: str) -> UnboundedCounter:
         noise=noise,
         step_sensitivity=args.sensitivity,
         calibration=args.calibration,
+        participation=participation_from(args),
         rng=args.seed,
     )
+
+
+def check_unbounded(args: argparse.Namespace) -> None:
+    """Refuse what the doubling counter (no ``--horizon``) cannot honour, before any
+    row is read: a participation schema (the library's reason:
+    :class:`~dpcount.privacy.ParticipationUnsupportedError`; its blocks are calibrated
+    for one participation) and ``--bands`` (its blocks use the full band)."""
+    if getattr(args, "bands", None) is not None:
+        raise ValueError(
+            "--bands needs --horizon: without one the unbounded doubling counter runs a "
+            "fresh full-band mechanism per block (horizons 2^i)"
+        )
+    schema = participation_from(args)
+    if schema is None:
+        return
+    try:
+        UnboundedCounter(inner="binary", epsilon=1.0, participation=schema, rng=0)
+    except ParticipationUnsupportedError as err:
+        raise ValueError(
+            f"--participations {schema.max_participations} (--min-separation "
+            f"{schema.min_separation}) needs --horizon: stdin without --horizon runs the "
+            f"unbounded doubling counter, and {err}"
+        ) from None
 
 
 def choose_unbounded_inner(args: argparse.Namespace) -> argparse.Namespace:
@@ -258,7 +283,9 @@ def choose_unbounded_inner(args: argparse.Namespace) -> argparse.Namespace:
 def build_unbounded(args: argparse.Namespace) -> UnboundedCounter:
     """The doubling counter for a stream without ``--horizon`` (live stdin): the inner
     mechanism is ``--mechanism`` (auto: :func:`choose_unbounded_inner`), with the same
-    noise defaults as a fixed horizon."""
+    noise defaults as a fixed horizon. Flags it cannot honour are refused
+    (:func:`check_unbounded`)."""
+    check_unbounded(args)
     if args.mechanism == "auto":
         args = choose_unbounded_inner(args)
     else:

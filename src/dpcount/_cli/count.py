@@ -34,6 +34,7 @@ from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 from dpcount.io import MISSING_POLICIES, SeriesReader
+from dpcount.privacy.notes import data_derived_warning
 
 HELP = "release private running counts (prefix sums) of a numeric CSV column"
 
@@ -215,6 +216,11 @@ def _check_options(args: argparse.Namespace) -> None:
         for flag, reason in why.items():
             if getattr(args, flag[2:]):
                 raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
+        if args.checkpoint_every is not None and args.checkpoint_seconds != 1.0:
+            raise ValueError(
+                "--checkpoint-seconds is not used with --checkpoint-every N (a save every N "
+                "steps exactly): give one of them"
+            )
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
     if args.start is not None and args.step is None:
@@ -247,6 +253,7 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
+    _warn_data_derived(args)
     width, duration = parse_width(args.step, "--step")
     clock = Clock(width, duration, "--step")
     times = [clock.read(str(t), f"{source}: line {line}") for line, t, _ in records]
@@ -266,6 +273,16 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
         [clock.label(k) for k in range(1, n + 1)],
         reader,
     )
+
+
+def _warn_data_derived(args: argparse.Namespace) -> None:
+    """With ``--step``, the start of step 1 and the horizon default to the earliest and
+    the latest time in the input: released (as labels and as the number of rows)
+    without noise. Say so, as ``dpcount keyed`` does."""
+    names = [flag for flag, value in (("--start", args.start), ("--horizon", args.horizon))
+             if value is None]  # fmt: skip
+    if names:
+        err_console().print(escape(data_derived_warning(names)), highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from dpcount._cli.common import (
 from dpcount.apps import ContinualHistogram
 from dpcount.counting.registry import MECHANISMS
 from dpcount.io import MISSING_MARKERS, CSVError, csv_rows
+from dpcount.privacy.notes import data_derived_warning
 
 HELP = (
     "release a private histogram of CSV events after every time step "
@@ -250,6 +251,10 @@ def run(args: argparse.Namespace) -> int:
     continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
     warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
     events = _read_events(args, index, clock)
+    derived = [flag for flag, value in (("--start", args.start if clock.kind == "iso" else 0),
+               ("--horizon", args.horizon)) if value is None]  # fmt: skip
+    if derived:  # the earliest / latest event time, released without noise
+        err_console().print(escape(data_derived_warning(derived)), highlight=False)
     horizon = args.horizon if args.horizon is not None else events.last_step
     if horizon < 1:
         raise ValueError(f"{args.input}: no events (give --horizon to release an empty stream)")

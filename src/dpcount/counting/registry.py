@@ -18,7 +18,7 @@ from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import MissingDeltaError, NoiseKind
 
 __all__ = [
     "CLASSES",
@@ -140,7 +140,7 @@ def class_noise(name: str, delta: float | None) -> str:
     chosen = str((entry.noise or entry.cls.default_noise).value)
     if chosen == "gaussian" and delta is None:
         if name in GAUSSIAN_ONLY:
-            raise ValueError(
+            raise MissingDeltaError(
                 f"delta must be given for mechanism {name!r}: it is calibrated for Gaussian "
                 "noise only, which cannot give pure ε-DP"
             )
