@@ -30,6 +30,7 @@ from dpcount._cli.common import (
     escape,
     open_output,
 )
+from dpcount.counting._steps import NotWholeNumberError
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
@@ -384,8 +385,8 @@ def _update(
     """``stream.update``; a fractional stdin row under the default integer noise gets a hint."""
     try:
         return stream.update(value)
-    except ValueError as err:
-        if args.noise is None and "whole number" in str(err):
+    except NotWholeNumberError as err:
+        if args.noise is None:
             raise ValueError(
                 f"{err}; the default noise for integer data is integer noise: pass --noise "
                 "laplace (or gaussian) for fractional data"

@@ -44,6 +44,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypedDict
@@ -378,7 +379,12 @@ class Budget:
 
     @classmethod
     def resolve(
-        cls, budget: Budget | None, fields: dict[str, Any] | BudgetFields, *, owner: str
+        cls,
+        budget: Budget | None,
+        fields: dict[str, Any] | BudgetFields,
+        *,
+        owner: str,
+        deprecated: bool = False,
     ) -> Budget:
         """The budget from either ``budget=`` or its keyword fields (not both).
 
@@ -386,6 +392,8 @@ class Budget:
             budget: a :class:`Budget` or None.
             fields: keyword arguments such as ``epsilon=1.0, delta=1e-6``.
             owner: the callable's name, for error messages.
+            deprecated: the fields are the old spelling of ``owner`` (kept for one
+                release): a DeprecationWarning is issued when they are used.
 
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
@@ -410,6 +418,13 @@ class Budget:
         else:
             if "epsilon" not in fields:
                 raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
+            if deprecated:
+                warnings.warn(
+                    f"{owner}({', '.join(f'{k}=' for k in fields)}) is deprecated and will be "
+                    f"removed in dpcount 0.5: pass budget=Budget({', '.join(fields)}) instead",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
             resolved = cls(**fields)
         if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
             raise ParticipationUnsupportedError(
