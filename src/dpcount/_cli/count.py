@@ -52,13 +52,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="header name of the column to count (default: the input's only column)",
     )
+    _mechanism_arguments(p)
+    _time_arguments(p)
+    _post_arguments(p)
+    _checkpoint_arguments(p)
+
+
+def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
+    """The mechanism, its budget and its horizon."""
     p.add_argument(
         "--mechanism",
         choices=["auto", *sorted(MECHANISMS)],
         default="auto",
         help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
         "this horizon and budget, among those taking the default integer noise when the data "
-        "and --sensitivity are whole numbers (else with its own noise). Stdin without "
+        "and --sensitivity are whole numbers (else with its own noise; the summary says when "
+        "plan's first row needs floating-point noise, and what it would cost). Stdin without "
         "--horizon: the inner mechanism of the unbounded counter (auto: the lowest exact "
         "variance at t = 2^16)",
     )
@@ -119,6 +128,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
         "with t (the std column is exact per row)",
     )
+
+
+def _time_arguments(p: argparse.ArgumentParser) -> None:
+    """The output file, time labels, bucketing and missing values."""
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
     p.add_argument(
         "--time-column",
@@ -148,6 +161,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a missing value (empty, NA, NaN, null): stop with an error naming the line, "
         "skip the row, or read it as zero",
     )
+
+
+def _post_arguments(p: argparse.ArgumentParser) -> None:
+    """Post-processing of the release and the check plot."""
     p.add_argument(
         "--monotone",
         action="store_true",
@@ -168,6 +185,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "not for publication: it shows the truth; needs dpcount[plot]; reads stdin to its "
         "end; not with --checkpoint; default: no plot)",
     )
+
+
+def _checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    """The durable mode (docs/durable-streams.md)."""
     p.add_argument(
         "--checkpoint",
         metavar="FILE",
