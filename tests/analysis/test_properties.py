@@ -15,6 +15,7 @@ from dpcount.analysis import (
     best_known_loss,
     cb_norm_bounds,
     certify,
+    choose,
     compare,
     cor22_variance_ratio,
     laplace_gaussian_variance_ratio,
@@ -25,6 +26,7 @@ from dpcount.analysis import (
 )
 from dpcount.analysis.recommend import NOISE_KINDS
 from dpcount.counting import DigitSystem, KaryTree, max_digit_l1_norm
+from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import Budget, ZeroNoise, gaussian_linf_bound, laplace_linf_bound
 from tests.properties_support import (
     ScalarCase,
@@ -45,6 +47,7 @@ COVERED = {
         "best_known_loss",
         "certify",
         "cb_norm_bounds",
+        "choose",
         "compare",
         "cor22_variance_ratio",
         "laplace_gaussian_variance_ratio",
@@ -77,6 +80,17 @@ _COMPARE = _budgeted(compare, ("epsilon", "delta", "step_sensitivity"))
 _RECOMMEND = _budgeted(recommend_mechanism, ("epsilon", "delta", "noise", "step_sensitivity"))
 
 CASES = [
+    ScalarCase(
+        "choose",
+        lambda **kw: choose(budget=Budget(epsilon=1.0), **kw),
+        {"horizon": 16},
+        {
+            # None: a stream of unknown length (the doubling counter)
+            "horizon": bad_integer(1).filter(lambda b: b[0] is not None),
+            "mechanism": bad_choice(("auto", *MECHANISMS)),
+            "whole": bad_bool().filter(lambda b: b[0] is not None),  # None: not known yet
+        },
+    ),
     ScalarCase(
         "best_k",
         _BEST_K,

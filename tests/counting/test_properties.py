@@ -389,9 +389,9 @@ def test_gaussian_only_mechanisms_need_delta(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_registry_passes_bad_values_to_the_constructor_checks(name: str) -> None:
-    kw = {"horizon": T, "epsilon": 1.0, "delta": 1e-6}
+    kw = {"horizon": T, "budget": Budget(epsilon=1.0, delta=1e-6)}
     assert_rejects(lambda: build_mechanism(name, **{**kw, "horizon": 0}), ValueError, "horizon")
-    assert_rejects(lambda: build_mechanism(name, **{**kw, "epsilon": math.nan}), ValueError, "eps")
+    assert_rejects(lambda: Budget(epsilon=math.nan), ValueError, "eps")
     assert_rejects(lambda: build_mechanism(name, **kw, bogus=1), TypeError, "bogus")
 
 

@@ -275,7 +275,6 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
-    _warn_data_derived(args)
     width, duration = parse_width(args.step, "--step")
     clock = Clock(width, duration, "--step")
     times = [clock.read(str(t), f"{source}: line {line}") for line, t, _ in records]
@@ -322,6 +321,8 @@ def run(args: argparse.Namespace) -> int:
             + ("stdin" if args.input == "-" else args.input)
         )
     mech = build(args, horizon, values)
+    if args.step is not None:
+        _warn_data_derived(args)
     raw = mech.release(np.asarray(values))
     std = _released_std(mech, len(values))
     post = postprocessed(args, raw)

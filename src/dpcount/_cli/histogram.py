@@ -251,10 +251,6 @@ def run(args: argparse.Namespace) -> int:
     continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
     warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
     events = _read_events(args, index, clock)
-    derived = [flag for flag, value in (("--start", args.start if clock.kind == "iso" else 0),
-               ("--horizon", args.horizon)) if value is None]  # fmt: skip
-    if derived:  # the earliest / latest event time, released without noise
-        err_console().print(escape(data_derived_warning(derived)), highlight=False)
     horizon = args.horizon if args.horizon is not None else events.last_step
     if horizon < 1:
         raise ValueError(f"{args.input}: no events (give --horizon to release an empty stream)")
@@ -272,6 +268,10 @@ def run(args: argparse.Namespace) -> int:
         subtract=not args.no_subtract,
         rng=args.seed,
     )
+    derived = [flag for flag, value in (("--start", args.start if clock.kind == "iso" else 0),
+               ("--horizon", args.horizon)) if value is None]  # fmt: skip
+    if derived:  # the earliest / latest event time, released without noise
+        err_console().print(escape(data_derived_warning(derived)), highlight=False)
     # Step by step (hist.variances() is the mechanism's): no horizon-long array.
     variances = hist.mechanism.iter_variances()
     with open_output(args.output) as out:

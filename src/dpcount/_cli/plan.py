@@ -283,8 +283,8 @@ def _integer_row(
         return None
     if not float(args.sensitivity).is_integer():
         return None
-    noise = "discrete-" + best.noise
+    discrete = "discrete-" + best.noise
     options: dict[str, Any] = {} if best.k is None else {"k": best.k, "subtract": best.subtract}
-    integer = budget.replace(noise=noise)
+    integer = budget.replace(noise=discrete)
     mech = build_mechanism(best.mechanism, horizon=best.horizon, budget=integer, rng=0, **options)
-    return best, noise, mech.mse()
+    return best, discrete, mech.mse()

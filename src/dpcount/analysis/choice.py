@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dpcount._validate import check_choice, check_integer
+from dpcount._validate import check_bool, check_choice, check_integer
 from dpcount.analysis.compare import Candidate
 from dpcount.analysis.recommend import recommend_mechanism
 from dpcount.counting.base import CountingMechanism
@@ -254,6 +254,8 @@ def choose(
         raise TypeError(f"budget must be a dpcount.privacy.Budget, got {type(budget).__name__}")
     if horizon is not None:
         horizon = check_integer("horizon", horizon, ge=1)
+    if whole is not None:
+        whole = check_bool("whole", whole)
     opts = dict(options or {})
     unknown = sorted(set(opts) - set(_STRUCTURE))
     if unknown:
@@ -352,7 +354,7 @@ def _auto(horizon: int, budget: Budget, whole: bool | None, hooks: dict[str, Any
     if rec.bands is not None:
         options["bands"] = rec.bands
     first = rec.best is None or rec.best == rec.candidate
-    reason = AutoReason(
+    how = AutoReason(
         "ranked-first" if first else "best-integer",
         rec.candidate,
         rec.mse,
@@ -364,7 +366,7 @@ def _auto(horizon: int, budget: Budget, whole: bool | None, hooks: dict[str, Any
         budget.replace(noise=noise, calibration=None if rule is None else rule),
         options,
         note=note,
-        auto=reason,
+        auto=how,
     )
 
 

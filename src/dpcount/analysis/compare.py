@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dpcount._validate import (
     check_choice,
@@ -33,7 +34,13 @@ from dpcount.counting.base import CountingMechanism
 from dpcount.counting.participation import Sensitivity
 from dpcount.counting.registry import build_mechanism
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
-from dpcount.privacy.budget import Budget, Participation, accept_participation
+from dpcount.privacy.budget import (
+    Budget,
+    CalibrationRule,
+    NoiseKind,
+    Participation,
+    accept_participation,
+)
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_linf_bound
@@ -123,14 +130,16 @@ class Candidate:
         return Budget(
             epsilon=self.epsilon,
             delta=self.delta,
-            noise=self.noise,
-            calibration=None if self.calibration in ("pure", "theorem3") else self.calibration,
+            noise=NoiseKind(self.noise),
+            calibration=None
+            if self.calibration in ("pure", "theorem3")
+            else CalibrationRule(self.calibration),
             step_sensitivity=self.step_sensitivity,
             participation=self.participation,
         )
 
-    def _kwargs(self) -> dict[str, object]:
-        kw: dict[str, object] = {"horizon": self.horizon, "budget": self.budget}
+    def _kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"horizon": self.horizon, "budget": self.budget}
         if self.k is not None:
             kw["k"] = self.k
             kw["subtract"] = self.subtract
@@ -393,7 +402,7 @@ def compare(
                 continue
             choice = best_k(
                 T,
-                budget=Budget(epsilon=eps, delta=dlt, noise=noise),
+                budget=Budget(epsilon=eps, delta=dlt, noise=NoiseKind(noise)),
                 subtract=sub,
                 k_values=ks,
                 metric=metric,

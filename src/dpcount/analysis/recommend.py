@@ -127,7 +127,7 @@ def recommend_mechanism(
         )
     whole = check_bool("whole", whole)
     noise = None if budget.noise is None else budget.noise.value
-    hooks = {k: v for k, v in (("dim", dim), ("memory", memory)) if v is not None}
+    hooks: dict[str, Any] = {k: v for k, v in (("dim", dim), ("memory", memory)) if v is not None}
     ranking = budget.replace(noise=None)
     rows = compare(horizon, budget=ranking, metric="mse", **hooks)
     best = rows[0]

@@ -59,7 +59,7 @@ from dpcount.experiments._framework import (
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
-from dpcount.privacy import Budget
+from dpcount.privacy import Budget, NoiseKind
 from dpcount.privacy.calibration import fhu_constant, fhu_delta
 
 __all__ = [
@@ -472,7 +472,11 @@ def compute_elders_mse(config: ExperimentConfig) -> EldersMse:
 
     def pure_mse(name: str, **opts: object) -> float:
         mech = build_mechanism(
-            name, budget=Budget(epsilon=eps_pure, noise="laplace"), horizon=T_max, rng=0, **opts
+            name,
+            budget=Budget(epsilon=eps_pure, noise=NoiseKind.LAPLACE),
+            horizon=T_max,
+            rng=0,
+            **opts,
         )
         return mech.mse()
 
