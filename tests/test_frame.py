@@ -94,9 +94,7 @@ def test_the_old_loose_budget_spelling_still_works_with_a_deprecation_warning() 
         assert choose_mechanism(12, 1.0) == choose_mechanism(12, budget=ONE)
 
 
-@pytest.mark.parametrize(
-    "post", [["--monotone"], ["--clamp"], ["--round"], ["--monotone", "--clamp", "--round"]]
-)
+@pytest.mark.parametrize("post", [["--clamp"], ["--monotone", "--clamp", "--round"]])
 def test_post_processing_is_the_clis(tmp_path: Path, post: list[str]) -> None:
     x = [3, 0, 1, 0, 0, 2, 0, 1] * 4
     cli = _cli(tmp_path, "n\n" + "".join(f"{v}\n" for v in x), ["--epsilon", "1", "--seed", "6",

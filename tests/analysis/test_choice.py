@@ -67,6 +67,7 @@ def test_a_gaussian_only_mechanism_without_delta_is_a_typed_error() -> None:
         Budget(epsilon=1.0, noise="gaussian")
 
 
+@pytest.mark.slow  # builds every integer-noise row at T = 1000 (~1 s); the CLI test is quick
 def test_auto_with_delta_says_it_took_the_best_integer_mechanism_and_what_the_best_costs() -> None:
     """Issue 22 item 4: at T = 1000 plan's first row needs floating-point noise."""
     T = 1000
