@@ -26,6 +26,7 @@ from dpcount._cli.sample import sample_text
 from dpcount.analysis import best_k
 from dpcount.counting import CountingMechanism, Honaker, KaryTree
 from dpcount.postprocess import gls_fitter, monotone
+from dpcount.privacy import Budget
 
 RUNS = 10
 
@@ -48,7 +49,7 @@ def main() -> None:
     for name, x in series().items():
         truth = np.cumsum(x)
         T = x.size
-        k = best_k(T, 1.0).k
+        k = best_k(T, budget=Budget(epsilon=1.0)).k
         builders: dict[str, Callable[[int], CountingMechanism]] = {
             f"kary k={k}": lambda seed, T=T, k=k: KaryTree(
                 T, epsilon=1.0, k=k, noise="discrete-laplace", rng=seed

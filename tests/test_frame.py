@@ -1,16 +1,26 @@
-"""``dpcount.frame``: pandas (and polars when installed) in, frames out (issue 13, item 5)."""
+"""``dpcount.frame``: pandas (and polars when installed) in, frames out — the same
+options, notes and choice as ``dpcount count`` (issue 13 item 5, issue 22 item 6)."""
 
 from __future__ import annotations
+
+import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dpcount.analysis.choice import choose
 from dpcount.analysis.compare import compare
+from dpcount.cli import main
 from dpcount.counting import KaryTree
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.frame import choose_mechanism, private_counts
+from dpcount.privacy import Budget, PrivacyWarning
 
 pd = pytest.importorskip("pandas")
+
+ONE = Budget(epsilon=1.0)
+CONTINUOUS = r"the data are not all whole numbers: using continuous laplace noise"
 
 
 def sunspot_like() -> pd.DataFrame:
@@ -19,54 +29,123 @@ def sunspot_like() -> pd.DataFrame:
     return pd.DataFrame({"YEAR": years, "SUNACTIVITY": activity}, index=np.arange(100, 160))
 
 
+def _cli(tmp_path: Path, rows: str, argv: list[str]) -> dict[str, list[str]]:
+    """``dpcount count`` on a CSV: the output columns."""
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text(rows)
+    assert main(["count", str(src), *argv, "--output", str(out)]) == 0
+    with out.open() as fh:
+        table = list(csv.DictReader(fh))
+    return {name: [r[name] for r in table] for name in table[0]}
+
+
 def test_a_two_column_frame_without_a_named_column_is_refused() -> None:
     with pytest.raises(ValueError, match=r"data has 2 columns \['YEAR', 'SUNACTIVITY'\]: name"):
-        private_counts(sunspot_like(), epsilon=1.0)
+        private_counts(sunspot_like(), budget=ONE)
 
 
 def test_named_columns_keep_index_and_time() -> None:
     df = sunspot_like()
-    out = private_counts(df, value="SUNACTIVITY", time="YEAR", epsilon=1.0, rng=3)
+    with pytest.warns(PrivacyWarning, match=CONTINUOUS):
+        out = private_counts(df, value="SUNACTIVITY", time="YEAR", budget=ONE, rng=3)
     assert list(out.columns) == ["YEAR", "private_count", "std"]
     assert out.index.equals(df.index)
     assert (out["YEAR"].to_numpy() == df["YEAR"].to_numpy()).all()
     # fractional data: plan's first row, with its continuous noise
-    best = compare(60, 1.0)[0]
+    best = compare(60, budget=ONE)[0]
     np.testing.assert_array_equal(out["std"].to_numpy(), np.sqrt(best.build(rng=0).variances()))
     mech = best.build(rng=3)
     np.testing.assert_array_equal(
         out["private_count"].to_numpy(), mech.release(df["SUNACTIVITY"].to_numpy())
     )
     assert "epsilon=1-DP" in out.attrs["privacy"]
+    assert out.attrs["choice"] == "ranked first by exact MSE by dpcount plan"
     # the years are not noised: nothing of YEAR enters the release
-    out2 = private_counts(df.assign(YEAR=df["YEAR"] * 7), value="SUNACTIVITY", time="YEAR",
-                          epsilon=1.0, rng=3)  # fmt: skip
+    with pytest.warns(PrivacyWarning, match=CONTINUOUS):
+        out2 = private_counts(
+            df.assign(YEAR=df["YEAR"] * 7), value="SUNACTIVITY", time="YEAR", budget=ONE, rng=3
+        )
     np.testing.assert_array_equal(out2["private_count"], out["private_count"])
 
 
 def test_series_integer_data_uses_integer_noise_and_keeps_its_index() -> None:
     idx = pd.date_range("2020-01-01", periods=40, freq="D")
     s = pd.Series(np.arange(40) % 3, index=idx, name="cases")
-    out = private_counts(s, epsilon=1.0, mechanism="kary", k=4, rng=8)
+    out = private_counts(s, budget=ONE, mechanism="kary", k=4, rng=8)
     assert out.index.equals(idx)
     expected = KaryTree(40, epsilon=1.0, k=4, noise="discrete-laplace", rng=8).release(s.to_numpy())
     np.testing.assert_array_equal(out["private_count"].to_numpy(), expected)
     assert out["private_count"].dtype.kind == "i"
-    auto = private_counts(s, epsilon=1.0, rng=8)
-    kw = choose_mechanism(40, 1.0)
-    assert kw["noise"] == "discrete-laplace" and kw["name"] in DISCRETE_CAPABLE
+    auto = private_counts(s, budget=ONE, rng=8)
+    kw = choose_mechanism(40, budget=ONE)
+    assert kw["budget"].noise == "discrete-laplace" and kw["name"] in DISCRETE_CAPABLE
     name = kw.pop("name")
-    std = np.sqrt(build_mechanism(name, horizon=40, epsilon=1.0, rng=0, **kw).variances())
+    std = np.sqrt(build_mechanism(name, horizon=40, rng=0, **kw).variances())
     np.testing.assert_array_equal(auto["std"].to_numpy(), std)
+
+
+def test_the_old_loose_budget_spelling_still_works_with_a_deprecation_warning() -> None:
+    s = pd.Series(np.arange(12) % 3, name="cases")
+    with pytest.warns(DeprecationWarning, match=r"private_counts\(epsilon=\) is deprecated"):
+        old = private_counts(s, epsilon=1.0, rng=5)
+    new = private_counts(s, budget=ONE, rng=5)
+    pd.testing.assert_frame_equal(old, new)
+    with pytest.warns(DeprecationWarning, match=r"choose_mechanism\(epsilon=\) is deprecated"):
+        assert choose_mechanism(12, 1.0) == choose_mechanism(12, budget=ONE)
+
+
+@pytest.mark.parametrize("post", [["--clamp"], ["--monotone", "--clamp", "--round"]])
+def test_post_processing_is_the_clis(tmp_path: Path, post: list[str]) -> None:
+    x = [3, 0, 1, 0, 0, 2, 0, 1] * 4
+    cli = _cli(tmp_path, "n\n" + "".join(f"{v}\n" for v in x), ["--epsilon", "1", "--seed", "6",
+                                                                  *post])  # fmt: skip
+    flags = {p[2:]: True for p in post}
+    out = private_counts(pd.DataFrame({"n": x}), budget=ONE, rng=6, **flags)
+    assert list(out.columns) == ["private_count", "raw_private_count", "raw_std"]
+    for name in out.columns:
+        np.testing.assert_array_equal(out[name].to_numpy(), np.array(cli[name], dtype=float))
+    if "--monotone" in post:
+        assert (np.diff(out["private_count"].to_numpy()) >= 0).all()
+
+
+def test_step_bucketing_is_the_clis_and_says_what_comes_from_the_data(tmp_path: Path) -> None:
+    days = ["2024-03-02", "2024-03-02", "2024-03-05", "2024-03-03", "2024-03-07"]
+    cases = [1, 2, 1, 4, 1]
+    rows = "day,cases\n" + "".join(f"{d},{c}\n" for d, c in zip(days, cases, strict=True))
+    argv = ["--column", "cases", "--time-column", "day", "--step", "1D", "--epsilon", "1"]
+    cli = _cli(tmp_path, rows, [*argv, "--start", "2024-03-01", "--horizon", "9", "--seed", "2"])
+    df = pd.DataFrame({"day": days, "cases": cases})
+    out = private_counts(
+        df, value="cases", time="day", step="1D", start="2024-03-01", horizon=9, budget=ONE, rng=2
+    )
+    assert list(out["day"]) == cli["day"] == [f"2024-03-0{d}" for d in range(1, 8)]
+    np.testing.assert_array_equal(out["private_count"], np.array(cli["private_count"], dtype=int))
+    np.testing.assert_array_equal(out["std"], np.array(cli["std"], dtype=float))
+    with pytest.warns(PrivacyWarning, match=r"start and horizon taken from the data"):
+        derived = private_counts(df, value="cases", time="day", step="1D", budget=ONE, rng=2)
+    assert derived["day"].iloc[0] == "2024-03-02" and len(derived) == 6
+
+
+def test_a_large_delta_and_continuous_noise_are_the_clis_notes() -> None:
+    s = pd.Series([0.5, 1.0, 2.0], name="x")
+    with pytest.warns(PrivacyWarning) as caught:
+        out = private_counts(s, budget=Budget(epsilon=1.0, delta=0.5, noise="gaussian"), rng=0)
+    assert any("delta=0.5 is above 0.001" in str(w.message) for w in caught)
+    assert "WARNING: delta=0.5" in out.attrs["privacy"]
+    choice = choose(3, ONE, whole=False)
+    assert choice.note is not None
+    with pytest.warns(PrivacyWarning) as caught:
+        private_counts(s, budget=ONE, rng=0)
+    assert [str(w.message).split(" (")[0] for w in caught] == [choice.note.text()]
 
 
 def test_missing_values() -> None:
     df = pd.DataFrame({"d": list("abcd"), "n": [1.0, np.nan, 2.0, 1.0]})
     with pytest.raises(ValueError, match=r"1 missing value\(s\), the first at row 1: pass"):
-        private_counts(df, value="n", epsilon=1.0)
-    out = private_counts(df, value="n", time="d", epsilon=1.0, missing="skip", rng=1)
+        private_counts(df, value="n", budget=ONE)
+    out = private_counts(df, value="n", time="d", budget=ONE, missing="skip", rng=1)
     assert list(out["d"]) == ["a", "c", "d"] and list(out.index) == [0, 2, 3]
-    out = private_counts(df, value="n", time="d", epsilon=1.0, missing="zero", rng=1)
+    out = private_counts(df, value="n", time="d", budget=ONE, missing="zero", rng=1)
     assert list(out["d"]) == ["a", "b", "c", "d"]
 
 
@@ -77,23 +156,29 @@ def test_missing_values() -> None:
         ({"value": "SUNACTIVITY", "time": "SUNACTIVITY"}, ValueError, "different columns"),
         ({"value": "SUNACTIVITY", "k": 4}, ValueError, "name a mechanism to pass \\['k'\\]"),
         ({"value": "SUNACTIVITY", "missing": "drop"}, ValueError, "missing must be one of"),
+        ({"value": "SUNACTIVITY", "mechanism": "binary", "k": 4}, ValueError,
+         "k given for mechanism 'binary', which has no such option"),
+        ({"value": "SUNACTIVITY", "start": "1700"}, ValueError, "start needs step"),
+        ({"value": "SUNACTIVITY", "step": "2"}, ValueError, "step needs time"),
+        ({"value": "SUNACTIVITY", "horizon": 10}, ValueError, "horizon 10 is smaller than"),
+        ({"value": "SUNACTIVITY", "width": 2}, TypeError, "unexpected keyword argument 'width'"),
     ],
-)
+)  # fmt: skip
 def test_bad_arguments(kw: dict[str, object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
-        private_counts(sunspot_like(), epsilon=1.0, **kw)
+        private_counts(sunspot_like(), budget=ONE, **kw)
 
 
 def test_not_a_frame() -> None:
     with pytest.raises(TypeError, match="pandas or polars DataFrame or Series, got list"):
-        private_counts([1, 2, 3], epsilon=1.0)
+        private_counts([1, 2, 3], budget=ONE)
 
 
 def test_polars() -> None:
     pl = pytest.importorskip("polars")
     df = pl.DataFrame({"day": ["a", "b", "c"], "n": [1, 0, 2]})
     with pytest.raises(ValueError, match="name the one to count"):
-        private_counts(df, epsilon=1.0)
-    out = private_counts(df, value="n", time="day", epsilon=1.0, mechanism="binary", rng=2)
+        private_counts(df, budget=ONE)
+    out = private_counts(df, value="n", time="day", budget=ONE, mechanism="binary", rng=2)
     assert out.columns == ["day", "private_count", "std"]
     assert out["day"].to_list() == ["a", "b", "c"]

@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
         "dpcount._validate",
         "dpcount._numeric",
         "dpcount._state",
+        "dpcount._time",
         "dpcount._version",
         "dpcount.io",
         "dpcount.data",

@@ -62,6 +62,16 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.privacy", "CalibrationRule"): "an Enum: checked where a budget is built",
     ("dpcount.privacy", "Neighbouring"): "an Enum of the stated relations, not user input",
     ("dpcount.privacy", "secure_generator"): _NO_INPUT,
+    ("dpcount.privacy", "MissingDeltaError"): "an exception class raised by the library",
+    (
+        "dpcount.privacy",
+        "ParticipationUnsupportedError",
+    ): "an exception class raised by the library",
+    ("dpcount.privacy", "PrivacyWarning"): "a warning category issued by the library",
+    ("dpcount.privacy", "delta_warning"): "formats a delta the Budget has validated "
+    "(tests/privacy/test_notes.py)",
+    ("dpcount.privacy", "data_derived_warning"): "formats parameter names given by the library "
+    "(tests/privacy/test_notes.py)",
     # dpcount.counting
     ("dpcount.counting", "NoiseProcess"): _PROTOCOL,
     ("dpcount.counting", "BLTNoiseProcess"): _PROCESS,
@@ -84,6 +94,9 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.analysis", "DeltaThreshold"): _RECORD,
     ("dpcount.analysis", "TreeChoice"): _RECORD,
     ("dpcount.analysis", "Recommendation"): _RECORD,
+    ("dpcount.analysis", "Choice"): _RECORD,
+    ("dpcount.analysis", "AutoReason"): _RECORD,
+    ("dpcount.analysis", "NoiseNote"): _RECORD,
     ("dpcount.analysis", "Reference"): _RECORD,
     ("dpcount.analysis", "Certificate"): _RECORD,
     ("dpcount.analysis", "Objective"): "an Enum: checked where an objective is given",

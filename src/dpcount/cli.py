@@ -154,6 +154,19 @@ def _quiet_stdout() -> None:
         os.close(devnull)
 
 
+def _warn_delta(args: argparse.Namespace) -> None:
+    """One warning line on stderr, before any work, for a ``--delta`` above 1e-3 (every
+    subcommand that takes one; the guarantee line repeats it)."""
+    delta = getattr(args, "delta", None)
+    if delta is None:
+        return
+    from dpcount.privacy.notes import delta_warning
+
+    text = delta_warning(delta, parameter="--delta")
+    if text is not None:
+        print(f"dpcount: warning: {text}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(argv)
@@ -164,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 2
     sub: argparse.ArgumentParser = args._parser
     try:
+        _warn_delta(args)
         status = int(args._run(args))
         sys.stdout.flush()
         return status

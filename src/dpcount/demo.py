@@ -19,6 +19,7 @@ from dpcount._validate import check_integer, check_real
 from dpcount.analysis.advisor import best_k
 from dpcount.counting.tree import BinaryTree, KaryTree
 from dpcount.data import load_searchlogs
+from dpcount.privacy import Budget
 from dpcount.privacy.rng import RNGLike, as_generator
 
 __all__ = ["DemoRow", "demo_rows", "plot_demo"]
@@ -47,7 +48,7 @@ def demo_rows(
     x = load_searchlogs()
     T = len(x)
     truth = np.cumsum(x).astype(np.float64)
-    choice = best_k(T, epsilon)
+    choice = best_k(T, budget=Budget(epsilon=epsilon))
     mechanisms: list[KaryTree] = [
         KaryTree(T, epsilon=epsilon, k=choice.k, subtract=choice.subtract, rng=gen),
         BinaryTree(T, epsilon=epsilon, rng=gen),

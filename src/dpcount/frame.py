@@ -1,11 +1,21 @@
 """Data frames in, data frames out: private running counts of a pandas or polars column.
 
-``private_counts(frame, value="cases", time="date", epsilon=1.0)`` releases the
-running counts (prefix sums) of the column ``value`` with the exact standard
-deviation of each release, and returns a frame of the same library holding the
-time column (if named), ``private_count`` and ``std``; a pandas result keeps the
-input's index. pandas and polars are optional (``pip install 'dpcount[frame]'``
-installs pandas): neither is imported unless a frame of it is passed.
+``private_counts(frame, value="cases", time="date", budget=Budget(epsilon=1.0))``
+releases the running counts (prefix sums) of the column ``value`` with the exact
+standard deviation of each release, and returns a frame of the same library
+holding the time column (if named), ``private_count`` and ``std``; a pandas result
+keeps the input's index. pandas and polars are optional (``pip install
+'dpcount[frame]'`` installs pandas): neither is imported unless a frame of it is
+passed.
+
+It offers what ``dpcount count`` offers on a file, through the same library
+calls: the mechanism and noise of :func:`dpcount.analysis.choice.choose` (``auto``
+by default; integer noise for whole-number data), ``step=`` bucketing of a time
+column (``start=``, ``horizon=``), ``missing=`` and the post-processing
+``monotone``/``clamp``/``round`` (then ``private_count`` is post-processed and
+``raw_private_count``/``raw_std`` follow, as in the CLI). What the CLI prints on
+stderr is issued here as a :class:`~dpcount.privacy.PrivacyWarning`: why the
+noise stays continuous, a δ above 1e-3, a start or horizon read off the data.
 
 A frame with more than one column must name ``value``: nothing is guessed (a
 two-column frame such as YEAR, SUNACTIVITY would otherwise be read as a
@@ -13,49 +23,67 @@ two-dimensional stream and the years noised).
 
 Privacy: the guarantee of the chosen mechanism (its ``privacy.describe()``,
 also in ``result.attrs["privacy"]`` for pandas) for streams that differ at one
-step (one row) by at most ``step_sensitivity``. The ``std`` column is exact and
-data-independent (it describes the release; no post-processing is applied here —
-see :mod:`dpcount.postprocess`).
+step by at most the budget's ``step_sensitivity`` (with ``step=``, one step's
+sum). The ``std`` (or ``raw_std``) column is exact and data-independent; it
+describes the raw release, not post-processed values.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.analysis.recommend import recommend_mechanism
+from dpcount._time import Clock, parse_width
+from dpcount.analysis.choice import Choice, choose
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import build_mechanism
+from dpcount.postprocess import clamp as clamp_negative
+from dpcount.postprocess import monotone as isotonic
+from dpcount.postprocess import round_half_even
+from dpcount.privacy.budget import Budget
+from dpcount.privacy.notes import PrivacyWarning, data_derived_warning
 from dpcount.privacy.rng import RNGLike
 
 __all__ = ["choose_mechanism", "private_counts"]
 
 _MISSING = ("error", "skip", "zero")
 
+#: the budget's fields, accepted loose for one more release (DeprecationWarning)
+_LOOSE = ("epsilon", "delta", "noise", "calibration", "step_sensitivity")
+
 
 def choose_mechanism(
     horizon: int,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float | None = None,
     *,
+    budget: Budget | None = None,
     whole: bool = True,
-    step_sensitivity: float = 1.0,
+    step_sensitivity: float | None = None,
     noise: str | None = None,
 ) -> dict[str, Any]:
-    """The keywords of :func:`~dpcount.counting.registry.build_mechanism` (``name``
-    and its options) for :func:`dpcount.analysis.recommend.recommend_mechanism`'s
-    choice, the one ``dpcount count --mechanism auto`` makes."""
-    choice = recommend_mechanism(
-        horizon,
-        epsilon=epsilon,
-        delta=delta,
-        noise=noise,
-        whole=whole,
-        step_sensitivity=step_sensitivity,
-    )
-    return {"name": choice.mechanism, **choice.options()}
+    """The keywords of :func:`~dpcount.counting.registry.build_mechanism` (``name``,
+    ``budget`` and the options) for the choice ``mechanism="auto"`` makes
+    (:func:`dpcount.analysis.choice.choose`, as ``dpcount count --mechanism auto``).
+
+    ``epsilon``, ``delta``, ``step_sensitivity`` and ``noise`` are deprecated: pass
+    ``budget=``.
+    """
+    loose = {
+        k: v
+        for k, v in (
+            ("epsilon", epsilon),
+            ("delta", delta),
+            ("step_sensitivity", step_sensitivity),
+            ("noise", noise),
+        )
+        if v is not None
+    }
+    resolved = Budget.resolve(budget, loose, owner="choose_mechanism", deprecated=True)
+    choice = choose(horizon, resolved, whole=whole)
+    return {"name": choice.mechanism, "budget": choice.budget, **choice.options}
 
 
 def _kind(data: Any) -> str:
@@ -67,10 +95,9 @@ def _kind(data: Any) -> str:
     )
 
 
-def _columns(data: Any, kind: str, value: str | None, time: str | None) -> tuple[Any, Any]:
+def _columns(data: Any, value: str | None, time: str | None) -> tuple[Any, Any]:
     """(value column, time column or None) as library Series, refusing ambiguity."""
-    is_series = type(data).__name__ == "Series"
-    if is_series:
+    if type(data).__name__ == "Series":
         if time is not None:
             raise ValueError("time must be None for a Series (its index is kept)")
         if value is not None and value != data.name:
@@ -93,7 +120,7 @@ def _columns(data: Any, kind: str, value: str | None, time: str | None) -> tuple
     return data[value], (None if time is None else data[time])
 
 
-def _values(column: Any, kind: str, missing: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+def _values(column: Any, missing: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
     """The column as float64 with a mask of the rows kept (``missing`` policy)."""
     arr = column.to_numpy()
     try:
@@ -117,120 +144,207 @@ def _values(column: Any, kind: str, missing: str) -> tuple[NDArray[np.float64], 
     return values, keep
 
 
+def _buckets(
+    values: NDArray[np.float64], times: list[str], step: str, start: Any, horizon: int | None
+) -> tuple[NDArray[np.float64], list[str]]:
+    """``dpcount count --step``: the sum of each step's rows (an empty step is 0) and
+    the steps' start labels; a start or horizon read off the data is warned about."""
+    width, duration = parse_width(step, "step")
+    clock = Clock(width, duration, "step")
+    read = [clock.read(t, f"time row {i}") for i, t in enumerate(times)]
+    derived = [name for name, given in (("start", start), ("horizon", horizon)) if given is None]
+    if derived:
+        warnings.warn(data_derived_warning(derived), PrivacyWarning, stacklevel=3)
+    if start is not None:
+        clock.set_start(str(start), "start")
+    else:
+        clock.start = min(read)
+    steps = np.array([clock.step(t) for t in read], dtype=np.int64)
+    if (steps < 1).any():
+        row = int(np.flatnonzero(steps < 1)[0])
+        raise ValueError(f"time row {row} ({times[row]!r}) is before start {start!r}")
+    n = int(steps.max())
+    sums = np.bincount(steps - 1, weights=values, minlength=n).astype(np.float64)
+    return sums, [clock.label(k) for k in range(1, n + 1)]
+
+
 def private_counts(
     data: Any,
     *,
     value: str | None = None,
     time: str | None = None,
-    epsilon: float,
-    delta: float | None = None,
+    budget: Budget | None = None,
     mechanism: str = "auto",
-    noise: str | None = None,
-    step_sensitivity: float = 1.0,
     horizon: int | None = None,
+    step: str | None = None,
+    start: Any = None,
     missing: str = "error",
+    monotone: bool = False,
+    clamp: bool = False,
+    round: bool = False,
+    k: int | None = None,
+    subtract: bool | None = None,
+    bands: int | None = None,
     rng: RNGLike = None,
-    **options: Any,
+    **fields: Any,
 ) -> Any:
     """Private running counts of one column of a pandas or polars frame (or a Series).
 
     Args:
-        data: a pandas/polars DataFrame or Series, one row per time step, in order.
+        data: a pandas/polars DataFrame or Series, one row per time step, in order
+            (with ``step``: one row per event or record, bucketed by ``time``).
         value: the column to count; required when the frame has several columns.
-        time: a column copied into the result (dates, timestamps or ids).
-        epsilon: the budget's ε > 0.
-        delta: the budget's δ in (0, 1), or None for pure ε-DP.
-        mechanism: ``"auto"`` (what ``dpcount plan`` recommends for this horizon,
-            budget and noise: :func:`dpcount.analysis.recommend.recommend_mechanism`,
-            as ``dpcount count --mechanism auto``) or a registry name (``"kary"``...).
-        noise: the noise kind; None: integer noise for whole-number data where the
-            mechanism takes it (the safe default), else the mechanism's default.
-        step_sensitivity: largest change of one step between neighbouring inputs.
-        horizon: steps the noise is calibrated for (default: the rows used).
+        time: a column copied into the result (dates, timestamps or ids); with
+            ``step``, the times to bucket (the result holds each step's start).
+        budget: the :class:`~dpcount.privacy.Budget` (ε, δ, an optional noise kind
+            and rule, the step sensitivity; a participation schema is calibrated for).
+        mechanism: ``"auto"`` (:func:`dpcount.analysis.choice.choose`, as ``dpcount
+            count --mechanism auto``) or a registry name (``"kary"``...).
+        horizon: steps the noise is calibrated for (default: the steps used).
+        step: bucket width for ``time`` (``"1D"``, ``"6h"``, ``"15min"``, a number for
+            numeric times), as ``dpcount count --step``: a step's value is the sum of
+            its rows, so the budget's step sensitivity must bound one step's sum.
+        start: with ``step``, where step 1 starts (default: the earliest time, which
+            the release then reveals: a PrivacyWarning says so).
         missing: ``"error"`` (default), ``"skip"`` (drop rows with a missing value;
-            they are absent from the result) or ``"zero"``.
+            they are absent from the result, and the number of steps reveals how
+            many) or ``"zero"``.
+        monotone, clamp, round: post-processing of the release, in this order
+            (:mod:`dpcount.postprocess`); the guarantee is unchanged.
+        k, subtract, bands: structure options of a named ``kary`` (``k``,
+            ``subtract``) or ``toeplitz`` (``bands``).
         rng: None (OS-entropy CSPRNG) or a seed/generator (research only).
-        **options: further keywords of the mechanism (``k``, ``subtract``,
-            ``calibration``).
+        **fields: deprecated: the budget's fields (``epsilon``, ``delta``, ``noise``,
+            ``calibration``, ``step_sensitivity``) instead of ``budget=``.
 
     Returns:
         A frame of the input's library: the time column (if named), then
-        ``private_count`` and ``std``; pandas keeps the index of the rows used and
-        stores ``attrs["mechanism"]`` and ``attrs["privacy"]``.
+        ``private_count`` and ``std`` (with post-processing: ``private_count``,
+        ``raw_private_count``, ``raw_std``); pandas keeps the index of the rows used
+        (without ``step``) and stores ``attrs["mechanism"]``, ``attrs["privacy"]``
+        and ``attrs["choice"]`` (how ``auto`` chose, or None).
+
+    Warns:
+        PrivacyWarning: continuous noise (and why), a δ above 1e-3, a start or
+            horizon taken from the data.
     """
+    unknown = sorted(set(fields) - set(_LOOSE))
+    if unknown:
+        raise TypeError(f"private_counts() got an unexpected keyword argument {unknown[0]!r}")
+    resolved = Budget.resolve(budget, fields, owner="private_counts", deprecated=True)
     kind = _kind(data)
     if missing not in _MISSING:
         raise ValueError(f"missing must be one of {_MISSING}, got {missing!r}")
-    column, time_col = _columns(data, kind, value, time)
-    values, keep = _values(column, kind, missing)
+    if step is None and start is not None:
+        raise ValueError("start needs step")
+    if step is not None and time is None:
+        raise ValueError("step needs time (the column of times to bucket)")
+    column, time_col = _columns(data, value, time)
+    values, keep = _values(column, missing)
     values = values[keep]
     if len(values) == 0:
         raise ValueError("data has no rows to count")
+    labels = None
+    if step is not None:
+        times = [str(t) for t in np.asarray(time_col.to_numpy())[keep]]
+        values, labels = _buckets(values, times, step, start, horizon)
     T = len(values) if horizon is None else horizon
-    whole = bool(np.all(values == np.round(values)))
-    mech = _mechanism(mechanism, T, epsilon, delta, noise, step_sensitivity, whole, rng, options)
-    released = mech.release(values)
+    if len(values) > T:
+        raise ValueError(f"horizon {T} is smaller than the {len(values)} steps of data")
+    options = {
+        n: v for n, v in (("k", k), ("subtract", subtract), ("bands", bands)) if v is not None
+    }
+    whole = bool(np.all(np.isfinite(values) & (values == np.round(values))))
+    choice = choose(T, resolved, mechanism=mechanism, whole=whole, options=options)
+    mech = _build(choice, rng)
+    raw = mech.release(values)
     std = np.sqrt(mech.variances()[: len(values)])
-    return _result(data, kind, keep, time, time_col, released, std, mech)
+    post = _postprocess(raw, monotone=monotone, clamp=clamp, round=round)
+    columns = _result_columns(raw, std, post)
+    if kind == "pandas":
+        return _pandas(data, keep, time, time_col, labels, columns, mech, choice)
+    return _polars(keep, time, time_col, labels, columns)
 
 
-def _mechanism(
-    name: str,
-    T: int,
-    epsilon: float,
-    delta: float | None,
-    noise: str | None,
-    step: float,
-    whole: bool,
-    rng: RNGLike,
-    options: dict[str, Any],
-) -> CountingMechanism:
-    kw: dict[str, Any] = {"horizon": T, "epsilon": epsilon, "delta": delta, "rng": rng}
-    kw["step_sensitivity"] = step
-    if name == "auto" and not options:
-        chosen = choose_mechanism(
-            T, epsilon, delta, whole=whole, step_sensitivity=step, noise=noise
-        )
-        return build_mechanism(chosen.pop("name"), **kw, **chosen)
-    if name == "auto":
+def _build(choice: Choice, rng: RNGLike) -> CountingMechanism:
+    """The chosen mechanism; the notes the CLI prints go out as PrivacyWarnings."""
+    if choice.ignored:
         raise ValueError(
-            f"mechanism='auto' chooses the mechanism's options itself: name a mechanism to "
-            f"pass {sorted(options)}"
+            f"{', '.join(choice.ignored)} given for mechanism {choice.mechanism!r}, which has "
+            "no such option (k and subtract are kary's, bands toeplitz's)"
         )
-    if noise is None and not whole:
-        noise = "laplace" if delta is None else "gaussian"  # continuous data
-    return build_mechanism(name, noise=noise, **kw, **options)
+    if choice.note is not None:
+        warnings.warn(
+            f"{choice.note.text()} (floating-point noise can leak low-order bits; see "
+            "docs/safe-noise.md; pass a noise kind in the budget to choose)",
+            PrivacyWarning,
+            stacklevel=3,
+        )
+    mech = choice.build(rng=rng)
+    if mech.privacy is not None and mech.privacy.warning is not None:
+        warnings.warn(mech.privacy.warning, PrivacyWarning, stacklevel=3)
+    return mech
 
 
-def _result(
+def _postprocess(
+    raw: NDArray[Any], *, monotone: bool, clamp: bool, round: bool
+) -> NDArray[Any] | None:
+    """The release after ``monotone``, ``clamp``, ``round`` (in that order, as the
+    CLI's ``--monotone --clamp --round``), or None without post-processing."""
+    if not (monotone or clamp or round):
+        return None
+    values = np.asarray(raw, dtype=np.float64)
+    if monotone:
+        values = isotonic(values)
+    if clamp:
+        values = clamp_negative(values)
+    if round:
+        return np.asarray(round_half_even(values))
+    if not monotone and np.issubdtype(np.asarray(raw).dtype, np.integer):
+        return values.astype(np.int64)  # clamped integers stay integers
+    return values
+
+
+def _result_columns(
+    raw: NDArray[Any], std: NDArray[np.float64], post: NDArray[Any] | None
+) -> dict[str, Any]:
+    if post is None:
+        return {"private_count": raw, "std": std}
+    return {"private_count": post, "raw_private_count": raw, "raw_std": std}
+
+
+def _pandas(
     data: Any,
-    kind: str,
     keep: NDArray[np.bool_],
     time: str | None,
     time_col: Any,
-    released: NDArray[Any],
-    std: NDArray[np.float64],
+    labels: list[str] | None,
+    columns: dict[str, Any],
     mech: CountingMechanism,
+    choice: Choice,
 ) -> Any:
-    privacy = mech.privacy.describe() if mech.privacy is not None else "none"
-    if kind == "pandas":
-        import pandas as pd
+    import pandas as pd
 
-        index = data.index[keep]
-        cols: dict[str, Any] = {}
-        if time is not None:
-            cols[time] = time_col.to_numpy()[keep]
-        cols["private_count"] = released
-        cols["std"] = std
-        out = pd.DataFrame(cols, index=index)
-        out.attrs["mechanism"] = repr(mech)
-        out.attrs["privacy"] = privacy
-        return out
+    cols: dict[str, Any] = {}
+    if time is not None:
+        cols[time] = time_col.to_numpy()[keep] if labels is None else labels
+    out = pd.DataFrame({**cols, **columns}, index=data.index[keep] if labels is None else None)
+    out.attrs["mechanism"] = repr(mech)
+    out.attrs["privacy"] = mech.privacy.describe() if mech.privacy is not None else "none"
+    out.attrs["choice"] = None if choice.auto is None else choice.auto.text()
+    return out
+
+
+def _polars(
+    keep: NDArray[np.bool_],
+    time: str | None,
+    time_col: Any,
+    labels: list[str] | None,
+    columns: dict[str, Any],
+) -> Any:
     import polars as pl
 
-    pcols: dict[str, Any] = {}
+    cols: dict[str, Any] = {}
     if time is not None:
-        pcols[time] = time_col.filter(pl.Series(keep))
-    pcols["private_count"] = released
-    pcols["std"] = std
-    return pl.DataFrame(pcols)
+        cols[time] = time_col.filter(pl.Series(keep)) if labels is None else labels
+    return pl.DataFrame({**cols, **columns})

@@ -30,7 +30,13 @@ from dpcount.counting import (
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.tree_formulas import offset_leading_constant
-from dpcount.privacy import ZeroNoise, gaussian_linf_bound, gaussian_sigma, laplace_linf_bound
+from dpcount.privacy import (
+    Budget,
+    ZeroNoise,
+    gaussian_linf_bound,
+    gaussian_sigma,
+    laplace_linf_bound,
+)
 
 # ----------------------------------------------------------------------------- trees
 
@@ -49,7 +55,7 @@ def test_max_digit_norm_matches_brute_force(k: int, subtract: bool) -> None:
 def test_best_k_metrics() -> None:
     T = 5000
     for metric in ("mse", "max_variance", "linf"):
-        choice = best_k(T, 1.0, metric=metric, k_values=range(2, 30))
+        choice = best_k(T, budget=Budget(epsilon=1.0), metric=metric, k_values=range(2, 30))
         m = KaryTree(T, epsilon=1.0, k=choice.k, subtract=choice.subtract)
         assert choice.max_variance == pytest.approx(m.variances().max(), rel=1e-14)
         assert choice.mse == pytest.approx(m.mse(), rel=1e-14)
@@ -70,7 +76,7 @@ def test_best_k_metrics() -> None:
     with pytest.raises(
         ValueError, match=r"metric must be one of \('mse', 'max_variance', 'linf'\)"
     ):
-        best_k(T, 1.0, metric="rmse")
+        best_k(T, budget=Budget(epsilon=1.0), metric="rmse")
 
 
 # ----------------------------------------------------------------------------- tails
@@ -128,7 +134,7 @@ def test_linf_bound_refuses_unknown_cases() -> None:
 
 
 def test_compare_pure_dp_rows() -> None:
-    rows = compare(3000, 1.0)
+    rows = compare(3000, budget=Budget(epsilon=1.0))
     labels = [r.label for r in rows]
     assert {"binary", "honaker", "smooth-binary", "sqrt", "input"} <= set(labels)
     assert any(lab.endswith("-sub") for lab in labels)
@@ -143,7 +149,7 @@ def test_compare_pure_dp_rows() -> None:
 @pytest.mark.parametrize("metric", ["mse", "max_variance", "linf"])
 def test_compare_rows_match_the_mechanisms_exactly(metric: str) -> None:
     T = 2000
-    rows = compare(T, 0.5, 1e-7, metric, beta=0.1)
+    rows = compare(T, budget=Budget(epsilon=0.5, delta=1e-7), metric=metric, beta=0.1)
     kinds = {(r.label, r.noise, r.calibration) for r in rows}
     assert ("sqrt (fhu)", "gaussian", "fhu") in kinds
     assert ("sqrt (classic)", "gaussian", "classic") in kinds
@@ -163,14 +169,14 @@ def test_compare_rows_match_the_mechanisms_exactly(metric: str) -> None:
 
 
 def test_compare_best_tree_is_best_k() -> None:
-    rows = compare(10**5, 1.0)
+    rows = compare(10**5, budget=Budget(epsilon=1.0))
     sub = next(r for r in rows if r.label.endswith("-sub"))
-    choice = best_k(10**5, 1.0, subtract=True, k_values=range(3, 65))
+    choice = best_k(10**5, budget=Budget(epsilon=1.0), subtract=True, k_values=range(3, 65))
     assert (sub.k, sub.subtract, sub.mse) == (choice.k, True, choice.mse)
 
 
 def test_compare_skips_fhu_and_classic_for_large_epsilon_and_is_fast_at_huge_horizons() -> None:
-    rows = compare(10**8, 2.0, 1e-9, "linf")
+    rows = compare(10**8, budget=Budget(epsilon=2.0, delta=1e-9), metric="linf")
     assert not any(r.calibration in ("fhu", "classic") for r in rows)
     # 7 mechanisms with each noise (trees ×2, binary, honaker, smooth, sqrt, input) + BLT
     assert len(rows) == 2 * 7 + 1
@@ -181,30 +187,32 @@ def test_candidate_command_round_trips_through_the_cli() -> None:
     from dpcount.cli import build_parser
     from dpcount.counting.registry import build_mechanism
 
-    for r in compare(500, 0.5, 1e-6):
+    for r in compare(500, budget=Budget(epsilon=0.5, delta=1e-6)):
         args = build_parser().parse_args(["count", "in.csv", *r.command().split()])
         m = build_mechanism(
             args.mechanism,
+            budget=Budget(
+                epsilon=args.epsilon,
+                delta=args.delta,
+                noise=args.noise,
+                step_sensitivity=args.sensitivity,
+                calibration=args.calibration,
+            ),
             horizon=500,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            noise=args.noise,
             rng=0,
             k=args.k,
             subtract=not args.no_subtract,
-            step_sensitivity=args.sensitivity,
-            calibration=args.calibration,
         )
         assert m.mse() == pytest.approx(r.mse, rel=1e-14), r.label
 
 
 def test_compare_validation() -> None:
     with pytest.raises(ValueError, match=r"metric must be one of"):
-        compare(10, 1.0, metric="l2")
+        compare(10, budget=Budget(epsilon=1.0), metric="l2")
     with pytest.raises(ValueError, match=r"delta must be in \(0, 1\), got 0.0"):
-        compare(10, 1.0, 0.0)
+        compare(10, budget=Budget(epsilon=1.0, delta=0.0))
     with pytest.raises(TypeError, match=r"horizon must be an integer"):
-        compare(10.5, 1.0)  # type: ignore[arg-type]
+        compare(10.5, budget=Budget(epsilon=1.0))  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- threshold
@@ -291,7 +299,7 @@ def test_compare_lists_the_column_normalized_square_root_with_blocks() -> None:
     from dpcount.counting import NormalizedSqrtFactorization
 
     T = 20_000
-    rows = compare(T, 1.0, 1e-6, "max_variance")
+    rows = compare(T, budget=Budget(epsilon=1.0, delta=1e-6), metric="max_variance")
     row = next(r for r in rows if r.label == "normalized-sqrt")
     m = row.build(rng=0)
     assert isinstance(m, NormalizedSqrtFactorization) and m.block_ratio == 1.1
@@ -312,6 +320,6 @@ def test_compare_recommends_it_at_2_to_20() -> None:
     """T = 2^20: the column-normalized BLT ranked first for both the mean and the largest
     variance, the column-normalized square root second (≈ 15 s)."""
     for metric in ("mse", "max_variance"):
-        rows = compare(1 << 20, 1.0, 1e-6, metric)
+        rows = compare(1 << 20, budget=Budget(epsilon=1.0, delta=1e-6), metric=metric)
         labels = [r.label for r in rows[:3]]
         assert labels[:2] == ["normalized-blt", "normalized-sqrt"], labels

@@ -27,6 +27,7 @@ from dpcount.counting.blt import shipped_blt_parameters
 from dpcount.counting.normalized_blt import shipped_normalized_blt_parameters
 from dpcount.counting.optimize import optimize_dense
 from dpcount.counting.optimize_max import dense_max_factors
+from dpcount.privacy import Budget
 
 
 def dense_losses(B: np.ndarray, C: np.ndarray) -> tuple[float, float]:
@@ -151,7 +152,7 @@ def test_certify_ratios_and_errors() -> None:
 @pytest.mark.parametrize("metric", ["mse", "max_variance"])
 def test_compare_rows_carry_certificates_for_gaussian_rows_only(metric: str) -> None:
     T = 512
-    rows = compare(T, 0.5, 1e-6, metric)
+    rows = compare(T, budget=Budget(epsilon=0.5, delta=1e-6), metric=metric)
     assert any(r.label == "blt" and r.noise == "gaussian" for r in rows)
     assert not any(r.label == "blt" and r.noise == "laplace" for r in rows)
     objective = "mean" if metric == "mse" else "max"
@@ -172,7 +173,7 @@ def test_compare_rows_carry_certificates_for_gaussian_rows_only(metric: str) -> 
         want = expect[0] if objective == "mean" else expect[1]
         assert r.certificate.loss == pytest.approx(want, rel=1e-9), r.label
         assert r.certificate.reference == best_known_loss(T, objective)
-    assert compare(T, 0.5, None)[0].certificate is None  # pure DP: Laplace only
+    assert compare(T, budget=Budget(epsilon=0.5))[0].certificate is None  # pure DP: Laplace only
 
 
 @pytest.mark.slow  # an explanatory numerical fact (3 BFGS runs), not a code path
@@ -263,7 +264,7 @@ def test_compare_lists_the_dense_optimum_where_its_losses_are_known() -> None:
     from dpcount.analysis.compare import compare
     from dpcount.privacy import Participation
 
-    rows = compare(64, 1.0, 1e-6)
+    rows = compare(64, budget=Budget(epsilon=1.0, delta=1e-6))
     dense = [r for r in rows if r.mechanism == "dense-optimum"]
     assert len(dense) == 1 and dense[0].noise == "gaussian"
     cert = dense[0].certificate
@@ -276,8 +277,11 @@ def test_compare_lists_the_dense_optimum_where_its_losses_are_known() -> None:
     assert built.mse() == pytest.approx(dense[0].mse, rel=1e-9)
     assert built.max_variance() == pytest.approx(dense[0].max_variance, rel=1e-9)
     assert built.linf_bound(0.05) == pytest.approx(dense[0].linf, rel=1e-9)
-    assert not any(r.mechanism == "dense-optimum" for r in compare(129, 1.0, 1e-6))
+    assert not any(
+        r.mechanism == "dense-optimum" for r in compare(129, budget=Budget(epsilon=1.0, delta=1e-6))
+    )
     schema = Participation(max_participations=2, min_separation=16)
     assert not any(
-        r.mechanism == "dense-optimum" for r in compare(64, 1.0, 1e-6, participation=schema)
+        r.mechanism == "dense-optimum"
+        for r in compare(64, budget=Budget(epsilon=1.0, delta=1e-6, participation=schema))
     )

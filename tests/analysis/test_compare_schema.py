@@ -13,7 +13,7 @@ from dpcount.analysis import best_known_loss, compare
 from dpcount.counting import BLT
 from dpcount.counting.blt import shipped_blt_parameters
 from dpcount.counting.toeplitz_opt import optimize_toeplitz, toeplitz_losses
-from dpcount.privacy import Participation
+from dpcount.privacy import Budget, Participation
 
 
 def brute_force_l2(C: np.ndarray, k: int, b: int) -> float:
@@ -34,7 +34,7 @@ def brute_force_l2(C: np.ndarray, k: int, b: int) -> float:
 
 def test_compare_under_a_schema_matches_brute_force_over_patterns() -> None:
     T, schema = 24, Participation(max_participations=3, min_separation=8)
-    rows = compare(T, 1.0, 1e-6, participation=schema)
+    rows = compare(T, budget=Budget(epsilon=1.0, delta=1e-6, participation=schema))
     gaussian = [r for r in rows if r.noise == "gaussian"]
     labels = {r.label for r in gaussian}
     assert {"toeplitz", "toeplitz-b8", "blt", "sqrt (analytic)"} <= labels
@@ -70,11 +70,21 @@ def test_compare_under_a_schema_matches_brute_force_over_patterns() -> None:
 
 def test_compare_schema_errors_and_single_participation() -> None:
     with pytest.raises(ValueError, match="max_participations=4 participations at least"):
-        compare(64, 1.0, 1e-6, participation=Participation(max_participations=4, min_separation=32))
+        compare(
+            64,
+            budget=Budget(
+                epsilon=1.0,
+                delta=1e-6,
+                participation=Participation(max_participations=4, min_separation=32),
+            ),
+        )
     with pytest.raises(TypeError, match=r"participation must be a dpcount\.privacy\.Participation"):
-        compare(64, 1.0, 1e-6, participation=(4, 8))  # type: ignore[arg-type]
-    one = compare(64, 1.0, 1e-6, participation=Participation(max_participations=1))
-    assert one == compare(64, 1.0, 1e-6)
+        compare(64, budget=Budget(epsilon=1.0, delta=1e-6, participation=(4, 8)))  # type: ignore[arg-type]
+    one = compare(
+        64,
+        budget=Budget(epsilon=1.0, delta=1e-6, participation=Participation(max_participations=1)),
+    )
+    assert one == compare(64, budget=Budget(epsilon=1.0, delta=1e-6))
     assert all(r.participation is None and r.sensitivity is None for r in one)
     assert not any(r.label.startswith("toeplitz-b") for r in one)  # banded only under a schema
     toep = next(r for r in one if r.label == "toeplitz")

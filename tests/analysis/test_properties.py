@@ -15,6 +15,7 @@ from dpcount.analysis import (
     best_known_loss,
     cb_norm_bounds,
     certify,
+    choose,
     compare,
     cor22_variance_ratio,
     laplace_gaussian_variance_ratio,
@@ -25,7 +26,8 @@ from dpcount.analysis import (
 )
 from dpcount.analysis.recommend import NOISE_KINDS
 from dpcount.counting import DigitSystem, KaryTree, max_digit_l1_norm
-from dpcount.privacy import ZeroNoise, gaussian_linf_bound, laplace_linf_bound
+from dpcount.counting.registry import MECHANISMS
+from dpcount.privacy import Budget, ZeroNoise, gaussian_linf_bound, laplace_linf_bound
 from tests.properties_support import (
     ScalarCase,
     assert_rejects,
@@ -45,6 +47,7 @@ COVERED = {
         "best_known_loss",
         "certify",
         "cb_norm_bounds",
+        "choose",
         "compare",
         "cor22_variance_ratio",
         "laplace_gaussian_variance_ratio",
@@ -60,10 +63,37 @@ COVERED = {
 POS, PROB = bad_positive_real, bad_probability
 KS = range(2, 5)
 
+
+def _budgeted(fn: Any, fields: tuple[str, ...]) -> Any:
+    """``fn`` called with its budget's fields gathered into ``budget=Budget(...)`` (the
+    loose spelling is deprecated): the Budget validates them, naming each."""
+
+    def call(**kw: Any) -> Any:
+        budget = Budget(**{k: kw.pop(k) for k in fields if k in kw})
+        return fn(budget=budget, **kw)
+
+    return call
+
+
+_BEST_K = _budgeted(best_k, ("epsilon", "delta", "noise"))
+_COMPARE = _budgeted(compare, ("epsilon", "delta", "step_sensitivity"))
+_RECOMMEND = _budgeted(recommend_mechanism, ("epsilon", "delta", "noise", "step_sensitivity"))
+
 CASES = [
     ScalarCase(
+        "choose",
+        lambda **kw: choose(budget=Budget(epsilon=1.0), **kw),
+        {"horizon": 16},
+        {
+            # None: a stream of unknown length (the doubling counter)
+            "horizon": bad_integer(1).filter(lambda b: b[0] is not None),
+            "mechanism": bad_choice(("auto", *MECHANISMS)),
+            "whole": bad_bool().filter(lambda b: b[0] is not None),  # None: not known yet
+        },
+    ),
+    ScalarCase(
         "best_k",
-        best_k,
+        _BEST_K,
         {"horizon": 50, "epsilon": 1.0, "k_values": KS},
         {
             "horizon": bad_integer(1),
@@ -75,13 +105,13 @@ CASES = [
     ),
     ScalarCase(
         "best_k[linf]",
-        best_k,
+        _BEST_K,
         {"horizon": 50, "epsilon": 1.0, "k_values": KS, "metric": "linf"},
         {"beta": PROB()},
     ),
     ScalarCase(
         "compare",
-        compare,
+        _COMPARE,
         {"horizon": 50, "epsilon": 1.0, "k_values": KS},
         {
             "horizon": bad_integer(1),
@@ -94,7 +124,7 @@ CASES = [
     ),
     ScalarCase(
         "recommend_mechanism",
-        recommend_mechanism,
+        _RECOMMEND,
         {"horizon": 50, "epsilon": 1.0},
         {
             "horizon": bad_integer(1),
@@ -207,12 +237,18 @@ def test_bad_scalar_is_refused(case: ScalarCase, param: str, data: st.DataObject
 )
 def test_bad_k_values_are_refused(fn: Any, k_values: Any, exc: Any) -> None:
     """Before: a non-iterable gave Python's "'int' object is not iterable"."""
-    assert_rejects(lambda: fn(50, 1.0, k_values=k_values), exc, r"\bk(_values)?\b")
+    assert_rejects(
+        lambda: fn(50, budget=Budget(epsilon=1.0), k_values=k_values), exc, r"\bk(_values)?\b"
+    )
 
 
 @pytest.mark.parametrize("subtract", [1, "yes", 1.0])
 def test_best_k_refuses_a_non_bool_subtract(subtract: Any) -> None:
-    assert_rejects(lambda: best_k(50, 1.0, subtract=subtract, k_values=KS), TypeError, "subtract")
+    assert_rejects(
+        lambda: best_k(50, budget=Budget(epsilon=1.0), subtract=subtract, k_values=KS),
+        TypeError,
+        "subtract",
+    )
 
 
 @pytest.mark.parametrize(
@@ -235,7 +271,7 @@ def test_objects_of_the_wrong_kind_are_refused(call: Any, exc: Any, name: str) -
 @settings(max_examples=15)
 @given(horizon=st.integers(1, 5000), eps=st.floats(0.05, 10.0))
 def test_valid_advice_is_finite_and_achievable(horizon: int, eps: float) -> None:
-    choice = best_k(horizon, eps, k_values=range(2, 9))
+    choice = best_k(horizon, budget=Budget(epsilon=eps), k_values=range(2, 9))
     assert math.isfinite(choice.mse) and choice.mse > 0
     m = KaryTree(horizon, epsilon=eps, k=choice.k, subtract=choice.subtract)
     assert m.mse() == pytest.approx(choice.mse, rel=1e-12)

@@ -4,6 +4,7 @@ among the mechanisms taking the noise used (checked by building every candidate)
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from dpcount.analysis import recommend_mechanism
 from dpcount.cli import main
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+from dpcount.privacy import Budget, PrivacyWarning
 
 pd = pytest.importorskip("pandas")
 from dpcount.frame import private_counts  # noqa: E402
@@ -30,7 +32,9 @@ def _all_mses(T: int, eps: float, delta: float | None, noise: str, names: list[s
                 {"k": k, "subtract": s} for k, s in itertools.product(range(2, 65), (False, True))
             ]
         for o in opts:
-            m = build_mechanism(name, horizon=T, epsilon=eps, delta=delta, noise=noise, rng=0, **o)
+            m = build_mechanism(
+                name, budget=Budget(epsilon=eps, delta=delta, noise=noise), horizon=T, rng=0, **o
+            )
             best = min(best, m.mse())
     return float(best)
 
@@ -41,10 +45,14 @@ def _all_mses(T: int, eps: float, delta: float | None, noise: str, names: list[s
 )
 def test_integer_noise_choice_is_the_exact_minimum(T: int, eps: float, delta: float | None) -> None:
     """Over every integer-noise mechanism and, with delta, both integer noises."""
-    rec = recommend_mechanism(T, epsilon=eps, delta=delta)
+    rec = recommend_mechanism(T, budget=Budget(epsilon=eps, delta=delta))
     assert rec.noise.startswith("discrete") and rec.mechanism in DISCRETE_CAPABLE
     chosen = build_mechanism(
-        rec.mechanism, horizon=T, epsilon=eps, delta=delta, rng=0, **rec.options()
+        rec.mechanism,
+        budget=rec.budget(Budget(epsilon=eps, delta=delta)),
+        horizon=T,
+        rng=0,
+        **rec.options(),
     )
     noises = ["discrete-laplace"] + ([] if delta is None else ["discrete-gaussian"])
     best = min(_all_mses(T, eps, delta, noise, sorted(DISCRETE_CAPABLE)) for noise in noises)
@@ -52,16 +60,22 @@ def test_integer_noise_choice_is_the_exact_minimum(T: int, eps: float, delta: fl
 
 
 def test_fractional_data_and_named_noise() -> None:
-    rec = recommend_mechanism(309, epsilon=1.0, whole=False)
+    rec = recommend_mechanism(309, budget=Budget(epsilon=1.0), whole=False)
     assert not rec.noise.startswith("discrete") and rec.candidate.mse == pytest.approx(
-        build_mechanism(rec.mechanism, horizon=309, epsilon=1.0, rng=0, **rec.options()).mse()
+        build_mechanism(
+            rec.mechanism,
+            budget=rec.budget(Budget(epsilon=1.0)),
+            horizon=309,
+            rng=0,
+            **rec.options(),
+        ).mse()
     )
-    gauss = recommend_mechanism(500, epsilon=0.5, delta=1e-6, noise="gaussian")
+    gauss = recommend_mechanism(500, budget=Budget(epsilon=0.5, delta=1e-6, noise="gaussian"))
     assert gauss.noise == "gaussian" and gauss.candidate.noise == "gaussian"
-    with pytest.raises(ValueError, match="delta must be given for noise 'discrete-gaussian'"):
-        recommend_mechanism(50, epsilon=1.0, noise="discrete-gaussian")
+    with pytest.raises(ValueError, match="delta must be given for noise='discrete-gaussian'"):
+        recommend_mechanism(50, budget=Budget(epsilon=1.0, noise="discrete-gaussian"))
     with pytest.raises(ValueError, match="noise must be one of"):
-        recommend_mechanism(50, epsilon=1.0, noise="uniform")
+        recommend_mechanism(50, budget=Budget(epsilon=1.0, noise="uniform"))
 
 
 @pytest.mark.parametrize(
@@ -89,13 +103,16 @@ def test_cli_auto_and_frame_auto_release_the_same(
     with out.open() as fh:
         rows = list(csv.DictReader(fh))
     kw = dict(zip(budget[::2], budget[1::2], strict=True))
-    frame = private_counts(
-        pd.DataFrame({"n": x}),
+    budget = Budget(
         epsilon=float(kw["--epsilon"]),
         delta=None if "--delta" not in kw else float(kw["--delta"]),
         noise=kw.get("--noise"),
-        rng=4,
     )
+    # the CLI's note on stderr is the frame's PrivacyWarning (continuous noise)
+    noted = fractional and "--noise" not in kw
+    with pytest.warns(PrivacyWarning) if noted else contextlib.nullcontext():
+        frame = private_counts(pd.DataFrame({"n": x}), budget=budget, rng=4)
+    assert ("note: the data are not all whole numbers" in err) is noted
     assert " ".join(frame.attrs["mechanism"].split()) in err
     np.testing.assert_array_equal([float(r["std"]) for r in rows], frame["std"].to_numpy())
     np.testing.assert_array_equal(

@@ -12,6 +12,7 @@ import pytest
 
 from dpcount.cli import main
 from dpcount.counting import KaryTree
+from dpcount.privacy import Budget
 
 
 def read_out(path: Path) -> np.ndarray:
@@ -162,10 +163,8 @@ def test_live_count_computes_the_std_step_by_step(
     delta = float(options[-1]) if options else None
     # the CLI's default: integer noise where the mechanism takes it, else laplace
     noise = options[1] if options else (default_noise(mechanism, None) or "laplace")
-    mech = build_mechanism(
-        mechanism, horizon=horizon, epsilon=1.0, delta=delta, noise=noise, rng=0, k=19,
-        subtract=True, step_sensitivity=1.0, calibration=None,
-    )  # fmt: skip
+    budget = Budget(epsilon=1.0, delta=delta, noise=noise)
+    mech = build_mechanism(mechanism, budget=budget, horizon=horizon, rng=0, k=19, subtract=True)
     std = np.sqrt(mech.variances()[:rows])
     _refuse_full_variances(monkeypatch)
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{i % 3}\n" for i in range(rows))))

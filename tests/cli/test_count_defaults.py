@@ -22,6 +22,7 @@ from dpcount.analysis.compare import compare
 from dpcount.cli import main
 from dpcount.counting import KaryTree
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+from dpcount.privacy import Budget
 
 SRC = str(Path(dpcount.__file__).resolve().parents[1])
 ENTRY = Path(sys.executable).parent / "dpcount"
@@ -50,11 +51,13 @@ def test_auto_is_plans_choice_for_integer_data(
     assert main([*argv, "--output", str(out)]) == 0
     err = " ".join(capsys.readouterr().err.split())
     # plan's best among the mechanisms taking integer noise (the safe default)
-    best = next(r for r in compare(T, 1.0) if r.mechanism in DISCRETE_CAPABLE)
+    best = next(
+        r for r in compare(T, budget=Budget(epsilon=1.0)) if r.mechanism in DISCRETE_CAPABLE
+    )
+    budget = Budget(epsilon=1.0, noise="discrete-laplace")
     mech = build_mechanism(
-        best.mechanism, horizon=T, epsilon=1.0, noise="discrete-laplace", rng=2,
-        k=best.k, subtract=best.subtract,
-    )  # fmt: skip
+        best.mechanism, budget=budget, horizon=T, rng=2, k=best.k, subtract=best.subtract
+    )
     values, std = released(out)
     np.testing.assert_array_equal(std, np.sqrt(mech.variances()))
     np.testing.assert_array_equal(values, mech.release(np.arange(T) % 5))
@@ -69,7 +72,7 @@ def test_auto_is_plans_first_row_for_fractional_data(tmp_path: Path) -> None:
     src.write_text("".join(f"{(i * 7.3) % 100:.1f}\n" for i in range(T)))
     out = tmp_path / "o.csv"
     assert main(["count", str(src), "--epsilon", "1", "--digits", "17", "--output", str(out)]) == 0
-    best = compare(T, 1.0)[0]
+    best = compare(T, budget=Budget(epsilon=1.0))[0]
     _, std = released(out)
     np.testing.assert_array_equal(std, np.sqrt(best.build(rng=0).variances()))
     assert math.sqrt(best.mse) < math.sqrt(KaryTree(T, epsilon=1.0).mse())
@@ -82,7 +85,9 @@ def test_auto_with_delta_and_named_noise_stays_in_that_family(tmp_path: Path) ->
     out = tmp_path / "o.csv"
     argv = ["count", str(src), "--epsilon", "0.5", "--delta", "1e-6", "--noise", "gaussian"]
     assert main([*argv, "--digits", "17", "--output", str(out)]) == 0
-    best = next(r for r in compare(T, 0.5, 1e-6) if r.noise == "gaussian")
+    best = next(
+        r for r in compare(T, budget=Budget(epsilon=0.5, delta=1e-6)) if r.noise == "gaussian"
+    )
     _, std = released(out)
     np.testing.assert_allclose(std, np.sqrt(best.build(rng=0).variances()), rtol=1e-15)
 
@@ -221,7 +226,9 @@ def test_gaussian_only_mechanisms_default_to_gaussian_noise(
     assert main([*argv, "--delta", "1e-6", "--digits", "17", "--output", str(out)]) == 0
     assert "using continuous gaussian noise" in capsys.readouterr().err
     _, std = released(out)
-    mech = build_mechanism(name, horizon=32, epsilon=1.0, delta=1e-6, noise="gaussian", rng=0)
+    mech = build_mechanism(
+        name, budget=Budget(epsilon=1.0, delta=1e-6, noise="gaussian"), horizon=32, rng=0
+    )
     np.testing.assert_allclose(std, np.sqrt(mech.variances()), rtol=1e-12)
     assert main(argv) == 2  # no --delta: a clear error naming it
     err = capsys.readouterr().err
@@ -229,10 +236,10 @@ def test_gaussian_only_mechanisms_default_to_gaussian_noise(
 
 
 def test_build_mechanism_uses_the_class_default_noise() -> None:
-    m = build_mechanism("blt", horizon=16, epsilon=1.0, delta=1e-6, rng=0)
+    m = build_mechanism("blt", budget=Budget(epsilon=1.0, delta=1e-6), horizon=16, rng=0)
     assert m.budget.noise is not None and m.budget.noise.value == "gaussian"
     with pytest.raises(ValueError, match="delta must be given for mechanism 'toeplitz'"):
-        build_mechanism("toeplitz", horizon=16, epsilon=1.0, rng=0)
+        build_mechanism("toeplitz", budget=Budget(epsilon=1.0), horizon=16, rng=0)
     # a Gaussian-default mechanism that also takes Laplace: pure DP gives Laplace
-    pure = build_mechanism("sqrt", horizon=16, epsilon=1.0, rng=0)
+    pure = build_mechanism("sqrt", budget=Budget(epsilon=1.0), horizon=16, rng=0)
     assert pure.budget.noise is not None and pure.budget.noise.value == "laplace"

@@ -22,6 +22,7 @@ import pytest
 
 import dpcount
 from dpcount.cli import SUBCOMMANDS, SUMMARIES, build_parser, main
+from dpcount.privacy import Budget
 
 SRC = str(Path(dpcount.__file__).resolve().parents[1])
 ENTRY = Path(sys.executable).parent / "dpcount"
@@ -363,7 +364,7 @@ def test_demo_coverage_is_over_all_replicates() -> None:
     x = load_searchlogs()
     T = len(x)
     truth = np.cumsum(x).astype(np.float64)
-    choice = best_k(T, 1.0)
+    choice = best_k(T, budget=Budget(epsilon=1.0))
     mechs = [
         KaryTree(T, epsilon=1.0, k=choice.k, subtract=choice.subtract, rng=gen),
         BinaryTree(T, epsilon=1.0, rng=gen),

@@ -11,7 +11,7 @@ import pytest
 from dpcount.analysis import compare
 from dpcount.cli import main
 from dpcount.counting import SqrtFactorization
-from dpcount.privacy import Participation
+from dpcount.privacy import Budget, Participation
 
 
 def test_count_calibrates_to_the_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +104,11 @@ def test_count_auto_ranks_under_the_schema(
     assert main(argv) == 0
     err = capsys.readouterr().err
     schema = Participation(max_participations=4, min_separation=16)
-    best = next(r for r in compare(64, 1.0, 1e-6, participation=schema) if r.noise == "gaussian")
+    best = next(
+        r
+        for r in compare(64, budget=Budget(epsilon=1.0, delta=1e-6, participation=schema))
+        if r.noise == "gaussian"
+    )
     assert best.participation == schema
     assert "chosen by --mechanism auto" in err
     assert "user-level (4, 16)-participation" in err  # the guarantee states the schema

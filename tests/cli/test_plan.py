@@ -13,12 +13,13 @@ import pytest
 from dpcount.analysis import compare
 from dpcount.cli import main
 from dpcount.counting.registry import MECHANISMS, build_mechanism
+from dpcount.privacy import Budget
 
 
 def test_plan_prints_ranking_and_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--horizon", "100000", "--epsilon", "0.5", "--delta", "1e-8"]) == 0
     out = capsys.readouterr().out
-    best = compare(100000, 0.5, 1e-8)[0]
+    best = compare(100000, budget=Budget(epsilon=0.5, delta=1e-8))[0]
     assert "ranked by MSE" in out
     assert f"Recommendation: {best.label}" in out
     assert f"dpcount count INPUT {best.command()}" in out
@@ -42,7 +43,11 @@ def test_plan_says_what_count_auto_takes_for_whole_data(
     src.write_text("".join(f"{i % 3}\n" for i in range(500)))
     assert main(["count", str(src), *budget, "--output", str(tmp_path / "o.csv")]) == 0
     err = " ".join(capsys.readouterr().err.split())
-    row = next(r for r in compare(500, 0.5, None if delta is None else 1e-8) if r.label == label)
+    row = next(
+        r
+        for r in compare(500, budget=Budget(epsilon=0.5, delta=None if delta is None else 1e-8))
+        if r.label == label
+    )
     name = {"kary": "KaryTree", "binary": "BinaryTree", "honaker": "Honaker"}[row.mechanism]
     assert f"mechanism {name}(" in err and "chosen by --mechanism auto" in err
     assert f"noise={noise})" in err
@@ -77,15 +82,13 @@ def test_count_with_every_new_mechanism(name: str, tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     mech = build_mechanism(
         name,
+        budget=Budget(
+            epsilon=0.5, delta=1e-6, noise="gaussian", step_sensitivity=1.0, calibration=None
+        ),
         horizon=64,
-        epsilon=0.5,
-        delta=1e-6,
-        noise="gaussian",
         rng=0,
         k=19,
         subtract=True,
-        step_sensitivity=1.0,
-        calibration=None,
     )
     std = np.array([float(r["std"]) for r in rows])
     np.testing.assert_allclose(std, np.sqrt(mech.variances()), rtol=1e-15)
@@ -131,7 +134,7 @@ def test_plan_shows_certificate_ratios_for_gaussian_rows(
 ) -> None:
     assert main(["plan", "--horizon", "1024", "--epsilon", "1", "--delta", "1e-6"]) == 0
     out = capsys.readouterr().out
-    rows = compare(1024, 1.0, 1e-6)
+    rows = compare(1024, budget=Budget(epsilon=1.0, delta=1e-6))
     blt = next(r for r in rows if r.label == "blt")
     assert blt.certificate is not None
     assert "÷best" in out and "÷asym" in out and "n/a" in out

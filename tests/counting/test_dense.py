@@ -26,7 +26,7 @@ from dpcount.counting import (
     SqrtFactorization,
 )
 from dpcount.counting.dense import product_roundoff_bound
-from dpcount.privacy import ConstantNoise, ZeroNoise
+from dpcount.privacy import Budget, ConstantNoise, ZeroNoise
 from tests.counting.test_tree import oracle as tree_oracle
 from tests.stats import assert_variances_match
 
@@ -300,7 +300,9 @@ def test_optimal_is_the_dense_optimum_as_a_mechanism() -> None:
     unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
     assert m.mse() / unit == pytest.approx(4.409397, rel=1e-6)  # factorization_optima.json
     assert m.mse() / unit == pytest.approx(r.loss, rel=1e-9)
-    built = build_mechanism("dense-optimum", horizon=T, epsilon=1.0, delta=1e-6, rng=0)
+    built = build_mechanism(
+        "dense-optimum", budget=Budget(epsilon=1.0, delta=1e-6), horizon=T, rng=0
+    )
     assert built.noise_scale == m.noise_scale
     assert class_noise("dense-optimum", 1e-6) == "gaussian"
     assert class_noise("dense-optimum", None) == "laplace"  # pure ε-DP: Laplace on R

@@ -34,7 +34,7 @@ from dpcount.counting.normalized_sqrt import (
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.counting.toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
-from dpcount.privacy import ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
+from dpcount.privacy import Budget, ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
 from tests.stats import Z_TOLERANCE, variance_z_scores
 
 GAUSS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
@@ -287,7 +287,7 @@ def test_bad_inputs_name_the_parameter() -> None:
 
 
 def test_registry_builds_it_with_gaussian_noise_by_default() -> None:
-    m = build_mechanism("normalized-sqrt", horizon=16, epsilon=1.0, delta=1e-6)
+    m = build_mechanism("normalized-sqrt", budget=Budget(epsilon=1.0, delta=1e-6), horizon=16)
     assert isinstance(m, NormalizedSqrtFactorization)
     assert m.privacy is not None and m.privacy.noise == "gaussian"
 

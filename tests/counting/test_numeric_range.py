@@ -157,7 +157,11 @@ def test_cli_huge_sensitivity_is_an_error(
     argv = ["count", str(src), "--epsilon", "1", "--sensitivity", "1e308"]
     assert main([*argv, "--noise", "laplace", "--output", str(tmp_path / "out.csv")]) == 2
     assert "beyond 2^900" in capsys.readouterr().err
-    # The default integer noise refuses the scale just as clearly.
+    # The default (--mechanism auto, integer noise) refuses it just as clearly: the
+    # ranking's exact closed forms meet the scale first.
+    assert main([*argv, "--output", str(tmp_path / "out.csv")]) == 2
+    assert "beyond 2^900" in capsys.readouterr().err
+    argv += ["--mechanism", "kary"]  # a named tree: the integer sampler's own bound
     assert main([*argv, "--output", str(tmp_path / "out.csv")]) == 2
     assert "must be <= 2^40" in capsys.readouterr().err
 

@@ -40,7 +40,7 @@ from dpcount.counting.registry import (
     default_noise,
 )
 from dpcount.counting.unbounded import UnboundedCounter
-from dpcount.privacy import ZeroNoise
+from dpcount.privacy import Budget, ZeroNoise
 from tests.mechanisms import FACTORIES
 from tests.properties_support import (
     ScalarCase,
@@ -385,7 +385,10 @@ def test_with_sampler_refuses_a_non_sampler(name: str, sampler: Any) -> None:
 def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]]) -> None:
     name, exc = bad
     assert_rejects(
-        lambda: build_mechanism(name, horizon=T, epsilon=1.0), exc, r"mechanism", value=name
+        lambda: build_mechanism(name, budget=Budget(epsilon=1.0), horizon=T),
+        exc,
+        r"mechanism",
+        value=name,
     )
     assert_rejects(lambda: default_noise(name, None), exc, r"mechanism", value=name)
     assert_rejects(lambda: class_noise(name, 1e-6), exc, r"mechanism", value=name)
@@ -399,9 +402,9 @@ def test_gaussian_only_mechanisms_need_delta(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_registry_passes_bad_values_to_the_constructor_checks(name: str) -> None:
-    kw = {"horizon": T, "epsilon": 1.0, "delta": 1e-6}
+    kw = {"horizon": T, "budget": Budget(epsilon=1.0, delta=1e-6)}
     assert_rejects(lambda: build_mechanism(name, **{**kw, "horizon": 0}), ValueError, "horizon")
-    assert_rejects(lambda: build_mechanism(name, **{**kw, "epsilon": math.nan}), ValueError, "eps")
+    assert_rejects(lambda: Budget(epsilon=math.nan), ValueError, "eps")
     assert_rejects(lambda: build_mechanism(name, **kw, bogus=1), TypeError, "bogus")
 
 

@@ -29,6 +29,7 @@ from dpcount.apps import (
 )
 from dpcount.cli import main
 from dpcount.counting.registry import build_mechanism
+from dpcount.privacy import Budget
 
 TINY = 2.0**-53
 
@@ -50,7 +51,7 @@ NEIGHBOURS = {"zero": np.zeros(16, dtype=np.int64), "x1=1": np.eye(16, dtype=np.
 @pytest.mark.parametrize("name", ["kary", "binary", "honaker"])
 @pytest.mark.parametrize("delta", [None, 1e-6])
 def test_library_factory_defaults_to_integer_noise(name: str, delta: float | None) -> None:
-    mech = build_mechanism(name, horizon=16, epsilon=1.0, delta=delta, rng=11)
+    mech = build_mechanism(name, budget=Budget(epsilon=1.0, delta=delta), horizon=16, rng=11)
     assert mech.privacy is not None
     assert mech.privacy.noise == ("discrete-laplace" if delta is None else "discrete-gaussian")
     for x in NEIGHBOURS.values():
@@ -65,7 +66,7 @@ def test_library_factory_defaults_to_integer_noise(name: str, delta: float | Non
 def test_old_library_default_leaks_through_low_bits() -> None:
     """The old default (continuous Laplace): the event at step 1 separates the neighbours
     (measured ≈ 0.046 under x = 0 for this tree, 20 000 draws; exactly 0 under x_1 = 1)."""
-    mech = build_mechanism("kary", horizon=16, epsilon=1.0, noise="laplace", rng=12)
+    mech = build_mechanism("kary", budget=Budget(epsilon=1.0, noise="laplace"), horizon=16, rng=12)
     rates = {
         label: low_bits_event(np.array([mech.release(x)[0] for _ in range(4000)])).mean()
         for label, x in NEIGHBOURS.items()
@@ -74,11 +75,14 @@ def test_old_library_default_leaks_through_low_bits() -> None:
 
 
 def test_factory_keeps_continuous_noise_where_integer_noise_is_impossible() -> None:
-    assert build_mechanism("sqrt", horizon=8, epsilon=1.0, delta=1e-6).privacy.noise == "gaussian"
-    frac = build_mechanism("kary", horizon=8, epsilon=1.0, step_sensitivity=0.5)
+    assert (
+        build_mechanism("sqrt", budget=Budget(epsilon=1.0, delta=1e-6), horizon=8).privacy.noise
+        == "gaussian"
+    )
+    frac = build_mechanism("kary", budget=Budget(epsilon=1.0, step_sensitivity=0.5), horizon=8)
     assert frac.privacy is not None and frac.privacy.noise == "laplace"
     with pytest.raises(ValueError, match="x must hold whole numbers"):
-        build_mechanism("kary", horizon=8, epsilon=1.0).release([0.5])
+        build_mechanism("kary", budget=Budget(epsilon=1.0), horizon=8).release([0.5])
 
 
 def _cli_outputs(
@@ -122,7 +126,10 @@ def test_cli_count_default_is_integer_noise(
     elif "--mechanism" in extra:  # a named mechanism with --delta: discrete Gaussian
         assert "discrete Gaussian" in err
     else:  # auto ranks both integer noises by exact MSE (here discrete Laplace wins)
-        assert recommend_mechanism(128, epsilon=1.0, delta=1e-6).noise == "discrete-laplace"
+        assert (
+            recommend_mechanism(128, budget=Budget(epsilon=1.0, delta=1e-6)).noise
+            == "discrete-laplace"
+        )
         assert "discrete Laplace" in err and "delta=1e-06" in err
 
 

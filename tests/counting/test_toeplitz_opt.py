@@ -26,7 +26,7 @@ from dpcount.counting.toeplitz_opt import (
     toeplitz_inverse_coefficients,
     toeplitz_losses,
 )
-from dpcount.privacy import GaussianNoise, ZeroNoise
+from dpcount.privacy import Budget, GaussianNoise, ZeroNoise
 
 
 def dense_encoder(c: np.ndarray, T: int) -> np.ndarray:
@@ -326,6 +326,9 @@ def test_optimized_and_registry() -> None:
     r = optimize_toeplitz(256, bands=64)
     assert m.coefficients.tolist() == r.coefficients
     assert "bands=64" in repr(m)
-    built = build_mechanism("toeplitz", horizon=256, epsilon=1.0, delta=1e-6)
+    built = build_mechanism("toeplitz", budget=Budget(epsilon=1.0, delta=1e-6), horizon=256)
     assert isinstance(built, ToeplitzFactorization)
-    assert built.mse() < build_mechanism("sqrt", horizon=256, epsilon=1.0, delta=1e-6).mse()
+    assert (
+        built.mse()
+        < build_mechanism("sqrt", budget=Budget(epsilon=1.0, delta=1e-6), horizon=256).mse()
+    )

@@ -25,6 +25,7 @@ from dpcount.keyed.engine import STEP_BLOCK, KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.privacy import Budget
 from dpcount.privacy.noise import GaussianNoise
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import GeneratorSource, SourcedSampler
@@ -60,7 +61,7 @@ def _mech(name: str, horizon: int = 20, n_keys: int = 3, **kw: Any) -> KeyedMech
 @pytest.mark.parametrize(("name", "budget"), CASES)
 def test_std_is_the_single_stream_variance(name: str, budget: dict[str, Any]) -> None:
     mine = _mech(name, **budget)
-    ref = build_mechanism(name, horizon=20, epsilon=1.0, rng=0, **budget)
+    ref = build_mechanism(name, horizon=20, budget=Budget(epsilon=1.0, **budget), rng=0)
     assert type(mine.counting) is type(ref)
     want = np.sqrt([ref.variance_at(t) for t in range(1, 21)])
     assert np.array_equal(mine.std(), want)
@@ -93,7 +94,7 @@ def test_draw_order_does_not_depend_on_the_number_of_keys(
     name: str, budget: dict[str, Any]
 ) -> None:
     """The rows a process draws, call by call, are the same for 1 key and for 5."""
-    m = build_mechanism(name, horizon=40, epsilon=1.0, rng=0, **budget)
+    m = build_mechanism(name, horizon=40, budget=Budget(epsilon=1.0, **budget), rng=0)
     seen = []
     for width in (1, 5):
         rec = _Recorder(width)
@@ -265,13 +266,19 @@ def test_auto_gives_the_flights_example_the_plans_best() -> None:
         horizon=365, epsilon=1.0, secret=SECRET,
     )  # fmt: skip
     auto = keyed_counts(events, **kw)
-    rec = recommend_mechanism(365, epsilon=1.0, noise="discrete-laplace")
+    rec = recommend_mechanism(365, budget=Budget(epsilon=1.0, noise="discrete-laplace"))
     chosen = auto.mechanism
     assert (chosen.mechanism, chosen.k, chosen.subtract) == (rec.mechanism, rec.k, rec.subtract)
     assert chosen.structure != "KaryTree(horizon=365, k=2, subtract=False, height=9)"
     binary = keyed_counts(events, mechanism="tree", **kw)
     assert np.mean(auto.std**2) < 0.8 * np.mean(binary.std**2)
-    ref = build_mechanism(rec.mechanism, horizon=365, epsilon=1.0, rng=0, **rec.options())
+    ref = build_mechanism(
+        rec.mechanism,
+        horizon=365,
+        budget=Budget(epsilon=1.0, noise="discrete-laplace"),
+        rng=0,
+        **rec.options(),
+    )
     assert np.array_equal(auto.std, np.sqrt(ref.variances()))
 
 

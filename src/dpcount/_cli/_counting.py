@@ -10,34 +10,27 @@ from typing import Any
 import numpy as np
 
 from dpcount._cli.common import err_console, escape, participation_from
+from dpcount.analysis.choice import DEFAULT_K, UNBOUNDED_PROBE, Choice, choose
 from dpcount.counting.base import CountingMechanism
-from dpcount.counting.registry import (
-    DISCRETE_CAPABLE,
-    GAUSSIAN_ONLY,
-    MECHANISMS,
-    build_mechanism,
-    class_noise,
-    default_noise,
-)
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.postprocess import clamp, monotone, round_half_even
+from dpcount.privacy.budget import Budget, MissingDeltaError, ParticipationUnsupportedError
 
 __all__ = [
+    "DEFAULT_K",
+    "SPELLING",
+    "budget_from",
     "build",
     "build_unbounded",
-    "choose_auto",
-    "choose_unbounded_inner",
+    "check_unbounded",
+    "choice_for",
     "header",
     "postprocessed",
-    "resolve_noise",
     "row_line",
     "summary",
     "summary_unbounded",
     "warn_ignored",
 ]
-
-#: the k-ary tree's branching factor when --k is not given (count-on-your-elders Cor. 15)
-DEFAULT_K = 19
 
 
 def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
@@ -59,103 +52,77 @@ def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
         )
 
 
-def choose_auto(
-    args: argparse.Namespace, horizon: int, values: list[float] | None = None
-) -> argparse.Namespace:
-    """``--mechanism auto``: the options of
-    :func:`dpcount.analysis.recommend.recommend_mechanism` (the mechanism ``dpcount
-    plan`` ranks first by exact MSE for this horizon and budget, among those taking
-    the noise used; the same function chooses for ``dpcount.frame``). Without
-    ``--noise`` the data count as whole when the sensitivity and the data (``values``;
-    None for live input, where a fractional row is then an error) are whole numbers
-    and no ``--calibration`` is given.
-    With ``--participations``/``--min-separation`` the ranking is computed for that
-    schema (every candidate calibrated to it, banded Toeplitz included).
-    Returns a copy of ``args`` naming the mechanism; ``--k``/``--no-subtract``/``--bands``
-    given with auto are an error (they choose a mechanism: name it).
-    """
-    from dpcount.analysis.recommend import recommend_mechanism
+#: the command line's spelling of the library's parameter names (notes and errors)
+SPELLING = {
+    "calibration": "--calibration",
+    "noise": "--noise",
+    "step_sensitivity": "--sensitivity",
+    "delta": "--delta",
+}
 
-    if args.k is not None or args.no_subtract:
-        raise ValueError(
-            "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
-            "(--mechanism auto chooses k itself)"
-        )
-    if getattr(args, "bands", None) is not None:
-        raise ValueError(
-            "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
-            "(--mechanism auto chooses the bands itself)"
-        )
-    schema = participation_from(args, horizon)
-    whole = args.calibration is None and _whole(args.sensitivity, values)
+
+def budget_from(args: argparse.Namespace, horizon: int | None = None) -> Budget:
+    """The :class:`~dpcount.privacy.Budget` of the privacy flags (the schema of
+    ``--participations``/``--min-separation`` checked against ``horizon`` when given)."""
     try:
-        choice = recommend_mechanism(
-            horizon,
+        return Budget(
             epsilon=args.epsilon,
             delta=args.delta,
             noise=args.noise,
-            whole=whole,
+            calibration=args.calibration,
             step_sensitivity=args.sensitivity,
-            participation=schema,
+            participation=participation_from(args, horizon),
         )
-    except ValueError as err:
-        if args.noise is not None and "delta must be given" in str(err):
+    except MissingDeltaError:
+        raise ValueError(f"--delta must be given for --noise {args.noise}") from None
+
+
+def _structure(args: argparse.Namespace) -> dict[str, Any]:
+    """The structure flags given (``--k``, ``--no-subtract``, ``--bands``) as options of
+    :func:`~dpcount.analysis.choice.choose`; a named kary gets k = DEFAULT_K."""
+    if args.mechanism == "auto":
+        if args.k is not None or args.no_subtract:
+            raise ValueError(
+                "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
+                "(--mechanism auto chooses k, or the inner mechanism, itself)"
+            )
+        if getattr(args, "bands", None) is not None:
+            raise ValueError(
+                "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
+                "(--mechanism auto chooses the bands itself)"
+            )
+        return {}
+    options: dict[str, Any] = {"k": DEFAULT_K if args.k is None else args.k}
+    options["subtract"] = not args.no_subtract
+    if getattr(args, "bands", None) is not None:
+        options["bands"] = args.bands
+    return options
+
+
+def choice_for(
+    args: argparse.Namespace, horizon: int | None, values: list[float] | None = None
+) -> Choice:
+    """The library's :func:`~dpcount.analysis.choice.choose` for the flags: the
+    mechanism (``--mechanism auto`` resolved), its options and its noise, for
+    ``horizon`` steps (None: the doubling counter). ``values``: the rows when known
+    in advance (a file), None for live input (a fractional row is then refused)."""
+    whole = None if values is None else all(math.isfinite(v) and float(v).is_integer()
+                                            for v in values)  # fmt: skip
+    options = _structure(args)
+    if args.mechanism != "auto":
+        warn_ignored(args, args.mechanism)
+    try:
+        return choose(
+            horizon, budget_from(args, horizon), mechanism=args.mechanism, whole=whole,
+            options=options,
+        )  # fmt: skip
+    except MissingDeltaError:
+        if args.noise is not None:
             raise ValueError(f"--delta must be given for --noise {args.noise}") from None
-        # a budget no mechanism takes: the k-ary tree's own error names the flag
-        return argparse.Namespace(**{**vars(args), "mechanism": "kary"})
-    args.auto_note = "chosen by --mechanism auto: ranked first by exact MSE by dpcount plan"
-    chosen = argparse.Namespace(**vars(args))
-    chosen.mechanism, chosen.k, chosen.bands = choice.mechanism, choice.k, choice.bands
-    chosen.no_subtract = choice.subtract is False
-    if args.calibration is None and choice.calibration is not None:
-        chosen.calibration = choice.calibration  # the ranked row's rule (fhu, classic)
-        chosen.noise = choice.noise
-    if args.noise is None:
-        if choice.noise.startswith("discrete"):
-            chosen.noise = choice.noise  # the integer noise the choice was ranked with
-        else:
-            # continuous: resolve_noise keeps the row's family and says why on stderr
-            chosen.auto_family = choice.candidate.noise
-    return chosen
-
-
-def _whole(sensitivity: float, values: list[float] | None) -> bool:
-    """Whether integer noise can be the default: whole sensitivity and data (None: the
-    data are not known yet, live input; a fractional row is then an error)."""
-    if not float(sensitivity).is_integer():
-        return False
-    return values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
-
-
-def resolve_noise(args: argparse.Namespace, values: list[float] | None) -> tuple[str, str | None]:
-    """``(noise, note)``: ``--noise`` as given, else the safe default (see the help).
-
-    ``values``: the input rows when known in advance (a file), None for stdin. The
-    note (one line for stderr) says why continuous noise was kept, else None.
-    """
-    if args.noise is not None:
-        return args.noise, None
-    family = getattr(args, "auto_family", None)
-    if args.calibration is not None:
-        return "laplace", "--calibration given without --noise: using laplace"
-    if family is None and args.mechanism in GAUSSIAN_ONLY and args.delta is None:
         raise ValueError(
             f"--mechanism {args.mechanism} uses Gaussian noise (the only noise it is "
             "calibrated for), which needs --delta (Gaussian noise cannot give pure ε-DP)"
-        )
-    cont = family or class_noise(args.mechanism, args.delta)
-    whole_data = values is None or all(math.isfinite(v) and float(v).is_integer() for v in values)
-    if default_noise(args.mechanism, args.delta, args.sensitivity) is None:
-        if args.mechanism in DISCRETE_CAPABLE or not float(args.sensitivity).is_integer():
-            why = f"--sensitivity {args.sensitivity!r} is not a whole number"
-        elif not whole_data:
-            why = "the data are not all whole numbers"
-        else:
-            why = f"mechanism {args.mechanism!r} does not take integer noise"
-        return cont, f"{why}: using continuous {cont} noise"
-    if not whole_data:
-        return cont, f"the data are not all whole numbers: using continuous {cont} noise"
-    return ("discrete-laplace" if args.delta is None else "discrete-gaussian"), None
+        ) from None
 
 
 def print_noise_note(note: str) -> None:
@@ -168,108 +135,57 @@ def print_noise_note(note: str) -> None:
     )
 
 
-def _noise_with_note(args: argparse.Namespace, values: list[float] | None) -> str:
-    """:func:`resolve_noise`, printing its note (why the noise stays continuous)."""
-    noise, note = resolve_noise(args, values)
-    if note is not None:
-        print_noise_note(note)
-    return noise
+def _announce(args: argparse.Namespace, choice: Choice) -> None:
+    """The choice's note on stderr (why the noise stays continuous) and, for auto, the
+    reason kept for the summary (``args.auto_note``)."""
+    if choice.note is not None:
+        print_noise_note(choice.note.text(SPELLING))
+    if choice.auto is not None:
+        args.auto_note = f"chosen by --mechanism auto: {choice.auto.text()}"
 
 
 def build(
     args: argparse.Namespace, horizon: int, values: list[float] | None = None
 ) -> CountingMechanism:
     """The mechanism the options describe, for ``horizon`` steps (``values``: the rows,
-    when known, for the noise default; a note goes to stderr if noise stays continuous).
-    ``--mechanism auto`` is resolved by :func:`choose_auto` first."""
-    if args.mechanism == "auto":
-        args = choose_auto(args, horizon, values)
-    else:
-        warn_ignored(args, args.mechanism)
-    noise = _noise_with_note(args, values)
-    return build_mechanism(
-        args.mechanism,
-        horizon=horizon,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        noise=noise,
-        rng=args.seed,
-        k=DEFAULT_K if args.k is None else args.k,
-        subtract=not args.no_subtract,
-        bands=getattr(args, "bands", None),
-        step_sensitivity=args.sensitivity,
-        calibration=args.calibration,
-        participation=participation_from(args, horizon),
-    )
+    when known, for the noise default; a note goes to stderr if noise stays continuous)."""
+    choice = choice_for(args, horizon, values)
+    _announce(args, choice)
+    return choice.build(rng=args.seed)
 
 
-#: the step at which ``--mechanism auto`` compares the unbounded counter's inner mechanisms
-UNBOUNDED_PROBE = 2**16
-
-
-def _unbounded(args: argparse.Namespace, noise: str) -> UnboundedCounter:
-    return UnboundedCounter(
-        inner=args.mechanism,
-        k=DEFAULT_K if args.k is None else args.k,
-        subtract=not args.no_subtract,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        noise=noise,
-        step_sensitivity=args.sensitivity,
-        calibration=args.calibration,
-        rng=args.seed,
-    )
-
-
-def choose_unbounded_inner(args: argparse.Namespace) -> argparse.Namespace:
-    """``--mechanism auto`` without a horizon: the inner mechanism of the doubling counter
-    with the lowest exact variance at t = 2^16 (:meth:`UnboundedCounter.variance_at`).
-
-    Among the mechanisms that take the default integer noise when it applies (no
-    ``--noise``/``--calibration``, whole ``--sensitivity``), else among all that accept
-    the noise (input perturbation excluded: its error grows linearly in the block
-    length). One step is compared because no horizon is known; 2^16 is a typical
-    live stream, and the ranking is the same at 2^10 and 2^20 for the budgets we
-    tried (Honaker first: its last-step release, the carried block total, has the
-    lowest variance). Returns a copy of ``args`` naming the mechanism.
-    """
-    if args.k is not None or args.no_subtract:
+def check_unbounded(args: argparse.Namespace) -> None:
+    """Refuse what the doubling counter (no ``--horizon``) cannot honour, before any
+    row is read: a participation schema (the library's reason:
+    :class:`~dpcount.privacy.ParticipationUnsupportedError`; its blocks are calibrated
+    for one participation) and ``--bands`` (its blocks use the full band)."""
+    if getattr(args, "bands", None) is not None:
         raise ValueError(
-            "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
-            "(--mechanism auto chooses the inner mechanism itself)"
+            "--bands needs --horizon: without one the unbounded doubling counter runs a "
+            "fresh full-band mechanism per block (horizons 2^i)"
         )
-    safe = args.noise is None and args.calibration is None and _whole(args.sensitivity, None)
-    names = sorted(DISCRETE_CAPABLE if safe else set(MECHANISMS) - {"input"})
-    best: tuple[float, str] | None = None
-    first_error: ValueError | None = None
-    for name in names:
-        trial = argparse.Namespace(**{**vars(args), "mechanism": name})
-        try:
-            var = _unbounded(trial, resolve_noise(trial, None)[0]).variance_at(UNBOUNDED_PROBE)
-        except ValueError as err:  # this inner refuses the budget or the noise
-            first_error = first_error or err
-            continue
-        if best is None or var < best[0]:
-            best = (var, name)
-    if best is None:
-        assert first_error is not None
-        raise first_error
-    args.auto_note = (
-        "chosen by --mechanism auto: lowest exact variance at t = 2^16 among the inner mechanisms"
-    )
-    return argparse.Namespace(**{**vars(args), "mechanism": best[1]})
+    schema = participation_from(args)
+    if schema is None:
+        return
+    try:
+        UnboundedCounter(inner="binary", epsilon=1.0, participation=schema, rng=0)
+    except ParticipationUnsupportedError as err:
+        raise ValueError(
+            f"--participations {schema.max_participations} (--min-separation "
+            f"{schema.min_separation}) needs --horizon: stdin without --horizon runs the "
+            f"unbounded doubling counter, and {err}"
+        ) from None
 
 
 def build_unbounded(args: argparse.Namespace) -> UnboundedCounter:
     """The doubling counter for a stream without ``--horizon`` (live stdin): the inner
-    mechanism is ``--mechanism`` (auto: :func:`choose_unbounded_inner`), with the same
-    noise defaults as a fixed horizon."""
-    if args.mechanism == "auto":
-        args = choose_unbounded_inner(args)
-    else:
-        warn_ignored(args, args.mechanism)
-    noise = _noise_with_note(args, None)
-    return _unbounded(args, noise)
+    mechanism is ``--mechanism`` (auto: the library's choice without a horizon), with
+    the same noise defaults as a fixed horizon. Flags it cannot honour are refused
+    (:func:`check_unbounded`)."""
+    check_unbounded(args)
+    choice = choice_for(args, None)
+    _announce(args, choice)
+    return choice.build_unbounded(rng=args.seed)
 
 
 def summary_unbounded(

@@ -60,7 +60,7 @@ from dpcount._cli._counting import (
 )
 from dpcount._cli.common import err_console, escape
 from dpcount.counting.base import CountingMechanism, CountingStream
-from dpcount.counting.checkpoint import load_stream, save_stream
+from dpcount.counting.checkpoint import CheckpointMismatchError, load_stream, save_stream
 from dpcount.counting.unbounded import (
     UnboundedCounter,
     UnboundedStream,
@@ -337,8 +337,8 @@ def run_durable(args: argparse.Namespace) -> int:
                     stream = load_unbounded(checkpoint, expect=mech)
                 else:
                     stream = load_stream(checkpoint, expect=mech)
-            except ValueError as err:
-                if "horizon: saved" in str(err) and not live and args.horizon is None:
+            except CheckpointMismatchError as err:
+                if "horizon" in err.fields and not live and args.horizon is None:
                     raise ValueError(
                         f"{err}; the horizon defaults to the rows of {args.input}: a file "
                         "that grows needs the same explicit --horizon in every run"

@@ -88,6 +88,20 @@ def run_ranges(args: argparse.Namespace) -> int:
         raise ValueError("--ranges needs --delta: the range mechanisms add Gaussian noise")
     if args.horizon is not None:
         raise ValueError("--horizon is for continual counting: --ranges takes --size")
+    # options of the continual-counting ranking that the range ranking has no use for
+    unused = {
+        "--metric": args.metric != "mse",
+        "--beta": args.beta != 0.05,
+        "--sensitivity": args.sensitivity != 1.0,
+        "--participations": args.participations is not None,
+        "--min-separation": args.min_separation != 1,
+    }
+    for flag, given in unused.items():
+        if given:
+            raise ValueError(
+                f"{flag} is an option of continual counting, not of --ranges (which ranks by "
+                "total squared error, for histograms differing by 1 in one cell)"
+            )
     workload = None
     if args.workload != "all":
         if len(shape) != 1:

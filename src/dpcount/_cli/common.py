@@ -78,7 +78,7 @@ def add_participation_arguments(p: argparse.ArgumentParser) -> None:
         "--participations",
         metavar="K",
         type=_count_at_least_one,
-        default=1,
+        default=None,
         help="user-level privacy: each user contributes to at most K steps, any two at least "
         "--min-separation steps apart; neighbouring inputs differ in up to K such steps, each "
         "by at most --sensitivity, and the noise is calibrated to the exact (or certified) "
@@ -90,7 +90,8 @@ def add_participation_arguments(p: argparse.ArgumentParser) -> None:
         type=_count_at_least_one,
         default=1,
         help="with --participations: the fewest steps between two contributions of one user "
-        "(>= 1; 1 allows consecutive steps; default 1)",
+        "(>= 1; 1 allows consecutive steps; default 1; without --participations an error: "
+        "it would be ignored and the noise calibrated for one contribution)",
     )
 
 
@@ -98,10 +99,17 @@ def participation_from(
     args: argparse.Namespace, horizon: int | None = None
 ) -> Participation | None:
     """The schema of ``--participations``/``--min-separation`` (None: event level); with
-    a ``horizon``, refused (naming the flags) when K contributions B apart do not fit."""
-    k = getattr(args, "participations", 1)
+    a ``horizon``, refused (naming the flags) when K contributions B apart do not fit.
+    ``--min-separation`` without ``--participations`` is refused: it would be ignored
+    (one contribution), while whoever gave it meant users with several."""
+    k = getattr(args, "participations", None)
     b = getattr(args, "min_separation", 1)
-    if k == 1:
+    if k is None and b != 1:
+        raise ValueError(
+            f"--min-separation {b} needs --participations K (K >= 2 contributions per user): "
+            "without it the noise is calibrated for one contribution (event level)"
+        )
+    if k is None or k == 1:
         return None
     schema = Participation(max_participations=k, min_separation=b)
     if horizon is not None and k > schema.fits(horizon):

@@ -31,10 +31,12 @@ from dpcount._cli.common import (
     escape,
     open_output,
 )
+from dpcount.counting._steps import NotWholeNumberError
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 from dpcount.io import MISSING_POLICIES, SeriesReader, read_plain_column
+from dpcount.privacy.notes import data_derived_warning
 
 HELP = (
     "release private running counts (prefix sums) of a numeric CSV column, or of the rows "
@@ -74,13 +76,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="significant digits of the std columns (the exact error; 17 prints every bit "
         "of the float)",
     )
+    _mechanism_arguments(p)
+    _time_arguments(p)
+    _post_arguments(p)
+    _checkpoint_arguments(p)
+
+
+def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
+    """The mechanism, its budget and its horizon."""
     p.add_argument(
         "--mechanism",
         choices=["auto", *sorted(MECHANISMS)],
         default="auto",
         help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
         "this horizon and budget, among those taking the default integer noise when the data "
-        "and --sensitivity are whole numbers (else with its own noise). Stdin without "
+        "and --sensitivity are whole numbers (else with its own noise; the summary says when "
+        "plan's first row needs floating-point noise, and what it would cost). Stdin without "
         "--horizon: the inner mechanism of the unbounded counter (auto: the lowest exact "
         "variance at t = 2^16)",
     )
@@ -143,6 +154,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
         "with t (the std column is exact per row)",
     )
+
+
+def _time_arguments(p: argparse.ArgumentParser) -> None:
+    """The output file, time labels, bucketing and missing values."""
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
     p.add_argument(
         "--time-column",
@@ -172,6 +187,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a missing value (empty, NA, NaN, null): stop with an error naming the line, "
         "skip the row, or read it as zero",
     )
+
+
+def _post_arguments(p: argparse.ArgumentParser) -> None:
+    """Post-processing of the release and the check plot."""
     p.add_argument(
         "--monotone",
         action="store_true",
@@ -195,6 +214,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "not for publication: it shows the truth; needs dpcount[plot]; reads stdin to its "
         "end; not with --checkpoint; default: no plot)",
     )
+
+
+def _checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    """The durable mode (docs/durable-streams.md)."""
     p.add_argument(
         "--checkpoint",
         metavar="FILE",
@@ -244,6 +267,11 @@ def _check_options(args: argparse.Namespace) -> None:
         for flag, reason in why.items():
             if getattr(args, flag[2:]):
                 raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
+        if args.checkpoint_every is not None and args.checkpoint_seconds != 1.0:
+            raise ValueError(
+                "--checkpoint-seconds is not used with --checkpoint-every N (a save every N "
+                "steps exactly): give one of them"
+            )
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
     if not 1 <= args.digits <= 17:
@@ -390,6 +418,16 @@ def _csv_cell(text: str) -> str:
     return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
 
 
+def _warn_data_derived(args: argparse.Namespace) -> None:
+    """With ``--step``, the start of step 1 and the horizon default to the earliest and
+    the latest time in the input: released (as labels and as the number of rows)
+    without noise. Say so, as ``dpcount keyed`` does."""
+    names = [flag for flag, value in (("--start", args.start), ("--horizon", args.horizon))
+             if value is None]  # fmt: skip
+    if names:
+        err_console().print(escape(data_derived_warning(names)), highlight=False)
+
+
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
     if args.checkpoint is not None:
@@ -405,6 +443,8 @@ def run(args: argparse.Namespace) -> int:
             + ("stdin" if args.input == "-" else args.input)
         )
     mech = build(args, horizon, values)
+    if args.step is not None:
+        _warn_data_derived(args)
     raw = mech.release(np.asarray(values))
     std = _released_std(mech, len(values))
     post = postprocessed(args, raw)
@@ -514,8 +554,8 @@ def _update(
     """``stream.update``; a fractional stdin row under the default integer noise gets a hint."""
     try:
         return stream.update(value)
-    except ValueError as err:
-        if args.noise is None and "whole number" in str(err):
+    except NotWholeNumberError as err:
+        if args.noise is None:
             raise ValueError(
                 f"{err}; the default noise for integer data is integer noise: pass --noise "
                 "laplace (or gaussian) for fractional data"

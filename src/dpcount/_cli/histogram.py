@@ -20,6 +20,7 @@ from dpcount._cli.common import (
 from dpcount.apps import ContinualHistogram
 from dpcount.counting.registry import MECHANISMS
 from dpcount.io import MISSING_MARKERS, CSVError, csv_rows
+from dpcount.privacy.notes import data_derived_warning
 
 HELP = (
     "release a private histogram of CSV events after every time step "
@@ -276,6 +277,10 @@ def run(args: argparse.Namespace) -> int:
         subtract=not args.no_subtract,
         rng=args.seed,
     )
+    derived = [flag for flag, value in (("--start", args.start if clock.kind == "iso" else 0),
+               ("--horizon", args.horizon)) if value is None]  # fmt: skip
+    if derived:  # the earliest / latest event time, released without noise
+        err_console().print(escape(data_derived_warning(derived)), highlight=False)
     # Step by step (hist.variances() is the mechanism's): no horizon-long array.
     variances = hist.mechanism.iter_variances()
     with open_output(args.output) as out:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from dpcount._cli.common import (
@@ -14,9 +16,11 @@ from dpcount._cli.common import (
     participation_from,
     positive_float,
 )
-from dpcount.analysis.compare import METRICS, NORMALIZED_SQRT_COMPARE_LIMIT, compare
-from dpcount.analysis.recommend import recommend_mechanism
+from dpcount.analysis.choice import choose
+from dpcount.analysis.compare import METRICS, NORMALIZED_SQRT_COMPARE_LIMIT, Candidate, compare
+from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
+from dpcount.privacy.budget import Budget
 
 HELP = (
     "rank every continual-counting mechanism by its exact error for a horizon and budget "
@@ -24,6 +28,9 @@ HELP = (
 )
 
 _NOISE_NAMES = {"laplace": "Lap", "gaussian": "Gauss"}
+
+#: calibration rules that are their noise's default (an integer-noise command drops them)
+_DEFAULT_RULES = ("pure", "theorem3", "analytic")
 
 _METRIC_NAMES = {
     "mse": "MSE (mean variance over the horizon)",
@@ -103,16 +110,22 @@ def run(args: argparse.Namespace) -> int:
     if args.horizon is None:
         raise ValueError("--horizon is required (or --ranges with --size)")
     schema = participation_from(args, args.horizon)
-    rows = compare(
-        args.horizon,
-        args.epsilon,
-        args.delta,
-        args.metric,
-        beta=args.beta,
+    budget = Budget(
+        epsilon=args.epsilon,
+        delta=args.delta,
         step_sensitivity=args.sensitivity,
         participation=schema,
     )
+    rows = compare(args.horizon, budget=budget, metric=args.metric, beta=args.beta)
     con = out_console(80)
+    con.print(_table(args, rows, schema))
+    _notes(con, args, rows, schema)
+    _recommendation(con, args, rows, budget)
+    return 0
+
+
+def _table(args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any) -> Table:
+    """The ranking, best first (bold)."""
     budget = f"ε = {args.epsilon:g}" + ("" if args.delta is None else f", δ = {args.delta:g}")
     if schema is not None:
         budget += f", {schema.max_participations} participations ≥ {schema.min_separation} apart"
@@ -135,7 +148,6 @@ def run(args: argparse.Namespace) -> int:
             table.add_column("÷asym", justify="right")
             table.add_column("÷lower", justify="right")  # the certified lower bound
     for i, r in enumerate(rows, start=1):
-        style = "bold" if i == 1 else None
         cert = r.certificate
         ratios = [] if reference is None else ["n/a"] if schema is not None else ["n/a"] * 3
         if cert is not None:
@@ -157,9 +169,16 @@ def run(args: argparse.Namespace) -> int:
             f"{r.linf:.4g}",
             *sens,
             *ratios,
-            style=style,
+            style="bold" if i == 1 else None,
         )
-    con.print(table)
+    return table
+
+
+def _notes(
+    con: Console, args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any
+) -> None:
+    """What the columns mean and which mechanisms are left out."""
+    reference = next((r.certificate for r in rows if r.certificate is not None), None)
     if schema is not None:
         con.print(
             f"Every row is calibrated to user-level ({schema.max_participations}, "
@@ -210,6 +229,14 @@ def run(args: argparse.Namespace) -> int:
         "for (ε, δ)-DP, count-on-your-elders Thm 3; analytic/fhu/classic: Gaussian). "
         "All figures are exact and data-independent."
     )
+
+
+def _recommendation(
+    con: Console, args: argparse.Namespace, rows: tuple[Candidate, ...], budget: Budget
+) -> None:
+    """The best row and the commands to copy: integer noise for whole-number data
+    (what ``count --mechanism auto`` takes: the library's choice), the best row's own
+    continuous noise for fractional data."""
     best = rows[0]
     con.print(
         f"Recommendation: [bold]{best.label}[/] with {best.noise} noise ({best.guarantee}); "
@@ -223,25 +250,56 @@ def run(args: argparse.Namespace) -> int:
             f"{cert.ratio_to_best:.3f})"
             + ("" if best.sensitivity is None else f"; sensitivity {best.sensitivity.describe()}")
         )
-    con.print(f"  dpcount count INPUT {best.command()}", soft_wrap=True)
     if len(rows) > 1 and best.value > 0:
         ratio = rows[1].value / best.value
         if ratio > 1.0 + 1e-9:
             con.print(f"  (next: {rows[1].label}, {ratio:.3g}× worse by this metric)")
         else:
             con.print(f"  ({rows[1].label} ties by this metric)")
+    integer = _integer_row(args, rows, budget)
+    if integer is None:
+        con.print(f"  dpcount count INPUT {best.command()}", soft_wrap=True)
+        return
+    row, noise, mse = integer
+    con.print(
+        f"  whole-number data (counts): dpcount count INPUT {row.command(noise)}", soft_wrap=True
+    )
+    who = (
+        "`dpcount count --mechanism auto` takes"
+        if args.metric == "mse"
+        else "the best row with integer noise:"
+    )
+    con.print(
+        f"    {who} {escape(row.label)} with {noise} noise (exact integer output; exact RMSE "
+        f"{math.sqrt(mse):.4g}"
+        + ("" if row == best else f"; {escape(best.label)} needs floating-point noise")
+        + "; see docs/safe-noise.md)",
+        soft_wrap=True,
+    )
+    con.print(f"  fractional data: dpcount count INPUT {best.command()}", soft_wrap=True)
+
+
+def _integer_row(
+    args: argparse.Namespace, rows: tuple[Candidate, ...], budget: Budget
+) -> tuple[Candidate, str, float] | None:
+    """(row, integer noise, exact MSE with it) for whole-number data, or None when no
+    row takes integer noise: by MSE the choice of ``count --mechanism auto``; by another
+    metric the best row if its mechanism takes integer noise."""
     if args.metric == "mse":
-        # what `count --mechanism auto` does with whole-number data: the same choice
-        # function, restricted to the mechanisms that take integer noise
-        whole = recommend_mechanism(
-            args.horizon, epsilon=args.epsilon, delta=args.delta,
-            step_sensitivity=args.sensitivity, participation=schema,
-        )  # fmt: skip
-        if whole.noise.startswith("discrete"):
-            con.print(
-                f"  whole-number data: `dpcount count --mechanism auto` takes "
-                f"{escape(whole.candidate.label)} with {whole.noise} noise (exact integer "
-                "output; see docs/safe-noise.md)",
-                soft_wrap=True,
-            )
-    return 0
+        choice = choose(args.horizon, budget, whole=True)
+        if choice.auto is None or choice.auto.candidate is None:
+            return None
+        noise = choice.budget.noise
+        if noise is None or not noise.is_discrete:
+            return None
+        return choice.auto.candidate, noise.value, choice.auto.mse
+    best = rows[0]
+    if best.mechanism not in DISCRETE_CAPABLE or best.calibration not in _DEFAULT_RULES:
+        return None
+    if not float(args.sensitivity).is_integer():
+        return None
+    discrete = "discrete-" + best.noise
+    options: dict[str, Any] = {} if best.k is None else {"k": best.k, "subtract": best.subtract}
+    integer = budget.replace(noise=discrete)
+    mech = build_mechanism(best.mechanism, horizon=best.horizon, budget=integer, rng=0, **options)
+    return best, discrete, mech.mse()

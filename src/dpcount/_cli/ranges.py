@@ -169,6 +169,15 @@ def read_queries(
 
 def run(args: argparse.Namespace) -> int:
     check_probability("--level", args.level)
+    if args.queries is None:
+        for flag, given in (
+            ("--answers", args.answers is not None),
+            ("--level", args.level != 0.95),
+        ):
+            if given:
+                raise ValueError(f"{flag} needs --queries (the ranges to answer)")
+    if args.column is not None and args.input.endswith(".npy"):
+        raise ValueError(f"--column is for a CSV input; {args.input} is a .npy array")
     if args.queries is not None and _is_stdout(args.output) and _is_stdout(args.answers):
         raise ValueError(
             "--output - and the answers to --queries would both go to stdout, two CSV tables "

@@ -30,6 +30,14 @@ def run(args: argparse.Namespace) -> int:
 
     con = out_console(110)
     if args.list or args.name is None:
+        given = {"NAME": args.list and args.name is not None, "--quick": args.quick,
+                 "--out": args.out != "reproduction", "--seed": args.seed != 0}  # fmt: skip
+        for what, used in given.items():
+            if used:
+                raise ValueError(
+                    f"{what} is for running an experiment: "
+                    + ("--list only lists them" if args.list else "name one (see --list)")
+                )
         for name, fn in EXPERIMENTS.items():
             doc = (fn.__doc__ or "").strip().splitlines()[0]
             con.print(escape(f"{name:<20} {doc}"))

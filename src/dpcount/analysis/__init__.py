@@ -10,6 +10,7 @@ from dpcount.analysis.certificates import (
     best_known_loss,
     certify,
 )
+from dpcount.analysis.choice import AutoReason, Choice, NoiseNote, choose
 from dpcount.analysis.compare import METRICS, Candidate, compare
 from dpcount.analysis.recommend import Recommendation, recommend_mechanism
 from dpcount.analysis.threshold import (
@@ -23,10 +24,13 @@ from dpcount.analysis.threshold import (
 
 __all__ = [
     "METRICS",
+    "AutoReason",
     "Candidate",
     "CbNormBounds",
     "Certificate",
+    "Choice",
     "DeltaThreshold",
+    "NoiseNote",
     "Objective",
     "Recommendation",
     "Reference",
@@ -36,6 +40,7 @@ __all__ = [
     "best_known_loss",
     "cb_norm_bounds",
     "certify",
+    "choose",
     "compare",
     "cor22_variance_ratio",
     "huu_leading_constant",

@@ -13,6 +13,9 @@ from dpcount._validate import (
     check_iterable,
 )
 from dpcount.counting.tree import KaryTree
+from dpcount.privacy.budget import Budget, accept_participation
+
+accept_participation("best_k")  # the trees calibrate to the budget's schema
 
 __all__ = ["TREE_METRICS", "TreeChoice", "best_k"]
 
@@ -36,10 +39,11 @@ class TreeChoice:
 
 def best_k(
     horizon: int,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float | None = None,
-    noise: str = "laplace",
+    noise: str | None = None,
     *,
+    budget: Budget | None = None,
     subtract: bool | None = None,
     k_values: Iterable[int] = range(2, 65),
     calibration: str | None = None,
@@ -53,14 +57,30 @@ def best_k(
     variance node variance × max_t ‖digits(t)‖₁, O(h·k) each.
 
     Args:
+        horizon: T ≥ 1.
+        budget: a :class:`~dpcount.privacy.Budget`; its noise defaults to Laplace.
         subtract: restrict to trees with (True) or without (False) subtraction;
             None tries both.
         k_values: candidate branching factors (each ≥ 2).
         metric: ``"mse"``, ``"max_variance"`` or ``"linf"`` (the (1 − β) bound of
             :meth:`~dpcount.counting.CountingMechanism.linf_bound` on the largest error).
         beta: failure probability for ``metric="linf"``.
+        epsilon, delta, noise, calibration: deprecated: the budget's fields instead
+            of ``budget=`` (DeprecationWarning).
     """
     horizon = check_integer("horizon", horizon, ge=1)
+    loose = {
+        name: value
+        for name, value in (
+            ("epsilon", epsilon),
+            ("delta", delta),
+            ("noise", noise),
+            ("calibration", calibration),
+        )
+        if value is not None
+    }
+    budget = Budget.resolve(budget, loose, owner="best_k", deprecated=True)
+    budget = budget.with_default_noise("laplace")
     check_choice("metric", metric, TREE_METRICS)
     options = (False, True) if subtract is None else (check_bool("subtract", subtract),)
     best: TreeChoice | None = None
@@ -70,16 +90,7 @@ def best_k(
         for sub in options:
             if k == 2 and sub and False in options:
                 continue  # identical to the binary tree
-            m = KaryTree(
-                horizon,
-                epsilon=epsilon,
-                k=k,
-                subtract=sub,
-                delta=delta,
-                noise=noise,
-                rng=0,
-                calibration=calibration,
-            )
+            m = KaryTree(horizon, budget=budget, k=k, subtract=sub, rng=0)
             choice = TreeChoice(k, sub, m.height, m.mse(), m.max_variance())
             if metric == "mse":
                 score = choice.mse

@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dpcount._validate import (
     check_choice,
     check_integer,
     check_iterable,
     check_probability,
-    check_real,
 )
 from dpcount.analysis.advisor import TREE_METRICS, best_k
 from dpcount.analysis.certificates import (
@@ -34,7 +34,13 @@ from dpcount.counting.base import CountingMechanism
 from dpcount.counting.participation import Sensitivity
 from dpcount.counting.registry import build_mechanism
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
-from dpcount.privacy.budget import Participation
+from dpcount.privacy.budget import (
+    Budget,
+    CalibrationRule,
+    NoiseKind,
+    Participation,
+    accept_participation,
+)
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_linf_bound
@@ -45,6 +51,8 @@ __all__ = [
     "Candidate",
     "compare",
 ]
+
+accept_participation("compare")  # every row is calibrated to the budget's schema
 
 METRICS = TREE_METRICS
 #: largest horizon at which :func:`compare` lists the column-normalized square root: its
@@ -116,30 +124,36 @@ class Candidate:
             return f"epsilon={self.guaranteed_epsilon:.6g}-DP"
         return f"(epsilon={self.guaranteed_epsilon:.6g}, delta={self.guaranteed_delta:.3g})-DP"
 
-    def _kwargs(self) -> dict[str, object]:
-        kw: dict[str, object] = {
-            "horizon": self.horizon,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "noise": self.noise,
-            "step_sensitivity": self.step_sensitivity,
-            "calibration": None if self.calibration in ("pure", "theorem3") else self.calibration,
-        }
+    @property
+    def budget(self) -> Budget:
+        """The budget this row is built with (its noise and non-default rule)."""
+        return Budget(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise=NoiseKind(self.noise),
+            calibration=None
+            if self.calibration in ("pure", "theorem3")
+            else CalibrationRule(self.calibration),
+            step_sensitivity=self.step_sensitivity,
+            participation=self.participation,
+        )
+
+    def _kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"horizon": self.horizon, "budget": self.budget}
         if self.k is not None:
             kw["k"] = self.k
             kw["subtract"] = self.subtract
         if self.bands is not None:
             kw["bands"] = self.bands
-        if self.participation is not None:
-            kw["participation"] = self.participation
         return kw
 
     def build(self, rng: RNGLike = None) -> CountingMechanism:
         """The calibrated mechanism of this row (``rng`` as for every mechanism)."""
         return build_mechanism(self.mechanism, rng=rng, **self._kwargs())
 
-    def command(self) -> str:
-        """The ``dpcount count`` options that select this mechanism."""
+    def command(self, noise: str | None = None) -> str:
+        """The ``dpcount count`` options that select this mechanism (with ``noise``
+        instead of the row's: ``"discrete-laplace"`` for whole-number data)."""
         parts = [f"--mechanism {self.mechanism}"]
         if self.k is not None:
             parts.append(f"--k {self.k}")
@@ -150,8 +164,8 @@ class Candidate:
         parts.append(f"--epsilon {self.epsilon:g}")
         if self.delta is not None:
             parts.append(f"--delta {self.delta:g}")
-        parts.append(f"--noise {self.noise}")
-        if self.calibration not in ("pure", "theorem3", "analytic"):
+        parts.append(f"--noise {self.noise if noise is None else noise}")
+        if noise is None and self.calibration not in ("pure", "theorem3", "analytic"):
             parts.append(f"--calibration {self.calibration}")
         if self.step_sensitivity != 1.0:
             parts.append(f"--sensitivity {self.step_sensitivity:g}")
@@ -264,21 +278,22 @@ def _dense_row(
 
 def compare(
     horizon: int,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float | None = None,
     metric: str = "mse",
     *,
+    budget: Budget | None = None,
     beta: float = 0.05,
-    step_sensitivity: float = 1.0,
+    step_sensitivity: float | None = None,
     k_values: Iterable[int] = range(2, 65),
     participation: Participation | None = None,
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
-    Without ``delta`` (pure ε-DP) only Laplace noise applies: the best k-ary tree
+    Without δ (pure ε-DP) only Laplace noise applies: the best k-ary tree
     with and without subtraction (:func:`~dpcount.analysis.best_k` for ``metric``),
     the binary tree, Honaker Online, the smooth binary mechanism, the square-root
-    factorization (ℓ₁-calibrated) and input perturbation. With ``delta`` each of
+    factorization (ℓ₁-calibrated) and input perturbation. With δ each of
     these appears with Laplace noise calibrated by count-on-your-elders Theorem 3
     and with Gaussian noise (analytic Gaussian mechanism), and the square-root
     factorization also with the ``fhu`` and ``classic`` calibrations when ε < 1; the
@@ -300,68 +315,65 @@ def compare(
     for the horizon and the asymptotic lower bound
     (:mod:`dpcount.analysis.certificates`).
 
-    With a (k, b)-``participation`` schema every row is built with it, so its error
-    holds its exact or certified schema sensitivity (``Candidate.sensitivity``); for
-    b < T the b-banded mean-optimized Toeplitz factorization is added (for at most b
-    bands its sensitivity is exact, k·Σc², Choquette-Choo et al. 2023,
-    arXiv:2306.08153); the trees' k is the one :func:`~dpcount.analysis.best_k` picks
-    for one participation. The certificates' reference is then the lowest loss among
-    the Gaussian rows for that schema (the dense single-participation optimum is not
-    one for k > 1) and their asymptotic bound is None (it is a single-participation
-    statement). A schema with k = 1 is single participation.
+    With a (k, b)-participation schema in the budget every row is built with it, so
+    its error holds its exact or certified schema sensitivity
+    (``Candidate.sensitivity``); for b < T the b-banded mean-optimized Toeplitz
+    factorization is added (for at most b bands its sensitivity is exact, k·Σc²,
+    Choquette-Choo et al. 2023, arXiv:2306.08153); the trees' k is the one
+    :func:`~dpcount.analysis.best_k` picks for one participation. The certificates'
+    reference is then the lowest loss among the Gaussian rows for that schema (the
+    dense single-participation optimum is not one for k > 1) and their asymptotic
+    bound is None (it is a single-participation statement).
 
     Args:
         horizon: T ≥ 1.
-        epsilon: ε > 0.
-        delta: δ ∈ (0, 1) or None.
+        budget: a :class:`~dpcount.privacy.Budget` without a noise kind or rule
+            (every row has its own): ε, δ, the step sensitivity and the schema.
         metric: ``"mse"``, ``"max_variance"`` or ``"linf"``.
         beta: failure probability of the ℓ∞ bounds.
-        step_sensitivity: Δ of the neighbouring relation.
         k_values: branching factors searched for the trees.
-        participation: a :class:`~dpcount.privacy.Participation` or None.
+        epsilon, delta, step_sensitivity, participation: deprecated: the budget's
+            fields instead of ``budget=`` (DeprecationWarning).
 
     Returns:
         Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
 
     Raises:
-        ValueError: a bad argument, or a schema whose k participations b apart do
-            not fit in the horizon (naming them).
-        TypeError: ``participation`` not a Participation.
+        ValueError: a bad argument, a budget with a noise kind or rule, or a schema
+            whose k participations b apart do not fit in the horizon (naming them).
+        TypeError: both ``budget`` and its fields, or neither.
     """
     T = check_integer("horizon", horizon, ge=1)
-    eps = check_real("epsilon", epsilon, gt=0)
-    dlt = None if delta is None else check_probability("delta", delta)
+    loose = {
+        name: value
+        for name, value in (
+            ("epsilon", epsilon),
+            ("delta", delta),
+            ("step_sensitivity", step_sensitivity),
+            ("participation", participation),
+        )
+        if value is not None
+    }
+    budget = Budget.resolve(budget, loose, owner="compare", deprecated=True)
+    if budget.noise is not None or budget.calibration is not None:
+        raise ValueError(
+            "compare ranks every noise kind with its own calibration: pass a budget without "
+            f"noise/calibration, got {budget!r} (filter the rows by Candidate.noise)"
+        )
+    eps, dlt, step = budget.epsilon, budget.delta, budget.step_sensitivity
     check_choice("metric", metric, METRICS)
     b = check_probability("beta", beta)
-    step = check_real("step_sensitivity", step_sensitivity, gt=0)
-    schema = participation
+    schema = budget.participation
     if schema is not None:
-        if not isinstance(schema, Participation):
-            raise TypeError(
-                f"participation must be a dpcount.privacy.Participation or None, "
-                f"got {type(schema).__name__}"
-            )
         schema.check_horizon(T)
-        if schema.max_participations == 1:
-            schema = None
     noises = ("laplace",) if dlt is None else ("laplace", "gaussian")
     rows: list[Candidate] = []
 
     def add(
         label: str, name: str, noise: str, calibration: str | None = None, **opts: object
     ) -> None:
-        mech = build_mechanism(
-            name,
-            horizon=T,
-            epsilon=eps,
-            delta=dlt,
-            noise=noise,
-            rng=0,
-            step_sensitivity=step,
-            calibration=calibration,
-            participation=schema,
-            **opts,
-        )
+        row_budget = budget.replace(noise=noise, calibration=calibration)
+        mech = build_mechanism(name, horizon=T, budget=row_budget, rng=0, **opts)
         k = opts.get("k")
         sub = opts.get("subtract")
         bands = opts.get("bands")
@@ -388,7 +400,14 @@ def compare(
             ks = [k for k in ks_all if k >= 3] if sub else ks_all  # k = 2 with subtraction = binary
             if not ks:
                 continue
-            choice = best_k(T, eps, dlt, noise, subtract=sub, k_values=ks, metric=metric, beta=b)
+            choice = best_k(
+                T,
+                budget=Budget(epsilon=eps, delta=dlt, noise=NoiseKind(noise)),
+                subtract=sub,
+                k_values=ks,
+                metric=metric,
+                beta=b,
+            )
             if choice.k == 2 and not sub:
                 continue  # the binary tree, listed below
             label = f"kary-{choice.k}" + ("-sub" if sub else "")

@@ -16,18 +16,21 @@ https://arxiv.org/abs/2408.07021).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from dpcount._validate import check_bool, check_choice
+from dpcount._validate import check_bool
 from dpcount.analysis.compare import Candidate, compare
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
-from dpcount.privacy.budget import Participation
+from dpcount.privacy.budget import Budget, MissingDeltaError, accept_participation
 
 __all__ = ["NOISE_KINDS", "Recommendation", "recommend_mechanism"]
 
 #: the noise kinds a recommendation can be restricted to
 NOISE_KINDS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")
+
+accept_participation("recommend_mechanism")  # every candidate is calibrated to the schema
 
 #: calibrations that are the default rule of their noise (not passed on)
 _DEFAULT_RULES = ("pure", "theorem3", "analytic")
@@ -46,6 +49,10 @@ class Recommendation:
             ``classic``), else None.
         candidate: the :class:`~dpcount.analysis.compare.Candidate` row it came from
             (its exact MSE is the continuous-noise figure of that family).
+        mse: the exact MSE of the mechanism as recommended (with its integer noise
+            where that is used).
+        best: :func:`compare`'s first row over every noise (the best overall), to say
+            what a choice restricted to integer noise gives up.
     """
 
     mechanism: str
@@ -55,68 +62,75 @@ class Recommendation:
     calibration: str | None
     candidate: Candidate
     bands: int | None = None
+    mse: float = math.nan
+    best: Candidate | None = None
 
     def options(self) -> dict[str, Any]:
-        """Keywords of :func:`~dpcount.counting.registry.build_mechanism` (besides the
-        name, horizon and budget) that build this choice."""
-        kw: dict[str, Any] = {"noise": self.noise}
+        """The structure keywords of :func:`~dpcount.counting.registry.build_mechanism`
+        (``k``/``subtract``, ``bands``) that build this choice, with :meth:`budget`."""
+        kw: dict[str, Any] = {}
         if self.k is not None:
             kw["k"], kw["subtract"] = self.k, self.subtract
         if self.bands is not None:
             kw["bands"] = self.bands
-        if self.calibration is not None:
-            kw["calibration"] = self.calibration
         return kw
+
+    def budget(self, requested: Budget) -> Budget:
+        """``requested`` with this choice's noise and (non-default) calibration rule."""
+        return requested.replace(noise=self.noise, calibration=self.calibration)
 
 
 def recommend_mechanism(
     horizon: int,
     *,
-    epsilon: float,
-    delta: float | None = None,
-    noise: str | None = None,
+    budget: Budget | None = None,
     whole: bool = True,
-    step_sensitivity: float = 1.0,
-    participation: Participation | None = None,
+    dim: int | None = None,
+    memory: int | None = None,
+    **fields: Any,
 ) -> Recommendation:
     """The mechanism ranked first by exact MSE among those that take the noise used.
 
-    * ``noise=None`` (the safe default): when ``whole`` (the data are whole numbers)
-      and the sensitivity is a whole number, the mechanism with the smallest exact
-      MSE among those that take integer noise, each built with the integer noise of
-      its row's family (discrete Laplace; with ``delta`` also discrete Gaussian, and
-      discrete Laplace then certifies (ε, δ)-DP by count-on-your-elders Theorem 3
-      when that needs less noise); when none does, or the data are fractional, the
-      best row of all, with its own continuous noise and calibration.
-    * ``noise`` given: the best row of that noise family (Laplace or Gaussian); for
-      ``discrete-*`` among the mechanisms that take integer noise.
+    * No noise kind in the budget (the safe default): when ``whole`` (the data are
+      whole numbers) and the step sensitivity is a whole number, the mechanism with
+      the smallest exact MSE among those that take integer noise, each built with
+      the integer noise of its row's family (discrete Laplace; with δ also discrete
+      Gaussian, and discrete Laplace then certifies (ε, δ)-DP by count-on-your-elders
+      Theorem 3 when that needs less noise); when none does, or the data are
+      fractional, the best row of all, with its own continuous noise and calibration.
+    * A noise kind given: the best row of that noise family (Laplace or Gaussian);
+      for ``discrete-*`` among the mechanisms that take integer noise.
+
+    :func:`dpcount.analysis.choice.choose` builds on this for every front end.
 
     Args:
         horizon: T ≥ 1.
-        epsilon: ε > 0.
-        delta: δ ∈ (0, 1), or None for pure ε-DP.
-        noise: one of :data:`NOISE_KINDS`, or None.
+        budget: a :class:`~dpcount.privacy.Budget` (ε, δ, an optional noise kind,
+            the step sensitivity, a participation schema: every candidate is
+            calibrated to it, so the ranking is for that neighbouring relation). Its
+            calibration must be None (each row has its own).
         whole: whether every data value is a whole number (public: the choice of
             noise kind, not the values, is what it changes).
-        step_sensitivity: Δ of the neighbouring relation.
-        participation: a (k, b)-participation schema: every candidate is calibrated
-            to it (:func:`compare`), so the ranking is for that neighbouring relation.
+        dim, memory: passed to :func:`compare` when given.
+        **fields: deprecated: the budget's fields (``epsilon``, ``delta``, ``noise``,
+            ``step_sensitivity``, ``participation``) instead of ``budget=``.
 
     Raises:
-        ValueError: a bad parameter (from :func:`compare`), or a Gaussian ``noise``
-            without ``delta``.
+        MissingDeltaError: a Gaussian noise kind without δ.
+        ValueError: a bad parameter (from :func:`compare`).
     """
-    if noise is not None:
-        check_choice("noise", noise, NOISE_KINDS)
+    budget = Budget.resolve(budget, fields, owner="recommend_mechanism", deprecated=True)
+    if budget.calibration is not None:
+        raise ValueError(
+            f"recommend_mechanism ranks each row with its own calibration rule, got "
+            f"calibration={budget.calibration.value!r}: pass a budget without one"
+        )
     whole = check_bool("whole", whole)
-    rows = compare(
-        horizon,
-        epsilon,
-        delta,
-        "mse",
-        step_sensitivity=step_sensitivity,
-        participation=participation,
-    )
+    noise = None if budget.noise is None else budget.noise.value
+    hooks: dict[str, Any] = {k: v for k, v in (("dim", dim), ("memory", memory)) if v is not None}
+    ranking = budget.replace(noise=None)
+    rows = compare(horizon, budget=ranking, metric="mse", **hooks)
+    best = rows[0]
     if noise is not None:
         family = "gaussian" if noise.endswith("gaussian") else "laplace"
         rows = tuple(
@@ -126,9 +140,12 @@ def recommend_mechanism(
             and (not noise.startswith("discrete") or r.mechanism in DISCRETE_CAPABLE)
         )
         if not rows:
-            raise ValueError(f"delta must be given for noise {noise!r}")
-        return _recommendation(rows[0], noise)
-    if whole and float(step_sensitivity).is_integer():
+            raise MissingDeltaError(f"delta must be given for noise {noise!r}")
+        mse = rows[0].mse
+        if noise.startswith("discrete"):
+            mse = _discrete_mse(rows[0], horizon, ranking)
+        return _recommendation(rows[0], noise, mse, best)
+    if whole and float(budget.step_sensitivity).is_integer():
         # Integer noise of either family (with delta, discrete Laplace by Theorem 3 can
         # beat the discrete Gaussian by 2x in RMSE), ranked by the exact MSE of each
         # candidate built with its integer noise (the rows' figures are for the
@@ -136,23 +153,13 @@ def recommend_mechanism(
         safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.calibration
                 in _DEFAULT_RULES]  # fmt: skip
         if safe:
-            mse = [
-                _discrete_mse(r, horizon, epsilon, delta, step_sensitivity, participation)
-                for r in safe
-            ]
-            best = min(range(len(safe)), key=lambda i: (mse[i], i))
-            return _recommendation(safe[best], "discrete-" + safe[best].noise)
-    return _recommendation(rows[0], rows[0].noise)
+            mses = [_discrete_mse(r, horizon, ranking) for r in safe]
+            i = min(range(len(safe)), key=lambda j: (mses[j], j))
+            return _recommendation(safe[i], "discrete-" + safe[i].noise, mses[i], best)
+    return _recommendation(rows[0], rows[0].noise, rows[0].mse, best)
 
 
-def _discrete_mse(
-    row: Candidate,
-    horizon: int,
-    epsilon: float,
-    delta: float | None,
-    step: float,
-    participation: Participation | None,
-) -> float:
+def _discrete_mse(row: Candidate, horizon: int, budget: Budget) -> float:
     """The exact MSE of ``row``'s mechanism with the integer noise of its family."""
     options: dict[str, Any] = {}
     if row.k is not None:
@@ -160,18 +167,14 @@ def _discrete_mse(
     mech = build_mechanism(
         row.mechanism,
         horizon=horizon,
-        epsilon=epsilon,
-        delta=delta,
-        noise="discrete-" + row.noise,
+        budget=budget.replace(noise="discrete-" + row.noise),
         rng=0,
-        step_sensitivity=step,
-        participation=participation,
         **options,
     )
     return float(mech.mse())
 
 
-def _recommendation(row: Candidate, noise: str) -> Recommendation:
+def _recommendation(row: Candidate, noise: str, mse: float, best: Candidate) -> Recommendation:
     rule = row.calibration
     return Recommendation(
         mechanism=row.mechanism,
@@ -181,4 +184,6 @@ def _recommendation(row: Candidate, noise: str) -> Recommendation:
         calibration=None if rule in _DEFAULT_RULES or noise.startswith("discrete") else rule,
         candidate=row,
         bands=row.bands,
+        mse=mse,
+        best=best,
     )

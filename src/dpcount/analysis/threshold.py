@@ -31,6 +31,7 @@ from dpcount.analysis.advisor import best_k
 from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
 from dpcount.counting.tree import KaryTree
 from dpcount.counting.tree_formulas import even_offset_leading_constant, offset_leading_constant
+from dpcount.privacy import Budget
 from dpcount.privacy.calibration import fhu_delta, gaussian_sigma, laplace_scale_approximate
 
 __all__ = [
@@ -142,7 +143,7 @@ def laplace_vs_gaussian_delta(
     eps = check_real("epsilon", epsilon, gt=0)
     step = check_real("step_sensitivity", step_sensitivity, gt=0)
     if k is None:
-        k = best_k(T, eps, subtract=True, k_values=range(3, 65)).k
+        k = best_k(T, budget=Budget(epsilon=eps), subtract=True, k_values=range(3, 65)).k
     k = check_integer("k", k, ge=2)
     tree = KaryTree(T, epsilon=eps, k=k, subtract=True, rng=0, step_sensitivity=step)
     tree_mse = tree.mse()

@@ -25,6 +25,7 @@ from dpcount._validate import (
 )
 
 __all__ = [
+    "NotWholeNumberError",
     "check_integral_array",
     "check_integral_step",
     "check_running_sums",
@@ -125,6 +126,19 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
     return out
 
 
+class NotWholeNumberError(ValueError):
+    """Data with a fractional part (or beyond ±2^53) given to integer noise, which
+    would reveal the fraction: a front end can suggest continuous noise.
+
+    Attributes:
+        parameter: the name of the refused argument (``"x"``, ``"value"``).
+    """
+
+    def __init__(self, message: str, *, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
 def check_whole_number(name: str, value: float, *, reason: str) -> float:
     """A real that must be a whole number (e.g. a sensitivity for integer-valued noise).
 
@@ -154,10 +168,11 @@ def check_integral_array(
     if bad.any():
         where = np.argwhere(bad)[0]
         step = int(where[0]) + already + 1
-        raise ValueError(
+        raise NotWholeNumberError(
             f"{name} must hold whole numbers of magnitude <= 2^53 for discrete noise "
             f"(integer noise on fractional data reveals the fraction); "
-            f"step {step} holds {float(arr[tuple(where)])!r}"
+            f"step {step} holds {float(arr[tuple(where)])!r}",
+            parameter=name,
         )
     _check_int64_sums(name, arr, already, offset)
     return arr.astype(np.int64)
@@ -185,9 +200,10 @@ def check_integral_step(name: str, value: Any, *, offset: Any = 0, already: int 
         return check_integral_array(name, value.reshape(1, -1), already=already, offset=offset)[0]
     v = float(value)
     if not v.is_integer() or abs(v) > _MAX_EXACT_INT:
-        raise ValueError(
+        raise NotWholeNumberError(
             f"{name} must be a whole number of magnitude <= 2^53 for discrete noise "
-            f"(integer noise on fractional data reveals the fraction), got {value!r}"
+            f"(integer noise on fractional data reveals the fraction), got {value!r}",
+            parameter=name,
         )
     _check_int64_sums(name, np.array([v]), already, offset)
     return int(v)

@@ -94,7 +94,7 @@ from dpcount.durable.generators import (
     check_generator_state,
 )
 
-__all__ = ["load_stream", "save_stream"]
+__all__ = ["CheckpointMismatchError", "load_stream", "save_stream"]
 
 #: mechanism classes a checkpoint may name (rebuilt with their constructor)
 _MECHANISMS = CLASSES
@@ -254,6 +254,19 @@ def _describe_value(value: Any) -> str:
     return f"{value!r:.80}"
 
 
+class CheckpointMismatchError(ValueError):
+    """A valid checkpoint of a mechanism configured differently from ``expect``.
+
+    Attributes:
+        fields: the constructor arguments that differ (e.g. ``("horizon",)``), so a
+            front end can explain a difference without reading the message.
+    """
+
+    def __init__(self, message: str, *, fields: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
 def _check_expected(config: Mapping[str, Any], expect: CountingMechanism) -> None:
     want = expect.config()
     if config["class"] != want["class"]:
@@ -262,17 +275,18 @@ def _check_expected(config: Mapping[str, Any], expect: CountingMechanism) -> Non
             f"(refusing to continue a different mechanism)"
         )
     saved, wanted = config["kwargs"], want["kwargs"]
-    diffs = [
-        f"{key}: saved {_describe_value(saved.get(key))}, expected "
-        f"{_describe_value(wanted.get(key))}"
-        for key in sorted(set(saved) | set(wanted))
-        if not _same(saved.get(key), wanted.get(key))
-    ]
-    if diffs:
-        raise ValueError(
+    keys = [k for k in sorted(set(saved) | set(wanted)) if not _same(saved.get(k), wanted.get(k))]
+    if keys:
+        diffs = [
+            f"{key}: saved {_describe_value(saved.get(key))}, expected "
+            f"{_describe_value(wanted.get(key))}"
+            for key in keys
+        ]
+        raise CheckpointMismatchError(
             f"it was saved for a different {config['class']:.60} than expected ("
             + "; ".join(diffs)
-            + ")"
+            + ")",
+            fields=tuple(keys),
         )
 
 
@@ -512,6 +526,8 @@ def load_stream(
     try:
         header, arrays = parse(data)
         return _restore(header, arrays, expect)
+    except CheckpointMismatchError as err:
+        raise CheckpointMismatchError(f"checkpoint {name}: {err}", fields=err.fields) from None
     except ValueError as err:
         raise ValueError(f"checkpoint {name}: {err}") from None
     except (TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as err:

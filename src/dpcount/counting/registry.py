@@ -20,7 +20,8 @@ from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import Budget, MissingDeltaError, NoiseKind, accept_participation
+from dpcount.privacy.rng import RNGLike
 
 __all__ = [
     "CLASSES",
@@ -68,6 +69,8 @@ class Entry:
 def _dense_max(**kw: Any) -> CountingMechanism:
     return FactorizationMechanism.optimal(objective="max", **kw)
 
+
+accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
 #: the one registry (the CLI, the advisor, the apps and checkpoints read it)
@@ -157,7 +160,7 @@ def class_noise(name: str, delta: float | None) -> str:
     chosen = str((entry.noise or entry.cls.default_noise).value)
     if chosen == "gaussian" and delta is None:
         if name in GAUSSIAN_ONLY:
-            raise ValueError(
+            raise MissingDeltaError(
                 f"delta must be given for mechanism {name!r}: it is calibrated for Gaussian "
                 "noise only, which cannot give pure ε-DP"
             )
@@ -165,24 +168,57 @@ def class_noise(name: str, delta: float | None) -> str:
     return chosen
 
 
-def build_mechanism(name: str, **kwargs: Any) -> CountingMechanism:
-    """``build_mechanism("kary", horizon=T, epsilon=1.0, k=19, subtract=True, ...)``.
+#: the budget's fields, accepted loose by :func:`build_mechanism` for one more release
+_BUDGET_FIELDS = (
+    "epsilon",
+    "delta",
+    "noise",
+    "calibration",
+    "step_sensitivity",
+    "step_l2_sensitivity",
+    "participation",
+)
 
-    Without ``noise`` (or with ``noise=None``) the noise is :func:`default_noise`:
-    integer noise for the trees and Honaker (whole-number data and sensitivity),
-    else :func:`class_noise` (the class default; Gaussian for BLT and Toeplitz, which
-    then need ``delta``). ``bands`` (an int) selects the banded optimized Toeplitz
+
+def build_mechanism(
+    name: str,
+    *,
+    horizon: int,
+    budget: Budget | None = None,
+    rng: RNGLike = None,
+    **kwargs: Any,
+) -> CountingMechanism:
+    """``build_mechanism("kary", horizon=T, budget=Budget(epsilon=1.0), k=19, ...)``.
+
+    Without a noise kind in the budget the noise is :func:`default_noise`: integer
+    noise for the trees and Honaker (whole-number data and sensitivity), else
+    :func:`class_noise` (the class default; Gaussian for BLT and Toeplitz, which
+    then need δ). ``bands`` (an int) selects the banded optimized Toeplitz
     factorization and is ignored by the other mechanisms, like ``k``/``subtract``.
 
+    Args:
+        name: a registry name (:data:`MECHANISMS`).
+        horizon: T ≥ 1.
+        budget: the :class:`~dpcount.privacy.Budget`.
+        rng: None (OS-entropy CSPRNG), or a seed/Generator (research only).
+        **kwargs: structure options (``k``, ``subtract``, ``bands``, ...); the
+            budget's fields given loose (``epsilon=``, ``delta=``, ``noise=``, ...)
+            instead of ``budget=`` are deprecated (DeprecationWarning).
+
     Raises:
-        ValueError: an unknown name, or no ``noise`` and no ``delta`` for a mechanism
-            whose default noise is Gaussian (naming ``delta``); the mechanism's own
-            errors otherwise.
+        ValueError: an unknown name, or no noise and no δ for a mechanism whose
+            default noise is Gaussian (:class:`~dpcount.privacy.MissingDeltaError`,
+            naming ``delta``); the mechanism's own errors otherwise.
+        TypeError: ``budget`` and its fields both given, or neither.
     """
     check_choice("mechanism", name, MECHANISMS)
-    if kwargs.get("noise") is None:
-        kwargs.pop("noise", None)
-        delta = kwargs.get("delta")
-        chosen = default_noise(name, delta, kwargs.get("step_sensitivity", 1.0))
-        kwargs["noise"] = class_noise(name, delta) if chosen is None else chosen
-    return MECHANISMS[name](**kwargs)
+    fields = {k: kwargs.pop(k) for k in _BUDGET_FIELDS if k in kwargs}
+    if fields.get("noise", "") is None:
+        del fields["noise"]  # noise=None: the default, as before
+    resolved = Budget.resolve(budget, fields, owner="build_mechanism", deprecated=True)
+    if resolved.noise is None:
+        chosen = default_noise(name, resolved.delta, resolved.step_sensitivity)
+        resolved = resolved.replace(
+            noise=class_noise(name, resolved.delta) if chosen is None else chosen
+        )
+    return MECHANISMS[name](horizon=horizon, budget=resolved, rng=rng, **kwargs)

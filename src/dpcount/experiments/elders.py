@@ -59,6 +59,7 @@ from dpcount.experiments._framework import (
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
+from dpcount.privacy import Budget, NoiseKind
 from dpcount.privacy.calibration import fhu_constant, fhu_delta
 
 __all__ = [
@@ -426,7 +427,7 @@ def _mse_rows(
     l3 = math.log2(T) ** 3
     l2d = math.log2(T) ** 2 * log2_inv_delta
     rows: list[tuple[object, ...]] = []
-    for c in compare(T, eps, delta):
+    for c in compare(T, budget=Budget(epsilon=eps, delta=delta)):
         if c.mechanism not in _PAPER_MECHANISMS:
             continue
         row = [T, privacy, _series_name(c), c.label, c.noise, c.calibration, eps, delta or 0.0]
@@ -471,7 +472,11 @@ def compute_elders_mse(config: ExperimentConfig) -> EldersMse:
 
     def pure_mse(name: str, **opts: object) -> float:
         mech = build_mechanism(
-            name, horizon=T_max, epsilon=eps_pure, noise="laplace", rng=0, **opts
+            name,
+            budget=Budget(epsilon=eps_pure, noise=NoiseKind.LAPLACE),
+            horizon=T_max,
+            rng=0,
+            **opts,
         )
         return mech.mse()
 

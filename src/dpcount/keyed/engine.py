@@ -60,7 +60,7 @@ from dpcount.counting.base import CountingMechanism, add_noise
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFSource
-from dpcount.privacy.budget import CalibrationRule, NoiseKind
+from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
@@ -103,9 +103,8 @@ def choose_mechanism(
 
     kind = NoiseKind.parse("noise", noise)
     step = l2_step if kind.is_gaussian else l1_step
-    rec = recommend_mechanism(
-        horizon, epsilon=epsilon, delta=delta, noise=kind.value, step_sensitivity=step
-    )
+    budget = Budget(epsilon=epsilon, delta=delta, noise=kind, step_sensitivity=step)
+    rec = recommend_mechanism(horizon, budget=budget)
     options: dict[str, Any] = {}
     if rec.k is not None:
         options = {"k": rec.k, "subtract": bool(rec.subtract)}

@@ -7,7 +7,15 @@ records the :class:`PrivacyGuarantee`. Exact integer samplers live in
 :mod:`.accounting`, imported only when used.
 """
 
-from dpcount.privacy.budget import Budget, CalibrationRule, Neighbouring, NoiseKind, Participation
+from dpcount.privacy.budget import (
+    Budget,
+    CalibrationRule,
+    MissingDeltaError,
+    Neighbouring,
+    NoiseKind,
+    Participation,
+    ParticipationUnsupportedError,
+)
 from dpcount.privacy.calibration import (
     analytic_gaussian_delta,
     discrete_gaussian_sigma,
@@ -39,6 +47,7 @@ from dpcount.privacy.noise import (
     NoiseSampler,
     ZeroNoise,
 )
+from dpcount.privacy.notes import PrivacyWarning, data_derived_warning, delta_warning
 from dpcount.privacy.rng import RNGLike, as_generator, is_secure, secure_generator
 from dpcount.privacy.tails import (
     gaussian_linf_bound,
@@ -57,17 +66,22 @@ __all__ = [
     "DiscreteLaplaceNoise",
     "GaussianNoise",
     "LaplaceNoise",
+    "MissingDeltaError",
     "Neighbouring",
     "NoiseBuffer",
     "NoiseKind",
     "NoiseSampler",
     "Participation",
+    "ParticipationUnsupportedError",
     "PrivacyGuarantee",
+    "PrivacyWarning",
     "RNGLike",
     "ZeroNoise",
     "analytic_gaussian_delta",
     "as_generator",
     "calibrate",
+    "data_derived_warning",
+    "delta_warning",
     "discrete_gaussian_sigma",
     "discrete_laplace_scale",
     "fhu_constant",

@@ -44,21 +44,53 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypedDict
 
 from dpcount._validate import check_integer, check_probability, check_real
+from dpcount.privacy.notes import delta_warning
 
 __all__ = [
     "Budget",
     "BudgetFields",
     "CalibrationRule",
+    "MissingDeltaError",
     "Neighbouring",
     "NoiseKind",
     "Participation",
+    "ParticipationUnsupportedError",
     "accept_participation",
 ]
+
+
+class MissingDeltaError(ValueError):
+    """Gaussian noise (or a Gaussian-only mechanism) was asked for without a δ.
+
+    Attributes:
+        parameter: the missing parameter's name (``"delta"``), for front ends that
+            spell it differently (the CLI's ``--delta``).
+    """
+
+    def __init__(self, message: str, *, parameter: str = "delta") -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class ParticipationUnsupportedError(ValueError):
+    """A participation schema with k > 1 was given to a callable that calibrates for
+    one participation only (it would understate the privacy loss).
+
+    Attributes:
+        owner: the callable's name (e.g. ``"UnboundedCounter"``).
+        participation: the schema that was refused.
+    """
+
+    def __init__(self, message: str, *, owner: str, participation: Participation) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.participation = participation
 
 
 class _Choice(str, Enum):
@@ -340,14 +372,19 @@ class Budget:
                 check_real("step_l2_sensitivity", self.step_l2_sensitivity, gt=0),
             )
         if self.noise is not None and self.noise.is_gaussian and self.delta is None:
-            raise ValueError(
+            raise MissingDeltaError(
                 f"delta must be given for noise={self.noise.value!r} "
                 "(Gaussian noise cannot give pure DP)"
             )
 
     @classmethod
     def resolve(
-        cls, budget: Budget | None, fields: dict[str, Any] | BudgetFields, *, owner: str
+        cls,
+        budget: Budget | None,
+        fields: dict[str, Any] | BudgetFields,
+        *,
+        owner: str,
+        deprecated: bool = False,
     ) -> Budget:
         """The budget from either ``budget=`` or its keyword fields (not both).
 
@@ -355,6 +392,8 @@ class Budget:
             budget: a :class:`Budget` or None.
             fields: keyword arguments such as ``epsilon=1.0, delta=1e-6``.
             owner: the callable's name, for error messages.
+            deprecated: the fields are the old spelling of ``owner`` (kept for one
+                release): a DeprecationWarning is issued when they are used.
 
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
@@ -379,12 +418,21 @@ class Budget:
         else:
             if "epsilon" not in fields:
                 raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
+            if deprecated:
+                warnings.warn(
+                    f"{owner}({', '.join(f'{k}=' for k in fields)}) is deprecated and will be "
+                    f"removed in dpcount 0.5: pass budget=Budget({', '.join(fields)}) instead",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
             resolved = cls(**fields)
         if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
-            raise ValueError(
+            raise ParticipationUnsupportedError(
                 f"{owner}() does not calibrate to a participation schema, got "
                 f"participation={resolved.participation!r}: it assumes single participation "
-                "(use a counting mechanism from dpcount.counting, or participation=None)"
+                "(use a counting mechanism from dpcount.counting, or participation=None)",
+                owner=owner,
+                participation=resolved.participation,
             )
         return resolved
 
@@ -397,6 +445,12 @@ class Budget:
         if self.noise is not None:
             return self
         return self.replace(noise=NoiseKind.parse("noise", default))
+
+    @property
+    def warning(self) -> str | None:
+        """Why this budget is weaker than it looks (δ above 1e-3:
+        :func:`dpcount.privacy.notes.delta_warning`), or None."""
+        return delta_warning(self.delta)
 
     @property
     def l2_step(self) -> float:

@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import check_choice, check_probability, check_real
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import MissingDeltaError, NoiseKind
 from dpcount.privacy.calibration import (
     GAUSSIAN_METHODS,
     discrete_gaussian_sigma,
@@ -58,6 +58,7 @@ from dpcount.privacy.calibration import (
 )
 from dpcount.privacy.discrete import DiscreteGaussianNoise, DiscreteLaplaceNoise
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
+from dpcount.privacy.notes import delta_warning
 
 __all__ = [
     "DISCRETE_NOISE_KINDS",
@@ -125,8 +126,15 @@ class PrivacyGuarantee:
         key = f"{self.noise}:{self.calibration}"
         return _CITATIONS.get(key, _CITATIONS.get(self.calibration, self.calibration))
 
+    @property
+    def warning(self) -> str | None:
+        """Why this guarantee is weaker than it looks (a δ above 1e-3:
+        :func:`dpcount.privacy.notes.delta_warning`), or None."""
+        return delta_warning(self.delta)
+
     def describe(self) -> str:
-        """One line, e.g. ``(epsilon=1, delta=1e-06)-DP, event-level; Laplace ...``."""
+        """One line, e.g. ``(epsilon=1, delta=1e-06)-DP, event-level; Laplace ...``;
+        ending in ``WARNING: ...`` when δ is above 1e-3 (:attr:`warning`)."""
         budget = (
             f"epsilon={self.epsilon:.6g}-DP"
             if self.delta == 0.0
@@ -134,7 +142,8 @@ class PrivacyGuarantee:
         )
         if self.rho is not None:
             budget += f" and rho={self.rho:.6g}-zCDP"
-        return f"{budget}, {self.neighbouring}; {self.citation}"
+        text = f"{budget}, {self.neighbouring}; {self.citation}"
+        return text if self.warning is None else f"{text}. WARNING: {self.warning}"
 
 
 @dataclass(frozen=True)
@@ -202,7 +211,7 @@ def calibrate(
     d2 = check_real("l2_sensitivity", l2_sensitivity, gt=0)
     if noise in ("gaussian", "discrete-gaussian"):
         if delta is None:
-            raise ValueError(
+            raise MissingDeltaError(
                 f"delta must be given for noise={noise!r} (Gaussian noise cannot give pure DP)"
             )
         dlt = check_probability("delta", delta)

@@ -82,7 +82,7 @@ from numpy.typing import NDArray
 from dpcount._validate import check_choice, check_instance, check_integer, check_real
 from dpcount.counting.base import CountingMechanism, NoiseProcess
 from dpcount.counting.registry import MECHANISMS, build_mechanism
-from dpcount.privacy.budget import NoiseKind, Participation
+from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind, Participation
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
 
@@ -327,16 +327,17 @@ def gaussian_privatizer(
     b = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
     c = check_real("clip_norm", clip_norm, gt=0)
     check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
-    mech = build_mechanism(
-        mechanism,
-        horizon=k * b,
+    budget = Budget(
         epsilon=epsilon,
         delta=delta,
-        noise="gaussian",
-        calibration=calibration,
+        noise=NoiseKind.GAUSSIAN,
+        calibration=None
+        if calibration is None
+        else CalibrationRule.parse("calibration", calibration),
         step_sensitivity=c if neighbouring == "add-remove" else 2.0 * c,
         participation=Participation(max_participations=k, min_separation=b),
     )
+    mech = build_mechanism(mechanism, horizon=k * b, budget=budget)
     return GradientPrivatizer(mech, release=release, rng=rng)
 
 
