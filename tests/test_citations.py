@@ -33,6 +33,8 @@ EXPECTED = {
     "BLT",
     "ToeplitzFactorization",
     "NormalizedSqrtFactorization",
+    "NormalizedBLT",
+    "RowScaledSqrtFactorization",
     "BinaryTree",
     "KaryTree",
     "Honaker",

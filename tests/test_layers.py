@@ -28,9 +28,11 @@ LAYERS: list[set[str]] = [
     {"dpcount.durable", "dpcount.postprocess"},
     {"dpcount.privacy"},
     {"dpcount.counting", "dpcount.ranges"},
+    # analysis (compare, plan, the one choice function) sits below the engines that
+    # ask it which mechanism to run: keyed runs call it for --mechanism auto
+    {"dpcount.analysis"},
     {"dpcount.keyed"},
     {"dpcount.training"},
-    {"dpcount.analysis"},
     {"dpcount.apps", "dpcount.frame"},
     {"dpcount.experiments"},
     {"dpcount.demo"},

@@ -96,7 +96,21 @@ def test_cli_auto_and_frame_auto_release_the_same(
     src, out = tmp_path / "x.csv", tmp_path / "o.csv"
     src.write_text("n\n" + "".join(f"{v}\n" for v in x))
     assert (
-        main(["count", str(src), "--column", "n", *budget, "--seed", "4", "--output", str(out)])
+        main(
+            [
+                "count",
+                str(src),
+                "--column",
+                "n",
+                *budget,
+                "--seed",
+                "4",
+                "--digits",
+                "17",
+                "--output",
+                str(out),
+            ]
+        )
         == 0
     )
     err = " ".join(capsys.readouterr().err.split())

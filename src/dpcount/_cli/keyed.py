@@ -76,7 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "horizon, budget and noise; 'tree': the k-ary tree, binary unless --k)",
     )
     p.add_argument(
-        "--k", type=int, default=None, help="branching factor (--mechanism kary or tree only)"
+        "--k",
+        type=int,
+        default=None,
+        help="branching factor (--mechanism kary or tree only; default: 2 for tree, 19 for kary)",
     )
     p.add_argument(
         "--subtract",

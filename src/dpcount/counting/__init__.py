@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         NormalizedSqrtFactorization,
         NormalizedSqrtNoiseProcess,
     )
+    from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
     from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
     from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
     from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
@@ -60,6 +61,7 @@ _WHERE = {
     "NormalizedSqrtBlockNoiseProcess": "normalized_sqrt",
     "NormalizedSqrtFactorization": "normalized_sqrt",
     "NormalizedSqrtNoiseProcess": "normalized_sqrt",
+    "RowScaledSqrtFactorization": "row_scaled_sqrt",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
     "SqrtFactorization": "sqrt",
@@ -92,6 +94,7 @@ __all__ = [
     "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
     "NormalizedSqrtNoiseProcess",
+    "RowScaledSqrtFactorization",
     "SmoothBinary",
     "SmoothBinaryNoiseProcess",
     "SqrtFactorization",
