@@ -33,7 +33,7 @@ def _cli(tmp_path: Path, rows: str, argv: list[str]) -> dict[str, list[str]]:
     """``dpcount count`` on a CSV: the output columns."""
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
     src.write_text(rows)
-    assert main(["count", str(src), *argv, "--output", str(out)]) == 0
+    assert main(["count", str(src), *argv, "--digits", "17", "--output", str(out)]) == 0
     with out.open() as fh:
         table = list(csv.DictReader(fh))
     return {name: [r[name] for r in table] for name in table[0]}

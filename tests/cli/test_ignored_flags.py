@@ -110,6 +110,8 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("--out", ["reproduce", "--out", "{tmp}/r"], "error", "--out is for running an experiment"),
     ("--seed", ["reproduce", "--list", "--seed", "3"], "error", "--seed is for running"),
     ("NAME", ["reproduce", "fhu-table", "--list"], "error", "NAME is for running an experiment"),
+    # sample: --output without a NAME (the listing) would be ignored
+    ("--output", ["sample", "--output", "{tmp}/s.csv"], "error", "--output needs NAME"),
 ]  # fmt: skip
 
 #: subcommand -> the options every path that accepts them honours (checked by reading
@@ -118,7 +120,7 @@ HONOURED: dict[str, set[str]] = {
     "count": {
         "--column", "--mechanism", "--epsilon", "--delta", "--seed", "--noise",
         "--calibration", "--sensitivity", "--horizon", "--output", "--time-column",
-        "--missing", "--clamp", "--round", "--checkpoint",
+        "--missing", "--clamp", "--round", "--checkpoint", "--where", "--digits",
     },
     "plan": {"--ranges", "--epsilon", "--delta"},
     "ranges": {"--epsilon", "--delta", "--mechanism", "--noise", "--calibration", "--queries",
@@ -127,9 +129,11 @@ HONOURED: dict[str, set[str]] = {
         "--time-column", "--item-column", "--items", "--step-width", "--start", "--horizon",
         "--max-items-per-step", "--max-count-per-item", "--drop-excess", "--mechanism",
         "--epsilon", "--delta", "--seed", "--noise", "--calibration", "--missing", "--output",
+        "--digits",
     },
     "demo": {"--epsilon", "--replicates", "--output", "--seed"},
     "reproduce": {"--list"},
+    "sample": set(),
 }  # fmt: skip
 
 

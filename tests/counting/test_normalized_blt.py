@@ -16,7 +16,7 @@ from dpcount.counting.normalized_blt import (
     shipped_normalized_blt_parameters,
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
-from dpcount.privacy import ConstantNoise, ZeroNoise, gaussian_sigma
+from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, gaussian_sigma
 from tests.counting.test_normalized_sqrt import RecordingSampler
 
 GAUSS = {"epsilon": 1.0, "delta": 1e-6}
@@ -215,7 +215,7 @@ def test_vector_stream_holds_buffers_plus_one_rows() -> None:
 
 def test_shipped_parameters_and_registry() -> None:
     decay, _ = shipped_normalized_blt_parameters(1000, "max")
-    m = build_mechanism("normalized-blt", horizon=1000, **GAUSS, rng=0)
+    m = build_mechanism("normalized-blt", horizon=1000, budget=Budget(**GAUSS), rng=0)
     assert isinstance(m, NormalizedBLT) and m.budget.noise is not None
     assert m.budget.noise.value == "gaussian"
     best = NormalizedBLT.optimized(1024, objective="max", **GAUSS)

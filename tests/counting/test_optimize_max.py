@@ -28,7 +28,7 @@ from dpcount.counting.optimize_max import (
     shipped_max_weights,
 )
 from dpcount.counting.registry import build_mechanism, class_noise
-from dpcount.privacy import Participation
+from dpcount.privacy import Budget, Participation
 from dpcount.privacy.calibration import gaussian_sigma
 
 
@@ -163,7 +163,9 @@ def test_mechanism_registry_sensitivity_and_variances() -> None:
     unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
     assert m.budget.noise is not None and m.budget.noise.value == "gaussian"
     assert m.max_variance() / unit == pytest.approx(shipped_max_optima()[4]["max_loss"], rel=1e-9)
-    built = build_mechanism("dense-max-optimum", horizon=T, epsilon=1.0, delta=1e-6, rng=0)
+    built = build_mechanism(
+        "dense-max-optimum", horizon=T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0
+    )
     assert built.noise_scale == m.noise_scale
     np.testing.assert_array_equal(built.L, m.L)  # type: ignore[attr-defined]
     assert class_noise("dense-max-optimum", 1e-6) == "gaussian"
@@ -258,7 +260,11 @@ def test_plan_prints_the_loss_over_the_certified_lower_bound(
     bound = certified_lower_bound(64, "max")
     assert bound is not None
     assert "÷lower" in out and f"{bound.value:.5g}" in out and "γ₂ dual" in out
-    rows = [r for r in compare(64, 1.0, 1e-6, "max_variance") if r.certificate is not None]
+    rows = [
+        r
+        for r in compare(64, budget=Budget(epsilon=1.0, delta=1e-6), metric="max_variance")
+        if r.certificate is not None
+    ]
     for r in rows:
         ratio = r.certificate.ratio_to_lower_bound  # type: ignore[union-attr]
         assert ratio is not None and ratio >= 1.0

@@ -27,6 +27,7 @@ from dpcount.counting import (
     KaryTree,
     NormalizedBLT,
     NormalizedSqrtFactorization,
+    RowScaledSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
     ToeplitzFactorization,
@@ -70,6 +71,7 @@ COVERED = {
         "ToeplitzFactorization",
         "NormalizedSqrtFactorization",
         "NormalizedBLT",
+        "RowScaledSqrtFactorization",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -114,6 +116,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
             "delta": 1e-6,
             "rng": 0,
         },
+    ),
+    "RowScaledSqrtFactorization": (
+        RowScaledSqrtFactorization,
+        {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "NormalizedSqrtFactorization": (
         NormalizedSqrtFactorization,

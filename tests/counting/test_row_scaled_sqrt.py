@@ -14,7 +14,7 @@ from dpcount.counting import FactorizationMechanism
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import build_mechanism, class_noise
 from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
-from dpcount.privacy import Participation
+from dpcount.privacy import Budget, Participation
 from dpcount.privacy.calibration import gaussian_sigma
 
 KW: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
@@ -107,7 +107,7 @@ def test_stream_checkpoint_registry_and_errors(tmp_path: Path) -> None:
     np.testing.assert_allclose(first + rest, batch, atol=1e-12)
     restored = load_stream(tmp_path / "s.ckpt", expect=mech)
     np.testing.assert_array_equal([restored.update(float(v)) for v in x[10:]], rest)
-    built = build_mechanism("row-scaled-sqrt", horizon=T, **KW, rng=0)
+    built = build_mechanism("row-scaled-sqrt", horizon=T, budget=Budget(**KW), rng=0)
     assert isinstance(built, RowScaledSqrtFactorization) and built.noise_scale == mech.noise_scale
     assert class_noise("row-scaled-sqrt", 1e-6) == "gaussian"
     with pytest.raises(ValueError, match="delta"):
