@@ -102,6 +102,11 @@ _BLOCK_SCALAR = 32
 _BLOCK_VECTOR = 8
 #: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
 _MIN_ONE_PLUS_DECAY = 1e-6
+#: smallest decay and scale accepted: far above the subnormals, so that the root
+#: finder's offsets (scale × 1e-100) and squared distances stay normal floats
+_MIN_PARAMETER = 1e-100
+#: smallest relative gap between adjacent decays (the shipped tables keep >= 5e-11)
+_MIN_DECAY_GAP = 1e-13
 
 
 def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, Array]:
@@ -120,14 +125,25 @@ def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, A
         raise ValueError(
             f"output_scale must have one entry per buffer ({len(theta)}), got shape {omega.shape}"
         )
-    if not np.all(np.isfinite(theta)) or not np.all((theta > 0) & (theta < 1)):
-        raise ValueError(f"buffer_decay must lie in (0, 1), got {theta.tolist()}")
-    if not np.all(np.isfinite(omega)) or not np.all(omega > 0):
-        raise ValueError(f"output_scale must be positive and finite, got {omega.tolist()}")
+    if not np.all(np.isfinite(theta)) or not np.all((theta >= _MIN_PARAMETER) & (theta < 1)):
+        raise ValueError(
+            f"buffer_decay must lie in (0, 1), at least {_MIN_PARAMETER:g} (not subnormal), "
+            f"got {theta.tolist()}"
+        )
+    if not np.all(np.isfinite(omega)) or not np.all(omega >= _MIN_PARAMETER):
+        raise ValueError(
+            f"output_scale must be positive and finite, at least {_MIN_PARAMETER:g} (a "
+            f"smaller scale adds nothing and underflows the inverse's root finder), got "
+            f"{omega.tolist()}"
+        )
     order = np.argsort(theta, kind="stable")
     theta, omega = theta[order], omega[order]
-    if np.any(np.diff(theta) <= 0):
-        raise ValueError(f"buffer_decay must be distinct, got {theta.tolist()}")
+    if np.any(np.diff(theta) <= _MIN_DECAY_GAP * theta[1:]):
+        raise ValueError(
+            f"buffer_decay must be distinct, adjacent values apart by more than "
+            f"{_MIN_DECAY_GAP:g} relative (the inverse's roots lie between them), "
+            f"got {theta.tolist()}"
+        )
     stability = math.fsum(float(w) / (1.0 + float(t)) for t, w in zip(theta, omega, strict=True))
     if not stability < 1.0:
         raise ValueError(
@@ -210,7 +226,13 @@ def blt_inverse(buffer_decay: Any, output_scale: Any) -> BLTInverse:
     """
     theta_a, omega_a = check_blt_parameters(buffer_decay, output_scale)
     theta, omega = theta_a.tolist(), omega_a.tolist()
-    roots = [_root(theta, omega, i) for i in range(len(theta))]
+    try:
+        roots = [_root(theta, omega, i) for i in range(len(theta))]
+    except ArithmeticError as err:  # a root finder's failure is the parameters' problem
+        raise ValueError(
+            "buffer_decay and output_scale are numerically degenerate: the inverse BLT's "
+            f"roots cannot be computed ({err})"
+        ) from None
     lam = np.array([r[0] for r in roots])
     one_minus = np.array([r[1] for r in roots])
     gprime = np.array([r[2] for r in roots])

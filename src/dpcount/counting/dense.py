@@ -63,7 +63,17 @@ def _as_matrix(name: str, value: Any) -> NDArray[np.float64]:
     out = np.array(arr, dtype=np.float64)
     if not np.isfinite(out).all():
         raise ValueError(f"{name} must be finite")
+    if not float(np.max(np.abs(out))) <= _MAX_ENTRY:
+        raise ValueError(
+            f"{name} must hold entries of magnitude <= 2^100 (its products and norms must "
+            f"stay finite), got {float(np.max(np.abs(out))):.3g}"
+        )
     return out
+
+
+#: largest |entry| of L or R: the norms and products of a T×T pair (T <= 2^26) stay
+#: finite, and no useful factorization of the counting matrix comes near it
+_MAX_ENTRY = 2.0**100
 
 
 class DenseNoiseProcess:

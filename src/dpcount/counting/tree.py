@@ -246,7 +246,44 @@ class TreeNoiseProcess:
         ]
         partial = state_values(owner, "partial", st["partial"], self.dim, h + 1)
         self._buffer.load_state_dict(st["buffer"])
+        if self._integer:
+            self._check_integer_state(st["buffer"]["pending"], sums, partial)
         self._t, self._digits, self._sums, self._partial = t, digits, sums, partial
+
+    def _check_integer_state(
+        self, pending: NDArray[np.int64], sums: list[list[Any]], partial: list[Any]
+    ) -> None:
+        """Integer streams: the loaded values within the bounds the process keeps (every
+        sample within ``_sample_limit``, a node sum of i samples within i times it, the
+        partial noise the sum of the levels' last node sums), so no int64 operation of a
+        later step can overflow."""
+        owner, limit = "TreeNoiseProcess", self._sample_limit
+
+        def peak(value: Any) -> int:
+            return (
+                int(np.max(np.abs(value), initial=0))
+                if isinstance(value, np.ndarray)
+                else abs(value)
+            )
+
+        if peak(pending) > limit:  # the buffer's checked int64 array
+            raise ValueError(f"corrupt {owner} state: a buffered sample exceeds {limit}")
+        for j, level in enumerate(sums):
+            for i, value in enumerate(level):
+                if peak(value) > (i + 1) * limit:
+                    raise ValueError(
+                        f"corrupt {owner} state: sums[{j}][{i}] exceeds {(i + 1) * limit}"
+                    )
+        expect: Any = partial[self.height]
+        if peak(expect) != 0:
+            raise ValueError(f"corrupt {owner} state: partial[{self.height}] must be 0")
+        for j in range(self.height - 1, -1, -1):
+            if sums[j]:
+                expect = expect + sums[j][-1]
+            if not np.array_equal(partial[j], expect):
+                raise ValueError(
+                    f"corrupt {owner} state: partial[{j}] is not the sum of the levels above"
+                )
 
 
 class KaryTree(CountingMechanism):
