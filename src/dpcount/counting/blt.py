@@ -75,7 +75,12 @@ from scipy.signal import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import MAX_HORIZON, CountingMechanism
+from dpcount.counting.base import (
+    MAX_HORIZON,
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
@@ -733,6 +738,26 @@ class BLT(CountingMechanism):
         return cls(
             horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
         )
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
+        draw (the (n + 2)·d peak of :class:`BLTNoiseProcess`) and its arrays; scalar
+        streams compute 4096 steps ahead. ``buffers`` (None: the shipped best count)."""
+        T = check_integer("horizon", horizon, ge=1)
+        buffers = options.get("buffers")
+        n = len(shipped_blt_parameters(T)[0]) if buffers is None else int(buffers)
+        chunk = min(4096, T)  # scalar streams: pending Python floats, a chunk's arrays
+        fixed = 32 * 1024  # Python objects and the chunk matrices
+        stream = fixed + (
+            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
+        )
+        return MemoryEstimate(structure=64 * n, stream=stream)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"buffers": len(self.buffer_decay)}
 
     def _repr_fields(self) -> dict[str, object]:
         return {"buffers": len(self.buffer_decay)}

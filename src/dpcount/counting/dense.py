@@ -38,7 +38,12 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import as_array, check_integer, check_real, check_real_dtype
-from dpcount.counting.base import MAX_NOISE_COEFFICIENT, CountingMechanism
+from dpcount.counting.base import (
+    MAX_NOISE_COEFFICIENT,
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.optimize import optimize_dense
 from dpcount.counting.participation import (
     DENSE_LIMIT,
@@ -347,6 +352,21 @@ class FactorizationMechanism(CountingMechanism):
             fields["noise"] = "gaussian"
         decoder, encoder = _dense_optimum(T)
         return cls(decoder, encoder, budget=budget, rng=rng, **fields)
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """O(T·d): the stream draws its m·d samples at once and holds L z (T·d);
+        structure: L and R (2·T·m floats). ``measurements`` m (None: T)."""
+        T = check_integer("horizon", horizon, ge=1)
+        m = options.get("measurements")
+        m = T if m is None else int(m)
+        d = 1 if dim is None else dim
+        return MemoryEstimate(structure=16 * T * m, stream=8 * d * (T + m) + step_bytes(dim))
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"measurements": self.L.shape[1]}
 
     def _repr_fields(self) -> dict[str, object]:
         return {"measurements": self.L.shape[1]}

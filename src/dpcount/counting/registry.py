@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcount._validate import check_choice
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    available_memory,
+    format_bytes,
+    parse_bytes,
+)
 from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.honaker import Honaker
@@ -28,8 +34,10 @@ __all__ = [
     "REGISTRY",
     "Entry",
     "build_mechanism",
+    "check_memory",
     "class_noise",
     "default_noise",
+    "memory_estimate",
 ]
 
 
@@ -148,6 +156,61 @@ def class_noise(name: str, delta: float | None) -> str:
     return chosen
 
 
+#: the structure options each name's memory estimate reads (defaults of its builder)
+_MEMORY_OPTIONS = ("k", "subtract", "bands", "buffers")
+
+
+def memory_estimate(
+    name: str, horizon: int, dim: int | None = None, **options: Any
+) -> MemoryEstimate:
+    """Bytes mechanism ``name`` needs at ``horizon`` for steps of length ``dim`` (None:
+    scalar), as its class declares (:meth:`CountingMechanism.memory_estimate`); nothing
+    is allocated. ``options``: ``k``/``subtract`` (kary; default 19, True), ``bands``
+    (toeplitz), ``buffers`` (blt); the others' are ignored."""
+    check_choice("mechanism", name, MECHANISMS)
+    entry = next(e for e in REGISTRY if e.name == name)
+    given = {key: options[key] for key in _MEMORY_OPTIONS if options.get(key) is not None}
+    if entry.cls is not KaryTree:
+        given.pop("k", None)
+        given.pop("subtract", None)
+    return entry.cls.memory_estimate(horizon, dim, **given)
+
+
+def check_memory(
+    name: str, horizon: int, *, dim: int | None = None, memory: Any = None, **options: Any
+) -> MemoryEstimate:
+    """Refuse, before anything is allocated, a mechanism whose structure plus one stream
+    would exceed ``memory`` (bytes or a size like ``"2GiB"``; None: the machine's
+    available memory). Returns the estimate.
+
+    Raises:
+        ValueError: naming the horizon, the need, the limit and the mechanisms that
+            would fit (with their stream state).
+    """
+    estimate = memory_estimate(name, horizon, dim, **options)
+    limit = available_memory() if memory is None else parse_bytes("memory", memory)
+    if limit is None or estimate.total <= limit:
+        return estimate
+    fits = []
+    for other in MECHANISMS:
+        other_estimate = memory_estimate(other, horizon, dim)
+        if other_estimate.total <= limit:
+            fits.append((other_estimate.total, f"{other} ({format_bytes(other_estimate.total)})"))
+    source = "the machine's available memory" if memory is None else "the memory limit"
+    steps = "scalar steps" if dim is None else f"steps of length {dim}"
+    raise ValueError(
+        f"mechanism {name!r} at horizon {horizon} with {steps} needs about "
+        f"{format_bytes(estimate.total)} (structure {format_bytes(estimate.structure)}, "
+        f"stream state {format_bytes(estimate.stream)}), above {source} "
+        f"({format_bytes(limit)}); "
+        + (
+            "mechanisms that fit at this horizon: " + ", ".join(label for _, label in sorted(fits))
+            if fits
+            else "no mechanism fits at this horizon"
+        )
+    )
+
+
 def build_mechanism(name: str, **kwargs: Any) -> CountingMechanism:
     """``build_mechanism("kary", horizon=T, epsilon=1.0, k=19, subtract=True, ...)``.
 
@@ -156,6 +219,9 @@ def build_mechanism(name: str, **kwargs: Any) -> CountingMechanism:
     else :func:`class_noise` (the class default; Gaussian for BLT and Toeplitz, which
     then need ``delta``). ``bands`` (an int) selects the banded optimized Toeplitz
     factorization and is ignored by the other mechanisms, like ``k``/``subtract``.
+    Before anything is built, :func:`check_memory` refuses a mechanism whose structure
+    and stream (steps of length ``dim``, None: scalar) would exceed ``memory`` (bytes
+    or ``"2GiB"``; None: the available memory); ``memory`` also limits its streams.
 
     Raises:
         ValueError: an unknown name, or no ``noise`` and no ``delta`` for a mechanism
@@ -163,9 +229,16 @@ def build_mechanism(name: str, **kwargs: Any) -> CountingMechanism:
             errors otherwise.
     """
     check_choice("mechanism", name, MECHANISMS)
+    dim, memory = kwargs.pop("dim", None), kwargs.pop("memory", None)
+    if "horizon" in kwargs:  # else the constructor names the missing horizon
+        options = {key: kwargs.get(key) for key in _MEMORY_OPTIONS}
+        check_memory(name, kwargs["horizon"], dim=dim, memory=memory, **options)
     if kwargs.get("noise") is None:
         kwargs.pop("noise", None)
         delta = kwargs.get("delta")
         chosen = default_noise(name, delta, kwargs.get("step_sensitivity", 1.0))
         kwargs["noise"] = class_noise(name, delta) if chosen is None else chosen
-    return MECHANISMS[name](**kwargs)
+    mechanism = MECHANISMS[name](**kwargs)
+    if memory is not None:
+        mechanism.memory_limit = parse_bytes("memory", memory)
+    return mechanism

@@ -43,7 +43,12 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    noise_buffer_bytes,
+    step_bytes,
+)
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import Sensitivity, tree_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
@@ -388,6 +393,23 @@ class KaryTree(CountingMechanism):
             return "binary"
         return f"kary-{self.k}" + ("-sub" if self.subtract else "")
 
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: per level up to max|digit| node sums and one partial sum (h levels),
+        the noise buffer and a step's arrays; no structure arrays."""
+        k, subtract = options.get("k", 19), options.get("subtract", True)
+        system = DigitSystem.for_tree(check_integer("k", k, ge=2), bool(subtract))
+        h = system.height(check_integer("horizon", horizon, ge=1))
+        values = h * max(-system.low, system.high) + h + 1
+        value = 32 if dim is None else 8 * dim  # a Python int/float, or a row
+        stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
+        return MemoryEstimate(structure=0, stream=stream)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"k": self.k, "subtract": self.subtract}
+
     def _repr_fields(self) -> dict[str, object]:
         return {"k": self.k, "subtract": self.subtract, "height": self.height}
 
@@ -516,6 +538,13 @@ class BinaryTree(KaryTree):
             budget=Budget.resolve(budget, fields, owner="BinaryTree"),
             rng=rng,
         )
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """The k = 2 tree without subtraction (:meth:`KaryTree.memory_estimate`)."""
+        return KaryTree.memory_estimate(horizon, dim, k=2, subtract=False)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}
