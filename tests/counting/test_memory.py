@@ -2,9 +2,11 @@
 issue 20 item 2).
 
 The declared stream state is compared with tracemalloc's peak of a real small stream:
-for vector streams within a factor 1.5 either way (measured 1.00–1.15 at T = 128–1024,
-d = 256); for scalar streams, whose state is a few KiB of Python objects, the peak is
-at most twice the declaration plus 64 KiB.
+for vector streams the peak is at most 1.5× the declaration and at least 1/2.5 of it
+(the trees declare twice their buffer and node values, since node values pin old
+buffer blocks: measured 0.5–1.15 at T = 128, d = 256, and 0.66–1.0 at d = 10^5 with
+benchmarks/bench_memory.py); for scalar streams, whose state is a few KiB of Python
+objects, the peak is at most twice the declaration plus 64 KiB.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ QUICK = ("binary", "blt", "sqrt")
 )
 def test_declared_stream_state_matches_tracemalloc(name: str) -> None:
     declared, peak = _peak(name, 128, 256)
-    assert declared / 1.5 <= peak <= 1.5 * declared, (format_bytes(declared), format_bytes(peak))
+    assert declared / 2.5 <= peak <= 1.5 * declared, (format_bytes(declared), format_bytes(peak))
     declared, peak = _peak(name, 64, None)
     assert peak <= 2 * declared + 64 * 1024, (format_bytes(declared), format_bytes(peak))
 
@@ -74,7 +76,7 @@ def test_estimates_follow_the_structure() -> None:
     assert memory_estimate("toeplitz", 2**16, d, bands=10).stream == 16 * 10 * d + 3 * 8 * d
     tree_small = memory_estimate("binary", 2**10, d).stream
     tree_big = memory_estimate("binary", 2**20, d).stream
-    assert tree_big - tree_small == 10 * (1 + 1) * 8 * d  # 10 more levels: a node, a partial
+    assert tree_big - tree_small == 2 * 10 * (1 + 1) * 8 * d  # 10 levels: a node, a partial
 
 
 def test_huge_horizon_is_refused_fast_without_allocating() -> None:

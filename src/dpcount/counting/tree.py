@@ -404,7 +404,7 @@ class KaryTree(CountingMechanism):
         h = system.height(check_integer("horizon", horizon, ge=1))
         values = h * max(-system.low, system.high) + h + 1
         value = 32 if dim is None else 8 * dim  # a Python int/float, or a row
-        stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
+        stream = 2 * (values * value + noise_buffer_bytes(dim)) + step_bytes(dim)
         return MemoryEstimate(structure=0, stream=stream)
 
     def _memory_options(self) -> dict[str, Any]:
