@@ -155,3 +155,12 @@ def test_memory_sizes_parse() -> None:
 def test_blt_declares_its_buffers() -> None:
     m = BLT(16, buffer_decay=[0.3, 0.5, 0.9], output_scale=[0.1, 0.1, 0.1], epsilon=1.0, delta=1e-6)
     assert m.stream_state_bytes(1000) == 32 * 1024 + 8 * 1000 * (3 + 2) + 3 * 8 * 1000
+
+
+def test_only_mechanisms_that_run_at_the_horizon_are_named() -> None:
+    """The optimized Toeplitz (T <= 2^16) and the dense optimum (T <= 2048) would fit a
+    scalar stream at 10^6 steps but cannot be built there: not suggested."""
+    with pytest.raises(ValueError, match=r"mechanisms that fit at this horizon: input") as info:
+        check_memory("sqrt", 10**6, memory="40MiB")
+    assert "blt" in str(info.value)
+    assert "toeplitz" not in str(info.value) and "dense-optimum" not in str(info.value)

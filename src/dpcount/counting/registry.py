@@ -16,13 +16,13 @@ from dpcount.counting.base import (
     parse_bytes,
 )
 from dpcount.counting.blt import BLT
-from dpcount.counting.dense import FactorizationMechanism
+from dpcount.counting.dense import DENSE_OPTIMUM_MAX_HORIZON, FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
-from dpcount.counting.toeplitz_opt import ToeplitzFactorization
+from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON, ToeplitzFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
 from dpcount.privacy.budget import NoiseKind
 
@@ -53,12 +53,16 @@ class Entry:
             shipped optimized parameters).
         noise: the continuous noise the name defaults to when it is not the class's
             ``default_noise`` (the dense optimum: Gaussian, the loss it minimizes).
+        max_horizon: the largest horizon the name builds, None for any (memory
+            refusals name only mechanisms that can run at the horizon).
     """
 
     name: str | None
     cls: type[CountingMechanism]
     factory: Callable[..., CountingMechanism] | None = None
     noise: NoiseKind | None = None
+    #: the largest horizon the name builds (its factory's limit), None: any
+    max_horizon: int | None = None
 
     def build(self, **kw: Any) -> CountingMechanism:
         """Build with the common keywords; the tree options ``k``/``subtract`` are
@@ -82,7 +86,12 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("input", InputPerturbation),
     Entry("blt", BLT, factory=BLT.optimized),  # shipped mean-optimized parameters
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
-    Entry("toeplitz", ToeplitzFactorization, factory=ToeplitzFactorization.optimized),
+    Entry(
+        "toeplitz",
+        ToeplitzFactorization,
+        factory=ToeplitzFactorization.optimized,
+        max_horizon=MAX_OPTIMIZED_HORIZON,
+    ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
     Entry("normalized-sqrt", NormalizedSqrtFactorization),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
@@ -91,6 +100,7 @@ REGISTRY: tuple[Entry, ...] = (
         FactorizationMechanism,
         factory=FactorizationMechanism.optimal,
         noise=NoiseKind.GAUSSIAN,
+        max_horizon=DENSE_OPTIMUM_MAX_HORIZON,
     ),
 )
 
@@ -192,7 +202,10 @@ def check_memory(
     if limit is None or estimate.total <= limit:
         return estimate
     fits = []
-    for other in MECHANISMS:
+    for entry in REGISTRY:
+        other = entry.name
+        if other is None or (entry.max_horizon is not None and horizon > entry.max_horizon):
+            continue
         other_estimate = memory_estimate(other, horizon, dim)
         if other_estimate.total <= limit:
             fits.append((other_estimate.total, f"{other} ({format_bytes(other_estimate.total)})"))
