@@ -21,7 +21,15 @@ import pytest
 from dpcount.cli import main
 from dpcount.counting import BLT, SqrtFactorization
 from dpcount.counting.base import format_bytes, parse_bytes
-from dpcount.counting.registry import MECHANISMS, build_mechanism, check_memory, memory_estimate
+from dpcount.counting.registry import (
+    GAUSSIAN_ONLY,
+    MECHANISMS,
+    REGISTRY,
+    build_mechanism,
+    check_memory,
+    memory_estimate,
+)
+from dpcount.privacy.budget import NoiseKind
 
 
 def _noise(name: str) -> str:
@@ -164,3 +172,20 @@ def test_only_mechanisms_that_run_at_the_horizon_are_named() -> None:
         check_memory("sqrt", 10**6, memory="40MiB")
     assert "blt" in str(info.value)
     assert "toeplitz" not in str(info.value) and "dense-optimum" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_declared_noise_families_are_what_the_constructor_takes(name: str) -> None:
+    """The registry reads each class's declared noise families (e.g. ``GAUSSIAN_ONLY``);
+    the declaration must agree with what its constructor accepts."""
+    entry = next(e for e in REGISTRY if e.name == name)
+    for kind in NoiseKind:
+        delta = None if kind in (NoiseKind.LAPLACE, NoiseKind.DISCRETE_LAPLACE) else 1e-6
+        try:
+            build_mechanism(name, horizon=8, epsilon=1.0, delta=delta, noise=kind.value, rng=1)
+            accepted = True
+        except ValueError as err:
+            assert "not available" in str(err), err
+            accepted = False
+        assert accepted == (kind in entry.cls.noise_families()), (name, kind)
+    assert (name in GAUSSIAN_ONLY) == (entry.cls.noise_families() == {NoiseKind.GAUSSIAN})

@@ -315,6 +315,20 @@ class CountingMechanism(ABC):
     max_noise_coefficient: float | None = None
     #: the noise kind used when the budget names none
     default_noise: ClassVar[NoiseKind] = NoiseKind.LAPLACE
+    #: the continuous noise kinds this class is calibrated for (the discrete ones come
+    #: with ``supports_discrete_noise``); read by the registry (:meth:`noise_families`)
+    continuous_noise: ClassVar[frozenset[NoiseKind]] = frozenset(
+        {NoiseKind.LAPLACE, NoiseKind.GAUSSIAN}
+    )
+
+    @classmethod
+    def noise_families(cls) -> frozenset[NoiseKind]:
+        """Every noise kind this class can be calibrated for, as it declares it."""
+        discrete = {NoiseKind.DISCRETE_LAPLACE, NoiseKind.DISCRETE_GAUSSIAN}
+        return cls.continuous_noise | (
+            frozenset(discrete) if cls.supports_discrete_noise else frozenset()
+        )
+
     #: the memory limit (bytes) a stream's noise state must fit, checked when the stream
     #: starts; None: the machine's available memory (:func:`available_memory`)
     memory_limit: int | None = None

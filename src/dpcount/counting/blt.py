@@ -692,6 +692,7 @@ class BLT(CountingMechanism):
 
     name = "blt"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
     def __init__(
         self,

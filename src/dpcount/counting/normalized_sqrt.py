@@ -646,6 +646,7 @@ class NormalizedSqrtFactorization(CountingMechanism):
 
     name = "normalized-sqrt"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
     #: largest |B′[t, j]|: B′[t, t] = e_t ≤ 1 and |B′[t, j]| ≤ Σ_s |g_s| ≤ 2 (for
     #: Laplace tail bounds, which are never used: Gaussian only)
     max_noise_coefficient = 2.0

@@ -137,9 +137,12 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
     return "discrete-laplace" if delta is None else "discrete-gaussian"
 
 
-#: names calibrated for Gaussian noise only (they refuse every other noise kind)
+#: names calibrated for Gaussian noise only (they refuse every other noise kind), as
+#: their classes declare (``noise_families``)
 GAUSSIAN_ONLY: frozenset[str] = frozenset(
-    e.name for e in REGISTRY if e.name is not None and e.cls in (BLT, ToeplitzFactorization)
+    e.name
+    for e in REGISTRY
+    if e.name is not None and e.cls.noise_families() == {NoiseKind.GAUSSIAN}
 )
 
 

@@ -580,6 +580,7 @@ class ToeplitzFactorization(CountingMechanism):
 
     name = "toeplitz"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
     def __init__(
         self,
