@@ -27,6 +27,13 @@ __all__ = [
 
 _REAL_TYPES = (float, int, np.floating, np.integer)
 
+#: Largest magnitude of a saved noise value. A stream's values are sums of samples of
+#: variance <= 2^900 (``MAX_SAMPLE_VARIANCE``) with bounded coefficients, so no stream
+#: reaches 2^500; a larger one is forged, and a few of them could sum to infinity.
+MAX_STATE_MAGNITUDE = 2.0**500
+#: Largest magnitude of a saved integer value: int64 sums of a few of them stay exact.
+MAX_STATE_INT = 2**62
+
 
 def _fail(owner: str, field: str, problem: str) -> ValueError:
     return ValueError(f"corrupt {owner} state: {field} {problem}")
@@ -66,8 +73,13 @@ def state_value(owner: str, field: str, value: object, dim: int | None) -> Any:
     if dim is None:
         if isinstance(value, bool) or not isinstance(value, _REAL_TYPES):
             raise _fail(owner, field, f"must be a real number, got {type(value).__name__}")
-        if not math.isfinite(float(value)):
+        if isinstance(value, (int, np.integer)):
+            if not -MAX_STATE_INT < int(value) < MAX_STATE_INT:
+                raise _fail(owner, field, f"must have magnitude < 2^62, got {int(value)}")
+        elif not math.isfinite(float(value)):
             raise _fail(owner, field, f"must be finite, got {value!r}")
+        elif not abs(float(value)) <= MAX_STATE_MAGNITUDE:
+            raise _fail(owner, field, f"must have magnitude <= 2^500, got {float(value)!r}")
         return value
     return state_array(owner, field, value, rows=None, dim=dim)
 
@@ -115,5 +127,14 @@ def state_array(
             bad &= ~np.isnan(value)
         if bad.any():
             raise _fail(owner, field, "must be finite")
+        with np.errstate(invalid="ignore"):
+            if (np.abs(value) > MAX_STATE_MAGNITUDE).any():
+                raise _fail(owner, field, "must hold values of magnitude <= 2^500")
+    elif (
+        value.dtype.kind in "iu"
+        and value.size
+        and not (int(np.min(value)) > -MAX_STATE_INT and int(np.max(value)) < MAX_STATE_INT)
+    ):
+        raise _fail(owner, field, "must hold integers of magnitude < 2^62")
     out: NDArray[Any] = value.copy()
     return out

@@ -80,7 +80,13 @@ COVERED = {
         "UnboundedCounter",
         "UnboundedStream",  # through UnboundedCounter.stream() below
     },
-    "dpcount.counting.registry": {"build_mechanism", "class_noise", "default_noise"},
+    "dpcount.counting.registry": {
+        "build_mechanism",
+        "check_memory",
+        "class_noise",
+        "default_noise",
+        "memory_estimate",
+    },
 }
 
 T = 12
@@ -561,3 +567,13 @@ def test_unbounded_stream_refuses_steps_of_a_changing_shape(
     assert s.step == before  # a refused step is not consumed
     s.update(first)
     assert s.step == before + 1
+
+
+def test_memory_estimates_refuse_bad_input() -> None:
+    from dpcount.counting.registry import check_memory, memory_estimate
+
+    assert_rejects(lambda: memory_estimate("nope", 8), ValueError, "mechanism", value="nope")
+    assert_rejects(lambda: memory_estimate("sqrt", 0), ValueError, "horizon")
+    assert_rejects(lambda: memory_estimate("kary", 8, k=1), ValueError, r"\bk\b")
+    assert_rejects(lambda: check_memory("sqrt", 8, memory="lots"), ValueError, "memory")
+    assert_rejects(lambda: check_memory("sqrt", 8, memory=1.5), TypeError, "memory")

@@ -18,7 +18,13 @@ from dpcount._cli.common import (
 )
 from dpcount.analysis.choice import choose
 from dpcount.analysis.compare import METRICS, NORMALIZED_SQRT_COMPARE_LIMIT, Candidate, compare
-from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+from dpcount.counting.base import available_memory, format_bytes, parse_bytes
+from dpcount.counting.registry import (
+    DISCRETE_CAPABLE,
+    MECHANISMS,
+    build_mechanism,
+    memory_estimate,
+)
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
 from dpcount.privacy.budget import Budget
 
@@ -80,7 +86,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="largest change of one step between neighbouring inputs (default 1)",
     )
+    p.add_argument(
+        "--dim",
+        type=int,
+        default=None,
+        help="length of a vector step (e.g. a model's gradient size): rank only mechanisms "
+        "whose stream fits in --memory and show each row's stream state (default: scalar "
+        "steps)",
+    )
+    p.add_argument(
+        "--memory",
+        default=None,
+        help="memory limit for the mechanism and one stream, e.g. 2GiB or 500MB (default with "
+        "--dim: the machine's available memory)",
+    )
     add_participation_arguments(p)
+
+
+def _memory_note(args: argparse.Namespace) -> str | None:
+    """Which mechanisms --dim/--memory left out, or None without them."""
+    if args.dim is None and args.memory is None:
+        return None
+    if args.dim is not None and args.dim < 1:
+        raise ValueError(f"--dim must be >= 1, got {args.dim}")
+    limit = available_memory() if args.memory is None else parse_bytes("--memory", args.memory)
+    if limit is None:
+        return None
+    left_out = [
+        f"{name} ({format_bytes(estimate.total)})"
+        for name in MECHANISMS
+        if (estimate := memory_estimate(name, args.horizon, args.dim)).total > limit
+    ]
+    steps = "scalar steps" if args.dim is None else f"steps of length {args.dim:,}"
+    text = f"Memory limit {format_bytes(limit)} for the mechanism and one stream of {steps}"
+    if left_out:
+        text += "; left out (need): " + ", ".join(left_out)
+    return text + "."
 
 
 def _ratio(value: float) -> str:
@@ -103,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
     if args.ranges:
         from dpcount._cli._plan_ranges import run_ranges
 
+        for flag, value in (("--dim", args.dim), ("--memory", args.memory)):
+            if value is not None:
+                raise ValueError(f"{flag} is not used with --ranges (a static release)")
+
         return run_ranges(args)
     for flag, given in (("--size", args.size), ("--workload", args.workload != "all")):
         if given:
@@ -116,7 +161,15 @@ def run(args: argparse.Namespace) -> int:
         step_sensitivity=args.sensitivity,
         participation=schema,
     )
-    rows = compare(args.horizon, budget=budget, metric=args.metric, beta=args.beta)
+    rows = compare(
+        args.horizon,
+        budget=budget,
+        metric=args.metric,
+        beta=args.beta,
+        dim=args.dim,
+        memory=args.memory,
+    )
+    args.memory_note = _memory_note(args)
     con = out_console(80)
     con.print(_table(args, rows, schema))
     _notes(con, args, rows, schema)
@@ -141,6 +194,8 @@ def _table(args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any) -
     table.add_column(f"ℓ∞ (β={args.beta:g})", justify="right")
     if schema is not None:
         table.add_column("sens")
+    if args.memory_note is not None:
+        table.add_column("stream", justify="right")
     reference = next((r.certificate for r in rows if r.certificate is not None), None)
     if reference is not None:  # Gaussian rows exist (a delta was given)
         table.add_column("÷best", justify="right")
@@ -160,6 +215,8 @@ def _table(args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any) -
         sens = []
         if schema is not None:
             sens = ["?" if r.sensitivity is None else _sens(r.sensitivity.exact)]
+        if args.memory_note is not None:
+            sens.append("?" if r.stream_bytes is None else format_bytes(r.stream_bytes))
         table.add_row(
             str(i),
             escape(r.label),
@@ -179,6 +236,8 @@ def _notes(
 ) -> None:
     """What the columns mean and which mechanisms are left out."""
     reference = next((r.certificate for r in rows if r.certificate is not None), None)
+    if args.memory_note is not None:
+        con.print(args.memory_note + " stream = the noise state one stream holds at its peak.")
     if schema is not None:
         con.print(
             f"Every row is calibrated to user-level ({schema.max_participations}, "
@@ -242,6 +301,11 @@ def _recommendation(
         f"Recommendation: [bold]{best.label}[/] with {best.noise} noise ({best.guarantee}); "
         f"exact RMSE {math.sqrt(best.mse):.4g}, largest std {math.sqrt(best.max_variance):.4g}, "
         f"all errors ≤ {best.linf:.4g} with probability ≥ {1 - args.beta:g}."
+        + (
+            ""
+            if args.memory_note is None or best.stream_bytes is None
+            else f" Stream state {format_bytes(best.stream_bytes)}."
+        )
     )
     if best.certificate is not None:
         cert = best.certificate

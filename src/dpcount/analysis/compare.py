@@ -30,9 +30,9 @@ from dpcount.analysis.certificates import (
     certify,
     dense_optimum_losses,
 )
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import CountingMechanism, available_memory, parse_bytes
 from dpcount.counting.participation import Sensitivity
-from dpcount.counting.registry import build_mechanism
+from dpcount.counting.registry import MECHANISMS, build_mechanism, memory_estimate
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
 from dpcount.privacy.budget import (
     Budget,
@@ -111,6 +111,10 @@ class Candidate:
     bands: int | None = None
     participation: Participation | None = None
     sensitivity: Sensitivity | None = None
+    #: bytes of one stream's noise state for steps of length ``dim`` (None: scalar)
+    #: as the mechanism's class declares it (``memory_estimate``)
+    stream_bytes: int | None = None
+    dim: int | None = None
 
     @property
     def value(self) -> float:
@@ -287,6 +291,8 @@ def compare(
     step_sensitivity: float | None = None,
     k_values: Iterable[int] = range(2, 65),
     participation: Participation | None = None,
+    dim: int | None = None,
+    memory: int | str | None = None,
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
@@ -334,6 +340,12 @@ def compare(
         k_values: branching factors searched for the trees.
         epsilon, delta, step_sensitivity, participation: deprecated: the budget's
             fields instead of ``budget=`` (DeprecationWarning).
+        dim: the length of a vector step (None: scalar steps). Each row's
+            ``stream_bytes`` is its class's declared stream state for it.
+        memory: with ``dim`` or alone: only mechanisms whose structure and one stream
+            fit in ``memory`` (bytes or a size like ``"2GiB"``; None with a ``dim``:
+            the machine's available memory) are listed; they are skipped before
+            anything is built.
 
     Returns:
         Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
@@ -368,31 +380,46 @@ def compare(
         schema.check_horizon(T)
     noises = ("laplace",) if dlt is None else ("laplace", "gaussian")
     rows: list[Candidate] = []
+    d = None if dim is None else check_integer("dim", dim, ge=1)
+    limit = None
+    if memory is not None:
+        limit = parse_bytes("memory", memory)
+    elif d is not None:
+        limit = available_memory()
+
+    def fits(name: str, **opts: object) -> int | None:
+        """The row's declared stream bytes, or None when it does not fit the limit."""
+        estimate = memory_estimate(name, T, d, **opts)
+        return None if limit is not None and estimate.total > limit else estimate.stream
 
     def add(
         label: str, name: str, noise: str, calibration: str | None = None, **opts: object
     ) -> None:
+        stream_bytes = fits(name, **opts)
+        if stream_bytes is None:
+            return
+        # the registry's builder itself: an analysis allocates no stream, so the
+        # build-time memory check (for T·d streams) does not apply here
         row_budget = budget.replace(noise=noise, calibration=calibration)
-        mech = build_mechanism(name, horizon=T, budget=row_budget, rng=0, **opts)
+        mech = MECHANISMS[name](horizon=T, budget=row_budget, rng=0, **opts)
         k = opts.get("k")
         sub = opts.get("subtract")
         bands = opts.get("bands")
-        rows.append(
-            _row(
-                label,
-                name,
-                mech,
-                k=None if k is None else int(k),  # type: ignore[call-overload]
-                subtract=None if sub is None else bool(sub),
-                epsilon=eps,
-                delta=dlt,
-                step=step,
-                beta=b,
-                metric=metric,
-                bands=None if bands is None else int(bands),  # type: ignore[call-overload]
-                participation=schema,
-            )
+        row = _row(
+            label,
+            name,
+            mech,
+            k=None if k is None else int(k),  # type: ignore[call-overload]
+            subtract=None if sub is None else bool(sub),
+            epsilon=eps,
+            delta=dlt,
+            step=step,
+            beta=b,
+            metric=metric,
+            bands=None if bands is None else int(bands),  # type: ignore[call-overload]
+            participation=schema,
         )
+        rows.append(replace(row, stream_bytes=stream_bytes, dim=d))
 
     ks_all = [check_integer("k", k, ge=2) for k in check_iterable("k_values", k_values)]
     for noise in noises:
@@ -426,8 +453,10 @@ def compare(
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
                 add("normalized-sqrt", "normalized-sqrt", noise)
             dense = None if schema is not None else dense_optimum_losses(T)
-            if dense is not None:  # shipped (powers of 2 ≤ 2048) or cheap (T ≤ 128)
-                rows.append(_dense_row(dense, T, eps, dlt, step, b, metric))
+            dense_bytes = None if dense is None else fits("dense-optimum")
+            if dense is not None and dense_bytes is not None:  # shipped or cheap (T ≤ 128)
+                row = _dense_row(dense, T, eps, dlt, step, b, metric)
+                rows.append(replace(row, stream_bytes=dense_bytes, dim=d))
             if T <= MAX_OPTIMIZED_HORIZON:  # optimized on the fly (Gaussian only)
                 add("toeplitz", "toeplitz", noise)
                 sep = None if schema is None else schema.min_separation
@@ -435,6 +464,11 @@ def compare(
                     add(f"toeplitz-b{sep}", "toeplitz", noise, bands=sep)
         else:
             add("sqrt", "sqrt", noise)
+    if not rows:
+        raise ValueError(
+            f"no mechanism's structure and stream fit in the memory limit ({memory!r}) at "
+            f"horizon {T} with steps of length {d or 1}"
+        )
     if schema is not None:
         rows = _schema_certificates(rows, schema)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))

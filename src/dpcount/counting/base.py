@@ -44,8 +44,10 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -83,15 +85,125 @@ __all__ = [
     "NEIGHBOURING",
     "CountingMechanism",
     "CountingStream",
+    "MemoryEstimate",
     "NoiseProcess",
     "add_noise",
+    "available_memory",
     "exact_quotients",
+    "format_bytes",
+    "parse_bytes",
 ]
 
 #: Largest horizon: step counts and digit arithmetic stay exact in float64/int64.
 MAX_HORIZON = 2**53
 
 NEIGHBOURING = Neighbouring.EVENT_LEVEL.description
+
+
+# -- memory ---------------------------------------------------------------------------------
+#: bytes of one float64
+_F8 = 8
+#: bytes a NoiseBuffer holds at its peak for one vector stream: a block of about 2^20
+#: values (or one row of ``dim``), twice while the sampler makes a block
+_BUFFER_VALUES = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a mechanism needs, declared by its class from its structure (no allocation).
+
+    Attributes:
+        structure: the mechanism object's own arrays (coefficients, kernels, matrices).
+        stream: the peak of one stream's noise state for vector steps of length ``dim``
+            (scalar steps: ``dim`` 1 plus the blocks computed ahead), including the
+            transient arrays of a step.
+    """
+
+    structure: int
+    stream: int
+
+    @property
+    def total(self) -> int:
+        """Structure plus one stream."""
+        return self.structure + self.stream
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in binary units, e.g. ``7.6 MiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_UNITS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}
+
+
+def parse_bytes(name: str, value: object) -> int:
+    """A memory size: an int of bytes, or a string such as ``"2GiB"``, ``"500 MB"``,
+    ``"1.5G"`` (binary units with ``i``, decimal without).
+
+    Raises:
+        ValueError: an unreadable or non-positive size, naming ``name``.
+        TypeError: neither an int nor a str.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{name} must be bytes (an int) or a size like '2GiB', got {value!r}")
+    if isinstance(value, int):
+        size = value
+    else:
+        text = value.strip().upper().replace(" ", "")
+        number = text.rstrip("BI")
+        unit = number[-1:] if number[-1:] in "KMGT" and number else ""
+        number = number[: len(number) - len(unit)]
+        binary = "I" in text[len(number) :]
+        try:
+            amount = float(number)
+        except ValueError:
+            raise ValueError(
+                f"{name} must be a size like '2GiB' or '500MB', got {value!r}"
+            ) from None
+        scale = 1024 ** "_KMGT".index(unit) if binary and unit else _UNITS[unit]
+        if not math.isfinite(amount):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        size = int(amount * scale)
+    if size < 1:
+        raise ValueError(f"{name} must be a positive size, got {value!r}")
+    return size
+
+
+def available_memory() -> int | None:
+    """The machine's available memory in bytes: ``MemAvailable`` of /proc/meminfo (Linux),
+    else the free physical pages (``os.sysconf``); None where neither is known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def noise_buffer_bytes(dim: int | None) -> int:
+    """Peak bytes of a :class:`~dpcount.privacy.noise.NoiseBuffer` (samples drawn ahead).
+
+    The trees double it with their node values: a node value taken from the buffer is a
+    row view that keeps its whole drawn block alive, so old blocks stay pinned
+    (measured at d = 10^5: up to 1.73× the single count)."""
+    if dim is None:
+        return 1024 * 32  # 1024 Python floats
+    return 2 * _F8 * max(_BUFFER_VALUES, dim)
+
+
+def step_bytes(dim: int | None) -> int:
+    """Transient bytes of one step: the input, the running sum and the returned release."""
+    return 3 * _F8 * (1 if dim is None else dim)
 
 
 def exact_quotients(numerators: Any, denominator: int) -> Any:
@@ -228,6 +340,66 @@ class CountingMechanism(ABC):
     max_noise_coefficient: float | None = None
     #: the noise kind used when the budget names none
     default_noise: ClassVar[NoiseKind] = NoiseKind.LAPLACE
+    #: the continuous noise kinds this class is calibrated for (the discrete ones come
+    #: with ``supports_discrete_noise``); read by the registry (:meth:`noise_families`)
+    continuous_noise: ClassVar[frozenset[NoiseKind]] = frozenset(
+        {NoiseKind.LAPLACE, NoiseKind.GAUSSIAN}
+    )
+
+    @classmethod
+    def noise_families(cls) -> frozenset[NoiseKind]:
+        """Every noise kind this class can be calibrated for, as it declares it."""
+        discrete = {NoiseKind.DISCRETE_LAPLACE, NoiseKind.DISCRETE_GAUSSIAN}
+        return cls.continuous_noise | (
+            frozenset(discrete) if cls.supports_discrete_noise else frozenset()
+        )
+
+    #: the memory limit (bytes) a stream's noise state must fit, checked when the stream
+    #: starts; None: the machine's available memory (:func:`available_memory`)
+    memory_limit: int | None = None
+
+    # -- memory (declared by each class, read by the registry, compare and streams) ----
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """The bytes a mechanism of this class needs at ``horizon`` for vector steps of
+        length ``dim`` (None: scalar steps), from its structure alone: nothing is
+        allocated. ``options`` are the structure's (``k``/``subtract`` for trees,
+        ``buffers`` for BLT, ``bands`` for Toeplitz); others are ignored.
+
+        Every registered class declares it; a class that does not raises
+        NotImplementedError (its streams are then not checked)."""
+        raise NotImplementedError(f"{cls.__name__} does not declare its memory")
+
+    def _memory_options(self) -> dict[str, Any]:
+        """The structure options :meth:`memory_estimate` needs for this instance."""
+        return {}
+
+    def stream_state_bytes(self, dim: int | None = None) -> int:
+        """Peak bytes of one stream's noise state for steps of length ``dim``."""
+        return type(self).memory_estimate(self.horizon, dim, **self._memory_options()).stream
+
+    def _check_stream_memory(self, dim: int | None) -> None:
+        """Refuse, before allocating, a stream whose noise state exceeds the limit."""
+        limit = self.memory_limit if self.memory_limit is not None else available_memory()
+        try:
+            need = self.stream_state_bytes(dim)
+        except NotImplementedError:
+            return
+        if limit is None or need <= limit:
+            return
+        fits = fitting_mechanisms(self.horizon, dim, limit)
+        raise ValueError(
+            f"a {type(self).__name__} stream at horizon {self.horizon} with steps of length "
+            f"{1 if dim is None else dim} needs about {format_bytes(need)} of noise state, "
+            f"above the memory limit {format_bytes(limit)}"
+            + (
+                f"; mechanisms whose stream fits: {', '.join(fits)}"
+                if fits
+                else "; no mechanism's stream fits"
+            )
+        )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Every counting mechanism calibrates to a participation schema (this class's
@@ -578,6 +750,31 @@ class CountingMechanism(ABC):
         return f"{self!r}: {guarantee}"
 
 
+def _concrete_classes() -> list[type[CountingMechanism]]:
+    out: list[type[CountingMechanism]] = []
+    todo = list(CountingMechanism.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        todo.extend(cls.__subclasses__())
+        if not getattr(cls, "__abstractmethods__", None) and cls not in out:
+            out.append(cls)
+    return out
+
+
+def fitting_mechanisms(horizon: int, dim: int | None, limit: int) -> list[str]:
+    """Class names of the defined mechanisms whose structure plus stream at ``horizon``
+    (default options) fits in ``limit`` bytes, with their stream state, smallest first."""
+    rows = []
+    for cls in _concrete_classes():
+        try:
+            estimate = cls.memory_estimate(horizon, dim)
+        except (TypeError, ValueError, NotImplementedError):
+            continue  # needs options to say (e.g. a dense factorization's shape)
+        if estimate.total <= limit:
+            rows.append((estimate.stream, f"{cls.__name__} ({format_bytes(estimate.stream)})"))
+    return [label for _, label in sorted(rows)]
+
+
 class CountingStream:
     """Step-by-step release: ``update(x_t)`` returns the private prefix sum at t.
 
@@ -613,6 +810,7 @@ class CountingStream:
 
     def _start(self, dim: int | None) -> NoiseProcess:
         self.mechanism._check_step_shape(1 if dim is None else 2)
+        self.mechanism._check_stream_memory(dim)
         self._dim = dim
         if dim is not None:
             self._sum = np.zeros(dim, dtype=np.int64 if self._integer else np.float64)

@@ -75,7 +75,12 @@ from scipy.signal import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import MAX_HORIZON, CountingMechanism
+from dpcount.counting.base import (
+    MAX_HORIZON,
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
@@ -106,6 +111,11 @@ _BLOCK_VECTOR = 8
 _STEP_COLUMNS = 16384
 #: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
 _MIN_ONE_PLUS_DECAY = 1e-6
+#: smallest decay and scale accepted: far above the subnormals, so that the root
+#: finder's offsets (scale × 1e-100) and squared distances stay normal floats
+_MIN_PARAMETER = 1e-100
+#: smallest relative gap between adjacent decays (the shipped tables keep >= 5e-11)
+_MIN_DECAY_GAP = 1e-13
 
 
 def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, Array]:
@@ -124,14 +134,25 @@ def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, A
         raise ValueError(
             f"output_scale must have one entry per buffer ({len(theta)}), got shape {omega.shape}"
         )
-    if not np.all(np.isfinite(theta)) or not np.all((theta > 0) & (theta < 1)):
-        raise ValueError(f"buffer_decay must lie in (0, 1), got {theta.tolist()}")
-    if not np.all(np.isfinite(omega)) or not np.all(omega > 0):
-        raise ValueError(f"output_scale must be positive and finite, got {omega.tolist()}")
+    if not np.all(np.isfinite(theta)) or not np.all((theta >= _MIN_PARAMETER) & (theta < 1)):
+        raise ValueError(
+            f"buffer_decay must lie in (0, 1), at least {_MIN_PARAMETER:g} (not subnormal), "
+            f"got {theta.tolist()}"
+        )
+    if not np.all(np.isfinite(omega)) or not np.all(omega >= _MIN_PARAMETER):
+        raise ValueError(
+            f"output_scale must be positive and finite, at least {_MIN_PARAMETER:g} (a "
+            f"smaller scale adds nothing and underflows the inverse's root finder), got "
+            f"{omega.tolist()}"
+        )
     order = np.argsort(theta, kind="stable")
     theta, omega = theta[order], omega[order]
-    if np.any(np.diff(theta) <= 0):
-        raise ValueError(f"buffer_decay must be distinct, got {theta.tolist()}")
+    if np.any(np.diff(theta) <= _MIN_DECAY_GAP * theta[1:]):
+        raise ValueError(
+            f"buffer_decay must be distinct, adjacent values apart by more than "
+            f"{_MIN_DECAY_GAP:g} relative (the inverse's roots lie between them), "
+            f"got {theta.tolist()}"
+        )
     stability = math.fsum(float(w) / (1.0 + float(t)) for t, w in zip(theta, omega, strict=True))
     if not stability < 1.0:
         raise ValueError(
@@ -214,7 +235,13 @@ def blt_inverse(buffer_decay: Any, output_scale: Any) -> BLTInverse:
     """
     theta_a, omega_a = check_blt_parameters(buffer_decay, output_scale)
     theta, omega = theta_a.tolist(), omega_a.tolist()
-    roots = [_root(theta, omega, i) for i in range(len(theta))]
+    try:
+        roots = [_root(theta, omega, i) for i in range(len(theta))]
+    except ArithmeticError as err:  # a root finder's failure is the parameters' problem
+        raise ValueError(
+            "buffer_decay and output_scale are numerically degenerate: the inverse BLT's "
+            f"roots cannot be computed ({err})"
+        ) from None
     lam = np.array([r[0] for r in roots])
     one_minus = np.array([r[1] for r in roots])
     gprime = np.array([r[2] for r in roots])
@@ -678,6 +705,7 @@ class BLT(CountingMechanism):
 
     name = "blt"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
     def __init__(
         self,
@@ -724,6 +752,26 @@ class BLT(CountingMechanism):
         return cls(
             horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
         )
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
+        draw (the (n + 2)·d peak of :class:`BLTNoiseProcess`) and its arrays; scalar
+        streams compute 4096 steps ahead. ``buffers`` (None: the shipped best count)."""
+        T = check_integer("horizon", horizon, ge=1)
+        buffers = options.get("buffers")
+        n = len(shipped_blt_parameters(T)[0]) if buffers is None else int(buffers)
+        chunk = min(4096, T)  # scalar streams: pending Python floats, a chunk's arrays
+        fixed = 32 * 1024  # Python objects and the chunk matrices
+        stream = fixed + (
+            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
+        )
+        return MemoryEstimate(structure=64 * n, stream=stream)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"buffers": len(self.buffer_decay)}
 
     def _repr_fields(self) -> dict[str, object]:
         return {"buffers": len(self.buffer_decay)}

@@ -398,7 +398,7 @@ def _rebuild_mechanism(
     generator, rng_state = _rebuild_generator(header["rng"], arrays)
     try:
         mechanism = cls(**config["kwargs"], rng=generator)
-    except (TypeError, ValueError, OverflowError) as err:
+    except (TypeError, ValueError, ArithmeticError) as err:  # ArithmeticError: a safety net
         raise ValueError(f"cannot rebuild the {cls.__name__}: {err}") from None
     saved_sampler = _canonical(decode(header["sampler"], arrays, "sampler"), "sampler")
     saved_privacy = _canonical(decode(header["privacy"], arrays, "privacy"), "privacy")
@@ -530,7 +530,14 @@ def load_stream(
         raise CheckpointMismatchError(f"checkpoint {name}: {err}", fields=err.fields) from None
     except ValueError as err:
         raise ValueError(f"checkpoint {name}: {err}") from None
-    except (TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as err:
+    except (
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        ArithmeticError,
+        RecursionError,
+    ) as err:
         # A safety net: every field is checked above, but a refusal must never
         # surface as anything but a ValueError naming the file.
         raise ValueError(f"checkpoint {name}: corrupt ({type(err).__name__}: {err})") from None

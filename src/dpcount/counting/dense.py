@@ -44,7 +44,12 @@ from dpcount._validate import (
     check_real,
     check_real_dtype,
 )
-from dpcount.counting.base import MAX_NOISE_COEFFICIENT, CountingMechanism
+from dpcount.counting.base import (
+    MAX_NOISE_COEFFICIENT,
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.optimize import optimize_dense
 from dpcount.counting.optimize_max import dense_max_factors
 from dpcount.counting.participation import (
@@ -70,7 +75,17 @@ def _as_matrix(name: str, value: Any) -> NDArray[np.float64]:
     out = np.array(arr, dtype=np.float64)
     if not np.isfinite(out).all():
         raise ValueError(f"{name} must be finite")
+    if not float(np.max(np.abs(out))) <= _MAX_ENTRY:
+        raise ValueError(
+            f"{name} must hold entries of magnitude <= 2^100 (its products and norms must "
+            f"stay finite), got {float(np.max(np.abs(out))):.3g}"
+        )
     return out
+
+
+#: largest |entry| of L or R: the norms and products of a T×T pair (T <= 2^26) stay
+#: finite, and no useful factorization of the counting matrix comes near it
+_MAX_ENTRY = 2.0**100
 
 
 class DenseNoiseProcess:
@@ -357,6 +372,21 @@ class FactorizationMechanism(CountingMechanism):
         else:
             decoder, encoder = _dense_optimum(T)
         return cls(decoder, encoder, budget=budget, rng=rng, **fields)
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """O(T·d): the stream draws its m·d samples at once and holds L z (T·d);
+        structure: L and R (2·T·m floats). ``measurements`` m (None: T)."""
+        T = check_integer("horizon", horizon, ge=1)
+        m = options.get("measurements")
+        m = T if m is None else int(m)
+        d = 1 if dim is None else dim
+        return MemoryEstimate(structure=16 * T * m, stream=8 * d * (T + m) + step_bytes(dim))
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"measurements": self.L.shape[1]}
 
     def _repr_fields(self) -> dict[str, object]:
         return {"measurements": self.L.shape[1]}

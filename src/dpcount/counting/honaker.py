@@ -49,7 +49,12 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    noise_buffer_bytes,
+    step_bytes,
+)
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
@@ -696,6 +701,17 @@ class Honaker(CountingMechanism):
     ) -> None:
         self.height = check_integer("horizon", horizon, ge=1).bit_length()
         super().__init__(horizon, budget=Budget.resolve(budget, fields, owner="Honaker"), rng=rng)
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: the left nodes and partial sums of the log2(T) + 1 levels, the noise
+        buffer and a step's arrays."""
+        levels = check_integer("horizon", horizon, ge=1).bit_length()
+        value = 32 if dim is None else 8 * dim
+        stream = 2 * ((2 * levels + 3) * value + noise_buffer_bytes(dim)) + step_bytes(dim)
+        return MemoryEstimate(structure=0, stream=stream)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

@@ -18,7 +18,12 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_int, state_keys, state_value
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    noise_buffer_bytes,
+    step_bytes,
+)
 from dpcount.counting.participation import Sensitivity, SensitivityMethod
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
@@ -133,6 +138,15 @@ class InputPerturbation(CountingMechanism):
 
     name = "input"
     max_noise_coefficient = 1.0
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: the running noise sum, the noise buffer and a step's arrays."""
+        check_integer("horizon", horizon, ge=1)
+        value = 32 if dim is None else 8 * dim
+        return MemoryEstimate(structure=0, stream=value + noise_buffer_bytes(dim) + step_bytes(dim))
 
     def __init__(
         self,

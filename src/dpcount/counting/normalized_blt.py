@@ -61,7 +61,7 @@ from scipy.signal import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
 from dpcount.counting.blt import (
     BLTInverse,
     _ratios,
@@ -537,6 +537,29 @@ class NormalizedBLT(CountingMechanism):
 
     name = "normalized-blt"
     default_noise = NoiseKind.GAUSSIAN
+
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
+        draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
+        compute a chunk of steps ahead. Structure: the parameters and the variances
+        kept for T ≤ 2^20. ``buffers`` (None: the shipped count)."""
+        T = check_integer("horizon", horizon, ge=1)
+        buffers = options.get("buffers")
+        n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
+        chunk = min(4096, T)
+        fixed = 32 * 1024
+        stream = fixed + (
+            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
+        )
+        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20), stream=stream)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"buffers": len(self.buffer_decay)}
 
     def __init__(
         self,

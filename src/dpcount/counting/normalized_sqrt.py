@@ -65,7 +65,11 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_keys
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
@@ -642,9 +646,23 @@ class NormalizedSqrtFactorization(CountingMechanism):
 
     name = "normalized-sqrt"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
     #: largest |B′[t, j]|: B′[t, t] = e_t ≤ 1 and |B′[t, j]| ≤ Σ_s |g_s| ≤ 2 (for
     #: Laplace tail bounds, which are never used: Gaussian only)
     max_noise_coefficient = 2.0
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """O(T·d): the stream keeps every z drawn (T·d at the end) and computes its noise
+        in doubling blocks by FFT (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess`);
+        measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
+        is extended, the last block's noise and the FFT buffers). Structure: the
+        kernel f(0..T−1) and the column weights."""
+        T = check_integer("horizon", horizon, ge=1)
+        d = 1 if dim is None else dim
+        return MemoryEstimate(structure=16 * T, stream=48 * T * d + step_bytes(dim))
 
     def __init__(
         self,

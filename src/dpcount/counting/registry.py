@@ -8,9 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcount._validate import check_choice
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    available_memory,
+    format_bytes,
+    parse_bytes,
+)
 from dpcount.counting.blt import BLT
-from dpcount.counting.dense import FactorizationMechanism
+from dpcount.counting.dense import DENSE_OPTIMUM_MAX_HORIZON, FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
 from dpcount.counting.normalized_blt import NormalizedBLT
@@ -18,7 +24,7 @@ from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
 from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
-from dpcount.counting.toeplitz_opt import ToeplitzFactorization
+from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON, ToeplitzFactorization
 from dpcount.counting.tree import BinaryTree, KaryTree
 from dpcount.privacy.budget import Budget, MissingDeltaError, NoiseKind, accept_participation
 from dpcount.privacy.rng import RNGLike
@@ -31,8 +37,10 @@ __all__ = [
     "REGISTRY",
     "Entry",
     "build_mechanism",
+    "check_memory",
     "class_noise",
     "default_noise",
+    "memory_estimate",
 ]
 
 
@@ -48,12 +56,16 @@ class Entry:
             shipped optimized parameters).
         noise: the continuous noise the name defaults to when it is not the class's
             ``default_noise`` (the dense optimum: Gaussian, the loss it minimizes).
+        max_horizon: the largest horizon the name builds, None for any (memory
+            refusals name only mechanisms that can run at the horizon).
     """
 
     name: str | None
     cls: type[CountingMechanism]
     factory: Callable[..., CountingMechanism] | None = None
     noise: NoiseKind | None = None
+    #: the largest horizon the name builds (its factory's limit), None: any
+    max_horizon: int | None = None
 
     def build(self, **kw: Any) -> CountingMechanism:
         """Build with the common keywords; the tree options ``k``/``subtract`` are
@@ -83,7 +95,12 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("input", InputPerturbation),
     Entry("blt", BLT, factory=BLT.optimized),  # shipped mean-optimized parameters
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
-    Entry("toeplitz", ToeplitzFactorization, factory=ToeplitzFactorization.optimized),
+    Entry(
+        "toeplitz",
+        ToeplitzFactorization,
+        factory=ToeplitzFactorization.optimized,
+        max_horizon=MAX_OPTIMIZED_HORIZON,
+    ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
     Entry("normalized-sqrt", NormalizedSqrtFactorization),
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
@@ -94,6 +111,7 @@ REGISTRY: tuple[Entry, ...] = (
         FactorizationMechanism,
         factory=FactorizationMechanism.optimal,
         noise=NoiseKind.GAUSSIAN,
+        max_horizon=DENSE_OPTIMUM_MAX_HORIZON,
     ),
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
     # optimized on first use otherwise (horizon <= 2048)
@@ -137,11 +155,12 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
     return "discrete-laplace" if delta is None else "discrete-gaussian"
 
 
-#: names calibrated for Gaussian noise only (they refuse every other noise kind)
+#: names calibrated for Gaussian noise only (they refuse every other noise kind), as
+#: their classes declare (``noise_families``)
 GAUSSIAN_ONLY: frozenset[str] = frozenset(
     e.name
     for e in REGISTRY
-    if e.name is not None and e.cls in (BLT, ToeplitzFactorization, RowScaledSqrtFactorization)
+    if e.name is not None and e.cls.noise_families() == {NoiseKind.GAUSSIAN}
 )
 
 
@@ -179,6 +198,63 @@ _BUDGET_FIELDS = (
     "participation",
 )
 
+#: the structure options each name's memory estimate reads (defaults of its builder)
+_MEMORY_OPTIONS = ("k", "subtract", "bands", "buffers")
+
+
+def memory_estimate(
+    name: str, horizon: int, dim: int | None = None, **options: Any
+) -> MemoryEstimate:
+    """Bytes mechanism ``name`` needs at ``horizon`` for steps of length ``dim`` (None:
+    scalar), as its class declares (:meth:`CountingMechanism.memory_estimate`); nothing
+    is allocated. ``options``: ``k``/``subtract`` (kary; default 19, True), ``bands``
+    (toeplitz), ``buffers`` (blt); the others' are ignored."""
+    check_choice("mechanism", name, MECHANISMS)
+    entry = next(e for e in REGISTRY if e.name == name)
+    given = {key: options[key] for key in _MEMORY_OPTIONS if options.get(key) is not None}
+    if entry.cls is not KaryTree:
+        given.pop("k", None)
+        given.pop("subtract", None)
+    return entry.cls.memory_estimate(horizon, dim, **given)
+
+
+def check_memory(
+    name: str, horizon: int, *, dim: int | None = None, memory: Any = None, **options: Any
+) -> MemoryEstimate:
+    """Refuse, before anything is allocated, a mechanism whose structure plus one stream
+    would exceed ``memory`` (bytes or a size like ``"2GiB"``; None: the machine's
+    available memory). Returns the estimate.
+
+    Raises:
+        ValueError: naming the horizon, the need, the limit and the mechanisms that
+            would fit (with their stream state).
+    """
+    estimate = memory_estimate(name, horizon, dim, **options)
+    limit = available_memory() if memory is None else parse_bytes("memory", memory)
+    if limit is None or estimate.total <= limit:
+        return estimate
+    fits = []
+    for entry in REGISTRY:
+        other = entry.name
+        if other is None or (entry.max_horizon is not None and horizon > entry.max_horizon):
+            continue
+        other_estimate = memory_estimate(other, horizon, dim)
+        if other_estimate.total <= limit:
+            fits.append((other_estimate.total, f"{other} ({format_bytes(other_estimate.total)})"))
+    source = "the machine's available memory" if memory is None else "the memory limit"
+    steps = "scalar steps" if dim is None else f"steps of length {dim}"
+    raise ValueError(
+        f"mechanism {name!r} at horizon {horizon} with {steps} needs about "
+        f"{format_bytes(estimate.total)} (structure {format_bytes(estimate.structure)}, "
+        f"stream state {format_bytes(estimate.stream)}), above {source} "
+        f"({format_bytes(limit)}); "
+        + (
+            "mechanisms that fit at this horizon: " + ", ".join(label for _, label in sorted(fits))
+            if fits
+            else "no mechanism fits at this horizon"
+        )
+    )
+
 
 def build_mechanism(
     name: str,
@@ -195,6 +271,9 @@ def build_mechanism(
     :func:`class_noise` (the class default; Gaussian for BLT and Toeplitz, which
     then need δ). ``bands`` (an int) selects the banded optimized Toeplitz
     factorization and is ignored by the other mechanisms, like ``k``/``subtract``.
+    Before anything is built, :func:`check_memory` refuses a mechanism whose structure
+    and stream (steps of length ``dim``, None: scalar) would exceed ``memory`` (bytes
+    or ``"2GiB"``; None: the available memory); ``memory`` also limits its streams.
 
     Args:
         name: a registry name (:data:`MECHANISMS`).
@@ -212,6 +291,9 @@ def build_mechanism(
         TypeError: ``budget`` and its fields both given, or neither.
     """
     check_choice("mechanism", name, MECHANISMS)
+    dim, memory = kwargs.pop("dim", None), kwargs.pop("memory", None)
+    options = {key: kwargs.get(key) for key in _MEMORY_OPTIONS}
+    check_memory(name, horizon, dim=dim, memory=memory, **options)
     fields = {k: kwargs.pop(k) for k in _BUDGET_FIELDS if k in kwargs}
     if fields.get("noise", "") is None:
         del fields["noise"]  # noise=None: the default, as before
@@ -221,4 +303,7 @@ def build_mechanism(
         resolved = resolved.replace(
             noise=class_noise(name, resolved.delta) if chosen is None else chosen
         )
-    return MECHANISMS[name](horizon=horizon, budget=resolved, rng=rng, **kwargs)
+    mechanism = MECHANISMS[name](horizon=horizon, budget=resolved, rng=rng, **kwargs)
+    if memory is not None:
+        mechanism.memory_limit = parse_bytes("memory", memory)
+    return mechanism

@@ -37,7 +37,7 @@ from numpy.polynomial import chebyshev
 from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
 from dpcount.counting.dense import DenseNoiseProcess
 from dpcount.counting.toeplitz import sqrt_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
@@ -168,6 +168,19 @@ class RowScaledSqrtFactorization(CountingMechanism):
 
     name = "row-scaled-sqrt"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """O(T·d), as for :class:`~dpcount.counting.SqrtFactorization`: the stream draws
+        every z and computes all T noise values per coordinate when it starts (one FFT);
+        declared like the square root's peak (about 6·T·d floats). Structure: the
+        weights, norms and cached variances (a few T floats)."""
+        T = check_integer("horizon", horizon, ge=1)
+        d = 1 if dim is None else dim
+        return MemoryEstimate(structure=32 * T, stream=48 * T * d + step_bytes(dim))
 
     def __init__(
         self,

@@ -39,7 +39,12 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    noise_buffer_bytes,
+    step_bytes,
+)
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -346,6 +351,17 @@ class SmoothBinary(CountingMechanism):
         super().__init__(
             horizon, budget=Budget.resolve(budget, fields, owner="SmoothBinary"), rng=rng
         )
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: h node values and h + 1 partial sums, the noise buffer and a step's
+        arrays."""
+        h = smooth_binary_height(check_integer("horizon", horizon, ge=1))
+        value = 32 if dim is None else 8 * dim
+        stream = 2 * ((2 * h + 1) * value + noise_buffer_bytes(dim)) + step_bytes(dim)
+        return MemoryEstimate(structure=0, stream=stream)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

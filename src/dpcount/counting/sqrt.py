@@ -30,7 +30,11 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.toeplitz import (
     causal_convolution,
@@ -279,6 +283,19 @@ class SqrtFactorization(CountingMechanism):
     max_noise_coefficient = 1.0
 
     default_noise = NoiseKind.GAUSSIAN
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """O(T·d): the stream keeps every z drawn (T·d at the end) and computes its noise
+        in doubling blocks by FFT (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess`);
+        measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
+        is extended, the last block's noise and the FFT buffers). Structure: the
+        kernel f(0..T−1)."""
+        T = check_integer("horizon", horizon, ge=1)
+        d = 1 if dim is None else dim
+        return MemoryEstimate(structure=8 * T, stream=48 * T * d + step_bytes(dim))
 
     def __init__(
         self,

@@ -62,7 +62,13 @@ from scipy.signal import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer, check_real_array
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import MAX_HORIZON, MAX_NOISE_COEFFICIENT, CountingMechanism
+from dpcount.counting.base import (
+    MAX_HORIZON,
+    MAX_NOISE_COEFFICIENT,
+    CountingMechanism,
+    MemoryEstimate,
+    step_bytes,
+)
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.toeplitz import sqrt_coefficients
@@ -574,6 +580,7 @@ class ToeplitzFactorization(CountingMechanism):
 
     name = "toeplitz"
     default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
     def __init__(
         self,
@@ -626,6 +633,20 @@ class ToeplitzFactorization(CountingMechanism):
         n = None if bands is None else check_integer("bands", bands, ge=1, le=T)
         coefficients = list(_optimized_cached(T, objective, n))
         return cls(T, coefficients=coefficients, budget=budget, rng=rng, **fields)
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: the filter state of bands − 1 rows and its copy inside ``lfilter``,
+        (2·bands)·d floats, and a step's arrays; scalar streams compute 4096 steps ahead.
+        ``bands`` (None: the full band, T)."""
+        T = check_integer("horizon", horizon, ge=1)
+        bands = options.get("bands")
+        b = T if bands is None else min(T, int(bands))
+        chunk = min(4096, T)
+        stream = 16 * b + chunk * (32 + 8 * 4) if dim is None else 16 * b * dim + step_bytes(dim)
+        return MemoryEstimate(structure=8 * b, stream=stream)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"bands": len(self.coefficients)}

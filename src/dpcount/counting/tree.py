@@ -43,7 +43,12 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_int, state_keys, state_values
 from dpcount._validate import check_integer
-from dpcount.counting.base import CountingMechanism
+from dpcount.counting.base import (
+    CountingMechanism,
+    MemoryEstimate,
+    noise_buffer_bytes,
+    step_bytes,
+)
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import Sensitivity, tree_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
@@ -246,7 +251,44 @@ class TreeNoiseProcess:
         ]
         partial = state_values(owner, "partial", st["partial"], self.dim, h + 1)
         self._buffer.load_state_dict(st["buffer"])
+        if self._integer:
+            self._check_integer_state(st["buffer"]["pending"], sums, partial)
         self._t, self._digits, self._sums, self._partial = t, digits, sums, partial
+
+    def _check_integer_state(
+        self, pending: NDArray[np.int64], sums: list[list[Any]], partial: list[Any]
+    ) -> None:
+        """Integer streams: the loaded values within the bounds the process keeps (every
+        sample within ``_sample_limit``, a node sum of i samples within i times it, the
+        partial noise the sum of the levels' last node sums), so no int64 operation of a
+        later step can overflow."""
+        owner, limit = "TreeNoiseProcess", self._sample_limit
+
+        def peak(value: Any) -> int:
+            return (
+                int(np.max(np.abs(value), initial=0))
+                if isinstance(value, np.ndarray)
+                else abs(value)
+            )
+
+        if peak(pending) > limit:  # the buffer's checked int64 array
+            raise ValueError(f"corrupt {owner} state: a buffered sample exceeds {limit}")
+        for j, level in enumerate(sums):
+            for i, value in enumerate(level):
+                if peak(value) > (i + 1) * limit:
+                    raise ValueError(
+                        f"corrupt {owner} state: sums[{j}][{i}] exceeds {(i + 1) * limit}"
+                    )
+        expect: Any = partial[self.height]
+        if peak(expect) != 0:
+            raise ValueError(f"corrupt {owner} state: partial[{self.height}] must be 0")
+        for j in range(self.height - 1, -1, -1):
+            if sums[j]:
+                expect = expect + sums[j][-1]
+            if not np.array_equal(partial[j], expect):
+                raise ValueError(
+                    f"corrupt {owner} state: partial[{j}] is not the sum of the levels above"
+                )
 
 
 class KaryTree(CountingMechanism):
@@ -350,6 +392,23 @@ class KaryTree(CountingMechanism):
         if self.k == 2 and not self.subtract:
             return "binary"
         return f"kary-{self.k}" + ("-sub" if self.subtract else "")
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: per level up to max|digit| node sums and one partial sum (h levels),
+        the noise buffer and a step's arrays; no structure arrays."""
+        k, subtract = options.get("k", 19), options.get("subtract", True)
+        system = DigitSystem.for_tree(check_integer("k", k, ge=2), bool(subtract))
+        h = system.height(check_integer("horizon", horizon, ge=1))
+        values = h * max(-system.low, system.high) + h + 1
+        value = 32 if dim is None else 8 * dim  # a Python int/float, or a row
+        stream = 2 * (values * value + noise_buffer_bytes(dim)) + step_bytes(dim)
+        return MemoryEstimate(structure=0, stream=stream)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"k": self.k, "subtract": self.subtract}
 
     def _repr_fields(self) -> dict[str, object]:
         return {"k": self.k, "subtract": self.subtract, "height": self.height}
@@ -479,6 +538,13 @@ class BinaryTree(KaryTree):
             budget=Budget.resolve(budget, fields, owner="BinaryTree"),
             rng=rng,
         )
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """The k = 2 tree without subtraction (:meth:`KaryTree.memory_estimate`)."""
+        return KaryTree.memory_estimate(horizon, dim, k=2, subtract=False)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

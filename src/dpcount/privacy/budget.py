@@ -44,6 +44,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from dataclasses import dataclass
 from enum import Enum
@@ -320,6 +321,16 @@ def accept_participation(owner: str) -> None:
     _PARTICIPATION_AWARE.add(owner)
 
 
+def _normal(name: str, value: float) -> float:
+    """A positive value that is a normal float: a subnormal one (below 2.2e-308) divides
+    to infinity in the calibrations."""
+    if value < sys.float_info.min:
+        raise ValueError(
+            f"{name} must be at least {sys.float_info.min:.17g} (a normal float), got {value!r}"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Budget:
     """A validated privacy budget: what the user asks a mechanism for.
@@ -357,20 +368,23 @@ class Budget:
         fix = object.__setattr__
         schema = Participation.parse(self.participation)
         fix(self, "participation", None if schema is None or schema.is_single else schema)
-        fix(self, "epsilon", check_real("epsilon", self.epsilon, gt=0))
+        fix(self, "epsilon", _normal("epsilon", check_real("epsilon", self.epsilon, gt=0)))
         if self.delta is not None:
-            fix(self, "delta", check_probability("delta", self.delta))
+            fix(self, "delta", _normal("delta", check_probability("delta", self.delta)))
         if self.noise is not None:
             fix(self, "noise", NoiseKind.parse("noise", self.noise))
         if self.calibration is not None:
             fix(self, "calibration", CalibrationRule.parse("calibration", self.calibration))
-        fix(self, "step_sensitivity", check_real("step_sensitivity", self.step_sensitivity, gt=0))
+        fix(
+            self,
+            "step_sensitivity",
+            _normal(
+                "step_sensitivity", check_real("step_sensitivity", self.step_sensitivity, gt=0)
+            ),
+        )
         if self.step_l2_sensitivity is not None:
-            fix(
-                self,
-                "step_l2_sensitivity",
-                check_real("step_l2_sensitivity", self.step_l2_sensitivity, gt=0),
-            )
+            l2 = check_real("step_l2_sensitivity", self.step_l2_sensitivity, gt=0)
+            fix(self, "step_l2_sensitivity", _normal("step_l2_sensitivity", l2))
         if self.noise is not None and self.noise.is_gaussian and self.delta is None:
             raise MissingDeltaError(
                 f"delta must be given for noise={self.noise.value!r} "
