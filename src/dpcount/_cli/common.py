@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
+import os
 import sys
 from collections.abc import Iterator
 from typing import IO
@@ -11,6 +13,7 @@ from typing import IO
 from rich.console import Console
 from rich.markup import escape
 
+from dpcount.durable.atomic import PUBLIC, atomic_file
 from dpcount.privacy.budget import Participation
 
 __all__ = [
@@ -121,10 +124,33 @@ def participation_from(
 
 
 @contextlib.contextmanager
-def open_output(path: str | None) -> Iterator[IO[str]]:
-    """The output file (atomic replace not needed: a partial file is visibly partial), or stdout."""
+def open_output(path: str | None, *, live: bool = False) -> Iterator[IO[str]]:
+    """The output file, or stdout (``None`` or ``-``).
+
+    A file is written through the one atomic writer
+    (:func:`dpcount.durable.atomic.atomic_file`, released-output permissions): an
+    unpredictable temporary name created ``O_EXCL`` in the target's folder, renamed
+    over ``path`` once complete, so a planted symlink is never followed and a failed
+    run leaves the old file. ``live``: a stream whose lines must be visible as they are
+    released (``dpcount count -``) writes ``path`` directly, opened ``O_NOFOLLOW``
+    (a symlink there is refused, never followed).
+    """
     if path is None or path == "-":
         yield sys.stdout
         return
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        yield fh
+    if live:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(path, flags, 0o666)
+        except OSError as exc:
+            if os.path.islink(path):
+                raise ValueError(f"--output {path} is a symbolic link: not followed") from None
+            raise ValueError(f"--output {path}: {exc.strerror}") from None
+        with open(fd, "w", newline="", encoding="utf-8") as fh:
+            yield fh
+        return
+    with atomic_file(path, mode=PUBLIC) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        yield text
+        text.flush()
+        text.detach()  # atomic_file closes and renames the binary file

@@ -482,7 +482,7 @@ def _run_live(args: argparse.Namespace) -> int:
     mech: CountingMechanism | UnboundedCounter
     mech = build_unbounded(args) if args.horizon is None else build(args, args.horizon, None)
     post = args.round or args.clamp
-    with open_output(args.output) as out:
+    with open_output(args.output, live=True) as out:
         out.write(",".join(header(args, post)) + "\n")
         out.flush()
         stream = mech.stream()
