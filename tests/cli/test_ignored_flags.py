@@ -112,6 +112,11 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("NAME", ["reproduce", "fhu-table", "--list"], "error", "NAME is for running an experiment"),
     # sample: --output without a NAME (the listing) would be ignored
     ("--output", ["sample", "--output", "{tmp}/s.csv"], "error", "--output needs NAME"),
+    # plan --ranges: a static release, no stream
+    ("--dim", ["plan", "--ranges", "--size", "64", "--epsilon", "1", "--dim", "10"],
+     "error", "--dim is not used with --ranges"),
+    ("--memory", ["plan", "--ranges", "--size", "64", "--epsilon", "1", "--memory", "1GiB"],
+     "error", "--memory is not used with --ranges"),
 ]  # fmt: skip
 
 #: subcommand -> the options every path that accepts them honours (checked by reading

@@ -53,7 +53,11 @@ def mechanism_file(
     tmp: Path, name: str, noise: str, delta: float | None, dim: int | None, steps: int = 5
 ) -> bytes:
     m = build_mechanism(
-        name, horizon=8, epsilon=1.0, delta=delta, noise=noise, rng=_generator(), bands=3
+        name,
+        horizon=8,
+        budget=Budget(epsilon=1.0, delta=delta, noise=noise),
+        rng=_generator(),
+        bands=3,
     )
     s = m.stream()
     for _ in range(steps):

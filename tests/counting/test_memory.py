@@ -29,6 +29,7 @@ from dpcount.counting.registry import (
     check_memory,
     memory_estimate,
 )
+from dpcount.privacy import Budget
 from dpcount.privacy.budget import NoiseKind
 
 
@@ -43,7 +44,11 @@ def _noise(name: str) -> str:
 def _peak(name: str, horizon: int, dim: int | None) -> tuple[int, int]:
     """(declared stream bytes, tracemalloc peak of a stream run to the horizon)."""
     m = build_mechanism(
-        name, horizon=horizon, epsilon=1.0, delta=1e-6, noise=_noise(name), rng=1, bands=None
+        name,
+        horizon=horizon,
+        budget=Budget(epsilon=1.0, delta=1e-6, noise=_noise(name)),
+        rng=1,
+        bands=None,
     )
     x = np.ones(dim) if dim else 1.0
     declared = m.stream_state_bytes(dim)
@@ -101,7 +106,9 @@ def test_huge_horizon_is_refused_fast_without_allocating() -> None:
                 r"this horizon: .*blt"
             ),
         ):
-            build_mechanism("sqrt", horizon=10**9, epsilon=1.0, delta=1e-6, memory="2GiB")
+            build_mechanism(
+                "sqrt", horizon=10**9, budget=Budget(epsilon=1.0, delta=1e-6), memory="2GiB"
+            )
         elapsed = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -182,7 +189,9 @@ def test_declared_noise_families_are_what_the_constructor_takes(name: str) -> No
     for kind in NoiseKind:
         delta = None if kind in (NoiseKind.LAPLACE, NoiseKind.DISCRETE_LAPLACE) else 1e-6
         try:
-            build_mechanism(name, horizon=8, epsilon=1.0, delta=delta, noise=kind.value, rng=1)
+            build_mechanism(
+                name, horizon=8, budget=Budget(epsilon=1.0, delta=delta, noise=kind), rng=1
+            )
             accepted = True
         except ValueError as err:
             assert "not available" in str(err), err

@@ -19,9 +19,12 @@ from dpcount.counting.blt import BLT
 from dpcount.counting.dense import DENSE_OPTIMUM_MAX_HORIZON, FactorizationMechanism
 from dpcount.counting.honaker import Honaker
 from dpcount.counting.input_perturbation import InputPerturbation
-from dpcount.counting.normalized_blt import NormalizedBLT
-from dpcount.counting.normalized_sqrt import NormalizedSqrtFactorization
-from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
+from dpcount.counting.normalized_blt import NORMALIZED_BLT_MAX_HORIZON, NormalizedBLT
+from dpcount.counting.normalized_sqrt import (
+    NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
+    NormalizedSqrtFactorization,
+)
+from dpcount.counting.row_scaled_sqrt import ROW_SCALED_MAX_HORIZON, RowScaledSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
 from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON, ToeplitzFactorization
@@ -102,9 +105,18 @@ REGISTRY: tuple[Entry, ...] = (
         max_horizon=MAX_OPTIMIZED_HORIZON,
     ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
-    Entry("normalized-sqrt", NormalizedSqrtFactorization),
+    Entry(
+        "normalized-sqrt",
+        NormalizedSqrtFactorization,
+        max_horizon=NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
+    ),
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
-    Entry("normalized-blt", NormalizedBLT, factory=NormalizedBLT.optimized),
+    Entry(
+        "normalized-blt",
+        NormalizedBLT,
+        factory=NormalizedBLT.optimized,
+        max_horizon=NORMALIZED_BLT_MAX_HORIZON,
+    ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
         "dense-optimum",
@@ -116,10 +128,14 @@ REGISTRY: tuple[Entry, ...] = (
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
     # optimized on first use otherwise (horizon <= 2048)
     Entry(
-        "dense-max-optimum", FactorizationMechanism, factory=_dense_max, noise=NoiseKind.GAUSSIAN
+        "dense-max-optimum",
+        FactorizationMechanism,
+        factory=_dense_max,
+        noise=NoiseKind.GAUSSIAN,
+        max_horizon=DENSE_OPTIMUM_MAX_HORIZON,
     ),
     # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
-    Entry("row-scaled-sqrt", RowScaledSqrtFactorization),
+    Entry("row-scaled-sqrt", RowScaledSqrtFactorization, max_horizon=ROW_SCALED_MAX_HORIZON),
 )
 
 #: name -> builder taking horizon, the budget keywords (epsilon, delta, noise,
