@@ -174,6 +174,11 @@ def parse_bytes(name: str, value: object) -> int:
     return size
 
 
+#: a stream state this small is never refused against the machine's memory (its check
+#: would cost more than the stream)
+_ALWAYS_FITS = 64 * 1024 * 1024
+
+
 def available_memory() -> int | None:
     """The machine's available memory in bytes: ``MemAvailable`` of /proc/meminfo (Linux),
     else the free physical pages (``os.sysconf``); None where neither is known."""
@@ -382,11 +387,13 @@ class CountingMechanism(ABC):
 
     def _check_stream_memory(self, dim: int | None) -> None:
         """Refuse, before allocating, a stream whose noise state exceeds the limit."""
-        limit = self.memory_limit if self.memory_limit is not None else available_memory()
         try:
             need = self.stream_state_bytes(dim)
         except NotImplementedError:
             return
+        if self.memory_limit is None and need <= _ALWAYS_FITS:
+            return  # not worth reading /proc/meminfo at every stream start
+        limit = self.memory_limit if self.memory_limit is not None else available_memory()
         if limit is None or need <= limit:
             return
         fits = fitting_mechanisms(self.horizon, dim, limit)
