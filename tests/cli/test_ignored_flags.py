@@ -117,6 +117,21 @@ CASES: list[tuple[str, list[str], str, str]] = [
      "error", "--dim is not used with --ranges"),
     ("--memory", ["plan", "--ranges", "--size", "64", "--epsilon", "1", "--memory", "1GiB"],
      "error", "--memory is not used with --ranges"),
+    # keyed: the Dask options with the embedded engine, --workers with a real cluster
+    *[
+        (flag, ["keyed", "{events}", "--time-column", "t", "--key-column", "item", "--keys",
+                "{tmp}/keys.txt", "--step", "1", "--epsilon", "1", "--secret", "{tmp}/s.key",
+                "--output", "{tmp}/k.csv",
+                flag, value],
+         "error", f"{flag} needs --engine dask")
+        for flag, value in (("--workers", "2"), ("--partitions", "3"),
+                            ("--scheduler", "tcp://127.0.0.1:1"))
+    ],
+    ("--workers", ["keyed", "{events}", "--time-column", "t", "--key-column", "item", "--keys",
+                   "{tmp}/keys.txt", "--step", "1", "--epsilon", "1", "--secret", "{tmp}/s.key",
+                "--output", "{tmp}/k.csv",
+                   "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "--workers", "2"],
+     "error", "--workers is not used with --scheduler"),
 ]  # fmt: skip
 
 #: subcommand -> the options every path that accepts them honours (checked by reading

@@ -117,7 +117,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
     )
-    p.add_argument("--workers", type=int, default=2, help="Dask local worker processes")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Dask local worker processes (--engine dask without --scheduler; default 2)",
+    )
     p.add_argument(
         "--partitions",
         type=int,
@@ -132,8 +137,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-keys", type=int, default=2048, help="keys per chunk (memory)")
 
 
+def _check_engine_flags(args: argparse.Namespace) -> None:
+    """The Dask options are errors where the chosen engine would ignore them."""
+    given = [
+        flag
+        for flag, value in (
+            ("--workers", args.workers),
+            ("--partitions", args.partitions),
+            ("--scheduler", args.scheduler),
+        )
+        if value is not None
+    ]
+    if args.engine == "embedded" and given:
+        raise ValueError(f"{', '.join(given)} needs --engine dask (the embedded engine ignores it)")
+    if args.scheduler is not None and args.workers is not None:
+        raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
+
+    _check_engine_flags(args)
 
     try:
         import pandas  # noqa: F401
@@ -175,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             state=args.state,
             until=args.until,
             engine=args.engine,
-            workers=args.workers,
+            workers=2 if args.workers is None else args.workers,
             partitions=args.partitions,
             scheduler=args.scheduler,
             chunk_keys=args.chunk_keys,
