@@ -335,8 +335,8 @@ def killed_inside(work: Path, mode: str, k: int, argv: list[str]) -> None:
     ("mode", "k", "every"),
     [
         ("mid-checkpoint", 40, 1),
-        ("before-rename", 41, 3),
-        ("after-save", 42, 1),
+        pytest.param("before-rename", 41, 3, marks=pytest.mark.slow),
+        pytest.param("after-save", 42, 1, marks=pytest.mark.slow),
         ("mid-output", 43, 5),
     ],
 )

@@ -94,7 +94,7 @@ MECHANISMS: dict[str, tuple[Builder, Callable[[int], int]]] = {
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
-@pytest.mark.parametrize("horizon", [7, 40])
+@pytest.mark.parametrize("horizon", [7, pytest.param(40, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("dim", [None, 2])
 def test_outputs_are_a_function_of_the_noisy_vector(
     name: str, horizon: int, dim: int | None

@@ -104,7 +104,7 @@ def _cli_outputs(
     "extra",
     [
         [],
-        ["--delta", "1e-6"],
+        pytest.param(["--delta", "1e-6"], marks=pytest.mark.slow),
         ["--mechanism", "honaker"],
         ["--mechanism", "kary", "--delta", "1e-6"],
     ],

@@ -146,7 +146,7 @@ def test_constant_noise_counts_digit_l1_norm(k: int, subtract: bool, T: int) -> 
 @pytest.mark.parametrize(
     ("k", "subtract"), [(2, False), (3, True), (4, True), (5, False), (5, True)]
 )
-@pytest.mark.parametrize("T", [13, 40])
+@pytest.mark.parametrize("T", [13, pytest.param(40, marks=pytest.mark.slow)])
 def test_noise_map_equals_algorithm3_up_to_signs(k: int, subtract: bool, T: int) -> None:
     """Recovered noise map (batch, stream, mixed chunks) = |L| of the paper's Algorithm 3.
 

@@ -142,7 +142,15 @@ def _valid_scales(mech: KaryTree, eps: float, delta: float) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("k", [2, 3, 19])
-@pytest.mark.parametrize("horizon", [8, 309, 1461, 10**5])
+@pytest.mark.parametrize(
+    "horizon",
+    [
+        8,
+        309,
+        pytest.param(1461, marks=pytest.mark.slow),
+        pytest.param(10**5, marks=pytest.mark.slow),
+    ],
+)
 def test_pld_request_never_adds_noise_over_another_valid_rule(horizon: int, k: int) -> None:
     """Audit finding 2: calibration='pld' used 3.00015 > the pure scale 3.0 at k=19.
 

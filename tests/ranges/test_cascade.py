@@ -73,7 +73,10 @@ def test_covariance_is_definition_3_1(k: int) -> None:
     np.testing.assert_allclose(lmap @ lmap.T, definition_3_1(k), atol=1e-13)
 
 
-@pytest.mark.parametrize("block", [1 << 16, 8, 4])
+@pytest.mark.parametrize(
+    "block",
+    [1 << 16, pytest.param(8, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow)],
+)
 def test_covariance_matches_reference_for_any_n(
     block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
