@@ -462,7 +462,7 @@ def keyed_counts(
         if engine == "dask":
             from dpcount.keyed.dask import run_dask
 
-            job, created, derived, report, dask_chunks, carry = run_dask(
+            ran = run_dask(
                 events,
                 common,
                 secret,
@@ -477,33 +477,21 @@ def keyed_counts(
                 until=until,
                 guard=guard,
             )
-            return _emit(
-                job,
-                created,
-                derived,
-                report,
-                dask_chunks,
-                output,
-                time_label,
-                on_chunk,
-                parts,
-                state,
-                carry,
-                guard,
+        elif engine == "embedded":
+            ran = _run_embedded(
+                events,
+                common,
+                secret,
+                parts=parts,
+                chunk_keys=chunk_keys,
+                progress=progress,
+                state=state,
+                until=until,
+                guard=guard,
             )
-        if engine != "embedded":
+        else:
             raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
-        job, created, derived, report, chunks, carry = _run_embedded(
-            events,
-            common,
-            secret,
-            parts=parts,
-            chunk_keys=chunk_keys,
-            progress=progress,
-            state=state,
-            until=until,
-            guard=guard,
-        )
+        job, created, derived, report, chunks, carry = ran
         return _emit(
             job,
             created,
