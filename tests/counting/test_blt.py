@@ -282,3 +282,36 @@ def test_fused_vector_step_equals_the_three_pass_step_bit_for_bit() -> None:
         want = np.einsum("i,ij->j", weight, q)
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(process.state_dict()["q"], q)
+
+
+def test_scalar_chunks_equal_the_chunk_major_layout_bit_for_bit() -> None:
+    """Issue 20 item 3 (batch release): the scalar chunks keep the chunks' own state
+    parts one buffer per row, (n + 1, K), so each recursion across chunks is one lfilter
+    over a contiguous row; the noise is the same floats as with the chunk-major (K, n + 1)
+    layout (E = rows·Pᵀ, one lfilter per column, rows·Bᵀ + prev·Fᵀ), and so is the state
+    it hands on. Two calls, so the second starts from a nonzero state."""
+    from scipy.signal import lfilter
+
+    from dpcount.counting import blt as blt_module
+
+    m = BLT(5000, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
+            delta=1e-6)  # fmt: skip
+    process = m.noise_process(m.sampler, np.random.default_rng(7))
+    c = blt_module._BLOCK_SCALAR
+    B, P, F, rc = process._matrices(c)
+    rng = np.random.default_rng(7)
+    q = np.zeros(len(rc))
+    for K in (70, 1):
+        got = process.next_many(K * c)
+        rows = m.sampler.sample(rng, (K * c,)).reshape(K, c)
+        E = blt_module._rows_times(rows, P.T)
+        prev = np.empty_like(E)
+        prev[0] = q
+        for i in range(len(q)):
+            ends = lfilter([1.0], [1.0, -rc[i]], np.ascontiguousarray(E[:, i]), zi=[rc[i] * q[i]])
+            prev[1:, i] = ends[0][:-1]
+            q[i] = ends[0][-1]
+        want = blt_module._rows_times(rows, B.T)
+        blt_module._rows_times(prev, F.T, want, add=True)
+        np.testing.assert_array_equal(got, want.ravel())
+        np.testing.assert_array_equal(process.state_dict()["q"], q)

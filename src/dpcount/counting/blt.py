@@ -523,8 +523,10 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         B, P, F, rc = self._matrices(c)
         D = 1 if self.dim is None else self.dim
         m = self._n + 1
-        rows = z.reshape(K * D, c) if D == 1 else z.reshape(K, c, D).transpose(0, 2, 1)
-        rows = rows.reshape(K * D, c)
+        if D == 1:  # scalar steps or vectors of length 1: dest is (K·c,) or (K·c, 1)
+            self._scalar_chunks(z.reshape(K, c), B, P, F, rc, dest.reshape(K, c))
+            return
+        rows = z.reshape(K, c, D).transpose(0, 2, 1).reshape(K * D, c)
         E = _rows_times(rows, P.T).reshape(K, D, m)  # each chunk's own part of the state
         prev = np.empty_like(E)  # state before each chunk
         q0 = self._q.reshape(m, D)
@@ -534,20 +536,35 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
                 q0[i] = rc[i] * q0[i] + E[0, :, i]
                 continue
             zi = (rc[i] * q0[i])[None]
-            if D == 1:  # 1-D lfilter on a contiguous copy is about twice as fast
-                col = np.ascontiguousarray(E[:, 0, i])
-                ends = lfilter([1.0], [1.0, -rc[i]], col, zi=zi[:, 0])[0][:, None]
-            else:
-                ends = lfilter([1.0], [1.0, -rc[i]], E[:, :, i], axis=0, zi=zi)[0]
+            ends = lfilter([1.0], [1.0, -rc[i]], E[:, :, i], axis=0, zi=zi)[0]
             prev[1:, :, i] = ends[:-1]
             q0[i] = ends[-1]
-        if D == 1:  # scalar steps or vectors of length 1: dest is (K·c,) or (K·c, 1)
-            out = _rows_times(rows, B.T, dest.reshape(K, c))
-            _rows_times(prev.reshape(K, m), F.T, out, add=True)
-            return
         out = _rows_times(rows, B.T)
         _rows_times(prev.reshape(K * D, m), F.T, out, add=True)
         np.copyto(dest.reshape(K, c, D), out.reshape(K, D, c).transpose(0, 2, 1))
+
+    def _scalar_chunks(
+        self, rows: Array, B: Array, P: Array, F: Array, rc: Array, out: Array
+    ) -> None:
+        """:meth:`_chunks` for one coordinate: ``rows`` (K, c) holds the chunks' z, ``out``
+        (K, c) receives their noise. The chunks' own parts of the state are laid out one
+        buffer per row, (n + 1, K), so each buffer's recursion across chunks is one
+        lfilter over a contiguous row, and its output goes straight into the row of the
+        states before each chunk (no strided column copies: measured 1.28× → 1.05× the
+        time of drawing the block's normals, thread CPU time, loaded 2-core machine).
+        Every value is computed by the same operations in the same order as the
+        (K, n + 1) layout, so the noise is the same to the bit (tested)."""
+        K = len(rows)
+        q0 = self._q.reshape(-1)  # a view: (n + 1,) or (n + 1, 1)
+        E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n + 1, K)
+        prev = np.empty_like(E)  # prev[i, k]: buffer i before chunk k
+        prev[:, 0] = q0
+        for i in range(len(q0)):
+            if K > 1:  # lfilter's first output is E[i, 0] + rc_i·q0_i, as below
+                prev[i, 1:] = lfilter([1.0], [1.0, -rc[i]], E[i, :-1], zi=[rc[i] * q0[i]])[0]
+            q0[i] = rc[i] * prev[i, -1] + E[i, -1]
+        _rows_times(rows, B.T, out)
+        _rows_times(prev.T, F.T, out, add=True)
 
     def _compute(self, dest: Array) -> None:
         """Draw z for the next len(dest) computed steps and write their noise to dest."""
