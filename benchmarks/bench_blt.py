@@ -14,7 +14,13 @@
 * The square-root stream with vector steps for comparison, at a smaller d
   (``--sqrt-dim``): its peak memory grows with t·d (every past z is needed).
 
+* ``--numba``: the same step and batch recursion as one compiled loop per coordinate
+  (numba, not a dpcount dependency: install it by hand to run this), against the same
+  floors, to show what a compiled kernel would gain. Its step gives the same floats as
+  dpcount's (checked here); its batch is the plain recursion (equal to rounding).
+
 Usage: python benchmarks/bench_blt.py [--dim D] [--steps T] [--batch T] [--buffers N]
+[--numba]
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ def main() -> None:
     parser.add_argument("--buffers", type=int, default=None, help="shipped count (best if None)")
     parser.add_argument("--sqrt-dim", type=int, default=10**3)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--numba", action="store_true", help="also time a compiled kernel")
     args = parser.parse_args()
     d, T = args.dim, args.steps
 
@@ -154,6 +161,9 @@ def main() -> None:
         f"normals ({floor:.3f} s); CPU time {batch_cpu / floor_cpu:.2f}×"
     )
 
+    if args.numba:
+        compiled_figures(mech, big, d, T, B, draw_cpu, floor_cpu)
+
     # -- the column-normalized BLT's vector stream (issue 20 item 1) ----------------------
     nb = NormalizedBLT.optimized(T, epsilon=1.0, delta=1e-6, rng=0)
     nfig = stream_figures(nb, d, min(T, 1024))
@@ -178,6 +188,72 @@ def main() -> None:
     print(
         f"  slowest step {sfig['slowest'] * 1e3:.1f} ms = {sfig['slowest'] / sfig['median']:.0f}× "
         f"its median [BLT {blt_small['slowest'] / blt_small['median']:.1f}×]"
+    )
+
+
+def compiled_figures(
+    mech: BLT, big: BLT, d: int, steps: int, B: int, draw_cpu: float, floor_cpu: float
+) -> None:
+    """Thread CPU time of one compiled loop per coordinate (numba): the vector step
+    against drawing d normals and the batch noise against drawing T normals."""
+    from numba import njit  # not a dependency of dpcount
+
+    @njit(nogil=True)
+    def step(q: np.ndarray, decay: np.ndarray, weight: np.ndarray, z: np.ndarray) -> None:
+        n = q.shape[0] - 1  # z: one step's d values, q: (n + 1, d)
+        for j in range(z.shape[0]):
+            zj, acc = z[j], 0.0
+            for i in range(n):
+                v = q[i, j] * decay[i] + zj
+                q[i, j] = v
+                acc += weight[i] * v
+            v = q[n, j] + zj
+            q[n, j] = v
+            z[j] = acc + weight[n] * v
+
+    @njit(nogil=True)
+    def steps_of(q: np.ndarray, decay: np.ndarray, weight: np.ndarray, z: np.ndarray) -> None:
+        n = q.shape[0] - 1  # z: T scalar steps, q: (n + 1,)
+        for t in range(z.shape[0]):
+            zt, acc = z[t], 0.0
+            for i in range(n):
+                q[i] = q[i] * decay[i] + zt
+                acc += weight[i] * q[i]
+            q[n] += zt
+            z[t] = acc + weight[n] * q[n]
+
+    decay = np.append(mech.inverse.decay, 1.0)
+    weight = np.append(mech.inverse.beta, mech.inverse.a)
+    sigma = mech.sampler.sigma
+    rng = np.random.default_rng(1)
+    q = np.zeros((len(decay), d))
+    process = mech.noise_process(mech.sampler, np.random.default_rng(1), d)
+    for _ in range(3):  # compile, and check: the same floats as dpcount's step
+        z = rng.standard_normal(d)
+        z *= sigma
+        step(q, decay, weight, z)
+        assert np.array_equal(z, process.next()), "compiled step differs from dpcount's"
+    cpu = np.empty(steps)
+    for t in range(steps):
+        start = time.thread_time()
+        z = rng.standard_normal(d)
+        z *= sigma
+        step(q, decay, weight, z)
+        cpu[t] = time.thread_time() - start
+    bdecay = np.append(big.inverse.decay, 1.0)
+    bweight = np.append(big.inverse.beta, big.inverse.a)
+
+    def batch() -> None:
+        z = np.random.default_rng(3).standard_normal(B)
+        z *= big.sampler.sigma
+        steps_of(np.zeros(len(bdecay)), bdecay, bweight, z)
+
+    batch()
+    batch_cpu = cpu_best_of(batch, 3)
+    print(
+        f"compiled loop (numba), CPU time: median step {np.median(cpu) / draw_cpu:.2f}× "
+        f"drawing d normals; batch noise T = {B:,}: {batch_cpu / floor_cpu:.2f}× drawing T "
+        "normals"
     )
 
 
