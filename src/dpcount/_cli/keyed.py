@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     from dpcount._cli._counting import print_noise_note
     from dpcount.keyed.run import keyed_counts
+    from dpcount.privacy.budget import Budget
 
     console = err_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
@@ -198,10 +199,12 @@ def run(args: argparse.Namespace) -> int:
             step=args.step,
             start=args.start,
             horizon=args.horizon,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            noise=args.noise,
-            calibration=args.calibration,
+            budget=Budget(
+                epsilon=args.epsilon,
+                delta=args.delta,
+                noise=args.noise,
+                calibration=args.calibration,
+            ),
             k=args.k,
             subtract=args.subtract,
             mechanism=args.mechanism,
