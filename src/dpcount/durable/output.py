@@ -64,7 +64,6 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from types import TracebackType
 from typing import IO, Any
 
 from dpcount.durable.atomic import PUBLIC, check_path, write_atomic
@@ -246,15 +245,11 @@ class DurableOutput:
         self._lock = stack
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+    def __exit__(self, *exc: object) -> None:
+        """Release the lock (its file removed), however the block ended."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()
 
     def exists(self) -> bool:
         """Whether the checkpoint exists (resume it: :meth:`load`; else :meth:`create`)."""
