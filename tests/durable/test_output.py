@@ -108,7 +108,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.mark.parametrize("point", POINTS)
-@pytest.mark.parametrize("at", [1, 4])  # the first commit; the last (steps 10, at the end)
+@pytest.mark.parametrize(
+    "at", [pytest.param(1, marks=pytest.mark.slow), 4]
+)  # the first commit (no checkpoint yet); the last (step 10, committed as the block ends)
 def test_a_crash_between_any_two_steps_resumes_to_the_same_output(
     tmp_path: Path, reference: str, point: str, at: int
 ) -> None:

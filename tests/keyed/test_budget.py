@@ -44,8 +44,6 @@ def test_the_loose_spelling_warns_and_releases_the_same() -> None:
     assert new.frame is not None and old.frame is not None
     assert new.frame.equals(old.frame)
     assert new.mechanism == old.mechanism and new.mechanism.calibration == "classic"
-    plain = run.keyed_counts(_events(), **_kw(budget=Budget(epsilon=0.5)))
-    assert plain.mechanism.noise == "discrete-laplace"  # the keyed default noise
 
 
 def test_what_a_keyed_budget_cannot_mean_is_refused() -> None:
@@ -61,18 +59,20 @@ def test_what_a_keyed_budget_cannot_mean_is_refused() -> None:
 
 
 def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[Any, Budget]] = []
+    calls: list[tuple[Any, Budget, choice_module.Choice]] = []
     real = choice_module.choose
 
     def spy(horizon: Any, budget: Budget, **kw: Any) -> choice_module.Choice:
-        calls.append((horizon, budget))
-        return real(horizon, budget, **kw)
+        calls.append((horizon, budget, real(horizon, budget, **kw)))
+        return calls[-1][2]
 
     monkeypatch.setattr(choice_module, "choose", spy)
     res = run.keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0), max_weight=3))
-    assert [(h, b.noise, b.step_sensitivity) for h, b in calls] == [(12, "discrete-laplace", 3.0)]
-    chosen = real(12, Budget(epsilon=1.0, noise="discrete-laplace", step_sensitivity=3.0))
-    m = res.mechanism
+    # the keyed default noise, and the step sensitivity of max_weight
+    assert [(h, b.noise, b.step_sensitivity) for h, b, _ in calls] == [
+        (12, "discrete-laplace", 3.0)
+    ]
+    chosen, m = calls[0][2], res.mechanism
     assert (m.mechanism, m.k, m.subtract) == (
         chosen.mechanism, chosen.options.get("k"), chosen.options.get("subtract"),
     )  # fmt: skip
@@ -80,6 +80,7 @@ def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     name, options, rule = choose_mechanism(
         16, epsilon=1.0, delta=1e-6, noise="gaussian", l1_step=2.0, l2_step=2**0.5
     )
-    gauss = real(16, Budget(epsilon=1.0, delta=1e-6, noise="gaussian", step_sensitivity=2**0.5))
+    assert calls[1][1] == Budget(epsilon=1.0, delta=1e-6, noise="gaussian", step_sensitivity=2**0.5)
+    gauss = calls[1][2]
     assert (name, options) == (gauss.mechanism, dict(gauss.options))
     assert rule == (None if gauss.budget.calibration is None else str(gauss.budget.calibration))
