@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from tests.keyed._budget import keyed_counts
 
 SECRET_BYTES = b"t" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)

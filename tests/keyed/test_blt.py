@@ -14,8 +14,8 @@ from dpcount.counting.blt import BLT
 from dpcount.keyed.dask import _release_task
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from tests.keyed._budget import keyed_counts
 
 SECRET_BYTES = b"b" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)

@@ -13,8 +13,8 @@ import pytest
 
 from dpcount.cli import main
 from dpcount.keyed.mark import ReleaseMark, mark_path
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret
+from tests.keyed._budget import keyed_counts
 
 
 def _write_inputs(tmp_path: Path, fmt: str = "parquet") -> tuple[Path, Path]:

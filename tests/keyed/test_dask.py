@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from dpcount.keyed.run import keyed_counts  # noqa: E402
 from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
+from tests.keyed._budget import keyed_counts  # noqa: E402
 
 SECRET_BYTES = b"d" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)

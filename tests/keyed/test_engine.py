@@ -11,9 +11,9 @@ import pytest
 
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import TimeBuckets
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy.discrete import discrete_laplace_variance
+from tests.keyed._budget import keyed_counts
 
 SECRET_BYTES = b"k" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)

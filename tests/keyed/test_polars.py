@@ -10,8 +10,8 @@ import pytest
 
 pl = pytest.importorskip("polars")
 
-from dpcount.keyed.run import keyed_counts  # noqa: E402
 from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
+from tests.keyed._budget import keyed_counts  # noqa: E402
 
 SECRET_BYTES = b"p" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)

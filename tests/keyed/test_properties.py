@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcount.keyed import PositionPRF, RunSecret
-from dpcount.keyed.run import keyed_counts, write_frames
+from dpcount.keyed.run import write_frames
 from dpcount.keyed.secret import unsafe_testing_secret
+from tests.keyed._budget import keyed_counts
 
 COVERED = {
     "dpcount.keyed": {"PositionPRF", "RunSecret"},

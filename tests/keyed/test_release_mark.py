@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.run import keyed_counts
+from tests.keyed._budget import keyed_counts
 
 KEYS = [f"k{i}" for i in range(6)]
 HORIZON = 20
@@ -81,6 +81,7 @@ import os, signal, sys, time
 from pathlib import Path
 import numpy as np, pandas as pd
 import dpcount.keyed.run as run
+from dpcount.privacy import Budget
 mode, work, drop = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(1)
 keys = [f"k{i}" for i in range(6)]
@@ -94,7 +95,7 @@ def hold(done, total):  # "hold": keep the run (and its lock) alive until told
         time.sleep(0.05)
 run.keyed_counts(
     events, keys=keys, time_column="t", key_column="key", step=1, start=0, horizon=20,
-    epsilon=1.0, secret=work / "run.key", state=work / "run.state", until=20,
+    budget=Budget(epsilon=1.0), secret=work / "run.key", state=work / "run.state", until=20,
     output=work / sys.argv[4], progress=hold,
 )
 """

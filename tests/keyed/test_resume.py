@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.run import keyed_counts
+from tests.keyed._budget import keyed_counts
 
 KEYS = [f"k{i}" for i in range(50)]
 

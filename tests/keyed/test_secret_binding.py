@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from tests.keyed._budget import keyed_counts
 
 SECRET = unsafe_testing_secret(b"binding test secret, tests only")
 KEYS = [f"k{i}" for i in range(200)]

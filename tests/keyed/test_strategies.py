@@ -23,12 +23,12 @@ from dpcount.analysis.recommend import recommend_mechanism
 from dpcount.counting.registry import build_mechanism
 from dpcount.keyed.engine import STEP_BLOCK, KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 from dpcount.privacy import Budget
 from dpcount.privacy.noise import GaussianNoise
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import GeneratorSource, SourcedSampler
+from tests.keyed._budget import keyed_counts
 
 SECRET_BYTES = b"s" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)

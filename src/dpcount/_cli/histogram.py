@@ -34,6 +34,12 @@ _MAX_STEPS = 1e12
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    _event_arguments(p)
+    _mechanism_arguments(p)
+
+
+def _event_arguments(p: argparse.ArgumentParser) -> None:
+    """The events: file, columns, universe, steps and contribution bounds."""
     p.add_argument("input", metavar="EVENTS", help="CSV file with a header, one event per row")
     p.add_argument(
         "--time-column",
@@ -85,6 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="contribution bounding: in each step keep events in file order while the step has "
         "fewer than b events and the item fewer than m, drop the rest (and report how many)",
     )
+
+
+def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
+    """The mechanism, its budget, missing values and the output."""
     p.add_argument(
         "--mechanism",
         choices=sorted(MECHANISMS),
@@ -159,9 +169,22 @@ class _Events:
 
 
 def _read_events(args: argparse.Namespace, index: dict[str, int], clock: Clock) -> _Events:
-    b, m = args.max_items_per_step, args.max_count_per_item
+    """The events of the input, bucketed by step (``clock.start`` set), bounded by
+    --max-items-per-step and --max-count-per-item."""
     out = _Events()
-    rows: list[tuple[int, str, float, str]] = []  # line, time text, time, item
+    rows = _read_rows(args, clock, out)
+    _set_start(args, clock, rows)
+    for row in rows:
+        _add_event(args, index, clock, out, row)
+    return out
+
+
+def _read_rows(
+    args: argparse.Namespace, clock: Clock, out: _Events
+) -> list[tuple[int, str, float, str]]:
+    """The events as (line, time text, time, item), rows with a missing value counted
+    in ``out.skipped`` (--missing skip) or refused."""
+    rows: list[tuple[int, str, float, str]] = []
     with open(args.input, encoding="utf-8", newline="") as fh:
         header: list[str] | None = None
         for line_number, cells in csv_rows(fh, args.input):
@@ -196,56 +219,72 @@ def _read_events(args: argparse.Namespace, index: dict[str, int], clock: Clock) 
             rows.append((line_number, cells[t_col], time, cells[i_col]))
         if header is None:
             raise CSVError(f"{args.input}: no header row")
+    return rows
+
+
+def _set_start(
+    args: argparse.Namespace, clock: Clock, rows: list[tuple[int, str, float, str]]
+) -> None:
     if args.start is not None:
         clock.set_start(args.start, "--start")
     elif clock.kind == "iso":
         clock.start = min(r[2] for r in rows)
     else:
         clock.start = 0.0
+
+
+def _add_event(
+    args: argparse.Namespace,
+    index: dict[str, int],
+    clock: Clock,
+    out: _Events,
+    row: tuple[int, str, float, str],
+) -> None:
+    """One event into its step's counts (or dropped with --drop-excess)."""
+    b, m = args.max_items_per_step, args.max_count_per_item
+    line_number, text, time, label = row
     assert clock.start is not None
-    for line_number, text, time, label in rows:
-        if time < clock.start:
-            raise CSVError(
-                f"{args.input}: line {line_number}: time {text} is before --start {clock.label(1)}"
+    if time < clock.start:
+        raise CSVError(
+            f"{args.input}: line {line_number}: time {text} is before --start {clock.label(1)}"
+        )
+    offset = (time - clock.start) / clock.width
+    if not offset < _MAX_STEPS:
+        raise CSVError(
+            f"{args.input}: line {line_number}: time {text} falls more than "
+            f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width} after --start"
+        )
+    step = math.floor(offset) + 1
+    if args.horizon is not None and step > args.horizon:
+        raise CSVError(
+            f"{args.input}: line {line_number}: time {text} falls in step {step}, "
+            f"after --horizon {args.horizon}"
+        )
+    if label not in index:
+        raise CSVError(
+            f"{args.input}: line {line_number}: item {label!r} is not in the universe "
+            "given by --items"
+        )
+    item = index[label]
+    counts = out.steps.setdefault(step, {})
+    total = out.totals.get(step, 0)
+    if total + 1 > b or counts.get(item, 0) + 1 > m:
+        if not args.drop_excess:
+            what = (
+                f"more than --max-items-per-step {b} events"
+                if total + 1 > b
+                else f"more than --max-count-per-item {m} events of item {label!r}"
             )
-        offset = (time - clock.start) / clock.width
-        if not offset < _MAX_STEPS:
             raise CSVError(
-                f"{args.input}: line {line_number}: time {text} falls more than "
-                f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width} after --start"
+                f"{args.input}: line {line_number}: step {step} has {what} "
+                "(use --drop-excess to drop the excess deterministically)"
             )
-        step = math.floor(offset) + 1
-        if args.horizon is not None and step > args.horizon:
-            raise CSVError(
-                f"{args.input}: line {line_number}: time {text} falls in step {step}, "
-                f"after --horizon {args.horizon}"
-            )
-        if label not in index:
-            raise CSVError(
-                f"{args.input}: line {line_number}: item {label!r} is not in the universe "
-                "given by --items"
-            )
-        item = index[label]
-        counts = out.steps.setdefault(step, {})
-        total = out.totals.get(step, 0)
-        if total + 1 > b or counts.get(item, 0) + 1 > m:
-            if not args.drop_excess:
-                what = (
-                    f"more than --max-items-per-step {b} events"
-                    if total + 1 > b
-                    else f"more than --max-count-per-item {m} events of item {label!r}"
-                )
-                raise CSVError(
-                    f"{args.input}: line {line_number}: step {step} has {what} "
-                    "(use --drop-excess to drop the excess deterministically)"
-                )
-            out.dropped += 1
-            continue
-        counts[item] = counts.get(item, 0) + 1
-        out.totals[step] = total + 1
-        out.n_events += 1
-        out.last_step = max(out.last_step, step)
-    return out
+        out.dropped += 1
+        return
+    counts[item] = counts.get(item, 0) + 1
+    out.totals[step] = total + 1
+    out.n_events += 1
+    out.last_step = max(out.last_step, step)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,6 +14,13 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    _event_arguments(p)
+    _mechanism_arguments(p)
+    _run_arguments(p)
+
+
+def _event_arguments(p: argparse.ArgumentParser) -> None:
+    """The events: file, columns, steps and contribution bounds."""
     p.add_argument("input", metavar="EVENTS", help="events file (.csv or .parquet)")
     p.add_argument("--time-column", required=True, help="column of integer or ISO times")
     p.add_argument("--key-column", required=True, help="column of keys")
@@ -50,6 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="keys per unit and step (default: none; needed with --unit-column)",
     )
+
+
+def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
+    """The budget and the counting mechanism."""
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε")
     p.add_argument(
         "--delta",
@@ -87,6 +98,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="k-ary tree with subtraction (offset digits; --mechanism kary or tree only)",
     )
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    """The secret, the output, resuming and the engine."""
     p.add_argument(
         "--secret",
         required=True,
@@ -169,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     from dpcount._cli._counting import print_noise_note
     from dpcount.keyed.run import keyed_counts
+    from dpcount.privacy.budget import Budget
 
     console = err_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
@@ -183,10 +199,12 @@ def run(args: argparse.Namespace) -> int:
             step=args.step,
             start=args.start,
             horizon=args.horizon,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            noise=args.noise,
-            calibration=args.calibration,
+            budget=Budget(
+                epsilon=args.epsilon,
+                delta=args.delta,
+                noise=args.noise,
+                calibration=args.calibration,
+            ),
             k=args.k,
             subtract=args.subtract,
             mechanism=args.mechanism,

@@ -92,25 +92,23 @@ def choose_mechanism(
 ) -> tuple[str, dict[str, Any], str | None]:
     """The plan's best mechanism for a keyed run: (registry name, options, calibration).
 
-    :func:`dpcount.analysis.recommend.recommend_mechanism` restricted to ``noise``, with
-    the step sensitivity that noise family is calibrated to (Δ₂ for the Gaussian kinds,
-    Δ₁ for the Laplace kinds): within one family every candidate's MSE scales with
-    that Δ² (at unit-step level with Laplace noise and a δ, Theorem 3 also reads Δ₂, so
-    the ranking is that of Δ₁ = Δ₂ — the chosen mechanism is then calibrated exactly).
-    The choice reads only public parameters.
+    The library's one choice, :func:`dpcount.analysis.choice.choose` (``auto``, as
+    ``dpcount count`` and :func:`dpcount.frame.private_counts` resolve it), for a
+    budget of ``noise`` with the step sensitivity that noise family is calibrated to
+    (Δ₂ for the Gaussian kinds, Δ₁ for the Laplace kinds): within one family every
+    candidate's MSE scales with that Δ² (at unit-step level with Laplace noise and a
+    δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂ — the chosen
+    mechanism is then calibrated exactly). The choice reads only public parameters.
     """
-    from dpcount.analysis.recommend import recommend_mechanism
+    from dpcount.analysis.choice import choose
 
     kind = NoiseKind.parse("noise", noise)
     step = l2_step if kind.is_gaussian else l1_step
-    budget = Budget(epsilon=epsilon, delta=delta, noise=kind, step_sensitivity=step)
-    rec = recommend_mechanism(horizon, budget=budget)
-    options: dict[str, Any] = {}
-    if rec.k is not None:
-        options = {"k": rec.k, "subtract": bool(rec.subtract)}
-    if rec.bands is not None:
-        options["bands"] = rec.bands
-    return rec.mechanism, options, rec.calibration
+    choice = choose(
+        horizon, Budget(epsilon=epsilon, delta=delta, noise=kind, step_sensitivity=step)
+    )
+    rule = choice.budget.calibration
+    return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
 
 
 def exact_running(

@@ -49,7 +49,7 @@ from dpcount.keyed.job import (
     secret_file,
 )
 from dpcount.keyed.mark import ReleaseGuard
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import Budget, NoiseKind
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
 
@@ -320,10 +320,11 @@ def keyed_counts(
     time_column: str,
     key_column: str,
     step: int | str,
-    epsilon: float,
     secret: SecretArg,
+    budget: Budget | None = None,
+    epsilon: float | None = None,
     delta: float | None = None,
-    noise: NoiseKind | str = "discrete-laplace",
+    noise: NoiseKind | str | None = None,
     calibration: str | None = None,
     weight_column: str | None = None,
     unit_column: str | None = None,
@@ -357,8 +358,12 @@ def keyed_counts(
         step: bucket width: an integer for integer times, or a duration such as
             ``"1D"``, ``"1h"`` for ISO dates/timestamps. Step numbers count from 1;
             the count of step s covers all events in steps 1..s.
-        epsilon, delta, noise, calibration: the budget (default exact discrete
-            Laplace, pure ε-DP); see :func:`dpcount.privacy.calibrate`.
+        budget: the :class:`~dpcount.privacy.Budget` (ε, δ, noise kind, calibration
+            rule; without a noise kind exact discrete Laplace, the keyed default). Its
+            step sensitivity is left at 1 and it has no participation schema: a keyed
+            run derives the step's ℓ₁/ℓ₂ bounds from ``max_weight`` and ``max_keys``.
+        epsilon, delta, noise, calibration: the budget's fields given loose
+            (deprecated, DeprecationWarning; removed in 0.5): pass ``budget=``.
         secret: the run secret file (created from operating-system entropy if absent,
             mode 0600; as sensitive as the raw data), or a :class:`RunSecret` loaded
             from one. Beside it live ``<secret>.lock``, held for the whole run (a second
@@ -408,6 +413,15 @@ def keyed_counts(
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
         private_count, std; the drop report; the mechanism and its guarantee.
     """
+    loose = {
+        name: value
+        for name, value in (
+            ("epsilon", epsilon), ("delta", delta), ("noise", noise), ("calibration", calibration)
+        )
+        if value is not None
+    }  # fmt: skip
+    resolved = Budget.resolve(budget, loose, owner="keyed_counts", deprecated=True)
+    epsilon, delta, noise, calibration = _keyed_budget(resolved)
     if state is not None and (start is None or horizon is None):
         raise ValueError(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
@@ -506,6 +520,20 @@ def keyed_counts(
             carry,
             guard,
         )
+
+
+def _keyed_budget(budget: Budget) -> tuple[float, float | None, str, str | None]:
+    """(ε, δ, noise, calibration) of a keyed run's budget (noise defaults to exact
+    discrete Laplace); a step sensitivity other than 1 is refused (the run derives it)."""
+    if budget.step_sensitivity != 1 or budget.step_l2_sensitivity is not None:
+        raise ValueError(
+            "budget.step_sensitivity must be 1 and budget.step_l2_sensitivity None for "
+            f"keyed_counts, got {budget.step_sensitivity!r} and {budget.step_l2_sensitivity!r}: "
+            "a keyed run derives one step's sensitivity from max_weight (and max_keys)"
+        )
+    rule = None if budget.calibration is None else str(budget.calibration)
+    noise = str(budget.with_default_noise(NoiseKind.DISCRETE_LAPLACE).noise)
+    return budget.epsilon, budget.delta, noise, rule
 
 
 def _run_embedded(

@@ -1,0 +1,149 @@
+"""The command line stays a thin layer (STYLE.md, issue 19): every function of
+``dpcount._cli`` reads at once (at most :data:`MAX_LINES` lines), and no CLI code
+decides what to do by reading an exception's message — the library raises typed
+errors (:class:`~dpcount.privacy.MissingDeltaError`,
+:class:`~dpcount.privacy.ParticipationUnsupportedError`,
+:class:`~dpcount.counting.CheckpointMismatchError` with its ``fields``, …) and the
+CLI catches the type.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CLI = Path(__file__).resolve().parents[2] / "src" / "dpcount" / "_cli"
+MAX_LINES = 80
+#: str methods that search or compare text
+_SEARCHES = frozenset(
+    {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "partition",
+     "rpartition", "split", "rsplit"}
+)  # fmt: skip
+#: re functions that search text
+_REGEX = frozenset({"search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
+
+
+def long_functions(tree: ast.AST) -> list[str]:
+    """``name (n lines)`` of each function (nested ones too) longer than MAX_LINES."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno is not None
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_LINES:
+                out.append(f"{node.name} ({lines} lines)")
+    return out
+
+
+def _text_of(node: ast.AST, errors: set[str], tainted: set[str]) -> bool:
+    """Whether ``node`` contains an exception's text: ``str(e)``, ``repr(e)``,
+    ``e.args``, ``e.message``, ``f"{e}"``, ``format(e)``, or a name assigned from one."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in tainted:
+            return True
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr in ("args", "message", "msg", "strerror")
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id in errors
+        ):
+            return True
+        if (
+            isinstance(sub, ast.Call)
+            and isinstance(sub.func, ast.Name)
+            and sub.func.id in ("str", "repr", "format")
+            and any(isinstance(a, ast.Name) and a.id in errors for a in sub.args)
+        ):
+            return True
+        if (
+            isinstance(sub, ast.FormattedValue)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id in errors
+        ):
+            return True
+    return False
+
+
+def _is_search(node: ast.AST, errors: set[str], tainted: set[str]) -> bool:
+    if isinstance(node, ast.Compare):
+        return any(_text_of(n, errors, tainted) for n in [node.left, *node.comparators])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        attr, owner = node.func.attr, node.func.value
+        if attr in _SEARCHES and _text_of(owner, errors, tainted):
+            return True
+        regex = isinstance(owner, ast.Name) and owner.id == "re" and attr in _REGEX
+        return regex and any(_text_of(a, errors, tainted) for a in node.args)
+    return False
+
+
+def message_matching(tree: ast.AST) -> list[int]:
+    """Lines that compare or search an exception's text (``except ... as e`` names,
+    and the parameters of a function annotated to take an exception)."""
+    found = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        errors = {h.name for h in ast.walk(func) if isinstance(h, ast.ExceptHandler) and h.name}
+        for arg in [*func.args.args, *func.args.kwonlyargs]:
+            note = ast.unparse(arg.annotation) if arg.annotation else ""
+            if "Exception" in note or "Error" in note:
+                errors.add(arg.arg)
+        tainted: set[str] = set()
+        for node in ast.walk(func):  # names holding the text, e.g. text = str(err)
+            if isinstance(node, ast.Assign) and _text_of(node.value, errors, tainted):
+                tainted |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        found += [n.lineno for n in ast.walk(func) if _is_search(n, errors, tainted)]
+    return sorted(set(found))
+
+
+def modules() -> list[Path]:
+    paths = sorted(CLI.glob("*.py"))
+    assert len(paths) >= 10, paths  # the right folder
+    return paths
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: p.name)
+def test_cli_functions_are_short_and_never_read_messages(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert long_functions(tree) == [], f"{path.name}: functions over {MAX_LINES} lines"
+    assert message_matching(tree) == [], f"{path.name}: lines matching exception text"
+
+
+BAD = """
+import re
+def a():
+    try:
+        pass
+    except ValueError as err:
+        if "delta" in str(err):
+            raise
+def b(exc: ValueError) -> bool:
+    text = str(exc)
+    return text.startswith("horizon")
+def c():
+    try:
+        pass
+    except KeyError as e:
+        return re.search("x", f"{e}") or e.args[0] == "k"
+"""
+
+GOOD = """
+def d():
+    try:
+        pass
+    except ValueError as err:
+        raise ValueError(f"{err}; pass --delta") from None
+    except CheckpointMismatchError as err:
+        if "horizon" in err.fields:
+            raise
+"""
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    assert message_matching(ast.parse(BAD)) == [7, 11, 16]
+    assert message_matching(ast.parse(GOOD)) == []  # rewording or a typed attribute is fine
+    long = "def f():\n" + "    x = 1\n" * MAX_LINES
+    assert long_functions(ast.parse(long)) == [f"f ({MAX_LINES + 1} lines)"]
+    assert long_functions(ast.parse("def f():\n" + "    x = 1\n" * (MAX_LINES - 1))) == []
