@@ -176,7 +176,8 @@ def test_exact_probability_of_a_one_unit_key_is_below_key_delta() -> None:
 
 
 def _one_unit_keys(n: int, weight: int) -> pd.DataFrame:
-    return pd.DataFrame({"t": np.ones(n, dtype=np.int64), "key": [f"k{i:05d}" for i in range(n)], "w": weight})
+    keys = [f"k{i:05d}" for i in range(n)]
+    return pd.DataFrame({"t": np.ones(n, dtype=np.int64), "key": keys, "w": weight})
 
 
 def _open_run(events: pd.DataFrame, secret: bytes, **kw: Any) -> Any:
@@ -323,7 +324,11 @@ def test_bad_parameters_name_the_parameter(change: dict[str, Any], match: str) -
 
 @pytest.mark.parametrize(
     ("epsilon", "delta", "match"),
-    [(0.0, 1e-6, "selection epsilon"), (1.0, 1.5, "selection delta"), (1.0, 0.0, "selection delta")],
+    [
+        (0.0, 1e-6, "selection epsilon"),
+        (1.0, 1.5, "selection delta"),
+        (1.0, 0.0, "selection delta"),
+    ],
 )
 def test_bad_selection_budget(epsilon: float, delta: float, match: str) -> None:
     with pytest.raises(ValueError, match=match):
