@@ -354,6 +354,7 @@ def test_selection_refuses_state(tmp_path: Any) -> None:
         )
 
 
+@pytest.mark.slow  # 1 s: the CLI over the library path tested above
 def test_cli_open_keys(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from dpcount.cli import main
 
@@ -374,6 +375,8 @@ def test_cli_open_keys(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> Non
     (tmp_path / "k").write_text("big\n")
     assert main([*args, "--keys", str(tmp_path / "k"), "--select-epsilon", "1"]) == 2
     assert "--select-epsilon selects keys" in capsys.readouterr().err
+    assert main([*args, "--select-epsilon", "1", "--select-delta", "1e-6", "--max-steps", "2"]) == 2
+    assert "needs --unit-scope run" in capsys.readouterr().err
 
 
 def test_exact_crossing_is_independent_of_enumeration_width() -> None:
