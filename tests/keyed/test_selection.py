@@ -144,6 +144,15 @@ def test_noise_tail_is_a_tight_upper_bound_of_the_convolution() -> None:
         assert exact <= bound <= exact * (1 + 1e-5), (nodes, scale, x)
 
 
+def test_noise_tail_in_blocks_for_large_scales() -> None:
+    """Scale >= 200: blocks of scale/100 values, an upper bound within ~1% (one node:
+    the closed form P[Z >= x] = q^x/(1 + q))."""
+    for scale, x in [(1000.0, 8000), (250.0, 900)]:
+        q = math.exp(-1.0 / scale)
+        exact = q**x / (1 + q)
+        assert exact <= noise_tail(1, scale, x) <= exact * 1.02
+
+
 def test_threshold_is_the_least_union_bound_below_key_delta() -> None:
     plan = plan_for(16, 1.0, 1e-3, 1)
     nodes, scale = plan.nodes(), float(plan.scale)
