@@ -169,6 +169,8 @@ def test_threshold_is_the_least_union_bound_below_key_delta() -> None:
 def test_key_delta_splits_delta_over_units_keys_and_e_epsilon() -> None:
     plan = plan_for(8, 0.5, 1e-6, 1)
     assert plan.key_delta == pytest.approx(1e-6 * math.exp(-1.5))  # ε = 0.5 + 1.0
+    assert plan.epsilon_total == 1.5 and plan.delta_total == 1e-6  # pure counting
+    assert "(1.5, 1e-06)-DP" in plan.describe()
 
 
 def test_exact_probability_of_a_one_unit_key_is_below_key_delta() -> None:

@@ -638,6 +638,8 @@ def _run_embedded(
             need_state = carry is not None and carry.buffers is not None
             if lo in done and not need_state:
                 continue
+            if job.selected is not None and not (job.selected[lo:hi] <= job.until).any():
+                continue  # no key of the chunk is selected: nothing of it is released
             values, ends = job.release(
                 contributions.for_keys(lo, hi),
                 lo,

@@ -237,6 +237,7 @@ class SelectionPlan:
         per_key_total: C, the most one unit adds to one key's running count.
         max_keys: m (1 at event level).
         epsilon_total: ε = ε_s + ε_c.
+        counting_delta: δ_c (None: pure ε_c).
     """
 
     selection: KeySelection
@@ -244,6 +245,7 @@ class SelectionPlan:
     per_key_total: int
     max_keys: int
     epsilon_total: float
+    counting_delta: float | None = None
 
     @classmethod
     def make(
@@ -283,7 +285,12 @@ class SelectionPlan:
         )
         mech.counting  # noqa: B018  (validates the selection budget now)
         return cls(
-            selection, mech, int(per_key_total), max_keys, selection.epsilon + counting.epsilon
+            selection,
+            mech,
+            int(per_key_total),
+            max_keys,
+            selection.epsilon + counting.epsilon,
+            counting.delta,
         )
 
     @property
@@ -326,8 +333,13 @@ class SelectionPlan:
             f"{self.threshold}; a key of one unit is ever released with probability <= "
             f"{self.key_delta:.3g}; the selected keys are private output; "
             f"selection and counting together: ({self.epsilon_total:g}, "
-            f"counting delta + {self.selection.delta:g})-DP"
+            f"{self.delta_total:.3g})-DP for logs that differ in one unit"
         )
+
+    @property
+    def delta_total(self) -> float:
+        """δ_c + δ_s of the combined guarantee."""
+        return (0.0 if self.counting_delta is None else self.counting_delta) + self.selection.delta
 
     def with_keys(self, n_keys: int, key_block: int) -> SelectionPlan:
         return replace(self, mechanism=replace(self.mechanism, n_keys=n_keys, key_block=key_block))
