@@ -269,19 +269,17 @@ class SelectionPlan:
                 f"noise={counting.noise.value!r}: a discrete Laplace threshold on a non-integer "
                 "count would reveal its fractional part"
             )
-        mech = KeyedMechanism(
-            n_keys=counting.n_keys,
-            horizon=counting.horizon,
+        # the counting run's keys, horizon, relation, step bounds and participation
+        mech = replace(
+            counting,
             mechanism="tree",
             noise=NoiseKind.DISCRETE_LAPLACE,
             epsilon=selection.epsilon,
             delta=None,
             calibration=None,
-            l1_step=counting.l1_step,
-            l2_step=counting.l2_step,
-            neighbouring=counting.neighbouring,
-            key_block=counting.key_block,
-            participation=counting.participation,
+            k=None,
+            subtract=None,
+            bands=None,
         )
         mech.counting  # noqa: B018  (validates the selection budget now)
         return cls(
