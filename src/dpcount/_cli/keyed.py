@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from dpcount._cli.common import err_console, positive_float
 from dpcount.counting.registry import MECHANISMS
+
+if TYPE_CHECKING:
+    from dpcount.keyed.selection import KeySelection
 
 HELP = (
     "private running counts for every key of a public universe at every time step, "
@@ -24,7 +28,47 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", metavar="EVENTS", help="events file (.csv or .parquet)")
     p.add_argument("--time-column", required=True, help="column of integer or ISO times")
     p.add_argument("--key-column", required=True, help="column of keys")
-    p.add_argument("--keys", required=True, metavar="FILE", help="key universe, one a line")
+    p.add_argument(
+        "--keys",
+        default=None,
+        metavar="FILE",
+        help="public key universe, one a line (default: none, an open key set: needs "
+        "--select-epsilon and --select-delta)",
+    )
+    p.add_argument(
+        "--select-epsilon",
+        type=positive_float,
+        default=None,
+        help="open key set (no --keys): ε of private key selection, added to --epsilon",
+    )
+    p.add_argument(
+        "--select-delta",
+        type=positive_float,
+        default=None,
+        help="open key set (no --keys): δ of key selection, added to --delta; a key of one "
+        "unit is ever released with probability <= select-delta*exp(-total ε)/max-keys",
+    )
+    p.add_argument(
+        "--unit-scope",
+        choices=("step", "run"),
+        default="step",
+        help="what --max-keys bounds: 'step' (default; keys per unit and step, guarantee per "
+        "step) or 'run' (keys per unit over the whole run, with --max-steps and "
+        "--min-separation per key: user-level privacy over the run)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="--unit-scope run: steps per unit and key (default: every step)",
+    )
+    p.add_argument(
+        "--min-separation",
+        type=int,
+        default=None,
+        help="--unit-scope run with --max-steps: least gap between a unit's steps of a key "
+        "(default 1)",
+    )
     p.add_argument(
         "--step", required=True, help="bucket width: integer, or a duration such as 1D, 1h"
     )
@@ -169,10 +213,38 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
         raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
 
 
+def _selection(args: argparse.Namespace) -> KeySelection | None:
+    """The KeySelection of --select-epsilon/--select-delta (None with --keys)."""
+    given = [
+        flag
+        for flag, value in (
+            ("--select-epsilon", args.select_epsilon),
+            ("--select-delta", args.select_delta),
+        )
+        if value is not None
+    ]
+    if args.keys is not None:
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} selects keys from the data: with --keys every key of the "
+                "universe is released (omit --keys for an open key set)"
+            )
+        return None
+    if len(given) < 2:
+        raise ValueError(
+            "give --keys FILE (the public key universe), or both --select-epsilon and "
+            "--select-delta for an open key set (private key selection)"
+        )
+    from dpcount.keyed.selection import KeySelection
+
+    return KeySelection(epsilon=args.select_epsilon, delta=args.select_delta)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     _check_engine_flags(args)
+    selection = _selection(args)
 
     try:
         import pandas  # noqa: F401
@@ -212,6 +284,10 @@ def run(args: argparse.Namespace) -> int:
             if args.max_weight == int(args.max_weight)
             else args.max_weight,
             max_keys=args.max_keys,
+            selection=selection,
+            unit_scope=args.unit_scope,
+            max_steps=args.max_steps,
+            min_separation=args.min_separation,
             secret=args.secret,
             output=args.output,
             state=args.state,

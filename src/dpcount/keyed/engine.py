@@ -60,7 +60,7 @@ from dpcount.counting.base import CountingMechanism, add_noise
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFSource
-from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind
+from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind, Participation
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
@@ -89,6 +89,7 @@ def choose_mechanism(
     noise: NoiseKind | str,
     l1_step: float,
     l2_step: float,
+    participation: Participation | None = None,
 ) -> tuple[str, dict[str, Any], str | None]:
     """The plan's best mechanism for a keyed run: (registry name, options, calibration).
 
@@ -104,9 +105,14 @@ def choose_mechanism(
 
     kind = NoiseKind.parse("noise", noise)
     step = l2_step if kind.is_gaussian else l1_step
-    choice = choose(
-        horizon, Budget(epsilon=epsilon, delta=delta, noise=kind, step_sensitivity=step)
+    budget = Budget(
+        epsilon=epsilon,
+        delta=delta,
+        noise=kind,
+        step_sensitivity=step,
+        participation=participation,
     )
+    choice = choose(horizon, budget)
     rule = choice.budget.calibration
     return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
 
@@ -147,6 +153,8 @@ class KeyedMechanism:
             blocks of B keys.
         k, subtract: the k-ary tree's options (``"kary"``/``"tree"`` only).
         bands: the Toeplitz factorization's band count (``"toeplitz"`` only; None: full).
+        participation: the per-key (k, b)-participation schema of a run-level unit
+            bound (:mod:`dpcount.keyed.bounds`); None: one step.
     """
 
     n_keys: int
@@ -163,6 +171,7 @@ class KeyedMechanism:
     k: int | None = None
     subtract: bool | None = None
     bands: int | None = None
+    participation: Participation | None = None
 
     def __post_init__(self) -> None:
         for name in ("n_keys", "horizon"):
@@ -216,6 +225,7 @@ class KeyedMechanism:
             calibration=self.calibration,
             step_sensitivity=self.l2_step if gaussian else self.l1_step,
             step_l2_sensitivity=None if gaussian or self.l2_step == self.l1_step else self.l2_step,
+            participation=self.participation,
             **options,
         )
 
@@ -257,7 +267,11 @@ class KeyedMechanism:
         """The public configuration, with a digest of the noise structure (its per-step
         coefficients): a run cannot continue under another mechanism's noise."""
         coefficients = np.ascontiguousarray(self.counting.noise_coefficients(), dtype="<f8")
+        schema = (
+            {} if self.participation is None else {"participation": self.participation.as_dict()}
+        )
         return {
+            **schema,
             "scheme": PRF_SCHEME,
             "mechanism": self.mechanism,
             "structure": self.structure,

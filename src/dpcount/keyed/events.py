@@ -359,6 +359,10 @@ class DropReport:
     clipped_weight: float = 0.0
     unit_dropped_keys: int = 0
     unit_dropped_weight: float = 0.0
+    #: (unit, key, step) contributions beyond a unit's steps per key over the run
+    #: (``unit_scope="run"``: ``max_steps``, ``min_separation``), and their weight
+    unit_dropped_steps: int = 0
+    unit_dropped_steps_weight: float = 0.0
     #: events in steps after the last step released by this run (``until``): not
     #: counted now; pass them again to the run that releases their step
     later_steps: int = 0

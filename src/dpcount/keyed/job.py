@@ -9,7 +9,7 @@ import hmac
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.keyed.bounds import RunBound, bound_units_run
 from dpcount.keyed.engine import KeyedMechanism, choose_mechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
@@ -35,6 +36,7 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
+from dpcount.keyed.selection import KeySelection, SelectionPlan
 from dpcount.keyed.state import RunState
 from dpcount.privacy.budget import NoiseKind
 
@@ -86,6 +88,12 @@ class KeyedJob:
     #: the steps this run releases (a later run continues from a stored state)
     first: int = 1
     last: int | None = None
+    #: a unit's bound over the whole run (``unit_scope="run"``; None: per step)
+    run_bound: RunBound | None = None
+    #: private key selection (open key set; :mod:`dpcount.keyed.selection`)
+    selection: SelectionPlan | None = None
+    #: each key's selection step (T + 1: never), once selected; rows before it are withheld
+    selected: NDArray[np.int64] | None = field(default=None, compare=False)
 
     @property
     def until(self) -> int:
@@ -147,7 +155,9 @@ class KeyedJob:
             empty = np.zeros(0, dtype=np.int64)
             return Contributions(empty, empty, np.zeros(0, dtype=dtype)), DropReport()
         report = DropReport()
-        if self.max_keys is not None:
+        if self.run_bound is not None:
+            rows, report = bound_units_run(rows, self.run_bound, hash_key=self.hash_key)
+        elif self.max_keys is not None:
             rows, report = bound_units(
                 rows, max_keys=self.max_keys, max_weight=self.max_weight, hash_key=self.hash_key
             )
@@ -192,6 +202,8 @@ class KeyedJob:
             **self.buckets.describe(),
             "max_weight": self.max_weight,
             "max_keys": self.max_keys,
+            **({} if self.run_bound is None else self.run_bound.config()),
+            **({} if self.selection is None else self.selection.config()),
         }
 
 
@@ -202,7 +214,7 @@ def _key_block(n_keys: int) -> int:
 def make_job(
     *,
     times: pd.Series,
-    keys: Sequence[Any] | str | os.PathLike[str],
+    keys: Sequence[Any] | str | os.PathLike[str] | None,
     columns: EventColumns,
     step: int | str,
     epsilon: float,
@@ -216,15 +228,38 @@ def make_job(
     k: int | None = None,
     subtract: bool | None = None,
     mechanism: str = "auto",
+    key_values: pd.Series | None = None,
+    selection: KeySelection | None = None,
+    unit_scope: str = "step",
+    max_steps: int | None = None,
+    min_separation: int | None = None,
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
     ``mechanism``: a registry name, ``"tree"``, or ``"auto"`` (the plan's best for the
     horizon, budget and sensitivity: :func:`~dpcount.keyed.engine.choose_mechanism`).
     The job's secret is a placeholder until :meth:`KeyedJob.with_secret`.
+
+    ``keys=None`` with ``selection``: an open key set, the candidates taken from
+    ``key_values`` (the events' key column; :mod:`dpcount.keyed.selection`).
+    ``unit_scope="run"``: the unit bound over the whole run (``max_keys``,
+    ``max_steps``, ``min_separation``; :mod:`dpcount.keyed.bounds`).
     """
     kind = NoiseKind.parse("noise", noise)
-    universe = KeyUniverse(read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys)
+    if keys is None:
+        universe = open_universe(selection, key_values)
+    else:
+        if selection is not None:
+            raise ValueError(
+                "selection= chooses the released keys from the data: with a public key "
+                "universe (keys=) every key is released; pass keys=None for an open key set"
+            )
+        universe = KeyUniverse(read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys)
+    if unit_scope not in ("step", "run"):
+        raise ValueError(f"unit_scope must be 'step' or 'run', got {unit_scope!r}")
+    if unit_scope == "step" and (max_steps is not None or min_separation is not None):
+        flag = "max_steps" if max_steps is not None else "min_separation"
+        raise ValueError(f"{flag} bounds a unit over the whole run: it needs unit_scope='run'")
     derived = []
     if start is None:
         buckets = TimeBuckets.from_data(step, times)
@@ -237,13 +272,30 @@ def make_job(
     weight = check_max_weight(max_weight, kind.is_discrete)
     if max_keys is not None and columns.unit is None:
         raise ValueError("max_keys needs a unit column (unit_column=...)")
+    if unit_scope == "run" and columns.unit is None:
+        raise ValueError("unit_scope='run' needs a unit column (unit_column=...)")
+    run_bound, schema, per_key_total, units = None, None, float(weight), 1
     if columns.unit is not None:
         if max_keys is None:
             raise ValueError("a unit column needs max_keys (keys per unit and step)")
         if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
             raise ValueError(f"max_keys must be a positive integer, got {max_keys!r}")
-        l1, l2 = max_keys * weight, math.sqrt(max_keys) * weight
-        relation = _unit_level(max_keys, weight)
+        if unit_scope == "run":
+            run_bound = RunBound(
+                max_keys, max_steps, 1 if min_separation is None else min_separation, weight
+            )
+            schema = run_bound.participation(int(horizon))
+            per_key_total, units = run_bound.per_key_total(int(horizon)), max_keys
+            l1, l2 = run_bound.step_bounds()
+            relation = run_bound.describe(int(horizon))
+        else:
+            if selection is not None:
+                raise ValueError(
+                    "selection= needs a bound on each unit's keys over the whole run: pass "
+                    "unit_scope='run' (max_keys then counts keys over the run, not per step)"
+                )
+            l1, l2 = max_keys * weight, math.sqrt(max_keys) * weight
+            relation = _unit_level(max_keys, weight)
     else:
         l1 = l2 = float(weight)
         relation = _event_level(weight)
@@ -255,7 +307,13 @@ def make_job(
                 "(mechanism='auto' chooses the mechanism and its options)"
             )
         mechanism, options, rule = choose_mechanism(
-            int(horizon), epsilon=epsilon, delta=delta, noise=kind, l1_step=l1, l2_step=l2
+            int(horizon),
+            epsilon=epsilon,
+            delta=delta,
+            noise=kind,
+            l1_step=l1,
+            l2_step=l2,
+            participation=schema,
         )
         calibration = rule if calibration is None else calibration
     mech = KeyedMechanism(
@@ -270,11 +328,45 @@ def make_job(
         l2_step=float(l2),
         neighbouring=relation,
         key_block=_key_block(len(universe)),
+        participation=schema,
         **options,
     )
     mech.counting  # noqa: B018  (validates the budget before a secret file is created)
+    plan = None
+    if selection is not None:
+        plan = SelectionPlan.make(selection, mech, per_key_total=per_key_total, max_keys=units)
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
-    return KeyedJob(columns, universe, buckets, mech, weight, max_keys, placeholder), derived
+    job = KeyedJob(
+        columns,
+        universe,
+        buckets,
+        mech,
+        weight,
+        max_keys,
+        placeholder,
+        run_bound=run_bound,
+        selection=plan,
+    )
+    return job, derived
+
+
+def open_universe(selection: KeySelection | None, key_values: pd.Series | None) -> KeyUniverse:
+    """The candidate universe of an open key set: the distinct keys of the events, sorted
+    (by type name, then value) so that it does not depend on row order. A key's noise
+    position is its rank here; the noise is i.i.d. over positions and the ranking does
+    not look at the noise, so a data-dependent ranking does not change its law."""
+    if selection is None:
+        raise ValueError(
+            "keys: give the public key universe, or keys=None with "
+            "selection=KeySelection(epsilon=..., delta=...) for an open key set"
+        )
+    if key_values is None:
+        raise ValueError("an open key set (keys=None) needs the events' key column")
+    values = pd.unique(key_values.dropna())
+    distinct = [v.item() if isinstance(v, np.generic) else v for v in values]
+    if not distinct:
+        raise ValueError("keys=None: the events hold no key to select from")
+    return KeyUniverse(sorted(distinct, key=lambda v: (type(v).__name__, v)))
 
 
 def check_secret_arg(secret: object) -> None:

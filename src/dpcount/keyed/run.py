@@ -13,6 +13,7 @@ in ``data_derived`` and the CLI prints a warning. Pass both for a fully private 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import os
@@ -49,6 +50,7 @@ from dpcount.keyed.job import (
     secret_file,
 )
 from dpcount.keyed.mark import ReleaseGuard
+from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask, select_keys
 from dpcount.privacy.budget import Budget, NoiseKind
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
@@ -77,6 +79,8 @@ class KeyedResult:
     state: Path | None = None
     #: the run's public configuration (what its secret file records)
     config: dict[str, Any] = field(default_factory=dict)
+    #: key selection (open key set): candidate and selected counts (exact, not private)
+    selection: SelectionOutcome | None = None
 
     @property
     def released(self) -> tuple[int, int]:
@@ -100,8 +104,15 @@ class KeyedResult:
             f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
             f"released steps; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
-            f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})",
+            f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})"
+            + (
+                f", {r.unit_dropped_steps} unit steps above max_steps or closer than "
+                f"min_separation (weight {r.unit_dropped_steps_weight:g})"
+                if r.unit_dropped_steps
+                else ""
+            ),
             f"guarantee: {m.describe()}",
+            *([] if self.selection is None else [self.selection.summary()]),
             f"exact error: std per count {std.min():.4g} .. {std.max():.4g} "
             f"(rms {math.sqrt(float(np.mean(std * std))):.4g})",
             f"run id: {self.run_id}{' (new secret)' if self.secret_created else ''}",
@@ -128,7 +139,11 @@ def iter_frames(
     std = job.mechanism.std()[job.first - 1 : job.until]
     labels = job.buckets.labels(job.until)[job.first - 1 :]
     for lo, values in chunks:
-        yield chunk_frame(values, std, job.universe.keys, labels, lo, time_label, job.first)
+        frame = chunk_frame(values, std, job.universe.keys, labels, lo, time_label, job.first)
+        if job.selected is not None:  # rows before a key's selection step are withheld
+            keep = keep_mask(job.selected, lo, values.shape[0], values.shape[1], job.first)
+            frame = frame[keep].reset_index(drop=True)
+        yield frame
 
 
 def chunk_table(
@@ -171,7 +186,13 @@ def iter_tables(
     std = job.mechanism.std()[job.first - 1 : job.until]
     labels = job.buckets.labels(job.until)[job.first - 1 :]
     for lo, values in chunks:
-        yield chunk_table(values, std, job.universe.keys, labels, lo, time_label, job.first)
+        table = chunk_table(values, std, job.universe.keys, labels, lo, time_label, job.first)
+        if job.selected is not None:  # rows before a key's selection step are withheld
+            import pyarrow as pa
+
+            keep = keep_mask(job.selected, lo, values.shape[0], values.shape[1], job.first)
+            table = table.filter(pa.array(keep))
+        yield table
 
 
 def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
@@ -316,7 +337,7 @@ def _stable_table(table: Any) -> Any:
 def keyed_counts(
     events: pd.DataFrame | str | os.PathLike[str] | Any,
     *,
-    keys: Sequence[Any] | str | os.PathLike[str],
+    keys: Sequence[Any] | str | os.PathLike[str] | None,
     time_column: str,
     key_column: str,
     step: int | str,
@@ -346,6 +367,10 @@ def keyed_counts(
     time_label: str = "time",
     progress: Progress | None = None,
     on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
+    selection: KeySelection | None = None,
+    unit_scope: str = "step",
+    max_steps: int | None = None,
+    min_separation: int | None = None,
 ) -> KeyedResult:
     """Private running counts of every key of a public universe, at every step.
 
@@ -353,7 +378,8 @@ def keyed_counts(
         events: a pandas or polars DataFrame (or polars LazyFrame; the ``polars``
             extra), a CSV/Parquet path, or (``engine="dask"``) a Dask DataFrame, with
             columns time, key[, weight][, unit].
-        keys: the public key universe: a sequence, or a text file (one key a line).
+        keys: the public key universe: a sequence, or a text file (one key a line);
+            None for an open key set, with ``selection``.
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
             ``"1D"``, ``"1h"`` for ISO dates/timestamps. Step numbers count from 1;
@@ -408,6 +434,18 @@ def keyed_counts(
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
             (first key index, running counts of shape (T, keys in chunk)) per chunk.
+        selection: private key selection for an open key set (``keys=None``): a
+            :class:`~dpcount.keyed.selection.KeySelection` (ε_s, δ_s). A key is released
+            from the first step its noisy selection count reaches a threshold (earlier
+            steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
+            included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
+            Embedded engine, discrete noise, a frame or an output file, no ``state``.
+        unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
+            per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
+            keys, ``max_steps`` steps per key at least ``min_separation`` apart,
+            ``max_weight`` per key and step — with user-level privacy over the run
+            (:mod:`dpcount.keyed.bounds`). Needs ``unit_column``; no ``state``.
+        max_steps, min_separation: see ``unit_scope="run"`` (default: every step, 1).
 
     Returns:
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
@@ -443,6 +481,7 @@ def keyed_counts(
             "by default would use up the steps that later runs are meant to release"
         )
     check_secret_arg(secret)
+    _check_open(keys, selection, unit_scope, engine, state, output, on_chunk)
     if state is not None and secret_file(secret) is None:
         raise ValueError(
             "state= needs a secret file: the released-up-to mark that refuses a second "
@@ -467,6 +506,10 @@ def keyed_counts(
             k=k,
             subtract=subtract,
             mechanism=mechanism,
+            selection=selection,
+            unit_scope=unit_scope,
+            max_steps=max_steps,
+            min_separation=min_separation,
         )
         parts = (
             _PartsDir(Path(output), chunk_keys)
@@ -476,7 +519,7 @@ def keyed_counts(
         if engine == "dask":
             from dpcount.keyed.dask import run_dask
 
-            ran = run_dask(
+            on_dask = run_dask(
                 events,
                 common,
                 secret,
@@ -491,6 +534,8 @@ def keyed_counts(
                 until=until,
                 guard=guard,
             )
+            no_selection: SelectionOutcome | None = None  # refused on Dask (_check_open)
+            ran = (*on_dask, no_selection)
         elif engine == "embedded":
             ran = _run_embedded(
                 events,
@@ -505,8 +550,8 @@ def keyed_counts(
             )
         else:
             raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
-        job, created, derived, report, chunks, carry = ran
-        return _emit(
+        job, created, derived, report, chunks, carry, outcome = ran
+        result = _emit(
             job,
             created,
             derived,
@@ -520,6 +565,44 @@ def keyed_counts(
             carry,
             guard,
         )
+        result.selection = outcome
+        return result
+
+
+def _check_open(
+    keys: object,
+    selection: KeySelection | None,
+    unit_scope: str,
+    engine: str,
+    state: object,
+    output: str | os.PathLike[str] | None,
+    on_chunk: object,
+) -> None:
+    """Refuse what key selection and run-level unit bounds do not support (yet)."""
+    for what, used in (
+        ("selection= (an open key set)", keys is None or selection is not None),
+        ("unit_scope='run'", unit_scope == "run"),
+    ):
+        if not used:
+            continue
+        if engine != "embedded":
+            raise ValueError(f"{what} runs on the embedded engine only (engine={engine!r})")
+        if state is not None:
+            raise ValueError(
+                f"{what} needs one run over the steps: state= (resuming across time) would "
+                "need each unit's contributions of the earlier runs"
+            )
+    if keys is None or selection is not None:
+        if on_chunk is not None:
+            raise ValueError(
+                "on_chunk= receives every key's counts at every step, also those key "
+                "selection withholds: not available with selection="
+            )
+        if output is not None and not Path(output).suffix:
+            raise ValueError(
+                f"output={str(output)!r}: a directory of parts is not available with "
+                "selection= (write a .csv or .parquet file, or return a frame)"
+            )
 
 
 def _keyed_budget(budget: Budget) -> tuple[float, float | None, str, str | None]:
@@ -554,19 +637,24 @@ def _run_embedded(
     DropReport,
     Iterator[tuple[int, NDArray[Any]]],
     Carry | None,
+    SelectionOutcome | None,
 ]:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
     columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
-    job, derived = make_job(times=times, **common)
+    job, derived = make_job(times=times, key_values=frame[columns.key], **common)
     job = continue_from(job, state, until)
     partial, report = job.prepare(frame)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
     base, buffers = load_base(job, state)
     contributions, bound_report = job.finish([partial])
     report = report + bound_report
+    outcome = None
+    if job.selection is not None:
+        selected, outcome = select_keys(job, contributions, chunk_keys)
+        job = dataclasses.replace(job, selected=selected)
     begin_release(guard, job, created, contributions, base, buffers, state)
     carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
     parts = None if parts is None else parts.for_job(job)
@@ -578,6 +666,8 @@ def _run_embedded(
             need_state = carry is not None and carry.buffers is not None
             if lo in done and not need_state:
                 continue
+            if job.selected is not None and not (job.selected[lo:hi] <= job.until).any():
+                continue  # no key of the chunk is selected: nothing of it is released
             values, ends = job.release(
                 contributions.for_keys(lo, hi),
                 lo,
@@ -594,7 +684,7 @@ def _run_embedded(
             if progress is not None:
                 progress(hi, n)
 
-    return job, created, derived, report, chunks(), carry
+    return job, created, derived, report, chunks(), carry, outcome
 
 
 def _emit(

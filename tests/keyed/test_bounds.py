@@ -1,0 +1,205 @@
+"""Unit bounds over the whole run (unit_scope="run"): enforcement by brute force, and
+the calibration against the single-stream mechanism and a brute-force sensitivity."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcount.counting.registry import MECHANISMS
+from dpcount.keyed.bounds import RunBound, bound_units_run, greedy_separated
+from dpcount.keyed.events import EventColumns, _unit_rank
+from dpcount.keyed.job import make_job
+from dpcount.privacy import Budget, Participation
+
+HASH = "0123456789abcdef"
+
+
+def naive_greedy(steps: list[int], k: int | None, b: int) -> list[int]:
+    kept: list[int] = []
+    for s in sorted(steps):
+        if (k is None or len(kept) < k) and (not kept or s - kept[-1] >= b):
+            kept.append(s)
+    return kept
+
+
+def test_greedy_separated_equals_the_loop() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        groups = rng.integers(1, 5)
+        rows = sorted(
+            set(
+                zip(
+                    rng.integers(0, groups, 25).tolist(),
+                    rng.integers(1, 30, 25).tolist(),
+                    strict=True,
+                )
+            )
+        )
+        group = np.array([g for g, _ in rows], dtype=np.int64)
+        step = np.array([s for _, s in rows], dtype=np.int64)
+        k = [None, 1, 3][int(rng.integers(0, 3))]
+        b = int(rng.integers(1, 6))
+        keep = greedy_separated(group, step, k, b)
+        for g in set(group.tolist()):
+            mine = step[(group == g) & keep].tolist()
+            assert mine == naive_greedy(step[group == g].tolist(), k, b)
+
+
+def _random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "unit": rng.choice(["u", "v", "w", "x"], n),
+            "step": rng.integers(1, 13, n),
+            "key": rng.integers(0, 6, n),
+            "weight": rng.integers(0, 4, n).astype(np.float64),
+        }
+    )
+
+
+@pytest.mark.parametrize(("m", "k", "b"), [(2, 3, 2), (1, None, 1), (3, 2, 4)])
+def test_enforced_data_satisfy_the_bound(m: int, k: int | None, b: int) -> None:
+    """Brute force on small data: every unit keeps <= m keys (its m of smallest keyed
+    hash), per key the greedy steps (<= k, >= b apart), each <= c; and every unit of
+    weight removed is reported."""
+    rng = np.random.default_rng(m * 10 + b)
+    rows = _random_rows(rng, 120)
+    c = 2
+    bound = RunBound(max_keys=m, max_steps=k, min_separation=b, max_weight=c)
+    # the same rows one by one, a unit per row: kept per (unit, key, step) after the rule
+    kept, report = bound_units_run(rows.assign(unit=rows["unit"]), bound, hash_key=HASH)
+    totals = rows.groupby(["unit", "key", "step"])["weight"].sum()
+    expect: dict[tuple[int, int], float] = {}
+    for unit, part in totals.groupby(level=0):
+        keys = sorted({kk for _, kk, _ in part.index})
+        frame = pd.DataFrame({"unit": [unit] * len(keys), "key": keys})
+        rank = _unit_rank(frame, HASH)
+        chosen = [kk for _, kk in sorted(zip(rank.tolist(), keys, strict=True))[:m]]
+        assert len(chosen) <= m
+        for kk in chosen:
+            steps = [s for (_, k2, s) in part.index if k2 == kk]
+            for s in naive_greedy(steps, k, b):
+                value = min(float(totals[(unit, kk, s)]), c)
+                expect[(kk, s)] = expect.get((kk, s), 0.0) + value
+    got = kept.groupby(["key", "step"])["weight"].sum().to_dict()
+    assert {key: v for key, v in got.items()} == pytest.approx(expect)
+    removed = report.unit_dropped_weight + report.unit_dropped_steps_weight + report.clipped_weight
+    assert kept["weight"].sum() + removed == pytest.approx(rows["weight"].sum())
+    assert report.unit_dropped_keys + report.unit_dropped_steps + len(kept) == len(totals)
+
+
+def _job(**kw: Any) -> Any:
+    base: dict[str, Any] = dict(
+        times=pd.Series([1]),
+        keys=["a", "b", "c"],
+        columns=EventColumns("t", "key", None, "user"),
+        step=1,
+        epsilon=1.0,
+        delta=None,
+        noise="discrete-laplace",
+        calibration=None,
+        max_weight=2,
+        max_keys=3,
+        start=1,
+        horizon=16,
+        unit_scope="run",
+        max_steps=4,
+        min_separation=3,
+    )
+    base.update(kw)
+    return make_job(**base)[0]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "noise", "delta"),
+    [("kary", "discrete-laplace", None), ("sqrt", "gaussian", 1e-6)],
+)
+def test_std_is_the_single_stream_mechanisms_under_the_same_participation(
+    mechanism: str, noise: str, delta: float | None
+) -> None:
+    job = _job(mechanism=mechanism, noise=noise, delta=delta)
+    m, c = 3, 2
+    gaussian = noise == "gaussian"
+    single = MECHANISMS[mechanism](
+        horizon=16,
+        budget=Budget(
+            epsilon=1.0,
+            delta=delta,
+            noise=noise,
+            step_sensitivity=math.sqrt(m) * c if gaussian else m * c,
+            step_l2_sensitivity=None if gaussian else math.sqrt(m) * c,
+            participation=Participation(4, 3),
+        ),
+        **({"k": 19, "subtract": True} if mechanism == "kary" else {}),
+    )
+    assert np.array_equal(job.mechanism.std(), np.sqrt(single.variances()))
+    # and the schema matters: one participation would give less noise
+    alone = _job(
+        mechanism=mechanism,
+        noise=noise,
+        delta=delta,
+        unit_scope="step",
+        max_steps=None,
+        min_separation=None,
+    )
+    assert (alone.mechanism.std() < job.mechanism.std()).all()
+
+
+def test_calibrated_sensitivity_bounds_the_brute_force_over_neighbours() -> None:
+    """The sqrt factorization's encoder C (T = 6): the largest ‖C·Δ‖ over every
+    neighbour of two keys (each key: <= 2 steps >= 2 apart, ±c per step — the extreme
+    points of the convex set) is what the keyed mechanism calibrated to."""
+    T, m, c, k, b = 6, 2, 1, 2, 2
+    options: dict[str, Any] = dict(
+        mechanism="sqrt",
+        noise="gaussian",
+        delta=1e-6,
+        horizon=T,
+        max_keys=m,
+        max_weight=c,
+        max_steps=k,
+        min_separation=b,
+    )
+    job = _job(**options)
+    counting = job.mechanism.counting
+    _, encoder = counting.dense_factorization()
+    columns = []
+    for size in range(1, k + 1):
+        for pattern in itertools.combinations(range(T), size):
+            if any(j - i < b for i, j in itertools.pairwise(pattern)):
+                continue
+            for signs in itertools.product((-c, c), repeat=size):
+                delta = np.zeros(T)
+                delta[list(pattern)] = signs
+                columns.append(encoder @ delta)
+    one = np.array(columns)
+    l2 = max(
+        math.sqrt(float(one[i] @ one[i] + one[j] @ one[j]))
+        for i in range(len(one))
+        for j in range(len(one))
+    )
+    l1 = max(
+        float(np.abs(one[i]).sum() + np.abs(one[j]).sum())
+        for i in range(len(one))
+        for j in range(len(one))
+    )
+    assert job.mechanism.privacy.l2_sensitivity == pytest.approx(l2, rel=1e-9)
+    # l1 (Laplace noise; the Gaussian calibration reads only l2)
+    laplace = _job(**{**options, "noise": "laplace", "delta": None})
+    assert laplace.mechanism.privacy.l1_sensitivity == pytest.approx(l1, rel=1e-9)
+
+
+def test_bad_run_bounds_name_the_parameter() -> None:
+    with pytest.raises(ValueError, match="max_steps"):
+        _job(max_steps=0)
+    with pytest.raises(ValueError, match="min_separation=3 needs max_steps"):
+        _job(max_steps=None)
+    with pytest.raises(ValueError, match="max_participations=9"):
+        _job(max_steps=9, horizon=16)
+    with pytest.raises(ValueError, match="min_separation"):
+        _job(min_separation=0)
