@@ -19,7 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-column", required=True, help="column of keys")
     p.add_argument("--keys", required=True, metavar="FILE", help="key universe, one a line")
     p.add_argument(
-        "--step", required=True, help="bucket width: integer, or a duration such as 1D, 1h"
+        "--step",
+        required=True,
+        help="bucket width: an integer for integer times; for dates a duration (1D, 1h, 15min) "
+        "or a calendar step (MS months, QS quarters, YS years, W-MON weeks from Monday; 1M "
+        "is refused as ambiguous)",
     )
     p.add_argument("--start", default=None, help="start of step 1 (default: from the data)")
     p.add_argument(

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount._time import Step, parse_step
 from dpcount._validate import MAX_EXACT_SUM
 from dpcount.counting._steps import check_running_sums
 
@@ -205,28 +206,18 @@ class KeyUniverse:
 # --------------------------------------------------------------------------------------
 # Time buckets
 # --------------------------------------------------------------------------------------
-def _parse_width(step: int | str) -> int | pd.Timedelta:
-    if isinstance(step, bool):
-        raise TypeError(f"step must be an integer width or a duration like '1D', got {step!r}")
-    if isinstance(step, (int, np.integer)):
-        width: int | pd.Timedelta = int(step)
-    elif isinstance(step, str) and step.strip().isdigit():
-        width = int(step.strip())
-    elif isinstance(step, str):
-        try:
-            width = pd.Timedelta(step)
-        except ValueError:
-            raise ValueError(
-                f"step must be an integer width or a duration like '1D', '1h', '15min', "
-                f"got {step!r}"
-            ) from None
-    else:
-        raise TypeError(f"step must be an integer width or a duration like '1D', got {step!r}")
-    if (isinstance(width, int) and width < 1) or (
-        isinstance(width, pd.Timedelta) and width <= pd.Timedelta(0)
+def _parse_width(step: int | str) -> Step:
+    """The step of ``step`` (:func:`dpcount._time.parse_step`, shared with ``dpcount
+    count`` and ``histogram``): a whole number for integer times, else a duration or a
+    calendar step."""
+    if isinstance(step, (float, np.floating)) or (
+        isinstance(step, (int, np.integer)) and not isinstance(step, bool) and step < 1
     ):
-        raise ValueError(f"step must be positive, got {step!r}")
-    return width
+        raise ValueError(f"step must be a positive integer width for integer times, got {step!r}")
+    parsed = parse_step(step, "step")
+    if parsed.kind == "number" and not parsed.width.is_integer():
+        raise ValueError(f"step must be a positive integer width for integer times, got {step!r}")
+    return parsed
 
 
 def parse_times(values: pd.Series, column: str) -> pd.Series:
@@ -261,15 +252,18 @@ def parse_times(values: pd.Series, column: str) -> pd.Series:
 
 @dataclass(frozen=True)
 class TimeBuckets:
-    """Step s (from 1) covers times [start + (s−1)·width, start + s·width)."""
+    """Step s (from 1) covers times [b_s, b_{s+1}): b_s = start + (s−1)·width for an
+    integer width or a fixed duration, the (s−1)·n-th calendar boundary after
+    ``start`` for a calendar step (:class:`dpcount._time.Step`: months, quarters and
+    years of unequal lengths, weeks from a weekday)."""
 
-    width: int | pd.Timedelta
+    width: Step
     start: int | pd.Timestamp
 
     @classmethod
     def make(cls, step: int | str, start: int | str | pd.Timestamp) -> TimeBuckets:
         width = _parse_width(step)
-        if isinstance(width, int):
+        if width.kind == "number":
             if isinstance(start, str):
                 start = int(start) if start.strip().lstrip("-").isdigit() else start
             if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
@@ -281,16 +275,19 @@ class TimeBuckets:
             raise ValueError(f"start must be an ISO date or timestamp, got {start!r}") from None
         if ts.tzinfo is not None:
             ts = ts.tz_convert("UTC").tz_localize(None)
+        ts = ts.as_unit("ns")
+        width.check_start(int(ts.value), "start", str(start))
         return cls(width, ts)
 
     @classmethod
     def from_data(cls, step: int | str, times: pd.Series) -> TimeBuckets:
-        """Buckets starting at the earliest time (floored to the step for durations)."""
+        """Buckets starting at the earliest time, floored to a step boundary for a
+        duration (from 1970-01-01) or a calendar step (the boundary at or before it)."""
         width = _parse_width(step)
         if len(times) == 0:
             raise ValueError("no events to take start and horizon from: pass start and horizon")
         first = times.min()
-        if isinstance(width, int):
+        if width.kind == "number":
             if not isinstance(first, (int, np.integer)):
                 raise ValueError(
                     f"step {step!r} is an integer width but the times are dates; "
@@ -299,50 +296,50 @@ class TimeBuckets:
             return cls(width, int(first))
         if not isinstance(first, pd.Timestamp):
             raise ValueError(f"step {step!r} is a duration but the times are integers")
-        return cls(width, first.floor(width))
+        return cls(width, pd.Timestamp(width.floor(int(first.as_unit("ns").value)), unit="ns"))
 
     def steps(self, times: pd.Series) -> I64:
         """1-based step of every time (≤ 0 before ``start``)."""
-        if isinstance(self.width, int):
+        if self.width.kind == "number":
             if not pd.api.types.is_integer_dtype(times.dtype):
                 raise ValueError("the step is an integer width but the times are dates")
             assert isinstance(self.start, int)
-            out: I64 = (times.to_numpy(np.int64) - self.start) // self.width + 1
+            out: I64 = (times.to_numpy(np.int64) - self.start) // int(self.width.width) + 1
             return out
         if not pd.api.types.is_datetime64_any_dtype(times.dtype):
             raise ValueError("the step is a duration but the times are integers")
-        delta = (times - self.start).to_numpy("timedelta64[ns]").astype(np.int64)
-        out = delta // int(self.width.value) + 1
-        return out
+        assert isinstance(self.start, pd.Timestamp)
+        ns = times.to_numpy("datetime64[ns]").view(np.int64)
+        return self.width.index(int(self.start.value), ns)
 
     def last_step(self, times: pd.Series) -> int:
         return int(self.steps(times).max()) if len(times) else 0
 
+    def times(self, first: int, last: int) -> NDArray[Any]:
+        """The start b_s of steps first..last: int64 for integer times, else
+        datetime64[ns] (Parquet outputs store them as timestamps)."""
+        if self.width.kind == "number":
+            assert isinstance(self.start, int)
+            step = int(self.width.width)
+            return self.start + np.arange(first - 1, last, dtype=np.int64) * step
+        assert isinstance(self.start, pd.Timestamp)
+        ns = self.width.boundaries(int(self.start.value), first, last)
+        return ns.view("datetime64[ns]")
+
     def labels(self, n_steps: int) -> list[str]:
         """The start of each step's bucket, as text (ISO date when whole days)."""
-        if isinstance(self.width, int):
-            assert isinstance(self.start, int)
-            return [str(self.start + s * self.width) for s in range(n_steps)]
+        values = self.times(1, n_steps)
+        if self.width.kind == "number":
+            return [str(v) for v in values.tolist()]
         assert isinstance(self.start, pd.Timestamp)
-        stamps = pd.DatetimeIndex([self.start + self.width * i for i in range(n_steps)])
-        day = pd.Timedelta("1D")
-        if self.width % day == pd.Timedelta(0) and self.start == self.start.normalize():
+        stamps = pd.DatetimeIndex(values)
+        if self.width.whole_days and self.start == self.start.normalize():
             return [t.strftime("%Y-%m-%d") for t in stamps]
         return [t.isoformat() for t in stamps]
 
     def describe(self) -> dict[str, str]:
-        w = self.width
-        if isinstance(w, int):
-            width = str(w)
-        else:
-            width = f"{w.value}ns"
-            for unit, name in (("1D", "D"), ("1h", "h"), ("1min", "min"), ("1s", "s")):
-                n, rest = divmod(w, pd.Timedelta(unit))
-                if rest == pd.Timedelta(0):
-                    width = f"{n}{name}"
-                    break
         start = str(self.start) if isinstance(self.start, int) else self.start.isoformat()
-        return {"step": width, "start": start}
+        return {"step": self.width.describe(), "start": start}
 
 
 # --------------------------------------------------------------------------------------

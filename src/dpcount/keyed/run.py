@@ -135,28 +135,27 @@ def chunk_table(
     values: NDArray[Any],
     std: NDArray[np.float64],
     keys: tuple[Any, ...],
-    labels: list[str],
+    times: NDArray[Any],
     key_lo: int,
     time_label: str = "time",
     first_step: int = 1,
 ) -> Any:
     """:func:`~dpcount.keyed.engine.chunk_frame` as an Arrow table, built directly (no
-    pandas frame in between) with the schema :func:`write_frames` writes."""
+    pandas frame in between) with the schema :func:`write_frames` writes. ``times``:
+    each step's start (:meth:`~dpcount.keyed.events.TimeBuckets.times`), stored as a
+    timestamp (or an integer for integer times), not as text."""
     import pyarrow as pa
 
     horizon, n = values.shape
     codes = np.repeat(np.arange(n, dtype=np.int32), horizon)
     key = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(keys[key_lo : key_lo + n])))
-    steps = np.tile(np.arange(horizon, dtype=np.int32), n)
-    # large_string: the type pandas gives the labels (same bytes as the frame path)
-    time = pa.DictionaryArray.from_arrays(pa.array(steps), pa.array(labels, pa.large_string()))
     return pa.table(
         {
             "key": key,
             "step": pa.array(
                 np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n)
             ),
-            time_label: time,
+            time_label: pa.array(np.tile(np.asarray(times), n)),
             "private_count": pa.array(values.T.reshape(-1)),
             "std": pa.array(np.tile(std, n)),
         }
@@ -169,9 +168,9 @@ def iter_tables(
     time_label: str,
 ) -> Iterator[Any]:
     std = job.mechanism.std()[job.first - 1 : job.until]
-    labels = job.buckets.labels(job.until)[job.first - 1 :]
+    times = job.buckets.times(job.first, job.until)
     for lo, values in chunks:
-        yield chunk_table(values, std, job.universe.keys, labels, lo, time_label, job.first)
+        yield chunk_table(values, std, job.universe.keys, times, lo, time_label, job.first)
 
 
 def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
@@ -247,9 +246,9 @@ class _PartsDir:
 
     def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
         m = job.mechanism
-        labels = job.buckets.labels(job.until)[job.first - 1 :]
+        times = job.buckets.times(job.first, job.until)
         std = m.std()[job.first - 1 : job.until]
-        return PartWriter(self.path, labels, std, time_label, job.first)
+        return PartWriter(self.path, times, std, time_label, job.first)
 
     def open(self, job: KeyedJob) -> set[int]:
         """Check or write the manifest; the first key of every chunk already written."""
@@ -280,16 +279,14 @@ class PartWriter:
     """Writes one key chunk's part file; small enough to ship to a Dask worker."""
 
     path: Path
-    labels: list[str]
+    times: NDArray[Any]
     std: NDArray[np.float64]
     time_label: str
     first_step: int = 1
 
     def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
         """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
-        table = chunk_table(
-            values, self.std, keys, self.labels, 0, self.time_label, self.first_step
-        )
+        table = chunk_table(values, self.std, keys, self.times, 0, self.time_label, self.first_step)
         return write_frames([table], self.path / f"part-{lo:012d}.parquet")
 
 
@@ -354,9 +351,10 @@ def keyed_counts(
             columns time, key[, weight][, unit].
         keys: the public key universe: a sequence, or a text file (one key a line).
         time_column, key_column, weight_column, unit_column: column names.
-        step: bucket width: an integer for integer times, or a duration such as
-            ``"1D"``, ``"1h"`` for ISO dates/timestamps. Step numbers count from 1;
-            the count of step s covers all events in steps 1..s.
+        step: bucket width: an integer for integer times, or for ISO
+            dates/timestamps a duration such as ``"1D"``, ``"1h"`` or a calendar step
+            (``"MS"``, ``"QS"``, ``"YS"``, ``"W-MON"``; :mod:`dpcount._time`). Step
+            numbers count from 1; the count of step s covers all events in steps 1..s.
         epsilon, delta, noise, calibration: the budget (default exact discrete
             Laplace, pure ε-DP); see :func:`dpcount.privacy.calibrate`.
         secret: the run secret file (created from operating-system entropy if absent,
