@@ -119,6 +119,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="last step to release (default: the horizon); later events are reported, not counted",
     )
     p.add_argument(
+        "--late",
+        choices=("refuse", "next-step"),
+        default="refuse",
+        help="an event of an already released step (with --state): refuse stops with an error "
+        "naming its file and row; next-step counts it in the first step this run releases "
+        "(bounded with that step, and reported) (default: refuse)",
+    )
+    p.add_argument(
+        "--allowed-lateness",
+        default=None,
+        metavar="WAIT",
+        help="instead of --until: release the steps complete by the latest event time less WAIT "
+        "(a duration such as 2h or 1D for dates, a whole number for integer times, or 0); "
+        "which steps are released then depends on the data (not private)",
+    )
+    p.add_argument(
         "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
     )
     p.add_argument(
@@ -154,6 +170,15 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
     ]
     if args.engine == "embedded" and given:
         raise ValueError(f"{', '.join(given)} needs --engine dask (the embedded engine ignores it)")
+    if args.late != "refuse" and args.state is None:
+        raise ValueError(
+            f"--late {args.late} needs --state: without a stored state no step was released "
+            "before this run, so no event can be late"
+        )
+    if args.allowed_lateness is not None and args.until is not None:
+        raise ValueError("give --until or --allowed-lateness, not both")
+    if args.allowed_lateness is not None and args.engine != "embedded":
+        raise ValueError("--allowed-lateness needs --engine embedded (pass --until with Dask)")
     if args.scheduler is not None and args.workers is not None:
         raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
 
@@ -202,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
             output=args.output,
             state=args.state,
             until=args.until,
+            late=args.late,
+            allowed_lateness=args.allowed_lateness,
             engine=args.engine,
             workers=2 if args.workers is None else args.workers,
             partitions=args.partitions,

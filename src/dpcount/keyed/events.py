@@ -359,6 +359,9 @@ class DropReport:
     #: events in steps after the last step released by this run (``until``): not
     #: counted now; pass them again to the run that releases their step
     later_steps: int = 0
+    #: late events (of steps already released) counted in the first open step
+    #: (``late="next-step"``); included in ``kept_events``
+    late_moved: int = 0
 
     def __add__(self, other: DropReport) -> DropReport:
         return DropReport(
@@ -431,13 +434,19 @@ def map_events(
     integer: bool,
     first: int = 1,
     last: int | None = None,
+    late: str = "refuse",
+    source: str | None = None,
 ) -> tuple[pd.DataFrame, DropReport]:
     """Rows (key, step, weight[, unit]) of the events inside the universe and steps
     ``first``..``last`` (default 1..horizon).
 
     Events in steps 1..first−1 — already released by an earlier run that this one
-    continues — are refused (ValueError naming the first such row): counting them
-    now would change nothing released, and dropping them silently would lose them.
+    continues: *late* events — follow ``late``
+    (:data:`dpcount.keyed.watermark.LATE_POLICIES`): ``"refuse"`` raises a ValueError
+    naming the first such row (and ``source``, the file); ``"next-step"`` places them
+    in step ``first``, the first step still open, and counts them in
+    ``report.late_moved``. Moved rows are bounded with the step they are counted in
+    (the bounds apply after moving). Never dropped silently.
     Events in steps last+1..horizon are counted in ``later_steps`` and dropped.
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
@@ -455,17 +464,24 @@ def map_events(
         out["unit"] = unit.to_numpy()
     unknown = keys < 0
     outside = ~unknown & ((steps < 1) | (steps > horizon))
+    moved = 0
     if first > 1:
         released = (steps >= 1) & (steps < first)
-        if released.any():
+        if released.any() and late == "next-step":
+            moved = int((released & ~unknown).sum())
+            steps = np.where(released, first, steps)
+            out["step"] = steps
+        elif released.any():
             i = int(np.flatnonzero(released)[0])
             label = frame.index[i]
             label = label.item() if isinstance(label, np.generic) else label
+            where = label if isinstance(label, str) else f"row {label!r}"
             raise ValueError(
-                f"event at row {label!r} (time {frame[columns.time].iloc[i]}) is in "
-                f"step {int(steps[i])}, already released: this run continues from step "
-                f"{first}; pass only events of steps >= {first} ({int(released.sum())} "
-                "events refused)"
+                f"late event at {where}{'' if source is None else f' of {source}'} (time "
+                f"{frame[columns.time].iloc[i]}) is in step {int(steps[i])}, already "
+                f"released: this run continues from step {first}; pass only events of "
+                f"steps >= {first}, or place late events in the next open step with "
+                f"late='next-step' ({int(released.sum())} events refused)"
             )
     later = np.zeros(len(steps), dtype=bool)
     if last is not None and last < horizon:
@@ -475,6 +491,7 @@ def map_events(
         unknown_key=int(unknown.sum()),
         out_of_range=int(outside.sum()),
         later_steps=int(later.sum()),
+        late_moved=moved,
     )
     return out[~(unknown | outside | later)].reset_index(drop=True), report
 

@@ -86,6 +86,8 @@ class KeyedJob:
     #: the steps this run releases (a later run continues from a stored state)
     first: int = 1
     last: int | None = None
+    #: what happens to events of already released steps (:mod:`dpcount.keyed.watermark`)
+    late: str = "refuse"
 
     @property
     def until(self) -> int:
@@ -121,8 +123,11 @@ class KeyedJob:
         digest = hmac.new(self.secret.secret, b"unit-rank", hashlib.sha256).hexdigest()
         return digest[:16]
 
-    def prepare(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, DropReport]:
-        """Map one partition of events and sum it partially (clipping events first)."""
+    def prepare(
+        self, frame: pd.DataFrame, source: str | None = None
+    ) -> tuple[pd.DataFrame, DropReport]:
+        """Map one partition of events (``source``: its file, for error messages) and
+        sum it partially (clipping events first)."""
         m = self.mechanism
         rows, report = map_events(
             frame,
@@ -133,6 +138,8 @@ class KeyedJob:
             integer=self.integer,
             first=self.first,
             last=self.last,
+            late=self.late,
+            source=source,
         )
         if self.max_keys is None:
             rows, clipped = clip_events(rows, self.max_weight)
@@ -216,6 +223,7 @@ def make_job(
     k: int | None = None,
     subtract: bool | None = None,
     mechanism: str = "auto",
+    late: str = "refuse",
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -274,7 +282,8 @@ def make_job(
     )
     mech.counting  # noqa: B018  (validates the budget before a secret file is created)
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
-    return KeyedJob(columns, universe, buckets, mech, weight, max_keys, placeholder), derived
+    job = KeyedJob(columns, universe, buckets, mech, weight, max_keys, placeholder, late=late)
+    return job, derived
 
 
 def check_secret_arg(secret: object) -> None:

@@ -49,6 +49,7 @@ from dpcount.keyed.job import (
     secret_file,
 )
 from dpcount.keyed.mark import ReleaseGuard
+from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 from dpcount.privacy.budget import NoiseKind
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
@@ -98,7 +99,13 @@ class KeyedResult:
             + (f"; state saved to {self.state}" if self.state is not None else ""),
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
             f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
-            f"released steps; cut: {r.clipped_events} "
+            f"released steps"
+            + (
+                f"; {r.late_moved} late events moved to step {self.released[0]}"
+                if r.late_moved
+                else ""
+            )
+            + f"; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
             f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})",
             f"guarantee: {m.describe()}",
@@ -339,9 +346,12 @@ def keyed_counts(
     output: str | os.PathLike[str] | None = None,
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
+    late: str = "refuse",
+    allowed_lateness: Any = None,
     time_label: str = "time",
     progress: Progress | None = None,
     on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
+    sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
 ) -> KeyedResult:
     """Private running counts of every key of a public universe, at every step.
 
@@ -394,13 +404,27 @@ def keyed_counts(
             only (events of released steps are refused) and equals, bit for bit with
             discrete noise, one run over all the steps. Written (atomically) once the
             output is complete. Needs explicit ``start``, ``horizon`` and ``until``.
-        until: the last step to release (default: the horizon; required with
-            ``state``). Events of later steps are dropped and counted in
-            ``report.later_steps``.
+        until: the last step to release (default: the horizon; with ``state``,
+            ``until`` or ``allowed_lateness`` is required). Events of later steps are
+            dropped and counted in ``report.later_steps``.
+        late: what happens to a late event, one of an already released step (with
+            ``state``): ``"refuse"`` (default: a ValueError naming its row) or
+            ``"next-step"`` (counted in the first step this run releases, bounded
+            with it, and reported in ``report.late_moved``); see
+            :mod:`dpcount.keyed.watermark`.
+        allowed_lateness: instead of ``until``, release the steps that are complete
+            by the watermark — the latest event time — less this wait (a duration
+            such as ``"2h"`` for dates, a whole number for integer times, or 0).
+            Not private: which steps are released depends on the data (listed in
+            ``data_derived``). Embedded engine only.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
             (first key index, running counts of shape (T, keys in chunk)) per chunk.
+        sink: instead of ``output``, call this with the job and the chunks (as
+            ``on_chunk`` gets them) to write the output itself, before the state is
+            saved and the release marked done; it returns the output's path (used by
+            :mod:`dpcount.keyed.incremental` to append).
 
     Returns:
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
@@ -421,10 +445,24 @@ def keyed_counts(
             f"state file {state} exists but secret file {secret} does not: a state "
             "continues only the run of its own secret (not creating a new one)"
         )
-    if state is not None and until is None:
+    late = check_late(late)
+    if late == "next-step" and state is None:
         raise ValueError(
-            "state= needs until= (the last step to release now): releasing to the horizon "
-            "by default would use up the steps that later runs are meant to release"
+            "late='next-step' needs state=: without a stored state no step was released "
+            "before this run, so no event can be late"
+        )
+    if allowed_lateness is not None and until is not None:
+        raise ValueError(
+            "give until= (a release schedule fixed in advance) or allowed_lateness= (the "
+            "steps complete by the latest event time), not both"
+        )
+    if allowed_lateness is not None and engine != "embedded":
+        raise ValueError("allowed_lateness= needs engine='embedded'; pass until= with Dask")
+    if state is not None and until is None and allowed_lateness is None:
+        raise ValueError(
+            "state= needs until= (the last step to release now) or allowed_lateness=: "
+            "releasing to the horizon by default would use up the steps that later runs "
+            "are meant to release"
         )
     check_secret_arg(secret)
     if state is not None and secret_file(secret) is None:
@@ -451,6 +489,7 @@ def keyed_counts(
             k=k,
             subtract=subtract,
             mechanism=mechanism,
+            late=late,
         )
         parts = (
             _PartsDir(Path(output), chunk_keys)
@@ -486,6 +525,7 @@ def keyed_counts(
                 state=state,
                 until=until,
                 guard=guard,
+                allowed_lateness=allowed_lateness,
             )
         else:
             raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
@@ -503,6 +543,7 @@ def keyed_counts(
             state,
             carry,
             guard,
+            sink,
         )
 
 
@@ -517,6 +558,7 @@ def _run_embedded(
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
     guard: ReleaseGuard | None = None,
+    allowed_lateness: Any = None,
 ) -> tuple[
     KeyedJob,
     bool,
@@ -531,8 +573,12 @@ def _run_embedded(
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
     job, derived = make_job(times=times, **common)
+    if allowed_lateness is not None:
+        until = _until_watermark(job, state, times, allowed_lateness)
+        derived.append("the released steps (from the latest event time)")
     job = continue_from(job, state, until)
-    partial, report = job.prepare(frame)  # validates the events before a secret is created
+    source = None if isinstance(events, pd.DataFrame) else str(events)
+    partial, report = job.prepare(frame, source)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
     base, buffers = load_base(job, state)
     contributions, bound_report = job.finish([partial])
@@ -567,6 +613,23 @@ def _run_embedded(
     return job, created, derived, report, chunks(), carry
 
 
+def _until_watermark(
+    job: KeyedJob, state: str | os.PathLike[str] | None, times: pd.Series, lateness: Any
+) -> int:
+    """The last step complete by the latest event time less ``lateness``."""
+    wait = parse_lateness(lateness, job.buckets)
+    first = continue_from(job, state, None).first
+    if len(times) == 0:
+        raise ValueError("allowed_lateness: no events, so no watermark (pass until=)")
+    until = complete_through(job.buckets, job.mechanism.horizon, times.max(), wait)
+    if until < first:
+        raise ValueError(
+            f"no new complete step: the latest event time {times.max()} less the allowed "
+            f"lateness {lateness} is before the end of step {first}, the next to release"
+        )
+    return until
+
+
 def _emit(
     job: KeyedJob,
     created: bool,
@@ -580,6 +643,7 @@ def _emit(
     state: str | os.PathLike[str] | None = None,
     carry: Carry | None = None,
     guard: ReleaseGuard | None = None,
+    sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
@@ -595,7 +659,11 @@ def _emit(
         config=job.secret.config,
     )
     parts = None if parts is None else parts.for_job(job)
-    if parts is not None:
+    if sink is not None:
+        if parts is not None or on_chunk is not None or output is not None:
+            raise ValueError("give sink= alone, without output= or on_chunk=")
+        result.output = sink(job, chunks)
+    elif parts is not None:
         if on_chunk is not None:
             raise ValueError("give either output= or on_chunk=, not both")
         writer = parts.writer(job, time_label)
