@@ -14,7 +14,19 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", metavar="EVENTS", help="events file (.csv or .parquet)")
+    p.add_argument(
+        "input", metavar="EVENTS", nargs="?", default=None, help="events file (.csv or .parquet)"
+    )
+    p.add_argument(
+        "--input-dir",
+        default=None,
+        metavar="DIR",
+        help="instead of EVENTS: an incremental run over the files arriving in DIR (needs "
+        "--state, and --until or --allowed-lateness): consumes the files not consumed before "
+        "(recorded beside the state), releases the newly complete steps and appends them to "
+        "--output (.csv, or a directory of Parquet parts) exactly once, even across a crash "
+        "and a rerun",
+    )
     p.add_argument("--time-column", required=True, help="column of integer or ISO times")
     p.add_argument("--key-column", required=True, help="column of keys")
     p.add_argument("--keys", required=True, metavar="FILE", help="key universe, one a line")
@@ -159,6 +171,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_engine_flags(args: argparse.Namespace) -> None:
     """The Dask options are errors where the chosen engine would ignore them."""
+    if (args.input is None) == (args.input_dir is None):
+        raise ValueError("give an EVENTS file or --input-dir DIR (exactly one)")
+    if args.input_dir is not None:
+        if args.state is None:
+            raise ValueError("--input-dir needs --state FILE (where the run continues from)")
+        if (args.until is None) == (args.allowed_lateness is None):
+            raise ValueError("--input-dir needs --until STEP or --allowed-lateness WAIT (one)")
     given = [
         flag
         for flag, value in (
@@ -197,13 +216,13 @@ def run(args: argparse.Namespace) -> int:
             "pip install 'dpcount[keyed]'"
         ) from None
     from dpcount._cli._counting import print_noise_note
+    from dpcount.keyed.incremental import run_incremental
     from dpcount.keyed.run import keyed_counts
 
     console = err_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("keys released", total=None)
-        result = keyed_counts(
-            args.input,
+        options = dict(
             keys=args.keys,
             time_column=args.time_column,
             key_column=args.key_column,
@@ -224,11 +243,6 @@ def run(args: argparse.Namespace) -> int:
             else args.max_weight,
             max_keys=args.max_keys,
             secret=args.secret,
-            output=args.output,
-            state=args.state,
-            until=args.until,
-            late=args.late,
-            allowed_lateness=args.allowed_lateness,
             engine=args.engine,
             workers=2 if args.workers is None else args.workers,
             partitions=args.partitions,
@@ -236,6 +250,24 @@ def run(args: argparse.Namespace) -> int:
             chunk_keys=args.chunk_keys,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
+        when = dict(until=args.until, late=args.late, allowed_lateness=args.allowed_lateness)
+        if args.input_dir is not None:
+            ran = run_incremental(
+                args.input_dir, state=args.state, output=args.output, **when, **options
+            )
+            if ran.completed_interrupted:
+                console.print("completed the release an interrupted run had begun", markup=False)
+            if ran.result is None:
+                console.print(
+                    f"no new complete step to release; {len(ran.new_files)} new file(s) wait",
+                    markup=False,
+                )
+                return 0
+            result = ran.result
+        else:
+            result = keyed_counts(
+                args.input, output=args.output, state=args.state, **when, **options
+            )
     if not result.mechanism.noise.is_discrete:
         print_noise_note(
             f"--noise {result.mechanism.noise} adds continuous floating-point noise to the "

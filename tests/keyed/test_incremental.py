@@ -1,0 +1,143 @@
+"""Incremental runs over arriving files: exactly-once output across crashes and reruns."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcount.keyed.incremental import _Appender, inputs_path, run_incremental
+from dpcount.keyed.mark import ReleaseMark, mark_path
+from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+
+KEYS = ["a", "b", "c"]
+
+
+class Killed(BaseException):
+    """A kill at a chosen point (the rerun must not rely on anything it skipped)."""
+START = pd.Timestamp("2024-01-01")
+
+
+def _batch(seed: int, days: tuple[int, int], n: int = 40) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    day = START + pd.to_timedelta(rng.integers(*days, n), "D")
+    hour = pd.to_timedelta(rng.integers(0, 24, n), "h")
+    return pd.DataFrame(
+        {"t": (day + hour).strftime("%Y-%m-%dT%H:%M:%S"), "key": rng.choice(KEYS, n)}
+    )
+
+
+#: three arrivals: days 0-2, then 2-5 (day 2 arrives again: not yet released), then 5-8
+BATCHES = [_batch(1, (0, 3)), _batch(2, (2, 6)), _batch(3, (5, 9))]
+
+
+def _kw(work: Path) -> dict[str, Any]:
+    return dict(
+        keys=KEYS, time_column="t", key_column="key", step="1D", start="2024-01-01",
+        horizon=10, epsilon=1.0, secret=work / "run.key", state=work / "run.state",
+        output=work / "out.csv", allowed_lateness="1h",
+    )  # fmt: skip
+
+
+def _arrive(work: Path, i: int) -> None:
+    (work / "in").mkdir(exist_ok=True)
+    BATCHES[i].to_csv(work / "in" / f"batch-{i}.csv", index=False)
+
+
+def _clone_secret(src: Path, dst: Path) -> None:
+    """The same secret in another folder, with a fresh mark (tests only: the oracle)."""
+    dst.mkdir(exist_ok=True)
+    shutil.copy(src / "run.key", dst / "run.key")
+    os.chmod(dst / "run.key", 0o600)
+    config = json.loads((dst / "run.key").read_text())["config"]
+    secret = RunSecret.load(dst / "run.key", config)
+    ReleaseMark.new(secret).save(mark_path(secret.path), secret)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def reference(tmp_path: Path) -> tuple[Path, bytes]:
+    """Three uninterrupted runs; the output they leave."""
+    work = tmp_path / "ref"
+    work.mkdir()
+    for i in range(3):
+        _arrive(work, i)
+        run_incremental(work / "in", **_kw(work))
+    return work, (work / "out.csv").read_bytes()
+
+
+def test_runs_release_complete_steps_once_and_equal_one_run(
+    reference: tuple[Path, bytes],
+) -> None:
+    work, _ = reference
+    got = pd.read_csv(work / "out.csv")
+    assert sorted(got["step"].unique()) == list(range(1, 9))  # day 9 not complete by 1h
+    assert not got.duplicated(["key", "step"]).any()
+    body = json.loads((work / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    kw = _kw(work)
+    for name in ("secret", "state", "output", "allowed_lateness"):
+        kw.pop(name)
+    one = keyed_counts(pd.concat(BATCHES), secret=twin, until=8, **kw).frame
+    assert one is not None
+    one = one.astype({"time": str}).sort_values(["key", "step"]).reset_index(drop=True)
+    got = got.sort_values(["key", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got[one.columns], one, check_dtype=False)
+    record = json.loads(inputs_path(work / "run.state").read_text())
+    assert sorted(record["files"]) == [f"batch-{i}.csv" for i in range(3)]
+    assert record["released"] == 8 and record["pending"] is None
+
+
+def test_a_crash_mid_append_then_a_rerun_gives_the_same_bytes(
+    reference: tuple[Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref, text = reference
+    work = tmp_path / "crash"
+    _clone_secret(ref, work)
+    _arrive(work, 0)
+    run_incremental(work / "in", **_kw(work))
+    _arrive(work, 1)
+    append = _Appender.__call__
+
+    def crash(self: _Appender, job: Any, chunks: Any) -> Path:
+        append(self, job, chunks)
+        with open(self.path, "r+b") as fh:  # the last rows only half written
+            fh.truncate(self.path.stat().st_size - 50)
+        raise Killed
+
+    monkeypatch.setattr(_Appender, "__call__", crash)
+    with pytest.raises(Killed):
+        run_incremental(work / "in", **_kw(work))
+    monkeypatch.undo()
+    _arrive(work, 2)  # a new file arrives before the rerun
+    ran = run_incremental(work / "in", **_kw(work))
+    assert ran.completed_interrupted and ran.new_files == ["batch-2.csv"]
+    assert (work / "out.csv").read_bytes() == text
+
+
+def test_a_changed_consumed_file_is_refused(reference: tuple[Path, bytes]) -> None:
+    work, _ = reference
+    path = work / "in" / "batch-1.csv"
+    path.write_text(path.read_text() + "2024-01-04T00:00:00,a\n")
+    with pytest.raises(ValueError, match=r"batch-1.csv was consumed by an earlier run and has"):
+        run_incremental(work / "in", **_kw(work))
+
+
+def test_late_files_are_refused_or_moved(tmp_path: Path) -> None:
+    work = tmp_path
+    _arrive(work, 0)
+    _arrive(work, 1)
+    run_incremental(work / "in", **_kw(work))  # days 1..5 released
+    BATCHES[0].head(3).to_csv(work / "in" / "straggler.csv", index=False)
+    with pytest.raises(ValueError, match=r"late event at straggler.csv row 0 \(time"):
+        run_incremental(work / "in", **_kw(work))
+    _arrive(work, 2)
+    ran = run_incremental(work / "in", late="next-step", **_kw(work))
+    assert ran.result is not None and ran.result.report.late_moved == 3
+    assert ran.released == (6, 8)
