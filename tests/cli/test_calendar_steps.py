@@ -68,6 +68,7 @@ def test_refusals_name_the_flag_of_each_command(
     assert "--start '2024-01-15' does not start a step of 1MS" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_keyed_parquet_stores_step_starts_as_timestamps(tmp_path: Path) -> None:
     import pandas as pd
     import pyarrow.parquet as pq

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,8 @@ KEYS = ["a", "b", "c"]
 
 class Killed(BaseException):
     """A kill at a chosen point (the rerun must not rely on anything it skipped)."""
+
+
 START = pd.Timestamp("2024-01-01")
 
 
@@ -72,6 +78,7 @@ def reference(tmp_path: Path) -> tuple[Path, bytes]:
     return work, (work / "out.csv").read_bytes()
 
 
+@pytest.mark.slow
 def test_runs_release_complete_steps_once_and_equal_one_run(
     reference: tuple[Path, bytes],
 ) -> None:
@@ -94,33 +101,49 @@ def test_runs_release_complete_steps_once_and_equal_one_run(
     assert record["released"] == 8 and record["pending"] is None
 
 
-def test_a_crash_mid_append_then_a_rerun_gives_the_same_bytes(
-    reference: tuple[Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "point", ["mid-append", pytest.param("before-record", marks=pytest.mark.slow)]
+)
+def test_a_crash_then_a_rerun_gives_the_same_bytes(
+    reference: tuple[Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
 ) -> None:
+    """Killed with half the rows appended, or after the release but before the inputs
+    record is updated; a new file arrives; the rerun completes the release, then
+    takes the new file: the bytes of the uninterrupted runs."""
+    from dpcount.keyed import incremental
+
     ref, text = reference
     work = tmp_path / "crash"
     _clone_secret(ref, work)
     _arrive(work, 0)
     run_incremental(work / "in", **_kw(work))
     _arrive(work, 1)
-    append = _Appender.__call__
+    append, finish = _Appender.__call__, incremental._finish
 
-    def crash(self: _Appender, job: Any, chunks: Any) -> Path:
+    def crash_append(self: _Appender, job: Any, chunks: Any) -> Path:
         append(self, job, chunks)
         with open(self.path, "r+b") as fh:  # the last rows only half written
             fh.truncate(self.path.stat().st_size - 50)
         raise Killed
 
-    monkeypatch.setattr(_Appender, "__call__", crash)
+    def crash_record(inputs: Any, record: Path) -> None:
+        raise Killed
+
+    if point == "mid-append":
+        monkeypatch.setattr(_Appender, "__call__", crash_append)
+    else:
+        monkeypatch.setattr(incremental, "_finish", crash_record)
     with pytest.raises(Killed):
         run_incremental(work / "in", **_kw(work))
-    monkeypatch.undo()
+    monkeypatch.setattr(_Appender, "__call__", append)
+    monkeypatch.setattr(incremental, "_finish", finish)
     _arrive(work, 2)  # a new file arrives before the rerun
     ran = run_incremental(work / "in", **_kw(work))
     assert ran.completed_interrupted and ran.new_files == ["batch-2.csv"]
     assert (work / "out.csv").read_bytes() == text
 
 
+@pytest.mark.slow
 def test_a_changed_consumed_file_is_refused(reference: tuple[Path, bytes]) -> None:
     work, _ = reference
     path = work / "in" / "batch-1.csv"
@@ -129,6 +152,7 @@ def test_a_changed_consumed_file_is_refused(reference: tuple[Path, bytes]) -> No
         run_incremental(work / "in", **_kw(work))
 
 
+@pytest.mark.slow
 def test_late_files_are_refused_or_moved(tmp_path: Path) -> None:
     work = tmp_path
     _arrive(work, 0)
@@ -141,3 +165,56 @@ def test_late_files_are_refused_or_moved(tmp_path: Path) -> None:
     ran = run_incremental(work / "in", late="next-step", **_kw(work))
     assert ran.result is not None and ran.result.report.late_moved == 3
     assert ran.released == (6, 8)
+
+
+MANY = [f"k{i:03d}" for i in range(300)]
+
+
+def _many(seed: int, days: tuple[int, int], n: int = 3000) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    day = START + pd.to_timedelta(rng.integers(*days, n), "D")
+    return pd.DataFrame({"t": day.strftime("%Y-%m-%d"), "key": rng.choice(MANY, n)})
+
+
+def _argv(work: Path) -> list[str]:
+    return ["keyed", "--input-dir", str(work / "in"), "--state", str(work / "run.state"),
+            "--output", str(work / "out.csv"), "--secret", str(work / "run.key"), "--keys",
+            str(work / "keys.txt"), "--time-column", "t", "--key-column", "key", "--step",
+            "1D", "--start", "2024-01-01", "--horizon", "12", "--epsilon", "1",
+            "--allowed-lateness", "0", "--chunk-keys", "16"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+@pytest.mark.parametrize("seed", range(3))
+def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
+    tmp_path: Path, seed: int
+) -> None:
+    """``python -m dpcount keyed --input-dir``, killed with SIGKILL at random moments
+    in each of three arrivals, then run to completion: the output equals, byte for
+    byte, the output of the same arrivals never interrupted."""
+    from dpcount.cli import main
+
+    batches = [_many(seed, (0, 4)), _many(seed + 10, (3, 8)), _many(seed + 20, (7, 12))]
+    ref, work = tmp_path / "ref", tmp_path / "crash"
+    for folder in (ref, work):
+        (folder / "in").mkdir(parents=True)
+        (folder / "keys.txt").write_text("\n".join(MANY) + "\n")
+    rng = np.random.default_rng(seed)
+    for i, batch in enumerate(batches):
+        batch.to_csv(ref / "in" / f"b{i}.csv", index=False)
+        assert main(_argv(ref)) == 0
+        if i == 0:
+            _clone_secret(ref, work)
+        batch.to_csv(work / "in" / f"b{i}.csv", index=False)
+        for _ in range(2):
+            with subprocess.Popen(
+                [sys.executable, "-m", "dpcount", *_argv(work)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ) as proc:
+                time.sleep(float(rng.uniform(0.5, 4.0)))
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=60)
+        assert main(_argv(work)) == 0
+        assert (work / "out.csv").read_bytes() == (ref / "out.csv").read_bytes()

@@ -57,6 +57,7 @@ def test_late_events_are_refused_by_default_naming_the_row(tmp_path: Path) -> No
         keyed_counts(SECOND, late="next-step", **_kw(tmp_path, state=None))
 
 
+@pytest.mark.slow
 def test_unit_bounds_hold_after_moving(tmp_path: Path) -> None:
     """A unit's late event joins its events of the open step: max_keys holds there."""
     units = dict(unit_column="u", max_keys=1)
@@ -68,6 +69,7 @@ def test_unit_bounds_hold_after_moving(tmp_path: Path) -> None:
     assert res.report.unit_dropped_keys == 1  # unit w keeps one key of step 4, not two
 
 
+@pytest.mark.slow
 def test_allowed_lateness_releases_the_complete_steps(tmp_path: Path) -> None:
     kw = _kw(tmp_path)
     events = pd.DataFrame({"t": [0, 1, 5], "key": ["a", "b", "c"]})
@@ -93,6 +95,7 @@ def test_allowed_lateness_for_dates_is_a_fixed_duration() -> None:
         parse_lateness("MS", days)
 
 
+@pytest.mark.slow
 def test_cli_late_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dpcount.cli import main
 
