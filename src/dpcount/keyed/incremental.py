@@ -20,6 +20,11 @@
    each release (the header once), a path without an extension is a directory with
    one ``steps-FIRST-LAST/`` folder of Parquet parts per release.
 
+Files must appear complete (written elsewhere, then moved into ``input_dir``): a
+file read while it is still being written would be consumed half, and refused as
+changed by the next run. One incremental run of a state at a time (a lock,
+``<state>.inputs.lock``).
+
 **Consumed files** are recorded in ``<state>.inputs`` (JSON, mode 0600, replaced
 atomically): name, SHA-256, size, modification time and the last step of its events,
 plus the watermark and the steps released. A consumed file that changes (its size
@@ -56,6 +61,7 @@ from numpy.typing import NDArray
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
 from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events
 from dpcount.keyed.job import KeyedJob
+from dpcount.keyed.mark import RunLock
 from dpcount.keyed.run import KeyedResult, _PartsDir, iter_frames, keyed_counts
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
@@ -315,16 +321,47 @@ def run_incremental(
         options.get("unit_column"),
     )
     buckets = TimeBuckets.make(options["step"], options["start"])
-    horizon = int(options["horizon"])
     wait = None if allowed_lateness is None else parse_lateness(allowed_lateness, buckets)
+    lock = RunLock(record.with_name(record.name + ".lock"))
+    lock.acquire()  # one incremental run of this state at a time (the record, the output)
+    run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options)
+    try:
+        return _run_locked(run, until, wait)
+    finally:
+        lock.release()
 
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every step of an incremental run reads (fixed by its arguments)."""
+
+    folder: Path
+    record: Path
+    state: str | os.PathLike[str]
+    out: Path
+    late: str
+    time_label: str
+    columns: EventColumns
+    buckets: TimeBuckets
+    options: dict[str, Any]
+
+
+def _run_locked(run: _Setup, until: int | None, wait: int | None) -> IncrementalResult:
+    folder, record, out, columns, buckets = (
+        run.folder,
+        run.record,
+        run.out,
+        run.columns,
+        run.buckets,
+    )
+    late, options = run.late, run.options
+    horizon = int(options["horizon"])
+    suffix = out.suffix.lower()
     inputs = Inputs.load(record)
     completed = False
     if inputs.pending is not None:
         completed = True
-        _complete_pending(
-            folder, inputs, record, state, out, late, time_label, columns, buckets, options
-        )
+        _complete_pending(run, inputs)
     _check_consumed(folder, inputs)
     new = [n for n in _listing(folder) if n not in inputs.files]
     digests = {n: _digest(folder / n) for n in new}
@@ -342,8 +379,8 @@ def run_incremental(
         assert wait is not None
         mark = pd.Timestamp(watermark) if isinstance(watermark, str) else watermark
         last = complete_through(buckets, horizon, mark, wait)
-    files = {
-        n: Consumed(*digests[n], last_step=int(steps.max()) if len(steps) else 0)
+    files = {  # the last step a file's events still count in (none beyond the horizon)
+        n: Consumed(*digests[n], last_step=int(steps.clip(0, horizon).max()) if len(steps) else 0)
         for n, (_, steps, _) in read.items()
     }
     if late == "refuse":
@@ -358,25 +395,15 @@ def run_incremental(
         "output_size": out.stat().st_size if suffix == ".csv" and out.exists() else 0,
     }
     inputs.save(record)
-    result = _release(folder, inputs, state, out, late, time_label, columns, buckets, options)
-    if allowed_lateness is not None:
+    result = _release(run, inputs)
+    if wait is not None:
         result.data_derived.append("the released steps (from the latest event time)")
     return IncrementalResult(result, new, (first, last), completed)
 
 
-def _complete_pending(
-    folder: Path,
-    inputs: Inputs,
-    record: Path,
-    state: str | os.PathLike[str],
-    out: Path,
-    late: str,
-    time_label: str,
-    columns: EventColumns,
-    buckets: TimeBuckets,
-    options: dict[str, Any],
-) -> None:
+def _complete_pending(run: _Setup, inputs: Inputs) -> None:
     """Finish the release a killed run began (the same files and steps)."""
+    folder, record, state = run.folder, run.record, run.state
     pending = inputs.pending
     assert pending is not None
     done = RunState.peek_step(state) if os.path.exists(state) else 0
@@ -394,21 +421,13 @@ def _complete_pending(
                 f"input file {folder / name} was read by an interrupted run and has changed "
                 "or gone since: that release can only be completed from the same files"
             )
-    _release(folder, inputs, state, out, late, time_label, columns, buckets, options)
+    _release(run, inputs)
 
 
-def _release(
-    folder: Path,
-    inputs: Inputs,
-    state: str | os.PathLike[str],
-    out: Path,
-    late: str,
-    time_label: str,
-    columns: EventColumns,
-    buckets: TimeBuckets,
-    options: dict[str, Any],
-) -> KeyedResult:
+def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
     """The pending release: new files whole, open earlier files from its first step."""
+    folder, state, out, columns, buckets = run.folder, run.state, run.out, run.columns, run.buckets
+    late, time_label, options = run.late, run.time_label, run.options
     pending = inputs.pending
     assert pending is not None
     first, last = int(pending["first"]), int(pending["until"])
