@@ -218,3 +218,20 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
                 proc.wait(timeout=60)
         assert main(_argv(work)) == 0
         assert (work / "out.csv").read_bytes() == (ref / "out.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_directory_output_gets_one_folder_of_parts_per_release(tmp_path: Path) -> None:
+    kw = _kw(tmp_path)
+    kw["output"] = tmp_path / "out"
+    for i in range(2):
+        _arrive(tmp_path, i)
+        run_incremental(tmp_path / "in", **kw)
+    folders = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert folders == ["steps-000001-000002", "steps-000003-000005"]
+    got = pd.concat(pd.read_parquet(tmp_path / "out" / f) for f in folders)
+    assert sorted(set(got["step"])) == [1, 2, 3, 4, 5]
+    assert str(got["time"].dtype) == "datetime64[ns]"
+    kw["output"] = tmp_path / "out.parquet"
+    with pytest.raises(ValueError, match=r"a Parquet file cannot be appended to"):
+        run_incremental(tmp_path / "in", **kw)
