@@ -34,6 +34,7 @@ FIRST = pd.DataFrame({"t": [0, 1, 2, 2], "key": ["a", "b", "a", "c"]})
 SECOND = pd.DataFrame({"t": [3, 1, 4, 0], "key": ["a", "b", "c", "a"]})
 
 
+@pytest.mark.slow
 def test_late_events_move_to_the_next_open_step_and_are_reported(tmp_path: Path) -> None:
     keyed_counts(FIRST, until=3, **_kw(tmp_path))
     res = keyed_counts(SECOND, until=5, late="next-step", **_kw(tmp_path))
