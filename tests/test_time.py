@@ -129,3 +129,11 @@ def test_clock_reads_microseconds_and_labels_calendar_steps() -> None:
     hours = Clock.parse("6h", "--step")
     hours.set_start("2024-01-01T03:00:00", "--start")
     assert hours.label(2) == "2024-01-01T09:00:00"
+
+
+def test_clock_is_exact_to_the_microsecond_in_year_9000() -> None:
+    """ISO times are integers of microseconds (a float of them would round here)."""
+    clock = Clock.parse("1s", "--step")
+    clock.set_start("9000-01-01T00:00:00", "--start")
+    late = clock.read("9000-01-01T00:00:00.999999", "row")
+    assert [clock.step(late), clock.step(clock.read("9000-01-01T00:00:01", "row"))] == [1, 2]

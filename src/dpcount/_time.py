@@ -324,10 +324,12 @@ class Clock:
         return cls(parse_step(text, flag), flag)
 
     def read(self, text: str, where: str) -> float:
-        """The time of a cell (microseconds for ISO), checked against the column's kind."""
+        """The time of a cell (for ISO an int of microseconds: exact to year 9999, where
+        a float is not), checked against the column's kind."""
         iso = _iso_micros(text)
+        value: float
         if iso is not None:
-            kind, value = "iso", float(iso[0])
+            kind, value = "iso", iso[0]
             self.dates_only = self.dates_only and iso[1]
         else:
             try:
@@ -366,7 +368,7 @@ class Clock:
         before it)."""
         self.start = earliest
         if self.kind == "iso" and self.step_width.calendar:
-            self.start = float(self.step_width.floor(int(earliest), "us"))
+            self.start = self.step_width.floor(int(earliest), "us")
 
     def step(self, value: float) -> int:
         """The 1-based step holding time ``value`` (``start`` must be set)."""
