@@ -235,3 +235,17 @@ def test_a_directory_output_gets_one_folder_of_parts_per_release(tmp_path: Path)
     kw["output"] = tmp_path / "out.parquet"
     with pytest.raises(ValueError, match=r"a Parquet file cannot be appended to"):
         run_incremental(tmp_path / "in", **kw)
+
+
+def test_cli_input_dir_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpcount.cli import main
+
+    argv = _argv(tmp_path)
+    for drop, message in (
+        (["--state"], "--input-dir needs --state FILE"),
+        (["--allowed-lateness"], "--input-dir needs --until STEP or --allowed-lateness WAIT"),
+        (["--input-dir"], "give an EVENTS file or --input-dir DIR"),
+    ):
+        i = argv.index(drop[0])
+        assert main(argv[:i] + argv[i + 2 :]) == 2
+        assert message in capsys.readouterr().err

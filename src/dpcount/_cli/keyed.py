@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--state, and --until or --allowed-lateness): consumes the files not consumed before "
         "(recorded beside the state), releases the newly complete steps and appends them to "
         "--output (.csv, or a directory of Parquet parts) exactly once, even across a crash "
-        "and a rerun",
+        "and a rerun (default: none, the one EVENTS file)",
     )
     p.add_argument("--time-column", required=True, help="column of integer or ISO times")
     p.add_argument("--key-column", required=True, help="column of keys")
@@ -144,7 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="WAIT",
         help="instead of --until: release the steps complete by the latest event time less WAIT "
         "(a duration such as 2h or 1D for dates, a whole number for integer times, or 0); "
-        "which steps are released then depends on the data (not private)",
+        "which steps are released then depends on the data (not private) (default: none)",
     )
     p.add_argument(
         "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
