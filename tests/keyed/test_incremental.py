@@ -201,6 +201,7 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
         (folder / "in").mkdir(parents=True)
         (folder / "keys.txt").write_text("\n".join(MANY) + "\n")
     rng = np.random.default_rng(seed)
+    interrupted = 0
     for i, batch in enumerate(batches):
         batch.to_csv(ref / "in" / f"b{i}.csv", index=False)
         assert main(_argv(ref)) == 0
@@ -208,16 +209,30 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
             _clone_secret(ref, work)
         batch.to_csv(work / "in" / f"b{i}.csv", index=False)
         for _ in range(2):
-            with subprocess.Popen(
-                [sys.executable, "-m", "dpcount", *_argv(work)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            ) as proc:
-                time.sleep(float(rng.uniform(0.5, 4.0)))
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(timeout=60)
+            interrupted += _kill_during_a_release(work, rng)
         assert main(_argv(work)) == 0
         assert (work / "out.csv").read_bytes() == (ref / "out.csv").read_bytes()
+    assert interrupted >= 1  # at least one kill left a release half done
+
+
+def _kill_during_a_release(work: Path, rng: np.random.Generator) -> int:
+    """Start the CLI, SIGKILL it at a random moment once its release has begun (the
+    inputs record holds a pending release); 1 if it died with the release pending."""
+    record = inputs_path(work / "run.state")
+    with subprocess.Popen(
+        [sys.executable, "-m", "dpcount", *_argv(work)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        end = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < end:
+            if record.exists() and '"pending": {' in record.read_text():
+                break
+            time.sleep(0.002)
+        time.sleep(float(rng.uniform(0.0, 0.8)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    return int(record.exists() and '"pending": {' in record.read_text())
 
 
 @pytest.mark.slow
