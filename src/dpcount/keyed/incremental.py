@@ -243,6 +243,7 @@ class _Appender:
                 writer.write(lo, values, keys[lo : lo + values.shape[1]])
             return parts.path
         flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        created = not self.path.exists()
         fd = os.open(self.path, flags, 0o666)
         try:
             os.ftruncate(fd, self.size)
@@ -255,6 +256,12 @@ class _Appender:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if created and os.name == "posix":  # the new file's name is durable too
+            folder = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
         return self.path
 
 
