@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._time import Clock, parse_width
+from dpcount._time import Clock
 from dpcount.analysis.choice import Choice, choose
 from dpcount.counting.base import CountingMechanism
 from dpcount.postprocess import clamp as clamp_negative
@@ -149,8 +149,7 @@ def _buckets(
 ) -> tuple[NDArray[np.float64], list[str]]:
     """``dpcount count --step``: the sum of each step's rows (an empty step is 0) and
     the steps' start labels; a start or horizon read off the data is warned about."""
-    width, duration = parse_width(step, "step")
-    clock = Clock(width, duration, "step")
+    clock = Clock.parse(step, "step")
     read = [clock.read(t, f"time row {i}") for i, t in enumerate(times)]
     derived = [name for name, given in (("start", start), ("horizon", horizon)) if given is None]
     if derived:
@@ -158,7 +157,7 @@ def _buckets(
     if start is not None:
         clock.set_start(str(start), "start")
     else:
-        clock.start = min(read)
+        clock.start_at(min(read))
     steps = np.array([clock.step(t) for t in read], dtype=np.int64)
     if (steps < 1).any():
         row = int(np.flatnonzero(steps < 1)[0])
@@ -201,9 +200,11 @@ def private_counts(
         mechanism: ``"auto"`` (:func:`dpcount.analysis.choice.choose`, as ``dpcount
             count --mechanism auto``) or a registry name (``"kary"``...).
         horizon: steps the noise is calibrated for (default: the steps used).
-        step: bucket width for ``time`` (``"1D"``, ``"6h"``, ``"15min"``, a number for
-            numeric times), as ``dpcount count --step``: a step's value is the sum of
-            its rows, so the budget's step sensitivity must bound one step's sum.
+        step: bucket width for ``time`` (``"1D"``, ``"6h"``, ``"15min"``, calendar
+            steps ``"MS"``, ``"QS"``, ``"YS"``, ``"W-MON"``, a number for numeric times;
+            :func:`dpcount._time.parse_step`), as ``dpcount count --step``: a step's
+            value is the sum of its rows, so the budget's step sensitivity must bound
+            one step's sum.
         start: with ``step``, where step 1 starts (default: the earliest time, which
             the release then reveals: a PrivacyWarning says so).
         missing: ``"error"`` (default), ``"skip"`` (drop rows with a missing value;

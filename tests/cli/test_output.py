@@ -101,11 +101,19 @@ def test_histogram_accepts_iso_dates_and_keeps_them(tmp_path: Path) -> None:
     ("text", "extra", "message"),
     [
         ("d,n\n2012-01-01,1\n12,1\n", ["--step", "1D"], "line 3: time '12' mixes ISO dates"),
-        ("d,n\n2012-01-01,1\n", ["--step", "3"], "ISO times need a duration for --step"),
+        (
+            "d,n\n2012-01-01,1\n",
+            ["--step", "3"],
+            "ISO times need a duration or a calendar step for --step",
+        ),
         ("d,n\n1,1\n", ["--step", "1D"], "numeric times need a plain number for --step"),
         ("d,n\n2012-13-01,1\n", ["--step", "1D"], "line 2: could not read '2012-13-01' as a time"),
-        ("d,n\n1,1\n", ["--step", "0"], "--step must be > 0, got 0.0"),
-        ("d,n\n1,1\n", ["--step", "1 fortnight"], "--step must be a number or a duration"),
+        ("d,n\n1,1\n", ["--step", "0"], "--step must be > 0, got '0'"),
+        (
+            "d,n\n1,1\n",
+            ["--step", "1 fortnight"],
+            "--step must be a number, a duration (1D, 6h, 15min, 30s) or a calendar step",
+        ),
     ],
 )
 def test_time_errors(

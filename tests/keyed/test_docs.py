@@ -25,7 +25,7 @@ def test_keyed_doc_examples(
         exec(compile(block, "docs/keyed.md", "exec"), namespace)
     out = capsys.readouterr().out.splitlines()
     assert "False" not in out
-    assert out.count("True") == 7 + 4  # + run-level bounds and key selection
+    assert out.count("True") == 13 + 4  # + run-level bounds and key selection
     assert "['_run.json', 'part-000000000000.parquet']" in out
     assert "1 1 3.0" in out  # unit u's third key dropped; v's weight 5 cut to 2
     assert any(line.startswith("epsilon=1-DP, event-level") for line in out)

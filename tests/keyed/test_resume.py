@@ -68,16 +68,24 @@ def test_output_directory_of_another_run_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "keys", [tuple(f"k{i}" for i in range(40)), tuple(range(40)), tuple(np.arange(40))]
 )
-def test_arrow_tables_write_the_bytes_of_the_frame_path(tmp_path: Path, keys: tuple) -> None:
-    """Parts are built as Arrow tables directly; the file equals the pandas route's."""
+def test_arrow_tables_hold_the_frame_paths_values_with_timestamps(
+    tmp_path: Path, keys: tuple
+) -> None:
+    """Parts are built as Arrow tables directly: the values of the pandas route, with
+    the step times stored as timestamps (not text)."""
+    import pyarrow.parquet as pq
+
     from dpcount.keyed.engine import chunk_frame
     from dpcount.keyed.run import chunk_table, write_frames
 
     rng = np.random.default_rng(0)
     std = np.sqrt(np.arange(1.0, 31.0))
     labels = [f"2024-01-{i:02d}" for i in range(1, 31)]
+    times = pd.to_datetime(labels).to_numpy("datetime64[ns]")
     for values in (rng.integers(-5, 50, (30, 20)), rng.normal(size=(30, 20))):
-        args = (values, std, keys, labels, 10, "day", 3)
-        a = write_frames([chunk_frame(*args)], tmp_path / "a.parquet").read_bytes()
-        b = write_frames([chunk_table(*args)], tmp_path / "b.parquet").read_bytes()
-        assert a == b
+        a = write_frames([chunk_frame(values, std, keys, labels, 10, "day", 3)], tmp_path / "a.pq")
+        b = write_frames([chunk_table(values, std, keys, times, 10, "day", 3)], tmp_path / "b.pq")
+        assert str(pq.read_schema(b).field("day").type) == "timestamp[ns]"
+        want = pd.read_parquet(a)
+        want["day"] = pd.to_datetime(want["day"].astype(str)).astype("datetime64[ns]")
+        pd.testing.assert_frame_equal(pd.read_parquet(b), want, check_categorical=False)

@@ -1,5 +1,5 @@
 """Times in CSV inputs (the library's :mod:`dpcount._time`, shared with ``dpcount.frame``)."""
 
-from dpcount._time import Clock, parse_width
+from dpcount._time import Clock, Step, parse_step
 
-__all__ = ["Clock", "parse_width"]
+__all__ = ["Clock", "Step", "parse_step"]

@@ -23,7 +23,7 @@ from dpcount._cli._counting import (
     summary_unbounded,
 )
 from dpcount._cli._durable import run_durable
-from dpcount._cli._time import Clock, parse_width
+from dpcount._cli._time import Clock
 from dpcount._cli.common import (
     add_participation_arguments,
     add_privacy_arguments,
@@ -169,7 +169,9 @@ def _time_arguments(p: argparse.ArgumentParser) -> None:
         "--step",
         default=None,
         help="bucket the rows by --time-column into steps of this width: 1D, 6h, 15min, 30s, "
-        "2W for ISO dates/timestamps, a number for numeric times; a step's value is the sum "
+        "or calendar steps MS (months), QS (quarters), YS (years), W-MON (weeks from Monday) "
+        "for ISO dates/timestamps, a number for numeric times (1M is refused: write 1min or "
+        "1MS); a step's value is the sum "
         "of its rows (an empty step is 0), so --sensitivity must bound the change of one "
         "step's sum; reads stdin to its end; not with --checkpoint (default: none, one row "
         "per step)",
@@ -347,13 +349,12 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
         return [v for _, _, v in records], labels, reader
-    width, duration = parse_width(args.step, "--step")
-    clock = Clock(width, duration, "--step")
+    clock = Clock.parse(args.step, "--step")
     times = [clock.read(str(t), f"{source}: line {line}") for line, t, _ in records]
     if args.start is not None:
         clock.set_start(args.start, "--start")
     else:
-        clock.start = min(times)
+        clock.start_at(min(times))
     sums: dict[int, float] = {}
     for (line, _, v), time in zip(records, times, strict=True):
         step = clock.step(time)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpcount._cli._counting import DEFAULT_K, warn_ignored
-from dpcount._cli._time import Clock, parse_width
+from dpcount._cli._time import Clock
 from dpcount._cli.common import (
     add_privacy_arguments,
     err_console,
@@ -58,7 +58,8 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "--step-width",
         default="1",
         help="width W of a time step: a number for numeric times, a duration (1D, 6h, 15min, "
-        "30s, 2W) for ISO times; step k covers [start + (k-1)W, start + kW) (default 1)",
+        "30s) or a calendar step (MS months, QS quarters, YS years, W-MON weeks from Monday) "
+        "for ISO times; step k covers [start + (k-1)W, start + kW) (default 1)",
     )
     p.add_argument(
         "--start",
@@ -228,7 +229,7 @@ def _set_start(
     if args.start is not None:
         clock.set_start(args.start, "--start")
     elif clock.kind == "iso":
-        clock.start = min(r[2] for r in rows)
+        clock.start_at(min(r[2] for r in rows))
     else:
         clock.start = 0.0
 
@@ -248,13 +249,12 @@ def _add_event(
         raise CSVError(
             f"{args.input}: line {line_number}: time {text} is before --start {clock.label(1)}"
         )
-    offset = (time - clock.start) / clock.width
-    if not offset < _MAX_STEPS:
+    step = clock.step(time)
+    if not step <= _MAX_STEPS:
         raise CSVError(
             f"{args.input}: line {line_number}: time {text} falls more than "
             f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width} after --start"
         )
-    step = math.floor(offset) + 1
     if args.horizon is not None and step > args.horizon:
         raise CSVError(
             f"{args.input}: line {line_number}: time {text} falls in step {step}, "
@@ -288,8 +288,7 @@ def _add_event(
 
 
 def run(args: argparse.Namespace) -> int:
-    width, duration = parse_width(args.step_width, "--step-width")
-    clock = Clock(width, duration, "--step-width")
+    clock = Clock.parse(args.step_width, "--step-width")
     items = _universe(args.items)
     index = {label: i for i, label in enumerate(items)}
     if args.horizon is not None and args.horizon < 1:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dpcount._cli.common import err_console, positive_float
 from dpcount.counting.registry import MECHANISMS
@@ -25,7 +26,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _event_arguments(p: argparse.ArgumentParser) -> None:
     """The events: file, columns, steps and contribution bounds."""
-    p.add_argument("input", metavar="EVENTS", help="events file (.csv or .parquet)")
+    p.add_argument(
+        "input", metavar="EVENTS", nargs="?", default=None, help="events file (.csv or .parquet)"
+    )
+    p.add_argument(
+        "--input-dir",
+        default=None,
+        metavar="DIR",
+        help="instead of EVENTS: an incremental run over the files arriving in DIR (needs "
+        "--state, and --until or --allowed-lateness): consumes the files not consumed before "
+        "(recorded beside the state), releases the newly complete steps and appends them to "
+        "--output (.csv, or a directory of Parquet parts) exactly once, even across a crash "
+        "and a rerun (default: none, the one EVENTS file)",
+    )
     p.add_argument("--time-column", required=True, help="column of integer or ISO times")
     p.add_argument("--key-column", required=True, help="column of keys")
     p.add_argument(
@@ -48,6 +61,11 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         help="open key set (no --keys): δ of key selection, added to --delta; a key of one "
         "unit is ever released with probability <= select-delta*exp(-total ε)/max-keys",
     )
+    _bound_arguments(p)
+
+
+def _bound_arguments(p: argparse.ArgumentParser) -> None:
+    """A unit's contribution bounds."""
     p.add_argument(
         "--unit-scope",
         choices=("step", "run"),
@@ -70,7 +88,11 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "(default 1)",
     )
     p.add_argument(
-        "--step", required=True, help="bucket width: integer, or a duration such as 1D, 1h"
+        "--step",
+        required=True,
+        help="bucket width: an integer for integer times; for dates a duration (1D, 1h, 15min) "
+        "or a calendar step (MS months, QS quarters, YS years, W-MON weeks from Monday; 1M "
+        "is refused as ambiguous)",
     )
     p.add_argument("--start", default=None, help="start of step 1 (default: from the data)")
     p.add_argument(
@@ -174,6 +196,22 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         help="last step to release (default: the horizon); later events are reported, not counted",
     )
     p.add_argument(
+        "--late",
+        choices=("refuse", "next-step"),
+        default="refuse",
+        help="an event of an already released step (with --state): refuse stops with an error "
+        "naming its file and row; next-step counts it in the first step this run releases "
+        "(bounded with that step, and reported) (default: refuse)",
+    )
+    p.add_argument(
+        "--allowed-lateness",
+        default=None,
+        metavar="WAIT",
+        help="instead of --until: release the steps complete by the latest event time less WAIT "
+        "(a duration such as 2h or 1D for dates, a whole number for integer times, or 0); "
+        "which steps are released then depends on the data (not private) (default: none)",
+    )
+    p.add_argument(
         "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
     )
     p.add_argument(
@@ -198,6 +236,13 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_engine_flags(args: argparse.Namespace) -> None:
     """The Dask options are errors where the chosen engine would ignore them."""
+    if (args.input is None) == (args.input_dir is None):
+        raise ValueError("give an EVENTS file or --input-dir DIR (exactly one)")
+    if args.input_dir is not None:
+        if args.state is None:
+            raise ValueError("--input-dir needs --state FILE (where the run continues from)")
+        if (args.until is None) == (args.allowed_lateness is None):
+            raise ValueError("--input-dir needs --until STEP or --allowed-lateness WAIT (one)")
     given = [
         flag
         for flag, value in (
@@ -209,6 +254,15 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
     ]
     if args.engine == "embedded" and given:
         raise ValueError(f"{', '.join(given)} needs --engine dask (the embedded engine ignores it)")
+    if args.late != "refuse" and args.state is None:
+        raise ValueError(
+            f"--late {args.late} needs --state: without a stored state no step was released "
+            "before this run, so no event can be late"
+        )
+    if args.allowed_lateness is not None and args.until is not None:
+        raise ValueError("give --until or --allowed-lateness, not both")
+    if args.allowed_lateness is not None and args.engine != "embedded":
+        raise ValueError("--allowed-lateness needs --engine embedded (pass --until with Dask)")
     if args.scheduler is not None and args.workers is not None:
         raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
 
@@ -240,6 +294,49 @@ def _selection(args: argparse.Namespace) -> KeySelection | None:
     return KeySelection(epsilon=args.select_epsilon, delta=args.select_delta)
 
 
+def _options(
+    args: argparse.Namespace, selection: KeySelection | None, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
+    """The keyword arguments of :func:`~dpcount.keyed.run.keyed_counts` (and of an
+    incremental run) from the flags."""
+    from dpcount.privacy.budget import Budget
+
+    return dict(
+        keys=args.keys,
+        time_column=args.time_column,
+        key_column=args.key_column,
+        weight_column=args.weight_column,
+        unit_column=args.unit_column,
+        step=args.step,
+        start=args.start,
+        horizon=args.horizon,
+        budget=Budget(
+            epsilon=args.epsilon,
+            delta=args.delta,
+            noise=args.noise,
+            calibration=args.calibration,
+        ),
+        k=args.k,
+        subtract=args.subtract,
+        mechanism=args.mechanism,
+        max_weight=int(args.max_weight)
+        if args.max_weight == int(args.max_weight)
+        else args.max_weight,
+        max_keys=args.max_keys,
+        selection=selection,
+        unit_scope=args.unit_scope,
+        max_steps=args.max_steps,
+        min_separation=args.min_separation,
+        secret=args.secret,
+        engine=args.engine,
+        workers=2 if args.workers is None else args.workers,
+        partitions=args.partitions,
+        scheduler=args.scheduler,
+        chunk_keys=args.chunk_keys,
+        progress=progress,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
@@ -255,50 +352,33 @@ def run(args: argparse.Namespace) -> int:
             "pip install 'dpcount[keyed]'"
         ) from None
     from dpcount._cli._counting import print_noise_note
+    from dpcount.keyed.incremental import run_incremental
     from dpcount.keyed.run import keyed_counts
-    from dpcount.privacy.budget import Budget
 
     console = err_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("keys released", total=None)
-        result = keyed_counts(
-            args.input,
-            keys=args.keys,
-            time_column=args.time_column,
-            key_column=args.key_column,
-            weight_column=args.weight_column,
-            unit_column=args.unit_column,
-            step=args.step,
-            start=args.start,
-            horizon=args.horizon,
-            budget=Budget(
-                epsilon=args.epsilon,
-                delta=args.delta,
-                noise=args.noise,
-                calibration=args.calibration,
-            ),
-            k=args.k,
-            subtract=args.subtract,
-            mechanism=args.mechanism,
-            max_weight=int(args.max_weight)
-            if args.max_weight == int(args.max_weight)
-            else args.max_weight,
-            max_keys=args.max_keys,
-            selection=selection,
-            unit_scope=args.unit_scope,
-            max_steps=args.max_steps,
-            min_separation=args.min_separation,
-            secret=args.secret,
-            output=args.output,
-            state=args.state,
-            until=args.until,
-            engine=args.engine,
-            workers=2 if args.workers is None else args.workers,
-            partitions=args.partitions,
-            scheduler=args.scheduler,
-            chunk_keys=args.chunk_keys,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        options = _options(
+            args, selection, lambda done, total: bar.update(task, completed=done, total=total)
         )
+        when = dict(until=args.until, late=args.late, allowed_lateness=args.allowed_lateness)
+        if args.input_dir is not None:
+            ran = run_incremental(
+                args.input_dir, state=args.state, output=args.output, **when, **options
+            )
+            if ran.completed_interrupted:
+                console.print("completed the release an interrupted run had begun", markup=False)
+            if ran.result is None:
+                console.print(
+                    f"no new complete step to release; {len(ran.new_files)} new file(s) wait",
+                    markup=False,
+                )
+                return 0
+            result = ran.result
+        else:
+            result = keyed_counts(
+                args.input, output=args.output, state=args.state, **when, **options
+            )
     if not result.mechanism.noise.is_discrete:
         print_noise_note(
             f"--noise {result.mechanism.noise} adds continuous floating-point noise to the "

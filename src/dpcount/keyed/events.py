@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount._time import Step, parse_step
 from dpcount._validate import MAX_EXACT_SUM
 from dpcount.counting._steps import check_running_sums
 
@@ -205,28 +206,18 @@ class KeyUniverse:
 # --------------------------------------------------------------------------------------
 # Time buckets
 # --------------------------------------------------------------------------------------
-def _parse_width(step: int | str) -> int | pd.Timedelta:
-    if isinstance(step, bool):
-        raise TypeError(f"step must be an integer width or a duration like '1D', got {step!r}")
-    if isinstance(step, (int, np.integer)):
-        width: int | pd.Timedelta = int(step)
-    elif isinstance(step, str) and step.strip().isdigit():
-        width = int(step.strip())
-    elif isinstance(step, str):
-        try:
-            width = pd.Timedelta(step)
-        except ValueError:
-            raise ValueError(
-                f"step must be an integer width or a duration like '1D', '1h', '15min', "
-                f"got {step!r}"
-            ) from None
-    else:
-        raise TypeError(f"step must be an integer width or a duration like '1D', got {step!r}")
-    if (isinstance(width, int) and width < 1) or (
-        isinstance(width, pd.Timedelta) and width <= pd.Timedelta(0)
+def _parse_width(step: int | str) -> Step:
+    """The step of ``step`` (:func:`dpcount._time.parse_step`, shared with ``dpcount
+    count`` and ``histogram``): a whole number for integer times, else a duration or a
+    calendar step."""
+    if isinstance(step, (float, np.floating)) or (
+        isinstance(step, (int, np.integer)) and not isinstance(step, bool) and step < 1
     ):
-        raise ValueError(f"step must be positive, got {step!r}")
-    return width
+        raise ValueError(f"step must be a positive integer width for integer times, got {step!r}")
+    parsed = parse_step(step, "step")
+    if parsed.kind == "number" and not parsed.width.is_integer():
+        raise ValueError(f"step must be a positive integer width for integer times, got {step!r}")
+    return parsed
 
 
 def parse_times(values: pd.Series, column: str) -> pd.Series:
@@ -261,15 +252,18 @@ def parse_times(values: pd.Series, column: str) -> pd.Series:
 
 @dataclass(frozen=True)
 class TimeBuckets:
-    """Step s (from 1) covers times [start + (s−1)·width, start + s·width)."""
+    """Step s (from 1) covers times [b_s, b_{s+1}): b_s = start + (s−1)·width for an
+    integer width or a fixed duration, the (s−1)·n-th calendar boundary after
+    ``start`` for a calendar step (:class:`dpcount._time.Step`: months, quarters and
+    years of unequal lengths, weeks from a weekday)."""
 
-    width: int | pd.Timedelta
+    width: Step
     start: int | pd.Timestamp
 
     @classmethod
     def make(cls, step: int | str, start: int | str | pd.Timestamp) -> TimeBuckets:
         width = _parse_width(step)
-        if isinstance(width, int):
+        if width.kind == "number":
             if isinstance(start, str):
                 start = int(start) if start.strip().lstrip("-").isdigit() else start
             if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
@@ -281,16 +275,19 @@ class TimeBuckets:
             raise ValueError(f"start must be an ISO date or timestamp, got {start!r}") from None
         if ts.tzinfo is not None:
             ts = ts.tz_convert("UTC").tz_localize(None)
+        ts = ts.as_unit("ns")
+        width.check_start(int(ts.value), "start", str(start))
         return cls(width, ts)
 
     @classmethod
     def from_data(cls, step: int | str, times: pd.Series) -> TimeBuckets:
-        """Buckets starting at the earliest time (floored to the step for durations)."""
+        """Buckets starting at the earliest time, floored to a step boundary for a
+        duration (from 1970-01-01) or a calendar step (the boundary at or before it)."""
         width = _parse_width(step)
         if len(times) == 0:
             raise ValueError("no events to take start and horizon from: pass start and horizon")
         first = times.min()
-        if isinstance(width, int):
+        if width.kind == "number":
             if not isinstance(first, (int, np.integer)):
                 raise ValueError(
                     f"step {step!r} is an integer width but the times are dates; "
@@ -299,50 +296,50 @@ class TimeBuckets:
             return cls(width, int(first))
         if not isinstance(first, pd.Timestamp):
             raise ValueError(f"step {step!r} is a duration but the times are integers")
-        return cls(width, first.floor(width))
+        return cls(width, pd.Timestamp(width.floor(int(first.as_unit("ns").value)), unit="ns"))
 
     def steps(self, times: pd.Series) -> I64:
         """1-based step of every time (≤ 0 before ``start``)."""
-        if isinstance(self.width, int):
+        if self.width.kind == "number":
             if not pd.api.types.is_integer_dtype(times.dtype):
                 raise ValueError("the step is an integer width but the times are dates")
             assert isinstance(self.start, int)
-            out: I64 = (times.to_numpy(np.int64) - self.start) // self.width + 1
+            out: I64 = (times.to_numpy(np.int64) - self.start) // int(self.width.width) + 1
             return out
         if not pd.api.types.is_datetime64_any_dtype(times.dtype):
             raise ValueError("the step is a duration but the times are integers")
-        delta = (times - self.start).to_numpy("timedelta64[ns]").astype(np.int64)
-        out = delta // int(self.width.value) + 1
-        return out
+        assert isinstance(self.start, pd.Timestamp)
+        ns = times.to_numpy("datetime64[ns]").view(np.int64)
+        return self.width.index(int(self.start.value), ns)
 
     def last_step(self, times: pd.Series) -> int:
         return int(self.steps(times).max()) if len(times) else 0
 
+    def times(self, first: int, last: int) -> NDArray[Any]:
+        """The start b_s of steps first..last: int64 for integer times, else
+        datetime64[ns] (Parquet outputs store them as timestamps)."""
+        if self.width.kind == "number":
+            assert isinstance(self.start, int)
+            step = int(self.width.width)
+            return self.start + np.arange(first - 1, last, dtype=np.int64) * step
+        assert isinstance(self.start, pd.Timestamp)
+        ns = self.width.boundaries(int(self.start.value), first, last)
+        return ns.view("datetime64[ns]")
+
     def labels(self, n_steps: int) -> list[str]:
         """The start of each step's bucket, as text (ISO date when whole days)."""
-        if isinstance(self.width, int):
-            assert isinstance(self.start, int)
-            return [str(self.start + s * self.width) for s in range(n_steps)]
+        values = self.times(1, n_steps)
+        if self.width.kind == "number":
+            return [str(v) for v in values.tolist()]
         assert isinstance(self.start, pd.Timestamp)
-        stamps = pd.DatetimeIndex([self.start + self.width * i for i in range(n_steps)])
-        day = pd.Timedelta("1D")
-        if self.width % day == pd.Timedelta(0) and self.start == self.start.normalize():
+        stamps = pd.DatetimeIndex(values)
+        if self.width.whole_days and self.start == self.start.normalize():
             return [t.strftime("%Y-%m-%d") for t in stamps]
         return [t.isoformat() for t in stamps]
 
     def describe(self) -> dict[str, str]:
-        w = self.width
-        if isinstance(w, int):
-            width = str(w)
-        else:
-            width = f"{w.value}ns"
-            for unit, name in (("1D", "D"), ("1h", "h"), ("1min", "min"), ("1s", "s")):
-                n, rest = divmod(w, pd.Timedelta(unit))
-                if rest == pd.Timedelta(0):
-                    width = f"{n}{name}"
-                    break
         start = str(self.start) if isinstance(self.start, int) else self.start.isoformat()
-        return {"step": width, "start": start}
+        return {"step": self.width.describe(), "start": start}
 
 
 # --------------------------------------------------------------------------------------
@@ -366,6 +363,9 @@ class DropReport:
     #: events in steps after the last step released by this run (``until``): not
     #: counted now; pass them again to the run that releases their step
     later_steps: int = 0
+    #: late events (of steps already released) counted in the first open step
+    #: (``late="next-step"``); included in ``kept_events``
+    late_moved: int = 0
 
     def __add__(self, other: DropReport) -> DropReport:
         return DropReport(
@@ -438,13 +438,19 @@ def map_events(
     integer: bool,
     first: int = 1,
     last: int | None = None,
+    late: str = "refuse",
+    source: str | None = None,
 ) -> tuple[pd.DataFrame, DropReport]:
     """Rows (key, step, weight[, unit]) of the events inside the universe and steps
     ``first``..``last`` (default 1..horizon).
 
     Events in steps 1..first−1 — already released by an earlier run that this one
-    continues — are refused (ValueError naming the first such row): counting them
-    now would change nothing released, and dropping them silently would lose them.
+    continues: *late* events — follow ``late``
+    (:data:`dpcount.keyed.watermark.LATE_POLICIES`): ``"refuse"`` raises a ValueError
+    naming the first such row (and ``source``, the file); ``"next-step"`` places them
+    in step ``first``, the first step still open, and counts them in
+    ``report.late_moved``. Moved rows are bounded with the step they are counted in
+    (the bounds apply after moving). Never dropped silently.
     Events in steps last+1..horizon are counted in ``later_steps`` and dropped.
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
@@ -462,17 +468,24 @@ def map_events(
         out["unit"] = unit.to_numpy()
     unknown = keys < 0
     outside = ~unknown & ((steps < 1) | (steps > horizon))
+    moved = 0
     if first > 1:
         released = (steps >= 1) & (steps < first)
-        if released.any():
+        if released.any() and late == "next-step":
+            moved = int((released & ~unknown).sum())
+            steps = np.where(released, first, steps)
+            out["step"] = steps
+        elif released.any():
             i = int(np.flatnonzero(released)[0])
             label = frame.index[i]
             label = label.item() if isinstance(label, np.generic) else label
+            where = label if isinstance(label, str) else f"row {label!r}"
             raise ValueError(
-                f"event at row {label!r} (time {frame[columns.time].iloc[i]}) is in "
-                f"step {int(steps[i])}, already released: this run continues from step "
-                f"{first}; pass only events of steps >= {first} ({int(released.sum())} "
-                "events refused)"
+                f"late event at {where}{'' if source is None else f' of {source}'} (time "
+                f"{frame[columns.time].iloc[i]}) is in step {int(steps[i])}, already "
+                f"released: this run continues from step {first}; pass only events of "
+                f"steps >= {first}, or place late events in the next open step with "
+                f"late='next-step' ({int(released.sum())} events refused)"
             )
     later = np.zeros(len(steps), dtype=bool)
     if last is not None and last < horizon:
@@ -482,6 +495,7 @@ def map_events(
         unknown_key=int(unknown.sum()),
         out_of_range=int(outside.sum()),
         later_steps=int(later.sum()),
+        late_moved=moved,
     )
     return out[~(unknown | outside | later)].reset_index(drop=True), report
 

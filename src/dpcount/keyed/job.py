@@ -94,6 +94,8 @@ class KeyedJob:
     selection: SelectionPlan | None = None
     #: each key's selection step (T + 1: never), once selected; rows before it are withheld
     selected: NDArray[np.int64] | None = field(default=None, compare=False)
+    #: what happens to events of already released steps (:mod:`dpcount.keyed.watermark`)
+    late: str = "refuse"
 
     @property
     def until(self) -> int:
@@ -129,8 +131,11 @@ class KeyedJob:
         digest = hmac.new(self.secret.secret, b"unit-rank", hashlib.sha256).hexdigest()
         return digest[:16]
 
-    def prepare(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, DropReport]:
-        """Map one partition of events and sum it partially (clipping events first)."""
+    def prepare(
+        self, frame: pd.DataFrame, source: str | None = None
+    ) -> tuple[pd.DataFrame, DropReport]:
+        """Map one partition of events (``source``: its file, for error messages) and
+        sum it partially (clipping events first)."""
         m = self.mechanism
         rows, report = map_events(
             frame,
@@ -141,6 +146,8 @@ class KeyedJob:
             integer=self.integer,
             first=self.first,
             last=self.last,
+            late=self.late,
+            source=source,
         )
         if self.max_keys is None:
             rows, clipped = clip_events(rows, self.max_weight)
@@ -233,6 +240,7 @@ def make_job(
     unit_scope: str = "step",
     max_steps: int | None = None,
     min_separation: int | None = None,
+    late: str = "refuse",
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -346,6 +354,7 @@ def make_job(
         placeholder,
         run_bound=run_bound,
         selection=plan,
+        late=late,
     )
     return job, derived
 

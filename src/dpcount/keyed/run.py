@@ -51,6 +51,7 @@ from dpcount.keyed.job import (
 )
 from dpcount.keyed.mark import ReleaseGuard
 from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask, select_keys
+from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 from dpcount.privacy.budget import Budget, NoiseKind
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
@@ -102,7 +103,13 @@ class KeyedResult:
             + (f"; state saved to {self.state}" if self.state is not None else ""),
             f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
             f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
-            f"released steps; cut: {r.clipped_events} "
+            f"released steps"
+            + (
+                f"; {r.late_moved} late events moved to step {self.released[0]}"
+                if r.late_moved
+                else ""
+            )
+            + f"; cut: {r.clipped_events} "
             f"contributions above max_weight (weight {r.clipped_weight:g}), "
             f"{r.unit_dropped_keys} unit keys above max_keys (weight {r.unit_dropped_weight:g})"
             + (
@@ -150,28 +157,27 @@ def chunk_table(
     values: NDArray[Any],
     std: NDArray[np.float64],
     keys: tuple[Any, ...],
-    labels: list[str],
+    times: NDArray[Any],
     key_lo: int,
     time_label: str = "time",
     first_step: int = 1,
 ) -> Any:
     """:func:`~dpcount.keyed.engine.chunk_frame` as an Arrow table, built directly (no
-    pandas frame in between) with the schema :func:`write_frames` writes."""
+    pandas frame in between) with the schema :func:`write_frames` writes. ``times``:
+    each step's start (:meth:`~dpcount.keyed.events.TimeBuckets.times`), stored as a
+    timestamp (or an integer for integer times), not as text."""
     import pyarrow as pa
 
     horizon, n = values.shape
     codes = np.repeat(np.arange(n, dtype=np.int32), horizon)
     key = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(list(keys[key_lo : key_lo + n])))
-    steps = np.tile(np.arange(horizon, dtype=np.int32), n)
-    # large_string: the type pandas gives the labels (same bytes as the frame path)
-    time = pa.DictionaryArray.from_arrays(pa.array(steps), pa.array(labels, pa.large_string()))
     return pa.table(
         {
             "key": key,
             "step": pa.array(
                 np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n)
             ),
-            time_label: time,
+            time_label: pa.array(np.tile(np.asarray(times), n)),
             "private_count": pa.array(values.T.reshape(-1)),
             "std": pa.array(np.tile(std, n)),
         }
@@ -184,9 +190,9 @@ def iter_tables(
     time_label: str,
 ) -> Iterator[Any]:
     std = job.mechanism.std()[job.first - 1 : job.until]
-    labels = job.buckets.labels(job.until)[job.first - 1 :]
+    times = job.buckets.times(job.first, job.until)
     for lo, values in chunks:
-        table = chunk_table(values, std, job.universe.keys, labels, lo, time_label, job.first)
+        table = chunk_table(values, std, job.universe.keys, times, lo, time_label, job.first)
         if job.selected is not None:  # rows before a key's selection step are withheld
             import pyarrow as pa
 
@@ -268,9 +274,9 @@ class _PartsDir:
 
     def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
         m = job.mechanism
-        labels = job.buckets.labels(job.until)[job.first - 1 :]
+        times = job.buckets.times(job.first, job.until)
         std = m.std()[job.first - 1 : job.until]
-        return PartWriter(self.path, labels, std, time_label, job.first)
+        return PartWriter(self.path, times, std, time_label, job.first)
 
     def open(self, job: KeyedJob) -> set[int]:
         """Check or write the manifest; the first key of every chunk already written."""
@@ -301,16 +307,14 @@ class PartWriter:
     """Writes one key chunk's part file; small enough to ship to a Dask worker."""
 
     path: Path
-    labels: list[str]
+    times: NDArray[Any]
     std: NDArray[np.float64]
     time_label: str
     first_step: int = 1
 
     def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
         """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
-        table = chunk_table(
-            values, self.std, keys, self.labels, 0, self.time_label, self.first_step
-        )
+        table = chunk_table(values, self.std, keys, self.times, 0, self.time_label, self.first_step)
         return write_frames([table], self.path / f"part-{lo:012d}.parquet")
 
 
@@ -364,6 +368,8 @@ def keyed_counts(
     output: str | os.PathLike[str] | None = None,
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
+    late: str = "refuse",
+    allowed_lateness: Any = None,
     time_label: str = "time",
     progress: Progress | None = None,
     on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
@@ -371,6 +377,7 @@ def keyed_counts(
     unit_scope: str = "step",
     max_steps: int | None = None,
     min_separation: int | None = None,
+    sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
 ) -> KeyedResult:
     """Private running counts of every key of a public universe, at every step.
 
@@ -382,8 +389,9 @@ def keyed_counts(
             None for an open key set, with ``selection``.
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
-            ``"1D"``, ``"1h"`` for ISO dates/timestamps. Step numbers count from 1;
-            the count of step s covers all events in steps 1..s.
+            ``"1D"``, ``"1h"`` or a calendar step (``"MS"``, ``"QS"``, ``"YS"``,
+            ``"W-MON"``; :mod:`dpcount._time`) for ISO dates/timestamps. Step numbers
+            count from 1; the count of step s covers all events in steps 1..s.
         budget: the :class:`~dpcount.privacy.Budget` (ε, δ, noise kind, calibration
             rule; without a noise kind exact discrete Laplace, the keyed default). Its
             step sensitivity is left at 1 and it has no participation schema: a keyed
@@ -427,9 +435,19 @@ def keyed_counts(
             only (events of released steps are refused) and equals, bit for bit with
             discrete noise, one run over all the steps. Written (atomically) once the
             output is complete. Needs explicit ``start``, ``horizon`` and ``until``.
-        until: the last step to release (default: the horizon; required with
-            ``state``). Events of later steps are dropped and counted in
-            ``report.later_steps``.
+        until: the last step to release (default: the horizon; with ``state``,
+            ``until`` or ``allowed_lateness`` is required). Events of later steps are
+            dropped and counted in ``report.later_steps``.
+        late: what happens to a late event, one of an already released step (with
+            ``state``): ``"refuse"`` (default: a ValueError naming its row) or
+            ``"next-step"`` (counted in the first step this run releases, bounded
+            with it, and reported in ``report.late_moved``); see
+            :mod:`dpcount.keyed.watermark`.
+        allowed_lateness: instead of ``until``, release the steps that are complete
+            by the watermark — the latest event time — less this wait (a duration
+            such as ``"2h"`` for dates, a whole number for integer times, or 0).
+            Not private: which steps are released depends on the data (listed in
+            ``data_derived``). Embedded engine only.
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
@@ -446,6 +464,10 @@ def keyed_counts(
             ``max_weight`` per key and step — with user-level privacy over the run
             (:mod:`dpcount.keyed.bounds`). Needs ``unit_column``; no ``state``.
         max_steps, min_separation: see ``unit_scope="run"`` (default: every step, 1).
+        sink: instead of ``output``, call this with the job and the chunks (as
+            ``on_chunk`` gets them) to write the output itself, before the state is
+            saved and the release marked done; it returns the output's path (used by
+            :mod:`dpcount.keyed.incremental` to append).
 
     Returns:
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
@@ -475,10 +497,24 @@ def keyed_counts(
             f"state file {state} exists but secret file {secret} does not: a state "
             "continues only the run of its own secret (not creating a new one)"
         )
-    if state is not None and until is None:
+    late = check_late(late)
+    if late == "next-step" and state is None:
         raise ValueError(
-            "state= needs until= (the last step to release now): releasing to the horizon "
-            "by default would use up the steps that later runs are meant to release"
+            "late='next-step' needs state=: without a stored state no step was released "
+            "before this run, so no event can be late"
+        )
+    if allowed_lateness is not None and until is not None:
+        raise ValueError(
+            "give until= (a release schedule fixed in advance) or allowed_lateness= (the "
+            "steps complete by the latest event time), not both"
+        )
+    if allowed_lateness is not None and engine != "embedded":
+        raise ValueError("allowed_lateness= needs engine='embedded'; pass until= with Dask")
+    if state is not None and until is None and allowed_lateness is None:
+        raise ValueError(
+            "state= needs until= (the last step to release now) or allowed_lateness=: "
+            "releasing to the horizon by default would use up the steps that later runs "
+            "are meant to release"
         )
     check_secret_arg(secret)
     _check_open(keys, selection, unit_scope, engine, state, output, on_chunk)
@@ -510,6 +546,7 @@ def keyed_counts(
             unit_scope=unit_scope,
             max_steps=max_steps,
             min_separation=min_separation,
+            late=late,
         )
         parts = (
             _PartsDir(Path(output), chunk_keys)
@@ -547,6 +584,7 @@ def keyed_counts(
                 state=state,
                 until=until,
                 guard=guard,
+                allowed_lateness=allowed_lateness,
             )
         else:
             raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
@@ -564,6 +602,7 @@ def keyed_counts(
             state,
             carry,
             guard,
+            sink,
         )
         result.selection = outcome
         return result
@@ -630,6 +669,7 @@ def _run_embedded(
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
     guard: ReleaseGuard | None = None,
+    allowed_lateness: Any = None,
 ) -> tuple[
     KeyedJob,
     bool,
@@ -645,8 +685,12 @@ def _run_embedded(
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
     job, derived = make_job(times=times, key_values=frame[columns.key], **common)
+    if allowed_lateness is not None:
+        until = _until_watermark(job, state, times, allowed_lateness)
+        derived.append("the released steps (from the latest event time)")
     job = continue_from(job, state, until)
-    partial, report = job.prepare(frame)  # validates the events before a secret is created
+    source = None if isinstance(events, pd.DataFrame) else str(events)
+    partial, report = job.prepare(frame, source)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
     base, buffers = load_base(job, state)
     contributions, bound_report = job.finish([partial])
@@ -687,6 +731,23 @@ def _run_embedded(
     return job, created, derived, report, chunks(), carry, outcome
 
 
+def _until_watermark(
+    job: KeyedJob, state: str | os.PathLike[str] | None, times: pd.Series, lateness: Any
+) -> int:
+    """The last step complete by the latest event time less ``lateness``."""
+    wait = parse_lateness(lateness, job.buckets)
+    first = continue_from(job, state, None).first
+    if len(times) == 0:
+        raise ValueError("allowed_lateness: no events, so no watermark (pass until=)")
+    until = complete_through(job.buckets, job.mechanism.horizon, times.max(), wait)
+    if until < first:
+        raise ValueError(
+            f"no new complete step: the latest event time {times.max()} less the allowed "
+            f"lateness {lateness} is before the end of step {first}, the next to release"
+        )
+    return until
+
+
 def _emit(
     job: KeyedJob,
     created: bool,
@@ -700,6 +761,7 @@ def _emit(
     state: str | os.PathLike[str] | None = None,
     carry: Carry | None = None,
     guard: ReleaseGuard | None = None,
+    sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
@@ -715,7 +777,11 @@ def _emit(
         config=job.secret.config,
     )
     parts = None if parts is None else parts.for_job(job)
-    if parts is not None:
+    if sink is not None:
+        if parts is not None or on_chunk is not None or output is not None:
+            raise ValueError("give sink= alone, without output= or on_chunk=")
+        result.output = sink(job, chunks)
+    elif parts is not None:
         if on_chunk is not None:
             raise ValueError("give either output= or on_chunk=, not both")
         writer = parts.writer(job, time_label)

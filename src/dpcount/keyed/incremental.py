@@ -1,0 +1,477 @@
+"""Incremental keyed runs over a directory of arriving files, with exactly-once output.
+
+``run_incremental(input_dir, state=S, output=O, ...)`` (``dpcount keyed --input-dir D
+--state S``) is meant to be started again and again (say by cron): each run
+
+1. lists the event files of ``input_dir`` (``*.csv``, ``*.parquet``; names starting
+   with ``.`` are skipped) and takes those not consumed by an earlier run — the *new*
+   files, in name order;
+2. places every event at its event-time step (:mod:`dpcount.keyed.watermark`):
+   events of released steps in new files are late (refused, or moved to the next
+   open step: ``late=``); events of steps not yet complete wait — the file is read
+   again by the run that releases their step (only its events of that run's steps).
+   When no new step is complete, nothing is consumed: the new files stay new (their
+   latest event time still counts for the watermark of the next run);
+3. releases the steps that are now complete — up to ``until=`` (a public schedule),
+   or by the watermark, the latest event time of the consumed files, less
+   ``allowed_lateness`` — continuing the run's state (:mod:`dpcount.keyed.state`)
+   and its released-up-to mark (:mod:`dpcount.keyed.mark`);
+4. appends the new steps' rows to ``output``: a ``.csv`` file grows by the rows of
+   each release (the header once), a path without an extension is a directory with
+   one ``steps-FIRST-LAST/`` folder of Parquet parts per release.
+
+Files must appear complete (written elsewhere, then moved into ``input_dir``): a
+file read while it is still being written would be consumed half, and refused as
+changed by the next run. One incremental run of a state at a time (a lock,
+``<state>.inputs.lock``).
+
+**Consumed files** are recorded in ``<state>.inputs`` (JSON, mode 0600, replaced
+atomically): name, SHA-256, size, modification time and the last step of its events,
+plus the watermark and the steps released. A consumed file that changes (its size
+or time differ and its SHA-256 too) is refused: its events were counted as they
+were; put corrections in a new file. A consumed file may be deleted once its steps
+are all released.
+
+**Exactly once.** Before the release, the run records it *pending* in the inputs
+file (its steps, its new files and the output's length). A run killed at any point
+leaves that record; the next run first completes exactly that release — the same
+files, the same steps, hence (the noise being a function of the secret and the
+position) the same bits: a CSV output is cut back to its recorded length and the
+rows appended again, a parts directory keeps the parts already written — and only
+then picks up files that arrived since. So the output after a crash and a rerun is
+byte-identical to the output of runs that were never interrupted. (Readers may see
+a partial last release in a CSV while a killed run waits for its rerun.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
+from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events
+from dpcount.keyed.job import KeyedJob
+from dpcount.keyed.mark import RunLock
+from dpcount.keyed.run import KeyedResult, _PartsDir, iter_frames, keyed_counts
+from dpcount.keyed.state import RunState
+from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
+
+__all__ = ["INPUTS_FORMAT", "IncrementalResult", "inputs_path", "run_incremental"]
+
+INPUTS_FORMAT = "dpcount-keyed-inputs/1"
+_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def inputs_path(state: str | os.PathLike[str]) -> Path:
+    """The record of consumed files of the state file ``state``: ``<state>.inputs``."""
+    p = Path(state)
+    return p.with_name(p.name + ".inputs")
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """A consumed input file: its digest, size, modification time, last event step."""
+
+    sha256: str
+    size: int
+    mtime_ns: int
+    last_step: int
+
+
+@dataclass
+class Inputs:
+    """The contents of ``<state>.inputs``."""
+
+    released: int = 0
+    watermark: Any = None  # the latest event time read: int, or ISO text
+    files: dict[str, Consumed] = field(default_factory=dict)
+    pending: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> Inputs:
+        if not path.exists():
+            return cls()
+        check_owner_only(path, "inputs record")
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+            if body.get("format") != INPUTS_FORMAT:
+                raise ValueError
+            files = {name: Consumed(**c) for name, c in body["files"].items()}
+            return cls(int(body["released"]), body["watermark"], files, body["pending"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ValueError(f"{path} is not a dpcount keyed inputs record") from None
+
+    def save(self, path: Path) -> None:
+        body = {
+            "format": INPUTS_FORMAT,
+            "released": self.released,
+            "watermark": self.watermark,
+            "files": {name: dataclasses.asdict(c) for name, c in sorted(self.files.items())},
+            "pending": self.pending,
+        }
+        write_atomic(path, [(json.dumps(body, sort_keys=True, indent=1) + "\n").encode()])
+
+
+@dataclass
+class IncrementalResult:
+    """What one call did: the release (None when no step was complete), the files it
+    consumed, and whether it first completed a release a killed run had begun."""
+
+    result: KeyedResult | None
+    new_files: list[str]
+    released: tuple[int, int] | None
+    completed_interrupted: bool = False
+
+
+def _digest(path: Path) -> tuple[str, int, int]:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    st = os.stat(path)
+    return h.hexdigest(), st.st_size, st.st_mtime_ns
+
+
+def _check_consumed(folder: Path, inputs: Inputs) -> None:
+    """Refuse a consumed file that changed; a missing one only if still needed."""
+    for name, seen in inputs.files.items():
+        path = folder / name
+        if not path.exists():
+            if seen.last_step > inputs.released:
+                raise FileNotFoundError(
+                    f"input file {path} was consumed by an earlier run and holds events of "
+                    f"steps not yet released (up to step {seen.last_step}); it must stay "
+                    "until they are"
+                )
+            continue
+        st = os.stat(path)
+        if (st.st_size, st.st_mtime_ns) == (seen.size, seen.mtime_ns):
+            continue
+        if _digest(path)[0] != seen.sha256:
+            raise ValueError(
+                f"input file {path} was consumed by an earlier run and has changed since "
+                "(its SHA-256 differs): its events were counted as they were; put "
+                "corrections in a new file"
+            )
+
+
+def _listing(folder: Path) -> list[str]:
+    if not folder.is_dir():
+        raise FileNotFoundError(f"input directory {folder} not found")
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in _SUFFIXES
+    )
+
+
+def _read(
+    folder: Path, names: Iterable[str], columns: EventColumns, buckets: TimeBuckets
+) -> dict[str, tuple[pd.DataFrame, NDArray[np.int64], pd.Series]]:
+    """Each file's events (index: "FILE row N"), their steps and times."""
+    out = {}
+    for name in names:
+        frame = read_events(folder / name, columns)
+        frame.index = pd.Index([f"{name} row {i}" for i in range(len(frame))])
+        times = parse_times(frame[columns.time], columns.time)
+        out[name] = (frame, buckets.steps(times), times)
+    return out
+
+
+def _refuse_late(
+    read: dict[str, tuple[pd.DataFrame, NDArray[np.int64], pd.Series]],
+    first: int,
+    columns: EventColumns,
+) -> None:
+    """ValueError naming the first event of a released step in the new files."""
+    for frame, steps, _ in read.values():
+        late = (steps >= 1) & (steps < first)
+        if late.any():
+            i = int(np.flatnonzero(late)[0])
+            raise ValueError(
+                f"late event at {frame.index[i]} (time {frame[columns.time].iloc[i]}) is in "
+                f"step {int(steps[i])}, already released: this run continues from step "
+                f"{first}; remove it, or place late events in the next open step with "
+                f"late='next-step' ({int(late.sum())} events refused)"
+            )
+
+
+def _watermark_value(times: pd.Series) -> Any:
+    value = times.max()
+    return value.isoformat() if isinstance(value, pd.Timestamp) else int(value)
+
+
+def _later(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, str):
+        return max(pd.Timestamp(a), pd.Timestamp(b)).isoformat()
+    return max(int(a), int(b))
+
+
+class _Appender:
+    """Appends a release's rows: to a CSV file from ``size`` bytes on (cut back to it
+    first: a killed attempt's partial rows go; the header only into an empty file), or
+    as a folder of Parquet parts in a directory (parts a killed attempt wrote are
+    rewritten with the same bytes). ``started``: whether any output was touched."""
+
+    def __init__(self, path: Path, size: int, time_label: str, chunk_keys: int) -> None:
+        self.path, self.size, self.time_label = path, size, time_label
+        self.chunk_keys = chunk_keys
+        self.started = False
+
+    def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
+        self.started = True
+        if self.path.suffix.lower() != ".csv":
+            parts = _PartsDir(self.path, self.chunk_keys).for_job(job)
+            parts.open(job)
+            writer = parts.writer(job, self.time_label)
+            keys = job.universe.keys
+            for lo, values in chunks:
+                writer.write(lo, values, keys[lo : lo + values.shape[1]])
+            return parts.path
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        created = not self.path.exists()
+        fd = os.open(self.path, flags, 0o666)
+        try:
+            os.ftruncate(fd, self.size)
+            os.lseek(fd, self.size, os.SEEK_SET)
+            header = self.size == 0
+            for frame in iter_frames(job, chunks, self.time_label):
+                text = frame.to_csv(header=header, index=False, lineterminator="\n")
+                write_all(fd, text.encode("utf-8"))
+                header = False
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created and os.name == "posix":  # the new file's name is durable too
+            folder = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+        return self.path
+
+
+def run_incremental(
+    input_dir: str | os.PathLike[str],
+    *,
+    state: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    until: int | None = None,
+    allowed_lateness: Any = None,
+    late: str = "refuse",
+    time_label: str = "time",
+    **options: Any,
+) -> IncrementalResult:
+    """Consume the new files of ``input_dir`` and append the newly complete steps.
+
+    Args:
+        input_dir: the folder where event files (CSV/Parquet) arrive.
+        state: the run's state file (:func:`~dpcount.keyed.run.keyed_counts`
+            ``state=``); the consumed files are recorded beside it (``.inputs``).
+        output: a ``.csv`` file (appended) or a directory (one folder of Parquet parts
+            per release).
+        until: release up to this step (a public schedule), or
+        allowed_lateness: release the steps complete by the watermark (the latest
+            event time of all consumed files) less this wait (not private).
+        late: ``"refuse"`` or ``"next-step"`` (:mod:`dpcount.keyed.watermark`).
+        **options: the other arguments of :func:`~dpcount.keyed.run.keyed_counts`
+            (``keys``, ``time_column``, ``key_column``, ``step``, ``start``,
+            ``horizon``, ``epsilon``, ``secret``, ...); ``start`` and ``horizon`` are
+            required.
+
+    Returns:
+        An :class:`IncrementalResult`. See the module docstring for the guarantees.
+    """
+    late = check_late(late)
+    if (until is None) == (allowed_lateness is None):
+        raise ValueError(
+            "give until= (the last step to release, a public schedule) or allowed_lateness= "
+            "(the steps complete by the latest event time), exactly one"
+        )
+    for name in ("start", "horizon"):
+        if options.get(name) is None:
+            raise ValueError(
+                f"an incremental run needs an explicit {name}= (fixed at the first run)"
+            )
+    for name in ("events", "output", "until", "allowed_lateness", "sink", "on_chunk"):
+        if name in options:
+            raise TypeError(f"run_incremental() got an unexpected keyword argument {name!r}")
+    out = Path(output)
+    suffix = out.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        raise ValueError(
+            f"output {out}: a Parquet file cannot be appended to; give a .csv file or a "
+            "directory (no extension: one folder of Parquet parts per release)"
+        )
+    if suffix not in ("", ".csv"):
+        raise ValueError(f"output {out} must end in .csv or be a directory (no extension)")
+    folder = Path(input_dir)
+    record = inputs_path(state)
+    columns = EventColumns(
+        options["time_column"],
+        options["key_column"],
+        options.get("weight_column"),
+        options.get("unit_column"),
+    )
+    buckets = TimeBuckets.make(options["step"], options["start"])
+    wait = None if allowed_lateness is None else parse_lateness(allowed_lateness, buckets)
+    lock = RunLock(record.with_name(record.name + ".lock"))
+    lock.acquire()  # one incremental run of this state at a time (the record, the output)
+    run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options)
+    try:
+        return _run_locked(run, until, wait)
+    finally:
+        lock.release()
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every step of an incremental run reads (fixed by its arguments)."""
+
+    folder: Path
+    record: Path
+    state: str | os.PathLike[str]
+    out: Path
+    late: str
+    time_label: str
+    columns: EventColumns
+    buckets: TimeBuckets
+    options: dict[str, Any]
+
+
+def _run_locked(run: _Setup, until: int | None, wait: int | None) -> IncrementalResult:
+    folder, record, out, columns, buckets = (
+        run.folder,
+        run.record,
+        run.out,
+        run.columns,
+        run.buckets,
+    )
+    late, options = run.late, run.options
+    horizon = int(options["horizon"])
+    suffix = out.suffix.lower()
+    inputs = Inputs.load(record)
+    completed = False
+    if inputs.pending is not None:
+        completed = True
+        _complete_pending(run, inputs)
+    _check_consumed(folder, inputs)
+    new = [n for n in _listing(folder) if n not in inputs.files]
+    digests = {n: _digest(folder / n) for n in new}
+    read = _read(folder, new, columns, buckets)
+    watermark = inputs.watermark
+    for _, _, times in read.values():
+        if len(times):
+            watermark = _later(watermark, _watermark_value(times))
+    first = inputs.released + 1
+    if until is not None:
+        last = min(until, horizon)
+    elif watermark is None:
+        last = 0
+    else:
+        assert wait is not None
+        mark = pd.Timestamp(watermark) if isinstance(watermark, str) else watermark
+        last = complete_through(buckets, horizon, mark, wait)
+    files = {  # the last step a file's events still count in (none beyond the horizon)
+        n: Consumed(*digests[n], last_step=int(steps.clip(0, horizon).max()) if len(steps) else 0)
+        for n, (_, steps, _) in read.items()
+    }
+    if late == "refuse":
+        _refuse_late(read, first, columns)
+    if last < first or first > horizon:  # nothing complete: the new files wait, unconsumed
+        return IncrementalResult(None, new, None, completed)
+    inputs.pending = {
+        "first": first,
+        "until": last,
+        "new": {n: dataclasses.asdict(c) for n, c in files.items()},
+        "watermark": watermark,
+        "output_size": out.stat().st_size if suffix == ".csv" and out.exists() else 0,
+    }
+    inputs.save(record)
+    result = _release(run, inputs)
+    if wait is not None:
+        result.data_derived.append("the released steps (from the latest event time)")
+    return IncrementalResult(result, new, (first, last), completed)
+
+
+def _complete_pending(run: _Setup, inputs: Inputs) -> None:
+    """Finish the release a killed run began (the same files and steps)."""
+    folder, record, state = run.folder, run.record, run.state
+    pending = inputs.pending
+    assert pending is not None
+    done = RunState.peek_step(state) if os.path.exists(state) else 0
+    if done == pending["until"]:  # released and saved; only this record was not updated
+        _finish(inputs, record)
+        return
+    if done != pending["first"] - 1:
+        raise ValueError(
+            f"inputs record {record} has a release of steps {pending['first']}.."
+            f"{pending['until']} pending, but state file {state} records step {done}"
+        )
+    for name, seen in pending["new"].items():
+        if not (folder / name).exists() or _digest(folder / name)[0] != seen["sha256"]:
+            raise ValueError(
+                f"input file {folder / name} was read by an interrupted run and has changed "
+                "or gone since: that release can only be completed from the same files"
+            )
+    _release(run, inputs)
+
+
+def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
+    """The pending release: new files whole, open earlier files from its first step."""
+    folder, state, out, columns, buckets = run.folder, run.state, run.out, run.columns, run.buckets
+    late, time_label, options = run.late, run.time_label, run.options
+    pending = inputs.pending
+    assert pending is not None
+    first, last = int(pending["first"]), int(pending["until"])
+    new = sorted(pending["new"])
+    reread = sorted(
+        n for n, c in inputs.files.items() if c.last_step >= first and n not in pending["new"]
+    )
+    frames = []
+    for name, (frame, steps, _) in sorted(_read(folder, new + reread, columns, buckets).items()):
+        frames.append(frame if name in pending["new"] else frame[steps >= first])
+    if frames:
+        events = pd.concat(frames)
+    else:  # no file holds events of these steps: a release of zero contributions
+        events = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns.names()})
+        kind = np.int64 if buckets.width.kind == "number" else "datetime64[ns]"
+        events[columns.time] = pd.Series([], dtype=kind)
+    sink = _Appender(out, int(pending["output_size"]), time_label, options.get("chunk_keys", 2048))
+    record = inputs_path(state)
+    try:
+        result = keyed_counts(
+            events, **options, state=state, until=last, late=late, time_label=time_label, sink=sink
+        )
+    except Exception:
+        if not sink.started:  # refused before any output: this release never began
+            inputs.pending = None
+            inputs.save(record)
+        raise
+    _finish(inputs, record)
+    return result
+
+
+def _finish(inputs: Inputs, record: Path) -> None:
+    pending = inputs.pending
+    assert pending is not None
+    for name, seen in pending["new"].items():
+        inputs.files[name] = Consumed(**seen)
+    inputs.released = int(pending["until"])
+    inputs.watermark = pending["watermark"]
+    inputs.pending = None
+    inputs.save(record)

@@ -1,0 +1,267 @@
+"""Incremental runs over arriving files: exactly-once output across crashes and reruns."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcount.keyed.incremental import _Appender, inputs_path, run_incremental
+from dpcount.keyed.mark import ReleaseMark, mark_path
+from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.privacy import Budget
+
+KEYS = ["a", "b", "c"]
+
+
+class Killed(BaseException):
+    """A kill at a chosen point (the rerun must not rely on anything it skipped)."""
+
+
+START = pd.Timestamp("2024-01-01")
+
+
+def _batch(seed: int, days: tuple[int, int], n: int = 40) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    day = START + pd.to_timedelta(rng.integers(*days, n), "D")
+    hour = pd.to_timedelta(rng.integers(0, 24, n), "h")
+    return pd.DataFrame(
+        {"t": (day + hour).strftime("%Y-%m-%dT%H:%M:%S"), "key": rng.choice(KEYS, n)}
+    )
+
+
+#: three arrivals: days 0-2, then 2-5 (day 2 arrives again: not yet released), then 5-8
+BATCHES = [_batch(1, (0, 3)), _batch(2, (2, 6)), _batch(3, (5, 9))]
+
+
+def _kw(work: Path) -> dict[str, Any]:
+    return dict(
+        keys=KEYS, time_column="t", key_column="key", step="1D", start="2024-01-01",
+        horizon=10, budget=Budget(epsilon=1.0), secret=work / "run.key", state=work / "run.state",
+        output=work / "out.csv", allowed_lateness="1h",
+    )  # fmt: skip
+
+
+def _arrive(work: Path, i: int) -> None:
+    (work / "in").mkdir(exist_ok=True)
+    BATCHES[i].to_csv(work / "in" / f"batch-{i}.csv", index=False)
+
+
+def _clone_secret(src: Path, dst: Path) -> None:
+    """The same secret in another folder, with a fresh mark (tests only: the oracle)."""
+    dst.mkdir(exist_ok=True)
+    shutil.copy(src / "run.key", dst / "run.key")
+    os.chmod(dst / "run.key", 0o600)
+    config = json.loads((dst / "run.key").read_text())["config"]
+    secret = RunSecret.load(dst / "run.key", config)
+    ReleaseMark.new(secret).save(mark_path(secret.path), secret)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def reference(tmp_path: Path) -> tuple[Path, bytes]:
+    """Three uninterrupted runs; the output they leave."""
+    work = tmp_path / "ref"
+    work.mkdir()
+    for i in range(3):
+        _arrive(work, i)
+        run_incremental(work / "in", **_kw(work))
+    return work, (work / "out.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_runs_release_complete_steps_once_and_equal_one_run(
+    reference: tuple[Path, bytes],
+) -> None:
+    work, _ = reference
+    got = pd.read_csv(work / "out.csv")
+    assert sorted(got["step"].unique()) == list(range(1, 9))  # day 9 not complete by 1h
+    assert not got.duplicated(["key", "step"]).any()
+    body = json.loads((work / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    kw = _kw(work)
+    for name in ("secret", "state", "output", "allowed_lateness"):
+        kw.pop(name)
+    one = keyed_counts(pd.concat(BATCHES), secret=twin, until=8, **kw).frame
+    assert one is not None
+    one = one.astype({"time": str}).sort_values(["key", "step"]).reset_index(drop=True)
+    got = got.sort_values(["key", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got[one.columns], one, check_dtype=False)
+    record = json.loads(inputs_path(work / "run.state").read_text())
+    assert sorted(record["files"]) == [f"batch-{i}.csv" for i in range(3)]
+    assert record["released"] == 8 and record["pending"] is None
+
+
+@pytest.mark.parametrize(
+    "point", ["mid-append", pytest.param("before-record", marks=pytest.mark.slow)]
+)
+def test_a_crash_then_a_rerun_gives_the_same_bytes(
+    reference: tuple[Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    """Killed with half the rows appended, or after the release but before the inputs
+    record is updated; a new file arrives; the rerun completes the release, then
+    takes the new file: the bytes of the uninterrupted runs."""
+    from dpcount.keyed import incremental
+
+    ref, text = reference
+    work = tmp_path / "crash"
+    _clone_secret(ref, work)
+    _arrive(work, 0)
+    run_incremental(work / "in", **_kw(work))
+    _arrive(work, 1)
+    append, finish = _Appender.__call__, incremental._finish
+
+    def crash_append(self: _Appender, job: Any, chunks: Any) -> Path:
+        append(self, job, chunks)
+        with open(self.path, "r+b") as fh:  # the last rows only half written
+            fh.truncate(self.path.stat().st_size - 50)
+        raise Killed
+
+    def crash_record(inputs: Any, record: Path) -> None:
+        raise Killed
+
+    if point == "mid-append":
+        monkeypatch.setattr(_Appender, "__call__", crash_append)
+    else:
+        monkeypatch.setattr(incremental, "_finish", crash_record)
+    with pytest.raises(Killed):
+        run_incremental(work / "in", **_kw(work))
+    monkeypatch.setattr(_Appender, "__call__", append)
+    monkeypatch.setattr(incremental, "_finish", finish)
+    _arrive(work, 2)  # a new file arrives before the rerun
+    ran = run_incremental(work / "in", **_kw(work))
+    assert ran.completed_interrupted and ran.new_files == ["batch-2.csv"]
+    assert (work / "out.csv").read_bytes() == text
+
+
+@pytest.mark.slow
+def test_a_changed_consumed_file_is_refused(reference: tuple[Path, bytes]) -> None:
+    work, _ = reference
+    path = work / "in" / "batch-1.csv"
+    path.write_text(path.read_text() + "2024-01-04T00:00:00,a\n")
+    with pytest.raises(ValueError, match=r"batch-1.csv was consumed by an earlier run and has"):
+        run_incremental(work / "in", **_kw(work))
+
+
+@pytest.mark.slow
+def test_late_files_are_refused_or_moved(tmp_path: Path) -> None:
+    work = tmp_path
+    _arrive(work, 0)
+    _arrive(work, 1)
+    run_incremental(work / "in", **_kw(work))  # days 1..5 released
+    BATCHES[0].head(3).to_csv(work / "in" / "straggler.csv", index=False)
+    with pytest.raises(ValueError, match=r"late event at straggler.csv row 0 \(time"):
+        run_incremental(work / "in", **_kw(work))
+    _arrive(work, 2)
+    ran = run_incremental(work / "in", late="next-step", **_kw(work))
+    assert ran.result is not None and ran.result.report.late_moved == 3
+    assert ran.released == (6, 8)
+
+
+MANY = [f"k{i:03d}" for i in range(300)]
+
+
+def _many(seed: int, days: tuple[int, int], n: int = 3000) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    day = START + pd.to_timedelta(rng.integers(*days, n), "D")
+    return pd.DataFrame({"t": day.strftime("%Y-%m-%d"), "key": rng.choice(MANY, n)})
+
+
+def _argv(work: Path) -> list[str]:
+    return ["keyed", "--input-dir", str(work / "in"), "--state", str(work / "run.state"),
+            "--output", str(work / "out.csv"), "--secret", str(work / "run.key"), "--keys",
+            str(work / "keys.txt"), "--time-column", "t", "--key-column", "key", "--step",
+            "1D", "--start", "2024-01-01", "--horizon", "12", "--epsilon", "1",
+            "--allowed-lateness", "0", "--chunk-keys", "16"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+@pytest.mark.parametrize("seed", range(3))
+def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
+    tmp_path: Path, seed: int
+) -> None:
+    """``python -m dpcount keyed --input-dir``, killed with SIGKILL at random moments
+    in each of three arrivals, then run to completion: the output equals, byte for
+    byte, the output of the same arrivals never interrupted."""
+    from dpcount.cli import main
+
+    batches = [_many(seed, (0, 4)), _many(seed + 10, (3, 8)), _many(seed + 20, (7, 12))]
+    ref, work = tmp_path / "ref", tmp_path / "crash"
+    for folder in (ref, work):
+        (folder / "in").mkdir(parents=True)
+        (folder / "keys.txt").write_text("\n".join(MANY) + "\n")
+    rng = np.random.default_rng(seed)
+    interrupted = 0
+    for i, batch in enumerate(batches):
+        batch.to_csv(ref / "in" / f"b{i}.csv", index=False)
+        assert main(_argv(ref)) == 0
+        if i == 0:
+            _clone_secret(ref, work)
+        batch.to_csv(work / "in" / f"b{i}.csv", index=False)
+        for _ in range(2):
+            interrupted += _kill_during_a_release(work, rng)
+        assert main(_argv(work)) == 0
+        assert (work / "out.csv").read_bytes() == (ref / "out.csv").read_bytes()
+    assert interrupted >= 1  # at least one kill left a release half done
+
+
+def _kill_during_a_release(work: Path, rng: np.random.Generator) -> int:
+    """Start the CLI, SIGKILL it at a random moment once its release has begun (the
+    inputs record holds a pending release); 1 if it died with the release pending."""
+    record = inputs_path(work / "run.state")
+    with subprocess.Popen(
+        [sys.executable, "-m", "dpcount", *_argv(work)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        end = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < end:
+            if record.exists() and '"pending": {' in record.read_text():
+                break
+            time.sleep(0.002)
+        time.sleep(float(rng.uniform(0.0, 0.8)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    return int(record.exists() and '"pending": {' in record.read_text())
+
+
+@pytest.mark.slow
+def test_a_directory_output_gets_one_folder_of_parts_per_release(tmp_path: Path) -> None:
+    kw = _kw(tmp_path)
+    kw["output"] = tmp_path / "out"
+    for i in range(2):
+        _arrive(tmp_path, i)
+        run_incremental(tmp_path / "in", **kw)
+    folders = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert folders == ["steps-000001-000002", "steps-000003-000005"]
+    got = pd.concat(pd.read_parquet(tmp_path / "out" / f) for f in folders)
+    assert sorted(set(got["step"])) == [1, 2, 3, 4, 5]
+    assert str(got["time"].dtype) == "datetime64[ns]"
+    kw["output"] = tmp_path / "out.parquet"
+    with pytest.raises(ValueError, match=r"a Parquet file cannot be appended to"):
+        run_incremental(tmp_path / "in", **kw)
+
+
+def test_cli_input_dir_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpcount.cli import main
+
+    argv = _argv(tmp_path)
+    for drop, message in (
+        (["--state"], "--input-dir needs --state FILE"),
+        (["--allowed-lateness"], "--input-dir needs --until STEP or --allowed-lateness WAIT"),
+        (["--input-dir"], "give an EVENTS file or --input-dir DIR"),
+    ):
+        i = argv.index(drop[0])
+        assert main(argv[:i] + argv[i + 2 :]) == 2
+        assert message in capsys.readouterr().err
