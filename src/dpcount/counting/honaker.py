@@ -58,12 +58,11 @@ from dpcount.counting.base import (
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
 from dpcount.privacy._statements import noise_statements
-from dpcount.privacy.budget import Budget, BudgetFields, Participation
+from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = [
     "Honaker",
@@ -671,16 +670,10 @@ class Honaker(CountingMechanism):
     supports_discrete_noise = True
     integer_release = False
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        self.height = check_integer("horizon", horizon, ge=1).bit_length()
-        super().__init__(horizon, budget=Budget.resolve(budget, fields, owner="Honaker"), rng=rng)
+    @property
+    def height(self) -> int:
+        """h = ⌊log₂ T⌋ + 1: the number of levels of the dyadic tree."""
+        return self.horizon.bit_length()
 
     @classmethod
     def memory_estimate(

@@ -26,12 +26,11 @@ from dpcount.counting.base import (
 )
 from dpcount.counting.participation import Sensitivity, SensitivityMethod
 from dpcount.privacy._statements import noise_statements
-from dpcount.privacy.budget import Budget, BudgetFields, Participation
+from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = ["InputNoiseProcess", "InputPerturbation"]
 
@@ -129,18 +128,6 @@ class InputPerturbation(CountingMechanism):
         check_integer("horizon", horizon, ge=1)
         value = 32 if dim is None else 8 * dim
         return MemoryEstimate(structure=0, stream=value + noise_buffer_bytes(dim) + step_bytes(dim))
-
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        super().__init__(
-            horizon, budget=Budget.resolve(budget, fields, owner="InputPerturbation"), rng=rng
-        )
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0

@@ -46,14 +46,13 @@ from dpcount.counting.toeplitz import (
     sqrt_mean_variance_coefficient,
 )
 from dpcount.privacy._statements import noise_statements
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.budget import NoiseKind, Participation
 from dpcount.privacy.calibration import fhu_constant
 from dpcount.privacy.noise import NoiseSampler
-from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import check_beta
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = ["SENSITIVITY_MARGIN", "SqrtFactorization", "SqrtNoiseProcess"]
 
@@ -260,6 +259,7 @@ class SqrtFactorization(CountingMechanism):
             delta and vector steps (defaults to ``step_sensitivity``).
     """
 
+    _kernel: NDArray[np.float64] | None = None  # f(0..T-1), computed once
     name = "sqrt"
     #: largest |L[t, s]| (f(0) = 1), used by Laplace tail bounds
     max_noise_coefficient = 1.0
@@ -278,19 +278,6 @@ class SqrtFactorization(CountingMechanism):
         T = check_integer("horizon", horizon, ge=1)
         d = 1 if dim is None else dim
         return MemoryEstimate(structure=8 * T, stream=48 * T * d + step_bytes(dim))
-
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        self._kernel: NDArray[np.float64] | None = None
-        super().__init__(
-            horizon, budget=Budget.resolve(budget, fields, owner="SqrtFactorization"), rng=rng
-        )
 
     # -- structure --------------------------------------------------------------------
     def coefficients(self) -> NDArray[np.float64]:
