@@ -51,7 +51,7 @@ EXPECTED = {
 }
 
 ARXIV = re.compile(r"arxiv\.org/abs/(\d{4}\.\d{4,5})")
-DOI = re.compile(r"doi\.org/(10\.\d{4,9}/[^\s,;)>`]+[^\s,;)>`.])")
+DOI = re.compile(r"doi\.org/(10\.\d{4,9}/[^\s,;)>`\"]+[^\s,;)>`.\"])")
 LINK = re.compile(r"https://(arxiv\.org/abs/\d{4}\.\d{4,5}|doi\.org/10\.\d{4,9}/\S+)")
 
 

@@ -132,7 +132,7 @@ def test_a_large_delta_and_continuous_noise_are_the_clis_notes() -> None:
         out = private_counts(s, budget=Budget(epsilon=1.0, delta=0.5, noise="gaussian"), rng=0)
     assert any("delta=0.5 is above 0.001" in str(w.message) for w in caught)
     assert "WARNING: delta=0.5" in out.attrs["privacy"]
-    choice = choose(3, ONE, whole=False)
+    choice = choose(3, budget=ONE, whole=False)
     assert choice.note is not None
     with pytest.warns(PrivacyWarning) as caught:
         private_counts(s, budget=ONE, rng=0)

@@ -82,7 +82,7 @@ def choose_mechanism(
         if v is not None
     }
     resolved = Budget.resolve(budget, loose, owner="choose_mechanism", deprecated=True)
-    choice = choose(horizon, resolved, whole=whole)
+    choice = choose(horizon, budget=resolved, whole=whole)
     return {"name": choice.mechanism, "budget": choice.budget, **choice.options}
 
 
@@ -256,7 +256,7 @@ def private_counts(
         n: v for n, v in (("k", k), ("subtract", subtract), ("bands", bands)) if v is not None
     }
     whole = bool(np.all(np.isfinite(values) & (values == np.round(values))))
-    choice = choose(T, resolved, mechanism=mechanism, whole=whole, options=options)
+    choice = choose(T, budget=resolved, mechanism=mechanism, whole=whole, options=options)
     mech = _build(choice, rng)
     raw = mech.release(values)
     std = np.sqrt(mech.variances()[: len(values)])

@@ -36,7 +36,7 @@ WITH_DELTA = Budget(epsilon=1.0, delta=1e-6)
 def test_a_named_mechanism_gets_integer_noise_unless_a_reason_says_why_not(
     mechanism: str, budget: Budget, whole: bool | None, noise: str, reason: str | None
 ) -> None:
-    choice = choose(64, budget, mechanism=mechanism, whole=whole)
+    choice = choose(64, budget=budget, mechanism=mechanism, whole=whole)
     assert choice.mechanism == mechanism and choice.budget.noise == noise
     assert choice.auto is None
     if reason is None:
@@ -50,7 +50,7 @@ def test_a_named_mechanism_gets_integer_noise_unless_a_reason_says_why_not(
 
 
 def test_notes_speak_the_front_ends_language() -> None:
-    choice = choose(8, Budget(epsilon=1.0, step_sensitivity=0.5), mechanism="binary")
+    choice = choose(8, budget=Budget(epsilon=1.0, step_sensitivity=0.5), mechanism="binary")
     assert choice.note is not None
     assert choice.note.text() == (
         "step_sensitivity=0.5 is not a whole number: using continuous laplace noise"
@@ -61,7 +61,7 @@ def test_notes_speak_the_front_ends_language() -> None:
 
 def test_a_gaussian_only_mechanism_without_delta_is_a_typed_error() -> None:
     with pytest.raises(MissingDeltaError, match="mechanism 'toeplitz' uses Gaussian noise") as err:
-        choose(16, ONE, mechanism="toeplitz")
+        choose(16, budget=ONE, mechanism="toeplitz")
     assert err.value.parameter == "delta"
     with pytest.raises(MissingDeltaError, match="delta must be given for noise='gaussian'"):
         Budget(epsilon=1.0, noise="gaussian")
@@ -71,7 +71,7 @@ def test_a_gaussian_only_mechanism_without_delta_is_a_typed_error() -> None:
 def test_auto_with_delta_says_it_took_the_best_integer_mechanism_and_what_the_best_costs() -> None:
     """Issue 22 item 4: at T = 1000 plan's first row needs floating-point noise."""
     T = 1000
-    choice = choose(T, WITH_DELTA)
+    choice = choose(T, budget=WITH_DELTA)
     rows = compare(T, budget=WITH_DELTA)
     assert choice.auto is not None and choice.auto.rule == "best-integer"
     assert choice.budget.noise is not None and choice.budget.noise.is_discrete
@@ -97,20 +97,20 @@ def test_auto_with_delta_says_it_took_the_best_integer_mechanism_and_what_the_be
 
 
 def test_auto_that_is_plans_first_row_says_so() -> None:
-    choice = choose(40, ONE)
+    choice = choose(40, budget=ONE)
     assert choice.auto is not None and choice.auto.rule == "ranked-first"
     assert choice.auto.text() == "ranked first by exact MSE by dpcount plan"
     assert choice.auto.candidate == compare(40, budget=ONE)[0]
 
 
 def test_auto_on_fractional_data_is_plans_first_row_with_a_note() -> None:
-    choice = choose(309, ONE, whole=False)
+    choice = choose(309, budget=ONE, whole=False)
     assert choice.auto is not None and choice.auto.candidate == compare(309, budget=ONE)[0]
     assert choice.note is not None and choice.note.reason == "data"
 
 
 def test_auto_without_a_horizon_picks_the_doubling_counters_best_inner() -> None:
-    choice = choose(None, ONE)
+    choice = choose(None, budget=ONE)
     variances = {
         name: UnboundedCounter(inner=name, epsilon=1.0, noise="discrete-laplace").variance_at(
             UNBOUNDED_PROBE
@@ -137,13 +137,13 @@ def test_auto_without_a_horizon_picks_the_doubling_counters_best_inner() -> None
 )
 def test_bad_requests(kwargs: dict[str, object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
-        choose(16, ONE, **kwargs)  # type: ignore[arg-type]
+        choose(16, budget=ONE, **kwargs)  # type: ignore[arg-type]
 
 
 def test_options_a_mechanism_does_not_have_are_reported_not_used() -> None:
-    choice = choose(16, ONE, mechanism="binary", options={"k": 4, "bands": 2})
+    choice = choose(16, budget=ONE, mechanism="binary", options={"k": 4, "bands": 2})
     assert choice.options == {} and choice.ignored == ("k", "bands")
-    tree = choose(16, ONE, mechanism="kary", options={"k": 4, "subtract": False})
+    tree = choose(16, budget=ONE, mechanism="kary", options={"k": 4, "subtract": False})
     assert tree.options == {"k": 4, "subtract": False} and tree.ignored == ()
     with pytest.raises(ValueError, match="bands needs a horizon"):
-        choose(None, WITH_DELTA, mechanism="toeplitz", options={"bands": 2})
+        choose(None, budget=WITH_DELTA, mechanism="toeplitz", options={"bands": 2})

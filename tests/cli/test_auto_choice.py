@@ -64,7 +64,7 @@ def test_plans_copy_paste_line_for_whole_numbers_is_the_integer_noise_command(
     assert main(argv) == 0
     capsys.readouterr()
     np.testing.assert_array_equal(_std(tmp_path / "a.csv"), _std(tmp_path / "b.csv"))
-    choice = choose(T, Budget(epsilon=1.0))
+    choice = choose(T, budget=Budget(epsilon=1.0))
     assert choice.auto is not None
     np.testing.assert_allclose(
         np.mean(np.square(_std(tmp_path / "a.csv"))), choice.auto.mse, rtol=1e-12

@@ -113,7 +113,7 @@ def choice_for(
         warn_ignored(args, args.mechanism)
     try:
         return choose(
-            horizon, budget_from(args, horizon), mechanism=args.mechanism, whole=whole,
+            horizon, budget=budget_from(args, horizon), mechanism=args.mechanism, whole=whole,
             options=options,
         )  # fmt: skip
     except MissingDeltaError:

@@ -350,7 +350,7 @@ def _integer_row(
     row takes integer noise: by MSE the choice of ``count --mechanism auto``; by another
     metric the best row if its mechanism takes integer noise."""
     if args.metric == "mse":
-        choice = choose(args.horizon, budget, whole=True)
+        choice = choose(args.horizon, budget=budget, whole=True)
         if choice.auto is None or choice.auto.candidate is None:
             return None
         noise = choice.budget.noise

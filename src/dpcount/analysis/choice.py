@@ -215,8 +215,8 @@ class Choice:
 
 def choose(
     horizon: int | None,
-    budget: Budget,
     *,
+    budget: Budget,
     mechanism: str = "auto",
     whole: bool | None = True,
     options: Mapping[str, Any] | None = None,

@@ -48,7 +48,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +70,7 @@ from dpcount.counting.participation import (
 )
 from dpcount.privacy.budget import (
     Budget,
+    BudgetFields,
     CalibrationRule,
     Neighbouring,
     NoiseKind,
@@ -80,6 +81,9 @@ from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "NEIGHBOURING",
@@ -414,14 +418,23 @@ class CountingMechanism(ABC):
         super().__init_subclass__(**kwargs)
         accept_participation(cls.__name__)
 
-    def __init__(self, horizon: int, *, budget: Budget, rng: RNGLike) -> None:
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
         """Validate the horizon, resolve the budget's defaults and calibrate the noise.
 
-        Subclasses set their structure first (the sensitivities depend on it), then
-        call this with the :class:`~dpcount.privacy.Budget` built by
-        :meth:`~dpcount.privacy.Budget.resolve` from their ``budget=`` or keyword
-        fields.
+        The budget is ``budget=`` or its keyword fields (:meth:`Budget.resolve
+        <dpcount.privacy.Budget.resolve>`, which names the class in its errors), so a
+        mechanism whose only structure argument is the horizon needs no ``__init__``
+        of its own. Subclasses with structure set it first (the sensitivities depend
+        on it), then call this.
         """
+        budget = Budget.resolve(budget, fields, owner=type(self).__name__)
         self.horizon = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         budget = budget.with_default_noise(self.default_noise)
         noise = budget.noise

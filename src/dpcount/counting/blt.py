@@ -738,12 +738,7 @@ class BLT(CountingMechanism):
         self.buffer_decay: Array = theta
         self.output_scale: Array = omega
         self.inverse: BLTInverse = blt_inverse(theta, omega)
-        resolved = Budget.resolve(budget, fields, owner="BLT")
-        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
-            raise ValueError(
-                f"noise={resolved.noise.value!r} is not available for BLT: it is calibrated "
-                "for Gaussian noise only (use noise='gaussian')"
-            )
+        resolved = Budget.resolve(budget, fields, owner="BLT").gaussian_only("BLT")
         T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         self._losses = blt_losses(theta, omega, T, self.inverse)
         super().__init__(T, budget=resolved, rng=rng)

@@ -58,6 +58,7 @@ from dpcount.counting.participation import (
     encoder_sensitivities,
     multiplied,
 )
+from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -203,6 +204,7 @@ def _dense_optimum(horizon: int) -> tuple[NDArray[np.float64], NDArray[np.float6
     return decoder, encoder
 
 
+@noise_statements
 class FactorizationMechanism(CountingMechanism):
     """The factorization mechanism for a dense causal pair with L·R = A.
 
@@ -215,36 +217,13 @@ class FactorizationMechanism(CountingMechanism):
         and Δ₂ = Δ·max_t ‖R[:, t]‖₂; the release A x + L z equals the post-processing
         L(R x + z) because L·R = A (checked to round-off, see below).
 
-        * ``"laplace"``: pure ε-DP with scale λ = Δ₁/ε (Laplace mechanism,
-          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
-          count-on-your-elders Theorem 3 (heterogeneous composition over the
-          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
-          less noise.
-        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity Δ₂ by the
-          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
-          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
-          (constant-matters eq. 2).
-        * The discrete kinds are not offered here (``supports_discrete_noise`` is
-          False): asking for them raises ValueError.
+        [noise kinds: continuous]
 
         Exact variance: Var_t = v·‖L[t, :]‖₂² (v the variance of one z), and the releases
         have covariance v·L Lᵀ.
 
     References:
-        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-          https://arxiv.org/abs/2408.07021
-        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
-          Fine-grained Error Bound on Differentially Private Continual Observation".
-          ICML 2023. https://arxiv.org/abs/2202.11205
-        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-          https://doi.org/10.1561/0400000042
+        [noise kinds references]
 
     Args:
         L: (T, m) left factor.

@@ -57,12 +57,12 @@ from dpcount.counting.base import (
 )
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
-from dpcount.privacy.budget import Budget, BudgetFields, Participation
+from dpcount.privacy._statements import noise_statements
+from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = [
     "Honaker",
@@ -613,6 +613,7 @@ class HonakerExactNoiseProcess:
         self._refresh_partial(t)
 
 
+@noise_statements
 class Honaker(CountingMechanism):
     """Binary tree mechanism with Honaker's online estimator (Kairouz et al. 2021).
 
@@ -629,26 +630,11 @@ class Honaker(CountingMechanism):
         its ℓ₂ norm for Gaussian noise).
 
         Every complete dyadic node gets i.i.d. noise; each step lies in one complete
-        node per level j with 2^j ≤ T, so the node vector has ℓ₁ sensitivity h·Δ and
-        ℓ₂ sensitivity √h·Δ with h = ⌊log₂ T⌋ + 1, as for the binary tree; the
+        node per level j with 2^j ≤ T, so the node vector has ℓ₁ sensitivity Δ₁ = h·Δ and
+        ℓ₂ sensitivity Δ₂ = √h·Δ with h = ⌊log₂ T⌋ + 1, as for the binary tree; the
         estimator is post-processing of the noisy node vector.
 
-        * ``"laplace"``: pure ε-DP with scale λ = hΔ/ε (Laplace mechanism,
-          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
-          count-on-your-elders Theorem 3 (heterogeneous composition over the
-          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
-          less noise.
-        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √h·Δ by the
-          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
-          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
-          (constant-matters eq. 2).
-        * ``"discrete-laplace"`` (whole-number steps): pure ε-DP with ε = hΔ/t
-          exactly for the discrete Laplace scale t (geometric mechanism, Ghosh,
-          Roughgarden, Sundararajan 2009; exact sampler of Canonne, Kamath, Steinke
-          2020); with a delta, Theorem 3 when that needs less noise.
-        * ``"discrete-gaussian"`` (whole-number steps, needs delta): ρ-zCDP with
-          ρ = (√h·Δ)²/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as
-          (ε, δ)-DP by their Corollary 13.
+        [noise kinds: all]
 
         Exact variance: Var_t = v·Σ_{j: bit j of t} 2^j/(2^{j+1} − 1), v the
         variance of one node noise (2λ² for Laplace, σ² for Gaussian, the exact
@@ -671,14 +657,7 @@ class Honaker(CountingMechanism):
           https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
-        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-          https://arxiv.org/abs/2408.07021
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+        [noise kinds references]
 
     Args are those of :class:`~dpcount.counting.BinaryTree`.
     """
@@ -691,16 +670,10 @@ class Honaker(CountingMechanism):
     supports_discrete_noise = True
     integer_release = False
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        self.height = check_integer("horizon", horizon, ge=1).bit_length()
-        super().__init__(horizon, budget=Budget.resolve(budget, fields, owner="Honaker"), rng=rng)
+    @property
+    def height(self) -> int:
+        """h = ⌊log₂ T⌋ + 1: the number of levels of the dyadic tree."""
+        return self.horizon.bit_length()
 
     @classmethod
     def memory_estimate(

@@ -25,12 +25,12 @@ from dpcount.counting.base import (
     step_bytes,
 )
 from dpcount.counting.participation import Sensitivity, SensitivityMethod
-from dpcount.privacy.budget import Budget, BudgetFields, Participation
+from dpcount.privacy._statements import noise_statements
+from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = ["InputNoiseProcess", "InputPerturbation"]
 
@@ -92,6 +92,7 @@ class InputNoiseProcess:
         self._t, self._sum = t, total
 
 
+@noise_statements
 class InputPerturbation(CountingMechanism):
     """Independent noise on each input; prefix sums of the noisy inputs.
 
@@ -101,37 +102,17 @@ class InputPerturbation(CountingMechanism):
         its ℓ₂ norm for Gaussian noise).
 
         The perturbed vector is x itself (the factorization L = A, R = I), so its ℓ₁
-        and ℓ₂ sensitivities are both Δ; the prefix sums of the noisy inputs are
+        and ℓ₂ sensitivities are both Δ (Δ₁ = Δ₂ = Δ); the prefix sums of the noisy inputs are
         post-processing. This is also the guarantee each user would get by randomizing
         their own input locally.
 
-        * ``"laplace"``: pure ε-DP with scale λ = Δ/ε (Laplace mechanism,
-          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
-          count-on-your-elders Theorem 3 (heterogeneous composition over the
-          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
-          less noise.
-        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity Δ by the
-          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
-          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
-          (constant-matters eq. 2).
-        * The discrete kinds are not offered here (``supports_discrete_noise`` is
-          False): asking for them raises ValueError.
+        [noise kinds: continuous]
 
         Exact variance: Var_t = t·v (v = 2λ² for Laplace, σ² for Gaussian), MSE =
         (T + 1)·v/2, largest variance T·v.
 
     References:
-        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-          https://arxiv.org/abs/2408.07021
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-          https://doi.org/10.1561/0400000042
+        [noise kinds references]
 
     Args are those of :class:`~dpcount.counting.BinaryTree`.
     """
@@ -147,18 +128,6 @@ class InputPerturbation(CountingMechanism):
         check_integer("horizon", horizon, ge=1)
         value = 32 if dim is None else 8 * dim
         return MemoryEstimate(structure=0, stream=value + noise_buffer_bytes(dim) + step_bytes(dim))
-
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        super().__init__(
-            horizon, budget=Budget.resolve(budget, fields, owner="InputPerturbation"), rng=rng
-        )
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0

@@ -576,12 +576,9 @@ class NormalizedBLT(CountingMechanism):
         self.buffer_decay: Array = theta
         self.output_scale: Array = omega
         self.inverse: BLTInverse = blt_inverse(theta, omega)
-        resolved = Budget.resolve(budget, fields, owner="NormalizedBLT")
-        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
-            raise ValueError(
-                f"noise={resolved.noise.value!r} is not available for NormalizedBLT: it is "
-                "calibrated for Gaussian noise only (use noise='gaussian')"
-            )
+        resolved = Budget.resolve(budget, fields, owner="NormalizedBLT").gaussian_only(
+            "NormalizedBLT"
+        )
         self._sums = _SquareSums(theta, omega)
         self._coefficients: Array | None = None
         super().__init__(T, budget=resolved, rng=rng)

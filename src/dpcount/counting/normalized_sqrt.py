@@ -674,13 +674,9 @@ class NormalizedSqrtFactorization(CountingMechanism):
         **fields: Unpack[BudgetFields],
     ) -> None:
         T, ratio = _resolve(horizon, block_ratio)
-        resolved = Budget.resolve(budget, fields, owner="NormalizedSqrtFactorization")
-        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
-            raise ValueError(
-                f"noise={resolved.noise.value!r} is not available for "
-                "NormalizedSqrtFactorization: it is calibrated for Gaussian noise only "
-                "(use noise='gaussian')"
-            )
+        resolved = Budget.resolve(
+            budget, fields, owner="NormalizedSqrtFactorization"
+        ).gaussian_only("NormalizedSqrtFactorization")
         #: the resolved block ratio (None: one weight per column)
         self.block_ratio = ratio
         self._starts: NDArray[np.int64] | None = (

@@ -199,13 +199,9 @@ class RowScaledSqrtFactorization(CountingMechanism):
         if not (np.isfinite(a).all() and np.all(np.abs(a) <= 5.0)):
             raise ValueError("log_weights must be finite with |a_m| <= 5")
         self.log_weights: tuple[float, ...] = tuple(float(v) for v in a)
-        resolved = Budget.resolve(budget, fields, owner="RowScaledSqrtFactorization")
-        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
-            raise ValueError(
-                f"noise={resolved.noise.value!r} is not available for "
-                "RowScaledSqrtFactorization: it is calibrated for Gaussian noise only "
-                "(use noise='gaussian')"
-            )
+        resolved = Budget.resolve(budget, fields, owner="RowScaledSqrtFactorization").gaussian_only(
+            "RowScaledSqrtFactorization"
+        )
         super().__init__(T, budget=resolved, rng=rng)
 
     def _config_kwargs(self) -> dict[str, Any]:

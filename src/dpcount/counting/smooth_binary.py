@@ -45,6 +45,7 @@ from dpcount.counting.base import (
     noise_buffer_bytes,
     step_bytes,
 )
+from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -271,6 +272,7 @@ class SmoothBinaryNoiseProcess:
         self._t, self._leaf, self._node, self._partial = t, leaf, node, partial
 
 
+@noise_statements
 class SmoothBinary(CountingMechanism):
     """Smooth binary mechanism (Andersson & Pagh, NeurIPS 2023), Gaussian noise by default.
 
@@ -284,22 +286,12 @@ class SmoothBinary(CountingMechanism):
 
         Leaf b_{t−1} holds x_t, and the used nodes containing it are the left
         children on its path at its h/2 zero bits, so the node vector has ℓ₁
-        sensitivity (h/2)·Δ and ℓ₂ sensitivity √(h/2)·Δ (bounds, attained when the
+        sensitivity Δ₁ = (h/2)·Δ and ℓ₂ sensitivity Δ₂ = √(h/2)·Δ (bounds, attained when the
         horizon reaches the last levels; see the module docstring for the leaf indexing
         that makes h/2 — not h/2 + 1 — valid). The release is post-processing of the
         noisy node vector.
 
-        * ``"laplace"``: pure ε-DP with scale λ = (h/2)Δ/ε (Laplace mechanism,
-          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
-          count-on-your-elders Theorem 3 (heterogeneous composition over the
-          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
-          less noise.
-        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √(h/2)·Δ by the
-          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
-          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
-          (constant-matters eq. 2).
-        * The discrete kinds are not offered here (``supports_discrete_noise`` is
-          False): asking for them raises ValueError.
+        [noise kinds: continuous]
 
         Exact variance: every release sums exactly h/2 node noises, so Var_t = (h/2)·v at
         every step (v = σ² for Gaussian noise, σ a standard deviation; 2λ² for
@@ -314,14 +306,7 @@ class SmoothBinary(CountingMechanism):
           https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
-        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-          https://arxiv.org/abs/2408.07021
-        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
+        [noise kinds references]
 
     Args:
         horizon: T ≥ 1.

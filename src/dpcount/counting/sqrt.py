@@ -45,14 +45,14 @@ from dpcount.counting.toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy._statements import noise_statements
+from dpcount.privacy.budget import NoiseKind, Participation
 from dpcount.privacy.calibration import fhu_constant
 from dpcount.privacy.noise import NoiseSampler
-from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import check_beta
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = ["SENSITIVITY_MARGIN", "SqrtFactorization", "SqrtNoiseProcess"]
 
@@ -209,6 +209,7 @@ class SqrtNoiseProcess:
         self._chunk, self._chunk_start = [], t
 
 
+@noise_statements
 class SqrtFactorization(CountingMechanism):
     """Square-root factorization mechanism (constant-matters Alg. 1; Henzinger et al. √A).
 
@@ -223,7 +224,7 @@ class SqrtFactorization(CountingMechanism):
 
         The perturbed vector is R·x (R = L), which a change of one step by Δ moves by
         Δ·(a column of R); the worst column is the first, so the ℓ₂ sensitivity is
-        Δ·√S(T), S(T) = Σ_{k<T} f(k)², and the ℓ₁ sensitivity Δ·Σ_{k<T} f(k) =
+        Δ₂ = Δ·√S(T), S(T) = Σ_{k<T} f(k)², and the ℓ₁ sensitivity Δ₁ = Δ·Σ_{k<T} f(k) =
         Δ·(2T−1)f(T−1). The release S_t + (L z)_t = (L(Rx + z))_t is post-processing
         of Rx + z with ONE noise vector z for the whole stream (the paper's per-round
         fresh z_t would compose T releases: erratum). Both norms are computed exactly
@@ -231,37 +232,17 @@ class SqrtFactorization(CountingMechanism):
         rounding can only add noise; the paper's Ψ(T) (eq. 4) lies *below* S(T)
         (T = 2^16: Ψ = 4.396, S = 4.596) and is never used to calibrate.
 
-        * ``"laplace"``: pure ε-DP with scale λ = Δ·Σ_{k<T} f(k)/ε (Laplace mechanism,
-          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
-          count-on-your-elders Theorem 3 (heterogeneous composition over the
-          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
-          less noise.
-        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity Δ·√S(T) by the
-          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
-          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
-          (constant-matters eq. 2).
-        * The discrete kinds are not offered here (``supports_discrete_noise`` is
-          False): asking for them raises ValueError.
+        [noise kinds: continuous]
 
         Exact variance: Var_t = v·S(t) (v the variance of one z: σ² for Gaussian, 2λ² for
         Laplace), increasing in t; ``max_variance`` = v·S(T); ``mse`` =
         v·(S(T) − Σ_{k<T} k f(k)²/T).
 
     References:
-        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
-          Fine-grained Error Bound on Differentially Private Continual Observation".
-          ICML 2023. https://arxiv.org/abs/2202.11205
+        [noise kinds references]
         * M. Henzinger, J. Upadhyay, S. Upadhyay. "Almost tight error bounds on
           differentially private continual counting". SODA 2023.
           https://doi.org/10.1137/1.9781611977554.ch183
-        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-          https://arxiv.org/abs/2408.07021
-        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
 
     Release by FFT convolution, O(T log T); ``stream()`` computes L z block by block
     (:class:`SqrtNoiseProcess`), amortized O(log T) per step.
@@ -278,6 +259,7 @@ class SqrtFactorization(CountingMechanism):
             delta and vector steps (defaults to ``step_sensitivity``).
     """
 
+    _kernel: NDArray[np.float64] | None = None  # f(0..T-1), computed once
     name = "sqrt"
     #: largest |L[t, s]| (f(0) = 1), used by Laplace tail bounds
     max_noise_coefficient = 1.0
@@ -296,19 +278,6 @@ class SqrtFactorization(CountingMechanism):
         T = check_integer("horizon", horizon, ge=1)
         d = 1 if dim is None else dim
         return MemoryEstimate(structure=8 * T, stream=48 * T * d + step_bytes(dim))
-
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        self._kernel: NDArray[np.float64] | None = None
-        super().__init__(
-            horizon, budget=Budget.resolve(budget, fields, owner="SqrtFactorization"), rng=rng
-        )
 
     # -- structure --------------------------------------------------------------------
     def coefficients(self) -> NDArray[np.float64]:

@@ -595,12 +595,9 @@ class ToeplitzFactorization(CountingMechanism):
         c = check_toeplitz_coefficients(coefficients, T)
         c.setflags(write=False)
         self.coefficients: Array = c
-        resolved = Budget.resolve(budget, fields, owner="ToeplitzFactorization")
-        if resolved.noise is not None and resolved.noise != NoiseKind.GAUSSIAN:
-            raise ValueError(
-                f"noise={resolved.noise.value!r} is not available for ToeplitzFactorization: "
-                "it is calibrated for Gaussian noise only (use noise='gaussian')"
-            )
+        resolved = Budget.resolve(budget, fields, owner="ToeplitzFactorization").gaussian_only(
+            "ToeplitzFactorization"
+        )
         self._losses: ToeplitzLosses | None = None
         self._decoder: Array | None = None
         self._losses = toeplitz_losses(c, T)

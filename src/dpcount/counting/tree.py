@@ -51,6 +51,7 @@ from dpcount.counting.base import (
 )
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import Sensitivity, tree_sensitivities
+from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -468,6 +469,7 @@ class KaryTree(CountingMechanism):
         return self.height * max(-self.digit_system.low, self.digit_system.high)
 
 
+@noise_statements
 class BinaryTree(KaryTree):
     """The binary tree mechanism (Dwork, Naor, Pitassi, Rothblum 2010; Chan, Shi, Song 2011).
 
@@ -480,25 +482,10 @@ class BinaryTree(KaryTree):
         its ℓ₂ norm for Gaussian noise).
 
         Every step lies in one node per level, so the node vector has ℓ₁ sensitivity
-        h·Δ and ℓ₂ sensitivity √h·Δ (count-on-your-elders Lemma 7); the release is
+        Δ₁ = h·Δ and ℓ₂ sensitivity Δ₂ = √h·Δ (count-on-your-elders Lemma 7); the release is
         post-processing of the noisy node vector.
 
-        * ``"laplace"``: pure ε-DP with scale λ = hΔ/ε (Laplace mechanism,
-          Dwork, McSherry, Nissim, Smith 2006); with a delta, (ε, δ)-DP by
-          count-on-your-elders Theorem 3 (heterogeneous composition over the
-          coordinates, Kairouz, Oh, Viswanath 2015), or pure ε-DP when that needs
-          less noise.
-        * ``"gaussian"`` (needs delta): (ε, δ)-DP, σ for ℓ₂ sensitivity √h·Δ by the
-          analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8; default),
-          ``"classic"`` (Dwork & Roth 2014, Thm A.1) or ``"fhu"``
-          (constant-matters eq. 2).
-        * ``"discrete-laplace"`` (whole-number steps): pure ε-DP with ε = hΔ/t
-          exactly for the discrete Laplace scale t (geometric mechanism, Ghosh,
-          Roughgarden, Sundararajan 2009; exact sampler of Canonne, Kamath, Steinke
-          2020); with a delta, Theorem 3 when that needs less noise.
-        * ``"discrete-gaussian"`` (whole-number steps, needs delta): ρ-zCDP with
-          ρ = (√h·Δ)²/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as
-          (ε, δ)-DP by their Corollary 13.
+        [noise kinds: all]
 
         Exact variance: Var_t = v·popcount(t), the number of 1-bits of t, with v
         the variance of one node noise (2λ² for Laplace, σ² for Gaussian, the exact
@@ -511,16 +498,7 @@ class BinaryTree(KaryTree):
           https://doi.org/10.1145/1806689.1806787
         * T.-H. H. Chan, E. Shi, D. Song. "Private and continual release of
           statistics". ACM TISSEC 14(3), 2011. https://doi.org/10.1145/2043621.2043626
-        * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-          Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-          https://arxiv.org/abs/2408.07021
-        * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-          sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+        [noise kinds references]
     """
 
     def __init__(

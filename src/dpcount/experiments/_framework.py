@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -18,8 +18,10 @@ from dpcount.experiments._plotting import figure
 
 __all__ = [
     "Comparison",
+    "Experiment",
     "ExperimentConfig",
     "ExperimentResult",
+    "Summary",
     "figure",
     "progress_iter",
     "write_csv",
@@ -113,17 +115,63 @@ def _logged(items: Sequence[Any], label: str) -> Iterator[Any]:
             print(f"{label}: {done}/{total} done, {now - start:.1f} s", file=sys.stderr, flush=True)
 
 
-def timed(
-    fn: Callable[[ExperimentConfig], ExperimentResult],
-) -> Callable[[ExperimentConfig], ExperimentResult]:
-    """Record the wall-clock runtime of an experiment in its result."""
+R = TypeVar("R")
 
-    def wrapper(config: ExperimentConfig) -> ExperimentResult:
+
+@dataclass(frozen=True)
+class Summary:
+    """The numbers an experiment reports beside its CSV and figure."""
+
+    comparisons: list[Comparison] = field(default_factory=list)
+    key: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Experiment(Generic[R]):
+    """A registered reproduction: compute → frozen result → CSV, figure and summary.
+
+    Calling it with an :class:`ExperimentConfig` runs the steps in that order, writes
+    ``NAME.png`` next to the CSV and records the wall-clock runtime, so each
+    experiment is declared as data (its name, title and four functions) instead of a
+    hand-written wrapper.
+
+    Attributes:
+        name: the ``dpcount reproduce`` name (also the figure's file name).
+        title: the result's title.
+        doc: one line for ``dpcount reproduce --list``.
+        compute: draws the noise and returns a frozen result (writes nothing).
+        write: writes the result's CSV into a folder and returns its path.
+        plot: draws the result's figure to a path.
+        summarize: the paper's numbers beside ours, the key numbers, notes.
+    """
+
+    name: str
+    title: str
+    doc: str
+    compute: Callable[[ExperimentConfig], R]
+    write: Callable[[R, Path], Path]
+    plot: Callable[[R, Path], None]
+    summarize: Callable[[R], Summary]
+
+    def __post_init__(self) -> None:
+        # ``dpcount reproduce --list`` and help() read an experiment's __doc__.
+        object.__setattr__(self, "__doc__", self.doc)
+
+    def __call__(self, config: ExperimentConfig) -> ExperimentResult:
         start = time.perf_counter()
-        result = fn(config)
-        result.runtime = time.perf_counter() - start
-        return result
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
+        result = self.compute(config)
+        csv_path = self.write(result, config.out)
+        fig_path = config.out / f"{self.name}.png"
+        self.plot(result, fig_path)
+        summary = self.summarize(result)
+        return ExperimentResult(
+            name=self.name,
+            title=self.title,
+            csv=csv_path,
+            figure=fig_path,
+            comparisons=summary.comparisons,
+            key=summary.key,
+            notes=summary.notes,
+            runtime=time.perf_counter() - start,
+        )

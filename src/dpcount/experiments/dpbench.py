@@ -28,10 +28,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.experiments._framework import (
+    Experiment,
     ExperimentConfig,
-    ExperimentResult,
+    Summary,
     progress_iter,
-    timed,
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -272,13 +272,7 @@ def _dpbench_notes(r: DpBench) -> list[str]:
     return notes
 
 
-@timed
-def ranges_dpbench(config: ExperimentConfig) -> ExperimentResult:
-    """The range mechanisms on the DPBench histograms (1-D n=4096, 2-D 256×256)."""
-    r = compute_ranges_dpbench(config)
-    csv_path = write_csv(config.out / "ranges-dpbench.csv", _HEADER, r.table)
-    fig_path = config.out / "ranges-dpbench.png"
-    plot_ranges_dpbench(r, fig_path)
+def _ranges_dpbench_summary_all(r: DpBench) -> Summary:
     key: dict[str, float] = {
         "dpbench_files_1d": float(len(r.datasets[1]) - 1),
         "dpbench_files_2d": float(len(r.datasets[2]) - 1),
@@ -288,12 +282,19 @@ def ranges_dpbench(config: ExperimentConfig) -> ExperimentResult:
     for (dim, name), (err2, err_exp, _) in r.exact.items():
         key[f"err2_{dim}d_{name}"] = err2
         key[f"err_expected_{dim}d_{name}"] = err_exp
-    return ExperimentResult(
-        name="ranges-dpbench",
-        title="Range mechanisms on the DPBench histograms (1-D and 2-D)",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=[],
         key=key,
         notes=_dpbench_notes(r),
     )
+
+
+ranges_dpbench = Experiment(
+    name="ranges-dpbench",
+    title="Range mechanisms on the DPBench histograms (1-D and 2-D)",
+    doc="The range mechanisms on the DPBench histograms (1-D n=4096, 2-D 256×256).",
+    compute=compute_ranges_dpbench,
+    write=lambda r, out: write_csv(out / "ranges-dpbench.csv", _HEADER, r.table),
+    plot=plot_ranges_dpbench,
+    summarize=_ranges_dpbench_summary_all,
+)

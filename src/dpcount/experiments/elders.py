@@ -52,10 +52,10 @@ from dpcount.counting.tree_formulas import (
 )
 from dpcount.experiments._framework import (
     Comparison,
+    Experiment,
     ExperimentConfig,
-    ExperimentResult,
+    Summary,
     progress_iter,
-    timed,
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -162,13 +162,7 @@ def plot_elders_constants(r: EldersConstants, path: Path) -> None:
         legend(ax, "outside")
 
 
-@timed
-def elders_constants(config: ExperimentConfig) -> ExperimentResult:
-    """Leading constants of Thm 9 / Cor 15 / Cor 30 and the exact finite-T MSE."""
-    r = compute_elders_constants(config)
-    csv_path = write_elders_constants(r, config.out)
-    fig_path = config.out / "elders-constants.png"
-    plot_elders_constants(r, fig_path)
+def _elders_constants_summary(r: EldersConstants) -> Summary:
     ks = r.ks
     k9, c9 = _argmin({k: kary_leading_constant(k) for k in ks})
     k15, c15 = _argmin({k: offset_leading_constant(k) for k in ks if k % 2})
@@ -193,22 +187,26 @@ def elders_constants(config: ExperimentConfig) -> ExperimentResult:
             f"exact at T=2^{int(math.log2(T))}: best k with subtraction is {best_sub[0]}, "
             f"MSE·ε²/log2(T)^3 = {best_sub[1]:.4f} (lower-order terms still matter)"
         )
-    return ExperimentResult(
-        name="elders-constants",
-        title="Leading constants vs k (Thm 9, Cor 15, Cor 30) and exact finite-T MSE",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=comparisons,
-        key={
-            "thm9_k": k9,
-            "thm9_constant": c9,
-            "cor15_k": k15,
-            "cor15_constant": c15,
-            "cor30_k": k30,
-            "cor30_constant": c30,
-        },
-        notes=notes,
-    )
+    key = {
+        "thm9_k": k9,
+        "thm9_constant": c9,
+        "cor15_k": k15,
+        "cor15_constant": c15,
+        "cor30_k": k30,
+        "cor30_constant": c30,
+    }
+    return Summary(comparisons, key, notes)
+
+
+elders_constants = Experiment(
+    name="elders-constants",
+    title="Leading constants vs k (Thm 9, Cor 15, Cor 30) and exact finite-T MSE",
+    doc="Leading constants of Thm 9 / Cor 15 / Cor 30 and the exact finite-T MSE.",
+    compute=compute_elders_constants,
+    write=write_elders_constants,
+    plot=plot_elders_constants,
+    summarize=_elders_constants_summary,
+)
 
 
 @dataclass(frozen=True)
@@ -280,41 +278,40 @@ def plot_elders_lowerbound(r: EldersLowerBound, path: Path) -> None:
         legend(ax, "best", fontsize=8)
 
 
-@timed
-def elders_lowerbound(config: ExperimentConfig) -> ExperimentResult:
-    """Thm 4: max error of ε-DP counting on Bernoulli(1/2) inputs vs log(T)/ε.
-
-    Our tree mechanisms add data-independent noise, so their error on random
-    inputs equals their error on any input; the experiment shows the measured
-    expected maximum error and its 3/4-quantile above the shape ln(√T/2)/(4ε) that
-    the proof of Thm 4 yields (valid beyond the proof's absolute constants).
-    """
-    r = compute_elders_lowerbound(config)
+def _elders_lowerbound_summary(r: EldersLowerBound) -> Summary:
     arr = r.table
-    csv_path = write_csv(config.out / "elders-lowerbound.csv", _LOWERBOUND_HEADER, _rows_of(arr))
-    fig_path = config.out / "elders-lowerbound.png"
-    plot_elders_lowerbound(r, fig_path)
     slope_k = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 3]), 1)[0])
     slope_b = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 5]), 1)[0])
-    return ExperimentResult(
-        name="elders-lowerbound",
-        title="Thm 4: max error on uniformly random inputs grows like log(T)/ε",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=[
-            Comparison(
-                "max error grows at least like log(T)/ε (log-log slope ≥ 1)",
-                "Ω(log T/ε)",
-                round(slope_k, 3),
-                f"k=19 tree; binary: {slope_b:.3f} (trees: ~log(T)^1.5·√log T upper bound)",
-            )
-        ],
-        key={
-            "slope_kary": slope_k,
-            "slope_binary": slope_b,
-            "min_ratio_to_shape": float(np.min(arr[:, 4] / arr[:, 2])),
-        },
+    comparison = Comparison(
+        "max error grows at least like log(T)/ε (log-log slope ≥ 1)",
+        "Ω(log T/ε)",
+        round(slope_k, 3),
+        f"k=19 tree; binary: {slope_b:.3f} (trees: ~log(T)^1.5·√log T upper bound)",
     )
+    key = {
+        "slope_kary": slope_k,
+        "slope_binary": slope_b,
+        "min_ratio_to_shape": float(np.min(arr[:, 4] / arr[:, 2])),
+    }
+    return Summary([comparison], key)
+
+
+#: Thm 4: max error of ε-DP counting on Bernoulli(1/2) inputs vs log(T)/ε. Our tree
+#: mechanisms add data-independent noise, so their error on random inputs equals their
+#: error on any input; the experiment shows the measured expected maximum error and its
+#: 3/4-quantile above the shape ln(√T/2)/(4ε) that the proof of Thm 4 yields (valid
+#: beyond the proof's absolute constants).
+elders_lowerbound = Experiment(
+    name="elders-lowerbound",
+    title="Thm 4: max error on uniformly random inputs grows like log(T)/ε",
+    doc="Thm 4: max error of ε-DP counting on Bernoulli(1/2) inputs vs log(T)/ε.",
+    compute=compute_elders_lowerbound,
+    write=lambda r, out: write_csv(
+        out / "elders-lowerbound.csv", _LOWERBOUND_HEADER, _rows_of(r.table)
+    ),
+    plot=plot_elders_lowerbound,
+    summarize=_elders_lowerbound_summary,
+)
 
 
 def _rows_of(arr: FloatArray) -> list[list[object]]:
@@ -627,23 +624,20 @@ def plot_elders_mse(r: EldersMse, path: Path) -> None:
         _plot_mse_winner(axes[0][2], r)
 
 
-@timed
-def elders_mse(config: ExperimentConfig) -> ExperimentResult:
-    """Exact MSE vs T of every mechanism, ε-DP and (ε, δ)-DP (Laplace and Gaussian)."""
-    r = compute_elders_mse(config)
-    csv_path = write_csv(config.out / "elders-mse.csv", _MSE_HEADER, r.table)
-    fig_path = config.out / "elders-mse.png"
-    plot_elders_mse(r, fig_path)
+def _elders_mse_summary_all(r: EldersMse) -> Summary:
     s = _elders_mse_summary(r)
-    return ExperimentResult(
-        name="elders-mse",
-        title="Exact MSE vs T of every counting mechanism, ε-DP and (ε, δ)-DP",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_elders_mse_comparisons(r, s),
-        key=s,
-        notes=_elders_mse_notes(r),
-    )
+    return Summary(_elders_mse_comparisons(r, s), s, _elders_mse_notes(r))
+
+
+elders_mse = Experiment(
+    name="elders-mse",
+    title="Exact MSE vs T of every counting mechanism, ε-DP and (ε, δ)-DP",
+    doc="Exact MSE vs T of every mechanism, ε-DP and (ε, δ)-DP (Laplace and Gaussian).",
+    compute=compute_elders_mse,
+    write=lambda r, out: write_csv(out / "elders-mse.csv", _MSE_HEADER, r.table),
+    plot=plot_elders_mse,
+    summarize=_elders_mse_summary_all,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -831,31 +825,29 @@ def plot_elders_threshold(r: EldersThreshold, path: Path) -> None:
         legend(ax, "best")
 
 
-@timed
-def elders_threshold(config: ExperimentConfig) -> ExperimentResult:
-    """Thm 2 / Lemma 19: the δ below which the ε-DP tree beats Gaussian √A, exactly per T."""
-    r = compute_elders_threshold(config)
-    csv_path = write_elders_threshold(r, config.out)
-    fig_path = config.out / "elders-threshold.png"
-    plot_elders_threshold(r, fig_path)
-    return ExperimentResult(
-        name="elders-threshold",
-        title="Thm 2: the δ threshold below which ε-DP Laplace trees beat Gaussian √A",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_elders_threshold_comparisons(r),
-        key={
-            "lemma19_exponent": lemma19_exponent(19),
-            "slope_huu_bound": r.slope("delta_huu_bound"),
-            "slope_fhu": r.slope("delta_fhu"),
-            "slope_analytic": r.slope("delta_analytic"),
-            "delta_analytic_1e8": r.at("delta_analytic", 8.0),
-            "delta_fhu_1e8": r.at("delta_fhu", 8.0),
-            "delta_huu_1e8": r.at("delta_huu_bound", 8.0),
-            "k_1e8": float(r.ks[r.log10s.index(8.0)]),
-        },
-        notes=_elders_threshold_notes(r),
-    )
+def _elders_threshold_summary(r: EldersThreshold) -> Summary:
+    key = {
+        "lemma19_exponent": lemma19_exponent(19),
+        "slope_huu_bound": r.slope("delta_huu_bound"),
+        "slope_fhu": r.slope("delta_fhu"),
+        "slope_analytic": r.slope("delta_analytic"),
+        "delta_analytic_1e8": r.at("delta_analytic", 8.0),
+        "delta_fhu_1e8": r.at("delta_fhu", 8.0),
+        "delta_huu_1e8": r.at("delta_huu_bound", 8.0),
+        "k_1e8": float(r.ks[r.log10s.index(8.0)]),
+    }
+    return Summary(_elders_threshold_comparisons(r), key, _elders_threshold_notes(r))
+
+
+elders_threshold = Experiment(
+    name="elders-threshold",
+    title="Thm 2: the δ threshold below which ε-DP Laplace trees beat Gaussian √A",
+    doc="Thm 2 / Lemma 19: the δ below which the ε-DP tree beats Gaussian √A, exactly per T.",
+    compute=compute_elders_threshold,
+    write=write_elders_threshold,
+    plot=plot_elders_threshold,
+    summarize=_elders_threshold_summary,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -974,13 +966,7 @@ def plot_elders_ratio(r: EldersRatio, path: Path) -> None:
         legend(ax, "outside")
 
 
-@timed
-def elders_ratio(config: ExperimentConfig) -> ExperimentResult:
-    """Cor 22: Var(ℓ2 Laplace, Lemma 21) / Var(Gaussian) — bound, limit 2, exact ratios."""
-    r = compute_elders_ratio(config)
-    csv_path = write_elders_ratio(r, config.out)
-    fig_path = config.out / "elders-ratio.png"
-    plot_elders_ratio(r, fig_path)
+def _elders_ratio_summary_all(r: EldersRatio) -> Summary:
     s = _elders_ratio_summary(r)
     notes = [
         "ratio = 2λ²/σ² for the same ℓ2 sensitivity: λ = Δ2/a_ε,δ of Lemma 21 (Thm 3's ℓ2 "
@@ -990,12 +976,15 @@ def elders_ratio(config: ExperimentConfig) -> ExperimentResult:
         f"; against the analytic Gaussian the ratio is ≥ {s['min_analytic_over_classic']:.3f}× "
         "the classic one.",
     ]
-    return ExperimentResult(
-        name="elders-ratio",
-        title="Cor 22: Laplace (ℓ2, Lemma 21) vs Gaussian variance ratio",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_elders_ratio_comparisons(s),
-        key=s,
-        notes=notes,
-    )
+    return Summary(_elders_ratio_comparisons(s), s, notes)
+
+
+elders_ratio = Experiment(
+    name="elders-ratio",
+    title="Cor 22: Laplace (ℓ2, Lemma 21) vs Gaussian variance ratio",
+    doc="Cor 22: Var(ℓ2 Laplace, Lemma 21) / Var(Gaussian) — bound, limit 2, exact ratios.",
+    compute=compute_elders_ratio,
+    write=write_elders_ratio,
+    plot=plot_elders_ratio,
+    summarize=_elders_ratio_summary_all,
+)

@@ -41,10 +41,10 @@ from dpcount.counting import BinaryTree, CountingMechanism, SqrtFactorization
 from dpcount.counting.toeplitz import psi_bound, sqrt_l2_norm_squared
 from dpcount.experiments._framework import (
     Comparison,
+    Experiment,
     ExperimentConfig,
-    ExperimentResult,
+    Summary,
     progress_iter,
-    timed,
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -602,23 +602,20 @@ def plot_fhu_error(r: FhuError, path: Path) -> None:
             _plot_outputs(axes[1 + j // 4][j % 4], r, p, with_legend=j == 0)
 
 
-@timed
-def fhu_error(config: ExperimentConfig) -> ExperimentResult:
-    """Fig 1/3: ℓ∞ error and outputs over time, square root vs binary tree (Gaussian)."""
-    r = compute_fhu_error(config)
-    csv_path = write_fhu_error(r, config.out)
-    fig_path = config.out / "fhu-error.png"
-    plot_fhu_error(r, fig_path)
+def _fhu_error_summary(r: FhuError) -> Summary:
     key = _fhu_error_key(r)
-    return ExperimentResult(
-        name="fhu-error",
-        title="Fig 1/3: ℓ∞ error over time, square root vs binary tree (Gaussian), T = 2^16",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_fhu_error_comparisons(r, key),
-        key=key,
-        notes=_fhu_error_notes(r),
-    )
+    return Summary(_fhu_error_comparisons(r, key), key, _fhu_error_notes(r))
+
+
+fhu_error = Experiment(
+    name="fhu-error",
+    title="Fig 1/3: ℓ∞ error over time, square root vs binary tree (Gaussian), T = 2^16",
+    doc="Fig 1/3: ℓ∞ error and outputs over time, square root vs binary tree (Gaussian).",
+    compute=compute_fhu_error,
+    write=write_fhu_error,
+    plot=plot_fhu_error,
+    summarize=_fhu_error_summary,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -814,30 +811,28 @@ def plot_fhu_snr(r: FhuSnr, path: Path) -> None:
         legend(ax, "best")
 
 
-@timed
-def fhu_snr(config: ExperimentConfig) -> ExperimentResult:
-    """Table 2: average signal-to-noise ratio per sparsity p (definition stated in the notes)."""
-    r = compute_fhu_snr(config)
-    csv_path = write_fhu_snr(r, config.out)
-    fig_path = config.out / "fhu-snr.png"
-    plot_fhu_snr(r, fig_path)
-    return ExperimentResult(
-        name="fhu-snr",
-        title="Table 2: average signal-to-noise ratio per sparsity level",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_fhu_snr_comparisons(r),
-        key={
-            "ratio_sqrt_binary_p1024": r.ours("sqrt")[-1] / r.ours("binary")[-1],
-            "crossing_binary": r.crossing["binary"],
-            "crossing_sqrt": r.crossing["sqrt"],
-            "snr_sqrt_p16": r.ours("sqrt")[0],
-            "snr_binary_p16": r.ours("binary")[0],
-            "snr_sqrt_p16_empirical": r.snr["sqrt"]["empirical"][0],
-            "runs": float(r.runs),
-        },
-        notes=_fhu_snr_notes(r),
-    )
+def _fhu_snr_summary(r: FhuSnr) -> Summary:
+    key = {
+        "ratio_sqrt_binary_p1024": r.ours("sqrt")[-1] / r.ours("binary")[-1],
+        "crossing_binary": r.crossing["binary"],
+        "crossing_sqrt": r.crossing["sqrt"],
+        "snr_sqrt_p16": r.ours("sqrt")[0],
+        "snr_binary_p16": r.ours("binary")[0],
+        "snr_sqrt_p16_empirical": r.snr["sqrt"]["empirical"][0],
+        "runs": float(r.runs),
+    }
+    return Summary(_fhu_snr_comparisons(r), key, _fhu_snr_notes(r))
+
+
+fhu_snr = Experiment(
+    name="fhu-snr",
+    title="Table 2: average signal-to-noise ratio per sparsity level",
+    doc="Table 2: average signal-to-noise ratio per sparsity p (definition stated in the notes).",
+    compute=compute_fhu_snr,
+    write=write_fhu_snr,
+    plot=plot_fhu_snr,
+    summarize=_fhu_snr_summary,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1012,30 +1007,28 @@ def plot_fhu_top1(r: FhuTop1, path: Path) -> None:
         legend(ax, "top", ncol=2, headroom=0.35)
 
 
-@timed
-def fhu_top1(config: ExperimentConfig) -> ExperimentResult:
-    """Fig 4: private top-1 statistic on a Zipf stream (2048 items, universe 20)."""
-    r = compute_fhu_top1(config)
-    csv_path = write_fhu_top1(r, config.out)
-    fig_path = config.out / "fhu-top1.png"
-    plot_fhu_top1(r, fig_path)
-    return ExperimentResult(
-        name="fhu-top1",
-        title="Fig 4: private top-1 statistic on a Zipf stream, √A vs binary (Gaussian)",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_fhu_top1_comparisons(r),
-        key={
-            "snr_sqrt": r.snr("sqrt"),
-            "snr_binary": r.snr("binary"),
-            "snr_sd_sqrt": r.snr("sqrt", "sd"),
-            "snr_sd_binary": r.snr("binary", "sd"),
-            "bias_end_sqrt": float(r.results["sqrt"].bias[-1]),
-            "bias_end_binary": float(r.results["binary"].bias[-1]),
-            "runs": float(r.runs),
-        },
-        notes=_fhu_top1_notes(r),
-    )
+def _fhu_top1_summary(r: FhuTop1) -> Summary:
+    key = {
+        "snr_sqrt": r.snr("sqrt"),
+        "snr_binary": r.snr("binary"),
+        "snr_sd_sqrt": r.snr("sqrt", "sd"),
+        "snr_sd_binary": r.snr("binary", "sd"),
+        "bias_end_sqrt": float(r.results["sqrt"].bias[-1]),
+        "bias_end_binary": float(r.results["binary"].bias[-1]),
+        "runs": float(r.runs),
+    }
+    return Summary(_fhu_top1_comparisons(r), key, _fhu_top1_notes(r))
+
+
+fhu_top1 = Experiment(
+    name="fhu-top1",
+    title="Fig 4: private top-1 statistic on a Zipf stream, √A vs binary (Gaussian)",
+    doc="Fig 4: private top-1 statistic on a Zipf stream (2048 items, universe 20).",
+    compute=compute_fhu_top1,
+    write=write_fhu_top1,
+    plot=plot_fhu_top1,
+    summarize=_fhu_top1_summary,
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1246,13 +1239,7 @@ def plot_fhu_cbnorm(r: FhuCbNorm, path: Path) -> None:
             ax.set_xscale("log", base=2)
 
 
-@timed
-def fhu_cbnorm(config: ExperimentConfig) -> ExperimentResult:
-    """Fig 2: Mathias' bounds on ‖M_count‖_cb vs the paper's Ψ(T) and the exact Σf(k)²."""
-    r = compute_fhu_cbnorm(config)
-    csv_path = write_fhu_cbnorm(r, config.out)
-    fig_path = config.out / "fhu-cbnorm.png"
-    plot_fhu_cbnorm(r, fig_path)
+def _fhu_cbnorm_summary_all(r: FhuCbNorm) -> Summary:
     s = _fhu_cbnorm_summary(r)
     keys = (
         "psi_below_exact_from",
@@ -1265,12 +1252,15 @@ def fhu_cbnorm(config: ExperimentConfig) -> ExperimentResult:
         "gamma_ratio_at_max",
         "gamma_min_excess",
     )
-    return ExperimentResult(
-        name="fhu-cbnorm",
-        title="Fig 2: cb-norm bounds — Mathias, the paper's Ψ(T), the exact Σf(k)²",
-        csv=csv_path,
-        figure=fig_path,
-        comparisons=_fhu_cbnorm_comparisons(s),
-        key={k: s[k] for k in keys},
-        notes=_fhu_cbnorm_notes(r, s),
-    )
+    return Summary(_fhu_cbnorm_comparisons(s), {k: s[k] for k in keys}, _fhu_cbnorm_notes(r, s))
+
+
+fhu_cbnorm = Experiment(
+    name="fhu-cbnorm",
+    title="Fig 2: cb-norm bounds — Mathias, the paper's Ψ(T), the exact Σf(k)²",
+    doc="Fig 2: Mathias' bounds on ‖M_count‖_cb vs the paper's Ψ(T) and the exact Σf(k)².",
+    compute=compute_fhu_cbnorm,
+    write=write_fhu_cbnorm,
+    plot=plot_fhu_cbnorm,
+    summarize=_fhu_cbnorm_summary_all,
+)

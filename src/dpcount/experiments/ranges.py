@@ -40,10 +40,10 @@ from numpy.typing import NDArray
 
 from dpcount.experiments._framework import (
     Comparison,
+    Experiment,
     ExperimentConfig,
-    ExperimentResult,
+    Summary,
     progress_iter,
-    timed,
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -442,20 +442,7 @@ def _ranges_all_comparisons(sweep: RangeSweep, s: dict[str, float]) -> list[Comp
     ]
 
 
-@timed
-def ranges_all(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 4: err_{W,2} and err_{W,∞} over all ranges, n = 2^6..2^15, ε = 0.1, δ = 1e-9."""
-    sweep = compute_ranges_all(config)
-    csv_path = _sweep_csv(config.out, "ranges-all", sweep.rows)
-    fig_path = config.out / "ranges-all.png"
-    _plot_sweep(
-        fig_path,
-        sweep,
-        f"correlated-input-perturbation Fig. 4: all n(n+1)/2 ranges, ε={EPSILON:g}, "
-        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
-        f"Monte Carlo, {sweep.draws} draws,\nexact max over all ranges per draw",
-        paper_estimates=True,
-    )
+def _ranges_all_summary_all(sweep: RangeSweep) -> Summary:
     s = _ranges_all_summary(sweep)
     lemma = [
         r.extra["max_variance"] / r.sigma**2 / (2 * math.log2(r.n) - 2)
@@ -473,11 +460,7 @@ def ranges_all(config: ExperimentConfig) -> ExperimentResult:
     ]
     hi_n, lo_n = sweep.sizes[-1], sweep.sizes[0]
     keys = [k for k in s if k not in ("worst_dev_index", "paper_errinf_estimator_min_ratio")]
-    return ExperimentResult(
-        name="ranges-all",
-        title="Fig. 4: err_{W,2} and err_{W,∞} for all ranges",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=_ranges_all_comparisons(sweep, s),
         key={
             "n_max": float(hi_n),
@@ -488,6 +471,24 @@ def ranges_all(config: ExperimentConfig) -> ExperimentResult:
         },
         notes=notes,
     )
+
+
+ranges_all = Experiment(
+    name="ranges-all",
+    title="Fig. 4: err_{W,2} and err_{W,∞} for all ranges",
+    doc="Fig. 4: err_{W,2} and err_{W,∞} over all ranges, n = 2^6..2^15, ε = 0.1, δ = 1e-9.",
+    compute=compute_ranges_all,
+    write=lambda sweep, out: _sweep_csv(out, "ranges-all", sweep.rows),
+    plot=lambda sweep, path: _plot_sweep(
+        path,
+        sweep,
+        f"correlated-input-perturbation Fig. 4: all n(n+1)/2 ranges, ε={EPSILON:g}, "
+        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
+        f"Monte Carlo, {sweep.draws} draws,\nexact max over all ranges per draw",
+        paper_estimates=True,
+    ),
+    summarize=_ranges_all_summary_all,
+)
 
 
 # ---- ranges-levels (Fig. 5) ----------------------------------------------------------------
@@ -673,13 +674,7 @@ def _ranges_levels_comparisons(r: RangesLevels) -> list[Comparison]:
     return out
 
 
-@timed
-def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 5: variance of the node queries by tree level, n = 2^5 and 2^15 (exact + 500 runs)."""
-    r = compute_ranges_levels(config)
-    csv_path = write_csv(config.out / "ranges-levels.csv", _LEVELS_HEADER, r.table)
-    fig_path = config.out / "ranges-levels.png"
-    plot_ranges_levels(r, fig_path)
+def _ranges_levels_summary_all(r: RangesLevels) -> Summary:
     big = r.sizes[-1]
     key: dict[str, float] = {
         "runs": float(r.runs),
@@ -695,11 +690,7 @@ def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
     key["hier_min_over_corr"] = float(
         r.exact[(big, "hierarchical")].min() / r.exact[(big, "correlated")].min()
     )
-    return ExperimentResult(
-        name="ranges-levels",
-        title="Fig. 5: variance of node queries by tree level",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=_ranges_levels_comparisons(r),
         key=key,
         notes=[
@@ -709,6 +700,17 @@ def ranges_levels(config: ExperimentConfig) -> ExperimentResult:
             "EigenDesign (n ≤ 2^10 only) is built for the node workload of this figure",
         ],
     )
+
+
+ranges_levels = Experiment(
+    name="ranges-levels",
+    title="Fig. 5: variance of node queries by tree level",
+    doc="Fig. 5: variance of the node queries by tree level, n = 2^5 and 2^15 (exact + 500 runs).",
+    compute=compute_ranges_levels,
+    write=lambda r, out: write_csv(out / "ranges-levels.csv", _LEVELS_HEADER, r.table),
+    plot=plot_ranges_levels,
+    summarize=_ranges_levels_summary_all,
+)
 
 
 # ---- ranges-nodes (Fig. 6, App. C.1) -------------------------------------------------------
@@ -833,19 +835,7 @@ def _ranges_nodes_comparisons(sweep: RangeSweep, s: dict[str, float]) -> list[Co
     return out
 
 
-@timed
-def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 6 (App. C.1): err_{W,2} and err_{W,∞} for the 2n − 1 node queries."""
-    sweep = compute_ranges_nodes(config)
-    csv_path = _sweep_csv(config.out, "ranges-nodes", sweep.rows)
-    fig_path = config.out / "ranges-nodes.png"
-    _plot_sweep(
-        fig_path,
-        sweep,
-        f"correlated-input-perturbation Fig. 6: node queries (2n − 1), ε={EPSILON:g}, "
-        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
-        f"Monte Carlo, {sweep.draws} draws",
-    )
+def _ranges_nodes_summary_all(sweep: RangeSweep) -> Summary:
     s = _ranges_nodes_summary(sweep)
     key = {**s, **_sweep_key(sweep, sweep.sizes[-1])}
     eig_n = sweep.eigen_n
@@ -854,15 +844,28 @@ def ranges_nodes(config: ExperimentConfig) -> ExperimentResult:
             key |= {"err2_eigen": r.err2, "errinf_eigen": r.mc_mean, "errinf_se_eigen": r.mc_stderr}
         if r.n == eig_n:
             key[f"errinf_at_eigen_n_{r.mechanism}"] = r.mc_mean
-    return ExperimentResult(
-        name="ranges-nodes",
-        title="Fig. 6 (App. C.1): errors for node queries",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=_ranges_nodes_comparisons(sweep, s),
         key=key,
         notes=[f"EigenDesign (n ≤ {sweep.eigen_limit}) is built for the node workload"],
     )
+
+
+ranges_nodes = Experiment(
+    name="ranges-nodes",
+    title="Fig. 6 (App. C.1): errors for node queries",
+    doc="Fig. 6 (App. C.1): err_{W,2} and err_{W,∞} for the 2n − 1 node queries.",
+    compute=compute_ranges_nodes,
+    write=lambda sweep, out: _sweep_csv(out, "ranges-nodes", sweep.rows),
+    plot=lambda sweep, path: _plot_sweep(
+        path,
+        sweep,
+        f"correlated-input-perturbation Fig. 6: node queries (2n − 1), ε={EPSILON:g}, "
+        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
+        f"Monte Carlo, {sweep.draws} draws",
+    ),
+    summarize=_ranges_nodes_summary_all,
+)
 
 
 # ---- ranges-random (Fig. 7, App. C.2) ------------------------------------------------------
@@ -1030,20 +1033,8 @@ def _ranges_random_comparisons(sweep: RangeSweep) -> list[Comparison]:
     return out
 
 
-@timed
-def ranges_random(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 7 (App. C.2): err_{W,2} and err_{W,∞} for 2500 random dense queries."""
-    sweep = compute_ranges_random(config)
+def _ranges_random_summary_all(sweep: RangeSweep) -> Summary:
     count, draws = sweep.params["count"], sweep.draws
-    csv_path = _sweep_csv(config.out, "ranges-random", sweep.rows)
-    fig_path = config.out / "ranges-random.png"
-    _plot_sweep(
-        fig_path,
-        sweep,
-        f"correlated-input-perturbation Fig. 7: {count} random dense queries (App. C.2), "
-        f"ε={EPSILON:g}, δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
-        f"Monte Carlo, {draws} draws",
-    )
     z = [abs(r.extra["err2_mc_z"]) for r in sweep.rows]
     z_wrong = [abs(r.extra["err2_mc_z_if_doubled"]) for r in sweep.rows]
     hi_n, eig_n = sweep.sizes[-1], sweep.eigen_n
@@ -1056,11 +1047,7 @@ def ranges_random(config: ExperimentConfig) -> ExperimentResult:
     for r in sweep.rows:
         if eig_n and r.n == eig_n:
             key[f"err2_at_eigen_n_{r.mechanism}"] = r.err2
-    return ExperimentResult(
-        name="ranges-random",
-        title="Fig. 7 (App. C.2): errors for random dense queries",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=_ranges_random_comparisons(sweep),
         key=key,
         notes=[
@@ -1070,3 +1057,20 @@ def ranges_random(config: ExperimentConfig) -> ExperimentResult:
             f"EigenDesign (n ≤ {sweep.eigen_limit}) is built for each n's random workload",
         ],
     )
+
+
+ranges_random = Experiment(
+    name="ranges-random",
+    title="Fig. 7 (App. C.2): errors for random dense queries",
+    doc="Fig. 7 (App. C.2): err_{W,2} and err_{W,∞} for 2500 random dense queries.",
+    compute=compute_ranges_random,
+    write=lambda sweep, out: _sweep_csv(out, "ranges-random", sweep.rows),
+    plot=lambda sweep, path: _plot_sweep(
+        path,
+        sweep,
+        f"correlated-input-perturbation Fig. 7: {sweep.params['count']} random dense queries "
+        f"(App. C.2), ε={EPSILON:g}, δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
+        f"Monte Carlo, {sweep.draws} draws",
+    ),
+    summarize=_ranges_random_summary_all,
+)

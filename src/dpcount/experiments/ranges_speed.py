@@ -30,10 +30,10 @@ from numpy.typing import NDArray
 
 from dpcount.experiments._framework import (
     Comparison,
+    Experiment,
     ExperimentConfig,
-    ExperimentResult,
+    Summary,
     progress_iter,
-    timed,
     write_csv,
 )
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -258,21 +258,15 @@ def _cascade_speed_comparisons(r: CascadeSpeed) -> list[Comparison]:
     ]
 
 
-@timed
-def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
-    """Fig. 3: Cascade Sampling vs scipy's multivariate normal (dense C_k), time vs n."""
-    r = compute_cascade_speed(config)
+def _write_cascade_speed(r: CascadeSpeed, out: Path) -> Path:
     rows = [[n, r.ours[n], r.scipy.get(n, float("nan"))] for n in sorted(r.ours)]
     header = ["n", "cascade_seconds", "scipy_seconds"]
-    csv_path = write_csv(config.out / "cascade-speed.csv", header, rows)
-    fig_path = config.out / "cascade-speed.png"
-    plot_cascade_speed(r, fig_path)
+    return write_csv(out / "cascade-speed.csv", header, rows)
+
+
+def _cascade_speed_summary_all(r: CascadeSpeed) -> Summary:
     common = [n for n in sorted(r.scipy) if n in r.ours]
-    return ExperimentResult(
-        name="cascade-speed",
-        title="Fig. 3: Cascade Sampling vs scipy's multivariate normal",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=_cascade_speed_comparisons(r),
         key={
             "slope_ours": r.slope,
@@ -289,6 +283,17 @@ def cascade_speed(config: ExperimentConfig) -> ExperimentResult:
             f"scipy stopped: {r.stop_reason}",
         ],
     )
+
+
+cascade_speed = Experiment(
+    name="cascade-speed",
+    title="Fig. 3: Cascade Sampling vs scipy's multivariate normal",
+    doc="Fig. 3: Cascade Sampling vs scipy's multivariate normal (dense C_k), time vs n.",
+    compute=compute_cascade_speed,
+    write=_write_cascade_speed,
+    plot=plot_cascade_speed,
+    summarize=_cascade_speed_summary_all,
+)
 
 
 # ---- ranges-runtime (App. C.3, Fig. 8) -----------------------------------------------------
@@ -479,20 +484,10 @@ def _ranges_runtime_comparisons(r: RangesRuntime, s: dict[str, float]) -> list[C
     ]
 
 
-@timed
-def ranges_runtime(config: ExperimentConfig) -> ExperimentResult:
-    """App. C.3 (Fig. 8): seconds to build, release and answer each workload, per mechanism."""
-    r = compute_ranges_runtime(config)
-    csv_path = write_ranges_runtime(r, config.out)
-    fig_path = config.out / "ranges-runtime.png"
-    plot_ranges_runtime(r, fig_path)
+def _ranges_runtime_summary_all(r: RangesRuntime) -> Summary:
     s = _ranges_runtime_summary(r)
     keys = ("fast_share", "hier_over_ours", "ours_over_fast", "eigen_slowest_share")
-    return ExperimentResult(
-        name="ranges-runtime",
-        title="App. C.3 (Fig. 8): runtime of the mechanisms per workload",
-        csv=csv_path,
-        figure=fig_path,
+    return Summary(
         comparisons=_ranges_runtime_comparisons(r, s),
         key={**{k: s[k] for k in keys}, "configurations": s["configurations"]},
         notes=[
@@ -501,6 +496,17 @@ def ranges_runtime(config: ExperimentConfig) -> ExperimentResult:
             "workload; the paper states no numbers for Fig. 8, only these orderings",
         ],
     )
+
+
+ranges_runtime = Experiment(
+    name="ranges-runtime",
+    title="App. C.3 (Fig. 8): runtime of the mechanisms per workload",
+    doc="App. C.3 (Fig. 8): seconds to build, release and answer each workload, per mechanism.",
+    compute=compute_ranges_runtime,
+    write=write_ranges_runtime,
+    plot=plot_ranges_runtime,
+    summarize=_ranges_runtime_summary_all,
+)
 
 
 def _dense(blocks: list[FloatArray]) -> DenseWorkload:

@@ -257,6 +257,20 @@ class KeyedMechanism:
         }[self.noise]
         return f"{text}; noise: {sampler}, from AES-CTR PRF bits of (secret, draw, key)"
 
+    def dp_event(self) -> Any:
+        """The keyed release's privacy as a dp_accounting ``DpEvent`` (one run).
+
+        The event of :attr:`counting`, the single-stream mechanism calibrated for the
+        keyed vector-step sensitivity (Δ₁, Δ₂) across keys, so it holds for
+        :attr:`neighbouring` (see :meth:`dpcount.counting.CountingMechanism.dp_event`
+        for the event of each noise kind). The noise of every key comes from the
+        PRF of (secret, run, position) instead of a Generator; the event assumes, as
+        every guarantee of a keyed run does, that the secret is secret and the PRF
+        (AES) indistinguishable from random. The keys are public (the key universe
+        is given, not learned from the data). Needs the ``accounting`` extra.
+        """
+        return self.counting.dp_event()
+
     def std(self) -> NDArray[np.float64]:
         """Exact standard deviation of the private count of each step (same for all keys):
         the single-stream mechanism's ``variances()``."""

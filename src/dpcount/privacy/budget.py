@@ -460,6 +460,21 @@ class Budget:
             return self
         return self.replace(noise=NoiseKind.parse("noise", default))
 
+    def gaussian_only(self, owner: str) -> Budget:
+        """This budget, refused when it names a noise kind other than Gaussian (for the
+        factorizations calibrated for Gaussian noise only: BLT, Toeplitz, the
+        normalized and row-scaled √A, which check it before computing their structure).
+
+        Raises:
+            ValueError: any other noise kind, naming it and ``owner``.
+        """
+        if self.noise is not None and self.noise != NoiseKind.GAUSSIAN:
+            raise ValueError(
+                f"noise={self.noise.value!r} is not available for {owner}: it is calibrated "
+                "for Gaussian noise only (use noise='gaussian')"
+            )
+        return self
+
     @property
     def warning(self) -> str | None:
         """Why this budget is weaker than it looks (δ above 1e-3:

@@ -297,6 +297,37 @@ class RangeMechanism(ABC):
         other._rng = as_generator(rng)
         return other
 
+    def dp_event(self) -> Any:
+        """This release's privacy as a dp_accounting ``DpEvent`` (one release).
+
+        Compose several releases with dp_accounting's accountants, e.g.
+        ``PLDAccountant().compose(a.dp_event()).compose(b.dp_event())``. The event
+        matches the calibration (see :func:`dpcount.privacy.accounting.dp_event`):
+
+        * ``"gaussian"``: ``GaussianDpEvent(σ/Δ₂)`` with Δ₂ the sensitivity the
+          calibration used (for correlated noise N(0, σ²C) the Mahalanobis
+          sensitivity √(max diag C⁻¹): the whitened vector C^{-1/2}x carries i.i.d.
+          N(0, σ²) noise and the release is post-processing of it).
+        * ``"discrete-gaussian"``: ``ZCDpEvent(ρ)`` with the exact ρ of the worst
+          neighbour (CKS 2020 Thm 14), which only the RDP accountant accepts.
+
+        Needs the ``accounting`` extra.
+
+        Raises:
+            ValueError: the mechanism carries no guarantee (:meth:`with_sampler`).
+        """
+        from dpcount.privacy.accounting import dp_event
+
+        if self.privacy is None:
+            raise ValueError("this copy carries no privacy guarantee (with_sampler), no DpEvent")
+        return dp_event(
+            noise=self.noise,
+            scale=self.sigma,
+            l1_sensitivity=self.privacy.l1_sensitivity,
+            l2_sensitivity=self.l2_sensitivity,
+            rho=self.privacy.rho,
+        )
+
     def describe(self) -> str:
         privacy = (
             self.privacy.describe() if self.privacy is not None else "no privacy (test sampler)"
