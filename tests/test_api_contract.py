@@ -65,6 +65,8 @@ from dpcount.counting import (
 from dpcount.counting.registry import build_mechanism
 from dpcount.frame import choose_mechanism, private_counts
 from dpcount.keyed.engine import KeyedMechanism
+from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy import Budget
 from dpcount.ranges import (
     CorrelatedPerturbation,
@@ -221,6 +223,22 @@ SPECS: dict[str, Spec] = {
         "data",
     ),
     "dpcount.frame.choose_mechanism": (lambda b: choose_mechanism(T, budget=b), "data"),
+    "dpcount.keyed.run.keyed_counts": (
+        lambda b: (
+            keyed_counts(
+                pd.DataFrame({"t": [1, 2, 2], "key": ["a", "a", "b"]}),
+                keys=["a", "b"],
+                time_column="t",
+                key_column="key",
+                step=1,
+                start=1,
+                horizon=T,
+                budget=b,
+                secret=unsafe_testing_secret(b"api contract test secret"),
+            ).frame
+        ),
+        "data",
+    ),
     "dpcount.frame.private_counts": (
         lambda b: private_counts(pd.Series([1, 0, 1, 1]), budget=b, rng=0),
         "data",
@@ -280,7 +298,8 @@ LOOSE_EPSILON: dict[str, str] = {
     "dpcount.keyed.engine.KeyedMechanism": _PENDING,
     "dpcount.keyed.engine.choose_mechanism": _PENDING,
     "dpcount.keyed.job.make_job": _PENDING,
-    "dpcount.keyed.run.keyed_counts": _PENDING,
+    "dpcount.keyed.selection.KeySelection": "the selection's own (ε_s, δ_s), added to the "
+    "run's budget (keyed_counts(budget=..., selection=KeySelection(...)))",
     "dpcount.training.privatizer.gaussian_privatizer": _PENDING,
 }
 

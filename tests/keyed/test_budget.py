@@ -62,8 +62,8 @@ def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, Budget, choice_module.Choice]] = []
     real = choice_module.choose
 
-    def spy(horizon: Any, budget: Budget, **kw: Any) -> choice_module.Choice:
-        calls.append((horizon, budget, real(horizon, budget, **kw)))
+    def spy(horizon: Any, *, budget: Budget, **kw: Any) -> choice_module.Choice:
+        calls.append((horizon, budget, real(horizon, budget=budget, **kw)))
         return calls[-1][2]
 
     monkeypatch.setattr(choice_module, "choose", spy)

@@ -112,7 +112,7 @@ def choose_mechanism(
         step_sensitivity=step,
         participation=participation,
     )
-    choice = choose(horizon, budget)
+    choice = choose(horizon, budget=budget)
     rule = choice.budget.calibration
     return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
 
