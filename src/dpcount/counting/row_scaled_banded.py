@@ -10,22 +10,27 @@ things on the table: its last b − 1 columns are truncated (norm < 1), and its 
 are all treated alike. This module scales both, as
 :mod:`dpcount.counting.row_scaled_sqrt` does for the square root:
 
-    C′ = diag(w)·C·diag(1/n),   n_j = ‖diag(w)·C[:, j]‖,
-    B′ = A·diag(n)·C⁻¹·diag(1/w),
+    C′ = diag(w)·C·diag(ν/n),   n_j = ‖diag(w)·C[:, j]‖,
+    B′ = A·diag(n/ν)·C⁻¹·diag(1/w),
 
-with C the lower-triangular Toeplitz matrix of c_0, …, c_{n−1} (n ≤ b bands) and
-w_i = exp(Σ_m a_m·T_m(y_i)), y_i = 2(i + ½)/T − 1. Then B′·C′ = A, C′ keeps the n
-bands and every column of C′ has norm 1, so Δ₂² = k exactly (k columns b apart
-always fit in a valid schema), for scalar and vector steps.
+with C the lower-triangular Toeplitz matrix of c_0, …, c_{n−1} (n ≤ b bands),
+w_i = exp(Σ_m a_m·T_m(y_i)), y_i = 2(i + ½)/T − 1, and ν the column norms, constant
+on m blocks of columns (``column_scales``; 1 by default). Then B′·C′ = A, C′ keeps
+the n bands and column j of C′ has norm ν_j, so with n ≤ b the squared sensitivity
+is max_π Σ_{i∈π} ν_i² over participation patterns — exact, computed by the dynamic
+program of :func:`~dpcount.counting.participation.max_pattern_weight` (k with unit
+columns), for scalar and vector steps. With blocks of b columns a pattern holds at
+most one column per block, which lets the early blocks have larger norms.
 
 Shipped parameters (``dpcount/data/row_scaled_banded_parameters.json``, made by
-``benchmarks/make_row_scaled_banded.py``: L-BFGS on the exact mean loss, c and a
-jointly, started from the optimized banded Toeplitz): T = 2048, b = 512, mean loss
-under (4, 512)-participation 45.0 and max loss 58.4 (the banded Toeplitz optimum:
-47.40 / 64.37; its max-optimized version: max 62.92). For other (T, b),
-:meth:`RowScaledBandedToeplitz.optimized` takes the mean-optimized banded Toeplitz
-coefficients (computed on the fly, T ≤ 2^16) with w = 1, i.e. only the column
-normalization (46.55 / 57.79 at 2048, (4, 512)).
+``benchmarks/make_row_scaled_banded.py``: L-BFGS on the exact mean loss over c and a
+(12, then 24 Chebyshev terms), started from the optimized banded Toeplitz, then the
+four block norms by Nelder-Mead with the max loss kept ≤ 59.8): T = 2048, b = 512,
+under (4, 512)-participation mean loss 44.846 and max loss 59.800 (the 512-banded
+Toeplitz optimum: 47.398 / 64.366; its max-optimized version: max 62.918). For other
+(T, b), :meth:`RowScaledBandedToeplitz.optimized` takes the mean-optimized banded
+Toeplitz coefficients (computed on the fly, T ≤ 2^16) with w = 1 and ν = 1, i.e. only
+the column normalization (46.549 / 57.791 at 2048, (4, 512)).
 
 Release and exact variances are those of :class:`RowScaledSqrtFactorization` with
 these coefficients (one FFT per stream, O(T²) exact variances, T ≤ 16384).
@@ -92,9 +97,10 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
         most Δ = ``step_sensitivity`` in ℓ₂ norm; or, with a participation schema in
         the budget, in at most k steps at least b apart (each by at most Δ). The
         release A x + B′z equals the post-processing B′(C′x + z) because B′·C′ = A;
-        every column of C′ has ℓ₂ norm 1 (1 + 10⁻⁹ is used, covering the rounding of
-        n). With at most b bands the columns of a participation pattern have disjoint
-        supports, so the ℓ₂ sensitivity is Δ·√k·(1 + 10⁻⁹), exact
+        column j of C′ has ℓ₂ norm ν_j (times 1 + 10⁻⁹, covering the rounding of n),
+        so one participation has sensitivity Δ·max ν. With at most b bands the
+        columns of a participation pattern have disjoint supports, so the ℓ₂
+        sensitivity is Δ·(max_π Σ_{i∈π} ν_i²)^{1/2}·(1 + 10⁻⁹), exact
         (Choquette-Choo et al. 2023, §4); with more bands than b, the dense
         computation of :mod:`dpcount.counting.participation` (T ≤ 2048) or k × the
         single value. Gaussian z calibrated to it gives (ε, δ)-DP (analytic Gaussian
