@@ -287,6 +287,7 @@ def test_compare_lists_the_dense_optimum_where_its_losses_are_known() -> None:
     )
 
 
+@pytest.mark.slow  # four compare calls: ~2.5 s on the loaded machine
 def test_compare_lists_the_max_optimum_and_the_row_scaled_sqrt(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
