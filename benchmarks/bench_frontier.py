@@ -12,7 +12,11 @@ with geometric blocks of ratio 1.1 (the mechanism's default beyond 2^14), both e
 at 2^20 the blocked losses are computed here (≈ 5 s) and the stretch target
 (0.846 + ln T/π)² is printed as a ratio.
 
-Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (2–3 minutes on the loaded
+Also (issue #21): the certified lower bound for counters without a horizon, and the
+row-scaled banded Toeplitz under (4, 512)-participation at T = 2048, checked against
+the dense (k, b) sensitivity.
+
+Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (3–5 minutes on the loaded
 machine, most of it the row-scaled square root's exact O(T²) rows at 16384 (≈ 50 s),
 the blocked variances and the normalized BLT's exact losses at 2^20, and the Toeplitz
 optimizations).

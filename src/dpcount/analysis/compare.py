@@ -341,7 +341,7 @@ def compare(
     Choquette-Choo et al. 2023, arXiv:2306.08153) and, for T ≤ 4096, the row-scaled,
     column-normalized b-banded Toeplitz
     (:class:`~dpcount.counting.RowScaledBandedToeplitz`, exact sensitivity; at
-    T = 2048 with (4, 512) its mean loss is 44.846 and max 59.800 against the banded
+    T = 2048 with (4, 512) its mean loss is 44.848 and max 59.798 against the banded
     Toeplitz's 47.398 / 64.366); the trees' k is the one
     :func:`~dpcount.analysis.best_k` picks for one participation. The certificates'
     reference is then the lowest loss among the Gaussian rows for that schema (the

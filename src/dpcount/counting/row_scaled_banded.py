@@ -26,7 +26,7 @@ Shipped parameters (``dpcount/data/row_scaled_banded_parameters.json``, made by
 ``benchmarks/make_row_scaled_banded.py``: L-BFGS on the exact mean loss over c and a
 (12, then 24 Chebyshev terms), started from the optimized banded Toeplitz, then the
 four block norms by Nelder-Mead with the max loss kept ≤ 59.8): T = 2048, b = 512,
-under (4, 512)-participation mean loss 44.846 and max loss 59.800 (the 512-banded
+under (4, 512)-participation mean loss 44.848 and max loss 59.798 (the 512-banded
 Toeplitz optimum: 47.398 / 64.366; its max-optimized version: max 62.918). For other
 (T, b), :meth:`RowScaledBandedToeplitz.optimized` takes the mean-optimized banded
 Toeplitz coefficients (computed on the fly, T ≤ 2^16) with w = 1 and ν = 1, i.e. only
