@@ -12,7 +12,11 @@ with geometric blocks of ratio 1.1 (the mechanism's default beyond 2^14), both e
 at 2^20 the blocked losses are computed here (≈ 5 s) and the stretch target
 (0.846 + ln T/π)² is printed as a ratio.
 
-Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (2–3 minutes on the loaded
+Also (issue #21): the certified lower bound for counters without a horizon, and the
+row-scaled banded Toeplitz under (4, 512)-participation at T = 2048, checked against
+the dense (k, b) sensitivity.
+
+Run: ``PYTHONPATH=src python benchmarks/bench_frontier.py`` (3–5 minutes on the loaded
 machine, most of it the row-scaled square root's exact O(T²) rows at 16384 (≈ 50 s),
 the blocked variances and the normalized BLT's exact losses at 2^20, and the Toeplitz
 optimizations).
@@ -297,8 +301,81 @@ def blocked_row_scaled_rows() -> None:
     )
 
 
+def row_scaled_banded_rows() -> None:
+    """Issue #21, multi-participation: T = 2048, (4, 512). The 512-banded Toeplitz optimum,
+    the same encoder column-normalized (w = 1), and the shipped row-scaled banded
+    Toeplitz (``RowScaledBandedToeplitz.optimized``), each loss recomputed from the dense
+    pair (B′, C′) with the dense (k, b) sensitivity of
+    :func:`~dpcount.counting.participation.encoder_sensitivities` (independent of the
+    class's closed form √k)."""
+    import numpy as np
+
+    from dpcount.counting.participation import encoder_sensitivities
+    from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
+
+    T = 2048
+    schema = Participation(max_participations=4, min_separation=512)
+    kw = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian", "participation": schema}
+    unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
+    banded = optimize_toeplitz(T, objective="mean", bands=512).coefficients
+    print(f"T = {T}, (4, 512)-participation: targets mean ≤ 45.0, max ≤ 60.0")
+    for name, m in (
+        (
+            "column-normalized 512-banded Toeplitz",
+            RowScaledBandedToeplitz(T, coefficients=banded, **kw),
+        ),
+        ("row-scaled 512-banded Toeplitz (shipped)", RowScaledBandedToeplitz.optimized(T, **kw)),
+    ):
+        B, C = m.dense_factorization()
+        sens2 = encoder_sensitivities(C, schema)[1].value ** 2
+        rows = np.sum(B * B, axis=1)
+        mean, mx = m.mse() / unit, m.max_variance() / unit
+        assert (
+            abs(sens2 * rows.mean() / mean - 1) < 1e-8 and abs(sens2 * rows.max() / mx - 1) < 1e-8
+        )
+        row(name, T, mean, mx, (45.0, 60.0))
+
+
+def horizon_free_bound(N: int, iterations: int = 300) -> float:
+    """Issue #21, unknown horizon: a certified lower bound on max_{t ≤ N} V(t)/R(t) for
+    every counter without a horizon (one causal factorization, column norms ≤ 1), R(t)
+    the row-scaled square root told the horizon t, its variance at step t: the dual
+    ‖diag(√u)·D·A_N·diag(√p)‖_*², D = diag(R^{-1/2}), at weights from a multiplicative
+    ascent (every iterate is a valid bound; docs/unbounded.md)."""
+    import numpy as np
+
+    from dpcount.counting import RowScaledSqrtFactorization
+    from dpcount.privacy import Budget
+
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
+    R = np.array(
+        [
+            RowScaledSqrtFactorization(t, budget=budget).variance_at(t) / unit
+            for t in range(1, N + 1)
+        ]
+    )
+    DA = np.tril(np.ones((N, N))) / np.sqrt(R)[:, None]
+    u = p = np.full(N, 1.0 / N)
+    bound = 0.0
+    for _ in range(iterations):
+        W = np.sqrt(u)[:, None] * DA * np.sqrt(p)[None, :]
+        Y, S, Zt = np.linalg.svd(W)
+        bound = max(bound, float(S.sum()) ** 2)
+        G = W * (Y @ Zt)
+        u, p = G.sum(axis=1) / S.sum(), G.sum(axis=0) / S.sum()
+    return bound
+
+
 def main() -> None:
     start = time.perf_counter()
+    for N in (16, 64):
+        print(
+            f"unknown horizon: every counter without one has Var(t) ≥ {horizon_free_bound(N):.4f}"
+            f" × the row-scaled sqrt told t, for some t ≤ {N} (target 1.2: impossible)",
+            flush=True,
+        )
+    row_scaled_banded_rows()
     max_optimum_rows()
     row_scaled_sqrt_rows()
     blocked_row_scaled_rows()

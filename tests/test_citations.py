@@ -35,6 +35,7 @@ EXPECTED = {
     "NormalizedSqrtFactorization",
     "NormalizedBLT",
     "RowScaledSqrtFactorization",
+    "RowScaledBandedToeplitz",
     "BinaryTree",
     "KaryTree",
     "Honaker",

@@ -285,3 +285,41 @@ def test_compare_lists_the_dense_optimum_where_its_losses_are_known() -> None:
         r.mechanism == "dense-optimum"
         for r in compare(64, budget=Budget(epsilon=1.0, delta=1e-6, participation=schema))
     )
+
+
+@pytest.mark.slow  # four compare calls: ~2.5 s on the loaded machine
+def test_compare_lists_the_max_optimum_and_the_row_scaled_sqrt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One participation: a ``dense-max-optimum`` row (shipped losses at 64, computed
+    from its factors at 24) ranked first by the largest variance with ÷best 1, and a
+    ``row-scaled-sqrt`` row, both with the built mechanism's exact figures; none
+    under a schema, and the row-scaled one not beyond its declared compare limit."""
+    import importlib
+
+    from dpcount.privacy import Participation
+
+    compare_module = importlib.import_module("dpcount.analysis.compare")
+
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    for T in (64, 24):
+        rows = compare(T, budget=budget, metric="max_variance", k_values=(2, 3))
+        gaussian = [r for r in rows if r.noise == "gaussian"]
+        assert [r.mechanism for r in gaussian[:2]] == ["dense-max-optimum", "row-scaled-sqrt"]
+        cert = gaussian[0].certificate
+        assert cert is not None
+        assert cert.ratio_to_best == pytest.approx(1.0, abs=1e-12)
+        for row in gaussian[:2]:
+            built = row.build(rng=0)
+            assert built.mse() == pytest.approx(row.mse, rel=1e-9)
+            assert built.max_variance() == pytest.approx(row.max_variance, rel=1e-9)
+    # T = 24: the row's loss is that of the matrices themselves
+    assert cert is not None
+    assert cert.loss == pytest.approx(dense_losses(*dense_max_factors(24))[1], rel=1e-12)
+    schema = Participation(max_participations=2, min_separation=16)
+    small = budget.replace(participation=schema)
+    names = {r.mechanism for r in compare(64, budget=small, k_values=(2, 3))}
+    assert not names & {"dense-max-optimum", "row-scaled-sqrt"}
+    monkeypatch.setattr(compare_module, "ROW_SCALED_COMPARE_LIMIT", 63)
+    names = {r.mechanism for r in compare(64, budget=budget, k_values=(2, 3))}
+    assert "row-scaled-sqrt" not in names and "dense-max-optimum" in names

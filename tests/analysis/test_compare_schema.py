@@ -37,7 +37,7 @@ def test_compare_under_a_schema_matches_brute_force_over_patterns() -> None:
     rows = compare(T, budget=Budget(epsilon=1.0, delta=1e-6, participation=schema))
     gaussian = [r for r in rows if r.noise == "gaussian"]
     labels = {r.label for r in gaussian}
-    assert {"toeplitz", "toeplitz-b8", "blt", "sqrt (analytic)"} <= labels
+    assert {"toeplitz", "toeplitz-b8", "row-scaled-banded-b8", "blt", "sqrt (analytic)"} <= labels
     checked = 0
     for r in gaussian:
         assert r.participation == schema and r.sensitivity is not None

@@ -27,6 +27,7 @@ from dpcount.counting import (
     KaryTree,
     NormalizedBLT,
     NormalizedSqrtFactorization,
+    RowScaledBandedToeplitz,
     RowScaledSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
@@ -72,6 +73,7 @@ COVERED = {
         "NormalizedSqrtFactorization",
         "NormalizedBLT",
         "RowScaledSqrtFactorization",
+        "RowScaledBandedToeplitz",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -126,6 +128,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     "RowScaledSqrtFactorization": (
         RowScaledSqrtFactorization,
         {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+    ),
+    "RowScaledBandedToeplitz": (
+        RowScaledBandedToeplitz,
+        {"horizon": T, "coefficients": [1.0, 0.5, 0.25], "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "NormalizedSqrtFactorization": (
         NormalizedSqrtFactorization,

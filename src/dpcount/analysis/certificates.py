@@ -103,6 +103,7 @@ from dpcount.counting.normalized_sqrt import (
 from dpcount.counting.optimize import optimize_dense
 from dpcount.counting.optimize_max import (
     SHIPPED_MAX_LOG2,
+    dense_max_factors,
     interpolate_weights,
     max_loss_lower_bound,
     shipped_interpolated_max_bounds,
@@ -127,6 +128,7 @@ __all__ = [
     "certified_lower_bound",
     "certify",
     "counting_nuclear_norm",
+    "dense_max_optimum_losses",
     "normalized_sqrt_losses",
 ]
 
@@ -245,6 +247,7 @@ def _dense_table() -> dict[str, dict[str, float]]:
     return table
 
 
+@lru_cache(maxsize=64)
 def dense_optimum_losses(T: int) -> tuple[float, float] | None:
     """(mean, max) loss of the dense mean optimum at T (that of
     :meth:`~dpcount.counting.FactorizationMechanism.optimal`, the same deterministic
@@ -259,6 +262,29 @@ def dense_optimum_losses(T: int) -> tuple[float, float] | None:
         r = optimize_dense(T)
         sens2 = float(np.max(np.sum(r.encoder * r.encoder, axis=0)))
         return r.loss, sens2 * float(np.max(np.sum(r.decoder * r.decoder, axis=1)))
+    return None
+
+
+#: largest T whose dense max optimum's losses are computed on the fly when not shipped
+#: (:func:`~dpcount.counting.optimize_max.dense_max_factors`, ≈ 0.2 s at 128)
+DENSE_MAX_ON_THE_FLY = 128
+
+
+@lru_cache(maxsize=64)
+def dense_max_optimum_losses(T: int) -> tuple[float, float] | None:
+    """(mean, max) loss of the dense max-loss optimum at T (that of
+    ``FactorizationMechanism.optimal(T, objective="max")``, registry name
+    ``dense-max-optimum``, the same deterministic factors): shipped for T = 2^0 … 2^11,
+    computed from the factors for other T ≤ 128; None otherwise (≈ 1 min at 1000)."""
+    k = T.bit_length() - 1
+    if 1 << k == T and k <= SHIPPED_MAX_LOG2:
+        row = shipped_max_optima()[k]
+        return float(row["mean_loss"]), float(row["max_loss"])
+    if T <= DENSE_MAX_ON_THE_FLY:
+        B, C = dense_max_factors(T)
+        sens2 = float(np.max(np.sum(C * C, axis=0)))
+        rows = np.sum(B * B, axis=1)
+        return sens2 * float(np.mean(rows)), sens2 * float(np.max(rows))
     return None
 
 
@@ -326,9 +352,9 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
     if dense is not None:
         out.append(("dense mean optimum", dense[0], dense[1]))
     k = T.bit_length() - 1
-    if 1 << k == T and k <= SHIPPED_MAX_LOG2:
-        row = shipped_max_optima()[k]
-        out.append(("dense max optimum", float(row["mean_loss"]), float(row["max_loss"])))
+    dense_max = dense_max_optimum_losses(T)
+    if dense_max is not None:
+        out.append(("dense max optimum", *dense_max))
     scaled = _row_scaled_table().get(str(k)) if 1 << k == T else None
     if scaled is not None:
         out.append(("row-scaled sqrt", float(scaled["mean_loss"]), float(scaled["max_loss"])))

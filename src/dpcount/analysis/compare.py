@@ -28,6 +28,7 @@ from dpcount.analysis.certificates import (
     Certificate,
     Reference,
     certify,
+    dense_max_optimum_losses,
     dense_optimum_losses,
 )
 from dpcount.counting.base import CountingMechanism, available_memory, parse_bytes
@@ -48,6 +49,7 @@ from dpcount.privacy.tails import gaussian_linf_bound
 __all__ = [
     "METRICS",
     "NORMALIZED_SQRT_COMPARE_LIMIT",
+    "ROW_SCALED_COMPARE_LIMIT",
     "Candidate",
     "compare",
 ]
@@ -59,6 +61,10 @@ METRICS = TREE_METRICS
 #: exact variances are computed on the fly (blocks of ratio 1.1 beyond 2^14; measured
 #: 4.4 s at 2^20, 12 s at 2^21 on the 2-core development machine)
 NORMALIZED_SQRT_COMPARE_LIMIT = 1 << 21
+#: largest horizon at which :func:`compare` lists the row-scaled square root (one
+#: participation): its exact variances are an O(T²) sum on the fly (≈ 1 s at 4096,
+#: ≈ 50 s at its limit 16384, too slow for ``dpcount plan``)
+ROW_SCALED_COMPARE_LIMIT = 4096
 
 
 @dataclass(frozen=True)
@@ -249,18 +255,20 @@ def _dense_row(
     step: float,
     beta: float,
     metric: str,
+    name: str = "dense-optimum",
 ) -> Candidate:
-    """The dense optimum's row from its losses (no T×T optimization here): with the
-    analytic Gaussian calibration σ = step·σ₁ for sensitivity-1 σ₁ and the encoder's
-    largest column norm 1, its variances are σ²·loss (mean and max)."""
+    """A dense optimum's row (``name``: ``dense-optimum`` or ``dense-max-optimum``) from
+    its losses (no T×T optimization here): a loss is sens²·‖B[t, :]‖² for the encoder's
+    largest column norm sens, and with the analytic Gaussian calibration
+    σ = step·sens·σ₁ (σ₁ for sensitivity 1) the variances are (step·σ₁)²·loss."""
     assert delta is not None  # Gaussian rows only
     unit = gaussian_sigma(step, epsilon, delta) ** 2
     mean_loss, max_loss = losses
     mse, max_var = unit * mean_loss, unit * max_loss
     objective = "mean" if metric == "mse" else "max"
     return Candidate(
-        label="dense-optimum",
-        mechanism="dense-optimum",
+        label=name,
+        mechanism=name,
         k=None,
         subtract=None,
         noise="gaussian",
@@ -316,7 +324,12 @@ def compare(
     ≤ 2048 or T ≤ 128 — its losses from
     :func:`~dpcount.analysis.certificates.dense_optimum_losses` (shipped: the same
     deterministic optimization ``build`` runs, 4-22 s at T = 1024-2048; its stream
-    holds T×T matrices) — are listed with Gaussian noise only. Gaussian rows carry a
+    holds T×T matrices) — are listed with Gaussian noise only; so are, with one
+    participation, the dense max-loss optimum (``dense-max-optimum``,
+    :func:`~dpcount.analysis.certificates.dense_max_optimum_losses`: shipped for T a
+    power of two ≤ 2048, computed for T ≤ 128; certified within 10⁻⁴ of the best max
+    loss) and the row-scaled square root (``row-scaled-sqrt``, exact O(T²) variances
+    on the fly for T ≤ :data:`ROW_SCALED_COMPARE_LIMIT` = 4096, ≈ 1 s there). Gaussian rows carry a
     ``certificate``: their loss against the best factorization dpcount can compute
     for the horizon and the asymptotic lower bound
     (:mod:`dpcount.analysis.certificates`).
@@ -325,7 +338,11 @@ def compare(
     its error holds its exact or certified schema sensitivity
     (``Candidate.sensitivity``); for b < T the b-banded mean-optimized Toeplitz
     factorization is added (for at most b bands its sensitivity is exact, k·Σc²,
-    Choquette-Choo et al. 2023, arXiv:2306.08153); the trees' k is the one
+    Choquette-Choo et al. 2023, arXiv:2306.08153) and, for T ≤ 4096, the row-scaled,
+    column-normalized b-banded Toeplitz
+    (:class:`~dpcount.counting.RowScaledBandedToeplitz`, exact sensitivity; at
+    T = 2048 with (4, 512) its mean loss is 44.848 and max 59.798 against the banded
+    Toeplitz's 47.398 / 64.366); the trees' k is the one
     :func:`~dpcount.analysis.best_k` picks for one participation. The certificates'
     reference is then the lowest loss among the Gaussian rows for that schema (the
     dense single-participation optimum is not one for k > 1) and their asymptotic
@@ -457,11 +474,20 @@ def compare(
             if dense is not None and dense_bytes is not None:  # shipped or cheap (T ≤ 128)
                 row = _dense_row(dense, T, eps, dlt, step, b, metric)
                 rows.append(replace(row, stream_bytes=dense_bytes, dim=d))
+            dense_max = None if schema is not None else dense_max_optimum_losses(T)
+            dense_max_bytes = None if dense_max is None else fits("dense-max-optimum")
+            if dense_max is not None and dense_max_bytes is not None:  # shipped or T ≤ 128
+                row = _dense_row(dense_max, T, eps, dlt, step, b, metric, "dense-max-optimum")
+                rows.append(replace(row, stream_bytes=dense_max_bytes, dim=d))
+            if schema is None and T <= ROW_SCALED_COMPARE_LIMIT:  # exact O(T²) variances
+                add("row-scaled-sqrt", "row-scaled-sqrt", noise)
             if T <= MAX_OPTIMIZED_HORIZON:  # optimized on the fly (Gaussian only)
                 add("toeplitz", "toeplitz", noise)
                 sep = None if schema is None else schema.min_separation
                 if sep is not None and sep < T:
                     add(f"toeplitz-b{sep}", "toeplitz", noise, bands=sep)
+                    if T <= ROW_SCALED_COMPARE_LIMIT:  # banded to b: exact (k, b) sensitivity
+                        add(f"row-scaled-banded-b{sep}", "row-scaled-banded", noise)
         else:
             add("sqrt", "sqrt", noise)
     if not rows:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         NormalizedSqrtFactorization,
         NormalizedSqrtNoiseProcess,
     )
+    from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
     from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
     from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
     from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
@@ -61,6 +62,7 @@ _WHERE = {
     "NormalizedSqrtBlockNoiseProcess": "normalized_sqrt",
     "NormalizedSqrtFactorization": "normalized_sqrt",
     "NormalizedSqrtNoiseProcess": "normalized_sqrt",
+    "RowScaledBandedToeplitz": "row_scaled_banded",
     "RowScaledSqrtFactorization": "row_scaled_sqrt",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
@@ -94,6 +96,7 @@ __all__ = [
     "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
     "NormalizedSqrtNoiseProcess",
+    "RowScaledBandedToeplitz",
     "RowScaledSqrtFactorization",
     "SmoothBinary",
     "SmoothBinaryNoiseProcess",

@@ -77,7 +77,8 @@ from dpcount.counting.blt import BLT
 from dpcount.counting.dense import FactorizationMechanism
 from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.registry import CLASSES
-from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
+from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
+from dpcount.counting.row_scaled_sqrt import ROW_SCALED_MAX_HORIZON, RowScaledSqrtFactorization
 from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.durable import atomic
 from dpcount.durable.format import (
@@ -126,7 +127,10 @@ _LIST_KWARGS: dict[tuple[type[CountingMechanism], str], int] = {
     (NormalizedBLT, "buffer_decay"): 64,
     (NormalizedBLT, "output_scale"): 64,
     (ToeplitzFactorization, "coefficients"): 1 << 24,
-    (RowScaledSqrtFactorization, "log_weights"): 16,
+    (RowScaledSqrtFactorization, "log_weights"): 32,
+    (RowScaledBandedToeplitz, "log_weights"): 32,
+    (RowScaledBandedToeplitz, "coefficients"): ROW_SCALED_MAX_HORIZON,
+    (RowScaledBandedToeplitz, "column_scales"): 64,
 }
 _MAX_KWARG_INT = 1 << 63
 _MAX_STR = 64

@@ -24,6 +24,7 @@ from dpcount.counting.normalized_sqrt import (
     NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
     NormalizedSqrtFactorization,
 )
+from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
 from dpcount.counting.row_scaled_sqrt import ROW_SCALED_MAX_HORIZON, RowScaledSqrtFactorization
 from dpcount.counting.smooth_binary import SmoothBinary
 from dpcount.counting.sqrt import SqrtFactorization
@@ -136,6 +137,13 @@ REGISTRY: tuple[Entry, ...] = (
     ),
     # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
     Entry("row-scaled-sqrt", RowScaledSqrtFactorization, max_horizon=ROW_SCALED_MAX_HORIZON),
+    # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
+    Entry(
+        "row-scaled-banded",
+        RowScaledBandedToeplitz,
+        factory=RowScaledBandedToeplitz.optimized,
+        max_horizon=ROW_SCALED_MAX_HORIZON,
+    ),
 )
 
 #: name -> builder taking horizon, the budget keywords (epsilon, delta, noise,

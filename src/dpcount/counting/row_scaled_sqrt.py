@@ -40,6 +40,7 @@ from dpcount._validate import as_array, check_integer
 from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
 from dpcount.counting.dense import DenseNoiseProcess
 from dpcount.counting.toeplitz import sqrt_coefficients
+from dpcount.counting.toeplitz_opt import toeplitz_inverse_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -62,32 +63,60 @@ ROW_SCALED_LOG_WEIGHTS = (
 #: rounding of n_j² (a sum of ≤ T positive terms, relative error ≤ T·u ≈ 2·10⁻¹² at
 #: T = 16384, Higham 2002 §4.2), far below it
 _SENSITIVITY_MARGIN = 1e-9
+#: most Chebyshev coefficients of ln w a mechanism takes
+_MAX_LOG_WEIGHTS = 32
 _BLOCK = 512
 
 
+def block_values(T: int, scales: tuple[float, ...] | None) -> Array:
+    """``scales`` repeated over m = len(scales) consecutive blocks of columns (column j
+    in block ⌊j·m/T⌋); all ones for None."""
+    if scales is None:
+        return np.ones(T)
+    return np.asarray(scales, dtype=np.float64)[np.arange(T) * len(scales) // T]
+
+
 @lru_cache(maxsize=8)
-def _structure(T: int, log_weights: tuple[float, ...]) -> tuple[Array, Array, Array, Array]:
-    """(f, g, w, n), read-only."""
+def _structure(
+    T: int,
+    log_weights: tuple[float, ...],
+    coefficients: tuple[float, ...] | None = None,
+    column_scales: tuple[float, ...] | None = None,
+) -> tuple[Array, Array, Array, Array]:
+    """(f, g, w, n), read-only: f the encoder's Toeplitz coefficients padded to T (the
+    square root's, or ``coefficients``), g those of its inverse, n the column divisors
+    (the norms of diag(w)·C's columns over ``column_scales`` per block: the columns of
+    C′ = diag(w)·C·diag(1/n) have the block's scale as norm)."""
     k = np.arange(T)
-    f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
-    g = np.empty(T)
-    g[0] = 1.0
-    g[1:] = -f[1:] / (2 * k[1:] - 1)
+    if coefficients is None:
+        f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
+        g = np.empty(T)
+        g[0] = 1.0
+        g[1:] = -f[1:] / (2 * k[1:] - 1)
+    else:
+        f = np.zeros(T)
+        f[: len(coefficients)] = coefficients
+        g = toeplitz_inverse_coefficients(f, T)
     w = np.exp(chebyshev.chebval((k + 0.5) / T * 2 - 1, (0.0, *log_weights)))
     f2, w2 = f * f, w * w
     n2 = np.empty(T)
     for j in range(T):  # direct sums of positive terms (no FFT rounding)
         n2[j] = float(np.dot(w2[j:], f2[: T - j]))
-    n = np.sqrt(n2)
+    n = np.sqrt(n2) / block_values(T, column_scales)
     for arr in (f, g, w, n):
         arr.setflags(write=False)
     return f, g, w, n
 
 
 @lru_cache(maxsize=8)
-def _row_norms(T: int, log_weights: tuple[float, ...]) -> Array:
+def _row_norms(
+    T: int,
+    log_weights: tuple[float, ...],
+    coefficients: tuple[float, ...] | None = None,
+    column_scales: tuple[float, ...] | None = None,
+) -> Array:
     """‖B′[t, :]‖² for t = 0..T−1, exact O(T²) in column blocks (read-only)."""
-    _, g, w, n = _structure(T, log_weights)
+    _, g, w, n = _structure(T, log_weights, coefficients, column_scales)
     k = np.arange(T)
     rows = np.zeros(T)
     for j0 in range(0, T, _BLOCK):
@@ -156,7 +185,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
 
     Args:
         horizon: T in [1, 16384].
-        log_weights: the Chebyshev coefficients a_1.. of ln w (at most 16 finite
+        log_weights: the Chebyshev coefficients a_1.. of ln w (at most 32 finite
             values, each |a_m| ≤ 5); default :data:`ROW_SCALED_LOG_WEIGHTS`.
         epsilon, delta, noise, calibration, rng, step_sensitivity: as for
             :class:`~dpcount.counting.SqrtFactorization` (noise must be Gaussian).
@@ -169,6 +198,10 @@ class RowScaledSqrtFactorization(CountingMechanism):
     name = "row-scaled-sqrt"
     default_noise = NoiseKind.GAUSSIAN
     continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+    #: the encoder's Toeplitz coefficients (None: the square root's) and the column norms
+    #: per block (None: all 1), set by subclasses
+    _coefficients: tuple[float, ...] | None = None
+    _column_scales: tuple[float, ...] | None = None
 
     @classmethod
     def memory_estimate(
@@ -193,8 +226,10 @@ class RowScaledSqrtFactorization(CountingMechanism):
     ) -> None:
         T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_MAX_HORIZON)
         arr = as_array("log_weights", log_weights)
-        if arr.ndim != 1 or not 1 <= len(arr) <= 16:
-            raise ValueError(f"log_weights must hold 1 to 16 numbers, got shape {arr.shape}")
+        if arr.ndim != 1 or not 1 <= len(arr) <= _MAX_LOG_WEIGHTS:
+            raise ValueError(
+                f"log_weights must hold 1 to {_MAX_LOG_WEIGHTS} numbers, got shape {arr.shape}"
+            )
         a = np.asarray(arr, dtype=np.float64)
         if not (np.isfinite(a).all() and np.all(np.abs(a) <= 5.0)):
             raise ValueError("log_weights must be finite with |a_m| <= 5")
@@ -207,16 +242,21 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def _config_kwargs(self) -> dict[str, Any]:
         return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
 
+    def _key(self) -> tuple[Any, ...]:
+        return (self.horizon, self.log_weights, self._coefficients, self._column_scales)
+
     def _unit_sensitivities(self) -> tuple[float, float]:
-        f, _, w, n = _structure(self.horizon, self.log_weights)
+        f, _, w, n = _structure(*self._key())
         T = self.horizon
-        l1 = max(float(np.dot(w[j:], f[: T - j])) / float(n[j]) for j in range(T))
-        return l1 * (1.0 + _SENSITIVITY_MARGIN), 1.0 + _SENSITIVITY_MARGIN
+        f_abs = np.abs(f)
+        l1 = max(float(np.dot(w[j:], f_abs[: T - j])) / float(n[j]) for j in range(T))
+        l2 = float(np.max(block_values(T, self._column_scales)))
+        return l1 * (1.0 + _SENSITIVITY_MARGIN), l2 * (1.0 + _SENSITIVITY_MARGIN)
 
     def dense_factorization(self) -> tuple[Array, Array]:
         """(B′, C′) as dense T×T matrices (T ≤ 4096)."""
         T = check_integer("horizon", self.horizon, le=4096)
-        f, g, w, n = _structure(T, self.log_weights)
+        f, g, w, n = _structure(*self._key())
         i = np.arange(T)
         d = i[:, None] - i[None, :]
         lower = d >= 0
@@ -228,15 +268,15 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> RowScaledNoiseProcess:
-        _, g, w, n = _structure(self.horizon, self.log_weights)
+        _, g, w, n = _structure(*self._key())
         return RowScaledNoiseProcess(g, w, n, sampler, rng, dim)
 
     def noise_coefficients(self) -> Array:
         """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""
-        return np.array(_row_norms(self.horizon, self.log_weights))
+        return np.array(_row_norms(*self._key()))
 
     def _noise_coefficient_at(self, t: int) -> float:
-        return float(_row_norms(self.horizon, self.log_weights)[t - 1])
+        return float(_row_norms(*self._key())[t - 1])
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
-        yield from _row_norms(self.horizon, self.log_weights)[start - 1 :].tolist()
+        yield from _row_norms(*self._key())[start - 1 :].tolist()
