@@ -63,6 +63,7 @@ from dpcount.counting import (
     UnboundedCounter,
 )
 from dpcount.counting.registry import build_mechanism
+from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
 from dpcount.frame import choose_mechanism, private_counts
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.run import keyed_counts
@@ -118,6 +119,10 @@ SPECS: dict[str, Spec] = {
     ),
     "dpcount.counting.normalized_sqrt.NormalizedSqrtFactorization": (
         lambda b: NormalizedSqrtFactorization(T, budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.row_scaled_banded.RowScaledBandedToeplitz": (
+        lambda b: RowScaledBandedToeplitz(T, coefficients=[1.0, 0.5, 0.25], budget=b, rng=0),
         "release",
     ),
     "dpcount.counting.row_scaled_sqrt.RowScaledSqrtFactorization": (
