@@ -51,7 +51,6 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from dpcount._numeric import bisect
 from dpcount._validate import (
@@ -116,6 +115,8 @@ def analytic_gaussian_delta(sigma: float, l2_sensitivity: float, epsilon: float)
 
 
 def _log_analytic_delta(sigma: float, l2: float, epsilon: float) -> float:
+    from scipy.special import log_ndtr  # here: Laplace noise needs no scipy
+
     u = l2 / sigma
     a = u / 2.0 - epsilon / u
     b = -u / 2.0 - epsilon / u
