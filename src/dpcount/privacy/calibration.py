@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -128,8 +129,12 @@ def _log_analytic_delta(sigma: float, l2: float, epsilon: float) -> float:
     return log_pa + math.log(-math.expm1(x))
 
 
+@lru_cache(maxsize=4096)
 def _analytic_gaussian_sigma(l2: float, epsilon: float, delta: float) -> float:
-    """Smallest σ with δ(σ) ≤ delta, by bisection on log σ (keeps the upper end)."""
+    """Smallest σ with δ(σ) ≤ delta, by bisection on log σ (keeps the upper end).
+
+    Cached: a deterministic function of its three floats, asked for again and again
+    when ``auto`` ranks the trees (one calibration per branching factor and height)."""
     target = math.log(delta)
 
     def excess(log_sigma: float) -> float:
