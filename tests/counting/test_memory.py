@@ -77,7 +77,14 @@ def test_declared_stream_state_matches_tracemalloc(name: str) -> None:
     assert peak <= 2 * declared + 64 * 1024, (format_bytes(declared), format_bytes(peak))
 
 
-@pytest.mark.parametrize("name", ["binary", "kary", "honaker", "smooth-binary"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "binary",
+        "kary",
+        *(pytest.param(n, marks=pytest.mark.slow) for n in ("honaker", "smooth-binary")),
+    ],
+)
 def test_tree_streams_hold_what_they_declare(name: str) -> None:
     """Issue 20 note: the trees declared twice their state because a node value taken
     from the noise buffer was a row view pinning its whole drawn block (peak/declared
