@@ -58,7 +58,16 @@ def test_exact_error_api(name: str) -> None:
     assert m.name in m.describe() or type(m).__name__ in m.describe()
 
 
-@pytest.mark.parametrize("name", NAMES)
+#: the variance test's slow cases: Honaker with integer noise (the tree and the
+#: Laplace/Gaussian Honaker cases cover the integer samplers and Honaker's structure
+#: in the quick suite; CI runs these)
+SLOW_VARIANCE = ("honaker-discrete-gauss", "honaker-discrete-laplace")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_VARIANCE else n for n in NAMES],
+)
 def test_batch_and_stream_variances_match_exact(name: str) -> None:
     T, reps = 40, 4000
     m = FACTORIES[name](T, 2024)
