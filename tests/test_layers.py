@@ -19,6 +19,8 @@ LAYERS: list[set[str]] = [
     {
         "dpcount._validate",
         "dpcount._numeric",
+        "dpcount._scipy",
+        "dpcount._lazy",
         "dpcount._state",
         "dpcount._time",
         "dpcount._version",

@@ -40,6 +40,7 @@ from dpcount.counting.registry import (
     build_mechanism,
     class_noise,
     default_noise,
+    max_horizon,
 )
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.privacy import Budget, ZeroNoise
@@ -87,6 +88,7 @@ COVERED = {
         "check_memory",
         "class_noise",
         "default_noise",
+        "max_horizon",
         "memory_estimate",
     },
 }
@@ -410,6 +412,7 @@ def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]])
     )
     assert_rejects(lambda: default_noise(name, None), exc, r"mechanism", value=name)
     assert_rejects(lambda: class_noise(name, 1e-6), exc, r"mechanism", value=name)
+    assert_rejects(lambda: max_horizon(name), exc, r"mechanism", value=name)
 
 
 @pytest.mark.parametrize("name", sorted(GAUSSIAN_ONLY))

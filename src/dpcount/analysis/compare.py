@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcount._validate import (
     check_choice,
@@ -24,17 +24,9 @@ from dpcount._validate import (
     check_probability,
 )
 from dpcount.analysis.advisor import TREE_METRICS, best_k
-from dpcount.analysis.certificates import (
-    Certificate,
-    Reference,
-    certify,
-    dense_max_optimum_losses,
-    dense_optimum_losses,
-)
 from dpcount.counting.base import CountingMechanism, available_memory, parse_bytes
 from dpcount.counting.participation import Sensitivity
-from dpcount.counting.registry import MECHANISMS, build_mechanism, memory_estimate
-from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
+from dpcount.counting.registry import MECHANISMS, build_mechanism, max_horizon, memory_estimate
 from dpcount.privacy.budget import (
     Budget,
     CalibrationRule,
@@ -45,6 +37,9 @@ from dpcount.privacy.budget import (
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_linf_bound
+
+if TYPE_CHECKING:
+    from dpcount.analysis.certificates import Certificate
 
 __all__ = [
     "METRICS",
@@ -199,6 +194,7 @@ def _row(
     metric: str,
     bands: int | None = None,
     participation: Participation | None = None,
+    certified: bool = True,
 ) -> Candidate:
     privacy = mech.privacy
     assert privacy is not None  # built by calibrate, never with_sampler
@@ -206,7 +202,11 @@ def _row(
     mse = mech.mse()
     certificate = None
     method = privacy.calibration
-    if privacy.noise == "gaussian" and delta is not None and method in GAUSSIAN_METHODS:
+    gaussian = privacy.noise == "gaussian" and method in GAUSSIAN_METHODS
+    if certified and gaussian and delta is not None:
+        # the certificates import the factorizations they compare with: Gaussian rows only
+        from dpcount.analysis.certificates import Certificate, Reference, certify
+
         # every Gaussian calibration is proportional to the sensitivity, so this is
         # the loss of the factorization whatever (ε, δ); under a schema the variance
         # holds the schema sensitivity, so the loss does too
@@ -256,11 +256,14 @@ def _dense_row(
     beta: float,
     metric: str,
     name: str = "dense-optimum",
+    certified: bool = True,
 ) -> Candidate:
     """A dense optimum's row (``name``: ``dense-optimum`` or ``dense-max-optimum``) from
     its losses (no T×T optimization here): a loss is sens²·‖B[t, :]‖² for the encoder's
     largest column norm sens, and with the analytic Gaussian calibration
     σ = step·sens·σ₁ (σ₁ for sensitivity 1) the variances are (step·σ₁)²·loss."""
+    from dpcount.analysis.certificates import certify
+
     assert delta is not None  # Gaussian rows only
     unit = gaussian_sigma(step, epsilon, delta) ** 2
     mean_loss, max_loss = losses
@@ -284,7 +287,9 @@ def _dense_row(
         linf=gaussian_linf_bound(max_var, T, beta),
         beta=beta,
         metric=metric,
-        certificate=certify(mean_loss if objective == "mean" else max_loss, T, objective),
+        certificate=certify(mean_loss if objective == "mean" else max_loss, T, objective)
+        if certified
+        else None,
     )
 
 
@@ -301,6 +306,7 @@ def compare(
     participation: Participation | None = None,
     dim: int | None = None,
     memory: int | str | None = None,
+    certificates: bool = True,
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
@@ -363,6 +369,10 @@ def compare(
             fit in ``memory`` (bytes or a size like ``"2GiB"``; None with a ``dim``:
             the machine's available memory) are listed; they are skipped before
             anything is built.
+        certificates: False leaves every row's ``certificate`` None: the ranking
+            does not read it, and the certificates' references (factorizations
+            optimized on the fly) are most of the cost at small horizons
+            (:func:`~dpcount.analysis.recommend_mechanism` ranks without them).
 
     Returns:
         Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
@@ -396,6 +406,7 @@ def compare(
     if schema is not None:
         schema.check_horizon(T)
     noises = ("laplace",) if dlt is None else ("laplace", "gaussian")
+    toeplitz_max = max_horizon("toeplitz")  # optimized on the fly up to it
     rows: list[Candidate] = []
     d = None if dim is None else check_integer("dim", dim, ge=1)
     limit = None
@@ -435,6 +446,7 @@ def compare(
             metric=metric,
             bands=None if bands is None else int(bands),  # type: ignore[call-overload]
             participation=schema,
+            certified=certificates,
         )
         rows.append(replace(row, stream_bytes=stream_bytes, dim=d))
 
@@ -469,19 +481,26 @@ def compare(
                 add("normalized-blt", "normalized-blt", noise)
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
                 add("normalized-sqrt", "normalized-sqrt", noise)
+            from dpcount.analysis.certificates import (
+                dense_max_optimum_losses,
+                dense_optimum_losses,
+            )
+
             dense = None if schema is not None else dense_optimum_losses(T)
             dense_bytes = None if dense is None else fits("dense-optimum")
             if dense is not None and dense_bytes is not None:  # shipped or cheap (T ≤ 128)
-                row = _dense_row(dense, T, eps, dlt, step, b, metric)
+                row = _dense_row(dense, T, eps, dlt, step, b, metric, certified=certificates)
                 rows.append(replace(row, stream_bytes=dense_bytes, dim=d))
             dense_max = None if schema is not None else dense_max_optimum_losses(T)
             dense_max_bytes = None if dense_max is None else fits("dense-max-optimum")
             if dense_max is not None and dense_max_bytes is not None:  # shipped or T ≤ 128
-                row = _dense_row(dense_max, T, eps, dlt, step, b, metric, "dense-max-optimum")
+                row = _dense_row(
+                    dense_max, T, eps, dlt, step, b, metric, "dense-max-optimum", certificates
+                )
                 rows.append(replace(row, stream_bytes=dense_max_bytes, dim=d))
             if schema is None and T <= ROW_SCALED_COMPARE_LIMIT:  # exact O(T²) variances
                 add("row-scaled-sqrt", "row-scaled-sqrt", noise)
-            if T <= MAX_OPTIMIZED_HORIZON:  # optimized on the fly (Gaussian only)
+            if toeplitz_max is None or toeplitz_max >= T:  # optimized on the fly (Gaussian only)
                 add("toeplitz", "toeplitz", noise)
                 sep = None if schema is None else schema.min_separation
                 if sep is not None and sep < T:
@@ -495,7 +514,7 @@ def compare(
             f"no mechanism's structure and stream fit in the memory limit ({memory!r}) at "
             f"horizon {T} with steps of length {d or 1}"
         )
-    if schema is not None:
+    if schema is not None and certificates:
         rows = _schema_certificates(rows, schema)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
     return tuple(rows)
@@ -505,6 +524,8 @@ def _schema_certificates(rows: list[Candidate], schema: Participation) -> list[C
     """Under a schema: every Gaussian row's certificate against the lowest loss among
     the Gaussian rows (the best factorization dpcount computed for this horizon and
     schema), with no asymptotic bound."""
+    from dpcount.analysis.certificates import Certificate, Reference
+
     certified = [r for r in rows if r.certificate is not None]
     if not certified:
         return rows

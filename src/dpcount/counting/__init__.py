@@ -16,8 +16,9 @@ command-line run with one tree does not import the factorizations (nor scipy.sig
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dpcount._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
@@ -113,15 +114,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the submodule defining ``name`` on first access (PEP 562)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later accesses skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, __all__)

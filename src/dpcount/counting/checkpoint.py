@@ -73,13 +73,7 @@ from numpy.typing import NDArray
 from dpcount._state import state_array, state_value
 from dpcount._version import __version__
 from dpcount.counting.base import CountingMechanism, CountingStream
-from dpcount.counting.blt import BLT
-from dpcount.counting.dense import FactorizationMechanism
-from dpcount.counting.normalized_blt import NormalizedBLT
 from dpcount.counting.registry import CLASSES
-from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
-from dpcount.counting.row_scaled_sqrt import ROW_SCALED_MAX_HORIZON, RowScaledSqrtFactorization
-from dpcount.counting.toeplitz_opt import ToeplitzFactorization
 from dpcount.durable import atomic
 from dpcount.durable.format import (
     FORMAT_VERSION,
@@ -120,17 +114,18 @@ _HEADER_KEYS = frozenset(
 #: constructor arguments of this type are arrays (FactorizationMechanism's L and R)
 _ARRAY_KWARGS = frozenset({"L", "R"})
 #: list-valued constructor arguments (BLT parameters, Toeplitz coefficients) and the
-#: longest accepted length for each
-_LIST_KWARGS: dict[tuple[type[CountingMechanism], str], int] = {
-    (BLT, "buffer_decay"): 64,
-    (BLT, "output_scale"): 64,
-    (NormalizedBLT, "buffer_decay"): 64,
-    (NormalizedBLT, "output_scale"): 64,
-    (ToeplitzFactorization, "coefficients"): 1 << 24,
-    (RowScaledSqrtFactorization, "log_weights"): 32,
-    (RowScaledBandedToeplitz, "log_weights"): 32,
-    (RowScaledBandedToeplitz, "coefficients"): ROW_SCALED_MAX_HORIZON,
-    (RowScaledBandedToeplitz, "column_scales"): 64,
+#: longest accepted length for each, by class name (:data:`CLASSES`: a class is
+#: imported only when a checkpoint names it)
+_LIST_KWARGS: dict[tuple[str, str], int] = {
+    ("BLT", "buffer_decay"): 64,
+    ("BLT", "output_scale"): 64,
+    ("NormalizedBLT", "buffer_decay"): 64,
+    ("NormalizedBLT", "output_scale"): 64,
+    ("ToeplitzFactorization", "coefficients"): 1 << 24,
+    ("RowScaledSqrtFactorization", "log_weights"): 32,
+    ("RowScaledBandedToeplitz", "log_weights"): 32,
+    ("RowScaledBandedToeplitz", "coefficients"): 16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+    ("RowScaledBandedToeplitz", "column_scales"): 64,
 }
 _MAX_KWARG_INT = 1 << 63
 _MAX_STR = 64
@@ -331,12 +326,12 @@ def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
     where = f"mechanism.kwargs.{str(key)[:40]}"
     if not isinstance(key, str) or not key.isidentifier() or len(key) > _MAX_STR:
         raise ValueError(f"corrupt header: {where}: not an argument name")
-    if key in _ARRAY_KWARGS and cls is FactorizationMechanism:
+    if key in _ARRAY_KWARGS and cls.__name__ == "FactorizationMechanism":
         if not (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 2):
             raise ValueError(f"corrupt header: {where} must be a 2-D float64 array")
-    elif (cls, key) in _LIST_KWARGS:
+    elif (cls.__name__, key) in _LIST_KWARGS:
         # a list of finite floats (BLT decays / scales, Toeplitz coefficients)
-        longest = _LIST_KWARGS[(cls, key)]
+        longest = _LIST_KWARGS[(cls.__name__, key)]
         if not (
             isinstance(value, list)
             and 1 <= len(value) <= longest

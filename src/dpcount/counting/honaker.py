@@ -683,7 +683,7 @@ class Honaker(CountingMechanism):
         buffer and a step's arrays."""
         levels = check_integer("horizon", horizon, ge=1).bit_length()
         value = 32 if dim is None else 8 * dim
-        stream = 2 * ((2 * levels + 3) * value + noise_buffer_bytes(dim)) + step_bytes(dim)
+        stream = (2 * levels + 3) * value + noise_buffer_bytes(dim) + step_bytes(dim)
         return MemoryEstimate(structure=0, stream=stream)
 
     def _repr_fields(self) -> dict[str, object]:

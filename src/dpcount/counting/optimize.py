@@ -52,8 +52,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 
+from dpcount._scipy import minimize
 from dpcount._validate import check_choice, check_integer, check_real
 from dpcount.counting.blt import blt_losses, check_blt_parameters
 

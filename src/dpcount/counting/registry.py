@@ -3,35 +3,24 @@ the apps) or rebuild one by class name (checkpoints)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from dpcount._validate import check_choice
 from dpcount.counting.base import (
-    CountingMechanism,
     MemoryEstimate,
     available_memory,
     format_bytes,
     parse_bytes,
 )
-from dpcount.counting.blt import BLT
-from dpcount.counting.dense import DENSE_OPTIMUM_MAX_HORIZON, FactorizationMechanism
-from dpcount.counting.honaker import Honaker
-from dpcount.counting.input_perturbation import InputPerturbation
-from dpcount.counting.normalized_blt import NORMALIZED_BLT_MAX_HORIZON, NormalizedBLT
-from dpcount.counting.normalized_sqrt import (
-    NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
-    NormalizedSqrtFactorization,
-)
-from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
-from dpcount.counting.row_scaled_sqrt import ROW_SCALED_MAX_HORIZON, RowScaledSqrtFactorization
-from dpcount.counting.smooth_binary import SmoothBinary
-from dpcount.counting.sqrt import SqrtFactorization
-from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON, ToeplitzFactorization
-from dpcount.counting.tree import BinaryTree, KaryTree
 from dpcount.privacy.budget import Budget, MissingDeltaError, NoiseKind, accept_participation
 from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from dpcount.counting.base import CountingMechanism
 
 __all__ = [
     "CLASSES",
@@ -44,46 +33,93 @@ __all__ = [
     "check_memory",
     "class_noise",
     "default_noise",
+    "max_horizon",
     "memory_estimate",
 ]
+
+_GAUSSIAN = frozenset({NoiseKind.GAUSSIAN})
+_BOTH = frozenset({NoiseKind.LAPLACE, NoiseKind.GAUSSIAN})
+_DISCRETE = frozenset({NoiseKind.DISCRETE_LAPLACE, NoiseKind.DISCRETE_GAUSSIAN})
+
+
+@cache
+def _resolve(target: str) -> type[CountingMechanism]:
+    """The class ``"module:Class"`` names (``module`` inside :mod:`dpcount.counting`),
+    imported on first use."""
+    module, _, name = target.partition(":")
+    cls: type[CountingMechanism] = getattr(
+        importlib.import_module(f"dpcount.counting.{module}"), name
+    )
+    return cls
 
 
 @dataclass(frozen=True)
 class Entry:
     """One registered counting mechanism.
 
+    The class is named, not imported (``"tree:KaryTree"``): it is imported when a
+    mechanism is built or asked for its memory, so a command that runs one tree does
+    not import the factorizations (nor scipy.signal). What choosing a mechanism
+    needs to know about the class — its noise kinds, its default noise, its largest
+    horizon — is stated here; a test checks each statement against the class.
+
     Attributes:
         name: the short name (CLI ``--mechanism``, :func:`build_mechanism`), or None
             for a class that is only rebuilt from checkpoints (built from matrices).
-        cls: the class.
-        factory: how the name builds it, if not the constructor (e.g. BLT with its
-            shipped optimized parameters).
+        target: ``"module:Class"``, the module inside :mod:`dpcount.counting`.
+        factory: the class method the name builds with, if not the constructor (e.g.
+            ``"optimized"``: BLT with its shipped optimized parameters), and
+            ``preset`` the keywords it is called with (``(("objective", "max"),)``).
         noise: the continuous noise the name defaults to when it is not the class's
             ``default_noise`` (the dense optimum: Gaussian, the loss it minimizes).
         max_horizon: the largest horizon the name builds, None for any (memory
             refusals name only mechanisms that can run at the horizon).
+        discrete: the class's ``supports_discrete_noise``.
+        continuous: the class's ``continuous_noise``.
+        default: the class's ``default_noise``.
     """
 
     name: str | None
-    cls: type[CountingMechanism]
-    factory: Callable[..., CountingMechanism] | None = None
+    target: str
+    factory: str | None = None
+    preset: tuple[tuple[str, Any], ...] = ()
     noise: NoiseKind | None = None
     #: the largest horizon the name builds (its factory's limit), None: any
     max_horizon: int | None = None
+    discrete: bool = False
+    continuous: frozenset[NoiseKind] = _BOTH
+    default: NoiseKind = NoiseKind.LAPLACE
+
+    @property
+    def cls(self) -> type[CountingMechanism]:
+        """The class (imported on first access)."""
+        return _resolve(self.target)
+
+    @property
+    def class_name(self) -> str:
+        """The class's name, without importing it (checkpoints store it)."""
+        return self.target.partition(":")[2]
+
+    @property
+    def is_kary(self) -> bool:
+        """Whether the name takes the tree options ``k`` and ``subtract``."""
+        return self.class_name == "KaryTree"
+
+    def noise_families(self) -> frozenset[NoiseKind]:
+        """Every noise kind the class can be calibrated for (its ``noise_families``)."""
+        return self.continuous | (_DISCRETE if self.discrete else frozenset())
 
     def build(self, **kw: Any) -> CountingMechanism:
         """Build with the common keywords; the tree options ``k``/``subtract`` are
         dropped for mechanisms without them (the binary tree fixes k = 2)."""
-        if self.cls is not KaryTree:
+        if not self.is_kary:
             kw.pop("k", None)
             kw.pop("subtract", None)
-        if self.cls is not ToeplitzFactorization or kw.get("bands") is None:
+        if self.class_name != "ToeplitzFactorization" or kw.get("bands") is None:
             kw.pop("bands", None)  # None: the optimized factorization's full band
-        return (self.cls if self.factory is None else self.factory)(**kw)
-
-
-def _dense_max(**kw: Any) -> CountingMechanism:
-    return FactorizationMechanism.optimal(objective="max", **kw)
+        cls = self.cls
+        build = cls if self.factory is None else getattr(cls, self.factory)
+        return build(**dict(self.preset), **kw)
 
 
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
@@ -91,60 +127,105 @@ accept_participation("build_mechanism")  # every counting mechanism calibrates t
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
 #: the one registry (the CLI, the advisor, the apps and checkpoints read it)
 REGISTRY: tuple[Entry, ...] = (
-    Entry("binary", BinaryTree),
-    Entry("kary", KaryTree),
-    Entry("sqrt", SqrtFactorization),
-    Entry("honaker", Honaker),
-    Entry("smooth-binary", SmoothBinary),
-    Entry("input", InputPerturbation),
-    Entry("blt", BLT, factory=BLT.optimized),  # shipped mean-optimized parameters
+    Entry("binary", "tree:BinaryTree", discrete=True),
+    Entry("kary", "tree:KaryTree", discrete=True),
+    Entry("sqrt", "sqrt:SqrtFactorization", default=NoiseKind.GAUSSIAN),
+    Entry("honaker", "honaker:Honaker", discrete=True),
+    Entry("smooth-binary", "smooth_binary:SmoothBinary", default=NoiseKind.GAUSSIAN),
+    Entry("input", "input_perturbation:InputPerturbation"),
+    # shipped mean-optimized parameters
+    Entry(
+        "blt",
+        "blt:BLT",
+        factory="optimized",
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
+    ),
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
     Entry(
         "toeplitz",
-        ToeplitzFactorization,
-        factory=ToeplitzFactorization.optimized,
-        max_horizon=MAX_OPTIMIZED_HORIZON,
+        "toeplitz_opt:ToeplitzFactorization",
+        factory="optimized",
+        max_horizon=1 << 16,  # toeplitz_opt.MAX_OPTIMIZED_HORIZON
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
     ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
     Entry(
         "normalized-sqrt",
-        NormalizedSqrtFactorization,
-        max_horizon=NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
+        "normalized_sqrt:NormalizedSqrtFactorization",
+        max_horizon=1 << 22,  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
     ),
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
     Entry(
         "normalized-blt",
-        NormalizedBLT,
-        factory=NormalizedBLT.optimized,
-        max_horizon=NORMALIZED_BLT_MAX_HORIZON,
+        "normalized_blt:NormalizedBLT",
+        factory="optimized",
+        max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
         "dense-optimum",
-        FactorizationMechanism,
-        factory=FactorizationMechanism.optimal,
+        "dense:FactorizationMechanism",
+        factory="optimal",
         noise=NoiseKind.GAUSSIAN,
-        max_horizon=DENSE_OPTIMUM_MAX_HORIZON,
+        max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
     ),
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
     # optimized on first use otherwise (horizon <= 2048)
     Entry(
         "dense-max-optimum",
-        FactorizationMechanism,
-        factory=_dense_max,
+        "dense:FactorizationMechanism",
+        factory="optimal",
+        preset=(("objective", "max"),),
         noise=NoiseKind.GAUSSIAN,
-        max_horizon=DENSE_OPTIMUM_MAX_HORIZON,
+        max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
     ),
     # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
-    Entry("row-scaled-sqrt", RowScaledSqrtFactorization, max_horizon=ROW_SCALED_MAX_HORIZON),
+    Entry(
+        "row-scaled-sqrt",
+        "row_scaled_sqrt:RowScaledSqrtFactorization",
+        max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
+    ),
     # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
     Entry(
         "row-scaled-banded",
-        RowScaledBandedToeplitz,
-        factory=RowScaledBandedToeplitz.optimized,
-        max_horizon=ROW_SCALED_MAX_HORIZON,
+        "row_scaled_banded:RowScaledBandedToeplitz",
+        factory="optimized",
+        max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
     ),
 )
+
+#: name -> its entry
+_BY_NAME: dict[str, Entry] = {e.name: e for e in REGISTRY if e.name is not None}
+
+
+class _Classes(Mapping[str, "type[CountingMechanism]"]):
+    """Class name -> class, each imported when it is looked up."""
+
+    def __init__(self) -> None:
+        self._targets = {e.class_name: e.target for e in REGISTRY}
+
+    def __getitem__(self, key: str) -> type[CountingMechanism]:
+        return _resolve(self._targets[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._targets)
+
+    def __len__(self) -> int:
+        return len(self._targets)
+
+    def __repr__(self) -> str:
+        return f"CLASSES({sorted(self._targets)})"
+
 
 #: name -> builder taking horizon, the budget keywords (epsilon, delta, noise,
 #: calibration, step_sensitivity), rng, and the tree options k and subtract
@@ -153,13 +234,12 @@ MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
     e.name: e.build for e in REGISTRY if e.name is not None
 }
 
-#: class name -> class, for rebuilding a saved mechanism (checkpoints)
-CLASSES: dict[str, type[CountingMechanism]] = {e.cls.__name__: e.cls for e in REGISTRY}
+#: class name -> class, for rebuilding a saved mechanism (checkpoints); a class is
+#: imported when it is looked up
+CLASSES: Mapping[str, type[CountingMechanism]] = _Classes()
 
 #: names whose mechanism accepts integer noise (``supports_discrete_noise``)
-DISCRETE_CAPABLE: frozenset[str] = frozenset(
-    e.name for e in REGISTRY if e.name is not None and e.cls.supports_discrete_noise
-)
+DISCRETE_CAPABLE: frozenset[str] = frozenset(name for name, e in _BY_NAME.items() if e.discrete)
 
 
 def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0) -> str | None:
@@ -182,9 +262,7 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
 #: names calibrated for Gaussian noise only (they refuse every other noise kind), as
 #: their classes declare (``noise_families``)
 GAUSSIAN_ONLY: frozenset[str] = frozenset(
-    e.name
-    for e in REGISTRY
-    if e.name is not None and e.cls.noise_families() == {NoiseKind.GAUSSIAN}
+    name for name, e in _BY_NAME.items() if e.noise_families() == _GAUSSIAN
 )
 
 
@@ -199,8 +277,8 @@ def class_noise(name: str, delta: float | None) -> str:
             (BLT, Toeplitz), naming ``delta``.
     """
     check_choice("mechanism", name, MECHANISMS)
-    entry = next(e for e in REGISTRY if e.name == name)
-    chosen = str((entry.noise or entry.cls.default_noise).value)
+    entry = _BY_NAME[name]
+    chosen = str((entry.noise or entry.default).value)
     if chosen == "gaussian" and delta is None:
         if name in GAUSSIAN_ONLY:
             raise MissingDeltaError(
@@ -209,6 +287,12 @@ def class_noise(name: str, delta: float | None) -> str:
             )
         chosen = "laplace"
     return chosen
+
+
+def max_horizon(name: str) -> int | None:
+    """The largest horizon mechanism ``name`` builds (None: any), without importing it."""
+    check_choice("mechanism", name, MECHANISMS)
+    return _BY_NAME[name].max_horizon
 
 
 #: the budget's fields, accepted loose by :func:`build_mechanism` for one more release
@@ -234,9 +318,9 @@ def memory_estimate(
     is allocated. ``options``: ``k``/``subtract`` (kary; default 19, True), ``bands``
     (toeplitz), ``buffers`` (blt); the others' are ignored."""
     check_choice("mechanism", name, MECHANISMS)
-    entry = next(e for e in REGISTRY if e.name == name)
+    entry = _BY_NAME[name]
     given = {key: options[key] for key in _MEMORY_OPTIONS if options.get(key) is not None}
-    if entry.cls is not KaryTree:
+    if not entry.is_kary:
         given.pop("k", None)
         given.pop("subtract", None)
     return entry.cls.memory_estimate(horizon, dim, **given)

@@ -345,7 +345,7 @@ class SmoothBinary(CountingMechanism):
         arrays."""
         h = smooth_binary_height(check_integer("horizon", horizon, ge=1))
         value = 32 if dim is None else 8 * dim
-        stream = 2 * ((2 * h + 1) * value + noise_buffer_bytes(dim)) + step_bytes(dim)
+        stream = (2 * h + 1) * value + noise_buffer_bytes(dim) + step_bytes(dim)
         return MemoryEstimate(structure=0, stream=stream)
 
     def _repr_fields(self) -> dict[str, object]:

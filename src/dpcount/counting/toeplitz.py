@@ -42,10 +42,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-import scipy.fft as sfft
 from numpy.typing import NDArray
-from scipy.special import psi as digamma
-from scipy.special import zeta
 
 from dpcount._validate import check_integer
 
@@ -165,6 +162,9 @@ def _f_at(k: int) -> float:
 
 def _power_sums(a: int, b: int, shift: int) -> float:
     """(1/π) Σ_{k=a}^{b−1} k^shift · Σ_m d_m k^{−1−m}, i.e. the tail of Σ k^shift f(k)²."""
+    from scipy.special import psi as digamma  # here: small horizons never reach the tail
+    from scipy.special import zeta
+
     total = 0.0
     # Sum the smallest terms first.
     for m in range(len(_F2_SERIES) - 1, -1, -1):
@@ -256,6 +256,8 @@ def causal_convolution(
     """
     if not 0 <= start < stop:
         raise ValueError(f"need 0 <= start < stop, got start={start}, stop={stop}")
+    import scipy.fft as sfft  # here: the closed forms of this module need no FFT
+
     n = sfft.next_fast_len(2 * stop - start - 1, real=True)
     spectrum = sfft.rfft(kernel[:stop], n)
     if signal.ndim == 1:

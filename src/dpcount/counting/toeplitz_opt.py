@@ -56,9 +56,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.fft as sfft
 from numpy.typing import NDArray
-from scipy.optimize import minimize
-from scipy.signal import lfilter
 
+from dpcount._scipy import lfilter, minimize
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer, check_real_array
 from dpcount.counting._chunked import ChunkedNoiseProcess

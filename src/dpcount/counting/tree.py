@@ -202,10 +202,11 @@ class TreeNoiseProcess:
                 start : start + last[level] - first[level] + 1
             ]
             self._digits[level] = d_end
+            # copies of the live values only: views would keep the whole row of k alive
             if d_end > 0:
-                self._sums[level] = list(row[c0 + 1 : c0 + 1 + d_end])
+                self._sums[level] = list(row[c0 + 1 : c0 + 1 + d_end].copy())
             elif d_end < 0:
-                self._sums[level] = list(row[c0 + d_end : c0][::-1])
+                self._sums[level] = list(row[c0 + d_end : c0][::-1].copy())
             else:
                 self._sums[level] = []
         # Refresh the per-level partial noise at the new current step.
@@ -405,7 +406,7 @@ class KaryTree(CountingMechanism):
         h = system.height(check_integer("horizon", horizon, ge=1))
         values = h * max(-system.low, system.high) + h + 1
         value = 32 if dim is None else 8 * dim  # a Python int/float, or a row
-        stream = 2 * (values * value + noise_buffer_bytes(dim)) + step_bytes(dim)
+        stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
         return MemoryEstimate(structure=0, stream=stream)
 
     def _memory_options(self) -> dict[str, Any]:

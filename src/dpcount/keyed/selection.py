@@ -94,7 +94,7 @@ import hmac
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -104,8 +104,25 @@ from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions
 from dpcount.privacy.budget import NoiseKind
 
-if TYPE_CHECKING:
-    from dpcount.keyed.job import KeyedJob
+
+class _Secret(Protocol):
+    @property
+    def prf_key(self) -> bytes: ...
+
+
+class _SelectionJob(Protocol):
+    """What :func:`select_keys` reads of a :class:`~dpcount.keyed.job.KeyedJob` (a
+    protocol: the job module imports this one)."""
+
+    @property
+    def selection(self) -> SelectionPlan | None: ...
+
+    @property
+    def until(self) -> int: ...
+
+    @property
+    def secret(self) -> _Secret: ...
+
 
 __all__ = [
     "KeySelection",
@@ -384,7 +401,7 @@ class SelectionOutcome:
 
 
 def select_keys(
-    job: KeyedJob, contributions: Contributions, chunk_keys: int
+    job: _SelectionJob, contributions: Contributions, chunk_keys: int
 ) -> tuple[NDArray[np.int64], SelectionOutcome]:
     """σ, the selection step (1..T) of every key of the job's universe (T + 1: never),
     and the outcome. Candidates are the keys with a bounded contribution; every other

@@ -48,10 +48,10 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from dpcount._numeric import bisect
 from dpcount._validate import (
@@ -116,6 +116,8 @@ def analytic_gaussian_delta(sigma: float, l2_sensitivity: float, epsilon: float)
 
 
 def _log_analytic_delta(sigma: float, l2: float, epsilon: float) -> float:
+    from scipy.special import log_ndtr  # here: Laplace noise needs no scipy
+
     u = l2 / sigma
     a = u / 2.0 - epsilon / u
     b = -u / 2.0 - epsilon / u
@@ -127,8 +129,12 @@ def _log_analytic_delta(sigma: float, l2: float, epsilon: float) -> float:
     return log_pa + math.log(-math.expm1(x))
 
 
+@lru_cache(maxsize=4096)
 def _analytic_gaussian_sigma(l2: float, epsilon: float, delta: float) -> float:
-    """Smallest σ with δ(σ) ≤ delta, by bisection on log σ (keeps the upper end)."""
+    """Smallest σ with δ(σ) ≤ delta, by bisection on log σ (keeps the upper end).
+
+    Cached: a deterministic function of its three floats, asked for again and again
+    when ``auto`` ranks the trees (one calibration per branching factor and height)."""
     target = math.log(delta)
 
     def excess(log_sigma: float) -> float:

@@ -200,13 +200,14 @@ class NoiseBuffer:
         return (n,) if self._dim is None else (n, self._dim)
 
     def take_one(self) -> Any:
-        """One sample (a float, or an array of shape ``(dim,)``)."""
+        """One sample (a float, or an array of shape ``(dim,)`` that owns its memory: a
+        row view would keep its whole drawn block alive while a caller holds it)."""
         items = self._items
         if not items:
             drawn = self.sampler.sample(self.rng, self._shape(self._block))
             # Reverse so that pop() hands samples out in drawn order.
             items = self._items = list(drawn[::-1]) if self._dim else drawn[::-1].tolist()
-        return items.pop()
+        return items.pop().copy() if self._dim else items.pop()
 
     def take(self, n: int) -> NDArray[Any]:
         """``n`` samples as an array of shape ``(n,)`` or ``(n, dim)``; buffered ones first

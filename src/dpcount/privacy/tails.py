@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
-
 from dpcount._validate import check_integer, check_real
 
 __all__ = [
@@ -42,6 +39,9 @@ def gaussian_two_sided_quantile(log_beta: float) -> float:
     returns the upper end of the final bracket, raised by a relative 1e-12 (a larger
     z is conservative). Working from log β keeps it exact where β/(2T) underflows.
     """
+    from scipy.optimize import brentq  # here, not at the top: Laplace bounds need no scipy
+    from scipy.special import log_ndtr
+
     lb = check_real("log_beta", log_beta, lt=0)
     upper = math.sqrt(2.0 * (math.log(2.0) - lb))
 

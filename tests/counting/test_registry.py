@@ -1,0 +1,48 @@
+"""The registry names its classes ("module:Class") and states what choosing needs to
+know about them without importing them; each statement must be the class's own."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from dpcount.counting.registry import CLASSES, REGISTRY, max_horizon
+
+#: the module constant each stated horizon limit copies
+_LIMITS = {
+    "toeplitz": ("toeplitz_opt", "MAX_OPTIMIZED_HORIZON"),
+    "normalized-sqrt": ("normalized_sqrt", "NORMALIZED_SQRT_BLOCK_MAX_HORIZON"),
+    "normalized-blt": ("normalized_blt", "NORMALIZED_BLT_MAX_HORIZON"),
+    "dense-optimum": ("dense", "DENSE_OPTIMUM_MAX_HORIZON"),
+    "dense-max-optimum": ("dense", "DENSE_OPTIMUM_MAX_HORIZON"),
+    "row-scaled-sqrt": ("row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
+    "row-scaled-banded": ("row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
+}
+
+
+@pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: str(e.name))
+def test_stated_capabilities_are_the_class_declarations(entry) -> None:  # type: ignore[no-untyped-def]
+    cls = entry.cls
+    assert cls.__name__ == entry.class_name
+    assert CLASSES[entry.class_name] is cls
+    assert entry.discrete == cls.supports_discrete_noise
+    assert entry.continuous == cls.continuous_noise
+    assert entry.default == cls.default_noise
+    assert entry.noise_families() == cls.noise_families()
+    assert entry.factory is None or callable(getattr(cls, entry.factory))
+    if entry.name is not None:
+        where = _LIMITS.get(entry.name)
+        want = (
+            None
+            if where is None
+            else getattr(importlib.import_module(f"dpcount.counting.{where[0]}"), where[1])
+        )
+        assert entry.max_horizon == want == max_horizon(entry.name)
+
+
+def test_classes_lists_every_registered_class_and_refuses_others() -> None:
+    assert sorted(CLASSES) == sorted({e.class_name for e in REGISTRY})
+    assert CLASSES.get("Unregistered") is None
+    with pytest.raises(KeyError, match="Unregistered"):
+        CLASSES["Unregistered"]
