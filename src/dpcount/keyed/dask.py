@@ -55,19 +55,28 @@ def _release_task(
     hi: int,
     window: tuple[int, int],
     base: NDArray[Any] | None,
-    buffers: NDArray[np.float64] | None,
+    buffers: NDArray[Any] | None,
+    keep_state: bool,
     writer: Any = None,
     keys: tuple[Any, ...] = (),
-) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
-    """One key chunk. The task carries the mechanism, the secret and (to write its own
-    part file) the chunk's keys — never the whole key universe. Returns the counts (or
-    None after writing them with ``writer``; ``writer=False``: not written) and the
-    noise state after the window (always None: no noise state is kept, it is replayed)."""
+) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
+    """One key chunk. The task carries the mechanism, the secret, the chunk's noise state
+    (``buffers``) and (to write its own part file) the chunk's keys — never the whole key
+    universe. Returns the counts (or None after writing them with ``writer``;
+    ``writer=False``: not written) and the chunk's noise state after the window (None
+    unless ``keep_state`` and the mechanism keeps one)."""
     first, last = window
-    if buffers is not None:
-        raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
-    values = mechanism.release(secret, contributions, lo, hi, first=first, last=last, base=base)
-    ends = None
+    values, ends = mechanism.release_with_state(
+        secret,
+        contributions,
+        lo,
+        hi,
+        first=first,
+        last=last,
+        base=base,
+        noise_state=buffers,
+        keep_state=keep_state,
+    )
     if writer is None:
         return values, ends
     if writer is not False:
@@ -207,6 +216,7 @@ def run_dask(
                 (job.first, job.until),
                 None if base is None else base[lo:hi],
                 None if buffers is None else buffers[:, lo:hi],
+                job.keep_state,
                 *outlet(lo, hi),
                 pure=False,
             )
