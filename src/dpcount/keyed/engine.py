@@ -559,26 +559,28 @@ class _BlockNoise:
         self.horizon = m.horizon
         self.pending: tuple[int, NDArray[Any]] | None = None  # (t0, noise of t0+1..)
         state = None if start is None or restore is None else start.unflatten(restore)
-        rows = 0 if state is None else int(state["rows"])
-        if secret is None:  # dry run: the layout
-            self.source: Any = _ZeroSource(width)
-        else:
+        source: Any = _ZeroSource(width)
+        if secret is not None:
             prf = PositionPRF(secret, f"stream/{m.noise}", width)
-            self.source = PRFSource(prf, block_lo, block_lo + width, start=rows)
-        # The Generator is never drawn from (the sampler draws from the source); a fresh
-        # OS-entropy one, so that nothing could replay it.
-        self.process = c.noise_process(
-            SourcedSampler(c.sampler, self.source), as_generator(None), width
-        )
+            rows = 0 if state is None else int(state["rows"])
+            source = PRFSource(prf, block_lo, block_lo + width, start=rows)
+        # A restored process is built on zeros (some processes draw when built: those
+        # rows are in the stored state) and then given its PRF source; the Generator is
+        # never drawn from (the sampler draws from the source): a fresh OS-entropy one,
+        # so that nothing could replay it.
+        sourced = SourcedSampler(c.sampler, _ZeroSource(width) if state is not None else source)
+        self.process = c.noise_process(sourced, as_generator(None), width)
         self.denominator = c._exact_denominator(self.process) if m.noise.is_discrete else None
         self.t = 0  # steps the process has computed
         if state is not None and start is not None:
             self.process.load_state_dict(state["process"])
+            sourced.source = source
             pending = np.asarray(state["pending"])
             if pending.dtype.kind == "f" and not np.isfinite(pending).all():
                 raise ValueError("corrupt keyed noise state: non-finite pending noise")
             self.t = start.step + len(pending)
             self.pending = (start.step, pending)
+        self.source = source
         self._tail: tuple[int, NDArray[Any]] | None = None  # the last block handed out
 
     def blocks(self, last: int) -> Iterator[tuple[int, int, Any]]:
