@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -98,6 +99,84 @@ def test_split_runs_equal_one_run_other_mechanisms_and_noise(
     assert _sorted(got).equals(_sorted(one))
 
 
+def _record_draws(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
+    """Every PRF draw of the keyed engines as (first key, first row, rows)."""
+    from dpcount.keyed.prf import PRFSource
+
+    draws: list[tuple[int, int, int]] = []
+    original = PRFSource.draw
+
+    def draw(self: PRFSource, sampler: object, rows: int) -> Any:
+        draws.append((self.key_lo, self.rows_drawn, rows))
+        return original(self, sampler, rows)
+
+    monkeypatch.setattr(PRFSource, "draw", draw)
+    return draws
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        pytest.param(
+            {"noise": "gaussian", "delta": 1e-6, "mechanism": "blt"}, marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_resumed_run_draws_no_noise_of_released_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any]
+) -> None:
+    """With the noise state stored, a resumed run starts drawing PRF rows where the
+    previous run stopped (no row drawn twice) and draws those of its own steps only
+    (blocks of 8 steps here), yet releases the bits of one uninterrupted run."""
+    import dpcount.keyed.engine as engine
+
+    monkeypatch.setattr(engine, "STEP_BLOCK", 8)
+    events = _events(seed=4)
+    draws = _record_draws(monkeypatch)
+    got, first = [], 1
+    rows_by_run = []
+    for last in (13, 14, 30, HORIZON):
+        draws.clear()
+        res = keyed_counts(_step_rows(events, first, last), **_kw(tmp_path, until=last, **extra))
+        assert res.frame is not None
+        got.append(res.frame)
+        rows_by_run.append({(key, row + i) for key, row, n in draws for i in range(n)})
+        first = last + 1
+    for earlier, later in itertools.pairwise(rows_by_run):
+        assert not earlier & later  # no PRF row drawn twice
+    # run 2 (step 14) is served from the stored noise of block 9..16; run 3 draws the
+    # rows of blocks 17..24 and 25..32 only
+    assert rows_by_run[1] == set()
+    assert rows_by_run[2] and min(r for _, r in rows_by_run[2]) >= max(r for _, r in rows_by_run[0])
+    draws.clear()
+    one = keyed_counts(events, **_kw(tmp_path, state=None, secret=_twin(tmp_path), **extra)).frame
+    assert one is not None
+    whole = {(key, row + i) for key, row, n in draws for i in range(n)}
+    assert whole == set().union(*rows_by_run)  # the same rows in all: none extra
+    assert _sorted(pd.concat(got, ignore_index=True)).equals(_sorted(one))
+
+
+def test_state_of_an_earlier_format_or_layout_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dpcount.keyed.engine as engine
+    from dpcount.counting.checkpoint import CheckpointMismatchError
+
+    path = _saved(tmp_path)
+    line, _, payload = path.read_bytes().partition(b"\n")
+    header = json.loads(line)
+    older = {**header, "format": "dpcount-keyed-state/1"}
+    path.write_bytes(json.dumps(older).encode() + b"\n" + payload)
+    with pytest.raises(CheckpointMismatchError, match="format dpcount-keyed-state/1") as err:
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12))
+    assert err.value.fields == ("format",)
+    path.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+    monkeypatch.setattr(engine, "STATE_VALUES_LIMIT", 0)  # as if another version kept none
+    with pytest.raises(CheckpointMismatchError, match="noise state of another layout"):
+        keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12))
+
+
 def test_split_with_float_weights_is_bit_identical(tmp_path: Path) -> None:
     events = _events(seed=3).assign(w=np.random.default_rng(1).random(2500) * 0.9)
     extra = {"weight_column": "w", "noise": "laplace"}
@@ -169,7 +248,7 @@ def _saved(tmp_path: Path) -> Path:
 def test_tampered_state_is_refused(tmp_path: Path) -> None:
     path = _saved(tmp_path)
     data = bytearray(path.read_bytes())
-    data[-3] ^= 1  # one bit of one key's running sum
+    data[-3] ^= 1  # one bit of the payload (a noise state value)
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="fails its authentication check"):
         keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12))

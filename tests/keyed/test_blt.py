@@ -152,5 +152,6 @@ def test_bad_input_names_the_parameter() -> None:
         keyed_counts(_events(), **_kw(mechanism="wavelet"))
     with pytest.raises(ValueError, match="delta"):
         keyed_counts(_events(), **_kw(delta=None))
-    with pytest.raises(ValueError, match="no noise state is kept between runs"):
-        _release_task(_mech(), SECRET_BYTES, None, 0, 1, (1, 2), None, np.zeros((2, 1)))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"noise_state: shape \(2, 1\) is not the noise state"):
+        buffers = np.zeros((2, 1), dtype=np.uint64)
+        _release_task(_mech(), SECRET_BYTES, None, 0, 1, (2, 2), None, buffers, False)  # type: ignore[arg-type]

@@ -134,6 +134,73 @@ def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
             assert got in (n_int - 1, n_int)
 
 
+def _two_log_floor(words: np.ndarray, t: Fraction) -> tuple[np.ndarray, np.ndarray]:
+    """The 0.4.0-dev fast path (two logarithms, bounds −ln((a+1)/2^53) and −ln(a/2^53)
+    each with a relative margin): the reference the one-log enclosure must agree with."""
+    import dpcount.keyed.prf as prf_module
+
+    margin, two53 = prf_module._MARGIN, float(2**53)
+    a = (words >> np.uint64(11)).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        e_lo = -np.log((a + 1.0) / two53) * (1.0 - margin)
+        e_hi = -np.log(a / two53) * (1.0 + margin)
+    lo, hi = float(t) * e_lo * (1.0 - margin), float(t) * e_hi * (1.0 + margin)
+    g = np.floor(lo)
+    undecided = ~(hi < g + 1.0)
+    g[undecided] = 0.0
+    return g.astype(np.int64), undecided
+
+
+def _boundary_words(t: Fraction, count: int) -> list[int]:
+    """Words whose 53-bit prefix puts t·(−ln V) within ~2^-45 of an integer (ambiguous)."""
+    out = []
+    with mpmath.workdps(60):
+        for n_int in range(1, count + 1):
+            w0 = int(mpmath.floor(mpmath.exp(-mpmath.mpf(n_int) / t) * mpmath.mpf(2) ** 64))
+            out += [w0, w0 - 2048, w0 + 2048]
+    return out
+
+
+def test_one_log_enclosure_gives_the_two_log_samples_bit_for_bit(monkeypatch) -> None:
+    """The one-log fast path and the exact fallback give exactly the 0.4.0-dev samples:
+    on PRF words, edge words (0, 1, the largest) and words forced ambiguous (integer
+    boundaries), fast path against fast path where both decide, and the whole sampler
+    against the old one (and against itself with a 2^-12 margin, which sends ~1% of the
+    entries to the exact path)."""
+    import dpcount.keyed.prf as prf_module
+
+    t = Fraction(37, 3)
+    edges = [0, 1, 2047, 2048, 2**63, 2**64 - 2049, 2**64 - 1, *_boundary_words(t, 12)]
+    words = np.concatenate([prf().rectangle(0, 0, 512, 0, 8).ravel(), np.array(edges, np.uint64)])
+    new, new_undecided = prf_module._floor_t_exp_fast(words, t)
+    old, old_undecided = _two_log_floor(words, t)
+    both = ~new_undecided & ~old_undecided
+    assert np.array_equal(new[both], old[both])
+    assert new_undecided[-len(edges) :].sum() >= 12  # the boundary words are ambiguous
+    assert new_undecided.sum() <= old_undecided.sum() + 8  # only a = 0..small widen it
+    for i in np.flatnonzero(new_undecided ^ old_undecided):  # decided by one path only
+        exact = exact_floor_t_exp(t, iter([int(words[i]), *[0] * 4]))
+        assert exact == (old[i] if new_undecided[i] else new[i])
+    # whole samplers: new, old fast path, and new with a wide margin (many exact draws)
+    p, rect = prf("discrete-laplace", key_block=8), (0, 0, 256, 0, 16)
+    want = keyed_discrete_laplace(p, rect, t)
+    with monkeypatch.context() as patch:
+        patch.setattr(prf_module, "_floor_t_exp_fast", _two_log_floor)
+        assert np.array_equal(keyed_discrete_laplace(p, rect, t), want)
+    calls = []
+    exact = prf_module.exact_floor_t_exp
+
+    def counted(t_: Fraction, stream: object) -> int:
+        calls.append(1)
+        return exact(t_, stream)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(prf_module, "_MARGIN", 2.0**-12)
+        patch.setattr(prf_module, "exact_floor_t_exp", counted)
+        assert np.array_equal(keyed_discrete_laplace(p, rect, t), want)
+    assert len(calls) >= 20  # the exact path really ran
+
+
 def test_zero_word_draws_more_bits() -> None:
     assert exact_floor_t_exp(Fraction(1), iter([0, 2**63])) == _reference_floor(
         Fraction(1), [0, 2**63]

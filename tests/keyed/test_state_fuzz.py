@@ -22,12 +22,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dpcount.keyed.engine import NoiseLayout
 from dpcount.keyed.mark import Release, ReleaseMark, mark_path
 from dpcount.keyed.secret import RunSecret
 from dpcount.keyed.state import RunState
 
 SECRET = RunSecret(b"f" * 32, "fuzz-run", {"n": 3}, None)
-N_KEYS, BUFFERS = 3, 2
+N_KEYS = 3
+LAYOUT = NoiseLayout(4, '{"rows":7,"pending":{"$keyed":[0,"<i8",[2]]}}', 2)
 HUGE: list[Any] = [
     10**30, -(10**30), -1, 2**63, 2**64 + 1, 1.5, float("nan"), float("inf"), True, None,
     "7", [], {}, [1, 2], {"a": 1}, "x" * 5000,
@@ -63,7 +65,8 @@ def _good_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
         SECRET.fingerprint,
         4,
         np.array([1, 2, 3], dtype=np.int64),
-        np.zeros((BUFFERS, N_KEYS)),
+        np.zeros((LAYOUT.rows, N_KEYS), dtype=np.uint64),
+        LAYOUT,
     ).save(path, SECRET)
     line, _, payload = path.read_bytes().partition(b"\n")
     return json.loads(line), payload
@@ -73,14 +76,15 @@ def _load_state(path: Path) -> None:
     os.chmod(path, 0o600)
     with contextlib.suppress(ValueError, TypeError):
         RunState.peek_step(path)
-        RunState.load(path, SECRET, N_KEYS, BUFFERS)
+        RunState.load(path, SECRET, N_KEYS, LAYOUT)
 
 
 QUICK = [10**30, float("nan"), "7"]
 
 
 def _crafted_states(header: dict[str, Any], payload: bytes, values: list[Any]) -> Iterator[bytes]:
-    for field in ("step", "n_keys", "buffers", "dtype", "run_id", "fingerprint", "format"):
+    fields = ("step", "n_keys", "noise_rows", "noise_layout", "dtype", "run_id", "fingerprint")
+    for field in (*fields, "format"):
         for value in values:
             yield _state_bytes({**header, field: value}, payload)
         yield _state_bytes({k: v for k, v in header.items() if k != field}, payload)
@@ -172,7 +176,7 @@ def test_crafted_states_and_marks_raise_only_value_or_type_errors(
     # the untouched files load (the fuzz starts from valid files)
     (tmp_path / "ok.state").write_bytes(_state_bytes(header, payload))
     os.chmod(tmp_path / "ok.state", 0o600)
-    assert RunState.load(tmp_path / "ok.state", SECRET, N_KEYS, BUFFERS).step == 4
+    assert RunState.load(tmp_path / "ok.state", SECRET, N_KEYS, LAYOUT).step == 4
     (tmp_path / "ok").write_bytes(_mark_bytes(_good_mark_body()))
     os.chmod(tmp_path / "ok", 0o600)
     assert ReleaseMark.load(tmp_path / "ok", SECRET).released == 7

@@ -1,20 +1,26 @@
 """The Dask engine: the same results as the embedded engine, on any partitioning.
 
-Work is split in two stages:
+Work is split in two stages, both on the workers:
 
-1. **Bounding and summing** (one task per input partition): map events to
-   (key index, step), clip per event (event level) and sum per (key, step) — or per
-   (unit, step, key) for unit bounding — then combine the partial sums on the
-   client. Integer sums do not depend on the partitioning, so the contributions are
-   identical for any number of partitions (floating-point weights may differ in
-   the last bits: use integer weights and discrete noise for bit-for-bit equality).
-2. **Release** (one task per key chunk): the run's counting mechanism and its
-   noise, whose every sample is a pure function of (secret, draw index, key)
-   (:mod:`dpcount.keyed.engine`, :class:`~dpcount.keyed.prf.PRFSource`). A task
-   that is retried, or rerun after a worker dies, recomputes exactly the same values;
-   nothing is drawn from a per-worker or per-partition generator. Tasks carry their
-   inputs (no scattered data), so the scheduler can rerun any of them after losing a
-   worker.
+1. **Bounding and summing** (one task per input partition, reading its part of a
+   Parquet or CSV file itself): map events to (key index, step), clip per event
+   (event level) and sum per (key, step) — or per (unit, step, key) for unit
+   bounding; each partition's sums are split into shards of whole key chunks and
+   every shard's contributions are combined by one task (one shard holding all keys
+   at unit level, where a unit's keys are bounded together). Integer sums do not
+   depend on the partitioning, so the contributions are identical for any number
+   of partitions (floating-point weights may differ in the last bits: use integer
+   weights and discrete noise for bit-for-bit equality). The client receives the
+   drop reports, and the contributions themselves only when the run keeps a state or
+   a released-up-to mark (for the state's totals and the input digest; 24 bytes per
+   (key, step) with a contribution) — never the events.
+2. **Release** (one task per key chunk, reading its shard where it lies): the run's
+   counting mechanism and its noise, whose every sample is a pure function of
+   (secret, draw index, key) (:mod:`dpcount.keyed.engine`,
+   :class:`~dpcount.keyed.prf.PRFSource`). A task that is retried, or rerun after a
+   worker dies, recomputes exactly the same values; nothing is drawn from a
+   per-worker or per-partition generator. The mechanism and the part writer are
+   scattered to the workers once, not embedded in every task.
 
 The run secret travels to the workers inside the tasks: the cluster must be as
 trusted as the place where the raw events are kept.
@@ -30,8 +36,9 @@ time); for a cluster of your own, start the workers with
 
 from __future__ import annotations
 
+import operator
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -41,8 +48,16 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
-from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
-from dpcount.keyed.job import Carry, SecretArg, begin_release, continue_from, load_base, make_job
+from dpcount.keyed.events import Contributions, DropReport, EventColumns, check_running, parse_times
+from dpcount.keyed.job import (
+    Carry,
+    KeyedJob,
+    SecretArg,
+    begin_release,
+    continue_from,
+    load_base,
+    make_job,
+)
 
 __all__ = ["run_dask"]
 
@@ -55,24 +70,73 @@ def _release_task(
     hi: int,
     window: tuple[int, int],
     base: NDArray[Any] | None,
-    buffers: NDArray[np.float64] | None,
+    buffers: NDArray[Any] | None,
+    keep_state: bool,
     writer: Any = None,
     keys: tuple[Any, ...] = (),
-) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
-    """One key chunk. The task carries the mechanism, the secret and (to write its own
-    part file) the chunk's keys — never the whole key universe. Returns the counts (or
-    None after writing them with ``writer``; ``writer=False``: not written) and the
-    noise state after the window (always None: no noise state is kept, it is replayed)."""
+) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
+    """One key chunk. The task carries the mechanism, the secret, the chunk's noise state
+    (``buffers``) and (to write its own part file) the chunk's keys — never the whole key
+    universe. Returns the counts (or None after writing them with ``writer``;
+    ``writer=False``: not written) and the chunk's noise state after the window (None
+    unless ``keep_state`` and the mechanism keeps one)."""
     first, last = window
-    if buffers is not None:
-        raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
-    values = mechanism.release(secret, contributions, lo, hi, first=first, last=last, base=base)
-    ends = None
+    values, ends = mechanism.release_with_state(
+        secret,
+        contributions,
+        lo,
+        hi,
+        first=first,
+        last=last,
+        base=base,
+        noise_state=buffers,
+        keep_state=keep_state,
+    )
     if writer is None:
         return values, ends
     if writer is not False:
         writer.write(lo, values, keys)
     return None, ends
+
+
+def _shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
+    """Key edges of ``shards`` contiguous shards made of whole key chunks."""
+    starts = [lo for lo, _ in chunk_bounds(n_keys, chunk_keys)]
+    per = -(-len(starts) // max(1, min(shards, len(starts))))
+    return [*starts[::per], n_keys]
+
+
+def _split_rows(
+    prepared: tuple[pd.DataFrame, DropReport], edges: Sequence[int]
+) -> list[pd.DataFrame]:
+    """One partition's partial sums split by shard (``edges``: the shards' key edges)."""
+    rows = prepared[0]
+    if len(edges) == 2:
+        return [rows]
+    shard = np.searchsorted(np.asarray(edges[1:-1]), rows["key"].to_numpy(), side="right")
+    order = np.argsort(shard, kind="stable")
+    cuts = np.searchsorted(shard[order], np.arange(1, len(edges) - 1))
+    return [rows.iloc[part] for part in np.split(order, cuts)]
+
+
+def _finish_shard(job: KeyedJob, *pieces: pd.DataFrame) -> tuple[Contributions, DropReport]:
+    return job.finish(list(pieces))
+
+
+def _check_shard(
+    job: KeyedJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
+) -> None:
+    """:func:`check_running` on one shard (no stored state: ``base`` is None)."""
+    check_running(shard[0], base, job.universe.keys, job.first, job.until)
+
+
+def _concat(shards: Sequence[Contributions]) -> Contributions:
+    """Shards in key order: the whole run's contributions, sorted by (key, step)."""
+    return Contributions(
+        np.concatenate([c.key for c in shards]),
+        np.concatenate([c.step for c in shards]),
+        np.concatenate([c.value for c in shards]),
+    )
 
 
 def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -171,17 +235,43 @@ def run_dask(
             times = pd.Series([], dtype=np.int64)  # not used: start and horizon are given
         job, derived = make_job(times=times, **common)
         job = continue_from(job, state, until)
-        prepared = compute(*[delayed(job.prepare)(p) for p in pieces])  # type: ignore[no-untyped-call]
+        prepared = client.compute([delayed(job.prepare)(p) for p in pieces])
         report = DropReport()
-        for _, part_report in prepared:
+        for part_report in client.gather(
+            [client.submit(operator.itemgetter(1), f) for f in prepared]
+        ):
             report = report + part_report
         job, created = job.with_secret(secret)
         base, buffers = load_base(job, state)
-        contributions, bound_report = job.finish([rows for rows, _ in prepared])
-        report = report + bound_report
-        begin_release(guard, job, created, contributions, base, buffers, state)
         n = job.mechanism.n_keys
-        carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
+        # unit level bounds each unit over all its keys: one shard
+        count = 1 if job.max_keys is not None else 4 * max(1, len(client.ncores()))
+        edges = _shard_edges(n, chunk_keys, count)
+        splits = [client.submit(_split_rows, f, edges, pure=False) for f in prepared]
+        shards = [
+            client.submit(
+                _finish_shard,
+                job,
+                *[client.submit(operator.getitem, part, g, pure=False) for part in splits],
+                pure=False,
+            )
+            for g in range(len(edges) - 1)
+        ]
+        for shard_report in client.gather(
+            [client.submit(operator.itemgetter(1), f) for f in shards]
+        ):
+            report = report + shard_report
+        del prepared, splits  # the shards hold all the workers need
+        contributions_of = [client.submit(operator.itemgetter(0), f) for f in shards]
+        carry = None
+        if guard is not None or state is not None:
+            contributions = _concat(client.gather(contributions_of))
+            begin_release(guard, job, created, contributions, base, buffers, state)
+            carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
+            del contributions
+        else:
+            client.gather([client.submit(_check_shard, job, f, None) for f in shards])
+        del shards
         need_state = carry is not None and carry.buffers is not None
         parts = None if parts is None else parts.for_job(job)
         done = set() if parts is None else parts.open(job)
@@ -190,23 +280,30 @@ def run_dask(
         ]
         writer = None if parts is None else parts.writer(job, time_label)
         keys = job.universe.keys
+        # once to every worker, not pickled into each task
+        mechanism = client.scatter(job.mechanism, broadcast=True)
+        shipped_writer = None if writer is None else client.scatter(writer, broadcast=True)
 
         def outlet(lo: int, hi: int) -> tuple[Any, ...]:
             if writer is None:
                 return ()
-            return (False,) if lo in done else (writer, keys[lo:hi])
+            return (False,) if lo in done else (shipped_writer, keys[lo:hi])
+
+        def shard_of(lo: int) -> Any:
+            return contributions_of[int(np.searchsorted(edges, lo, side="right")) - 1]
 
         futures = [
             client.submit(
                 _release_task,
-                job.mechanism,
+                mechanism,
                 job.secret.prf_key,
-                contributions.for_keys(lo, hi),
+                shard_of(lo),
                 lo,
                 hi,
                 (job.first, job.until),
                 None if base is None else base[lo:hi],
                 None if buffers is None else buffers[:, lo:hi],
+                job.keep_state,
                 *outlet(lo, hi),
                 pure=False,
             )

@@ -96,6 +96,8 @@ class KeyedJob:
     selected: NDArray[np.int64] | None = field(default=None, compare=False)
     #: what happens to events of already released steps (:mod:`dpcount.keyed.watermark`)
     late: str = "refuse"
+    #: whether the run stores a state (then releases return the noise state at ``until``)
+    keep_state: bool = False
 
     @property
     def until(self) -> int:
@@ -176,16 +178,22 @@ class KeyedJob:
         lo: int,
         hi: int,
         base: NDArray[Any] | None = None,
-        buffers: NDArray[np.float64] | None = None,
-    ) -> tuple[NDArray[Any], NDArray[np.float64] | None]:
-        """Releases of keys [lo, hi) at this job's steps, and the noise state after them
-        (none: the noise is replayed from step 1, so ``buffers`` must be None)."""
-        if buffers is not None:
-            raise ValueError("buffers: no noise state is kept between runs (it is replayed)")
-        values = self.mechanism.release(
-            self.secret.prf_key, contributions, lo, hi, first=self.first, last=self.until, base=base
+        buffers: NDArray[Any] | None = None,
+    ) -> tuple[NDArray[Any], NDArray[Any] | None]:
+        """Releases of keys [lo, hi) at this job's steps, and (when the run keeps a state)
+        their noise state after them. ``buffers``: their noise state after step
+        first − 1 (:meth:`KeyedMechanism.release_with_state`; None: replayed)."""
+        return self.mechanism.release_with_state(
+            self.secret.prf_key,
+            contributions,
+            lo,
+            hi,
+            first=self.first,
+            last=self.until,
+            base=base,
+            noise_state=buffers,
+            keep_state=self.keep_state,
         )
-        return values, None
 
     def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
         """Exact running counts of every key at step ``until`` (for the stored state),
@@ -454,18 +462,18 @@ def continue_from(
                 f"state file {state}: all {job.mechanism.horizon} steps (the horizon) are "
                 "already released"
             )
-    return job.window(first, until)
+    return dataclasses.replace(job.window(first, until), keep_state=state is not None)
 
 
 def load_base(
     job: KeyedJob, state: str | os.PathLike[str] | None
-) -> tuple[NDArray[Any] | None, NDArray[np.float64] | None]:
-    """The authenticated running sums and noise state of step ``job.first − 1`` (None,
-    None: start from zero)."""
+) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
+    """The authenticated running sums and per-key noise state (None: not kept, the noise
+    is replayed) of step ``job.first − 1`` (None, None: start from zero)."""
     if state is None or (job.first == 1 and not os.path.exists(state)):
         return None, None
     m = job.mechanism
-    stored = RunState.load(state, job.secret, m.n_keys, m.buffers)
+    stored = RunState.load(state, job.secret, m.n_keys, m.noise_layout(job.first - 1))
     if stored.step != job.first - 1:
         raise ValueError(f"state file {state} changed during the run (step {stored.step})")
     dtype = np.int64 if job.integer else np.float64
@@ -477,10 +485,11 @@ def load_base(
 @dataclass
 class Carry:
     """What the next run needs: the exact running sums at ``until`` (computed before the
-    release) and the noise state there (BLT; filled in chunk by chunk)."""
+    release) and the per-key noise state there (filled in chunk by chunk; None when the
+    mechanism keeps none, :meth:`KeyedMechanism.noise_layout`)."""
 
     sums: NDArray[Any]
-    buffers: NDArray[np.float64] | None
+    buffers: NDArray[Any] | None
 
     @classmethod
     def start(
@@ -493,16 +502,19 @@ class Carry:
         m = job.mechanism
         zero = np.zeros(m.n_keys, dtype=np.int64 if job.integer else np.float64)
         sums = job.totals(contributions, zero if base is None else base, chunk_keys)
-        return cls(sums, np.full((m.buffers, m.n_keys), np.nan) if m.buffers else None)
+        layout = m.noise_layout(job.until)
+        noise = None if layout is None else np.zeros((layout.rows, m.n_keys), dtype=np.uint64)
+        return cls(sums, noise)
 
 
 def save_state(
     job: KeyedJob,
     state: str | os.PathLike[str],
     totals: NDArray[Any],
-    buffers: NDArray[np.float64] | None = None,
+    buffers: NDArray[Any] | None = None,
 ) -> None:
-    """Record that steps 1..until are released, with the exact sums (and noise state)
-    at ``until``."""
+    """Record that steps 1..until are released, with the exact sums (and the per-key noise
+    state) at ``until``."""
     s = job.secret
-    RunState(s.run_id, s.fingerprint, job.until, totals, buffers).save(state, s)
+    layout = job.mechanism.noise_layout(job.until) if buffers is not None else None
+    RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout).save(state, s)

@@ -37,13 +37,15 @@ Exact discrete Laplace from two words. Lap_Z(t), P[Y = y] ∝ e^{−|y|/t}, is t
 difference G₁ − G₂ of two i.i.d. geometric variables with P[G ≥ g] = e^{−g/t}
 (Inusah & Kozubowski 2006, "A discrete analogue of the Laplace distribution").
 With V uniform on (0, 1), G = ⌊t·(−ln V)⌋ has exactly that law. The word gives
-the first 64 bits of V; the floor is decided with a rigorous error margin on the
-floating-point logarithm (relative 2⁻⁴⁰, far above the few-ulp error of ``log``)
-and, in the rare case the enclosure of t·(−ln V) contains an integer, more bits of
-V are drawn (extension words, one more PRF domain per word) and the comparison is
-redone with correctly rounded ``decimal`` logarithms at growing precision. The
-output is therefore an exact function of an (infinite-precision) uniform V — no
-floating-point value is ever released.
+the first 64 bits of V; the floor is decided from an enclosure of t·(−ln V)
+computed with one floating-point logarithm and a rigorous error margin (relative
+2⁻⁴⁰, far above the few-ulp error of ``log``; :func:`_exp_enclosure`) and, in
+the rare case the enclosure contains an integer, more bits of V are drawn
+(extension words, one more PRF domain per word) and the comparison is redone with
+correctly rounded ``decimal`` logarithms at growing precision. The output is
+therefore an exact function of an (infinite-precision) uniform V — no
+floating-point value is ever released; how wide the float enclosure is decides
+only which path computes a sample, never its value.
 
 Exact discrete Gaussian: Canonne, Kamath & Steinke 2020, Algorithm 3 (rejection
 from Lap_Z(⌊σ⌋+1) with acceptance Bernoulli(e^{−γ})), where trial r of a position
@@ -154,10 +156,13 @@ class PositionPRF:
         """Words of nodes [node_lo, node_hi) × keys [key_lo, key_hi): shape (nodes, keys, 2)."""
         b = self.key_block
         n_nodes, n_keys = node_hi - node_lo, key_hi - key_lo
-        out = np.empty((n_nodes, n_keys, 2), dtype=np.uint64)
         if n_nodes <= 0 or n_keys <= 0:
-            return out
+            return np.empty((max(n_nodes, 0), max(n_keys, 0), 2), dtype=np.uint64)
         self.counter(level, node_hi - 1, key_hi - 1)  # range check
+        if key_lo % b == 0 and n_keys == b:  # one whole key block: the words as they come
+            words = _aes_raw(self.aes_key, self.counter(level, node_lo, key_lo), 2 * n_nodes * b)
+            return words.reshape(n_nodes, b, 2)
+        out = np.empty((n_nodes, n_keys, 2), dtype=np.uint64)
         for kb in range(key_lo // b, (key_hi - 1) // b + 1):
             lo, hi = max(key_lo, kb * b), min(key_hi, (kb + 1) * b)
             if hi - lo == b or n_nodes == 1:
@@ -176,13 +181,30 @@ class PositionPRF:
 # --------------------------------------------------------------------------------------
 # Exact decisions on E = −ln V
 # --------------------------------------------------------------------------------------
-def _exp_enclosure(words: U64) -> tuple[F64, F64]:
-    """Float bounds lo < −ln V < hi from V's top 53 bits (hi = inf when they are all 0)."""
-    a = (words >> np.uint64(11)).astype(np.float64)  # V ∈ [a, a + 1)·2^-53, exact floats
+def _exp_enclosure(words: U64, top: I64 | None = None) -> tuple[F64, F64]:
+    """Float bounds lo < −ln V < hi from V's top 53 bits (hi = inf when they are all 0).
+
+    One logarithm: with V ∈ [a, a + 1)·2⁻⁵³, −ln V lies in [E₋, E₊] where
+    E₋ = −ln((a + 1)·2⁻⁵³) and E₊ = −ln(a·2⁻⁵³) = E₋ + ln(1 + 1/a) ≤ E₋ + 1/a. With
+    L = fl(−ln((a + 1)·2⁻⁵³)) (a + 1 ≤ 2⁵³ and the scaling are exact) and the
+    log's relative error below :data:`_MARGIN`: lo = L·(1 − 2M) ≤ E₋ and
+    hi = (L + 1/a)·(1 + 3M) ≥ E₊, the extra M's covering the few roundings
+    (relative 2⁻⁵³ each) of the products and the sum.
+
+    ``top``: where to put the 53-bit integers a (int64, same size; default: a new array).
+    """
+    a = np.right_shift(words, np.uint64(11), out=None if top is None else top.view(np.uint64))
+    a_plus_1 = np.empty(a.shape)
+    np.copyto(a_plus_1, a.view(np.int64), casting="unsafe")  # exact (< 2^53); int64 is SIMD
     with np.errstate(divide="ignore"):
-        e_lo = -np.log((a + 1.0) / _TWO53) * (1.0 - _MARGIN)
-        e_hi = -np.log(a / _TWO53) * (1.0 + _MARGIN)
-    return e_lo, e_hi
+        inv_a = np.divide(1.0, a_plus_1)  # inf at a = 0
+    a_plus_1 += 1.0
+    a_plus_1 *= 1.0 / _TWO53
+    log = np.log(a_plus_1, out=a_plus_1)  # = −L (≤ 0)
+    hi = np.subtract(inv_a, log, out=inv_a)
+    hi *= 1.0 + 3.0 * _MARGIN
+    lo = np.multiply(log, -(1.0 - 2.0 * _MARGIN), out=log)
+    return lo, hi
 
 
 def _decimal_exp_bounds(big: int, n_words: int) -> tuple[Decimal, Decimal, int] | None:
@@ -249,15 +271,29 @@ def _word_stream(first: int, ext: Callable[[int], int]) -> Iterator[int]:
 
 
 def _floor_t_exp_fast(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
-    """⌊t·(−ln V)⌋ where decided from 53 bits, and the mask of undecided entries."""
-    tf = float(t)
-    e_lo, e_hi = _exp_enclosure(words)
-    lo = tf * e_lo * (1.0 - _MARGIN)
-    hi = tf * e_hi * (1.0 + _MARGIN)
-    g = np.floor(lo)
-    undecided = ~(hi < g + 1.0)  # also catches hi = inf
-    g[undecided] = 0.0
-    return g.astype(np.int64), undecided
+    """⌊t·(−ln V)⌋ where decided from 53 bits, and the mask of undecided entries.
+
+    Exact where decided: t·(−ln V) lies in [lo, hi] (:func:`_exp_enclosure`, one
+    logarithm, with t's rounding covered by one more margin M on each side), and the
+    floor is returned only when ⌊lo⌋ + 1 > hi, i.e. when every value of the
+    enclosure has the same floor — the floor of the true, infinite-precision value.
+    Elsewhere (hi = inf at a zero word, or an integer inside the enclosure; about
+    t·2⁻⁴⁰ of the entries) the entry is 0 and marked undecided, for
+    :func:`exact_floor_t_exp`. So the result does not depend on the enclosure's
+    width (a wider one only sends more entries to the exact path): exact sampling,
+    not an approximation. Arrays are computed in place (three float temporaries).
+    """
+    tf = float(t)  # relative error ≤ 2⁻⁵³, inside the extra margin below
+    g = np.empty(words.shape, dtype=np.int64)
+    lo, hi = _exp_enclosure(words, top=g)
+    lo *= tf * (1.0 - _MARGIN)
+    hi *= tf * (1.0 + _MARGIN)
+    np.floor(lo, out=lo)  # lo ≥ 0: the floor is exact in float and fits int64
+    hi -= lo
+    undecided = hi >= 1.0  # also catches hi = inf
+    np.copyto(lo, 0.0, where=undecided)
+    np.copyto(g, lo, casting="unsafe")
+    return g, undecided
 
 
 # --------------------------------------------------------------------------------------
@@ -277,23 +313,23 @@ def _ext_word(prf: PositionPRF, rect: Rect, flat: int, half: int) -> Callable[[i
 
 
 def _geometric_pair(prf: PositionPRF, rect: Rect, t: Fraction) -> tuple[I64, I64]:
-    """G₁, G₂ (flattened, node-major) with P[G ≥ g] = e^{−g/t}, exactly."""
-    words = prf.rectangle(*rect).reshape(-1, 2)
-    out = []
-    for half in (0, 1):
-        g, undecided = _floor_t_exp_fast(words[:, half], t)
-        for i in np.flatnonzero(undecided):
-            stream = _word_stream(int(words[i, half]), _ext_word(prf, rect, int(i), half))
-            g[i] = exact_floor_t_exp(t, stream)
-        out.append(g)
-    return out[0], out[1]
+    """G₁, G₂ (flattened, node-major) with P[G ≥ g] = e^{−g/t}, exactly: G₁ from the
+    first word of each position, G₂ from the second (both words in one pass)."""
+    words = prf.rectangle(*rect).reshape(-1)
+    g, undecided = _floor_t_exp_fast(words, t)
+    for i in np.flatnonzero(undecided):
+        flat, half = divmod(int(i), 2)
+        stream = _word_stream(int(words[i]), _ext_word(prf, rect, flat, half))
+        g[i] = exact_floor_t_exp(t, stream)
+    pairs = g.reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
 
 
 def keyed_discrete_laplace(prf: PositionPRF, rect: Rect, scale: Fraction) -> I64:
     """Exact Lap_Z(scale) noise for every position of ``rect``: shape (nodes, keys), int64."""
     _, node_lo, node_hi, key_lo, key_hi = rect
     g1, g2 = _geometric_pair(prf, rect, Fraction(scale))
-    out: I64 = (g1 - g2).reshape(node_hi - node_lo, key_hi - key_lo)
+    out: I64 = np.subtract(g1, g2).reshape(node_hi - node_lo, key_hi - key_lo)
     return out
 
 
