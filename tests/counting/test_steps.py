@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 from dpcount.counting import BLT, BinaryTree, _steps
-from dpcount.counting._steps import add_running_sums, check_running_sums
+from dpcount.counting._steps import (
+    NotWholeNumberError,
+    add_running_sums,
+    check_integral_array,
+    check_running_sums,
+)
 
 B = 2.0**53
 
@@ -98,3 +103,22 @@ def test_release_is_noise_plus_cumsum(make: Any, monkeypatch: pytest.MonkeyPatch
     noise = mech.noise_process(mech.sampler, mech._rng, None).next_many(3000)
     assert got.dtype == np.float64
     assert got.tobytes() == (noise + np.cumsum(x)).tobytes()
+
+
+def test_integral_array_fast_path_keeps_values_and_messages() -> None:
+    """Whole numbers come back as int64 (any offset far from 2^61); a fraction, a value
+    beyond 2^53 or an int64 sum near 2^61 is refused, naming the step, as before."""
+    x = np.array([3.0, -0.0, 2.0**53, -(2.0**53), 7.0])
+    got = check_integral_array("x", x, already=2, offset=5)
+    assert got.dtype == np.int64 and got.tolist() == [3, 0, 2**53, -(2**53), 7]
+    vec = np.array([[1.0, 2.0], [3.0, -4.0]])
+    assert check_integral_array("xs", vec, offset=np.array([2**55, 0])).tolist() == [
+        [1, 2],
+        [3, -4],
+    ]
+    with pytest.raises(NotWholeNumberError, match=r"^x must hold whole .* step 4 holds 0\.5$"):
+        check_integral_array("x", np.array([1.0, 0.5]), already=2)
+    with pytest.raises(NotWholeNumberError, match=r"step 2 holds 9007199254740994\.0$"):
+        check_integral_array("x", np.array([1.0, 2.0**53 + 2]))
+    with pytest.raises(ValueError, match=r"^x: the integer running sum may exceed 2\^61 at step 3"):
+        check_integral_array("x", np.full(4, 2.0**53), offset=2**61 - 2**54)

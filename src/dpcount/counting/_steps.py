@@ -165,6 +165,17 @@ def check_integral_array(
         ValueError: a value with a fractional part or beyond ±2^53, or a running sum
             beyond ±2^62 (message gives the step).
     """
+    if arr.size:  # one pass when all is well: bounds, then the int64 copy compared back
+        low, high = float(arr.min()), float(arr.max())
+        if low >= -_MAX_EXACT_INT and high <= _MAX_EXACT_INT:
+            ints = arr.astype(np.int64)  # exact for whole numbers below 2^53
+            if np.array_equal(ints, arr):
+                # n·max|x| + |offset| bounds every running sum; its float sums (what
+                # _check_int64_sums tests against 2^61) stay within twice it for n < 2^53
+                most = max(-low, high) * arr.shape[0] + float(np.max(np.abs(offset)))
+                if most > _MAX_INT_SUM / 4.0:
+                    _check_int64_sums(name, arr, already, offset)
+                return ints
     bad = (arr != np.floor(arr)) | (np.abs(arr) > _MAX_EXACT_INT)
     if bad.any():
         where = np.argwhere(bad)[0]
