@@ -1,0 +1,124 @@
+"""The batch release's blocked running sums: the same floats and errors as numpy's cumsum.
+
+:func:`dpcount.counting._steps.add_running_sums` sums in cache-sized blocks (whole
+numbers in int64); the reference is the plain computation it replaces:
+``sums = np.cumsum(x, axis=0)``, :func:`check_running_sums`, ``noise + sums``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpcount.counting import BLT, BinaryTree, _steps
+from dpcount.counting._steps import (
+    NotWholeNumberError,
+    add_running_sums,
+    check_integral_array,
+    check_running_sums,
+)
+
+B = 2.0**53
+
+
+def _reference(noise: Any, x: Any) -> tuple[str, Any]:
+    try:
+        with np.errstate(over="ignore"):
+            sums = np.cumsum(x, axis=0)
+        check_running_sums("x", sums)
+    except ValueError as err:
+        return "error", str(err)
+    return "release", noise + sums
+
+
+def _blocked(noise: Any, x: Any) -> tuple[str, Any]:
+    out = noise.copy()
+    try:
+        add_running_sums("x", out, x)
+    except ValueError as err:
+        return "error", str(err)
+    return "release", out
+
+
+def _steps_cases(shape: tuple[int, ...]) -> list[Any]:
+    rng = np.random.default_rng(0)
+
+    def counts() -> Any:
+        return rng.integers(-3, 4, shape).astype(np.float64)
+
+    cases = [counts(), rng.standard_normal(shape), np.full(shape, -0.0), np.full(shape, 1e308)]
+    half = counts()
+    half[len(half) // 2 :] += 0.5  # whole blocks, then fractional ones
+    cases.append(half)
+    back = counts()
+    back[len(back) // 3] = 0.25  # a fractional block whose sum is whole again
+    back[min(len(back) - 1, len(back) // 3 + 1)] = 0.75
+    cases.append(back)
+    zero_run = np.full(shape, -0.0)
+    zero_run[-1] = 1.0  # -0.0 sums until the last step
+    cases.append(zero_run)
+    for big in (B, 2.0**63, -(2.0**63), 1e300):  # refused, or beyond int64
+        c = counts()
+        c[len(c) // 2] = big
+        cases.append(c)
+    edge = counts()
+    edge[0], edge[1:] = B - 2, 1.0  # crosses 2^53 at step 3
+    cases.append(edge)
+    cancel = counts()
+    cancel[0], cancel[1:] = 2.0**60, -(2.0**60)
+    cases.append(cancel)
+    return cases
+
+
+@pytest.mark.parametrize("shape", [(1,), (9,), (40,), (40, 3), (5, 9)])
+def test_blocked_sums_equal_cumsum_bit_for_bit(
+    shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of 8 values: every boundary case (int64/float blocks, -0.0, 2^53, 2^63)
+    gives the same bytes, or the same error message, as the plain cumsum."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
+    rng = np.random.default_rng(1)
+    for x in _steps_cases(shape):
+        for noise in (rng.standard_normal(shape), np.zeros(shape), np.full(shape, -0.0)):
+            want, got = _reference(noise, x), _blocked(noise, x)
+            assert want[0] == got[0], (x, want, got)
+            if want[0] == "error":
+                assert got[1] == want[1]
+            else:
+                assert got[1].dtype == np.float64
+                assert got[1].tobytes() == want[1].tobytes(), x
+
+
+@pytest.mark.parametrize("make", [BLT.optimized, BinaryTree])
+def test_release_is_noise_plus_cumsum(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release is the same noise (same seed) plus numpy's cumsum, to the bit
+    (blocks of 256 steps: int64 blocks, then float64 ones)."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 256)
+    x = np.random.default_rng(2).random(3000)
+    x[:1000] = np.round(x[:1000] * 9)  # whole numbers, then fractions
+    got = make(3000, epsilon=1.0, delta=1e-6, rng=5).release(x)
+    mech = make(3000, epsilon=1.0, delta=1e-6, rng=5)
+    noise = mech.noise_process(mech.sampler, mech._rng, None).next_many(3000)
+    assert got.dtype == np.float64
+    assert got.tobytes() == (noise + np.cumsum(x)).tobytes()
+
+
+def test_integral_array_fast_path_keeps_values_and_messages() -> None:
+    """Whole numbers come back as int64 (any offset far from 2^61); a fraction, a value
+    beyond 2^53 or an int64 sum near 2^61 is refused, naming the step, as before."""
+    x = np.array([3.0, -0.0, 2.0**53, -(2.0**53), 7.0])
+    got = check_integral_array("x", x, already=2, offset=5)
+    assert got.dtype == np.int64 and got.tolist() == [3, 0, 2**53, -(2**53), 7]
+    vec = np.array([[1.0, 2.0], [3.0, -4.0]])
+    assert check_integral_array("xs", vec, offset=np.array([2**55, 0])).tolist() == [
+        [1, 2],
+        [3, -4],
+    ]
+    with pytest.raises(NotWholeNumberError, match=r"^x must hold whole .* step 4 holds 0\.5$"):
+        check_integral_array("x", np.array([1.0, 0.5]), already=2)
+    with pytest.raises(NotWholeNumberError, match=r"step 2 holds 9007199254740994\.0$"):
+        check_integral_array("x", np.array([1.0, 2.0**53 + 2]))
+    with pytest.raises(ValueError, match=r"^x: the integer running sum may exceed 2\^61 at step 3"):
+        check_integral_array("x", np.full(4, 2.0**53), offset=2**61 - 2**54)
