@@ -52,14 +52,16 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "--select-epsilon",
         type=positive_float,
         default=None,
-        help="open key set (no --keys): ε of private key selection, added to --epsilon",
+        help="open key set (no --keys): ε of private key selection, added to --epsilon "
+        "(default: none; needed without --keys)",
     )
     p.add_argument(
         "--select-delta",
         type=positive_float,
         default=None,
         help="open key set (no --keys): δ of key selection, added to --delta; a key of one "
-        "unit is ever released with probability <= select-delta*exp(-total ε)/max-keys",
+        "unit is ever released with probability <= select-delta*exp(-total ε)/max-keys "
+        "(default: none; needed without --keys)",
     )
     _bound_arguments(p)
 
