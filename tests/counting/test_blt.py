@@ -53,7 +53,7 @@ def rel(a: float, b: float) -> float:
 
 
 @pytest.mark.parametrize("regime", range(4))
-@pytest.mark.parametrize("T", [1, 2, 3, 64, 1000, 2048])
+@pytest.mark.parametrize("T", [1, 2, 3, 64, 1000, pytest.param(2048, marks=pytest.mark.slow)])
 def test_closed_forms_match_dense_oracle(regime: int, T: int) -> None:
     rng = np.random.default_rng(1000 * regime + T)
     for _ in range(1 if T >= 1000 else 6):

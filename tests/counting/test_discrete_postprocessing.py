@@ -95,7 +95,7 @@ MECHANISMS: dict[str, tuple[Builder, Callable[[int], int]]] = {
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 @pytest.mark.parametrize("horizon", [7, pytest.param(40, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("dim", [None, 2])
+@pytest.mark.parametrize("dim", [None, pytest.param(2, marks=pytest.mark.slow)])
 def test_outputs_are_a_function_of_the_noisy_vector(
     name: str, horizon: int, dim: int | None
 ) -> None:

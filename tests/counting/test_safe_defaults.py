@@ -109,7 +109,7 @@ def _cli_outputs(
         [],
         pytest.param(["--delta", "1e-6"], marks=pytest.mark.slow),
         ["--mechanism", "honaker"],
-        ["--mechanism", "kary", "--delta", "1e-6"],
+        pytest.param(["--mechanism", "kary", "--delta", "1e-6"], marks=pytest.mark.slow),
     ],
 )
 def test_cli_count_default_is_integer_noise(

@@ -146,7 +146,7 @@ def _valid_scales(mech: KaryTree, eps: float, delta: float) -> dict[str, float]:
     "horizon",
     [
         8,
-        309,
+        pytest.param(309, marks=pytest.mark.slow),
         pytest.param(1461, marks=pytest.mark.slow),
         pytest.param(10**5, marks=pytest.mark.slow),
     ],

@@ -255,7 +255,7 @@ def test_correlated_levels_follow_the_profile() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("n", [5, 8])
+@pytest.mark.parametrize("n", [5, pytest.param(8, marks=pytest.mark.slow)])
 def test_variances_match_monte_carlo(name: str, n: int) -> None:
     mech = discrete(name, n)
     x = np.arange(n, dtype=float)

@@ -84,7 +84,7 @@ def test_tree_release_is_not_consistent_but_uses_canonical_nodes() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("n", [5, 13])
+@pytest.mark.parametrize("n", [5, pytest.param(13, marks=pytest.mark.slow)])
 def test_exact_range_variances_match_monte_carlo(name: str, n: int) -> None:
     mech = build_mechanism(name, n, epsilon=1.0, delta=1e-3, rng=3)
     x = np.arange(n, dtype=float)
