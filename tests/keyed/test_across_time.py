@@ -210,7 +210,7 @@ def test_events_of_released_steps_are_refused(tmp_path: Path) -> None:
     keyed_counts(_step_rows(events, 1, 10), **_kw(tmp_path, until=10))
     late = _step_rows(events, 10, 12)
     row = late.index[late["t"] == 9][0]
-    with pytest.raises(ValueError, match=rf"row {row} .* step 10, already released"):
+    with pytest.raises(ValueError, match=rf"index label {row} .* step 10, already released"):
         keyed_counts(late, **_kw(tmp_path, until=12))
 
 

@@ -277,12 +277,12 @@ def test_unit_bounding_keeps_max_keys_per_unit_and_step_order_free() -> None:
         ({"key_column": "sku"}, r"key column 'sku' not found"),
         (
             {"weight_column": "qty", "events": {"qty": [1, -2, 1]}},
-            r"negative weight -2\.0 in column 'qty' \(row 1\)",
+            r"negative weight -2\.0 in column 'qty' \(data row 2\)",
         ),
         ({"weight_column": "qty", "events": {"qty": [1, 1.5, 1]}}, r"not an integer"),
         (
             {"events": {"day": ["2024-03-01", "2024-13-45", "x"]}},
-            r"unparseable time '2024-13-45' in column 'day' \(row 1\)",
+            r"unparseable time '2024-13-45' in column 'day' \(data row 2\)",
         ),
         ({"keys": ["p1", "p1"]}, r"keys must be unique"),
         ({"step": "fortnight"}, r"step must be"),

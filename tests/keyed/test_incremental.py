@@ -160,7 +160,7 @@ def test_late_files_are_refused_or_moved(tmp_path: Path) -> None:
     _arrive(work, 1)
     run_incremental(work / "in", **_kw(work))  # days 1..5 released
     BATCHES[0].head(3).to_csv(work / "in" / "straggler.csv", index=False)
-    with pytest.raises(ValueError, match=r"late event at straggler.csv row 0 \(time"):
+    with pytest.raises(ValueError, match=r"late event at straggler.csv line 2 \(time"):
         run_incremental(work / "in", **_kw(work))
     _arrive(work, 2)
     ran = run_incremental(work / "in", late="next-step", **_kw(work))

@@ -51,7 +51,8 @@ def test_late_events_move_to_the_next_open_step_and_are_reported(tmp_path: Path)
 
 def test_late_events_are_refused_by_default_naming_the_row(tmp_path: Path) -> None:
     keyed_counts(FIRST, until=3, **_kw(tmp_path))
-    with pytest.raises(ValueError, match=r"late event at row 1 \(time 1\) is in step 2, already"):
+    late = r"late event at data row 2 \(time 1\) is in step 2, already"
+    with pytest.raises(ValueError, match=late):
         keyed_counts(SECOND, until=5, **_kw(tmp_path))
     with pytest.raises(ValueError, match="late must be one of refuse, next-step, got 'drop'"):
         keyed_counts(SECOND, until=5, late="drop", **_kw(tmp_path))
@@ -114,7 +115,7 @@ def test_cli_late_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     out = ["--output", str(tmp_path / "o.csv")]
     assert main([*base, str(tmp_path / "one.csv"), *state, "--until", "3", *out]) == 0
     assert main([*base, str(tmp_path / "two.csv"), *state, "--until", "5", *out]) == 2
-    assert "late event at row 1 of " in capsys.readouterr().err
+    assert "late event at line 3 of " in capsys.readouterr().err
     argv = [*base, str(tmp_path / "two.csv"), *state, "--allowed-lateness", "0", *out]
     assert main([*argv, "--late", "next-step"]) == 0
     assert "2 late events moved to step 4" in capsys.readouterr().err

@@ -51,6 +51,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_digits_argument(p: argparse.ArgumentParser, columns: str = "std column") -> None:
+    """``--digits N`` (default 4): significant digits of the printed exact error, shared
+    by count, histogram and keyed; :func:`check_digits` validates it."""
+    p.add_argument(
+        "--digits",
+        metavar="N",
+        type=int,
+        default=4,
+        help=f"significant digits of the {columns} (the exact error; 17 prints every bit "
+        "of the float)",
+    )
+
+
+def check_digits(args: argparse.Namespace) -> None:
+    if not 1 <= args.digits <= 17:
+        raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
+
+
 def add_privacy_arguments(p: argparse.ArgumentParser, *, gaussian_default: bool = False) -> None:
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
     p.add_argument(

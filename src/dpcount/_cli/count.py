@@ -25,8 +25,10 @@ from dpcount._cli._counting import (
 from dpcount._cli._durable import run_durable
 from dpcount._cli._time import Clock
 from dpcount._cli.common import (
+    add_digits_argument,
     add_participation_arguments,
     add_privacy_arguments,
+    check_digits,
     err_console,
     escape,
     open_output,
@@ -68,14 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "0 but keeps its time, so the steps span the whole input; how many did not match is "
         "printed on stderr (default: every row)",
     )
-    p.add_argument(
-        "--digits",
-        metavar="N",
-        type=int,
-        default=4,
-        help="significant digits of the std columns (the exact error; 17 prints every bit "
-        "of the float)",
-    )
+    add_digits_argument(p, "std columns")
     _mechanism_arguments(p)
     _time_arguments(p)
     _post_arguments(p)
@@ -276,8 +271,7 @@ def _check_options(args: argparse.Namespace) -> None:
             )
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
-    if not 1 <= args.digits <= 17:
-        raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
+    check_digits(args)
     args.where_conditions = _parse_where(args.where)
     args.count_rows = args.column is None and (args.time_column is not None or bool(args.where))
     if args.count_rows and args.step is None:

@@ -12,7 +12,9 @@ import numpy as np
 from dpcount._cli._counting import DEFAULT_K, warn_ignored
 from dpcount._cli._time import Clock
 from dpcount._cli.common import (
+    add_digits_argument,
     add_privacy_arguments,
+    check_digits,
     err_console,
     escape,
     open_output,
@@ -130,13 +132,7 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         "naming the line, or skip it (and report how many)",
     )
     p.add_argument("--output", default=None, help="output CSV (default: stdout)")
-    p.add_argument(
-        "--digits",
-        metavar="N",
-        type=int,
-        default=4,
-        help="significant digits of the std column (the exact error; 17 prints every bit)",
-    )
+    add_digits_argument(p)
 
 
 def _universe(spec: str) -> list[str]:
@@ -293,8 +289,7 @@ def run(args: argparse.Namespace) -> int:
     index = {label: i for i, label in enumerate(items)}
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
-    if not 1 <= args.digits <= 17:
-        raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
+    check_digits(args)
     continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
     warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
     events = _read_events(args, index, clock)

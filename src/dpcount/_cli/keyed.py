@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dpcount._cli.common import err_console, positive_float
+from dpcount._cli.common import add_digits_argument, check_digits, err_console, positive_float
 from dpcount.counting.registry import MECHANISMS
 
 if TYPE_CHECKING:
@@ -181,6 +181,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="output file (.csv or .parquet), or a directory of Parquet parts (no extension)",
     )
+    add_digits_argument(p, "std column of a CSV output (Parquet keeps the float)")
     p.add_argument(
         "--state",
         default=None,
@@ -336,6 +337,7 @@ def _options(
         scheduler=args.scheduler,
         chunk_keys=args.chunk_keys,
         progress=progress,
+        std_digits=args.digits,
     )
 
 
@@ -343,6 +345,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     _check_engine_flags(args)
+    check_digits(args)
     selection = _selection(args)
 
     try:

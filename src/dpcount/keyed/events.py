@@ -32,6 +32,7 @@ Events whose key is not in the public key universe, or whose step is outside
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 from collections.abc import Sequence
@@ -120,9 +121,58 @@ def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataF
     columns.check(list(header.columns), str(p))
     # keys and units as text: a key file is text, and "007" must stay "007"
     dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
-    return pd.read_csv(
+    frame = pd.read_csv(
         p, usecols=columns.names(), dtype=dtype, keep_default_na=False, na_values=[""]
     )
+    lines = _line_numbers(p, len(frame))
+    if lines is not None:
+        frame.index = pd.Index(lines, name=LINE)
+    return frame
+
+
+#: the index name of events read from a CSV file: the index holds file line numbers
+LINE = "line"
+
+
+def _line_numbers(path: Path, n: int) -> NDArray[np.int64] | None:
+    """The file line (header = line 1, as ``dpcount count`` numbers them) on which each
+    of the ``n`` data records of a CSV starts; None if they cannot be matched to the
+    records pandas read (messages then give 1-based data rows).
+
+    One newline count when the file has no blank lines and no multi-line fields, else
+    a scan with the csv module (pandas skips blank and whitespace-only lines)."""
+    with path.open("rb") as fh:
+        newlines, last = 0, b""
+        while block := fh.read(1 << 20):
+            newlines += block.count(b"\n")
+            last = block[-1:]
+    if newlines + (last not in (b"\n", b"")) == n + 1:
+        return np.arange(2, n + 2, dtype=np.int64)
+    starts = []
+    with path.open(newline="", encoding="utf-8-sig") as text:
+        reader = csv.reader(text)
+        before = 0
+        for record in reader:
+            if len(record) > 1 or (record and record[0].strip()):
+                starts.append(before + 1)
+            before = reader.line_num
+    return np.array(starts[1:], dtype=np.int64) if len(starts) == n + 1 else None
+
+
+def row_name(index: pd.Index, i: int) -> str:
+    """The ``i``-th (from 0) event of a frame, for a message: ``line N`` of its CSV
+    file (header = line 1, as in ``dpcount count``), the label an incremental run gave
+    it (``FILE line N``), ``data row N`` (counted from 1) of a frame with the default
+    index, or else the row's index label."""
+    label = index[i]
+    label = label.item() if isinstance(label, np.generic) else label
+    if isinstance(label, str):
+        return label
+    if index.name == LINE:
+        return f"line {label}"
+    if index.equals(pd.RangeIndex(len(index))):
+        return f"data row {i + 1}"
+    return f"index label {label!r}"
 
 
 def is_polars(frame: Any) -> bool:
@@ -227,8 +277,8 @@ def parse_times(values: pd.Series, column: str) -> pd.Series:
         ValueError: missing or unparseable times, naming the column and a bad value.
     """
     if values.isna().any():
-        row = int(np.flatnonzero(values.isna().to_numpy())[0])
-        raise ValueError(f"missing time in column {column!r} (row {row})")
+        row = row_name(values.index, int(np.flatnonzero(values.isna().to_numpy())[0]))
+        raise ValueError(f"missing time in column {column!r} ({row})")
     if pd.api.types.is_integer_dtype(values.dtype):
         return values.astype(np.int64)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
@@ -240,9 +290,10 @@ def parse_times(values: pd.Series, column: str) -> pd.Series:
         out = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
         bad = out.isna().to_numpy()
         if bad.any():
-            row = int(np.flatnonzero(bad)[0])
+            i = int(np.flatnonzero(bad)[0])
             raise ValueError(
-                f"unparseable time {text.iloc[row]!r} in column {column!r} (row {row}); "
+                f"unparseable time {text.iloc[i]!r} in column {column!r} "
+                f"({row_name(values.index, i)}); "
                 "expected integers or ISO dates/timestamps"
             )
     if getattr(out.dt, "tz", None) is not None:
@@ -415,14 +466,17 @@ def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[
     arr: NDArray[np.float64] = np.asarray(w.to_numpy(np.float64, na_value=np.nan))
     bad = ~np.isfinite(arr)
     if bad.any():
-        raise ValueError(f"missing or infinite weight in column {column!r} (row {np.argmax(bad)})")
+        row = row_name(w.index, int(np.argmax(bad)))
+        raise ValueError(f"missing or infinite weight in column {column!r} ({row})")
     if (arr < 0).any():
-        row = int(np.argmax(arr < 0))
-        raise ValueError(f"negative weight {float(arr[row])!r} in column {column!r} (row {row})")
+        i = int(np.argmax(arr < 0))
+        row = row_name(w.index, i)
+        raise ValueError(f"negative weight {float(arr[i])!r} in column {column!r} ({row})")
     if integer and ((arr != np.floor(arr)).any() or (arr > 2**53).any()):
-        row = int(np.argmax((arr != np.floor(arr)) | (arr > 2**53)))
+        i = int(np.argmax((arr != np.floor(arr)) | (arr > 2**53)))
         raise ValueError(
-            f"weight {float(arr[row])!r} in column {column!r} (row {row}) is not an integer: "
+            f"weight {float(arr[i])!r} in column {column!r} ({row_name(w.index, i)}) is not "
+            "an integer: "
             "discrete noise needs integer weights"
         )
     return arr
@@ -463,8 +517,8 @@ def map_events(
     if columns.unit is not None:
         unit = frame[columns.unit]
         if unit.isna().any():
-            row = int(np.flatnonzero(unit.isna().to_numpy())[0])
-            raise ValueError(f"missing unit id in column {columns.unit!r} (row {row})")
+            row = row_name(unit.index, int(np.flatnonzero(unit.isna().to_numpy())[0]))
+            raise ValueError(f"missing unit id in column {columns.unit!r} ({row})")
         out["unit"] = unit.to_numpy()
     unknown = keys < 0
     outside = ~unknown & ((steps < 1) | (steps > horizon))
@@ -477,11 +531,9 @@ def map_events(
             out["step"] = steps
         elif released.any():
             i = int(np.flatnonzero(released)[0])
-            label = frame.index[i]
-            label = label.item() if isinstance(label, np.generic) else label
-            where = label if isinstance(label, str) else f"row {label!r}"
+            where = row_name(frame.index, i) + ("" if source is None else f" of {source}")
             raise ValueError(
-                f"late event at {where}{'' if source is None else f' of {source}'} (time "
+                f"late event at {where} (time "
                 f"{frame[columns.time].iloc[i]}) is in step {int(steps[i])}, already "
                 f"released: this run continues from step {first}; pass only events of "
                 f"steps >= {first}, or place late events in the next open step with "

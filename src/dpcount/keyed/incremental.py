@@ -59,10 +59,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
-from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events
+from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
 from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.mark import RunLock
-from dpcount.keyed.run import KeyedResult, _PartsDir, iter_frames, keyed_counts
+from dpcount.keyed.run import KeyedResult, _PartsDir, csv_frame, iter_frames, keyed_counts
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 
@@ -178,11 +178,11 @@ def _listing(folder: Path) -> list[str]:
 def _read(
     folder: Path, names: Iterable[str], columns: EventColumns, buckets: TimeBuckets
 ) -> dict[str, tuple[pd.DataFrame, NDArray[np.int64], pd.Series]]:
-    """Each file's events (index: "FILE row N"), their steps and times."""
+    """Each file's events (index: "FILE line N"), their steps and times."""
     out = {}
     for name in names:
         frame = read_events(folder / name, columns)
-        frame.index = pd.Index([f"{name} row {i}" for i in range(len(frame))])
+        frame.index = pd.Index([f"{name} {row_name(frame.index, i)}" for i in range(len(frame))])
         times = parse_times(frame[columns.time], columns.time)
         out[name] = (frame, buckets.steps(times), times)
     return out
@@ -227,8 +227,11 @@ class _Appender:
     as a folder of Parquet parts in a directory (parts a killed attempt wrote are
     rewritten with the same bytes). ``started``: whether any output was touched."""
 
-    def __init__(self, path: Path, size: int, time_label: str, chunk_keys: int) -> None:
+    def __init__(
+        self, path: Path, size: int, time_label: str, chunk_keys: int, digits: int | None = None
+    ) -> None:
         self.path, self.size, self.time_label = path, size, time_label
+        self.digits = digits
         self.chunk_keys = chunk_keys
         self.started = False
 
@@ -250,7 +253,9 @@ class _Appender:
             os.lseek(fd, self.size, os.SEEK_SET)
             header = self.size == 0
             for frame in iter_frames(job, chunks, self.time_label):
-                text = frame.to_csv(header=header, index=False, lineterminator="\n")
+                text = csv_frame(frame, self.digits).to_csv(
+                    header=header, index=False, lineterminator="\n"
+                )
                 write_all(fd, text.encode("utf-8"))
                 header = False
             os.fsync(fd)
@@ -451,7 +456,13 @@ def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
         events = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns.names()})
         kind = np.int64 if buckets.width.kind == "number" else "datetime64[ns]"
         events[columns.time] = pd.Series([], dtype=kind)
-    sink = _Appender(out, int(pending["output_size"]), time_label, options.get("chunk_keys", 2048))
+    sink = _Appender(
+        out,
+        int(pending["output_size"]),
+        time_label,
+        options.get("chunk_keys", 2048),
+        options.get("std_digits"),
+    )
     record = inputs_path(state)
     try:
         result = keyed_counts(

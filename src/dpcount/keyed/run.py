@@ -201,10 +201,30 @@ def iter_tables(
         yield table
 
 
-def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
+def csv_frame(frame: pd.DataFrame, digits: int | None) -> pd.DataFrame:
+    """``frame`` with its std column as text of ``digits`` significant digits, as
+    ``dpcount count --digits`` prints it (None: the frame unchanged, every bit)."""
+    if digits is None or frame.empty:
+        return frame
+    # one std per step, repeated for every key: format each distinct value once
+    values, at = np.unique(frame["std"].to_numpy(np.float64), return_inverse=True)
+    text = np.array([f"{v:.{digits}g}" for v in values], dtype=object)
+    return frame.assign(std=text[at.reshape(-1)])
+
+
+def check_std_digits(digits: int | None) -> None:
+    if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 17):
+        raise ValueError(f"std_digits must be between 1 and 17 or None, got {digits!r}")
+
+
+def write_frames(
+    frames: Iterable[Any], path: str | os.PathLike[str], std_digits: int | None = None
+) -> Path:
     """Write the frames to CSV or Parquet (by extension) atomically: temp file + rename.
 
     ``frames``: pandas DataFrames (or, for Parquet, Arrow tables from :func:`chunk_table`).
+    ``std_digits``: significant digits of the std column in a CSV (:func:`csv_frame`;
+    None: every bit); Parquet keeps the float.
 
     A rerun with the same secret and data writes identical bytes; a killed run
     leaves no partial output (only a temp file that the next run ignores).
@@ -219,7 +239,9 @@ def write_frames(frames: Iterable[Any], path: str | os.PathLike[str]) -> Path:
             text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
             first = True
             for frame in frames:
-                frame.to_csv(text, header=first, index=False, lineterminator="\n")
+                csv_frame(frame, std_digits).to_csv(
+                    text, header=first, index=False, lineterminator="\n"
+                )
                 first = False
             text.flush()
             text.detach()  # the atomic writer closes the file
@@ -378,6 +400,7 @@ def keyed_counts(
     max_steps: int | None = None,
     min_separation: int | None = None,
     sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
+    std_digits: int | None = None,
 ) -> KeyedResult:
     """Private running counts of every key of a public universe, at every step.
 
@@ -468,6 +491,9 @@ def keyed_counts(
             ``on_chunk`` gets them) to write the output itself, before the state is
             saved and the release marked done; it returns the output's path (used by
             :mod:`dpcount.keyed.incremental` to append).
+        std_digits: significant digits of the std column in a CSV ``output`` (1..17;
+            ``dpcount keyed --digits``, default 4 there); None (default) writes every
+            bit. The frame and Parquet outputs keep the float.
 
     Returns:
         A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
@@ -517,6 +543,7 @@ def keyed_counts(
             "are meant to release"
         )
     check_secret_arg(secret)
+    check_std_digits(std_digits)
     _check_open(keys, selection, unit_scope, engine, state, output, on_chunk)
     if state is not None and secret_file(secret) is None:
         raise ValueError(
@@ -603,6 +630,7 @@ def keyed_counts(
             carry,
             guard,
             sink,
+            std_digits,
         )
         result.selection = outcome
         return result
@@ -762,6 +790,7 @@ def _emit(
     carry: Carry | None = None,
     guard: ReleaseGuard | None = None,
     sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
+    std_digits: int | None = None,
 ) -> KeyedResult:
     frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
@@ -803,7 +832,7 @@ def _emit(
     elif Path(output).suffix.lower() in (".parquet", ".pq"):
         result.output = write_frames(iter_tables(job, chunks, time_label), output)
     else:
-        result.output = write_frames(frames, output)
+        result.output = write_frames(frames, output, std_digits)
     if state is not None:  # only once the whole output is out
         assert carry is not None
         save_state(job, state, carry.sums, carry.buffers)

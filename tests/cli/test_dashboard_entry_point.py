@@ -1,0 +1,234 @@
+"""Issue 22 through the installed ``dpcount`` script (``run_done``/``run_entry`` of
+test_first_contact: the entry point next to the Python running the tests, with this
+checkout's ``src`` first on ``PYTHONPATH``), for the items whose other tests call
+``dpcount.cli.main`` in-process: the auto choice and plan's command (item 4), the
+monotone fit's bias (item 5), a small count's imports (item 7), and the smaller
+items 10 (checkpoint message, stdin row numbers, histogram top count, ``--digits``
+of count and keyed, keyed's line numbers).
+
+Each assertion is the in-process test's (test_auto_choice, test_dashboard,
+test_startup), run through the script.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcount.analysis import compare
+from dpcount.analysis.choice import choose
+from dpcount.counting import KaryTree
+from dpcount.privacy import Budget
+from tests.cli.test_first_contact import ENTRY, run_done, run_entry
+from tests.cli.test_startup import HEAVY
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not ENTRY.exists(), reason="the dpcount script is not installed"),
+]
+
+
+def _rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# -- item 4: the auto choice and plan's copy-paste line -----------------------------------------
+
+
+def test_auto_with_delta_names_the_integer_rule_and_the_best_rows_cost(tmp_path: Path) -> None:
+    T = 1000
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text("".join(f"{i % 3}\n" for i in range(T)))
+    status, _, err = run_done(
+        "count", str(src), "--epsilon", "1", "--delta", "1e-6", "--output", str(out)
+    )
+    assert status == 0, err
+    err = _flat(err)
+    best = compare(T, budget=Budget(epsilon=1.0, delta=1e-6))[0]
+    assert "ranked first" not in err
+    assert "the best by exact MSE among the mechanisms that take integer noise" in err
+    assert f"the best overall, {best.label} with gaussian noise, would have RMSE" in err
+    assert f"{math.sqrt(best.mse):.4g}" in err
+
+
+def test_plans_copy_paste_line_for_whole_numbers_is_the_integer_noise_command(
+    tmp_path: Path,
+) -> None:
+    T = 300
+    status, out, err = run_done("plan", "--horizon", str(T), "--epsilon", "1")
+    assert status == 0, err
+    line = next(x for x in out.splitlines() if "whole-number data (counts):" in x)
+    command = line.split("dpcount count INPUT ", 1)[1].split()
+    assert "--noise" in command and command[command.index("--noise") + 1] == "discrete-laplace"
+    fractional = next(x for x in out.splitlines() if "fractional data:" in x)
+    assert "--noise laplace" in fractional
+    src = tmp_path / "in.csv"
+    src.write_text("".join(f"{i % 4}\n" for i in range(T)))
+    exact = ["--digits", "17"]  # every bit of the std
+    status, a, err = run_done("count", str(src), *command, *exact)
+    assert status == 0, err
+    status, b, err = run_done("count", str(src), "--epsilon", "1", *exact)
+    assert status == 0, err
+    std_a = [float(r["std"]) for r in _rows(a)]
+    np.testing.assert_array_equal(std_a, [float(r["std"]) for r in _rows(b)])
+    choice = choose(T, budget=Budget(epsilon=1.0))
+    assert choice.auto is not None
+    np.testing.assert_allclose(np.mean(np.square(std_a)), choice.auto.mse, rtol=1e-12)
+
+
+# -- item 5: --monotone states its bias --------------------------------------------------------
+
+
+def test_monotone_states_its_bias_and_which_std_is_exact(tmp_path: Path) -> None:
+    src = tmp_path / "x.csv"
+    src.write_text("".join(f"{int(i % 7 == 0)}\n" for i in range(40)))
+    argv = ["count", str(src), "--mechanism", "kary", "--epsilon", "1", "--seed", "3"]
+    status, out, err = run_done(*argv, "--monotone")
+    assert status == 0, err
+    err = _flat(err)
+    assert "raw_std is the exact error of raw_private_count only" in err
+    assert "no exact per-step error" in err and "bias" in err
+    assert _rows(out)[0].keys() == {"t", "private_count", "raw_private_count", "raw_std"}
+    status, help_text, _ = run_done("count", "--help")
+    assert status == 0 and "BIASED per step" in _flat(help_text)
+
+
+# -- item 7: a small count imports no scipy ----------------------------------------------------
+
+
+def test_a_small_count_imports_no_heavy_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The script's own process, with ``-X importtime`` (PYTHONPROFILEIMPORTTIME):
+    every imported module is listed on stderr."""
+    data = tmp_path / "x.csv"
+    data.write_text("x\n" + "".join(f"{i % 3}\n" for i in range(100)))
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    out = tmp_path / "out.csv"
+    status, _, err = run_done("count", str(data), "--epsilon", "1", "--output", str(out))
+    assert status == 0, err
+    imported = {
+        line.rsplit("|", 1)[1].strip() for line in err.splitlines() if line.startswith("import ")
+    }
+    assert "dpcount.cli" in imported and "numpy" in imported  # the listing is complete
+    assert sorted(m for m in HEAVY if m in imported) == []
+    assert not any(m == "scipy" or m.startswith("scipy.") for m in imported)
+    assert out.read_text().count("\n") == 101  # header + 100 steps
+
+
+# -- item 10 -------------------------------------------------------------------------------------
+
+
+def test_the_checkpoint_message_counts_released_steps(tmp_path: Path) -> None:
+    src = tmp_path / "x.csv"
+    src.write_text("1\n0\n1\n")
+    argv = ["count", str(src), "--mechanism", "binary", "--epsilon", "1", "--seed", "0"]
+    argv += ["--horizon", "4", "--checkpoint", str(tmp_path / "ck")]
+    argv += ["--output", str(tmp_path / "o.csv")]
+    status, _, err = run_done(*argv)
+    assert status == 0, err
+    src.write_text("1\n0\n1\n1\n")
+    status, _, err = run_done(*argv)
+    assert status == 0, err
+    assert "3 steps already released, continuing at step 4 (horizon 4)" in _flat(err), err
+
+
+def test_stdin_row_numbers_start_at_one() -> None:
+    proc = run_entry("count", "-", "--horizon", "2", "--epsilon", "1", stdin=subprocess.PIPE)
+    out, err = proc.communicate("1\n0\n", timeout=300)
+    assert proc.returncode == 0, err
+    assert [r["t"] for r in _rows(out)] == ["1", "2"]
+
+
+def test_histogram_top_count_is_printed_like_its_column(tmp_path: Path) -> None:
+    src = tmp_path / "events.csv"
+    src.write_text("t,item\n0.5,a\n1.5,b\n2.5,a\n")
+    argv = ["histogram", str(src), "--time-column", "t", "--item-column", "item"]
+    status, out, err = run_done(*argv, "--items", "a,b", "--epsilon", "1", "--seed", "0")
+    assert status == 0, err
+    rows = _rows(out)
+    assert rows and all(r["top1_count"] == r[r["top1_item"]] for r in rows)
+    assert all(str(int(r["top1_count"])) == r["top1_count"] for r in rows)  # integer noise
+    assert all(len(r["std"].replace(".", "").lstrip("0")) <= 4 for r in rows)
+
+
+def test_std_has_four_significant_digits_by_default(tmp_path: Path) -> None:
+    src = tmp_path / "x.csv"
+    src.write_text("1\n0\n1\n")
+    argv = ["count", str(src), "--mechanism", "kary", "--epsilon", "1", "--seed", "0"]
+    status, out, err = run_done(*argv)
+    assert status == 0, err
+    std = np.sqrt(KaryTree(3, epsilon=1.0, k=19, noise="discrete-laplace").variances())
+    assert [r["std"] for r in _rows(out)] == [f"{s:.4g}" for s in std]
+    status, out, err = run_done(*argv, "--digits", "17")
+    assert status == 0, err
+    assert [float(r["std"]) for r in _rows(out)] == std.tolist()
+
+
+# -- item 10: keyed numbers lines like count, and has --digits -----------------------------------
+
+
+def _keyed_argv(tmp_path: Path, events: Path, output: Path, *extra: str) -> list[str]:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("a\nb\n")
+    return ["keyed", str(events), "--time-column", "day", "--key-column", "product",
+            "--keys", str(keys), "--step", "1D", "--epsilon", "1",
+            "--secret", str(tmp_path / "run.key"), "--output", str(output), *extra]  # fmt: skip
+
+
+def test_keyed_names_the_file_line_as_count_does(tmp_path: Path) -> None:
+    """Before: "(row 1)" for the second data row, where count says "line 3". A blank
+    line before it moves it to line 4 (pandas skips blank lines; the number does not)."""
+    out = tmp_path / "o.csv"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("day,product,qty\n2024-01-01,a,1\nyesterday,b,2\n")
+    status, _, err = run_done(*_keyed_argv(tmp_path, bad, out))
+    assert status == 2
+    assert "unparseable time 'yesterday' in column 'day' (line 3)" in _flat(err), err
+    bad.write_text("day,product,qty\n2024-01-01,a,1\n\n2024-01-02,b,-2\n")
+    status, _, err = run_done(*_keyed_argv(tmp_path, bad, out, "--weight-column", "qty"))
+    assert status == 2
+    assert "negative weight -2.0 in column 'qty' (line 4)" in _flat(err), err
+    # count numbers the same file's lines the same way
+    bad.write_text("day,product,qty\n2024-01-01,a,1\n\nyesterday,b,2\n")
+    status, _, err = run_done(*_keyed_argv(tmp_path, bad, out))
+    assert status == 2
+    assert "unparseable time 'yesterday' in column 'day' (line 4)" in _flat(err), err
+    argv = ["count", str(bad), "--column", "qty", "--time-column", "day", "--step", "1D"]
+    status, _, err = run_done(*argv, "--epsilon", "1")
+    assert status == 2 and "line 4" in err and "yesterday" in err, err
+
+
+def test_keyed_std_has_four_significant_digits_by_default(tmp_path: Path) -> None:
+    events = tmp_path / "events.csv"
+    events.write_text("day,product\n2024-01-01,a\n2024-01-02,b\n2024-01-03,a\n")
+    out = tmp_path / "o.csv"
+    status, _, err = run_done(*_keyed_argv(tmp_path, events, out))
+    assert status == 0, err
+    short = _rows(out.read_text())
+    status, _, err = run_done(*_keyed_argv(tmp_path, events, out, "--digits", "17"))
+    assert status == 0, err
+    full = _rows(out.read_text())
+    # the same secret: the same counts; only the std's printing differs
+    assert [r["private_count"] for r in short] == [r["private_count"] for r in full]
+    assert len({r["std"] for r in full}) > 1  # several distinct stds: a real check
+    assert [r["std"] for r in short] == [f"{float(r['std']):.4g}" for r in full]
+    assert any(len(r["std"]) > len(f"{float(r['std']):.4g}") for r in full)
+    parquet = tmp_path / "o.parquet"
+    status, _, err = run_done(*_keyed_argv(tmp_path, events, parquet))
+    assert status == 0, err
+    import pandas as pd
+
+    assert pd.read_parquet(parquet)["std"].tolist() == [float(r["std"]) for r in full]
+    status, _, err = run_done(*_keyed_argv(tmp_path, events, out, "--digits", "18"))
+    assert status == 2 and "--digits must be between 1 and 17, got 18" in err
