@@ -203,7 +203,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         choices=("refuse", "next-step"),
         default="refuse",
         help="an event of an already released step (with --state): refuse stops with an error "
-        "naming its file and row; next-step counts it in the first step this run releases "
+        "naming its file and line; next-step counts it in the first step this run releases "
         "(bounded with that step, and reported) (default: refuse)",
     )
     p.add_argument(

@@ -8,7 +8,7 @@ file or run they arrive in. A run that continues an earlier one
 it is *late*, and the run's **lateness policy** (``late=``, ``--late``) decides:
 
 * ``"refuse"`` (the default): the run stops with a ValueError naming the event's
-  file and row — nothing is released;
+  file and line (a frame: its 1-based data row) — nothing is released;
 * ``"next-step"``: the event is counted in step ``first``, the first step still
   open, and the report counts it (``report.late_moved``). The contribution bounds
   apply *after* moving: at event level a moved event is one event of weight
