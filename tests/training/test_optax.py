@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dpcount.privacy import ZeroNoise
+from dpcount.privacy import Budget, ZeroNoise
 from dpcount.training import GradientPrivatizer, gaussian_privatizer, optax_privatizer
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,12 @@ def _imports() -> tuple[Any, Any, Any]:
 
 def _privatizer(seed: int) -> GradientPrivatizer:
     return gaussian_privatizer(
-        "blt", epochs=2, batches_per_epoch=3, clip_norm=1.0, epsilon=2.0, delta=1e-5, rng=seed
+        "blt",
+        epochs=2,
+        batches_per_epoch=3,
+        clip_norm=1.0,
+        budget=Budget(epsilon=2.0, delta=1e-5),
+        rng=seed,
     )
 
 

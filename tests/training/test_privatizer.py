@@ -17,7 +17,7 @@ import pytest
 
 from dpcount.counting import BLT, BinaryTree
 from dpcount.counting.registry import MECHANISMS
-from dpcount.privacy import ZeroNoise
+from dpcount.privacy import Budget, Participation, ZeroNoise
 from dpcount.training import (
     GradientPrivatizer,
     NoiseState,
@@ -40,8 +40,7 @@ def make(name: str = "blt", **kw: Any) -> GradientPrivatizer:
         "epochs": EPOCHS,
         "batches_per_epoch": BATCHES,
         "clip_norm": 1.5,
-        "epsilon": 1.0,
-        "delta": 1e-6,
+        "budget": Budget(epsilon=1.0, delta=1e-6),
         "rng": 0,
     }
     args.update(kw)
@@ -169,7 +168,11 @@ def test_blt_state_stays_bounded() -> None:
     BLT buffers + 1 running sums plus the previous noise ((n + 2)·d floats)."""
     dim, steps = 1000, 800
     priv = gaussian_privatizer(
-        "blt", epochs=4, batches_per_epoch=steps // 4, clip_norm=1.0, epsilon=1.0, delta=1e-6
+        "blt",
+        epochs=4,
+        batches_per_epoch=steps // 4,
+        clip_norm=1.0,
+        budget=Budget(epsilon=1.0, delta=1e-6),
     )
     g = np.zeros(dim)
     tracemalloc.start()
@@ -257,6 +260,14 @@ def test_bad_input_is_refused_naming_it() -> None:
         make(epochs=0)
     with pytest.raises(ValueError, match="clip_norm must be"):
         make(clip_norm=0.0)
+    with pytest.raises(ValueError, match=r"budget\.noise must be gaussian"):
+        make(budget=Budget(epsilon=1.0, delta=1e-6, noise="laplace"))
+    with pytest.raises(ValueError, match=r"budget\.step_sensitivity must be 1"):
+        make(budget=Budget(epsilon=1.0, delta=1e-6, step_sensitivity=2.0))
+    with pytest.raises(ValueError, match=r"does not calibrate to a participation schema"):
+        make(budget=Budget(epsilon=1.0, delta=1e-6, participation=Participation(2, 3)))
+    with pytest.raises(TypeError, match="both"):
+        make(epsilon=1.0)
     with pytest.raises(ValueError, match="mechanism must use noise='gaussian'"):
         GradientPrivatizer(BinaryTree(T, epsilon=1.0))
     with pytest.raises(TypeError, match="mechanism must be a CountingMechanism"):
@@ -267,6 +278,14 @@ def test_bad_input_is_refused_naming_it() -> None:
         fixed_batches(3, 4)
     with pytest.raises(ValueError, match=r"per_example\['b'\] has 2 examples"):
         clip_and_sum({"a": np.zeros((3, 1)), "b": np.zeros((2, 1))}, 1.0)
+
+
+def test_the_loose_budget_spelling_warns_and_calibrates_the_same() -> None:
+    with pytest.warns(DeprecationWarning, match="gaussian_privatizer"):
+        loose = gaussian_privatizer(
+            "blt", epochs=EPOCHS, batches_per_epoch=BATCHES, clip_norm=1.5, epsilon=1.0, delta=1e-6
+        )
+    assert loose.noise_multiplier == make("blt").noise_multiplier
 
 
 def test_state_repr_shows_no_values() -> None:

@@ -73,8 +73,8 @@ References:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,9 +82,12 @@ from numpy.typing import NDArray
 from dpcount._validate import check_choice, check_instance, check_integer, check_real
 from dpcount.counting.base import CountingMechanism, NoiseProcess
 from dpcount.counting.registry import MECHANISMS, build_mechanism
-from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind, Participation
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "GradientPrivatizer",
@@ -295,12 +298,11 @@ def gaussian_privatizer(
     epochs: int,
     batches_per_epoch: int,
     clip_norm: float,
-    epsilon: float,
-    delta: float,
+    budget: Budget | None = None,
     neighbouring: str = "add-remove",
-    calibration: str | None = None,
     release: Release = "gradient",
     rng: RNGLike = None,
+    **fields: Unpack[BudgetFields],
 ) -> GradientPrivatizer:
     """A :class:`GradientPrivatizer` calibrated for a training run.
 
@@ -312,10 +314,15 @@ def gaussian_privatizer(
         epochs: k ≥ 1 passes over the data.
         batches_per_epoch: b ≥ 1 fixed batches, visited cyclically (T = k·b steps).
         clip_norm: C > 0, the ℓ₂ bound each example's gradient is clipped to.
-        epsilon, delta: the (ε, δ) of the whole run.
+        budget: the :class:`~dpcount.privacy.Budget` of the whole run: (ε, δ) and an
+            optional Gaussian calibration rule (None: analytic Gaussian). Its noise kind,
+            if given, must be Gaussian; the step sensitivity (from ``clip_norm`` and
+            ``neighbouring``) and the participation schema (``epochs`` ×
+            ``batches_per_epoch``) are the run's, so a budget that sets them is refused.
         neighbouring: ``"add-remove"`` (one example added or removed: step
             sensitivity C) or ``"replace-one"`` (2C).
-        calibration: the Gaussian calibration rule (None: analytic Gaussian).
+        **fields: the budget's fields given loose (``epsilon=``, ``delta=``,
+            ``calibration=``; deprecated, DeprecationWarning; removed in 0.5).
         release: ``"gradient"`` or ``"prefix-sum"`` (module docstring).
         rng: None (secure, for production), a Generator, or an int seed (tests).
 
@@ -327,17 +334,24 @@ def gaussian_privatizer(
     b = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
     c = check_real("clip_norm", clip_norm, gt=0)
     check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
-    budget = Budget(
-        epsilon=epsilon,
-        delta=delta,
+    given = Budget.resolve(budget, fields, owner="gaussian_privatizer", deprecated=True)
+    if given.noise not in (None, NoiseKind.GAUSSIAN):
+        raise ValueError(f"budget.noise must be gaussian (or None), got {given.noise}")
+    if given.step_sensitivity != 1 or given.step_l2_sensitivity is not None:
+        raise ValueError(
+            "budget.step_sensitivity must be 1 and budget.step_l2_sensitivity None for "
+            f"gaussian_privatizer, got {given.step_sensitivity!r} and "
+            f"{given.step_l2_sensitivity!r}: the run derives it from clip_norm and neighbouring"
+        )
+    # a participation schema in the budget is refused by Budget.resolve: the run's
+    # schema is epochs × batches_per_epoch
+    run_budget = replace(
+        given,
         noise=NoiseKind.GAUSSIAN,
-        calibration=None
-        if calibration is None
-        else CalibrationRule.parse("calibration", calibration),
         step_sensitivity=c if neighbouring == "add-remove" else 2.0 * c,
         participation=Participation(max_participations=k, min_separation=b),
     )
-    mech = build_mechanism(mechanism, horizon=k * b, budget=budget)
+    mech = build_mechanism(mechanism, horizon=k * b, budget=run_budget)
     return GradientPrivatizer(mech, release=release, rng=rng)
 
 
