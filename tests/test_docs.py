@@ -91,8 +91,15 @@ def test_every_block_names_its_language() -> None:
     assert not bad, "fenced blocks must be python, bash or text:\n" + "\n".join(bad)
 
 
-#: pages whose python blocks run in their own test (optional imports, slow parts)
-OWN_RUNNER = {ROOT / "docs" / "tutorials" / "training.md"}  # tests/training/test_tutorial.py
+#: pages whose python blocks run in their own test (optional imports, slow parts, or
+#: checks of what each block prints): running them here too would only repeat the work
+OWN_RUNNER = {
+    ROOT / "docs" / "tutorials" / "training.md",  # tests/training/test_tutorial.py
+    ROOT / "docs" / "apps.md",  # tests/apps/test_docs.py
+    ROOT / "docs" / "blt.md",  # tests/test_docs_blt.py
+    ROOT / "docs" / "keyed.md",  # tests/keyed/test_docs.py
+    ROOT / "docs" / "durable-streams.md",  # tests/counting/test_checkpoint.py
+}
 PYTHON_PAGES = [
     p for p in PAGES if any(lang == "python" for lang, _, _ in blocks(p)) and p not in OWN_RUNNER
 ]
