@@ -35,7 +35,7 @@ import numpy as np
 
 from _timing import best_of  # benchmarks/_timing.py
 from dpcount.counting import BLT, SqrtFactorization
-from dpcount.counting.normalized_blt import NormalizedBLT
+from dpcount.counting.factorization.normalized_blt import NormalizedBLT
 
 
 def stream_figures(

@@ -29,14 +29,17 @@ import time
 
 from dpcount.analysis.certificates import asymptotic_lower_bound, normalized_sqrt_losses
 from dpcount.counting import BLT, SqrtFactorization, ToeplitzFactorization
-from dpcount.counting.blt import blt_losses, shipped_blt_parameters
-from dpcount.counting.normalized_blt import (
+from dpcount.counting.factorization.blt import blt_losses, shipped_blt_parameters
+from dpcount.counting.factorization.normalized_blt import (
     normalized_blt_losses,
     shipped_normalized_blt_parameters,
 )
-from dpcount.counting.row_scaled_sqrt import ROW_SCALED_LOG_WEIGHTS
-from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
-from dpcount.counting.toeplitz_opt import optimize_toeplitz
+from dpcount.counting.factorization.row_scaled_sqrt import ROW_SCALED_LOG_WEIGHTS
+from dpcount.counting.factorization.sqrt_toeplitz import (
+    sqrt_l2_norm_squared,
+    sqrt_mean_variance_coefficient,
+)
+from dpcount.counting.factorization.toeplitz import optimize_toeplitz
 from dpcount.privacy import Participation
 from dpcount.privacy.calibration import gaussian_sigma
 
@@ -85,7 +88,7 @@ def nblt_rows(T: int) -> None:
 
 
 def toeplitz(T: int, objective: str) -> tuple[float, float]:
-    from dpcount.counting.toeplitz_opt import toeplitz_losses
+    from dpcount.counting.factorization.toeplitz import toeplitz_losses
 
     r = toeplitz_losses(optimize_toeplitz(T, objective=objective).coefficients, T)
     return r.mean_loss, r.max_loss
@@ -107,7 +110,7 @@ def max_optimum_rows() -> None:
     the column-normalized square root (exact), and the certified max-loss lower bounds
     beyond the dense range (γ₂ dual at interpolated weights, shipped for 2^12..2^14)."""
     from dpcount.analysis.certificates import certified_lower_bound, dense_optimum_losses
-    from dpcount.counting.optimize_max import shipped_max_optima
+    from dpcount.counting.factorization.optimize_max import shipped_max_optima
 
     table = shipped_max_optima()
     print("dense max-loss optimum (certified): T, max loss, lower bound, gap, its mean loss,")
@@ -150,7 +153,7 @@ def row_scaled_sqrt_losses(T: int, log_weights: tuple[float, ...]) -> tuple[floa
     import scipy.fft as sf
     from numpy.polynomial import chebyshev
 
-    from dpcount.counting.toeplitz import sqrt_coefficients
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 
     f = np.asarray(sqrt_coefficients(T))
     k = np.arange(T)
@@ -180,7 +183,7 @@ def row_scaled_sqrt_rows() -> None:
     from scipy.linalg import solve_triangular
 
     from dpcount.analysis.certificates import certified_lower_bound
-    from dpcount.counting.toeplitz import sqrt_coefficients
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 
     T = 64  # the dense check: B = A·C′⁻¹ by a triangular solve
     f = np.asarray(sqrt_coefficients(T))
@@ -228,7 +231,7 @@ def blocked_row_scaled_losses(T: int, ratio: float) -> tuple[float, float, float
     import scipy.fft as sf
     from numpy.polynomial import chebyshev
 
-    from dpcount.counting.toeplitz import sqrt_coefficients
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 
     f = np.asarray(sqrt_coefficients(T))
     k = np.arange(T)
@@ -265,7 +268,7 @@ def blocked_row_scaled_rows() -> None:
     import numpy as np
 
     from dpcount.analysis.certificates import certified_lower_bound
-    from dpcount.counting.toeplitz import sqrt_coefficients
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 
     T, ratio = 1024, 1.05
     mean, mx, _ = blocked_row_scaled_losses(T, ratio)
@@ -310,8 +313,8 @@ def row_scaled_banded_rows() -> None:
     class's closed form √k)."""
     import numpy as np
 
+    from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToeplitz
     from dpcount.counting.participation import encoder_sensitivities
-    from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
 
     T = 2048
     schema = Participation(max_participations=4, min_separation=512)

@@ -1,6 +1,6 @@
 """Optimizers: the dense optimum and optimized (banded) Toeplitz factorizations.
 
-Losses are in the units of ``dpcount.counting.optimize`` (variance over that of a
+Losses are in the units of ``dpcount.counting.factorization.optimize`` (variance over that of a
 sensitivity-1 Gaussian at the same (ε, δ); the same at every (ε, δ)). Times are
 printed beside a floor measured in the same run:
 
@@ -31,9 +31,9 @@ import numpy as np
 import scipy.linalg as sl
 
 from _timing import best_of  # benchmarks/_timing.py
-from dpcount.counting.optimize import optimize_dense
-from dpcount.counting.toeplitz import sqrt_coefficients
-from dpcount.counting.toeplitz_opt import (
+from dpcount.counting.factorization.optimize import optimize_dense
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
+from dpcount.counting.factorization.toeplitz import (
     _LogLoss,
     banded_participation_loss,
     optimize_toeplitz,

@@ -1,7 +1,7 @@
 """Regenerate src/dpcount/data/blt_parameters.json (optimized BLT parameters).
 
 For each objective and number of buffers, horizons T = 2^0 … 2^24 are optimized in
-increasing order with :func:`dpcount.counting.optimize.optimize_blt`; besides the
+increasing order with :func:`dpcount.counting.factorization.optimize.optimize_blt`; besides the
 default start, each horizon also starts from the previous horizon's optimum as is
 and with its slowest rate halved (the optimizer keeps the best). Deterministic.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcount.counting.optimize import optimize_blt
+from dpcount.counting.factorization.optimize import optimize_blt
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "dpcount" / "data" / "blt_parameters.json"
 

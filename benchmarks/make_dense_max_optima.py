@@ -1,7 +1,7 @@
 """Regenerate the dense max-loss optima (T = 2^0 … 2^11) shipped with dpcount.
 
 For each T = 2^k, k = 0…MAX_LOG2 (default 11), runs
-:func:`dpcount.counting.optimize_max.optimize_dense_max` (relative gap 10⁻⁴, started
+:func:`dpcount.counting.factorization.optimize_max.optimize_dense_max` (relative gap 10⁻⁴, started
 from the previous horizon's weights interpolated) and writes
 
 * ``src/dpcount/data/dense_max_weights.npy``: the dual weights u of every T, one
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcount.counting.optimize_max import (
+from dpcount.counting.factorization.optimize_max import (
     interpolate_weights,
     max_loss_lower_bound,
     optimize_dense_max,

@@ -1,7 +1,7 @@
 """Regenerate src/dpcount/data/factorization_optima.json (dense optima, T = 2^0 … 2^11).
 
 For each T = 2^k, k = 0…MAX_LOG2 (default 11), runs
-:func:`dpcount.counting.optimize.optimize_dense` (mean objective, its default stopping
+:func:`dpcount.counting.factorization.optimize.optimize_dense` (mean objective, its default stopping
 rule, which stops on a certified duality gap) and records the exact mean loss of
 the returned factorization and its max loss (sensitivity² · largest row norm² of the
 decoder). dpcount has no dense max-loss
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcount.counting.optimize import optimize_dense
+from dpcount.counting.factorization.optimize import optimize_dense
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "dpcount" / "data" / "factorization_optima.json"
 

@@ -5,9 +5,9 @@ are the shipped BLT parameters at T (both objectives, every shipped buffer count
 the entry chosen at T/2 (beyond 2^21, to bound the run time, only the shipped
 max-optimized BLT with the most buffers and the entry chosen at T/2); each is
 evaluated with the exact normalized losses
-(:func:`dpcount.counting.normalized_blt.normalized_blt_losses`, O(T·n)) and the best
+(:func:`dpcount.counting.factorization.normalized_blt.normalized_blt_losses`, O(T·n)) and the best
 is kept. For T ≤ 2^12 (``--optimize-max-log2``) the best candidate is then refined
-by L-BFGS-B over the BLT parameterization of :mod:`dpcount.counting.optimize`
+by L-BFGS-B over the BLT parameterization of :mod:`dpcount.counting.factorization.optimize`
 (finite-difference gradients, at most 150 iterations), kept only if it improves.
 Deterministic.
 
@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from dpcount.counting.blt import _shipped as shipped_blt_table
-from dpcount.counting.blt import check_blt_parameters, shipped_blt_parameters
-from dpcount.counting.normalized_blt import normalized_blt_losses
-from dpcount.counting.optimize import _pack, _unpack
+from dpcount.counting.factorization.blt import _shipped as shipped_blt_table
+from dpcount.counting.factorization.blt import check_blt_parameters, shipped_blt_parameters
+from dpcount.counting.factorization.normalized_blt import normalized_blt_losses
+from dpcount.counting.factorization.optimize import _pack, _unpack
 
 OUT = (
     Path(__file__).resolve().parents[1]

@@ -3,8 +3,8 @@ square root, T = 2^15 … 2^22, block ratio 1.1).
 
 For each T = 2^k the exact per-step variances of
 ``NormalizedSqrtFactorization(T)`` (the default block ratio
-:data:`~dpcount.counting.normalized_sqrt.DEFAULT_BLOCK_RATIO`), by
-:func:`~dpcount.counting.normalized_sqrt.normalized_sqrt_losses`: O(m·T log T) per T,
+:data:`~dpcount.counting.factorization.normalized_sqrt.DEFAULT_BLOCK_RATIO`), by
+:func:`~dpcount.counting.factorization.normalized_sqrt.normalized_sqrt_losses`: O(m·T log T) per T,
 deterministic (no randomness, exact integer block boundaries). The table lets
 :func:`dpcount.analysis.certificates.best_known_loss` answer instantly for these
 horizons; ``tests/analysis/test_certificates.py`` recomputes the smaller entries.
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from dpcount.counting.normalized_sqrt import (
+from dpcount.counting.factorization.normalized_sqrt import (
     DEFAULT_BLOCK_RATIO,
     NORMALIZED_SQRT_MAX_HORIZON,
     normalized_sqrt_block_starts,

@@ -1,5 +1,5 @@
 """Regenerate src/dpcount/data/row_scaled_banded_parameters.json: the shipped parameters
-of :class:`dpcount.counting.row_scaled_banded.RowScaledBandedToeplitz` (T = 2048,
+of :class:`dpcount.counting.factorization.row_scaled_banded.RowScaledBandedToeplitz` (T = 2048,
 b = 512 bands, for (4, 512)-participation), and their exact losses as the mechanism
 computes them.
 
@@ -30,8 +30,8 @@ import numpy as np
 from numpy.polynomial import chebyshev
 from scipy.optimize import minimize
 
-from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
-from dpcount.counting.toeplitz_opt import optimize_toeplitz
+from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToeplitz
+from dpcount.counting.factorization.toeplitz import optimize_toeplitz
 from dpcount.privacy import Budget, NoiseKind, Participation
 from dpcount.privacy.calibration import gaussian_sigma
 

@@ -1,5 +1,5 @@
 """Regenerate src/dpcount/data/row_scaled_sqrt_losses.json: the exact mean and max loss
-of :class:`dpcount.counting.row_scaled_sqrt.RowScaledSqrtFactorization` (default
+of :class:`dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization` (default
 weights) at T = 2^0 … 2^14, for :func:`dpcount.analysis.certificates.best_known_loss`
 (the O(T²) variances take ≈ 1 min at 2^14, too slow for ``dpcount plan``).
 
@@ -16,7 +16,10 @@ import json
 import time
 from pathlib import Path
 
-from dpcount.counting.row_scaled_sqrt import ROW_SCALED_MAX_HORIZON, RowScaledSqrtFactorization
+from dpcount.counting.factorization.row_scaled_sqrt import (
+    ROW_SCALED_MAX_HORIZON,
+    RowScaledSqrtFactorization,
+)
 from dpcount.privacy.calibration import gaussian_sigma
 
 OUT = (

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from dpcount.analysis.certificates import normalized_sqrt_losses
-from dpcount.counting.toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 
 
 def row_loss(T: int) -> Callable[[int], float]:

@@ -1,17 +1,18 @@
 """Experiment (issue 20, mean at T = 1024): a BLT encoder scaled by rows and columns.
 
-The column-normalized BLT (:mod:`dpcount.counting.normalized_blt`) stops at a mean
+The column-normalized BLT (:mod:`dpcount.counting.factorization.normalized_blt`) stops at a mean
 loss of 8.938 at T = 1024 whatever its buffer count (L-BFGS-B from the shipped 8-buffer
 entry, and from least-squares fits of the square root's coefficients with 9 and 12
 buffers, all end at 8.9380), 2.3 % above the dense optimum 8.7347. Scaling the rows as
-well, as :mod:`dpcount.counting.row_scaled_sqrt` does for the square root,
+well, as :mod:`dpcount.counting.factorization.row_scaled_sqrt` does for the square root,
 
     C′ = diag(w)·C·diag(1/n),  n_j = ‖diag(w)·C[:, j]‖,  B′ = A·diag(n)·C⁻¹·diag(1/w),
 
 keeps every column of C′ at norm 1 (sensitivity 1) and the stream bounded: the noise is
 the running sum of n_t·(C⁻¹(z/w))_t, C⁻¹ a BLT, so n + 1 values per coordinate plus the
 scalars w_t, n_t. This script computes the mean loss ‖B′‖²_F/T from dense T × T
-matrices (checked against :func:`~dpcount.counting.normalized_blt.normalized_blt_losses`
+matrices (checked against
+:func:`~dpcount.counting.factorization.normalized_blt.normalized_blt_losses`
 at w = 1), with ln w a Chebyshev series of degree 8 in y = 2(t + ½)/T − 1 (as the
 row-scaled square root), and fits the series by L-BFGS-B for the shipped mean-optimized
 BLT at T, then the BLT parameters and the series together.
@@ -44,12 +45,16 @@ from numpy.polynomial import chebyshev
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
-from dpcount.counting.blt import blt_inverse, check_blt_parameters, encoder_coefficients
-from dpcount.counting.normalized_blt import (
+from dpcount.counting.factorization.blt import (
+    blt_inverse,
+    check_blt_parameters,
+    encoder_coefficients,
+)
+from dpcount.counting.factorization.normalized_blt import (
     normalized_blt_losses,
     shipped_normalized_blt_parameters,
 )
-from dpcount.counting.optimize import _pack, _unpack
+from dpcount.counting.factorization.optimize import _pack, _unpack
 
 Array = NDArray[np.float64]
 

@@ -62,8 +62,8 @@ from dpcount.counting import (
     ToeplitzFactorization,
     UnboundedCounter,
 )
+from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToeplitz
 from dpcount.counting.registry import build_mechanism
-from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
 from dpcount.frame import choose_mechanism, private_counts
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.run import keyed_counts
@@ -114,32 +114,35 @@ SPECS: dict[str, Spec] = {
         lambda b: InputPerturbation(T, budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.sqrt.SqrtFactorization": (
+    "dpcount.counting.factorization.sqrt.SqrtFactorization": (
         lambda b: SqrtFactorization(T, budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.normalized_sqrt.NormalizedSqrtFactorization": (
+    "dpcount.counting.factorization.normalized_sqrt.NormalizedSqrtFactorization": (
         lambda b: NormalizedSqrtFactorization(T, budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.row_scaled_banded.RowScaledBandedToeplitz": (
+    "dpcount.counting.factorization.row_scaled_banded.RowScaledBandedToeplitz": (
         lambda b: RowScaledBandedToeplitz(T, coefficients=[1.0, 0.5, 0.25], budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.row_scaled_sqrt.RowScaledSqrtFactorization": (
+    "dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization": (
         lambda b: RowScaledSqrtFactorization(T, budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.blt.BLT": (lambda b: BLT(T, **_BLT, budget=b, rng=0), "release"),
-    "dpcount.counting.normalized_blt.NormalizedBLT": (
+    "dpcount.counting.factorization.blt.BLT": (
+        lambda b: BLT(T, **_BLT, budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.factorization.normalized_blt.NormalizedBLT": (
         lambda b: NormalizedBLT(T, **_BLT, budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.toeplitz_opt.ToeplitzFactorization": (
+    "dpcount.counting.factorization.toeplitz.ToeplitzFactorization": (
         lambda b: ToeplitzFactorization(T, coefficients=[1.0, 0.4, 0.2], budget=b, rng=0),
         "release",
     ),
-    "dpcount.counting.dense.FactorizationMechanism": (
+    "dpcount.counting.factorization.dense.FactorizationMechanism": (
         lambda b: FactorizationMechanism(np.tril(np.ones((T, T))), np.eye(T), budget=b, rng=0),
         "release",
     ),

@@ -28,7 +28,10 @@ from dpcount.counting import (
     SqrtFactorization,
 )
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
-from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
+from dpcount.counting.factorization.sqrt_toeplitz import (
+    sqrt_l2_norm_squared,
+    sqrt_mean_variance_coefficient,
+)
 from dpcount.counting.tree_formulas import offset_leading_constant
 from dpcount.privacy import (
     Budget,

@@ -23,10 +23,10 @@ from dpcount.analysis import (
 )
 from dpcount.analysis.certificates import normalized_sqrt_losses
 from dpcount.counting import BLT, NormalizedBLT, SqrtFactorization
-from dpcount.counting.blt import shipped_blt_parameters
-from dpcount.counting.normalized_blt import shipped_normalized_blt_parameters
-from dpcount.counting.optimize import optimize_dense
-from dpcount.counting.optimize_max import dense_max_factors
+from dpcount.counting.factorization.blt import shipped_blt_parameters
+from dpcount.counting.factorization.normalized_blt import shipped_normalized_blt_parameters
+from dpcount.counting.factorization.optimize import optimize_dense
+from dpcount.counting.factorization.optimize_max import dense_max_factors
 from dpcount.privacy import Budget
 
 

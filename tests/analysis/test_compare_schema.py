@@ -11,8 +11,8 @@ import pytest
 
 from dpcount.analysis import best_known_loss, compare
 from dpcount.counting import BLT
-from dpcount.counting.blt import shipped_blt_parameters
-from dpcount.counting.toeplitz_opt import optimize_toeplitz, toeplitz_losses
+from dpcount.counting.factorization.blt import shipped_blt_parameters
+from dpcount.counting.factorization.toeplitz import optimize_toeplitz, toeplitz_losses
 from dpcount.privacy import Budget, Participation
 
 

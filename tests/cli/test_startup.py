@@ -25,8 +25,8 @@ HEAVY = (
     "scipy.stats",
     "pandas",
     "dpcount.analysis.certificates",
-    "dpcount.counting.blt",
-    "dpcount.counting.toeplitz_opt",
+    "dpcount.counting.factorization.blt",
+    "dpcount.counting.factorization.toeplitz",
 )
 
 

@@ -161,7 +161,7 @@ def test_per_step_variances_at_a_large_awkward_horizon(name: str) -> None:
 
 def test_sqrt_running_sum_across_many_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small blocks: the carried sum reproduces np.cumsum's sequential order exactly."""
-    import dpcount.counting.sqrt as sqrt_module
+    import dpcount.counting.factorization.sqrt as sqrt_module
 
     monkeypatch.setattr(sqrt_module, "_VARIANCE_BLOCK", 7)
     m = FACTORIES["sqrt-gauss"](1500, 0)

@@ -15,7 +15,7 @@ from dpcount.counting.honaker import (
     honaker_step_variance_units,
 )
 from dpcount.privacy import ConstantNoise
-from tests.counting.test_dense import ArrayDraw
+from tests.counting.factorization.test_dense import ArrayDraw
 from tests.stats import assert_variances_match
 
 

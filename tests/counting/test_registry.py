@@ -11,13 +11,13 @@ from dpcount.counting.registry import CLASSES, REGISTRY, max_horizon
 
 #: the module constant each stated horizon limit copies
 _LIMITS = {
-    "toeplitz": ("toeplitz_opt", "MAX_OPTIMIZED_HORIZON"),
-    "normalized-sqrt": ("normalized_sqrt", "NORMALIZED_SQRT_BLOCK_MAX_HORIZON"),
-    "normalized-blt": ("normalized_blt", "NORMALIZED_BLT_MAX_HORIZON"),
-    "dense-optimum": ("dense", "DENSE_OPTIMUM_MAX_HORIZON"),
-    "dense-max-optimum": ("dense", "DENSE_OPTIMUM_MAX_HORIZON"),
-    "row-scaled-sqrt": ("row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
-    "row-scaled-banded": ("row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
+    "toeplitz": ("factorization.toeplitz", "MAX_OPTIMIZED_HORIZON"),
+    "normalized-sqrt": ("factorization.normalized_sqrt", "NORMALIZED_SQRT_BLOCK_MAX_HORIZON"),
+    "normalized-blt": ("factorization.normalized_blt", "NORMALIZED_BLT_MAX_HORIZON"),
+    "dense-optimum": ("factorization.dense", "DENSE_OPTIMUM_MAX_HORIZON"),
+    "dense-max-optimum": ("factorization.dense", "DENSE_OPTIMUM_MAX_HORIZON"),
+    "row-scaled-sqrt": ("factorization.row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
+    "row-scaled-banded": ("factorization.row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
 }
 
 

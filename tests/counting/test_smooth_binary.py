@@ -10,7 +10,7 @@ import pytest
 from dpcount.counting import FactorizationMechanism, SmoothBinary
 from dpcount.counting.smooth_binary import balanced_leaves, next_balanced, smooth_binary_height
 from dpcount.privacy import gaussian_sigma
-from tests.counting.test_dense import RUNS, noise_matrix
+from tests.counting.factorization.test_dense import RUNS, noise_matrix
 from tests.stats import assert_variances_match, pooled_variance_z
 
 

@@ -13,7 +13,7 @@ import pytest
 from scipy.linalg import toeplitz
 
 from dpcount.counting import FactorizationMechanism
-from dpcount.counting.toeplitz import sqrt_coefficients
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.unbounded import UnboundedCounter, block_of
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, gaussian_sigma, laplace_scale
 from tests.stats import assert_variances_match

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.counting.blt import BLT
+from dpcount.counting.factorization.blt import BLT
 from dpcount.keyed.dask import _release_task
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian

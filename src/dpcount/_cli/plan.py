@@ -19,13 +19,13 @@ from dpcount._cli.common import (
 from dpcount.analysis.choice import choose
 from dpcount.analysis.compare import METRICS, NORMALIZED_SQRT_COMPARE_LIMIT, Candidate, compare
 from dpcount.counting.base import available_memory, format_bytes, parse_bytes
+from dpcount.counting.factorization.toeplitz import MAX_OPTIMIZED_HORIZON
 from dpcount.counting.registry import (
     DISCRETE_CAPABLE,
     MECHANISMS,
     build_mechanism,
     memory_estimate,
 )
-from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON
 from dpcount.privacy.budget import Budget
 
 HELP = (

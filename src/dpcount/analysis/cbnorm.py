@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import psi as digamma
 
 from dpcount._validate import check_integer
-from dpcount.counting.toeplitz import psi_bound, sqrt_l2_norm_squared
+from dpcount.counting.factorization.sqrt_toeplitz import psi_bound, sqrt_l2_norm_squared
 
 __all__ = ["CbNormBounds", "cb_norm_bounds", "mathias_gamma_hat"]
 

@@ -23,22 +23,23 @@ Two yardsticks per horizon T and objective:
   ``dpcount/data/normalized_blt_parameters.json``, exact O(T·buffers) losses on the
   fly for other T ≤ 2^16; max loss 27.81 at 2^20), every shipped optimized BLT
   (both objectives, every shipped buffer count, evaluated at T by the closed forms
-  of :func:`dpcount.counting.blt.blt_losses`), for T ≤ 2^16 the full-band Toeplitz
+  of :func:`dpcount.counting.factorization.blt.blt_losses`), for T ≤ 2^16 the full-band Toeplitz
   factorization optimized for the requested objective
-  (:func:`dpcount.counting.toeplitz_opt.optimize_toeplitz`, computed on the fly and
+  (:func:`dpcount.counting.factorization.toeplitz.optimize_toeplitz`, computed on the fly and
   cached: ~0.1 s at T = 2048, ~1.5 s at 16384; mean loss 9.3427 at T = 1024, 15.5135 at
   16384, below every shipped BLT),
   and for T ≤ 2048 the dense mean-loss optimum
-  (:func:`dpcount.counting.optimize.optimize_dense`): its mean and max loss are
+  (:func:`dpcount.counting.factorization.optimize.optimize_dense`): its mean and max loss are
   shipped for T = 2^0 … 2^11 (``dpcount/data/factorization_optima.json``, made by
   ``benchmarks/make_factorization_optima.py``) and computed on the fly for other
   T ≤ 128; and for T = 2^0 … 2^11 the dense *max*-loss optimum
-  (:func:`dpcount.counting.optimize_max.optimize_dense_max`, certified within 10⁻⁴
+  (:func:`dpcount.counting.factorization.optimize_max.optimize_dense_max`, certified within 10⁻⁴
   relative of the optimum over all factorizations; shipped in
   ``dpcount/data/dense_max_optima.json``, made by
   ``benchmarks/make_dense_max_optima.py``; max loss 8.7711 at 1024), and for
   T = 2^0 … 2^14 the row-scaled square root
-  (:class:`dpcount.counting.row_scaled_sqrt.RowScaledSqrtFactorization`'s exact losses, shipped in
+  (:class:`dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization`'s exact
+  losses, shipped in
   ``dpcount/data/row_scaled_sqrt_losses.json``, made by
   ``benchmarks/make_row_scaled_losses.py``; max 14.975 at 2^14). Each
   figure is achieved by a concrete factorization, so the reference is an upper bound
@@ -88,20 +89,20 @@ from typing import Any
 import numpy as np
 
 from dpcount._validate import check_choice, check_integer, check_real
-from dpcount.counting.blt import _shipped, blt_losses, shipped_blt_parameters
-from dpcount.counting.normalized_blt import _shipped as _normalized_blt_shipped
-from dpcount.counting.normalized_blt import (
+from dpcount.counting.factorization.blt import _shipped, blt_losses, shipped_blt_parameters
+from dpcount.counting.factorization.normalized_blt import _shipped as _normalized_blt_shipped
+from dpcount.counting.factorization.normalized_blt import (
     normalized_blt_losses,
     shipped_normalized_blt_parameters,
 )
-from dpcount.counting.normalized_sqrt import (
+from dpcount.counting.factorization.normalized_sqrt import (
     DEFAULT_BLOCK_RATIO,
     NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
     NORMALIZED_SQRT_MAX_HORIZON,
     normalized_sqrt_losses,
 )
-from dpcount.counting.optimize import optimize_dense
-from dpcount.counting.optimize_max import (
+from dpcount.counting.factorization.optimize import optimize_dense
+from dpcount.counting.factorization.optimize_max import (
     SHIPPED_MAX_LOG2,
     dense_max_factors,
     interpolate_weights,
@@ -110,11 +111,15 @@ from dpcount.counting.optimize_max import (
     shipped_max_optima,
     shipped_max_weights,
 )
-from dpcount.counting.toeplitz import (
+from dpcount.counting.factorization.sqrt_toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
-from dpcount.counting.toeplitz_opt import MAX_OPTIMIZED_HORIZON, _optimized_cached, toeplitz_losses
+from dpcount.counting.factorization.toeplitz import (
+    MAX_OPTIMIZED_HORIZON,
+    _optimized_cached,
+    toeplitz_losses,
+)
 
 __all__ = [
     "ASYMPTOTIC_CONSTANT",
@@ -266,7 +271,7 @@ def dense_optimum_losses(T: int) -> tuple[float, float] | None:
 
 
 #: largest T whose dense max optimum's losses are computed on the fly when not shipped
-#: (:func:`~dpcount.counting.optimize_max.dense_max_factors`, ≈ 0.2 s at 128)
+#: (:func:`~dpcount.counting.factorization.optimize_max.dense_max_factors`, ≈ 0.2 s at 128)
 DENSE_MAX_ON_THE_FLY = 128
 
 
@@ -484,11 +489,11 @@ def certified_lower_bound(horizon: int, objective: str | Objective = "mean") -> 
     T = 2^26.
 
     * mean: for T = 2^0 … 2^11 the Lagrange dual value of the dense mean optimum
-      (:func:`~dpcount.counting.optimize.optimize_dense`, shipped); otherwise
+      (:func:`~dpcount.counting.factorization.optimize.optimize_dense`, shipped); otherwise
       (‖A‖_*/T)² (:func:`counting_nuclear_norm`; the dual at uniform multipliers:
       T·mean loss = ‖B‖_F²‖C‖²_{1→2} ≥ ‖A‖_*²).
     * max: for T = 2^0 … 2^11 the γ₂ dual value of the shipped max optimum
-      (:func:`~dpcount.counting.optimize_max.max_loss_lower_bound`); for
+      (:func:`~dpcount.counting.factorization.optimize_max.max_loss_lower_bound`); for
       T = 2^12 … 2^14 the same bound at the 2^11 weights interpolated to T (shipped:
       14.645 at 2^14); for other T ≤ 2048 the bound at the shipped weights of the
       next power of two interpolated to T (O(T²), ≈ 0.5 s at 2048), or the mean

@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from dpcount._numeric import bisect
 from dpcount._validate import check_integer, check_probability, check_real
 from dpcount.analysis.advisor import best_k
-from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
+from dpcount.counting.factorization.sqrt_toeplitz import (
+    sqrt_l2_norm_squared,
+    sqrt_mean_variance_coefficient,
+)
 from dpcount.counting.tree import KaryTree
 from dpcount.counting.tree_formulas import even_offset_leading_constant, offset_leading_constant
 from dpcount.privacy import Budget

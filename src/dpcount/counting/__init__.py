@@ -22,23 +22,23 @@ from dpcount._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from dpcount.counting.base import CountingMechanism, CountingStream, NoiseProcess
-    from dpcount.counting.blt import BLT, BLTNoiseProcess
     from dpcount.counting.checkpoint import load_stream, save_stream
-    from dpcount.counting.dense import DenseNoiseProcess, FactorizationMechanism
     from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
-    from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
-    from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
-    from dpcount.counting.normalized_blt import NormalizedBLT
-    from dpcount.counting.normalized_sqrt import (
+    from dpcount.counting.factorization.blt import BLT, BLTNoiseProcess
+    from dpcount.counting.factorization.dense import DenseNoiseProcess, FactorizationMechanism
+    from dpcount.counting.factorization.normalized_blt import NormalizedBLT
+    from dpcount.counting.factorization.normalized_sqrt import (
         NormalizedSqrtBlockNoiseProcess,
         NormalizedSqrtFactorization,
         NormalizedSqrtNoiseProcess,
     )
-    from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz
-    from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
+    from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToeplitz
+    from dpcount.counting.factorization.row_scaled_sqrt import RowScaledSqrtFactorization
+    from dpcount.counting.factorization.sqrt import SqrtFactorization, SqrtNoiseProcess
+    from dpcount.counting.factorization.toeplitz import ToeplitzFactorization, ToeplitzNoiseProcess
+    from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
+    from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
     from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
-    from dpcount.counting.sqrt import SqrtFactorization, SqrtNoiseProcess
-    from dpcount.counting.toeplitz_opt import ToeplitzFactorization, ToeplitzNoiseProcess
     from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
     from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 
@@ -47,30 +47,30 @@ _WHERE = {
     "CountingMechanism": "base",
     "CountingStream": "base",
     "NoiseProcess": "base",
-    "BLT": "blt",
-    "BLTNoiseProcess": "blt",
+    "BLT": "factorization.blt",
+    "BLTNoiseProcess": "factorization.blt",
     "load_stream": "checkpoint",
     "save_stream": "checkpoint",
-    "DenseNoiseProcess": "dense",
-    "FactorizationMechanism": "dense",
+    "DenseNoiseProcess": "factorization.dense",
+    "FactorizationMechanism": "factorization.dense",
     "DigitSystem": "digits",
     "max_digit_l1_norm": "digits",
     "Honaker": "honaker",
     "HonakerNoiseProcess": "honaker",
     "InputNoiseProcess": "input_perturbation",
     "InputPerturbation": "input_perturbation",
-    "NormalizedBLT": "normalized_blt",
-    "NormalizedSqrtBlockNoiseProcess": "normalized_sqrt",
-    "NormalizedSqrtFactorization": "normalized_sqrt",
-    "NormalizedSqrtNoiseProcess": "normalized_sqrt",
-    "RowScaledBandedToeplitz": "row_scaled_banded",
-    "RowScaledSqrtFactorization": "row_scaled_sqrt",
+    "NormalizedBLT": "factorization.normalized_blt",
+    "NormalizedSqrtBlockNoiseProcess": "factorization.normalized_sqrt",
+    "NormalizedSqrtFactorization": "factorization.normalized_sqrt",
+    "NormalizedSqrtNoiseProcess": "factorization.normalized_sqrt",
+    "RowScaledBandedToeplitz": "factorization.row_scaled_banded",
+    "RowScaledSqrtFactorization": "factorization.row_scaled_sqrt",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
-    "SqrtFactorization": "sqrt",
-    "SqrtNoiseProcess": "sqrt",
-    "ToeplitzFactorization": "toeplitz_opt",
-    "ToeplitzNoiseProcess": "toeplitz_opt",
+    "SqrtFactorization": "factorization.sqrt",
+    "SqrtNoiseProcess": "factorization.sqrt",
+    "ToeplitzFactorization": "factorization.toeplitz",
+    "ToeplitzNoiseProcess": "factorization.toeplitz",
     "BinaryTree": "tree",
     "KaryTree": "tree",
     "TreeNoiseProcess": "tree",

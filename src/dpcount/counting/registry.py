@@ -129,14 +129,14 @@ accept_participation("build_mechanism")  # every counting mechanism calibrates t
 REGISTRY: tuple[Entry, ...] = (
     Entry("binary", "tree:BinaryTree", discrete=True),
     Entry("kary", "tree:KaryTree", discrete=True),
-    Entry("sqrt", "sqrt:SqrtFactorization", default=NoiseKind.GAUSSIAN),
+    Entry("sqrt", "factorization.sqrt:SqrtFactorization", default=NoiseKind.GAUSSIAN),
     Entry("honaker", "honaker:Honaker", discrete=True),
     Entry("smooth-binary", "smooth_binary:SmoothBinary", default=NoiseKind.GAUSSIAN),
     Entry("input", "input_perturbation:InputPerturbation"),
     # shipped mean-optimized parameters
     Entry(
         "blt",
-        "blt:BLT",
+        "factorization.blt:BLT",
         factory="optimized",
         continuous=_GAUSSIAN,
         default=NoiseKind.GAUSSIAN,
@@ -144,16 +144,16 @@ REGISTRY: tuple[Entry, ...] = (
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
     Entry(
         "toeplitz",
-        "toeplitz_opt:ToeplitzFactorization",
+        "factorization.toeplitz:ToeplitzFactorization",
         factory="optimized",
-        max_horizon=1 << 16,  # toeplitz_opt.MAX_OPTIMIZED_HORIZON
+        max_horizon=1 << 16,  # factorization.toeplitz.MAX_OPTIMIZED_HORIZON
         continuous=_GAUSSIAN,
         default=NoiseKind.GAUSSIAN,
     ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
     Entry(
         "normalized-sqrt",
-        "normalized_sqrt:NormalizedSqrtFactorization",
+        "factorization.normalized_sqrt:NormalizedSqrtFactorization",
         max_horizon=1 << 22,  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
         continuous=_GAUSSIAN,
         default=NoiseKind.GAUSSIAN,
@@ -161,7 +161,7 @@ REGISTRY: tuple[Entry, ...] = (
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
     Entry(
         "normalized-blt",
-        "normalized_blt:NormalizedBLT",
+        "factorization.normalized_blt:NormalizedBLT",
         factory="optimized",
         max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
         continuous=_GAUSSIAN,
@@ -170,7 +170,7 @@ REGISTRY: tuple[Entry, ...] = (
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
         "dense-optimum",
-        "dense:FactorizationMechanism",
+        "factorization.dense:FactorizationMechanism",
         factory="optimal",
         noise=NoiseKind.GAUSSIAN,
         max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
@@ -179,7 +179,7 @@ REGISTRY: tuple[Entry, ...] = (
     # optimized on first use otherwise (horizon <= 2048)
     Entry(
         "dense-max-optimum",
-        "dense:FactorizationMechanism",
+        "factorization.dense:FactorizationMechanism",
         factory="optimal",
         preset=(("objective", "max"),),
         noise=NoiseKind.GAUSSIAN,
@@ -188,7 +188,7 @@ REGISTRY: tuple[Entry, ...] = (
     # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
     Entry(
         "row-scaled-sqrt",
-        "row_scaled_sqrt:RowScaledSqrtFactorization",
+        "factorization.row_scaled_sqrt:RowScaledSqrtFactorization",
         max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
         continuous=_GAUSSIAN,
         default=NoiseKind.GAUSSIAN,
@@ -196,7 +196,7 @@ REGISTRY: tuple[Entry, ...] = (
     # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
     Entry(
         "row-scaled-banded",
-        "row_scaled_banded:RowScaledBandedToeplitz",
+        "factorization.row_scaled_banded:RowScaledBandedToeplitz",
         factory="optimized",
         max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
         continuous=_GAUSSIAN,

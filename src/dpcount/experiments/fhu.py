@@ -12,7 +12,7 @@
 Both mechanisms use the paper's calibration σ = C_{ε,δ}·Δ₂ (``calibration="fhu"``,
 eq. 2; ε < 1) so that magnitudes are the paper's; the square-root factorization
 uses ONE noise vector and the exact column norm √S(T) (errata of the paper, see
-:mod:`dpcount.counting.sqrt`). The paper averaged 10^6 runs; the noise of both
+:mod:`dpcount.counting.factorization.sqrt`). The paper averaged 10^6 runs; the noise of both
 mechanisms is Gaussian and data-independent, so every expected error here is
 computed exactly from the per-step variances, and a smaller number of empirical
 runs checks those exact figures.
@@ -38,7 +38,7 @@ from scipy.stats import chi2
 from dpcount.analysis import CbNormBounds, cb_norm_bounds
 from dpcount.apps import ContinualHistogram, top1_counts, zipf_items
 from dpcount.counting import BinaryTree, CountingMechanism, SqrtFactorization
-from dpcount.counting.toeplitz import psi_bound, sqrt_l2_norm_squared
+from dpcount.counting.factorization.sqrt_toeplitz import psi_bound, sqrt_l2_norm_squared
 from dpcount.experiments._framework import (
     Comparison,
     Experiment,

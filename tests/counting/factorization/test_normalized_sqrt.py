@@ -3,7 +3,7 @@
 The oracle takes f(k) = C(2k, k)/4^k from exact integers, scales every column of the
 square root's encoder C to the first column's norm (sums by math.fsum), and gets the
 decoder by a triangular solve B′ = A·C′⁻¹ — it never uses the kernel g, the weights e
-or the row recursion of :mod:`dpcount.counting.normalized_sqrt`.
+or the row recursion of :mod:`dpcount.counting.factorization.normalized_sqrt`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dpcount.counting import (
     load_stream,
     save_stream,
 )
-from dpcount.counting.normalized_sqrt import (
+from dpcount.counting.factorization.normalized_sqrt import (
     NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
     NORMALIZED_SQRT_MAX_HORIZON,
     _check_horizon,
@@ -32,8 +32,8 @@ from dpcount.counting.normalized_sqrt import (
     normalized_sqrt_losses,
     normalized_sqrt_weights,
 )
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.counting.registry import CLASSES, build_mechanism
-from dpcount.counting.toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy import Budget, ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
 from tests.stats import Z_TOLERANCE, variance_z_scores
 
@@ -492,7 +492,7 @@ def test_blocked_losses_at_2_to_14() -> None:
 @pytest.mark.slow
 def test_blocked_losses_at_2_to_20_meet_the_targets() -> None:
     """Issue 11 at T = 2^20: max ≤ the square root's, mean ≥ 2 % below it (4–15 s)."""
-    from dpcount.counting.toeplitz import sqrt_mean_variance_coefficient
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_mean_variance_coefficient
 
     T = 1 << 20
     mean, mx = normalized_sqrt_losses(T)

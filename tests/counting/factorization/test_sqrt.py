@@ -11,8 +11,8 @@ import pytest
 from scipy.special import ndtri
 
 from dpcount.counting import SqrtFactorization
-from dpcount.counting.sqrt import SENSITIVITY_MARGIN
-from dpcount.counting.toeplitz import (
+from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
+from dpcount.counting.factorization.sqrt_toeplitz import (
     _f_at,
     causal_convolution,
     psi_bound,
@@ -23,7 +23,7 @@ from dpcount.counting.toeplitz import (
     sqrt_mean_variance_coefficient,
 )
 from dpcount.privacy import ZeroNoise, fhu_constant, gaussian_sigma, laplace_scale_approximate
-from tests.counting.test_dense import ArrayDraw, run_mixed
+from tests.counting.factorization.test_dense import ArrayDraw, run_mixed
 
 mpmath.mp.dps = 40
 

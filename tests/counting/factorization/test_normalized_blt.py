@@ -9,7 +9,7 @@ import pytest
 from scipy.signal import fftconvolve
 
 from dpcount.counting import NormalizedBLT, load_stream, save_stream
-from dpcount.counting.normalized_blt import (
+from dpcount.counting.factorization.normalized_blt import (
     normalized_blt_losses,
     normalized_blt_noise_coefficients,
     normalized_blt_weights,
@@ -17,7 +17,7 @@ from dpcount.counting.normalized_blt import (
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, gaussian_sigma
-from tests.counting.test_normalized_sqrt import RecordingSampler
+from tests.counting.factorization.test_normalized_sqrt import RecordingSampler
 
 GAUSS = {"epsilon": 1.0, "delta": 1e-6}
 THETA = [0.2, 0.6, 0.95, 0.999]
@@ -145,7 +145,7 @@ def test_noise_is_the_decoder_applied_to_the_drawn_z(dim: int | None) -> None:
 def test_constant_noise_vector_steps_span_column_blocks() -> None:
     """A vector step is computed in column blocks: every coordinate of a step wider than
     one block gets the noise of the dense decoder."""
-    from dpcount.counting import normalized_blt
+    from dpcount.counting.factorization import normalized_blt
 
     T, d = 40, normalized_blt._COLUMNS + 100
     m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)

@@ -1,7 +1,7 @@
 """The column-normalized square-root factorization of the counting matrix.
 
 The square root's encoder C = A^{1/2} (lower-triangular Toeplitz of
-f(k) = C(2k, k)/4^k, :func:`~dpcount.counting.toeplitz.sqrt_coefficients`) has
+f(k) = C(2k, k)/4^k, :func:`~dpcount.counting.factorization.sqrt_toeplitz.sqrt_coefficients`) has
 columns of unequal norm: column j holds f(0), …, f(T − 1 − j), squared norm
 S(T − j) with S(n) = Σ_{k<n} f(k)², largest for j = 0. Only the largest column
 sets the ℓ₂ sensitivity, so every other column can be scaled up to it for free:
@@ -70,8 +70,8 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
-from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
-from dpcount.counting.toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
+from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -393,7 +393,8 @@ def normalized_sqrt_losses(
 
     S(T) = Σ_{k<T} f(k)² is the squared ℓ₂ sensitivity (every column of C′ has at most
     that norm, the first exactly), from
-    :func:`~dpcount.counting.toeplitz.sqrt_l2_norm_squared`; the max is not at the
+    :func:`~dpcount.counting.factorization.sqrt_toeplitz.sqrt_l2_norm_squared`; the max is not at
+    the
     last step (near t ≈ 0.57 T). ``block_ratio`` as for
     :func:`normalized_sqrt_noise_coefficients` (None: one weight per column for
     T ≤ 2^14, blocks of ratio 1.1 beyond).
@@ -409,7 +410,7 @@ def normalized_sqrt_losses(
 
 class _WeightedSqrtProcess:
     """What the two processes share: the inner square-root-style convolution
-    (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess` with ``kernel``), the column
+    (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess` with ``kernel``), the column
     weights e_t, and one accumulated value (scalar, or a vector for vector steps)
     saved in checkpoints under :attr:`_KEY`."""
 
@@ -467,7 +468,7 @@ class NormalizedSqrtNoiseProcess(_WeightedSqrtProcess):
     """N = B′z = A·E·(G z) for one stream.
 
     w = G z is the causal convolution of z with g, computed in doubling FFT blocks
-    by :class:`~dpcount.counting.sqrt.SqrtNoiseProcess` (kernel g; it holds every z
+    by :class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess` (kernel g; it holds every z
     drawn so far — each future w depends on all of them — and the computed,
     unreleased w). The noise is the running sum N_t = Σ_{s≤t} e_s·w_s, kept as one
     value (one vector for vector steps). ``next`` and ``next_many`` add in the same
@@ -509,7 +510,7 @@ class NormalizedSqrtBlockNoiseProcess(_WeightedSqrtProcess):
     """N = B′z of the blocked mechanism for one stream: the square root's noise plus a carry.
 
     N_t = e_t·Y_t + c_t with Y = C z the square root's noise
-    (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess`, kernel f: it holds every z
+    (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`, kernel f: it holds every z
     drawn so far and the computed, unreleased Y) and the carry
     c_t = Σ_{block ends q < t} (e_q − e_{q+1})·Y_q, one value (one vector for vector
     steps) updated at each block end (module docstring). ``next`` and ``next_many``
@@ -589,8 +590,10 @@ class NormalizedSqrtFactorization(CountingMechanism):
         The perturbed vector is C′·x, C′ = C·diag(1/e) = B′⁻¹A; a change of one step
         j by Δ moves it by Δ·(column j of C′), of norm Δ·√S(T − j)/e_j = Δ·√S(T)
         (by construction; the weights are rounded so columns can only shrink,
-        :func:`normalized_sqrt_weights`), so the ℓ₂ sensitivity is Δ·√S(T), S(T) from
-        :func:`~dpcount.counting.toeplitz.sqrt_l2_norm_squared` enlarged by a relative
+        :func:`normalized_sqrt_weights`), so the ℓ₂ sensitivity is Δ·√S(T), S(T)
+        from
+        :func:`~dpcount.counting.factorization.sqrt_toeplitz.sqrt_l2_norm_squared` enlarged by a
+        relative
         1e-12. σ from the budget's Gaussian calibration (analytic Gaussian mechanism,
         Balle & Wang 2018, Theorem 8, by default) gives (ε, δ)-DP for C′x + z, and the
         release A x + B′z = B′(C′x + z) is post-processing. Gaussian noise only.
@@ -656,7 +659,7 @@ class NormalizedSqrtFactorization(CountingMechanism):
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
         """O(T·d): the stream keeps every z drawn (T·d at the end) and computes its noise
-        in doubling blocks by FFT (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess`);
+        in doubling blocks by FFT (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`);
         measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
         is extended, the last block's noise and the FFT buffers). Structure: the
         kernel f(0..T−1) and the column weights."""

@@ -8,7 +8,7 @@ b-banded matrices). The optimized banded Toeplitz encoder (jax_privacy's and
 :meth:`dpcount.counting.ToeplitzFactorization.optimized` with ``bands=b``) leaves two
 things on the table: its last b − 1 columns are truncated (norm < 1), and its rows
 are all treated alike. This module scales both, as
-:mod:`dpcount.counting.row_scaled_sqrt` does for the square root:
+:mod:`dpcount.counting.factorization.row_scaled_sqrt` does for the square root:
 
     C′ = diag(w)·C·diag(ν/n),   n_j = ‖diag(w)·C[:, j]‖,
     B′ = A·diag(n/ν)·C⁻¹·diag(1/w),
@@ -47,19 +47,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcount._validate import as_array, check_integer
+from dpcount.counting.factorization.row_scaled_sqrt import (
+    _SENSITIVITY_MARGIN,
+    ROW_SCALED_MAX_HORIZON,
+    RowScaledSqrtFactorization,
+    block_values,
+)
+from dpcount.counting.factorization.toeplitz import _optimized_cached, check_toeplitz_coefficients
 from dpcount.counting.participation import (
     Sensitivity,
     SensitivityMethod,
     max_pattern_weight,
     multiplied,
 )
-from dpcount.counting.row_scaled_sqrt import (
-    _SENSITIVITY_MARGIN,
-    ROW_SCALED_MAX_HORIZON,
-    RowScaledSqrtFactorization,
-    block_values,
-)
-from dpcount.counting.toeplitz_opt import _optimized_cached, check_toeplitz_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.rng import RNGLike
 

@@ -1,4 +1,5 @@
-"""The row-scaled, column-normalized square root (dpcount.counting.row_scaled_sqrt)."""
+"""The row-scaled, column-normalized square root
+(dpcount.counting.factorization.row_scaled_sqrt)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 from dpcount.analysis.certificates import normalized_sqrt_losses
 from dpcount.counting import FactorizationMechanism
 from dpcount.counting.checkpoint import load_stream, save_stream
+from dpcount.counting.factorization.row_scaled_sqrt import RowScaledSqrtFactorization
 from dpcount.counting.registry import build_mechanism, class_noise
-from dpcount.counting.row_scaled_sqrt import RowScaledSqrtFactorization
 from dpcount.privacy import Budget, Participation
 from dpcount.privacy.calibration import gaussian_sigma
 

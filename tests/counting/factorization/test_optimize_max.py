@@ -1,4 +1,4 @@
-"""The dense max-loss optimum (dpcount.counting.optimize_max) and its certificate."""
+"""The dense max-loss optimum (dpcount.counting.factorization.optimize_max) and its certificate."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dpcount.analysis.certificates import (
 )
 from dpcount.counting import FactorizationMechanism
 from dpcount.counting.checkpoint import load_stream, save_stream
-from dpcount.counting.optimize_max import (
+from dpcount.counting.factorization.optimize_max import (
     dense_max_factors,
     interpolate_weights,
     max_loss_lower_bound,

@@ -12,13 +12,12 @@ from scipy.linalg import solve_triangular
 
 from dpcount.counting import FactorizationMechanism
 from dpcount.counting.checkpoint import load_stream, save_stream
-from dpcount.counting.registry import CLASSES, build_mechanism
-from dpcount.counting.toeplitz import (
+from dpcount.counting.factorization.sqrt_toeplitz import (
     sqrt_coefficients,
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
-from dpcount.counting.toeplitz_opt import (
+from dpcount.counting.factorization.toeplitz import (
     ToeplitzFactorization,
     _LogLoss,
     banded_participation_loss,
@@ -26,6 +25,7 @@ from dpcount.counting.toeplitz_opt import (
     toeplitz_inverse_coefficients,
     toeplitz_losses,
 )
+from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.privacy import Budget, GaussianNoise, ZeroNoise
 
 

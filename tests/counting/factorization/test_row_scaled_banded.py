@@ -1,4 +1,5 @@
-"""The row-scaled, column-normalized banded Toeplitz (dpcount.counting.row_scaled_banded)."""
+"""The row-scaled, column-normalized banded Toeplitz
+(dpcount.counting.factorization.row_scaled_banded)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import pytest
 
 from dpcount.counting import FactorizationMechanism
 from dpcount.counting.checkpoint import load_stream, save_stream
+from dpcount.counting.factorization.row_scaled_banded import (
+    RowScaledBandedToeplitz,
+    shipped_row_scaled_banded,
+)
 from dpcount.counting.participation import encoder_sensitivities, iter_patterns
 from dpcount.counting.registry import build_mechanism, class_noise
-from dpcount.counting.row_scaled_banded import RowScaledBandedToeplitz, shipped_row_scaled_banded
 from dpcount.privacy import Budget, Participation, ZeroNoise
 from dpcount.privacy.calibration import gaussian_sigma
 

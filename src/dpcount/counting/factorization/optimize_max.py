@@ -27,7 +27,8 @@ theorem; the references above).
 
 Symmetry: with J the reversal, J·A·J = Aᵀ, so (u, p) ↦ (Jp, Ju) preserves the dual
 value, and the dual function is concave (a minimum of functions linear in (u, v),
-v = s·p the diagonal multipliers, see :func:`dpcount.counting.optimize.optimize_dense`);
+v = s·p the diagonal multipliers, see
+:func:`dpcount.counting.factorization.optimize.optimize_dense`);
 the average of an optimum and its mirror is an optimum, so p = J·u loses nothing.
 Then W = U^{1/2}AP^{1/2} = S·J with S = U^{1/2}(AJ)U^{1/2} symmetric (AJ is the
 0/1 "anti-triangle" [i + j ≥ T − 1]), and N(u) = ‖W‖_* = tr|S|.

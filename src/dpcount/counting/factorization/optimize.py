@@ -12,7 +12,7 @@ The σ of a calibrated mechanism is proportional to the sensitivity for every
 Gaussian calibration, so minimizing the loss minimizes the error at every (ε, δ).
 
 :func:`optimize_blt` evaluates the loss with the O(n²) closed forms of
-:func:`dpcount.counting.blt.blt_losses` (independent of T's size) and minimizes
+:func:`dpcount.counting.factorization.blt.blt_losses` (independent of T's size) and minimizes
 log(loss) with L-BFGS-B (scipy) over an unconstrained parameterization that
 covers exactly the valid BLTs:
 
@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 
 from dpcount._scipy import minimize
 from dpcount._validate import check_choice, check_integer, check_real
-from dpcount.counting.blt import blt_losses, check_blt_parameters
+from dpcount.counting.factorization.blt import blt_losses, check_blt_parameters
 
 __all__ = ["BLTOptimum", "DenseOptimum", "blt_loss", "optimize_blt", "optimize_dense"]
 

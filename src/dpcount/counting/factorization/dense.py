@@ -50,8 +50,8 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
-from dpcount.counting.optimize import optimize_dense
-from dpcount.counting.optimize_max import dense_max_factors
+from dpcount.counting.factorization.optimize import optimize_dense
+from dpcount.counting.factorization.optimize_max import dense_max_factors
 from dpcount.counting.participation import (
     DENSE_LIMIT,
     Sensitivity,
@@ -320,15 +320,17 @@ class FactorizationMechanism(CountingMechanism):
     ) -> FactorizationMechanism:
         """The dense factorization with the smallest mean loss dpcount can compute, for
         ``horizon`` ≤ 2048: (L, R) = (B, C) of
-        :func:`~dpcount.counting.optimize.optimize_dense` (within its certified duality
+        :func:`~dpcount.counting.factorization.optimize.optimize_dense` (within its certified
+        duality
         gap of 10⁻⁶ relative of the optimum over *all* factorizations of A), as a
         :class:`FactorizationMechanism` (whose guarantee and exact variances apply
         unchanged: R's largest column norm is the sensitivity, L·R = A is checked).
 
         With ``objective="max"`` (registry name ``dense-max-optimum``): the dense causal
-        factorization with the smallest **max** loss, within a certified relative gap
-        of 10⁻⁴ (:func:`~dpcount.counting.optimize_max.dense_max_factors`: rebuilt from
-        shipped dual weights for T a power of two, one O(T²) eigendecomposition and an
+        factorization with the smallest **max** loss, within a certified relative
+        gap of 10⁻⁴
+        (:func:`~dpcount.counting.factorization.optimize_max.dense_max_factors`:
+        rebuilt from shipped dual weights for T a power of two, one O(T²) eigendecomposition and an
         O(T³) product, ≈ 2 s at 2048; optimized from interpolated shipped weights for
         other T, ≈ 1 min at 1000). Its max loss is 8.7711 at T = 1024 (certified
         optimum ≥ 8.7702), its mean loss 8.7707 (0.4 % above the mean optimum).

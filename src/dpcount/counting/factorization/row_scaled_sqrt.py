@@ -1,9 +1,9 @@
 """The row-scaled, column-normalized square-root factorization (T ≤ 16384).
 
-The column-normalized square root (:mod:`dpcount.counting.normalized_sqrt`) scales
+The column-normalized square root (:mod:`dpcount.counting.factorization.normalized_sqrt`) scales
 the columns of the square root's encoder C (lower-triangular Toeplitz of
 f(k) = C(2k, k)/4^k) to equal norm. The dual weights of the max-loss optimum
-(:mod:`dpcount.counting.optimize_max`) are far from uniform, which suggests scaling
+(:mod:`dpcount.counting.factorization.optimize_max`) are far from uniform, which suggests scaling
 the *rows* as well:
 
     C′ = diag(w)·C·diag(1/n),   n_j = ‖diag(w)·C[:, j]‖ = (Σ_{i≥j} w_i² f(i − j)²)^{1/2},
@@ -38,9 +38,9 @@ from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer
 from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
-from dpcount.counting.dense import DenseNoiseProcess
-from dpcount.counting.toeplitz import sqrt_coefficients
-from dpcount.counting.toeplitz_opt import toeplitz_inverse_coefficients
+from dpcount.counting.factorization.dense import DenseNoiseProcess
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
+from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -132,7 +132,7 @@ def _row_norms(
 class RowScaledNoiseProcess(DenseNoiseProcess):
     """N = A·diag(n)·(G·(z/w)) for one stream, computed when it starts (one FFT
     convolution per coordinate and a running sum), released step by step; checkpoints
-    as :class:`~dpcount.counting.dense.DenseNoiseProcess` (the unreleased noise)."""
+    as :class:`~dpcount.counting.factorization.dense.DenseNoiseProcess` (the unreleased noise)."""
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ import pytest
 from scipy.linalg import solve_triangular
 
 from dpcount.counting import BLT, FactorizationMechanism
-from dpcount.counting.blt import blt_inverse, blt_losses, check_blt_parameters
+from dpcount.counting.factorization.blt import blt_inverse, blt_losses, check_blt_parameters
 from dpcount.privacy import ConstantNoise, ZeroNoise
 
 
@@ -264,7 +264,7 @@ def test_vectors_of_length_one_keep_their_shape() -> None:
 def test_fused_vector_step_equals_the_three_pass_step_bit_for_bit() -> None:
     """Issue 20 item 3: the step in column blocks (decay, add, weighted sum per block)
     gives the same floats as decaying, adding and summing the whole state in turn."""
-    from dpcount.counting import blt as blt_module
+    from dpcount.counting.factorization import blt as blt_module
 
     d = 2 * blt_module._STEP_COLUMNS + 123  # three blocks, the last one partial
     m = BLT(60, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
@@ -292,7 +292,7 @@ def test_scalar_chunks_equal_the_chunk_major_layout_bit_for_bit() -> None:
     it hands on. Two calls, so the second starts from a nonzero state."""
     from scipy.signal import lfilter
 
-    from dpcount.counting import blt as blt_module
+    from dpcount.counting.factorization import blt as blt_module
 
     m = BLT(5000, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
             delta=1e-6)  # fmt: skip

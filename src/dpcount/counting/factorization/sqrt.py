@@ -2,7 +2,7 @@
 
 The counting matrix A (all-ones, lower-triangular) is factored as A = L·R with
 L = R the lower-triangular Toeplitz matrix of f(k) = f(k−1)(2k−1)/(2k), f(0) = 1
-(:mod:`dpcount.counting.toeplitz`). The mechanism releases
+(:mod:`dpcount.counting.factorization.sqrt_toeplitz`). The mechanism releases
 
     output_t = S_t + (L z)_t,   z ~ i.i.d. noise,  ONE z for the whole stream,
 
@@ -35,8 +35,7 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
-from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
-from dpcount.counting.toeplitz import (
+from dpcount.counting.factorization.sqrt_toeplitz import (
     causal_convolution,
     psi_bound,
     sqrt_coefficient_block,
@@ -45,6 +44,7 @@ from dpcount.counting.toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
+from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import NoiseKind, Participation
 from dpcount.privacy.calibration import fhu_constant
@@ -71,7 +71,7 @@ class SqrtNoiseProcess:
 
     N_t = Σ_{s≤t} f(t − s)·z_s. The noise does not depend on the data, so the
     process draws z ahead and computes N in blocks by FFT
-    (:func:`~dpcount.counting.toeplitz.causal_convolution`). When the computed
+    (:func:`~dpcount.counting.factorization.sqrt_toeplitz.causal_convolution`). When the computed
     noise runs out at step E it computes the block [E, E') with
     E' = min(T, max(2E, E + 1024, E + requested)): blocks double, so T steps cost
     O(T log T) in total and amortized O(log T) per step; one request for all T
@@ -228,7 +228,7 @@ class SqrtFactorization(CountingMechanism):
         Δ·(2T−1)f(T−1). The release S_t + (L z)_t = (L(Rx + z))_t is post-processing
         of Rx + z with ONE noise vector z for the whole stream (the paper's per-round
         fresh z_t would compose T releases: erratum). Both norms are computed exactly
-        (:mod:`dpcount.counting.toeplitz`) and enlarged by a relative 1e-12 so
+        (:mod:`dpcount.counting.factorization.sqrt_toeplitz`) and enlarged by a relative 1e-12 so
         rounding can only add noise; the paper's Ψ(T) (eq. 4) lies *below* S(T)
         (T = 2^16: Ψ = 4.396, S = 4.596) and is never used to calibrate.
 
@@ -271,7 +271,7 @@ class SqrtFactorization(CountingMechanism):
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
         """O(T·d): the stream keeps every z drawn (T·d at the end) and computes its noise
-        in doubling blocks by FFT (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess`);
+        in doubling blocks by FFT (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`);
         measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
         is extended, the last block's noise and the FFT buffers). Structure: the
         kernel f(0..T−1)."""

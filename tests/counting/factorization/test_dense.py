@@ -25,7 +25,7 @@ from dpcount.counting import (
     SmoothBinary,
     SqrtFactorization,
 )
-from dpcount.counting.dense import product_roundoff_bound
+from dpcount.counting.factorization.dense import product_roundoff_bound
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise
 from tests.counting.test_tree import oracle as tree_oracle
 from tests.stats import assert_variances_match
@@ -290,7 +290,7 @@ def test_optimal_is_the_dense_optimum_as_a_mechanism() -> None:
     """``FactorizationMechanism.optimal`` (registry name ``dense-optimum``): the pair of
     optimize_dense, Gaussian by default, with the optimum's mean loss (the shipped
     table's figure at T = 64) as its exact MSE over a sensitivity-1 Gaussian's."""
-    from dpcount.counting.optimize import optimize_dense
+    from dpcount.counting.factorization.optimize import optimize_dense
     from dpcount.counting.registry import build_mechanism, class_noise
     from dpcount.privacy.calibration import gaussian_sigma
 

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from dpcount.counting import BLT, FactorizationMechanism
-from dpcount.counting.blt import _shipped, blt_losses, shipped_blt_parameters
-from dpcount.counting.optimize import _pack, _unpack, blt_loss, optimize_blt
-from dpcount.counting.toeplitz import sqrt_l2_norm_squared, sqrt_mean_variance_coefficient
+from dpcount.counting.factorization.blt import _shipped, blt_losses, shipped_blt_parameters
+from dpcount.counting.factorization.optimize import _pack, _unpack, blt_loss, optimize_blt
+from dpcount.counting.factorization.sqrt_toeplitz import (
+    sqrt_l2_norm_squared,
+    sqrt_mean_variance_coefficient,
+)
 
 
 def sqrt_loss(T: int, objective: str) -> float:
@@ -153,7 +156,7 @@ def test_optimized_uses_the_next_power_of_two_and_validates() -> None:
 
 @pytest.mark.parametrize("T", [1, 2, 64])
 def test_dense_optimum_is_a_causal_factorization_with_the_stated_loss(T: int) -> None:
-    from dpcount.counting.optimize import optimize_dense
+    from dpcount.counting.factorization.optimize import optimize_dense
 
     r = optimize_dense(T)
     # the dense oracle accepts it (L·R = A, causal) and its loss is the stated one
@@ -170,13 +173,13 @@ def test_dense_optimum_is_a_causal_factorization_with_the_stated_loss(T: int) ->
 def test_dense_optimum_at_2_is_the_closed_form() -> None:
     """T = 2: X = [[1, r], [r, 1]], tr(AᵀA·X⁻¹)/2 = (3 − 2r)/(2(1 − r²)), minimal at
     r = (3 − √5)/2 with value (3 + √5)/4 = 1.309017 (checked numerically too)."""
-    from dpcount.counting.optimize import optimize_dense
+    from dpcount.counting.factorization.optimize import optimize_dense
 
     assert optimize_dense(2, rtol=1e-12).loss == pytest.approx((3 + 5**0.5) / 4, rel=1e-7)
 
 
 def test_dense_optimum_refuses_what_it_does_not_do() -> None:
-    from dpcount.counting.optimize import optimize_dense
+    from dpcount.counting.factorization.optimize import optimize_dense
 
     with pytest.raises(ValueError, match="horizon"):
         optimize_dense(4096)
@@ -189,7 +192,7 @@ def test_dense_multiplier_step_matches_the_dense_matrix_square_root() -> None:
     computed densely (scipy.linalg.sqrtm), and the dual value equals 2·tr(M^{1/2}) − Σv."""
     from scipy.linalg import sqrtm
 
-    from dpcount.counting.optimize import _dense_multiplier_step
+    from dpcount.counting.factorization.optimize import _dense_multiplier_step
 
     rng = np.random.default_rng(4)
     for T in [1, 2, 5, 40]:
@@ -206,7 +209,7 @@ def test_dense_multiplier_step_matches_the_dense_matrix_square_root() -> None:
 
 @pytest.mark.parametrize("T", [2, 16, 200])
 def test_dense_optimum_lower_bound_certifies_the_gap(T: int) -> None:
-    from dpcount.counting.optimize import optimize_dense
+    from dpcount.counting.factorization.optimize import optimize_dense
 
     r = optimize_dense(T, rtol=1e-6)
     assert r.lower_bound <= r.loss <= r.lower_bound * (1 + 2e-6)

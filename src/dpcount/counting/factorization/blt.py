@@ -80,8 +80,8 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
+from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
-from dpcount.counting.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -640,7 +640,7 @@ def shipped_blt_parameters(
 
     The table (``dpcount/data/blt_parameters.json``, made by
     ``benchmarks/make_blt_parameters.py`` with
-    :func:`dpcount.counting.optimize.optimize_blt`) holds parameters optimized at
+    :func:`dpcount.counting.factorization.optimize.optimize_blt`) holds parameters optimized at
     T = 2^k, k = 0…24, for each objective and several buffer counts. A horizon uses
     the entry of the smallest power of two ≥ T (2^24 beyond it): the parameters are
     a valid BLT at every horizon, and the mechanism's sensitivity and error are
@@ -758,7 +758,7 @@ class BLT(CountingMechanism):
         "max" loss) at the smallest power of two ≥ horizon, with ``buffers`` buffers
         (None: the best shipped count). Instant; see :func:`shipped_blt_parameters`.
         For other horizons or buffer counts use
-        :func:`dpcount.counting.optimize.optimize_blt` and the constructor."""
+        :func:`dpcount.counting.factorization.optimize.optimize_blt` and the constructor."""
         decay, scale = shipped_blt_parameters(horizon, objective, buffers)
         return cls(
             horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields

@@ -1,15 +1,15 @@
 """The column-normalized BLT: a BLT encoder with every column scaled to the first one's norm.
 
-The BLT encoder C (:mod:`dpcount.counting.blt`: lower-triangular Toeplitz, c_0 = 1,
+The BLT encoder C (:mod:`dpcount.counting.factorization.blt`: lower-triangular Toeplitz, c_0 = 1,
 c_k = Σ_i ω_i θ_i^{k−1}) has columns of unequal norm: column j holds c_0, …, c_{T−1−j},
 squared norm S(T − j) with S(m) = Σ_{k<m} c_k², largest for j = 0. As for the square
-root (:mod:`dpcount.counting.normalized_sqrt`), every other column can be scaled up to
+root (:mod:`dpcount.counting.factorization.normalized_sqrt`), every other column can be scaled up to
 the first one's norm without changing the ℓ₂ sensitivity:
 
     C′ = C·diag(1/e),   e_j = √(S(T − j)/S(T)),   B′ = A·C′⁻¹ = A·diag(e)·G,   G = C⁻¹.
 
 The noise B′z is the running sum of e_s·w_s with w = G z, and G = C⁻¹ is again a BLT
-(:func:`~dpcount.counting.blt.blt_inverse`: g_0 = 1, g_k = Σ_i ω′_i λ_i^{k−1}), so the
+(:func:`~dpcount.counting.factorization.blt.blt_inverse`: g_0 = 1, g_k = Σ_i ω′_i λ_i^{k−1}), so the
 stream needs n + 1 running values per coordinate — the n buffers of G and the sum —
 like the BLT itself, and no per-step table: e_j has a closed form (below).
 
@@ -62,14 +62,14 @@ from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
-from dpcount.counting.blt import (
+from dpcount.counting.factorization.blt import (
     BLTInverse,
     _ratios,
     blt_inverse,
     check_blt_parameters,
     encoder_coefficients,
 )
-from dpcount.counting.sqrt import SENSITIVITY_MARGIN
+from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -493,7 +493,7 @@ class NormalizedBLT(CountingMechanism):
         are enlarged by a relative 2^-40, far above their rounding error,
         :func:`normalized_blt_weights`), every column has norm ≤ √S(T), and the first
         has exactly √S(T); so the ℓ₂ sensitivity is Δ·√S(T) (the closed form of
-        :func:`~dpcount.counting.blt.blt_losses`, enlarged by a relative 1e-12).
+        :func:`~dpcount.counting.factorization.blt.blt_losses`, enlarged by a relative 1e-12).
         ``"gaussian"``: (ε, δ)-DP for C′x + z with σ from the budget's calibration
         (analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8, by default); the
         release A x + B′z = B′(C′x + z) is post-processing. Gaussian noise only.
@@ -515,7 +515,7 @@ class NormalizedBLT(CountingMechanism):
           privacy". FOCS 2024. https://arxiv.org/abs/2404.16706 (BLTs and their inverse)
         * M. Henzinger, N. Kalinin, J. Upadhyay. 2025. A "normalized square root"
           factorization; dpcount applies the column scaling (its reading of the idea,
-          see :mod:`dpcount.counting.normalized_sqrt`) to a BLT encoder.
+          see :mod:`dpcount.counting.factorization.normalized_sqrt`) to a BLT encoder.
           https://arxiv.org/abs/2509.14334
         * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
           privacy: analytical calibration and optimal denoising". ICML 2018.

@@ -68,9 +68,9 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
+from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
+from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
-from dpcount.counting.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
-from dpcount.counting.toeplitz import sqrt_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -688,7 +688,7 @@ class ToeplitzFactorization(CountingMechanism):
         """The filter (:class:`ToeplitzNoiseProcess`, O(bands·dim) state, O(bands) per
         step) for vector steps and for scalar steps with at most 512 bands; for scalar
         steps with more bands the decoder convolution B z by FFT in doubling blocks
-        (:class:`~dpcount.counting.sqrt.SqrtNoiseProcess` with kernel b: amortized
+        (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess` with kernel b: amortized
         O(log T) per step, holding the z drawn so far), since the filter would cost
         O(T·bands) for a batch release (5.7 s against 0.02 s at T = bands = 2^16)."""
         if dim is None and len(self.coefficients) > _FILTER_BANDS:

@@ -1,0 +1,20 @@
+"""Matrix-factorization mechanisms: A = L·R with noise L·z, one concept per module.
+
+The noise of each mechanism here is a linear map of standard draws (Denisov, McMahan,
+Rush, Smith, Thakurta, "Improved Differential Privacy for SGD via Optimal Private
+Linear Operators on Adaptive Streams", NeurIPS 2022, https://arxiv.org/abs/2202.08312):
+
+- :mod:`.sqrt_toeplitz` — the square root's Toeplitz coefficients, closed forms and
+  causal convolution (no mechanism);
+- :mod:`.sqrt` — the square-root factorization (Fichtenberger–Henzinger–Upadhyay);
+- :mod:`.normalized_sqrt` and :mod:`.row_scaled_sqrt` — its column-normalized and
+  row-scaled variants;
+- :mod:`.blt` and :mod:`.normalized_blt` — buffered linear Toeplitz encoders;
+- :mod:`.toeplitz` — optimized Toeplitz coefficients;
+- :mod:`.row_scaled_banded` — banded Toeplitz with row and column scaling, for
+  (k, b) participation;
+- :mod:`.dense` — any explicit lower-triangular factorization;
+- :mod:`.optimize` and :mod:`.optimize_max` — the dense mean- and max-loss optima.
+
+Import the classes from :mod:`dpcount.counting`; the modules are loaded on first use.
+"""
