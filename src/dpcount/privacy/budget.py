@@ -18,25 +18,10 @@ The closed choices are Enums with one definition each — :class:`NoiseKind`,
 is expected.
 
 References:
-    * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-      sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-      https://arxiv.org/abs/2408.07021
-    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-      privacy: analytical calibration and optimal denoising". ICML 2018.
-      https://arxiv.org/abs/1805.06530
-    * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-      Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-      https://doi.org/10.1561/0400000042
-    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
-      Fine-grained Error Bound on Differentially Private Continual Observation".
-      ICML 2023. https://arxiv.org/abs/2202.11205
-    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
-    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
-      Queries with Correlated Input Perturbation". 2024.
-      https://arxiv.org/abs/2402.07066
+    The noise kinds and calibration rules a budget names are those of
+    :mod:`dpcount.privacy.guarantee`; its References list the works they come from.
+    The floating-point caveat of the continuous kinds:
+
     * I. Mironov. "On significance of the least significant bits for
       differential privacy". ACM CCS 2012. (no link)
 """

@@ -16,13 +16,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.privacy.budget import Budget, BudgetFields
-from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._tree import BalancedTree
-from dpcount.ranges.mechanism import RangeMechanism
+from dpcount.ranges.mechanism import ShapeMechanism
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 FloatArray = NDArray[np.float64]
 
@@ -42,32 +40,21 @@ def level_sums(x: FloatArray, depth: int) -> list[FloatArray]:
     return levels
 
 
-class PaddedTreeMechanism(RangeMechanism):
+class PaddedTreeMechanism(ShapeMechanism):
     """Base of the baselines that perturb a perfect tree over the padded domain (1-D).
 
     Every real cell lies on the K + 1 nodes from the root to its leaf, so a change
     of one cell by 1 changes the node vector by ℓ₂ norm √(K + 1) and ℓ₁ norm K + 1.
+    Whole-number cells give whole-number node sums (and Haar differences), so each
+    offers the discrete Gaussian.
     """
 
-    def __init__(
-        self,
-        shape: int | tuple[int, ...],
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        budget = Budget.resolve(budget, fields, owner=type(self).__name__)
-        self.shape = self._check_shape(shape, self.max_dims)
+    supports_discrete_noise = True
+
+    def _sensitivities(self) -> tuple[float, float]:
         self.depth = padded_depth(self.shape[0])
         levels = self.depth + 1
-        super().__init__(
-            self.shape,
-            budget=budget,
-            rng=rng,
-            l2_sensitivity=math.sqrt(levels),
-            l1_sensitivity=float(levels),
-        )
+        return math.sqrt(levels), float(levels)
 
     def _l2_squared(self) -> Fraction:
         """A cell lies on K + 1 nodes, each shifted by ±1: ‖shift‖₂² = K + 1."""
