@@ -225,19 +225,16 @@ class ContinualHistogram(AppBase):
         self.universe_size = check_integer("universe_size", universe_size, ge=1)
         self.max_items_per_step = check_integer("max_items_per_step", max_items_per_step, ge=1)
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
-        self.sensitivity = histogram_sensitivity(self.max_items_per_step, self.max_count_per_item)
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
+            histogram_sensitivity(self.max_items_per_step, self.max_count_per_item),
             horizon=horizon,
             rng=rng,
-            sensitivity=self.sensitivity,
+            neighbouring=f"event-level: streams differ at one step by at most "
+            f"{self.max_items_per_step} item insertions/removals, at most "
+            f"{self.max_count_per_item} of one item",
             integer=True,  # integer-valued stream
-        )
-        self.horizon = self.mechanism.horizon
-        self.neighbouring = (
-            f"event-level: streams differ at one step by at most {self.max_items_per_step} "
-            f"item insertions/removals, at most {self.max_count_per_item} of one item"
         )
         self._reset()
 
