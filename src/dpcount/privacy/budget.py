@@ -384,6 +384,7 @@ class Budget:
         *,
         owner: str,
         deprecated: bool = False,
+        stacklevel: int = 3,
     ) -> Budget:
         """The budget from either ``budget=`` or its keyword fields (not both).
 
@@ -393,6 +394,7 @@ class Budget:
             owner: the callable's name, for error messages.
             deprecated: the fields are the old spelling of ``owner`` (kept for one
                 release): a DeprecationWarning is issued when they are used.
+            stacklevel: where the warning points (3: the caller of ``owner``).
 
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
@@ -422,7 +424,7 @@ class Budget:
                     f"{owner}({', '.join(f'{k}=' for k in fields)}) is deprecated and will be "
                     f"removed in dpcount 0.5: pass budget=Budget({', '.join(fields)}) instead",
                     DeprecationWarning,
-                    stacklevel=3,
+                    stacklevel=stacklevel,
                 )
             resolved = cls(**fields)
         if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
@@ -434,6 +436,17 @@ class Budget:
                 participation=resolved.participation,
             )
         return resolved
+
+    @classmethod
+    def resolve_loose(cls, budget: Budget | None, *, owner: str, **loose: Any) -> Budget:
+        """:meth:`resolve` for a callable whose budget fields are deprecated keyword
+        arguments defaulting to None: those given (not None) are the old spelling.
+
+        Example: ``Budget.resolve_loose(budget, owner="compare", epsilon=epsilon,
+        delta=delta)``.
+        """
+        fields = {name: value for name, value in loose.items() if value is not None}
+        return cls.resolve(budget, fields, owner=owner, deprecated=True, stacklevel=4)
 
     def replace(self, **changes: Any) -> Budget:
         """A copy with some fields changed (validated again)."""
