@@ -57,15 +57,10 @@ from dpcount._validate import (
     check_real,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import (
-    AppBase,
-    MechanismChoice,
-    StreamSensitivity,
-    app_budget,
-    gaussian_two_sided_quantile,
-)
+from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
 from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.tails import gaussian_two_sided_quantile
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
