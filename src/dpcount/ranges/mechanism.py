@@ -36,7 +36,7 @@ import copy
 import math
 from abc import ABC, abstractmethod
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,7 +47,7 @@ from dpcount._validate import (
     check_instance,
     check_shape,
 )
-from dpcount.privacy.budget import Budget, BudgetFields, Neighbouring, NoiseKind
+from dpcount.privacy.budget import Budget, Neighbouring, NoiseKind
 from dpcount.privacy.calibration import discrete_gaussian_sigma, zcdp_delta
 from dpcount.privacy.discrete import DiscreteGaussianNoise
 from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
@@ -57,10 +57,7 @@ from dpcount.ranges._exact import check_exact_sums, check_whole_numbers
 from dpcount.ranges._models import KroneckerModel, NoiseModel
 from dpcount.ranges.release import RangeAnswers, check_weights, range_bounds
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-__all__ = ["NEIGHBOURING", "RANGE_NOISE_KINDS", "RangeMechanism", "ShapeMechanism"]
+__all__ = ["NEIGHBOURING", "RANGE_NOISE_KINDS", "RangeMechanism"]
 
 #: Noise kinds of the range mechanisms (named as in :data:`dpcount.privacy.NOISE_KINDS`).
 RANGE_NOISE_KINDS: tuple[str, ...] = ("gaussian", "discrete-gaussian")
@@ -348,32 +345,6 @@ class RangeMechanism(ABC):
     @abstractmethod
     def _build_model(self) -> NoiseModel | KroneckerModel:
         """The exact noise model for the current sampler's variance."""
-
-
-class ShapeMechanism(RangeMechanism):
-    """Base of the mechanisms built from a shape and a budget alone (the baselines).
-
-    A subclass states its sensitivities for the checked shape in
-    :meth:`_sensitivities`; the constructor resolves the budget (``budget=`` or its
-    fields as keywords), checks the shape against :attr:`max_dims` and calibrates.
-    """
-
-    def __init__(
-        self,
-        shape: int | tuple[int, ...],
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        budget = Budget.resolve(budget, fields, owner=type(self).__name__)
-        self.shape = self._check_shape(shape, self.max_dims)
-        l2, l1 = self._sensitivities()
-        super().__init__(self.shape, budget=budget, rng=rng, l2_sensitivity=l2, l1_sensitivity=l1)
-
-    @abstractmethod
-    def _sensitivities(self) -> tuple[float, float]:
-        """(ℓ₂, ℓ₁) sensitivity of the perturbed vector for ``self.shape``."""
 
 
 def _float_at_least(value: Fraction) -> float:

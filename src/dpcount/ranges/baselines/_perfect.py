@@ -1,4 +1,5 @@
-"""Perfect binary trees over a domain padded with zeros to 2^K cells (the baselines' trees).
+"""The baselines' constructors: a shape and a budget, and perfect binary trees over a
+domain padded with zeros to 2^K cells (the baselines' trees).
 
 The tree, Hierarchical and Privelet baselines are defined on a perfect binary tree,
 as in their papers. For n that is not a power of two the histogram is padded with
@@ -10,17 +11,20 @@ root to its leaf), which fixes the sensitivities.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.privacy.rng import RNGLike
 from dpcount.ranges._tree import BalancedTree
-from dpcount.ranges.mechanism import ShapeMechanism
+from dpcount.ranges.mechanism import RangeMechanism
 
 if TYPE_CHECKING:
-    pass
+    from typing_extensions import Unpack
 
 FloatArray = NDArray[np.float64]
 
@@ -38,6 +42,32 @@ def level_sums(x: FloatArray, depth: int) -> list[FloatArray]:
     for _ in range(depth):
         levels.insert(0, levels[0].reshape(-1, 2).sum(axis=1))
     return levels
+
+
+class ShapeMechanism(RangeMechanism):
+    """Base of the mechanisms built from a shape and a budget alone (the baselines).
+
+    A subclass states its sensitivities for the checked shape in
+    :meth:`_sensitivities`; the constructor resolves the budget (``budget=`` or its
+    fields as keywords), checks the shape against :attr:`max_dims` and calibrates.
+    """
+
+    def __init__(
+        self,
+        shape: int | tuple[int, ...],
+        *,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        budget = Budget.resolve(budget, fields, owner=type(self).__name__)
+        self.shape = self._check_shape(shape, self.max_dims)
+        l2, l1 = self._sensitivities()
+        super().__init__(self.shape, budget=budget, rng=rng, l2_sensitivity=l2, l1_sensitivity=l1)
+
+    @abstractmethod
+    def _sensitivities(self) -> tuple[float, float]:
+        """(ℓ₂, ℓ₁) sensitivity of the perturbed vector for ``self.shape``."""
 
 
 class PaddedTreeMechanism(ShapeMechanism):

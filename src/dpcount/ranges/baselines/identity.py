@@ -19,7 +19,8 @@ import numpy as np
 
 from dpcount.ranges._models import IdentityCovariance, KroneckerModel, NoiseModel
 from dpcount.ranges._statements import range_statements
-from dpcount.ranges.mechanism import FloatArray, ShapeMechanism
+from dpcount.ranges.baselines._perfect import ShapeMechanism
+from dpcount.ranges.mechanism import FloatArray
 from dpcount.ranges.release import HistogramRelease
 
 __all__ = ["IdentityMechanism"]
