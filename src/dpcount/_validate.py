@@ -212,19 +212,10 @@ def check_data_array(name: str, x: Any, shape: tuple[int, ...]) -> NDArray[np.fl
         ValueError: a different shape, integers beyond 2^53, or NaN/inf (the first bad
             index is echoed).
     """
-    arr = as_array(name, x)
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.float64)
-    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    arr = check_real_dtype(name, as_array(name, x))
     if arr.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
-    check_exact_integers(name, arr, steps=False)
-    out = np.array(arr, dtype=np.float64)
-    if not np.isfinite(out).all():
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
-        raise ValueError(f"{name} must be finite; index {bad} holds {float(out[bad])!r}")
-    return out
+    return _finite_float64(name, arr)
 
 
 def check_index_array(
@@ -363,6 +354,12 @@ def check_real_array(
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     if arr.size == 0 and not allow_empty:
         raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
+    return _finite_float64(name, arr)
+
+
+def _finite_float64(name: str, arr: NDArray[Any]) -> NDArray[np.float64]:
+    """A float64 copy of a real array: integers beyond 2^53 and NaN/inf refused (the
+    first bad index echoed)."""
     check_exact_integers(name, arr, steps=False)
     out = np.array(arr, dtype=np.float64)
     if not np.isfinite(out).all():

@@ -71,17 +71,14 @@ def choose_mechanism(
     ``epsilon``, ``delta``, ``step_sensitivity`` and ``noise`` are deprecated: pass
     ``budget=``.
     """
-    loose = {
-        k: v
-        for k, v in (
-            ("epsilon", epsilon),
-            ("delta", delta),
-            ("step_sensitivity", step_sensitivity),
-            ("noise", noise),
-        )
-        if v is not None
-    }
-    resolved = Budget.resolve(budget, loose, owner="choose_mechanism", deprecated=True)
+    resolved = Budget.resolve_loose(
+        budget,
+        owner="choose_mechanism",
+        epsilon=epsilon,
+        delta=delta,
+        step_sensitivity=step_sensitivity,
+        noise=noise,
+    )
     choice = choose(horizon, budget=resolved, whole=whole)
     return {"name": choice.mechanism, "budget": choice.budget, **choice.options}
 

@@ -453,3 +453,37 @@ def test_plotting_figure_refuses_an_unlabelled_panel(tmp_path: Path) -> None:
         for ax in axes[0]:
             label_axes(ax, xlabel="x", ylabel="y", title="t")
     assert path.stat().st_size > 0
+
+
+def test_a_registry_row_finds_its_steps_by_name(tmp_path: Path) -> None:
+    """Experiment.of: the four steps of NAME are compute_/write_/plot_/summarize_NAME."""
+    import types
+
+    from dpcount.experiments._framework import Experiment, Summary
+
+    calls: list[str] = []
+
+    def compute(config: ExperimentConfig) -> float:
+        calls.append("compute")
+        return 2.0
+
+    def write(r: float, out: Path) -> Path:
+        calls.append("write")
+        return out / "fake-one.csv"
+
+    def plot(r: float, path: Path) -> None:
+        calls.append("plot")
+
+    module = types.ModuleType("fake_paper")
+    module.compute_fake_one = compute
+    module.write_fake_one = write
+    module.plot_fake_one = plot
+    module.summarize_fake_one = lambda r: Summary(key={"r": r})
+    experiment = Experiment.of(module, "fake-one", "Fake", "One line for --list.")
+    result = experiment(ExperimentConfig(quick=True, out=tmp_path, seed=0, show_progress=False))
+    assert calls == ["compute", "write", "plot"]
+    assert (result.name, result.title, result.key) == ("fake-one", "Fake", {"r": 2.0})
+    assert result.csv == tmp_path / "fake-one.csv" and experiment.__doc__ == "One line for --list."
+    del module.plot_fake_one
+    with pytest.raises(AttributeError, match="plot_fake_one"):
+        Experiment.of(module, "fake-one", "Fake", "One line.")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dpcount.experiments import ExperimentConfig, ExperimentResult
+from dpcount.experiments import EXPERIMENTS, ExperimentConfig, ExperimentResult
 from dpcount.experiments import dpbench as dpbench_module
 from dpcount.experiments.ranges import _random_chunks, dense_worst_case
 from dpcount.experiments.ranges_speed import definition_3_1, loglog_slope
@@ -299,7 +299,7 @@ def test_ranges_dpbench_runs_without_the_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(dpbench_module, "_CANDIDATES", (tmp_path / "nowhere",))
-    result = dpbench_module.ranges_dpbench(
+    result = EXPERIMENTS["ranges-dpbench"](
         ExperimentConfig(quick=True, out=tmp_path, seed=0, show_progress=False)
     )
     assert "DPBench data not found" in result.notes[0]
@@ -326,7 +326,7 @@ def test_ranges_dpbench_says_what_it_plots_and_fills_every_column(
 
     monkeypatch.setattr(Figure, "savefig", spy)
     monkeypatch.setattr(dpbench_module, "_CANDIDATES", (tmp_path / "nowhere",))
-    result = dpbench_module.ranges_dpbench(
+    result = EXPERIMENTS["ranges-dpbench"](
         ExperimentConfig(quick=True, out=tmp_path, seed=0, show_progress=False)
     )
     assert len(titles) == 1

@@ -8,8 +8,9 @@ import math
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 
-from dpcount._cli.common import err_console, escape, participation_from
+from dpcount._cli.common import err_console, escape, flags, participation_from
 from dpcount.analysis.choice import DEFAULT_K, UNBOUNDED_PROBE, Choice, choose
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.unbounded import UnboundedCounter
@@ -66,10 +67,7 @@ def budget_from(args: argparse.Namespace, horizon: int | None = None) -> Budget:
     ``--participations``/``--min-separation`` checked against ``horizon`` when given)."""
     try:
         return Budget(
-            epsilon=args.epsilon,
-            delta=args.delta,
-            noise=args.noise,
-            calibration=args.calibration,
+            **flags(args, "epsilon", "delta", "noise", "calibration"),
             step_sensitivity=args.sensitivity,
             participation=participation_from(args, horizon),
         )
@@ -193,11 +191,7 @@ def summary_unbounded(
 ) -> None:
     """The summary of an unbounded run: the construction, its guarantee and the exact
     error at the first and last steps (it grows with t)."""
-    con = err_console()
-    privacy = counter.privacy.describe() if counter.privacy else "none"
-    note = getattr(args, "auto_note", None)
-    con.print(f"[bold]mechanism[/]  {escape(repr(counter))}" + (f" ({note})" if note else ""))
-    con.print(f"[bold]privacy[/]    {escape(privacy)}, for every prefix")
+    con = _print_mechanism(counter, args, ", for every prefix")
     con.print(
         "[bold]relation[/]   no horizon: step t in block i (steps 2^i .. 2^(i+1)-1) is "
         f"released as the finished blocks' last releases plus block i's {counter.inner} "
@@ -211,12 +205,20 @@ def summary_unbounded(
     )
 
 
-def summary(mech: CountingMechanism, steps: int, args: argparse.Namespace | None = None) -> None:
+def _print_mechanism(
+    mech: CountingMechanism | UnboundedCounter, args: argparse.Namespace | None, scope: str = ""
+) -> Console:
+    """Print the mechanism (with the "auto" note) and its guarantee; return the console."""
     con = err_console()
     privacy = mech.privacy.describe() if mech.privacy else "none"
     note = getattr(args, "auto_note", None)
     con.print(f"[bold]mechanism[/]  {escape(repr(mech))}" + (f" ({note})" if note else ""))
-    con.print(f"[bold]privacy[/]    {escape(privacy)}")
+    con.print(f"[bold]privacy[/]    {escape(privacy)}{scope}")
+    return con
+
+
+def summary(mech: CountingMechanism, steps: int, args: argparse.Namespace | None = None) -> None:
+    con = _print_mechanism(mech, args)
     con.print(
         f"[bold]exact error[/] MSE {mech.mse():.6g} (RMSE {math.sqrt(mech.mse()):.4g}), "
         f"max std {math.sqrt(mech.max_variance()):.4g} over horizon {mech.horizon}; "

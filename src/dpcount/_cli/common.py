@@ -8,7 +8,7 @@ import io
 import os
 import sys
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,8 +18,10 @@ from dpcount.privacy.budget import Participation
 
 __all__ = [
     "add_privacy_arguments",
+    "add_seed_argument",
     "err_console",
     "escape",
+    "flags",
     "open_output",
     "out_console",
     "positive_float",
@@ -69,11 +71,22 @@ def check_digits(args: argparse.Namespace) -> None:
         raise ValueError(f"--digits must be between 1 and 17, got {args.digits}")
 
 
+def flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """``{name: args.name}``: the flags a command passes on under the library's own
+    parameter names (``--time-column`` is ``time_column=``)."""
+    return {name: getattr(args, name) for name in names}
+
+
 def add_privacy_arguments(p: argparse.ArgumentParser, *, gaussian_default: bool = False) -> None:
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
     p.add_argument(
         "--delta", type=positive_float, default=None, help="δ in (0, 1) (default: none, pure ε-DP)"
     )
+    add_seed_argument(p)
+
+
+def add_seed_argument(p: argparse.ArgumentParser) -> None:
+    """``--seed`` (default: operating-system entropy), with its warning."""
     p.add_argument(
         "--seed",
         type=int,

@@ -31,6 +31,7 @@ from dpcount._cli.common import (
     check_digits,
     err_console,
     escape,
+    flags,
     open_output,
 )
 from dpcount.counting._steps import NotWholeNumberError
@@ -306,8 +307,7 @@ def _reader(args: argparse.Namespace, fh: Any, source: str) -> SeriesReader:
         fh,
         args.column,
         source=source,
-        time_column=args.time_column,
-        missing=args.missing,
+        **flags(args, "time_column", "missing"),
         where=args.where_conditions,
         count_rows=args.count_rows,
     )

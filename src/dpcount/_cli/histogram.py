@@ -17,6 +17,7 @@ from dpcount._cli.common import (
     check_digits,
     err_console,
     escape,
+    flags,
     open_output,
 )
 from dpcount.apps import ContinualHistogram
@@ -299,13 +300,8 @@ def run(args: argparse.Namespace) -> int:
     hist = ContinualHistogram(
         len(items),
         horizon,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        max_items_per_step=args.max_items_per_step,
-        max_count_per_item=args.max_count_per_item,
-        mechanism=args.mechanism,
-        noise=args.noise,
-        calibration=args.calibration,
+        **flags(args, "epsilon", "delta", "max_items_per_step", "max_count_per_item"),
+        **flags(args, "mechanism", "noise", "calibration"),
         k=DEFAULT_K if args.k is None else args.k,
         subtract=not args.no_subtract,
         rng=args.seed,

@@ -6,7 +6,13 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dpcount._cli.common import add_digits_argument, check_digits, err_console, positive_float
+from dpcount._cli.common import (
+    add_digits_argument,
+    check_digits,
+    err_console,
+    flags,
+    positive_float,
+)
 from dpcount.counting.registry import MECHANISMS
 
 if TYPE_CHECKING:
@@ -304,38 +310,17 @@ def _options(
     incremental run) from the flags."""
     from dpcount.privacy.budget import Budget
 
+    columns = ("keys", "time_column", "key_column", "weight_column", "unit_column")
     return dict(
-        keys=args.keys,
-        time_column=args.time_column,
-        key_column=args.key_column,
-        weight_column=args.weight_column,
-        unit_column=args.unit_column,
-        step=args.step,
-        start=args.start,
-        horizon=args.horizon,
-        budget=Budget(
-            epsilon=args.epsilon,
-            delta=args.delta,
-            noise=args.noise,
-            calibration=args.calibration,
-        ),
-        k=args.k,
-        subtract=args.subtract,
-        mechanism=args.mechanism,
+        **flags(args, *columns, "step", "start", "horizon", "k", "subtract", "mechanism"),
+        budget=Budget(**flags(args, "epsilon", "delta", "noise", "calibration")),
         max_weight=int(args.max_weight)
         if args.max_weight == int(args.max_weight)
         else args.max_weight,
-        max_keys=args.max_keys,
         selection=selection,
-        unit_scope=args.unit_scope,
-        max_steps=args.max_steps,
-        min_separation=args.min_separation,
-        secret=args.secret,
-        engine=args.engine,
+        **flags(args, "max_keys", "unit_scope", "max_steps", "min_separation", "secret"),
         workers=2 if args.workers is None else args.workers,
-        partitions=args.partitions,
-        scheduler=args.scheduler,
-        chunk_keys=args.chunk_keys,
+        **flags(args, "engine", "partitions", "scheduler", "chunk_keys"),
         progress=progress,
         std_digits=args.digits,
     )

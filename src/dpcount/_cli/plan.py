@@ -12,6 +12,7 @@ from rich.table import Table
 from dpcount._cli.common import (
     add_participation_arguments,
     escape,
+    flags,
     out_console,
     participation_from,
     positive_float,
@@ -156,19 +157,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--horizon is required (or --ranges with --size)")
     schema = participation_from(args, args.horizon)
     budget = Budget(
-        epsilon=args.epsilon,
-        delta=args.delta,
-        step_sensitivity=args.sensitivity,
-        participation=schema,
+        **flags(args, "epsilon", "delta"), step_sensitivity=args.sensitivity, participation=schema
     )
-    rows = compare(
-        args.horizon,
-        budget=budget,
-        metric=args.metric,
-        beta=args.beta,
-        dim=args.dim,
-        memory=args.memory,
-    )
+    rows = compare(args.horizon, budget=budget, **flags(args, "metric", "beta", "dim", "memory"))
     args.memory_note = _memory_note(args)
     con = out_console(80)
     con.print(_table(args, rows, schema))

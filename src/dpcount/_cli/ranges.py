@@ -10,7 +10,14 @@ import sys
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._cli.common import err_console, escape, open_output, positive_float
+from dpcount._cli.common import (
+    add_seed_argument,
+    err_console,
+    escape,
+    flags,
+    open_output,
+    positive_float,
+)
 from dpcount._validate import check_probability
 from dpcount.io import CSVError, SeriesReader, csv_rows, starts_like_number
 from dpcount.ranges import (
@@ -75,13 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "stream holds one table)",
     )
     p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="seed for reproducible research ONLY: anyone with the seed can remove the noise; "
-        "default: operating-system entropy",
-    )
+    add_seed_argument(p)
     p.add_argument(
         "--output",
         required=True,
@@ -187,11 +188,8 @@ def run(args: argparse.Namespace) -> int:
     mech = build_mechanism(
         args.mechanism,
         x.shape,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        calibration=args.calibration,
+        **flags(args, "epsilon", "delta", "calibration", "noise"),
         rng=args.seed,
-        noise=args.noise,
     )
     queries = read_queries(args.queries, x.ndim, x.shape) if args.queries is not None else None
     if queries is not None:

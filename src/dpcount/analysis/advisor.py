@@ -69,17 +69,9 @@ def best_k(
             of ``budget=`` (DeprecationWarning).
     """
     horizon = check_integer("horizon", horizon, ge=1)
-    loose = {
-        name: value
-        for name, value in (
-            ("epsilon", epsilon),
-            ("delta", delta),
-            ("noise", noise),
-            ("calibration", calibration),
-        )
-        if value is not None
-    }
-    budget = Budget.resolve(budget, loose, owner="best_k", deprecated=True)
+    budget = Budget.resolve_loose(
+        budget, owner="best_k", epsilon=epsilon, delta=delta, noise=noise, calibration=calibration
+    )
     budget = budget.with_default_noise("laplace")
     check_choice("metric", metric, TREE_METRICS)
     options = (False, True) if subtract is None else (check_bool("subtract", subtract),)

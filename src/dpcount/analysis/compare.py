@@ -383,17 +383,14 @@ def compare(
         TypeError: both ``budget`` and its fields, or neither.
     """
     T = check_integer("horizon", horizon, ge=1)
-    loose = {
-        name: value
-        for name, value in (
-            ("epsilon", epsilon),
-            ("delta", delta),
-            ("step_sensitivity", step_sensitivity),
-            ("participation", participation),
-        )
-        if value is not None
-    }
-    budget = Budget.resolve(budget, loose, owner="compare", deprecated=True)
+    budget = Budget.resolve_loose(
+        budget,
+        owner="compare",
+        epsilon=epsilon,
+        delta=delta,
+        step_sensitivity=step_sensitivity,
+        participation=participation,
+    )
     if budget.noise is not None or budget.calibration is not None:
         raise ValueError(
             "compare ranks every noise kind with its own calibration: pass a budget without "

@@ -207,34 +207,43 @@ _App = TypeVar("_App", bound="AppBase")
 class AppBase:
     """Common surface of the apps: the mechanism, its guarantee, exact variances, test hook.
 
-    Subclasses set ``self.budget`` (the user's :class:`~dpcount.privacy.Budget`
-    with the noise kind resolved), ``self.mechanism``, ``self.noise`` and
-    ``self.neighbouring`` (the app's own neighbouring relation, in words) and
-    implement :meth:`_reset` (back to step 0); :meth:`_setup_mechanism` sets the
-    first three.
+    Subclasses call :meth:`_setup_mechanism`, which sets ``self.budget`` (the user's
+    :class:`~dpcount.privacy.Budget` with the noise kind resolved),
+    ``self.mechanism``, ``self.noise``, ``self.sensitivity``, ``self.horizon`` and
+    ``self.neighbouring`` (the app's own neighbouring relation, in words), and
+    implement :meth:`_reset` (back to step 0).
     """
 
     budget: Budget
     mechanism: CountingMechanism
     noise: str
     neighbouring: str
+    sensitivity: StreamSensitivity
+    horizon: int
 
     def _setup_mechanism(
         self,
         choice: MechanismChoice,
         budget: Budget,
+        sensitivity: StreamSensitivity,
         *,
         horizon: int,
         rng: RNGLike,
-        sensitivity: StreamSensitivity,
+        neighbouring: str,
         integer: bool = False,
     ) -> None:
-        """Build the counting mechanism and set ``budget``, ``mechanism`` and ``noise``."""
+        """Build the counting mechanism for ``sensitivity`` and set ``budget``,
+        ``mechanism``, ``noise``, ``sensitivity``, ``horizon`` (the mechanism's) and
+        ``neighbouring`` (``integer``: the stream is integer-valued, see
+        :meth:`MechanismChoice.resolve`)."""
+        self.sensitivity = sensitivity
         self.budget, self.mechanism = choice.build(
             horizon=horizon, budget=budget, rng=rng, sensitivity=sensitivity, integer=integer
         )
         assert self.budget.noise is not None  # resolved by MechanismChoice.build
         self.noise = self.budget.noise.value
+        self.horizon = self.mechanism.horizon
+        self.neighbouring = neighbouring
 
     def dp_event(self) -> Any:
         """The app's privacy as a dp_accounting ``DpEvent`` (one run of the app).

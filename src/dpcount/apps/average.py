@@ -122,17 +122,14 @@ class RunningAverage(AppBase):
         self.on_out_of_bounds = mode
         self.clip = mode == "clip"
         width = self.upper - self.lower
-        self.sensitivity = StreamSensitivity(width, width)
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
+            StreamSensitivity(width, width),
             horizon=horizon,
             rng=rng,
-            sensitivity=self.sensitivity,
-        )
-        self.horizon = self.mechanism.horizon
-        self.neighbouring = (
-            f"event-level: streams differ in one value, both in [{self.lower:g}, {self.upper:g}]"
+            neighbouring="event-level: streams differ in one value, both in "
+            f"[{self.lower:g}, {self.upper:g}]",
         )
         self._reset()
 

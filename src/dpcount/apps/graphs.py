@@ -57,15 +57,10 @@ from dpcount._validate import (
     check_real,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import (
-    AppBase,
-    MechanismChoice,
-    StreamSensitivity,
-    app_budget,
-    gaussian_two_sided_quantile,
-)
+from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
 from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.tails import gaussian_two_sided_quantile
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -195,18 +190,14 @@ class SyntheticGraph(AppBase):
         self.n_pairs = self.n_vertices * (self.n_vertices - 1) // 2
         self.max_edges_per_step = check_integer("max_edges_per_step", max_edges_per_step, ge=1)
         m = float(self.max_edges_per_step)
-        self.sensitivity = StreamSensitivity(m, math.sqrt(m))
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
+            StreamSensitivity(m, math.sqrt(m)),
             horizon=horizon,
             rng=rng,
-            sensitivity=self.sensitivity,
-        )
-        self.horizon = self.mechanism.horizon
-        self.neighbouring = (
-            "event-level: update streams differ at one update by at most 1 in the weight "
-            f"added to each of at most {self.max_edges_per_step} vertex pair(s)"
+            neighbouring="event-level: update streams differ at one update by at most 1 in the "
+            f"weight added to each of at most {self.max_edges_per_step} vertex pair(s)",
         )
         self._rows, self._cols = np.triu_indices(self.n_vertices, 1)
         self._reset()
@@ -631,20 +622,17 @@ class GraphStatistic(AppBase):
             if difference_l2_sensitivity is None
             else check_real("difference_l2_sensitivity", difference_l2_sensitivity, gt=0)
         )
-        self.sensitivity = StreamSensitivity(g1, g2)
         integer = check_bool("integer_valued", integer_valued)
+        degree = "" if self.max_degree is None else f", degrees <= {self.max_degree}"
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
+            StreamSensitivity(g1, g2),
             horizon=horizon,
             rng=rng,
-            sensitivity=self.sensitivity,
+            neighbouring="edge-level, insertions only: insertion streams differ by one edge "
+            "insertion" + degree,
             integer=integer,
-        )
-        self.horizon = self.mechanism.horizon
-        degree = "" if self.max_degree is None else f", degrees <= {self.max_degree}"
-        self.neighbouring = (
-            "edge-level, insertions only: insertion streams differ by one edge insertion" + degree
         )
         initial = self._evaluate(SimpleGraph(self.n_vertices, self.max_degree), None, first=True)
         self.initial_value = initial

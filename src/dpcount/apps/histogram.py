@@ -37,15 +37,10 @@ from dpcount._validate import (
     check_real_dtype,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import (
-    AppBase,
-    MechanismChoice,
-    StreamSensitivity,
-    app_budget,
-    gaussian_two_sided_quantile,
-)
+from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
 from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.privacy.tails import gaussian_two_sided_quantile
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -225,19 +220,16 @@ class ContinualHistogram(AppBase):
         self.universe_size = check_integer("universe_size", universe_size, ge=1)
         self.max_items_per_step = check_integer("max_items_per_step", max_items_per_step, ge=1)
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
-        self.sensitivity = histogram_sensitivity(self.max_items_per_step, self.max_count_per_item)
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
+            histogram_sensitivity(self.max_items_per_step, self.max_count_per_item),
             horizon=horizon,
             rng=rng,
-            sensitivity=self.sensitivity,
+            neighbouring=f"event-level: streams differ at one step by at most "
+            f"{self.max_items_per_step} item insertions/removals, at most "
+            f"{self.max_count_per_item} of one item",
             integer=True,  # integer-valued stream
-        )
-        self.horizon = self.mechanism.horizon
-        self.neighbouring = (
-            f"event-level: streams differ at one step by at most {self.max_items_per_step} "
-            f"item insertions/removals, at most {self.max_count_per_item} of one item"
         )
         self._reset()
 

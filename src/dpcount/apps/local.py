@@ -179,16 +179,15 @@ class LocalMedianProtocol(AppBase):
             if buckets is None
             else check_integer("buckets", buckets, ge=1)
         )
-        self.sensitivity = StreamSensitivity(4.0, 2.0 * math.sqrt(2.0))
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
+            StreamSensitivity(4.0, 2.0 * math.sqrt(2.0)),
             horizon=self.buckets,
             rng=rng,
-            sensitivity=self.sensitivity,
+            neighbouring="local: any two inputs of one client",
             integer=True,  # integer-valued stream
         )
-        self.neighbouring = "local: any two inputs of one client"
 
     def _reset(self) -> None:
         """No stream state; only the (non-private) clipping report."""

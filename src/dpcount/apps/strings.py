@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -235,25 +235,45 @@ class _TextApp(AppBase):
     _latest: NDArray[np.float64] | None
     _stream: CountingStream
 
-    def _setup(
+    #: what the step sensitivity is computed from (named when a budget sets one)
+    _bounds: ClassVar[str]
+
+    def __init__(
         self,
-        sensitivity: StreamSensitivity,
+        alphabet: Iterable[Hashable],
+        max_length: int,
         horizon: int,
-        budget: Budget,
-        rng: RNGLike,
-        choice: MechanismChoice,
+        *,
+        mechanism: str | None = None,
+        k: int = 19,
+        subtract: bool = True,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
-        self.sensitivity = sensitivity
+        owner = type(self).__name__
+        user_budget = app_budget(budget, fields, owner=owner, bounds=self._bounds)
+        self._words = _Words(alphabet, max_length)
         self._setup_mechanism(
-            choice,
-            budget,
+            MechanismChoice(mechanism, k, subtract),
+            user_budget,
+            self._sensitivity(),
             horizon=horizon,
             rng=rng,
-            sensitivity=sensitivity,
+            neighbouring="event-level: letter streams differ in one letter",
             integer=True,  # integer-valued stream
         )
-        self.horizon = self.mechanism.horizon
-        self.neighbouring = "event-level: letter streams differ in one letter"
+        self._reset()
+
+    def _sensitivity(self) -> StreamSensitivity:
+        """Γ₁, Γ₂ of a changed letter for ``self._words``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(alphabet={self.alphabet!r}, max_length={self.max_length}, "
+            f"horizon={self.horizon}, budget={self.budget!r}, mechanism={self.mechanism!r})"
+        )
 
     @property
     def alphabet(self) -> tuple[Hashable, ...]:
@@ -369,40 +389,15 @@ class SubstringCounter(_TextApp):
         (2.0, 1.0, 2.0)
     """
 
-    def __init__(
-        self,
-        alphabet: Iterable[Hashable],
-        max_length: int,
-        horizon: int,
-        *,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        user_budget = app_budget(budget, fields, owner="SubstringCounter", bounds="max_length")
-        self._words = _Words(alphabet, max_length)
-        self._setup(
-            substring_sensitivity(self._words.max_length),
-            horizon,
-            user_budget,
-            rng,
-            MechanismChoice(mechanism, k, subtract),
-        )
-        self._reset()
+    _bounds = "max_length"
+
+    def _sensitivity(self) -> StreamSensitivity:
+        return substring_sensitivity(self._words.max_length)
 
     def _reset(self) -> None:
         self._stream = self.mechanism.stream()
         self._latest = None
         self._suffixes: list[int] = []  # codes of the current suffixes of length 1, 2, …
-
-    def __repr__(self) -> str:
-        return (
-            f"SubstringCounter(alphabet={self.alphabet!r}, max_length={self.max_length}, "
-            f"horizon={self.horizon}, budget={self.budget!r}, mechanism={self.mechanism!r})"
-        )
 
     def _indicator(self, letter: int) -> NDArray[np.float64]:
         a = self._words.size
@@ -427,35 +422,22 @@ class EpisodeCounter(_TextApp):
     Sensitivity (:func:`episode_sensitivity`): with N_j = |𝒰|^j − (|𝒰|−2)^j,
     Γ₁ = Σ_j 2j·N_j (Laplace) and Γ₂ = (Σ_j 4j²·N_j)^½ (Gaussian).
 
-    Formal guarantee: for that event-level relation the releases of all T
-    letters together are ε-DP without a delta and (ε, δ)-DP with one — the
-    counting mechanism's guarantee (:attr:`privacy`, :meth:`dp_event`),
-    calibrated for Γ₁/Γ₂ above. Fichtenberger, Henzinger, Upadhyay, "Constant
-    Matters: Fine-grained Error Bound on Differentially Private Continual
-    Observation", ICML 2023 (arXiv:2202.11205), App. B.4, Corollary B.6 (with
-    the sensitivity corrected, see the module docstring). Exact error: every
-    coordinate at step t has variance ``variances()[t − 1]``.
+    Formal guarantee: as for :class:`SubstringCounter` (event-level ε-DP without a
+    delta, (ε, δ)-DP with one, calibrated for Γ₁/Γ₂ above), by Fichtenberger,
+    Henzinger, Upadhyay, "Constant Matters" (ICML 2023, arXiv:2202.11205), App. B.4,
+    Corollary B.6 (with the sensitivity corrected, see the module docstring). Exact
+    error: every coordinate at step t has variance ``variances()[t − 1]``.
 
-    Letters outside the alphabet raise ValueError and are not consumed. That
-    refusal is a data-dependent signal the guarantee does not cover (a stream
-    that stops at letter t reveals that letter t is not in the alphabet); keep
-    such errors with the data holder (:mod:`dpcount.apps._bounds`). There is no
-    nearest letter to clip to; the clip-and-report alternative is to map every
-    unknown letter to a fixed letter of the alphabet (e.g. a ``"?"`` added to
-    it) before calling :meth:`update`, and count the mapped letters yourself
-    (that count is not private). The map looks at one letter at a time, so the
-    guarantee, for letter streams differing in one letter, is unchanged.
+    Letters outside the alphabet raise ValueError and are not consumed, a
+    data-dependent signal the guarantee does not cover; :class:`SubstringCounter`
+    describes the clip-and-report alternative (whose count of mapped letters is not
+    private).
 
     Args:
-        alphabet: the letters (a string, or a sequence of distinct hashables).
+        alphabet, horizon, mechanism, k, subtract, rng: as for :class:`SubstringCounter`.
         max_length: ℓ ≥ 1.
-        horizon: T, the number of letters.
-        mechanism, k, subtract, rng: as for :class:`~dpcount.apps.ContinualHistogram`.
-        budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
-            (``epsilon``, ``delta``, ``noise``, ``calibration``), as for
-            :class:`~dpcount.apps.ContinualHistogram`. The step sensitivity is
-            computed from the alphabet size and ℓ (a budget that sets one is
-            refused).
+        budget: as for :class:`SubstringCounter`; the step sensitivity is computed
+            from the alphabet size and ℓ (a budget that sets one is refused).
 
     Example:
         >>> from dpcount.apps import EpisodeCounter
@@ -466,42 +448,15 @@ class EpisodeCounter(_TextApp):
         (1.0, 1.0, 0.0)
     """
 
-    def __init__(
-        self,
-        alphabet: Iterable[Hashable],
-        max_length: int,
-        horizon: int,
-        *,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        user_budget = app_budget(
-            budget, fields, owner="EpisodeCounter", bounds="the alphabet size and max_length"
-        )
-        self._words = _Words(alphabet, max_length)
-        self._setup(
-            episode_sensitivity(self._words.size, self._words.max_length),
-            horizon,
-            user_budget,
-            rng,
-            MechanismChoice(mechanism, k, subtract),
-        )
-        self._reset()
+    _bounds = "the alphabet size and max_length"
+
+    def _sensitivity(self) -> StreamSensitivity:
+        return episode_sensitivity(self._words.size, self._words.max_length)
 
     def _reset(self) -> None:
         self._stream = self.mechanism.stream()
         self._latest = None
         self.counter = MinimalOccurrenceCounter(self._words.size, self._words.max_length)
-
-    def __repr__(self) -> str:
-        return (
-            f"EpisodeCounter(alphabet={self.alphabet!r}, max_length={self.max_length}, "
-            f"horizon={self.horizon}, budget={self.budget!r}, mechanism={self.mechanism!r})"
-        )
 
     def _indicator(self, letter: int) -> NDArray[np.float64]:
         return self.counter.update(letter).astype(np.float64)

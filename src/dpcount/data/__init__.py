@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from functools import cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["load_searchlogs"]
+__all__ = ["load_searchlogs", "shipped_json"]
+
+
+@cache
+def shipped_json(name: str) -> dict[str, Any]:
+    """The shipped JSON file ``name`` of this folder (precomputed optima and losses),
+    read once per process. The dict is shared: do not modify it."""
+    with resources.files(__package__).joinpath(name).open("r", encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
 
 
 def load_searchlogs() -> NDArray[np.int64]:

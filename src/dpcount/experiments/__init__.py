@@ -7,10 +7,12 @@ correlated-input-perturbation, constant-matters); the papers are cited in full i
 :mod:`dpcount.experiments.elders`, :mod:`dpcount.experiments.ranges` and
 :mod:`dpcount.experiments.fhu`.
 
-Inside, every experiment is split in three: ``compute_NAME(config)`` draws the noise
-and returns a frozen dataclass of numbers (it writes nothing), a writer turns it into
-the CSV and a plotter into the PNG (through the shared helpers of ``_plotting``:
-labelled panels, legends clear of the data, titles that name the data).
+Inside, every experiment is a record of :mod:`dpcount.experiments.registry` whose
+steps are four functions of its paper's module: ``compute_NAME(config)`` draws the
+noise and returns a frozen dataclass of numbers (it writes nothing), ``write_NAME``
+turns it into the CSV, ``plot_NAME`` into the PNG (through the shared helpers of
+``_plotting``: labelled panels, legends clear of the data, titles that name the data)
+and ``summarize_NAME`` lists the paper's numbers beside ours.
 """
 
 from __future__ import annotations
@@ -20,41 +22,13 @@ from pathlib import Path
 
 from dpcount._validate import check_bool, check_integer
 from dpcount.experiments._framework import Comparison, ExperimentConfig, ExperimentResult
-from dpcount.experiments.dpbench import ranges_dpbench
-from dpcount.experiments.elders import (
-    elders_constants,
-    elders_lowerbound,
-    elders_mse,
-    elders_ratio,
-    elders_threshold,
-)
-from dpcount.experiments.fhu import fhu_cbnorm, fhu_error, fhu_snr, fhu_top1
-from dpcount.experiments.ranges import ranges_all, ranges_levels, ranges_nodes, ranges_random
-from dpcount.experiments.ranges_speed import cascade_speed, ranges_runtime
+from dpcount.experiments.registry import REGISTERED
 
 __all__ = ["EXPERIMENTS", "Comparison", "ExperimentConfig", "ExperimentResult", "run_experiment"]
 
-#: experiment name -> function, grouped by paper
+#: experiment name -> the registered experiment (a callable record), grouped by paper
 EXPERIMENTS: dict[str, Callable[[ExperimentConfig], ExperimentResult]] = {
-    # count-on-your-elders
-    "elders-constants": elders_constants,
-    "elders-mse": elders_mse,
-    "elders-threshold": elders_threshold,
-    "elders-ratio": elders_ratio,
-    "elders-lowerbound": elders_lowerbound,
-    # correlated-input-perturbation
-    "cascade-speed": cascade_speed,
-    "ranges-all": ranges_all,
-    "ranges-levels": ranges_levels,
-    "ranges-nodes": ranges_nodes,
-    "ranges-random": ranges_random,
-    "ranges-runtime": ranges_runtime,
-    "ranges-dpbench": ranges_dpbench,
-    # constant-matters
-    "fhu-error": fhu_error,
-    "fhu-snr": fhu_snr,
-    "fhu-top1": fhu_top1,
-    "fhu-cbnorm": fhu_cbnorm,
+    experiment.name: experiment for experiment in REGISTERED
 }
 
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -46,6 +47,10 @@ class ExperimentConfig:
     out: Path
     seed: int
     show_progress: bool = True
+
+    def progress(self, items: Sequence[Any], label: str) -> Iterator[Any]:
+        """``items`` with progress on stderr when :attr:`show_progress` (:func:`progress_iter`)."""
+        return progress_iter(items, label, self.show_progress)
 
 
 @dataclass
@@ -157,6 +162,22 @@ class Experiment(Generic[R]):
     def __post_init__(self) -> None:
         # ``dpcount reproduce --list`` and help() read an experiment's __doc__.
         object.__setattr__(self, "__doc__", self.doc)
+
+    @classmethod
+    def of(cls, module: ModuleType, name: str, title: str, doc: str) -> Experiment[Any]:
+        """The experiment ``name`` whose steps are ``module``'s ``compute_NAME``,
+        ``write_NAME``, ``plot_NAME`` and ``summarize_NAME`` (NAME: ``name`` with
+        ``_`` for ``-``), so a registry row names an experiment and its text once.
+
+        Raises:
+            AttributeError: a step is missing (at import: a registry row cannot point
+                to nothing).
+        """
+        stem = name.replace("-", "_")
+        compute, write, plot, summarize = (
+            getattr(module, f"{step}_{stem}") for step in ("compute", "write", "plot", "summarize")
+        )
+        return Experiment(name, title, doc, compute, write, plot, summarize)
 
     def __call__(self, config: ExperimentConfig) -> ExperimentResult:
         start = time.perf_counter()

@@ -27,13 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.experiments._framework import (
-    Experiment,
-    ExperimentConfig,
-    Summary,
-    progress_iter,
-    write_csv,
-)
+from dpcount.experiments._framework import ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import COLORS, DELTA, EPSILON, LABELS, MARKERS
 from dpcount.ranges import (
@@ -51,8 +45,6 @@ __all__ = [
     "compute_ranges_dpbench",
     "dpbench_title",
     "find_dpbench",
-    "plot_ranges_dpbench",
-    "ranges_dpbench",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -188,7 +180,7 @@ def compute_ranges_dpbench(config: ExperimentConfig) -> DpBench:
     rows: list[tuple[Any, ...]] = []
     pooled: dict[tuple[int, str], list[FloatArray]] = {}
     exact: dict[tuple[int, str], tuple[float, float, int]] = {}
-    for dim, dname, x, name in progress_iter(tasks, "ranges-dpbench", config.show_progress):
+    for dim, dname, x, name in config.progress(tasks, "ranges-dpbench"):
         m = build_mechanism(name, x.shape, epsilon=EPSILON, delta=DELTA, rng=rng)
         if (dim, name) not in exact:  # data independent: once per shape and mechanism
             exact[(dim, name)] = _exact_errors(dim, m, x.shape)
@@ -272,7 +264,7 @@ def _dpbench_notes(r: DpBench) -> list[str]:
     return notes
 
 
-def _ranges_dpbench_summary_all(r: DpBench) -> Summary:
+def summarize_ranges_dpbench(r: DpBench) -> Summary:
     key: dict[str, float] = {
         "dpbench_files_1d": float(len(r.datasets[1]) - 1),
         "dpbench_files_2d": float(len(r.datasets[2]) - 1),
@@ -289,12 +281,6 @@ def _ranges_dpbench_summary_all(r: DpBench) -> Summary:
     )
 
 
-ranges_dpbench = Experiment(
-    name="ranges-dpbench",
-    title="Range mechanisms on the DPBench histograms (1-D and 2-D)",
-    doc="The range mechanisms on the DPBench histograms (1-D n=4096, 2-D 256×256).",
-    compute=compute_ranges_dpbench,
-    write=lambda r, out: write_csv(out / "ranges-dpbench.csv", _HEADER, r.table),
-    plot=plot_ranges_dpbench,
-    summarize=_ranges_dpbench_summary_all,
-)
+def write_ranges_dpbench(r: DpBench, out: Path) -> Path:
+    """ranges-dpbench.csv."""
+    return write_csv(out / "ranges-dpbench.csv", _HEADER, r.table)

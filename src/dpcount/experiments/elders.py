@@ -50,24 +50,17 @@ from dpcount.counting.tree_formulas import (
     offset_leading_constant,
     tree_laplace_node_variance,
 )
-from dpcount.experiments._framework import (
-    Comparison,
-    Experiment,
-    ExperimentConfig,
-    Summary,
-    progress_iter,
-    write_csv,
-)
+from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.privacy import Budget, NoiseKind
 from dpcount.privacy.calibration import fhu_constant, fhu_delta
 
 __all__ = [
-    "elders_constants",
-    "elders_lowerbound",
-    "elders_mse",
-    "elders_ratio",
-    "elders_threshold",
+    "compute_elders_constants",
+    "compute_elders_lowerbound",
+    "compute_elders_mse",
+    "compute_elders_ratio",
+    "compute_elders_threshold",
     "huu_mse_bound",
 ]
 
@@ -114,7 +107,7 @@ def compute_elders_constants(config: ExperimentConfig) -> EldersConstants:
     ks = list(range(2, 41))
     horizons = [2**20, 2**40] if config.quick else [2**20, 2**40, 2**60]
     exact: dict[int, dict[int, tuple[float, float]]] = {T: {} for T in horizons}
-    for k in progress_iter(ks, "elders-constants", config.show_progress):
+    for k in config.progress(ks, "elders-constants"):
         for T in horizons:
             plain = _normalized_exact_mse(k, False, T)
             sub = _normalized_exact_mse(k, True, T) if k >= 3 else float("nan")
@@ -162,7 +155,7 @@ def plot_elders_constants(r: EldersConstants, path: Path) -> None:
         legend(ax, "outside")
 
 
-def _elders_constants_summary(r: EldersConstants) -> Summary:
+def summarize_elders_constants(r: EldersConstants) -> Summary:
     ks = r.ks
     k9, c9 = _argmin({k: kary_leading_constant(k) for k in ks})
     k15, c15 = _argmin({k: offset_leading_constant(k) for k in ks if k % 2})
@@ -198,17 +191,6 @@ def _elders_constants_summary(r: EldersConstants) -> Summary:
     return Summary(comparisons, key, notes)
 
 
-elders_constants = Experiment(
-    name="elders-constants",
-    title="Leading constants vs k (Thm 9, Cor 15, Cor 30) and exact finite-T MSE",
-    doc="Leading constants of Thm 9 / Cor 15 / Cor 30 and the exact finite-T MSE.",
-    compute=compute_elders_constants,
-    write=write_elders_constants,
-    plot=plot_elders_constants,
-    summarize=_elders_constants_summary,
-)
-
-
 @dataclass(frozen=True)
 class EldersLowerBound:
     """Per T: log2(T)/ε, Thm 4's shape, and mean / 3/4-quantile of the max error of both trees."""
@@ -236,7 +218,7 @@ def compute_elders_lowerbound(config: ExperimentConfig) -> EldersLowerBound:
     reps = 40 if config.quick else 200
     rng = np.random.default_rng(config.seed)
     rows = []
-    for e in progress_iter(exps, "elders-lowerbound", config.show_progress):
+    for e in config.progress(exps, "elders-lowerbound"):
         T = 2**e
         x = rng.integers(0, 2, size=T).astype(np.float64)
         truth = np.cumsum(x)
@@ -278,7 +260,7 @@ def plot_elders_lowerbound(r: EldersLowerBound, path: Path) -> None:
         legend(ax, "best", fontsize=8)
 
 
-def _elders_lowerbound_summary(r: EldersLowerBound) -> Summary:
+def summarize_elders_lowerbound(r: EldersLowerBound) -> Summary:
     arr = r.table
     slope_k = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 3]), 1)[0])
     slope_b = float(np.polyfit(np.log(arr[:, 1]), np.log(arr[:, 5]), 1)[0])
@@ -301,17 +283,9 @@ def _elders_lowerbound_summary(r: EldersLowerBound) -> Summary:
 #: error on any input; the experiment shows the measured expected maximum error and its
 #: 3/4-quantile above the shape ln(√T/2)/(4ε) that the proof of Thm 4 yields (valid
 #: beyond the proof's absolute constants).
-elders_lowerbound = Experiment(
-    name="elders-lowerbound",
-    title="Thm 4: max error on uniformly random inputs grows like log(T)/ε",
-    doc="Thm 4: max error of ε-DP counting on Bernoulli(1/2) inputs vs log(T)/ε.",
-    compute=compute_elders_lowerbound,
-    write=lambda r, out: write_csv(
-        out / "elders-lowerbound.csv", _LOWERBOUND_HEADER, _rows_of(r.table)
-    ),
-    plot=plot_elders_lowerbound,
-    summarize=_elders_lowerbound_summary,
-)
+def write_elders_lowerbound(r: EldersLowerBound, out: Path) -> Path:
+    """elders-lowerbound.csv."""
+    return write_csv(out / "elders-lowerbound.csv", _LOWERBOUND_HEADER, _rows_of(r.table))
 
 
 def _rows_of(arr: FloatArray) -> list[list[object]]:
@@ -443,7 +417,7 @@ def compute_elders_mse(config: ExperimentConfig) -> EldersMse:
     table: list[tuple[object, ...]] = []
     series: dict[str, dict[str, dict[int, float]]] = {"pure": {}, "approx": {}}
     best: dict[str, dict[int, str]] = {"pure": {}, "approx": {}}
-    for e in progress_iter(exps, "elders-mse", config.show_progress):
+    for e in config.progress(exps, "elders-mse"):
         T = 2**e
         for privacy, e_, d_ in (("pure", eps_pure, None), ("approx", eps, delta)):
             rows = _mse_rows(T, privacy, e_, d_, math.log2(1.0 / delta))
@@ -624,20 +598,14 @@ def plot_elders_mse(r: EldersMse, path: Path) -> None:
         _plot_mse_winner(axes[0][2], r)
 
 
-def _elders_mse_summary_all(r: EldersMse) -> Summary:
+def summarize_elders_mse(r: EldersMse) -> Summary:
     s = _elders_mse_summary(r)
     return Summary(_elders_mse_comparisons(r, s), s, _elders_mse_notes(r))
 
 
-elders_mse = Experiment(
-    name="elders-mse",
-    title="Exact MSE vs T of every counting mechanism, ε-DP and (ε, δ)-DP",
-    doc="Exact MSE vs T of every mechanism, ε-DP and (ε, δ)-DP (Laplace and Gaussian).",
-    compute=compute_elders_mse,
-    write=lambda r, out: write_csv(out / "elders-mse.csv", _MSE_HEADER, r.table),
-    plot=plot_elders_mse,
-    summarize=_elders_mse_summary_all,
-)
+def write_elders_mse(r: EldersMse, out: Path) -> Path:
+    """elders-mse.csv."""
+    return write_csv(out / "elders-mse.csv", _MSE_HEADER, r.table)
 
 
 # ---------------------------------------------------------------------------------------
@@ -683,7 +651,7 @@ def compute_elders_threshold(config: ExperimentConfig) -> EldersThreshold:
     exponent = lemma19_exponent(19)
     cols: dict[str, list[float]] = {}
     ks, tree_best, tree_k19 = [], [], []
-    for lg in progress_iter(log10s, "elders-threshold", config.show_progress):
+    for lg in config.progress(log10s, "elders-threshold"):
         T = round(10.0**lg)
         best = laplace_vs_gaussian_delta(T, eps)
         fixed = laplace_vs_gaussian_delta(T, eps, k=19)
@@ -825,7 +793,7 @@ def plot_elders_threshold(r: EldersThreshold, path: Path) -> None:
         legend(ax, "best")
 
 
-def _elders_threshold_summary(r: EldersThreshold) -> Summary:
+def summarize_elders_threshold(r: EldersThreshold) -> Summary:
     key = {
         "lemma19_exponent": lemma19_exponent(19),
         "slope_huu_bound": r.slope("delta_huu_bound"),
@@ -837,17 +805,6 @@ def _elders_threshold_summary(r: EldersThreshold) -> Summary:
         "k_1e8": float(r.ks[r.log10s.index(8.0)]),
     }
     return Summary(_elders_threshold_comparisons(r), key, _elders_threshold_notes(r))
-
-
-elders_threshold = Experiment(
-    name="elders-threshold",
-    title="Thm 2: the δ threshold below which ε-DP Laplace trees beat Gaussian √A",
-    doc="Thm 2 / Lemma 19: the δ below which the ε-DP tree beats Gaussian √A, exactly per T.",
-    compute=compute_elders_threshold,
-    write=write_elders_threshold,
-    plot=plot_elders_threshold,
-    summarize=_elders_threshold_summary,
-)
 
 
 # ---------------------------------------------------------------------------------------
@@ -866,7 +823,7 @@ def compute_elders_ratio(config: ExperimentConfig) -> EldersRatio:
     deltas = (1e-5, 1e-10, 1e-20)
     n = 25 if config.quick else 120
     curves: dict[float, dict[str, tuple[float, ...]]] = {}
-    for delta in progress_iter(deltas, "elders-ratio", config.show_progress):
+    for delta in config.progress(deltas, "elders-ratio"):
         top = min(math.log(1.0 / delta), 20.0)  # Cor 22 needs ε ≤ ln(1/δ)
         eps = [float(e) for e in np.geomspace(1e-4, top, n)]
         curves[delta] = {
@@ -966,7 +923,7 @@ def plot_elders_ratio(r: EldersRatio, path: Path) -> None:
         legend(ax, "outside")
 
 
-def _elders_ratio_summary_all(r: EldersRatio) -> Summary:
+def summarize_elders_ratio(r: EldersRatio) -> Summary:
     s = _elders_ratio_summary(r)
     notes = [
         "ratio = 2λ²/σ² for the same ℓ2 sensitivity: λ = Δ2/a_ε,δ of Lemma 21 (Thm 3's ℓ2 "
@@ -977,14 +934,3 @@ def _elders_ratio_summary_all(r: EldersRatio) -> Summary:
         "the classic one.",
     ]
     return Summary(_elders_ratio_comparisons(s), s, notes)
-
-
-elders_ratio = Experiment(
-    name="elders-ratio",
-    title="Cor 22: Laplace (ℓ2, Lemma 21) vs Gaussian variance ratio",
-    doc="Cor 22: Var(ℓ2 Laplace, Lemma 21) / Var(Gaussian) — bound, limit 2, exact ratios.",
-    compute=compute_elders_ratio,
-    write=write_elders_ratio,
-    plot=plot_elders_ratio,
-    summarize=_elders_ratio_summary_all,
-)

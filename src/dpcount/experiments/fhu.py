@@ -39,14 +39,7 @@ from dpcount.analysis import CbNormBounds, cb_norm_bounds
 from dpcount.apps import ContinualHistogram, top1_counts, zipf_items
 from dpcount.counting import BinaryTree, CountingMechanism, SqrtFactorization
 from dpcount.counting.factorization.sqrt_toeplitz import psi_bound, sqrt_l2_norm_squared
-from dpcount.experiments._framework import (
-    Comparison,
-    Experiment,
-    ExperimentConfig,
-    Summary,
-    progress_iter,
-    write_csv,
-)
+from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.privacy.calibration import fhu_constant
 
@@ -59,18 +52,6 @@ __all__ = [
     "compute_fhu_error",
     "compute_fhu_snr",
     "compute_fhu_top1",
-    "fhu_cbnorm",
-    "fhu_error",
-    "fhu_snr",
-    "fhu_top1",
-    "plot_fhu_cbnorm",
-    "plot_fhu_error",
-    "plot_fhu_snr",
-    "plot_fhu_top1",
-    "write_fhu_cbnorm",
-    "write_fhu_error",
-    "write_fhu_snr",
-    "write_fhu_top1",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -184,13 +165,13 @@ def _run(
     streams: dict[float, NDArray[np.int64]],
     runs_per_stream: int,
     stats: _ErrorStats,
-    show: bool,
+    config: ExperimentConfig,
     label: str,
 ) -> dict[float, NDArray[np.float64]]:
     """Release every stream ``runs_per_stream`` times; return one sample output per stream."""
     samples: dict[float, NDArray[np.float64]] = {}
     jobs = [(p, start) for p in streams for start in range(0, runs_per_stream, _CHUNK)]
-    for p, start in progress_iter(jobs, label, show):
+    for p, start in config.progress(jobs, label):
         x = streams[p]
         n = min(_CHUNK, runs_per_stream - start)
         out = np.asarray(mech.release(np.repeat(x[:, None], n, axis=1)), dtype=np.float64)
@@ -353,9 +334,7 @@ def compute_fhu_error(config: ExperimentConfig) -> FhuError:
             mechs[key] = mech
             stats[key] = _ErrorStats(T, probe_steps=probe_steps)
             label = f"fhu-error ε={eps} {name}"
-            samples[key] = _run(
-                mech, streams, runs_per_stream, stats[key], config.show_progress, label
-            )
+            samples[key] = _run(mech, streams, runs_per_stream, stats[key], config, label)
     z_scores, z_by_p = _probe_z_scores(mechs, stats)
     binary, sq08 = mechs[(0.8, "binary")], mechs[(0.8, "sqrt")]
     assert isinstance(binary, BinaryTree) and isinstance(sq08, SqrtFactorization)
@@ -602,20 +581,9 @@ def plot_fhu_error(r: FhuError, path: Path) -> None:
             _plot_outputs(axes[1 + j // 4][j % 4], r, p, with_legend=j == 0)
 
 
-def _fhu_error_summary(r: FhuError) -> Summary:
+def summarize_fhu_error(r: FhuError) -> Summary:
     key = _fhu_error_key(r)
     return Summary(_fhu_error_comparisons(r, key), key, _fhu_error_notes(r))
-
-
-fhu_error = Experiment(
-    name="fhu-error",
-    title="Fig 1/3: ℓ∞ error over time, square root vs binary tree (Gaussian), T = 2^16",
-    doc="Fig 1/3: ℓ∞ error and outputs over time, square root vs binary tree (Gaussian).",
-    compute=compute_fhu_error,
-    write=write_fhu_error,
-    plot=plot_fhu_error,
-    summarize=_fhu_error_summary,
-)
 
 
 # ---------------------------------------------------------------------------------------
@@ -687,7 +655,7 @@ def compute_fhu_snr(config: ExperimentConfig) -> FhuSnr:
             {p: streams[p] for p in ps},
             runs_per_stream,
             stats[name],
-            config.show_progress,
+            config,
             f"fhu-snr {name}",
         )
     snr: dict[str, dict[str, tuple[float, ...]]] = {}
@@ -811,7 +779,7 @@ def plot_fhu_snr(r: FhuSnr, path: Path) -> None:
         legend(ax, "best")
 
 
-def _fhu_snr_summary(r: FhuSnr) -> Summary:
+def summarize_fhu_snr(r: FhuSnr) -> Summary:
     key = {
         "ratio_sqrt_binary_p1024": r.ours("sqrt")[-1] / r.ours("binary")[-1],
         "crossing_binary": r.crossing["binary"],
@@ -822,17 +790,6 @@ def _fhu_snr_summary(r: FhuSnr) -> Summary:
         "runs": float(r.runs),
     }
     return Summary(_fhu_snr_comparisons(r), key, _fhu_snr_notes(r))
-
-
-fhu_snr = Experiment(
-    name="fhu-snr",
-    title="Table 2: average signal-to-noise ratio per sparsity level",
-    doc="Table 2: average signal-to-noise ratio per sparsity p (definition stated in the notes).",
-    compute=compute_fhu_snr,
-    write=write_fhu_snr,
-    plot=plot_fhu_snr,
-    summarize=_fhu_snr_summary,
-)
 
 
 # ---------------------------------------------------------------------------------------
@@ -917,7 +874,7 @@ def compute_fhu_top1(config: ExperimentConfig) -> FhuTop1:
     true_top = top1_counts(np.cumsum(X, axis=0))
     results = {
         name: _top1_runs(name, X, true_top, runs, rng)
-        for name in progress_iter(["sqrt", "binary"], "fhu-top1", config.show_progress)
+        for name in config.progress(["sqrt", "binary"], "fhu-top1")
     }
     return FhuTop1(T, u, eps, runs, items, true_top, results)
 
@@ -1007,7 +964,7 @@ def plot_fhu_top1(r: FhuTop1, path: Path) -> None:
         legend(ax, "top", ncol=2, headroom=0.35)
 
 
-def _fhu_top1_summary(r: FhuTop1) -> Summary:
+def summarize_fhu_top1(r: FhuTop1) -> Summary:
     key = {
         "snr_sqrt": r.snr("sqrt"),
         "snr_binary": r.snr("binary"),
@@ -1018,17 +975,6 @@ def _fhu_top1_summary(r: FhuTop1) -> Summary:
         "runs": float(r.runs),
     }
     return Summary(_fhu_top1_comparisons(r), key, _fhu_top1_notes(r))
-
-
-fhu_top1 = Experiment(
-    name="fhu-top1",
-    title="Fig 4: private top-1 statistic on a Zipf stream, √A vs binary (Gaussian)",
-    doc="Fig 4: private top-1 statistic on a Zipf stream (2048 items, universe 20).",
-    compute=compute_fhu_top1,
-    write=write_fhu_top1,
-    plot=plot_fhu_top1,
-    summarize=_fhu_top1_summary,
-)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1063,9 +1009,7 @@ def compute_fhu_cbnorm(config: ExperimentConfig) -> FhuCbNorm:
     n_log = 60 if config.quick else 400
     sparse = sorted({round(float(x)) for x in np.geomspace(1025, 2.0**44, n_log)})
     horizons = dense + [T for T in sparse if T > 1024]
-    bounds = [
-        cb_norm_bounds(T) for T in progress_iter(horizons, "fhu-cbnorm", config.show_progress)
-    ]
+    bounds = [cb_norm_bounds(T) for T in config.progress(horizons, "fhu-cbnorm")]
     return FhuCbNorm(len(sparse), tuple(bounds))
 
 
@@ -1239,7 +1183,7 @@ def plot_fhu_cbnorm(r: FhuCbNorm, path: Path) -> None:
             ax.set_xscale("log", base=2)
 
 
-def _fhu_cbnorm_summary_all(r: FhuCbNorm) -> Summary:
+def summarize_fhu_cbnorm(r: FhuCbNorm) -> Summary:
     s = _fhu_cbnorm_summary(r)
     keys = (
         "psi_below_exact_from",
@@ -1253,14 +1197,3 @@ def _fhu_cbnorm_summary_all(r: FhuCbNorm) -> Summary:
         "gamma_min_excess",
     )
     return Summary(_fhu_cbnorm_comparisons(s), {k: s[k] for k in keys}, _fhu_cbnorm_notes(r, s))
-
-
-fhu_cbnorm = Experiment(
-    name="fhu-cbnorm",
-    title="Fig 2: cb-norm bounds — Mathias, the paper's Ψ(T), the exact Σf(k)²",
-    doc="Fig 2: Mathias' bounds on ‖M_count‖_cb vs the paper's Ψ(T) and the exact Σf(k)².",
-    compute=compute_fhu_cbnorm,
-    write=write_fhu_cbnorm,
-    plot=plot_fhu_cbnorm,
-    summarize=_fhu_cbnorm_summary_all,
-)

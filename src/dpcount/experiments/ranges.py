@@ -38,14 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.experiments._framework import (
-    Comparison,
-    Experiment,
-    ExperimentConfig,
-    Summary,
-    progress_iter,
-    write_csv,
-)
+from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import (
     COLORS,
@@ -86,11 +79,6 @@ __all__ = [
     "compute_ranges_nodes",
     "compute_ranges_random",
     "dense_worst_case",
-    "plot_ranges_levels",
-    "ranges_all",
-    "ranges_levels",
-    "ranges_nodes",
-    "ranges_random",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -147,12 +135,14 @@ class RangeSweep:
 
     ``draws`` is the number of Monte Carlo releases behind err_{W,∞}; ``params`` holds
     the experiment's other sizes (e.g. the paper estimator's runs, the query count).
+    ``name`` is the experiment's (its text: :data:`_SWEEP_TEXT`).
     """
 
     rows: tuple[_Row, ...]
     sizes: tuple[int, ...]
     draws: int
     eigen_limit: int
+    name: str
     params: dict[str, int] = field(default_factory=dict)
 
     def at(self, n: int, mechanism: str) -> _Row:
@@ -196,10 +186,25 @@ def _plot_sweep_panel(ax: Any, rows: Sequence[_Row], name: str, which: str, pape
     ax.plot(ns, [r.err_expected for r in rs], ":", lw=lw, color=color, alpha=0.7)
 
 
-def _plot_sweep(
-    path: Path, sweep: RangeSweep, title: str, mc_label: str, paper_estimates: bool = False
-) -> None:
+#: per sweep: the figure and queries its title names (formatted with its params) and
+#: what one draw's err_{W,∞} is beyond the plain maximum; Fig. 4 also plots the paper's
+#: estimator
+_SWEEP_TEXT = {
+    "ranges-all": ("Fig. 4: all n(n+1)/2 ranges", ",\nexact max over all ranges per draw"),
+    "ranges-nodes": ("Fig. 6: node queries (2n − 1)", ""),
+    "ranges-random": ("Fig. 7: {count} random dense queries (App. C.2)", ""),
+}
+
+
+def _plot_sweep(sweep: RangeSweep, path: Path) -> None:
     """Two panels like the paper's Figs 4, 6, 7: err_{W,2} and err_{W,∞} against n."""
+    workload, mc_note = _SWEEP_TEXT[sweep.name]
+    title = (
+        f"correlated-input-perturbation {workload.format(**sweep.params)}, ε={EPSILON:g}, "
+        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)"
+    )
+    mc_label = f"Monte Carlo, {sweep.draws} draws{mc_note}"
+    paper_estimates = sweep.name == "ranges-all"
     rows = sweep.rows
     names = list(dict.fromkeys(r.mechanism for r in rows))
     with figure(path, ncols=2, size=(6.5, 4.8), title=title) as (_, axes):
@@ -229,7 +234,9 @@ def _plot_sweep(
         legend(axinf, "outside", fontsize=8)
 
 
-def _sweep_csv(out: Path, name: str, rows: Sequence[_Row]) -> Path:
+def _sweep_csv(sweep: RangeSweep, out: Path) -> Path:
+    """NAME.csv: one row per (n, mechanism), the exact errors and the Monte Carlo ones."""
+    rows = sweep.rows
     extra_keys = list(dict.fromkeys(k for r in rows for k in r.extra))
     header = [
         "n",
@@ -243,7 +250,7 @@ def _sweep_csv(out: Path, name: str, rows: Sequence[_Row]) -> Path:
         *extra_keys,
     ]
     return write_csv(
-        out / f"{name}.csv",
+        out / f"{sweep.name}.csv",
         header,
         (
             [
@@ -260,6 +267,11 @@ def _sweep_csv(out: Path, name: str, rows: Sequence[_Row]) -> Path:
             for r in rows
         ),
     )
+
+
+#: the three sweeps (Figs 4, 6, 7) share one writer and one plotter
+write_ranges_all = write_ranges_nodes = write_ranges_random = _sweep_csv
+plot_ranges_all = plot_ranges_nodes = plot_ranges_random = _plot_sweep
 
 
 def _sweep_key(sweep: RangeSweep, n: int) -> dict[str, float]:
@@ -335,12 +347,12 @@ def compute_ranges_all(config: ExperimentConfig) -> RangeSweep:
     sizes, draws = _sizes(config), _draws(config)
     check_runs = 100 if config.quick else 200
     rows: list[_Row] = []
-    for n in progress_iter(sizes, "ranges-all", config.show_progress):
+    for n in config.progress(sizes, "ranges-all"):
         x = uniform_data(n, rng)
         for m in mechanisms_for(n, config, rng):
             rows.append(_ranges_all_row(n, m, x, draws, check_runs, rng))
     params = {"check_runs": check_runs, "runs": 10, "samples": 5000}
-    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config), params)
+    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config), "ranges-all", params)
 
 
 def _ranges_all_summary(sweep: RangeSweep) -> dict[str, float]:
@@ -442,7 +454,7 @@ def _ranges_all_comparisons(sweep: RangeSweep, s: dict[str, float]) -> list[Comp
     ]
 
 
-def _ranges_all_summary_all(sweep: RangeSweep) -> Summary:
+def summarize_ranges_all(sweep: RangeSweep) -> Summary:
     s = _ranges_all_summary(sweep)
     lemma = [
         r.extra["max_variance"] / r.sigma**2 / (2 * math.log2(r.n) - 2)
@@ -471,24 +483,6 @@ def _ranges_all_summary_all(sweep: RangeSweep) -> Summary:
         },
         notes=notes,
     )
-
-
-ranges_all = Experiment(
-    name="ranges-all",
-    title="Fig. 4: err_{W,2} and err_{W,∞} for all ranges",
-    doc="Fig. 4: err_{W,2} and err_{W,∞} over all ranges, n = 2^6..2^15, ε = 0.1, δ = 1e-9.",
-    compute=compute_ranges_all,
-    write=lambda sweep, out: _sweep_csv(out, "ranges-all", sweep.rows),
-    plot=lambda sweep, path: _plot_sweep(
-        path,
-        sweep,
-        f"correlated-input-perturbation Fig. 4: all n(n+1)/2 ranges, ε={EPSILON:g}, "
-        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
-        f"Monte Carlo, {sweep.draws} draws,\nexact max over all ranges per draw",
-        paper_estimates=True,
-    ),
-    summarize=_ranges_all_summary_all,
-)
 
 
 # ---- ranges-levels (Fig. 5) ----------------------------------------------------------------
@@ -568,7 +562,7 @@ def compute_ranges_levels(config: ExperimentConfig) -> RangesLevels:
     z_max, z_wrong_min = 0.0, math.inf
     # EigenDesign (small n only) is built for the node workload of this figure.
     tasks = [(n, m) for n in sizes for m in mechanisms_for(n, config, rng, nodal_ranges(n))]
-    for n, m in progress_iter(tasks, "ranges-levels", config.show_progress):
+    for n, m in config.progress(tasks, "ranges-levels"):
         per_node, emp, se, counts = _level_runs(m, n, runs, rng)
         level_mean = np.array([v.mean() for v in per_node])  # by depth, root first
         # Deviation of every node from σ² (the correlated mechanism's Theorem 3.3).
@@ -674,7 +668,7 @@ def _ranges_levels_comparisons(r: RangesLevels) -> list[Comparison]:
     return out
 
 
-def _ranges_levels_summary_all(r: RangesLevels) -> Summary:
+def summarize_ranges_levels(r: RangesLevels) -> Summary:
     big = r.sizes[-1]
     key: dict[str, float] = {
         "runs": float(r.runs),
@@ -702,15 +696,9 @@ def _ranges_levels_summary_all(r: RangesLevels) -> Summary:
     )
 
 
-ranges_levels = Experiment(
-    name="ranges-levels",
-    title="Fig. 5: variance of node queries by tree level",
-    doc="Fig. 5: variance of the node queries by tree level, n = 2^5 and 2^15 (exact + 500 runs).",
-    compute=compute_ranges_levels,
-    write=lambda r, out: write_csv(out / "ranges-levels.csv", _LEVELS_HEADER, r.table),
-    plot=plot_ranges_levels,
-    summarize=_ranges_levels_summary_all,
-)
+def write_ranges_levels(r: RangesLevels, out: Path) -> Path:
+    """ranges-levels.csv."""
+    return write_csv(out / "ranges-levels.csv", _LEVELS_HEADER, r.table)
 
 
 # ---- ranges-nodes (Fig. 6, App. C.1) -------------------------------------------------------
@@ -721,7 +709,7 @@ def compute_ranges_nodes(config: ExperimentConfig) -> RangeSweep:
     rng = np.random.default_rng(config.seed)
     sizes, draws = _sizes(config), _draws(config)
     rows: list[_Row] = []
-    for n in progress_iter(sizes, "ranges-nodes", config.show_progress):
+    for n in config.progress(sizes, "ranges-nodes"):
         nodes = nodal_ranges(n)
         for m in mechanisms_for(n, config, rng, nodes):
             mc = expected_worst_case_error(m, nodes, draws, rng)
@@ -737,7 +725,7 @@ def compute_ranges_nodes(config: ExperimentConfig) -> RangeSweep:
                     mc.stderr,
                 )
             )
-    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config))
+    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config), "ranges-nodes")
 
 
 def _ranges_nodes_summary(sweep: RangeSweep) -> dict[str, float]:
@@ -835,7 +823,7 @@ def _ranges_nodes_comparisons(sweep: RangeSweep, s: dict[str, float]) -> list[Co
     return out
 
 
-def _ranges_nodes_summary_all(sweep: RangeSweep) -> Summary:
+def summarize_ranges_nodes(sweep: RangeSweep) -> Summary:
     s = _ranges_nodes_summary(sweep)
     key = {**s, **_sweep_key(sweep, sweep.sizes[-1])}
     eig_n = sweep.eigen_n
@@ -849,23 +837,6 @@ def _ranges_nodes_summary_all(sweep: RangeSweep) -> Summary:
         key=key,
         notes=[f"EigenDesign (n ≤ {sweep.eigen_limit}) is built for the node workload"],
     )
-
-
-ranges_nodes = Experiment(
-    name="ranges-nodes",
-    title="Fig. 6 (App. C.1): errors for node queries",
-    doc="Fig. 6 (App. C.1): err_{W,2} and err_{W,∞} for the 2n − 1 node queries.",
-    compute=compute_ranges_nodes,
-    write=lambda sweep, out: _sweep_csv(out, "ranges-nodes", sweep.rows),
-    plot=lambda sweep, path: _plot_sweep(
-        path,
-        sweep,
-        f"correlated-input-perturbation Fig. 6: node queries (2n − 1), ε={EPSILON:g}, "
-        f"δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
-        f"Monte Carlo, {sweep.draws} draws",
-    ),
-    summarize=_ranges_nodes_summary_all,
-)
 
 
 # ---- ranges-random (Fig. 7, App. C.2) ------------------------------------------------------
@@ -971,7 +942,7 @@ def compute_ranges_random(config: ExperimentConfig) -> RangeSweep:
     sizes, draws = _sizes(config), _draws(config)
     count = 2500
     rows: list[_Row] = []
-    for n in progress_iter(sizes, "ranges-random", config.show_progress):
+    for n in config.progress(sizes, "ranges-random"):
         chunks = _random_chunks(n, count, rng)
         eigen_workload = (
             DenseWorkload(np.concatenate(chunks).astype(np.float64))
@@ -980,7 +951,10 @@ def compute_ranges_random(config: ExperimentConfig) -> RangeSweep:
         )
         for m in mechanisms_for(n, config, rng, eigen_workload):
             rows.append(_random_row(n, m, chunks, draws))
-    return RangeSweep(tuple(rows), tuple(sizes), draws, eigen_limit(config), {"count": count})
+    params = {"count": count}
+    return RangeSweep(
+        tuple(rows), tuple(sizes), draws, eigen_limit(config), "ranges-random", params
+    )
 
 
 def _ranges_random_comparisons(sweep: RangeSweep) -> list[Comparison]:
@@ -1033,7 +1007,7 @@ def _ranges_random_comparisons(sweep: RangeSweep) -> list[Comparison]:
     return out
 
 
-def _ranges_random_summary_all(sweep: RangeSweep) -> Summary:
+def summarize_ranges_random(sweep: RangeSweep) -> Summary:
     count, draws = sweep.params["count"], sweep.draws
     z = [abs(r.extra["err2_mc_z"]) for r in sweep.rows]
     z_wrong = [abs(r.extra["err2_mc_z_if_doubled"]) for r in sweep.rows]
@@ -1057,20 +1031,3 @@ def _ranges_random_summary_all(sweep: RangeSweep) -> Summary:
             f"EigenDesign (n ≤ {sweep.eigen_limit}) is built for each n's random workload",
         ],
     )
-
-
-ranges_random = Experiment(
-    name="ranges-random",
-    title="Fig. 7 (App. C.2): errors for random dense queries",
-    doc="Fig. 7 (App. C.2): err_{W,2} and err_{W,∞} for 2500 random dense queries.",
-    compute=compute_ranges_random,
-    write=lambda sweep, out: _sweep_csv(out, "ranges-random", sweep.rows),
-    plot=lambda sweep, path: _plot_sweep(
-        path,
-        sweep,
-        f"correlated-input-perturbation Fig. 7: {sweep.params['count']} random dense queries "
-        f"(App. C.2), ε={EPSILON:g}, δ={DELTA:g}, data uniform on 1..1000 (synthetic)",
-        f"Monte Carlo, {sweep.draws} draws",
-    ),
-    summarize=_ranges_random_summary_all,
-)

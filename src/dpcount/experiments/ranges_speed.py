@@ -28,14 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.experiments._framework import (
-    Comparison,
-    Experiment,
-    ExperimentConfig,
-    Summary,
-    progress_iter,
-    write_csv,
-)
+from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import (
     COLORS,
@@ -59,12 +52,10 @@ from dpcount.ranges import (
 __all__ = [
     "CascadeSpeed",
     "RangesRuntime",
-    "cascade_speed",
     "compute_cascade_speed",
     "compute_ranges_runtime",
     "definition_3_1",
     "loglog_slope",
-    "ranges_runtime",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -179,7 +170,7 @@ def compute_cascade_speed(config: ExperimentConfig) -> CascadeSpeed:
     # machine then slows one round of every size rather than a run of consecutive sizes.
     rounds = 3
     ours = dict.fromkeys((1 << k for k in ours_k), math.inf)
-    for _ in progress_iter(range(rounds), "cascade-speed (ours)", config.show_progress):
+    for _ in config.progress(range(rounds), "cascade-speed (ours)"):
         for n in ours:
             ours[n] = min(ours[n], _best_time(partial(cascade_sample, n, rng=rng), 1))
     scipy_times, stop_reason = _scipy_times(2.0 if config.quick else 300.0, rng)
@@ -258,13 +249,13 @@ def _cascade_speed_comparisons(r: CascadeSpeed) -> list[Comparison]:
     ]
 
 
-def _write_cascade_speed(r: CascadeSpeed, out: Path) -> Path:
+def write_cascade_speed(r: CascadeSpeed, out: Path) -> Path:
     rows = [[n, r.ours[n], r.scipy.get(n, float("nan"))] for n in sorted(r.ours)]
     header = ["n", "cascade_seconds", "scipy_seconds"]
     return write_csv(out / "cascade-speed.csv", header, rows)
 
 
-def _cascade_speed_summary_all(r: CascadeSpeed) -> Summary:
+def summarize_cascade_speed(r: CascadeSpeed) -> Summary:
     common = [n for n in sorted(r.scipy) if n in r.ours]
     return Summary(
         comparisons=_cascade_speed_comparisons(r),
@@ -283,17 +274,6 @@ def _cascade_speed_summary_all(r: CascadeSpeed) -> Summary:
             f"scipy stopped: {r.stop_reason}",
         ],
     )
-
-
-cascade_speed = Experiment(
-    name="cascade-speed",
-    title="Fig. 3: Cascade Sampling vs scipy's multivariate normal",
-    doc="Fig. 3: Cascade Sampling vs scipy's multivariate normal (dense C_k), time vs n.",
-    compute=compute_cascade_speed,
-    write=_write_cascade_speed,
-    plot=plot_cascade_speed,
-    summarize=_cascade_speed_summary_all,
-)
 
 
 # ---- ranges-runtime (App. C.3, Fig. 8) -----------------------------------------------------
@@ -364,7 +344,7 @@ def compute_ranges_runtime(config: ExperimentConfig) -> RangesRuntime:
     tasks = [(n, w) for n in sizes for w in _WORKLOADS]
     data = {n: uniform_data(n, rng) for n in sizes}
     loads = {n: _workloads(n, rng) for n in sizes}
-    for n, wname in progress_iter(tasks, "ranges-runtime", config.show_progress):
+    for n, wname in config.progress(tasks, "ranges-runtime"):
         load = loads[n][wname]
         for name in MECHANISMS:
             if name == "eigen" and n > eigen_limit(config):
@@ -484,7 +464,7 @@ def _ranges_runtime_comparisons(r: RangesRuntime, s: dict[str, float]) -> list[C
     ]
 
 
-def _ranges_runtime_summary_all(r: RangesRuntime) -> Summary:
+def summarize_ranges_runtime(r: RangesRuntime) -> Summary:
     s = _ranges_runtime_summary(r)
     keys = ("fast_share", "hier_over_ours", "ours_over_fast", "eigen_slowest_share")
     return Summary(
@@ -496,17 +476,6 @@ def _ranges_runtime_summary_all(r: RangesRuntime) -> Summary:
             "workload; the paper states no numbers for Fig. 8, only these orderings",
         ],
     )
-
-
-ranges_runtime = Experiment(
-    name="ranges-runtime",
-    title="App. C.3 (Fig. 8): runtime of the mechanisms per workload",
-    doc="App. C.3 (Fig. 8): seconds to build, release and answer each workload, per mechanism.",
-    compute=compute_ranges_runtime,
-    write=write_ranges_runtime,
-    plot=plot_ranges_runtime,
-    summarize=_ranges_runtime_summary_all,
-)
 
 
 def _dense(blocks: list[FloatArray]) -> DenseWorkload:

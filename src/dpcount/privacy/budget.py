@@ -18,25 +18,10 @@ The closed choices are Enums with one definition each — :class:`NoiseKind`,
 is expected.
 
 References:
-    * C. Dwork, F. McSherry, K. Nissim, A. Smith. "Calibrating noise to
-      sensitivity in private data analysis". TCC 2006, LNCS 3876. (no link)
-    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-      https://arxiv.org/abs/2408.07021
-    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-      privacy: analytical calibration and optimal denoising". ICML 2018.
-      https://arxiv.org/abs/1805.06530
-    * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-      Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-      https://doi.org/10.1561/0400000042
-    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters:
-      Fine-grained Error Bound on Differentially Private Continual Observation".
-      ICML 2023. https://arxiv.org/abs/2202.11205
-    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
-    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
-      Queries with Correlated Input Perturbation". 2024.
-      https://arxiv.org/abs/2402.07066
+    The noise kinds and calibration rules a budget names are those of
+    :mod:`dpcount.privacy.guarantee`; its References list the works they come from.
+    The floating-point caveat of the continuous kinds:
+
     * I. Mironov. "On significance of the least significant bits for
       differential privacy". ACM CCS 2012. (no link)
 """
@@ -399,6 +384,7 @@ class Budget:
         *,
         owner: str,
         deprecated: bool = False,
+        stacklevel: int = 3,
     ) -> Budget:
         """The budget from either ``budget=`` or its keyword fields (not both).
 
@@ -408,6 +394,7 @@ class Budget:
             owner: the callable's name, for error messages.
             deprecated: the fields are the old spelling of ``owner`` (kept for one
                 release): a DeprecationWarning is issued when they are used.
+            stacklevel: where the warning points (3: the caller of ``owner``).
 
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
@@ -437,7 +424,7 @@ class Budget:
                     f"{owner}({', '.join(f'{k}=' for k in fields)}) is deprecated and will be "
                     f"removed in dpcount 0.5: pass budget=Budget({', '.join(fields)}) instead",
                     DeprecationWarning,
-                    stacklevel=3,
+                    stacklevel=stacklevel,
                 )
             resolved = cls(**fields)
         if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
@@ -449,6 +436,17 @@ class Budget:
                 participation=resolved.participation,
             )
         return resolved
+
+    @classmethod
+    def resolve_loose(cls, budget: Budget | None, *, owner: str, **loose: Any) -> Budget:
+        """:meth:`resolve` for a callable whose budget fields are deprecated keyword
+        arguments defaulting to None: those given (not None) are the old spelling.
+
+        Example: ``Budget.resolve_loose(budget, owner="compare", epsilon=epsilon,
+        delta=delta)``.
+        """
+        fields = {name: value for name, value in loose.items() if value is not None}
+        return cls.resolve(budget, fields, owner=owner, deprecated=True, stacklevel=4)
 
     def replace(self, **changes: Any) -> Budget:
         """A copy with some fields changed (validated again)."""

@@ -55,6 +55,7 @@ from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.ranges._haar import haar_coefficients, haar_inverse
 from dpcount.ranges._halving import HalvingCascade
 from dpcount.ranges._models import KroneckerModel, NoiseModel
+from dpcount.ranges._statements import range_statements
 from dpcount.ranges._tree import BalancedTree
 from dpcount.ranges.calibration import precision_max_diag
 from dpcount.ranges.cascade import _profiles, sample_with, split_variances
@@ -67,12 +68,12 @@ if TYPE_CHECKING:
 __all__ = ["CorrelatedPerturbation"]
 
 
+@range_statements
 class CorrelatedPerturbation(RangeMechanism):
     """x + σ·(Cascade Sampling noise): the correlated input perturbation mechanism.
 
     Formal guarantee:
-        Neighbouring relation: histograms x, x' that differ by at most 1 in one
-        cell, ‖x − x'‖₁ ≤ 1 (one record added or removed).
+        [range neighbouring relation]
 
         The release is x + N(0, σ²C), C the leaf covariance of the cascade (Def. 3.1
         for n = 2^K; App. B.1/B.2 for any n and 2-D). For x' = x ± e_i the privacy loss
@@ -83,11 +84,7 @@ class CorrelatedPerturbation(RangeMechanism):
         and uses a loose tail bound; the analytic calibration is exact for every ε and
         never adds more noise.
 
-        * ``"gaussian"`` (default): (ε, δ)-DP, continuous N(0, σ²) noise with σ
-          for ℓ₂ sensitivity √(‖diag C⁻¹‖_∞) by the analytic Gaussian mechanism (Balle & Wang
-          2018, Theorem 8; ``calibration="analytic"``, default, exact for every ε),
-          the tail bound of correlated-input-perturbation Thm 3.7 (``"paper"``,
-          ε ≤ 1) or the classic bound (``"classic"``, Dwork & Roth 2014, Thm A.1).
+        [range noise kinds: gaussian; Δ₂ = √(‖diag C⁻¹‖_∞)]
         * ``"discrete-gaussian"`` (whole-number cells, 1-D only): ρ-zCDP with
           ρ = max_i Σ_{j on i's path} 1/(2σ_j²) ≤ ‖diag C⁻¹‖_∞/(2σ²) for the
           halving-cascade coordinates (root sum and split differences) and their
@@ -103,14 +100,7 @@ class CorrelatedPerturbation(RangeMechanism):
         * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
           Queries with Correlated Input Perturbation". 2024.
           https://arxiv.org/abs/2402.07066
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
-        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-          https://doi.org/10.1561/0400000042
+        [noise kinds references]
 
     Args:
         shape: n, (n,) or (n₁, n₂) — any sizes (balanced trees, App. B.1/B.2).

@@ -1,4 +1,5 @@
-"""Perfect binary trees over a domain padded with zeros to 2^K cells (the baselines' trees).
+"""The baselines' constructors: a shape and a budget, and perfect binary trees over a
+domain padded with zeros to 2^K cells (the baselines' trees).
 
 The tree, Hierarchical and Privelet baselines are defined on a perfect binary tree,
 as in their papers. For n that is not a power of two the histogram is padded with
@@ -10,6 +11,7 @@ root to its leaf), which fixes the sensitivities.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -42,11 +44,12 @@ def level_sums(x: FloatArray, depth: int) -> list[FloatArray]:
     return levels
 
 
-class PaddedTreeMechanism(RangeMechanism):
-    """Base of the baselines that perturb a perfect tree over the padded domain (1-D).
+class ShapeMechanism(RangeMechanism):
+    """Base of the mechanisms built from a shape and a budget alone (the baselines).
 
-    Every real cell lies on the K + 1 nodes from the root to its leaf, so a change
-    of one cell by 1 changes the node vector by ℓ₂ norm √(K + 1) and ℓ₁ norm K + 1.
+    A subclass states its sensitivities for the checked shape in
+    :meth:`_sensitivities`; the constructor resolves the budget (``budget=`` or its
+    fields as keywords), checks the shape against :attr:`max_dims` and calibrates.
     """
 
     def __init__(
@@ -59,15 +62,29 @@ class PaddedTreeMechanism(RangeMechanism):
     ) -> None:
         budget = Budget.resolve(budget, fields, owner=type(self).__name__)
         self.shape = self._check_shape(shape, self.max_dims)
+        l2, l1 = self._sensitivities()
+        super().__init__(self.shape, budget=budget, rng=rng, l2_sensitivity=l2, l1_sensitivity=l1)
+
+    @abstractmethod
+    def _sensitivities(self) -> tuple[float, float]:
+        """(ℓ₂, ℓ₁) sensitivity of the perturbed vector for ``self.shape``."""
+
+
+class PaddedTreeMechanism(ShapeMechanism):
+    """Base of the baselines that perturb a perfect tree over the padded domain (1-D).
+
+    Every real cell lies on the K + 1 nodes from the root to its leaf, so a change
+    of one cell by 1 changes the node vector by ℓ₂ norm √(K + 1) and ℓ₁ norm K + 1.
+    Whole-number cells give whole-number node sums (and Haar differences), so each
+    offers the discrete Gaussian.
+    """
+
+    supports_discrete_noise = True
+
+    def _sensitivities(self) -> tuple[float, float]:
         self.depth = padded_depth(self.shape[0])
         levels = self.depth + 1
-        super().__init__(
-            self.shape,
-            budget=budget,
-            rng=rng,
-            l2_sensitivity=math.sqrt(levels),
-            l1_sensitivity=float(levels),
-        )
+        return math.sqrt(levels), float(levels)
 
     def _l2_squared(self) -> Fraction:
         """A cell lies on K + 1 nodes, each shifted by ±1: ‖shift‖₂² = K + 1."""

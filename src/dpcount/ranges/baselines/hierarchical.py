@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpcount.ranges._halving import HalvingCascade
+from dpcount.ranges._statements import range_statements
 from dpcount.ranges._tree import BalancedTree
 from dpcount.ranges.baselines._perfect import PaddedTreeMechanism, level_sums
 from dpcount.ranges.mechanism import FloatArray
@@ -67,26 +68,19 @@ def least_squares(noisy: list[FloatArray]) -> FloatArray:
     return estimate
 
 
+@range_statements
 class HierarchicalMechanism(PaddedTreeMechanism):
     """Noisy binary tree + least-squares consistency (1-D). Arguments as for the others.
 
     Formal guarantee:
-        Neighbouring relation: histograms x, x' that differ by at most 1 in one
-        cell, ‖x − x'‖₁ ≤ 1 (one record added or removed).
+        [range neighbouring relation]
 
         Every node of the perfect binary tree (padded with public zero cells to 2^K)
         gets its count plus independent noise; a cell lies on K + 1 nodes, so the ℓ₂
         sensitivity is √(K+1) (ℓ₁: K + 1). The least-squares consistent estimate (Hay
         et al. §4, Theorem 3) is post-processing of the noisy counts.
 
-        * ``"gaussian"`` (default): (ε, δ)-DP, continuous N(0, σ²) noise with σ
-          for ℓ₂ sensitivity √(K+1) by the analytic Gaussian mechanism (Balle & Wang
-          2018, Theorem 8; ``calibration="analytic"``, default, exact for every ε),
-          the tail bound of correlated-input-perturbation Thm 3.7 (``"paper"``,
-          ε ≤ 1) or the classic bound (``"classic"``, Dwork & Roth 2014, Thm A.1).
-        * ``"discrete-gaussian"`` (whole-number cells): ρ-zCDP with
-          ρ = (K+1)/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as (ε, δ)-DP by
-          their Corollary 13 (``calibration="zcdp"``).
+        [range noise kinds: all; Δ₂ = √(K+1)]
 
         Exact variance: the error has covariance v·(AᵀA)⁻¹ (A the node–cell incidence, v the
         variance of one node noise: σ², or the exact variance of N_Z(0, σ²)), a
@@ -96,18 +90,10 @@ class HierarchicalMechanism(PaddedTreeMechanism):
         * M. Hay, V. Rastogi, G. Miklau, D. Suciu. "Boosting the accuracy of
           differentially private histograms through consistency". PVLDB 3(1–2), 2010.
           https://arxiv.org/abs/0904.0942
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
-        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-          https://doi.org/10.1561/0400000042
+        [noise kinds references]
     """
 
     name = "hierarchical"
-    supports_discrete_noise = True
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
         noisy = [

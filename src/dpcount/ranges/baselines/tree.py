@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.privacy.guarantee import PrivacyGuarantee
+from dpcount.ranges._statements import range_statements
 from dpcount.ranges.baselines._perfect import PaddedTreeMechanism, level_sums
 from dpcount.ranges.mechanism import FloatArray
 from dpcount.ranges.release import RangeAnswers, check_weights
@@ -266,26 +267,19 @@ def _crossing(suf: FloatArray, pre: FloatArray, real: NDArray[np.bool_], width: 
     return best
 
 
+@range_statements
 class TreeMechanism(PaddedTreeMechanism):
     """Noisy counts on every node of a binary tree (1-D). Arguments as for the others.
 
     Formal guarantee:
-        Neighbouring relation: histograms x, x' that differ by at most 1 in one
-        cell, ‖x − x'‖₁ ≤ 1 (one record added or removed).
+        [range neighbouring relation]
 
         Every node of the perfect binary tree over the cells (padded with public zero
         cells to 2^K) gets its count plus independent noise; a cell lies on K + 1
         nodes, so the node vector has ℓ₂ sensitivity √(K+1) (ℓ₁: K + 1). Answers are
         sums of noisy node counts: post-processing.
 
-        * ``"gaussian"`` (default): (ε, δ)-DP, continuous N(0, σ²) noise with σ
-          for ℓ₂ sensitivity √(K+1) by the analytic Gaussian mechanism (Balle & Wang
-          2018, Theorem 8; ``calibration="analytic"``, default, exact for every ε),
-          the tail bound of correlated-input-perturbation Thm 3.7 (``"paper"``,
-          ε ≤ 1) or the classic bound (``"classic"``, Dwork & Roth 2014, Thm A.1).
-        * ``"discrete-gaussian"`` (whole-number cells): ρ-zCDP with
-          ρ = (K+1)/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as (ε, δ)-DP by
-          their Corollary 13 (``calibration="zcdp"``).
+        [range noise kinds: all; Δ₂ = √(K+1)]
 
         Exact variance: a range's answer has variance v × (the number of nodes of its
         canonical decomposition), v the variance of one node noise (σ², or the exact
@@ -300,15 +294,10 @@ class TreeMechanism(PaddedTreeMechanism):
         * M. Hay, V. Rastogi, G. Miklau, D. Suciu. "Boosting the accuracy of
           differentially private histograms through consistency". PVLDB 3(1–2), 2010.
           https://arxiv.org/abs/0904.0942
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+        [noise kinds references]
     """
 
     name = "tree"
-    supports_discrete_noise = True
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> TreeRelease:
         heap = np.zeros(2 << self.depth)

@@ -30,6 +30,7 @@ import numpy as np
 
 from dpcount.ranges._haar import haar_coefficients, haar_inverse
 from dpcount.ranges._halving import HalvingCascade
+from dpcount.ranges._statements import range_statements
 from dpcount.ranges._tree import BalancedTree
 from dpcount.ranges.baselines._perfect import PaddedTreeMechanism
 from dpcount.ranges.mechanism import FloatArray
@@ -38,26 +39,19 @@ from dpcount.ranges.release import HistogramRelease
 __all__ = ["WaveletMechanism"]
 
 
+@range_statements
 class WaveletMechanism(PaddedTreeMechanism):
     """Privelet with Gaussian noise (1-D). Arguments as for the other mechanisms.
 
     Formal guarantee:
-        Neighbouring relation: histograms x, x' that differ by at most 1 in one
-        cell, ‖x − x'‖₁ ≤ 1 (one record added or removed).
+        [range neighbouring relation]
 
         The weighted Haar coefficients (the total and, per internal node of the padded
         perfect tree, the difference of its children's sums) change in K + 1
         coordinates by ±1 when one cell changes by 1, so their ℓ₂ sensitivity is
         √(K+1) (ℓ₁: K + 1). The inverse transform is post-processing.
 
-        * ``"gaussian"`` (default): (ε, δ)-DP, continuous N(0, σ²) noise with σ
-          for ℓ₂ sensitivity √(K+1) by the analytic Gaussian mechanism (Balle & Wang
-          2018, Theorem 8; ``calibration="analytic"``, default, exact for every ε),
-          the tail bound of correlated-input-perturbation Thm 3.7 (``"paper"``,
-          ε ≤ 1) or the classic bound (``"classic"``, Dwork & Roth 2014, Thm A.1).
-        * ``"discrete-gaussian"`` (whole-number cells): ρ-zCDP with
-          ρ = (K+1)/(2σ²) (Canonne, Kamath, Steinke 2020, Thm 14), reported as (ε, δ)-DP by
-          their Corollary 13 (``calibration="zcdp"``).
+        [range noise kinds: all; Δ₂ = √(K+1)]
 
         Exact variance: the released histogram's noise is a halving cascade with root
         variance v and split variance v/4 (v = σ², or the exact variance of
@@ -68,18 +62,10 @@ class WaveletMechanism(PaddedTreeMechanism):
         * X. Xiao, G. Wang, J. Gehrke. "Differential privacy via wavelet
           transforms". ICDE 2010 (journal version IEEE TKDE 2011).
           https://doi.org/10.1109/ICDE.2010.5447831, https://arxiv.org/abs/0909.5530
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
-        * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-          Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
-        * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
-          Foundations and Trends in Theoretical Computer Science 9(3–4), 2014.
-          https://doi.org/10.1561/0400000042
+        [noise kinds references]
     """
 
     name = "wavelet"
-    supports_discrete_noise = True
 
     def _release(self, x: FloatArray, rng: np.random.Generator) -> HistogramRelease:
         tree = BalancedTree(1 << self.depth)
