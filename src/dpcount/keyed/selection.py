@@ -121,6 +121,12 @@ class _SelectionJob(Protocol):
     def until(self) -> int: ...
 
     @property
+    def first(self) -> int: ...
+
+    @property
+    def keep_state(self) -> bool: ...
+
+    @property
     def secret(self) -> _Secret: ...
 
 
@@ -401,31 +407,65 @@ class SelectionOutcome:
 
 
 def select_keys(
-    job: _SelectionJob, contributions: Contributions, chunk_keys: int
-) -> tuple[NDArray[np.int64], SelectionOutcome]:
-    """σ, the selection step (1..T) of every key of the job's universe (T + 1: never),
-    and the outcome. Candidates are the keys with a bounded contribution; every other
-    key is never selected."""
+    job: _SelectionJob,
+    contributions: Contributions,
+    chunk_keys: int,
+    *,
+    base: NDArray[Any] | None = None,
+    noise_state: NDArray[np.uint64] | None = None,
+    selected: NDArray[np.int64] | None = None,
+    n_prior: int = 0,
+) -> tuple[NDArray[np.int64], SelectionOutcome, NDArray[np.uint64] | None]:
+    """σ, the selection step of every key of the job's key table (T + 1: never), the
+    outcome, and (when the job keeps a state) the selection counter's noise state
+    after ``job.until``.
+
+    A key is eligible from the step of its first counted contribution on (the module
+    docstring): σ is the first such step s ≤ ``job.until`` at which its noisy
+    selection count reaches τ. Continuing a stored state (steps ``job.first``..): the
+    ``n_prior`` keys of earlier runs (eligible since then) keep their ``selected``
+    step, and the counter continues from their exact sums ``base`` and its
+    ``noise_state`` (the rest of the table: keys new in this run, from zero)."""
     plan = job.selection
     if plan is None:
         raise ValueError("select_keys needs a job with selection=")
     mech = plan.mechanism
-    last = job.until
+    first, last, never = job.first, job.until, mech.horizon + 1
     tau = plan.threshold
     secret = selection_secret(job.secret.prf_key)
     n = mech.n_keys
-    candidate = np.bincount(contributions.key, minlength=n) > 0
-    out = np.full(n, last + 1, dtype=np.int64)
+    eligible = np.full(n, never, dtype=np.int64)  # each key's first counted step
+    np.minimum.at(eligible, contributions.key, contributions.step)
+    eligible[:n_prior] = 0
+    out = np.full(n, never, dtype=np.int64)
+    if selected is not None:
+        out[: len(selected)] = selected
+    layout = mech.noise_layout(last) if job.keep_state else None
+    ends = None if layout is None else np.zeros((layout.rows, n), dtype=np.uint64)
+    steps = first + np.arange(last - first + 1, dtype=np.int64)
     for lo, hi in chunk_bounds(n, chunk_keys):
-        if not candidate[lo:hi].any():
+        waiting = (out[lo:hi] > last) & (eligible[lo:hi] <= last)
+        if ends is None and not waiting.any():
             continue
-        noisy = mech.release(secret, contributions.for_keys(lo, hi), lo, hi, first=1, last=last)
-        crossed = noisy >= tau
-        hit = crossed.any(axis=0)
-        first = np.argmax(crossed, axis=0) + 1
-        out[lo:hi] = np.where(hit & candidate[lo:hi], first, last + 1)
-    outcome = SelectionOutcome(plan, int(candidate.sum()), int((out <= last).sum()))
-    return out, outcome
+        noisy, state = mech.release_with_state(
+            secret,
+            contributions.for_keys(lo, hi),
+            lo,
+            hi,
+            first=first,
+            last=last,
+            base=None if base is None else base[lo:hi],
+            noise_state=None if noise_state is None else noise_state[:, lo:hi],
+            keep_state=ends is not None,
+        )
+        if ends is not None:
+            assert state is not None
+            ends[:, lo:hi] = state
+        crossed = (noisy >= tau) & (steps[:, None] >= eligible[None, lo:hi])
+        hit = crossed.any(axis=0) & waiting
+        out[lo:hi] = np.where(hit, first + np.argmax(crossed, axis=0), out[lo:hi])
+    outcome = SelectionOutcome(plan, n, int((out <= last).sum()))
+    return out, outcome, ends
 
 
 def keep_mask(
