@@ -228,3 +228,60 @@ def test_bad_run_bounds_name_the_parameter() -> None:
         _job(max_steps=9, horizon=16)
     with pytest.raises(ValueError, match="min_separation"):
         _job(min_separation=0)
+
+
+def test_a_public_universe_with_run_bounds_continues_across_runs(tmp_path: Any) -> None:
+    """keys= given, unit_scope="run", state=: two runs release the bits of one run, and a
+    unit's keys used in the first run count against max_keys in the second."""
+    import json
+
+    from dpcount.keyed.secret import unsafe_testing_secret
+    from tests.keyed._budget import keyed_counts
+
+    rng = np.random.default_rng(3)
+    events = pd.DataFrame(
+        {
+            "t": rng.integers(1, 9, 300),
+            "key": rng.choice(list("abcd"), 300),
+            "user": rng.integers(0, 40, 300),
+        }
+    )
+    kw: dict[str, Any] = dict(
+        keys=list("abcd"), time_column="t", key_column="key", unit_column="user", step=1,
+        start=1, horizon=8, epsilon=1.0, unit_scope="run", max_keys=2, max_steps=3,
+    )  # fmt: skip
+    runs = []
+    for lo, hi in ((1, 4), (5, 8)):
+        part = events[(events["t"] >= lo) & (events["t"] <= hi)]
+        secret = str(tmp_path / "run.key")
+        runs.append(keyed_counts(part, secret=secret, state=tmp_path / "s", until=hi, **kw))
+    body = json.loads((tmp_path / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    one = keyed_counts(events, secret=twin, **kw)
+    both = pd.concat([r.frame for r in runs], ignore_index=True)
+    both = both.sort_values(["key", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(both, one.frame, check_dtype=False, check_categorical=False)
+    dropped = sum(r.report.unit_dropped_keys for r in runs)
+    assert dropped == one.report.unit_dropped_keys > runs[0].report.unit_dropped_keys
+
+
+def test_the_input_digest_covers_the_open_keys_and_the_ledger() -> None:
+    """The release mark's identical-retry test: a stored key table or unit ledger that
+    differs makes a different input digest (a retry from it is not identical)."""
+    from dpcount.keyed.bounds import UnitLedger
+    from dpcount.keyed.events import Contributions
+    from dpcount.keyed.mark import input_digest
+    from dpcount.keyed.secret import RunSecret
+    from dpcount.keyed.state import OpenKeys, extras_digest
+
+    secret = RunSecret.in_memory(b"d" * 32, {})
+    none = np.zeros(0, dtype=np.int64)
+    empty = Contributions(none, none, none)
+    one = np.ones(1, dtype=np.int64)
+    ledger = UnitLedger(("u",), one * 0, one * 0, one, one)
+    digests = {
+        input_digest(secret, 2, 3, empty, None, None, extras_digest(opened, units))
+        for opened in (None, OpenKeys(("a",), one * 9), OpenKeys(("b",), one * 9))
+        for units in (None, ledger, UnitLedger(("v",), one * 0, one * 0, one, one))
+    }
+    assert len(digests) == 9

@@ -216,12 +216,15 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
     assert interrupted >= 1  # at least one kill left a release half done
 
 
-def _kill_during_a_release(work: Path, rng: np.random.Generator) -> int:
-    """Start the CLI, SIGKILL it at a random moment once its release has begun (the
-    inputs record holds a pending release); 1 if it died with the release pending."""
+def _kill_during_a_release(
+    work: Path, rng: np.random.Generator, argv: list[str] | None = None
+) -> int:
+    """Start the CLI (``argv``; default :func:`_argv`), SIGKILL it at a random moment
+    once its release has begun (the inputs record holds a pending release); 1 if it
+    died with the release pending."""
     record = inputs_path(work / "run.state")
     with subprocess.Popen(
-        [sys.executable, "-m", "dpcount", *_argv(work)],
+        [sys.executable, "-m", "dpcount", *(_argv(work) if argv is None else argv)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:

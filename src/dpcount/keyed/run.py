@@ -104,7 +104,8 @@ class KeyedResult:
             f"{self.buckets.describe()['start']}), " + m.structure,
             f"released steps: {self.released[0]}..{self.released[1]}"
             + (f"; state saved to {self.state}" if self.state is not None else ""),
-            f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
+            f"events (exact, not private): {r.events} read, {r.kept_events} counted; "
+            f"dropped: {r.unknown_key} "
             f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
             f"released steps"
             + (

@@ -3,11 +3,21 @@
 With ``keys=None`` and ``selection=KeySelection(epsilon=ε_s, delta=δ_s)`` the key
 universe is not given. The candidate keys are the keys of the run's *bounded*
 contributions (key names come only from the data: a key never seen is never
-released). A candidate key is released from the first step at which a separate
-noisy running count of it — the **selection counter** — reaches a threshold τ, and
-from then on with the run's counting mechanism; its earlier steps are withheld (the
+released); a key is a candidate from f, the step of its first bounded contribution.
+A candidate key is released from the first step σ ≥ f at which a separate noisy
+running count of it — the **selection counter** — reaches a threshold τ, and from
+then on with the run's counting mechanism; its earlier steps are withheld (the
 running count of step s ≥ σ still covers all its events since step 1). So the set of
 released keys, and the step each one appears at, are themselves private output.
+
+The rule is causal (σ depends on steps ≤ σ only), so it can run in pieces: with
+``state=`` (:mod:`dpcount.keyed.state`) or incremental runs
+(:mod:`dpcount.keyed.incremental`) the key table, the selection steps and the
+selection counter's noise state per key persist, a key gets its noise position when
+it is first counted (after the keys of earlier runs, ordered by f then name, so one
+run over all the steps places it at the same position), and the runs release
+exactly the rows of one run. τ is computed for the whole horizon T, fixed at the
+first run.
 
 Notation (math → code):
 
@@ -51,24 +61,31 @@ t ≥ 200) and bounded by P[B ≥ J] beyond (:func:`noise_tail`, an upper bound)
 Theorem (the combined guarantee). Neighbouring logs differ in all the events of one
 privacy unit, bounded as in :mod:`dpcount.keyed.bounds` (event level: one event).
 Let ε = ε_s + ε_c and p₁ = δ_s·e^{−ε}/m. Then the release (the selected keys, their
-selection steps and their counts from then on) is (ε_s + ε_c, δ_s + δ_c)-DP.
+selection steps and their counts from then on) is (ε_s + ε_c, δ_s + δ_c)-DP, whether
+it is made in one run or in several continuing a state.
 
-Proof. Let D′ = D + u. Bounding is per unit, so u's kept contributions touch a set
-K_u of at most m keys, and the candidate sets satisfy cand(D′) = cand(D) ∪ K_u; let
-K_new = K_u \\ cand(D). Write P = (selection counter, counting mechanism) run over the
-candidate keys; the release is a post-processing F of P (select by τ, withhold the
-steps before selection). (i) On the keys cand(D), P(D) and P(D′) differ only by u's
-contributions, a neighbouring change of both vector streams: the selection counter
-is (ε_s, 0)-DP and the counting mechanism (ε_c, δ_c)-DP for it (their
-calibrations), with independent noise, so the pair is (ε, δ_c)-DP (basic
-composition). (ii) Let E be the event that no key of K_new is released. Each key of
-K_new has only u's contributions (c_s ≤ C), so by the union bound above and |K_new| ≤ m,
-P[¬E] ≤ m·p₁; and E, being a function of the noise of K_new alone, is independent of
-the noise of cand(D). On E, F(P(D′)) equals G(D′) := F applied to P(D′) restricted to
-cand(D). Hence for any set S of outputs:
-P[F(P(D′)) ∈ S] ≤ P[G(D′) ∈ S] + P[¬E] ≤ e^ε·P[F(P(D)) ∈ S] + δ_c + m·p₁, and
-P[F(P(D)) ∈ S] ≤ e^ε·P[G(D′) ∈ S] + δ_c ≤ e^ε·(P[F(P(D′)) ∈ S] + m·p₁) + δ_c.
-With m·p₁ = δ_s·e^{−ε}, both are at most e^ε·P[·] + δ_c + δ_s. ∎
+Proof. Let D′ = D + u. Bounding is per unit (and causal per unit: u's bounded
+contributions do not change another unit's), so u's kept contributions touch a set
+K_u of at most m keys; f_D(j) (∞ if j ∉ cand(D)) is key j's first counted step, and
+f_{D′}(j) = f_D(j) for j ∉ K_u, f_{D′}(j) ≤ f_D(j) for j ∈ K_u. Write P = (selection
+counter, counting mechanism) run over all keys (noise i.i.d. per key: the positions
+do not look at the noise, so they do not change its law); the release is
+F_f(P), a post-processing that depends on the data only through the eligibility
+steps f (select the first crossing at a step ≥ f(j), withhold earlier steps).
+(i) P(D) and P(D′) differ only by u's contributions, a neighbouring change of both
+vector streams: the selection counter is (ε_s, 0)-DP and the counting mechanism
+(ε_c, δ_c)-DP for it (their calibrations), with independent noise, so the pair is
+(ε, δ_c)-DP (basic composition), and so is F_{f_D}(P(·)), one fixed post-processing.
+(ii) Let E be the event that no key j ∈ K_u crosses τ at a step s ∈ [f_{D′}(j),
+f_D(j)) under D′. At those steps j's running count under D′ is u's alone (D has none
+of j before f_D(j)), so c_s ≤ C, and by the union bound above P[¬E] ≤ |K_u|·p₁ ≤
+m·p₁. On E, F_{f_{D′}}(P(D′)) = F_{f_D}(P(D′)) =: G(D′) (no key's first crossing at a
+step ≥ f_{D′} lies before f_D). Hence for any set S of outputs:
+P[F_{f_{D′}}(P(D′)) ∈ S] ≤ P[G(D′) ∈ S] + P[¬E] ≤ e^ε·P[F_{f_D}(P(D)) ∈ S] + δ_c + m·p₁,
+and P[F_{f_D}(P(D)) ∈ S] ≤ e^ε·P[G(D′) ∈ S] + δ_c ≤ e^ε·(P[F_{f_{D′}}(P(D′)) ∈ S] +
+m·p₁) + δ_c. With m·p₁ = δ_s·e^{−ε}, both are at most e^ε·P[·] + δ_c + δ_s. Runs
+continuing a state compute the same F_f(P) (the same rule, causal, on the same
+noise), so the guarantee is the one run's. ∎
 
 This is the threshold-then-release design of DP-SQLP (Zhang, Doroshenko, Kairouz,
 Steinke, Thakurta, Ma, Cohen, Apte, Spacek, "Continual Release of Differentially
@@ -81,10 +98,9 @@ thresholding (DP-SIPS, Swanberg, Desfontaines, Haney, "DP-SIPS", arXiv:2301.0199
 is not used: the discrete Laplace tree keeps the selection pure-ε.
 
 Limits: the selection needs integer weights and discrete counting noise (a discrete
-Laplace threshold on a non-integer count would reveal its fractional part), the
-embedded engine, and one run over the steps (no ``state=``: a run-level bound across
-runs would need each unit's history). ``report`` (candidate and selected counts) is
-exact, not private; the released rows are.
+Laplace threshold on a non-integer count would reveal its fractional part) and the
+embedded engine. ``report`` (candidate and selected counts, dropped and late events)
+is exact, not private; the released rows are.
 """
 
 from __future__ import annotations
@@ -402,7 +418,8 @@ class SelectionOutcome:
     def summary(self) -> str:
         return (
             f"key selection: {self.candidates} candidate keys in the data, {self.selected} "
-            f"released (threshold {self.plan.threshold}); {self.plan.describe()}"
+            f"released (exact, not private); threshold {self.plan.threshold}; "
+            f"{self.plan.describe()}"
         )
 
 
