@@ -237,7 +237,7 @@ class RunState:
         try:
             at = 8 * int(n) * (1 + int(rows))  # type: ignore[arg-type]
             keys = json.loads(payload[at : at + int(spec["keys_bytes"])])
-            if not isinstance(keys, list):
+            if not isinstance(keys, list) or not _key_table(keys):
                 raise ValueError
         except (ValueError, TypeError, KeyError, RecursionError):
             raise ValueError(f"state file {p} is damaged (its key table)") from None
@@ -382,7 +382,7 @@ def _load_open(
             fields=("selection_layout",),
         )
     keys = reader.json(spec.get("keys_bytes"))
-    if len(keys) != n_keys or len(set(map(repr, keys))) != n_keys:
+    if len(keys) != n_keys or not _key_table(keys):
         raise ValueError(f"state file {p} is damaged (its key table)")
     selected = reader.array(np.dtype("<i8"), n_keys).astype(np.int64)
     buffers = None
@@ -390,6 +390,12 @@ def _load_open(
         buffers = reader.array(np.dtype("<u8"), rows * n_keys).astype(np.uint64)
         buffers = buffers.reshape(rows, n_keys)
     return OpenKeys(tuple(keys), selected, buffers, layout)
+
+
+def _key_table(keys: list[Any]) -> bool:
+    """Whether ``keys`` is a key table: distinct text or integer keys."""
+    plain = all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)
+    return plain and len(set(keys)) == len(keys)
 
 
 def _load_ledger(reader: _Reader, spec: Any, n_keys: int, p: Path) -> UnitLedger:
