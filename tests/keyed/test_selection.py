@@ -373,6 +373,30 @@ def _split_runs(events: pd.DataFrame, work: Path, **kw: Any) -> tuple[list[Any],
     return results, rows.sort_values(["key", "step"]).reset_index(drop=True), twin
 
 
+def _user_log(seed: int, n: int, keys: list[str], p: Any, users: int) -> pd.DataFrame:
+    """``n`` events at steps 1..8 of keys drawn with probabilities ``p`` by ``users``."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "t": rng.integers(1, 9, n),
+            "key": rng.choice(keys, n, p=p),
+            "user": rng.integers(0, users, n),
+        }
+    )
+
+
+def _run_level(epsilon: float, **bound: Any) -> dict[str, Any]:
+    """An open key set over 8 steps with run-level unit bounds, ε for each part."""
+    return dict(
+        horizon=8,
+        epsilon=epsilon,
+        selection=KeySelection(epsilon=epsilon, delta=1e-6),
+        unit_column="user",
+        unit_scope="run",
+        **bound,
+    )
+
+
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["key", "step"]).reset_index(drop=True)
 
@@ -383,28 +407,9 @@ def test_split_runs_without_noise_release_the_brute_force_rows(tmp_path: Path) -
     the bounded events — a unit's first max_keys keys and greedy steps over all runs
     (ledger), a key from the first step its running count reaches τ = C + 1 (key
     table and selection steps), its exact running count — and one run equals them."""
-    rng = np.random.default_rng(11)
-    n = 400
-    events = pd.DataFrame(
-        {
-            "t": rng.integers(1, 9, n),
-            "key": rng.choice(
-                ["a", "b", "c", "d", "e", "f"], n, p=[0.5, 0.3, 0.1, 0.05, 0.03, 0.02]
-            ),
-            "user": rng.integers(0, 60, n),
-        }
-    )
-    kw: dict[str, Any] = dict(
-        horizon=8,
-        epsilon=200.0,
-        selection=KeySelection(epsilon=200.0, delta=1e-6),
-        unit_column="user",
-        unit_scope="run",
-        max_keys=2,
-        max_steps=2,
-        min_separation=2,
-        weight_column=None,
-    )
+    keys = ["a", "b", "c", "d", "e", "f"]
+    events = _user_log(11, 400, keys, [0.5, 0.3, 0.1, 0.05, 0.03, 0.02], 60)
+    kw = _run_level(200.0, max_keys=2, max_steps=2, min_separation=2)
     results, got, twin = _split_runs(events, tmp_path, **kw)
     plan = results[-1].selection.plan
     assert plan.per_key_total == 2 < plan.threshold
@@ -431,26 +436,9 @@ def test_split_runs_without_noise_release_the_brute_force_rows(tmp_path: Path) -
 def test_split_runs_with_noise_equal_one_run_bit_for_bit(tmp_path: Path) -> None:
     """With noise: the rows of three runs with state= (selection, run-level bounds) equal
     one run's, bit for bit; the reports add up to one run's."""
-    rng = np.random.default_rng(12)
-    n = 6000
-    events = pd.DataFrame(
-        {
-            "t": rng.integers(1, 9, n),
-            "key": rng.choice(
-                [f"k{i}" for i in range(30)], n, p=np.r_[np.full(5, 0.18), np.full(25, 0.004)]
-            ),
-            "user": rng.integers(0, 2500, n),
-        }
-    )
-    kw: dict[str, Any] = dict(
-        horizon=8,
-        epsilon=2.0,
-        selection=KeySelection(epsilon=2.0, delta=1e-6),
-        unit_column="user",
-        unit_scope="run",
-        max_keys=1,
-        max_steps=2,
-    )
+    keys = [f"k{i}" for i in range(30)]
+    events = _user_log(12, 6000, keys, np.r_[np.full(5, 0.18), np.full(25, 0.004)], 2500)
+    kw = _run_level(2.0, max_keys=1, max_steps=2)
     results, got, twin = _split_runs(events, tmp_path, **kw)
     one = _open_run(events, None, secret=twin, **kw)
     assert 0 < one.selection.selected < one.selection.candidates

@@ -58,7 +58,8 @@ def _state_bytes(header: dict[str, Any], payload: bytes, mac: bool = True) -> by
     return json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
-def _good_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
+def _good_state(tmp_path: Path, *extra: Any) -> tuple[dict[str, Any], bytes]:
+    """A valid state (``extra``: its open key set and unit ledger)."""
     path = tmp_path / "good.state"
     RunState(
         SECRET.run_id,
@@ -67,6 +68,7 @@ def _good_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
         np.array([1, 2, 3], dtype=np.int64),
         np.zeros((LAYOUT.rows, N_KEYS), dtype=np.uint64),
         LAYOUT,
+        *extra,
     ).save(path, SECRET)
     line, _, payload = path.read_bytes().partition(b"\n")
     return json.loads(line), payload
@@ -220,25 +222,16 @@ def _open_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
     from dpcount.keyed.bounds import UnitLedger
     from dpcount.keyed.state import OpenKeys
 
-    path = tmp_path / "open.state"
     column = np.array([0, 1], dtype=np.int64)
-    RunState(
-        SECRET.run_id,
-        SECRET.fingerprint,
-        4,
-        np.array([1, 2, 3], dtype=np.int64),
-        np.zeros((LAYOUT.rows, N_KEYS), dtype=np.uint64),
+    keys = OpenKeys(
+        ("a", "b", 7),
+        np.array([2, 5, 5], dtype=np.int64),
+        np.ones((LAYOUT.rows, N_KEYS), dtype=np.uint64),
         LAYOUT,
-        OpenKeys(
-            ("a", "b", 7),
-            np.array([2, 5, 5], dtype=np.int64),
-            np.ones((LAYOUT.rows, N_KEYS), dtype=np.uint64),
-            LAYOUT,
-        ),
-        UnitLedger(("u", "v"), column, column * 2, column + 1, column + 3),
-    ).save(path, SECRET)
-    line, _, payload = path.read_bytes().partition(b"\n")
-    return json.loads(line), payload
+    )
+    return _good_state(
+        tmp_path, keys, UnitLedger(("u", "v"), column, column * 2, column + 1, column + 3)
+    )
 
 
 def _load_open_state(path: Path) -> None:
