@@ -450,6 +450,49 @@ def test_split_runs_with_noise_equal_one_run_bit_for_bit(tmp_path: Path) -> None
     assert results[-1].selection.selected == one.selection.selected
 
 
+def test_resumed_open_runs_draw_no_prf_row_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counting and the selection noise both resume from the stored noise state:
+    with every key already counted in the first run, later runs draw no PRF row of
+    either stream that an earlier run drew (run 2, inside a block of 8 steps, none at
+    all), and the rows of all runs are those of one run."""
+    import dpcount.keyed.engine as engine
+    from dpcount.keyed.prf import PRFSource
+
+    monkeypatch.setattr(engine, "STEP_BLOCK", 8)
+    draws: list[tuple[bytes, int, int]] = []
+    original = PRFSource.draw
+
+    def draw(self: PRFSource, sampler: object, rows: int) -> Any:
+        draws.extend((self.prf.aes_key, self.key_lo, self.rows_drawn + i) for i in range(rows))
+        return original(self, sampler, rows)
+
+    monkeypatch.setattr(PRFSource, "draw", draw)
+    rng = np.random.default_rng(13)
+    events = pd.DataFrame({"t": rng.integers(1, 25, 3000), "key": rng.choice(list("abc"), 3000)})
+    events.loc[len(events)] = [1, "d"]  # every key counted in the first run
+    kw: dict[str, Any] = dict(horizon=24, selection=KeySelection(epsilon=1.0, delta=1e-6))
+    runs, first = [], 1
+    for last in (10, 11, 24):
+        draws.clear()
+        part = events[(events["t"] >= first) & (events["t"] <= last)]
+        secret = str(tmp_path / "run.key")
+        res = _open_run(part, None, secret=secret, state=tmp_path / "s", until=last, **kw)
+        runs.append((res.frame, set(draws)))
+        first = last + 1
+    rows = [drawn for _, drawn in runs]
+    assert rows[1] == set() and len({stream for stream, _, _ in rows[2]}) == 2
+    assert not rows[0] & rows[2]
+    body = json.loads((tmp_path / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    draws.clear()
+    one = _open_run(events, None, secret=twin, **kw).frame
+    assert set(draws) == rows[0] | rows[2]
+    got = pd.concat([frame for frame, _ in runs], ignore_index=True)
+    pd.testing.assert_frame_equal(_sorted(got), _sorted(one), check_categorical=False)
+
+
 def test_a_units_keys_are_bounded_across_runs(tmp_path: Path) -> None:
     """max_keys counts a unit's keys over all runs: the keys u used in run 1 leave it
     none for run 2 (its events there are dropped and reported), and the state that

@@ -596,7 +596,10 @@ def extend_noise_state(
     """``buffers`` (the noise state after step first − 1 of the first keys) with the
     noise state of keys len..n_keys − 1 appended, keys first counted in this run: their
     noise of steps 1..first − 1, computed from the PRF at their positions (nothing of
-    it was released: those positions held no key)."""
+    it was released: those positions held no key). The engine computes whole key
+    blocks, so stored keys sharing a block with new ones have their values of those
+    steps computed again alongside (the same bits, pure functions of the position)
+    and discarded: nothing of it is released or added to another count."""
     if buffers is None or buffers.shape[1] == n_keys:
         return buffers
     out = np.zeros((buffers.shape[0], n_keys), dtype=np.uint64)
