@@ -69,7 +69,9 @@ def _argv(work: Path, until: int) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
-def test_a_year_of_flights_in_three_runs_killed_in_the_middle(tmp_path: Path) -> None:
+def test_a_year_of_flights_in_three_runs_killed_in_the_middle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The whole year, the key set not given, late flights, three runs of
     ``dpcount keyed --input-dir``; the second killed with SIGKILL at random moments of
     its release, then rerun: the output equals, byte for byte, that of the runs never
@@ -98,6 +100,11 @@ def test_a_year_of_flights_in_three_runs_killed_in_the_middle(tmp_path: Path) ->
     for i, (batch, until) in enumerate(zip(batches, UNTIL, strict=True)):
         batch.to_csv(ref / "in" / f"until-{until}.csv", index=False)
         assert main(_argv(ref, until)) == 0
+        summary = capsys.readouterr().err
+        assert "events (exact, not private)" in summary
+        assert "released (exact, not private)" in summary
+        moved = int(late.sum()) if i == 1 else int(late_second.sum()) if i == 2 else 0
+        assert (f"{moved} late events moved" in summary) == (moved > 0)
         if i == 0:
             _clone_secret(ref, work)
         batch.to_csv(work / "in" / f"until-{until}.csv", index=False)
@@ -113,12 +120,9 @@ def test_a_year_of_flights_in_three_runs_killed_in_the_middle(tmp_path: Path) ->
     assert not released.duplicated(["key", "step"]).any()
     # one uninterrupted run: the late flights where the runs placed them
     placed = log.copy()
-    placed.loc[late, "departure"] = (
-        f"{pd.Timestamp('2013-01-01') + pd.Timedelta(days=UNTIL[0]):%Y-%m-%dT%H:%M}"
-    )
-    placed.loc[late_second, "departure"] = (
-        f"{pd.Timestamp('2013-01-01') + pd.Timedelta(days=UNTIL[1]):%Y-%m-%dT%H:%M}"
-    )
+    for moved, released_before in ((late, UNTIL[0]), (late_second, UNTIL[1])):
+        first_open = pd.Timestamp("2013-01-01") + pd.Timedelta(days=released_before)
+        placed.loc[moved, "departure"] = f"{first_open:%Y-%m-%dT%H:%M}"
     body = json.loads((ref / "run.key").read_text())
     twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
     one = keyed_counts(
