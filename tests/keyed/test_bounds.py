@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from dpcount.counting.registry import MECHANISMS
-from dpcount.keyed.bounds import RunBound, bound_units_run, greedy_separated
-from dpcount.keyed.events import EventColumns, _unit_rank
+from dpcount.keyed.bounds import RunBound, bound_units_run, greedy_separated, pair_rank
+from dpcount.keyed.events import EventColumns
 from dpcount.keyed.job import make_job
 from dpcount.privacy import Budget, Participation
 
@@ -62,35 +62,60 @@ def _random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
     )
 
 
-@pytest.mark.parametrize(("m", "k", "b"), [(2, 3, 2), (1, None, 1), (3, 2, 4)])
-def test_enforced_data_satisfy_the_bound(m: int, k: int | None, b: int) -> None:
-    """Brute force on small data: every unit keeps <= m keys (its m of smallest keyed
-    hash), per key the greedy steps (<= k, >= b apart), each <= c; and every unit of
-    weight removed is reported."""
-    rng = np.random.default_rng(m * 10 + b)
-    rows = _random_rows(rng, 120)
-    c = 2
-    bound = RunBound(max_keys=m, max_steps=k, min_separation=b, max_weight=c)
-    # the same rows one by one, a unit per row: kept per (unit, key, step) after the rule
-    kept, report = bound_units_run(rows.assign(unit=rows["unit"]), bound, hash_key=HASH)
+def naive_bound(
+    rows: pd.DataFrame, m: int, k: int | None, b: int, c: float, hash_key: str = HASH
+) -> dict[tuple[int, int], float]:
+    """The run-level rule unit by unit, in plain loops: a unit's first m keys in time
+    (first step, then the keyed hash of the names, then key), per key the greedy
+    steps, each (unit, key, step) total cut to c."""
     totals = rows.groupby(["unit", "key", "step"])["weight"].sum()
     expect: dict[tuple[int, int], float] = {}
     for unit, part in totals.groupby(level=0):
         keys = sorted({kk for _, kk, _ in part.index})
-        frame = pd.DataFrame({"unit": [unit] * len(keys), "key": keys})
-        rank = _unit_rank(frame, HASH)
-        chosen = [kk for _, kk in sorted(zip(rank.tolist(), keys, strict=True))[:m]]
-        assert len(chosen) <= m
-        for kk in chosen:
+        first = {kk: min(s for (_, k2, s) in part.index if k2 == kk) for kk in keys}
+        texts = np.array([str(unit)] * len(keys), dtype=object)
+        rank = pair_rank(texts, np.array([str(kk) for kk in keys], dtype=object), hash_key)
+        ordered = sorted(
+            zip(keys, rank.tolist(), strict=True), key=lambda p: (first[p[0]], p[1], p[0])
+        )
+        for kk, _ in ordered[:m]:
             steps = [s for (_, k2, s) in part.index if k2 == kk]
             for s in naive_greedy(steps, k, b):
                 value = min(float(totals[(unit, kk, s)]), c)
                 expect[(kk, s)] = expect.get((kk, s), 0.0) + value
+    return expect
+
+
+@pytest.mark.parametrize(("m", "k", "b"), [(2, 3, 2), (1, None, 1), (3, 2, 4)])
+def test_enforced_data_satisfy_the_bound(m: int, k: int | None, b: int) -> None:
+    """Brute force on small data: every unit keeps <= m keys (its first m in time, ties
+    by keyed hash), per key the greedy steps (<= k, >= b apart), each <= c; every
+    unit of weight removed is reported; and the same rows bounded in three runs (the
+    ledger carried from run to run) keep exactly the same."""
+    rng = np.random.default_rng(m * 10 + b)
+    rows = _random_rows(rng, 120)
+    c = 2
+    bound = RunBound(max_keys=m, max_steps=k, min_separation=b, max_weight=c)
+    kept, report, _ = bound_units_run(rows, bound, hash_key=HASH)
+    totals = rows.groupby(["unit", "key", "step"])["weight"].sum()
+    expect = naive_bound(rows, m, k, b, c)
     got = kept.groupby(["key", "step"])["weight"].sum().to_dict()
     assert {key: v for key, v in got.items()} == pytest.approx(expect)
     removed = report.unit_dropped_weight + report.unit_dropped_steps_weight + report.clipped_weight
     assert kept["weight"].sum() + removed == pytest.approx(rows["weight"].sum())
     assert report.unit_dropped_keys + report.unit_dropped_steps + len(kept) == len(totals)
+    # split into three runs: the ledger continues each unit's bound
+    ledger, pieces, dropped = None, [], 0
+    for lo, hi in ((1, 4), (5, 9), (10, 12)):
+        part = rows[(rows["step"] >= lo) & (rows["step"] <= hi)]
+        piece, rep, ledger = bound_units_run(part, bound, hash_key=HASH, ledger=ledger)
+        pieces.append(piece)
+        dropped += rep.unit_dropped_keys + rep.unit_dropped_steps
+    split = pd.concat(pieces).groupby(["key", "step"])["weight"].sum().to_dict()
+    assert split == got and dropped == report.unit_dropped_keys + report.unit_dropped_steps
+    assert ledger is not None and len(ledger.units) <= 4
+    assert all(np.bincount(ledger.unit) <= m)
+    assert k is None or ledger.steps.max() <= k
 
 
 def _job(**kw: Any) -> Any:
@@ -203,3 +228,60 @@ def test_bad_run_bounds_name_the_parameter() -> None:
         _job(max_steps=9, horizon=16)
     with pytest.raises(ValueError, match="min_separation"):
         _job(min_separation=0)
+
+
+def test_a_public_universe_with_run_bounds_continues_across_runs(tmp_path: Any) -> None:
+    """keys= given, unit_scope="run", state=: two runs release the bits of one run, and a
+    unit's keys used in the first run count against max_keys in the second."""
+    import json
+
+    from dpcount.keyed.secret import unsafe_testing_secret
+    from tests.keyed._budget import keyed_counts
+
+    rng = np.random.default_rng(3)
+    events = pd.DataFrame(
+        {
+            "t": rng.integers(1, 9, 300),
+            "key": rng.choice(list("abcd"), 300),
+            "user": rng.integers(0, 40, 300),
+        }
+    )
+    kw: dict[str, Any] = dict(
+        keys=list("abcd"), time_column="t", key_column="key", unit_column="user", step=1,
+        start=1, horizon=8, epsilon=1.0, unit_scope="run", max_keys=2, max_steps=3,
+    )  # fmt: skip
+    runs = []
+    for lo, hi in ((1, 4), (5, 8)):
+        part = events[(events["t"] >= lo) & (events["t"] <= hi)]
+        secret = str(tmp_path / "run.key")
+        runs.append(keyed_counts(part, secret=secret, state=tmp_path / "s", until=hi, **kw))
+    body = json.loads((tmp_path / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    one = keyed_counts(events, secret=twin, **kw)
+    both = pd.concat([r.frame for r in runs], ignore_index=True)
+    both = both.sort_values(["key", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(both, one.frame, check_dtype=False, check_categorical=False)
+    dropped = sum(r.report.unit_dropped_keys for r in runs)
+    assert dropped == one.report.unit_dropped_keys > runs[0].report.unit_dropped_keys
+
+
+def test_the_input_digest_covers_the_open_keys_and_the_ledger() -> None:
+    """The release mark's identical-retry test: a stored key table or unit ledger that
+    differs makes a different input digest (a retry from it is not identical)."""
+    from dpcount.keyed.bounds import UnitLedger
+    from dpcount.keyed.events import Contributions
+    from dpcount.keyed.mark import input_digest
+    from dpcount.keyed.secret import RunSecret
+    from dpcount.keyed.state import OpenKeys, extras_digest
+
+    secret = RunSecret.in_memory(b"d" * 32, {})
+    none = np.zeros(0, dtype=np.int64)
+    empty = Contributions(none, none, none)
+    one = np.ones(1, dtype=np.int64)
+    ledger = UnitLedger(("u",), one * 0, one * 0, one, one)
+    digests = {
+        input_digest(secret, 2, 3, empty, None, None, extras_digest(opened, units))
+        for opened in (None, OpenKeys(("a",), one * 9), OpenKeys(("b",), one * 9))
+        for units in (None, ledger, UnitLedger(("v",), one * 0, one * 0, one, one))
+    }
+    assert len(digests) == 9

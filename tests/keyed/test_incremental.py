@@ -216,12 +216,15 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
     assert interrupted >= 1  # at least one kill left a release half done
 
 
-def _kill_during_a_release(work: Path, rng: np.random.Generator) -> int:
-    """Start the CLI, SIGKILL it at a random moment once its release has begun (the
-    inputs record holds a pending release); 1 if it died with the release pending."""
+def _kill_during_a_release(
+    work: Path, rng: np.random.Generator, argv: list[str] | None = None
+) -> int:
+    """Start the CLI (``argv``; default :func:`_argv`), SIGKILL it at a random moment
+    once its release has begun (the inputs record holds a pending release); 1 if it
+    died with the release pending."""
     record = inputs_path(work / "run.state")
     with subprocess.Popen(
-        [sys.executable, "-m", "dpcount", *_argv(work)],
+        [sys.executable, "-m", "dpcount", *(_argv(work) if argv is None else argv)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:
@@ -265,3 +268,40 @@ def test_cli_input_dir_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         i = argv.index(drop[0])
         assert main(argv[:i] + argv[i + 2 :]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_open_keys_and_run_level_bounds_in_incremental_runs(tmp_path: Path) -> None:
+    """keys=None with selection and unit_scope="run" over two arrivals: the CSV the runs
+    append equals one run over the same events (the key table, selection and unit
+    ledger persist in the state between the runs); a directory output is refused."""
+    from dpcount.keyed.selection import KeySelection
+
+    rng = np.random.default_rng(4)
+    n = 3000
+    events = pd.DataFrame(
+        {
+            "t": (START + pd.to_timedelta(rng.integers(0, 8, n), "D")).strftime("%Y-%m-%d"),
+            "key": rng.choice(["a", "b", "c", "d"], n, p=[0.6, 0.3, 0.09, 0.01]),
+            "user": rng.integers(0, 900, n),
+        }
+    )
+    kw: dict[str, Any] = dict(
+        keys=None, selection=KeySelection(epsilon=2.0, delta=1e-6), time_column="t",
+        key_column="key", unit_column="user", unit_scope="run", max_keys=1, max_steps=3,
+        step="1D", start="2024-01-01", horizon=8, budget=Budget(epsilon=2.0),
+    )  # fmt: skip
+    files = dict(secret=tmp_path / "run.key", state=tmp_path / "run.state")
+    (tmp_path / "in").mkdir()
+    day = pd.to_datetime(events["t"])
+    for name, part, until in (("a.csv", day < "2024-01-05", 4), ("b.csv", day >= "2024-01-05", 8)):
+        events[part].to_csv(tmp_path / "in" / name, index=False)
+        run_incremental(tmp_path / "in", output=tmp_path / "out.csv", until=until, **files, **kw)
+    body = json.loads((tmp_path / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    one = keyed_counts(events, secret=twin, **kw)
+    assert one.frame is not None and 0 < one.selection.selected < 4
+    got = pd.read_csv(tmp_path / "out.csv").sort_values(["key", "step"]).reset_index(drop=True)
+    want = one.frame.astype({"time": str}).sort_values(["key", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    with pytest.raises(ValueError, match="a directory of parts is not available with selection"):
+        run_incremental(tmp_path / "in", output=tmp_path / "dir", until=8, **files, **kw)

@@ -3,8 +3,12 @@ selected rows, determinism and the refusals."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import math
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +27,7 @@ from dpcount.keyed.selection import (
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
 from tests.keyed._budget import keyed_counts
+from tests.keyed.test_bounds import naive_bound
 
 pytest.importorskip("pyarrow")
 
@@ -191,7 +196,7 @@ def _one_unit_keys(n: int, weight: int) -> pd.DataFrame:
     return pd.DataFrame({"t": np.ones(n, dtype=np.int64), "key": keys, "w": weight})
 
 
-def _open_run(events: pd.DataFrame, secret: bytes, **kw: Any) -> Any:
+def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
     base: dict[str, Any] = dict(
         keys=None,
         selection=KeySelection(epsilon=1.5, delta=0.15),
@@ -202,8 +207,9 @@ def _open_run(events: pd.DataFrame, secret: bytes, **kw: Any) -> Any:
         horizon=4,
         epsilon=1.0,
         mechanism="tree",
-        secret=unsafe_testing_secret(secret),
     )
+    if testing is not None:
+        base["secret"] = unsafe_testing_secret(testing)
     base.update(kw)
     return keyed_counts(events, **base)
 
@@ -346,23 +352,173 @@ def test_bad_selection_budget(epsilon: float, delta: float, match: str) -> None:
         KeySelection(epsilon=epsilon, delta=delta)
 
 
-def test_selection_refuses_state(tmp_path: Any) -> None:
-    events = pd.DataFrame({"t": [1], "key": ["a"]})
-    with pytest.raises(ValueError, match="state="):
-        keyed_counts(
-            events,
-            keys=None,
-            selection=KeySelection(epsilon=1.0, delta=1e-6),
-            time_column="t",
-            key_column="key",
-            step=1,
-            start=1,
-            horizon=4,
-            epsilon=1.0,
-            secret=str(tmp_path / "k"),
-            state=tmp_path / "s.state",
-            until=2,
+# ----------------------------------------------------------------------------------
+# Across runs (state=): the key table, selection and unit ledger persist
+# ----------------------------------------------------------------------------------
+WINDOWS = ((1, 3), (4, 6), (7, 8))
+
+
+def _split_runs(events: pd.DataFrame, work: Path, **kw: Any) -> tuple[list[Any], pd.DataFrame, Any]:
+    """The events released in three runs (WINDOWS) continuing a state; the results,
+    their rows together, and the oracle's testing secret (the same secret bytes)."""
+    results = []
+    for lo, hi in WINDOWS:
+        part = events[(events["t"] >= lo) & (events["t"] <= hi)]
+        results.append(
+            _open_run(part, None, secret=str(work / "run.key"), state=work / "s", until=hi, **kw)
         )
+    rows = pd.concat([r.frame for r in results], ignore_index=True)
+    body = json.loads((work / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    return results, rows.sort_values(["key", "step"]).reset_index(drop=True), twin
+
+
+def _user_log(seed: int, n: int, keys: list[str], p: Any, users: int) -> pd.DataFrame:
+    """``n`` events at steps 1..8 of keys drawn with probabilities ``p`` by ``users``."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "t": rng.integers(1, 9, n),
+            "key": rng.choice(keys, n, p=p),
+            "user": rng.integers(0, users, n),
+        }
+    )
+
+
+def _run_level(epsilon: float, **bound: Any) -> dict[str, Any]:
+    """An open key set over 8 steps with run-level unit bounds, ε for each part."""
+    return dict(
+        horizon=8,
+        epsilon=epsilon,
+        selection=KeySelection(epsilon=epsilon, delta=1e-6),
+        unit_column="user",
+        unit_scope="run",
+        **bound,
+    )
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["key", "step"]).reset_index(drop=True)
+
+
+def test_split_runs_without_noise_release_the_brute_force_rows(tmp_path: Path) -> None:
+    """Zero noise (ε = 200: every noise sample is 0 but with probability ~e^-50): three
+    runs with state= release exactly the rows of the rule, computed by brute force on
+    the bounded events — a unit's first max_keys keys and greedy steps over all runs
+    (ledger), a key from the first step its running count reaches τ = C + 1 (key
+    table and selection steps), its exact running count — and one run equals them."""
+    keys = ["a", "b", "c", "d", "e", "f"]
+    events = _user_log(11, 400, keys, [0.5, 0.3, 0.1, 0.05, 0.03, 0.02], 60)
+    kw = _run_level(200.0, max_keys=2, max_steps=2, min_separation=2)
+    results, got, twin = _split_runs(events, tmp_path, **kw)
+    plan = results[-1].selection.plan
+    assert plan.per_key_total == 2 < plan.threshold
+    hash_key = hmac.new(twin.secret, b"unit-rank", hashlib.sha256).hexdigest()[:16]
+    rows = events.rename(columns={"user": "unit", "t": "step"}).assign(weight=1.0)
+    expect = naive_bound(rows, 2, 2, 2, 1, hash_key)
+    running: dict[str, np.ndarray] = {}
+    for (key, step), value in expect.items():
+        running.setdefault(key, np.zeros(8))[step - 1] += value
+    rows = []
+    for key, counts in sorted(running.items()):
+        total = np.cumsum(counts)
+        for s in np.flatnonzero(total >= plan.threshold)[:1]:
+            rows += [(key, t + 1, total[t]) for t in range(s, 8)]
+    assert len(rows) and len(rows) < 6 * 8  # some keys, not all, are released
+    want = pd.DataFrame(rows, columns=["key", "step", "private_count"])
+    pd.testing.assert_frame_equal(got[want.columns], want, check_dtype=False)
+    std = results[-1].mechanism.std()
+    assert np.array_equal(got["std"].to_numpy(), std[got["step"].to_numpy() - 1])
+    one = _open_run(events, None, secret=twin, **kw).frame
+    pd.testing.assert_frame_equal(_sorted(one), got, check_dtype=False, check_categorical=False)
+
+
+def test_split_runs_with_noise_equal_one_run_bit_for_bit(tmp_path: Path) -> None:
+    """With noise: the rows of three runs with state= (selection, run-level bounds) equal
+    one run's, bit for bit; the reports add up to one run's."""
+    keys = [f"k{i}" for i in range(30)]
+    events = _user_log(12, 6000, keys, np.r_[np.full(5, 0.18), np.full(25, 0.004)], 2500)
+    kw = _run_level(2.0, max_keys=1, max_steps=2)
+    results, got, twin = _split_runs(events, tmp_path, **kw)
+    one = _open_run(events, None, secret=twin, **kw)
+    assert 0 < one.selection.selected < one.selection.candidates
+    pd.testing.assert_frame_equal(
+        _sorted(one.frame), got, check_dtype=False, check_categorical=False
+    )
+    assert sum(r.report.unit_dropped_keys for r in results) == one.report.unit_dropped_keys
+    assert sum(r.report.unit_dropped_steps for r in results) == one.report.unit_dropped_steps
+    assert results[-1].selection.selected == one.selection.selected
+
+
+def test_resumed_open_runs_draw_no_prf_row_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counting and the selection noise both resume from the stored noise state:
+    with every key already counted in the first run, later runs draw no PRF row of
+    either stream that an earlier run drew (run 2, inside a block of 8 steps, none at
+    all), and the rows of all runs are those of one run."""
+    import dpcount.keyed.engine as engine
+    from dpcount.keyed.prf import PRFSource
+
+    monkeypatch.setattr(engine, "STEP_BLOCK", 8)
+    draws: list[tuple[bytes, int, int]] = []
+    original = PRFSource.draw
+
+    def draw(self: PRFSource, sampler: object, rows: int) -> Any:
+        draws.extend((self.prf.aes_key, self.key_lo, self.rows_drawn + i) for i in range(rows))
+        return original(self, sampler, rows)
+
+    monkeypatch.setattr(PRFSource, "draw", draw)
+    rng = np.random.default_rng(13)
+    events = pd.DataFrame({"t": rng.integers(1, 25, 3000), "key": rng.choice(list("abc"), 3000)})
+    events.loc[len(events)] = [1, "d"]  # every key counted in the first run
+    kw: dict[str, Any] = dict(horizon=24, selection=KeySelection(epsilon=1.0, delta=1e-6))
+    runs, first = [], 1
+    for last in (10, 11, 24):
+        draws.clear()
+        part = events[(events["t"] >= first) & (events["t"] <= last)]
+        secret = str(tmp_path / "run.key")
+        res = _open_run(part, None, secret=secret, state=tmp_path / "s", until=last, **kw)
+        runs.append((res.frame, set(draws)))
+        first = last + 1
+    rows = [drawn for _, drawn in runs]
+    assert rows[1] == set() and len({stream for stream, _, _ in rows[2]}) == 2
+    assert not rows[0] & rows[2]
+    body = json.loads((tmp_path / "run.key").read_text())
+    twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+    draws.clear()
+    one = _open_run(events, None, secret=twin, **kw).frame
+    assert set(draws) == rows[0] | rows[2]
+    got = pd.concat([frame for frame, _ in runs], ignore_index=True)
+    pd.testing.assert_frame_equal(_sorted(got), _sorted(one), check_categorical=False)
+
+
+def test_a_units_keys_are_bounded_across_runs(tmp_path: Path) -> None:
+    """max_keys counts a unit's keys over all runs: the keys u used in run 1 leave it
+    none for run 2 (its events there are dropped and reported), and the state that
+    records it is owner-only and authenticated (a changed byte is refused)."""
+    first = pd.DataFrame({"t": [1, 1], "key": ["a", "b"], "user": ["u", "u"]})
+    second = pd.DataFrame({"t": [2, 2, 2], "key": ["c", "a", "c"], "user": ["u", "u", "v"]})
+    kw: dict[str, Any] = dict(
+        horizon=4,
+        selection=KeySelection(epsilon=1.0, delta=1e-6),
+        unit_column="user",
+        unit_scope="run",
+        max_keys=2,
+        max_steps=4,
+        secret=str(tmp_path / "run.key"),
+        state=tmp_path / "s",
+    )
+    _open_run(first, None, until=1, **kw)
+    assert (tmp_path / "s").stat().st_mode & 0o077 == 0
+    ran = _open_run(second, None, until=2, **kw)
+    assert ran.report.unit_dropped_keys == 1  # u's "c"; u's "a" and v's "c" are kept
+    assert ran.report.unit_dropped_weight == 1
+    data = bytearray((tmp_path / "s").read_bytes())
+    data[-3] ^= 1  # inside the unit ledger
+    (tmp_path / "s").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="fails its authentication check"):
+        _open_run(second.assign(t=3), None, until=3, **kw)
 
 
 @pytest.mark.slow  # 1 s: the CLI over the library path tested above

@@ -58,7 +58,8 @@ def _state_bytes(header: dict[str, Any], payload: bytes, mac: bool = True) -> by
     return json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
-def _good_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
+def _good_state(tmp_path: Path, *extra: Any) -> tuple[dict[str, Any], bytes]:
+    """A valid state (``extra``: its open key set and unit ledger)."""
     path = tmp_path / "good.state"
     RunState(
         SECRET.run_id,
@@ -67,6 +68,7 @@ def _good_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
         np.array([1, 2, 3], dtype=np.int64),
         np.zeros((LAYOUT.rows, N_KEYS), dtype=np.uint64),
         LAYOUT,
+        *extra,
     ).save(path, SECRET)
     line, _, payload = path.read_bytes().partition(b"\n")
     return json.loads(line), payload
@@ -212,3 +214,59 @@ def _json_or_none(data: bytes) -> Any:
         return json.loads(data)
     except (ValueError, RecursionError):
         return None
+
+
+def _open_state(tmp_path: Path) -> tuple[dict[str, Any], bytes]:
+    """A valid state of an open key set with run-level bounds (key table, selection
+    steps and noise state, unit ledger)."""
+    from dpcount.keyed.bounds import UnitLedger
+    from dpcount.keyed.state import OpenKeys
+
+    column = np.array([0, 1], dtype=np.int64)
+    keys = OpenKeys(
+        ("a", "b", 7),
+        np.array([2, 5, 5], dtype=np.int64),
+        np.ones((LAYOUT.rows, N_KEYS), dtype=np.uint64),
+        LAYOUT,
+    )
+    return _good_state(
+        tmp_path, keys, UnitLedger(("u", "v"), column, column * 2, column + 1, column + 3)
+    )
+
+
+def _load_open_state(path: Path) -> None:
+    os.chmod(path, 0o600)
+    with contextlib.suppress(ValueError, TypeError):
+        RunState.peek_keys(path)
+        RunState.load(
+            path, SECRET, None, LAYOUT, selection_layout=LAYOUT, open_keys=True, units=True
+        )
+
+
+@pytest.mark.parametrize("n", [40, pytest.param(3000, marks=pytest.mark.slow)])
+def test_open_key_and_unit_sections_raise_only_value_or_type_errors(tmp_path: Path, n: int) -> None:
+    """The key table, selection and unit ledger sections, mutated and re-authenticated
+    (payload bytes, and every field of their header entries set to crafted values),
+    load or raise ValueError / TypeError only; the untouched state loads."""
+    rng = np.random.default_rng(23)
+    header, payload = _open_state(tmp_path)
+    good = tmp_path / "ok.state"
+    good.write_bytes(_state_bytes(header, payload))
+    os.chmod(good, 0o600)
+    loaded = RunState.load(
+        good, SECRET, None, LAYOUT, selection_layout=LAYOUT, open_keys=True, units=True
+    )
+    assert loaded.open is not None and loaded.open.keys == ("a", "b", 7)
+    assert loaded.ledger is not None and loaded.ledger.units == ("u", "v")
+    assert RunState.peek_keys(good) == ("a", "b", 7)
+    remac = (_state_bytes(header, m) for m in _mutations(payload, rng, n))
+    assert _run(tmp_path / "s", remac, _load_open_state) == n
+    crafted = []
+    for section in ("open", "units"):
+        for field in header[section]:
+            for value in QUICK:
+                changed = {**header, section: {**header[section], field: value}}
+                crafted.append(_state_bytes(changed, payload))
+        for value in QUICK:
+            crafted.append(_state_bytes({**header, section: value}, payload))
+    assert _run(tmp_path / "c", iter(crafted), _load_open_state) == 21  # 5 fields + 2 sections, x3

@@ -4,12 +4,21 @@ The unit-step relation of :mod:`dpcount.keyed.events` protects one unit's events
 *one* step. Here two event logs differ in **all** the events of one privacy unit,
 over the whole run, and each unit's contribution is bounded before counting:
 
-* at most ``max_keys`` = m keys over the whole run (those of smallest keyed hash of
-  (unit, key): a choice that depends on the unit's own events only, not on row order);
+* at most ``max_keys`` = m keys over the whole run: its first m keys in time (by the
+  first step of each (unit, key), ties broken by a keyed hash of the unit and key
+  names) — a choice that depends on the unit's own events only, not on row order,
+  and on no later event, so a run split into several runs keeps the same keys;
 * per (unit, key), at most ``max_steps`` = k steps, any two at least
   ``min_separation`` = b steps apart (the earliest steps, greedily: a step is kept if
   it is at least b after the last kept one; None: every step, k = T, b = 1);
 * per (unit, key, step), at most ``max_weight`` = c (the excess is cut).
+
+Across runs (``state=``, incremental runs) the rule continues where the last run
+stopped: a :class:`UnitLedger` records, per unit, the (unit, key) pairs it kept, and
+per pair the steps kept and the last of them, and is stored in the run's state
+(:mod:`dpcount.keyed.state`: owner-only, authenticated, covered by the release mark).
+Both rules are causal (a step's decision reads earlier steps only), so the runs
+keep exactly what one run over all the steps keeps.
 
 Every removed contribution is counted in the :class:`~dpcount.keyed.events.DropReport`
 (``unit_dropped_keys``, ``unit_dropped_steps``, ``clipped_events``, with their weights).
@@ -37,17 +46,21 @@ engine runs the registry mechanism with those settings and no norm is re-derived
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount._validate import check_integer
-from dpcount.keyed.events import DropReport, _clip, _unit_rank, partial_sums
+from dpcount.keyed.events import DropReport, _clip, partial_sums
 from dpcount.privacy.budget import Participation
 
-__all__ = ["RunBound", "bound_units_run", "greedy_separated"]
+__all__ = ["RunBound", "UnitLedger", "bound_units_run", "greedy_separated"]
+
+I64 = NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -114,21 +127,104 @@ class RunBound:
         }
 
 
+@dataclass(frozen=True)
+class UnitLedger:
+    """What each unit has used of its run-level bound in the released steps.
+
+    One row per kept (unit, key) pair: ``unit`` (index into ``units``, the units' names
+    as text), ``key`` (key index, the key's position in the run), ``steps`` (steps kept
+    so far), ``last`` (the last kept step). A unit's used keys are its pairs.
+    """
+
+    units: tuple[str, ...]
+    unit: I64
+    key: I64
+    steps: I64
+    last: I64
+
+    @classmethod
+    def empty(cls) -> UnitLedger:
+        none = np.zeros(0, dtype=np.int64)
+        return cls((), none, none, none, none)
+
+    def __len__(self) -> int:
+        return len(self.unit)
+
+    def frame(self) -> pd.DataFrame:
+        names = np.asarray(self.units, dtype=object)
+        return pd.DataFrame(
+            {
+                "utext": names[self.unit] if len(self.unit) else np.zeros(0, dtype=object),
+                "key": self.key,
+                "steps": self.steps,
+                "last": self.last,
+            }
+        )
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> UnitLedger:
+        """From columns utext, key, steps, last (sorted by unit name, then key)."""
+        frame = frame.sort_values(["utext", "key"], kind="stable")
+        units, unit = np.unique(
+            frame["utext"].to_numpy(dtype=object).astype(str), return_inverse=True
+        )
+        return cls(
+            tuple(str(u) for u in units),
+            np.asarray(unit, dtype=np.int64).reshape(-1),
+            frame["key"].to_numpy(np.int64),
+            frame["steps"].to_numpy(np.int64),
+            frame["last"].to_numpy(np.int64),
+        )
+
+    def remap_keys(self, position: I64) -> UnitLedger:
+        """The ledger with key index i renamed ``position``[i]."""
+        return UnitLedger(self.units, self.unit, position[self.key], self.steps, self.last)
+
+
+def _texts(values: Any) -> NDArray[Any]:
+    """Names as text: a unit or key read as 7 from one file and as "7" from another is
+    the same unit (its bound must not start afresh)."""
+    out: NDArray[Any] = pd.Series(values).astype(str).to_numpy(dtype=object)
+    return out
+
+
+def pair_rank(unit_text: NDArray[Any], key_text: NDArray[Any], hash_key: str) -> NDArray[np.uint64]:
+    """Keyed hash (SipHash under ``hash_key``, from the secret) of the (unit, key) names:
+    the tie-break among a unit's keys first seen at one step (order-free, and the same
+    whatever positions the keys have)."""
+    frame = pd.DataFrame({"unit": unit_text, "key": key_text})
+    out: NDArray[np.uint64] = pd.util.hash_pandas_object(
+        frame, index=False, hash_key=hash_key
+    ).to_numpy()
+    return out
+
+
 def greedy_separated(
-    group: NDArray[np.int64], step: NDArray[np.int64], k: int | None, b: int
+    group: I64,
+    step: I64,
+    k: int | None,
+    b: int,
+    *,
+    used: I64 | None = None,
+    after: I64 | None = None,
 ) -> NDArray[np.bool_]:
     """Rows kept by the greedy rule, for rows sorted by (group, step), steps distinct
     within a group: a group's first row is kept, then each next row whose step is at
     least ``b`` after the last kept one, up to ``k`` rows (None: no limit).
 
+    Continuing earlier runs (groups numbered 0..G−1): group g has already kept
+    ``used``[g] steps and may keep only steps ≥ ``after``[g] (its last kept step + b).
+
     Vectorized by pointer jumping: ``nxt[i]`` is the first row of i's group with step
-    ≥ step[i] + b; the kept rows of a group are its first row, nxt of it, and so on.
+    ≥ step[i] + b; the kept rows of a group are its first allowed row, nxt of it, and
+    so on.
     """
     n = len(step)
     keep = np.zeros(n, dtype=bool)
     if n == 0:
         return keep
-    span = int(step.max()) + b + 1
+    top = int(step.max()) if after is None else max(int(step.max()), int(after.max()))
+    span = top + b + 1
     code = group.astype(np.int64) * span + step
     nxt = np.searchsorted(code, code + b, side="left")
     inside = nxt < n
@@ -136,9 +232,20 @@ def greedy_separated(
     same[inside] = group[nxt[inside]] == group[inside]
     nxt = np.where(same, nxt, -1)
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    if after is not None:
+        g = group[starts]
+        found = np.searchsorted(code, g * span + after[g], side="left")
+        ok = found < n
+        ok[ok] = group[found[ok]] == g[ok]
+        starts = found[ok]
     cur = starts
     rounds = 0
-    while len(cur) and (k is None or rounds < k):
+    while len(cur):
+        if k is not None:
+            spent = rounds if used is None else rounds + used[group[cur]]
+            cur = cur[spent < k]
+            if not len(cur):
+                break
         keep[cur] = True
         cur = nxt[cur]
         cur = cur[cur >= 0]
@@ -147,39 +254,82 @@ def greedy_separated(
 
 
 def bound_units_run(
-    per: pd.DataFrame, bound: RunBound, *, hash_key: str
-) -> tuple[pd.DataFrame, DropReport]:
-    """Apply a :class:`RunBound` to (unit, step, key, weight) rows of the whole run.
+    per: pd.DataFrame,
+    bound: RunBound,
+    *,
+    hash_key: str,
+    keys: Sequence[Any] | None = None,
+    ledger: UnitLedger | None = None,
+) -> tuple[pd.DataFrame, DropReport, UnitLedger]:
+    """Apply a :class:`RunBound` to (unit, step, key, weight) rows of the run's steps.
 
     ``per`` may hold several partial sums of one (unit, step, key); they are added
-    first. Returns (key, step, weight) rows and the report of what was removed:
+    first. ``keys``: the key names by key index (the tie-break hashes names; None: the
+    indices). ``ledger``: what the units used in earlier runs (None: nothing).
+    Returns (key, step, weight) rows, the report of what was removed —
     ``unit_dropped_keys`` (rows of keys beyond ``max_keys``), ``unit_dropped_steps``
-    (rows beyond ``max_steps`` or closer than ``min_separation``), ``clipped_events``.
+    (rows beyond ``max_steps`` or closer than ``min_separation``), ``clipped_events`` —
+    and the ledger after these steps.
     """
     per = partial_sums(per, by_unit=True)
     report = DropReport()
+    ledger = UnitLedger.empty() if ledger is None else ledger
     if per.empty:
-        return pd.DataFrame({"key": [], "step": [], "weight": []}), report
-    per["rank"] = _unit_rank(per, hash_key)
-    # 1. keys: per unit the max_keys distinct keys of smallest (rank, key)
-    pairs = per[["unit", "key", "rank"]].drop_duplicates(["unit", "key"])
-    pairs = pairs.sort_values(["unit", "rank", "key"], kind="stable")
-    pairs["order"] = pairs.groupby("unit", sort=False).cumcount().to_numpy()
-    per = per.merge(pairs[["unit", "key", "order"]], on=["unit", "key"], how="left")
-    far = per["order"].to_numpy() >= bound.max_keys
+        return pd.DataFrame({"key": [], "step": [], "weight": []}), report, ledger
+    key_idx = per["key"].to_numpy(np.int64)
+    per["utext"] = _texts(per["unit"])
+    names = key_idx if keys is None else np.asarray(keys, dtype=object)[key_idx]
+    per["rank"] = pair_rank(per["utext"].to_numpy(), _texts(names), hash_key)
+    before = ledger.frame()
+    # 1. keys: a unit's pairs of earlier runs stay; its new pairs fill the free slots in
+    #    the order of their first step, then rank, then key (a causal rule)
+    pairs = per.groupby(["utext", "key"], sort=False).agg(
+        first=("step", "min"), rank=("rank", "first")
+    )
+    pairs = pairs.reset_index().merge(before, on=["utext", "key"], how="left")
+    old = pairs["steps"].notna().to_numpy()
+    used = before.groupby("utext").size()
+    new = pairs[~old].sort_values(["utext", "first", "rank", "key"], kind="stable")
+    slot = new.groupby("utext", sort=False).cumcount().to_numpy() + new["utext"].map(used).fillna(
+        0
+    ).to_numpy(np.int64)
+    chosen = pd.concat([pairs[old], new[slot < bound.max_keys]], ignore_index=True)
+    chosen["steps"] = chosen["steps"].fillna(0).astype(np.int64)
+    chosen["last"] = chosen["last"].fillna(0).astype(np.int64)
+    chosen["order"] = np.arange(len(chosen), dtype=np.int64)
+    per = per.merge(chosen[["utext", "key", "order"]], on=["utext", "key"], how="left")
+    far = per["order"].isna().to_numpy()
     report.unit_dropped_keys = int(far.sum())
     report.unit_dropped_weight = float(per["weight"].to_numpy()[far].sum())
     per = per[~far]
-    # 2. steps: per (unit, key) the greedy earliest steps, b apart, at most k
-    per = per.sort_values(["unit", "order", "step"], kind="stable").reset_index(drop=True)
-    pair_id = per.groupby(["unit", "order"], sort=False).ngroup().to_numpy(np.int64)
+    # 2. steps: per (unit, key) the greedy earliest steps, b apart, at most k in all runs
+    per = per.sort_values(["order", "step"], kind="stable").reset_index(drop=True)
+    order = per["order"].to_numpy(np.int64)
     steps = per["step"].to_numpy(np.int64)
-    kept = greedy_separated(pair_id, steps, bound.max_steps, bound.min_separation)
+    prior_steps = chosen["steps"].to_numpy(np.int64)
+    prior_last = chosen["last"].to_numpy(np.int64)
+    after = np.where(prior_steps > 0, prior_last + bound.min_separation, 0)
+    kept = greedy_separated(
+        order, steps, bound.max_steps, bound.min_separation, used=prior_steps, after=after
+    )
     report.unit_dropped_steps = int((~kept).sum())
     report.unit_dropped_steps_weight = float(per["weight"].to_numpy()[~kept].sum())
+    # the ledger after these steps: every chosen pair with its kept steps added
+    n_kept = np.bincount(order[kept], minlength=len(chosen))
+    last_kept = np.zeros(len(chosen), dtype=np.int64)
+    np.maximum.at(last_kept, order[kept], steps[kept])
+    chosen["steps"] = prior_steps + n_kept
+    chosen["last"] = np.maximum(prior_last, last_kept)
+    untouched = before.merge(
+        chosen[["utext", "key"]], on=["utext", "key"], how="left", indicator=True
+    )
+    untouched = untouched[untouched["_merge"] == "left_only"].drop(columns="_merge")
+    after_ledger = UnitLedger.from_frame(
+        pd.concat([untouched, chosen[["utext", "key", "steps", "last"]]], ignore_index=True)
+    )
     per = per[kept]
     # 3. weight per (unit, key, step)
     w, n, excess = _clip(per["weight"].to_numpy(), bound.max_weight)
     report.clipped_events, report.clipped_weight = n, excess
     rows = pd.DataFrame({"key": per["key"].to_numpy(), "step": per["step"].to_numpy(), "weight": w})
-    return rows, report
+    return rows, report, after_ledger

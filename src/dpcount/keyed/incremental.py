@@ -324,6 +324,11 @@ def run_incremental(
         )
     if suffix not in ("", ".csv"):
         raise ValueError(f"output {out} must end in .csv or be a directory (no extension)")
+    if suffix == "" and options.get("keys", ()) is None:
+        raise ValueError(
+            f"output {out}: a directory of parts is not available with selection= (an open "
+            "key set); give a .csv file"
+        )
     folder = Path(input_dir)
     record = inputs_path(state)
     columns = EventColumns(

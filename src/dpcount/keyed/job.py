@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.bounds import RunBound, bound_units_run
+from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
 from dpcount.keyed.engine import KeyedMechanism, choose_mechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
@@ -37,7 +37,7 @@ from dpcount.keyed.events import (
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import KeySelection, SelectionPlan
-from dpcount.keyed.state import RunState
+from dpcount.keyed.state import OpenKeys, RunState, extras_digest
 from dpcount.privacy.budget import NoiseKind
 
 __all__ = [
@@ -47,7 +47,9 @@ __all__ = [
     "begin_release",
     "continue_from",
     "load_base",
+    "load_stored",
     "make_job",
+    "place_keys",
     "save_state",
 ]
 
@@ -55,6 +57,10 @@ __all__ = [
 SecretArg = RunSecret | UnsafeTestingSecret | str | os.PathLike[str]
 
 Progress = Callable[[int, int], None]
+
+#: the PRF key block of an open key set: fixed (the table grows from run to run, and a
+#: key's noise must not depend on how many keys there are)
+OPEN_KEY_BLOCK = 1024
 
 
 def _event_level(max_weight: float) -> str:
@@ -98,6 +104,8 @@ class KeyedJob:
     late: str = "refuse"
     #: whether the run stores a state (then releases return the noise state at ``until``)
     keep_state: bool = False
+    #: what the units used of a run-level bound in the steps before ``first`` (stored)
+    ledger: UnitLedger | None = field(default=None, compare=False)
 
     @property
     def until(self) -> int:
@@ -158,19 +166,34 @@ class KeyedJob:
 
     def finish(self, partials: Sequence[pd.DataFrame]) -> tuple[Contributions, DropReport]:
         """Combine partial sums (any partitioning gives the same result for integers)."""
+        contributions, report, _ = self.finish_run(partials)
+        return contributions, report
+
+    def finish_run(
+        self, partials: Sequence[pd.DataFrame]
+    ) -> tuple[Contributions, DropReport, UnitLedger | None]:
+        """:meth:`finish`, and the unit ledger after this run's steps (run-level bounds,
+        continuing :attr:`ledger`; None without them)."""
         rows = pd.concat(list(partials), ignore_index=True) if partials else None
         dtype = np.int64 if self.integer else np.float64
+        ledger = None if self.run_bound is None else (self.ledger or UnitLedger.empty())
         if rows is None or rows.empty:
             empty = np.zeros(0, dtype=np.int64)
-            return Contributions(empty, empty, np.zeros(0, dtype=dtype)), DropReport()
+            return Contributions(empty, empty, np.zeros(0, dtype=dtype)), DropReport(), ledger
         report = DropReport()
         if self.run_bound is not None:
-            rows, report = bound_units_run(rows, self.run_bound, hash_key=self.hash_key)
+            rows, report, ledger = bound_units_run(
+                rows,
+                self.run_bound,
+                hash_key=self.hash_key,
+                keys=self.universe.keys,
+                ledger=self.ledger,
+            )
         elif self.max_keys is not None:
             rows, report = bound_units(
                 rows, max_keys=self.max_keys, max_weight=self.max_weight, hash_key=self.hash_key
             )
-        return to_contributions(rows, dtype, self.universe.keys), report
+        return to_contributions(rows, dtype, self.universe.keys), report, ledger
 
     def release(
         self,
@@ -211,9 +234,12 @@ class KeyedJob:
         return dataclasses.replace(self, secret=run_secret), created
 
     def config(self) -> dict[str, Any]:
+        # an open key set's table grows from run to run: its size is not configuration
+        size = {} if self.selection is None else {"n_keys": "open"}
         return {
             **self.mechanism.config(),
-            "keys_sha256": self.universe.digest(),
+            **size,
+            "keys_sha256": "open" if self.selection is not None else self.universe.digest(),
             **self.buckets.describe(),
             "max_weight": self.max_weight,
             "max_keys": self.max_keys,
@@ -249,6 +275,7 @@ def make_job(
     max_steps: int | None = None,
     min_separation: int | None = None,
     late: str = "refuse",
+    prior_keys: Sequence[Any] = (),
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -257,13 +284,14 @@ def make_job(
     The job's secret is a placeholder until :meth:`KeyedJob.with_secret`.
 
     ``keys=None`` with ``selection``: an open key set, the candidates taken from
-    ``key_values`` (the events' key column; :mod:`dpcount.keyed.selection`).
+    ``key_values`` (the events' key column; :mod:`dpcount.keyed.selection`) after the
+    ``prior_keys`` of earlier runs (their key table, positions kept).
     ``unit_scope="run"``: the unit bound over the whole run (``max_keys``,
     ``max_steps``, ``min_separation``; :mod:`dpcount.keyed.bounds`).
     """
     kind = NoiseKind.parse("noise", noise)
     if keys is None:
-        universe = open_universe(selection, key_values)
+        universe = open_universe(selection, key_values, prior_keys)
     else:
         if selection is not None:
             raise ValueError(
@@ -343,7 +371,7 @@ def make_job(
         l1_step=float(l1),
         l2_step=float(l2),
         neighbouring=relation,
-        key_block=_key_block(len(universe)),
+        key_block=OPEN_KEY_BLOCK if keys is None else _key_block(len(universe)),
         participation=schema,
         **options,
     )
@@ -367,11 +395,13 @@ def make_job(
     return job, derived
 
 
-def open_universe(selection: KeySelection | None, key_values: pd.Series | None) -> KeyUniverse:
-    """The candidate universe of an open key set: the distinct keys of the events, sorted
-    (by type name, then value) so that it does not depend on row order. A key's noise
-    position is its rank here; the noise is i.i.d. over positions and the ranking does
-    not look at the noise, so a data-dependent ranking does not change its law."""
+def open_universe(
+    selection: KeySelection | None, key_values: pd.Series | None, prior: Sequence[Any] = ()
+) -> KeyUniverse:
+    """The universe of an open key set while its events are read: the key table of the
+    earlier runs (``prior``), then the other distinct keys of the events, sorted (by
+    type name, then value) so that it does not depend on row order. The keys that get
+    a bounded contribution then get their noise positions (:func:`place_keys`)."""
     if selection is None:
         raise ValueError(
             "keys: give the public key universe, or keys=None with "
@@ -381,9 +411,49 @@ def open_universe(selection: KeySelection | None, key_values: pd.Series | None) 
         raise ValueError("an open key set (keys=None) needs the events' key column")
     values = pd.unique(key_values.dropna())
     distinct = [v.item() if isinstance(v, np.generic) else v for v in values]
-    if not distinct:
+    known = set(prior)
+    new = sorted((v for v in distinct if v not in known), key=lambda v: (type(v).__name__, v))
+    if not new and not prior:
         raise ValueError("keys=None: the events hold no key to select from")
-    return KeyUniverse(sorted(distinct, key=lambda v: (type(v).__name__, v)))
+    return KeyUniverse([*prior, *new])
+
+
+def place_keys(
+    job: KeyedJob,
+    contributions: Contributions,
+    ledger: UnitLedger | None,
+    n_prior: int,
+) -> tuple[KeyedJob, Contributions, UnitLedger | None]:
+    """An open key set's noise positions: the ``n_prior`` keys of earlier runs keep
+    theirs; the keys first counted in this run follow, ordered by the step of their
+    first bounded contribution, then by name (the universe's order). A key is placed
+    when it is first counted, never later moved, so runs split anywhere place every
+    key where one run over all the steps does. The noise is i.i.d. over positions and
+    the placement does not look at it, so a data-dependent placement does not change
+    its law. Returns the job over the key table (its universe, ``n_keys``), the
+    contributions and the ledger with keys renamed to positions."""
+    n = len(job.universe)
+    first_step = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_step, contributions.key, contributions.step)
+    new = np.flatnonzero(first_step[n_prior:] < np.iinfo(np.int64).max) + n_prior
+    new = new[np.lexsort((new, first_step[new]))]
+    position = np.full(n, -1, dtype=np.int64)
+    position[:n_prior] = np.arange(n_prior)
+    position[new] = n_prior + np.arange(len(new))
+    table = [*job.universe.keys[:n_prior], *(job.universe.keys[i] for i in new)]
+    if not table:
+        raise ValueError(
+            f"keys=None: no key has a counted event in steps {job.first}..{job.until}, so "
+            "there is no key to select from; release these steps with the next run"
+        )
+    key = position[contributions.key]
+    order = np.lexsort((contributions.step, key))
+    placed = Contributions(key[order], contributions.step[order], contributions.value[order])
+    size = len(table)
+    mech = dataclasses.replace(job.mechanism, n_keys=size)
+    plan = None if job.selection is None else job.selection.with_keys(size, mech.key_block)
+    out = dataclasses.replace(job, universe=KeyUniverse(table), mechanism=mech, selection=plan)
+    return out, placed, None if ledger is None else ledger.remap_keys(position)
 
 
 def check_secret_arg(secret: object) -> None:
@@ -436,16 +506,19 @@ def begin_release(
     created: bool,
     contributions: Contributions,
     base: NDArray[Any] | None,
-    buffers: NDArray[np.float64] | None,
+    buffers: NDArray[Any] | None,
     state: str | os.PathLike[str] | None,
+    stored: RunState | None = None,
 ) -> None:
     """Before any output: every running sum is exact (below 2^53, else ValueError naming
     the key and step), and the guard's mark accepts releasing ``job``'s steps from this
-    input (:meth:`~dpcount.keyed.mark.ReleaseGuard.begin`) and records it in progress."""
+    input (:meth:`~dpcount.keyed.mark.ReleaseGuard.begin`) and records it in progress.
+    ``stored``: the state it continues (its open key set and unit ledger are input too)."""
     check_running(contributions, base, job.universe.keys, job.first, job.until)
     if guard is None:
         return
-    digest = input_digest(job.secret, job.first, job.until, contributions, base, buffers)
+    extra = b"" if stored is None else extras_digest(stored.open, stored.ledger)
+    digest = input_digest(job.secret, job.first, job.until, contributions, base, buffers, extra)
     guard.begin(job.secret, created, job.first, job.until, digest, state=state)
 
 
@@ -482,6 +555,68 @@ def load_base(
     return stored.sums, stored.buffers
 
 
+def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState | None:
+    """The authenticated state of step ``job.first − 1`` (None: start from zero), with
+    its open key set (``job.selection``) and unit ledger (``job.run_bound``). For an
+    open key set its key table must be the universe's first keys (read before it was
+    authenticated, :meth:`RunState.peek_keys`)."""
+    if state is None or (job.first == 1 and not os.path.exists(state)):
+        return None
+    m = job.mechanism
+    open_keys = job.selection is not None
+    stored = RunState.load(
+        state,
+        job.secret,
+        None if open_keys else m.n_keys,
+        m.noise_layout(job.first - 1),
+        selection_layout=None
+        if job.selection is None
+        else job.selection.mechanism.noise_layout(job.first - 1),
+        open_keys=open_keys,
+        units=job.run_bound is not None,
+    )
+    if stored.step != job.first - 1:
+        raise ValueError(f"state file {state} changed during the run (step {stored.step})")
+    dtype = np.int64 if job.integer else np.float64
+    if stored.sums.dtype != dtype:
+        raise ValueError(f"state file {state} holds {stored.sums.dtype} sums, not {dtype}")
+    if stored.open is not None and stored.open.keys != job.universe.keys[: len(stored.open.keys)]:
+        raise ValueError(f"state file {state} changed during the run (its key table)")
+    return stored
+
+
+def extend_noise_state(
+    mechanism: KeyedMechanism,
+    prf_key: bytes,
+    buffers: NDArray[np.uint64] | None,
+    n_keys: int,
+    first: int,
+    chunk_keys: int,
+) -> NDArray[np.uint64] | None:
+    """``buffers`` (the noise state after step first − 1 of the first keys) with the
+    noise state of keys len..n_keys − 1 appended, keys first counted in this run: their
+    noise of steps 1..first − 1, computed from the PRF at their positions (nothing of
+    it was released: those positions held no key). The engine computes whole key
+    blocks, so stored keys sharing a block with new ones have their values of those
+    steps computed again alongside (the same bits, pure functions of the position)
+    and discarded: nothing of it is released or added to another count."""
+    if buffers is None or buffers.shape[1] == n_keys:
+        return buffers
+    out = np.zeros((buffers.shape[0], n_keys), dtype=np.uint64)
+    done = buffers.shape[1]
+    out[:, :done] = buffers
+    none = np.zeros(0, dtype=np.int64)
+    empty = Contributions(none, none, np.zeros(0, dtype=np.int64))
+    for lo in range(done, n_keys, chunk_keys):
+        hi = min(lo + chunk_keys, n_keys)
+        _, ends = mechanism.release_with_state(
+            prf_key, empty, lo, hi, first=1, last=first - 1, keep_state=True
+        )
+        assert ends is not None
+        out[:, lo:hi] = ends
+    return out
+
+
 @dataclass
 class Carry:
     """What the next run needs: the exact running sums at ``until`` (computed before the
@@ -490,6 +625,10 @@ class Carry:
 
     sums: NDArray[Any]
     buffers: NDArray[Any] | None
+    #: an open key set's table, selection steps and selection noise state at ``until``
+    open: OpenKeys | None = None
+    #: the unit ledger after ``until`` (run-level bounds)
+    ledger: UnitLedger | None = None
 
     @classmethod
     def start(
@@ -512,9 +651,13 @@ def save_state(
     state: str | os.PathLike[str],
     totals: NDArray[Any],
     buffers: NDArray[Any] | None = None,
+    open_keys: OpenKeys | None = None,
+    ledger: UnitLedger | None = None,
 ) -> None:
     """Record that steps 1..until are released, with the exact sums (and the per-key noise
-    state) at ``until``."""
+    state) at ``until``, and an open key set's and a unit ledger's state."""
     s = job.secret
     layout = job.mechanism.noise_layout(job.until) if buffers is not None else None
-    RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout).save(state, s)
+    RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout, open_keys, ledger).save(
+        state, s
+    )

@@ -103,23 +103,28 @@ def input_digest(
     until: int,
     contributions: Any,
     base: NDArray[Any] | None,
-    buffers: NDArray[np.float64] | None,
+    buffers: NDArray[Any] | None,
+    extra: bytes = b"",
 ) -> str:
     """HMAC-SHA256 (key derived from the secret, so it reveals nothing of the data) of
     everything the release of steps first..until depends on besides the secret and
     configuration: the contributions of those steps (sorted by key and step), the
-    exact sums at step first − 1 and the noise state there. Equal digests: equal bits."""
+    exact sums at step first − 1 and the noise state there, and ``extra`` (a digest of
+    the stored open key set and unit ledger, :func:`dpcount.keyed.state.extras_digest`).
+    Equal digests: equal bits."""
     h = hmac.new(secret.derived_key(b"dpcount-keyed-input-digest"), digestmod=hashlib.sha256)
     h.update(f"{first}:{until}\n".encode())
+    if extra:
+        h.update(b"extra:" + extra + b"\n")
     for name in ("key", "step", "value"):
         arr = np.asarray(getattr(contributions, name))
         h.update(f"{name}:{arr.dtype.str}:{arr.size}\n".encode())
         h.update(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes())
-    for name, extra in (("base", base), ("buffers", buffers)):
-        if extra is None:
+    for name, stored in (("base", base), ("buffers", buffers)):
+        if stored is None:
             h.update(f"{name}:none\n".encode())
         else:
-            arr = np.asarray(extra)
+            arr = np.asarray(stored)
             h.update(f"{name}:{arr.dtype.str}:{arr.shape}\n".encode())
             h.update(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes())
     return h.hexdigest()

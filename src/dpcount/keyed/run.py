@@ -44,13 +44,16 @@ from dpcount.keyed.job import (
     begin_release,
     check_secret_arg,
     continue_from,
-    load_base,
+    extend_noise_state,
+    load_stored,
     make_job,
+    place_keys,
     save_state,
     secret_file,
 )
 from dpcount.keyed.mark import ReleaseGuard
 from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask, select_keys
+from dpcount.keyed.state import OpenKeys, RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 from dpcount.privacy.budget import Budget, NoiseKind
 
@@ -101,7 +104,8 @@ class KeyedResult:
             f"{self.buckets.describe()['start']}), " + m.structure,
             f"released steps: {self.released[0]}..{self.released[1]}"
             + (f"; state saved to {self.state}" if self.state is not None else ""),
-            f"events: {r.events} read, {r.kept_events} counted; dropped: {r.unknown_key} "
+            f"events (exact, not private): {r.events} read, {r.kept_events} counted; "
+            f"dropped: {r.unknown_key} "
             f"unknown key, {r.out_of_range} outside the steps, {r.later_steps} after the "
             f"released steps"
             + (
@@ -480,12 +484,15 @@ def keyed_counts(
             from the first step its noisy selection count reaches a threshold (earlier
             steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
             included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
-            Embedded engine, discrete noise, a frame or an output file, no ``state``.
+            Embedded engine, discrete noise, a frame or an output file; with
+            ``state`` the key table, selection steps and selection noise state persist
+            (resumes equal one run).
         unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
             per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
             keys, ``max_steps`` steps per key at least ``min_separation`` apart,
             ``max_weight`` per key and step — with user-level privacy over the run
-            (:mod:`dpcount.keyed.bounds`). Needs ``unit_column``; no ``state``.
+            (:mod:`dpcount.keyed.bounds`). Needs ``unit_column``; with ``state`` each
+            unit's use of its bound persists (:class:`~dpcount.keyed.bounds.UnitLedger`).
         max_steps, min_separation: see ``unit_scope="run"`` (default: every step, 1).
         sink: instead of ``output``, call this with the job and the chunks (as
             ``on_chunk`` gets them) to write the output itself, before the state is
@@ -650,15 +657,8 @@ def _check_open(
         ("selection= (an open key set)", keys is None or selection is not None),
         ("unit_scope='run'", unit_scope == "run"),
     ):
-        if not used:
-            continue
-        if engine != "embedded":
+        if used and engine != "embedded":
             raise ValueError(f"{what} runs on the embedded engine only (engine={engine!r})")
-        if state is not None:
-            raise ValueError(
-                f"{what} needs one run over the steps: state= (resuming across time) would "
-                "need each unit's contributions of the earlier runs"
-            )
     if keys is None or selection is not None:
         if on_chunk is not None:
             raise ValueError(
@@ -712,7 +712,10 @@ def _run_embedded(
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
-    job, derived = make_job(times=times, key_values=frame[columns.key], **common)
+    prior: tuple[Any, ...] = ()
+    if common.get("keys") is None and state is not None and os.path.exists(state):
+        prior = RunState.peek_keys(state)  # authenticated below (load_stored)
+    job, derived = make_job(times=times, key_values=frame[columns.key], prior_keys=prior, **common)
     if allowed_lateness is not None:
         until = _until_watermark(job, state, times, allowed_lateness)
         derived.append("the released steps (from the latest event time)")
@@ -720,15 +723,34 @@ def _run_embedded(
     source = None if isinstance(events, pd.DataFrame) else str(events)
     partial, report = job.prepare(frame, source)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
-    base, buffers = load_base(job, state)
-    contributions, bound_report = job.finish([partial])
+    stored = load_stored(job, state)
+    base = None if stored is None else stored.sums
+    buffers = None if stored is None else stored.buffers
+    if stored is not None:
+        job = dataclasses.replace(job, ledger=stored.ledger)
+    contributions, bound_report, ledger = job.finish_run([partial])
     report = report + bound_report
-    outcome = None
+    outcome, opened = None, None
     if job.selection is not None:
-        selected, outcome = select_keys(job, contributions, chunk_keys)
+        n_prior = 0 if stored is None or stored.open is None else len(stored.open.keys)
+        job, contributions, ledger = place_keys(job, contributions, ledger, n_prior)
+        base, buffers, picked = _extend(job, stored, base, buffers, chunk_keys)
+        selected, outcome, ends = select_keys(
+            job,
+            contributions,
+            chunk_keys,
+            base=base,
+            noise_state=picked,
+            selected=None if stored is None or stored.open is None else stored.open.selected,
+            n_prior=n_prior,
+        )
         job = dataclasses.replace(job, selected=selected)
-    begin_release(guard, job, created, contributions, base, buffers, state)
+        layout = None if ends is None else job.selection.mechanism.noise_layout(job.until)  # type: ignore[union-attr]
+        opened = OpenKeys(job.universe.keys, selected, ends, layout)
+    begin_release(guard, job, created, contributions, base, buffers, state, stored)
     carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
+    if carry is not None:
+        carry.open, carry.ledger = opened, ledger
     parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
 
@@ -738,7 +760,8 @@ def _run_embedded(
             need_state = carry is not None and carry.buffers is not None
             if lo in done and not need_state:
                 continue
-            if job.selected is not None and not (job.selected[lo:hi] <= job.until).any():
+            withheld = job.selected is not None and not (job.selected[lo:hi] <= job.until).any()
+            if withheld and not need_state:
                 continue  # no key of the chunk is selected: nothing of it is released
             values, ends = job.release(
                 contributions.for_keys(lo, hi),
@@ -750,13 +773,44 @@ def _run_embedded(
             if carry is not None and carry.buffers is not None:
                 assert ends is not None
                 carry.buffers[:, lo:hi] = ends
-            if lo in done:  # written by an earlier attempt; computed for its noise state
+            if lo in done or withheld:  # computed for its noise state only
                 continue
             yield lo, values
             if progress is not None:
                 progress(hi, n)
 
     return job, created, derived, report, chunks(), carry, outcome
+
+
+def _extend(
+    job: KeyedJob,
+    stored: RunState | None,
+    base: NDArray[Any] | None,
+    buffers: NDArray[Any] | None,
+    chunk_keys: int,
+) -> tuple[NDArray[Any] | None, NDArray[Any] | None, NDArray[np.uint64] | None]:
+    """An open key set continuing a stored state: the sums (zero), the counting noise
+    state and the selection counter's noise state of the keys new in this run appended
+    to the stored keys' (:func:`~dpcount.keyed.job.extend_noise_state`)."""
+    if stored is None or stored.open is None:
+        return base, buffers, None
+    n = job.mechanism.n_keys
+    assert base is not None and job.selection is not None
+    grown = np.zeros(n, dtype=base.dtype)
+    grown[: len(base)] = base
+    prf = job.secret.prf_key
+    counting = extend_noise_state(job.mechanism, prf, buffers, n, job.first, chunk_keys)
+    from dpcount.keyed.selection import selection_secret
+
+    picked = extend_noise_state(
+        job.selection.mechanism,
+        selection_secret(prf),
+        stored.open.buffers,
+        n,
+        job.first,
+        chunk_keys,
+    )
+    return grown, counting, picked
 
 
 def _until_watermark(
@@ -825,7 +879,11 @@ def _emit(
         for lo, values in chunks:
             on_chunk(lo, values)
     elif output is None:
-        frame = pd.concat(list(frames), ignore_index=True)
+        listed = list(frames)
+        if not listed:  # no key selected (yet): no rows
+            names = ("key", "step", time_label, "private_count", "std")
+            listed = [pd.DataFrame({name: pd.Series([], dtype=object) for name in names})]
+        frame = pd.concat(listed, ignore_index=True)
         for column in ("key", time_label):  # plain values, whatever the chunking
             frame[column] = frame[column].astype(object)
         result.frame = frame
@@ -835,7 +893,7 @@ def _emit(
         result.output = write_frames(frames, output, std_digits)
     if state is not None:  # only once the whole output is out
         assert carry is not None
-        save_state(job, state, carry.sums, carry.buffers)
+        save_state(job, state, carry.sums, carry.buffers, carry.open, carry.ledger)
         result.state = Path(state)
     if guard is not None:  # only now: the output (and state) are complete
         guard.finish()

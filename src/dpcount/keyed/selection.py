@@ -3,11 +3,21 @@
 With ``keys=None`` and ``selection=KeySelection(epsilon=ε_s, delta=δ_s)`` the key
 universe is not given. The candidate keys are the keys of the run's *bounded*
 contributions (key names come only from the data: a key never seen is never
-released). A candidate key is released from the first step at which a separate
-noisy running count of it — the **selection counter** — reaches a threshold τ, and
-from then on with the run's counting mechanism; its earlier steps are withheld (the
+released); a key is a candidate from f, the step of its first bounded contribution.
+A candidate key is released from the first step σ ≥ f at which a separate noisy
+running count of it — the **selection counter** — reaches a threshold τ, and from
+then on with the run's counting mechanism; its earlier steps are withheld (the
 running count of step s ≥ σ still covers all its events since step 1). So the set of
 released keys, and the step each one appears at, are themselves private output.
+
+The rule is causal (σ depends on steps ≤ σ only), so it can run in pieces: with
+``state=`` (:mod:`dpcount.keyed.state`) or incremental runs
+(:mod:`dpcount.keyed.incremental`) the key table, the selection steps and the
+selection counter's noise state per key persist, a key gets its noise position when
+it is first counted (after the keys of earlier runs, ordered by f then name, so one
+run over all the steps places it at the same position), and the runs release
+exactly the rows of one run. τ is computed for the whole horizon T, fixed at the
+first run.
 
 Notation (math → code):
 
@@ -51,24 +61,31 @@ t ≥ 200) and bounded by P[B ≥ J] beyond (:func:`noise_tail`, an upper bound)
 Theorem (the combined guarantee). Neighbouring logs differ in all the events of one
 privacy unit, bounded as in :mod:`dpcount.keyed.bounds` (event level: one event).
 Let ε = ε_s + ε_c and p₁ = δ_s·e^{−ε}/m. Then the release (the selected keys, their
-selection steps and their counts from then on) is (ε_s + ε_c, δ_s + δ_c)-DP.
+selection steps and their counts from then on) is (ε_s + ε_c, δ_s + δ_c)-DP, whether
+it is made in one run or in several continuing a state.
 
-Proof. Let D′ = D + u. Bounding is per unit, so u's kept contributions touch a set
-K_u of at most m keys, and the candidate sets satisfy cand(D′) = cand(D) ∪ K_u; let
-K_new = K_u \\ cand(D). Write P = (selection counter, counting mechanism) run over the
-candidate keys; the release is a post-processing F of P (select by τ, withhold the
-steps before selection). (i) On the keys cand(D), P(D) and P(D′) differ only by u's
-contributions, a neighbouring change of both vector streams: the selection counter
-is (ε_s, 0)-DP and the counting mechanism (ε_c, δ_c)-DP for it (their
-calibrations), with independent noise, so the pair is (ε, δ_c)-DP (basic
-composition). (ii) Let E be the event that no key of K_new is released. Each key of
-K_new has only u's contributions (c_s ≤ C), so by the union bound above and |K_new| ≤ m,
-P[¬E] ≤ m·p₁; and E, being a function of the noise of K_new alone, is independent of
-the noise of cand(D). On E, F(P(D′)) equals G(D′) := F applied to P(D′) restricted to
-cand(D). Hence for any set S of outputs:
-P[F(P(D′)) ∈ S] ≤ P[G(D′) ∈ S] + P[¬E] ≤ e^ε·P[F(P(D)) ∈ S] + δ_c + m·p₁, and
-P[F(P(D)) ∈ S] ≤ e^ε·P[G(D′) ∈ S] + δ_c ≤ e^ε·(P[F(P(D′)) ∈ S] + m·p₁) + δ_c.
-With m·p₁ = δ_s·e^{−ε}, both are at most e^ε·P[·] + δ_c + δ_s. ∎
+Proof. Let D′ = D + u. Bounding is per unit (and causal per unit: u's bounded
+contributions do not change another unit's), so u's kept contributions touch a set
+K_u of at most m keys; f_D(j) (∞ if j ∉ cand(D)) is key j's first counted step, and
+f_{D′}(j) = f_D(j) for j ∉ K_u, f_{D′}(j) ≤ f_D(j) for j ∈ K_u. Write P = (selection
+counter, counting mechanism) run over all keys (noise i.i.d. per key: the positions
+do not look at the noise, so they do not change its law); the release is
+F_f(P), a post-processing that depends on the data only through the eligibility
+steps f (select the first crossing at a step ≥ f(j), withhold earlier steps).
+(i) P(D) and P(D′) differ only by u's contributions, a neighbouring change of both
+vector streams: the selection counter is (ε_s, 0)-DP and the counting mechanism
+(ε_c, δ_c)-DP for it (their calibrations), with independent noise, so the pair is
+(ε, δ_c)-DP (basic composition), and so is F_{f_D}(P(·)), one fixed post-processing.
+(ii) Let E be the event that no key j ∈ K_u crosses τ at a step s ∈ [f_{D′}(j),
+f_D(j)) under D′. At those steps j's running count under D′ is u's alone (D has none
+of j before f_D(j)), so c_s ≤ C, and by the union bound above P[¬E] ≤ |K_u|·p₁ ≤
+m·p₁. On E, F_{f_{D′}}(P(D′)) = F_{f_D}(P(D′)) =: G(D′) (no key's first crossing at a
+step ≥ f_{D′} lies before f_D). Hence for any set S of outputs:
+P[F_{f_{D′}}(P(D′)) ∈ S] ≤ P[G(D′) ∈ S] + P[¬E] ≤ e^ε·P[F_{f_D}(P(D)) ∈ S] + δ_c + m·p₁,
+and P[F_{f_D}(P(D)) ∈ S] ≤ e^ε·P[G(D′) ∈ S] + δ_c ≤ e^ε·(P[F_{f_{D′}}(P(D′)) ∈ S] +
+m·p₁) + δ_c. With m·p₁ = δ_s·e^{−ε}, both are at most e^ε·P[·] + δ_c + δ_s. Runs
+continuing a state compute the same F_f(P) (the same rule, causal, on the same
+noise), so the guarantee is the one run's. ∎
 
 This is the threshold-then-release design of DP-SQLP (Zhang, Doroshenko, Kairouz,
 Steinke, Thakurta, Ma, Cohen, Apte, Spacek, "Continual Release of Differentially
@@ -81,10 +98,9 @@ thresholding (DP-SIPS, Swanberg, Desfontaines, Haney, "DP-SIPS", arXiv:2301.0199
 is not used: the discrete Laplace tree keeps the selection pure-ε.
 
 Limits: the selection needs integer weights and discrete counting noise (a discrete
-Laplace threshold on a non-integer count would reveal its fractional part), the
-embedded engine, and one run over the steps (no ``state=``: a run-level bound across
-runs would need each unit's history). ``report`` (candidate and selected counts) is
-exact, not private; the released rows are.
+Laplace threshold on a non-integer count would reveal its fractional part) and the
+embedded engine. ``report`` (candidate and selected counts, dropped and late events)
+is exact, not private; the released rows are.
 """
 
 from __future__ import annotations
@@ -119,6 +135,12 @@ class _SelectionJob(Protocol):
 
     @property
     def until(self) -> int: ...
+
+    @property
+    def first(self) -> int: ...
+
+    @property
+    def keep_state(self) -> bool: ...
 
     @property
     def secret(self) -> _Secret: ...
@@ -396,36 +418,71 @@ class SelectionOutcome:
     def summary(self) -> str:
         return (
             f"key selection: {self.candidates} candidate keys in the data, {self.selected} "
-            f"released (threshold {self.plan.threshold}); {self.plan.describe()}"
+            f"released (exact, not private); threshold {self.plan.threshold}; "
+            f"{self.plan.describe()}"
         )
 
 
 def select_keys(
-    job: _SelectionJob, contributions: Contributions, chunk_keys: int
-) -> tuple[NDArray[np.int64], SelectionOutcome]:
-    """σ, the selection step (1..T) of every key of the job's universe (T + 1: never),
-    and the outcome. Candidates are the keys with a bounded contribution; every other
-    key is never selected."""
+    job: _SelectionJob,
+    contributions: Contributions,
+    chunk_keys: int,
+    *,
+    base: NDArray[Any] | None = None,
+    noise_state: NDArray[np.uint64] | None = None,
+    selected: NDArray[np.int64] | None = None,
+    n_prior: int = 0,
+) -> tuple[NDArray[np.int64], SelectionOutcome, NDArray[np.uint64] | None]:
+    """σ, the selection step of every key of the job's key table (T + 1: never), the
+    outcome, and (when the job keeps a state) the selection counter's noise state
+    after ``job.until``.
+
+    A key is eligible from the step of its first counted contribution on (the module
+    docstring): σ is the first such step s ≤ ``job.until`` at which its noisy
+    selection count reaches τ. Continuing a stored state (steps ``job.first``..): the
+    ``n_prior`` keys of earlier runs (eligible since then) keep their ``selected``
+    step, and the counter continues from their exact sums ``base`` and its
+    ``noise_state`` (the rest of the table: keys new in this run, from zero)."""
     plan = job.selection
     if plan is None:
         raise ValueError("select_keys needs a job with selection=")
     mech = plan.mechanism
-    last = job.until
+    first, last, never = job.first, job.until, mech.horizon + 1
     tau = plan.threshold
     secret = selection_secret(job.secret.prf_key)
     n = mech.n_keys
-    candidate = np.bincount(contributions.key, minlength=n) > 0
-    out = np.full(n, last + 1, dtype=np.int64)
+    eligible = np.full(n, never, dtype=np.int64)  # each key's first counted step
+    np.minimum.at(eligible, contributions.key, contributions.step)
+    eligible[:n_prior] = 0
+    out = np.full(n, never, dtype=np.int64)
+    if selected is not None:
+        out[: len(selected)] = selected
+    layout = mech.noise_layout(last) if job.keep_state else None
+    ends = None if layout is None else np.zeros((layout.rows, n), dtype=np.uint64)
+    steps = first + np.arange(last - first + 1, dtype=np.int64)
     for lo, hi in chunk_bounds(n, chunk_keys):
-        if not candidate[lo:hi].any():
+        waiting = (out[lo:hi] > last) & (eligible[lo:hi] <= last)
+        if ends is None and not waiting.any():
             continue
-        noisy = mech.release(secret, contributions.for_keys(lo, hi), lo, hi, first=1, last=last)
-        crossed = noisy >= tau
-        hit = crossed.any(axis=0)
-        first = np.argmax(crossed, axis=0) + 1
-        out[lo:hi] = np.where(hit & candidate[lo:hi], first, last + 1)
-    outcome = SelectionOutcome(plan, int(candidate.sum()), int((out <= last).sum()))
-    return out, outcome
+        noisy, state = mech.release_with_state(
+            secret,
+            contributions.for_keys(lo, hi),
+            lo,
+            hi,
+            first=first,
+            last=last,
+            base=None if base is None else base[lo:hi],
+            noise_state=None if noise_state is None else noise_state[:, lo:hi],
+            keep_state=ends is not None,
+        )
+        if ends is not None:
+            assert state is not None
+            ends[:, lo:hi] = state
+        crossed = (noisy >= tau) & (steps[:, None] >= eligible[None, lo:hi])
+        hit = crossed.any(axis=0) & waiting
+        out[lo:hi] = np.where(hit, first + np.argmax(crossed, axis=0), out[lo:hi])
+    outcome = SelectionOutcome(plan, n, int((out <= last).sum()))
+    return out, outcome, ends
 
 
 def keep_mask(

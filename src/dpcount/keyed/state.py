@@ -22,11 +22,22 @@ count of every key. It is written with owner-only permissions (0600), atomically
   (:mod:`dpcount.keyed.mark`): a restored backup or a copy of an earlier state would
   release the same steps again, with the same noise, from other data.
 
-Format (``dpcount-keyed-state/2``): one line of JSON (format tag, run id,
+Open key sets and run-level unit bounds keep more (:class:`OpenKeys`,
+:class:`~dpcount.keyed.bounds.UnitLedger`), under the same MAC, permissions and
+release mark: the key table (each key's position, in the order keys were first
+counted), each key's selection step, the selection counter's noise state per key
+(:mod:`dpcount.keyed.selection`), and per unit the keys it used, per (unit, key) the
+steps it used and the last of them (:mod:`dpcount.keyed.bounds`) — the units' names
+included, so this file names the data's units too.
+
+Format (``dpcount-keyed-state/3``): one line of JSON (format tag, run id,
 configuration fingerprint, last released step, dtype, number of keys, the noise
-layout and its number of rows per key, MAC), then the sums as little-endian int64 or
-float64, then the noise state: rows × keys 64-bit values (row-major). Format /1
-(dpcount 0.4.0 development versions: sums only, the noise replayed) is refused with
+layout and its number of rows per key, the sizes of the open-key and unit sections,
+MAC), then the sums as little-endian int64 or float64, then the noise state: rows ×
+keys 64-bit values (row-major); then, for an open key set, the key table (JSON), the
+selection steps (int64 per key) and the selection noise state (rows × keys); then,
+for run-level bounds, the unit names (JSON) and the ledger's four int64 columns.
+Formats /1 and /2 (dpcount 0.4.0 development versions) are refused with
 :class:`~dpcount.counting.checkpoint.CheckpointMismatchError`: start a new run.
 """
 
@@ -36,6 +47,7 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,14 +58,63 @@ from numpy.typing import NDArray
 from dpcount._validate import MAX_EXACT_SUM
 from dpcount.counting.checkpoint import CheckpointMismatchError
 from dpcount.durable.atomic import write_atomic
+from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import NoiseLayout
 from dpcount.keyed.secret import RunSecret, check_owner_only
 
-__all__ = ["STATE_FORMAT", "RunState"]
+__all__ = ["STATE_FORMAT", "OpenKeys", "RunState"]
 
-STATE_FORMAT = "dpcount-keyed-state/2"
+STATE_FORMAT = "dpcount-keyed-state/3"
 #: formats this dpcount recognizes but cannot continue
-_OLD_FORMATS = ("dpcount-keyed-state/1",)
+_OLD_FORMATS = ("dpcount-keyed-state/1", "dpcount-keyed-state/2")
+
+
+@dataclass(frozen=True)
+class OpenKeys:
+    """The state of an open key set after a release: the key table (key i has noise
+    position i), each key's selection step (``horizon + 1``: not selected yet) and the
+    selection counter's per-key noise state (``buffers`` laid out by ``layout``; both
+    None: not kept, replayed)."""
+
+    keys: tuple[Any, ...]
+    selected: NDArray[np.int64]
+    buffers: NDArray[np.uint64] | None = None
+    layout: NoiseLayout | None = None
+
+    def key_text(self) -> bytes:
+        for key in self.keys:
+            if isinstance(key, bool) or not isinstance(key, (str, int)):
+                raise ValueError(
+                    f"key {key!r} ({type(key).__name__}): an open key set with state= "
+                    "stores its keys, which must be text or integers"
+                )
+        return json.dumps(list(self.keys), ensure_ascii=False).encode()
+
+    def pieces(self) -> list[bytes]:
+        out = [self.key_text(), np.ascontiguousarray(self.selected, dtype="<i8").tobytes()]
+        if self.buffers is not None:
+            out.append(np.ascontiguousarray(self.buffers, dtype="<u8").tobytes())
+        return out
+
+
+def _ledger_pieces(ledger: UnitLedger) -> list[bytes]:
+    text = json.dumps(list(ledger.units), ensure_ascii=False).encode()
+    columns = (ledger.unit, ledger.key, ledger.steps, ledger.last)
+    return [text, *(np.ascontiguousarray(c, dtype="<i8").tobytes() for c in columns)]
+
+
+def extras_digest(open_keys: OpenKeys | None, ledger: UnitLedger | None) -> bytes:
+    """SHA-256 of the open-key and unit sections (for the release mark's input digest)."""
+    h = hashlib.sha256()
+    for name, pieces in (
+        ("open", None if open_keys is None else open_keys.pieces()),
+        ("units", None if ledger is None else _ledger_pieces(ledger)),
+    ):
+        h.update(f"{name}:{'none' if pieces is None else len(pieces)}\n".encode())
+        for piece in pieces or []:
+            h.update(f"{len(piece)}\n".encode())
+            h.update(piece)
+    return h.digest()
 
 
 @dataclass(frozen=True)
@@ -68,6 +129,8 @@ class RunState:
     sums: NDArray[Any]
     buffers: NDArray[np.uint64] | None = None
     layout: NoiseLayout | None = None
+    open: OpenKeys | None = None
+    ledger: UnitLedger | None = None
 
     def __post_init__(self) -> None:
         if (self.buffers is None) != (self.layout is None):
@@ -93,6 +156,10 @@ class RunState:
         pieces = [sums.tobytes()]
         if self.buffers is not None:
             pieces.append(np.ascontiguousarray(self.buffers, dtype="<u8").tobytes())
+        if self.open is not None:
+            pieces.extend(self.open.pieces())
+        if self.ledger is not None:
+            pieces.extend(_ledger_pieces(self.ledger))
         digest = hmac.new(_mac_key(secret), digestmod=hashlib.sha256)
         header = self._header()
         digest.update(_header_text(header) + b"\n")
@@ -112,6 +179,16 @@ class RunState:
             "n_keys": len(self.sums),
             "noise_layout": None if self.layout is None else self.layout.text,
             "noise_rows": 0 if self.layout is None else self.layout.rows,
+            "open": None
+            if self.open is None
+            else {
+                "keys_bytes": len(self.open.key_text()),
+                "selection_layout": None if self.open.layout is None else self.open.layout.text,
+                "selection_rows": 0 if self.open.layout is None else self.open.layout.rows,
+            },
+            "units": None
+            if self.ledger is None
+            else {"units_bytes": len(_ledger_pieces(self.ledger)[0]), "pairs": len(self.ledger)},
         }
 
     @staticmethod
@@ -148,15 +225,41 @@ class RunState:
         return step
 
     @classmethod
+    def peek_keys(cls, path: str | os.PathLike[str]) -> tuple[Any, ...]:
+        """The key table of an open key set's state (not yet authenticated: the run
+        checks it against the authenticated one, :meth:`load`)."""
+        p, header, payload = cls._read(path)
+        spec = header.get("open")
+        n = header.get("n_keys")
+        rows = header.get("noise_rows")
+        if not isinstance(spec, dict):
+            raise ValueError(f"state file {p} holds no open key set (a run with keys= wrote it)")
+        try:
+            at = 8 * int(n) * (1 + int(rows))  # type: ignore[arg-type]
+            keys = json.loads(payload[at : at + int(spec["keys_bytes"])])
+            if not isinstance(keys, list) or not _key_table(keys):
+                raise ValueError
+        except (ValueError, TypeError, KeyError, RecursionError):
+            raise ValueError(f"state file {p} is damaged (its key table)") from None
+        return tuple(keys)
+
+    @classmethod
     def load(
         cls,
         path: str | os.PathLike[str],
         secret: RunSecret,
-        n_keys: int,
-        layout: NoiseLayout | None = None,
+        n_keys: int | None,
+        layout: NoiseLayout | Callable[[int], NoiseLayout | None] | None = None,
+        *,
+        selection_layout: NoiseLayout | Callable[[int], NoiseLayout | None] | None = None,
+        open_keys: bool = False,
+        units: bool = False,
     ) -> RunState:
-        """Read and authenticate ``path`` for the run of ``secret`` with ``n_keys`` keys,
-        whose noise state after the stored step has ``layout`` (None: none kept).
+        """Read and authenticate ``path`` for the run of ``secret`` with ``n_keys`` keys
+        (None: an open key set, as many as its table holds), whose noise state after
+        the stored step has ``layout`` (None: none kept; a callable: the layout for a
+        number of keys). ``open_keys``/``units``: the run keeps an open key set (with
+        ``selection_layout``, the selection counter's) / a unit ledger.
 
         Raises:
             CheckpointMismatchError: a valid state of an earlier format, or whose noise
@@ -176,6 +279,15 @@ class RunState:
             secret.fingerprint
         ):
             raise ValueError(f"state file {p} belongs to another run (run id or configuration)")
+        stored_n = header.get("n_keys")
+        if n_keys is None:
+            if isinstance(stored_n, bool) or not isinstance(stored_n, int) or stored_n < 1:
+                raise ValueError(f"state file {p} is damaged (n_keys {stored_n!r})")
+            n_keys = stored_n
+        if callable(layout):
+            layout = layout(n_keys)
+        if callable(selection_layout):
+            selection_layout = selection_layout(n_keys)
         want_text = None if layout is None else layout.text
         rows = 0 if layout is None else layout.rows
         if header.get("noise_layout") != want_text or header.get("noise_rows") != rows:
@@ -185,17 +297,25 @@ class RunState:
                 f"{rows}): written by another dpcount version; start a new run",
                 fields=("noise_layout",),
             )
+        spec, uspec = header.get("open"), header.get("units")
+        if (spec is not None) != open_keys or (uspec is not None) != units:
+            raise ValueError(f"state file {p} is damaged (its open-key or unit section)")
         dtype = np.dtype("<i8" if header.get("dtype") == "int64" else "<f8")
-        if header.get("n_keys") != n_keys or len(payload) != 8 * n_keys * (1 + rows):
-            raise ValueError(
-                f"state file {p} holds {header.get('n_keys')!r} keys ({len(payload)} bytes), "
-                f"not {n_keys} with {rows} noise values each"
-            )
-        sums = np.frombuffer(payload[: 8 * n_keys], dtype=dtype).astype(dtype.newbyteorder("="))
+        reader = _Reader(payload, p)
+        if header.get("n_keys") != n_keys:
+            raise ValueError(f"state file {p} holds {header.get('n_keys')!r} keys, not {n_keys}")
+        sums = reader.array(dtype, n_keys).astype(dtype.newbyteorder("="))
         buffers = None
         if rows:
-            raw = np.frombuffer(payload[8 * n_keys :], dtype="<u8")
-            buffers = raw.astype(np.uint64).reshape(rows, n_keys)
+            buffers = reader.array(np.dtype("<u8"), rows * n_keys).astype(np.uint64)
+            buffers = buffers.reshape(rows, n_keys)
+        stored_open = None
+        if spec is not None:
+            stored_open = _load_open(reader, spec, n_keys, selection_layout, p)
+        ledger = None
+        if uspec is not None:
+            ledger = _load_ledger(reader, uspec, n_keys, p)
+        reader.done()
         step = header.get("step")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValueError(f"state file {p} is damaged (step {step!r})")
@@ -204,7 +324,103 @@ class RunState:
         # weights are non-negative and running sums stay below 2^53 (events.check_running)
         if not (np.all(sums >= 0) and np.all(sums < MAX_EXACT_SUM)):
             raise ValueError(f"state file {p} is damaged (a running sum outside [0, 2^53))")
-        return cls(str(header["run_id"]), str(header["fingerprint"]), step, sums, buffers, layout)
+        return cls(
+            str(header["run_id"]),
+            str(header["fingerprint"]),
+            step,
+            sums,
+            buffers,
+            layout,
+            stored_open,
+            ledger,
+        )
+
+
+class _Reader:
+    """Consecutive sections of an authenticated payload (sizes checked)."""
+
+    def __init__(self, payload: bytes, path: Path) -> None:
+        self.payload, self.at, self.path = payload, 0, path
+
+    def take(self, size: int) -> bytes:
+        if size < 0 or self.at + size > len(self.payload):
+            raise ValueError(f"state file {self.path} is damaged (truncated)")
+        out = self.payload[self.at : self.at + size]
+        self.at += size
+        return out
+
+    def array(self, dtype: np.dtype[Any], count: int) -> NDArray[Any]:
+        return np.frombuffer(self.take(dtype.itemsize * count), dtype=dtype)
+
+    def json(self, size: object) -> list[Any]:
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise ValueError(f"state file {self.path} is damaged (a section size)")
+        try:
+            value = json.loads(self.take(size))
+        except (ValueError, RecursionError):
+            raise ValueError(f"state file {self.path} is damaged (a JSON section)") from None
+        if not isinstance(value, list):
+            raise ValueError(f"state file {self.path} is damaged (a JSON section)")
+        return value
+
+    def done(self) -> None:
+        if self.at != len(self.payload):
+            raise ValueError(f"state file {self.path} is damaged ({len(self.payload)} bytes)")
+
+
+def _load_open(
+    reader: _Reader, spec: Any, n_keys: int, layout: NoiseLayout | None, p: Path
+) -> OpenKeys:
+    if not isinstance(spec, dict):
+        raise ValueError(f"state file {p} is damaged (its open-key section)")
+    want_text = None if layout is None else layout.text
+    rows = 0 if layout is None else layout.rows
+    if spec.get("selection_layout") != want_text or spec.get("selection_rows") != rows:
+        raise CheckpointMismatchError(
+            f"state file {p} holds a selection noise state of another layout: written by "
+            "another dpcount version; start a new run",
+            fields=("selection_layout",),
+        )
+    keys = reader.json(spec.get("keys_bytes"))
+    if len(keys) != n_keys or not _key_table(keys):
+        raise ValueError(f"state file {p} is damaged (its key table)")
+    selected = reader.array(np.dtype("<i8"), n_keys).astype(np.int64)
+    buffers = None
+    if rows:
+        buffers = reader.array(np.dtype("<u8"), rows * n_keys).astype(np.uint64)
+        buffers = buffers.reshape(rows, n_keys)
+    return OpenKeys(tuple(keys), selected, buffers, layout)
+
+
+def _key_table(keys: list[Any]) -> bool:
+    """Whether ``keys`` is a key table: distinct text or integer keys."""
+    plain = all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)
+    return plain and len(set(keys)) == len(keys)
+
+
+def _load_ledger(reader: _Reader, spec: Any, n_keys: int, p: Path) -> UnitLedger:
+    if not isinstance(spec, dict):
+        raise ValueError(f"state file {p} is damaged (its unit section)")
+    units = reader.json(spec.get("units_bytes"))
+    pairs = spec.get("pairs")
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 0:
+        raise ValueError(f"state file {p} is damaged (its unit section)")
+    unit, key, steps, last = (
+        reader.array(np.dtype("<i8"), pairs).astype(np.int64) for _ in range(4)
+    )
+    if not all(isinstance(u, str) for u in units) or (
+        pairs
+        and not (
+            unit.min() >= 0
+            and unit.max() < len(units)
+            and key.min() >= 0
+            and key.max() < n_keys
+            and steps.min() >= 1
+            and last.min() >= 1
+        )
+    ):
+        raise ValueError(f"state file {p} is damaged (its unit section)")
+    return UnitLedger(tuple(units), unit, key, steps, last)
 
 
 def _mac_key(secret: RunSecret) -> bytes:
