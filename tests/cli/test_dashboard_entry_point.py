@@ -1,12 +1,12 @@
 """Issue 22 through the installed ``dpcount`` script (``run_done``/``run_entry`` of
 test_first_contact: the entry point next to the Python running the tests, with this
-checkout's ``src`` first on ``PYTHONPATH``), for the items whose other tests call
-``dpcount.cli.main`` in-process: the auto choice and plan's command (item 4), the
-monotone fit's bias (item 5), a small count's imports (item 7), and the smaller
-items 10 (checkpoint message, stdin row numbers, histogram top count, ``--digits``
-of count and keyed, keyed's line numbers).
+checkout's ``src`` first on ``PYTHONPATH``): integer output for integer noise
+(item 3), and the items whose other tests call ``dpcount.cli.main`` in-process: the
+auto choice and plan's command (item 4), the monotone fit's bias (item 5), a small
+count's imports (item 7), and the smaller items 10 (checkpoint message, stdin row
+numbers, histogram top count, ``--digits`` of count and keyed, keyed's line numbers).
 
-Each assertion is the in-process test's (test_auto_choice, test_dashboard,
+Each assertion of those is the in-process test's (test_auto_choice, test_dashboard,
 test_startup), run through the script.
 """
 
@@ -20,10 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from dpcount.analysis import compare
 from dpcount.analysis.choice import choose
-from dpcount.counting import KaryTree
+from dpcount.counting import KaryTree, UnboundedCounter
+from dpcount.counting.registry import build_mechanism
 from dpcount.privacy import Budget
 from tests.cli.test_first_contact import ENTRY, run_done, run_entry
 from tests.cli.test_startup import HEAVY
@@ -40,6 +42,80 @@ def _rows(text: str) -> list[dict[str, str]]:
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
+
+
+# -- item 3: integer noise, integer output ------------------------------------------------------
+
+ROUNDED = (
+    "honaker's estimate (an exact weighted average of integer-noised sums) is rounded to whole "
+    "numbers, ties to even (post-processing: the guarantee is unchanged); the {std} column is "
+    "the exact error of the unrounded estimate, and rounding moves each value by at most 0.5"
+)
+
+
+def _integers(cells: list[str]) -> NDArray[np.int64]:
+    """The cells, each printed as an integer (no fraction, no exponent)."""
+    assert all(c.lstrip("-").isdigit() for c in cells), cells
+    return np.array(cells, dtype=np.int64)
+
+
+def test_the_live_default_releases_whole_numbers(tmp_path: Path) -> None:
+    """Before: the live default (doubling blocks of Honaker's estimator, discrete
+    Laplace) printed fractions, here 4.333333333333333 at step 3. Now each release is
+    the library's estimate rounded half to even; the std is the unrounded estimate's,
+    and the run says so."""
+    rows = [i % 3 for i in range(40)]
+    argv = ["count", "-", "--epsilon", "1", "--seed", "0", "--digits", "17"]
+    proc = run_entry(*argv, stdin=subprocess.PIPE)
+    out, err = proc.communicate("".join(f"{v}\n" for v in rows), timeout=300)
+    assert proc.returncode == 0, err
+    counter = UnboundedCounter(
+        inner="honaker", budget=Budget(epsilon=1.0, noise="discrete-laplace"), rng=0
+    )
+    stream = counter.stream()
+    estimate = np.array([stream.update(v) for v in rows], dtype=np.float64)
+    assert (estimate != np.round(estimate)).sum() > 20  # what the old run printed
+    released = _integers([r["private_count"] for r in _rows(out)])
+    np.testing.assert_array_equal(released, np.rint(estimate))
+    assert np.abs(released - estimate).max() <= 0.5
+    assert [float(r["std"]) for r in _rows(out)] == [counter.std_at(t) for t in range(1, 41)]
+    assert ROUNDED.format(std="std") in _flat(err)
+    assert "UnboundedCounter(inner=honaker" in err  # the default is Honaker's
+
+
+def test_a_named_honaker_rounds_with_integer_noise_only(tmp_path: Path) -> None:
+    """A file with --mechanism honaker and discrete Gaussian noise: whole numbers (the
+    raw column too, under --clamp; the note names raw_std), also in a durable run
+    (which releases step by step); with --noise gaussian the estimate stays a float
+    and no note is given."""
+    x = np.array([i % 4 for i in range(30)])
+    src = tmp_path / "in.csv"
+    src.write_text("".join(f"{v}\n" for v in x))
+    argv = ["count", str(src), "--mechanism", "honaker", "--epsilon", "1", "--delta", "1e-6"]
+    argv += ["--seed", "5", "--clamp"]
+    status, out, err = run_done(*argv)
+    assert status == 0, err
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="discrete-gaussian")
+    estimate = build_mechanism("honaker", horizon=30, budget=budget, rng=5).release(x)
+    assert (estimate != np.round(estimate)).any()
+    table = _rows(out)
+    np.testing.assert_array_equal(_integers([r["raw_private_count"] for r in table]),
+                                  np.rint(estimate))  # fmt: skip
+    np.testing.assert_array_equal(_integers([r["private_count"] for r in table]),
+                                  np.maximum(np.rint(estimate), 0))  # fmt: skip
+    assert ROUNDED.format(std="raw_std") in _flat(err)
+    durable = tmp_path / "durable.csv"
+    status, _, err = run_done(*argv, "--checkpoint", str(tmp_path / "ck"), "--output", str(durable))
+    assert status == 0, err
+    stream = build_mechanism("honaker", horizon=30, budget=budget, rng=5).stream()
+    streamed = np.array([stream.update(v) for v in x.tolist()], dtype=np.float64)
+    assert (streamed != np.round(streamed)).any()
+    raw = [r["raw_private_count"] for r in _rows(durable.read_text())]
+    np.testing.assert_array_equal(_integers(raw), np.rint(streamed))
+    status, out, err = run_done(*argv, "--noise", "gaussian")
+    assert status == 0, err
+    floats = np.array([r["raw_private_count"] for r in _rows(out)], dtype=np.float64)
+    assert (floats != np.round(floats)).all() and "rounded to whole numbers" not in _flat(err)
 
 
 # -- item 4: the auto choice and plan's copy-paste line -----------------------------------------
