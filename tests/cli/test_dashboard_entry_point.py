@@ -15,7 +15,9 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +28,7 @@ from dpcount.analysis import compare
 from dpcount.analysis.choice import choose
 from dpcount.counting import KaryTree, UnboundedCounter
 from dpcount.counting.registry import build_mechanism
-from dpcount.privacy import Budget
+from dpcount.privacy import Budget, PrivacyWarning
 from tests.cli.test_first_contact import ENTRY, run_done, run_entry
 from tests.cli.test_startup import HEAVY
 
@@ -177,6 +179,134 @@ def test_monotone_states_its_bias_and_which_std_is_exact(tmp_path: Path) -> None
     assert _rows(out)[0].keys() == {"t", "private_count", "raw_private_count", "raw_std"}
     status, help_text, _ = run_done("count", "--help")
     assert status == 0 and "BIASED per step" in _flat(help_text)
+
+
+# -- item 6: dpcount.frame.private_counts is dpcount count --------------------------------------
+
+_DAYS = ["2024-03-02", "2024-03-02", "2024-03-05", "2024-03-03", "2024-03-07", "2024-03-07"]
+_CASES = [1, 2, 1, 4, 1, 3]
+_BUCKETS = ["--column", "cases", "--time-column", "day", "--step", "1D"]
+_FRAME_BUCKETS = {"value": "cases", "time": "day", "step": "1D"}
+_PUBLIC = ["--start", "2024-03-01", "--horizon", "9"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "argv", "kwargs"),
+    [
+        pytest.param(  # fractional data: continuous noise and its note; the fit's note
+            {"x": [0.5 * (i % 5) for i in range(40)]},
+            ["--column", "x", "--monotone", "--clamp", "--round"],
+            {"value": "x", "monotone": True, "clamp": True, "round": True},
+            id="fractional-monotone-clamp-round",
+        ),
+        pytest.param(  # step bucketing, a named Honaker: whole numbers and the rounding note
+            {"day": _DAYS, "cases": _CASES},
+            [*_BUCKETS, *_PUBLIC, "--mechanism", "honaker", "--clamp"],
+            {**_FRAME_BUCKETS, "start": "2024-03-01", "horizon": 9, "mechanism": "honaker",
+             "clamp": True},
+            id="step-honaker-clamp",
+        ),
+        pytest.param(  # step bucketing with the start and horizon read off the data
+            {"day": _DAYS, "cases": _CASES},
+            [*_BUCKETS, "--delta", "1e-6"],
+            {**_FRAME_BUCKETS, "budget": Budget(epsilon=1.0, delta=1e-6)},
+            id="step-derived-delta",
+        ),
+    ],
+)  # fmt: skip
+def test_private_counts_is_the_cli(
+    tmp_path: Path, rows: dict[str, list[object]], argv: list[str], kwargs: dict[str, object]
+) -> None:
+    """The same data and options through the installed script and through
+    ``private_counts``: the same choice (mechanism and how auto chose), the same notes
+    and warnings, the same columns and values."""
+    pd = pytest.importorskip("pandas")
+    from dpcount.frame import private_counts
+
+    frame = pd.DataFrame(rows)
+    src = tmp_path / "in.csv"
+    frame.to_csv(src, index=False)
+    status, out, err = run_done("count", str(src), "--epsilon", "1", "--seed", "6",
+                                "--digits", "17", *argv)  # fmt: skip
+    assert status == 0, err
+    kwargs = {"budget": Budget(epsilon=1.0), **kwargs}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = private_counts(frame, rng=6, **kwargs)
+    cli = _rows(out)
+    # columns and values
+    assert [c for c in cli[0] if c != "t"] == list(result.columns)
+    for name in result.columns:
+        got = [str(v) for v in result[name]] if name == "day" else result[name].tolist()
+        want = [r[name] if name == "day" else float(r[name]) for r in cli]
+        assert got == want, name
+    # the choice
+    flat = _flat(err)
+    assert f"mechanism {result.attrs['mechanism']}" in flat
+    if result.attrs["choice"] is None:
+        assert "chosen by" not in flat
+    else:
+        assert f"(chosen by --mechanism auto: {result.attrs['choice']})" in flat
+    # the notes: each of the frame's is the CLI's, and the CLI has no other
+    notes = result.attrs["notes"]
+    assert flat.count("note: ") == len(notes)
+    assert all(f"note: {n}" in flat or f"note: --monotone: {n}" in flat for n in notes)
+    # the warnings: the CLI's stderr lines (the CLI spells the parameters as flags)
+    assert {type(w.message) for w in caught} <= {PrivacyWarning}
+    assert flat.count("warning: ") + flat.count("(floating-point noise") == len(caught)
+    for w in caught:
+        assert str(w.message).split(" (floating-point")[0] in flat.replace("--", "")
+    assert notes or caught  # each case has something to say
+
+
+# -- item 8: a fresh clone runs every test: the test extra and the shipped DPBench pieces -------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_test_extra_installs_what_the_tests_import() -> None:
+    """``pip install -e '.[test]'`` is what CI runs: the optional libraries the tests
+    import (frames, keyed engines, accounting) are in the ``test`` extra."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in Python 3.11+")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {re.split(r"[\[<>=!~ ]", req, maxsplit=1)[0] for req in extras["test"]}
+    assert {"polars", "pandas", "pyarrow", "dask", "dp-accounting"} <= names
+    assert any(req.startswith("dask[distributed]") for req in extras["test"])
+
+
+def test_dpbench_pieces_ship_and_run_through_dpcount_ranges(tmp_path: Path) -> None:
+    """Every DPBench file the tests load is in tests/data/dpbench (listed in its
+    README), and the installed script releases one: the exact answers' z-scores are
+    within 6 and the released total's std is the mechanism's σ."""
+    from tests.conftest import DPBENCH
+
+    used = set()
+    for test_file in (ROOT / "tests").rglob("test_*.py"):
+        used |= set(re.findall(r'dpbench_dir / "(\w+)" / "([\w.]+)"', test_file.read_text()))
+    assert ("1D", "SEARCHLOGS.n4096.npy") in used  # the scan finds the tests' files
+    readme = (DPBENCH / "README.md").read_text()
+    for folder, name in sorted(used):
+        assert (DPBENCH / folder / name).is_file(), (folder, name)
+        assert f"{folder}/{name}" in readme
+    piece = DPBENCH / "1D" / "SEARCHLOGS.n4096.npy"
+    queries, answers, out = tmp_path / "q.csv", tmp_path / "a.csv", tmp_path / "out.csv"
+    queries.write_text("lo,hi\n0,4095\n100,2047\n")
+    status, _, err = run_done("ranges", str(piece), "--epsilon", "0.1", "--delta", "1e-9",
+                              "--queries", str(queries), "--answers", str(answers),
+                              "--output", str(out), "--seed", "0")  # fmt: skip
+    assert status == 0, err
+    x = np.load(piece)
+    assert len(_rows(out.read_text())) == x.size == 4096
+    table = _rows(answers.read_text())
+    truth = [x.sum(), x[100:2048].sum()]
+    z = [(float(r["answer"]) - t) / float(r["std"]) for r, t in zip(table, truth, strict=True)]
+    assert max(abs(v) for v in z) < 6
+    from dpcount.ranges import CorrelatedPerturbation
+
+    sigma = CorrelatedPerturbation(4096, epsilon=0.1, delta=1e-9).sigma
+    assert float(table[0]["std"]) == pytest.approx(sigma, rel=1e-12)
 
 
 # -- item 7: a small count imports no scipy ----------------------------------------------------
