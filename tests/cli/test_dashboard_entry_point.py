@@ -415,6 +415,56 @@ def test_keyed_names_the_file_line_as_count_does(tmp_path: Path) -> None:
     assert status == 2 and "line 4" in err and "yesterday" in err, err
 
 
+def _bad_log(path: Path) -> None:
+    """40 events, a blank line after the 5th, an unparseable time on file line 38."""
+    rows = [f"2024-01-0{1 + i % 3},{'ab'[i % 2]}" for i in range(40)]
+    rows[35] = "yesterday,a"
+    path.write_text("day,product\n" + "\n".join(rows[:5]) + "\n\n" + "\n".join(rows[5:]) + "\n")
+
+
+SMALL_BLOCKS = (
+    "import dask.dataframe as dd, functools\n"
+    "dd.read_csv = functools.partial(dd.read_csv, blocksize=128)\n"
+)
+
+
+def test_keyed_on_dask_names_the_file_line_in_every_partition(tmp_path: Path) -> None:
+    """Before: a row of a partition after the first was named by its index within the
+    partition ("index label 35" for file line 38). Now every engine names the file line:
+    the embedded one, Dask with --partitions 3 (one read_csv partition split in three),
+    and Dask with read_csv's own partitions (a 128-byte blocksize, set by a
+    sitecustomize on the script's path: 4 partitions, each numbering its rows from 0)."""
+    bad, out = tmp_path / "bad.csv", tmp_path / "o.csv"
+    _bad_log(bad)
+    want = "unparseable time 'yesterday' in column 'day' (line 38)"
+    status, _, err = run_done(*_keyed_argv(tmp_path, bad, out))
+    assert status == 2 and want in _flat(err), err
+    dask = ["--engine", "dask", "--workers", "1"]
+    status, _, err = run_done(*_keyed_argv(tmp_path, bad, out, *dask, "--partitions", "3"))
+    assert status == 2 and want in _flat(err), err
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SMALL_BLOCKS)
+    status, _, err = run_done(*_keyed_argv(tmp_path, bad, out, *dask), extra_path=str(site))
+    assert status == 2 and want in _flat(err), err
+    # the worker's own log of the failed task shows the label; the error names the line
+    message = next(x for x in err.splitlines() if x.startswith("dpcount: error:"))
+    assert want in message and "index label" not in message
+
+
+def test_keyed_on_dask_ends_without_a_warning(tmp_path: Path) -> None:
+    """Before: every successful run on a busy machine ended with distributed's
+    "Worker process still alive after 4.0 seconds, killing" (the nanny gave each worker
+    4 s to exit; one with pandas loaded takes longer under load)."""
+    events, out = tmp_path / "events.csv", tmp_path / "o.csv"
+    events.write_text("day,product\n2024-01-01,a\n2024-01-02,b\n2024-01-03,a\n")
+    argv = _keyed_argv(tmp_path, events, out, "--engine", "dask", "--workers", "2")
+    status, _, err = run_done(*argv, "--start", "2024-01-01", "--horizon", "3")
+    assert status == 0, err
+    assert len(_rows(out.read_text())) == 6  # 2 keys x 3 steps
+    assert "WARNING" not in err and "still alive" not in err, err
+
+
 def test_keyed_std_has_four_significant_digits_by_default(tmp_path: Path) -> None:
     events = tmp_path / "events.csv"
     events.write_text("day,product\n2024-01-01,a\n2024-01-02,b\n2024-01-03,a\n")
