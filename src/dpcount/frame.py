@@ -39,9 +39,9 @@ from numpy.typing import NDArray
 from dpcount._time import Clock
 from dpcount.analysis.choice import Choice, choose
 from dpcount.counting.base import CountingMechanism
+from dpcount.postprocess import MONOTONE_NOTE, round_half_even
 from dpcount.postprocess import clamp as clamp_negative
 from dpcount.postprocess import monotone as isotonic
-from dpcount.postprocess import round_half_even
 from dpcount.privacy.budget import Budget
 from dpcount.privacy.notes import PrivacyWarning, data_derived_warning
 from dpcount.privacy.rng import RNGLike
@@ -219,8 +219,13 @@ def private_counts(
         A frame of the input's library: the time column (if named), then
         ``private_count`` and ``std`` (with post-processing: ``private_count``,
         ``raw_private_count``, ``raw_std``); pandas keeps the index of the rows used
-        (without ``step``) and stores ``attrs["mechanism"]``, ``attrs["privacy"]``
-        and ``attrs["choice"]`` (how ``auto`` chose, or None).
+        (without ``step``) and stores ``attrs["mechanism"]``, ``attrs["privacy"]``,
+        ``attrs["choice"]`` (how ``auto`` chose, or None) and ``attrs["notes"]``
+        (the notes ``dpcount count`` prints for the same run: continuous noise and
+        why, Honaker's estimate rounded to whole numbers, the monotone fit's error).
+        With integer noise the counts are whole numbers: Honaker's estimate is
+        rounded (:meth:`dpcount.analysis.choice.Choice.finish`; the std describes the
+        unrounded estimate, rounding moves each value by at most 0.5).
 
     Warns:
         PrivacyWarning: continuous noise (and why), a δ above 1e-3, a start or
@@ -255,12 +260,13 @@ def private_counts(
     whole = bool(np.all(np.isfinite(values) & (values == np.round(values))))
     choice = choose(T, budget=resolved, mechanism=mechanism, whole=whole, options=options)
     mech = _build(choice, rng)
-    raw = mech.release(values)
+    raw = choice.finish(mech.release(values))
     std = np.sqrt(mech.variances()[: len(values)])
     post = _postprocess(raw, monotone=monotone, clamp=clamp, round=round)
     columns = _result_columns(raw, std, post)
     if kind == "pandas":
-        return _pandas(data, keep, time, time_col, labels, columns, mech, choice)
+        notes = _notes(choice, post is not None, monotone)
+        return _pandas(data, keep, time, time_col, labels, columns, mech, choice, notes)
     return _polars(keep, time, time_col, labels, columns)
 
 
@@ -282,6 +288,19 @@ def _build(choice: Choice, rng: RNGLike) -> CountingMechanism:
     if mech.privacy is not None and mech.privacy.warning is not None:
         warnings.warn(mech.privacy.warning, PrivacyWarning, stacklevel=3)
     return mech
+
+
+def _notes(choice: Choice, post: bool, monotone: bool) -> list[str]:
+    """The notes ``dpcount count`` prints for the same run (without its ``note:`` and
+    flag prefixes): why the noise is continuous, that Honaker's estimate is rounded,
+    what the monotone fit's error is."""
+    notes = [] if choice.note is None else [choice.note.text()]
+    rounding = choice.rounding_note("raw_std" if post else "std")
+    if rounding is not None:
+        notes.append(rounding)
+    if monotone:
+        notes.append(MONOTONE_NOTE)
+    return notes
 
 
 def _postprocess(
@@ -320,6 +339,7 @@ def _pandas(
     columns: dict[str, Any],
     mech: CountingMechanism,
     choice: Choice,
+    notes: list[str],
 ) -> Any:
     import pandas as pd
 
@@ -330,6 +350,7 @@ def _pandas(
     out.attrs["mechanism"] = repr(mech)
     out.attrs["privacy"] = mech.privacy.describe() if mech.privacy is not None else "none"
     out.attrs["choice"] = None if choice.auto is None else choice.auto.text()
+    out.attrs["notes"] = notes
     return out
 
 

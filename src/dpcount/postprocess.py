@@ -49,6 +49,7 @@ from dpcount._validate import as_array
 
 __all__ = [
     "GLS_MAX_HORIZON",
+    "MONOTONE_NOTE",
     "clamp",
     "gls_fitter",
     "isotonic_pav",
@@ -57,6 +58,16 @@ __all__ = [
     "noise_matrix",
     "round_half_even",
 ]
+
+
+#: what a front end says about a monotone fit (its columns: the fit ``private_count``,
+#: the release ``raw_private_count`` and its exact std ``raw_std``)
+MONOTONE_NOTE = (
+    "raw_std is the exact error of raw_private_count only; the fitted private_count has "
+    "no exact per-step error: its l2 error summed over the series is at most the raw "
+    "release's, but single steps can be off by more, with a bias (it follows drifting "
+    "correlated noise)"
+)
 
 
 def _vector(name: str, values: ArrayLike) -> NDArray[np.float64]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dpcount.analysis import compare
@@ -147,3 +148,28 @@ def test_options_a_mechanism_does_not_have_are_reported_not_used() -> None:
     assert tree.options == {"k": 4, "subtract": False} and tree.ignored == ()
     with pytest.raises(ValueError, match="bands needs a horizon"):
         choose(None, budget=WITH_DELTA, mechanism="toeplitz", options={"bands": 2})
+
+
+def test_integer_noise_gives_integer_output_honaker_is_rounded() -> None:
+    """Issue 22 item 3: Honaker's estimate under integer noise is a fraction; the
+    choice rounds it (ties to even) and says so; other choices release as built."""
+    honaker = choose(8, budget=ONE, mechanism="honaker")
+    assert honaker.rounds and honaker.budget.noise == "discrete-laplace"
+    release = honaker.build(rng=3).release(np.array([1, 0, 2, 1, 3, 0, 0, 1]))
+    assert (release != np.round(release)).any()  # a fraction to round
+    finished = honaker.finish(release)
+    assert finished.dtype == np.int64
+    np.testing.assert_array_equal(finished, np.rint(release))
+    np.testing.assert_array_equal(honaker.finish(np.array([0.5, 1.5, -2.5, -1.0095])),
+                                  [0, 2, -2, -1])  # fmt: skip
+    assert honaker.finish(2.5) == 2 and isinstance(honaker.finish(2.5), int)
+    note = honaker.rounding_note("raw_std")
+    assert note is not None and "the raw_std column is the exact error of the unrounded" in note
+    for kept in (
+        choose(8, budget=Budget(epsilon=1.0, noise="laplace"), mechanism="honaker"),
+        choose(8, budget=ONE, mechanism="honaker", whole=False),
+        choose(8, budget=ONE, mechanism="kary"),
+    ):
+        assert not kept.rounds and kept.rounding_note() is None
+        assert kept.finish(release) is release
+    assert choose(None, budget=ONE).rounds  # the live default: Honaker blocks

@@ -1,6 +1,7 @@
 """What a dashboard owner meets first (issue 22): counting the rows of an event log,
-``--where``, the shipped samples, honest output (Honaker's fractions, ``--digits``),
-the checkpoint message and the histogram's integer columns.
+``--where``, the shipped samples, honest output (``--digits``; Honaker's rounding is
+in test_dashboard_entry_point), the checkpoint message and the histogram's integer
+columns.
 
 The tests marked slow run the installed entry point (``run_done`` of
 test_first_contact: the ``dpcount`` script with this checkout's ``src`` first on
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from dpcount.cli import main
-from dpcount.counting import KaryTree, UnboundedCounter
+from dpcount.counting import KaryTree
 from tests.cli.test_first_contact import run_done
 
 #: an event log with no numeric column: one row per event (4 days, one empty)
@@ -113,30 +114,6 @@ def test_std_has_four_significant_digits_by_default(tmp_path: Path) -> None:
     assert [r["std"] for r in _rows(out.read_text())] == [f"{s:.4g}" for s in std]
     assert main([*argv, "--digits", "17", "--output", str(out)]) == 0
     assert [float(r["std"]) for r in _rows(out.read_text())] == std.tolist()
-
-
-@pytest.mark.slow
-def test_honaker_output_is_stated_as_fractions() -> None:
-    """Before: the help promised "integer output" while Honaker (the default of a live
-    pipe without --horizon) printed -1.0095238095238095. The claim is changed: the
-    release is a correctly rounded fraction of integer sums, and the run says so."""
-    import subprocess
-
-    from tests.cli.test_first_contact import run_entry
-
-    proc = run_entry("count", "-", "--epsilon", "1", "--seed", "1", stdin=subprocess.PIPE)
-    out, err = proc.communicate("1\n0\n2\n1\n3\n", timeout=300)
-    assert proc.returncode == 0, err
-    stream = UnboundedCounter(inner="honaker", epsilon=1.0, noise="discrete-laplace", rng=1)
-    stream_ = stream.stream()
-    want = [stream_.update(v) for v in (1, 0, 2, 1, 3)]
-    assert [float(r["private_count"]) for r in _rows(out)] == [float(w) for w in want]
-    assert "honaker releases fractions" in " ".join(err.split())
-    status, help_text, _ = run_done("count", "--help")
-    assert status == 0
-    flat = " ".join(help_text.split())
-    assert "honaker the correctly rounded value of an exact fraction" in flat
-    assert "integer output" not in flat
 
 
 @pytest.mark.slow

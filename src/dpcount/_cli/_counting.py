@@ -25,6 +25,7 @@ __all__ = [
     "build_unbounded",
     "check_unbounded",
     "choice_for",
+    "finished",
     "header",
     "postprocessed",
     "row_line",
@@ -134,12 +135,26 @@ def print_noise_note(note: str) -> None:
 
 
 def _announce(args: argparse.Namespace, choice: Choice) -> None:
-    """The choice's note on stderr (why the noise stays continuous) and, for auto, the
-    reason kept for the summary (``args.auto_note``)."""
+    """The choice's notes on stderr (why the noise stays continuous; that the estimate
+    is rounded to whole numbers) and, for auto, the reason kept for the summary
+    (``args.auto_note``). The choice is kept as ``args.choice`` (:func:`finished`)."""
+    args.choice = choice
     if choice.note is not None:
         print_noise_note(choice.note.text(SPELLING))
+    post = args.monotone or args.clamp or args.round
+    rounding = choice.rounding_note("raw_std" if post else "std")
+    if rounding is not None:
+        err_console().print(f"note: {escape(rounding)}", highlight=False, soft_wrap=True)
     if choice.auto is not None:
         args.auto_note = f"chosen by --mechanism auto: {choice.auto.text()}"
+
+
+def finished(args: argparse.Namespace, release: Any) -> Any:
+    """The release as published: the library's :meth:`Choice.finish
+    <dpcount.analysis.choice.Choice.finish>` of the choice :func:`build` made (Honaker's
+    estimate under integer noise rounded to whole numbers; otherwise unchanged)."""
+    choice: Choice | None = getattr(args, "choice", None)
+    return release if choice is None else choice.finish(release)
 
 
 def build(

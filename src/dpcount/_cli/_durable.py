@@ -47,6 +47,7 @@ from typing import IO, Any
 from dpcount._cli._counting import (
     build,
     build_unbounded,
+    finished,
     header,
     postprocessed,
     row_line,
@@ -191,7 +192,7 @@ def _release(
     for label, value in rows:
         if horizon is not None and stream.step >= horizon:
             raise ValueError(f"the input has more than --horizon {horizon} rows")
-        release = stream.update(value)
+        release = finished(args, stream.update(value))
         std = math.sqrt(next(std_of))
         # --round/--clamp: per-row post-processing of this release alone
         # (the same lines as a plain live run with the same seed)

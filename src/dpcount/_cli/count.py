@@ -16,6 +16,7 @@ from dpcount._cli._counting import (
     DEFAULT_K,
     build,
     build_unbounded,
+    finished,
     header,
     postprocessed,
     row_line,
@@ -39,6 +40,7 @@ from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 from dpcount.io import MISSING_POLICIES, SeriesReader, read_plain_column
+from dpcount.postprocess import MONOTONE_NOTE
 from dpcount.privacy.notes import data_derived_warning
 
 HELP = (
@@ -118,9 +120,10 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
         "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
-        "exact MSE; not attackable through floating-point rounding: kary and binary release "
-        "integers, honaker the correctly rounded value of an exact fraction of integer sums, "
-        "so a fraction; --round gives integers) when the "
+        "exact MSE; not attackable through floating-point rounding; integer output: kary and "
+        "binary release integers, and honaker's estimate, an exact fraction of integer sums, "
+        "is rounded to whole numbers, post-processing: the std column is the unrounded "
+        "estimate's, rounding adds at most 0.5) when the "
         "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
         "numbers and no --calibration is given (stdin: a fractional row is then an error); "
         "otherwise the mechanism's own default (gaussian for blt and toeplitz, which then need "
@@ -440,7 +443,7 @@ def run(args: argparse.Namespace) -> int:
     mech = build(args, horizon, values)
     if args.step is not None:
         _warn_data_derived(args)
-    raw = mech.release(np.asarray(values))
+    raw = finished(args, mech.release(np.asarray(values)))
     std = _released_std(mech, len(values))
     post = postprocessed(args, raw)
     with open_output(args.output) as out:
@@ -449,14 +452,7 @@ def run(args: argparse.Namespace) -> int:
         _write_rows(out, labels, shown, std, None if post is None else raw, args.digits)
     summary(mech, len(values), args)
     if args.monotone:
-        err_console().print(
-            "note: --monotone: raw_std is the exact error of raw_private_count only; the fitted "
-            "private_count has no exact per-step error: its l2 error summed over the series is "
-            "at most the raw release's, but single steps can be off by more, with a bias "
-            "(it follows drifting correlated noise)",
-            highlight=False,
-        )
-    _note_fractions(mech, post is not None and args.round)
+        err_console().print(f"note: --monotone: {MONOTONE_NOTE}", highlight=False)
     _report_missing(reader)
     if args.plot:
         from dpcount._cli._plot import plot_release
@@ -487,7 +483,7 @@ def _run_live(args: argparse.Namespace) -> int:
         for _, time, value in reader.records():
             if args.horizon is not None and steps >= args.horizon:
                 raise ValueError(f"stdin has more than --horizon {args.horizon} rows")
-            v = _update(args, stream, value)
+            v = finished(args, _update(args, stream, value))
             shown = postprocessed(args, np.asarray([v]))
             s = math.sqrt(next(variances))
             line = row_line(steps + 1, time, v if shown is None else shown[0], s,
@@ -499,23 +495,8 @@ def _run_live(args: argparse.Namespace) -> int:
         summary_unbounded(mech, steps, args)
     else:
         summary(mech, steps, args)
-    _note_fractions(mech, args.round)
     _report_missing(reader)
     return 0
-
-
-def _note_fractions(mech: CountingMechanism | UnboundedCounter, rounded: bool) -> None:
-    """Honaker's estimator with integer noise releases fractions: say so (the other
-    integer-noise mechanisms release integers)."""
-    name = mech.inner if isinstance(mech, UnboundedCounter) else type(mech).__name__.lower()
-    budget = getattr(mech, "budget", None)
-    discrete = budget is not None and budget.noise is not None and budget.noise.is_discrete
-    if name == "honaker" and discrete and not rounded:
-        err_console().print(
-            "note: honaker releases fractions: each is the correctly rounded value of an exact "
-            "weighted average of integer-noised sums (as safe as integers); --round rounds them",
-            highlight=False,
-        )
 
 
 def _report_missing(reader: SeriesReader) -> None:

@@ -24,6 +24,13 @@ The policy (docs/safe-noise.md):
   first row overall, the reason says so and gives the best row's cost. Without a
   horizon, the inner mechanism of the doubling counter with the lowest exact
   variance at t = 2^16.
+* **Integer noise, integer output.** With integer noise the trees release
+  integers; Honaker's estimator is an exact weighted average of integer-noised
+  sums, a fraction, so :meth:`Choice.finish` rounds it to whole numbers (ties to
+  even) before release (:attr:`Choice.rounds`). Rounding is post-processing, so the
+  guarantee is unchanged (Dwork & Roth 2014, Prop. 2.1); the exact variances stay
+  those of the unrounded estimate, and rounding moves each value by at most 1/2
+  (:data:`ROUNDING_NOTE`).
 
 The choice reads public parameters only, never the data's values (whether they are
 whole numbers is the caller's public statement about their type), so it costs no
@@ -34,6 +41,8 @@ References:
       privacy". ACM CCS 2012. https://doi.org/10.1145/2382196.2382264
     * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
       Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+    * C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy".
+      2014, Proposition 2.1 (post-processing).
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import numpy as np
 
 from dpcount._validate import check_bool, check_choice, check_integer
 from dpcount.analysis.compare import Candidate
@@ -61,6 +72,8 @@ from dpcount.privacy.rng import RNGLike
 
 __all__ = [
     "DEFAULT_K",
+    "ROUNDED_ESTIMATORS",
+    "ROUNDING_NOTE",
     "UNBOUNDED_PROBE",
     "AutoReason",
     "Choice",
@@ -88,6 +101,19 @@ _RULE_FAMILY = {
 }
 
 _STRUCTURE = ("k", "subtract", "bands")
+
+#: the mechanisms whose estimate under integer noise is a fraction (Honaker's exact
+#: weighted average of integer-noised sums): :meth:`Choice.finish` rounds it
+ROUNDED_ESTIMATORS = frozenset({"honaker"})
+
+#: what a front end says when :attr:`Choice.rounds` (``{std}``: the name of the
+#: column of the exact standard deviation, ``std`` or with post-processing ``raw_std``)
+ROUNDING_NOTE = (
+    "{mechanism}'s estimate (an exact weighted average of integer-noised sums) is rounded "
+    "to whole numbers, ties to even (post-processing: the guarantee is unchanged); the "
+    "{std} column is the exact error of the unrounded estimate, and rounding moves each "
+    "value by at most 0.5"
+)
 
 ContinuousReason = Literal["calibration", "sensitivity", "data", "mechanism"]
 
@@ -211,6 +237,36 @@ class Choice:
             budget=self.budget,
             rng=rng,
         )
+
+    @property
+    def rounds(self) -> bool:
+        """Whether :meth:`finish` rounds the release to whole numbers: integer noise
+        (so whole-number data) with a mechanism whose estimate is a fraction
+        (:data:`ROUNDED_ESTIMATORS`)."""
+        noise = self.budget.noise
+        return noise is not None and noise.is_discrete and self.mechanism in ROUNDED_ESTIMATORS
+
+    def finish(self, release: Any) -> Any:
+        """The release as published: with :attr:`rounds`, rounded to the nearest whole
+        numbers, ties to even (an int64 array, or an int for a stream's scalar step;
+        :func:`dpcount.postprocess.round_half_even`); else ``release`` unchanged.
+
+        Post-processing of the release only, so the mechanism's guarantee holds. Its
+        exact variances describe the unrounded estimate; each published value is
+        within 1/2 of it, so its error is at most the unrounded error plus 1/2.
+        """
+        if not self.rounds:
+            return release
+        from dpcount.postprocess import round_half_even
+
+        values = np.asarray(release, dtype=np.float64)
+        whole = round_half_even(values.reshape(-1)).reshape(values.shape)
+        return int(whole) if whole.ndim == 0 else whole
+
+    def rounding_note(self, std: str = "std") -> str | None:
+        """:data:`ROUNDING_NOTE` for this choice when it :attr:`rounds`, else None
+        (``std``: the name of the std column)."""
+        return ROUNDING_NOTE.format(mechanism=self.mechanism, std=std) if self.rounds else None
 
 
 def choose(

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import operator
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -48,7 +49,14 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
-from dpcount.keyed.events import Contributions, DropReport, EventColumns, check_running, parse_times
+from dpcount.keyed.events import (
+    Contributions,
+    DropReport,
+    EventColumns,
+    _line_numbers,
+    check_running,
+    parse_times,
+)
 from dpcount.keyed.job import (
     Carry,
     KeyedJob,
@@ -144,6 +152,44 @@ def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
     return times.iloc[[int(times.argmin()), int(times.argmax())]] if len(times) else times
 
 
+#: a CSV row's index label is (partition + 1) · 2^40 + its row in the partition
+#: (:func:`_number_rows`), which a message names as "index label N" and
+#: :func:`_file_line` turns into the file line, as the embedded engine names it
+_ROW_BITS = 40
+_ROW_LABEL = re.compile(r"index label (\d+)")
+
+
+def _number_rows(frame: pd.DataFrame, partition_info: dict[str, Any] | None = None) -> pd.DataFrame:
+    """The partition with index labels that locate each row (:data:`_ROW_BITS`); a
+    partition of ``dd.read_csv`` otherwise numbers its rows from 0."""
+    number = 0 if partition_info is None else int(partition_info["number"])
+    out = frame.copy(deep=False)
+    out.index = pd.RangeIndex(len(frame)) + ((number + 1) << _ROW_BITS)
+    return out
+
+
+def _partition_lengths(frame: pd.DataFrame) -> pd.Series:
+    return pd.Series(frame.index.to_numpy() >> _ROW_BITS).value_counts()
+
+
+def _file_line(err: ValueError, path: Path, ddf: Any) -> ValueError | None:
+    """``err`` naming the file line (header = line 1, blank lines counted, as
+    :func:`dpcount.keyed.events.read_events` numbers them) of the CSV row it names by
+    its label (:func:`_number_rows`), or None when it names none. Counts the rows of
+    the partitions before it: a pass over the file, on this error path only."""
+    found = _ROW_LABEL.search(str(err))
+    if found is None:
+        return None
+    label = int(found.group(1))
+    part, row = (label >> _ROW_BITS) - 1, label & ((1 << _ROW_BITS) - 1)
+    counts = ddf.map_partitions(_partition_lengths, meta=pd.Series([], dtype=np.int64))
+    lengths = counts.compute().groupby(level=0).sum()
+    position = int(lengths[lengths.index < part + 1].sum()) + row
+    lines = _line_numbers(path, int(lengths.sum()))
+    name = f"data row {position + 1}" if lines is None else f"line {int(lines[position])}"
+    return ValueError(str(err).replace(found.group(0), name))
+
+
 def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> Any:
     import dask.dataframe as dd
 
@@ -163,6 +209,7 @@ def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> A
             ddf = dd.read_csv(
                 str(p), usecols=columns.names(), dtype=dtype, keep_default_na=False, na_values=[""]
             )
+            ddf = ddf.map_partitions(_number_rows, meta=ddf._meta)
         else:
             raise ValueError(f"events file {p} must end in .csv or .parquet")
     elif isinstance(events, pd.DataFrame):
@@ -199,7 +246,29 @@ def _client(scheduler: Any, workers: int, stack: ExitStack) -> Any:
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
     )
+    stack.callback(_close_workers, cluster)  # after the client, before the cluster
     return stack.enter_context(Client(cluster))  # type: ignore[no-untyped-call]
+
+
+#: seconds a local worker process has to exit after the run before it is killed
+WORKER_EXIT_TIMEOUT = 30.0
+
+
+def _close_workers(cluster: Any) -> None:
+    """Close the LocalCluster's workers, giving each process
+    :data:`WORKER_EXIT_TIMEOUT` seconds to exit. The cluster's own close gives a worker
+    4 s (``Nanny.close``'s default timeout 5, of which 0.8), then kills it and logs
+    "Worker process still alive after 4.0 seconds, killing": on a busy machine a
+    worker with pandas loaded takes that long to shut its interpreter down, so every
+    successful run ended with that warning. The results are gathered by then; a
+    worker that does not exit within the timeout is still killed (and warned about)."""
+    import asyncio
+
+    async def close_all() -> None:
+        nannies = list(cluster.workers.values())
+        await asyncio.gather(*(n.close(timeout=WORKER_EXIT_TIMEOUT) for n in nannies))
+
+    cluster.sync(close_all)
 
 
 def run_dask(
@@ -224,6 +293,7 @@ def run_dask(
 
     columns: EventColumns = common["columns"]
     stack = ExitStack()
+    ddf = None
     try:
         client = _client(scheduler, workers, stack)
         ddf = _dask_frame(events, columns, partitions)
@@ -309,6 +379,15 @@ def run_dask(
             )
             for lo, hi in bounds
         ]
+    except ValueError as err:
+        located = None
+        csv = isinstance(events, (str, os.PathLike)) and Path(events).suffix.lower() == ".csv"
+        if csv and ddf is not None:
+            located = _file_line(err, Path(events), ddf)
+        stack.close()
+        if located is not None:
+            raise located from None
+        raise
     except BaseException:
         stack.close()
         raise
