@@ -22,7 +22,7 @@ Hot paths (issue 19: "trees batch and update, sqrt, BLT step, keyed floor ratio,
 cascade"):
 
 * ``BinaryTree`` and ``KaryTree(k=19, subtract=True)``: batch ``release`` at
-  T = 10^6 (floor: T numpy Laplace samples) and ``stream().update(1.0)`` ×10^5
+  T = 10^6 (floor: T numpy Laplace samples) and ``stream().update(1.0)`` ×2·10^4
   (floor: as many scalar ``rng.laplace`` calls);
 * ``SqrtFactorization``: batch ``release`` at T = 2^16 (floor: one real-FFT
   convolution of two length-T arrays) and ``stream().update`` ×2^16 (floor: as many
@@ -35,7 +35,7 @@ cascade"):
   against the floor of K·T numpy Laplace samples, and against the version's own PRF
   floor (as ``bench_keyed.py`` at that version measures it: 0.3 drew every tree node
   of every key, 0.4 the rows its noise process draws);
-* Cascade Sampling (``cascade_sample``) at n = 2^22 (floor: n normals).
+* Cascade Sampling (``cascade_sample``) at n = 2^22 (``--quick``: 2^21; floor: n normals).
 
 Printed per hot path: the least and the median over rounds of the CPU seconds per
 call, before and after; after ÷ before of the least; each version's median hot ÷
@@ -43,11 +43,53 @@ floor ratio and their after ÷ before. A path is flagged when the floor-normaliz
 after ÷ before exceeds 1.05 and the least-CPU after ÷ before does too ("SLOWER"), or
 only one of them ("check").
 
-Measured 2026-11-27 (2-core machine shared with ~8 engineers' jobs, load average
-3-8 during the run: only the same-run ratios count), ``python
-benchmarks/bench_before_after.py`` (5 rounds), before = ec49881, after = a096372:
+Measured 2026-11-27 12:45-12:58 UTC on the 2-core development machine shared with ~8
+engineers' jobs (load average 11-15 throughout: wall time was 4x the CPU time, so only
+the same-run ratios count), ``python benchmarks/bench_before_after.py`` (full sizes, 4
+rounds, 12.3 min wall, 3.1 min CPU), before = ec49881, after = a096372's source. CPU
+per call, least over rounds; "÷ floor": median over rounds of hot ÷ floor in the same
+child; last column: after ÷ before of those ratios:
 
-TABLE
+===================================  =========  =========  =====  =======  =======  =====
+hot path                             before     after      A÷B    B÷floor  A÷floor  A÷B
+===================================  =========  =========  =====  =======  =======  =====
+BinaryTree batch T = 10^6            41.27 ms   38.71 ms   0.938  1.916    1.738    0.907
+BinaryTree update (per call)         1.68 µs    1.67 µs    0.992  2.388    2.403    1.007
+KaryTree k=19 batch T = 10^6         37.91 ms   34.75 ms   0.916  1.731    1.726    0.997
+KaryTree k=19 update (per call)      1.47 µs    1.51 µs    1.023  2.122    2.109    0.994
+SqrtFactorization batch T = 2^16     12.84 ms   13.52 ms   1.053  1.184    1.306    1.103
+SqrtFactorization update (per call)  0.57 µs    0.56 µs    0.989  1.177    1.160    0.985
+BLT noise step d = 10^5              2.72 ms    2.58 ms    0.949  2.452    2.232    0.911
+BLT stream.update d = 10^5           3.61 ms    3.40 ms    0.941  3.021    2.745    0.909
+BLT batch T = 10^7                   0.394 s    0.325 s    0.825  3.242    2.455    0.757
+keyed 2·10^4 keys × 200 steps        0.745 s    0.376 s    0.505  9.764    4.402    0.451
+keyed ÷ its own PRF floor            0.484 s    0.175 s           1.434    1.957    1.365
+cascade_sample n = 2^22              85.68 ms   82.54 ms   0.963  1.533    1.462    0.954
+===================================  =========  =========  =====  =======  =======  =====
+
+(keyed ÷ its own PRF floor: the before/after columns are the floors; the run's time
+beyond its floor fell from 0.251 s to 0.190 s, median.) An earlier full run (load 12-16)
+gave the same picture: sqrt batch 0.971 (least) and 1.080 (÷ floor), BinaryTree update
+1.015 and 1.055, BLT noise step 1.077 and 0.990, every other path ≤ 1.03 on both.
+
+* The square root's batch release at T = 2^16 is the one path above 1.05 on both
+  measures here. Cause: ``add_running_sums`` (``counting/_steps.py``, commit 41ef092),
+  which adds the running sums in int64 blocks of 2^16 values: at T = 10^6 it is faster
+  (BinaryTree release 0.943x, median of 6 in-process A/B pairs), but at T = 2^16 the
+  array is one block and its extra passes (int64 copy, equality check, int64 cumsum,
+  min/max) cost more than numpy's cumsum + check + add: the release takes 1.044x
+  (median of 6 pairs, range 1.00-1.15) with it than with 0.3's three lines. The rest
+  of the release (mostly the FFT convolution) is 0.3's code. Possible fix (in
+  counting/): keep 0.3's three-pass sum when the array is a single block.
+* The keyed run takes half the CPU of 0.3's, but its ratio to its own PRF floor rose
+  (1.43 → 1.96) because that floor shrank 2.8x (the stream process draws ~T samples per
+  key instead of every tree node, and the one-log sampler is faster); the run's time
+  beyond the floor did not grow.
+* BinaryTree update: the per-step code is 0.3's except ``NoiseBuffer.take_one``'s copy
+  test for vector rows (commit 4eaec65), measured 1.018x in process (median of 8 A/B
+  pairs, within ±4 %).
+* BLT noise step: the fused column-block step (issue 20) is 0.936x the unfused 0.3
+  step in process (median of 8 A/B pairs).
 
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...]
@@ -527,7 +569,8 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
                 f"{'  ÷ own PRF floor (floor + rest)':<36}"
                 f"{_seconds(bprf) + ' + ' + _seconds(brest):>22}"
                 f"{_seconds(aprf) + ' + ' + _seconds(arest):>22}{'':>9}"
-                f"{bp:>9.3f}{ap:>9.3f}{ap / bp:>9.3f}"
+                f"{bp:>9.3f}{ap:>9.3f}{ap / bp:>9.3f}{'':>8}  "
+                + (f"check (rest ×{arest / brest:.2f})" if ap / bp > SLOWER else "")
             )
     return lines
 
