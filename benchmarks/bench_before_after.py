@@ -1,0 +1,644 @@
+"""The hot paths before and after this release, in one run, as CPU time and floor ratios.
+
+"before" is the last 0.3 commit: the parent of the commit that set ``0.4.0`` in
+``src/dpcount/_version.py`` (found with ``git log -S``; at that parent
+``_version.py`` still read 0.2.0 — it was never bumped during 0.3 — while the
+CHANGELOG's top section is 0.3.0, which the script checks). Its ``src`` is
+extracted with ``git archive`` into a temporary directory. "after" is a source tree
+(``--after PATH``, default this script's repository).
+
+Every measurement runs in a fresh subprocess with ``PYTHONPATH`` at one tree's
+``src`` (the child checks which ``dpcount`` it imported). The rounds alternate the
+order (before, after; after, before; ...), so a change in the machine's load hits
+both alike. A child times each hot path as process CPU time (``time.process_time``:
+time other jobs hold the core is not counted) interleaved with a floor of fixed
+numpy work of the same size (drawing the same number of normals or Laplace samples,
+or one FFT convolution), keeping the least of its repeats; the hot path ÷ floor ratio
+from the same child cancels most of the remaining load (cache and memory-bandwidth
+contention, frequency). The floors are identical code in both trees, so their
+after/before ratio (printed) shows how evenly the load fell.
+
+Hot paths (issue 19: "trees batch and update, sqrt, BLT step, keyed floor ratio,
+cascade"):
+
+* ``BinaryTree`` and ``KaryTree(k=19, subtract=True)``: batch ``release`` at
+  T = 10^6 (floor: T numpy Laplace samples) and ``stream().update(1.0)`` ×2·10^4
+  (floor: as many scalar ``rng.laplace`` calls);
+* ``SqrtFactorization``: batch ``release`` at T = 2^16 (floor: one real-FFT
+  convolution of two length-T arrays) and ``stream().update`` ×2^16 (floor: as many
+  scalar ``rng.standard_normal`` calls);
+* BLT (shipped 8 buffers for T = 4096): one noise-process step at d = 10^5 (floor:
+  d normals) and ``CountingStream.update`` of a d-vector; batch ``release`` at
+  T = 10^7 (``--quick``: 10^6; floor: T normals);
+* keyed embedded run, 2·10^4 keys × 200 steps (``--quick``: 10^4 keys), 10 events
+  per key, binary tree without subtraction, discrete Laplace, ε = 1: the whole run
+  against the floor of K·T numpy Laplace samples, and against the version's own PRF
+  floor (as ``bench_keyed.py`` at that version measures it: 0.3 drew every tree node
+  of every key, 0.4 the rows its noise process draws);
+* Cascade Sampling (``cascade_sample``) at n = 2^22 (``--quick``: 2^21; floor: n normals).
+
+Printed per hot path: the least and the median over rounds of the CPU seconds per
+call, before and after; after ÷ before of the least; each version's median hot ÷
+floor ratio and their after ÷ before. A path is flagged when the floor-normalized
+after ÷ before exceeds 1.05 and the least-CPU after ÷ before does too ("SLOWER"), or
+only one of them ("check").
+
+Measured 2026-11-27 12:45-12:58 UTC on the 2-core development machine shared with ~8
+engineers' jobs (load average 11-15 throughout: wall time was 4x the CPU time, so only
+the same-run ratios count), ``python benchmarks/bench_before_after.py`` (full sizes, 4
+rounds, 12.3 min wall, 3.1 min CPU), before = ec49881, after = a096372's source. CPU
+per call, least over rounds; "÷ floor": median over rounds of hot ÷ floor in the same
+child; last column: after ÷ before of those ratios:
+
+===================================  =========  =========  =====  =======  =======  =====
+hot path                             before     after      A÷B    B÷floor  A÷floor  A÷B
+===================================  =========  =========  =====  =======  =======  =====
+BinaryTree batch T = 10^6            41.27 ms   38.71 ms   0.938  1.916    1.738    0.907
+BinaryTree update (per call)         1.68 µs    1.67 µs    0.992  2.388    2.403    1.007
+KaryTree k=19 batch T = 10^6         37.91 ms   34.75 ms   0.916  1.731    1.726    0.997
+KaryTree k=19 update (per call)      1.47 µs    1.51 µs    1.023  2.122    2.109    0.994
+SqrtFactorization batch T = 2^16     12.84 ms   13.52 ms   1.053  1.184    1.306    1.103
+SqrtFactorization update (per call)  0.57 µs    0.56 µs    0.989  1.177    1.160    0.985
+BLT noise step d = 10^5              2.72 ms    2.58 ms    0.949  2.452    2.232    0.911
+BLT stream.update d = 10^5           3.61 ms    3.40 ms    0.941  3.021    2.745    0.909
+BLT batch T = 10^7                   0.394 s    0.325 s    0.825  3.242    2.455    0.757
+keyed 2·10^4 keys × 200 steps        0.745 s    0.376 s    0.505  9.764    4.402    0.451
+keyed ÷ its own PRF floor            0.484 s    0.175 s           1.434    1.957    1.365
+cascade_sample n = 2^22              85.68 ms   82.54 ms   0.963  1.533    1.462    0.954
+===================================  =========  =========  =====  =======  =======  =====
+
+(keyed ÷ its own PRF floor: the before/after columns are the floors; the run's time
+beyond its floor fell from 0.251 s to 0.190 s, median.) An earlier full run (load 12-16)
+gave the same picture: sqrt batch 0.971 (least) and 1.080 (÷ floor), BinaryTree update
+1.015 and 1.055, BLT noise step 1.077 and 0.990, every other path ≤ 1.03 on both.
+
+* The square root's batch release at T = 2^16 is the one path above 1.05 on both
+  measures here. Cause: ``add_running_sums`` (``counting/_steps.py``, commit 41ef092),
+  which adds the running sums in int64 blocks of 2^16 values: at T = 10^6 it is faster
+  (BinaryTree release 0.943x, median of 6 in-process A/B pairs), but at T = 2^16 the
+  array is one block and its extra passes (int64 copy, equality check, int64 cumsum,
+  min/max) cost more than numpy's cumsum + check + add: the release takes 1.044x
+  (median of 6 pairs, range 1.00-1.15) with it than with 0.3's three lines. The rest
+  of the release (mostly the FFT convolution) is 0.3's code. Possible fix (in
+  counting/): keep 0.3's three-pass sum when the array is a single block.
+* The keyed run takes half the CPU of 0.3's, but its ratio to its own PRF floor rose
+  (1.43 → 1.96) because that floor shrank 2.8x (the stream process draws ~T samples per
+  key instead of every tree node, and the one-log sampler is faster); the run's time
+  beyond the floor did not grow.
+* BinaryTree update: the per-step code is 0.3's except ``NoiseBuffer.take_one``'s copy
+  test for vector rows (commit 4eaec65), measured 1.018x in process (median of 8 A/B
+  pairs, within ±4 %).
+* BLT noise step: the fused column-block step (issue 20) is 0.936x the unfused 0.3
+  step in process (median of 8 A/B pairs).
+
+Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
+[--quick] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+HERE = Path(__file__).resolve()
+GROUPS = ("tree", "sqrt", "blt_step", "blt_batch", "keyed", "cascade")
+SLOWER = 1.05  # the issue's limit: no hot path more than 5 % slower
+
+# -- sizes (full, quick): each timed block takes ~20-100 ms of CPU, repeated ``reps``
+# times interleaved with its floor; the least is kept --------------------------------
+SIZES: dict[str, tuple[int, int]] = {
+    "tree_T": (10**6, 10**6),
+    "tree_updates": (2 * 10**4, 2 * 10**4),
+    "sqrt_T": (2**16, 2**16),
+    "blt_d": (10**5, 10**5),
+    "blt_steps": (20, 20),
+    "blt_batch_T": (10**7, 10**6),
+    "keyed_keys": (2 * 10**4, 10**4),
+    "keyed_steps": (200, 200),
+    "keyed_reps": (3, 2),
+    "cascade_n": (2**22, 2**21),
+    "reps": (7, 5),
+}
+
+
+# ======================================================================================
+# Child side: runs with PYTHONPATH at one tree's src and imports that tree's dpcount.
+# ======================================================================================
+
+
+def _cpu_pair(
+    hot: Callable[[], object], floor: Callable[[], object], reps: int, inner: int = 1
+) -> tuple[float, float]:
+    """Least process CPU seconds per call of ``hot`` and of ``floor``, interleaved
+    (floor, hot, floor, hot, ...), each timed over ``inner`` calls."""
+    best_hot = best_floor = float("inf")
+    for _ in range(reps):
+        for fn, is_hot in ((floor, False), (hot, True)):
+            start = time.process_time()
+            for _ in range(inner):
+                fn()
+            cpu = (time.process_time() - start) / inner
+            if is_hot:
+                best_hot = min(best_hot, cpu)
+            else:
+                best_floor = min(best_floor, cpu)
+    return best_hot, best_floor
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def build(factory: Callable[..., Any], *args: Any, privacy: dict[str, Any], **kw: Any) -> Any:
+    """``factory(*args, budget=Budget(**privacy), **kw)``, or with the privacy fields as
+    loose keywords where the version has no ``budget=`` (the one adapter per version)."""
+    if _accepts(factory, "budget"):
+        from dpcount.privacy import Budget
+
+        return factory(*args, budget=Budget(**privacy), **kw)
+    return factory(*args, **privacy, **kw)
+
+
+def _tree_paths(quick: bool) -> list[dict[str, Any]]:
+    import numpy as np
+
+    from dpcount.counting import BinaryTree, KaryTree
+
+    q = int(quick)
+    T, n, reps = SIZES["tree_T"][q], SIZES["tree_updates"][q], SIZES["reps"][q]
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 2, size=T).astype(np.float64)
+    out = []
+    for label, mech in (
+        ("BinaryTree", build(BinaryTree, T, privacy={"epsilon": 1.0}, rng=1)),
+        ("KaryTree k=19", build(KaryTree, T, privacy={"epsilon": 1.0}, k=19, subtract=True, rng=1)),
+    ):
+        mech.release(x)  # warm-up
+
+        def batch(m: Any = mech) -> None:
+            m.release(x)
+
+        hot, floor = _cpu_pair(batch, lambda: rng.laplace(0.0, 1.0, T), reps)
+        out.append(_row(f"{label} batch T=10^{len(str(T)) - 1}", hot, floor, "T Laplace"))
+
+        def updates(m: Any = mech) -> None:
+            s = m.stream()
+            for _ in range(n):
+                s.update(1.0)
+
+        def scalar_floor() -> None:
+            for _ in range(n):
+                rng.laplace(0.0, 1.0)
+
+        hot, floor = _cpu_pair(updates, scalar_floor, reps)
+        out.append(_row(f"{label} update ×{n:,}", hot / n, floor / n, "scalar Laplace calls"))
+    return out
+
+
+def _sqrt_paths(quick: bool) -> list[dict[str, Any]]:
+    import numpy as np
+    import scipy.fft as sfft
+
+    from dpcount.counting import SqrtFactorization
+
+    q = int(quick)
+    T, reps = SIZES["sqrt_T"][q], SIZES["reps"][q]
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 2, size=T).astype(np.float64)
+    a, b = rng.normal(size=T), rng.normal(size=T)
+    n = sfft.next_fast_len(2 * T - 1, real=True)
+    mech = build(SqrtFactorization, T, privacy={"epsilon": 1.0, "delta": 1e-6}, rng=1)
+    mech.release(x)  # the first call also computes the coefficients
+    hot, floor = _cpu_pair(
+        lambda: mech.release(x),
+        lambda: sfft.irfft(sfft.rfft(a, n) * sfft.rfft(b, n), n)[:T],
+        reps,
+        inner=5,
+    )
+    out = [_row(f"SqrtFactorization batch T=2^{T.bit_length() - 1}", hot, floor, "FFT conv")]
+    values = x.tolist()
+
+    def updates() -> None:
+        s = mech.stream()
+        for v in values:
+            s.update(v)
+
+    def scalar_floor() -> None:
+        for _ in range(T):
+            rng.standard_normal()
+
+    hot, floor = _cpu_pair(updates, scalar_floor, reps)
+    out.append(_row(f"SqrtFactorization update ×{T:,}", hot / T, floor / T, "scalar normals"))
+    return out
+
+
+def _blt_step_paths(quick: bool) -> list[dict[str, Any]]:
+    import numpy as np
+
+    from dpcount.counting import BLT
+
+    q = int(quick)
+    d, steps, reps = SIZES["blt_d"][q], SIZES["blt_steps"][q], SIZES["reps"][q]
+    mech = build(BLT.optimized, 4096, privacy={"epsilon": 1.0, "delta": 1e-6}, rng=0)
+    rng = np.random.default_rng(2)
+    process = mech.noise_process(mech.sampler, np.random.default_rng(1), d)
+    process.next()
+
+    def step() -> None:
+        for _ in range(steps):
+            process.next()
+
+    def draws() -> None:
+        for _ in range(steps):
+            rng.standard_normal(d)
+
+    hot, floor = _cpu_pair(step, draws, reps)
+    out = [_row(f"BLT noise step d=10^{len(str(d)) - 1}", hot / steps, floor / steps, "d normals")]
+    stream = mech.stream()
+    ones = np.ones(d)
+
+    def update() -> None:
+        for _ in range(steps):
+            stream.update(ones)
+
+    hot, floor = _cpu_pair(update, draws, reps)
+    out.append(
+        _row(f"BLT stream.update d=10^{len(str(d)) - 1}", hot / steps, floor / steps, "d normals")
+    )
+    return out
+
+
+def _blt_batch_paths(quick: bool) -> list[dict[str, Any]]:
+    import numpy as np
+
+    from dpcount.counting import BLT
+
+    q = int(quick)
+    T, reps = SIZES["blt_batch_T"][q], SIZES["reps"][q]
+    mech = build(BLT.optimized, T, privacy={"epsilon": 1.0, "delta": 1e-6}, rng=0)
+    zeros = np.zeros(T)
+    rng = np.random.default_rng(3)
+    mech.release(zeros)  # warm-up (lazy imports, buffers)
+    hot, floor = _cpu_pair(lambda: mech.release(zeros), lambda: rng.standard_normal(T), reps)
+    return [_row(f"BLT batch T=10^{len(str(T)) - 1}", hot, floor, "T normals")]
+
+
+SECRET = b"benchmark-secret-not-for-use-000"
+
+
+def _keyed_secret() -> Any:
+    import dpcount.keyed.secret as secret
+
+    testing = getattr(secret, "unsafe_testing_secret", None)
+    return SECRET if testing is None else testing(SECRET)
+
+
+def _keyed_job(n_keys: int, steps: int) -> Any:
+    """The job keyed_counts builds (for the PRF floor), through this version's make_job."""
+    import pandas as pd
+
+    from dpcount.keyed.events import EventColumns, parse_times
+    from dpcount.keyed.job import make_job
+
+    job, _ = make_job(
+        times=parse_times(pd.Series([0]), "t"),
+        keys=list(range(n_keys)),
+        columns=EventColumns("t", "key"),
+        step=1,
+        epsilon=1.0,
+        delta=None,
+        noise="discrete-laplace",
+        calibration=None,
+        max_weight=1,
+        max_keys=None,
+        start=0,
+        horizon=steps,
+        k=2,
+        subtract=False,
+        mechanism="tree",
+    )
+    job, _ = job.with_secret(_keyed_secret())
+    return job
+
+
+def _prf_floor_03(job: Any, chunk: int) -> int:
+    """0.3's floor (its bench_keyed.py): every tree node of every key, level by level."""
+    from dpcount.keyed.engine import chunk_bounds
+
+    m, samples = job.mechanism, 0
+    for lo, hi in chunk_bounds(m.n_keys, chunk):
+        noise = m.noise_fn(SECRET, lo, hi)
+        for level in range(m.height):
+            n_nodes = m.horizon // m.k**level
+            if n_nodes:
+                samples += noise(level, 0, n_nodes).size
+    return samples
+
+
+class _RowCounter:
+    """A noise source of zeros that counts the rows a noise process draws."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.rows_drawn = 0
+
+    def draw(self, sampler: Any, rows: int) -> Any:
+        import numpy as np
+
+        self.rows_drawn += rows
+        integer = getattr(sampler, "integer", False)
+        return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
+
+
+def _prf_rows_04(job: Any) -> int:
+    """Rows per key block the 0.4 noise process draws (a dry run with a zero source)."""
+    from dpcount.keyed.engine import STEP_BLOCK
+    from dpcount.privacy.rng import as_generator
+    from dpcount.privacy.source import SourcedSampler
+
+    m = job.mechanism
+    c = m.counting
+    counter = _RowCounter(m.key_block)
+    process = c.noise_process(SourcedSampler(c.sampler, counter), as_generator(None), m.key_block)
+    for t in range(0, m.horizon, STEP_BLOCK):
+        process.next_many(min(STEP_BLOCK, m.horizon - t))
+    return counter.rows_drawn
+
+
+def _prf_floor_04(job: Any, rows: int) -> int:
+    """0.4's floor (its bench_keyed.py): the PRF rows its noise process draws."""
+    from dpcount.keyed.prf import PositionPRF, PRFSource
+
+    m, samples = job.mechanism, 0
+    prf = PositionPRF(SECRET, f"stream/{m.noise}", m.key_block)
+    for lo in range(0, m.n_keys, m.key_block):
+        samples += PRFSource(prf, lo, lo + m.key_block).draw(m.counting.sampler, rows).size
+    return samples
+
+
+def _keyed_paths(quick: bool) -> list[dict[str, Any]]:
+    import numpy as np
+    import pandas as pd
+
+    import dpcount.keyed.prf as prf
+    from dpcount.keyed.run import keyed_counts
+
+    q = int(quick)
+    K, T, reps = SIZES["keyed_keys"][q], SIZES["keyed_steps"][q], SIZES["keyed_reps"][q]
+    chunk = 2048
+    rng = np.random.default_rng(0)
+    events = pd.DataFrame({"t": rng.integers(0, T, 10 * K), "key": rng.integers(0, K, 10 * K)})
+    kw: dict[str, Any] = dict(
+        keys=range(K),
+        time_column="t",
+        key_column="key",
+        step=1,
+        start=0,
+        horizon=T,
+        secret=_keyed_secret(),
+        chunk_keys=chunk,
+        mechanism="tree",
+        k=2,
+        subtract=False,
+        on_chunk=lambda lo, values: None,
+    )
+    if _accepts(keyed_counts, "budget"):
+        from dpcount.privacy import Budget
+
+        kw["budget"] = Budget(epsilon=1.0, noise=cast(Any, "discrete-laplace"))
+    else:
+        kw.update(epsilon=1.0, noise="discrete-laplace")
+    job = _keyed_job(K, T)
+    if hasattr(prf, "PRFSource"):
+        rows = _prf_rows_04(job)
+        prf_floor: Callable[[], object] = lambda: _prf_floor_04(job, rows)  # noqa: E731
+    else:
+        prf_floor = lambda: _prf_floor_03(job, chunk)  # noqa: E731
+    keyed_counts(events, **kw)  # warm-up
+    best_hot = best_floor = best_prf = float("inf")
+    for _ in range(reps):
+        start = time.process_time()
+        rng.laplace(0.0, 1.0, K * T)
+        best_floor = min(best_floor, time.process_time() - start)
+        start = time.process_time()
+        samples = prf_floor()
+        best_prf = min(best_prf, time.process_time() - start)
+        start = time.process_time()
+        keyed_counts(events, **kw)
+        best_hot = min(best_hot, time.process_time() - start)
+    row = _row(f"keyed embedded {K:,} keys × {T}", best_hot, best_floor, "K·T Laplace")
+    row.update(prf_floor=best_prf, prf_samples=samples)
+    return [row]
+
+
+def _cascade_paths(quick: bool) -> list[dict[str, Any]]:
+    import numpy as np
+
+    from dpcount.ranges import cascade_sample
+
+    q = int(quick)
+    n, reps = SIZES["cascade_n"][q], SIZES["reps"][q]
+    rng = np.random.default_rng(0)
+    cascade_sample(n, 1.0, rng)
+    hot, floor = _cpu_pair(
+        lambda: cascade_sample(n, 1.0, rng), lambda: rng.standard_normal(n), reps
+    )
+    return [_row(f"cascade_sample n=2^{n.bit_length() - 1}", hot, floor, "n normals")]
+
+
+def _row(path: str, hot: float, floor: float, floor_name: str) -> dict[str, Any]:
+    return {"path": path, "cpu": hot, "floor": floor, "floor_name": floor_name}
+
+
+CHILD: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
+    "tree": _tree_paths,
+    "sqrt": _sqrt_paths,
+    "blt_step": _blt_step_paths,
+    "blt_batch": _blt_batch_paths,
+    "keyed": _keyed_paths,
+    "cascade": _cascade_paths,
+}
+
+
+def child(groups: list[str], quick: bool, expect: str) -> None:
+    """Measure ``groups`` with the dpcount found on the path (which must be under
+    ``expect``) and print the rows as one JSON line."""
+    import warnings
+
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import dpcount
+
+    where = Path(dpcount.__file__).resolve()
+    if not where.is_relative_to(Path(expect).resolve()):
+        raise SystemExit(f"imported dpcount from {where}, expected under {expect}")
+    print(json.dumps([row for group in groups for row in CHILD[group](quick)]))
+
+
+# ======================================================================================
+# Parent side: finds the trees, alternates the children, prints the table.
+# ======================================================================================
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def before_commit(repo: Path) -> str:
+    """The parent of the oldest commit that put 0.4.0 into _version.py (the last 0.3 one)."""
+    hits = _git(repo, "log", "--format=%h", "-S0.4.0", "--", "src/dpcount/_version.py").split()
+    if not hits:
+        raise SystemExit(f"no commit sets 0.4.0 in {repo}/src/dpcount/_version.py")
+    parent = _git(repo, "rev-parse", "--short", f"{hits[-1]}^")
+    changelog = _git(repo, "show", f"{parent}:CHANGELOG.md")
+    heading = next(line for line in changelog.splitlines() if line.startswith("## "))
+    if not heading.startswith("## 0.3"):
+        raise SystemExit(f"{parent} is not a 0.3 commit: its CHANGELOG starts {heading!r}")
+    return parent
+
+
+def run_child(src: Path, groups: list[str], quick: bool) -> list[dict[str, Any]]:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"  # the same single-threaded numerics in both trees
+    cmd = [sys.executable, str(HERE), "--child", *groups, "--expect", str(src)]
+    done = subprocess.run(
+        cmd + (["--quick"] if quick else []), env=env, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"child {groups} for {src} failed:\n{done.stderr}")
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _seconds(s: float) -> str:
+    if s >= 0.1:
+        return f"{s:.3f} s"
+    if s >= 1e-4:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.2f} µs"
+
+
+def report(results: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """One line per hot path: CPU min and median before/after, after ÷ before of the
+    least, each version's median hot ÷ floor and their after ÷ before, the floors'
+    after ÷ before, and a flag."""
+    header = (
+        f"{'hot path':<36}{'before min/med':>22}{'after min/med':>22}{'A÷B min':>9}"
+        f"{'B÷floor':>9}{'A÷floor':>9}{'A÷B fl.':>9}{'floors':>8}  flag"
+    )
+    lines = [header, "-" * len(header)]
+    for path, runs in results.items():
+        b, a = runs["before"], runs["after"]
+        bmin, amin = min(r["cpu"] for r in b), min(r["cpu"] for r in a)
+        bmed = statistics.median(r["cpu"] for r in b)
+        amed = statistics.median(r["cpu"] for r in a)
+        bnorm = statistics.median(r["cpu"] / r["floor"] for r in b)
+        anorm = statistics.median(r["cpu"] / r["floor"] for r in a)
+        floors = min(r["floor"] for r in a) / min(r["floor"] for r in b)
+        by_min, by_floor = amin / bmin, anorm / bnorm
+        flag = (
+            "SLOWER"
+            if by_min > SLOWER and by_floor > SLOWER
+            else "check"
+            if by_min > SLOWER or by_floor > SLOWER
+            else ""
+        )
+        lines.append(
+            f"{path:<36}{_seconds(bmin) + ' / ' + _seconds(bmed):>22}"
+            f"{_seconds(amin) + ' / ' + _seconds(amed):>22}{by_min:>9.3f}"
+            f"{bnorm:>9.3f}{anorm:>9.3f}{by_floor:>9.3f}{floors:>8.3f}  {flag}"
+        )
+        if "prf_floor" in b[0]:  # keyed: also against the version's own PRF floor
+            bp, ap = (statistics.median(r["cpu"] / r["prf_floor"] for r in v) for v in (b, a))
+            brest, arest = (statistics.median(r["cpu"] - r["prf_floor"] for r in v) for v in (b, a))
+            bprf, aprf = (min(r["prf_floor"] for r in v) for v in (b, a))
+            lines.append(
+                f"{'  ÷ own PRF floor (floor + rest)':<36}"
+                f"{_seconds(bprf) + ' + ' + _seconds(brest):>22}"
+                f"{_seconds(aprf) + ' + ' + _seconds(arest):>22}{'':>9}"
+                f"{bp:>9.3f}{ap:>9.3f}{ap / bp:>9.3f}{'':>8}  "
+                + (f"check (rest ×{arest / brest:.2f})" if ap / bp > SLOWER else "")
+            )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--after", type=Path, default=HERE.parents[1], help="source tree (repo root)"
+    )
+    parser.add_argument("--before", default=None, help="commit (default: the last 0.3 one)")
+    parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 2)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, 2 rounds (≤ ~1.5 min)")
+    parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS))
+    parser.add_argument("--child", nargs="+", choices=GROUPS, help=argparse.SUPPRESS)
+    parser.add_argument("--expect", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.quick, args.expect)
+        return
+    after = args.after.resolve() / "src"
+    repo = HERE.parents[1]
+    rev = args.before if args.before is not None else before_commit(repo)
+    rounds = args.rounds if args.rounds is not None else (2 if args.quick else 4)
+    head = _git(args.after.resolve(), "rev-parse", "--short", "HEAD")
+    dirty = (
+        " (+ uncommitted changes)"
+        if _git(args.after.resolve(), "status", "--porcelain", "--", "src")
+        else ""
+    )
+    with tempfile.TemporaryDirectory(prefix="dpcount-before-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", rev, "src"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        before = Path(tmp) / "src"
+        print(
+            f"before = {rev} (last 0.3 commit), after = {args.after.resolve()} at {head}{dirty}; "
+            f"{rounds} rounds, {'quick' if args.quick else 'full'} sizes; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+            flush=True,
+        )
+        start = time.perf_counter()
+        results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        trees = {"before": before, "after": after}
+        for r in range(rounds):
+            order = ("before", "after") if r % 2 == 0 else ("after", "before")
+            # quick: one child per version and round (the import of 0.3 alone costs ~1.5 s
+            # CPU); full: one per hot-path group, so before and after run seconds apart
+            bundles = [args.only] if args.quick else [[group] for group in args.only]
+            for groups in bundles:
+                for name in order:
+                    for row in run_child(trees[name], groups, args.quick):
+                        results.setdefault(row["path"], {"before": [], "after": []})[name].append(
+                            row
+                        )
+            print(
+                f"  round {r + 1}/{rounds} done at {time.perf_counter() - start:.0f} s, "
+                f"load average {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    print("\n".join(report(results)))
+    print(
+        "CPU seconds per call (update/step rows: per update); A÷B min: after ÷ before of the "
+        "least; B/A÷floor: median over rounds of hot ÷ floor in the same child; A÷B fl.: "
+        "their ratio; floors: after ÷ before of the floors themselves (identical code: "
+        f"shows how evenly the load fell). Flag when > {SLOWER}."
+    )
+
+
+if __name__ == "__main__":
+    main()
