@@ -89,6 +89,15 @@ def test_blocks_give_the_same_floats_as_one_pass(monkeypatch: pytest.MonkeyPatch
     )
     m = RowScaledBLT(T, **PARAMS, **GAUSS)
     profile = m._profile
+    # far inside the rounding margin the sensitivity carries: n_j² from the same w, in
+    # extended precision
+    c2 = np.ones(T, dtype=np.longdouble)
+    c2[1:] = [
+        np.sum(np.array(OMEGA, np.longdouble) * np.array(THETA) ** k) ** 2 for k in range(T - 1)
+    ]
+    w2 = m.row_weights().astype(np.longdouble) ** 2
+    exact = np.sqrt([np.dot(w2[j:], c2[: T - j]) for j in range(T)]).astype(np.float64)
+    assert np.max(np.abs(small / exact - 1)) < 1e-14 < row_scaled_blt._norm_margin(T)
     np.testing.assert_array_equal(profile.norms(37, 50), small[37:87])
     np.testing.assert_array_equal(profile.norms(99, 1), small[99:])
     assert m.variance_at(33) == m.variances()[32]
