@@ -185,26 +185,23 @@ class _RowProfile:
         return out
 
 
-def _pairs(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-    """(iu, ju, index): the pairs a ≤ b and the symmetric n × n map to their index."""
-    iu, ju = np.triu_indices(n)
-    index = np.empty((n, n), dtype=np.intp)
-    index[iu, ju] = index[ju, iu] = np.arange(len(iu))
-    return iu, ju, index
-
-
 def _variance_blocks(
     profile: _RowProfile, inv: BLTInverse, stop: int
 ) -> Iterator[tuple[int, Array]]:
     """(first index, V of that block) for blocks of 2^16 steps covering t < stop, by the
     recursion of the module docstring, carrying R, Y and V across blocks."""
     lam, wp = inv.decay, inv.scale
-    T = profile.T
-    iu, ju, index = _pairs(len(lam))
+    n, T = len(lam), profile.T
+    iu, ju = np.triu_indices(n)
     rho = lam[iu] * lam[ju]
-    coef_w = np.where(iu == ju, 1.0, 2.0) * wp[iu] * wp[ju]
+    # one product gives Σ_m ω′_m R_{mi} (rows i < n) and Σ_{m,i} ω′_m ω′_i R_{mi} (row n)
+    mix = np.zeros((n + 1, len(iu)))
+    pairs = np.arange(len(iu))
+    mix[ju, pairs] += wp[iu]
+    mix[iu[iu != ju], pairs[iu != ju]] += wp[ju[iu != ju]]
+    mix[n] = np.where(iu == ju, 1.0, 2.0) * wp[iu] * wp[ju]
     R = np.zeros(len(iu))  # R_p(t0)
-    Y = np.zeros(len(lam))  # Y_i(t0)
+    Y = np.zeros(n)  # Y_i(t0)
     V = 0.0
     for t0 in range(0, stop, _BLOCK):
         m = min(_BLOCK, T - t0)
@@ -216,17 +213,20 @@ def _variance_blocks(
             Rt[p, 0] = R[p]
             Rt[p, 1:] = out[:-1]
             R[p] = out[-1]
-        W = u + coef_w @ Rt
-        X = np.empty(m)
-        Yt = np.empty((len(lam), m))
+        mixed = mix @ Rt
+        del Rt
+        P = mixed[:n]  # becomes n_t·P_i(t), P_i(t) = u_t + λ_i Σ_m ω′_m R_{mi}(t)
+        P *= lam[:, None]
+        P += u
+        P *= nt
+        Yt = np.empty((n, m))
         for i, li in enumerate(lam.tolist()):
-            P = u + li * (wp @ Rt[index[:, i]])
-            out = lfilter([1.0], [1.0, -li], nt * P, zi=[li * Y[i]])[0]  # Y_i(t + 1)
+            out = lfilter([1.0], [1.0, -li], P[i], zi=[li * Y[i]])[0]  # Y_i(t + 1)
             Yt[i, 0] = Y[i]
             Yt[i, 1:] = out[:-1]
             Y[i] = out[-1]
-        X = wp @ Yt
-        inc = 2.0 * nt * X + nt * nt * W
+        W = mixed[n] + u
+        inc = 2.0 * nt * (wp @ Yt) + nt * nt * W
         inc[0] += V
         np.cumsum(inc, out=inc)
         V = float(inc[-1])
