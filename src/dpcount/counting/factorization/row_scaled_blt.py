@@ -35,7 +35,11 @@ whichever block or process asks for it. All terms are positive (θ, ω > 0), so 
 computed n_j² is within a relative γ_{3T+40} = (3T + 40)u/(1 − (3T + 40)u) of the
 exact sum for the weights used (each term's path through the filter has at most T
 steps of two roundings and one rounded ratio r_p, Higham 2002 §3.1), and the
-sensitivity below carries that margin.
+sensitivity below carries that margin. The encoder the release is post-processing of
+is diag(w̃)·C·diag(1/n) with w̃ the weights the stream divides z by: computed by the
+same elementwise formula as the norms' w, but numpy's exp may take another (SIMD or
+scalar) path for another array length, so w̃_t/w_t is within a relative 4u; the
+margin, (4T + 128)·2⁻⁵³ against the (1.5T + 22)·2⁻⁵³ the norms need, covers it.
 
 Exact variances in O(T·n²). Row t of B′ is B′[t, j] = h_t(j)/w_j with
 h_t(j) = Σ_{s=j}^{t} n_s g_{s−j}, so with u_j = 1/w_j²
