@@ -322,8 +322,8 @@ def _normalized_sqrt_candidate(T: int) -> tuple[str, float, float] | None:
 
 def _normalized_blt_candidates(T: int) -> list[tuple[str, float, float]]:
     """(source, mean loss, max loss) of the column-normalized and the row-scaled BLT
-    with the parameters shipped for each objective: the shipped losses at powers of two
-    (where recorded), exact O(T·n²) losses on the fly for other T ≤ 2^16, nothing beyond."""
+    with the parameters shipped for each objective: the shipped losses at powers of two,
+    exact O(T·n) / O(T·n²) losses on the fly for other T ≤ 2^16, nothing beyond."""
     from dpcount.counting.factorization import row_scaled_blt as rsb
 
     kinds: tuple[tuple[str, Any, Any, Any], ...] = (
@@ -337,7 +337,7 @@ def _normalized_blt_candidates(T: int) -> list[tuple[str, float, float]]:
         for objective in ("mean", "max"):
             source = f"{name} ({objective}-optimized)"
             entry = table()["objectives"][objective].get(str(T.bit_length() - 1))
-            if entry is not None and T & (T - 1) == 0 and entry["mean_loss"] is not None:
+            if entry is not None and T & (T - 1) == 0:
                 out.append((source, float(entry["mean_loss"]), float(entry["max_loss"])))
             elif T <= 1 << 16:
                 out.append((source, *losses(*shipped(T, objective), T)))

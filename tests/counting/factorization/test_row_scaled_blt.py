@@ -192,8 +192,8 @@ def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | 
 def test_shipped_parameters_targets_and_registry() -> None:
     """The registry builds the shipped mean-optimized mechanism; at T = 1024 and 16384
     it meets the issue-20 targets (mean within 1 % of the best dpcount mechanism, max
-    ≤ 15.81 at 16384); its vector stream is declared as (buffers + 2)·d floats plus a
-    block of column norms."""
+    ≤ 15.81 at 16384); its vector stream is declared as the column-normalized BLT's plus
+    a block of 4096 column norms."""
     m = build_mechanism("row-scaled-blt", horizon=1000, budget=Budget(**GAUSS), rng=0)
     assert isinstance(m, RowScaledBLT)
     decay, scale, logw = shipped(1000)
@@ -203,8 +203,8 @@ def test_shipped_parameters_targets_and_registry() -> None:
     mean, largest = losses(*shipped(16384), 16384)
     assert mean <= 14.86 and largest <= 15.81
     declared = memory_estimate("row-scaled-blt", 1 << 20, 10**5).stream
-    n = len(shipped(1 << 20)[0])
-    assert (n + 1) * 8 * 10**5 < declared < (n + 3) * 8 * 10**5
+    assert len(shipped(1 << 20)[0]) == 8  # as many buffers as the column-normalized BLT's
+    assert declared == memory_estimate("normalized-blt", 1 << 20, 10**5).stream + 8 * 4096
 
 
 def test_bad_inputs_name_the_parameter() -> None:
