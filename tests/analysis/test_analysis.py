@@ -309,9 +309,10 @@ def test_compare_lists_the_column_normalized_square_root_with_blocks() -> None:
     v = NormalizedSqrtFactorization(T, epsilon=1.0, delta=1e-6, block_ratio=1.1).variances()
     assert row.max_variance == float(v.max()) and row.mse == float(v.mean())
     assert row.certificate is not None
-    # the reference is the column-normalized BLT (max loss 15.65 at 2^14 vs 15.66 here)
-    assert row.certificate.reference.source.startswith("column-normalized blt")
-    assert 1.0 < row.certificate.ratio_to_best < 1.01
+    # the reference is the row-scaled BLT (max-optimized: max loss 15.44 here, the
+    # blocked column-normalized square root 16.25)
+    assert row.certificate.reference.source == "row-scaled blt (max-optimized)"
+    assert 1.05 < row.certificate.ratio_to_best < 1.06
     # it beats the square root's largest variance by ~9 %
     sqrt = next(r for r in rows if r.label == "sqrt (analytic)")
     assert row.max_variance < 0.92 * sqrt.max_variance
@@ -320,9 +321,14 @@ def test_compare_lists_the_column_normalized_square_root_with_blocks() -> None:
 
 @pytest.mark.slow
 def test_compare_recommends_it_at_2_to_20() -> None:
-    """T = 2^20: the column-normalized BLT ranked first for both the mean and the largest
-    variance, the column-normalized square root second (≈ 15 s)."""
-    for metric in ("mse", "max_variance"):
+    """T = 2^20: the row-scaled BLT (mean-optimized) ranked first for the mean, the
+    column-normalized BLT and square root next; for the largest variance the column-
+    normalized BLT first, then the square root, then the row-scaled BLT (its
+    mean-optimized entry: 27.97, against 27.81 and 27.95) (≈ 2 minutes, loaded machine)."""
+    ranks = {
+        "mse": ["row-scaled-blt", "normalized-blt", "normalized-sqrt"],
+        "max_variance": ["normalized-blt", "normalized-sqrt", "row-scaled-blt"],
+    }
+    for metric, want in ranks.items():
         rows = compare(1 << 20, budget=Budget(epsilon=1.0, delta=1e-6), metric=metric)
-        labels = [r.label for r in rows[:3]]
-        assert labels[:2] == ["normalized-blt", "normalized-sqrt"], labels
+        assert [r.label for r in rows[:3]] == want

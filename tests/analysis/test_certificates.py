@@ -22,7 +22,7 @@ from dpcount.analysis import (
     compare,
 )
 from dpcount.analysis.certificates import normalized_sqrt_losses
-from dpcount.counting import BLT, NormalizedBLT, SqrtFactorization
+from dpcount.counting import BLT, NormalizedBLT, RowScaledBLT, SqrtFactorization
 from dpcount.counting.factorization.blt import shipped_blt_parameters
 from dpcount.counting.factorization.normalized_blt import shipped_normalized_blt_parameters
 from dpcount.counting.factorization.optimize import optimize_dense
@@ -84,6 +84,8 @@ def oracle_losses(T: int) -> dict[str, tuple[float, float]]:
         decay, scale = shipped_normalized_blt_parameters(T, obj)
         nb = NormalizedBLT(T, buffer_decay=decay, output_scale=scale, epsilon=1.0, delta=1e-6)
         values[f"column-normalized blt ({obj}-optimized)"] = dense_losses(*nb.dense_factorization())
+        rs = RowScaledBLT.optimized(T, objective=obj, epsilon=1.0, delta=1e-6)
+        values[f"row-scaled blt ({obj}-optimized)"] = dense_losses(*rs.dense_factorization())
     return values
 
 
@@ -114,10 +116,12 @@ def test_best_known_loss_off_powers_of_two() -> None:
     nblt_max = NormalizedBLT(
         3000, buffer_decay=decay, output_scale=scale, epsilon=1.0, delta=1e-6
     ).losses()[1]
-    assert big.loss == pytest.approx(min(normalized_sqrt_losses(3000)[1], nblt_max), rel=1e-12)
+    # and the row-scaled BLT (max-optimized, computed on the fly) below both
+    rsb_max = RowScaledBLT.optimized(3000, objective="max", epsilon=1.0, delta=1e-6).losses()[1]
+    assert big.loss == pytest.approx(min(normalized_sqrt_losses(3000)[1], nblt_max, rsb_max))
     assert big.loss < sqrt_max
-    assert big.source == "column-normalized blt (max-optimized)"
-    assert nblt_max < normalized_sqrt_losses(3000)[1]
+    assert big.source == "row-scaled blt (max-optimized)"
+    assert rsb_max < nblt_max < normalized_sqrt_losses(3000)[1]
     beyond = best_known_loss(3_000_001, "max")  # beyond 2^21, not shipped: sqrt or a BLT
     assert beyond.source == "sqrt" or beyond.source.startswith("blt")
 
@@ -242,9 +246,9 @@ def test_shipped_blocked_losses_match_a_fresh_computation() -> None:
         assert row["max_loss"] == pytest.approx(mx, rel=1e-12)
     row = table["losses"]["20"]
     assert row["max_loss"] == pytest.approx(27.949945, rel=1e-6)  # sqrt: 30.019
-    # at 2^20 the column-normalized BLT (27.81 / 26.85) is below it for both objectives
+    # at 2^20 the BLTs (column-normalized 27.81 / 26.85, row-scaled 26.87 / 26.46) are below it
     ref = best_known_loss(1 << 20, "max")
-    assert ref.source == "column-normalized blt (max-optimized)"
+    assert ref.source == "row-scaled blt (max-optimized)"  # 26.869 (column-normalized: 27.81)
     assert ref.loss < row["max_loss"]
     assert best_known_loss(1 << 20, "mean").loss < row["mean_loss"]
     # beyond the column-normalized BLT's on-the-fly range (2^16) and off a power of two,

@@ -48,14 +48,14 @@ def test_plan_with_dim_and_memory(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", "--horizon", "1024", "--epsilon", "1", "--delta", "1e-6"]
     assert main([*argv, "--dim", "100000", "--memory", "1GiB"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    # the column-normalized BLT: (buffers + 2)·d floats, like BLT
-    blt = format_bytes(memory_estimate("normalized-blt", 1024, 10**5).stream)
+    # the row-scaled BLT: (buffers + 2)·d floats, like BLT, and a block of column norms
+    blt = format_bytes(memory_estimate("row-scaled-blt", 1024, 10**5).stream)
     assert "stream" in out and blt in out
     assert "Memory limit 1.0 GiB for the mechanism and one stream of steps of length 100,000" in (
         out
     )
     assert "left out (need): sqrt (4.6 GiB)" in out
-    assert "Recommendation: normalized-blt" in out and f"Stream state {blt}." in out
+    assert "Recommendation: row-scaled-blt" in out and f"Stream state {blt}." in out
 
 
 @pytest.mark.slow
@@ -66,5 +66,5 @@ def test_plan_at_a_million_steps_recommends_a_stream_that_fits(
     argv = ["plan", "--horizon", "1048576", "--epsilon", "1", "--delta", "1e-6"]
     assert main([*argv, "--dim", "100000", "--memory", "2GiB"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "Recommendation: normalized-blt" in out and "Stream state 9.9 MiB." in out
-    assert "mean loss 26.848" in out  # BLT: 27.703
+    assert "Recommendation: row-scaled-blt" in out and "Stream state 10.0 MiB." in out
+    assert "mean loss 26.461" in out  # column-normalized BLT: 26.848, BLT: 27.703

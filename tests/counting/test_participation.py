@@ -31,6 +31,7 @@ from dpcount.counting import (
     KaryTree,
     NormalizedBLT,
     NormalizedSqrtFactorization,
+    RowScaledBLT,
     SmoothBinary,
     SqrtFactorization,
     ToeplitzFactorization,
@@ -99,6 +100,9 @@ MECHS: dict[str, Callable[..., CountingMechanism]] = {
     "normalized-sqrt-blocks": lambda T, **kw: NormalizedSqrtFactorization(T, block_ratio=1.5, **kw),
     "normalized-blt": lambda T, **kw: NormalizedBLT(
         T, buffer_decay=[0.9, 0.5], output_scale=[0.3, 0.2], **kw
+    ),
+    "row-scaled-blt": lambda T, **kw: RowScaledBLT(
+        T, buffer_decay=[0.9, 0.5], output_scale=[0.3, 0.2], log_weights=[0.3, -0.4], **kw
     ),
 }
 SCHEMAS = [(2, 1), (2, 3), (3, 2), (3, 4), (4, 3)]
@@ -291,7 +295,7 @@ def test_large_horizons_use_certified_closed_forms() -> None:
 @pytest.mark.parametrize("name", sorted(MECHS))
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_single_participation_calibration_is_unchanged(name: str, noise: str) -> None:
-    if name.startswith(("blt", "toeplitz", "normalized-")) and noise == "laplace":
+    if name.startswith(("blt", "toeplitz", "normalized-", "row-scaled-")) and noise == "laplace":
         pytest.skip("BLT and Toeplitz factorizations are calibrated for Gaussian noise only")
     kw = {"epsilon": 0.7, "delta": 1e-6, "noise": noise, "rng": 0}
     base = MECHS[name](40, **kw)

@@ -14,6 +14,7 @@ _LIMITS = {
     "toeplitz": ("factorization.toeplitz", "MAX_OPTIMIZED_HORIZON"),
     "normalized-sqrt": ("factorization.normalized_sqrt", "NORMALIZED_SQRT_BLOCK_MAX_HORIZON"),
     "normalized-blt": ("factorization.normalized_blt", "NORMALIZED_BLT_MAX_HORIZON"),
+    "row-scaled-blt": ("factorization.row_scaled_blt", "ROW_SCALED_BLT_MAX_HORIZON"),
     "dense-optimum": ("factorization.dense", "DENSE_OPTIMUM_MAX_HORIZON"),
     "dense-max-optimum": ("factorization.dense", "DENSE_OPTIMUM_MAX_HORIZON"),
     "row-scaled-sqrt": ("factorization.row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),

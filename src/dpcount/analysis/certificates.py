@@ -21,7 +21,9 @@ Two yardsticks per horizon T and objective:
   (:class:`dpcount.counting.NormalizedBLT` with the parameters shipped for each
   objective: losses shipped at T = 2^0 … 2^24 in
   ``dpcount/data/normalized_blt_parameters.json``, exact O(T·buffers) losses on the
-  fly for other T ≤ 2^16; max loss 27.81 at 2^20), every shipped optimized BLT
+  fly for other T ≤ 2^16; max loss 27.81 at 2^20), the row-scaled BLT
+  (:class:`dpcount.counting.RowScaledBLT`, likewise from
+  ``dpcount/data/row_scaled_blt_parameters.json``), every shipped optimized BLT
   (both objectives, every shipped buffer count, evaluated at T by the closed forms
   of :func:`dpcount.counting.factorization.blt.blt_losses`), for T ≤ 2^16 the full-band Toeplitz
   factorization optimized for the requested objective
@@ -312,18 +314,26 @@ def _normalized_sqrt_candidate(T: int) -> tuple[str, float, float] | None:
 
 
 def _normalized_blt_candidates(T: int) -> list[tuple[str, float, float]]:
-    """(source, mean loss, max loss) of the column-normalized BLT with the parameters
-    shipped for each objective: the shipped losses at powers of two up to 2^24, exact
-    O(T·buffers) losses on the fly for other T ≤ 2^16, nothing beyond."""
+    """(source, mean loss, max loss) of the column-normalized and the row-scaled BLT
+    with the parameters shipped for each objective: the shipped losses at powers of two,
+    exact O(T·n) / O(T·n²) losses on the fly for other T ≤ 2^16, nothing beyond."""
+    from dpcount.counting.factorization import row_scaled_blt as rsb
+
+    kinds: tuple[tuple[str, Any, Any, Any], ...] = (
+        ("column-normalized blt", _normalized_blt_shipped, shipped_normalized_blt_parameters,
+         normalized_blt_losses),
+        ("row-scaled blt", rsb._shipped, rsb.shipped_row_scaled_blt_parameters,
+         rsb.row_scaled_blt_losses),
+    )  # fmt: skip
     out = []
-    for objective in ("mean", "max"):
-        source = f"column-normalized blt ({objective}-optimized)"
-        entry = _normalized_blt_shipped()["objectives"][objective].get(str(T.bit_length() - 1))
-        if entry is not None and T & (T - 1) == 0:
-            out.append((source, float(entry["mean_loss"]), float(entry["max_loss"])))
-        elif T <= 1 << 16:
-            decay, scale = shipped_normalized_blt_parameters(T, objective)
-            out.append((source, *normalized_blt_losses(decay, scale, T)))
+    for name, table, shipped, losses in kinds:
+        for objective in ("mean", "max"):
+            source = f"{name} ({objective}-optimized)"
+            entry = table()["objectives"][objective].get(str(T.bit_length() - 1))
+            if entry is not None and T & (T - 1) == 0:
+                out.append((source, float(entry["mean_loss"]), float(entry["max_loss"])))
+            elif T <= 1 << 16:
+                out.append((source, *losses(*shipped(T, objective), T)))
     return out
 
 

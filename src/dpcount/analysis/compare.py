@@ -476,6 +476,7 @@ def compare(
             add("blt", "blt", noise)  # shipped mean-optimized parameters (Gaussian only)
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances O(T·buffers) on the fly
                 add("normalized-blt", "normalized-blt", noise)
+                add("row-scaled-blt", "row-scaled-blt", noise)
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
                 add("normalized-sqrt", "normalized-sqrt", noise)
             from dpcount.analysis.certificates import (

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         NormalizedSqrtNoiseProcess,
     )
     from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToeplitz
+    from dpcount.counting.factorization.row_scaled_blt import RowScaledBLT
     from dpcount.counting.factorization.row_scaled_sqrt import RowScaledSqrtFactorization
     from dpcount.counting.factorization.sqrt import SqrtFactorization, SqrtNoiseProcess
     from dpcount.counting.factorization.toeplitz import ToeplitzFactorization, ToeplitzNoiseProcess
@@ -64,6 +65,7 @@ _WHERE = {
     "NormalizedSqrtFactorization": "factorization.normalized_sqrt",
     "NormalizedSqrtNoiseProcess": "factorization.normalized_sqrt",
     "RowScaledBandedToeplitz": "factorization.row_scaled_banded",
+    "RowScaledBLT": "factorization.row_scaled_blt",
     "RowScaledSqrtFactorization": "factorization.row_scaled_sqrt",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
@@ -97,6 +99,7 @@ __all__ = [
     "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
     "NormalizedSqrtNoiseProcess",
+    "RowScaledBLT",
     "RowScaledBandedToeplitz",
     "RowScaledSqrtFactorization",
     "SmoothBinary",

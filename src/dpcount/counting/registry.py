@@ -167,6 +167,15 @@ REGISTRY: tuple[Entry, ...] = (
         continuous=_GAUSSIAN,
         default=NoiseKind.GAUSSIAN,
     ),
+    # row-scaled, column-normalized BLT, shipped mean-optimized parameters: O(buffers) state
+    Entry(
+        "row-scaled-blt",
+        "factorization.row_scaled_blt:RowScaledBLT",
+        factory="optimized",
+        max_horizon=1 << 24,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
+    ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
         "dense-optimum",

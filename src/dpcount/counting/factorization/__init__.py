@@ -9,7 +9,8 @@ Linear Operators on Adaptive Streams", NeurIPS 2022, https://arxiv.org/abs/2202.
 - :mod:`.sqrt` — the square-root factorization (Fichtenberger–Henzinger–Upadhyay);
 - :mod:`.normalized_sqrt` and :mod:`.row_scaled_sqrt` — its column-normalized and
   row-scaled variants;
-- :mod:`.blt` and :mod:`.normalized_blt` — buffered linear Toeplitz encoders;
+- :mod:`.blt`, :mod:`.normalized_blt` and :mod:`.row_scaled_blt` — buffered linear
+  Toeplitz encoders, plain, column-normalized, and row-scaled too;
 - :mod:`.toeplitz` — optimized Toeplitz coefficients;
 - :mod:`.row_scaled_banded` — banded Toeplitz with row and column scaling, for
   (k, b) participation;

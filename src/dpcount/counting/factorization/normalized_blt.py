@@ -75,7 +75,7 @@ from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from typing_extensions import Self, Unpack
 
 __all__ = [
     "NORMALIZED_BLT_MAX_HORIZON",
@@ -356,7 +356,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             if b != self._block:
                 first = b * _WEIGHT_BLOCK
                 size = min(_WEIGHT_BLOCK, self.horizon - first)
-                self._e = _weights(self._sums, self.horizon, first, size)
+                self._e = self._weight_block(first, size)
                 self._block = b
             lo = t - b * _WEIGHT_BLOCK
             take = min(len(self._e) - lo, start + count - t)
@@ -364,11 +364,20 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             t += take
         return out
 
+    def _weight_block(self, first: int, size: int) -> Array:
+        """e_t for the aligned block t = first … first + size − 1."""
+        return _weights(self._sums, self.horizon, first, size)
+
+    def _draw(self, start: int, shape: tuple[int, ...]) -> Array:
+        """The stream's input for steps start, start + 1, … (rows of ``shape``): z."""
+        z: Array = self.sampler.sample(self.rng, shape)
+        return z
+
     def _compute(self, dest: Array) -> None:
         """Draw z for len(dest) steps and write their noise to dest, advancing the state."""
         m = len(dest)
         t = self._c
-        z = self.sampler.sample(self.rng, (m, *self._tail))
+        z = self._draw(t, (m, *self._tail))
         w = z.copy()
         for i in range(self._n):
             lam = float(self._decay[i])
@@ -386,7 +395,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._c = t + m
 
     def _vector_next(self) -> Any:
-        z = self.sampler.sample(self.rng, self._tail)
+        z = self._draw(self._c, self._tail)
         e = float(self._weights(self._c, 1)[0])
         self._c += 1
         p, s, lam, scale = self._p, self._sum, self._decay, self._scale
@@ -416,7 +425,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same parameters,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "NormalizedBLTNoiseProcess"
+        owner = type(self).__name__
         st = state_keys(owner, state, ("t", "p", "sum", "pending"))
         t = state_int(owner, "t", st["t"], 0, self.horizon)
         p = state_array(owner, "p", st["p"], rows=self._n, dim=self.dim, dtypes=(np.float64,))
@@ -594,13 +603,18 @@ class NormalizedBLT(CountingMechanism):
         budget: Budget | None = None,
         rng: RNGLike = None,
         **fields: Unpack[BudgetFields],
-    ) -> NormalizedBLT:
+    ) -> Self:
         """The shipped parameters for ``objective`` ("mean" or "max" normalized loss)
-        at the smallest power of two ≥ horizon (:func:`shipped_normalized_blt_parameters`)."""
+        at the smallest power of two ≥ horizon (:meth:`shipped_parameters`)."""
+        shipped = cls.shipped_parameters(horizon, objective)
+        return cls(horizon, **shipped, budget=budget, rng=rng, **fields)
+
+    @classmethod
+    def shipped_parameters(cls, horizon: int, objective: str = "mean") -> dict[str, list[float]]:
+        """The constructor's structure keywords :meth:`optimized` uses
+        (:func:`shipped_normalized_blt_parameters`)."""
         decay, scale = shipped_normalized_blt_parameters(horizon, objective)
-        return cls(
-            horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
-        )
+        return {"buffer_decay": decay, "output_scale": scale}
 
     def _repr_fields(self) -> dict[str, object]:
         return {"buffers": len(self.buffer_decay)}

@@ -68,6 +68,31 @@ _MAX_LOG_WEIGHTS = 32
 _BLOCK = 512
 
 
+def check_log_weights(log_weights: Any) -> tuple[float, ...]:
+    """The Chebyshev coefficients a_1.. of ln w: 1 to 32 finite numbers, |a_m| ≤ 5.
+
+    Raises:
+        ValueError: naming ``log_weights``.
+    """
+    arr = as_array("log_weights", log_weights)
+    if arr.ndim != 1 or not 1 <= len(arr) <= _MAX_LOG_WEIGHTS:
+        raise ValueError(
+            f"log_weights must hold 1 to {_MAX_LOG_WEIGHTS} numbers, got shape {arr.shape}"
+        )
+    a = np.asarray(arr, dtype=np.float64)
+    if not (np.isfinite(a).all() and np.all(np.abs(a) <= 5.0)):
+        raise ValueError("log_weights must be finite with |a_m| <= 5")
+    return tuple(float(v) for v in a)
+
+
+def row_weights(T: int, log_weights: tuple[float, ...], k: Any) -> Array:
+    """w_k = exp(Σ_m a_m·T_m(y_k)), y_k = 2(k + ½)/T − 1, for the integer array k
+    (elementwise: each w_k is the same float whatever array it is computed in)."""
+    y = (np.asarray(k, dtype=np.float64) + 0.5) / T * 2 - 1
+    out: Array = np.exp(chebyshev.chebval(y, (0.0, *log_weights)))
+    return out
+
+
 def block_values(T: int, scales: tuple[float, ...] | None) -> Array:
     """``scales`` repeated over m = len(scales) consecutive blocks of columns (column j
     in block ⌊j·m/T⌋); all ones for None."""
@@ -97,7 +122,7 @@ def _structure(
         f = np.zeros(T)
         f[: len(coefficients)] = coefficients
         g = toeplitz_inverse_coefficients(f, T)
-    w = np.exp(chebyshev.chebval((k + 0.5) / T * 2 - 1, (0.0, *log_weights)))
+    w = row_weights(T, log_weights, k)
     f2, w2 = f * f, w * w
     n2 = np.empty(T)
     for j in range(T):  # direct sums of positive terms (no FFT rounding)
@@ -225,15 +250,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
         **fields: Unpack[BudgetFields],
     ) -> None:
         T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_MAX_HORIZON)
-        arr = as_array("log_weights", log_weights)
-        if arr.ndim != 1 or not 1 <= len(arr) <= _MAX_LOG_WEIGHTS:
-            raise ValueError(
-                f"log_weights must hold 1 to {_MAX_LOG_WEIGHTS} numbers, got shape {arr.shape}"
-            )
-        a = np.asarray(arr, dtype=np.float64)
-        if not (np.isfinite(a).all() and np.all(np.abs(a) <= 5.0)):
-            raise ValueError("log_weights must be finite with |a_m| <= 5")
-        self.log_weights: tuple[float, ...] = tuple(float(v) for v in a)
+        self.log_weights: tuple[float, ...] = check_log_weights(log_weights)
         resolved = Budget.resolve(budget, fields, owner="RowScaledSqrtFactorization").gaussian_only(
             "RowScaledSqrtFactorization"
         )
