@@ -432,9 +432,11 @@ class CountingMechanism(ABC):
         The budget is ``budget=`` or its keyword fields (:meth:`Budget.resolve
         <dpcount.privacy.Budget.resolve>`, which names the class in its errors), so a
         mechanism whose only structure argument is the horizon needs no ``__init__``
-        of its own. Subclasses with structure set it first (the sensitivities depend
-        on it), then call this.
+        of its own. Subclasses with structure options set them first (the sensitivities
+        depend on them), then call this; structure that follows from the horizon alone
+        is set by :meth:`_set_structure`, called first.
         """
+        self._set_structure(horizon)
         budget = Budget.resolve(budget, fields, owner=type(self).__name__)
         self.horizon = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         budget = budget.with_default_noise(self.default_noise)
@@ -503,6 +505,11 @@ class CountingMechanism(ABC):
         self._rng = as_generator(rng)
 
     # -- structure (implemented by subclasses) ------------------------------------
+    def _set_structure(self, horizon: int) -> None:
+        """Set the structure that follows from ``horizon`` (as given: validate it), before
+        the budget is read; nothing by default."""
+        return None
+
     @abstractmethod
     def _unit_sensitivities(self) -> tuple[float, float]:
         """(ℓ₁, ℓ₂) sensitivity of the perturbed vector for a unit change at one step."""

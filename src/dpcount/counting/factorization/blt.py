@@ -71,7 +71,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._scipy import brentq, lfilter
-from dpcount._state import state_array, state_int, state_keys
+from dpcount._state import state_array
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import (
@@ -83,7 +83,7 @@ from dpcount.counting.base import (
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -460,19 +460,9 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
     """
 
-    def __init__(
-        self,
-        inverse: BLTInverse,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self.horizon = horizon
-        self.sampler = sampler
-        self.rng = rng
-        self.dim = dim
-        n = len(inverse.decay)
+    def __init__(self, inverse: BLTInverse, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source)
+        n, dim = len(inverse.decay), self.dim
         self._decay = np.append(inverse.decay, 1.0)
         self._weight = np.append(inverse.beta, inverse.a)
         self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
@@ -481,12 +471,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self._tail = tail
         self._q: Array = np.zeros((n + 1, *tail))
         self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
-        self._t = 0
         self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
-
-    @property
-    def step(self) -> int:
-        return self._t
 
     def live_count(self) -> int:
         """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
@@ -598,29 +583,16 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     def state_dict(self) -> dict[str, Any]:
         """The step, the running values after the last computed step and the computed,
         unreleased noise (in release order)."""
-        return {
-            "t": self._t,
-            "q": self._q.copy(),
-            "pending": np.array(self._pending[::-1], dtype=np.float64),
-        }
+        return self._state(q=self._q.copy(), pending=self._pending_state())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same parameters,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "BLTNoiseProcess"
-        st = state_keys(owner, state, ("t", "q", "pending"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
-        q = state_array(owner, "q", st["q"], rows=self._n + 1, dim=self.dim, dtypes=(np.float64,))
-        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
-        if len(pending) and self.dim is not None:
-            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
-        if t + len(pending) > self.horizon:
-            raise ValueError(
-                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
-                f"horizon {self.horizon}"
-            )
+        st, t = self._read_state(state, ("q", "pending"))
+        rows = self._n + 1
+        q = state_array(self._owner, "q", st["q"], rows=rows, dim=self.dim, dtypes=(np.float64,))
+        self._pending = self._read_pending(st["pending"], t)
         self._t, self._q = t, q
-        self._pending = pending.astype(np.float64)[::-1].tolist()
 
 
 # -- the mechanism ---------------------------------------------------------------------
@@ -815,7 +787,7 @@ class BLT(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> BLTNoiseProcess:
-        return BLTNoiseProcess(self.inverse, self.horizon, sampler, rng, dim)
+        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""

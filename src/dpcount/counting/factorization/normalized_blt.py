@@ -421,21 +421,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         t = state_int(owner, "t", st["t"], 0, self.horizon)
         p = state_array(owner, "p", st["p"], rows=self._n, dim=self.dim, dtypes=(np.float64,))
         total = state_array(owner, "sum", st["sum"], rows=None, dim=self.dim or 1)
-        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
-        if len(pending) and self.dim is not None:
-            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
-        if t + len(pending) > self.horizon:
-            raise ValueError(
-                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
-                f"horizon {self.horizon}"
-            )
-        for name, arr in (("p", p), ("sum", total), ("pending", pending)):
+        pending = self._read_pending(st["pending"], t)
+        for name, arr in (("p", p), ("sum", total), ("pending", np.asarray(pending))):
             if not np.isfinite(arr).all():
                 raise ValueError(f"corrupt {owner} state: {name} must be finite")
         self._t, self._p = t, p.astype(np.float64)
         self._c = t + len(pending)
         self._sum = total.astype(np.float64).reshape(self._tail)
-        self._pending = pending.astype(np.float64)[::-1].tolist()
+        self._pending = pending
 
 
 # -- shipped parameters ------------------------------------------------------------------

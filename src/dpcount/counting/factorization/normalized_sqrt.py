@@ -73,7 +73,7 @@ from dpcount.counting.base import (
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -416,17 +416,10 @@ class _WeightedSqrtProcess:
 
     _KEY = ""
 
-    def __init__(
-        self,
-        kernel: Array,
-        weights: Array,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self._inner = SqrtNoiseProcess(kernel, sampler, rng, dim)
+    def __init__(self, kernel: Array, weights: Array, source: NoiseBuffer) -> None:
+        self._inner = SqrtNoiseProcess(kernel, source)
         self.horizon = len(kernel)
-        self.dim = dim
+        self.dim = dim = source.dim
         self._weights = weights
         self._weight_list: list[float] | None = None
         self._acc: Any = 0.0 if dim is None else np.zeros(dim)
@@ -478,9 +471,7 @@ class NormalizedSqrtNoiseProcess(_WeightedSqrtProcess):
     Args:
         kernel: g_0, …, g_{T−1}.
         weights: e_0, …, e_{T−1}.
-        sampler: draws z (i.i.d.).
-        rng: the Generator z is drawn with.
-        dim: None for scalar steps, else the vector length.
+        source: the sampler z is drawn from (i.i.d.), its Generator and ``dim``.
     """
 
     _KEY = "sum"  # the running sum N_t
@@ -521,21 +512,13 @@ class NormalizedSqrtBlockNoiseProcess(_WeightedSqrtProcess):
         kernel: f(0), …, f(T − 1).
         weights: e_0, …, e_{T−1} (constant within each block).
         starts: the blocks' first columns p_0 = 0 < p_1 < ….
-        sampler: draws z (i.i.d.).
-        rng: the Generator z is drawn with.
-        dim: None for scalar steps, else the vector length.
+        source: the sampler z is drawn from (i.i.d.), its Generator and ``dim``.
     """
 
     def __init__(
-        self,
-        kernel: Array,
-        weights: Array,
-        starts: NDArray[np.int64],
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
+        self, kernel: Array, weights: Array, starts: NDArray[np.int64], source: NoiseBuffer
     ) -> None:
-        super().__init__(kernel, weights, sampler, rng, dim)
+        super().__init__(kernel, weights, source)
         ends = [int(p) - 1 for p in starts[1:]]
         #: block end q → Δ_q = e_q − e_{q+1}
         self._delta = {q: float(weights[q] - weights[q + 1]) for q in ends}
@@ -723,10 +706,11 @@ class NormalizedSqrtFactorization(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> NormalizedSqrtNoiseProcess | NormalizedSqrtBlockNoiseProcess:
+        source = NoiseBuffer(sampler, rng, dim)
         if self._starts is None:
-            return NormalizedSqrtNoiseProcess(self._kernel, self._weights, sampler, rng, dim)
+            return NormalizedSqrtNoiseProcess(self._kernel, self._weights, source)
         f = sqrt_coefficients(self.horizon)
-        return NormalizedSqrtBlockNoiseProcess(f, self._weights, self._starts, sampler, rng, dim)
+        return NormalizedSqrtBlockNoiseProcess(f, self._weights, self._starts, source)
 
     def _exact_coefficients(self) -> Array:
         """V_t for t = 1..T, computed on first use (O(T²) per column, O(m·T log T)

@@ -37,12 +37,13 @@ from numpy.polynomial import chebyshev
 from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
 from dpcount.counting.factorization.dense import DenseNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -134,17 +135,12 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
     convolution per coordinate and a running sum), released step by step; checkpoints
     as :class:`~dpcount.counting.factorization.dense.DenseNoiseProcess` (the unreleased noise)."""
 
-    def __init__(
-        self,
-        g: Array,
-        w: Array,
-        n: Array,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        T = len(g)
-        z = np.asarray(sampler.sample(rng, (T,) if dim is None else (T, dim)), dtype=np.float64)
+    def __init__(self, g: Array, w: Array, n: Array, source: NoiseBuffer) -> None:
+        T, dim = len(g), source.dim
+        SourcedNoiseProcess.__init__(self, T, source)
+        z = np.asarray(
+            self.sampler.sample(self.rng, (T,) if dim is None else (T, dim)), dtype=np.float64
+        )
         scale = (1.0 / w) if dim is None else (1.0 / w)[:, None]
         size = sf.next_fast_len(2 * T)
         kernel = sf.rfft(g, size)
@@ -153,8 +149,6 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
         conv = sf.irfft(sf.rfft(z * scale, size, axis=0) * kernel, size, axis=0)[:T]
         conv *= n if dim is None else n[:, None]
         self._noise: Array = np.cumsum(conv, axis=0)
-        self.dim = dim
-        self._t = 0
 
 
 class RowScaledSqrtFactorization(CountingMechanism):
@@ -269,7 +263,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> RowScaledNoiseProcess:
         _, g, w, n = _structure(*self._key())
-        return RowScaledNoiseProcess(g, w, n, sampler, rng, dim)
+        return RowScaledNoiseProcess(g, w, n, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> Array:
         """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""
