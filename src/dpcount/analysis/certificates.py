@@ -78,12 +78,10 @@ or bound for ℓ₁-calibrated (Laplace) noise is computed here.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -120,6 +118,7 @@ from dpcount.counting.factorization.toeplitz import (
     _optimized_cached,
     toeplitz_losses,
 )
+from dpcount.data import load_table
 
 __all__ = [
     "ASYMPTOTIC_CONSTANT",
@@ -243,12 +242,10 @@ def asymptotic_lower_bound(horizon: int) -> float:
     return (ASYMPTOTIC_CONSTANT + math.log(T) / math.pi) ** 2
 
 
-@lru_cache(maxsize=1)
 def _dense_table() -> dict[str, dict[str, float]]:
-    path = resources.files("dpcount.data").joinpath("factorization_optima.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    table: dict[str, dict[str, float]] = data["dense_mean_optimum"]
+    table: dict[str, dict[str, float]] = load_table("factorization_optima.json")[
+        "dense_mean_optimum"
+    ]
     return table
 
 
@@ -293,12 +290,8 @@ def dense_max_optimum_losses(T: int) -> tuple[float, float] | None:
     return None
 
 
-@lru_cache(maxsize=1)
 def _normalized_sqrt_table() -> dict[str, Any]:
-    path = resources.files("dpcount.data").joinpath("normalized_sqrt_losses.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("normalized_sqrt_losses.json")
 
 
 def _normalized_sqrt_candidate(T: int) -> tuple[str, float, float] | None:
@@ -366,13 +359,11 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=1)
 def _row_scaled_table() -> dict[str, dict[str, float]]:
     """k -> losses of ``RowScaledSqrtFactorization(2^k)`` (shipped, k ≤ 14)."""
-    path = resources.files("dpcount.data").joinpath("row_scaled_sqrt_losses.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    table: dict[str, dict[str, float]] = data["row_scaled_sqrt"]
+    table: dict[str, dict[str, float]] = load_table("row_scaled_sqrt_losses.json")[
+        "row_scaled_sqrt"
+    ]
     return table
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from functools import cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["load_searchlogs"]
+__all__ = ["load_searchlogs", "load_table"]
 
 
 def load_searchlogs() -> NDArray[np.int64]:
@@ -18,4 +21,13 @@ def load_searchlogs() -> NDArray[np.int64]:
     """
     with resources.files(__package__).joinpath("searchlogs.npy").open("rb") as fh:
         data: NDArray[np.int64] = np.asarray(np.load(fh), dtype=np.int64)
+    return data
+
+
+@cache
+def load_table(name: str) -> dict[str, Any]:
+    """The JSON table ``name`` shipped in this folder (shipped optima, parameters and
+    losses), read once and shared: callers must not modify it."""
+    with resources.files(__package__).joinpath(name).open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
     return data

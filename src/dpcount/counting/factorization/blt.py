@@ -59,12 +59,9 @@ matrix product, across chunks a first-order recursion per buffer
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,6 +79,7 @@ from dpcount.counting.base import (
 )
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
+from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -598,11 +596,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
 # -- the mechanism ---------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    with resources.files("dpcount.data").joinpath("blt_parameters.json").open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("blt_parameters.json")
 
 
 def shipped_blt_parameters(

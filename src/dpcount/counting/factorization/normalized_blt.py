@@ -47,11 +47,9 @@ enlarged.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,6 +68,7 @@ from dpcount.counting.factorization.blt import (
     encoder_coefficients,
 )
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
+from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -434,12 +433,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 # -- shipped parameters ------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    path = resources.files("dpcount.data").joinpath("normalized_blt_parameters.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("normalized_blt_parameters.json")
 
 
 def shipped_normalized_blt_parameters(

@@ -62,7 +62,6 @@ eigenvalues at T ≤ 4096 (the tests compare it with a dense SVD of W to 10⁻¹
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -74,6 +73,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer, check_real
+from dpcount.data import load_table
 
 __all__ = [
     "DENSE_MAX_OPTIMUM_MAX_HORIZON",
@@ -305,12 +305,8 @@ def optimize_dense_max(
 # -- shipped optima (benchmarks/make_dense_max_optima.py) ------------------------------
 
 
-@lru_cache(maxsize=1)
 def _shipped_table() -> dict[str, Any]:
-    path = resources.files("dpcount.data").joinpath("dense_max_optima.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("dense_max_optima.json")
 
 
 def shipped_max_optima() -> dict[int, dict[str, float]]:
