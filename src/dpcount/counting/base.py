@@ -216,6 +216,16 @@ def step_bytes(dim: int | None) -> int:
     return 3 * _F8 * (1 if dim is None else dim)
 
 
+def buffered_stream_memory(values: int, dim: int | None) -> MemoryEstimate:
+    """The memory of a stream that keeps ``values`` noise values (each a Python int or
+    float, 32 bytes, or a row of ``dim`` float64), draws from a
+    :class:`~dpcount.privacy.noise.NoiseBuffer` and holds a step's arrays; no
+    structure arrays (the trees, Honaker, smooth binary, input perturbation)."""
+    value = 32 if dim is None else 8 * dim
+    stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
+    return MemoryEstimate(structure=0, stream=stream)
+
+
 def exact_quotients(numerators: Any, denominator: int) -> Any:
     """``numerators / denominator`` rounded once to float64 (round-to-nearest-even).
 

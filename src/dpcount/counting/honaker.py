@@ -53,8 +53,7 @@ from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
@@ -654,9 +653,7 @@ class Honaker(CountingMechanism):
         """Stream: the left nodes and partial sums of the log2(T) + 1 levels, the noise
         buffer and a step's arrays."""
         levels = check_integer("horizon", horizon, ge=1).bit_length()
-        value = 32 if dim is None else 8 * dim
-        stream = (2 * levels + 3) * value + noise_buffer_bytes(dim) + step_bytes(dim)
-        return MemoryEstimate(structure=0, stream=stream)
+        return buffered_stream_memory(2 * levels + 3, dim)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

@@ -22,8 +22,7 @@ from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.counting.participation import Sensitivity, SensitivityMethod
 from dpcount.privacy._statements import noise_statements
@@ -109,8 +108,7 @@ class InputPerturbation(CountingMechanism):
     ) -> MemoryEstimate:
         """Stream: the running noise sum, the noise buffer and a step's arrays."""
         check_integer("horizon", horizon, ge=1)
-        value = 32 if dim is None else 8 * dim
-        return MemoryEstimate(structure=0, stream=value + noise_buffer_bytes(dim) + step_bytes(dim))
+        return buffered_stream_memory(1, dim)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0

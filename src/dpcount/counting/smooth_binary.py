@@ -43,8 +43,7 @@ from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import NoiseKind
@@ -317,9 +316,7 @@ class SmoothBinary(CountingMechanism):
         """Stream: h node values and h + 1 partial sums, the noise buffer and a step's
         arrays."""
         h = smooth_binary_height(check_integer("horizon", horizon, ge=1))
-        value = 32 if dim is None else 8 * dim
-        stream = (2 * h + 1) * value + noise_buffer_bytes(dim) + step_bytes(dim)
-        return MemoryEstimate(structure=0, stream=stream)
+        return buffered_stream_memory(2 * h + 1, dim)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

@@ -47,8 +47,7 @@ from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import Sensitivity, tree_sensitivities
@@ -401,10 +400,7 @@ class KaryTree(CountingMechanism):
         k, subtract = options.get("k", 19), options.get("subtract", True)
         system = DigitSystem.for_tree(check_integer("k", k, ge=2), bool(subtract))
         h = system.height(check_integer("horizon", horizon, ge=1))
-        values = h * max(-system.low, system.high) + h + 1
-        value = 32 if dim is None else 8 * dim  # a Python int/float, or a row
-        stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
-        return MemoryEstimate(structure=0, stream=stream)
+        return buffered_stream_memory(h * max(-system.low, system.high) + h + 1, dim)
 
     def _memory_options(self) -> dict[str, Any]:
         return {"k": self.k, "subtract": self.subtract}

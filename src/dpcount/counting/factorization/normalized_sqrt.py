@@ -68,9 +68,12 @@ from dpcount._validate import check_integer
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    step_bytes,
 )
-from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
+from dpcount.counting.factorization.sqrt import (
+    SENSITIVITY_MARGIN,
+    SqrtNoiseProcess,
+    fft_stream_memory,
+)
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
@@ -641,14 +644,10 @@ class NormalizedSqrtFactorization(CountingMechanism):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """O(T·d): the stream keeps every z drawn (T·d at the end) and computes its noise
-        in doubling blocks by FFT (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`);
-        measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
-        is extended, the last block's noise and the FFT buffers). Structure: the
-        kernel f(0..T−1) and the column weights."""
-        T = check_integer("horizon", horizon, ge=1)
-        d = 1 if dim is None else dim
-        return MemoryEstimate(structure=16 * T, stream=48 * T * d + step_bytes(dim))
+        """O(T·d), the square root's stream (:meth:`SqrtFactorization.memory_estimate
+        <dpcount.counting.SqrtFactorization.memory_estimate>`); structure: the kernel
+        f(0..T−1) and the column weights."""
+        return fft_stream_memory(horizon, dim, arrays=2)
 
     def __init__(
         self,

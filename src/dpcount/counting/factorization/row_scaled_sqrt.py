@@ -38,8 +38,9 @@ from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer
 from dpcount.counting._process import SourcedNoiseProcess
-from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
+from dpcount.counting.base import CountingMechanism, MemoryEstimate
 from dpcount.counting.factorization.dense import DenseNoiseProcess
+from dpcount.counting.factorization.sqrt import fft_stream_memory
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
@@ -205,9 +206,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
         every z and computes all T noise values per coordinate when it starts (one FFT);
         declared like the square root's peak (about 6·T·d floats). Structure: the
         weights, norms and cached variances (a few T floats)."""
-        T = check_integer("horizon", horizon, ge=1)
-        d = 1 if dim is None else dim
-        return MemoryEstimate(structure=32 * T, stream=48 * T * d + step_bytes(dim))
+        return fft_stream_memory(horizon, dim, arrays=4)
 
     def __init__(
         self,

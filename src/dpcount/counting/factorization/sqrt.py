@@ -67,6 +67,16 @@ _CHUNK = 4096
 _VARIANCE_BLOCK = 1 << 16
 
 
+def fft_stream_memory(horizon: int, dim: int | None, *, arrays: int) -> MemoryEstimate:
+    """The memory of a stream whose noise is an FFT convolution of every z drawn (the
+    square root's :class:`SqrtNoiseProcess` and its variants): about 6·T·d floats at the
+    peak, measured with tracemalloc (:meth:`SqrtFactorization.memory_estimate`), and a
+    structure of ``arrays`` length-T float64 arrays."""
+    T = check_integer("horizon", horizon, ge=1)
+    d = 1 if dim is None else dim
+    return MemoryEstimate(structure=8 * arrays * T, stream=48 * T * d + step_bytes(dim))
+
+
 class SqrtNoiseProcess(SourcedNoiseProcess):
     """N = L z of the square-root factorization for one stream, computed block by block.
 
@@ -260,9 +270,7 @@ class SqrtFactorization(CountingMechanism):
         measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
         is extended, the last block's noise and the FFT buffers). Structure: the
         kernel f(0..T−1)."""
-        T = check_integer("horizon", horizon, ge=1)
-        d = 1 if dim is None else dim
-        return MemoryEstimate(structure=8 * T, stream=48 * T * d + step_bytes(dim))
+        return fft_stream_memory(horizon, dim, arrays=1)
 
     # -- structure --------------------------------------------------------------------
     def coefficients(self) -> NDArray[np.float64]:
