@@ -77,6 +77,7 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
+from dpcount.counting.factorization._losses import Losses
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.data import load_table
@@ -339,7 +340,7 @@ def _wgeo(x: _Ratios, T: int) -> Array:
 
 
 @dataclass(frozen=True)
-class BLTLosses:
+class BLTLosses(Losses):
     """Closed-form error terms of a BLT at horizon T (in units of one sample's variance).
 
     Attributes:
@@ -351,16 +352,6 @@ class BLTLosses:
     sensitivity_squared: float
     mean_variance: float
     max_variance: float
-
-    @property
-    def mean_loss(self) -> float:
-        """Mean variance with the sensitivity scaled to 1."""
-        return self.sensitivity_squared * self.mean_variance
-
-    @property
-    def max_loss(self) -> float:
-        """Largest variance with the sensitivity scaled to 1."""
-        return self.sensitivity_squared * self.max_variance
 
 
 def _theta_ratios(theta: Array) -> _Ratios:

@@ -68,6 +68,7 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
+from dpcount.counting.factorization._losses import Losses
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
@@ -166,7 +167,7 @@ def toeplitz_inverse_coefficients(coefficients: Any, horizon: int) -> Array:
 
 
 @dataclass(frozen=True)
-class ToeplitzLosses:
+class ToeplitzLosses(Losses):
     """Exact quantities of C = Toeplitz(c) at a horizon (unit sample variance).
 
     Attributes:
@@ -180,16 +181,6 @@ class ToeplitzLosses:
     l1_sensitivity: float
     mean_variance: float
     max_variance: float
-
-    @property
-    def mean_loss(self) -> float:
-        """sens² · mean variance (single participation)."""
-        return self.sensitivity_squared * self.mean_variance
-
-    @property
-    def max_loss(self) -> float:
-        """sens² · largest variance (single participation)."""
-        return self.sensitivity_squared * self.max_variance
 
 
 def _decoder(c: Array, T: int) -> Array:
