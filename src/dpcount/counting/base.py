@@ -813,7 +813,21 @@ def fitting_mechanisms(horizon: int, dim: int | None, limit: int) -> list[str]:
     return [label for _, label in sorted(rows)]
 
 
-class CountingStream:
+class ReleaseStream:
+    """What the step-by-step streams share: the count of released steps and the
+    checkpoint's ``extra``."""
+
+    _t: int
+    #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
+    extra: dict[str, Any] | None = None
+
+    @property
+    def step(self) -> int:
+        """Number of steps released so far."""
+        return self._t
+
+
+class CountingStream(ReleaseStream):
     """Step-by-step release: ``update(x_t)`` returns the private prefix sum at t.
 
     The noise process is created at the first update, for scalar steps or for
@@ -830,13 +844,6 @@ class CountingStream:
         self._sum: Any = 0 if self._integer else 0.0
         self._denominator: int | None = None  # set at _start for exact rational noise
         self._t = 0
-        #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
-        self.extra: dict[str, Any] | None = None
-
-    @property
-    def step(self) -> int:
-        """Number of steps released so far."""
-        return self._t
 
     @property
     def dim(self) -> int | None:

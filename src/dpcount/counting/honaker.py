@@ -596,9 +596,7 @@ class Honaker(CountingMechanism):
     subtrees, so it is a continual-release mechanism).
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         Every complete dyadic node gets i.i.d. noise; each step lies in one complete
         node per level j with 2^j ≤ T, so the node vector has ℓ₁ sensitivity Δ₁ = h·Δ and

@@ -79,9 +79,7 @@ class InputPerturbation(CountingMechanism):
     """Independent noise on each input; prefix sums of the noisy inputs.
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         The perturbed vector is x itself (the factorization L = A, R = I), so its ℓ₁
         and ℓ₂ sensitivities are both Δ (Δ₁ = Δ₂ = Δ); the prefix sums of the noisy inputs are

@@ -262,9 +262,7 @@ class SmoothBinary(CountingMechanism):
     which only the leaves with exactly h/2 one-bits are used (module docstring).
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         Leaf b_{t−1} holds x_t, and the used nodes containing it are the left
         children on its path at its h/2 zero bits, so the node vector has ℓ₁

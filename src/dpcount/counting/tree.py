@@ -471,9 +471,7 @@ class BinaryTree(KaryTree):
     release at t sums the noisy dyadic nodes of t's binary expansion.
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         Every step lies in one node per level, so the node vector has ℓ₁ sensitivity
         Δ₁ = h·Δ and ℓ₂ sensitivity Δ₂ = √h·Δ (count-on-your-elders Lemma 7); the release is

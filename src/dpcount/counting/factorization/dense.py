@@ -199,9 +199,7 @@ class FactorizationMechanism(CountingMechanism):
     """The factorization mechanism for a dense causal pair with L·R = A.
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         A change of step t by Δ changes R x by Δ·R[:, t], so Δ₁ = Δ·max_t ‖R[:, t]‖₁
         and Δ₂ = Δ·max_t ‖R[:, t]‖₂; the release A x + L z equals the post-processing

@@ -213,9 +213,7 @@ class SqrtFactorization(CountingMechanism):
     stream (the paper's per-round fresh z_t is an erratum).
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         The perturbed vector is R·x (R = L), which a change of one step by Δ moves by
         Δ·(a column of R); the worst column is the first, so the ℓ₂ sensitivity is
