@@ -628,7 +628,37 @@ def shipped_blt_parameters(
     return list(entry["buffer_decay"]), list(entry["output_scale"])
 
 
-class BLT(CountingMechanism):
+class _BLTParameters(CountingMechanism):
+    """What the mechanisms built on BLT(θ, ω) parameters share (:class:`BLT`,
+    :class:`~dpcount.counting.factorization.normalized_blt.NormalizedBLT`): the checked
+    parameters, the inverse, and the parameters in ``repr``, the memory options and the
+    rebuilding arguments."""
+
+    buffer_decay: Array
+    output_scale: Array
+    inverse: BLTInverse
+
+    def _set_parameters(self, theta: Array, omega: Array) -> None:
+        """Keep θ, ω (checked by :func:`check_blt_parameters`) and their inverse."""
+        self.buffer_decay = theta
+        self.output_scale = omega
+        self.inverse = blt_inverse(theta, omega)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _repr_fields(self) -> dict[str, object]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {
+            **super()._config_kwargs(),
+            "buffer_decay": self.buffer_decay.tolist(),
+            "output_scale": self.output_scale.tolist(),
+        }
+
+
+class BLT(_BLTParameters):
     """Buffered linear Toeplitz factorization (Dvijotham et al. 2024; McMahan et al. 2024).
 
     The encoder C = BLT(θ, ω) (c_0 = 1, c_k = Σ_i ω_i θ_i^{k−1}); the decoder
@@ -692,9 +722,7 @@ class BLT(CountingMechanism):
         **fields: Unpack[BudgetFields],
     ) -> None:
         theta, omega = check_blt_parameters(buffer_decay, output_scale)
-        self.buffer_decay: Array = theta
-        self.output_scale: Array = omega
-        self.inverse: BLTInverse = blt_inverse(theta, omega)
+        self._set_parameters(theta, omega)
         resolved = Budget.resolve(budget, fields, owner="BLT").gaussian_only("BLT")
         T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         self._losses = blt_losses(theta, omega, T, self.inverse)
@@ -738,19 +766,6 @@ class BLT(CountingMechanism):
             chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
         )
         return MemoryEstimate(structure=64 * n, stream=stream)
-
-    def _memory_options(self) -> dict[str, Any]:
-        return {"buffers": len(self.buffer_decay)}
-
-    def _repr_fields(self) -> dict[str, object]:
-        return {"buffers": len(self.buffer_decay)}
-
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._config_kwargs(),
-            "buffer_decay": self.buffer_decay.tolist(),
-            "output_scale": self.output_scale.tolist(),
-        }
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         T = check_integer("horizon", self.horizon, ge=1)

@@ -59,9 +59,10 @@ from dpcount._scipy import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
+from dpcount.counting.base import MemoryEstimate, step_bytes
 from dpcount.counting.factorization.blt import (
     BLTInverse,
+    _BLTParameters,
     _ratios,
     blt_inverse,
     check_blt_parameters,
@@ -461,7 +462,7 @@ def shipped_normalized_blt_parameters(
 # -- the mechanism ---------------------------------------------------------------------
 
 
-class NormalizedBLT(CountingMechanism):
+class NormalizedBLT(_BLTParameters):
     """The column-normalized BLT factorization (Gaussian noise, bounded-memory stream).
 
     The encoder C′ = C·diag(1/e) with C = BLT(θ, ω) and e_j = √(S(T − j)/S(T)); the
@@ -546,9 +547,6 @@ class NormalizedBLT(CountingMechanism):
         )
         return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20), stream=stream)
 
-    def _memory_options(self) -> dict[str, Any]:
-        return {"buffers": len(self.buffer_decay)}
-
     def __init__(
         self,
         horizon: int,
@@ -561,9 +559,7 @@ class NormalizedBLT(CountingMechanism):
     ) -> None:
         theta, omega = check_blt_parameters(buffer_decay, output_scale)
         T = _check(horizon)
-        self.buffer_decay: Array = theta
-        self.output_scale: Array = omega
-        self.inverse: BLTInverse = blt_inverse(theta, omega)
+        self._set_parameters(theta, omega)
         resolved = Budget.resolve(budget, fields, owner="NormalizedBLT").gaussian_only(
             "NormalizedBLT"
         )
@@ -589,16 +585,6 @@ class NormalizedBLT(CountingMechanism):
         return cls(
             horizon, buffer_decay=decay, output_scale=scale, budget=budget, rng=rng, **fields
         )
-
-    def _repr_fields(self) -> dict[str, object]:
-        return {"buffers": len(self.buffer_decay)}
-
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._config_kwargs(),
-            "buffer_decay": self.buffer_decay.tolist(),
-            "output_scale": self.output_scale.tolist(),
-        }
 
     def weights(self) -> Array:
         """e_0, …, e_{T−1} (O(T·n²))."""
