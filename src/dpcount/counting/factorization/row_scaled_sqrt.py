@@ -78,17 +78,19 @@ def block_values(T: int, scales: tuple[float, ...] | None) -> Array:
     return np.asarray(scales, dtype=np.float64)[np.arange(T) * len(scales) // T]
 
 
+#: what a structure is computed from: (T, log_weights, coefficients, column_scales), the
+#: last two None for the square root's coefficients and unit column norms
+_Key = tuple[int, tuple[float, ...], tuple[float, ...] | None, tuple[float, ...] | None]
+
+
 @lru_cache(maxsize=8)
-def _structure(
-    T: int,
-    log_weights: tuple[float, ...],
-    coefficients: tuple[float, ...] | None = None,
-    column_scales: tuple[float, ...] | None = None,
-) -> tuple[Array, Array, Array, Array]:
-    """(f, g, w, n), read-only: f the encoder's Toeplitz coefficients padded to T (the
-    square root's, or ``coefficients``), g those of its inverse, n the column divisors
-    (the norms of diag(w)·C's columns over ``column_scales`` per block: the columns of
-    C′ = diag(w)·C·diag(1/n) have the block's scale as norm)."""
+def _structure(key: _Key) -> tuple[Array, Array, Array, Array]:
+    """(f, g, w, n) for ``key`` (:data:`_Key`), read-only: f the encoder's Toeplitz
+    coefficients padded to T (the square root's, or ``coefficients``), g those of its
+    inverse, n the column divisors (the norms of diag(w)·C's columns over
+    ``column_scales`` per block: the columns of C′ = diag(w)·C·diag(1/n) have the
+    block's scale as norm)."""
+    T, log_weights, coefficients, column_scales = key
     k = np.arange(T)
     if coefficients is None:
         f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
@@ -111,14 +113,10 @@ def _structure(
 
 
 @lru_cache(maxsize=8)
-def _row_norms(
-    T: int,
-    log_weights: tuple[float, ...],
-    coefficients: tuple[float, ...] | None = None,
-    column_scales: tuple[float, ...] | None = None,
-) -> Array:
+def _row_norms(key: _Key) -> Array:
     """‖B′[t, :]‖² for t = 0..T−1, exact O(T²) in column blocks (read-only)."""
-    _, g, w, n = _structure(T, log_weights, coefficients, column_scales)
+    T = key[0]
+    _, g, w, n = _structure(key)
     k = np.arange(T)
     rows = np.zeros(T)
     for j0 in range(0, T, _BLOCK):
@@ -235,11 +233,11 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def _config_kwargs(self) -> dict[str, Any]:
         return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> _Key:
         return (self.horizon, self.log_weights, self._coefficients, self._column_scales)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
-        f, _, w, n = _structure(*self._key())
+        f, _, w, n = _structure(self._key())
         T = self.horizon
         f_abs = np.abs(f)
         l1 = max(float(np.dot(w[j:], f_abs[: T - j])) / float(n[j]) for j in range(T))
@@ -249,7 +247,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def dense_factorization(self) -> tuple[Array, Array]:
         """(B′, C′) as dense T×T matrices (T ≤ 4096)."""
         T = check_integer("horizon", self.horizon, le=4096)
-        f, g, w, n = _structure(*self._key())
+        f, g, w, n = _structure(self._key())
         i = np.arange(T)
         d = i[:, None] - i[None, :]
         lower = d >= 0
@@ -261,15 +259,15 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> RowScaledNoiseProcess:
-        _, g, w, n = _structure(*self._key())
+        _, g, w, n = _structure(self._key())
         return RowScaledNoiseProcess(g, w, n, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> Array:
         """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""
-        return np.array(_row_norms(*self._key()))
+        return np.array(_row_norms(self._key()))
 
     def _noise_coefficient_at(self, t: int) -> float:
-        return float(_row_norms(*self._key())[t - 1])
+        return float(_row_norms(self._key())[t - 1])
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
-        yield from _row_norms(*self._key())[start - 1 :].tolist()
+        yield from _row_norms(self._key())[start - 1 :].tolist()
