@@ -78,6 +78,7 @@ from dpcount.counting.base import (
     step_bytes,
 )
 from dpcount.counting.factorization._losses import Losses
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.data import load_table
@@ -97,8 +98,6 @@ __all__ = [
     "check_blt_parameters",
     "shipped_blt_parameters",
 ]
-
-Array = NDArray[np.float64]
 
 #: steps per chunk of the within-chunk Toeplitz product in ``next_many``
 _BLOCK_SCALAR = 32

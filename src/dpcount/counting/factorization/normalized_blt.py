@@ -53,13 +53,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount._scipy import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MemoryEstimate, step_bytes
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
     BLTInverse,
     _BLTParameters,
@@ -86,8 +86,6 @@ __all__ = [
     "normalized_blt_weights",
     "shipped_normalized_blt_parameters",
 ]
-
-Array = NDArray[np.float64]
 
 #: largest horizon: the exact variances cost O(T·n) (measured 3.2 s at 2^20 on the
 #: loaded 2-core development machine, so about a minute at 2^24) and the shipped

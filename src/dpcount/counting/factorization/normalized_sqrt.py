@@ -69,6 +69,7 @@ from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
 )
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.sqrt import (
     SENSITIVITY_MARGIN,
     SqrtNoiseProcess,
@@ -96,8 +97,6 @@ __all__ = [
     "normalized_sqrt_noise_coefficients",
     "normalized_sqrt_weights",
 ]
-
-Array = NDArray[np.float64]
 
 #: Largest horizon with one weight per column: the exact per-step variances cost O(T²)
 #: time (measured on a loaded 2-core machine: 0.16–0.9 s at 2^14, 0.65 s at 2^15,

@@ -51,15 +51,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount._scipy import minimize
 from dpcount._validate import check_choice, check_integer, check_real
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import blt_losses, check_blt_parameters
 
 __all__ = ["BLTOptimum", "DenseOptimum", "blt_loss", "optimize_blt", "optimize_dense"]
-
-Array = NDArray[np.float64]
 
 OBJECTIVES = ("mean", "max")
 _FTOL = 1e-11

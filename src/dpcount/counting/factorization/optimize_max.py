@@ -70,9 +70,9 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer, check_real
+from dpcount.counting.factorization._types import Array
 from dpcount.data import load_table
 
 __all__ = [
@@ -87,8 +87,6 @@ __all__ = [
     "shipped_max_optima",
     "shipped_max_weights",
 ]
-
-Array = NDArray[np.float64]
 
 #: largest horizon :func:`optimize_dense_max` accepts (T×T dense factors, O(T³) at the end)
 DENSE_MAX_OPTIMUM_MAX_HORIZON = 4096

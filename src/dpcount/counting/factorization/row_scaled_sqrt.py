@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.fft as sf
 from numpy.polynomial import chebyshev
-from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer
 from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import CountingMechanism, MemoryEstimate
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.dense import DenseNoiseProcess
 from dpcount.counting.factorization.sqrt import fft_stream_memory
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["ROW_SCALED_LOG_WEIGHTS", "ROW_SCALED_MAX_HORIZON", "RowScaledSqrtFactorization"]
-
-Array = NDArray[np.float64]
 
 #: largest horizon (exact variances are an O(T²) sum)
 ROW_SCALED_MAX_HORIZON = 16384

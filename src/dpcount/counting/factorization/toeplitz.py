@@ -55,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.fft as sfft
-from numpy.typing import NDArray
 
 from dpcount._scipy import lfilter, minimize
 from dpcount._state import state_array
@@ -69,6 +68,7 @@ from dpcount.counting.base import (
     step_bytes,
 )
 from dpcount.counting.factorization._losses import Losses
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
@@ -90,8 +90,6 @@ __all__ = [
     "toeplitz_inverse_coefficients",
     "toeplitz_losses",
 ]
-
-Array = NDArray[np.float64]
 
 OBJECTIVES = ("mean", "max")
 #: up to this many coefficients C⁻¹ comes from the recursion, beyond by Newton/FFT
