@@ -281,7 +281,11 @@ def add_noise(sums: NDArray[Any], noise: Any, denominator: int | None) -> NDArra
 
 
 class NoiseProcess(Protocol):
-    """Yields a mechanism's correlated noise N_1, N_2, … for one stream."""
+    """Yields a mechanism's correlated noise N_1, N_2, … for one stream.
+
+    The processes here build on :class:`~dpcount.counting._process.SourcedNoiseProcess`
+    (made from their structure and a :class:`~dpcount.privacy.noise.NoiseBuffer`: the
+    step counter and a checkpoint's ``t`` written once)."""
 
     @property
     def step(self) -> int:
