@@ -643,6 +643,17 @@ class _BLTParameters(CountingMechanism):
         self.output_scale = omega
         self.inverse = blt_inverse(theta, omega)
 
+    @staticmethod
+    def _stream_bytes(T: int, dim: int | None, n: int) -> int:
+        """Peak bytes of a stream of n buffers and the running sum, (n + 1)·d floats, plus
+        the step's draw and its arrays ((n + 2)·d at the peak); scalar streams compute a
+        chunk of 4096 steps ahead."""
+        chunk = min(4096, T)  # scalar streams: pending Python floats, a chunk's arrays
+        fixed = 32 * 1024  # Python objects and the chunk matrices
+        return fixed + (
+            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
+        )
+
     def _memory_options(self) -> dict[str, Any]:
         return {"buffers": len(self.buffer_decay)}
 
@@ -759,12 +770,7 @@ class BLT(_BLTParameters):
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_blt_parameters(T)[0]) if buffers is None else int(buffers)
-        chunk = min(4096, T)  # scalar streams: pending Python floats, a chunk's arrays
-        fixed = 32 * 1024  # Python objects and the chunk matrices
-        stream = fixed + (
-            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
-        )
-        return MemoryEstimate(structure=64 * n, stream=stream)
+        return MemoryEstimate(structure=64 * n, stream=cls._stream_bytes(T, dim, n))
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         T = check_integer("horizon", self.horizon, ge=1)

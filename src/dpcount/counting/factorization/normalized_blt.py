@@ -58,7 +58,7 @@ from dpcount._scipy import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import MemoryEstimate, step_bytes
+from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
     BLTInverse,
@@ -538,11 +538,7 @@ class NormalizedBLT(_BLTParameters):
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
-        chunk = min(4096, T)
-        fixed = 32 * 1024
-        stream = fixed + (
-            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
-        )
+        stream = cls._stream_bytes(T, dim, n)
         return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20), stream=stream)
 
     def __init__(
