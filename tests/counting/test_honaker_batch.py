@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 import dpcount.counting.honaker as honaker
 from dpcount.counting import Honaker
+from dpcount.privacy.noise import NoiseBuffer
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ def test_rounding_against_fractions_with_the_fallback(
     T, n = 1000, 1000
 
     def draw() -> object:
-        process = honaker.HonakerExactNoiseProcess(T, Uniform(50), np.random.default_rng(1), dim)
+        process = honaker.HonakerExactNoiseProcess(
+            T, NoiseBuffer(Uniform(50), np.random.default_rng(1), dim)
+        )
         return process.next_many(n)
 
     noise = draw()
@@ -100,7 +103,9 @@ def test_rounding_against_fractions_with_the_fallback(
 def test_large_samples_take_the_python_int_path() -> None:
     """Samples beyond the int64 bound: Python ints, still the exact rational's bits."""
     T = 64
-    process = honaker.HonakerExactNoiseProcess(T, Uniform(2**57), np.random.default_rng(3))
+    process = honaker.HonakerExactNoiseProcess(
+        T, NoiseBuffer(Uniform(2**57), np.random.default_rng(3))
+    )
     noise = process.next_many(T)
     assert isinstance(noise, np.ndarray) and noise.dtype == object
     L = process.denominator

@@ -120,7 +120,7 @@ from dpcount.counting.factorization.toeplitz import (
     _optimized_cached,
     toeplitz_losses,
 )
-from dpcount.data import shipped_json
+from dpcount.data import load_table
 
 __all__ = [
     "ASYMPTOTIC_CONSTANT",
@@ -245,7 +245,7 @@ def asymptotic_lower_bound(horizon: int) -> float:
 
 
 def _dense_table() -> dict[str, dict[str, float]]:
-    table: dict[str, dict[str, float]] = shipped_json("factorization_optima.json")[
+    table: dict[str, dict[str, float]] = load_table("factorization_optima.json")[
         "dense_mean_optimum"
     ]
     return table
@@ -293,7 +293,7 @@ def dense_max_optimum_losses(T: int) -> tuple[float, float] | None:
 
 
 def _normalized_sqrt_table() -> dict[str, Any]:
-    return shipped_json("normalized_sqrt_losses.json")
+    return load_table("normalized_sqrt_losses.json")
 
 
 def _normalized_sqrt_candidate(T: int) -> tuple[str, float, float] | None:
@@ -371,7 +371,7 @@ def _candidates(T: int) -> tuple[tuple[str, float, float], ...]:
 
 def _row_scaled_table() -> dict[str, dict[str, float]]:
     """k -> losses of ``RowScaledSqrtFactorization(2^k)`` (shipped, k ≤ 14)."""
-    table: dict[str, dict[str, float]] = shipped_json("row_scaled_sqrt_losses.json")[
+    table: dict[str, dict[str, float]] = load_table("row_scaled_sqrt_losses.json")[
         "row_scaled_sqrt"
     ]
     return table

@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._state import state_array
 from dpcount._validate import check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 
-__all__ = ["MAX_BLOCK_ELEMENTS", "SCALAR_CHUNK", "ChunkedNoiseProcess"]
+__all__ = ["MAX_BLOCK_ELEMENTS", "SCALAR_CHUNK", "ChunkedNoiseProcess", "read_sum", "sum_state"]
 
 #: steps computed at once by a scalar ``next()``
 SCALAR_CHUNK = 4096
@@ -24,14 +26,11 @@ SCALAR_CHUNK = 4096
 MAX_BLOCK_ELEMENTS = 1 << 21
 
 
-class ChunkedNoiseProcess:
+class ChunkedNoiseProcess(SourcedNoiseProcess):
     """``next`` / ``next_many`` on top of a subclass's ``_compute``."""
 
-    horizon: int
-    dim: int | None
     _tail: tuple[int, ...]
     _pending: list[Any]
-    _t: int
 
     def _compute(self, dest: NDArray[np.float64]) -> None:
         raise NotImplementedError
@@ -71,3 +70,35 @@ class ChunkedNoiseProcess:
             self._compute(out[start : min(n, start + step_block)])
         self._t += n
         return out
+
+    # -- checkpoints: the computed, unreleased noise and a running sum -------------------
+    def _pending_state(self) -> NDArray[np.float64]:
+        """The computed, unreleased noise in release order (a checkpoint field)."""
+        return np.array(self._pending[::-1], dtype=np.float64)
+
+    def _read_pending(self, value: Any, t: int) -> list[Any]:
+        """:meth:`_pending_state` output checked (empty for vector steps, at most the
+        horizon's remaining steps), as the list ``next`` pops from."""
+        owner = self._owner
+        pending = state_array(owner, "pending", value, rows=-1, dim=None)
+        if len(pending) and self.dim is not None:
+            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
+        if t + len(pending) > self.horizon:
+            raise ValueError(
+                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
+                f"horizon {self.horizon}"
+            )
+        out: list[Any] = pending.astype(np.float64)[::-1].tolist()
+        return out
+
+
+def sum_state(total: Any) -> NDArray[np.float64]:
+    """A running sum (a float or a ``(dim,)`` array) as a checkpoint field."""
+    return np.array(total, dtype=np.float64, ndmin=1)
+
+
+def read_sum(owner: str, value: Any, tail: tuple[int, ...]) -> NDArray[np.float64]:
+    """:func:`sum_state` output checked and shaped back to ``tail`` (``()`` or ``(dim,)``)."""
+    dim = tail[0] if tail else 1
+    total = state_array(owner, "sum", value, rows=None, dim=dim)
+    return total.astype(np.float64).reshape(tail)

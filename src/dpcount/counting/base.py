@@ -216,6 +216,16 @@ def step_bytes(dim: int | None) -> int:
     return 3 * _F8 * (1 if dim is None else dim)
 
 
+def buffered_stream_memory(values: int, dim: int | None) -> MemoryEstimate:
+    """The memory of a stream that keeps ``values`` noise values (each a Python int or
+    float, 32 bytes, or a row of ``dim`` float64), draws from a
+    :class:`~dpcount.privacy.noise.NoiseBuffer` and holds a step's arrays; no
+    structure arrays (the trees, Honaker, smooth binary, input perturbation)."""
+    value = 32 if dim is None else 8 * dim
+    stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
+    return MemoryEstimate(structure=0, stream=stream)
+
+
 def exact_quotients(numerators: Any, denominator: int) -> Any:
     """``numerators / denominator`` rounded once to float64 (round-to-nearest-even).
 
@@ -271,7 +281,11 @@ def add_noise(sums: NDArray[Any], noise: Any, denominator: int | None) -> NDArra
 
 
 class NoiseProcess(Protocol):
-    """Yields a mechanism's correlated noise N_1, N_2, … for one stream."""
+    """Yields a mechanism's correlated noise N_1, N_2, … for one stream.
+
+    The processes here build on :class:`~dpcount.counting._process.SourcedNoiseProcess`
+    (made from their structure and a :class:`~dpcount.privacy.noise.NoiseBuffer`: the
+    step counter and a checkpoint's ``t`` written once)."""
 
     @property
     def step(self) -> int:
@@ -432,9 +446,11 @@ class CountingMechanism(ABC):
         The budget is ``budget=`` or its keyword fields (:meth:`Budget.resolve
         <dpcount.privacy.Budget.resolve>`, which names the class in its errors), so a
         mechanism whose only structure argument is the horizon needs no ``__init__``
-        of its own. Subclasses with structure set it first (the sensitivities depend
-        on it), then call this.
+        of its own. Subclasses with structure options set them first (the sensitivities
+        depend on them), then call this; structure that follows from the horizon alone
+        is set by :meth:`_set_structure`, called first.
         """
+        self._set_structure(horizon)
         budget = Budget.resolve(budget, fields, owner=type(self).__name__)
         self.horizon = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         budget = budget.with_default_noise(self.default_noise)
@@ -503,6 +519,11 @@ class CountingMechanism(ABC):
         self._rng = as_generator(rng)
 
     # -- structure (implemented by subclasses) ------------------------------------
+    def _set_structure(self, horizon: int) -> None:
+        """Set the structure that follows from ``horizon`` (as given: validate it), before
+        the budget is read; nothing by default."""
+        return None
+
     @abstractmethod
     def _unit_sensitivities(self) -> tuple[float, float]:
         """(ℓ₁, ℓ₂) sensitivity of the perturbed vector for a unit change at one step."""
@@ -796,7 +817,21 @@ def fitting_mechanisms(horizon: int, dim: int | None, limit: int) -> list[str]:
     return [label for _, label in sorted(rows)]
 
 
-class CountingStream:
+class ReleaseStream:
+    """What the step-by-step streams share: the count of released steps and the
+    checkpoint's ``extra``."""
+
+    _t: int
+    #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
+    extra: dict[str, Any] | None = None
+
+    @property
+    def step(self) -> int:
+        """Number of steps released so far."""
+        return self._t
+
+
+class CountingStream(ReleaseStream):
     """Step-by-step release: ``update(x_t)`` returns the private prefix sum at t.
 
     The noise process is created at the first update, for scalar steps or for
@@ -813,13 +848,6 @@ class CountingStream:
         self._sum: Any = 0 if self._integer else 0.0
         self._denominator: int | None = None  # set at _start for exact rational noise
         self._t = 0
-        #: the ``extra`` dict of the checkpoint this stream was loaded from (else None)
-        self.extra: dict[str, Any] | None = None
-
-    @property
-    def step(self) -> int:
-        """Number of steps released so far."""
-        return self._t
 
     @property
     def dim(self) -> int | None:

@@ -42,27 +42,24 @@ References:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._state import state_int, state_keys, state_values
+from dpcount._state import state_values
 from dpcount._validate import check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "Honaker",
@@ -123,7 +120,32 @@ def honaker_max_variance_units(horizon: int) -> float:
     return best
 
 
-class HonakerNoiseProcess:
+def _children_sums(below: NDArray[Any] | None, first: int, count: int) -> NDArray[Any]:
+    """For ``count`` consecutive nodes m of a level, the sums of their children's values:
+    children 2m, 2m + 1 sit at slots 2m − lo_{j−1} + 1 = ``first``, … of ``below``, the
+    level under it (``next_many``'s bottom-up pass)."""
+    assert below is not None
+    kids = below[first : first + 2 * count]
+    return kids[0::2] + kids[1::2]  # type: ignore[no-any-return]
+
+
+class _DyadicNoiseProcess(SourcedNoiseProcess):
+    """What the two Honaker processes share: the levels 0..⌊log₂ T⌋ + 1, and per level j
+    the node of t's dyadic decomposition (``_left[j]``, where bit j of t is 1) with the
+    partial sums over the levels ≥ j (``_partial[j]``), all ``zero`` at the start."""
+
+    def __init__(self, horizon: int, source: NoiseBuffer, zero: Any) -> None:
+        super().__init__(horizon, source)
+        self.levels = horizon.bit_length()
+        self._zero = zero
+        self._left: list[Any] = [zero] * (self.levels + 1)
+        self._partial: list[Any] = [zero] * (self.levels + 2)
+
+    def live_count(self) -> int:
+        return bin(self._t).count("1")
+
+
+class HonakerNoiseProcess(_DyadicNoiseProcess):
     """Noise of the Honaker Online estimator for one stream.
 
     * ``next`` (O(1) amortized, O(log T) worst case): at step t the leaf and every
@@ -139,31 +161,10 @@ class HonakerNoiseProcess:
     Memory: at most ⌊log₂ T⌋ + 1 node values (×dim).
     """
 
-    def __init__(
-        self,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self.horizon = horizon
-        self.levels = horizon.bit_length()
-        self.dim = dim
-        self._buffer = NoiseBuffer(sampler, rng, dim)
+    def __init__(self, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source, 0.0 if source.dim is None else np.zeros(source.dim))
         self._a = [honaker_level_variance(j) for j in range(self.levels + 1)]
         self._c = [_combine_coefficient(j) for j in range(self.levels + 1)]
-        self._t = 0
-        zero: Any = 0.0 if dim is None else np.zeros(dim)
-        self._zero = zero
-        self._left: list[Any] = [zero] * (self.levels + 1)
-        self._partial: list[Any] = [zero] * (self.levels + 2)
-
-    @property
-    def step(self) -> int:
-        return self._t
-
-    def live_count(self) -> int:
-        return bin(self._t).count("1")
 
     def next(self) -> Any:
         t = self._t + 1
@@ -205,11 +206,8 @@ class HonakerNoiseProcess:
                 if j == 0:
                     cur[1:] = own
                 else:
-                    assert below is not None
-                    # Children 2m, 2m+1 at level j−1 sit at slots 2m − lo_{j−1} + 1 of `below`.
-                    first = 2 * lo - lows[j - 1] + 1
-                    kids = below[first : first + 2 * count]
-                    cur[1:] = self._a[j] * own + self._c[j] * (kids[0::2] + kids[1::2])
+                    kids = _children_sums(below, 2 * lo - lows[j - 1] + 1, count)
+                    cur[1:] = self._a[j] * own + self._c[j] * kids
             ext.append(cur)
             lows.append(lo)
             below = cur
@@ -241,21 +239,16 @@ class HonakerNoiseProcess:
     def state_dict(self) -> dict[str, Any]:
         """What this process needs to continue exactly: the step, the estimate errors
         of the decomposition nodes, their partial sums and the noise buffer."""
-        return {
-            "t": self._t,
-            "left": list(self._left),
-            "partial": list(self._partial),
-            "buffer": self._buffer.state_dict(),
-        }
+        return self._state(
+            left=list(self._left), partial=list(self._partial), buffer=self._buffer.state_dict()
+        )
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same horizon,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "HonakerNoiseProcess"
-        st = state_keys(owner, state, ("t", "left", "partial", "buffer"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
-        left = state_values(owner, "left", st["left"], self.dim, self.levels + 1)
-        partial = state_values(owner, "partial", st["partial"], self.dim, self.levels + 2)
+        st, t = self._read_state(state, ("left", "partial", "buffer"))
+        left = state_values(self._owner, "left", st["left"], self.dim, self.levels + 1)
+        partial = state_values(self._owner, "partial", st["partial"], self.dim, self.levels + 2)
         self._buffer.load_state_dict(st["buffer"])
         self._t, self._left, self._partial = t, left, partial
 
@@ -416,7 +409,7 @@ class HonakerBatchNoise:
         return out
 
 
-class HonakerExactNoiseProcess:
+class HonakerExactNoiseProcess(_DyadicNoiseProcess):
     """Exact Honaker Online noise for integer node noise (``noise="discrete-*"``).
 
     With the float process, ``S_t + fl(Σ a_j ζ_j)`` rounds the noise term on its
@@ -441,35 +434,15 @@ class HonakerExactNoiseProcess:
     else on Python ints (object arrays), so nothing can overflow at any horizon.
     """
 
-    def __init__(
-        self,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self.horizon = horizon
-        self.levels = horizon.bit_length()
-        self.dim = dim
-        self._buffer = NoiseBuffer(sampler, rng, dim)
+    def __init__(self, horizon: int, source: NoiseBuffer) -> None:
+        # _left[j]: W of the level-j node of t's decomposition (where bit j of t is 1);
+        # _partial[j]: Σ_{i ≥ j, bit i of t} mult_i·W_i (numerators over denominator).
+        dim = source.dim
+        super().__init__(horizon, source, 0 if dim is None else np.zeros(dim, dtype=object))
         dens = [(1 << (j + 1)) - 1 for j in range(self.levels + 1)]
         #: every step's noise is (returned numerator) / denominator
         self.denominator: int = math.lcm(*dens)
         self._mult = [self.denominator // d for d in dens]
-        self._t = 0
-        zero: Any = 0 if dim is None else np.zeros(dim, dtype=object)
-        self._zero = zero
-        # _left[j]: W of the level-j node of t's decomposition (where bit j of t is 1);
-        # _partial[j]: Σ_{i ≥ j, bit i of t} mult_i·W_i (numerators over denominator).
-        self._left: list[Any] = [zero] * (self.levels + 1)
-        self._partial: list[Any] = [zero] * (self.levels + 2)
-
-    @property
-    def step(self) -> int:
-        return self._t
-
-    def live_count(self) -> int:
-        return bin(self._t).count("1")
 
     def next(self) -> Any:
         t = self._t + 1
@@ -543,10 +516,9 @@ class HonakerExactNoiseProcess:
                 if j == 0:
                     cur[1:] = own
                 else:
-                    assert below is not None
-                    first = 2 * lo - lows[j - 1] + 1
-                    kids = below[first : first + 2 * count]
-                    cur[1:] = (1 << j) * own + kids[0::2] + kids[1::2]
+                    cur[1:] = (1 << j) * own + _children_sums(
+                        below, 2 * lo - lows[j - 1] + 1, count
+                    )
             ext.append(cur)
             lows.append(lo)
             below = cur
@@ -592,14 +564,13 @@ class HonakerExactNoiseProcess:
                     "int64 (vector steps are saved as int64 arrays)"
                 )
             left.append(np.asarray(w, dtype=np.int64))
-        return {"t": self._t, "left": left, "buffer": self._buffer.state_dict()}
+        return self._state(left=left, buffer=self._buffer.state_dict())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same horizon,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "HonakerExactNoiseProcess"
-        st = state_keys(owner, state, ("t", "left", "buffer"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        st, t = self._read_state(state, ("left", "buffer"))
+        owner = self._owner
         left = state_values(owner, "left", st["left"], self.dim, self.levels + 1)
         for j, w in enumerate(left):
             if isinstance(w, np.ndarray):
@@ -625,9 +596,7 @@ class Honaker(CountingMechanism):
     subtrees, so it is a continual-release mechanism).
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         Every complete dyadic node gets i.i.d. noise; each step lies in one complete
         node per level j with 2^j ≤ T, so the node vector has ℓ₁ sensitivity Δ₁ = h·Δ and
@@ -682,9 +651,7 @@ class Honaker(CountingMechanism):
         """Stream: the left nodes and partial sums of the log2(T) + 1 levels, the noise
         buffer and a step's arrays."""
         levels = check_integer("horizon", horizon, ge=1).bit_length()
-        value = 32 if dim is None else 8 * dim
-        stream = (2 * levels + 3) * value + noise_buffer_bytes(dim) + step_bytes(dim)
-        return MemoryEstimate(structure=0, stream=stream)
+        return buffered_stream_memory(2 * levels + 3, dim)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}
@@ -712,8 +679,8 @@ class Honaker(CountingMechanism):
         """Float process for the continuous samplers; for integer samplers the exact one,
         whose release is computed from the noisy node values alone (no float leak)."""
         if getattr(sampler, "integer", False):
-            return HonakerExactNoiseProcess(self.horizon, sampler, rng, dim)
-        return HonakerNoiseProcess(self.horizon, sampler, rng, dim)
+            return HonakerExactNoiseProcess(self.horizon, NoiseBuffer(sampler, rng, dim))
+        return HonakerNoiseProcess(self.horizon, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """Σ_{j: bit j of t} V_j for t = 1..T, by a top-down pass over q = t >> j (O(T))."""

@@ -11,49 +11,33 @@ is a random walk, Var_t = t·σ², so the MSE grows linearly in T.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._state import state_int, state_keys, state_value
+from dpcount._state import state_value
 from dpcount._validate import check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.counting.participation import Sensitivity, SensitivityMethod
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["InputNoiseProcess", "InputPerturbation"]
 
 
-class InputNoiseProcess:
+class InputNoiseProcess(SourcedNoiseProcess):
     """N_t = ζ_1 + … + ζ_t. Memory: the running sum (×dim)."""
 
-    def __init__(
-        self,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self.horizon = horizon
-        self.dim = dim
-        self._buffer = NoiseBuffer(sampler, rng, dim)
-        self._sum: Any = 0.0 if dim is None else np.zeros(dim)
-        self._t = 0
-
-    @property
-    def step(self) -> int:
-        return self._t
+    def __init__(self, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source)
+        self._sum: Any = 0.0 if self.dim is None else np.zeros(self.dim)
 
     def live_count(self) -> int:
         return 1
@@ -79,15 +63,13 @@ class InputNoiseProcess:
     def state_dict(self) -> dict[str, Any]:
         """What this process needs to continue exactly: the step, the running noise sum
         and the noise buffer."""
-        return {"t": self._t, "sum": self._sum, "buffer": self._buffer.state_dict()}
+        return self._state(sum=self._sum, buffer=self._buffer.state_dict())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same horizon,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "InputNoiseProcess"
-        st = state_keys(owner, state, ("t", "sum", "buffer"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
-        total = state_value(owner, "sum", st["sum"], self.dim)
+        st, t = self._read_state(state, ("sum", "buffer"))
+        total = state_value(self._owner, "sum", st["sum"], self.dim)
         self._buffer.load_state_dict(st["buffer"])
         self._t, self._sum = t, total
 
@@ -97,9 +79,7 @@ class InputPerturbation(CountingMechanism):
     """Independent noise on each input; prefix sums of the noisy inputs.
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         The perturbed vector is x itself (the factorization L = A, R = I), so its ℓ₁
         and ℓ₂ sensitivities are both Δ (Δ₁ = Δ₂ = Δ); the prefix sums of the noisy inputs are
@@ -126,8 +106,7 @@ class InputPerturbation(CountingMechanism):
     ) -> MemoryEstimate:
         """Stream: the running noise sum, the noise buffer and a step's arrays."""
         check_integer("horizon", horizon, ge=1)
-        value = 32 if dim is None else 8 * dim
-        return MemoryEstimate(structure=0, stream=value + noise_buffer_bytes(dim) + step_bytes(dim))
+        return buffered_stream_memory(1, dim)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0
@@ -144,7 +123,7 @@ class InputPerturbation(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> InputNoiseProcess:
-        return InputNoiseProcess(self.horizon, sampler, rng, dim)
+        return InputNoiseProcess(self.horizon, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         return np.arange(1, self.horizon + 1, dtype=np.float64)

@@ -301,14 +301,24 @@ def encoder_sensitivities(
     same_sign = bool(np.all(C >= 0) or np.all(C <= 0))
     l1 = Sensitivity(_with_margin(l1_value), same_sign, SensitivityMethod.COLUMN_NORMS)
     H, nonneg = _reachable_abs(gram, schema.min_separation)
+    l2 = _reachable_l2(H, T, schema, nonneg, tolerance=1e-12)
+    return _best_of(l1, fallback_l1), _best_of(l2, fallback_l2)
+
+
+def _reachable_l2(
+    H: NDArray[np.float64], T: int, schema: Participation, nonneg: bool, *, tolerance: float
+) -> Sensitivity:
+    """The ℓ₂ sensitivity from the reachable |Gram| matrix H (:func:`_reachable_abs`):
+    the largest pattern value by brute force when there are at most
+    :data:`BRUTE_FORCE_LIMIT` patterns, else :func:`gram_pattern_bound`'s upper bound.
+    Exact when the Gram matrix is ``nonneg`` (and, for the bound, its lower bound is
+    within a relative ``tolerance`` of the upper one)."""
     if count_patterns(T, schema) <= BRUTE_FORCE_LIMIT:
         value = max(_pattern_value(H, p) for p in iter_patterns(T, schema))
-        l2 = Sensitivity(math.sqrt(_with_margin(value)), nonneg, SensitivityMethod.BRUTE_FORCE)
-    else:
-        upper, lower = gram_pattern_bound(H, schema)
-        exact = nonneg and lower >= upper * (1.0 - 1e-12)
-        l2 = Sensitivity(math.sqrt(_with_margin(upper)), exact, SensitivityMethod.GRAM_BOUND)
-    return _best_of(l1, fallback_l1), _best_of(l2, fallback_l2)
+        return Sensitivity(math.sqrt(_with_margin(value)), nonneg, SensitivityMethod.BRUTE_FORCE)
+    upper, lower = gram_pattern_bound(H, schema)
+    exact = nonneg and lower >= upper * (1.0 - tolerance)
+    return Sensitivity(math.sqrt(_with_margin(upper)), exact, SensitivityMethod.GRAM_BOUND)
 
 
 # ----------------------------------------------------------------------------- Toeplitz
@@ -483,12 +493,6 @@ def tree_sensitivities(
     # (_reachable_abs overwrites the Gram matrix.)
     l1 = Sensitivity(l1_value, True, SensitivityMethod.COLUMN_NORMS)
     H, _ = _reachable_abs(gram, schema.min_separation)
-    if count_patterns(T, schema) <= BRUTE_FORCE_LIMIT:
-        value = max(_pattern_value(H, p) for p in iter_patterns(T, schema))
-        l2 = Sensitivity(math.sqrt(_with_margin(value)), True, SensitivityMethod.BRUTE_FORCE)
-    else:
-        upper, lower = gram_pattern_bound(H, schema)
-        l2 = Sensitivity(
-            math.sqrt(_with_margin(upper)), lower >= upper, SensitivityMethod.GRAM_BOUND
-        )
+    # The node incidences are ≥ 0, so the Gram matrix is.
+    l2 = _reachable_l2(H, T, schema, True, tolerance=0.0)
     return _best_of(l1, single_l1), _best_of(l2, single_l2)

@@ -37,21 +37,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._state import state_int, state_keys, state_values
+from dpcount._state import state_int, state_values
 from dpcount._validate import check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.privacy._statements import noise_statements
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import NoiseKind
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    pass
 
 __all__ = [
     "SmoothBinary",
@@ -128,7 +127,7 @@ def balanced_leaves(after: int, n: int, height: int) -> NDArray[np.int64]:
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-class SmoothBinaryNoiseProcess:
+class SmoothBinaryNoiseProcess(SourcedNoiseProcess):
     """Noise of the smooth binary mechanism for one stream.
 
     * ``next``: moves the leaf b to the next balanced number (Gosper's hack); the
@@ -143,28 +142,14 @@ class SmoothBinaryNoiseProcess:
     Memory: the current leaf and h/2 node values (×dim).
     """
 
-    def __init__(
-        self,
-        height: int,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
+    def __init__(self, height: int, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source)
         self.height = height
-        self.horizon = horizon
-        self.dim = dim
-        self._buffer = NoiseBuffer(sampler, rng, dim)
-        zero: Any = 0.0 if dim is None else np.zeros(dim)
+        zero: Any = 0.0 if self.dim is None else np.zeros(self.dim)
         self._zero = zero
         self._leaf = (1 << (height // 2)) - 1  # b_0: holds x_1, never released itself
         self._node: list[Any] = [zero] * height  # live node per level (where the bit is 1)
         self._partial: list[Any] = [zero] * (height + 1)
-        self._t = 0
-
-    @property
-    def step(self) -> int:
-        return self._t
 
     def live_count(self) -> int:
         return 0 if self._t == 0 else self.height // 2
@@ -240,13 +225,12 @@ class SmoothBinaryNoiseProcess:
     def state_dict(self) -> dict[str, Any]:
         """What this process needs to continue exactly: the step, the current leaf, the
         live node per level, their partial sums and the noise buffer."""
-        return {
-            "t": self._t,
-            "leaf": self._leaf,
-            "node": list(self._node),
-            "partial": list(self._partial),
-            "buffer": self._buffer.state_dict(),
-        }
+        return self._state(
+            leaf=self._leaf,
+            node=list(self._node),
+            partial=list(self._partial),
+            buffer=self._buffer.state_dict(),
+        )
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same height,
@@ -255,10 +239,8 @@ class SmoothBinaryNoiseProcess:
         The leaf must be the t-th balanced number after b_0: its rank among the
         h-bit numbers with h/2 one-bits (combinatorial number system) equals t.
         """
-        owner = "SmoothBinaryNoiseProcess"
-        st = state_keys(owner, state, ("t", "leaf", "node", "partial", "buffer"))
-        h = self.height
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        st, t = self._read_state(state, ("leaf", "node", "partial", "buffer"))
+        owner, h = self._owner, self.height
         leaf = state_int(owner, "leaf", st["leaf"], 0, (1 << h) - 1)
         bits = [j for j in range(h) if (leaf >> j) & 1]
         rank = sum(math.comb(c, i) for i, c in enumerate(bits, start=1))
@@ -280,9 +262,7 @@ class SmoothBinary(CountingMechanism):
     which only the leaves with exactly h/2 one-bits are used (module docstring).
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         Leaf b_{t−1} holds x_t, and the used nodes containing it are the left
         children on its path at its h/2 zero bits, so the node vector has ℓ₁
@@ -324,18 +304,8 @@ class SmoothBinary(CountingMechanism):
 
     default_noise = NoiseKind.GAUSSIAN
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
+    def _set_structure(self, horizon: int) -> None:
         self.height = smooth_binary_height(horizon)
-        super().__init__(
-            horizon, budget=Budget.resolve(budget, fields, owner="SmoothBinary"), rng=rng
-        )
 
     @classmethod
     def memory_estimate(
@@ -344,9 +314,7 @@ class SmoothBinary(CountingMechanism):
         """Stream: h node values and h + 1 partial sums, the noise buffer and a step's
         arrays."""
         h = smooth_binary_height(check_integer("horizon", horizon, ge=1))
-        value = 32 if dim is None else 8 * dim
-        stream = (2 * h + 1) * value + noise_buffer_bytes(dim) + step_bytes(dim)
-        return MemoryEstimate(structure=0, stream=stream)
+        return buffered_stream_memory(2 * h + 1, dim)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}
@@ -358,7 +326,7 @@ class SmoothBinary(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> SmoothBinaryNoiseProcess:
-        return SmoothBinaryNoiseProcess(self.height, self.horizon, sampler, rng, dim)
+        return SmoothBinaryNoiseProcess(self.height, self.horizon, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         return np.full(self.horizon, self.height / 2.0)

@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._state import state_int, state_keys, state_values
+from dpcount._state import state_int, state_values
 from dpcount._validate import check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    noise_buffer_bytes,
-    step_bytes,
+    buffered_stream_memory,
 )
 from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import Sensitivity, tree_sensitivities
@@ -74,21 +74,14 @@ def _cumsum_axis1(values: NDArray[Any], out: NDArray[Any]) -> None:
         np.add(out[:, j - 1], values[:, j], out=out[:, j])
 
 
-class TreeNoiseProcess:
+class TreeNoiseProcess(SourcedNoiseProcess):
     """Noise of the (offset-digit) k-ary tree for one stream; see the module docstring."""
 
-    def __init__(
-        self,
-        system: DigitSystem,
-        height: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
+    def __init__(self, system: DigitSystem, height: int, source: NoiseBuffer) -> None:
+        super().__init__(system.capacity(height), source)
         self.system = system
         self.height = height
-        self.dim = dim
-        self._buffer = NoiseBuffer(sampler, rng, dim)
+        sampler, dim = source.sampler, source.dim
         # Integer samplers: exact int64 arithmetic (Python ints for scalar streams), so
         # the release S_t + noise is exactly the integer sum of noisy node values.
         self._integer = bool(getattr(sampler, "integer", False))
@@ -98,7 +91,6 @@ class TreeNoiseProcess:
         # operation can overflow.
         terms = max(1, height * max(-system.low, system.high))
         self._sample_limit = 2**62 // terms
-        self._t = 0
         self._digits = [0] * height
         # Per level: running sums C(Q, 1..d) (d > 0) or C(Q, -1..d) (d < 0) for the
         # current parent Q and digit d; the last one is the level's contribution.
@@ -107,10 +99,6 @@ class TreeNoiseProcess:
         zero: Any = (0 if self._integer else 0.0) if dim is None else np.zeros(dim, self._dtype)
         self._partial: list[Any] = [zero] * (height + 1)
         self._zero = zero
-
-    @property
-    def step(self) -> int:
-        return self._t
 
     def live_count(self) -> int:
         return sum(len(s) for s in self._sums)
@@ -229,21 +217,18 @@ class TreeNoiseProcess:
     def state_dict(self) -> dict[str, Any]:
         """What this process needs to continue exactly: the step, its digits, the live
         node sums per level, the partial noise per level and the noise buffer."""
-        return {
-            "t": self._t,
-            "digits": list(self._digits),
-            "sums": [list(s) for s in self._sums],
-            "partial": list(self._partial),
-            "buffer": self._buffer.state_dict(),
-        }
+        return self._state(
+            digits=list(self._digits),
+            sums=[list(s) for s in self._sums],
+            partial=list(self._partial),
+            buffer=self._buffer.state_dict(),
+        )
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same digit system,
         height, sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "TreeNoiseProcess"
-        st = state_keys(owner, state, ("t", "digits", "sums", "partial", "buffer"))
-        system, h = self.system, self.height
-        t = state_int(owner, "t", st["t"], 0, system.capacity(h))
+        st, t = self._read_state(state, ("digits", "sums", "partial", "buffer"))
+        owner, system, h = self._owner, self.system, self.height
         digits = st["digits"]
         if not isinstance(digits, list) or len(digits) != h:
             raise ValueError(f"corrupt {owner} state: digits must be a list of {h} ints")
@@ -394,9 +379,11 @@ class KaryTree(CountingMechanism):
         if not isinstance(subtract, bool):
             raise TypeError(f"subtract must be a bool, got {subtract!r}")
         self.subtract = subtract
-        self.digit_system = DigitSystem.for_tree(self.k, subtract)
+        super().__init__(horizon, budget=budget, rng=rng, **fields)
+
+    def _set_structure(self, horizon: int) -> None:
+        self.digit_system = DigitSystem.for_tree(self.k, self.subtract)
         self.height = self.digit_system.height(check_integer("horizon", horizon, ge=1))
-        super().__init__(horizon, budget=Budget.resolve(budget, fields, owner="KaryTree"), rng=rng)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -413,10 +400,7 @@ class KaryTree(CountingMechanism):
         k, subtract = options.get("k", 19), options.get("subtract", True)
         system = DigitSystem.for_tree(check_integer("k", k, ge=2), bool(subtract))
         h = system.height(check_integer("horizon", horizon, ge=1))
-        values = h * max(-system.low, system.high) + h + 1
-        value = 32 if dim is None else 8 * dim  # a Python int/float, or a row
-        stream = values * value + noise_buffer_bytes(dim) + step_bytes(dim)
-        return MemoryEstimate(structure=0, stream=stream)
+        return buffered_stream_memory(h * max(-system.low, system.high) + h + 1, dim)
 
     def _memory_options(self) -> dict[str, Any]:
         return {"k": self.k, "subtract": self.subtract}
@@ -449,7 +433,7 @@ class KaryTree(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> TreeNoiseProcess:
-        return TreeNoiseProcess(self.digit_system, self.height, sampler, rng, dim)
+        return TreeNoiseProcess(self.digit_system, self.height, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         return self.digit_system.digit_l1_norms(self.horizon, self.height)
@@ -487,9 +471,7 @@ class BinaryTree(KaryTree):
     release at t sums the noisy dyadic nodes of t's binary expansion.
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         Every step lies in one node per level, so the node vector has ℓ₁ sensitivity
         Δ₁ = h·Δ and ℓ₂ sensitivity Δ₂ = √h·Δ (count-on-your-elders Lemma 7); the release is
@@ -511,21 +493,10 @@ class BinaryTree(KaryTree):
         [noise kinds references]
     """
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        super().__init__(
-            horizon,
-            k=2,
-            subtract=False,
-            budget=Budget.resolve(budget, fields, owner="BinaryTree"),
-            rng=rng,
-        )
+    #: the structure options are fixed: the constructor takes the horizon and the budget
+    k = 2
+    subtract = False
+    __init__ = CountingMechanism.__init__
 
     @classmethod
     def memory_estimate(

@@ -57,7 +57,13 @@ from numpy.typing import NDArray
 
 from dpcount._validate import check_choice, check_instance, check_integer
 from dpcount.counting._steps import check_stream_array, vector_length
-from dpcount.counting.base import MAX_HORIZON, NEIGHBOURING, CountingMechanism, CountingStream
+from dpcount.counting.base import (
+    MAX_HORIZON,
+    NEIGHBOURING,
+    CountingMechanism,
+    CountingStream,
+    ReleaseStream,
+)
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy.budget import Budget, BudgetFields
@@ -385,7 +391,7 @@ def _check_within_budget(mech: CountingMechanism, budget: Budget, i: int) -> Non
         )
 
 
-class UnboundedStream:
+class UnboundedStream(ReleaseStream):
     """Step-by-step release of :class:`UnboundedCounter`: one live inner stream at a time
     plus the carried total of the finished blocks."""
 
@@ -397,13 +403,6 @@ class UnboundedStream:
         self._carried: Any = 0
         self._last: Any = 0  # the running block's latest release
         self._dim: int | str | None = "unset"
-        #: the caller's ``extra`` dict of the checkpoint this stream was loaded from
-        self.extra: dict[str, Any] | None = None
-
-    @property
-    def step(self) -> int:
-        """Number of steps released so far."""
-        return self._t
 
     @property
     def dim(self) -> int | None:

@@ -10,16 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["load_searchlogs", "shipped_json"]
-
-
-@cache
-def shipped_json(name: str) -> dict[str, Any]:
-    """The shipped JSON file ``name`` of this folder (precomputed optima and losses),
-    read once per process. The dict is shared: do not modify it."""
-    with resources.files(__package__).joinpath(name).open("r", encoding="utf-8") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+__all__ = ["load_searchlogs", "load_table"]
 
 
 def load_searchlogs() -> NDArray[np.int64]:
@@ -30,4 +21,13 @@ def load_searchlogs() -> NDArray[np.int64]:
     """
     with resources.files(__package__).joinpath("searchlogs.npy").open("rb") as fh:
         data: NDArray[np.int64] = np.asarray(np.load(fh), dtype=np.int64)
+    return data
+
+
+@cache
+def load_table(name: str) -> dict[str, Any]:
+    """The JSON table ``name`` shipped in this folder (shipped optima, parameters and
+    losses), read once and shared: callers must not modify it."""
+    with resources.files(__package__).joinpath(name).open("r") as fh:
+        data: dict[str, Any] = json.load(fh)
     return data

@@ -17,7 +17,7 @@ import re
 import textwrap
 from typing import TypeVar
 
-__all__ = ["REFERENCES", "STATEMENTS", "noise_statements"]
+__all__ = ["EVENT_LEVEL", "REFERENCES", "STATEMENTS", "noise_statements"]
 
 _T = TypeVar("_T", bound=type)
 
@@ -71,6 +71,14 @@ _KINDS = {
     "all": ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
 }
 
+#: the event-level neighbouring relation, put where ``[neighbouring: event level]`` stands
+EVENT_LEVEL = (
+    "Neighbouring relation: event level — two streams that differ at one step by at most "
+    "Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise, its ℓ₂ norm "
+    "for Gaussian noise)."
+)
+
+_NEIGHBOURING_MARKER = re.compile(r"^( *)\[neighbouring: event level\]$", re.MULTILINE)
 _MARKER = re.compile(r"^( *)\[noise kinds: (continuous|all)\]$", re.MULTILINE)
 _REFERENCES_MARKER = re.compile(r"^( *)\[noise kinds references\]$", re.MULTILINE)
 
@@ -89,7 +97,8 @@ def _bullets(texts: list[str], indent: str) -> str:
 
 
 def noise_statements(cls: _T) -> _T:
-    """Class decorator: replace the docstring's ``[noise kinds: ...]`` line by the
+    """Class decorator: replace the docstring's ``[neighbouring: event level]`` line (if
+    any) by :data:`EVENT_LEVEL`, its ``[noise kinds: ...]`` line by the
     statements of :data:`STATEMENTS` (``continuous``: Laplace and Gaussian, the
     discrete kinds refused; ``all``: the four kinds), and its ``[noise kinds
     references]`` line by the :data:`REFERENCES` they cite, as bulleted lists at the
@@ -102,6 +111,17 @@ def noise_statements(cls: _T) -> _T:
     doc = cls.__doc__
     if doc is None:  # python -OO strips docstrings
         return cls
+    relation = _NEIGHBOURING_MARKER.search(doc)
+    if relation is not None:
+        indent = relation.group(1)
+        paragraph = textwrap.fill(
+            EVENT_LEVEL,
+            width=88,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+        doc = doc[: relation.start()] + paragraph + doc[relation.end() :]
     found = _MARKER.search(doc)
     if found is None:
         raise ValueError(f"{cls.__name__}'s docstring has no '[noise kinds: ...]' line")

@@ -196,6 +196,11 @@ class NoiseBuffer:
         self._block = check_integer("block", block, ge=1)
         self._items: list[Any] = []
 
+    @property
+    def dim(self) -> int | None:
+        """The length of a vector sample (None: scalar samples)."""
+        return self._dim
+
     def _shape(self, n: int) -> tuple[int, ...]:
         return (n,) if self._dim is None else (n, self._dim)
 

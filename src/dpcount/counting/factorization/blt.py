@@ -59,19 +59,16 @@ matrix product, across chunks a first-order recursion per buffer
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._scipy import brentq, lfilter
-from dpcount._state import state_array, state_int, state_keys
+from dpcount._state import state_array
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import (
@@ -80,10 +77,13 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
+from dpcount.counting.factorization._losses import Losses
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
+from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -98,8 +98,6 @@ __all__ = [
     "check_blt_parameters",
     "shipped_blt_parameters",
 ]
-
-Array = NDArray[np.float64]
 
 #: steps per chunk of the within-chunk Toeplitz product in ``next_many``
 _BLOCK_SCALAR = 32
@@ -341,7 +339,7 @@ def _wgeo(x: _Ratios, T: int) -> Array:
 
 
 @dataclass(frozen=True)
-class BLTLosses:
+class BLTLosses(Losses):
     """Closed-form error terms of a BLT at horizon T (in units of one sample's variance).
 
     Attributes:
@@ -353,16 +351,6 @@ class BLTLosses:
     sensitivity_squared: float
     mean_variance: float
     max_variance: float
-
-    @property
-    def mean_loss(self) -> float:
-        """Mean variance with the sensitivity scaled to 1."""
-        return self.sensitivity_squared * self.mean_variance
-
-    @property
-    def max_loss(self) -> float:
-        """Largest variance with the sensitivity scaled to 1."""
-        return self.sensitivity_squared * self.max_variance
 
 
 def _theta_ratios(theta: Array) -> _Ratios:
@@ -460,19 +448,9 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
     """
 
-    def __init__(
-        self,
-        inverse: BLTInverse,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self.horizon = horizon
-        self.sampler = sampler
-        self.rng = rng
-        self.dim = dim
-        n = len(inverse.decay)
+    def __init__(self, inverse: BLTInverse, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source)
+        n, dim = len(inverse.decay), self.dim
         self._decay = np.append(inverse.decay, 1.0)
         self._weight = np.append(inverse.beta, inverse.a)
         self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
@@ -481,12 +459,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self._tail = tail
         self._q: Array = np.zeros((n + 1, *tail))
         self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
-        self._t = 0
         self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
-
-    @property
-    def step(self) -> int:
-        return self._t
 
     def live_count(self) -> int:
         """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
@@ -598,39 +571,23 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     def state_dict(self) -> dict[str, Any]:
         """The step, the running values after the last computed step and the computed,
         unreleased noise (in release order)."""
-        return {
-            "t": self._t,
-            "q": self._q.copy(),
-            "pending": np.array(self._pending[::-1], dtype=np.float64),
-        }
+        return self._state(q=self._q.copy(), pending=self._pending_state())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same parameters,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "BLTNoiseProcess"
-        st = state_keys(owner, state, ("t", "q", "pending"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
-        q = state_array(owner, "q", st["q"], rows=self._n + 1, dim=self.dim, dtypes=(np.float64,))
-        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
-        if len(pending) and self.dim is not None:
-            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
-        if t + len(pending) > self.horizon:
-            raise ValueError(
-                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
-                f"horizon {self.horizon}"
-            )
+        st, t = self._read_state(state, ("q", "pending"))
+        rows = self._n + 1
+        q = state_array(self._owner, "q", st["q"], rows=rows, dim=self.dim, dtypes=(np.float64,))
+        self._pending = self._read_pending(st["pending"], t)
         self._t, self._q = t, q
-        self._pending = pending.astype(np.float64)[::-1].tolist()
 
 
 # -- the mechanism ---------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    with resources.files("dpcount.data").joinpath("blt_parameters.json").open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("blt_parameters.json")
 
 
 def shipped_blt_parameters(
@@ -670,7 +627,48 @@ def shipped_blt_parameters(
     return list(entry["buffer_decay"]), list(entry["output_scale"])
 
 
-class BLT(CountingMechanism):
+class _BLTParameters(CountingMechanism):
+    """What the mechanisms built on BLT(θ, ω) parameters share (:class:`BLT`,
+    :class:`~dpcount.counting.factorization.normalized_blt.NormalizedBLT`): the checked
+    parameters, the inverse, and the parameters in ``repr``, the memory options and the
+    rebuilding arguments."""
+
+    buffer_decay: Array
+    output_scale: Array
+    inverse: BLTInverse
+
+    def _set_parameters(self, theta: Array, omega: Array) -> None:
+        """Keep θ, ω (checked by :func:`check_blt_parameters`) and their inverse."""
+        self.buffer_decay = theta
+        self.output_scale = omega
+        self.inverse = blt_inverse(theta, omega)
+
+    @staticmethod
+    def _stream_bytes(T: int, dim: int | None, n: int) -> int:
+        """Peak bytes of a stream of n buffers and the running sum, (n + 1)·d floats, plus
+        the step's draw and its arrays ((n + 2)·d at the peak); scalar streams compute a
+        chunk of 4096 steps ahead."""
+        chunk = min(4096, T)  # scalar streams: pending Python floats, a chunk's arrays
+        fixed = 32 * 1024  # Python objects and the chunk matrices
+        return fixed + (
+            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
+        )
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _repr_fields(self) -> dict[str, object]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {
+            **super()._config_kwargs(),
+            "buffer_decay": self.buffer_decay.tolist(),
+            "output_scale": self.output_scale.tolist(),
+        }
+
+
+class BLT(_BLTParameters):
     """Buffered linear Toeplitz factorization (Dvijotham et al. 2024; McMahan et al. 2024).
 
     The encoder C = BLT(θ, ω) (c_0 = 1, c_k = Σ_i ω_i θ_i^{k−1}); the decoder
@@ -734,9 +732,7 @@ class BLT(CountingMechanism):
         **fields: Unpack[BudgetFields],
     ) -> None:
         theta, omega = check_blt_parameters(buffer_decay, output_scale)
-        self.buffer_decay: Array = theta
-        self.output_scale: Array = omega
-        self.inverse: BLTInverse = blt_inverse(theta, omega)
+        self._set_parameters(theta, omega)
         resolved = Budget.resolve(budget, fields, owner="BLT").gaussian_only("BLT")
         T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         self._losses = blt_losses(theta, omega, T, self.inverse)
@@ -774,25 +770,7 @@ class BLT(CountingMechanism):
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_blt_parameters(T)[0]) if buffers is None else int(buffers)
-        chunk = min(4096, T)  # scalar streams: pending Python floats, a chunk's arrays
-        fixed = 32 * 1024  # Python objects and the chunk matrices
-        stream = fixed + (
-            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
-        )
-        return MemoryEstimate(structure=64 * n, stream=stream)
-
-    def _memory_options(self) -> dict[str, Any]:
-        return {"buffers": len(self.buffer_decay)}
-
-    def _repr_fields(self) -> dict[str, object]:
-        return {"buffers": len(self.buffer_decay)}
-
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._config_kwargs(),
-            "buffer_decay": self.buffer_decay.tolist(),
-            "output_scale": self.output_scale.tolist(),
-        }
+        return MemoryEstimate(structure=64 * n, stream=cls._stream_bytes(T, dim, n))
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         T = check_integer("horizon", self.horizon, ge=1)
@@ -815,7 +793,7 @@ class BLT(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> BLTNoiseProcess:
-        return BLTNoiseProcess(self.inverse, self.horizon, sampler, rng, dim)
+        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""

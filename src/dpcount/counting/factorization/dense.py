@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._state import state_array, state_int, state_keys
+from dpcount._state import state_array
 from dpcount._validate import (
     as_array,
     check_choice,
@@ -44,6 +44,7 @@ from dpcount._validate import (
     check_real,
     check_real_dtype,
 )
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     MAX_NOISE_COEFFICIENT,
     CountingMechanism,
@@ -60,7 +61,7 @@ from dpcount.counting.participation import (
 )
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -89,25 +90,16 @@ def _as_matrix(name: str, value: Any) -> NDArray[np.float64]:
 _MAX_ENTRY = 2.0**100
 
 
-class DenseNoiseProcess:
+class DenseNoiseProcess(SourcedNoiseProcess):
     """N = L z with z (m values, ×dim) drawn when the process starts. Memory O(T·dim)."""
 
-    def __init__(
-        self,
-        L: NDArray[np.float64],
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        m = L.shape[1]
-        z = sampler.sample(rng, (m,) if dim is None else (m, dim))
-        self._noise: NDArray[np.float64] = L @ z
-        self.dim = dim
-        self._t = 0
+    _state_owner = "DenseNoiseProcess"
 
-    @property
-    def step(self) -> int:
-        return self._t
+    def __init__(self, L: NDArray[np.float64], source: NoiseBuffer) -> None:
+        super().__init__(L.shape[0], source)
+        m, dim = L.shape[1], self.dim
+        z = self.sampler.sample(self.rng, (m,) if dim is None else (m, dim))
+        self._noise: NDArray[np.float64] = L @ z
 
     def live_count(self) -> int:
         return len(self._noise) - self._t
@@ -133,18 +125,16 @@ class DenseNoiseProcess:
     def state_dict(self) -> dict[str, Any]:
         """What this process needs to continue exactly: the step and the noise of the
         steps not yet released (a view; do not modify it)."""
-        return {"t": self._t, "noise": self._noise[self._t :]}
+        return self._state(noise=self._noise[self._t :])
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same L and dim),
         checking every field; see :mod:`dpcount._state`. The released steps' noise is
         not kept (it is NaN in the restored array and never read)."""
-        owner = "DenseNoiseProcess"
-        st = state_keys(owner, state, ("t", "noise"))
+        st, t = self._read_state(state, ("noise",))
         T = len(self._noise)
-        t = state_int(owner, "t", st["t"], 0, T)
         rest = state_array(
-            owner, "noise", st["noise"], rows=T - t, dim=self.dim, dtypes=(np.float64,)
+            self._owner, "noise", st["noise"], rows=T - t, dim=self.dim, dtypes=(np.float64,)
         )
         noise = np.full(self._noise.shape, np.nan)
         noise[t:] = rest
@@ -209,9 +199,7 @@ class FactorizationMechanism(CountingMechanism):
     """The factorization mechanism for a dense causal pair with L·R = A.
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         A change of step t by Δ changes R x by Δ·R[:, t], so Δ₁ = Δ·max_t ‖R[:, t]‖₁
         and Δ₂ = Δ·max_t ‖R[:, t]‖₂; the release A x + L z equals the post-processing
@@ -401,7 +389,7 @@ class FactorizationMechanism(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> DenseNoiseProcess:
-        return DenseNoiseProcess(self.L, sampler, rng, dim)
+        return DenseNoiseProcess(self.L, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """‖L[t, :]‖₂² for t = 1..T."""

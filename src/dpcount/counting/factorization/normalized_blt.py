@@ -47,29 +47,29 @@ enlarged.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount._scipy import lfilter
 from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
-from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
+from dpcount.counting.base import MemoryEstimate
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
     BLTInverse,
+    _BLTParameters,
     _ratios,
     blt_inverse,
     check_blt_parameters,
     encoder_coefficients,
 )
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
+from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -86,8 +86,6 @@ __all__ = [
     "normalized_blt_weights",
     "shipped_normalized_blt_parameters",
 ]
-
-Array = NDArray[np.float64]
 
 #: largest horizon: the exact variances cost O(T·n) (measured 3.2 s at 2^20 on the
 #: loaded 2-core development machine, so about a minute at 2^24) and the shipped
@@ -430,32 +428,21 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         t = state_int(owner, "t", st["t"], 0, self.horizon)
         p = state_array(owner, "p", st["p"], rows=self._n, dim=self.dim, dtypes=(np.float64,))
         total = state_array(owner, "sum", st["sum"], rows=None, dim=self.dim or 1)
-        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
-        if len(pending) and self.dim is not None:
-            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
-        if t + len(pending) > self.horizon:
-            raise ValueError(
-                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
-                f"horizon {self.horizon}"
-            )
-        for name, arr in (("p", p), ("sum", total), ("pending", pending)):
+        pending = self._read_pending(st["pending"], t)
+        for name, arr in (("p", p), ("sum", total), ("pending", np.asarray(pending))):
             if not np.isfinite(arr).all():
                 raise ValueError(f"corrupt {owner} state: {name} must be finite")
         self._t, self._p = t, p.astype(np.float64)
         self._c = t + len(pending)
         self._sum = total.astype(np.float64).reshape(self._tail)
-        self._pending = pending.astype(np.float64)[::-1].tolist()
+        self._pending = pending
 
 
 # -- shipped parameters ------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    path = resources.files("dpcount.data").joinpath("normalized_blt_parameters.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("normalized_blt_parameters.json")
 
 
 def shipped_normalized_blt_parameters(
@@ -482,7 +469,7 @@ def shipped_normalized_blt_parameters(
 # -- the mechanism ---------------------------------------------------------------------
 
 
-class NormalizedBLT(CountingMechanism):
+class NormalizedBLT(_BLTParameters):
     """The column-normalized BLT factorization (Gaussian noise, bounded-memory stream).
 
     The encoder C′ = C·diag(1/e) with C = BLT(θ, ω) and e_j = √(S(T − j)/S(T)); the
@@ -560,15 +547,8 @@ class NormalizedBLT(CountingMechanism):
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
-        chunk = min(4096, T)
-        fixed = 32 * 1024
-        stream = fixed + (
-            chunk * (32 + 8 * (n + 4)) if dim is None else 8 * dim * (n + 2) + step_bytes(dim)
-        )
+        stream = cls._stream_bytes(T, dim, n)
         return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20), stream=stream)
-
-    def _memory_options(self) -> dict[str, Any]:
-        return {"buffers": len(self.buffer_decay)}
 
     def __init__(
         self,
@@ -582,9 +562,7 @@ class NormalizedBLT(CountingMechanism):
     ) -> None:
         theta, omega = check_blt_parameters(buffer_decay, output_scale)
         T = _check(horizon)
-        self.buffer_decay: Array = theta
-        self.output_scale: Array = omega
-        self.inverse: BLTInverse = blt_inverse(theta, omega)
+        self._set_parameters(theta, omega)
         resolved = Budget.resolve(budget, fields, owner="NormalizedBLT").gaussian_only(
             "NormalizedBLT"
         )
@@ -615,16 +593,6 @@ class NormalizedBLT(CountingMechanism):
         (:func:`shipped_normalized_blt_parameters`)."""
         decay, scale = shipped_normalized_blt_parameters(horizon, objective)
         return {"buffer_decay": decay, "output_scale": scale}
-
-    def _repr_fields(self) -> dict[str, object]:
-        return {"buffers": len(self.buffer_decay)}
-
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._config_kwargs(),
-            "buffer_decay": self.buffer_decay.tolist(),
-            "output_scale": self.output_scale.tolist(),
-        }
 
     def weights(self) -> Array:
         """e_0, …, e_{T−1} (O(T·n²))."""

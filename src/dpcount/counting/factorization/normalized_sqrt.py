@@ -68,12 +68,16 @@ from dpcount._validate import check_integer
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
-    step_bytes,
 )
-from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
+from dpcount.counting.factorization._types import Array
+from dpcount.counting.factorization.sqrt import (
+    SENSITIVITY_MARGIN,
+    SqrtNoiseProcess,
+    fft_stream_memory,
+)
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -93,8 +97,6 @@ __all__ = [
     "normalized_sqrt_noise_coefficients",
     "normalized_sqrt_weights",
 ]
-
-Array = NDArray[np.float64]
 
 #: Largest horizon with one weight per column: the exact per-step variances cost O(T²)
 #: time (measured on a loaded 2-core machine: 0.16–0.9 s at 2^14, 0.65 s at 2^15,
@@ -416,17 +418,10 @@ class _WeightedSqrtProcess:
 
     _KEY = ""
 
-    def __init__(
-        self,
-        kernel: Array,
-        weights: Array,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        self._inner = SqrtNoiseProcess(kernel, sampler, rng, dim)
+    def __init__(self, kernel: Array, weights: Array, source: NoiseBuffer) -> None:
+        self._inner = SqrtNoiseProcess(kernel, source)
         self.horizon = len(kernel)
-        self.dim = dim
+        self.dim = dim = source.dim
         self._weights = weights
         self._weight_list: list[float] | None = None
         self._acc: Any = 0.0 if dim is None else np.zeros(dim)
@@ -478,9 +473,7 @@ class NormalizedSqrtNoiseProcess(_WeightedSqrtProcess):
     Args:
         kernel: g_0, …, g_{T−1}.
         weights: e_0, …, e_{T−1}.
-        sampler: draws z (i.i.d.).
-        rng: the Generator z is drawn with.
-        dim: None for scalar steps, else the vector length.
+        source: the sampler z is drawn from (i.i.d.), its Generator and ``dim``.
     """
 
     _KEY = "sum"  # the running sum N_t
@@ -521,21 +514,13 @@ class NormalizedSqrtBlockNoiseProcess(_WeightedSqrtProcess):
         kernel: f(0), …, f(T − 1).
         weights: e_0, …, e_{T−1} (constant within each block).
         starts: the blocks' first columns p_0 = 0 < p_1 < ….
-        sampler: draws z (i.i.d.).
-        rng: the Generator z is drawn with.
-        dim: None for scalar steps, else the vector length.
+        source: the sampler z is drawn from (i.i.d.), its Generator and ``dim``.
     """
 
     def __init__(
-        self,
-        kernel: Array,
-        weights: Array,
-        starts: NDArray[np.int64],
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
+        self, kernel: Array, weights: Array, starts: NDArray[np.int64], source: NoiseBuffer
     ) -> None:
-        super().__init__(kernel, weights, sampler, rng, dim)
+        super().__init__(kernel, weights, source)
         ends = [int(p) - 1 for p in starts[1:]]
         #: block end q → Δ_q = e_q − e_{q+1}
         self._delta = {q: float(weights[q] - weights[q + 1]) for q in ends}
@@ -658,14 +643,10 @@ class NormalizedSqrtFactorization(CountingMechanism):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """O(T·d): the stream keeps every z drawn (T·d at the end) and computes its noise
-        in doubling blocks by FFT (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`);
-        measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
-        is extended, the last block's noise and the FFT buffers). Structure: the
-        kernel f(0..T−1) and the column weights."""
-        T = check_integer("horizon", horizon, ge=1)
-        d = 1 if dim is None else dim
-        return MemoryEstimate(structure=16 * T, stream=48 * T * d + step_bytes(dim))
+        """O(T·d), the square root's stream (:meth:`SqrtFactorization.memory_estimate
+        <dpcount.counting.SqrtFactorization.memory_estimate>`); structure: the kernel
+        f(0..T−1) and the column weights."""
+        return fft_stream_memory(horizon, dim, arrays=2)
 
     def __init__(
         self,
@@ -723,10 +704,11 @@ class NormalizedSqrtFactorization(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> NormalizedSqrtNoiseProcess | NormalizedSqrtBlockNoiseProcess:
+        source = NoiseBuffer(sampler, rng, dim)
         if self._starts is None:
-            return NormalizedSqrtNoiseProcess(self._kernel, self._weights, sampler, rng, dim)
+            return NormalizedSqrtNoiseProcess(self._kernel, self._weights, source)
         f = sqrt_coefficients(self.horizon)
-        return NormalizedSqrtBlockNoiseProcess(f, self._weights, self._starts, sampler, rng, dim)
+        return NormalizedSqrtBlockNoiseProcess(f, self._weights, self._starts, source)
 
     def _exact_coefficients(self) -> Array:
         """V_t for t = 1..T, computed on first use (O(T²) per column, O(m·T log T)

@@ -51,15 +51,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount._scipy import minimize
 from dpcount._validate import check_choice, check_integer, check_real
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import blt_losses, check_blt_parameters
 
 __all__ = ["BLTOptimum", "DenseOptimum", "blt_loss", "optimize_blt", "optimize_dense"]
-
-Array = NDArray[np.float64]
 
 OBJECTIVES = ("mean", "max")
 _FTOL = 1e-11
@@ -215,12 +213,7 @@ def optimize_blt(
             raise ValueError(f"max_loss_limit needs objective='mean', got objective={objective!r}")
         return _optimize_constrained(T, n, float(max_loss_limit), starts, iters)
     begin = time.perf_counter()
-    points = [_default_start(T, n)]
-    for decay, scale in starts or []:
-        theta, omega = check_blt_parameters(decay, scale)
-        if len(theta) != n:
-            raise ValueError(f"starts must have {n} buffers each, got {len(theta)}")
-        points.append(_pack(theta, omega))
+    points = _start_points(T, n, starts)
     fun = _Objective(T, objective)
     best: tuple[Array, float] | None = None
     total_iterations, message = 0, ""
@@ -241,6 +234,18 @@ def optimize_blt(
             f"buffers={n}, objective={objective!r}: {message}"
         )
     return _result(T, objective, best[0], total_iterations, fun.evaluations, begin, message)
+
+
+def _start_points(T: int, n: int, starts: list[tuple[Any, Any]] | None) -> list[Array]:
+    """The runs' starting points: the default start, then each of ``starts`` (checked,
+    with n buffers each)."""
+    points = [_default_start(T, n)]
+    for decay, scale in starts or []:
+        theta, omega = check_blt_parameters(decay, scale)
+        if len(theta) != n:
+            raise ValueError(f"starts must have {n} buffers each, got {len(theta)}")
+        points.append(_pack(theta, omega))
+    return points
 
 
 def _result(
@@ -272,12 +277,7 @@ def _optimize_constrained(
 ) -> BLTOptimum:
     """Mean loss subject to max loss ≤ limit (see :func:`optimize_blt`)."""
     begin = time.perf_counter()
-    points = [_default_start(T, n)]
-    for decay, scale in starts or []:
-        theta, omega = check_blt_parameters(decay, scale)
-        if len(theta) != n:
-            raise ValueError(f"starts must have {n} buffers each, got {len(theta)}")
-        points.append(_pack(theta, omega))
+    points = _start_points(T, n, starts)
     fun = _Objective(T, "mean", limit * (1.0 - _LIMIT_MARGIN))
     best: tuple[Array, float] | None = None
     total_iterations, message = 0, ""

@@ -62,7 +62,6 @@ eigenvalues at T ≤ 4096 (the tests compare it with a dense SVD of W to 10⁻¹
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -71,9 +70,10 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer, check_real
+from dpcount.counting.factorization._types import Array
+from dpcount.data import load_table
 
 __all__ = [
     "DENSE_MAX_OPTIMUM_MAX_HORIZON",
@@ -87,8 +87,6 @@ __all__ = [
     "shipped_max_optima",
     "shipped_max_weights",
 ]
-
-Array = NDArray[np.float64]
 
 #: largest horizon :func:`optimize_dense_max` accepts (T×T dense factors, O(T³) at the end)
 DENSE_MAX_OPTIMUM_MAX_HORIZON = 4096
@@ -305,12 +303,8 @@ def optimize_dense_max(
 # -- shipped optima (benchmarks/make_dense_max_optima.py) ------------------------------
 
 
-@lru_cache(maxsize=1)
 def _shipped_table() -> dict[str, Any]:
-    path = resources.files("dpcount.data").joinpath("dense_max_optima.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("dense_max_optima.json")
 
 
 def shipped_max_optima() -> dict[int, dict[str, float]]:

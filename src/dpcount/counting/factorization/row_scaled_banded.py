@@ -38,10 +38,7 @@ these coefficients (one FFT per stream, O(T²) exact variances, T ≤ 16384).
 
 from __future__ import annotations
 
-import json
 import math
-from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,6 +57,7 @@ from dpcount.counting.participation import (
     max_pattern_weight,
     multiplied,
 )
+from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.rng import RNGLike
 
@@ -72,12 +70,8 @@ __all__ = ["RowScaledBandedToeplitz", "shipped_row_scaled_banded"]
 _MAX_BLOCKS = 64
 
 
-@lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    path = resources.files("dpcount.data").joinpath("row_scaled_banded_parameters.json")
-    with path.open("r") as fh:
-        data: dict[str, Any] = json.load(fh)
-    return data
+    return load_table("row_scaled_banded_parameters.json")
 
 
 def shipped_row_scaled_banded(horizon: int, bands: int) -> dict[str, Any] | None:

@@ -34,23 +34,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.fft as sf
 from numpy.polynomial import chebyshev
-from numpy.typing import NDArray
 
 from dpcount._validate import as_array, check_integer
-from dpcount.counting.base import CountingMechanism, MemoryEstimate, step_bytes
+from dpcount.counting._process import SourcedNoiseProcess
+from dpcount.counting.base import CountingMechanism, MemoryEstimate
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.dense import DenseNoiseProcess
+from dpcount.counting.factorization.sqrt import fft_stream_memory
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["ROW_SCALED_LOG_WEIGHTS", "ROW_SCALED_MAX_HORIZON", "RowScaledSqrtFactorization"]
-
-Array = NDArray[np.float64]
 
 #: largest horizon (exact variances are an O(T²) sum)
 ROW_SCALED_MAX_HORIZON = 16384
@@ -101,17 +101,19 @@ def block_values(T: int, scales: tuple[float, ...] | None) -> Array:
     return np.asarray(scales, dtype=np.float64)[np.arange(T) * len(scales) // T]
 
 
+#: what a structure is computed from: (T, log_weights, coefficients, column_scales), the
+#: last two None for the square root's coefficients and unit column norms
+_Key = tuple[int, tuple[float, ...], tuple[float, ...] | None, tuple[float, ...] | None]
+
+
 @lru_cache(maxsize=8)
-def _structure(
-    T: int,
-    log_weights: tuple[float, ...],
-    coefficients: tuple[float, ...] | None = None,
-    column_scales: tuple[float, ...] | None = None,
-) -> tuple[Array, Array, Array, Array]:
-    """(f, g, w, n), read-only: f the encoder's Toeplitz coefficients padded to T (the
-    square root's, or ``coefficients``), g those of its inverse, n the column divisors
-    (the norms of diag(w)·C's columns over ``column_scales`` per block: the columns of
-    C′ = diag(w)·C·diag(1/n) have the block's scale as norm)."""
+def _structure(key: _Key) -> tuple[Array, Array, Array, Array]:
+    """(f, g, w, n) for ``key`` (:data:`_Key`), read-only: f the encoder's Toeplitz
+    coefficients padded to T (the square root's, or ``coefficients``), g those of its
+    inverse, n the column divisors (the norms of diag(w)·C's columns over
+    ``column_scales`` per block: the columns of C′ = diag(w)·C·diag(1/n) have the
+    block's scale as norm)."""
+    T, log_weights, coefficients, column_scales = key
     k = np.arange(T)
     if coefficients is None:
         f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
@@ -134,14 +136,10 @@ def _structure(
 
 
 @lru_cache(maxsize=8)
-def _row_norms(
-    T: int,
-    log_weights: tuple[float, ...],
-    coefficients: tuple[float, ...] | None = None,
-    column_scales: tuple[float, ...] | None = None,
-) -> Array:
+def _row_norms(key: _Key) -> Array:
     """‖B′[t, :]‖² for t = 0..T−1, exact O(T²) in column blocks (read-only)."""
-    _, g, w, n = _structure(T, log_weights, coefficients, column_scales)
+    T = key[0]
+    _, g, w, n = _structure(key)
     k = np.arange(T)
     rows = np.zeros(T)
     for j0 in range(0, T, _BLOCK):
@@ -159,17 +157,12 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
     convolution per coordinate and a running sum), released step by step; checkpoints
     as :class:`~dpcount.counting.factorization.dense.DenseNoiseProcess` (the unreleased noise)."""
 
-    def __init__(
-        self,
-        g: Array,
-        w: Array,
-        n: Array,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
-        T = len(g)
-        z = np.asarray(sampler.sample(rng, (T,) if dim is None else (T, dim)), dtype=np.float64)
+    def __init__(self, g: Array, w: Array, n: Array, source: NoiseBuffer) -> None:
+        T, dim = len(g), source.dim
+        SourcedNoiseProcess.__init__(self, T, source)
+        z = np.asarray(
+            self.sampler.sample(self.rng, (T,) if dim is None else (T, dim)), dtype=np.float64
+        )
         scale = (1.0 / w) if dim is None else (1.0 / w)[:, None]
         size = sf.next_fast_len(2 * T)
         kernel = sf.rfft(g, size)
@@ -178,8 +171,6 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
         conv = sf.irfft(sf.rfft(z * scale, size, axis=0) * kernel, size, axis=0)[:T]
         conv *= n if dim is None else n[:, None]
         self._noise: Array = np.cumsum(conv, axis=0)
-        self.dim = dim
-        self._t = 0
 
 
 class RowScaledSqrtFactorization(CountingMechanism):
@@ -236,9 +227,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
         every z and computes all T noise values per coordinate when it starts (one FFT);
         declared like the square root's peak (about 6·T·d floats). Structure: the
         weights, norms and cached variances (a few T floats)."""
-        T = check_integer("horizon", horizon, ge=1)
-        d = 1 if dim is None else dim
-        return MemoryEstimate(structure=32 * T, stream=48 * T * d + step_bytes(dim))
+        return fft_stream_memory(horizon, dim, arrays=4)
 
     def __init__(
         self,
@@ -259,11 +248,11 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def _config_kwargs(self) -> dict[str, Any]:
         return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self) -> _Key:
         return (self.horizon, self.log_weights, self._coefficients, self._column_scales)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
-        f, _, w, n = _structure(*self._key())
+        f, _, w, n = _structure(self._key())
         T = self.horizon
         f_abs = np.abs(f)
         l1 = max(float(np.dot(w[j:], f_abs[: T - j])) / float(n[j]) for j in range(T))
@@ -273,7 +262,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def dense_factorization(self) -> tuple[Array, Array]:
         """(B′, C′) as dense T×T matrices (T ≤ 4096)."""
         T = check_integer("horizon", self.horizon, le=4096)
-        f, g, w, n = _structure(*self._key())
+        f, g, w, n = _structure(self._key())
         i = np.arange(T)
         d = i[:, None] - i[None, :]
         lower = d >= 0
@@ -285,15 +274,15 @@ class RowScaledSqrtFactorization(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> RowScaledNoiseProcess:
-        _, g, w, n = _structure(*self._key())
-        return RowScaledNoiseProcess(g, w, n, sampler, rng, dim)
+        _, g, w, n = _structure(self._key())
+        return RowScaledNoiseProcess(g, w, n, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> Array:
         """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""
-        return np.array(_row_norms(*self._key()))
+        return np.array(_row_norms(self._key()))
 
     def _noise_coefficient_at(self, t: int) -> float:
-        return float(_row_norms(*self._key())[t - 1])
+        return float(_row_norms(self._key())[t - 1])
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
-        yield from _row_norms(*self._key())[start - 1 :].tolist()
+        yield from _row_norms(self._key())[start - 1 :].tolist()

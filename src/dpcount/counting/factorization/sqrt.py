@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._state import state_array, state_int, state_keys
+from dpcount._state import state_array
 from dpcount._validate import check_integer
+from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
@@ -48,7 +49,7 @@ from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import NoiseKind, Participation
 from dpcount.privacy.calibration import fhu_constant
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.tails import check_beta
 
 if TYPE_CHECKING:
@@ -66,7 +67,17 @@ _CHUNK = 4096
 _VARIANCE_BLOCK = 1 << 16
 
 
-class SqrtNoiseProcess:
+def fft_stream_memory(horizon: int, dim: int | None, *, arrays: int) -> MemoryEstimate:
+    """The memory of a stream whose noise is an FFT convolution of every z drawn (the
+    square root's :class:`SqrtNoiseProcess` and its variants): about 6·T·d floats at the
+    peak, measured with tracemalloc (:meth:`SqrtFactorization.memory_estimate`), and a
+    structure of ``arrays`` length-T float64 arrays."""
+    T = check_integer("horizon", horizon, ge=1)
+    d = 1 if dim is None else dim
+    return MemoryEstimate(structure=8 * arrays * T, stream=48 * T * d + step_bytes(dim))
+
+
+class SqrtNoiseProcess(SourcedNoiseProcess):
     """N = L z of the square-root factorization for one stream, computed block by block.
 
     N_t = Σ_{s≤t} f(t − s)·z_s. The noise does not depend on the data, so the
@@ -88,37 +99,23 @@ class SqrtNoiseProcess:
 
     Args:
         kernel: f(0), …, f(T − 1).
-        sampler: draws z (i.i.d.).
-        rng: the Generator z is drawn with.
-        dim: None for scalar steps, else the vector length.
+        source: the sampler z is drawn from (i.i.d.), its Generator and ``dim`` (None
+            for scalar steps, else the vector length).
         first_block: size of the first block (later blocks double).
     """
 
     def __init__(
-        self,
-        kernel: NDArray[np.float64],
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-        first_block: int = 1024,
+        self, kernel: NDArray[np.float64], source: NoiseBuffer, first_block: int = 1024
     ) -> None:
+        super().__init__(len(kernel), source)
         self.kernel = kernel
-        self.horizon = len(kernel)
-        self.sampler = sampler
-        self.rng = rng
-        self.dim = dim
         self.first_block = check_integer("first_block", first_block, ge=1)
-        tail: tuple[int, ...] = () if dim is None else (dim,)
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         self._z: NDArray[np.float64] = np.empty((0, *tail))  # z_0 .. z_{len-1}
         self._noise: NDArray[np.float64] = np.empty((0, *tail))  # N for steps from _start
         self._start = 0  # step index (0-based) of _noise[0]
-        self._t = 0  # steps produced
         self._chunk: list[Any] = []  # N for steps _chunk_start .. as Python objects
         self._chunk_start = 0
-
-    @property
-    def step(self) -> int:
-        return self._t
 
     def live_count(self) -> int:
         """z values held plus computed noise values not yet released (per coordinate)."""
@@ -184,8 +181,7 @@ class SqrtNoiseProcess:
 
         The arrays are the process's own (not copies): do not modify them.
         """
-        lo = self._t - self._start
-        return {"t": self._t, "z": self._z, "noise": self._noise[lo:]}
+        return self._state(z=self._z, noise=self._noise[self._t - self._start :])
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same kernel,
@@ -193,9 +189,8 @@ class SqrtNoiseProcess:
 
         Needs t ≤ (computed end) = t + len(noise) ≤ len(z) ≤ horizon.
         """
-        owner = "SqrtNoiseProcess"
-        st = state_keys(owner, state, ("t", "z", "noise"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
+        st, t = self._read_state(state, ("z", "noise"))
+        owner = self._owner
         z = state_array(owner, "z", st["z"], rows=-1, dim=self.dim)
         noise = state_array(
             owner, "noise", st["noise"], rows=-1, dim=self.dim, dtypes=(np.float64,)
@@ -218,9 +213,7 @@ class SqrtFactorization(CountingMechanism):
     stream (the paper's per-round fresh z_t is an erratum).
 
     Formal guarantee:
-        Neighbouring relation: event level — two streams that differ at one step by
-        at most Δ = ``step_sensitivity`` (the ℓ₁ norm of the change for Laplace noise,
-        its ℓ₂ norm for Gaussian noise).
+        [neighbouring: event level]
 
         The perturbed vector is R·x (R = L), which a change of one step by Δ moves by
         Δ·(a column of R); the worst column is the first, so the ℓ₂ sensitivity is
@@ -275,9 +268,7 @@ class SqrtFactorization(CountingMechanism):
         measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
         is extended, the last block's noise and the FFT buffers). Structure: the
         kernel f(0..T−1)."""
-        T = check_integer("horizon", horizon, ge=1)
-        d = 1 if dim is None else dim
-        return MemoryEstimate(structure=8 * T, stream=48 * T * d + step_bytes(dim))
+        return fft_stream_memory(horizon, dim, arrays=1)
 
     # -- structure --------------------------------------------------------------------
     def coefficients(self) -> NDArray[np.float64]:
@@ -303,7 +294,7 @@ class SqrtFactorization(CountingMechanism):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> SqrtNoiseProcess:
-        return SqrtNoiseProcess(self.coefficients(), sampler, rng, dim)
+        return SqrtNoiseProcess(self.coefficients(), NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """S(t) = Σ_{k<t} f(k)² for t = 1..T."""

@@ -55,12 +55,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.fft as sfft
-from numpy.typing import NDArray
 
 from dpcount._scipy import lfilter, minimize
-from dpcount._state import state_array, state_int, state_keys
+from dpcount._state import state_array
 from dpcount._validate import check_choice, check_integer, check_real_array
-from dpcount.counting._chunked import ChunkedNoiseProcess
+from dpcount.counting._chunked import ChunkedNoiseProcess, read_sum, sum_state
 from dpcount.counting.base import (
     MAX_HORIZON,
     MAX_NOISE_COEFFICIENT,
@@ -68,11 +67,13 @@ from dpcount.counting.base import (
     MemoryEstimate,
     step_bytes,
 )
+from dpcount.counting.factorization._losses import Losses
+from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
-from dpcount.privacy.noise import NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -89,8 +90,6 @@ __all__ = [
     "toeplitz_inverse_coefficients",
     "toeplitz_losses",
 ]
-
-Array = NDArray[np.float64]
 
 OBJECTIVES = ("mean", "max")
 #: up to this many coefficients C⁻¹ comes from the recursion, beyond by Newton/FFT
@@ -166,7 +165,7 @@ def toeplitz_inverse_coefficients(coefficients: Any, horizon: int) -> Array:
 
 
 @dataclass(frozen=True)
-class ToeplitzLosses:
+class ToeplitzLosses(Losses):
     """Exact quantities of C = Toeplitz(c) at a horizon (unit sample variance).
 
     Attributes:
@@ -180,16 +179,6 @@ class ToeplitzLosses:
     l1_sensitivity: float
     mean_variance: float
     max_variance: float
-
-    @property
-    def mean_loss(self) -> float:
-        """sens² · mean variance (single participation)."""
-        return self.sensitivity_squared * self.mean_variance
-
-    @property
-    def max_loss(self) -> float:
-        """sens² · largest variance (single participation)."""
-        return self.sensitivity_squared * self.max_variance
 
 
 def _decoder(c: Array, T: int) -> Array:
@@ -447,30 +436,15 @@ class ToeplitzNoiseProcess(ChunkedNoiseProcess):
     streams (``next()`` computes 4096 steps at once). Blocks cost O(block·n).
     """
 
-    def __init__(
-        self,
-        coefficients: Array,
-        horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-    ) -> None:
+    def __init__(self, coefficients: Array, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source)
         self.coefficients = coefficients
-        self.horizon = horizon
-        self.sampler = sampler
-        self.rng = rng
-        self.dim = dim
-        tail: tuple[int, ...] = () if dim is None else (dim,)
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         self._tail = tail
         self._n = len(coefficients)
         self._zi: Array = np.zeros((max(self._n - 1, 0), *tail))
         self._sum: Array = np.zeros(tail)
         self._pending: list[Any] = []
-        self._t = 0
-
-    @property
-    def step(self) -> int:
-        return self._t
 
     def live_count(self) -> int:
         """Filter values (n − 1) and the running sum, plus computed unreleased noise."""
@@ -490,34 +464,19 @@ class ToeplitzNoiseProcess(ChunkedNoiseProcess):
     def state_dict(self) -> dict[str, Any]:
         """The step, the filter state, the running sum after the last computed step and
         the computed, unreleased noise (in release order)."""
-        return {
-            "t": self._t,
-            "zi": self._zi.copy(),
-            "sum": np.array(self._sum, dtype=np.float64, ndmin=1),
-            "pending": np.array(self._pending[::-1], dtype=np.float64),
-        }
+        return self._state(
+            zi=self._zi.copy(), sum=sum_state(self._sum), pending=self._pending_state()
+        )
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same coefficients,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
-        owner = "ToeplitzNoiseProcess"
-        st = state_keys(owner, state, ("t", "zi", "sum", "pending"))
-        t = state_int(owner, "t", st["t"], 0, self.horizon)
-        zi = state_array(
-            owner, "zi", st["zi"], rows=max(self._n - 1, 0), dim=self.dim, dtypes=(np.float64,)
-        )
-        total = state_array(owner, "sum", st["sum"], rows=None, dim=self.dim or 1)
-        pending = state_array(owner, "pending", st["pending"], rows=-1, dim=None)
-        if len(pending) and self.dim is not None:
-            raise ValueError(f"corrupt {owner} state: pending must be empty for vector steps")
-        if t + len(pending) > self.horizon:
-            raise ValueError(
-                f"corrupt {owner} state: t + len(pending) = {t + len(pending)} exceeds the "
-                f"horizon {self.horizon}"
-            )
-        self._t, self._zi = t, zi
-        self._sum = total.astype(np.float64).reshape(self._tail)
-        self._pending = pending.astype(np.float64)[::-1].tolist()
+        st, t = self._read_state(state, ("zi", "sum", "pending"))
+        rows = max(self._n - 1, 0)
+        zi = state_array(self._owner, "zi", st["zi"], rows=rows, dim=self.dim, dtypes=(np.float64,))
+        total = read_sum(self._owner, st["sum"], self._tail)
+        self._pending = self._read_pending(st["pending"], t)
+        self._t, self._zi, self._sum = t, zi, total
 
 
 # -- the mechanism -------------------------------------------------------------------------
@@ -692,8 +651,8 @@ class ToeplitzFactorization(CountingMechanism):
         O(log T) per step, holding the z drawn so far), since the filter would cost
         O(T·bands) for a batch release (5.7 s against 0.02 s at T = bands = 2^16)."""
         if dim is None and len(self.coefficients) > _FILTER_BANDS:
-            return SqrtNoiseProcess(self.decoder_coefficients(), sampler, rng, dim)
-        return ToeplitzNoiseProcess(self.coefficients, self.horizon, sampler, rng, dim)
+            return SqrtNoiseProcess(self.decoder_coefficients(), NoiseBuffer(sampler, rng, dim))
+        return ToeplitzNoiseProcess(self.coefficients, self.horizon, NoiseBuffer(sampler, rng, dim))
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T."""
