@@ -480,7 +480,7 @@ def keyed_counts(
             from the first step its noisy selection count reaches a threshold (earlier
             steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
             included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
-            Embedded engine, discrete noise, a frame or an output file, no ``state``.
+            Either engine; discrete noise, a frame or an output file, no ``state``.
         unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
             per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
             keys, ``max_steps`` steps per key at least ``min_separation`` apart,
@@ -583,7 +583,7 @@ def keyed_counts(
         if engine == "dask":
             from dpcount.keyed.dask import run_dask
 
-            on_dask = run_dask(
+            ran = run_dask(
                 events,
                 common,
                 secret,
@@ -598,8 +598,6 @@ def keyed_counts(
                 until=until,
                 guard=guard,
             )
-            no_selection: SelectionOutcome | None = None  # refused on Dask (_check_open)
-            ran = (*on_dask, no_selection)
         elif engine == "embedded":
             ran = _run_embedded(
                 events,
@@ -652,8 +650,6 @@ def _check_open(
     ):
         if not used:
             continue
-        if engine != "embedded":
-            raise ValueError(f"{what} runs on the embedded engine only (engine={engine!r})")
         if state is not None:
             raise ValueError(
                 f"{what} needs one run over the steps: state= (resuming across time) would "
