@@ -81,8 +81,8 @@ thresholding (DP-SIPS, Swanberg, Desfontaines, Haney, "DP-SIPS", arXiv:2301.0199
 is not used: the discrete Laplace tree keeps the selection pure-ε.
 
 Limits: the selection needs integer weights and discrete counting noise (a discrete
-Laplace threshold on a non-integer count would reveal its fractional part), the
-embedded engine, and one run over the steps (no ``state=``: a run-level bound across
+Laplace threshold on a non-integer count would reveal its fractional part) and
+one run over the steps (no ``state=``: a run-level bound across
 runs would need each unit's history). ``report`` (candidate and selected counts) is
 exact, not private; the released rows are.
 """
