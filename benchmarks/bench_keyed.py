@@ -190,9 +190,17 @@ class _RowCounter:
         return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
 
 
-def floor(kw: dict[str, Any]) -> tuple[float, int]:
-    """Seconds to draw exactly the PRF samples the job's noise process draws (rows per
-    key block counted by a dry run of the process), and the number of samples."""
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process so far."""
+    import os
+
+    t = os.times()
+    return t.user + t.system
+
+
+def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
+    """Seconds (wall, CPU) to draw exactly the PRF samples the job's noise process draws
+    (rows per key block counted by a dry run of the process), and the number of samples."""
     from dpcount.keyed.engine import STEP_BLOCK
     from dpcount.keyed.prf import PositionPRF, PRFSource
     from dpcount.privacy.rng import as_generator
@@ -224,10 +232,10 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         process.next_many(min(STEP_BLOCK, m.horizon - t))
     prf = PositionPRF(SECRET, f"stream/{m.noise}", m.key_block)
     samples = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     for lo in range(0, m.n_keys, m.key_block):
         samples += PRFSource(prf, lo, lo + m.key_block).draw(c.sampler, counter.rows_drawn).size
-    return time.perf_counter() - start, samples
+    return time.perf_counter() - start, _cpu() - cpu, samples
 
 
 def _discard(lo: int, values: Any) -> None:
@@ -246,10 +254,13 @@ def _sink(write: str | None, name: str) -> dict[str, Any]:
     return {"output": target}
 
 
-def embedded(events: pd.DataFrame, kw: dict[str, Any], write: str | None = None) -> float:
-    start = time.perf_counter()
+def embedded(
+    events: pd.DataFrame, kw: dict[str, Any], write: str | None = None
+) -> tuple[float, float]:
+    """Seconds (wall, CPU) of the whole embedded run."""
+    start, cpu = time.perf_counter(), _cpu()
     keyed_counts(events, **_sink(write, "embedded"), **kw)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu() - cpu
 
 
 def _peak_rss_mib() -> float:
@@ -320,10 +331,11 @@ class _ClientMeter:
 
 def dask_run(
     events: Any, kw: dict[str, Any], workers: int, write: str | None = None
-) -> tuple[float, float, _ClientMeter]:
+) -> tuple[float, float, float, _ClientMeter]:
     """Seconds of the Dask run on a LocalCluster as the engine starts it (start-up not
-    timed), the largest peak resident memory of a worker process, MiB, and the client's
-    memory and bytes sent (:class:`_ClientMeter`)."""
+    timed): wall, and CPU of the client (with the LocalCluster's scheduler, which runs
+    in it) and all workers together; the largest peak resident memory of a worker
+    process, MiB; the client's memory and bytes sent (:class:`_ClientMeter`)."""
     from contextlib import ExitStack
 
     from dpcount.keyed.dask import _client
@@ -331,7 +343,7 @@ def dask_run(
     with ExitStack() as stack:
         client = _client(None, workers, stack)
         client.wait_for_workers(workers)
-        start = time.perf_counter()
+        start, cpu, workers_cpu = time.perf_counter(), _cpu(), client.run(_cpu)
         with _ClientMeter() as meter:
             keyed_counts(
                 events,
@@ -341,8 +353,9 @@ def dask_run(
                 **_sink(write, "dask"),
                 **kw,
             )
-        seconds = time.perf_counter() - start
-        return seconds, max(client.run(_peak_rss_mib).values()), meter
+        seconds, used = time.perf_counter() - start, _cpu() - cpu
+        used += sum(t - workers_cpu[w] for w, t in client.run(_cpu).items())
+        return seconds, used, max(client.run(_peak_rss_mib).values()), meter
 
 
 def main() -> None:
@@ -392,30 +405,41 @@ def main() -> None:
         f"{args.keys:,} keys x {args.steps:,} steps, {what}, "
         f"{args.events:,} events, chunk {args.chunk_keys} keys"
     )
-    # interleaved, best of --repeats: the machine's load moves between the two timings
+    # interleaved, best of --repeats: the machine's load moves between the two timings;
+    # CPU seconds (user + system) are less sensitive to it than wall seconds
+    import os
+
     t_floor, t_emb = float("inf"), float("inf")
+    c_floor, c_emb = float("inf"), float("inf")
     for _ in range(0 if args.dask_only else args.repeats):
-        t, samples = floor(kw)
-        t_floor = min(t_floor, t)
-        t_emb = min(t_emb, embedded(events, kw, args.write))
+        t, c, samples = floor(kw)
+        t_floor, c_floor = min(t_floor, t), min(c_floor, c)
+        t, c = embedded(events, kw, args.write)
+        t_emb, c_emb = min(t_emb, t), min(c_emb, c)
         print(
-            f"floor (PRF noise only): {t_floor:8.2f} s  {samples:,} samples  "
-            f"{samples / t_floor / 1e6:.1f} M samples/s"
+            f"floor (PRF noise only): {t_floor:8.2f} s wall {c_floor:8.2f} s CPU  "
+            f"{samples:,} samples  {samples / c_floor / 1e6:.1f} M samples/CPU s"
         )
-        ratio = t_emb / t_floor
-        print(f"embedded (whole run):   {t_emb:8.2f} s  = {ratio:.2f} x floor (target <= 1.5)")
+        print(
+            f"embedded (whole run):   {t_emb:8.2f} s wall {c_emb:8.2f} s CPU  = "
+            f"{t_emb / t_floor:.2f} x floor wall, {c_emb / c_floor:.2f} x floor CPU "
+            f"(target <= 1.5); load average {os.getloadavg()[0]:.1f}"
+        )
     if not args.no_dask:
         runs = [dask_run(events, kw, args.workers, args.write) for _ in range(args.repeats)]
-        t_dask, rss = min(r[0] for r in runs), max(r[1] for r in runs)
+        t_dask, c_dask = min(r[0] for r in runs), min(r[1] for r in runs)
+        rss = max(r[2] for r in runs)
         ratio = (
-            f"throughput {t_emb / t_dask:.2f} x embedded (target >= 1.5); "
+            f"throughput {t_emb / t_dask:.2f} x embedded wall, {c_emb / c_dask:.2f} x "
+            "embedded CPU (target >= 1.5 wall, idle); "
             if t_emb < float("inf")
             else ""
         )
-        meter = runs[-1][2]
+        meter = runs[-1][3]
         print(
-            f"dask {args.workers} workers:         {t_dask:8.2f} s  {ratio}"
-            f"worker peak RSS {rss:.0f} MiB"
+            f"dask {args.workers} workers:         {t_dask:8.2f} s wall {c_dask:8.2f} s CPU "
+            f"(client, scheduler and workers)  {ratio}worker peak RSS {rss:.0f} MiB; load "
+            f"average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"dask client: peak RSS {meter.peak / 2**20:.0f} MiB (at the start "
