@@ -124,6 +124,38 @@ absolute times are 2-4x the idle ones and ratios move between runs):
   (the job with its 10^6-key universe goes to the shard tasks).
 * 10^7 keys x 100 steps: not run (no idle machine and no time left).
 
+CPU seconds beside wall seconds, fewer Dask stages (2026-11-27, second round; loaded
+machine, load average 5-14 while measuring: wall seconds say little, CPU seconds —
+user + system of this process, and for Dask of the client, its in-process scheduler
+and both workers — are the figures to compare; ratios within one run):
+
+* ``--no-dask --repeats 1`` (10^5 keys x 10^3 steps, 10^6 events, counts discarded),
+  the code before this round (a096372) and after it, interleaved before/after/
+  before/after: embedded 10.82 / 9.41 s CPU = 1.28 / 1.32 x floor (before), 8.84 /
+  8.54 s CPU = 1.09 / 1.41 x floor (after; the floor itself moved 6.05-8.46 s CPU
+  between runs with the machine's memory pressure). The saving is the event
+  preparation (0.6 s of 1.0 s: one int64 sort instead of two pandas groupbys for
+  whole-number weights). What remains above the floor, measured with page faults
+  removed (glibc mmap and trim thresholds raised): 0.6 s in the tree's structure
+  (counting/tree.py: the node sums, the overflow check), 0.3 s dense contributions
+  and exact running sums, 0.4 s preparation — 1.19 x floor CPU.
+* ``--from-file --write DIR --repeats 1`` (the same job, Parquet parts): writing the
+  parts is most of the embedded run (19-22 s CPU, of which ~10 s Parquet encoding:
+  ~0.15 s CPU per 2048-key chunk, spread over all five columns, compression ~10% of
+  it). Dask, 2 workers: before 36.6 s CPU, 0.61 x embedded CPU, 0.71 x wall (load
+  10.8); after the restructure 35.0 s CPU, 0.60 x CPU, 0.62 x wall (load 10.9), and
+  with the quiet LocalCluster 24.8 s CPU, 0.77 x embedded CPU, 0.70 x wall (load 6.5).
+  Client sent 4.3 -> 0.7 MiB; client peak RSS 314 -> 240 MiB; worker peak RSS 443 ->
+  350 MiB. Where the Dask CPU went before: ~15 of 35 s in distributed's housekeeping
+  (20 ms ticks, 100 ms memory checks, the statistical profiler: ~0.035 CPU s per s
+  per worker and ~0.05 in the client, measured idle), which a loaded machine
+  multiplies by stretching the wall time; quiet settings cut it ~85%.
+* 5 x 10^4 keys, ``--write``, task stream of one Dask run (load 4.3): both workers
+  busy 83-86% of the 11.9 s span, the release tasks 2.1-11.9 s; 13.4 s CPU in all
+  (workers 5.1 + 6.1, client 2.2 with the first import of dask.dataframe) against
+  10.5 s embedded: 1.15 x embedded wall, 0.78 x CPU. On an idle 2-core machine that
+  CPU split bounds the Dask run at ~6.7 s wall (~1.5 x embedded); not measured here.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
        [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
