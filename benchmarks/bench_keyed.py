@@ -145,6 +145,10 @@ and both workers — are the figures to compare; ratios within one run):
   it). Dask, 2 workers: before 36.6 s CPU, 0.61 x embedded CPU, 0.71 x wall (load
   10.8); after the restructure 35.0 s CPU, 0.60 x CPU, 0.62 x wall (load 10.9), and
   with the quiet LocalCluster 24.8 s CPU, 0.77 x embedded CPU, 0.70 x wall (load 6.5).
+  At a lighter load, one after the other (same script): before (a096372) embedded
+  20.42 s CPU / 33.4 s wall, Dask 30.79 s CPU / 38.6 s wall = 0.66 x embedded CPU,
+  0.87 x wall (load 2.8-4.5); after, embedded 20.01 s CPU / 28.6 s wall, Dask
+  22.33 s CPU / 27.2 s wall = 0.90 x CPU, 1.05 x wall (load 4.1-4.2).
   Client sent 4.3 -> 0.7 MiB; client peak RSS 314 -> 240 MiB; worker peak RSS 443 ->
   350 MiB. Where the Dask CPU went before: ~15 of 35 s in distributed's housekeeping
   (20 ms ticks, 100 ms memory checks, the statistical profiler: ~0.035 CPU s per s
