@@ -124,6 +124,42 @@ absolute times are 2-4x the idle ones and ratios move between runs):
   (the job with its 10^6-key universe goes to the shard tasks).
 * 10^7 keys x 100 steps: not run (no idle machine and no time left).
 
+CPU seconds beside wall seconds, fewer Dask stages (2026-11-27, second round; loaded
+machine, load average 5-14 while measuring: wall seconds say little, CPU seconds —
+user + system of this process, and for Dask of the client, its in-process scheduler
+and both workers — are the figures to compare; ratios within one run):
+
+* ``--no-dask --repeats 1`` (10^5 keys x 10^3 steps, 10^6 events, counts discarded),
+  the code before this round (a096372) and after it, interleaved before/after/
+  before/after: embedded 10.82 / 9.41 s CPU = 1.28 / 1.32 x floor (before), 8.84 /
+  8.54 s CPU = 1.09 / 1.41 x floor (after; the floor itself moved 6.05-8.46 s CPU
+  between runs with the machine's memory pressure). The saving is the event
+  preparation (0.6 s of 1.0 s: one int64 sort instead of two pandas groupbys for
+  whole-number weights). What remains above the floor, measured with page faults
+  removed (glibc mmap and trim thresholds raised): 0.6 s in the tree's structure
+  (counting/tree.py: the node sums, the overflow check), 0.3 s dense contributions
+  and exact running sums, 0.4 s preparation — 1.19 x floor CPU.
+* ``--from-file --write DIR --repeats 1`` (the same job, Parquet parts): writing the
+  parts is most of the embedded run (19-22 s CPU, of which ~10 s Parquet encoding:
+  ~0.15 s CPU per 2048-key chunk, spread over all five columns, compression ~10% of
+  it). Dask, 2 workers: before 36.6 s CPU, 0.61 x embedded CPU, 0.71 x wall (load
+  10.8); after the restructure 35.0 s CPU, 0.60 x CPU, 0.62 x wall (load 10.9), and
+  with the quiet LocalCluster 24.8 s CPU, 0.77 x embedded CPU, 0.70 x wall (load 6.5).
+  At a lighter load, one after the other (same script): before (a096372) embedded
+  20.42 s CPU / 33.4 s wall, Dask 30.79 s CPU / 38.6 s wall = 0.66 x embedded CPU,
+  0.87 x wall (load 2.8-4.5); after, embedded 20.01 s CPU / 28.6 s wall, Dask
+  22.33 s CPU / 27.2 s wall = 0.90 x CPU, 1.05 x wall (load 4.1-4.2).
+  Client sent 4.3 -> 0.7 MiB; client peak RSS 314 -> 240 MiB; worker peak RSS 443 ->
+  350 MiB. Where the Dask CPU went before: ~15 of 35 s in distributed's housekeeping
+  (20 ms ticks, 100 ms memory checks, the statistical profiler: ~0.035 CPU s per s
+  per worker and ~0.05 in the client, measured idle), which a loaded machine
+  multiplies by stretching the wall time; quiet settings cut it ~85%.
+* 5 x 10^4 keys, ``--write``, task stream of one Dask run (load 4.3): both workers
+  busy 83-86% of the 11.9 s span, the release tasks 2.1-11.9 s; 13.4 s CPU in all
+  (workers 5.1 + 6.1, client 2.2 with the first import of dask.dataframe) against
+  10.5 s embedded: 1.15 x embedded wall, 0.78 x CPU. On an idle 2-core machine that
+  CPU split bounds the Dask run at ~6.7 s wall (~1.5 x embedded); not measured here.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
        [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
@@ -190,9 +226,17 @@ class _RowCounter:
         return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
 
 
-def floor(kw: dict[str, Any]) -> tuple[float, int]:
-    """Seconds to draw exactly the PRF samples the job's noise process draws (rows per
-    key block counted by a dry run of the process), and the number of samples."""
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process so far."""
+    import os
+
+    t = os.times()
+    return t.user + t.system
+
+
+def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
+    """Seconds (wall, CPU) to draw exactly the PRF samples the job's noise process draws
+    (rows per key block counted by a dry run of the process), and the number of samples."""
     from dpcount.keyed.engine import STEP_BLOCK
     from dpcount.keyed.prf import PositionPRF, PRFSource
     from dpcount.privacy.rng import as_generator
@@ -224,10 +268,10 @@ def floor(kw: dict[str, Any]) -> tuple[float, int]:
         process.next_many(min(STEP_BLOCK, m.horizon - t))
     prf = PositionPRF(SECRET, f"stream/{m.noise}", m.key_block)
     samples = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     for lo in range(0, m.n_keys, m.key_block):
         samples += PRFSource(prf, lo, lo + m.key_block).draw(c.sampler, counter.rows_drawn).size
-    return time.perf_counter() - start, samples
+    return time.perf_counter() - start, _cpu() - cpu, samples
 
 
 def _discard(lo: int, values: Any) -> None:
@@ -246,10 +290,13 @@ def _sink(write: str | None, name: str) -> dict[str, Any]:
     return {"output": target}
 
 
-def embedded(events: pd.DataFrame, kw: dict[str, Any], write: str | None = None) -> float:
-    start = time.perf_counter()
+def embedded(
+    events: pd.DataFrame, kw: dict[str, Any], write: str | None = None
+) -> tuple[float, float]:
+    """Seconds (wall, CPU) of the whole embedded run."""
+    start, cpu = time.perf_counter(), _cpu()
     keyed_counts(events, **_sink(write, "embedded"), **kw)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu() - cpu
 
 
 def _peak_rss_mib() -> float:
@@ -320,10 +367,11 @@ class _ClientMeter:
 
 def dask_run(
     events: Any, kw: dict[str, Any], workers: int, write: str | None = None
-) -> tuple[float, float, _ClientMeter]:
+) -> tuple[float, float, float, _ClientMeter]:
     """Seconds of the Dask run on a LocalCluster as the engine starts it (start-up not
-    timed), the largest peak resident memory of a worker process, MiB, and the client's
-    memory and bytes sent (:class:`_ClientMeter`)."""
+    timed): wall, and CPU of the client (with the LocalCluster's scheduler, which runs
+    in it) and all workers together; the largest peak resident memory of a worker
+    process, MiB; the client's memory and bytes sent (:class:`_ClientMeter`)."""
     from contextlib import ExitStack
 
     from dpcount.keyed.dask import _client
@@ -331,7 +379,7 @@ def dask_run(
     with ExitStack() as stack:
         client = _client(None, workers, stack)
         client.wait_for_workers(workers)
-        start = time.perf_counter()
+        start, cpu, workers_cpu = time.perf_counter(), _cpu(), client.run(_cpu)
         with _ClientMeter() as meter:
             keyed_counts(
                 events,
@@ -341,8 +389,9 @@ def dask_run(
                 **_sink(write, "dask"),
                 **kw,
             )
-        seconds = time.perf_counter() - start
-        return seconds, max(client.run(_peak_rss_mib).values()), meter
+        seconds, used = time.perf_counter() - start, _cpu() - cpu
+        used += sum(t - workers_cpu[w] for w, t in client.run(_cpu).items())
+        return seconds, used, max(client.run(_peak_rss_mib).values()), meter
 
 
 def main() -> None:
@@ -392,30 +441,41 @@ def main() -> None:
         f"{args.keys:,} keys x {args.steps:,} steps, {what}, "
         f"{args.events:,} events, chunk {args.chunk_keys} keys"
     )
-    # interleaved, best of --repeats: the machine's load moves between the two timings
+    # interleaved, best of --repeats: the machine's load moves between the two timings;
+    # CPU seconds (user + system) are less sensitive to it than wall seconds
+    import os
+
     t_floor, t_emb = float("inf"), float("inf")
+    c_floor, c_emb = float("inf"), float("inf")
     for _ in range(0 if args.dask_only else args.repeats):
-        t, samples = floor(kw)
-        t_floor = min(t_floor, t)
-        t_emb = min(t_emb, embedded(events, kw, args.write))
+        t, c, samples = floor(kw)
+        t_floor, c_floor = min(t_floor, t), min(c_floor, c)
+        t, c = embedded(events, kw, args.write)
+        t_emb, c_emb = min(t_emb, t), min(c_emb, c)
         print(
-            f"floor (PRF noise only): {t_floor:8.2f} s  {samples:,} samples  "
-            f"{samples / t_floor / 1e6:.1f} M samples/s"
+            f"floor (PRF noise only): {t_floor:8.2f} s wall {c_floor:8.2f} s CPU  "
+            f"{samples:,} samples  {samples / c_floor / 1e6:.1f} M samples/CPU s"
         )
-        ratio = t_emb / t_floor
-        print(f"embedded (whole run):   {t_emb:8.2f} s  = {ratio:.2f} x floor (target <= 1.5)")
+        print(
+            f"embedded (whole run):   {t_emb:8.2f} s wall {c_emb:8.2f} s CPU  = "
+            f"{t_emb / t_floor:.2f} x floor wall, {c_emb / c_floor:.2f} x floor CPU "
+            f"(target <= 1.5); load average {os.getloadavg()[0]:.1f}"
+        )
     if not args.no_dask:
         runs = [dask_run(events, kw, args.workers, args.write) for _ in range(args.repeats)]
-        t_dask, rss = min(r[0] for r in runs), max(r[1] for r in runs)
+        t_dask, c_dask = min(r[0] for r in runs), min(r[1] for r in runs)
+        rss = max(r[2] for r in runs)
         ratio = (
-            f"throughput {t_emb / t_dask:.2f} x embedded (target >= 1.5); "
+            f"throughput {t_emb / t_dask:.2f} x embedded wall, {c_emb / c_dask:.2f} x "
+            "embedded CPU (target >= 1.5 wall, idle); "
             if t_emb < float("inf")
             else ""
         )
-        meter = runs[-1][2]
+        meter = runs[-1][3]
         print(
-            f"dask {args.workers} workers:         {t_dask:8.2f} s  {ratio}"
-            f"worker peak RSS {rss:.0f} MiB"
+            f"dask {args.workers} workers:         {t_dask:8.2f} s wall {c_dask:8.2f} s CPU "
+            f"(client, scheduler and workers)  {ratio}worker peak RSS {rss:.0f} MiB; load "
+            f"average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"dask client: peak RSS {meter.peak / 2**20:.0f} MiB (at the start "

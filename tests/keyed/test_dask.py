@@ -100,6 +100,77 @@ def test_dask_equals_embedded_for_any_partitioning(
         assert embedded.report.unit_dropped_keys > 0
 
 
+@pytest.mark.parametrize("partitions", [1, 5])
+def test_dask_run_level_unit_bounds_equal_embedded(client: Any, partitions: int) -> None:
+    """unit_scope='run' (max_keys over the run, max_steps per key min_separation apart):
+    the Dask engine bounds each unit over all its keys in one shard, as the embedded
+    engine does over the whole frame: the same rows, bits and report."""
+    events = _events()
+    extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
+    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
+    dasked = keyed_counts(
+        events, engine="dask", scheduler=client, partitions=partitions, chunk_keys=7, **_kw(**extra)
+    )
+    assert embedded.frame is not None and dasked.frame is not None
+    assert dasked.frame.equals(embedded.frame)
+    assert dasked.report == embedded.report
+    assert embedded.report.unit_dropped_keys > 0 and embedded.report.unit_dropped_steps > 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="selection is refused on Dask until its shards place keys as the embedded "
+    "engine does (key table by first step, 0.4 state format /3)",
+)
+def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path) -> None:
+    """An open key set (keys=None): the candidates read off every partition, each shard's
+    keys selected where the shard lies; the released rows and the outcome equal the
+    embedded engine's (a frame, and the bytes of a Parquet file)."""
+    from dpcount.keyed.selection import KeySelection
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    events = pd.DataFrame(
+        {
+            "t": rng.integers(0, 50, n),
+            # a few heavy keys (selected) and many light ones (mostly not)
+            "key": np.where(rng.random(n) < 0.6, rng.integers(0, 6, n), rng.integers(6, 400, n)),
+            "unit": rng.integers(0, 1500, n),
+        }
+    )
+    extra = dict(
+        keys=None,
+        selection=KeySelection(epsilon=1.5, delta=0.15),
+        unit_column="unit",
+        unit_scope="run",
+        max_keys=1,
+        weight_column=None,
+        max_weight=1,
+    )
+    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
+    dasked = keyed_counts(
+        events, engine="dask", scheduler=client, partitions=3, chunk_keys=7, **_kw(**extra)
+    )
+    assert embedded.frame is not None and dasked.frame is not None
+    assert dasked.frame.equals(embedded.frame)
+    assert dasked.selection == embedded.selection
+    assert embedded.selection is not None
+    assert 0 < embedded.selection.selected < embedded.selection.candidates
+    a = keyed_counts(events, output=tmp_path / "a.parquet", chunk_keys=16, **_kw(**extra))
+    b = keyed_counts(
+        events,
+        engine="dask",
+        scheduler=client,
+        partitions=2,
+        output=tmp_path / "b.parquet",
+        chunk_keys=7,
+        **_kw(**extra),
+    )
+    assert a.output is not None and b.output is not None
+    assert a.output.read_bytes() == b.output.read_bytes()
+
+
 def test_dask_reads_files_and_writes_the_same_bytes(client: Any, tmp_path: Path) -> None:
     path = tmp_path / "events.parquet"
     _events().to_parquet(path)

@@ -396,3 +396,30 @@ def test_describe_names_the_keyed_sampler() -> None:
     ]:
         text = _mech(noise=noise, delta=delta).describe()
         assert word in text and "Alg. 2" not in text and "AES-CTR" in text, text
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_partial_sums_and_contributions_equal_pandas_groupby(whole: bool) -> None:
+    """Event-level sums per (key, step): whole-number weights take one int64 sort, which
+    gives pandas' (compensated) groupby sums bit for bit; other weights take the groupby
+    itself. Both: one row per (key, step), sorted by key then step."""
+    from dpcount.keyed.events import partial_sums, to_contributions
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    weight = rng.integers(0, 2**40, n).astype(np.float64)
+    if not whole:
+        weight += rng.random(n)
+    rows = pd.DataFrame(
+        {"key": rng.integers(0, 30, n), "step": rng.integers(1, 40, n), "weight": weight}
+    )
+    expected = rows.groupby(["key", "step"], sort=True)["weight"].sum()
+    for contributions in (
+        to_contributions(rows, np.float64),
+        to_contributions(partial_sums(rows, by_unit=False), np.float64),
+    ):
+        assert np.array_equal(contributions.key, expected.index.get_level_values(0))
+        assert np.array_equal(contributions.step, expected.index.get_level_values(1))
+        assert np.array_equal(contributions.value, expected.to_numpy())
+    # duplicates were summed (not a no-op): fewer rows than events
+    assert len(expected) < n

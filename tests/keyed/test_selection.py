@@ -325,7 +325,6 @@ def test_units_over_the_run_with_selection() -> None:
         (dict(selection=None), "selection=KeySelection"),
         (dict(noise="laplace"), "discrete counting noise"),
         (dict(unit_column="user", max_keys=1), "unit_scope='run'"),
-        (dict(engine="dask"), "embedded engine"),
         (dict(on_chunk=lambda lo, v: None), "on_chunk"),
         (dict(output="dir_without_suffix"), "directory of parts"),
         (dict(unit_column="user", max_keys=1, max_steps=2), "needs unit_scope='run'"),

@@ -1,26 +1,33 @@
 """The Dask engine: the same results as the embedded engine, on any partitioning.
 
-Work is split in two stages, both on the workers:
+Work is split in stages, all on the workers; the client sends the job (the public
+configuration, its key universe and the secret) to every worker once and then only
+small task descriptions, and collects the outputs:
 
 1. **Bounding and summing** (one task per input partition, reading its part of a
    Parquet or CSV file itself): map events to (key index, step), clip per event
    (event level) and sum per (key, step) — or per (unit, step, key) for unit
-   bounding; each partition's sums are split into shards of whole key chunks and
-   every shard's contributions are combined by one task (one shard holding all keys
-   at unit level, where a unit's keys are bounded together). Integer sums do not
-   depend on the partitioning, so the contributions are identical for any number
-   of partitions (floating-point weights may differ in the last bits: use integer
+   bounding — and split the partition's sums into shards: contiguous ranges of whole
+   key chunks, a function of the key index alone (never of the partition). One task
+   per shard combines them (one shard holding all keys at unit level, where a unit's
+   keys are bounded together, per step or over the run). Integer sums do not depend
+   on the partitioning, so the contributions are identical for any number of
+   partitions (floating-point weights may differ in the last bits: use integer
    weights and discrete noise for bit-for-bit equality). The client receives the
    drop reports, and the contributions themselves only when the run keeps a state or
    a released-up-to mark (for the state's totals and the input digest; 24 bytes per
    (key, step) with a contribution) — never the events.
-2. **Release** (one task per key chunk, reading its shard where it lies): the run's
-   counting mechanism and its noise, whose every sample is a pure function of
-   (secret, draw index, key) (:mod:`dpcount.keyed.engine`,
+2. **Key selection** (open key sets, one task per shard, where the shard lies): the
+   embedded engine's :func:`~dpcount.keyed.selection.select_keys` on the shard's
+   keys; the client gathers each key's selection step (8 bytes per key).
+3. **Release** (one task per run of consecutive key chunks of a shard, on the
+   worker holding the shard: the whole shard when the workers write the parts, else
+   at most :data:`RESULT_BYTES` of counts per task): the embedded engine, chunk by
+   chunk — the run's counting mechanism and its noise, whose every sample is a pure
+   function of (secret, configuration, key, position) (:mod:`dpcount.keyed.engine`,
    :class:`~dpcount.keyed.prf.PRFSource`). A task that is retried, or rerun after a
    worker dies, recomputes exactly the same values; nothing is drawn from a
-   per-worker or per-partition generator. The mechanism and the part writer are
-   scattered to the workers once, not embedded in every task.
+   per-worker or per-partition generator.
 
 The run secret travels to the workers inside the tasks: the cluster must be as
 trusted as the place where the raw events are kept.
@@ -30,12 +37,16 @@ trusted as the place where the raw events are kept.
 (``"tcp://host:8786"``); a ``distributed.Client`` is used as is. The LocalCluster
 starts its workers without distributed's default ``MALLOC_TRIM_THRESHOLD_=65536``,
 which made the release tasks 3-5x slower (large temporaries mapped afresh each
-time); for a cluster of your own, start the workers with
-``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_`` unset likewise.
+time), and with slower housekeeping ticks (``_QUIET_CLUSTER``: no statistical
+profiler, a 1 s event-loop tick and memory check), which cut the idle CPU of each
+process by ~85%; for a cluster of your own, start the workers with
+``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_`` unset and those
+settings likewise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import re
@@ -66,6 +77,7 @@ from dpcount.keyed.job import (
     load_base,
     make_job,
 )
+from dpcount.keyed.selection import SelectionOutcome, select_keys
 
 __all__ = ["run_dask"]
 
@@ -107,24 +119,71 @@ def _release_task(
     return None, ends
 
 
+def _release_chunks(
+    job: KeyedJob,
+    shard: tuple[Contributions, DropReport],
+    chunks: Sequence[tuple[int, int, bool]],
+    base: NDArray[Any] | None,
+    buffers: NDArray[Any] | None,
+    writer: Any = None,
+) -> list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]]:
+    """The embedded engine on consecutive key chunks of one shard, on the worker that
+    holds the shard: for each chunk (lo, hi, write), (lo, counts or None once written by
+    ``writer``, its noise state after the window). ``write`` False: computed for its
+    noise state only (its part exists). ``base``, ``buffers``: of the keys from the
+    first chunk's lo to the last chunk's hi."""
+    contributions = shard[0]
+    origin = chunks[0][0]
+    out: list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]] = []
+    for lo, hi, write in chunks:
+        own = slice(lo - origin, hi - origin)
+        values, ends = _release_task(
+            job.mechanism,
+            job.secret.prf_key,
+            contributions.for_keys(lo, hi),
+            lo,
+            hi,
+            (job.first, job.until),
+            None if base is None else base[own],
+            None if buffers is None else buffers[:, own],
+            job.keep_state,
+            *((False,) if writer is not None and not write else ()),
+            *((writer, job.universe.keys[lo:hi]) if writer is not None and write else ()),
+        )
+        out.append((lo, values, ends))
+    return out
+
+
 def _shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
-    """Key edges of ``shards`` contiguous shards made of whole key chunks."""
+    """Key edges of ``shards`` contiguous shards made of whole key chunks.
+
+    A shard is a function of the key index alone (never of the input partition): its
+    keys' noise is computed where the shard lies, by the same pure function of (secret,
+    configuration, key, position) as anywhere else. Contiguous ranges of whole chunks
+    rather than a hash of each key: the PRF computes noise for aligned blocks of
+    ``key_block`` keys, so scattering a block's keys over shards would make every
+    worker compute every block."""
     starts = [lo for lo, _ in chunk_bounds(n_keys, chunk_keys)]
     per = -(-len(starts) // max(1, min(shards, len(starts))))
     return [*starts[::per], n_keys]
 
 
-def _split_rows(
-    prepared: tuple[pd.DataFrame, DropReport], edges: Sequence[int]
-) -> list[pd.DataFrame]:
-    """One partition's partial sums split by shard (``edges``: the shards' key edges)."""
-    rows = prepared[0]
+def _prepare_split(
+    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int]
+) -> tuple[list[pd.DataFrame], DropReport]:
+    """One input partition mapped, clipped and summed (:meth:`KeyedJob.prepare`), its
+    partial sums split by shard (``edges``: the shards' key edges)."""
+    rows, report = job.prepare(frame)
     if len(edges) == 2:
-        return [rows]
+        return [rows], report
     shard = np.searchsorted(np.asarray(edges[1:-1]), rows["key"].to_numpy(), side="right")
     order = np.argsort(shard, kind="stable")
     cuts = np.searchsorted(shard[order], np.arange(1, len(edges) - 1))
-    return [rows.iloc[part] for part in np.split(order, cuts)]
+    return [rows.iloc[part] for part in np.split(order, cuts)], report
+
+
+def _piece(prepared: tuple[list[pd.DataFrame], DropReport], shard: int) -> pd.DataFrame:
+    return prepared[0][shard]
 
 
 def _finish_shard(job: KeyedJob, *pieces: pd.DataFrame) -> tuple[Contributions, DropReport]:
@@ -138,6 +197,16 @@ def _check_shard(
     check_running(shard[0], base, job.universe.keys, job.first, job.until)
 
 
+def _select_shard(
+    job: KeyedJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
+) -> tuple[NDArray[np.int64], int, int]:
+    """Key selection of the keys [lo, hi) of one shard: their selection steps and the
+    shard's candidate and selected counts (:func:`~dpcount.keyed.selection.select_keys`
+    on the shard's contributions, the same chunks as the embedded engine's)."""
+    selected, outcome, _ = select_keys(job, shard[0], chunk_keys)
+    return selected[lo:hi], outcome.candidates, outcome.selected
+
+
 def _concat(shards: Sequence[Contributions]) -> Contributions:
     """Shards in key order: the whole run's contributions, sorted by (key, step)."""
     return Contributions(
@@ -145,6 +214,14 @@ def _concat(shards: Sequence[Contributions]) -> Contributions:
         np.concatenate([c.step for c in shards]),
         np.concatenate([c.value for c in shards]),
     )
+
+
+def _scan(frame: pd.DataFrame, time: str | None, key: str | None) -> tuple[pd.Series, pd.Series]:
+    """One partition's earliest and latest times (``time``) and distinct keys (``key``;
+    an open key set's candidates), for what the job needs before the events are read."""
+    times = pd.Series([], dtype=np.int64) if time is None else _time_extremes(frame, time)
+    keys = pd.Series([], dtype=object) if key is None else pd.Series(pd.unique(frame[key]))
+    return times, keys
 
 
 def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -223,6 +300,16 @@ def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> A
     return ddf
 
 
+#: the configuration of the LocalCluster a run starts for itself (see :func:`_client`)
+_QUIET_CLUSTER: dict[str, Any] = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+}
+
+
 def _client(scheduler: Any, workers: int, stack: ExitStack) -> Any:
     from distributed import Client, LocalCluster
 
@@ -238,9 +325,13 @@ def _client(scheduler: Any, workers: int, stack: ExitStack) -> Any:
     # glibc's adaptive mmap threshold: every large temporary array is then mapped and
     # unmapped afresh (page faults); the release tasks ran 3-5x slower. The setting
     # stays in force for the cluster's lifetime (a restarted worker sees it too).
-    stack.enter_context(
-        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
-    )
+    # The cluster's housekeeping at distributed's defaults (a 20 ms event-loop tick, a memory check
+    # every 100 ms, a statistical profiler, a system monitor) cost ~0.035 CPU seconds per
+    # second in each worker and ~0.05 in the client (with the scheduler), measured idle:
+    # a 2-worker run whose wall time a loaded machine stretches to 90 s spent ~15 of its
+    # 35 CPU seconds there. Slower ticks cut it to ~0.005 and ~0.013 (no effect on the
+    # results; memory limits are checked every second).
+    stack.enter_context(dask.config.set(_QUIET_CLUSTER))
     cluster = stack.enter_context(
         LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
@@ -271,6 +362,39 @@ def _close_workers(cluster: Any) -> None:
     cluster.sync(close_all)
 
 
+#: most bytes of counts one release task returns to the client (a task releases whole
+#: key chunks; a task whose worker writes the parts itself takes its whole shard)
+RESULT_BYTES = 64 * 2**20
+
+
+def _tasks(
+    chunks: Sequence[tuple[int, int, bool]], edges: Sequence[int], per_task: int
+) -> list[list[tuple[int, int, bool]]]:
+    """The chunks grouped into release tasks: consecutive chunks of one shard, at most
+    ``per_task`` in a task."""
+    groups: list[list[tuple[int, int, bool]]] = []
+    shard_of_last = -1
+    for chunk in chunks:
+        shard = int(np.searchsorted(edges, chunk[0], side="right")) - 1
+        if shard != shard_of_last or len(groups[-1]) >= per_task:
+            groups.append([])
+            shard_of_last = shard
+        groups[-1].append(chunk)
+    return groups
+
+
+def _value(value: Any) -> Any:
+    return value
+
+
+def _shipped(client: Any, value: Any) -> Any:
+    """``value`` as a task result: sent to the scheduler once, fetched once by each worker
+    that needs it, and recomputed from its task if the workers holding it die (data
+    scattered with ``client.scatter`` is lost with its last holder: the active memory
+    manager keeps one replica)."""
+    return client.submit(_value, value, pure=False)
+
+
 def run_dask(
     events: Any,
     common: dict[str, Any],
@@ -286,8 +410,17 @@ def run_dask(
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
     guard: Any = None,
-) -> tuple[Any, bool, list[str], DropReport, Iterator[tuple[int, Any]], Carry | None]:
-    """Bound, sum and release on a Dask cluster; see :func:`dpcount.keyed.keyed_counts`."""
+) -> tuple[
+    Any,
+    bool,
+    list[str],
+    DropReport,
+    Iterator[tuple[int, Any]],
+    Carry | None,
+    SelectionOutcome | None,
+]:
+    """Bound, sum, select and release on a Dask cluster; see
+    :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute
     from dask.delayed import delayed
 
@@ -298,31 +431,46 @@ def run_dask(
         client = _client(scheduler, workers, stack)
         ddf = _dask_frame(events, columns, partitions)
         pieces = ddf.to_delayed()
-        if common["start"] is None or common["horizon"] is None:  # read them off the data
-            extremes = compute(*[delayed(_time_extremes)(p, columns.time) for p in pieces])  # type: ignore[no-untyped-call]
-            times = pd.concat(list(extremes), ignore_index=True)
-        else:
-            times = pd.Series([], dtype=np.int64)  # not used: start and horizon are given
-        job, derived = make_job(times=times, **common)
+        need_times = common["start"] is None or common["horizon"] is None
+        open_keys = common["keys"] is None
+        times = pd.Series([], dtype=np.int64)  # not used when start and horizon are given
+        key_values = None
+        if need_times or open_keys:  # read them off the data, on the workers
+            scans = compute(  # type: ignore[no-untyped-call]
+                *[
+                    delayed(_scan)(
+                        p, columns.time if need_times else None, columns.key if open_keys else None
+                    )
+                    for p in pieces
+                ]
+            )
+            if need_times:
+                times = pd.concat([t for t, _ in scans], ignore_index=True)
+            if open_keys:
+                key_values = pd.concat([k for _, k in scans], ignore_index=True)
+        job, derived = make_job(times=times, key_values=key_values, **common)
         job = continue_from(job, state, until)
-        prepared = client.compute([delayed(job.prepare)(p) for p in pieces])
+        n = job.mechanism.n_keys
+        # a unit's bound covers all its keys: one shard at unit level
+        count = 1 if job.max_keys is not None else 4 * max(1, len(client.ncores()))
+        edges = _shard_edges(n, chunk_keys, count)
+        # the job (with its key universe) goes to each worker once, not into each task
+        shipped = _shipped(client, job)
+        frames = client.compute(pieces)
+        prepared = [client.submit(_prepare_split, shipped, f, edges, pure=False) for f in frames]
         report = DropReport()
         for part_report in client.gather(
             [client.submit(operator.itemgetter(1), f) for f in prepared]
         ):
-            report = report + part_report
+            report = report + part_report  # validates the events before a secret is created
         job, created = job.with_secret(secret)
         base, buffers = load_base(job, state)
-        n = job.mechanism.n_keys
-        # unit level bounds each unit over all its keys: one shard
-        count = 1 if job.max_keys is not None else 4 * max(1, len(client.ncores()))
-        edges = _shard_edges(n, chunk_keys, count)
-        splits = [client.submit(_split_rows, f, edges, pure=False) for f in prepared]
+        shipped = _shipped(client, job)  # now with the run secret
         shards = [
             client.submit(
                 _finish_shard,
-                job,
-                *[client.submit(operator.getitem, part, g, pure=False) for part in splits],
+                shipped,
+                *[client.submit(_piece, f, g, pure=False) for f in prepared],
                 pure=False,
             )
             for g in range(len(edges) - 1)
@@ -331,53 +479,67 @@ def run_dask(
             [client.submit(operator.itemgetter(1), f) for f in shards]
         ):
             report = report + shard_report
-        del prepared, splits  # the shards hold all the workers need
-        contributions_of = [client.submit(operator.itemgetter(0), f) for f in shards]
+        del frames, prepared  # the scheduler keeps their lineage while the shards live
+        outcome = None
+        if job.selection is not None:
+            picked = client.gather(
+                [
+                    client.submit(_select_shard, shipped, f, lo, hi, chunk_keys, pure=False)
+                    for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
+                ]
+            )
+            selected = np.concatenate([p[0] for p in picked])
+            candidates, chosen = sum(p[1] for p in picked), sum(p[2] for p in picked)
+            outcome = SelectionOutcome(job.selection, candidates, chosen)
+            job = dataclasses.replace(job, selected=selected)
         carry = None
-        if guard is not None or state is not None:
-            contributions = _concat(client.gather(contributions_of))
+        if state is not None or job.secret.path is not None:
+            # the released-up-to mark's input digest and the state's totals need every
+            # contribution (24 bytes per (key, step) with one); a testing secret has no mark
+            contributions = _concat(
+                client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
+            )
             begin_release(guard, job, created, contributions, base, buffers, state)
             carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
             del contributions
         else:
-            client.gather([client.submit(_check_shard, job, f, None) for f in shards])
-        del shards
+            client.gather([client.submit(_check_shard, shipped, f, None) for f in shards])
         need_state = carry is not None and carry.buffers is not None
         parts = None if parts is None else parts.for_job(job)
         done = set() if parts is None else parts.open(job)
-        bounds = [
-            (lo, hi) for lo, hi in chunk_bounds(n, chunk_keys) if need_state or lo not in done
+        chunks = [
+            (lo, hi, lo not in done)
+            for lo, hi in chunk_bounds(n, chunk_keys)
+            if (need_state or lo not in done)
+            and (job.selected is None or bool((job.selected[lo:hi] <= job.until).any()))
         ]
         writer = None if parts is None else parts.writer(job, time_label)
-        keys = job.universe.keys
-        # once to every worker, not pickled into each task
-        mechanism = client.scatter(job.mechanism, broadcast=True)
-        shipped_writer = None if writer is None else client.scatter(writer, broadcast=True)
-
-        def outlet(lo: int, hi: int) -> tuple[Any, ...]:
-            if writer is None:
-                return ()
-            return (False,) if lo in done else (shipped_writer, keys[lo:hi])
+        shipped_writer = None if writer is None else _shipped(client, writer)
+        if writer is None:  # the counts come to the client: bounded per task
+            chunk_bytes = 8 * (job.until - job.first + 1) * min(chunk_keys, n)
+            per_task = max(1, RESULT_BYTES // chunk_bytes)
+        else:
+            per_task = len(chunks) or 1
+        groups = _tasks(chunks, edges, per_task)
 
         def shard_of(lo: int) -> Any:
-            return contributions_of[int(np.searchsorted(edges, lo, side="right")) - 1]
+            return shards[int(np.searchsorted(edges, lo, side="right")) - 1]
+
+        def span(group: list[tuple[int, int, bool]]) -> slice:
+            return slice(group[0][0], group[-1][1])
 
         futures = [
             client.submit(
-                _release_task,
-                mechanism,
-                job.secret.prf_key,
-                shard_of(lo),
-                lo,
-                hi,
-                (job.first, job.until),
-                None if base is None else base[lo:hi],
-                None if buffers is None else buffers[:, lo:hi],
-                job.keep_state,
-                *outlet(lo, hi),
+                _release_chunks,
+                shipped,
+                shard_of(group[0][0]),
+                group,
+                None if base is None else base[span(group)],
+                None if buffers is None else buffers[:, span(group)],
+                shipped_writer,
                 pure=False,
             )
-            for lo, hi in bounds
+            for group in groups
         ]
     except ValueError as err:
         located = None
@@ -392,18 +554,19 @@ def run_dask(
         stack.close()
         raise
 
-    def chunks() -> Iterator[tuple[int, Any]]:
+    def released() -> Iterator[tuple[int, Any]]:
         with stack:
-            for (lo, hi), fut in zip(bounds, futures, strict=True):
-                got, ends = fut.result()
-                values = None if got is None else np.asarray(got)
+            for fut in futures:
+                got = fut.result()
                 fut.release()
-                if carry is not None and carry.buffers is not None:
-                    carry.buffers[:, lo:hi] = ends
-                if lo in done:  # written by an earlier attempt; run for its noise state
-                    continue
-                yield lo, values
-                if progress is not None:
-                    progress(hi, n)
+                for lo, values, ends in got:
+                    hi = lo + min(chunk_keys, n - lo)
+                    if carry is not None and carry.buffers is not None:
+                        carry.buffers[:, lo:hi] = ends
+                    if lo in done:  # written by an earlier attempt; run for its noise state
+                        continue
+                    yield lo, None if values is None else np.asarray(values)
+                    if progress is not None:
+                        progress(hi, n)
 
-    return job, created, derived, report, chunks(), carry
+    return job, created, derived, report, released(), carry, outcome

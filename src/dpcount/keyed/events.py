@@ -580,8 +580,45 @@ def clip_events(rows: pd.DataFrame, max_weight: float) -> tuple[pd.DataFrame, Dr
     return rows.assign(weight=w), DropReport(clipped_events=n, clipped_weight=excess)
 
 
+def _whole_sums(
+    key: I64, step: I64, weight: NDArray[np.float64]
+) -> tuple[I64, I64, NDArray[np.float64]] | None:
+    """Weights summed per (key, step), sorted by key then step — or None unless every
+    weight is a whole number (and the codes fit), where pandas' groupby is used instead.
+
+    Whole numbers add up exactly in float64 while a sum stays below 2^53, in any
+    order, so these sums have the same bits as pandas' compensated (Kahan) groupby
+    sums; a sum that reaches 2^53 is ≥ 2^53 here too (partial sums of non-negative
+    weights only grow and rounding is monotone), so it is refused all the same
+    (:func:`to_contributions`). One sort of int64 codes instead of a groupby: ~10x
+    faster at 10^6 events.
+    """
+    if len(key) == 0 or not bool((weight == np.trunc(weight)).all()):
+        return None
+    stride = int(step.max()) + 1
+    if int(step.min()) < 0 or int(key.min()) < 0 or int(key.max()) >= 2**62 // stride:
+        return None
+    code = key * stride + step
+    if bool((code[1:] > code[:-1]).all()):  # already one row per (key, step), in order
+        return key, step, weight
+    order = np.argsort(code)  # any order within a (key, step): the sums are exact
+    code = code[order]
+    starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
+    sums: NDArray[np.float64] = np.add.reduceat(weight[order], starts)
+    first = order[starts]
+    return key[first], step[first], sums
+
+
 def partial_sums(rows: pd.DataFrame, by_unit: bool) -> pd.DataFrame:
     """Weights summed per (key, step), or per (unit, step, key) for unit bounding."""
+    if not by_unit:
+        whole = _whole_sums(
+            rows["key"].to_numpy(np.int64),
+            rows["step"].to_numpy(np.int64),
+            rows["weight"].to_numpy(np.float64),
+        )
+        if whole is not None:
+            return pd.DataFrame({"key": whole[0], "step": whole[1], "weight": whole[2]})
     cols = ["unit", "step", "key"] if by_unit else ["key", "step"]
     return rows.groupby(cols, sort=False, observed=True)["weight"].sum().reset_index()
 
@@ -626,10 +663,18 @@ def to_contributions(
     naming the key — ``keys[index]`` when given — and the step) instead of being
     rounded or, in int64, wrapping to a huge negative count.
     """
-    agg = rows.groupby(["key", "step"], sort=True)["weight"].sum()
-    index = agg.index.get_level_values(0).to_numpy(np.int64)
-    steps = agg.index.get_level_values(1).to_numpy(np.int64)
-    values = agg.to_numpy(np.float64)
+    whole = _whole_sums(
+        rows["key"].to_numpy(np.int64),
+        rows["step"].to_numpy(np.int64),
+        rows["weight"].to_numpy(np.float64),
+    )
+    if whole is not None:
+        index, steps, values = whole
+    else:
+        agg = rows.groupby(["key", "step"], sort=True)["weight"].sum()
+        index = agg.index.get_level_values(0).to_numpy(np.int64)
+        steps = agg.index.get_level_values(1).to_numpy(np.int64)
+        values = agg.to_numpy(np.float64)
     bad = ~(values < EXACT_STEP_SUM)
     if bad.any():
         i = int(np.argmax(bad))

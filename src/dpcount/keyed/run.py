@@ -484,9 +484,9 @@ def keyed_counts(
             from the first step its noisy selection count reaches a threshold (earlier
             steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
             included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
-            Embedded engine, discrete noise, a frame or an output file; with
-            ``state`` the key table, selection steps and selection noise state persist
-            (resumes equal one run).
+            Either engine; discrete noise, a frame or an output file. With
+            ``state`` (embedded engine) the key table, selection steps and selection
+            noise state persist (resumes equal one run).
         unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
             per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
             keys, ``max_steps`` steps per key at least ``min_separation`` apart,
@@ -590,7 +590,7 @@ def keyed_counts(
         if engine == "dask":
             from dpcount.keyed.dask import run_dask
 
-            on_dask = run_dask(
+            ran = run_dask(
                 events,
                 common,
                 secret,
@@ -605,8 +605,6 @@ def keyed_counts(
                 until=until,
                 guard=guard,
             )
-            no_selection: SelectionOutcome | None = None  # refused on Dask (_check_open)
-            ran = (*on_dask, no_selection)
         elif engine == "embedded":
             ran = _run_embedded(
                 events,
@@ -657,8 +655,14 @@ def _check_open(
         ("selection= (an open key set)", keys is None or selection is not None),
         ("unit_scope='run'", unit_scope == "run"),
     ):
-        if used and engine != "embedded":
-            raise ValueError(f"{what} runs on the embedded engine only (engine={engine!r})")
+        if used and state is not None and engine != "embedded":
+            raise ValueError(
+                f"{what} with state= runs on the embedded engine only (engine={engine!r})"
+            )
+    if (keys is None or selection is not None) and engine != "embedded":
+        raise ValueError(
+            f"selection= (an open key set) runs on the embedded engine only (engine={engine!r})"
+        )
     if keys is None or selection is not None:
         if on_chunk is not None:
             raise ValueError(

@@ -98,9 +98,10 @@ thresholding (DP-SIPS, Swanberg, Desfontaines, Haney, "DP-SIPS", arXiv:2301.0199
 is not used: the discrete Laplace tree keeps the selection pure-ε.
 
 Limits: the selection needs integer weights and discrete counting noise (a discrete
-Laplace threshold on a non-integer count would reveal its fractional part) and the
-embedded engine. ``report`` (candidate and selected counts, dropped and late events)
-is exact, not private; the released rows are.
+Laplace threshold on a non-integer count would reveal its fractional part). It runs on
+either engine (Dask selects each shard's keys where the shard lies); with ``state=``
+(runs continuing a state) on the embedded engine. ``report`` (candidate and selected
+counts, dropped and late events) is exact, not private; the released rows are.
 """
 
 from __future__ import annotations
