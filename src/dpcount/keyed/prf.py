@@ -221,16 +221,21 @@ def _decimal_exp_bounds(big: int, n_words: int) -> tuple[Decimal, Decimal, int] 
         return e_lo - tol, e_hi + tol, prec
 
 
-def exact_floor_t_exp(t: Fraction, words: Iterator[int]) -> int:
-    """⌊t·(−ln V)⌋ exactly, V = 0.w₀w₁w₂… the concatenated 64-bit words (drawn as needed)."""
+def _refined_exp_bounds(words: Iterator[int]) -> Iterator[tuple[Decimal, Decimal, int]]:
+    """Enclosures (lo, hi, prec) of −ln V, V = 0.w₀w₁w₂… the concatenated 64-bit words,
+    one per word drawn that gives one (:func:`_decimal_exp_bounds`), each tighter."""
     big, n = 0, 0
     while True:
         big = (big << 64) | next(words)
         n += 1
         bounds = _decimal_exp_bounds(big, n)
-        if bounds is None:
-            continue
-        e_lo, e_hi, prec = bounds
+        if bounds is not None:
+            yield bounds
+
+
+def exact_floor_t_exp(t: Fraction, words: Iterator[int]) -> int:
+    """⌊t·(−ln V)⌋ exactly, V = 0.w₀w₁w₂… the concatenated 64-bit words (drawn as needed)."""
+    for e_lo, e_hi, prec in _refined_exp_bounds(words):
         with localcontext() as ctx:
             ctx.prec = prec
             tt = Decimal(t.numerator) / Decimal(t.denominator)
@@ -240,18 +245,12 @@ def exact_floor_t_exp(t: Fraction, words: Iterator[int]) -> int:
                 return math.floor(lo)
             if hi < 1:
                 return 0
+    raise AssertionError("unreachable: the word stream is infinite")
 
 
 def _exact_exp_greater(gamma: Fraction, words: Iterator[int]) -> bool:
     """[−ln V > γ] exactly (Bernoulli(e^{−γ})), V = 0.w₀w₁… drawn as needed."""
-    big, n = 0, 0
-    while True:
-        big = (big << 64) | next(words)
-        n += 1
-        bounds = _decimal_exp_bounds(big, n)
-        if bounds is None:
-            continue
-        e_lo, e_hi, prec = bounds
+    for e_lo, e_hi, prec in _refined_exp_bounds(words):
         with localcontext() as ctx:
             ctx.prec = prec
             g = Decimal(gamma.numerator) / Decimal(gamma.denominator)
@@ -260,6 +259,7 @@ def _exact_exp_greater(gamma: Fraction, words: Iterator[int]) -> bool:
                 return True
             if e_hi < g - slack:
                 return False
+    raise AssertionError("unreachable: the word stream is infinite")
 
 
 def _word_stream(first: int, ext: Callable[[int], int]) -> Iterator[int]:
