@@ -117,16 +117,13 @@ def test_dask_run_level_unit_bounds_equal_embedded(client: Any, partitions: int)
     assert embedded.report.unit_dropped_keys > 0 and embedded.report.unit_dropped_steps > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="selection is refused on Dask until its shards place keys as the embedded "
-    "engine does (key table by first step, 0.4 state format /3)",
-)
-def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path) -> None:
-    """An open key set (keys=None): the candidates read off every partition, each shard's
-    keys selected where the shard lies; the released rows and the outcome equal the
-    embedded engine's (a frame, and the bytes of a Parquet file)."""
+@pytest.mark.parametrize("units", [True, False])
+def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: bool) -> None:
+    """An open key set (keys=None): the candidates read off every partition, the key
+    table placed by first counted step, then name, as the embedded engine places it
+    (event level: the shards regrouped by position), each shard's keys selected where
+    the shard lies; the released rows and the outcome equal the embedded engine's (a
+    frame, and the bytes of a Parquet file)."""
     from dpcount.keyed.selection import KeySelection
 
     rng = np.random.default_rng(3)
@@ -139,15 +136,11 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path) -> None
             "unit": rng.integers(0, 1500, n),
         }
     )
-    extra = dict(
-        keys=None,
-        selection=KeySelection(epsilon=1.5, delta=0.15),
-        unit_column="unit",
-        unit_scope="run",
-        max_keys=1,
-        weight_column=None,
-        max_weight=1,
+    extra: dict[str, Any] = dict(
+        keys=None, selection=KeySelection(epsilon=1.5, delta=0.15), weight_column=None, max_weight=1
     )
+    if units:
+        extra.update(unit_column="unit", unit_scope="run", max_keys=1)
     embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
     dasked = keyed_counts(
         events, engine="dask", scheduler=client, partitions=3, chunk_keys=7, **_kw(**extra)

@@ -330,6 +330,10 @@ def test_units_over_the_run_with_selection() -> None:
         (dict(unit_column="user", max_keys=1, max_steps=2), "needs unit_scope='run'"),
         (dict(unit_scope="run"), "needs a unit column"),
         (dict(unit_scope="runs"), "unit_scope must be"),
+        (
+            dict(engine="dask", state="s.state", until=2),
+            r"with state= runs on the embedded engine only",
+        ),
     ],
 )
 def test_bad_parameters_name_the_parameter(change: dict[str, Any], match: str) -> None:

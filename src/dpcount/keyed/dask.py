@@ -17,9 +17,13 @@ small task descriptions, and collects the outputs:
    drop reports, and the contributions themselves only when the run keeps a state or
    a released-up-to mark (for the state's totals and the input digest; 24 bytes per
    (key, step) with a contribution) — never the events.
-2. **Key selection** (open key sets, one task per shard, where the shard lies): the
-   embedded engine's :func:`~dpcount.keyed.selection.select_keys` on the shard's
-   keys; the client gathers each key's selection step (8 bytes per key).
+2. **Key selection** (open key sets): each shard sends each key's first counted step
+   (8 bytes per key); the client places the keys in the key table as the embedded
+   engine does (:func:`~dpcount.keyed.job.place_keys`: by first counted step, then
+   name), the shards' contributions are renamed to positions and regrouped into
+   shards of contiguous positions, and one task per shard runs the embedded engine's
+   :func:`~dpcount.keyed.selection.select_keys` on its keys where it lies; the client
+   gathers each key's selection step (8 bytes per key).
 3. **Release** (one task per run of consecutive key chunks of a shard, on the
    worker holding the shard: the whole shard when the workers write the parts, else
    at most :data:`RESULT_BYTES` of counts per task): the embedded engine, chunk by
@@ -74,8 +78,12 @@ from dpcount.keyed.job import (
     SecretArg,
     begin_release,
     continue_from,
+    first_steps,
+    key_positions,
     load_base,
     make_job,
+    placed_job,
+    renumber,
 )
 from dpcount.keyed.selection import SelectionOutcome, select_keys
 
@@ -197,14 +205,49 @@ def _check_shard(
     check_running(shard[0], base, job.universe.keys, job.first, job.until)
 
 
+def _first_steps(shard: tuple[Contributions, DropReport], lo: int, hi: int) -> NDArray[np.int64]:
+    """The first counted step of each key [lo, hi) of one shard (8 bytes per key)."""
+    return first_steps(shard[0], lo, hi)
+
+
+def _place_split(
+    shard: tuple[Contributions, DropReport], position: NDArray[np.int64], edges: Sequence[int]
+) -> list[Contributions]:
+    """One shard's contributions with keys renamed to their positions in the key table
+    (:func:`~dpcount.keyed.job.renumber`), split by the placed shards' key ``edges``."""
+    placed = renumber(shard[0], position)
+    cuts = np.searchsorted(placed.key, edges[1:-1])
+    return [
+        Contributions(k, s, v)
+        for k, s, v in zip(
+            np.split(placed.key, cuts),
+            np.split(placed.step, cuts),
+            np.split(placed.value, cuts),
+            strict=True,
+        )
+    ]
+
+
+def _placed_piece(pieces: list[Contributions], shard: int) -> Contributions:
+    return pieces[shard]
+
+
+def _join_placed(*pieces: Contributions) -> tuple[Contributions, DropReport]:
+    """One placed shard: its pieces from every shard, sorted by (key, step) (each key
+    lies in one piece; the reports were gathered from the shards before placement)."""
+    joined = _concat(pieces)
+    order = np.lexsort((joined.step, joined.key))
+    return Contributions(joined.key[order], joined.step[order], joined.value[order]), DropReport()
+
+
 def _select_shard(
     job: KeyedJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
-) -> tuple[NDArray[np.int64], int, int]:
-    """Key selection of the keys [lo, hi) of one shard: their selection steps and the
-    shard's candidate and selected counts (:func:`~dpcount.keyed.selection.select_keys`
-    on the shard's contributions, the same chunks as the embedded engine's)."""
-    selected, outcome, _ = select_keys(job, shard[0], chunk_keys)
-    return selected[lo:hi], outcome.candidates, outcome.selected
+) -> NDArray[np.int64]:
+    """Key selection of the keys [lo, hi) of one placed shard: their selection steps
+    (:func:`~dpcount.keyed.selection.select_keys` on the shard's contributions; the
+    other keys have none, so it skips their chunks)."""
+    selected, _, _ = select_keys(job, shard[0], chunk_keys)
+    return selected[lo:hi]
 
 
 def _concat(shards: Sequence[Contributions]) -> Contributions:
@@ -482,15 +525,43 @@ def run_dask(
         del frames, prepared  # the scheduler keeps their lineage while the shards live
         outcome = None
         if job.selection is not None:
-            picked = client.gather(
-                [
-                    client.submit(_select_shard, shipped, f, lo, hi, chunk_keys, pure=False)
-                    for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
-                ]
+            # the key table: keys placed by their first counted step, then name, as the
+            # embedded engine places them (:func:`~dpcount.keyed.job.place_keys`)
+            first = np.concatenate(
+                client.gather(
+                    [
+                        client.submit(_first_steps, f, lo, hi, pure=False)
+                        for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
+                    ]
+                )
             )
-            selected = np.concatenate([p[0] for p in picked])
-            candidates, chosen = sum(p[1] for p in picked), sum(p[2] for p in picked)
-            outcome = SelectionOutcome(job.selection, candidates, chosen)
+            position = key_positions(first, 0)
+            job = placed_job(job, position)
+            plan = job.selection
+            assert plan is not None
+            n = job.mechanism.n_keys
+            edges = _shard_edges(n, chunk_keys, count)
+            renamed = _shipped(client, position)  # 8 bytes per key, to each worker once
+            split = [client.submit(_place_split, f, renamed, edges, pure=False) for f in shards]
+            shards = [
+                client.submit(
+                    _join_placed,
+                    *[client.submit(_placed_piece, f, g, pure=False) for f in split],
+                    pure=False,
+                )
+                for g in range(len(edges) - 1)
+            ]
+            del split
+            shipped = _shipped(client, job)
+            selected = np.concatenate(
+                client.gather(
+                    [
+                        client.submit(_select_shard, shipped, f, lo, hi, chunk_keys, pure=False)
+                        for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
+                    ]
+                )
+            )
+            outcome = SelectionOutcome(plan, n, int((selected <= job.until).sum()))
             job = dataclasses.replace(job, selected=selected)
         carry = None
         if state is not None or job.secret.path is not None:

@@ -432,28 +432,56 @@ def place_keys(
     the placement does not look at it, so a data-dependent placement does not change
     its law. Returns the job over the key table (its universe, ``n_keys``), the
     contributions and the ledger with keys renamed to positions."""
-    n = len(job.universe)
-    first_step = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_step, contributions.key, contributions.step)
-    new = np.flatnonzero(first_step[n_prior:] < np.iinfo(np.int64).max) + n_prior
+    position = key_positions(first_steps(contributions, 0, len(job.universe)), n_prior)
+    out = placed_job(job, position)
+    placed = renumber(contributions, position)
+    return out, placed, None if ledger is None else ledger.remap_keys(position)
+
+
+#: :func:`first_steps` of a key without a counted contribution
+NOT_COUNTED = np.iinfo(np.int64).max
+
+
+def first_steps(contributions: Contributions, lo: int, hi: int) -> NDArray[np.int64]:
+    """The step of the first counted contribution of each key lo..hi − 1 (of a universe
+    index; :data:`NOT_COUNTED` for none)."""
+    out = np.full(hi - lo, NOT_COUNTED, dtype=np.int64)
+    part = contributions.for_keys(lo, hi)
+    np.minimum.at(out, part.key - lo, part.step)
+    return out
+
+
+def key_positions(first_step: NDArray[np.int64], n_prior: int) -> NDArray[np.int64]:
+    """Each universe key's position in the key table (−1: not counted, not placed), from
+    every key's :func:`first_steps` (:func:`place_keys`)."""
+    new = np.flatnonzero(first_step[n_prior:] < NOT_COUNTED) + n_prior
     new = new[np.lexsort((new, first_step[new]))]
-    position = np.full(n, -1, dtype=np.int64)
+    position = np.full(len(first_step), -1, dtype=np.int64)
     position[:n_prior] = np.arange(n_prior)
     position[new] = n_prior + np.arange(len(new))
-    table = [*job.universe.keys[:n_prior], *(job.universe.keys[i] for i in new)]
+    return position
+
+
+def placed_job(job: KeyedJob, position: NDArray[np.int64]) -> KeyedJob:
+    """The job over the key table of :func:`key_positions` (its universe, ``n_keys``)."""
+    placed = np.flatnonzero(position >= 0)
+    table = [job.universe.keys[i] for i in placed[np.argsort(position[placed])]]
     if not table:
         raise ValueError(
             f"keys=None: no key has a counted event in steps {job.first}..{job.until}, so "
             "there is no key to select from; release these steps with the next run"
         )
-    key = position[contributions.key]
-    order = np.lexsort((contributions.step, key))
-    placed = Contributions(key[order], contributions.step[order], contributions.value[order])
     size = len(table)
     mech = dataclasses.replace(job.mechanism, n_keys=size)
     plan = None if job.selection is None else job.selection.with_keys(size, mech.key_block)
-    out = dataclasses.replace(job, universe=KeyUniverse(table), mechanism=mech, selection=plan)
-    return out, placed, None if ledger is None else ledger.remap_keys(position)
+    return dataclasses.replace(job, universe=KeyUniverse(table), mechanism=mech, selection=plan)
+
+
+def renumber(contributions: Contributions, position: NDArray[np.int64]) -> Contributions:
+    """The contributions with each key renamed to its ``position``, sorted by (key, step)."""
+    key = position[contributions.key]
+    order = np.lexsort((contributions.step, key))
+    return Contributions(key[order], contributions.step[order], contributions.value[order])
 
 
 def check_secret_arg(secret: object) -> None:

@@ -659,10 +659,6 @@ def _check_open(
             raise ValueError(
                 f"{what} with state= runs on the embedded engine only (engine={engine!r})"
             )
-    if (keys is None or selection is not None) and engine != "embedded":
-        raise ValueError(
-            f"selection= (an open key set) runs on the embedded engine only (engine={engine!r})"
-        )
     if keys is None or selection is not None:
         if on_chunk is not None:
             raise ValueError(
