@@ -25,6 +25,10 @@ sum of the inner closed forms; with the binary tree inner, V_{i'}(2^{i'}) is one
 node (popcount 1), so the carried error grows like the node variances,
 Σ_{i' < i} v·(i' + 1)² for Laplace noise (cubic in log t, as for a known horizon).
 
+Without blocks: ``inner="horizon-free-sqrt"`` runs one horizon-free factorization
+(:mod:`dpcount.counting.factorization.horizon_free`, certified infinite-stream
+sensitivity) for every step; its variance at t ≥ 8 is below every doubling counter's.
+
 The known-horizon alternative for every prefix: a BLT (buffered linear Toeplitz)
 factorization whose decays are all < 1 has a finite infinite-horizon sensitivity
 sqrt(Σ_{t ≥ 0} c_t²), so it can be calibrated once and run forever; but its
@@ -159,8 +163,11 @@ class UnboundedCounter:
           https://doi.org/10.1561/0400000042
 
     Args:
-        inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`)
-            or a callable ``factory(horizon, budget=..., rng=...)`` returning a
+        inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
+            :data:`HORIZON_FREE` (``"horizon-free-sqrt"``: no blocks, one
+            :class:`~dpcount.counting.HorizonFreeSqrt` calibrated for the infinite
+            stream releases every step; Gaussian noise), or a callable
+            ``factory(horizon, budget=..., rng=...)`` returning a
             :class:`~dpcount.counting.CountingMechanism` for that horizon.
         k: branching factor for ``inner="kary"`` (ignored by the others).
         subtract: offset digits for ``inner="kary"`` (ignored by the others).
