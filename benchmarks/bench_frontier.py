@@ -370,6 +370,26 @@ def horizon_free_bound(N: int, iterations: int = 300) -> float:
     return bound
 
 
+def horizon_free_rows() -> None:
+    """Issue #21, unknown horizon: the horizon-free square root's variance at t over R(t),
+    the row-scaled square root told t (t ≤ 2^14, its limit), and today's doubling
+    default over R(t); the full table to 2^24 is ``bench_unbounded.py --horizon-free``."""
+    from dpcount.counting import RowScaledSqrtFactorization, UnboundedCounter
+    from dpcount.privacy import Budget
+
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    free = UnboundedCounter(inner="horizon-free-sqrt", budget=budget)
+    doubling = UnboundedCounter(inner="honaker", budget=budget)
+    for e in (4, 6, 8, 10, 12, 14):
+        t = 2**e
+        r = RowScaledSqrtFactorization(t, budget=budget).variance_at(t)
+        print(
+            f"unknown horizon, t = 2^{e}: horizon-free sqrt {free.variance_at(t) / r:.3f} × R(t), "
+            f"doubling (honaker) {doubling.variance_at(t) / r:.3f} × R(t)",
+            flush=True,
+        )
+
+
 def main() -> None:
     start = time.perf_counter()
     for N in (16, 64):
@@ -378,6 +398,7 @@ def main() -> None:
             f" × the row-scaled sqrt told t, for some t ≤ {N} (target 1.2: impossible)",
             flush=True,
         )
+    horizon_free_rows()
     row_scaled_banded_rows()
     max_optimum_rows()
     row_scaled_sqrt_rows()

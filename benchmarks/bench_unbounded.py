@@ -13,8 +13,11 @@ Speed: ``update()`` per step over n steps, the doubling stream divided by the in
 mechanism's own stream for horizon n (the floor); the doubling stream starts a new
 inner mechanism at every power of two.
 
+The horizon-free square root (``--horizon-free``): its variance at t = 2^4 … 2^24
+against the row-scaled square root told t (t ≤ 2^14) and the plain square root told t.
+
 Usage: python benchmarks/bench_unbounded.py [--steps N] [--repeats R] [--skip-error]
-[--forever-max E]
+[--forever-max E] [--horizon-free]
 """
 
 from __future__ import annotations
@@ -34,6 +37,30 @@ INNERS = ("binary", "kary", "honaker", "sqrt", "blt")
 
 def _known(inner: str, horizon: int) -> Any:
     return MECHANISMS[inner](horizon=horizon, rng=1, k=19, subtract=True, **BUDGET)
+
+
+def horizon_free_table(largest: int = 24) -> None:
+    """The horizon-free square root (``UnboundedCounter(inner="horizon-free-sqrt")``)
+    and today's doubling default (Honaker inside) against mechanisms told the horizon
+    t: R(t), the row-scaled square root's variance at step t (T = t ≤ 2^14, its limit),
+    and the plain square root's (every t). Exact variances, same budget."""
+    from dpcount.counting import RowScaledSqrtFactorization, SqrtFactorization
+
+    free = UnboundedCounter(inner="horizon-free-sqrt", rng=1, **BUDGET)
+    doubling = UnboundedCounter(inner="honaker", rng=1, **BUDGET)
+    print("horizon-free sqrt vs known-horizon mechanisms told t (variance at step t)")
+    print(f"{'t':>6}{'free':>10}{'doubling':>10}{'R(t)':>10}{'sqrt(t)':>10}"
+          f"{'free/R':>8}{'free/sqrt':>10}{'dbl/R':>8}{'dbl/free':>9}")  # fmt: skip
+    for e in range(4, largest + 1):
+        t = 2**e
+        v, d = free.variance_at(t), doubling.variance_at(t)
+        s = SqrtFactorization(t, rng=1, **BUDGET).variance_at(t)
+        r = RowScaledSqrtFactorization(t, rng=1, **BUDGET).variance_at(t) if e <= 14 else None
+        rs = "" if r is None else f"{r:>10.2f}"
+        ratio_r = "" if r is None else f"{v / r:>8.3f}"
+        dbl_r = "" if r is None else f"{d / r:>8.3f}"
+        print(f"{'2^' + str(e):>6}{v:>10.2f}{d:>10.2f}{rs:>10}{s:>10.2f}"
+              f"{ratio_r:>8}{v / s:>10.3f}{dbl_r:>8}{d / v:>9.3f}", flush=True)  # fmt: skip
 
 
 def error_table(forever_max: int) -> None:
@@ -89,10 +116,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2**16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-error", action="store_true")
+    parser.add_argument("--horizon-free", action="store_true", help="only the horizon-free table")
     parser.add_argument(
         "--forever-max", type=int, default=22, help="last 2^e of the BLT-forever table (O(t))"
     )
     args = parser.parse_args()
+    if args.horizon_free:
+        horizon_free_table()
+        return
     if not args.skip_error:
         error_table(args.forever_max)
     speed(args.steps, args.repeats)

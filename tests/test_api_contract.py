@@ -52,6 +52,7 @@ from dpcount.counting import (
     CountingMechanism,
     FactorizationMechanism,
     Honaker,
+    HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
     NormalizedBLT,
@@ -124,6 +125,10 @@ SPECS: dict[str, Spec] = {
     ),
     "dpcount.counting.factorization.row_scaled_banded.RowScaledBandedToeplitz": (
         lambda b: RowScaledBandedToeplitz(T, coefficients=[1.0, 0.5, 0.25], budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.factorization.horizon_free.HorizonFreeSqrt": (
+        lambda b: HorizonFreeSqrt(T, budget=b, rng=0),
         "release",
     ),
     "dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization": (

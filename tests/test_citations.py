@@ -35,6 +35,7 @@ EXPECTED = {
     "NormalizedSqrtFactorization",
     "NormalizedBLT",
     "RowScaledSqrtFactorization",
+    "HorizonFreeSqrt",
     "RowScaledBandedToeplitz",
     "BinaryTree",
     "KaryTree",

@@ -23,6 +23,7 @@ from dpcount.counting import (
     DigitSystem,
     FactorizationMechanism,
     Honaker,
+    HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
     NormalizedBLT,
@@ -75,6 +76,7 @@ COVERED = {
         "NormalizedBLT",
         "RowScaledSqrtFactorization",
         "RowScaledBandedToeplitz",
+        "HorizonFreeSqrt",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -129,6 +131,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     ),
     "RowScaledSqrtFactorization": (
         RowScaledSqrtFactorization,
+        {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+    ),
+    "HorizonFreeSqrt": (
+        HorizonFreeSqrt,
         {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "RowScaledBandedToeplitz": (

@@ -276,6 +276,7 @@ def test_bad_inputs() -> None:
         ("honaker", {"epsilon": 1.0, "noise": "discrete-laplace"}, False),
         ("sqrt", {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}, True),
         ("kary", {"epsilon": 1.0, "noise": "laplace"}, False),
+        ("horizon-free-sqrt", {"epsilon": 1.0, "delta": 1e-6}, True),
     ],
 )
 @pytest.mark.parametrize("cut", [0, 1, 7, 9])
@@ -373,3 +374,49 @@ def test_steps_stop_at_2_to_53() -> None:
         stream.update(1.0)
     with pytest.raises(ValueError, match="xs"):
         stream.update_many([1.0])
+
+
+# ------------------------------------------------------------------------- horizon-free
+
+
+def test_horizon_free_inner_is_one_mechanism_for_every_step(tmp_path: Any) -> None:
+    from dpcount.counting import HorizonFreeSqrt, save_stream
+    from dpcount.counting.unbounded import HORIZON_FREE, MAX_STEPS, load_unbounded
+
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    counter = UnboundedCounter(inner=HORIZON_FREE, budget=budget, rng=3)
+    mech = counter.block_mechanism(0)
+    assert isinstance(mech, HorizonFreeSqrt) and mech.horizon == MAX_STEPS
+    with pytest.raises(ValueError, match="i must be"):
+        counter.block_mechanism(1)
+    assert counter.privacy is not None and mech.privacy is not None
+    assert counter.privacy.l2_sensitivity == mech.privacy.l2_sensitivity
+    assert [counter.variance_at(t) for t in (1, 5, 3000)] == [
+        mech.variance_at(t) for t in (1, 5, 3000)
+    ]
+    x = np.arange(3000) % 4  # the running block never ends: no carried totals
+    assert np.array_equal(counter.with_sampler(ZeroNoise()).release(x), np.cumsum(x))
+    np.testing.assert_array_equal(
+        UnboundedCounter(inner=HORIZON_FREE, budget=budget, rng=5).release(x),
+        HorizonFreeSqrt(MAX_STEPS, budget=budget, rng=5).release(x),
+    )
+    assert "one horizon-free" in counter.relation and "block" not in counter.relation
+    # a forged block for the horizon-free inner is refused
+    plain = mech.stream()
+    plain.update(1.0)
+    state = {"inner": HORIZON_FREE, "k": 19, "subtract": True, "block": 1, "step": 2,
+             "dim": None, "carried": 0.0, "last": 0.0}  # fmt: skip
+    path = tmp_path / "u.ckpt"
+    save_stream(plain, path, extra={"unbounded": state, "user": None})
+    with pytest.raises(ValueError, match="block 1"):
+        load_unbounded(path)
+
+
+def test_horizon_free_beats_the_doubling_counters_from_step_8() -> None:
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    free = UnboundedCounter(inner="horizon-free-sqrt", budget=budget)
+    doubling = [UnboundedCounter(inner=name, budget=budget) for name in ("honaker", "sqrt")]
+    for t in (8, 9, 16, 100, 1024, 4097, 2**16):
+        assert free.variance_at(t) < min(d.variance_at(t) for d in doubling), t
+    # a fresh mechanism for a short block wins early (the sqrt's doubling up to t = 7)
+    assert free.variance_at(7) > doubling[1].variance_at(7)

@@ -207,11 +207,7 @@ def summary_unbounded(
     """The summary of an unbounded run: the construction, its guarantee and the exact
     error at the first and last steps (it grows with t)."""
     con = _print_mechanism(counter, args, ", for every prefix")
-    con.print(
-        "[bold]relation[/]   no horizon: step t in block i (steps 2^i .. 2^(i+1)-1) is "
-        f"released as the finished blocks' last releases plus block i's {counter.inner} "
-        "release (a fresh mechanism for horizon 2^i, full budget; blocks are disjoint)"
-    )
+    con.print(f"[bold]relation[/]   {escape(counter.relation)}")
     last = f"; at t={steps}: std {counter.std_at(steps):.4g}" if steps >= 1 else ""
     con.print(
         f"[bold]exact error[/] grows with t: std {counter.std_at(1):.4g} at t=1"

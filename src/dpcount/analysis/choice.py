@@ -65,8 +65,9 @@ from dpcount.counting.registry import (
     build_mechanism,
     class_noise,
     default_noise,
+    max_horizon,
 )
-from dpcount.counting.unbounded import UnboundedCounter
+from dpcount.counting.unbounded import HORIZON_FREE, UnboundedCounter
 from dpcount.privacy.budget import Budget, CalibrationRule, MissingDeltaError, NoiseKind
 from dpcount.privacy.rng import RNGLike
 
@@ -432,19 +433,38 @@ def _auto_unbounded(budget: Budget, whole: bool | None) -> Choice:
 
     Among the mechanisms that take integer noise when it applies (no noise kind or
     rule in the budget, a whole step sensitivity), else among all that accept the
-    noise (input perturbation excluded: its error grows linearly in the block
+    noise and run every block (no largest horizon; input perturbation excluded: its
+    error grows linearly in the block
     length). One step is compared because no horizon is known; 2^16 is a typical
     live stream, and the ranking is the same at 2^10 and 2^20 for the budgets we
-    tried (Honaker first: its last-step release, the carried block total, has the
+    tried. With continuous Gaussian noise (δ given, and Gaussian noise named or
+    integer noise not applicable) the horizon-free square root
+    (:data:`~dpcount.counting.unbounded.HORIZON_FREE`, one factorization calibrated
+    for the infinite stream) is a candidate too and wins: its variance is below every
+    doubling counter's at every t ≥ 8 (docs/unbounded.md); otherwise Honaker inside
+    the doubling counter (its last-step release, the carried block total, has the
     lowest variance).
     """
     safe = budget.noise is None and budget.calibration is None and _whole_sensitivity(budget)
-    names = sorted(DISCRETE_CAPABLE if safe else set(MECHANISMS) - {"input"})
+    # inner mechanisms with a largest horizon cannot run every doubling block
+    endless = {name for name in MECHANISMS if max_horizon(name) is None} - {"input"}
+    names = sorted(DISCRETE_CAPABLE if safe else endless)
+    gaussian = budget.delta is not None and budget.noise in (None, NoiseKind.GAUSSIAN)
+    rule = budget.calibration
+    continuous = not safe or whole is False
+    if continuous and gaussian and (rule is None or _RULE_FAMILY[rule] == NoiseKind.GAUSSIAN):
+        names.append(HORIZON_FREE)
     best: tuple[float, Choice] | None = None
     first_error: ValueError | None = None
     for name in names:
         try:
-            noise, note = _named_noise(name, budget, whole)
+            if name == HORIZON_FREE:
+                noise, note = NoiseKind.GAUSSIAN, None
+                if budget.noise is None:  # continuous because of the data or the step
+                    reason: ContinuousReason = "data" if whole is False else "sensitivity"
+                    note = NoiseNote(reason, noise, name, budget.step_sensitivity)
+            else:
+                noise, note = _named_noise(name, budget, whole)
             trial = Choice(name, None, budget.replace(noise=noise), note=note)
             var = trial.build_unbounded(rng=0).variance_at(UNBOUNDED_PROBE)
         except ValueError as err:  # this inner refuses the budget or the noise

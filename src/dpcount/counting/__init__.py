@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
     from dpcount.counting.factorization.blt import BLT, BLTNoiseProcess
     from dpcount.counting.factorization.dense import DenseNoiseProcess, FactorizationMechanism
+    from dpcount.counting.factorization.horizon_free import HorizonFreeSqrt
     from dpcount.counting.factorization.normalized_blt import NormalizedBLT
     from dpcount.counting.factorization.normalized_sqrt import (
         NormalizedSqrtBlockNoiseProcess,
@@ -67,6 +68,7 @@ _WHERE = {
     "RowScaledBandedToeplitz": "factorization.row_scaled_banded",
     "RowScaledBLT": "factorization.row_scaled_blt",
     "RowScaledSqrtFactorization": "factorization.row_scaled_sqrt",
+    "HorizonFreeSqrt": "factorization.horizon_free",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
     "SqrtFactorization": "factorization.sqrt",
@@ -91,6 +93,7 @@ __all__ = [
     "FactorizationMechanism",
     "Honaker",
     "HonakerNoiseProcess",
+    "HorizonFreeSqrt",
     "InputNoiseProcess",
     "InputPerturbation",
     "KaryTree",

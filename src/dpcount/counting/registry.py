@@ -211,6 +211,14 @@ REGISTRY: tuple[Entry, ...] = (
         continuous=_GAUSSIAN,
         default=NoiseKind.GAUSSIAN,
     ),
+    # the horizon-free square root: no name (UnboundedCounter's inner "horizon-free-sqrt"),
+    # rebuilt from checkpoints by class name
+    Entry(
+        None,
+        "factorization.horizon_free:HorizonFreeSqrt",
+        continuous=_GAUSSIAN,
+        default=NoiseKind.GAUSSIAN,
+    ),
 )
 
 #: name -> its entry

@@ -25,6 +25,10 @@ sum of the inner closed forms; with the binary tree inner, V_{i'}(2^{i'}) is one
 node (popcount 1), so the carried error grows like the node variances,
 Σ_{i' < i} v·(i' + 1)² for Laplace noise (cubic in log t, as for a known horizon).
 
+Without blocks: ``inner="horizon-free-sqrt"`` runs one horizon-free factorization
+(:mod:`dpcount.counting.factorization.horizon_free`, certified infinite-stream
+sensitivity) for every step; its variance at t ≥ 8 is below every doubling counter's.
+
 The known-horizon alternative for every prefix: a BLT (buffered linear Toeplitz)
 factorization whose decays are all < 1 has a finite infinite-horizon sensitivity
 sqrt(Σ_{t ≥ 0} c_t²), so it can be calibrated once and run forever; but its
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "HORIZON_FREE",
     "MAX_STEPS",
     "UnboundedCounter",
     "UnboundedStream",
@@ -88,6 +93,22 @@ MAX_STEPS = MAX_HORIZON
 
 #: builds the inner mechanism of one block: ``factory(horizon, budget=..., rng=...)``
 InnerFactory = Callable[..., CountingMechanism]
+
+#: the inner name of the horizon-free construction: one
+#: :class:`~dpcount.counting.factorization.horizon_free.HorizonFreeSqrt` for every step
+#: (calibrated for an infinite stream), no doubling blocks
+HORIZON_FREE = "horizon-free-sqrt"
+
+
+def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
+    from dpcount.counting.factorization.horizon_free import HorizonFreeSqrt
+
+    return HorizonFreeSqrt(horizon, budget=budget, rng=rng)
+
+
+def _block_span(inner: str, i: int) -> int:
+    """The number of steps of block i: 2^i, or every step for the horizon-free inner."""
+    return MAX_STEPS if inner == HORIZON_FREE else 1 << i
 
 
 def block_of(t: int) -> tuple[int, int]:
@@ -148,8 +169,11 @@ class UnboundedCounter:
           https://doi.org/10.1561/0400000042
 
     Args:
-        inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`)
-            or a callable ``factory(horizon, budget=..., rng=...)`` returning a
+        inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
+            :data:`HORIZON_FREE` (``"horizon-free-sqrt"``: no blocks, one
+            :class:`~dpcount.counting.HorizonFreeSqrt` calibrated for the infinite
+            stream releases every step; Gaussian noise), or a callable
+            ``factory(horizon, budget=..., rng=...)`` returning a
             :class:`~dpcount.counting.CountingMechanism` for that horizon.
         k: branching factor for ``inner="kary"`` (ignored by the others).
         subtract: offset digits for ``inner="kary"`` (ignored by the others).
@@ -174,8 +198,13 @@ class UnboundedCounter:
         **fields: Unpack[BudgetFields],
     ) -> None:
         resolved = Budget.resolve(budget, fields, owner="UnboundedCounter")
-        if isinstance(inner, str):
-            self.inner: str = check_choice("inner", inner, MECHANISMS)
+        self._forever = inner == HORIZON_FREE
+        if self._forever:
+            self.inner: str = HORIZON_FREE
+            self._factory: InnerFactory = _build_horizon_free
+            self._named = True
+        elif isinstance(inner, str):
+            self.inner = check_choice("inner", inner, MECHANISMS)
             k = check_integer("k", k, ge=2)
             if not isinstance(subtract, bool):
                 raise TypeError(f"subtract must be a bool, got {subtract!r}")
@@ -184,7 +213,7 @@ class UnboundedCounter:
             def factory(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
                 return build(horizon=horizon, budget=budget, rng=rng, k=k, subtract=subtract)
 
-            self._factory: InnerFactory = factory
+            self._factory = factory
             self._named = True
         elif callable(inner):
             self._named = False
@@ -192,7 +221,8 @@ class UnboundedCounter:
             self._factory = inner
         else:
             raise TypeError(
-                f"inner must be a mechanism name {sorted(MECHANISMS)} or a callable "
+                f"inner must be a mechanism name {sorted(MECHANISMS)}, {HORIZON_FREE!r} or a "
+                "callable "
                 f"factory(horizon, budget=..., rng=...), got {inner!r}"
             )
         self.k, self.subtract = k, subtract
@@ -212,28 +242,34 @@ class UnboundedCounter:
                 delta=0.0 if self.budget.delta is None else self.budget.delta,
                 noise=first.privacy.noise,
                 calibration=(
-                    f"each doubling block calibrated for its horizon by its {self.inner} "
+                    first.privacy.calibration
+                    + ", once for the infinite stream (certified column norm)"
+                    if self._forever
+                    else f"each doubling block calibrated for its horizon by its {self.inner} "
                     "mechanism, parallel composition over the blocks (Chan, Shi, Song 2011)"
                 ),
-                l1_sensitivity=math.nan,  # per block: block_mechanism(i).privacy
-                l2_sensitivity=math.nan,
+                # doubling: per block, block_mechanism(i).privacy
+                l1_sensitivity=first.privacy.l1_sensitivity if self._forever else math.nan,
+                l2_sensitivity=first.privacy.l2_sensitivity if self._forever else math.nan,
                 neighbouring=NEIGHBOURING,
             )
 
     # -- blocks -----------------------------------------------------------------------
     def block_mechanism(self, i: int) -> CountingMechanism:
-        """The inner mechanism of block i (horizon 2^i), built once and cached.
+        """The inner mechanism of block i (horizon 2^i), built once and cached; for the
+        horizon-free inner, the one mechanism (i = 0) for every step.
 
         Raises:
-            ValueError: i outside 0 … 53, or the inner mechanism refuses the budget
-                at this horizon (its message names the parameter).
+            ValueError: i outside 0 … 53 (0 for the horizon-free inner), or the inner
+                mechanism refuses the budget at this horizon (its message names the
+                parameter).
             TypeError: a ``factory`` that does not return a CountingMechanism of
                 horizon 2^i.
         """
-        i = check_integer("i", i, ge=0, le=MAX_STEPS.bit_length() - 1)
+        i = check_integer("i", i, ge=0, le=0 if self._forever else MAX_STEPS.bit_length() - 1)
         mech = self._blocks.get(i)
         if mech is None:
-            horizon = 1 << i
+            horizon = _block_span(self.inner, i)
             mech = self._factory(horizon, budget=self._budget_in, rng=self._rng)
             if not isinstance(mech, CountingMechanism) or mech.horizon != horizon:
                 raise TypeError(
@@ -254,6 +290,10 @@ class UnboundedCounter:
             self._last_variances.append(self.block_mechanism(j).variance_at(1 << j))
         return self._last_variances[i]
 
+    def _locate(self, t: int) -> tuple[int, int]:
+        """(block, local step) of step t."""
+        return (0, t) if self._forever else block_of(t)
+
     # -- exact error ------------------------------------------------------------------
     def variance_at(self, t: int) -> float:
         """Exact variance of the release at step t (1 ≤ t ≤ 2^53).
@@ -265,7 +305,7 @@ class UnboundedCounter:
         root sum their coefficients, O(2^i) per block, so O(t) in all.
         """
         t = check_integer("t", t, ge=1, le=MAX_STEPS)
-        i, local = block_of(t)
+        i, local = self._locate(t)
         carried = 0.0
         for j in range(i):
             carried += self._last_variance(j)
@@ -275,7 +315,10 @@ class UnboundedCounter:
         """``variance_at(t)`` for t = start, start + 1, … (endless), in memory independent
         of t: one block's running variances at a time."""
         start = check_integer("start", start, ge=1, le=MAX_STEPS)
-        i, local = block_of(start)
+        i, local = self._locate(start)
+        if self._forever:
+            yield from self.block_mechanism(0).iter_variances(local)
+            return
         while True:
             carried = 0.0
             for j in range(i):
@@ -309,7 +352,7 @@ class UnboundedCounter:
         carried: Any = 0
         start, i = 0, 0
         while start < n:
-            stop = min(n, start + (1 << i))
+            stop = min(n, start + _block_span(self.inner, i))
             local = self.block_mechanism(i).release(arr[start:stop])
             parts.append(local + carried)
             carried = carried + local[-1]
@@ -347,7 +390,8 @@ class UnboundedCounter:
                 "the blocks' composed Laplace events are not ordered; use "
                 "block_mechanism(i).dp_event() per block"
             )
-        events = [self.block_mechanism(i).dp_event() for i in range(MAX_STEPS.bit_length())]
+        blocks = 1 if self._forever else MAX_STEPS.bit_length()
+        events = [self.block_mechanism(i).dp_event() for i in range(blocks)]
         if hasattr(events[0], "rho"):
             return max(events, key=lambda e: e.rho)
         return min(events, key=lambda e: e.noise_multiplier)
@@ -368,13 +412,33 @@ class UnboundedCounter:
         kary = f", k={self.k}, subtract={self.subtract}" if self.inner == "kary" else ""
         return f"UnboundedCounter(inner={self.inner}{kary}, budget={self.budget!r})"
 
+    @property
+    def relation(self) -> str:
+        """How the release at step t is formed (one line, for summaries)."""
+        if self._forever:
+            return (
+                "no horizon: one horizon-free square-root factorization (log-damped "
+                "coefficients) calibrated for the infinite stream; step t released as "
+                "its prefix sum plus its noise at t"
+            )
+        return (
+            "no horizon: step t in block i (steps 2^i .. 2^(i+1)-1) is released as the "
+            f"finished blocks' last releases plus block i's {self.inner} release (a fresh "
+            "mechanism for horizon 2^i, full budget; blocks are disjoint)"
+        )
+
     def describe(self) -> str:
         """One line: the construction, its guarantee and how its error grows."""
         guarantee = "no privacy guarantee" if self.privacy is None else self.privacy.describe()
+        how = (
+            "One horizon-free factorization for every step"
+            if self._forever
+            else f"Release at t in block i = finished blocks' totals + block i's {self.inner} "
+            "release"
+        )
         return (
-            f"{self!r}: {guarantee}; for every prefix. Release at t in block i = "
-            f"finished blocks' totals + block i's {self.inner} release; exact variance "
-            "grows with t (variance_at)"
+            f"{self!r}: {guarantee}; for every prefix. {how}; exact variance grows with t "
+            "(variance_at)"
         )
 
 
@@ -574,13 +638,19 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     st = saved["unbounded"]
     if not isinstance(st, dict) or set(st) != _KEYS:
         raise ValueError(f"corrupt {_OWNER} state: it must hold {sorted(_KEYS)}")
-    if not isinstance(st["inner"], str) or st["inner"] not in MECHANISMS:
+    if not isinstance(st["inner"], str) or (
+        st["inner"] not in MECHANISMS and st["inner"] != HORIZON_FREE
+    ):
         raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
     if type(st["k"]) is not int or type(st["subtract"]) is not bool:
         raise ValueError(f"corrupt {_OWNER} state: k must be an int, subtract a bool")
     block, step, dim = st["block"], st["step"], st["dim"]
     mech = inner.mechanism
-    if type(block) is not int or not 0 <= block <= 53 or mech.horizon != 1 << block:
+    if (
+        type(block) is not int
+        or not 0 <= block <= (0 if st["inner"] == HORIZON_FREE else 53)
+        or mech.horizon != _block_span(st["inner"], block)
+    ):
         raise ValueError(
             f"corrupt {_OWNER} state: block {block!r:.40} for an inner horizon of {mech.horizon}"
         )
