@@ -57,6 +57,7 @@ from dpcount.counting import (
     KaryTree,
     NormalizedBLT,
     NormalizedSqrtFactorization,
+    RowScaledBLT,
     RowScaledSqrtFactorization,
     SmoothBinary,
     SqrtFactorization,
@@ -141,6 +142,10 @@ SPECS: dict[str, Spec] = {
     ),
     "dpcount.counting.factorization.normalized_blt.NormalizedBLT": (
         lambda b: NormalizedBLT(T, **_BLT, budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.factorization.row_scaled_blt.RowScaledBLT": (
+        lambda b: RowScaledBLT(T, **_BLT, log_weights=[0.1], budget=b, rng=0),
         "release",
     ),
     "dpcount.counting.factorization.toeplitz.ToeplitzFactorization": (

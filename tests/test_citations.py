@@ -34,6 +34,7 @@ EXPECTED = {
     "ToeplitzFactorization",
     "NormalizedSqrtFactorization",
     "NormalizedBLT",
+    "RowScaledBLT",
     "RowScaledSqrtFactorization",
     "HorizonFreeSqrt",
     "RowScaledBandedToeplitz",

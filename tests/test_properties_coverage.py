@@ -115,6 +115,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.apps", "edge_count_sensitivity"): _NO_INPUT,
     # dpcount.data
     ("dpcount.data", "load_searchlogs"): _NO_INPUT,
+    ("dpcount.data", "load_table"): "reads a file shipped with the package, named by the library",
     # dpcount.experiments
     ("dpcount.experiments", "EXPERIMENTS"): _CONSTANT,
     ("dpcount.experiments", "Comparison"): _RECORD,

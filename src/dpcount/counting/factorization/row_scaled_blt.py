@@ -410,8 +410,12 @@ class RowScaledBLT(NormalizedBLT):
         * H. B. McMahan, Z. Xu, Y. Zhang. "A hassle-free algorithm for private learning
           in practice: don't use tree aggregation, use BLTs". 2024.
           https://arxiv.org/abs/2408.08868
-        * The BLT, its inverse, the column normalization and the analytic Gaussian
-          mechanism: the references of :class:`NormalizedBLT`.
+        * M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix
+          factorization bounds for differentially private continual counting". 2025.
+          https://arxiv.org/abs/2509.14334
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
 
     Args:
         horizon: 1 ≤ T ≤ 2^24.
