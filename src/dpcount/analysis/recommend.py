@@ -108,6 +108,10 @@ def recommend_mechanism(
 
     :func:`dpcount.analysis.choice.choose` builds on this for every front end.
 
+    With δ and integer noise, when the Laplace rows lie clearly below a lower bound on
+    every Gaussian row's MSE (:func:`~dpcount.analysis._floor.gaussian_mse_floor`),
+    the Gaussian rows are not built: the answer is the same, without scipy.
+
     Args:
         horizon: T ≥ 1.
         budget: a :class:`~dpcount.privacy.Budget` (ε, δ, an optional noise kind,
