@@ -13,7 +13,10 @@
 Each run is a fresh subprocess (interpreter start and imports included, on both
 sides). On a shared machine, only the ratios mean something.
 
-    python benchmarks/bench_cli.py [--rows 1000000] [--repeat 3] [--small-only]
+    python benchmarks/bench_cli.py [--rows 1000000] [--repeat 3] [--small-only] [--src DIR]
+
+``--src`` times another checkout's ``src`` (e.g. the code before a change, run
+alternately with this one on a shared machine).
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ out.to_csv(sys.argv[2], index=False)
 """
 
 
-def _run(cmd: list[str]) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS KiB) of one child process."""
-    env = {**os.environ, "PYTHONPATH": SRC}
+def _run(cmd: list[str], src: str = SRC) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS KiB) of one child process with ``src`` on its path."""
+    env = {**os.environ, "PYTHONPATH": src}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -55,8 +58,8 @@ def _run(cmd: list[str]) -> tuple[float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def _best(cmd: list[str], repeat: int) -> tuple[float, float, int]:
-    runs = [_run(cmd) for _ in range(repeat)]
+def _best(cmd: list[str], repeat: int, src: str = SRC) -> tuple[float, float, int]:
+    runs = [_run(cmd, src) for _ in range(repeat)]
     return min(r[0] for r in runs), min(r[1] for r in runs), min(r[2] for r in runs)
 
 
@@ -65,6 +68,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10**6)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--small-only", action="store_true", help="the small jobs only")
+    parser.add_argument("--src", default=SRC, help="the dpcount source to time (default: this)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,10 +79,12 @@ def main() -> None:
 
         numpy_wall = _best([PYTHON, "-c", "import numpy"], args.repeat)[0]
         count_cmd = [PYTHON, "-m", "dpcount", "count", str(small), "--epsilon", "1"]
-        small_wall = _best([*count_cmd, "--output", out], args.repeat)[0]
+        small_wall = _best([*count_cmd, "--output", out], args.repeat, args.src)[0]
         print(f"100 rows:   dpcount count {small_wall:.3f} s, import numpy {numpy_wall:.3f} s")
         print(f"  ratio {small_wall / numpy_wall:.2f} (target <= 3)")
-        delta_wall = _best([*count_cmd, "--delta", "1e-6", "--output", out], args.repeat)[0]
+        delta_wall = _best([*count_cmd, "--delta", "1e-6", "--output", out], args.repeat, args.src)[
+            0
+        ]
         print(f"100 rows, --delta 1e-6: dpcount count {delta_wall:.3f} s")
         print(f"  ratio {delta_wall / numpy_wall:.2f} to import numpy")
         if args.small_only:
@@ -86,7 +92,7 @@ def main() -> None:
 
         floor = _best([PYTHON, "-c", PANDAS_FLOOR, str(big), out], args.repeat)
         big_cmd = [PYTHON, "-m", "dpcount", "count", str(big), "--epsilon", "1"]
-        ours = _best([*big_cmd, "--mechanism", "kary", "--output", out], args.repeat)
+        ours = _best([*big_cmd, "--mechanism", "kary", "--output", out], args.repeat, args.src)
         print(
             f"{args.rows} rows: dpcount count CPU {ours[1]:.2f} s, peak {ours[2] / 1024:.0f} MiB; "
             f"pandas read + 3-column write CPU {floor[1]:.2f} s, peak {floor[2] / 1024:.0f} MiB"

@@ -132,3 +132,22 @@ def test_cli_auto_and_frame_auto_release_the_same(
     np.testing.assert_array_equal(
         [float(r["private_count"]) for r in rows], frame["private_count"].to_numpy()
     )
+
+
+@pytest.mark.slow
+def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the Gaussian floor lets recommend_mechanism rank the Laplace rows alone,
+    the recommendation (mechanism, noise, options, MSE, plan's first row) is the one of
+    the full ranking; the grid has cases on both sides of the floor."""
+    from dpcount.analysis import recommend
+
+    grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3), (1.0, 3.0))
+    used = 0
+    for T, eps, delta, step in grid:
+        budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+        fast = recommend_mechanism(T, budget=budget)
+        used += recommend._laplace_first(T, budget) is not None
+        with monkeypatch.context() as patch:
+            patch.setattr(recommend, "_laplace_first", lambda *args: None)
+            assert recommend_mechanism(T, budget=budget) == fast, (T, eps, delta, step)
+    assert 10 <= used < 48

@@ -30,16 +30,14 @@ HEAVY = (
 )
 
 
-def test_default_count_imports_no_heavy_module(tmp_path: Path) -> None:
-    """Parse and run ``count`` of a 100-row file in a fresh interpreter, then list the
-    heavy modules it imported; a factorization imported on the way (e.g. by the
-    registry or by ``auto``'s ranking) fails it. Checked failing on the code before
-    the registry named its classes (it imported scipy.signal through counting.blt)."""
+def _heavy_after_count(tmp_path: Path, *flags: str) -> str:
+    """Run ``count`` of a 100-row file of whole numbers with ``flags`` in a fresh
+    interpreter; its stdout ends with the heavy modules it imported and the status."""
     data = tmp_path / "x.csv"
     data.write_text("x\n" + "".join(f"{i % 3}\n" for i in range(100)))
     code = (
         "import sys\nfrom dpcount.cli import main\n"
-        f"status = main(['count', {str(data)!r}, '--epsilon', '1', "
+        f"status = main(['count', {str(data)!r}, '--epsilon', '1', *{list(flags)!r}, "
         f"'--output', {str(tmp_path / 'out.csv')!r}])\n"
         f"heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
         "print('HEAVY', heavy, status)\n"
@@ -52,5 +50,25 @@ def test_default_count_imports_no_heavy_module(tmp_path: Path) -> None:
         timeout=120,
         check=True,
     )
-    assert "HEAVY [] 0" in done.stdout, done.stdout + done.stderr
     assert (tmp_path / "out.csv").read_text().count("\n") == 101  # header + 100 steps
+    return done.stdout + done.stderr
+
+
+def test_default_count_imports_no_heavy_module(tmp_path: Path) -> None:
+    """Parse and run ``count`` of a 100-row file in a fresh interpreter, then list the
+    heavy modules it imported; a factorization imported on the way (e.g. by the
+    registry or by ``auto``'s ranking) fails it. Checked failing on the code before
+    the registry named its classes (it imported scipy.signal through counting.blt)."""
+    assert "HEAVY [] 0" in _heavy_after_count(tmp_path)
+
+
+def test_delta_count_imports_no_heavy_module(tmp_path: Path) -> None:
+    """``count --delta 1e-6`` of 100 rows: ``auto`` ranks the Laplace rows alone when
+    the Gaussian floor (analysis/_floor.py) rules the Gaussian rows out, so neither the
+    optimized factorizations (scipy.optimize) nor the analytic Gaussian calibration
+    (scipy.special) is imported, and the summary is plan's (checked failing before the
+    floor: auto imported scipy.optimize, scipy.special and the certificates)."""
+    out = _heavy_after_count(tmp_path, "--delta", "1e-6")
+    assert "HEAVY [] 0" in out, out
+    assert "ranked first by exact MSE by dpcount plan" in out
+    assert "noise=discrete-laplace" in out

@@ -89,6 +89,7 @@ from typing import Any
 import numpy as np
 
 from dpcount._validate import check_choice, check_integer, check_real
+from dpcount.analysis._floor import NUCLEAR_NORM_MAX_HORIZON, counting_nuclear_norm
 from dpcount.counting.factorization.blt import _shipped, blt_losses, shipped_blt_parameters
 from dpcount.counting.factorization.normalized_blt import _shipped as _normalized_blt_shipped
 from dpcount.counting.factorization.normalized_blt import (
@@ -422,35 +423,9 @@ def certify(loss: float, horizon: int, objective: str | Objective = "mean") -> C
     )
 
 
-#: largest T whose nuclear norm ‖A‖_* :func:`counting_nuclear_norm` sums (chunked, O(T))
-NUCLEAR_NORM_MAX_HORIZON = 1 << 26
 #: largest T whose max-loss bound is computed on the fly from interpolated optimal
 #: weights (O(T²) eigenvalues, ≈ 0.5 s at 2048)
 WEIGHTED_BOUND_MAX_HORIZON = 2048
-#: relative amount subtracted from the summed nuclear norm (floating-point margin)
-_NUCLEAR_MARGIN = 1e-12
-_CHUNK = 1 << 20
-
-
-@lru_cache(maxsize=64)
-def counting_nuclear_norm(horizon: int) -> float:
-    """‖A‖_*, the nuclear norm of the T×T lower-triangular all-ones matrix, rounded
-    down by a relative 10⁻¹².
-
-    Its singular values are σ_k = 1/(2 sin((2k − 1)π/(4T + 2))), k = 1..T
-    (AAᵀ has the tridiagonal inverse with diagonal (2, …, 2, 1) and off-diagonal
-    −1, whose eigenvalues are 4 sin²((2k − 1)π/(4T + 2)); checked against a dense SVD
-    in the tests). Summed in float64 in chunks, O(T).
-
-    Raises:
-        ValueError: ``horizon`` outside [1, 2^26] (naming it).
-    """
-    T = check_integer("horizon", horizon, ge=1, le=NUCLEAR_NORM_MAX_HORIZON)
-    total = 0.0
-    for lo in range(1, T + 1, _CHUNK):
-        k = np.arange(lo, min(T, lo + _CHUNK - 1) + 1, dtype=np.float64)
-        total += float(np.sum(0.5 / np.sin((2.0 * k - 1.0) * math.pi / (4.0 * T + 2.0))))
-    return total * (1.0 - _NUCLEAR_MARGIN)
 
 
 def _mean_lower_bound(T: int) -> LowerBound:

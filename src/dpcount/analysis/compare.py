@@ -307,6 +307,7 @@ def compare(
     dim: int | None = None,
     memory: int | str | None = None,
     certificates: bool = True,
+    gaussian: bool = True,
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
@@ -373,6 +374,10 @@ def compare(
             does not read it, and the certificates' references (factorizations
             optimized on the fly) are most of the cost at small horizons
             (:func:`~dpcount.analysis.recommend_mechanism` ranks without them).
+        gaussian: False lists the Laplace rows only, also with δ (the rows of the
+            full list with ``noise == "laplace"``, in the same order):
+            :func:`~dpcount.analysis.recommend_mechanism` when a lower bound on every
+            Gaussian row's MSE rules them out (:mod:`dpcount.analysis._floor`).
 
     Returns:
         Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
@@ -402,7 +407,7 @@ def compare(
     schema = budget.participation
     if schema is not None:
         schema.check_horizon(T)
-    noises = ("laplace",) if dlt is None else ("laplace", "gaussian")
+    noises = ("laplace",) if dlt is None or not gaussian else ("laplace", "gaussian")
     toeplitz_max = max_horizon("toeplitz")  # optimized on the fly up to it
     rows: list[Candidate] = []
     d = None if dim is None else check_integer("dim", dim, ge=1)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpcount._validate import check_bool
+from dpcount.analysis._floor import gaussian_mse_floor
 from dpcount.analysis.compare import Candidate, compare
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.privacy.budget import Budget, MissingDeltaError, accept_participation
@@ -31,6 +32,10 @@ __all__ = ["NOISE_KINDS", "Recommendation", "recommend_mechanism"]
 NOISE_KINDS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")
 
 accept_participation("recommend_mechanism")  # every candidate is calibrated to the schema
+
+#: the Laplace figures must lie below this times the Gaussian floor for
+#: :func:`_laplace_first` to skip the Gaussian rows (far above the floor's rounding)
+_FLOOR_MARGIN = 0.99
 
 #: calibrations that are the default rule of their noise (not passed on)
 _DEFAULT_RULES = ("pure", "theorem3", "analytic")
@@ -103,6 +108,10 @@ def recommend_mechanism(
 
     :func:`dpcount.analysis.choice.choose` builds on this for every front end.
 
+    With δ and integer noise, when the Laplace rows lie clearly below a lower bound on
+    every Gaussian row's MSE (:func:`~dpcount.analysis._floor.gaussian_mse_floor`),
+    the Gaussian rows are not built: the answer is the same, without scipy.
+
     Args:
         horizon: T ≥ 1.
         budget: a :class:`~dpcount.privacy.Budget` (ε, δ, an optional noise kind,
@@ -129,6 +138,11 @@ def recommend_mechanism(
     noise = None if budget.noise is None else budget.noise.value
     hooks: dict[str, Any] = {k: v for k, v in (("dim", dim), ("memory", memory)) if v is not None}
     ranking = budget.replace(noise=None)
+    safe_noise = noise is None and whole and float(budget.step_sensitivity).is_integer()
+    if safe_noise and budget.delta is not None and budget.participation is None and not hooks:
+        fast = _laplace_first(horizon, ranking)
+        if fast is not None:
+            return fast
     rows = compare(horizon, budget=ranking, metric="mse", certificates=False, **hooks)
     best = rows[0]
     if noise is not None:
@@ -145,18 +159,50 @@ def recommend_mechanism(
         if noise.startswith("discrete"):
             mse = _discrete_mse(rows[0], horizon, ranking)
         return _recommendation(rows[0], noise, mse, best)
-    if whole and float(budget.step_sensitivity).is_integer():
+    if safe_noise:
         # Integer noise of either family (with delta, discrete Laplace by Theorem 3 can
         # beat the discrete Gaussian by 2x in RMSE), ranked by the exact MSE of each
         # candidate built with its integer noise (the rows' figures are for the
         # continuous noise of the same scale).
-        safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.calibration
-                in _DEFAULT_RULES]  # fmt: skip
-        if safe:
-            mses = [_discrete_mse(r, horizon, ranking) for r in safe]
-            i = min(range(len(safe)), key=lambda j: (mses[j], j))
-            return _recommendation(safe[i], "discrete-" + safe[i].noise, mses[i], best)
+        safe = _best_integer(rows, horizon, ranking)
+        if safe is not None:
+            return _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], best)
     return _recommendation(rows[0], rows[0].noise, rows[0].mse, best)
+
+
+def _best_integer(
+    rows: tuple[Candidate, ...], horizon: int, budget: Budget
+) -> tuple[Candidate, float] | None:
+    """The row whose mechanism built with the integer noise of its family has the lowest
+    exact MSE (ties: the earlier row), with that MSE; None when no row takes integer
+    noise."""
+    safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.calibration
+            in _DEFAULT_RULES]  # fmt: skip
+    if not safe:
+        return None
+    mses = [_discrete_mse(r, horizon, budget) for r in safe]
+    i = min(range(len(safe)), key=lambda j: (mses[j], j))
+    return safe[i], mses[i]
+
+
+def _laplace_first(horizon: int, budget: Budget) -> Recommendation | None:
+    """The integer-noise recommendation from the Laplace rows alone, when
+    :func:`~dpcount.analysis._floor.gaussian_mse_floor` shows that no Gaussian row
+    (continuous or discrete) can beat them: both the best Laplace row and the best
+    integer-noise choice lie below :data:`_FLOOR_MARGIN` times the floor. Then the full
+    ranking has the same first row and the same integer-noise choice (the Laplace rows
+    keep their order in it), and the Gaussian rows (optimized factorizations, the
+    analytic calibration: scipy) are never built. None: no such proof, rank them all.
+    """
+    assert budget.delta is not None
+    floor = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    if floor is None:
+        return None
+    rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
+    safe = _best_integer(rows, horizon, budget)
+    if safe is None or not max(rows[0].mse, safe[1]) < _FLOOR_MARGIN * floor:
+        return None
+    return _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
 
 
 def _discrete_mse(row: Candidate, horizon: int, budget: Budget) -> float:
