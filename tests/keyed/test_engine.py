@@ -13,7 +13,7 @@ from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import TimeBuckets
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy.discrete import discrete_laplace_variance
-from tests.keyed._budget import keyed_counts
+from tests.keyed._budget import keyed_counts, keyed_mechanism
 
 SECRET_BYTES = b"k" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -42,7 +42,7 @@ def _mech(**kw: object) -> KeyedMechanism:
         key_block=16,
     )
     base.update(kw)
-    return KeyedMechanism(**base)  # type: ignore[arg-type]
+    return keyed_mechanism(**base)
 
 
 @pytest.mark.parametrize(("k", "horizon"), [(2, 100), (2, 127), (2, 128), (3, 80), (8, 4096)])

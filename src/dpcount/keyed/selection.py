@@ -120,7 +120,7 @@ from numpy.typing import NDArray
 from dpcount._validate import check_probability, check_real
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import Budget, NoiseKind
 
 
 class _Secret(Protocol):
@@ -314,10 +314,11 @@ class SelectionPlan:
         mech = replace(
             counting,
             mechanism="tree",
-            noise=NoiseKind.DISCRETE_LAPLACE,
-            epsilon=selection.epsilon,
-            delta=None,
-            calibration=None,
+            budget=Budget(
+                epsilon=selection.epsilon,
+                noise=NoiseKind.DISCRETE_LAPLACE,
+                participation=counting.participation,
+            ),
             k=None,
             subtract=None,
             bands=None,
