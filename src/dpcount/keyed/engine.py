@@ -62,7 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -72,16 +72,13 @@ from dpcount.counting.base import CountingMechanism, add_noise
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFSource
-from dpcount.privacy.budget import (
-    Budget,
-    CalibrationRule,
-    NoiseKind,
-    Participation,
-    accept_participation,
-)
-from dpcount.privacy.guarantee import PrivacyGuarantee
+from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
+from dpcount.privacy.budget import BudgetFields, accept_participation
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "STATE_VALUES_LIMIT",
@@ -134,10 +131,7 @@ def choose_mechanism(
     budget: Budget | None = None,
     l1_step: float,
     l2_step: float,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    noise: NoiseKind | str | None = None,
-    participation: Participation | None = None,
+    **fields: Unpack[BudgetFields],
 ) -> tuple[str, dict[str, Any], str | None]:
     """The plan's best mechanism for a keyed run: (registry name, options, calibration).
 
@@ -149,22 +143,12 @@ def choose_mechanism(
     one family every candidate's MSE scales with that Δ² (at unit-step level with
     Laplace noise and a δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂
     — the chosen mechanism is then calibrated exactly). The choice reads only public
-    parameters. ``epsilon``, ``delta``, ``noise`` and ``participation`` are the budget's
-    fields given loose (deprecated, DeprecationWarning; removed in 0.5).
+    parameters. ``**fields``: the budget's fields given loose (``epsilon=``, ``delta=``,
+    ``noise=``, ``participation=``; deprecated, DeprecationWarning; removed in 0.5).
     """
     from dpcount.analysis.choice import choose
 
-    resolved = keyed_budget(
-        Budget.resolve_loose(
-            budget,
-            owner=_CHOOSE,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            participation=participation,
-        ),
-        _CHOOSE,
-    )
+    resolved = keyed_budget(Budget.resolve(budget, fields, owner=_CHOOSE, deprecated=True), _CHOOSE)
     assert resolved.noise is not None
     step = l2_step if resolved.noise.is_gaussian else l1_step
     # the choice as before 0.4: for the kind's step sensitivity, without a calibration rule
@@ -311,6 +295,16 @@ class _ZeroSource:
         return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
 
 
+class Window(TypedDict, total=False):
+    """The steps a release computes (:meth:`KeyedMechanism.release`): ``first`` (default
+    1), ``last`` (default the horizon) and ``base``, the exact running counts of step
+    first − 1 (None: zero)."""
+
+    first: int
+    last: int | None
+    base: NDArray[Any] | None
+
+
 @dataclass(frozen=True, init=False)
 class KeyedMechanism:
     """The calibrated counting mechanism of one keyed run (public configuration, no secret).
@@ -331,8 +325,9 @@ class KeyedMechanism:
             blocks of B keys.
         k, subtract: the k-ary tree's options (``"kary"``/``"tree"`` only).
         bands: the Toeplitz factorization's band count (``"toeplitz"`` only; None: full).
-        epsilon, delta, noise, calibration, participation: the budget's fields given
-            loose (deprecated, DeprecationWarning; removed in 0.5): pass ``budget=``.
+        **fields: the budget's fields given loose (``epsilon=``, ``delta=``, ``noise=``,
+            ``calibration=``, ``participation=``; deprecated, DeprecationWarning; removed
+            in 0.5): pass ``budget=``.
     """
 
     n_keys: int
@@ -361,22 +356,10 @@ class KeyedMechanism:
         k: int | None = None,
         subtract: bool | None = None,
         bands: int | None = None,
-        epsilon: float | None = None,
-        delta: float | None = None,
-        noise: NoiseKind | str | None = None,
-        calibration: CalibrationRule | str | None = None,
-        participation: Participation | None = None,
+        **fields: Unpack[BudgetFields],
     ) -> None:
-        resolved = Budget.resolve_loose(
-            budget,
-            owner="KeyedMechanism",
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-            participation=participation,
-        )
-        fields = {
+        resolved = Budget.resolve(budget, fields, owner="KeyedMechanism", deprecated=True)
+        values = {
             "n_keys": n_keys,
             "horizon": horizon,
             "mechanism": mechanism,
@@ -389,7 +372,7 @@ class KeyedMechanism:
             "subtract": subtract,
             "bands": bands,
         }
-        for name, value in fields.items():
+        for name, value in values.items():
             object.__setattr__(self, name, value)
         self._check()
 
@@ -572,18 +555,17 @@ class KeyedMechanism:
         contributions: Contributions,
         key_lo: int,
         key_hi: int,
-        *,
-        first: int = 1,
-        last: int | None = None,
-        base: NDArray[Any] | None = None,
+        **window: Unpack[Window],
     ) -> NDArray[Any]:
         """Private running counts of keys [key_lo, key_hi) at steps first..last (default
-        1..T): shape (last − first + 1, key_hi − key_lo). ``base``: the exact running
-        counts of step first − 1 of these keys (from a stored state; None: zero). The
-        noise of steps before ``first`` is regenerated (see :meth:`release_with_state`)."""
-        values, _ = self.release_with_state(
-            secret, contributions, key_lo, key_hi, first=first, last=last, base=base
-        )
+        1..T): shape (last − first + 1, key_hi − key_lo). ``window``: ``first``,
+        ``last`` and ``base``, the exact running counts of step first − 1 of these keys
+        (from a stored state; None: zero), as :meth:`release_with_state` takes them. The
+        noise of steps before ``first`` is regenerated."""
+        unknown = sorted(set(window) - set(Window.__annotations__))
+        if unknown:
+            raise TypeError(f"release() got an unexpected keyword argument {unknown[0]!r}")
+        values, _ = self.release_with_state(secret, contributions, key_lo, key_hi, **window)
         return values
 
     def release_with_state(

@@ -8,10 +8,10 @@ import hashlib
 import hmac
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,12 +42,16 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
-from dpcount.keyed.selection import KeySelection, SelectionPlan
+from dpcount.keyed.selection import KeySelection, SelectionOutcome, SelectionPlan
 from dpcount.keyed.state import OpenKeys, RunState, extras_digest
-from dpcount.privacy.budget import Budget, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Carry",
+    "EngineRun",
     "KeyedJob",
     "SecretArg",
     "begin_release",
@@ -279,10 +283,7 @@ def make_job(
     min_separation: int | None = None,
     late: str = "refuse",
     prior_keys: Sequence[Any] = (),
-    epsilon: float | None = None,
-    delta: float | None = None,
-    noise: NoiseKind | str | None = None,
-    calibration: str | None = None,
+    **fields: Unpack[BudgetFields],
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -297,19 +298,11 @@ def make_job(
     ``max_steps``, ``min_separation``; :mod:`dpcount.keyed.bounds`).
     ``budget``: as :func:`~dpcount.keyed.run.keyed_counts` takes it (noise default
     exact discrete Laplace, step sensitivity 1, no participation schema: the run's
-    bounds give them); ``epsilon``, ``delta``, ``noise`` and ``calibration`` are its
-    fields given loose (deprecated, DeprecationWarning; removed in 0.5).
+    bounds give them); ``**fields``: its fields given loose (``epsilon=``, ``delta=``,
+    ``noise=``, ``calibration=``; deprecated, DeprecationWarning; removed in 0.5).
     """
     resolved = keyed_budget(
-        Budget.resolve_loose(
-            budget,
-            owner="make_job",
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
-        ),
-        "make_job",
+        Budget.resolve(budget, fields, owner="make_job", deprecated=True), "make_job"
     )
     kind = resolved.noise
     assert kind is not None  # keyed_budget gives it its default
@@ -706,3 +699,18 @@ def save_state(
     RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout, open_keys, ledger).save(
         state, s
     )
+
+
+#: What an engine (embedded or Dask) hands to the output: the job, whether its secret
+#: was created, the parameters taken from the data, the drop report, the released
+#: chunks (first key, counts of shape (steps, keys)) — lazily —, what the next run
+#: needs (None: no state kept) and the key selection's outcome (None: no selection).
+EngineRun = tuple[
+    KeyedJob,
+    bool,
+    list[str],
+    DropReport,
+    Iterator[tuple[int, NDArray[Any]]],
+    Carry | None,
+    SelectionOutcome | None,
+]

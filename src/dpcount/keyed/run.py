@@ -39,6 +39,7 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.job import (
     Carry,
+    EngineRun,
     KeyedJob,
     SecretArg,
     begin_release,
@@ -682,15 +683,7 @@ def _run_embedded(
     until: int | None = None,
     guard: ReleaseGuard | None = None,
     allowed_lateness: Any = None,
-) -> tuple[
-    KeyedJob,
-    bool,
-    list[str],
-    DropReport,
-    Iterator[tuple[int, NDArray[Any]]],
-    Carry | None,
-    SelectionOutcome | None,
-]:
+) -> EngineRun:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
     columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
