@@ -310,19 +310,11 @@ class SelectionPlan:
                 f"noise={counting.noise.value!r}: a discrete Laplace threshold on a non-integer "
                 "count would reveal its fractional part"
             )
-        # the counting run's keys, horizon, relation, step bounds and participation
-        mech = replace(
-            counting,
-            mechanism="tree",
-            budget=Budget(
-                epsilon=selection.epsilon,
-                noise=NoiseKind.DISCRETE_LAPLACE,
-                participation=counting.participation,
-            ),
-            k=None,
-            subtract=None,
-            bands=None,
-        )
+        # the counting run's keys, horizon, relation, step bounds and participation, with
+        # the selection's pure ε_s and the binary tree (0.3's keyed tree)
+        schema = counting.participation
+        budget = Budget(selection.epsilon, noise=NoiseKind.DISCRETE_LAPLACE, participation=schema)
+        mech = replace(counting, mechanism="tree", budget=budget, k=None, subtract=None, bands=None)
         mech.counting  # noqa: B018  (validates the selection budget now)
         return cls(
             selection,
