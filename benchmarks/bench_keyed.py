@@ -179,6 +179,7 @@ import pandas as pd
 from dpcount.keyed.events import EventColumns, parse_times
 from dpcount.keyed.run import keyed_counts, make_job
 from dpcount.keyed.secret import unsafe_testing_secret
+from dpcount.privacy import Budget
 
 SECRET = b"benchmark-secret-not-for-use-000"
 TESTING = unsafe_testing_secret(SECRET)  # a fixed secret: benchmarks only
@@ -195,9 +196,13 @@ def _kwargs(
     n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree"
 ) -> dict[str, Any]:
     extra: dict[str, Any] = (
-        {"mechanism": mechanism, "noise": "gaussian", "delta": 1e-6}
+        {"mechanism": mechanism, "budget": Budget(epsilon=1.0, delta=1e-6, noise="gaussian")}
         if mechanism != "tree"
-        else {"mechanism": "tree", "noise": "discrete-laplace", "k": k}
+        else {
+            "mechanism": "tree",
+            "budget": Budget(epsilon=1.0, noise="discrete-laplace"),
+            "k": k,
+        }
     )
     return dict(
         keys=range(n_keys),
@@ -206,7 +211,6 @@ def _kwargs(
         step=1,
         start=0,
         horizon=horizon,
-        epsilon=1.0,
         secret=TESTING,
         chunk_keys=chunk,
         **extra,
@@ -248,10 +252,7 @@ def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
         keys=list(kw["keys"]),
         columns=columns,
         step=1,
-        epsilon=1.0,
-        delta=kw.get("delta"),
-        noise=kw["noise"],
-        calibration=None,
+        budget=kw["budget"],
         max_weight=1,
         max_keys=None,
         start=0,

@@ -68,6 +68,9 @@ from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToep
 from dpcount.counting.registry import build_mechanism
 from dpcount.frame import choose_mechanism, private_counts
 from dpcount.keyed.engine import KeyedMechanism
+from dpcount.keyed.engine import choose_mechanism as keyed_choose_mechanism
+from dpcount.keyed.events import EventColumns
+from dpcount.keyed.job import make_job
 from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy import Budget
@@ -264,6 +267,27 @@ SPECS: dict[str, Spec] = {
         ),
         "data",
     ),
+    "dpcount.keyed.engine.KeyedMechanism": (lambda b: _keyed_with(b), "release"),
+    "dpcount.keyed.engine.choose_mechanism": (
+        lambda b: keyed_choose_mechanism(T, budget=b, l1_step=2.0, l2_step=1.5),
+        "data",
+    ),
+    "dpcount.keyed.job.make_job": (  # the job's mechanism holds the run's budget
+        lambda b: (
+            make_job(
+                times=pd.Series([1]),
+                keys=["a", "b"],
+                columns=EventColumns("t", "key"),
+                step=1,
+                budget=b,
+                max_weight=1,
+                max_keys=None,
+                start=1,
+                horizon=T,
+            )[0].mechanism
+        ),
+        "release",
+    ),
     "dpcount.frame.private_counts": (
         lambda b: private_counts(pd.Series([1, 0, 1, 1]), budget=b, rng=0),
         "data",
@@ -283,7 +307,6 @@ DEPRECATED_POSITIONAL: dict[str, Callable[[], Any]] = {
 
 _FORMULA = "a closed form of ε (a number, not a budget)"
 _RESULT = "a frozen result that records the ε it was computed for"
-_PENDING = "still takes ε/δ loose; budget= is issue 19's keyed/training part"
 
 #: Public callables that take ``epsilon`` but no ``budget``, with the reason.
 LOOSE_EPSILON: dict[str, str] = {
@@ -320,9 +343,6 @@ LOOSE_EPSILON: dict[str, str] = {
     "dpcount.experiments.fhu.FhuSnr": _RESULT,
     "dpcount.experiments.fhu.FhuTop1": _RESULT,
     "dpcount.demo.demo_rows": "the README's demo table, over a fixed set of mechanisms",
-    "dpcount.keyed.engine.KeyedMechanism": _PENDING,
-    "dpcount.keyed.engine.choose_mechanism": _PENDING,
-    "dpcount.keyed.job.make_job": _PENDING,
     "dpcount.keyed.selection.KeySelection": "the selection's own (ε_s, δ_s), added to the "
     "run's budget (keyed_counts(budget=..., selection=KeySelection(...)))",
 }
@@ -493,20 +513,21 @@ def test_range_discrete_event_is_the_exact_zcdp_rho() -> None:
     assert _accountant_epsilon(event, 1e-6) <= budget.epsilon * (1 + 1e-3)
 
 
-def _keyed(noise: str, mechanism: str = "binary") -> KeyedMechanism:
+def _keyed_with(budget: Budget, mechanism: str = "binary") -> KeyedMechanism:
     return KeyedMechanism(
-        n_keys=3,
-        horizon=T,
-        mechanism=mechanism,
-        noise=noise,  # type: ignore[arg-type]
-        epsilon=1.0,
-        delta=1e-6,
-        calibration=None,
+        3,
+        T,
+        mechanism,
+        budget=budget,
         l1_step=2.0,
         l2_step=1.5,
         neighbouring="one event",
         key_block=4,
     )
+
+
+def _keyed(noise: str, mechanism: str = "binary") -> KeyedMechanism:
+    return _keyed_with(Budget(epsilon=1.0, delta=1e-6, noise=noise), mechanism)
 
 
 def test_keyed_gaussian_event_matches_an_independent_epsilon() -> None:
@@ -523,8 +544,7 @@ def test_keyed_gaussian_event_matches_an_independent_epsilon() -> None:
 
 
 def test_keyed_laplace_event_is_pure_at_the_l1_scale() -> None:
-    keyed = _keyed("laplace")
-    keyed = dataclasses.replace(keyed, delta=None)
+    keyed = _keyed_with(Budget(epsilon=1.0, noise="laplace"))
     event = keyed.dp_event()
     scale = float(keyed.counting.noise_scale)
     # Pure ε-DP of the Laplace tree: ε = Δ₁/λ with Δ₁ = 2 · 4 nodes.

@@ -1,17 +1,19 @@
-"""The tests' :func:`keyed_counts`: :func:`dpcount.keyed.run.keyed_counts` with the
-budget's fields, given loose by the tests (``epsilon=``, ``delta=``, ``noise=``,
-``calibration=``), moved into ``budget=Budget(...)`` (the loose spelling is
-deprecated; tests/keyed/test_budget.py checks it warns and means the same)."""
+"""The tests' :func:`keyed_counts`, :class:`KeyedMechanism` and :func:`make_job`: the
+library's with the budget's fields, given loose by the tests (``epsilon=``,
+``delta=``, ``noise=``, ``calibration=``, ``participation=``), moved into
+``budget=Budget(...)`` (the loose spelling is deprecated; tests/keyed/test_budget.py
+checks it warns and means the same)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dpcount.keyed import run
+from dpcount.keyed import engine, job, run
 from dpcount.privacy import Budget
 
-#: the budget's fields that keyed_counts accepted loose before 0.4
-FIELDS = ("epsilon", "delta", "noise", "calibration")
+#: the budget's fields that keyed_counts, KeyedMechanism and make_job accepted loose
+#: before 0.4 (participation: KeyedMechanism only)
+FIELDS = ("epsilon", "delta", "noise", "calibration", "participation")
 
 
 def budgeted(kw: dict[str, Any]) -> dict[str, Any]:
@@ -26,3 +28,13 @@ def budgeted(kw: dict[str, Any]) -> dict[str, Any]:
 def keyed_counts(events: Any, **kw: Any) -> run.KeyedResult:
     """:func:`dpcount.keyed.run.keyed_counts` with :func:`budgeted` arguments."""
     return run.keyed_counts(events, **budgeted(kw))
+
+
+def keyed_mechanism(**kw: Any) -> engine.KeyedMechanism:
+    """:class:`dpcount.keyed.engine.KeyedMechanism` with :func:`budgeted` arguments."""
+    return engine.KeyedMechanism(**budgeted(kw))
+
+
+def make_job(**kw: Any) -> tuple[job.KeyedJob, list[str]]:
+    """:func:`dpcount.keyed.job.make_job` with :func:`budgeted` arguments."""
+    return job.make_job(**budgeted(kw))

@@ -15,7 +15,7 @@ from dpcount.keyed.dask import _release_task
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
-from tests.keyed._budget import keyed_counts
+from tests.keyed._budget import keyed_counts, keyed_mechanism
 
 SECRET_BYTES = b"b" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -45,7 +45,7 @@ def _mech(horizon: int = HORIZON, n_keys: int = len(KEYS), **extra: Any) -> Keye
         key_block=16,
     )  # fmt: skip
     kw.update(extra)
-    return KeyedMechanism(**kw)
+    return keyed_mechanism(**kw)
 
 
 def _exact(events: pd.DataFrame) -> np.ndarray:

@@ -14,8 +14,8 @@ import pytest
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.bounds import RunBound, bound_units_run, greedy_separated, pair_rank
 from dpcount.keyed.events import EventColumns
-from dpcount.keyed.job import make_job
 from dpcount.privacy import Budget, Participation
+from tests.keyed._budget import make_job
 
 HASH = "0123456789abcdef"
 

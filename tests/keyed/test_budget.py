@@ -1,6 +1,7 @@
-"""keyed_counts takes ``budget=Budget(...)`` (the loose ε/δ/noise/calibration spelling
-warns and means the same), and ``mechanism="auto"`` is the library's one choice,
-:func:`dpcount.analysis.choice.choose`."""
+"""keyed_counts, KeyedMechanism, make_job and the keyed choose_mechanism take
+``budget=Budget(...)`` (the loose ε/δ/noise/calibration spelling warns and means the
+same: the same mechanism and run configuration, so the same secret and noise), and
+``mechanism="auto"`` is the library's one choice, :func:`dpcount.analysis.choice.choose`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from dpcount.analysis import choice as choice_module
 from dpcount.keyed import run
-from dpcount.keyed.engine import choose_mechanism
+from dpcount.keyed.engine import KeyedMechanism, choose_mechanism
+from dpcount.keyed.events import EventColumns
+from dpcount.keyed.job import make_job
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy import Budget, Participation, ParticipationUnsupportedError
 
@@ -78,9 +81,52 @@ def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     )  # fmt: skip
     # Gaussian: ranked with the ℓ2 bound; a unit bound of 2 keys gives Δ1 = 2, Δ2 = √2
     name, options, rule = choose_mechanism(
-        16, epsilon=1.0, delta=1e-6, noise="gaussian", l1_step=2.0, l2_step=2**0.5
+        16, budget=Budget(epsilon=1.0, delta=1e-6, noise="gaussian"), l1_step=2.0, l2_step=2**0.5
     )
     assert calls[1][1] == Budget(epsilon=1.0, delta=1e-6, noise="gaussian", step_sensitivity=2**0.5)
     gauss = calls[1][2]
     assert (name, options) == (gauss.mechanism, dict(gauss.options))
     assert rule == (None if gauss.budget.calibration is None else str(gauss.budget.calibration))
+
+
+def test_the_keyed_building_blocks_take_the_budget_and_warn_on_the_loose_spelling() -> None:
+    schema = Participation(max_participations=2, min_separation=3)
+    budget = Budget(epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema)
+    shape: dict[str, Any] = dict(
+        l1_step=2.0, l2_step=2**0.5, neighbouring="unit", key_block=4, k=3, subtract=True
+    )
+    new = KeyedMechanism(3, 12, "kary", budget=budget, **shape)
+    with pytest.warns(DeprecationWarning, match=r"KeyedMechanism\(epsilon=, delta=, noise="):
+        old = KeyedMechanism(
+            3, 12, "kary", epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema,
+            **shape,
+        )  # fmt: skip
+    assert new == old and new.config() == old.config() and hash(new) == hash(old)
+    assert repr(budget) in repr(new)
+    # no noise kind: the keyed default, exact discrete Laplace (also in the fingerprint)
+    plain = KeyedMechanism(3, 12, "binary", budget=Budget(epsilon=1.0), **{**shape, "k": None,
+                           "subtract": None})  # fmt: skip
+    assert plain.config()["noise"] == "discrete-laplace"
+    with pytest.raises(TypeError, match=r"KeyedMechanism\(\) takes either budget= or"):
+        KeyedMechanism(3, 12, "kary", budget=budget, epsilon=1.0, **shape)
+
+    steps = dict(l1_step=2.0, l2_step=2**0.5)
+    chosen = choose_mechanism(16, budget=budget, **steps)
+    with pytest.warns(DeprecationWarning, match=r"choose_mechanism\(epsilon=, delta=, noise="):
+        assert (
+            choose_mechanism(
+                16, epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema, **steps
+            )
+            == chosen
+        )
+
+    job_kw: dict[str, Any] = dict(
+        times=pd.Series([1]), keys=["a", "b"], columns=EventColumns("t", "key"), step=1,
+        max_weight=1, max_keys=None, start=1, horizon=12,
+    )  # fmt: skip
+    job, _ = make_job(budget=Budget(epsilon=0.5, noise="discrete-gaussian", delta=1e-6), **job_kw)
+    with pytest.warns(DeprecationWarning, match=r"make_job\(epsilon=, delta=, noise="):
+        loose, _ = make_job(epsilon=0.5, delta=1e-6, noise="discrete-gaussian", **job_kw)
+    assert job.config() == loose.config() and job.mechanism == loose.mechanism
+    with pytest.raises(ParticipationUnsupportedError, match=r"make_job\(\) does not"):
+        make_job(budget=budget, **job_kw)

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from dpcount.keyed.engine import KeyedMechanism
-from dpcount.keyed.events import TimeBuckets
+from dpcount.keyed.events import Contributions, TimeBuckets
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy.discrete import discrete_laplace_variance
-from tests.keyed._budget import keyed_counts
+from tests.keyed._budget import keyed_counts, keyed_mechanism
 
 SECRET_BYTES = b"k" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -42,7 +42,7 @@ def _mech(**kw: object) -> KeyedMechanism:
         key_block=16,
     )
     base.update(kw)
-    return KeyedMechanism(**base)  # type: ignore[arg-type]
+    return keyed_mechanism(**base)
 
 
 @pytest.mark.parametrize(("k", "horizon"), [(2, 100), (2, 127), (2, 128), (3, 80), (8, 4096)])
@@ -423,3 +423,15 @@ def test_partial_sums_and_contributions_equal_pandas_groupby(whole: bool) -> Non
         assert np.array_equal(contributions.value, expected.to_numpy())
     # duplicates were summed (not a no-op): fewer rows than events
     assert len(expected) < n
+
+
+def test_release_is_release_with_state_without_the_state() -> None:
+    m = _mech(horizon=12, n_keys=5)
+    one = np.ones(3, dtype=np.int64)
+    data = Contributions(np.array([0, 2, 4]), np.array([1, 5, 12]), one)
+    base = np.array([3, 0, 1], dtype=np.int64)
+    kept, _ = m.release_with_state(b"k" * 32, data, 1, 4, first=4, last=9, base=base)
+    assert np.array_equal(m.release(b"k" * 32, data, 1, 4, first=4, last=9, base=base), kept)
+    assert not np.array_equal(m.release(b"k" * 32, data, 1, 4, first=4, last=9), kept)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'keep_state'"):
+        m.release(b"k" * 32, data, 1, 4, keep_state=True)  # type: ignore[call-arg]

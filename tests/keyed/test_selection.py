@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.job import make_job
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 from dpcount.keyed.selection import (
     KeySelection,
@@ -26,7 +25,7 @@ from dpcount.keyed.selection import (
 )
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
-from tests.keyed._budget import keyed_counts
+from tests.keyed._budget import keyed_counts, make_job
 from tests.keyed.test_bounds import naive_bound
 
 pytest.importorskip("pyarrow")

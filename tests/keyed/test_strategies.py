@@ -28,7 +28,7 @@ from dpcount.privacy import Budget
 from dpcount.privacy.noise import GaussianNoise
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import GeneratorSource, SourcedSampler
-from tests.keyed._budget import keyed_counts
+from tests.keyed._budget import keyed_counts, keyed_mechanism
 
 SECRET_BYTES = b"s" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -55,7 +55,7 @@ def _mech(name: str, horizon: int = 20, n_keys: int = 3, **kw: Any) -> KeyedMech
         key_block=4,
     )  # fmt: skip
     args.update(kw)
-    return KeyedMechanism(**args)
+    return keyed_mechanism(**args)
 
 
 @pytest.mark.parametrize(("name", "budget"), CASES)

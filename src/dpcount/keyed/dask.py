@@ -74,6 +74,7 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.job import (
     Carry,
+    EngineRun,
     KeyedJob,
     SecretArg,
     begin_release,
@@ -453,15 +454,7 @@ def run_dask(
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
     guard: Any = None,
-) -> tuple[
-    Any,
-    bool,
-    list[str],
-    DropReport,
-    Iterator[tuple[int, Any]],
-    Carry | None,
-    SelectionOutcome | None,
-]:
+) -> EngineRun:
     """Bound, sum, select and release on a Dask cluster; see
     :func:`dpcount.keyed.keyed_counts`."""
     from dask.base import compute

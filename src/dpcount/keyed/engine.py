@@ -62,7 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -72,10 +72,13 @@ from dpcount.counting.base import CountingMechanism, add_noise
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFSource
-from dpcount.privacy.budget import Budget, CalibrationRule, NoiseKind, Participation
-from dpcount.privacy.guarantee import PrivacyGuarantee
+from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
+from dpcount.privacy.budget import BudgetFields, accept_participation
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "STATE_VALUES_LIMIT",
@@ -85,6 +88,12 @@ __all__ = [
     "choose_mechanism",
     "exact_running",
 ]
+
+#: owner names for Budget.resolve (messages; both calibrate to a participation schema:
+#: the keyed counting mechanism is a registry mechanism calibrated to it)
+_CHOOSE = "keyed.engine.choose_mechanism"
+accept_participation(_CHOOSE)
+accept_participation("KeyedMechanism")
 
 #: Steps per ``next_many`` call: the engine always drives a noise process in the
 #: aligned blocks 1..B, B+1..2B, … (the call sequence fixes which rows each step's
@@ -99,38 +108,51 @@ STATE_VALUES_LIMIT = 512
 TREE_ALIAS = "tree"
 
 
+def keyed_budget(budget: Budget, owner: str) -> Budget:
+    """``budget`` with the keyed defaults: noise exact discrete Laplace when it names
+    none; a step sensitivity other than 1 is refused (a keyed run derives one step's
+    ℓ₁/ℓ₂ bounds across keys from its weight and unit bounds: ``l1_step``, ``l2_step``).
+
+    Raises:
+        ValueError: ``budget.step_sensitivity`` ≠ 1 or ``budget.step_l2_sensitivity`` set.
+    """
+    if budget.step_sensitivity != 1 or budget.step_l2_sensitivity is not None:
+        raise ValueError(
+            f"budget.step_sensitivity must be 1 and budget.step_l2_sensitivity None for "
+            f"{owner}, got {budget.step_sensitivity!r} and {budget.step_l2_sensitivity!r}: "
+            "a keyed run derives one step's sensitivity from max_weight (and max_keys)"
+        )
+    return budget.with_default_noise(NoiseKind.DISCRETE_LAPLACE)
+
+
 def choose_mechanism(
     horizon: int,
     *,
-    epsilon: float,
-    delta: float | None,
-    noise: NoiseKind | str,
+    budget: Budget | None = None,
     l1_step: float,
     l2_step: float,
-    participation: Participation | None = None,
+    **fields: Unpack[BudgetFields],
 ) -> tuple[str, dict[str, Any], str | None]:
     """The plan's best mechanism for a keyed run: (registry name, options, calibration).
 
     The library's one choice, :func:`dpcount.analysis.choice.choose` (``auto``, as
-    ``dpcount count`` and :func:`dpcount.frame.private_counts` resolve it), for a
-    budget of ``noise`` with the step sensitivity that noise family is calibrated to
-    (Δ₂ for the Gaussian kinds, Δ₁ for the Laplace kinds): within one family every
-    candidate's MSE scales with that Δ² (at unit-step level with Laplace noise and a
-    δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂ — the chosen
-    mechanism is then calibrated exactly). The choice reads only public parameters.
+    ``dpcount count`` and :func:`dpcount.frame.private_counts` resolve it), for
+    ``budget`` (its noise kind, default exact discrete Laplace; its participation
+    schema) with the step sensitivity that noise family is calibrated to (Δ₂ =
+    ``l2_step`` for the Gaussian kinds, Δ₁ = ``l1_step`` for the Laplace kinds): within
+    one family every candidate's MSE scales with that Δ² (at unit-step level with
+    Laplace noise and a δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂
+    — the chosen mechanism is then calibrated exactly). The choice reads only public
+    parameters. ``**fields``: the budget's fields given loose (``epsilon=``, ``delta=``,
+    ``noise=``, ``participation=``; deprecated, DeprecationWarning; removed in 0.5).
     """
     from dpcount.analysis.choice import choose
 
-    kind = NoiseKind.parse("noise", noise)
-    step = l2_step if kind.is_gaussian else l1_step
-    budget = Budget(
-        epsilon=epsilon,
-        delta=delta,
-        noise=kind,
-        step_sensitivity=step,
-        participation=participation,
-    )
-    choice = choose(horizon, budget=budget)
+    resolved = keyed_budget(Budget.resolve(budget, fields, owner=_CHOOSE, deprecated=True), _CHOOSE)
+    assert resolved.noise is not None
+    step = l2_step if resolved.noise.is_gaussian else l1_step
+    # the choice as before 0.4: for the kind's step sensitivity, without a calibration rule
+    choice = choose(horizon, budget=resolved.replace(step_sensitivity=step, calibration=None))
     rule = choice.budget.calibration
     return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
 
@@ -273,7 +295,17 @@ class _ZeroSource:
         return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
 
 
-@dataclass(frozen=True)
+class Window(TypedDict, total=False):
+    """The steps a release computes (:meth:`KeyedMechanism.release`): ``first`` (default
+    1), ``last`` (default the horizon) and ``base``, the exact running counts of step
+    first − 1 (None: zero)."""
+
+    first: int
+    last: int | None
+    base: NDArray[Any] | None
+
+
+@dataclass(frozen=True, init=False)
 class KeyedMechanism:
     """The calibrated counting mechanism of one keyed run (public configuration, no secret).
 
@@ -282,25 +314,26 @@ class KeyedMechanism:
         horizon: T, the number of steps.
         mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`), or
             ``"tree"`` (the k-ary tree, binary by default: 0.3's keyed tree).
-        noise: a :class:`~dpcount.privacy.NoiseKind`.
-        epsilon, delta, calibration: the budget (see :func:`dpcount.privacy.calibrate`).
+        budget: the :class:`~dpcount.privacy.Budget`: ε, δ, noise kind (default exact
+            discrete Laplace), calibration rule (see :func:`dpcount.privacy.calibrate`)
+            and the per-key (k, b)-participation schema of a run-level unit bound
+            (:mod:`dpcount.keyed.bounds`; None: one step). Its step sensitivity is
+            left at 1: the keyed step bounds are ``l1_step`` and ``l2_step``.
         l1_step, l2_step: per-step sensitivity across keys (Δ₁, Δ₂).
         neighbouring: text of the neighbouring relation.
         key_block: PRF layout constant B (power of two): noise is computed for aligned
             blocks of B keys.
         k, subtract: the k-ary tree's options (``"kary"``/``"tree"`` only).
         bands: the Toeplitz factorization's band count (``"toeplitz"`` only; None: full).
-        participation: the per-key (k, b)-participation schema of a run-level unit
-            bound (:mod:`dpcount.keyed.bounds`); None: one step.
+        **fields: the budget's fields given loose (``epsilon=``, ``delta=``, ``noise=``,
+            ``calibration=``, ``participation=``; deprecated, DeprecationWarning; removed
+            in 0.5): pass ``budget=``.
     """
 
     n_keys: int
     horizon: int
     mechanism: str
-    noise: NoiseKind
-    epsilon: float
-    delta: float | None
-    calibration: str | None
+    budget: Budget
     l1_step: float
     l2_step: float
     neighbouring: str
@@ -308,14 +341,46 @@ class KeyedMechanism:
     k: int | None = None
     subtract: bool | None = None
     bands: int | None = None
-    participation: Participation | None = None
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        n_keys: int,
+        horizon: int,
+        mechanism: str,
+        *,
+        budget: Budget | None = None,
+        l1_step: float,
+        l2_step: float,
+        neighbouring: str,
+        key_block: int,
+        k: int | None = None,
+        subtract: bool | None = None,
+        bands: int | None = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        resolved = Budget.resolve(budget, fields, owner="KeyedMechanism", deprecated=True)
+        values = {
+            "n_keys": n_keys,
+            "horizon": horizon,
+            "mechanism": mechanism,
+            "budget": keyed_budget(resolved, "KeyedMechanism"),
+            "l1_step": l1_step,
+            "l2_step": l2_step,
+            "neighbouring": neighbouring,
+            "key_block": key_block,
+            "k": k,
+            "subtract": subtract,
+            "bands": bands,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+        self._check()
+
+    def _check(self) -> None:
         for name in ("n_keys", "horizon"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        object.__setattr__(self, "noise", NoiseKind.parse("noise", self.noise))
         name = self.mechanism
         if name != TREE_ALIAS and name not in MECHANISMS:
             choices = ", ".join(sorted([*MECHANISMS, TREE_ALIAS, "auto"]))
@@ -332,12 +397,36 @@ class KeyedMechanism:
             isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2
         ):
             raise ValueError(f"k must be an integer >= 2, got {self.k!r}")
-        pld = self.calibration == CalibrationRule.PLD.value
+        pld = self.budget.calibration is CalibrationRule.PLD
         if pld and self.l1_step != self.l2_step:
             raise ValueError(
                 "calibration='pld' is computed for one scalar step's sensitivity profile (event "
                 "level); at unit-step level use the noise kind's default calibration"
             )
+
+    @property
+    def noise(self) -> NoiseKind:
+        """The budget's noise kind."""
+        assert self.budget.noise is not None  # keyed_budget gives it its default
+        return self.budget.noise
+
+    @property
+    def epsilon(self) -> float:
+        return self.budget.epsilon
+
+    @property
+    def delta(self) -> float | None:
+        return self.budget.delta
+
+    @property
+    def calibration(self) -> str | None:
+        """The budget's calibration rule as its name (None: the noise kind's default)."""
+        rule = self.budget.calibration
+        return None if rule is None else str(rule)
+
+    @property
+    def participation(self) -> Participation | None:
+        return self.budget.participation
 
     @cached_property
     def counting(self) -> CountingMechanism:
@@ -354,17 +443,11 @@ class KeyedMechanism:
         # Gaussian noise reads step_sensitivity as the l2 bound; the others the l1 bound
         # and step_l2_sensitivity (Laplace with a delta, the discrete Gaussian).
         gaussian = self.noise is NoiseKind.GAUSSIAN
-        return MECHANISMS[name](
-            horizon=self.horizon,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            noise=self.noise.value,
-            calibration=self.calibration,
+        budget = self.budget.replace(
             step_sensitivity=self.l2_step if gaussian else self.l1_step,
             step_l2_sensitivity=None if gaussian or self.l2_step == self.l1_step else self.l2_step,
-            participation=self.participation,
-            **options,
         )
+        return MECHANISMS[name](horizon=self.horizon, budget=budget, **options)
 
     @property
     def privacy(self) -> PrivacyGuarantee:
@@ -472,18 +555,17 @@ class KeyedMechanism:
         contributions: Contributions,
         key_lo: int,
         key_hi: int,
-        *,
-        first: int = 1,
-        last: int | None = None,
-        base: NDArray[Any] | None = None,
+        **window: Unpack[Window],
     ) -> NDArray[Any]:
         """Private running counts of keys [key_lo, key_hi) at steps first..last (default
-        1..T): shape (last − first + 1, key_hi − key_lo). ``base``: the exact running
-        counts of step first − 1 of these keys (from a stored state; None: zero). The
-        noise of steps before ``first`` is regenerated (see :meth:`release_with_state`)."""
-        values, _ = self.release_with_state(
-            secret, contributions, key_lo, key_hi, first=first, last=last, base=base
-        )
+        1..T): shape (last − first + 1, key_hi − key_lo). ``window``: ``first``,
+        ``last`` and ``base``, the exact running counts of step first − 1 of these keys
+        (from a stored state; None: zero), as :meth:`release_with_state` takes them. The
+        noise of steps before ``first`` is regenerated."""
+        unknown = sorted(set(window) - set(Window.__annotations__))
+        if unknown:
+            raise TypeError(f"release() got an unexpected keyword argument {unknown[0]!r}")
+        values, _ = self.release_with_state(secret, contributions, key_lo, key_hi, **window)
         return values
 
     def release_with_state(

@@ -8,17 +8,23 @@ import hashlib
 import hmac
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
-from dpcount.keyed.engine import KeyedMechanism, choose_mechanism, chunk_bounds, exact_running
+from dpcount.keyed.engine import (
+    KeyedMechanism,
+    choose_mechanism,
+    chunk_bounds,
+    exact_running,
+    keyed_budget,
+)
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
@@ -36,12 +42,16 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
-from dpcount.keyed.selection import KeySelection, SelectionPlan
+from dpcount.keyed.selection import KeySelection, SelectionOutcome, SelectionPlan
 from dpcount.keyed.state import OpenKeys, RunState, extras_digest
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Carry",
+    "EngineRun",
     "KeyedJob",
     "SecretArg",
     "begin_release",
@@ -258,10 +268,7 @@ def make_job(
     keys: Sequence[Any] | str | os.PathLike[str] | None,
     columns: EventColumns,
     step: int | str,
-    epsilon: float,
-    delta: float | None,
-    noise: NoiseKind | str,
-    calibration: str | None,
+    budget: Budget | None = None,
     max_weight: float,
     max_keys: int | None,
     start: Any,
@@ -276,6 +283,7 @@ def make_job(
     min_separation: int | None = None,
     late: str = "refuse",
     prior_keys: Sequence[Any] = (),
+    **fields: Unpack[BudgetFields],
 ) -> tuple[KeyedJob, list[str]]:
     """Fix the public configuration (``times``: all event times, for omitted start/horizon).
 
@@ -288,8 +296,16 @@ def make_job(
     ``prior_keys`` of earlier runs (their key table, positions kept).
     ``unit_scope="run"``: the unit bound over the whole run (``max_keys``,
     ``max_steps``, ``min_separation``; :mod:`dpcount.keyed.bounds`).
+    ``budget``: as :func:`~dpcount.keyed.run.keyed_counts` takes it (noise default
+    exact discrete Laplace, step sensitivity 1, no participation schema: the run's
+    bounds give them); ``**fields``: its fields given loose (``epsilon=``, ``delta=``,
+    ``noise=``, ``calibration=``; deprecated, DeprecationWarning; removed in 0.5).
     """
-    kind = NoiseKind.parse("noise", noise)
+    resolved = keyed_budget(
+        Budget.resolve(budget, fields, owner="make_job", deprecated=True), "make_job"
+    )
+    kind = resolved.noise
+    assert kind is not None  # keyed_budget gives it its default
     if keys is None:
         universe = open_universe(selection, key_values, prior_keys)
     else:
@@ -352,27 +368,21 @@ def make_job(
             )
         mechanism, options, rule = choose_mechanism(
             int(horizon),
-            epsilon=epsilon,
-            delta=delta,
-            noise=kind,
+            budget=resolved.replace(participation=schema),
             l1_step=l1,
             l2_step=l2,
-            participation=schema,
         )
-        calibration = rule if calibration is None else calibration
+        if resolved.calibration is None and rule is not None:
+            resolved = resolved.replace(calibration=rule)
     mech = KeyedMechanism(
         n_keys=len(universe),
         horizon=int(horizon),
         mechanism=mechanism,
-        noise=kind,
-        epsilon=float(epsilon),
-        delta=delta,
-        calibration=calibration,
+        budget=resolved.replace(participation=schema),
         l1_step=float(l1),
         l2_step=float(l2),
         neighbouring=relation,
         key_block=OPEN_KEY_BLOCK if keys is None else _key_block(len(universe)),
-        participation=schema,
         **options,
     )
     mech.counting  # noqa: B018  (validates the budget before a secret file is created)
@@ -689,3 +699,18 @@ def save_state(
     RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout, open_keys, ledger).save(
         state, s
     )
+
+
+#: What an engine (embedded or Dask) hands to the output: the job, whether its secret
+#: was created, the parameters taken from the data, the drop report, the released
+#: chunks (first key, counts of shape (steps, keys)) — lazily —, what the next run
+#: needs (None: no state kept) and the key selection's outcome (None: no selection).
+EngineRun = tuple[
+    KeyedJob,
+    bool,
+    list[str],
+    DropReport,
+    Iterator[tuple[int, NDArray[Any]]],
+    Carry | None,
+    SelectionOutcome | None,
+]

@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import PUBLIC, atomic_file, write_atomic
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame, keyed_budget
 from dpcount.keyed.events import (
     DropReport,
     EventColumns,
@@ -39,6 +39,7 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.job import (
     Carry,
+    EngineRun,
     KeyedJob,
     SecretArg,
     begin_release,
@@ -513,8 +514,9 @@ def keyed_counts(
         )
         if value is not None
     }  # fmt: skip
-    resolved = Budget.resolve(budget, loose, owner="keyed_counts", deprecated=True)
-    epsilon, delta, noise, calibration = _keyed_budget(resolved)
+    resolved = keyed_budget(
+        Budget.resolve(budget, loose, owner="keyed_counts", deprecated=True), "keyed_counts"
+    )
     if state is not None and (start is None or horizon is None):
         raise ValueError(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
@@ -565,10 +567,7 @@ def keyed_counts(
             keys=keys,
             columns=columns,
             step=step,
-            epsilon=epsilon,
-            delta=delta,
-            noise=noise,
-            calibration=calibration,
+            budget=resolved,
             max_weight=max_weight,
             max_keys=max_keys,
             start=start,
@@ -672,20 +671,6 @@ def _check_open(
             )
 
 
-def _keyed_budget(budget: Budget) -> tuple[float, float | None, str, str | None]:
-    """(ε, δ, noise, calibration) of a keyed run's budget (noise defaults to exact
-    discrete Laplace); a step sensitivity other than 1 is refused (the run derives it)."""
-    if budget.step_sensitivity != 1 or budget.step_l2_sensitivity is not None:
-        raise ValueError(
-            "budget.step_sensitivity must be 1 and budget.step_l2_sensitivity None for "
-            f"keyed_counts, got {budget.step_sensitivity!r} and {budget.step_l2_sensitivity!r}: "
-            "a keyed run derives one step's sensitivity from max_weight (and max_keys)"
-        )
-    rule = None if budget.calibration is None else str(budget.calibration)
-    noise = str(budget.with_default_noise(NoiseKind.DISCRETE_LAPLACE).noise)
-    return budget.epsilon, budget.delta, noise, rule
-
-
 def _run_embedded(
     events: pd.DataFrame | str | os.PathLike[str],
     common: dict[str, Any],
@@ -698,15 +683,7 @@ def _run_embedded(
     until: int | None = None,
     guard: ReleaseGuard | None = None,
     allowed_lateness: Any = None,
-) -> tuple[
-    KeyedJob,
-    bool,
-    list[str],
-    DropReport,
-    Iterator[tuple[int, NDArray[Any]]],
-    Carry | None,
-    SelectionOutcome | None,
-]:
+) -> EngineRun:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
     columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)

@@ -120,7 +120,7 @@ from numpy.typing import NDArray
 from dpcount._validate import check_probability, check_real
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions
-from dpcount.privacy.budget import NoiseKind
+from dpcount.privacy.budget import Budget, NoiseKind
 
 
 class _Secret(Protocol):
@@ -310,18 +310,11 @@ class SelectionPlan:
                 f"noise={counting.noise.value!r}: a discrete Laplace threshold on a non-integer "
                 "count would reveal its fractional part"
             )
-        # the counting run's keys, horizon, relation, step bounds and participation
-        mech = replace(
-            counting,
-            mechanism="tree",
-            noise=NoiseKind.DISCRETE_LAPLACE,
-            epsilon=selection.epsilon,
-            delta=None,
-            calibration=None,
-            k=None,
-            subtract=None,
-            bands=None,
-        )
+        # the counting run's keys, horizon, relation, step bounds and participation, with
+        # the selection's pure ε_s and the binary tree (0.3's keyed tree)
+        schema = counting.participation
+        budget = Budget(selection.epsilon, noise=NoiseKind.DISCRETE_LAPLACE, participation=schema)
+        mech = replace(counting, mechanism="tree", budget=budget, k=None, subtract=None, bands=None)
         mech.counting  # noqa: B018  (validates the selection budget now)
         return cls(
             selection,
