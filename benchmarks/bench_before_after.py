@@ -312,15 +312,19 @@ def _keyed_job(n_keys: int, steps: int) -> Any:
     from dpcount.keyed.events import EventColumns, parse_times
     from dpcount.keyed.job import make_job
 
+    if _accepts(make_job, "budget"):
+        from dpcount.privacy import Budget
+
+        privacy: dict[str, Any] = {"budget": Budget(epsilon=1.0, noise="discrete-laplace")}
+    else:
+        loose = {"epsilon": 1.0, "delta": None, "noise": "discrete-laplace"}
+        privacy = {**loose, "calibration": None}
     job, _ = make_job(
         times=parse_times(pd.Series([0]), "t"),
         keys=list(range(n_keys)),
         columns=EventColumns("t", "key"),
         step=1,
-        epsilon=1.0,
-        delta=None,
-        noise="discrete-laplace",
-        calibration=None,
+        **privacy,
         max_weight=1,
         max_keys=None,
         start=0,
