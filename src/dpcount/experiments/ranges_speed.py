@@ -10,9 +10,7 @@ Times are wall-clock on a shared machine (best of a few repeats where cheap); th
 paper's were measured on an M1 laptop, so only ratios and slopes compare.
 
 References:
-    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
-      Queries with Correlated Input Perturbation". 2024.
-      https://arxiv.org/abs/2402.07066
+    [references: dggw24]
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from dpcount.experiments._ranges_common import (
     eigen_limit,
     uniform_data,
 )
+from dpcount.privacy._statements import cite
 from dpcount.ranges import (
     MECHANISMS,
     AllRanges,
@@ -48,6 +47,8 @@ from dpcount.ranges import (
     nodal_ranges,
     random_dense_queries,
 )
+
+__doc__ = cite(__doc__)
 
 __all__ = [
     "CascadeSpeed",
