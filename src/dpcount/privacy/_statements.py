@@ -17,7 +17,7 @@ import re
 import textwrap
 from typing import TypeVar, overload
 
-__all__ = ["EVENT_LEVEL", "REFERENCES", "STATEMENTS", "cite", "noise_statements"]
+__all__ = ["EVENT_LEVEL", "REFERENCES", "STATEMENTS", "cite", "cited", "noise_statements"]
 
 _T = TypeVar("_T", bound=type)
 
@@ -59,6 +59,11 @@ REFERENCES: dict[str, str] = {
     "https://arxiv.org/abs/2202.11205",
     "dggw24": 'P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range Queries '
     'with Correlated Input Perturbation". 2024. https://arxiv.org/abs/2402.07066',
+    "hku25": 'M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix '
+    'factorization bounds for differentially private continual counting". 2025. '
+    "https://arxiv.org/abs/2509.14334",
+    "jf25": 'B. Jacobsen, K. Fawaz. "Private Continual Counting of Unbounded Streams". '
+    "NeurIPS 2025. https://arxiv.org/abs/2506.15018",
     "cks20": 'C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for Differential '
     'Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010',
 }
@@ -168,3 +173,14 @@ def cite(doc: str | None) -> str | None:
         raise ValueError(f"no REFERENCES entry for {unknown}")
     entries = _bullets([REFERENCES[key] for key in keys.split(", ")], indent)
     return doc[: found.start()] + entries + doc[found.end() :]
+
+
+def cited(cls: _T) -> _T:
+    """Class decorator: :func:`cite` on the class's docstring (its ``[references: ...]``
+    line becomes those :data:`REFERENCES` entries)."""
+    if cls.__doc__ is not None:
+        try:
+            cls.__doc__ = cite(cls.__doc__)
+        except ValueError as exc:
+            raise ValueError(f"{cls.__name__}: {exc}") from None
+    return cls
