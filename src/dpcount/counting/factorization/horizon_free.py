@@ -65,13 +65,10 @@ from dpcount.counting.base import MAX_HORIZON, CountingMechanism, MemoryEstimate
 from dpcount.counting.factorization.sqrt import SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.privacy._statements import cite, cited
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.budget import Budget, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from dpcount.counting.participation import Sensitivity
 
 __doc__ = cite(__doc__)
@@ -295,23 +292,14 @@ class HorizonFreeSqrt(CountingMechanism):
         steps = min(T, 1 << 20)
         return MemoryEstimate(structure=16 * steps, stream=48 * steps * d + step_bytes(dim))
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        resolved = Budget.resolve(budget, fields, owner="HorizonFreeSqrt").gaussian_only(
-            "HorizonFreeSqrt"
-        )
+    def _accept_budget(self, budget: Budget) -> Budget:
+        resolved = budget.gaussian_only("HorizonFreeSqrt")
         if resolved.participation is not None:
             raise ValueError(
                 "HorizonFreeSqrt is calibrated for single participation: participation must "
                 f"be None, got {resolved.participation!r}"
             )
-        super().__init__(horizon, budget=resolved, rng=rng)
+        return resolved
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         norm = type(self)._norm
