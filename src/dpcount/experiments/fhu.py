@@ -1067,6 +1067,13 @@ def _fhu_cbnorm_summary(r: FhuCbNorm) -> dict[str, float]:
     }
 
 
+def _ranged(quantity: str, paper: str, s: dict[str, float], name: str) -> Comparison:
+    """The comparison of a quantity's largest value over a range of T (``max_NAME``),
+    noting its range (``min_NAME`` … ``max_NAME``)."""
+    low, high = s[f"min_{name}"], s[f"max_{name}"]
+    return Comparison(quantity, paper, round(high, 4), f"range {low:.3f} … {high:.3f}")
+
+
 def _fhu_cbnorm_comparisons(s: dict[str, float]) -> list[Comparison]:
     return [
         Comparison(
@@ -1075,18 +1082,8 @@ def _fhu_cbnorm_comparisons(s: dict[str, float]) -> list[Comparison]:
             s["psi_below_upper_from"],
             f"ours: from T = {s['psi_below_upper_from']:.0f}",
         ),
-        Comparison(
-            "improvement Mathias upper − Ψ(T), 50 ≤ T ≤ 2^44",
-            "≈ 0.35",
-            round(s["max_improvement_psi"], 4),
-            f"range {s['min_improvement_psi']:.3f} … {s['max_improvement_psi']:.3f}",
-        ),
-        Comparison(
-            "Ψ(T) − Mathias lower, 2^5 ≤ T ≤ 2^44",
-            "< 0.1",
-            round(s["max_gap_psi_lower"], 4),
-            f"range {s['min_gap_psi_lower']:.3f} … {s['max_gap_psi_lower']:.3f}",
-        ),
+        _ranged("improvement Mathias upper − Ψ(T), 50 ≤ T ≤ 2^44", "≈ 0.35", s, "improvement_psi"),
+        _ranged("Ψ(T) − Mathias lower, 2^5 ≤ T ≤ 2^44", "< 0.1", s, "gap_psi_lower"),
         Comparison(
             "Thm 1.1: ‖L‖2→∞‖R‖1→2 = Σf(k)² ≤ Ψ(T)",
             "for all T",
@@ -1102,11 +1099,8 @@ def _fhu_cbnorm_comparisons(s: dict[str, float]) -> list[Comparison]:
             f"{s['max_improvement_exact']:.3f}] < 0 for T ≥ 50 (above the upper bound from "
             f"T = {s['exact_above_upper_from']:.0f})",
         ),
-        Comparison(
-            "exact Σf(k)² − Mathias lower, 2^5 ≤ T ≤ 2^44",
-            "(< 0.1 for Ψ)",
-            round(s["max_gap_exact_lower"], 4),
-            f"range {s['min_gap_exact_lower']:.3f} … {s['max_gap_exact_lower']:.3f}",
+        _ranged(
+            "exact Σf(k)² − Mathias lower, 2^5 ≤ T ≤ 2^44", "(< 0.1 for Ψ)", s, "gap_exact_lower"
         ),
         Comparison(
             "Lemma C.4: γ̂(T) → 2 ln(T)/π from above",
