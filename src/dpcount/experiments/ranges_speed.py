@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -34,6 +33,7 @@ from dpcount.experiments._ranges_common import (
     EPSILON,
     LABELS,
     MARKERS,
+    FloatArray,
     eigen_limit,
     uniform_data,
 )
@@ -58,8 +58,6 @@ __all__ = [
     "definition_3_1",
     "loglog_slope",
 ]
-
-FloatArray = NDArray[np.float64]
 
 
 def definition_3_1(k: int) -> FloatArray:
