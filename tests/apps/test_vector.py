@@ -148,6 +148,10 @@ def test_mechanism_choice_defaults_and_errors() -> None:
         MechanismChoice(subtract=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"l2 sensitivity must be <= l1 sensitivity"):
         StreamSensitivity(1.0, 2.0)
+    # a scalar stream: one coordinate, so Γ₁ = Γ₂ (validated like any other)
+    assert StreamSensitivity.scalar(2.5) == StreamSensitivity(2.5, 2.5)
+    with pytest.raises(ValueError, match=r"l1 sensitivity must be > 0"):
+        StreamSensitivity.scalar(0.0)
 
 
 def test_default_with_delta_is_sqrt_gaussian() -> None:

@@ -12,29 +12,10 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._cli._counting import (
-    DEFAULT_K,
-    build,
-    build_unbounded,
-    finished,
-    header,
-    postprocessed,
-    row_line,
-    summary,
-    summary_unbounded,
-)
+from dpcount._cli import _counting, common
+from dpcount._cli._counting import DEFAULT_K
 from dpcount._cli._durable import run_durable
 from dpcount._cli._time import Clock
-from dpcount._cli.common import (
-    add_digits_argument,
-    add_participation_arguments,
-    add_privacy_arguments,
-    check_digits,
-    err_console,
-    escape,
-    flags,
-    open_output,
-)
 from dpcount.counting._steps import NotWholeNumberError
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
@@ -73,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "0 but keeps its time, so the steps span the whole input; how many did not match is "
         "printed on stderr (default: every row)",
     )
-    add_digits_argument(p, "std columns")
+    common.add_digits_argument(p, "std columns")
     _mechanism_arguments(p)
     _time_arguments(p)
     _post_arguments(p)
@@ -113,7 +94,7 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         "Toeplitz matrix; `dpcount plan` recommends --bands B with --min-separation B; other "
         "mechanisms ignore it, with a warning)",
     )
-    add_privacy_arguments(p)
+    common.add_privacy_arguments(p)
     p.add_argument(
         "--noise",
         choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
@@ -141,7 +122,7 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="largest change of one step between neighbouring inputs (default 1)",
     )
-    add_participation_arguments(p)
+    common.add_participation_arguments(p)
     p.add_argument(
         "--horizon",
         type=int,
@@ -275,7 +256,7 @@ def _check_options(args: argparse.Namespace) -> None:
             )
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
-    check_digits(args)
+    common.check_digits(args)
     args.where_conditions = _parse_where(args.where)
     args.count_rows = args.column is None and (args.time_column is not None or bool(args.where))
     if args.count_rows and args.step is None:
@@ -310,7 +291,7 @@ def _reader(args: argparse.Namespace, fh: Any, source: str) -> SeriesReader:
         fh,
         args.column,
         source=source,
-        **flags(args, "time_column", "missing"),
+        **common.flags(args, "time_column", "missing"),
         where=args.where_conditions,
         count_rows=args.count_rows,
     )
@@ -423,7 +404,7 @@ def _warn_data_derived(args: argparse.Namespace) -> None:
     names = [flag for flag, value in (("--start", args.start), ("--horizon", args.horizon))
              if value is None]  # fmt: skip
     if names:
-        err_console().print(escape(data_derived_warning(names)), highlight=False)
+        common.err_console().print(common.escape(data_derived_warning(names)), highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -440,19 +421,19 @@ def run(args: argparse.Namespace) -> int:
             f"{'rows' if args.step is None else 'steps'} of "
             + ("stdin" if args.input == "-" else args.input)
         )
-    mech = build(args, horizon, values)
+    mech = _counting.build(args, horizon, values)
     if args.step is not None:
         _warn_data_derived(args)
-    raw = finished(args, mech.release(np.asarray(values)))
+    raw = _counting.finished(args, mech.release(np.asarray(values)))
     std = _released_std(mech, len(values))
-    post = postprocessed(args, raw)
-    with open_output(args.output) as out:
-        out.write(",".join(header(args, post is not None)) + "\n")
+    post = _counting.postprocessed(args, raw)
+    with common.open_output(args.output) as out:
+        out.write(",".join(_counting.header(args, post is not None)) + "\n")
         shown = raw if post is None else post
         _write_rows(out, labels, shown, std, None if post is None else raw, args.digits)
-    summary(mech, len(values), args)
+    _counting.summary(mech, len(values), args)
     if args.monotone:
-        err_console().print(f"note: --monotone: {MONOTONE_NOTE}", highlight=False)
+        common.err_console().print(f"note: --monotone: {MONOTONE_NOTE}", highlight=False)
     _report_missing(reader)
     if args.plot:
         from dpcount._cli._plot import plot_release
@@ -461,8 +442,8 @@ def run(args: argparse.Namespace) -> int:
             args.plot, np.cumsum(values), raw, np.asarray(std), post, labels, mech,
             time_name=args.time_column,
         )  # fmt: skip
-        err_console().print(
-            f"plot written to {escape(str(path))} (it shows the true counts: for the data "
+        common.err_console().print(
+            f"plot written to {common.escape(str(path))} (it shows the true counts: for the data "
             "owner, not for publication)"
         )
     return 0
@@ -471,10 +452,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_live(args: argparse.Namespace) -> int:
     reader = _reader(args, sys.stdin, "stdin")
     mech: CountingMechanism | UnboundedCounter
-    mech = build_unbounded(args) if args.horizon is None else build(args, args.horizon, None)
+    if args.horizon is None:
+        mech = _counting.build_unbounded(args)
+    else:
+        mech = _counting.build(args, args.horizon, None)
     post = args.round or args.clamp
-    with open_output(args.output, live=True) as out:
-        out.write(",".join(header(args, post)) + "\n")
+    with common.open_output(args.output, live=True) as out:
+        out.write(",".join(_counting.header(args, post)) + "\n")
         out.flush()
         stream = mech.stream()
         # Step by step: memory independent of --horizon (never variances()).
@@ -483,28 +467,29 @@ def _run_live(args: argparse.Namespace) -> int:
         for _, time, value in reader.records():
             if args.horizon is not None and steps >= args.horizon:
                 raise ValueError(f"stdin has more than --horizon {args.horizon} rows")
-            v = finished(args, _update(args, stream, value))
-            shown = postprocessed(args, np.asarray([v]))
+            v = _counting.finished(args, _update(args, stream, value))
+            shown = _counting.postprocessed(args, np.asarray([v]))
             s = math.sqrt(next(variances))
-            line = row_line(steps + 1, time, v if shown is None else shown[0], s,
+            line = _counting.row_line(steps + 1, time, v if shown is None else shown[0], s,
                             None if shown is None else v, args.digits)  # fmt: skip
             out.write(line)
             out.flush()
             steps += 1
     if isinstance(mech, UnboundedCounter):
-        summary_unbounded(mech, steps, args)
+        _counting.summary_unbounded(mech, steps, args)
     else:
-        summary(mech, steps, args)
+        _counting.summary(mech, steps, args)
     _report_missing(reader)
     return 0
 
 
 def _report_missing(reader: SeriesReader) -> None:
     if reader.count_rows:
-        err_console().print("note: no --column: each row counts 1 (rows per step)")
+        common.err_console().print("note: no --column: each row counts 1 (rows per step)")
     if reader.where:
-        err_console().print(
-            f"note: {reader.unmatched} row(s) not matching {escape(_where_text(reader))} counted 0",
+        common.err_console().print(
+            f"note: {reader.unmatched} row(s) not matching "
+            f"{common.escape(_where_text(reader))} counted 0",
             highlight=False,
         )
     if reader.skipped or reader.zeroed:
@@ -513,7 +498,7 @@ def _report_missing(reader: SeriesReader) -> None:
             if reader.skipped
             else f"{reader.zeroed} missing value(s) read as 0 (--missing zero)"
         )
-        err_console().print(f"note: {what}")
+        common.err_console().print(f"note: {what}")
 
 
 def _released_std(mech: CountingMechanism, n: int) -> NDArray[np.float64]:

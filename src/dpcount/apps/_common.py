@@ -90,6 +90,12 @@ class StreamSensitivity:
         if l2 > l1 * (1.0 + 1e-12):
             raise ValueError(f"l2 sensitivity must be <= l1 sensitivity {l1!r}, got {l2!r}")
 
+    @classmethod
+    def scalar(cls, bound: float) -> StreamSensitivity:
+        """A scalar stream's: one coordinate whose summed change is at most ``bound``,
+        so Γ₁ = Γ₂ = ``bound``."""
+        return cls(bound, bound)
+
     def for_noise(self, noise: str) -> tuple[float, float | None]:
         """``(step_sensitivity, step_l2_sensitivity)`` for the counting mechanism."""
         if noise == "gaussian":

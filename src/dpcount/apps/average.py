@@ -125,7 +125,7 @@ class RunningAverage(AppBase):
         self._setup_mechanism(
             MechanismChoice(mechanism, k, subtract),
             user_budget,
-            StreamSensitivity(width, width),
+            StreamSensitivity.scalar(width),
             horizon=horizon,
             rng=rng,
             neighbouring="event-level: streams differ in one value, both in "

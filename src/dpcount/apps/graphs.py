@@ -697,7 +697,7 @@ def edge_count(graph: SimpleGraph) -> float:
 
 def edge_count_sensitivity() -> StreamSensitivity:
     """Γ₁ = Γ₂ = 1: one insertion more changes the edge count's differences at one step by 1."""
-    return StreamSensitivity(1.0, 1.0)
+    return StreamSensitivity.scalar(1.0)
 
 
 def degree_histogram(graph: SimpleGraph, max_degree: int) -> NDArray[np.float64]:
@@ -744,7 +744,7 @@ def triangle_count_sensitivity(max_degree: int) -> StreamSensitivity:
     The difference sequences differ by g_t − g_{t−1} ≥ 0, summing to g_T ≤ D − 1.
     """
     d = check_integer("max_degree", max_degree, ge=2)
-    return StreamSensitivity(float(d - 1), float(d - 1))
+    return StreamSensitivity.scalar(float(d - 1))
 
 
 def _statistic(

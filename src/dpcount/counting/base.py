@@ -451,7 +451,7 @@ class CountingMechanism(ABC):
         is set by :meth:`_set_structure`, called first.
         """
         self._set_structure(horizon)
-        budget = Budget.resolve(budget, fields, owner=type(self).__name__)
+        budget = self._accept_budget(Budget.resolve(budget, fields, owner=type(self).__name__))
         self.horizon = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         budget = budget.with_default_noise(self.default_noise)
         noise = budget.noise
@@ -519,6 +519,12 @@ class CountingMechanism(ABC):
         self._rng = as_generator(rng)
 
     # -- structure (implemented by subclasses) ------------------------------------
+    def _accept_budget(self, budget: Budget) -> Budget:
+        """The resolved budget, refused (ValueError) where the class cannot calibrate for
+        it (a noise kind or a participation schema its guarantee does not cover), before
+        the horizon is read; unchanged by default."""
+        return budget
+
     def _set_structure(self, horizon: int) -> None:
         """Set the structure that follows from ``horizon`` (as given: validate it), before
         the budget is read; nothing by default."""

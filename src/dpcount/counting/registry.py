@@ -122,6 +122,12 @@ class Entry:
         return build(**dict(self.preset), **kw)
 
 
+def _gaussian_only(name: str | None, target: str, **options: Any) -> Entry:
+    """The entry of a factorization calibrated for Gaussian noise only (its
+    ``continuous_noise`` and ``default_noise``: its sensitivity is an l2 norm)."""
+    return Entry(name, target, continuous=_GAUSSIAN, default=NoiseKind.GAUSSIAN, **options)
+
+
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
@@ -134,47 +140,33 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("smooth-binary", "smooth_binary:SmoothBinary", default=NoiseKind.GAUSSIAN),
     Entry("input", "input_perturbation:InputPerturbation"),
     # shipped mean-optimized parameters
-    Entry(
-        "blt",
-        "factorization.blt:BLT",
-        factory="optimized",
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
-    ),
+    _gaussian_only("blt", "factorization.blt:BLT", factory="optimized"),
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
-    Entry(
+    _gaussian_only(
         "toeplitz",
         "factorization.toeplitz:ToeplitzFactorization",
         factory="optimized",
         max_horizon=1 << 16,  # factorization.toeplitz.MAX_OPTIMIZED_HORIZON
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
     ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
-    Entry(
+    _gaussian_only(
         "normalized-sqrt",
         "factorization.normalized_sqrt:NormalizedSqrtFactorization",
         max_horizon=1 << 22,  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
     ),
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
-    Entry(
+    _gaussian_only(
         "normalized-blt",
         "factorization.normalized_blt:NormalizedBLT",
         factory="optimized",
         max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
     ),
     # row-scaled, column-normalized BLT, shipped mean-optimized parameters: O(buffers) state
-    Entry(
+    _gaussian_only(
         "row-scaled-blt",
         "factorization.row_scaled_blt:RowScaledBLT",
         factory="optimized",
         max_horizon=1 << 24,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
@@ -195,30 +187,21 @@ REGISTRY: tuple[Entry, ...] = (
         max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
     ),
     # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
-    Entry(
+    _gaussian_only(
         "row-scaled-sqrt",
         "factorization.row_scaled_sqrt:RowScaledSqrtFactorization",
         max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
     ),
     # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
-    Entry(
+    _gaussian_only(
         "row-scaled-banded",
         "factorization.row_scaled_banded:RowScaledBandedToeplitz",
         factory="optimized",
         max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
     ),
     # the horizon-free square root: no name (UnboundedCounter's inner "horizon-free-sqrt"),
     # rebuilt from checkpoints by class name
-    Entry(
-        None,
-        "factorization.horizon_free:HorizonFreeSqrt",
-        continuous=_GAUSSIAN,
-        default=NoiseKind.GAUSSIAN,
-    ),
+    _gaussian_only(None, "factorization.horizon_free:HorizonFreeSqrt"),
 )
 
 #: name -> its entry

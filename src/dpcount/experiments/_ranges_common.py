@@ -24,6 +24,8 @@ __all__ = [
     "EPSILON",
     "LABELS",
     "MARKERS",
+    "BoolArray",
+    "FloatArray",
     "eigen_limit",
     "mechanisms_for",
     "uniform_data",
@@ -31,6 +33,10 @@ __all__ = [
 
 EPSILON = 0.1
 DELTA = 1e-9
+
+#: the array types the range experiments pass around
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
 
 #: the paper's names for our registry's mechanisms (its legend)
 LABELS = {

@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount.experiments._framework import ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
-from dpcount.experiments._ranges_common import COLORS, DELTA, EPSILON, LABELS, MARKERS
+from dpcount.experiments._ranges_common import COLORS, DELTA, EPSILON, LABELS, MARKERS, FloatArray
 from dpcount.ranges import (
     MECHANISMS,
     AllRanges,
@@ -47,7 +46,6 @@ __all__ = [
     "find_dpbench",
 ]
 
-FloatArray = NDArray[np.float64]
 
 #: where the DPBench folder is looked for: from the working directory (a checkout's
 #: root) and from this source file's checkout

@@ -17,9 +17,7 @@
 Everything except ``elders-lowerbound`` is exact (closed forms, no simulation).
 
 References:
-    * J. D. Andersson, R. Pagh, T. A. Steiner, S. Torkamani. "Count on Your
-      Elders: Laplace vs Gaussian Noise". FORC 2025 (LIPIcs 329).
-      https://arxiv.org/abs/2408.07021
+    [references: elders]
 """
 
 from __future__ import annotations
@@ -53,7 +51,10 @@ from dpcount.counting.tree_formulas import (
 from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.privacy import Budget, NoiseKind
+from dpcount.privacy._statements import cite
 from dpcount.privacy.calibration import fhu_constant, fhu_delta
+
+__doc__ = cite(__doc__)
 
 __all__ = [
     "compute_elders_constants",

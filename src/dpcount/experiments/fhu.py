@@ -41,6 +41,7 @@ from dpcount.counting import BinaryTree, CountingMechanism, SqrtFactorization
 from dpcount.counting.factorization.sqrt_toeplitz import psi_bound, sqrt_l2_norm_squared
 from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
+from dpcount.privacy import Budget, CalibrationRule, NoiseKind
 from dpcount.privacy.calibration import fhu_constant
 
 __all__ = [
@@ -78,19 +79,21 @@ def _mechanisms(
     horizon: int, epsilon: float, rng: np.random.Generator, calibration: str = "fhu"
 ) -> dict[str, CountingMechanism]:
     """App. D's two mechanisms: square root (Alg. 1) and binary tree, Gaussian noise."""
+    budget = _gaussian(epsilon, calibration)
     return {
-        "sqrt": SqrtFactorization(
-            horizon, epsilon=epsilon, delta=DELTA, calibration=calibration, rng=rng
-        ),
-        "binary": BinaryTree(
-            horizon,
-            epsilon=epsilon,
-            delta=DELTA,
-            noise="gaussian",
-            calibration=calibration,
-            rng=rng,
-        ),
+        "sqrt": SqrtFactorization(horizon, budget=budget, rng=rng),
+        "binary": BinaryTree(horizon, budget=budget, rng=rng),
     }
+
+
+def _gaussian(epsilon: float, calibration: str) -> Budget:
+    """The papers' Gaussian budget: ε, δ = :data:`DELTA`, σ by ``calibration``."""
+    return Budget(
+        epsilon=epsilon,
+        delta=DELTA,
+        noise=NoiseKind.GAUSSIAN,
+        calibration=CalibrationRule(calibration),
+    )
 
 
 def _streams(rng: np.random.Generator, horizon: int) -> dict[float, NDArray[np.int64]]:
@@ -832,9 +835,7 @@ def _top1_runs(
     """``runs`` batch releases of the continual histogram of X (and one streaming run)."""
     T, u = X.shape
     eps = 0.1
-    hist = ContinualHistogram(
-        u, T, epsilon=eps, delta=DELTA, mechanism=name, noise="gaussian", calibration="fhu", rng=rng
-    )
+    hist = ContinualHistogram(u, T, budget=_gaussian(eps, "fhu"), mechanism=name, rng=rng)
     sample = top1_counts(hist.update_many(X))  # one run through the streaming app
     tops = np.empty((T, runs))
     per = max(1, 4096 // u)  # runs per batch release (T × u·per values)
@@ -843,16 +844,7 @@ def _top1_runs(
         rel = hist.mechanism.release(np.tile(X, (1, n))).reshape(T, n, u)
         tops[:, start : start + n] = rel.max(axis=2)
     err = tops - true_top[:, None]
-    an = ContinualHistogram(
-        u,
-        T,
-        epsilon=eps,
-        delta=DELTA,
-        mechanism=name,
-        noise="gaussian",
-        calibration="analytic",
-        rng=rng,
-    )
+    an = ContinualHistogram(u, T, budget=_gaussian(eps, "analytic"), mechanism=name, rng=rng)
     return _Top1Runs(
         sample=sample,
         mean=tops.mean(axis=1),
@@ -1075,6 +1067,13 @@ def _fhu_cbnorm_summary(r: FhuCbNorm) -> dict[str, float]:
     }
 
 
+def _ranged(quantity: str, paper: str, s: dict[str, float], name: str) -> Comparison:
+    """The comparison of a quantity's largest value over a range of T (``max_NAME``),
+    noting its range (``min_NAME`` … ``max_NAME``)."""
+    low, high = s[f"min_{name}"], s[f"max_{name}"]
+    return Comparison(quantity, paper, round(high, 4), f"range {low:.3f} … {high:.3f}")
+
+
 def _fhu_cbnorm_comparisons(s: dict[str, float]) -> list[Comparison]:
     return [
         Comparison(
@@ -1083,18 +1082,8 @@ def _fhu_cbnorm_comparisons(s: dict[str, float]) -> list[Comparison]:
             s["psi_below_upper_from"],
             f"ours: from T = {s['psi_below_upper_from']:.0f}",
         ),
-        Comparison(
-            "improvement Mathias upper − Ψ(T), 50 ≤ T ≤ 2^44",
-            "≈ 0.35",
-            round(s["max_improvement_psi"], 4),
-            f"range {s['min_improvement_psi']:.3f} … {s['max_improvement_psi']:.3f}",
-        ),
-        Comparison(
-            "Ψ(T) − Mathias lower, 2^5 ≤ T ≤ 2^44",
-            "< 0.1",
-            round(s["max_gap_psi_lower"], 4),
-            f"range {s['min_gap_psi_lower']:.3f} … {s['max_gap_psi_lower']:.3f}",
-        ),
+        _ranged("improvement Mathias upper − Ψ(T), 50 ≤ T ≤ 2^44", "≈ 0.35", s, "improvement_psi"),
+        _ranged("Ψ(T) − Mathias lower, 2^5 ≤ T ≤ 2^44", "< 0.1", s, "gap_psi_lower"),
         Comparison(
             "Thm 1.1: ‖L‖2→∞‖R‖1→2 = Σf(k)² ≤ Ψ(T)",
             "for all T",
@@ -1110,11 +1099,8 @@ def _fhu_cbnorm_comparisons(s: dict[str, float]) -> list[Comparison]:
             f"{s['max_improvement_exact']:.3f}] < 0 for T ≥ 50 (above the upper bound from "
             f"T = {s['exact_above_upper_from']:.0f})",
         ),
-        Comparison(
-            "exact Σf(k)² − Mathias lower, 2^5 ≤ T ≤ 2^44",
-            "(< 0.1 for Ψ)",
-            round(s["max_gap_exact_lower"], 4),
-            f"range {s['min_gap_exact_lower']:.3f} … {s['max_gap_exact_lower']:.3f}",
+        _ranged(
+            "exact Σf(k)² − Mathias lower, 2^5 ≤ T ≤ 2^44", "(< 0.1 for Ψ)", s, "gap_exact_lower"
         ),
         Comparison(
             "Lemma C.4: γ̂(T) → 2 ln(T)/π from above",

@@ -46,6 +46,8 @@ from dpcount.experiments._ranges_common import (
     EPSILON,
     LABELS,
     MARKERS,
+    BoolArray,
+    FloatArray,
     eigen_limit,
     mechanisms_for,
     uniform_data,
@@ -81,8 +83,6 @@ __all__ = [
     "dense_worst_case",
 ]
 
-FloatArray = NDArray[np.float64]
-BoolArray = NDArray[np.bool_]
 
 _Z_REJECT = 5.5  # |z| beyond which an exact value is rejected by a Monte Carlo estimate
 

@@ -10,9 +10,7 @@ Times are wall-clock on a shared machine (best of a few repeats where cheap); th
 paper's were measured on an M1 laptop, so only ratios and slopes compare.
 
 References:
-    * P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range
-      Queries with Correlated Input Perturbation". 2024.
-      https://arxiv.org/abs/2402.07066
+    [references: dggw24]
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
 from dpcount.experiments._plotting import figure, label_axes, legend
@@ -36,9 +33,11 @@ from dpcount.experiments._ranges_common import (
     EPSILON,
     LABELS,
     MARKERS,
+    FloatArray,
     eigen_limit,
     uniform_data,
 )
+from dpcount.privacy._statements import cite
 from dpcount.ranges import (
     MECHANISMS,
     AllRanges,
@@ -49,6 +48,8 @@ from dpcount.ranges import (
     random_dense_queries,
 )
 
+__doc__ = cite(__doc__)
+
 __all__ = [
     "CascadeSpeed",
     "RangesRuntime",
@@ -57,8 +58,6 @@ __all__ = [
     "definition_3_1",
     "loglog_slope",
 ]
-
-FloatArray = NDArray[np.float64]
 
 
 def definition_3_1(k: int) -> FloatArray:

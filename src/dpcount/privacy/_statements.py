@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 import textwrap
-from typing import TypeVar
+from typing import TypeVar, overload
 
-__all__ = ["EVENT_LEVEL", "REFERENCES", "STATEMENTS", "noise_statements"]
+__all__ = ["EVENT_LEVEL", "REFERENCES", "STATEMENTS", "cite", "cited", "noise_statements"]
 
 _T = TypeVar("_T", bound=type)
 
@@ -57,6 +57,13 @@ REFERENCES: dict[str, str] = {
     "fhu23": 'H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters: Fine-grained '
     'Error Bound on Differentially Private Continual Observation". ICML 2023. '
     "https://arxiv.org/abs/2202.11205",
+    "dggw24": 'P. Dharangutte, J. Gao, R. Gong, G. Wang. "Differentially Private Range Queries '
+    'with Correlated Input Perturbation". 2024. https://arxiv.org/abs/2402.07066',
+    "hku25": 'M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix '
+    'factorization bounds for differentially private continual counting". 2025. '
+    "https://arxiv.org/abs/2509.14334",
+    "jf25": 'B. Jacobsen, K. Fawaz. "Private Continual Counting of Unbounded Streams". '
+    "NeurIPS 2025. https://arxiv.org/abs/2506.15018",
     "cks20": 'C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for Differential '
     'Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010',
 }
@@ -81,6 +88,7 @@ EVENT_LEVEL = (
 _NEIGHBOURING_MARKER = re.compile(r"^( *)\[neighbouring: event level\]$", re.MULTILINE)
 _MARKER = re.compile(r"^( *)\[noise kinds: (continuous|all)\]$", re.MULTILINE)
 _REFERENCES_MARKER = re.compile(r"^( *)\[noise kinds references\]$", re.MULTILINE)
+_CITE_MARKER = re.compile(r"^( *)\[references: ([a-z0-9]+(?:, [a-z0-9]+)*)\]$", re.MULTILINE)
 
 
 def _bullets(texts: list[str], indent: str) -> str:
@@ -136,4 +144,43 @@ def noise_statements(cls: _T) -> _T:
         raise ValueError(f"{cls.__name__}'s docstring has no '[noise kinds references]' line")
     entries = _bullets([REFERENCES[key] for key in _CITED[which]], cited.group(1))
     cls.__doc__ = doc[: cited.start()] + entries + doc[cited.end() :]
+    return cls
+
+
+@overload
+def cite(doc: str) -> str: ...
+@overload
+def cite(doc: None) -> None: ...
+
+
+def cite(doc: str | None) -> str | None:
+    """A module docstring with its ``[references: key, ...]`` line replaced by those
+    :data:`REFERENCES` entries, as a bulleted list at the line's indentation (a
+    module citing a work the mechanisms cite writes it once: ``__doc__ = cite(__doc__)``).
+
+    Raises:
+        ValueError: the docstring lacks the line, or names a key :data:`REFERENCES`
+            does not hold.
+    """
+    if doc is None:  # python -OO strips docstrings
+        return None
+    found = _CITE_MARKER.search(doc)
+    if found is None:
+        raise ValueError("the docstring has no '[references: ...]' line")
+    indent, keys = found.groups()
+    unknown = [key for key in keys.split(", ") if key not in REFERENCES]
+    if unknown:
+        raise ValueError(f"no REFERENCES entry for {unknown}")
+    entries = _bullets([REFERENCES[key] for key in keys.split(", ")], indent)
+    return doc[: found.start()] + entries + doc[found.end() :]
+
+
+def cited(cls: _T) -> _T:
+    """Class decorator: :func:`cite` on the class's docstring (its ``[references: ...]``
+    line becomes those :data:`REFERENCES` entries)."""
+    if cls.__doc__ is not None:
+        try:
+            cls.__doc__ = cite(cls.__doc__)
+        except ValueError as exc:
+            raise ValueError(f"{cls.__name__}: {exc}") from None
     return cls

@@ -47,14 +47,7 @@ generating function is not rational needs the whole past; the doubling counter h
 O(log t)).
 
 References:
-    * B. Jacobsen, K. Fawaz. "Private Continual Counting of Unbounded Streams".
-      NeurIPS 2025. https://arxiv.org/abs/2506.15018
-    * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters: Fine-grained
-      Error Bound on Differentially Private Continual Observation". ICML 2023.
-      https://arxiv.org/abs/2202.11205
-    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-      privacy: analytical calibration and optimal denoising". ICML 2018.
-      https://arxiv.org/abs/1805.06530
+    [references: jf25, fhu23, bw18]
 """
 
 from __future__ import annotations
@@ -71,14 +64,14 @@ from dpcount._validate import check_integer
 from dpcount.counting.base import MAX_HORIZON, CountingMechanism, MemoryEstimate, step_bytes
 from dpcount.counting.factorization.sqrt import SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy._statements import cite, cited
+from dpcount.privacy.budget import Budget, NoiseKind, Participation
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
-from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from dpcount.counting.participation import Sensitivity
+
+__doc__ = cite(__doc__)
 
 __all__ = [
     "HORIZON_FREE_PARAMETERS",
@@ -243,6 +236,7 @@ class HorizonFreeNoiseProcess(SqrtNoiseProcess):
         super()._ensure(end)
 
 
+@cited
 class HorizonFreeSqrt(CountingMechanism):
     """The square root damped to a finite infinite-stream sensitivity (module docstring).
 
@@ -267,14 +261,7 @@ class HorizonFreeSqrt(CountingMechanism):
         Exact variance: Var_t = σ²·Σ_{k<t} b_k², the same for every horizon.
 
     References:
-        * B. Jacobsen, K. Fawaz. "Private Continual Counting of Unbounded Streams".
-          NeurIPS 2025. https://arxiv.org/abs/2506.15018
-        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters: Fine-grained
-          Error Bound on Differentially Private Continual Observation". ICML 2023.
-          https://arxiv.org/abs/2202.11205
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
+        [references: jf25, fhu23, bw18]
 
     Args:
         horizon: the most steps this instance releases, 1 … 2^53.
@@ -305,23 +292,14 @@ class HorizonFreeSqrt(CountingMechanism):
         steps = min(T, 1 << 20)
         return MemoryEstimate(structure=16 * steps, stream=48 * steps * d + step_bytes(dim))
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        resolved = Budget.resolve(budget, fields, owner="HorizonFreeSqrt").gaussian_only(
-            "HorizonFreeSqrt"
-        )
+    def _accept_budget(self, budget: Budget) -> Budget:
+        resolved = budget.gaussian_only("HorizonFreeSqrt")
         if resolved.participation is not None:
             raise ValueError(
                 "HorizonFreeSqrt is calibrated for single participation: participation must "
                 f"be None, got {resolved.participation!r}"
             )
-        super().__init__(horizon, budget=resolved, rng=rng)
+        return resolved
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         norm = type(self)._norm

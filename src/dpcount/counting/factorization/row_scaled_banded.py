@@ -58,6 +58,7 @@ from dpcount.counting.participation import (
     multiplied,
 )
 from dpcount.data import load_table
+from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.rng import RNGLike
 
@@ -82,6 +83,7 @@ def shipped_row_scaled_banded(horizon: int, bands: int) -> dict[str, Any] | None
     return None if entry is None else dict(entry)
 
 
+@cited
 class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
     """The row-scaled, column-normalized banded Toeplitz factorization (module
     docstring), T ≤ 16384.
@@ -106,12 +108,7 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
         * C. A. Choquette-Choo, A. Ganesh, R. McKenna, H. B. McMahan, K. Rush,
           A. Thakurta, Z. Xu. "(Amplified) Banded Matrix Factorization: A unified
           approach to private training". NeurIPS 2023. https://arxiv.org/abs/2306.08153
-        * M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix
-          factorization bounds for differentially private continual counting". 2025.
-          https://arxiv.org/abs/2509.14334
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
+        [references: hku25, bw18]
 
     Args:
         horizon: T in [1, 16384].

@@ -87,6 +87,7 @@ from dpcount.counting.factorization.normalized_blt import (
 )
 from dpcount.counting.factorization.row_scaled_sqrt import check_log_weights, row_weights
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
+from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -369,6 +370,7 @@ def shipped_row_scaled_blt_parameters(
 # -- the mechanism ---------------------------------------------------------------------
 
 
+@cited
 class RowScaledBLT(NormalizedBLT):
     """The row-scaled, column-normalized BLT factorization (Gaussian, bounded-memory stream).
 
@@ -410,12 +412,7 @@ class RowScaledBLT(NormalizedBLT):
         * H. B. McMahan, Z. Xu, Y. Zhang. "A hassle-free algorithm for private learning
           in practice: don't use tree aggregation, use BLTs". 2024.
           https://arxiv.org/abs/2408.08868
-        * M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix
-          factorization bounds for differentially private continual counting". 2025.
-          https://arxiv.org/abs/2509.14334
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
+        [references: hku25, bw18]
 
     Args:
         horizon: 1 ≤ T ≤ 2^24.

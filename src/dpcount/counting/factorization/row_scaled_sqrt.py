@@ -43,6 +43,7 @@ from dpcount.counting.factorization.dense import DenseNoiseProcess
 from dpcount.counting.factorization.sqrt import fft_stream_memory
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
+from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
 from dpcount.privacy.rng import RNGLike
@@ -173,6 +174,7 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
         self._noise: Array = np.cumsum(conv, axis=0)
 
 
+@cited
 class RowScaledSqrtFactorization(CountingMechanism):
     """The row-scaled, column-normalized square root (module docstring), T ≤ 16384.
 
@@ -189,15 +191,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
         Exact variance: Var_t = σ²·‖B′[t, :]‖² (an O(T²) sum, cached).
 
     References:
-        * H. Fichtenberger, M. Henzinger, J. Upadhyay. "Constant Matters: Fine-grained
-          Error Bound on Differentially Private Continual Observation". ICML 2023.
-          https://arxiv.org/abs/2202.11205
-        * M. Henzinger, N. Kalinin, J. Upadhyay. "Normalized square root: sharper matrix
-          factorization bounds for differentially private continual counting". 2025.
-          https://arxiv.org/abs/2509.14334
-        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-          privacy: analytical calibration and optimal denoising". ICML 2018.
-          https://arxiv.org/abs/1805.06530
+        [references: fhu23, hku25, bw18]
 
     Args:
         horizon: T in [1, 16384].
