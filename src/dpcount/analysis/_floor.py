@@ -26,11 +26,7 @@ of the evaluation; the tests check it stays below
 :func:`~dpcount.privacy.calibration.gaussian_sigma` over a grid.
 
 References:
-    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
-      privacy: analytical calibration and optimal denoising". ICML 2018.
-      https://arxiv.org/abs/1805.06530
-    * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
-      Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+    [references: bw18, cks20]
 """
 
 from __future__ import annotations
@@ -42,6 +38,9 @@ import numpy as np
 
 from dpcount._numeric import bisect
 from dpcount._validate import check_integer
+from dpcount.privacy._statements import cite
+
+__doc__ = cite(__doc__)
 
 __all__ = [
     "DISCRETE_VARIANCE_FACTOR",

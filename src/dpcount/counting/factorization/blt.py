@@ -60,9 +60,10 @@ matrix product, across chunks a first-order recursion per buffer
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -643,6 +644,33 @@ class _BLTParameters(CountingMechanism):
         self.output_scale = omega
         self.inverse = blt_inverse(theta, omega)
 
+    #: the largest horizon the class takes
+    horizon_limit: ClassVar[int] = MAX_HORIZON
+
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        buffer_decay: Any,
+        output_scale: Any,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        """Check and keep θ, ω; the budget, Gaussian noise only (the class named in the
+        messages); the horizon (≤ :attr:`horizon_limit`) and the structure that follows
+        from it (:meth:`_set_blt_structure`); then calibrate."""
+        self._set_parameters(*check_blt_parameters(buffer_decay, output_scale))
+        owner = type(self).__name__
+        resolved = Budget.resolve(budget, fields, owner=owner).gaussian_only(owner)
+        T = check_integer("horizon", horizon, ge=1, le=self.horizon_limit)
+        self._set_blt_structure(T)
+        super().__init__(T, budget=resolved, rng=rng)
+
+    @abstractmethod
+    def _set_blt_structure(self, horizon: int) -> None:
+        """The structure the class keeps for θ, ω at ``horizon`` (checked)."""
+
     @staticmethod
     def _stream_bytes(T: int, dim: int | None, n: int) -> int:
         """Peak bytes of a stream of n buffers and the running sum, (n + 1)·d floats, plus
@@ -721,23 +749,10 @@ class BLT(_BLTParameters):
     default_noise = NoiseKind.GAUSSIAN
     continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        buffer_decay: Any,
-        output_scale: Any,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        theta, omega = check_blt_parameters(buffer_decay, output_scale)
-        self._set_parameters(theta, omega)
-        resolved = Budget.resolve(budget, fields, owner="BLT").gaussian_only("BLT")
-        T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
-        self._losses = blt_losses(theta, omega, T, self.inverse)
-        super().__init__(T, budget=resolved, rng=rng)
-        self.max_noise_coefficient = 1.0  # b_0 = 1 ≥ b_k > 0
+    max_noise_coefficient = 1.0  # b_0 = 1 ≥ b_k > 0
+
+    def _set_blt_structure(self, horizon: int) -> None:
+        self._losses = blt_losses(self.buffer_decay, self.output_scale, horizon, self.inverse)
 
     @classmethod
     def optimized(

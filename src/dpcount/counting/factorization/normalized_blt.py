@@ -550,27 +550,13 @@ class NormalizedBLT(_BLTParameters):
         stream = cls._stream_bytes(T, dim, n)
         return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20), stream=stream)
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        buffer_decay: Any,
-        output_scale: Any,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        theta, omega = check_blt_parameters(buffer_decay, output_scale)
-        T = _check(horizon)
-        self._set_parameters(theta, omega)
-        resolved = Budget.resolve(budget, fields, owner="NormalizedBLT").gaussian_only(
-            "NormalizedBLT"
-        )
-        self._sums = _SquareSums(theta, omega)
+    horizon_limit = NORMALIZED_BLT_MAX_HORIZON
+    #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
+    max_noise_coefficient: float | None = 2.0
+
+    def _set_blt_structure(self, horizon: int) -> None:
+        self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None
-        super().__init__(T, budget=resolved, rng=rng)
-        #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
-        self.max_noise_coefficient = 2.0
 
     @classmethod
     def optimized(
