@@ -86,6 +86,15 @@ def test_arrow_tables_hold_the_frame_paths_values_with_timestamps(
         a = write_frames([chunk_frame(values, std, keys, labels, 10, "day", 3)], tmp_path / "a.pq")
         b = write_frames([chunk_table(values, std, keys, times, 10, "day", 3)], tmp_path / "b.pq")
         assert str(pq.read_schema(b).field("day").type) == "timestamp[ns]"
+        # the layout write_frames chooses (_parquet_encodings): a dictionary for the
+        # keys, deltas for integers and times, byte-stream split for floats
+        meta = pq.ParquetFile(b).metadata.row_group(0)
+        encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(5)}
+        assert "RLE_DICTIONARY" in encodings["key"]
+        assert all("DELTA_BINARY_PACKED" in encodings[c] for c in ("step", "day"))
+        assert "BYTE_STREAM_SPLIT" in encodings["std"]
+        count = "DELTA_BINARY_PACKED" if values.dtype.kind == "i" else "BYTE_STREAM_SPLIT"
+        assert count in encodings["private_count"]
         want = pd.read_parquet(a)
         want["day"] = pd.to_datetime(want["day"].astype(str)).astype("datetime64[ns]")
         pd.testing.assert_frame_equal(pd.read_parquet(b), want, check_categorical=False)
