@@ -76,9 +76,11 @@ def test_arrow_tables_hold_the_frame_paths_values_with_timestamps(
     import pyarrow.parquet as pq
 
     from dpcount.keyed.engine import chunk_frame
-    from dpcount.keyed.run import chunk_table, write_frames
+    from dpcount.keyed.run import _key_major, chunk_table, write_frames
 
     rng = np.random.default_rng(0)
+    tall = rng.integers(-9, 9, (70, 3))  # the counts are copied 32 steps at a time
+    assert np.array_equal(_key_major(tall), tall.T.reshape(-1))
     std = np.sqrt(np.arange(1.0, 31.0))
     labels = [f"2024-01-{i:02d}" for i in range(1, 31)]
     times = pd.to_datetime(labels).to_numpy("datetime64[ns]")
