@@ -114,6 +114,22 @@ def test_fast_path_floor_matches_high_precision_reference() -> None:
     assert got.tolist() == ref
 
 
+def test_fast_path_is_the_same_in_cache_sized_slices_as_word_by_word() -> None:
+    """The floors are computed _SLICE words at a time: an array of several slices gives
+    each word what it gives alone (zero words, the undecided entries, included)."""
+    from dpcount.keyed.prf import _SLICE, _floor_t_exp_fast
+
+    words = prf().rectangle(0, 0, 2 * _SLICE // 16 + 3, 0, 8).reshape(-1)  # 2 slices + 48
+    words[[0, _SLICE - 1, _SLICE, 2 * _SLICE + 1]] = 0
+    t = Fraction(37, 3)
+    got, undecided = _floor_t_exp_fast(words, t)
+    pick = np.r_[0:5, _SLICE - 3 : _SLICE + 3, 2 * _SLICE : words.size]
+    alone = [_floor_t_exp_fast(words[i : i + 1], t) for i in pick]
+    assert got[pick].tolist() == [int(g[0]) for g, _ in alone]
+    assert undecided[pick].tolist() == [bool(u[0]) for _, u in alone]
+    assert undecided[[0, _SLICE - 1, _SLICE, 2 * _SLICE + 1]].all()
+
+
 def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
     """Words whose 53-bit enclosure of t·(−ln V) contains an integer: the slow path runs."""
     from dpcount.keyed.prf import _floor_t_exp_fast

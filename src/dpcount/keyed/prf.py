@@ -181,7 +181,9 @@ class PositionPRF:
 # --------------------------------------------------------------------------------------
 # Exact decisions on E = −ln V
 # --------------------------------------------------------------------------------------
-def _exp_enclosure(words: U64, top: I64 | None = None) -> tuple[F64, F64]:
+def _exp_enclosure(
+    words: U64, top: I64 | None = None, scratch: tuple[F64, F64] | None = None
+) -> tuple[F64, F64]:
     """Float bounds lo < −ln V < hi from V's top 53 bits (hi = inf when they are all 0).
 
     One logarithm: with V ∈ [a, a + 1)·2⁻⁵³, −ln V lies in [E₋, E₊] where
@@ -192,12 +194,13 @@ def _exp_enclosure(words: U64, top: I64 | None = None) -> tuple[F64, F64]:
     (relative 2⁻⁵³ each) of the products and the sum.
 
     ``top``: where to put the 53-bit integers a (int64, same size; default: a new array).
+    ``scratch``: two float arrays of the same size that become (lo, hi) (default: new).
     """
     a = np.right_shift(words, np.uint64(11), out=None if top is None else top.view(np.uint64))
-    a_plus_1 = np.empty(a.shape)
+    a_plus_1 = np.empty(a.shape) if scratch is None else scratch[0]
     np.copyto(a_plus_1, a.view(np.int64), casting="unsafe")  # exact (< 2^53); int64 is SIMD
-    with np.errstate(divide="ignore"):
-        inv_a = np.divide(1.0, a_plus_1)  # inf at a = 0
+    with np.errstate(divide="ignore"):  # inf at a = 0
+        inv_a = np.divide(1.0, a_plus_1, out=None if scratch is None else scratch[1])
     a_plus_1 += 1.0
     a_plus_1 *= 1.0 / _TWO53
     log = np.log(a_plus_1, out=a_plus_1)  # = −L (≤ 0)
@@ -281,19 +284,34 @@ def _floor_t_exp_fast(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
     t·2⁻⁴⁰ of the entries) the entry is 0 and marked undecided, for
     :func:`exact_floor_t_exp`. So the result does not depend on the enclosure's
     width (a wider one only sends more entries to the exact path): exact sampling,
-    not an approximation. Arrays are computed in place (three float temporaries).
+    not an approximation. Computed in place, :data:`_SLICE` words at a time, in two
+    float scratch arrays that stay in the processor's cache (element by element the
+    same operations: the same bits as on the whole array, at about half the time).
     """
     tf = float(t)  # relative error ≤ 2⁻⁵³, inside the extra margin below
-    g = np.empty(words.shape, dtype=np.int64)
-    lo, hi = _exp_enclosure(words, top=g)
-    lo *= tf * (1.0 - _MARGIN)
-    hi *= tf * (1.0 + _MARGIN)
-    np.floor(lo, out=lo)  # lo ≥ 0: the floor is exact in float and fits int64
-    hi -= lo
-    undecided = hi >= 1.0  # also catches hi = inf
-    np.copyto(lo, 0.0, where=undecided)
-    np.copyto(g, lo, casting="unsafe")
-    return g, undecided
+    flat = words.reshape(-1)
+    g = np.empty(flat.shape, dtype=np.int64)
+    undecided = np.empty(flat.shape, dtype=bool)
+    size = min(flat.size, _SLICE)
+    scratch = np.empty(size), np.empty(size)
+    for start in range(0, flat.size, _SLICE):
+        end = min(start + _SLICE, flat.size)
+        top, mask = g[start:end], undecided[start:end]
+        room = (scratch[0][: end - start], scratch[1][: end - start])
+        lo, hi = _exp_enclosure(flat[start:end], top=top, scratch=room)
+        lo *= tf * (1.0 - _MARGIN)
+        hi *= tf * (1.0 + _MARGIN)
+        np.floor(lo, out=lo)  # lo ≥ 0: the floor is exact in float and fits int64
+        hi -= lo
+        np.greater_equal(hi, 1.0, out=mask)  # also catches hi = inf
+        np.copyto(lo, 0.0, where=mask)
+        np.copyto(top, lo, casting="unsafe")
+    return g.reshape(words.shape), undecided.reshape(words.shape)
+
+
+#: words per slice of :func:`_floor_t_exp_fast`: its two float scratch arrays (2 × 256
+#: KiB) fit a core's L2 cache; 2^15 took 0.5× the whole-array time at 2·10^6 words
+_SLICE = 1 << 15
 
 
 # --------------------------------------------------------------------------------------
