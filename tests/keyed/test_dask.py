@@ -142,6 +142,12 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: 
             "unit": rng.integers(0, 1500, n),
         }
     )
+    # a key counted from step 1 that reaches the threshold (51) only in a later run:
+    # its selection count continues from the stored sums and selection noise state
+    slow = pd.DataFrame(
+        {"t": np.repeat(np.arange(1, 9), 10), "key": "slow", "unit": -1 - np.arange(80)}
+    )
+    events = pd.concat([events, slow], ignore_index=True)
     extra: dict[str, Any] = dict(
         keys=None, selection=KeySelection(epsilon=1.5, delta=0.15), weight_column=None, max_weight=1
     )
@@ -399,6 +405,17 @@ def _same_runs_on_both_engines(
     return [res for res, _ in dasked]
 
 
+def _stored_selection(path: Path) -> dict[Any, int]:
+    """Each key's selection step recorded in an open key set's state file (read as
+    :meth:`RunState.peek_keys` reads the key table, unauthenticated: a test oracle)."""
+    line, _, payload = path.read_bytes().partition(b"\n")
+    header = json.loads(line)
+    n, rows = header["n_keys"], header["noise_rows"]
+    at = 8 * n * (1 + rows) + header["open"]["keys_bytes"]
+    selected = np.frombuffer(payload[at : at + 8 * n], dtype="<i8")
+    return dict(zip(RunState.peek_keys(path), selected.tolist(), strict=True))
+
+
 @pytest.mark.parametrize("units", [False, True])
 def test_dask_state_with_key_selection_equals_embedded_runs(
     client: Any, tmp_path: Path, units: bool
@@ -420,6 +437,12 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
             "unit": rng.integers(0, 1500, n),
         }
     )
+    # a key counted from step 1 that reaches the threshold (51) only in a later run:
+    # its selection count continues from the stored sums and selection noise state
+    slow = pd.DataFrame(
+        {"t": np.repeat(np.arange(1, 9), 10), "key": "slow", "unit": -1 - np.arange(80)}
+    )
+    events = pd.concat([events, slow], ignore_index=True)
     kw: dict[str, Any] = dict(
         keys=None,
         time_column="t",
@@ -443,6 +466,13 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     one = keyed_counts(events, secret=_twin(tmp_path / "dask"), **kw)
     assert one.frame is not None and one.selection == runs[-1].selection
     got = pd.concat([r.frame for r in runs], ignore_index=True)
+    assert runs[0].selection.plan.threshold == 51
+    assert got.loc[got["key"] == "slow", "step"].min() > windows[0][1]
+    # the stored selection steps (T + 1: not selected) are one run's first released steps
+    first = one.frame.groupby("key", observed=True)["step"].min()
+    assert _stored_selection(tmp_path / "dask" / "run.state") == {
+        key: int(first.get(key, 9)) for key in table
+    }
     want = one.frame.sort_values(["key", "step"]).reset_index(drop=True)
     got = got.sort_values(["key", "step"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_categorical=False)
