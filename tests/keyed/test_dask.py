@@ -142,12 +142,6 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: 
             "unit": rng.integers(0, 1500, n),
         }
     )
-    # a key counted from step 1 that reaches the threshold (51) only in a later run:
-    # its selection count continues from the stored sums and selection noise state
-    slow = pd.DataFrame(
-        {"t": np.repeat(np.arange(1, 9), 10), "key": "slow", "unit": -1 - np.arange(80)}
-    )
-    events = pd.concat([events, slow], ignore_index=True)
     extra: dict[str, Any] = dict(
         keys=None, selection=KeySelection(epsilon=1.5, delta=0.15), weight_column=None, max_weight=1
     )

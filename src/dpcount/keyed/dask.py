@@ -23,7 +23,16 @@ small task descriptions, and collects the outputs:
    name), the shards' contributions are renamed to positions and regrouped into
    shards of contiguous positions, and one task per shard runs the embedded engine's
    :func:`~dpcount.keyed.selection.select_keys` on its keys where it lies; the client
-   gathers each key's selection step (8 bytes per key).
+   gathers each key's selection step (8 bytes per key). A run continuing a stored
+   state (``state=``) has gathered every contribution already (stage 1), so the client
+   does exactly what the embedded engine does (:func:`~dpcount.keyed.run.settle`):
+   places the keys new in this run after the stored key table
+   (:meth:`~dpcount.keyed.state.RunState.peek_keys` starts the universe), extends the
+   stored sums and noise states to them, selects continuing the stored selection steps
+   and selection noise state, and sends the placed contributions back to the workers
+   as shards for the release. With run-level unit bounds (``unit_scope="run"``) the
+   stored unit ledger travels with the job to the (single) bounding shard, which
+   returns the ledger after this run's steps for the next state.
 3. **Release** (one task per run of consecutive key chunks of a shard, on the
    worker holding the shard: the whole shard when the workers write the parts, else
    at most :data:`RESULT_BYTES` of counts per task): the embedded engine, chunk by

@@ -488,7 +488,7 @@ def keyed_counts(
             steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
             included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
             Either engine; discrete noise, a frame or an output file. With
-            ``state`` (embedded engine) the key table, selection steps and selection
+            ``state`` (either engine) the key table, selection steps and selection
             noise state persist (resumes equal one run).
         unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
             per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
