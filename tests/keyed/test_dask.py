@@ -21,6 +21,7 @@ from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
 from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
 from tests.keyed.test_selection import (  # noqa: E402
+    open_kw,
     split_runs_release_the_brute_force_rows,
     units_bounded_across_runs,
 )
@@ -437,17 +438,7 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
         {"t": np.repeat(np.arange(1, 9), 10), "key": "slow", "unit": -1 - np.arange(80)}
     )
     events = pd.concat([events, slow], ignore_index=True)
-    kw: dict[str, Any] = dict(
-        keys=None,
-        time_column="t",
-        key_column="key",
-        step=1,
-        start=1,
-        horizon=8,
-        epsilon=1.0,
-        mechanism="tree",
-        selection=KeySelection(epsilon=1.0, delta=1e-3),
-    )
+    kw = open_kw(horizon=8, selection=KeySelection(epsilon=1.0, delta=1e-3))
     if units:
         kw.update(unit_column="unit", unit_scope="run", max_keys=1, max_steps=1)
     windows = ((1, 3), (4, 6), (7, 8))

@@ -195,7 +195,8 @@ def _one_unit_keys(n: int, weight: int) -> pd.DataFrame:
     return pd.DataFrame({"t": np.ones(n, dtype=np.int64), "key": keys, "w": weight})
 
 
-def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
+def open_kw(**kw: Any) -> dict[str, Any]:
+    """keyed_counts' arguments of an open key set over integer steps (``kw`` override)."""
     base: dict[str, Any] = dict(
         keys=None,
         selection=KeySelection(epsilon=1.5, delta=0.15),
@@ -207,10 +208,14 @@ def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
         epsilon=1.0,
         mechanism="tree",
     )
-    if testing is not None:
-        base["secret"] = unsafe_testing_secret(testing)
     base.update(kw)
-    return keyed_counts(events, **base)
+    return base
+
+
+def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
+    if testing is not None:
+        kw = {"secret": unsafe_testing_secret(testing), **kw}
+    return keyed_counts(events, **open_kw(**kw))
 
 
 def test_simulated_release_rate_of_one_unit_keys(monkeypatch: pytest.MonkeyPatch) -> None:
