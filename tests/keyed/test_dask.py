@@ -20,6 +20,7 @@ distributed = pytest.importorskip("distributed")
 from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
 from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
+from tests.keyed.test_incremental import open_keys_in_incremental_runs  # noqa: E402
 from tests.keyed.test_selection import (  # noqa: E402
     open_kw,
     split_runs_release_the_brute_force_rows,
@@ -493,6 +494,12 @@ def test_dask_state_split_runs_release_the_brute_force_rows(client: Any, tmp_pat
     """The embedded engine's zero-noise brute-force test of three runs with state=
     (selection and run-level bounds), on Dask (the one-run oracle on Dask too)."""
     split_runs_release_the_brute_force_rows(tmp_path, engine="dask", scheduler=client)
+
+
+def test_dask_incremental_runs_with_open_keys(client: Any, tmp_path: Path) -> None:
+    """The embedded engine's test of incremental runs (keys=None, selection, run-level
+    bounds over two arrivals equal one run), with the runs on Dask."""
+    open_keys_in_incremental_runs(tmp_path, engine="dask", scheduler=client)
 
 
 def test_cli_dask_state_with_key_selection(client: Any, tmp_path: Path) -> None:
