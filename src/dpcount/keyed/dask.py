@@ -592,7 +592,8 @@ def run_dask(
                 client, job, created, stored, shards, chunk_keys, count, guard, state
             )
             n = job.mechanism.n_keys
-            shipped = _shipped(client, job)
+            # the release needs no unit ledger (the bounding had it): not shipped again
+            shipped = _shipped(client, dataclasses.replace(job, ledger=None))
         elif job.selection is not None:
             # the key table: keys placed by their first counted step, then name, as the
             # embedded engine places them (:func:`~dpcount.keyed.job.place_keys`)
