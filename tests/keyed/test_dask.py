@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,14 @@ pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
 from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
+from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
+from tests.keyed.test_incremental import open_keys_in_incremental_runs  # noqa: E402
+from tests.keyed.test_selection import (  # noqa: E402
+    open_kw,
+    split_runs_release_the_brute_force_rows,
+    units_bounded_across_runs,
+)
 
 SECRET_BYTES = b"d" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -344,3 +352,185 @@ def test_dask_float_mechanisms_equal_embedded_and_resume(
     got = pd.concat(frames, ignore_index=True)
     order = np.lexsort((got["step"].to_numpy(), got["key"].map(KEYS.index).to_numpy()))
     assert got.iloc[order].reset_index(drop=True).equals(one.frame)
+
+
+# ----------------------------------------------------------------------------------
+# state= with key selection and run-level unit bounds: the embedded engine's runs
+# ----------------------------------------------------------------------------------
+def _stateful_runs(
+    events: pd.DataFrame, work: Path, windows: Any, step_of: Any, **kw: Any
+) -> list[tuple[Any, bytes]]:
+    """The events released in runs over ``windows`` of steps (``step_of``: each event's
+    step), continuing the state ``work/run.state``: each run's result and the state
+    file's bytes after it."""
+    work.mkdir(exist_ok=True)
+    out = []
+    for first, last in windows:
+        step = step_of(events)
+        piece = events[(step >= first) & (step <= last)]
+        res = keyed_counts(
+            piece, state=work / "run.state", until=last, secret=str(work / "run.key"), **kw
+        )
+        out.append((res, (work / "run.state").read_bytes()))
+    return out
+
+
+def _same_runs_on_both_engines(
+    client: Any, tmp_path: Path, events: pd.DataFrame, windows: Any, step_of: Any, **kw: Any
+) -> list[Any]:
+    """Dask runs (3 partitions, chunks of 7 keys) and embedded runs (chunks of 16) of
+    the same secret over the same windows: each run's rows, report, selection outcome
+    and the state file after it are the same, bit for bit. Returns the Dask results.
+
+    The embedded runs use a copy of the secret file and of its released-up-to mark
+    taken after the first Dask run: their first run is accepted as an identical retry
+    of the Dask run (the mark's input digest is the same on both engines)."""
+    dask: dict[str, Any] = dict(engine="dask", scheduler=client, partitions=3, chunk_keys=7)
+    dasked = _stateful_runs(events, tmp_path / "dask", windows[:1], step_of, **dask, **kw)
+    (tmp_path / "embedded").mkdir()
+    for name in ("run.key", "run.key.released"):
+        shutil.copy2(tmp_path / "dask" / name, tmp_path / "embedded" / name)
+    dasked += _stateful_runs(events, tmp_path / "dask", windows[1:], step_of, **dask, **kw)
+    embedded = _stateful_runs(events, tmp_path / "embedded", windows, step_of, chunk_keys=16, **kw)
+    for (d, d_state), (e, e_state) in zip(dasked, embedded, strict=True):
+        assert d.frame is not None and e.frame is not None
+        assert d.frame.equals(e.frame)
+        assert d.report == e.report
+        assert d.selection == e.selection
+        assert d_state == e_state
+    return [res for res, _ in dasked]
+
+
+def _stored_selection(path: Path) -> dict[Any, int]:
+    """Each key's selection step recorded in an open key set's state file (read as
+    :meth:`RunState.peek_keys` reads the key table, unauthenticated: a test oracle)."""
+    line, _, payload = path.read_bytes().partition(b"\n")
+    header = json.loads(line)
+    n, rows = header["n_keys"], header["noise_rows"]
+    at = 8 * n * (1 + rows) + header["open"]["keys_bytes"]
+    selected = np.frombuffer(payload[at : at + 8 * n], dtype="<i8")
+    return dict(zip(RunState.peek_keys(path), selected.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("units", [False, True])
+def test_dask_state_with_key_selection_equals_embedded_runs(
+    client: Any, tmp_path: Path, units: bool
+) -> None:
+    """An open key set over three runs with state= (keys new in each run, placed after
+    the stored key table; the selection counter continued from its stored noise
+    state; with ``units`` a unit's keys bounded over all runs by the stored ledger):
+    the Dask engine's rows, reports, selection outcomes and state files equal the
+    embedded engine's, and their rows equal one uninterrupted run's."""
+    from dpcount.keyed.selection import KeySelection
+
+    rng = np.random.default_rng(21)
+    n = 1500
+    heavy = rng.random(n) < 0.7
+    events = pd.DataFrame(
+        {  # heavy keys appear in every run; light keys first appear in later runs too
+            "t": rng.integers(1, 9, n),
+            "key": np.where(heavy, rng.integers(0, 5, n), rng.integers(5, 60, n)).astype(str),
+            "unit": rng.integers(0, 1500, n),
+        }
+    )
+    # a key counted from step 1 that reaches the threshold (51) only in a later run:
+    # its selection count continues from the stored sums and selection noise state
+    slow = pd.DataFrame(
+        {"t": np.repeat(np.arange(1, 9), 10), "key": "slow", "unit": -1 - np.arange(80)}
+    )
+    events = pd.concat([events, slow], ignore_index=True)
+    kw = open_kw(horizon=8, selection=KeySelection(epsilon=1.0, delta=1e-3))
+    if units:
+        kw.update(unit_column="unit", unit_scope="run", max_keys=1, max_steps=1)
+    windows = ((1, 3), (4, 6), (7, 8))
+    runs = _same_runs_on_both_engines(client, tmp_path, events, windows, lambda f: f["t"], **kw)
+    table = RunState.peek_keys(tmp_path / "dask" / "run.state")
+    assert runs[0].selection.candidates < runs[-1].selection.candidates  # the table grew
+    assert 0 < runs[-1].selection.selected < runs[-1].selection.candidates == len(table)
+    if units:
+        assert sum(r.report.unit_dropped_keys for r in runs[1:]) > 0  # bounded across runs
+    one = keyed_counts(events, secret=_twin(tmp_path / "dask"), **kw)
+    assert one.frame is not None and one.selection == runs[-1].selection
+    got = pd.concat([r.frame for r in runs], ignore_index=True)
+    assert runs[0].selection.plan.threshold == 51
+    assert got.loc[got["key"] == "slow", "step"].min() > windows[0][1]
+    # the stored selection steps (T + 1: not selected) are one run's first released steps
+    first = one.frame.groupby("key", observed=True)["step"].min()
+    assert _stored_selection(tmp_path / "dask" / "run.state") == {
+        key: int(first.get(key, 9)) for key in table
+    }
+    want = one.frame.sort_values(["key", "step"]).reset_index(drop=True)
+    got = got.sort_values(["key", "step"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_categorical=False)
+
+
+def test_dask_state_with_run_level_bounds_equals_embedded_runs(client: Any, tmp_path: Path) -> None:
+    """A public key universe with unit_scope='run' over three runs with state= (steps
+    1..3, 4..9, 10): each unit's keys and steps bounded over all runs by the stored
+    ledger, on Dask as on the embedded engine (rows, reports, state files), and the
+    rows equal one run's."""
+    extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
+    kw = {k: v for k, v in _kw(**extra).items() if k != "secret"}
+    windows = ((1, 3), (4, 9), (10, 10))
+    runs = _same_runs_on_both_engines(
+        client, tmp_path, _events(), windows, lambda f: f["t"] // 5 + 1, **kw
+    )
+    assert sum(r.report.unit_dropped_keys for r in runs[1:]) > 0
+    assert sum(r.report.unit_dropped_steps for r in runs[1:]) > 0
+    one = keyed_counts(_events(), chunk_keys=16, **_kw(**extra, secret=_twin(tmp_path / "dask")))
+    assert one.frame is not None
+    got = pd.concat([r.frame for r in runs], ignore_index=True)
+    order = np.lexsort((got["step"].to_numpy(), got["key"].map(KEYS.index).to_numpy()))
+    assert got.iloc[order].reset_index(drop=True).equals(one.frame)
+    assert sum(r.report.unit_dropped_steps for r in runs) == one.report.unit_dropped_steps
+
+
+def test_dask_state_bounds_a_units_keys_across_runs(client: Any, tmp_path: Path) -> None:
+    """The embedded engine's test of the stored unit ledger, on Dask."""
+    units_bounded_across_runs(tmp_path, engine="dask", scheduler=client)
+
+
+def test_dask_state_split_runs_release_the_brute_force_rows(client: Any, tmp_path: Path) -> None:
+    """The embedded engine's zero-noise brute-force test of three runs with state=
+    (selection and run-level bounds), on Dask (the one-run oracle on Dask too)."""
+    split_runs_release_the_brute_force_rows(tmp_path, engine="dask", scheduler=client)
+
+
+def test_dask_incremental_runs_with_open_keys(client: Any, tmp_path: Path) -> None:
+    """The embedded engine's test of incremental runs (keys=None, selection, run-level
+    bounds over two arrivals equal one run), with the runs on Dask."""
+    open_keys_in_incremental_runs(tmp_path, engine="dask", scheduler=client)
+
+
+def test_cli_dask_state_with_key_selection(client: Any, tmp_path: Path) -> None:
+    """`dpcount keyed --engine dask --state ... --select-epsilon ...` (on the shared
+    cluster, --scheduler) in two runs writes the bytes the embedded engine writes."""
+    from dpcount.cli import main
+
+    events = _events().assign(key=lambda f: f["key"].where(f["unit"] % 3 > 0, "heavy"))
+    step = events["t"] // 5 + 1
+    for name, piece in (("a", events[step <= 4]), ("b", events[step > 4])):
+        piece.to_csv(tmp_path / f"{name}.csv", index=False)
+    for engine in ("dask", "embedded"):
+        work = tmp_path / engine
+        work.mkdir()
+        if engine == "embedded":  # the secret (its mark after run a: then a is a retry)
+            for name in ("run.key", "run.key.released"):
+                shutil.copy2(tmp_path / "a-mark" / name, work / name)
+        flags = ["--engine", "dask", "--scheduler", client.scheduler.address]
+        for name, until in (("a", 4), ("b", 10)):
+            if engine == "dask" and name == "b":
+                shutil.copytree(work, tmp_path / "a-mark")
+            argv = [
+                "keyed", str(tmp_path / f"{name}.csv"), "--time-column", "t", "--key-column",
+                "key", "--step", "5", "--start", "0", "--horizon", "10", "--epsilon", "1",
+                "--select-epsilon", "1", "--select-delta", "1e-3", "--mechanism", "tree",
+                "--secret", str(work / "run.key"), "--state", str(work / "run.state"),
+                "--until", str(until), "--output", str(work / f"{name}.csv"),
+                *(flags if engine == "dask" else []),
+            ]  # fmt: skip
+            assert main(argv) == 0
+    for name in ("a.csv", "b.csv", "run.state"):
+        got, want = (tmp_path / "dask" / name), (tmp_path / "embedded" / name)
+        assert got.read_bytes() == want.read_bytes()
+    assert "heavy" in pd.read_csv(tmp_path / "dask" / "b.csv")["key"].to_numpy()

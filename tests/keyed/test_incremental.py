@@ -271,9 +271,14 @@ def test_cli_input_dir_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_open_keys_and_run_level_bounds_in_incremental_runs(tmp_path: Path) -> None:
+    open_keys_in_incremental_runs(tmp_path)
+
+
+def open_keys_in_incremental_runs(tmp_path: Path, **engine: Any) -> None:
     """keys=None with selection and unit_scope="run" over two arrivals: the CSV the runs
     append equals one run over the same events (the key table, selection and unit
-    ledger persist in the state between the runs); a directory output is refused."""
+    ledger persist in the state between the runs); a directory output is refused.
+    ``engine``: keyed_counts' engine options for the runs (default: embedded)."""
     from dpcount.keyed.selection import KeySelection
 
     rng = np.random.default_rng(4)
@@ -295,7 +300,8 @@ def test_open_keys_and_run_level_bounds_in_incremental_runs(tmp_path: Path) -> N
     day = pd.to_datetime(events["t"])
     for name, part, until in (("a.csv", day < "2024-01-05", 4), ("b.csv", day >= "2024-01-05", 8)):
         events[part].to_csv(tmp_path / "in" / name, index=False)
-        run_incremental(tmp_path / "in", output=tmp_path / "out.csv", until=until, **files, **kw)
+        out = tmp_path / "out.csv"
+        run_incremental(tmp_path / "in", output=out, until=until, **files, **kw, **engine)
     body = json.loads((tmp_path / "run.key").read_text())
     twin = unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
     one = keyed_counts(events, secret=twin, **kw)

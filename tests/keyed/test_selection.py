@@ -195,7 +195,8 @@ def _one_unit_keys(n: int, weight: int) -> pd.DataFrame:
     return pd.DataFrame({"t": np.ones(n, dtype=np.int64), "key": keys, "w": weight})
 
 
-def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
+def open_kw(**kw: Any) -> dict[str, Any]:
+    """keyed_counts' arguments of an open key set over integer steps (``kw`` override)."""
     base: dict[str, Any] = dict(
         keys=None,
         selection=KeySelection(epsilon=1.5, delta=0.15),
@@ -207,10 +208,14 @@ def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
         epsilon=1.0,
         mechanism="tree",
     )
-    if testing is not None:
-        base["secret"] = unsafe_testing_secret(testing)
     base.update(kw)
-    return keyed_counts(events, **base)
+    return base
+
+
+def _open_run(events: pd.DataFrame, testing: bytes | None, **kw: Any) -> Any:
+    if testing is not None:
+        kw = {"secret": unsafe_testing_secret(testing), **kw}
+    return keyed_counts(events, **open_kw(**kw))
 
 
 def test_simulated_release_rate_of_one_unit_keys(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -329,10 +334,6 @@ def test_units_over_the_run_with_selection() -> None:
         (dict(unit_column="user", max_keys=1, max_steps=2), "needs unit_scope='run'"),
         (dict(unit_scope="run"), "needs a unit column"),
         (dict(unit_scope="runs"), "unit_scope must be"),
-        (
-            dict(engine="dask", state="s.state", until=2),
-            r"with state= runs on the embedded engine only",
-        ),
     ],
 )
 def test_bad_parameters_name_the_parameter(change: dict[str, Any], match: str) -> None:
@@ -404,14 +405,19 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_split_runs_without_noise_release_the_brute_force_rows(tmp_path: Path) -> None:
+    split_runs_release_the_brute_force_rows(tmp_path)
+
+
+def split_runs_release_the_brute_force_rows(tmp_path: Path, **engine: Any) -> None:
     """Zero noise (ε = 200: every noise sample is 0 but with probability ~e^-50): three
     runs with state= release exactly the rows of the rule, computed by brute force on
     the bounded events — a unit's first max_keys keys and greedy steps over all runs
     (ledger), a key from the first step its running count reaches τ = C + 1 (key
-    table and selection steps), its exact running count — and one run equals them."""
+    table and selection steps), its exact running count — and one run equals them.
+    ``engine``: keyed_counts' engine options (default: the embedded engine)."""
     keys = ["a", "b", "c", "d", "e", "f"]
     events = _user_log(11, 400, keys, [0.5, 0.3, 0.1, 0.05, 0.03, 0.02], 60)
-    kw = _run_level(200.0, max_keys=2, max_steps=2, min_separation=2)
+    kw = _run_level(200.0, max_keys=2, max_steps=2, min_separation=2, **engine)
     results, got, twin = _split_runs(events, tmp_path, **kw)
     plan = results[-1].selection.plan
     assert plan.per_key_total == 2 < plan.threshold
@@ -496,9 +502,14 @@ def test_resumed_open_runs_draw_no_prf_row_twice(
 
 
 def test_a_units_keys_are_bounded_across_runs(tmp_path: Path) -> None:
+    units_bounded_across_runs(tmp_path)
+
+
+def units_bounded_across_runs(tmp_path: Path, **engine: Any) -> None:
     """max_keys counts a unit's keys over all runs: the keys u used in run 1 leave it
     none for run 2 (its events there are dropped and reported), and the state that
-    records it is owner-only and authenticated (a changed byte is refused)."""
+    records it is owner-only and authenticated (a changed byte is refused). ``engine``:
+    keyed_counts' engine options (default: the embedded engine)."""
     first = pd.DataFrame({"t": [1, 1], "key": ["a", "b"], "user": ["u", "u"]})
     second = pd.DataFrame({"t": [2, 2, 2], "key": ["c", "a", "c"], "user": ["u", "u", "v"]})
     kw: dict[str, Any] = dict(
@@ -510,6 +521,7 @@ def test_a_units_keys_are_bounded_across_runs(tmp_path: Path) -> None:
         max_steps=4,
         secret=str(tmp_path / "run.key"),
         state=tmp_path / "s",
+        **engine,
     )
     _open_run(first, None, until=1, **kw)
     assert (tmp_path / "s").stat().st_mode & 0o077 == 0

@@ -23,7 +23,16 @@ small task descriptions, and collects the outputs:
    name), the shards' contributions are renamed to positions and regrouped into
    shards of contiguous positions, and one task per shard runs the embedded engine's
    :func:`~dpcount.keyed.selection.select_keys` on its keys where it lies; the client
-   gathers each key's selection step (8 bytes per key).
+   gathers each key's selection step (8 bytes per key). A run continuing a stored
+   state (``state=``) has gathered every contribution already (stage 1), so the client
+   does exactly what the embedded engine does (:func:`~dpcount.keyed.run.settle`):
+   places the keys new in this run after the stored key table
+   (:meth:`~dpcount.keyed.state.RunState.peek_keys` starts the universe), extends the
+   stored sums and noise states to them, selects continuing the stored selection steps
+   and selection noise state, and sends the placed contributions back to the workers
+   as shards for the release. With run-level unit bounds (``unit_scope="run"``) the
+   stored unit ledger travels with the job to the (single) bounding shard, which
+   returns the ledger after this run's steps for the next state.
 3. **Release** (one task per run of consecutive key chunks of a shard, on the
    worker holding the shard: the whole shard when the workers write the parts, else
    at most :data:`RESULT_BYTES` of counts per task): the embedded engine, chunk by
@@ -51,6 +60,7 @@ settings likewise.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import os
 import re
@@ -63,6 +73,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import (
     Contributions,
@@ -81,12 +92,13 @@ from dpcount.keyed.job import (
     continue_from,
     first_steps,
     key_positions,
-    load_base,
     make_job,
     placed_job,
     renumber,
 )
+from dpcount.keyed.run import settle, stored_keys, with_stored
 from dpcount.keyed.selection import SelectionOutcome, select_keys
+from dpcount.keyed.state import RunState
 
 __all__ = ["run_dask"]
 
@@ -197,6 +209,62 @@ def _piece(prepared: tuple[list[pd.DataFrame], DropReport], shard: int) -> pd.Da
 
 def _finish_shard(job: KeyedJob, *pieces: pd.DataFrame) -> tuple[Contributions, DropReport]:
     return job.finish(list(pieces))
+
+
+def _finish_run_shard(
+    job: KeyedJob, *pieces: pd.DataFrame
+) -> tuple[Contributions, DropReport, UnitLedger | None]:
+    """:func:`_finish_shard` and the unit ledger after the run's steps (run-level bounds,
+    continuing the stored ``job.ledger``; None without them). The tasks that read a
+    shard take its first two items, so this shard serves them as well."""
+    return job.finish_run(list(pieces))
+
+
+def _settle_stored(
+    client: Any,
+    job: KeyedJob,
+    created: bool,
+    stored: RunState | None,
+    shards: list[Any],
+    chunk_keys: int,
+    count: int,
+    guard: Any,
+    state: str | os.PathLike[str],
+) -> tuple[
+    KeyedJob,
+    list[Any],
+    list[int],
+    NDArray[Any] | None,
+    NDArray[Any] | None,
+    Carry | None,
+    SelectionOutcome | None,
+]:
+    """A run continuing a stored ``state``: the state's totals and the mark's input
+    digest need every contribution (24 bytes per (key, step) with one), so the client
+    gathers them (and the unit ledger) from the shards and does what the embedded engine
+    does between bounding and release (:func:`~dpcount.keyed.run.settle`: an open key
+    set's keys placed after the stored key table, its selection continuing the stored
+    selection counter, the mark, the carry). An open key set's placed contributions
+    then go back to the workers as shards of contiguous positions (``count`` of them).
+    Returns the job, the shards and their key edges, the running sums and noise state
+    the release continues from, the carry and the selection outcome."""
+    contributions = _concat(
+        client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
+    )
+    ledger = None
+    if job.run_bound is not None:  # a unit's keys are bounded together: in one shard
+        assert len(shards) == 1
+        ledger = client.gather(client.submit(operator.itemgetter(2), shards[0]))
+    job, contributions, base, buffers, carry, outcome = settle(
+        job, created, stored, contributions, ledger, chunk_keys, guard, state
+    )
+    edges = _shard_edges(job.mechanism.n_keys, chunk_keys, count)
+    if job.selection is not None:  # keys renamed to positions: the shards anew
+        shards = [
+            _shipped(client, (contributions.for_keys(lo, hi), DropReport()))
+            for lo, hi in itertools.pairwise(edges)
+        ]
+    return job, shards, edges, base, buffers, carry, outcome
 
 
 def _check_shard(
@@ -484,7 +552,8 @@ def run_dask(
                 times = pd.concat([t for t, _ in scans], ignore_index=True)
             if open_keys:
                 key_values = pd.concat([k for _, k in scans], ignore_index=True)
-        job, derived = make_job(times=times, key_values=key_values, **common)
+        prior = stored_keys(common, state)
+        job, derived = make_job(times=times, key_values=key_values, prior_keys=prior, **common)
         job = continue_from(job, state, until)
         n = job.mechanism.n_keys
         # a unit's bound covers all its keys: one shard at unit level
@@ -500,11 +569,12 @@ def run_dask(
         ):
             report = report + part_report  # validates the events before a secret is created
         job, created = job.with_secret(secret)
-        base, buffers = load_base(job, state)
+        job, stored = with_stored(job, state)  # a stored unit ledger goes to the bounding
+        base, buffers = None, None  # continuing a state: from settle (below)
         shipped = _shipped(client, job)  # now with the run secret
         shards = [
             client.submit(
-                _finish_shard,
+                _finish_shard if state is None else _finish_run_shard,
                 shipped,
                 *[client.submit(_piece, f, g, pure=False) for f in prepared],
                 pure=False,
@@ -516,8 +586,15 @@ def run_dask(
         ):
             report = report + shard_report
         del frames, prepared  # the scheduler keeps their lineage while the shards live
-        outcome = None
-        if job.selection is not None:
+        outcome, carry = None, None
+        if state is not None:
+            job, shards, edges, base, buffers, carry, outcome = _settle_stored(
+                client, job, created, stored, shards, chunk_keys, count, guard, state
+            )
+            n = job.mechanism.n_keys
+            # the release needs no unit ledger (the bounding had it): not shipped again
+            shipped = _shipped(client, dataclasses.replace(job, ledger=None))
+        elif job.selection is not None:
             # the key table: keys placed by their first counted step, then name, as the
             # embedded engine places them (:func:`~dpcount.keyed.job.place_keys`)
             first = np.concatenate(
@@ -556,27 +633,31 @@ def run_dask(
             )
             outcome = SelectionOutcome(plan, n, int((selected <= job.until).sum()))
             job = dataclasses.replace(job, selected=selected)
-        carry = None
-        if state is not None or job.secret.path is not None:
-            # the released-up-to mark's input digest and the state's totals need every
-            # contribution (24 bytes per (key, step) with one); a testing secret has no mark
+        if state is None and job.secret.path is not None:
+            # the released-up-to mark's input digest needs every contribution (24 bytes
+            # per (key, step) with one); a testing secret has no mark
             contributions = _concat(
                 client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
             )
             begin_release(guard, job, created, contributions, base, buffers, state)
-            carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
             del contributions
-        else:
+        elif state is None:
             client.gather([client.submit(_check_shard, shipped, f, None) for f in shards])
         need_state = carry is not None and carry.buffers is not None
         parts = None if parts is None else parts.for_job(job)
         done = set() if parts is None else parts.open(job)
+
+        def shown(lo: int, hi: int) -> bool:  # a key of the chunk is released
+            return job.selected is None or bool((job.selected[lo:hi] <= job.until).any())
+
+        # (lo, hi, write); not written (its part exists, or no key of it is selected):
+        # released for its noise state only, which the state needs
         chunks = [
-            (lo, hi, lo not in done)
+            (lo, hi, lo not in done and shown(lo, hi))
             for lo, hi in chunk_bounds(n, chunk_keys)
-            if (need_state or lo not in done)
-            and (job.selected is None or bool((job.selected[lo:hi] <= job.until).any()))
+            if need_state or (lo not in done and shown(lo, hi))
         ]
+        quiet = {lo for lo, _, write in chunks if not write}
         writer = None if parts is None else parts.writer(job, time_label)
         shipped_writer = None if writer is None else _shipped(client, writer)
         if writer is None:  # the counts come to the client: bounded per task
@@ -627,7 +708,7 @@ def run_dask(
                     hi = lo + min(chunk_keys, n - lo)
                     if carry is not None and carry.buffers is not None:
                         carry.buffers[:, lo:hi] = ends
-                    if lo in done:  # written by an earlier attempt; run for its noise state
+                    if lo in quiet:  # run for its noise state only
                         continue
                     yield lo, None if values is None else np.asarray(values)
                     if progress is not None:

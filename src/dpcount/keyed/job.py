@@ -56,7 +56,6 @@ __all__ = [
     "SecretArg",
     "begin_release",
     "continue_from",
-    "load_base",
     "load_stored",
     "make_job",
     "place_keys",
@@ -574,23 +573,6 @@ def continue_from(
                 "already released"
             )
     return dataclasses.replace(job.window(first, until), keep_state=state is not None)
-
-
-def load_base(
-    job: KeyedJob, state: str | os.PathLike[str] | None
-) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
-    """The authenticated running sums and per-key noise state (None: not kept, the noise
-    is replayed) of step ``job.first − 1`` (None, None: start from zero)."""
-    if state is None or (job.first == 1 and not os.path.exists(state)):
-        return None, None
-    m = job.mechanism
-    stored = RunState.load(state, job.secret, m.n_keys, m.noise_layout(job.first - 1))
-    if stored.step != job.first - 1:
-        raise ValueError(f"state file {state} changed during the run (step {stored.step})")
-    dtype = np.int64 if job.integer else np.float64
-    if stored.sums.dtype != dtype:
-        raise ValueError(f"state file {state} holds {stored.sums.dtype} sums, not {dtype}")
-    return stored.sums, stored.buffers
 
 
 def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState | None:

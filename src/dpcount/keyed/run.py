@@ -27,8 +27,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import PUBLIC, atomic_file, write_atomic
+from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame, keyed_budget
 from dpcount.keyed.events import (
+    Contributions,
     DropReport,
     EventColumns,
     TimeBuckets,
@@ -520,7 +522,7 @@ def keyed_counts(
             steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
             included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
             Either engine; discrete noise, a frame or an output file. With
-            ``state`` (embedded engine) the key table, selection steps and selection
+            ``state`` (either engine) the key table, selection steps and selection
             noise state persist (resumes equal one run).
         unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
             per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
@@ -587,7 +589,7 @@ def keyed_counts(
         )
     check_secret_arg(secret)
     check_std_digits(std_digits)
-    _check_open(keys, selection, unit_scope, engine, state, output, on_chunk)
+    _check_open(keys, selection, output, on_chunk)
     if state is not None and secret_file(secret) is None:
         raise ValueError(
             "state= needs a secret file: the released-up-to mark that refuses a second "
@@ -677,21 +679,10 @@ def keyed_counts(
 def _check_open(
     keys: object,
     selection: KeySelection | None,
-    unit_scope: str,
-    engine: str,
-    state: object,
     output: str | os.PathLike[str] | None,
     on_chunk: object,
 ) -> None:
-    """Refuse what key selection and run-level unit bounds do not support (yet)."""
-    for what, used in (
-        ("selection= (an open key set)", keys is None or selection is not None),
-        ("unit_scope='run'", unit_scope == "run"),
-    ):
-        if used and state is not None and engine != "embedded":
-            raise ValueError(
-                f"{what} with state= runs on the embedded engine only (engine={engine!r})"
-            )
+    """Refuse what key selection does not support."""
     if keys is None or selection is not None:
         if on_chunk is not None:
             raise ValueError(
@@ -723,9 +714,7 @@ def _run_embedded(
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time)
-    prior: tuple[Any, ...] = ()
-    if common.get("keys") is None and state is not None and os.path.exists(state):
-        prior = RunState.peek_keys(state)  # authenticated below (load_stored)
+    prior = stored_keys(common, state)
     job, derived = make_job(times=times, key_values=frame[columns.key], prior_keys=prior, **common)
     if allowed_lateness is not None:
         until = _until_watermark(job, state, times, allowed_lateness)
@@ -734,34 +723,12 @@ def _run_embedded(
     source = None if isinstance(events, pd.DataFrame) else str(events)
     partial, report = job.prepare(frame, source)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
-    stored = load_stored(job, state)
-    base = None if stored is None else stored.sums
-    buffers = None if stored is None else stored.buffers
-    if stored is not None:
-        job = dataclasses.replace(job, ledger=stored.ledger)
+    job, stored = with_stored(job, state)
     contributions, bound_report, ledger = job.finish_run([partial])
     report = report + bound_report
-    outcome, opened = None, None
-    if job.selection is not None:
-        n_prior = 0 if stored is None or stored.open is None else len(stored.open.keys)
-        job, contributions, ledger = place_keys(job, contributions, ledger, n_prior)
-        base, buffers, picked = _extend(job, stored, base, buffers, chunk_keys)
-        selected, outcome, ends = select_keys(
-            job,
-            contributions,
-            chunk_keys,
-            base=base,
-            noise_state=picked,
-            selected=None if stored is None or stored.open is None else stored.open.selected,
-            n_prior=n_prior,
-        )
-        job = dataclasses.replace(job, selected=selected)
-        layout = None if ends is None else job.selection.mechanism.noise_layout(job.until)  # type: ignore[union-attr]
-        opened = OpenKeys(job.universe.keys, selected, ends, layout)
-    begin_release(guard, job, created, contributions, base, buffers, state, stored)
-    carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
-    if carry is not None:
-        carry.open, carry.ledger = opened, ledger
+    job, contributions, base, buffers, carry, outcome = settle(
+        job, created, stored, contributions, ledger, chunk_keys, guard, state
+    )
     parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
 
@@ -791,6 +758,78 @@ def _run_embedded(
                 progress(hi, n)
 
     return job, created, derived, report, chunks(), carry, outcome
+
+
+def stored_keys(common: dict[str, Any], state: str | os.PathLike[str] | None) -> tuple[Any, ...]:
+    """An open key set's key table of the stored ``state`` (the universe starts with it;
+    read before the secret is loaded, authenticated by :func:`with_stored`); () for a
+    public key universe or a first run."""
+    if common.get("keys") is None and state is not None and os.path.exists(state):
+        return RunState.peek_keys(state)
+    return ()
+
+
+def with_stored(
+    job: KeyedJob, state: str | os.PathLike[str] | None
+) -> tuple[KeyedJob, RunState | None]:
+    """The authenticated stored state this run continues (:func:`load_stored`; None:
+    from step 1), and the job with its unit ledger (run-level bounds continue it)."""
+    stored = load_stored(job, state)
+    if stored is not None:
+        job = dataclasses.replace(job, ledger=stored.ledger)
+    return job, stored
+
+
+def settle(
+    job: KeyedJob,
+    created: bool,
+    stored: RunState | None,
+    contributions: Contributions,
+    ledger: UnitLedger | None,
+    chunk_keys: int,
+    guard: ReleaseGuard | None,
+    state: str | os.PathLike[str] | None,
+) -> tuple[
+    KeyedJob,
+    Contributions,
+    NDArray[Any] | None,
+    NDArray[Any] | None,
+    Carry | None,
+    SelectionOutcome | None,
+]:
+    """What both engines do on the client between bounding and release, given all the
+    run's bounded ``contributions`` and the unit ``ledger`` after them: an open key set's
+    keys placed after the ``stored`` key table (:func:`place_keys`), the stored sums and
+    noise states extended to them (:func:`_extend`) and the keys selected continuing the
+    stored selection (:func:`select_keys`); the release begun (:func:`begin_release`);
+    and what the next run needs (a :class:`Carry` with the key table and the ledger;
+    None without ``state``). Returns the job (placed, with its selection steps), the
+    contributions (keys renamed to positions), the running sums and counting noise
+    state the release continues from, the carry and the selection outcome."""
+    base = None if stored is None else stored.sums
+    buffers = None if stored is None else stored.buffers
+    outcome, opened = None, None
+    if job.selection is not None:
+        n_prior = 0 if stored is None or stored.open is None else len(stored.open.keys)
+        job, contributions, ledger = place_keys(job, contributions, ledger, n_prior)
+        base, buffers, picked = _extend(job, stored, base, buffers, chunk_keys)
+        selected, outcome, ends = select_keys(
+            job,
+            contributions,
+            chunk_keys,
+            base=base,
+            noise_state=picked,
+            selected=None if stored is None or stored.open is None else stored.open.selected,
+            n_prior=n_prior,
+        )
+        job = dataclasses.replace(job, selected=selected)
+        layout = None if ends is None else job.selection.mechanism.noise_layout(job.until)  # type: ignore[union-attr]
+        opened = OpenKeys(job.universe.keys, selected, ends, layout)
+    begin_release(guard, job, created, contributions, base, buffers, state, stored)
+    carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
+    if carry is not None:
+        carry.open, carry.ledger = opened, ledger
+    return job, contributions, base, buffers, carry, outcome
 
 
 def _extend(

@@ -100,8 +100,9 @@ is not used: the discrete Laplace tree keeps the selection pure-ε.
 Limits: the selection needs integer weights and discrete counting noise (a discrete
 Laplace threshold on a non-integer count would reveal its fractional part). It runs on
 either engine (Dask places the keys as the embedded engine does, then selects each
-shard's keys where the shard lies: the same bits); with ``state=``
-(runs continuing a state) on the embedded engine. ``report`` (candidate and selected
+shard's keys where the shard lies: the same bits), also with ``state=`` (runs
+continuing a state: the Dask client places and selects as the embedded engine does,
+:func:`dpcount.keyed.run.settle`). ``report`` (candidate and selected
 counts, dropped and late events) is exact, not private; the released rows are.
 """
 
