@@ -192,6 +192,10 @@ def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
     )
 
 
+def _write_events(n_keys: int, horizon: int, n_events: int, path: str) -> None:
+    _events(n_keys, horizon, n_events).to_parquet(path, row_group_size=1 << 20)
+
+
 def _kwargs(
     n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree"
 ) -> dict[str, Any]:
@@ -249,7 +253,7 @@ def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
     columns = EventColumns("t", "key")
     job, _ = make_job(
         times=parse_times(pd.Series([0]), "t"),  # unused: start and horizon are given
-        keys=list(kw["keys"]),
+        keys=kw["keys"],
         columns=columns,
         step=1,
         budget=kw["budget"],
@@ -425,13 +429,23 @@ def main() -> None:
         "instead of discarding the counts",
     )
     args = parser.parse_args()
-    events: Any = _events(args.keys, args.steps, args.events)
+    events: Any
     if args.from_file:
+        import multiprocessing
         import tempfile
 
-        path = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
-        events.to_parquet(path, row_group_size=1 << 20)
-        events = path
+        # written by a process of its own: the client's memory is then the run's, not
+        # the generator's (2 * 10^7 events are 320 MB in a frame)
+        events = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
+        writer = multiprocessing.get_context("spawn").Process(
+            target=_write_events, args=(args.keys, args.steps, args.events, events)
+        )
+        writer.start()
+        writer.join()
+        if writer.exitcode != 0:
+            raise SystemExit(f"writing the events failed (exit code {writer.exitcode})")
+    else:
+        events = _events(args.keys, args.steps, args.events)
     kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism)
     what = (
         f"{args.mechanism}, Gaussian"

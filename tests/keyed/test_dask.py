@@ -180,6 +180,28 @@ def test_dask_reads_files_and_writes_the_same_bytes(client: Any, tmp_path: Path)
     assert a.output.read_bytes() == b.output.read_bytes()
 
 
+@pytest.mark.parametrize("partitions", [None, 3])
+def test_dask_reads_parquet_row_groups_as_partitions(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitions: int | None
+) -> None:
+    """A Parquet file is read in blocks of whole row groups (here one per partition), not
+    as one partition of the whole file: the same release as the embedded engine's."""
+    import dask.dataframe as dd
+
+    from dpcount.keyed import dask as engine
+
+    path = tmp_path / "events.parquet"
+    _events().to_parquet(path, row_group_size=500)
+    monkeypatch.setattr(engine, "PARQUET_BLOCK", 1)
+    kw = _kw()
+    ddf = engine._dask_frame(path, engine.EventColumns("t", "key", "w"), None)
+    assert ddf.npartitions == 8 == len(dd.read_parquet(path, split_row_groups=True).divisions) - 1
+    a = keyed_counts(path, **kw)
+    b = keyed_counts(path, engine="dask", scheduler=client, partitions=partitions, **kw)
+    assert a.frame is not None and b.frame is not None
+    assert b.frame.equals(a.frame) and b.report == a.report
+
+
 @pytest.mark.slow
 def test_worker_killed_midway_gives_the_same_output(client: Any) -> None:
     """A worker process is SIGKILLed after the first chunk arrives; lost tasks are rerun."""
