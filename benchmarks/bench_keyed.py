@@ -160,9 +160,58 @@ and both workers — are the figures to compare; ratios within one run):
   10.5 s embedded: 1.15 x embedded wall, 0.78 x CPU. On an idle 2-core machine that
   CPU split bounds the Dask run at ~6.7 s wall (~1.5 x embedded); not measured here.
 
+10^7 keys x 100 steps on Dask (issue 23: <= 2 GiB per worker, <= 1 GiB on the client),
+2026-11-27, 2 x 10^7 events read by the workers from one Parquet file (20 row groups of
+2^20 rows, written beforehand by a process of its own, so that the client's figures are
+the run's and not the generator's), 2 workers writing Parquet parts (1.2 GB, 4883
+parts); ``--keys 10000000 --steps 100 --events 20000000 --dask-only --from-file --write
+DIR --repeats 1``, this script on the code before these changes (8bfbc4d) and after,
+machine shared with another engineer's jobs:
+
+==========================  ========================  ========================
+figure                      before                    after
+==========================  ========================  ========================
+wall (load average)         173.5 s (2.1)             140.2 s (2.1); 216.4 s (4.3)
+CPU, client and workers     278.5 s                   245.6 s; 254.2 s
+worker peak RSS             2256 MiB                  1313 MiB; 1316 MiB
+client peak RSS             1485 MiB (131 at start)   187 MiB (131 at start)
+bytes the client sent       95.2 MiB                  0.1 MiB
+==========================  ========================  ========================
+
+What grew with the number of keys, measured at 10^6 and 3 x 10^6 keys (2 events per
+key; before: client 427 / 677 MiB, workers 425 / 870 MiB, so ~1.55 GiB and ~2.6 GiB
+extrapolated to 10^7 — the measured 1485 / 2256 MiB above):
+
+* the key universe: ``keys=range(n)`` became a tuple of n Python ints (~36 bytes a
+  key: 120 MiB at 3 x 10^6) on the client, went pickled into the job twice (without
+  and with the run secret; 14 MiB at 3 x 10^6, the "large graph" warning), was
+  unpickled into each worker (another ~140 MiB there), and every input partition built
+  a pandas hash index of it to match the event keys (+140 MiB transient). A ``range``
+  now stays a ``range`` (``KeyUniverse``): the same digest (the secret's
+  configuration) and the same key matching (a ``pandas.RangeIndex``, arithmetic).
+  3 x 10^6 keys: client 677 -> 244 MiB, workers 870 -> 710 MiB.
+* the input: dask's ``read_parquet`` made one partition of the whole file, read by one
+  task on one worker (at 10^7: a 320 MB frame; pandas reading the file in one process
+  took 820 MB of RSS with Arrow's buffers) and split four ways there. The Dask engine
+  now reads blocks of whole row groups of at most 32 MiB (``PARQUET_BLOCK``) and drops
+  each input partition once summed (and each partition's sums once the shards hold
+  them) instead of at the end of the stage. 3 x 10^6 keys, sampled worker RSS: the
+  worker that read the file 702 -> 651 MiB (partitions dropped early) -> 561 MiB (row
+  group blocks), the other ~450 -> 413 -> 525 MiB (it now reads half the file).
+
+Where the workers peak now at 10^7 keys (a separate run sampling each worker's RSS every
+50 ms against distributed's task stream, load 1.2-1.9; 128 s wall): while the shards
+are summed (``_finish_shard``, 12-13 s into the run: 1247 and 1157 MiB), holding the
+contributions (24 bytes per (key, step) with events: 2 x 10^7 x 24 B = 480 MB over both
+workers, in 8 shards), the partial sums still on their way to the shards and the
+temporaries of one shard's concatenation and sort; bounding and summing a partition of
+5 x 10^6 events peaked at 851-1102 MiB. The release stage (the noise and the part
+writer) runs flat at 611-786 MiB, so the part writer is not what peaks; it is 89% of
+the wall time (114 of 128 s).
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
-       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--write DIR]
-       [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
+       [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only]
+       [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
 Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
 per repeat as well.
 """
@@ -190,6 +239,10 @@ def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
     return pd.DataFrame(
         {"t": rng.integers(0, horizon, n_events), "key": rng.integers(0, n_keys, n_events)}
     )
+
+
+def _write_events(n_keys: int, horizon: int, n_events: int, path: str) -> None:
+    _events(n_keys, horizon, n_events).to_parquet(path, row_group_size=1 << 20)
 
 
 def _kwargs(
@@ -249,7 +302,7 @@ def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
     columns = EventColumns("t", "key")
     job, _ = make_job(
         times=parse_times(pd.Series([0]), "t"),  # unused: start and horizon are given
-        keys=list(kw["keys"]),
+        keys=kw["keys"],
         columns=columns,
         step=1,
         budget=kw["budget"],
@@ -425,13 +478,23 @@ def main() -> None:
         "instead of discarding the counts",
     )
     args = parser.parse_args()
-    events: Any = _events(args.keys, args.steps, args.events)
+    events: Any
     if args.from_file:
+        import multiprocessing
         import tempfile
 
-        path = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
-        events.to_parquet(path, row_group_size=1 << 20)
-        events = path
+        # written by a process of its own: the client's memory is then the run's, not
+        # the generator's (2 * 10^7 events are 320 MB in a frame)
+        events = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
+        writer = multiprocessing.get_context("spawn").Process(
+            target=_write_events, args=(args.keys, args.steps, args.events, events)
+        )
+        writer.start()
+        writer.join()
+        if writer.exitcode != 0:
+            raise SystemExit(f"writing the events failed (exit code {writer.exitcode})")
+    else:
+        events = _events(args.keys, args.steps, args.events)
     kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism)
     what = (
         f"{args.mechanism}, Gaussian"

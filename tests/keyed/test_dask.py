@@ -18,6 +18,7 @@ pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
 from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
+from dpcount.keyed.selection import KeySelection  # noqa: E402
 from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
 from tests.keyed.test_incremental import open_keys_in_incremental_runs  # noqa: E402
@@ -108,6 +109,27 @@ def test_dask_equals_embedded_for_any_partitioning(
         assert embedded.report.unit_dropped_keys > 0
 
 
+def test_dask_keeps_a_frames_object_keys_as_they_are(client: Any) -> None:
+    """Keys of mixed types in an object column (1 and "a"): Dask's default turned the
+    column into strings, so the universe's 1 missed the events' "1" (counted as unknown
+    keys) and an open key set released "1" instead of 1."""
+    keys = pd.Series([1, 1, "a", 2, 1, "a"] * 20, dtype=object)
+    events = pd.DataFrame({"t": np.arange(120) % 50, "key": keys})
+    kw = _kw(keys=[1, 2, "a"], weight_column=None)
+    embedded = keyed_counts(events, **kw)
+    dasked = keyed_counts(events, engine="dask", scheduler=client, partitions=2, **kw)
+    assert embedded.report.unknown_key == 0 and dasked.report == embedded.report
+    assert embedded.frame is not None and dasked.frame is not None
+    assert dasked.frame.equals(embedded.frame)
+    kw = _kw(keys=None, weight_column=None, selection=KeySelection(epsilon=50.0, delta=0.3))
+    embedded = keyed_counts(events, **kw)
+    dasked = keyed_counts(events, engine="dask", scheduler=client, partitions=2, **kw)
+    assert dasked.selection == embedded.selection
+    assert embedded.frame is not None and dasked.frame is not None
+    assert dasked.frame.equals(embedded.frame)
+    assert {1, "a"} <= set(embedded.frame["key"])  # the int key, released as an int
+
+
 @pytest.mark.parametrize("partitions", [1, 5])
 def test_dask_run_level_unit_bounds_equal_embedded(client: Any, partitions: int) -> None:
     """unit_scope='run' (max_keys over the run, max_steps per key min_separation apart):
@@ -186,6 +208,28 @@ def test_dask_reads_files_and_writes_the_same_bytes(client: Any, tmp_path: Path)
     )
     assert a.output is not None and b.output is not None
     assert a.output.read_bytes() == b.output.read_bytes()
+
+
+@pytest.mark.parametrize("partitions", [None, 3])
+def test_dask_reads_parquet_row_groups_as_partitions(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitions: int | None
+) -> None:
+    """A Parquet file is read in blocks of whole row groups (here one per partition), not
+    as one partition of the whole file: the same release as the embedded engine's."""
+    import dask.dataframe as dd
+
+    from dpcount.keyed import dask as engine
+
+    path = tmp_path / "events.parquet"
+    _events().to_parquet(path, row_group_size=500)
+    monkeypatch.setattr(engine, "PARQUET_BLOCK", 1)
+    kw = _kw()
+    ddf = engine._dask_frame(path, engine.EventColumns("t", "key", "w"), None)
+    assert ddf.npartitions == 8 == len(dd.read_parquet(path, split_row_groups=True).divisions) - 1
+    a = keyed_counts(path, **kw)
+    b = keyed_counts(path, engine="dask", scheduler=client, partitions=partitions, **kw)
+    assert a.frame is not None and b.frame is not None
+    assert b.frame.equals(a.frame) and b.report == a.report
 
 
 @pytest.mark.slow

@@ -348,6 +348,46 @@ def test_numpy_keys_give_the_same_configuration() -> None:
     assert KeyUniverse(np.arange(3)).digest() == KeyUniverse([0, 1, 2]).digest()
 
 
+@pytest.mark.parametrize("keys", [range(5), range(3, 40, 7), range(10, -6, -3)])
+def test_range_universe_stays_a_range_and_matches_like_its_list(keys: range) -> None:
+    from dpcount.keyed.events import KeyUniverse
+
+    kept, listed = KeyUniverse(keys), KeyUniverse(list(keys))
+    assert kept.keys is keys  # not materialized: O(1) whatever its length
+    assert kept.digest() == listed.digest()  # the same configuration, secret and run id
+    values = [*keys, 41, -7, 10**6]
+    for column in (
+        pd.Series(values),
+        pd.Series([float(v) for v in values] + [3.5]),
+        pd.Series([str(v) for v in values] + [*values], dtype=object),
+    ):
+        assert kept.indices(column).tolist() == listed.indices(column).tolist()
+
+
+def test_huge_range_universe_costs_nothing() -> None:
+    from dpcount.keyed.events import KeyUniverse
+
+    universe = KeyUniverse(range(10**15))  # a tuple of it would not fit in any memory
+    assert len(universe) == 10**15
+    found = universe.indices(pd.Series([0, 10**15 - 1, 10**15, -1]))
+    assert found.tolist() == [0, 10**15 - 1, -1, -1]
+    with pytest.raises(ValueError, match="at least one key"):
+        KeyUniverse(range(0))
+
+
+def test_range_keys_release_what_their_list_releases() -> None:
+    events = pd.DataFrame({"t": [1, 2, 2, 3], "key": [0, 4, 9, 2]})
+    kw: dict[str, object] = dict(
+        time_column="t", key_column="key", step=1, start=1, horizon=3, epsilon=1.0,
+        secret=SECRET, chunk_keys=2,
+    )  # fmt: skip
+    a = keyed_counts(events, keys=range(6), **kw)
+    b = keyed_counts(events, keys=list(range(6)), **kw)
+    assert a.run_id == b.run_id and a.report == b.report
+    assert a.frame is not None and b.frame is not None and a.frame.equals(b.frame)
+    assert a.report.unknown_key == 1
+
+
 def test_no_events_needs_explicit_start() -> None:
     empty = pd.DataFrame({"t": np.array([], dtype=np.int64), "key": np.array([], dtype=object)})
     with pytest.raises(ValueError, match="pass start and horizon"):

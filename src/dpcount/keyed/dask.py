@@ -5,7 +5,9 @@ configuration, its key universe and the secret) to every worker once and then on
 small task descriptions, and collects the outputs:
 
 1. **Bounding and summing** (one task per input partition, reading its part of a
-   Parquet or CSV file itself): map events to (key index, step), clip per event
+   Parquet or CSV file itself; a Parquet file's partitions are blocks of whole row
+   groups of at most :data:`PARQUET_BLOCK` bytes, so no task reads the whole file,
+   and each partition is dropped once summed): map events to (key index, step), clip per event
    (event level) and sum per (key, step) — or per (unit, step, key) for unit
    bounding — and split the partition's sums into shards: contiguous ranges of whole
    key chunks, a function of the key index alone (never of the partition). One task
@@ -114,7 +116,7 @@ def _release_task(
     buffers: NDArray[Any] | None,
     keep_state: bool,
     writer: Any = None,
-    keys: tuple[Any, ...] = (),
+    keys: Sequence[Any] = (),
 ) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
     """One key chunk. The task carries the mechanism, the secret, the chunk's noise state
     (``buffers``) and (to write its own part file) the chunk's keys — never the whole key
@@ -379,6 +381,11 @@ def _file_line(err: ValueError, path: Path, ddf: Any) -> ValueError | None:
     return ValueError(str(err).replace(found.group(0), name))
 
 
+#: most (uncompressed, encoded) bytes of Parquet row groups read into one input
+#: partition; a larger row group is a partition of its own
+PARQUET_BLOCK = 32 * 2**20
+
+
 def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> Any:
     import dask.dataframe as dd
 
@@ -391,7 +398,14 @@ def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> A
             import pyarrow.parquet as pq
 
             columns.check(pq.read_schema(p).names, str(p))
-            ddf = dd.read_parquet(str(p), columns=columns.names())
+            # partitions of whole row groups up to PARQUET_BLOCK: dask's default read a
+            # file of 2 * 10^7 events (320 MB in memory) as ONE partition, in one task
+            ddf = dd.read_parquet(
+                str(p),
+                columns=columns.names(),
+                split_row_groups="adaptive",
+                blocksize=PARQUET_BLOCK,
+            )
         elif suffix == ".csv":
             columns.check(list(pd.read_csv(p, nrows=0).columns), str(p))
             dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
@@ -403,7 +417,12 @@ def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> A
             raise ValueError(f"events file {p} must end in .csv or .parquet")
     elif isinstance(events, pd.DataFrame):
         columns.check(list(events.columns), "the events")
-        ddf = dd.from_pandas(events, npartitions=partitions or 2, sort=False)  # type: ignore[no-untyped-call]
+        import dask.config
+
+        # the frame's values as they are: Dask otherwise turns object columns into
+        # strings, so key 1 became "1" and missed the universe's 1 (counted as unknown)
+        with dask.config.set({"dataframe.convert-string": False}):
+            ddf = dd.from_pandas(events, npartitions=partitions or 2, sort=False)  # type: ignore[no-untyped-call]
     else:
         ddf = events
         columns.check(list(ddf.columns), "the events")
@@ -563,6 +582,9 @@ def run_dask(
         shipped = _shipped(client, job)
         frames = client.compute(pieces)
         prepared = [client.submit(_prepare_split, shipped, f, edges, pure=False) for f in frames]
+        # each input partition is dropped once its task has run, not held to the end of
+        # the stage (the scheduler keeps the lineage while tasks depend on it)
+        del frames
         report = DropReport()
         for part_report in client.gather(
             [client.submit(operator.itemgetter(1), f) for f in prepared]
@@ -581,11 +603,11 @@ def run_dask(
             )
             for g in range(len(edges) - 1)
         ]
+        del prepared  # likewise: each partition's sums go once the shards have them
         for shard_report in client.gather(
             [client.submit(operator.itemgetter(1), f) for f in shards]
         ):
             report = report + shard_report
-        del frames, prepared  # the scheduler keeps their lineage while the shards live
         outcome, carry = None, None
         if state is not None:
             job, shards, edges, base, buffers, carry, outcome = _settle_stored(

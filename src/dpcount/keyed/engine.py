@@ -58,7 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property, lru_cache
@@ -766,7 +766,7 @@ def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
 def chunk_frame(
     values: NDArray[Any],
     std: NDArray[np.float64],
-    keys: tuple[Any, ...],
+    keys: Sequence[Any],
     labels: list[str],
     key_lo: int,
     time_label: str = "time",

@@ -213,11 +213,24 @@ def read_keys(path: str | os.PathLike[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class KeyUniverse:
-    """The public, ordered key universe; key index = position in the list."""
+    """The public, ordered key universe; key index = position in the list.
 
-    keys: tuple[Any, ...]
+    A ``range`` of integers stays a ``range`` (O(1) memory, whatever its length): a
+    universe of 10^7 keys as a tuple of Python ints takes ~360 MiB in every process
+    that holds the job, and matching event keys against it built a hash table of it
+    per input partition. A range matches like the tuple of its values (a
+    ``pandas.RangeIndex`` computes the positions arithmetically) and has the same
+    digest, so the run's configuration, secret and outputs are the same either way.
+    """
+
+    keys: tuple[Any, ...] | range
 
     def __init__(self, keys: Sequence[Any]) -> None:
+        if isinstance(keys, range):  # unique integers already: nothing to convert
+            if not keys:
+                raise ValueError("keys must hold at least one key")
+            object.__setattr__(self, "keys", keys)
+            return
         # numpy scalars as Python values: the fingerprint must not depend on the container
         ks = tuple(k.item() if isinstance(k, np.generic) else k for k in keys)
         if not ks:
@@ -237,8 +250,10 @@ class KeyUniverse:
         A universe of strings (e.g. read from a keys file) is matched against the
         values as text, so integer key columns match keys written as digits.
         """
-        if all(isinstance(k, str) for k in self.keys) and not (
-            pd.api.types.is_string_dtype(values.dtype) or values.dtype == object
+        if (
+            not isinstance(self.keys, range)
+            and all(isinstance(k, str) for k in self.keys)
+            and not (pd.api.types.is_string_dtype(values.dtype) or values.dtype == object)
         ):
             values = values.astype(str)
         out: I64 = pd.Index(self.keys).get_indexer(values).astype(np.int64)
@@ -248,9 +263,18 @@ class KeyUniverse:
         import hashlib
 
         h = hashlib.sha256()
+        if isinstance(self.keys, range):  # the same bytes, a block of keys at a time
+            for lo in range(0, len(self.keys), _DIGEST_BLOCK):
+                block = self.keys[lo : lo + _DIGEST_BLOCK]
+                h.update(("\n".join(map(str, block)) + "\n").encode())
+            return h.hexdigest()
         for k in self.keys:
             h.update(repr(k).encode() + b"\n")
         return h.hexdigest()
+
+
+#: keys of a range universe hashed per update (:meth:`KeyUniverse.digest`)
+_DIGEST_BLOCK = 1 << 16
 
 
 # --------------------------------------------------------------------------------------

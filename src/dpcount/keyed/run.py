@@ -163,7 +163,7 @@ def iter_frames(
 def chunk_table(
     values: NDArray[Any],
     std: NDArray[np.float64],
-    keys: tuple[Any, ...],
+    keys: Sequence[Any],
     times: NDArray[Any],
     key_lo: int,
     time_label: str = "time",
@@ -375,7 +375,7 @@ class PartWriter:
     time_label: str
     first_step: int = 1
 
-    def write(self, lo: int, values: NDArray[Any], keys: tuple[Any, ...]) -> Path:
+    def write(self, lo: int, values: NDArray[Any], keys: Sequence[Any]) -> Path:
         """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
         table = chunk_table(values, self.std, keys, self.times, 0, self.time_label, self.first_step)
         return write_frames([table], self.path / f"part-{lo:012d}.parquet")
@@ -449,8 +449,10 @@ def keyed_counts(
         events: a pandas or polars DataFrame (or polars LazyFrame; the ``polars``
             extra), a CSV/Parquet path, or (``engine="dask"``) a Dask DataFrame, with
             columns time, key[, weight][, unit].
-        keys: the public key universe: a sequence, or a text file (one key a line);
-            None for an open key set, with ``selection``.
+        keys: the public key universe: a sequence (a ``range`` of integers is kept as
+            a range: O(1) memory at any size, where 10^7 keys in a list take ~360 MiB in
+            every process), or a text file (one key a line); None for an open key set,
+            with ``selection``.
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
             ``"1D"``, ``"1h"`` or a calendar step (``"MS"``, ``"QS"``, ``"YS"``,
@@ -824,7 +826,7 @@ def settle(
         )
         job = dataclasses.replace(job, selected=selected)
         layout = None if ends is None else job.selection.mechanism.noise_layout(job.until)  # type: ignore[union-attr]
-        opened = OpenKeys(job.universe.keys, selected, ends, layout)
+        opened = OpenKeys(tuple(job.universe.keys), selected, ends, layout)  # a tuple already
     begin_release(guard, job, created, contributions, base, buffers, state, stored)
     carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
     if carry is not None:
