@@ -27,7 +27,7 @@ small task descriptions, and collects the outputs:
    :func:`~dpcount.keyed.selection.select_keys` on its keys where it lies; the client
    gathers each key's selection step (8 bytes per key). A run continuing a stored
    state (``state=``) has gathered every contribution already (stage 1), so the client
-   does exactly what the embedded engine does (:func:`~dpcount.keyed.run.settle`):
+   does exactly what the embedded engine does (:func:`~dpcount.keyed.job.settle`):
    places the keys new in this run after the stored key table
    (:meth:`~dpcount.keyed.state.RunState.peek_keys` starts the universe), extends the
    stored sums and noise states to them, selects continuing the stored selection steps
@@ -97,8 +97,10 @@ from dpcount.keyed.job import (
     make_job,
     placed_job,
     renumber,
+    settle,
+    stored_keys,
+    with_stored,
 )
-from dpcount.keyed.run import settle, stored_keys, with_stored
 from dpcount.keyed.selection import SelectionOutcome, select_keys
 from dpcount.keyed.state import RunState
 
@@ -244,7 +246,7 @@ def _settle_stored(
     """A run continuing a stored ``state``: the state's totals and the mark's input
     digest need every contribution (24 bytes per (key, step) with one), so the client
     gathers them (and the unit ledger) from the shards and does what the embedded engine
-    does between bounding and release (:func:`~dpcount.keyed.run.settle`: an open key
+    does between bounding and release (:func:`~dpcount.keyed.job.settle`: an open key
     set's keys placed after the stored key table, its selection continuing the stored
     selection counter, the mark, the carry). An open key set's placed contributions
     then go back to the workers as shards of contiguous positions (``count`` of them).

@@ -13,7 +13,6 @@ in ``data_derived`` and the CLI prints a warning. Pass both for a fully private 
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import math
 import os
@@ -27,10 +26,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import PUBLIC, atomic_file, write_atomic
-from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame, keyed_budget
 from dpcount.keyed.events import (
-    Contributions,
     DropReport,
     EventColumns,
     TimeBuckets,
@@ -44,19 +41,17 @@ from dpcount.keyed.job import (
     EngineRun,
     KeyedJob,
     SecretArg,
-    begin_release,
     check_secret_arg,
     continue_from,
-    extend_noise_state,
-    load_stored,
     make_job,
-    place_keys,
     save_state,
     secret_file,
+    settle,
+    stored_keys,
+    with_stored,
 )
 from dpcount.keyed.mark import ReleaseGuard
-from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask, select_keys
-from dpcount.keyed.state import OpenKeys, RunState
+from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 from dpcount.privacy.budget import Budget, NoiseKind
 
@@ -760,109 +755,6 @@ def _run_embedded(
                 progress(hi, n)
 
     return job, created, derived, report, chunks(), carry, outcome
-
-
-def stored_keys(common: dict[str, Any], state: str | os.PathLike[str] | None) -> tuple[Any, ...]:
-    """An open key set's key table of the stored ``state`` (the universe starts with it;
-    read before the secret is loaded, authenticated by :func:`with_stored`); () for a
-    public key universe or a first run."""
-    if common.get("keys") is None and state is not None and os.path.exists(state):
-        return RunState.peek_keys(state)
-    return ()
-
-
-def with_stored(
-    job: KeyedJob, state: str | os.PathLike[str] | None
-) -> tuple[KeyedJob, RunState | None]:
-    """The authenticated stored state this run continues (:func:`load_stored`; None:
-    from step 1), and the job with its unit ledger (run-level bounds continue it)."""
-    stored = load_stored(job, state)
-    if stored is not None:
-        job = dataclasses.replace(job, ledger=stored.ledger)
-    return job, stored
-
-
-def settle(
-    job: KeyedJob,
-    created: bool,
-    stored: RunState | None,
-    contributions: Contributions,
-    ledger: UnitLedger | None,
-    chunk_keys: int,
-    guard: ReleaseGuard | None,
-    state: str | os.PathLike[str] | None,
-) -> tuple[
-    KeyedJob,
-    Contributions,
-    NDArray[Any] | None,
-    NDArray[Any] | None,
-    Carry | None,
-    SelectionOutcome | None,
-]:
-    """What both engines do on the client between bounding and release, given all the
-    run's bounded ``contributions`` and the unit ``ledger`` after them: an open key set's
-    keys placed after the ``stored`` key table (:func:`place_keys`), the stored sums and
-    noise states extended to them (:func:`_extend`) and the keys selected continuing the
-    stored selection (:func:`select_keys`); the release begun (:func:`begin_release`);
-    and what the next run needs (a :class:`Carry` with the key table and the ledger;
-    None without ``state``). Returns the job (placed, with its selection steps), the
-    contributions (keys renamed to positions), the running sums and counting noise
-    state the release continues from, the carry and the selection outcome."""
-    base = None if stored is None else stored.sums
-    buffers = None if stored is None else stored.buffers
-    outcome, opened = None, None
-    if job.selection is not None:
-        n_prior = 0 if stored is None or stored.open is None else len(stored.open.keys)
-        job, contributions, ledger = place_keys(job, contributions, ledger, n_prior)
-        base, buffers, picked = _extend(job, stored, base, buffers, chunk_keys)
-        selected, outcome, ends = select_keys(
-            job,
-            contributions,
-            chunk_keys,
-            base=base,
-            noise_state=picked,
-            selected=None if stored is None or stored.open is None else stored.open.selected,
-            n_prior=n_prior,
-        )
-        job = dataclasses.replace(job, selected=selected)
-        layout = None if ends is None else job.selection.mechanism.noise_layout(job.until)  # type: ignore[union-attr]
-        opened = OpenKeys(tuple(job.universe.keys), selected, ends, layout)  # a tuple already
-    begin_release(guard, job, created, contributions, base, buffers, state, stored)
-    carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
-    if carry is not None:
-        carry.open, carry.ledger = opened, ledger
-    return job, contributions, base, buffers, carry, outcome
-
-
-def _extend(
-    job: KeyedJob,
-    stored: RunState | None,
-    base: NDArray[Any] | None,
-    buffers: NDArray[Any] | None,
-    chunk_keys: int,
-) -> tuple[NDArray[Any] | None, NDArray[Any] | None, NDArray[np.uint64] | None]:
-    """An open key set continuing a stored state: the sums (zero), the counting noise
-    state and the selection counter's noise state of the keys new in this run appended
-    to the stored keys' (:func:`~dpcount.keyed.job.extend_noise_state`)."""
-    if stored is None or stored.open is None:
-        return base, buffers, None
-    n = job.mechanism.n_keys
-    assert base is not None and job.selection is not None
-    grown = np.zeros(n, dtype=base.dtype)
-    grown[: len(base)] = base
-    prf = job.secret.prf_key
-    counting = extend_noise_state(job.mechanism, prf, buffers, n, job.first, chunk_keys)
-    from dpcount.keyed.selection import selection_secret
-
-    picked = extend_noise_state(
-        job.selection.mechanism,
-        selection_secret(prf),
-        stored.open.buffers,
-        n,
-        job.first,
-        chunk_keys,
-    )
-    return grown, counting, picked
 
 
 def _until_watermark(
