@@ -209,6 +209,32 @@ temporaries of one shard's concatenation and sort; bounding and summing a partit
 writer) runs flat at 611-786 MiB, so the part writer is not what peaks; it is 89% of
 the wall time (114 of 128 s).
 
+After the Parquet encodings and the cache-sized PRF slices, and with kbig's memory
+changes, on the idle machine (2026-11-27 15:27-15:37 UTC, load average 1.0-2.2 — the
+runs' own processes; nothing else running):
+
+Before (8bfbc4d, idle, the previous session) -> now:
+
+* floor, 10^5 x 10^3, CPU: 7.35 s -> 4.62 s (1.59x faster);
+* embedded, counts discarded, CPU: 9.65 s = 1.31x floor -> 5.64 s = 1.22x floor;
+* embedded, ``--from-file --write``, wall: 20.47 s -> 13.67 s;
+* Dask 2 workers, the same, wall: 13.70 s = 1.49x embedded -> 10.14 s = 1.35x embedded;
+* 10^6 x 10^3, ``--dask-only --from-file --write``: 104.5 s, worker 1066 MiB, client
+  389 MiB -> 75.1 s and 85.7 s in two runs (140-154 s CPU), worker 768-786 MiB, client
+  185 MiB;
+* 10^7 x 100, 2 x 10^7 events, the same flags: not run -> 125.6 s (225 s CPU), worker
+  1241 MiB, client 187 MiB, 0.1 MiB sent, 1.5 GB of parts.
+
+The floors of the three ``--write`` runs moved between 3.35 and 5.54 s CPU (page faults
+of the floor's fresh arrays); the embedded figure is the best of two. Dask's throughput
+ratio fell because the embedded run gained more (20.5 -> 13.7 s) than the Dask run
+(13.7 -> 10.1 s): in Dask runs split as client + scheduler 0.7-1.8 s CPU and the two
+workers 6.2-9.2 s each (16-17 s in all against embedded's 13 s), so the workers carry
+~3.5 s of CPU beyond the embedded run's and one of them often idles at the end (7 shards
+of 7 chunks over 2 workers: 4 against 3). Release tasks of ~2 chunks (16 per worker)
+evened the workers' CPU (8.15 / 8.48 s) without shortening the wall time (10.1-11.0 s),
+so that change was not kept.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only]
        [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
