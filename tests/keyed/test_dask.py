@@ -412,8 +412,10 @@ def _stateful_runs(
     for first, last in windows:
         step = step_of(events)
         piece = events[(step >= first) & (step <= last)]
+        # with allowed_lateness the run finds its own last step from the data
+        window = {} if "allowed_lateness" in kw else {"until": last}
         res = keyed_counts(
-            piece, state=work / "run.state", until=last, secret=str(work / "run.key"), **kw
+            piece, state=work / "run.state", **window, secret=str(work / "run.key"), **kw
         )
         out.append((res, (work / "run.state").read_bytes()))
     return out
@@ -443,6 +445,21 @@ def _same_runs_on_both_engines(
         assert d.selection == e.selection
         assert d_state == e_state
     return [res for res, _ in dasked]
+
+
+def test_dask_allowed_lateness_releases_the_embedded_steps(client: Any, tmp_path: Path) -> None:
+    """allowed_lateness= on Dask: the watermark is the latest event time over every
+    partition, so both engines release the same steps, rows and state."""
+    events = _events()
+    kw = {k: v for k, v in _kw().items() if k != "secret"}
+    # step s covers t in [5(s-1), 5s); the second run gets step 6's events again
+    steps = [(1, 6), (6, 10)]
+    runs = _same_runs_on_both_engines(
+        client, tmp_path, events, steps, lambda e: e["t"] // 5 + 1, allowed_lateness=3, **kw
+    )
+    # latest t 29 (run 1) and 49: step s is complete when 5s + 3 <= latest
+    assert [r.released for r in runs] == [(1, 5), (6, 9)]
+    assert all(any("from the latest event time" in x for x in r.summary()) for r in runs)
 
 
 def _stored_selection(path: Path) -> dict[Any, int]:

@@ -270,8 +270,6 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
         )
     if args.allowed_lateness is not None and args.until is not None:
         raise ValueError("give --until or --allowed-lateness, not both")
-    if args.allowed_lateness is not None and args.engine != "embedded":
-        raise ValueError("--allowed-lateness needs --engine embedded (pass --until with Dask)")
     if args.scheduler is not None and args.workers is not None:
         raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
 

@@ -91,11 +91,11 @@ from dpcount.keyed.job import (
     KeyedJob,
     SecretArg,
     begin_release,
-    continue_from,
     first_steps,
     key_positions,
     make_job,
     placed_job,
+    release_window,
     renumber,
     settle,
     stored_keys,
@@ -543,9 +543,11 @@ def run_dask(
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
     guard: Any = None,
+    allowed_lateness: Any = None,
 ) -> EngineRun:
     """Bound, sum, select and release on a Dask cluster; see
-    :func:`dpcount.keyed.keyed_counts`."""
+    :func:`dpcount.keyed.keyed_counts` (``allowed_lateness``: the watermark from the
+    latest event time, read off every partition as the embedded engine reads it)."""
     from dask.base import compute
     from dask.delayed import delayed
 
@@ -556,7 +558,9 @@ def run_dask(
         client = _client(scheduler, workers, stack)
         ddf = _dask_frame(events, columns, partitions)
         pieces = ddf.to_delayed()
-        need_times = common["start"] is None or common["horizon"] is None
+        need_times = (
+            common["start"] is None or common["horizon"] is None or allowed_lateness is not None
+        )
         open_keys = common["keys"] is None
         times = pd.Series([], dtype=np.int64)  # not used when start and horizon are given
         key_values = None
@@ -575,7 +579,7 @@ def run_dask(
                 key_values = pd.concat([k for _, k in scans], ignore_index=True)
         prior = stored_keys(common, state)
         job, derived = make_job(times=times, key_values=key_values, prior_keys=prior, **common)
-        job = continue_from(job, state, until)
+        job = release_window(job, state, until, times, allowed_lateness, derived)
         n = job.mechanism.n_keys
         # a unit's bound covers all its keys: one shard at unit level
         count = 1 if job.max_keys is not None else 4 * max(1, len(client.ncores()))

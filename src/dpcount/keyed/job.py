@@ -50,6 +50,7 @@ from dpcount.keyed.selection import (
     selection_secret,
 )
 from dpcount.keyed.state import OpenKeys, RunState, extras_digest
+from dpcount.keyed.watermark import complete_through, parse_lateness
 from dpcount.privacy.budget import Budget, BudgetFields
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ __all__ = [
     "load_stored",
     "make_job",
     "place_keys",
+    "release_window",
     "save_state",
     "settle",
     "stored_keys",
@@ -582,6 +584,34 @@ def continue_from(
                 "already released"
             )
     return dataclasses.replace(job.window(first, until), keep_state=state is not None)
+
+
+def release_window(
+    job: KeyedJob,
+    state: str | os.PathLike[str] | None,
+    until: int | None,
+    times: pd.Series,
+    lateness: Any,
+    derived: list[str],
+) -> KeyedJob:
+    """:func:`continue_from`, releasing up to ``until`` — or, with an allowed ``lateness``
+    (:func:`~dpcount.keyed.watermark.parse_lateness`), up to the last step complete by
+    the latest event time (the max of ``times``) less ``lateness``, noted in ``derived``
+    as taken from the data."""
+    if lateness is not None:
+        wait = parse_lateness(lateness, job.buckets)
+        first = continue_from(job, state, None).first
+        if len(times) == 0:
+            raise ValueError("allowed_lateness: no events, so no watermark (pass until=)")
+        latest = times.max()
+        until = complete_through(job.buckets, job.mechanism.horizon, latest, wait)
+        if until < first:
+            raise ValueError(
+                f"no new complete step: the latest event time {latest} less the allowed "
+                f"lateness {lateness} is before the end of step {first}, the next to release"
+            )
+        derived.append("the released steps (from the latest event time)")
+    return continue_from(job, state, until)
 
 
 def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState | None:

@@ -42,8 +42,8 @@ from dpcount.keyed.job import (
     KeyedJob,
     SecretArg,
     check_secret_arg,
-    continue_from,
     make_job,
+    release_window,
     save_state,
     secret_file,
     settle,
@@ -52,7 +52,7 @@ from dpcount.keyed.job import (
 )
 from dpcount.keyed.mark import ReleaseGuard
 from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask
-from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
+from dpcount.keyed.watermark import check_late
 from dpcount.privacy.budget import Budget, NoiseKind
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
@@ -508,7 +508,8 @@ def keyed_counts(
             by the watermark — the latest event time — less this wait (a duration
             such as ``"2h"`` for dates, a whole number for integer times, or 0).
             Not private: which steps are released depends on the data (listed in
-            ``data_derived``). Embedded engine only.
+            ``data_derived``). Either engine (Dask reads the latest event time off
+            every partition).
         time_label: name of the output column holding each step's bucket start.
         progress: called with (keys done, keys total) after each chunk.
         on_chunk: instead of building a frame or a file, call this with
@@ -576,8 +577,6 @@ def keyed_counts(
             "give until= (a release schedule fixed in advance) or allowed_lateness= (the "
             "steps complete by the latest event time), not both"
         )
-    if allowed_lateness is not None and engine != "embedded":
-        raise ValueError("allowed_lateness= needs engine='embedded'; pass until= with Dask")
     if state is not None and until is None and allowed_lateness is None:
         raise ValueError(
             "state= needs until= (the last step to release now) or allowed_lateness=: "
@@ -636,6 +635,7 @@ def keyed_counts(
                 state=state,
                 until=until,
                 guard=guard,
+                allowed_lateness=allowed_lateness,
             )
         elif engine == "embedded":
             ran = _run_embedded(
@@ -713,10 +713,7 @@ def _run_embedded(
     times = parse_times(frame[columns.time], columns.time)
     prior = stored_keys(common, state)
     job, derived = make_job(times=times, key_values=frame[columns.key], prior_keys=prior, **common)
-    if allowed_lateness is not None:
-        until = _until_watermark(job, state, times, allowed_lateness)
-        derived.append("the released steps (from the latest event time)")
-    job = continue_from(job, state, until)
+    job = release_window(job, state, until, times, allowed_lateness, derived)
     source = None if isinstance(events, pd.DataFrame) else str(events)
     partial, report = job.prepare(frame, source)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
@@ -755,23 +752,6 @@ def _run_embedded(
                 progress(hi, n)
 
     return job, created, derived, report, chunks(), carry, outcome
-
-
-def _until_watermark(
-    job: KeyedJob, state: str | os.PathLike[str] | None, times: pd.Series, lateness: Any
-) -> int:
-    """The last step complete by the latest event time less ``lateness``."""
-    wait = parse_lateness(lateness, job.buckets)
-    first = continue_from(job, state, None).first
-    if len(times) == 0:
-        raise ValueError("allowed_lateness: no events, so no watermark (pass until=)")
-    until = complete_through(job.buckets, job.mechanism.horizon, times.max(), wait)
-    if until < first:
-        raise ValueError(
-            f"no new complete step: the latest event time {times.max()} less the allowed "
-            f"lateness {lateness} is before the end of step {first}, the next to release"
-        )
-    return until
 
 
 def _emit(
