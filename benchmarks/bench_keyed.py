@@ -454,6 +454,8 @@ def dask_run(
     process, MiB; the client's memory and bytes sent (:class:`_ClientMeter`)."""
     from contextlib import ExitStack
 
+    import dask.dataframe  # noqa: F401  (start-up, as the cluster: 1-3 s in a fresh client)
+
     from dpcount.keyed.dask import _client
 
     with ExitStack() as stack:
