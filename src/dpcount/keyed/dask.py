@@ -189,8 +189,11 @@ def _shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
     ``key_block`` keys, so scattering a block's keys over shards would make every
     worker compute every block."""
     starts = [lo for lo, _ in chunk_bounds(n_keys, chunk_keys)]
-    per = -(-len(starts) // max(1, min(shards, len(starts))))
-    return [*starts[::per], n_keys]
+    count = max(1, min(shards, len(starts)))
+    # ``count`` shards whose chunk counts differ by at most one (49 chunks in 8 shards:
+    # 6 or 7 each; a fixed ceil(49 / 8) = 7 per shard made 7 shards, 4 on one worker of
+    # two and 3 on the other, which then idled for a shard's time)
+    return [*(starts[i * len(starts) // count] for i in range(count)), n_keys]
 
 
 def _prepare_split(
