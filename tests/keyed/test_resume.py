@@ -76,7 +76,7 @@ def test_arrow_tables_hold_the_frame_paths_values_with_timestamps(
     import pyarrow.parquet as pq
 
     from dpcount.keyed.engine import chunk_frame
-    from dpcount.keyed.run import _key_major, chunk_table, write_frames
+    from dpcount.keyed.run import ChunkTables, _key_major, chunk_table, write_frames
 
     rng = np.random.default_rng(0)
     tall = rng.integers(-9, 9, (70, 3))  # the counts are copied 32 steps at a time
@@ -88,6 +88,13 @@ def test_arrow_tables_hold_the_frame_paths_values_with_timestamps(
         a = write_frames([chunk_frame(values, std, keys, labels, 10, "day", 3)], tmp_path / "a.pq")
         b = write_frames([chunk_table(values, std, keys, times, 10, "day", 3)], tmp_path / "b.pq")
         assert str(pq.read_schema(b).field("day").type) == "timestamp[ns]"
+        # no column can be missing: required columns, none nullable (ChunkTables)
+        assert not any(field.nullable for field in pq.read_schema(b))
+        assert not any(field.nullable for field in pq.read_schema(a))
+        tables = ChunkTables(std, times, "day", 3)  # one builder, two widths in turn
+        for width in (20, 7, 20):
+            got = tables.table(values[:, :width], keys[10 : 10 + width])
+            assert got.equals(chunk_table(values[:, :width], std, keys, times, 10, "day", 3))
         # the layout write_frames chooses (_parquet_encodings): a dictionary for the
         # keys, deltas for integers and times, byte-stream split for floats
         meta = pq.ParquetFile(b).metadata.row_group(0)
