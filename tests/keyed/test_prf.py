@@ -130,6 +130,66 @@ def test_fast_path_is_the_same_in_cache_sized_slices_as_word_by_word() -> None:
     assert undecided[[0, _SLICE - 1, _SLICE, 2 * _SLICE + 1]].all()
 
 
+@pytest.mark.parametrize("t", [Fraction(10), Fraction(37, 3), Fraction(255)])
+def test_floor_table_entries_hold_for_every_v_of_their_bucket(t: Fraction) -> None:
+    """Each decided entry of the bucket table is the floor of t·(−ln V) for every V of
+    its bucket (mpmath, 60 digits, both ends), and the buckets that straddle an integer
+    boundary e^{−n/t} are undecided (−1): random buckets and the boundary buckets."""
+    from dpcount.keyed.prf import _MARGIN, _TABLE_BITS, _floor_table
+
+    bits = _TABLE_BITS
+    table = _floor_table(t, _MARGIN)
+    assert table.shape == (54 << bits,) and (table[: 1 << bits] == -1).all()
+
+    def bucket(a: int) -> tuple[int, int, int]:  # index, L, U of a's bucket
+        e = a.bit_length() - 1
+        j = ((a - (1 << e)) << bits) >> e
+        low = (1 << e) + ((j << e) >> bits)
+        return (e + 1) * (1 << bits) + j, low, low + max(1 << max(e - bits, 0), 1)
+
+    rng = np.random.default_rng(5)
+    picks = [bucket(int(a)) for a in rng.integers(1, 2**53, 1500)]
+    picks += [bucket(int(a)) for a in 2 ** rng.uniform(0, 53, 1500).astype(np.float64)]
+    boundary = []
+    with mpmath.workdps(60):
+        tt = mpmath.mpf(t.numerator) / t.denominator
+        for n in range(1, 60):
+            a = int(mpmath.floor(mpmath.exp(-mpmath.mpf(n) / tt) * mpmath.mpf(2) ** 53))
+            if a >= 1:
+                boundary.append(bucket(a))
+        decided = 0
+        for index, low, high in picks + boundary:
+            lo = tt * -mpmath.log(mpmath.mpf(high) / mpmath.mpf(2) ** 53)
+            hi = tt * -mpmath.log(mpmath.mpf(low) / mpmath.mpf(2) ** 53)
+            constant = int(mpmath.floor(lo)) == int(mpmath.floor(hi))
+            if table[index] >= 0:
+                decided += 1
+                assert constant and table[index] == int(mpmath.floor(hi)), (index, low)
+        assert all(table[index] == -1 for index, _, _ in boundary)
+    assert decided >= 0.8 * len(picks)  # 87% at t = 255 (the log-uniform picks)
+
+
+def test_table_path_gives_the_enclosure_samples_bit_for_bit(monkeypatch) -> None:
+    """The table stage changes which path decides an entry, never its value: the fast
+    path against the enclosure alone on PRF words and edge words (0, powers of two ± 1,
+    the largest), for t below, at and above the table's range, and whole samplers."""
+    import dpcount.keyed.prf as prf_module
+
+    edges = [0, 1, 2047, 2048, 2**64 - 1]
+    edges += [(1 << (11 + e)) + d for e in range(53) for d in (-1, 0, 1, 2047, 2048)]
+    words = np.concatenate([prf().rectangle(0, 0, 4096, 0, 8).ravel(), np.array(edges, np.uint64)])
+    for t in (Fraction(1), Fraction(37, 3), Fraction(256), Fraction(10**6, 7), Fraction(1, 999)):
+        fast, fast_undecided = prf_module._floor_t_exp_fast(words, t)
+        alone, alone_undecided = prf_module._floor_t_exp_enclosed(words, t)
+        assert np.array_equal(fast[~alone_undecided], alone[~alone_undecided]), t
+        assert not (fast_undecided & ~alone_undecided).any() and (fast[fast_undecided] == 0).all()
+    p, rect = prf("discrete-laplace", key_block=8), (0, 0, 512, 0, 16)
+    want = keyed_discrete_laplace(p, rect, Fraction(10))
+    with monkeypatch.context() as patch:
+        patch.setattr(prf_module, "_floor_t_exp_fast", prf_module._floor_t_exp_enclosed)
+        assert np.array_equal(keyed_discrete_laplace(p, rect, Fraction(10)), want)
+
+
 def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
     """Words whose 53-bit enclosure of t·(−ln V) contains an integer: the slow path runs."""
     from dpcount.keyed.prf import _floor_t_exp_fast

@@ -37,7 +37,10 @@ Exact discrete Laplace from two words. Lap_Z(t), P[Y = y] ∝ e^{−|y|/t}, is t
 difference G₁ − G₂ of two i.i.d. geometric variables with P[G ≥ g] = e^{−g/t}
 (Inusah & Kozubowski 2006, "A discrete analogue of the Laplace distribution").
 With V uniform on (0, 1), G = ⌊t·(−ln V)⌋ has exactly that law. The word gives
-the first 64 bits of V; the floor is decided from an enclosure of t·(−ln V)
+the first 64 bits of V; the floor is read from a table when V's bucket (the
+exponent and 12 more bits of its 53-bit prefix) has one floor for all its values
+(:func:`_floor_table`, built once per t with the margin below), and is otherwise
+decided from an enclosure of t·(−ln V)
 computed with one floating-point logarithm and a rigorous error margin (relative
 2⁻⁴⁰, far above the few-ulp error of ``log``; :func:`_exp_enclosure`) and, in
 the rare case the enclosure contains an integer, more bits of V are drawn
@@ -57,6 +60,7 @@ Mironov 2012).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -273,7 +277,7 @@ def _word_stream(first: int, ext: Callable[[int], int]) -> Iterator[int]:
         r += 1
 
 
-def _floor_t_exp_fast(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
+def _floor_t_exp_enclosed(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
     """⌊t·(−ln V)⌋ where decided from 53 bits, and the mask of undecided entries.
 
     Exact where decided: t·(−ln V) lies in [lo, hi] (:func:`_exp_enclosure`, one
@@ -309,9 +313,93 @@ def _floor_t_exp_fast(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
     return g.reshape(words.shape), undecided.reshape(words.shape)
 
 
-#: words per slice of :func:`_floor_t_exp_fast`: its two float scratch arrays (2 × 256
-#: KiB) fit a core's L2 cache; 2^15 took 0.5× the whole-array time at 2·10^6 words
+#: words per slice of :func:`_floor_t_exp_enclosed` and :func:`_floor_t_exp_fast`: two
+#: float scratch arrays (2 × 256 KiB) fit a core's L2 cache; 2^15 took 0.5× the
+#: whole-array time at 2·10^6 words
 _SLICE = 1 << 15
+
+#: M, the bits after the leading one of the 53-bit prefix a that index a bucket of
+#: :func:`_floor_table` (54 × 2^M int32 entries: 864 KiB at M = 12)
+_TABLE_BITS = 12
+#: the largest t the table is used for: about t·1.6·10⁻⁴ of the entries fall in a bucket
+#: whose floor is not constant (4% at 256), and they take the enclosure path
+_TABLE_MAX_T = 256.0
+
+
+@functools.lru_cache(maxsize=8)
+def _floor_table(t: Fraction, margin: float) -> NDArray[np.int32]:
+    """⌊t·(−ln V)⌋ for every V of a bucket of the 53-bit prefix a, or −1 where it is not
+    the same for all of them.
+
+    Bucket (e, j), for a ≥ 1, holds the a with ⌊log₂ a⌋ = e whose M = :data:`_TABLE_BITS`
+    bits after the leading one are j (for e < M, a itself): a ∈ [L, U) with
+    L = 2^e + j·2^(e−M) and U = L + max(2^(e−M), 1), so V ∈ [L, U)·2⁻⁵³ and
+    −ln V ∈ (−ln(U·2⁻⁵³), −ln(L·2⁻⁵³)]. Both ends are exact floats (integers ≤ 2⁵³
+    scaled by a power of two), so with the log's relative error below ``margin``
+    (:data:`_MARGIN`, the bound :func:`_exp_enclosure` rests on):
+    lo = fl(−ln(U·2⁻⁵³))·(1 − 2M)·t·(1 − M) ≤ t·(−ln V) ≤
+    hi = fl(−ln(L·2⁻⁵³))·(1 + 2M)·t·(1 + M), the extra M's covering t's rounding and
+    the few products' roundings (relative 2⁻⁵³ each). The entry is ⌊lo⌋ when
+    ⌊lo⌋ + 1 > hi — then every V of the bucket has that floor, whatever its further
+    bits — and −1 otherwise. Entry (e, j) is at index (e + 1)·2^M + j; the first 2^M
+    entries (where a = 0 lands, clipped) are −1.
+    """
+    bits = _TABLE_BITS
+    e = np.arange(53, dtype=np.float64)[:, None]
+    j = np.arange(1 << bits, dtype=np.float64)[None, :]
+    low = np.ldexp(1.0 + j / (1 << bits), e.astype(np.int64))  # L, exact
+    high = low + np.maximum(np.ldexp(1.0, (e - bits).astype(np.int64)), 1.0)  # U, exact
+    tf = float(t)
+    with np.errstate(divide="ignore"):
+        lo = -np.log(np.ldexp(high, -53)) * (1.0 - 2.0 * margin) * (tf * (1.0 - margin))
+        hi = -np.log(np.ldexp(low, -53)) * (1.0 + 2.0 * margin) * (tf * (1.0 + margin))
+    floor = np.floor(lo)
+    decided = (floor + 1.0 > hi) & (lo >= 0.0)
+    entries = np.where(decided, floor, -1.0).astype(np.int32)
+    table = np.concatenate([np.full(1 << bits, -1, np.int32), entries.reshape(-1)])
+    table.setflags(write=False)
+    return table
+
+
+def _floor_t_exp_fast(words: U64, t: Fraction) -> tuple[I64, NDArray[np.bool_]]:
+    """⌊t·(−ln V)⌋ where decided from 53 bits, and the mask of undecided entries.
+
+    First by table (:func:`_floor_table`, for t ≤ :data:`_TABLE_MAX_T`): the bucket of
+    a = word >> 11 is read from the bits of float(a) (exact, a < 2⁵³): its exponent
+    and the first M bits of its mantissa. A bucket whose floor is constant gives it
+    exactly; the rest (about t·1.6·10⁻⁴ of the entries at M = 12) go to
+    :func:`_floor_t_exp_enclosed`, whose undecided entries are this function's. Every
+    decided entry is the exact floor, so the result is the same as the enclosure's
+    alone wherever that decides: 4.6 ns instead of 11 ns per word at t = 10 (2·10⁶
+    words, best of 7). Computed :data:`_SLICE` words at a time.
+    """
+    tf = float(t)
+    if not tf <= _TABLE_MAX_T:
+        return _floor_t_exp_enclosed(words, t)
+    table = _floor_table(t, _MARGIN)
+    bits = _TABLE_BITS
+    flat = words.reshape(-1)
+    g = np.empty(flat.shape, dtype=np.int64)
+    size = min(flat.size, _SLICE)
+    scratch, found = np.empty(size), np.empty(size, dtype=np.int32)
+    base, shift = np.uint64(1022 << bits), np.uint64(52 - bits)
+    for start in range(0, flat.size, _SLICE):
+        end = min(start + _SLICE, flat.size)
+        top, x, got = g[start:end], scratch[: end - start], found[: end - start]
+        np.right_shift(flat[start:end], np.uint64(11), out=top.view(np.uint64))
+        np.copyto(x, top, casting="unsafe")  # float(a): exact, a < 2^53
+        index = x.view(np.uint64)
+        np.right_shift(index, shift, out=index)  # exponent and M mantissa bits
+        np.subtract(index, base, out=index)  # a = 0: negative as int64, clipped to -1
+        np.take(table, index.view(np.int64), mode="clip", out=got)
+        np.copyto(top, got)
+    rest = np.flatnonzero(g < 0)
+    undecided = np.zeros(flat.shape, dtype=bool)
+    if rest.size:
+        g_rest, u_rest = _floor_t_exp_enclosed(flat[rest], t)
+        g[rest] = g_rest
+        undecided[rest[u_rest]] = True
+    return g.reshape(words.shape), undecided.reshape(words.shape)
 
 
 # --------------------------------------------------------------------------------------
