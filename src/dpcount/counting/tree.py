@@ -107,7 +107,10 @@ class TreeNoiseProcess(SourcedNoiseProcess):
         """Integer samples within the overflow bound (``_sample_limit``), else OverflowError."""
         if self._integer:
             if isinstance(values, np.ndarray):
-                big = values.size > 0 and int(np.max(np.abs(values))) > self._sample_limit
+                # max and min: two reductions without the temporary of |values|
+                big = values.size > 0 and max(int(values.max()), -int(values.min())) > (
+                    self._sample_limit
+                )
             else:
                 big = abs(values) > self._sample_limit
             if big:
