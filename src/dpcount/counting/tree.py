@@ -192,11 +192,15 @@ class TreeNoiseProcess(SourcedNoiseProcess):
                     sums[0, c0 + 1 + d_now :] = live[-1] + np.cumsum(pos[0, d_now:], axis=0)
                 elif d_now < 0:
                     sums[0, c0 + d_now : c0][::-1] = live
-            sums[:, c0] = 0
             # State at t0 + n for this level: digit and running sums under the last parent.
             d_end = last[level] - k * q_last
             row = sums[-1].copy()
-            sums += parent_noise[:, None]
+            row[c0] = 0
+            # digit 0 adds no node: the parent's noise (+ 0, as the other digits add theirs)
+            np.add(parent_noise, self._dtype(0), out=sums[:, c0])
+            if c0:
+                sums[:, :c0] += parent_noise[:, None]
+            sums[:, c0 + 1 :] += parent_noise[:, None]
             start = first[level] - (k * q_first + low)
             parent_noise = sums.reshape(rows * k, *tail)[
                 start : start + last[level] - first[level] + 1
