@@ -246,6 +246,42 @@ between 13.67 and 16.6 s (best of 2-3) across the afternoon's runs, so against i
 embedded time and not against the day's best. 10^6 keys: 78.7 s and 80.5 s (148-151 s
 CPU, worker 747-825 MiB): the 75 s target is not met (75.1-85.7 s in four runs).
 
+Required Parquet columns, per-width repeated columns, the floor table (2026-11-27
+17:02-17:31 UTC, idle machine: load average 0.6-2.1, the runs' own processes):
+
+* one part of 2048 keys x 1000 steps (integer counts), CPU best of 7: Parquet write
+  0.089 s -> 0.067 s with the columns declared required (no definition levels to
+  encode); building its Arrow table 47 ms -> 10 ms (``ChunkTables``: key codes, step,
+  time and std built once per chunk width);
+* exact geometric floors, 2^21 PRF words at t = 10: 21 ms -> 10-12 ms (``_floor_table``;
+  the same samples);
+* cProfile of one embedded ``--write`` run, 10^5 x 10^3: 14.4 s -> 11.6 s wall (Parquet
+  writing 5.8 -> 4.6 s, the sampler 4.7 -> 3.5 s);
+* the floor itself, 10^5 x 10^3, CPU: 4.62 s (previous session) -> 1.84-2.70 s in eight
+  runs (the table, and page faults: see below); embedded, counts discarded: 5.64 s
+  (1.22x its floor then) -> 3.56-4.54 s CPU = 1.46-1.68x today's floor in five runs; the
+  last, after the tree's digit-0 column was written once (next_many 50 -> 37 ms per
+  1000 x 2048 block): floor 2.59 s, embedded 3.85 s = 1.49x. The noise got 1.9x
+  cheaper and the rest of the run (tree sums, running sums, event preparation, ~1.3 s)
+  did not, so the ratio rose although every figure fell;
+* ``--from-file --write``, 10^5 x 10^3, Dask 2 workers against embedded in the same
+  run: 1.26x (8.31 vs 10.46 s; workers' imports inside the timed run), then with the
+  workers warmed (imports are start-up, as the client's): 1.62x (5.44 vs 8.81 s, best
+  of 2), 1.40x (7.01 vs 9.84 s, best of 3), 1.82x (5.78 vs 10.52 s, best of 3);
+* 10^6 x 10^3, ``--dask-only --from-file --write DIR --repeats 1``: 55.4, 56.1, 57.6 s
+  (102-104 s CPU, worker 751-781 MiB, client 185-186 MiB): the 75 s target is met (it
+  was 75.1-85.7 s);
+* 10^7 x 100, 2 x 10^7 events, the same flags: 98.2 s (170 s CPU), worker 1340 MiB,
+  client 187 MiB, 0.1 MiB sent.
+
+Page faults: an embedded 10^5 run takes ~145,000 minor page faults (glibc gives back
+and maps again the memory of the large temporary arrays); with glibc's mmap and trim
+thresholds raised (``MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456``
+in the environment) 2,000, and the embedded run took 3.6 s CPU instead of 4.5 s, the
+floor 1.9 s instead of 2.9 s (same script, one after the other). Setting them in our
+LocalCluster's workers did not change the 10^6 run (58.6 s), so that was not kept; a
+user's own process can set them.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only]
        [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
