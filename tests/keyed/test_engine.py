@@ -375,6 +375,41 @@ def test_huge_range_universe_costs_nothing() -> None:
         KeyUniverse(range(0))
 
 
+def test_string_universe_builds_its_lookup_once_and_matches_as_text(monkeypatch) -> None:
+    """The lookup index of a universe is built once per process (at construction, or on
+    first use after unpickling: it is not pickled), not on every call as before; string
+    universes match values as text (int columns against digit keys, missing: -1)."""
+    import pickle
+
+    import dpcount.keyed.events as events_module
+    from dpcount.keyed.events import KeyUniverse
+
+    built = []
+    real = events_module._lookup_index
+
+    def counted(keys: object) -> object:
+        built.append(1)
+        return real(keys)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(events_module, "_lookup_index", counted)
+    universe = KeyUniverse(["7", "b", "a", "10"])
+    column = pd.Series([10, 7, 3, 7])
+    for _ in range(3):
+        assert universe.indices(column).tolist() == [3, 0, -1, 0]
+    text = pd.Series(["a", None, "b", "7", "x"], dtype="str")
+    assert universe.indices(text).tolist() == [2, -1, 1, 0, -1]
+    mixed = pd.Series(["a", 7, 10.0, "10"], dtype=object)  # only strings match text keys
+    assert universe.indices(mixed).tolist() == [2, -1, -1, 3]
+    assert len(built) == 1
+    copy = pickle.loads(pickle.dumps(universe))
+    assert "_lookup" not in copy.__dict__ and copy == universe
+    assert copy.indices(column).tolist() == [3, 0, -1, 0] and len(built) == 2
+    copy.indices(text)
+    assert len(built) == 2
+    ints = KeyUniverse([5, 3, 9])  # other universes keep pandas' inferred index
+    assert ints.indices(pd.Series([9.0, 3, 4])).tolist() == [2, 1, -1]
+
+
 def test_range_keys_release_what_their_list_releases() -> None:
     events = pd.DataFrame({"t": [1, 2, 2, 3], "key": [0, 4, 9, 2]})
     kw: dict[str, object] = dict(
