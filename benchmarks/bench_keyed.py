@@ -307,19 +307,25 @@ SECRET = b"benchmark-secret-not-for-use-000"
 TESTING = unsafe_testing_secret(SECRET)  # a fixed secret: benchmarks only
 
 
-def _events(n_keys: int, horizon: int, n_events: int) -> pd.DataFrame:
+def _events(n_keys: int, horizon: int, n_events: int, text: bool = False) -> pd.DataFrame:
     rng = np.random.default_rng(0)
+    keys = rng.integers(0, n_keys, n_events)
     return pd.DataFrame(
-        {"t": rng.integers(0, horizon, n_events), "key": rng.integers(0, n_keys, n_events)}
+        {"t": rng.integers(0, horizon, n_events), "key": _text_keys(keys) if text else keys}
     )
 
 
-def _write_events(n_keys: int, horizon: int, n_events: int, path: str) -> None:
-    _events(n_keys, horizon, n_events).to_parquet(path, row_group_size=1 << 20)
+def _text_keys(indices: Any) -> Any:
+    """Key i as the string ``sku-`` + i in 9 digits (``--string-keys``)."""
+    return np.char.add("sku-", np.char.zfill(np.asarray(indices).astype(str), 9)).astype(object)
+
+
+def _write_events(n_keys: int, horizon: int, n_events: int, path: str, text: bool = False) -> None:
+    _events(n_keys, horizon, n_events, text).to_parquet(path, row_group_size=1 << 20)
 
 
 def _kwargs(
-    n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree"
+    n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree", text: bool = False
 ) -> dict[str, Any]:
     extra: dict[str, Any] = (
         {"mechanism": mechanism, "budget": Budget(epsilon=1.0, delta=1e-6, noise="gaussian")}
@@ -331,7 +337,7 @@ def _kwargs(
         }
     )
     return dict(
-        keys=range(n_keys),
+        keys=list(_text_keys(np.arange(n_keys))) if text else range(n_keys),
         time_column="t",
         key_column="key",
         step=1,
@@ -546,6 +552,11 @@ def main() -> None:
         help="tree: discrete Laplace (the issue's targets); the others: Gaussian, delta 1e-6",
     )
     parser.add_argument("--events", type=int, default=10**6)
+    parser.add_argument(
+        "--string-keys",
+        action="store_true",
+        help="keys are the strings sku-000000000 ... (a list universe), not range(K)",
+    )
     parser.add_argument("--chunk-keys", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-dask", action="store_true")
@@ -573,15 +584,16 @@ def main() -> None:
         # the generator's (2 * 10^7 events are 320 MB in a frame)
         events = tempfile.mkdtemp(prefix="bench-keyed-") + "/events.parquet"
         writer = multiprocessing.get_context("spawn").Process(
-            target=_write_events, args=(args.keys, args.steps, args.events, events)
+            target=_write_events,
+            args=(args.keys, args.steps, args.events, events, args.string_keys),
         )
         writer.start()
         writer.join()
         if writer.exitcode != 0:
             raise SystemExit(f"writing the events failed (exit code {writer.exitcode})")
     else:
-        events = _events(args.keys, args.steps, args.events)
-    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism)
+        events = _events(args.keys, args.steps, args.events, args.string_keys)
+    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism, args.string_keys)
     what = (
         f"{args.mechanism}, Gaussian"
         if args.mechanism != "tree"
