@@ -282,6 +282,20 @@ floor 1.9 s instead of 2.9 s (same script, one after the other). Setting them in
 LocalCluster's workers did not change the 10^6 run (58.6 s), so that was not kept; a
 user's own process can set them.
 
+String keys (``--string-keys``: a list universe ``sku-000000000`` ..., the events' key
+column as those strings), ``--dask-only --from-file --write DIR --repeats 1``, idle
+(2026-11-27 17:41-17:49 UTC):
+
+* 10^6 x 10^3, 10^7 events: before the universe's lookup index was kept (cea0ce8, the
+  same script with that tree's ``src`` first on the path) 78.3 s, 133.9 s CPU, worker
+  1052 MiB, client 527 MiB; after, 61.9 s, 111.0 s CPU, worker 1094 MiB, client
+  504 MiB (30.7 MiB sent both times: the job holds the universe);
+* 10^7 x 100, 2 x 10^7 events: 249.8 s, 364.2 s CPU, worker 2813 MiB, client 2863 MiB
+  (858 MiB at the start: the script's own list of keys), 305.5 MiB sent. A universe of
+  10^7 strings does not fit the 2 GiB / 1 GiB limits that ``range(10^7)`` meets: it is
+  a tuple of Python strings in every process (~700 MiB), pickled into the job, and
+  each worker hashes all of it to match its events.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only]
        [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
