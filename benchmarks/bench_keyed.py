@@ -251,8 +251,10 @@ Required Parquet columns, per-width repeated columns, the floor table (2026-11-2
 
 * one part of 2048 keys x 1000 steps (integer counts), CPU best of 7: Parquet write
   0.089 s -> 0.067 s with the columns declared required (no definition levels to
-  encode); building its Arrow table 47 ms -> 10 ms (``ChunkTables``: key codes, step,
-  time and std built once per chunk width);
+  encode; with the key column left nullable, measured later at a slower moment of the
+  machine: 0.131 s -> 0.100 s, best of 15 interleaved); building its Arrow table
+  47 ms -> 10 ms (``ChunkTables``: key codes, step, time and std built once per chunk
+  width);
 * exact geometric floors, 2^21 PRF words at t = 10: 21 ms -> 10-12 ms (``_floor_table``;
   the same samples);
 * cProfile of one embedded ``--write`` run, 10^5 x 10^3: 14.4 s -> 11.6 s wall (Parquet
