@@ -282,7 +282,13 @@ thresholds raised (``MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=2684
 in the environment) 2,000, and the embedded run took 3.6 s CPU instead of 4.5 s, the
 floor 1.9 s instead of 2.9 s (same script, one after the other). Setting them in our
 LocalCluster's workers did not change the 10^6 run (58.6 s), so that was not kept; a
-user's own process can set them.
+user's own process can set them. Also tried and not kept (18:09-18:17 UTC): subtracting
+the table's floors slice by slice into G1 - G2 instead of filling an array of the words'
+size (the same samples, 40 cases checked). In a fresh process it cut the embedded run's
+faults from 145,000 to 57,500 and its CPU from 4.9 to 3.9-4.2 s, but after the floor had
+run in the same process the embedded run took 125,000-237,000 faults and 4.65-6.1 s
+(glibc's adaptive thresholds depend on what was freed before), and the 10^6 x 10^3 Dask
+run took 66.0 s against 57.1 s for the code without it, one after the other.
 
 String keys (``--string-keys``: a list universe ``sku-000000000`` ..., the events' key
 column as those strings), ``--dask-only --from-file --write DIR --repeats 1``, idle
