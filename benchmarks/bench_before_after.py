@@ -1,9 +1,9 @@
 """The hot paths before and after this release, in one run, as CPU time and floor ratios.
 
-"before" is the last 0.3 commit: the parent of the commit that set ``0.4.0`` in
-``src/dpcount/_version.py`` (found with ``git log -S``; at that parent
-``_version.py`` still read 0.2.0 — it was never bumped during 0.3 — while the
-CHANGELOG's top section is 0.3.0, which the script checks). Its ``src`` is
+"before" is the last 0.4 commit: the parent of the commit that set ``0.5.0`` in
+``src/dpcount/_version.py`` (found with ``git log -S``; the script checks that the
+CHANGELOG's top section there is 0.4). (0.4 was measured against 0.3 the same way;
+the figures below are that run's, kept as the record of 0.4.) Its ``src`` is
 extracted with ``git archive`` into a temporary directory. "after" is a source tree
 (``--after PATH``, default this script's repository).
 
@@ -502,15 +502,15 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def before_commit(repo: Path) -> str:
-    """The parent of the oldest commit that put 0.4.0 into _version.py (the last 0.3 one)."""
-    hits = _git(repo, "log", "--format=%h", "-S0.4.0", "--", "src/dpcount/_version.py").split()
+    """The parent of the oldest commit that put 0.5.0 into _version.py (the last 0.4 one)."""
+    hits = _git(repo, "log", "--format=%h", "-S0.5.0", "--", "src/dpcount/_version.py").split()
     if not hits:
-        raise SystemExit(f"no commit sets 0.4.0 in {repo}/src/dpcount/_version.py")
+        raise SystemExit(f"no commit sets 0.5.0 in {repo}/src/dpcount/_version.py")
     parent = _git(repo, "rev-parse", "--short", f"{hits[-1]}^")
     changelog = _git(repo, "show", f"{parent}:CHANGELOG.md")
     heading = next(line for line in changelog.splitlines() if line.startswith("## "))
-    if not heading.startswith("## 0.3"):
-        raise SystemExit(f"{parent} is not a 0.3 commit: its CHANGELOG starts {heading!r}")
+    if not heading.startswith("## 0.4"):
+        raise SystemExit(f"{parent} is not a 0.4 commit: its CHANGELOG starts {heading!r}")
     return parent
 
 
@@ -584,7 +584,7 @@ def main() -> None:
     parser.add_argument(
         "--after", type=Path, default=HERE.parents[1], help="source tree (repo root)"
     )
-    parser.add_argument("--before", default=None, help="commit (default: the last 0.3 one)")
+    parser.add_argument("--before", default=None, help="commit (default: the last 0.4 one)")
     parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 2)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, 2 rounds (≤ ~1.5 min)")
     parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS))
@@ -611,7 +611,7 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         before = Path(tmp) / "src"
         print(
-            f"before = {rev} (last 0.3 commit), after = {args.after.resolve()} at {head}{dirty}; "
+            f"before = {rev} (last 0.4 commit), after = {args.after.resolve()} at {head}{dirty}; "
             f"{rounds} rounds, {'quick' if args.quick else 'full'} sizes; load average "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
             flush=True,
