@@ -9,7 +9,11 @@ adapter :func:`optax_privatizer` imports jax and optax only when called
 (``pip install 'dpcount[training]'``).
 """
 
-from dpcount.training.optax_adapter import OptaxNoiseState, optax_privatizer
+from dpcount.training.optax_adapter import (
+    OptaxDeviceNoiseState,
+    OptaxNoiseState,
+    optax_privatizer,
+)
 from dpcount.training.privatizer import (
     GradientPrivatizer,
     NoiseState,
@@ -21,6 +25,7 @@ from dpcount.training.privatizer import (
 __all__ = [
     "GradientPrivatizer",
     "NoiseState",
+    "OptaxDeviceNoiseState",
     "OptaxNoiseState",
     "clip_and_sum",
     "fixed_batches",
