@@ -41,7 +41,7 @@ def test_optax_noise_is_the_privatizers_and_sgd_applies_it() -> None:
     _, jnp, optax = _imports()
     params = {"w": jnp.zeros((2, 3), jnp.float32), "b": jnp.zeros(3, jnp.float32)}
     lr = 0.5
-    tx = optax.chain(optax_privatizer(_privatizer(5)), optax.sgd(lr))
+    tx = optax.chain(optax_privatizer(_privatizer(5), device=False), optax.sgd(lr))
     state = tx.init(params)
     reference = _privatizer(5)
     ref_state = reference.init({"w": (2, 3), "b": (3,)})
@@ -60,7 +60,7 @@ def test_optax_noise_is_the_privatizers_and_sgd_applies_it() -> None:
 def test_zero_noise_passes_updates_through_and_bad_use_is_refused() -> None:
     jax, jnp, _ = _imports()
     exact = GradientPrivatizer(_privatizer(0).mechanism.with_sampler(ZeroNoise()), rng=0)
-    tx = optax_privatizer(exact)
+    tx = optax_privatizer(exact)  # no calibrated Gaussian: the host path
     params = [jnp.zeros(2), (jnp.zeros(()), jnp.zeros(1))]
     state = tx.init(params)
     grads = [jnp.array([1.0, -2.0]), (jnp.array(3.0), jnp.array([4.0]))]

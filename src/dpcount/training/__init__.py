@@ -9,7 +9,11 @@ adapter :func:`optax_privatizer` imports jax and optax only when called
 (``pip install 'dpcount[training]'``).
 """
 
-from dpcount.training.optax_adapter import OptaxNoiseState, optax_privatizer
+from dpcount.training.optax_adapter import (
+    OptaxDeviceNoiseState,
+    OptaxNoiseState,
+    optax_privatizer,
+)
 from dpcount.training.privatizer import (
     GradientPrivatizer,
     NoiseState,
@@ -17,12 +21,23 @@ from dpcount.training.privatizer import (
     fixed_batches,
     gaussian_privatizer,
 )
+from dpcount.training.sampling import (
+    CyclicPoissonBatches,
+    Sampling,
+    amplified_noise_multiplier,
+    cyclic_poisson_batches,
+)
 
 __all__ = [
+    "CyclicPoissonBatches",
     "GradientPrivatizer",
     "NoiseState",
+    "OptaxDeviceNoiseState",
     "OptaxNoiseState",
+    "Sampling",
+    "amplified_noise_multiplier",
     "clip_and_sum",
+    "cyclic_poisson_batches",
     "fixed_batches",
     "gaussian_privatizer",
     "optax_privatizer",

@@ -11,11 +11,24 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dpcount._validate import check_instance
+from dpcount.training.jax_noise import (
+    JaxNoiseProcess,
+    JaxNoiseState,
+    jax_noise_process,
+    run_key,
+)
 from dpcount.training.privatizer import GradientPrivatizer, NoiseState
 
-__all__ = ["OptaxNoiseState", "optax_privatizer"]
+__all__ = ["OptaxDeviceNoiseState", "OptaxNoiseState", "optax_privatizer"]
 
 _INSTALL_HINT = "optax_privatizer needs jax and optax: pip install 'dpcount[training]'"
+
+
+class OptaxDeviceNoiseState(NamedTuple):
+    """The jit-able transformation's state: the device noise state (a pytree of device
+    arrays, as sensitive as the data; see :class:`~dpcount.training.jax_noise.JaxNoiseState`)."""
+
+    noise: JaxNoiseState
 
 
 class OptaxNoiseState(NamedTuple):
@@ -26,7 +39,7 @@ class OptaxNoiseState(NamedTuple):
     treedef: Any
 
 
-def optax_privatizer(privatizer: GradientPrivatizer) -> Any:
+def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool | None = None) -> Any:
     """An ``optax.GradientTransformation`` that privatizes the updates it receives.
 
     The updates it is given must be the *sum* over the batch of clipped per-example
@@ -37,14 +50,25 @@ def optax_privatizer(privatizer: GradientPrivatizer) -> Any:
     ``optax.chain(optax_privatizer(p), optax.scale(1 / batch_size), optax.sgd(lr))``
     (divide by the public nominal batch size, not the actual count).
 
-    The noise is drawn on the host with numpy (the privatizer's Generator), so
-    ``update`` must run outside ``jax.jit`` (jit the gradient computation instead).
+    Where the noise is drawn (``device``):
+
+    * ``True``: on the device, by :mod:`dpcount.training.jax_noise` (``blt``,
+      ``toeplitz`` and ``input`` mechanisms): ``update`` is a pure function of its
+      arguments and runs inside ``jax.jit`` with the rest of the step. ``init`` draws
+      the run's key from the privatizer's Generator on the host, so it must run
+      outside ``jit`` (it refuses traced parameters).
+    * ``False``: on the host with numpy (the privatizer's Generator, every
+      mechanism), so ``update`` must run outside ``jax.jit`` (jit the gradient
+      computation instead).
+    * ``None`` (default): the device when the mechanism has a device process.
+
     Each ``init`` starts a fresh run (fresh noise, its own privacy budget); its state
     is as sensitive as the data.
 
     Raises:
         ImportError: jax or optax is not installed.
         TypeError: ``privatizer`` is not a GradientPrivatizer.
+        ValueError: ``device=True`` for a mechanism without a device process.
     """
     check_instance("privatizer", privatizer, GradientPrivatizer, "a GradientPrivatizer")
     try:
@@ -53,6 +77,15 @@ def optax_privatizer(privatizer: GradientPrivatizer) -> Any:
         import optax
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
+
+    if device is None or device:
+        try:
+            process = jax_noise_process(privatizer)
+        except ValueError:
+            if device:
+                raise
+        else:
+            return _device_transformation(privatizer, process)
 
     def init_fn(params: Any) -> OptaxNoiseState:
         leaves, treedef = jax.tree_util.tree_flatten(params)
@@ -75,5 +108,28 @@ def optax_privatizer(privatizer: GradientPrivatizer) -> Any:
         noisy, noise = privatizer.privatize(state.noise, [np.asarray(x) for x in leaves])
         out = [jnp.asarray(n, dtype=x.dtype) for n, x in zip(noisy, leaves, strict=True)]
         return jax.tree_util.tree_unflatten(treedef, out), OptaxNoiseState(noise, treedef)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def _device_transformation(privatizer: GradientPrivatizer, process: JaxNoiseProcess) -> Any:
+    """The jit-able transformation over ``process`` (see :func:`optax_privatizer`)."""
+    import jax
+    import optax
+
+    def init_fn(params: Any) -> OptaxDeviceNoiseState:
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
+            raise TypeError(
+                "optax_privatizer's init must run outside jax.jit: it draws the run's key on "
+                "the host (a key traced into a compiled init would repeat in every run)"
+            )
+        return OptaxDeviceNoiseState(process.init(run_key(privatizer.rng), params))
+
+    def update_fn(
+        updates: Any, state: OptaxDeviceNoiseState, params: Any = None
+    ) -> tuple[Any, OptaxDeviceNoiseState]:
+        del params  # the noise does not depend on the parameters
+        noisy, noise = process.privatize(state.noise, updates)
+        return noisy, OptaxDeviceNoiseState(noise)
 
     return optax.GradientTransformation(init_fn, update_fn)

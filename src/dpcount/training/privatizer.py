@@ -82,9 +82,17 @@ from numpy.typing import NDArray
 from dpcount._validate import check_choice, check_instance, check_integer, check_real
 from dpcount.counting.base import CountingMechanism, NoiseProcess
 from dpcount.counting.registry import MECHANISMS, build_mechanism
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.budget import (
+    Budget,
+    BudgetFields,
+    CalibrationRule,
+    NoiseKind,
+    Participation,
+)
+from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
+from dpcount.training.sampling import Amplification, Sampling, amplified_noise_multiplier
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -160,6 +168,9 @@ class GradientPrivatizer:
         release: ``"gradient"`` (per-step noisy gradients) or ``"prefix-sum"``.
         rng: the Generator every run draws from (``rng=None``: a cryptographically
             secure generator keyed from OS entropy; an int seed is for tests only).
+        amplification: None (fixed batches: the mechanism's own guarantee), or the
+            cyclic Poisson accounting (:mod:`dpcount.training.sampling`), which
+            :meth:`dp_event` and :attr:`noise_multiplier` then state.
 
     Raises:
         TypeError: ``mechanism`` is not a CountingMechanism.
@@ -169,6 +180,7 @@ class GradientPrivatizer:
     mechanism: CountingMechanism
     release: Release = "gradient"
     rng: Any = None
+    amplification: Amplification | None = None
 
     def __post_init__(self) -> None:
         check_instance("mechanism", self.mechanism, CountingMechanism, "a CountingMechanism")
@@ -205,6 +217,8 @@ class GradientPrivatizer:
         privacy = self.mechanism.privacy
         if privacy is None:
             raise ValueError("the mechanism carries no privacy guarantee (with_sampler)")
+        if self.amplification is not None:  # per participation, composed k times
+            return float(self.mechanism.noise_scale / self.amplification.unit_sensitivity)
         return float(self.mechanism.noise_scale / privacy.l2_sensitivity)
 
     # -- exact error --------------------------------------------------------------
@@ -222,8 +236,14 @@ class GradientPrivatizer:
 
     def dp_event(self) -> Any:
         """The whole run (all T steps, every participation) as a dp_accounting
-        ``GaussianDpEvent`` (needs the ``accounting`` extra); see
-        :meth:`~dpcount.counting.CountingMechanism.dp_event`."""
+        ``DpEvent`` (needs the ``accounting`` extra): the mechanism's
+        ``GaussianDpEvent`` (:meth:`~dpcount.counting.CountingMechanism.dp_event`) for
+        fixed batches, the k-fold composition of the Poisson-subsampled Gaussian for
+        cyclic Poisson sampling (:mod:`dpcount.training.sampling`)."""
+        if self.amplification is not None:
+            if self.mechanism.privacy is None:
+                raise ValueError("this copy carries no privacy guarantee (with_sampler)")
+            return self.amplification.dp_event(float(self.mechanism.noise_scale))
         return self.mechanism.dp_event()
 
     # -- the run ------------------------------------------------------------------
@@ -302,6 +322,9 @@ def gaussian_privatizer(
     neighbouring: str = "add-remove",
     release: Release = "gradient",
     rng: RNGLike = None,
+    sampling: Sampling | str = Sampling.FIXED,
+    sampling_probability: float | None = None,
+    bands: int | None = None,
     **fields: Unpack[BudgetFields],
 ) -> GradientPrivatizer:
     """A :class:`GradientPrivatizer` calibrated for a training run.
@@ -325,6 +348,14 @@ def gaussian_privatizer(
             ``calibration=``; deprecated, DeprecationWarning; removed in 0.5).
         release: ``"gradient"`` or ``"prefix-sum"`` (module docstring).
         rng: None (secure, for production), a Generator, or an int seed (tests).
+        sampling: ``"fixed-batches"`` (default; :func:`fixed_batches`) or
+            ``"cyclic-poisson"`` (:func:`~dpcount.training.sampling.cyclic_poisson_batches`
+            with ``sampling_probability``; for ``"toeplitz"`` with ``bands ≤
+            batches_per_epoch`` and ``"input"``): σ is then calibrated with the
+            amplified accounting of :mod:`dpcount.training.sampling` (needs the
+            ``accounting`` extra), or to the fixed-batch σ where that is smaller.
+        sampling_probability: q in (0, 1], for ``"cyclic-poisson"`` only.
+        bands: the encoder's bands, for ``"toeplitz"`` only (None: full).
 
     Raises:
         ValueError, TypeError: naming the parameter.
@@ -351,8 +382,95 @@ def gaussian_privatizer(
         step_sensitivity=c if neighbouring == "add-remove" else 2.0 * c,
         participation=Participation(max_participations=k, min_separation=b),
     )
-    mech = build_mechanism(mechanism, horizon=k * b, budget=run_budget)
-    return GradientPrivatizer(mech, release=release, rng=rng)
+    how = Sampling.parse("sampling", sampling)
+    options: dict[str, Any] = {}
+    if bands is not None:
+        if mechanism != "toeplitz":
+            raise ValueError(f"bands is an option of mechanism='toeplitz', got {mechanism!r}")
+        options["bands"] = check_integer("bands", bands, ge=1, le=k * b)
+    mech = build_mechanism(mechanism, horizon=k * b, budget=run_budget, **options)
+    if how is Sampling.FIXED:
+        if sampling_probability is not None:
+            raise ValueError("sampling_probability is for sampling='cyclic-poisson' only")
+        return GradientPrivatizer(mech, release=release, rng=rng)
+    if sampling_probability is None:
+        raise ValueError("sampling='cyclic-poisson' needs sampling_probability (q in (0, 1])")
+    if run_budget.calibration not in (None, CalibrationRule.ANALYTIC):
+        raise ValueError(
+            "sampling='cyclic-poisson' calibrates with the analytic Gaussian (budget.calibration "
+            f"None or 'analytic'), got calibration={run_budget.calibration}"
+        )
+    amplification = _cyclic_poisson(mechanism, run_budget, sampling_probability, options)
+    return _amplified(mech, amplification, run_budget, options, release, rng)
+
+
+def _amplified(
+    fixed: CountingMechanism,
+    amplification: Amplification,
+    budget: Budget,
+    options: dict[str, Any],
+    release: Release,
+    rng: RNGLike,
+) -> GradientPrivatizer:
+    """The privatizer with σ from the amplified accounting (or the fixed one if smaller).
+
+    The mechanism is rebuilt with the largest ε′ whose own worst-case calibration gives
+    σ ≥ the amplified σ: its stated (ε′, δ) guarantee without amplification stays true,
+    and the privatizer's dp_event states the amplified (ε, δ)."""
+    assert budget.epsilon is not None and budget.delta is not None
+    z = amplified_noise_multiplier(
+        sampling_probability=amplification.sampling_probability,
+        epochs=amplification.epochs,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+    )
+    target = z * amplification.unit_sensitivity
+    if fixed.noise_scale <= target:  # amplification does not help: the fixed-batch σ
+        return GradientPrivatizer(fixed, release=release, rng=rng)
+    lo, hi = budget.epsilon, 2.0 * budget.epsilon  # σ(lo) > target
+    while _sigma(fixed, hi, budget) >= target:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _sigma(fixed, mid, budget) >= target else (lo, mid)
+    mech = build_mechanism(
+        fixed.name, horizon=fixed.horizon, budget=replace(budget, epsilon=lo), **options
+    )
+    if not mech.noise_scale >= target:  # pragma: no cover - the bisection keeps σ(lo) ≥ target
+        raise ArithmeticError("amplified calibration: the rebuilt mechanism's sigma is too small")
+    return GradientPrivatizer(mech, release=release, rng=rng, amplification=amplification)
+
+
+def _sigma(mech: CountingMechanism, epsilon: float, budget: Budget) -> float:
+    """σ the mechanism's own calibration would give at ``epsilon`` (its sensitivity)."""
+    assert mech.privacy is not None and budget.delta is not None
+    return gaussian_sigma(mech.privacy.l2_sensitivity, epsilon, budget.delta)
+
+
+def _cyclic_poisson(name: str, budget: Budget, q: float, options: dict[str, Any]) -> Amplification:
+    """The cyclic Poisson accounting of a banded strategy (refusing the others)."""
+    schema = budget.participation
+    assert schema is not None  # set by gaussian_privatizer
+    b = schema.min_separation
+    bands = options.get("bands")
+    if name == "input":
+        bands = 1
+    if name not in ("toeplitz", "input") or bands is None or bands > b:
+        raise ValueError(
+            "sampling='cyclic-poisson' needs a banded strategy with bands <= batches_per_epoch "
+            f"({b}): mechanism='toeplitz' with bands=..., or 'input'; got mechanism={name!r}"
+            + ("" if name != "toeplitz" else f" with bands={bands!r}")
+        )
+    horizon = schema.max_participations * b
+    single = build_mechanism(
+        name, horizon=horizon, budget=replace(budget, participation=None), **options
+    )
+    assert single.privacy is not None
+    return Amplification(
+        sampling_probability=check_real("sampling_probability", q, gt=0, le=1),
+        epochs=schema.max_participations,
+        unit_sensitivity=float(single.privacy.l2_sensitivity),
+    )
 
 
 def clip_and_sum(per_example: Any, clip_norm: float) -> Any:

@@ -1,0 +1,188 @@
+"""The jit-able JAX noise process: the exact structure N = σ·B z against a dense decoder
+(the same z, float64), the covariance by Monte Carlo (with a wrong σ rejected), jit,
+the horizon and refusals. Slow: importing jax and compiling cost seconds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpcount.counting import InputPerturbation, ToeplitzFactorization
+from dpcount.privacy import Budget, Participation, ZeroNoise
+from dpcount.training import GradientPrivatizer, gaussian_privatizer, optax_privatizer
+from tests.stats import Z_TOLERANCE, variance_z_scores
+
+pytestmark = pytest.mark.slow
+
+EPOCHS, BATCHES = 2, 3
+T = EPOCHS * BATCHES
+
+
+def _jax() -> tuple[Any, Any]:
+    return pytest.importorskip("jax"), pytest.importorskip("jax.numpy")
+
+
+def _budget() -> Budget:
+    return Budget(epsilon=2.0, delta=1e-5)
+
+
+def _privatizer(name: str, release: str = "gradient", seed: int = 0) -> GradientPrivatizer:
+    if name == "toeplitz-banded":  # three bands, calibrated by hand like the registry
+        run = Budget(
+            epsilon=2.0,
+            delta=1e-5,
+            noise="gaussian",
+            participation=Participation(max_participations=EPOCHS, min_separation=BATCHES),
+        )
+        mech = ToeplitzFactorization(T, coefficients=[1.0, -0.4, 0.1], budget=run)
+        return GradientPrivatizer(mech, release=release, rng=seed)
+    return gaussian_privatizer(
+        name,
+        epochs=EPOCHS,
+        batches_per_epoch=BATCHES,
+        clip_norm=1.0,
+        budget=_budget(),
+        release=release,
+        rng=seed,
+    )
+
+
+def _decoder(p: GradientPrivatizer) -> np.ndarray:
+    m = p.mechanism
+    if isinstance(m, InputPerturbation):
+        return np.tril(np.ones((T, T)))
+    return np.asarray(m.dense_factorization()[0])
+
+
+@pytest.mark.parametrize("name", ["blt", "toeplitz", "toeplitz-banded", "input"])
+@pytest.mark.parametrize("release", ["gradient", "prefix-sum"])
+def test_device_noise_is_sigma_times_the_decoder_on_the_same_z(name: str, release: str) -> None:
+    """Exact structure (float64): the released values are the clipped sums plus σ·(B z)
+    (prefix sums) or its increments (gradients), z the process's own normals."""
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import jax_noise_process
+
+    p = _privatizer(name, release)
+    process = jax_noise_process(p)
+    with jax.enable_x64(True):
+        key = jax.random.key(7)
+        params = {"a": jnp.zeros((2, 3)), "b": jnp.zeros(4)}
+        state = process.init(key, params)
+        rng = np.random.default_rng(1)
+        grads = [{"a": rng.normal(size=(2, 3)), "b": rng.normal(size=4)} for _ in range(T)]
+        outs = []
+        for g in grads:
+            out, state = process.privatize(state, jax.tree_util.tree_map(jnp.asarray, g))
+            outs.append(out)
+        for index, leaf in enumerate(("a", "b")):
+            shape = params[leaf].shape
+            z = np.stack(
+                [
+                    np.asarray(
+                        jax.random.normal(
+                            jax.random.fold_in(jax.random.fold_in(key, t), index), shape
+                        )
+                    )
+                    for t in range(1, T + 1)
+                ]
+            ).reshape(T, -1)
+            noise = process.sigma * (_decoder(p) @ z)  # N_1..N_T
+            g = np.stack([x[leaf] for x in grads]).reshape(T, -1)
+            if release == "gradient":
+                want = g + np.diff(noise, axis=0, prepend=0.0)
+            else:
+                want = np.cumsum(g, axis=0) + noise
+            got = np.stack([np.asarray(o[leaf]) for o in outs]).reshape(T, -1)
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * process.sigma)
+
+
+@pytest.mark.parametrize("name", ["blt", "toeplitz"])
+def test_prefix_variance_matches_the_exact_formula_and_a_wrong_sigma_fails(name: str) -> None:
+    """float32, 2·10^5 i.i.d. coordinates per step: the second moment of N_t is within
+    5.5 standard errors of ``prefix_variance(t)`` at every t; 1.05σ is rejected."""
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import jax_noise_process
+
+    p = _privatizer(name, "prefix-sum")
+    process = jax_noise_process(p)
+    d = 200_000
+    zero = jnp.zeros(d, jnp.float32)
+    state = process.init(jax.random.key(3), zero)
+    step = jax.jit(process.privatize)
+    columns = []
+    for _ in range(T):
+        out, state = step(state, zero)
+        columns.append(np.asarray(out, dtype=np.float64))
+    errors = np.stack(columns, axis=1)  # coordinates × steps
+    exact = p.prefix_variances()
+    z = variance_z_scores(errors, exact)
+    assert np.max(np.abs(z)) < Z_TOLERANCE, z
+    assert np.max(np.abs(variance_z_scores(errors, 1.05**2 * exact))) > Z_TOLERANCE
+
+
+def test_jit_matches_eager_and_past_the_horizon_is_nan() -> None:
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import jax_noise_process
+
+    process = jax_noise_process(_privatizer("blt"))
+    params = [jnp.zeros(5, jnp.float32), jnp.zeros((2, 2), jnp.float32)]
+    grads = [jnp.ones(5, jnp.float32), jnp.full((2, 2), 0.5, jnp.float32)]
+    eager = process.init(jax.random.key(0), params)
+    jitted = process.init(jax.random.key(0), params)
+    step = jax.jit(process.privatize)
+    for _ in range(T):
+        a, eager = process.privatize(eager, grads)
+        b, jitted = step(jitted, grads)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-5)
+            assert np.isfinite(np.asarray(y)).all()
+    past, _ = step(jitted, grads)
+    assert all(np.isnan(np.asarray(x)).all() for x in past)
+
+
+def test_optax_device_update_runs_under_jit_and_init_refuses_jit() -> None:
+    jax, jnp = _jax()
+    optax = pytest.importorskip("optax")
+    from dpcount.training import OptaxDeviceNoiseState
+
+    tx = optax.chain(optax_privatizer(_privatizer("blt", seed=None)), optax.sgd(0.1))
+    params = {"w": jnp.zeros((3, 2), jnp.float32)}
+    state = tx.init(params)
+    assert isinstance(state[0], OptaxDeviceNoiseState)
+
+    @jax.jit
+    def train_step(params: Any, state: Any) -> Any:
+        grads = {"w": jnp.ones((3, 2), jnp.float32)}
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+    params, state = train_step(params, state)
+    params, state = train_step(params, state)
+    assert np.isfinite(np.asarray(params["w"])).all() and int(state[0].noise.step) == 2
+    # two inits, two keys: different noise
+    other = tx.init({"w": jnp.zeros((3, 2), jnp.float32)})
+    assert not np.array_equal(
+        np.asarray(jax.random.key_data(other[0].noise.key)),
+        np.asarray(jax.random.key_data(state[0].noise.key)),
+    )
+    with pytest.raises(TypeError, match=r"init must run outside jax\.jit"):
+        jax.jit(tx.init)(params)
+
+
+def test_unsupported_mechanisms_fall_back_or_are_refused() -> None:
+    _jax()
+    pytest.importorskip("optax")
+    from dpcount.training import OptaxNoiseState
+    from dpcount.training.jax_noise import jax_noise_process
+
+    tree = _privatizer("binary")
+    with pytest.raises(ValueError, match="supports the blt, toeplitz and input"):
+        jax_noise_process(tree)
+    with pytest.raises(ValueError, match="supports the blt, toeplitz and input"):
+        optax_privatizer(tree, device=True)
+    assert isinstance(optax_privatizer(tree).init([np.zeros(2)]), OptaxNoiseState)
+    zero = GradientPrivatizer(_privatizer("blt").mechanism.with_sampler(ZeroNoise()), rng=0)
+    with pytest.raises(ValueError, match="another sampler"):
+        jax_noise_process(zero)
