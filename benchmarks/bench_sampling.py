@@ -55,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jax-privacy-python", default=None)
     args = parser.parse_args()
-    from dpcount.privacy import gaussian_sigma
+    from dpcount.privacy import Budget, gaussian_sigma
     from dpcount.training import amplified_noise_multiplier
 
     theirs: list[float | None] = [None] * len(CONFIGS)
@@ -72,7 +72,9 @@ def main() -> None:
         f"{'z fixed':>8} {'ratio':>6} {'z jax_privacy':>13} {'ours/theirs':>11}"
     )
     for (k, b, q, eps, delta), other in zip(CONFIGS, theirs, strict=True):
-        z = amplified_noise_multiplier(sampling_probability=q, epochs=k, epsilon=eps, delta=delta)
+        z = amplified_noise_multiplier(
+            sampling_probability=q, epochs=k, budget=Budget(epsilon=eps, delta=delta)
+        )
         fixed = gaussian_sigma(k**0.5, eps, delta)  # k participations, unit column norm
         ratio = "" if other is None else f"{z / other:11.4f}"
         other_s = "" if other is None else f"{other:13.4f}"

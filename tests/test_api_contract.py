@@ -83,7 +83,7 @@ from dpcount.ranges import (
     TreeMechanism,
     WaveletMechanism,
 )
-from dpcount.training import gaussian_privatizer
+from dpcount.training import amplified_noise_multiplier, gaussian_privatizer
 
 accountant = pytest.importorskip("dp_accounting")
 from dp_accounting.pld import pld_privacy_accountant  # noqa: E402
@@ -245,6 +245,10 @@ SPECS: dict[str, Spec] = {
         "data",
     ),
     "dpcount.frame.choose_mechanism": (lambda b: choose_mechanism(T, budget=b), "data"),
+    "dpcount.training.sampling.amplified_noise_multiplier": (
+        lambda b: amplified_noise_multiplier(sampling_probability=0.5, epochs=2, budget=b),
+        "data",
+    ),
     "dpcount.training.privatizer.gaussian_privatizer": (
         lambda b: gaussian_privatizer(
             "blt", epochs=2, batches_per_epoch=4, clip_norm=1.0, budget=b, rng=0

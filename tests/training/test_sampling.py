@@ -55,7 +55,7 @@ def test_amplified_multiplier_meets_the_target_and_one_percent_less_does_not(
         sampled = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z))
         return dp_accounting.SelfComposedDpEvent(sampled, epochs)
 
-    z = amplified_noise_multiplier(sampling_probability=q, epochs=epochs, epsilon=2.0, delta=1e-5)
+    z = amplified_noise_multiplier(sampling_probability=q, epochs=epochs, budget=BUDGET)
     assert _epsilon(event(z)) <= 2.0
     assert _epsilon(event(0.99 * z)) > 2.0
 

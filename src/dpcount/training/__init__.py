@@ -18,7 +18,6 @@ from dpcount.training.privatizer import (
     GradientPrivatizer,
     NoiseState,
     clip_and_sum,
-    fixed_batches,
     gaussian_privatizer,
 )
 from dpcount.training.sampling import (
@@ -26,6 +25,7 @@ from dpcount.training.sampling import (
     Sampling,
     amplified_noise_multiplier,
     cyclic_poisson_batches,
+    fixed_batches,
 )
 
 __all__ = [

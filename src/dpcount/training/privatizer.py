@@ -92,7 +92,11 @@ from dpcount.privacy.budget import (
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
-from dpcount.training.sampling import Amplification, Sampling, amplified_noise_multiplier
+from dpcount.training.sampling import (
+    Amplification,
+    Sampling,
+    amplified_noise_multiplier,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -101,7 +105,6 @@ __all__ = [
     "GradientPrivatizer",
     "NoiseState",
     "clip_and_sum",
-    "fixed_batches",
     "gaussian_privatizer",
 ]
 
@@ -421,8 +424,7 @@ def _amplified(
     z = amplified_noise_multiplier(
         sampling_probability=amplification.sampling_probability,
         epochs=amplification.epochs,
-        epsilon=budget.epsilon,
-        delta=budget.delta,
+        budget=budget,
     )
     target = z * amplification.unit_sensitivity
     if fixed.noise_scale <= target:  # amplification does not help: the fixed-batch σ
@@ -514,18 +516,3 @@ def clip_and_sum(per_example: Any, clip_norm: float) -> Any:
     return Layout(root, tuple(p for p, _ in found), tuple(shapes)).unflatten(
         [s.reshape(shape) for s, shape in zip(sums, shapes, strict=True)]
     )
-
-
-def fixed_batches(
-    examples: int, batches_per_epoch: int, *, rng: RNGLike = None
-) -> list[NDArray[np.int64]]:
-    """Split ``range(examples)`` once at random into ``batches_per_epoch`` batches of
-    sizes ⌊n/b⌋ or ⌈n/b⌉. Visit them cyclically in this order every epoch (step t
-    uses batch (t − 1) mod b): the (epochs, b)-participation the privatizer assumes.
-
-    The split itself may use any randomness: it is a fixed, data-independent
-    assignment of example indices."""
-    n = check_integer("examples", examples, ge=1)
-    b = check_integer("batches_per_epoch", batches_per_epoch, ge=1, le=n)
-    order = as_generator(rng).permutation(n)
-    return [np.sort(part).astype(np.int64) for part in np.array_split(order, b)]

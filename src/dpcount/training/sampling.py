@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_integer, check_real
-from dpcount.privacy.budget import _Choice
+from dpcount._validate import check_instance, check_integer, check_real
+from dpcount.privacy.budget import Budget, _Choice
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.rng import RNGLike, as_generator
 
@@ -58,6 +58,7 @@ __all__ = [
     "Sampling",
     "amplified_noise_multiplier",
     "cyclic_poisson_batches",
+    "fixed_batches",
 ]
 
 _INSTALL_HINT = "amplified accounting needs dp-accounting: pip install 'dpcount[accounting]'"
@@ -119,12 +120,12 @@ def _epsilon(noise_multiplier: float, q: float, k: int, delta: float) -> float:
 
 
 def amplified_noise_multiplier(
-    *, sampling_probability: float, epochs: int, epsilon: float, delta: float
+    *, sampling_probability: float, epochs: int, budget: Budget
 ) -> float:
     """The smallest noise multiplier z (to a relative 1e-3, rounded up) such that k
     compositions of the Poisson-subsampled Gaussian (probability q, noise multiplier z)
-    are (ε, δ)-DP by dp_accounting's PLD accountant (add/remove-one; pessimistic
-    discretization, so the ε it computes is an upper bound).
+    are (ε, δ)-DP (``budget``'s ε and δ) by dp_accounting's PLD accountant
+    (add/remove-one; pessimistic discretization, so the ε it computes is an upper bound).
 
     The bisection starts from the bracket [q·z₁, z₁], z₁ the multiplier without
     sampling (k Gaussians compose to one with multiplier z₁/√k: the analytic Gaussian
@@ -136,8 +137,10 @@ def amplified_noise_multiplier(
     """
     q = check_real("sampling_probability", sampling_probability, gt=0, le=1)
     k = check_integer("epochs", epochs, ge=1)
-    eps = check_real("epsilon", epsilon, gt=0)
-    dlt = check_real("delta", delta, gt=0, lt=1)
+    check_instance("budget", budget, Budget, "a Budget")
+    if budget.epsilon is None or budget.delta is None:
+        raise ValueError(f"budget needs an epsilon and a delta, got {budget!r}")
+    eps, dlt = budget.epsilon, budget.delta
     try:
         import dp_accounting  # noqa: F401
     except ImportError as exc:
@@ -155,6 +158,21 @@ def amplified_noise_multiplier(
         else:
             hi = mid
     return hi
+
+
+def fixed_batches(
+    examples: int, batches_per_epoch: int, *, rng: RNGLike = None
+) -> list[NDArray[np.int64]]:
+    """Split ``range(examples)`` once at random into ``batches_per_epoch`` batches of
+    sizes ⌊n/b⌋ or ⌈n/b⌉. Visit them cyclically in this order every epoch (step t
+    uses batch (t − 1) mod b): the (epochs, b)-participation the privatizer assumes.
+
+    The split itself may use any randomness: it is a fixed, data-independent
+    assignment of example indices."""
+    n = check_integer("examples", examples, ge=1)
+    b = check_integer("batches_per_epoch", batches_per_epoch, ge=1, le=n)
+    order = as_generator(rng).permutation(n)
+    return [np.sort(part).astype(np.int64) for part in np.array_split(order, b)]
 
 
 @dataclass(frozen=True)
@@ -198,8 +216,6 @@ def cyclic_poisson_batches(
             inclusion draws are part of the privacy mechanism), a Generator or an int
             seed (tests only).
     """
-    from dpcount.training.privatizer import fixed_batches
-
     q = check_real("sampling_probability", sampling_probability, gt=0, le=1)
     generator = as_generator(rng)
     partitions = tuple(fixed_batches(examples, batches_per_epoch, rng=generator))
