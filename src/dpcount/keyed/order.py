@@ -104,7 +104,8 @@ def released_blocks(
         return
     if filled != len(shown):
         raise RuntimeError(f"{filled} of {len(shown)} released keys computed (a defect)")
-    order = name_order([keys[p] for p in shown])
+    names = [keys[p] for p in shown.tolist()]
+    order = name_order(names)
     for lo in range(0, len(order), BLOCK_KEYS):
         part = order[lo : lo + BLOCK_KEYS]
-        yield ReleasedBlock([keys[p] for p in shown[part]], held[:, part], selected[shown[part]])
+        yield ReleasedBlock([names[i] for i in part.tolist()], held[:, part], selected[shown[part]])
