@@ -313,3 +313,55 @@ def open_keys_in_incremental_runs(tmp_path: Path, **engine: Any) -> None:
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
     with pytest.raises(ValueError, match="a directory of parts is not available with selection"):
         run_incremental(tmp_path / "in", output=tmp_path / "dir", until=8, **files, **kw)
+
+
+def test_a_copy_or_a_symlink_of_a_consumed_file_is_refused(tmp_path: Path) -> None:
+    """A byte-identical copy of a consumed file under another name, or a symlink to it,
+    would count its events again (issue #30, item 6): refused, naming both files."""
+    _arrive(tmp_path, 0)
+    folder = tmp_path / "in"
+    run_incremental(folder, **_kw(tmp_path))
+    shutil.copy(folder / "batch-0.csv", folder / "copy.csv")
+    copied = r"in/copy.csv is a byte-identical copy of \S*in/batch-0.csv \(consumed by an earlier"
+    with pytest.raises(ValueError, match=copied):
+        run_incremental(folder, **_kw(tmp_path))
+    (folder / "copy.csv").unlink()
+    (folder / "link.csv").symlink_to("batch-0.csv")
+    linked = r"in/link.csv is a symlink to \S*in/batch-0.csv \(consumed by an earlier run\)"
+    with pytest.raises(ValueError, match=linked):
+        run_incremental(folder, **_kw(tmp_path))
+
+
+def test_two_identical_new_files_are_refused(tmp_path: Path) -> None:
+    """Within one batch of new files too (issue #30, item 6), before any file is made."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    BATCHES[0].to_csv(folder / "a.csv", index=False)
+    shutil.copy(folder / "a.csv", folder / "b.csv")
+    with pytest.raises(ValueError, match=r"in/b.csv is a byte-identical copy of \S*in/a.csv"):
+        run_incremental(folder, **_kw(tmp_path))
+    assert not (tmp_path / "run.key").exists()  # no secret, no record
+    assert not inputs_path(tmp_path / "run.state").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("empty.csv", b"", r"is empty"),
+        ("latin.csv", b"t,key\n2024-01-01T00:00:00,a\n2024-01-01T00:00:00,\xe9\n", r"line 3"),
+        ("broken.parquet", b"PAR1 not a parquet file", r"cannot be read as parquet"),
+        ("quote.csv", b't,key\n2024-01-01T00:00:00,"a\n2024-01-02T00:00:00,b\n', r"line 2"),
+    ],
+)
+def test_unreadable_input_files_are_named(
+    tmp_path: Path, name: str, data: bytes, message: str
+) -> None:
+    """An empty file, bytes that are not UTF-8, a damaged Parquet file, an unterminated
+    quote: refused naming the file (and the line), not a reader's bare traceback
+    (issue #30, item 9)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    BATCHES[0].to_csv(folder / "a-good.csv", index=False)
+    (folder / name).write_bytes(data)
+    with pytest.raises(ValueError, match=rf"events file \S*in/{name}\W.*{message}"):
+        run_incremental(folder, **_kw(tmp_path))

@@ -165,6 +165,40 @@ def _check_consumed(folder: Path, inputs: Inputs) -> None:
             )
 
 
+def _check_duplicates(
+    folder: Path, inputs: Inputs, digests: dict[str, tuple[str, int, int]]
+) -> None:
+    """Refuse a new file that holds the events of a consumed file or of another new
+    file — a symlink to it, or a byte-identical copy (the same SHA-256) — naming both:
+    its events would be counted twice. ``digests``: the new files' (in name order)."""
+    owner = {seen.sha256: name for name, seen in sorted(inputs.files.items())}
+    real = Path(os.path.realpath(folder))
+    for name, (sha, _, _) in digests.items():
+        path = folder / name
+        other = owner.get(sha)
+        target = Path(os.path.realpath(path))
+        linked = target.parent == real and target.name != name
+        if path.is_symlink() and linked and (target.name in inputs.files or target.name in digests):
+            other = target.name if other is None else other
+        if other is not None:
+            what = (
+                "consumed by an earlier run"
+                if other in inputs.files
+                else "another new file of this run"
+            )
+            how = (
+                f"a symlink to {folder / target.name}"
+                if path.is_symlink() and target == real / other
+                else f"a byte-identical copy of {folder / other}"
+            )
+            raise ValueError(
+                f"input file {path} is {how} ({what}): its events would be counted twice. "
+                "Remove it (each event goes in one file; put corrections in a new file "
+                "with other contents)"
+            )
+        owner[sha] = name
+
+
 def _listing(folder: Path) -> list[str]:
     if not folder.is_dir():
         raise FileNotFoundError(f"input directory {folder} not found")
@@ -382,6 +416,7 @@ def _run_locked(run: _Setup, until: int | None, wait: int | None) -> Incremental
     _check_consumed(folder, inputs)
     new = [n for n in _listing(folder) if n not in inputs.files]
     digests = {n: _digest(folder / n) for n in new}
+    _check_duplicates(folder, inputs, digests)
     read = _read(folder, new, columns, buckets)
     watermark = inputs.watermark
     for _, _, times in read.values():
