@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -127,7 +129,7 @@ def test_a_crash_then_a_rerun_gives_the_same_bytes(
             fh.truncate(self.path.stat().st_size - 50)
         raise Killed
 
-    def crash_record(inputs: Any, record: Path) -> None:
+    def crash_record(*args: Any) -> None:
         raise Killed
 
     if point == "mid-append":
@@ -365,3 +367,65 @@ def test_unreadable_input_files_are_named(
     (folder / name).write_bytes(data)
     with pytest.raises(ValueError, match=rf"events file \S*in/{name}\W.*{message}"):
         run_incremental(folder, **_kw(tmp_path))
+
+
+def body_of(work: Path) -> str:
+    return (work / "run.key").read_text()
+
+
+def _record_mac(secret_file: Path, body: dict[str, Any]) -> str:
+    """The inputs record's MAC from its documentation: HMAC-SHA256 of the canonical JSON
+    under HMAC-SHA256(secret, label ‖ 0 ‖ run id) (independent of the module)."""
+    key_body = json.loads(secret_file.read_text())
+    key = hmac.new(
+        bytes.fromhex(key_body["secret"]),
+        b"dpcount-keyed-inputs-mac\0" + key_body["run_id"].encode(),
+        hashlib.sha256,
+    ).digest()
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def test_a_deleted_rolled_back_or_forged_inputs_record_is_refused(tmp_path: Path) -> None:
+    """The consumed-files record is authenticated under the run secret and bound to the
+    released-up-to mark (issue #30, item 3): deleted, restored from a backup, edited,
+    or re-signed with another secret, it is refused before any file is read again —
+    with late="next-step" the old code counted the released events a second time."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    kw = {**_kw(runs), "late": "next-step"}
+    record = inputs_path(runs / "run.state")
+    _arrive(runs, 0)
+    run_incremental(runs / "in", **kw)
+    backup = record.read_bytes()
+    _arrive(runs, 1)
+    run_incremental(runs / "in", **kw)
+    body = json.loads(record.read_text())
+    mac = body.pop("mac")
+    assert mac == _record_mac(runs / "run.key", body)  # the documented MAC ...
+    secret = RunSecret.load(runs / "run.key", json.loads(body_of(runs))["config"])
+    mark = ReleaseMark.load(mark_path(secret.path), secret)  # type: ignore[arg-type]
+    assert mark.last is not None and mark.last.inputs == mac  # ... bound into the mark
+    forged = {**body, "files": {"batch-1.csv": body["files"]["batch-1.csv"]}}
+    other = {**json.loads(body_of(runs)), "secret": "ab" * 32}  # another secret's MAC key
+    (tmp_path / "other.key").write_text(json.dumps(other))
+    changes = {
+        "delete": (None, r"inputs record \S*run.state.inputs is missing"),
+        "rollback": (backup, r"is not the one the released-up-to mark of this secret binds"),
+        "forge": ({**forged, "mac": mac}, r"fails its authentication check"),
+        "other key": (
+            {**forged, "mac": _record_mac(tmp_path / "other.key", forged)},
+            r"fails its authentication check",
+        ),
+    }
+    for change, (data, match) in changes.items():
+        work = tmp_path / change
+        shutil.copytree(runs, work, symlinks=True)
+        there = inputs_path(work / "run.state")
+        there.unlink()
+        if data is not None:
+            there.write_bytes(data if isinstance(data, bytes) else json.dumps(data).encode())
+            os.chmod(there, 0o600)
+        _arrive(work, 2)  # new events: the old code released them with the old ones again
+        with pytest.raises(ValueError, match=match):
+            run_incremental(work / "in", **{**kw, **_kw(work), "late": "next-step"})

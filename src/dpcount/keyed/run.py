@@ -50,7 +50,7 @@ from dpcount.keyed.job import (
     stored_keys,
     with_stored,
 )
-from dpcount.keyed.mark import ReleaseGuard
+from dpcount.keyed.mark import ReleaseCompanion, ReleaseGuard
 from dpcount.keyed.order import released_blocks, row_mask
 from dpcount.keyed.selection import KeySelection, SelectionOutcome
 from dpcount.keyed.watermark import check_late
@@ -661,7 +661,10 @@ def keyed_counts(
             "state= needs a secret file: the released-up-to mark that refuses a second "
             "release of the same steps is kept beside it (a testing secret has none)"
         )
-    with ReleaseGuard(secret_file(secret)) as guard:  # held until the mark is final
+    # a sink that keeps a record of its own (an incremental run's consumed files) binds
+    # it into the release mark (:class:`~dpcount.keyed.mark.ReleaseCompanion`)
+    companion = sink if isinstance(sink, ReleaseCompanion) else None
+    with ReleaseGuard(secret_file(secret), companion) as guard:  # held until the mark is final
         columns = EventColumns(time_column, key_column, weight_column, unit_column)
         if is_polars(events):
             events = from_polars(events, columns)
