@@ -105,7 +105,12 @@ def test_runs_release_complete_steps_once_and_equal_one_run(
 
 
 @pytest.mark.parametrize(
-    "point", ["mid-append", pytest.param("before-record", marks=pytest.mark.slow)]
+    "point",
+    [
+        "mid-append",
+        pytest.param("before-record", marks=pytest.mark.slow),
+        pytest.param("before-mark", marks=pytest.mark.slow),
+    ],
 )
 def test_a_crash_then_a_rerun_gives_the_same_bytes(
     reference: tuple[Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
@@ -132,13 +137,22 @@ def test_a_crash_then_a_rerun_gives_the_same_bytes(
     def crash_record(*args: Any) -> None:
         raise Killed
 
+    begin = _Appender.begin
+
+    def crash_begin(self: _Appender, secret: Any) -> None:  # the record pending, not the mark
+        begin(self, secret)
+        raise Killed
+
     if point == "mid-append":
         monkeypatch.setattr(_Appender, "__call__", crash_append)
+    elif point == "before-mark":
+        monkeypatch.setattr(_Appender, "begin", crash_begin)
     else:
         monkeypatch.setattr(incremental, "_finish", crash_record)
     with pytest.raises(Killed):
         run_incremental(work / "in", **_kw(work))
     monkeypatch.setattr(_Appender, "__call__", append)
+    monkeypatch.setattr(_Appender, "begin", begin)
     monkeypatch.setattr(incremental, "_finish", finish)
     _arrive(work, 2)  # a new file arrives before the rerun
     ran = run_incremental(work / "in", **_kw(work))
@@ -213,31 +227,53 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
         batch.to_csv(work / "in" / f"b{i}.csv", index=False)
         for _ in range(2):
             interrupted += _kill_during_a_release(work, rng)
+        _kill_during_a_release(work, rng, anytime=True)  # also while the record is written
         assert main(_argv(work)) == 0
         assert (work / "out.csv").read_bytes() == (ref / "out.csv").read_bytes()
+        _check_record_bound(work)
     assert interrupted >= 1  # at least one kill left a release half done
 
 
+def _check_record_bound(work: Path) -> None:
+    """The inputs record after the runs authenticates under the run secret and is the
+    one the released-up-to mark binds (issue #30, item 3)."""
+    from dpcount.keyed.incremental import Inputs
+
+    secret = RunSecret.load(work / "run.key", json.loads(body_of(work))["config"])
+    assert secret.path is not None
+    record = Inputs.load(inputs_path(work / "run.state"), secret)
+    mark = ReleaseMark.load(mark_path(secret.path), secret)
+    assert record.pending is None and record.mac(secret) in mark.bound_inputs()
+
+
 def _kill_during_a_release(
-    work: Path, rng: np.random.Generator, argv: list[str] | None = None, within: float = 0.3
+    work: Path,
+    rng: np.random.Generator,
+    argv: list[str] | None = None,
+    within: float = 0.3,
+    *,
+    anytime: bool = False,
 ) -> int:
     """Start the CLI (``argv``; default :func:`_argv`), SIGKILL it at a random moment
     in the first ``within`` seconds after its release has begun (the inputs record
-    holds a pending release); 1 if it died with the release pending."""
+    holds a pending release) — or, ``anytime``, in the first 3 s after it started
+    (while it reads, records the release pending, writes, or records it done); 1 if
+    it died with the release pending."""
     record = inputs_path(work / "run.state")
     with subprocess.Popen(
         [sys.executable, "-m", "dpcount", *(_argv(work) if argv is None else argv)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:
-        end = time.monotonic() + 120
+        end = time.monotonic() + (float(rng.uniform(0.0, 3.0)) if anytime else 120)
         while proc.poll() is None and time.monotonic() < end:
-            if record.exists() and '"pending": {' in record.read_text():
+            if not anytime and record.exists() and '"pending": {' in record.read_text():
                 break
             time.sleep(0.002)
         # a release of _argv's 300 keys stays pending ~0.3-0.5 s (within=0.8 let all six
         # kills of a seed land after it, once the release had become faster)
-        time.sleep(float(rng.uniform(0.0, within)))
+        if not anytime:
+            time.sleep(float(rng.uniform(0.0, within)))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
     return int(record.exists() and '"pending": {' in record.read_text())

@@ -30,10 +30,28 @@ atomically): name, SHA-256, size, modification time and the last step of its eve
 plus the watermark and the steps released. A consumed file that changes (its size
 or time differ and its SHA-256 too) is refused: its events were counted as they
 were; put corrections in a new file. A consumed file may be deleted once its steps
-are all released.
+are all released. A new file that repeats a consumed file or another new file — the
+same bytes under another name, or a symlink to it — is refused naming both: its
+events would be counted twice.
 
-**Exactly once.** Before the release, the run records it *pending* in the inputs
-file (its steps, its new files and the output's length). A run killed at any point
+**The record is authenticated and bound to the release mark.** Which files a run
+reads follows from the record, so a deleted or restored record would read consumed
+files again and count their events twice (with ``late="next-step"``, moved into the
+next open step: twice the sensitivity the guarantee is calibrated for). The record
+carries an HMAC-SHA256 under a key derived from the run secret
+(:func:`dpcount.keyed.mark.body_mac`, as the mark's), and every release binds the
+MAC of the record it leaves into the released-up-to mark
+(:attr:`dpcount.keyed.mark.Release.inputs`, through
+:class:`~dpcount.keyed.mark.ReleaseCompanion`). A run accepts a record only if it
+authenticates and is the one the mark binds — the record of the mark's last release,
+or that record with the release in progress (or, before any release, the empty
+record with the first release pending); it refuses a record that is missing while
+steps were released, forged, older than the mark (a restored backup), or left by a
+release that was not an incremental run's.
+
+**Exactly once.** Before the release — after the mark's checks, just before the mark
+records it in progress — the run records it *pending* in the inputs file (its
+steps, its new files and the output's length). A run killed at any point
 leaves that record; the next run first completes exactly that release — the same
 files, the same steps, hence (the noise being a function of the secret and the
 position) the same bits: a CSV output is cut back to its recorded length and the

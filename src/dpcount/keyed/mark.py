@@ -13,7 +13,11 @@ the exact difference of the data. Two files beside the secret file prevent that:
   with this secret, the last release (its steps and an HMAC digest of its input: the
   contributions of its steps, the state's sums and noise state), and a release *in
   progress*. It is authenticated (HMAC-SHA256 under a key derived from the secret,
-  like the state) and replaced atomically; a state file cannot roll it back.
+  like the state) and replaced atomically; a state file cannot roll it back. For an
+  incremental run it also binds the MAC of the consumed-files record each release
+  leaves (:attr:`Release.inputs`; the record is the guard's
+  :class:`ReleaseCompanion`), so that record cannot be deleted, rolled back or forged
+  either (:mod:`dpcount.keyed.incremental`).
 
 The protocol (:class:`ReleaseGuard`): before any output, the run records "steps
 a..b in progress with input digest D"; it writes the output, saves the state, then

@@ -8,8 +8,7 @@ be a function of what is already private or public. With a public key universe
 event*, then name (:func:`dpcount.keyed.job.place_keys`): a function of the raw data
 that the selection deliberately withholds (a key's rows start at its selection step,
 not at its first event). Writing the rows in table order revealed it: one event of key
-B at step 1 turned a release's order A, B into B, A every time, whatever the noise
-(third privacy audit, issue #30, item 1).
+B at step 1 turned a release's order A, B into B, A every time, whatever the noise.
 
 So an open key set's release is written in the order of the **key name** (the keys'
 natural order, text by its Unicode code points, integers by value; mixed types by

@@ -602,7 +602,9 @@ def keyed_counts(
         sink: instead of ``output``, call this with the job and the chunks (as
             ``on_chunk`` gets them) to write the output itself, before the state is
             saved and the release marked done; it returns the output's path (used by
-            :mod:`dpcount.keyed.incremental` to append).
+            :mod:`dpcount.keyed.incremental` to append). A sink that is also a
+            :class:`~dpcount.keyed.mark.ReleaseCompanion` records the release pending
+            in a record of its own, whose digest the release mark binds.
         std_digits: significant digits of the std column in a CSV ``output`` (1..17;
             ``dpcount keyed --digits``, default 4 there); None (default) writes every
             bit. The frame and Parquet outputs keep the float.
