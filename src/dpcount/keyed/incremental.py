@@ -302,8 +302,8 @@ def _load_record(run: _Setup) -> Inputs:
             raise ValueError(
                 f"inputs record {record} is missing, but steps were released with this "
                 f"state ({state}) and secret: which files were consumed cannot be told, "
-                "and reading them again would count their events twice. Restore nothing: "
-                "start a new run (a new secret file and state)"
+                "and reading them again would count their events twice; refused. Start a "
+                "new run (a new secret file and state)"
             )
         return Inputs()
     if secret is None:
@@ -322,22 +322,27 @@ def _check_bound(
     """Refuse an authentic record that is not the one the mark binds: the record of the
     mark's last release (or of the release in progress), or, before any release, the
     empty record with the first release pending."""
-    accepted = set() if mark is None else mark.bound_inputs()
-    if mark is not None and mark.last is None:
+    if mark is None:
+        raise ValueError(
+            f"inputs record {record} exists but the released-up-to mark of its secret is "
+            "missing: which steps and files were released cannot be told; refused. Start "
+            "a new run (a new secret file and state)"
+        )
+    accepted = mark.bound_inputs()
+    if mark.last is None:
         accepted.add(Inputs().mac(secret))  # nothing released yet: nothing consumed
     found = {inputs.without_pending().mac(secret)}
     if inputs.pending is not None:
         found.add(inputs.settled().mac(secret))
     if found & accepted:
         return
-    last = "no release" if mark is None or mark.last is None else mark.last.describe()
+    last = "none" if mark.last is None else mark.last.describe()
     raise ValueError(
         f"inputs record {record} is not the one the released-up-to mark of this secret "
-        f"binds ({last} released up to step "
-        f"{0 if mark is None else mark.released}): it is a restored backup or a copy, or "
-        "the last release was not made by an incremental run. Reading its files as "
-        "consumed or not would count events twice or never; refused. Start a new run "
-        "(a new secret file and state)"
+        f"binds (steps 1..{mark.released} released; last release: {last}): it is a "
+        "restored backup or a copy, or the last release was not made by an incremental "
+        "run. Taking its files as consumed or not would count events twice or never; "
+        "refused. Start a new run (a new secret file and state)"
     )
 
 
