@@ -22,6 +22,7 @@ from dpcount.keyed.selection import KeySelection  # noqa: E402
 from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
 from tests.keyed.test_incremental import open_keys_in_incremental_runs  # noqa: E402
+from tests.keyed.test_order import check_order_reveals_nothing  # noqa: E402
 from tests.keyed.test_selection import (  # noqa: E402
     open_kw,
     split_runs_release_the_brute_force_rows,
@@ -595,3 +596,11 @@ def test_cli_dask_state_with_key_selection(client: Any, tmp_path: Path) -> None:
         got, want = (tmp_path / "dask" / name), (tmp_path / "embedded" / name)
         assert got.read_bytes() == want.read_bytes()
     assert "heavy" in pd.read_csv(tmp_path / "dask" / "b.csv")["key"].to_numpy()
+
+
+def test_dask_row_order_does_not_reveal_events_before_a_keys_selection(
+    client: Any, tmp_path: Path
+) -> None:
+    """The embedded engine's row-order test (issue #30, item 1) on Dask: two logs that
+    differ only before a key's selection give the same bytes in every output form."""
+    check_order_reveals_nothing(tmp_path, engine="dask", scheduler=client, partitions=2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -103,7 +105,12 @@ def test_runs_release_complete_steps_once_and_equal_one_run(
 
 
 @pytest.mark.parametrize(
-    "point", ["mid-append", pytest.param("before-record", marks=pytest.mark.slow)]
+    "point",
+    [
+        "mid-append",
+        pytest.param("before-record", marks=pytest.mark.slow),
+        pytest.param("before-mark", marks=pytest.mark.slow),
+    ],
 )
 def test_a_crash_then_a_rerun_gives_the_same_bytes(
     reference: tuple[Path, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
@@ -127,16 +134,25 @@ def test_a_crash_then_a_rerun_gives_the_same_bytes(
             fh.truncate(self.path.stat().st_size - 50)
         raise Killed
 
-    def crash_record(inputs: Any, record: Path) -> None:
+    def crash_record(*args: Any) -> None:
+        raise Killed
+
+    begin = _Appender.begin
+
+    def crash_begin(self: _Appender, secret: Any) -> None:  # the record pending, not the mark
+        begin(self, secret)
         raise Killed
 
     if point == "mid-append":
         monkeypatch.setattr(_Appender, "__call__", crash_append)
+    elif point == "before-mark":
+        monkeypatch.setattr(_Appender, "begin", crash_begin)
     else:
         monkeypatch.setattr(incremental, "_finish", crash_record)
     with pytest.raises(Killed):
         run_incremental(work / "in", **_kw(work))
     monkeypatch.setattr(_Appender, "__call__", append)
+    monkeypatch.setattr(_Appender, "begin", begin)
     monkeypatch.setattr(incremental, "_finish", finish)
     _arrive(work, 2)  # a new file arrives before the rerun
     ran = run_incremental(work / "in", **_kw(work))
@@ -211,31 +227,53 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(
         batch.to_csv(work / "in" / f"b{i}.csv", index=False)
         for _ in range(2):
             interrupted += _kill_during_a_release(work, rng)
+        _kill_during_a_release(work, rng, anytime=True)  # also while the record is written
         assert main(_argv(work)) == 0
         assert (work / "out.csv").read_bytes() == (ref / "out.csv").read_bytes()
+        _check_record_bound(work)
     assert interrupted >= 1  # at least one kill left a release half done
 
 
+def _check_record_bound(work: Path) -> None:
+    """The inputs record after the runs authenticates under the run secret and is the
+    one the released-up-to mark binds (issue #30, item 3)."""
+    from dpcount.keyed.incremental import Inputs
+
+    secret = RunSecret.load(work / "run.key", json.loads(body_of(work))["config"])
+    assert secret.path is not None
+    record = Inputs.load(inputs_path(work / "run.state"), secret)
+    mark = ReleaseMark.load(mark_path(secret.path), secret)
+    assert record.pending is None and record.mac(secret) in mark.bound_inputs()
+
+
 def _kill_during_a_release(
-    work: Path, rng: np.random.Generator, argv: list[str] | None = None, within: float = 0.3
+    work: Path,
+    rng: np.random.Generator,
+    argv: list[str] | None = None,
+    within: float = 0.3,
+    *,
+    anytime: bool = False,
 ) -> int:
     """Start the CLI (``argv``; default :func:`_argv`), SIGKILL it at a random moment
     in the first ``within`` seconds after its release has begun (the inputs record
-    holds a pending release); 1 if it died with the release pending."""
+    holds a pending release) — or, ``anytime``, in the first 3 s after it started
+    (while it reads, records the release pending, writes, or records it done); 1 if
+    it died with the release pending."""
     record = inputs_path(work / "run.state")
     with subprocess.Popen(
         [sys.executable, "-m", "dpcount", *(_argv(work) if argv is None else argv)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:
-        end = time.monotonic() + 120
+        end = time.monotonic() + (float(rng.uniform(0.0, 3.0)) if anytime else 120)
         while proc.poll() is None and time.monotonic() < end:
-            if record.exists() and '"pending": {' in record.read_text():
+            if not anytime and record.exists() and '"pending": {' in record.read_text():
                 break
             time.sleep(0.002)
         # a release of _argv's 300 keys stays pending ~0.3-0.5 s (within=0.8 let all six
         # kills of a seed land after it, once the release had become faster)
-        time.sleep(float(rng.uniform(0.0, within)))
+        if not anytime:
+            time.sleep(float(rng.uniform(0.0, within)))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
     return int(record.exists() and '"pending": {' in record.read_text())
@@ -313,3 +351,117 @@ def open_keys_in_incremental_runs(tmp_path: Path, **engine: Any) -> None:
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
     with pytest.raises(ValueError, match="a directory of parts is not available with selection"):
         run_incremental(tmp_path / "in", output=tmp_path / "dir", until=8, **files, **kw)
+
+
+def test_a_copy_or_a_symlink_of_a_consumed_file_is_refused(tmp_path: Path) -> None:
+    """A byte-identical copy of a consumed file under another name, or a symlink to it,
+    would count its events again (issue #30, item 6): refused, naming both files."""
+    _arrive(tmp_path, 0)
+    folder = tmp_path / "in"
+    run_incremental(folder, **_kw(tmp_path))
+    shutil.copy(folder / "batch-0.csv", folder / "copy.csv")
+    copied = r"in/copy.csv is a byte-identical copy of \S*in/batch-0.csv \(consumed by an earlier"
+    with pytest.raises(ValueError, match=copied):
+        run_incremental(folder, **_kw(tmp_path))
+    (folder / "copy.csv").unlink()
+    (folder / "link.csv").symlink_to("batch-0.csv")
+    linked = r"in/link.csv is a symlink to \S*in/batch-0.csv \(consumed by an earlier run\)"
+    with pytest.raises(ValueError, match=linked):
+        run_incremental(folder, **_kw(tmp_path))
+
+
+def test_two_identical_new_files_are_refused(tmp_path: Path) -> None:
+    """Within one batch of new files too (issue #30, item 6), before any file is made."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    BATCHES[0].to_csv(folder / "a.csv", index=False)
+    shutil.copy(folder / "a.csv", folder / "b.csv")
+    with pytest.raises(ValueError, match=r"in/b.csv is a byte-identical copy of \S*in/a.csv"):
+        run_incremental(folder, **_kw(tmp_path))
+    assert not (tmp_path / "run.key").exists()  # no secret, no record
+    assert not inputs_path(tmp_path / "run.state").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("empty.csv", b"", r"is empty"),
+        ("latin.csv", b"t,key\n2024-01-01T00:00:00,a\n2024-01-01T00:00:00,\xe9\n", r"line 3"),
+        ("broken.parquet", b"PAR1 not a parquet file", r"cannot be read as parquet"),
+        ("quote.csv", b't,key\n2024-01-01T00:00:00,"a\n2024-01-02T00:00:00,b\n', r"line 2"),
+    ],
+)
+def test_unreadable_input_files_are_named(
+    tmp_path: Path, name: str, data: bytes, message: str
+) -> None:
+    """An empty file, bytes that are not UTF-8, a damaged Parquet file, an unterminated
+    quote: refused naming the file (and the line), not a reader's bare traceback
+    (issue #30, item 9)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    BATCHES[0].to_csv(folder / "a-good.csv", index=False)
+    (folder / name).write_bytes(data)
+    with pytest.raises(ValueError, match=rf"events file \S*in/{name}\W.*{message}"):
+        run_incremental(folder, **_kw(tmp_path))
+
+
+def body_of(work: Path) -> str:
+    return (work / "run.key").read_text()
+
+
+def _record_mac(secret_file: Path, body: dict[str, Any]) -> str:
+    """The inputs record's MAC from its documentation: HMAC-SHA256 of the canonical JSON
+    under HMAC-SHA256(secret, label ‖ 0 ‖ run id) (independent of the module)."""
+    key_body = json.loads(secret_file.read_text())
+    key = hmac.new(
+        bytes.fromhex(key_body["secret"]),
+        b"dpcount-keyed-inputs-mac\0" + key_body["run_id"].encode(),
+        hashlib.sha256,
+    ).digest()
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def test_a_deleted_rolled_back_or_forged_inputs_record_is_refused(tmp_path: Path) -> None:
+    """The consumed-files record is authenticated under the run secret and bound to the
+    released-up-to mark (issue #30, item 3): deleted, restored from a backup, edited,
+    or re-signed with another secret, it is refused before any file is read again —
+    with late="next-step" the old code counted the released events a second time."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    kw = {**_kw(runs), "late": "next-step"}
+    record = inputs_path(runs / "run.state")
+    _arrive(runs, 0)
+    run_incremental(runs / "in", **kw)
+    backup = record.read_bytes()
+    _arrive(runs, 1)
+    run_incremental(runs / "in", **kw)
+    body = json.loads(record.read_text())
+    mac = body.pop("mac")
+    assert mac == _record_mac(runs / "run.key", body)  # the documented MAC ...
+    secret = RunSecret.load(runs / "run.key", json.loads(body_of(runs))["config"])
+    mark = ReleaseMark.load(mark_path(secret.path), secret)  # type: ignore[arg-type]
+    assert mark.last is not None and mark.last.inputs == mac  # ... bound into the mark
+    forged = {**body, "files": {"batch-1.csv": body["files"]["batch-1.csv"]}}
+    other = {**json.loads(body_of(runs)), "secret": "ab" * 32}  # another secret's MAC key
+    (tmp_path / "other.key").write_text(json.dumps(other))
+    changes = {
+        "delete": (None, r"inputs record \S*run.state.inputs is missing"),
+        "rollback": (backup, r"is not the one the released-up-to mark of this secret binds"),
+        "forge": ({**forged, "mac": mac}, r"fails its authentication check"),
+        "other key": (
+            {**forged, "mac": _record_mac(tmp_path / "other.key", forged)},
+            r"fails its authentication check",
+        ),
+    }
+    for change, (data, match) in changes.items():
+        work = tmp_path / change
+        shutil.copytree(runs, work, symlinks=True)
+        there = inputs_path(work / "run.state")
+        there.unlink()
+        if data is not None:
+            there.write_bytes(data if isinstance(data, bytes) else json.dumps(data).encode())
+            os.chmod(there, 0o600)
+        _arrive(work, 2)  # new events: the old code released them with the old ones again
+        with pytest.raises(ValueError, match=match):
+            run_incremental(work / "in", **{**kw, **_kw(work), "late": "next-step"})

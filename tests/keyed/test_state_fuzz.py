@@ -119,7 +119,7 @@ def _crafted_marks(body: dict[str, Any], values: list[Any]) -> Iterator[bytes]:
         for value in values:
             yield _mark_bytes({**body, field: value})
         yield _mark_bytes({k: v for k, v in body.items() if k != field})
-    for field in ("first", "until", "digest"):
+    for field in ("first", "until", "digest", "inputs"):  # inputs: the record's MAC
         for value in values:
             yield _mark_bytes({**body, "last": {**body["last"], field: value}})
             yield _mark_bytes({**body, "pending": {**body["last"], field: value}})
@@ -270,3 +270,102 @@ def test_open_key_and_unit_sections_raise_only_value_or_type_errors(tmp_path: Pa
         for value in QUICK:
             crafted.append(_state_bytes({**header, section: value}, payload))
     assert _run(tmp_path / "c", iter(crafted), _load_open_state) == 21  # 5 fields + 2 sections, x3
+
+
+# ----------------------------------------------------------------------------------
+# The inputs record of incremental runs (issue #30, item 3): authenticated like a mark
+# ----------------------------------------------------------------------------------
+def _inputs_mac(body: dict[str, Any]) -> str:
+    key = hmac.new(
+        SECRET.secret, b"dpcount-keyed-inputs-mac\0" + SECRET.run_id.encode(), hashlib.sha256
+    ).digest()
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def _good_inputs_body() -> dict[str, Any]:
+    seen = {"sha256": "c" * 64, "size": 10, "mtime_ns": 1_700_000_000_000_000_000, "last_step": 4}
+    return {
+        "format": "dpcount-keyed-inputs/2",
+        "released": 3,
+        "watermark": "2024-01-04T00:00:00",
+        "files": {"a.csv": seen},
+        "pending": {
+            "first": 4,
+            "until": 5,
+            "new": {"b.csv": {**seen, "last_step": 5}},
+            "watermark": 7,
+            "output_size": 120,
+        },
+    }
+
+
+def _inputs_bytes(body: dict[str, Any], mac: bool = True) -> bytes:
+    body = {k: v for k, v in body.items() if k != "mac"}
+    if mac:
+        body["mac"] = _inputs_mac(body)
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def _crafted_inputs(body: dict[str, Any], values: list[Any]) -> Iterator[bytes]:
+    pending, seen = body["pending"], body["files"]["a.csv"]
+    for field in body:
+        for value in values:
+            yield _inputs_bytes({**body, field: value})
+        yield _inputs_bytes({k: v for k, v in body.items() if k != field})
+    for field in pending:
+        for value in values:
+            yield _inputs_bytes({**body, "pending": {**pending, field: value}})
+    for field in seen:
+        for value in values:
+            yield _inputs_bytes({**body, "files": {"a.csv": {**seen, field: value}}})
+    for name in ("", "..", "x/../../y", "a\0b", 7):
+        yield _inputs_bytes({**body, "files": {name: seen}})
+    yield _inputs_bytes({**body, "pending": {**pending, "first": 6}})  # first > until
+    yield _inputs_bytes({**body, "format": "dpcount-keyed-inputs/1"})
+    yield _inputs_bytes({**body, "extra": 1})
+    yield b"[" * 100_000
+    yield b"\xff\xfe"
+    yield b""
+
+
+def _load_inputs(path: Path) -> None:
+    from dpcount.keyed.incremental import Inputs
+
+    os.chmod(path, 0o600)
+    with contextlib.suppress(ValueError, TypeError):
+        Inputs.load(path, SECRET)
+
+
+@pytest.mark.parametrize(
+    ("values", "n"), [(QUICK, 20), pytest.param(HUGE, 3000, marks=pytest.mark.slow)]
+)
+def test_crafted_inputs_records_raise_only_value_or_type_errors(
+    tmp_path: Path, values: list[Any], n: int
+) -> None:
+    """Crafted and mutated inputs records (re-authenticated: the field checks are what
+    is tested) load or raise ValueError / TypeError only; the untouched record loads,
+    and one with a wrong MAC is refused."""
+    from dpcount.keyed.incremental import Inputs
+
+    body = _good_inputs_body()
+    good = tmp_path / "ok.inputs"
+    good.write_bytes(_inputs_bytes(body))
+    os.chmod(good, 0o600)
+    loaded = Inputs.load(good, SECRET)
+    assert loaded.released == 3 and loaded.pending is not None
+    assert loaded.settled().files.keys() == {"a.csv", "b.csv"}
+    assert _run(tmp_path / "i", _crafted_inputs(body, values), _load_inputs) > 40
+    rng = np.random.default_rng(31)
+    data = _inputs_bytes(body)
+    assert _run(tmp_path / "i", _mutations(data, rng, n), _load_inputs) == n
+    remac = (
+        _inputs_bytes(b)
+        for b in (_json_or_none(m) for m in _mutations(data, rng, n))
+        if isinstance(b, dict)
+    )
+    _run(tmp_path / "i", remac, _load_inputs)
+    (tmp_path / "bad").write_bytes(_inputs_bytes(body, mac=False))
+    os.chmod(tmp_path / "bad", 0o600)
+    with pytest.raises(ValueError, match="fails its authentication check"):
+        Inputs.load(tmp_path / "bad", SECRET)

@@ -107,11 +107,40 @@ def _file_format(path: Path, what: str) -> str:
 
 
 def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataFrame:
-    """The event columns of a CSV or Parquet file (format from the extension)."""
+    """The event columns of a CSV or Parquet file (format from the extension).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a file that cannot be read as events, naming it (and the line where
+            the reader tells it): empty, not UTF-8, a damaged Parquet file, an
+            unterminated quote, a missing column.
+    """
     p = Path(path)
     fmt = _file_format(p, "events file")
     if not p.is_file():
         raise FileNotFoundError(f"events file {p} not found")
+    try:
+        return _read_events(p, fmt, columns)
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"events file {p}: not UTF-8 text ({_bad_text_line(p)}: {err.reason}, byte "
+            f"0x{err.object[err.start]:02x}); save it as UTF-8"
+        ) from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"events file {p} is empty (not even a header line)") from None
+    except pd.errors.ParserError as err:
+        raise ValueError(f"events file {p}: {_parser_message(err)}") from None
+    except OSError as err:
+        if isinstance(err, (FileNotFoundError, PermissionError)):
+            raise
+        raise ValueError(f"events file {p} cannot be read as {fmt}: {err}") from None
+    except Exception as err:
+        if type(err).__module__.split(".")[0] != "pyarrow":
+            raise
+        raise ValueError(f"events file {p} cannot be read as {fmt}: {err}") from None
+
+
+def _read_events(p: Path, fmt: str, columns: EventColumns) -> pd.DataFrame:
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -128,6 +157,28 @@ def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataF
     if lines is not None:
         frame.index = pd.Index(lines, name=LINE)
     return frame
+
+
+def _bad_text_line(path: Path) -> str:
+    """``line N`` of the first line of ``path`` that is not UTF-8 (for a message)."""
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return f"line {number}"
+    return "a line"  # a character split across pandas' read blocks: not found per line
+
+
+def _parser_message(err: Exception) -> str:
+    """pandas' CSV error with its row (0-based, header = row 0) as a file line."""
+    import re
+
+    text = str(err).replace("Error tokenizing data. C error: ", "")
+    found = re.search(r"EOF inside string starting at row (\d+)", text)
+    if found is not None:
+        return f"a quote opened on line {int(found.group(1)) + 1} is never closed"
+    return text
 
 
 #: the index name of events read from a CSV file: the index holds file line numbers

@@ -30,10 +30,28 @@ atomically): name, SHA-256, size, modification time and the last step of its eve
 plus the watermark and the steps released. A consumed file that changes (its size
 or time differ and its SHA-256 too) is refused: its events were counted as they
 were; put corrections in a new file. A consumed file may be deleted once its steps
-are all released.
+are all released. A new file that repeats a consumed file or another new file — the
+same bytes under another name, or a symlink to it — is refused naming both: its
+events would be counted twice.
 
-**Exactly once.** Before the release, the run records it *pending* in the inputs
-file (its steps, its new files and the output's length). A run killed at any point
+**The record is authenticated and bound to the release mark.** Which files a run
+reads follows from the record, so a deleted or restored record would read consumed
+files again and count their events twice (with ``late="next-step"``, moved into the
+next open step: twice the sensitivity the guarantee is calibrated for). The record
+carries an HMAC-SHA256 under a key derived from the run secret
+(:func:`dpcount.keyed.mark.body_mac`, as the mark's), and every release binds the
+MAC of the record it leaves into the released-up-to mark
+(:attr:`dpcount.keyed.mark.Release.inputs`, through
+:class:`~dpcount.keyed.mark.ReleaseCompanion`). A run accepts a record only if it
+authenticates and is the one the mark binds — the record of the mark's last release,
+or that record with the release in progress (or, before any release, the empty
+record with the first release pending); it refuses a record that is missing while
+steps were released, forged, older than the mark (a restored backup), or left by a
+release that was not an incremental run's.
+
+**Exactly once.** Before the release — after the mark's checks, just before the mark
+records it in progress — the run records it *pending* in the inputs file (its
+steps, its new files and the output's length). A run killed at any point
 leaves that record; the next run first completes exactly that release — the same
 files, the same steps, hence (the noise being a function of the secret and the
 position) the same bits: a CSV output is cut back to its recorded length and the
@@ -47,6 +65,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
 import os
 from collections.abc import Iterable
@@ -61,14 +80,15 @@ from numpy.typing import NDArray
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
 from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.mark import RunLock
+from dpcount.keyed.mark import ReleaseMark, RunLock, SecretLike, body_mac, mark_path
 from dpcount.keyed.run import KeyedResult, _PartsDir, csv_frame, iter_frames, keyed_counts
+from dpcount.keyed.secret import RunSecret
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 
 __all__ = ["INPUTS_FORMAT", "IncrementalResult", "inputs_path", "run_incremental"]
 
-INPUTS_FORMAT = "dpcount-keyed-inputs/1"
+INPUTS_FORMAT = "dpcount-keyed-inputs/2"
 _SUFFIXES = (".csv", ".parquet", ".pq")
 
 
@@ -88,38 +108,146 @@ class Consumed:
     last_step: int
 
 
+#: the MAC label of the inputs record (a key derived from the run secret)
+INPUTS_MAC = b"dpcount-keyed-inputs-mac"
+#: an inputs record of many thousand files is a few MB; anything much larger is not one
+MAX_INPUTS_BYTES = 1 << 28
+
+
 @dataclass
 class Inputs:
-    """The contents of ``<state>.inputs``."""
+    """The contents of ``<state>.inputs``: the steps released, the watermark, the
+    consumed files, and a release begun (``pending``: its steps, new files, watermark
+    and the output's length before it)."""
 
     released: int = 0
     watermark: Any = None  # the latest event time read: int, or ISO text
     files: dict[str, Consumed] = field(default_factory=dict)
     pending: dict[str, Any] | None = None
 
-    @classmethod
-    def load(cls, path: Path) -> Inputs:
-        if not path.exists():
-            return cls()
-        check_owner_only(path, "inputs record")
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-            if body.get("format") != INPUTS_FORMAT:
-                raise ValueError
-            files = {name: Consumed(**c) for name, c in body["files"].items()}
-            return cls(int(body["released"]), body["watermark"], files, body["pending"])
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise ValueError(f"{path} is not a dpcount keyed inputs record") from None
-
-    def save(self, path: Path) -> None:
-        body = {
+    def body(self) -> dict[str, Any]:
+        return {
             "format": INPUTS_FORMAT,
             "released": self.released,
             "watermark": self.watermark,
             "files": {name: dataclasses.asdict(c) for name, c in sorted(self.files.items())},
             "pending": self.pending,
         }
+
+    def settled(self) -> Inputs:
+        """The record once its pending release is done (itself if none is)."""
+        pending = self.pending
+        if pending is None:
+            return self
+        files = {**self.files, **{n: Consumed(**c) for n, c in pending["new"].items()}}
+        return Inputs(int(pending["until"]), pending["watermark"], files, None)
+
+    def without_pending(self) -> Inputs:
+        """The record as the last completed release left it."""
+        return dataclasses.replace(self, pending=None)
+
+    def mac(self, secret: SecretLike) -> str:
+        """HMAC-SHA256 of the record under the run secret (:func:`body_mac`)."""
+        return body_mac(secret, INPUTS_MAC, self.body())
+
+    @classmethod
+    def load(cls, path: Path, secret: SecretLike) -> Inputs:
+        """Read ``path`` and check its MAC under ``secret`` (not yet its freshness:
+        :func:`_check_bound`)."""
+        check_owner_only(path, "inputs record")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUTS_BYTES + 1)
+        try:
+            if len(data) > MAX_INPUTS_BYTES:
+                raise ValueError
+            body = json.loads(data)
+            if not isinstance(body, dict):
+                raise ValueError
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise ValueError(f"{path} is not a dpcount keyed inputs record") from None
+        if body.get("format") == "dpcount-keyed-inputs/1":
+            raise ValueError(
+                f"inputs record {path} has format dpcount-keyed-inputs/1 (dpcount 0.4.0), "
+                "which is not authenticated: which files it lists as consumed cannot be "
+                "trusted. Start a new run (a new secret file and state)"
+            )
+        if body.get("format") != INPUTS_FORMAT:
+            raise ValueError(f"{path} is not a dpcount keyed inputs record")
+        mac = body.pop("mac", None)
+        if not isinstance(mac, str) or not hmac.compare_digest(
+            mac, body_mac(secret, INPUTS_MAC, body)
+        ):
+            raise ValueError(
+                f"inputs record {path} fails its authentication check: it was changed, or "
+                "it belongs to another secret"
+            )
+        return _parse_inputs(body, path)
+
+    def save(self, path: Path, secret: SecretLike) -> None:
+        """Replace ``path`` atomically (mode 0600) with this record and its MAC."""
+        body = self.body()
+        body["mac"] = self.mac(secret)
         write_atomic(path, [(json.dumps(body, sort_keys=True, indent=1) + "\n").encode()])
+
+
+def _parse_inputs(body: dict[str, Any], path: Path) -> Inputs:
+    """The fields of an authenticated record, checked (a damaged one: ValueError)."""
+    damaged = ValueError(f"inputs record {path} is damaged")
+    if set(body) != {"format", "released", "watermark", "files", "pending"}:
+        raise damaged
+    pending = body["pending"]
+    if pending is not None:
+        keys = {"first", "until", "new", "watermark", "output_size"}
+        if not isinstance(pending, dict) or set(pending) != keys:
+            raise damaged
+        first, until = pending["first"], pending["until"]
+        if not (_count(first) and _count(until) and 1 <= first <= until):
+            raise damaged
+        if not _count(pending["output_size"]) or not _watermark(pending["watermark"]):
+            raise damaged
+        _files(pending["new"], damaged)
+    if not _count(body["released"]) or not _watermark(body["watermark"]):
+        raise damaged
+    return Inputs(body["released"], body["watermark"], _files(body["files"], damaged), pending)
+
+
+def _files(value: object, damaged: ValueError) -> dict[str, Consumed]:
+    if not isinstance(value, dict):
+        raise damaged
+    out = {}
+    fields = {"sha256", "size", "mtime_ns", "last_step"}
+    for name, seen in value.items():
+        plain = isinstance(name, str) and name and "/" not in name and "\0" not in name
+        if not plain or name in (".", "..") or not isinstance(seen, dict) or set(seen) != fields:
+            raise damaged
+        sha, size, mtime, last = (seen[f] for f in ("sha256", "size", "mtime_ns", "last_step"))
+        numbers = _count(size) and _count(last) and _count(mtime, signed=True)
+        if not (numbers and isinstance(sha, str) and len(sha) == 64):
+            raise damaged
+        out[name] = Consumed(sha, size, mtime, last)
+    return out
+
+
+def _count(value: object, *, signed: bool = False) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (signed or value >= 0)
+        and abs(value) < 1 << 63
+    )
+
+
+def _watermark(value: object) -> bool:
+    """None, an integer time or an ISO timestamp (the text pandas reads back)."""
+    if value is None or _count(value, signed=True):
+        return True
+    if not isinstance(value, str) or len(value) > 64:
+        return False
+    try:
+        pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError):
+        return False
+    return True
 
 
 @dataclass
@@ -140,6 +268,82 @@ def _digest(path: Path) -> tuple[str, int, int]:
             h.update(block)
     st = os.stat(path)
     return h.hexdigest(), st.st_size, st.st_mtime_ns
+
+
+def _existing_secret(secret: object) -> RunSecret | None:
+    """The run secret of ``secret=`` if its file exists (None: a first run creates it;
+    a testing secret has no file, and ``keyed_counts`` refuses it with a state). Its
+    configuration is checked by the release (``keyed_counts``); here it keys the MACs."""
+    if isinstance(secret, RunSecret):
+        return secret if secret.path is not None else None
+    if not isinstance(secret, (str, os.PathLike)) or not os.path.exists(secret):
+        return None
+    try:
+        config = json.loads(Path(secret).read_text(encoding="utf-8"))["config"]
+        if not isinstance(config, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, OSError):
+        config = {}  # not a secret file: RunSecret.load says so
+    return RunSecret.load(secret, config)
+
+
+def _load_record(run: _Setup) -> Inputs:
+    """The consumed-files record, authenticated under the run secret and bound to its
+    released-up-to mark: refused when missing while steps were released, forged, or
+    other than the record the mark's last release left (a restored backup, or the
+    record of a release not made by an incremental run)."""
+    record, secret, state = run.record, run.secret, run.state
+    mark: ReleaseMark | None = None
+    if secret is not None and secret.path is not None and mark_path(secret.path).exists():
+        mark = ReleaseMark.load(mark_path(secret.path), secret)
+    if not record.exists():
+        released = mark is not None and (mark.released > 0 or mark.pending is not None)
+        if os.path.exists(state) or released:
+            raise ValueError(
+                f"inputs record {record} is missing, but steps were released with this "
+                f"state ({state}) and secret: which files were consumed cannot be told, "
+                "and reading them again would count their events twice; refused. Start a "
+                "new run (a new secret file and state)"
+            )
+        return Inputs()
+    if secret is None:
+        raise ValueError(
+            f"inputs record {record} exists but the secret file {run.options.get('secret')} "
+            "does not: the record belongs to the run of another secret"
+        )
+    inputs = Inputs.load(record, secret)
+    _check_bound(inputs, mark, secret, record)
+    return inputs
+
+
+def _check_bound(
+    inputs: Inputs, mark: ReleaseMark | None, secret: SecretLike, record: Path
+) -> None:
+    """Refuse an authentic record that is not the one the mark binds: the record of the
+    mark's last release (or of the release in progress), or, before any release, the
+    empty record with the first release pending."""
+    if mark is None:
+        raise ValueError(
+            f"inputs record {record} exists but the released-up-to mark of its secret is "
+            "missing: which steps and files were released cannot be told; refused. Start "
+            "a new run (a new secret file and state)"
+        )
+    accepted = mark.bound_inputs()
+    if mark.last is None:
+        accepted.add(Inputs().mac(secret))  # nothing released yet: nothing consumed
+    found = {inputs.without_pending().mac(secret)}
+    if inputs.pending is not None:
+        found.add(inputs.settled().mac(secret))
+    if found & accepted:
+        return
+    last = "none" if mark.last is None else mark.last.describe()
+    raise ValueError(
+        f"inputs record {record} is not the one the released-up-to mark of this secret "
+        f"binds (steps 1..{mark.released} released; last release: {last}): it is a "
+        "restored backup or a copy, or the last release was not made by an incremental "
+        "run. Taking its files as consumed or not would count events twice or never; "
+        "refused. Start a new run (a new secret file and state)"
+    )
 
 
 def _check_consumed(folder: Path, inputs: Inputs) -> None:
@@ -163,6 +367,40 @@ def _check_consumed(folder: Path, inputs: Inputs) -> None:
                 "(its SHA-256 differs): its events were counted as they were; put "
                 "corrections in a new file"
             )
+
+
+def _check_duplicates(
+    folder: Path, inputs: Inputs, digests: dict[str, tuple[str, int, int]]
+) -> None:
+    """Refuse a new file that holds the events of a consumed file or of another new
+    file — a symlink to it, or a byte-identical copy (the same SHA-256) — naming both:
+    its events would be counted twice. ``digests``: the new files' (in name order)."""
+    owner = {seen.sha256: name for name, seen in sorted(inputs.files.items())}
+    real = Path(os.path.realpath(folder))
+    for name, (sha, _, _) in digests.items():
+        path = folder / name
+        other = owner.get(sha)
+        target = Path(os.path.realpath(path))
+        linked = target.parent == real and target.name != name
+        if path.is_symlink() and linked and (target.name in inputs.files or target.name in digests):
+            other = target.name if other is None else other
+        if other is not None:
+            what = (
+                "consumed by an earlier run"
+                if other in inputs.files
+                else "another new file of this run"
+            )
+            how = (
+                f"a symlink to {folder / target.name}"
+                if path.is_symlink() and target == real / other
+                else f"a byte-identical copy of {folder / other}"
+            )
+            raise ValueError(
+                f"input file {path} is {how} ({what}): its events would be counted twice. "
+                "Remove it (each event goes in one file; put corrections in a new file "
+                "with other contents)"
+            )
+        owner[sha] = name
 
 
 def _listing(folder: Path) -> list[str]:
@@ -228,12 +466,34 @@ class _Appender:
     rewritten with the same bytes). ``started``: whether any output was touched."""
 
     def __init__(
-        self, path: Path, size: int, time_label: str, chunk_keys: int, digits: int | None = None
+        self,
+        path: Path,
+        size: int,
+        time_label: str,
+        chunk_keys: int,
+        digits: int | None = None,
+        inputs: Inputs | None = None,
+        record: Path | None = None,
     ) -> None:
         self.path, self.size, self.time_label = path, size, time_label
         self.digits = digits
         self.chunk_keys = chunk_keys
         self.started = False
+        self.inputs, self.record = inputs, record
+        self.secret: SecretLike | None = None
+
+    def digest(self, secret: SecretLike) -> str:
+        """The MAC of the inputs record once this release is done (the mark binds it:
+        :class:`~dpcount.keyed.mark.ReleaseCompanion`)."""
+        assert self.inputs is not None
+        return self.inputs.settled().mac(secret)
+
+    def begin(self, secret: SecretLike) -> None:
+        """Record the release pending in the inputs record, under the run secret (the
+        mark's checks passed; the mark records it in progress next)."""
+        assert self.inputs is not None and self.record is not None
+        self.inputs.save(self.record, secret)
+        self.secret = secret
 
     def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
         self.started = True
@@ -341,7 +601,8 @@ def run_incremental(
     wait = None if allowed_lateness is None else parse_lateness(allowed_lateness, buckets)
     lock = RunLock(record.with_name(record.name + ".lock"))
     lock.acquire()  # one incremental run of this state at a time (the record, the output)
-    run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options)
+    secret = _existing_secret(options.get("secret"))
+    run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options, secret)
     try:
         return _run_locked(run, until, wait)
     finally:
@@ -361,12 +622,13 @@ class _Setup:
     columns: EventColumns
     buckets: TimeBuckets
     options: dict[str, Any]
+    #: the run secret (None: no secret file yet, a first run creates it)
+    secret: RunSecret | None = None
 
 
 def _run_locked(run: _Setup, until: int | None, wait: int | None) -> IncrementalResult:
-    folder, record, out, columns, buckets = (
+    folder, out, columns, buckets = (
         run.folder,
-        run.record,
         run.out,
         run.columns,
         run.buckets,
@@ -374,7 +636,7 @@ def _run_locked(run: _Setup, until: int | None, wait: int | None) -> Incremental
     late, options = run.late, run.options
     horizon = int(options["horizon"])
     suffix = out.suffix.lower()
-    inputs = Inputs.load(record)
+    inputs = _load_record(run)
     completed = False
     if inputs.pending is not None:
         completed = True
@@ -382,6 +644,7 @@ def _run_locked(run: _Setup, until: int | None, wait: int | None) -> Incremental
     _check_consumed(folder, inputs)
     new = [n for n in _listing(folder) if n not in inputs.files]
     digests = {n: _digest(folder / n) for n in new}
+    _check_duplicates(folder, inputs, digests)
     read = _read(folder, new, columns, buckets)
     watermark = inputs.watermark
     for _, _, times in read.values():
@@ -404,14 +667,13 @@ def _run_locked(run: _Setup, until: int | None, wait: int | None) -> Incremental
         _refuse_late(read, first, columns)
     if last < first or first > horizon:  # nothing complete: the new files wait, unconsumed
         return IncrementalResult(None, new, None, completed)
-    inputs.pending = {
+    inputs.pending = {  # recorded with the mark (_Appender.begin): nothing written yet
         "first": first,
         "until": last,
         "new": {n: dataclasses.asdict(c) for n, c in files.items()},
         "watermark": watermark,
         "output_size": out.stat().st_size if suffix == ".csv" and out.exists() else 0,
     }
-    inputs.save(record)
     result = _release(run, inputs)
     if wait is not None:
         result.data_derived.append("the released steps (from the latest event time)")
@@ -425,7 +687,8 @@ def _complete_pending(run: _Setup, inputs: Inputs) -> None:
     assert pending is not None
     done = RunState.peek_step(state) if os.path.exists(state) else 0
     if done == pending["until"]:  # released and saved; only this record was not updated
-        _finish(inputs, record)
+        assert run.secret is not None  # a record exists: so does its secret (_load_record)
+        _finish(inputs, record, run.secret)
         return
     if done != pending["first"] - 1:
         raise ValueError(
@@ -461,33 +724,29 @@ def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
         events = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns.names()})
         kind = np.int64 if buckets.width.kind == "number" else "datetime64[ns]"
         events[columns.time] = pd.Series([], dtype=kind)
+    record = inputs_path(state)
     sink = _Appender(
         out,
         int(pending["output_size"]),
         time_label,
         options.get("chunk_keys", 2048),
         options.get("std_digits"),
+        inputs,
+        record,
     )
-    record = inputs_path(state)
-    try:
-        result = keyed_counts(
-            events, **options, state=state, until=last, late=late, time_label=time_label, sink=sink
-        )
-    except Exception:
-        if not sink.started:  # refused before any output: this release never began
-            inputs.pending = None
-            inputs.save(record)
-        raise
-    _finish(inputs, record)
+    # refused before the mark's checks passed: this release never began, and the
+    # record on disk is as it was (a killed attempt's pending release stays pending)
+    result = keyed_counts(
+        events, **options, state=state, until=last, late=late, time_label=time_label, sink=sink
+    )
+    assert sink.secret is not None  # the guard began the release (a secret file's run)
+    _finish(inputs, record, sink.secret)
     return result
 
 
-def _finish(inputs: Inputs, record: Path) -> None:
-    pending = inputs.pending
-    assert pending is not None
-    for name, seen in pending["new"].items():
-        inputs.files[name] = Consumed(**seen)
-    inputs.released = int(pending["until"])
-    inputs.watermark = pending["watermark"]
+def _finish(inputs: Inputs, record: Path, secret: SecretLike) -> None:
+    """Record the pending release as done (after the output, the state and the mark)."""
+    done = inputs.settled()
+    done.save(record, secret)
+    inputs.released, inputs.watermark, inputs.files = done.released, done.watermark, done.files
     inputs.pending = None
-    inputs.save(record)

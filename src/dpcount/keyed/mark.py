@@ -13,7 +13,11 @@ the exact difference of the data. Two files beside the secret file prevent that:
   with this secret, the last release (its steps and an HMAC digest of its input: the
   contributions of its steps, the state's sums and noise state), and a release *in
   progress*. It is authenticated (HMAC-SHA256 under a key derived from the secret,
-  like the state) and replaced atomically; a state file cannot roll it back.
+  like the state) and replaced atomically; a state file cannot roll it back. For an
+  incremental run it also binds the MAC of the consumed-files record each release
+  leaves (:attr:`Release.inputs`; the record is the guard's
+  :class:`ReleaseCompanion`), so that record cannot be deleted, rolled back or forged
+  either (:mod:`dpcount.keyed.incremental`).
 
 The protocol (:class:`ReleaseGuard`): before any output, the run records "steps
 a..b in progress with input digest D"; it writes the output, saves the state, then
@@ -40,7 +44,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,11 +68,13 @@ class SecretLike(Protocol):
 __all__ = [
     "MARK_FORMAT",
     "Release",
+    "ReleaseCompanion",
     "ReleaseGuard",
     "ReleaseMark",
     "ReleaseRefused",
     "RunLock",
     "RunLocked",
+    "body_mac",
     "input_digest",
     "lock_path",
     "mark_path",
@@ -132,11 +138,14 @@ def input_digest(
 
 @dataclass(frozen=True)
 class Release:
-    """Steps ``first``..``until`` released from the input of digest ``digest``."""
+    """Steps ``first``..``until`` released from the input of digest ``digest``;
+    ``inputs``: the digest of the consumed-files record this release leaves (an
+    incremental run's, :mod:`dpcount.keyed.incremental`; None: not an incremental run)."""
 
     first: int
     until: int
     digest: str
+    inputs: str | None = None
 
     def describe(self) -> str:
         return f"steps {self.first}..{self.until}"
@@ -145,24 +154,57 @@ class Release:
     def parse(cls, value: object, where: str) -> Release | None:
         if value is None:
             return None
-        if not isinstance(value, dict) or set(value) != {"first", "until", "digest"}:
+        # "inputs" is absent from the marks of dpcount 0.4.0 (no incremental binding)
+        fields = {"first", "until", "digest"}
+        if not isinstance(value, dict) or set(value) - {"inputs"} != fields:
             raise ValueError(f"{where} is damaged (a release record)")
         first, until, digest = value["first"], value["until"], value["digest"]
-        if not (_step(first) and _step(until) and 1 <= first <= until) or not (
-            isinstance(digest, str) and len(digest) == 64
+        inputs = value.get("inputs")
+        if (
+            not (_step(first) and _step(until) and 1 <= first <= until)
+            or not _hex64(digest)
+            or not (inputs is None or _hex64(inputs))
         ):
             raise ValueError(f"{where} is damaged (release {value!r})")
-        return cls(first, until, digest)
+        return cls(first, until, digest, inputs)
+
+
+def _hex64(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64
 
 
 def _step(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
-def _mac(secret: SecretLike, body: dict[str, Any]) -> str:
-    key = secret.derived_key(b"dpcount-keyed-mark-mac")
+def body_mac(secret: SecretLike, label: bytes, body: dict[str, Any]) -> str:
+    """HMAC-SHA256 of the canonical JSON of ``body`` under the secret's key for
+    ``label`` (:meth:`~dpcount.keyed.secret.RunSecret.derived_key`): the MAC of a mark,
+    and of an incremental run's inputs record."""
+    key = secret.derived_key(label)
     text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def _mac(secret: SecretLike, body: dict[str, Any]) -> str:
+    return body_mac(secret, b"dpcount-keyed-mark-mac", body)
+
+
+@runtime_checkable
+class ReleaseCompanion(Protocol):
+    """A record kept with a release — an incremental run's consumed files
+    (:mod:`dpcount.keyed.incremental`) — under the mark's protocol: its digest after
+    the release is bound into the mark (:attr:`Release.inputs`), and it records the
+    release as pending just before the mark does."""
+
+    def digest(self, secret: SecretLike) -> str:
+        """The MAC of the record as the release will leave it."""
+        ...
+
+    def begin(self, secret: SecretLike) -> None:
+        """Record the release as pending (after the mark's checks, before the mark
+        records it in progress)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -179,6 +221,11 @@ class ReleaseMark:
     @classmethod
     def new(cls, secret: SecretLike) -> ReleaseMark:
         return cls(secret.run_id, secret.fingerprint)
+
+    def bound_inputs(self) -> set[str]:
+        """The digests of the inputs record this mark accepts: the one its last release
+        left and the one the release in progress will leave (incremental runs)."""
+        return {r.inputs for r in (self.last, self.pending) if r is not None and r.inputs}
 
     def body(self) -> dict[str, Any]:
         return {
@@ -273,8 +320,9 @@ class ReleaseGuard:
     secret, which has neither): ``with`` holds the lock; :meth:`begin` checks the
     window against the mark and records it in progress; :meth:`finish` records it done."""
 
-    def __init__(self, secret_path: Path | None) -> None:
+    def __init__(self, secret_path: Path | None, companion: ReleaseCompanion | None = None) -> None:
         self.secret_path = secret_path
+        self.companion = companion
         self._lock = None if secret_path is None else RunLock(lock_path(secret_path))
         self._secret: SecretLike | None = None
         self._mark: ReleaseMark | None = None
@@ -325,7 +373,8 @@ class ReleaseGuard:
             )
         else:
             mark = ReleaseMark.load(path, secret)
-        now = Release(first, until, digest)
+        companion = self.companion
+        now = Release(first, until, digest, None if companion is None else companion.digest(secret))
         done = first - 1  # the step the state records (0: no state, or a new one)
         pending = mark.pending
         if pending is not None and state is not None and done == pending.until > mark.released:
@@ -364,6 +413,8 @@ class ReleaseGuard:
                 "so earlier re-releases cannot be ruled out; start a new run with a new "
                 "secret file"
             )
+        if companion is not None:  # its pending release first: a retry finds it
+            companion.begin(secret)
         self._secret = secret
         self._mark = dataclasses.replace(mark, pending=now)
         self._mark.save(path, secret)

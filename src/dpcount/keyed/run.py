@@ -50,8 +50,9 @@ from dpcount.keyed.job import (
     stored_keys,
     with_stored,
 )
-from dpcount.keyed.mark import ReleaseGuard
-from dpcount.keyed.selection import KeySelection, SelectionOutcome, keep_mask
+from dpcount.keyed.mark import ReleaseCompanion, ReleaseGuard
+from dpcount.keyed.order import released_blocks, row_mask
+from dpcount.keyed.selection import KeySelection, SelectionOutcome
 from dpcount.keyed.watermark import check_late
 from dpcount.privacy.budget import Budget, NoiseKind
 
@@ -145,13 +146,14 @@ def iter_frames(
     chunks: Iterable[tuple[int, NDArray[Any]]],
     time_label: str,
 ) -> Iterator[pd.DataFrame]:
+    """The release's rows as frames, in output order (:mod:`dpcount.keyed.order`: an open
+    key set's by key name, never by its key table's order)."""
     std = job.mechanism.std()[job.first - 1 : job.until]
     labels = job.buckets.labels(job.until)[job.first - 1 :]
-    for lo, values in chunks:
-        frame = chunk_frame(values, std, job.universe.keys, labels, lo, time_label, job.first)
-        if job.selected is not None:  # rows before a key's selection step are withheld
-            keep = keep_mask(job.selected, lo, values.shape[0], values.shape[1], job.first)
-            frame = frame[keep].reset_index(drop=True)
+    for keys, values, since in released_blocks(job.universe.keys, chunks, job.selected, job.until):
+        frame = chunk_frame(values, std, keys, labels, 0, time_label, job.first)
+        if since is not None:  # rows before a key's selection step are withheld
+            frame = frame[row_mask(since, values.shape[0], job.first)].reset_index(drop=True)
         yield frame
 
 
@@ -249,15 +251,15 @@ def iter_tables(
     chunks: Iterable[tuple[int, NDArray[Any]]],
     time_label: str,
 ) -> Iterator[Any]:
+    """:func:`iter_frames` as Arrow tables (:func:`chunk_table`), in the same order."""
     std = job.mechanism.std()[job.first - 1 : job.until]
     tables = ChunkTables(std, job.buckets.times(job.first, job.until), time_label, job.first)
-    for lo, values in chunks:
-        table = tables.table(values, job.universe.keys[lo : lo + values.shape[1]])
-        if job.selected is not None:  # rows before a key's selection step are withheld
+    for keys, values, since in released_blocks(job.universe.keys, chunks, job.selected, job.until):
+        table = tables.table(values, keys)
+        if since is not None:  # rows before a key's selection step are withheld
             import pyarrow as pa
 
-            keep = keep_mask(job.selected, lo, values.shape[0], values.shape[1], job.first)
-            table = table.filter(pa.array(keep))
+            table = table.filter(pa.array(row_mask(since, values.shape[0], job.first)))
         yield table
 
 
@@ -600,7 +602,9 @@ def keyed_counts(
         sink: instead of ``output``, call this with the job and the chunks (as
             ``on_chunk`` gets them) to write the output itself, before the state is
             saved and the release marked done; it returns the output's path (used by
-            :mod:`dpcount.keyed.incremental` to append).
+            :mod:`dpcount.keyed.incremental` to append). A sink that is also a
+            :class:`~dpcount.keyed.mark.ReleaseCompanion` records the release pending
+            in a record of its own, whose digest the release mark binds.
         std_digits: significant digits of the std column in a CSV ``output`` (1..17;
             ``dpcount keyed --digits``, default 4 there); None (default) writes every
             bit. The frame and Parquet outputs keep the float.
@@ -659,7 +663,10 @@ def keyed_counts(
             "state= needs a secret file: the released-up-to mark that refuses a second "
             "release of the same steps is kept beside it (a testing secret has none)"
         )
-    with ReleaseGuard(secret_file(secret)) as guard:  # held until the mark is final
+    # a sink that keeps a record of its own (an incremental run's consumed files) binds
+    # it into the release mark (:class:`~dpcount.keyed.mark.ReleaseCompanion`)
+    companion = sink if isinstance(sink, ReleaseCompanion) else None
+    with ReleaseGuard(secret_file(secret), companion) as guard:  # held until the mark is final
         columns = EventColumns(time_column, key_column, weight_column, unit_column)
         if is_polars(events):
             events = from_polars(events, columns)
