@@ -592,7 +592,7 @@ class SelectionOutcome:
     def summary(self) -> str:
         return (
             f"key selection: {self.candidates} candidate keys in the data, {self.selected} "
-            f"released (exact, not private); threshold {self.plan.threshold}; "
+            f"released (exact, not private); threshold tau = {self.plan.threshold}; "
             f"{self.plan.describe()}"
         )
 
