@@ -110,13 +110,13 @@ def run_open_keys(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         min_separation=args.min_separation,
     )
-    plan = plan_open_keys(selection, horizon=args.horizon, **bounds)  # type: ignore[arg-type]
+    plan = plan_open_keys(selection, horizon=args.horizon, **bounds)
     sizes = _key_events(args.key_events, plan.threshold)
     plan = plan_open_keys(
         selection,
         horizon=args.horizon,
         key_events=sizes,
-        **bounds,  # type: ignore[arg-type]
+        **bounds,
     )
     _print(args, plan)
     return 0

@@ -324,8 +324,8 @@ def _selection(args: argparse.Namespace) -> KeySelection | None:
             "--delta go to key selection), or --keys FILE"
         )
     return KeySelection(
-        epsilon=args.select_epsilon,
-        delta=args.select_delta,
+        epsilon=float(args.select_epsilon),
+        delta=float(args.select_delta),
         selector=args.selector,
         every=args.select_every,
     )
