@@ -324,8 +324,8 @@ def _selection(args: argparse.Namespace) -> KeySelection | None:
             "--delta go to key selection), or --keys FILE"
         )
     return KeySelection(
-        epsilon=float(args.select_epsilon),
-        delta=float(args.select_delta),
+        epsilon=getattr(args, "select_epsilon"),  # noqa: B009  (set by _default_split)
+        delta=getattr(args, "select_delta"),  # noqa: B009
         selector=args.selector,
         every=args.select_every,
     )
