@@ -100,9 +100,14 @@ def run_open_keys(args: argparse.Namespace) -> int:
         ("--dim", args.dim is not None),
         ("--memory", args.memory is not None),
         ("--beta", args.beta != 0.05),
+        ("--size", args.size is not None),
+        ("--workload", args.workload != "all"),
     ):
         if given:
             raise ValueError(f"{flag} is not used with --open-keys")
+    if args.max_keys is None and (args.max_steps is not None or args.min_separation != 1):
+        flag = "--max-steps" if args.max_steps is not None else "--min-separation"
+        raise ValueError(f"{flag} bounds a unit over the run: it needs --max-keys")
     selection = KeySelection(epsilon=args.epsilon, delta=args.delta, every=args.select_every)
     bounds = dict(
         max_weight=args.max_weight,
