@@ -286,7 +286,6 @@ def test_cli_plan_open_keys(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.slow  # 2 s: the CLI over the library path tested above
 def test_cli_default_split_and_selector(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from dpcount.cli import main
-
     from tests.keyed.test_selection import _mixed_events
 
     path = tmp_path / "events.csv"
