@@ -50,7 +50,16 @@ def mp_bound(x: int, n: int, t_rho: Fraction, t_nu: Fraction, width: int = 400) 
 SPLITS = [(1, 5), (1, 2), (4, 5)]
 
 
-@pytest.mark.parametrize(("n", "share"), [(1, (1, 2)), (3, (1, 5)), (10, (4, 5)), (24, (1, 2))])
+@pytest.mark.parametrize(
+    ("n", "share"),
+    [
+        (3, (1, 5)),
+        *[
+            pytest.param(n, share, marks=pytest.mark.slow)  # 0.7 s each
+            for n, share in [(1, (1, 2)), (10, (4, 5)), (24, (1, 2))]
+        ],
+    ],
+)
 def test_release_bound_is_a_tight_upper_bound_of_direct_summation(
     n: int, share: tuple[int, int]
 ) -> None:
@@ -64,6 +73,7 @@ def test_release_bound_is_a_tight_upper_bound_of_direct_summation(
         assert bound <= float(exact) * (1 + 1e-6), (n, share, x)
 
 
+@pytest.mark.slow  # 2 s of mpmath sums
 def test_least_offset_is_the_least_within_key_delta() -> None:
     """x* meets p₁ and x* − 1 does not, both by direct summation."""
     for n, (a, b) in itertools.product((2, 12), SPLITS):
@@ -73,6 +83,7 @@ def test_least_offset_is_the_least_within_key_delta() -> None:
         assert mp_bound(x, n, t_rho, t_nu) <= 1e-3 < mp_bound(x - 1, n, t_rho, t_nu)
 
 
+@pytest.mark.slow  # 0.6 s: 99 calibrations
 def test_calibration_picks_the_least_threshold_over_the_splits() -> None:
     sv = calibrate(epsilon=1.0, key_delta=1e-3, checks=12, per_key_total=2, max_keys=1)
     assert sv.rho_scale == 2 / sv.rho_share and sv.nu_scale == 2 / (1 - sv.rho_share)
@@ -165,7 +176,7 @@ def _swap(sv: SparseVectorCalibration, **change: Any) -> SparseVectorCalibration
     return replace(sv, **change)
 
 
-@pytest.mark.parametrize("level", ["event", "run"])
+@pytest.mark.parametrize("level", ["event", pytest.param("run", marks=pytest.mark.slow)])
 def test_guarantee_brute_forced_on_tiny_logs(level: str) -> None:
     """(ε_s, δ_s) for the selection on every pair of neighbouring tiny logs: event level
     (u = one event) and run level (u = one event in each of up to m = 2 keys); a
@@ -264,8 +275,9 @@ def test_plan_open_keys_threshold_and_outlook() -> None:
     assert big.released > 0.999 and big.expected_delay is not None
     assert big.expected_step is not None and big.expected_count is not None
     assert big.expected_count == pytest.approx(46, abs=10)
-    fewer = plan_open_keys(KeySelection(epsilon=1.0, delta=1e-6, every=30), horizon=1461)
-    assert fewer.threshold < plan.threshold
+    every = plan_open_keys(KeySelection(epsilon=1.0, delta=1e-6), horizon=60)
+    fewer = plan_open_keys(KeySelection(epsilon=1.0, delta=1e-6, every=10), horizon=60)
+    assert fewer.calibration.checks == 6 and fewer.threshold < every.threshold
     with pytest.raises(ValueError, match="sparse-vector selector"):
         plan_open_keys(KeySelection(epsilon=1.0, delta=1e-6, selector=Selector.TREE), horizon=8)
 
@@ -273,10 +285,11 @@ def test_plan_open_keys_threshold_and_outlook() -> None:
 def test_cli_plan_open_keys(capsys: pytest.CaptureFixture[str]) -> None:
     from dpcount.cli import main
 
-    argv = ["plan", "--open-keys", "--horizon", "1461", "--epsilon", "1", "--delta", "1e-6"]
-    assert main([*argv, "--key-events", "100"]) == 0
+    argv = ["plan", "--open-keys", "--horizon", "60", "--epsilon", "1", "--delta", "1e-6"]
+    assert main([*argv, "--key-events", "200"]) == 0
     out = capsys.readouterr().out
-    assert "Threshold τ = 46" in out and "1.0000" in out
+    tau = plan_open_keys(KeySelection(epsilon=1.0, delta=1e-6), horizon=60).threshold
+    assert f"Threshold τ = {tau}" in out and "1.0000" in out
     assert main(["plan", "--horizon", "8", "--epsilon", "1", "--max-keys", "2"]) == 2
     assert "--max-keys needs --open-keys" in capsys.readouterr().err
     assert main([*argv, "--metric", "linf"]) == 2

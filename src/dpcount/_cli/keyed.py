@@ -76,8 +76,8 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         choices=("sparse-vector", "tree"),
         default="sparse-vector",
         help="open key set: how keys are selected: 'sparse-vector' (default; per-key "
-        "AboveThreshold, threshold ~51 at T = 1461, select-ε 1, select-δ 1e-6) or 'tree' "
-        "(0.4's binary-tree selection counter, threshold ~359 there)",
+        "AboveThreshold: threshold 46 at T = 1461, select-ε 1, select-δ 1e-6) or 'tree' "
+        "(0.4's binary-tree selection counter: threshold 359 there)",
     )
     p.add_argument(
         "--select-every",

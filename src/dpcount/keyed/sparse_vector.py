@@ -1,7 +1,8 @@
 """Sparse-vector key selection: the calibration of its threshold and its keyed noise.
 
 AboveThreshold for monotone queries (Lyu, Su, Li, "Understanding the Sparse Vector
-Technique for Differential Privacy", PVLDB 10(6), 2017, arXiv:1603.01699, Alg. 1 with
+Technique for Differential Privacy", PVLDB 10(6), 2017,
+<https://arxiv.org/abs/1603.01699>, Alg. 1 with
 c = 1 and the monotone-query remark of its Theorem 2; Dwork & Roth, "The Algorithmic
 Foundations of Differential Privacy", 2014, §3.6, Algorithm 1), with exact discrete
 Laplace noise. Per key: one noisy threshold offset ρ ~ Lap_Z(t_ρ), fresh noise
@@ -74,11 +75,13 @@ _SLACK = 1e-9
 _FLOOR_LOG = -700.0
 
 
+@functools.lru_cache(maxsize=1024)
 def _log_q(scale: Fraction) -> float:
     """ln q = −1/t, correctly rounded from the exact rational."""
     return -float(1 / Fraction(scale))
 
 
+@functools.lru_cache(maxsize=1024)
 def _log_pmf_norm(scale: Fraction) -> float:
     """ln((1 − q)/(1 + q))."""
     lq = _log_q(scale)
@@ -157,20 +160,42 @@ def _bound_sum(
     return float(np.sum(terms))
 
 
-def least_offset(checks: int, rho_scale: Fraction, nu_scale: Fraction, key_delta: float) -> int:
-    """x*, the least integer x ≥ 0 with :func:`release_bound` (x) ≤ ``key_delta``."""
+def least_offset(
+    checks: int,
+    rho_scale: Fraction,
+    nu_scale: Fraction,
+    key_delta: float,
+    start: int | None = None,
+) -> int:
+    """x*, the least integer x ≥ 0 with :func:`release_bound` (x) ≤ ``key_delta`` (the
+    bound is non-increasing in x). ``start``: a guess near x* (default 0), from which a
+    galloping search brackets x* before a bisection; the result does not depend on it."""
     if not 0 < key_delta < 1:
         raise ValueError(f"key_delta must be in (0, 1), got {key_delta!r}")
 
     def ok(x: int) -> bool:
         return release_bound(x, checks, rho_scale, nu_scale) <= key_delta
 
-    if ok(0):
-        return 0
-    lo, hi = 0, 1
-    while not ok(hi):
-        lo, hi = hi, 2 * hi
-    while hi - lo > 1:  # not ok(lo), ok(hi)
+    lo, hi = -1, None  # invariant: not ok(lo) (lo = −1: none), ok(hi)
+    guess = 0 if start is None else max(0, start)
+    step = 1
+    if ok(guess):  # gallop down from the guess
+        hi = guess
+        while hi > 0:
+            below = max(0, hi - step)
+            if not ok(below):
+                lo = below
+                break
+            hi, step = below, 2 * step
+    else:  # gallop up
+        lo = guess
+        while True:
+            above = lo + step
+            if ok(above):
+                hi = above
+                break
+            lo, step = above, 2 * step
+    while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(mid):
             hi = mid
@@ -249,9 +274,11 @@ def _calibrate(
     eps: Fraction, key_delta: float, checks: int, c: int, m: int
 ) -> SparseVectorCalibration:
     best: tuple[int, int] | None = None
+    x = None
     for i in range(1, SPLIT_GRID):
         e1 = eps * i / SPLIT_GRID
-        x = least_offset(checks, m * c / e1, m * c / (eps - e1), key_delta)
+        # the neighbouring split's x* as the start: the same x*, found in a few steps
+        x = least_offset(checks, m * c / e1, m * c / (eps - e1), key_delta, start=x)
         if best is None or x < best[0]:
             best = (x, i)
     assert best is not None
