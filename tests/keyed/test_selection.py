@@ -552,7 +552,7 @@ def test_cli_open_keys(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> Non
         "--secret", str(tmp_path / "run.key"), "--output", str(out),
     ]  # fmt: skip
     assert main(args) == 2
-    assert "--select-epsilon and --select-delta" in capsys.readouterr().err
+    assert "needs a δ for key selection: give --delta" in capsys.readouterr().err
     assert main([*args, "--select-epsilon", "1", "--select-delta", "1e-6"]) == 0
     assert "key selection: 2 candidate keys in the data, 1 released" in capsys.readouterr().err
     assert set(pd.read_csv(out)["key"]) == {"big"}
