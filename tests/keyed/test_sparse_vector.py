@@ -319,3 +319,39 @@ def test_cli_default_split_and_selector(tmp_path: Any, capsys: pytest.CaptureFix
     tree = [*args, "--delta", "1e-6", "--selector", "tree", "--secret", str(tmp_path / "t.key")]
     assert main(tree) == 0
     assert "binary tree" in capsys.readouterr().err
+
+
+def test_selection_step_recomputed_from_the_keyed_noise() -> None:
+    """The engine's selection step of a key equals the rule applied to ρ and ν drawn
+    directly from the PRF at its position (HMAC of the run's PRF key with the sparse
+    vector's label), and its rows start there; keys of one event are never released."""
+    import hashlib
+    import hmac
+
+    from dpcount.keyed.secret import RunSecret
+    from dpcount.keyed.selection import SPARSE_VECTOR_LABEL
+    from dpcount.keyed.sparse_vector import SparseVectorNoise
+
+    # "mid": 6 events a step, so its count crosses τ = 37 around step 6, by the noise
+    mid = pd.DataFrame({"t": np.repeat(np.arange(1, 9), 6), "key": "mid"})
+    events = pd.concat([mid, pd.DataFrame({"t": [2], "key": ["rare"]})], ignore_index=True)
+    secret = b"sv-recompute".ljust(32, b".")
+    result = _open_run(events, secret, horizon=8, selection=KeySelection(epsilon=1.0, delta=1e-6))
+    plan = result.selection.plan
+    prf = RunSecret.in_memory(secret, result.config).prf_key
+    noise = SparseVectorNoise(
+        hmac.new(prf, SPARSE_VECTOR_LABEL, hashlib.sha256).digest(),
+        plan.mechanism.key_block,
+        plan.sparse.rho_scale,
+        plan.sparse.nu_scale,
+    )
+    counts = 6 * np.arange(1, 9)
+    position = 0  # "mid" is first counted at step 1, before "rare" (step 2)
+    steps = np.arange(1, 9)
+    level = plan.threshold + noise.rho(position, position + 1)[0]
+    crossed = counts + noise.nu(steps, position, position + 1)[:, 0] >= level
+    assert crossed.any()
+    sigma = int(steps[np.argmax(crossed)])
+    assert plan.threshold == 37 and sigma > 1  # not decided by the count alone
+    assert result.frame["step"].tolist() == list(range(sigma, 9))
+    assert set(result.frame["key"]) == {"mid"}
