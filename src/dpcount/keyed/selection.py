@@ -183,6 +183,7 @@ class _SelectionJob(Protocol):
 
 
 __all__ = [
+    "KeyOutlook",
     "KeySelection",
     "OpenKeyPlan",
     "SelectionPlan",
