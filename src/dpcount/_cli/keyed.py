@@ -61,7 +61,8 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="open key set (no --keys): ε of private key selection, added to --epsilon "
         "(default: without --select-epsilon and --select-delta, half of --epsilon, the "
-        "counting keeping the other half, and select-δ = --delta)",
+        "counting keeping the other half, and select-δ = --delta, or half of it with "
+        "Gaussian counting noise; the summary states the split)",
     )
     p.add_argument(
         "--select-delta",
