@@ -74,6 +74,17 @@ def test_release_bound_is_a_tight_upper_bound_of_direct_summation(
         assert bound <= float(exact) * (1 + 1e-6), (n, share, x)
 
 
+@pytest.mark.slow  # 0.5 s: T = 1461 checks at the default calibration, 50 digits
+def test_release_bound_at_the_default_calibration() -> None:
+    """The τ of T = 1461, select-ε 1, select-δ 1e-6: the library's bound on B(τ − 1)
+    is at least the direct sum, within 1e-6, and below p₁; one less is above p₁."""
+    sv = calibrate(epsilon=1.0, key_delta=1e-6, checks=1461, per_key_total=1, max_keys=1)
+    x = sv.threshold - 1
+    exact = mp_bound(x, 1461, sv.rho_scale, sv.nu_scale, width=150)
+    assert exact <= mpmath.mpf(sv.bound) <= exact * (1 + 1e-6) and sv.bound <= 1e-6
+    assert mp_bound(x - 1, 1461, sv.rho_scale, sv.nu_scale, width=150) > 1e-6
+
+
 @pytest.mark.slow  # 2 s of mpmath sums
 def test_least_offset_is_the_least_within_key_delta() -> None:
     """x* meets p₁ and x* − 1 does not, both by direct summation."""

@@ -55,8 +55,8 @@ def add_open_key_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--select-every",
         default=None,
-        help="with --open-keys: check every N steps (and the last), or at the last step of "
-        "each calendar period (W-MON, MS) of --step (default: every step)",
+        help="with --open-keys: check every N steps (and the last) (default: every step; a "
+        "calendar schedule such as W-MON needs the run's dates: plan_open_keys(buckets=...))",
     )
     p.add_argument(
         "--key-events",
