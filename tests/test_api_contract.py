@@ -349,6 +349,8 @@ LOOSE_EPSILON: dict[str, str] = {
     "dpcount.demo.demo_rows": "the README's demo table, over a fixed set of mechanisms",
     "dpcount.keyed.selection.KeySelection": "the selection's own (ε_s, δ_s), added to the "
     "run's budget (keyed_counts(budget=..., selection=KeySelection(...)))",
+    "dpcount.keyed.sparse_vector.calibrate": "the sparse vector's calibration for the "
+    "selection's own ε_s (what KeySelection holds), a closed form of it",
 }
 
 

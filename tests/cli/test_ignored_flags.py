@@ -90,6 +90,18 @@ CASES: list[tuple[str, list[str], str, str]] = [
      "--min-separation is an option of continual counting"),
     ("--min-separation", ["plan", "--horizon", "8", "--epsilon", "1", "--min-separation", "2"],
      "error", "--min-separation 2 needs --participations"),
+    # plan --open-keys: its flags without it, and the ranking's flags with it
+    *[
+        (flag, ["plan", "--horizon", "8", "--epsilon", "1", flag, value], "error",
+         f"{flag} needs --open-keys")
+        for flag, value in (("--max-keys", "2"), ("--max-steps", "2"), ("--max-weight", "2"),
+                            ("--select-every", "2"), ("--key-events", "5"))
+    ],
+    ("--open-keys", ["plan", "--open-keys", "--horizon", "8", "--epsilon", "1", "--delta",
+                     "1e-6", "--ranges"], "error", "--ranges is not used with --open-keys"),
+    ("--min-separation", ["plan", "--open-keys", "--horizon", "8", "--epsilon", "1",
+                          "--delta", "1e-6", "--min-separation", "2"], "error",
+     "--min-separation bounds a unit over the run: it needs --max-keys"),
     # ranges
     ("--column", ["ranges", "{npy}", "--epsilon", "1", "--delta", "1e-6", "--output",
                   "{tmp}/o.csv", "--column", "c"], "error", "--column is for a CSV input"),

@@ -181,7 +181,8 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: 
     assert dasked.selection == embedded.selection
     assert embedded.selection is not None
     assert 0 < embedded.selection.selected < embedded.selection.candidates
-    a = keyed_counts(events, output=tmp_path / "a.parquet", chunk_keys=16, **_kw(**extra))
+    # the same chunks: a Parquet file holds one row group per released chunk
+    a = keyed_counts(events, output=tmp_path / "a.parquet", chunk_keys=7, **_kw(**extra))
     b = keyed_counts(
         events,
         engine="dask",
@@ -474,13 +475,17 @@ def _stored_selection(path: Path) -> dict[Any, int]:
     return dict(zip(RunState.peek_keys(path), selected.tolist(), strict=True))
 
 
+@pytest.mark.parametrize(
+    ("selector", "tau", "per_step"), [("sparse-vector", 21, 3), ("tree", 51, 10)]
+)
 @pytest.mark.parametrize("units", [False, True])
 def test_dask_state_with_key_selection_equals_embedded_runs(
-    client: Any, tmp_path: Path, units: bool
+    client: Any, tmp_path: Path, units: bool, selector: str, tau: int, per_step: int
 ) -> None:
     """An open key set over three runs with state= (keys new in each run, placed after
     the stored key table; the selection counter continued from its stored noise
-    state; with ``units`` a unit's keys bounded over all runs by the stored ledger):
+    state, or the sparse vector's from the stored sums; with ``units`` a unit's keys
+    bounded over all runs by the stored ledger):
     the Dask engine's rows, reports, selection outcomes and state files equal the
     embedded engine's, and their rows equal one uninterrupted run's."""
     from dpcount.keyed.selection import KeySelection
@@ -495,13 +500,18 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
             "unit": rng.integers(0, 1500, n),
         }
     )
-    # a key counted from step 1 that reaches the threshold (51) only in a later run:
-    # its selection count continues from the stored sums and selection noise state
+    # a key counted from step 1 that reaches the threshold τ only in a later run: its
+    # selection count continues from the stored sums (and the tree's noise state)
     slow = pd.DataFrame(
-        {"t": np.repeat(np.arange(1, 9), 10), "key": "slow", "unit": -1 - np.arange(80)}
+        {
+            "t": np.repeat(np.arange(1, 9), per_step),
+            "key": "slow",
+            "unit": -1 - np.arange(8 * per_step),
+        }
     )
     events = pd.concat([events, slow], ignore_index=True)
-    kw = open_kw(horizon=8, selection=KeySelection(epsilon=1.0, delta=1e-3))
+    selection = KeySelection(epsilon=1.0, delta=1e-3, selector=selector)
+    kw = open_kw(horizon=8, selection=selection)
     if units:
         kw.update(unit_column="unit", unit_scope="run", max_keys=1, max_steps=1)
     windows = ((1, 3), (4, 6), (7, 8))
@@ -514,7 +524,7 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     one = keyed_counts(events, secret=_twin(tmp_path / "dask"), **kw)
     assert one.frame is not None and one.selection == runs[-1].selection
     got = pd.concat([r.frame for r in runs], ignore_index=True)
-    assert runs[0].selection.plan.threshold == 51
+    assert runs[0].selection.plan.threshold == tau
     assert got.loc[got["key"] == "slow", "step"].min() > windows[0][1]
     # the stored selection steps (T + 1: not selected) are one run's first released steps
     first = one.frame.groupby("key", observed=True)["step"].min()

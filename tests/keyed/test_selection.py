@@ -19,6 +19,7 @@ from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 from dpcount.keyed.selection import (
     KeySelection,
     SelectionPlan,
+    Selector,
     noise_tail,
     selection_secret,
     union_tail,
@@ -126,7 +127,7 @@ def plan_for(horizon: int, epsilon_s: float, delta_s: float, max_weight: int) ->
         start=1,
         horizon=horizon,
         mechanism="tree",
-        selection=KeySelection(epsilon=epsilon_s, delta=delta_s),
+        selection=KeySelection(epsilon=epsilon_s, delta=delta_s, selector=Selector.TREE),
     )
     assert job.selection is not None
     return job.selection
@@ -199,7 +200,7 @@ def open_kw(**kw: Any) -> dict[str, Any]:
     """keyed_counts' arguments of an open key set over integer steps (``kw`` override)."""
     base: dict[str, Any] = dict(
         keys=None,
-        selection=KeySelection(epsilon=1.5, delta=0.15),
+        selection=KeySelection(epsilon=1.5, delta=0.15, selector=Selector.TREE),
         time_column="t",
         key_column="key",
         step=1,
@@ -253,7 +254,8 @@ def _mixed_events() -> pd.DataFrame:
 def test_large_key_is_selected_and_released_from_its_selection_step() -> None:
     events = _mixed_events()
     secret = b"selection-release".ljust(32, b".")
-    result = _open_run(events, secret, horizon=8, selection=KeySelection(epsilon=1.0, delta=1e-6))
+    tree = KeySelection(epsilon=1.0, delta=1e-6, selector=Selector.TREE)
+    result = _open_run(events, secret, horizon=8, selection=tree)
     frame = result.frame
     assert set(frame["key"]) == {"big"}  # "rare" (one event) and "outside" never appear
     assert result.report.out_of_range == 1
@@ -276,7 +278,7 @@ def test_large_key_is_selected_and_released_from_its_selection_step() -> None:
         start=1,
         horizon=8,
         mechanism="tree",
-        selection=KeySelection(epsilon=1.0, delta=1e-6),
+        selection=tree,
     )
     contributions, _ = job.finish([job.prepare(events)[0]])
     big = job.universe.keys.index("big")
@@ -480,7 +482,8 @@ def test_resumed_open_runs_draw_no_prf_row_twice(
     rng = np.random.default_rng(13)
     events = pd.DataFrame({"t": rng.integers(1, 25, 3000), "key": rng.choice(list("abc"), 3000)})
     events.loc[len(events)] = [1, "d"]  # every key counted in the first run
-    kw: dict[str, Any] = dict(horizon=24, selection=KeySelection(epsilon=1.0, delta=1e-6))
+    tree = KeySelection(epsilon=1.0, delta=1e-6, selector=Selector.TREE)
+    kw: dict[str, Any] = dict(horizon=24, selection=tree)
     runs, first = [], 1
     for last in (10, 11, 24):
         draws.clear()
@@ -549,7 +552,7 @@ def test_cli_open_keys(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> Non
         "--secret", str(tmp_path / "run.key"), "--output", str(out),
     ]  # fmt: skip
     assert main(args) == 2
-    assert "--select-epsilon and --select-delta" in capsys.readouterr().err
+    assert "needs a δ for key selection: give --delta" in capsys.readouterr().err
     assert main([*args, "--select-epsilon", "1", "--select-delta", "1e-6"]) == 0
     assert "key selection: 2 candidate keys in the data, 1 released" in capsys.readouterr().err
     assert set(pd.read_csv(out)["key"]) == {"big"}

@@ -51,23 +51,42 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "--keys",
         default=None,
         metavar="FILE",
-        help="public key universe, one a line (default: none, an open key set: needs "
-        "--select-epsilon and --select-delta)",
+        help="public key universe, one a line (default: none, an open key set: keys are "
+        "selected privately, with --select-epsilon and --select-delta or half of --epsilon "
+        "and --delta)",
     )
     p.add_argument(
         "--select-epsilon",
         type=positive_float,
         default=None,
         help="open key set (no --keys): ε of private key selection, added to --epsilon "
-        "(default: none; needed without --keys)",
+        "(default: without --select-epsilon and --select-delta, half of --epsilon, the "
+        "counting keeping the other half, and select-δ = --delta, or half of it with "
+        "Gaussian counting noise; the summary states the split)",
     )
     p.add_argument(
         "--select-delta",
         type=positive_float,
         default=None,
         help="open key set (no --keys): δ of key selection, added to --delta; a key of one "
-        "unit is ever released with probability <= select-delta*exp(-total ε)/max-keys "
-        "(default: none; needed without --keys)",
+        "unit is ever released with probability <= select-delta/max-keys (default: see "
+        "--select-epsilon)",
+    )
+    p.add_argument(
+        "--selector",
+        choices=("sparse-vector", "tree"),
+        default="sparse-vector",
+        help="open key set: how keys are selected: 'sparse-vector' (default; per-key "
+        "AboveThreshold: threshold 46 at T = 1461, select-ε 1, select-δ 1e-6) or 'tree' "
+        "(0.4's binary-tree selection counter: threshold 359 there)",
+    )
+    p.add_argument(
+        "--select-every",
+        default=None,
+        metavar="N|STEP",
+        help="open key set, sparse vector: check keys every N steps (and at the last), or at "
+        "the last step of each calendar period (W-MON, MS, 7D) of a dated run; fewer checks "
+        "lower the threshold (default: every step)",
     )
     _bound_arguments(p)
 
@@ -275,12 +294,16 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
 
 
 def _selection(args: argparse.Namespace) -> KeySelection | None:
-    """The KeySelection of --select-epsilon/--select-delta (None with --keys)."""
+    """The KeySelection of --select-epsilon/--select-delta/--selector/--select-every
+    (None with --keys). Neither budget flag given: the default split of --epsilon and
+    --delta (:func:`_default_split`, which sets the counting share in ``args``)."""
     given = [
         flag
         for flag, value in (
             ("--select-epsilon", args.select_epsilon),
             ("--select-delta", args.select_delta),
+            ("--select-every", args.select_every),
+            ("--selector", None if args.selector == "sparse-vector" else args.selector),
         )
         if value is not None
     ]
@@ -291,14 +314,43 @@ def _selection(args: argparse.Namespace) -> KeySelection | None:
                 "universe is released (omit --keys for an open key set)"
             )
         return None
-    if len(given) < 2:
-        raise ValueError(
-            "give --keys FILE (the public key universe), or both --select-epsilon and "
-            "--select-delta for an open key set (private key selection)"
-        )
     from dpcount.keyed.selection import KeySelection
 
-    return KeySelection(epsilon=args.select_epsilon, delta=args.select_delta)
+    if args.select_epsilon is None and args.select_delta is None:
+        _default_split(args)
+    elif args.select_epsilon is None or args.select_delta is None:
+        raise ValueError(
+            "an open key set needs both --select-epsilon and --select-delta (e.g. "
+            "--select-epsilon 1 --select-delta 1e-6), or neither (half of --epsilon and "
+            "--delta go to key selection), or --keys FILE"
+        )
+    return KeySelection(
+        epsilon=getattr(args, "select_epsilon"),  # noqa: B009  (set by _default_split)
+        delta=getattr(args, "select_delta"),  # noqa: B009
+        selector=args.selector,
+        every=args.select_every,
+    )
+
+
+def _default_split(args: argparse.Namespace) -> None:
+    """Without --select-epsilon/--select-delta: key selection gets half of --epsilon and
+    the --delta (all of it with pure counting noise, half with discrete Gaussian)."""
+    if args.delta is None:
+        raise ValueError(
+            "an open key set (no --keys) needs a δ for key selection: give --delta (e.g. "
+            "--epsilon 2 --delta 1e-6: select-ε 1 and select-δ 1e-6, the counting ε 1), or "
+            "--select-epsilon 1 --select-delta 1e-6, or --keys FILE"
+        )
+    gaussian = args.noise in ("discrete-gaussian", "gaussian")
+    args.select_epsilon = args.epsilon / 2
+    args.select_delta = args.delta / 2 if gaussian else args.delta
+    args.epsilon = args.epsilon / 2
+    args.delta = args.delta / 2 if gaussian else None
+    args.split_note = (
+        f"budget split (no --select-epsilon/--select-delta): key selection epsilon "
+        f"{args.select_epsilon:g}, delta {args.select_delta:g}; counting epsilon "
+        f"{args.epsilon:g}" + ("" if args.delta is None else f", delta {args.delta:g}")
+    )
 
 
 def _options(
@@ -372,6 +424,8 @@ def run(args: argparse.Namespace) -> int:
             f"--noise {result.mechanism.noise} adds continuous floating-point noise to the "
             "counts (--noise discrete-laplace, or discrete-gaussian with --delta, is exact)"
         )
+    if getattr(args, "split_note", None) is not None:
+        console.print(args.split_note, markup=False, soft_wrap=True)
     console.print("(event counts below are exact, not private: do not publish them)", markup=False)
     for line in result.summary():
         console.print(line, markup=False, soft_wrap=True)

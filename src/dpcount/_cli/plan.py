@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dpcount._cli._plan_open_keys import add_open_key_arguments, check_not_open, run_open_keys
 from dpcount._cli.common import (
     add_participation_arguments,
     escape,
@@ -102,6 +103,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dim: the machine's available memory)",
     )
     add_participation_arguments(p)
+    add_open_key_arguments(p)
 
 
 def _memory_note(args: argparse.Namespace) -> str | None:
@@ -142,6 +144,9 @@ def _sens(exact: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.open_keys:
+        return run_open_keys(args)
+    check_not_open(args)
     if args.ranges:
         from dpcount._cli._plan_ranges import run_ranges
 

@@ -398,7 +398,9 @@ def make_job(
     mech.counting  # noqa: B018  (validates the budget before a secret file is created)
     plan = None
     if selection is not None:
-        plan = SelectionPlan.make(selection, mech, per_key_total=per_key_total, max_keys=units)
+        plan = SelectionPlan.make(
+            selection, mech, per_key_total=per_key_total, max_keys=units, buckets=buckets
+        )
     placeholder = RunSecret.in_memory(b"\0" * 32, {})
     job = KeyedJob(
         columns,
@@ -628,9 +630,9 @@ def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState
         job.secret,
         None if open_keys else m.n_keys,
         m.noise_layout(job.first - 1),
-        selection_layout=None
-        if job.selection is None
-        else job.selection.mechanism.noise_layout(job.first - 1),
+        selection_layout=(
+            None if job.selection is None else job.selection.noise_layout(job.first - 1)
+        ),
         open_keys=open_keys,
         units=job.run_bound is not None,
     )
@@ -800,7 +802,7 @@ def settle(
             n_prior=n_prior,
         )
         job = dataclasses.replace(job, selected=selected)
-        layout = None if ends is None else job.selection.mechanism.noise_layout(job.until)  # type: ignore[union-attr]
+        layout = None if ends is None else job.selection.noise_layout(job.until)  # type: ignore[union-attr]
         opened = OpenKeys(tuple(job.universe.keys), selected, ends, layout)  # a tuple already
     begin_release(guard, job, created, contributions, base, buffers, state, stored)
     carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
