@@ -250,7 +250,7 @@ def iter_tables(
     time_label: str,
 ) -> Iterator[Any]:
     std = job.mechanism.std()[job.first - 1 : job.until]
-    tables = ChunkTables(std, job.buckets.times(job.first, job.until), time_label, job.first)
+    tables = ChunkTables(std, job.buckets.label_times(job.first, job.until), time_label, job.first)
     for lo, values in chunks:
         table = tables.table(values, job.universe.keys[lo : lo + values.shape[1]])
         if job.selected is not None:  # rows before a key's selection step are withheld
@@ -379,7 +379,7 @@ class _PartsDir:
 
     def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
         m = job.mechanism
-        times = job.buckets.times(job.first, job.until)
+        times = job.buckets.label_times(job.first, job.until)
         std = m.std()[job.first - 1 : job.until]
         return PartWriter(self.path, times, std, time_label, job.first)
 
