@@ -134,15 +134,6 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         help="largest change of one step between neighbouring inputs (default 1); with "
         "--step each row is one event and its value is bounded by it (see --above-bound)",
     )
-    p.add_argument(
-        "--above-bound",
-        choices=ABOVE_POLICIES,
-        default=None,
-        help="with --step: a row whose value is above --sensitivity in absolute value is "
-        "cut to the bound, and how many were cut is printed (exact, not private), as "
-        "`dpcount keyed` cuts to --max-weight (cut, the default), or stops the run with an "
-        "error naming its line (error)",
-    )
     common.add_participation_arguments(p)
     p.add_argument(
         "--horizon",
@@ -178,6 +169,15 @@ def _time_arguments(p: argparse.ArgumentParser) -> None:
         "labelled by it); a step's value is the sum of its rows (an empty step is 0); each "
         "row is one event, its value cut to --sensitivity (see --above-bound); reads stdin "
         "to its end; not with --checkpoint (default: none, one row per step)",
+    )
+    p.add_argument(
+        "--above-bound",
+        choices=ABOVE_POLICIES,
+        default=None,
+        help="with --step: a row whose value is above --sensitivity in absolute value is "
+        "cut to the bound, and how many were cut is printed (exact, not private), as "
+        "`dpcount keyed` cuts to --max-weight (cut, the default), or stops the run with an "
+        "error naming its line (error)",
     )
     p.add_argument(
         "--start",

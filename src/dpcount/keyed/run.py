@@ -519,7 +519,8 @@ def keyed_counts(
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
             ``"1D"``, ``"1h"`` or a calendar step (``"MS"``, ``"QS"``, ``"YS"``,
-            ``"W-MON"``; :mod:`dpcount._time`) for ISO dates/timestamps. Step numbers
+            ``"W-MON"``, binned and labelled as pandas' ``resample``;
+            :mod:`dpcount._time`) for ISO dates/timestamps. Step numbers
             count from 1; the count of step s covers all events in steps 1..s.
         budget: the :class:`~dpcount.privacy.Budget` (ε, δ, noise kind, calibration
             rule; without a noise kind exact discrete Laplace, the keyed default). Its
