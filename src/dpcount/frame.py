@@ -235,6 +235,16 @@ class _Rows:
     report: dict[str, float] = field(default_factory=dict)
 
 
+def _time_texts(times: Any, keep: NDArray[np.bool_]) -> list[str]:
+    """The kept times as the text the CLI reads: datetime64 values as ISO timestamps
+    to the microsecond (the clock's resolution; what ``datetime.fromisoformat`` of
+    Python 3.10 reads), anything else by ``str``."""
+    arr = np.asarray(times.to_numpy())[keep]
+    if np.issubdtype(arr.dtype, np.datetime64):
+        return [str(t) for t in arr.astype("datetime64[us]")]
+    return [str(t) for t in arr]
+
+
 def _label_values(bucketed: StepSums) -> list[Any]:
     """Each step's label as a value: a datetime (naive UTC) or a number."""
     labels = [bucketed.clock.label_value(k) for k in range(1, len(bucketed.sums) + 1)]
@@ -264,8 +274,7 @@ def _rows(data: Any, request: _Request) -> _Rows:
         raise ValueError("data has no rows to count")
     if request.step is None:
         return _cut_at_horizon(values, keep, request.horizon, report)
-    times_of = index_times if index_times is not None else time_col
-    times = [str(t) for t in np.asarray(times_of.to_numpy())[keep]]
+    times = _time_texts(index_times if index_times is not None else time_col, keep)
     how = Bucketing(
         request.step, request.start, request.horizon, request.bound, request.above_bound,
         ("step", "start", "horizon", "budget.step_sensitivity", "above_bound"),
@@ -318,6 +327,8 @@ class _Request:
     count_rows: bool
 
     def check(self, data: Any) -> None:
+        if self.where and type(data).__name__ == "Series":
+            raise ValueError("where needs a DataFrame (the columns its conditions name)")
         if self.missing not in _MISSING:
             raise ValueError(f"missing must be one of {_MISSING}, got {self.missing!r}")
         if self.above_bound not in ABOVE_POLICIES:
