@@ -20,6 +20,7 @@ job, not for publication.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -127,6 +128,8 @@ def sum_steps(
     step_flag, start_flag, horizon_flag, bound_flag, above_flag = how.flags
     if how.above not in ABOVE_POLICIES:
         raise ValueError(f"{above_flag} must be one of {ABOVE_POLICIES}, got {how.above!r}")
+    if not (math.isfinite(how.bound) and how.bound > 0):
+        raise ValueError(f"{bound_flag} must be finite and > 0, got {how.bound!r}")
     clock = Clock.parse(how.step, step_flag)
     read = [clock.read(t, locate(i)) for i, t in enumerate(times)]
     if how.start is not None:

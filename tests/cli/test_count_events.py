@@ -67,6 +67,8 @@ def test_a_row_above_the_bound_can_be_refused_naming_its_line(
     assert "rain.csv: line 3: value 55.9 is above --sensitivity 1 in absolute value" in err
     assert main([*argv[:2], "--column", "mm", "--epsilon", "1", "--above-bound", "cut"]) == 2
     assert "--above-bound needs --step" in capsys.readouterr().err
+    assert main([*argv, "--epsilon", "1", "--sensitivity", "-1", "--above-bound", "error"]) == 2
+    assert "--sensitivity must be finite and > 0, got -1.0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
