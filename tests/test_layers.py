@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
         "dpcount.io",
         "dpcount.data",
     },
-    {"dpcount.durable", "dpcount.postprocess"},
+    {"dpcount.durable", "dpcount.postprocess", "dpcount._events"},
     {"dpcount.privacy"},
     {"dpcount.counting", "dpcount.ranges"},
     # analysis (compare, plan, the one choice function) sits below the engines that

@@ -2,8 +2,9 @@
 --step-width``, ``keyed --step``, ``dpcount.frame.private_counts(step=)`` and
 :func:`dpcount.keyed.run.keyed_counts`), and the clock that reads a CSV time column.
 
-Step spellings (pandas' offset aliases where pandas has one; case matters where
-pandas' does, e.g. ``MS`` month start vs ``ms`` millisecond):
+Step spellings: pandas' offset aliases, binned and labelled as
+``pandas.Series.resample`` bins and labels them (tested alias by alias against it);
+case matters where pandas' does, e.g. ``MS`` month start vs ``ms`` millisecond:
 
 =====================  ==============================================================
 ``5``, ``2.5``         a plain number: a width in the time column's own units
@@ -14,21 +15,29 @@ pandas' does, e.g. ``MS`` month start vs ``ms`` millisecond):
                        in the named month and every third month after it)
 ``YS``, ``YS-JUL``     calendar years starting on 1 January (or on the 1st of the named
                        month); ``AS`` is pandas' older spelling
-``W-MON`` … ``W-SUN``  weeks starting on that weekday at 00:00 (``2W-MON``: fortnights)
+``W-MON`` … ``W-SUN``  weeks *ending* on that weekday, as pandas: ``W-MON`` is Tuesday
+                       00:00 to the next Tuesday 00:00, labelled by its Monday
+                       (``2W-MON``: two weeks, labelled by the last Monday)
 =====================  ==============================================================
 
-A step of months, quarters or years has unequal lengths (28–31 days, leap years):
-step k covers [b_k, b_{k+1}) with b_k the (k−1)·n-th calendar boundary after the
-start, computed on the calendar, never as a fixed number of seconds. A calendar step
-needs a start on one of its boundaries (a month's 1st at 00:00, a Monday at 00:00
-for ``W-MON``, ...); a start taken from the data is the boundary at or before the
-earliest time. Times are UTC (naive times are read as UTC).
+Step k covers [b_k, b_{k+1}); its label is b_k (pandas' ``label="left"``), except
+for weeks, labelled by their last day b_{k+1} − 1 day (pandas' ``W`` closes and
+labels on the right). A step of months, quarters or years has unequal lengths
+(28–31 days, leap years): b_k is the (k−1)·n-th calendar boundary after the
+start, computed on the calendar, never as a fixed number of seconds. A calendar
+step needs a start on one of its boundaries (a month's 1st at 00:00, a Tuesday at
+00:00 for ``W-MON``, ...). A start read off the data is pandas' first bin: for a
+fixed duration the multiple of the width after midnight of the earliest time's
+day at or before it (pandas' ``origin="start_day"``), for months, quarters and
+years the boundary at or before it, for ``nW-DAY`` the n weeks ending on the
+first DAY on or after the earliest date. Times are UTC (naive times are read as
+UTC).
 
 Refused, with both meanings named: ``M``/``m`` (minutes in older dpcount, months
 or month *ends* in pandas: write ``1min``/``1T`` or ``1MS``), ``W`` without a day
 (7 days from the start in older dpcount, weeks ending on Sunday in pandas: write
-``7D`` or ``W-SUN``/``W-MON``), and the period-*end* aliases (``ME``, ``Q``, ``QE``,
-``Y``, ``YE``, ``A``): a step is named by where it starts.
+``7D`` or ``W-SUN``), and the month, quarter and year *end* aliases (``ME``,
+``Q``, ``QE``, ``Y``, ``YE``, ``A``): write their start spellings.
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ def _ambiguous(text: str, flag: str, unit: str) -> str | None:
         return (
             f"{flag} {text!r} is ambiguous: {7 * float(n):g} days from the start (older dpcount: "
             f"write {7 * float(n):g}D) or calendar weeks (pandas' W is weeks ending on Sunday: "
-            f"write {n}W-MON ... {n}W-SUN for weeks starting on that day)"
+            f"write {n}W-MON ... {n}W-SUN for weeks ending on that day, as pandas)"
         )
     ends = {"ME": "MS", "Q": "QS", "QE": "QS", "Y": "YS", "YE": "YS", "A": "YS", "BM": "MS"}
     if unit in ends:
@@ -88,7 +97,8 @@ class Step:
     """A parsed step width (:func:`parse_step`).
 
     ``kind``: ``"number"`` (``width`` in the time column's units), ``"fixed"``
-    (``nanos`` nanoseconds; weeks too, with ``weekday`` their first day, Monday = 0)
+    (``nanos`` nanoseconds; weeks too, with ``weekday`` their *last* day, Monday = 0,
+    as pandas' ``W-MON``)
     or ``"months"`` (``months`` calendar months per step; ``anchor``: a month, 1–12,
     on which a step may start, the others following every ``unit`` months).
     """
@@ -151,9 +161,9 @@ class Step:
             return bool(at_midnight and day[0] == first[0]) and (
                 (month % 12 + 1 - self.anchor) % self.unit == 0
             )
-        if self.weekday is not None:
+        if self.weekday is not None:  # a week ending on DAY starts the day after it
             per_day = _DAY_NS // _NS_PER[resolution]
-            return start % per_day == 0 and (start // per_day + 3) % 7 == self.weekday
+            return start % per_day == 0 and (start // per_day + 3) % 7 == (self.weekday + 1) % 7
         return True
 
     def check_start(self, start: int, flag: str, text: str, resolution: str = "ns") -> None:
@@ -163,7 +173,11 @@ class Step:
                 self.unit, "the 1st of a year's first month"
             )
             if self.weekday is not None:
-                where = f"a {_WEEKDAYS[self.weekday].title()}"
+                day = _WEEKDAYS[self.weekday].title()
+                where = (
+                    f"a {_WEEKDAYS[(self.weekday + 1) % 7].title()} (pandas' W-{day.upper()}: "
+                    f"weeks ending on {day}, labelled by the {day})"
+                )
             elif self.unit != 1:
                 months = [_MONTHS[(self.anchor - 1 + i) % 12] for i in range(0, 12, self.unit)]
                 where += f" ({', '.join(months)})"
@@ -173,8 +187,13 @@ class Step:
             )
 
     def floor(self, time: int, resolution: str = "ns") -> int:
-        """The step boundary at or before ``time`` (a start read off the data)."""
+        """The start of the step holding ``time`` when step 1 is read off the data:
+        pandas' first bin (``resample``'s default origin): for a fixed duration the
+        multiple of the width after midnight of ``time``'s day at or before it, for
+        months, quarters and years the boundary at or before it, for ``nW-DAY`` the
+        start of the n weeks ending on the first DAY on or after ``time``'s date."""
         per = _NS_PER[resolution]
+        per_day = _DAY_NS // per
         if self.kind == "months":
             month = int(
                 np.array([time], dtype=f"datetime64[{resolution}]")
@@ -185,11 +204,12 @@ class Step:
             out = np.array([month], dtype="datetime64[M]").astype(f"datetime64[{resolution}]")
             return int(out.astype(np.int64)[0])
         if self.weekday is not None:
-            per_day = _DAY_NS // per
             day = time // per_day
-            return (day - (day + 3 - self.weekday) % 7) * per_day
+            last = day + (self.weekday - (day + 3)) % 7  # the first DAY on or after it
+            return (last + 1) * per_day - self._units(resolution, "step")
         width = self._units(resolution, "step")
-        return time - time % width
+        midnight = time - time % per_day
+        return midnight + (time - midnight) // width * width
 
     def index(
         self, start: int, times: NDArray[np.int64], resolution: str = "ns", flag: str = "step"
@@ -221,6 +241,17 @@ class Step:
             )
             return out
         return start + k * self._units(resolution, "step")
+
+    def labels(
+        self, start: int, first: int, last: int, resolution: str = "ns"
+    ) -> NDArray[np.int64]:
+        """The labels of steps first..last, as pandas' ``resample`` labels them: the
+        start b_k, or for weeks their last day b_{k+1} − 1 day."""
+        if self.weekday is None:
+            return self.boundaries(start, first, last, resolution)
+        per_day = _DAY_NS // _NS_PER[resolution]
+        out: NDArray[np.int64] = self.boundaries(start, first + 1, last + 1, resolution) - per_day
+        return out
 
 
 def parse_step(step: object, flag: str = "step") -> Step:
@@ -364,10 +395,10 @@ class Clock:
         self.start = start
 
     def start_at(self, earliest: float) -> None:
-        """Step 1 from the earliest time read (for a calendar step: the boundary at or
-        before it)."""
+        """Step 1 from the earliest time read: the number itself, or for ISO times
+        the start of pandas' first bin (:meth:`Step.floor`)."""
         self.start = earliest
-        if self.kind == "iso" and self.step_width.calendar:
+        if self.kind == "iso":
             self.start = self.step_width.floor(int(earliest), "us")
 
     def step(self, value: float) -> int:
@@ -379,15 +410,40 @@ class Clock:
         times = np.array([int(value)], dtype=np.int64)
         return int(self.step_width.index(int(self.start), times, "us", self.flag)[0])
 
+    def steps(self, values: list[float]) -> NDArray[np.int64]:
+        """The 1-based step of every time (:meth:`step`, vectorized)."""
+        if self.start is None:
+            raise ValueError(f"{self.flag}: the start of step 1 is not set")
+        if self.kind != "iso":
+            width = self.step_width.width
+            out: NDArray[np.int64] = (
+                np.floor((np.asarray(values, dtype=np.float64) - self.start) / width).astype(
+                    np.int64
+                )
+                + 1
+            )
+            return out
+        times = np.asarray(values, dtype=np.int64)
+        return self.step_width.index(int(self.start), times, "us", self.flag)
+
+    def label_value(self, step: int) -> float | dt.datetime:
+        """The label of step ``step``: a number, or a naive UTC datetime."""
+        if self.start is None:
+            raise ValueError(f"{self.flag}: the start of step 1 is not set")
+        if self.kind != "iso":
+            return self.start + (step - 1) * self.step_width.width
+        (micros,) = self.step_width.labels(int(self.start), step, step, "us").tolist()
+        return (_EPOCH + dt.timedelta(microseconds=micros)).replace(tzinfo=None)
+
     def label(self, step: int) -> str:
-        """The start of step ``step``, as the column's kind (ISO date or timestamp, or a
-        number)."""
+        """The label of step ``step`` (:meth:`Step.labels`), as the column's kind (ISO
+        date or timestamp, or a number)."""
         if self.start is None:
             raise ValueError(f"{self.flag}: the start of step 1 is not set")
         if self.kind != "iso":
             value = self.start + (step - 1) * self.step_width.width
             return repr(float(value)) if not float(value).is_integer() else str(int(value))
-        (micros,) = self.step_width.boundaries(int(self.start), step, step, "us").tolist()
+        (micros,) = self.step_width.labels(int(self.start), step, step, "us").tolist()
         moment = _EPOCH + dt.timedelta(microseconds=micros)
         if self.step_width.whole_days and micros % (_DAY_NS // 1000) == 0:
             return moment.date().isoformat()

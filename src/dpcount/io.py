@@ -16,9 +16,11 @@ __all__ = [
     "MISSING_MARKERS",
     "MISSING_POLICIES",
     "CSVError",
+    "Condition",
     "SeriesReader",
     "csv_rows",
     "parse_number",
+    "parse_where",
     "read_plain_column",
     "starts_like_number",
 ]
@@ -31,6 +33,60 @@ MISSING_POLICIES = ("error", "skip", "zero")
 
 class CSVError(ValueError):
     """A malformed CSV input; the message names the line."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One row filter of ``count --where`` (and ``dpcount.frame``'s ``where=``): the
+    cell of ``column`` (its text, spaces around it ignored) is one of ``values``, or
+    with ``negate`` none of them."""
+
+    column: str
+    values: tuple[str, ...]
+    negate: bool = False
+
+    def matches(self, cell: str) -> bool:
+        """Whether a (stripped) cell passes the condition."""
+        return (cell in self.values) != self.negate
+
+    def text(self) -> str:
+        """The condition as ``--where`` spells it (``weather=rain``, ``weather!=sun``,
+        ``weather in rain,drizzle``, ``weather not in rain,drizzle``)."""
+        if len(self.values) == 1:
+            return f"{self.column}{'!=' if self.negate else '='}{self.values[0]}"
+        return f"{self.column} {'not in' if self.negate else 'in'} {','.join(self.values)}"
+
+
+_WHERE_FORMS = "COLUMN=VALUE, COLUMN!=VALUE, 'COLUMN in V1,V2' or 'COLUMN not in V1,V2'"
+_IN = re.compile(r"(?P<column>.+?)\s+(?P<op>not\s+in|in)\s+(?P<values>.*)")
+
+
+def parse_where(text: object, flag: str = "--where") -> Condition:
+    """A condition spelled ``COLUMN=VALUE``, ``COLUMN!=VALUE``, ``COLUMN in V1,V2`` or
+    ``COLUMN not in V1,V2`` (spaces around names and values ignored; a listed value
+    cannot hold a comma).
+
+    Raises:
+        TypeError: ``text`` is not a string.
+        ValueError: none of these forms, an empty column name or list, naming ``flag``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"{flag} must be {_WHERE_FORMS} (a string), got {text!r}")
+    listed = _IN.fullmatch(text.strip())
+    if listed is not None and "=" not in listed["column"]:
+        column, negate = listed["column"].strip(), listed["op"] != "in"
+        values = tuple(v.strip() for v in listed["values"].split(","))
+        if not listed["values"].strip():
+            raise ValueError(f"{flag} {text!r}: the list after '{listed['op']}' is empty")
+    else:
+        column, sep, value = text.partition("=")
+        if not sep:
+            raise ValueError(f"{flag} must be {_WHERE_FORMS}, got {text!r}")
+        negate = column.endswith("!")
+        column, values = column.removesuffix("!").strip(), (value.strip(),)
+    if not column:
+        raise ValueError(f"{flag} {text!r} names no column (must be {_WHERE_FORMS})")
+    return Condition(column, values, negate)
 
 
 #: Integers beyond this magnitude are not exact in float64: refused, never rounded.
@@ -137,10 +193,10 @@ class SeriesReader:
             does: ``"error"`` (default; the message names the line and the way out),
             ``"skip"`` (the row is dropped; counted in ``skipped``) or ``"zero"``
             (read as 0; counted in ``zeroed``).
-        where: ``(header name, value)`` conditions: a row whose cells do not equal
-            every value (after stripping spaces) is yielded with the value 0 (it keeps
-            its time, so the steps span the whole input) and counted in ``unmatched``.
-            Needs a header.
+        where: :class:`Condition` s (or ``(header name, value)`` pairs, meaning
+            equality): a row whose cells fail any of them (compared after stripping
+            spaces) is yielded with the value 0 (it keeps its time, so the steps span
+            the whole input) and counted in ``unmatched``. Needs a header.
         count_rows: every yielded row has the value 1 (an event log without a numeric
             column: the sum of a step is its number of rows); ``column`` must be None
             and the first line is a header.
@@ -155,13 +211,16 @@ class SeriesReader:
     source: str = "input"
     time_column: str | None = None
     missing: str = "error"
-    where: tuple[tuple[str, str], ...] = ()
+    where: tuple[Condition | tuple[str, str], ...] = ()
     count_rows: bool = False
     skipped: int = field(default=0, init=False)
     zeroed: int = field(default=0, init=False)
     unmatched: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
+        self.where = tuple(
+            c if isinstance(c, Condition) else Condition(c[0], (c[1],)) for c in self.where
+        )
         if self.missing not in MISSING_POLICIES:
             raise ValueError(f"--missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
         if self.count_rows and self.column is not None:
@@ -189,7 +248,7 @@ class SeriesReader:
     def records(self) -> Iterator[tuple[int, str | None, float]]:
         """``(line_number, time cell or None, value)`` per row (see the class)."""
         index, label, first, t_index = 0, self.column or "1", True, -1
-        conditions: list[tuple[int, str]] = []
+        conditions: list[tuple[int, Condition]] = []
         for line_number, cells in csv_rows(self.lines, self.source):
             where = f"{self.source}: line {line_number}"
             if first:
@@ -202,8 +261,9 @@ class SeriesReader:
                     if self.time_column is not None:
                         t_index = self._find(self.time_column, cells, where, "time column")
                     conditions = [
-                        (self._find(name, cells, where, "--where column"), value)
-                        for name, value in self.where
+                        (self._find(c.column, cells, where, "--where column"), c)
+                        for c in self.where
+                        if isinstance(c, Condition)
                     ]
                     continue
                 if len(cells) != 1:
@@ -225,17 +285,13 @@ class SeriesReader:
                     if index >= len(cells)
                     else self.time_column
                     if t_index >= len(cells)
-                    else next(
-                        n
-                        for (i, _), (n, _) in zip(conditions, self.where, strict=True)
-                        if i >= len(cells)
-                    )
+                    else next(c.column for i, c in conditions if i >= len(cells))
                 )
                 raise CSVError(
                     f"{where}: no field for column {missing_name!r} (found {len(cells)} fields)"
                 )
             time = cells[t_index] if t_index >= 0 else None
-            if any(cells[i] != value for i, value in conditions):
+            if not all(c.matches(cells[i]) for i, c in conditions):
                 # the row still marks its time (the steps span the whole input, not
                 # only the matching rows): it counts 0
                 self.unmatched += 1

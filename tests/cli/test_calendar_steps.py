@@ -35,7 +35,7 @@ def test_count_histogram_keyed_bucket_alike(tmp_path: Path, step: str, start: st
     flags = ["--epsilon", "1", "--start", start]
     args = _args(["count", str(src), "--time-column", "t", "--step", step, *flags])
     count._check_options(args)  # type: ignore[arg-type]
-    sums, labels, _ = count._read_file(args)  # type: ignore[arg-type]
+    sums, labels, _, _ = count._read_file(args)  # type: ignore[arg-type]
 
     args = _args(["histogram", str(src), "--time-column", "t", "--item-column", "item",
                   "--items", "a,b", "--step-width", step, "--max-items-per-step", "9",

@@ -63,7 +63,6 @@ def test_count_headerless_single_column_binary(tmp_path: Path) -> None:
         ("x\n1\nnan\n", [], "line 3: missing value 'nan' in column 'x' (pass --missing skip"),
         ("a,b\n1,2\n", [], "line 1: found 2 columns; choose one with --column"),
         ("a,b\n1,2\n", ["--column", "c"], "no column named 'c'"),
-        ("1\n2\n3\n", ["--horizon", "2"], "--horizon 2 is smaller than the 3 rows"),
         ("1\n", ["--epsilon", "-1"], "epsilon must be > 0, got -1.0"),
         ("1\n", ["--noise", "gaussian"], "--delta must be given for --noise gaussian"),
         ("1\n", ["--mechanism", "kary", "--noise", "gaussian"], "--delta must be given for "),

@@ -135,8 +135,8 @@ def test_a_complete_run_releases_nothing_again(
     assert (work / "ck").read_bytes() == before
     text = (work / "data.csv").read_text() + "1\n"
     stdin_argv = count_argv("-", work, "--checkpoint-every", "50")
-    assert run_stdin(monkeypatch, stdin_argv, text) == 2
-    assert "the input has more than --horizon 2000 rows" in stderr(capsys)
+    assert run_stdin(monkeypatch, stdin_argv, text) == 0  # rows after the horizon: dropped
+    assert "dropped: the input continues after --horizon 2000" in stderr(capsys)
     assert (work / "out.csv").read_text() == reference
     assert (work / "ck").read_bytes() == before
 

@@ -66,7 +66,7 @@ def test_counting_rows_needs_no_column_of_ones(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--where", "weather"], "--where must be COLUMN=VALUE, got 'weather'"),
+        (["--where", "weather"], "--where must be COLUMN=VALUE, COLUMN!=VALUE, 'COLUMN in"),
         (["--where", "colour=red"], "no --where column named 'colour' in header"),
         (["--where", "weather=hail"], "no row matches --where weather=hail"),
         (["--digits", "0"], "--digits must be between 1 and 17, got 0"),
@@ -99,9 +99,11 @@ def test_where_filters_a_numeric_column(tmp_path: Path) -> None:
     out = tmp_path / "out.csv"
     argv = ["count", str(src), "--column", "sold", "--time-column", "day", "--step", "1"]
     argv += ["--where", "shop=a", "--mechanism", "kary", "--epsilon", "1", "--seed", "2"]
-    assert main([*argv, "--output", str(out)]) == 0
-    want = KaryTree(2, epsilon=1.0, k=19, noise="discrete-laplace", rng=2).release(np.array([3, 4]))
-    assert [int(r["private_count"]) for r in _rows(out.read_text())] == want.tolist()
+    assert main([*argv, "--sensitivity", "5", "--output", str(out)]) == 0
+    mech = KaryTree(2, epsilon=1.0, k=19, noise="discrete-laplace", step_sensitivity=5, rng=2)
+    assert [int(r["private_count"]) for r in _rows(out.read_text())] == mech.release(
+        np.array([3, 4])
+    ).tolist()
 
 
 def test_std_has_four_significant_digits_by_default(tmp_path: Path) -> None:

@@ -119,8 +119,6 @@ def test_items_file(tmp_path: Path) -> None:
         ),
         ("t,item\n0.5,q\n", [], "line 2: item 'q' is not in the universe given by --items"),
         ("t,item\nx,a\n", [], "line 2: could not read 'x' as a time"),
-        ("t,item\n-1,a\n", [], "line 2: time -1 is before --start 0"),
-        ("t,item\n7,a\n", ["--horizon", "3"], "line 2: time 7 falls in step 8, after --horizon 3"),
         ("time,item\n1,a\n", [], "no column named 't'"),
         ("t,item\n", [], "no events"),
         ("t,item\ninf,a\n", [], "line 2: time 'inf' is not finite"),
@@ -132,6 +130,18 @@ def test_histogram_input_errors(
     src, out = write_events(tmp_path, text), tmp_path / "out.csv"
     assert main([*base(src, out), *extra]) == 2
     assert message in " ".join(capsys.readouterr().err.split())
+
+
+def test_events_outside_the_steps_are_dropped_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The one rule of count, frames and keyed (issue 34 item 6); before: an error."""
+    src, out = write_events(tmp_path, "t,item\n-1,a\n0.5,a\n7,b\n"), tmp_path / "out.csv"
+    assert main([*base(src, out), "--horizon", "3"]) == 0
+    assert len(read(out)) == 3
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 events in 3 steps" in err
+    assert "2 events outside the steps (before --start or after --horizon) dropped" in err
 
 
 def test_duplicate_universe_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

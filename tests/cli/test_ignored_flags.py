@@ -69,6 +69,8 @@ CASES: list[tuple[str, list[str], str, str]] = [
      "--step needs --time-column"),
     ("--start", ["count", "{csv}", "--epsilon", "1", "--start", "2020-01-01"], "error",
      "--start needs --step"),
+    ("--above-bound", ["count", "{csv}", "--epsilon", "1", "--above-bound", "error"], "error",
+     "--above-bound needs --step"),
     # plan: the continual-counting ranking and the range ranking
     ("--size", ["plan", "--horizon", "8", "--epsilon", "1", "--size", "4"], "error",
      "--size needs --ranges"),

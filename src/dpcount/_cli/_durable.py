@@ -55,6 +55,7 @@ from dpcount._cli._counting import (
     summary_unbounded,
 )
 from dpcount._cli.common import err_console, escape
+from dpcount._events import outside_note
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.checkpoint import CheckpointMismatchError, load_stream, save_stream
 from dpcount.counting.unbounded import (
@@ -130,10 +131,9 @@ def _read_input(args: argparse.Namespace) -> tuple[Rows, list[float] | None, int
     if not values:
         raise ValueError(f"{args.input}: no data rows")
     horizon = len(values) if args.horizon is None else args.horizon
-    if horizon < len(values):
-        raise ValueError(
-            f"--horizon {horizon} is smaller than the {len(values)} rows of {args.input}"
-        )
+    if horizon < len(values):  # rows after the horizon: dropped and reported (count.run)
+        args.dropped_rows = len(values) - horizon
+        del rows[horizon:], values[horizon:]
     return rows, values, horizon
 
 
@@ -191,7 +191,8 @@ def _release(
     horizon, std_of = batch.run.horizon, iter(variances)
     for label, value in rows:
         if horizon is not None and stream.step >= horizon:
-            raise ValueError(f"the input has more than --horizon {horizon} rows")
+            args.beyond_horizon = True  # dropped, unread: the rule of count.run
+            break
         release = finished(args, stream.update(value))
         std = math.sqrt(next(std_of))
         # --round/--clamp: per-row post-processing of this release alone
@@ -251,4 +252,19 @@ def run_durable(args: argparse.Namespace) -> int:
         summary_unbounded(mech, stream.step, args)
     else:
         summary(mech, stream.step, args)
+    _report_beyond(args, run.horizon)
     return 0
+
+
+def _report_beyond(args: argparse.Namespace, horizon: int | None) -> None:
+    """Rows after --horizon: dropped and reported, as a plain run does."""
+    if getattr(args, "dropped_rows", 0) and horizon is not None:
+        text = outside_note(args.dropped_rows, horizon, "--horizon", None)
+    elif getattr(args, "beyond_horizon", False):
+        text = (
+            f"dropped: the input continues after --horizon {horizon}: the rest is not read "
+            "(exact, not private)"
+        )
+    else:
+        return
+    err_console().print(f"note: {escape(text)}", highlight=False)

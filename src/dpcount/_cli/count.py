@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import itertools
 import math
+import shlex
 import sys
 from typing import IO, Any
 
@@ -15,12 +16,20 @@ from numpy.typing import NDArray
 from dpcount._cli import _counting, common
 from dpcount._cli._counting import DEFAULT_K
 from dpcount._cli._durable import run_durable
-from dpcount._cli._time import Clock
+from dpcount._events import (
+    ABOVE_POLICIES,
+    Bucketing,
+    StepSums,
+    bound_text,
+    cut_note,
+    outside_note,
+    sum_steps,
+)
 from dpcount.counting._steps import NotWholeNumberError
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
-from dpcount.io import MISSING_POLICIES, SeriesReader, read_plain_column
+from dpcount.io import MISSING_POLICIES, Condition, SeriesReader, parse_where, read_plain_column
 from dpcount.postprocess import MONOTONE_NOTE
 from dpcount.privacy.notes import data_derived_warning
 
@@ -46,13 +55,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--where",
-        metavar="COLUMN=VALUE",
+        metavar="CONDITION",
         action="append",
         default=None,
-        help="count only the rows whose COLUMN (a header name) holds VALUE (exact text, spaces "
-        "around it ignored); repeat for several conditions, all must hold; another row counts "
-        "0 but keeps its time, so the steps span the whole input; how many did not match is "
-        "printed on stderr (default: every row)",
+        help="count only the rows whose COLUMN (a header name) passes the condition: "
+        "COLUMN=VALUE (exact text, spaces around it ignored), COLUMN!=VALUE, 'COLUMN in "
+        "V1,V2' (one of the listed values) or 'COLUMN not in V1,V2'; repeat for several "
+        "conditions, all must hold; another row counts 0 but keeps its time, so the steps "
+        "span the whole input; how many did not match is printed on stderr (default: every "
+        "row)",
     )
     common.add_digits_argument(p, "std columns")
     _mechanism_arguments(p)
@@ -120,7 +131,8 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         "--sensitivity",
         type=float,
         default=1.0,
-        help="largest change of one step between neighbouring inputs (default 1)",
+        help="largest change of one step between neighbouring inputs (default 1); with "
+        "--step each row is one event and its value is bounded by it (see --above-bound)",
     )
     common.add_participation_arguments(p)
     p.add_argument(
@@ -128,7 +140,9 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="number of steps T (default: the steps of INPUT, or of stdin when it is read to "
-        "its end for --monotone/--step/--plot). Live stdin without --horizon runs the "
+        "its end for --monotone/--step/--plot; rows after step T are dropped and how many is "
+        "printed, as `dpcount keyed` drops events outside its steps; live stdin stops "
+        "reading at step T). Live stdin without --horizon runs the "
         "unbounded doubling counter: step t in block i (steps 2^i..2^(i+1)-1) is released as "
         "the finished blocks' last releases plus block i's own mechanism (horizon 2^i, full "
         "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
@@ -149,18 +163,28 @@ def _time_arguments(p: argparse.ArgumentParser) -> None:
         "--step",
         default=None,
         help="bucket the rows by --time-column into steps of this width: 1D, 6h, 15min, 30s, "
-        "or calendar steps MS (months), QS (quarters), YS (years), W-MON (weeks from Monday) "
+        "or calendar steps MS (months), QS (quarters), YS (years), W-MON (weeks to Monday) "
         "for ISO dates/timestamps, a number for numeric times (1M is refused: write 1min or "
-        "1MS); a step's value is the sum "
-        "of its rows (an empty step is 0), so --sensitivity must bound the change of one "
-        "step's sum; reads stdin to its end; not with --checkpoint (default: none, one row "
-        "per step)",
+        "1MS); binned and labelled as pandas' resample (W-MON: weeks ending on Monday, "
+        "labelled by it); a step's value is the sum of its rows (an empty step is 0); each "
+        "row is one event, its value cut to --sensitivity (see --above-bound); reads stdin "
+        "to its end; not with --checkpoint (default: none, one row per step)",
+    )
+    p.add_argument(
+        "--above-bound",
+        choices=ABOVE_POLICIES,
+        default=None,
+        help="with --step: a row whose value is above --sensitivity in absolute value is "
+        "cut to the bound, and how many were cut is printed (exact, not private), as "
+        "`dpcount keyed` cuts to --max-weight (cut, the default), or stops the run with an "
+        "error naming its line (error)",
     )
     p.add_argument(
         "--start",
         default=None,
-        help="with --step: where step 1 starts (default: the earliest time in INPUT, which "
-        "reveals it; give it to keep the start public)",
+        help="with --step: where step 1 starts (default: pandas' first bin of the earliest "
+        "time in INPUT, which reveals it; give it to keep the start public); rows before it, "
+        "and rows after --horizon steps, are dropped and how many is printed",
     )
     p.add_argument(
         "--missing",
@@ -257,7 +281,12 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
     common.check_digits(args)
-    args.where_conditions = _parse_where(args.where)
+    args.where_conditions = tuple(parse_where(text) for text in args.where or ())
+    if args.above_bound is not None and args.step is None:
+        raise ValueError(
+            "--above-bound needs --step (without it a row is a step, and --sensitivity "
+            "bounds the change of a step, not a value)"
+        )
     args.count_rows = args.column is None and (args.time_column is not None or bool(args.where))
     if args.count_rows and args.step is None:
         raise ValueError(
@@ -270,19 +299,10 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ValueError("--start needs --step")
 
 
-def _parse_where(given: list[str] | None) -> tuple[tuple[str, str], ...]:
-    """``--where COLUMN=VALUE`` options as ``(column, value)`` pairs."""
-    pairs = []
-    for text in given or ():
-        column, sep, value = text.partition("=")
-        if not sep or not column.strip():
-            raise ValueError(f"--where must be COLUMN=VALUE, got {text!r}")
-        pairs.append((column.strip(), value.strip()))
-    return tuple(pairs)
-
-
 def _where_text(reader: SeriesReader) -> str:
-    return " ".join(f"--where {c}={v}" for c, v in reader.where)
+    return " ".join(
+        f"--where {shlex.quote(c.text())}" for c in reader.where if isinstance(c, Condition)
+    )
 
 
 def _reader(args: argparse.Namespace, fh: Any, source: str) -> SeriesReader:
@@ -303,15 +323,19 @@ def _whole_input(args: argparse.Namespace) -> bool:
     return args.input != "-" or bool(args.monotone or args.step or args.plot)
 
 
-def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None, SeriesReader]:
-    """The steps of the whole input (a file, or stdin read to its end) and their time
-    labels (None without --time-column): one row per step, or with ``--step`` the sum
-    of each bucket's rows (an empty bucket is a step of 0)."""
+def _read_file(
+    args: argparse.Namespace,
+) -> tuple[list[float], list[str] | None, SeriesReader, StepSums | None]:
+    """The steps of the whole input (a file, or stdin read to its end), their time
+    labels (None without --time-column), the reader and, with ``--step``, the
+    bucketing (:func:`dpcount._events.sum_steps`: each bucket's rows, each cut to
+    --sensitivity, summed; an empty bucket is a step of 0; rows outside the steps
+    dropped and counted)."""
     source = "stdin" if args.input == "-" else args.input
     if args.input != "-" and args.step is None and not args.where_conditions:
         fast = _read_plain(args)
         if fast is not None:
-            return fast[0], fast[1], _reader(args, (), source)
+            return fast[0], fast[1], _reader(args, (), source), None
     with contextlib.ExitStack() as stack:
         fh: IO[str] = (
             sys.stdin
@@ -326,25 +350,18 @@ def _read_file(args: argparse.Namespace) -> tuple[list[float], list[str] | None,
         raise ValueError(f"{source}: no row matches {_where_text(reader)}")
     if args.step is None:
         labels = None if args.time_column is None else [str(t) for _, t, _ in records]
-        return [v for _, _, v in records], labels, reader
-    clock = Clock.parse(args.step, "--step")
-    times = [clock.read(str(t), f"{source}: line {line}") for line, t, _ in records]
-    if args.start is not None:
-        clock.set_start(args.start, "--start")
-    else:
-        clock.start_at(min(times))
-    sums: dict[int, float] = {}
-    for (line, _, v), time in zip(records, times, strict=True):
-        step = clock.step(time)
-        if step < 1:
-            raise ValueError(f"{source}: line {line}: time is before --start {args.start}")
-        sums[step] = sums.get(step, 0.0) + v
-    n = max(sums)
-    return (
-        [sums.get(k, 0.0) for k in range(1, n + 1)],
-        [clock.label(k) for k in range(1, n + 1)],
-        reader,
+        return [v for _, _, v in records], labels, reader, None
+    how = Bucketing(
+        args.step, args.start, args.horizon, args.sensitivity, args.above_bound or "cut",
+        ("--step", "--start", "--horizon", "--sensitivity", "--above-bound"),
+    )  # fmt: skip
+    bucketed = sum_steps(
+        np.array([v for _, _, v in records], dtype=np.float64),
+        [str(t) for _, t, _ in records],
+        how,
+        lambda i: f"{source}: line {records[i][0]}",
     )
+    return bucketed.sums.tolist(), bucketed.labels(), reader, bucketed
 
 
 def _read_plain(args: argparse.Namespace) -> tuple[list[float], list[str] | None] | None:
@@ -413,14 +430,11 @@ def run(args: argparse.Namespace) -> int:
         return run_durable(args)
     if not _whole_input(args):
         return _run_live(args)
-    values, labels, reader = _read_file(args)
+    values, labels, reader, bucketed = _read_file(args)
     horizon = len(values) if args.horizon is None else args.horizon
-    if horizon < len(values):
-        raise ValueError(
-            f"--horizon {horizon} is smaller than the {len(values)} "
-            f"{'rows' if args.step is None else 'steps'} of "
-            + ("stdin" if args.input == "-" else args.input)
-        )
+    dropped = max(len(values) - horizon, 0) if bucketed is None else bucketed.outside
+    del values[horizon:]  # rows after the horizon: dropped and reported (the one rule)
+    labels = None if labels is None else labels[:horizon]
     mech = _counting.build(args, horizon, values)
     if args.step is not None:
         _warn_data_derived(args)
@@ -432,9 +446,12 @@ def run(args: argparse.Namespace) -> int:
         shown = raw if post is None else post
         _write_rows(out, labels, shown, std, None if post is None else raw, args.digits)
     _counting.summary(mech, len(values), args)
+    if bucketed is not None:
+        _report_bound(args, bucketed)
     if args.monotone:
         common.err_console().print(f"note: --monotone: {MONOTONE_NOTE}", highlight=False)
     _report_missing(reader)
+    _report_dropped(dropped, horizon, None if args.step is None else "--start")
     if args.plot:
         from dpcount._cli._plot import plot_release
 
@@ -463,10 +480,11 @@ def _run_live(args: argparse.Namespace) -> int:
         stream = mech.stream()
         # Step by step: memory independent of --horizon (never variances()).
         variances = mech.iter_variances()
-        steps = 0
+        steps, beyond = 0, False
         for _, time, value in reader.records():
             if args.horizon is not None and steps >= args.horizon:
-                raise ValueError(f"stdin has more than --horizon {args.horizon} rows")
+                beyond = True  # the rest is dropped, unread (the one rule: see run)
+                break
             v = _counting.finished(args, _update(args, stream, value))
             shown = _counting.postprocessed(args, np.asarray([v]))
             s = math.sqrt(next(variances))
@@ -480,7 +498,32 @@ def _run_live(args: argparse.Namespace) -> int:
     else:
         _counting.summary(mech, steps, args)
     _report_missing(reader)
+    if beyond:
+        common.err_console().print(
+            f"note: dropped: stdin continues after --horizon {args.horizon}: the rest is not "
+            "read (exact, not private)",
+            highlight=False,
+        )
     return 0
+
+
+def _report_bound(args: argparse.Namespace, bucketed: StepSums) -> None:
+    """With --step: the per-event bound of the guarantee and how many rows it cut."""
+    con = common.err_console()
+    con.print(
+        f"[bold]bound[/]      {common.escape(bound_text(args.sensitivity, '--sensitivity'))}",
+        soft_wrap=True,
+    )
+    if bucketed.cut:
+        text = cut_note(bucketed.cut, bucketed.cut_weight, args.sensitivity, "--sensitivity")
+        con.print(f"note: {common.escape(text)}", highlight=False, soft_wrap=True)
+
+
+def _report_dropped(dropped: int, horizon: int, start: str | None) -> None:
+    """Rows outside steps 1..T: dropped (as `dpcount keyed` drops them) and counted."""
+    if dropped:
+        text = outside_note(dropped, horizon, "--horizon", start)
+        common.err_console().print(f"note: {common.escape(text)}", highlight=False)
 
 
 def _report_missing(reader: SeriesReader) -> None:

@@ -61,8 +61,10 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "--step-width",
         default="1",
         help="width W of a time step: a number for numeric times, a duration (1D, 6h, 15min, "
-        "30s) or a calendar step (MS months, QS quarters, YS years, W-MON weeks from Monday) "
-        "for ISO times; step k covers [start + (k-1)W, start + kW) (default 1)",
+        "30s) or a calendar step (MS months, QS quarters, YS years, W-MON weeks ending on "
+        "Monday) for ISO times, binned and labelled as pandas' resample; step k covers "
+        "[start + (k-1)W, start + kW) (default 1); events before --start or after --horizon "
+        "are dropped and counted in the summary",
     )
     p.add_argument(
         "--start",
@@ -163,6 +165,8 @@ class _Events:
     n_events: int = 0
     dropped: int = 0
     skipped: int = 0
+    #: events before --start or after --horizon: dropped and reported
+    outside: int = 0
     last_step: int = 0
 
 
@@ -242,20 +246,14 @@ def _add_event(
     b, m = args.max_items_per_step, args.max_count_per_item
     line_number, text, time, label = row
     assert clock.start is not None
-    if time < clock.start:
-        raise CSVError(
-            f"{args.input}: line {line_number}: time {text} is before --start {clock.label(1)}"
-        )
     step = clock.step(time)
+    if time < clock.start or (args.horizon is not None and step > args.horizon):
+        out.outside += 1  # outside steps 1..T: dropped and reported (count's and keyed's rule)
+        return
     if not step <= _MAX_STEPS:
         raise CSVError(
             f"{args.input}: line {line_number}: time {text} falls more than "
             f"{_MAX_STEPS:.0e} steps of --step-width {args.step_width} after --start"
-        )
-    if args.horizon is not None and step > args.horizon:
-        raise CSVError(
-            f"{args.input}: line {line_number}: time {text} falls in step {step}, "
-            f"after --horizon {args.horizon}"
         )
     if label not in index:
         raise CSVError(
@@ -348,4 +346,10 @@ def _summary(hist: ContinualHistogram, events: _Events) -> None:
         f"over horizon {hist.horizon}; {events.n_events} events in {hist.step} steps"
         + (f"; {events.dropped} events dropped (--drop-excess)" if events.dropped else "")
         + (f"; {events.skipped} events with a missing value skipped" if events.skipped else "")
+        + (
+            f"; {events.outside} events outside the steps (before --start or after --horizon) "
+            "dropped"
+            if events.outside
+            else ""
+        )
     )

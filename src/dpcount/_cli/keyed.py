@@ -118,8 +118,8 @@ def _bound_arguments(p: argparse.ArgumentParser) -> None:
         "--step",
         required=True,
         help="bucket width: an integer for integer times; for dates a duration (1D, 1h, 15min) "
-        "or a calendar step (MS months, QS quarters, YS years, W-MON weeks from Monday; 1M "
-        "is refused as ambiguous)",
+        "or a calendar step (MS months, QS quarters, YS years, W-MON weeks ending on Monday; "
+        "binned and labelled as pandas' resample; 1M is refused as ambiguous)",
     )
     p.add_argument("--start", default=None, help="start of step 1 (default: from the data)")
     p.add_argument(

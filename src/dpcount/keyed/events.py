@@ -436,8 +436,8 @@ class TimeBuckets:
 
     @classmethod
     def from_data(cls, step: int | str, times: pd.Series) -> TimeBuckets:
-        """Buckets starting at the earliest time, floored to a step boundary for a
-        duration (from 1970-01-01) or a calendar step (the boundary at or before it)."""
+        """Buckets from pandas' first bin holding the earliest time
+        (:meth:`dpcount._time.Step.floor`)."""
         width = _parse_width(step)
         if len(times) == 0:
             raise ValueError("no events to take start and horizon from: pass start and horizon")
@@ -481,9 +481,17 @@ class TimeBuckets:
         ns = self.width.boundaries(int(self.start.value), first, last)
         return ns.view("datetime64[ns]")
 
+    def label_times(self, first: int, last: int) -> NDArray[Any]:
+        """The labels of steps first..last as pandas' ``resample`` labels them: the
+        start b_s (:meth:`times`), or for weeks (``W-MON``...) their last day."""
+        if self.width.weekday is None:
+            return self.times(first, last)
+        assert isinstance(self.start, pd.Timestamp)
+        return self.width.labels(int(self.start.value), first, last).view("datetime64[ns]")
+
     def labels(self, n_steps: int) -> list[str]:
-        """The start of each step's bucket, as text (ISO date when whole days)."""
-        values = self.times(1, n_steps)
+        """Each step's label (:meth:`label_times`), as text (ISO date when whole days)."""
+        values = self.label_times(1, n_steps)
         if self.width.kind == "number":
             return [str(v) for v in values.tolist()]
         assert isinstance(self.start, pd.Timestamp)

@@ -253,7 +253,7 @@ def iter_tables(
 ) -> Iterator[Any]:
     """:func:`iter_frames` as Arrow tables (:func:`chunk_table`), in the same order."""
     std = job.mechanism.std()[job.first - 1 : job.until]
-    tables = ChunkTables(std, job.buckets.times(job.first, job.until), time_label, job.first)
+    tables = ChunkTables(std, job.buckets.label_times(job.first, job.until), time_label, job.first)
     for keys, values, since in released_blocks(job.universe.keys, chunks, job.selected, job.until):
         table = tables.table(values, keys)
         if since is not None:  # rows before a key's selection step are withheld
@@ -381,7 +381,7 @@ class _PartsDir:
 
     def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
         m = job.mechanism
-        times = job.buckets.times(job.first, job.until)
+        times = job.buckets.label_times(job.first, job.until)
         std = m.std()[job.first - 1 : job.until]
         return PartWriter(self.path, times, std, time_label, job.first)
 
@@ -521,7 +521,8 @@ def keyed_counts(
         time_column, key_column, weight_column, unit_column: column names.
         step: bucket width: an integer for integer times, or a duration such as
             ``"1D"``, ``"1h"`` or a calendar step (``"MS"``, ``"QS"``, ``"YS"``,
-            ``"W-MON"``; :mod:`dpcount._time`) for ISO dates/timestamps. Step numbers
+            ``"W-MON"``, binned and labelled as pandas' ``resample``;
+            :mod:`dpcount._time`) for ISO dates/timestamps. Step numbers
             count from 1; the count of step s covers all events in steps 1..s.
         budget: the :class:`~dpcount.privacy.Budget` (ε, δ, noise kind, calibration
             rule; without a noise kind exact discrete Laplace, the keyed default). Its
