@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.table import Table
 
 from dpcount._cli.common import escape, out_console
+
+if TYPE_CHECKING:
+    from dpcount.experiments import ExperimentResult
 
 HELP = "reproduce the three papers' tables and figures (CSV + PNG + paper-vs-ours table)"
 
@@ -30,14 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     con = out_console(110)
     if args.list or args.name is None:
-        given = {"NAME": args.list and args.name is not None, "--quick": args.quick,
-                 "--out": args.out != "reproduction", "--seed": args.seed != 0}  # fmt: skip
-        for what, used in given.items():
-            if used:
-                raise ValueError(
-                    f"{what} is for running an experiment: "
-                    + ("--list only lists them" if args.list else "name one (see --list)")
-                )
+        _refuse_run_options(args)
         for name, fn in EXPERIMENTS.items():
             doc = (fn.__doc__ or "").strip().splitlines()[0]
             con.print(escape(f"{name:<20} {doc}"))
@@ -54,18 +52,35 @@ def run(args: argparse.Namespace) -> int:
         result = run_experiment(
             name, quick=args.quick, out=args.out, seed=args.seed, show_progress=True
         )
-        con.rule(escape(f"{result.name}: {result.title}"))
-        if result.comparisons:
-            table = Table(show_edge=False)
-            for col in ("quantity", "paper", "ours", "note"):
-                table.add_column(col)
-            for c in result.comparisons:
-                ours = f"{c.ours:.6g}" if isinstance(c.ours, float) else str(c.ours)
-                table.add_row(*(escape(s) for s in (c.quantity, str(c.paper), ours, c.note)))
-            con.print(table)
-        for note in result.notes:
-            con.print(escape(f"note: {note}"))
-        figure = f"   figure: {result.figure}" if result.figure else ""
-        con.print(escape(f"data: {result.csv}{figure}"))
-        con.print(f"runtime: {result.runtime:.1f} s" + (" (--quick)" if args.quick else ""))
+        _print_result(con, result, quick=args.quick)
     return 0
+
+
+def _refuse_run_options(args: argparse.Namespace) -> None:
+    """ValueError naming the first option of a run given to a listing (or to no NAME)."""
+    given = {"NAME": args.list and args.name is not None, "--quick": args.quick,
+             "--out": args.out != "reproduction", "--seed": args.seed != 0}  # fmt: skip
+    for what, used in given.items():
+        if used:
+            raise ValueError(
+                f"{what} is for running an experiment: "
+                + ("--list only lists them" if args.list else "name one (see --list)")
+            )
+
+
+def _print_result(con: Console, result: ExperimentResult, *, quick: bool) -> None:
+    """An experiment's paper-vs-ours table, notes, files and runtime."""
+    con.rule(escape(f"{result.name}: {result.title}"))
+    if result.comparisons:
+        table = Table(show_edge=False)
+        for col in ("quantity", "paper", "ours", "note"):
+            table.add_column(col)
+        for c in result.comparisons:
+            ours = f"{c.ours:.6g}" if isinstance(c.ours, float) else str(c.ours)
+            table.add_row(*(escape(s) for s in (c.quantity, str(c.paper), ours, c.note)))
+        con.print(table)
+    for note in result.notes:
+        con.print(escape(f"note: {note}"))
+    figure = f"   figure: {result.figure}" if result.figure else ""
+    con.print(escape(f"data: {result.csv}{figure}"))
+    con.print(f"runtime: {result.runtime:.1f} s" + (" (--quick)" if quick else ""))

@@ -146,19 +146,7 @@ def recommend_mechanism(
     rows = compare(horizon, budget=ranking, metric="mse", certificates=False, **hooks)
     best = rows[0]
     if noise is not None:
-        family = "gaussian" if noise.endswith("gaussian") else "laplace"
-        rows = tuple(
-            r
-            for r in rows
-            if r.noise == family
-            and (not noise.startswith("discrete") or r.mechanism in DISCRETE_CAPABLE)
-        )
-        if not rows:
-            raise MissingDeltaError(f"delta must be given for noise {noise!r}")
-        mse = rows[0].mse
-        if noise.startswith("discrete"):
-            mse = _discrete_mse(rows[0], horizon, ranking)
-        return _recommendation(rows[0], noise, mse, best)
+        return _best_of_noise(rows, noise, horizon, ranking, best)
     if safe_noise:
         # Integer noise of either family (with delta, discrete Laplace by Theorem 3 can
         # beat the discrete Gaussian by 2x in RMSE), ranked by the exact MSE of each
@@ -168,6 +156,30 @@ def recommend_mechanism(
         if safe is not None:
             return _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], best)
     return _recommendation(rows[0], rows[0].noise, rows[0].mse, best)
+
+
+def _best_of_noise(
+    rows: tuple[Candidate, ...], noise: str, horizon: int, budget: Budget, best: Candidate
+) -> Recommendation:
+    """The best row of ``noise``'s family (for ``discrete-*``: among the mechanisms that
+    take integer noise), with its exact MSE under ``noise``.
+
+    Raises:
+        MissingDeltaError: no row of that family (a Gaussian noise kind without δ).
+    """
+    family = "gaussian" if noise.endswith("gaussian") else "laplace"
+    rows = tuple(
+        r
+        for r in rows
+        if r.noise == family
+        and (not noise.startswith("discrete") or r.mechanism in DISCRETE_CAPABLE)
+    )
+    if not rows:
+        raise MissingDeltaError(f"delta must be given for noise {noise!r}")
+    mse = rows[0].mse
+    if noise.startswith("discrete"):
+        mse = _discrete_mse(rows[0], horizon, budget)
+    return _recommendation(rows[0], noise, mse, best)
 
 
 def _best_integer(

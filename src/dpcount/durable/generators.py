@@ -106,31 +106,44 @@ def check_generator_state(name: str, state: Any) -> None:
 def _check_node(name: str, path: str, want: Any, got: Any) -> None:
     where = f"rng.state.{path}" if path else "rng.state"
     if isinstance(want, dict):
-        if not isinstance(got, dict) or set(got) != set(want):
-            keys = sorted(want)
-            raise ValueError(f"{where} must be a dict with keys {keys}, got {got!r:.80}")
-        for key in sorted(want):
-            _check_node(name, f"{path}.{key}" if path else key, want[key], got[key])
+        _check_dict(name, path, where, want, got)
     elif isinstance(want, np.ndarray):
-        if not isinstance(got, np.ndarray) or got.dtype != want.dtype or got.shape != want.shape:
-            what = f"{type(got).__name__}" + (
-                f" {got.dtype}{got.shape}" if isinstance(got, np.ndarray) else ""
-            )
-            raise ValueError(
-                f"{where} must be a {want.dtype} array of shape {want.shape}, got {what}"
-            )
+        _check_array(where, want, got)
     elif isinstance(want, str):
         if got != want:
             raise ValueError(f"{where} must be {want!r}, got {got!r:.80}")
     elif isinstance(want, (int, np.integer)) and not isinstance(want, bool):
-        if isinstance(got, bool) or not isinstance(got, int):
-            raise ValueError(f"{where} must be an int, got {got!r:.80}")
-        bounds = _INT_RANGES.get((name, path))
-        if bounds is None:
-            raise ValueError(f"{where}: no known range for this field of {name}")
-        lo, hi, step = bounds
-        if not lo <= got <= hi or (got - lo) % step:
-            every = f" in steps of {step}" if step > 1 else ""
-            raise ValueError(f"{where} must be in [{lo}, {hi}]{every}, got {got}")
+        _check_int(name, path, where, got)
     else:  # pragma: no cover - no supported generator has other field types
         raise ValueError(f"{where}: unsupported field type {type(want).__name__}")
+
+
+def _check_dict(name: str, path: str, where: str, want: dict[str, Any], got: Any) -> None:
+    """``got`` has exactly ``want``'s keys, and each value checks against ``want``'s."""
+    if not isinstance(got, dict) or set(got) != set(want):
+        keys = sorted(want)
+        raise ValueError(f"{where} must be a dict with keys {keys}, got {got!r:.80}")
+    for key in sorted(want):
+        _check_node(name, f"{path}.{key}" if path else key, want[key], got[key])
+
+
+def _check_array(where: str, want: np.ndarray[Any, Any], got: Any) -> None:
+    """``got`` is an array of ``want``'s dtype and shape."""
+    if not isinstance(got, np.ndarray) or got.dtype != want.dtype or got.shape != want.shape:
+        what = f"{type(got).__name__}" + (
+            f" {got.dtype}{got.shape}" if isinstance(got, np.ndarray) else ""
+        )
+        raise ValueError(f"{where} must be a {want.dtype} array of shape {want.shape}, got {what}")
+
+
+def _check_int(name: str, path: str, where: str, got: Any) -> None:
+    """``got`` is an int (not a bool) in the listed range of field ``path`` of ``name``."""
+    if isinstance(got, bool) or not isinstance(got, int):
+        raise ValueError(f"{where} must be an int, got {got!r:.80}")
+    bounds = _INT_RANGES.get((name, path))
+    if bounds is None:
+        raise ValueError(f"{where}: no known range for this field of {name}")
+    lo, hi, step = bounds
+    if not lo <= got <= hi or (got - lo) % step:
+        every = f" in steps of {step}" if step > 1 else ""
+        raise ValueError(f"{where} must be in [{lo}, {hi}]{every}, got {got}")
