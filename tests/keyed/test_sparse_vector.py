@@ -266,7 +266,8 @@ def test_check_steps() -> None:
     assert check_steps(3, 8).tolist() == [3, 6, 8]
     days = TimeBuckets.make("1D", "2012-01-01")
     assert check_steps("MS", 62, days).tolist() == [31, 60, 62]
-    assert check_steps("W-MON", 16, days).tolist() == [1, 8, 15, 16]  # 2012-01-02 a Monday
+    # pandas' W-MON: weeks ending on Monday (2012-01-02, 01-09 and 01-16 are Mondays)
+    assert check_steps("W-MON", 16, days).tolist() == [2, 9, 16]
     with pytest.raises(ValueError, match="needs dated times"):
         check_steps("MS", 8, TimeBuckets.make(1, 1))
     with pytest.raises(ValueError, match="every must be >= 1"):
