@@ -1,0 +1,213 @@
+"""Canonical keys and unit ids: one identity across files, types and runs.
+
+An event log read from several files (an ``--input-dir`` folder of CSV and Parquet
+files, runs continuing a state) gives the same key or unit in different types: ``"7"``
+from a CSV (whose ids are read as text, so that ``"007"`` stays ``"007"``), ``7`` from
+an int64 Parquet column, ``7.0`` from a float64 one (a column with a missing value).
+Compared by type they would be two units — each bounded on its own, so one person's
+events would count twice the bound — or two keys. Here they are one:
+
+* **canonical text** (:func:`canonical_text`): text is itself; an integer, or a float
+  or decimal equal to one, is its decimal digits (``7``, ``7.0``, ``np.int8(7)`` →
+  ``"7"``; ``1e20`` → ``"100000000000000000000"``); any other finite number its exact
+  decimal value, shortest for a float (``7.5``, ``"7.50"`` as a decimal → ``"7.5"``);
+  a boolean ``"True"``/``"False"``. Two keys are one key when their canonical texts
+  are equal: a public universe given as text (a keys file) matches integer keys, and
+  an integer universe matches text keys written as its digits.
+* **unit ids** (:func:`unit_text`) are compared as numbers also when written as text:
+  ``"7.0"`` (a float column written to CSV), ``"+7"``, ``"007"`` and ``7`` are one
+  unit. Merging two ids into one unit can only tighten the bound (the merged unit
+  keeps at most what one unit may), so it is safe for privacy; the guarantee then
+  protects the canonical unit, a superset of each raw id's events. Keys are not
+  parsed that way: a key is public output, and ``"007"`` and ``"7"``, ``"1.10"`` and
+  ``"1.1"`` are different keys.
+
+The canonical form is a function of the id alone (never of which other ids occur or
+of the order of files), so it is the same in every file, partition and run: the unit
+ledger and the open key table of a state (:mod:`dpcount.keyed.state`) store it, and
+a state written by dpcount 0.4 is read through it (:meth:`UnitLedger.canonical
+<dpcount.keyed.bounds.UnitLedger.canonical>`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+__all__ = [
+    "as_int_keys",
+    "canonical_text",
+    "key_texts",
+    "open_keys",
+    "unit_ids",
+    "unit_text",
+    "unit_texts",
+]
+
+#: the canonical text of an integer: no sign but a minus, no leading zero
+_INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+#: a decimal number as text (a unit id written by a float column, ``"+7"``, ``"007"``)
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: numbers as text beyond 10^±64 stay text (no million-digit integers from "1e999999")
+_MAX_EXPONENT = 64
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _decimal_text(value: Decimal) -> str:
+    """An exact finite decimal's canonical text: digits of an integer, else the plain
+    (no exponent) normalized decimal."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    return format(value.normalize(), "f")
+
+
+def canonical_text(value: Any) -> str:
+    """The canonical text of one key or unit id (module docstring): values equal as
+    numbers, or a number and the text of its digits, have the same text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        if not math.isfinite(f):
+            return repr(f)
+        return str(int(f)) if f == math.floor(f) else _decimal_text(Decimal(repr(f)))
+    if isinstance(value, Decimal) and value.is_finite():
+        return _decimal_text(value)
+    return str(value)
+
+
+def unit_text(value: Any) -> str:
+    """The canonical text of a unit id: :func:`canonical_text`, and a number written as
+    text (``"7.0"``, ``"+7"``, ``"007"``, ``"7e0"``) as that number's."""
+    text = canonical_text(value)
+    if not isinstance(value, str) or _INT_TEXT.fullmatch(text) or not _NUMBER_TEXT.fullmatch(text):
+        return text
+    try:
+        number = Decimal(text)
+    except InvalidOperation:  # pragma: no cover - the pattern admits decimals only
+        return text
+    if abs(number.adjusted()) > _MAX_EXPONENT:
+        return text
+    return _decimal_text(number)
+
+
+def _per_distinct(values: pd.Series, rule: Any) -> NDArray[Any]:
+    """``rule`` applied to each distinct value once (ids repeat over events)."""
+    codes, distinct = pd.factorize(values.to_numpy(dtype=object), use_na_sentinel=False)
+    texts = np.array([rule(v) for v in distinct], dtype=object)
+    out: NDArray[Any] = texts[codes] if len(codes) else np.zeros(0, dtype=object)
+    return out
+
+
+def _is_int(values: pd.Series) -> bool:
+    return pd.api.types.is_integer_dtype(values.dtype) and not pd.api.types.is_bool_dtype(
+        values.dtype
+    )
+
+
+def _fits_int64(values: pd.Series) -> bool:
+    if pd.api.types.is_unsigned_integer_dtype(values.dtype) and len(values):
+        return int(values.max()) <= _INT64_MAX
+    return True
+
+
+def unit_ids(values: pd.Series | NDArray[Any]) -> NDArray[Any]:
+    """Each unit id's identity: int64 when the ids are an integer column (equal ints
+    are equal texts: no conversion, the fast path), else the :func:`unit_text` of each
+    (object array of str). Ids equal by :func:`unit_text` get equal identities in either
+    form, and a concatenation of both forms is compared through :func:`unit_ids` again
+    (the ints become text)."""
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    if _is_int(s) and _fits_int64(s):
+        out: NDArray[Any] = s.to_numpy(np.int64)
+        return out
+    if pd.api.types.is_float_dtype(s.dtype):
+        f = s.to_numpy(np.float64)
+        if bool((np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)).all()):
+            out = f.astype(np.int64)
+            return out
+    return _per_distinct(s, unit_text)
+
+
+def unit_texts(values: pd.Series | NDArray[Any]) -> NDArray[Any]:
+    """:func:`unit_ids` as text (the unit ledger stores units by their text)."""
+    ids = unit_ids(values)
+    if ids.dtype == np.int64:
+        out: NDArray[Any] = ids.astype(str).astype(object)
+        return out
+    return ids
+
+
+def key_texts(values: pd.Series | NDArray[Any]) -> NDArray[Any]:
+    """The :func:`canonical_text` of every key (object array of str)."""
+    s = values if isinstance(values, pd.Series) else pd.Series(values)
+    if _is_int(s):
+        out: NDArray[Any] = s.astype(str).to_numpy(dtype=object)
+        return out
+    if pd.api.types.is_string_dtype(s.dtype) and not s.map(type).ne(str).any():
+        out = s.to_numpy(dtype=object)
+        return out
+    return _per_distinct(s, canonical_text)
+
+
+def as_int_keys(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Keys as int64 for an integer key universe, and which of them are integers (a key
+    whose :func:`canonical_text` is an integer's digits: ``7``, ``7.0``, ``"7"``; not
+    ``"007"``, ``7.5`` or ``True``)."""
+    n = len(values)
+    if _is_int(values) and _fits_int64(values):
+        return values.to_numpy(np.int64), np.ones(n, dtype=bool)
+    if pd.api.types.is_float_dtype(values.dtype):
+        f = values.to_numpy(np.float64)
+        ok = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)
+        return np.where(ok, f, 0).astype(np.int64), ok
+    texts = key_texts(values)
+    ok = np.fromiter(
+        (_INT_TEXT.fullmatch(t) is not None and abs(int(t)) <= _INT64_MAX for t in texts),
+        dtype=bool,
+        count=n,
+    )
+    out = np.zeros(n, dtype=np.int64)
+    if ok.any():
+        out[ok] = np.array([int(t) for t in texts[ok]], dtype=np.int64)
+    return out, ok
+
+
+def open_keys(values: pd.Series, prior: tuple[Any, ...] = ()) -> tuple[list[Any], list[Any]]:
+    """An open key set's table: the ``prior`` keys (of earlier runs, positions kept) and
+    the distinct new keys of ``values``, as one type. Integers while the key column is
+    an integer column and the table holds integers; otherwise every key as its
+    :func:`canonical_text` (the table turns to text, positions kept). Which form the
+    table takes depends on the columns' types and the stored table, never on which
+    values occur (a text key that is never released does not change the others' form).
+
+    Raises:
+        ValueError: two stored keys with one canonical text (a table written by
+            dpcount 0.4 from mixed types).
+    """
+    s = values.dropna()
+    integers = _is_int(s) and _fits_int64(s) and all(isinstance(k, int) for k in prior)
+    if integers:
+        new = [int(v) for v in pd.unique(s.to_numpy(np.int64))]
+        return list(prior), new
+    table = [canonical_text(k) for k in prior]
+    if len(set(table)) != len(table):
+        seen: dict[str, Any] = {}
+        for key, text in zip(prior, table, strict=True):
+            if text in seen:
+                raise ValueError(
+                    f"the stored key table holds {seen[text]!r} and {key!r}, one key "
+                    "(equal as numbers or as text): start a new run with a new secret"
+                )
+            seen[text] = key
+    return table, [str(v) for v in pd.unique(key_texts(s))]
