@@ -337,22 +337,29 @@ def _parse_width(step: int | str) -> Step:
     return parsed
 
 
-def parse_times(values: pd.Series, column: str) -> pd.Series:
+def parse_times(values: pd.Series, column: str, source: str | None = None) -> pd.Series:
     """Integer times as int64, or ISO dates/timestamps as naive UTC datetimes.
 
+    ``source``: the file the values come from, for messages (rows are named by
+    :func:`row_name`: a CSV's line, a frame's data row).
+
     Raises:
-        ValueError: missing or unparseable times, naming the column and a bad value.
+        ValueError: missing or unparseable times, or an integer time outside the
+            64-bit range (never wrapped), naming the column, the row and ``source``.
     """
+    where = "" if source is None else f" of {source}"
     if values.isna().any():
         row = row_name(values.index, int(np.flatnonzero(values.isna().to_numpy())[0]))
-        raise ValueError(f"missing time in column {column!r} ({row})")
+        raise ValueError(f"missing time in column {column!r} ({row}{where})")
     if pd.api.types.is_integer_dtype(values.dtype):
+        _check_int64_times(values, column, where)
         return values.astype(np.int64)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         out = values
     else:
         text = values.astype(str)
         if text.str.fullmatch(r"-?\d+").all():
+            _check_int64_times(text, column, where)
             return text.astype(np.int64)
         out = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
         bad = out.isna().to_numpy()
@@ -360,12 +367,39 @@ def parse_times(values: pd.Series, column: str) -> pd.Series:
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
                 f"unparseable time {text.iloc[i]!r} in column {column!r} "
-                f"({row_name(values.index, i)}); "
+                f"({row_name(values.index, i)}{where}); "
                 "expected integers or ISO dates/timestamps"
             )
     if getattr(out.dt, "tz", None) is not None:
         out = out.dt.tz_convert("UTC").dt.tz_localize(None)
     return out.astype("datetime64[ns]")
+
+
+#: the range of integer times (and of an integer ``start``): int64
+_TIME_MIN, _TIME_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
+def _check_int64_times(values: pd.Series, column: str, where: str) -> None:
+    """ValueError naming the first integer time outside int64 (an unsigned column above
+    2^63 − 1 would wrap, digits beyond it overflow)."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        if not pd.api.types.is_unsigned_integer_dtype(values.dtype) or not len(values):
+            return
+        over = values.to_numpy() > np.uint64(_TIME_MAX)
+    else:  # digits, as text: 19 digits or fewer fit (one more only for -2^63 exactly)
+        long = values.str.len().to_numpy() > 18
+        if not long.any():
+            return
+        over = np.zeros(len(values), dtype=bool)
+        at = np.flatnonzero(long)
+        over[at] = [not _TIME_MIN <= int(values.iloc[i]) <= _TIME_MAX for i in at]
+    if over.any():
+        i = int(np.argmax(over))
+        raise ValueError(
+            f"integer time {values.iloc[i]} in column {column!r} ({row_name(values.index, i)}"
+            f"{where}) is outside the 64-bit range of integer times "
+            f"({_TIME_MIN}..{_TIME_MAX})"
+        )
 
 
 @dataclass(frozen=True)
@@ -386,6 +420,11 @@ class TimeBuckets:
                 start = int(start) if start.strip().lstrip("-").isdigit() else start
             if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
                 raise ValueError(f"start must be an integer for an integer step, got {start!r}")
+            if not _TIME_MIN <= int(start) <= _TIME_MAX:
+                raise ValueError(
+                    f"start {start} is outside the 64-bit range of integer times "
+                    f"({_TIME_MIN}..{_TIME_MAX})"
+                )
             return cls(width, int(start))
         try:
             ts = pd.Timestamp(start)
@@ -422,7 +461,12 @@ class TimeBuckets:
             if not pd.api.types.is_integer_dtype(times.dtype):
                 raise ValueError("the step is an integer width but the times are dates")
             assert isinstance(self.start, int)
-            out: I64 = (times.to_numpy(np.int64) - self.start) // int(self.width.width) + 1
+            t = times.to_numpy(np.int64)
+            diff = t - np.int64(self.start)  # wraps when |t − start| ≥ 2^63: fixed below
+            out: I64 = diff // int(self.width.width) + 1
+            after = t >= self.start
+            if bool((after != (diff >= 0)).any()):  # wrapped: far before or after the steps
+                out = np.where(after != (diff >= 0), np.where(after, _TIME_MAX, 0), out)
             return out
         if not pd.api.types.is_datetime64_any_dtype(times.dtype):
             raise ValueError("the step is a duration but the times are integers")
@@ -576,7 +620,7 @@ def map_events(
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
     columns.check(list(frame.columns), "the events")
-    times = parse_times(frame[columns.time], columns.time)
+    times = parse_times(frame[columns.time], columns.time, source)
     steps = buckets.steps(times)
     keys = universe.indices(frame[columns.key])
     weight = _weights(frame, columns.weight, integer)

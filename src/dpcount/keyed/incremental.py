@@ -62,7 +62,14 @@ from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
 from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
 from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.mark import RunLock
-from dpcount.keyed.run import KeyedResult, _PartsDir, csv_frame, iter_frames, keyed_counts
+from dpcount.keyed.run import (
+    KeyedResult,
+    _PartsDir,
+    csv_frame,
+    iter_frames,
+    keyed_counts,
+    or_header,
+)
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 
@@ -252,7 +259,7 @@ class _Appender:
             os.ftruncate(fd, self.size)
             os.lseek(fd, self.size, os.SEEK_SET)
             header = self.size == 0
-            for frame in iter_frames(job, chunks, self.time_label):
+            for frame in or_header(iter_frames(job, chunks, self.time_label), self.time_label):
                 text = csv_frame(frame, self.digits).to_csv(
                     header=header, index=False, lineterminator="\n"
                 )

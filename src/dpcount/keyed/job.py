@@ -547,7 +547,7 @@ def _resolve_secret(secret: SecretArg, config: dict[str, Any]) -> tuple[RunSecre
         if secret.run_id is not None:
             made = dataclasses.replace(made, run_id=secret.run_id)
         return made, False
-    return RunSecret.open_or_create(secret, config)
+    return RunSecret.open_or_generate(secret, config)  # written by begin_release
 
 
 def begin_release(
@@ -563,8 +563,13 @@ def begin_release(
     """Before any output: every running sum is exact (below 2^53, else ValueError naming
     the key and step), and the guard's mark accepts releasing ``job``'s steps from this
     input (:meth:`~dpcount.keyed.mark.ReleaseGuard.begin`) and records it in progress.
+    A new secret (``created``) is written to its file here, not before.
     ``stored``: the state it continues (its open key set and unit ledger are input too)."""
     check_running(contributions, base, job.universe.keys, job.first, job.until)
+    if created and job.secret.path is not None and not job.secret.path.exists():
+        # only now, everything validated: a refused run leaves no secret file (and mark)
+        # bound to its configuration behind
+        job.secret.write()
     if guard is None:
         return
     extra = b"" if stored is None else extras_digest(stored.open, stored.ledger)
