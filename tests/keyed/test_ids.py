@@ -52,6 +52,11 @@ def test_unit_text_reads_numbers_written_as_text() -> None:
     assert unit_ids(pd.Series(["7", 7, 7.0, "7.0", "x"], dtype=object)).tolist() == (
         ["7", "7", "7", "7", "x"]
     )
+    # the vectorized path of a text column (Arrow's RE2) agrees with unit_text value by value
+    texts = ["7", "7.0", "+7", "-0", "0", "-7", "007", ".5", "5.", "1e3", "1E+3", "7e", "e7",
+             "abc", "", " 7", "7 ", "1.10", "--7", "12345678901234567890", "7\n", "٣"]  # fmt: skip
+    assert unit_ids(pd.Series(texts, dtype=object)).tolist() == [unit_text(t) for t in texts]
+    assert unit_ids(pd.Series(texts, dtype="str")).tolist() == [unit_text(t) for t in texts]
     assert key_texts(pd.Series(["7", 7, 7.0, "7.0"], dtype=object)).tolist() == (
         ["7", "7", "7", "7.0"]  # a key "7.0" written as text stays "7.0"
     )

@@ -56,7 +56,7 @@ from numpy.typing import NDArray
 
 from dpcount._validate import check_integer
 from dpcount.keyed.events import DropReport, _clip, partial_sums
-from dpcount.keyed.ids import key_texts, unit_ids, unit_texts
+from dpcount.keyed.ids import ids_as_text, key_texts, unit_ids, unit_texts
 from dpcount.privacy.budget import Participation
 
 __all__ = ["RunBound", "UnitLedger", "bound_units_run", "greedy_separated"]
@@ -200,14 +200,9 @@ class UnitLedger:
         return UnitLedger(self.units, self.unit, position[self.key], self.steps, self.last)
 
 
-def _texts(values: Any) -> NDArray[Any]:
-    """Names as their canonical text (:mod:`dpcount.keyed.ids`): a unit read as 7 from
-    one file, as "7" or "7.0" from another is the same unit (its bound must not start
-    afresh); keys (by their names) likewise."""
-    return unit_texts(values)
-
-
 def _key_texts(values: Any) -> NDArray[Any]:
+    """Key names as their canonical text (:mod:`dpcount.keyed.ids`): the tie-break
+    hashes the same name whatever type a key was read as."""
     return key_texts(pd.Series(values, dtype=object))
 
 
@@ -300,7 +295,7 @@ def bound_units_run(
     if per.empty:
         return pd.DataFrame({"key": [], "step": [], "weight": []}), report, ledger
     key_idx = per["key"].to_numpy(np.int64)
-    per["utext"] = _texts(per["unit"])
+    per["utext"] = ids_as_text(per["unit"].to_numpy())  # canonical ids already
     names = key_idx if keys is None else np.asarray(keys, dtype=object)[key_idx]
     per["rank"] = pair_rank(per["utext"].to_numpy(), _key_texts(names), hash_key)
     before = ledger.frame()

@@ -8,7 +8,10 @@ the exact difference of the data. Two files beside the secret file prevent that:
 
 * ``<secret>.lock``: an exclusive :func:`fcntl.flock` held for the whole run (from
   before the state is read until the mark is final). A second run of the same secret
-  fails at once (:class:`RunLocked`, naming the process that holds it).
+  fails at once (:class:`RunLocked`, naming the process that holds it). A run refused
+  before its secret file was written removes the lock file while holding it
+  (:meth:`RunLock.discard`); a run that opened the removed file finds, after its
+  ``flock``, that the path is no longer that file and opens it again.
 * ``<secret>.released``, the **mark** (:class:`ReleaseMark`): the last step released
   with this secret, the last release (its steps and an HMAC digest of its input: the
   contributions of its steps, the state's sums and noise state), and a release *in
