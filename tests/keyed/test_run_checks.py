@@ -156,6 +156,24 @@ def test_library_refusals_before_any_file(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["parts"]
 
 
+def test_refused_first_incremental_run_leaves_no_record(tmp_path: Path) -> None:
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    pd.DataFrame({"t": [1, 2], "k": ["a", "b"]}).to_csv(inbox / "a.csv", index=False)
+    kw: dict[str, Any] = dict(
+        state=tmp_path / "s.state", output=tmp_path / "out.csv", until=2,
+        secret=tmp_path / "s.key", keys=["a", "b"], time_column="t", key_column="k",
+        step=1, start=1, horizon=4, budget=Budget(epsilon=1.0),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="max_keys needs a unit column"):
+        run_incremental(inbox, **kw, max_keys=2)  # refused inside the release
+    with pytest.raises(ValueError, match="key column 'when' not found in"):
+        run_incremental(inbox, **{**kw, "key_column": "when"})  # refused reading the files
+    assert os.listdir(tmp_path) == ["in"]
+    ran = run_incremental(inbox, **{**kw, "budget": Budget(epsilon=2.0)})  # corrected
+    assert ran.released == (1, 2)
+
+
 def test_a_discarded_lock_is_not_held_by_a_late_opener(tmp_path: Path) -> None:
     """A run that leaves nothing behind removes its lock file while holding it; a run
     that opened the old file meanwhile must not count it as the lock."""

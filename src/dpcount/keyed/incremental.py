@@ -352,7 +352,10 @@ def run_incremental(
     try:
         return _run_locked(run, until, wait)
     finally:
-        lock.release()
+        if record.exists():
+            lock.release()
+        else:  # a refused first run: no record, no lock file left behind either
+            lock.discard()
 
 
 @dataclass(frozen=True)
@@ -483,7 +486,10 @@ def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
     except Exception:
         if not sink.started:  # refused before any output: this release never began
             inputs.pending = None
-            inputs.save(record)
+            if inputs.released or inputs.files or os.path.exists(state):
+                inputs.save(record)
+            else:  # a refused first run leaves no record (nothing was consumed)
+                record.unlink(missing_ok=True)
         raise
     _finish(inputs, record)
     return result

@@ -162,11 +162,16 @@ class RunSecret:
             "fingerprint": self.fingerprint,
         }
         data = (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
+        if self.path.exists():
+            raise FileExistsError(f"secret file {self.path} already exists")
+        # the mark first (nothing released yet): a kill between the two leaves a mark
+        # without a secret, which the next run replaces, never a secret without a mark
+        # (refused as "mark missing")
+        ReleaseMark.new(self).save(mark_path(self.path), self)
         try:  # complete or absent, mode 0600 whatever the umask, never over a file
             write_atomic(self.path, [data], replace=False)
         except FileExistsError:
             raise FileExistsError(f"secret file {self.path} already exists") from None
-        ReleaseMark.new(self).save(mark_path(self.path), self)  # nothing released yet
         return self
 
     @classmethod
