@@ -68,6 +68,8 @@ def test_integer_time_beyond_int64_in_a_frame_names_column_and_row() -> None:
         keyed_counts(frame, **kw)
     with pytest.raises(ValueError, match=r"start 18446744073709551616 is outside the 64-bit"):
         keyed_counts(frame.iloc[[0]], **{**kw, "start": 2**64})
+    with pytest.raises(ValueError, match=r"horizon 12 x step 1 = 9223372036854775810 is beyond"):
+        keyed_counts(frame.iloc[[0]], **{**kw, "start": 2**63 - 10, "horizon": 12})
     # times 2^63 or more from the start wrap in int64: placed outside the steps, never in
     buckets = TimeBuckets.make(1, 2**63 - 1)
     times = pd.Series([-(2**63), 2**63 - 1], dtype=np.int64)

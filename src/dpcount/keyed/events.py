@@ -474,6 +474,21 @@ class TimeBuckets:
         ns = times.to_numpy("datetime64[ns]").view(np.int64)
         return self.width.index(int(self.start.value), ns)
 
+    def check_horizon(self, horizon: object) -> None:
+        """ValueError when the end of step ``horizon`` (integer times: start + horizon ·
+        width) is beyond the 64-bit range of integer times (step starts would wrap)."""
+        if self.width.kind != "number" or isinstance(horizon, bool):
+            return
+        if not isinstance(horizon, (int, np.integer)):
+            return  # the mechanism refuses it, naming horizon
+        assert isinstance(self.start, int)
+        end = self.start + int(horizon) * int(self.width.width)
+        if end > _TIME_MAX:
+            raise ValueError(
+                f"start {self.start} + horizon {horizon} x step {int(self.width.width)} = "
+                f"{end} is beyond the 64-bit range of integer times (at most {_TIME_MAX})"
+            )
+
     def last_step(self, times: pd.Series) -> int:
         return int(self.steps(times).max()) if len(times) else 0
 

@@ -340,6 +340,7 @@ def make_job(
     if horizon is None:
         horizon = max(buckets.last_step(times), 1)
         derived.append("horizon")
+    buckets.check_horizon(horizon)
     weight = check_max_weight(max_weight, kind.is_discrete)
     if max_keys is not None and columns.unit is None:
         raise ValueError("max_keys needs a unit column (unit_column=...)")
