@@ -121,6 +121,11 @@ def test_key_universe_matches_by_canonical_text() -> None:
     ints = KeyUniverse([7, 8])
     assert ints.indices(pd.Series(["7", "007", "8.0", "8"])).tolist() == [0, -1, -1, 1]
     assert KeyUniverse(range(5, 10)).indices(pd.Series(["7", 7.5, 9.0])).tolist() == [2, -1, 4]
+    big = [0, 2**63 - 1, -(2**63)]  # "-0" is not 0's text; 20 digits checked exactly
+    texts = ["0", "-0", str(2**63 - 1), str(2**63), str(-(2**63)), None, "x"]
+    assert KeyUniverse(big).indices(pd.Series(texts, dtype=object)).tolist() == (
+        [0, -1, 1, -1, 2, -1, -1]
+    )
     with pytest.raises(ValueError, match=r"7 and '7' are one key"):
         KeyUniverse([7, "7"])
     with pytest.raises(ValueError, match="appears more than once"):

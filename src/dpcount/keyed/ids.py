@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 #: the canonical text of an integer: no sign but a minus, no leading zero
-_INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_INT_TEXT = re.compile(r"0|-?[1-9][0-9]*")
 #: a decimal number as text (a unit id written by a float column, ``"+7"``, ``"007"``)
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 #: numbers as text beyond 10^±64 stay text (no million-digit integers from "1e999999")
@@ -204,15 +204,22 @@ def as_int_keys(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.bool_]
         f = values.to_numpy(np.float64)
         ok = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)
         return np.where(ok, f, 0).astype(np.int64), ok
-    texts = key_texts(values)
-    ok = np.fromiter(
-        (_INT_TEXT.fullmatch(t) is not None and abs(int(t)) <= _INT64_MAX for t in texts),
-        dtype=bool,
-        count=n,
-    )
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    # one RE2 pass and one cast in Arrow: a Python loop over 10^6 text keys took 4.7 s
+    column = pa.array(key_texts(values), type=pa.string(), from_pandas=True)
+    canonical = pc.fill_null(pc.match_substring_regex(column, f"^(?:{_INT_TEXT.pattern})$"), False)
+    ok = canonical.to_numpy(zero_copy_only=False)
+    short = ok & (pc.utf8_length(column).to_numpy(zero_copy_only=False) <= 18)
     out = np.zeros(n, dtype=np.int64)
-    if ok.any():
-        out[ok] = np.array([int(t) for t in texts[ok]], dtype=np.int64)
+    if short.any():
+        digits = pc.filter(column, pa.array(short))
+        out[short] = pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(ok & ~short):  # 19 or 20 characters: may not fit int64
+        value = int(column[int(i)].as_py())
+        ok[i] = -_INT64_MAX - 1 <= value <= _INT64_MAX
+        out[i] = value if ok[i] else 0
     return out, ok
 
 
