@@ -19,6 +19,7 @@ from dpcount.keyed.events import KeyUniverse
 from dpcount.keyed.ids import canonical_text, key_texts, open_keys, unit_ids, unit_text
 from dpcount.keyed.incremental import run_incremental
 from dpcount.keyed.run import keyed_counts
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
 
@@ -44,6 +45,7 @@ def test_unit_text_reads_numbers_written_as_text() -> None:
     for value in ("7", "7.0", "+7", "007", "7e0", "0.7e1", 7, 7.0):
         assert unit_text(value) == "7", value
     assert unit_text("7.50") == unit_text(7.5) == "7.5"
+    assert unit_text(True) == unit_text(1) == "1"  # one unit, as 0.4 grouped them
     for text in ("abc", "7a", "1e999999", "nan", "inf", ""):  # not (finite) numbers: text
         assert unit_text(text) == text
     # an integer column stays int64 (no conversion); other forms become the same text
@@ -97,6 +99,16 @@ def test_run_scope_ledger_across_int_and_float_files(tmp_path: Path) -> None:
     assert text.report.unit_dropped_steps == 1
 
 
+def test_float_unit_ids_beyond_2_53_are_refused() -> None:
+    """2^53 + 1 has no float: a float column cannot hold such an id exactly, so its unit
+    could not be matched with the same id written as an integer elsewhere."""
+    kw = _common(keys=["a"], unit_column="u", max_keys=1, secret=unsafe_testing_secret(b"u" * 32))
+    frame = pd.DataFrame({"t": [1, 2], "k": ["a", "a"], "u": [7.0, 2.0**60]})
+    with pytest.raises(ValueError, match=r"unit id 1.15\d*e\+18 in column 'u' \(data row 2\)"):
+        keyed_counts(frame, **kw)
+    keyed_counts(frame.assign(u=[7.0, 2.0**53]), **kw)  # up to 2^53: exact
+
+
 def test_ledger_of_mixed_forms_merges_conservatively() -> None:
     """A 0.4 ledger may hold "7" and "7.0" as two units: read as one, with the union of
     their keys, the sum of their steps and the latest last step."""
@@ -125,6 +137,9 @@ def test_key_universe_matches_by_canonical_text() -> None:
     texts = ["0", "-0", str(2**63 - 1), str(2**63), str(-(2**63)), None, "x"]
     assert KeyUniverse(big).indices(pd.Series(texts, dtype=object)).tolist() == (
         [0, -1, 1, -1, 2, -1, -1]
+    )
+    assert KeyUniverse([10**18, 5]).indices(pd.Series([1e18, 5.0, 2.0**60])).tolist() == (
+        [0, 1, -1]  # beyond 2^53 a float is its shortest text: 1e18 is 10^18
     )
     with pytest.raises(ValueError, match=r"7 and '7' are one key"):
         KeyUniverse([7, "7"])

@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 from dpcount._time import Step, parse_step
 from dpcount._validate import MAX_EXACT_SUM
 from dpcount.counting._steps import check_running_sums
-from dpcount.keyed.ids import as_int_keys, canonical_text, key_texts, unit_ids
+from dpcount.keyed.ids import EXACT_FLOAT, as_int_keys, canonical_text, key_texts, unit_ids
 
 __all__ = [
     "Contributions",
@@ -645,6 +645,7 @@ def map_events(
         if unit.isna().any():
             row = row_name(unit.index, int(np.flatnonzero(unit.isna().to_numpy())[0]))
             raise ValueError(f"missing unit id in column {columns.unit!r} ({row})")
+        check_unit_floats(unit, columns.unit, source)
         out["unit"] = unit.to_numpy()
     unknown = keys < 0
     outside = ~unknown & ((steps < 1) | (steps > horizon))
@@ -676,6 +677,23 @@ def map_events(
         late_moved=moved,
     )
     return out[~(unknown | outside | later)].reset_index(drop=True), report
+
+
+def check_unit_floats(unit: pd.Series, column: str, source: str | None = None) -> None:
+    """ValueError naming the first unit id of a float column beyond 2^53: such a float is
+    not an exact integer id (2^53 + 1 reads as 2^53), so it could not be told from the
+    same unit's integer id in another file (:mod:`dpcount.keyed.ids`)."""
+    if not pd.api.types.is_float_dtype(unit.dtype):
+        return
+    big = np.abs(unit.to_numpy(np.float64)) > EXACT_FLOAT
+    if big.any():
+        i = int(np.argmax(big))
+        where = row_name(unit.index, i) + ("" if source is None else f" of {source}")
+        raise ValueError(
+            f"unit id {float(unit.iloc[i])!r} in column {column!r} ({where}) is a float beyond "
+            "2^53, which cannot hold an integer id exactly; store unit ids as integers "
+            "or text"
+        )
 
 
 def _clip(values: NDArray[Any], max_weight: float) -> tuple[NDArray[Any], int, float]:

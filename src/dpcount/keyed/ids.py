@@ -7,20 +7,23 @@ an int64 Parquet column, ``7.0`` from a float64 one (a column with a missing val
 Compared by type they would be two units — each bounded on its own, so one person's
 events would count twice the bound — or two keys. Here they are one:
 
-* **canonical text** (:func:`canonical_text`): text is itself; an integer, or a float
-  or decimal equal to one, is its decimal digits (``7``, ``7.0``, ``np.int8(7)`` →
-  ``"7"``; ``1e20`` → ``"100000000000000000000"``); any other finite number its exact
-  decimal value, shortest for a float (``7.5``, ``"7.50"`` as a decimal → ``"7.5"``);
-  a boolean ``"True"``/``"False"``. Two keys are one key when their canonical texts
-  are equal: a public universe given as text (a keys file) matches integer keys, and
-  an integer universe matches text keys written as its digits.
+* **canonical text** (:func:`canonical_text`): text is itself; an integer is its
+  decimal digits; a float (or decimal) the exact decimal of its shortest text — what
+  a CSV writer prints — with no exponent and no trailing zeros (``7``, ``7.0``,
+  ``np.int8(7)`` → ``"7"``; ``1e20`` → ``"100000000000000000000"``; ``7.5``,
+  ``Decimal("7.50")`` → ``"7.5"``; ``np.float32(0.1)`` → ``"0.1"``); a boolean
+  ``"True"``/``"False"``. Two keys are one key when their canonical texts are equal:
+  a public universe given as text (a keys file) matches integer keys, and an integer
+  universe matches text keys written as its digits.
 * **unit ids** (:func:`unit_text`) are compared as numbers also when written as text:
   ``"7.0"`` (a float column written to CSV), ``"+7"``, ``"007"`` and ``7`` are one
-  unit. Merging two ids into one unit can only tighten the bound (the merged unit
-  keeps at most what one unit may), so it is safe for privacy; the guarantee then
-  protects the canonical unit, a superset of each raw id's events. Keys are not
-  parsed that way: a key is public output, and ``"007"`` and ``"7"``, ``"1.10"`` and
-  ``"1.1"`` are different keys.
+  unit, and ``True`` is unit 1. Merging two ids into one unit can only tighten the
+  bound (the merged unit keeps at most what one unit may), so it is safe for privacy;
+  the guarantee then protects the canonical unit, a superset of each raw id's events.
+  Keys are not parsed that way: a key is public output, and ``"007"`` and ``"7"``, ``"1.10"`` and
+  ``"1.1"`` are different keys. A float unit id beyond 2^53 is refused
+  (:func:`dpcount.keyed.events.check_unit_floats`): such a float is no exact integer,
+  so it could not be matched with the same unit's integer id.
 
 The canonical form is a function of the id alone (never of which other ids occur or
 of the order of files), so it is the same in every file, partition and run: the unit
@@ -41,6 +44,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = [
+    "EXACT_FLOAT",
     "as_int_keys",
     "canonical_text",
     "ids_as_text",
@@ -55,8 +59,11 @@ __all__ = [
 _INT_TEXT = re.compile(r"0|-?[1-9][0-9]*")
 #: a decimal number as text (a unit id written by a float column, ``"+7"``, ``"007"``)
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-#: numbers as text beyond 10^±64 stay text (no million-digit integers from "1e999999")
-_MAX_EXPONENT = 64
+#: numbers as text beyond 10^±400 stay text (no million-digit integers from "1e999999";
+#: every finite float is within)
+_MAX_EXPONENT = 400
+#: floats up to 2^53 are integers exactly when whole, and their text is those digits
+EXACT_FLOAT = 2.0**53
 _INT64_MAX = np.iinfo(np.int64).max
 
 
@@ -78,18 +85,22 @@ def canonical_text(value: Any) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
-        f = float(value)
-        if not math.isfinite(f):
-            return repr(f)
-        return str(int(f)) if f == math.floor(f) else _decimal_text(Decimal(repr(f)))
+        if not math.isfinite(float(value)):
+            return repr(float(value))
+        # the shortest text that reads back as the value (what a CSV writer prints), as
+        # an exact decimal: 7.0 -> "7", 1e20 -> 10^20's digits, np.float32(0.1) -> "0.1"
+        return _decimal_text(Decimal(str(value)))
     if isinstance(value, Decimal) and value.is_finite():
         return _decimal_text(value)
     return str(value)
 
 
 def unit_text(value: Any) -> str:
-    """The canonical text of a unit id: :func:`canonical_text`, and a number written as
-    text (``"7.0"``, ``"+7"``, ``"007"``, ``"7e0"``) as that number's."""
+    """The canonical text of a unit id: :func:`canonical_text`, a number written as text
+    (``"7.0"``, ``"+7"``, ``"007"``, ``"7e0"``) as that number's, and a boolean as the
+    number it equals (``True`` is unit 1, as Python and pandas group it)."""
+    if isinstance(value, (bool, np.bool_)):  # True == 1 as numbers: never two units
+        return str(int(value))
     text = canonical_text(value)
     if not isinstance(value, str) or _INT_TEXT.fullmatch(text) or not _NUMBER_TEXT.fullmatch(text):
         return text
@@ -134,7 +145,7 @@ def unit_ids(values: pd.Series | NDArray[Any]) -> NDArray[Any]:
         return out
     if pd.api.types.is_float_dtype(s.dtype):
         f = s.to_numpy(np.float64)
-        if bool((np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)).all()):
+        if bool((np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) <= EXACT_FLOAT)).all()):
             out = f.astype(np.int64)
             return out
     if _all_text(s):  # most ids keep their text: only numbers not written canonically change
@@ -202,8 +213,10 @@ def as_int_keys(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.bool_]
         return values.to_numpy(np.int64), np.ones(n, dtype=bool)
     if pd.api.types.is_float_dtype(values.dtype):
         f = values.to_numpy(np.float64)
-        ok = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)
-        return np.where(ok, f, 0).astype(np.int64), ok
+        ok = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) <= EXACT_FLOAT)
+        if not (np.isfinite(f) & (np.abs(f) > EXACT_FLOAT)).any():
+            return np.where(ok, f, 0).astype(np.int64), ok
+        # beyond 2^53: by their canonical text (1e18 is 10^18; 2^60 as a float is not 2^60)
     import pyarrow as pa
     import pyarrow.compute as pc
 
