@@ -145,6 +145,8 @@ def test_library_refusals_before_any_file(tmp_path: Path) -> None:
         (dict(output=tmp_path / "o.csv", on_chunk=print), "not both"),
         (dict(output=tmp_path / "no" / "o.csv"), "does not exist"),
         (dict(chunk_keys=0), "chunk_keys"),
+        (dict(secret=tmp_path / "no" / "s.key"), r"secret file .*s.key: folder .* does not"),
+        (dict(state=tmp_path / "no" / "s.state", until=1), "state file .* does not exist"),
         (dict(time_column="when"), "time column 'when' not found"),
     ):
         with pytest.raises((ValueError, FileNotFoundError), match=match):

@@ -338,6 +338,8 @@ def run_incremental(
         )
     folder = Path(input_dir)
     record = inputs_path(state)
+    if not record.parent.is_dir():  # before the lock and the record are created there
+        raise FileNotFoundError(f"state file {state}: folder {record.parent} does not exist")
     columns = EventColumns(
         options["time_column"],
         options["key_column"],

@@ -708,6 +708,7 @@ def keyed_counts(
     check_std_digits(std_digits)
     _check_open(keys, selection, output, on_chunk)
     _check_output(output, on_chunk, sink, secret, chunk_keys)
+    _check_files(secret, state)
     if state is not None and secret_file(secret) is None:
         raise ValueError(
             "state= needs a secret file: the released-up-to mark that refuses a second "
@@ -852,6 +853,21 @@ def _check_output(
         )
     if out.suffix and not out.parent.is_dir():
         raise FileNotFoundError(f"output {out}: folder {out.parent} does not exist")
+
+
+def _check_files(secret: SecretArg, state: str | os.PathLike[str] | None) -> None:
+    """The secret's and the state's folders exist and the state is no directory, checked
+    before any file is written (a missing folder found when the state is saved would
+    come after the output: a release without its state)."""
+    given = secret if isinstance(secret, (str, os.PathLike)) else secret_file(secret)
+    for what, file in (("secret file", given), ("state file", state)):
+        if file is None:
+            continue
+        p = Path(file)
+        if not p.parent.is_dir():
+            raise FileNotFoundError(f"{what} {file}: folder {p.parent} does not exist")
+        if p.is_dir():
+            raise ValueError(f"{what} {file} is a directory")
 
 
 def _run_embedded(
