@@ -160,7 +160,9 @@ def test_library_refusals_before_any_file(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["parts"]
 
 
-def test_refused_first_incremental_run_leaves_no_record(tmp_path: Path) -> None:
+def test_incremental_refused_first_run_leaves_nothing_and_empty_release_has_header(
+    tmp_path: Path,
+) -> None:
     inbox = tmp_path / "in"
     inbox.mkdir()
     pd.DataFrame({"t": [1, 2], "k": ["a", "b"]}).to_csv(inbox / "a.csv", index=False)
@@ -176,6 +178,14 @@ def test_refused_first_incremental_run_leaves_no_record(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["in"]
     ran = run_incremental(inbox, **{**kw, "budget": Budget(epsilon=2.0)})  # corrected
     assert ran.released == (1, 2)
+    # (item 11) an open key set's release that selects no key: the header, readable
+    out = tmp_path / "open.csv"
+    kw.update(output=out, state=tmp_path / "o.state", secret=tmp_path / "o.key", keys=None)
+    ran = run_incremental(inbox, **kw, selection=KeySelection(epsilon=1.0, delta=1e-6))
+    assert ran.result is not None and ran.result.selection is not None
+    assert ran.result.selection.selected == 0
+    back = pd.read_csv(out)
+    assert list(back.columns) == ["key", "step", "time", "private_count", "std"] and back.empty
 
 
 def test_a_discarded_lock_is_not_held_by_a_late_opener(tmp_path: Path) -> None:
@@ -209,19 +219,3 @@ def test_no_key_selected_writes_a_readable_file(tmp_path: Path, suffix: str) -> 
     back = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
     assert list(back.columns) == ["key", "step", "time", "private_count", "std"]
     assert len(back) == 0
-
-
-def test_incremental_release_of_no_key_writes_the_header(tmp_path: Path) -> None:
-    inbox = tmp_path / "in"
-    inbox.mkdir()
-    pd.DataFrame({"t": [1, 2], "k": ["a", "b"]}).to_csv(inbox / "a.csv", index=False)
-    out = tmp_path / "out.csv"
-    ran = run_incremental(
-        inbox, state=tmp_path / "s.state", output=out, until=2, secret=tmp_path / "s.key",
-        keys=None, selection=KeySelection(epsilon=1.0, delta=1e-6), time_column="t",
-        key_column="k", step=1, start=1, horizon=4, budget=Budget(epsilon=1.0),
-    )  # fmt: skip
-    assert ran.result is not None and ran.result.selection is not None
-    assert ran.result.selection.selected == 0
-    back = pd.read_csv(out)
-    assert list(back.columns) == ["key", "step", "time", "private_count", "std"] and back.empty
