@@ -831,7 +831,9 @@ def _check_output(
         raise ValueError(f"give sink= alone, without {' or '.join(given)}=")
     if len(given) == 2:
         raise ValueError("give either output= or on_chunk=, not both")
-    if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int) or chunk_keys < 1:
+    if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int):
+        raise TypeError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
+    if chunk_keys < 1:
         raise ValueError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
     if output is None:
         return
