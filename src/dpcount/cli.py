@@ -156,13 +156,20 @@ def _quiet_stdout() -> None:
 
 def _warn_delta(args: argparse.Namespace) -> None:
     """One warning line on stderr, before any work, for a ``--delta`` above 1e-3 (every
-    subcommand that takes one; the guarantee line repeats it)."""
+    subcommand that takes one; the guarantee line repeats it) — or, for ``dpcount
+    keyed`` with key selection, for the run's total δ, ``--delta`` + ``--select-delta``."""
     delta = getattr(args, "delta", None)
-    if delta is None:
+    select = getattr(args, "select_delta", None)
+    if delta is None and select is None:
         return
     from dpcount.privacy.notes import delta_warning
 
-    text = delta_warning(delta, parameter="--delta")
+    if select is None:
+        text = delta_warning(delta, parameter="--delta")
+    elif delta is None:
+        text = delta_warning(select, parameter="--select-delta")
+    else:
+        text = delta_warning(delta + select, parameter="--delta + --select-delta =")
     if text is not None:
         print(f"dpcount: warning: {text}", file=sys.stderr)
 

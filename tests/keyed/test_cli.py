@@ -154,7 +154,7 @@ def test_bad_input_is_one_line_naming_the_thing(
     assert "events file" in one_line_error(capsys, [*argv[:1], str(tmp_path / "x.csv"), *argv[2:]])
     bad = tmp_path / "bad.csv"
     bad.write_text("day,product,qty\n2024-01-01,a,1\nyesterday,b,2\n")
-    assert "unparseable time 'yesterday' in column 'day' (line 3)" in one_line_error(
+    assert f"unparseable time 'yesterday' in column 'day' (line 3 of {bad})" in one_line_error(
         capsys, [*argv[:1], str(bad), *argv[2:]]
     )
     neg = tmp_path / "neg.csv"

@@ -398,8 +398,8 @@ def test_string_universe_builds_its_lookup_once_and_matches_as_text(monkeypatch)
         assert universe.indices(column).tolist() == [3, 0, -1, 0]
     text = pd.Series(["a", None, "b", "7", "x"], dtype="str")
     assert universe.indices(text).tolist() == [2, -1, 1, 0, -1]
-    mixed = pd.Series(["a", 7, 10.0, "10"], dtype=object)  # only strings match text keys
-    assert universe.indices(mixed).tolist() == [2, -1, -1, 3]
+    mixed = pd.Series(["a", 7, 10.0, "10"], dtype=object)  # one key: 7, 10.0 as "7", "10"
+    assert universe.indices(mixed).tolist() == [2, 0, 3, 3]
     assert len(built) == 1
     copy = pickle.loads(pickle.dumps(universe))
     assert "_lookup" not in copy.__dict__ and copy == universe

@@ -56,6 +56,7 @@ from numpy.typing import NDArray
 
 from dpcount._validate import check_integer
 from dpcount.keyed.events import DropReport, _clip, partial_sums
+from dpcount.keyed.ids import ids_as_text, key_texts, unit_ids, unit_texts
 from dpcount.privacy.budget import Participation
 
 __all__ = ["RunBound", "UnitLedger", "bound_units_run", "greedy_separated"]
@@ -176,16 +177,33 @@ class UnitLedger:
             frame["last"].to_numpy(np.int64),
         )
 
+    def canonical(self) -> UnitLedger:
+        """The ledger with every unit under its canonical id (:func:`dpcount.keyed.ids.
+        unit_text`): itself when they already are (every ledger this version writes); a
+        ledger of dpcount 0.4 may hold ``"7"`` and ``"7.0"`` as two units. Units that
+        become one are merged conservatively — the union of their keys (possibly more
+        than ``max_keys``: no new key then), per key the sum of their steps (at least
+        the merged unit's) and the latest last step — so the bound can only tighten."""
+        names = np.asarray(self.units, dtype=object)
+        texts = unit_texts(names) if len(names) else names
+        if np.array_equal(texts, names):
+            return self
+        frame = self.frame()
+        frame["utext"] = texts[self.unit] if len(self.unit) else frame["utext"]
+        merged = frame.groupby(["utext", "key"], as_index=False, sort=False).agg(
+            steps=("steps", "sum"), last=("last", "max")
+        )
+        return UnitLedger.from_frame(merged)
+
     def remap_keys(self, position: I64) -> UnitLedger:
         """The ledger with key index i renamed ``position``[i]."""
         return UnitLedger(self.units, self.unit, position[self.key], self.steps, self.last)
 
 
-def _texts(values: Any) -> NDArray[Any]:
-    """Names as text: a unit or key read as 7 from one file and as "7" from another is
-    the same unit (its bound must not start afresh)."""
-    out: NDArray[Any] = pd.Series(values).astype(str).to_numpy(dtype=object)
-    return out
+def _key_texts(values: Any) -> NDArray[Any]:
+    """Key names as their canonical text (:mod:`dpcount.keyed.ids`): the tie-break
+    hashes the same name whatever type a key was read as."""
+    return key_texts(pd.Series(values, dtype=object))
 
 
 def pair_rank(unit_text: NDArray[Any], key_text: NDArray[Any], hash_key: str) -> NDArray[np.uint64]:
@@ -271,15 +289,15 @@ def bound_units_run(
     (rows beyond ``max_steps`` or closer than ``min_separation``), ``clipped_events`` —
     and the ledger after these steps.
     """
-    per = partial_sums(per, by_unit=True)
+    per = partial_sums(per.assign(unit=unit_ids(per["unit"])), by_unit=True)
     report = DropReport()
-    ledger = UnitLedger.empty() if ledger is None else ledger
+    ledger = UnitLedger.empty() if ledger is None else ledger.canonical()
     if per.empty:
         return pd.DataFrame({"key": [], "step": [], "weight": []}), report, ledger
     key_idx = per["key"].to_numpy(np.int64)
-    per["utext"] = _texts(per["unit"])
+    per["utext"] = ids_as_text(per["unit"].to_numpy())  # canonical ids already
     names = key_idx if keys is None else np.asarray(keys, dtype=object)[key_idx]
-    per["rank"] = pair_rank(per["utext"].to_numpy(), _texts(names), hash_key)
+    per["rank"] = pair_rank(per["utext"].to_numpy(), _key_texts(names), hash_key)
     before = ledger.frame()
     # 1. keys: a unit's pairs of earlier runs stay; its new pairs fill the free slots in
     #    the order of their first step, then rank, then key (a causal rule)

@@ -383,6 +383,7 @@ def _file_line(err: ValueError, path: Path, ddf: Any) -> ValueError | None:
     position = int(lengths[lengths.index < part + 1].sum()) + row
     lines = _line_numbers(path, int(lengths.sum()))
     name = f"data row {position + 1}" if lines is None else f"line {int(lines[position])}"
+    name += "" if f" of {path}" in str(err) else f" of {path}"
     return ValueError(str(err).replace(found.group(0), name))
 
 

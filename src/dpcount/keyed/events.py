@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from dpcount._time import Step, parse_step
 from dpcount._validate import MAX_EXACT_SUM
 from dpcount.counting._steps import check_running_sums
+from dpcount.keyed.ids import EXACT_FLOAT, as_int_keys, canonical_text, key_texts, unit_ids
 
 __all__ = [
     "Contributions",
@@ -286,12 +287,20 @@ class KeyUniverse:
         ks = tuple(k.item() if isinstance(k, np.generic) else k for k in keys)
         if not ks:
             raise ValueError("keys must hold at least one key")
-        index, text = _lookup_index(ks)
+        index, integers = _lookup_index(ks)
         if not index.is_unique:
             dup = index[index.duplicated()][0]
-            raise ValueError(f"keys must be unique, {dup!r} appears more than once")
+            same = [k for k in ks if canonical_text(k) == canonical_text(dup)]
+            raise ValueError(
+                f"keys must be unique, {' and '.join(map(repr, same[:2]))} "
+                + (
+                    "appears more than once"
+                    if len(set(map(repr, same))) == 1
+                    else "are one key (equal as numbers or as text)"
+                )
+            )
         object.__setattr__(self, "keys", ks)
-        object.__setattr__(self, "_lookup", (index, text))
+        object.__setattr__(self, "_lookup", (index, integers))
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -305,8 +314,10 @@ class KeyUniverse:
     def indices(self, values: pd.Series) -> I64:
         """Key index of every value, −1 for keys outside the universe.
 
-        A universe of strings (e.g. read from a keys file) is matched against the
-        values as text, so integer key columns match keys written as digits.
+        Keys are compared by their canonical text (:mod:`dpcount.keyed.ids`): a
+        universe of strings (e.g. read from a keys file) matches integer keys written
+        as its digits, and ``7``, ``7.0`` and ``"7"`` are one key; an integer universe
+        is matched as integers (``"007"`` is not 7).
 
         The lookup index (and its hash table) is built once per process and universe,
         not per call: a Dask worker matches every input partition against the one it
@@ -316,16 +327,15 @@ class KeyUniverse:
         if cached is None:  # unpickled: built on first use
             cached = _lookup_index(self.keys)
             object.__setattr__(self, "_lookup", cached)
-        index, text = cached
-        if text:
-            if not (pd.api.types.is_string_dtype(values.dtype) or values.dtype == object):
-                values = values.astype(str)
-            # Python strings against the index's own: the hash table of the keys is used
-            # as built (a str-dtype target made pandas convert the index on first use)
-            target = pd.Index(values.to_numpy(dtype=object), dtype=object)
-            out: I64 = index.get_indexer(target).astype(np.int64)
+        index, integers = cached
+        if integers:
+            ints, ok = as_int_keys(values)
+            out: I64 = np.where(ok, index.get_indexer(ints), -1).astype(np.int64)
             return out
-        out = index.get_indexer(values).astype(np.int64)
+        # Python strings against the index's own: the hash table of the keys is used
+        # as built (a str-dtype target made pandas convert the index on first use)
+        target = pd.Index(key_texts(values), dtype=object)
+        out = index.get_indexer(target).astype(np.int64)
         return out
 
     def digest(self) -> str:
@@ -343,14 +353,18 @@ class KeyUniverse:
 
 
 def _lookup_index(keys: tuple[Any, ...] | range) -> tuple[pd.Index, bool]:
-    """The index that matches event keys against a universe, and whether every key is a
-    string. Strings go in an object index of the keys' own Python values (pandas would
-    copy them into Arrow storage and hash fresh copies: 10^7 keys took 1.9 GiB, not 0.9);
-    other keys in the index pandas infers for them, as before."""
+    """The index that matches event keys against a universe, and whether it matches
+    integers (a universe of integers, or a range) rather than canonical texts. Strings
+    go in an object index of the keys' own Python values (pandas would copy them into
+    Arrow storage and hash fresh copies: 10^7 keys took 1.9 GiB, not 0.9)."""
     if isinstance(keys, range):
-        return pd.RangeIndex(keys.start, keys.stop, keys.step), False
-    text = all(isinstance(k, str) for k in keys)
-    return (pd.Index(keys, dtype=object) if text else pd.Index(keys)), text
+        return pd.RangeIndex(keys.start, keys.stop, keys.step), True
+    kinds = {type(k) for k in keys}
+    if kinds == {str}:
+        return pd.Index(keys, dtype=object), False
+    if kinds == {int} and min(keys) >= -(2**63) and max(keys) < 2**63:
+        return pd.Index(keys, dtype=np.int64), True
+    return pd.Index([canonical_text(k) for k in keys], dtype=object), False
 
 
 #: keys of a range universe hashed per update (:meth:`KeyUniverse.digest`)
@@ -374,22 +388,29 @@ def _parse_width(step: int | str) -> Step:
     return parsed
 
 
-def parse_times(values: pd.Series, column: str) -> pd.Series:
+def parse_times(values: pd.Series, column: str, source: str | None = None) -> pd.Series:
     """Integer times as int64, or ISO dates/timestamps as naive UTC datetimes.
 
+    ``source``: the file the values come from, for messages (rows are named by
+    :func:`row_name`: a CSV's line, a frame's data row).
+
     Raises:
-        ValueError: missing or unparseable times, naming the column and a bad value.
+        ValueError: missing or unparseable times, or an integer time outside the
+            64-bit range (never wrapped), naming the column, the row and ``source``.
     """
+    where = "" if source is None else f" of {source}"
     if values.isna().any():
         row = row_name(values.index, int(np.flatnonzero(values.isna().to_numpy())[0]))
-        raise ValueError(f"missing time in column {column!r} ({row})")
+        raise ValueError(f"missing time in column {column!r} ({row}{where})")
     if pd.api.types.is_integer_dtype(values.dtype):
+        _check_int64_times(values, column, where)
         return values.astype(np.int64)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         out = values
     else:
         text = values.astype(str)
         if text.str.fullmatch(r"-?\d+").all():
+            _check_int64_times(text, column, where)
             return text.astype(np.int64)
         out = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
         bad = out.isna().to_numpy()
@@ -397,12 +418,39 @@ def parse_times(values: pd.Series, column: str) -> pd.Series:
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
                 f"unparseable time {text.iloc[i]!r} in column {column!r} "
-                f"({row_name(values.index, i)}); "
+                f"({row_name(values.index, i)}{where}); "
                 "expected integers or ISO dates/timestamps"
             )
     if getattr(out.dt, "tz", None) is not None:
         out = out.dt.tz_convert("UTC").dt.tz_localize(None)
     return out.astype("datetime64[ns]")
+
+
+#: the range of integer times (and of an integer ``start``): int64
+_TIME_MIN, _TIME_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
+def _check_int64_times(values: pd.Series, column: str, where: str) -> None:
+    """ValueError naming the first integer time outside int64 (an unsigned column above
+    2^63 − 1 would wrap, digits beyond it overflow)."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        if not pd.api.types.is_unsigned_integer_dtype(values.dtype) or not len(values):
+            return
+        over = values.to_numpy() > np.uint64(_TIME_MAX)
+    else:  # digits, as text: 19 digits or fewer fit (one more only for -2^63 exactly)
+        long = values.str.len().to_numpy() > 18
+        if not long.any():
+            return
+        over = np.zeros(len(values), dtype=bool)
+        at = np.flatnonzero(long)
+        over[at] = [not _TIME_MIN <= int(values.iloc[i]) <= _TIME_MAX for i in at]
+    if over.any():
+        i = int(np.argmax(over))
+        raise ValueError(
+            f"integer time {values.iloc[i]} in column {column!r} ({row_name(values.index, i)}"
+            f"{where}) is outside the 64-bit range of integer times "
+            f"({_TIME_MIN}..{_TIME_MAX})"
+        )
 
 
 @dataclass(frozen=True)
@@ -423,6 +471,11 @@ class TimeBuckets:
                 start = int(start) if start.strip().lstrip("-").isdigit() else start
             if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
                 raise ValueError(f"start must be an integer for an integer step, got {start!r}")
+            if not _TIME_MIN <= int(start) <= _TIME_MAX:
+                raise ValueError(
+                    f"start {start} is outside the 64-bit range of integer times "
+                    f"({_TIME_MIN}..{_TIME_MAX})"
+                )
             return cls(width, int(start))
         try:
             ts = pd.Timestamp(start)
@@ -459,13 +512,33 @@ class TimeBuckets:
             if not pd.api.types.is_integer_dtype(times.dtype):
                 raise ValueError("the step is an integer width but the times are dates")
             assert isinstance(self.start, int)
-            out: I64 = (times.to_numpy(np.int64) - self.start) // int(self.width.width) + 1
+            t = times.to_numpy(np.int64)
+            diff = t - np.int64(self.start)  # wraps when |t − start| ≥ 2^63: fixed below
+            out: I64 = diff // int(self.width.width) + 1
+            after = t >= self.start
+            if bool((after != (diff >= 0)).any()):  # wrapped: far before or after the steps
+                out = np.where(after != (diff >= 0), np.where(after, _TIME_MAX, 0), out)
             return out
         if not pd.api.types.is_datetime64_any_dtype(times.dtype):
             raise ValueError("the step is a duration but the times are integers")
         assert isinstance(self.start, pd.Timestamp)
         ns = times.to_numpy("datetime64[ns]").view(np.int64)
         return self.width.index(int(self.start.value), ns)
+
+    def check_horizon(self, horizon: object) -> None:
+        """ValueError when the end of step ``horizon`` (integer times: start + horizon ·
+        width) is beyond the 64-bit range of integer times (step starts would wrap)."""
+        if self.width.kind != "number" or isinstance(horizon, bool):
+            return
+        if not isinstance(horizon, (int, np.integer)):
+            return  # the mechanism refuses it, naming horizon
+        assert isinstance(self.start, int)
+        end = self.start + int(horizon) * int(self.width.width)
+        if end > _TIME_MAX:
+            raise ValueError(
+                f"start {self.start} + horizon {horizon} x step {int(self.width.width)} = "
+                f"{end} is beyond the 64-bit range of integer times (at most {_TIME_MAX})"
+            )
 
     def last_step(self, times: pd.Series) -> int:
         return int(self.steps(times).max()) if len(times) else 0
@@ -621,7 +694,7 @@ def map_events(
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
     columns.check(list(frame.columns), "the events")
-    times = parse_times(frame[columns.time], columns.time)
+    times = parse_times(frame[columns.time], columns.time, source)
     steps = buckets.steps(times)
     keys = universe.indices(frame[columns.key])
     weight = _weights(frame, columns.weight, integer)
@@ -631,6 +704,7 @@ def map_events(
         if unit.isna().any():
             row = row_name(unit.index, int(np.flatnonzero(unit.isna().to_numpy())[0]))
             raise ValueError(f"missing unit id in column {columns.unit!r} ({row})")
+        check_unit_floats(unit, columns.unit, source)
         out["unit"] = unit.to_numpy()
     unknown = keys < 0
     outside = ~unknown & ((steps < 1) | (steps > horizon))
@@ -662,6 +736,23 @@ def map_events(
         late_moved=moved,
     )
     return out[~(unknown | outside | later)].reset_index(drop=True), report
+
+
+def check_unit_floats(unit: pd.Series, column: str, source: str | None = None) -> None:
+    """ValueError naming the first unit id of a float column beyond 2^53: such a float is
+    not an exact integer id (2^53 + 1 reads as 2^53), so it could not be told from the
+    same unit's integer id in another file (:mod:`dpcount.keyed.ids`)."""
+    if not pd.api.types.is_float_dtype(unit.dtype):
+        return
+    big = np.abs(unit.to_numpy(np.float64)) > EXACT_FLOAT
+    if big.any():
+        i = int(np.argmax(big))
+        where = row_name(unit.index, i) + ("" if source is None else f" of {source}")
+        raise ValueError(
+            f"unit id {float(unit.iloc[i])!r} in column {column!r} ({where}) is a float beyond "
+            "2^53, which cannot hold an integer id exactly; store unit ids as integers "
+            "or text"
+        )
 
 
 def _clip(values: NDArray[Any], max_weight: float) -> tuple[NDArray[Any], int, float]:
@@ -743,7 +834,8 @@ def bound_units(
 
     ``per`` may hold several partial sums of one (unit, step, key); they are added first.
     """
-    per = partial_sums(per, by_unit=True)
+    # one unit whatever the type its id was read as (dpcount.keyed.ids): "7", 7, 7.0
+    per = partial_sums(per.assign(unit=unit_ids(per["unit"])), by_unit=True)
     per["rank"] = _unit_rank(per, hash_key)
     per = per.sort_values(["unit", "step", "rank", "key"], kind="stable")
     order = per.groupby(["unit", "step"], sort=False).cumcount().to_numpy()

@@ -81,7 +81,14 @@ from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
 from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
 from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.mark import ReleaseMark, RunLock, SecretLike, body_mac, mark_path
-from dpcount.keyed.run import KeyedResult, _PartsDir, csv_frame, iter_frames, keyed_counts
+from dpcount.keyed.run import (
+    KeyedResult,
+    _PartsDir,
+    csv_frame,
+    iter_frames,
+    keyed_counts,
+    or_header,
+)
 from dpcount.keyed.secret import RunSecret
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
@@ -512,7 +519,7 @@ class _Appender:
             os.ftruncate(fd, self.size)
             os.lseek(fd, self.size, os.SEEK_SET)
             header = self.size == 0
-            for frame in iter_frames(job, chunks, self.time_label):
+            for frame in or_header(iter_frames(job, chunks, self.time_label), self.time_label):
                 text = csv_frame(frame, self.digits).to_csv(
                     header=header, index=False, lineterminator="\n"
                 )
@@ -591,6 +598,8 @@ def run_incremental(
         )
     folder = Path(input_dir)
     record = inputs_path(state)
+    if not record.parent.is_dir():  # before the lock and the record are created there
+        raise FileNotFoundError(f"state file {state}: folder {record.parent} does not exist")
     columns = EventColumns(
         options["time_column"],
         options["key_column"],
@@ -606,7 +615,10 @@ def run_incremental(
     try:
         return _run_locked(run, until, wait)
     finally:
-        lock.release()
+        if record.exists():
+            lock.release()
+        else:  # a refused first run: no record, no lock file left behind either
+            lock.discard()
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from dpcount.keyed.events import (
     read_keys,
     to_contributions,
 )
+from dpcount.keyed.ids import canonical_text, open_keys
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import (
@@ -339,6 +340,7 @@ def make_job(
     if horizon is None:
         horizon = max(buckets.last_step(times), 1)
         derived.append("horizon")
+    buckets.check_horizon(horizon)
     weight = check_max_weight(max_weight, kind.is_discrete)
     if max_keys is not None and columns.unit is None:
         raise ValueError("max_keys needs a unit column (unit_column=...)")
@@ -421,9 +423,11 @@ def open_universe(
     selection: KeySelection | None, key_values: pd.Series | None, prior: Sequence[Any] = ()
 ) -> KeyUniverse:
     """The universe of an open key set while its events are read: the key table of the
-    earlier runs (``prior``), then the other distinct keys of the events, sorted (by
-    type name, then value) so that it does not depend on row order. The keys that get
-    a bounded contribution then get their noise positions (:func:`place_keys`)."""
+    earlier runs (``prior``), then the other distinct keys of the events, sorted so that
+    it does not depend on row order. Keys are one key when equal as numbers or as
+    their canonical text (:func:`dpcount.keyed.ids.open_keys`: integers while every
+    key column and the stored table are integers, else canonical text). The keys that
+    get a bounded contribution then get their noise positions (:func:`place_keys`)."""
     if selection is None:
         raise ValueError(
             "keys: give the public key universe, or keys=None with "
@@ -431,13 +435,12 @@ def open_universe(
         )
     if key_values is None:
         raise ValueError("an open key set (keys=None) needs the events' key column")
-    values = pd.unique(key_values.dropna())
-    distinct = [v.item() if isinstance(v, np.generic) else v for v in values]
-    known = set(prior)
-    new = sorted((v for v in distinct if v not in known), key=lambda v: (type(v).__name__, v))
-    if not new and not prior:
+    table, distinct = open_keys(key_values, tuple(prior))
+    known = set(table)
+    new = sorted(v for v in distinct if v not in known)
+    if not new and not table:
         raise ValueError("keys=None: the events hold no key to select from")
-    return KeyUniverse([*prior, *new])
+    return KeyUniverse([*table, *new])
 
 
 def place_keys(
@@ -547,7 +550,7 @@ def _resolve_secret(secret: SecretArg, config: dict[str, Any]) -> tuple[RunSecre
         if secret.run_id is not None:
             made = dataclasses.replace(made, run_id=secret.run_id)
         return made, False
-    return RunSecret.open_or_create(secret, config)
+    return RunSecret.open_or_generate(secret, config)  # written by begin_release
 
 
 def begin_release(
@@ -563,8 +566,13 @@ def begin_release(
     """Before any output: every running sum is exact (below 2^53, else ValueError naming
     the key and step), and the guard's mark accepts releasing ``job``'s steps from this
     input (:meth:`~dpcount.keyed.mark.ReleaseGuard.begin`) and records it in progress.
+    A new secret (``created``) is written to its file here, not before.
     ``stored``: the state it continues (its open key set and unit ledger are input too)."""
     check_running(contributions, base, job.universe.keys, job.first, job.until)
+    if created and job.secret.path is not None and not job.secret.path.exists():
+        # only now, everything validated: a refused run leaves no secret file (and mark)
+        # bound to its configuration behind
+        job.secret.write()
     if guard is None:
         return
     extra = b"" if stored is None else extras_digest(stored.open, stored.ledger)
@@ -641,7 +649,9 @@ def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState
     dtype = np.int64 if job.integer else np.float64
     if stored.sums.dtype != dtype:
         raise ValueError(f"state file {state} holds {stored.sums.dtype} sums, not {dtype}")
-    if stored.open is not None and stored.open.keys != job.universe.keys[: len(stored.open.keys)]:
+    if stored.open is not None and [canonical_text(k) for k in stored.open.keys] != [
+        canonical_text(k) for k in job.universe.keys[: len(stored.open.keys)]
+    ]:
         raise ValueError(f"state file {state} changed during the run (its key table)")
     return stored
 

@@ -8,7 +8,10 @@ the exact difference of the data. Two files beside the secret file prevent that:
 
 * ``<secret>.lock``: an exclusive :func:`fcntl.flock` held for the whole run (from
   before the state is read until the mark is final). A second run of the same secret
-  fails at once (:class:`RunLocked`, naming the process that holds it).
+  fails at once (:class:`RunLocked`, naming the process that holds it). A run refused
+  before its secret file was written removes the lock file while holding it
+  (:meth:`RunLock.discard`); a run that opened the removed file finds, after its
+  ``flock``, that the path is no longer that file and opens it again.
 * ``<secret>.released``, the **mark** (:class:`ReleaseMark`): the last step released
   with this secret, the last release (its steps and an HMAC digest of its input: the
   contributions of its steps, the state's sums and noise state), and a release *in
@@ -289,30 +292,51 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        """Take the lock. A lock file removed by its holder (:meth:`discard`) between
+        our open and our flock is not the lock any more: we open the path again."""
         import fcntl
 
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(self.path, flags, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            raise RunLocked(
-                f"another dpcount keyed run (process {holder}) holds the lock {self.path} of "
-                "this secret: two runs at once could release the same steps twice (with the "
-                "same noise); wait for it to finish, then rerun"
-            ) from None
+        while True:
+            fd = os.open(self.path, flags, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                raise RunLocked(
+                    f"another dpcount keyed run (process {holder}) holds the lock {self.path} "
+                    "of this secret: two runs at once could release the same steps twice "
+                    "(with the same noise); wait for it to finish, then rerun"
+                ) from None
+            if self._same_file(fd):
+                break
+            os.close(fd)  # locked an unlinked file: its holder discarded it
         os.ftruncate(fd, 0)
         write_all(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+
+    def _same_file(self, fd: int) -> bool:
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
 
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
+
+    def discard(self) -> None:
+        """Remove the lock file, then release it (a run that leaves nothing behind);
+        a run waiting on it opens a new one (:meth:`acquire`)."""
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+        self.release()
 
 
 class ReleaseGuard:
@@ -338,7 +362,11 @@ class ReleaseGuard:
         value: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if self._lock is not None:
+        if self._lock is None:
+            return
+        if self.secret_path is not None and not self.secret_path.exists():
+            self._lock.discard()  # a refused new run: no secret, no mark, no lock file
+        else:
             self._lock.release()
 
     def begin(

@@ -55,6 +55,7 @@ from dpcount.keyed.order import released_blocks, row_mask
 from dpcount.keyed.selection import KeySelection, SelectionOutcome
 from dpcount.keyed.watermark import check_late
 from dpcount.privacy.budget import Budget, NoiseKind
+from dpcount.privacy.notes import delta_warning
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
 
@@ -84,6 +85,8 @@ class KeyedResult:
     config: dict[str, Any] = field(default_factory=dict)
     #: key selection (open key set): candidate and selected counts (exact, not private)
     selection: SelectionOutcome | None = None
+    #: the key selection's budget (ε_s, δ_s) of an open key set (None: public keys)
+    key_selection: KeySelection | None = None
 
     @property
     def released(self) -> tuple[int, int]:
@@ -121,7 +124,7 @@ class KeyedResult:
                 if r.unit_dropped_steps
                 else ""
             ),
-            f"guarantee: {m.describe()}",
+            self.guarantee(),
             *([] if self.selection is None else [self.selection.summary()]),
             f"exact error: std per count {std.min():.4g} .. {std.max():.4g} "
             f"(rms {math.sqrt(float(np.mean(std * std))):.4g})",
@@ -139,6 +142,27 @@ class KeyedResult:
                 "pass them explicitly for a fully private release"
             )
         return lines
+
+    def guarantee(self) -> str:
+        """The summary's ``guarantee:`` line: the run's whole guarantee — with key
+        selection (ε_s, δ_s) and counting (ε_c, δ_c), (ε_s + ε_c, δ_s + δ_c)-DP by basic
+        composition (:mod:`dpcount.keyed.selection`) — with the large-δ warning of
+        :func:`~dpcount.privacy.notes.delta_warning` on the total δ, then the counting
+        mechanism's own guarantee."""
+        m, chosen = self.mechanism, self.key_selection
+        if chosen is None:
+            return f"guarantee: {m.describe()}"
+        delta_c = 0.0 if m.delta is None else m.delta
+        epsilon, delta = chosen.epsilon + m.epsilon, chosen.delta + delta_c
+        warning = delta_warning(delta, parameter="total delta")
+        return (
+            f"guarantee: ({epsilon:g}, {delta:.3g})-DP in total for logs that differ in one "
+            f"unit (one event at event level): key selection (epsilon {chosen.epsilon:g}, "
+            f"delta {chosen.delta:.3g}) + counting (epsilon {m.epsilon:g}, delta "
+            f"{delta_c:.3g}), basic composition"
+            + ("" if warning is None else f". WARNING: {warning}")
+            + f"; counting: {m.describe()}"
+        )
 
 
 def iter_frames(
@@ -261,6 +285,35 @@ def iter_tables(
 
             table = table.filter(pa.array(row_mask(since, values.shape[0], job.first)))
         yield table
+
+
+def or_header(frames: Iterable[pd.DataFrame], time_label: str) -> Iterator[pd.DataFrame]:
+    """``frames``, or one frame of no rows with the output's columns when there are none
+    (a release of an open key set that selected no key yet): a CSV then holds its
+    header, which ``pandas.read_csv`` reads as a table of no rows (an empty file is
+    refused by it)."""
+    empty = True
+    for frame in frames:
+        empty = False
+        yield frame
+    if empty:
+        names = ("key", "step", time_label, "private_count", "std")
+        yield pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
+
+
+def _or_schema(tables: Iterable[Any], job: KeyedJob, time_label: str) -> Iterator[Any]:
+    """:func:`or_header` for Arrow tables: a table of no rows with the schema of the
+    run's tables (a Parquet file then has its columns and types)."""
+    empty = True
+    for table in tables:
+        empty = False
+        yield table
+    if empty:
+        std = job.mechanism.std()[job.first - 1 : job.until]
+        times = job.buckets.times(job.first, job.until)
+        one = np.zeros((len(std), 1), dtype=np.int64 if job.integer else np.float64)
+        table = ChunkTables(std, times, time_label, job.first).table(one, job.universe.keys[:1])
+        yield table.slice(0, 0)
 
 
 def csv_frame(frame: pd.DataFrame, digits: int | None) -> pd.DataFrame:
@@ -659,6 +712,8 @@ def keyed_counts(
     check_secret_arg(secret)
     check_std_digits(std_digits)
     _check_open(keys, selection, output, on_chunk)
+    _check_output(output, on_chunk, sink, secret, chunk_keys)
+    _check_files(secret, state)
     if state is not None and secret_file(secret) is None:
         raise ValueError(
             "state= needs a secret file: the released-up-to mark that refuses a second "
@@ -745,7 +800,7 @@ def keyed_counts(
             sink,
             std_digits,
         )
-        result.selection = outcome
+        result.selection, result.key_selection = outcome, selection
         return result
 
 
@@ -769,6 +824,62 @@ def _check_open(
             )
 
 
+def _check_output(
+    output: str | os.PathLike[str] | None,
+    on_chunk: object,
+    sink: object,
+    secret: SecretArg,
+    chunk_keys: int,
+) -> None:
+    """Refuse a bad output before any file is written: a refused run must leave no
+    secret file, mark or output behind (a secret bound to a refused configuration
+    would refuse the corrected rerun)."""
+    given = [name for name, v in (("output", output), ("on_chunk", on_chunk)) if v is not None]
+    if sink is not None and given:
+        raise ValueError(f"give sink= alone, without {' or '.join(given)}=")
+    if len(given) == 2:
+        raise ValueError("give either output= or on_chunk=, not both")
+    if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int):
+        raise TypeError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
+    if chunk_keys < 1:
+        raise ValueError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
+    if output is None:
+        return
+    out = Path(output)
+    if out.suffix and out.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ValueError(
+            f"output {out} must end in .csv or .parquet (or have no extension: a directory "
+            "of Parquet parts)"
+        )
+    if out.suffix and out.is_dir():
+        raise ValueError(f"output {out} is a directory, not a file")
+    if not out.suffix and out.exists() and not out.is_dir():
+        raise ValueError(f"output {out} is a file: a path without an extension is a directory")
+    path = secret_file(secret)
+    if not out.suffix and (out / "_run.json").exists() and path is not None and not path.exists():
+        raise ValueError(
+            f"output directory {out} holds another run's parts (its _run.json), and secret "
+            f"file {path} is new: give another directory"
+        )
+    if out.suffix and not out.parent.is_dir():
+        raise FileNotFoundError(f"output {out}: folder {out.parent} does not exist")
+
+
+def _check_files(secret: SecretArg, state: str | os.PathLike[str] | None) -> None:
+    """The secret's and the state's folders exist and the state is no directory, checked
+    before any file is written (a missing folder found when the state is saved would
+    come after the output: a release without its state)."""
+    given = secret if isinstance(secret, (str, os.PathLike)) else secret_file(secret)
+    for what, file in (("secret file", given), ("state file", state)):
+        if file is None:
+            continue
+        p = Path(file)
+        if not p.parent.is_dir():
+            raise FileNotFoundError(f"{what} {file}: folder {p.parent} does not exist")
+        if p.is_dir():
+            raise ValueError(f"{what} {file} is a directory")
+
+
 def _run_embedded(
     events: pd.DataFrame | str | os.PathLike[str],
     common: dict[str, Any],
@@ -786,11 +897,11 @@ def _run_embedded(
     columns: EventColumns = common["columns"]
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     columns.check(list(frame.columns), "the events")
-    times = parse_times(frame[columns.time], columns.time)
+    source = None if isinstance(events, pd.DataFrame) else str(events)
+    times = parse_times(frame[columns.time], columns.time, source)
     prior = stored_keys(common, state)
     job, derived = make_job(times=times, key_values=frame[columns.key], prior_keys=prior, **common)
     job = release_window(job, state, until, times, allowed_lateness, derived)
-    source = None if isinstance(events, pd.DataFrame) else str(events)
     partial, report = job.prepare(frame, source)  # validates the events before a secret is created
     job, created = job.with_secret(secret)
     job, stored = with_stored(job, state)
@@ -879,18 +990,15 @@ def _emit(
         for lo, values in chunks:
             on_chunk(lo, values)
     elif output is None:
-        listed = list(frames)
-        if not listed:  # no key selected (yet): no rows
-            names = ("key", "step", time_label, "private_count", "std")
-            listed = [pd.DataFrame({name: pd.Series([], dtype=object) for name in names})]
-        frame = pd.concat(listed, ignore_index=True)
+        frame = pd.concat(list(or_header(frames, time_label)), ignore_index=True)
         for column in ("key", time_label):  # plain values, whatever the chunking
             frame[column] = frame[column].astype(object)
         result.frame = frame
     elif Path(output).suffix.lower() in (".parquet", ".pq"):
-        result.output = write_frames(iter_tables(job, chunks, time_label), output)
-    else:
-        result.output = write_frames(frames, output, std_digits)
+        tables = iter_tables(job, chunks, time_label)
+        result.output = write_frames(_or_schema(tables, job, time_label), output)
+    else:  # no key selected (yet): the header alone, a file every CSV reader reads
+        result.output = write_frames(or_header(frames, time_label), output, std_digits)
     if state is not None:  # only once the whole output is out
         assert carry is not None
         save_state(job, state, carry.sums, carry.buffers, carry.open, carry.ledger)

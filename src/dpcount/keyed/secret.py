@@ -36,7 +36,6 @@ a new run with a new secret and its own budget.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 import json
@@ -140,24 +139,40 @@ class RunSecret:
     @classmethod
     def create(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
         """Create ``path`` (must not exist) with a fresh secret, mode 0600."""
-        p = Path(path)
-        value = cls(secrets.token_bytes(32), secrets.token_hex(8), dict(config))
+        return cls.generate(path, config).write()
+
+    @classmethod
+    def generate(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
+        """A fresh secret for ``path``, not written yet (:meth:`write`): a run writes
+        it only once everything is validated and it is about to release, so a refused
+        run leaves no secret file bound to its configuration."""
+        real = Path(os.path.realpath(path))
+        return cls(secrets.token_bytes(32), secrets.token_hex(8), dict(config), real)
+
+    def write(self) -> RunSecret:
+        """Write this secret to its (absent) :attr:`path`, mode 0600, and its mark
+        (nothing released yet); returns it."""
+        if self.path is None:
+            raise ValueError("an in-memory secret has no file to write")
         body = {
             "format": SECRET_FORMAT,
-            "run_id": value.run_id,
-            "secret": value.secret.hex(),
-            "config": value.config,
-            "fingerprint": value.fingerprint,
+            "run_id": self.run_id,
+            "secret": self.secret.hex(),
+            "config": self.config,
+            "fingerprint": self.fingerprint,
         }
         data = (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
+        if self.path.exists():
+            raise FileExistsError(f"secret file {self.path} already exists")
+        # the mark first (nothing released yet): a kill between the two leaves a mark
+        # without a secret, which the next run replaces, never a secret without a mark
+        # (refused as "mark missing")
+        ReleaseMark.new(self).save(mark_path(self.path), self)
         try:  # complete or absent, mode 0600 whatever the umask, never over a file
-            write_atomic(p, [data], replace=False)
+            write_atomic(self.path, [data], replace=False)
         except FileExistsError:
-            raise FileExistsError(f"secret file {p} already exists") from None
-        real = Path(os.path.realpath(p))
-        made = dataclasses.replace(value, path=real)
-        ReleaseMark.new(made).save(mark_path(real), made)  # nothing released yet
-        return made
+            raise FileExistsError(f"secret file {self.path} already exists") from None
+        return self
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
@@ -196,3 +211,13 @@ class RunSecret:
         if Path(path).exists():
             return cls.load(path, config), False
         return cls.create(path, config), True
+
+    @classmethod
+    def open_or_generate(
+        cls, path: str | os.PathLike[str], config: dict[str, Any]
+    ) -> tuple[RunSecret, bool]:
+        """Load ``path`` if it exists, else :meth:`generate` a secret for it (written by
+        :meth:`write` when the run begins its release); returns (secret, new)."""
+        if Path(path).exists():
+            return cls.load(path, config), False
+        return cls.generate(path, config), True
