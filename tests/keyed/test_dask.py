@@ -504,13 +504,10 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     )
     # a key counted from step 1 that reaches the threshold τ only in a later run: its
     # selection count continues from the stored sums (and the tree's noise state)
-    slow = pd.DataFrame(
-        {
-            "t": np.repeat(np.arange(1, 9), per_step),
-            "key": "slow",
-            "unit": -1 - np.arange(8 * per_step),
-        }
-    )
+    # (one event a step in the first run, far below τ whatever the noise, then 2·per_step
+    # a step: the test must not depend on the fresh secret's draws)
+    steps = np.concatenate([np.arange(1, 4), np.repeat(np.arange(4, 9), 2 * per_step)])
+    slow = pd.DataFrame({"t": steps, "key": "slow", "unit": -1 - np.arange(len(steps))})
     events = pd.concat([events, slow], ignore_index=True)
     selection = KeySelection(epsilon=1.0, delta=1e-3, selector=selector)
     kw = open_kw(horizon=8, selection=selection)
