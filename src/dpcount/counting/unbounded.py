@@ -25,9 +25,11 @@ sum of the inner closed forms; with the binary tree inner, V_{i'}(2^{i'}) is one
 node (popcount 1), so the carried error grows like the node variances,
 Σ_{i' < i} v·(i' + 1)² for Laplace noise (cubic in log t, as for a known horizon).
 
-Without blocks: ``inner="horizon-free-sqrt"`` runs one horizon-free factorization
-(:mod:`dpcount.counting.factorization.horizon_free`, certified infinite-stream
-sensitivity) for every step; its variance at t ≥ 8 is below every doubling counter's.
+Without blocks: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
+without a horizon, Gaussian noise) runs one BLT calibrated for the infinite stream
+(:mod:`dpcount.counting.factorization.horizon_free_blt`, exact certified sensitivity, n + 1
+running values per coordinate) for every step, and ``inner="horizon-free-sqrt"`` one
+log-damped square root (:mod:`dpcount.counting.factorization.horizon_free`, O(t) state).
 
 The known-horizon alternative for every prefix: a BLT (buffered linear Toeplitz)
 factorization whose decays are all < 1 has a finite infinite-horizon sensitivity
@@ -80,6 +82,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HORIZON_FREE",
+    "HORIZON_FREE_BLT",
+    "HORIZON_FREE_INNERS",
     "MAX_STEPS",
     "UnboundedCounter",
     "UnboundedStream",
@@ -99,6 +103,14 @@ InnerFactory = Callable[..., CountingMechanism]
 #: (calibrated for an infinite stream), no doubling blocks
 HORIZON_FREE = "horizon-free-sqrt"
 
+#: the inner name of the horizon-free BLT: one
+#: :class:`~dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT` for every step
+#: (calibrated for an infinite stream, n + 1 running values per coordinate), no blocks
+HORIZON_FREE_BLT = "horizon-free-blt"
+
+#: the inner names that run one mechanism for every step (no doubling blocks)
+HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
+
 
 def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
     from dpcount.counting.factorization.horizon_free import HorizonFreeSqrt
@@ -106,9 +118,15 @@ def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> Counti
     return HorizonFreeSqrt(horizon, budget=budget, rng=rng)
 
 
+def _build_horizon_free_blt(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
+    from dpcount.counting.factorization.horizon_free_blt import HorizonFreeBLT
+
+    return HorizonFreeBLT(horizon, budget=budget, rng=rng)
+
+
 def _block_span(inner: str, i: int) -> int:
-    """The number of steps of block i: 2^i, or every step for the horizon-free inner."""
-    return MAX_STEPS if inner == HORIZON_FREE else 1 << i
+    """The number of steps of block i: 2^i, or every step for a horizon-free inner."""
+    return MAX_STEPS if inner in HORIZON_FREE_INNERS else 1 << i
 
 
 def block_of(t: int) -> tuple[int, int]:
@@ -170,9 +188,11 @@ class UnboundedCounter:
 
     Args:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
-            :data:`HORIZON_FREE` (``"horizon-free-sqrt"``: no blocks, one
-            :class:`~dpcount.counting.HorizonFreeSqrt` calibrated for the infinite
-            stream releases every step; Gaussian noise), or a callable
+            :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: no blocks, one
+            :class:`~dpcount.counting.HorizonFreeBLT` calibrated for the infinite stream
+            releases every step, n + 1 running values per coordinate; Gaussian noise),
+            :data:`HORIZON_FREE` (``"horizon-free-sqrt"``: the same with
+            :class:`~dpcount.counting.HorizonFreeSqrt`, O(t) state), or a callable
             ``factory(horizon, budget=..., rng=...)`` returning a
             :class:`~dpcount.counting.CountingMechanism` for that horizon.
         k: branching factor for ``inner="kary"`` (ignored by the others).
@@ -198,10 +218,12 @@ class UnboundedCounter:
         **fields: Unpack[BudgetFields],
     ) -> None:
         resolved = Budget.resolve(budget, fields, owner="UnboundedCounter")
-        self._forever = inner == HORIZON_FREE
-        if self._forever:
-            self.inner: str = HORIZON_FREE
-            self._factory: InnerFactory = _build_horizon_free
+        self._forever = isinstance(inner, str) and inner in HORIZON_FREE_INNERS
+        if isinstance(inner, str) and self._forever:
+            self.inner: str = inner
+            self._factory: InnerFactory = (
+                _build_horizon_free if inner == HORIZON_FREE else _build_horizon_free_blt
+            )
             self._named = True
         elif isinstance(inner, str):
             self.inner = check_choice("inner", inner, MECHANISMS)
@@ -221,7 +243,8 @@ class UnboundedCounter:
             self._factory = inner
         else:
             raise TypeError(
-                f"inner must be a mechanism name {sorted(MECHANISMS)}, {HORIZON_FREE!r} or a "
+                f"inner must be a mechanism name {sorted(MECHANISMS)}, {HORIZON_FREE!r}, "
+                f"{HORIZON_FREE_BLT!r} or a "
                 "callable "
                 f"factory(horizon, budget=..., rng=...), got {inner!r}"
             )
@@ -416,10 +439,14 @@ class UnboundedCounter:
     def relation(self) -> str:
         """How the release at step t is formed (one line, for summaries)."""
         if self._forever:
+            kind = (
+                "square-root factorization (log-damped coefficients)"
+                if self.inner == HORIZON_FREE
+                else "BLT factorization (n + 1 running values per coordinate)"
+            )
             return (
-                "no horizon: one horizon-free square-root factorization (log-damped "
-                "coefficients) calibrated for the infinite stream; step t released as "
-                "its prefix sum plus its noise at t"
+                f"no horizon: one horizon-free {kind} calibrated for the infinite stream; "
+                "step t released as its prefix sum plus its noise at t"
             )
         return (
             "no horizon: step t in block i (steps 2^i .. 2^(i+1)-1) is released as the "
@@ -639,7 +666,7 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     if not isinstance(st, dict) or set(st) != _KEYS:
         raise ValueError(f"corrupt {_OWNER} state: it must hold {sorted(_KEYS)}")
     if not isinstance(st["inner"], str) or (
-        st["inner"] not in MECHANISMS and st["inner"] != HORIZON_FREE
+        st["inner"] not in MECHANISMS and st["inner"] not in HORIZON_FREE_INNERS
     ):
         raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
     if type(st["k"]) is not int or type(st["subtract"]) is not bool:
@@ -648,7 +675,7 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     mech = inner.mechanism
     if (
         type(block) is not int
-        or not 0 <= block <= (0 if st["inner"] == HORIZON_FREE else 53)
+        or not 0 <= block <= (0 if st["inner"] in HORIZON_FREE_INNERS else 53)
         or mech.horizon != _block_span(st["inner"], block)
     ):
         raise ValueError(
