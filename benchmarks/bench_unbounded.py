@@ -65,11 +65,12 @@ def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
     """Counters without a horizon against the plain square root told the horizon t (its
     variance at step t, the same budget): the horizon-free BLT (bounded state, the
     default), the horizon-free square root (every z kept) and the doubling counter with
-    Honaker inside. Exact variances; the state column is floats held per coordinate
-    after step t (the BLT: n buffers and the running sum; the square root: the t z's
-    drawn plus up to t computed, unreleased noise values; the doubling counter: one
-    Honaker stream of horizon 2^i, at most 2(i + 1) partial sums, plus the carried
-    total). Past 2^24 (to 2^beyond) only the BLT and the doubling counter (closed forms)."""
+    Honaker inside. Exact variances; the state columns are floats held per coordinate
+    after step t: the BLT's n buffers and running sum; at least the t z's the square
+    root has drawn (with its computed, unreleased noise, t to 3t: ``live_count()``);
+    log2(t) + 1 for the doubling counter (its Honaker stream's partial sums, at most 13
+    below 2^14 by ``live_count()``, plus the carried total). Past 2^24 (to 2^beyond)
+    only the BLT and the doubling counter (closed forms)."""
     from dpcount.counting import HorizonFreeBLT
     from dpcount.counting.factorization.blt import blt_losses
 
@@ -94,7 +95,7 @@ def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
         v_dbl = doubling.variance_at(t)
         print(f"{'2^' + str(e):>6}{plain:>10.2f}{v_blt:>10.2f}{v_free:>11.2f}{v_dbl:>10.2f}"
               f"{v_blt / plain:>10.4f}{v_free / plain:>11.4f}{v_dbl / plain:>10.4f}"
-              f"{n + 1:>11}{2 * t:>13}{2 * (e + 1) + 1:>11}", flush=True)  # fmt: skip
+              f"{n + 1:>11}{'>=' + str(t):>13}{e + 1:>11}", flush=True)  # fmt: skip
 
 
 def vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 256) -> None:
