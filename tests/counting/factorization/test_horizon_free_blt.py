@@ -3,6 +3,7 @@ structure, statistics, vector streams, checkpoints and the ratio it is shipped f
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -142,7 +143,48 @@ def test_unbounded_inner_checkpoint_continues_bit_for_bit(tmp_path: Any) -> None
     got += [restored.update(v) for v in x[9:]]
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert "BLT" in counter.relation and "block" not in counter.relation
+    assert "BLT" in counter.relation and "honaker" in counter.relation
+
+
+@pytest.mark.parametrize("cut", [0, 5, 7, 8, 21])
+def test_unbounded_inner_switches_to_doubling_blocks(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, cut: int
+) -> None:
+    """With block 0 shortened to steps 1 … 7 (s = 3): the exact structure across the
+    switch, the variance as block 0's total plus the Honaker blocks', and checkpoints
+    on either side continue bit for bit."""
+    from dpcount.counting import Honaker
+    from dpcount.counting import unbounded as ub
+
+    monkeypatch.setattr(ub, "HORIZON_FREE_BLT_SPAN_LOG2", 3)
+    counter = UnboundedCounter(inner=ub.HORIZON_FREE_BLT, budget=BUDGET, rng=4)
+    first = counter.block_mechanism(0)
+    assert isinstance(first, HorizonFreeBLT) and first.horizon == 7
+    assert isinstance(counter.block_mechanism(3), Honaker)
+    assert counter.block_mechanism(3).budget.noise == "gaussian"  # not Honaker's default
+    with pytest.raises(ValueError, match="i must be 0 or 3"):
+        counter.block_mechanism(1)
+    x = np.arange(40) % 3
+    assert np.array_equal(counter.with_sampler(ZeroNoise()).release(x), np.cumsum(x))
+    v0 = first.max_variance()
+    assert v0 == pytest.approx(first.variance_at(7), rel=1e-12)
+    assert counter.variance_at(7) == first.variance_at(7)
+    assert counter.variance_at(8) == v0 + counter.block_mechanism(3).variance_at(1)
+    assert counter.variance_at(21) == (
+        v0 + counter.block_mechanism(3).variance_at(8) + counter.block_mechanism(4).variance_at(6)
+    )
+    assert list(itertools.islice(counter.iter_variances(6), 4)) == [
+        counter.variance_at(t) for t in range(6, 10)
+    ]
+    whole = UnboundedCounter(inner=ub.HORIZON_FREE_BLT, budget=BUDGET, rng=4).stream()
+    want = [whole.update(v) for v in x[:cut]] + list(whole.update_many(x[cut:]))  # same schedule
+    resumed = UnboundedCounter(inner=ub.HORIZON_FREE_BLT, budget=BUDGET, rng=4)
+    stream = resumed.stream()
+    got = [stream.update(v) for v in x[:cut]]
+    ub.save_unbounded(stream, tmp_path / "u.ckpt")
+    restored = ub.load_unbounded(tmp_path / "u.ckpt", expect=resumed)
+    got += list(restored.update_many(x[cut:]))
+    np.testing.assert_array_equal(got, want)
 
 
 def test_refusals() -> None:
