@@ -242,3 +242,13 @@ def test_ratio_to_the_square_root_told_t_up_to_2_24() -> None:
     steps = sorted({round(2 ** (e / 4)) for e in range(16, 97)})
     r = _ratios(steps)
     assert r.max() <= SHIPPED_RATIO and r.max() > SHIPPED_RATIO - 1e-3, r.max()
+
+
+def test_default_beats_the_doubling_counters_from_step_8() -> None:
+    budget = BUDGET.replace(noise="gaussian")
+    free = UnboundedCounter(inner="horizon-free-blt", budget=budget)
+    doubling = [UnboundedCounter(inner=name, budget=budget) for name in ("honaker", "sqrt")]
+    for t in (8, 9, 16, 100, 1024, 4097, 2**16):
+        assert free.variance_at(t) < min(d.variance_at(t) for d in doubling), t
+    # a fresh mechanism for a short block wins early (the sqrt's doubling up to t = 7)
+    assert free.variance_at(7) > doubling[1].variance_at(7)
