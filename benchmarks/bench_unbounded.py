@@ -13,16 +13,19 @@ Speed: ``update()`` per step over n steps, the doubling stream divided by the in
 mechanism's own stream for horizon n (the floor); the doubling stream starts a new
 inner mechanism at every power of two.
 
-The horizon-free square root (``--horizon-free``): its variance at t = 2^4 … 2^24
-against the row-scaled square root told t (t ≤ 2^14) and the plain square root told t.
+Counters without a horizon (``--horizon-free``): the horizon-free BLT, the horizon-free
+square root and the doubling counter, their variance at t = 2^4 … 2^32 against the plain
+square root told t, and the state each holds per coordinate. ``--vector-memory``: the
+horizon-free BLT over a d = 10^3 stream of 2^20 steps, its state and traced peak memory.
 
 Usage: python benchmarks/bench_unbounded.py [--steps N] [--repeats R] [--skip-error]
-[--forever-max E] [--horizon-free]
+[--forever-max E] [--horizon-free] [--vector-memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 import numpy as np
@@ -39,28 +42,101 @@ def _known(inner: str, horizon: int) -> Any:
     return MECHANISMS[inner](horizon=horizon, rng=1, k=19, subtract=True, **BUDGET)
 
 
-def horizon_free_table(largest: int = 24) -> None:
-    """The horizon-free square root (``UnboundedCounter(inner="horizon-free-sqrt")``)
-    and today's doubling default (Honaker inside) against mechanisms told the horizon
-    t: R(t), the row-scaled square root's variance at step t (T = t ≤ 2^14, its limit),
-    and the plain square root's (every t). Exact variances, same budget."""
-    from dpcount.counting import RowScaledSqrtFactorization, SqrtFactorization
+def _plain_sqrt_unit(steps: list[int]) -> dict[int, float]:
+    """F(t) = Σ_{k<t} f(k)² (f the square root's coefficients): the plain square root
+    told the horizon t has variance F(t)² in units of σ² per unit sensitivity². Summed
+    directly to 2^24; beyond, F(t) = (ln t + γ + 4 ln 2)/π − 1/(4πt) + O(t⁻²) (matches the
+    direct sum to 5e-10 at 2^24)."""
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 
+    direct = [t for t in steps if t <= 1 << 24]
+    f = sqrt_coefficients(max(direct))
+    F = np.cumsum(f * f)
+    out = {t: float(F[t - 1]) for t in direct}
+    for t in steps:
+        if t > 1 << 24:
+            out[t] = (math.log(t) + 0.5772156649015329 + 4 * math.log(2)) / math.pi - 1 / (
+                4 * math.pi * t
+            )
+    return out
+
+
+def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
+    """Counters without a horizon against the plain square root told the horizon t (its
+    variance at step t, the same budget): the horizon-free BLT alone (``HorizonFreeBLT``),
+    the default ``UnboundedCounter(inner="horizon-free-blt")`` (that BLT below 2^26,
+    then doubling Honaker blocks; its carried total by the BLT's closed form), the
+    horizon-free square root (every z kept) and the doubling counter with Honaker
+    inside. Exact variances. State columns, floats held per coordinate after step t:
+    the BLT's n buffers and running sum; at least the t z's the square root has drawn
+    (with its computed, unreleased noise t to 3t, by ``live_count()``); log2(t) + 1 for
+    the doubling counter (its Honaker stream's partial sums, at most 13 below 2^14 by
+    ``live_count()``, plus the carried total). Past 2^24 (to 2^beyond) the square root
+    is not computed."""
+    from dpcount.counting import HorizonFreeBLT
+    from dpcount.counting.factorization.blt import blt_losses
+
+    blt = HorizonFreeBLT(1 << 53, rng=1, **BUDGET)
+    default = UnboundedCounter(inner="horizon-free-blt", rng=1, **BUDGET)
     free = UnboundedCounter(inner="horizon-free-sqrt", rng=1, **BUDGET)
     doubling = UnboundedCounter(inner="honaker", rng=1, **BUDGET)
-    print("horizon-free sqrt vs known-horizon mechanisms told t (variance at step t)")
-    print(f"{'t':>6}{'free':>10}{'doubling':>10}{'R(t)':>10}{'sqrt(t)':>10}"
-          f"{'free/R':>8}{'free/sqrt':>10}{'dbl/R':>8}{'dbl/free':>9}")  # fmt: skip
-    for e in range(4, largest + 1):
-        t = 2**e
-        v, d = free.variance_at(t), doubling.variance_at(t)
-        s = SqrtFactorization(t, rng=1, **BUDGET).variance_at(t)
-        r = RowScaledSqrtFactorization(t, rng=1, **BUDGET).variance_at(t) if e <= 14 else None
-        rs = "" if r is None else f"{r:>10.2f}"
-        ratio_r = "" if r is None else f"{v / r:>8.3f}"
-        dbl_r = "" if r is None else f"{d / r:>8.3f}"
-        print(f"{'2^' + str(e):>6}{v:>10.2f}{d:>10.2f}{rs:>10}{s:>10.2f}"
-              f"{ratio_r:>8}{v / s:>10.3f}{dbl_r:>8}{d / v:>9.3f}", flush=True)  # fmt: skip
+    n = len(blt.buffer_decay)
+    steps = [2**e for e in range(4, beyond + 1)]
+    F = _plain_sqrt_unit(steps)
+    print("counters without a horizon vs the plain square root told t (variance at step t)")
+    print(f"{'t':>6}{'sqrt(t)':>10}{'free BLT':>10}{'default':>10}{'free sqrt':>11}"
+          f"{'doubling':>10}{'BLT/sqrt':>10}{'dflt/sqrt':>10}{'fsqrt/sqrt':>11}{'dbl/sqrt':>10}"
+          f"{'state BLT':>11}{'state fsqrt':>13}{'state dbl':>11}")  # fmt: skip
+    for t in steps:
+        e = t.bit_length() - 1
+        plain = blt.sampler.variance / blt.privacy.l2_sensitivity**2 * F[t] ** 2
+        v_blt = (
+            blt.sampler.variance
+            * blt_losses(blt.buffer_decay, blt.output_scale, t, blt.inverse).max_variance
+        )
+        v_free = free.variance_at(t) if e <= largest else math.nan
+        v_dbl = doubling.variance_at(t)
+        v_def = v_blt if t < 1 << 26 else default.variance_at(t)  # the same below 2^26
+        print(f"{'2^' + str(e):>6}{plain:>10.2f}{v_blt:>10.2f}{v_def:>10.2f}{v_free:>11.2f}"
+              f"{v_dbl:>10.2f}{v_blt / plain:>10.4f}{v_def / plain:>10.4f}"
+              f"{v_free / plain:>11.4f}{v_dbl / plain:>10.4f}"
+              f"{n + 1:>11}{'>=' + str(t):>13}{e + 1:>11}", flush=True)  # fmt: skip
+
+
+def vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 256) -> None:
+    """A d-coordinate stream of the horizon-free BLT over ``steps`` steps: the state it
+    holds, the peak of Python-traced allocations during the run (tracemalloc; the
+    caller's chunk of data included) and the CPU time per step against drawing d
+    normals (the floor, same run; tracemalloc slows the run itself). The horizon-free
+    square root refuses this stream."""
+    import time
+    import tracemalloc
+
+    from dpcount.counting import HorizonFreeBLT, HorizonFreeSqrt
+
+    est = HorizonFreeSqrt.memory_estimate(steps, dim=dim)
+    print(f"\nhorizon-free sqrt, d = {dim}: declared stream state {est.stream / 2**30:.1f} GiB "
+          "for 2^20 steps (refused above the memory limit)")  # fmt: skip
+    mech = HorizonFreeBLT(1 << 53, rng=1, **BUDGET)
+    stream = mech.stream()
+    x = np.ones((chunk, dim))
+    rng = np.random.default_rng(0)
+    tracemalloc.start()
+    start = time.process_time()  # CPU time: the machine is shared
+    for _ in range(steps // chunk):
+        stream.update_many(x)
+    run = time.process_time() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    start = time.process_time()
+    for _ in range(steps // chunk):
+        rng.standard_normal((chunk, dim))
+    floor = time.process_time() - start
+    n = len(mech.buffer_decay)
+    print(f"horizon-free BLT, d = {dim}, {steps:,} steps in chunks of {chunk}: state "
+          f"{(n + 1) * dim * 8 / 1024:.0f} KiB ((n + 1)·d floats, n = {n}); traced peak "
+          f"{peak / 2**20:.1f} MiB (the {chunk}×{dim} data chunk and its output included); "
+          f"{run / steps * 1e6:.1f} µs CPU per step, {run / floor:.2f}× d normals")  # fmt: skip
 
 
 def error_table(forever_max: int) -> None:
@@ -118,11 +194,17 @@ def main() -> None:
     parser.add_argument("--skip-error", action="store_true")
     parser.add_argument("--horizon-free", action="store_true", help="only the horizon-free table")
     parser.add_argument(
+        "--vector-memory", action="store_true", help="only the d = 10^3 x 2^20 memory run"
+    )
+    parser.add_argument(
         "--forever-max", type=int, default=22, help="last 2^e of the BLT-forever table (O(t))"
     )
     args = parser.parse_args()
     if args.horizon_free:
         horizon_free_table()
+        return
+    if args.vector_memory:
+        vector_memory()
         return
     if not args.skip_error:
         error_table(args.forever_max)

@@ -52,6 +52,7 @@ from dpcount.counting import (
     CountingMechanism,
     FactorizationMechanism,
     Honaker,
+    HorizonFreeBLT,
     HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
@@ -133,6 +134,10 @@ SPECS: dict[str, Spec] = {
     ),
     "dpcount.counting.factorization.horizon_free.HorizonFreeSqrt": (
         lambda b: HorizonFreeSqrt(T, budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT": (
+        lambda b: HorizonFreeBLT(T, budget=b, rng=0),
         "release",
     ),
     "dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization": (

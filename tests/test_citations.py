@@ -37,6 +37,7 @@ EXPECTED = {
     "RowScaledBLT",
     "RowScaledSqrtFactorization",
     "HorizonFreeSqrt",
+    "HorizonFreeBLT",
     "RowScaledBandedToeplitz",
     "BinaryTree",
     "KaryTree",

@@ -11,7 +11,7 @@ import pytest
 from dpcount.analysis import compare
 from dpcount.analysis.choice import DEFAULT_K, UNBOUNDED_PROBE, NoiseNote, choose
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
-from dpcount.counting.unbounded import HORIZON_FREE, UnboundedCounter
+from dpcount.counting.unbounded import HORIZON_FREE_BLT, UnboundedCounter
 from dpcount.privacy import Budget, MissingDeltaError, NoiseKind
 
 ONE = Budget(epsilon=1.0)
@@ -128,18 +128,18 @@ def test_auto_without_a_horizon_picks_the_doubling_counters_best_inner() -> None
 
 
 @pytest.mark.slow
-def test_auto_without_a_horizon_takes_the_horizon_free_sqrt_with_gaussian_noise() -> None:
+def test_auto_without_a_horizon_takes_the_horizon_free_blt_with_gaussian_noise() -> None:
     gauss = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
     named = choose(None, budget=gauss)
-    assert named.mechanism == HORIZON_FREE and named.note is None
+    assert named.mechanism == HORIZON_FREE_BLT and named.note is None
     assert named.build_unbounded(rng=0).variance_at(UNBOUNDED_PROBE) == named.auto.mse  # type: ignore[union-attr]
     fractional = choose(None, budget=Budget(epsilon=1.0, delta=1e-6), whole=False)
-    assert fractional.mechanism == HORIZON_FREE and fractional.budget.noise == "gaussian"
+    assert fractional.mechanism == HORIZON_FREE_BLT and fractional.budget.noise == "gaussian"
     assert fractional.note is not None and fractional.note.reason == "data"
     # whole numbers keep integer noise; pure ε-DP cannot take Gaussian noise
     safe = choose(None, budget=Budget(epsilon=1.0, delta=1e-6))
     assert safe.mechanism == "honaker" and safe.budget.noise == "discrete-gaussian"
-    assert choose(None, budget=ONE, whole=False).mechanism != HORIZON_FREE
+    assert choose(None, budget=ONE, whole=False).mechanism != HORIZON_FREE_BLT
 
 
 @pytest.mark.parametrize(

@@ -81,3 +81,23 @@ def test_checkpointed_unbounded_run_resumes_and_matches_the_plain_run(
     # a fixed-horizon run refuses this checkpoint, and the other way round
     _stdin(monkeypatch, rows)
     assert main([*argv, "--horizon", "64"]) == 2
+
+
+def test_gaussian_without_horizon_runs_the_horizon_free_blt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--noise gaussian`` without --horizon: auto takes the horizon-free BLT (bounded
+    state); the output is the library's stream with the same seed."""
+    rows = [i % 3 for i in range(20)]
+    _stdin(monkeypatch, rows)
+    out = tmp_path / "out.csv"
+    argv = ["count", "-", "--epsilon", "1", "--delta", "1e-6", "--noise", "gaussian"]
+    assert main([*argv, "--seed", "2", "--digits", "17", "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "UnboundedCounter(inner=horizon-free-blt" in err and "BLT" in err
+    counter = UnboundedCounter(
+        inner="horizon-free-blt", epsilon=1.0, delta=1e-6, noise="gaussian", rng=2
+    )
+    stream = counter.stream()
+    data = read_out(out)
+    np.testing.assert_array_equal(data[:, 1], [stream.update(v) for v in rows])

@@ -23,6 +23,7 @@ from dpcount.counting import (
     DigitSystem,
     FactorizationMechanism,
     Honaker,
+    HorizonFreeBLT,
     HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
@@ -79,6 +80,7 @@ COVERED = {
         "RowScaledSqrtFactorization",
         "RowScaledBandedToeplitz",
         "HorizonFreeSqrt",
+        "HorizonFreeBLT",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -149,6 +151,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     ),
     "HorizonFreeSqrt": (
         HorizonFreeSqrt,
+        {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+    ),
+    "HorizonFreeBLT": (
+        HorizonFreeBLT,
         {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "RowScaledBandedToeplitz": (

@@ -277,6 +277,7 @@ def test_bad_inputs() -> None:
         ("sqrt", {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}, True),
         ("kary", {"epsilon": 1.0, "noise": "laplace"}, False),
         ("horizon-free-sqrt", {"epsilon": 1.0, "delta": 1e-6}, True),
+        ("horizon-free-blt", {"epsilon": 1.0, "delta": 1e-6}, True),
     ],
 )
 @pytest.mark.parametrize("cut", [0, 1, 7, 9])

@@ -67,7 +67,7 @@ from dpcount.counting.registry import (
     default_noise,
     max_horizon,
 )
-from dpcount.counting.unbounded import HORIZON_FREE, UnboundedCounter
+from dpcount.counting.unbounded import HORIZON_FREE_BLT, UnboundedCounter
 from dpcount.privacy.budget import Budget, CalibrationRule, MissingDeltaError, NoiseKind
 from dpcount.privacy.rng import RNGLike
 
@@ -438,10 +438,11 @@ def _auto_unbounded(budget: Budget, whole: bool | None) -> Choice:
     length). One step is compared because no horizon is known; 2^16 is a typical
     live stream, and the ranking is the same at 2^10 and 2^20 for the budgets we
     tried. With continuous Gaussian noise (δ given, and Gaussian noise named or
-    integer noise not applicable) the horizon-free square root
-    (:data:`~dpcount.counting.unbounded.HORIZON_FREE`, one factorization calibrated
-    for the infinite stream) is a candidate too and wins: its variance is below every
-    doubling counter's at every t ≥ 8 (docs/unbounded.md); otherwise Honaker inside
+    integer noise not applicable) the horizon-free BLT
+    (:data:`~dpcount.counting.unbounded.HORIZON_FREE_BLT`, one factorization calibrated
+    for the infinite stream up to 2^26, then doubling Honaker blocks; bounded state) is
+    a candidate too and wins: its variance is below the doubling counters' at every
+    t ≥ 8 checked (docs/unbounded.md); otherwise Honaker inside
     the doubling counter (its last-step release, the carried block total, has the
     lowest variance).
     """
@@ -453,12 +454,12 @@ def _auto_unbounded(budget: Budget, whole: bool | None) -> Choice:
     rule = budget.calibration
     continuous = not safe or whole is False
     if continuous and gaussian and (rule is None or _RULE_FAMILY[rule] == NoiseKind.GAUSSIAN):
-        names.append(HORIZON_FREE)
+        names.append(HORIZON_FREE_BLT)
     best: tuple[float, Choice] | None = None
     first_error: ValueError | None = None
     for name in names:
         try:
-            if name == HORIZON_FREE:
+            if name == HORIZON_FREE_BLT:
                 noise, note = NoiseKind.GAUSSIAN, None
                 if budget.noise is None:  # continuous because of the data or the step
                     reason: ContinuousReason = "data" if whole is False else "sensitivity"

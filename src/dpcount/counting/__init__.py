@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dpcount.counting.factorization.blt import BLT, BLTNoiseProcess
     from dpcount.counting.factorization.dense import DenseNoiseProcess, FactorizationMechanism
     from dpcount.counting.factorization.horizon_free import HorizonFreeSqrt
+    from dpcount.counting.factorization.horizon_free_blt import HorizonFreeBLT
     from dpcount.counting.factorization.normalized_blt import NormalizedBLT
     from dpcount.counting.factorization.normalized_sqrt import (
         NormalizedSqrtBlockNoiseProcess,
@@ -69,6 +70,7 @@ _WHERE = {
     "RowScaledBLT": "factorization.row_scaled_blt",
     "RowScaledSqrtFactorization": "factorization.row_scaled_sqrt",
     "HorizonFreeSqrt": "factorization.horizon_free",
+    "HorizonFreeBLT": "factorization.horizon_free_blt",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
     "SqrtFactorization": "factorization.sqrt",
@@ -93,6 +95,7 @@ __all__ = [
     "FactorizationMechanism",
     "Honaker",
     "HonakerNoiseProcess",
+    "HorizonFreeBLT",
     "HorizonFreeSqrt",
     "InputNoiseProcess",
     "InputPerturbation",

@@ -119,6 +119,8 @@ _ARRAY_KWARGS = frozenset({"L", "R"})
 _LIST_KWARGS: dict[tuple[str, str], int] = {
     ("BLT", "buffer_decay"): 64,
     ("BLT", "output_scale"): 64,
+    ("HorizonFreeBLT", "buffer_decay"): 64,
+    ("HorizonFreeBLT", "output_scale"): 64,
     ("NormalizedBLT", "buffer_decay"): 64,
     ("NormalizedBLT", "output_scale"): 64,
     ("RowScaledBLT", "buffer_decay"): 64,

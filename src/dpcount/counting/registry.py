@@ -202,6 +202,8 @@ REGISTRY: tuple[Entry, ...] = (
     # the horizon-free square root: no name (UnboundedCounter's inner "horizon-free-sqrt"),
     # rebuilt from checkpoints by class name
     _gaussian_only(None, "factorization.horizon_free:HorizonFreeSqrt"),
+    # the horizon-free BLT: no name (UnboundedCounter's inner "horizon-free-blt")
+    _gaussian_only(None, "factorization.horizon_free_blt:HorizonFreeBLT"),
 )
 
 #: name -> its entry

@@ -25,9 +25,13 @@ sum of the inner closed forms; with the binary tree inner, V_{i'}(2^{i'}) is one
 node (popcount 1), so the carried error grows like the node variances,
 Σ_{i' < i} v·(i' + 1)² for Laplace noise (cubic in log t, as for a known horizon).
 
-Without blocks: ``inner="horizon-free-sqrt"`` runs one horizon-free factorization
-(:mod:`dpcount.counting.factorization.horizon_free`, certified infinite-stream
-sensitivity) for every step; its variance at t ≥ 8 is below every doubling counter's.
+Horizon-free: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
+without a horizon, Gaussian noise) runs one BLT calibrated for the infinite stream
+(:mod:`dpcount.counting.factorization.horizon_free_blt`, exact certified sensitivity, n + 1
+running values per coordinate) as block 0, steps 1 … 2^26 − 1, then doubling blocks
+i ≥ 26 with Honaker inside (Gaussian noise; the same parallel composition);
+``inner="horizon-free-sqrt"`` runs one log-damped square root
+(:mod:`dpcount.counting.factorization.horizon_free`, O(t) state) for every step, no blocks.
 
 The known-horizon alternative for every prefix: a BLT (buffered linear Toeplitz)
 factorization whose decays are all < 1 has a finite infinite-horizon sensitivity
@@ -70,7 +74,7 @@ from dpcount.counting.base import (
 )
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import MECHANISMS
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -80,6 +84,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HORIZON_FREE",
+    "HORIZON_FREE_BLT",
+    "HORIZON_FREE_INNERS",
     "MAX_STEPS",
     "UnboundedCounter",
     "UnboundedStream",
@@ -99,6 +105,21 @@ InnerFactory = Callable[..., CountingMechanism]
 #: (calibrated for an infinite stream), no doubling blocks
 HORIZON_FREE = "horizon-free-sqrt"
 
+#: the inner name of the horizon-free BLT: block 0 is one
+#: :class:`~dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT` (calibrated for
+#: an infinite stream, n + 1 running values per coordinate) for steps 1 … 2^s − 1
+#: (s = :data:`HORIZON_FREE_BLT_SPAN_LOG2`), then doubling blocks i ≥ s with Honaker
+#: inside, so the error stays polylogarithmic past the BLT's longest time scale
+HORIZON_FREE_BLT = "horizon-free-blt"
+
+#: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1 (its variance ratio to the
+#: plain square root told t is 2.07 at 2^26, where the doubling blocks take over:
+#: docs/unbounded.md)
+HORIZON_FREE_BLT_SPAN_LOG2 = 26
+
+#: the inner names whose block 0 is a horizon-free mechanism
+HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
+
 
 def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
     from dpcount.counting.factorization.horizon_free import HorizonFreeSqrt
@@ -106,9 +127,44 @@ def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> Counti
     return HorizonFreeSqrt(horizon, budget=budget, rng=rng)
 
 
+def _build_horizon_free_blt(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
+    """Block 0 (horizon 2^s − 1): the horizon-free BLT; later blocks: Honaker."""
+    from dpcount.counting.factorization.horizon_free_blt import HorizonFreeBLT
+
+    if horizon == _block_span(HORIZON_FREE_BLT, 0):
+        return HorizonFreeBLT(horizon, budget=budget, rng=rng)
+    if budget.noise is None:  # Gaussian like block 0 (Honaker's own default differs)
+        budget = budget.replace(noise=NoiseKind.GAUSSIAN)
+    return MECHANISMS["honaker"](horizon=horizon, budget=budget, rng=rng)
+
+
+def _first_doubling_block(inner: str) -> int:
+    """The block after block 0: 1, or s for the horizon-free BLT (blocks 1 … s − 1 are
+    part of its block 0)."""
+    return HORIZON_FREE_BLT_SPAN_LOG2 if inner == HORIZON_FREE_BLT else 1
+
+
+def _block_ids(inner: str) -> list[int]:
+    """Every block there is, in order: 0 alone for the horizon-free square root, else 0
+    and the doubling blocks up to 53."""
+    if inner == HORIZON_FREE:
+        return [0]
+    return [0, *range(_first_doubling_block(inner), MAX_STEPS.bit_length())]
+
+
 def _block_span(inner: str, i: int) -> int:
-    """The number of steps of block i: 2^i, or every step for the horizon-free inner."""
-    return MAX_STEPS if inner == HORIZON_FREE else 1 << i
+    """The number of steps of block i: 2^i (block 0: 2^s − 1 for the horizon-free BLT),
+    or every step for the horizon-free square root."""
+    if inner == HORIZON_FREE:
+        return MAX_STEPS
+    return (1 << _first_doubling_block(inner)) - 1 if i == 0 else 1 << i
+
+
+def _locate_in(inner: str, t: int) -> tuple[int, int]:
+    """(block, local step) of step t (block i ≥ 1 starts at step 2^i)."""
+    if inner == HORIZON_FREE or t < 1 << _first_doubling_block(inner):
+        return 0, t
+    return block_of(t)
 
 
 def block_of(t: int) -> tuple[int, int]:
@@ -134,24 +190,24 @@ class UnboundedCounter:
     ``iter_variances``, ``privacy``, ``describe``, ``with_sampler``.
 
     Formal guarantee:
-        Neighbouring relation: event level, single participation — two streams
-        (finite or infinite) that differ at one step t by at most
-        Δ = ``step_sensitivity``. Proof: t lies in exactly one block i. Block i's
-        mechanism M_i is (ε, δ)-DP for its own 2^i steps (its own guarantee,
-        :meth:`block_mechanism` ``(i).privacy``, calibrated for horizon 2^i and
-        checked ≤ the budget); every other block's mechanism sees identical data
-        and draws independent noise, so its output distribution is the same under
-        both streams. The vector of all blocks' outputs is therefore (ε, δ)-DP
-        (parallel composition, McSherry 2009, Theorem 4: disjoint data,
-        independent randomness), and every release — at every prefix, for every
-        length — is a fixed function of those outputs (post-processing, Dwork &
-        Roth 2014, Proposition 2.1). Integer noise keeps its exactness: with an
-        inner mechanism whose release is an integer combination of its noisy
-        vector (the trees), the released values are sums of integers, computed
-        exactly (Python ints for scalar steps, int64 for vectors).
+        Neighbouring relation: event level, single participation — two streams (finite or
+        infinite) that differ at one step t by at most Δ = ``step_sensitivity``. Proof: t
+        lies in exactly one block i. Block i's mechanism M_i is (ε, δ)-DP for its own steps
+        (its own guarantee, :meth:`block_mechanism` ``(i).privacy``, calibrated for its
+        horizon — 2^i, or the infinite stream for a horizon-free block 0 — and checked ≤ the
+        budget); every other block's mechanism sees identical data and draws independent
+        noise, so its output distribution is the same under both streams. The vector of all
+        blocks' outputs is therefore (ε, δ)-DP (parallel composition, McSherry 2009, Theorem
+        4: disjoint data, independent randomness), and every release — at every prefix, for
+        every length — is a fixed function of those outputs (post-processing, Dwork & Roth
+        2014, Proposition 2.1). Integer noise keeps its exactness: with an inner mechanism
+        whose release is an integer combination of its noisy vector (the trees), the
+        released values are sums of integers, computed exactly (Python ints for scalar
+        steps, int64 for vectors).
 
         Exact variance at step t in block i, local step t̃:
-        V(t) = Σ_{i' < i} V_{i'}(2^{i'}) + V_i(t̃) (:meth:`variance_at`), with
+        V(t) = Σ_{i' < i} V_{i'}(its block's length) + V_i(t̃) (:meth:`variance_at`),
+        the sum over the blocks before i, with
         V_{i'} the inner mechanism's exact per-step variance; the noises of
         different blocks are independent, so the variances add. It grows with t.
 
@@ -170,9 +226,13 @@ class UnboundedCounter:
 
     Args:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
-            :data:`HORIZON_FREE` (``"horizon-free-sqrt"``: no blocks, one
-            :class:`~dpcount.counting.HorizonFreeSqrt` calibrated for the infinite
-            stream releases every step; Gaussian noise), or a callable
+            :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: block 0 is one
+            :class:`~dpcount.counting.HorizonFreeBLT` calibrated for the infinite stream
+            for steps 1 … 2^26 − 1, n + 1 running values per coordinate, then doubling
+            blocks i ≥ 26 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
+            (``"horizon-free-sqrt"``: no blocks, one
+            :class:`~dpcount.counting.HorizonFreeSqrt` for every step, O(t) state), or a
+            callable
             ``factory(horizon, budget=..., rng=...)`` returning a
             :class:`~dpcount.counting.CountingMechanism` for that horizon.
         k: branching factor for ``inner="kary"`` (ignored by the others).
@@ -198,10 +258,12 @@ class UnboundedCounter:
         **fields: Unpack[BudgetFields],
     ) -> None:
         resolved = Budget.resolve(budget, fields, owner="UnboundedCounter")
-        self._forever = inner == HORIZON_FREE
-        if self._forever:
-            self.inner: str = HORIZON_FREE
-            self._factory: InnerFactory = _build_horizon_free
+        self._forever = inner == HORIZON_FREE  # one mechanism, no blocks at all
+        if isinstance(inner, str) and inner in HORIZON_FREE_INNERS:
+            self.inner: str = inner
+            self._factory: InnerFactory = (
+                _build_horizon_free if inner == HORIZON_FREE else _build_horizon_free_blt
+            )
             self._named = True
         elif isinstance(inner, str):
             self.inner = check_choice("inner", inner, MECHANISMS)
@@ -221,7 +283,8 @@ class UnboundedCounter:
             self._factory = inner
         else:
             raise TypeError(
-                f"inner must be a mechanism name {sorted(MECHANISMS)}, {HORIZON_FREE!r} or a "
+                f"inner must be a mechanism name {sorted(MECHANISMS)}, {HORIZON_FREE!r}, "
+                f"{HORIZON_FREE_BLT!r} or a "
                 "callable "
                 f"factory(horizon, budget=..., rng=...), got {inner!r}"
             )
@@ -230,8 +293,10 @@ class UnboundedCounter:
         self._budget_in = resolved
         self._sampler: NoiseSampler | None = None  # with_sampler (tests)
         self._blocks: dict[int, CountingMechanism] = {}
-        self._last_variances: list[float] = []  # V_i(2^i) for i = 0, 1, …
+        self._last_variances: dict[int, float] = {}  # block i -> V_i(span of block i)
         first = self.block_mechanism(0)  # validates the budget now, not at step 1
+        if self.inner == HORIZON_FREE_BLT:  # and the doubling blocks' inner, not at 2^s
+            self.block_mechanism(_first_doubling_block(self.inner))
         #: the budget with the inner class's default noise filled in
         self.budget: Budget = first.budget
         self.step_sensitivity = first.step_sensitivity
@@ -241,18 +306,29 @@ class UnboundedCounter:
                 epsilon=self.budget.epsilon,
                 delta=0.0 if self.budget.delta is None else self.budget.delta,
                 noise=first.privacy.noise,
-                calibration=(
-                    first.privacy.calibration
-                    + ", once for the infinite stream (certified column norm)"
-                    if self._forever
-                    else f"each doubling block calibrated for its horizon by its {self.inner} "
-                    "mechanism, parallel composition over the blocks (Chan, Shi, Song 2011)"
-                ),
+                calibration=self._calibration(first.privacy.calibration),
                 # doubling: per block, block_mechanism(i).privacy
                 l1_sensitivity=first.privacy.l1_sensitivity if self._forever else math.nan,
                 l2_sensitivity=first.privacy.l2_sensitivity if self._forever else math.nan,
                 neighbouring=NEIGHBOURING,
             )
+
+    def _calibration(self, first: str) -> str:
+        """The guarantee's calibration line (``first``: block 0's)."""
+        once = f"{first}, once for the infinite stream (certified column norm)"
+        if self._forever:
+            return once
+        parallel = "parallel composition over the blocks (Chan, Shi, Song 2011)"
+        if self.inner == HORIZON_FREE_BLT:
+            s = _first_doubling_block(self.inner)
+            return (
+                f"block 0 (steps 1 .. 2^{s}-1): the horizon-free BLT, {once}; blocks i >= "
+                f"{s}: Honaker calibrated for horizon 2^i; {parallel}"
+            )
+        return (
+            f"each doubling block calibrated for its horizon by its {self.inner} mechanism, "
+            + parallel
+        )
 
     # -- blocks -----------------------------------------------------------------------
     def block_mechanism(self, i: int) -> CountingMechanism:
@@ -267,6 +343,12 @@ class UnboundedCounter:
                 horizon 2^i.
         """
         i = check_integer("i", i, ge=0, le=0 if self._forever else MAX_STEPS.bit_length() - 1)
+        if i not in _block_ids(self.inner):
+            raise ValueError(
+                f"i must be 0 or {_first_doubling_block(self.inner)} … "
+                f"{MAX_STEPS.bit_length() - 1} for inner={self.inner!r} (its block 0 covers "
+                f"steps 1 … {_block_span(self.inner, 0)}), got {i}"
+            )
         mech = self._blocks.get(i)
         if mech is None:
             horizon = _block_span(self.inner, i)
@@ -284,15 +366,34 @@ class UnboundedCounter:
         return mech
 
     def _last_variance(self, i: int) -> float:
-        """V_i(2^i): the variance of block i's total as carried into later blocks."""
-        while len(self._last_variances) <= i:
-            j = len(self._last_variances)
-            self._last_variances.append(self.block_mechanism(j).variance_at(1 << j))
-        return self._last_variances[i]
+        """V_i(span of block i): the variance of block i's total as carried into later
+        blocks (the horizon-free BLT's by its O(n²) closed form, ``max_variance``)."""
+        v = self._last_variances.get(i)
+        if v is None:
+            mech = self.block_mechanism(i)
+            if self.inner == HORIZON_FREE_BLT and i == 0:
+                v = mech.max_variance()
+            else:
+                v = mech.variance_at(_block_span(self.inner, i))
+            self._last_variances[i] = v
+        return v
+
+    def _carried_variance(self, i: int) -> float:
+        """Σ of the carried variances of the blocks before block i, in block order."""
+        carried = 0.0
+        for j in _block_ids(self.inner):
+            if j >= i:
+                break
+            carried += self._last_variance(j)
+        return carried
+
+    def _next_block(self, i: int) -> int:
+        """The block after block i (block 0 after −1)."""
+        return 0 if i < 0 else _first_doubling_block(self.inner) if i == 0 else i + 1
 
     def _locate(self, t: int) -> tuple[int, int]:
         """(block, local step) of step t."""
-        return (0, t) if self._forever else block_of(t)
+        return _locate_in(self.inner, t)
 
     # -- exact error ------------------------------------------------------------------
     def variance_at(self, t: int) -> float:
@@ -306,10 +407,7 @@ class UnboundedCounter:
         """
         t = check_integer("t", t, ge=1, le=MAX_STEPS)
         i, local = self._locate(t)
-        carried = 0.0
-        for j in range(i):
-            carried += self._last_variance(j)
-        return carried + self.block_mechanism(i).variance_at(local)
+        return self._carried_variance(i) + self.block_mechanism(i).variance_at(local)
 
     def iter_variances(self, start: int = 1) -> Iterator[float]:
         """``variance_at(t)`` for t = start, start + 1, … (endless), in memory independent
@@ -320,12 +418,10 @@ class UnboundedCounter:
             yield from self.block_mechanism(0).iter_variances(local)
             return
         while True:
-            carried = 0.0
-            for j in range(i):
-                carried += self._last_variance(j)
+            carried = self._carried_variance(i)
             for v in self.block_mechanism(i).iter_variances(local):
                 yield carried + v
-            i, local = i + 1, 1
+            i, local = self._next_block(i), 1
             if i > MAX_STEPS.bit_length() - 1:
                 return
 
@@ -356,7 +452,7 @@ class UnboundedCounter:
             local = self.block_mechanism(i).release(arr[start:stop])
             parts.append(local + carried)
             carried = carried + local[-1]
-            start, i = stop, i + 1
+            start, i = stop, self._next_block(i)
         return np.concatenate(parts)
 
     def stream(self) -> UnboundedStream:
@@ -390,8 +486,7 @@ class UnboundedCounter:
                 "the blocks' composed Laplace events are not ordered; use "
                 "block_mechanism(i).dp_event() per block"
             )
-        blocks = 1 if self._forever else MAX_STEPS.bit_length()
-        events = [self.block_mechanism(i).dp_event() for i in range(blocks)]
+        events = [self.block_mechanism(i).dp_event() for i in _block_ids(self.inner)]
         if hasattr(events[0], "rho"):
             return max(events, key=lambda e: e.rho)
         return min(events, key=lambda e: e.noise_multiplier)
@@ -404,7 +499,7 @@ class UnboundedCounter:
         clone = copy.copy(self)
         clone._sampler = sampler
         clone._blocks = {i: m.with_sampler(sampler) for i, m in self._blocks.items()}
-        clone._last_variances = []
+        clone._last_variances = {}
         clone.privacy = None
         return clone
 
@@ -421,6 +516,15 @@ class UnboundedCounter:
                 "coefficients) calibrated for the infinite stream; step t released as "
                 "its prefix sum plus its noise at t"
             )
+        if self.inner == HORIZON_FREE_BLT:
+            s = _first_doubling_block(self.inner)
+            return (
+                f"no horizon: steps 1 .. 2^{s}-1 (block 0) released by one horizon-free BLT "
+                "factorization calibrated for the infinite stream (n + 1 running values per "
+                f"coordinate); from 2^{s}, step t in block i (steps 2^i .. 2^(i+1)-1) as "
+                "the finished blocks' last releases plus block i's honaker release (a fresh "
+                "mechanism for horizon 2^i, full budget; blocks are disjoint)"
+            )
         return (
             "no horizon: step t in block i (steps 2^i .. 2^(i+1)-1) is released as the "
             f"finished blocks' last releases plus block i's {self.inner} release (a fresh "
@@ -435,6 +539,9 @@ class UnboundedCounter:
             if self._forever
             else f"Release at t in block i = finished blocks' totals + block i's {self.inner} "
             "release"
+            if self.inner != HORIZON_FREE_BLT
+            else "Release at t = the horizon-free BLT's in block 0, then finished blocks' "
+            "totals + block i's honaker release"
         )
         return (
             f"{self!r}: {guarantee}; for every prefix. {how}; exact variance grows with t "
@@ -483,7 +590,7 @@ class UnboundedStream(ReleaseStream):
         if inner is None or inner.step == inner.horizon:
             if inner is not None:
                 self._carried = self._carried + self._last
-            self._block += 1
+            self._block = self.counter._next_block(self._block)
             inner = self.counter.block_mechanism(self._block).stream()
             self._inner = inner
         return inner
@@ -639,7 +746,7 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     if not isinstance(st, dict) or set(st) != _KEYS:
         raise ValueError(f"corrupt {_OWNER} state: it must hold {sorted(_KEYS)}")
     if not isinstance(st["inner"], str) or (
-        st["inner"] not in MECHANISMS and st["inner"] != HORIZON_FREE
+        st["inner"] not in MECHANISMS and st["inner"] not in HORIZON_FREE_INNERS
     ):
         raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
     if type(st["k"]) is not int or type(st["subtract"]) is not bool:
@@ -648,7 +755,7 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     mech = inner.mechanism
     if (
         type(block) is not int
-        or not 0 <= block <= (0 if st["inner"] == HORIZON_FREE else 53)
+        or block not in _block_ids(st["inner"])
         or mech.horizon != _block_span(st["inner"], block)
     ):
         raise ValueError(
