@@ -278,7 +278,9 @@ def test_readme_setup_is_what_ci_runs() -> None:
     first = blocks(ROOT / "README.md")[0]
     assert first.lang == "bash" and first.directive == "not run"
     demo, test = _commands(first.code)
-    venvs = [re.match(r"python3 -m venv (\S+) && \. (\S+)/bin/activate && ", c) for c in (demo, test)]
+    venvs = [
+        re.match(r"python3 -m venv (\S+) && \. (\S+)/bin/activate && ", c) for c in (demo, test)
+    ]
     assert all(v is not None and v.group(1) == v.group(2) for v in venvs), (demo, test)
     assert venvs[0] is not None and venvs[1] is not None
     assert venvs[0].group(1) != venvs[1].group(1), "the two setup lines share one venv"

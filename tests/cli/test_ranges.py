@@ -99,7 +99,9 @@ def test_noise_default_is_integer_noise_on_whole_numbers(
     assert np.load(out).shape == data.shape
     assert re.search(rf"noise={noise}[,)]", err)  # the mechanism line names the noise used
     assert ("discrete Gaussian, rho-zCDP" in err) == (noise == "discrete-gaussian")
-    assert ("note: continuous Gaussian noise" in err) == (why is not None and "--noise" not in extra)
+    assert ("note: continuous Gaussian noise" in err) == (
+        why is not None and "--noise" not in extra
+    )
     if why is not None:
         assert why in err.replace("\n", " ")
 
