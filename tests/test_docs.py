@@ -216,8 +216,13 @@ def _expect(page: str, out: str) -> None:
     if page == "docs/ranges.md":
         assert re.search(r"\(epsilon=1, delta=[0-9.e-]+\)-DP and rho=0\.0\d+-zCDP", out), out
     if page == "docs/tutorials/flights.md":
-        assert "events (exact, not private):" in out and "released (exact, not private)" in out
-        assert (Path.cwd() / "flights-top.png").stat().st_size > 10_000
+        assert "27004 flights to 94 destinations" in out
+        assert "[(1, 10), (11, 20), (21, 31)]" in out
+        assert "events (exact, not private):" in out and "late flights moved to day 11" in out
+        assert re.search(r"^key +(\w{3} +){4}\w{3}$", out, re.M), out  # the table's header
+        assert re.search(r"^\d+ destinations withheld", out, re.M), out
+        assert (Path.cwd() / "flights-top.png").stat().st_size > 10_000  # the figure
+        assert (ROOT / "docs" / "figures" / "flights-top.png").is_file()  # as the page shows
     if page == "docs/tutorials/training.md":
         accuracies = [float(a) for a in re.findall(r"accuracy:? (0\.\d+)", out)]
         assert len(accuracies) >= 4 and min(accuracies) > 0.5, out  # far above chance (0.1)
