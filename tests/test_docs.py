@@ -27,8 +27,10 @@ by an earlier block of the same page: nothing is staged by the test.
 * ``text`` blocks (file formats, usage synopses, outputs) are not code; every block
   must say which of the three it is.
 
-Pages whose blocks take more than about a second (reproductions, training loops,
-the keyed and flights runs, many CLI calls) run with ``-m slow``: :data:`SLOW`.
+Only the pages of :data:`QUICK` (well under a second each) run in the quick suite;
+the others (CLI runs in subprocesses, reproductions, training loops, the keyed and
+flights runs) run with ``-m slow``, which CI runs too. A command a page repeats (a
+full-size reproduction next to its ``--quick`` line) runs once.
 """
 
 from __future__ import annotations
@@ -64,24 +66,16 @@ NOT_RUN = {
      " && dpcount demo"): "test_readme_setup_is_what_ci_runs",
 }  # fmt: skip
 
-#: pages run with ``-m slow`` (measured: each takes more than about a second)
-SLOW = {
-    "README.md",
-    "docs/apps.md",
-    "docs/blt.md",
-    "docs/durable-streams.md",
-    "docs/factorization.md",
-    "docs/index.md",
-    "docs/keyed.md",
-    "docs/ranges.md",
-    "docs/reproduction.md",
-    "docs/toeplitz.md",
-    "docs/unbounded.md",
-    "docs/tutorials/dashboard.md",
-    "docs/tutorials/flights.md",
-    "docs/tutorials/range-tables.md",
+#: the pages cheap enough for the quick suite (measured: well under a second each);
+#: every other page (CLI runs, reproductions, training loops, keyed and flights runs)
+#: runs with ``-m slow``, which CI runs too
+QUICK = {
+    "docs/api.md",
+    "docs/references.md",
+    "docs/safe-noise.md",
+    "docs/trees.md",
+    "docs/tutorials/dp-ftrl.md",
     "docs/tutorials/reproducing.md",
-    "docs/tutorials/training.md",
 }
 
 
@@ -149,9 +143,11 @@ def _run_cli(argv: list[str]) -> tuple[int, str]:
     return status, out.getvalue() + err.getvalue()
 
 
-def _run_bash(block: Block, where: Path) -> str:
+def _run_bash(block: Block, where: Path, done: set[str]) -> str:
+    """Run the block's commands (but those ``done`` already, on this page)."""
     commands = [_runnable(c) for c in _commands(block.code)]
-    commands = [c for c in commands if c]
+    commands = [c for c in commands if c and c not in done]
+    done.update(commands)
     if commands and all(PLAIN.match(c.split(" #", 1)[0].strip()) for c in commands):
         shown = []
         for cmd in commands:
@@ -180,7 +176,7 @@ def run_page(page: Path, where: Path) -> tuple[str, list[str]]:
     """Run the page's blocks in order in ``where``: (what they printed, what was not
     run because a ``needs:`` module is missing)."""
     namespace: dict[str, object] = {"__name__": "__docs__"}
-    printed, missing = io.StringIO(), []
+    printed, missing, done = io.StringIO(), [], set[str]()
     for block in blocks(page):
         if block.lang == "text" or block.directive == "not run":
             continue
@@ -188,7 +184,7 @@ def run_page(page: Path, where: Path) -> tuple[str, list[str]]:
             missing.append(f"{_name(page)}:{block.line} (needs {block.argument})")
             continue
         if block.lang == "bash":
-            printed.write(_run_bash(block, where))
+            printed.write(_run_bash(block, where, done))
             continue
         source = "\n" * block.line + block.code  # tracebacks point at the page's lines
         with warnings.catch_warnings(), contextlib.redirect_stdout(printed):
@@ -198,7 +194,7 @@ def run_page(page: Path, where: Path) -> tuple[str, list[str]]:
 
 
 def _page_param(page: Path) -> object:
-    marks = [pytest.mark.slow] if _name(page) in SLOW else []
+    marks = [] if _name(page) in QUICK else [pytest.mark.slow]
     return pytest.param(page, id=_name(page), marks=marks)
 
 
@@ -232,8 +228,7 @@ def _expect(page: str, out: str) -> None:
 def test_page_runs_in_an_empty_folder(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("matplotlib").use("Agg")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # MPLBACKEND=Agg (below): figures go to files
     for name, value in _env().items():
         if name != "PATH":
             monkeypatch.setenv(name, value)
