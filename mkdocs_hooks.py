@@ -41,7 +41,9 @@ def _run_block(lang: str, code: str, cwd: Path, page: str) -> str:
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "MPLBACKEND": "Agg",
-        "COLUMNS": "88",
+        # the width of a code block of the site (looked at in Chromium at 1280 px: a
+        # wider table wrapped line by line in the browser)
+        "COLUMNS": "70",
     }
     cmd = ["bash", "-euo", "pipefail", "-c", code] if lang == "bash" else [sys.executable, "-"]
     done = subprocess.run(

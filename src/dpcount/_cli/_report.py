@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import enum
-import io
 import json
 import math
 import re
@@ -157,66 +156,85 @@ def _markdown(report: Report) -> str:
     return text
 
 
-def _rich_table(report: Report, columns: list[int], title: str | None) -> Table:
+def _words(text: str) -> int:
+    return max((len(word) for word in text.split()), default=0)
+
+
+def _widths(report: Report, columns: list[int], width: int) -> list[int] | None:
+    """Each column's width so that the table fits ``width``: as wide as its widest cell
+    or header, then narrowed (headers and text wrap at spaces, never inside a word or a
+    number) as far as needed; None if even the narrowest do not fit."""
+    natural, least = [], []
+    for i in columns:
+        c = report.columns[i]
+        cells = [shown(c, row[i]) for row in report.rows]
+        natural.append(max(len(t) for t in [c.header, *cells]))
+        least.append(max(_words(t) for t in [c.header, *cells]))
+    excess = sum(natural) + 2 * len(columns) - 1 - width  # two spaces between columns
+    widths = list(natural)
+    for j in sorted(range(len(columns)), key=lambda j: least[j] - natural[j]):
+        cut = min(max(excess, 0), natural[j] - least[j])
+        widths[j] -= cut
+        excess -= cut
+    return widths if excess <= 0 else None
+
+
+def _rich_table(report: Report, columns: list[int], title: str | None, widths: list[int]) -> Table:
     table = Table(
         title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,
-        padding=(0, 1),
+        padding=(0, 1, 0, 0),  # two spaces between columns
         pad_edge=False,
         show_edge=False,
+        expand=False,
     )
-    for i in columns:
+    for i, w in zip(columns, widths, strict=True):
         c = report.columns[i]
-        cells = [shown(c, row[i]) for row in report.rows]
-        # never cut inside a word or a number: wrap at spaces only
-        widest = max(len(word) for text in [c.header, *cells] for word in text.split() or [""])
-        table.add_column(
-            c.header,
-            justify="left" if c.kind is Kind.TEXT else "right",
-            overflow="fold",
-            min_width=widest,
-        )
+        if c.kind is Kind.TEXT:
+            table.add_column(c.header, justify="left", overflow="fold", width=w)
+        else:
+            table.add_column(c.header, justify="right", overflow="fold", width=w)
     for n, row in enumerate(report.rows):
         cells = [shown(report.columns[i], row[i]) for i in columns]
         table.add_row(*cells, style="bold" if n == 0 else None)
     return table
 
 
-def _parts(report: Report, width: int) -> list[list[int]]:
-    """The columns of each printed part: all in one if they fit ``width``, else greedy
-    groups, each led by the key columns."""
+def _parts(report: Report, width: int) -> list[tuple[list[int], list[int]]]:
+    """The columns of each printed part, with their widths: all in one if they fit
+    ``width``, else greedy groups, each led by the key columns."""
     keys = list(range(report.key_columns))
-    parts: list[list[int]] = []
+    parts: list[tuple[list[int], list[int]]] = []
     current = list(keys)
     for i in range(report.key_columns, len(report.columns)):
-        trial = [*current, i]
-        if len(current) > len(keys) and not _fits(report, trial, width):
-            parts.append(current)
+        if len(current) > len(keys) and _widths(report, [*current, i], width) is None:
+            parts.append((current, _fitted(report, current, width)))
             current = [*keys, i]
         else:
-            current = trial
-    parts.append(current)
+            current.append(i)
+    parts.append((current, _fitted(report, current, width)))
     return parts
 
 
-def _fits(report: Report, columns: list[int], width: int) -> bool:
-    """Whether these columns print within ``width`` (rendered: the measure of a rich
-    table does not include all of its padding)."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, highlight=False, markup=False, emoji=False)
-    console.print(_rich_table(report, columns, None), crop=False)
-    return max(len(line.rstrip()) for line in buffer.getvalue().splitlines()) <= width
+def _fitted(report: Report, columns: list[int], width: int) -> list[int]:
+    """The widths of a part; a part too wide even so (a single very long word) keeps
+    its natural widths and runs past ``width`` rather than cut anything."""
+    widths = _widths(report, columns, width)
+    if widths is None:
+        widths = _widths(report, columns, 10**6)
+    assert widths is not None  # an unbounded width always fits
+    return widths
 
 
 def _table(report: Report, width: int, out: TextIO) -> None:
     console = Console(file=out, width=width, highlight=False, markup=False, emoji=False)
     parts = _parts(report, width)
-    for n, columns in enumerate(parts):
+    for n, (columns, widths) in enumerate(parts):
         title = report.title if n == 0 else None
         if len(parts) > 1:
             title = f"{report.title if n == 0 else ''} (part {n + 1} of {len(parts)})".strip()
-        console.print(_rich_table(report, columns, title), crop=False)
+        console.print(_rich_table(report, columns, title, widths), crop=False)
         console.print()
     for line in [*_legend(report), *report.notes]:
         console.print(line, crop=False)
