@@ -216,6 +216,10 @@ def _expect(page: str, out: str) -> None:
         assert "[(1, 10), (11, 20), (21, 31)]" in out
         assert "events (exact, not private):" in out and "late flights moved to day 11" in out
         assert re.search(r"^key +(\w{3} +){4}\w{3}$", out, re.M), out  # the table's header
+        shown = next(b.code for b in blocks(ROOT / page) if b.code.startswith("key "))
+        days = re.compile(r"^(2013-01-\d\d) +(\d+|-)( +(\d+|-)){4}$", re.M)
+        # the example's shape (its numbers are one run's: the secret is drawn afresh)
+        assert len(days.findall(shown)) == 6 and len(days.findall(out)) >= 5, out
         assert re.search(r"^\d+ destinations withheld", out, re.M), out
         assert (Path.cwd() / "flights-top.png").stat().st_size > 10_000  # the figure
         assert (ROOT / "docs" / "figures" / "flights-top.png").is_file()  # as the page shows
