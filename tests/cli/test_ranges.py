@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,9 @@ def test_npy_with_queries_and_csv_output(
     captured = capsys.readouterr()
     answers = list(csv.DictReader(captured.out.splitlines()))
     assert [(a["lo"], a["hi"]) for a in answers] == [("0", "19"), ("3", "5"), ("7", "7")]
-    mech = CorrelatedPerturbation(20, epsilon=1.0, delta=1e-6)
+    # whole-number counts: exact integer noise by default, no note
+    mech = CorrelatedPerturbation(20, epsilon=1.0, delta=1e-6, noise="discrete-gaussian")
+    assert "note:" not in captured.err and "discrete Gaussian" in captured.err
     for a in answers:
         lo, hi = int(a["lo"]), int(a["hi"])
         assert float(a["std"]) == pytest.approx(np.sqrt(mech.range_variance(lo, hi)))
@@ -67,11 +70,47 @@ def test_csv_input_2d_npy_and_answers_file(tmp_path: Path) -> None:
     assert len(read_csv(tmp_path / "o2.csv")) == 30
 
 
+@pytest.mark.parametrize(
+    ("data", "extra", "noise", "why"),
+    [
+        (np.arange(8), [], "discrete-gaussian", None),
+        (np.arange(8) + 0.5, [], "gaussian", "not whole numbers"),
+        (np.arange(8), ["--noise", "gaussian"], "gaussian", None),
+        (np.arange(8), ["--calibration", "analytic"], "gaussian", "--calibration analytic"),
+        (np.ones((4, 4)), [], "gaussian", "2-D correlated"),
+        (np.arange(8), ["--mechanism", "wavelet"], "discrete-gaussian", None),
+    ],
+)
+def test_noise_default_is_integer_noise_on_whole_numbers(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    data: np.ndarray,
+    extra: list[str],
+    noise: str,
+    why: str | None,
+) -> None:
+    """As ``dpcount count``: exact integer noise where the mechanism has it and the
+    counts are whole numbers; otherwise continuous noise and a note naming why."""
+    np.save(tmp_path / "h.npy", data)
+    out = tmp_path / "o.npy"
+    argv = ["ranges", str(tmp_path / "h.npy"), "--epsilon", "1", "--delta", "1e-6"]
+    assert main([*argv, *extra, "--seed", "1", "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert np.load(out).shape == data.shape
+    assert re.search(rf"noise={noise}[,)]", err)  # the mechanism line names the noise used
+    assert ("discrete Gaussian, rho-zCDP" in err) == (noise == "discrete-gaussian")
+    assert ("note: continuous Gaussian noise" in err) == (
+        why is not None and "--noise" not in extra
+    )
+    if why is not None:
+        assert why in err.replace("\n", " ")
+
+
 def test_tree_std_column_matches_leaf_variance(tmp_path: Path) -> None:
     np.save(tmp_path / "h.npy", np.zeros(9))
     out = tmp_path / "o.csv"
     argv = ["ranges", str(tmp_path / "h.npy"), "--epsilon", "1", "--delta", "1e-6"]
-    assert main([*argv, "--mechanism", "tree", "--output", str(out)]) == 0
+    assert main([*argv, "--mechanism", "tree", "--noise", "gaussian", "--output", str(out)]) == 0
     std = np.array([float(r["std"]) for r in read_csv(out)])
     np.testing.assert_allclose(std, TreeMechanism(9, epsilon=1.0, delta=1e-6).sigma, rtol=1e-12)
 

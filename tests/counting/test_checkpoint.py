@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -505,17 +504,6 @@ def test_factorization_checkpoint_checks_its_matrices(tmp_path: Path) -> None:
         ValueError, match=r"L: saved an array of shape \(16, 16\), expected an array"
     ):
         load_stream(tmp_path / "f", expect=other)
-
-
-# -- docs -------------------------------------------------------------------------------
-def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = Path(__file__).resolve().parents[2] / "docs" / "durable-streams.md"
-    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
-    assert blocks and all("assert " in block for block in blocks)
-    monkeypatch.chdir(tmp_path)
-    for i, block in enumerate(blocks):
-        exec(compile(block, f"{doc.name}[{i}]", "exec"), {})
-    assert (tmp_path / "counts.ckpt").exists()
 
 
 def test_subclasses_are_not_saved(tmp_path: Path) -> None:

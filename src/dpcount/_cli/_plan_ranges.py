@@ -15,9 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rich.table import Table
-
-from dpcount._cli.common import escape, out_console
+from dpcount._cli._report import Column, Kind, Report, render
 from dpcount.ranges import (
     MECHANISMS,
     RangeWorkload,
@@ -112,32 +110,41 @@ def run_ranges(args: argparse.Namespace) -> int:
     what = "all ranges" if workload is None else f"{workload.count} ranges of {args.workload}"
     if workload is None and len(shape) == 2:
         what = "all rectangles"
-    con = out_console(80)
     size = "x".join(map(str, shape))
-    table = Table(
-        title=f"n = {size}, ε = {args.epsilon:g}, δ = {args.delta:g}: ranked by total squared "
-        f"error over {escape(what)}",
-        title_justify="left",
+    columns = [
+        Column("rank", "#", Kind.INT),
+        Column("mechanism", "mechanism", Kind.TEXT),
+        Column("rmse", "RMSE per query", Kind.NUMBER, f"root mean squared error over {what}"),
+        Column("max_std", "largest std", Kind.NUMBER, "the largest standard deviation of a query"),
+        Column(
+            "worst_expected_error",
+            "worst E|error|",
+            Kind.NUMBER,
+            "the largest expected absolute error of a query (Def. 3.12)",
+        ),
+    ]
+    table = [[i, r.mechanism, r.rmse, r.max_std, r.worst_expected] for i, r in enumerate(rows, 1)]
+    title = (
+        f"n = {size}, ε = {args.epsilon:g}, δ = {args.delta:g}: ranked by total squared "
+        f"error over {what}"
     )
-    for col in ("#", "mechanism", "RMSE per query", "max std", "worst E|error|"):
-        table.add_column(col, justify="left" if col == "mechanism" else "right")
-    for i, r in enumerate(rows, start=1):
-        table.add_row(
-            str(i), r.mechanism, f"{r.rmse:.4g}", f"{r.max_std:.4g}", f"{r.worst_expected:.4g}",
-            style="bold" if i == 1 else None,
-        )  # fmt: skip
-    con.print(table)
-    for note in notes:
-        con.print(escape(f"left out: {note}"))
     best = rows[0]
-    con.print(
-        f"Recommendation: [bold]{best.mechanism}[/] (exact RMSE {best.rmse:.4g} per query; "
-        "every row is (ε, δ)-DP for histograms differing by 1 in one cell; exact and "
-        "data-independent)"
+    report = Report(
+        title,
+        columns,
+        table,
+        notes=[
+            *(f"left out: {note}" for note in notes),
+            "Every row is (ε, δ)-DP for histograms differing by 1 in one cell, with "
+            "continuous Gaussian noise (analytic calibration); `dpcount ranges` uses exact "
+            "integer noise (discrete-gaussian, a little more error) on whole-number counts "
+            "unless --noise gaussian. All figures are exact and data-independent.",
+        ],
+        recommendation=[
+            f"Recommendation: {best.mechanism} (exact RMSE {best.rmse:.4g} per query)",
+            f"  dpcount ranges INPUT --mechanism {best.mechanism} --epsilon {args.epsilon:g} "
+            f"--delta {args.delta:g} --output OUT",
+        ],
     )
-    con.print(
-        f"  dpcount ranges INPUT --mechanism {best.mechanism} --epsilon {args.epsilon:g} "
-        f"--delta {args.delta:g} --output OUT",
-        soft_wrap=True,
-    )
+    render(report, args.format)
     return 0

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from dpcount.keyed.selection import KeySelection
 
 HELP = (
-    "private running counts for every key of a public universe at every time step, "
-    "from an event log (CSV or Parquet)"
+    "private running counts per key at every time step, from an event log (CSV or "
+    "Parquet): for the keys of --keys, or for keys selected privately from the data"
 )
 
 

@@ -6,15 +6,11 @@ import argparse
 import math
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from dpcount._cli._plan_open_keys import add_open_key_arguments, check_not_open, run_open_keys
+from dpcount._cli._report import FORMATS, Column, Kind, Report, render
 from dpcount._cli.common import (
     add_participation_arguments,
-    escape,
     flags,
-    out_console,
     participation_from,
     positive_float,
 )
@@ -35,10 +31,12 @@ HELP = (
     "(--ranges: the range-query mechanisms for a histogram size)"
 )
 
-_NOISE_NAMES = {"laplace": "Lap", "gaussian": "Gauss"}
+_NOISE_NAMES = {"laplace": "Laplace", "gaussian": "Gaussian"}
 
 #: calibration rules that are their noise's default (an integer-noise command drops them)
 _DEFAULT_RULES = ("pure", "theorem3", "analytic")
+
+_METRIC_SHORT = {"mse": "MSE", "max_variance": "largest variance", "linf": "error bound"}
 
 _METRIC_NAMES = {
     "mse": "MSE (mean variance over the horizon)",
@@ -104,6 +102,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_participation_arguments(p)
     add_open_key_arguments(p)
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (default: for a terminal, never cut: wrapped or split in parts to fit "
+        "its width, with a legend), csv (the table only, numbers at full precision; notes "
+        "on stderr), json (table, legend, notes and recommendation) or markdown",
+    )
 
 
 def _memory_note(args: argparse.Namespace) -> str | None:
@@ -125,18 +131,6 @@ def _memory_note(args: argparse.Namespace) -> str | None:
     if left_out:
         text += "; left out (need): " + ", ".join(left_out)
     return text + "."
-
-
-def _ratio(value: float) -> str:
-    """At most five characters (keeps the table narrow): 1.07, 58.67, 123, >999."""
-    if value > 999:
-        return ">999"
-    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
-
-
-def _lower_ratio(value: float) -> str:
-    """Three decimals near 1 (the certified gap is what it shows), else as _ratio."""
-    return f"{value:.3f}" if value < 10 else _ratio(value)
 
 
 def _sens(exact: bool) -> str:
@@ -166,135 +160,166 @@ def run(args: argparse.Namespace) -> int:
     )
     rows = compare(args.horizon, budget=budget, **flags(args, "metric", "beta", "dim", "memory"))
     args.memory_note = _memory_note(args)
-    con = out_console(80)
-    con.print(_table(args, rows, schema))
-    _notes(con, args, rows, schema)
-    _recommendation(con, args, rows, budget)
+    report = _report(args, rows, schema)
+    report.notes = _notes(args)
+    report.recommendation = _recommendation(args, rows, budget)
+    render(report, args.format)
     return 0
 
 
-def _table(args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any) -> Table:
-    """The ranking, best first (bold)."""
+def _report(args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any) -> Report:
+    """The ranking, best first, with what each column means."""
     budget = f"ε = {args.epsilon:g}" + ("" if args.delta is None else f", δ = {args.delta:g}")
     if schema is not None:
         budget += f", {schema.max_participations} participations ≥ {schema.min_separation} apart"
-    table = Table(
-        title=f"T = {args.horizon:,}, {budget}: ranked by {_METRIC_NAMES[args.metric]}",
-        title_justify="left",
-    )
-    table.add_column("#", justify="right")
-    table.add_column("mechanism", min_width=max(13, *(len(r.label) for r in rows)))
-    table.add_column("noise")
-    table.add_column("RMSE", justify="right")
-    table.add_column("max std", justify="right")
-    table.add_column(f"ℓ∞ (β={args.beta:g})", justify="right")
+    columns = [
+        Column("rank", "#", Kind.INT),
+        Column("mechanism", "mechanism", Kind.TEXT),
+        Column("noise", "noise", Kind.TEXT),
+        Column(
+            "calibration",
+            "calibration",
+            Kind.TEXT,
+            "the rule that sets the noise scale (pure: ε-DP; theorem3: Laplace noise for "
+            "(ε, δ)-DP, count-on-your-elders Thm 3; analytic, fhu, classic: Gaussian)",
+        ),
+        Column("rmse", "RMSE", Kind.NUMBER, "root mean squared error over the T steps"),
+        Column("max_std", "largest std", Kind.NUMBER, "largest standard deviation of a step"),
+        Column(
+            "max_error",
+            f"max error (β={args.beta:g})",
+            Kind.NUMBER,
+            f"the largest error over all T steps is below it with probability ≥ {1 - args.beta:g}",
+        ),
+    ]
     if schema is not None:
-        table.add_column("sens")
+        columns.append(
+            Column(
+                "sensitivity",
+                "sensitivity",
+                Kind.TEXT,
+                f"under the ({schema.max_participations}, {schema.min_separation})-"
+                "participation schema (ℓ₂ for Gaussian, ℓ₁ for Laplace rows): exact, or a "
+                "certified upper bound (bound)",
+            )
+        )
     if args.memory_note is not None:
-        table.add_column("stream", justify="right")
-    reference = next((r.certificate for r in rows if r.certificate is not None), None)
-    if reference is not None:  # Gaussian rows exist (a delta was given)
-        table.add_column("÷best", justify="right")
-        if schema is None:  # the asymptotic bound is for one participation
-            table.add_column("÷asym", justify="right")
-            table.add_column("÷lower", justify="right")  # the certified lower bound
+        columns.append(
+            Column("stream_bytes", "stream memory", Kind.BYTES, "the noise state one stream "
+                   "holds at its peak")
+        )  # fmt: skip
+    columns += _ratio_columns(rows, schema)
+    table: list[list[Any]] = []
     for i, r in enumerate(rows, start=1):
-        cert = r.certificate
-        ratios = [] if reference is None else ["n/a"] if schema is not None else ["n/a"] * 3
-        if cert is not None:
-            asym = cert.ratio_to_asymptotic
-            ratios = [_ratio(cert.ratio_to_best)]
-            if schema is None:
-                ratios.append("n/a" if asym is None else _ratio(asym))
-                lower = cert.ratio_to_lower_bound
-                ratios.append("n/a" if lower is None else _lower_ratio(lower))
-        sens = []
+        row: list[Any] = [i, r.label, _NOISE_NAMES[r.noise], r.calibration]
+        row += [math.sqrt(r.mse), math.sqrt(r.max_variance), r.linf]
         if schema is not None:
-            sens = ["?" if r.sensitivity is None else _sens(r.sensitivity.exact)]
+            row.append(None if r.sensitivity is None else _sens(r.sensitivity.exact))
         if args.memory_note is not None:
-            sens.append("?" if r.stream_bytes is None else format_bytes(r.stream_bytes))
-        table.add_row(
-            str(i),
-            escape(r.label),
-            _NOISE_NAMES[r.noise] + " " + r.calibration,
-            f"{math.sqrt(r.mse):.4g}",
-            f"{math.sqrt(r.max_variance):.4g}",
-            f"{r.linf:.4g}",
-            *sens,
-            *ratios,
-            style="bold" if i == 1 else None,
-        )
-    return table
+            row.append(r.stream_bytes)
+        cert = r.certificate
+        for column in columns[len(row) :]:
+            row.append(None if cert is None else getattr(cert, _RATIOS[column.name]))
+        table.append(row)
+    title = f"T = {args.horizon:,}, {budget}: ranked by {_METRIC_NAMES[args.metric]}"
+    return Report(title, columns, table)
 
 
-def _notes(
-    con: Console, args: argparse.Namespace, rows: tuple[Candidate, ...], schema: Any
-) -> None:
-    """What the columns mean and which mechanisms are left out."""
+#: ratio column -> the certificate's attribute
+_RATIOS = {
+    "loss_vs_best": "ratio_to_best",
+    "loss_vs_limit": "ratio_to_asymptotic",
+    "loss_vs_lower_bound": "ratio_to_lower_bound",
+}
+
+
+def _ratio_columns(rows: tuple[Candidate, ...], schema: Any) -> list[Column]:
+    """Gaussian rows' loss over references (none without a delta: Laplace rows only)."""
     reference = next((r.certificate for r in rows if r.certificate is not None), None)
+    if reference is None:
+        return []
+    ref = reference.reference
+    loss = (
+        f"a Gaussian row's {ref.objective} loss (its variance ÷ that of a sensitivity-1 "
+        "Gaussian at the same budget"
+        + ("" if schema is None else ", with the schema sensitivity")
+        + ") ÷ "
+    )
+    plain = "; 1.00: as good, 1.25: 25% more variance; n/a: Laplace noise"
+    best = "this T" if schema is None else "this T and schema"
+    columns = [
+        Column(
+            "loss_vs_best",
+            "vs best",
+            Kind.RATIO,
+            f"{loss}that of the best factorization dpcount can compute for {best} "
+            f"({ref.source}, {ref.loss:.5g}){plain}",
+        )
+    ]
+    if schema is not None:  # the asymptotic bound is for one participation
+        return columns
+    columns.append(
+        Column(
+            "loss_vs_limit",
+            "vs limit",
+            Kind.RATIO,
+            f"the same loss ÷ the asymptotic lower bound (0.701 + ln T/π)² = "
+            f"{reference.asymptotic_bound:.4g} (Henzinger–Kalinin–Upadhyay 2025, a limit as "
+            "T → ∞, not a bound at this T)",
+        )
+    )
+    if reference.lower_bound is not None:
+        bound = reference.lower_bound
+        columns.append(
+            Column(
+                "loss_vs_lower_bound",
+                "vs lower bound",
+                Kind.RATIO,
+                f"the same loss ÷ {bound.value:.5g}, a certified lower bound on the "
+                f"{bound.objective} loss of every factorization at this T ({bound.source})",
+                precise=True,
+            )
+        )
+    return columns
+
+
+def _notes(args: argparse.Namespace) -> list[str]:
+    """Which mechanisms are left out, and what every row guarantees."""
+    notes = []
     if args.memory_note is not None:
-        con.print(args.memory_note + " stream = the noise state one stream holds at its peak.")
-    if schema is not None:
-        con.print(
-            f"Every row is calibrated to user-level ({schema.max_participations}, "
-            f"{schema.min_separation})-participation: sens = its sensitivity under the schema "
-            "(ℓ₂ for Gaussian, ℓ₁ for Laplace rows), exact or a certified upper bound."
-        )
-    if reference is not None:
-        ref = reference.reference
-        loss_text = (
-            f"Gaussian rows' {ref.objective} loss (variance ÷ that of a sensitivity-1 "
-            "Gaussian at the same budget"
-        )
-        if schema is None:
-            con.print(
-                f"÷best, ÷asym: {loss_text}) over the best factorization dpcount can compute "
-                f"for this horizon ({escape(ref.source)}, {ref.loss:.4g}) and over the "
-                f"asymptotic lower bound (0.701 + ln T/π)² = {reference.asymptotic_bound:.4g} "
-                "(Henzinger–Kalinin–Upadhyay 2025, a limit as T → ∞, not a bound at this T). "
-                "n/a: Laplace noise."
-            )
-            if reference.lower_bound is not None:
-                bound = reference.lower_bound
-                con.print(
-                    f"÷lower: the same loss over {bound.value:.5g}, a certified lower bound on "
-                    f"the {bound.objective} loss of every factorization at this T "
-                    f"({escape(bound.source)})."
-                )
-        else:
-            con.print(
-                f"÷best: {loss_text}, with the schema sensitivity) over the best one "
-                f"dpcount computed for this horizon and schema ({escape(ref.source)}, "
-                f"{ref.loss:.5g}). No ÷asym column: the asymptotic bound (0.701 + ln T/π)² "
-                "(like the dense optimum) is for one participation, not for this schema. "
-                "n/a: Laplace noise."
-            )
+        notes.append(args.memory_note)
     if args.horizon > NORMALIZED_SQRT_COMPARE_LIMIT and args.delta is not None:
-        con.print(
+        notes.append(
             f"Column-normalized square root not listed: its exact variances are computed "
             f"on the fly only for T ≤ {NORMALIZED_SQRT_COMPARE_LIMIT:,}."
         )
     if args.horizon > MAX_OPTIMIZED_HORIZON and args.delta is not None:
-        con.print(
+        notes.append(
             f"Optimized Toeplitz not listed: computed on the fly only for T ≤ "
             f"{MAX_OPTIMIZED_HORIZON:,} (BLT's shipped parameters cover larger horizons)."
         )
-    con.print(
-        "Every row satisfies the requested budget (pure: ε-DP; theorem3: Laplace noise "
-        "for (ε, δ)-DP, count-on-your-elders Thm 3; analytic/fhu/classic: Gaussian). "
-        "All figures are exact and data-independent."
+    notes.append(
+        "Every row satisfies the requested budget. All figures are exact and data-independent."
     )
+    return notes
+
+
+def _how_much_worse(ratio: float) -> str:
+    """``ratio`` of two errors in words: "0.04% larger", "25% larger", "3.47 times"."""
+    if ratio < 2:
+        return f"{(ratio - 1) * 100:.2g}% larger"
+    return f"{ratio:.3g} times as large"
 
 
 def _recommendation(
-    con: Console, args: argparse.Namespace, rows: tuple[Candidate, ...], budget: Budget
-) -> None:
+    args: argparse.Namespace, rows: tuple[Candidate, ...], budget: Budget
+) -> list[str]:
     """The best row and the commands to copy: integer noise for whole-number data
     (what ``count --mechanism auto`` takes: the library's choice), the best row's own
     continuous noise for fractional data."""
     best = rows[0]
-    con.print(
-        f"Recommendation: [bold]{best.label}[/] with {best.noise} noise ({best.guarantee}); "
+    lines = [
+        f"Recommendation: {best.label} with {best.noise} noise ({best.guarantee}); "
         f"exact RMSE {math.sqrt(best.mse):.4g}, largest std {math.sqrt(best.max_variance):.4g}, "
         f"all errors ≤ {best.linf:.4g} with probability ≥ {1 - args.beta:g}."
         + (
@@ -302,41 +327,40 @@ def _recommendation(
             if args.memory_note is None or best.stream_bytes is None
             else f" Stream state {format_bytes(best.stream_bytes)}."
         )
-    )
+    ]
     if best.certificate is not None:
         cert = best.certificate
-        con.print(
-            f"  {cert.reference.objective} loss {cert.loss:.5g} (÷best "
-            f"{cert.ratio_to_best:.3f})"
+        lines.append(
+            f"  {cert.reference.objective} loss {cert.loss:.5g} ({cert.ratio_to_best:.3f} "
+            "times the best factorization's)"
             + ("" if best.sensitivity is None else f"; sensitivity {best.sensitivity.describe()}")
         )
     if len(rows) > 1 and best.value > 0:
         ratio = rows[1].value / best.value
+        metric = _METRIC_SHORT[args.metric]
         if ratio > 1.0 + 1e-9:
-            con.print(f"  (next: {rows[1].label}, {ratio:.3g}× worse by this metric)")
+            lines.append(f"  next: {rows[1].label}, its {metric} {_how_much_worse(ratio)}")
         else:
-            con.print(f"  ({rows[1].label} ties by this metric)")
+            lines.append(f"  next: {rows[1].label}, the same {metric}")
     integer = _integer_row(args, rows, budget)
     if integer is None:
-        con.print(f"  dpcount count INPUT {best.command()}", soft_wrap=True)
-        return
+        lines.append(f"  dpcount count INPUT {best.command()}")
+        return lines
     row, noise, mse = integer
-    con.print(
-        f"  whole-number data (counts): dpcount count INPUT {row.command(noise)}", soft_wrap=True
-    )
+    lines.append(f"  whole-number data (counts): dpcount count INPUT {row.command(noise)}")
     who = (
         "`dpcount count --mechanism auto` takes"
         if args.metric == "mse"
         else "the best row with integer noise:"
     )
-    con.print(
-        f"    {who} {escape(row.label)} with {noise} noise (exact integer output; exact RMSE "
+    lines.append(
+        f"    {who} {row.label} with {noise} noise (exact integer output; exact RMSE "
         f"{math.sqrt(mse):.4g}"
-        + ("" if row == best else f"; {escape(best.label)} needs floating-point noise")
-        + "; see docs/safe-noise.md)",
-        soft_wrap=True,
+        + ("" if row == best else f"; {best.label} needs floating-point noise")
+        + "; see docs/safe-noise.md)"
     )
-    con.print(f"  fractional data: dpcount count INPUT {best.command()}", soft_wrap=True)
+    lines.append(f"  fractional data: dpcount count INPUT {best.command()}")
+    return lines
 
 
 def _integer_row(

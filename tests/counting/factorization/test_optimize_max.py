@@ -248,9 +248,9 @@ def test_regenerated_chain_matches_the_shipped_table() -> None:
 def test_plan_prints_the_loss_over_the_certified_lower_bound(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``dpcount plan``: a ÷lower column (each Gaussian row's loss over the certified
-    bound, ≥ 1) and the bound named below the table."""
-    from dpcount._cli.plan import _lower_ratio
+    """``dpcount plan``: a ``vs lower bound`` column (each Gaussian row's loss over the
+    certified bound, ≥ 1) and the bound named in its legend."""
+    from dpcount._cli._report import Column, Kind, shown
     from dpcount.analysis import compare
     from dpcount.cli import main
 
@@ -259,7 +259,7 @@ def test_plan_prints_the_loss_over_the_certified_lower_bound(
     out = capsys.readouterr().out
     bound = certified_lower_bound(64, "max")
     assert bound is not None
-    assert "÷lower" in out and f"{bound.value:.5g}" in out and "γ₂ dual" in out
+    assert "vs lower bound" in out and f"{bound.value:.5g}" in out and "γ₂ dual" in out
     rows = [
         r
         for r in compare(64, budget=Budget(epsilon=1.0, delta=1e-6), metric="max_variance")
@@ -268,4 +268,5 @@ def test_plan_prints_the_loss_over_the_certified_lower_bound(
     for r in rows:
         ratio = r.certificate.ratio_to_lower_bound  # type: ignore[union-attr]
         assert ratio is not None and ratio >= 1.0
-        assert _lower_ratio(ratio) in out  # three decimals below 10
+        column = Column("loss_vs_lower_bound", "vs lower bound", Kind.RATIO, precise=True)
+        assert shown(column, ratio) in out and len(shown(column, ratio)) == 5  # 1.xyz
