@@ -4,6 +4,7 @@ guarantee brute-forced on tiny logs, the schedules, the plan and the CLI."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from fractions import Fraction
 from typing import Any
@@ -302,7 +303,10 @@ def test_cli_plan_open_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--key-events", "200"]) == 0
     out = capsys.readouterr().out
     tau = plan_open_keys(KeySelection(epsilon=1.0, delta=1e-6), horizon=60).threshold
-    assert f"Threshold τ = {tau}" in out and "1.0000" in out
+    assert f"Threshold τ = {tau}" in " ".join(out.split())
+    assert main([*argv, "--key-events", "200", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["events"] == 200 and row["released"] > 0.9999
     assert main(["plan", "--horizon", "8", "--epsilon", "1", "--max-keys", "2"]) == 2
     assert "--max-keys needs --open-keys" in capsys.readouterr().err
     assert main([*argv, "--metric", "linf"]) == 2
