@@ -350,7 +350,7 @@ def compare(
     (:class:`~dpcount.counting.RowScaledBandedToeplitz`, exact sensitivity; at
     T = 2048 with (4, 512) its mean loss is 44.848 and max 59.798 against the banded
     Toeplitz's 47.398 / 64.366); the trees' k is the one
-    :func:`~dpcount.analysis.best_k` picks for one participation. The certificates'
+    :func:`~dpcount.analysis.best_k` picks for the schema. The certificates'
     reference is then the lowest loss among the Gaussian rows for that schema (the
     dense single-participation optimum is not one for k > 1) and their asymptotic
     bound is None (it is a single-participation statement).
@@ -460,7 +460,7 @@ def compare(
                 continue
             choice = best_k(
                 T,
-                budget=Budget(epsilon=eps, delta=dlt, noise=NoiseKind(noise)),
+                budget=budget.replace(noise=noise),  # whole: schema and step sensitivity
                 subtract=sub,
                 k_values=ks,
                 metric=metric,

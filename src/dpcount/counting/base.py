@@ -78,7 +78,7 @@ from dpcount.privacy.budget import (
     Participation,
     accept_participation,
 )
-from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
@@ -343,6 +343,36 @@ def _check_noise_in_range(sampler: NoiseSampler, step_sensitivity: float, epsilo
         )
 
 
+def calibrate_budget(
+    budget: Budget,
+    unit_l1: float,
+    unit_l2: float,
+    *,
+    neighbouring: str,
+    profile: NDArray[np.float64] | None = None,
+) -> Calibrated:
+    """The noise of ``budget`` (its noise kind set) for a perturbed vector whose (ℓ₁, ℓ₂)
+    sensitivity for unit step changes is (``unit_l1``, ``unit_l2``): times the step
+    sensitivity (ℓ₂: the step's ℓ₂ bound for Laplace noise), by
+    :func:`~dpcount.privacy.guarantee.calibrate`. Every mechanism calibrates here; the
+    scale is non-decreasing in both sensitivities."""
+    noise = budget.noise
+    assert noise is not None  # set by with_default_noise
+    step = budget.step_sensitivity
+    return calibrate(
+        noise.value,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        # For Gaussian noise step_sensitivity is an l2 bound, so unit_l1 * it is not an
+        # l1 bound for vector steps; it is only recorded, never used.
+        l1_sensitivity=unit_l1 * step,
+        l2_sensitivity=unit_l2 * (step if noise == NoiseKind.GAUSSIAN else budget.l2_step),
+        calibration=None if budget.calibration is None else budget.calibration.value,
+        neighbouring=neighbouring,
+        profile=profile,
+    )
+
+
 class CountingMechanism(ABC):
     """Base class: validation, calibration, release, stream and exact error.
 
@@ -499,19 +529,7 @@ class CountingMechanism(ABC):
                 f"{budget.neighbouring}; sensitivity under the schema: "
                 f"l1 {s1.describe()}, l2 {s2.describe()}"
             )
-        calibrated = calibrate(
-            noise.value,
-            epsilon=budget.epsilon,
-            delta=budget.delta,
-            # For Gaussian noise step_sensitivity is an l2 bound, so r1 * it is not an
-            # l1 bound for vector steps; it is only recorded, never used.
-            l1_sensitivity=r1 * self.step_sensitivity,
-            l2_sensitivity=r2
-            * (self.step_sensitivity if noise == NoiseKind.GAUSSIAN else self.step_l2_sensitivity),
-            calibration=None if budget.calibration is None else budget.calibration.value,
-            neighbouring=neighbouring,
-            profile=profile,
-        )
+        calibrated = calibrate_budget(budget, r1, r2, neighbouring=neighbouring, profile=profile)
         _check_noise_in_range(calibrated.sampler, self.step_sensitivity, budget.epsilon)
         self.sampler: NoiseSampler = calibrated.sampler
         self.privacy: PrivacyGuarantee | None = calibrated.privacy
