@@ -158,6 +158,17 @@ class _RowProfile:
             self._anchors[b] = q
             q = self._block(b)[1]
         self._cached: tuple[int, Array] = (-1, np.empty(0))
+        self._all: Array | None = None
+
+    def all_norms(self) -> Array:
+        """n_0, …, n_{T−1}, computed on the first batch release and kept (read-only):
+        the floats of :meth:`norms` (the same blocks)."""
+        table = self._all
+        if table is None:
+            table = self.norms(0, self.T)
+            table.setflags(write=False)
+            self._all = table
+        return table
 
     def weights(self, start: int, count: int) -> Array:
         return row_weights(self.T, self.log_weights, np.arange(start, start + count))
@@ -337,7 +348,9 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         dim: int | None = None,
     ) -> None:
         m = mechanism
-        super().__init__(m.inverse, m._sums, m.horizon, sampler, rng, dim)
+        super().__init__(
+            m.inverse, m._sums, m.horizon, sampler, rng, dim, table=m._profile.all_norms
+        )
         self._profile = m._profile
 
     def _weight_block(self, first: int, size: int) -> Array:
