@@ -158,17 +158,6 @@ class _RowProfile:
             self._anchors[b] = q
             q = self._block(b)[1]
         self._cached: tuple[int, Array] = (-1, np.empty(0))
-        self._all: Array | None = None
-
-    def all_norms(self) -> Array:
-        """n_0, …, n_{T−1}, computed on the first batch release and kept (read-only):
-        the floats of :meth:`norms` (the same blocks)."""
-        table = self._all
-        if table is None:
-            table = self.norms(0, self.T)
-            table.setflags(write=False)
-            self._all = table
-        return table
 
     def weights(self, start: int, count: int) -> Array:
         return row_weights(self.T, self.log_weights, np.arange(start, start + count))
@@ -348,9 +337,7 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         dim: int | None = None,
     ) -> None:
         m = mechanism
-        super().__init__(
-            m.inverse, m._sums, m.horizon, sampler, rng, dim, table=m._profile.all_norms
-        )
+        super().__init__(m.inverse, m._sums, m.horizon, sampler, rng, dim, table=m._weight_table)
         self._profile = m._profile
 
     def _weight_block(self, first: int, size: int) -> Array:
@@ -505,6 +492,16 @@ class RowScaledBLT(NormalizedBLT):
     def weights(self) -> Array:
         """The column norms n_0, …, n_{T−1} of diag(w)·C (O(T·n²))."""
         return self._profile.norms(0, self.horizon)
+
+    def _weight_table(self) -> Array:
+        """n_0, …, n_{T−1}, computed on the first batch release and kept (read-only) by
+        this mechanism (not by the shared profile): the floats of the profile's blocks."""
+        table = self._weight_cache
+        if table is None:
+            table = self._profile.norms(0, self.horizon)
+            table.setflags(write=False)
+            self._weight_cache = table
+        return table
 
     def row_weights(self) -> Array:
         """The row weights w_0, …, w_{T−1}."""
