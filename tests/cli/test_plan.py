@@ -164,9 +164,10 @@ def test_plan_max_metric_ranks_the_max_presets_and_their_command_reproduces_them
     budget = Budget(epsilon=1.0, delta=1e-6)
     rows = compare(T, budget=budget, metric="max_variance", certificates=False)
     by_label = {r.label: r for r in rows}
-    for name in ("blt", "normalized-blt", "row-scaled-blt"):
+    for name in ("blt", "normalized-blt", "row-scaled-blt"):  # all three differ at 300
         assert by_label[f"{name} (max)"].objective == "max"
         assert by_label[name].objective is None
+        assert by_label[f"{name} (max)"].max_variance != by_label[name].max_variance
     mean, best = by_label["row-scaled-blt"], by_label["row-scaled-blt (max)"]
     assert best.max_variance < mean.max_variance
     assert "--mechanism row-scaled-blt --objective max" in best.command()
@@ -192,3 +193,6 @@ def test_plan_recommends_the_max_row_scaled_blt_at_16384(
     assert _count_max_std(command, 16384, tmp_path) == pytest.approx(largest, rel=1e-3)
     mse_labels = {r.label for r in compare(1024, budget=Budget(epsilon=1.0, delta=1e-6))}
     assert not any(label.endswith("(max)") for label in mse_labels)  # by MSE: not listed
+    # the column-normalized BLT ships one parameter set for both objectives at 16384:
+    # no repeated row
+    assert "normalized-blt (max)" not in out and "normalized-blt " in out

@@ -26,7 +26,14 @@ from dpcount._validate import (
 from dpcount.analysis.advisor import TREE_METRICS, best_k
 from dpcount.counting.base import CountingMechanism, available_memory, parse_bytes
 from dpcount.counting.participation import Sensitivity
-from dpcount.counting.registry import MECHANISMS, build_mechanism, max_horizon, memory_estimate
+from dpcount.counting.registry import (
+    CLASSES,
+    MECHANISMS,
+    REGISTRY,
+    build_mechanism,
+    max_horizon,
+    memory_estimate,
+)
 from dpcount.privacy.budget import (
     Budget,
     CalibrationRule,
@@ -349,10 +356,10 @@ def compare(
     (:mod:`dpcount.analysis.certificates`).
 
     By a max metric (``"max_variance"``, ``"linf"``) the BLT, the column-normalized BLT
-    and the row-scaled BLT are also listed with their max-objective presets (labels
-    ``"blt (max)"``, ...; ``Candidate.objective == "max"``, ``dpcount count --objective
-    max``): at T = 16384 the row-scaled BLT's max loss is 14.921 with them against the
-    column-normalized BLT's 15.646.
+    and the row-scaled BLT are also listed with their max-objective presets where those
+    differ from the mean ones (labels ``"blt (max)"``, ...; ``Candidate.objective ==
+    "max"``, ``dpcount count --objective max``): at T = 16384 the row-scaled BLT's max
+    loss is 14.921 with them against the column-normalized BLT's 15.646.
 
     With a (k, b)-participation schema in the budget every row is built with it, so
     its error holds its exact or certified schema sensitivity
@@ -500,13 +507,13 @@ def compare(
             for method in methods:
                 add(f"sqrt ({method})", "sqrt", noise, method)
             # shipped parameters, Gaussian only; by a max metric also the max-objective presets
-            presets = (None,) if metric == "mse" else (None, "max")
-            for objective in presets:
-                suffix = "" if objective is None else f" ({objective})"
-                add("blt" + suffix, "blt", noise, objective=objective)
-                if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances O(T·n²) on the fly
-                    add("normalized-blt" + suffix, "normalized-blt", noise, objective=objective)
-                    add("row-scaled-blt" + suffix, "row-scaled-blt", noise, objective=objective)
+            names = ["blt"]
+            if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances O(T·n²) on the fly
+                names += ["normalized-blt", "row-scaled-blt"]
+            for name in names:
+                add(name, name, noise)
+                if metric != "mse" and _distinct_max_preset(name, T):
+                    add(f"{name} (max)", name, noise, objective="max")
             if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
                 add("normalized-sqrt", "normalized-sqrt", noise)
             from dpcount.analysis.certificates import (
@@ -546,6 +553,14 @@ def compare(
         rows = _schema_certificates(rows, schema)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
     return tuple(rows)
+
+
+def _distinct_max_preset(name: str, horizon: int) -> bool:
+    """Whether mechanism ``name``'s max-objective preset has other shipped parameters
+    than its default (mean) one at ``horizon`` (else its row would repeat the mean row)."""
+    cls = CLASSES[next(e.class_name for e in REGISTRY if e.name == name)]
+    shipped = cls.shipped_parameters  # type: ignore[attr-defined]
+    return bool(shipped(horizon, "max") != shipped(horizon, "mean"))
 
 
 def _schema_certificates(rows: list[Candidate], schema: Participation) -> list[Candidate]:
