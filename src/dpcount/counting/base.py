@@ -334,7 +334,10 @@ MAX_NOISE_COEFFICIENT = 2.0**64
 def _check_noise_in_range(sampler: NoiseSampler, step_sensitivity: float, epsilon: Any) -> None:
     """Refuse a calibration whose variances would overflow to inf (so no inf is printed
     as a std and no noise value is infinite)."""
-    variance = float(sampler.variance)
+    _check_variance(float(sampler.variance), step_sensitivity, epsilon)
+
+
+def _check_variance(variance: float, step_sensitivity: float, epsilon: Any) -> None:
     if not variance <= MAX_SAMPLE_VARIANCE:
         raise ValueError(
             f"step_sensitivity={step_sensitivity!r} and epsilon={epsilon!r} give a noise "
@@ -359,14 +362,18 @@ def calibrate_budget(
     noise = budget.noise
     assert noise is not None  # set by with_default_noise
     step = budget.step_sensitivity
+    # For Gaussian noise step_sensitivity is an l2 bound, so unit_l1 * it is not an l1
+    # bound for vector steps; it is only recorded, never used.
+    l1 = unit_l1 * step
+    l2 = unit_l2 * (step if noise == NoiseKind.GAUSSIAN else budget.l2_step)
+    if not (math.isfinite(l1) and math.isfinite(l2)):  # the scale would be inf too
+        _check_variance(math.inf, step, budget.epsilon)
     return calibrate(
         noise.value,
         epsilon=budget.epsilon,
         delta=budget.delta,
-        # For Gaussian noise step_sensitivity is an l2 bound, so unit_l1 * it is not an
-        # l1 bound for vector steps; it is only recorded, never used.
-        l1_sensitivity=unit_l1 * step,
-        l2_sensitivity=unit_l2 * (step if noise == NoiseKind.GAUSSIAN else budget.l2_step),
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
         calibration=None if budget.calibration is None else budget.calibration.value,
         neighbouring=neighbouring,
         profile=profile,
