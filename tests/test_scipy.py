@@ -4,10 +4,15 @@ item 7: a small ``dpcount count --delta`` run imports no scipy.signal)."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import numpy as np
+import pytest
 from scipy.signal import lfilter as scipy_lfilter
 
-from dpcount._scipy import FIRST_ORDER_MAX, _first_order, lfilter
+from dpcount import _scipy
+from dpcount._scipy import FIRST_ORDER_BUDGET, FIRST_ORDER_MAX, _first_order, lfilter
 
 
 def _bits(a: np.ndarray) -> list[int]:
@@ -40,3 +45,34 @@ def test_other_filters_go_to_scipy() -> None:
     assert _first_order([1.0], [1.0, -0.5], np.ones((3, 2)), axis=0, zi=[[0.0, 0.0]]) is None
     y = lfilter([1.0], [1.0, -0.5, 0.25], x)
     assert _bits(y) == _bits(scipy_lfilter([1.0], [1.0, -0.5, 0.25], x))
+
+
+def test_long_or_many_filters_run_in_scipy_with_the_same_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once scipy.signal is imported, or the Python recursions have used their budget,
+    every first-order filter runs in scipy (the row-scaled BLT's 37,696 filters in a
+    plan at 2^20): the doubles are the ones the Python recursion gives."""
+    calls: list[int] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return _first_order(*args, **kwargs)
+
+    monkeypatch.setattr(_scipy, "_first_order", spy)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(3000) * 10 ** rng.uniform(-3, 3, 3000)
+    python = _first_order([1.0], [1.0, -0.97], x, zi=[0.3])
+    assert python is not None
+    assert "scipy.signal" in sys.modules  # imported by this test module
+    routed = lfilter([1.0], [1.0, -0.97], x, zi=[0.3])
+    assert not calls
+    assert _bits(routed[0]) == _bits(python[0]) and _bits(routed[1]) == _bits(python[1])
+    # without scipy.signal: Python until the budget is spent, then scipy
+    monkeypatch.delitem(sys.modules, "scipy.signal")
+    monkeypatch.setattr(_scipy, "_python_steps", FIRST_ORDER_BUDGET - 1000)
+    assert _scipy._in_python()
+    first = lfilter([1.0], [1.0, -0.97], x, zi=[0.3])
+    assert calls == [1] and _scipy._python_steps == FIRST_ORDER_BUDGET + 2000
+    assert _bits(first[0]) == _bits(python[0]) and _bits(first[1]) == _bits(python[1])
+    assert not _scipy._in_python()  # the budget is spent: scipy from now on

@@ -9,6 +9,7 @@ no scipy at all. Same signatures and results as scipy's own functions.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 __all__ = ["brentq", "lfilter", "minimize"]
@@ -16,19 +17,37 @@ __all__ = ["brentq", "lfilter", "minimize"]
 
 #: the longest input the first-order recursion of :func:`lfilter` runs in Python
 FIRST_ORDER_MAX = 4096
+#: the inputs' total length the Python recursion takes in one process before
+#: :func:`lfilter` goes to scipy for good: ~0.1 s of Python loop, the cost of
+#: ``import scipy.signal`` (a plan or a long release then runs each filter in C)
+FIRST_ORDER_BUDGET = 1 << 18
+
+_python_steps = 0
 
 
 def lfilter(*args: Any, **kwargs: Any) -> Any:
     """:func:`scipy.signal.lfilter`. A first-order recursion on a short 1-D input with
     initial conditions (``lfilter([1.0], [1.0, -c], x, zi=[z0])``, the BLT variances of
     a small horizon) runs here in Python floats instead, with bit-identical results
-    (:func:`_first_order`): ``import scipy.signal`` costs more than a small job."""
-    fast = _first_order(*args, **kwargs)
-    if fast is not None:
-        return fast
+    (:func:`_first_order`): ``import scipy.signal`` costs more than a small job. Once
+    scipy.signal is imported, or the Python recursions have run
+    :data:`FIRST_ORDER_BUDGET` steps in all, every call goes to scipy (same doubles,
+    in C: thousands of such filters cost seconds in Python)."""
+    global _python_steps
+    if _in_python():
+        fast = _first_order(*args, **kwargs)
+        if fast is not None:
+            _python_steps += len(fast[0])
+            return fast
     from scipy.signal import lfilter as scipy_lfilter
 
     return scipy_lfilter(*args, **kwargs)
+
+
+def _in_python() -> bool:
+    """Whether :func:`lfilter` tries the Python recursion: scipy.signal not imported and
+    the budget not spent."""
+    return _python_steps < FIRST_ORDER_BUDGET and "scipy.signal" not in sys.modules
 
 
 def _first_order(b: Any, a: Any, x: Any, axis: int = -1, zi: Any = None) -> tuple[Any, Any] | None:

@@ -182,7 +182,9 @@ def test_compare_skips_fhu_and_classic_for_large_epsilon_and_is_fast_at_huge_hor
     rows = compare(10**8, budget=Budget(epsilon=2.0, delta=1e-9), metric="linf")
     assert not any(r.calibration in ("fhu", "classic") for r in rows)
     # 7 mechanisms with each noise (trees ×2, binary, honaker, smooth, sqrt, input) + BLT
-    assert len(rows) == 2 * 7 + 1
+    # with its mean and (a max metric) max preset
+    assert len(rows) == 2 * 7 + 2
+    assert {r.label for r in rows if r.mechanism == "blt"} == {"blt", "blt (max)"}
     assert rows[0].label.startswith("sqrt")  # Gaussian √A wins ℓ∞ at this δ
 
 

@@ -112,3 +112,91 @@ def test_best_known_loss_includes_the_optimized_toeplitz() -> None:
         decay, scale = shipped_blt_parameters(T, "mean", buffers)
         blt = BLT(T, buffer_decay=decay, output_scale=scale, epsilon=1.0, delta=1e-6)
         assert want < blt.losses().mean_loss
+
+
+# -- the trees' k under a schema (issue 33, item 1) -------------------------------------
+
+
+def _exhaustive_k(T: int, budget: Budget, subtract: bool, metric: str) -> tuple[int, float]:
+    """(k, score) minimising ``metric`` over every k in 2..64 (ties: the smallest k), each
+    tree built with the whole budget: brute force, no pruning."""
+    from dpcount.counting import KaryTree
+
+    best = (0, np.inf)
+    for k in range(3 if subtract else 2, 65):
+        m = KaryTree(T, budget=budget, k=k, subtract=subtract, rng=0)
+        score = m.mse() if metric == "mse" else m.max_variance()
+        if score < best[1]:
+            best = (k, score)
+    return best
+
+
+def _check_tree_rows(T: int, kp: int, b: int, noises: tuple[str, ...]) -> None:
+    budget = Budget(
+        epsilon=1.0, delta=1e-6, step_sensitivity=2.0, participation=Participation(kp, b)
+    )
+    rows = {(r.noise, r.subtract): r for r in compare(T, budget=budget, certificates=False)}
+    differs = False
+    for noise in noises:
+        for sub in (True, False):
+            k, mse = _exhaustive_k(T, budget.replace(noise=noise), sub, "mse")
+            single = _exhaustive_k(T, budget.replace(noise=noise, participation=None), sub, "mse")
+            differs = differs or single[0] != k
+            row = rows.get((noise, sub if k > 2 else None))  # k = 2 is the binary row
+            assert row is not None and row.k in (k, None), (noise, sub, row, k)
+            assert row.mse == pytest.approx(mse, rel=1e-12)
+    assert differs  # the schema moves the best k of some family: the test can fail
+
+
+def test_compare_picks_the_best_k_for_the_schema() -> None:
+    """Each k-ary row of compare is the best tree of its family for the budget's schema
+    and step sensitivity, against building every k (it used to be the best for one
+    participation: k = 7, MSE 8,549 where k = 46 gives 6,445 under (8, 64) at T = 1024;
+    here k = 15 / 10 where one participation's are 6 / 5)."""
+    _check_tree_rows(96, 4, 16, ("gaussian",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("T", "kp", "b"), [(256, 8, 16), (300, 3, 10), (200, 5, 20)])
+def test_compare_picks_the_best_k_for_more_schemas(T: int, kp: int, b: int) -> None:
+    _check_tree_rows(T, kp, b, ("laplace", "gaussian"))
+
+
+@pytest.mark.parametrize(
+    ("T", "kp", "b", "metric", "noise"),
+    [
+        (96, 4, 16, "mse", "gaussian"),
+        (96, 4, 16, "mse", "laplace"),
+        (128, 6, 12, "max_variance", "gaussian"),
+        (96, 4, 16, "max_variance", "discrete-laplace"),
+    ],
+)
+def test_best_k_pruning_matches_the_exhaustive_search(
+    T: int, kp: int, b: int, metric: str, noise: str
+) -> None:
+    """best_k skips trees whose lower bound exceeds the best score: same k and score as
+    building every tree."""
+    from dpcount.analysis import best_k
+
+    budget = Budget(epsilon=0.5, delta=1e-8, noise=noise, participation=Participation(kp, b))
+    for sub in (True, False):
+        k, score = _exhaustive_k(T, budget, sub, metric)
+        ks = range(3, 65) if sub else range(2, 65)
+        choice = best_k(T, budget=budget, subtract=sub, k_values=ks, metric=metric)
+        assert (choice.k, getattr(choice, metric)) == (k, score)
+
+
+def test_auto_takes_the_best_tree_for_the_schema() -> None:
+    """count --mechanism auto on whole numbers under a schema takes the tree with the
+    schema's best k (it used to take one participation's: MSE 9,833 where 7,413 is
+    available at T = 1024 under (8, 64))."""
+    from dpcount.analysis.choice import choose
+
+    T, schema = 96, Participation(4, 16)
+    budget = Budget(epsilon=4.0, delta=1e-3, participation=schema)  # a Gaussian tree wins
+    auto = choose(T, budget=budget, whole=True).auto
+    assert auto is not None and auto.candidate is not None
+    row = auto.candidate
+    assert row.mechanism == "kary" and row.subtract is not None and row.noise == "gaussian"
+    k, _ = _exhaustive_k(T, budget.replace(noise=row.noise), row.subtract, "mse")
+    assert row.k == k == 15  # one participation's best is 6

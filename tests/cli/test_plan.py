@@ -225,3 +225,57 @@ def test_plan_markdown_is_a_pipe_table(capsys: pytest.CaptureFixture[str]) -> No
     assert len(table) == 2 + len(rows)  # header, alignment, one line per row
     assert table[0].startswith("| # | mechanism | noise | calibration | RMSE | largest std |")
     assert f"| 1 | {rows[0].label} |" in out and "- vs best: " in out
+
+
+def _count_max_std(command: str, T: int, tmp_path: Path) -> float:
+    """Run ``dpcount count INPUT <command>`` on T rows; the largest std it prints."""
+    src = tmp_path / "in.csv"
+    src.write_text("x\n" + "".join(f"{i % 3}\n" for i in range(T)))
+    out = tmp_path / "out.csv"
+    argv = ["count", str(src), *command.split(), "--seed", "3", "--digits", "17"]
+    assert main([*argv, "--output", str(out)]) == 0
+    with out.open() as fh:
+        return max(float(r["std"]) for r in csv.DictReader(fh))
+
+
+def test_plan_max_metric_ranks_the_max_presets_and_their_command_reproduces_them(
+    tmp_path: Path,
+) -> None:
+    """By a max metric the BLT family's max-objective presets are ranked (issue 33
+    item 2), each row's copy-paste command builds it: its largest std is the row's."""
+    T = 300
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    rows = compare(T, budget=budget, metric="max_variance", certificates=False)
+    by_label = {r.label: r for r in rows}
+    for name in ("blt", "normalized-blt", "row-scaled-blt"):  # all three differ at 300
+        assert by_label[f"{name} (max)"].objective == "max"
+        assert by_label[name].objective is None
+        assert by_label[f"{name} (max)"].max_variance != by_label[name].max_variance
+    mean, best = by_label["row-scaled-blt"], by_label["row-scaled-blt (max)"]
+    assert best.max_variance < mean.max_variance
+    assert "--mechanism row-scaled-blt --objective max" in best.command()
+    got = _count_max_std(best.command(), T, tmp_path)
+    assert got == pytest.approx(np.sqrt(best.max_variance), rel=1e-13)
+    assert got != pytest.approx(np.sqrt(mean.max_variance), rel=1e-6)  # not the mean preset
+
+
+@pytest.mark.slow
+def test_plan_recommends_the_max_row_scaled_blt_at_16384(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The issue's figure: at 16384 the max metric's best is the row-scaled BLT's max
+    preset (max loss 14.921; the column-normalized BLT it used to recommend: 15.646), and
+    the printed command reproduces its largest std."""
+    argv = ["plan", "--horizon", "16384", "--epsilon", "1", "--delta", "1e-6"]
+    assert main([*argv, "--metric", "max_variance"]) == 0
+    out = capsys.readouterr().out
+    assert "Recommendation: row-scaled-blt (max)" in out and "max loss 14.921" in out
+    line = next(x for x in out.splitlines() if "dpcount count INPUT" in x)
+    command = line.split("dpcount count INPUT", 1)[1]
+    largest = float(out.split("largest std ", 1)[1].split(",")[0])
+    assert _count_max_std(command, 16384, tmp_path) == pytest.approx(largest, rel=1e-3)
+    mse_labels = {r.label for r in compare(1024, budget=Budget(epsilon=1.0, delta=1e-6))}
+    assert not any(label.endswith("(max)") for label in mse_labels)  # by MSE: not listed
+    # the column-normalized BLT ships one parameter set for both objectives at 16384:
+    # no repeated row
+    assert "normalized-blt (max)" not in out and "normalized-blt " in out

@@ -37,12 +37,15 @@ from dpcount.counting import (
     ToeplitzFactorization,
 )
 from dpcount.counting import participation as part
+from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import (
     SensitivityMethod,
     encoder_sensitivities,
     gram_pattern_bound,
     toeplitz_sensitivities,
     tree_sensitivities,
+    tree_sensitivity_lower_bounds,
+    tree_used_blocks,
 )
 from dpcount.privacy import Budget, Participation, gaussian_sigma
 from tests.counting.test_tree import oracle as tree_oracle
@@ -160,6 +163,53 @@ def test_tree_sensitivity_counts_only_the_nodes_releases_use(
         assert s1.value == want1 and s2.value**2 == pytest.approx(want2, rel=1e-9)
         # Counting every level's block (no release sums some of them) would overstate it.
         assert s2.value**2 <= oracle(full, k, b)[1] * (1 + 1e-9)
+
+
+def _used_blocks_by_digit_loop(system: DigitSystem, T: int, height: int) -> list[np.ndarray]:
+    """tree_used_blocks as first written: one pass per digit value j (O(k·T) per level)."""
+    k, low = system.k, system.low
+    q = np.arange(1, T + 1, dtype=np.int64)
+    out, size = [], 1
+    for _ in range(height):
+        d = (q - low) % k + low
+        parent = (q - d) // k
+        used = np.zeros((T - 1) // size + 1, dtype=bool)
+        for j in range(system.low, system.high + 1):
+            take = ((d > 0) & (j >= 0) & (j < d)) | ((d < 0) & (j >= d) & (j < 0))
+            m = k * parent[take] + j
+            used[m[(m >= 0) & (m < len(used))]] = True
+        out.append(used)
+        q, size = parent, size * k
+    return out
+
+
+@pytest.mark.parametrize("subtract", [False, True])
+def test_used_blocks_interval_marking_matches_the_digit_loop(subtract: bool) -> None:
+    for branching in (2, 3, 4, 7, 19, 64):
+        system = DigitSystem.for_tree(branching, subtract)
+        for T in (1, 2, 5, 17, 64, 100, 343, 1000):
+            h = system.height(T)
+            got = tree_used_blocks(system, T, h)
+            want = _used_blocks_by_digit_loop(system, T, h)
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize(("k", "b"), [(2, 3), (3, 9), (8, 4)])
+def test_tree_lower_bounds_lie_below_the_exact_sensitivities(k: int, b: int) -> None:
+    """The pruning bounds of best_k: ℓ₁ equal to the exact value (a 0/1 encoder), ℓ₂ a
+    feasible pattern's value, at most the exact (Gram) value and at least one
+    participation's."""
+    schema = Participation(max_participations=k, min_separation=b)
+    for branching, subtract in [(2, False), (3, True), (5, False), (9, True)]:
+        system = DigitSystem.for_tree(branching, subtract)
+        for T in (31, 40):
+            h = system.height(T)
+            l1, l2 = tree_sensitivity_lower_bounds(T, system, h, schema)
+            s1, s2 = tree_sensitivities(T, system, h, schema)
+            assert s1.exact and l1 == pytest.approx(s1.value, rel=1e-12) and l1 <= s1.value
+            assert math.sqrt(h) <= l2 <= s2.value
 
 
 # ----------------------------------------------------------------------------- Toeplitz

@@ -44,6 +44,7 @@ from dpcount.counting.registry import (
     class_noise,
     default_noise,
     max_horizon,
+    objectives,
 )
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.privacy import Budget, ZeroNoise
@@ -96,6 +97,7 @@ COVERED = {
         "default_noise",
         "max_horizon",
         "memory_estimate",
+        "objectives",
     },
 }
 
@@ -439,6 +441,7 @@ def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]])
     assert_rejects(lambda: default_noise(name, None), exc, r"mechanism", value=name)
     assert_rejects(lambda: class_noise(name, 1e-6), exc, r"mechanism", value=name)
     assert_rejects(lambda: max_horizon(name), exc, r"mechanism", value=name)
+    assert_rejects(lambda: objectives(name), exc, r"mechanism", value=name)
 
 
 @pytest.mark.parametrize("name", sorted(GAUSSIAN_ONLY))

@@ -13,6 +13,7 @@ from rich.console import Console
 from dpcount._cli.common import err_console, escape, flags, participation_from
 from dpcount.analysis.choice import DEFAULT_K, UNBOUNDED_PROBE, Choice, choose
 from dpcount.counting.base import CountingMechanism
+from dpcount.counting.registry import MECHANISMS, objectives
 from dpcount.counting.unbounded import UnboundedCounter
 from dpcount.postprocess import clamp, monotone, round_half_even
 from dpcount.privacy.budget import Budget, MissingDeltaError, ParticipationUnsupportedError
@@ -46,6 +47,13 @@ def warn_ignored(args: argparse.Namespace, mechanism: str) -> None:
         err_console().print(
             f"warning: --bands ignored: --mechanism {escape(mechanism)} has no such option "
             "(only toeplitz does)"
+        )
+    objective = getattr(args, "objective", None)
+    if objective is not None and not objectives(mechanism):
+        with_one = ", ".join(name for name in MECHANISMS if objectives(name))
+        err_console().print(
+            f"warning: --objective ignored: --mechanism {escape(mechanism)} has no such option "
+            f"(only {with_one} do)"
         )
     if mechanism != "kary" and ignored:
         err_console().print(
@@ -90,11 +98,18 @@ def _structure(args: argparse.Namespace) -> dict[str, Any]:
                 "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
                 "(--mechanism auto chooses the bands itself)"
             )
+        if getattr(args, "objective", None) is not None:
+            raise ValueError(
+                "--objective chooses a factorization's parameters: name the mechanism with it "
+                "(`dpcount plan --metric max_variance` prints the command)"
+            )
         return {}
     options: dict[str, Any] = {"k": DEFAULT_K if args.k is None else args.k}
     options["subtract"] = not args.no_subtract
     if getattr(args, "bands", None) is not None:
         options["bands"] = args.bands
+    if getattr(args, "objective", None) is not None:
+        options["objective"] = args.objective
     return options
 
 
@@ -176,6 +191,11 @@ def check_unbounded(args: argparse.Namespace) -> None:
         raise ValueError(
             "--bands needs --horizon: without one the unbounded doubling counter runs a "
             "fresh full-band mechanism per block (horizons 2^i)"
+        )
+    if getattr(args, "objective", None) is not None:
+        raise ValueError(
+            "--objective needs --horizon: without one the unbounded doubling counter runs a "
+            "fresh mean-loss mechanism per block (horizons 2^i)"
         )
     schema = participation_from(args)
     if schema is None:

@@ -72,6 +72,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _checkpoint_arguments(p)
 
 
+def _objective_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--objective",
+        choices=("mean", "max"),
+        default=None,
+        help="the loss the shipped or optimized parameters of --mechanism blt, toeplitz, "
+        "normalized-blt or row-scaled-blt minimize: mean (default) or max (the largest "
+        "per-step variance; `dpcount plan --metric max_variance` ranks these presets); "
+        "other mechanisms ignore it, with a warning",
+    )
+
+
 def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
     """The mechanism, its budget and its horizon."""
     p.add_argument(
@@ -105,6 +117,7 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
         "Toeplitz matrix; `dpcount plan` recommends --bands B with --min-separation B; other "
         "mechanisms ignore it, with a warning)",
     )
+    _objective_argument(p)
     common.add_privacy_arguments(p)
     p.add_argument(
         "--noise",

@@ -12,6 +12,8 @@ from dpcount._validate import (
     check_integer,
     check_iterable,
 )
+from dpcount.counting.base import calibrate_budget
+from dpcount.counting.participation import DENSE_LIMIT, tree_sensitivity_lower_bounds
 from dpcount.counting.tree import KaryTree
 from dpcount.privacy.budget import Budget, accept_participation
 
@@ -75,23 +77,63 @@ def best_k(
     budget = budget.with_default_noise("laplace")
     check_choice("metric", metric, TREE_METRICS)
     options = (False, True) if subtract is None else (check_bool("subtract", subtract),)
-    best: TreeChoice | None = None
-    best_score = math.inf
+    trees = []
     for k in check_iterable("k_values", k_values):
         check_integer("k", k, ge=2)
-        for sub in options:
-            if k == 2 and sub and False in options:
-                continue  # identical to the binary tree
-            m = KaryTree(horizon, budget=budget, k=k, subtract=sub, rng=0)
-            choice = TreeChoice(k, sub, m.height, m.mse(), m.max_variance())
-            if metric == "mse":
-                score = choice.mse
-            elif metric == "max_variance":
-                score = choice.max_variance
-            else:
-                score = m.linf_bound(beta, max_variance=choice.max_variance)
-            if best is None or score < best_score:
-                best, best_score = choice, score
-    if best is None:
+        trees += [(k, sub) for sub in options if not (k == 2 and sub and False in options)]
+    if not trees:
         raise ValueError("k_values must contain at least one value")
+    bounds = _lower_bounds(horizon, budget, trees, metric)
+    best: TreeChoice | None = None
+    best_key = (math.inf, len(trees))
+    # Increasing lower bound: once one exceeds the best score, so do all later ones.
+    for i in sorted(range(len(trees)), key=lambda j: (bounds[j], j)):
+        if bounds[i] * (1.0 - _PRUNE_MARGIN) > best_key[0]:
+            break
+        k, sub = trees[i]
+        m = KaryTree(horizon, budget=budget, k=k, subtract=sub, rng=0)
+        choice = TreeChoice(k, sub, m.height, m.mse(), m.max_variance())
+        if metric == "mse":
+            score = choice.mse
+        elif metric == "max_variance":
+            score = choice.max_variance
+        else:
+            score = m.linf_bound(beta, max_variance=choice.max_variance)
+        if best is None or (score, i) < best_key:  # ties: the first in k_values' order
+            best, best_key = choice, (score, i)
+    assert best is not None
     return best
+
+
+#: relative slack of the pruning bound (the Gaussian calibration's root finding and
+#: rounding are far below it): a tree is skipped only when clearly worse
+_PRUNE_MARGIN = 1e-6
+
+
+def _lower_bounds(
+    horizon: int, budget: Budget, trees: list[tuple[int, bool]], metric: str
+) -> list[float]:
+    """Per (k, subtract): a lower bound on its score under the budget's schema, to skip
+    trees that cannot win (their exact schema sensitivities form a T × T Gram matrix).
+
+    Every calibration's scale is non-decreasing in (Δ₁, Δ₂)
+    (:func:`~dpcount.counting.base.calibrate_budget`), so the noise calibrated to lower
+    bounds (L₁, L₂) on the schema sensitivities
+    (:func:`~dpcount.counting.participation.tree_sensitivity_lower_bounds`) has at most
+    the tree's variance, and its MSE or largest variance (the tree's single-participation
+    figure per unit variance times it) at most the tree's. Zeros (no pruning) for one
+    participation, the ℓ∞ metric, or T > the dense limit (the sensitivities are closed
+    forms there).
+    """
+    schema = budget.participation
+    if schema is None or schema.is_single or metric == "linf" or horizon > DENSE_LIMIT:
+        return [0.0] * len(trees)
+    single = budget.replace(participation=None)
+    out = []
+    for k, sub in trees:
+        m = KaryTree(horizon, budget=single, k=k, subtract=sub, rng=0)
+        l1, l2 = tree_sensitivity_lower_bounds(horizon, m.digit_system, m.height, schema)
+        lower = calibrate_budget(budget, l1, l2, neighbouring="a lower bound").sampler.variance
+        score = m.mse() if metric == "mse" else m.max_variance()
+        out.append(score / m.sampler.variance * lower)
+    return out

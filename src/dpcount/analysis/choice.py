@@ -66,6 +66,7 @@ from dpcount.counting.registry import (
     class_noise,
     default_noise,
     max_horizon,
+    objectives,
 )
 from dpcount.counting.unbounded import HORIZON_FREE_BLT, UnboundedCounter
 from dpcount.privacy.budget import Budget, CalibrationRule, MissingDeltaError, NoiseKind
@@ -101,7 +102,7 @@ _RULE_FAMILY = {
     CalibrationRule.ZCDP: NoiseKind.DISCRETE_GAUSSIAN,
 }
 
-_STRUCTURE = ("k", "subtract", "bands")
+_STRUCTURE = ("k", "subtract", "bands", "objective")
 
 #: the mechanisms whose estimate under integer noise is a fraction (Honaker's exact
 #: weighted average of integer-noised sums): :meth:`Choice.finish` rounds it
@@ -317,7 +318,7 @@ def choose(
     unknown = sorted(set(opts) - set(_STRUCTURE))
     if unknown:
         raise TypeError(
-            f"options has an unknown option {unknown[0]!r} (expected k, subtract, bands)"
+            f"options has an unknown option {unknown[0]!r} (expected k, subtract, bands, objective)"
         )
     hooks = {k: v for k, v in (("dim", dim), ("memory", memory)) if v is not None}
     if mechanism == "auto":
@@ -336,6 +337,10 @@ def choose(
         raise ValueError(f"{sorted(hooks)} inform mechanism='auto' only")
     if horizon is None and opts.get("bands") is not None:
         raise ValueError("bands needs a horizon (the doubling counter's blocks use the full band)")
+    if horizon is None and opts.get("objective") is not None:
+        raise ValueError(
+            "objective needs a horizon (the doubling counter's blocks use the mean-loss presets)"
+        )
     noise, note = _named_noise(mechanism, budget, whole)
     kept = {k: v for k, v in opts.items() if _has_option(mechanism, k) and v is not None}
     ignored = tuple(k for k in _STRUCTURE if k in opts and k not in kept and opts[k] is not None)
@@ -343,6 +348,8 @@ def choose(
 
 
 def _has_option(mechanism: str, option: str) -> bool:
+    if option == "objective":
+        return bool(objectives(mechanism))
     return mechanism == "kary" if option in ("k", "subtract") else mechanism == "toeplitz"
 
 

@@ -78,7 +78,7 @@ from dpcount.privacy.budget import (
     Participation,
     accept_participation,
 )
-from dpcount.privacy.guarantee import PrivacyGuarantee, calibrate
+from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
@@ -334,13 +334,50 @@ MAX_NOISE_COEFFICIENT = 2.0**64
 def _check_noise_in_range(sampler: NoiseSampler, step_sensitivity: float, epsilon: Any) -> None:
     """Refuse a calibration whose variances would overflow to inf (so no inf is printed
     as a std and no noise value is infinite)."""
-    variance = float(sampler.variance)
+    _check_variance(float(sampler.variance), step_sensitivity, epsilon)
+
+
+def _check_variance(variance: float, step_sensitivity: float, epsilon: Any) -> None:
     if not variance <= MAX_SAMPLE_VARIANCE:
         raise ValueError(
             f"step_sensitivity={step_sensitivity!r} and epsilon={epsilon!r} give a noise "
             f"variance of {variance:.3g} per sample, beyond 2^900: the exact variances and "
             "noise sums would overflow float64 to inf; rescale the data"
         )
+
+
+def calibrate_budget(
+    budget: Budget,
+    unit_l1: float,
+    unit_l2: float,
+    *,
+    neighbouring: str,
+    profile: NDArray[np.float64] | None = None,
+) -> Calibrated:
+    """The noise of ``budget`` (its noise kind set) for a perturbed vector whose (ℓ₁, ℓ₂)
+    sensitivity for unit step changes is (``unit_l1``, ``unit_l2``): times the step
+    sensitivity (ℓ₂: the step's ℓ₂ bound for Laplace noise), by
+    :func:`~dpcount.privacy.guarantee.calibrate`. Every mechanism calibrates here; the
+    scale is non-decreasing in both sensitivities."""
+    noise = budget.noise
+    assert noise is not None  # set by with_default_noise
+    step = budget.step_sensitivity
+    # For Gaussian noise step_sensitivity is an l2 bound, so unit_l1 * it is not an l1
+    # bound for vector steps; it is only recorded, never used.
+    l1 = unit_l1 * step
+    l2 = unit_l2 * (step if noise == NoiseKind.GAUSSIAN else budget.l2_step)
+    if not (math.isfinite(l1) and math.isfinite(l2)):  # the scale would be inf too
+        _check_variance(math.inf, step, budget.epsilon)
+    return calibrate(
+        noise.value,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
+        calibration=None if budget.calibration is None else budget.calibration.value,
+        neighbouring=neighbouring,
+        profile=profile,
+    )
 
 
 class CountingMechanism(ABC):
@@ -499,19 +536,7 @@ class CountingMechanism(ABC):
                 f"{budget.neighbouring}; sensitivity under the schema: "
                 f"l1 {s1.describe()}, l2 {s2.describe()}"
             )
-        calibrated = calibrate(
-            noise.value,
-            epsilon=budget.epsilon,
-            delta=budget.delta,
-            # For Gaussian noise step_sensitivity is an l2 bound, so r1 * it is not an
-            # l1 bound for vector steps; it is only recorded, never used.
-            l1_sensitivity=r1 * self.step_sensitivity,
-            l2_sensitivity=r2
-            * (self.step_sensitivity if noise == NoiseKind.GAUSSIAN else self.step_l2_sensitivity),
-            calibration=None if budget.calibration is None else budget.calibration.value,
-            neighbouring=neighbouring,
-            profile=profile,
-        )
+        calibrated = calibrate_budget(budget, r1, r2, neighbouring=neighbouring, profile=profile)
         _check_noise_in_range(calibrated.sampler, self.step_sensitivity, budget.epsilon)
         self.sampler: NoiseSampler = calibrated.sampler
         self.privacy: PrivacyGuarantee | None = calibrated.privacy

@@ -73,6 +73,7 @@ __all__ = [
     "toeplitz_sensitivities",
     "tree_gram",
     "tree_sensitivities",
+    "tree_sensitivity_lower_bounds",
     "tree_used_blocks",
 ]
 
@@ -409,11 +410,16 @@ def tree_used_blocks(system: DigitSystem, horizon: int, height: int) -> list[NDA
     for _ in range(height):
         d = (q - low) % k + low
         parent = (q - d) // k
-        used = np.zeros((T - 1) // size + 1, dtype=bool)
-        for j in range(system.low, system.high + 1):
-            take = ((d > 0) & (j >= 0) & (j < d)) | ((d < 0) & (j >= d) & (j < 0))
-            m = k * parent[take] + j
-            used[m[(m >= 0) & (m < len(used))]] = True
+        n = (T - 1) // size + 1
+        # the nodes of release q are k·parent + [min(d, 0), max(d, 0)): mark the
+        # intervals (clipped to the level) with a difference array, O(T) per level
+        start = np.clip(k * parent + np.minimum(d, 0), 0, n)
+        stop = np.clip(k * parent + np.maximum(d, 0), 0, n)
+        keep = start < stop
+        marks = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(marks, start[keep], 1)
+        np.add.at(marks, stop[keep], -1)
+        used = np.cumsum(marks[:n]) > 0
         out.append(used)
         q = parent
         size *= k
@@ -448,6 +454,51 @@ def tree_gram(
             gram[r0 : r0 + _ROWS] += (mine[:, None] == block[None, :]) & used[mine][:, None]
         size *= branching
     return gram
+
+
+def _level_counts_value(
+    used_blocks: list[NDArray[np.bool_]], branching: int, pattern: list[int]
+) -> float:
+    """Σ_{i,j∈π} G_ij of :func:`tree_gram` without forming G: per level, each used node
+    adds (steps of π it contains)²."""
+    steps = np.asarray(pattern, dtype=np.int64)
+    total = 0
+    size = 1
+    for used in used_blocks:
+        blocks, counts = np.unique(steps // size, return_counts=True)
+        total += int((counts[used[blocks]] ** 2).sum())
+        size *= branching
+    return float(total)
+
+
+def tree_sensitivity_lower_bounds(
+    horizon: int, system: DigitSystem, height: int, schema: Participation
+) -> tuple[float, float]:
+    """(ℓ₁, ℓ₂) lower bounds on a k-ary tree's sensitivities under the schema, O(k·T + h·T).
+
+    The encoder is the tree's 0/1 node incidence (:func:`tree_sensitivities`), so its
+    Gram matrix G is ≥ 0 and the ℓ₂ value of any feasible pattern π, Σ_{i,j∈π} G_ij, is
+    attained (all g_i equal): it is a lower bound on Δ₂². Two patterns are evaluated:
+    the one maximising Σ_{i∈π} G_ii (whose value is the exact ℓ₁ sensitivity, since
+    G_ii = ‖C_i‖₁ for a 0/1 encoder) and the earliest, 0, b, …, (k − 1)b. For pruning a
+    search (:func:`dpcount.analysis.best_k`), never for calibration.
+    """
+    T = _checked(horizon, schema)
+    h = check_integer("height", height, ge=1)
+    used = tree_used_blocks(system, T, h)
+    diag = np.zeros(T)
+    size = 1
+    steps = np.arange(T)
+    for level in used:
+        diag += level[steps // size]
+        size *= system.k
+    l1, pattern = max_pattern_weight(diag, schema)
+    earliest = list(range(0, T, schema.min_separation))[: schema.max_participations]
+    l2_sq = max(
+        _level_counts_value(used, system.k, pattern),
+        _level_counts_value(used, system.k, earliest),
+    )
+    return l1, math.sqrt(l2_sq)
 
 
 def tree_sensitivities(

@@ -35,6 +35,7 @@ __all__ = [
     "default_noise",
     "max_horizon",
     "memory_estimate",
+    "objectives",
 ]
 
 _GAUSSIAN = frozenset({NoiseKind.GAUSSIAN})
@@ -77,6 +78,9 @@ class Entry:
         discrete: the class's ``supports_discrete_noise``.
         continuous: the class's ``continuous_noise``.
         default: the class's ``default_noise``.
+        objectives: the values of the factory's ``objective`` option (the loss its
+            shipped or optimized parameters minimize), the default first; () for a name
+            without one. ``build(objective=...)`` passes it on.
     """
 
     name: str | None
@@ -89,6 +93,7 @@ class Entry:
     discrete: bool = False
     continuous: frozenset[NoiseKind] = _BOTH
     default: NoiseKind = NoiseKind.LAPLACE
+    objectives: tuple[str, ...] = ()
 
     @property
     def cls(self) -> type[CountingMechanism]:
@@ -117,6 +122,15 @@ class Entry:
             kw.pop("subtract", None)
         if self.class_name != "ToeplitzFactorization" or kw.get("bands") is None:
             kw.pop("bands", None)  # None: the optimized factorization's full band
+        objective = kw.pop("objective", None)
+        if objective is not None:
+            if not self.objectives:
+                with_one = ", ".join(e.name for e in REGISTRY if e.objectives and e.name)
+                raise ValueError(
+                    f"objective is not an option of mechanism {self.name!r} (only of {with_one})"
+                )
+            check_choice("objective", objective, self.objectives)
+            kw["objective"] = objective
         cls = self.cls
         build = cls if self.factory is None else getattr(cls, self.factory)
         return build(**dict(self.preset), **kw)
@@ -127,6 +141,9 @@ def _gaussian_only(name: str | None, target: str, **options: Any) -> Entry:
     ``continuous_noise`` and ``default_noise``: its sensitivity is an l2 norm)."""
     return Entry(name, target, continuous=_GAUSSIAN, default=NoiseKind.GAUSSIAN, **options)
 
+
+#: the ``objective`` values of the shipped/optimized factorizations (mean loss first)
+_OBJECTIVES = ("mean", "max")
 
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
@@ -140,13 +157,14 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("smooth-binary", "smooth_binary:SmoothBinary", default=NoiseKind.GAUSSIAN),
     Entry("input", "input_perturbation:InputPerturbation"),
     # shipped mean-optimized parameters
-    _gaussian_only("blt", "factorization.blt:BLT", factory="optimized"),
+    _gaussian_only("blt", "factorization.blt:BLT", factory="optimized", objectives=_OBJECTIVES),
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
     _gaussian_only(
         "toeplitz",
         "factorization.toeplitz:ToeplitzFactorization",
         factory="optimized",
         max_horizon=1 << 16,  # factorization.toeplitz.MAX_OPTIMIZED_HORIZON
+        objectives=_OBJECTIVES,
     ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
     _gaussian_only(
@@ -160,6 +178,7 @@ REGISTRY: tuple[Entry, ...] = (
         "factorization.normalized_blt:NormalizedBLT",
         factory="optimized",
         max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
+        objectives=_OBJECTIVES,
     ),
     # row-scaled, column-normalized BLT, shipped mean-optimized parameters: O(buffers) state
     _gaussian_only(
@@ -167,6 +186,7 @@ REGISTRY: tuple[Entry, ...] = (
         "factorization.row_scaled_blt:RowScaledBLT",
         factory="optimized",
         max_horizon=1 << 24,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
+        objectives=_OBJECTIVES,
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry(
@@ -289,6 +309,13 @@ def class_noise(name: str, delta: float | None) -> str:
             )
         chosen = "laplace"
     return chosen
+
+
+def objectives(name: str) -> tuple[str, ...]:
+    """The values mechanism ``name``'s ``objective`` option takes, the default first
+    (``("mean", "max")``: the loss its parameters minimize), or () without the option."""
+    check_choice("mechanism", name, MECHANISMS)
+    return _BY_NAME[name].objectives
 
 
 def max_horizon(name: str) -> int | None:

@@ -36,6 +36,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -430,8 +431,10 @@ class KaryTree(CountingMechanism):
         """Under (k, b)-participation: the node vector is the 0/1 incidence of the nodes
         (aligned blocks of k^ℓ steps) the releases use, so its Gram matrix is ≥ 0 and
         both values are exact for T ≤ 4096 (certified bounds beyond)
-        (:func:`~dpcount.counting.participation.tree_sensitivities`)."""
-        return tree_sensitivities(self.horizon, self.digit_system, self.height, schema)
+        (:func:`~dpcount.counting.participation.tree_sensitivities`; cached: the same
+        tree with Laplace and Gaussian noise, as ``compare`` builds it, forms its Gram
+        matrix once)."""
+        return _tree_sensitivities(self.horizon, self.digit_system, self.height, schema)
 
     def sensitivity_profile(self) -> NDArray[np.float64]:
         """A unit change at one step changes one node per level: h ones."""
@@ -519,3 +522,12 @@ class BinaryTree(KaryTree):
         kwargs = super()._config_kwargs()
         del kwargs["k"], kwargs["subtract"]  # fixed by the class
         return kwargs
+
+
+@lru_cache(maxsize=256)
+def _tree_sensitivities(
+    horizon: int, system: DigitSystem, height: int, schema: Participation
+) -> tuple[Sensitivity, Sensitivity]:
+    """:func:`~dpcount.counting.participation.tree_sensitivities` of the tree's own node
+    set, cached (frozen arguments and results)."""
+    return tree_sensitivities(horizon, system, height, schema)

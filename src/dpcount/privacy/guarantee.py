@@ -37,7 +37,7 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -45,9 +45,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import check_choice, check_probability, check_real
-from dpcount.privacy.budget import MissingDeltaError, NoiseKind
+from dpcount.privacy.budget import CalibrationRule, MissingDeltaError, NoiseKind
 from dpcount.privacy.calibration import (
-    GAUSSIAN_METHODS,
     discrete_gaussian_sigma,
     discrete_laplace_scale,
     gaussian_sigma,
@@ -61,9 +60,11 @@ from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.notes import delta_warning
 
 __all__ = [
+    "CALIBRATIONS",
     "DISCRETE_NOISE_KINDS",
     "NOISE_KINDS",
     "Calibrated",
+    "CalibrationEntry",
     "NoiseKind",
     "PrivacyGuarantee",
     "calibrate",
@@ -72,23 +73,6 @@ __all__ = [
 #: the noise kinds as strings (their one definition is :class:`~dpcount.privacy.NoiseKind`)
 NOISE_KINDS: tuple[str, ...] = NoiseKind.choices()
 DISCRETE_NOISE_KINDS: tuple[str, ...] = tuple(k.value for k in NoiseKind if k.is_discrete)
-
-_CITATIONS = {
-    "pure": "Laplace mechanism, scale = l1/epsilon (Dwork et al. 2006)",
-    "theorem3": "Laplace noise for (epsilon, delta)-DP, count-on-your-elders Thm 3",
-    "analytic": "analytic Gaussian mechanism (Balle & Wang 2018, Thm 8)",
-    "classic": "classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1)",
-    "fhu": "Gaussian with C_(eps,delta) of constant-matters eq. (2)",
-    "paper": "Gaussian tail bound of correlated-input-perturbation Thm 3.7 (epsilon <= 1)",
-    "pld": "Laplace noise, privacy loss distribution of the sensitivity profile "
-    "(dp-accounting, pessimistic)",
-    "discrete-laplace:pure": "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "
-    "exact sampler (Canonne, Kamath, Steinke 2020, Alg. 2)",
-    "discrete-laplace:theorem3": "discrete Laplace noise for (epsilon, delta)-DP, "
-    "count-on-your-elders Thm 3; exact sampler (CKS 2020, Alg. 2)",
-    "discrete-gaussian:zcdp": "discrete Gaussian, rho-zCDP with rho = l2^2/(2 sigma^2) "
-    "(Canonne, Kamath, Steinke 2020, Thm 14) converted by their Cor. 13; exact sampler (Alg. 3)",
-}
 
 
 @dataclass(frozen=True)
@@ -123,8 +107,8 @@ class PrivacyGuarantee:
 
     @property
     def citation(self) -> str:
-        key = f"{self.noise}:{self.calibration}"
-        return _CITATIONS.get(key, _CITATIONS.get(self.calibration, self.calibration))
+        """The theorem of this (noise, rule) (:data:`CALIBRATIONS`)."""
+        return _citation(self.noise, self.calibration)
 
     @property
     def warning(self) -> str | None:
@@ -206,62 +190,212 @@ def calibrate(
         ImportError: ``calibration="pld"`` without the dp-accounting package.
     """
     check_choice("noise", noise, NOISE_KINDS)
+    kind = NoiseKind(noise)
     eps = check_real("epsilon", epsilon, gt=0)
     d1 = check_real("l1_sensitivity", l1_sensitivity, gt=0)
     d2 = check_real("l2_sensitivity", l2_sensitivity, gt=0)
-    if noise in ("gaussian", "discrete-gaussian"):
-        if delta is None:
-            raise MissingDeltaError(
-                f"delta must be given for noise={noise!r} (Gaussian noise cannot give pure DP)"
-            )
-        dlt = check_probability("delta", delta)
-        if noise == "discrete-gaussian":
-            if calibration not in (None, "zcdp"):
-                raise ValueError(
-                    "calibration must be None or 'zcdp' for noise='discrete-gaussian', "
-                    f"got {calibration!r}"
-                )
-            sampler = DiscreteGaussianNoise(discrete_gaussian_sigma(d2, eps, dlt))
-            # ρ = Δ₂²/(2σ²) exactly in rationals from the float Δ₂ and the sampler's
-            # rational σ², then rounded up by two ulps: one for the rounding to float,
-            # one for Δ₂ itself (a rounded square root, at most half an ulp below √·).
-            exact_rho = Fraction(d2) ** 2 / (2 * Fraction(sampler.sigma2))
-            rho = math.nextafter(math.nextafter(float(exact_rho), math.inf), math.inf)
-            achieved = zcdp_delta(rho, eps)
-            guarantee = PrivacyGuarantee(
-                eps, achieved, noise, "zcdp", d1, d2, neighbouring, rho=rho
-            )
-            return Calibrated(sampler, guarantee)
-        method = "analytic" if calibration is None else calibration
-        check_choice("calibration", method, GAUSSIAN_METHODS)
-        sigma = gaussian_sigma(d2, eps, dlt, method=method)  # type: ignore[arg-type]
-        guarantee = PrivacyGuarantee(eps, dlt, "gaussian", method, d1, d2, neighbouring)
-        return Calibrated(GaussianNoise(sigma), guarantee)
-    discrete = noise == "discrete-laplace"
-    if delta is None:
-        if calibration not in (None, "pure"):
+    if kind.is_gaussian and delta is None:
+        raise MissingDeltaError(
+            f"delta must be given for noise={noise!r} (Gaussian noise cannot give pure DP)"
+        )
+    dlt = None if delta is None else check_probability("delta", delta)
+    rule = _rule(kind, dlt is not None, calibration)
+    request = _Request(kind, eps, dlt, d1, d2, rule, neighbouring, profile)
+    return CALIBRATIONS[kind, rule].calibrate(request)
+
+
+def _rule(kind: NoiseKind, with_delta: bool, calibration: str | None) -> CalibrationRule:
+    """The requested rule of :data:`CALIBRATIONS` for this noise kind and δ (None: its
+    default, the first listed), refused (naming ``calibration``) when it has no entry."""
+    allowed = tuple(
+        r.value for (k, r), e in CALIBRATIONS.items() if k is kind and e.with_delta is with_delta
+    )
+    if calibration is None:
+        return CalibrationRule(allowed[0])
+    if len(allowed) == 1 and (kind is NoiseKind.DISCRETE_GAUSSIAN or not with_delta):
+        if calibration != allowed[0]:
+            where = "" if with_delta else " without delta"
             raise ValueError(
-                f"calibration must be None or 'pure' for noise={noise!r} without delta, "
+                f"calibration must be None or {allowed[0]!r} for noise={kind.value!r}{where}, "
                 f"got {calibration!r}"
             )
-        if discrete:
-            d_sampler = DiscreteLaplaceNoise(discrete_laplace_scale(d1, eps))
-            # ε = Δ₁/t exactly; the float is rounded to nearest, so cap it at the (larger
-            # or equal) requested ε that the rational t was rounded up for.
-            exact_eps = min(eps, float(Fraction(d1) / d_sampler.scale))
-            return Calibrated(
-                d_sampler, PrivacyGuarantee(exact_eps, 0.0, noise, "pure", d1, d2, neighbouring)
-            )
-        scale = laplace_scale(d1, eps)
-        return Calibrated(
-            LaplaceNoise(scale), PrivacyGuarantee(eps, 0.0, "laplace", "pure", d1, d2, neighbouring)
-        )
-    dlt = check_probability("delta", delta)
-    method = "theorem3" if calibration is None else calibration
-    check_choice("calibration", method, ("theorem3",) if discrete else ("theorem3", "pld"))
-    if discrete:
-        return _discrete_laplace_with_delta(d1, d2, eps, dlt, neighbouring)
-    return _laplace_with_delta(d1, d2, eps, dlt, method, neighbouring, profile)
+    else:
+        check_choice("calibration", calibration, allowed)
+    return CalibrationRule(calibration)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What :func:`calibrate` was asked, validated (δ None: pure ε-DP)."""
+
+    noise: NoiseKind
+    epsilon: float
+    delta: float | None
+    l1: float
+    l2: float
+    rule: CalibrationRule
+    neighbouring: str
+    profile: Sequence[float] | NDArray[np.float64] | None
+
+
+def _delta(q: _Request) -> float:
+    assert q.delta is not None  # the rules with_delta are only asked with one
+    return q.delta
+
+
+def _gaussian(q: _Request) -> Calibrated:
+    """σ from :func:`~dpcount.privacy.calibration.gaussian_sigma` for the rule."""
+    dlt = _delta(q)
+    sigma = gaussian_sigma(q.l2, q.epsilon, dlt, method=q.rule.value)  # type: ignore[arg-type]
+    guarantee = PrivacyGuarantee(
+        q.epsilon, dlt, "gaussian", q.rule.value, q.l1, q.l2, q.neighbouring
+    )
+    return Calibrated(GaussianNoise(sigma), guarantee)
+
+
+def _discrete_gaussian(q: _Request) -> Calibrated:
+    """σ² rational from the zCDP bound; ρ = Δ₂²/(2σ²) exactly in rationals from the float
+    Δ₂ and the sampler's rational σ², then rounded up by two ulps: one for the rounding
+    to float, one for Δ₂ itself (a rounded square root, at most half an ulp below √·)."""
+    dlt = _delta(q)
+    sampler = DiscreteGaussianNoise(discrete_gaussian_sigma(q.l2, q.epsilon, dlt))
+    exact_rho = Fraction(q.l2) ** 2 / (2 * Fraction(sampler.sigma2))
+    rho = math.nextafter(math.nextafter(float(exact_rho), math.inf), math.inf)
+    achieved = zcdp_delta(rho, q.epsilon)
+    guarantee = PrivacyGuarantee(
+        q.epsilon, achieved, q.noise.value, "zcdp", q.l1, q.l2, q.neighbouring, rho=rho
+    )
+    return Calibrated(sampler, guarantee)
+
+
+def _laplace_pure(q: _Request) -> Calibrated:
+    scale = laplace_scale(q.l1, q.epsilon)
+    return Calibrated(
+        LaplaceNoise(scale),
+        PrivacyGuarantee(q.epsilon, 0.0, "laplace", "pure", q.l1, q.l2, q.neighbouring),
+    )
+
+
+def _discrete_laplace_pure(q: _Request) -> Calibrated:
+    """ε = Δ₁/t exactly; the float is rounded to nearest, so it is capped at the (larger
+    or equal) requested ε that the rational t was rounded up for."""
+    d_sampler = DiscreteLaplaceNoise(discrete_laplace_scale(q.l1, q.epsilon))
+    exact_eps = min(q.epsilon, float(Fraction(q.l1) / d_sampler.scale))
+    return Calibrated(
+        d_sampler,
+        PrivacyGuarantee(exact_eps, 0.0, q.noise.value, "pure", q.l1, q.l2, q.neighbouring),
+    )
+
+
+def _laplace_delta(q: _Request) -> Calibrated:
+    return _laplace_with_delta(
+        q.l1, q.l2, q.epsilon, _delta(q), q.rule.value, q.neighbouring, q.profile
+    )
+
+
+def _discrete_laplace_delta(q: _Request) -> Calibrated:
+    return _discrete_laplace_with_delta(q.l1, q.l2, q.epsilon, _delta(q), q.neighbouring)
+
+
+@dataclass(frozen=True)
+class CalibrationEntry:
+    """One row of :data:`CALIBRATIONS`: a rule of a noise kind, what it guarantees and
+    why.
+
+    Attributes:
+        with_delta: whether the rule is for (ε, δ)-DP (asked with a δ) or pure ε-DP.
+        guarantee: the formal guarantee of the calibrated noise.
+        citation: the theorem it rests on (:attr:`PrivacyGuarantee.citation`).
+        calibrate: the sampler and guarantee for a validated request.
+    """
+
+    with_delta: bool
+    guarantee: str
+    citation: str
+    calibrate: Callable[[_Request], Calibrated]
+
+
+_N, _R = NoiseKind, CalibrationRule
+
+#: every (noise kind, calibration rule) :func:`calibrate` takes, the default rule of each
+#: (noise kind, δ or not) first
+CALIBRATIONS: Mapping[tuple[NoiseKind, CalibrationRule], CalibrationEntry] = {
+    (_N.LAPLACE, _R.PURE): CalibrationEntry(
+        False,
+        "epsilon-DP: Laplace(l1/epsilon) noise on each coordinate",
+        "Laplace mechanism, scale = l1/epsilon (Dwork et al. 2006)",
+        _laplace_pure,
+    ),
+    (_N.LAPLACE, _R.THEOREM3): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP: the smallest Laplace scale of the pure and Theorem 3 rules",
+        "Laplace noise for (epsilon, delta)-DP, count-on-your-elders Thm 3",
+        _laplace_delta,
+    ),
+    (_N.LAPLACE, _R.PLD): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP: the smallest Laplace scale of the pure, Theorem 3 and PLD rules",
+        "Laplace noise, privacy loss distribution of the sensitivity profile "
+        "(dp-accounting, pessimistic)",
+        _laplace_delta,
+    ),
+    (_N.GAUSSIAN, _R.ANALYTIC): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP: the smallest sigma of the exact Gaussian privacy curve",
+        "analytic Gaussian mechanism (Balle & Wang 2018, Thm 8)",
+        _gaussian,
+    ),
+    (_N.GAUSSIAN, _R.CLASSIC): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP for epsilon < 1: sigma = l2 sqrt(2 ln(1.25/delta))/epsilon",
+        "classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1)",
+        _gaussian,
+    ),
+    (_N.GAUSSIAN, _R.FHU): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP: sigma = C_(epsilon, delta) l2",
+        "Gaussian with C_(eps,delta) of constant-matters eq. (2)",
+        _gaussian,
+    ),
+    (_N.GAUSSIAN, _R.PAPER): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP for epsilon <= 1: sigma = l2 sqrt(2 ln(2/delta))/epsilon",
+        "Gaussian tail bound of correlated-input-perturbation Thm 3.7 (epsilon <= 1)",
+        _gaussian,
+    ),
+    (_N.DISCRETE_LAPLACE, _R.PURE): CalibrationEntry(
+        False,
+        "epsilon-DP with epsilon = l1/t for the rational scale t >= l1/epsilon",
+        "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "
+        "exact sampler (Canonne, Kamath, Steinke 2020, Alg. 2)",
+        _discrete_laplace_pure,
+    ),
+    (_N.DISCRETE_LAPLACE, _R.THEOREM3): CalibrationEntry(
+        True,
+        "(epsilon, delta)-DP: the smaller rational scale of the pure and Theorem 3 rules",
+        "discrete Laplace noise for (epsilon, delta)-DP, "
+        "count-on-your-elders Thm 3; exact sampler (CKS 2020, Alg. 2)",
+        _discrete_laplace_delta,
+    ),
+    (_N.DISCRETE_GAUSSIAN, _R.ZCDP): CalibrationEntry(
+        True,
+        "rho-zCDP, rho = l2^2/(2 sigma^2), hence (epsilon, delta)-DP with delta <= requested",
+        "discrete Gaussian, rho-zCDP with rho = l2^2/(2 sigma^2) "
+        "(Canonne, Kamath, Steinke 2020, Thm 14) converted by their Cor. 13; exact sampler "
+        "(Alg. 3)",
+        _discrete_gaussian,
+    ),
+}
+
+
+def _citation(noise: str, calibration: str) -> str:
+    """The citation of a guarantee's (noise, rule): its entry's, else the rule's for
+    continuous noise, else the rule's name."""
+    entries = {(k.value, r.value): e.citation for (k, r), e in CALIBRATIONS.items()}
+    for key in ((noise, calibration), ("laplace", calibration), ("gaussian", calibration)):
+        if key in entries:
+            return entries[key]
+    return calibration
 
 
 def _laplace_with_delta(

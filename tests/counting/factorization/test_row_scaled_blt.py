@@ -228,3 +228,22 @@ def test_targets_at_a_million_steps() -> None:
     shipped mechanism's mean there) and max ≤ 28.23 (normalized square root: 27.95)."""
     mean, largest = losses(*shipped(1 << 20), 1 << 20)
     assert mean <= 26.848 * 1.01 and largest <= 28.23
+
+
+@pytest.mark.parametrize("name", ["normalized-blt", "row-scaled-blt"])
+def test_batch_release_reads_the_kept_weights_bit_for_bit(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch release (blocks of ≥ 2^16 steps) reads the mechanism's kept weights /
+    column norms (computed once, issue 33 item 3b): the same doubles as the aligned
+    blocks of 512 a stream reads, so the seeded release is unchanged bit for bit."""
+    T = (1 << 16) + 1000
+    budget = Budget(noise="gaussian", **GAUSS)
+    x = np.arange(T) % 3
+    kept = build_mechanism(name, horizon=T, budget=budget, rng=5)
+    released = [kept.release(x), kept.release(x)]  # the second reads the kept table
+    monkeypatch.setattr(normalized_blt, "_TABLE_STEPS", T + 1)  # the blocks of 512 only
+    blocks = build_mechanism(name, horizon=T, budget=budget, rng=5)
+    for got in released:
+        want = blocks.release(x)
+        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()

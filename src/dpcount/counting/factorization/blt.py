@@ -776,6 +776,14 @@ class BLT(_BLTParameters):
         )
 
     @classmethod
+    def shipped_parameters(cls, horizon: int, objective: str = "mean") -> dict[str, list[float]]:
+        """The structure keywords :meth:`optimized` builds with (best shipped buffer count)
+        for ``objective`` at the smallest power of two ≥ horizon
+        (:func:`shipped_blt_parameters`)."""
+        decay, scale = shipped_blt_parameters(horizon, objective)
+        return {"buffer_decay": decay, "output_scale": scale}
+
+    @classmethod
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:

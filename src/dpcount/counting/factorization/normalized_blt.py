@@ -48,7 +48,7 @@ enlarged.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +94,8 @@ NORMALIZED_BLT_MAX_HORIZON = 1 << 24
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
+#: steps of a block from which the noise process reads the mechanism's kept weights
+_TABLE_STEPS = 1 << 16
 #: S(T − j) is anchored on its closed form once per aligned group of this many columns
 _ANCHOR = 512
 #: every weight e_j (j ≥ 1) is enlarged by this relative amount (≈ 9.1e-13), far above
@@ -307,6 +309,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         sampler: draws z (i.i.d.).
         rng: the Generator z is drawn with.
         dim: None for scalar steps, else the vector length.
+        table: returns all T weights (the mechanism's, computed once and kept): blocks
+            of at least 2^16 steps (a batch release) read them there, the same floats
+            as the aligned blocks of 512 give.
     """
 
     def __init__(
@@ -317,8 +322,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         sampler: NoiseSampler,
         rng: np.random.Generator,
         dim: int | None = None,
+        table: Callable[[], Array] | None = None,
     ) -> None:
         self.horizon = horizon
+        self._table = table
         self.sampler = sampler
         self.rng = rng
         self.dim = dim
@@ -385,7 +392,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             if m > 1:
                 w[1:] += self._scale[i] * p[:-1]
             self._p[i] = p[-1]
-        e = self._weights(t, m)
+        if self._table is not None and m >= _TABLE_STEPS:  # a batch: the kept weights
+            e = self._table()[t : t + m]
+        else:
+            e = self._weights(t, m)
         w *= e if self.dim is None else e[:, None]
         w[0] += self._sum
         np.cumsum(w, axis=0, out=dest)
@@ -548,7 +558,8 @@ class NormalizedBLT(_BLTParameters):
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, n)
-        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20), stream=stream)
+        # the variances kept for T ≤ 2^20 and the weights a batch release keeps
+        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T, stream=stream)
 
     horizon_limit = NORMALIZED_BLT_MAX_HORIZON
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
@@ -557,6 +568,18 @@ class NormalizedBLT(_BLTParameters):
     def _set_blt_structure(self, horizon: int) -> None:
         self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None
+        self._weight_cache: Array | None = None
+
+    def _weight_table(self) -> Array:
+        """e_0, …, e_{T−1}, computed on the first batch release and kept (read-only):
+        each is the float of its aligned group of 512 (:func:`_weights`), so every
+        stream and release uses the same values."""
+        table = self._weight_cache
+        if table is None:
+            table = _weights(self._sums, self.horizon, 0, self.horizon)
+            table.setflags(write=False)
+            self._weight_cache = table
+        return table
 
     @classmethod
     def optimized(
@@ -601,7 +624,9 @@ class NormalizedBLT(_BLTParameters):
     def noise_process(
         self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
     ) -> NormalizedBLTNoiseProcess:
-        return NormalizedBLTNoiseProcess(self.inverse, self._sums, self.horizon, sampler, rng, dim)
+        return NormalizedBLTNoiseProcess(
+            self.inverse, self._sums, self.horizon, sampler, rng, dim, table=self._weight_table
+        )
 
     def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
         return _variance_blocks(

@@ -142,13 +142,16 @@ class _RowProfile:
     columns (one backward pass, O(T·n²)), and the last block computed.
     """
 
-    def __init__(self, theta: Array, omega: Array, log_weights: tuple[float, ...], T: int):
+    def __init__(
+        self, theta: Array, omega: Array, log_weights: tuple[float, ...], T: int, anchor: int
+    ):
         iu, ju = np.triu_indices(len(theta))
         self.T = T
+        self.anchor = anchor  # columns per block (_ANCHOR, fixed at construction)
         self.log_weights = log_weights
         self._rate = theta[iu] * theta[ju]
         self._coef = np.where(iu == ju, 1.0, 2.0) * omega[iu] * omega[ju]
-        blocks = -(-T // _ANCHOR)
+        blocks = -(-T // anchor)
         self._anchors: Array = np.zeros((blocks, len(iu)))
         q = np.zeros(len(iu))  # Q(T) = 0
         for b in range(blocks - 1, -1, -1):
@@ -161,8 +164,8 @@ class _RowProfile:
 
     def _block(self, b: int) -> tuple[Array, Array]:
         """(n_j for the columns of block b, Q(first column of the block))."""
-        g0 = b * _ANCHOR
-        g1 = min(g0 + _ANCHOR, self.T)
+        g0 = b * self.anchor
+        g1 = min(g0 + self.anchor, self.T)
         w = self.weights(g0, g1 + 1 - g0)
         if g1 == self.T:
             w[-1] = 0.0  # w_T = 0: Q(T − 1) = 0
@@ -179,11 +182,12 @@ class _RowProfile:
         out: Array = np.empty(count)
         j = start
         while j < start + count:
-            b = j // _ANCHOR
-            if self._cached[0] != b:
-                self._cached = (b, self._block(b)[0])
-            block = self._cached[1]
-            lo = j - b * _ANCHOR
+            b = j // self.anchor
+            cached = self._cached  # one read: streams (threads) share the profile
+            if cached[0] != b:
+                cached = self._cached = (b, self._block(b)[0])
+            block = cached[1]
+            lo = j - b * self.anchor
             take = min(len(block) - lo, start + count - j)
             out[j - start : j - start + take] = block[lo : lo + take]
             j += take
@@ -250,7 +254,19 @@ def _profile(
 ) -> tuple[Array, Array, tuple[float, ...], _RowProfile]:
     """The validated (θ, ω, a) and the profile at the horizon."""
     theta, omega, a = _validated(buffer_decay, output_scale, log_weights)
-    return theta, omega, a, _RowProfile(theta, omega, a, _check(horizon))
+    T = _check(horizon)
+    profile = _row_profile(tuple(theta.tolist()), tuple(omega.tolist()), a, T, _ANCHOR)
+    return theta, omega, a, profile
+
+
+@lru_cache(maxsize=4)
+def _row_profile(
+    theta: tuple[float, ...], omega: tuple[float, ...], a: tuple[float, ...], T: int, anchor: int
+) -> _RowProfile:
+    """The profile of (θ, ω, a, T), built once (one backward pass over T·n(n + 1)/2
+    filters): ``dpcount plan`` builds the same mechanism several times, and every
+    mechanism and stream only reads it (its one-block cache aside)."""
+    return _RowProfile(np.array(theta), np.array(omega), a, T, anchor)
 
 
 def row_scaled_blt_column_norms(
@@ -290,7 +306,7 @@ def _losses(
     theta: tuple[float, ...], omega: tuple[float, ...], a: tuple[float, ...], T: int
 ) -> tuple[float, float]:
     th, om = np.array(theta), np.array(omega)
-    profile = _RowProfile(th, om, a, T)
+    profile = _row_profile(theta, omega, a, T, _ANCHOR)
     total, largest = 0.0, 0.0
     for _, part in _variance_blocks(profile, blt_inverse(th, om), T):
         total += float(np.sum(part))
@@ -321,7 +337,7 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         dim: int | None = None,
     ) -> None:
         m = mechanism
-        super().__init__(m.inverse, m._sums, m.horizon, sampler, rng, dim)
+        super().__init__(m.inverse, m._sums, m.horizon, sampler, rng, dim, table=m._weight_table)
         self._profile = m._profile
 
     def _weight_block(self, first: int, size: int) -> Array:
@@ -476,6 +492,16 @@ class RowScaledBLT(NormalizedBLT):
     def weights(self) -> Array:
         """The column norms n_0, …, n_{T−1} of diag(w)·C (O(T·n²))."""
         return self._profile.norms(0, self.horizon)
+
+    def _weight_table(self) -> Array:
+        """n_0, …, n_{T−1}, computed on the first batch release and kept (read-only) by
+        this mechanism (not by the shared profile): the floats of the profile's blocks."""
+        table = self._weight_cache
+        if table is None:
+            table = self._profile.norms(0, self.horizon)
+            table.setflags(write=False)
+            self._weight_cache = table
+        return table
 
     def row_weights(self) -> Array:
         """The row weights w_0, …, w_{T−1}."""
