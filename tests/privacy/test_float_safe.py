@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dpcount.counting.registry import MECHANISMS, REGISTRY, build_mechanism
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.postprocess import noise_matrix
 from dpcount.privacy import Budget
 from dpcount.privacy.float_safe import (
@@ -280,25 +281,24 @@ def test_reproducer_in_keyed_counts_blt() -> None:
     events = pd.DataFrame({"t": np.zeros(n // 2, dtype=np.int64), "key": keys[n // 2 :]})
     res = keyed_counts(
         events,
-        keys=keys,
+        keys=range(n),
         time_column="t",
         key_column="key",
+        step=1,
+        start=0,
         horizon=2,
         mechanism="blt",
-        epsilon=1.0,
-        delta=1e-6,
-        noise="gaussian",
-        secret=b"\x01" * 32,
+        budget=Budget(epsilon=1.0, delta=1e-6, noise="gaussian"),
+        secret=unsafe_testing_secret(b"\x01" * 32),
     )
     frame = res.frame
     assert frame is not None
     first = frame[frame["step"] == 1].sort_values("key")
+    assert first["key"].tolist() == keys
     values = first["private_count"].to_numpy()
     zero, one = low_bits_event(values[: n // 2]).mean(), low_bits_event(values[n // 2 :]).mean()
     assert abs(zero - one) < 1e-3
-    assert "float-safe release" in res.summary_lines()[0] or any(
-        "float-safe release" in line for line in res.summary_lines()
-    )
+    assert any("float-safe release" in line for line in res.summary())
 
 
 def test_stream_and_batch_release_are_float_safe() -> None:

@@ -332,7 +332,7 @@ MAX_SAMPLE_VARIANCE = 2.0**900
 #: Largest per-step noise coefficient Σ_j L[t, j]² a structure may have (see above).
 MAX_NOISE_COEFFICIENT = 2.0**64
 #: Largest horizon whose float-safe grids are kept in one table (8 bytes a step)
-_GRID_TABLE_HORIZON = 1 << 22
+_GRID_TABLE_HORIZON = 1 << 16
 #: the noise kinds released float-safe (snapped to a grid; the discrete kinds are exact)
 _FLOAT_SAFE_NOISE = frozenset({NoiseKind.LAPLACE.value, NoiseKind.GAUSSIAN.value})
 
@@ -567,8 +567,9 @@ class CountingMechanism(ABC):
         ≤ std/4 of each step: :func:`~dpcount.privacy.float_safe.release_grids`), or None
         when releases are not snapped (:attr:`float_safety` is None).
 
-        From a table of the horizon's grids up to 2^22 steps (built once), else from
-        :meth:`iter_variances`.
+        From a table of the horizon's grids up to 2^16 steps (built once), from
+        :meth:`variances` when the steps are at least an eighth of the horizon, else
+        from :meth:`iter_variances`.
         """
         if self.float_safety is None:
             return None
@@ -578,6 +579,8 @@ class CountingMechanism(ABC):
                 table = release_grids(np.sqrt(self.variances()))
                 self.__dict__["_grid_table"] = table
             return table[first - 1 : first - 1 + n]  # type: ignore[no-any-return]
+        if 8 * n >= self.horizon:
+            return release_grids(np.sqrt(self.variances()[first - 1 : first - 1 + n]))  # type: ignore[no-any-return]
         v = np.fromiter(itertools.islice(self.iter_variances(first), n), np.float64, count=n)
         return release_grids(np.sqrt(v))  # type: ignore[no-any-return]
 

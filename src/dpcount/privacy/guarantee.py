@@ -5,7 +5,8 @@ perturbs (from its own structure) and calls :func:`calibrate` once. The returned
 :class:`PrivacyGuarantee` says what is promised, under which theorem.
 
 Noise kinds: ``"laplace"`` and ``"gaussian"`` (continuous, floating-point
-samplers: not hardened against floating-point attacks) and
+samplers: a counting release of them is float-safe at the cost of a δ term,
+:attr:`PrivacyGuarantee.float_delta`, :mod:`dpcount.privacy.float_safe`) and
 ``"discrete-laplace"`` and ``"discrete-gaussian"`` (exact integer samplers of
 Canonne, Kamath, Steinke 2020: recommended for production on integer data).
 
@@ -115,7 +116,8 @@ class PrivacyGuarantee:
             (:mod:`dpcount.privacy.float_safe`), the per-value total-variation bound η
             between the float release and the exact-real mechanism; 0.0 otherwise.
         float_values: the number n of released values the stated guarantee covers
-            (the front end's release size; a mechanism states its horizon).
+            (the front end's release size; a mechanism states its horizon; 0 with a
+            ``float_eta``: an open-ended stream, stated per value).
 
     ``epsilon``/``delta`` are the exact-real mechanism's; the float release adds
     :attr:`float_delta` = (1 + e^ε)·n·η, and :attr:`total_delta` is the δ it is
@@ -178,7 +180,13 @@ class PrivacyGuarantee:
         if self.rho is not None:
             budget += f" and rho={self.rho:.6g}-zCDP"
         text = f"{budget}, {self.neighbouring}; {self.citation}"
-        if self.float_eta > 0.0:
+        if self.float_eta > 0.0 and self.float_values == 0:  # an open-ended release
+            text += (
+                f"; float-safe release: plus (1 + e^epsilon)·n·{self.float_eta:.3g} in delta "
+                "for its first n values, each snapped to a power-of-two grid of 1/8 to 1/4 of "
+                "its std (Mironov 2012 coupling; dpcount.privacy.float_safe)"
+            )
+        elif self.float_eta > 0.0:
             exact = (
                 f"epsilon={self.epsilon:.6g}-DP"
                 if self.delta == 0.0

@@ -79,6 +79,8 @@ References:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -89,7 +91,7 @@ from dpcount._validate import check_choice, check_instance, check_integer, check
 from dpcount.counting.base import CountingMechanism, NoiseProcess
 from dpcount.counting.registry import MECHANISMS, build_mechanism
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
-from dpcount.privacy.float_safe import snap_release
+from dpcount.privacy.float_safe import release_grids, snap_release
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
@@ -126,6 +128,8 @@ class _Run:
         self.released = np.zeros(layout.size)
         #: whether releases are float-safe (dpcount.privacy.float_safe)
         self.snapped = owner.mechanism.float_safety is not None
+        #: the exact std of the steps still to come (their grids), made at the first step
+        self.sds: Iterator[float] | None = None
 
 
 class NoiseState:
@@ -309,9 +313,10 @@ class GradientPrivatizer:
         vector, dtypes = flatten("clipped_sum", clipped_sum, run.layout)
         noise = np.array(run.process.next(), dtype=np.float64, copy=True).reshape(-1)
         if run.snapped:
-            grids = self.mechanism.release_grids(run.step + 1, 1)
-            assert grids is not None
-            vector = self._float_safe(run, vector, noise, float(grids[0]))
+            if run.sds is None:  # the std of each step from here on, one step at a time
+                run.sds = (math.sqrt(v) for v in self.mechanism.iter_variances(run.step + 1))
+            grid = release_grids(next(run.sds))
+            vector = self._float_safe(run, vector, noise, grid)
         elif self.release == "gradient":  # no guarantee (with_sampler): as computed
             vector += noise
             vector -= run.previous
