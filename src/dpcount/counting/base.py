@@ -950,13 +950,12 @@ class CountingStream(ReleaseStream):
         """The float-safe grids of the ``n`` steps just counted (self._t is their last)."""
         first = self._t - n + 1
         m = self.mechanism
-        if m.horizon <= _GRID_TABLE_HORIZON:
-            grids = m.release_grids(first, n)
-            assert grids is not None
-            return grids
-        if self._grids is None:  # from the first step after a (checkpointed) start
+        if self._grids is None:
+            # from the first step counted (after a checkpoint: where it resumed), one step
+            # at a time: a live stream never computes the whole horizon's variances
             self._grids = (math.sqrt(v) for v in m.iter_variances(first))
-        return release_grids(np.fromiter(itertools.islice(self._grids, n), np.float64, count=n))  # type: ignore[no-any-return]
+        sds = np.fromiter(itertools.islice(self._grids, n), np.float64, count=n)
+        return release_grids(sds)  # type: ignore[no-any-return]
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""

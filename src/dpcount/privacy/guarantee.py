@@ -146,8 +146,8 @@ class PrivacyGuarantee:
     def total_delta(self) -> float:
         """δ + :attr:`float_delta`, rounded up: the δ of the release as computed."""
         extra = self.float_delta
-        if extra == 0.0:
-            return self.delta
+        if extra == 0.0 or self.delta == 0.0:
+            return extra if extra else self.delta
         total = self.delta + extra
         return min(1.0, math.nextafter(total, math.inf))
 
