@@ -207,5 +207,6 @@ def test_string_graph_and_local_defaults_release_integers() -> None:
     raw = old.mechanism.with_sampler(old.mechanism.sampler)  # fl(S + noise), unsnapped
     assert not_integer(raw.release(np.zeros((8, 50)))).mean() > 0.5
     # continuous noise is released float-safe: multiples of its power-of-two grid
-    grid = old.mechanism.float_safety.grid
-    assert np.all(np.mod(old.client_messages(np.zeros(50, dtype=np.int64))[0], grid) == 0)
+    grids = old.mechanism.release_grids(1, old.mechanism.horizon)
+    messages = old.client_messages(np.zeros(50, dtype=np.int64))[0]
+    assert np.all(np.mod(messages, grids[: messages.shape[-1]]) == 0)  # (clients, steps)

@@ -92,8 +92,8 @@ def test_zero_data_noise_is_the_mechanisms_noise_process(name: str) -> None:
     grad = make(name, rng=7)
     mech = prefix.mechanism
     process = mech.noise_process(mech.sampler, np.random.default_rng(7), 8)
-    grid = mech.float_safety.grid
-    expected = np.rint(np.array([process.next() for _ in range(T)]) / grid) * grid
+    grids = mech.release_grids(1, T)[:, None]
+    expected = np.rint(np.array([process.next() for _ in range(T)]) / grids) * grids
     sp, sg = prefix.init(SHAPES), grad.init(SHAPES)
     got_prefix, got_grad = [], []
     for _ in range(T):

@@ -946,6 +946,12 @@ class CountingStream(ReleaseStream):
             self._denominator = m._exact_denominator(self._process)
         return self._process
 
+    def _next_grid(self) -> float:
+        """The float-safe grid of the one step just counted (the scalar fast path)."""
+        if self._grids is None:
+            self._grids = (math.sqrt(v) for v in self.mechanism.iter_variances(self._t))
+        return release_grids(next(self._grids))  # type: ignore[no-any-return]
+
     def _step_grids(self, n: int) -> NDArray[np.float64]:
         """The float-safe grids of the ``n`` steps just counted (self._t is their last)."""
         first = self._t - n + 1
@@ -980,7 +986,7 @@ class CountingStream(ReleaseStream):
             self._sum = new_sum
             self._t += 1
             if self._snapped:
-                return snap_release(new_sum, process.next(), self._step_grids(1)[0])
+                return snap_release(new_sum, process.next(), self._next_grid())
             return new_sum + process.next()
         if process is None:
             scalar = np.ndim(value) == 0
@@ -995,7 +1001,7 @@ class CountingStream(ReleaseStream):
             noise = process.next()
             if np.ndim(noise):  # ours to overwrite: never a view of the process's state
                 noise = np.array(noise, dtype=np.float64, copy=True)
-            return snap_release(self._sum, noise, self._step_grids(1)[0])
+            return snap_release(self._sum, noise, self._next_grid())
         return self._sum + process.next()
 
     def _update_integer(self, x: Any) -> Any:

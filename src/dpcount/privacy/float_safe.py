@@ -99,6 +99,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -177,6 +178,8 @@ def release_grids(sigmas: Any) -> Any:
         ValueError: a σ below 2^-1000 (a subnormal grid would make snapping inexact),
             infinite or NaN.
     """
+    if type(sigmas) is float and _SMALLEST_SIGMA <= sigmas < math.inf:  # the stream's path
+        return math.ldexp(1.0, math.frexp(sigmas)[1] - 1 - GRID_BITS)
     if np.ndim(sigmas) == 0:
         s = check_real("sigma", sigmas, ge=_SMALLEST_SIGMA)
         _, exponent = math.frexp(s)  # s = mantissa·2^exponent, 0.5 ≤ mantissa < 1
@@ -205,6 +208,7 @@ class FloatSafety:
         return float_delta(self.eta, epsilon, values)
 
 
+@functools.lru_cache(maxsize=4)
 def float_safety(noise: str) -> FloatSafety:
     """The :class:`FloatSafety` of ``"laplace"`` or ``"gaussian"`` noise."""
     if noise not in ("laplace", "gaussian"):
