@@ -84,11 +84,13 @@ def test_eta_equals_the_theorems_formula_in_mpmath(noise: str) -> None:
     mpmath.mp.dps = 50
     value = eta(noise)
     k, u, r = tail_multiple(noise), mpmath.mpf(2) ** -53, 1 + mpmath.mpf(2) ** -40
+    c = 1 + mpmath.mpf(2) ** -30
     tail = (
         mpmath.erfc(k / mpmath.sqrt(2)) if noise == "gaussian" else mpmath.exp(-mpmath.sqrt(2) * k)
     )
     m = GRID_BITS
-    bracket = MODEL_KAPPA * (1 + k) * (4 + 2 ** (m + 2) * r) + 8 * mpmath.mpf(2) ** -m * r + 4
+    kap = MODEL_KAPPA * (1 + k)
+    bracket = kap * (4 + 2 ** (m + 2) * r * c) + 8 * mpmath.mpf(2) ** -m * r + 4 * c
     exact = u * bracket + DRAWS_PER_VALUE * tail
     assert value >= exact and value <= exact * (1 + mpmath.mpf(1e-12))
     # (1 + e^ε)·n·η, rounded up
@@ -101,7 +103,7 @@ def test_eta_equals_the_theorems_formula_in_mpmath(noise: str) -> None:
 @pytest.mark.parametrize("shift", [0.0, 0.3, -0.45])
 @pytest.mark.parametrize("law", ["gaussian", "laplace", "laplace-sum"])
 def test_band_lemma_against_exact_probabilities(law: str, shift: float) -> None:
-    """P[N + lo within e of a boundary (k + 1/2)·g] ≤ 4e·f_max + 2e/g with f_max ≤ 1/σ,
+    """P[N + lo within e of a boundary (k + 1/2)·g] ≤ 4e·f_max + 2e/(g − 2e), f_max ≤ 1/σ,
     summed exactly (mpmath) over the boundaries for log-concave laws; and a wrong constant
     (e/g instead of 2e/g, no f_max term) fails, so the test can fail."""
     mpmath.mp.dps = 30
@@ -130,7 +132,7 @@ def test_band_lemma_against_exact_probabilities(law: str, shift: float) -> None:
         for k in range(-12, 12):
             c = (k + mpmath.mpf(1) / 2) * g - shift
             mass += cdf(c + e) - cdf(c - e)
-        bound = 4 * e / sigma + 2 * e / g
+        bound = 4 * e / sigma + 2 * e / (g - 2 * e)
         assert mass <= bound
         worst = max(worst, mass / (e / g))
     assert worst > 1  # the wrong bound e/g (half the band) would fail

@@ -52,7 +52,8 @@ side to u·σ_t·(1 + Z*/σ₁) is about 34 (row-scaled sqrt), 1 to 3 for trees,
 a post-processing of the exact-real mechanism S + N. Under (F), TV(V, V*) ≤ n·η with the
 per-value constant (:func:`eta`)
 
-    η = u·[κ(1+K)·(4 + 2^(m+2)·r) + 8·2^-m·r + 4] + D·p(K),     r = 1 + 2^-40,
+    η = u·[κ(1+K)·(4 + 2^(m+2)·r·c) + 8·2^-m·r + 4c] + D·p(K),
+    r = 1 + 2^-40,  c = 1 + 2^-30,
 
 where K = :func:`tail_multiple` (the smallest integer with D·p(K) ≤ u), p(K) = P[|z| > Kσ₁]
 (erfc(K/√2) for Gaussian noise, e^{−√2·K} for Laplace noise) and D = :data:`DRAWS_PER_VALUE`
@@ -67,11 +68,13 @@ probability 0), so V_t ≠ V*_t only if R_g(c_t) ≠ R_g(lo_t + N_t), which need
 within e_t of a rounding boundary (k + ½)·g_t. N_t is a linear combination of independent
 log-concave variables, hence log-concave (Prékopa 1973), so unimodal with maximal density
 f_max ≤ 1/σ_t (Bobkov & Chistyakov 2015: Var·f_max² ≤ 1 for log-concave laws). For a
-unimodal density and the periodic band set B = ∪_k ((k+½)g − e, (k+½)g + e) (2e < g), on
-each side of the mode the band nearest the mode has mass ≤ 2e·f_max and every further band
-has mass ≤ 2e·f(its near edge) ≤ (2e/g)·(mass of the length-g interval just before it, on the
-same side), those intervals being disjoint; so P[N_t + lo_t ∈ B] ≤ 4e·f_max + 2e/g, for any
-shift lo_t. With σ_t/g_t < 2^(m+1)·r and g_t/σ_t ≤ 2^-m·r: (4/σ_t + 2/g_t)·e_t ≤ u times the
+unimodal density and the periodic band set B = ∪_k (b_k − e, b_k + e), b_k = (k+½)g, 2e < g:
+on each side of the mode, the band whose centre is nearest the mode has mass ≤ 2e·f_max, and
+every further band k has mass ≤ 2e·f(b_k − e) ≤ (2e/(g − 2e))·(mass of the gap
+[b_{k−1} + e, b_k − e] before it), f being monotone there (the gap lies beyond the previous
+centre, on the mode's far side) and the gaps disjoint; so P[N_t + lo_t ∈ B] ≤
+4e·f_max + 2e/(g − 2e), for any shift lo_t. Here 2e_t/g_t < 2^-31, so 2e/(g − 2e) ≤
+c·2e/g; with σ_t/g_t < 2^(m+1)·r and g_t/σ_t ≤ 2^-m·r, 4e_t/σ_t + c·2e_t/g_t ≤ u times the
 bracket of η. Union over the n values and adding P[not A] gives TV ≤ n·η. For neighbours
 x, x' and any set E: P[V(x) ∈ E] ≤ P[V*(x) ∈ E] + nη ≤ e^ε·P[V*(x') ∈ E] + δ + nη ≤
 e^ε·P[V(x') ∈ E] + δ + (1 + e^ε)·nη. ∎
@@ -160,12 +163,13 @@ def eta(noise: str) -> float:
     """η: the per-value bound of the theorem for ``"laplace"`` or ``"gaussian"`` noise,
     computed exactly in rationals and rounded up."""
     k = tail_multiple(noise)
-    r = 1 + Fraction(1, 2**40)
-    bracket = (
-        MODEL_KAPPA * (1 + k) * (4 + 2 ** (GRID_BITS + 2) * r)
-        + 8 * Fraction(1, 2**GRID_BITS) * r
-        + 4
-    )
+    r, c = 1 + Fraction(1, 2**40), 1 + Fraction(1, 2**30)
+    m = GRID_BITS
+    # e_t/g_t < κu(1+K)·2^(m+1)·r + 2u keeps 2e/(g − 2e) below c·2e/g (the proof)
+    if not 2 * _U * (MODEL_KAPPA * (1 + k) * 2 ** (m + 1) * r + 2) < Fraction(1, 2**31):
+        raise AssertionError("the float model's band is not below 2^-31 of the grid")
+    kappa = MODEL_KAPPA * (1 + k)
+    bracket = kappa * (4 + 2 ** (m + 2) * r * c) + 8 * Fraction(1, 2**m) * r + 4 * c
     exact = _U * bracket + DRAWS_PER_VALUE * Fraction(tail_probability(noise, k))
     return _round_up(exact)
 
