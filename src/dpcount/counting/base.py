@@ -816,7 +816,9 @@ class CountingMechanism(ABC):
         (RDP accountant), Laplace kinds the composition of one Laplace event per
         coordinate of :meth:`sensitivity_profile` (or one event at the ℓ₁
         sensitivity); see :func:`dpcount.privacy.accounting.dp_event`. Needs the
-        ``accounting`` extra.
+        ``accounting`` extra. The event is the exact-real mechanism's: a float-safe
+        continuous-noise release adds ``privacy.float_delta`` ((1 + e^ε)·n·η for its n
+        values, :mod:`dpcount.privacy.float_safe`) to the δ an accountant reports.
 
         Raises:
             ValueError: the mechanism carries no guarantee (:meth:`with_sampler`).
