@@ -332,7 +332,7 @@ MAX_SAMPLE_VARIANCE = 2.0**900
 #: Largest per-step noise coefficient Σ_j L[t, j]² a structure may have (see above).
 MAX_NOISE_COEFFICIENT = 2.0**64
 #: Largest horizon whose float-safe grids are kept in one table (8 bytes a step)
-_GRID_TABLE_HORIZON = 1 << 16
+_GRID_TABLE_HORIZON = 1 << 22
 #: the noise kinds released float-safe (snapped to a grid; the discrete kinds are exact)
 _FLOAT_SAFE_NOISE = frozenset({NoiseKind.LAPLACE.value, NoiseKind.GAUSSIAN.value})
 
@@ -567,7 +567,7 @@ class CountingMechanism(ABC):
         ≤ std/4 of each step: :func:`~dpcount.privacy.float_safe.release_grids`), or None
         when releases are not snapped (:attr:`float_safety` is None).
 
-        From a table of the horizon's grids up to 2^16 steps (built once), from
+        From a table of the horizon's grids up to 2^22 steps (built once), from
         :meth:`variances` when the steps are at least an eighth of the horizon, else
         from :meth:`iter_variances`.
         """
