@@ -44,8 +44,9 @@ the keyed PRF sampler, within a few ulps of an exact draw, as every floating-poi
 of DP noise assumes: Mironov 2012 assumes a correctly rounded logarithm) and the noise
 process's sums, products and recursions. Measured from the very draws a release used and
 each release's exact L_t z in extended precision (tests/privacy/test_float_safe.py, every
-registered mechanism at T = 512, all but row-scaled BLT also at 2048, where
-``postprocess.noise_matrix`` does not read its L off the process): the largest ratio of the left
+registered mechanism at T = 512; all but row-scaled BLT also at 2048, where the reference
+L read by ``postprocess.noise_matrix`` disagrees with its release by O(σ), not yet
+explained): the largest ratio of the left
 side to u·σ_t·(1 + Z*/σ₁) is about 34 (row-scaled sqrt), 1 to 3 for trees, BLT and sqrt;
 κ = 256 leaves a margin ≥ 7.
 
