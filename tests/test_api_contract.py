@@ -336,6 +336,7 @@ LOOSE_EPSILON: dict[str, str] = {
         )
     },
     "dpcount.privacy.accounting.laplace_scale_pld": _FORMULA,
+    "dpcount.privacy.float_safe.float_delta": _FORMULA,
     "dpcount.privacy.guarantee.calibrate": "the calibration primitive that Budget-taking "
     "constructors call with the budget's fields",
     "dpcount.privacy.budget.Budget": "the budget itself",

@@ -511,7 +511,8 @@ def _build(choice: Choice, rng: RNGLike) -> CountingMechanism:
         )
     if choice.note is not None:
         warnings.warn(
-            f"{choice.note.text()} (floating-point noise can leak low-order bits; see "
+            f"{choice.note.text()} (floating-point noise: values snapped to a power-of-two grid, a "
+            "float-safety term in delta; see "
             "docs/safe-noise.md; pass a noise kind in the budget to choose)",
             PrivacyWarning,
             stacklevel=3,

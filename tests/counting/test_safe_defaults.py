@@ -67,14 +67,21 @@ def test_library_factory_defaults_to_integer_noise(name: str, delta: float | Non
 
 
 def test_old_library_default_leaks_through_low_bits() -> None:
-    """The old default (continuous Laplace): the event at step 1 separates the neighbours
-    (measured ≈ 0.046 under x = 0 for this tree, 20 000 draws; exactly 0 under x_1 = 1)."""
+    """The old default (continuous Laplace) computed as before, ``fl(S_t + noise)`` (a
+    :meth:`with_sampler` copy is released unsnapped): the event at step 1 separates the
+    neighbours (measured ≈ 0.046 under x = 0 for this tree, 20 000 draws; exactly 0 under
+    x_1 = 1). The float-safe release of the same mechanism (issue 30, item 4) snaps every
+    value to a power-of-two grid: the event has probability 0 under both."""
     mech = build_mechanism("kary", budget=Budget(epsilon=1.0, noise="laplace"), horizon=16, rng=12)
+    raw = mech.with_sampler(mech.sampler)
     rates = {
-        label: low_bits_event(np.array([mech.release(x)[0] for _ in range(4000)])).mean()
+        label: low_bits_event(np.array([raw.release(x)[0] for _ in range(4000)])).mean()
         for label, x in NEIGHBOURS.items()
     }
     assert rates["zero"] > 0.02 and rates["x1=1"] == 0.0
+    for x in NEIGHBOURS.values():
+        outs = np.array([mech.release(x)[0] for _ in range(400)])
+        assert low_bits_event(outs).mean() == 0.0
 
 
 def test_factory_keeps_continuous_noise_where_integer_noise_is_impossible() -> None:
@@ -136,11 +143,15 @@ def test_cli_count_default_is_integer_noise(
         assert "discrete Laplace" in err and "delta=1e-06" in err
 
 
-def test_cli_count_old_default_leaked(tmp_path: Path) -> None:
-    old = ["--mechanism", "kary", "--noise", "laplace"]  # the old default: k = 19, Laplace
+def test_cli_count_old_default_is_float_safe(tmp_path: Path) -> None:
+    """The old default (k = 19, continuous Laplace) leaked through the low bits (event
+    rate > 0.002 under x = 0, 0 under x_1 = 1); its release is now snapped to a
+    power-of-two grid (dpcount.privacy.float_safe): the event is empty under both."""
+    old = ["--mechanism", "kary", "--noise", "laplace"]
     zero = _cli_outputs(tmp_path, np.zeros(128, dtype=np.int64), old)
     one = _cli_outputs(tmp_path, np.eye(128, dtype=np.int64)[0], old)
-    assert low_bits_event(zero).mean() > 0.002 and low_bits_event(one).mean() == 0.0
+    assert low_bits_event(zero).mean() == 0.0 and low_bits_event(one).mean() == 0.0
+    assert np.all(np.mod(zero, 2.0**-8) == 0.0)  # multiples of the grid (≥ 2^-8 here)
 
 
 def test_cli_count_keeps_continuous_noise_with_a_note(
@@ -193,4 +204,9 @@ def test_string_graph_and_local_defaults_release_integers() -> None:
     for out in outs:
         assert not_integer(out).mean() == 0.0
     old = LocalMedianProtocol(50, epsilon=1.0, noise="laplace", rng=4)
-    assert not_integer(old.client_messages(np.zeros(50, dtype=np.int64))[0]).mean() > 0.5
+    raw = old.mechanism.with_sampler(old.mechanism.sampler)  # fl(S + noise), unsnapped
+    assert not_integer(raw.release(np.zeros((8, 50)))).mean() > 0.5
+    # continuous noise is released float-safe: multiples of its power-of-two grid
+    grids = old.mechanism.release_grids(1, old.mechanism.horizon)
+    messages = old.client_messages(np.zeros(50, dtype=np.int64))[0]
+    assert np.all(np.mod(messages, grids[: messages.shape[-1]]) == 0)  # (clients, steps)

@@ -19,6 +19,7 @@ from dpcount.counting._steps import (
     check_integral_array,
     check_running_sums,
 )
+from dpcount.privacy.float_safe import snap_release
 
 B = 2.0**53
 
@@ -93,8 +94,9 @@ def test_blocked_sums_equal_cumsum_bit_for_bit(
 
 @pytest.mark.parametrize("make", [BLT.optimized, BinaryTree])
 def test_release_is_noise_plus_cumsum(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The release is the same noise (same seed) plus numpy's cumsum, to the bit
-    (blocks of 256 steps: int64 blocks, then float64 ones)."""
+    """The release is the same noise (same seed) plus numpy's cumsum, to the bit, in the
+    float-safe form (each step snapped to its grid, the sum's grid part out of every
+    rounding; blocks of 256 steps: int64 blocks, then float64 ones)."""
     monkeypatch.setattr(_steps, "_BLOCK_VALUES", 256)
     x = np.random.default_rng(2).random(3000)
     x[:1000] = np.round(x[:1000] * 9)  # whole numbers, then fractions
@@ -102,7 +104,8 @@ def test_release_is_noise_plus_cumsum(make: Any, monkeypatch: pytest.MonkeyPatch
     mech = make(3000, epsilon=1.0, delta=1e-6, rng=5)
     noise = mech.noise_process(mech.sampler, mech._rng, None).next_many(3000)
     assert got.dtype == np.float64
-    assert got.tobytes() == (noise + np.cumsum(x)).tobytes()
+    grids = mech.release_grids(1, 3000)
+    assert got.tobytes() == snap_release(np.cumsum(x), noise, grids).tobytes()
 
 
 def test_integral_array_fast_path_keeps_values_and_messages() -> None:

@@ -247,8 +247,8 @@ def test_continuous_noise_is_noted_like_dpcount_count(
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "note: --noise laplace adds continuous floating-point noise" in err
-    assert "(floating-point noise can leak low-order bits; see docs/safe-noise.md" in err
-    assert "warning: laplace noise is continuous (floating point)" in err
+    assert "(floating-point noise: values snapped to a power-of-two grid, a float-safety" in err
+    assert "note: laplace noise is continuous (floating point)" in err
     other = _replace(_argv(events, keys, tmp_path, "d.parquet"), "--secret", str(tmp_path / "x"))
     assert main(other) == 0
     assert "floating-point noise" not in capsys.readouterr().err  # discrete: no note

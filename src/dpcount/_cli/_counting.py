@@ -142,7 +142,8 @@ def choice_for(
 def print_noise_note(note: str) -> None:
     """Print on stderr why the noise is continuous, with the floating-point warning."""
     err_console().print(
-        f"note: {escape(note)} (floating-point noise can leak low-order bits; see "
+        f"note: {escape(note)} (floating-point noise: values snapped to a power-of-two grid, a "
+        "float-safety term in delta; see "
         "docs/safe-noise.md; pass --noise to choose)",
         highlight=False,
         soft_wrap=True,

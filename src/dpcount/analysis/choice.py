@@ -126,8 +126,9 @@ def _spell(spelling: Mapping[str, str] | None, name: str) -> str:
 
 @dataclass(frozen=True)
 class NoiseNote:
-    """Why the noise stays continuous (floating-point samplers: the low-order bits of
-    a release can leak the data, Mironov 2012; see docs/safe-noise.md).
+    """Why the noise stays continuous (floating-point samplers: released float-safe,
+    snapped to a power-of-two grid at a small cost in δ, Mironov 2012;
+    :mod:`dpcount.privacy.float_safe`, docs/safe-noise.md).
 
     Attributes:
         reason: ``"calibration"`` (a rule was given without a noise kind),
@@ -192,7 +193,8 @@ class AutoReason:
             f"the best by exact MSE among the mechanisms that take integer noise (RMSE "
             f"{math.sqrt(self.mse):.4g}); the best overall, {self.best.label} with "
             f"{self.best.noise} noise, would have RMSE {math.sqrt(self.best.mse):.4g} with "
-            "floating-point noise, which can leak low-order bits (docs/safe-noise.md)"
+            "floating-point noise, released float-safe at a small cost in delta "
+            "(docs/safe-noise.md)"
         )
 
 

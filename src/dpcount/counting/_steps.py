@@ -23,6 +23,7 @@ from dpcount._validate import (
     as_array,
     check_exact_integers,
 )
+from dpcount.privacy.float_safe import snap_release
 
 __all__ = [
     "NotWholeNumberError",
@@ -273,8 +274,26 @@ def check_running_sums(name: str, sums: NDArray[np.float64], *, already: int = 0
 _BLOCK_VALUES = 2**16
 
 
-def add_running_sums(name: str, noise: NDArray[np.float64], arr: NDArray[np.float64]) -> None:
-    """``noise += np.cumsum(arr, axis=0)`` in place, checking every running sum.
+def _rows(grid: Any, start: int, stop: int) -> Any:
+    """The grids of rows start..stop − 1 (one grid a step), or the one grid / None."""
+    return grid[start:stop] if isinstance(grid, np.ndarray) else grid
+
+
+def _combine(noise: NDArray[np.float64], sums: NDArray[Any], grid: Any) -> None:
+    """``noise += sums`` in place, or its float-safe snapped form when ``grid`` (a power of
+    two, or one per row) is set."""
+    if grid is None:
+        noise += sums
+    else:
+        snap_release(sums, noise, grid)
+
+
+def add_running_sums(
+    name: str, noise: NDArray[np.float64], arr: NDArray[np.float64], *, grid: Any = None
+) -> None:
+    """``noise += np.cumsum(arr, axis=0)`` in place, checking every running sum (with a
+    ``grid``: the float-safe release :func:`~dpcount.privacy.float_safe.snap_release` of
+    the sums and the noise instead of their float sum).
 
     The same floats, the same errors as ``sums = np.cumsum(arr, axis=0)``;
     :func:`check_running_sums` ``(name, sums)``; ``noise += sums``, without the sums
@@ -301,7 +320,7 @@ def add_running_sums(name: str, noise: NDArray[np.float64], arr: NDArray[np.floa
         with np.errstate(over="ignore", invalid="ignore"):  # refused by the check
             sums = np.cumsum(arr, axis=0)
         check_running_sums(name, sums)
-        noise += sums
+        _combine(noise, sums, grid)
         return
     tail = arr.shape[1:]
     ints = np.empty((min(n, rows), *tail), dtype=np.int64)
@@ -326,7 +345,7 @@ def add_running_sums(name: str, noise: NDArray[np.float64], arr: NDArray[np.floa
                 np.cumsum(block, axis=0, out=block)
                 whole = int(block.max()) < MAX_EXACT_SUM and int(block.min()) > -MAX_EXACT_SUM
             if whole:
-                noise[start:stop] += block
+                _combine(noise[start:stop], block, _rows(grid, start, stop))
                 carry = block[-1].astype(np.float64)
                 continue
             sums = floats[1 : stop - start + 1]
@@ -338,5 +357,5 @@ def add_running_sums(name: str, noise: NDArray[np.float64], arr: NDArray[np.floa
                 part[1:] = x
                 np.cumsum(part, axis=0, out=part)
             check_running_sums(name, sums, already=start)
-            noise[start:stop] += sums
+            _combine(noise[start:stop], sums, _rows(grid, start, stop))
             carry = sums[-1].copy()

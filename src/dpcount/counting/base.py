@@ -43,6 +43,7 @@ unchanged (float64).
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 from abc import ABC, abstractmethod
@@ -78,6 +79,7 @@ from dpcount.privacy.budget import (
     Participation,
     accept_participation,
 )
+from dpcount.privacy.float_safe import FloatSafety, float_safety, release_grids, snap_release
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -329,6 +331,10 @@ _DENSE_FACTORIZATION_LIMIT = 2048
 MAX_SAMPLE_VARIANCE = 2.0**900
 #: Largest per-step noise coefficient Σ_j L[t, j]² a structure may have (see above).
 MAX_NOISE_COEFFICIENT = 2.0**64
+#: Largest horizon whose float-safe grids are kept in one table (8 bytes a step)
+_GRID_TABLE_HORIZON = 1 << 22
+#: the noise kinds released float-safe (snapped to a grid; the discrete kinds are exact)
+_FLOAT_SAFE_NOISE = frozenset({NoiseKind.LAPLACE.value, NoiseKind.GAUSSIAN.value})
 
 
 def _check_noise_in_range(sampler: NoiseSampler, step_sensitivity: float, epsilon: Any) -> None:
@@ -539,9 +545,69 @@ class CountingMechanism(ABC):
         calibrated = calibrate_budget(budget, r1, r2, neighbouring=neighbouring, profile=profile)
         _check_noise_in_range(calibrated.sampler, self.step_sensitivity, budget.epsilon)
         self.sampler: NoiseSampler = calibrated.sampler
-        self.privacy: PrivacyGuarantee | None = calibrated.privacy
+        self.privacy = calibrated.privacy
         self.noise_scale: float = calibrated.scale
         self._rng = as_generator(rng)
+
+    # -- the guarantee and the float-safe release --------------------------------------
+    @property
+    def privacy(self) -> PrivacyGuarantee | None:
+        """The guarantee of :meth:`release` over the horizon (scalar steps), None for a
+        :meth:`with_sampler` copy.
+
+        For continuous noise it includes the float-safe term
+        (:mod:`dpcount.privacy.float_safe`): the exact-real mechanism's (ε, δ) plus
+        (1 + e^ε)·T·η in δ (so continuous Laplace is (ε, δ_float)-DP, not pure ε-DP);
+        ``privacy.delta`` is the exact-real part, ``privacy.total_delta`` the whole.
+        For d-vector steps the release has T·d values:
+        ``privacy.with_float_safety(η, T·d)`` states it.
+        """
+        guarantee = self._privacy
+        if guarantee is None or guarantee.noise not in _FLOAT_SAFE_NOISE:
+            return guarantee
+        cached = self.__dict__.get("_stated_privacy")
+        if cached is None:
+            cached = guarantee.with_float_safety(float_safety(guarantee.noise).eta, self.horizon)
+            self.__dict__["_stated_privacy"] = cached
+        return cached
+
+    @privacy.setter
+    def privacy(self, guarantee: PrivacyGuarantee | None) -> None:
+        self._privacy = guarantee
+        self.__dict__.pop("_stated_privacy", None)
+        self.__dict__.pop("_grid_table", None)
+
+    @property
+    def float_safety(self) -> FloatSafety | None:
+        """The per-value bound η of the float-safe release
+        (:func:`dpcount.privacy.float_safe.float_safety`); None for integer noise or a
+        :meth:`with_sampler` copy (released as computed)."""
+        guarantee = self._privacy
+        if guarantee is None or guarantee.noise not in _FLOAT_SAFE_NOISE:
+            return None
+        return float_safety(guarantee.noise)
+
+    def release_grids(self, first: int, n: int) -> NDArray[np.float64] | None:
+        """The grids steps first..first + n − 1 are snapped to (the largest power of two
+        ≤ std/4 of each step: :func:`~dpcount.privacy.float_safe.release_grids`), or None
+        when releases are not snapped (:attr:`float_safety` is None).
+
+        From a table of the horizon's grids up to 2^22 steps (built once), from
+        :meth:`variances` when the steps are at least an eighth of the horizon, else
+        from :meth:`iter_variances`.
+        """
+        if self.float_safety is None:
+            return None
+        if self.horizon <= _GRID_TABLE_HORIZON:
+            table = self.__dict__.get("_grid_table")
+            if table is None:
+                table = release_grids(np.sqrt(self.variances()))
+                self.__dict__["_grid_table"] = table
+            return table[first - 1 : first - 1 + n]  # type: ignore[no-any-return]
+        if 8 * n >= self.horizon:
+            return release_grids(np.sqrt(self.variances()[first - 1 : first - 1 + n]))  # type: ignore[no-any-return]
+        v = np.fromiter(itertools.islice(self.iter_variances(first), n), np.float64, count=n)
+        return release_grids(np.sqrt(v))  # type: ignore[no-any-return]
 
     # -- structure (implemented by subclasses) ------------------------------------
     def _accept_budget(self, budget: Budget) -> Budget:
@@ -739,7 +805,10 @@ class CountingMechanism(ABC):
         out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
         # out += cumsum(x) in cache-sized blocks, each sum checked (exact sums for integer
         # data; nothing released else): no array of sums, the same floats and errors.
-        add_running_sums("x", out, arr)
+        grids = self.release_grids(1, arr.shape[0])
+        if grids is not None and arr.ndim == 2:
+            grids = grids[:, None]
+        add_running_sums("x", out, arr, grid=grids)
         return out
 
     def stream(self) -> CountingStream:
@@ -772,7 +841,9 @@ class CountingMechanism(ABC):
         (RDP accountant), Laplace kinds the composition of one Laplace event per
         coordinate of :meth:`sensitivity_profile` (or one event at the ℓ₁
         sensitivity); see :func:`dpcount.privacy.accounting.dp_event`. Needs the
-        ``accounting`` extra.
+        ``accounting`` extra. The event is the exact-real mechanism's: a float-safe
+        continuous-noise release adds ``privacy.float_delta`` ((1 + e^ε)·n·η for its n
+        values, :mod:`dpcount.privacy.float_safe`) to the δ an accountant reports.
 
         Raises:
             ValueError: the mechanism carries no guarantee (:meth:`with_sampler`).
@@ -878,6 +949,8 @@ class CountingStream(ReleaseStream):
         self._int_out = self._integer and mechanism.integer_release
         self._sum: Any = 0 if self._integer else 0.0
         self._denominator: int | None = None  # set at _start for exact rational noise
+        self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
+        self._grids: Iterator[float] | None = None  # step grids when there is no table
         self._t = 0
 
     @property
@@ -899,6 +972,23 @@ class CountingStream(ReleaseStream):
         if self._integer:
             self._denominator = m._exact_denominator(self._process)
         return self._process
+
+    def _next_grid(self) -> float:
+        """The float-safe grid of the one step just counted (the scalar fast path)."""
+        if self._grids is None:
+            self._grids = (math.sqrt(v) for v in self.mechanism.iter_variances(self._t))
+        return release_grids(next(self._grids))  # type: ignore[no-any-return]
+
+    def _step_grids(self, n: int) -> NDArray[np.float64]:
+        """The float-safe grids of the ``n`` steps just counted (self._t is their last)."""
+        first = self._t - n + 1
+        m = self.mechanism
+        if self._grids is None:
+            # from the first step counted (after a checkpoint: where it resumed), one step
+            # at a time: a live stream never computes the whole horizon's variances
+            self._grids = (math.sqrt(v) for v in m.iter_variances(first))
+        sds = np.fromiter(itertools.islice(self._grids, n), np.float64, count=n)
+        return release_grids(sds)  # type: ignore[no-any-return]
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
@@ -922,6 +1012,8 @@ class CountingStream(ReleaseStream):
                 check_running_sums("x", np.array([new_sum]), already=self._t)
             self._sum = new_sum
             self._t += 1
+            if self._snapped:
+                return snap_release(new_sum, process.next(), self._next_grid())
             return new_sum + process.next()
         if process is None:
             scalar = np.ndim(value) == 0
@@ -932,6 +1024,11 @@ class CountingStream(ReleaseStream):
                 check_running_sums("x", np.reshape(self._sum + value, (1, -1)), already=self._t)
         self._sum = self._sum + value
         self._t += 1
+        if self._snapped:
+            noise = process.next()
+            if np.ndim(noise):  # ours to overwrite: never a view of the process's state
+                noise = np.array(noise, dtype=np.float64, copy=True)
+            return snap_release(self._sum, noise, self._next_grid())
         return self._sum + process.next()
 
     def _update_integer(self, x: Any) -> Any:
@@ -982,5 +1079,8 @@ class CountingStream(ReleaseStream):
         self._sum = sums[-1].copy() if self._dim is not None else float(sums[-1])
         self._t += arr.shape[0]
         out = process.next_many(arr.shape[0])
+        if self._snapped:
+            grids = self._step_grids(arr.shape[0])
+            return snap_release(sums, out, grids if arr.ndim == 1 else grids[:, None])  # type: ignore[no-any-return]
         out += sums
         return out

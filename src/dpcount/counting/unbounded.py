@@ -311,6 +311,8 @@ class UnboundedCounter:
                 l1_sensitivity=first.privacy.l1_sensitivity if self._forever else math.nan,
                 l2_sensitivity=first.privacy.l2_sensitivity if self._forever else math.nan,
                 neighbouring=NEIGHBOURING,
+                # float-safe continuous noise: stated per value (the stream is open-ended)
+                float_eta=first.privacy.float_eta,
             )
 
     def _calibration(self, first: str) -> str:

@@ -74,6 +74,7 @@ from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFSource
 from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
 from dpcount.privacy.budget import BudgetFields, accept_participation
+from dpcount.privacy.float_safe import snap_release
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
 
@@ -453,7 +454,9 @@ class KeyedMechanism:
     def privacy(self) -> PrivacyGuarantee:
         guarantee = self.counting.privacy
         assert guarantee is not None  # built with its calibration, never with_sampler
-        return replace(guarantee, neighbouring=self.neighbouring)
+        # a float-safe release pays per released value: every key at every step
+        values = guarantee.float_values and self.n_keys * self.horizon
+        return replace(guarantee, neighbouring=self.neighbouring, float_values=values)
 
     @property
     def structure(self) -> str:
@@ -612,6 +615,9 @@ class KeyedMechanism:
         end = self.noise_layout(last) if keep_state else None
         ends = None if end is None else np.zeros((end.rows, key_hi - key_lo), dtype=np.uint64)
         exact = exact_running(counts, base, overwrite=True)
+        snapped = self.counting.float_safety is not None  # continuous noise: float-safe
+        if snapped and exact.dtype != np.float64:
+            exact = exact.astype(np.float64)  # exact: running counts are below 2^53
         out: NDArray[Any] | None = None
         B = self.key_block
         for block_lo in range((key_lo // B) * B, key_hi, B):
@@ -630,6 +636,12 @@ class KeyedMechanism:
                     continue
                 at = (slice(a - first + 1, b - first + 1), slice(lo - key_lo, hi - key_lo))
                 there = (slice(a - t0, b - t0), slice(lo - block_lo, hi - block_lo))
+                if snapped:  # continuous noise: the float-safe release, one grid a step
+                    grids = self.counting.release_grids(a + 1, b - a)
+                    assert grids is not None  # float_safety is set
+                    out = exact
+                    exact[at] = snap_release(exact[at], np.array(noise[there]), grids[:, None])
+                    continue
                 if stream.denominator is None and noise.dtype == exact.dtype:
                     # add_noise's sum (int64: exact; float: one rounding, commutative),
                     # in place in the exact sums: no temporaries

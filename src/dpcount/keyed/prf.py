@@ -54,7 +54,8 @@ Exact discrete Gaussian: Canonne, Kamath & Steinke 2020, Algorithm 3 (rejection
 from Lap_Z(⌊σ⌋+1) with acceptance Bernoulli(e^{−γ})), where trial r of a position
 uses its own PRF domains and Bernoulli(e^{−γ}) = [−ln V > γ] is decided the same
 exact way. Continuous Laplace and Gaussian (Box–Muller) noise use the same words
-but are floating-point samplers (not hardened against floating-point attacks,
+but are floating-point samplers: their released counts are snapped to a power-of-two
+grid and the guarantee pays a float-safety δ (:mod:`dpcount.privacy.float_safe`,
 Mironov 2012).
 """
 

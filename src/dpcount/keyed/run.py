@@ -132,9 +132,10 @@ class KeyedResult:
         ]
         if not m.noise.is_discrete:
             lines.append(
-                f"warning: {m.noise} noise is continuous (floating point): the low-order "
-                "bits of a release can reveal the count, which the guarantee above does not "
-                "cover (Mironov 2012); discrete noise is exact"
+                f"note: {m.noise} noise is continuous (floating point): every count is "
+                "snapped to a power-of-two grid and the guarantee above includes the "
+                "float-safety delta (Mironov 2012; dpcount.privacy.float_safe); discrete "
+                "noise is exact and needs no such term"
             )
         if self.data_derived:
             lines.append(

@@ -108,8 +108,9 @@ class _Choice(str, Enum):
 class NoiseKind(_Choice):
     """The noise distribution added to the perturbed vector.
 
-    The continuous kinds use floating-point samplers (not hardened against
-    floating-point attacks, Mironov 2012); the discrete kinds are the exact integer
+    The continuous kinds use floating-point samplers (counting releases are snapped to
+    a power-of-two grid and pay a float-safety δ, :mod:`dpcount.privacy.float_safe`,
+    Mironov 2012); the discrete kinds are the exact integer
     samplers of Canonne, Kamath & Steinke 2020, for integer perturbed vectors.
     """
 

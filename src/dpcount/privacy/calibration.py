@@ -9,8 +9,9 @@ largest change between neighbouring inputs); λ is a Laplace scale
 (variance 2λ²); σ is a Gaussian standard deviation; ρ is a zero-concentrated DP
 (zCDP) parameter; t is a discrete Laplace scale.
 
-The continuous Laplace/Gaussian calibrations assume real-valued noise; their
-floating-point samplers are not hardened against floating-point attacks. The
+The continuous Laplace/Gaussian calibrations assume real-valued noise; the counting
+releases of their floating-point samplers are made float-safe by
+:mod:`dpcount.privacy.float_safe` (a grid and a δ term). The
 discrete calibrations (:func:`discrete_laplace_scale`,
 :func:`discrete_gaussian_sigma`) go with the exact integer samplers of
 :mod:`dpcount.privacy.discrete` and are the ones recommended for production.

@@ -5,7 +5,8 @@ perturbs (from its own structure) and calls :func:`calibrate` once. The returned
 :class:`PrivacyGuarantee` says what is promised, under which theorem.
 
 Noise kinds: ``"laplace"`` and ``"gaussian"`` (continuous, floating-point
-samplers: not hardened against floating-point attacks) and
+samplers: a counting release of them is float-safe at the cost of a δ term,
+:attr:`PrivacyGuarantee.float_delta`, :mod:`dpcount.privacy.float_safe`) and
 ``"discrete-laplace"`` and ``"discrete-gaussian"`` (exact integer samplers of
 Canonne, Kamath, Steinke 2020: recommended for production on integer data).
 
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -56,6 +57,7 @@ from dpcount.privacy.calibration import (
     zcdp_delta,
 )
 from dpcount.privacy.discrete import DiscreteGaussianNoise, DiscreteLaplaceNoise
+from dpcount.privacy.float_safe import float_delta
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.notes import delta_warning
 
@@ -94,6 +96,16 @@ class PrivacyGuarantee:
         neighbouring: the neighbouring relation the guarantee is stated for.
         rho: for the discrete Gaussian, the ρ of its ρ-zCDP guarantee
             (composes additively); None otherwise.
+        float_eta: for continuous noise released float-safe
+            (:mod:`dpcount.privacy.float_safe`), the per-value total-variation bound η
+            between the float release and the exact-real mechanism; 0.0 otherwise.
+        float_values: the number n of released values the stated guarantee covers
+            (the front end's release size; a mechanism states its horizon; 0 with a
+            ``float_eta``: an open-ended stream, stated per value).
+
+    ``epsilon``/``delta`` are the exact-real mechanism's; the float release adds
+    :attr:`float_delta` = (1 + e^ε)·n·η, and :attr:`total_delta` is the δ it is
+    (ε, δ)-DP for (what :meth:`describe` states).
     """
 
     epsilon: float
@@ -104,6 +116,29 @@ class PrivacyGuarantee:
     l2_sensitivity: float
     neighbouring: str
     rho: float | None = None
+    float_eta: float = 0.0
+    float_values: int = 0
+
+    @property
+    def float_delta(self) -> float:
+        """(1 + e^ε)·n·η, rounded up: what the floating-point release adds to δ."""
+        if self.float_eta == 0.0:
+            return 0.0
+        return float_delta(self.float_eta, self.epsilon, self.float_values)
+
+    @property
+    def total_delta(self) -> float:
+        """δ + :attr:`float_delta`, rounded up: the δ of the release as computed."""
+        extra = self.float_delta
+        if extra == 0.0 or self.delta == 0.0:
+            return extra if extra else self.delta
+        total = self.delta + extra
+        return min(1.0, math.nextafter(total, math.inf))
+
+    def with_float_safety(self, eta: float, values: int) -> PrivacyGuarantee:
+        """This guarantee for a float-safe release of ``values`` values with per-value
+        bound ``eta`` (:mod:`dpcount.privacy.float_safe`)."""
+        return replace(self, float_eta=eta, float_values=values)
 
     @property
     def citation(self) -> str:
@@ -114,19 +149,40 @@ class PrivacyGuarantee:
     def warning(self) -> str | None:
         """Why this guarantee is weaker than it looks (a δ above 1e-3:
         :func:`dpcount.privacy.notes.delta_warning`), or None."""
-        return delta_warning(self.delta)
+        return delta_warning(self.total_delta)
 
     def describe(self) -> str:
         """One line, e.g. ``(epsilon=1, delta=1e-06)-DP, event-level; Laplace ...``;
-        ending in ``WARNING: ...`` when δ is above 1e-3 (:attr:`warning`)."""
+        ending in ``WARNING: ...`` when δ is above 1e-3 (:attr:`warning`). A float-safe
+        release states its total δ and how it is made up."""
+        delta = self.total_delta
         budget = (
             f"epsilon={self.epsilon:.6g}-DP"
-            if self.delta == 0.0
-            else f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})-DP"
+            if delta == 0.0
+            else f"(epsilon={self.epsilon:.6g}, delta={delta:.3g})-DP"
         )
         if self.rho is not None:
             budget += f" and rho={self.rho:.6g}-zCDP"
         text = f"{budget}, {self.neighbouring}; {self.citation}"
+        if self.float_eta > 0.0 and self.float_values == 0:  # an open-ended release
+            text += (
+                f"; float-safe release: plus (1 + e^epsilon)·n·{self.float_eta:.3g} in delta "
+                "for its first n values, each snapped to a power-of-two grid of 1/8 to 1/4 of "
+                "its std (Mironov 2012 coupling; dpcount.privacy.float_safe)"
+            )
+        elif self.float_eta > 0.0:
+            exact = (
+                f"epsilon={self.epsilon:.6g}-DP"
+                if self.delta == 0.0
+                else f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})-DP"
+            )
+            text += (
+                f"; float-safe release: {exact} for the exact-real mechanism, plus "
+                f"delta {self.float_delta:.3g} = (1 + e^epsilon)·{self.float_values}·"
+                f"{self.float_eta:.3g} for {self.float_values} values, each snapped to a "
+                "power-of-two grid of 1/8 to 1/4 of its std (Mironov 2012 coupling; "
+                "dpcount.privacy.float_safe)"
+            )
         return text if self.warning is None else f"{text}. WARNING: {self.warning}"
 
 

@@ -5,11 +5,14 @@ draws randomness itself, so the structure can be tested with :class:`ZeroNoise`
 or :class:`ConstantNoise` (as TensorFlow Privacy's tree aggregation is tested with
 a constant noise generator).
 
-The continuous samplers below are *not* hardened against floating-point attacks
-on the low-order bits of the released values (Mironov 2012; Jin et al. 2022):
-use them for research and comparison. For production on integer data use the
-exact integer samplers of :mod:`dpcount.privacy.discrete`
-(``noise="discrete-laplace"`` / ``"discrete-gaussian"``).
+The continuous samplers below are floating-point samplers: a value ``fl(S + noise)``
+leaks through its low-order bits (Mironov 2012; Jin et al. 2022). The counting
+releases (``count``, ``keyed``, frames, the training privatizer) therefore snap every
+value to a power-of-two grid and add a float-safety term to δ
+(:mod:`dpcount.privacy.float_safe`); the samplers themselves stay plain. For
+production on integer data the exact integer samplers of
+:mod:`dpcount.privacy.discrete` (``noise="discrete-laplace"`` /
+``"discrete-gaussian"``) need no such term.
 
 References:
     * I. Mironov. "On significance of the least significant bits for

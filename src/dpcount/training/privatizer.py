@@ -45,6 +45,12 @@ Formal guarantee:
     (:func:`clip_and_sum` does) and normalizes by a public constant (e.g. the
     nominal batch size), never by the data-dependent count.
 
+    Float safety: every released prefix sum is snapped to a power-of-two grid
+    (:mod:`dpcount.privacy.float_safe`; the gradient form is the difference of two
+    snapped prefix sums), so the run's T·d released values cost
+    (1 + e^ε)·T·d·η more δ than the exact-real mechanism
+    (:meth:`GradientPrivatizer.guarantee`).
+
 The noise state. :meth:`GradientPrivatizer.init` starts a run and returns its
 :class:`NoiseState`; :meth:`GradientPrivatizer.privatize` consumes the latest state
 and returns the next (optax style). The state wraps the mechanism's noise process
@@ -73,6 +79,8 @@ References:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -90,6 +98,8 @@ from dpcount.privacy.budget import (
     Participation,
 )
 from dpcount.privacy.calibration import gaussian_sigma
+from dpcount.privacy.float_safe import release_grids, snap_release
+from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
 from dpcount.training.sampling import (
@@ -123,8 +133,14 @@ class _Run:
         self.layout = layout
         self.process = process
         self.step = 0
-        #: N_{t-1} (release "gradient") or the raw running sum S_{t-1} ("prefix-sum")
+        #: N_{t-1} (release "gradient" without a grid) or the raw running sum S_{t-1}
         self.previous = np.zeros(layout.size)
+        #: the released (float-safe) prefix sum P_{t-1} (release "gradient")
+        self.released = np.zeros(layout.size)
+        #: whether releases are float-safe (dpcount.privacy.float_safe)
+        self.snapped = owner.mechanism.float_safety is not None
+        #: the exact std of the steps still to come (their grids), made at the first step
+        self.sds: Iterator[float] | None = None
 
 
 class NoiseState:
@@ -237,6 +253,25 @@ class GradientPrivatizer:
         """:meth:`prefix_variance` for t = 1..T."""
         return self.mechanism.variances()
 
+    def guarantee(self, dim: int) -> PrivacyGuarantee:
+        """The whole run's guarantee for vectors of ``dim`` values: the mechanism's
+        exact-real (ε, δ) plus the float-safety term for its T·dim released values.
+        With cyclic Poisson sampling this is the mechanism's own, unamplified guarantee
+        (true, and weaker); the amplified one is :meth:`dp_event`'s, to whose δ this
+        guarantee's ``float_delta`` adds.
+
+        Raises:
+            ValueError: the mechanism carries no privacy guarantee (with_sampler).
+        """
+        dim = check_integer("dim", dim, ge=1)
+        privacy = self.mechanism.privacy
+        if privacy is None:
+            raise ValueError("the mechanism carries no privacy guarantee (with_sampler)")
+        safety = self.mechanism.float_safety
+        if safety is None:
+            return privacy
+        return privacy.with_float_safety(safety.eta, self.steps * dim)
+
     def dp_event(self) -> Any:
         """The whole run (all T steps, every participation) as a dp_accounting
         ``DpEvent`` (needs the ``accounting`` extra): the mechanism's
@@ -303,7 +338,12 @@ class GradientPrivatizer:
             )
         vector, dtypes = flatten("clipped_sum", clipped_sum, run.layout)
         noise = np.array(run.process.next(), dtype=np.float64, copy=True).reshape(-1)
-        if self.release == "gradient":
+        if run.snapped:
+            if run.sds is None:  # the std of each step from here on, one step at a time
+                run.sds = (math.sqrt(v) for v in self.mechanism.iter_variances(run.step + 1))
+            grid = release_grids(next(run.sds))
+            vector = self._float_safe(run, vector, noise, grid)
+        elif self.release == "gradient":  # no guarantee (with_sampler): as computed
             vector += noise
             vector -= run.previous
             run.previous = noise
@@ -313,6 +353,21 @@ class GradientPrivatizer:
             vector += noise
         run.step += 1
         return run.layout.split(vector, dtypes), NoiseState(run, run.step)
+
+    @staticmethod
+    def _float_safe(run: _Run, vector: NDArray[np.float64], noise: Any, grid: float) -> Any:
+        """The float-safe release of step t (:mod:`dpcount.privacy.float_safe`): P_t =
+        ``snap_release(S_t, N_t)``, a multiple of the grid with the sum's grid part out of
+        every rounding; the gradient form is P_t − P_{t−1}, one rounding of the exact
+        difference of two released values (post-processing)."""
+        vector += run.previous  # S_t = S_{t-1} + g_t
+        run.previous = vector.copy()
+        prefix = snap_release(vector, noise, grid)
+        if run.owner.release != "gradient":
+            return prefix
+        gradient = prefix - run.released
+        run.released = prefix
+        return gradient
 
 
 def gaussian_privatizer(

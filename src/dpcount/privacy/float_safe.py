@@ -1,0 +1,266 @@
+"""Float-safe release of continuous noise: every released value is snapped to a
+power-of-two grid chosen from its own standard deviation, and the guarantee pays for the
+floating-point computation with a δ term proved by coupling it with the exact-real
+mechanism.
+
+Why. A release ``fl(S_t + N̂_t)`` of a float running sum and float noise is a data-dependent
+rounding: which floats it can take depends on S_t, so its low-order bits can tell a count
+of 0 from a count of 1 with certainty (Mironov 2012). Snapping the value to a grid g_t·ℤ
+far above the rounding error of the computation, while keeping the running sum's part on
+the grid out of every rounding, makes the released bits those of a post-processing of the
+exact-real mechanism, except on a rare event whose probability η this module bounds.
+
+Notation (all quantities public, none read off the data):
+
+====================  =====================================================================
+u                     2^-53, the unit roundoff of float64
+S_t                   the running sum as computed (float64; exact for whole numbers < 2^53)
+z_j                   exact i.i.d. draws of the calibrated law (Laplace or Gaussian), σ₁ = sd
+N_t = Σ_j L_tj z_j    the exact-real noise of release t; σ_t its (exact, public) std
+N̂_t                   the noise the float computation produces (sampler + noise process)
+m                     :data:`GRID_BITS` = 2
+g_t                   2^(⌊log₂ σ̂_t⌋ − m) (σ̂_t: σ_t as computed), so σ_t/2^(m+1) < g_t ≤ σ_t/2^m
+                      up to the rounding of σ̂_t (a relative 2^-40 is allowed for it below)
+R_g                   round to the nearest multiple of g, ties to even
+RN                    IEEE round to nearest float64
+====================  =====================================================================
+
+**Release.** With ``lo_t = fmod(S_t, g_t)`` and ``hi_t = S_t − lo_t`` (both exact: hi_t is a
+multiple of g_t no larger than |S_t|), the released value is
+
+    V_t = RN(hi_t + R_{g_t}(fl(lo_t + N̂_t)))      (:func:`snap_release`).
+
+``/g``, ``rint`` and ``·g`` are exact for a power of two, so the only roundings are the
+addition ``lo_t + N̂_t`` (on values of the noise's size, never of the sum's) and the final
+RN, a fixed function of the exact value hi_t + R_g(·).
+
+**Float model (F)** — an assumption on the noise computation, not on the data: there is a
+coupling of the float draws with exact draws z_j such that, for every release t,
+
+    |N̂_t − N_t| + u·|N̂_t| ≤ κ·u·σ_t·(1 + Z*/σ₁),     Z* = max_j |z_j|,
+
+with κ = :data:`MODEL_KAPPA` = 2^8. This covers the sampler (numpy's ziggurat draws, or
+the keyed PRF sampler, within a few ulps of an exact draw, as every floating-point analysis
+of DP noise assumes: Mironov 2012 assumes a correctly rounded logarithm) and the noise
+process's sums, products and recursions. Measured from the very draws a release used and
+each release's exact L_t z in extended precision (tests/privacy/test_float_safe.py, every
+registered mechanism at T = 512; all but row-scaled BLT also at 2048, where the reference
+L read by ``postprocess.noise_matrix`` disagrees with its release by O(σ), not yet
+explained): the largest ratio of the left
+side to u·σ_t·(1 + Z*/σ₁) is about 34 (row-scaled sqrt), 1 to 3 for trees, BLT and sqrt;
+κ = 256 leaves a margin ≥ 7.
+
+**Theorem.** Let V be the released vector (n values) and V* = (RN(R_{g_t}(S_t + N_t)))_t,
+a post-processing of the exact-real mechanism S + N. Under (F), TV(V, V*) ≤ n·η with the
+per-value constant (:func:`eta`)
+
+    η = u·[κ(1+K)·(4 + 2^(m+2)·r·c) + 8·2^-m·r + 4c] + D·p(K),
+    r = 1 + 2^-40,  c = 1 + 2^-30,
+
+where K = :func:`tail_multiple` (the smallest integer with D·p(K) ≤ u), p(K) = P[|z| > Kσ₁]
+(erfc(K/√2) for Gaussian noise, e^{−√2·K} for Laplace noise) and D = :data:`DRAWS_PER_VALUE`
+bounds the draws per released value. Hence if the exact-real mechanism is (ε, δ)-DP, the
+float release is (ε, δ + (1 + e^ε)·n·η)-DP; pure ε-DP (Laplace) becomes (ε, (1+e^ε)·n·η)-DP.
+
+*Proof.* Couple as in (F) and let A be the event Z* ≤ Kσ₁; P[not A] ≤ (draws)·p(K) ≤ n·D·p(K)
+(union bound). On A, write c_t = fl(lo_t + N̂_t); then
+|c_t − (lo_t + N_t)| ≤ |N̂_t − N_t| + u·|lo_t + N̂_t| ≤ e_t := κu(1+K)σ_t + 2ug_t, since
+|lo_t| < g_t. Because hi_t ∈ g_tℤ, R_g(S_t + N_t) = hi_t + R_g(lo_t + N_t) (ties have
+probability 0), so V_t ≠ V*_t only if R_g(c_t) ≠ R_g(lo_t + N_t), which needs lo_t + N_t
+within e_t of a rounding boundary (k + ½)·g_t. N_t is a linear combination of independent
+log-concave variables, hence log-concave (Prékopa 1973), so unimodal with maximal density
+f_max ≤ 1/σ_t (Bobkov & Chistyakov 2015: Var·f_max² ≤ 1 for log-concave laws). For a
+unimodal density and the periodic band set B = ∪_k (b_k − e, b_k + e), b_k = (k+½)g, 2e < g:
+on each side of the mode, the band whose centre is nearest the mode has mass ≤ 2e·f_max, and
+every further band k has mass ≤ 2e·f(b_k − e) ≤ (2e/(g − 2e))·(mass of the gap
+[b_{k−1} + e, b_k − e] before it), f being monotone there (the gap lies beyond the previous
+centre, on the mode's far side) and the gaps disjoint; so P[N_t + lo_t ∈ B] ≤
+4e·f_max + 2e/(g − 2e), for any shift lo_t. Here 2e_t/g_t < 2^-31, so 2e/(g − 2e) ≤
+c·2e/g; with σ_t/g_t < 2^(m+1)·r and g_t/σ_t ≤ 2^-m·r, 4e_t/σ_t + c·2e_t/g_t ≤ u times the
+bracket of η. Union over the n values and adding P[not A] gives TV ≤ n·η. For neighbours
+x, x' and any set E: P[V(x) ∈ E] ≤ P[V*(x) ∈ E] + nη ≤ e^ε·P[V*(x') ∈ E] + δ + nη ≤
+e^ε·P[V(x') ∈ E] + δ + (1 + e^ε)·nη. ∎
+
+What it does not cover: for fractional data the float running sums S_t are themselves a
+rounding of the data; the theorem is about the mechanism applied to those sums (as before).
+The bound is a union over every released value, so it grows with n (about 5.7·10⁻¹²
+per value for Gaussian noise, 1.7·10⁻¹¹ for Laplace: 10⁶ values add ≈ 2·10⁻⁵ and
+6·10⁻⁵ to δ at ε = 1); integer noise (``noise="discrete-laplace"`` /
+``"discrete-gaussian"``) stays exact and needs no such term.
+
+Utility: |V_t − (S_t + N̂_t)| ≤ g_t/2 ≤ σ_t/2^(m+1) = σ_t/8 for every draw (plus one final
+rounding), so the RMSE grows by at most σ_t/8 (Minkowski) and, N_t being continuous, the
+variance by about g_t²/12 ≤ σ_t²/192. The std a front end prints stays the exact std of
+S_t + N_t.
+
+References:
+    * I. Mironov. "On significance of the least significant bits for differential
+      privacy". ACM CCS 2012. https://doi.org/10.1145/2382196.2382264
+    * A. Prékopa. "On logarithmic concave measures and functions". Acta Sci. Math.
+      (Szeged) 34, 1973, 335–343. (no link)
+    * S. G. Bobkov, G. P. Chistyakov. "On concentration functions of random variables".
+      J. Theoretical Probability 28, 2015, 976–988. https://arxiv.org/abs/1302.6380
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcount._validate import check_integer, check_real
+
+__all__ = [
+    "DRAWS_PER_VALUE",
+    "GRID_BITS",
+    "MODEL_KAPPA",
+    "FloatSafety",
+    "eta",
+    "float_delta",
+    "float_safety",
+    "release_grids",
+    "snap_release",
+    "tail_multiple",
+    "tail_probability",
+]
+
+#: m: step t's grid is the largest power of two ≤ σ_t·2^-m
+GRID_BITS = 2
+#: κ of the float model (F): the float noise is within κ·u·σ_t·(1 + Z*/σ₁) of the exact one
+MODEL_KAPPA = 256
+#: D: a bound on the i.i.d. draws a mechanism makes per released value (trees ≤ h ≤ 53)
+DRAWS_PER_VALUE = 64
+_U = Fraction(1, 2**53)
+#: the smallest std with a grid: g and every |noise|/g ≥ 2^-1003 stay normal (exact) floats
+_SMALLEST_SIGMA = 2.0**-1000
+
+
+def tail_probability(noise: str, k: int) -> float:
+    """p(K) = P[|z| > K·sd] for one draw, rounded up: erfc(K/√2) (Gaussian) or
+    exp(−√2·K) (Laplace, sd = √2·scale)."""
+    k = check_integer("k", k, ge=1)
+    if noise == "gaussian":
+        p = math.erfc(k / math.sqrt(2.0))
+    elif noise == "laplace":
+        p = math.exp(-math.sqrt(2.0) * k)
+    else:
+        raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    return p * (1.0 + 1e-12)  # libm's erfc/exp are within a few ulps: round outward
+
+
+def tail_multiple(noise: str) -> int:
+    """K: the smallest integer with D·p(K) ≤ u (so the tail event costs at most u)."""
+    k = 1
+    while DRAWS_PER_VALUE * tail_probability(noise, k) > 2.0**-53:
+        k += 1
+    return k
+
+
+def eta(noise: str) -> float:
+    """η: the per-value bound of the theorem for ``"laplace"`` or ``"gaussian"`` noise,
+    computed exactly in rationals and rounded up."""
+    k = tail_multiple(noise)
+    r, c = 1 + Fraction(1, 2**40), 1 + Fraction(1, 2**30)
+    m = GRID_BITS
+    # e_t/g_t < κu(1+K)·2^(m+1)·r + 2u keeps 2e/(g − 2e) below c·2e/g (the proof)
+    if not 2 * _U * (MODEL_KAPPA * (1 + k) * 2 ** (m + 1) * r + 2) < Fraction(1, 2**31):
+        raise AssertionError("the float model's band is not below 2^-31 of the grid")
+    kappa = MODEL_KAPPA * (1 + k)
+    bracket = kappa * (4 + 2 ** (m + 2) * r * c) + 8 * Fraction(1, 2**m) * r + 4 * c
+    exact = _U * bracket + DRAWS_PER_VALUE * Fraction(tail_probability(noise, k))
+    return _round_up(exact)
+
+
+def release_grids(sigmas: Any) -> Any:
+    """g = the largest power of two ≤ σ·2^-m (m = :data:`GRID_BITS`), exactly, for each
+    standard deviation σ ≥ 2^-1000 (a float, or an array of them).
+
+    Raises:
+        ValueError: a σ below 2^-1000 (a subnormal grid would make snapping inexact),
+            infinite or NaN.
+    """
+    if type(sigmas) is float and _SMALLEST_SIGMA <= sigmas < math.inf:  # the stream's path
+        return math.ldexp(1.0, math.frexp(sigmas)[1] - 1 - GRID_BITS)
+    if np.ndim(sigmas) == 0:
+        s = check_real("sigma", sigmas, ge=_SMALLEST_SIGMA)
+        _, exponent = math.frexp(s)  # s = mantissa·2^exponent, 0.5 ≤ mantissa < 1
+        return math.ldexp(1.0, exponent - 1 - GRID_BITS)
+    arr = np.asarray(sigmas, dtype=np.float64)
+    if not (np.isfinite(arr).all() and (arr >= _SMALLEST_SIGMA).all()):
+        raise ValueError(
+            "every standard deviation must be finite and >= 2^-1000 (its grid and the "
+            "noise divided by it must stay normal floats)"
+        )
+    _, exponents = np.frexp(arr)
+    return np.ldexp(1.0, exponents - 1 - GRID_BITS)
+
+
+@dataclass(frozen=True)
+class FloatSafety:
+    """A continuous-noise release snapped to the grids g_t (:func:`release_grids` of each
+    step's std) with the per-value TV bound η of the module's theorem: n released values
+    add (1 + e^ε)·n·η to δ."""
+
+    noise: str
+    eta: float
+
+    def delta(self, epsilon: float, values: int) -> float:
+        """(1 + e^ε)·values·η, rounded up (:func:`float_delta`)."""
+        return float_delta(self.eta, epsilon, values)
+
+
+@functools.lru_cache(maxsize=4)
+def float_safety(noise: str) -> FloatSafety:
+    """The :class:`FloatSafety` of ``"laplace"`` or ``"gaussian"`` noise."""
+    if noise not in ("laplace", "gaussian"):
+        raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    return FloatSafety(noise, eta(noise))
+
+
+def float_delta(eta: float, epsilon: float, values: int) -> float:
+    """(1 + e^ε)·values·η rounded up: the δ that ``values`` float-safe releases add to the
+    exact-real mechanism's (ε, δ) (the theorem's last step); at most 1."""
+    eta = check_real("eta", eta, ge=0)
+    eps = check_real("epsilon", epsilon, gt=0)
+    values = check_integer("values", values, ge=0)
+    e_up = Fraction(math.exp(eps)) * (1 + Fraction(1, 2**40))  # exp within an ulp: outward
+    return min(1.0, _round_up((1 + e_up) * values * Fraction(eta)))
+
+
+def _round_up(x: Fraction) -> float:
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+
+
+def snap_release(sums: Any, noise: Any, grid: Any) -> Any:
+    """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
+
+    Args:
+        sums: running sums (float64 or int64 array, or a scalar).
+        noise: the float noise, same shape (an array is overwritten with the result).
+        grid: g, a power of two (:func:`release_grids`), or an array of them that
+            broadcasts against ``noise`` (one per step: shape (n,) or (n, 1)).
+
+    Returns:
+        float64 values, multiples of their grid (a float for scalar inputs).
+    """
+    if np.ndim(noise) == 0:
+        g = float(grid)
+        s = float(sums)
+        lo = math.fmod(s, g)
+        return (s - lo) + round((lo + float(noise)) / g) * g  # round: ties to even
+    s_arr: NDArray[np.float64] = np.asarray(sums, dtype=np.float64)
+    out: NDArray[np.float64] = noise
+    lo_arr = np.fmod(s_arr, grid)
+    out += lo_arr
+    out /= grid
+    np.rint(out, out=out)
+    out *= grid
+    lo_arr -= s_arr  # -hi, exact
+    out -= lo_arr
+    return out
