@@ -147,7 +147,7 @@ def test_optax_device_update_runs_under_jit_and_init_refuses_jit() -> None:
     optax = pytest.importorskip("optax")
     from dpcount.training import OptaxDeviceNoiseState
 
-    tx = optax.chain(optax_privatizer(_privatizer("blt", seed=None)), optax.sgd(0.1))
+    tx = optax.chain(optax_privatizer(_privatizer("blt", seed=None), device=True), optax.sgd(0.1))
     params = {"w": jnp.zeros((3, 2), jnp.float32)}
     state = tx.init(params)
     assert isinstance(state[0], OptaxDeviceNoiseState)

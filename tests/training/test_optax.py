@@ -60,7 +60,7 @@ def test_optax_noise_is_the_privatizers_and_sgd_applies_it() -> None:
 def test_zero_noise_passes_updates_through_and_bad_use_is_refused() -> None:
     jax, jnp, _ = _imports()
     exact = GradientPrivatizer(_privatizer(0).mechanism.with_sampler(ZeroNoise()), rng=0)
-    tx = optax_privatizer(exact)  # no calibrated Gaussian: the host path
+    tx = optax_privatizer(exact)
     params = [jnp.zeros(2), (jnp.zeros(()), jnp.zeros(1))]
     state = tx.init(params)
     grads = [jnp.array([1.0, -2.0]), (jnp.array(3.0), jnp.array([4.0]))]

@@ -39,7 +39,7 @@ class OptaxNoiseState(NamedTuple):
     treedef: Any
 
 
-def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool | None = None) -> Any:
+def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool = False) -> Any:
     """An ``optax.GradientTransformation`` that privatizes the updates it receives.
 
     The updates it is given must be the *sum* over the batch of clipped per-example
@@ -52,15 +52,20 @@ def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool | None = No
 
     Where the noise is drawn (``device``):
 
+    * ``False`` (default): on the host with numpy (the privatizer's Generator, every
+      mechanism): float64, snapped to the float-safe grid
+      (:mod:`dpcount.privacy.float_safe`), so
+      :meth:`~dpcount.training.GradientPrivatizer.guarantee` covers the released
+      values. ``update`` must run outside ``jax.jit`` (jit the gradient computation).
     * ``True``: on the device, by :mod:`dpcount.training.jax_noise` (``blt``,
       ``toeplitz`` and ``input`` mechanisms): ``update`` is a pure function of its
       arguments and runs inside ``jax.jit`` with the rest of the step. ``init`` draws
       the run's key from the privatizer's Generator on the host, so it must run
-      outside ``jit`` (it refuses traced parameters).
-    * ``False``: on the host with numpy (the privatizer's Generator, every
-      mechanism), so ``update`` must run outside ``jax.jit`` (jit the gradient
-      computation instead).
-    * ``None`` (default): the device when the mechanism has a device process.
+      outside ``jit`` (it refuses traced parameters). The device path works in the
+      leaves' float precision (float32 by default), with JAX's 64-bit Threefry keys,
+      and does not snap: it is **not** float-safe and the privatizer's float-safety
+      term does not cover it (the noise distribution and the exact-real guarantee are
+      the same). Opt in for throughput where that is acceptable.
 
     Each ``init`` starts a fresh run (fresh noise, its own privacy budget); its state
     is as sensitive as the data.
@@ -69,8 +74,10 @@ def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool | None = No
         ImportError: jax or optax is not installed.
         TypeError: ``privatizer`` is not a GradientPrivatizer.
         ValueError: ``device=True`` for a mechanism without a device process.
+        TypeError: ``device`` is not a bool.
     """
     check_instance("privatizer", privatizer, GradientPrivatizer, "a GradientPrivatizer")
+    check_instance("device", device, bool, "a bool")
     try:
         import jax
         import jax.numpy as jnp
@@ -78,14 +85,8 @@ def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool | None = No
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
 
-    if device is None or device:
-        try:
-            process = jax_noise_process(privatizer)
-        except ValueError:
-            if device:
-                raise
-        else:
-            return _device_transformation(privatizer, process)
+    if device:
+        return _device_transformation(privatizer, jax_noise_process(privatizer))
 
     def init_fn(params: Any) -> OptaxNoiseState:
         leaves, treedef = jax.tree_util.tree_flatten(params)
