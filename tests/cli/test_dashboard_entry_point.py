@@ -427,16 +427,16 @@ def test_keyed_names_the_file_line_as_count_does(tmp_path: Path) -> None:
     bad.write_text("day,product,qty\n2024-01-01,a,1\nyesterday,b,2\n")
     status, _, err = run_done(*_keyed_argv(tmp_path, bad, out))
     assert status == 2
-    assert "unparseable time 'yesterday' in column 'day' (line 3)" in _flat(err), err
+    assert "unparseable time 'yesterday' in column 'day' (line 3 of " in _flat(err), err
     bad.write_text("day,product,qty\n2024-01-01,a,1\n\n2024-01-02,b,-2\n")
     status, _, err = run_done(*_keyed_argv(tmp_path, bad, out, "--weight-column", "qty"))
     assert status == 2
-    assert "negative weight -2.0 in column 'qty' (line 4)" in _flat(err), err
+    assert "negative weight -2.0 in column 'qty' (line 4" in _flat(err), err
     # count numbers the same file's lines the same way
     bad.write_text("day,product,qty\n2024-01-01,a,1\n\nyesterday,b,2\n")
     status, _, err = run_done(*_keyed_argv(tmp_path, bad, out))
     assert status == 2
-    assert "unparseable time 'yesterday' in column 'day' (line 4)" in _flat(err), err
+    assert "unparseable time 'yesterday' in column 'day' (line 4 of " in _flat(err), err
     argv = ["count", str(bad), "--column", "qty", "--time-column", "day", "--step", "1D"]
     status, _, err = run_done(*argv, "--epsilon", "1")
     assert status == 2 and "line 4" in err and "yesterday" in err, err
@@ -463,7 +463,7 @@ def test_keyed_on_dask_names_the_file_line_in_every_partition(tmp_path: Path) ->
     sitecustomize on the script's path: 4 partitions, each numbering its rows from 0)."""
     bad, out = tmp_path / "bad.csv", tmp_path / "o.csv"
     _bad_log(bad)
-    want = "unparseable time 'yesterday' in column 'day' (line 38)"
+    want = "unparseable time 'yesterday' in column 'day' (line 38 of "
     status, _, err = run_done(*_keyed_argv(tmp_path, bad, out))
     assert status == 2 and want in _flat(err), err
     dask = ["--engine", "dask", "--workers", "1"]
