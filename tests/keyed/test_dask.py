@@ -21,6 +21,7 @@ from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
 from dpcount.keyed.selection import KeySelection  # noqa: E402
 from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
+from tests.keyed._runners import same_runs_on_two_engines  # noqa: E402
 from tests.keyed.test_incremental import open_keys_in_incremental_runs  # noqa: E402
 from tests.keyed.test_order import check_order_reveals_nothing  # noqa: E402
 from tests.keyed.test_selection import (  # noqa: E402
@@ -39,6 +40,11 @@ def _twin(tmp_path: Path) -> Any:
     the file's mark (which refuses the oracle's second release of the same steps)."""
     body = json.loads((tmp_path / "run.key").read_text())
     return unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+
+
+def _dask_options(client: Any) -> dict[str, Any]:
+    """The Dask runs' options of :func:`same_runs_on_two_engines`."""
+    return dict(engine="dask", scheduler=client, partitions=3, chunk_keys=7)
 
 
 #: a real 2-process LocalCluster per module: slow (CI runs the slow set)
@@ -402,52 +408,6 @@ def test_dask_float_mechanisms_equal_embedded_and_resume(
 # ----------------------------------------------------------------------------------
 # state= with key selection and run-level unit bounds: the embedded engine's runs
 # ----------------------------------------------------------------------------------
-def _stateful_runs(
-    events: pd.DataFrame, work: Path, windows: Any, step_of: Any, **kw: Any
-) -> list[tuple[Any, bytes]]:
-    """The events released in runs over ``windows`` of steps (``step_of``: each event's
-    step), continuing the state ``work/run.state``: each run's result and the state
-    file's bytes after it."""
-    work.mkdir(exist_ok=True)
-    out = []
-    for first, last in windows:
-        step = step_of(events)
-        piece = events[(step >= first) & (step <= last)]
-        # with allowed_lateness the run finds its own last step from the data
-        window = {} if "allowed_lateness" in kw else {"until": last}
-        res = keyed_counts(
-            piece, state=work / "run.state", **window, secret=str(work / "run.key"), **kw
-        )
-        out.append((res, (work / "run.state").read_bytes()))
-    return out
-
-
-def _same_runs_on_both_engines(
-    client: Any, tmp_path: Path, events: pd.DataFrame, windows: Any, step_of: Any, **kw: Any
-) -> list[Any]:
-    """Dask runs (3 partitions, chunks of 7 keys) and embedded runs (chunks of 16) of
-    the same secret over the same windows: each run's rows, report, selection outcome
-    and the state file after it are the same, bit for bit. Returns the Dask results.
-
-    The embedded runs use a copy of the secret file and of its released-up-to mark
-    taken after the first Dask run: their first run is accepted as an identical retry
-    of the Dask run (the mark's input digest is the same on both engines)."""
-    dask: dict[str, Any] = dict(engine="dask", scheduler=client, partitions=3, chunk_keys=7)
-    dasked = _stateful_runs(events, tmp_path / "dask", windows[:1], step_of, **dask, **kw)
-    (tmp_path / "embedded").mkdir()
-    for name in ("run.key", "run.key.released"):
-        shutil.copy2(tmp_path / "dask" / name, tmp_path / "embedded" / name)
-    dasked += _stateful_runs(events, tmp_path / "dask", windows[1:], step_of, **dask, **kw)
-    embedded = _stateful_runs(events, tmp_path / "embedded", windows, step_of, chunk_keys=16, **kw)
-    for (d, d_state), (e, e_state) in zip(dasked, embedded, strict=True):
-        assert d.frame is not None and e.frame is not None
-        assert d.frame.equals(e.frame)
-        assert d.report == e.report
-        assert d.selection == e.selection
-        assert d_state == e_state
-    return [res for res, _ in dasked]
-
-
 def test_dask_allowed_lateness_releases_the_embedded_steps(client: Any, tmp_path: Path) -> None:
     """allowed_lateness= on Dask: the watermark is the latest event time over every
     partition, so both engines release the same steps, rows and state."""
@@ -455,8 +415,14 @@ def test_dask_allowed_lateness_releases_the_embedded_steps(client: Any, tmp_path
     kw = {k: v for k, v in _kw().items() if k != "secret"}
     # step s covers t in [5(s-1), 5s); the second run gets step 6's events again
     steps = [(1, 6), (6, 10)]
-    runs = _same_runs_on_both_engines(
-        client, tmp_path, events, steps, lambda e: e["t"] // 5 + 1, allowed_lateness=3, **kw
+    runs = same_runs_on_two_engines(
+        _dask_options(client),
+        tmp_path,
+        events,
+        steps,
+        lambda e: e["t"] // 5 + 1,
+        allowed_lateness=3,
+        **kw,
     )
     # latest t 29 (run 1) and 49: step s is complete when 5s + 3 <= latest
     assert [r.released for r in runs] == [(1, 5), (6, 9)]
@@ -505,7 +471,9 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     if units:
         kw.update(unit_column="unit", unit_scope="run", max_keys=1, max_steps=1)
     windows = ((1, 3), (4, 6), (7, 8))
-    runs = _same_runs_on_both_engines(client, tmp_path, events, windows, lambda f: f["t"], **kw)
+    runs = same_runs_on_two_engines(
+        _dask_options(client), tmp_path, events, windows, lambda f: f["t"], **kw
+    )
     table = RunState.peek_keys(tmp_path / "dask" / "run.state")
     assert runs[0].selection.candidates < runs[-1].selection.candidates  # the table grew
     assert 0 < runs[-1].selection.selected < runs[-1].selection.candidates == len(table)
@@ -534,8 +502,8 @@ def test_dask_state_with_run_level_bounds_equals_embedded_runs(client: Any, tmp_
     extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
     kw = {k: v for k, v in _kw(**extra).items() if k != "secret"}
     windows = ((1, 3), (4, 9), (10, 10))
-    runs = _same_runs_on_both_engines(
-        client, tmp_path, _events(), windows, lambda f: f["t"] // 5 + 1, **kw
+    runs = same_runs_on_two_engines(
+        _dask_options(client), tmp_path, _events(), windows, lambda f: f["t"] // 5 + 1, **kw
     )
     assert sum(r.report.unit_dropped_keys for r in runs[1:]) > 0
     assert sum(r.report.unit_dropped_steps for r in runs[1:]) > 0

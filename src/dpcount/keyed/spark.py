@@ -37,7 +37,8 @@ file is split at line ends, so a quoted field spanning lines must not cross a sp
 (as with Dask's ``read_csv``); pass ``partitions=1`` for such a file.
 
 ``master``: a Spark master URL (default ``"local[2]"``: a session started for the run
-and stopped after it), or a ``pyspark.sql.SparkSession`` used as is. The run secret
+and stopped after it; a session already active at that master is used as is), or a
+``pyspark.sql.SparkSession`` used as is. The run secret
 travels to the executors inside the tasks: the cluster must be as trusted as the place
 where the raw events are kept.
 """
@@ -271,11 +272,14 @@ def _session(master: Any, stack: ExitStack) -> Any:
         return master
     if master is not None and not isinstance(master, str):
         raise TypeError(f"master must be a Spark master URL or a SparkSession, got {master!r}")
-    if SparkSession.getActiveSession() is not None:
-        raise ValueError(
-            "a Spark session is already active in this process: pass it as master= "
-            "(a second session at another master cannot start)"
-        )
+    active = SparkSession.getActiveSession()
+    if active is not None:  # used as is, not stopped: its owner stops it
+        if active.sparkContext.master != (master or DEFAULT_MASTER):
+            raise ValueError(
+                f"master={master!r}: a Spark session at {active.sparkContext.master} is "
+                "already active in this process (pass it as master=, or stop it first)"
+            )
+        return active
     builder = (
         SparkSession.builder.master(master or DEFAULT_MASTER)
         .appName("dpcount keyed")
