@@ -562,6 +562,38 @@ def dask_run(
         return seconds, used, max(client.run(_peak_rss_mib).values()), meter
 
 
+def _warm_spark_worker(_: Any) -> None:
+    """Import in a Spark Python worker what the run's tasks import (start-up, as the
+    session's: the workers are reused by the run)."""
+    import pyarrow.parquet  # noqa: F401
+
+    import dpcount.keyed.run
+    import dpcount.keyed.spark  # noqa: F401
+
+
+def spark_run(events: Any, kw: dict[str, Any], workers: int, write: str | None = None) -> float:
+    """Wall seconds of the Spark run on a ``local[workers]`` session (start-up not timed:
+    the session is started and its Python workers import dpcount first), with
+    ``2 * workers`` input splits as the Dask run's partitions."""
+    from contextlib import ExitStack
+
+    from dpcount.keyed.spark import _session
+
+    with ExitStack() as stack:
+        session = _session(f"local[{workers}]", stack)
+        session.sparkContext.parallelize(range(workers), workers).foreach(_warm_spark_worker)
+        start = time.perf_counter()
+        keyed_counts(
+            events,
+            engine="spark",
+            master=session,
+            partitions=2 * workers,
+            **_sink(write, "spark"),
+            **kw,
+        )
+        return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keys", type=int, default=10**5)
@@ -584,6 +616,12 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dask-only", action="store_true", help="skip floor and embedded")
+    parser.add_argument(
+        "--spark",
+        action="store_true",
+        help="also run engine='spark' on local[--workers] after the Dask runs (the ratio to "
+        "the Dask time of the same run; the spark extra and Java 17)",
+    )
     parser.add_argument(
         "--from-file",
         action="store_true",
@@ -666,6 +704,15 @@ def main() -> None:
             f"{meter.baseline / 2**20:.0f} MiB); sent to the cluster "
             f"{meter.sent / 2**20:.1f} MiB (task arguments, graphs, scattered data); "
             f"events {'read by the workers from Parquet' if args.from_file else 'in memory'}"
+        )
+    if args.spark:
+        t_spark = min(spark_run(events, kw, args.workers, args.write) for _ in range(args.repeats))
+        versus = (
+            "" if args.no_dask else f" = {t_spark / t_dask:.2f} x the Dask time (target <= 1.5)"
+        )
+        print(
+            f"spark local[{args.workers}]:        {t_spark:8.2f} s wall{versus}; load average "
+            f"{os.getloadavg()[0]:.1f}"
         )
 
 

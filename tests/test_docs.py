@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +173,8 @@ def test_bash_commands_run(page: Path, cmd: str, scratch: Path) -> None:
         pytest.skip("the dpcount entry point is not installed")
     if "events.parquet" in cmd and not (scratch / "events.parquet").exists():
         pytest.skip("pandas/pyarrow (the keyed extra) are not installed")
+    if "--engine spark" in cmd and (find_spec("pyspark") is None or shutil.which("java") is None):
+        pytest.skip("pyspark and Java (the spark extra) are not installed")
     cmd = _runnable(cmd)
     env = {
         **os.environ,

@@ -50,6 +50,7 @@ import io
 import itertools
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -266,6 +267,14 @@ def _row_group_blocks(
 def _session(master: Any, stack: ExitStack) -> Any:
     """The run's Spark session: ``master`` as is if it is a session, else one started
     (and stopped with ``stack``) at the ``master`` URL."""
+    with warnings.catch_warnings():
+        # pyspark 4 warns that it does not fully support pandas 3 in its pandas APIs,
+        # which this runner does not use (its tasks pass pickled pandas objects)
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support", FutureWarning)
+        return _started(master, stack)
+
+
+def _started(master: Any, stack: ExitStack) -> Any:
     from pyspark.sql import SparkSession
 
     if isinstance(master, SparkSession):
