@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 
 from dpcount.cli import main
+from tests.keyed import _runners as runners
 from tests.keyed._budget import keyed_counts
-from tests.keyed._runners import same_runs_on_two_engines
-from tests.keyed.test_dask import KEYS, _events, _kw, _twin
+from tests.keyed._runners import small_events as _events
+from tests.keyed._runners import small_kw as _kw
 from tests.keyed.test_incremental import _clone_secret, open_keys_in_incremental_runs
 from tests.keyed.test_order import check_order_reveals_nothing
 from tests.keyed.test_selection import (
@@ -50,11 +51,6 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    order = np.lexsort((frame["step"].to_numpy(), frame["key"].map(KEYS.index).to_numpy()))
-    return frame.iloc[order].reset_index(drop=True)
-
-
 # --------------------------------------------------------------------------------
 # refusals (no JVM: quick)
 # --------------------------------------------------------------------------------
@@ -83,18 +79,13 @@ def test_spark_options_are_refused_with_other_engines(
 def test_spark_equals_embedded_for_any_partitioning(
     spark: Any, partitions: int, units: bool
 ) -> None:
-    events = _events()
     extra = {"unit_column": "unit", "max_keys": 2} if units else {}
-    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
-    sparked = keyed_counts(
-        events, engine="spark", master=spark, partitions=partitions, chunk_keys=7, **_kw(**extra)
+    report = runners.check_equals_embedded(
+        dict(engine="spark", master=spark, partitions=partitions), **extra
     )
-    assert embedded.frame is not None and sparked.frame is not None
-    assert sparked.frame.equals(embedded.frame)
-    assert sparked.report == embedded.report
-    assert embedded.report.unknown_key > 0
+    assert report.unknown_key > 0
     if units:
-        assert embedded.report.unit_dropped_keys > 0
+        assert report.unit_dropped_keys > 0
 
 
 @pytest.mark.slow
@@ -145,16 +136,11 @@ def test_spark_names_a_bad_csv_line_as_the_embedded_engine(spark: Any, tmp_path:
 @pytest.mark.slow
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_spark_run_level_unit_bounds_equal_embedded(spark: Any, partitions: int) -> None:
-    events = _events()
     extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
-    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
-    sparked = keyed_counts(
-        events, engine="spark", master=spark, partitions=partitions, chunk_keys=7, **_kw(**extra)
+    report = runners.check_equals_embedded(
+        dict(engine="spark", master=spark, partitions=partitions), **extra
     )
-    assert embedded.frame is not None and sparked.frame is not None
-    assert sparked.frame.equals(embedded.frame)
-    assert sparked.report == embedded.report
-    assert embedded.report.unit_dropped_keys > 0 and embedded.report.unit_dropped_steps > 0
+    assert report.unit_dropped_keys > 0 and report.unit_dropped_steps > 0
 
 
 @pytest.mark.slow
@@ -163,64 +149,18 @@ def test_spark_key_selection_equals_embedded(spark: Any, tmp_path: Path, units: 
     """An open key set: candidates read off every split, keys placed on the driver from
     each shard's first counted steps, shards regrouped by position and selected where
     they lie: the embedded engine's rows, outcome and Parquet bytes."""
-    from dpcount.keyed.selection import KeySelection
-
-    rng = np.random.default_rng(3)
-    n = 3000
-    events = pd.DataFrame(
-        {
-            "t": rng.integers(0, 50, n),
-            "key": np.where(rng.random(n) < 0.6, rng.integers(0, 6, n), rng.integers(6, 400, n)),
-            "unit": rng.integers(0, 1500, n),
-        }
-    )
-    extra: dict[str, Any] = dict(
-        keys=None, selection=KeySelection(epsilon=1.5, delta=0.15), weight_column=None, max_weight=1
-    )
-    if units:
-        extra.update(unit_column="unit", unit_scope="run", max_keys=1)
-    a = keyed_counts(events, output=tmp_path / "a.parquet", chunk_keys=16, **_kw(**extra))
-    b = keyed_counts(
-        events,
-        engine="spark",
-        master=spark,
-        partitions=3,
-        output=tmp_path / "b.parquet",
-        chunk_keys=7,
-        **_kw(**extra),
-    )
-    assert a.output is not None and b.output is not None
-    assert a.output.read_bytes() == b.output.read_bytes()
-    assert a.selection == b.selection and a.report == b.report
-    assert a.selection is not None and 0 < a.selection.selected < a.selection.candidates
+    runners.check_key_selection(tmp_path, dict(engine="spark", master=spark, partitions=3), units)
 
 
 @pytest.mark.slow
 def test_spark_executors_write_the_same_parts_and_resume(spark: Any, tmp_path: Path) -> None:
     """A directory of parts written by the executors: stopped after the first part
     arrives, rerun (only missing parts computed), the embedded engine's files."""
-    events = _events()
-    kw = _kw(secret=tmp_path / "run.key", chunk_keys=6)
-    keyed_counts(events, output=tmp_path / "embedded", **kw)
-
-    class Stop(Exception):
-        pass
-
-    def stop(done: int, total: int) -> None:
-        raise Stop
-
-    spark_kw: dict[str, Any] = dict(engine="spark", master=spark, output=tmp_path / "spark")
-    with pytest.raises(Stop):
-        keyed_counts(events, partitions=3, progress=stop, **spark_kw, **kw)
-    computed: list[int] = []
-    progress = lambda done, total: computed.append(done)  # noqa: E731
-    keyed_counts(events, partitions=2, progress=progress, **spark_kw, **kw)
-    assert len(computed) < len(range(0, len(KEYS), 6))  # only missing parts were run
-
-    def files(p: Path) -> dict[str, bytes]:
-        return {f.name: f.read_bytes() for f in sorted(p.iterdir())}
-
-    assert files(tmp_path / "spark") == files(tmp_path / "embedded")
+    runners.check_parts_resume(
+        tmp_path,
+        dict(engine="spark", master=spark, partitions=3),
+        dict(engine="spark", master=spark, partitions=2),
+    )
 
 
 # --------------------------------------------------------------------------------
@@ -230,26 +170,8 @@ def test_spark_executors_write_the_same_parts_and_resume(spark: Any, tmp_path: P
 def test_spark_resumed_tree_runs_equal_one_embedded_run(spark: Any, tmp_path: Path) -> None:
     """The k-ary tree with discrete noise: three Spark runs from a stored state (steps
     1..3, 4..9, 10) give the bits of one embedded run over steps 1..10."""
-    events = _events()
-    frames, first = [], 1
-    for last in (3, 9, 10):
-        t = events["t"] // 5 + 1
-        res = keyed_counts(
-            events[(t >= first) & (t <= last)],
-            engine="spark",
-            master=spark,
-            partitions=2,
-            chunk_keys=7,
-            state=tmp_path / "run.state",
-            until=last,
-            **_kw(secret=tmp_path / "run.key"),
-        )
-        assert res.frame is not None
-        frames.append(res.frame)
-        first = last + 1
-    one = keyed_counts(events, chunk_keys=16, **_kw(secret=_twin(tmp_path)))
-    assert one.frame is not None
-    assert _sorted(pd.concat(frames, ignore_index=True)).equals(one.frame)
+    spark_kw = dict(engine="spark", master=spark, partitions=2, chunk_keys=7)
+    runners.check_resumed_runs(tmp_path, spark_kw, (3, 9, 10), _events())
 
 
 @pytest.mark.slow
@@ -259,32 +181,9 @@ def test_spark_float_mechanisms_equal_embedded_and_resume(
 ) -> None:
     """Continuous Gaussian noise through BLT and a Toeplitz factorization: the same bits
     on Spark, in one run and resumed from a state after step 4."""
-    events = _events().assign(w=lambda f: f["w"].astype(np.float64) * 0.75)
-    blt = {"noise": "gaussian", "delta": 1e-6, "mechanism": mechanism, "k": None}
-    one = keyed_counts(events, chunk_keys=16, **_kw(**blt))
-    sparked = keyed_counts(
-        events, engine="spark", master=spark, partitions=3, chunk_keys=7, **_kw(**blt)
+    runners.check_float_mechanism(
+        tmp_path, dict(engine="spark", master=spark, partitions=3), mechanism
     )
-    assert one.frame is not None and sparked.frame is not None
-    assert sparked.frame.equals(one.frame)
-    t = events["t"] // 5 + 1
-    frames = []
-    for piece, until in ((events[t <= 4], 4), (events[t > 4], 10)):
-        res = keyed_counts(
-            piece,
-            engine="spark",
-            master=spark,
-            partitions=2,
-            chunk_keys=9,
-            state=tmp_path / "run.state",
-            until=until,
-            **_kw(**blt, secret=tmp_path / "run.key"),
-        )
-        assert res.frame is not None
-        frames.append(res.frame)
-    one = keyed_counts(events, chunk_keys=16, **_kw(**blt, secret=_twin(tmp_path)))
-    assert one.frame is not None
-    assert _sorted(pd.concat(frames, ignore_index=True)).equals(one.frame)
 
 
 @pytest.mark.slow
@@ -294,7 +193,7 @@ def test_spark_state_with_run_level_bounds_equals_embedded_runs(spark: Any, tmp_
     extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
     kw = {k: v for k, v in _kw(**extra).items() if k != "secret"}
     runner = dict(engine="spark", master=spark, partitions=3, chunk_keys=7)
-    runs = same_runs_on_two_engines(
+    runs = runners.same_runs_on_two_engines(
         runner, tmp_path, _events(), ((1, 3), (4, 9), (10, 10)), lambda f: f["t"] // 5 + 1, **kw
     )
     assert sum(r.report.unit_dropped_steps for r in runs[1:]) > 0
