@@ -95,6 +95,7 @@ class Split:
     start: int = 0
     end: int = 0
     row_groups: tuple[int, ...] = ()
+    parquet: bool = False
     frame: pd.DataFrame | None = None
 
 
@@ -121,9 +122,11 @@ def read_split(split: Split, columns: EventColumns) -> pd.DataFrame:
     if split.frame is not None:
         return split.frame
     assert split.path is not None
-    if split.row_groups:
+    if split.parquet:
         import pyarrow.parquet as pq
 
+        if not split.row_groups:  # a file without row groups: its columns, no rows
+            return pq.read_table(split.path, columns=columns.names()).to_pandas()
         table = pq.ParquetFile(split.path).read_row_groups(
             list(split.row_groups), columns=columns.names()
         )
@@ -238,7 +241,7 @@ def _splits(events: Any, columns: EventColumns, partitions: int | None) -> list[
         read_events(p, columns)  # the embedded engine's own message
         raise
     return [
-        Split(i, path=str(p), row_groups=groups)
+        Split(i, path=str(p), row_groups=groups, parquet=True)
         for i, groups in enumerate(_row_group_blocks(sizes, partitions, PARQUET_BLOCK))
     ]
 
