@@ -71,6 +71,33 @@ def test_spark_options_are_refused_with_other_engines(
     assert not (tmp_path / "run.key").exists()
 
 
+def test_a_quoted_field_across_a_csv_split_is_refused(tmp_path: Path) -> None:
+    """A CSV split at line ends: a key quoted over two lines whose line break a cut
+    falls on is refused (the split has an odd number of quotes), never read in two
+    pieces; read as one split, the executors' reader gives the embedded reader's rows."""
+    from dpcount.keyed.events import EventColumns, read_events
+    from dpcount.keyed.spark import _splits, read_split
+
+    path = tmp_path / "events.csv"
+    path.write_text("t,key\n" + "".join(f'{t},"k\n{t % 3}"\n' for t in range(200)))
+    columns = EventColumns("t", "key", None, None)
+    (whole,) = _splits(path, columns, 1)
+    assert read_split(whole, columns).equals(read_events(path, columns).reset_index(drop=True))
+    stray = tmp_path / "stray.csv"  # a quote inside an unquoted field: read as text
+    stray.write_text('t,key\n1,12" pipe\n')
+    (whole,) = _splits(stray, columns, 1)
+    assert read_split(whole, columns)["key"].tolist() == ['12" pipe']
+    errors = []
+    for split in _splits(path, columns, 7):
+        try:
+            read_split(split, columns)
+        except ValueError as err:
+            errors.append(str(err))
+    # the first split with a cut inside a field at its end is refused (the driver names
+    # the first failed split; a later one, starting inside a field, may fail to parse)
+    assert errors and "a quoted field spans lines across a cut" in errors[0]
+
+
 # --------------------------------------------------------------------------------
 # one run
 # --------------------------------------------------------------------------------
@@ -117,6 +144,24 @@ def test_spark_executors_read_files_and_write_the_same_bytes(
         assert a.output is not None and b.output is not None
         assert a.output.read_bytes() == b.output.read_bytes()
         assert a.report == b.report
+
+
+@pytest.mark.slow
+def test_spark_relative_paths_are_the_drivers(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative input and output paths name the driver's files, not ones in the
+    executors' working folder (the session's Python workers started elsewhere)."""
+    spark.sparkContext.parallelize([0], 1).count()  # its workers are up, in another folder
+    monkeypatch.chdir(tmp_path)
+    _events().to_parquet("events.parquet")
+    kw = _kw(chunk_keys=7)
+    keyed_counts("events.parquet", output="embedded", **kw)
+    keyed_counts("events.parquet", output="spark", engine="spark", master=spark, **kw)
+    parts = sorted(p.name for p in Path("embedded").iterdir())
+    assert parts == sorted(p.name for p in Path("spark").iterdir()) and len(parts) == 7
+    for name in parts:
+        assert (Path("spark") / name).read_bytes() == (Path("embedded") / name).read_bytes()
 
 
 @pytest.mark.slow

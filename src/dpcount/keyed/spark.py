@@ -33,8 +33,9 @@ The runner only schedules the stages of :mod:`dpcount.keyed.shards` (the Dask en
 Errors: a split that cannot be read, or whose events are refused, is reported by the
 driver with the embedded engine's own message (file, line, column): the driver then
 reads the events itself to name the first bad row (on that error path only). A CSV
-file is split at line ends, so a quoted field spanning lines must not cross a split
-(as with Dask's ``read_csv``); pass ``partitions=1`` for such a file.
+file is split at line ends: a quoted field spanning lines across a cut is refused
+(a split with an odd number of quote characters), never read in pieces; pass
+``partitions=1`` for such a file.
 
 ``master``: a Spark master URL (default ``"local[2]"``: a session started for the run
 and stopped after it; a session already active at that master is used as is), or a
@@ -137,6 +138,15 @@ def read_split(split: Split, columns: EventColumns) -> pd.DataFrame:
         end = max(_line_start(fh, split.end), start)
         fh.seek(start)
         body = fh.read(end - start)
+        whole = split.start == 0 and split.end >= os.fstat(fh.fileno()).st_size
+    if not whole and body.count(b'"') % 2:
+        # a split's cut inside a quoted field leaves an odd number of quotes before it
+        # (escaped quotes come in pairs): the first such cut ends a split of odd count
+        raise ValueError(
+            f"events file {split.path}: a quoted field spans lines across a cut of the file "
+            f"into splits (near byte {end}); read it as one split (partitions=1, "
+            "--partitions 1)"
+        )
     dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
     return pd.read_csv(
         io.BytesIO(header + body),
@@ -214,13 +224,14 @@ def _splits(events: Any, columns: EventColumns, partitions: int | None) -> list[
             "engine='spark' reads a CSV or Parquet path or a pandas DataFrame, got "
             f"{type(events).__name__}"
         )
-    p = Path(events)
+    given = Path(events)  # as messages name it, as the embedded engine does
+    p = Path(os.path.abspath(given))  # the executors' working folder is not the driver's
     suffix = p.suffix.lower()
     if suffix not in (".csv", ".txt", ".parquet", ".pq") or not p.is_file():
-        read_events(p, columns)  # the embedded engine's refusal (missing file, extension)
+        read_events(given, columns)  # the embedded engine's refusal (missing file, extension)
     try:
         if suffix in (".csv", ".txt"):
-            columns.check(list(pd.read_csv(p, nrows=0).columns), str(p))
+            columns.check(list(pd.read_csv(p, nrows=0).columns), str(given))
             size = p.stat().st_size
             count = partitions or max(1, -(-size // CSV_SPLIT))
             edges = [size * i // count for i in range(count + 1)]
@@ -233,12 +244,12 @@ def _splits(events: Any, columns: EventColumns, partitions: int | None) -> list[
         from dpcount.keyed.dask import PARQUET_BLOCK
 
         meta = pq.ParquetFile(p).metadata
-        columns.check(list(meta.schema.names), str(p))
+        columns.check(list(meta.schema.names), str(given))
         sizes = [meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)]
     except ValueError:
         raise
     except Exception:
-        read_events(p, columns)  # the embedded engine's own message
+        read_events(given, columns)  # the embedded engine's own message
         raise
     return [
         Split(i, path=str(p), row_groups=groups, parquet=True)
@@ -493,6 +504,8 @@ def run_spark(
                     ).collect()
                 )
         chunks, quiet, writer = stages.plan_release(job, parts, carry, chunk_keys, time_label)
+        if writer is not None:  # the executors write the parts: not in their own folder
+            writer = dataclasses.replace(writer, path=writer.path.absolute())
         tasks = _release_tasks(sc, job, shards, edges, chunks, held, writer)
         results = tasks.toLocalIterator(prefetchPartitions=True)
     except BaseException:
