@@ -306,7 +306,7 @@ column as those strings), ``--dask-only --from-file --write DIR --repeats 1``, i
   each worker hashes all of it to match its events.
 
 Spark (issue 32, item 8: local[2] within 1.5x the Dask time of the same run), 2026-12-06,
-the shared 2-core machine (~8 engineers' jobs; load average 5-19 during the runs),
+the shared 2-core machine (~8 engineers' jobs; load average 1-19 during the runs),
 ``--keys 1000000 --steps 1000 --events 1000000 --dask-only --spark --repeats 1
 --from-file --write DIR`` (both engines read the Parquet events file on their workers
 and write 489 Parquet parts, 1.4 GB; start-up of the cluster and the session not timed;
@@ -317,10 +317,12 @@ run        Dask, 2 workers      Spark local[2]       Spark / Dask
 =========  ===================  ===================  ==================
 1          403.0 s (load 13.5)  127.4 s (load 7.7)   0.32
 2          131.6 s (load 7.6)    83.1 s (load 5.2)   0.63
+3           38.2 s (load 1.3)    38.1 s (load 1.8)   1.00
 =========  ===================  ===================  ==================
 
-(the load moved between the two timings of a run, so the ratio is rough; Spark met
-the target in both.) At 2 x 10^4 keys x 10^3 steps (2 x 10^5 events), where the
+(in runs 1 and 2 the load moved between the two timings, so their ratios are rough;
+run 3, 18:24 UTC, had the machine nearly to itself: the two engines take the same
+time, within the 1.5x target.) At 2 x 10^4 keys x 10^3 steps (2 x 10^5 events), where the
 per-stage overhead dominates: Dask 26.9 s, Spark 34.3 s (1.28x), load 19.
 
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
