@@ -17,10 +17,22 @@ import pytest
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from dpcount.keyed.secret import unsafe_testing_secret  # noqa: E402
 from dpcount.keyed.selection import KeySelection  # noqa: E402
 from dpcount.keyed.state import RunState  # noqa: E402
 from tests.keyed._budget import keyed_counts  # noqa: E402
+from tests.keyed._runners import (  # noqa: E402
+    KEYS,
+    SECRET,
+    check_equals_embedded,
+    check_float_mechanism,
+    check_key_selection,
+    check_parts_resume,
+    check_resumed_runs,
+    same_runs_on_two_engines,
+)
+from tests.keyed._runners import small_events as _events  # noqa: E402
+from tests.keyed._runners import small_kw as _kw  # noqa: E402
+from tests.keyed._runners import twin as _twin  # noqa: E402
 from tests.keyed.test_incremental import open_keys_in_incremental_runs  # noqa: E402
 from tests.keyed.test_order import check_order_reveals_nothing  # noqa: E402
 from tests.keyed.test_selection import (  # noqa: E402
@@ -29,16 +41,10 @@ from tests.keyed.test_selection import (  # noqa: E402
     units_bounded_across_runs,
 )
 
-SECRET_BYTES = b"d" * 32
-SECRET = unsafe_testing_secret(SECRET_BYTES)
-KEYS = [f"k{i}" for i in range(40)]
 
-
-def _twin(tmp_path: Path) -> Any:
-    """The secret file's bytes and run id as a testing secret: the same noise, without
-    the file's mark (which refuses the oracle's second release of the same steps)."""
-    body = json.loads((tmp_path / "run.key").read_text())
-    return unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
+def _dask_options(client: Any) -> dict[str, Any]:
+    """The Dask runs' options of :func:`same_runs_on_two_engines`."""
+    return dict(engine="dask", scheduler=client, partitions=3, chunk_keys=7)
 
 
 #: a real 2-process LocalCluster per module: slow (CI runs the slow set)
@@ -54,60 +60,19 @@ def client() -> Iterator[Any]:
         yield c
 
 
-def _events(n: int = 4000) -> pd.DataFrame:
-    rng = np.random.default_rng(11)
-    return pd.DataFrame(
-        {
-            "t": rng.integers(0, 50, n),
-            "key": rng.choice([*KEYS, "nope"], n),
-            "unit": rng.integers(0, 80, n),
-            "w": rng.integers(0, 4, n),
-        }
-    )
-
-
-def _kw(**extra: Any) -> dict[str, Any]:
-    kw: dict[str, Any] = dict(
-        keys=KEYS,
-        time_column="t",
-        key_column="key",
-        weight_column="w",
-        step=5,
-        start=0,
-        horizon=10,
-        epsilon=1.0,
-        secret=SECRET,
-        max_weight=2,
-        mechanism="tree",
-        k=3,
-    )
-    kw.update(extra)
-    return kw
-
-
 @pytest.mark.parametrize(
     ("partitions", "units"), [(1, False), (2, False), (7, False), (64, False), (7, True)]
 )
 def test_dask_equals_embedded_for_any_partitioning(
     client: Any, partitions: int, units: bool
 ) -> None:
-    events = _events()
     extra = {"unit_column": "unit", "max_keys": 2} if units else {}
-    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
-    dasked = keyed_counts(
-        events,
-        engine="dask",
-        scheduler=client,
-        partitions=partitions,
-        chunk_keys=7,
-        **_kw(**extra),
+    report = check_equals_embedded(
+        dict(engine="dask", scheduler=client, partitions=partitions), **extra
     )
-    assert embedded.frame is not None and dasked.frame is not None
-    assert dasked.frame.equals(embedded.frame)
-    assert dasked.report == embedded.report
-    assert embedded.report.unknown_key > 0
+    assert report.unknown_key > 0
     if units:
-        assert embedded.report.unit_dropped_keys > 0
+        assert report.unit_dropped_keys > 0
 
 
 def test_dask_keeps_a_frames_object_keys_as_they_are(client: Any) -> None:
@@ -138,16 +103,11 @@ def test_dask_run_level_unit_bounds_equal_embedded(client: Any, partitions: int)
     """unit_scope='run' (max_keys over the run, max_steps per key min_separation apart):
     the Dask engine bounds each unit over all its keys in one shard, as the embedded
     engine does over the whole frame: the same rows, bits and report."""
-    events = _events()
     extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
-    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
-    dasked = keyed_counts(
-        events, engine="dask", scheduler=client, partitions=partitions, chunk_keys=7, **_kw(**extra)
+    report = check_equals_embedded(
+        dict(engine="dask", scheduler=client, partitions=partitions), **extra
     )
-    assert embedded.frame is not None and dasked.frame is not None
-    assert dasked.frame.equals(embedded.frame)
-    assert dasked.report == embedded.report
-    assert embedded.report.unit_dropped_keys > 0 and embedded.report.unit_dropped_steps > 0
+    assert report.unit_dropped_keys > 0 and report.unit_dropped_steps > 0
 
 
 @pytest.mark.parametrize("units", [True, False])
@@ -157,45 +117,7 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: 
     (event level: the shards regrouped by position), each shard's keys selected where
     the shard lies; the released rows and the outcome equal the embedded engine's (a
     frame, and the bytes of a Parquet file)."""
-    from dpcount.keyed.selection import KeySelection
-
-    rng = np.random.default_rng(3)
-    n = 3000
-    events = pd.DataFrame(
-        {
-            "t": rng.integers(0, 50, n),
-            # a few heavy keys (selected) and many light ones (mostly not)
-            "key": np.where(rng.random(n) < 0.6, rng.integers(0, 6, n), rng.integers(6, 400, n)),
-            "unit": rng.integers(0, 1500, n),
-        }
-    )
-    extra: dict[str, Any] = dict(
-        keys=None, selection=KeySelection(epsilon=1.5, delta=0.15), weight_column=None, max_weight=1
-    )
-    if units:
-        extra.update(unit_column="unit", unit_scope="run", max_keys=1)
-    embedded = keyed_counts(events, chunk_keys=16, **_kw(**extra))
-    dasked = keyed_counts(
-        events, engine="dask", scheduler=client, partitions=3, chunk_keys=7, **_kw(**extra)
-    )
-    assert embedded.frame is not None and dasked.frame is not None
-    assert dasked.frame.equals(embedded.frame)
-    assert dasked.selection == embedded.selection
-    assert embedded.selection is not None
-    assert 0 < embedded.selection.selected < embedded.selection.candidates
-    # the same chunks: a Parquet file holds one row group per released chunk
-    a = keyed_counts(events, output=tmp_path / "a.parquet", chunk_keys=7, **_kw(**extra))
-    b = keyed_counts(
-        events,
-        engine="dask",
-        scheduler=client,
-        partitions=2,
-        output=tmp_path / "b.parquet",
-        chunk_keys=7,
-        **_kw(**extra),
-    )
-    assert a.output is not None and b.output is not None
-    assert a.output.read_bytes() == b.output.read_bytes()
+    check_key_selection(tmp_path, dict(engine="dask", scheduler=client, partitions=3), units)
 
 
 def test_dask_reads_files_and_writes_the_same_bytes(client: Any, tmp_path: Path) -> None:
@@ -274,42 +196,11 @@ def test_worker_killed_midway_gives_the_same_output(client: Any) -> None:
 
 
 def test_dask_workers_write_the_same_parts_and_resume(client: Any, tmp_path: Path) -> None:
-    events = _events()
-    kw = _kw(secret=tmp_path / "run.key", chunk_keys=6)
-    keyed_counts(events, output=tmp_path / "embedded", **kw)
-
-    class Stop(Exception):
-        pass
-
-    def stop(done: int, total: int) -> None:
-        raise Stop
-
-    with pytest.raises(Stop):  # the client stops after the first part
-        keyed_counts(
-            events,
-            output=tmp_path / "dask",
-            engine="dask",
-            scheduler=client,
-            partitions=3,
-            progress=stop,
-            **kw,
-        )
-    computed: list[int] = []
-    keyed_counts(
-        events,
-        output=tmp_path / "dask",
-        engine="dask",
-        scheduler=client,
-        partitions=5,
-        progress=lambda done, total: computed.append(done),
-        **kw,
+    check_parts_resume(
+        tmp_path,
+        dict(engine="dask", scheduler=client, partitions=3),
+        dict(engine="dask", scheduler=client, partitions=5),
     )
-    assert len(computed) < len(range(0, len(KEYS), 6))  # only missing parts were run
-
-    def files(p: Path) -> dict[str, bytes]:
-        return {f.name: f.read_bytes() for f in sorted(p.iterdir())}
-
-    assert files(tmp_path / "dask") == files(tmp_path / "embedded")
 
 
 def test_cli_dask_engine_writes_the_embedded_bytes(tmp_path: Path) -> None:
@@ -336,29 +227,8 @@ def test_dask_resumed_across_time_equals_one_embedded_run(
 ) -> None:
     """Three Dask runs (steps 1..3, 4..9 — a node boundary of k = 3 —, 10) from a stored
     state: the same bits as one embedded run over steps 1..10."""
-    events = _events()
-    frames, first = [], 1
-    for last in (3, 9, 10):
-        t = events["t"] // 5 + 1  # step of each event
-        piece = events[(t >= first) & (t <= last)]
-        res = keyed_counts(
-            piece,
-            engine="dask",
-            scheduler=client,
-            partitions=partitions,
-            chunk_keys=7,
-            state=tmp_path / "run.state",
-            until=last,
-            **_kw(secret=tmp_path / "run.key"),
-        )
-        assert res.frame is not None
-        frames.append(res.frame)
-        first = last + 1
-    one = keyed_counts(events, chunk_keys=16, **_kw(secret=_twin(tmp_path)))
-    assert one.frame is not None
-    got = pd.concat(frames, ignore_index=True)
-    order = np.lexsort((got["step"].to_numpy(), got["key"].map(KEYS.index).to_numpy()))
-    assert got.iloc[order].reset_index(drop=True).equals(one.frame)
+    dask = dict(engine="dask", scheduler=client, partitions=partitions, chunk_keys=7)
+    check_resumed_runs(tmp_path, dask, (3, 9, 10), _events())
 
 
 @pytest.mark.parametrize(
@@ -371,86 +241,14 @@ def test_dask_float_mechanisms_equal_embedded_and_resume(
     """Floating-point Gaussian noise through BLT and the factorizations (single-threaded
     Dask workers, BLAS products): the same bits on Dask for any partitioning and key
     chunking, in one run and resumed from a state after step 4."""
-    events = _events().assign(w=lambda f: f["w"].astype(np.float64) * 0.75)
-    blt = {"noise": "gaussian", "delta": 1e-6, "mechanism": mechanism, "k": None}
-    one = keyed_counts(events, chunk_keys=16, **_kw(**blt))
-    dasked = keyed_counts(
-        events, engine="dask", scheduler=client, partitions=partitions, chunk_keys=7, **_kw(**blt)
+    check_float_mechanism(
+        tmp_path, dict(engine="dask", scheduler=client, partitions=partitions), mechanism
     )
-    assert one.frame is not None and dasked.frame is not None
-    assert dasked.frame.equals(one.frame)
-    t = events["t"] // 5 + 1
-    frames = []
-    kw = _kw(**blt, secret=tmp_path / "run.key")
-    for piece, until in ((events[t <= 4], 4), (events[t > 4], 10)):
-        res = keyed_counts(
-            piece,
-            engine="dask",
-            scheduler=client,
-            partitions=partitions,
-            chunk_keys=9,
-            state=tmp_path / "run.state",
-            until=until,
-            **kw,
-        )
-        assert res.frame is not None
-        frames.append(res.frame)
-    one = keyed_counts(events, chunk_keys=16, **_kw(**blt, secret=_twin(tmp_path)))
-    assert one.frame is not None
-    got = pd.concat(frames, ignore_index=True)
-    order = np.lexsort((got["step"].to_numpy(), got["key"].map(KEYS.index).to_numpy()))
-    assert got.iloc[order].reset_index(drop=True).equals(one.frame)
 
 
 # ----------------------------------------------------------------------------------
 # state= with key selection and run-level unit bounds: the embedded engine's runs
 # ----------------------------------------------------------------------------------
-def _stateful_runs(
-    events: pd.DataFrame, work: Path, windows: Any, step_of: Any, **kw: Any
-) -> list[tuple[Any, bytes]]:
-    """The events released in runs over ``windows`` of steps (``step_of``: each event's
-    step), continuing the state ``work/run.state``: each run's result and the state
-    file's bytes after it."""
-    work.mkdir(exist_ok=True)
-    out = []
-    for first, last in windows:
-        step = step_of(events)
-        piece = events[(step >= first) & (step <= last)]
-        # with allowed_lateness the run finds its own last step from the data
-        window = {} if "allowed_lateness" in kw else {"until": last}
-        res = keyed_counts(
-            piece, state=work / "run.state", **window, secret=str(work / "run.key"), **kw
-        )
-        out.append((res, (work / "run.state").read_bytes()))
-    return out
-
-
-def _same_runs_on_both_engines(
-    client: Any, tmp_path: Path, events: pd.DataFrame, windows: Any, step_of: Any, **kw: Any
-) -> list[Any]:
-    """Dask runs (3 partitions, chunks of 7 keys) and embedded runs (chunks of 16) of
-    the same secret over the same windows: each run's rows, report, selection outcome
-    and the state file after it are the same, bit for bit. Returns the Dask results.
-
-    The embedded runs use a copy of the secret file and of its released-up-to mark
-    taken after the first Dask run: their first run is accepted as an identical retry
-    of the Dask run (the mark's input digest is the same on both engines)."""
-    dask: dict[str, Any] = dict(engine="dask", scheduler=client, partitions=3, chunk_keys=7)
-    dasked = _stateful_runs(events, tmp_path / "dask", windows[:1], step_of, **dask, **kw)
-    (tmp_path / "embedded").mkdir()
-    for name in ("run.key", "run.key.released"):
-        shutil.copy2(tmp_path / "dask" / name, tmp_path / "embedded" / name)
-    dasked += _stateful_runs(events, tmp_path / "dask", windows[1:], step_of, **dask, **kw)
-    embedded = _stateful_runs(events, tmp_path / "embedded", windows, step_of, chunk_keys=16, **kw)
-    for (d, d_state), (e, e_state) in zip(dasked, embedded, strict=True):
-        assert d.frame is not None and e.frame is not None
-        assert d.frame.equals(e.frame)
-        assert d.report == e.report
-        assert d.selection == e.selection
-        assert d_state == e_state
-    return [res for res, _ in dasked]
-
-
 def test_dask_allowed_lateness_releases_the_embedded_steps(client: Any, tmp_path: Path) -> None:
     """allowed_lateness= on Dask: the watermark is the latest event time over every
     partition, so both engines release the same steps, rows and state."""
@@ -458,8 +256,14 @@ def test_dask_allowed_lateness_releases_the_embedded_steps(client: Any, tmp_path
     kw = {k: v for k, v in _kw().items() if k != "secret"}
     # step s covers t in [5(s-1), 5s); the second run gets step 6's events again
     steps = [(1, 6), (6, 10)]
-    runs = _same_runs_on_both_engines(
-        client, tmp_path, events, steps, lambda e: e["t"] // 5 + 1, allowed_lateness=3, **kw
+    runs = same_runs_on_two_engines(
+        _dask_options(client),
+        tmp_path,
+        events,
+        steps,
+        lambda e: e["t"] // 5 + 1,
+        allowed_lateness=3,
+        **kw,
     )
     # latest t 29 (run 1) and 49: step s is complete when 5s + 3 <= latest
     assert [r.released for r in runs] == [(1, 5), (6, 9)]
@@ -514,7 +318,9 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     if units:
         kw.update(unit_column="unit", unit_scope="run", max_keys=1, max_steps=1)
     windows = ((1, 3), (4, 6), (7, 8))
-    runs = _same_runs_on_both_engines(client, tmp_path, events, windows, lambda f: f["t"], **kw)
+    runs = same_runs_on_two_engines(
+        _dask_options(client), tmp_path, events, windows, lambda f: f["t"], **kw
+    )
     table = RunState.peek_keys(tmp_path / "dask" / "run.state")
     assert runs[0].selection.candidates < runs[-1].selection.candidates  # the table grew
     assert 0 < runs[-1].selection.selected < runs[-1].selection.candidates == len(table)
@@ -543,8 +349,8 @@ def test_dask_state_with_run_level_bounds_equals_embedded_runs(client: Any, tmp_
     extra = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2, min_separation=3)
     kw = {k: v for k, v in _kw(**extra).items() if k != "secret"}
     windows = ((1, 3), (4, 9), (10, 10))
-    runs = _same_runs_on_both_engines(
-        client, tmp_path, _events(), windows, lambda f: f["t"] // 5 + 1, **kw
+    runs = same_runs_on_two_engines(
+        _dask_options(client), tmp_path, _events(), windows, lambda f: f["t"] // 5 + 1, **kw
     )
     assert sum(r.report.unit_dropped_keys for r in runs[1:]) > 0
     assert sum(r.report.unit_dropped_steps for r in runs[1:]) > 0

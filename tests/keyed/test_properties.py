@@ -46,7 +46,7 @@ def _kw(**extra: Any) -> dict[str, Any]:
         ({"until": 5}, ValueError, "until=5 is beyond the horizon"),
         ({"until": "2"}, TypeError, "until must be an integer"),
         ({"until": 0}, ValueError, "until must be >= 1"),
-        ({"engine": "spark"}, ValueError, "engine must be"),
+        ({"engine": "flink"}, ValueError, "engine must be"),
         ({"secret": 12}, TypeError, "secret must be"),
         ({"secret": b"s" * 32}, TypeError, "secret must be a secret file path, not bytes"),
         ({"time_column": "when"}, ValueError, "time column 'when' not found"),

@@ -240,7 +240,10 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "which steps are released then depends on the data (not private) (default: none)",
     )
     p.add_argument(
-        "--engine", choices=("embedded", "dask"), default="embedded", help="where to compute"
+        "--engine",
+        choices=("embedded", "dask", "spark"),
+        default="embedded",
+        help="where to compute (spark: the spark extra, Java 17)",
     )
     p.add_argument(
         "--workers",
@@ -252,12 +255,17 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "--partitions",
         type=int,
         default=None,
-        help="Dask input partitions (default: the input's own)",
+        help="Dask or Spark input partitions (default: the input's own)",
     )
     p.add_argument(
         "--scheduler",
         default=None,
         help="Dask scheduler address of a real cluster (default: none, a local cluster)",
+    )
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (--engine spark; default local[2], a session for the run)",
     )
     p.add_argument("--chunk-keys", type=int, default=2048, help="keys per chunk (memory)")
 
@@ -282,6 +290,13 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
     ]
     if args.engine == "embedded" and given:
         raise ValueError(f"{', '.join(given)} needs --engine dask (the embedded engine ignores it)")
+    dask_only = [flag for flag in given if flag != "--partitions"]
+    if args.engine == "spark" and dask_only:
+        raise ValueError(
+            f"{', '.join(dask_only)} needs --engine dask (Spark takes --master instead)"
+        )
+    if args.master is not None and args.engine != "spark":
+        raise ValueError(f"--master needs --engine spark (--engine {args.engine} ignores it)")
     if args.late != "refuse" and args.state is None:
         raise ValueError(
             f"--late {args.late} needs --state: without a stored state no step was released "
@@ -370,7 +385,7 @@ def _options(
         selection=selection,
         **flags(args, "max_keys", "unit_scope", "max_steps", "min_separation", "secret"),
         workers=2 if args.workers is None else args.workers,
-        **flags(args, "engine", "partitions", "scheduler", "chunk_keys"),
+        **flags(args, "engine", "partitions", "scheduler", "master", "chunk_keys"),
         progress=progress,
         std_digits=args.digits,
     )

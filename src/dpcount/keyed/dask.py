@@ -76,14 +76,11 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import UnitLedger
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
     EventColumns,
     _line_numbers,
-    check_running,
-    parse_times,
 )
 from dpcount.keyed.job import (
     Carry,
@@ -91,123 +88,32 @@ from dpcount.keyed.job import (
     KeyedJob,
     SecretArg,
     begin_release,
-    first_steps,
     key_positions,
     make_job,
     placed_job,
     release_window,
-    renumber,
     settle,
     stored_keys,
     with_stored,
 )
-from dpcount.keyed.selection import SelectionOutcome, select_keys
+from dpcount.keyed.selection import SelectionOutcome
+from dpcount.keyed.shards import (
+    check_shard,
+    concat_shards,
+    hand_out,
+    join_placed,
+    place_split,
+    plan_release,
+    prepare_split,
+    release_chunks,
+    scan_partition,
+    select_shard,
+    shard_edges,
+    shard_first_steps,
+)
 from dpcount.keyed.state import RunState
 
 __all__ = ["run_dask"]
-
-
-def _release_task(
-    mechanism: KeyedMechanism,
-    secret: bytes,
-    contributions: Contributions,
-    lo: int,
-    hi: int,
-    window: tuple[int, int],
-    base: NDArray[Any] | None,
-    buffers: NDArray[Any] | None,
-    keep_state: bool,
-    writer: Any = None,
-    keys: Sequence[Any] = (),
-) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
-    """One key chunk. The task carries the mechanism, the secret, the chunk's noise state
-    (``buffers``) and (to write its own part file) the chunk's keys — never the whole key
-    universe. Returns the counts (or None after writing them with ``writer``;
-    ``writer=False``: not written) and the chunk's noise state after the window (None
-    unless ``keep_state`` and the mechanism keeps one)."""
-    first, last = window
-    values, ends = mechanism.release_with_state(
-        secret,
-        contributions,
-        lo,
-        hi,
-        first=first,
-        last=last,
-        base=base,
-        noise_state=buffers,
-        keep_state=keep_state,
-    )
-    if writer is None:
-        return values, ends
-    if writer is not False:
-        writer.write(lo, values, keys)
-    return None, ends
-
-
-def _release_chunks(
-    job: KeyedJob,
-    shard: tuple[Contributions, DropReport],
-    chunks: Sequence[tuple[int, int, bool]],
-    base: NDArray[Any] | None,
-    buffers: NDArray[Any] | None,
-    writer: Any = None,
-) -> list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]]:
-    """The embedded engine on consecutive key chunks of one shard, on the worker that
-    holds the shard: for each chunk (lo, hi, write), (lo, counts or None once written by
-    ``writer``, its noise state after the window). ``write`` False: computed for its
-    noise state only (its part exists). ``base``, ``buffers``: of the keys from the
-    first chunk's lo to the last chunk's hi."""
-    contributions = shard[0]
-    origin = chunks[0][0]
-    out: list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]] = []
-    for lo, hi, write in chunks:
-        own = slice(lo - origin, hi - origin)
-        values, ends = _release_task(
-            job.mechanism,
-            job.secret.prf_key,
-            contributions.for_keys(lo, hi),
-            lo,
-            hi,
-            (job.first, job.until),
-            None if base is None else base[own],
-            None if buffers is None else buffers[:, own],
-            job.keep_state,
-            *((False,) if writer is not None and not write else ()),
-            *((writer, job.universe.keys[lo:hi]) if writer is not None and write else ()),
-        )
-        out.append((lo, values, ends))
-    return out
-
-
-def _shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
-    """Key edges of ``shards`` contiguous shards made of whole key chunks.
-
-    A shard is a function of the key index alone (never of the input partition): its
-    keys' noise is computed where the shard lies, by the same pure function of (secret,
-    configuration, key, position) as anywhere else. Contiguous ranges of whole chunks
-    rather than a hash of each key: the PRF computes noise for aligned blocks of
-    ``key_block`` keys, so scattering a block's keys over shards would make every
-    worker compute every block."""
-    starts = [lo for lo, _ in chunk_bounds(n_keys, chunk_keys)]
-    count = max(1, min(shards, len(starts)))
-    # ``count`` shards whose chunk counts differ by at most one (49 chunks in 8 shards:
-    # 6 or 7 each; a fixed ceil(49 / 8) = 7 per shard made 7 shards, 4 on one worker of
-    # two and 3 on the other, which then idled for a shard's time)
-    return [*(starts[i * len(starts) // count] for i in range(count)), n_keys]
-
-
-def _prepare_split(
-    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int]
-) -> tuple[list[pd.DataFrame], DropReport]:
-    """One input partition mapped, clipped and summed (:meth:`KeyedJob.prepare`), its
-    partial sums split by shard (``edges``: the shards' key edges)."""
-    rows, report = job.prepare(frame)
-    if len(edges) == 2:
-        return [rows], report
-    shard = np.searchsorted(np.asarray(edges[1:-1]), rows["key"].to_numpy(), side="right")
-    order = np.argsort(shard, kind="stable")
-    cuts = np.searchsorted(shard[order], np.arange(1, len(edges) - 1))
-    return [rows.iloc[part] for part in np.split(order, cuts)], report
 
 
 def _piece(prepared: tuple[list[pd.DataFrame], DropReport], shard: int) -> pd.DataFrame:
@@ -255,7 +161,7 @@ def _settle_stored(
     then go back to the workers as shards of contiguous positions (``count`` of them).
     Returns the job, the shards and their key edges, the running sums and noise state
     the release continues from, the carry and the selection outcome."""
-    contributions = _concat(
+    contributions = concat_shards(
         client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
     )
     ledger = None
@@ -265,7 +171,7 @@ def _settle_stored(
     job, contributions, base, buffers, carry, outcome = settle(
         job, created, stored, contributions, ledger, chunk_keys, guard, state
     )
-    edges = _shard_edges(job.mechanism.n_keys, chunk_keys, count)
+    edges = shard_edges(job.mechanism.n_keys, chunk_keys, count)
     if job.selection is not None:  # keys renamed to positions: the shards anew
         shards = [
             _shipped(client, (contributions.for_keys(lo, hi), DropReport()))
@@ -274,78 +180,8 @@ def _settle_stored(
     return job, shards, edges, base, buffers, carry, outcome
 
 
-def _check_shard(
-    job: KeyedJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
-) -> None:
-    """:func:`check_running` on one shard (no stored state: ``base`` is None)."""
-    check_running(shard[0], base, job.universe.keys, job.first, job.until)
-
-
-def _first_steps(shard: tuple[Contributions, DropReport], lo: int, hi: int) -> NDArray[np.int64]:
-    """The first counted step of each key [lo, hi) of one shard (8 bytes per key)."""
-    return first_steps(shard[0], lo, hi)
-
-
-def _place_split(
-    shard: tuple[Contributions, DropReport], position: NDArray[np.int64], edges: Sequence[int]
-) -> list[Contributions]:
-    """One shard's contributions with keys renamed to their positions in the key table
-    (:func:`~dpcount.keyed.job.renumber`), split by the placed shards' key ``edges``."""
-    placed = renumber(shard[0], position)
-    cuts = np.searchsorted(placed.key, edges[1:-1])
-    return [
-        Contributions(k, s, v)
-        for k, s, v in zip(
-            np.split(placed.key, cuts),
-            np.split(placed.step, cuts),
-            np.split(placed.value, cuts),
-            strict=True,
-        )
-    ]
-
-
 def _placed_piece(pieces: list[Contributions], shard: int) -> Contributions:
     return pieces[shard]
-
-
-def _join_placed(*pieces: Contributions) -> tuple[Contributions, DropReport]:
-    """One placed shard: its pieces from every shard, sorted by (key, step) (each key
-    lies in one piece; the reports were gathered from the shards before placement)."""
-    joined = _concat(pieces)
-    order = np.lexsort((joined.step, joined.key))
-    return Contributions(joined.key[order], joined.step[order], joined.value[order]), DropReport()
-
-
-def _select_shard(
-    job: KeyedJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
-) -> NDArray[np.int64]:
-    """Key selection of the keys [lo, hi) of one placed shard: their selection steps
-    (:func:`~dpcount.keyed.selection.select_keys` on the shard's contributions; the
-    other keys have none, so it skips their chunks)."""
-    selected, _, _ = select_keys(job, shard[0], chunk_keys)
-    return selected[lo:hi]
-
-
-def _concat(shards: Sequence[Contributions]) -> Contributions:
-    """Shards in key order: the whole run's contributions, sorted by (key, step)."""
-    return Contributions(
-        np.concatenate([c.key for c in shards]),
-        np.concatenate([c.step for c in shards]),
-        np.concatenate([c.value for c in shards]),
-    )
-
-
-def _scan(frame: pd.DataFrame, time: str | None, key: str | None) -> tuple[pd.Series, pd.Series]:
-    """One partition's earliest and latest times (``time``) and distinct keys (``key``;
-    an open key set's candidates), for what the job needs before the events are read."""
-    times = pd.Series([], dtype=np.int64) if time is None else _time_extremes(frame, time)
-    keys = pd.Series([], dtype=object) if key is None else pd.Series(pd.unique(frame[key]))
-    return times, keys
-
-
-def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
-    times = parse_times(frame[column], column)
-    return times.iloc[[int(times.argmin()), int(times.argmax())]] if len(times) else times
 
 
 #: a CSV row's index label is (partition + 1) · 2^40 + its row in the partition
@@ -571,7 +407,7 @@ def run_dask(
         if need_times or open_keys:  # read them off the data, on the workers
             scans = compute(  # type: ignore[no-untyped-call]
                 *[
-                    delayed(_scan)(
+                    delayed(scan_partition)(
                         p, columns.time if need_times else None, columns.key if open_keys else None
                     )
                     for p in pieces
@@ -587,11 +423,11 @@ def run_dask(
         n = job.mechanism.n_keys
         # a unit's bound covers all its keys: one shard at unit level
         count = 1 if job.max_keys is not None else 4 * max(1, len(client.ncores()))
-        edges = _shard_edges(n, chunk_keys, count)
+        edges = shard_edges(n, chunk_keys, count)
         # the job (with its key universe) goes to each worker once, not into each task
         shipped = _shipped(client, job)
         frames = client.compute(pieces)
-        prepared = [client.submit(_prepare_split, shipped, f, edges, pure=False) for f in frames]
+        prepared = [client.submit(prepare_split, shipped, f, edges, pure=False) for f in frames]
         # each input partition is dropped once its task has run, not held to the end of
         # the stage (the scheduler keeps the lineage while tasks depend on it)
         del frames
@@ -632,7 +468,7 @@ def run_dask(
             first = np.concatenate(
                 client.gather(
                     [
-                        client.submit(_first_steps, f, lo, hi, pure=False)
+                        client.submit(shard_first_steps, f, lo, hi, pure=False)
                         for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
                     ]
                 )
@@ -642,12 +478,12 @@ def run_dask(
             plan = job.selection
             assert plan is not None
             n = job.mechanism.n_keys
-            edges = _shard_edges(n, chunk_keys, count)
+            edges = shard_edges(n, chunk_keys, count)
             renamed = _shipped(client, position)  # 8 bytes per key, to each worker once
-            split = [client.submit(_place_split, f, renamed, edges, pure=False) for f in shards]
+            split = [client.submit(place_split, f, renamed, edges, pure=False) for f in shards]
             shards = [
                 client.submit(
-                    _join_placed,
+                    join_placed,
                     *[client.submit(_placed_piece, f, g, pure=False) for f in split],
                     pure=False,
                 )
@@ -658,7 +494,7 @@ def run_dask(
             selected = np.concatenate(
                 client.gather(
                     [
-                        client.submit(_select_shard, shipped, f, lo, hi, chunk_keys, pure=False)
+                        client.submit(select_shard, shipped, f, lo, hi, chunk_keys, pure=False)
                         for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
                     ]
                 )
@@ -668,29 +504,14 @@ def run_dask(
         if state is None and job.secret.path is not None:
             # the released-up-to mark's input digest needs every contribution (24 bytes
             # per (key, step) with one); a testing secret has no mark
-            contributions = _concat(
+            contributions = concat_shards(
                 client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
             )
             begin_release(guard, job, created, contributions, base, buffers, state)
             del contributions
         elif state is None:
-            client.gather([client.submit(_check_shard, shipped, f, None) for f in shards])
-        need_state = carry is not None and carry.buffers is not None
-        parts = None if parts is None else parts.for_job(job)
-        done = set() if parts is None else parts.open(job)
-
-        def shown(lo: int, hi: int) -> bool:  # a key of the chunk is released
-            return job.selected is None or bool((job.selected[lo:hi] <= job.until).any())
-
-        # (lo, hi, write); not written (its part exists, or no key of it is selected):
-        # released for its noise state only, which the state needs
-        chunks = [
-            (lo, hi, lo not in done and shown(lo, hi))
-            for lo, hi in chunk_bounds(n, chunk_keys)
-            if need_state or (lo not in done and shown(lo, hi))
-        ]
-        quiet = {lo for lo, _, write in chunks if not write}
-        writer = None if parts is None else parts.writer(job, time_label)
+            client.gather([client.submit(check_shard, shipped, f, None) for f in shards])
+        chunks, quiet, writer = plan_release(job, parts, carry, chunk_keys, time_label)
         shipped_writer = None if writer is None else _shipped(client, writer)
         if writer is None:  # the counts come to the client: bounded per task
             chunk_bytes = 8 * (job.until - job.first + 1) * min(chunk_keys, n)
@@ -707,7 +528,7 @@ def run_dask(
 
         futures = [
             client.submit(
-                _release_chunks,
+                release_chunks,
                 shipped,
                 shard_of(group[0][0]),
                 group,
@@ -736,14 +557,6 @@ def run_dask(
             for fut in futures:
                 got = fut.result()
                 fut.release()
-                for lo, values, ends in got:
-                    hi = lo + min(chunk_keys, n - lo)
-                    if carry is not None and carry.buffers is not None:
-                        carry.buffers[:, lo:hi] = ends
-                    if lo in quiet:  # run for its noise state only
-                        continue
-                    yield lo, None if values is None else np.asarray(values)
-                    if progress is not None:
-                        progress(hi, n)
+                yield from hand_out(got, n, chunk_keys, carry, quiet, progress)
 
     return job, created, derived, report, released(), carry, outcome

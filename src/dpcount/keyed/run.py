@@ -547,6 +547,7 @@ def keyed_counts(
     partitions: int | None = None,
     scheduler: Any = None,
     workers: int = 2,
+    master: Any = None,
     output: str | os.PathLike[str] | None = None,
     state: str | os.PathLike[str] | None = None,
     until: int | None = None,
@@ -610,8 +611,11 @@ def keyed_counts(
         subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
             release for k ≥ 3, count-on-your-elders Alg. 3).
         chunk_keys: keys per chunk (memory ≈ a few T × chunk_keys arrays).
-        engine: ``"embedded"`` (in-process) or ``"dask"``.
-        partitions, scheduler, workers: Dask options (see :mod:`dpcount.keyed.dask`).
+        engine: ``"embedded"`` (in-process), ``"dask"`` or ``"spark"``.
+        partitions, scheduler, workers: Dask options (see :mod:`dpcount.keyed.dask`);
+            ``partitions`` also sets the Spark engine's input splits.
+        master: the Spark master URL (default ``"local[2]"``) or a ``SparkSession``
+            (``engine="spark"`` only; see :mod:`dpcount.keyed.spark`).
         output: write to this CSV/Parquet file (atomically) instead of returning a frame;
             a path without an extension is a resumable directory of Parquet parts
             (one per key chunk): a rerun after a crash computes only the missing parts.
@@ -713,6 +717,7 @@ def keyed_counts(
         )
     check_secret_arg(secret)
     check_std_digits(std_digits)
+    _check_engine_options(engine, master, scheduler)
     _check_open(keys, selection, output, on_chunk)
     _check_output(output, on_chunk, sink, secret, chunk_keys)
     _check_files(secret, state)
@@ -751,25 +756,22 @@ def keyed_counts(
             if output is not None and not Path(output).suffix
             else None
         )
+        # the options of the Dask and Spark runners alike
+        distributed: dict[str, Any] = {
+            "parts": parts, "time_label": time_label, "chunk_keys": chunk_keys,
+            "partitions": partitions, "progress": progress, "state": state, "until": until,
+            "guard": guard, "allowed_lateness": allowed_lateness,
+        }  # fmt: skip
         if engine == "dask":
             from dpcount.keyed.dask import run_dask
 
             ran = run_dask(
-                events,
-                common,
-                secret,
-                parts=parts,
-                time_label=time_label,
-                chunk_keys=chunk_keys,
-                partitions=partitions,
-                scheduler=scheduler,
-                workers=workers,
-                progress=progress,
-                state=state,
-                until=until,
-                guard=guard,
-                allowed_lateness=allowed_lateness,
+                events, common, secret, scheduler=scheduler, workers=workers, **distributed
             )
+        elif engine == "spark":
+            from dpcount.keyed.spark import run_spark
+
+            ran = run_spark(events, common, secret, master=master, **distributed)
         elif engine == "embedded":
             ran = _run_embedded(
                 events,
@@ -784,7 +786,7 @@ def keyed_counts(
                 allowed_lateness=allowed_lateness,
             )
         else:
-            raise ValueError(f"engine must be 'embedded' or 'dask', got {engine!r}")
+            raise ValueError(f"engine must be 'embedded', 'dask' or 'spark', got {engine!r}")
         job, created, derived, report, chunks, carry, outcome = ran
         result = _emit(
             job,
@@ -804,6 +806,14 @@ def keyed_counts(
         )
         result.selection, result.key_selection = outcome, selection
         return result
+
+
+def _check_engine_options(engine: str, master: object, scheduler: object) -> None:
+    """Refuse an engine's options given to another engine (which would ignore them)."""
+    if master is not None and engine != "spark":
+        raise ValueError(f"master= is a Spark option: it needs engine='spark', not {engine!r}")
+    if scheduler is not None and engine != "dask":
+        raise ValueError(f"scheduler= is a Dask option: it needs engine='dask', not {engine!r}")
 
 
 def _check_open(

@@ -1,0 +1,265 @@
+"""The stages a distributed runner (Dask, Spark) schedules, as pure functions of their
+inputs: bound and sum one input partition into shards of contiguous key chunks, finish a
+shard, place an open key set's keys and regroup a shard by position, select the keys of a
+shard, and release consecutive key chunks of a shard with the embedded engine's release
+(:meth:`~dpcount.keyed.engine.KeyedMechanism.release_with_state`: every noise sample a pure
+function of (secret, configuration, key, position), never of a partition or a worker).
+
+A shard is ``(contributions, drop report)`` of the keys between two of
+:func:`shard_edges`' edges. The runners differ only in where these run and how their
+results travel (:mod:`dpcount.keyed.dask`, :mod:`dpcount.keyed.spark`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
+from dpcount.keyed.events import Contributions, DropReport, check_running, parse_times
+from dpcount.keyed.job import Carry, KeyedJob, first_steps, renumber
+from dpcount.keyed.selection import select_keys
+
+__all__ = [
+    "check_shard",
+    "concat_shards",
+    "hand_out",
+    "join_placed",
+    "place_split",
+    "plan_release",
+    "prepare_split",
+    "release_chunks",
+    "release_task",
+    "scan_partition",
+    "select_shard",
+    "shard_edges",
+    "shard_first_steps",
+]
+
+
+def release_task(
+    mechanism: KeyedMechanism,
+    secret: bytes,
+    contributions: Contributions,
+    lo: int,
+    hi: int,
+    window: tuple[int, int],
+    base: NDArray[Any] | None,
+    buffers: NDArray[Any] | None,
+    keep_state: bool,
+    writer: Any = None,
+    keys: Sequence[Any] = (),
+) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
+    """One key chunk. The task carries the mechanism, the secret, the chunk's noise state
+    (``buffers``) and (to write its own part file) the chunk's keys — never the whole key
+    universe. Returns the counts (or None after writing them with ``writer``;
+    ``writer=False``: not written) and the chunk's noise state after the window (None
+    unless ``keep_state`` and the mechanism keeps one)."""
+    first, last = window
+    values, ends = mechanism.release_with_state(
+        secret,
+        contributions,
+        lo,
+        hi,
+        first=first,
+        last=last,
+        base=base,
+        noise_state=buffers,
+        keep_state=keep_state,
+    )
+    if writer is None:
+        return values, ends
+    if writer is not False:
+        writer.write(lo, values, keys)
+    return None, ends
+
+
+def release_chunks(
+    job: KeyedJob,
+    shard: tuple[Contributions, DropReport],
+    chunks: Sequence[tuple[int, int, bool]],
+    base: NDArray[Any] | None,
+    buffers: NDArray[Any] | None,
+    writer: Any = None,
+) -> list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]]:
+    """The embedded engine on consecutive key chunks of one shard, on the worker that
+    holds the shard: for each chunk (lo, hi, write), (lo, counts or None once written by
+    ``writer``, its noise state after the window). ``write`` False: computed for its
+    noise state only (its part exists). ``base``, ``buffers``: of the keys from the
+    first chunk's lo to the last chunk's hi."""
+    contributions = shard[0]
+    origin = chunks[0][0]
+    out: list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]] = []
+    for lo, hi, write in chunks:
+        own = slice(lo - origin, hi - origin)
+        values, ends = release_task(
+            job.mechanism,
+            job.secret.prf_key,
+            contributions.for_keys(lo, hi),
+            lo,
+            hi,
+            (job.first, job.until),
+            None if base is None else base[own],
+            None if buffers is None else buffers[:, own],
+            job.keep_state,
+            *((False,) if writer is not None and not write else ()),
+            *((writer, job.universe.keys[lo:hi]) if writer is not None and write else ()),
+        )
+        out.append((lo, values, ends))
+    return out
+
+
+def shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
+    """Key edges of ``shards`` contiguous shards made of whole key chunks.
+
+    A shard is a function of the key index alone (never of the input partition): its
+    keys' noise is computed where the shard lies, by the same pure function of (secret,
+    configuration, key, position) as anywhere else. Contiguous ranges of whole chunks
+    rather than a hash of each key: the PRF computes noise for aligned blocks of
+    ``key_block`` keys, so scattering a block's keys over shards would make every
+    worker compute every block."""
+    starts = [lo for lo, _ in chunk_bounds(n_keys, chunk_keys)]
+    count = max(1, min(shards, len(starts)))
+    # ``count`` shards whose chunk counts differ by at most one (49 chunks in 8 shards:
+    # 6 or 7 each; a fixed ceil(49 / 8) = 7 per shard made 7 shards, 4 on one worker of
+    # two and 3 on the other, which then idled for a shard's time)
+    return [*(starts[i * len(starts) // count] for i in range(count)), n_keys]
+
+
+def prepare_split(
+    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int]
+) -> tuple[list[pd.DataFrame], DropReport]:
+    """One input partition mapped, clipped and summed (:meth:`KeyedJob.prepare`), its
+    partial sums split by shard (``edges``: the shards' key edges)."""
+    rows, report = job.prepare(frame)
+    if len(edges) == 2:
+        return [rows], report
+    shard = np.searchsorted(np.asarray(edges[1:-1]), rows["key"].to_numpy(), side="right")
+    order = np.argsort(shard, kind="stable")
+    cuts = np.searchsorted(shard[order], np.arange(1, len(edges) - 1))
+    return [rows.iloc[part] for part in np.split(order, cuts)], report
+
+
+def check_shard(
+    job: KeyedJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
+) -> None:
+    """:func:`check_running` on one shard (no stored state: ``base`` is None)."""
+    check_running(shard[0], base, job.universe.keys, job.first, job.until)
+
+
+def shard_first_steps(
+    shard: tuple[Contributions, DropReport], lo: int, hi: int
+) -> NDArray[np.int64]:
+    """The first counted step of each key [lo, hi) of one shard (8 bytes per key)."""
+    return first_steps(shard[0], lo, hi)
+
+
+def place_split(
+    shard: tuple[Contributions, DropReport], position: NDArray[np.int64], edges: Sequence[int]
+) -> list[Contributions]:
+    """One shard's contributions with keys renamed to their positions in the key table
+    (:func:`~dpcount.keyed.job.renumber`), split by the placed shards' key ``edges``."""
+    placed = renumber(shard[0], position)
+    cuts = np.searchsorted(placed.key, edges[1:-1])
+    return [
+        Contributions(k, s, v)
+        for k, s, v in zip(
+            np.split(placed.key, cuts),
+            np.split(placed.step, cuts),
+            np.split(placed.value, cuts),
+            strict=True,
+        )
+    ]
+
+
+def join_placed(*pieces: Contributions) -> tuple[Contributions, DropReport]:
+    """One placed shard: its pieces from every shard, sorted by (key, step) (each key
+    lies in one piece; the reports were gathered from the shards before placement)."""
+    joined = concat_shards(pieces)
+    order = np.lexsort((joined.step, joined.key))
+    return Contributions(joined.key[order], joined.step[order], joined.value[order]), DropReport()
+
+
+def select_shard(
+    job: KeyedJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
+) -> NDArray[np.int64]:
+    """Key selection of the keys [lo, hi) of one placed shard: their selection steps
+    (:func:`~dpcount.keyed.selection.select_keys` on the shard's contributions; the
+    other keys have none, so it skips their chunks)."""
+    selected, _, _ = select_keys(job, shard[0], chunk_keys)
+    return selected[lo:hi]
+
+
+def concat_shards(shards: Sequence[Contributions]) -> Contributions:
+    """Shards in key order: the whole run's contributions, sorted by (key, step)."""
+    return Contributions(
+        np.concatenate([c.key for c in shards]),
+        np.concatenate([c.step for c in shards]),
+        np.concatenate([c.value for c in shards]),
+    )
+
+
+def scan_partition(
+    frame: pd.DataFrame, time: str | None, key: str | None
+) -> tuple[pd.Series, pd.Series]:
+    """One partition's earliest and latest times (``time``) and distinct keys (``key``;
+    an open key set's candidates), for what the job needs before the events are read."""
+    times = pd.Series([], dtype=np.int64) if time is None else _time_extremes(frame, time)
+    keys = pd.Series([], dtype=object) if key is None else pd.Series(pd.unique(frame[key]))
+    return times, keys
+
+
+def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
+    times = parse_times(frame[column], column)
+    return times.iloc[[int(times.argmin()), int(times.argmax())]] if len(times) else times
+
+
+def plan_release(
+    job: KeyedJob, parts: Any, carry: Carry | None, chunk_keys: int, time_label: str
+) -> tuple[list[tuple[int, int, bool]], set[int], Any]:
+    """The release's key chunks (lo, hi, write), the chunks not handed out, and the part
+    writer (None: the counts go to the client or driver). A chunk is not written when its
+    part exists (``parts``: the resumable output directory, or None) or no key of it is
+    selected; it is then released for its noise state only, which a state needs
+    (``carry``), and left out without one."""
+    need_state = carry is not None and carry.buffers is not None
+    parts = None if parts is None else parts.for_job(job)
+    done = set() if parts is None else parts.open(job)
+
+    def shown(lo: int, hi: int) -> bool:  # a key of the chunk is released
+        return job.selected is None or bool((job.selected[lo:hi] <= job.until).any())
+
+    chunks = [
+        (lo, hi, lo not in done and shown(lo, hi))
+        for lo, hi in chunk_bounds(job.mechanism.n_keys, chunk_keys)
+        if need_state or (lo not in done and shown(lo, hi))
+    ]
+    quiet = {lo for lo, _, write in chunks if not write}
+    writer = None if parts is None else parts.writer(job, time_label)
+    return chunks, quiet, writer
+
+
+def hand_out(
+    got: Sequence[tuple[int, NDArray[Any] | None, NDArray[Any] | None]],
+    n_keys: int,
+    chunk_keys: int,
+    carry: Carry | None,
+    quiet: set[int],
+    progress: Callable[[int, int], None] | None,
+) -> Iterator[tuple[int, Any]]:
+    """One release task's chunks (lo, counts or None once written, noise state) as the
+    output takes them: each chunk's noise state into ``carry``; the chunks run for their
+    noise state only (``quiet``) left out; ``progress`` called after each."""
+    for lo, values, ends in got:
+        hi = lo + min(chunk_keys, n_keys - lo)
+        if carry is not None and carry.buffers is not None:
+            carry.buffers[:, lo:hi] = ends
+        if lo in quiet:  # run for its noise state only
+            continue
+        yield lo, None if values is None else np.asarray(values)
+        if progress is not None:
+            progress(hi, n_keys)
