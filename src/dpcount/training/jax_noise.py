@@ -37,6 +37,13 @@ privatizer's calibration). Past the horizon T the step returns NaN noise (a trac
 step counter cannot raise inside ``jit``), so an update beyond the budget's steps is
 poisoned rather than silently released without a guarantee.
 
+Replay: a state re-derives its step's noise (the key and the step are in it), so
+**passing an older state again releases the same noise on other gradients** — the
+difference of the two releases is the difference of the gradients, exactly. The
+numpy privatizer refuses a stale state; a pure function inside ``jit`` cannot (it keeps
+no memory of the steps it drew). Thread each returned state into the next step and never
+keep, restore or share an older one (or a copy of the key); the guarantee assumes it.
+
 References:
     * Dvijotham, McMahan, Pillutla, Steinke, Thakurta, "Efficient and near-optimal
       noise generation for streaming differential privacy", FOCS 2024,
