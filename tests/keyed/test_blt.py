@@ -13,9 +13,10 @@ import pytest
 from dpcount.counting.factorization.blt import BLT
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
-from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.shards import release_task as _release_task
 from tests.keyed._budget import keyed_counts, keyed_mechanism
+from tests.keyed._keys import noise_key
 
 SECRET_BYTES = b"b" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -67,7 +68,7 @@ def test_run_noise_is_the_decoder_applied_to_prf_gaussians() -> None:
     got = res.frame["private_count"].to_numpy().reshape(len(KEYS), HORIZON).T
     sigma = float(m.counting.sampler.sigma)  # type: ignore[attr-defined]
     # row r of the draws is step r + 1: BLT draws z in step order
-    key = RunSecret.in_memory(SECRET_BYTES, res.config).prf_key  # bound to the configuration
+    key = noise_key(SECRET_BYTES, res.config)  # bound to the configuration
     prf = PositionPRF(key, "stream/gaussian", m.key_block)
     z = keyed_gaussian(prf, (0, 0, HORIZON, 0, len(KEYS)), sigma)
     B, _ = BLT.optimized(HORIZON, epsilon=1.0, delta=1e-6).dense_factorization()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import stat
@@ -334,10 +335,11 @@ def test_secret_file_created_owner_only_and_reloaded(tmp_path) -> None:
     path = tmp_path / "run.key"
     made = RunSecret.create(path, CONFIG)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert len(made.secret) == 32
+    raw = bytes.fromhex(json.loads(path.read_text())["secret"])
+    assert len(raw) == 32
     again = RunSecret.load(path, CONFIG)
-    assert again.secret == made.secret and again.run_id == made.run_id
-    assert made.secret.hex() not in repr(made)
+    assert again == made and again.run_id == made.run_id
+    assert raw.hex() not in repr(made)
     with pytest.raises(FileExistsError, match="already exists"):
         RunSecret.create(path, CONFIG)
 

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.keyed.prf import PRFKey
+from dpcount.keyed.secret import Label, RunSecret, unsafe_testing_secret
 from tests.keyed._budget import keyed_counts
 
 SECRET = unsafe_testing_secret(b"binding test secret, tests only")
@@ -66,13 +67,15 @@ def test_other_configuration_gets_uncorrelated_noise(change: dict[str, Any]) -> 
 def test_prf_key_depends_on_every_part() -> None:
     base = RunSecret(b"s" * 32, "r1", {"a": 1, "keys_sha256": "x"})
     keys = {
-        base.prf_key,
-        RunSecret(b"t" * 32, "r1", base.config).prf_key,
-        RunSecret(b"s" * 32, "r2", base.config).prf_key,
-        RunSecret(b"s" * 32, "r1", {"a": 2, "keys_sha256": "x"}).prf_key,
-        RunSecret(b"s" * 32, "r1", {"a": 1, "keys_sha256": "y"}).prf_key,
+        base.prf(Label.NOISE),
+        RunSecret(b"t" * 32, "r1", base.config).prf(Label.NOISE),
+        RunSecret(b"s" * 32, "r2", base.config).prf(Label.NOISE),
+        RunSecret(b"s" * 32, "r1", {"a": 2, "keys_sha256": "x"}).prf(Label.NOISE),
+        RunSecret(b"s" * 32, "r1", {"a": 1, "keys_sha256": "y"}).prf(Label.NOISE),
+        base.prf(Label.SELECTION),
+        base.prf(Label.SPARSE_VECTOR),
     }
-    assert len(keys) == 5 and base.secret not in keys
+    assert len(keys) == 7 and PRFKey(b"s" * 32) not in keys
 
 
 def test_raw_bytes_secret_is_refused() -> None:
@@ -148,3 +151,81 @@ def test_running_sum_from_a_stored_state_is_checked(tmp_path: Path) -> None:
     events = pd.DataFrame({"t": [2, 2, 3, 3], "key": ["a", "a", "a", "a"]})
     with pytest.raises(ValueError, match=r"key 'a': the running sum at step 4 reaches"):
         keyed_counts(events, until=4, **kw)
+
+
+def test_labelled_keys_are_the_stated_hmacs() -> None:
+    """Every labelled key is the HMAC its docstring states (recomputed here from the
+    bytes): the PRF streams through the words, the MAC keys through a MAC."""
+    import hashlib
+    import hmac
+
+    from dpcount.keyed.prf import PositionPRF
+    from dpcount.keyed.secret import MacLabel
+    from tests.keyed._keys import noise_key, sub_key
+
+    raw, config = b"k" * 32, {"a": 1, "keys_sha256": "x"}
+    secret = RunSecret(raw, "run-7", config)
+    noise = noise_key(raw, config, "run-7")
+    expected = {
+        Label.NOISE: noise,
+        Label.SELECTION: sub_key(noise, b"dpcount/keyed/key-selection"),
+        Label.SPARSE_VECTOR: sub_key(noise, b"dpcount/keyed/sparse-vector"),
+    }
+    for label, key in expected.items():
+        got = secret.prf(label).stream("stream/x", 8).rectangle(1, 3, 5, 2, 11)
+        assert np.array_equal(got, PositionPRF(key, "stream/x", 8).rectangle(1, 3, 5, 2, 11))
+    for label in MacLabel:
+        text, bound = label.value
+        key = hmac.new(raw, text + b"\0run-7" if bound else text, hashlib.sha256).digest()
+        want = hmac.new(key, b"body", hashlib.sha256).hexdigest()
+        assert secret.mac(label).hexdigest(b"body") == want
+        assert secret.mac(label).verify(want, b"body")
+        assert not secret.mac(label).verify(want[:-1] + "0", b"body") or want[-1] == "0"
+    assert (
+        secret.mac(MacLabel.UNIT_RANK).hash_key()
+        == hmac.new(raw, b"unit-rank", hashlib.sha256).hexdigest()[:16]
+    )
+    with pytest.raises(TypeError, match="Label"):
+        secret.prf("noise")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="MacLabel"):
+        secret.mac(Label.NOISE)  # type: ignore[arg-type]
+    assert raw.hex() not in repr(secret) + repr(secret.prf(Label.NOISE)) + repr(
+        secret.mac(MacLabel.STATE)
+    )
+
+
+def test_no_raw_key_leaves_the_secret_module() -> None:
+    """Gate: outside keyed/secret.py and keyed/prf.py no code reads a key's bytes — no
+    ``prf_key``/``derived_key`` (the 0.4 accessors), no ``._secret`` (nor, in keyed/,
+    ``._key``: the bytes of a PRF or MAC key), no ``.secret.secret``."""
+    import ast
+
+    import dpcount
+
+    root = Path(dpcount.__file__).parent
+    allowed = {root / "keyed" / "secret.py", root / "keyed" / "prf.py"}
+    banned = {"prf_key", "derived_key", "_secret"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = (
+                node.attr
+                if isinstance(node, ast.Attribute)
+                else node.id
+                if isinstance(node, ast.Name)
+                else node.arg
+                if isinstance(node, ast.arg)
+                else None
+            )
+            if name in banned or (name == "_key" and path.parent.name == "keyed"):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {name}")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "secret"
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "secret"
+            ):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: .secret.secret")
+    assert not found, found

@@ -15,18 +15,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import (
     KeySelection,
     SelectionPlan,
     Selector,
     noise_tail,
-    selection_secret,
     union_tail,
 )
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import SourcedSampler
 from tests.keyed._budget import keyed_counts, make_job
+from tests.keyed._keys import noise_key, sub_key
 from tests.keyed.test_bounds import naive_bound
 
 pytest.importorskip("pyarrow")
@@ -262,7 +262,7 @@ def test_large_key_is_selected_and_released_from_its_selection_step() -> None:
     assert result.selection.candidates == 2 and result.selection.selected == 1
     # the selection step recomputed from the selection counter's PRF noise
     plan = result.selection.plan
-    prf_key = RunSecret.in_memory(secret, result.config).prf_key
+    key = sub_key(noise_key(secret, result.config), b"dpcount/keyed/key-selection")
     job, _ = make_job(
         times=events["t"],
         keys=None,
@@ -282,7 +282,7 @@ def test_large_key_is_selected_and_released_from_its_selection_step() -> None:
     )
     contributions, _ = job.finish([job.prepare(events)[0]])
     big = job.universe.keys.index("big")
-    noisy = plan.mechanism.release(selection_secret(prf_key), contributions, big, big + 1)[:, 0]
+    noisy = plan.mechanism.release(key, contributions, big, big + 1)[:, 0]
     sigma = int(np.argmax(noisy >= plan.threshold)) + 1
     assert (noisy >= plan.threshold).any()
     assert frame["step"].tolist() == list(range(sigma, 9))

@@ -342,12 +342,8 @@ def test_selection_step_recomputed_from_the_keyed_noise() -> None:
     """The engine's selection step of a key equals the rule applied to ρ and ν drawn
     directly from the PRF at its position (HMAC of the run's PRF key with the sparse
     vector's label), and its rows start there; keys of one event are never released."""
-    import hashlib
-    import hmac
-
-    from dpcount.keyed.secret import RunSecret
-    from dpcount.keyed.selection import SPARSE_VECTOR_LABEL
     from dpcount.keyed.sparse_vector import SparseVectorNoise
+    from tests.keyed._keys import noise_key, sub_key
 
     # "mid": 6 events a step, so its count crosses τ = 37 around step 6, by the noise
     mid = pd.DataFrame({"t": np.repeat(np.arange(1, 9), 6), "key": "mid"})
@@ -355,9 +351,8 @@ def test_selection_step_recomputed_from_the_keyed_noise() -> None:
     secret = b"sv-recompute".ljust(32, b".")
     result = _open_run(events, secret, horizon=8, selection=KeySelection(epsilon=1.0, delta=1e-6))
     plan = result.selection.plan
-    prf = RunSecret.in_memory(secret, result.config).prf_key
     noise = SparseVectorNoise(
-        hmac.new(prf, SPARSE_VECTOR_LABEL, hashlib.sha256).digest(),
+        sub_key(noise_key(secret, result.config), b"dpcount/keyed/sparse-vector"),
         plan.mechanism.key_block,
         plan.sparse.rho_scale,
         plan.sparse.nu_scale,

@@ -27,7 +27,8 @@ from dpcount.keyed.mark import Release, ReleaseMark, mark_path
 from dpcount.keyed.secret import RunSecret
 from dpcount.keyed.state import RunState
 
-SECRET = RunSecret(b"f" * 32, "fuzz-run", {"n": 3}, None)
+RAW = b"f" * 32
+SECRET = RunSecret(RAW, "fuzz-run", {"n": 3}, None)
 N_KEYS = 3
 LAYOUT = NoiseLayout(4, '{"rows":7,"pending":{"$keyed":[0,"<i8",[2]]}}', 2)
 HUGE: list[Any] = [
@@ -37,14 +38,14 @@ HUGE: list[Any] = [
 
 
 def _state_mac(header: dict[str, Any], payload: bytes) -> str:
-    key = hmac.new(SECRET.secret, b"dpcount-keyed-state-mac", hashlib.sha256).digest()
+    key = hmac.new(RAW, b"dpcount-keyed-state-mac", hashlib.sha256).digest()
     text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, text + b"\n" + payload, hashlib.sha256).hexdigest()
 
 
 def _mark_mac(body: dict[str, Any]) -> str:
     key = hmac.new(
-        SECRET.secret, b"dpcount-keyed-mark-mac\0" + SECRET.run_id.encode(), hashlib.sha256
+        RAW, b"dpcount-keyed-mark-mac\0" + SECRET.run_id.encode(), hashlib.sha256
     ).digest()
     text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, text, hashlib.sha256).hexdigest()
@@ -277,7 +278,7 @@ def test_open_key_and_unit_sections_raise_only_value_or_type_errors(tmp_path: Pa
 # ----------------------------------------------------------------------------------
 def _inputs_mac(body: dict[str, Any]) -> str:
     key = hmac.new(
-        SECRET.secret, b"dpcount-keyed-inputs-mac\0" + SECRET.run_id.encode(), hashlib.sha256
+        RAW, b"dpcount-keyed-inputs-mac\0" + SECRET.run_id.encode(), hashlib.sha256
     ).digest()
     text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key, text, hashlib.sha256).hexdigest()

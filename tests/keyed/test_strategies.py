@@ -23,12 +23,13 @@ from dpcount.analysis.recommend import recommend_mechanism
 from dpcount.counting.registry import build_mechanism
 from dpcount.keyed.engine import STEP_BLOCK, KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
-from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy import Budget
 from dpcount.privacy.noise import GaussianNoise
 from dpcount.privacy.rng import as_generator
 from dpcount.privacy.source import GeneratorSource, SourcedSampler
 from tests.keyed._budget import keyed_counts, keyed_mechanism
+from tests.keyed._keys import noise_key
 
 SECRET_BYTES = b"s" * 32
 SECRET = unsafe_testing_secret(SECRET_BYTES)
@@ -124,7 +125,7 @@ def test_noise_is_the_mechanisms_L_applied_to_the_prf_draws(name: str) -> None:
     c: Any = m.counting
     L = c.L if name == "dense-optimum" else c.dense_factorization()[0]
     sigma = float(m.counting.sampler.sigma)  # type: ignore[attr-defined]
-    key = RunSecret.in_memory(SECRET_BYTES, res.config).prf_key  # bound to the configuration
+    key = noise_key(SECRET_BYTES, res.config)  # bound to the configuration
     prf = PositionPRF(key, "stream/gaussian", m.key_block)
     z = keyed_gaussian(prf, (0, 0, L.shape[1], 0, n_keys), sigma)
     # float-safe releases (#30 item 4): each step's values are L z snapped to its grid g_t

@@ -71,7 +71,7 @@ from numpy.typing import NDArray
 from dpcount.counting.base import CountingMechanism, add_noise
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.events import Contributions
-from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFSource
+from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFKey, PRFSource
 from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
 from dpcount.privacy.budget import BudgetFields, accept_participation
 from dpcount.privacy.float_safe import snap_release
@@ -554,7 +554,7 @@ class KeyedMechanism:
 
     def release(
         self,
-        secret: bytes,
+        secret: PRFKey | bytes,
         contributions: Contributions,
         key_lo: int,
         key_hi: int,
@@ -573,7 +573,7 @@ class KeyedMechanism:
 
     def release_with_state(
         self,
-        secret: bytes,
+        secret: PRFKey | bytes,
         contributions: Contributions,
         key_lo: int,
         key_hi: int,
@@ -668,7 +668,7 @@ class _BlockNoise:
     def __init__(
         self,
         m: KeyedMechanism,
-        secret: bytes | None,
+        secret: PRFKey | bytes | None,
         block_lo: int,
         start: NoiseLayout | None = None,
         restore: NDArray[np.uint64] | None = None,

@@ -89,7 +89,7 @@ from dpcount.keyed.run import (
     keyed_counts,
     or_header,
 )
-from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.secret import MacLabel, RunSecret
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 
@@ -116,7 +116,7 @@ class Consumed:
 
 
 #: the MAC label of the inputs record (a key derived from the run secret)
-INPUTS_MAC = b"dpcount-keyed-inputs-mac"
+INPUTS_MAC = MacLabel.INPUTS
 #: an inputs record of many thousand files is a few MB; anything much larger is not one
 MAX_INPUTS_BYTES = 1 << 28
 

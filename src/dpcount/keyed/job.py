@@ -4,8 +4,6 @@ calibration, fixed before any data is read; shared by the embedded and Dask engi
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -42,13 +40,13 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.ids import canonical_text, open_keys
 from dpcount.keyed.mark import ReleaseGuard, input_digest
-from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
+from dpcount.keyed.prf import PRFKey
+from dpcount.keyed.secret import Label, MacLabel, RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import (
     KeySelection,
     SelectionOutcome,
     SelectionPlan,
     select_keys,
-    selection_secret,
 )
 from dpcount.keyed.state import OpenKeys, RunState, extras_digest
 from dpcount.keyed.watermark import complete_through, parse_lateness
@@ -159,8 +157,7 @@ class KeyedJob:
     @property
     def hash_key(self) -> str:
         """16-character SipHash key for the unit-bounding rank, derived from the secret."""
-        digest = hmac.new(self.secret.secret, b"unit-rank", hashlib.sha256).hexdigest()
-        return digest[:16]
+        return self.secret.mac(MacLabel.UNIT_RANK).hash_key()
 
     def prepare(
         self, frame: pd.DataFrame, source: str | None = None
@@ -228,7 +225,7 @@ class KeyedJob:
         their noise state after them. ``buffers``: their noise state after step
         first − 1 (:meth:`KeyedMechanism.release_with_state`; None: replayed)."""
         return self.mechanism.release_with_state(
-            self.secret.prf_key,
+            self.secret.prf(Label.NOISE),
             contributions,
             lo,
             hi,
@@ -546,10 +543,7 @@ def _resolve_secret(secret: SecretArg, config: dict[str, Any]) -> tuple[RunSecre
             raise ValueError("secret belongs to another run (its configuration differs)")
         return secret, False
     if isinstance(secret, UnsafeTestingSecret):
-        made = RunSecret.in_memory(secret.secret, config)
-        if secret.run_id is not None:
-            made = dataclasses.replace(made, run_id=secret.run_id)
-        return made, False
+        return RunSecret.for_testing(secret, config), False
     return RunSecret.open_or_generate(secret, config)  # written by begin_release
 
 
@@ -658,7 +652,7 @@ def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState
 
 def extend_noise_state(
     mechanism: KeyedMechanism,
-    prf_key: bytes,
+    prf: PRFKey,
     buffers: NDArray[np.uint64] | None,
     n_keys: int,
     first: int,
@@ -681,7 +675,7 @@ def extend_noise_state(
     for lo in range(done, n_keys, chunk_keys):
         hi = min(lo + chunk_keys, n_keys)
         _, ends = mechanism.release_with_state(
-            prf_key, empty, lo, hi, first=1, last=first - 1, keep_state=True
+            prf, empty, lo, hi, first=1, last=first - 1, keep_state=True
         )
         assert ends is not None
         out[:, lo:hi] = ends
@@ -837,11 +831,11 @@ def extend_stored(
     assert base is not None and job.selection is not None
     grown = np.zeros(n, dtype=base.dtype)
     grown[: len(base)] = base
-    prf = job.secret.prf_key
-    counting = extend_noise_state(job.mechanism, prf, buffers, n, job.first, chunk_keys)
+    noise = job.secret.prf(Label.NOISE)
+    counting = extend_noise_state(job.mechanism, noise, buffers, n, job.first, chunk_keys)
     picked = extend_noise_state(
         job.selection.mechanism,
-        selection_secret(prf),
+        job.secret.prf(Label.SELECTION),
         stored.open.buffers,
         n,
         job.first,

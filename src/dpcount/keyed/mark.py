@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import hmac
 import json
 import os
@@ -53,11 +52,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
+from dpcount.keyed.secret import MacKey, MacLabel
 
 
 class SecretLike(Protocol):
-    """What the mark needs of a :class:`dpcount.keyed.secret.RunSecret` (which imports
-    this module to write a new secret's mark, so it is not imported here)."""
+    """What the mark needs of a :class:`dpcount.keyed.secret.RunSecret`."""
 
     @property
     def run_id(self) -> str: ...
@@ -65,7 +64,7 @@ class SecretLike(Protocol):
     def fingerprint(self) -> str: ...
     @property
     def path(self) -> Path | None: ...
-    def derived_key(self, label: bytes) -> bytes: ...
+    def mac(self, label: MacLabel) -> MacKey: ...
 
 
 __all__ = [
@@ -121,7 +120,7 @@ def input_digest(
     exact sums at step first − 1 and the noise state there, and ``extra`` (a digest of
     the stored open key set and unit ledger, :func:`dpcount.keyed.state.extras_digest`).
     Equal digests: equal bits."""
-    h = hmac.new(secret.derived_key(b"dpcount-keyed-input-digest"), digestmod=hashlib.sha256)
+    h = secret.mac(MacLabel.INPUT_DIGEST).new()
     h.update(f"{first}:{until}\n".encode())
     if extra:
         h.update(b"extra:" + extra + b"\n")
@@ -180,17 +179,16 @@ def _step(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
-def body_mac(secret: SecretLike, label: bytes, body: dict[str, Any]) -> str:
+def body_mac(secret: SecretLike, label: MacLabel, body: dict[str, Any]) -> str:
     """HMAC-SHA256 of the canonical JSON of ``body`` under the secret's key for
-    ``label`` (:meth:`~dpcount.keyed.secret.RunSecret.derived_key`): the MAC of a mark,
+    ``label`` (:meth:`~dpcount.keyed.secret.RunSecret.mac`): the MAC of a mark,
     and of an incremental run's inputs record."""
-    key = secret.derived_key(label)
     text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return hmac.new(key, text, hashlib.sha256).hexdigest()
+    return secret.mac(label).hexdigest(text)
 
 
 def _mac(secret: SecretLike, body: dict[str, Any]) -> str:
-    return body_mac(secret, b"dpcount-keyed-mark-mac", body)
+    return body_mac(secret, MacLabel.MARK, body)
 
 
 @runtime_checkable
@@ -348,7 +346,7 @@ class ReleaseGuard:
         self.secret_path = secret_path
         self.companion = companion
         self._lock = None if secret_path is None else RunLock(lock_path(secret_path))
-        self._secret: SecretLike | None = None
+        self._run_secret: SecretLike | None = None
         self._mark: ReleaseMark | None = None
 
     def __enter__(self) -> ReleaseGuard:
@@ -443,18 +441,18 @@ class ReleaseGuard:
             )
         if companion is not None:  # its pending release first: a retry finds it
             companion.begin(secret)
-        self._secret = secret
+        self._run_secret = secret
         self._mark = dataclasses.replace(mark, pending=now)
         self._mark.save(path, secret)
 
     def finish(self) -> None:
         """Record the release begun by :meth:`begin` as done (after output and state)."""
-        if self._mark is None or self._secret is None or self._secret.path is None:
+        if self._mark is None or self._run_secret is None or self._run_secret.path is None:
             return
         now = self._mark.pending
         assert now is not None
         mark = dataclasses.replace(
             self._mark, released=max(self._mark.released, now.until), last=now, pending=None
         )
-        mark.save(mark_path(self._secret.path), self._secret)
+        mark.save(mark_path(self._run_secret.path), self._run_secret)
         self._mark = None

@@ -16,10 +16,10 @@ using each counter block once, the outputs are indistinguishable from independen
 uniform 128-bit strings to anyone without K. The domain key is
 ``HMAC-SHA256(secret, label)[:16]`` (HMAC is a PRF, Bellare 2006), so different
 labels (noise kinds, rejection trials, extension words) give independent streams.
-The ``secret`` a keyed run passes here is its PRF key
-(:attr:`dpcount.keyed.secret.RunSecret.prf_key`), itself an HMAC of the run secret
-over the run id and the whole configuration's fingerprint: two runs or two
-configurations never share a stream.
+The ``secret`` a keyed run passes here is a :class:`PRFKey`, an opaque labelled key
+of its run secret (:meth:`dpcount.keyed.secret.RunSecret.prf`), itself an HMAC of
+the run secret over the run id and the whole configuration's fingerprint: two runs
+or two configurations never share a stream.
 As with any cryptographic generator, the privacy guarantee then holds against
 adversaries who cannot distinguish AES from a random function (computational DP);
 it is void for anyone who holds the secret.
@@ -77,6 +77,7 @@ from dpcount.privacy.noise import ConstantNoise, GaussianNoise, LaplaceNoise, Ze
 
 __all__ = [
     "PRF_SCHEME",
+    "PRFKey",
     "PRFSource",
     "PositionPRF",
     "derive_key",
@@ -102,8 +103,33 @@ _MARGIN = 2.0**-40
 _TWO53 = float(2**53)
 
 
-def derive_key(secret: bytes, label: str) -> int:
+class PRFKey:
+    """An opaque PRF key (a run's: :meth:`dpcount.keyed.secret.RunSecret.prf`): it gives
+    the position streams of its labels (:meth:`stream`); its bytes stay inside."""
+
+    def __init__(self, key: bytes) -> None:
+        if not isinstance(key, bytes) or len(key) < 16:
+            raise ValueError("a PRF key must be at least 16 bytes")
+        self._key = key
+
+    def __repr__(self) -> str:  # never print the key
+        return "PRFKey(…)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PRFKey) and hmac.compare_digest(self._key, other._key)
+
+    def __hash__(self) -> int:
+        return hash(hashlib.sha256(self._key).digest())
+
+    def stream(self, label: str, key_block: int) -> PositionPRF:
+        """The uniform blocks of ``label`` (:class:`PositionPRF`)."""
+        return PositionPRF(self, label, key_block)
+
+
+def derive_key(secret: bytes | PRFKey, label: str) -> int:
     """128-bit AES key for ``label``: HMAC-SHA256(secret, scheme/label), first 16 bytes."""
+    if isinstance(secret, PRFKey):
+        secret = secret._key
     if not isinstance(secret, bytes) or len(secret) < 16:
         raise ValueError("secret must be at least 16 bytes")
     digest = hmac.new(secret, f"{_DOMAIN}/{label}".encode(), hashlib.sha256).digest()
@@ -128,13 +154,13 @@ class PositionPRF:
     """Uniform 128-bit blocks indexed by (level, node, key) under one secret and label.
 
     Args:
-        secret: the run's secret (≥ 16 bytes; 32 from :mod:`secrets` in practice).
+        secret: the run's PRF key (:class:`PRFKey`), or key bytes (≥ 16; tests).
         label: domain label (e.g. ``"discrete-laplace"``); different labels give
             independent streams.
         key_block: B, a power of two ≤ 2^20 fixed for the run (part of its configuration).
     """
 
-    def __init__(self, secret: bytes, label: str, key_block: int) -> None:
+    def __init__(self, secret: bytes | PRFKey, label: str, key_block: int) -> None:
         if key_block < 1 or key_block & (key_block - 1) or key_block > 2**20:
             raise ValueError(f"key_block must be a power of two in [1, 2^20], got {key_block}")
         self.secret = secret

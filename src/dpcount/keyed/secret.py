@@ -17,10 +17,18 @@ refused when
   Reusing a secret with another configuration would correlate the noise of two
   releases, which the privacy analysis of either does not cover.
 
-The noise key. The PRF key of the noise (:attr:`RunSecret.prf_key`) is
-HMAC-SHA256 of the secret over the run id and the configuration fingerprint (key
-universe, in order, included): any other configuration — another key order, ε,
-start, horizon, bound — gets independent noise even from the same secret bytes.
+Derived keys. The raw secret bytes never leave this module: a run asks its
+:class:`RunSecret` for a labelled PRF key (:meth:`RunSecret.prf`, a :class:`Label`)
+or a labelled MAC key (:meth:`RunSecret.mac`, a :class:`MacLabel`), opaque objects
+that compute the words or the MACs. The PRF key of the noise
+(``secret.prf(Label.NOISE)``) is HMAC-SHA256 of the secret over the run id and the
+configuration fingerprint (key universe, in order, included): any other
+configuration — another key order, ε, start, horizon, bound — gets independent
+noise even from the same secret bytes. The key selection's and the sparse vector's
+keys are HMACs of that key under their labels; each MAC key is an HMAC of the
+secret under its label (and the run id where :class:`MacLabel` says so). HMAC is a
+PRF (Bellare, "New proofs for NMAC and HMAC", CRYPTO 2006): keys of distinct labels
+are independent to anyone without the secret.
 
 **One secret, one event log per released step.** The same secret always gives the
 same noise at the same position — that is what makes retries and resumes safe. It
@@ -36,20 +44,25 @@ a new run with a new secret and its own budget.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from dpcount.durable.atomic import check_owner_only, write_atomic
-from dpcount.keyed.mark import ReleaseMark, mark_path
+from dpcount.keyed.prf import PRFKey
 
 __all__ = [
     "SECRET_FORMAT",
+    "Label",
+    "MacKey",
+    "MacLabel",
     "RunSecret",
     "UnsafeTestingSecret",
     "check_owner_only",
@@ -58,6 +71,61 @@ __all__ = [
 ]
 
 SECRET_FORMAT = "dpcount-keyed-secret/1"
+
+
+class Label(Enum):
+    """The PRF keys of a run (:meth:`RunSecret.prf`), each its own stream. The value is
+    the HMAC label: NOISE's binds the run id and configuration fingerprint; the others
+    are HMACs of the noise key under their label."""
+
+    #: the counting noise (:mod:`dpcount.keyed.engine`)
+    NOISE = b"dpcount-keyed-prf-key/2"
+    #: the tree selection counter of an open key set (:mod:`dpcount.keyed.selection`)
+    SELECTION = b"dpcount/keyed/key-selection"
+    #: the sparse vector's ρ and ν (:mod:`dpcount.keyed.sparse_vector`)
+    SPARSE_VECTOR = b"dpcount/keyed/sparse-vector"
+
+
+class MacLabel(Enum):
+    """The MAC keys of a run (:meth:`RunSecret.mac`): (HMAC label, whether the run id
+    is bound into the key)."""
+
+    #: the stored state (:mod:`dpcount.keyed.state`)
+    STATE = (b"dpcount-keyed-state-mac", False)
+    #: the released-up-to mark (:mod:`dpcount.keyed.mark`)
+    MARK = (b"dpcount-keyed-mark-mac", True)
+    #: an incremental run's consumed-files record (:mod:`dpcount.keyed.incremental`)
+    INPUTS = (b"dpcount-keyed-inputs-mac", True)
+    #: the digest of a release's input (:func:`dpcount.keyed.mark.input_digest`)
+    INPUT_DIGEST = (b"dpcount-keyed-input-digest", True)
+    #: the SipHash key of the unit-bounding rank (:mod:`dpcount.keyed.events`)
+    UNIT_RANK = (b"unit-rank", False)
+
+
+class MacKey:
+    """One derived HMAC-SHA256 key (:meth:`RunSecret.mac`); the bytes stay inside."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def __repr__(self) -> str:  # never print the key
+        return "MacKey(…)"
+
+    def new(self) -> hmac.HMAC:
+        """An HMAC-SHA256 under this key, to be fed with ``update``."""
+        return hmac.new(self._key, digestmod=hashlib.sha256)
+
+    def hexdigest(self, data: bytes) -> str:
+        """HMAC-SHA256 of ``data`` (hex)."""
+        return hmac.new(self._key, data, hashlib.sha256).hexdigest()
+
+    def verify(self, mac: object, data: bytes) -> bool:
+        """Whether ``mac`` is the MAC of ``data`` (constant-time comparison)."""
+        return isinstance(mac, str) and hmac.compare_digest(mac, self.hexdigest(data))
+
+    def hash_key(self) -> str:
+        """The first 16 hex characters of the key: a SipHash key (the unit rank)."""
+        return self._key.hex()[:16]
 
 
 def config_fingerprint(config: dict[str, Any]) -> str:
@@ -84,7 +152,7 @@ def unsafe_testing_secret(secret: bytes, run_id: str | None = None) -> UnsafeTes
     released-up-to mark could be kept: nothing stops a second release of the same
     steps from other data with the same bytes, and the difference of the two
     releases is then the exact difference of the data. Noise is still bound to the
-    configuration (:attr:`RunSecret.prf_key`). Refused with ``state=``. Production
+    configuration (:meth:`RunSecret.prf`). Refused with ``state=``. Production
     runs pass a secret *file* (created from operating-system entropy if absent).
     ``run_id``: another run id than the bytes' hash (a test that recomputes a secret
     file's noise passes the file's bytes and run id).
@@ -101,7 +169,7 @@ class RunSecret:
     """A run's secret bytes, run id, the configuration it was made for and (when loaded
     from or created as a file) the file's path, beside which the mark and lock live."""
 
-    secret: bytes
+    _secret: bytes = field(repr=False)
     run_id: str
     config: dict[str, Any]
     path: Path | None = None
@@ -113,20 +181,37 @@ class RunSecret:
     def fingerprint(self) -> str:
         return config_fingerprint(self.config)
 
-    @property
-    def prf_key(self) -> bytes:
-        """The key of every noise sample: HMAC-SHA256(secret, scheme ‖ run id ‖
-        fingerprint of the whole configuration). Any other configuration (key universe
-        or its order, budget, start, horizon, bounds, mechanism) or run gets
-        independent noise from the same secret bytes (HMAC is a PRF, Bellare 2006)."""
-        message = b"\0".join(
-            (b"dpcount-keyed-prf-key/2", self.run_id.encode(), self.fingerprint.encode())
-        )
-        return hmac.new(self.secret, message, hashlib.sha256).digest()
+    def prf(self, label: Label) -> PRFKey:
+        """The PRF key ``label``. :attr:`Label.NOISE`, the key of every noise sample:
+        HMAC-SHA256(secret, scheme ‖ run id ‖ fingerprint of the whole configuration),
+        so any other configuration (key universe or its order, budget, start, horizon,
+        bounds, mechanism) or run gets independent noise from the same secret bytes
+        (HMAC is a PRF, Bellare 2006); the others: HMAC-SHA256(noise key, label)."""
+        if not isinstance(label, Label):
+            raise TypeError(f"label must be a Label, got {label!r}")
+        message = b"\0".join((Label.NOISE.value, self.run_id.encode(), self.fingerprint.encode()))
+        key = hmac.new(self._secret, message, hashlib.sha256).digest()
+        if label is not Label.NOISE:
+            key = hmac.new(key, label.value, hashlib.sha256).digest()
+        return PRFKey(key)
 
-    def derived_key(self, label: bytes) -> bytes:
-        """A key for another use (``label``: MACs, the unit hash), bound to the run id."""
-        return hmac.new(self.secret, label + b"\0" + self.run_id.encode(), hashlib.sha256).digest()
+    def mac(self, label: MacLabel) -> MacKey:
+        """The MAC key ``label``: HMAC-SHA256(secret, label), or (run-bound labels)
+        HMAC-SHA256(secret, label ‖ 0 ‖ run id)."""
+        if not isinstance(label, MacLabel):
+            raise TypeError(f"label must be a MacLabel, got {label!r}")
+        text, bound = label.value
+        message = text + b"\0" + self.run_id.encode() if bound else text
+        return MacKey(hmac.new(self._secret, message, hashlib.sha256).digest())
+
+    @classmethod
+    def for_testing(cls, secret: UnsafeTestingSecret, config: dict[str, Any]) -> RunSecret:
+        """The in-memory secret of a testing secret (:func:`unsafe_testing_secret`)
+        for ``config``: its run id is the given one, or a function of the bytes."""
+        made = cls.in_memory(secret.secret, config)
+        if secret.run_id is not None:
+            made = dataclasses.replace(made, run_id=secret.run_id)
+        return made
 
     @classmethod
     def in_memory(cls, secret: bytes, config: dict[str, Any]) -> RunSecret:
@@ -157,11 +242,13 @@ class RunSecret:
         body = {
             "format": SECRET_FORMAT,
             "run_id": self.run_id,
-            "secret": self.secret.hex(),
+            "secret": self._secret.hex(),
             "config": self.config,
             "fingerprint": self.fingerprint,
         }
         data = (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
+        from dpcount.keyed.mark import ReleaseMark, mark_path  # the mark imports this module
+
         if self.path.exists():
             raise FileExistsError(f"secret file {self.path} already exists")
         # the mark first (nothing released yet): a kill between the two leaves a mark
@@ -191,7 +278,7 @@ class RunSecret:
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ValueError(f"secret file {p} is not a dpcount keyed secret file") from None
-        if len(value.secret) < 16 or body.get("fingerprint") != value.fingerprint:
+        if len(value._secret) < 16 or body.get("fingerprint") != value.fingerprint:
             raise ValueError(f"secret file {p} is damaged (fingerprint does not match)")
         if value.config != config:
             diff = sorted(

@@ -134,8 +134,6 @@ counts, dropped and late events) is exact, not private; the released rows are.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -148,6 +146,8 @@ from numpy.typing import NDArray
 from dpcount._validate import check_probability, check_real
 from dpcount.keyed.engine import KeyedMechanism, NoiseLayout, chunk_bounds, exact_running
 from dpcount.keyed.events import Contributions
+from dpcount.keyed.prf import PRFKey
+from dpcount.keyed.secret import Label
 from dpcount.keyed.sparse_vector import (
     SparseVectorCalibration,
     SparseVectorNoise,
@@ -158,8 +158,7 @@ from dpcount.privacy.budget import Budget, NoiseKind
 
 
 class _Secret(Protocol):
-    @property
-    def prf_key(self) -> bytes: ...
+    def prf(self, label: Label) -> PRFKey: ...
 
 
 class _SelectionJob(Protocol):
@@ -197,10 +196,6 @@ __all__ = [
     "union_tail",
 ]
 
-#: PRF label of the tree selection counter's key (independent of the counting noise)
-SELECTION_LABEL = b"dpcount/keyed/key-selection"
-#: PRF label of the sparse vector's key (ρ and ν; independent of the counting noise)
-SPARSE_VECTOR_LABEL = b"dpcount/keyed/sparse-vector"
 
 #: relative slack on the floating-point tail sums (SciPy's incomplete beta functions
 #: are accurate to ~1e-14 relative)
@@ -577,11 +572,6 @@ def _cached_threshold(
     return _CACHE[key]
 
 
-def selection_secret(prf_key: bytes) -> bytes:
-    """The selection counter's PRF secret: HMAC-SHA256(run PRF key, label)."""
-    return hmac.new(prf_key, SELECTION_LABEL, hashlib.sha256).digest()
-
-
 @dataclass(frozen=True)
 class SelectionOutcome:
     """What the selection did (exact counts: not private, for the operator)."""
@@ -628,7 +618,7 @@ def select_keys(
     mech = plan.mechanism
     first, last, never = job.first, job.until, mech.horizon + 1
     tau = plan.threshold
-    secret = selection_secret(job.secret.prf_key)
+    secret = job.secret.prf(Label.SELECTION)
     n = mech.n_keys
     eligible = np.full(n, never, dtype=np.int64)  # each key's first counted step
     np.minimum.at(eligible, contributions.key, contributions.step)
@@ -697,7 +687,7 @@ def _select_sparse(
     if len(checks) == 0:
         return out
     noise = SparseVectorNoise(
-        hmac.new(job.secret.prf_key, SPARSE_VECTOR_LABEL, hashlib.sha256).digest(),
+        job.secret.prf(Label.SPARSE_VECTOR),
         mech.key_block,
         plan.sparse.rho_scale,
         plan.sparse.nu_scale,

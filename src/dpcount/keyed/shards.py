@@ -22,6 +22,8 @@ from numpy.typing import NDArray
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, check_running, parse_times
 from dpcount.keyed.job import Carry, KeyedJob, first_steps, renumber
+from dpcount.keyed.prf import PRFKey
+from dpcount.keyed.secret import Label
 from dpcount.keyed.selection import select_keys
 
 __all__ = [
@@ -43,7 +45,7 @@ __all__ = [
 
 def release_task(
     mechanism: KeyedMechanism,
-    secret: bytes,
+    secret: PRFKey,
     contributions: Contributions,
     lo: int,
     hi: int,
@@ -98,7 +100,7 @@ def release_chunks(
         own = slice(lo - origin, hi - origin)
         values, ends = release_task(
             job.mechanism,
-            job.secret.prf_key,
+            job.secret.prf(Label.NOISE),
             contributions.for_keys(lo, hi),
             lo,
             hi,

@@ -55,7 +55,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.keyed.prf import PositionPRF, keyed_discrete_laplace
+from dpcount.keyed.prf import PositionPRF, PRFKey, keyed_discrete_laplace
 
 __all__ = [
     "SparseVectorCalibration",
@@ -303,7 +303,7 @@ class SparseVectorNoise:
     engine, the run split or the other keys.
     """
 
-    secret: bytes
+    secret: PRFKey | bytes
     key_block: int
     rho_scale: Fraction
     nu_scale: Fraction

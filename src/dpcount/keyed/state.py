@@ -44,7 +44,6 @@ Formats /1 and /2 (dpcount 0.4.0 development versions) are refused with
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 from collections.abc import Callable
@@ -60,7 +59,7 @@ from dpcount.counting.checkpoint import CheckpointMismatchError
 from dpcount.durable.atomic import write_atomic
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import NoiseLayout
-from dpcount.keyed.secret import RunSecret, check_owner_only
+from dpcount.keyed.secret import MacLabel, RunSecret, check_owner_only
 
 __all__ = ["STATE_FORMAT", "OpenKeys", "RunState"]
 
@@ -160,7 +159,7 @@ class RunState:
             pieces.extend(self.open.pieces())
         if self.ledger is not None:
             pieces.extend(_ledger_pieces(self.ledger))
-        digest = hmac.new(_mac_key(secret), digestmod=hashlib.sha256)
+        digest = secret.mac(MacLabel.STATE).new()
         header = self._header()
         digest.update(_header_text(header) + b"\n")
         for piece in pieces:
@@ -268,8 +267,7 @@ class RunState:
         """
         p, header, payload = cls._read(path)
         mac = header.pop("mac", None)
-        digest = hmac.new(_mac_key(secret), _header_text(header) + b"\n" + payload, "sha256")
-        if not isinstance(mac, str) or not hmac.compare_digest(mac, digest.hexdigest()):
+        if not secret.mac(MacLabel.STATE).verify(mac, _header_text(header) + b"\n" + payload):
             raise ValueError(
                 f"state file {p} fails its authentication check: it was changed, or it "
                 f"belongs to another run (its run id is {header.get('run_id')!r}, this "
@@ -421,10 +419,6 @@ def _load_ledger(reader: _Reader, spec: Any, n_keys: int, p: Path) -> UnitLedger
     ):
         raise ValueError(f"state file {p} is damaged (its unit section)")
     return UnitLedger(tuple(units), unit, key, steps, last)
-
-
-def _mac_key(secret: RunSecret) -> bytes:
-    return hmac.new(secret.secret, b"dpcount-keyed-state-mac", hashlib.sha256).digest()
 
 
 def _header_text(header: dict[str, Any]) -> bytes:
