@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
+from dpcount.keyed.mark import create_secret
+from dpcount.keyed.secret import unsafe_testing_secret
 from tests.keyed._budget import keyed_counts
 
 SECRET_BYTES = b"t" * 32
@@ -268,7 +269,7 @@ def test_state_of_another_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"authentication check.*another run"):
         keyed_counts(
             _step_rows(_events(), 11, 12),
-            **_kw(tmp_path, until=12, secret=RunSecret.create(tmp_path / "u.key", config)),
+            **_kw(tmp_path, until=12, secret=create_secret(tmp_path / "u.key", config)),
         )
     with pytest.raises(ValueError, match="another run"):  # same secret, other budget
         keyed_counts(_step_rows(_events(), 11, 12), **_kw(tmp_path, until=12, epsilon=2.0))

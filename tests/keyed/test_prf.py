@@ -12,6 +12,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from dpcount.keyed.mark import create_secret
 from dpcount.keyed.prf import (
     PositionPRF,
     derive_key,
@@ -333,7 +334,7 @@ CONFIG = {"epsilon": 1.0, "noise": "discrete-laplace", "horizon": 10}
 
 def test_secret_file_created_owner_only_and_reloaded(tmp_path) -> None:
     path = tmp_path / "run.key"
-    made = RunSecret.create(path, CONFIG)
+    made = create_secret(path, CONFIG)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     raw = bytes.fromhex(json.loads(path.read_text())["secret"])
     assert len(raw) == 32
@@ -341,12 +342,12 @@ def test_secret_file_created_owner_only_and_reloaded(tmp_path) -> None:
     assert again == made and again.run_id == made.run_id
     assert raw.hex() not in repr(made)
     with pytest.raises(FileExistsError, match="already exists"):
-        RunSecret.create(path, CONFIG)
+        create_secret(path, CONFIG)
 
 
 def test_secret_file_refused_when_loose_or_from_another_run(tmp_path) -> None:
     path = tmp_path / "run.key"
-    RunSecret.create(path, CONFIG)
+    create_secret(path, CONFIG)
     os.chmod(path, 0o644)
     with pytest.raises(PermissionError, match=r"permissions 0644.*chmod 600"):
         RunSecret.load(path, CONFIG)
@@ -365,7 +366,7 @@ def test_secret_tampered_config_detected(tmp_path) -> None:
     import json
 
     path = tmp_path / "run.key"
-    RunSecret.create(path, CONFIG)
+    create_secret(path, CONFIG)
     body = json.loads(path.read_text())
     body["config"]["epsilon"] = 5.0
     path.write_text(json.dumps(body))

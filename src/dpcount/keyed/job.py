@@ -39,7 +39,7 @@ from dpcount.keyed.events import (
     to_contributions,
 )
 from dpcount.keyed.ids import canonical_text, open_keys
-from dpcount.keyed.mark import ReleaseGuard, input_digest
+from dpcount.keyed.mark import ReleaseGuard, input_digest, write_secret
 from dpcount.keyed.prf import PRFKey
 from dpcount.keyed.secret import Label, MacLabel, RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import (
@@ -566,7 +566,7 @@ def begin_release(
     if created and job.secret.path is not None and not job.secret.path.exists():
         # only now, everything validated: a refused run leaves no secret file (and mark)
         # bound to its configuration behind
-        job.secret.write()
+        write_secret(job.secret)
     if guard is None:
         return
     extra = b"" if stored is None else extras_digest(stored.open, stored.ledger)

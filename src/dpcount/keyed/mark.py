@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
-from dpcount.keyed.secret import MacKey, MacLabel
+from dpcount.keyed.secret import MacKey, MacLabel, RunSecret
 
 
 class SecretLike(Protocol):
@@ -77,9 +77,11 @@ __all__ = [
     "RunLock",
     "RunLocked",
     "body_mac",
+    "create_secret",
     "input_digest",
     "lock_path",
     "mark_path",
+    "write_secret",
 ]
 
 MARK_FORMAT = "dpcount-keyed-mark/1"
@@ -98,6 +100,24 @@ class RunLocked(OSError):
 def mark_path(secret_path: Path) -> Path:
     """The mark of the secret file ``secret_path``: ``<secret>.released`` beside it."""
     return secret_path.with_name(secret_path.name + ".released")
+
+
+def write_secret(secret: RunSecret) -> RunSecret:
+    """Write the new ``secret``'s file and its mark (nothing released yet): the mark
+    first — a kill between the two leaves a mark without a secret, which the next run
+    replaces, never a secret without a mark (refused as "mark missing")."""
+    if secret.path is None:
+        raise ValueError("an in-memory secret has no file to write")
+    if secret.path.exists():
+        raise FileExistsError(f"secret file {secret.path} already exists")
+    ReleaseMark.new(secret).save(mark_path(secret.path), secret)
+    return secret.write_file()
+
+
+def create_secret(path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
+    """Create the secret file ``path`` (must not exist) with a fresh secret, mode 0600,
+    and its mark."""
+    return write_secret(RunSecret.generate(path, config))
 
 
 def lock_path(secret_path: Path) -> Path:

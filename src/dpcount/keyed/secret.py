@@ -222,21 +222,17 @@ class RunSecret:
         return cls(secret, hashlib.sha256(secret).hexdigest()[:16], dict(config))
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
-        """Create ``path`` (must not exist) with a fresh secret, mode 0600."""
-        return cls.generate(path, config).write()
-
-    @classmethod
     def generate(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> RunSecret:
-        """A fresh secret for ``path``, not written yet (:meth:`write`): a run writes
-        it only once everything is validated and it is about to release, so a refused
-        run leaves no secret file bound to its configuration."""
+        """A fresh secret for ``path``, not written yet
+        (:func:`dpcount.keyed.mark.write_secret`): a run writes it only once everything
+        is validated and it is about to release, so a refused run leaves no secret file
+        bound to its configuration."""
         real = Path(os.path.realpath(path))
         return cls(secrets.token_bytes(32), secrets.token_hex(8), dict(config), real)
 
-    def write(self) -> RunSecret:
-        """Write this secret to its (absent) :attr:`path`, mode 0600, and its mark
-        (nothing released yet); returns it."""
+    def write_file(self) -> RunSecret:
+        """Write this secret to its (absent) :attr:`path`, mode 0600; returns it. Its
+        mark must exist first: :func:`dpcount.keyed.mark.write_secret` writes both."""
         if self.path is None:
             raise ValueError("an in-memory secret has no file to write")
         body = {
@@ -247,14 +243,6 @@ class RunSecret:
             "fingerprint": self.fingerprint,
         }
         data = (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
-        from dpcount.keyed.mark import ReleaseMark, mark_path  # the mark imports this module
-
-        if self.path.exists():
-            raise FileExistsError(f"secret file {self.path} already exists")
-        # the mark first (nothing released yet): a kill between the two leaves a mark
-        # without a secret, which the next run replaces, never a secret without a mark
-        # (refused as "mark missing")
-        ReleaseMark.new(self).save(mark_path(self.path), self)
         try:  # complete or absent, mode 0600 whatever the umask, never over a file
             write_atomic(self.path, [data], replace=False)
         except FileExistsError:
@@ -291,20 +279,11 @@ class RunSecret:
         return value
 
     @classmethod
-    def open_or_create(
-        cls, path: str | os.PathLike[str], config: dict[str, Any]
-    ) -> tuple[RunSecret, bool]:
-        """Load ``path`` if it exists, else create it; returns (secret, created)."""
-        if Path(path).exists():
-            return cls.load(path, config), False
-        return cls.create(path, config), True
-
-    @classmethod
     def open_or_generate(
         cls, path: str | os.PathLike[str], config: dict[str, Any]
     ) -> tuple[RunSecret, bool]:
-        """Load ``path`` if it exists, else :meth:`generate` a secret for it (written by
-        :meth:`write` when the run begins its release); returns (secret, new)."""
+        """Load ``path`` if it exists, else :meth:`generate` a secret for it (written
+        when the run begins its release); returns (secret, new)."""
         if Path(path).exists():
             return cls.load(path, config), False
         return cls.generate(path, config), True
