@@ -35,8 +35,8 @@ may hold at most the header (:meth:`DurableOutput.create`): deleting the
 checkpoint does not allow a second release with fresh noise.
 
 While a :class:`DurableOutput` is entered (``with``), it holds an exclusive lock
-on ``<checkpoint>.lock`` (POSIX ``flock``): one checkpoint is never resumed by two
-processes at once.
+on ``<checkpoint>.lock`` (:class:`~dpcount.durable.lock.FileLock`, the keyed runs'
+lock too): one checkpoint is never resumed by two processes at once.
 
 Usage (the order matters; see :func:`dpcount._cli._durable.run_durable`)::
 
@@ -67,6 +67,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from dpcount.durable.atomic import PUBLIC, check_path, write_atomic
+from dpcount.durable.lock import FileLock
 
 __all__ = [
     "DIGEST_START",
@@ -74,7 +75,6 @@ __all__ = [
     "DurableOutput",
     "OutputBatch",
     "chain_digest",
-    "exclusive_lock",
 ]
 
 #: default cadence without ``every``: save when this many steps are pending, when
@@ -95,44 +95,6 @@ def chain_digest(digest: bytes, value: float, label: str | None = None) -> bytes
         text = label.encode("utf-8")
         data += struct.pack("<Q", len(text)) + text
     return hashlib.sha256(data).digest()
-
-
-@contextlib.contextmanager
-def exclusive_lock(path: str, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (POSIX ``flock``), refusing with ValueError
-    (naming ``what``) when another process holds it.
-
-    The lock file is removed when the block ends (normally or by an error), while the
-    lock is still held; a process that opened the old file meanwhile sees, once it
-    holds the lock, that the path no longer names its file, and starts over on the
-    new one (so two processes never hold "the" lock at once). A lock file left by a
-    killed process is harmless: its lock died with the process.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: no advisory locks, documented
-        yield
-        return
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ValueError(f"{what} is in use by another process (lock {path} is held)") from None
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)  # the holder removed it as we opened it: lock the current file
-    try:
-        yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        os.close(fd)
 
 
 def _tail_lines(fh: IO[bytes], end: int, count: int) -> tuple[list[bytes], bool]:
@@ -234,22 +196,24 @@ class DurableOutput:
         self._digest = bytes.fromhex(DIGEST_START)
         self._saved_digest: str | None = None
         self._pending: list[str] = []
-        self._lock: contextlib.ExitStack | None = None
+        lock = self.checkpoint + ".lock"
+        self._lock = FileLock(
+            lock,
+            lambda holder: (
+                f"checkpoint {self.checkpoint} is in use by another process (process "
+                f"{holder}; lock {lock} is held)"
+            ),
+            required=False,
+        )
 
     # -- the lock -------------------------------------------------------------------------
     def __enter__(self) -> DurableOutput:
-        stack = contextlib.ExitStack()
-        stack.enter_context(
-            exclusive_lock(self.checkpoint + ".lock", f"checkpoint {self.checkpoint}")
-        )
-        self._lock = stack
+        self._lock.acquire()
         return self
 
     def __exit__(self, *exc: object) -> None:
         """Release the lock (its file removed), however the block ended."""
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            lock.close()
+        self._lock.discard()
 
     def exists(self) -> bool:
         """Whether the checkpoint exists (resume it: :meth:`load`; else :meth:`create`)."""

@@ -78,9 +78,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
+from dpcount.durable.lock import FileLock
 from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.mark import ReleaseMark, RunLock, SecretLike, body_mac, mark_path
+from dpcount.keyed.mark import ReleaseMark, SecretLike, body_mac, mark_path
 from dpcount.keyed.run import (
     KeyedResult,
     _PartsDir,
@@ -608,7 +609,14 @@ def run_incremental(
     )
     buckets = TimeBuckets.make(options["step"], options["start"])
     wait = None if allowed_lateness is None else parse_lateness(allowed_lateness, buckets)
-    lock = RunLock(record.with_name(record.name + ".lock"))
+    path = record.with_name(record.name + ".lock")
+    lock = FileLock(
+        path,
+        lambda holder: (
+            f"another incremental run of state {state} (process {holder}) holds the lock "
+            f"{path}: one incremental run of a state at a time; wait for it, then rerun"
+        ),
+    )
     lock.acquire()  # one incremental run of this state at a time (the record, the output)
     secret = _existing_secret(options.get("secret"))
     run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options, secret)

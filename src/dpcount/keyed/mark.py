@@ -7,11 +7,12 @@ its state, two runs started at once — have the same noise, and their differenc
 the exact difference of the data. Two files beside the secret file prevent that:
 
 * ``<secret>.lock``: an exclusive :func:`fcntl.flock` held for the whole run (from
-  before the state is read until the mark is final). A second run of the same secret
-  fails at once (:class:`RunLocked`, naming the process that holds it). A run refused
-  before its secret file was written removes the lock file while holding it
-  (:meth:`RunLock.discard`); a run that opened the removed file finds, after its
-  ``flock``, that the path is no longer that file and opens it again.
+  before the state is read until the mark is final; :class:`dpcount.durable.lock.FileLock`,
+  the lock of ``count --checkpoint`` too). A second run of the same secret fails at
+  once (:class:`~dpcount.durable.lock.LockHeld`, naming the process that holds it). A
+  run refused before its secret file was written removes the lock file while holding
+  it; a run that opened the removed file finds, after its ``flock``, that the path is
+  no longer that file and opens it again.
 * ``<secret>.released``, the **mark** (:class:`ReleaseMark`): the last step released
   with this secret, the last release (its steps and an HMAC digest of its input: the
   contributions of its steps, the state's sums and noise state), and a release *in
@@ -39,7 +40,6 @@ The only way past a refusal is a new secret file (a new run with its own budget)
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hmac
 import json
 import os
@@ -51,7 +51,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
+from dpcount.durable.atomic import check_owner_only, write_atomic
+from dpcount.durable.lock import FileLock
 from dpcount.keyed.secret import MacKey, MacLabel, RunSecret
 
 
@@ -74,13 +75,12 @@ __all__ = [
     "ReleaseGuard",
     "ReleaseMark",
     "ReleaseRefused",
-    "RunLock",
-    "RunLocked",
     "body_mac",
     "create_secret",
     "input_digest",
     "lock_path",
     "mark_path",
+    "secret_lock",
     "write_secret",
 ]
 
@@ -91,10 +91,6 @@ MAX_MARK_BYTES = 1 << 16
 
 class ReleaseRefused(ValueError):
     """A release that would publish already released steps again from other data."""
-
-
-class RunLocked(OSError):
-    """Another run holds the lock of this secret."""
 
 
 def mark_path(secret_path: Path) -> Path:
@@ -301,60 +297,18 @@ class ReleaseMark:
         return cls(secret.run_id, secret.fingerprint, released, last, pending)
 
 
-class RunLock:
-    """An exclusive, non-blocking :func:`fcntl.flock` on ``path`` (created 0600, never
-    through a symlink), holding this process's id for the error message of others."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock. A lock file removed by its holder (:meth:`discard`) between
-        our open and our flock is not the lock any more: we open the path again."""
-        import fcntl
-
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        while True:
-            fd = os.open(self.path, flags, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as err:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-                os.close(fd)
-                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                raise RunLocked(
-                    f"another dpcount keyed run (process {holder}) holds the lock {self.path} "
-                    "of this secret: two runs at once could release the same steps twice "
-                    "(with the same noise); wait for it to finish, then rerun"
-                ) from None
-            if self._same_file(fd):
-                break
-            os.close(fd)  # locked an unlinked file: its holder discarded it
-        os.ftruncate(fd, 0)
-        write_all(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def _same_file(self, fd: int) -> bool:
-        try:
-            now = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        held = os.fstat(fd)
-        return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
-
-    def discard(self) -> None:
-        """Remove the lock file, then release it (a run that leaves nothing behind);
-        a run waiting on it opens a new one (:meth:`acquire`)."""
-        if self._fd is not None:
-            self.path.unlink(missing_ok=True)
-        self.release()
+def secret_lock(secret_path: Path) -> FileLock:
+    """The lock of the secret file ``secret_path`` (:func:`lock_path`), refusing a
+    second run of the secret at once."""
+    path = lock_path(secret_path)
+    return FileLock(
+        path,
+        lambda holder: (
+            f"another dpcount keyed run (process {holder}) holds the lock {path} "
+            "of this secret: two runs at once could release the same steps twice "
+            "(with the same noise); wait for it to finish, then rerun"
+        ),
+    )
 
 
 class ReleaseGuard:
@@ -365,7 +319,7 @@ class ReleaseGuard:
     def __init__(self, secret_path: Path | None, companion: ReleaseCompanion | None = None) -> None:
         self.secret_path = secret_path
         self.companion = companion
-        self._lock = None if secret_path is None else RunLock(lock_path(secret_path))
+        self._lock = None if secret_path is None else secret_lock(secret_path)
         self._run_secret: SecretLike | None = None
         self._mark: ReleaseMark | None = None
 
