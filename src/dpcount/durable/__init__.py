@@ -1,7 +1,9 @@
 """Durable files without differential privacy in them: the checkpoint codec
 (:mod:`dpcount.durable.format`), the exact check of a saved bit generator state
-(:mod:`dpcount.durable.generators`), atomic writes (:mod:`dpcount.durable.atomic`)
-and the exactly-once output protocol (:mod:`dpcount.durable.output`:
+(:mod:`dpcount.durable.generators`), atomic writes (:mod:`dpcount.durable.atomic`),
+the one process lock (:mod:`dpcount.durable.lock`) and the one exactly-once protocol
+(:mod:`dpcount.durable.once`), both shared with keyed runs, and the durable output of
+a stream (:mod:`dpcount.durable.output`:
 :class:`~dpcount.durable.output.DurableOutput`, the pending lines, input digest and
 reconcile of ``dpcount count --checkpoint``, usable from a service).
 

@@ -23,12 +23,13 @@ files a killed process left for the same target are removed by the next write.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = [
     "PRIVATE",
@@ -36,6 +37,7 @@ __all__ = [
     "atomic_file",
     "check_owner_only",
     "check_path",
+    "read_private_json",
     "write_all",
     "write_atomic",
 ]
@@ -72,6 +74,25 @@ def check_owner_only(path: Path, what: str) -> None:
         )
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         raise PermissionError(f"{what} {path} belongs to another user (uid {st.st_uid})")
+
+
+def read_private_json(path: Path, what: str, limit: int) -> dict[str, Any]:
+    """The JSON object in ``path``, a file only its owner can read
+    (:func:`check_owner_only`, naming ``what``) of at most ``limit`` bytes; anything
+    else (larger, not JSON, nested too deep, not an object) is refused with
+    ValueError "``path`` is not a dpcount ``what``"."""
+    check_owner_only(path, what)
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    try:
+        if len(data) > limit:
+            raise ValueError
+        body = json.loads(data)
+        if not isinstance(body, dict):
+            raise ValueError
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"{path} is not a dpcount {what}") from None
+    return body
 
 
 def _fsync_folder(folder: str) -> None:

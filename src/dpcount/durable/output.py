@@ -68,6 +68,7 @@ from typing import IO, Any
 
 from dpcount.durable.atomic import PUBLIC, check_path, write_atomic
 from dpcount.durable.lock import FileLock
+from dpcount.durable.once import ExactlyOnce
 
 __all__ = [
     "DIGEST_START",
@@ -412,7 +413,8 @@ class OutputBatch:
     def __init__(
         self, run: DurableOutput, out: IO[str], save: Callable[[dict[str, Any]], None]
     ) -> None:
-        self.run, self.out, self._save = run, out, save
+        self.run, self.out = run, out
+        self._once = ExactlyOnce([_CheckpointJournal(run, out, save)])
         self.lines: list[str] = []
         self.last_save = time.monotonic()
 
@@ -440,11 +442,31 @@ class OutputBatch:
         )
 
     def commit(self) -> None:
-        """Fsync the output, save the checkpoint with the batch's lines, deliver them."""
-        run = self.run
-        run.sync_output(self.out)
+        """Fsync the output, save the checkpoint with the batch's lines, deliver them:
+        the exactly-once protocol (:class:`~dpcount.durable.once.ExactlyOnce`) with the
+        checkpoint as its journal."""
         lines = self.lines.copy()
-        run.save(self._save, lines)
+        self._once.begin(lines)
         self.lines.clear()  # saved: a failed write is completed on restart, never retried
-        run.deliver(self.out, lines)
+        self.run.deliver(self.out, lines)
+        self._once.commit()
         self.last_save = time.monotonic()
+
+
+class _CheckpointJournal:
+    """The checkpoint as the journal of a batch: begin — the earlier lines reach the
+    disk, then the checkpoint holding the batch's lines pending replaces the old one;
+    commit — nothing (the next batch's begin records them delivered; a restart
+    reconciles the output with them, :meth:`DurableOutput.reconcile`)."""
+
+    def __init__(
+        self, run: DurableOutput, out: IO[str], save: Callable[[dict[str, Any]], None]
+    ) -> None:
+        self.run, self.out, self._save = run, out, save
+
+    def begin(self, release: list[str]) -> None:
+        self.run.sync_output(self.out)
+        self.run.save(self._save, release)
+
+    def commit(self, release: list[str]) -> None:
+        pass

@@ -77,11 +77,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.durable.atomic import check_owner_only, write_all, write_atomic
+from dpcount.durable.atomic import read_private_json, write_all, write_atomic
 from dpcount.durable.lock import FileLock
 from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.mark import ReleaseMark, SecretLike, body_mac, mark_path
+from dpcount.keyed.mark import Begun, ReleaseMark, SecretLike, body_mac, mark_path
 from dpcount.keyed.run import (
     KeyedResult,
     _PartsDir,
@@ -162,17 +162,7 @@ class Inputs:
     def load(cls, path: Path, secret: SecretLike) -> Inputs:
         """Read ``path`` and check its MAC under ``secret`` (not yet its freshness:
         :func:`_check_bound`)."""
-        check_owner_only(path, "inputs record")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUTS_BYTES + 1)
-        try:
-            if len(data) > MAX_INPUTS_BYTES:
-                raise ValueError
-            body = json.loads(data)
-            if not isinstance(body, dict):
-                raise ValueError
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            raise ValueError(f"{path} is not a dpcount keyed inputs record") from None
+        body = read_private_json(path, "keyed inputs record", MAX_INPUTS_BYTES)
         if body.get("format") == "dpcount-keyed-inputs/1":
             raise ValueError(
                 f"inputs record {path} has format dpcount-keyed-inputs/1 (dpcount 0.4.0), "
@@ -489,6 +479,7 @@ class _Appender:
         self.started = False
         self.inputs, self.record = inputs, record
         self.secret: SecretLike | None = None
+        self.committed = False
 
     def digest(self, secret: SecretLike) -> str:
         """The MAC of the inputs record once this release is done (the mark binds it:
@@ -496,12 +487,18 @@ class _Appender:
         assert self.inputs is not None
         return self.inputs.settled().mac(secret)
 
-    def begin(self, secret: SecretLike) -> None:
+    def begin(self, release: Begun) -> None:
         """Record the release pending in the inputs record, under the run secret (the
         mark's checks passed; the mark records it in progress next)."""
         assert self.inputs is not None and self.record is not None
-        self.inputs.save(self.record, secret)
-        self.secret = secret
+        self.inputs.save(self.record, release.secret)
+        self.secret = release.secret
+
+    def commit(self, release: Begun) -> None:
+        """Record the release done in the inputs record (the mark records it first)."""
+        assert self.inputs is not None and self.record is not None
+        _finish(self.inputs, self.record, release.secret)
+        self.committed = True
 
     def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
         self.started = True
@@ -759,8 +756,7 @@ def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
     result = keyed_counts(
         events, **options, state=state, until=last, late=late, time_label=time_label, sink=sink
     )
-    assert sink.secret is not None  # the guard began the release (a secret file's run)
-    _finish(inputs, record, sink.secret)
+    assert sink.committed  # the guard began and committed it (a secret file's run)
     return result
 
 

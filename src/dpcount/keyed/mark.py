@@ -51,8 +51,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount.durable.atomic import check_owner_only, write_atomic
+from dpcount.durable.atomic import read_private_json, write_atomic
 from dpcount.durable.lock import FileLock
+from dpcount.durable.once import ExactlyOnce, Journal
 from dpcount.keyed.secret import MacKey, MacLabel, RunSecret
 
 
@@ -70,6 +71,7 @@ class SecretLike(Protocol):
 
 __all__ = [
     "MARK_FORMAT",
+    "Begun",
     "Release",
     "ReleaseCompanion",
     "ReleaseGuard",
@@ -207,21 +209,57 @@ def _mac(secret: SecretLike, body: dict[str, Any]) -> str:
     return body_mac(secret, MacLabel.MARK, body)
 
 
+@dataclass(frozen=True)
+class Begun:
+    """A keyed release under the exactly-once protocol (:class:`ExactlyOnce`): the run's
+    secret (it keys the journals' MACs) and the mark with the release pending."""
+
+    secret: SecretLike
+    mark: ReleaseMark
+
+    @property
+    def release(self) -> Release:
+        assert self.mark.pending is not None
+        return self.mark.pending
+
+
 @runtime_checkable
 class ReleaseCompanion(Protocol):
     """A record kept with a release — an incremental run's consumed files
     (:mod:`dpcount.keyed.incremental`) — under the mark's protocol: its digest after
-    the release is bound into the mark (:attr:`Release.inputs`), and it records the
-    release as pending just before the mark does."""
+    the release is bound into the mark (:attr:`Release.inputs`); it is the first
+    journal of the release (:class:`~dpcount.durable.once.Journal`): it records the
+    release pending just before the mark does, and done just after."""
 
     def digest(self, secret: SecretLike) -> str:
         """The MAC of the record as the release will leave it."""
         ...
 
-    def begin(self, secret: SecretLike) -> None:
+    def begin(self, release: Begun) -> None:
         """Record the release as pending (after the mark's checks, before the mark
         records it in progress)."""
         ...
+
+    def commit(self, release: Begun) -> None:
+        """Record the release as done (after the mark)."""
+        ...
+
+
+class _MarkJournal:
+    """The released-up-to mark as a journal of the release: begin — the release in
+    progress; commit — released up to its last step."""
+
+    def begin(self, begun: Begun) -> None:
+        assert begun.secret.path is not None
+        begun.mark.save(mark_path(begun.secret.path), begun.secret)
+
+    def commit(self, begun: Begun) -> None:
+        now, mark = begun.release, begun.mark
+        done = dataclasses.replace(
+            mark, released=max(mark.released, now.until), last=now, pending=None
+        )
+        assert begun.secret.path is not None
+        done.save(mark_path(begun.secret.path), begun.secret)
 
 
 @dataclass(frozen=True)
@@ -263,17 +301,9 @@ class ReleaseMark:
     @classmethod
     def load(cls, path: Path, secret: SecretLike) -> ReleaseMark:
         """Read and authenticate the mark ``path`` of the run of ``secret``."""
-        check_owner_only(path, "released-up-to mark")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_MARK_BYTES + 1)
-        try:
-            if len(data) > MAX_MARK_BYTES:
-                raise ValueError
-            body = json.loads(data)
-            if not isinstance(body, dict) or body.get("format") != MARK_FORMAT:
-                raise ValueError
-        except (ValueError, RecursionError):
-            raise ValueError(f"{path} is not a dpcount released-up-to mark") from None
+        body = read_private_json(path, "released-up-to mark", MAX_MARK_BYTES)
+        if body.get("format") != MARK_FORMAT:
+            raise ValueError(f"{path} is not a dpcount released-up-to mark")
         mac = body.pop("mac", None)
         if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(secret, body)):
             raise ValueError(
@@ -320,8 +350,8 @@ class ReleaseGuard:
         self.secret_path = secret_path
         self.companion = companion
         self._lock = None if secret_path is None else secret_lock(secret_path)
-        self._run_secret: SecretLike | None = None
-        self._mark: ReleaseMark | None = None
+        journals: list[Journal[Begun]] = [] if companion is None else [companion]
+        self._once: ExactlyOnce[Begun] = ExactlyOnce([*journals, _MarkJournal()])
 
     def __enter__(self) -> ReleaseGuard:
         if self._lock is not None:
@@ -413,20 +443,10 @@ class ReleaseGuard:
                 "so earlier re-releases cannot be ruled out; start a new run with a new "
                 "secret file"
             )
-        if companion is not None:  # its pending release first: a retry finds it
-            companion.begin(secret)
-        self._run_secret = secret
-        self._mark = dataclasses.replace(mark, pending=now)
-        self._mark.save(path, secret)
+        # the companion's pending release first: a retry finds it
+        self._once.begin(Begun(secret, dataclasses.replace(mark, pending=now)))
 
     def finish(self) -> None:
-        """Record the release begun by :meth:`begin` as done (after output and state)."""
-        if self._mark is None or self._run_secret is None or self._run_secret.path is None:
-            return
-        now = self._mark.pending
-        assert now is not None
-        mark = dataclasses.replace(
-            self._mark, released=max(self._mark.released, now.until), last=now, pending=None
-        )
-        mark.save(mark_path(self._run_secret.path), self._run_secret)
-        self._mark = None
+        """Record the release begun by :meth:`begin` as done (after output and state):
+        the mark, then the companion."""
+        self._once.commit()

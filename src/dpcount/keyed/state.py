@@ -266,53 +266,25 @@ class RunState:
             ValueError: not a state file, changed, of another run, or damaged.
         """
         p, header, payload = cls._read(path)
-        mac = header.pop("mac", None)
-        if not secret.mac(MacLabel.STATE).verify(mac, _header_text(header) + b"\n" + payload):
-            raise ValueError(
-                f"state file {p} fails its authentication check: it was changed, or it "
-                f"belongs to another run (its run id is {header.get('run_id')!r}, this "
-                f"run's is {secret.run_id!r})"
-            )
-        if header.get("run_id") != secret.run_id or header.get("fingerprint") != (
-            secret.fingerprint
-        ):
-            raise ValueError(f"state file {p} belongs to another run (run id or configuration)")
-        stored_n = header.get("n_keys")
-        if n_keys is None:
-            if isinstance(stored_n, bool) or not isinstance(stored_n, int) or stored_n < 1:
-                raise ValueError(f"state file {p} is damaged (n_keys {stored_n!r})")
-            n_keys = stored_n
+        _authenticate(p, header, payload, secret)
+        n_keys = _stored_keys(p, header, n_keys)
         if callable(layout):
             layout = layout(n_keys)
         if callable(selection_layout):
             selection_layout = selection_layout(n_keys)
-        want_text = None if layout is None else layout.text
-        rows = 0 if layout is None else layout.rows
-        if header.get("noise_layout") != want_text or header.get("noise_rows") != rows:
-            raise CheckpointMismatchError(
-                f"state file {p} holds a noise state of another layout "
-                f"({header.get('noise_rows')!r} values per key, this run's mechanism keeps "
-                f"{rows}): written by another dpcount version; start a new run",
-                fields=("noise_layout",),
-            )
-        spec, uspec = header.get("open"), header.get("units")
-        if (spec is not None) != open_keys or (uspec is not None) != units:
-            raise ValueError(f"state file {p} is damaged (its open-key or unit section)")
+        _check_sections(p, header, layout, open_keys, units)
         dtype = np.dtype("<i8" if header.get("dtype") == "int64" else "<f8")
         reader = _Reader(payload, p)
-        if header.get("n_keys") != n_keys:
-            raise ValueError(f"state file {p} holds {header.get('n_keys')!r} keys, not {n_keys}")
         sums = reader.array(dtype, n_keys).astype(dtype.newbyteorder("="))
         buffers = None
-        if rows:
-            buffers = reader.array(np.dtype("<u8"), rows * n_keys).astype(np.uint64)
-            buffers = buffers.reshape(rows, n_keys)
+        if layout is not None and layout.rows:
+            buffers = reader.array(np.dtype("<u8"), layout.rows * n_keys).astype(np.uint64)
+            buffers = buffers.reshape(layout.rows, n_keys)
+        spec, uspec = header.get("open"), header.get("units")
         stored_open = None
         if spec is not None:
             stored_open = _load_open(reader, spec, n_keys, selection_layout, p)
-        ledger = None
-        if uspec is not None:
-            ledger = _load_ledger(reader, uspec, n_keys, p)
+        ledger = None if uspec is None else _load_ledger(reader, uspec, n_keys, p)
         reader.done()
         step = header.get("step")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
@@ -332,6 +304,53 @@ class RunState:
             stored_open,
             ledger,
         )
+
+
+def _authenticate(p: Path, header: dict[str, Any], payload: bytes, secret: RunSecret) -> None:
+    """Check the state's MAC (popped from ``header``) and that it is this run's."""
+    mac = header.pop("mac", None)
+    if not secret.mac(MacLabel.STATE).verify(mac, _header_text(header) + b"\n" + payload):
+        raise ValueError(
+            f"state file {p} fails its authentication check: it was changed, or it "
+            f"belongs to another run (its run id is {header.get('run_id')!r}, this "
+            f"run's is {secret.run_id!r})"
+        )
+    if header.get("run_id") != secret.run_id or header.get("fingerprint") != (
+        secret.fingerprint
+    ):
+        raise ValueError(f"state file {p} belongs to another run (run id or configuration)")
+
+
+def _stored_keys(p: Path, header: dict[str, Any], n_keys: int | None) -> int:
+    """The number of keys the state holds: ``n_keys`` (checked), or (None: an open key
+    set) as many as its header says."""
+    stored_n = header.get("n_keys")
+    if n_keys is None:
+        if isinstance(stored_n, bool) or not isinstance(stored_n, int) or stored_n < 1:
+            raise ValueError(f"state file {p} is damaged (n_keys {stored_n!r})")
+        return stored_n
+    if stored_n != n_keys:
+        raise ValueError(f"state file {p} holds {stored_n!r} keys, not {n_keys}")
+    return n_keys
+
+
+def _check_sections(
+    p: Path, header: dict[str, Any], layout: NoiseLayout | None, open_keys: bool, units: bool
+) -> None:
+    """The noise layout is the run's (else written by another version) and the open-key
+    and unit sections are there exactly when the run keeps them."""
+    want_text = None if layout is None else layout.text
+    rows = 0 if layout is None else layout.rows
+    if header.get("noise_layout") != want_text or header.get("noise_rows") != rows:
+        raise CheckpointMismatchError(
+            f"state file {p} holds a noise state of another layout "
+            f"({header.get('noise_rows')!r} values per key, this run's mechanism keeps "
+            f"{rows}): written by another dpcount version; start a new run",
+            fields=("noise_layout",),
+        )
+    spec, uspec = header.get("open"), header.get("units")
+    if (spec is not None) != open_keys or (uspec is not None) != units:
+        raise ValueError(f"state file {p} is damaged (its open-key or unit section)")
 
 
 class _Reader:
