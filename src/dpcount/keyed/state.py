@@ -315,9 +315,7 @@ def _authenticate(p: Path, header: dict[str, Any], payload: bytes, secret: RunSe
             f"belongs to another run (its run id is {header.get('run_id')!r}, this "
             f"run's is {secret.run_id!r})"
         )
-    if header.get("run_id") != secret.run_id or header.get("fingerprint") != (
-        secret.fingerprint
-    ):
+    if header.get("run_id") != secret.run_id or header.get("fingerprint") != (secret.fingerprint):
         raise ValueError(f"state file {p} belongs to another run (run id or configuration)")
 
 
