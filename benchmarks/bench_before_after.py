@@ -333,7 +333,12 @@ def _keyed_job(n_keys: int, steps: int) -> Any:
         subtract=False,
         mechanism="tree",
     )
-    job, _ = job.with_secret(_keyed_secret())
+    try:  # the lifecycle moved to keyed/session.py (after 0.4)
+        from dpcount.keyed.session import with_secret
+    except ImportError:
+        job, _ = job.with_secret(_keyed_secret())
+    else:
+        job, _ = with_secret(job, _keyed_secret())
     return job
 
 

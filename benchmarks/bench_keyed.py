@@ -437,7 +437,12 @@ def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
         k=kw.get("k"),
         mechanism=kw.get("mechanism", "tree"),
     )
-    job, _ = job.with_secret(TESTING)
+    try:  # the lifecycle moved to keyed/session.py (after 0.4)
+        from dpcount.keyed.session import with_secret
+    except ImportError:
+        job, _ = job.with_secret(TESTING)
+    else:
+        job, _ = with_secret(job, TESTING)
     m = job.mechanism
     c = m.counting
     counter = _RowCounter(m.key_block)

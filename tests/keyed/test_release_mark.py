@@ -81,6 +81,7 @@ import os, signal, sys, time
 from pathlib import Path
 import numpy as np, pandas as pd
 import dpcount.keyed.run as run
+import dpcount.keyed.session as session
 from dpcount.privacy import Budget
 mode, work, drop = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(1)
@@ -88,7 +89,7 @@ keys = [f"k{i}" for i in range(6)]
 events = pd.DataFrame({"t": rng.integers(0, 20, 600), "key": rng.choice(keys, 600)})
 events = events[events["t"] >= 10].iloc[drop:]
 if mode == "kill-after-output":  # SIGKILL once the output is written, before the state
-    run.save_state = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    session.save_state = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
 def hold(done, total):  # "hold": keep the run (and its lock) alive until told
     (work / "started").write_text(str(os.getpid()))
     while mode == "hold" and not (work / "go").exists():

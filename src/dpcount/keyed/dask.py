@@ -27,7 +27,7 @@ small task descriptions, and collects the outputs:
    :func:`~dpcount.keyed.selection.select_keys` on its keys where it lies; the client
    gathers each key's selection step (8 bytes per key). A run continuing a stored
    state (``state=``) has gathered every contribution already (stage 1), so the client
-   does exactly what the embedded engine does (:func:`~dpcount.keyed.job.settle`):
+   does exactly what the embedded engine does (:func:`~dpcount.keyed.session.settle`):
    places the keys new in this run after the stored key table
    (:meth:`~dpcount.keyed.state.RunState.peek_keys` starts the universe), extends the
    stored sums and noise states to them, selects continuing the stored selection steps
@@ -82,21 +82,18 @@ from dpcount.keyed.events import (
     EventColumns,
     _line_numbers,
 )
-from dpcount.keyed.job import (
+from dpcount.keyed.job import KeyedJob, SecretArg, key_positions, make_job, placed_job
+from dpcount.keyed.selection import SelectionOutcome
+from dpcount.keyed.session import (
     Carry,
     EngineRun,
-    KeyedJob,
-    SecretArg,
     begin_release,
-    key_positions,
-    make_job,
-    placed_job,
     release_window,
     settle,
     stored_keys,
+    with_secret,
     with_stored,
 )
-from dpcount.keyed.selection import SelectionOutcome
 from dpcount.keyed.shards import (
     check_shard,
     concat_shards,
@@ -155,7 +152,7 @@ def _settle_stored(
     """A run continuing a stored ``state``: the state's totals and the mark's input
     digest need every contribution (24 bytes per (key, step) with one), so the client
     gathers them (and the unit ledger) from the shards and does what the embedded engine
-    does between bounding and release (:func:`~dpcount.keyed.job.settle`: an open key
+    does between bounding and release (:func:`~dpcount.keyed.session.settle`: an open key
     set's keys placed after the stored key table, its selection continuing the stored
     selection counter, the mark, the carry). An open key set's placed contributions
     then go back to the workers as shards of contiguous positions (``count`` of them).
@@ -436,7 +433,7 @@ def run_dask(
             [client.submit(operator.itemgetter(1), f) for f in prepared]
         ):
             report = report + part_report  # validates the events before a secret is created
-        job, created = job.with_secret(secret)
+        job, created = with_secret(job, secret)
         job, stored = with_stored(job, state)  # a stored unit ledger goes to the bounding
         base, buffers = None, None  # continuing a state: from settle (below)
         shipped = _shipped(client, job)  # now with the run secret

@@ -1,14 +1,15 @@
 """The public configuration of a keyed run (the job): buckets, key universe, bounds and
-calibration, fixed before any data is read; shared by the embedded and Dask engines."""
+calibration, fixed before any data is read; shared by the embedded and Dask engines.
+The run's lifecycle (secret, stored state, mark, state saving) is
+:mod:`dpcount.keyed.session`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,45 +32,28 @@ from dpcount.keyed.events import (
     TimeBuckets,
     bound_units,
     check_max_weight,
-    check_running,
     clip_events,
     map_events,
     partial_sums,
     read_keys,
     to_contributions,
 )
-from dpcount.keyed.ids import canonical_text, open_keys
-from dpcount.keyed.mark import ReleaseGuard, input_digest, write_secret
-from dpcount.keyed.prf import PRFKey
+from dpcount.keyed.ids import open_keys
 from dpcount.keyed.secret import Label, MacLabel, RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import (
     KeySelection,
-    SelectionOutcome,
     SelectionPlan,
-    select_keys,
 )
-from dpcount.keyed.state import OpenKeys, RunState, extras_digest
-from dpcount.keyed.watermark import complete_through, parse_lateness
 from dpcount.privacy.budget import Budget, BudgetFields
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    "Carry",
-    "EngineRun",
     "KeyedJob",
     "SecretArg",
-    "begin_release",
-    "continue_from",
-    "load_stored",
     "make_job",
     "place_keys",
-    "release_window",
-    "save_state",
-    "settle",
-    "stored_keys",
-    "with_stored",
 ]
 
 #: what ``secret=`` accepts: a secret file path, a loaded RunSecret, or a testing secret
@@ -245,11 +229,6 @@ class KeyedJob:
             counts = m.counts(contributions, lo, hi, self.first, self.until)
             out[lo:hi] = exact_running(counts, base[lo:hi])[-1]
         return out
-
-    def with_secret(self, secret: SecretArg) -> tuple[KeyedJob, bool]:
-        """This job with the run secret for its configuration (loaded, or created if absent)."""
-        run_secret, created = _resolve_secret(secret, self.config())
-        return dataclasses.replace(self, secret=run_secret), created
 
     def config(self) -> dict[str, Any]:
         # an open key set's table grows from run to run: its size is not configuration
@@ -504,341 +483,3 @@ def renumber(contributions: Contributions, position: NDArray[np.int64]) -> Contr
     key = position[contributions.key]
     order = np.lexsort((contributions.step, key))
     return Contributions(key[order], contributions.step[order], contributions.value[order])
-
-
-def check_secret_arg(secret: object) -> None:
-    """Refuse what ``secret=`` cannot be, before any work (raw bytes: see the message)."""
-    if isinstance(secret, (bytes, bytearray, memoryview)):
-        raise TypeError(
-            "secret must be a secret file path, not bytes: raw secret bytes have no place "
-            "for the run id and the released-up-to mark, so nothing would stop a second "
-            "release of the same steps from other data — whose difference is the exact "
-            "difference of the data. Pass a file path (created from operating-system "
-            "entropy if absent); in tests and examples only, "
-            "dpcount.keyed.secret.unsafe_testing_secret(b'...')"
-        )
-    if isinstance(secret, RunSecret) and secret.path is None:
-        raise TypeError(
-            "secret: a RunSecret that is not a file's (RunSecret.in_memory) has no "
-            "released-up-to mark; pass the secret file path (tests: unsafe_testing_secret)"
-        )
-    if not isinstance(secret, (RunSecret, UnsafeTestingSecret, str, os.PathLike)):
-        raise TypeError(f"secret must be a path or a RunSecret, got {type(secret).__name__}")
-
-
-def secret_file(secret: SecretArg) -> Path | None:
-    """The secret file of ``secret`` (beside it: the lock and the mark); None for a
-    testing secret."""
-    if isinstance(secret, RunSecret):
-        return secret.path
-    if isinstance(secret, UnsafeTestingSecret):
-        return None
-    return Path(os.path.realpath(secret))  # a symlink to it shares its lock and mark
-
-
-def _resolve_secret(secret: SecretArg, config: dict[str, Any]) -> tuple[RunSecret, bool]:
-    check_secret_arg(secret)
-    if isinstance(secret, RunSecret):
-        if secret.config != config:
-            raise ValueError("secret belongs to another run (its configuration differs)")
-        return secret, False
-    if isinstance(secret, UnsafeTestingSecret):
-        return RunSecret.for_testing(secret, config), False
-    return RunSecret.open_or_generate(secret, config)  # written by begin_release
-
-
-def begin_release(
-    guard: ReleaseGuard | None,
-    job: KeyedJob,
-    created: bool,
-    contributions: Contributions,
-    base: NDArray[Any] | None,
-    buffers: NDArray[Any] | None,
-    state: str | os.PathLike[str] | None,
-    stored: RunState | None = None,
-) -> None:
-    """Before any output: every running sum is exact (below 2^53, else ValueError naming
-    the key and step), and the guard's mark accepts releasing ``job``'s steps from this
-    input (:meth:`~dpcount.keyed.mark.ReleaseGuard.begin`) and records it in progress.
-    A new secret (``created``) is written to its file here, not before.
-    ``stored``: the state it continues (its open key set and unit ledger are input too)."""
-    check_running(contributions, base, job.universe.keys, job.first, job.until)
-    if created and job.secret.path is not None and not job.secret.path.exists():
-        # only now, everything validated: a refused run leaves no secret file (and mark)
-        # bound to its configuration behind
-        write_secret(job.secret)
-    if guard is None:
-        return
-    extra = b"" if stored is None else extras_digest(stored.open, stored.ledger)
-    digest = input_digest(job.secret, job.first, job.until, contributions, base, buffers, extra)
-    guard.begin(job.secret, created, job.first, job.until, digest, state=state)
-
-
-def continue_from(
-    job: KeyedJob, state: str | os.PathLike[str] | None, until: int | None
-) -> KeyedJob:
-    """The job releasing the steps after those of the stored ``state`` (if the file
-    exists; else from step 1) up to ``until`` (default: the horizon)."""
-    first = 1
-    if state is not None and os.path.exists(state):
-        first = RunState.peek_step(state) + 1
-        if first > job.mechanism.horizon:
-            raise ValueError(
-                f"state file {state}: all {job.mechanism.horizon} steps (the horizon) are "
-                "already released"
-            )
-    return dataclasses.replace(job.window(first, until), keep_state=state is not None)
-
-
-def release_window(
-    job: KeyedJob,
-    state: str | os.PathLike[str] | None,
-    until: int | None,
-    times: pd.Series,
-    lateness: Any,
-    derived: list[str],
-) -> KeyedJob:
-    """:func:`continue_from`, releasing up to ``until`` — or, with an allowed ``lateness``
-    (:func:`~dpcount.keyed.watermark.parse_lateness`), up to the last step complete by
-    the latest event time (the max of ``times``) less ``lateness``, noted in ``derived``
-    as taken from the data."""
-    if lateness is not None:
-        wait = parse_lateness(lateness, job.buckets)
-        first = continue_from(job, state, None).first
-        if len(times) == 0:
-            raise ValueError("allowed_lateness: no events, so no watermark (pass until=)")
-        latest = times.max()
-        until = complete_through(job.buckets, job.mechanism.horizon, latest, wait)
-        if until < first:
-            raise ValueError(
-                f"no new complete step: the latest event time {latest} less the allowed "
-                f"lateness {lateness} is before the end of step {first}, the next to release"
-            )
-        derived.append("the released steps (from the latest event time)")
-    return continue_from(job, state, until)
-
-
-def load_stored(job: KeyedJob, state: str | os.PathLike[str] | None) -> RunState | None:
-    """The authenticated state of step ``job.first − 1`` (None: start from zero), with
-    its open key set (``job.selection``) and unit ledger (``job.run_bound``). For an
-    open key set its key table must be the universe's first keys (read before it was
-    authenticated, :meth:`RunState.peek_keys`)."""
-    if state is None or (job.first == 1 and not os.path.exists(state)):
-        return None
-    m = job.mechanism
-    open_keys = job.selection is not None
-    stored = RunState.load(
-        state,
-        job.secret,
-        None if open_keys else m.n_keys,
-        m.noise_layout(job.first - 1),
-        selection_layout=(
-            None if job.selection is None else job.selection.noise_layout(job.first - 1)
-        ),
-        open_keys=open_keys,
-        units=job.run_bound is not None,
-    )
-    if stored.step != job.first - 1:
-        raise ValueError(f"state file {state} changed during the run (step {stored.step})")
-    dtype = np.int64 if job.integer else np.float64
-    if stored.sums.dtype != dtype:
-        raise ValueError(f"state file {state} holds {stored.sums.dtype} sums, not {dtype}")
-    if stored.open is not None and [canonical_text(k) for k in stored.open.keys] != [
-        canonical_text(k) for k in job.universe.keys[: len(stored.open.keys)]
-    ]:
-        raise ValueError(f"state file {state} changed during the run (its key table)")
-    return stored
-
-
-def extend_noise_state(
-    mechanism: KeyedMechanism,
-    prf: PRFKey,
-    buffers: NDArray[np.uint64] | None,
-    n_keys: int,
-    first: int,
-    chunk_keys: int,
-) -> NDArray[np.uint64] | None:
-    """``buffers`` (the noise state after step first − 1 of the first keys) with the
-    noise state of keys len..n_keys − 1 appended, keys first counted in this run: their
-    noise of steps 1..first − 1, computed from the PRF at their positions (nothing of
-    it was released: those positions held no key). The engine computes whole key
-    blocks, so stored keys sharing a block with new ones have their values of those
-    steps computed again alongside (the same bits, pure functions of the position)
-    and discarded: nothing of it is released or added to another count."""
-    if buffers is None or buffers.shape[1] == n_keys:
-        return buffers
-    out = np.zeros((buffers.shape[0], n_keys), dtype=np.uint64)
-    done = buffers.shape[1]
-    out[:, :done] = buffers
-    none = np.zeros(0, dtype=np.int64)
-    empty = Contributions(none, none, np.zeros(0, dtype=np.int64))
-    for lo in range(done, n_keys, chunk_keys):
-        hi = min(lo + chunk_keys, n_keys)
-        _, ends = mechanism.release_with_state(
-            prf, empty, lo, hi, first=1, last=first - 1, keep_state=True
-        )
-        assert ends is not None
-        out[:, lo:hi] = ends
-    return out
-
-
-@dataclass
-class Carry:
-    """What the next run needs: the exact running sums at ``until`` (computed before the
-    release) and the per-key noise state there (filled in chunk by chunk; None when the
-    mechanism keeps none, :meth:`KeyedMechanism.noise_layout`)."""
-
-    sums: NDArray[Any]
-    buffers: NDArray[Any] | None
-    #: an open key set's table, selection steps and selection noise state at ``until``
-    open: OpenKeys | None = None
-    #: the unit ledger after ``until`` (run-level bounds)
-    ledger: UnitLedger | None = None
-
-    @classmethod
-    def start(
-        cls,
-        job: KeyedJob,
-        contributions: Contributions,
-        base: NDArray[Any] | None,
-        chunk_keys: int,
-    ) -> Carry:
-        m = job.mechanism
-        zero = np.zeros(m.n_keys, dtype=np.int64 if job.integer else np.float64)
-        sums = job.totals(contributions, zero if base is None else base, chunk_keys)
-        layout = m.noise_layout(job.until)
-        noise = None if layout is None else np.zeros((layout.rows, m.n_keys), dtype=np.uint64)
-        return cls(sums, noise)
-
-
-def save_state(
-    job: KeyedJob,
-    state: str | os.PathLike[str],
-    totals: NDArray[Any],
-    buffers: NDArray[Any] | None = None,
-    open_keys: OpenKeys | None = None,
-    ledger: UnitLedger | None = None,
-) -> None:
-    """Record that steps 1..until are released, with the exact sums (and the per-key noise
-    state) at ``until``, and an open key set's and a unit ledger's state."""
-    s = job.secret
-    layout = job.mechanism.noise_layout(job.until) if buffers is not None else None
-    RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout, open_keys, ledger).save(
-        state, s
-    )
-
-
-#: What an engine (embedded or Dask) hands to the output: the job, whether its secret
-#: was created, the parameters taken from the data, the drop report, the released
-#: chunks (first key, counts of shape (steps, keys)) — lazily —, what the next run
-#: needs (None: no state kept) and the key selection's outcome (None: no selection).
-EngineRun = tuple[
-    KeyedJob,
-    bool,
-    list[str],
-    DropReport,
-    Iterator[tuple[int, NDArray[Any]]],
-    Carry | None,
-    SelectionOutcome | None,
-]
-
-
-def stored_keys(common: dict[str, Any], state: str | os.PathLike[str] | None) -> tuple[Any, ...]:
-    """An open key set's key table of the stored ``state`` (the universe starts with it;
-    read before the secret is loaded, authenticated by :func:`with_stored`); () for a
-    public key universe or a first run."""
-    if common.get("keys") is None and state is not None and os.path.exists(state):
-        return RunState.peek_keys(state)
-    return ()
-
-
-def with_stored(
-    job: KeyedJob, state: str | os.PathLike[str] | None
-) -> tuple[KeyedJob, RunState | None]:
-    """The authenticated stored state this run continues (:func:`load_stored`; None:
-    from step 1), and the job with its unit ledger (run-level bounds continue it)."""
-    stored = load_stored(job, state)
-    if stored is not None:
-        job = dataclasses.replace(job, ledger=stored.ledger)
-    return job, stored
-
-
-def settle(
-    job: KeyedJob,
-    created: bool,
-    stored: RunState | None,
-    contributions: Contributions,
-    ledger: UnitLedger | None,
-    chunk_keys: int,
-    guard: ReleaseGuard | None,
-    state: str | os.PathLike[str] | None,
-) -> tuple[
-    KeyedJob,
-    Contributions,
-    NDArray[Any] | None,
-    NDArray[Any] | None,
-    Carry | None,
-    SelectionOutcome | None,
-]:
-    """What both engines do on the client between bounding and release, given all the
-    run's bounded ``contributions`` and the unit ``ledger`` after them: an open key set's
-    keys placed after the ``stored`` key table (:func:`place_keys`), the stored sums and
-    noise states extended to them (:func:`extend_stored`) and the keys selected continuing the
-    stored selection (:func:`select_keys`); the release begun (:func:`begin_release`);
-    and what the next run needs (a :class:`Carry` with the key table and the ledger;
-    None without ``state``). Returns the job (placed, with its selection steps), the
-    contributions (keys renamed to positions), the running sums and counting noise
-    state the release continues from, the carry and the selection outcome."""
-    base = None if stored is None else stored.sums
-    buffers = None if stored is None else stored.buffers
-    outcome, opened = None, None
-    if job.selection is not None:
-        n_prior = 0 if stored is None or stored.open is None else len(stored.open.keys)
-        job, contributions, ledger = place_keys(job, contributions, ledger, n_prior)
-        base, buffers, picked = extend_stored(job, stored, base, buffers, chunk_keys)
-        selected, outcome, ends = select_keys(
-            job,
-            contributions,
-            chunk_keys,
-            base=base,
-            noise_state=picked,
-            selected=None if stored is None or stored.open is None else stored.open.selected,
-            n_prior=n_prior,
-        )
-        job = dataclasses.replace(job, selected=selected)
-        layout = None if ends is None else job.selection.noise_layout(job.until)  # type: ignore[union-attr]
-        opened = OpenKeys(tuple(job.universe.keys), selected, ends, layout)  # a tuple already
-    begin_release(guard, job, created, contributions, base, buffers, state, stored)
-    carry = None if state is None else Carry.start(job, contributions, base, chunk_keys)
-    if carry is not None:
-        carry.open, carry.ledger = opened, ledger
-    return job, contributions, base, buffers, carry, outcome
-
-
-def extend_stored(
-    job: KeyedJob,
-    stored: RunState | None,
-    base: NDArray[Any] | None,
-    buffers: NDArray[Any] | None,
-    chunk_keys: int,
-) -> tuple[NDArray[Any] | None, NDArray[Any] | None, NDArray[np.uint64] | None]:
-    """An open key set continuing a stored state: the sums (zero), the counting noise
-    state and the selection counter's noise state of the keys new in this run appended
-    to the stored keys' (:func:`extend_noise_state`)."""
-    if stored is None or stored.open is None:
-        return base, buffers, None
-    n = job.mechanism.n_keys
-    assert base is not None and job.selection is not None
-    grown = np.zeros(n, dtype=base.dtype)
-    grown[: len(base)] = base
-    noise = job.secret.prf(Label.NOISE)
-    counting = extend_noise_state(job.mechanism, noise, buffers, n, job.first, chunk_keys)
-    picked = extend_noise_state(
-        job.selection.mechanism,
-        job.secret.prf(Label.SELECTION),
-        stored.open.buffers,
-        n,
-        job.first,
-        chunk_keys,
-    )
-    return grown, counting, picked

@@ -36,23 +36,11 @@ from dpcount.keyed.events import (
     parse_times,
     read_events,
 )
-from dpcount.keyed.job import (
-    Carry,
-    EngineRun,
-    KeyedJob,
-    SecretArg,
-    check_secret_arg,
-    make_job,
-    release_window,
-    save_state,
-    secret_file,
-    settle,
-    stored_keys,
-    with_stored,
-)
-from dpcount.keyed.mark import ReleaseCompanion, ReleaseGuard
+from dpcount.keyed.job import KeyedJob, SecretArg, make_job
+from dpcount.keyed.mark import ReleaseCompanion
 from dpcount.keyed.order import released_blocks, row_mask
 from dpcount.keyed.selection import KeySelection, SelectionOutcome
+from dpcount.keyed.session import Carry, EngineRun, RunSession, check_secret_arg, secret_file
 from dpcount.keyed.watermark import check_late
 from dpcount.privacy.budget import Budget, NoiseKind
 from dpcount.privacy.notes import delta_warning
@@ -729,7 +717,8 @@ def keyed_counts(
     # a sink that keeps a record of its own (an incremental run's consumed files) binds
     # it into the release mark (:class:`~dpcount.keyed.mark.ReleaseCompanion`)
     companion = sink if isinstance(sink, ReleaseCompanion) else None
-    with ReleaseGuard(secret_file(secret), companion) as guard:  # held until the mark is final
+    with RunSession(secret, state, companion) as session:  # held until the mark is final
+        guard = session.guard
         columns = EventColumns(time_column, key_column, weight_column, unit_column)
         if is_polars(events):
             events = from_polars(events, columns)
@@ -780,9 +769,8 @@ def keyed_counts(
                 parts=parts,
                 chunk_keys=chunk_keys,
                 progress=progress,
-                state=state,
                 until=until,
-                guard=guard,
+                session=session,
                 allowed_lateness=allowed_lateness,
             )
         else:
@@ -798,9 +786,8 @@ def keyed_counts(
             time_label,
             on_chunk,
             parts,
-            state,
+            session,
             carry,
-            guard,
             sink,
             std_digits,
         )
@@ -900,9 +887,8 @@ def _run_embedded(
     parts: _PartsDir | None,
     chunk_keys: int,
     progress: Progress | None,
-    state: str | os.PathLike[str] | None = None,
-    until: int | None = None,
-    guard: ReleaseGuard | None = None,
+    until: int | None,
+    session: RunSession,
     allowed_lateness: Any = None,
 ) -> EngineRun:
     """In-process bounding and summing, then the release chunk by chunk (lazily)."""
@@ -911,17 +897,15 @@ def _run_embedded(
     columns.check(list(frame.columns), "the events")
     source = None if isinstance(events, pd.DataFrame) else str(events)
     times = parse_times(frame[columns.time], columns.time, source)
-    prior = stored_keys(common, state)
+    prior = session.prior_keys(common)
     job, derived = make_job(times=times, key_values=frame[columns.key], prior_keys=prior, **common)
-    job = release_window(job, state, until, times, allowed_lateness, derived)
+    job = session.window(job, until, times, allowed_lateness, derived)
     partial, report = job.prepare(frame, source)  # validates the events before a secret is created
-    job, created = job.with_secret(secret)
-    job, stored = with_stored(job, state)
+    job = session.bind(job)
     contributions, bound_report, ledger = job.finish_run([partial])
     report = report + bound_report
-    job, contributions, base, buffers, carry, outcome = settle(
-        job, created, stored, contributions, ledger, chunk_keys, guard, state
-    )
+    job, contributions, base, buffers = session.begin(job, contributions, ledger, chunk_keys)
+    carry, outcome, created = session.carry, session.outcome, session.created
     parts = None if parts is None else parts.for_job(job)
     done = set() if parts is None else parts.open(job)
 
@@ -963,9 +947,8 @@ def _emit(
     time_label: str,
     on_chunk: Callable[[int, NDArray[Any]], None] | None,
     parts: _PartsDir | None = None,
-    state: str | os.PathLike[str] | None = None,
+    session: RunSession | None = None,
     carry: Carry | None = None,
-    guard: ReleaseGuard | None = None,
     sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
     std_digits: int | None = None,
 ) -> KeyedResult:
@@ -1011,10 +994,6 @@ def _emit(
         result.output = write_frames(_or_schema(tables, job, time_label), output)
     else:  # no key selected (yet): the header alone, a file every CSV reader reads
         result.output = write_frames(or_header(frames, time_label), output, std_digits)
-    if state is not None:  # only once the whole output is out
-        assert carry is not None
-        save_state(job, state, carry.sums, carry.buffers, carry.open, carry.ledger)
-        result.state = Path(state)
-    if guard is not None:  # only now: the output (and state) are complete
-        guard.finish()
+    if session is not None:  # only once the whole output is out: the state, then the mark
+        result.state = session.commit(job, carry)
     return result

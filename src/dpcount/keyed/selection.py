@@ -128,7 +128,7 @@ Laplace threshold on a non-integer count would reveal its fractional part). It r
 either engine (Dask places the keys as the embedded engine does, then selects each
 shard's keys where the shard lies: the same bits), also with ``state=`` (runs
 continuing a state: the Dask client places and selects as the embedded engine does,
-:func:`dpcount.keyed.job.settle`). ``report`` (candidate and selected
+:func:`dpcount.keyed.session.settle`). ``report`` (candidate and selected
 counts, dropped and late events) is exact, not private; the released rows are.
 """
 

@@ -21,10 +21,11 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
 from dpcount.keyed.events import Contributions, DropReport, check_running, parse_times
-from dpcount.keyed.job import Carry, KeyedJob, first_steps, renumber
+from dpcount.keyed.job import KeyedJob, first_steps, renumber
 from dpcount.keyed.prf import PRFKey
 from dpcount.keyed.secret import Label
 from dpcount.keyed.selection import select_keys
+from dpcount.keyed.session import Carry
 
 __all__ = [
     "check_shard",

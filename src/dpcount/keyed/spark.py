@@ -21,7 +21,7 @@ The runner only schedules the stages of :mod:`dpcount.keyed.shards` (the Dask en
    placed shard selects its keys where it lies
    (:func:`~dpcount.keyed.shards.select_shard`). A run continuing a stored state does
    on the driver exactly what the embedded engine does
-   (:func:`~dpcount.keyed.job.settle`), then sends the placed contributions back to the
+   (:func:`~dpcount.keyed.session.settle`), then sends the placed contributions back to the
    executors for the release.
 3. **Release** (one task per shard): the embedded engine's release of each key chunk
    (:func:`~dpcount.keyed.shards.release_chunks`), every noise sample a pure function of
@@ -63,6 +63,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed import job as jobs
+from dpcount.keyed import session as sessions
 from dpcount.keyed import shards as stages
 from dpcount.keyed.events import (
     Contributions,
@@ -71,8 +72,9 @@ from dpcount.keyed.events import (
     parse_times,
     read_events,
 )
-from dpcount.keyed.job import EngineRun, KeyedJob, SecretArg
+from dpcount.keyed.job import KeyedJob, SecretArg
 from dpcount.keyed.selection import SelectionOutcome
+from dpcount.keyed.session import EngineRun
 
 __all__ = ["DEFAULT_MASTER", "run_spark"]
 
@@ -342,8 +344,8 @@ def _bound(
     report = DropReport()
     for part in outs:
         report = report + part  # validates the events before a secret is created
-    job, created = job.with_secret(secret)
-    job, stored = jobs.with_stored(job, state)  # a stored unit ledger goes to the bounding
+    job, created = sessions.with_secret(job, secret)
+    job, stored = sessions.with_stored(job, state)  # a stored unit ledger goes to the bounding
     secret_job = sc.broadcast(job)
     count = len(edges) - 1
     shards = (
@@ -474,9 +476,9 @@ def run_spark(
                 times = pd.concat([t for t, _ in scans], ignore_index=True)
             if open_keys:
                 key_values = pd.concat([k for _, k in scans], ignore_index=True)
-        prior = jobs.stored_keys(common, state)
+        prior = sessions.stored_keys(common, state)
         job, derived = jobs.make_job(times=times, key_values=key_values, prior_keys=prior, **common)
-        job = jobs.release_window(job, state, options.get("until"), times, lateness, derived)
+        job = sessions.release_window(job, state, options.get("until"), times, lateness, derived)
         # a unit's bound covers all its keys: one shard at unit level
         count = 1 if job.max_keys is not None else 4 * max(1, sc.defaultParallelism)
         edges = stages.shard_edges(job.mechanism.n_keys, chunk_keys, count)
@@ -484,7 +486,7 @@ def run_spark(
         outcome, carry, held = None, None, None
         if state is not None:
             ledger = shards.first()[2] if job.run_bound is not None else None
-            job, contributions, base, buffers, carry, outcome = jobs.settle(
+            job, contributions, base, buffers, carry, outcome = sessions.settle(
                 job, created, stored, _gathered(shards), ledger, chunk_keys, guard, state
             )
             held = (contributions, base, buffers)
@@ -495,7 +497,7 @@ def run_spark(
                 job, shards, edges, outcome = _select(sc, job, shards, edges, chunk_keys, count)
             if job.secret.path is not None:
                 # the released-up-to mark's input digest needs every contribution
-                jobs.begin_release(guard, job, created, _gathered(shards), None, None, state)
+                sessions.begin_release(guard, job, created, _gathered(shards), None, None, state)
             else:
                 shipped = sc.broadcast(job)
                 _check_failed(
