@@ -580,7 +580,35 @@ def run_incremental(
     for name in ("events", "output", "until", "allowed_lateness", "sink", "on_chunk"):
         if name in options:
             raise TypeError(f"run_incremental() got an unexpected keyword argument {name!r}")
-    out = Path(output)
+    out = _check_output(Path(output), options)
+    folder = Path(input_dir)
+    record = inputs_path(state)
+    if not record.parent.is_dir():  # before the lock and the record are created there
+        raise FileNotFoundError(f"state file {state}: folder {record.parent} does not exist")
+    columns = EventColumns(
+        options["time_column"],
+        options["key_column"],
+        options.get("weight_column"),
+        options.get("unit_column"),
+    )
+    buckets = TimeBuckets.make(options["step"], options["start"])
+    wait = None if allowed_lateness is None else parse_lateness(allowed_lateness, buckets)
+    lock = _inputs_lock(record, state)
+    lock.acquire()  # one incremental run of this state at a time (the record, the output)
+    secret = _existing_secret(options.get("secret"))
+    run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options, secret)
+    try:
+        return _run_locked(run, until, wait)
+    finally:
+        if record.exists():
+            lock.release()
+        else:  # a refused first run: no record, no lock file left behind either
+            lock.discard()
+
+
+def _check_output(out: Path, options: dict[str, Any]) -> Path:
+    """An output an incremental run can append to: a .csv file, or a directory of parts
+    (not with an open key set)."""
     suffix = out.suffix.lower()
     if suffix in (".parquet", ".pq"):
         raise ValueError(
@@ -594,36 +622,20 @@ def run_incremental(
             f"output {out}: a directory of parts is not available with selection= (an open "
             "key set); give a .csv file"
         )
-    folder = Path(input_dir)
-    record = inputs_path(state)
-    if not record.parent.is_dir():  # before the lock and the record are created there
-        raise FileNotFoundError(f"state file {state}: folder {record.parent} does not exist")
-    columns = EventColumns(
-        options["time_column"],
-        options["key_column"],
-        options.get("weight_column"),
-        options.get("unit_column"),
-    )
-    buckets = TimeBuckets.make(options["step"], options["start"])
-    wait = None if allowed_lateness is None else parse_lateness(allowed_lateness, buckets)
+    return out
+
+
+def _inputs_lock(record: Path, state: str | os.PathLike[str]) -> FileLock:
+    """The lock of the inputs record (``<state>.inputs.lock``): one incremental run of a
+    state at a time (:class:`~dpcount.durable.lock.FileLock`)."""
     path = record.with_name(record.name + ".lock")
-    lock = FileLock(
+    return FileLock(
         path,
         lambda holder: (
             f"another incremental run of state {state} (process {holder}) holds the lock "
             f"{path}: one incremental run of a state at a time; wait for it, then rerun"
         ),
     )
-    lock.acquire()  # one incremental run of this state at a time (the record, the output)
-    secret = _existing_secret(options.get("secret"))
-    run = _Setup(folder, record, state, out, late, time_label, columns, buckets, options, secret)
-    try:
-        return _run_locked(run, until, wait)
-    finally:
-        if record.exists():
-            lock.release()
-        else:  # a refused first run: no record, no lock file left behind either
-            lock.discard()
 
 
 @dataclass(frozen=True)

@@ -276,7 +276,7 @@ def make_job(
 
     ``mechanism``: a registry name, ``"tree"``, or ``"auto"`` (the plan's best for the
     horizon, budget and sensitivity: :func:`~dpcount.keyed.engine.choose_mechanism`).
-    The job's secret is a placeholder until :meth:`KeyedJob.with_secret`.
+    The job's secret is a placeholder until :func:`dpcount.keyed.session.with_secret`.
 
     ``keys=None`` with ``selection``: an open key set, the candidates taken from
     ``key_values`` (the events' key column; :mod:`dpcount.keyed.selection`) after the
