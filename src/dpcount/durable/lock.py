@@ -25,7 +25,6 @@ import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
 from dpcount.durable.atomic import write_all
 
@@ -125,10 +124,5 @@ class FileLock:
         self.acquire()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.discard()

@@ -45,7 +45,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -358,12 +357,7 @@ class ReleaseGuard:
             self._lock.acquire()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._lock is None:
             return
         if self.secret_path is not None and not self.secret_path.exists():

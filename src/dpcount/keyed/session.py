@@ -39,7 +39,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -111,13 +110,8 @@ class RunSession:
         self.guard.__enter__()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.guard.__exit__(kind, value, trace)
+    def __exit__(self, *exc: object) -> None:
+        self.guard.__exit__(*exc)
 
     def prior_keys(self, common: dict[str, Any]) -> tuple[Any, ...]:
         """An open key set's stored key table (:func:`stored_keys`)."""
