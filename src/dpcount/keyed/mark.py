@@ -440,6 +440,12 @@ class ReleaseGuard:
         # the companion's pending release first: a retry finds it
         self._once.begin(Begun(secret, dataclasses.replace(mark, pending=now)))
 
+    @property
+    def pending(self) -> Release | None:
+        """The release begun and not yet finished (None: none)."""
+        begun = self._once.pending
+        return None if begun is None else begun.release
+
     def finish(self) -> None:
         """Record the release begun by :meth:`begin` as done (after output and state):
         the mark, then the companion."""

@@ -113,6 +113,13 @@ class RunSession:
     def __exit__(self, *exc: object) -> None:
         self.guard.__exit__(*exc)
 
+    @property
+    def digest(self) -> str | None:
+        """The input digest of the release begun (recorded in the mark; None: none
+        begun, or a testing secret, which has no mark)."""
+        pending = self.guard.pending
+        return None if pending is None else pending.digest
+
     def prior_keys(self, common: dict[str, Any]) -> tuple[Any, ...]:
         """An open key set's stored key table (:func:`stored_keys`)."""
         return stored_keys(common, self.state)
