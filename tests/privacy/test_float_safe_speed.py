@@ -16,6 +16,7 @@ import pytest
 
 from dpcount.counting import BinaryTree
 from dpcount.privacy import Budget
+from dpcount.privacy import float_safe
 from dpcount.privacy.float_safe import GridTable, StepGrids, release_grids, snap_release
 
 
@@ -78,8 +79,12 @@ def test_a_wrong_zero_sign_would_be_seen() -> None:
     assert math.copysign(1.0, float(wrong[0])) == 1.0
 
 
-@pytest.mark.parametrize("kind", ["runs", "dense"])
-def test_grid_table_equals_the_grids_of_each_step(kind: str) -> None:
+@pytest.mark.parametrize("kind", ["runs", "dense", "exponents"])
+def test_grid_table_equals_the_grids_of_each_step(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "exponents":  # the int16 form of horizons beyond 2^22
+        monkeypatch.setattr(float_safe, "_DENSE_FLOATS", 100)
     rng = np.random.default_rng(13)
     T = 3000
     grows = np.cumsum(rng.uniform(0, 3, T)) + 1.0  # few runs

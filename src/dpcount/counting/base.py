@@ -1020,8 +1020,10 @@ class CountingStream(ReleaseStream):
                 check_running_sums("x", np.array([new_sum]), already=self._t)
             self._sum = new_sum
             self._t += 1
-            if self._snapped:
-                return snap_scalar(new_sum, process.next(), self._next_grid())  # type: ignore[arg-type]
+            if self._snapped:  # the block's next grid, else the next block's first
+                grids = self._grids
+                g = 0.0 if grids is None else next(grids.current, 0.0)
+                return snap_scalar(new_sum, process.next(), g or self._next_grid())  # type: ignore[arg-type]
             return new_sum + process.next()
         if process is None:
             scalar = np.ndim(value) == 0

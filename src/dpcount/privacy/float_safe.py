@@ -207,12 +207,15 @@ def release_grids(sigmas: Any) -> Any:
 
 #: a table keeps its grids run-length encoded when it has at most one run per this many steps
 _RUN_STEPS = 16
+#: else as float64 grids up to this many steps (8 bytes a step), int16 exponents beyond
+_DENSE_FLOATS = 1 << 22
 
 
 class GridTable:
     """The grids of steps 1..T (:func:`release_grids` of √V_t), kept once per mechanism in
     O(runs) memory when the grid changes rarely (the BLTs, the square roots: V_t grows
-    slowly), else one int16 exponent per step (the trees).
+    slowly), else one float64 grid per step up to 2^22 steps and one int16 exponent
+    per step beyond (the trees).
 
     Args:
         variances: V_1, …, V_T (float64), each ≥ 2^-2000.
@@ -228,6 +231,8 @@ class GridTable:
             #: first step (0-based) of each run, and its grid
             self._starts = np.concatenate(([0], changes)).astype(np.int64)
             self._grids = grids[self._starts]
+        elif self.horizon <= _DENSE_FLOATS:
+            self._grids = grids  # read by slicing: no arithmetic per release
         else:
             self._exponents = (exponents - 1).astype(np.int16)
 
@@ -238,6 +243,8 @@ class GridTable:
         if not (lo >= 0 and n >= 1 and hi <= self.horizon):
             raise ValueError(f"steps {first}..{hi} are outside 1..{self.horizon}")
         if not self._runs:
+            if self.horizon <= _DENSE_FLOATS:
+                return self._grids[lo:hi]  # type: ignore[no-any-return]
             return np.ldexp(1.0, self._exponents[lo:hi])  # type: ignore[no-any-return]
         i0 = int(np.searchsorted(self._starts, lo, side="right")) - 1
         i1 = int(np.searchsorted(self._starts, hi, side="left"))
@@ -254,8 +261,11 @@ class GridTable:
 
 class StepGrids:
     """The grids of consecutive steps, read from an iterator of their variances a block
-    at a time (a stream's per-step grid: one list index instead of a square root and
-    a ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
+    at a time (a stream's per-step grid: one list read instead of a square root and a
+    ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
+
+    A stream's per-step path reads ``next(grids.current, 0.0)`` (the block's iterator;
+    0.0, never a grid, when it is spent) and calls :meth:`next` only then.
 
     Args:
         variances: V_t, V_{t+1}, … (e.g. ``mechanism.iter_variances(t)``).
@@ -266,27 +276,26 @@ class StepGrids:
 
     def __init__(self, variances: Iterator[float]) -> None:
         self._variances = variances
-        self._grids: list[float] = []
-        self._i = 0
         self._block = self._FIRST_BLOCK
+        #: the rest of the current block's grids
+        self.current: Iterator[float] = iter(())
 
     def next(self) -> float:
         """The next step's grid."""
-        i = self._i
-        if i == len(self._grids):
-            self._grids = self._read(self._block).tolist()
-            self._block = min(2 * self._block, self._LARGEST_BLOCK)
-            i = 0
-        self._i = i + 1
-        return self._grids[i]
+        g = next(self.current, 0.0)
+        if g:
+            return g
+        grids = self._read(self._block).tolist()
+        self._block = min(2 * self._block, self._LARGEST_BLOCK)
+        self.current = iter(grids)
+        return next(self.current)
 
     def take(self, n: int) -> NDArray[np.float64]:
         """The next ``n`` steps' grids."""
-        head = self._grids[self._i : self._i + n]
-        self._i += len(head)
+        head = np.fromiter(itertools.islice(self.current, n), np.float64)
         if len(head) == n:
-            return np.array(head, dtype=np.float64)
-        return np.concatenate((np.array(head, dtype=np.float64), self._read(n - len(head))))
+            return head
+        return np.concatenate((head, self._read(n - len(head))))
 
     def _read(self, n: int) -> NDArray[np.float64]:
         v = np.fromiter(itertools.islice(self._variances, n), np.float64)
