@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from dpcount.counting import BinaryTree
-from dpcount.privacy import Budget
-from dpcount.privacy import float_safe
+from dpcount.privacy import Budget, float_safe
 from dpcount.privacy.float_safe import GridTable, StepGrids, release_grids, snap_release
 
 
