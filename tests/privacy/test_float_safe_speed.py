@@ -142,3 +142,17 @@ def test_stream_and_batch_agree_on_grids() -> None:
     grids = mech.release_grids(1, 1000)
     assert grids is not None
     assert np.all(values / grids == np.round(values / grids))
+
+
+def test_scalar_snap_equals_round_half_even() -> None:
+    """The two-addition rounding of :func:`snap_scalar` is Python's ``round`` (ties to
+    even) on ties, near 2^51 and beyond it, and on random values."""
+    rng = np.random.default_rng(15)
+    qs = [k + 0.5 for k in range(-6, 6)] + [-0.0, 0.0, 0.49999999999999994, -0.5]
+    qs += [2.0**51 - 0.5, -(2.0**51) + 0.5, 2.0**51 + 1, 2.0**52 + 2, 1e300]
+    qs += rng.normal(0, 10.0 ** rng.integers(0, 17, 2000)).tolist()
+    for q in qs:
+        for s in (0.0, 3.0, -5.0, 2.0**40 + 1):
+            got = snap_release(s, q, 1.0)  # lo = fmod(s, 1) = 0 for these s
+            want = (s - math.fmod(s, 1.0)) + round(q) * 1.0
+            assert math.copysign(1.0, got) == math.copysign(1.0, want) and got == want

@@ -392,11 +392,25 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None) -> Any:
     return out
 
 
+#: 1.5·2^52: for |q| < 2^51, fl(q + M) − M is q rounded to an integer, ties to even
+_ROUNDER = 6755399441055744.0
+_ROUNDER_RANGE = 2251799813685248.0  # 2^51
+
+
 def snap_scalar(s: float, noise: float, g: float) -> float:
     """:func:`snap_release` of one float sum, one float noise value and one grid (the
-    streams' per-step path): ``(s − lo) + R_g(fl(lo + noise))``, lo = fmod(s, g)."""
+    streams' per-step path): ``(s − lo) + R_g(fl(lo + noise))``, lo = fmod(s, g).
+
+    The rounding of q = fl(lo + noise)/g to an integer (ties to even, as ``round``) is
+    fl(q + 1.5·2^52) − 1.5·2^52 for |q| < 2^51: the sum lies in [2^52, 2^53), where
+    the floats are the integers, and 1.5·2^52 is even, so its rounding is q's; two
+    float additions instead of ``round``'s int.
+    """
     lo = math.fmod(s, g)
-    return (s - lo) + round((lo + noise) / g) * g  # round: ties to even
+    q = (lo + noise) / g
+    if -_ROUNDER_RANGE < q < _ROUNDER_RANGE:
+        return (s - lo) + ((q + _ROUNDER) - _ROUNDER) * g
+    return (s - lo) + round(q) * g  # round: ties to even
 
 
 #: |s|/g stays below 2^1023 (finite) when |s| < this·g
