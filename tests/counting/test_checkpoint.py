@@ -299,7 +299,7 @@ def forge(path: Path, mutate: Callable[[dict[str, Any], list[np.ndarray]], None]
     mutate(header, arrays)
     header["arrays"] = [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]
     text = json.dumps(header, sort_keys=True).encode()
-    body = fmt.MAGIC + fmt.PREFIX.pack(1, len(text)) + text
+    body = fmt.MAGIC + fmt.PREFIX.pack(fmt.FORMAT_VERSION, len(text)) + text
     body += b"".join(a.tobytes() for a in arrays)
     out = path.with_name("forged")
     out.write_bytes(body + hashlib.sha256(body).digest())
@@ -329,7 +329,8 @@ def test_wrong_magic_version_truncation_and_trailing_bytes(saved: tuple[Path, Ka
             load_stream(bad)
     version = good[: len(fmt.MAGIC)] + (7).to_bytes(4, "big") + good[len(fmt.MAGIC) + 4 :]
     bad.write_bytes(version)
-    with pytest.raises(ValueError, match=r"unknown checkpoint format version 7 .*reads version 1"):
+    reads = f"reads version {fmt.FORMAT_VERSION}"
+    with pytest.raises(ValueError, match=rf"unknown checkpoint format version 7 .*{reads}"):
         load_stream(bad)
 
 
@@ -446,7 +447,7 @@ def test_hand_made_inconsistent_states_are_refused(case: str, saved: tuple[Path,
 
 def test_forged_unreadable_header_with_valid_checksum(saved: tuple[Path, KaryTree]) -> None:
     path, _ = saved
-    body = fmt.MAGIC + fmt.PREFIX.pack(1, 5) + b"{nope"
+    body = fmt.MAGIC + fmt.PREFIX.pack(fmt.FORMAT_VERSION, 5) + b"{nope"
     path.write_bytes(body + hashlib.sha256(body).digest())
     with pytest.raises(ValueError, match=r"corrupt header \(valid checksum, unreadable header\)"):
         load_stream(path)

@@ -40,6 +40,7 @@ from dpcount.counting import (
 
 MAGIC = b"\x89DPCOUNT-CKPT\r\n\x1a\n"
 PREFIX = struct.Struct(">IQ")
+VERSION = 2  # the format version this independent reader and writer expect
 RAW = "@@RAW@@"  # a string replaced by raw JSON text (tokens json.dumps cannot write)
 
 GENERATORS = {
@@ -56,7 +57,7 @@ GENERATORS = {
 # -- the file format, independently -------------------------------------------------------
 def read_file(data: bytes) -> tuple[dict[str, Any], list[np.ndarray]]:
     version, size = PREFIX.unpack_from(data, len(MAGIC))
-    assert data.startswith(MAGIC) and version == 1
+    assert data.startswith(MAGIC) and version == VERSION
     at = len(MAGIC) + PREFIX.size
     header = json.loads(data[at : at + size])
     at += size
@@ -75,7 +76,7 @@ def write_file(header: dict[str, Any], arrays: list[np.ndarray], raw: str = "nul
     """A file with a valid checksum; the string RAW in the header becomes ``raw``."""
     header = {**header, "arrays": [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]}
     text = json.dumps(header, sort_keys=True).replace(json.dumps(RAW), raw).encode()
-    body = MAGIC + PREFIX.pack(1, len(text)) + text + b"".join(a.tobytes() for a in arrays)
+    body = MAGIC + PREFIX.pack(VERSION, len(text)) + text + b"".join(a.tobytes() for a in arrays)
     return body + hashlib.sha256(body).digest()
 
 

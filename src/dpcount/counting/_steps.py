@@ -23,7 +23,7 @@ from dpcount._validate import (
     as_array,
     check_exact_integers,
 )
-from dpcount.privacy.float_safe import snap_release
+from dpcount.privacy.float_safe import GridTable, snap_release
 
 __all__ = [
     "NotWholeNumberError",
@@ -274,18 +274,26 @@ def check_running_sums(name: str, sums: NDArray[np.float64], *, already: int = 0
 _BLOCK_VALUES = 2**16
 
 
-def _rows(grid: Any, start: int, stop: int) -> Any:
-    """The grids of rows start..stop − 1 (one grid a step), or the one grid / None."""
-    return grid[start:stop] if isinstance(grid, np.ndarray) else grid
+def _rows(grid: Any, start: int, stop: int, ndim: int) -> Any:
+    """The grids of rows start..stop − 1 (one grid a step, a column for vector steps),
+    from an array or a :class:`~dpcount.privacy.float_safe.GridTable` (a float when the
+    rows share one grid), or the one grid / None."""
+    if isinstance(grid, GridTable):
+        grid = grid.grids(start + 1, stop - start)
+    elif isinstance(grid, np.ndarray):
+        grid = grid[start:stop]
+    if isinstance(grid, np.ndarray) and grid.ndim == 1 and ndim == 2:
+        return grid[:, None]
+    return grid
 
 
-def _combine(noise: NDArray[np.float64], sums: NDArray[Any], grid: Any) -> None:
+def _combine(noise: NDArray[np.float64], sums: NDArray[Any], grid: Any, work: Any = None) -> None:
     """``noise += sums`` in place, or its float-safe snapped form when ``grid`` (a power of
-    two, or one per row) is set."""
+    two, or one per row) is set (``work``: the snap's reused scratch)."""
     if grid is None:
         noise += sums
     else:
-        snap_release(sums, noise, grid)
+        snap_release(sums, noise, grid, work=work)
 
 
 def add_running_sums(
@@ -320,11 +328,12 @@ def add_running_sums(
         with np.errstate(over="ignore", invalid="ignore"):  # refused by the check
             sums = np.cumsum(arr, axis=0)
         check_running_sums(name, sums)
-        _combine(noise, sums, grid)
+        _combine(noise, sums, _rows(grid, 0, n, arr.ndim))
         return
     tail = arr.shape[1:]
     ints = np.empty((min(n, rows), *tail), dtype=np.int64)
     floats = np.empty((min(n, rows) + 1, *tail))  # row 0: the sum before the block
+    work = None if grid is None else np.empty((2, min(n, rows), *tail))  # the snap's scratch
     carry: NDArray[Any] | None = None  # the float sum before the block (None: none yet)
     with np.errstate(over="ignore", invalid="ignore"):  # refused by the check (or unused)
         for start in range(0, n, rows):
@@ -345,7 +354,7 @@ def add_running_sums(
                 np.cumsum(block, axis=0, out=block)
                 whole = int(block.max()) < MAX_EXACT_SUM and int(block.min()) > -MAX_EXACT_SUM
             if whole:
-                _combine(noise[start:stop], block, _rows(grid, start, stop))
+                _combine(noise[start:stop], block, _rows(grid, start, stop, arr.ndim), work)
                 carry = block[-1].astype(np.float64)
                 continue
             sums = floats[1 : stop - start + 1]
@@ -357,5 +366,5 @@ def add_running_sums(
                 part[1:] = x
                 np.cumsum(part, axis=0, out=part)
             check_running_sums(name, sums, already=start)
-            _combine(noise[start:stop], sums, _rows(grid, start, stop))
+            _combine(noise[start:stop], sums, _rows(grid, start, stop, arr.ndim), work)
             carry = sums[-1].copy()

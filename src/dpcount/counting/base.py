@@ -79,7 +79,15 @@ from dpcount.privacy.budget import (
     Participation,
     accept_participation,
 )
-from dpcount.privacy.float_safe import FloatSafety, float_safety, release_grids, snap_release
+from dpcount.privacy.float_safe import (
+    FloatSafety,
+    GridTable,
+    StepGrids,
+    float_safety,
+    release_grids,
+    snap_release,
+    snap_scalar,
+)
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
@@ -592,20 +600,26 @@ class CountingMechanism(ABC):
         ≤ std/4 of each step: :func:`~dpcount.privacy.float_safe.release_grids`), or None
         when releases are not snapped (:attr:`float_safety` is None).
 
-        From a table of the horizon's grids up to 2^22 steps (built once), from
-        :meth:`variances` when the steps are at least an eighth of the horizon, else
-        from :meth:`iter_variances`.
+        From the horizon's :class:`~dpcount.privacy.float_safe.GridTable` (built once
+        from :meth:`variances`, kept) when the horizon is at most 2^22 or the steps are
+        at least an eighth of it, else from :meth:`iter_variances`.
         """
+        grids = self._grids_of(first, n)
+        if isinstance(grids, GridTable):
+            return grids.array(first, n)
+        return grids
+
+    def _grids_of(self, first: int, n: int) -> GridTable | NDArray[np.float64] | None:
+        """The kept grid table (built here when the horizon is at most 2^22 or n ≥ T/8),
+        else the grids of steps first..first + n − 1, or None (not snapped)."""
         if self.float_safety is None:
             return None
-        if self.horizon <= _GRID_TABLE_HORIZON:
-            table = self.__dict__.get("_grid_table")
-            if table is None:
-                table = release_grids(np.sqrt(self.variances()))
-                self.__dict__["_grid_table"] = table
-            return table[first - 1 : first - 1 + n]  # type: ignore[no-any-return]
-        if 8 * n >= self.horizon:
-            return release_grids(np.sqrt(self.variances()[first - 1 : first - 1 + n]))  # type: ignore[no-any-return]
+        table: GridTable | None = self.__dict__.get("_grid_table")
+        if table is None and (self.horizon <= _GRID_TABLE_HORIZON or 8 * n >= self.horizon):
+            table = GridTable(self.variances())
+            self.__dict__["_grid_table"] = table
+        if table is not None:
+            return table
         v = np.fromiter(itertools.islice(self.iter_variances(first), n), np.float64, count=n)
         return release_grids(np.sqrt(v))  # type: ignore[no-any-return]
 
@@ -805,10 +819,7 @@ class CountingMechanism(ABC):
         out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
         # out += cumsum(x) in cache-sized blocks, each sum checked (exact sums for integer
         # data; nothing released else): no array of sums, the same floats and errors.
-        grids = self.release_grids(1, arr.shape[0])
-        if grids is not None and arr.ndim == 2:
-            grids = grids[:, None]
-        add_running_sums("x", out, arr, grid=grids)
+        add_running_sums("x", out, arr, grid=self._grids_of(1, arr.shape[0]))
         return out
 
     def stream(self) -> CountingStream:
@@ -950,7 +961,7 @@ class CountingStream(ReleaseStream):
         self._sum: Any = 0 if self._integer else 0.0
         self._denominator: int | None = None  # set at _start for exact rational noise
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
-        self._grids: Iterator[float] | None = None  # step grids when there is no table
+        self._grids: StepGrids | None = None  # the grids of the steps to come
         self._t = 0
 
     @property
@@ -976,19 +987,16 @@ class CountingStream(ReleaseStream):
     def _next_grid(self) -> float:
         """The float-safe grid of the one step just counted (the scalar fast path)."""
         if self._grids is None:
-            self._grids = (math.sqrt(v) for v in self.mechanism.iter_variances(self._t))
-        return release_grids(next(self._grids))  # type: ignore[no-any-return]
+            # from the step just counted (after a checkpoint: where it resumed), a block
+            # at a time: a live stream never computes the whole horizon's variances
+            self._grids = StepGrids(self.mechanism.iter_variances(self._t))
+        return self._grids.next()
 
     def _step_grids(self, n: int) -> NDArray[np.float64]:
         """The float-safe grids of the ``n`` steps just counted (self._t is their last)."""
-        first = self._t - n + 1
-        m = self.mechanism
         if self._grids is None:
-            # from the first step counted (after a checkpoint: where it resumed), one step
-            # at a time: a live stream never computes the whole horizon's variances
-            self._grids = (math.sqrt(v) for v in m.iter_variances(first))
-        sds = np.fromiter(itertools.islice(self._grids, n), np.float64, count=n)
-        return release_grids(sds)  # type: ignore[no-any-return]
+            self._grids = StepGrids(self.mechanism.iter_variances(self._t - n + 1))
+        return self._grids.take(n)
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
@@ -1012,8 +1020,10 @@ class CountingStream(ReleaseStream):
                 check_running_sums("x", np.array([new_sum]), already=self._t)
             self._sum = new_sum
             self._t += 1
-            if self._snapped:
-                return snap_release(new_sum, process.next(), self._next_grid())
+            if self._snapped:  # the block's next grid, else the next block's first
+                grids = self._grids
+                g = 0.0 if grids is None else next(grids.current, 0.0)
+                return snap_scalar(new_sum, process.next(), g or self._next_grid())  # type: ignore[arg-type]
             return new_sum + process.next()
         if process is None:
             scalar = np.ndim(value) == 0

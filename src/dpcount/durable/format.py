@@ -54,7 +54,8 @@ __all__ = [
 ]
 
 MAGIC = b"\x89DPCOUNT-CKPT\r\n\x1a\n"
-FORMAT_VERSION = 1
+#: 2: seeded batch noise of the column-normalized and row-scaled BLT changed (0.5, chunked)
+FORMAT_VERSION = 2
 PREFIX = struct.Struct(">IQ")  # format version, header length
 _DIGEST = hashlib.sha256().digest_size
 

@@ -105,7 +105,9 @@ References:
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -120,11 +122,14 @@ __all__ = [
     "GRID_BITS",
     "MODEL_KAPPA",
     "FloatSafety",
+    "GridTable",
+    "StepGrids",
     "eta",
     "float_delta",
     "float_safety",
     "release_grids",
     "snap_release",
+    "snap_scalar",
     "tail_multiple",
     "tail_probability",
 ]
@@ -200,6 +205,105 @@ def release_grids(sigmas: Any) -> Any:
     return np.ldexp(1.0, exponents - 1 - GRID_BITS)
 
 
+#: a table keeps its grids run-length encoded when it has at most one run per this many steps
+_RUN_STEPS = 16
+#: else as float64 grids up to this many steps (8 bytes a step), int16 exponents beyond
+_DENSE_FLOATS = 1 << 22
+
+
+class GridTable:
+    """The grids of steps 1..T (:func:`release_grids` of √V_t), kept once per mechanism in
+    O(runs) memory when the grid changes rarely (the BLTs, the square roots: V_t grows
+    slowly), else one float64 grid per step up to 2^22 steps and one int16 exponent
+    per step beyond (the trees).
+
+    Args:
+        variances: V_1, …, V_T (float64), each ≥ 2^-2000.
+    """
+
+    def __init__(self, variances: NDArray[np.float64]) -> None:
+        grids = release_grids(np.sqrt(np.asarray(variances, dtype=np.float64)))
+        self.horizon = int(grids.shape[0])
+        _, exponents = np.frexp(grids)  # grid = 2^(exponent − 1)
+        changes = np.flatnonzero(exponents[1:] != exponents[:-1]) + 1
+        self._runs = _RUN_STEPS * (len(changes) + 1) <= self.horizon
+        if self._runs:
+            #: first step (0-based) of each run, and its grid
+            self._starts = np.concatenate(([0], changes)).astype(np.int64)
+            self._grids = grids[self._starts]
+        elif self.horizon <= _DENSE_FLOATS:
+            self._grids = grids  # read by slicing: no arithmetic per release
+        else:
+            self._exponents = (exponents - 1).astype(np.int16)
+
+    def grids(self, first: int, n: int) -> NDArray[np.float64] | float:
+        """The grids of steps first … first + n − 1 (1-based): a float when they are all
+        one grid, else a float64 array of n."""
+        lo, hi = first - 1, first - 1 + n
+        if not (lo >= 0 and n >= 1 and hi <= self.horizon):
+            raise ValueError(f"steps {first}..{hi} are outside 1..{self.horizon}")
+        if not self._runs:
+            if self.horizon <= _DENSE_FLOATS:
+                return self._grids[lo:hi]  # type: ignore[no-any-return]
+            return np.ldexp(1.0, self._exponents[lo:hi])  # type: ignore[no-any-return]
+        i0 = int(np.searchsorted(self._starts, lo, side="right")) - 1
+        i1 = int(np.searchsorted(self._starts, hi, side="left"))
+        if i1 - i0 == 1:
+            return float(self._grids[i0])
+        bounds = np.clip(np.append(self._starts[i0:i1], hi), lo, hi)
+        return np.repeat(self._grids[i0:i1], np.diff(bounds))
+
+    def array(self, first: int, n: int) -> NDArray[np.float64]:
+        """:meth:`grids` as a float64 array of n."""
+        g = self.grids(first, n)
+        return np.full(n, g) if isinstance(g, float) else g
+
+
+class StepGrids:
+    """The grids of consecutive steps, read from an iterator of their variances a block
+    at a time (a stream's per-step grid: one list read instead of a square root and a
+    ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
+
+    A stream's per-step path reads ``next(grids.current, 0.0)`` (the block's iterator;
+    0.0, never a grid, when it is spent) and calls :meth:`next` only then.
+
+    Args:
+        variances: V_t, V_{t+1}, … (e.g. ``mechanism.iter_variances(t)``).
+    """
+
+    _FIRST_BLOCK = 64
+    _LARGEST_BLOCK = 4096
+
+    def __init__(self, variances: Iterator[float]) -> None:
+        self._variances = variances
+        self._block = self._FIRST_BLOCK
+        #: the rest of the current block's grids
+        self.current: Iterator[float] = iter(())
+
+    def next(self) -> float:
+        """The next step's grid."""
+        g = next(self.current, 0.0)
+        if g:
+            return g
+        grids = self._read(self._block).tolist()
+        self._block = min(2 * self._block, self._LARGEST_BLOCK)
+        self.current = iter(grids)
+        return next(self.current)
+
+    def take(self, n: int) -> NDArray[np.float64]:
+        """The next ``n`` steps' grids."""
+        head = np.fromiter(itertools.islice(self.current, n), np.float64)
+        if len(head) == n:
+            return head
+        return np.concatenate((head, self._read(n - len(head))))
+
+    def _read(self, n: int) -> NDArray[np.float64]:
+        v = np.fromiter(itertools.islice(self._variances, n), np.float64)
+        if not v.size:
+            raise ValueError("no variances left: the steps are past the horizon")
+        return release_grids(np.sqrt(v))  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class FloatSafety:
     """A continuous-noise release snapped to the grids g_t (:func:`release_grids` of each
@@ -237,7 +341,7 @@ def _round_up(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-def snap_release(sums: Any, noise: Any, grid: Any) -> Any:
+def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
     Args:
@@ -245,17 +349,91 @@ def snap_release(sums: Any, noise: Any, grid: Any) -> Any:
         noise: the float noise, same shape (an array is overwritten with the result).
         grid: g, a power of two (:func:`release_grids`), or an array of them that
             broadcasts against ``noise`` (one per step: shape (n,) or (n, 1)).
+        work: optional float64 scratch of shape ``(2, *noise.shape)`` (or larger along
+            the first axis of each) reused across calls: fresh arrays cost a page fault
+            per 4 KiB, more than the arithmetic.
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
+
+    Arrays are computed in the scaled form (every step exact for a power of two g while
+    s/g stays finite, so the same floats as ``fmod``, ``/g``, ``rint``, ``·g`` and the
+    sum): u = s/g, q = trunc(u) (hi = q·g), lo/g = u − q with the sign of ``fmod``'s
+    zero, V = fl(rint(fl(lo/g + noise/g)) − (0 − q))·g, where (0 − q)·g = lo − s
+    exactly (+0 for hi = 0, as ``fmod(s, g) − s``); scaling by a power of two commutes
+    with every rounding here (no result is subnormal: g ≥ 2^-1003). Sums too large
+    for s/g to stay finite take ``fmod``.
     """
-    if np.ndim(noise) == 0:
-        g = float(grid)
-        s = float(sums)
-        lo = math.fmod(s, g)
-        return (s - lo) + round((lo + float(noise)) / g) * g  # round: ties to even
-    s_arr: NDArray[np.float64] = np.asarray(sums, dtype=np.float64)
+    if type(noise) is not np.ndarray or noise.ndim == 0:
+        return snap_scalar(float(sums), float(noise), float(grid))
+    s_arr: NDArray[Any] = np.asarray(sums)
     out: NDArray[np.float64] = noise
+    if s_arr.dtype.kind not in "iu":
+        s_arr = np.asarray(s_arr, dtype=np.float64)
+    if not _scaled_form_is_exact(s_arr, grid):
+        return _snap_fmod(s_arr, out, grid)
+    shape = out.shape
+    if work is None:
+        u, q = np.empty(shape), np.empty(shape)
+    else:
+        u = work[0][tuple(slice(0, k) for k in shape)]
+        q = work[1][tuple(slice(0, k) for k in shape)]
+    np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+    np.trunc(u, out=q)
+    u -= q  # lo/g, exact (the bits of s below g)
+    if s_arr.dtype.kind == "f":
+        np.copysign(u, s_arr, out=u)  # fmod's zero has the sign of s
+    out /= grid
+    out += u
+    np.rint(out, out=out)
+    np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
+    out -= q
+    out *= grid
+    return out
+
+
+#: 1.5·2^52: for |q| < 2^51, fl(q + M) − M is q rounded to an integer, ties to even
+_ROUNDER = 6755399441055744.0
+_ROUNDER_RANGE = 2251799813685248.0  # 2^51
+
+
+def snap_scalar(s: float, noise: float, g: float) -> float:
+    """:func:`snap_release` of one float sum, one float noise value and one grid (the
+    streams' per-step path): ``(s − lo) + R_g(fl(lo + noise))``, lo = fmod(s, g).
+
+    The rounding of q = fl(lo + noise)/g to an integer (ties to even, as ``round``) is
+    fl(q + 1.5·2^52) − 1.5·2^52 for |q| < 2^51: the sum lies in [2^52, 2^53), where
+    the floats are the integers, and 1.5·2^52 is even, so its rounding is q's; two
+    float additions instead of ``round``'s int.
+    """
+    lo = math.fmod(s, g)
+    q = (lo + noise) / g
+    if -_ROUNDER_RANGE < q < _ROUNDER_RANGE:
+        return (s - lo) + ((q + _ROUNDER) - _ROUNDER) * g
+    return (s - lo) + round(q) * g  # round: ties to even
+
+
+#: |s|/g stays below 2^1023 (finite) when |s| < this·g
+_SCALED_LIMIT = 2.0**1020
+
+
+def _scaled_form_is_exact(s: NDArray[Any], grid: Any) -> bool:
+    """Whether s/g is finite (and g a normal float) for every sum and grid (int64 sums:
+    for every grid ≥ 2^-950)."""
+    if not s.size:
+        return True
+    gmin = float(np.min(grid)) if isinstance(grid, np.ndarray) else float(grid)
+    if not 2.0**-1003 <= gmin < math.inf:
+        return False
+    if s.dtype.kind in "iu":
+        return gmin >= 2.0**-950
+    big = max(float(s.max()), -float(s.min()))
+    return big < _SCALED_LIMIT * gmin  # False for NaN
+
+
+def _snap_fmod(s: NDArray[Any], out: NDArray[np.float64], grid: Any) -> NDArray[np.float64]:
+    """:func:`snap_release` with ``fmod`` (any finite sums)."""
+    s_arr = np.asarray(s, dtype=np.float64)
     lo_arr = np.fmod(s_arr, grid)
     out += lo_arr
     out /= grid

@@ -39,8 +39,9 @@ def gaussian_two_sided_quantile(log_beta: float) -> float:
     returns the upper end of the final bracket, raised by a relative 1e-12 (a larger
     z is conservative). Working from log β keeps it exact where β/(2T) underflows.
     """
-    from scipy.optimize import brentq  # here, not at the top: Laplace bounds need no scipy
-    from scipy.special import log_ndtr
+    from scipy.special import log_ndtr  # here, not at the top: Laplace bounds need no scipy
+
+    from dpcount._scipy import brent_root as brentq  # scipy's brentq, without scipy.optimize
 
     lb = check_real("log_beta", log_beta, lt=0)
     upper = math.sqrt(2.0 * (math.log(2.0) - lb))

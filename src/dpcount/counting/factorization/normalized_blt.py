@@ -64,6 +64,7 @@ from dpcount.counting.factorization.blt import (
     BLTInverse,
     _BLTParameters,
     _ratios,
+    _rows_times,
     blt_inverse,
     check_blt_parameters,
     encoder_coefficients,
@@ -103,6 +104,8 @@ _ANCHOR = 512
 _WEIGHT_MARGIN = 2.0**-40
 #: column-block width of a fused vector step (as the BLT's, ``blt._STEP_COLUMNS``)
 _COLUMNS = 16384
+#: steps per chunk of a batch's chunked products (as the BLT's ``blt._BLOCK_SCALAR``)
+_CHUNK = 32
 #: largest horizon for :meth:`NormalizedBLT.dense_factorization`
 _DENSE_LIMIT = 4096
 #: largest horizon whose per-step variances a mechanism keeps after computing them once
@@ -342,6 +345,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._c = 0  # steps computed: released plus pending
         self._block = -1
         self._e: Array = np.empty(0)
+        self._one_minus_decay = inverse.one_minus_decay
+        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
 
     @property
     def step(self) -> int:
@@ -383,16 +388,21 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         m = len(dest)
         t = self._c
         z = self._draw(t, (m, *self._tail))
-        w = z.copy()
-        for i in range(self._n):
-            lam = float(self._decay[i])
-            # lfilter's state is λ·p_i(t − 1): its first output is z_t + λ·p_i(t − 1)
-            p = lfilter([1.0], [1.0, -lam], z, axis=0, zi=(lam * self._p[i])[None])[0]
-            w[0] += self._scale[i] * self._p[i]
-            if m > 1:
-                w[1:] += self._scale[i] * p[:-1]
-            self._p[i] = p[-1]
-        if self._table is not None and m >= _TABLE_STEPS:  # a batch: the kept weights
+        batch = self._table is not None and m >= _TABLE_STEPS
+        if batch and self.dim is None:  # a batch: chunked products, the kept weights
+            w = self._chunked_w(z)
+        else:
+            w = z.copy()
+            for i in range(self._n):
+                lam = float(self._decay[i])
+                # lfilter's state is λ·p_i(t − 1): its first output is z_t + λ·p_i(t − 1)
+                p = lfilter([1.0], [1.0, -lam], z, axis=0, zi=(lam * self._p[i])[None])[0]
+                w[0] += self._scale[i] * self._p[i]
+                if m > 1:
+                    w[1:] += self._scale[i] * p[:-1]
+                self._p[i] = p[-1]
+        if batch:
+            assert self._table is not None
             e = self._table()[t : t + m]
         else:
             e = self._weights(t, m)
@@ -401,6 +411,52 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         np.cumsum(w, axis=0, out=dest)
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
+
+    def _chunk_matrices(self, c: int) -> tuple[Array, Array, Array, Array]:
+        """For chunks of c steps: the within-chunk Toeplitz G_c (g_0 = 1,
+        g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j and λ_i^c."""
+        cached = self._mats.get(c)
+        if cached is None:
+            pw = _powers(self._decay, self._one_minus_decay, np.arange(c + 1, dtype=np.float64))
+            g = np.ones(c)
+            g[1:] = self._scale @ pw[:, : c - 1]
+            lag = np.arange(c)[:, None] - np.arange(c)[None, :]
+            toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
+            P = pw[:, c - 1 :: -1][:, :c].copy()
+            F = (pw[:, :c] * self._scale[:, None]).T.copy()
+            cached = self._mats[c] = (toeplitz, P, F, pw[:, c].copy())
+        return cached
+
+    def _chunked_w(self, z: Array) -> Array:
+        """w = G z for a scalar block (w_t = z_t + Σ_i ω′_i p_i(t − 1)), advancing the
+        buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
+        and one lfilter per buffer across the chunks (as the BLT's batch), instead of one
+        lfilter per buffer over every step. The same w as the per-step recursion up to
+        rounding (not bit for bit; tested against it)."""
+        m = len(z)
+        w = np.empty(m)
+        full = (m // _CHUNK) * _CHUNK
+        for lo, hi in ((0, full), (full, m)):
+            if hi > lo:
+                self._chunks_w(z[lo:hi], w[lo:hi], _CHUNK if hi == full else hi - lo)
+        return w
+
+    def _chunks_w(self, z: Array, out: Array, c: int) -> None:
+        """:meth:`_chunked_w` for K·c steps in chunks of c (into ``out``)."""
+        K = len(z) // c
+        G, P, F, rc = self._chunk_matrices(c)
+        rows = z.reshape(K, c)
+        E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n, K): each chunk's own part
+        prev = np.empty_like(E)  # prev[i, k]: p_i before chunk k
+        p0 = self._p
+        prev[:, 0] = p0
+        for i in range(self._n):
+            if K > 1:
+                prev[i, 1:] = lfilter([1.0], [1.0, -rc[i]], E[i, :-1], zi=[rc[i] * p0[i]])[0]
+            p0[i] = rc[i] * prev[i, -1] + E[i, -1]
+        res = out.reshape(K, c)
+        _rows_times(rows, G.T, res)
+        _rows_times(prev.T, F.T, res, add=True)
 
     def _vector_next(self) -> Any:
         z = self._draw(self._c, self._tail)

@@ -82,6 +82,7 @@ from dpcount.counting.factorization.blt import (
 from dpcount.counting.factorization.normalized_blt import (
     _BLOCK,
     _DENSE_LIMIT,
+    _TABLE_STEPS,
     NormalizedBLT,
     NormalizedBLTNoiseProcess,
 )
@@ -339,6 +340,7 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         m = mechanism
         super().__init__(m.inverse, m._sums, m.horizon, sampler, rng, dim, table=m._weight_table)
         self._profile = m._profile
+        self._row_table = m._row_weight_table
 
     def _weight_block(self, first: int, size: int) -> Array:
         return self._profile.norms(first, size)
@@ -347,8 +349,12 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         z = super()._draw(start, shape)
         if len(shape) == len(self._tail):  # one vector step
             z /= self._profile.weights(start, 1)[0]
+            return z
+        if shape[0] >= _TABLE_STEPS:  # a batch: the kept weights (the same floats)
+            w = self._row_table()[start : start + shape[0]]
         else:
-            z /= self._profile.weights(start, shape[0]).reshape(-1, *(1,) * len(self._tail))
+            w = self._profile.weights(start, shape[0])
+        z /= w.reshape(-1, *(1,) * len(self._tail))
         return z
 
 
@@ -506,6 +512,16 @@ class RowScaledBLT(NormalizedBLT):
     def row_weights(self) -> Array:
         """The row weights w_0, …, w_{T−1}."""
         return self._profile.weights(0, self.horizon)
+
+    def _row_weight_table(self) -> Array:
+        """w_0, …, w_{T−1}, computed on the first batch release and kept (read-only):
+        each w_k is the same float whatever array it is computed in (``row_weights``)."""
+        table: Array | None = self.__dict__.get("_row_weight_cache")
+        if table is None:
+            table = self.row_weights()
+            table.setflags(write=False)
+            self.__dict__["_row_weight_cache"] = table
+        return table
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         """(ℓ₁, ℓ₂): ℓ₂ = 1 enlarged by the column norms' rounding bound and 10⁻¹² (class

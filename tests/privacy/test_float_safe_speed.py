@@ -1,0 +1,158 @@
+"""The fast forms of the float-safe release give the same floats as the direct ones.
+
+:func:`~dpcount.privacy.float_safe.snap_release` on arrays computes in the scaled form
+(s/g, trunc, rint, no ``fmod``); :class:`~dpcount.privacy.float_safe.GridTable` keeps a
+mechanism's grids run-length encoded or as exponents; :class:`StepGrids` reads a stream's
+grids a block at a time. Each is checked to the bit against the direct computation
+(``fmod`` written out here, :func:`release_grids` of each √V_t).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpcount.counting import BinaryTree
+from dpcount.privacy import Budget, float_safe
+from dpcount.privacy.float_safe import GridTable, StepGrids, release_grids, snap_release
+
+
+def _fmod_form(sums: np.ndarray, noise: np.ndarray, grid: object) -> np.ndarray:
+    """The module docstring's release, written out: RN(hi + R_g(fl(lo + noise)))."""
+    s = np.asarray(sums, dtype=np.float64)
+    lo = np.fmod(s, grid)
+    out = np.rint((noise + lo) / grid) * grid
+    return out - (lo - s)  # type: ignore[no-any-return]
+
+
+def _cases(rng: np.random.Generator, n: int = 400) -> list[tuple[np.ndarray, np.ndarray, object]]:
+    g = release_grids(np.abs(rng.normal(0, 10.0 ** rng.integers(-6, 7, n))) + 1e-300)
+    edge = np.array([0.0, -0.0, 5e-324, -5e-324, 2.0**52, -(2.0**52), 1e-310, -0.1])
+    sums = [
+        np.cumsum(rng.integers(-3, 4, n)).astype(np.float64),  # whole numbers
+        np.cumsum(rng.integers(-3, 4, n)),  # int64 (the whole-number blocks)
+        np.concatenate([edge, rng.normal(0, 1e6, n - edge.size)]),
+        -np.abs(rng.normal(0, 1, n)),
+    ]
+    out = []
+    for s in sums:
+        noise = rng.normal(0, 1, n) * g * 7
+        noise[:6] = [0.0, -0.0, g[2] / 2, -g[3] / 2, 5e-324, -5e-324]  # zeros, ties
+        out += [(s, noise, g), (s, noise, float(g[0])), (s, noise, float(g[0]) * 2**40)]
+    return out
+
+
+def test_scaled_snap_equals_the_fmod_form_to_the_bit() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        for s, noise, grid in _cases(rng):
+            want = _fmod_form(s, noise.copy(), grid)
+            got = snap_release(s, noise.copy(), grid)
+            assert got.tobytes() == want.tobytes()
+            work = np.full((2, s.size + 3), np.nan)  # larger than needed, dirty
+            assert snap_release(s, noise.copy(), grid, work=work).tobytes() == want.tobytes()
+
+
+def test_snap_vector_rows_and_the_fmod_fallback() -> None:
+    rng = np.random.default_rng(12)
+    s = np.cumsum(rng.integers(0, 5, (50, 3)), axis=0).astype(np.float64)
+    g = release_grids(rng.uniform(1, 100, 50))[:, None]
+    noise = rng.normal(0, 30, (50, 3))
+    assert snap_release(s, noise.copy(), g).tobytes() == _fmod_form(s, noise, g).tobytes()
+    big = np.array([1e300, -1e300, 3.0])  # s/g overflows: the fmod form is taken
+    noise = np.array([0.3, -0.7, 0.6])
+    assert snap_release(big, noise.copy(), 2.0**-100).tobytes() == (
+        _fmod_form(big, noise, 2.0**-100).tobytes()
+    )
+
+
+def test_a_wrong_zero_sign_would_be_seen() -> None:
+    """The check above can fail: the sign of fmod's zero matters for a zero noise."""
+    s, noise = np.array([-0.0]), np.array([-0.0])
+    assert math.copysign(1.0, float(_fmod_form(s, noise.copy(), 1.0)[0])) == -1.0
+    assert math.copysign(1.0, float(snap_release(s, noise.copy(), 1.0)[0])) == -1.0
+    u = s / 1.0 - np.trunc(s / 1.0)  # lo/g without the sign of fmod's zero: +0
+    wrong = (np.rint(noise + u) - (0.0 - np.trunc(s))) * 1.0
+    assert math.copysign(1.0, float(wrong[0])) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["runs", "dense", "exponents"])
+def test_grid_table_equals_the_grids_of_each_step(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "exponents":  # the int16 form of horizons beyond 2^22
+        monkeypatch.setattr(float_safe, "_DENSE_FLOATS", 100)
+    rng = np.random.default_rng(13)
+    T = 3000
+    grows = np.cumsum(rng.uniform(0, 3, T)) + 1.0  # few runs
+    v = grows if kind == "runs" else rng.uniform(1, 1000, T)  # else a change a step
+    table = GridTable(v)
+    assert table._runs is (kind == "runs")
+    want = release_grids(np.sqrt(v))
+    assert table.array(1, T).tobytes() == want.tobytes()
+    for _ in range(200):
+        first = int(rng.integers(1, T + 1))
+        n = int(rng.integers(1, T - first + 2))
+        got = table.grids(first, n)
+        if isinstance(got, float):
+            assert (want[first - 1 : first - 1 + n] == got).all()
+        else:
+            assert got.tobytes() == want[first - 1 : first - 1 + n].tobytes()
+    with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
+        table.grids(3000, 2)
+
+
+def test_step_grids_equal_release_grids_of_each_step() -> None:
+    v = [float(x) for x in np.random.default_rng(14).uniform(0.1, 1e4, 5000)]
+    grids = StepGrids(iter(v))
+    got = [grids.next() for _ in range(100)]
+    got += grids.take(1000).tolist()
+    got += [grids.next() for _ in range(3000)]
+    got += grids.take(900).tolist()
+    assert got == [release_grids(math.sqrt(x)) for x in v[:5000]]
+    with pytest.raises(ValueError, match="past the horizon"):
+        grids.take(1)
+
+
+def test_batch_release_keeps_its_grid_table() -> None:
+    """The second release reads the kept table: the variances are computed once."""
+    mech = BinaryTree(512, budget=Budget(epsilon=1.0, noise="laplace"), rng=1)
+    calls = []
+    variances = mech.variances
+
+    def counted() -> np.ndarray:
+        calls.append(1)
+        return variances()
+
+    mech.variances = counted  # type: ignore[method-assign]
+    x = np.ones(512)
+    first, second = mech.release(x), mech.release(x)
+    assert len(calls) == 1 and first.shape == second.shape
+    want = release_grids(np.sqrt(variances()))
+    assert mech.release_grids(1, 512).tobytes() == want.tobytes()  # type: ignore[union-attr]
+
+
+def test_stream_and_batch_agree_on_grids() -> None:
+    """A stream's snapped values are multiples of the batch table's grids."""
+    mech = BinaryTree(1000, budget=Budget(epsilon=1.0, noise="laplace"), rng=3)
+    s = mech.stream()
+    values = np.array([s.update(1.0) for _ in range(600)] + list(s.update_many(np.ones(400))))
+    grids = mech.release_grids(1, 1000)
+    assert grids is not None
+    assert np.all(values / grids == np.round(values / grids))
+
+
+def test_scalar_snap_equals_round_half_even() -> None:
+    """The two-addition rounding of :func:`snap_scalar` is Python's ``round`` (ties to
+    even) on ties, near 2^51 and beyond it, and on random values."""
+    rng = np.random.default_rng(15)
+    qs = [k + 0.5 for k in range(-6, 6)] + [-0.0, 0.0, 0.49999999999999994, -0.5]
+    qs += [2.0**51 - 0.5, -(2.0**51) + 0.5, 2.0**51 + 1, 2.0**52 + 2, 1e300]
+    qs += rng.normal(0, 10.0 ** rng.integers(0, 17, 2000)).tolist()
+    for q in qs:
+        for s in (0.0, 3.0, -5.0, 2.0**40 + 1):
+            got = snap_release(s, q, 1.0)  # lo = fmod(s, 1) = 0 for these s
+            want = (s - math.fmod(s, 1.0)) + round(q) * 1.0
+            assert math.copysign(1.0, got) == math.copysign(1.0, want) and got == want
