@@ -90,8 +90,7 @@ import numpy as np
 
 from dpcount._validate import check_choice, check_integer, check_real
 from dpcount.analysis._floor import NUCLEAR_NORM_MAX_HORIZON, counting_nuclear_norm
-from dpcount.counting.factorization.blt import _shipped, blt_losses, shipped_blt_parameters
-from dpcount.counting.factorization.normalized_blt import _shipped as _normalized_blt_shipped
+from dpcount.counting.factorization.blt import blt_losses, shipped_blt_parameters
 from dpcount.counting.factorization.normalized_blt import (
     normalized_blt_losses,
     shipped_normalized_blt_parameters,
@@ -118,7 +117,7 @@ from dpcount.counting.factorization.sqrt_toeplitz import (
 )
 from dpcount.counting.factorization.toeplitz import (
     MAX_OPTIMIZED_HORIZON,
-    _optimized_cached,
+    optimized_coefficients,
     toeplitz_losses,
 )
 from dpcount.data import load_table
@@ -320,17 +319,17 @@ def _normalized_blt_candidates(T: int) -> list[tuple[str, float, float]]:
     exact O(T·n) / O(T·n²) losses on the fly for other T ≤ 2^16, nothing beyond."""
     from dpcount.counting.factorization import row_scaled_blt as rsb
 
-    kinds: tuple[tuple[str, Any, Any, Any], ...] = (
-        ("column-normalized blt", _normalized_blt_shipped, shipped_normalized_blt_parameters,
-         normalized_blt_losses),
-        ("row-scaled blt", rsb._shipped, rsb.shipped_row_scaled_blt_parameters,
-         rsb.row_scaled_blt_losses),
+    kinds: tuple[tuple[str, str, Any, Any], ...] = (
+        ("column-normalized blt", "normalized_blt_parameters.json",
+         shipped_normalized_blt_parameters, normalized_blt_losses),
+        ("row-scaled blt", "row_scaled_blt_parameters.json",
+         rsb.shipped_row_scaled_blt_parameters, rsb.row_scaled_blt_losses),
     )  # fmt: skip
     out = []
     for name, table, shipped, losses in kinds:
         for objective in ("mean", "max"):
             source = f"{name} ({objective}-optimized)"
-            entry = table()["objectives"][objective].get(str(T.bit_length() - 1))
+            entry = load_table(table)["objectives"][objective].get(str(T.bit_length() - 1))
             if entry is not None and T & (T - 1) == 0:
                 out.append((source, float(entry["mean_loss"]), float(entry["max_loss"])))
             elif T <= 1 << 16:
@@ -339,7 +338,7 @@ def _normalized_blt_candidates(T: int) -> list[tuple[str, float, float]]:
 
 
 def _shipped_buffer_counts(objective: str) -> list[int]:
-    return sorted(int(n) for n in _shipped()["objectives"][objective])
+    return sorted(int(n) for n in load_table("blt_parameters.json")["objectives"][objective])
 
 
 @lru_cache(maxsize=256)
@@ -382,7 +381,7 @@ def _row_scaled_table() -> dict[str, dict[str, float]]:
 def _toeplitz_candidate(T: int, objective: str) -> tuple[str, float, float]:
     """(source, mean loss, max loss) of the full-band Toeplitz optimized for ``objective``
     (coefficients shared with ``ToeplitzFactorization.optimized``'s cache)."""
-    losses = toeplitz_losses(list(_optimized_cached(T, objective, None)), T)
+    losses = toeplitz_losses(list(optimized_coefficients(T, objective)), T)
     return (f"toeplitz ({objective}-optimized)", losses.mean_loss, losses.max_loss)
 
 

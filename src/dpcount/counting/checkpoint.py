@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -73,7 +72,8 @@ from numpy.typing import NDArray
 from dpcount._state import state_array, state_value
 from dpcount._version import __version__
 from dpcount.counting.base import CountingMechanism, CountingStream
-from dpcount.counting.registry import CLASSES
+from dpcount.counting.registry import CLASSES, class_capabilities
+from dpcount.counting.strategy import Option, OptionType
 from dpcount.durable import atomic
 from dpcount.durable.format import (
     FORMAT_VERSION,
@@ -111,27 +111,6 @@ _HEADER_KEYS = frozenset(
         "stream",
     }
 )
-#: constructor arguments of this type are arrays (FactorizationMechanism's L and R)
-_ARRAY_KWARGS = frozenset({"L", "R"})
-#: list-valued constructor arguments (BLT parameters, Toeplitz coefficients) and the
-#: longest accepted length for each, by class name (:data:`CLASSES`: a class is
-#: imported only when a checkpoint names it)
-_LIST_KWARGS: dict[tuple[str, str], int] = {
-    ("BLT", "buffer_decay"): 64,
-    ("BLT", "output_scale"): 64,
-    ("HorizonFreeBLT", "buffer_decay"): 64,
-    ("HorizonFreeBLT", "output_scale"): 64,
-    ("NormalizedBLT", "buffer_decay"): 64,
-    ("NormalizedBLT", "output_scale"): 64,
-    ("RowScaledBLT", "buffer_decay"): 64,
-    ("RowScaledBLT", "output_scale"): 64,
-    ("RowScaledBLT", "log_weights"): 32,
-    ("ToeplitzFactorization", "coefficients"): 1 << 24,
-    ("RowScaledSqrtFactorization", "log_weights"): 32,
-    ("RowScaledBandedToeplitz", "log_weights"): 32,
-    ("RowScaledBandedToeplitz", "coefficients"): 16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
-    ("RowScaledBandedToeplitz", "column_scales"): 64,
-}
 _MAX_KWARG_INT = 1 << 63
 _MAX_STR = 64
 
@@ -323,43 +302,51 @@ def _rebuild_generator(rng_header: Any, arrays: list[NDArray[Any]]) -> tuple[Any
 
 def _check_kwarg(cls: type[CountingMechanism], key: Any, value: Any) -> None:
     """A constructor argument as :meth:`CountingMechanism.config` writes it: None, a
-    bool, an int64, a finite float, a short str, (``L``, ``R``) a 2-D float64
-    array, a list of floats (a BLT's ``buffer_decay``, ``output_scale``, a Toeplitz
-    factorization's ``coefficients``), or (``participation``) the budget's schema as
-    a dict of two positive ints.
-    The constructor then checks the values themselves."""
+    bool, an int64, a finite float, a short str, a list or matrix the class declares
+    (its capabilities' ``saved`` options: a BLT's ``buffer_decay``/``output_scale``, a
+    Toeplitz factorization's ``coefficients``, a dense factorization's ``L``/``R``,
+    with their bounds), or (``participation``) the budget's schema as a dict of two
+    positive ints. The constructor then checks the values themselves."""
     where = f"mechanism.kwargs.{str(key)[:40]}"
     if not isinstance(key, str) or not key.isidentifier() or len(key) > _MAX_STR:
         raise ValueError(f"corrupt header: {where}: not an argument name")
-    if key in _ARRAY_KWARGS and cls.__name__ == "FactorizationMechanism":
-        if not (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 2):
-            raise ValueError(f"corrupt header: {where} must be a 2-D float64 array")
-    elif (cls.__name__, key) in _LIST_KWARGS:
-        # a list of finite floats (BLT decays / scales, Toeplitz coefficients)
-        longest = _LIST_KWARGS[(cls.__name__, key)]
-        if not (
-            isinstance(value, list)
-            and 1 <= len(value) <= longest
-            and all(isinstance(v, float) and math.isfinite(v) for v in value)
-        ):
-            raise ValueError(
-                f"corrupt header: {where} must be a list of 1 to {longest} finite floats"
-            )
+    declared = class_capabilities(cls.__name__).saved_option(key)
+    if declared is not None:
+        _check_declared(declared, value, where)
     elif key == "participation" and value is not None:
-        # the budget's (k, b)-participation schema: {"max_participations", "min_separation"}
-        if not (
-            isinstance(value, dict)
-            and set(value) == {"max_participations", "min_separation"}
-            and all(
-                isinstance(v, int) and not isinstance(v, bool) and 1 <= v < _MAX_KWARG_INT
-                for v in value.values()
-            )
-        ):
-            raise ValueError(
-                f"corrupt header: {where} must be a dict of max_participations and "
-                "min_separation (integers >= 1)"
-            )
-    elif isinstance(value, int) and not isinstance(value, bool):
+        _check_schema(value, where)
+    else:
+        _check_scalar(value, where)
+
+
+def _check_declared(option: Option, value: Any, where: str) -> None:
+    """A list or matrix argument the class declares, within its declared bounds."""
+    if option.accepts(value) and value is not None:
+        return
+    if option.type is OptionType.MATRIX:
+        raise ValueError(f"corrupt header: {where} must be a 2-D float64 array")
+    raise ValueError(f"corrupt header: {where} must be a list of 1 to {option.high} finite floats")
+
+
+def _check_schema(value: Any, where: str) -> None:
+    """The budget's (k, b)-participation schema: {"max_participations", "min_separation"}."""
+    if not (
+        isinstance(value, dict)
+        and set(value) == {"max_participations", "min_separation"}
+        and all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v < _MAX_KWARG_INT
+            for v in value.values()
+        )
+    ):
+        raise ValueError(
+            f"corrupt header: {where} must be a dict of max_participations and "
+            "min_separation (integers >= 1)"
+        )
+
+
+def _check_scalar(value: Any, where: str) -> None:
+    """None, a bool, an int64, a float or a short str."""
+    if isinstance(value, int) and not isinstance(value, bool):
         if not -_MAX_KWARG_INT <= value < _MAX_KWARG_INT:
             raise ValueError(f"corrupt header: {where}: integer {value} is out of range")
     elif isinstance(value, str):
@@ -418,16 +405,18 @@ def _rebuild_mechanism(
     return mechanism, generator, rng_state
 
 
-def _restore(
-    header: dict[str, Any], arrays: list[NDArray[Any]], expect: CountingMechanism | None
-) -> CountingStream:
+def _check_header(header: dict[str, Any]) -> None:
+    """The header holds exactly the expected keys, in this format version."""
     if set(header) != _HEADER_KEYS:
         missing = ", ".join(sorted(_HEADER_KEYS - set(header))) or "none"
         unknown = ", ".join(sorted(str(k)[:40] for k in set(header) - _HEADER_KEYS)) or "none"
         raise ValueError(f"corrupt header (missing: {missing}; unknown: {unknown})")
     if type(header["format"]) is not int or header["format"] != FORMAT_VERSION:
         raise ValueError(f"corrupt header: format {header['format']!r:.40} != {FORMAT_VERSION}")
-    mechanism, generator, rng_state = _rebuild_mechanism(header, arrays, expect)
+
+
+def _position(header: dict[str, Any], mechanism: CountingMechanism) -> tuple[int, int | None]:
+    """The saved step and vector length, checked against the rebuilt mechanism."""
     horizon = _field(header, "horizon", (int,), "an int")
     if horizon != mechanism.horizon:
         raise ValueError(
@@ -439,27 +428,48 @@ def _restore(
     dim = header["dim"]
     if dim is not None and (type(dim) is not int or dim < 1):
         raise ValueError(f"corrupt header: dim must be None or an int >= 1, got {dim!r:.40}")
-    stream = mechanism.stream()
+    process_state = header["process"]
+    if (step == 0) != (process_state is None) or (step == 0 and dim is not None):
+        raise ValueError(
+            f"corrupt header: step {step} with dim {dim!r:.40} and process {process_state!r:.40}"
+        )
+    return step, dim
+
+
+def _load_stream_state(
+    stream: CountingStream,
+    header: dict[str, Any],
+    arrays: list[NDArray[Any]],
+    position: tuple[int, int | None],
+) -> None:
+    """The saved running sum and noise process loaded into the fresh ``stream``."""
+    step, dim = position
     saved_stream = header["stream"]
     if not isinstance(saved_stream, dict) or set(saved_stream) != {"integer", "sum"}:
         raise ValueError("corrupt header: stream must hold integer and sum")
     if saved_stream["integer"] is not stream._integer:
         raise ValueError("corrupt header: stream.integer does not match the sampler")
     total = decode(saved_stream["sum"], arrays, "stream.sum")
-    process_state = header["process"]
-    if (step == 0) != (process_state is None) or (step == 0 and dim is not None):
-        raise ValueError(
-            f"corrupt header: step {step} with dim {dim!r:.40} and process {process_state!r:.40}"
-        )
-    if step > 0:
-        total = _check_sum(total, dim, stream._integer)  # first: bounds dim by the file
-        process = stream._start(dim)
-        process.load_state_dict(decode(process_state, arrays, "process"))
-        if process.step != step:
-            raise ValueError(f"corrupt state: the process is at step {process.step}, not {step}")
-        stream._sum, stream._t = total, step
-    elif not _same(total, stream._sum) or type(total) is not type(stream._sum):
-        raise ValueError(f"corrupt header: running sum {total!r:.40} at step 0")
+    if step == 0:
+        if not _same(total, stream._sum) or type(total) is not type(stream._sum):
+            raise ValueError(f"corrupt header: running sum {total!r:.40} at step 0")
+        return
+    total = _check_sum(total, dim, stream._integer)  # first: bounds dim by the file
+    process = stream._start(dim)
+    process.load_state_dict(decode(header["process"], arrays, "process"))
+    if process.step != step:
+        raise ValueError(f"corrupt state: the process is at step {process.step}, not {step}")
+    stream._sum, stream._t = total, step
+
+
+def _restore(
+    header: dict[str, Any], arrays: list[NDArray[Any]], expect: CountingMechanism | None
+) -> CountingStream:
+    _check_header(header)
+    mechanism, generator, rng_state = _rebuild_mechanism(header, arrays, expect)
+    position = _position(header, mechanism)
+    stream = mechanism.stream()
+    _load_stream_state(stream, header, arrays, position)
     # Last: making a process may draw (the dense process draws z at once); the
     # generator must continue from the saved state.
     generator.bit_generator.state = rng_state

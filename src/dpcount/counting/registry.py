@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from dpcount.counting.base import (
     format_bytes,
     parse_bytes,
 )
+from dpcount.counting.strategy import GAUSSIAN, Capabilities, Option, OptionType
 from dpcount.privacy.budget import Budget, MissingDeltaError, NoiseKind, accept_participation
 from dpcount.privacy.rng import RNGLike
 
@@ -30,17 +31,16 @@ __all__ = [
     "REGISTRY",
     "Entry",
     "build_mechanism",
+    "capabilities",
     "check_memory",
+    "class_capabilities",
     "class_noise",
     "default_noise",
     "max_horizon",
     "memory_estimate",
+    "names",
     "objectives",
 ]
-
-_GAUSSIAN = frozenset({NoiseKind.GAUSSIAN})
-_BOTH = frozenset({NoiseKind.LAPLACE, NoiseKind.GAUSSIAN})
-_DISCRETE = frozenset({NoiseKind.DISCRETE_LAPLACE, NoiseKind.DISCRETE_GAUSSIAN})
 
 
 @cache
@@ -56,44 +56,31 @@ def _resolve(target: str) -> type[CountingMechanism]:
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered counting mechanism.
+    """One registered counting mechanism: its name, its class and its
+    :class:`~dpcount.counting.strategy.Capabilities`.
 
     The class is named, not imported (``"tree:KaryTree"``): it is imported when a
     mechanism is built or asked for its memory, so a command that runs one tree does
     not import the factorizations (nor scipy.signal). What choosing a mechanism
-    needs to know about the class — its noise kinds, its default noise, its largest
-    horizon — is stated here; a test checks each statement against the class.
+    needs to know about it is its ``capabilities``, declared here once; a test checks
+    them against the class (its ``noise_families``, its factory's limit).
 
     Attributes:
         name: the short name (CLI ``--mechanism``, :func:`build_mechanism`), or None
             for a class that is only rebuilt from checkpoints (built from matrices).
         target: ``"module:Class"``, the module inside :mod:`dpcount.counting`.
+        capabilities: noise kinds, integer release, largest horizon, options,
+            checkpoint arguments, participation support.
         factory: the class method the name builds with, if not the constructor (e.g.
             ``"optimized"``: BLT with its shipped optimized parameters), and
             ``preset`` the keywords it is called with (``(("objective", "max"),)``).
-        noise: the continuous noise the name defaults to when it is not the class's
-            ``default_noise`` (the dense optimum: Gaussian, the loss it minimizes).
-        max_horizon: the largest horizon the name builds, None for any (memory
-            refusals name only mechanisms that can run at the horizon).
-        discrete: the class's ``supports_discrete_noise``.
-        continuous: the class's ``continuous_noise``.
-        default: the class's ``default_noise``.
-        objectives: the values of the factory's ``objective`` option (the loss its
-            shipped or optimized parameters minimize), the default first; () for a name
-            without one. ``build(objective=...)`` passes it on.
     """
 
     name: str | None
     target: str
+    capabilities: Capabilities = field(default_factory=Capabilities)
     factory: str | None = None
     preset: tuple[tuple[str, Any], ...] = ()
-    noise: NoiseKind | None = None
-    #: the largest horizon the name builds (its factory's limit), None: any
-    max_horizon: int | None = None
-    discrete: bool = False
-    continuous: frozenset[NoiseKind] = _BOTH
-    default: NoiseKind = NoiseKind.LAPLACE
-    objectives: tuple[str, ...] = ()
 
     @property
     def cls(self) -> type[CountingMechanism]:
@@ -108,20 +95,58 @@ class Entry:
     @property
     def is_kary(self) -> bool:
         """Whether the name takes the tree options ``k`` and ``subtract``."""
-        return self.class_name == "KaryTree"
+        return self.capabilities.option("k") is not None
+
+    @property
+    def discrete(self) -> bool:
+        """Whether it accepts integer noise."""
+        return self.capabilities.discrete
+
+    @property
+    def continuous(self) -> frozenset[NoiseKind]:
+        """The continuous noise kinds it is calibrated for."""
+        return self.capabilities.continuous
+
+    @property
+    def default(self) -> NoiseKind:
+        """The continuous noise it uses when none is named."""
+        return self.capabilities.default_noise
+
+    @property
+    def max_horizon(self) -> int | None:
+        """The largest horizon the name builds (its factory's limit), None: any."""
+        return self.capabilities.max_horizon
+
+    @property
+    def objectives(self) -> tuple[str, ...]:
+        """The values of its ``objective`` option, the default first; () without one."""
+        option = self.capabilities.option("objective")
+        return () if option is None else option.choices
 
     def noise_families(self) -> frozenset[NoiseKind]:
-        """Every noise kind the class can be calibrated for (its ``noise_families``)."""
-        return self.continuous | (_DISCRETE if self.discrete else frozenset())
+        """Every noise kind it can be calibrated for (the class's ``noise_families``)."""
+        return self.capabilities.noise
 
-    def build(self, **kw: Any) -> CountingMechanism:
-        """Build with the common keywords; the tree options ``k``/``subtract`` are
-        dropped for mechanisms without them (the binary tree fixes k = 2)."""
-        if not self.is_kary:
-            kw.pop("k", None)
-            kw.pop("subtract", None)
-        if self.class_name != "ToeplitzFactorization" or kw.get("bands") is None:
-            kw.pop("bands", None)  # None: the optimized factorization's full band
+    def memory(self, horizon: int, dim: int | None, options: Mapping[str, Any]) -> MemoryEstimate:
+        """Bytes it needs at ``horizon`` for steps of length ``dim`` (None: scalar),
+        from the declared memory options given (not None) in ``options``; nothing is
+        allocated (the class's :meth:`~CountingMechanism.memory_estimate`)."""
+        given = {
+            o.name: options[o.name]
+            for o in self.capabilities.memory_options()
+            if options.get(o.name) is not None
+        }
+        return self.cls.memory_estimate(horizon, dim, **given)
+
+    def _options(self, kw: dict[str, Any]) -> dict[str, Any]:
+        """``kw`` without the shared options it does not declare (the binary tree
+        fixes k = 2) nor its declared options given as None with no default; its
+        ``objective`` checked against the declared choices."""
+        caps = self.capabilities
+        for key in Capabilities.SHARED:
+            option = caps.option(key)
+            if option is None or (option.default is None and kw.get(key) is None):
+                kw.pop(key, None)
         objective = kw.pop("objective", None)
         if objective is not None:
             if not self.objectives:
@@ -131,99 +156,173 @@ class Entry:
                 )
             check_choice("objective", objective, self.objectives)
             kw["objective"] = objective
+        return kw
+
+    def build(self, **kw: Any) -> CountingMechanism:
+        """Build with the common keywords; the tree options ``k``/``subtract`` and
+        ``bands`` are dropped for mechanisms without them."""
+        kw = self._options(kw)
         cls = self.cls
         build = cls if self.factory is None else getattr(cls, self.factory)
         return build(**dict(self.preset), **kw)
 
 
-def _gaussian_only(name: str | None, target: str, **options: Any) -> Entry:
-    """The entry of a factorization calibrated for Gaussian noise only (its
-    ``continuous_noise`` and ``default_noise``: its sensitivity is an l2 norm)."""
-    return Entry(name, target, continuous=_GAUSSIAN, default=NoiseKind.GAUSSIAN, **options)
+#: the ``objective`` option of the shipped/optimized factorizations (mean loss first)
+_OBJECTIVE = Option("objective", OptionType.STR, default="mean", choices=("mean", "max"))
+#: the trees' options (read by their memory estimate)
+_TREE = (
+    Option("k", OptionType.INT, default=19, low=2, memory=True),
+    Option("subtract", OptionType.BOOL, default=True, memory=True),
+)
+#: a BLT's buffer count (None: the best shipped count)
+_BUFFERS = Option("buffers", OptionType.INT, low=1, memory=True)
+#: a BLT's parameters, as a checkpoint holds them
+_BLT_SAVED = (
+    Option("buffer_decay", OptionType.FLOATS, low=1, high=64),
+    Option("output_scale", OptionType.FLOATS, low=1, high=64),
+)
+#: the row-scaled mechanisms' row log-weights, as a checkpoint holds them
+_LOG_WEIGHTS = Option("log_weights", OptionType.FLOATS, low=1, high=32)
+#: a dense factorization's matrices
+_MATRICES = (Option("L", OptionType.MATRIX), Option("R", OptionType.MATRIX))
+#: integer noise, integer release (the trees) / integer noise only (Honaker)
+_DISCRETE = Capabilities(discrete=True)
 
 
-#: the ``objective`` values of the shipped/optimized factorizations (mean loss first)
-_OBJECTIVES = ("mean", "max")
+def _gaussian(
+    max_horizon: int | None = None,
+    options: tuple[Option, ...] = (),
+    saved: tuple[Option, ...] = (),
+    participation: bool = True,
+) -> Capabilities:
+    """The capabilities of a factorization calibrated for Gaussian noise only (its
+    sensitivity is an ℓ₂ column norm)."""
+    return Capabilities(
+        continuous=GAUSSIAN,
+        default_noise=NoiseKind.GAUSSIAN,
+        max_horizon=max_horizon,
+        options=options,
+        saved=saved,
+        participation=participation,
+    )
+
+
+#: the dense optima: any continuous noise, Gaussian by default (the loss they minimize)
+_DENSE = Capabilities(
+    default_noise=NoiseKind.GAUSSIAN,
+    max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
+    saved=_MATRICES,
+)
 
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
 #: the one registry (the CLI, the advisor, the apps and checkpoints read it)
 REGISTRY: tuple[Entry, ...] = (
-    Entry("binary", "tree:BinaryTree", discrete=True),
-    Entry("kary", "tree:KaryTree", discrete=True),
-    Entry("sqrt", "factorization.sqrt:SqrtFactorization", default=NoiseKind.GAUSSIAN),
-    Entry("honaker", "honaker:Honaker", discrete=True),
-    Entry("smooth-binary", "smooth_binary:SmoothBinary", default=NoiseKind.GAUSSIAN),
+    Entry("binary", "tree:BinaryTree", Capabilities(discrete=True, integer_release=True)),
+    Entry(
+        "kary",
+        "tree:KaryTree",
+        Capabilities(discrete=True, integer_release=True, options=_TREE),
+    ),
+    Entry(
+        "sqrt",
+        "factorization.sqrt:SqrtFactorization",
+        Capabilities(default_noise=NoiseKind.GAUSSIAN),
+    ),
+    Entry("honaker", "honaker:Honaker", _DISCRETE),
+    Entry(
+        "smooth-binary",
+        "smooth_binary:SmoothBinary",
+        Capabilities(default_noise=NoiseKind.GAUSSIAN),
+    ),
     Entry("input", "input_perturbation:InputPerturbation"),
     # shipped mean-optimized parameters
-    _gaussian_only("blt", "factorization.blt:BLT", factory="optimized", objectives=_OBJECTIVES),
+    Entry(
+        "blt",
+        "factorization.blt:BLT",
+        _gaussian(options=(_OBJECTIVE, _BUFFERS), saved=_BLT_SAVED),
+        factory="optimized",
+    ),
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
-    _gaussian_only(
+    Entry(
         "toeplitz",
         "factorization.toeplitz:ToeplitzFactorization",
+        _gaussian(
+            max_horizon=1 << 16,  # factorization.toeplitz.MAX_OPTIMIZED_HORIZON
+            options=(_OBJECTIVE, Option("bands", OptionType.INT, low=1, memory=True)),
+            saved=(Option("coefficients", OptionType.FLOATS, low=1, high=1 << 24),),
+        ),
         factory="optimized",
-        max_horizon=1 << 16,  # factorization.toeplitz.MAX_OPTIMIZED_HORIZON
-        objectives=_OBJECTIVES,
     ),
     # exact variances in O(T^2) on first use: horizon <= 2^14
-    _gaussian_only(
+    Entry(
         "normalized-sqrt",
         "factorization.normalized_sqrt:NormalizedSqrtFactorization",
-        max_horizon=1 << 22,  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
+        _gaussian(max_horizon=1 << 22),  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
     ),
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
-    _gaussian_only(
+    Entry(
         "normalized-blt",
         "factorization.normalized_blt:NormalizedBLT",
+        _gaussian(
+            max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
+            options=(_OBJECTIVE,),
+            saved=_BLT_SAVED,
+        ),
         factory="optimized",
-        max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
-        objectives=_OBJECTIVES,
     ),
     # row-scaled, column-normalized BLT, shipped mean-optimized parameters: O(buffers) state
-    _gaussian_only(
+    Entry(
         "row-scaled-blt",
         "factorization.row_scaled_blt:RowScaledBLT",
+        _gaussian(
+            max_horizon=1 << 24,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
+            options=(_OBJECTIVE,),
+            saved=(*_BLT_SAVED, _LOG_WEIGHTS),
+        ),
         factory="optimized",
-        max_horizon=1 << 24,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
-        objectives=_OBJECTIVES,
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
-    Entry(
-        "dense-optimum",
-        "factorization.dense:FactorizationMechanism",
-        factory="optimal",
-        noise=NoiseKind.GAUSSIAN,
-        max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
-    ),
+    Entry("dense-optimum", "factorization.dense:FactorizationMechanism", _DENSE, "optimal"),
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
     # optimized on first use otherwise (horizon <= 2048)
     Entry(
         "dense-max-optimum",
         "factorization.dense:FactorizationMechanism",
+        _DENSE,
         factory="optimal",
         preset=(("objective", "max"),),
-        noise=NoiseKind.GAUSSIAN,
-        max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
     ),
     # row-scaled column-normalized sqrt: exact variances in O(T^2), horizon <= 2^14
-    _gaussian_only(
+    Entry(
         "row-scaled-sqrt",
         "factorization.row_scaled_sqrt:RowScaledSqrtFactorization",
-        max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+        _gaussian(max_horizon=16384, saved=(_LOG_WEIGHTS,)),  # ROW_SCALED_MAX_HORIZON
     ),
     # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
-    _gaussian_only(
+    Entry(
         "row-scaled-banded",
         "factorization.row_scaled_banded:RowScaledBandedToeplitz",
+        _gaussian(
+            max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+            saved=(
+                _LOG_WEIGHTS,
+                Option("coefficients", OptionType.FLOATS, low=1, high=16384),
+                Option("column_scales", OptionType.FLOATS, low=1, high=64),
+            ),
+        ),
         factory="optimized",
-        max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
     ),
     # the horizon-free square root: no name (UnboundedCounter's inner "horizon-free-sqrt"),
-    # rebuilt from checkpoints by class name
-    _gaussian_only(None, "factorization.horizon_free:HorizonFreeSqrt"),
+    # rebuilt from checkpoints by class name; single participation
+    Entry(None, "factorization.horizon_free:HorizonFreeSqrt", _gaussian(participation=False)),
     # the horizon-free BLT: no name (UnboundedCounter's inner "horizon-free-blt")
-    _gaussian_only(None, "factorization.horizon_free_blt:HorizonFreeBLT"),
+    Entry(
+        None,
+        "factorization.horizon_free_blt:HorizonFreeBLT",
+        _gaussian(saved=_BLT_SAVED, participation=False),
+    ),
 )
 
 #: name -> its entry
@@ -284,7 +383,7 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
 #: names calibrated for Gaussian noise only (they refuse every other noise kind), as
 #: their classes declare (``noise_families``)
 GAUSSIAN_ONLY: frozenset[str] = frozenset(
-    name for name, e in _BY_NAME.items() if e.noise_families() == _GAUSSIAN
+    name for name, e in _BY_NAME.items() if e.capabilities.gaussian_only
 )
 
 
@@ -300,7 +399,7 @@ def class_noise(name: str, delta: float | None) -> str:
     """
     check_choice("mechanism", name, MECHANISMS)
     entry = _BY_NAME[name]
-    chosen = str((entry.noise or entry.default).value)
+    chosen = str(entry.capabilities.default_noise.value)
     if chosen == "gaussian" and delta is None:
         if name in GAUSSIAN_ONLY:
             raise MissingDeltaError(
@@ -324,6 +423,41 @@ def max_horizon(name: str) -> int | None:
     return _BY_NAME[name].max_horizon
 
 
+def capabilities(name: str) -> Capabilities:
+    """What mechanism ``name`` can do (:class:`~dpcount.counting.strategy.Capabilities`),
+    without importing it."""
+    check_choice("mechanism", name, MECHANISMS)
+    return _BY_NAME[name].capabilities
+
+
+def class_capabilities(class_name: str) -> Capabilities:
+    """The capabilities registered for class ``class_name`` (its first entry: the
+    dense optima share one class), without importing it.
+
+    Raises:
+        KeyError: an unregistered class.
+    """
+    for entry in REGISTRY:
+        if entry.class_name == class_name:
+            return entry.capabilities
+    raise KeyError(class_name)
+
+
+def names(*, budget: Budget | None = None, horizon: int | None = None) -> tuple[str, ...]:
+    """The registered names, sorted (the CLI's ``--mechanism`` choices); with
+    ``budget``/``horizon`` only those whose capabilities support them
+    (:meth:`~dpcount.counting.strategy.Capabilities.supports`: nothing is built)."""
+    return tuple(sorted(n for n, e in _BY_NAME.items() if _reaches(e, budget, horizon)))
+
+
+def _reaches(entry: Entry, budget: Budget | None, horizon: int | None) -> bool:
+    """Whether ``entry`` supports ``budget`` (None: any) at ``horizon`` (None: any)."""
+    caps = entry.capabilities
+    if budget is not None:
+        return caps.supports(budget, horizon)
+    return horizon is None or caps.max_horizon is None or horizon <= caps.max_horizon
+
+
 #: the budget's fields, accepted loose by :func:`build_mechanism` for one more release
 _BUDGET_FIELDS = (
     "epsilon",
@@ -335,24 +469,17 @@ _BUDGET_FIELDS = (
     "participation",
 )
 
-#: the structure options each name's memory estimate reads (defaults of its builder)
-_MEMORY_OPTIONS = ("k", "subtract", "bands", "buffers")
-
 
 def memory_estimate(
     name: str, horizon: int, dim: int | None = None, **options: Any
 ) -> MemoryEstimate:
     """Bytes mechanism ``name`` needs at ``horizon`` for steps of length ``dim`` (None:
     scalar), as its class declares (:meth:`CountingMechanism.memory_estimate`); nothing
-    is allocated. ``options``: ``k``/``subtract`` (kary; default 19, True), ``bands``
-    (toeplitz), ``buffers`` (blt); the others' are ignored."""
+    is allocated. ``options``: its declared memory options (``k``/``subtract`` for
+    kary, default 19, True; ``bands`` for toeplitz; ``buffers`` for the BLTs); the
+    others are ignored."""
     check_choice("mechanism", name, MECHANISMS)
-    entry = _BY_NAME[name]
-    given = {key: options[key] for key in _MEMORY_OPTIONS if options.get(key) is not None}
-    if not entry.is_kary:
-        given.pop("k", None)
-        given.pop("subtract", None)
-    return entry.cls.memory_estimate(horizon, dim, **given)
+    return _BY_NAME[name].memory(horizon, dim, options)
 
 
 def check_memory(
@@ -429,8 +556,7 @@ def build_mechanism(
     """
     check_choice("mechanism", name, MECHANISMS)
     dim, memory = kwargs.pop("dim", None), kwargs.pop("memory", None)
-    options = {key: kwargs.get(key) for key in _MEMORY_OPTIONS}
-    check_memory(name, horizon, dim=dim, memory=memory, **options)
+    check_memory(name, horizon, dim=dim, memory=memory, **kwargs)
     fields = {k: kwargs.pop(k) for k in _BUDGET_FIELDS if k in kwargs}
     if fields.get("noise", "") is None:
         del fields["noise"]  # noise=None: the default, as before

@@ -740,7 +740,8 @@ def load_unbounded(
         raise ValueError(f"checkpoint {os.fspath(path)}: {err}") from None
 
 
-def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -> UnboundedStream:
+def _saved_state(inner: CountingStream) -> dict[str, Any]:
+    """The doubling state saved beside the inner stream, its keys and inner name checked."""
     saved = inner.extra
     if not isinstance(saved, dict) or set(saved) != {"unbounded", "user"}:
         raise ValueError("not an UnboundedStream checkpoint (no doubling state in extra)")
@@ -753,15 +754,20 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
         raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
     if type(st["k"]) is not int or type(st["subtract"]) is not bool:
         raise ValueError(f"corrupt {_OWNER} state: k must be an int, subtract a bool")
+    return st
+
+
+def _check_position(st: dict[str, Any], inner: CountingStream) -> None:
+    """The saved block, step and vector length agree with the inner stream."""
     block, step, dim = st["block"], st["step"], st["dim"]
-    mech = inner.mechanism
+    horizon = inner.mechanism.horizon
     if (
         type(block) is not int
         or block not in _block_ids(st["inner"])
-        or mech.horizon != _block_span(st["inner"], block)
+        or horizon != _block_span(st["inner"], block)
     ):
         raise ValueError(
-            f"corrupt {_OWNER} state: block {block!r:.40} for an inner horizon of {mech.horizon}"
+            f"corrupt {_OWNER} state: block {block!r:.40} for an inner horizon of {horizon}"
         )
     if type(step) is not int or step != (1 << block) - 1 + inner.step or step > MAX_STEPS:
         raise ValueError(f"corrupt {_OWNER} state: step {step!r:.40} != the inner stream's")
@@ -769,6 +775,13 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
         raise ValueError(f"corrupt {_OWNER} state: dim {dim!r:.40}")
     if (step == 0) != (dim == "unset") or (inner.step > 0 and dim != inner.dim):
         raise ValueError(f"corrupt {_OWNER} state: dim {dim!r:.40} at step {step}")
+
+
+def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -> UnboundedStream:
+    st = _saved_state(inner)
+    _check_position(st, inner)
+    block, step, dim = st["block"], st["step"], st["dim"]
+    mech = inner.mechanism
     counter = UnboundedCounter(
         inner=st["inner"], k=st["k"], subtract=st["subtract"], budget=mech.budget, rng=mech._rng
     )
@@ -787,5 +800,5 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     else:
         stream._block, stream._inner = block, inner
     stream._t, stream._dim = step, dim
-    stream.extra = saved["user"]
+    stream.extra = inner.extra["user"]  # type: ignore[index]
     return stream

@@ -87,6 +87,7 @@ __all__ = [
     "banded_participation_loss",
     "check_toeplitz_coefficients",
     "optimize_toeplitz",
+    "optimized_coefficients",
     "toeplitz_inverse_coefficients",
     "toeplitz_losses",
 ]
@@ -421,6 +422,14 @@ def optimize_toeplitz(
 @lru_cache(maxsize=16)
 def _optimized_cached(horizon: int, objective: str, bands: int | None) -> tuple[float, ...]:
     return tuple(optimize_toeplitz(horizon, objective=objective, bands=bands).coefficients)
+
+
+def optimized_coefficients(
+    horizon: int, objective: str = "mean", bands: int | None = None
+) -> tuple[float, ...]:
+    """The coefficients :meth:`ToeplitzFactorization.optimized` uses (computed once per
+    ``(horizon, objective, bands)`` and shared with it)."""
+    return _optimized_cached(horizon, objective, bands)
 
 
 # -- the noise process ---------------------------------------------------------------------
