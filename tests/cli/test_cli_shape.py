@@ -1,5 +1,8 @@
 """The command line stays a thin layer (STYLE.md, issue 19): every function of
-``dpcount._cli`` reads at once (at most :data:`MAX_LINES` lines), and no CLI code
+``dpcount._cli`` reads at once (at most :data:`MAX_LINES` lines), every function of
+the whole package has at most :data:`MAX_LINES` lines of code (its docstring not
+counted, issue 33: the gate covers the package, with the short allow-list
+:data:`ALLOWED`), and no CLI code
 decides what to do by reading an exception's message — the library raises typed
 errors (:class:`~dpcount.privacy.MissingDeltaError`,
 :class:`~dpcount.privacy.ParticipationUnsupportedError`,
@@ -15,7 +18,18 @@ from pathlib import Path
 import pytest
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "dpcount" / "_cli"
+PACKAGE = CLI.parent
 MAX_LINES = 80
+#: functions of the package (outside ``_cli``) with more than MAX_LINES lines of code
+#: today, each with that length: it may shrink, never grow, and an entry whose function
+#: fits is stale (the test says which, to be deleted). All are being cut up by the
+#: helpers of issues 32-33: ``strategy`` (compare), ``pipeline``/``session`` (keyed).
+ALLOWED = {
+    "analysis/compare.py::compare": 162,
+    "keyed/dask.py::run_dask": 189,
+    "keyed/job.py::make_job": 128,
+    "keyed/run.py::keyed_counts": 176,
+}
 #: str methods that search or compare text
 _SEARCHES = frozenset(
     {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "partition",
@@ -35,6 +49,53 @@ def long_functions(tree: ast.AST) -> list[str]:
             if lines > MAX_LINES:
                 out.append(f"{node.name} ({lines} lines)")
     return out
+
+
+def _docstring_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    first = node.body[0]
+    value = first.value if isinstance(first, ast.Expr) else None
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        assert first.end_lineno is not None
+        return first.end_lineno - first.lineno + 1
+    return 0
+
+
+def code_lengths(tree: ast.AST, prefix: str = "") -> dict[str, int]:
+    """``{qualified name: lines}`` of every function (methods as ``Class.name``, nested
+    ones as ``outer.inner``), from ``def`` to its end, its docstring not counted."""
+    out: dict[str, int] = {}
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno is not None
+            lines = node.end_lineno - node.lineno + 1 - _docstring_lines(node)
+            out[prefix + node.name] = lines
+            out.update(code_lengths(node, f"{prefix}{node.name}."))
+        elif isinstance(node, ast.ClassDef):
+            out.update(code_lengths(node, f"{prefix}{node.name}."))
+        else:
+            out.update(code_lengths(node, prefix))
+    return out
+
+
+def package_long_functions(root: Path) -> dict[str, int]:
+    """``{path::name: lines of code}`` of every function of ``root`` over MAX_LINES."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        for name, lines in code_lengths(ast.parse(path.read_text(encoding="utf-8"))).items():
+            if lines > MAX_LINES:
+                found[f"{where}::{name}"] = lines
+    return found
+
+
+def test_package_functions_are_short_but_for_the_allow_list() -> None:
+    found = package_long_functions(PACKAGE)
+    new = {name: n for name, n in found.items() if name not in ALLOWED}
+    assert new == {}, f"functions over {MAX_LINES} lines of code (docstring not counted)"
+    grown = {name: n for name, n in found.items() if name in ALLOWED and n > ALLOWED[name]}
+    assert grown == {}, "allowed long functions may shrink, never grow"
+    stale = sorted(set(ALLOWED) - set(found))
+    assert stale == [], "these fit now: delete them from ALLOWED"
 
 
 def _text_of(node: ast.AST, errors: set[str], tainted: set[str]) -> bool:
@@ -147,3 +208,8 @@ def test_the_checks_catch_what_they_are_for() -> None:
     long = "def f():\n" + "    x = 1\n" * MAX_LINES
     assert long_functions(ast.parse(long)) == [f"f ({MAX_LINES + 1} lines)"]
     assert long_functions(ast.parse("def f():\n" + "    x = 1\n" * (MAX_LINES - 1))) == []
+    doc = '        """A\n\n        docstring.\n        """\n'
+    method = f"class C:\n    def m(self):\n{doc}" + "        x = 1\n" * MAX_LINES
+    assert code_lengths(ast.parse(method)) == {"C.m": MAX_LINES + 1}  # the docstring is free
+    nested = "def f():\n    def g():\n        pass\n"
+    assert code_lengths(ast.parse(nested)) == {"f": 3, "f.g": 2}
