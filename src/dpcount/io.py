@@ -295,9 +295,9 @@ class SeriesReader:
             # only the matching rows): it counts 0
             self.unmatched += 1
             return 0.0
-        if layout.index < 0:
+        if layout.value < 0:
             return 1.0
-        cell = cells[layout.index]
+        cell = cells[layout.value]
         if cell.lower() not in MISSING_MARKERS:
             return parse_number(cell, where=where, label=layout.label)
         if self.missing == "error":
@@ -317,16 +317,16 @@ class _Layout(NamedTuple):
     each row counts 1) and its name for messages, the time column (-1: none) and the
     ``--where`` conditions' columns."""
 
-    index: int
+    value: int
     label: str
     time: int
     conditions: tuple[tuple[int, Condition], ...]
 
     def check_width(self, cells: list[str], where: str, time_column: str | None) -> None:
         """A row too short for a column read is refused, naming that column."""
-        if max([self.index, self.time, *(i for i, _ in self.conditions)]) < len(cells):
+        if max([self.value, self.time, *(i for i, _ in self.conditions)]) < len(cells):
             return
-        if self.index >= len(cells):
+        if self.value >= len(cells):
             name = self.label
         elif self.time >= len(cells):
             name = str(time_column)
