@@ -269,28 +269,7 @@ def _checkpoint_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_options(args: argparse.Namespace) -> None:
     """Options a run cannot honour are refused up front, naming the flag and why."""
-    if args.checkpoint is None:
-        if args.checkpoint_every is not None:
-            raise ValueError("--checkpoint-every needs --checkpoint FILE")
-        if args.checkpoint_seconds != 1.0:
-            raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
-    else:
-        # A durable run releases (and delivers) row by row: whole-series options would
-        # need rows not yet seen, or would change lines already released.
-        why = {
-            "--monotone": "the isotonic fit of a step changes with later rows, and released "
-            "lines are final (run it on the output file afterwards)",
-            "--step": "a step's sum is only known once the input is past it",
-            "--plot": "the plot needs the true series of the whole input",
-        }
-        for flag, reason in why.items():
-            if getattr(args, flag[2:]):
-                raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
-        if args.checkpoint_every is not None and args.checkpoint_seconds != 1.0:
-            raise ValueError(
-                "--checkpoint-seconds is not used with --checkpoint-every N (a save every N "
-                "steps exactly): give one of them"
-            )
+    _check_checkpoint(args)
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
     common.check_digits(args)
@@ -310,6 +289,34 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ValueError("--where is not available with --checkpoint (filter the input first)")
     if args.start is not None and args.step is None:
         raise ValueError("--start needs --step")
+
+
+#: why a durable run (which releases and delivers row by row) refuses a whole-series
+#: option: it would need rows not yet seen, or would change lines already released
+_NOT_DURABLE = {
+    "--monotone": "the isotonic fit of a step changes with later rows, and released "
+    "lines are final (run it on the output file afterwards)",
+    "--step": "a step's sum is only known once the input is past it",
+    "--plot": "the plot needs the true series of the whole input",
+}
+
+
+def _check_checkpoint(args: argparse.Namespace) -> None:
+    """The --checkpoint options: their flags need it, and it refuses whole-series ones."""
+    if args.checkpoint is None:
+        if args.checkpoint_every is not None:
+            raise ValueError("--checkpoint-every needs --checkpoint FILE")
+        if args.checkpoint_seconds != 1.0:
+            raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
+        return
+    for flag, reason in _NOT_DURABLE.items():
+        if getattr(args, flag[2:]):
+            raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
+    if args.checkpoint_every is not None and args.checkpoint_seconds != 1.0:
+        raise ValueError(
+            "--checkpoint-seconds is not used with --checkpoint-every N (a save every N "
+            "steps exactly): give one of them"
+        )
 
 
 def _where_text(reader: SeriesReader) -> str:

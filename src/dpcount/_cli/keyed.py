@@ -272,13 +272,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_engine_flags(args: argparse.Namespace) -> None:
     """The Dask options are errors where the chosen engine would ignore them."""
-    if (args.input is None) == (args.input_dir is None):
-        raise ValueError("give an EVENTS file or --input-dir DIR (exactly one)")
-    if args.input_dir is not None:
-        if args.state is None:
-            raise ValueError("--input-dir needs --state FILE (where the run continues from)")
-        if (args.until is None) == (args.allowed_lateness is None):
-            raise ValueError("--input-dir needs --until STEP or --allowed-lateness WAIT (one)")
+    _check_input_flags(args)
     given = [
         flag
         for flag, value in (
@@ -297,6 +291,24 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
         )
     if args.master is not None and args.engine != "spark":
         raise ValueError(f"--master needs --engine spark (--engine {args.engine} ignores it)")
+    _check_resume_flags(args)
+    if args.scheduler is not None and args.workers is not None:
+        raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
+
+
+def _check_input_flags(args: argparse.Namespace) -> None:
+    """One input: an EVENTS file, or --input-dir with --state and when to release."""
+    if (args.input is None) == (args.input_dir is None):
+        raise ValueError("give an EVENTS file or --input-dir DIR (exactly one)")
+    if args.input_dir is not None:
+        if args.state is None:
+            raise ValueError("--input-dir needs --state FILE (where the run continues from)")
+        if (args.until is None) == (args.allowed_lateness is None):
+            raise ValueError("--input-dir needs --until STEP or --allowed-lateness WAIT (one)")
+
+
+def _check_resume_flags(args: argparse.Namespace) -> None:
+    """--late needs --state; --until and --allowed-lateness exclude each other."""
     if args.late != "refuse" and args.state is None:
         raise ValueError(
             f"--late {args.late} needs --state: without a stored state no step was released "
@@ -304,8 +316,6 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
         )
     if args.allowed_lateness is not None and args.until is not None:
         raise ValueError("give --until or --allowed-lateness, not both")
-    if args.scheduler is not None and args.workers is not None:
-        raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
 
 
 def _selection(args: argparse.Namespace) -> KeySelection | None:
