@@ -22,6 +22,7 @@ __all__ = [
     "err_console",
     "escape",
     "flags",
+    "given_flags",
     "open_output",
     "out_console",
     "participation_from",
@@ -44,6 +45,11 @@ def out_console(min_width: int = 100) -> Console:
     """Rich console on stdout for tables: at least ``min_width`` columns (a log file
     would get 80), lines not wrapped (see :func:`err_console`)."""
     return Console(highlight=False, width=max(min_width, Console().width), soft_wrap=True)
+
+
+def given_flags(*pairs: tuple[str, object]) -> list[str]:
+    """The flags of ``(flag, value)`` pairs whose value is not None, in order."""
+    return [flag for flag, value in pairs if value is not None]
 
 
 def check_digits(args: argparse.Namespace) -> None:

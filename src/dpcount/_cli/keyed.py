@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dpcount._cli.common import check_digits, err_console, flags, positive_float
+from dpcount._cli.common import check_digits, err_console, flags, given_flags, positive_float
 from dpcount._cli.options import (
     CALIBRATION,
     DELTA,
@@ -261,15 +261,11 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _check_engine_flags(args: argparse.Namespace) -> None:
     """The Dask options are errors where the chosen engine would ignore them."""
     _check_input_flags(args)
-    given = [
-        flag
-        for flag, value in (
-            ("--workers", args.workers),
-            ("--partitions", args.partitions),
-            ("--scheduler", args.scheduler),
-        )
-        if value is not None
-    ]
+    given = given_flags(
+        ("--workers", args.workers),
+        ("--partitions", args.partitions),
+        ("--scheduler", args.scheduler),
+    )
     if args.engine == "embedded" and given:
         raise ValueError(f"{', '.join(given)} needs --engine dask (the embedded engine ignores it)")
     dask_only = [flag for flag in given if flag != "--partitions"]
@@ -310,16 +306,12 @@ def _selection(args: argparse.Namespace) -> KeySelection | None:
     """The KeySelection of --select-epsilon/--select-delta/--selector/--select-every
     (None with --keys). Neither budget flag given: the default split of --epsilon and
     --delta (:func:`_default_split`, which sets the counting share in ``args``)."""
-    given = [
-        flag
-        for flag, value in (
-            ("--select-epsilon", args.select_epsilon),
-            ("--select-delta", args.select_delta),
-            ("--select-every", args.select_every),
-            ("--selector", None if args.selector == "sparse-vector" else args.selector),
-        )
-        if value is not None
-    ]
+    given = given_flags(
+        ("--select-epsilon", args.select_epsilon),
+        ("--select-delta", args.select_delta),
+        ("--select-every", args.select_every),
+        ("--selector", None if args.selector == "sparse-vector" else args.selector),
+    )
     if args.keys is not None:
         if given:
             raise ValueError(
