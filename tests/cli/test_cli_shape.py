@@ -77,7 +77,7 @@ def code_lengths(tree: ast.AST, prefix: str = "") -> dict[str, int]:
     """``{qualified name: lines}`` of every function (methods as ``Class.name``, nested
     ones as ``outer.inner``), from ``def`` to its end, its docstring not counted."""
     out: dict[str, int] = {}
-    for node in ast.iter_child_nodes(tree):
+    for node in _statements_in(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             assert node.end_lineno is not None
             lines = node.end_lineno - node.lineno + 1 - _docstring_lines(node)
@@ -88,6 +88,19 @@ def code_lengths(tree: ast.AST, prefix: str = "") -> dict[str, int]:
         else:
             out.update(code_lengths(node, prefix))
     return out
+
+
+def _statements_in(node: ast.AST) -> list[ast.AST]:
+    """The statements (and except handlers, match cases) directly below ``node``: where
+    a ``def`` can stand (expressions are not walked: the gate reads every module)."""
+    found: list[ast.AST] = []
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            found += [
+                v for v in value if isinstance(v, (ast.stmt, ast.excepthandler, ast.match_case))
+            ]
+    return found
 
 
 @functools.cache
