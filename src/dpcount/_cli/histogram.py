@@ -35,6 +35,7 @@ from dpcount._cli.options import (
 )
 from dpcount.apps import ContinualHistogram
 from dpcount.io import MISSING_MARKERS, CSVError, csv_rows
+from dpcount.privacy.budget import NoiseKind
 from dpcount.privacy.notes import data_derived_warning
 
 HELP = (
@@ -284,7 +285,8 @@ def run(args: argparse.Namespace) -> int:
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
     check_digits(args)
-    continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
+    continuous = args.delta is not None and args.noise is not None
+    continuous = continuous and not NoiseKind(args.noise).is_discrete
     warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
     events = _read_events(args, index, clock)
     horizon = args.horizon if args.horizon is not None else events.last_step

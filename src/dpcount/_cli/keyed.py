@@ -28,6 +28,7 @@ from dpcount._cli.options import (
     digits_of,
 )
 from dpcount.counting.registry import MECHANISMS
+from dpcount.privacy.budget import NoiseKind
 
 if TYPE_CHECKING:
     from dpcount.keyed.selection import KeySelection
@@ -163,7 +164,8 @@ def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
 
 _DELTA = DELTA.but(help="δ for Gaussian noise (default: none, pure ε-DP)")
 _NOISE = NOISE.but(
-    default="discrete-laplace", help="noise kind (default discrete-laplace: exact integer noise)"
+    default=str(NoiseKind.DISCRETE_LAPLACE),
+    help="noise kind (default discrete-laplace: exact integer noise)",
 )
 _CALIBRATION = CALIBRATION.but(
     help="calibration rule, see dpcount count (default: the noise kind's default)"
@@ -346,7 +348,7 @@ def _default_split(args: argparse.Namespace) -> None:
             "--epsilon 2 --delta 1e-6: select-ε 1 and select-δ 1e-6, the counting ε 1), or "
             "--select-epsilon 1 --select-delta 1e-6, or --keys FILE"
         )
-    gaussian = args.noise in ("discrete-gaussian", "gaussian")
+    gaussian = NoiseKind(args.noise).is_gaussian
     args.select_epsilon = args.epsilon / 2
     args.select_delta = args.delta / 2 if gaussian else args.delta
     args.epsilon = args.epsilon / 2
