@@ -1,4 +1,4 @@
-"""The command line's shared options, each declared once (issue 33, item 8).
+"""The command line's shared options, each declared once.
 
 An :class:`Option` is one flag: its names, its argparse settings and its help. A
 subcommand adds options and groups of them with :func:`add`; where its flag means
