@@ -20,9 +20,12 @@ subcommands take it, else in its subcommand's module.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    Lazy = Callable[[], Any]
 
 __all__ = [
     "BUDGET",
@@ -77,23 +80,29 @@ def count_at_least_one(text: str) -> int:
     return value
 
 
-Lazy = Callable[[], Any]
-
-
-@dataclass(frozen=True)
 class Option:
     """One flag: ``names`` and ``settings`` as :meth:`argparse.ArgumentParser.add_argument`
     takes them. ``help`` and ``settings["choices"]`` may be callables, called when the
-    option is added (the choices of a registry are read then, not at import)."""
+    option is added (the choices of a registry are read then, not at import). A plain
+    class, not a dataclass: ``dpcount sample`` imports this module, and ``dataclasses``
+    would cost it more than the module itself."""
 
-    names: tuple[str, ...]
-    help: str | Lazy
-    settings: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("help", "names", "settings")
+
+    def __init__(
+        self, names: tuple[str, ...], help: str | Lazy, settings: dict[str, Any] | None = None
+    ) -> None:
+        self.names = names
+        self.help = help
+        self.settings = dict(settings or {})
+
+    def __repr__(self) -> str:
+        return f"Option({self.names!r}, {self.settings!r})"
 
     def but(self, **changes: Any) -> Option:
         """A subcommand's variant: other settings (``help=``, ``default=``, ...)."""
         text = changes.pop("help", self.help)
-        return replace(self, help=text, settings={**self.settings, **changes})
+        return Option(self.names, text, {**self.settings, **changes})
 
     def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
         settings = dict(self.settings)
