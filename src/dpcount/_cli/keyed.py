@@ -308,12 +308,16 @@ def _selection(args: argparse.Namespace) -> KeySelection | None:
     """The KeySelection of --select-epsilon/--select-delta/--selector/--select-every
     (None with --keys). Neither budget flag given: the default split of --epsilon and
     --delta (:func:`_default_split`, which sets the counting share in ``args``)."""
-    given = given_flags(
-        ("--select-epsilon", args.select_epsilon),
-        ("--select-delta", args.select_delta),
-        ("--select-every", args.select_every),
-        ("--selector", None if args.selector == "sparse-vector" else args.selector),
-    )
+    given = [
+        flag
+        for flag, value in (
+            ("--select-epsilon", args.select_epsilon),
+            ("--select-delta", args.select_delta),
+            ("--select-every", args.select_every),
+            ("--selector", None if args.selector == "sparse-vector" else args.selector),
+        )
+        if value is not None
+    ]
     if args.keys is not None:
         if given:
             raise ValueError(
@@ -348,7 +352,7 @@ def _default_split(args: argparse.Namespace) -> None:
             "--epsilon 2 --delta 1e-6: select-ε 1 and select-δ 1e-6, the counting ε 1), or "
             "--select-epsilon 1 --select-delta 1e-6, or --keys FILE"
         )
-    gaussian = NoiseKind(args.noise).is_gaussian
+    gaussian = args.noise in ("discrete-gaussian", "gaussian")
     args.select_epsilon = args.epsilon / 2
     args.select_delta = args.delta / 2 if gaussian else args.delta
     args.epsilon = args.epsilon / 2
