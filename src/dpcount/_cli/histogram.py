@@ -285,9 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
     check_digits(args)
-    continuous = args.delta is not None and args.noise is not None
-    continuous = continuous and not NoiseKind(args.noise).is_discrete
-    warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
+    warn_ignored(args, _mechanism(args))
     events = _read_events(args, index, clock)
     horizon = args.horizon if args.horizon is not None else events.last_step
     if horizon < 1:
@@ -331,6 +329,15 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
     _summary(hist, events)
     return 0
+
+
+def _mechanism(args: argparse.Namespace) -> str:
+    """--mechanism, or its default (MechanismChoice): sqrt with --delta and a continuous
+    --noise, else kary."""
+    if args.mechanism is not None:
+        return str(args.mechanism)
+    continuous = args.noise is not None and not NoiseKind(args.noise).is_discrete
+    return "sqrt" if args.delta is not None and continuous else "kary"
 
 
 def _summary(hist: ContinualHistogram, events: _Events) -> None:
