@@ -263,19 +263,12 @@ def parse_step(step: object, flag: str = "step") -> Step:
     """
     if isinstance(step, bool) or not isinstance(step, (str, int, float, np.integer, np.floating)):
         raise TypeError(f"{flag} must be {_EXAMPLES}, got {step!r}")
-    if not isinstance(step, str):
-        width = float(step)
+    width = _number(step)
+    if width is not None:
         if not (math.isfinite(width) and width > 0):
             raise ValueError(f"{flag} must be > 0, got {step!r}")
         return Step("number", width=width)
-    try:
-        width = float(step)
-    except ValueError:
-        pass
-    else:
-        if not (math.isfinite(width) and width > 0):
-            raise ValueError(f"{flag} must be > 0, got {step!r}")
-        return Step("number", width=width)
+    assert isinstance(step, str)
     m = _SPELLING.fullmatch(step)
     if m is None:
         raise ValueError(f"{flag} must be {_EXAMPLES}; got {step!r}")
@@ -284,28 +277,48 @@ def parse_step(step: object, flag: str = "step") -> Step:
     if refusal is not None:
         raise ValueError(refusal)
     if unit in _CALENDAR or (unit == "W" and suffix is not None):
-        if count is not None and not count.isdigit():
-            raise ValueError(f"{flag} {step!r}: a calendar step needs a whole number of units")
-        n = 1 if count is None else int(count)
-        if n < 1:
-            raise ValueError(f"{flag} must be > 0, got {step!r}")
-        if unit == "W":
-            day = suffix.upper() if suffix is not None else ""
-            if day not in _WEEKDAYS:
-                raise ValueError(f"{flag} {step!r}: W-DAY needs a weekday ({', '.join(_WEEKDAYS)})")
-            return Step("fixed", nanos=7 * n * _DAY_NS, weekday=_WEEKDAYS.index(day))
-        months = _CALENDAR[unit]
-        anchor = 1
-        if suffix is not None:
-            if months == 1 or suffix.upper() not in _MONTHS:
-                raise ValueError(
-                    f"{flag} {step!r}: only QS and YS take a month (QS-JAN ... QS-DEC, "
-                    "YS-JAN ... YS-DEC)"
-                )
-            anchor = _MONTHS.index(suffix.upper()) + 1
-        return Step("months", months=months * n, unit=months, anchor=(anchor - 1) % months + 1)
+        return _calendar_step(step, flag, count, unit, suffix)
     if suffix is not None:
         raise ValueError(f"{flag} must be {_EXAMPLES}; got {step!r}")
+    return _fixed_step(step, flag, count, unit)
+
+
+def _number(step: object) -> float | None:
+    """``step`` as a float when it is a number or spells one, else None."""
+    if not isinstance(step, str):
+        return float(step)  # type: ignore[arg-type]  # a number (parse_step checked)
+    try:
+        return float(step)
+    except ValueError:
+        return None
+
+
+def _calendar_step(step: str, flag: str, count: str | None, unit: str, suffix: str | None) -> Step:
+    """``nMS``, ``nQS[-MON]``, ``nYS[-MON]`` or ``nW-DAY``."""
+    if count is not None and not count.isdigit():
+        raise ValueError(f"{flag} {step!r}: a calendar step needs a whole number of units")
+    n = 1 if count is None else int(count)
+    if n < 1:
+        raise ValueError(f"{flag} must be > 0, got {step!r}")
+    if unit == "W":
+        day = suffix.upper() if suffix is not None else ""
+        if day not in _WEEKDAYS:
+            raise ValueError(f"{flag} {step!r}: W-DAY needs a weekday ({', '.join(_WEEKDAYS)})")
+        return Step("fixed", nanos=7 * n * _DAY_NS, weekday=_WEEKDAYS.index(day))
+    months = _CALENDAR[unit]
+    anchor = 1
+    if suffix is not None:
+        if months == 1 or suffix.upper() not in _MONTHS:
+            raise ValueError(
+                f"{flag} {step!r}: only QS and YS take a month (QS-JAN ... QS-DEC, "
+                "YS-JAN ... YS-DEC)"
+            )
+        anchor = _MONTHS.index(suffix.upper()) + 1
+    return Step("months", months=months * n, unit=months, anchor=(anchor - 1) % months + 1)
+
+
+def _fixed_step(step: str, flag: str, count: str | None, unit: str) -> Step:
+    """A fixed duration: ``[n]`` and a unit (``D``, ``h``, ``min``, ``s``, ``ms`` ...)."""
     nanos = _SUBSECOND.get(unit) or _FIXED.get(unit.lower())
     if nanos is None or (unit.lower() in _SUBSECOND and unit not in _SUBSECOND):
         raise ValueError(f"{flag} must be {_EXAMPLES}; got {step!r}")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -247,72 +248,91 @@ class SeriesReader:
 
     def records(self) -> Iterator[tuple[int, str | None, float]]:
         """``(line_number, time cell or None, value)`` per row (see the class)."""
-        index, label, first, t_index = 0, self.column or "1", True, -1
-        conditions: list[tuple[int, Condition]] = []
+        layout: _Layout | None = None
         for line_number, cells in csv_rows(self.lines, self.source):
             where = f"{self.source}: line {line_number}"
-            if first:
-                first = False
-                if self._has_header:
-                    if self.column is not None:
-                        index = self._find(self.column, cells, where, "column")
-                    else:
-                        index, label = -1, "rows"
-                    if self.time_column is not None:
-                        t_index = self._find(self.time_column, cells, where, "time column")
-                    conditions = [
-                        (self._find(c.column, cells, where, "--where column"), c)
-                        for c in self.where
-                        if isinstance(c, Condition)
-                    ]
-                    continue
-                if len(cells) != 1:
-                    raise CSVError(f"{where}: found {len(cells)} columns; choose one with --column")
-                if not _is_number(cells[0]):
-                    if starts_like_number(cells[0]):
-                        raise CSVError(
-                            f"{where}: could not read {cells[0]!r} as a number (a header must "
-                            "not start like a number)"
-                        )
-                    label = cells[0]
+            if layout is None:
+                layout, header = self._layout(cells, where)
+                if header:
                     continue
             if not self._has_header and len(cells) != 1:
                 raise CSVError(f"{where}: found {len(cells)} fields, expected 1")
-            needed = max([index, t_index, *(i for i, _ in conditions)])
-            if needed >= len(cells):
-                missing_name = (
-                    label
-                    if index >= len(cells)
-                    else self.time_column
-                    if t_index >= len(cells)
-                    else next(c.column for i, c in conditions if i >= len(cells))
-                )
-                raise CSVError(
-                    f"{where}: no field for column {missing_name!r} (found {len(cells)} fields)"
-                )
-            time = cells[t_index] if t_index >= 0 else None
-            if not all(c.matches(cells[i]) for i, c in conditions):
-                # the row still marks its time (the steps span the whole input, not
-                # only the matching rows): it counts 0
-                self.unmatched += 1
-                yield line_number, time, 0.0
-                continue
-            if index < 0:
-                yield line_number, time, 1.0
-                continue
-            if cells[index].lower() in MISSING_MARKERS:
-                if self.missing == "error":
-                    raise CSVError(
-                        f"{where}: missing value {cells[index]!r} in column {label!r} (pass "
-                        "--missing skip to drop such rows, or --missing zero to read them as 0)"
-                    )
-                if self.missing == "skip":
-                    self.skipped += 1
-                    continue
-                self.zeroed += 1
-                yield line_number, time, 0.0
-                continue
-            yield line_number, time, parse_number(cells[index], where=where, label=label)
+            layout.check_width(cells, where, self.time_column)
+            value = self._value(layout, cells, where)
+            if value is not None:
+                yield line_number, (cells[layout.time] if layout.time >= 0 else None), value
+
+    def _layout(self, cells: list[str], where: str) -> tuple[_Layout, bool]:
+        """The columns read, from the first row, and whether that row is a header."""
+        if self._has_header:
+            index, label = -1, "rows"  # no column: each row counts 1
+            if self.column is not None:
+                index, label = self._find(self.column, cells, where, "column"), self.column
+            time = -1
+            if self.time_column is not None:
+                time = self._find(self.time_column, cells, where, "time column")
+            conditions = tuple(
+                (self._find(c.column, cells, where, "--where column"), c)
+                for c in self.where
+                if isinstance(c, Condition)
+            )
+            return _Layout(index, label, time, conditions), True
+        if len(cells) != 1:
+            raise CSVError(f"{where}: found {len(cells)} columns; choose one with --column")
+        if _is_number(cells[0]):
+            return _Layout(0, "1", -1, ()), False
+        if starts_like_number(cells[0]):
+            raise CSVError(
+                f"{where}: could not read {cells[0]!r} as a number (a header must "
+                "not start like a number)"
+            )
+        return _Layout(0, cells[0], -1, ()), True
+
+    def _value(self, layout: _Layout, cells: list[str], where: str) -> float | None:
+        """The value of a data row (None: skipped), counting what is not read as is."""
+        if not all(c.matches(cells[i]) for i, c in layout.conditions):
+            # the row still marks its time (the steps span the whole input, not
+            # only the matching rows): it counts 0
+            self.unmatched += 1
+            return 0.0
+        if layout.value < 0:
+            return 1.0
+        cell = cells[layout.value]
+        if cell.lower() not in MISSING_MARKERS:
+            return parse_number(cell, where=where, label=layout.label)
+        if self.missing == "error":
+            raise CSVError(
+                f"{where}: missing value {cell!r} in column {layout.label!r} (pass "
+                "--missing skip to drop such rows, or --missing zero to read them as 0)"
+            )
+        if self.missing == "skip":
+            self.skipped += 1
+            return None
+        self.zeroed += 1
+        return 0.0
+
+
+class _Layout(NamedTuple):
+    """Where :meth:`SeriesReader.records` finds its cells: the value's column (-1:
+    each row counts 1) and its name for messages, the time column (-1: none) and the
+    ``--where`` conditions' columns."""
+
+    value: int
+    label: str
+    time: int
+    conditions: tuple[tuple[int, Condition], ...]
+
+    def check_width(self, cells: list[str], where: str, time_column: str | None) -> None:
+        """A row too short for a column read is refused, naming that column."""
+        if max([self.value, self.time, *(i for i, _ in self.conditions)]) < len(cells):
+            return
+        if self.value >= len(cells):
+            name = self.label
+        elif self.time >= len(cells):
+            name = str(time_column)
+        else:
+            name = next(c.column for i, c in self.conditions if i >= len(cells))
+        raise CSVError(f"{where}: no field for column {name!r} (found {len(cells)} fields)")
 
 
 def read_plain_column(
@@ -328,6 +348,28 @@ def read_plain_column(
     decimal-to-binary conversion); anything else returns None, and the caller reads
     row by row, which reports the offending line as usual.
     """
+    lines = _plain_lines(text)
+    if lines is None:
+        return None
+    if column is None:
+        if time_column is not None or "," in text:
+            return None
+        cells = lines[1:] if not _is_number(lines[0]) else lines
+        if cells is not lines and starts_like_number(lines[0]):
+            return None
+        labels = None
+    else:
+        found = _plain_columns(lines, column, time_column)
+        if found is None:
+            return None
+        cells, labels = found
+    values = _plain_values(cells)
+    return None if values is None else (values, labels)
+
+
+def _plain_lines(text: str) -> list[str] | None:
+    """The lines of a text without quotes, carriage returns, underscores, a byte-order
+    mark or blank lines; None otherwise."""
     if any(c in text for c in '"\r_') or text.startswith("\ufeff"):
         return None
     lines = text.split("\n")
@@ -335,26 +377,31 @@ def read_plain_column(
         lines.pop()
     if not lines or any(not line.strip() for line in lines):
         return None
-    labels: list[str] | None = None
-    if column is None:
-        if time_column is not None or "," in text:
-            return None
-        cells = lines[1:] if not _is_number(lines[0]) else lines
-        if cells is not lines and starts_like_number(lines[0]):
-            return None
-    else:
-        header = [c.strip() for c in lines[0].split(",")]
-        if column not in header or (time_column is not None and time_column not in header):
-            return None
-        rows = [line.split(",") for line in lines[1:]]
-        width = len(header)
-        if any(len(row) != width for row in rows):
-            return None
-        index = header.index(column)
-        cells = [row[index] for row in rows]
-        if time_column is not None:
-            t_index = header.index(time_column)
-            labels = [row[t_index].strip() for row in rows]
+    return lines
+
+
+def _plain_columns(
+    lines: list[str], column: str, time_column: str | None
+) -> tuple[list[str], list[str] | None] | None:
+    """The cells of ``column`` (and of ``time_column``) under a header; None unless
+    every row has the header's width."""
+    header = [c.strip() for c in lines[0].split(",")]
+    if column not in header or (time_column is not None and time_column not in header):
+        return None
+    rows = [line.split(",") for line in lines[1:]]
+    width = len(header)
+    if any(len(row) != width for row in rows):
+        return None
+    index = header.index(column)
+    labels = None
+    if time_column is not None:
+        t_index = header.index(time_column)
+        labels = [row[t_index].strip() for row in rows]
+    return [row[index] for row in rows], labels
+
+
+def _plain_values(cells: list[str]) -> NDArray[np.float64] | None:
+    """The cells as floats when every one is a finite number below 2^53; else None."""
     if not cells:
         return None
     try:
@@ -363,4 +410,4 @@ def read_plain_column(
         return None
     if not np.isfinite(values).all() or (np.abs(values) >= _MAX_EXACT_INT).any():
         return None
-    return values, labels
+    return values

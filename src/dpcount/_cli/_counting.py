@@ -84,6 +84,29 @@ def budget_from(args: argparse.Namespace, horizon: int | None = None) -> Budget:
         raise ValueError(f"--delta must be given for --noise {args.noise}") from None
 
 
+#: flags --mechanism auto refuses (it chooses them itself), and why
+_AUTO_CHOOSES = {
+    "bands": "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
+    "(--mechanism auto chooses the bands itself)",
+    "objective": "--objective chooses a factorization's parameters: name the mechanism with it "
+    "(`dpcount plan --metric max_variance` prints the command)",
+}
+#: flags the unbounded doubling counter (no --horizon) refuses, and why
+_UNBOUNDED_REFUSES = {
+    "bands": "--bands needs --horizon: without one the unbounded doubling counter runs a "
+    "fresh full-band mechanism per block (horizons 2^i)",
+    "objective": "--objective needs --horizon: without one the unbounded doubling counter runs "
+    "a fresh mean-loss mechanism per block (horizons 2^i)",
+}
+
+
+def _refuse_given(args: argparse.Namespace, refusals: dict[str, str]) -> None:
+    """ValueError with the reason of the first flag of ``refusals`` (by its dest) given."""
+    for name, reason in refusals.items():
+        if getattr(args, name, None) is not None:
+            raise ValueError(reason)
+
+
 def _structure(args: argparse.Namespace) -> dict[str, Any]:
     """The structure flags given (``--k``, ``--no-subtract``, ``--bands``) as options of
     :func:`~dpcount.analysis.choice.choose`; a named kary gets k = DEFAULT_K."""
@@ -93,16 +116,7 @@ def _structure(args: argparse.Namespace) -> dict[str, Any]:
                 "--k and --no-subtract choose the k-ary tree: pass --mechanism kary with them "
                 "(--mechanism auto chooses k, or the inner mechanism, itself)"
             )
-        if getattr(args, "bands", None) is not None:
-            raise ValueError(
-                "--bands chooses the Toeplitz factorization: pass --mechanism toeplitz with it "
-                "(--mechanism auto chooses the bands itself)"
-            )
-        if getattr(args, "objective", None) is not None:
-            raise ValueError(
-                "--objective chooses a factorization's parameters: name the mechanism with it "
-                "(`dpcount plan --metric max_variance` prints the command)"
-            )
+        _refuse_given(args, _AUTO_CHOOSES)
         return {}
     options: dict[str, Any] = {"k": DEFAULT_K if args.k is None else args.k}
     options["subtract"] = not args.no_subtract
@@ -188,16 +202,7 @@ def check_unbounded(args: argparse.Namespace) -> None:
     row is read: a participation schema (the library's reason:
     :class:`~dpcount.privacy.ParticipationUnsupportedError`; its blocks are calibrated
     for one participation) and ``--bands`` (its blocks use the full band)."""
-    if getattr(args, "bands", None) is not None:
-        raise ValueError(
-            "--bands needs --horizon: without one the unbounded doubling counter runs a "
-            "fresh full-band mechanism per block (horizons 2^i)"
-        )
-    if getattr(args, "objective", None) is not None:
-        raise ValueError(
-            "--objective needs --horizon: without one the unbounded doubling counter runs a "
-            "fresh mean-loss mechanism per block (horizons 2^i)"
-        )
+    _refuse_given(args, _UNBOUNDED_REFUSES)
     schema = participation_from(args)
     if schema is None:
         return

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 
 from dpcount._cli._report import Column, Kind, Report, render
+from dpcount._cli.options import MAX_KEYS, MAX_STEPS, MAX_WEIGHT, SELECT_EVERY, Option
 
-__all__ = ["add_open_key_arguments", "run_open_keys"]
+__all__ = ["OPEN_KEYS", "check_not_open", "run_open_keys"]
 
 #: the open-key flags and their defaults (errors without --open-keys)
 OPEN_KEY_FLAGS = {
@@ -24,44 +25,35 @@ OPEN_KEY_FLAGS = {
 }
 
 
-def add_open_key_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--open-keys",
-        action="store_true",
-        help="plan an open key set (dpcount keyed without --keys): the sparse-vector "
+#: the options of ``dpcount plan --open-keys``
+OPEN_KEYS = (
+    Option(
+        ("--open-keys",),
+        "plan an open key set (dpcount keyed without --keys): the sparse-vector "
         "selection threshold for --horizon, with --epsilon/--delta the selection's own "
         "select-ε and select-δ, and how keys of --key-events sizes fare",
-    )
-    p.add_argument(
-        "--max-keys",
-        type=int,
-        default=None,
-        help="with --open-keys: keys per unit over the run (default: none, event level)",
-    )
-    p.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="with --open-keys and --max-keys: steps per unit and key (default: every step)",
-    )
-    p.add_argument(
-        "--max-weight",
+        {"action": "store_true"},
+    ),
+    MAX_KEYS.but(help="with --open-keys: keys per unit over the run (default: none, event level)"),
+    MAX_STEPS.but(
+        help="with --open-keys and --max-keys: steps per unit and key (default: every step)"
+    ),
+    MAX_WEIGHT.but(
         type=int,
         default=1,
         help="with --open-keys: largest weight of one event (or unit per key and step) (default 1)",
-    )
-    p.add_argument(
-        "--select-every",
-        default=None,
+    ),
+    SELECT_EVERY.but(
         help="with --open-keys: check every N steps (and the last) (default: every step; a "
-        "calendar schedule such as W-MON needs the run's dates: plan_open_keys(buckets=...))",
-    )
-    p.add_argument(
-        "--key-events",
-        default=None,
-        help="with --open-keys: comma-separated key sizes n (events spread evenly over the "
+        "calendar schedule such as W-MON needs the run's dates: plan_open_keys(buckets=...))"
+    ),
+    Option(
+        ("--key-events",),
+        "with --open-keys: comma-separated key sizes n (events spread evenly over the "
         "horizon) to assess (default: τ/2, τ, 2τ and 4τ)",
-    )
+        {"default": None},
+    ),
+)
 
 
 def check_not_open(args: argparse.Namespace) -> None:

@@ -13,17 +13,19 @@ from typing import IO, Any
 from rich.console import Console
 from rich.markup import escape
 
+from dpcount._cli.options import positive_float
 from dpcount.durable.atomic import PUBLIC, atomic_file
 from dpcount.privacy.budget import Participation
 
 __all__ = [
-    "add_privacy_arguments",
-    "add_seed_argument",
+    "check_digits",
     "err_console",
     "escape",
     "flags",
+    "given_flags",
     "open_output",
     "out_console",
+    "participation_from",
     "positive_float",
 ]
 
@@ -45,25 +47,9 @@ def out_console(min_width: int = 100) -> Console:
     return Console(highlight=False, width=max(min_width, Console().width), soft_wrap=True)
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    return value
-
-
-def add_digits_argument(p: argparse.ArgumentParser, columns: str = "std column") -> None:
-    """``--digits N`` (default 4): significant digits of the printed exact error, shared
-    by count, histogram and keyed; :func:`check_digits` validates it."""
-    p.add_argument(
-        "--digits",
-        metavar="N",
-        type=int,
-        default=4,
-        help=f"significant digits of the {columns} (the exact error; 17 prints every bit "
-        "of the float)",
-    )
+def given_flags(*pairs: tuple[str, object]) -> list[str]:
+    """The flags of ``(flag, value)`` pairs whose value is not None, in order."""
+    return [flag for flag, value in pairs if value is not None]
 
 
 def check_digits(args: argparse.Namespace) -> None:
@@ -75,58 +61,6 @@ def flags(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     """``{name: args.name}``: the flags a command passes on under the library's own
     parameter names (``--time-column`` is ``time_column=``)."""
     return {name: getattr(args, name) for name in names}
-
-
-def add_privacy_arguments(p: argparse.ArgumentParser, *, gaussian_default: bool = False) -> None:
-    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
-    p.add_argument(
-        "--delta", type=positive_float, default=None, help="δ in (0, 1) (default: none, pure ε-DP)"
-    )
-    add_seed_argument(p)
-
-
-def add_seed_argument(p: argparse.ArgumentParser) -> None:
-    """``--seed`` (default: operating-system entropy), with its warning."""
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="seed for reproducible research ONLY: anyone with the seed can remove the noise; "
-        "default: operating-system entropy",
-    )
-
-
-def _count_at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
-def add_participation_arguments(p: argparse.ArgumentParser) -> None:
-    """``--participations K`` and ``--min-separation B``: the (k, b)-participation schema."""
-    p.add_argument(
-        "--participations",
-        metavar="K",
-        type=_count_at_least_one,
-        default=None,
-        help="user-level privacy: each user contributes to at most K steps, any two at least "
-        "--min-separation steps apart; neighbouring inputs differ in up to K such steps, each "
-        "by at most --sensitivity, and the noise is calibrated to the exact (or certified) "
-        "sensitivity under that schema (default 1: event level, one step)",
-    )
-    p.add_argument(
-        "--min-separation",
-        metavar="B",
-        type=_count_at_least_one,
-        default=1,
-        help="with --participations: the fewest steps between two contributions of one user "
-        "(>= 1; 1 allows consecutive steps; default 1; without --participations an error: "
-        "it would be ignored and the noise calibrated for one contribution)",
-    )
 
 
 def participation_from(

@@ -16,6 +16,27 @@ from numpy.typing import NDArray
 from dpcount._cli import _counting, common
 from dpcount._cli._counting import DEFAULT_K
 from dpcount._cli._durable import run_durable
+from dpcount._cli.options import (
+    BUDGET,
+    CALIBRATION,
+    COLUMN,
+    HORIZON,
+    MECHANISM,
+    MISSING,
+    NO_SUBTRACT,
+    NOISE,
+    OBJECTIVE,
+    OUTPUT,
+    PARTICIPATION,
+    SENSITIVITY,
+    START,
+    STEP,
+    TIME_COLUMN,
+    K,
+    Option,
+    add,
+    digits_of,
+)
 from dpcount._events import (
     ABOVE_POLICIES,
     Bucketing,
@@ -29,7 +50,7 @@ from dpcount.counting._steps import NotWholeNumberError
 from dpcount.counting.base import CountingMechanism, CountingStream
 from dpcount.counting.registry import MECHANISMS
 from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
-from dpcount.io import MISSING_POLICIES, Condition, SeriesReader, parse_where, read_plain_column
+from dpcount.io import Condition, SeriesReader, parse_where, read_plain_column
 from dpcount.postprocess import MONOTONE_NOTE
 from dpcount.privacy.notes import data_derived_warning
 
@@ -46,251 +67,169 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="CSV file, or - to read stdin line by line (live: each row is released as it "
         "arrives; with --monotone, --step or --plot stdin is read to its end first, as a file)",
     )
-    p.add_argument(
-        "--column",
-        default=None,
-        help="header name of the column to count (default: the input's only column; with "
-        "--time-column and --step and no --column, each row counts 1: the number of rows per "
-        "step, e.g. events of a log)",
-    )
-    p.add_argument(
-        "--where",
-        metavar="CONDITION",
-        action="append",
-        default=None,
-        help="count only the rows whose COLUMN (a header name) passes the condition: "
-        "COLUMN=VALUE (exact text, spaces around it ignored), COLUMN!=VALUE, 'COLUMN in "
-        "V1,V2' (one of the listed values) or 'COLUMN not in V1,V2'; repeat for several "
-        "conditions, all must hold; another row counts 0 but keeps its time, so the steps "
-        "span the whole input; how many did not match is printed on stderr (default: every "
-        "row)",
-    )
-    common.add_digits_argument(p, "std columns")
-    _mechanism_arguments(p)
-    _time_arguments(p)
-    _post_arguments(p)
-    _checkpoint_arguments(p)
+    add(p, _COLUMN, _WHERE, digits_of("std columns"))
+    add(p, _MECHANISM, _K, NO_SUBTRACT, _BANDS, OBJECTIVE, BUDGET, _NOISE, _CALIBRATION)
+    add(p, _SENSITIVITY, PARTICIPATION, _HORIZON)
+    add(p, OUTPUT, _TIME_COLUMN, _STEP, _ABOVE_BOUND, _START, MISSING)
+    add(p, _MONOTONE, _CLAMP, _ROUND, _PLOT, _CHECKPOINT, _CHECKPOINT_EVERY, _CHECKPOINT_SECONDS)
 
 
-def _objective_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--objective",
-        choices=("mean", "max"),
-        default=None,
-        help="the loss the shipped or optimized parameters of --mechanism blt, toeplitz, "
-        "normalized-blt or row-scaled-blt minimize: mean (default) or max (the largest "
-        "per-step variance; `dpcount plan --metric max_variance` ranks these presets); "
-        "other mechanisms ignore it, with a warning",
-    )
+# -- the input ------------------------------------------------------------------------
 
+_COLUMN = COLUMN.but(
+    help="header name of the column to count (default: the input's only column; with "
+    "--time-column and --step and no --column, each row counts 1: the number of rows per "
+    "step, e.g. events of a log)"
+)
+_WHERE = Option(
+    ("--where",),
+    "count only the rows whose COLUMN (a header name) passes the condition: "
+    "COLUMN=VALUE (exact text, spaces around it ignored), COLUMN!=VALUE, 'COLUMN in "
+    "V1,V2' (one of the listed values) or 'COLUMN not in V1,V2'; repeat for several "
+    "conditions, all must hold; another row counts 0 but keeps its time, so the steps "
+    "span the whole input; how many did not match is printed on stderr (default: every "
+    "row)",
+    {"metavar": "CONDITION", "action": "append", "default": None},
+)
 
-def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
-    """The mechanism, its budget and its horizon."""
-    p.add_argument(
-        "--mechanism",
-        choices=["auto", *sorted(MECHANISMS)],
-        default="auto",
-        help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
-        "this horizon and budget, among those taking the default integer noise when the data "
-        "and --sensitivity are whole numbers (else with its own noise; the summary says when "
-        "plan's first row needs floating-point noise, and what it would cost). Stdin without "
-        "--horizon: the inner mechanism of the unbounded counter (auto: the lowest exact "
-        "variance at t = 2^16)",
-    )
-    p.add_argument(
-        "--k",
-        type=int,
-        default=None,
-        help=f"branching factor of --mechanism kary (default {DEFAULT_K}; other mechanisms "
-        "ignore it, with a warning)",
-    )
-    p.add_argument(
-        "--no-subtract",
-        action="store_true",
-        help="--mechanism kary without subtraction (Alg. 1)",
-    )
-    p.add_argument(
-        "--bands",
-        type=int,
-        default=None,
-        help="bands of --mechanism toeplitz's optimized encoder (default: the horizon, a full "
-        "Toeplitz matrix; `dpcount plan` recommends --bands B with --min-separation B; other "
-        "mechanisms ignore it, with a warning)",
-    )
-    _objective_argument(p)
-    common.add_privacy_arguments(p)
-    p.add_argument(
-        "--noise",
-        choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
-        default=None,
-        help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
-        "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
-        "exact MSE; not attackable through floating-point rounding; integer output: kary and "
-        "binary release integers, and honaker's estimate, an exact fraction of integer sums, "
-        "is rounded to whole numbers, post-processing: the std column is the unrounded "
-        "estimate's, rounding adds at most 0.5) when the "
-        "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
-        "numbers and no --calibration is given (stdin: a fractional row is then an error); "
-        "otherwise the mechanism's own default (gaussian for blt and toeplitz, which then need "
-        "--delta; else laplace), with a one-line note on stderr",
-    )
-    p.add_argument(
-        "--calibration",
-        default=None,
-        help="Gaussian calibration: analytic (default), classic or fhu; Laplace with --delta: "
-        "theorem3 (default) or pld (needs dpcount[accounting])",
-    )
-    p.add_argument(
-        "--sensitivity",
-        type=float,
-        default=1.0,
-        help="largest change of one step between neighbouring inputs (default 1); with "
-        "--step each row is one event and its value is bounded by it (see --above-bound)",
-    )
-    common.add_participation_arguments(p)
-    p.add_argument(
-        "--horizon",
-        type=int,
-        default=None,
-        help="number of steps T (default: the steps of INPUT, or of stdin when it is read to "
-        "its end for --monotone/--step/--plot; rows after step T are dropped and how many is "
-        "printed, as `dpcount keyed` drops events outside its steps; live stdin stops "
-        "reading at step T). Live stdin without --horizon runs the "
-        "unbounded doubling counter: step t in block i (steps 2^i..2^(i+1)-1) is released as "
-        "the finished blocks' last releases plus block i's own mechanism (horizon 2^i, full "
-        "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
-        "with t (the std column is exact per row)",
-    )
+# -- the mechanism, its budget and its horizon ---------------------------------------------
 
+_MECHANISM = MECHANISM.but(
+    choices=lambda: ["auto", *sorted(MECHANISMS)],
+    default="auto",
+    help="counting mechanism; auto: the one `dpcount plan` ranks first by exact MSE for "
+    "this horizon and budget, among those taking the default integer noise when the data "
+    "and --sensitivity are whole numbers (else with its own noise; the summary says when "
+    "plan's first row needs floating-point noise, and what it would cost). Stdin without "
+    "--horizon: the inner mechanism of the unbounded counter (auto: the lowest exact "
+    "variance at t = 2^16)",
+)
+_K = K.but(
+    help=f"branching factor of --mechanism kary (default {DEFAULT_K}; other mechanisms "
+    "ignore it, with a warning)"
+)
+_BANDS = Option(
+    ("--bands",),
+    "bands of --mechanism toeplitz's optimized encoder (default: the horizon, a full "
+    "Toeplitz matrix; `dpcount plan` recommends --bands B with --min-separation B; other "
+    "mechanisms ignore it, with a warning)",
+    {"type": int, "default": None},
+)
+_NOISE = NOISE.but(
+    help="default: exact integer noise (discrete-laplace, or discrete-gaussian with "
+    "--delta; with --mechanism auto and --delta, whichever of the two gives the smaller "
+    "exact MSE; not attackable through floating-point rounding; integer output: kary and "
+    "binary release integers, and honaker's estimate, an exact fraction of integer sums, "
+    "is rounded to whole numbers, post-processing: the std column is the unrounded "
+    "estimate's, rounding adds at most 0.5) when the "
+    "mechanism takes it (kary, binary, honaker), the data and --sensitivity are whole "
+    "numbers and no --calibration is given (stdin: a fractional row is then an error); "
+    "otherwise the mechanism's own default (gaussian for blt and toeplitz, which then need "
+    "--delta; else laplace), with a one-line note on stderr"
+)
+_CALIBRATION = CALIBRATION.but(
+    help="Gaussian calibration: analytic (default), classic or fhu; Laplace with --delta: "
+    "theorem3 (default) or pld (needs dpcount[accounting])"
+)
+_SENSITIVITY = SENSITIVITY.but(
+    help="largest change of one step between neighbouring inputs (default 1); with "
+    "--step each row is one event and its value is bounded by it (see --above-bound)"
+)
+_HORIZON = HORIZON.but(
+    help="number of steps T (default: the steps of INPUT, or of stdin when it is read to "
+    "its end for --monotone/--step/--plot; rows after step T are dropped and how many is "
+    "printed, as `dpcount keyed` drops events outside its steps; live stdin stops "
+    "reading at step T). Live stdin without --horizon runs the "
+    "unbounded doubling counter: step t in block i (steps 2^i..2^(i+1)-1) is released as "
+    "the finished blocks' last releases plus block i's own mechanism (horizon 2^i, full "
+    "budget; disjoint blocks, so the guarantee holds for every prefix); its error grows "
+    "with t (the std column is exact per row)"
+)
 
-def _time_arguments(p: argparse.ArgumentParser) -> None:
-    """The output file, time labels, bucketing and missing values."""
-    p.add_argument("--output", default=None, help="output CSV (default: stdout)")
-    p.add_argument(
-        "--time-column",
-        default=None,
-        help="header of a time column (dates, timestamps or ids) copied into the output, "
-        "under its own name, next to t (default: none, t = 1..N only)",
-    )
-    p.add_argument(
-        "--step",
-        default=None,
-        help="bucket the rows by --time-column into steps of this width: 1D, 6h, 15min, 30s, "
-        "or calendar steps MS (months), QS (quarters), YS (years), W-MON (weeks to Monday) "
-        "for ISO dates/timestamps, a number for numeric times (1M is refused: write 1min or "
-        "1MS); binned and labelled as pandas' resample (W-MON: weeks ending on Monday, "
-        "labelled by it); a step's value is the sum of its rows (an empty step is 0); each "
-        "row is one event, its value cut to --sensitivity (see --above-bound); reads stdin "
-        "to its end; not with --checkpoint (default: none, one row per step)",
-    )
-    p.add_argument(
-        "--above-bound",
-        choices=ABOVE_POLICIES,
-        default=None,
-        help="with --step: a row whose value is above --sensitivity in absolute value is "
-        "cut to the bound, and how many were cut is printed (exact, not private), as "
-        "`dpcount keyed` cuts to --max-weight (cut, the default), or stops the run with an "
-        "error naming its line (error)",
-    )
-    p.add_argument(
-        "--start",
-        default=None,
-        help="with --step: where step 1 starts (default: pandas' first bin of the earliest "
-        "time in INPUT, which reveals it; give it to keep the start public); rows before it, "
-        "and rows after --horizon steps, are dropped and how many is printed",
-    )
-    p.add_argument(
-        "--missing",
-        choices=MISSING_POLICIES,
-        default="error",
-        help="a missing value (empty, NA, NaN, null): stop with an error naming the line, "
-        "skip the row, or read it as zero",
-    )
+# -- time labels and bucketing -----------------------------------------------------------------
 
+_TIME_COLUMN = TIME_COLUMN.but(
+    help="header of a time column (dates, timestamps or ids) copied into the output, "
+    "under its own name, next to t (default: none, t = 1..N only)"
+)
+_STEP = STEP.but(
+    help="bucket the rows by --time-column into steps of this width: 1D, 6h, 15min, 30s, "
+    "or calendar steps MS (months), QS (quarters), YS (years), W-MON (weeks to Monday) "
+    "for ISO dates/timestamps, a number for numeric times (1M is refused: write 1min or "
+    "1MS); binned and labelled as pandas' resample (W-MON: weeks ending on Monday, "
+    "labelled by it); a step's value is the sum of its rows (an empty step is 0); each "
+    "row is one event, its value cut to --sensitivity (see --above-bound); reads stdin "
+    "to its end; not with --checkpoint (default: none, one row per step)"
+)
+_ABOVE_BOUND = Option(
+    ("--above-bound",),
+    "with --step: a row whose value is above --sensitivity in absolute value is "
+    "cut to the bound, and how many were cut is printed (exact, not private), as "
+    "`dpcount keyed` cuts to --max-weight (cut, the default), or stops the run with an "
+    "error naming its line (error)",
+    {"choices": ABOVE_POLICIES, "default": None},
+)
+_START = START.but(
+    help="with --step: where step 1 starts (default: pandas' first bin of the earliest "
+    "time in INPUT, which reveals it; give it to keep the start public); rows before it, "
+    "and rows after --horizon steps, are dropped and how many is printed"
+)
 
-def _post_arguments(p: argparse.ArgumentParser) -> None:
-    """Post-processing of the release and the check plot."""
-    p.add_argument(
-        "--monotone",
-        action="store_true",
-        help="post-process: the closest non-decreasing series (isotonic regression; for "
-        "steps that are never negative its l2 error to the truth, summed over the series, is "
-        "never larger than the raw release's). BIASED per step: correlated noise drifts for "
-        "many steps and the fit follows it, so a sparse series can look flat (too low) over "
-        "long stretches; the std column then describes the raw release only (raw_std), and "
-        "the fitted values have no exact per-step error (see docs/tutorials/dashboard.md). "
-        "A fit of the whole series: reads stdin to its end, not with --checkpoint",
-    )
-    p.add_argument("--clamp", action="store_true", help="post-process: negative releases become 0")
-    p.add_argument(
-        "--round", action="store_true", help="post-process: round to integers (ties to even)"
-    )
-    p.add_argument(
-        "--plot",
-        metavar="PNG",
-        default=None,
-        help="draw the release with its ±2σ band over the true counts (for the data owner, "
-        "not for publication: it shows the truth; needs dpcount[plot]; reads stdin to its "
-        "end; not with --checkpoint; default: no plot)",
-    )
+# -- post-processing and the check plot ------------------------------------------------------
 
+_MONOTONE = Option(
+    ("--monotone",),
+    "post-process: the closest non-decreasing series (isotonic regression; for "
+    "steps that are never negative its l2 error to the truth, summed over the series, is "
+    "never larger than the raw release's). BIASED per step: correlated noise drifts for "
+    "many steps and the fit follows it, so a sparse series can look flat (too low) over "
+    "long stretches; the std column then describes the raw release only (raw_std), and "
+    "the fitted values have no exact per-step error (see docs/tutorials/dashboard.md). "
+    "A fit of the whole series: reads stdin to its end, not with --checkpoint",
+    {"action": "store_true"},
+)
+_CLAMP = Option(("--clamp",), "post-process: negative releases become 0", {"action": "store_true"})
+_ROUND = Option(
+    ("--round",), "post-process: round to integers (ties to even)", {"action": "store_true"}
+)
+_PLOT = Option(
+    ("--plot",),
+    "draw the release with its ±2σ band over the true counts (for the data owner, "
+    "not for publication: it shows the truth; needs dpcount[plot]; reads stdin to its "
+    "end; not with --checkpoint; default: no plot)",
+    {"metavar": "PNG", "default": None},
+)
 
-def _checkpoint_arguments(p: argparse.ArgumentParser) -> None:
-    """The durable mode (docs/durable-streams.md)."""
-    p.add_argument(
-        "--checkpoint",
-        metavar="FILE",
-        default=None,
-        help="durable run: save the stream to FILE as it goes and resume from FILE if it "
-        "exists, never releasing a step twice (needs --output; FILE holds the noise key: "
-        "protect it like the data; --time-column, --round and --clamp work row by row with it, "
-        "--monotone, --step and --plot need the whole series and are refused; see "
-        "docs/durable-streams.md; default: none, a plain run)",
-    )
-    p.add_argument(
-        "--checkpoint-every",
-        metavar="N",
-        type=int,
-        default=None,
-        help="with --checkpoint: save every N steps exactly (default: by time, see "
-        "--checkpoint-seconds); output lines are held back until the checkpoint covering "
-        "them is on disk",
-    )
-    p.add_argument(
-        "--checkpoint-seconds",
-        metavar="S",
-        type=float,
-        default=1.0,
-        help="with --checkpoint and no --checkpoint-every: save when S seconds have passed "
-        "since the last save, when live input pauses, or every 10000 steps, whichever comes "
-        "first (default 1)",
-    )
+# -- the durable mode (docs/durable-streams.md) ------------------------------------------------
+
+_CHECKPOINT = Option(
+    ("--checkpoint",),
+    "durable run: save the stream to FILE as it goes and resume from FILE if it "
+    "exists, never releasing a step twice (needs --output; FILE holds the noise key: "
+    "protect it like the data; --time-column, --round and --clamp work row by row with it, "
+    "--monotone, --step and --plot need the whole series and are refused; see "
+    "docs/durable-streams.md; default: none, a plain run)",
+    {"metavar": "FILE", "default": None},
+)
+_CHECKPOINT_EVERY = Option(
+    ("--checkpoint-every",),
+    "with --checkpoint: save every N steps exactly (default: by time, see "
+    "--checkpoint-seconds); output lines are held back until the checkpoint covering "
+    "them is on disk",
+    {"metavar": "N", "type": int, "default": None},
+)
+_CHECKPOINT_SECONDS = Option(
+    ("--checkpoint-seconds",),
+    "with --checkpoint and no --checkpoint-every: save when S seconds have passed "
+    "since the last save, when live input pauses, or every 10000 steps, whichever comes "
+    "first (default 1)",
+    {"metavar": "S", "type": float, "default": 1.0},
+)
 
 
 def _check_options(args: argparse.Namespace) -> None:
     """Options a run cannot honour are refused up front, naming the flag and why."""
-    if args.checkpoint is None:
-        if args.checkpoint_every is not None:
-            raise ValueError("--checkpoint-every needs --checkpoint FILE")
-        if args.checkpoint_seconds != 1.0:
-            raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
-    else:
-        # A durable run releases (and delivers) row by row: whole-series options would
-        # need rows not yet seen, or would change lines already released.
-        why = {
-            "--monotone": "the isotonic fit of a step changes with later rows, and released "
-            "lines are final (run it on the output file afterwards)",
-            "--step": "a step's sum is only known once the input is past it",
-            "--plot": "the plot needs the true series of the whole input",
-        }
-        for flag, reason in why.items():
-            if getattr(args, flag[2:]):
-                raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
-        if args.checkpoint_every is not None and args.checkpoint_seconds != 1.0:
-            raise ValueError(
-                "--checkpoint-seconds is not used with --checkpoint-every N (a save every N "
-                "steps exactly): give one of them"
-            )
+    _check_checkpoint(args)
     if args.step is not None and args.time_column is None:
         raise ValueError("--step needs --time-column (the times to bucket)")
     common.check_digits(args)
@@ -310,6 +249,34 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ValueError("--where is not available with --checkpoint (filter the input first)")
     if args.start is not None and args.step is None:
         raise ValueError("--start needs --step")
+
+
+#: why a durable run (which releases and delivers row by row) refuses a whole-series
+#: option: it would need rows not yet seen, or would change lines already released
+_NOT_DURABLE = {
+    "--monotone": "the isotonic fit of a step changes with later rows, and released "
+    "lines are final (run it on the output file afterwards)",
+    "--step": "a step's sum is only known once the input is past it",
+    "--plot": "the plot needs the true series of the whole input",
+}
+
+
+def _check_checkpoint(args: argparse.Namespace) -> None:
+    """The --checkpoint options: their flags need it, and it refuses whole-series ones."""
+    if args.checkpoint is None:
+        if args.checkpoint_every is not None:
+            raise ValueError("--checkpoint-every needs --checkpoint FILE")
+        if args.checkpoint_seconds != 1.0:
+            raise ValueError("--checkpoint-seconds needs --checkpoint FILE")
+        return
+    for flag, reason in _NOT_DURABLE.items():
+        if getattr(args, flag[2:]):
+            raise ValueError(f"{flag} is not available with --checkpoint: {reason}")
+    if args.checkpoint_every is not None and args.checkpoint_seconds != 1.0:
+        raise ValueError(
+            "--checkpoint-seconds is not used with --checkpoint-every N (a save every N "
+            "steps exactly): give one of them"
+        )
 
 
 def _where_text(reader: SeriesReader) -> str:

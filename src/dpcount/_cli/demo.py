@@ -9,20 +9,15 @@ import time
 from rich.table import Table
 
 from dpcount._cli.common import escape, out_console
+from dpcount._cli.options import EPSILON, OUTPUT, SEED, add
 
 HELP = "stream a real time series (SEARCHLOGS) through the best tree and the binary tree"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epsilon", type=float, default=1.0, help="ε for pure ε-DP (default 1)")
+    add(p, EPSILON.but(type=float, default=1.0, required=False, help="ε for pure ε-DP (default 1)"))
     p.add_argument("--replicates", type=int, default=200, help="releases used to measure the error")
-    p.add_argument("--output", default="dpcount-demo.png", help="PNG plot to write")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="seed (reproducible research only; default: operating-system entropy)",
-    )
+    add(p, OUTPUT.but(default="dpcount-demo.png", help="PNG plot to write"), SEED)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,17 +12,30 @@ import numpy as np
 from dpcount._cli._counting import DEFAULT_K, warn_ignored
 from dpcount._cli._time import Clock
 from dpcount._cli.common import (
-    add_digits_argument,
-    add_privacy_arguments,
     check_digits,
     err_console,
     escape,
     flags,
     open_output,
 )
+from dpcount._cli.options import (
+    BUDGET,
+    CALIBRATION,
+    DIGITS,
+    HORIZON,
+    MECHANISM,
+    MISSING,
+    NO_SUBTRACT,
+    NOISE,
+    OUTPUT,
+    START,
+    TIME_COLUMN,
+    K,
+    add,
+)
 from dpcount.apps import ContinualHistogram
-from dpcount.counting.registry import MECHANISMS
 from dpcount.io import MISSING_MARKERS, CSVError, csv_rows
+from dpcount.privacy.budget import NoiseKind
 from dpcount.privacy.notes import data_derived_warning
 
 HELP = (
@@ -44,12 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _event_arguments(p: argparse.ArgumentParser) -> None:
     """The events: file, columns, universe, steps and contribution bounds."""
     p.add_argument("input", metavar="EVENTS", help="CSV file with a header, one event per row")
-    p.add_argument(
-        "--time-column",
-        required=True,
-        help="header of the time column: numbers, or ISO 8601 dates/timestamps (2012-01-01, "
-        "2012-01-01T08:30:00); copied into the output as the start of each step",
-    )
+    add(p, _TIME_COLUMN)
     p.add_argument("--item-column", required=True, help="header of the item column")
     p.add_argument(
         "--items",
@@ -66,19 +74,7 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "[start + (k-1)W, start + kW) (default 1); events before --start or after --horizon "
         "are dropped and counted in the summary",
     )
-    p.add_argument(
-        "--start",
-        default=None,
-        help="time where step 1 starts, a number or an ISO date (default: 0 for numeric "
-        "times; for ISO times the earliest event, which reveals it: give it to keep it public)",
-    )
-    p.add_argument(
-        "--horizon",
-        type=int,
-        default=None,
-        help="number of steps T (default: the steps up to the last event, which reveals the "
-        "time of the last event; give it to keep T public)",
-    )
+    add(p, _START, _HORIZON)
     p.add_argument(
         "--max-items-per-step",
         type=int,
@@ -101,41 +97,41 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
 
 def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
     """The mechanism, its budget, missing values and the output."""
-    p.add_argument(
-        "--mechanism",
-        choices=sorted(MECHANISMS),
-        default=None,
-        help="counting mechanism (default: kary; sqrt when --delta and a continuous --noise are "
-        "given)",
-    )
-    p.add_argument(
-        "--k",
-        type=int,
-        default=None,
-        help=f"branching factor for kary (default {DEFAULT_K}; other mechanisms ignore it, "
-        "with a warning)",
-    )
-    p.add_argument("--no-subtract", action="store_true", help="kary without subtraction")
-    add_privacy_arguments(p)
-    p.add_argument(
-        "--noise",
-        choices=("laplace", "gaussian", "discrete-laplace", "discrete-gaussian"),
-        default=None,
-        help="default: integer noise on the k-ary tree (discrete-gaussian with --delta, else "
-        "discrete-laplace; counts are integers, so floating-point rounding cannot leak them) "
-        "unless --mechanism names one without integer noise (then gaussian with --delta, else "
-        "laplace)",
-    )
-    p.add_argument("--calibration", default=None, help="Gaussian calibration (default analytic)")
-    p.add_argument(
-        "--missing",
-        choices=("error", "skip"),
-        default="error",
-        help="an event with a missing time or item (empty, NA, NaN, null): stop with an error "
-        "naming the line, or skip it (and report how many)",
-    )
-    p.add_argument("--output", default=None, help="output CSV (default: stdout)")
-    add_digits_argument(p)
+    add(p, _MECHANISM, _K, NO_SUBTRACT, BUDGET, _NOISE, _CALIBRATION, _MISSING, OUTPUT, DIGITS)
+
+
+_TIME_COLUMN = TIME_COLUMN.but(
+    required=True,
+    help="header of the time column: numbers, or ISO 8601 dates/timestamps (2012-01-01, "
+    "2012-01-01T08:30:00); copied into the output as the start of each step",
+)
+_START = START.but(
+    help="time where step 1 starts, a number or an ISO date (default: 0 for numeric "
+    "times; for ISO times the earliest event, which reveals it: give it to keep it public)"
+)
+_HORIZON = HORIZON.but(
+    help="number of steps T (default: the steps up to the last event, which reveals the "
+    "time of the last event; give it to keep T public)"
+)
+_MECHANISM = MECHANISM.but(
+    help="counting mechanism (default: kary; sqrt when --delta and a continuous --noise are given)"
+)
+_K = K.but(
+    help=f"branching factor for kary (default {DEFAULT_K}; other mechanisms ignore it, "
+    "with a warning)"
+)
+_NOISE = NOISE.but(
+    help="default: integer noise on the k-ary tree (discrete-gaussian with --delta, else "
+    "discrete-laplace; counts are integers, so floating-point rounding cannot leak them) "
+    "unless --mechanism names one without integer noise (then gaussian with --delta, else "
+    "laplace)"
+)
+_CALIBRATION = CALIBRATION.but(help="Gaussian calibration (default analytic)")
+_MISSING = MISSING.but(
+    choices=("error", "skip"),
+    help="an event with a missing time or item (empty, NA, NaN, null): stop with an error "
+    "naming the line, or skip it (and report how many)",
+)
 
 
 def _universe(spec: str) -> list[str]:
@@ -289,8 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if args.horizon is not None and args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
     check_digits(args)
-    continuous = args.delta is not None and args.noise in ("laplace", "gaussian")
-    warn_ignored(args, args.mechanism or ("sqrt" if continuous else "kary"))  # MechanismChoice
+    warn_ignored(args, _mechanism(args))
     events = _read_events(args, index, clock)
     horizon = args.horizon if args.horizon is not None else events.last_step
     if horizon < 1:
@@ -334,6 +329,15 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
     _summary(hist, events)
     return 0
+
+
+def _mechanism(args: argparse.Namespace) -> str:
+    """--mechanism, or its default (MechanismChoice): sqrt with --delta and a continuous
+    --noise, else kary."""
+    if args.mechanism is not None:
+        return str(args.mechanism)
+    continuous = args.noise is not None and not NoiseKind(args.noise).is_discrete
+    return "sqrt" if args.delta is not None and continuous else "kary"
 
 
 def _summary(hist: ContinualHistogram, events: _Events) -> None:

@@ -6,14 +6,29 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dpcount._cli.common import (
-    add_digits_argument,
-    check_digits,
-    err_console,
-    flags,
-    positive_float,
+from dpcount._cli.common import check_digits, err_console, flags, given_flags, positive_float
+from dpcount._cli.options import (
+    CALIBRATION,
+    DELTA,
+    EPSILON,
+    HORIZON,
+    MAX_KEYS,
+    MAX_STEPS,
+    MAX_WEIGHT,
+    MECHANISM,
+    MIN_SEPARATION,
+    NOISE,
+    OUTPUT,
+    SELECT_EVERY,
+    START,
+    STEP,
+    TIME_COLUMN,
+    K,
+    add,
+    digits_of,
 )
 from dpcount.counting.registry import MECHANISMS
+from dpcount.privacy.budget import NoiseKind
 
 if TYPE_CHECKING:
     from dpcount.keyed.selection import KeySelection
@@ -45,7 +60,7 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "--output (.csv, or a directory of Parquet parts) exactly once, even across a crash "
         "and a rerun (default: none, the one EVENTS file)",
     )
-    p.add_argument("--time-column", required=True, help="column of integer or ISO times")
+    add(p, TIME_COLUMN.but(required=True, help="column of integer or ISO times"))
     p.add_argument("--key-column", required=True, help="column of keys")
     p.add_argument(
         "--keys",
@@ -80,13 +95,14 @@ def _event_arguments(p: argparse.ArgumentParser) -> None:
         "AboveThreshold: threshold 46 at T = 1461, select-ε 1, select-δ 1e-6) or 'tree' "
         "(0.4's binary-tree selection counter: threshold 359 there)",
     )
-    p.add_argument(
-        "--select-every",
-        default=None,
-        metavar="N|STEP",
-        help="open key set, sparse vector: check keys every N steps (and at the last), or at "
-        "the last step of each calendar period (W-MON, MS, 7D) of a dated run; fewer checks "
-        "lower the threshold (default: every step)",
+    add(
+        p,
+        SELECT_EVERY.but(
+            metavar="N|STEP",
+            help="open key set, sparse vector: check keys every N steps (and at the last), or "
+            "at the last step of each calendar period (W-MON, MS, 7D) of a dated run; fewer "
+            "checks lower the threshold (default: every step)",
+        ),
     )
     _bound_arguments(p)
 
@@ -101,30 +117,7 @@ def _bound_arguments(p: argparse.ArgumentParser) -> None:
         "step) or 'run' (keys per unit over the whole run, with --max-steps and "
         "--min-separation per key: user-level privacy over the run)",
     )
-    p.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="--unit-scope run: steps per unit and key (default: every step)",
-    )
-    p.add_argument(
-        "--min-separation",
-        type=int,
-        default=None,
-        help="--unit-scope run with --max-steps: least gap between a unit's steps of a key "
-        "(default 1)",
-    )
-    p.add_argument(
-        "--step",
-        required=True,
-        help="bucket width: an integer for integer times; for dates a duration (1D, 1h, 15min) "
-        "or a calendar step (MS months, QS quarters, YS years, W-MON weeks ending on Monday; "
-        "binned and labelled as pandas' resample; 1M is refused as ambiguous)",
-    )
-    p.add_argument("--start", default=None, help="start of step 1 (default: from the data)")
-    p.add_argument(
-        "--horizon", type=int, default=None, help="number of steps T (default: from the data)"
-    )
+    add(p, _MAX_STEPS, _MIN_SEPARATION, _STEP, START, _HORIZON)
     p.add_argument(
         "--weight-column",
         default=None,
@@ -138,59 +131,54 @@ def _bound_arguments(p: argparse.ArgumentParser) -> None:
         "unit active at n steps is protected at n times the budget) (default: none, "
         "event level)",
     )
-    p.add_argument(
-        "--max-weight",
-        type=positive_float,
-        default=1.0,
-        help="largest weight of one event (or one unit per key and step); excess is cut",
-    )
-    p.add_argument(
-        "--max-keys",
-        type=int,
-        default=None,
-        help="keys per unit and step (default: none; needed with --unit-column)",
-    )
+    add(p, MAX_WEIGHT, _MAX_KEYS)
+
+
+_MAX_STEPS = MAX_STEPS.but(help="--unit-scope run: steps per unit and key (default: every step)")
+_MIN_SEPARATION = MIN_SEPARATION.but(
+    type=int,
+    default=None,
+    metavar=None,
+    help="--unit-scope run with --max-steps: least gap between a unit's steps of a key (default 1)",
+)
+_STEP = STEP.but(
+    required=True,
+    help="bucket width: an integer for integer times; for dates a duration (1D, 1h, 15min) "
+    "or a calendar step (MS months, QS quarters, YS years, W-MON weeks ending on Monday; "
+    "binned and labelled as pandas' resample; 1M is refused as ambiguous)",
+)
+_HORIZON = HORIZON.but(help="number of steps T (default: from the data)")
+_MAX_KEYS = MAX_KEYS.but(help="keys per unit and step (default: none; needed with --unit-column)")
 
 
 def _mechanism_arguments(p: argparse.ArgumentParser) -> None:
     """The budget and the counting mechanism."""
-    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε")
-    p.add_argument(
-        "--delta",
-        type=positive_float,
-        default=None,
-        help="δ for Gaussian noise (default: none, pure ε-DP)",
-    )
-    p.add_argument(
-        "--noise",
-        choices=("discrete-laplace", "discrete-gaussian", "laplace", "gaussian"),
-        default="discrete-laplace",
-        help="noise kind (default discrete-laplace: exact integer noise)",
-    )
-    p.add_argument(
-        "--calibration",
-        default=None,
-        help="calibration rule, see dpcount count (default: the noise kind's default)",
-    )
-    p.add_argument(
-        "--mechanism",
-        choices=("auto", *sorted(MECHANISMS), "tree"),
-        default="auto",
-        help="counting mechanism (default auto: the one dpcount plan ranks first for the "
-        "horizon, budget and noise; 'tree': the k-ary tree, binary unless --k)",
-    )
-    p.add_argument(
-        "--k",
-        type=int,
-        default=None,
-        help="branching factor (--mechanism kary or tree only; default: 2 for tree, 19 for kary)",
-    )
+    add(p, EPSILON, _DELTA, _NOISE, _CALIBRATION, _MECHANISM, _K)
     p.add_argument(
         "--subtract",
         action="store_true",
         default=None,
         help="k-ary tree with subtraction (offset digits; --mechanism kary or tree only)",
     )
+
+
+_DELTA = DELTA.but(help="δ for Gaussian noise (default: none, pure ε-DP)")
+_NOISE = NOISE.but(
+    default=str(NoiseKind.DISCRETE_LAPLACE),
+    help="noise kind (default discrete-laplace: exact integer noise)",
+)
+_CALIBRATION = CALIBRATION.but(
+    help="calibration rule, see dpcount count (default: the noise kind's default)"
+)
+_MECHANISM = MECHANISM.but(
+    choices=lambda: ("auto", *sorted(MECHANISMS), "tree"),
+    default="auto",
+    help="counting mechanism (default auto: the one dpcount plan ranks first for the "
+    "horizon, budget and noise; 'tree': the k-ary tree, binary unless --k)",
+)
+_K = K.but(
+    help="branching factor (--mechanism kary or tree only; default: 2 for tree, 19 for kary)"
+)
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -201,12 +189,14 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="run secret file, created (mode 0600) if absent; as sensitive as the raw data",
     )
-    p.add_argument(
-        "--output",
-        required=True,
-        help="output file (.csv or .parquet), or a directory of Parquet parts (no extension)",
+    add(
+        p,
+        OUTPUT.but(
+            required=True,
+            help="output file (.csv or .parquet), or a directory of Parquet parts (no extension)",
+        ),
+        digits_of("std column of a CSV output (Parquet keeps the float)"),
     )
-    add_digits_argument(p, "std column of a CSV output (Parquet keeps the float)")
     p.add_argument(
         "--state",
         default=None,
@@ -272,22 +262,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_engine_flags(args: argparse.Namespace) -> None:
     """The Dask options are errors where the chosen engine would ignore them."""
-    if (args.input is None) == (args.input_dir is None):
-        raise ValueError("give an EVENTS file or --input-dir DIR (exactly one)")
-    if args.input_dir is not None:
-        if args.state is None:
-            raise ValueError("--input-dir needs --state FILE (where the run continues from)")
-        if (args.until is None) == (args.allowed_lateness is None):
-            raise ValueError("--input-dir needs --until STEP or --allowed-lateness WAIT (one)")
-    given = [
-        flag
-        for flag, value in (
-            ("--workers", args.workers),
-            ("--partitions", args.partitions),
-            ("--scheduler", args.scheduler),
-        )
-        if value is not None
-    ]
+    _check_input_flags(args)
+    given = given_flags(
+        ("--workers", args.workers),
+        ("--partitions", args.partitions),
+        ("--scheduler", args.scheduler),
+    )
     if args.engine == "embedded" and given:
         raise ValueError(f"{', '.join(given)} needs --engine dask (the embedded engine ignores it)")
     dask_only = [flag for flag in given if flag != "--partitions"]
@@ -297,6 +277,24 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
         )
     if args.master is not None and args.engine != "spark":
         raise ValueError(f"--master needs --engine spark (--engine {args.engine} ignores it)")
+    _check_resume_flags(args)
+    if args.scheduler is not None and args.workers is not None:
+        raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
+
+
+def _check_input_flags(args: argparse.Namespace) -> None:
+    """One input: an EVENTS file, or --input-dir with --state and when to release."""
+    if (args.input is None) == (args.input_dir is None):
+        raise ValueError("give an EVENTS file or --input-dir DIR (exactly one)")
+    if args.input_dir is not None:
+        if args.state is None:
+            raise ValueError("--input-dir needs --state FILE (where the run continues from)")
+        if (args.until is None) == (args.allowed_lateness is None):
+            raise ValueError("--input-dir needs --until STEP or --allowed-lateness WAIT (one)")
+
+
+def _check_resume_flags(args: argparse.Namespace) -> None:
+    """--late needs --state; --until and --allowed-lateness exclude each other."""
     if args.late != "refuse" and args.state is None:
         raise ValueError(
             f"--late {args.late} needs --state: without a stored state no step was released "
@@ -304,8 +302,6 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
         )
     if args.allowed_lateness is not None and args.until is not None:
         raise ValueError("give --until or --allowed-lateness, not both")
-    if args.scheduler is not None and args.workers is not None:
-        raise ValueError("--workers is not used with --scheduler (the cluster has its own)")
 
 
 def _selection(args: argparse.Namespace) -> KeySelection | None:

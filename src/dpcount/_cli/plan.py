@@ -6,14 +6,10 @@ import argparse
 import math
 from typing import Any
 
-from dpcount._cli._plan_open_keys import add_open_key_arguments, check_not_open, run_open_keys
+from dpcount._cli._plan_open_keys import OPEN_KEYS, check_not_open, run_open_keys
 from dpcount._cli._report import FORMATS, Column, Kind, Report, render
-from dpcount._cli.common import (
-    add_participation_arguments,
-    flags,
-    participation_from,
-    positive_float,
-)
+from dpcount._cli.common import flags, participation_from, positive_float
+from dpcount._cli.options import DELTA, EPSILON, HORIZON, PARTICIPATION, SENSITIVITY, add
 from dpcount.analysis.choice import choose
 from dpcount.analysis.compare import METRICS, NORMALIZED_SQRT_COMPARE_LIMIT, Candidate, compare
 from dpcount.counting.base import available_memory, format_bytes, parse_bytes
@@ -46,12 +42,7 @@ _METRIC_NAMES = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--horizon",
-        type=int,
-        default=None,
-        help="number of steps T (required without --ranges; no default)",
-    )
+    add(p, HORIZON.but(help="number of steps T (required without --ranges; no default)"))
     p.add_argument(
         "--ranges",
         action="store_true",
@@ -69,10 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --ranges: 'all' (every range, or every rectangle in 2-D) or a CSV of "
         "ranges lo,hi as for dpcount ranges --queries (1-D)",
     )
-    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
-    p.add_argument(
-        "--delta", type=positive_float, default=None, help="δ in (0, 1) (default: none, pure ε-DP)"
-    )
+    add(p, EPSILON, DELTA)
     p.add_argument("--metric", choices=METRICS, default="mse", help="ranking metric (default mse)")
     p.add_argument(
         "--beta",
@@ -80,12 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.05,
         help="failure probability of the ℓ∞ bound column (default 0.05)",
     )
-    p.add_argument(
-        "--sensitivity",
-        type=float,
-        default=1.0,
-        help="largest change of one step between neighbouring inputs (default 1)",
-    )
+    add(p, SENSITIVITY)
     p.add_argument(
         "--dim",
         type=int,
@@ -100,8 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="memory limit for the mechanism and one stream, e.g. 2GiB or 500MB (default with "
         "--dim: the machine's available memory)",
     )
-    add_participation_arguments(p)
-    add_open_key_arguments(p)
+    add(p, PARTICIPATION, OPEN_KEYS)
     p.add_argument(
         "--format",
         choices=FORMATS,

@@ -11,13 +11,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._cli._counting import print_noise_note
-from dpcount._cli.common import (
-    add_seed_argument,
-    err_console,
-    escape,
-    flags,
-    open_output,
-    positive_float,
+from dpcount._cli.common import err_console, escape, flags, open_output
+from dpcount._cli.options import (
+    CALIBRATION,
+    COLUMN,
+    DELTA,
+    EPSILON,
+    MECHANISM,
+    NOISE,
+    OUTPUT,
+    SEED,
+    add,
 )
 from dpcount._validate import check_probability
 from dpcount.io import CSVError, SeriesReader, csv_rows, starts_like_number
@@ -43,35 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="INPUT",
         help="histogram: .npy (1-D or 2-D array of counts) or .csv (one numeric column)",
     )
-    p.add_argument(
-        "--column",
-        default=None,
-        help="CSV header name of the column of counts (default: the CSV's only column)",
-    )
-    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy parameter ε > 0")
-    p.add_argument("--delta", type=positive_float, required=True, help="δ in (0, 1)")
-    p.add_argument(
-        "--mechanism",
-        choices=sorted(MECHANISMS),
-        default="correlated",
-        help="range mechanism (dpcount plan --ranges ranks them by exact error)",
-    )
-    p.add_argument(
-        "--noise",
-        choices=RANGE_NOISE_KINDS,
-        default=None,
-        help="discrete-gaussian (exact integer noise; the default for whole-number counts "
-        "where the mechanism has it: all but 2-D correlated, and with --calibration zcdp "
-        "or none) or gaussian (continuous, the default otherwise, with a note on stderr "
-        "saying why)",
-    )
-    p.add_argument(
-        "--calibration",
-        choices=("analytic", "paper", "classic", "zcdp"),
-        default=None,
-        help="gaussian: analytic (exact, default), paper (Thm 3.7, epsilon <= 1) or classic; "
-        "discrete-gaussian: zcdp (default)",
-    )
+    add(p, _COLUMN, EPSILON, _DELTA, _MECHANISM, _NOISE, _CALIBRATION)
     p.add_argument(
         "--queries",
         default=None,
@@ -85,12 +61,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "stream holds one table)",
     )
     p.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
-    add_seed_argument(p)
-    p.add_argument(
-        "--output",
-        required=True,
-        help="released histogram: .npy, or CSV with the exact std per cell (- for stdout)",
+    add(
+        p,
+        SEED,
+        OUTPUT.but(
+            required=True,
+            help="released histogram: .npy, or CSV with the exact std per cell (- for stdout)",
+        ),
     )
+
+
+_COLUMN = COLUMN.but(
+    help="CSV header name of the column of counts (default: the CSV's only column)"
+)
+_DELTA = DELTA.but(required=True, help="δ in (0, 1)")
+_MECHANISM = MECHANISM.but(
+    choices=sorted(MECHANISMS),
+    default="correlated",
+    help="range mechanism (dpcount plan --ranges ranks them by exact error)",
+)
+_NOISE = NOISE.but(
+    choices=RANGE_NOISE_KINDS,
+    help="discrete-gaussian (exact integer noise; the default for whole-number counts "
+    "where the mechanism has it: all but 2-D correlated, and with --calibration zcdp "
+    "or none) or gaussian (continuous, the default otherwise, with a note on stderr "
+    "saying why)",
+)
+_CALIBRATION = CALIBRATION.but(
+    choices=("analytic", "paper", "classic", "zcdp"),
+    help="gaussian: analytic (exact, default), paper (Thm 3.7, epsilon <= 1) or classic; "
+    "discrete-gaussian: zcdp (default)",
+)
 
 
 def read_histogram(path: str, column: str | None) -> NDArray[np.float64]:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dpcount._cli.common import escape, out_console
+from dpcount._cli.options import SEED, add
 
 if TYPE_CHECKING:
     from dpcount.experiments import ExperimentResult
@@ -27,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--quick", action="store_true", help="small sizes (all experiments in minutes)")
     p.add_argument("--out", default="reproduction", help="output folder for CSV and PNG files")
-    p.add_argument("--seed", type=int, default=0, help="seed of the experiments' noise (default 0)")
+    add(p, SEED.but(default=0, help="seed of the experiments' noise (default 0)"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from importlib import resources
 
+from dpcount._cli.options import OUTPUT, add
+
 HELP = "write a small real sample file (CSV) to try dpcount with; without NAME, list them"
 
 #: name -> (file in dpcount/data/samples, one-line description)
@@ -31,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "name", metavar="NAME", nargs="?", default=None, help="the sample (default: list them)"
     )
-    p.add_argument("--output", default=None, help="file to write (default: stdout)")
+    add(p, OUTPUT.but(help="file to write (default: stdout)"))
 
 
 def sample_text(name: str) -> str:

@@ -324,19 +324,38 @@ def choose(
         )
     hooks = {k: v for k, v in (("dim", dim), ("memory", memory)) if v is not None}
     if mechanism == "auto":
-        if opts:
-            raise ValueError(
-                f"mechanism='auto' chooses the mechanism's options itself: name a mechanism to "
-                f"pass {sorted(opts)}"
-            )
-        if horizon is None:
-            if hooks:
-                raise ValueError(f"{sorted(hooks)} need a horizon")
-            return _auto_unbounded(budget, whole)
-        return _auto(horizon, budget, whole, hooks)
+        return _choose_auto(horizon, budget, whole, opts, hooks)
     check_choice("mechanism", mechanism, MECHANISMS)
     if hooks:
         raise ValueError(f"{sorted(hooks)} inform mechanism='auto' only")
+    return _choose_named(mechanism, horizon, budget, whole, opts)
+
+
+def _choose_auto(
+    horizon: int | None,
+    budget: Budget,
+    whole: bool | None,
+    opts: dict[str, Any],
+    hooks: dict[str, Any],
+) -> Choice:
+    """``choose(mechanism="auto")``: no options; without a horizon, no hooks."""
+    if opts:
+        raise ValueError(
+            f"mechanism='auto' chooses the mechanism's options itself: name a mechanism to "
+            f"pass {sorted(opts)}"
+        )
+    if horizon is not None:
+        return _auto(horizon, budget, whole, hooks)
+    if hooks:
+        raise ValueError(f"{sorted(hooks)} need a horizon")
+    return _auto_unbounded(budget, whole)
+
+
+def _choose_named(
+    mechanism: str, horizon: int | None, budget: Budget, whole: bool | None, opts: dict[str, Any]
+) -> Choice:
+    """``choose`` of a registry name: its noise, and the options it takes (the others
+    listed as ignored)."""
     if horizon is None and opts.get("bands") is not None:
         raise ValueError("bands needs a horizon (the doubling counter's blocks use the full band)")
     if horizon is None and opts.get("objective") is not None:
@@ -455,27 +474,11 @@ def _auto_unbounded(budget: Budget, whole: bool | None) -> Choice:
     the doubling counter (its last-step release, the carried block total, has the
     lowest variance).
     """
-    safe = budget.noise is None and budget.calibration is None and _whole_sensitivity(budget)
-    # inner mechanisms with a largest horizon cannot run every doubling block
-    endless = {name for name in MECHANISMS if max_horizon(name) is None} - {"input"}
-    names = sorted(DISCRETE_CAPABLE if safe else endless)
-    gaussian = budget.delta is not None and budget.noise in (None, NoiseKind.GAUSSIAN)
-    rule = budget.calibration
-    continuous = not safe or whole is False
-    if continuous and gaussian and (rule is None or _RULE_FAMILY[rule] == NoiseKind.GAUSSIAN):
-        names.append(HORIZON_FREE_BLT)
     best: tuple[float, Choice] | None = None
     first_error: ValueError | None = None
-    for name in names:
+    for name in _unbounded_candidates(budget, whole):
         try:
-            if name == HORIZON_FREE_BLT:
-                noise, note = NoiseKind.GAUSSIAN, None
-                if budget.noise is None:  # continuous because of the data or the step
-                    reason: ContinuousReason = "data" if whole is False else "sensitivity"
-                    note = NoiseNote(reason, noise, name, budget.step_sensitivity)
-            else:
-                noise, note = _named_noise(name, budget, whole)
-            trial = Choice(name, None, budget.replace(noise=noise), note=note)
+            trial = _unbounded_trial(name, budget, whole)
             var = trial.build_unbounded(rng=0).variance_at(UNBOUNDED_PROBE)
         except ValueError as err:  # this inner refuses the budget or the noise
             first_error = first_error or err
@@ -493,3 +496,29 @@ def _auto_unbounded(budget: Budget, whole: bool | None) -> Choice:
         note=trial.note,
         auto=AutoReason("unbounded", None, var),
     )
+
+
+def _unbounded_candidates(budget: Budget, whole: bool | None) -> list[str]:
+    """The inner mechanisms :func:`_auto_unbounded` compares (see there)."""
+    safe = budget.noise is None and budget.calibration is None and _whole_sensitivity(budget)
+    # inner mechanisms with a largest horizon cannot run every doubling block
+    endless = {name for name in MECHANISMS if max_horizon(name) is None} - {"input"}
+    names = sorted(DISCRETE_CAPABLE if safe else endless)
+    gaussian = budget.delta is not None and budget.noise in (None, NoiseKind.GAUSSIAN)
+    rule = budget.calibration
+    continuous = not safe or whole is False
+    if continuous and gaussian and (rule is None or _RULE_FAMILY[rule] == NoiseKind.GAUSSIAN):
+        names.append(HORIZON_FREE_BLT)
+    return names
+
+
+def _unbounded_trial(name: str, budget: Budget, whole: bool | None) -> Choice:
+    """The choice of inner mechanism ``name`` with its noise (and the note why)."""
+    if name != HORIZON_FREE_BLT:
+        noise, note = _named_noise(name, budget, whole)
+        return Choice(name, None, budget.replace(noise=noise), note=note)
+    noise, note = NoiseKind.GAUSSIAN, None
+    if budget.noise is None:  # continuous because of the data or the step
+        reason: ContinuousReason = "data" if whole is False else "sensitivity"
+        note = NoiseNote(reason, noise, name, budget.step_sensitivity)
+    return Choice(name, None, budget.replace(noise=noise), note=note)
