@@ -167,7 +167,7 @@ def balls_in_bins(python: str | None, samples: int) -> None:
         },
     )
     y = np.array(got["y"])
-    ours = acc._loss(y @ acc.modes, sigma)
+    ours = acc._loss((y @ acc.modes).T, sigma)
     gap = np.max(np.abs(ours - np.array(got["loss"])))
     print(f"  privacy loss of 40 jax_privacy samples: max |dpcount - jax_privacy| = {gap:.2e}")
     _small_config(python)

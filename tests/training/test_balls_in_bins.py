@@ -64,7 +64,7 @@ def test_loss_matches_direct_densities() -> None:
     q = stats.multivariate_normal(np.zeros(T), cov).logpdf(y)
     p = np.array([stats.multivariate_normal(v, cov).logpdf(y) for v in modes])
     direct = np.log(np.exp(p - q).mean(axis=0))
-    ours = acc._loss(y @ acc.modes, sigma)
+    ours = acc._loss((y @ acc.modes).T, sigma)
     np.testing.assert_allclose(ours, direct, rtol=1e-10, atol=1e-10)
 
 

@@ -82,8 +82,8 @@ __all__ = [
     "kl_upper_confidence",
 ]
 
-#: samples per chunk of the Monte Carlo (memory: chunk × bins floats, a few times)
-_CHUNK = 8192
+#: floats per chunk of the Monte Carlo (chunk rows × bins; memory: a few times 16 MiB)
+_CHUNK_FLOATS = 1 << 21
 #: relative outward margin on every privacy loss (covers the float rounding of a loss)
 _LOSS_MARGIN = 1e-9
 #: the search aims at this fraction of the threshold the certification must meet
@@ -282,21 +282,23 @@ class BallsInBinsAccountant:
     def _chunks(
         self, samples: int, rng: np.random.Generator
     ) -> Iterator[tuple[NDArray[np.float64], NDArray[np.int64]]]:
-        """(W, J) per chunk: W = L·ξ (so ⟨Z, v_j⟩ = σ·W_j) and the bins J."""
+        """(W, J) per chunk: W = L·ξ (b × r: column i is sample i, ⟨Z, v_j⟩ = σ·W_ji)
+        and the bins J (r)."""
         b = self.bins
-        for start in range(0, samples, _CHUNK):
-            r = min(_CHUNK, samples - start)
-            xi = rng.standard_normal((r, b))
-            yield xi @ self._chol.T, rng.integers(0, b, size=r)
+        cols = max(256, _CHUNK_FLOATS // b)
+        for start in range(0, samples, cols):
+            r = min(cols, samples - start)
+            xi = rng.standard_normal((b, r))
+            yield self._chol @ xi, rng.integers(0, b, size=r)
 
     def _loss(self, dots: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
-        """ln(P/Q)(y) from the b inner products ⟨y, v_j⟩ (rows)."""
+        """ln(P/Q)(y) from the b inner products ⟨y, v_j⟩ (b × r: one column per y)."""
         a = dots * (1.0 / (sigma * sigma))
-        a -= self._diag / (2.0 * sigma * sigma)
-        top = a.max(axis=1)
-        a -= top[:, None]
+        a -= (self._diag / (2.0 * sigma * sigma))[:, None]
+        top = a.max(axis=0)
+        a -= top
         np.exp(a, out=a)
-        return np.asarray(np.log(a.sum(axis=1)) + top - math.log(self.bins), dtype=np.float64)
+        return np.asarray(np.log(a.sum(axis=0)) + top - math.log(self.bins), dtype=np.float64)
 
     def privacy_losses(
         self, sigma: float, samples: int, *, rng: RNGLike = None
@@ -309,7 +311,7 @@ class BallsInBinsAccountant:
         add, remove = [], []
         for W, J in self._chunks(m, as_generator(rng)):
             noise = s * W
-            add.append(self._loss(noise + self.gram[J], s))
+            add.append(self._loss(noise + self.gram[:, J], s))
             remove.append(-self._loss(noise, s))
         out = [np.concatenate(x) for x in (add, remove)]
         return out[0] + _LOSS_MARGIN * (1 + np.abs(out[0])), out[1] + _LOSS_MARGIN * (
@@ -355,7 +357,7 @@ class BallsInBinsAccountant:
         sums = np.zeros((2, sigmas.size))
         for W, J in self._chunks(samples, np.random.default_rng(seed)):
             for i, s in enumerate(sigmas):
-                add = self._loss(s * W + self.gram[J], s)
+                add = self._loss(s * W + self.gram[:, J], s)
                 rem = -self._loss(s * W, s)
                 for row, loss in enumerate((add, rem)):
                     sums[row, i] += np.sum(-np.expm1(np.minimum(epsilon - loss, 0.0)))
@@ -371,7 +373,7 @@ class BallsInBinsAccountant:
             grid = np.geomspace(lo, hi, points)
             ok = np.nonzero(self._grid_deltas(grid, epsilon, count, seed) <= aim)[0]
             if ok.size == 0:
-                return hi
+                return float(hi)
             first = int(ok[0])
             lo, hi = (grid[max(first - 1, 0)], grid[first]) if first > 0 else (grid[0], grid[0])
             if lo == hi:
