@@ -193,7 +193,7 @@ def test_optax_device_update_refuses_a_replayed_state() -> None:
     eagerly) instead of releasing its noise twice; the latest state keeps working, and
     another run (another key) is independent."""
     jax, jnp = _jax()
-    optax = pytest.importorskip("optax")
+    pytest.importorskip("optax")
     tx = optax_privatizer(_privatizer("blt", seed=3), device=True)
     grads = {"w": jnp.ones((3, 2), jnp.float32)}
     update = jax.jit(tx.update)

@@ -151,7 +151,7 @@ def _device_transformation(privatizer: GradientPrivatizer, process: JaxNoiseProc
     from jax.experimental import io_callback
 
     ledger = _StepLedger()
-    flag = jax.ShapeDtypeStruct((), jnp.bool_)
+    flag = jax.ShapeDtypeStruct((), jnp.bool_)  # type: ignore[no-untyped-call]
 
     def init_fn(params: Any) -> OptaxDeviceNoiseState:
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
