@@ -265,7 +265,9 @@ class GradientPrivatizer:
         exact-real (ε, δ) plus the float-safety term for its T·dim released values.
         With cyclic Poisson sampling this is the mechanism's own, unamplified guarantee
         (true, and weaker); the amplified one is :meth:`dp_event`'s, to whose δ this
-        guarantee's ``float_delta`` adds.
+        guarantee's ``float_delta`` adds. With balls-in-bins sampling likewise: the
+        amplified statement is ``amplification.certificate`` (Monte Carlo, at its
+        confidence), to whose δ ``float_delta`` adds.
 
         Raises:
             ValueError: the mechanism carries no privacy guarantee (with_sampler).
