@@ -217,3 +217,10 @@ def test_privatizer_balls_in_bins_refusals(kwargs: dict[str, object], match: str
             budget=Budget(epsilon=1.0, delta=1e-2),
             **args,  # type: ignore[arg-type]
         )
+
+
+def test_one_bin_calibrates_in_closed_form() -> None:
+    acc = BallsInBinsAccountant(ENCODER, epochs=3, batches_per_epoch=1)
+    cert = acc.calibrate(1.0, 1e-3, samples=10**6, rng=0)
+    assert not cert.amplified and cert.delta == 1e-3
+    assert cert.noise_multiplier == acc.unsampled_noise_multiplier(1.0, 1e-3)

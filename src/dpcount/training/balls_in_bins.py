@@ -391,7 +391,8 @@ class BallsInBinsAccountant:
     ) -> MonteCarloCertificate:
         """The smallest noise multiplier found whose certificate (fresh samples, upper
         confidence bound at 1 − α overall) has δ ≤ ``delta``; the unamplified σ (exact
-        certificate, ``amplified=False``) if the Monte Carlo cannot beat it.
+        certificate, ``amplified=False``) if the Monte Carlo cannot beat it, or with one
+        bin (then the pair is the Gaussian mechanism itself: the closed form is exact).
 
         Search: common random numbers on a geometric grid between a quarter of the
         unamplified σ and it, aiming at 0.8 × the largest point estimate whose bound
@@ -404,7 +405,7 @@ class BallsInBinsAccountant:
         generator = as_generator(rng)
         fallback = self.unsampled_noise_multiplier(e, d)
         threshold = _largest_passing_mean(d, m, a / 2)
-        if threshold <= 0:  # too few samples to certify δ at all
+        if threshold <= 0 or self.bins == 1:  # too few samples; one bin: no amplification
             return MonteCarloCertificate(fallback, e, d, d, 0, a, amplified=False)
         seed = int(generator.integers(0, 2**63 - 1))
         sigma = self._search(e, _SEARCH_MARGIN * threshold, m, 0.25 * fallback, fallback, seed)
