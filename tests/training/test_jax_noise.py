@@ -186,3 +186,25 @@ def test_unsupported_mechanisms_fall_back_or_are_refused() -> None:
     zero = GradientPrivatizer(_privatizer("blt").mechanism.with_sampler(ZeroNoise()), rng=0)
     with pytest.raises(ValueError, match="another sampler"):
         jax_noise_process(zero)
+
+
+def test_optax_device_update_refuses_a_replayed_state() -> None:
+    """The host ledger: passing an older state again fails the step (under jit and
+    eagerly) instead of releasing its noise twice; the latest state keeps working, and
+    another run (another key) is independent."""
+    jax, jnp = _jax()
+    pytest.importorskip("optax")
+    tx = optax_privatizer(_privatizer("blt", seed=3), device=True)
+    grads = {"w": jnp.ones((3, 2), jnp.float32)}
+    update = jax.jit(tx.update)
+    first = tx.init(grads)
+    _, second = update(grads, first)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="replayed step"):
+        update(grads, first)
+    with pytest.raises((ValueError, jax.errors.JaxRuntimeError), match="replayed step"):
+        tx.update(grads, first)
+    out, third = update(grads, second)
+    assert np.isfinite(np.asarray(out["w"])).all() and int(third.noise.step) == 2
+    other = tx.init(grads)  # a fresh run, a fresh key: its step 1 is not a replay
+    out, _ = update(grads, other)
+    assert np.isfinite(np.asarray(out["w"])).all()

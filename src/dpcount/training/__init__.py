@@ -9,6 +9,13 @@ adapter :func:`optax_privatizer` imports jax and optax only when called
 (``pip install 'dpcount[training]'``).
 """
 
+from dpcount.training.balls_in_bins import (
+    BallsInBinsAccountant,
+    BallsInBinsBatches,
+    MonteCarlo,
+    MonteCarloCertificate,
+    balls_in_bins_batches,
+)
 from dpcount.training.optax_adapter import (
     OptaxDeviceNoiseState,
     OptaxNoiseState,
@@ -29,13 +36,18 @@ from dpcount.training.sampling import (
 )
 
 __all__ = [
+    "BallsInBinsAccountant",
+    "BallsInBinsBatches",
     "CyclicPoissonBatches",
     "GradientPrivatizer",
+    "MonteCarlo",
+    "MonteCarloCertificate",
     "NoiseState",
     "OptaxDeviceNoiseState",
     "OptaxNoiseState",
     "Sampling",
     "amplified_noise_multiplier",
+    "balls_in_bins_batches",
     "clip_and_sum",
     "cyclic_poisson_batches",
     "fixed_batches",

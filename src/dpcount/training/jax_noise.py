@@ -41,8 +41,11 @@ Replay: a state re-derives its step's noise (the key and the step are in it), so
 **passing an older state again releases the same noise on other gradients** — the
 difference of the two releases is the difference of the gradients, exactly. The
 numpy privatizer refuses a stale state; a pure function inside ``jit`` cannot (it keeps
-no memory of the steps it drew). Thread each returned state into the next step and never
-keep, restore or share an older one (or a copy of the key); the guarantee assumes it.
+no memory of the steps it drew), so :func:`~dpcount.training.optax_privatizer` adds a
+host-side ledger (an ordered ``io_callback``) that fails a replayed step of a run it
+drew. The ledger is in memory, per transformation: thread each returned state into the
+next step and never keep, restore or share an older one (or a copy of the key); the
+guarantee assumes it.
 
 References:
     * Dvijotham, McMahan, Pillutla, Steinke, Thakurta, "Efficient and near-optimal

@@ -6,6 +6,7 @@ jax and optax are imported when :func:`optax_privatizer` is called, never when
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,6 +40,29 @@ class OptaxNoiseState(NamedTuple):
     treedef: Any
 
 
+class _StepLedger:
+    """The host-side record of the last step each device run drew (keyed by the run's
+    key data): a step at or below it is a replay of released noise and is refused."""
+
+    def __init__(self) -> None:
+        self._last: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def check(self, key_data: Any, step: Any) -> np.bool_:
+        """Record ``step`` for the run, or raise ValueError if it was drawn already."""
+        run, t = np.asarray(key_data).tobytes(), int(step)
+        with self._lock:
+            last = self._last.get(run, 0)
+            if t <= last:
+                raise ValueError(
+                    f"replayed step: this run already drew step {last}, and a state from "
+                    f"step {t - 1} was passed again (its noise would be released twice); "
+                    "thread the latest state"
+                )
+            self._last[run] = t
+        return np.bool_(True)
+
+
 def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool = False) -> Any:
     """An ``optax.GradientTransformation`` that privatizes the updates it receives.
 
@@ -65,7 +89,13 @@ def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool = False) ->
       leaves' float precision (float32 by default), with JAX's 64-bit Threefry keys,
       and does not snap: it is **not** float-safe and the privatizer's float-safety
       term does not cover it (the noise distribution and the exact-real guarantee are
-      the same). Opt in for throughput where that is acceptable.
+      the same). Opt in for throughput where that is acceptable. A host-side ledger
+      (``jax.experimental.io_callback``, ordered) records the last step of each run
+      this transformation drew and refuses a replay: passing an older state again
+      fails the step (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the
+      ledger's ValueError) instead of releasing its noise on other gradients. The
+      ledger lives in this transformation object, in memory: a state restored into a
+      new process or another transformation is not caught.
 
     Each ``init`` starts a fresh run (fresh noise, its own privacy budget); its state
     is as sensitive as the data.
@@ -116,7 +146,12 @@ def optax_privatizer(privatizer: GradientPrivatizer, *, device: bool = False) ->
 def _device_transformation(privatizer: GradientPrivatizer, process: JaxNoiseProcess) -> Any:
     """The jit-able transformation over ``process`` (see :func:`optax_privatizer`)."""
     import jax
+    import jax.numpy as jnp
     import optax
+    from jax.experimental import io_callback
+
+    ledger = _StepLedger()
+    flag = jax.ShapeDtypeStruct((), jnp.bool_)  # type: ignore[no-untyped-call]
 
     def init_fn(params: Any) -> OptaxDeviceNoiseState:
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
@@ -130,7 +165,10 @@ def _device_transformation(privatizer: GradientPrivatizer, process: JaxNoiseProc
         updates: Any, state: OptaxDeviceNoiseState, params: Any = None
     ) -> tuple[Any, OptaxDeviceNoiseState]:
         del params  # the noise does not depend on the parameters
+        run = jax.random.key_data(state.noise.key)
+        fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=True)
         noisy, noise = process.privatize(state.noise, updates)
+        noisy = jax.tree_util.tree_map(lambda x: jnp.where(fresh, x, jnp.nan), noisy)
         return noisy, OptaxDeviceNoiseState(noise)
 
     return optax.GradientTransformation(init_fn, update_fn)

@@ -102,6 +102,11 @@ from dpcount.privacy.float_safe import release_grids, snap_release
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
+from dpcount.training.balls_in_bins import (
+    BallsInBinsAccountant,
+    BallsInBinsAmplification,
+    MonteCarlo,
+)
 from dpcount.training.sampling import (
     Amplification,
     Sampling,
@@ -187,9 +192,11 @@ class GradientPrivatizer:
         release: ``"gradient"`` (per-step noisy gradients) or ``"prefix-sum"``.
         rng: the Generator every run draws from (``rng=None``: a cryptographically
             secure generator keyed from OS entropy; an int seed is for tests only).
-        amplification: None (fixed batches: the mechanism's own guarantee), or the
+        amplification: None (fixed batches: the mechanism's own guarantee), the
             cyclic Poisson accounting (:mod:`dpcount.training.sampling`), which
-            :meth:`dp_event` and :attr:`noise_multiplier` then state.
+            :meth:`dp_event` and :attr:`noise_multiplier` then state, or the
+            balls-in-bins Monte Carlo certificate
+            (:mod:`dpcount.training.balls_in_bins`; :meth:`dp_event` then raises).
 
     Raises:
         TypeError: ``mechanism`` is not a CountingMechanism.
@@ -199,7 +206,7 @@ class GradientPrivatizer:
     mechanism: CountingMechanism
     release: Release = "gradient"
     rng: Any = None
-    amplification: Amplification | None = None
+    amplification: Amplification | BallsInBinsAmplification | None = None
 
     def __post_init__(self) -> None:
         check_instance("mechanism", self.mechanism, CountingMechanism, "a CountingMechanism")
@@ -258,7 +265,9 @@ class GradientPrivatizer:
         exact-real (ε, δ) plus the float-safety term for its T·dim released values.
         With cyclic Poisson sampling this is the mechanism's own, unamplified guarantee
         (true, and weaker); the amplified one is :meth:`dp_event`'s, to whose δ this
-        guarantee's ``float_delta`` adds.
+        guarantee's ``float_delta`` adds. With balls-in-bins sampling likewise: the
+        amplified statement is ``amplification.certificate`` (Monte Carlo, at its
+        confidence), to whose δ ``float_delta`` adds.
 
         Raises:
             ValueError: the mechanism carries no privacy guarantee (with_sampler).
@@ -277,7 +286,8 @@ class GradientPrivatizer:
         ``DpEvent`` (needs the ``accounting`` extra): the mechanism's
         ``GaussianDpEvent`` (:meth:`~dpcount.counting.CountingMechanism.dp_event`) for
         fixed batches, the k-fold composition of the Poisson-subsampled Gaussian for
-        cyclic Poisson sampling (:mod:`dpcount.training.sampling`)."""
+        cyclic Poisson sampling (:mod:`dpcount.training.sampling`). Balls-in-bins
+        sampling has none (a Monte Carlo certificate): ValueError."""
         if self.amplification is not None:
             if self.mechanism.privacy is None:
                 raise ValueError("this copy carries no privacy guarantee (with_sampler)")
@@ -383,6 +393,7 @@ def gaussian_privatizer(
     sampling: Sampling | str = Sampling.FIXED,
     sampling_probability: float | None = None,
     bands: int | None = None,
+    monte_carlo: MonteCarlo | None = None,
     **fields: Unpack[BudgetFields],
 ) -> GradientPrivatizer:
     """A :class:`GradientPrivatizer` calibrated for a training run.
@@ -412,8 +423,17 @@ def gaussian_privatizer(
             batches_per_epoch`` and ``"input"``): σ is then calibrated with the
             amplified accounting of :mod:`dpcount.training.sampling` (needs the
             ``accounting`` extra), or to the fixed-batch σ where that is smaller.
+            ``"balls-in-bins"``
+            (:func:`~dpcount.training.balls_in_bins.balls_in_bins_batches`; for
+            ``"blt"``, ``"toeplitz"`` and ``"input"``, add/remove only): σ is the
+            smallest the Monte Carlo accounting of
+            :mod:`dpcount.training.balls_in_bins` certifies (upper confidence bound
+            at 1 − ``monte_carlo.alpha``), or the fixed-batch σ if it cannot beat it;
+            the certificate is ``privatizer.amplification.certificate``.
         sampling_probability: q in (0, 1], for ``"cyclic-poisson"`` only.
         bands: the encoder's bands, for ``"toeplitz"`` only (None: full).
+        monte_carlo: the sampling of the balls-in-bins accounting
+            (:class:`~dpcount.training.balls_in_bins.MonteCarlo`; None: its defaults).
 
     Raises:
         ValueError, TypeError: naming the parameter.
@@ -447,10 +467,23 @@ def gaussian_privatizer(
             raise ValueError(f"bands is an option of mechanism='toeplitz', got {mechanism!r}")
         options["bands"] = check_integer("bands", bands, ge=1, le=k * b)
     mech = build_mechanism(mechanism, horizon=k * b, budget=run_budget, **options)
+    if how is not Sampling.BALLS_IN_BINS and monte_carlo is not None:
+        raise ValueError("monte_carlo is for sampling='balls-in-bins' only")
+    if how is not Sampling.CYCLIC_POISSON and sampling_probability is not None:
+        raise ValueError("sampling_probability is for sampling='cyclic-poisson' only")
     if how is Sampling.FIXED:
-        if sampling_probability is not None:
-            raise ValueError("sampling_probability is for sampling='cyclic-poisson' only")
         return GradientPrivatizer(mech, release=release, rng=rng)
+    if how is Sampling.BALLS_IN_BINS:
+        if neighbouring != "add-remove":
+            raise ValueError(
+                "sampling='balls-in-bins' is accounted for neighbouring='add-remove' only, "
+                f"got {neighbouring!r}"
+            )
+        bins = _balls_in_bins(mech, run_budget, monte_carlo or MonteCarlo(), c)
+        if not bins.certificate.amplified:
+            return GradientPrivatizer(mech, release=release, rng=rng)
+        target = bins.certificate.noise_multiplier * c
+        return _rebuilt(mech, bins, target, run_budget, options, release, rng)
     if sampling_probability is None:
         raise ValueError("sampling='cyclic-poisson' needs sampling_probability (q in (0, 1])")
     if run_budget.calibration not in (None, CalibrationRule.ANALYTIC):
@@ -484,6 +517,20 @@ def _amplified(
     target = z * amplification.unit_sensitivity
     if fixed.noise_scale <= target:  # amplification does not help: the fixed-batch σ
         return GradientPrivatizer(fixed, release=release, rng=rng)
+    return _rebuilt(fixed, amplification, target, budget, options, release, rng)
+
+
+def _rebuilt(
+    fixed: CountingMechanism,
+    amplification: Amplification | BallsInBinsAmplification,
+    target: float,
+    budget: Budget,
+    options: dict[str, Any],
+    release: Release,
+    rng: RNGLike,
+) -> GradientPrivatizer:
+    """The mechanism rebuilt with the largest ε′ whose worst-case σ is ≥ ``target``."""
+    assert budget.epsilon is not None and budget.delta is not None
     lo, hi = budget.epsilon, 2.0 * budget.epsilon  # σ(lo) > target
     while _sigma(fixed, hi, budget) >= target:
         lo, hi = hi, 2.0 * hi
@@ -496,6 +543,41 @@ def _amplified(
     if not mech.noise_scale >= target:  # pragma: no cover - the bisection keeps σ(lo) ≥ target
         raise ArithmeticError("amplified calibration: the rebuilt mechanism's sigma is too small")
     return GradientPrivatizer(mech, release=release, rng=rng, amplification=amplification)
+
+
+def _balls_in_bins(
+    mech: CountingMechanism, budget: Budget, how: MonteCarlo, clip: float
+) -> BallsInBinsAmplification:
+    """The Monte Carlo certificate for the mechanism's Toeplitz encoder (others refused)."""
+    from dpcount.counting.factorization.blt import BLT, encoder_coefficients
+    from dpcount.counting.factorization.toeplitz import ToeplitzFactorization
+    from dpcount.counting.input_perturbation import InputPerturbation
+
+    schema = budget.participation
+    assert schema is not None and budget.epsilon is not None and budget.delta is not None
+    if isinstance(mech, BLT):
+        encoder = encoder_coefficients(mech.buffer_decay, mech.output_scale, mech.horizon)
+    elif isinstance(mech, ToeplitzFactorization):
+        encoder = np.asarray(mech.coefficients, dtype=np.float64)
+    elif isinstance(mech, InputPerturbation):
+        encoder = np.ones(1)
+    else:
+        raise ValueError(
+            "sampling='balls-in-bins' needs a Toeplitz encoder: mechanism='blt', 'toeplitz' "
+            f"or 'input', got mechanism={mech.name!r}"
+        )
+    check_instance("monte_carlo", how, MonteCarlo, "a MonteCarlo")
+    accountant = BallsInBinsAccountant(
+        encoder, epochs=schema.max_participations, batches_per_epoch=schema.min_separation
+    )
+    certificate = accountant.calibrate(
+        budget.epsilon,
+        budget.delta,
+        samples=how.sample_count(budget.delta),
+        alpha=how.alpha,
+        rng=how.rng,
+    )
+    return BallsInBinsAmplification(certificate, clip)
 
 
 def _sigma(mech: CountingMechanism, epsilon: float, budget: Budget) -> float:

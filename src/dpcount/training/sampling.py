@@ -1,6 +1,6 @@
 """Batch sampling for the privatizer and its amplified accounting (cyclic Poisson).
 
-Two ways to form the batches (``sampling=`` of :func:`~dpcount.training.gaussian_privatizer`):
+Three ways to form the batches (``sampling=`` of :func:`~dpcount.training.gaussian_privatizer`):
 
 * ``"fixed-batches"`` (:class:`Sampling.FIXED`): the data are split once into b fixed
   batches, visited cyclically (:func:`~dpcount.training.fixed_batches`); every example
@@ -10,6 +10,10 @@ Two ways to form the batches (``sampling=`` of :func:`~dpcount.training.gaussian
   b fixed partitions; step t draws its batch from partition (t − 1) mod b, keeping each
   example independently with probability q (:class:`CyclicPoissonBatches`). An example
   can only be in the steps of its partition, at most k of them, b apart.
+* ``"balls-in-bins"`` (:class:`Sampling.BALLS_IN_BINS`): each example is put in one of b
+  bins uniformly at random, once; step t uses bin (t − 1) mod b
+  (:mod:`dpcount.training.balls_in_bins`: any non-negative Toeplitz encoder, BLT
+  included; Monte Carlo accounting with a stated confidence).
 
 Amplified guarantee (cyclic Poisson). Choquette-Choo, Ganesh, McKenna, McMahan, Rush,
 Thakurta, Xu, "(Amplified) Banded Matrix Factorization: A unified approach to private
@@ -24,8 +28,8 @@ and touch disjoint coordinates of C·G + Z; each participation is then a Poisson
 Gaussian mechanism on its own coordinates, and the k of them compose adaptively. The
 strategies here with that structure: ``"toeplitz"`` with ``bands ≤ batches_per_epoch``
 and ``"input"`` (one band: DP-SGD with cyclic Poisson sampling). BLT and the square
-roots have full bands and are refused (their amplification needs Monte Carlo
-accounting, arXiv:2410.06266, which dpcount does not implement).
+roots have full bands and are refused here: use ``"balls-in-bins"``
+(:mod:`dpcount.training.balls_in_bins`, Monte Carlo accounting, arXiv:2410.06266).
 
 Calibration: the smallest noise multiplier whose privacy-loss-distribution ε at the
 target δ (dp_accounting's ``PLDAccountant``, add/remove, pessimistic discretization: an
@@ -73,6 +77,7 @@ class Sampling(_Choice):
 
     FIXED = "fixed-batches"
     CYCLIC_POISSON = "cyclic-poisson"
+    BALLS_IN_BINS = "balls-in-bins"
 
 
 @dataclass(frozen=True)
