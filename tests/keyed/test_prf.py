@@ -106,7 +106,7 @@ def _reference_floor(t: Fraction, words: list[int]) -> int:
 def test_fast_path_floor_matches_high_precision_reference() -> None:
     words = prf().rectangle(0, 0, 50, 0, 8).reshape(-1)
     t = Fraction(37, 3)
-    from dpcount.keyed.prf import _floor_t_exp_fast
+    from dpcount.privacy.sampling.exact import _floor_t_exp_fast
 
     got, undecided = _floor_t_exp_fast(words, t)
     assert not undecided.any()
@@ -117,7 +117,7 @@ def test_fast_path_floor_matches_high_precision_reference() -> None:
 def test_fast_path_is_the_same_in_cache_sized_slices_as_word_by_word() -> None:
     """The floors are computed _SLICE words at a time: an array of several slices gives
     each word what it gives alone (zero words, the undecided entries, included)."""
-    from dpcount.keyed.prf import _SLICE, _floor_t_exp_fast
+    from dpcount.privacy.sampling.exact import _SLICE, _floor_t_exp_fast
 
     words = prf().rectangle(0, 0, 2 * _SLICE // 16 + 3, 0, 8).reshape(-1)  # 2 slices + 48
     words[[0, _SLICE - 1, _SLICE, 2 * _SLICE + 1]] = 0
@@ -135,7 +135,7 @@ def test_floor_table_entries_hold_for_every_v_of_their_bucket(t: Fraction) -> No
     """Each decided entry of the bucket table is the floor of t·(−ln V) for every V of
     its bucket (mpmath, 60 digits, both ends), and the buckets that straddle an integer
     boundary e^{−n/t} are undecided (−1): random buckets and the boundary buckets."""
-    from dpcount.keyed.prf import _MARGIN, _TABLE_BITS, _floor_table
+    from dpcount.privacy.sampling.exact import _MARGIN, _TABLE_BITS, _floor_table
 
     bits = _TABLE_BITS
     table = _floor_table(t, _MARGIN)
@@ -173,7 +173,7 @@ def test_table_path_gives_the_enclosure_samples_bit_for_bit(monkeypatch) -> None
     """The table stage changes which path decides an entry, never its value: the fast
     path against the enclosure alone on PRF words and edge words (0, powers of two ± 1,
     the largest), for t below, at and above the table's range, and whole samplers."""
-    import dpcount.keyed.prf as prf_module
+    import dpcount.privacy.sampling.exact as prf_module
 
     edges = [0, 1, 2047, 2048, 2**64 - 1]
     edges += [(1 << (11 + e)) + d for e in range(53) for d in (-1, 0, 1, 2047, 2048)]
@@ -192,7 +192,7 @@ def test_table_path_gives_the_enclosure_samples_bit_for_bit(monkeypatch) -> None
 
 def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
     """Words whose 53-bit enclosure of t·(−ln V) contains an integer: the slow path runs."""
-    from dpcount.keyed.prf import _floor_t_exp_fast
+    from dpcount.privacy.sampling.exact import _floor_t_exp_fast
 
     t = Fraction(10)
     for n_int in (1, 7, 30, 123):
@@ -213,7 +213,7 @@ def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
 def _two_log_floor(words: np.ndarray, t: Fraction) -> tuple[np.ndarray, np.ndarray]:
     """The 0.4.0-dev fast path (two logarithms, bounds −ln((a+1)/2^53) and −ln(a/2^53)
     each with a relative margin): the reference the one-log enclosure must agree with."""
-    import dpcount.keyed.prf as prf_module
+    import dpcount.privacy.sampling.exact as prf_module
 
     margin, two53 = prf_module._MARGIN, float(2**53)
     a = (words >> np.uint64(11)).astype(np.float64)
@@ -243,7 +243,7 @@ def test_one_log_enclosure_gives_the_two_log_samples_bit_for_bit(monkeypatch) ->
     boundaries), fast path against fast path where both decide, and the whole sampler
     against the old one (and against itself with a 2^-12 margin, which sends ~1% of the
     entries to the exact path)."""
-    import dpcount.keyed.prf as prf_module
+    import dpcount.privacy.sampling.exact as prf_module
 
     t = Fraction(37, 3)
     edges = [0, 1, 2047, 2048, 2**63, 2**64 - 2049, 2**64 - 1, *_boundary_words(t, 12)]

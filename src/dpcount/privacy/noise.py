@@ -39,6 +39,7 @@ from dpcount._validate import (
     check_real,
     check_size,
 )
+from dpcount.privacy.sampling import GeneratorBlock, WordBlock, gaussian, laplace
 
 __all__ = [
     "ConstantNoise",
@@ -68,12 +69,26 @@ def _check_sample_args(rng: object, size: object) -> None:
     check_size("size", size)
 
 
+def _shape(size: Shape) -> tuple[int, ...]:
+    if type(size) is int:
+        return (size,)
+    if type(size) is tuple and all(type(d) is int for d in size):
+        return size
+    return check_size("size", size)
+
+
 @runtime_checkable
 class NoiseSampler(Protocol):
     """Draws i.i.d. noise. ``variance`` is the exact variance of one draw.
 
     Integer samplers (:mod:`dpcount.privacy.discrete`) return int64 arrays and
     carry a class attribute ``integer = True``; the others return float64.
+
+    dpcount's samplers also have ``draw(block)``: the same distribution at every
+    position of a :class:`~dpcount.privacy.sampling.WordBlock` (one sampler per
+    distribution, fed by a Generator or by the keyed PRF); ``sample(rng, size)`` is
+    ``draw`` on a :class:`~dpcount.privacy.sampling.GeneratorBlock`. A sampler with
+    only ``sample`` works with Generator sources only.
     """
 
     @property
@@ -103,12 +118,14 @@ class LaplaceNoise:
     def variance(self) -> float:
         return 2.0 * self.scale * self.scale
 
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        """Laplace(0, scale) at every position of ``block``
+        (:func:`~dpcount.privacy.sampling.laplace`)."""
+        return laplace(block, self.scale)
+
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
         _check_sample_args(rng, size)
-        out = rng.standard_exponential(size)
-        out -= rng.standard_exponential(size)
-        out *= self.scale
-        return out
+        return laplace(GeneratorBlock(rng, _shape(size)), self.scale)
 
 
 @dataclass(frozen=True)
@@ -128,11 +145,13 @@ class GaussianNoise:
     def variance(self) -> float:
         return self.sigma * self.sigma
 
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        """N(0, σ²) at every position of ``block`` (:func:`~dpcount.privacy.sampling.gaussian`)."""
+        return gaussian(block, self.sigma)
+
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
         _check_sample_args(rng, size)
-        out = rng.standard_normal(size)
-        out *= self.sigma
-        return out
+        return gaussian(GeneratorBlock(rng, _shape(size)), self.sigma)
 
 
 @dataclass(frozen=True)
@@ -142,6 +161,9 @@ class ZeroNoise:
     @property
     def variance(self) -> float:
         return 0.0
+
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        return np.zeros(block.shape)
 
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
         _check_sample_args(rng, size)
@@ -164,6 +186,9 @@ class ConstantNoise:
     @property
     def variance(self) -> float:
         return 0.0
+
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        return np.full(block.shape, float(self.value))
 
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
         _check_sample_args(rng, size)
