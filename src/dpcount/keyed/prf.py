@@ -63,8 +63,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -75,7 +75,7 @@ from dpcount.privacy.sampling.exact import exact_floor_t_exp
 __all__ = [
     "PRF_SCHEME",
     "PRFBlock",
-    "PRFSource",
+    "PRFWords",
     "PositionPRF",
     "derive_key",
     "exact_floor_t_exp",
@@ -263,48 +263,35 @@ def keyed_discrete_gaussian(prf: PositionPRF, rect: Rect, sigma2: Fraction) -> I
 
 
 # --------------------------------------------------------------------------------------
-# The PRF as a noise source
+# The PRF as the words of a stream
 # --------------------------------------------------------------------------------------
-class PRFSource:
-    """Noise rows as a pure function of (PRF, row index, key index): a
-    :class:`~dpcount.privacy.source.NoiseSource` for the keyed engines.
+class PRFWords:
+    """The words of a stream's rows for keys [key_lo, key_hi): a
+    :class:`~dpcount.privacy.source.WordSource` for the keyed engines.
 
-    Row r of the stream (the r-th row a noise process draws) for key i is the sample
-    at position (level 0, node ``start + r``, key i) of ``prf``, by the exact sampler
-    of the distribution's kind: :func:`keyed_discrete_laplace`,
-    :func:`keyed_discrete_gaussian` (exact integers), :func:`keyed_laplace`,
-    :func:`keyed_gaussian` (floating point). So a key's noise depends only on the
-    secret, the key and how many rows the process drew before — not on the other keys
+    Row r of the stream for key i is position (level 0, node r, key i) of ``prf``; a
+    :class:`~dpcount.privacy.source.NoiseSource` on these words draws row r with its
+    sampler's word sampler (``sampler.draw``, :mod:`dpcount.privacy.sampling`). So a
+    key's noise depends only on the secret, the key and the row — not on the other keys
     of the chunk, the chunking, the engine or retries.
 
     Args:
         prf: the run's :class:`PositionPRF`.
         key_lo, key_hi: the key indices [key_lo, key_hi) of the columns.
-        start: the row index of the first row (default 0).
     """
 
-    def __init__(self, prf: PositionPRF, key_lo: int, key_hi: int, start: int = 0) -> None:
+    def __init__(self, prf: PositionPRF, key_lo: int, key_hi: int) -> None:
         if not 0 <= key_lo < key_hi:
             raise ValueError(f"need 0 <= key_lo < key_hi, got [{key_lo}, {key_hi})")
         self.prf = prf
         self.key_lo, self.key_hi = key_lo, key_hi
-        self._next = start
 
     @property
     def width(self) -> int:
         return self.key_hi - self.key_lo
 
-    @property
-    def rows_drawn(self) -> int:
-        return self._next
-
-    def draw(self, sampler: Any, rows: int) -> NDArray[np.generic]:
-        """``rows`` rows of ``sampler``'s distribution: its word sampler
-        (``sampler.draw``) on the positions (0, row, key) of the next rows."""
-        draw = getattr(sampler, "draw", None)
-        if draw is None:
-            raise TypeError(f"no keyed PRF sampler for {sampler!r}: it has no draw(block)")
-        rect = (0, self._next, self._next + rows, self.key_lo, self.key_hi)
-        self._next += rows
-        out: NDArray[np.generic] = draw(PRFBlock(self.prf, rect))
-        return out
+    def block(self, row: int, shape: tuple[int, ...]) -> PRFBlock:
+        if not shape or shape[-1] != self.width:
+            raise ValueError(f"size {shape!r} must end with the key width {self.width}")
+        rows = math.prod(shape[:-1])
+        return PRFBlock(self.prf, (0, row, row + rows, self.key_lo, self.key_hi))

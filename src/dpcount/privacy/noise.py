@@ -27,7 +27,7 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,6 +40,9 @@ from dpcount._validate import (
     check_size,
 )
 from dpcount.privacy.sampling import GeneratorBlock, WordBlock, gaussian, laplace
+
+if TYPE_CHECKING:
+    from dpcount.privacy.source import NoiseSource
 
 __all__ = [
     "ConstantNoise",
@@ -198,26 +201,24 @@ class ConstantNoise:
 class NoiseBuffer:
     """A FIFO of pre-drawn i.i.d. samples, so a stream can take one at a time cheaply.
 
-    Samples are drawn from ``sampler`` with ``rng`` in blocks of ``block`` steps
-    (default: 1024 scalar samples, or about 2^20 values for vector samples).
-    A drawn sample is handed out exactly once; none is ever re-drawn. Each sample
-    has shape ``()`` (``dim=None``) or ``(dim,)``.
+    Samples are drawn from ``source`` (a :class:`~dpcount.privacy.source.NoiseSource`
+    of width ``dim``) in blocks of ``block`` steps (default: 1024 scalar samples, or
+    about 2^20 values for vector samples). A drawn sample is handed out exactly once;
+    none is ever re-drawn. Each sample has shape ``()`` (``dim=None``) or ``(dim,)``.
     """
 
-    __slots__ = ("_block", "_dim", "_items", "rng", "sampler")
+    __slots__ = ("_block", "_dim", "_items", "sampler", "source")
 
     def __init__(
-        self,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-        block: int | None = None,
+        self, source: NoiseSource, dim: int | None = None, block: int | None = None
     ) -> None:
-        self.sampler: NoiseSampler = check_instance(
-            "sampler", sampler, NoiseSampler, "a NoiseSampler"
-        )
-        self.rng = check_generator("rng", rng)
+        from dpcount.privacy.source import NoiseSource
+
+        self.source: NoiseSource = check_instance("source", source, NoiseSource, "a NoiseSource")
+        self.sampler: NoiseSampler = source.sampler
         self._dim = None if dim is None else check_integer("dim", dim, ge=1)
+        if source.width != self._dim:
+            raise ValueError(f"dim {dim!r} must be the source's width {source.width!r}")
         if block is None:
             # About 2^20 values (8 MiB) per refill: 1024 scalar steps, fewer wide vectors.
             block = 1024 if dim is None else max(1, 2**20 // dim)
@@ -237,7 +238,7 @@ class NoiseBuffer:
         row view would keep its whole drawn block alive while a caller holds it)."""
         items = self._items
         if not items:
-            drawn = self.sampler.sample(self.rng, self._shape(self._block))
+            drawn = self.source.sample(self._shape(self._block))
             # Reverse so that pop() hands samples out in drawn order.
             items = self._items = list(drawn[::-1]) if self._dim else drawn[::-1].tolist()
         return items.pop().copy() if self._dim else items.pop()
@@ -254,12 +255,12 @@ class NoiseBuffer:
             return np.zeros(shape, dtype=dtype)
         k = min(n, len(self._items))
         if k == 0:
-            return self.sampler.sample(self.rng, shape)
+            return self.source.sample(shape)
         head = [self._items.pop() for _ in range(k)]
         out = np.empty(shape, dtype=dtype)
         out[:k] = np.asarray(head, dtype=dtype).reshape(self._shape(k))
         if n > k:
-            out[k:] = self.sampler.sample(self.rng, self._shape(n - k))
+            out[k:] = self.source.sample(self._shape(n - k))
         return out
 
     def pending(self) -> list[Any]:
