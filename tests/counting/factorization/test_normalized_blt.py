@@ -201,7 +201,9 @@ def test_corrupt_checkpoint_state_is_refused() -> None:
         fresh.load_state_dict({k: v for k, v in state.items() if k != "p"})
     fresh.load_state_dict(state)
     assert fresh.step == 10
-    fresh.rng, proc.rng = np.random.default_rng(9), np.random.default_rng(9)  # same z ahead
+    # same z ahead
+    fresh.noise = NoiseSource.generator(m.sampler, np.random.default_rng(9))
+    proc.noise = NoiseSource.generator(m.sampler, np.random.default_rng(9))
     np.testing.assert_array_equal(fresh.next_many(40), proc.next_many(40))
 
 
