@@ -379,3 +379,38 @@ def test_prf_blocks_are_standard_aes128() -> None:
     plaintext = bytes.fromhex("00112233445566778899aabbccddeeff")
     words = _aes_raw(key, int.from_bytes(plaintext, "little"), 2)
     assert words.astype("<u8").tobytes().hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+# ---------------------------------------------------------------- the PRF as words
+def test_prf_words_through_a_noise_source_are_the_keyed_samples() -> None:
+    """A NoiseSource on PRFWords draws row r for key i at position (0, r, i): in any
+    blocks of rows, the same values as the keyed samplers on the whole rectangle."""
+    from dpcount.keyed.prf import PRFWords
+    from dpcount.privacy import DiscreteGaussianNoise, DiscreteLaplaceNoise, GaussianNoise
+    from dpcount.privacy.source import NoiseSource
+
+    p = prf("stream/x", key_block=8)
+    cases = [
+        (DiscreteLaplaceNoise(Fraction(7, 2)), keyed_discrete_laplace, Fraction(7, 2)),
+        (DiscreteGaussianNoise(3.0), keyed_discrete_gaussian, Fraction(9)),
+        (GaussianNoise(3.0), keyed_gaussian, 3.0),
+    ]
+    for sampler, keyed, scale in cases:
+        source = NoiseSource(sampler, PRFWords(p, 3, 11), 8)
+        got = np.concatenate([source.sample((n, 8)) for n in (1, 6, 2)])
+        assert np.array_equal(got, keyed(p, (0, 0, 9, 3, 11), scale))
+        assert source.rows_drawn == 9
+
+
+def test_discrete_gaussian_is_positional_whatever_the_pending_set() -> None:
+    """CKS Alg. 3 on the PRF: each position's value is its first accepted trial, so a
+    rectangle, its rows one by one and single positions (the sparse per-position reads)
+    agree; a sampler that read the wrong trial's or position's words would not."""
+    p, s2 = prf("dg", key_block=4), Fraction(5, 2)
+    whole = keyed_discrete_gaussian(p, (0, 0, 12, 0, 10), s2)
+    rows = np.concatenate([keyed_discrete_gaussian(p, (0, r, r + 1, 0, 10), s2) for r in range(12)])
+    assert np.array_equal(whole, rows)
+    for node, key in [(0, 0), (5, 7), (11, 9)]:
+        one = keyed_discrete_gaussian(p, (0, node, node + 1, key, key + 1), s2)
+        assert one[0, 0] == whole[node, key]
+    assert not np.array_equal(whole, keyed_discrete_gaussian(prf("dh", 4), (0, 0, 12, 0, 10), s2))

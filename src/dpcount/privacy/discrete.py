@@ -55,6 +55,7 @@ from dpcount._validate import (
     check_size,
 )
 from dpcount.privacy import sampling
+from dpcount.privacy.noise import WordSampler
 from dpcount.privacy.sampling import GeneratorBlock, WordBlock
 
 __all__ = [
@@ -262,7 +263,7 @@ def discrete_gaussian_variance(sigma2: float) -> float:
 # Samplers (NoiseSampler protocol)
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DiscreteLaplaceNoise:
+class DiscreteLaplaceNoise(WordSampler):
     """Discrete Laplace Lap_Z(t) noise, exact (CKS 2020 Alg. 2), as int64.
 
     With ℓ₁ sensitivity Δ₁ (an integer change of an integer vector) i.i.d.
@@ -292,13 +293,9 @@ class DiscreteLaplaceNoise:
         (:func:`~dpcount.privacy.sampling.discrete_laplace`)."""
         return sampling.discrete_laplace(block, self.scale)
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> IntArray:
-        check_generator("rng", rng)
-        return sampling.discrete_laplace(GeneratorBlock(rng, check_size("size", size)), self.scale)
-
 
 @dataclass(frozen=True)
-class DiscreteGaussianNoise:
+class DiscreteGaussianNoise(WordSampler):
     """Discrete Gaussian N_Z(0, σ²) noise, exact (CKS 2020 Alg. 3), as int64.
 
     For an integer vector with ℓ₂ sensitivity Δ₂, i.i.d. N_Z(0, σ²) noise on every
@@ -342,8 +339,3 @@ class DiscreteGaussianNoise:
         """N_Z(0, σ²) at every position of ``block``
         (:func:`~dpcount.privacy.sampling.discrete_gaussian`)."""
         return sampling.discrete_gaussian(block, self.sigma2)
-
-    def sample(self, rng: np.random.Generator, size: Shape) -> IntArray:
-        check_generator("rng", rng)
-        shape = check_size("size", size)
-        return sampling.discrete_gaussian(GeneratorBlock(rng, shape), self.sigma2)

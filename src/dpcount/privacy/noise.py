@@ -50,6 +50,7 @@ __all__ = [
     "LaplaceNoise",
     "NoiseBuffer",
     "NoiseSampler",
+    "WordSampler",
     "ZeroNoise",
 ]
 
@@ -100,8 +101,24 @@ class NoiseSampler(Protocol):
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[Any]: ...
 
 
+class WordSampler:
+    """Base of dpcount's samplers: ``draw(block)`` turns the words of a
+    :class:`~dpcount.privacy.sampling.WordBlock` into the distribution, and
+    ``sample(rng, size)`` is ``draw`` on a Generator's words."""
+
+    __slots__ = ()
+
+    def draw(self, block: WordBlock) -> NDArray[Any]:
+        """The distribution at every position of ``block`` (shape ``block.shape``)."""
+        raise NotImplementedError
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[Any]:
+        _check_sample_args(rng, size)
+        return self.draw(GeneratorBlock(rng, _shape(size)))
+
+
 @dataclass(frozen=True)
-class LaplaceNoise:
+class LaplaceNoise(WordSampler):
     """Laplace(0, scale) noise, variance 2·scale².
 
     Floating-point sampler: not hardened against floating-point attacks; prefer
@@ -126,13 +143,9 @@ class LaplaceNoise:
         (:func:`~dpcount.privacy.sampling.laplace`)."""
         return laplace(block, self.scale)
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return laplace(GeneratorBlock(rng, _shape(size)), self.scale)
-
 
 @dataclass(frozen=True)
-class GaussianNoise:
+class GaussianNoise(WordSampler):
     """Gaussian N(0, sigma²) noise. ``sigma`` is a standard deviation, never a variance.
 
     Floating-point sampler: not hardened against floating-point attacks; prefer
@@ -152,13 +165,9 @@ class GaussianNoise:
         """N(0, σ²) at every position of ``block`` (:func:`~dpcount.privacy.sampling.gaussian`)."""
         return gaussian(block, self.sigma)
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return gaussian(GeneratorBlock(rng, _shape(size)), self.sigma)
-
 
 @dataclass(frozen=True)
-class ZeroNoise:
+class ZeroNoise(WordSampler):
     """No noise (for structure tests; gives no privacy)."""
 
     @property
@@ -168,13 +177,9 @@ class ZeroNoise:
     def draw(self, block: WordBlock) -> NDArray[np.float64]:
         return np.zeros(block.shape)
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return np.zeros(size)
-
 
 @dataclass(frozen=True)
-class ConstantNoise:
+class ConstantNoise(WordSampler):
     """Every draw equals ``value`` (for structure tests; gives no privacy).
 
     With value 1 a linear mechanism's noise at step t counts the noise terms
@@ -192,10 +197,6 @@ class ConstantNoise:
 
     def draw(self, block: WordBlock) -> NDArray[np.float64]:
         return np.full(block.shape, float(self.value))
-
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return np.full(size, float(self.value))
 
 
 class NoiseBuffer:
