@@ -39,7 +39,14 @@ from dpcount._validate import (
     check_real,
     check_size,
 )
-from dpcount.privacy.sampling import GeneratorBlock, WordBlock, gaussian, laplace
+from dpcount.privacy.sampling import (
+    GeneratorBlock,
+    WordBlock,
+    gaussian,
+    gaussian_on,
+    laplace,
+    laplace_on,
+)
 
 if TYPE_CHECKING:
     from dpcount.privacy.source import NoiseSource
@@ -143,6 +150,10 @@ class LaplaceNoise(WordSampler):
         (:func:`~dpcount.privacy.sampling.laplace`)."""
         return laplace(block, self.scale)
 
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
+        return laplace_on(rng, size, self.scale)
+
 
 @dataclass(frozen=True)
 class GaussianNoise(WordSampler):
@@ -164,6 +175,10 @@ class GaussianNoise(WordSampler):
     def draw(self, block: WordBlock) -> NDArray[np.float64]:
         """N(0, σ²) at every position of ``block`` (:func:`~dpcount.privacy.sampling.gaussian`)."""
         return gaussian(block, self.sigma)
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
+        return gaussian_on(rng, size, self.sigma)
 
 
 @dataclass(frozen=True)

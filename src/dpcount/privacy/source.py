@@ -112,14 +112,17 @@ class NoiseSource:
     def sample(self, size: Shape) -> NDArray[Any]:
         """The next rows of the stream as an array of shape ``size`` (int64 for an
         integer sampler, else float64)."""
-        if type(size) is int:
-            shape: tuple[int, ...] = (size,)
-        elif type(size) is tuple:
-            shape = size
+        if type(size) is tuple:
+            shape: tuple[int, ...] = size
+        elif type(size) is int:
+            shape = (size,)
         else:
             shape = check_size("size", size)
         row = self.rows_drawn
-        self.rows_drawn = row + self._rows(shape)
+        if self.width is None and len(shape) == 1:
+            self.rows_drawn = row + shape[0]
+        else:
+            self.rows_drawn = row + self._rows(shape)
         if self._rng is not None:
             return self.sampler.sample(self._rng, shape)
         if self.words is None:

@@ -24,7 +24,9 @@ from dpcount.privacy.sampling.laws import (
     discrete_gaussian,
     discrete_laplace,
     gaussian,
+    gaussian_on,
     laplace,
+    laplace_on,
 )
 from dpcount.privacy.sampling.words import GeneratorBlock, WordBlock
 
@@ -35,5 +37,7 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian",
+    "gaussian_on",
     "laplace",
+    "laplace_on",
 ]

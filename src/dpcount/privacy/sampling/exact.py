@@ -201,18 +201,21 @@ def _floor_table(t: Fraction, margin: float) -> NDArray[np.int32]:
     entries (where a = 0 lands, clipped) are −1.
     """
     bits = _TABLE_BITS
-    e = np.arange(53, dtype=np.float64)[:, None]
-    j = np.arange(1 << bits, dtype=np.float64)[None, :]
-    low = np.ldexp(1.0 + j / (1 << bits), e.astype(np.int64))  # L, exact
-    high = low + np.maximum(np.ldexp(1.0, (e - bits).astype(np.int64)), 1.0)  # U, exact
     tf = float(t)
-    with np.errstate(divide="ignore"):
-        lo = -np.log(np.ldexp(high, -53)) * (1.0 - 2.0 * margin) * (tf * (1.0 - margin))
-        hi = -np.log(np.ldexp(low, -53)) * (1.0 + 2.0 * margin) * (tf * (1.0 + margin))
-    floor = np.floor(lo)
-    decided = (floor + 1.0 > hi) & (lo >= 0.0)
-    entries = np.where(decided, floor, -1.0).astype(np.int32)
-    table = np.concatenate([np.full(1 << bits, -1, np.int32), entries.reshape(-1)])
+    j = np.arange(1 << bits, dtype=np.float64)
+    grid = np.full((54, 1 << bits), -1, dtype=np.int32)
+    # One exponent at a time (elementwise, so the same values as on the whole grid):
+    # temporaries of 2^M floats, not 53·2^M (a count run traced 11 MB building it whole).
+    for e in range(53):
+        low = np.ldexp(1.0 + j / (1 << bits), e)  # L, exact
+        high = low + max(math.ldexp(1.0, e - bits), 1.0)  # U, exact
+        with np.errstate(divide="ignore"):
+            lo = -np.log(np.ldexp(high, -53)) * (1.0 - 2.0 * margin) * (tf * (1.0 - margin))
+            hi = -np.log(np.ldexp(low, -53)) * (1.0 + 2.0 * margin) * (tf * (1.0 + margin))
+        floor = np.floor(lo)
+        decided = (floor + 1.0 > hi) & (lo >= 0.0)
+        grid[e + 1] = np.where(decided, floor, -1.0)
+    table: NDArray[np.int32] = grid.reshape(-1)
     table.setflags(write=False)
     return table
 

@@ -46,7 +46,15 @@ from numpy.typing import NDArray
 from dpcount.privacy.sampling import exact as _exact
 from dpcount.privacy.sampling.words import WordBlock
 
-__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_laplace", "gaussian", "laplace"]
+__all__ = [
+    "bernoulli_exp",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "gaussian",
+    "gaussian_on",
+    "laplace",
+    "laplace_on",
+]
 
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
@@ -157,13 +165,18 @@ def laplace(block: WordBlock, scale: float) -> F64:
     """
     rng = block.generator
     if rng is not None:
-        out: F64 = rng.standard_exponential(block.shape)
-        out -= rng.standard_exponential(block.shape)
-        out *= scale
-        return out
+        return laplace_on(rng, block.shape, scale)
     w = block.words("")
     x = scale * (np.log(_exact._uniform_open(w[:, 1])) - np.log(_exact._uniform_open(w[:, 0])))
-    out = x.reshape(block.shape)
+    out: F64 = x.reshape(block.shape)
+    return out
+
+
+def laplace_on(rng: np.random.Generator, size: int | tuple[int, ...], scale: float) -> F64:
+    """:func:`laplace` on a Generator block, called directly (the per-step fast path)."""
+    out: F64 = rng.standard_exponential(size)
+    out -= rng.standard_exponential(size)
+    out *= scale
     return out
 
 
@@ -172,11 +185,16 @@ def gaussian(block: WordBlock, sigma: float) -> F64:
     block, Box–Muller on the position's two words on a keyed block."""
     rng = block.generator
     if rng is not None:
-        out: F64 = rng.standard_normal(block.shape)
-        out *= sigma
-        return out
+        return gaussian_on(rng, block.shape, sigma)
     w = block.words("")
     r = np.sqrt(-2.0 * np.log(_exact._uniform_open(w[:, 0])))
     x = sigma * r * np.cos(2.0 * np.pi * _exact._uniform_open(w[:, 1]))
-    out = x.reshape(block.shape)
+    out: F64 = x.reshape(block.shape)
+    return out
+
+
+def gaussian_on(rng: np.random.Generator, size: int | tuple[int, ...], sigma: float) -> F64:
+    """:func:`gaussian` on a Generator block, called directly (the per-step fast path)."""
+    out: F64 = rng.standard_normal(size)
+    out *= sigma
     return out
