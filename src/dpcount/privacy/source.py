@@ -70,7 +70,7 @@ class NoiseSource:
         start: the row index of the first row drawn (a resumed keyed stream).
     """
 
-    __slots__ = ("_dtype", "_rng", "integer", "rows_drawn", "sampler", "width", "words")
+    __slots__ = ("_dtype", "_rng", "_sample", "integer", "rows_drawn", "sampler", "width", "words")
 
     def __init__(
         self,
@@ -84,8 +84,9 @@ class NoiseSource:
             check_instance("words", words, WordSource, "a WordSource")
         self.words = words
         # A Generator's words: sampler.sample(rng, shape) is draw on its GeneratorBlock,
-        # taken directly (one call less per block: the per-step streams draw one row).
+        # taken directly (fewer calls per block: the per-step streams draw one row).
         self._rng = words.rng if type(words) is GeneratorWords else None
+        self._sample = sampler.sample
         self.width = None if width is None else check_integer("width", width, ge=1)
         self.rows_drawn = check_integer("start", start, ge=0)
         self.integer = bool(getattr(sampler, "integer", False))
@@ -124,7 +125,7 @@ class NoiseSource:
         else:
             self.rows_drawn = row + self._rows(shape)
         if self._rng is not None:
-            return self.sampler.sample(self._rng, shape)
+            return self._sample(self._rng, shape)
         if self.words is None:
             return np.zeros(shape, dtype=self._dtype)
         block = self.words.block(row, shape)
