@@ -33,16 +33,23 @@ block the blocks of consecutive nodes are contiguous, so a (nodes × keys) recta
 costs one call per level and key block. Each position (level, node, key) owns one
 128-bit block: two uniform 64-bit words.
 
+The samplers are those of :mod:`dpcount.privacy.sampling` (one per distribution,
+the same that draw from a Generator), fed the words of a rectangle of positions by
+:class:`PRFBlock` (label L: the domain ``label/L``; extension word r of a position:
+the domain ``label/L/ext{r}``); :class:`PRFWords` gives a stream's rows to a
+:class:`~dpcount.privacy.source.NoiseSource`.
+
 Exact discrete Laplace from two words. Lap_Z(t), P[Y = y] ∝ e^{−|y|/t}, is the
 difference G₁ − G₂ of two i.i.d. geometric variables with P[G ≥ g] = e^{−g/t}
 (Inusah & Kozubowski 2006, "A discrete analogue of the Laplace distribution").
 With V uniform on (0, 1), G = ⌊t·(−ln V)⌋ has exactly that law. The word gives
 the first 64 bits of V; the floor is read from a table when V's bucket (the
 exponent and 12 more bits of its 53-bit prefix) has one floor for all its values
-(:func:`_floor_table`, built once per t with the margin below), and is otherwise
+(``dpcount.privacy.sampling.exact._floor_table``, built once per t with the margin
+below), and is otherwise
 decided from an enclosure of t·(−ln V)
 computed with one floating-point logarithm and a rigorous error margin (relative
-2⁻⁴⁰, far above the few-ulp error of ``log``; :func:`_exp_enclosure`) and, in
+2⁻⁴⁰, far above the few-ulp error of ``log``) and, in
 the rare case the enclosure contains an integer, more bits of V are drawn
 (extension words, one more PRF domain per word) and the comparison is redone with
 correctly rounded ``decimal`` logarithms at growing precision. The output is

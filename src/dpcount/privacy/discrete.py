@@ -78,7 +78,8 @@ IntArray = NDArray[np.int64]
 _LAPLACE_MAX_NUM = 2**40
 #: A discrete Gaussian σ² = a/b is stored with a ≥ 2^26 when possible (σ² to ~1e-8).
 _GAUSS_NUM_BITS = 26
-#: Largest denominator of a discrete Laplace scale (int64 arithmetic in Alg. 2).
+#: Largest denominator of a discrete Laplace scale (kept from the int64 arithmetic of
+#: CKS Alg. 2, which 0.4 used: the same scales are accepted).
 _LAPLACE_MAX_DEN = 2**62
 #: Largest discrete Gaussian σ: Alg. 3 draws Lap_Z(⌊σ⌋ + 1), whose scale must fit 2^40.
 _GAUSS_MAX_SIGMA = float(2**40 - 1)
@@ -264,7 +265,8 @@ def discrete_gaussian_variance(sigma2: float) -> float:
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DiscreteLaplaceNoise(WordSampler):
-    """Discrete Laplace Lap_Z(t) noise, exact (CKS 2020 Alg. 2), as int64.
+    """Discrete Laplace Lap_Z(t) noise, exact (G₁ − G₂ of two geometric variables,
+    :func:`dpcount.privacy.sampling.discrete_laplace`), as int64.
 
     With ℓ₁ sensitivity Δ₁ (an integer change of an integer vector) i.i.d.
     Lap_Z(t) noise is (Δ₁/t)-DP exactly (the geometric mechanism, Ghosh,
