@@ -253,7 +253,13 @@ def _blt_step_paths(quick: bool) -> list[dict[str, Any]]:
     d, steps, reps = SIZES["blt_d"][q], SIZES["blt_steps"][q], SIZES["reps"][q]
     mech = build(BLT.optimized, 4096, privacy={"epsilon": 1.0, "delta": 1e-6}, rng=0)
     rng = np.random.default_rng(2)
-    process = mech.noise_process(mech.sampler, np.random.default_rng(1), d)
+    from dpcount.privacy import source
+
+    if hasattr(source.NoiseSource, "generator"):  # 0.5: noise_process(source, width)
+        words = source.NoiseSource.generator(mech.sampler, np.random.default_rng(1), d)
+        process = mech.noise_process(words, d)
+    else:
+        process = mech.noise_process(mech.sampler, np.random.default_rng(1), d)
     process.next()
 
     def step() -> None:
@@ -386,6 +392,33 @@ def _prf_rows_04(job: Any) -> int:
     return counter.rows_drawn
 
 
+def _prf_rows_05(job: Any) -> int:
+    """Rows per key block the 0.5 noise process draws (a dry run on zeros)."""
+    from dpcount.keyed.engine import STEP_BLOCK
+    from dpcount.privacy.source import NoiseSource
+
+    m = job.mechanism
+    counter = NoiseSource(m.counting.sampler, None, m.key_block)
+    process = m.counting.noise_process(counter, m.key_block)
+    for t in range(0, m.horizon, STEP_BLOCK):
+        process.next_many(min(STEP_BLOCK, m.horizon - t))
+    return int(counter.rows_drawn)
+
+
+def _prf_floor_05(job: Any, rows: int) -> int:
+    """0.5's floor (its bench_keyed.py): the PRF rows its noise process draws."""
+    from dpcount.keyed.prf import PositionPRF, PRFWords
+    from dpcount.privacy.source import NoiseSource
+
+    m, samples = job.mechanism, 0
+    prf = PositionPRF(SECRET, f"stream/{m.noise}", m.key_block)
+    for lo in range(0, m.n_keys, m.key_block):
+        words = PRFWords(prf, lo, lo + m.key_block)
+        source = NoiseSource(m.counting.sampler, words, m.key_block)
+        samples += source.sample((rows, m.key_block)).size
+    return samples
+
+
 def _prf_floor_04(job: Any, rows: int) -> int:
     """0.4's floor (its bench_keyed.py): the PRF rows its noise process draws."""
     from dpcount.keyed.prf import PositionPRF, PRFSource
@@ -430,9 +463,12 @@ def _keyed_paths(quick: bool) -> list[dict[str, Any]]:
     else:
         kw.update(epsilon=1.0, noise="discrete-laplace")
     job = _keyed_job(K, T)
-    if hasattr(prf, "PRFSource"):
+    if hasattr(prf, "PRFWords"):
+        rows = _prf_rows_05(job)
+        prf_floor: Callable[[], object] = lambda: _prf_floor_05(job, rows)  # noqa: E731
+    elif hasattr(prf, "PRFSource"):
         rows = _prf_rows_04(job)
-        prf_floor: Callable[[], object] = lambda: _prf_floor_04(job, rows)  # noqa: E731
+        prf_floor = lambda: _prf_floor_04(job, rows)  # noqa: E731
     else:
         prf_floor = lambda: _prf_floor_03(job, chunk)  # noqa: E731
     keyed_counts(events, **kw)  # warm-up

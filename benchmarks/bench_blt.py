@@ -36,6 +36,7 @@ import numpy as np
 from _timing import best_of  # benchmarks/_timing.py
 from dpcount.counting import BLT, SqrtFactorization
 from dpcount.counting.factorization.normalized_blt import NormalizedBLT
+from dpcount.privacy.source import NoiseSource
 
 
 def stream_figures(
@@ -47,7 +48,9 @@ def stream_figures(
     cpu = np.empty(steps)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    process = mech.noise_process(mech.sampler, np.random.default_rng(1), dim)
+    process = mech.noise_process(
+        NoiseSource.generator(mech.sampler, np.random.default_rng(1), dim), dim
+    )
     peak_extra = tracemalloc.get_traced_memory()[1] - base
     for t in range(steps):
         tracemalloc.reset_peak()
@@ -227,7 +230,9 @@ def compiled_figures(
     sigma = mech.sampler.sigma
     rng = np.random.default_rng(1)
     q = np.zeros((len(decay), d))
-    process = mech.noise_process(mech.sampler, np.random.default_rng(1), d)
+    process = mech.noise_process(
+        NoiseSource.generator(mech.sampler, np.random.default_rng(1), d), d
+    )
     for _ in range(3):  # compile, and check: the same floats as dpcount's step
         z = rng.standard_normal(d)
         z *= sigma

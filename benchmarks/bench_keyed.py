@@ -394,19 +394,6 @@ def _kwargs(
     )
 
 
-class _RowCounter:
-    """A noise source of zeros that counts the rows a noise process draws."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.rows_drawn = 0
-
-    def draw(self, sampler: Any, rows: int) -> Any:
-        self.rows_drawn += rows
-        integer = getattr(sampler, "integer", False)
-        return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
-
-
 def _cpu() -> float:
     """CPU seconds (user + system) of this process so far."""
     import os
@@ -419,9 +406,8 @@ def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
     """Seconds (wall, CPU) to draw exactly the PRF samples the job's noise process draws
     (rows per key block counted by a dry run of the process), and the number of samples."""
     from dpcount.keyed.engine import STEP_BLOCK
-    from dpcount.keyed.prf import PositionPRF, PRFSource
-    from dpcount.privacy.rng import as_generator
-    from dpcount.privacy.source import SourcedSampler
+    from dpcount.keyed.prf import PositionPRF, PRFWords
+    from dpcount.privacy.source import NoiseSource
 
     columns = EventColumns("t", "key")
     job, _ = make_job(
@@ -445,15 +431,16 @@ def floor(kw: dict[str, Any]) -> tuple[float, float, int]:
         job, _ = with_secret(job, TESTING)
     m = job.mechanism
     c = m.counting
-    counter = _RowCounter(m.key_block)
-    process = c.noise_process(SourcedSampler(c.sampler, counter), as_generator(None), m.key_block)
+    counter = NoiseSource(c.sampler, None, m.key_block)  # zeros: counts the rows drawn
+    process = c.noise_process(counter, m.key_block)
     for t in range(0, m.horizon, STEP_BLOCK):
         process.next_many(min(STEP_BLOCK, m.horizon - t))
     prf = PositionPRF(SECRET, f"stream/{m.noise}", m.key_block)
     samples = 0
     start, cpu = time.perf_counter(), _cpu()
     for lo in range(0, m.n_keys, m.key_block):
-        samples += PRFSource(prf, lo, lo + m.key_block).draw(c.sampler, counter.rows_drawn).size
+        words = NoiseSource(c.sampler, PRFWords(prf, lo, lo + m.key_block), m.key_block)
+        samples += words.sample((counter.rows_drawn, m.key_block)).size
     return time.perf_counter() - start, _cpu() - cpu, samples
 
 

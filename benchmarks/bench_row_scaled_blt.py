@@ -46,6 +46,7 @@ from dpcount.counting.factorization.row_scaled_blt import (
     shipped_row_scaled_blt_parameters,
 )
 from dpcount.privacy import Budget
+from dpcount.privacy.source import NoiseSource
 
 MAX_TARGETS = {16384: 15.81, 1 << 20: 28.23}
 
@@ -111,7 +112,9 @@ def print_stream(cls: type[NormalizedBLT], dim: int, steps: int) -> None:
     rss0 = _rss_kib()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    process = mech.noise_process(mech.sampler, np.random.default_rng(1), dim)
+    process = mech.noise_process(
+        NoiseSource.generator(mech.sampler, np.random.default_rng(1), dim), dim
+    )
     times, cpu = np.empty(steps), np.empty(steps)
     for t in range(steps):
         start, start_cpu = time.perf_counter(), time.thread_time()

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 import dpcount.counting.honaker as honaker
 from dpcount.counting import Honaker
 from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.source import NoiseSource
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def test_rounding_against_fractions_with_the_fallback(
 
     def draw() -> object:
         process = honaker.HonakerExactNoiseProcess(
-            T, NoiseBuffer(Uniform(50), np.random.default_rng(1), dim)
+            T, NoiseBuffer(NoiseSource.generator(Uniform(50), np.random.default_rng(1), dim), dim)
         )
         return process.next_many(n)
 
@@ -104,7 +105,7 @@ def test_large_samples_take_the_python_int_path() -> None:
     """Samples beyond the int64 bound: Python ints, still the exact rational's bits."""
     T = 64
     process = honaker.HonakerExactNoiseProcess(
-        T, NoiseBuffer(Uniform(2**57), np.random.default_rng(3))
+        T, NoiseBuffer(NoiseSource.generator(Uniform(2**57), np.random.default_rng(3)))
     )
     noise = process.next_many(T)
     assert isinstance(noise, np.ndarray) and noise.dtype == object

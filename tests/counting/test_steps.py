@@ -20,6 +20,7 @@ from dpcount.counting._steps import (
     check_running_sums,
 )
 from dpcount.privacy.float_safe import snap_release
+from dpcount.privacy.source import NoiseSource
 
 B = 2.0**53
 
@@ -102,7 +103,9 @@ def test_release_is_noise_plus_cumsum(make: Any, monkeypatch: pytest.MonkeyPatch
     x[:1000] = np.round(x[:1000] * 9)  # whole numbers, then fractions
     got = make(3000, epsilon=1.0, delta=1e-6, rng=5).release(x)
     mech = make(3000, epsilon=1.0, delta=1e-6, rng=5)
-    noise = mech.noise_process(mech.sampler, mech._rng, None).next_many(3000)
+    noise = mech.noise_process(
+        NoiseSource.generator(mech.sampler, mech._rng, None), None
+    ).next_many(3000)
     assert got.dtype == np.float64
     grids = mech.release_grids(1, 3000)
     assert got.tobytes() == snap_release(np.cumsum(x), noise, grids).tobytes()

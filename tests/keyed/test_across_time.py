@@ -102,16 +102,16 @@ def test_split_runs_equal_one_run_other_mechanisms_and_noise(
 
 def _record_draws(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
     """Every PRF draw of the keyed engines as (first key, first row, rows)."""
-    from dpcount.keyed.prf import PRFSource
+    from dpcount.keyed.prf import PRFWords
 
     draws: list[tuple[int, int, int]] = []
-    original = PRFSource.draw
+    original = PRFWords.block
 
-    def draw(self: PRFSource, sampler: object, rows: int) -> Any:
-        draws.append((self.key_lo, self.rows_drawn, rows))
-        return original(self, sampler, rows)
+    def block(self: PRFWords, row: int, shape: tuple[int, ...]) -> Any:
+        draws.append((self.key_lo, row, int(np.prod(shape[:-1]))))
+        return original(self, row, shape)
 
-    monkeypatch.setattr(PRFSource, "draw", draw)
+    monkeypatch.setattr(PRFWords, "block", block)
     return draws
 
 

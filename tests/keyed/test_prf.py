@@ -108,7 +108,7 @@ def _reference_floor(t: Fraction, words: list[int]) -> int:
 def test_fast_path_floor_matches_high_precision_reference() -> None:
     words = prf().rectangle(0, 0, 50, 0, 8).reshape(-1)
     t = Fraction(37, 3)
-    from dpcount.keyed.prf import _floor_t_exp_fast
+    from dpcount.privacy.sampling.exact import _floor_t_exp_fast
 
     got, undecided = _floor_t_exp_fast(words, t)
     assert not undecided.any()
@@ -119,7 +119,7 @@ def test_fast_path_floor_matches_high_precision_reference() -> None:
 def test_fast_path_is_the_same_in_cache_sized_slices_as_word_by_word() -> None:
     """The floors are computed _SLICE words at a time: an array of several slices gives
     each word what it gives alone (zero words, the undecided entries, included)."""
-    from dpcount.keyed.prf import _SLICE, _floor_t_exp_fast
+    from dpcount.privacy.sampling.exact import _SLICE, _floor_t_exp_fast
 
     words = prf().rectangle(0, 0, 2 * _SLICE // 16 + 3, 0, 8).reshape(-1)  # 2 slices + 48
     words[[0, _SLICE - 1, _SLICE, 2 * _SLICE + 1]] = 0
@@ -137,7 +137,7 @@ def test_floor_table_entries_hold_for_every_v_of_their_bucket(t: Fraction) -> No
     """Each decided entry of the bucket table is the floor of t·(−ln V) for every V of
     its bucket (mpmath, 60 digits, both ends), and the buckets that straddle an integer
     boundary e^{−n/t} are undecided (−1): random buckets and the boundary buckets."""
-    from dpcount.keyed.prf import _MARGIN, _TABLE_BITS, _floor_table
+    from dpcount.privacy.sampling.exact import _MARGIN, _TABLE_BITS, _floor_table
 
     bits = _TABLE_BITS
     table = _floor_table(t, _MARGIN)
@@ -175,7 +175,7 @@ def test_table_path_gives_the_enclosure_samples_bit_for_bit(monkeypatch) -> None
     """The table stage changes which path decides an entry, never its value: the fast
     path against the enclosure alone on PRF words and edge words (0, powers of two ± 1,
     the largest), for t below, at and above the table's range, and whole samplers."""
-    import dpcount.keyed.prf as prf_module
+    import dpcount.privacy.sampling.exact as prf_module
 
     edges = [0, 1, 2047, 2048, 2**64 - 1]
     edges += [(1 << (11 + e)) + d for e in range(53) for d in (-1, 0, 1, 2047, 2048)]
@@ -194,7 +194,7 @@ def test_table_path_gives_the_enclosure_samples_bit_for_bit(monkeypatch) -> None
 
 def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
     """Words whose 53-bit enclosure of t·(−ln V) contains an integer: the slow path runs."""
-    from dpcount.keyed.prf import _floor_t_exp_fast
+    from dpcount.privacy.sampling.exact import _floor_t_exp_fast
 
     t = Fraction(10)
     for n_int in (1, 7, 30, 123):
@@ -215,7 +215,7 @@ def test_slow_path_decides_near_integer_boundaries_exactly() -> None:
 def _two_log_floor(words: np.ndarray, t: Fraction) -> tuple[np.ndarray, np.ndarray]:
     """The 0.4.0-dev fast path (two logarithms, bounds −ln((a+1)/2^53) and −ln(a/2^53)
     each with a relative margin): the reference the one-log enclosure must agree with."""
-    import dpcount.keyed.prf as prf_module
+    import dpcount.privacy.sampling.exact as prf_module
 
     margin, two53 = prf_module._MARGIN, float(2**53)
     a = (words >> np.uint64(11)).astype(np.float64)
@@ -245,7 +245,7 @@ def test_one_log_enclosure_gives_the_two_log_samples_bit_for_bit(monkeypatch) ->
     boundaries), fast path against fast path where both decide, and the whole sampler
     against the old one (and against itself with a 2^-12 margin, which sends ~1% of the
     entries to the exact path)."""
-    import dpcount.keyed.prf as prf_module
+    import dpcount.privacy.sampling.exact as prf_module
 
     t = Fraction(37, 3)
     edges = [0, 1, 2047, 2048, 2**63, 2**64 - 2049, 2**64 - 1, *_boundary_words(t, 12)]
@@ -382,3 +382,38 @@ def test_prf_blocks_are_standard_aes128() -> None:
     plaintext = bytes.fromhex("00112233445566778899aabbccddeeff")
     words = _aes_raw(key, int.from_bytes(plaintext, "little"), 2)
     assert words.astype("<u8").tobytes().hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+# ---------------------------------------------------------------- the PRF as words
+def test_prf_words_through_a_noise_source_are_the_keyed_samples() -> None:
+    """A NoiseSource on PRFWords draws row r for key i at position (0, r, i): in any
+    blocks of rows, the same values as the keyed samplers on the whole rectangle."""
+    from dpcount.keyed.prf import PRFWords
+    from dpcount.privacy import DiscreteGaussianNoise, DiscreteLaplaceNoise, GaussianNoise
+    from dpcount.privacy.source import NoiseSource
+
+    p = prf("stream/x", key_block=8)
+    cases = [
+        (DiscreteLaplaceNoise(Fraction(7, 2)), keyed_discrete_laplace, Fraction(7, 2)),
+        (DiscreteGaussianNoise(3.0), keyed_discrete_gaussian, Fraction(9)),
+        (GaussianNoise(3.0), keyed_gaussian, 3.0),
+    ]
+    for sampler, keyed, scale in cases:
+        source = NoiseSource(sampler, PRFWords(p, 3, 11), 8)
+        got = np.concatenate([source.sample((n, 8)) for n in (1, 6, 2)])
+        assert np.array_equal(got, keyed(p, (0, 0, 9, 3, 11), scale))
+        assert source.rows_drawn == 9
+
+
+def test_discrete_gaussian_is_positional_whatever_the_pending_set() -> None:
+    """CKS Alg. 3 on the PRF: each position's value is its first accepted trial, so a
+    rectangle, its rows one by one and single positions (the sparse per-position reads)
+    agree; a sampler that read the wrong trial's or position's words would not."""
+    p, s2 = prf("dg", key_block=4), Fraction(5, 2)
+    whole = keyed_discrete_gaussian(p, (0, 0, 12, 0, 10), s2)
+    rows = np.concatenate([keyed_discrete_gaussian(p, (0, r, r + 1, 0, 10), s2) for r in range(12)])
+    assert np.array_equal(whole, rows)
+    for node, key in [(0, 0), (5, 7), (11, 9)]:
+        one = keyed_discrete_gaussian(p, (0, node, node + 1, key, key + 1), s2)
+        assert one[0, 0] == whole[node, key]
+    assert not np.array_equal(whole, keyed_discrete_gaussian(prf("dh", 4), (0, 0, 12, 0, 10), s2))

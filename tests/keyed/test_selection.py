@@ -23,8 +23,7 @@ from dpcount.keyed.selection import (
     noise_tail,
     union_tail,
 )
-from dpcount.privacy.rng import as_generator
-from dpcount.privacy.source import SourcedSampler
+from dpcount.privacy.source import NoiseSource
 from tests.keyed._budget import keyed_counts, make_job
 from tests.keyed._keys import noise_key, sub_key
 from tests.keyed.test_bounds import naive_bound
@@ -53,25 +52,24 @@ def convolved_tail(nodes: int, scale: float, x: int, half_width: int = 400) -> f
     return float(pmf[max(0, centre + x) :].sum())
 
 
-class _Tags:
+class _Tags(NoiseSource):
     """A NoiseSource handing out row r as 2^r: the noise of a step, read in binary,
     names the rows (tree nodes) it sums."""
 
-    width = None
+    def __init__(self, sampler: Any) -> None:
+        super().__init__(sampler, None)
 
-    def __init__(self) -> None:
-        self.rows_drawn = 0
-
-    def draw(self, sampler: Any, rows: int) -> np.ndarray:
+    def sample(self, size: Any) -> np.ndarray:
+        rows = int(np.prod(size))
         out = np.array([1 << (self.rows_drawn + i) for i in range(rows)], dtype=np.int64)
         self.rows_drawn += rows
-        return out
+        return out.reshape(size)
 
 
 def incidence(plan: SelectionPlan) -> list[list[int]]:
     """The nodes each step's selection noise sums (from the tree's own noise process)."""
     m = plan.mechanism.counting
-    process = m.noise_process(SourcedSampler(m.sampler, _Tags()), as_generator(0), None)
+    process = m.noise_process(_Tags(m.sampler), None)
     noise = process.next_many(m.horizon)
     return [[r for r in range(62) if int(v) >> r & 1] for v in noise]
 
@@ -468,17 +466,18 @@ def test_resumed_open_runs_draw_no_prf_row_twice(
     either stream that an earlier run drew (run 2, inside a block of 8 steps, none at
     all), and the rows of all runs are those of one run."""
     import dpcount.keyed.engine as engine
-    from dpcount.keyed.prf import PRFSource
+    from dpcount.keyed.prf import PRFWords
 
     monkeypatch.setattr(engine, "STEP_BLOCK", 8)
     draws: list[tuple[bytes, int, int]] = []
-    original = PRFSource.draw
+    original = PRFWords.block
 
-    def draw(self: PRFSource, sampler: object, rows: int) -> Any:
-        draws.extend((self.prf.aes_key, self.key_lo, self.rows_drawn + i) for i in range(rows))
-        return original(self, sampler, rows)
+    def block(self: PRFWords, row: int, shape: tuple[int, ...]) -> Any:
+        rows = int(np.prod(shape[:-1]))
+        draws.extend((self.prf.aes_key, self.key_lo, row + i) for i in range(rows))
+        return original(self, row, shape)
 
-    monkeypatch.setattr(PRFSource, "draw", draw)
+    monkeypatch.setattr(PRFWords, "block", block)
     rng = np.random.default_rng(13)
     events = pd.DataFrame({"t": rng.integers(1, 25, 3000), "key": rng.choice(list("abc"), 3000)})
     events.loc[len(events)] = [1, "d"]  # every key counted in the first run

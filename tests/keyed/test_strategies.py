@@ -26,8 +26,8 @@ from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy import Budget
 from dpcount.privacy.noise import GaussianNoise
-from dpcount.privacy.rng import as_generator
-from dpcount.privacy.source import GeneratorSource, SourcedSampler
+from dpcount.privacy.sampling import GeneratorBlock
+from dpcount.privacy.source import GeneratorWords, NoiseSource
 from tests.keyed._budget import keyed_counts, keyed_mechanism
 from tests.keyed._keys import noise_key
 
@@ -69,24 +69,16 @@ def test_std_is_the_single_stream_variance(name: str, budget: dict[str, Any]) ->
     assert mine.privacy.epsilon == ref.privacy.epsilon  # type: ignore[union-attr]
 
 
-class _Recorder:
-    """A GeneratorSource that records the rows of each draw."""
+class _Recorder(GeneratorWords):
+    """A Generator's words that record the rows of each draw."""
 
-    def __init__(self, width: int) -> None:
-        self.inner = GeneratorSource(np.random.default_rng(0), width)
+    def __init__(self) -> None:
+        super().__init__(np.random.default_rng(0))
         self.calls: list[int] = []
 
-    @property
-    def width(self) -> int | None:
-        return self.inner.width
-
-    @property
-    def rows_drawn(self) -> int:
-        return self.inner.rows_drawn
-
-    def draw(self, sampler: Any, rows: int) -> np.ndarray:
-        self.calls.append(rows)
-        return self.inner.draw(sampler, rows)
+    def block(self, row: int, shape: tuple[int, ...]) -> Any:
+        self.calls.append(int(np.prod(shape[:-1])))
+        return GeneratorBlock(self.rng, shape)
 
 
 @pytest.mark.slow
@@ -98,8 +90,8 @@ def test_draw_order_does_not_depend_on_the_number_of_keys(
     m = build_mechanism(name, horizon=40, budget=Budget(epsilon=1.0, **budget), rng=0)
     seen = []
     for width in (1, 5):
-        rec = _Recorder(width)
-        process = m.noise_process(SourcedSampler(m.sampler, rec), as_generator(0), width)
+        rec = _Recorder()
+        process = m.noise_process(NoiseSource(m.sampler, rec, width), width)
         for n in (7, 1, 32):
             out = process.next_many(n)
             if isinstance(out, np.ndarray):
@@ -286,11 +278,12 @@ def test_auto_gives_the_flights_example_the_plans_best() -> None:
     assert np.array_equal(auto.std, np.sqrt(ref.variances()))
 
 
-def test_sourced_sampler_checks_the_width() -> None:
-    sampler = SourcedSampler(GaussianNoise(1.0), GeneratorSource(np.random.default_rng(0), 3))
-    assert sampler.sample(np.random.default_rng(1), (2, 4, 3)).shape == (2, 4, 3)
+def test_noise_source_checks_the_width() -> None:
+    source = NoiseSource.generator(GaussianNoise(1.0), np.random.default_rng(0), 3)
+    assert source.sample((2, 4, 3)).shape == (2, 4, 3)
+    assert source.rows_drawn == 8
     with pytest.raises(ValueError, match="must end with the source's width 3"):
-        sampler.sample(np.random.default_rng(1), (2, 4))
+        source.sample((2, 4))
 
 
 def test_options_of_another_mechanism_are_refused() -> None:

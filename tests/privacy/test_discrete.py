@@ -13,7 +13,6 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from dpcount.privacy import DiscreteGaussianNoise, DiscreteLaplaceNoise
-from dpcount.privacy import discrete as dmod
 from dpcount.privacy.discrete import (
     bernoulli_exp,
     discrete_gaussian_pmf,
@@ -24,6 +23,7 @@ from dpcount.privacy.discrete import (
     sample_discrete_gaussian,
     sample_discrete_laplace,
 )
+from dpcount.privacy.sampling import GeneratorBlock, exact, laws
 
 N = 200_000
 
@@ -76,61 +76,72 @@ def test_discrete_gaussian_matches_exact_pmf_and_rejects_wrong_scale(sigma: floa
     assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, 1.1025 * s2)) < 1e-8
 
 
-def test_exact_python_integer_path_matches_pmf(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Force every sample through the big-integer fallback (used for huge sigma / tails)."""
-    real = dmod._gaussian_params
+def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Count the calls of ``exact.<name>`` (the exact decimal path)."""
+    calls: list[int] = []
+    real = getattr(exact, name)
 
-    def no_fast_path(s2: Fraction) -> tuple[int, int, int, int, int]:
-        a, b, t, den, _ = real(s2)
-        return a, b, t, den, -1
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return real(*args)
 
-    monkeypatch.setattr(dmod, "_gaussian_params", no_fast_path)
-    s2 = Fraction(9)
-    x = sample_discrete_gaussian(np.random.default_rng(3), s2, 20_000)
+    monkeypatch.setattr(exact, name, counted)
+    return calls
+
+
+@pytest.mark.slow
+def test_exact_decimal_path_matches_pmf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2^-5 float margin sends ~10% of the decisions to the exact decimal path (more
+    words of V, correctly rounded logs): the law is still the exact pmf."""
+    monkeypatch.setattr(exact, "_MARGIN", 2.0**-5)
+    floors = _counted(monkeypatch, "exact_floor_t_exp")
+    greater = _counted(monkeypatch, "exact_exp_greater")
+    x = sample_discrete_gaussian(np.random.default_rng(3), Fraction(9), 20_000)
+    assert len(floors) > 1000 and len(greater) > 300  # the exact path really ran
     assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, 9.0)) > 1e-4
     assert chi_square_pvalue(x, lambda y: discrete_gaussian_pmf(y, 11.0)) < 1e-6
 
 
-def test_uniform_below_big_integers() -> None:
-    rng = np.random.default_rng(5)
-    n = 3 * 2**70 + 1
-    draws = [dmod._uniform_below(rng, n) for _ in range(4000)]
-    assert all(0 <= v < n for v in draws)
-    # Top third vs bottom third are equally likely (the range is not a power of 2).
-    top = sum(v >= 2 * n // 3 for v in draws)
-    bottom = sum(v < n // 3 for v in draws)
-    assert abs(top - bottom) < 6 * math.sqrt(2 * 4000 / 3)
+def test_generator_block_words_are_uniform_and_fresh() -> None:
+    block = GeneratorBlock(np.random.default_rng(5), (1000, 4))
+    w = block.words("")
+    assert w.shape == (4000, 2) and w.dtype == np.uint64
+    assert not np.array_equal(block.words(""), w)  # every request draws new words
+    ones = np.unpackbits(w.view(np.uint8)).mean()
+    assert abs(ones - 0.5) < 6 * math.sqrt(0.25 / (w.size * 64))
+    assert block.words("x", np.array([3, 9])).shape == (2, 2)
+    assert block.extension("ext1", 0, 1) != block.extension("ext1", 0, 1)
 
 
-@pytest.mark.parametrize(
-    ("num", "den"), [(0, 1), (1, 3), (1, 1), (7, 4), (5, 1), (123456789, 10**8)]
-)
-def test_bernoulli_exp_frequency(num: int, den: int) -> None:
-    n = 400_000
-    hits = bernoulli_exp(np.random.default_rng(num + den), num, den, size=n)
-    p = math.exp(-num / den)
-    se = math.sqrt(p * (1 - p) / n) if 0 < p < 1 else 0.0
-    assert abs(hits.mean() - p) <= 5.5 * se + 1e-12
-    # A wrong probability (exp(-1.1 gamma)) is rejected when gamma is not tiny.
-    if num / den >= 0.3:
-        assert abs(hits.mean() - math.exp(-1.1 * num / den)) > 5.5 * se
-
-
-def test_bernoulli_exp_exact_scalar_path() -> None:
-    rng = np.random.default_rng(8)
+@pytest.mark.slow
+def test_bernoulli_exp_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bernoulli(e^-1.5) with most decisions on the exact path (a float margin of 1/2
+    decides only the V whose −ln V is far below γ)."""
+    monkeypatch.setattr(exact, "_MARGIN", 0.5)
+    calls = _counted(monkeypatch, "exact_exp_greater")
     n = 20_000
-    big = 10**30
-    hits = [dmod._bernoulli_exp_exact(rng, 3 * big // 2, big) for _ in range(n)]
+    hits = bernoulli_exp(np.random.default_rng(8), 3, 2, size=n)
+    assert len(calls) > n // 2
     p = math.exp(-1.5)
-    assert abs(np.mean(hits) - p) <= 5.5 * math.sqrt(p * (1 - p) / n)
+    se = math.sqrt(p * (1 - p) / n)
+    assert abs(hits.mean() - p) <= 5.5 * se
+    assert abs(hits.mean() - math.exp(-1.1 * 1.5)) > 5.5 * se
 
 
-def test_geometric_exp_one_distribution() -> None:
-    v = dmod._geometric_exp_one(np.random.default_rng(9), 300_000)
-    # P[V >= k] = e^{-k}
-    for k in range(1, 5):
-        p = math.exp(-k)
-        assert abs(np.mean(v >= k) - p) <= 5.5 * math.sqrt(p * (1 - p) / v.size)
+@pytest.mark.parametrize("t", [Fraction(1), Fraction(37, 3), Fraction(1000)])
+def test_geometric_law(t: Fraction) -> None:
+    """G = floor(t * -ln V): P[G >= g] = e^{-g/t} (table, enclosure and exact paths)."""
+    g1, g2 = laws._geometric_pair(GeneratorBlock(np.random.default_rng(9), (150_000,)), "", t)
+    v = np.concatenate([g1, g2])
+    for g in (1, 2, int(t) + 1, 3 * int(t)):
+        p = math.exp(-g / float(t))
+        se = math.sqrt(p * (1 - p) / v.size)
+        assert abs(np.mean(v >= g) - p) <= 5.5 * se
+    # power: a 3% wrong scale is rejected at g = t
+    g = int(t)
+    p = math.exp(-g / float(t))
+    se = math.sqrt(p * (1 - p) / v.size)
+    assert abs(np.mean(v >= g) - math.exp(-1.03 * g / float(t))) > 5.5 * se
 
 
 @pytest.mark.parametrize("scale", [0.2, 1.0, 7.5, 300.0])

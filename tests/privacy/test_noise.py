@@ -14,6 +14,7 @@ from dpcount.privacy import (
     ZeroNoise,
     as_generator,
 )
+from dpcount.privacy.source import NoiseSource
 
 N = 200_000
 
@@ -45,7 +46,9 @@ def test_buffer_hands_out_each_draw_once_in_order(dim: int | None) -> None:
     """take_one/take interleaved reproduce exactly the sampler's own sequence."""
     sampler = GaussianNoise(1.0)
     reference = sampler.sample(np.random.default_rng(5), (5000,) if dim is None else (5000, dim))
-    buf = NoiseBuffer(sampler, np.random.default_rng(5), dim, block=5000)
+    buf = NoiseBuffer(
+        NoiseSource.generator(sampler, np.random.default_rng(5), dim), dim, block=5000
+    )
     got = [buf.take_one() for _ in range(7)]
     got.extend(buf.take(100))
     got.extend(buf.take_one() for _ in range(3))

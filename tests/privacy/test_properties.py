@@ -47,6 +47,7 @@ from dpcount.privacy import (
     zcdp_rho,
 )
 from dpcount.privacy import discrete as D
+from dpcount.privacy.source import NoiseSource
 from tests.properties_support import (
     ScalarCase,
     assert_rejects,
@@ -275,7 +276,9 @@ CASES = [
     ScalarCase("as_generator", as_generator, {"rng": 0}, {"rng": bad_rng()}, names={"rng": "rng"}),
     ScalarCase(
         "NoiseBuffer",
-        lambda **kw: NoiseBuffer(LaplaceNoise(1.0), np.random.default_rng(0), **kw),
+        lambda **kw: NoiseBuffer(
+            NoiseSource.generator(LaplaceNoise(1.0), np.random.default_rng(0)), **kw
+        ),
         {"dim": None, "block": 4},
         # None is the documented default of both (scalar samples; the default block size)
         {
@@ -475,15 +478,24 @@ def test_valid_sizes_give_that_shape(sampler: Any, shape: tuple[int, ...]) -> No
 @pytest.mark.parametrize(
     ("call", "exc", "name"),
     [
-        (lambda: NoiseBuffer("laplace", np.random.default_rng(0)), TypeError, "sampler"),  # type: ignore[arg-type]
-        (lambda: NoiseBuffer(LaplaceNoise(1.0), 0), TypeError, "rng"),  # type: ignore[arg-type]
         (
-            lambda: NoiseBuffer(LaplaceNoise(1.0), np.random.default_rng(0)).take(-1),
+            lambda: NoiseSource.generator("laplace", np.random.default_rng(0)),  # type: ignore[arg-type]
+            TypeError,
+            "sampler",
+        ),
+        (lambda: NoiseSource.generator(LaplaceNoise(1.0), 0), TypeError, "rng"),  # type: ignore[arg-type]
+        (lambda: NoiseBuffer(LaplaceNoise(1.0)), TypeError, "source"),  # type: ignore[arg-type]
+        (
+            lambda: NoiseBuffer(
+                NoiseSource.generator(LaplaceNoise(1.0), np.random.default_rng(0))
+            ).take(-1),
             ValueError,
             "n",
         ),
         (
-            lambda: NoiseBuffer(LaplaceNoise(1.0), np.random.default_rng(0)).take(1.5),
+            lambda: NoiseBuffer(
+                NoiseSource.generator(LaplaceNoise(1.0), np.random.default_rng(0))
+            ).take(1.5),
             TypeError,
             "n",
         ),  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ import pytest
 from dpcount.counting import BLT, BinaryTree
 from dpcount.counting.registry import MECHANISMS
 from dpcount.privacy import Budget, Participation, ZeroNoise
+from dpcount.privacy.source import NoiseSource
 from dpcount.training import (
     GradientPrivatizer,
     NoiseState,
@@ -91,7 +92,9 @@ def test_zero_data_noise_is_the_mechanisms_noise_process(name: str) -> None:
     prefix = make(name, release="prefix-sum", rng=7)
     grad = make(name, rng=7)
     mech = prefix.mechanism
-    process = mech.noise_process(mech.sampler, np.random.default_rng(7), 8)
+    process = mech.noise_process(
+        NoiseSource.generator(mech.sampler, np.random.default_rng(7), 8), 8
+    )
     grids = mech.release_grids(1, T)[:, None]
     expected = np.rint(np.array([process.next() for _ in range(T)]) / grids) * grids
     sp, sg = prefix.init(SHAPES), grad.init(SHAPES)

@@ -2,9 +2,9 @@
 a noise source, the step counter, and the checked reading of a checkpoint's ``t``.
 
 A process is built from its structure and a :class:`~dpcount.privacy.noise.NoiseBuffer`
-(the sampler, the Generator and the vector length ``dim`` in one value): a process that
-takes samples one at a time uses the buffer, one that computes its noise in blocks
-draws with ``source.sampler`` and ``source.rng`` directly. The per-step code
+(a :class:`~dpcount.privacy.source.NoiseSource` and the vector length ``dim`` in one
+value): a process that takes samples one at a time uses the buffer, one that computes
+its noise in blocks draws with ``self.noise.sample(shape)`` (the source) directly. The per-step code
 (``next`` / ``next_many``) stays in each process, so this base adds nothing to a step.
 """
 
@@ -26,15 +26,15 @@ class SourcedNoiseProcess:
     Attributes:
         horizon: the last step the process can produce.
         dim: None for scalar steps, else the vector length.
-        sampler: the source's sampler (i.i.d. draws).
-        rng: the source's Generator.
+        sampler: the source's sampler (its distribution; i.i.d. draws).
+        noise: the :class:`~dpcount.privacy.source.NoiseSource` (``noise.sample(shape)``).
     """
 
     def __init__(self, horizon: int, source: NoiseBuffer) -> None:
         self.horizon = horizon
         self.dim = source.dim
         self.sampler = source.sampler
-        self.rng = source.rng
+        self.noise = source.source
         self._buffer = source
         self._t = 0
 

@@ -91,6 +91,7 @@ from dpcount.privacy.float_safe import (
 from dpcount.privacy.guarantee import Calibrated, PrivacyGuarantee, calibrate
 from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.privacy.source import NoiseSource
 from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
 
 if TYPE_CHECKING:
@@ -665,10 +666,11 @@ class CountingMechanism(ABC):
         )
 
     @abstractmethod
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> NoiseProcess:
-        """A fresh noise process for one stream (``dim=None``: scalar steps)."""
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> NoiseProcess:
+        """A fresh noise process for one stream of vector length ``width`` (None: scalar
+        steps) drawing every sample from ``source``
+        (:class:`~dpcount.privacy.source.NoiseSource` of that width: a Generator's
+        words, or the keyed PRF's)."""
 
     @abstractmethod
     def noise_coefficients(self) -> NDArray[np.float64]:
@@ -810,13 +812,14 @@ class CountingMechanism(ABC):
         integer = getattr(self.sampler, "integer", False)
         if integer:
             ints = check_integral_array("x", arr)
-            process = self.noise_process(self.sampler, self._rng, dim)
+            process = self.noise_process(NoiseSource.generator(self.sampler, self._rng, dim), dim)
             out = process.next_many(arr.shape[0])
             isums = np.cumsum(ints, axis=0)
             return add_noise(isums, out, self._exact_denominator(process))
         # Noise first: holding the sums while drawing it was slower at T = 10^6 (median of
         # 12 interleaved runs on a loaded machine).
-        out = self.noise_process(self.sampler, self._rng, dim).next_many(arr.shape[0])
+        source = NoiseSource.generator(self.sampler, self._rng, dim)
+        out = self.noise_process(source, dim).next_many(arr.shape[0])
         # out += cumsum(x) in cache-sized blocks, each sum checked (exact sums for integer
         # data; nothing released else): no array of sums, the same floats and errors.
         add_running_sums("x", out, arr, grid=self._grids_of(1, arr.shape[0]))
@@ -979,7 +982,7 @@ class CountingStream(ReleaseStream):
         if dim is not None:
             self._sum = np.zeros(dim, dtype=np.int64 if self._integer else np.float64)
         m = self.mechanism
-        self._process = m.noise_process(m.sampler, m._rng, dim)
+        self._process = m.noise_process(NoiseSource.generator(m.sampler, m._rng, dim), dim)
         if self._integer:
             self._denominator = m._exact_denominator(self._process)
         return self._process

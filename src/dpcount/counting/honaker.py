@@ -59,7 +59,8 @@ from dpcount.counting.digits import DigitSystem
 from dpcount.counting.participation import Sensitivity, complete_blocks, tree_sensitivities
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.source import NoiseSource
 
 __all__ = [
     "Honaker",
@@ -674,13 +675,13 @@ class Honaker(CountingMechanism):
         return np.ones(self.height)
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> HonakerNoiseProcess | HonakerExactNoiseProcess:
         """Float process for the continuous samplers; for integer samplers the exact one,
         whose release is computed from the noisy node values alone (no float leak)."""
-        if getattr(sampler, "integer", False):
-            return HonakerExactNoiseProcess(self.horizon, NoiseBuffer(sampler, rng, dim))
-        return HonakerNoiseProcess(self.horizon, NoiseBuffer(sampler, rng, dim))
+        if source.integer:
+            return HonakerExactNoiseProcess(self.horizon, NoiseBuffer(source, width))
+        return HonakerNoiseProcess(self.horizon, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """Σ_{j: bit j of t} V_j for t = 1..T, by a top-down pass over q = t >> j (O(T))."""

@@ -27,7 +27,8 @@ from dpcount.counting.base import (
 from dpcount.counting.participation import Sensitivity, SensitivityMethod
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.source import NoiseSource
 
 __all__ = ["InputNoiseProcess", "InputPerturbation"]
 
@@ -120,10 +121,8 @@ class InputPerturbation(CountingMechanism):
         l2 = math.nextafter(math.sqrt(k), math.inf)
         return Sensitivity(float(k), True, method), Sensitivity(l2, True, method)
 
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> InputNoiseProcess:
-        return InputNoiseProcess(self.horizon, NoiseBuffer(sampler, rng, dim))
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> InputNoiseProcess:
+        return InputNoiseProcess(self.horizon, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         return np.arange(1, self.horizon + 1, dtype=np.float64)

@@ -47,7 +47,8 @@ from dpcount.counting.base import (
 )
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import NoiseKind
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     pass
@@ -324,9 +325,9 @@ class SmoothBinary(CountingMechanism):
         return float(half), math.sqrt(half)
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> SmoothBinaryNoiseProcess:
-        return SmoothBinaryNoiseProcess(self.height, self.horizon, NoiseBuffer(sampler, rng, dim))
+        return SmoothBinaryNoiseProcess(self.height, self.horizon, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         return np.full(self.horizon, self.height / 2.0)

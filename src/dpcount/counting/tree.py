@@ -54,8 +54,9 @@ from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import Sensitivity, tree_sensitivities
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 # Steps per block of per-step variances (iter_variances): bounded memory.
 _NORM_BLOCK = 4096
@@ -440,10 +441,8 @@ class KaryTree(CountingMechanism):
         """A unit change at one step changes one node per level: h ones."""
         return np.ones(self.height)
 
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> TreeNoiseProcess:
-        return TreeNoiseProcess(self.digit_system, self.height, NoiseBuffer(sampler, rng, dim))
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> TreeNoiseProcess:
+        return TreeNoiseProcess(self.digit_system, self.height, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         return self.digit_system.digit_l1_norms(self.horizon, self.height)

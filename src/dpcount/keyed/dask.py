@@ -40,7 +40,7 @@ small task descriptions, and collects the outputs:
    at most :data:`RESULT_BYTES` of counts per task): the embedded engine, chunk by
    chunk — the run's counting mechanism and its noise, whose every sample is a pure
    function of (secret, configuration, key, position) (:mod:`dpcount.keyed.engine`,
-   :class:`~dpcount.keyed.prf.PRFSource`). A task that is retried, or rerun after a
+   :class:`~dpcount.keyed.prf.PRFWords`). A task that is retried, or rerun after a
    worker dies, recomputes exactly the same values; nothing is drawn from a
    per-worker or per-partition generator.
 

@@ -25,9 +25,9 @@ each mechanism's class docstring cites its r₁, r₂). The calibration is there
 the mechanism's own, with no norm re-derived here; ``calibration="pld"`` is
 computed for one scalar step's profile and is refused at unit-step level.
 
-Noise (:class:`~dpcount.keyed.prf.PRFSource`): the noise process draws through a
-:class:`~dpcount.privacy.source.SourcedSampler`, so row r of its draws for key i is
-the exact sample at PRF position (r, i) of the run's secret. Every process draws a
+Noise (:class:`~dpcount.keyed.prf.PRFWords`): the noise process draws from a
+:class:`~dpcount.privacy.source.NoiseSource` on the PRF's words, so row r of its draws
+for key i is the exact sample at PRF position (r, i) of the run's secret. Every process draws a
 deterministic sequence of rows for a given sequence of calls (it never sees the
 data), and the engine always makes the same calls: ``next_many`` over the aligned
 blocks of :data:`STEP_BLOCK` steps from step 1, for aligned blocks of ``key_block``
@@ -71,12 +71,11 @@ from numpy.typing import NDArray
 from dpcount.counting.base import CountingMechanism, add_noise
 from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed.events import Contributions
-from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFKey, PRFSource
+from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFKey, PRFWords
 from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
 from dpcount.privacy.budget import BudgetFields, accept_participation
 from dpcount.privacy.float_safe import snap_release
-from dpcount.privacy.rng import as_generator
-from dpcount.privacy.source import SourcedSampler
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -280,20 +279,6 @@ class NoiseLayout:
 
 def _canonical(node: Any) -> str:
     return json.dumps(node, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-class _ZeroSource:
-    """A noise source of zeros (with the sampler's dtype) of any width: the noise
-    process's state layout without drawing noise (no data, no secret)."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.rows_drawn = 0
-
-    def draw(self, sampler: Any, rows: int) -> NDArray[Any]:
-        self.rows_drawn += rows
-        integer = getattr(sampler, "integer", False)
-        return np.zeros((rows, self.width), dtype=np.int64 if integer else np.float64)
 
 
 class Window(TypedDict, total=False):
@@ -679,28 +664,26 @@ class _BlockNoise:
         self.horizon = m.horizon
         self.pending: tuple[int, NDArray[Any]] | None = None  # (t0, noise of t0+1..)
         state = None if start is None or restore is None else start.unflatten(restore)
-        source: Any = _ZeroSource(width)
+        words = None  # no secret: zeros (the state layout of a dry run)
         if secret is not None:
             prf = PositionPRF(secret, f"stream/{m.noise}", width)
-            rows = 0 if state is None else int(state["rows"])
-            source = PRFSource(prf, block_lo, block_lo + width, start=rows)
+            words = PRFWords(prf, block_lo, block_lo + width)
         # A restored process is built on zeros (some processes draw when built: those
-        # rows are in the stored state) and then given its PRF source; the Generator is
-        # never drawn from (the sampler draws from the source): a fresh OS-entropy one,
-        # so that nothing could replay it.
-        sourced = SourcedSampler(c.sampler, _ZeroSource(width) if state is not None else source)
-        self.process = c.noise_process(sourced, as_generator(None), width)
+        # rows are in the stored state) and then given its PRF words from the stored row.
+        source = NoiseSource(c.sampler, words if state is None else None, width)
+        self.process = c.noise_process(source, width)
         self.denominator = c._exact_denominator(self.process) if m.noise.is_discrete else None
         self.t = 0  # steps the process has computed
         if state is not None and start is not None:
             self.process.load_state_dict(state["process"])
-            sourced.source = source
+            source.words, source.rows_drawn = words, int(state["rows"])
             pending = np.asarray(state["pending"])
             if pending.dtype.kind == "f" and not np.isfinite(pending).all():
                 raise ValueError("corrupt keyed noise state: non-finite pending noise")
             self.t = start.step + len(pending)
             self.pending = (start.step, pending)
         self.source = source
+        self.width = width
         self._tail: tuple[int, NDArray[Any]] | None = None  # the last block handed out
 
     def blocks(self, last: int) -> Iterator[tuple[int, int, Any]]:
@@ -719,7 +702,7 @@ class _BlockNoise:
 
     def state(self, last: int) -> dict[str, Any]:
         """The state after releasing steps ..``last`` (after :meth:`blocks` reached it)."""
-        pending: NDArray[Any] = np.zeros((0, self.source.width))
+        pending: NDArray[Any] = np.zeros((0, self.width))
         if self._tail is not None:
             t0, noise = self._tail
             pending = np.asarray(noise)[last - t0 :]
@@ -732,7 +715,7 @@ class _BlockNoise:
         }
 
     def state_columns(self, layout: NoiseLayout) -> NDArray[np.uint64]:
-        return layout.flatten(self.state(layout.step), self.source.width)
+        return layout.flatten(self.state(layout.step), self.width)
 
 
 #: width of the first, cheap dry run (which decides whether a noise state is kept)

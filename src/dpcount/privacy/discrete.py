@@ -1,32 +1,22 @@
 """Exact integer-valued noise: discrete Laplace and discrete Gaussian samplers.
 
 Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy"
-(NeurIPS 2020; CKS below). Every sample is produced with integer arithmetic
-only, from uniform integers drawn with the Generator, so no floating-point
-rounding can leak the data (Mironov 2012; Jin et al. 2022):
+(NeurIPS 2020; CKS below). Every sample is an exact function of uniform random
+words, so no floating-point rounding can leak the data (Mironov 2012; Jin et al.
+2022). The samplers are those of :mod:`dpcount.privacy.sampling`, the same for a
+Generator (``sample(rng, size)``) and for the keyed PRF (``draw(block)``):
 
-* Algorithm 1 — Bernoulli(exp(−γ)) for rational γ = n/d ≥ 0: for γ ≤ 1, draw
-  A_k ~ Bernoulli(γ/k) for k = 1, 2, … until the first failure K and return
-  [K odd]; for γ > 1, ⌊γ⌋ successes of Bernoulli(exp(−1)) and then
-  Bernoulli(exp(−(γ − ⌊γ⌋))). Bernoulli(γ/k) is Bernoulli(n/d)·Bernoulli(1/k),
-  each a comparison of a uniform integer.
-* Algorithm 2 — discrete Laplace Lap_Z(t) with rational scale t = num/den:
-  P[Y = y] ∝ exp(−|y|/t).
-* Algorithm 3 — discrete Gaussian N_Z(0, σ²) with rational σ² = a/b:
-  P[Y = y] ∝ exp(−y²/(2σ²)), by rejection from Lap_Z(⌊σ⌋ + 1).
+* Bernoulli(exp(−γ)) for rational γ ≥ 0 (the role of CKS Algorithm 1) is [−ln V > γ]
+  for a uniform V read to as many bits as the comparison needs;
+* discrete Laplace Lap_Z(t), P[Y = y] ∝ exp(−|y|/t), is G₁ − G₂ of two geometric
+  variables G = ⌊t·(−ln V)⌋ (Inusah & Kozubowski 2006), decided exactly;
+* discrete Gaussian N_Z(0, σ²), P[Y = y] ∝ exp(−y²/(2σ²)), by CKS Algorithm 3:
+  rejection from Lap_Z(⌊σ⌋ + 1) with acceptance Bernoulli(exp(−γ(y))).
 
-Vectorization: each algorithm runs in *rounds* over the samples still
-outstanding (a NumPy index array); every round draws one uniform integer per
-outstanding sample and retires those whose loop has ended. The rounds needed
-grow like the logarithm of the batch size, so a batch costs O(n) array work.
-
-Scales are rationals (:class:`fractions.Fraction`). :func:`rational_at_least`
-rounds a requested scale *up* to a rational whose integers fit in int64
-arithmetic, so the noise is never smaller than calibrated. For the discrete
-Gaussian the int64 path holds while |y| ≤ ``_ymax`` (about 20σ or more for
-σ ≤ 10^4); rarer or larger samples take an exact Python-integer path, which is
-much slower: σ beyond about 2·10^4 is exact but far below the 1M samples/s of
-the vectorized path.
+Each runs vectorized over the samples still outstanding. Scales are rationals
+(:class:`fractions.Fraction`). :func:`rational_at_least` rounds a requested scale
+*up* to a rational whose integers fit in int64 arithmetic, so the noise is never
+smaller than calibrated.
 
 Notation (paper → code): t (Lap scale) → ``num/den``; σ² → ``a/b``;
 t in Alg. 3 → ``t = ⌊σ⌋ + 1``; γ → ``gamma_num/gamma_den``.
@@ -34,6 +24,8 @@ t in Alg. 3 → ``t = ⌊σ⌋ + 1``; γ → ``gamma_num/gamma_den``.
 References:
     * C. L. Canonne, G. Kamath, T. Steinke. "The Discrete Gaussian for
       Differential Privacy". NeurIPS 2020. https://arxiv.org/abs/2004.00010
+    * S. Inusah, T. J. Kozubowski. "A discrete analogue of the Laplace
+      distribution". J. Statistical Planning and Inference 136(3), 2006. (no link)
     * A. Ghosh, T. Roughgarden, M. Sundararajan. "Universally
       utility-maximizing privacy mechanisms". STOC 2009.
       https://arxiv.org/abs/0811.2841
@@ -46,9 +38,7 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -64,6 +54,9 @@ from dpcount._validate import (
     check_real_dtype,
     check_size,
 )
+from dpcount.privacy import sampling
+from dpcount.privacy.noise import WordSampler
+from dpcount.privacy.sampling import GeneratorBlock, WordBlock
 
 __all__ = [
     "DiscreteGaussianNoise",
@@ -81,12 +74,12 @@ __all__ = [
 Shape = int | tuple[int, ...]
 IntArray = NDArray[np.int64]
 
-_INT64_SQRT = math.isqrt(2**63 - 1)
 #: Largest numerator of a discrete Laplace scale (keeps U + num·V far inside int64).
 _LAPLACE_MAX_NUM = 2**40
 #: A discrete Gaussian σ² = a/b is stored with a ≥ 2^26 when possible (σ² to ~1e-8).
 _GAUSS_NUM_BITS = 26
-#: Largest denominator of a discrete Laplace scale (int64 arithmetic in Alg. 2).
+#: Largest denominator of a discrete Laplace scale (kept from the int64 arithmetic of
+#: CKS Alg. 2, which 0.4 used: the same scales are accepted).
 _LAPLACE_MAX_DEN = 2**62
 #: Largest discrete Gaussian σ: Alg. 3 draws Lap_Z(⌊σ⌋ + 1), whose scale must fit 2^40.
 _GAUSS_MAX_SIGMA = float(2**40 - 1)
@@ -142,83 +135,14 @@ def rational_at_least(value: float | Fraction, max_numerator: int) -> Fraction:
 
 
 # --------------------------------------------------------------------------------------
-# Algorithm 1: Bernoulli(exp(−γ)), vectorized
+# Sampling on a Generator: the word samplers of dpcount.privacy.sampling
 # --------------------------------------------------------------------------------------
-def _bernoulli_exp_small(rng: np.random.Generator, num: IntArray, den: int) -> NDArray[np.bool_]:
-    """Bernoulli(exp(−num/den)) elementwise for 0 ≤ num ≤ den < 2^63 (CKS Alg. 1, γ ≤ 1)."""
-    n = num.shape[0]
-    out = np.empty(n, dtype=bool)
-    active = np.arange(n)
-    cur = num
-    k = 1
-    while active.size:
-        # A_k ~ Bernoulli(γ/k) = Bernoulli(γ)·Bernoulli(1/k), independent.
-        a = rng.integers(0, den, size=active.size) < cur
-        if k > 1:
-            a &= rng.integers(0, k, size=active.size) == 0
-        out[active[~a]] = k % 2 == 1
-        active = active[a]
-        cur = cur[a]
-        k += 1
-    return out
-
-
-_F20 = math.factorial(20)
-#: F20/k! for k = 20, 19, …, 1 (ascending): with U uniform on [0, 20!), the event
-#: U < 20!/k! has probability exactly 1/k!.
-_FACTORIAL_THRESHOLDS = np.array(
-    [_F20 // math.factorial(k) for k in range(20, 0, -1)], dtype=np.int64
-)
-
-
-def _bernoulli_exp_one(rng: np.random.Generator, n: int) -> NDArray[np.bool_]:
-    """n draws of Bernoulli(exp(−1)) (CKS Alg. 1 with γ = 1), one uniform integer each.
-
-    In Algorithm 1 with γ = 1, A_k ~ Bernoulli(1/k) and K is the first failure, so
-    P[K > k] = 1/k!. One uniform U on [0, 20!) decides all of A_1..A_20 at once:
-    K > k exactly when U < 20!/k!. If K > 20 (U = 0, probability 1/20!), the
-    loop continues with fresh Bernoulli(1/k) draws for k = 21, 22, …
-    """
-    u = rng.integers(0, _F20, size=n)
-    passed = 20 - np.searchsorted(_FACTORIAL_THRESHOLDS, u, side="right")  # #{k: U < 20!/k!}
-    k_first_fail = passed + 1
-    for i in np.flatnonzero(passed == 20):
-        k = 21
-        while int(rng.integers(0, k)) == 0:
-            k += 1
-        k_first_fail[i] = k
-    return np.asarray(k_first_fail % 2 == 1)
-
-
-def _all_exp_one(rng: np.random.Generator, counts: IntArray) -> NDArray[np.bool_]:
-    """Whether ``counts[i]`` independent Bernoulli(exp(−1)) draws all succeed (prob e^−count)."""
-    ok = np.ones(counts.shape[0], dtype=bool)
-    left = counts.copy()
-    active = np.flatnonzero(left > 0)
-    while active.size:
-        success = _bernoulli_exp_one(rng, active.size)
-        ok[active[~success]] = False
-        active = active[success]
-        left[active] -= 1
-        active = active[left[active] > 0]
-    return ok
-
-
-def _geometric_exp_one(rng: np.random.Generator, n: int) -> IntArray:
-    """Successes of Bernoulli(exp(−1)) before the first failure: P[V ≥ v] = e^−v."""
-    v = np.zeros(n, dtype=np.int64)
-    active = np.arange(n)
-    while active.size:
-        success = _bernoulli_exp_one(rng, active.size)
-        active = active[success]
-        v[active] += 1
-    return v
-
-
 def bernoulli_exp(
     rng: np.random.Generator, gamma_num: IntArray | int, gamma_den: int, size: int | None = None
 ) -> NDArray[np.bool_]:
-    """Bernoulli(exp(−γ)) for rational γ = gamma_num/gamma_den ≥ 0 (CKS Algorithm 1).
+    """Exact Bernoulli(exp(−γ)) for rational γ = gamma_num/gamma_den ≥ 0: [−ln V > γ] for
+    a uniform V read from the Generator's words to as many bits as the comparison needs
+    (:func:`dpcount.privacy.sampling.bernoulli_exp`; the role of CKS Algorithm 1).
 
     Args:
         rng: the Generator.
@@ -241,64 +165,17 @@ def bernoulli_exp(
         nums = np.full(1 if size is None else size, int(nums), dtype=np.int64)
     if np.any(nums < 0):
         raise ValueError("gamma_num must be >= 0")
-    whole, frac = np.divmod(nums, np.int64(gamma_den))
-    ok = _all_exp_one(rng, whole)
-    idx = np.flatnonzero(ok)
-    ok[idx] = _bernoulli_exp_small(rng, frac[idx], gamma_den)
-    return ok
-
-
-# --------------------------------------------------------------------------------------
-# Algorithm 2: discrete Laplace
-# --------------------------------------------------------------------------------------
-def _laplace_candidates(rng: np.random.Generator, num: int, den: int, m: int) -> IntArray:
-    """Run m independent trials of CKS Alg. 2's loop body; return the accepted outputs in order."""
-    u = rng.integers(0, num, size=m)
-    pos = np.flatnonzero(_bernoulli_exp_small(rng, u, num))  # D ~ Bernoulli(exp(−U/t))
-    v = _geometric_exp_one(rng, pos.size)
-    y = (u[pos] + num * v) // den  # X = U + t·V ~ Geom(e^{−1/t}); Y = ⌊X/s⌋
-    negative = rng.integers(0, 2, size=pos.size).astype(bool)
-    keep = ~(negative & (y == 0))  # B = 1 and Y = 0: reject (0 counted once)
-    out: IntArray = np.where(negative[keep], -y[keep], y[keep])
-    return out
-
-
-def _laplace_accept_probability(num: int, den: int) -> float:
-    # P[D = 1] = (1 − e^{−1})/(t(1 − e^{−1/t})), P[keep] = (1 + e^{−s/t})/2
-    p_d = -math.expm1(-1.0) / (num * -math.expm1(-1.0 / num))
-    return p_d * (1.0 + math.exp(-den / num)) / 2.0
-
-
-def _fill(n: int, accept: float, trials: Callable[[int], IntArray]) -> IntArray:
-    """n outputs of a rejection sampler: trials in batches sized for one round (10% slack).
-
-    Accepted trials are i.i.d. from the target, so keeping the first n accepted in
-    trial order is exact; surplus accepted outputs are discarded, never reused.
-    """
-    out = np.empty(n, dtype=np.int64)
-    filled = 0
-    while filled < n:
-        need = n - filled
-        got = trials(min(int(need / accept * 1.1) + 16, 1 << 24))[:need]
-        out[filled : filled + got.size] = got
-        filled += got.size
-    return out
-
-
-def _discrete_laplace_flat(rng: np.random.Generator, num: int, den: int, n: int) -> IntArray:
-    return _fill(
-        n,
-        _laplace_accept_probability(num, den),
-        lambda m: _laplace_candidates(rng, num, den, m),
-    )
+    return sampling.bernoulli_exp(GeneratorBlock(rng, nums.shape), nums, int(gamma_den))
 
 
 def sample_discrete_laplace(
     rng: np.random.Generator, scale: Fraction | int, size: Shape
 ) -> IntArray:
-    """Exact samples of Lap_Z(scale): P[y] = tanh(1/(2·scale))·exp(−|y|/scale) (CKS Alg. 2).
+    """Exact samples of Lap_Z(scale): P[y] = tanh(1/(2·scale))·exp(−|y|/scale).
 
-    ``scale`` is a rational num/den with num ≤ 2^40 (see :func:`rational_at_least`).
+    G₁ − G₂ of two exact geometric variables drawn from the Generator's words
+    (:func:`dpcount.privacy.sampling.discrete_laplace`). ``scale`` is a rational
+    num/den with num ≤ 2^40 (see :func:`rational_at_least`).
     """
     check_generator("rng", rng)
     t = _as_fraction("scale", scale)
@@ -306,99 +183,14 @@ def sample_discrete_laplace(
         raise ValueError(f"scale must be a rational in (0, 2^40] with numerator <= 2^40, got {t}")
     _check_laplace_scale("scale", t, scale)
     shape = check_size("size", size)
-    n = math.prod(shape)
-    return _discrete_laplace_flat(rng, t.numerator, t.denominator, n).reshape(shape)
-
-
-# --------------------------------------------------------------------------------------
-# Algorithm 3: discrete Gaussian
-# --------------------------------------------------------------------------------------
-def _gaussian_params(sigma2: Fraction) -> tuple[int, int, int, int, int]:
-    """(a, b, t, D, ymax): σ² = a/b, t = ⌊σ⌋ + 1, γ-denominator D = 2abt², int64 bound."""
-    a, b = sigma2.numerator, sigma2.denominator
-    t = math.isqrt(a // b) + 1
-    den = 2 * a * b * t * t
-    if den >= 2**62:
-        return a, b, t, den, -1
-    # |y·b·t − a| ≤ isqrt(2^63 − 1) keeps (y·b·t − a)² inside int64.
-    ymax = (_INT64_SQRT - 1 + a) // (b * t) if a < _INT64_SQRT else -1
-    return a, b, t, den, ymax
-
-
-def _uniform_below(rng: np.random.Generator, n: int) -> int:
-    """Uniform integer in [0, n) for any Python int n ≥ 1 (rejection on random bytes)."""
-    if n <= 2**62:
-        return int(rng.integers(0, n))
-    bits = (n - 1).bit_length()
-    nbytes = (bits + 7) // 8
-    mask = (1 << bits) - 1
-    while True:
-        v = int.from_bytes(rng.bytes(nbytes), "little") & mask
-        if v < n:
-            return v
-
-
-def _bernoulli_exp_exact(rng: np.random.Generator, num: int, den: int) -> bool:
-    """Bernoulli(exp(−num/den)) with Python integers of any size (CKS Alg. 1)."""
-    whole, frac = divmod(num, den)
-    for _ in range(whole):
-        if not bool(_bernoulli_exp_one(rng, 1)[0]):
-            return False
-    k = 1
-    while True:
-        a = _uniform_below(rng, den) < frac and (k == 1 or _uniform_below(rng, k) == 0)
-        if not a:
-            return k % 2 == 1
-        k += 1
-
-
-def _gaussian_candidates(
-    rng: np.random.Generator, params: tuple[int, int, int, int, int], m: int
-) -> IntArray:
-    """m independent trials of CKS Alg. 3's loop body; the accepted outputs in order."""
-    a, b, t, den, ymax = params
-    y = _discrete_laplace_flat(rng, t, 1, m)
-    mag = np.abs(y)
-    accept = np.zeros(m, dtype=bool)
-    fast = np.flatnonzero(mag <= ymax)
-    if fast.size:
-        # γ = (|y| − σ²/t)²/(2σ²) = (|y|·b·t − a)² / (2·a·b·t²)
-        diff = mag[fast] * (b * t) - a
-        accept[fast] = bernoulli_exp(rng, diff * diff, den)
-    for i in np.flatnonzero(mag > ymax):
-        accept[i] = _bernoulli_exp_exact(rng, (int(mag[i]) * b * t - a) ** 2, den)
-    return y[accept]
-
-
-@functools.lru_cache(maxsize=64)
-def _gaussian_accept_probability(sigma2: Fraction) -> float:
-    """P[C = 1] in Alg. 3 (float; only sizes the batches): Σ_y Lap_Z(t)(y)·e^{−γ(y)}."""
-    s2 = float(sigma2)
-    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
-    length = math.ceil(40.0 * math.sqrt(s2) + 40.0 * t) + 1
-    # Beyond 2^22 terms (σ ≳ 5·10^4) sum every stride-th term times the stride: the
-    # terms vary on the scale of σ ≫ stride, and a batch-size estimate needs no more
-    # (summing all terms would allocate ~80σ floats).
-    stride = max(1, length >> 22)
-    y = np.arange(0, length, stride, dtype=np.float64)
-    lap = discrete_laplace_pmf(y, float(t))
-    accept = np.exp(-((y - s2 / t) ** 2) / (2.0 * s2))
-    return max(float(lap[0] * accept[0] + 2.0 * stride * np.dot(lap[1:], accept[1:])), 1e-3)
-
-
-def _discrete_gaussian_flat(rng: np.random.Generator, sigma2: Fraction, n: int) -> IntArray:
-    params = _gaussian_params(sigma2)
-    return _fill(
-        n,
-        _gaussian_accept_probability(sigma2),
-        lambda m: _gaussian_candidates(rng, params, m),
-    )
+    return sampling.discrete_laplace(GeneratorBlock(rng, shape), t)
 
 
 def sample_discrete_gaussian(
     rng: np.random.Generator, sigma2: Fraction | int, size: Shape
 ) -> IntArray:
-    """Exact samples of N_Z(0, σ²): P[y] ∝ exp(−y²/(2σ²)) (CKS Algorithm 3).
+    """Exact samples of N_Z(0, σ²): P[y] ∝ exp(−y²/(2σ²)) (CKS Algorithm 3 on the
+    Generator's words, :func:`dpcount.privacy.sampling.discrete_gaussian`).
 
     ``sigma2`` is the rational σ² (not σ).
     """
@@ -407,7 +199,7 @@ def sample_discrete_gaussian(
     if s2 > Fraction(_GAUSS_MAX_SIGMA) ** 2:
         raise ValueError(f"sigma2 must be <= (2^40 - 1)^2 for the exact sampler, got {sigma2!r}")
     shape = check_size("size", size)
-    return _discrete_gaussian_flat(rng, s2, math.prod(shape)).reshape(shape)
+    return sampling.discrete_gaussian(GeneratorBlock(rng, shape), s2)
 
 
 # --------------------------------------------------------------------------------------
@@ -472,8 +264,9 @@ def discrete_gaussian_variance(sigma2: float) -> float:
 # Samplers (NoiseSampler protocol)
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DiscreteLaplaceNoise:
-    """Discrete Laplace Lap_Z(t) noise, exact (CKS 2020 Alg. 2), as int64.
+class DiscreteLaplaceNoise(WordSampler):
+    """Discrete Laplace Lap_Z(t) noise, exact (G₁ − G₂ of two geometric variables,
+    :func:`dpcount.privacy.sampling.discrete_laplace`), as int64.
 
     With ℓ₁ sensitivity Δ₁ (an integer change of an integer vector) i.i.d.
     Lap_Z(t) noise is (Δ₁/t)-DP exactly (the geometric mechanism, Ghosh,
@@ -497,12 +290,14 @@ class DiscreteLaplaceNoise:
     def variance(self) -> float:
         return discrete_laplace_variance(float(self.scale))
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> IntArray:
-        return sample_discrete_laplace(rng, self.scale, size)
+    def draw(self, block: WordBlock) -> IntArray:
+        """Lap_Z(scale) at every position of ``block``
+        (:func:`~dpcount.privacy.sampling.discrete_laplace`)."""
+        return sampling.discrete_laplace(block, self.scale)
 
 
 @dataclass(frozen=True)
-class DiscreteGaussianNoise:
+class DiscreteGaussianNoise(WordSampler):
     """Discrete Gaussian N_Z(0, σ²) noise, exact (CKS 2020 Alg. 3), as int64.
 
     For an integer vector with ℓ₂ sensitivity Δ₂, i.i.d. N_Z(0, σ²) noise on every
@@ -542,5 +337,7 @@ class DiscreteGaussianNoise:
     def variance(self) -> float:
         return self._variance
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> IntArray:
-        return sample_discrete_gaussian(rng, self.sigma2, size)
+    def draw(self, block: WordBlock) -> IntArray:
+        """N_Z(0, σ²) at every position of ``block``
+        (:func:`~dpcount.privacy.sampling.discrete_gaussian`)."""
+        return sampling.discrete_gaussian(block, self.sigma2)

@@ -27,7 +27,7 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +39,17 @@ from dpcount._validate import (
     check_real,
     check_size,
 )
+from dpcount.privacy.sampling import (
+    GeneratorBlock,
+    WordBlock,
+    gaussian,
+    gaussian_on,
+    laplace,
+    laplace_on,
+)
+
+if TYPE_CHECKING:
+    from dpcount.privacy.source import NoiseSource
 
 __all__ = [
     "ConstantNoise",
@@ -46,6 +57,7 @@ __all__ = [
     "LaplaceNoise",
     "NoiseBuffer",
     "NoiseSampler",
+    "WordSampler",
     "ZeroNoise",
 ]
 
@@ -68,12 +80,26 @@ def _check_sample_args(rng: object, size: object) -> None:
     check_size("size", size)
 
 
+def _shape(size: Shape) -> tuple[int, ...]:
+    if type(size) is int:
+        return (size,)
+    if type(size) is tuple and all(type(d) is int for d in size):
+        return size
+    return check_size("size", size)
+
+
 @runtime_checkable
 class NoiseSampler(Protocol):
     """Draws i.i.d. noise. ``variance`` is the exact variance of one draw.
 
     Integer samplers (:mod:`dpcount.privacy.discrete`) return int64 arrays and
     carry a class attribute ``integer = True``; the others return float64.
+
+    dpcount's samplers also have ``draw(block)``: the same distribution at every
+    position of a :class:`~dpcount.privacy.sampling.WordBlock` (one sampler per
+    distribution, fed by a Generator or by the keyed PRF); ``sample(rng, size)`` is
+    ``draw`` on a :class:`~dpcount.privacy.sampling.GeneratorBlock`. A sampler with
+    only ``sample`` works with Generator sources only.
     """
 
     @property
@@ -82,8 +108,24 @@ class NoiseSampler(Protocol):
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[Any]: ...
 
 
+class WordSampler:
+    """Base of dpcount's samplers: ``draw(block)`` turns the words of a
+    :class:`~dpcount.privacy.sampling.WordBlock` into the distribution, and
+    ``sample(rng, size)`` is ``draw`` on a Generator's words."""
+
+    __slots__ = ()
+
+    def draw(self, block: WordBlock) -> NDArray[Any]:
+        """The distribution at every position of ``block`` (shape ``block.shape``)."""
+        raise NotImplementedError
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[Any]:
+        _check_sample_args(rng, size)
+        return self.draw(GeneratorBlock(rng, _shape(size)))
+
+
 @dataclass(frozen=True)
-class LaplaceNoise:
+class LaplaceNoise(WordSampler):
     """Laplace(0, scale) noise, variance 2·scale².
 
     Floating-point sampler: not hardened against floating-point attacks; prefer
@@ -103,16 +145,18 @@ class LaplaceNoise:
     def variance(self) -> float:
         return 2.0 * self.scale * self.scale
 
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        """Laplace(0, scale) at every position of ``block``
+        (:func:`~dpcount.privacy.sampling.laplace`)."""
+        return laplace(block, self.scale)
+
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
         _check_sample_args(rng, size)
-        out = rng.standard_exponential(size)
-        out -= rng.standard_exponential(size)
-        out *= self.scale
-        return out
+        return laplace_on(rng, size, self.scale)
 
 
 @dataclass(frozen=True)
-class GaussianNoise:
+class GaussianNoise(WordSampler):
     """Gaussian N(0, sigma²) noise. ``sigma`` is a standard deviation, never a variance.
 
     Floating-point sampler: not hardened against floating-point attacks; prefer
@@ -128,28 +172,29 @@ class GaussianNoise:
     def variance(self) -> float:
         return self.sigma * self.sigma
 
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        """N(0, σ²) at every position of ``block`` (:func:`~dpcount.privacy.sampling.gaussian`)."""
+        return gaussian(block, self.sigma)
+
     def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
         _check_sample_args(rng, size)
-        out = rng.standard_normal(size)
-        out *= self.sigma
-        return out
+        return gaussian_on(rng, size, self.sigma)
 
 
 @dataclass(frozen=True)
-class ZeroNoise:
+class ZeroNoise(WordSampler):
     """No noise (for structure tests; gives no privacy)."""
 
     @property
     def variance(self) -> float:
         return 0.0
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return np.zeros(size)
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        return np.zeros(block.shape)
 
 
 @dataclass(frozen=True)
-class ConstantNoise:
+class ConstantNoise(WordSampler):
     """Every draw equals ``value`` (for structure tests; gives no privacy).
 
     With value 1 a linear mechanism's noise at step t counts the noise terms
@@ -165,34 +210,31 @@ class ConstantNoise:
     def variance(self) -> float:
         return 0.0
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return np.full(size, float(self.value))
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        return np.full(block.shape, float(self.value))
 
 
 class NoiseBuffer:
     """A FIFO of pre-drawn i.i.d. samples, so a stream can take one at a time cheaply.
 
-    Samples are drawn from ``sampler`` with ``rng`` in blocks of ``block`` steps
-    (default: 1024 scalar samples, or about 2^20 values for vector samples).
-    A drawn sample is handed out exactly once; none is ever re-drawn. Each sample
-    has shape ``()`` (``dim=None``) or ``(dim,)``.
+    Samples are drawn from ``source`` (a :class:`~dpcount.privacy.source.NoiseSource`
+    of width ``dim``) in blocks of ``block`` steps (default: 1024 scalar samples, or
+    about 2^20 values for vector samples). A drawn sample is handed out exactly once;
+    none is ever re-drawn. Each sample has shape ``()`` (``dim=None``) or ``(dim,)``.
     """
 
-    __slots__ = ("_block", "_dim", "_items", "rng", "sampler")
+    __slots__ = ("_block", "_dim", "_items", "sampler", "source")
 
     def __init__(
-        self,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
-        block: int | None = None,
+        self, source: NoiseSource, dim: int | None = None, block: int | None = None
     ) -> None:
-        self.sampler: NoiseSampler = check_instance(
-            "sampler", sampler, NoiseSampler, "a NoiseSampler"
-        )
-        self.rng = check_generator("rng", rng)
+        from dpcount.privacy.source import NoiseSource
+
+        self.source: NoiseSource = check_instance("source", source, NoiseSource, "a NoiseSource")
+        self.sampler: NoiseSampler = source.sampler
         self._dim = None if dim is None else check_integer("dim", dim, ge=1)
+        if source.width != self._dim:
+            raise ValueError(f"dim {dim!r} must be the source's width {source.width!r}")
         if block is None:
             # About 2^20 values (8 MiB) per refill: 1024 scalar steps, fewer wide vectors.
             block = 1024 if dim is None else max(1, 2**20 // dim)
@@ -212,7 +254,7 @@ class NoiseBuffer:
         row view would keep its whole drawn block alive while a caller holds it)."""
         items = self._items
         if not items:
-            drawn = self.sampler.sample(self.rng, self._shape(self._block))
+            drawn = self.source.sample(self._shape(self._block))
             # Reverse so that pop() hands samples out in drawn order.
             items = self._items = list(drawn[::-1]) if self._dim else drawn[::-1].tolist()
         return items.pop().copy() if self._dim else items.pop()
@@ -229,12 +271,12 @@ class NoiseBuffer:
             return np.zeros(shape, dtype=dtype)
         k = min(n, len(self._items))
         if k == 0:
-            return self.sampler.sample(self.rng, shape)
+            return self.source.sample(shape)
         head = [self._items.pop() for _ in range(k)]
         out = np.empty(shape, dtype=dtype)
         out[:k] = np.asarray(head, dtype=dtype).reshape(self._shape(k))
         if n > k:
-            out[k:] = self.sampler.sample(self.rng, self._shape(n - k))
+            out[k:] = self.source.sample(self._shape(n - k))
         return out
 
     def pending(self) -> list[Any]:

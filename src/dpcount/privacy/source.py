@@ -1,22 +1,23 @@
-"""Noise sources: where the i.i.d. draws of a noise sampler come from.
+"""Noise sources: a calibrated sampler bound to where its random words come from.
 
 numpy splits randomness into a BitGenerator (where the bits come from) and a
 Generator (how bits become distributions). dpcount splits a noise draw the same
 way: a :class:`~dpcount.privacy.NoiseSampler` says *which* distribution (its kind and
-calibrated scale), a :class:`NoiseSource` says *where* each draw comes from:
+calibrated scale) and turns words into it (``sampler.draw(block)``, one sampler per
+distribution: :mod:`dpcount.privacy.sampling`); a :class:`WordSource` says *where*
+the words of each row come from:
 
-* :class:`GeneratorSource`: the sampler's own exact algorithm on a
-  ``numpy.random.Generator`` (what a single stream uses: fresh noise per draw);
-* ``dpcount.keyed.prf.PRFSource``: a pure function of (PRF key, position), the
+* :class:`GeneratorWords`: fresh words of a ``numpy.random.Generator`` (research,
+  tests, and production with ``rng=None``, a cryptographic Generator);
+* ``dpcount.keyed.prf.PRFWords``: a pure function of (PRF key, label, position), the
   position being (row index within the stream, key index) — the keyed engines use
   it so that a key's noise does not depend on how keys are chunked, on the engine,
   on retries or on where a run was resumed.
 
-A counting mechanism's noise process draws through ``sampler.sample(rng, size)``
-with the stream's trailing axis last. :class:`SourcedSampler` is the adapter that
-lets any noise process draw from any source unchanged: it is a ``NoiseSampler`` of
-the same distribution whose rows come from the source, in the order the process asks
-for them (row r of the stream is the r-th row drawn, whatever the block sizes).
+A :class:`NoiseSource` binds the two and counts rows: a counting mechanism's
+``noise_process(source, width)`` draws every sample through ``source.sample(shape)``
+with the stream's trailing axis (``width``) last, and row r of the stream is the
+r-th row drawn, whatever the block sizes.
 """
 
 from __future__ import annotations
@@ -27,93 +28,117 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_generator, check_instance, check_integer
+from dpcount._validate import check_generator, check_instance, check_integer, check_size
 from dpcount.privacy.noise import NoiseSampler, Shape
+from dpcount.privacy.sampling import GeneratorBlock, WordBlock
 
-__all__ = ["GeneratorSource", "NoiseSource", "SourcedSampler"]
+__all__ = ["GeneratorWords", "NoiseSource", "WordSource"]
 
 
 @runtime_checkable
-class NoiseSource(Protocol):
-    """The next rows of i.i.d. draws of a sampler's distribution.
+class WordSource(Protocol):
+    """The words of the positions of rows of a stream."""
 
-    ``width`` is the length of the trailing axis the source covers (None: scalar
-    rows). Row r of the stream is the r-th row handed out: a source never hands a
-    row out twice and never skips one.
-    """
-
-    @property
-    def width(self) -> int | None: ...
-
-    @property
-    def rows_drawn(self) -> int:
-        """Rows handed out so far (the position of the next row)."""
-        ...
-
-    def draw(self, sampler: NoiseSampler, rows: int) -> NDArray[Any]:
-        """``rows`` rows of draws from ``sampler``'s distribution: shape (rows,) or
-        (rows, width); int64 for an integer sampler, else float64."""
+    def block(self, row: int, shape: tuple[int, ...]) -> WordBlock:
+        """The words of a draw of ``shape`` whose first row is row ``row`` of the stream
+        (for a stream of width w, ``shape`` ends with w; the leading axes are
+        consecutive rows)."""
         ...
 
 
-class GeneratorSource:
-    """Draws from a numpy Generator with the sampler's own algorithm (single streams)."""
+class GeneratorWords:
+    """Fresh words of a numpy Generator for every draw (the row index is not used)."""
 
-    def __init__(self, rng: np.random.Generator, width: int | None = None) -> None:
+    __slots__ = ("rng",)
+
+    def __init__(self, rng: np.random.Generator) -> None:
         self.rng = check_generator("rng", rng)
-        self._width = None if width is None else check_integer("width", width, ge=1)
-        self._rows = 0
 
-    @property
-    def width(self) -> int | None:
-        return self._width
-
-    @property
-    def rows_drawn(self) -> int:
-        return self._rows
-
-    def draw(self, sampler: NoiseSampler, rows: int) -> NDArray[Any]:
-        rows = check_integer("rows", rows, ge=0)
-        shape = (rows,) if self._width is None else (rows, self._width)
-        self._rows += rows
-        return sampler.sample(self.rng, shape)
+    def block(self, row: int, shape: tuple[int, ...]) -> GeneratorBlock:
+        return GeneratorBlock(self.rng, shape)
 
 
-class SourcedSampler:
-    """``sampler``'s distribution, with every draw taken from ``source``.
-
-    A :class:`~dpcount.privacy.NoiseSampler`, so it can be handed to any noise
-    process. ``sample(rng, size)`` needs ``size`` to end with the source's width
-    (or to be one axis for a scalar source); the leading axes are flattened into
-    consecutive rows of the source. The ``rng`` a process passes is not used: the
-    source is where the randomness comes from.
+class NoiseSource:
+    """``sampler``'s distribution drawn from ``words``, row by row.
 
     Args:
-        sampler: the calibrated sampler (its kind and scale; its ``variance`` and
-            ``integer`` are this sampler's).
-        source: a :class:`NoiseSource`.
+        sampler: the calibrated sampler (its kind and scale; a sampler with only
+            ``sample(rng, size)`` works on a Generator's words only).
+        words: a :class:`WordSource`, or None: zeros of the sampler's dtype (a noise
+            process's state layout without drawing anything; no privacy).
+        width: the stream's vector length (None: scalar rows).
+        start: the row index of the first row drawn (a resumed keyed stream).
     """
 
-    def __init__(self, sampler: NoiseSampler, source: NoiseSource) -> None:
+    __slots__ = ("_dtype", "_rng", "_sample", "integer", "rows_drawn", "sampler", "width", "words")
+
+    def __init__(
+        self,
+        sampler: NoiseSampler,
+        words: WordSource | None,
+        width: int | None = None,
+        start: int = 0,
+    ) -> None:
         self.sampler: NoiseSampler = check_instance("sampler", sampler, NoiseSampler, "a sampler")
-        self.source: NoiseSource = check_instance("source", source, NoiseSource, "a NoiseSource")
+        if words is not None:
+            check_instance("words", words, WordSource, "a WordSource")
+        self.words = words
+        # A Generator's words: sampler.sample(rng, shape) is draw on its GeneratorBlock,
+        # taken directly (fewer calls per block: the per-step streams draw one row).
+        self._rng = words.rng if type(words) is GeneratorWords else None
+        self._sample = sampler.sample
+        self.width = None if width is None else check_integer("width", width, ge=1)
+        self.rows_drawn = check_integer("start", start, ge=0)
         self.integer = bool(getattr(sampler, "integer", False))
+        self._dtype = np.int64 if self.integer else np.float64
+
+    @classmethod
+    def generator(
+        cls, sampler: NoiseSampler, rng: np.random.Generator, width: int | None = None
+    ) -> NoiseSource:
+        """``sampler`` on the fresh words of ``rng``."""
+        return cls(sampler, GeneratorWords(rng), width)
 
     @property
     def variance(self) -> float:
         return self.sampler.variance
 
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[Any]:
-        shape = (size,) if isinstance(size, int) else tuple(size)
-        width = self.source.width
-        if width is None:
-            lead = shape
-        elif not shape or shape[-1] != width:
-            raise ValueError(f"size {size!r} must end with the source's width {width}")
+    def _rows(self, shape: tuple[int, ...]) -> int:
+        if self.width is None:
+            return math.prod(shape)
+        if not shape or shape[-1] != self.width:
+            raise ValueError(f"size {shape!r} must end with the source's width {self.width}")
+        return math.prod(shape[:-1])
+
+    def sample(self, size: Shape) -> NDArray[Any]:
+        """The next rows of the stream as an array of shape ``size`` (int64 for an
+        integer sampler, else float64)."""
+        if type(size) is tuple:
+            shape: tuple[int, ...] = size
+        elif type(size) is int:
+            shape = (size,)
         else:
-            lead = shape[:-1]
-        rows = math.prod(lead)
-        return self.source.draw(self.sampler, rows).reshape(shape)
+            shape = check_size("size", size)
+        row = self.rows_drawn
+        if self.width is None and len(shape) == 1:
+            self.rows_drawn = row + shape[0]
+        else:
+            self.rows_drawn = row + self._rows(shape)
+        if self._rng is not None:
+            return self._sample(self._rng, shape)
+        if self.words is None:
+            return np.zeros(shape, dtype=self._dtype)
+        block = self.words.block(row, shape)
+        draw = getattr(self.sampler, "draw", None)
+        if draw is not None:
+            out: NDArray[Any] = draw(block)
+            return out.reshape(shape)
+        rng = block.generator
+        if rng is None:
+            raise TypeError(
+                f"{self.sampler!r} has no draw(block): it can only draw from a Generator"
+            )
+        return self.sampler.sample(rng, shape)
 
     def __repr__(self) -> str:
-        return f"SourcedSampler({self.sampler!r}, {type(self.source).__name__})"
+        return f"NoiseSource({self.sampler!r}, {type(self.words).__name__}, width={self.width})"

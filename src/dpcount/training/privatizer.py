@@ -101,6 +101,7 @@ from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.float_safe import release_grids, snap_release
 from dpcount.privacy.guarantee import PrivacyGuarantee
 from dpcount.privacy.rng import RNGLike, as_generator
+from dpcount.privacy.source import NoiseSource
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
 from dpcount.training.balls_in_bins import (
     BallsInBinsAccountant,
@@ -308,7 +309,8 @@ class GradientPrivatizer:
         """
         layout = layout_of_shapes("shapes", shapes)
         m = self.mechanism
-        process = m.noise_process(m.sampler, self.rng, layout.size)
+        source = NoiseSource.generator(m.sampler, self.rng, layout.size)
+        process = m.noise_process(source, layout.size)
         return NoiseState(_Run(self, layout, process), 0)
 
     def privatize(self, state: NoiseState, clipped_sum: Any) -> tuple[Any, NoiseState]:

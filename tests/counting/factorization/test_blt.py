@@ -9,6 +9,7 @@ from scipy.linalg import solve_triangular
 from dpcount.counting import BLT, FactorizationMechanism
 from dpcount.counting.factorization.blt import blt_inverse, blt_losses, check_blt_parameters
 from dpcount.privacy import ConstantNoise, ZeroNoise
+from dpcount.privacy.source import NoiseSource
 
 
 def dense_encoder(theta: np.ndarray, omega: np.ndarray, T: int) -> np.ndarray:
@@ -236,7 +237,7 @@ def test_vector_step_peak_memory_is_buffers_plus_two_vectors() -> None:
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        process = m.noise_process(m.sampler, np.random.default_rng(0), d)
+        process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0), d), d)
         peak = 0
         for _ in range(20):
             tracemalloc.reset_peak()
@@ -269,7 +270,7 @@ def test_fused_vector_step_equals_the_three_pass_step_bit_for_bit() -> None:
     d = 2 * blt_module._STEP_COLUMNS + 123  # three blocks, the last one partial
     m = BLT(60, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
             delta=1e-6)  # fmt: skip
-    process = m.noise_process(m.sampler, np.random.default_rng(4), d)
+    process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(4), d), d)
     rng = np.random.default_rng(4)
     decay = np.append(m.inverse.decay, 1.0)
     weight = np.append(m.inverse.beta, m.inverse.a)
@@ -296,7 +297,7 @@ def test_scalar_chunks_equal_the_chunk_major_layout_bit_for_bit() -> None:
 
     m = BLT(5000, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
             delta=1e-6)  # fmt: skip
-    process = m.noise_process(m.sampler, np.random.default_rng(7))
+    process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(7)))
     c = blt_module._BLOCK_SCALAR
     B, P, F, rc = process._matrices(c)
     rng = np.random.default_rng(7)

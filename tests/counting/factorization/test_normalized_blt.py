@@ -17,6 +17,7 @@ from dpcount.counting.factorization.normalized_blt import (
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, gaussian_sigma
+from dpcount.privacy.source import NoiseSource
 from tests.counting.factorization.test_normalized_sqrt import RecordingSampler
 
 GAUSS = {"epsilon": 1.0, "delta": 1e-6}
@@ -135,7 +136,9 @@ def test_noise_is_the_decoder_applied_to_the_drawn_z(dim: int | None) -> None:
             rows += list(s.update_many(np.zeros((T - 200, *shape[1:]))))
             out = np.array(rows)
         elif mode == "blocks":  # the process alone: several blocks carry the buffers
-            proc = mech.noise_process(rec, np.random.default_rng(0), dim)  # type: ignore[arg-type]
+            proc = mech.noise_process(
+                NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
+            )  # type: ignore[arg-type]
             out = np.concatenate([proc.next_many(k) for k in (1, 99, 37, 163)])
         z = np.concatenate([a.reshape(-1, *shape[1:]) for a in rec.draws])
         assert z.shape == shape
@@ -188,17 +191,19 @@ def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | 
 
 def test_corrupt_checkpoint_state_is_refused() -> None:
     m = NormalizedBLT(50, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=1)
-    proc = m.noise_process(m.sampler, np.random.default_rng(0))
+    proc = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     proc.next_many(10)
     state = proc.state_dict()
-    fresh = m.noise_process(m.sampler, np.random.default_rng(0))
+    fresh = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     with pytest.raises(ValueError, match="sum must be finite"):
         fresh.load_state_dict({**state, "sum": np.array([np.nan])})
     with pytest.raises(ValueError, match="NormalizedBLTNoiseProcess"):
         fresh.load_state_dict({k: v for k, v in state.items() if k != "p"})
     fresh.load_state_dict(state)
     assert fresh.step == 10
-    fresh.rng, proc.rng = np.random.default_rng(9), np.random.default_rng(9)  # same z ahead
+    # same z ahead
+    fresh.noise = NoiseSource.generator(m.sampler, np.random.default_rng(9))
+    proc.noise = NoiseSource.generator(m.sampler, np.random.default_rng(9))
     np.testing.assert_array_equal(fresh.next_many(40), proc.next_many(40))
 
 

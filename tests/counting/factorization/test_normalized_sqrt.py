@@ -35,6 +35,7 @@ from dpcount.counting.factorization.normalized_sqrt import (
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.privacy import Budget, ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
+from dpcount.privacy.source import NoiseSource
 from tests.stats import Z_TOLERANCE, variance_z_scores
 
 GAUSS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
@@ -234,10 +235,10 @@ def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | 
 
 def test_corrupt_checkpoint_state_is_refused() -> None:
     m = NormalizedSqrtFactorization(50, **GAUSS, rng=1)
-    proc = m.noise_process(m.sampler, np.random.default_rng(0))
+    proc = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     proc.next_many(10)
     state = proc.state_dict()
-    fresh = m.noise_process(m.sampler, np.random.default_rng(0))
+    fresh = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     with pytest.raises(ValueError, match="sum"):
         fresh.load_state_dict({**state, "sum": np.array([np.nan])})
     with pytest.raises(ValueError, match="NormalizedSqrtNoiseProcess"):
@@ -538,11 +539,11 @@ def test_blocked_checkpoint_round_trip_continues_bit_for_bit(
 
 def test_blocked_corrupt_checkpoint_state_is_refused() -> None:
     m = NormalizedSqrtFactorization(500, block_ratio=1.1, **GAUSS, rng=1)
-    proc = m.noise_process(m.sampler, np.random.default_rng(0))
+    proc = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     proc.next_many(400)
     state = proc.state_dict()
     assert state["carry"][0] != 0.0  # block ends passed: the carry is live state
-    fresh = m.noise_process(m.sampler, np.random.default_rng(0))
+    fresh = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     with pytest.raises(ValueError, match="carry"):
         fresh.load_state_dict({**state, "carry": np.array([np.inf])})
     with pytest.raises(ValueError, match="NormalizedSqrtBlockNoiseProcess"):

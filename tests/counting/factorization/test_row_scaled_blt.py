@@ -13,6 +13,7 @@ from dpcount.counting import FactorizationMechanism, RowScaledBLT, load_stream, 
 from dpcount.counting.factorization import normalized_blt, row_scaled_blt
 from dpcount.counting.registry import CLASSES, build_mechanism, memory_estimate
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise, gaussian_sigma
+from dpcount.privacy.source import NoiseSource
 from tests.counting.factorization.test_normalized_sqrt import RecordingSampler
 
 shipped = row_scaled_blt.shipped_row_scaled_blt_parameters
@@ -133,7 +134,9 @@ def test_noise_is_the_decoder_applied_to_the_drawn_z(
         rec = RecordingSampler()
         mech = m.with_sampler(rec)  # type: ignore[arg-type]
         if plan == "process":  # the process alone: several blocks carry the buffers
-            proc = mech.noise_process(rec, np.random.default_rng(0), dim)  # type: ignore[arg-type]
+            proc = mech.noise_process(
+                NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
+            )  # type: ignore[arg-type]
             out = np.concatenate([proc.next_many(k) for k in (1, 59, 37, 63)])
         else:
             out = _noise_along(mech, dim, plan)  # type: ignore[arg-type]
@@ -184,7 +187,7 @@ def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | 
     outputs = [(s.update(ones[4101]), s.update_many(ones[4102:])) for s in (live, twin)]
     np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
     np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
-    process = m.noise_process(m.sampler, np.random.default_rng(0))
+    process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(0)))
     with pytest.raises(ValueError, match="RowScaledBLTNoiseProcess"):
         process.load_state_dict({"t": 0})
 

@@ -17,6 +17,7 @@ from dpcount.counting.factorization.row_scaled_sqrt import RowScaledSqrtFactoriz
 from dpcount.counting.registry import build_mechanism, class_noise
 from dpcount.privacy import Budget, Participation
 from dpcount.privacy.calibration import gaussian_sigma
+from dpcount.privacy.source import NoiseSource
 
 KW: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
 
@@ -52,10 +53,10 @@ def test_dense_oracle_noise_map_sensitivity_and_variances(T: int) -> None:
     np.testing.assert_allclose(m.noise_coefficients(), oracle.noise_coefficients(), rtol=1e-10)
     rng = np.random.default_rng(1)
     z = rng.standard_normal(T)
-    p = m.noise_process(FixedSampler(z), rng)  # type: ignore[arg-type]
+    p = m.noise_process(NoiseSource.generator(FixedSampler(z), rng))  # type: ignore[arg-type]
     np.testing.assert_allclose(p.next_many(T), B @ z, atol=1e-10)
     Z = rng.standard_normal((T, 3))
-    p = m.noise_process(FixedSampler(Z), rng, dim=3)  # type: ignore[arg-type]
+    p = m.noise_process(NoiseSource.generator(FixedSampler(Z), rng, 3), 3)  # type: ignore[arg-type]
     np.testing.assert_allclose(p.next_many(T), B @ Z, atol=1e-10)
 
 

@@ -27,6 +27,7 @@ from dpcount.counting.factorization.toeplitz import (
 )
 from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.privacy import Budget, GaussianNoise, ZeroNoise
+from dpcount.privacy.source import NoiseSource
 
 
 def dense_encoder(c: np.ndarray, T: int) -> np.ndarray:
@@ -162,7 +163,7 @@ def test_noise_process_is_the_dense_decoder_times_z(dim: int | None, bands: int)
     m = ToeplitzFactorization(T, coefficients=c, epsilon=1.0, delta=1e-6)
     b = m.decoder_coefficients()
     sampler = Recorder()
-    proc = m.noise_process(sampler, np.random.default_rng(9), dim)
+    proc = m.noise_process(NoiseSource.generator(sampler, np.random.default_rng(9), dim), dim)
     parts = [np.array([proc.next() for _ in range(5)])]
     parts.append(proc.next_many(4100))
     parts.append(np.array([proc.next() for _ in range(3)]))

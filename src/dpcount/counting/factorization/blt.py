@@ -84,8 +84,9 @@ from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -542,7 +543,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     def _compute(self, dest: Array) -> None:
         """Draw z for the next len(dest) computed steps and write their noise to dest."""
         m = len(dest)
-        z = self.sampler.sample(self.rng, (m, *self._tail))
+        z = self.noise.sample((m, *self._tail))
         c = _BLOCK_SCALAR if self.dim is None else _BLOCK_VECTOR
         full = (m // c) * c
         if full:
@@ -557,7 +558,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         the same operations in the same order as a whole-array step (decay, add, then the
         weighted sum over the n + 1 buffers), so the result does not depend on the block
         width (tests compare with the unfused step bit for bit)."""
-        z = self.sampler.sample(self.rng, self._tail)
+        z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
         decay = self._decay[:n, None]
         for a in range(0, len(z), _STEP_COLUMNS):
@@ -813,10 +814,8 @@ class BLT(_BLTParameters):
         c = encoder_coefficients(self.buffer_decay, self.output_scale, self.horizon)
         return toeplitz_sensitivities(c, schema)
 
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> BLTNoiseProcess:
-        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(sampler, rng, dim))
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> BLTNoiseProcess:
+        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""

@@ -61,8 +61,9 @@ from dpcount.counting.participation import (
 )
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -98,7 +99,7 @@ class DenseNoiseProcess(SourcedNoiseProcess):
     def __init__(self, L: NDArray[np.float64], source: NoiseBuffer) -> None:
         super().__init__(L.shape[0], source)
         m, dim = L.shape[1], self.dim
-        z = self.sampler.sample(self.rng, (m,) if dim is None else (m, dim))
+        z = self.noise.sample((m,) if dim is None else (m, dim))
         self._noise: NDArray[np.float64] = L @ z
 
     def live_count(self) -> int:
@@ -386,10 +387,8 @@ class FactorizationMechanism(CountingMechanism):
             return multiplied(r1, schema), multiplied(r2, schema)
         return encoder_sensitivities(self.R, schema)
 
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> DenseNoiseProcess:
-        return DenseNoiseProcess(self.L, NoiseBuffer(sampler, rng, dim))
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> DenseNoiseProcess:
+        return DenseNoiseProcess(self.L, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """‖L[t, :]‖₂² for t = 1..T."""

@@ -66,7 +66,8 @@ from dpcount.counting.factorization.sqrt import SqrtNoiseProcess
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.privacy._statements import cite, cited
 from dpcount.privacy.budget import Budget, NoiseKind, Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from dpcount.counting.participation import Sensitivity
@@ -219,11 +220,10 @@ class HorizonFreeNoiseProcess(SqrtNoiseProcess):
         self,
         horizon: int,
         kernel: Callable[[int], Array],
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
-        dim: int | None = None,
+        source: NoiseSource,
+        width: int | None = None,
     ) -> None:
-        super().__init__(kernel(min(horizon, _FIRST)), NoiseBuffer(sampler, rng, dim))
+        super().__init__(kernel(min(horizon, _FIRST)), NoiseBuffer(source, width))
         self.horizon = horizon
         self._grow = kernel
 
@@ -314,9 +314,9 @@ class HorizonFreeSqrt(CountingMechanism):
         raise ValueError("HorizonFreeSqrt takes no participation schema")  # refused in __init__
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> HorizonFreeNoiseProcess:
-        return HorizonFreeNoiseProcess(self.horizon, decoder_coefficients, sampler, rng, dim)
+        return HorizonFreeNoiseProcess(self.horizon, decoder_coefficients, source, width)
 
     def noise_coefficients(self) -> Array:
         """Σ_{k<t} b_k² for t = 1..T (T ≤ 2^26: the whole table is built)."""

@@ -72,8 +72,8 @@ from dpcount.counting.factorization.blt import (
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -322,15 +322,16 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         inverse: BLTInverse,
         sums: _SquareSums,
         horizon: int,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
+        source: NoiseSource,
         dim: int | None = None,
         table: Callable[[], Array] | None = None,
     ) -> None:
         self.horizon = horizon
         self._table = table
-        self.sampler = sampler
-        self.rng = rng
+        if source.width != dim:
+            raise ValueError(f"dim {dim!r} must be the source's width {source.width!r}")
+        self.sampler = source.sampler
+        self.noise = source
         self.dim = dim
         self._sums = sums
         self._decay = inverse.decay
@@ -380,7 +381,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     def _draw(self, start: int, shape: tuple[int, ...]) -> Array:
         """The stream's input for steps start, start + 1, … (rows of ``shape``): z."""
-        z: Array = self.sampler.sample(self.rng, shape)
+        z: Array = self.noise.sample(shape)
         return z
 
     def _compute(self, dest: Array) -> None:
@@ -678,10 +679,10 @@ class NormalizedBLT(_BLTParameters):
         return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> NormalizedBLTNoiseProcess:
         return NormalizedBLTNoiseProcess(
-            self.inverse, self._sums, self.horizon, sampler, rng, dim, table=self._weight_table
+            self.inverse, self._sums, self.horizon, source, width, table=self._weight_table
         )
 
     def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:

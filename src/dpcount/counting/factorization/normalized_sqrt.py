@@ -77,8 +77,9 @@ from dpcount.counting.factorization.sqrt import (
 )
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -702,13 +703,13 @@ class NormalizedSqrtFactorization(CountingMechanism):
         return l1 * (1.0 + SENSITIVITY_MARGIN), l2 * (1.0 + SENSITIVITY_MARGIN)
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> NormalizedSqrtNoiseProcess | NormalizedSqrtBlockNoiseProcess:
-        source = NoiseBuffer(sampler, rng, dim)
+        buffer = NoiseBuffer(source, width)
         if self._starts is None:
-            return NormalizedSqrtNoiseProcess(self._kernel, self._weights, source)
+            return NormalizedSqrtNoiseProcess(self._kernel, self._weights, buffer)
         f = sqrt_coefficients(self.horizon)
-        return NormalizedSqrtBlockNoiseProcess(f, self._weights, self._starts, source)
+        return NormalizedSqrtBlockNoiseProcess(f, self._weights, self._starts, buffer)
 
     def _exact_coefficients(self) -> Array:
         """V_t for t = 1..T, computed on first use (O(T²) per column, O(m·T log T)

@@ -90,8 +90,8 @@ from dpcount.counting.factorization.row_scaled_sqrt import check_log_weights, ro
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields
-from dpcount.privacy.noise import NoiseSampler
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -327,18 +327,17 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
 
     Args:
         mechanism: the :class:`RowScaledBLT` whose noise this is.
-        sampler, rng, dim: as for the column-normalized BLT's process.
+        source, dim: as for the column-normalized BLT's process.
     """
 
     def __init__(
         self,
         mechanism: RowScaledBLT,
-        sampler: NoiseSampler,
-        rng: np.random.Generator,
+        source: NoiseSource,
         dim: int | None = None,
     ) -> None:
         m = mechanism
-        super().__init__(m.inverse, m._sums, m.horizon, sampler, rng, dim, table=m._weight_table)
+        super().__init__(m.inverse, m._sums, m.horizon, source, dim, table=m._weight_table)
         self._profile = m._profile
         self._row_table = m._row_weight_table
 
@@ -531,9 +530,9 @@ class RowScaledBLT(NormalizedBLT):
         return math.sqrt(T) * l2, l2
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> RowScaledBLTNoiseProcess:
-        return RowScaledBLTNoiseProcess(self, sampler, rng, dim)
+        return RowScaledBLTNoiseProcess(self, source, width)
 
     def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
         return _variance_blocks(self._profile, self.inverse, stop)

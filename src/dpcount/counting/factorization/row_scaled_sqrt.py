@@ -45,8 +45,9 @@ from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
 from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -161,9 +162,7 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
     def __init__(self, g: Array, w: Array, n: Array, source: NoiseBuffer) -> None:
         T, dim = len(g), source.dim
         SourcedNoiseProcess.__init__(self, T, source)
-        z = np.asarray(
-            self.sampler.sample(self.rng, (T,) if dim is None else (T, dim)), dtype=np.float64
-        )
+        z = np.asarray(self.noise.sample((T,) if dim is None else (T, dim)), dtype=np.float64)
         scale = (1.0 / w) if dim is None else (1.0 / w)[:, None]
         size = sf.next_fast_len(2 * T)
         kernel = sf.rfft(g, size)
@@ -265,11 +264,9 @@ class RowScaledSqrtFactorization(CountingMechanism):
         B = np.cumsum(n[:, None] * G, axis=0) / w[None, :]
         return B, C
 
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> RowScaledNoiseProcess:
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> RowScaledNoiseProcess:
         _, g, w, n = _structure(self._key())
-        return RowScaledNoiseProcess(g, w, n, NoiseBuffer(sampler, rng, dim))
+        return RowScaledNoiseProcess(g, w, n, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> Array:
         """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""

@@ -49,7 +49,8 @@ from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.privacy._statements import noise_statements
 from dpcount.privacy.budget import NoiseKind, Participation
 from dpcount.privacy.calibration import fhu_constant
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.source import NoiseSource
 from dpcount.privacy.tails import check_beta
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         have = len(self._z)
         if new_end > have:
             shape = (new_end - have,) if self.dim is None else (new_end - have, self.dim)
-            fresh = self.sampler.sample(self.rng, shape)
+            fresh = self.noise.sample(shape)
             self._z = fresh if have == 0 else np.concatenate([self._z, fresh])
         block = causal_convolution(self.kernel, self._z, computed, new_end)
         keep = self._noise[self._t - self._start :]
@@ -291,10 +292,8 @@ class SqrtFactorization(CountingMechanism):
         Kalinin & Lampert 2024, Thm 2, https://arxiv.org/abs/2405.13763)."""
         return toeplitz_sensitivities(self.coefficients(), schema)
 
-    def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
-    ) -> SqrtNoiseProcess:
-        return SqrtNoiseProcess(self.coefficients(), NoiseBuffer(sampler, rng, dim))
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> SqrtNoiseProcess:
+        return SqrtNoiseProcess(self.coefficients(), NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """S(t) = Σ_{k<t} f(k)² for t = 1..T."""

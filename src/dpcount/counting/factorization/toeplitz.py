@@ -73,8 +73,9 @@ from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN, SqrtNoisePro
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
-from dpcount.privacy.noise import NoiseBuffer, NoiseSampler
+from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -461,7 +462,7 @@ class ToeplitzNoiseProcess(ChunkedNoiseProcess):
 
     def _compute(self, dest: Array) -> None:
         """Draw z for len(dest) steps and write their noise to ``dest``."""
-        z = self.sampler.sample(self.rng, (len(dest), *self._tail))
+        z = self.noise.sample((len(dest), *self._tail))
         if self._n > 1:
             w, self._zi = lfilter([1.0], self.coefficients, z, axis=0, zi=self._zi)
         else:
@@ -651,7 +652,7 @@ class ToeplitzFactorization(CountingMechanism):
         return toeplitz_sensitivities(c, schema)
 
     def noise_process(
-        self, sampler: NoiseSampler, rng: np.random.Generator, dim: int | None = None
+        self, source: NoiseSource, width: int | None = None
     ) -> ToeplitzNoiseProcess | SqrtNoiseProcess:
         """The filter (:class:`ToeplitzNoiseProcess`, O(bands·dim) state, O(bands) per
         step) for vector steps and for scalar steps with at most 512 bands; for scalar
@@ -659,9 +660,9 @@ class ToeplitzFactorization(CountingMechanism):
         (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess` with kernel b: amortized
         O(log T) per step, holding the z drawn so far), since the filter would cost
         O(T·bands) for a batch release (5.7 s against 0.02 s at T = bands = 2^16)."""
-        if dim is None and len(self.coefficients) > _FILTER_BANDS:
-            return SqrtNoiseProcess(self.decoder_coefficients(), NoiseBuffer(sampler, rng, dim))
-        return ToeplitzNoiseProcess(self.coefficients, self.horizon, NoiseBuffer(sampler, rng, dim))
+        if width is None and len(self.coefficients) > _FILTER_BANDS:
+            return SqrtNoiseProcess(self.decoder_coefficients(), NoiseBuffer(source, width))
+        return ToeplitzNoiseProcess(self.coefficients, self.horizon, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T."""
