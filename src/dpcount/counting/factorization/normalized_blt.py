@@ -303,7 +303,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     and returns them overwritten with the noise, in one pass over column blocks of
     16384. ``next`` (vector steps) and ``next_many`` add the buffers' terms in a
     different order, so they agree to rounding, not bit for bit; each continues a
-    checkpoint bit for bit.
+    checkpoint bit for bit. A scalar block of at least 2^16 steps (a batch release)
+    computes G z in chunks of 32 steps (:meth:`_chunked_w`, with the decays' accurate
+    powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the per-step
+    recursion in fl(λ_i) at long horizons (at T = 2^20, measured against long double:
+    200 and 4913 u·σ_t(1 + Z*/σ₁) at worst).
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
