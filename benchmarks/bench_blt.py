@@ -19,8 +19,12 @@
   floors, to show what a compiled kernel would gain. Its step gives the same floats as
   dpcount's (checked here); its batch is the plain recursion (equal to rounding).
 
+* ``--batch-only``: the batch release at T = ``--batch`` of ``blt``, ``normalized-blt``
+  and ``row-scaled-blt`` (build, first release, then the least CPU time of a release
+  interleaved with drawing T normals). Target (issue 33) ≤ 2.5× for every variant.
+
 Usage: python benchmarks/bench_blt.py [--dim D] [--steps T] [--batch T] [--buffers N]
-[--numba]
+[--numba] [--batch-only]
 """
 
 from __future__ import annotations
@@ -72,6 +76,42 @@ def stream_figures(
     }
 
 
+def batch_variants(B: int, repeats: int) -> None:
+    """Batch release at T = B of ``blt``, ``normalized-blt`` and ``row-scaled-blt``: build
+    and first release (per-horizon tables computed there and kept), then the least
+    process CPU time of a release over ``repeats``, interleaved with drawing B normals
+    (issue 33's bar: ≤ 2.5×)."""
+    from dpcount.counting import RowScaledBLT
+    from dpcount.privacy import Budget
+
+    rng = np.random.default_rng(3)
+    zeros = np.zeros(B)
+    for name, cls in (
+        ("blt", BLT),
+        ("normalized-blt", NormalizedBLT),
+        ("row-scaled-blt", RowScaledBLT),
+    ):
+        start = time.process_time()
+        mech = cls.optimized(B, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
+        built = time.process_time() - start
+        start = time.process_time()
+        mech.release(zeros)
+        first = time.process_time() - start
+        hot = floor = float("inf")
+        for _ in range(repeats):
+            start = time.process_time()
+            rng.standard_normal(B)
+            floor = min(floor, time.process_time() - start)
+            start = time.process_time()
+            mech.release(zeros)
+            hot = min(hot, time.process_time() - start)
+        print(
+            f"{name:<15} T = {B:,}: build {built:.2f} s CPU, first release {first:.2f} s; "
+            f"release {hot:.3f} s = {hot / floor:.2f}× drawing T normals ({floor:.3f} s)",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dim", type=int, default=10**5)
@@ -81,7 +121,13 @@ def main() -> None:
     parser.add_argument("--sqrt-dim", type=int, default=10**3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--numba", action="store_true", help="also time a compiled kernel")
+    parser.add_argument(
+        "--batch-only", action="store_true", help="only the batch release of every BLT variant"
+    )
     args = parser.parse_args()
+    if args.batch_only:
+        batch_variants(args.batch, args.repeats)
+        return
     d, T = args.dim, args.steps
 
     mech = BLT.optimized(T, buffers=args.buffers, epsilon=1.0, delta=1e-6, rng=0)

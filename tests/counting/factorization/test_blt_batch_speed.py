@@ -1,8 +1,9 @@
-"""The column-normalized and row-scaled BLT's batch path (blocks of ≥ 2^16 steps).
+"""The column-normalized and row-scaled BLT's scalar noise in chunked products.
 
-A batch computes w = G z in chunks of 32 steps (one Toeplitz product per chunk, one
-lfilter per buffer across chunks) instead of one lfilter per buffer over every step;
-the row-scaled BLT reads its row weights from a kept table. Checked against an
+Scalar blocks (a batch release, a stream's blocks of 4096) compute w = G z in chunks of
+32 steps (one Toeplitz product per chunk, one lfilter per buffer across chunks) instead
+of one lfilter per buffer over every step; a batch reads the weights (and the row-scaled
+BLT its row weights) from kept tables. Checked against an
 extended-precision (long double) computation of the same noise with the accurate
 decays λ_i = 1 − d_i: within the float model's κ·u·σ_t·(1 + Z*/σ₁)
 (:mod:`dpcount.privacy.float_safe`), and a wrong chunk matrix fails it.
@@ -52,11 +53,11 @@ def test_batch_block_within_the_float_model(cls: Any) -> None:
     if cls is RowScaledBLT:
         z = z / mech.row_weights()
     assert _model_ratio(mech, noise, z, process) < MODEL_KAPPA / 4
-    # the batch continues from the same buffers as the per-step recursion (to rounding)
-    step = mech.noise_process(mech.sampler, np.random.default_rng(1), None)
-    step._table = None  # no kept table: the per-step path
-    assert np.allclose(step.next_many(T), noise, rtol=0, atol=1e-9 * float(noise.std()))
-    assert np.allclose(step._p, process._p, rtol=1e-9)
+    # the stream's blocks of 4096 (weights from aligned blocks of 512): the same to rounding
+    stream = mech.noise_process(mech.sampler, np.random.default_rng(1), None)
+    steps = np.array([stream.next() for _ in range(T)])
+    assert np.allclose(steps, noise, rtol=0, atol=1e-9 * float(noise.std()))
+    assert np.allclose(stream._p, process._p, rtol=1e-9)
 
 
 def test_a_wrong_chunk_matrix_fails_the_model(monkeypatch: pytest.MonkeyPatch) -> None:

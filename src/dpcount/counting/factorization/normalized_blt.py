@@ -303,7 +303,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     and returns them overwritten with the noise, in one pass over column blocks of
     16384. ``next`` (vector steps) and ``next_many`` add the buffers' terms in a
     different order, so they agree to rounding, not bit for bit; each continues a
-    checkpoint bit for bit.
+    checkpoint bit for bit. Scalar blocks (``next``'s blocks of 4096, a batch release)
+    compute G z in chunks of 32 steps (:meth:`_chunked_w`, with the decays' accurate
+    powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the per-step
+    recursion in fl(λ_i) (which vector steps keep) at long horizons: at T = 2^20,
+    measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -390,7 +394,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         t = self._c
         z = self._draw(t, (m, *self._tail))
         batch = self._table is not None and m >= _TABLE_STEPS
-        if batch and self.dim is None:  # a batch: chunked products, the kept weights
+        if self.dim is None:  # scalar steps: chunked products
             w = self._chunked_w(z)
         else:
             w = z.copy()
@@ -425,6 +429,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
             P = pw[:, c - 1 :: -1][:, :c].copy()
             F = (pw[:, :c] * self._scale[:, None]).T.copy()
+            if len(self._mats) > 8:  # remainder chunks of many lengths
+                self._mats.clear()
             cached = self._mats[c] = (toeplitz, P, F, pw[:, c].copy())
         return cached
 
@@ -432,8 +438,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """w = G z for a scalar block (w_t = z_t + Σ_i ω′_i p_i(t − 1)), advancing the
         buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
         and one lfilter per buffer across the chunks (as the BLT's batch), instead of one
-        lfilter per buffer over every step. The same w as the per-step recursion up to
-        rounding (not bit for bit; tested against it)."""
+        lfilter per buffer over every step. The same w as the per-step recursion in
+        fl(λ_i) up to rounding (not bit for bit; tested against it)."""
         m = len(z)
         w = np.empty(m)
         full = (m // _CHUNK) * _CHUNK
