@@ -1,7 +1,11 @@
-"""Factories for every counting mechanism, used by the contract suite.
+"""Factories for every counting mechanism, used by the contract, property and
+checkpoint suites.
 
-Each entry builds a mechanism for a horizon with an int seed. Add new mechanisms
-here so they are held to the same contract (tests/counting/test_contract.py).
+Each entry builds a mechanism for a horizon with an int seed. The hand-written ones
+cover noise and option variants; every registered class they do not cover is
+DISCOVERED from the registry (built by its registry name, or by its constructor for
+a class without one, with its default noise and δ = 1e-6), so a new mechanism is held
+to the same contract (tests/counting/test_contract.py) by its registry entry alone.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from dpcount.counting import (
     SqrtFactorization,
     ToeplitzFactorization,
 )
+from dpcount.counting.registry import REGISTRY, Entry, build_mechanism
+from dpcount.privacy import Budget
 
 Factory = Callable[[int, int], CountingMechanism]
 
-FACTORIES: dict[str, Factory] = {
+_HAND: dict[str, Factory] = {
     "binary": lambda T, seed: BinaryTree(T, epsilon=1.0, rng=seed),
     "kary-19-sub": lambda T, seed: KaryTree(T, epsilon=1.0, k=19, subtract=True, rng=seed),
     "kary-4-sub-gauss": lambda T, seed: KaryTree(
@@ -104,3 +110,41 @@ FACTORIES: dict[str, Factory] = {
         rng=seed,
     ),
 }
+
+
+def _registry_factory(entry: Entry) -> Factory:
+    """A factory building ``entry``'s mechanism with its default noise (δ = 1e-6)."""
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    name = entry.name
+    if name is not None:
+        return lambda T, seed: build_mechanism(name, horizon=T, budget=budget, rng=seed)
+    cls = entry.cls
+    return lambda T, seed: cls(T, budget=budget, rng=seed)  # type: ignore[call-arg]
+
+
+def _discover() -> dict[str, Factory]:
+    """One factory per registered class no hand-written factory builds (the class of
+    each hand-written one is read from a horizon-1 build)."""
+    covered = {type(factory(1, 0)).__name__ for factory in _HAND.values()}
+    found: dict[str, Factory] = {}
+    for entry in REGISTRY:
+        if entry.class_name not in covered:
+            covered.add(entry.class_name)
+            found[f"registry-{entry.name or entry.class_name}"] = _registry_factory(entry)
+    return found
+
+
+#: the factories found in the registry (the heavy contract cases of these are ``slow``)
+DISCOVERED: dict[str, Factory] = _discover()
+#: every factory: the hand-written variants and the discovered classes
+FACTORIES: dict[str, Factory] = {**_HAND, **DISCOVERED}
+#: the largest horizon each discovered factory builds (its registry entry's), None: any
+MAX_HORIZON: dict[str, int | None] = {
+    f"registry-{e.name or e.class_name}": e.capabilities.max_horizon for e in REGISTRY
+}
+
+
+def reaches(name: str, horizon: int) -> bool:
+    """Whether factory ``name`` builds at ``horizon`` (hand-written ones: any)."""
+    limit = MAX_HORIZON.get(name) if name in DISCOVERED else None
+    return limit is None or horizon <= limit

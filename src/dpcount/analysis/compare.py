@@ -30,10 +30,12 @@ from dpcount.counting.registry import (
     CLASSES,
     MECHANISMS,
     REGISTRY,
+    Entry,
     build_mechanism,
-    max_horizon,
+    capabilities,
     memory_estimate,
 )
+from dpcount.counting.strategy import Planned
 from dpcount.privacy.budget import (
     Budget,
     CalibrationRule,
@@ -61,12 +63,12 @@ accept_participation("compare")  # every row is calibrated to the budget's schem
 METRICS = TREE_METRICS
 #: largest horizon at which :func:`compare` lists the column-normalized square root: its
 #: exact variances are computed on the fly (blocks of ratio 1.1 beyond 2^14; measured
-#: 4.4 s at 2^20, 12 s at 2^21 on the 2-core development machine)
-NORMALIZED_SQRT_COMPARE_LIMIT = 1 << 21
+#: 4.4 s at 2^20, 12 s at 2^21 on the 2-core development machine); its declared plan
+NORMALIZED_SQRT_COMPARE_LIMIT: int = capabilities("normalized-sqrt").plan.up_to  # type: ignore[union-attr,assignment]
 #: largest horizon at which :func:`compare` lists the row-scaled square root (one
 #: participation): its exact variances are an O(T²) sum on the fly (≈ 1 s at 4096,
-#: ≈ 50 s at its limit 16384, too slow for ``dpcount plan``)
-ROW_SCALED_COMPARE_LIMIT = 4096
+#: ≈ 50 s at its limit 16384, too slow for ``dpcount plan``); its declared plan
+ROW_SCALED_COMPARE_LIMIT: int = capabilities("row-scaled-sqrt").plan.up_to  # type: ignore[union-attr,assignment]
 
 
 @dataclass(frozen=True)
@@ -421,138 +423,209 @@ def compare(
             "compare ranks every noise kind with its own calibration: pass a budget without "
             f"noise/calibration, got {budget!r} (filter the rows by Candidate.noise)"
         )
-    eps, dlt, step = budget.epsilon, budget.delta, budget.step_sensitivity
     check_choice("metric", metric, METRICS)
     b = check_probability("beta", beta)
-    schema = budget.participation
-    if schema is not None:
-        schema.check_horizon(T)
-    noises = ("laplace",) if dlt is None or not gaussian else ("laplace", "gaussian")
-    toeplitz_max = max_horizon("toeplitz")  # optimized on the fly up to it
-    rows: list[Candidate] = []
+    if budget.participation is not None:
+        budget.participation.check_horizon(T)
     d = None if dim is None else check_integer("dim", dim, ge=1)
     limit = None
     if memory is not None:
         limit = parse_bytes("memory", memory)
     elif d is not None:
         limit = available_memory()
-
-    def fits(name: str, **opts: object) -> int | None:
-        """The row's declared stream bytes, or None when it does not fit the limit."""
-        estimate = memory_estimate(name, T, d, **opts)
-        return None if limit is not None and estimate.total > limit else estimate.stream
-
-    def add(
-        label: str, name: str, noise: str, calibration: str | None = None, **opts: object
-    ) -> None:
-        stream_bytes = fits(name, **opts)
-        if stream_bytes is None:
-            return
-        # the registry's builder itself: an analysis allocates no stream, so the
-        # build-time memory check (for T·d streams) does not apply here
-        row_budget = budget.replace(noise=noise, calibration=calibration)
-        mech = MECHANISMS[name](horizon=T, budget=row_budget, rng=0, **opts)
-        k = opts.get("k")
-        sub = opts.get("subtract")
-        bands = opts.get("bands")
-        objective = opts.get("objective")
-        row = _row(
-            label,
-            name,
-            mech,
-            k=None if k is None else int(k),  # type: ignore[call-overload]
-            subtract=None if sub is None else bool(sub),
-            epsilon=eps,
-            delta=dlt,
-            step=step,
-            beta=b,
-            metric=metric,
-            bands=None if bands is None else int(bands),  # type: ignore[call-overload]
-            participation=schema,
-            certified=certificates,
-        )
-        rows.append(
-            replace(
-                row,
-                stream_bytes=stream_bytes,
-                dim=d,
-                objective=None if objective is None else str(objective),
-            )
-        )
-
-    ks_all = [check_integer("k", k, ge=2) for k in check_iterable("k_values", k_values)]
-    for noise in noises:
-        for sub in (True, False):
-            ks = [k for k in ks_all if k >= 3] if sub else ks_all  # k = 2 with subtraction = binary
-            if not ks:
-                continue
-            choice = best_k(
-                T,
-                budget=budget.replace(noise=noise),  # whole: schema and step sensitivity
-                subtract=sub,
-                k_values=ks,
-                metric=metric,
-                beta=b,
-            )
-            if choice.k == 2 and not sub:
-                continue  # the binary tree, listed below
-            label = f"kary-{choice.k}" + ("-sub" if sub else "")
-            add(label, "kary", noise, k=choice.k, subtract=sub)
-        add("binary", "binary", noise)
-        add("honaker", "honaker", noise)
-        add("smooth-binary", "smooth-binary", noise)
-        add("input", "input", noise)
-        if noise == "gaussian":
-            methods = ("analytic", "fhu", "classic") if eps < 1.0 else ("analytic",)
-            for method in methods:
-                add(f"sqrt ({method})", "sqrt", noise, method)
-            # shipped parameters, Gaussian only; by a max metric also the max-objective presets
-            names = ["blt"]
-            if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances O(T·n²) on the fly
-                names += ["normalized-blt", "row-scaled-blt"]
-            for name in names:
-                add(name, name, noise)
-                if metric != "mse" and _distinct_max_preset(name, T):
-                    add(f"{name} (max)", name, noise, objective="max")
-            if T <= NORMALIZED_SQRT_COMPARE_LIMIT:  # exact variances on the fly
-                add("normalized-sqrt", "normalized-sqrt", noise)
-            from dpcount.analysis.certificates import (
-                dense_max_optimum_losses,
-                dense_optimum_losses,
-            )
-
-            dense = None if schema is not None else dense_optimum_losses(T)
-            dense_bytes = None if dense is None else fits("dense-optimum")
-            if dense is not None and dense_bytes is not None:  # shipped or cheap (T ≤ 128)
-                row = _dense_row(dense, T, eps, dlt, step, b, metric, certified=certificates)
-                rows.append(replace(row, stream_bytes=dense_bytes, dim=d))
-            dense_max = None if schema is not None else dense_max_optimum_losses(T)
-            dense_max_bytes = None if dense_max is None else fits("dense-max-optimum")
-            if dense_max is not None and dense_max_bytes is not None:  # shipped or T ≤ 128
-                row = _dense_row(
-                    dense_max, T, eps, dlt, step, b, metric, "dense-max-optimum", certificates
-                )
-                rows.append(replace(row, stream_bytes=dense_max_bytes, dim=d))
-            if schema is None and T <= ROW_SCALED_COMPARE_LIMIT:  # exact O(T²) variances
-                add("row-scaled-sqrt", "row-scaled-sqrt", noise)
-            if toeplitz_max is None or toeplitz_max >= T:  # optimized on the fly (Gaussian only)
-                add("toeplitz", "toeplitz", noise)
-                sep = None if schema is None else schema.min_separation
-                if sep is not None and sep < T:
-                    add(f"toeplitz-b{sep}", "toeplitz", noise, bands=sep)
-                    if T <= ROW_SCALED_COMPARE_LIMIT:  # banded to b: exact (k, b) sensitivity
-                        add(f"row-scaled-banded-b{sep}", "row-scaled-banded", noise)
-        else:
-            add("sqrt", "sqrt", noise)
+    ctx = _Context(
+        T=T,
+        budget=budget,
+        metric=metric,
+        beta=b,
+        ks=tuple(check_integer("k", k, ge=2) for k in check_iterable("k_values", k_values)),
+        dim=d,
+        limit=limit,
+        certificates=certificates,
+    )
+    noises = ("laplace",) if budget.delta is None or not gaussian else ("laplace", "gaussian")
+    rows = [
+        row
+        for noise in noises
+        for entry in REGISTRY
+        if entry.name is not None and _listed(ctx, entry, noise)
+        for row in _entry_rows(ctx, entry, noise)
+    ]
     if not rows:
         raise ValueError(
             f"no mechanism's structure and stream fit in the memory limit ({memory!r}) at "
             f"horizon {T} with steps of length {d or 1}"
         )
-    if schema is not None and certificates:
-        rows = _schema_certificates(rows, schema)
+    if budget.participation is not None and certificates:
+        rows = _schema_certificates(rows, budget.participation)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
     return tuple(rows)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """One :func:`compare` request, validated."""
+
+    T: int
+    budget: Budget
+    metric: str
+    beta: float
+    ks: tuple[int, ...]
+    dim: int | None
+    limit: int | None
+    certificates: bool
+
+    @property
+    def separation(self) -> int | None:
+        """The schema's b when it is below the horizon (banded rows), else None."""
+        schema = self.budget.participation
+        if schema is None or schema.min_separation >= self.T:
+            return None
+        return schema.min_separation
+
+    def stream_bytes(self, name: str, **opts: object) -> int | None:
+        """The row's declared stream bytes, or None when it does not fit the limit."""
+        estimate = memory_estimate(name, self.T, self.dim, **opts)
+        if self.limit is not None and estimate.total > self.limit:
+            return None
+        return estimate.stream
+
+
+def _listed(ctx: _Context, entry: Entry, noise: str) -> bool:
+    """Whether the planner lists ``entry`` with ``noise``, from its declared capabilities
+    and plan (nothing is built): a noise kind it takes, a horizon its builder and the
+    plan reach, the schema (or none) its plan is for."""
+    caps, plan = entry.capabilities, entry.capabilities.plan
+    if plan is None or NoiseKind(noise) not in caps.continuous:
+        return False
+    if plan.planned is Planned.LOSSES and noise != "gaussian":
+        return False  # the shipped losses are ℓ₂ (Gaussian) figures
+    limit = plan.up_to if plan.up_to is not None else caps.max_horizon
+    if limit is not None and limit < ctx.T:
+        return False
+    schema = ctx.budget.participation
+    if schema is not None and (plan.single or not caps.participation):
+        return False
+    return not plan.banded or ctx.separation is not None
+
+
+def _entry_rows(ctx: _Context, entry: Entry, noise: str) -> list[Candidate]:
+    """The rows of one listed ``entry`` with ``noise``, as its plan declares."""
+    plan = entry.capabilities.plan
+    assert entry.name is not None and plan is not None  # _listed
+    name = entry.name
+    if plan.planned is Planned.TREE_SEARCH:
+        return _tree_rows(ctx, name, noise)
+    if plan.planned is Planned.LOSSES:
+        return _loss_rows(ctx, entry)
+    if plan.banded:
+        return _built(ctx, f"{name}-b{ctx.separation}", name, noise)
+    if plan.calibrations and noise == "gaussian":
+        methods = plan.calibrations if ctx.budget.epsilon < 1.0 else plan.calibrations[:1]
+        return [r for m in methods for r in _built(ctx, f"{name} ({m})", name, noise, m)]
+    rows = _built(ctx, name, name, noise)
+    if plan.max_preset and ctx.metric != "mse" and _distinct_max_preset(name, ctx.T):
+        rows += _built(ctx, f"{name} (max)", name, noise, objective="max")
+    if plan.also_banded and ctx.separation is not None:
+        sep = ctx.separation
+        rows += _built(ctx, f"{name}-b{sep}", name, noise, bands=sep)
+    return rows
+
+
+def _tree_rows(ctx: _Context, name: str, noise: str) -> list[Candidate]:
+    """The best k-ary tree with and without subtraction for the metric and the whole
+    budget (its schema and step sensitivity), :func:`~dpcount.analysis.best_k`; k = 2
+    without subtraction is the binary tree, listed on its own."""
+    rows = []
+    for sub in (True, False):
+        ks = [k for k in ctx.ks if k >= 3] if sub else list(ctx.ks)  # k = 2 with sub = binary
+        if not ks:
+            continue
+        choice = best_k(
+            ctx.T,
+            budget=ctx.budget.replace(noise=noise),  # whole: schema and step sensitivity
+            subtract=sub,
+            k_values=ks,
+            metric=ctx.metric,
+            beta=ctx.beta,
+        )
+        if choice.k == 2 and not sub:
+            continue  # the binary tree, listed on its own
+        label = f"kary-{choice.k}" + ("-sub" if sub else "")
+        rows += _built(ctx, label, name, noise, k=choice.k, subtract=sub)
+    return rows
+
+
+def _loss_rows(ctx: _Context, entry: Entry) -> list[Candidate]:
+    """A dense optimum's row from its shipped (or, T ≤ 128, computed) losses, when it
+    has them at this horizon and fits the memory limit."""
+    from dpcount.analysis.certificates import dense_max_optimum_losses, dense_optimum_losses
+
+    name = str(entry.name)
+    objective = dict(entry.preset).get("objective", "mean")
+    losses = (dense_optimum_losses if objective == "mean" else dense_max_optimum_losses)(ctx.T)
+    stream_bytes = None if losses is None else ctx.stream_bytes(name)
+    if losses is None or stream_bytes is None:
+        return []
+    b = ctx.budget
+    row = _dense_row(
+        losses,
+        ctx.T,
+        b.epsilon,
+        b.delta,
+        b.step_sensitivity,
+        ctx.beta,
+        ctx.metric,
+        name,
+        ctx.certificates,
+    )
+    return [replace(row, stream_bytes=stream_bytes, dim=ctx.dim)]
+
+
+def _built(
+    ctx: _Context,
+    label: str,
+    name: str,
+    noise: str,
+    calibration: str | None = None,
+    **opts: object,
+) -> list[Candidate]:
+    """The row of mechanism ``name`` built with ``noise``, ``calibration`` and the
+    options ``opts`` ([] when it does not fit the memory limit)."""
+    stream_bytes = ctx.stream_bytes(name, **opts)
+    if stream_bytes is None:
+        return []
+    # the registry's builder itself: an analysis allocates no stream, so the
+    # build-time memory check (for T·d streams) does not apply here
+    b = ctx.budget
+    mech = MECHANISMS[name](
+        horizon=ctx.T, budget=b.replace(noise=noise, calibration=calibration), rng=0, **opts
+    )
+    k, sub, bands = opts.get("k"), opts.get("subtract"), opts.get("bands")
+    row = _row(
+        label,
+        name,
+        mech,
+        k=None if k is None else int(k),  # type: ignore[call-overload]
+        subtract=None if sub is None else bool(sub),
+        epsilon=b.epsilon,
+        delta=b.delta,
+        step=b.step_sensitivity,
+        beta=ctx.beta,
+        metric=ctx.metric,
+        bands=None if bands is None else int(bands),  # type: ignore[call-overload]
+        participation=b.participation,
+        certified=ctx.certificates,
+    )
+    objective = opts.get("objective")
+    return [
+        replace(
+            row,
+            stream_bytes=stream_bytes,
+            dim=ctx.dim,
+            objective=None if objective is None else str(objective),
+        )
+    ]
 
 
 def _distinct_max_preset(name: str, horizon: int) -> bool:

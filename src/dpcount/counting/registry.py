@@ -16,7 +16,14 @@ from dpcount.counting.base import (
     format_bytes,
     parse_bytes,
 )
-from dpcount.counting.strategy import GAUSSIAN, Capabilities, Option, OptionType
+from dpcount.counting.strategy import (
+    GAUSSIAN,
+    Capabilities,
+    Option,
+    OptionType,
+    Plan,
+    Planned,
+)
 from dpcount.privacy.budget import Budget, MissingDeltaError, NoiseKind, accept_participation
 from dpcount.privacy.rng import RNGLike
 
@@ -185,6 +192,8 @@ _BLT_SAVED = (
 _LOG_WEIGHTS = Option("log_weights", OptionType.FLOATS, low=1, high=32)
 #: a dense factorization's matrices
 _MATRICES = (Option("L", OptionType.MATRIX), Option("R", OptionType.MATRIX))
+#: listed by the planner, built with the registry's builder
+_LISTED = Plan()
 #: integer noise, integer release (the trees) / integer noise only (Honaker)
 _DISCRETE = Capabilities(discrete=True)
 
@@ -194,6 +203,7 @@ def _gaussian(
     options: tuple[Option, ...] = (),
     saved: tuple[Option, ...] = (),
     participation: bool = True,
+    plan: Plan | None = _LISTED,
 ) -> Capabilities:
     """The capabilities of a factorization calibrated for Gaussian noise only (its
     sensitivity is an ℓ₂ column norm)."""
@@ -204,15 +214,24 @@ def _gaussian(
         options=options,
         saved=saved,
         participation=participation,
+        plan=plan,
     )
 
 
-#: the dense optima: any continuous noise, Gaussian by default (the loss they minimize)
+#: the dense optima: any continuous noise, Gaussian by default (the loss they minimize);
+#: planned from their shipped losses, single participation
 _DENSE = Capabilities(
     default_noise=NoiseKind.GAUSSIAN,
     max_horizon=2048,  # dense.DENSE_OPTIMUM_MAX_HORIZON
     saved=_MATRICES,
+    plan=Plan(Planned.LOSSES, single=True),
 )
+#: the largest horizon the planner lists the column-normalized mechanisms at (their exact
+#: variances on the fly: the normalized square root's blocks take 4.4 s at 2^20, 12 s at 2^21)
+_NORMALIZED_PLAN_LIMIT = 1 << 21
+#: the largest horizon the planner lists the row-scaled square root and banded Toeplitz at
+#: (exact O(T^2) variances on the fly: about 1 s at 4096, 50 s at their limit 16384)
+_ROW_SCALED_PLAN_LIMIT = 4096
 
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
@@ -223,12 +242,20 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "kary",
         "tree:KaryTree",
-        Capabilities(discrete=True, integer_release=True, options=_TREE),
+        Capabilities(
+            discrete=True,
+            integer_release=True,
+            options=_TREE,
+            plan=Plan(Planned.TREE_SEARCH),
+        ),
     ),
     Entry(
         "sqrt",
         "factorization.sqrt:SqrtFactorization",
-        Capabilities(default_noise=NoiseKind.GAUSSIAN),
+        Capabilities(
+            default_noise=NoiseKind.GAUSSIAN,
+            plan=Plan(calibrations=("analytic", "fhu", "classic")),
+        ),
     ),
     Entry("honaker", "honaker:Honaker", _DISCRETE),
     Entry(
@@ -241,7 +268,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "blt",
         "factorization.blt:BLT",
-        _gaussian(options=(_OBJECTIVE, _BUFFERS), saved=_BLT_SAVED),
+        _gaussian(options=(_OBJECTIVE, _BUFFERS), saved=_BLT_SAVED, plan=Plan(max_preset=True)),
         factory="optimized",
     ),
     # mean-optimized coefficients computed on the fly (horizon <= 2^16, ~3 s at 2^16)
@@ -252,6 +279,7 @@ REGISTRY: tuple[Entry, ...] = (
             max_horizon=1 << 16,  # factorization.toeplitz.MAX_OPTIMIZED_HORIZON
             options=(_OBJECTIVE, Option("bands", OptionType.INT, low=1, memory=True)),
             saved=(Option("coefficients", OptionType.FLOATS, low=1, high=1 << 24),),
+            plan=Plan(also_banded=True),
         ),
         factory="optimized",
     ),
@@ -259,7 +287,10 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "normalized-sqrt",
         "factorization.normalized_sqrt:NormalizedSqrtFactorization",
-        _gaussian(max_horizon=1 << 22),  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
+        _gaussian(
+            max_horizon=1 << 22,  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
+            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT),
+        ),
     ),
     # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
     Entry(
@@ -269,6 +300,7 @@ REGISTRY: tuple[Entry, ...] = (
             max_horizon=1 << 24,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
             options=(_OBJECTIVE,),
             saved=_BLT_SAVED,
+            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT, max_preset=True),
         ),
         factory="optimized",
     ),
@@ -280,6 +312,7 @@ REGISTRY: tuple[Entry, ...] = (
             max_horizon=1 << 24,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
             options=(_OBJECTIVE,),
             saved=(*_BLT_SAVED, _LOG_WEIGHTS),
+            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT, max_preset=True),
         ),
         factory="optimized",
     ),
@@ -298,7 +331,11 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "row-scaled-sqrt",
         "factorization.row_scaled_sqrt:RowScaledSqrtFactorization",
-        _gaussian(max_horizon=16384, saved=(_LOG_WEIGHTS,)),  # ROW_SCALED_MAX_HORIZON
+        _gaussian(
+            max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+            saved=(_LOG_WEIGHTS,),
+            plan=Plan(up_to=_ROW_SCALED_PLAN_LIMIT, single=True),
+        ),
     ),
     # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
     Entry(
@@ -311,17 +348,22 @@ REGISTRY: tuple[Entry, ...] = (
                 Option("coefficients", OptionType.FLOATS, low=1, high=16384),
                 Option("column_scales", OptionType.FLOATS, low=1, high=64),
             ),
+            plan=Plan(up_to=_ROW_SCALED_PLAN_LIMIT, banded=True),
         ),
         factory="optimized",
     ),
     # the horizon-free square root: no name (UnboundedCounter's inner "horizon-free-sqrt"),
     # rebuilt from checkpoints by class name; single participation
-    Entry(None, "factorization.horizon_free:HorizonFreeSqrt", _gaussian(participation=False)),
+    Entry(
+        None,
+        "factorization.horizon_free:HorizonFreeSqrt",
+        _gaussian(participation=False, plan=None),
+    ),
     # the horizon-free BLT: no name (UnboundedCounter's inner "horizon-free-blt")
     Entry(
         None,
         "factorization.horizon_free_blt:HorizonFreeBLT",
-        _gaussian(saved=_BLT_SAVED, participation=False),
+        _gaussian(saved=_BLT_SAVED, participation=False, plan=None),
     ),
 )
 

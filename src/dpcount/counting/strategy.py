@@ -40,6 +40,8 @@ __all__ = [
     "Capabilities",
     "Option",
     "OptionType",
+    "Plan",
+    "Planned",
     "Strategy",
 ]
 
@@ -175,6 +177,46 @@ _CHECKS = {
 }
 
 
+class Planned(enum.Enum):
+    """How the planner (:func:`~dpcount.analysis.compare`) computes a mechanism's row."""
+
+    #: built with the registry's builder, its exact error read from it
+    BUILT = "built"
+    #: the trees: the best branching factor for the metric and schema
+    #: (:func:`~dpcount.analysis.best_k`), with and without subtraction
+    TREE_SEARCH = "tree-search"
+    #: the dense optima: their shipped (or cheaply computed) losses, nothing built
+    LOSSES = "losses"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the planner lists a mechanism (the ``plan`` of its :class:`Capabilities`).
+
+    Attributes:
+        planned: how its row is computed.
+        up_to: the largest horizon it is listed at (its exact error is computed on the
+            fly, about a second there); None: its ``max_horizon``.
+        single: listed only without a participation schema (its loss is a
+            single-participation statement, or it is not the one to plan a schema with).
+        banded: listed only under a schema with separation b < T, banded to b (label
+            ``"<name>-b<b>"``); ``also_banded``: listed as usual and, under such a
+            schema, also built with ``bands=b``.
+        calibrations: the Gaussian calibration rules each listed for ε < 1 (labels
+            ``"<name> (<rule>)"``; the first alone otherwise).
+        max_preset: by a max metric, also listed with its ``objective="max"`` preset
+            where that preset's shipped parameters differ (label ``"<name> (max)"``).
+    """
+
+    planned: Planned = Planned.BUILT
+    up_to: int | None = None
+    single: bool = False
+    banded: bool = False
+    also_banded: bool = False
+    calibrations: tuple[str, ...] = ()
+    max_preset: bool = False
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a registered mechanism can do, declared without importing it.
@@ -193,6 +235,7 @@ class Capabilities:
             (lists and matrices, with their bounds).
         participation: whether it calibrates to a (k, b)-participation schema (the
             horizon-free mechanisms are single-participation only).
+        plan: how the planner lists it (None: not listed).
     """
 
     continuous: frozenset[NoiseKind] = CONTINUOUS
@@ -203,6 +246,7 @@ class Capabilities:
     options: tuple[Option, ...] = ()
     saved: tuple[Option, ...] = ()
     participation: bool = True
+    plan: Plan | None = Plan()
 
     #: the options a front end may pass to every mechanism: ignored where not declared
     SHARED: ClassVar[frozenset[str]] = frozenset({"k", "subtract", "bands"})
