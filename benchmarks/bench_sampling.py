@@ -15,7 +15,7 @@ Balls-in-bins (``--balls-in-bins``, :mod:`dpcount.training.balls_in_bins`):
    configuration (the same quantity, per sample);
 3. with jax_privacy, where its Monte Carlo is affordable (its sampler builds a b × T
    Toeplitz matrix per sample: 55 ms at T = 1000, 0.7 ms at T = 64): 4 epochs × 16
-   batches, BLT, (ε 2, δ 10⁻²), 2·10⁴ samples per σ and direction, a 1% σ grid: the σ
+   batches, BLT, (ε 2, δ 10⁻²), 10⁴ samples per σ and direction, a 2% σ grid: the σ
    jax_privacy's calibration rule (``delta_calculation.perform_calibration_from_samples``,
    Algorithm 5 of arXiv:2602.09338) picks on ITS samples, the σ the same rule picks on
    DPCOUNT's samples, and dpcount's own certificate (its rule: the upper confidence
@@ -173,18 +173,19 @@ def balls_in_bins(python: str | None, samples: int) -> None:
     _small_config(python)
 
 
-def _small_config(python: str) -> None:
-    """jax_privacy's calibration rule on its samples and on dpcount's (module docstring)."""
+def _small_config(python: str, m: int = 10_000, step: float = 0.02, half: int = 4) -> None:
+    """jax_privacy's calibration rule on its samples and on dpcount's (module docstring):
+    m samples per σ and direction, a grid of 2·half + 1 σ values ``step`` apart."""
     import numpy as np
 
     from dpcount.training.balls_in_bins import BallsInBinsAccountant
 
-    k, b, eps, delta, m = 4, 16, 2.0, 1e-2, 20_000
+    k, b, eps, delta = 4, 16, 2.0, 1e-2
     encoder = _blt_encoder(k, b, eps, delta)
     acc = BallsInBinsAccountant(encoder, epochs=k, batches_per_epoch=b)
     cert = acc.calibrate(eps, delta, samples=m, alpha=1e-3, rng=1)
     unsampled = acc.unsampled_noise_multiplier(eps, delta)
-    sigmas = [cert.noise_multiplier * 1.01**i for i in range(8, -9, -1)]  # descending
+    sigmas = [cert.noise_multiplier * (1 + step) ** i for i in range(half, -half - 1, -1)]
     rng = np.random.default_rng(2)
     losses = [acc.privacy_losses(s, m, rng=rng) for s in sigmas]
     with tempfile.NamedTemporaryFile(suffix=".npz", delete=False) as f:
@@ -203,7 +204,7 @@ def _small_config(python: str) -> None:
     }
     got = _jax_privacy(python, job)
     print(f"small: BLT, {k} epochs x {b} batches, eps {eps}, delta {delta:g}, {m} samples/sigma")
-    print(f"  unsampled {unsampled:.4f}; grid {sigmas[-1]:.4f}..{sigmas[0]:.4f} (1% steps)")
+    print(f"  unsampled {unsampled:.4f}; grid {sigmas[-1]:.4f}..{sigmas[0]:.4f} ({step:.0%} steps)")
     theirs, same_rule = got["theirs"], got["rule_on_ours"]
     print(f"  jax_privacy rule on jax_privacy samples: {theirs}")
     print(f"  jax_privacy rule on dpcount samples:     {same_rule}")
@@ -218,7 +219,11 @@ def main() -> None:
     parser.add_argument("--jax-privacy-python", default=None)
     parser.add_argument("--balls-in-bins", action="store_true")
     parser.add_argument("--target-samples", type=int, default=2_000_000)
+    parser.add_argument("--small-only", action="store_true", help="only figure 3")
     args = parser.parse_args()
+    if args.balls_in_bins and args.small_only and args.jax_privacy_python:
+        _small_config(args.jax_privacy_python)
+        return
     if args.balls_in_bins:
         balls_in_bins(args.jax_privacy_python, args.target_samples)
         return
