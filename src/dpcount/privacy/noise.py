@@ -39,14 +39,8 @@ from dpcount._validate import (
     check_real,
     check_size,
 )
-from dpcount.privacy.sampling import (
-    GeneratorBlock,
-    WordBlock,
-    gaussian,
-    gaussian_on,
-    laplace,
-    laplace_on,
-)
+from dpcount.privacy.sampling import GeneratorBlock, WordBlock, gaussian, laplace
+from dpcount.privacy.sampling.laws import gaussian_on, laplace_on
 
 if TYPE_CHECKING:
     from dpcount.privacy.source import NoiseSource
