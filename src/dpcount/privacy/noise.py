@@ -27,7 +27,7 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,17 +39,8 @@ from dpcount._validate import (
     check_real,
     check_size,
 )
-from dpcount.privacy.sampling import (
-    GeneratorBlock,
-    WordBlock,
-    gaussian,
-    gaussian_on,
-    laplace,
-    laplace_on,
-)
-
-if TYPE_CHECKING:
-    from dpcount.privacy.source import NoiseSource
+from dpcount.privacy.sampling import GeneratorBlock, WordBlock, gaussian, laplace
+from dpcount.privacy.sampling.laws import gaussian_on, laplace_on
 
 __all__ = [
     "ConstantNoise",
@@ -214,6 +205,21 @@ class ConstantNoise(WordSampler):
         return np.full(block.shape, float(self.value))
 
 
+@runtime_checkable
+class SampleSource(Protocol):
+    """What a :class:`NoiseBuffer` and a noise process draw from: a
+    :class:`~dpcount.privacy.source.NoiseSource` (the next rows of ``sampler``'s
+    distribution, of vector length ``width``)."""
+
+    @property
+    def sampler(self) -> NoiseSampler: ...
+
+    @property
+    def width(self) -> int | None: ...
+
+    def sample(self, size: Shape) -> NDArray[Any]: ...
+
+
 class NoiseBuffer:
     """A FIFO of pre-drawn i.i.d. samples, so a stream can take one at a time cheaply.
 
@@ -226,11 +232,9 @@ class NoiseBuffer:
     __slots__ = ("_block", "_dim", "_items", "sampler", "source")
 
     def __init__(
-        self, source: NoiseSource, dim: int | None = None, block: int | None = None
+        self, source: SampleSource, dim: int | None = None, block: int | None = None
     ) -> None:
-        from dpcount.privacy.source import NoiseSource
-
-        self.source: NoiseSource = check_instance("source", source, NoiseSource, "a NoiseSource")
+        self.source: SampleSource = check_instance("source", source, SampleSource, "a NoiseSource")
         self.sampler: NoiseSampler = source.sampler
         self._dim = None if dim is None else check_integer("dim", dim, ge=1)
         if source.width != self._dim:

@@ -24,9 +24,7 @@ from dpcount.privacy.sampling.laws import (
     discrete_gaussian,
     discrete_laplace,
     gaussian,
-    gaussian_on,
     laplace,
-    laplace_on,
 )
 from dpcount.privacy.sampling.words import GeneratorBlock, WordBlock
 
@@ -37,7 +35,5 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian",
-    "gaussian_on",
     "laplace",
-    "laplace_on",
 ]

@@ -46,15 +46,7 @@ from numpy.typing import NDArray
 from dpcount.privacy.sampling import exact as _exact
 from dpcount.privacy.sampling.words import WordBlock
 
-__all__ = [
-    "bernoulli_exp",
-    "discrete_gaussian",
-    "discrete_laplace",
-    "gaussian",
-    "gaussian_on",
-    "laplace",
-    "laplace_on",
-]
+__all__ = ["bernoulli_exp", "discrete_gaussian", "discrete_laplace", "gaussian", "laplace"]
 
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
