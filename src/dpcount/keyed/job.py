@@ -37,10 +37,10 @@ from dpcount.keyed.events import (
     clip_events,
     map_events,
     partial_sums,
-    read_keys,
     to_contributions,
 )
 from dpcount.keyed.ids import canonical_text, open_keys
+from dpcount.keyed.io import read_keys
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import (
