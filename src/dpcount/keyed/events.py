@@ -33,9 +33,10 @@ Events whose key is not in the public key universe, or whose step is outside
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,7 @@ __all__ = [
     "DropReport",
     "EventColumns",
     "KeyUniverse",
+    "StepWindow",
     "TimeBuckets",
     "bound_units",
     "check_running",
@@ -128,6 +130,11 @@ class KeyUniverse:
     keys: tuple[Any, ...] | range
 
     def __init__(self, keys: Sequence[Any]) -> None:
+        if isinstance(keys, (str, bytes, os.PathLike)):
+            raise TypeError(
+                f"keys must be a sequence of keys, got {type(keys).__name__} {keys!r} (a keys "
+                "file is read with dpcount.keyed.io.read_keys)"
+            )
         if isinstance(keys, range):  # unique integers already: nothing to convert
             if not keys:
                 raise ValueError("keys must hold at least one key")
@@ -517,21 +524,29 @@ def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[
     return arr
 
 
+class StepWindow(NamedTuple):
+    """The steps a run counts: ``first``..``last`` (None: the horizon) of 1..``horizon``,
+    and what happens to *late* events, of steps 1..first − 1 (``late``:
+    :data:`dpcount.keyed.watermark.LATE_POLICIES`)."""
+
+    horizon: int
+    first: int = 1
+    last: int | None = None
+    late: str = "refuse"
+
+
 def map_events(
     frame: pd.DataFrame,
     columns: EventColumns,
     universe: KeyUniverse,
     buckets: TimeBuckets,
-    horizon: int,
+    window: StepWindow,
     *,
     integer: bool,
-    first: int = 1,
-    last: int | None = None,
-    late: str = "refuse",
     source: str | None = None,
 ) -> tuple[pd.DataFrame, DropReport]:
-    """Rows (key, step, weight[, unit]) of the events inside the universe and steps
-    ``first``..``last`` (default 1..horizon).
+    """Rows (key, step, weight[, unit]) of the events inside the universe and the
+    ``window``'s steps ``first``..``last`` (default 1..horizon).
 
     Events in steps 1..first−1 — already released by an earlier run that this one
     continues: *late* events — follow ``late``
@@ -543,6 +558,7 @@ def map_events(
     Events in steps last+1..horizon are counted in ``later_steps`` and dropped.
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
+    horizon, first, last, late = window
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time, source)
     steps = buckets.steps(times)

@@ -44,10 +44,10 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.durable.atomic import PUBLIC, atomic_file, write_atomic
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
-from dpcount.keyed.events import LINE, EventColumns, KeyUniverse, TimeBuckets
+from dpcount.keyed.engine import chunk_bounds
+from dpcount.keyed.events import LINE, EventColumns
+from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.order import released_blocks, row_mask
-from dpcount.keyed.secret import RunSecret
 
 __all__ = [
     "COLUMNS",
@@ -57,7 +57,6 @@ __all__ = [
     "FrameSink",
     "PartWriter",
     "PartsDir",
-    "ReleaseJob",
     "Sink",
     "check_std_digits",
     "chunk_table",
@@ -233,28 +232,6 @@ def read_keys(path: str | os.PathLike[str]) -> list[str]:
 COLUMNS = ("key", "step", "time", "private_count", "std")
 
 
-class ReleaseJob(Protocol):
-    """What a sink reads of a run's job (:class:`dpcount.keyed.job.KeyedJob`): the
-    public configuration and the private key selection, never the events."""
-
-    @property
-    def mechanism(self) -> KeyedMechanism: ...
-    @property
-    def buckets(self) -> TimeBuckets: ...
-    @property
-    def universe(self) -> KeyUniverse: ...
-    @property
-    def secret(self) -> RunSecret: ...
-    @property
-    def first(self) -> int: ...
-    @property
-    def until(self) -> int: ...
-    @property
-    def selected(self) -> NDArray[np.int64] | None: ...
-    @property
-    def integer(self) -> bool: ...
-
-
 class ChunkRows:
     """The output rows ``(key, step, time, private_count, std)`` of a release's chunks,
     key-major, as pandas frames (:meth:`frame`) or Arrow tables (:meth:`table`).
@@ -380,7 +357,7 @@ def _key_major(values: NDArray[Any], rows: int = 32) -> NDArray[Any]:
 
 
 def release_rows(
-    job: ReleaseJob,
+    job: KeyedJob,
     chunks: Iterable[tuple[int, NDArray[Any]]],
     time_label: str,
     *,
@@ -537,7 +514,7 @@ class Sink(Protocol):
     run's result shows — a frame, the path written, or None."""
 
     def __call__(
-        self, job: ReleaseJob, chunks: Iterable[tuple[int, NDArray[Any]]]
+        self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]
     ) -> Path | pd.DataFrame | None: ...
 
 
@@ -547,7 +524,7 @@ class FrameSink:
 
     time_label: str = "time"
 
-    def __call__(self, job: ReleaseJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> pd.DataFrame:
+    def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> pd.DataFrame:
         rows = release_rows(job, chunks, self.time_label, frame=True)
         frame = pd.concat(list(rows), ignore_index=True)
         for column in ("key", self.time_label):  # plain values, whatever the chunking
@@ -564,7 +541,7 @@ class FileSink:
     time_label: str = "time"
     std_digits: int | None = None
 
-    def __call__(self, job: ReleaseJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
+    def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
         if self.path.suffix.lower() in (".parquet", ".pq"):
             return write_frames(release_rows(job, chunks, self.time_label, frame=False), self.path)
         rows = release_rows(job, chunks, self.time_label, frame=True)
@@ -578,7 +555,7 @@ class CallbackSink:
 
     on_chunk: Callable[[int, NDArray[Any]], None]
 
-    def __call__(self, job: ReleaseJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> None:
+    def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> None:
         for lo, values in chunks:
             self.on_chunk(lo, values)
 
@@ -599,7 +576,7 @@ class PartsDir:
         self.chunk_keys = chunk_keys
         self.time_label = time_label
 
-    def for_job(self, job: ReleaseJob) -> PartsDir:
+    def for_job(self, job: KeyedJob) -> PartsDir:
         """A run that releases only some steps writes to ``steps-FIRST-LAST/`` inside."""
         if (job.first, job.until) == (1, job.mechanism.horizon):
             return self
@@ -609,13 +586,13 @@ class PartsDir:
     def part(self, lo: int) -> Path:
         return self.path / f"part-{lo:012d}.parquet"
 
-    def writer(self, job: ReleaseJob, time_label: str | None = None) -> PartWriter:
+    def writer(self, job: KeyedJob, time_label: str | None = None) -> PartWriter:
         label = self.time_label if time_label is None else time_label
         times = job.buckets.label_times(job.first, job.until)
         std = job.mechanism.std()[job.first - 1 : job.until]
         return PartWriter(self.path, times, std, label, job.first)
 
-    def open(self, job: ReleaseJob) -> set[int]:
+    def open(self, job: KeyedJob) -> set[int]:
         """Check or write the manifest; the first key of every chunk already written."""
         import json
 
@@ -638,7 +615,7 @@ class PartsDir:
         lows = {lo for lo, _ in chunk_bounds(job.mechanism.n_keys, self.chunk_keys)}
         return {lo for lo in lows if self.part(lo).exists()}
 
-    def __call__(self, job: ReleaseJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
+    def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
         parts = self.for_job(job)
         writer = parts.writer(job)
         keys = job.universe.keys

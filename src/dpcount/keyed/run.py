@@ -32,6 +32,7 @@ from dpcount.keyed.io import (
     from_polars,
     is_polars,
     read_events,
+    read_keys,
     sink_for,
     write_frames,
 )
@@ -378,7 +379,7 @@ def keyed_counts(
         if is_polars(events):
             events = from_polars(events, columns)
         common: dict[str, Any] = dict(
-            keys=keys,
+            keys=read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys,
             columns=columns,
             step=step,
             budget=resolved,
