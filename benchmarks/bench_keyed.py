@@ -369,6 +369,13 @@ def _write_events(n_keys: int, horizon: int, n_events: int, path: str, text: boo
     _events(n_keys, horizon, n_events, text).to_parquet(path, row_group_size=1 << 20)
 
 
+def _write_keys(n_keys: int, path: str) -> None:
+    """The ``--string-keys`` universe as a keys file (one key a line), in blocks."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for lo in range(0, n_keys, 1 << 20):
+            fh.write("\n".join(_text_keys(np.arange(lo, min(n_keys, lo + (1 << 20))))) + "\n")
+
+
 def _kwargs(
     n_keys: int, horizon: int, k: int, chunk: int, mechanism: str = "tree", text: bool = False
 ) -> dict[str, Any]:
@@ -634,6 +641,12 @@ def main() -> None:
         action="store_true",
         help="keys are the strings sku-000000000 ... (a list universe), not range(K)",
     )
+    parser.add_argument(
+        "--keys-file",
+        action="store_true",
+        help="with --string-keys: the universe as a keys file (keys=PATH, written by a "
+        "process of its own), so the script holds no list of keys",
+    )
     parser.add_argument("--chunk-keys", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-dask", action="store_true")
@@ -676,7 +689,26 @@ def main() -> None:
             raise SystemExit(f"writing the events failed (exit code {writer.exitcode})")
     else:
         events = _events(args.keys, args.steps, args.events, args.string_keys)
-    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism, args.string_keys)
+    if args.keys_file and not args.string_keys:
+        raise SystemExit("--keys-file needs --string-keys")
+    kw = _kwargs(
+        args.keys,
+        args.steps,
+        args.k,
+        args.chunk_keys,
+        args.mechanism,
+        args.string_keys and not args.keys_file,
+    )
+    if args.keys_file:
+        import multiprocessing
+        import tempfile
+
+        kw["keys"] = tempfile.mkdtemp(prefix="bench-keyed-") + "/keys.txt"
+        keys_writer = multiprocessing.get_context("spawn").Process(
+            target=_write_keys, args=(args.keys, kw["keys"])
+        )
+        keys_writer.start()
+        keys_writer.join()
     what = (
         f"{args.mechanism}, Gaussian"
         if args.mechanism != "tree"

@@ -63,6 +63,7 @@ __all__ = [
     "csv_options",
     "from_polars",
     "is_polars",
+    "line_numbers",
     "read_events",
     "read_keys",
     "release_rows",
