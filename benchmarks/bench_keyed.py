@@ -330,6 +330,7 @@ load 19: Dask 26.9 s, Spark 34.3 s (1.28x).
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only] [--spark]
        [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
+       [--string-keys [--keys-file]]
 Timings are the best of R interleaved runs (floor, embedded, floor, ...); Dask once
 per repeat as well.
 """
@@ -367,6 +368,13 @@ def _text_keys(indices: Any) -> Any:
 
 def _write_events(n_keys: int, horizon: int, n_events: int, path: str, text: bool = False) -> None:
     _events(n_keys, horizon, n_events, text).to_parquet(path, row_group_size=1 << 20)
+
+
+def _write_keys(n_keys: int, path: str) -> None:
+    """The ``--string-keys`` universe as a keys file (one key a line), in blocks."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for lo in range(0, n_keys, 1 << 20):
+            fh.write("\n".join(_text_keys(np.arange(lo, min(n_keys, lo + (1 << 20))))) + "\n")
 
 
 def _kwargs(
@@ -626,6 +634,12 @@ def main() -> None:
         action="store_true",
         help="keys are the strings sku-000000000 ... (a list universe), not range(K)",
     )
+    parser.add_argument(
+        "--keys-file",
+        action="store_true",
+        help="with --string-keys: the universe as a keys file (keys=PATH, written by a "
+        "process of its own), so the script holds no list of keys",
+    )
     parser.add_argument("--chunk-keys", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-dask", action="store_true")
@@ -668,7 +682,26 @@ def main() -> None:
             raise SystemExit(f"writing the events failed (exit code {writer.exitcode})")
     else:
         events = _events(args.keys, args.steps, args.events, args.string_keys)
-    kw = _kwargs(args.keys, args.steps, args.k, args.chunk_keys, args.mechanism, args.string_keys)
+    if args.keys_file and not args.string_keys:
+        raise SystemExit("--keys-file needs --string-keys")
+    kw = _kwargs(
+        args.keys,
+        args.steps,
+        args.k,
+        args.chunk_keys,
+        args.mechanism,
+        args.string_keys and not args.keys_file,
+    )
+    if args.keys_file:
+        import multiprocessing
+        import tempfile
+
+        kw["keys"] = tempfile.mkdtemp(prefix="bench-keyed-") + "/keys.txt"
+        keys_writer = multiprocessing.get_context("spawn").Process(
+            target=_write_keys, args=(args.keys, kw["keys"])
+        )
+        keys_writer.start()
+        keys_writer.join()
     what = (
         f"{args.mechanism}, Gaussian"
         if args.mechanism != "tree"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dpcount.durable.atomic as atomic
-from dpcount.keyed.run import write_frames, write_json_atomic
+from dpcount.keyed.io import write_frames, write_json_atomic
 from dpcount.keyed.secret import RunSecret
 from dpcount.keyed.state import RunState
 

@@ -75,7 +75,8 @@ def test_a_quoted_field_across_a_csv_split_is_refused(tmp_path: Path) -> None:
     """A CSV split at line ends: a key quoted over two lines whose line break a cut
     falls on is refused (the split has an odd number of quotes), never read in two
     pieces; read as one split, the executors' reader gives the embedded reader's rows."""
-    from dpcount.keyed.events import EventColumns, read_events
+    from dpcount.keyed.events import EventColumns
+    from dpcount.keyed.io import read_events
     from dpcount.keyed.spark import _splits, read_split
 
     path = tmp_path / "events.csv"

@@ -76,12 +76,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import UnitLedger
-from dpcount.keyed.events import (
-    Contributions,
-    DropReport,
-    EventColumns,
-    _line_numbers,
-)
+from dpcount.keyed.events import Contributions, DropReport, EventColumns
+from dpcount.keyed.io import csv_options, line_numbers
 from dpcount.keyed.job import KeyedJob, SecretArg, key_positions, make_job, placed_job
 from dpcount.keyed.selection import SelectionOutcome
 from dpcount.keyed.session import (
@@ -203,7 +199,7 @@ def _partition_lengths(frame: pd.DataFrame) -> pd.Series:
 
 def _file_line(err: ValueError, path: Path, ddf: Any) -> ValueError | None:
     """``err`` naming the file line (header = line 1, blank lines counted, as
-    :func:`dpcount.keyed.events.read_events` numbers them) of the CSV row it names by
+    :func:`dpcount.keyed.io.read_events` numbers them) of the CSV row it names by
     its label (:func:`_number_rows`), or None when it names none. Counts the rows of
     the partitions before it: a pass over the file, on this error path only."""
     found = _ROW_LABEL.search(str(err))
@@ -214,7 +210,7 @@ def _file_line(err: ValueError, path: Path, ddf: Any) -> ValueError | None:
     counts = ddf.map_partitions(_partition_lengths, meta=pd.Series([], dtype=np.int64))
     lengths = counts.compute().groupby(level=0).sum()
     position = int(lengths[lengths.index < part + 1].sum()) + row
-    lines = _line_numbers(path, int(lengths.sum()))
+    lines = line_numbers(path, int(lengths.sum()))
     name = f"data row {position + 1}" if lines is None else f"line {int(lines[position])}"
     name += "" if f" of {path}" in str(err) else f" of {path}"
     return ValueError(str(err).replace(found.group(0), name))
@@ -247,10 +243,7 @@ def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> A
             )
         elif suffix == ".csv":
             columns.check(list(pd.read_csv(p, nrows=0).columns), str(p))
-            dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
-            ddf = dd.read_csv(
-                str(p), usecols=columns.names(), dtype=dtype, keep_default_na=False, na_values=[""]
-            )
+            ddf = dd.read_csv(str(p), **csv_options(columns))
             ddf = ddf.map_partitions(_number_rows, meta=ddf._meta)
         else:
             raise ValueError(f"events file {p} must end in .csv or .parquet")

@@ -58,14 +58,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.counting.base import CountingMechanism, add_noise
@@ -756,36 +755,3 @@ def chunk_bounds(n_keys: int, chunk_keys: int) -> list[tuple[int, int]]:
     if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int) or chunk_keys < 1:
         raise ValueError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
     return [(lo, min(lo + chunk_keys, n_keys)) for lo in range(0, n_keys, chunk_keys)]
-
-
-def chunk_frame(
-    values: NDArray[Any],
-    std: NDArray[np.float64],
-    keys: Sequence[Any],
-    labels: list[str],
-    key_lo: int,
-    time_label: str = "time",
-    first_step: int = 1,
-) -> pd.DataFrame:
-    """Output rows (key, step, time label, private_count, std), key-major, for one chunk.
-
-    ``values`` holds steps first_step.. (``labels`` and ``std``: one per row of values).
-
-    Key and time label are categorical columns (codes into the chunk's keys and the
-    step labels), so building a chunk creates no Python object per row.
-    """
-    horizon, n = values.shape
-    return pd.DataFrame(
-        {
-            "key": pd.Categorical.from_codes(
-                np.repeat(np.arange(n, dtype=np.int32), horizon),
-                categories=pd.Index(list(keys[key_lo : key_lo + n]), dtype=object),
-            ),
-            "step": np.tile(np.arange(first_step, first_step + horizon, dtype=np.int64), n),
-            time_label: pd.Categorical.from_codes(
-                np.tile(np.arange(horizon, dtype=np.int32), n), categories=labels
-            ),
-            "private_count": values.T.reshape(-1),
-            "std": np.tile(std, n),
-        }
-    )

@@ -32,13 +32,11 @@ Events whose key is not in the public key universe, or whose step is outside
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -54,14 +52,13 @@ __all__ = [
     "DropReport",
     "EventColumns",
     "KeyUniverse",
+    "StepWindow",
     "TimeBuckets",
     "bound_units",
     "check_running",
     "clip_events",
     "map_events",
     "partial_sums",
-    "read_events",
-    "read_keys",
     "to_contributions",
 ]
 
@@ -69,7 +66,7 @@ I64 = NDArray[np.int64]
 
 
 # --------------------------------------------------------------------------------------
-# Reading
+# Columns and rows (reading files: dpcount.keyed.io)
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EventColumns:
@@ -98,117 +95,8 @@ class EventColumns:
                 )
 
 
-def _file_format(path: Path, what: str) -> str:
-    suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    if suffix in (".csv", ".txt"):
-        return "csv"
-    raise ValueError(f"{what} {path} must end in .csv or .parquet")
-
-
-def read_events(path: str | os.PathLike[str], columns: EventColumns) -> pd.DataFrame:
-    """The event columns of a CSV or Parquet file (format from the extension).
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: a file that cannot be read as events, naming it (and the line where
-            the reader tells it): empty, not UTF-8, a damaged Parquet file, an
-            unterminated quote, a missing column.
-    """
-    p = Path(path)
-    fmt = _file_format(p, "events file")
-    if not p.is_file():
-        raise FileNotFoundError(f"events file {p} not found")
-    try:
-        return _read_events(p, fmt, columns)
-    except UnicodeDecodeError as err:
-        raise ValueError(
-            f"events file {p}: not UTF-8 text ({_bad_text_line(p)}: {err.reason}, byte "
-            f"0x{err.object[err.start]:02x}); save it as UTF-8"
-        ) from None
-    except pd.errors.EmptyDataError:
-        raise ValueError(f"events file {p} is empty (not even a header line)") from None
-    except pd.errors.ParserError as err:
-        raise ValueError(f"events file {p}: {_parser_message(err)}") from None
-    except OSError as err:
-        if isinstance(err, (FileNotFoundError, PermissionError)):
-            raise
-        raise ValueError(f"events file {p} cannot be read as {fmt}: {err}") from None
-    except Exception as err:
-        if type(err).__module__.split(".")[0] != "pyarrow":
-            raise
-        raise ValueError(f"events file {p} cannot be read as {fmt}: {err}") from None
-
-
-def _read_events(p: Path, fmt: str, columns: EventColumns) -> pd.DataFrame:
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        columns.check(pq.read_schema(p).names, str(p))
-        return pd.read_parquet(p, columns=columns.names())
-    header = pd.read_csv(p, nrows=0)
-    columns.check(list(header.columns), str(p))
-    # keys and units as text: a key file is text, and "007" must stay "007"
-    dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
-    frame = pd.read_csv(
-        p, usecols=columns.names(), dtype=dtype, keep_default_na=False, na_values=[""]
-    )
-    lines = _line_numbers(p, len(frame))
-    if lines is not None:
-        frame.index = pd.Index(lines, name=LINE)
-    return frame
-
-
-def _bad_text_line(path: Path) -> str:
-    """``line N`` of the first line of ``path`` that is not UTF-8 (for a message)."""
-    with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return f"line {number}"
-    return "a line"  # a character split across pandas' read blocks: not found per line
-
-
-def _parser_message(err: Exception) -> str:
-    """pandas' CSV error with its row (0-based, header = row 0) as a file line."""
-    import re
-
-    text = str(err).replace("Error tokenizing data. C error: ", "")
-    found = re.search(r"EOF inside string starting at row (\d+)", text)
-    if found is not None:
-        return f"a quote opened on line {int(found.group(1)) + 1} is never closed"
-    return text
-
-
 #: the index name of events read from a CSV file: the index holds file line numbers
 LINE = "line"
-
-
-def _line_numbers(path: Path, n: int) -> NDArray[np.int64] | None:
-    """The file line (header = line 1, as ``dpcount count`` numbers them) on which each
-    of the ``n`` data records of a CSV starts; None if they cannot be matched to the
-    records pandas read (messages then give 1-based data rows).
-
-    One newline count when the file has no blank lines and no multi-line fields, else
-    a scan with the csv module (pandas skips blank and whitespace-only lines)."""
-    with path.open("rb") as fh:
-        newlines, last = 0, b""
-        while block := fh.read(1 << 20):
-            newlines += block.count(b"\n")
-            last = block[-1:]
-    if newlines + (last not in (b"\n", b"")) == n + 1:
-        return np.arange(2, n + 2, dtype=np.int64)
-    starts = []
-    with path.open(newline="", encoding="utf-8-sig") as text:
-        reader = csv.reader(text)
-        before = 0
-        for record in reader:
-            if len(record) > 1 or (record and record[0].strip()):
-                starts.append(before + 1)
-            before = reader.line_num
-    return np.array(starts[1:], dtype=np.int64) if len(starts) == n + 1 else None
 
 
 def row_name(index: pd.Index, i: int) -> str:
@@ -227,42 +115,6 @@ def row_name(index: pd.Index, i: int) -> str:
     return f"index label {label!r}"
 
 
-def is_polars(frame: Any) -> bool:
-    """A polars DataFrame (or LazyFrame), without importing polars."""
-    return type(frame).__module__.split(".")[0] == "polars" and type(frame).__name__ in (
-        "DataFrame",
-        "LazyFrame",
-    )
-
-
-def from_polars(frame: Any, columns: EventColumns) -> pd.DataFrame:
-    """The event columns of a polars DataFrame/LazyFrame as a pandas frame (via Arrow).
-
-    Only the named columns are converted; a LazyFrame is collected. Row order and
-    values are kept, so the run equals the run on the same rows as pandas.
-    """
-    names = list(frame.collect_schema().names())
-    columns.check(names, "the events")
-    picked = frame.select(columns.names())
-    if type(picked).__name__ == "LazyFrame":
-        picked = picked.collect()
-    out: pd.DataFrame = picked.to_pandas()
-    return out
-
-
-def read_keys(path: str | os.PathLike[str]) -> list[str]:
-    """The key universe from a text file (one key per line, blank lines ignored)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"keys file {p} not found") from None
-    keys = [line.strip() for line in text.splitlines() if line.strip()]
-    if not keys:
-        raise ValueError(f"keys file {p} holds no keys")
-    return keys
-
-
 @dataclass(frozen=True)
 class KeyUniverse:
     """The public, ordered key universe; key index = position in the list.
@@ -278,6 +130,11 @@ class KeyUniverse:
     keys: tuple[Any, ...] | range
 
     def __init__(self, keys: Sequence[Any]) -> None:
+        if isinstance(keys, (str, bytes, os.PathLike)):
+            raise TypeError(
+                f"keys must be a sequence of keys, got {type(keys).__name__} {keys!r} (a keys "
+                "file is read with dpcount.keyed.io.read_keys)"
+            )
         if isinstance(keys, range):  # unique integers already: nothing to convert
             if not keys:
                 raise ValueError("keys must hold at least one key")
@@ -667,21 +524,29 @@ def _weights(frame: pd.DataFrame, column: str | None, integer: bool) -> NDArray[
     return arr
 
 
+class StepWindow(NamedTuple):
+    """The steps a run counts: ``first``..``last`` (None: the horizon) of 1..``horizon``,
+    and what happens to *late* events, of steps 1..first − 1 (``late``:
+    :data:`dpcount.keyed.watermark.LATE_POLICIES`)."""
+
+    horizon: int
+    first: int = 1
+    last: int | None = None
+    late: str = "refuse"
+
+
 def map_events(
     frame: pd.DataFrame,
     columns: EventColumns,
     universe: KeyUniverse,
     buckets: TimeBuckets,
-    horizon: int,
+    window: StepWindow,
     *,
     integer: bool,
-    first: int = 1,
-    last: int | None = None,
-    late: str = "refuse",
     source: str | None = None,
 ) -> tuple[pd.DataFrame, DropReport]:
-    """Rows (key, step, weight[, unit]) of the events inside the universe and steps
-    ``first``..``last`` (default 1..horizon).
+    """Rows (key, step, weight[, unit]) of the events inside the universe and the
+    ``window``'s steps ``first``..``last`` (default 1..horizon).
 
     Events in steps 1..first−1 — already released by an earlier run that this one
     continues: *late* events — follow ``late``
@@ -693,6 +558,7 @@ def map_events(
     Events in steps last+1..horizon are counted in ``later_steps`` and dropped.
     Works on any subset of the rows (a partition): the report of a union is the sum.
     """
+    horizon, first, last, late = window
     columns.check(list(frame.columns), "the events")
     times = parse_times(frame[columns.time], columns.time, source)
     steps = buckets.steps(times)

@@ -77,19 +77,13 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.durable.atomic import read_private_json, write_all, write_atomic
+from dpcount.durable.atomic import read_private_json, write_atomic
 from dpcount.durable.lock import FileLock
-from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, read_events, row_name
+from dpcount.keyed.events import EventColumns, TimeBuckets, parse_times, row_name
+from dpcount.keyed.io import PartsDir, read_events, release_rows, write_csv
 from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.mark import Begun, ReleaseMark, SecretLike, body_mac, mark_path
-from dpcount.keyed.run import (
-    KeyedResult,
-    _PartsDir,
-    csv_frame,
-    iter_frames,
-    keyed_counts,
-    or_header,
-)
+from dpcount.keyed.run import KeyedResult, keyed_counts
 from dpcount.keyed.secret import MacLabel, RunSecret
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
@@ -503,26 +497,18 @@ class _Appender:
     def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
         self.started = True
         if self.path.suffix.lower() != ".csv":
-            parts = _PartsDir(self.path, self.chunk_keys).for_job(job)
-            parts.open(job)
-            writer = parts.writer(job, self.time_label)
-            keys = job.universe.keys
-            for lo, values in chunks:
-                writer.write(lo, values, keys[lo : lo + values.shape[1]])
-            return parts.path
+            parts = PartsDir(self.path, self.chunk_keys, self.time_label)
+            parts.for_job(job).open(job)
+            return parts(job, chunks)
         flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         created = not self.path.exists()
         fd = os.open(self.path, flags, 0o666)
         try:
             os.ftruncate(fd, self.size)
             os.lseek(fd, self.size, os.SEEK_SET)
-            header = self.size == 0
-            for frame in or_header(iter_frames(job, chunks, self.time_label), self.time_label):
-                text = csv_frame(frame, self.digits).to_csv(
-                    header=header, index=False, lineterminator="\n"
-                )
-                write_all(fd, text.encode("utf-8"))
-                header = False
+            rows = release_rows(job, chunks, self.time_label, frame=True)
+            with os.fdopen(fd, "wb", closefd=False) as fh:  # buffered: written in full
+                write_csv(rows, fh, self.digits, header=self.size == 0)
             os.fsync(fd)
         finally:
             os.close(fd)

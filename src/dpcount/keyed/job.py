@@ -29,13 +29,13 @@ from dpcount.keyed.events import (
     DropReport,
     EventColumns,
     KeyUniverse,
+    StepWindow,
     TimeBuckets,
     bound_units,
     check_max_weight,
     clip_events,
     map_events,
     partial_sums,
-    read_keys,
     to_contributions,
 )
 from dpcount.keyed.ids import open_keys
@@ -154,11 +154,8 @@ class KeyedJob:
             self.columns,
             self.universe,
             self.buckets,
-            m.horizon,
+            StepWindow(m.horizon, self.first, self.last, self.late),
             integer=self.integer,
-            first=self.first,
-            last=self.last,
-            late=self.late,
             source=source,
         )
         if self.max_keys is None:
@@ -252,7 +249,7 @@ def _key_block(n_keys: int) -> int:
 def make_job(
     *,
     times: pd.Series,
-    keys: Sequence[Any] | str | os.PathLike[str] | None,
+    keys: Sequence[Any] | None,
     columns: EventColumns,
     step: int | str,
     budget: Budget | None = None,
@@ -301,7 +298,7 @@ def make_job(
                 "selection= chooses the released keys from the data: with a public key "
                 "universe (keys=) every key is released; pass keys=None for an open key set"
             )
-        universe = KeyUniverse(read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys)
+        universe = KeyUniverse(keys)
     if unit_scope not in ("step", "run"):
         raise ValueError(f"unit_scope must be 'step' or 'run', got {unit_scope!r}")
     if unit_scope == "step" and (max_steps is not None or min_separation is not None):

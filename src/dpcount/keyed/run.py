@@ -13,7 +13,6 @@ in ``data_derived`` and the CLI prints a warning. Pass both for a fully private 
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,20 +24,20 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.durable.atomic import PUBLIC, atomic_file, write_atomic
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, chunk_frame, keyed_budget
-from dpcount.keyed.events import (
-    DropReport,
-    EventColumns,
-    TimeBuckets,
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, keyed_budget
+from dpcount.keyed.events import DropReport, EventColumns, TimeBuckets, parse_times
+from dpcount.keyed.io import (
+    PartsDir,
+    check_std_digits,
     from_polars,
     is_polars,
-    parse_times,
     read_events,
+    read_keys,
+    sink_for,
+    write_frames,
 )
 from dpcount.keyed.job import KeyedJob, SecretArg, make_job
 from dpcount.keyed.mark import ReleaseCompanion
-from dpcount.keyed.order import released_blocks, row_mask
 from dpcount.keyed.selection import KeySelection, SelectionOutcome
 from dpcount.keyed.session import Carry, EngineRun, RunSession, check_secret_arg, secret_file
 from dpcount.keyed.watermark import check_late
@@ -152,360 +151,6 @@ class KeyedResult:
             + ("" if warning is None else f". WARNING: {warning}")
             + f"; counting: {m.describe()}"
         )
-
-
-def iter_frames(
-    job: KeyedJob,
-    chunks: Iterable[tuple[int, NDArray[Any]]],
-    time_label: str,
-) -> Iterator[pd.DataFrame]:
-    """The release's rows as frames, in output order (:mod:`dpcount.keyed.order`: an open
-    key set's by key name, never by its key table's order)."""
-    std = job.mechanism.std()[job.first - 1 : job.until]
-    labels = job.buckets.labels(job.until)[job.first - 1 :]
-    for keys, values, since in released_blocks(job.universe.keys, chunks, job.selected, job.until):
-        frame = chunk_frame(values, std, keys, labels, 0, time_label, job.first)
-        if since is not None:  # rows before a key's selection step are withheld
-            frame = frame[row_mask(since, values.shape[0], job.first)].reset_index(drop=True)
-        yield frame
-
-
-def chunk_table(
-    values: NDArray[Any],
-    std: NDArray[np.float64],
-    keys: Sequence[Any],
-    times: NDArray[Any],
-    key_lo: int,
-    time_label: str = "time",
-    first_step: int = 1,
-) -> Any:
-    """:func:`~dpcount.keyed.engine.chunk_frame` as an Arrow table, built directly (no
-    pandas frame in between) with the schema :func:`write_frames` writes. ``times``:
-    each step's start (:meth:`~dpcount.keyed.events.TimeBuckets.times`), stored as a
-    timestamp (or an integer for integer times), not as text."""
-    n = values.shape[1]
-    return ChunkTables(std, times, time_label, first_step).table(values, keys[key_lo : key_lo + n])
-
-
-class ChunkTables:
-    """:func:`chunk_table` for many chunks of one release: the columns that repeat per
-    key (key codes, step, time, std) are built once per chunk width and shared by the
-    tables (Arrow arrays are immutable): 10 ms instead of 47 ms to build each table of
-    2048 keys × 1000 steps, measured over 20 tables (7 ms of the 10 is the key-major
-    copy of the counts, :func:`_key_major`)."""
-
-    def __init__(
-        self,
-        std: NDArray[np.float64],
-        times: NDArray[Any],
-        time_label: str = "time",
-        first_step: int = 1,
-    ) -> None:
-        self.std = std
-        self.times = np.asarray(times)
-        self.time_label = time_label
-        self.first_step = first_step
-        self._repeated: dict[int, tuple[Any, ...]] = {}
-
-    def _columns(self, n: int) -> tuple[Any, ...]:
-        import pyarrow as pa
-
-        if n not in self._repeated:
-            horizon = self.std.shape[0]
-            steps = np.arange(self.first_step, self.first_step + horizon, dtype=np.int64)
-            self._repeated = {  # one width at a time: the last chunk may be narrower
-                n: (
-                    pa.array(_per_key(np.arange(n, dtype=np.int32)[:, None], n, horizon)),
-                    pa.array(_per_key(steps, n, horizon)),
-                    pa.array(_per_key(self.times, n, horizon)),
-                    pa.array(_per_key(self.std, n, horizon)),
-                )
-            }
-        return self._repeated[n]
-
-    def table(self, values: NDArray[Any], keys: Sequence[Any]) -> Any:
-        """The table of one chunk: ``values`` (steps × keys) of ``keys``."""
-        import pyarrow as pa
-
-        horizon, n = values.shape
-        if horizon != self.std.shape[0] or len(keys) != n:
-            raise ValueError(f"a chunk of {horizon} steps × {n} keys for {len(keys)} keys")
-        codes, step, time, std = self._columns(n)
-        columns = {
-            "key": pa.DictionaryArray.from_arrays(codes, pa.array(list(keys))),
-            "step": step,
-            self.time_label: time,
-            "private_count": pa.array(_key_major(values)),
-            "std": std,
-        }
-        return _required(pa.table(columns))
-
-
-def _per_key(column: NDArray[Any], n: int, horizon: int) -> NDArray[Any]:
-    """``column`` broadcast to (n keys, horizon steps), flattened key by key."""
-    out = np.empty((n, horizon), dtype=column.dtype)
-    out[...] = column
-    return out.reshape(-1)
-
-
-def _key_major(values: NDArray[Any], rows: int = 32) -> NDArray[Any]:
-    """``values`` (steps × keys) flattened key by key: ``values.T.reshape(-1)``, copied
-    ``rows`` steps at a time (a whole-array transposing copy strides through memory;
-    blocks of 32 steps took 0.6× its time on a 1000 × 2048 part)."""
-    steps, n = values.shape
-    out = np.empty((n, steps), dtype=values.dtype)
-    for lo in range(0, steps, rows):
-        out[:, lo : lo + rows] = values[lo : lo + rows].T
-    return out.reshape(-1)
-
-
-def iter_tables(
-    job: KeyedJob,
-    chunks: Iterable[tuple[int, NDArray[Any]]],
-    time_label: str,
-) -> Iterator[Any]:
-    """:func:`iter_frames` as Arrow tables (:func:`chunk_table`), in the same order."""
-    std = job.mechanism.std()[job.first - 1 : job.until]
-    tables = ChunkTables(std, job.buckets.label_times(job.first, job.until), time_label, job.first)
-    for keys, values, since in released_blocks(job.universe.keys, chunks, job.selected, job.until):
-        table = tables.table(values, keys)
-        if since is not None:  # rows before a key's selection step are withheld
-            import pyarrow as pa
-
-            table = table.filter(pa.array(row_mask(since, values.shape[0], job.first)))
-        yield table
-
-
-def or_header(frames: Iterable[pd.DataFrame], time_label: str) -> Iterator[pd.DataFrame]:
-    """``frames``, or one frame of no rows with the output's columns when there are none
-    (a release of an open key set that selected no key yet): a CSV then holds its
-    header, which ``pandas.read_csv`` reads as a table of no rows (an empty file is
-    refused by it)."""
-    empty = True
-    for frame in frames:
-        empty = False
-        yield frame
-    if empty:
-        names = ("key", "step", time_label, "private_count", "std")
-        yield pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
-
-
-def _or_schema(tables: Iterable[Any], job: KeyedJob, time_label: str) -> Iterator[Any]:
-    """:func:`or_header` for Arrow tables: a table of no rows with the schema of the
-    run's tables (a Parquet file then has its columns and types)."""
-    empty = True
-    for table in tables:
-        empty = False
-        yield table
-    if empty:
-        std = job.mechanism.std()[job.first - 1 : job.until]
-        times = job.buckets.times(job.first, job.until)
-        one = np.zeros((len(std), 1), dtype=np.int64 if job.integer else np.float64)
-        table = ChunkTables(std, times, time_label, job.first).table(one, job.universe.keys[:1])
-        yield table.slice(0, 0)
-
-
-def csv_frame(frame: pd.DataFrame, digits: int | None) -> pd.DataFrame:
-    """``frame`` with its std column as text of ``digits`` significant digits, as
-    ``dpcount count --digits`` prints it (None: the frame unchanged, every bit)."""
-    if digits is None or frame.empty:
-        return frame
-    # one std per step, repeated for every key: format each distinct value once
-    values, at = np.unique(frame["std"].to_numpy(np.float64), return_inverse=True)
-    text = np.array([f"{v:.{digits}g}" for v in values], dtype=object)
-    return frame.assign(std=text[at.reshape(-1)])
-
-
-def check_std_digits(digits: int | None) -> None:
-    if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 17):
-        raise ValueError(f"std_digits must be between 1 and 17 or None, got {digits!r}")
-
-
-def write_frames(
-    frames: Iterable[Any], path: str | os.PathLike[str], std_digits: int | None = None
-) -> Path:
-    """Write the frames to CSV or Parquet (by extension) atomically: temp file + rename.
-
-    ``frames``: pandas DataFrames (or, for Parquet, Arrow tables from :func:`chunk_table`).
-    ``std_digits``: significant digits of the std column in a CSV (:func:`csv_frame`;
-    None: every bit); Parquet keeps the float.
-
-    A rerun with the same secret and data writes identical bytes; a killed run
-    leaves no partial output (only a temp file that the next run ignores).
-    """
-    out = Path(path)
-    suffix = out.suffix.lower()
-    if suffix not in (".csv", ".parquet", ".pq"):
-        raise ValueError(f"output {out} must end in .csv or .parquet")
-    # a released file: the usual permissions (0666 minus the umask), not 0600
-    with atomic_file(out, mode=PUBLIC) as fh:
-        if suffix == ".csv":
-            text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
-            first = True
-            for frame in frames:
-                csv_frame(frame, std_digits).to_csv(
-                    text, header=first, index=False, lineterminator="\n"
-                )
-                first = False
-            text.flush()
-            text.detach()  # the atomic writer closes the file
-        else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            writer = None
-            try:
-                for frame in frames:
-                    table = (
-                        frame
-                        if isinstance(frame, pa.Table)
-                        else _stable_table(pa.Table.from_pandas(frame, preserve_index=False))
-                    )
-                    if writer is None:
-                        writer = pq.ParquetWriter(fh, table.schema, **_parquet_encodings(table))
-                    writer.write_table(table)
-            finally:
-                if writer is not None:
-                    writer.close()
-    return out
-
-
-def _parquet_encodings(table: Any) -> dict[str, Any]:
-    """The ParquetWriter options for a table of counts: a dictionary for the key column
-    (and any text column), DELTA_BINARY_PACKED for integers and times (steps and
-    times repeat per key with a fixed stride; integer counts are small), and
-    BYTE_STREAM_SPLIT for floating point (counts and the std). Measured on one part of
-    2048 keys × 1000 steps (``benchmarks/bench_keyed.py``'s job): 0.10 s CPU and 4.0 MB
-    for integer counts against 0.18 s and 5.9 MB with dictionaries for every column but
-    the counts (building and hashing the dictionaries of the step, time and std
-    columns was most of the write); 0.12 s against 0.15 s for floating-point counts.
-    Every reader of Parquet 2 encodings (pyarrow, pandas, polars, DuckDB, Spark ≥ 3)
-    reads these; the values are the same, only their layout in the file changes."""
-    import pyarrow as pa
-
-    dictionary: list[str] = []
-    encoding: dict[str, str] = {}
-    for column in table.schema:
-        kind = column.type
-        if pa.types.is_dictionary(kind):
-            dictionary.append(column.name)
-        elif pa.types.is_integer(kind) or pa.types.is_temporal(kind):
-            encoding[column.name] = "DELTA_BINARY_PACKED"
-        elif pa.types.is_floating(kind):
-            encoding[column.name] = "BYTE_STREAM_SPLIT"
-        else:
-            dictionary.append(column.name)
-    return {"use_dictionary": dictionary, "column_encoding": encoding}
-
-
-class _PartsDir:
-    """A resumable output directory: one Parquet part per key chunk, written atomically.
-
-    ``_run.json`` records the run id, the configuration fingerprint and the chunk
-    size; a directory from another run is refused. Parts already present are not
-    recomputed: noise is a pure function of (secret, position), so a part written
-    before a crash is exactly what the resumed run would write.
-    """
-
-    def __init__(self, path: Path, chunk_keys: int) -> None:
-        self.path = path
-        self.chunk_keys = chunk_keys
-
-    def for_job(self, job: KeyedJob) -> _PartsDir:
-        """A run that releases only some steps writes to ``steps-FIRST-LAST/`` inside."""
-        if (job.first, job.until) == (1, job.mechanism.horizon):
-            return self
-        sub = self.path / f"steps-{job.first:06d}-{job.until:06d}"
-        return _PartsDir(sub, self.chunk_keys)
-
-    def part(self, lo: int) -> Path:
-        return self.path / f"part-{lo:012d}.parquet"
-
-    def writer(self, job: KeyedJob, time_label: str) -> PartWriter:
-        m = job.mechanism
-        times = job.buckets.label_times(job.first, job.until)
-        std = m.std()[job.first - 1 : job.until]
-        return PartWriter(self.path, times, std, time_label, job.first)
-
-    def open(self, job: KeyedJob) -> set[int]:
-        """Check or write the manifest; the first key of every chunk already written."""
-        import json
-
-        manifest = {
-            "run_id": job.secret.run_id,
-            "fingerprint": job.secret.fingerprint,
-            "chunk_keys": self.chunk_keys,
-        }
-        self.path.mkdir(parents=True, exist_ok=True)
-        mpath = self.path / "_run.json"
-        if mpath.exists():
-            found = json.loads(mpath.read_text(encoding="utf-8"))
-            if found != manifest:
-                raise ValueError(
-                    f"output directory {self.path} holds another run's parts "
-                    f"(run id {found.get('run_id')}, chunk_keys {found.get('chunk_keys')})"
-                )
-        else:
-            write_json_atomic(mpath, manifest)
-        lows = {lo for lo, _ in chunk_bounds(job.mechanism.n_keys, self.chunk_keys)}
-        return {lo for lo in lows if self.part(lo).exists()}
-
-
-@dataclass(frozen=True)
-class PartWriter:
-    """Writes one key chunk's part file; small enough to ship to a Dask worker."""
-
-    path: Path
-    times: NDArray[Any]
-    std: NDArray[np.float64]
-    time_label: str
-    first_step: int = 1
-    tables: ChunkTables = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        tables = ChunkTables(self.std, self.times, self.time_label, self.first_step)
-        object.__setattr__(self, "tables", tables)
-
-    def write(self, lo: int, values: NDArray[Any], keys: Sequence[Any]) -> Path:
-        """``keys``: the chunk's own keys (key indices lo .. lo + values.shape[1] − 1)."""
-        return write_frames(
-            [self.tables.table(values, keys)], self.path / f"part-{lo:012d}.parquet"
-        )
-
-
-def write_json_atomic(path: Path, value: dict[str, Any]) -> None:
-    import json
-
-    write_atomic(path, [(json.dumps(value, sort_keys=True) + "\n").encode()], mode=PUBLIC)
-
-
-def _stable_table(table: Any) -> Any:
-    """Dictionary columns with int32 indices and no pandas metadata: one schema for all
-    chunks (pandas picks int8/int16/int32 codes by the number of categories)."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field(f.name, pa.dictionary(pa.int32(), f.type.value_type))
-        if pa.types.is_dictionary(f.type)
-        else f
-        for f in table.schema
-    ]
-    return _required(table.cast(pa.schema(fields)).replace_schema_metadata(None))
-
-
-def _required(table: Any) -> Any:
-    """``table`` with its step, time, count and std columns declared non-nullable
-    (Parquet ``required``): they are never missing, and a required column has no
-    definition levels to encode — 0.100 s instead of 0.131 s CPU to write one part of
-    2048 keys × 1000 steps (best of 15, interleaved; ``benchmarks/bench_keyed.py``'s
-    job), the same
-    values and encodings, and the same column types for every reader. The key column
-    keeps its nullability (a public universe may hold a key that reads as missing), so
-    every chunk of a run has the same schema whatever its data."""
-    import pyarrow as pa
-
-    fields = [f if f.name == "key" else f.with_nullable(False) for f in table.schema]
-    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
 
 
 def keyed_counts(
@@ -723,7 +368,7 @@ def keyed_counts(
         if is_polars(events):
             events = from_polars(events, columns)
         common: dict[str, Any] = dict(
-            keys=keys,
+            keys=read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys,
             columns=columns,
             step=step,
             budget=resolved,
@@ -741,7 +386,7 @@ def keyed_counts(
             late=late,
         )
         parts = (
-            _PartsDir(Path(output), chunk_keys)
+            PartsDir(Path(output), chunk_keys, time_label)
             if output is not None and not Path(output).suffix
             else None
         )
@@ -884,7 +529,7 @@ def _run_embedded(
     common: dict[str, Any],
     secret: SecretArg,
     *,
-    parts: _PartsDir | None,
+    parts: PartsDir | None,
     chunk_keys: int,
     progress: Progress | None,
     until: int | None,
@@ -946,13 +591,12 @@ def _emit(
     output: str | os.PathLike[str] | None,
     time_label: str,
     on_chunk: Callable[[int, NDArray[Any]], None] | None,
-    parts: _PartsDir | None = None,
+    parts: PartsDir | None = None,
     session: RunSession | None = None,
     carry: Carry | None = None,
     sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
     std_digits: int | None = None,
 ) -> KeyedResult:
-    frames = iter_frames(job, chunks, time_label)
     result = KeyedResult(
         None,
         report,
@@ -965,35 +609,14 @@ def _emit(
         (job.first, job.until),
         config=job.secret.config,
     )
-    parts = None if parts is None else parts.for_job(job)
-    if sink is not None:
-        if parts is not None or on_chunk is not None or output is not None:
-            raise ValueError("give sink= alone, without output= or on_chunk=")
-        result.output = sink(job, chunks)
-    elif parts is not None:
-        if on_chunk is not None:
-            raise ValueError("give either output= or on_chunk=, not both")
-        writer = parts.writer(job, time_label)
-        keys = job.universe.keys
-        for lo, values in chunks:
-            if values is not None:  # None: the Dask worker wrote the part itself
-                writer.write(lo, values, keys[lo : lo + values.shape[1]])
-        result.output = parts.path
-    elif on_chunk is not None:
-        if output is not None:
-            raise ValueError("give either output= or on_chunk=, not both")
-        for lo, values in chunks:
-            on_chunk(lo, values)
-    elif output is None:
-        frame = pd.concat(list(or_header(frames, time_label)), ignore_index=True)
-        for column in ("key", time_label):  # plain values, whatever the chunking
-            frame[column] = frame[column].astype(object)
-        result.frame = frame
-    elif Path(output).suffix.lower() in (".parquet", ".pq"):
-        tables = iter_tables(job, chunks, time_label)
-        result.output = write_frames(_or_schema(tables, job, time_label), output)
-    else:  # no key selected (yet): the header alone, a file every CSV reader reads
-        result.output = write_frames(or_header(frames, time_label), output, std_digits)
+    if sink is not None and (parts is not None or on_chunk is not None or output is not None):
+        raise ValueError("give sink= alone, without output= or on_chunk=")
+    write = sink_for(output, on_chunk, parts, time_label, std_digits) if sink is None else sink
+    released = write(job, chunks)
+    if isinstance(released, pd.DataFrame):
+        result.frame = released
+    else:
+        result.output = released
     if session is not None:  # only once the whole output is out: the state, then the mark
         result.state = session.commit(job, carry)
     return result

@@ -6,7 +6,7 @@ The runner only schedules the stages of :mod:`dpcount.keyed.shards` (the Dask en
 1. **Reading, bounding and summing** (one task per input split): an executor reads its
    split of the file itself — a CSV file's byte range of whole lines, a Parquet file's
    block of whole row groups (at most :data:`~dpcount.keyed.dask.PARQUET_BLOCK` bytes) —
-   with the options of :func:`dpcount.keyed.events.read_events`, maps, clips and sums it
+   with the options of :func:`dpcount.keyed.io.read_events`, maps, clips and sums it
    (:meth:`~dpcount.keyed.job.KeyedJob.prepare`) and splits the sums into shards of
    contiguous key chunks (:func:`~dpcount.keyed.shards.prepare_split`). A shuffle by
    shard brings each shard's pieces to one task, which finishes them
@@ -65,13 +65,8 @@ from numpy.typing import NDArray
 from dpcount.keyed import job as jobs
 from dpcount.keyed import session as sessions
 from dpcount.keyed import shards as stages
-from dpcount.keyed.events import (
-    Contributions,
-    DropReport,
-    EventColumns,
-    parse_times,
-    read_events,
-)
+from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
+from dpcount.keyed.io import csv_options, read_events
 from dpcount.keyed.job import KeyedJob, SecretArg
 from dpcount.keyed.selection import SelectionOutcome
 from dpcount.keyed.session import EngineRun
@@ -120,7 +115,7 @@ def _line_start(fh: Any, pos: int) -> int:
 
 
 def read_split(split: Split, columns: EventColumns) -> pd.DataFrame:
-    """The events of one split, read as :func:`~dpcount.keyed.events.read_events` reads
+    """The events of one split, read as :func:`~dpcount.keyed.io.read_events` reads
     the whole file (a CSV split: the header line, then the split's lines)."""
     if split.frame is not None:
         return split.frame
@@ -149,14 +144,7 @@ def read_split(split: Split, columns: EventColumns) -> pd.DataFrame:
             f"into splits (near byte {end}); read it as one split (partitions=1, "
             "--partitions 1)"
         )
-    dtype = {columns.key: str, **({columns.unit: str} if columns.unit else {})}
-    return pd.read_csv(
-        io.BytesIO(header + body),
-        usecols=columns.names(),
-        dtype=dtype,
-        keep_default_na=False,
-        na_values=[""],
-    )
+    return pd.read_csv(io.BytesIO(header + body), **csv_options(columns))
 
 
 def _guarded(task: Callable[..., Any]) -> Callable[..., Any]:

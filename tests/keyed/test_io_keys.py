@@ -1,0 +1,70 @@
+"""The keys-file join (dpcount.keyed.keys) gives every event key the index the whole
+universe gives it (KeyUniverse of read_keys), for any cut of the file into blocks and of
+the keys into buckets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpcount.keyed import keys as join
+from dpcount.keyed.events import KeyUniverse
+from dpcount.keyed.io import read_keys
+
+#: lines a keys file may hold: padding, blank lines, CRLF, a NEL inside a line (a line
+#: break for str.splitlines), text that reads as numbers, non-ASCII
+LINES = ["  a ", "", "b\r", "007", "7", "7.5", "é", "x\x85y", "   ", "sku-000000001", "NA"]
+
+
+def _file(tmp_path: Path, rng: np.random.Generator) -> Path:
+    lines = [*LINES, *(f"k{i}" for i in range(100))]
+    order = rng.permutation(len(lines))
+    path = tmp_path / "keys.txt"
+    path.write_bytes(("\n".join(lines[i] for i in order) + "\n").encode())
+    return path
+
+
+def _joined(path: Path, values: pd.Series, blocks: int, buckets: int) -> join.KnownKeys:
+    cut = join.file_blocks(path, blocks)
+    parts = [join.block_keys(path, b) for b in cut]
+    first = join.first_positions([len(p) for p in parts])
+    table = [join.table_buckets(p, int(f), buckets) for p, f in zip(parts, first, strict=True)]
+    halves = (values.iloc[: len(values) // 2], values.iloc[len(values) // 2 :])
+    events = [join.event_buckets(h, buckets) for h in halves]  # two partitions
+    return join.KnownKeys.of(
+        [join.join_bucket([t[b] for t in table], [e[b] for e in events]) for b in range(buckets)]
+    )
+
+
+@pytest.mark.parametrize(("blocks", "buckets"), [(1, 1), (3, 4), (7, 5), (60, 3)])
+def test_join_gives_each_key_its_universe_index(tmp_path: Path, blocks: int, buckets: int) -> None:
+    rng = np.random.default_rng(blocks * 10 + buckets)
+    path = _file(tmp_path, rng)
+    universe = read_keys(path)
+    assert [k for b in join.file_blocks(path, blocks) for k in join.block_keys(path, b)] == universe
+    pool = [*universe[:40], "nope", "k", "7", 7, 7.0, 7.5, "a ", None, np.nan]
+    values = pd.Series([pool[i] for i in rng.integers(0, len(pool), 500)], dtype=object)
+    want = KeyUniverse(universe).indices(values)
+    assert (want >= 0).any() and (want < 0).any()
+    assert np.array_equal(_joined(path, values, blocks, buckets).indices(values), want)
+
+
+def test_a_key_twice_in_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "keys.txt"
+    path.write_text("a\nb\nc\n b \n")
+    with pytest.raises(ValueError, match="keys must be unique, 'b' and 'b' appears more than once"):
+        _joined(path, pd.Series(["a"]), 2, 3)
+    with pytest.raises(ValueError, match="keys must be unique, 'b' and 'b' appears more than once"):
+        KeyUniverse(read_keys(path))  # the whole universe's own message
+
+
+def test_buckets_are_a_function_of_the_text() -> None:
+    texts = np.array(["a", "b", "k1", "é"], dtype=object)
+    got = join.bucket_of(texts, 7)
+    assert np.array_equal(got, join.bucket_of(texts[::-1], 7)[::-1])
+    assert ((got >= 0) & (got < 7)).all()
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        join.file_blocks(__file__, 0)
