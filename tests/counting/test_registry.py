@@ -40,6 +40,7 @@ def test_stated_capabilities_are_the_class_declarations(entry) -> None:  # type:
     caps = entry.capabilities
     assert cls.__name__ == entry.class_name
     assert CLASSES[entry.class_name] is cls
+    assert cls.capabilities() is class_capabilities(entry.class_name)
     assert caps.discrete == entry.discrete == cls.supports_discrete_noise
     assert caps.continuous == cls.continuous_noise
     assert caps.integer_release == cls.integer_release
@@ -96,6 +97,20 @@ def test_single_participation_declarations_are_the_class_refusals(entry) -> None
     assert entry.capabilities.supports(Budget(epsilon=1.0, delta=1e-6), 16)
     with pytest.raises(ValueError, match="single participation"):
         entry.cls(16, budget=schema)
+
+
+def test_every_mechanism_is_a_strategy_and_unregistered_classes_have_no_capabilities() -> None:
+    from dpcount.counting import CountingMechanism, Strategy
+
+    m = build_mechanism("kary", horizon=8, budget=Budget(epsilon=1.0), rng=0)
+    assert isinstance(m, Strategy)
+
+    class Unregistered(type(m)):  # type: ignore[misc]
+        pass
+
+    with pytest.raises(KeyError, match="Unregistered"):
+        Unregistered.capabilities()
+    assert issubclass(type(m), CountingMechanism)
 
 
 def test_supports_answers_from_the_declaration() -> None:

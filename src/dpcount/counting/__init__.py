@@ -8,6 +8,10 @@ A stream can be checkpointed (:func:`save_stream`) and restored
 (:func:`load_stream`); see :mod:`dpcount.counting.checkpoint`.
 For a stream without a horizon, :class:`UnboundedCounter` runs any of them over
 doubling blocks, with its guarantee for every prefix and its exact ``variance_at(t)``.
+Every mechanism is a :class:`Strategy`; what each registered one can do (noise kinds,
+integer release, largest horizon, options, participation support) is its
+:class:`Capabilities`, declared once in :mod:`dpcount.counting.registry`
+(``CountingMechanism.capabilities()``, ``registry.capabilities(name)``).
 
 The names are imported on first use (a module ``__getattr__``, PEP 562): importing
 ``dpcount.counting`` costs nothing beyond the mechanisms a caller touches, so a
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
     from dpcount.counting.input_perturbation import InputNoiseProcess, InputPerturbation
     from dpcount.counting.smooth_binary import SmoothBinary, SmoothBinaryNoiseProcess
+    from dpcount.counting.strategy import Capabilities, Option, Strategy
     from dpcount.counting.tree import BinaryTree, KaryTree, TreeNoiseProcess
     from dpcount.counting.unbounded import UnboundedCounter, UnboundedStream
 
@@ -75,6 +80,9 @@ _WHERE = {
     "SmoothBinaryNoiseProcess": "smooth_binary",
     "SqrtFactorization": "factorization.sqrt",
     "SqrtNoiseProcess": "factorization.sqrt",
+    "Capabilities": "strategy",
+    "Option": "strategy",
+    "Strategy": "strategy",
     "ToeplitzFactorization": "factorization.toeplitz",
     "ToeplitzNoiseProcess": "factorization.toeplitz",
     "BinaryTree": "tree",
@@ -88,6 +96,7 @@ __all__ = [
     "BLT",
     "BLTNoiseProcess",
     "BinaryTree",
+    "Capabilities",
     "CountingMechanism",
     "CountingStream",
     "DenseNoiseProcess",
@@ -105,6 +114,7 @@ __all__ = [
     "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
     "NormalizedSqrtNoiseProcess",
+    "Option",
     "RowScaledBLT",
     "RowScaledBandedToeplitz",
     "RowScaledSqrtFactorization",
@@ -112,6 +122,7 @@ __all__ = [
     "SmoothBinaryNoiseProcess",
     "SqrtFactorization",
     "SqrtNoiseProcess",
+    "Strategy",
     "ToeplitzFactorization",
     "ToeplitzNoiseProcess",
     "TreeNoiseProcess",

@@ -68,7 +68,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount.counting.base import CountingMechanism, add_noise
-from dpcount.counting.registry import MECHANISMS
+from dpcount.counting.registry import MECHANISMS, capabilities
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFKey, PRFWords
 from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
@@ -370,13 +370,14 @@ class KeyedMechanism:
         if name != TREE_ALIAS and name not in MECHANISMS:
             choices = ", ".join(sorted([*MECHANISMS, TREE_ALIAS, "auto"]))
             raise ValueError(f"mechanism must be one of {choices}; got {name!r}")
-        tree = name in (TREE_ALIAS, "kary")
-        if not tree and (self.k is not None or self.subtract is not None):
+        # the options each mechanism declares (its registry capabilities)
+        caps = capabilities("kary" if name == TREE_ALIAS else name)
+        if caps.option("k") is None and (self.k is not None or self.subtract is not None):
             raise ValueError(
                 f"k and subtract are options of the k-ary tree (mechanism='kary'), not of "
                 f"mechanism={name!r}"
             )
-        if self.bands is not None and name != "toeplitz":
+        if self.bands is not None and caps.option("bands") is None:
             raise ValueError(f"bands is an option of mechanism='toeplitz', not of {name!r}")
         if self.k is not None and (
             isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2
