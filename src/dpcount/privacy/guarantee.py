@@ -423,14 +423,14 @@ CALIBRATIONS: Mapping[tuple[NoiseKind, CalibrationRule], CalibrationEntry] = {
         False,
         "epsilon-DP with epsilon = l1/t for the rational scale t >= l1/epsilon",
         "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "
-        "exact sampler (Canonne, Kamath, Steinke 2020, Alg. 2)",
+        "exact sampler (a difference of two geometric variables, Inusah and Kozubowski 2006)",
         _discrete_laplace_pure,
     ),
     (_N.DISCRETE_LAPLACE, _R.THEOREM3): CalibrationEntry(
         True,
         "(epsilon, delta)-DP: the smaller rational scale of the pure and Theorem 3 rules",
         "discrete Laplace noise for (epsilon, delta)-DP, "
-        "count-on-your-elders Thm 3; exact sampler (CKS 2020, Alg. 2)",
+        "count-on-your-elders Thm 3; exact sampler (Inusah and Kozubowski 2006)",
         _discrete_laplace_delta,
     ),
     (_N.DISCRETE_GAUSSIAN, _R.ZCDP): CalibrationEntry(
