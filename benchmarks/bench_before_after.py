@@ -93,7 +93,7 @@ gave the same picture: sqrt batch 0.971 (least) and 1.080 (÷ floor), BinaryTree
 
 0.5, float-safe releases (issue 33, "speed"): measured 2026-12-06 20:24-20:27 UTC, load
 average 18-25 on the 2 shared cores, ``--quick --only tree sqrt blt_batch --rounds 3``,
-before = b24b7db, after = the speed branch at 1a5c2b9's float-safe code (A÷B of the least
+before = b24b7db, after = the speed branch at 51cc3ea (A÷B of the least
 CPU, then of the median floor ratio): BinaryTree batch 1.024 / 1.089, update 1.383 / 1.400;
 KaryTree k=19 batch 0.867 / 0.972, update 1.497 / 1.556; sqrt batch T = 2^16 1.107 / 1.086,
 update 2.015 / 2.031; BLT batch T = 10^6 1.112 / 1.105 (the same branch before this work:
