@@ -91,6 +91,19 @@ gave the same picture: sqrt batch 0.971 (least) and 1.080 (÷ floor), BinaryTree
 * BLT noise step: the fused column-block step (issue 20) is 0.936x the unfused 0.3
   step in process (median of 8 A/B pairs).
 
+0.5, float-safe releases (issue 33, "speed"): measured 2026-12-06 20:24-20:27 UTC, load
+average 18-25 on the 2 shared cores, ``--quick --only tree sqrt blt_batch --rounds 3``,
+before = b24b7db, after = the speed branch at 51cc3ea (A÷B of the least
+CPU, then of the median floor ratio): BinaryTree batch 1.024 / 1.089, update 1.383 / 1.400;
+KaryTree k=19 batch 0.867 / 0.972, update 1.497 / 1.556; sqrt batch T = 2^16 1.107 / 1.086,
+update 2.015 / 2.031; BLT batch T = 10^6 1.112 / 1.105 (the same branch before this work:
+1.61-1.69 batch, 2.7-6.0 update); at c2071cc (20:39, load 13-15, ``--only blt_step``):
+BLT noise step d = 10^5 1.007 / 1.004, BLT stream.update d = 10^5 1.208 / 1.207 (1.84
+before the vector snap kept its scratch). What is left is the snap itself: ~10 elementwise passes
+per batch value (``snap_release``'s scaled form, no ``fmod``, which cost 25-75 ns a value)
+and, per stream update, one ``fmod``, a division, two additions and a multiplication in
+Python floats (``snap_scalar``) where 0.4 made one addition.
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...]
 """

@@ -53,6 +53,9 @@ def test_scaled_snap_equals_the_fmod_form_to_the_bit() -> None:
             assert got.tobytes() == want.tobytes()
             work = np.full((2, s.size + 3), np.nan)  # larger than needed, dirty
             assert snap_release(s, noise.copy(), grid, work=work).tobytes() == want.tobytes()
+            kept, out = noise.copy(), np.full(s.size, np.nan)
+            assert snap_release(s, kept, grid, out=out) is out  # noise left as it is
+            assert out.tobytes() == want.tobytes() and kept.tobytes() == noise.tobytes()
 
 
 def test_snap_vector_rows_and_the_fmod_fallback() -> None:
@@ -66,6 +69,9 @@ def test_snap_vector_rows_and_the_fmod_fallback() -> None:
     assert snap_release(big, noise.copy(), 2.0**-100).tobytes() == (
         _fmod_form(big, noise, 2.0**-100).tobytes()
     )
+    out = np.empty(3)
+    snap_release(big, noise, 2.0**-100, out=out)
+    assert out.tobytes() == _fmod_form(big, noise, 2.0**-100).tobytes()
 
 
 def test_a_wrong_zero_sign_would_be_seen() -> None:

@@ -980,6 +980,7 @@ class CountingStream(ReleaseStream):
         self._denominator: int | None = None  # set at _start for exact rational noise
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
         self._grids: StepGrids | None = None  # the grids of the steps to come
+        self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
         self._t = 0
 
     @property
@@ -1054,9 +1055,16 @@ class CountingStream(ReleaseStream):
         self._t += 1
         if self._snapped:
             noise = process.next()
-            if np.ndim(noise):  # ours to overwrite: never a view of the process's state
-                noise = np.array(noise, dtype=np.float64, copy=True)
-            return snap_release(self._sum, noise, self._next_grid())
+            if not np.ndim(noise):
+                return snap_release(self._sum, noise, self._next_grid())
+            # written to a new array (the process's noise may be a view of its state),
+            # with the snap's scratch kept by the stream (fresh arrays fault their pages)
+            d = int(np.size(noise))
+            work = self._work
+            if work is None:
+                work = self._work = np.empty((2, d))
+            out = np.empty(d)
+            return snap_release(self._sum, noise, self._next_grid(), work=work, out=out)
         return self._sum + process.next()
 
     def _update_integer(self, x: Any) -> Any:

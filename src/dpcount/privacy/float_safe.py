@@ -341,7 +341,7 @@ def _round_up(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None) -> Any:
+def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
     Args:
@@ -352,6 +352,8 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None) -> Any:
         work: optional float64 scratch of shape ``(2, *noise.shape)`` (or larger along
             the first axis of each) reused across calls: fresh arrays cost a page fault
             per 4 KiB, more than the arithmetic.
+        out: optional float64 array of the noise's shape for the result (``noise`` is
+            then left as it is); default: ``noise`` itself.
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
@@ -367,10 +369,12 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None) -> Any:
     if type(noise) is not np.ndarray or noise.ndim == 0:
         return snap_scalar(float(sums), float(noise), float(grid))
     s_arr: NDArray[Any] = np.asarray(sums)
-    out: NDArray[np.float64] = noise
+    if out is None:
+        out = noise
     if s_arr.dtype.kind not in "iu":
         s_arr = np.asarray(s_arr, dtype=np.float64)
     if not _scaled_form_is_exact(s_arr, grid):
+        np.copyto(out, noise)
         return _snap_fmod(s_arr, out, grid)
     shape = out.shape
     if work is None:
@@ -383,7 +387,7 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None) -> Any:
     u -= q  # lo/g, exact (the bits of s below g)
     if s_arr.dtype.kind == "f":
         np.copysign(u, s_arr, out=u)  # fmod's zero has the sign of s
-    out /= grid
+    np.divide(noise, grid, out=out)
     out += u
     np.rint(out, out=out)
     np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0

@@ -53,6 +53,8 @@ def test_batch_block_within_the_float_model(cls: Any) -> None:
     if cls is RowScaledBLT:
         z = z / mech.row_weights()
     assert _model_ratio(mech, noise, z, process) < MODEL_KAPPA / 4
+    if cls is RowScaledBLT:
+        return  # the stream's path is the column-normalized one's (checked there)
     # the stream's blocks of 4096 (weights from aligned blocks of 512): the same to rounding
     stream = mech.noise_process(mech.sampler, np.random.default_rng(1), None)
     steps = np.array([stream.next() for _ in range(T)])
