@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from dpcount._validate import check_choice
+from dpcount._validate import check_choice, check_integer
 from dpcount.counting.base import (
     MemoryEstimate,
     available_memory,
@@ -477,27 +477,25 @@ def class_capabilities(class_name: str) -> Capabilities:
     dense optima share one class), without importing it.
 
     Raises:
-        KeyError: an unregistered class.
+        ValueError: an unregistered class name (TypeError: not a str).
     """
-    for entry in REGISTRY:
-        if entry.class_name == class_name:
-            return entry.capabilities
-    raise KeyError(class_name)
+    check_choice("class_name", class_name, tuple(CLASSES))
+    return next(e.capabilities for e in REGISTRY if e.class_name == class_name)
 
 
-def names(*, budget: Budget | None = None, horizon: int | None = None) -> tuple[str, ...]:
+def names(horizon: int | None = None) -> tuple[str, ...]:
     """The registered names, sorted (the CLI's ``--mechanism`` choices); with
-    ``budget``/``horizon`` only those whose capabilities support them
-    (:meth:`~dpcount.counting.strategy.Capabilities.supports`: nothing is built)."""
-    return tuple(sorted(n for n, e in _BY_NAME.items() if _reaches(e, budget, horizon)))
-
-
-def _reaches(entry: Entry, budget: Budget | None, horizon: int | None) -> bool:
-    """Whether ``entry`` supports ``budget`` (None: any) at ``horizon`` (None: any)."""
-    caps = entry.capabilities
-    if budget is not None:
-        return caps.supports(budget, horizon)
-    return horizon is None or caps.max_horizon is None or horizon <= caps.max_horizon
+    ``horizon`` only those whose builder reaches it (their declared ``max_horizon``:
+    nothing is imported or built). A budget's support is
+    ``capabilities(name).supports(budget, horizon)``."""
+    T = None if horizon is None else check_integer("horizon", horizon, ge=1)
+    return tuple(
+        sorted(
+            n
+            for n, e in _BY_NAME.items()
+            if T is None or e.capabilities.max_horizon is None or e.capabilities.max_horizon >= T
+        )
+    )
 
 
 #: the budget's fields, accepted loose by :func:`build_mechanism` for one more release
