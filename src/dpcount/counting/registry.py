@@ -105,26 +105,6 @@ class Entry:
         return self.capabilities.option("k") is not None
 
     @property
-    def discrete(self) -> bool:
-        """Whether it accepts integer noise."""
-        return self.capabilities.discrete
-
-    @property
-    def continuous(self) -> frozenset[NoiseKind]:
-        """The continuous noise kinds it is calibrated for."""
-        return self.capabilities.continuous
-
-    @property
-    def default(self) -> NoiseKind:
-        """The continuous noise it uses when none is named."""
-        return self.capabilities.default_noise
-
-    @property
-    def max_horizon(self) -> int | None:
-        """The largest horizon the name builds (its factory's limit), None: any."""
-        return self.capabilities.max_horizon
-
-    @property
     def objectives(self) -> tuple[str, ...]:
         """The values of its ``objective`` option, the default first; () without one."""
         option = self.capabilities.option("objective")
@@ -192,30 +172,14 @@ _BLT_SAVED = (
 _LOG_WEIGHTS = Option("log_weights", OptionType.FLOATS, low=1, high=32)
 #: a dense factorization's matrices
 _MATRICES = (Option("L", OptionType.MATRIX), Option("R", OptionType.MATRIX))
-#: listed by the planner, built with the registry's builder
-_LISTED = Plan()
 #: integer noise, integer release (the trees) / integer noise only (Honaker)
 _DISCRETE = Capabilities(discrete=True)
 
 
-def _gaussian(
-    max_horizon: int | None = None,
-    options: tuple[Option, ...] = (),
-    saved: tuple[Option, ...] = (),
-    participation: bool = True,
-    plan: Plan | None = _LISTED,
-) -> Capabilities:
+def _gaussian(**declared: Any) -> Capabilities:
     """The capabilities of a factorization calibrated for Gaussian noise only (its
-    sensitivity is an ℓ₂ column norm)."""
-    return Capabilities(
-        continuous=GAUSSIAN,
-        default_noise=NoiseKind.GAUSSIAN,
-        max_horizon=max_horizon,
-        options=options,
-        saved=saved,
-        participation=participation,
-        plan=plan,
-    )
+    sensitivity is an ℓ₂ column norm), with the ``declared`` ones."""
+    return Capabilities(continuous=GAUSSIAN, default_noise=NoiseKind.GAUSSIAN, **declared)
 
 
 #: the dense optima: any continuous noise, Gaussian by default (the loss they minimize);
@@ -402,7 +366,9 @@ MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
 CLASSES: Mapping[str, type[CountingMechanism]] = _Classes()
 
 #: names whose mechanism accepts integer noise (``supports_discrete_noise``)
-DISCRETE_CAPABLE: frozenset[str] = frozenset(name for name, e in _BY_NAME.items() if e.discrete)
+DISCRETE_CAPABLE: frozenset[str] = frozenset(
+    name for name, e in _BY_NAME.items() if e.capabilities.discrete
+)
 
 
 def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0) -> str | None:
@@ -462,7 +428,7 @@ def objectives(name: str) -> tuple[str, ...]:
 def max_horizon(name: str) -> int | None:
     """The largest horizon mechanism ``name`` builds (None: any), without importing it."""
     check_choice("mechanism", name, MECHANISMS)
-    return _BY_NAME[name].max_horizon
+    return _BY_NAME[name].capabilities.max_horizon
 
 
 def capabilities(name: str) -> Capabilities:
@@ -540,7 +506,7 @@ def check_memory(
     fits = []
     for entry in REGISTRY:
         other = entry.name
-        if other is None or (entry.max_horizon is not None and horizon > entry.max_horizon):
+        if other is None or other not in names(horizon):
             continue
         other_estimate = memory_estimate(other, horizon, dim)
         if other_estimate.total <= limit:
