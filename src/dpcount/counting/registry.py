@@ -1,5 +1,15 @@
 """The one registry of counting mechanisms: build one by name (the CLI, the advisor,
-the apps) or rebuild one by class name (checkpoints)."""
+the apps) or rebuild one by class name (checkpoints).
+
+Each :class:`Entry` declares its mechanism's
+:class:`~dpcount.counting.strategy.Capabilities` once — noise kinds, integer release,
+largest horizon, options, the list arguments a checkpoint may hold, participation
+support, how the planner lists it — and everything reads them: the builders here,
+:mod:`~dpcount.counting.checkpoint`, :func:`~dpcount.analysis.compare`, keyed counting,
+the CLI's choices (:func:`names`) and the test suites (tests/mechanisms.py discovers
+every registered class). Adding a mechanism: its module, one entry here, its data
+(shipped tables), and one test file of its own.
+"""
 
 from __future__ import annotations
 
