@@ -38,12 +38,16 @@ from dpcount.counting import (
 )
 from dpcount.counting.checkpoint import load_stream, save_stream
 from dpcount.counting.registry import (
+    CLASSES,
     GAUSSIAN_ONLY,
     MECHANISMS,
     build_mechanism,
+    capabilities,
+    class_capabilities,
     class_noise,
     default_noise,
     max_horizon,
+    names,
     objectives,
 )
 from dpcount.counting.unbounded import UnboundedCounter
@@ -92,6 +96,9 @@ COVERED = {
     },
     "dpcount.counting.registry": {
         "build_mechanism",
+        "capabilities",
+        "class_capabilities",
+        "names",
         "check_memory",
         "class_noise",
         "default_noise",
@@ -442,6 +449,23 @@ def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]])
     assert_rejects(lambda: class_noise(name, 1e-6), exc, r"mechanism", value=name)
     assert_rejects(lambda: max_horizon(name), exc, r"mechanism", value=name)
     assert_rejects(lambda: objectives(name), exc, r"mechanism", value=name)
+
+
+@settings(max_examples=15)
+@given(bad=bad_choice(MECHANISMS), bad_class=bad_choice(CLASSES))
+def test_capabilities_refuse_an_unknown_mechanism_or_class(
+    bad: tuple[Any, type[Exception]], bad_class: tuple[Any, type[Exception]]
+) -> None:
+    assert_rejects(lambda: capabilities(bad[0]), bad[1], r"mechanism", value=bad[0])
+    name, exc = bad_class
+    assert_rejects(lambda: class_capabilities(name), exc, r"class_name", value=name)
+
+
+@settings(max_examples=15)
+@given(bad=bad_integer(1).filter(lambda b: b[0] is not None))  # None: every name
+def test_names_refuse_a_bad_horizon(bad: tuple[Any, type[Exception]]) -> None:
+    value, exc = bad
+    assert_rejects(lambda: names(value), exc, r"horizon", value=value)
 
 
 @pytest.mark.parametrize("name", sorted(GAUSSIAN_ONLY))

@@ -428,11 +428,6 @@ def compare(
     if budget.participation is not None:
         budget.participation.check_horizon(T)
     d = None if dim is None else check_integer("dim", dim, ge=1)
-    limit = None
-    if memory is not None:
-        limit = parse_bytes("memory", memory)
-    elif d is not None:
-        limit = available_memory()
     ctx = _Context(
         T=T,
         budget=budget,
@@ -440,7 +435,7 @@ def compare(
         beta=b,
         ks=tuple(check_integer("k", k, ge=2) for k in check_iterable("k_values", k_values)),
         dim=d,
-        limit=limit,
+        limit=_memory_limit(memory, d),
         certificates=certificates,
     )
     noises = ("laplace",) if budget.delta is None or not gaussian else ("laplace", "gaussian")
@@ -460,6 +455,14 @@ def compare(
         rows = _schema_certificates(rows, budget.participation)
     rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
     return tuple(rows)
+
+
+def _memory_limit(memory: int | str | None, dim: int | None) -> int | None:
+    """The bytes a row's structure and one stream must fit: ``memory``, else with a
+    ``dim`` the machine's available memory, else no limit."""
+    if memory is not None:
+        return parse_bytes("memory", memory)
+    return None if dim is None else available_memory()
 
 
 @dataclass(frozen=True)

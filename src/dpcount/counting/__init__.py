@@ -11,7 +11,7 @@ doubling blocks, with its guarantee for every prefix and its exact ``variance_at
 Every mechanism is a :class:`Strategy`; what each registered one can do (noise kinds,
 integer release, largest horizon, options, participation support) is its
 :class:`Capabilities`, declared once in :mod:`dpcount.counting.registry`
-(``CountingMechanism.capabilities()``, ``registry.capabilities(name)``).
+(``registry.capabilities(name)``, ``registry.class_capabilities(class_name)``).
 
 The names are imported on first use (a module ``__getattr__``, PEP 562): importing
 ``dpcount.counting`` costs nothing beyond the mechanisms a caller touches, so a

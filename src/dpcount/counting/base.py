@@ -97,8 +97,6 @@ from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from dpcount.counting.strategy import Capabilities
-
 __all__ = [
     "NEIGHBOURING",
     "CountingMechanism",
@@ -431,19 +429,6 @@ class CountingMechanism(ABC):
         return cls.continuous_noise | (
             frozenset(discrete) if cls.supports_discrete_noise else frozenset()
         )
-
-    @classmethod
-    def capabilities(cls) -> Capabilities:
-        """What this class can do — noise kinds, integer release, largest horizon,
-        options, checkpoint arguments, participation support — as its registry entry
-        declares it (:func:`dpcount.counting.registry.class_capabilities`).
-
-        Raises:
-            KeyError: a class that is not registered.
-        """
-        from dpcount.counting.registry import class_capabilities
-
-        return class_capabilities(cls.__name__)
 
     #: the memory limit (bytes) a stream's noise state must fit, checked when the stream
     #: starts; None: the machine's available memory (:func:`available_memory`)

@@ -1,5 +1,15 @@
 """The one registry of counting mechanisms: build one by name (the CLI, the advisor,
-the apps) or rebuild one by class name (checkpoints)."""
+the apps) or rebuild one by class name (checkpoints).
+
+Each :class:`Entry` declares its mechanism's
+:class:`~dpcount.counting.strategy.Capabilities` once — noise kinds, integer release,
+largest horizon, options, the list arguments a checkpoint may hold, participation
+support, how the planner lists it — and everything reads them: the builders here,
+:mod:`~dpcount.counting.checkpoint`, :func:`~dpcount.analysis.compare`, keyed counting,
+the CLI's choices (:func:`names`) and the test suites (tests/mechanisms.py discovers
+every registered class). Adding a mechanism: its module, one entry here, its data
+(shipped tables), and one test file of its own.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from dpcount._validate import check_choice
+from dpcount._validate import check_choice, check_integer
 from dpcount.counting.base import (
     MemoryEstimate,
     available_memory,
@@ -105,26 +115,6 @@ class Entry:
         return self.capabilities.option("k") is not None
 
     @property
-    def discrete(self) -> bool:
-        """Whether it accepts integer noise."""
-        return self.capabilities.discrete
-
-    @property
-    def continuous(self) -> frozenset[NoiseKind]:
-        """The continuous noise kinds it is calibrated for."""
-        return self.capabilities.continuous
-
-    @property
-    def default(self) -> NoiseKind:
-        """The continuous noise it uses when none is named."""
-        return self.capabilities.default_noise
-
-    @property
-    def max_horizon(self) -> int | None:
-        """The largest horizon the name builds (its factory's limit), None: any."""
-        return self.capabilities.max_horizon
-
-    @property
     def objectives(self) -> tuple[str, ...]:
         """The values of its ``objective`` option, the default first; () without one."""
         option = self.capabilities.option("objective")
@@ -192,30 +182,14 @@ _BLT_SAVED = (
 _LOG_WEIGHTS = Option("log_weights", OptionType.FLOATS, low=1, high=32)
 #: a dense factorization's matrices
 _MATRICES = (Option("L", OptionType.MATRIX), Option("R", OptionType.MATRIX))
-#: listed by the planner, built with the registry's builder
-_LISTED = Plan()
 #: integer noise, integer release (the trees) / integer noise only (Honaker)
 _DISCRETE = Capabilities(discrete=True)
 
 
-def _gaussian(
-    max_horizon: int | None = None,
-    options: tuple[Option, ...] = (),
-    saved: tuple[Option, ...] = (),
-    participation: bool = True,
-    plan: Plan | None = _LISTED,
-) -> Capabilities:
+def _gaussian(**declared: Any) -> Capabilities:
     """The capabilities of a factorization calibrated for Gaussian noise only (its
-    sensitivity is an ℓ₂ column norm)."""
-    return Capabilities(
-        continuous=GAUSSIAN,
-        default_noise=NoiseKind.GAUSSIAN,
-        max_horizon=max_horizon,
-        options=options,
-        saved=saved,
-        participation=participation,
-        plan=plan,
-    )
+    sensitivity is an ℓ₂ column norm), with the ``declared`` ones."""
+    return Capabilities(continuous=GAUSSIAN, default_noise=NoiseKind.GAUSSIAN, **declared)
 
 
 #: the dense optima: any continuous noise, Gaussian by default (the loss they minimize);
@@ -402,7 +376,9 @@ MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
 CLASSES: Mapping[str, type[CountingMechanism]] = _Classes()
 
 #: names whose mechanism accepts integer noise (``supports_discrete_noise``)
-DISCRETE_CAPABLE: frozenset[str] = frozenset(name for name, e in _BY_NAME.items() if e.discrete)
+DISCRETE_CAPABLE: frozenset[str] = frozenset(
+    name for name, e in _BY_NAME.items() if e.capabilities.discrete
+)
 
 
 def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0) -> str | None:
@@ -462,7 +438,7 @@ def objectives(name: str) -> tuple[str, ...]:
 def max_horizon(name: str) -> int | None:
     """The largest horizon mechanism ``name`` builds (None: any), without importing it."""
     check_choice("mechanism", name, MECHANISMS)
-    return _BY_NAME[name].max_horizon
+    return _BY_NAME[name].capabilities.max_horizon
 
 
 def capabilities(name: str) -> Capabilities:
@@ -477,27 +453,25 @@ def class_capabilities(class_name: str) -> Capabilities:
     dense optima share one class), without importing it.
 
     Raises:
-        KeyError: an unregistered class.
+        ValueError: an unregistered class name (TypeError: not a str).
     """
-    for entry in REGISTRY:
-        if entry.class_name == class_name:
-            return entry.capabilities
-    raise KeyError(class_name)
+    check_choice("class_name", class_name, tuple(CLASSES))
+    return next(e.capabilities for e in REGISTRY if e.class_name == class_name)
 
 
-def names(*, budget: Budget | None = None, horizon: int | None = None) -> tuple[str, ...]:
+def names(horizon: int | None = None) -> tuple[str, ...]:
     """The registered names, sorted (the CLI's ``--mechanism`` choices); with
-    ``budget``/``horizon`` only those whose capabilities support them
-    (:meth:`~dpcount.counting.strategy.Capabilities.supports`: nothing is built)."""
-    return tuple(sorted(n for n, e in _BY_NAME.items() if _reaches(e, budget, horizon)))
-
-
-def _reaches(entry: Entry, budget: Budget | None, horizon: int | None) -> bool:
-    """Whether ``entry`` supports ``budget`` (None: any) at ``horizon`` (None: any)."""
-    caps = entry.capabilities
-    if budget is not None:
-        return caps.supports(budget, horizon)
-    return horizon is None or caps.max_horizon is None or horizon <= caps.max_horizon
+    ``horizon`` only those whose builder reaches it (their declared ``max_horizon``:
+    nothing is imported or built). A budget's support is
+    ``capabilities(name).supports(budget, horizon)``."""
+    T = None if horizon is None else check_integer("horizon", horizon, ge=1)
+    return tuple(
+        sorted(
+            n
+            for n, e in _BY_NAME.items()
+            if T is None or e.capabilities.max_horizon is None or e.capabilities.max_horizon >= T
+        )
+    )
 
 
 #: the budget's fields, accepted loose by :func:`build_mechanism` for one more release
@@ -542,7 +516,7 @@ def check_memory(
     fits = []
     for entry in REGISTRY:
         other = entry.name
-        if other is None or (entry.max_horizon is not None and horizon > entry.max_horizon):
+        if other is None or other not in names(horizon):
             continue
         other_estimate = memory_estimate(other, horizon, dim)
         if other_estimate.total <= limit:
