@@ -22,6 +22,7 @@ from dpcount.counting.factorization import normalized_blt as nb
 from dpcount.counting.factorization.normalized_blt import NormalizedBLT
 from dpcount.privacy import Budget
 from dpcount.privacy.float_safe import MODEL_KAPPA
+from dpcount.privacy.source import NoiseSource
 
 T = (1 << 16) + 37  # one batch block: full chunks and a remainder chunk
 U = 2.0**-53
@@ -47,7 +48,7 @@ def _model_ratio(mech: Any, noise: np.ndarray, z: np.ndarray, process: Any) -> f
 @pytest.mark.parametrize("cls", [NormalizedBLT, RowScaledBLT])
 def test_batch_block_within_the_float_model(cls: Any) -> None:
     mech = cls.optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
-    process = mech.noise_process(mech.sampler, np.random.default_rng(1), None)
+    process = mech.noise_process(NoiseSource.generator(mech.sampler, np.random.default_rng(1)))
     noise = process.next_many(T)
     z = mech.sampler.sample(np.random.default_rng(1), (T,))
     if cls is RowScaledBLT:
@@ -56,7 +57,7 @@ def test_batch_block_within_the_float_model(cls: Any) -> None:
     if cls is RowScaledBLT:
         return  # the stream's path is the column-normalized one's (checked there)
     # the stream's blocks of 4096 (weights from aligned blocks of 512): the same to rounding
-    stream = mech.noise_process(mech.sampler, np.random.default_rng(1), None)
+    stream = mech.noise_process(NoiseSource.generator(mech.sampler, np.random.default_rng(1)))
     steps = np.array([stream.next() for _ in range(T)])
     assert np.allclose(steps, noise, rtol=0, atol=1e-9 * float(noise.std()))
     assert np.allclose(stream._p, process._p, rtol=1e-9)
@@ -71,7 +72,7 @@ def test_a_wrong_chunk_matrix_fails_the_model(monkeypatch: pytest.MonkeyPatch) -
         return G, P, F * (1.0 + 1e-9), rc  # the state's weights off by 10^-9
 
     monkeypatch.setattr(nb.NormalizedBLTNoiseProcess, "_chunk_matrices", skewed)
-    process = mech.noise_process(mech.sampler, np.random.default_rng(1), None)
+    process = mech.noise_process(NoiseSource.generator(mech.sampler, np.random.default_rng(1)))
     noise = process.next_many(T)
     z = mech.sampler.sample(np.random.default_rng(1), (T,))
     assert _model_ratio(mech, noise, z, process) > MODEL_KAPPA
