@@ -21,9 +21,11 @@ def _heavy_slow(names: list[str]) -> list[object]:
     return [pytest.param(n, marks=pytest.mark.slow) if n in DISCOVERED else n for n in names]
 
 
-def _slow_at(name: str, T: int) -> object:
-    """(name, T), slow for a discovered name at T ≥ 1024."""
-    if name in DISCOVERED and T >= 1024:
+def _slow_at(name: str, T: int, above: int = 1024) -> object:
+    """(name, T), slow for a discovered name at T ≥ ``above`` (the quick suite keeps
+    their small horizons: the contract's structure shows at T ≤ 33 and the hand-written
+    variants cover the larger ones)."""
+    if name in DISCOVERED and above <= T:
         return pytest.param(name, T, marks=pytest.mark.slow)
     return (name, T)
 
@@ -37,8 +39,7 @@ def test_every_registered_class_is_held_to_the_contract() -> None:
     assert built == set(CLASSES)
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("T", HORIZONS)
+@pytest.mark.parametrize(("name", "T"), [_slow_at(n, T, 64) for n in NAMES for T in HORIZONS])
 def test_zero_noise_release_equals_prefix_sums(name: str, T: int) -> None:
     m = FACTORIES[name](T, 0).with_sampler(ZeroNoise())
     rng = np.random.default_rng(T)
@@ -51,8 +52,7 @@ def test_zero_noise_release_equals_prefix_sums(name: str, T: int) -> None:
     assert m.privacy is None
 
 
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("T", HORIZONS)
+@pytest.mark.parametrize(("name", "T"), [_slow_at(n, T, 64) for n in NAMES for T in HORIZONS])
 def test_constant_noise_is_identical_in_batch_and_stream(name: str, T: int) -> None:
     """With every sample = 1 the noise is Σ_j L[t, j]: batch, steps and chunks must agree."""
     m = FACTORIES[name](T, 0).with_sampler(ConstantNoise(1.0))
@@ -153,7 +153,7 @@ def test_block_boundary_schedules_match_batch(name: str, schedule: int) -> None:
 
 @pytest.mark.parametrize(
     ("name", "T"),
-    [_slow_at(n, T) for n in NAMES for T in [1, 2, 3, 19, 20, 64, 100, 181, 1024, 1025]],
+    [_slow_at(n, T, 100) for n in NAMES for T in [1, 2, 3, 19, 20, 64, 100, 181, 1024, 1025]],
 )
 def test_variance_at_and_iter_variances_equal_variances_bit_for_bit(name: str, T: int) -> None:
     """The per-step exact variance (finding 8) is the same float as variances()[t - 1]."""
