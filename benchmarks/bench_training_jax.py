@@ -9,6 +9,9 @@ one normal draw and one add per coordinate). The device strategies keep (n + 1)
 running values per coordinate for BLT with n buffers, n for a banded Toeplitz encoder
 with n bands, 1 for independent noise, plus the previous noise (gradient release).
 
+Each strategy is timed with the replay guard (the default: a host ledger through an
+ordered ``io_callback`` per step) and without (``replay_guard=False``).
+
 Target (issue #35): the BLT step ≤ 1.5× the floor at d = 10^6 on CPU.
 """
 
@@ -75,13 +78,15 @@ def main() -> None:
             "input", epochs=4, batches_per_epoch=250, clip_norm=1.0, budget=budget
         ),
     }
-    for label, privatizer in cases.items():
-        tx = optax_privatizer(privatizer, device=True)
+    runs = [(label, p, True) for label, p in cases.items()]
+    runs += [(f"{label} (no guard)", p, False) for label, p in cases.items()]
+    for label, privatizer, guard in runs:
+        tx = optax_privatizer(privatizer, device=True, replay_guard=guard)
         state = tx.init(updates)
         rows = state.noise.buffers[0].shape[0]
         took = _time(jax.jit(tx.update), updates, state, args.repeats)
         print(
-            f"{label:<20} {took * 1e3:8.2f} ms  {took / floor:5.2f}x the floor  "
+            f"{label:<30} {took * 1e3:8.2f} ms  {took / floor:5.2f}x the floor  "
             f"({rows} + 1 values per coordinate)"
         )
 

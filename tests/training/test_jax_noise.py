@@ -208,3 +208,9 @@ def test_optax_device_update_refuses_a_replayed_state() -> None:
     other = tx.init(grads)  # a fresh run, a fresh key: its step 1 is not a replay
     out, _ = update(grads, other)
     assert np.isfinite(np.asarray(out["w"])).all()
+    unguarded = optax_privatizer(_privatizer("blt", seed=3), device=True, replay_guard=False)
+    start = unguarded.init(grads)
+    again = [np.asarray(jax.jit(unguarded.update)(grads, start)[0]["w"]) for _ in range(2)]
+    np.testing.assert_array_equal(again[0], again[1])  # the hazard the ledger refuses
+    with pytest.raises(ValueError, match="replay_guard"):
+        optax_privatizer(_privatizer("blt"), replay_guard=False)
