@@ -327,6 +327,28 @@ stages, two shuffles and broadcasts: ~2-3 s) weighs: 10^5 keys x 10^3 steps (10^
 18:25 UTC, load 1.5: Dask 5.2 s, Spark 7.9 s (1.51x); 2 x 10^4 keys (2 x 10^5 events),
 load 19: Dask 26.9 s, Spark 34.3 s (1.28x).
 
+A string universe from a keys file (issue 32, item 8: 10^7 string keys x 100 steps on
+Dask within 2 GiB per worker and 1 GiB on the client), ``--string-keys --keys-file
+--dask-only --from-file --write DIR --repeats 1`` (the universe as ``keys=PATH``, the
+script holding no list; client peak sampled every 20 ms, workers' peak from
+``getrusage``), 2026-12-06 on the shared 2-core machine (~8 engineers' jobs, load average
+6-30: wall times are not comparable), the code before keyed/io.py (cc62ea3) and after it:
+
+====================================  ========================  =======================
+job                                   before (worker / client)  after (worker / client)
+====================================  ========================  =======================
+10^6 keys x 100 steps, 2 x 10^6 ev.   561 / 513 MiB             513 / 550 MiB
+10^7 keys x 100 steps, 2 x 10^7 ev.   3536 / 2890 MiB           2976 / 2967 MiB
+====================================  ========================  =======================
+
+(30.6 and 305.5 MiB sent to the cluster: the job holds the universe; 10^7: 447 s wall
+before, 523 s after, 210 s CPU both.) The same code path before and after — reading the
+keys file moved to the run's entry point, the universe still goes whole to every
+process — so the differences are run-to-run variation (which worker reads which input
+block and holds which shard when it peaks), not a change. ``dpcount.keyed.keys`` holds
+the stages of the distributed key -> index join that is to replace it (not yet
+scheduled by the runner).
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only] [--spark]
        [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
