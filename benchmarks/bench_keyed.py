@@ -549,9 +549,6 @@ def _warm_worker() -> None:
     import dask.dataframe  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import dpcount.keyed.dask
-    import dpcount.keyed.run  # noqa: F401
-
 
 def dask_run(
     events: Any, kw: dict[str, Any], workers: int, write: str | None = None
@@ -564,7 +561,7 @@ def dask_run(
 
     import dask.dataframe  # noqa: F401  (start-up, as the cluster: 1-3 s in a fresh client)
 
-    from dpcount.keyed.dask import _client
+    from dpcount.keyed.runners.dask import _client
 
     with ExitStack() as stack:
         client = _client(None, workers, stack)
@@ -591,7 +588,7 @@ def _warm_spark_worker(_: Any) -> None:
     import pyarrow.parquet  # noqa: F401
 
     import dpcount.keyed.run
-    import dpcount.keyed.spark  # noqa: F401
+    import dpcount.keyed.runners.spark  # noqa: F401
 
 
 def spark_run(events: Any, kw: dict[str, Any], workers: int, write: str | None = None) -> float:
@@ -600,7 +597,7 @@ def spark_run(events: Any, kw: dict[str, Any], workers: int, write: str | None =
     ``2 * workers`` input splits as the Dask run's partitions."""
     from contextlib import ExitStack
 
-    from dpcount.keyed.spark import _session
+    from dpcount.keyed.runners.spark import _session
 
     with ExitStack() as stack:
         session = _session(f"local[{workers}]", stack)

@@ -90,6 +90,7 @@ from dpcount.keyed.run import (
     or_header,
 )
 from dpcount.keyed.secret import RunSecret
+from dpcount.keyed.spec import from_keywords
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 
@@ -748,9 +749,8 @@ def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
     )
     # refused before the mark's checks passed: this release never began, and the
     # record on disk is as it was (a killed attempt's pending release stays pending)
-    result = keyed_counts(
-        events, **options, state=state, until=last, late=late, time_label=time_label, sink=sink
-    )
+    given = dict(state=state, until=last, late=late, time_label=time_label, sink=sink)
+    result = keyed_counts(events, **from_keywords(**options, **given))
     assert sink.secret is not None  # the guard began the release (a secret file's run)
     _finish(inputs, record, sink.secret)
     return result

@@ -1,14 +1,14 @@
-"""The public configuration of a keyed run (the job): buckets, key universe, bounds and
-calibration, fixed before any data is read; shared by the embedded and Dask engines."""
+"""A keyed run's job: its public configuration (:class:`~dpcount.keyed.spec.KeyedSpec`),
+its secret and the steps it releases, with the bounding and release every runner
+(embedded, Dask, Spark) calls."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import hmac
-import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,13 +18,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
-from dpcount.keyed.engine import (
-    KeyedMechanism,
-    choose_mechanism,
-    chunk_bounds,
-    exact_running,
-    keyed_budget,
-)
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, exact_running, keyed_budget
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
@@ -32,15 +26,13 @@ from dpcount.keyed.events import (
     KeyUniverse,
     TimeBuckets,
     bound_units,
-    check_max_weight,
     check_running,
     clip_events,
     map_events,
     partial_sums,
-    read_keys,
     to_contributions,
 )
-from dpcount.keyed.ids import canonical_text, open_keys
+from dpcount.keyed.ids import canonical_text
 from dpcount.keyed.mark import ReleaseGuard, input_digest
 from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
 from dpcount.keyed.selection import (
@@ -50,6 +42,18 @@ from dpcount.keyed.selection import (
     select_keys,
     selection_secret,
 )
+from dpcount.keyed.spec import (
+    OPEN_KEY_BLOCK,
+    Bounds,
+    Counting,
+    KeyedSpec,
+    Keys,
+    Late,
+    Steps,
+    UnitScope,
+    build_spec,
+    open_universe,
+)
 from dpcount.keyed.state import OpenKeys, RunState, extras_digest
 from dpcount.keyed.watermark import complete_through, parse_lateness
 from dpcount.privacy.budget import Budget, BudgetFields
@@ -58,14 +62,16 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "OPEN_KEY_BLOCK",
     "Carry",
-    "EngineRun",
     "KeyedJob",
     "SecretArg",
     "begin_release",
     "continue_from",
+    "job_of",
     "load_stored",
     "make_job",
+    "open_universe",
     "place_keys",
     "release_window",
     "save_state",
@@ -78,27 +84,6 @@ __all__ = [
 SecretArg = RunSecret | UnsafeTestingSecret | str | os.PathLike[str]
 
 Progress = Callable[[int, int], None]
-
-#: the PRF key block of an open key set: fixed (the table grows from run to run, and a
-#: key's noise must not depend on how many keys there are)
-OPEN_KEY_BLOCK = 1024
-
-
-def _event_level(max_weight: float) -> str:
-    return (
-        f"event-level: logs differ in one event of weight <= {max_weight:g} (one key, one "
-        f"step); per-step sensitivity across keys l1 = l2 = {max_weight:g}"
-    )
-
-
-def _unit_level(max_keys: int, max_weight: float) -> str:
-    return (
-        f"unit-step level: logs differ in one privacy unit's events within ONE step "
-        f"(a unit active at n steps is protected at n times this budget, by composition; "
-        f"not across the run); each unit keeps <= {max_keys} keys per step and "
-        f"<= {max_weight:g} per key; per-step sensitivity across keys "
-        f"l1 = {max_keys * max_weight:g}, l2 = sqrt({max_keys})*{max_weight:g}"
-    )
 
 
 @dataclass(frozen=True)
@@ -269,10 +254,6 @@ class KeyedJob:
         }
 
 
-def _key_block(n_keys: int) -> int:
-    return 1 << min(10, max(0, (n_keys - 1).bit_length()))
-
-
 def make_job(
     *,
     times: pd.Series,
@@ -296,151 +277,49 @@ def make_job(
     prior_keys: Sequence[Any] = (),
     **fields: Unpack[BudgetFields],
 ) -> tuple[KeyedJob, list[str]]:
-    """Fix the public configuration (``times``: all event times, for omitted start/horizon).
-
-    ``mechanism``: a registry name, ``"tree"``, or ``"auto"`` (the plan's best for the
-    horizon, budget and sensitivity: :func:`~dpcount.keyed.engine.choose_mechanism`).
-    The job's secret is a placeholder until :meth:`KeyedJob.with_secret`.
-
-    ``keys=None`` with ``selection``: an open key set, the candidates taken from
-    ``key_values`` (the events' key column; :mod:`dpcount.keyed.selection`) after the
-    ``prior_keys`` of earlier runs (their key table, positions kept).
-    ``unit_scope="run"``: the unit bound over the whole run (``max_keys``,
-    ``max_steps``, ``min_separation``; :mod:`dpcount.keyed.bounds`).
-    ``budget``: as :func:`~dpcount.keyed.run.keyed_counts` takes it (noise default
-    exact discrete Laplace, step sensitivity 1, no participation schema: the run's
-    bounds give them); ``**fields``: its fields given loose (``epsilon=``, ``delta=``,
-    ``noise=``, ``calibration=``; deprecated, DeprecationWarning; removed in 0.5).
-    """
+    """:func:`~dpcount.keyed.spec.build_spec` from its groups' fields given loose, as a
+    job (``times``: all event times, for omitted start/horizon). The job's secret is a
+    placeholder until :meth:`KeyedJob.with_secret`. ``**fields``: the budget's fields
+    given loose (``epsilon=``, ``delta=``, ``noise=``, ``calibration=``; deprecated,
+    DeprecationWarning; removed in 0.5)."""
     resolved = keyed_budget(
         Budget.resolve(budget, fields, owner="make_job", deprecated=True), "make_job"
     )
-    kind = resolved.noise
-    assert kind is not None  # keyed_budget gives it its default
-    if keys is None:
-        universe = open_universe(selection, key_values, prior_keys)
-    else:
-        if selection is not None:
-            raise ValueError(
-                "selection= chooses the released keys from the data: with a public key "
-                "universe (keys=) every key is released; pass keys=None for an open key set"
-            )
-        universe = KeyUniverse(read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys)
-    if unit_scope not in ("step", "run"):
-        raise ValueError(f"unit_scope must be 'step' or 'run', got {unit_scope!r}")
-    if unit_scope == "step" and (max_steps is not None or min_separation is not None):
-        flag = "max_steps" if max_steps is not None else "min_separation"
-        raise ValueError(f"{flag} bounds a unit over the whole run: it needs unit_scope='run'")
-    derived = []
-    if start is None:
-        buckets = TimeBuckets.from_data(step, times)
-        derived.append("start")
-    else:
-        buckets = TimeBuckets.make(step, start)
-    if horizon is None:
-        horizon = max(buckets.last_step(times), 1)
-        derived.append("horizon")
-    buckets.check_horizon(horizon)
-    weight = check_max_weight(max_weight, kind.is_discrete)
-    if max_keys is not None and columns.unit is None:
-        raise ValueError("max_keys needs a unit column (unit_column=...)")
-    if unit_scope == "run" and columns.unit is None:
-        raise ValueError("unit_scope='run' needs a unit column (unit_column=...)")
-    run_bound, schema, per_key_total, units = None, None, float(weight), 1
-    if columns.unit is not None:
-        if max_keys is None:
-            raise ValueError("a unit column needs max_keys (keys per unit and step)")
-        if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
-            raise ValueError(f"max_keys must be a positive integer, got {max_keys!r}")
-        if unit_scope == "run":
-            run_bound = RunBound(
-                max_keys, max_steps, 1 if min_separation is None else min_separation, weight
-            )
-            schema = run_bound.participation(int(horizon))
-            per_key_total, units = run_bound.per_key_total(int(horizon)), max_keys
-            l1, l2 = run_bound.step_bounds()
-            relation = run_bound.describe(int(horizon))
-        else:
-            if selection is not None:
-                raise ValueError(
-                    "selection= needs a bound on each unit's keys over the whole run: pass "
-                    "unit_scope='run' (max_keys then counts keys over the run, not per step)"
-                )
-            l1, l2 = max_keys * weight, math.sqrt(max_keys) * weight
-            relation = _unit_level(max_keys, weight)
-    else:
-        l1 = l2 = float(weight)
-        relation = _event_level(weight)
-    options: dict[str, Any] = {"k": k, "subtract": subtract}
-    if mechanism == "auto":
-        if k is not None or subtract is not None:
-            raise ValueError(
-                "k and subtract are options of the k-ary tree: pass mechanism='kary' with them "
-                "(mechanism='auto' chooses the mechanism and its options)"
-            )
-        mechanism, options, rule = choose_mechanism(
-            int(horizon),
-            budget=resolved.replace(participation=schema),
-            l1_step=l1,
-            l2_step=l2,
-        )
-        if resolved.calibration is None and rule is not None:
-            resolved = resolved.replace(calibration=rule)
-    mech = KeyedMechanism(
-        n_keys=len(universe),
-        horizon=int(horizon),
-        mechanism=mechanism,
-        budget=resolved.replace(participation=schema),
-        l1_step=float(l1),
-        l2_step=float(l2),
-        neighbouring=relation,
-        key_block=OPEN_KEY_BLOCK if keys is None else _key_block(len(universe)),
-        **options,
-    )
-    mech.counting  # noqa: B018  (validates the budget before a secret file is created)
-    plan = None
-    if selection is not None:
-        plan = SelectionPlan.make(
-            selection, mech, per_key_total=per_key_total, max_keys=units, buckets=buckets
-        )
-    placeholder = RunSecret.in_memory(b"\0" * 32, {})
-    job = KeyedJob(
+    spec = build_spec(
         columns,
-        universe,
-        buckets,
-        mech,
-        weight,
-        max_keys,
-        placeholder,
-        run_bound=run_bound,
-        selection=plan,
-        late=late,
+        Keys(keys, selection),
+        Steps(step, start, horizon),
+        counting=Counting(mechanism, budget=resolved, k=k, subtract=subtract),
+        bounds=Bounds(
+            max_weight,
+            max_keys,
+            UnitScope.parse("unit_scope", unit_scope),
+            max_steps,
+            min_separation,
+        ),
+        late=Late.parse("late", late),
+        times=times,
+        key_values=key_values,
+        prior_keys=prior_keys,
     )
-    return job, derived
+    return job_of(spec), list(spec.derived)
 
 
-def open_universe(
-    selection: KeySelection | None, key_values: pd.Series | None, prior: Sequence[Any] = ()
-) -> KeyUniverse:
-    """The universe of an open key set while its events are read: the key table of the
-    earlier runs (``prior``), then the other distinct keys of the events, sorted so that
-    it does not depend on row order. Keys are one key when equal as numbers or as
-    their canonical text (:func:`dpcount.keyed.ids.open_keys`: integers while every
-    key column and the stored table are integers, else canonical text). The keys that
-    get a bounded contribution then get their noise positions (:func:`place_keys`)."""
-    if selection is None:
-        raise ValueError(
-            "keys: give the public key universe, or keys=None with "
-            "selection=KeySelection(epsilon=..., delta=...) for an open key set"
-        )
-    if key_values is None:
-        raise ValueError("an open key set (keys=None) needs the events' key column")
-    table, distinct = open_keys(key_values, tuple(prior))
-    known = set(table)
-    new = sorted(v for v in distinct if v not in known)
-    if not new and not table:
-        raise ValueError("keys=None: the events hold no key to select from")
-    return KeyUniverse([*table, *new])
+def job_of(spec: KeyedSpec) -> KeyedJob:
+    """The job of ``spec``, its secret a placeholder until :meth:`KeyedJob.with_secret`."""
+    placeholder = RunSecret.in_memory(b"\0" * 32, {})
+    return KeyedJob(
+        spec.columns,
+        spec.universe,
+        spec.buckets,
+        spec.mechanism,
+        spec.max_weight,
+        spec.max_keys,
+        placeholder,
+        run_bound=spec.run_bound,
+        selection=spec.selection,
+        late=spec.late,
+    )
 
 
 def place_keys(
@@ -732,21 +611,6 @@ def save_state(
     RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout, open_keys, ledger).save(
         state, s
     )
-
-
-#: What an engine (embedded or Dask) hands to the output: the job, whether its secret
-#: was created, the parameters taken from the data, the drop report, the released
-#: chunks (first key, counts of shape (steps, keys)) — lazily —, what the next run
-#: needs (None: no state kept) and the key selection's outcome (None: no selection).
-EngineRun = tuple[
-    KeyedJob,
-    bool,
-    list[str],
-    DropReport,
-    Iterator[tuple[int, NDArray[Any]]],
-    Carry | None,
-    SelectionOutcome | None,
-]
 
 
 def stored_keys(common: dict[str, Any], state: str | os.PathLike[str] | None) -> tuple[Any, ...]:

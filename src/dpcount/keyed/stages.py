@@ -7,7 +7,7 @@ function of (secret, configuration, key, position), never of a partition or a wo
 
 A shard is ``(contributions, drop report)`` of the keys between two of
 :func:`shard_edges`' edges. The runners differ only in where these run and how their
-results travel (:mod:`dpcount.keyed.dask`, :mod:`dpcount.keyed.spark`).
+results travel (:mod:`dpcount.keyed.runners.dask`, :mod:`dpcount.keyed.runners.spark`).
 """
 
 from __future__ import annotations
