@@ -69,12 +69,12 @@ from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToep
 from dpcount.counting.registry import build_mechanism
 from dpcount.frame import choose_mechanism, private_counts
 from dpcount.keyed.engine import KeyedMechanism
-from dpcount.keyed.engine import choose_mechanism as keyed_choose_mechanism
 from dpcount.keyed.events import EventColumns
 from dpcount.keyed.job import make_job
 from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.spec import Counting, Keys, Steps
+from dpcount.keyed.spec import choose_mechanism as keyed_choose_mechanism
 from dpcount.privacy import Budget
 from dpcount.ranges import (
     CorrelatedPerturbation,
@@ -266,7 +266,7 @@ SPECS: dict[str, Spec] = {
         "holder",
     ),
     "dpcount.keyed.engine.KeyedMechanism": (lambda b: _keyed_with(b), "release"),
-    "dpcount.keyed.engine.choose_mechanism": (
+    "dpcount.keyed.spec.choose_mechanism": (
         lambda b: keyed_choose_mechanism(T, budget=b, l1_step=2.0, l2_step=1.5),
         "data",
     ),

@@ -13,11 +13,11 @@ import pytest
 
 from dpcount.analysis import choice as choice_module
 from dpcount.keyed import run
-from dpcount.keyed.engine import KeyedMechanism, choose_mechanism
+from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import EventColumns
 from dpcount.keyed.job import make_job
 from dpcount.keyed.secret import unsafe_testing_secret
-from dpcount.keyed.spec import from_keywords
+from dpcount.keyed.spec import choose_mechanism, from_keywords
 from dpcount.privacy import Budget, Participation, ParticipationUnsupportedError
 
 SECRET = unsafe_testing_secret(b"b" * 32)

@@ -86,14 +86,11 @@ __all__ = [
     "STEP_BLOCK",
     "KeyedMechanism",
     "NoiseLayout",
-    "choose_mechanism",
     "exact_running",
 ]
 
-#: owner names for Budget.resolve (messages; both calibrate to a participation schema:
+#: the owner name for Budget.resolve (messages; it calibrates to a participation schema:
 #: the keyed counting mechanism is a registry mechanism calibrated to it)
-_CHOOSE = "keyed.engine.choose_mechanism"
-accept_participation(_CHOOSE)
 accept_participation("KeyedMechanism")
 
 #: Steps per ``next_many`` call: the engine always drives a noise process in the
@@ -124,38 +121,6 @@ def keyed_budget(budget: Budget, owner: str) -> Budget:
             "a keyed run derives one step's sensitivity from max_weight (and max_keys)"
         )
     return budget.with_default_noise(NoiseKind.DISCRETE_LAPLACE)
-
-
-def choose_mechanism(
-    horizon: int,
-    *,
-    budget: Budget | None = None,
-    l1_step: float,
-    l2_step: float,
-    **fields: Unpack[BudgetFields],
-) -> tuple[str, dict[str, Any], str | None]:
-    """The plan's best mechanism for a keyed run: (registry name, options, calibration).
-
-    The library's one choice, :func:`dpcount.analysis.choice.choose` (``auto``, as
-    ``dpcount count`` and :func:`dpcount.frame.private_counts` resolve it), for
-    ``budget`` (its noise kind, default exact discrete Laplace; its participation
-    schema) with the step sensitivity that noise family is calibrated to (Δ₂ =
-    ``l2_step`` for the Gaussian kinds, Δ₁ = ``l1_step`` for the Laplace kinds): within
-    one family every candidate's MSE scales with that Δ² (at unit-step level with
-    Laplace noise and a δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂
-    — the chosen mechanism is then calibrated exactly). The choice reads only public
-    parameters. ``**fields``: the budget's fields given loose (``epsilon=``, ``delta=``,
-    ``noise=``, ``participation=``; deprecated, DeprecationWarning; removed in 0.5).
-    """
-    from dpcount.analysis.choice import choose
-
-    resolved = keyed_budget(Budget.resolve(budget, fields, owner=_CHOOSE, deprecated=True), _CHOOSE)
-    assert resolved.noise is not None
-    step = l2_step if resolved.noise.is_gaussian else l1_step
-    # the choice as before 0.4: for the kind's step sensitivity, without a calibration rule
-    choice = choose(horizon, budget=resolved.replace(step_sensitivity=step, calibration=None))
-    rule = choice.budget.calibration
-    return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
 
 
 def exact_running(

@@ -22,7 +22,7 @@ Beam's ``PipelineOptions`` groups; scikit-learn's declared parameter constraints
 :func:`build_spec` turns the public groups (and, when ``start`` or ``horizon`` is
 omitted, the event times: not private) into the :class:`KeyedSpec` — key universe, time
 buckets, unit bounds, the counting mechanism calibrated to the run's per-step
-sensitivity (:func:`~dpcount.keyed.engine.choose_mechanism` for ``"auto"``, called
+sensitivity (:func:`choose_mechanism` for ``"auto"``, called
 here and nowhere else) and its key block — before any secret exists. The
 sensitivities are those of :mod:`dpcount.keyed.engine` (event level Δ₁ = Δ₂ = w; unit
 within one step Δ₁ = m·w, Δ₂ = √m·w; unit over the run: :mod:`dpcount.keyed.bounds`).
@@ -35,17 +35,26 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from dpcount.keyed.bounds import RunBound
-from dpcount.keyed.engine import KeyedMechanism, choose_mechanism, keyed_budget
+from dpcount.keyed.engine import KeyedMechanism, keyed_budget
 from dpcount.keyed.events import EventColumns, KeyUniverse, TimeBuckets, check_max_weight, read_keys
 from dpcount.keyed.ids import open_keys
 from dpcount.keyed.selection import KeySelection, SelectionPlan
 from dpcount.keyed.watermark import check_late
-from dpcount.privacy.budget import Budget, Participation, _Choice
+from dpcount.privacy.budget import (
+    Budget,
+    BudgetFields,
+    Participation,
+    _Choice,
+    accept_participation,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "OPEN_KEY_BLOCK",
@@ -65,6 +74,7 @@ __all__ = [
     "UnitScope",
     "Window",
     "build_spec",
+    "choose_mechanism",
     "from_keywords",
     "to_keywords",
 ]
@@ -333,6 +343,46 @@ class KeyedSpec:
     derived: tuple[str, ...] = field(default=(), compare=False)
 
 
+# --- policy: the mechanism of "auto" ------------------------------------------------
+
+#: the owner name for Budget.resolve (messages; the choice calibrates to a participation
+#: schema: the keyed counting mechanism is a registry mechanism calibrated to it)
+_CHOOSE = "keyed.spec.choose_mechanism"
+accept_participation(_CHOOSE)
+
+
+def choose_mechanism(
+    horizon: int,
+    *,
+    budget: Budget | None = None,
+    l1_step: float,
+    l2_step: float,
+    **fields: Unpack[BudgetFields],
+) -> tuple[str, dict[str, Any], str | None]:
+    """The plan's best mechanism for a keyed run: (registry name, options, calibration).
+
+    The library's one choice, :func:`dpcount.analysis.choice.choose` (``auto``, as
+    ``dpcount count`` and :func:`dpcount.frame.private_counts` resolve it), for
+    ``budget`` (its noise kind, default exact discrete Laplace; its participation
+    schema) with the step sensitivity that noise family is calibrated to (Δ₂ =
+    ``l2_step`` for the Gaussian kinds, Δ₁ = ``l1_step`` for the Laplace kinds): within
+    one family every candidate's MSE scales with that Δ² (at unit-step level with
+    Laplace noise and a δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂
+    — the chosen mechanism is then calibrated exactly). The choice reads only public
+    parameters. ``**fields``: the budget's fields given loose (``epsilon=``, ``delta=``,
+    ``noise=``, ``participation=``; deprecated, DeprecationWarning; removed in 0.5).
+    """
+    from dpcount.analysis.choice import choose
+
+    resolved = keyed_budget(Budget.resolve(budget, fields, owner=_CHOOSE, deprecated=True), _CHOOSE)
+    assert resolved.noise is not None
+    step = l2_step if resolved.noise.is_gaussian else l1_step
+    # the choice as before 0.4: for the kind's step sensitivity, without a calibration rule
+    choice = choose(horizon, budget=resolved.replace(step_sensitivity=step, calibration=None))
+    rule = choice.budget.calibration
+    return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
+
+
 # --- building the spec ------------------------------------------------------------
 
 
@@ -477,7 +527,7 @@ def _mechanism(
     counting: Counting, budget: Budget, horizon: int, s: _Sensitivity, n_keys: int, block: int
 ) -> KeyedMechanism:
     """The counting mechanism calibrated to ``s`` (``"auto"``: the plan's choice,
-    :func:`~dpcount.keyed.engine.choose_mechanism`)."""
+    :func:`choose_mechanism`)."""
     name = counting.mechanism
     options: dict[str, Any] = {"k": counting.k, "subtract": counting.subtract}
     scheduled = budget.replace(participation=s.schema)
