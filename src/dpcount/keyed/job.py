@@ -88,30 +88,60 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class KeyedJob:
-    """Everything a worker needs to bound and release: public configuration + secret."""
+    """What a worker needs to bound and release: the run's public configuration (its
+    :class:`~dpcount.keyed.spec.KeyedSpec`), its secret, the steps it releases and what
+    it continues (an open key set's selection steps, a unit ledger)."""
 
-    columns: EventColumns
-    universe: KeyUniverse
-    buckets: TimeBuckets
-    mechanism: KeyedMechanism
-    max_weight: float
-    max_keys: int | None
+    spec: KeyedSpec
     secret: RunSecret
     #: the steps this run releases (a later run continues from a stored state)
     first: int = 1
     last: int | None = None
-    #: a unit's bound over the whole run (``unit_scope="run"``; None: per step)
-    run_bound: RunBound | None = None
-    #: private key selection (open key set; :mod:`dpcount.keyed.selection`)
-    selection: SelectionPlan | None = None
     #: each key's selection step (T + 1: never), once selected; rows before it are withheld
     selected: NDArray[np.int64] | None = field(default=None, compare=False)
-    #: what happens to events of already released steps (:mod:`dpcount.keyed.watermark`)
-    late: str = "refuse"
     #: whether the run stores a state (then releases return the noise state at ``until``)
     keep_state: bool = False
     #: what the units used of a run-level bound in the steps before ``first`` (stored)
     ledger: UnitLedger | None = field(default=None, compare=False)
+
+    @property
+    def columns(self) -> EventColumns:
+        return self.spec.columns
+
+    @property
+    def universe(self) -> KeyUniverse:
+        return self.spec.universe
+
+    @property
+    def buckets(self) -> TimeBuckets:
+        return self.spec.buckets
+
+    @property
+    def mechanism(self) -> KeyedMechanism:
+        return self.spec.mechanism
+
+    @property
+    def max_weight(self) -> float:
+        return self.spec.max_weight
+
+    @property
+    def max_keys(self) -> int | None:
+        return self.spec.max_keys
+
+    @property
+    def run_bound(self) -> RunBound | None:
+        """A unit's bound over the whole run (``Bounds(scope="run")``; None: per step)."""
+        return self.spec.run_bound
+
+    @property
+    def selection(self) -> SelectionPlan | None:
+        """Private key selection (open key set; :mod:`dpcount.keyed.selection`)."""
+        return self.spec.selection
+
+    @property
+    def late(self) -> str:
+        """What events of already released steps do (:mod:`dpcount.keyed.watermark`)."""
+        return self.spec.late
 
     @property
     def until(self) -> int:
@@ -240,18 +270,8 @@ class KeyedJob:
         return dataclasses.replace(self, secret=run_secret), created
 
     def config(self) -> dict[str, Any]:
-        # an open key set's table grows from run to run: its size is not configuration
-        size = {} if self.selection is None else {"n_keys": "open"}
-        return {
-            **self.mechanism.config(),
-            **size,
-            "keys_sha256": "open" if self.selection is not None else self.universe.digest(),
-            **self.buckets.describe(),
-            "max_weight": self.max_weight,
-            "max_keys": self.max_keys,
-            **({} if self.run_bound is None else self.run_bound.config()),
-            **({} if self.selection is None else self.selection.config()),
-        }
+        """The run's public configuration, as its secret file records it."""
+        return self.spec.config()
 
 
 def make_job(
@@ -307,19 +327,7 @@ def make_job(
 
 def job_of(spec: KeyedSpec) -> KeyedJob:
     """The job of ``spec``, its secret a placeholder until :meth:`KeyedJob.with_secret`."""
-    placeholder = RunSecret.in_memory(b"\0" * 32, {})
-    return KeyedJob(
-        spec.columns,
-        spec.universe,
-        spec.buckets,
-        spec.mechanism,
-        spec.max_weight,
-        spec.max_keys,
-        placeholder,
-        run_bound=spec.run_bound,
-        selection=spec.selection,
-        late=spec.late,
-    )
+    return KeyedJob(spec, RunSecret.in_memory(b"\0" * 32, {}))
 
 
 def place_keys(
@@ -378,7 +386,10 @@ def placed_job(job: KeyedJob, position: NDArray[np.int64]) -> KeyedJob:
     size = len(table)
     mech = dataclasses.replace(job.mechanism, n_keys=size)
     plan = None if job.selection is None else job.selection.with_keys(size, mech.key_block)
-    return dataclasses.replace(job, universe=KeyUniverse(table), mechanism=mech, selection=plan)
+    spec = dataclasses.replace(
+        job.spec, universe=KeyUniverse(table), mechanism=mech, selection=plan
+    )
+    return dataclasses.replace(job, spec=spec)
 
 
 def renumber(contributions: Contributions, position: NDArray[np.int64]) -> Contributions:

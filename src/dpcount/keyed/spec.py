@@ -342,6 +342,21 @@ class KeyedSpec:
     late: Late = Late.REFUSE
     derived: tuple[str, ...] = field(default=(), compare=False)
 
+    def config(self) -> dict[str, Any]:
+        """What the run's secret file records (a secret serves one configuration)."""
+        # an open key set's table grows from run to run: its size is not configuration
+        size = {} if self.selection is None else {"n_keys": "open"}
+        return {
+            **self.mechanism.config(),
+            **size,
+            "keys_sha256": "open" if self.selection is not None else self.universe.digest(),
+            **self.buckets.describe(),
+            "max_weight": self.max_weight,
+            "max_keys": self.max_keys,
+            **({} if self.run_bound is None else self.run_bound.config()),
+            **({} if self.selection is None else self.selection.config()),
+        }
+
 
 # --- policy: the mechanism of "auto" ------------------------------------------------
 

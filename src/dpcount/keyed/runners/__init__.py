@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.keyed import spec
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns
 from dpcount.keyed.job import (
@@ -46,23 +48,20 @@ from dpcount.keyed.job import (
     with_stored,
 )
 from dpcount.keyed.selection import SelectionOutcome
-from dpcount.keyed.spec import (
-    Bounds,
-    Counting,
-    Dask,
-    Embedded,
-    Keys,
-    Output,
-    Runner,
-    Spark,
-    Steps,
-    Window,
-    build_spec,
-)
+from dpcount.keyed.spec import build_spec
 from dpcount.keyed.stages import hand_out, plan_release
 from dpcount.keyed.state import RunState
 
-__all__ = ["Ran", "RunPlan", "Scheduler", "drive", "run_on"]
+__all__ = [
+    "Ran",
+    "ReleaseTasks",
+    "RunPlan",
+    "Scheduler",
+    "closing",
+    "drive",
+    "run_on",
+    "sum_reports",
+]
 
 #: one release task's chunks: (first key, counts or None once written, noise state)
 Released = list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]]
@@ -74,12 +73,12 @@ class RunPlan:
     resumable parts directory (None: no directory of parts)."""
 
     columns: EventColumns
-    keys: Keys
-    steps: Steps
-    counting: Counting
-    bounds: Bounds
-    window: Window
-    output: Output
+    keys: spec.Keys
+    steps: spec.Steps
+    counting: spec.Counting
+    bounds: spec.Bounds
+    window: spec.Window
+    output: spec.Output
     secret: SecretArg
     guard: Any = None
     parts: Any = None
@@ -136,6 +135,26 @@ class Ran:
     outcome: SelectionOutcome | None
 
 
+@dataclass(frozen=True)
+class ReleaseTasks:
+    """The release's key chunks (lo, hi, write) and shard ``edges``, the stored sums
+    (``base``) and noise state (``buffers``) it continues from (None: from step 1), and
+    the part writer (None: the counts go to the caller)."""
+
+    chunks: list[tuple[int, int, bool]]
+    edges: Sequence[int]
+    base: NDArray[Any] | None = None
+    buffers: NDArray[Any] | None = None
+    writer: Any = None
+
+    def noise(self, span: slice) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
+        """The stored sums and noise state of the keys ``span``."""
+        base, buffers = self.base, self.buffers
+        return (None if base is None else base[span]), (
+            None if buffers is None else buffers[:, span]
+        )
+
+
 class Scheduler(Protocol):
     """A runner's scheduling primitives, called by :func:`drive` in this order. The
     shards are the runner's to keep (futures, an RDD, a list): contiguous ranges of
@@ -181,16 +200,8 @@ class Scheduler(Protocol):
         """Every running sum exact (no mark to digest the contributions for)."""
         ...
 
-    def release(
-        self,
-        job: KeyedJob,
-        chunks: list[tuple[int, int, bool]],
-        edges: Sequence[int],
-        noise: tuple[NDArray[Any] | None, NDArray[Any] | None],
-        writer: Any,
-    ) -> Iterator[Released]:
-        """The release tasks' results, in key order (``noise``: the stored sums and
-        noise state the release continues from)."""
+    def release(self, job: KeyedJob, tasks: ReleaseTasks) -> Iterator[Released]:
+        """The release tasks' results, in key order."""
         ...
 
 
@@ -277,8 +288,8 @@ def drive(s: Scheduler, plan: RunPlan) -> Ran:
         settled = _settle_fresh(s, plan, job, created, edges, count)
     job, carry = settled.job, settled.carry
     chunks, quiet, writer = plan_release(job, plan.parts, carry, chunk_keys, plan.output.time_label)
-    noise = (settled.base, settled.buffers)
-    results = s.release(job, chunks, settled.edges, noise, writer)
+    tasks = ReleaseTasks(chunks, settled.edges, settled.base, settled.buffers, writer)
+    results = s.release(job, tasks)
     n, progress = job.mechanism.n_keys, plan.output.progress
 
     def released() -> Iterator[tuple[int, Any]]:
@@ -288,17 +299,32 @@ def drive(s: Scheduler, plan: RunPlan) -> Ran:
     return Ran(job, created, derived, report, released(), carry, settled.outcome)
 
 
-def run_on(runner: Runner, events: Any, plan: RunPlan) -> Ran:
+def sum_reports(reports: Iterable[DropReport]) -> DropReport:
+    """The drop reports of the partitions or shards added up."""
+    total = DropReport()
+    for report in reports:
+        total = total + report
+    return total
+
+
+def closing(chunks: Iterator[tuple[int, Any]], stack: ExitStack) -> Iterator[tuple[int, Any]]:
+    """``chunks``, then ``stack`` closed (a cluster or session the run started), also
+    when the consumer stops early."""
+    with stack:
+        yield from chunks
+
+
+def run_on(runner: spec.Runner, events: Any, plan: RunPlan) -> Ran:
     """The run of ``plan`` over ``events`` on ``runner``."""
-    if isinstance(runner, Dask):
+    if isinstance(runner, spec.Dask):
         from dpcount.keyed.runners.dask import run_dask
 
         return run_dask(events, plan, runner)
-    if isinstance(runner, Spark):
+    if isinstance(runner, spec.Spark):
         from dpcount.keyed.runners.spark import run_spark
 
         return run_spark(events, plan, runner)
-    if isinstance(runner, Embedded):
+    if isinstance(runner, spec.Embedded):
         from dpcount.keyed.runners.embedded import run_embedded
 
         return run_embedded(events, plan)

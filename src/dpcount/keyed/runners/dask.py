@@ -83,7 +83,15 @@ from dpcount.keyed.events import (
     _line_numbers,
 )
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.runners import Ran, Released, RunPlan, drive
+from dpcount.keyed.runners import (
+    Ran,
+    Released,
+    ReleaseTasks,
+    RunPlan,
+    closing,
+    drive,
+    sum_reports,
+)
 from dpcount.keyed.spec import Dask
 from dpcount.keyed.stages import (
     check_shard,
@@ -343,7 +351,7 @@ class DaskScheduler:
         # each input partition is dropped once its task has run, not held to the end of
         # the stage (the scheduler keeps the lineage while tasks depend on it)
         del frames
-        return _sum_reports(_gathered(client, self.prepared, 1))
+        return sum_reports(_gathered(client, self.prepared, 1))
 
     def merge(self, job: KeyedJob) -> DropReport:
         client, prepared = self.client, self.prepared
@@ -358,7 +366,7 @@ class DaskScheduler:
             for g in range(self.count)
         ]
         self.prepared = []  # each partition's sums go once the shards have them
-        return _sum_reports(_gathered(client, self.held, 1))
+        return sum_reports(_gathered(client, self.held, 1))
 
     def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
         contributions = concat_shards(_gathered(self.client, self.held, 0))
@@ -408,41 +416,26 @@ class DaskScheduler:
         client = self.client
         client.gather([client.submit(check_shard, self.shipped, f, None) for f in self.held])
 
-    def release(
-        self,
-        job: KeyedJob,
-        chunks: list[tuple[int, int, bool]],
-        edges: Sequence[int],
-        noise: tuple[NDArray[Any] | None, NDArray[Any] | None],
-        writer: Any,
-    ) -> Iterator[Released]:
+    def release(self, job: KeyedJob, tasks: ReleaseTasks) -> Iterator[Released]:
         """Consecutive chunks of one shard per task, on the worker holding the shard: the
         whole shard when the workers write the parts, else at most :data:`RESULT_BYTES`
         of counts per task. The tasks are submitted now; their results come lazily."""
-        client, (base, buffers) = self.client, noise
+        client, edges, writer = self.client, tasks.edges, tasks.writer
         shipped = _shipped(client, job)
         shipped_writer = None if writer is None else _shipped(client, writer)
         if writer is None:  # the counts come to the client: bounded per task
-            chunk_bytes = (
-                8 * (job.until - job.first + 1) * min(self.chunk_keys, job.mechanism.n_keys)
-            )
-            per_task = max(1, RESULT_BYTES // chunk_bytes)
+            width = min(self.chunk_keys, job.mechanism.n_keys)
+            per_task = max(1, RESULT_BYTES // (8 * (job.until - job.first + 1) * width))
         else:
-            per_task = len(chunks) or 1
+            per_task = len(tasks.chunks) or 1
         futures = []
-        for group in _tasks(chunks, edges, per_task):
+        for group in _tasks(tasks.chunks, edges, per_task):
             span = slice(group[0][0], group[-1][1])
             shard = self.held[int(np.searchsorted(edges, span.start, side="right")) - 1]
+            base, buffers = tasks.noise(span)
             futures.append(
                 client.submit(
-                    release_chunks,
-                    shipped,
-                    shard,
-                    group,
-                    None if base is None else base[span],
-                    None if buffers is None else buffers[:, span],
-                    shipped_writer,
-                    pure=False,
+                    release_chunks, shipped, shard, group, base, buffers, shipped_writer, pure=False
                 )
             )
         return _results(futures)
@@ -453,13 +446,6 @@ def _results(futures: list[Any]) -> Iterator[Released]:
         got = fut.result()
         fut.release()
         yield got
-
-
-def _sum_reports(reports: Sequence[DropReport]) -> DropReport:
-    total = DropReport()
-    for report in reports:
-        total = total + report  # validates the events before a secret is created
-    return total
 
 
 def run_dask(events: Any, plan: RunPlan, runner: Dask) -> Ran:
@@ -484,10 +470,4 @@ def run_dask(events: Any, plan: RunPlan, runner: Dask) -> Ran:
     except BaseException:
         stack.close()
         raise
-    return dataclasses.replace(ran, chunks=_closing(ran.chunks, stack))
-
-
-def _closing(chunks: Iterator[tuple[int, Any]], stack: ExitStack) -> Iterator[tuple[int, Any]]:
-    """``chunks``, then the cluster closed (also when the consumer stops early)."""
-    with stack:
-        yield from chunks
+    return dataclasses.replace(ran, chunks=closing(ran.chunks, stack))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ from numpy.typing import NDArray
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, parse_times, read_events
 from dpcount.keyed.job import KeyedJob, first_steps, renumber
-from dpcount.keyed.runners import Ran, Released, RunPlan, drive
+from dpcount.keyed.runners import Ran, Released, ReleaseTasks, RunPlan, drive
 from dpcount.keyed.selection import select_keys
 from dpcount.keyed.stages import check_shard, release_chunks
 
@@ -83,27 +82,12 @@ class EmbeddedScheduler:
     def check(self, job: KeyedJob) -> None:
         check_shard(job, (self._contributions(), DropReport()), None)
 
-    def release(
-        self,
-        job: KeyedJob,
-        chunks: list[tuple[int, int, bool]],
-        edges: Sequence[int],
-        noise: tuple[NDArray[Any] | None, NDArray[Any] | None],
-        writer: Any,
-    ) -> Iterator[Released]:
+    def release(self, job: KeyedJob, tasks: ReleaseTasks) -> Iterator[Released]:
         """One chunk at a time, lazily (the caller writes or keeps each before the next)."""
-        base, buffers = noise
         shard = (self._contributions(), DropReport())
-        for chunk in chunks:
-            lo, hi, _ = chunk
-            yield release_chunks(
-                job,
-                shard,
-                [chunk],
-                None if base is None else base[lo:hi],
-                None if buffers is None else buffers[:, lo:hi],
-                writer,
-            )
+        for chunk in tasks.chunks:
+            base, buffers = tasks.noise(slice(chunk[0], chunk[1]))
+            yield release_chunks(job, shard, [chunk], base, buffers, tasks.writer)
 
 
 def run_embedded(events: pd.DataFrame | str | os.PathLike[str], plan: RunPlan) -> Ran:

@@ -72,7 +72,15 @@ from dpcount.keyed.events import (
     read_events,
 )
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.runners import Ran, Released, RunPlan, drive
+from dpcount.keyed.runners import (
+    Ran,
+    Released,
+    ReleaseTasks,
+    RunPlan,
+    closing,
+    drive,
+    sum_reports,
+)
 from dpcount.keyed.spec import Spark
 
 __all__ = ["DEFAULT_MASTER", "run_spark"]
@@ -84,6 +92,8 @@ DEFAULT_MASTER = "local[2]"
 CSV_SPLIT = 32 * 2**20
 
 Shard = tuple[Contributions, DropReport, Any]
+#: a key chunk of the release: (first key, end, whether its counts are written)
+Chunk = tuple[int, int, bool]
 
 
 @dataclass(frozen=True)
@@ -362,7 +372,7 @@ class SparkScheduler:
         outs = prepared.map(lambda p: p if isinstance(p, Failed) else p[2]).collect()
         _raise_failed(outs, self.events, job.columns, job)
         self.prepared = prepared
-        return _sum(outs)
+        return sum_reports(outs)
 
     def merge(self, job: KeyedJob) -> DropReport:
         secret_job = self.sc.broadcast(job)
@@ -374,7 +384,7 @@ class SparkScheduler:
         )
         reports = self.held.map(lambda s: s if isinstance(s, Failed) else s[1]).collect()
         self.prepared.unpersist()
-        return _sum(_check_failed(reports))
+        return sum_reports(_check_failed(reports))
 
     def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
         ledger = self.held.first()[2] if job.run_bound is not None else None
@@ -417,29 +427,24 @@ class SparkScheduler:
             self.held.map(lambda s: _guarded(stages.check_shard)(shipped.value, s, None)).collect()
         )
 
-    def release(
-        self,
-        job: KeyedJob,
-        chunks: list[tuple[int, int, bool]],
-        edges: Sequence[int],
-        noise: tuple[NDArray[Any] | None, NDArray[Any] | None],
-        writer: Any,
-    ) -> Iterator[Released]:
+    def release(self, job: KeyedJob, tasks: ReleaseTasks) -> Iterator[Released]:
         """One task per shard, streamed to the driver one shard at a time; with an
         output directory the executors write the parts (in a folder they share)."""
+        writer = tasks.writer
         if writer is not None:  # the executors write the parts: not in their own folder
             writer = dataclasses.replace(writer, path=writer.path.absolute())
-        groups: list[list[tuple[int, int, bool]]] = [[] for _ in range(len(edges) - 1)]
-        for chunk in chunks:
+        edges = tasks.edges
+        groups: list[list[Chunk]] = [[] for _ in range(len(edges) - 1)]
+        for chunk in tasks.chunks:
             groups[int(np.searchsorted(edges, chunk[0], side="right")) - 1].append(chunk)
-        tasks = self._tasks(job, groups, noise, writer)
-        return _streamed(tasks.toLocalIterator(prefetchPartitions=True), self.held)
+        rdd = self._tasks(job, groups, tasks, writer)
+        return _streamed(rdd.toLocalIterator(prefetchPartitions=True), self.held)
 
     def _tasks(
         self,
         job: KeyedJob,
         groups: list[list[tuple[int, int, bool]]],
-        noise: tuple[NDArray[Any] | None, NDArray[Any] | None],
+        tasks: ReleaseTasks,
         writer: Any,
     ) -> Any:
         shipped = self.sc.broadcast(job)
@@ -451,19 +456,12 @@ class SparkScheduler:
                     if groups[i]
                 ]
             )
-        base, buffers = noise
-        tasks = []
+        held = []
         for group in (g for g in groups if g):
             span = slice(group[0][0], group[-1][1])
-            tasks.append(
-                (
-                    (self.driver.for_keys(span.start, span.stop), DropReport()),
-                    group,
-                    None if base is None else base[span],
-                    None if buffers is None else buffers[:, span],
-                )
-            )
-        return self.sc.parallelize(tasks, max(1, len(tasks))).map(
+            shard = (self.driver.for_keys(span.start, span.stop), DropReport())
+            held.append((shard, group, *tasks.noise(span)))
+        return self.sc.parallelize(held, max(1, len(held))).map(
             lambda t: stages.release_chunks(shipped.value, t[0], t[1], t[2], t[3], writer)
         )
 
@@ -471,13 +469,6 @@ class SparkScheduler:
 def _streamed(results: Iterable[Released], held: Any) -> Iterator[Released]:
     yield from results
     held.unpersist()
-
-
-def _sum(reports: Iterable[DropReport]) -> DropReport:
-    total = DropReport()
-    for report in reports:
-        total = total + report  # validates the events before a secret is created
-    return total
 
 
 def run_spark(events: Any, plan: RunPlan, runner: Spark) -> Ran:
@@ -490,10 +481,4 @@ def run_spark(events: Any, plan: RunPlan, runner: Spark) -> Ran:
     except BaseException:
         stack.close()
         raise
-    return dataclasses.replace(ran, chunks=_closing(ran.chunks, stack))
-
-
-def _closing(chunks: Iterator[tuple[int, Any]], stack: ExitStack) -> Iterator[tuple[int, Any]]:
-    """``chunks``, then the session stopped (when the run started it)."""
-    with stack:
-        yield from chunks
+    return dataclasses.replace(ran, chunks=closing(ran.chunks, stack))
