@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
+from dpcount.keyed.bounds import RunBound, UnitLedger
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, exact_running, keyed_budget
 from dpcount.keyed.events import (
     Contributions,
@@ -25,12 +25,7 @@ from dpcount.keyed.events import (
     EventColumns,
     KeyUniverse,
     TimeBuckets,
-    bound_units,
     check_running,
-    clip_events,
-    map_events,
-    partial_sums,
-    to_contributions,
 )
 from dpcount.keyed.ids import canonical_text
 from dpcount.keyed.mark import ReleaseGuard, input_digest
@@ -53,6 +48,13 @@ from dpcount.keyed.spec import (
     UnitScope,
     build_spec,
     open_universe,
+)
+from dpcount.keyed.stages import (
+    NOT_COUNTED,
+    bound_partition,
+    first_steps,
+    merge_partials,
+    renumber,
 )
 from dpcount.keyed.state import OpenKeys, RunState, extras_digest
 from dpcount.keyed.watermark import complete_through, parse_lateness
@@ -180,79 +182,19 @@ class KeyedJob:
     def prepare(
         self, frame: pd.DataFrame, source: str | None = None
     ) -> tuple[pd.DataFrame, DropReport]:
-        """Map one partition of events (``source``: its file, for error messages) and
-        sum it partially (clipping events first)."""
-        m = self.mechanism
-        rows, report = map_events(
-            frame,
-            self.columns,
-            self.universe,
-            self.buckets,
-            m.horizon,
-            integer=self.integer,
-            first=self.first,
-            last=self.last,
-            late=self.late,
-            source=source,
-        )
-        if self.max_keys is None:
-            rows, clipped = clip_events(rows, self.max_weight)
-            report = report + clipped
-        return partial_sums(rows, by_unit=self.max_keys is not None), report
+        """:func:`~dpcount.keyed.stages.bound_partition` of this job."""
+        return bound_partition(self, frame, source)
 
     def finish(self, partials: Sequence[pd.DataFrame]) -> tuple[Contributions, DropReport]:
         """Combine partial sums (any partitioning gives the same result for integers)."""
-        contributions, report, _ = self.finish_run(partials)
+        contributions, report, _ = merge_partials(self, partials)
         return contributions, report
 
     def finish_run(
         self, partials: Sequence[pd.DataFrame]
     ) -> tuple[Contributions, DropReport, UnitLedger | None]:
-        """:meth:`finish`, and the unit ledger after this run's steps (run-level bounds,
-        continuing :attr:`ledger`; None without them)."""
-        rows = pd.concat(list(partials), ignore_index=True) if partials else None
-        dtype = np.int64 if self.integer else np.float64
-        ledger = None if self.run_bound is None else (self.ledger or UnitLedger.empty())
-        if rows is None or rows.empty:
-            empty = np.zeros(0, dtype=np.int64)
-            return Contributions(empty, empty, np.zeros(0, dtype=dtype)), DropReport(), ledger
-        report = DropReport()
-        if self.run_bound is not None:
-            rows, report, ledger = bound_units_run(
-                rows,
-                self.run_bound,
-                hash_key=self.hash_key,
-                keys=self.universe.keys,
-                ledger=self.ledger,
-            )
-        elif self.max_keys is not None:
-            rows, report = bound_units(
-                rows, max_keys=self.max_keys, max_weight=self.max_weight, hash_key=self.hash_key
-            )
-        return to_contributions(rows, dtype, self.universe.keys), report, ledger
-
-    def release(
-        self,
-        contributions: Contributions,
-        lo: int,
-        hi: int,
-        base: NDArray[Any] | None = None,
-        buffers: NDArray[Any] | None = None,
-    ) -> tuple[NDArray[Any], NDArray[Any] | None]:
-        """Releases of keys [lo, hi) at this job's steps, and (when the run keeps a state)
-        their noise state after them. ``buffers``: their noise state after step
-        first − 1 (:meth:`KeyedMechanism.release_with_state`; None: replayed)."""
-        return self.mechanism.release_with_state(
-            self.secret.prf_key,
-            contributions,
-            lo,
-            hi,
-            first=self.first,
-            last=self.until,
-            base=base,
-            noise_state=buffers,
-            keep_state=self.keep_state,
-        )
+        """:func:`~dpcount.keyed.stages.merge_partials` of this job."""
+        return merge_partials(self, partials)
 
     def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
         """Exact running counts of every key at step ``until`` (for the stored state),
@@ -350,19 +292,6 @@ def place_keys(
     return out, placed, None if ledger is None else ledger.remap_keys(position)
 
 
-#: :func:`first_steps` of a key without a counted contribution
-NOT_COUNTED = np.iinfo(np.int64).max
-
-
-def first_steps(contributions: Contributions, lo: int, hi: int) -> NDArray[np.int64]:
-    """The step of the first counted contribution of each key lo..hi − 1 (of a universe
-    index; :data:`NOT_COUNTED` for none)."""
-    out = np.full(hi - lo, NOT_COUNTED, dtype=np.int64)
-    part = contributions.for_keys(lo, hi)
-    np.minimum.at(out, part.key - lo, part.step)
-    return out
-
-
 def key_positions(first_step: NDArray[np.int64], n_prior: int) -> NDArray[np.int64]:
     """Each universe key's position in the key table (−1: not counted, not placed), from
     every key's :func:`first_steps` (:func:`place_keys`)."""
@@ -390,13 +319,6 @@ def placed_job(job: KeyedJob, position: NDArray[np.int64]) -> KeyedJob:
         job.spec, universe=KeyUniverse(table), mechanism=mech, selection=plan
     )
     return dataclasses.replace(job, spec=spec)
-
-
-def renumber(contributions: Contributions, position: NDArray[np.int64]) -> Contributions:
-    """The contributions with each key renamed to its ``position``, sorted by (key, step)."""
-    key = position[contributions.key]
-    order = np.lexsort((contributions.step, key))
-    return Contributions(key[order], contributions.step[order], contributions.value[order])
 
 
 def check_secret_arg(secret: object) -> None:

@@ -97,6 +97,7 @@ from dpcount.keyed.stages import (
     check_shard,
     concat_shards,
     join_placed,
+    merge_partials,
     place_split,
     prepare_split,
     release_chunks,
@@ -117,7 +118,7 @@ def _finish_run_shard(
 ) -> tuple[Contributions, DropReport, UnitLedger | None]:
     """One shard from its pieces: (contributions, report, the unit ledger after the
     run's steps: run-level bounds, continuing the stored ``job.ledger``; None without)."""
-    return job.finish_run(list(pieces))
+    return merge_partials(job, list(pieces))
 
 
 def _placed_piece(pieces: list[Contributions], shard: int) -> Contributions:

@@ -2,8 +2,8 @@
 
 The events are read whole (a frame, or a CSV/Parquet file by
 :func:`~dpcount.keyed.events.read_events`), bounded and summed
-(:meth:`~dpcount.keyed.job.KeyedJob.prepare`), merged
-(:meth:`~dpcount.keyed.job.KeyedJob.finish_run`) and released key chunk by key chunk,
+(:func:`~dpcount.keyed.stages.bound_partition`), merged
+(:func:`~dpcount.keyed.stages.merge_partials`) and released key chunk by key chunk,
 lazily (:func:`~dpcount.keyed.stages.release_chunks`): memory is a few
 (steps × ``chunk_keys``) arrays beside the events and their contributions.
 """
@@ -19,10 +19,17 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, parse_times, read_events
-from dpcount.keyed.job import KeyedJob, first_steps, renumber
+from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.runners import Ran, Released, ReleaseTasks, RunPlan, drive
 from dpcount.keyed.selection import select_keys
-from dpcount.keyed.stages import check_shard, release_chunks
+from dpcount.keyed.stages import (
+    bound_partition,
+    check_shard,
+    first_steps,
+    merge_partials,
+    release_chunks,
+    renumber,
+)
 
 __all__ = ["EmbeddedScheduler", "run_embedded"]
 
@@ -49,12 +56,12 @@ class EmbeddedScheduler:
         return 1
 
     def bound(self, job: KeyedJob, edges: Sequence[int]) -> DropReport:
-        self.partial, report = job.prepare(self.frame, self.source)
+        self.partial, report = bound_partition(job, self.frame, self.source)
         return report
 
     def merge(self, job: KeyedJob) -> DropReport:
         assert self.partial is not None
-        self.shard = job.finish_run([self.partial])
+        self.shard = merge_partials(job, [self.partial])
         self.partial = None
         return self.shard[1]
 

@@ -7,10 +7,10 @@ The runner only schedules the stages of :mod:`dpcount.keyed.stages` (the Dask en
    split of the file itself — a CSV file's byte range of whole lines, a Parquet file's
    block of whole row groups (at most :data:`~dpcount.keyed.runners.dask.PARQUET_BLOCK` bytes) —
    with the options of :func:`dpcount.keyed.events.read_events`, maps, clips and sums it
-   (:meth:`~dpcount.keyed.job.KeyedJob.prepare`) and splits the sums into shards of
+   (:func:`~dpcount.keyed.stages.bound_partition`) and splits the sums into shards of
    contiguous key chunks (:func:`~dpcount.keyed.stages.prepare_split`). A shuffle by
    shard brings each shard's pieces to one task, which finishes them
-   (:meth:`~dpcount.keyed.job.KeyedJob.finish_run`; one shard holding all keys with unit
+   (:func:`~dpcount.keyed.stages.merge_partials`; one shard holding all keys with unit
    bounds, where a unit's keys are bounded together). The driver receives the drop
    reports, never the events; the contributions (24 bytes per (key, step) with one) only
    when the run keeps a state or a released-up-to mark, as the Dask client does.
@@ -198,7 +198,7 @@ def _prepare(split: Split, job: KeyedJob, edges: Sequence[int]) -> Any:
 def _finish(job: KeyedJob, pieces: Iterable[tuple[int, Any]]) -> Shard:
     """One shard from its pieces, in split order: (contributions, report, unit ledger)."""
     ordered = [piece for _, piece in sorted(pieces, key=lambda item: item[0])]
-    return job.finish_run(ordered)
+    return stages.merge_partials(job, ordered)
 
 
 def _check_failed(results: Iterable[Any]) -> list[Any]:
@@ -220,7 +220,9 @@ def _raise_failed(
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     parse_times(frame[columns.time], columns.time)
     if job is not None:
-        job.prepare(frame, None if isinstance(events, pd.DataFrame) else str(events))
+        stages.bound_partition(
+            job, frame, None if isinstance(events, pd.DataFrame) else str(events)
+        )
     raise failed[0].kind(failed[0].message)
 
 
