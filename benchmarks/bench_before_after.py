@@ -484,6 +484,12 @@ def _keyed_paths(quick: bool) -> list[dict[str, Any]]:
         prf_floor = lambda: _prf_floor_04(job, rows)  # noqa: E731
     else:
         prf_floor = lambda: _prf_floor_03(job, chunk)  # noqa: E731
+    try:  # 0.5: the option groups, from the keywords above
+        from dpcount.keyed.spec import from_keywords  # type: ignore[import-not-found,unused-ignore]
+
+        kw = from_keywords(**kw)
+    except ImportError:  # 0.4 and before: the keywords themselves
+        pass
     keyed_counts(events, **kw)  # warm-up
     best_hot = best_floor = best_prf = float("inf")
     for _ in range(reps):

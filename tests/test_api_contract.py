@@ -69,11 +69,12 @@ from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToep
 from dpcount.counting.registry import build_mechanism
 from dpcount.frame import choose_mechanism, private_counts
 from dpcount.keyed.engine import KeyedMechanism
-from dpcount.keyed.engine import choose_mechanism as keyed_choose_mechanism
 from dpcount.keyed.events import EventColumns
 from dpcount.keyed.job import make_job
 from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
+from dpcount.keyed.spec import Counting, Keys, Steps
+from dpcount.keyed.spec import choose_mechanism as keyed_choose_mechanism
 from dpcount.privacy import Budget
 from dpcount.ranges import (
     CorrelatedPerturbation,
@@ -260,24 +261,12 @@ SPECS: dict[str, Spec] = {
         ),
         "data",
     ),
-    "dpcount.keyed.run.keyed_counts": (
-        lambda b: (
-            keyed_counts(
-                pd.DataFrame({"t": [1, 2, 2], "key": ["a", "a", "b"]}),
-                keys=["a", "b"],
-                time_column="t",
-                key_column="key",
-                step=1,
-                start=1,
-                horizon=T,
-                budget=b,
-                secret=unsafe_testing_secret(b"api contract test secret"),
-            ).frame
-        ),
-        "data",
+    "dpcount.keyed.spec.Counting": (  # keyed_counts' budget, in its option group
+        lambda b: _keyed_counts_with(Counting(budget=b)),
+        "holder",
     ),
     "dpcount.keyed.engine.KeyedMechanism": (lambda b: _keyed_with(b), "release"),
-    "dpcount.keyed.engine.choose_mechanism": (
+    "dpcount.keyed.spec.choose_mechanism": (
         lambda b: keyed_choose_mechanism(T, budget=b, l1_step=2.0, l2_step=1.5),
         "data",
     ),
@@ -303,8 +292,23 @@ SPECS: dict[str, Spec] = {
     ),
 }
 
+
 #: Frozen records the library builds (a user reads them, never constructs them): their
 #: fields stay positional like every dataclass's; they still show the budget.
+def _keyed_counts_with(counting: Counting) -> Counting:
+    """``counting`` after a keyed run with it (the run must accept its budget)."""
+    frame = keyed_counts(
+        pd.DataFrame({"t": [1, 2, 2], "key": ["a", "a", "b"]}),
+        EventColumns("t", "key"),
+        Keys(["a", "b"]),
+        Steps(1, start=1, horizon=T),
+        counting=counting,
+        secret=unsafe_testing_secret(b"api contract test secret"),
+    ).frame
+    assert frame is not None and len(frame) == 2 * T
+    return counting
+
+
 RECORDS = frozenset({"dpcount.analysis.choice.Choice"})
 
 #: Positional budget fields kept for one release (0.4): passing one warns.

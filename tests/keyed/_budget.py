@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpcount.keyed import engine, job, run
+from dpcount.keyed.spec import from_keywords
 from dpcount.privacy import Budget
 
 #: the budget's fields that keyed_counts, KeyedMechanism and make_job accepted loose
@@ -26,8 +27,9 @@ def budgeted(kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def keyed_counts(events: Any, **kw: Any) -> run.KeyedResult:
-    """:func:`dpcount.keyed.run.keyed_counts` with :func:`budgeted` arguments."""
-    return run.keyed_counts(events, **budgeted(kw))
+    """:func:`dpcount.keyed.run.keyed_counts` with :func:`budgeted` arguments, given
+    in the 0.4 keyword spelling (:func:`dpcount.keyed.spec.from_keywords`)."""
+    return run.keyed_counts(events, **from_keywords(**budgeted(kw)))
 
 
 def keyed_mechanism(**kw: Any) -> engine.KeyedMechanism:

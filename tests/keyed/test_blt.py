@@ -14,7 +14,7 @@ from dpcount.counting.factorization.blt import BLT
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.prf import PositionPRF, keyed_gaussian
 from dpcount.keyed.secret import unsafe_testing_secret
-from dpcount.keyed.shards import release_task as _release_task
+from dpcount.keyed.stages import release_task as _release_task
 from tests.keyed._budget import keyed_counts, keyed_mechanism
 from tests.keyed._keys import noise_key
 

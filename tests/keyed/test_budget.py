@@ -13,10 +13,11 @@ import pytest
 
 from dpcount.analysis import choice as choice_module
 from dpcount.keyed import run
-from dpcount.keyed.engine import KeyedMechanism, choose_mechanism
+from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import EventColumns
 from dpcount.keyed.job import make_job
 from dpcount.keyed.secret import unsafe_testing_secret
+from dpcount.keyed.spec import choose_mechanism, from_keywords
 from dpcount.privacy import Budget, Participation, ParticipationUnsupportedError
 
 SECRET = unsafe_testing_secret(b"b" * 32)
@@ -25,6 +26,11 @@ SECRET = unsafe_testing_secret(b"b" * 32)
 def _events() -> pd.DataFrame:
     rng = np.random.default_rng(4)
     return pd.DataFrame({"t": rng.integers(1, 13, 80), "key": rng.choice(["a", "b"], 80)})
+
+
+def _keyed_counts(events: Any, **kw: Any) -> run.KeyedResult:
+    """keyed_counts in the 0.4 keyword spelling (where the loose budget fields live)."""
+    return run.keyed_counts(events, **from_keywords(**kw))
 
 
 def _kw(**extra: Any) -> dict[str, Any]:
@@ -38,9 +44,9 @@ def _kw(**extra: Any) -> dict[str, Any]:
 
 def test_the_loose_spelling_warns_and_releases_the_same() -> None:
     budget = Budget(epsilon=0.5, delta=1e-6, noise="gaussian", calibration="classic")
-    new = run.keyed_counts(_events(), **_kw(budget=budget, mechanism="sqrt"))
+    new = _keyed_counts(_events(), **_kw(budget=budget, mechanism="sqrt"))
     with pytest.warns(DeprecationWarning, match=r"keyed_counts\(epsilon=, delta=, noise="):
-        old = run.keyed_counts(
+        old = _keyed_counts(
             _events(), **_kw(epsilon=0.5, delta=1e-6, noise="gaussian", calibration="classic",
                              mechanism="sqrt"),
         )  # fmt: skip
@@ -51,14 +57,14 @@ def test_the_loose_spelling_warns_and_releases_the_same() -> None:
 
 def test_what_a_keyed_budget_cannot_mean_is_refused() -> None:
     with pytest.raises(TypeError, match=r"keyed_counts\(\) takes either budget= or its fields"):
-        run.keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0), epsilon=1.0))
+        _keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0), epsilon=1.0))
     with pytest.raises(TypeError, match=r"keyed_counts\(\) needs epsilon="):
-        run.keyed_counts(_events(), **_kw())
+        _keyed_counts(_events(), **_kw())
     with pytest.raises(ValueError, match=r"budget.step_sensitivity must be 1 .* max_weight"):
-        run.keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0, step_sensitivity=2.0)))
+        _keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0, step_sensitivity=2.0)))
     schema = Participation(max_participations=2, min_separation=3)
     with pytest.raises(ParticipationUnsupportedError, match=r"keyed_counts\(\) does not"):
-        run.keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0, participation=schema)))
+        _keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0, participation=schema)))
 
 
 def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,7 +76,7 @@ def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         return calls[-1][2]
 
     monkeypatch.setattr(choice_module, "choose", spy)
-    res = run.keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0), max_weight=3))
+    res = _keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0), max_weight=3))
     # the keyed default noise, and the step sensitivity of max_weight
     assert [(h, b.noise, b.step_sensitivity) for h, b, _ in calls] == [
         (12, "discrete-laplace", 3.0)

@@ -144,7 +144,7 @@ def test_dask_reads_parquet_row_groups_as_partitions(
     as one partition of the whole file: the same release as the embedded engine's."""
     import dask.dataframe as dd
 
-    from dpcount.keyed import dask as engine
+    from dpcount.keyed.runners import dask as engine
 
     path = tmp_path / "events.parquet"
     _events().to_parquet(path, row_group_size=500)

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
+from tests.keyed._budget import keyed_counts
 
 
 def _year() -> tuple[Any, Any]:

@@ -18,10 +18,10 @@ from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import KeyUniverse
 from dpcount.keyed.ids import canonical_text, key_texts, open_keys, unit_ids, unit_text
 from dpcount.keyed.incremental import run_incremental
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
+from tests.keyed._budget import keyed_counts
 
 
 def _common(**kw: Any) -> dict[str, Any]:

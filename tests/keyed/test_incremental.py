@@ -20,9 +20,9 @@ import pytest
 
 from dpcount.keyed.incremental import _Appender, inputs_path, run_incremental
 from dpcount.keyed.mark import ReleaseMark, mark_path
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import RunSecret, unsafe_testing_secret
 from dpcount.privacy import Budget
+from tests.keyed._budget import keyed_counts
 
 KEYS = ["a", "b", "c"]
 

@@ -12,10 +12,10 @@ import pytest
 
 from dpcount.keyed.incremental import run_incremental
 from dpcount.keyed.order import name_order, released_blocks
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
+from tests.keyed._budget import keyed_counts
 
 pytest.importorskip("pyarrow")
 

@@ -16,10 +16,10 @@ import pytest
 from dpcount.cli import main
 from dpcount.keyed.events import TimeBuckets
 from dpcount.keyed.incremental import run_incremental
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
+from tests.keyed._budget import keyed_counts
 from tests.keyed.test_cli import one_line_error
 
 

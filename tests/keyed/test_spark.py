@@ -77,7 +77,7 @@ def test_a_quoted_field_across_a_csv_split_is_refused(tmp_path: Path) -> None:
     pieces; read as one split, the executors' reader gives the embedded reader's rows."""
     from dpcount.keyed.events import EventColumns
     from dpcount.keyed.io import read_events
-    from dpcount.keyed.spark import _splits, read_split
+    from dpcount.keyed.runners.spark import _splits, read_split
 
     path = tmp_path / "events.csv"
     path.write_text("t,key\n" + "".join(f'{t},"k\n{t % 3}"\n' for t in range(200)))

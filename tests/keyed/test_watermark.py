@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dpcount.keyed.run import keyed_counts
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.privacy import Budget
+from tests.keyed._budget import keyed_counts
 
 KEYS = ["a", "b", "c"]
 

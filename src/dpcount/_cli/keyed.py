@@ -364,27 +364,63 @@ def _default_split(args: argparse.Namespace) -> None:
     )
 
 
-def _options(
+def _runner(args: argparse.Namespace) -> Any:
+    """The runner of --engine with its options (:mod:`dpcount.keyed.spec`)."""
+    from dpcount.keyed.spec import Dask, Embedded, Engine, Spark
+
+    engine = Engine(args.engine)
+    if engine is Engine.DASK:
+        return Dask(args.scheduler, 2 if args.workers is None else args.workers, args.partitions)
+    if engine is Engine.SPARK:
+        return Spark(args.master, args.partitions)
+    return Embedded()
+
+
+def _groups(
     args: argparse.Namespace, selection: KeySelection | None, progress: Callable[[int, int], None]
 ) -> dict[str, Any]:
-    """The keyword arguments of :func:`~dpcount.keyed.run.keyed_counts` (and of an
-    incremental run) from the flags."""
+    """The option groups of :func:`~dpcount.keyed.run.keyed_counts` from the flags (and
+    the secret), as the library builds them (:mod:`dpcount.keyed.spec`)."""
+    from dpcount.keyed.events import EventColumns
+    from dpcount.keyed.spec import (
+        Bounds,
+        Counting,
+        Keys,
+        Late,
+        Output,
+        Steps,
+        UnitScope,
+        Window,
+    )
     from dpcount.privacy.budget import Budget
 
-    columns = ("keys", "time_column", "key_column", "weight_column", "unit_column")
-    return dict(
-        **flags(args, *columns, "step", "start", "horizon", "k", "subtract", "mechanism"),
-        budget=Budget(**flags(args, "epsilon", "delta", "noise", "calibration")),
-        max_weight=int(args.max_weight)
-        if args.max_weight == int(args.max_weight)
-        else args.max_weight,
-        selection=selection,
-        **flags(args, "max_keys", "unit_scope", "max_steps", "min_separation", "secret"),
-        workers=2 if args.workers is None else args.workers,
-        **flags(args, "engine", "partitions", "scheduler", "master", "chunk_keys"),
-        progress=progress,
-        std_digits=args.digits,
-    )
+    weight = args.max_weight
+    return {
+        "columns": EventColumns(
+            args.time_column, args.key_column, args.weight_column, args.unit_column
+        ),
+        "keys": Keys(args.keys, selection),
+        "steps": Steps(args.step, args.start, args.horizon),
+        "secret": args.secret,
+        "counting": Counting(
+            args.mechanism,
+            budget=Budget(**flags(args, "epsilon", "delta", "noise", "calibration")),
+            k=args.k,
+            subtract=args.subtract,
+        ),
+        "bounds": Bounds(
+            int(weight) if weight == int(weight) else weight,
+            args.max_keys,
+            UnitScope(args.unit_scope),
+            args.max_steps,
+            args.min_separation,
+        ),
+        "window": Window(args.state, args.until, Late(args.late), args.allowed_lateness),
+        "runner": _runner(args),
+        "output": Output(
+            args.output, chunk_keys=args.chunk_keys, std_digits=args.digits, progress=progress
+        ),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -405,15 +441,17 @@ def run(args: argparse.Namespace) -> int:
     from dpcount._cli._counting import print_noise_note
     from dpcount.keyed.incremental import run_incremental
     from dpcount.keyed.run import keyed_counts
+    from dpcount.keyed.spec import to_keywords
 
     console = err_console()
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("keys released", total=None)
-        options = _options(
+        groups = _groups(
             args, selection, lambda done, total: bar.update(task, completed=done, total=total)
         )
-        when = dict(until=args.until, late=args.late, allowed_lateness=args.allowed_lateness)
         if args.input_dir is not None:
+            when = dict(until=args.until, late=args.late, allowed_lateness=args.allowed_lateness)
+            options = to_keywords(groups)
             ran = run_incremental(
                 args.input_dir, state=args.state, output=args.output, **when, **options
             )
@@ -427,9 +465,7 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             result = ran.result
         else:
-            result = keyed_counts(
-                args.input, output=args.output, state=args.state, **when, **options
-            )
+            result = keyed_counts(args.input, **groups)
     if not result.mechanism.noise.is_discrete:
         print_noise_note(
             f"--noise {result.mechanism.noise} adds continuous floating-point noise to the "

@@ -84,14 +84,11 @@ __all__ = [
     "STEP_BLOCK",
     "KeyedMechanism",
     "NoiseLayout",
-    "choose_mechanism",
     "exact_running",
 ]
 
-#: owner names for Budget.resolve (messages; both calibrate to a participation schema:
+#: the owner name for Budget.resolve (messages; it calibrates to a participation schema:
 #: the keyed counting mechanism is a registry mechanism calibrated to it)
-_CHOOSE = "keyed.engine.choose_mechanism"
-accept_participation(_CHOOSE)
 accept_participation("KeyedMechanism")
 
 #: Steps per ``next_many`` call: the engine always drives a noise process in the
@@ -122,38 +119,6 @@ def keyed_budget(budget: Budget, owner: str) -> Budget:
             "a keyed run derives one step's sensitivity from max_weight (and max_keys)"
         )
     return budget.with_default_noise(NoiseKind.DISCRETE_LAPLACE)
-
-
-def choose_mechanism(
-    horizon: int,
-    *,
-    budget: Budget | None = None,
-    l1_step: float,
-    l2_step: float,
-    **fields: Unpack[BudgetFields],
-) -> tuple[str, dict[str, Any], str | None]:
-    """The plan's best mechanism for a keyed run: (registry name, options, calibration).
-
-    The library's one choice, :func:`dpcount.analysis.choice.choose` (``auto``, as
-    ``dpcount count`` and :func:`dpcount.frame.private_counts` resolve it), for
-    ``budget`` (its noise kind, default exact discrete Laplace; its participation
-    schema) with the step sensitivity that noise family is calibrated to (Δ₂ =
-    ``l2_step`` for the Gaussian kinds, Δ₁ = ``l1_step`` for the Laplace kinds): within
-    one family every candidate's MSE scales with that Δ² (at unit-step level with
-    Laplace noise and a δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂
-    — the chosen mechanism is then calibrated exactly). The choice reads only public
-    parameters. ``**fields``: the budget's fields given loose (``epsilon=``, ``delta=``,
-    ``noise=``, ``participation=``; deprecated, DeprecationWarning; removed in 0.5).
-    """
-    from dpcount.analysis.choice import choose
-
-    resolved = keyed_budget(Budget.resolve(budget, fields, owner=_CHOOSE, deprecated=True), _CHOOSE)
-    assert resolved.noise is not None
-    step = l2_step if resolved.noise.is_gaussian else l1_step
-    # the choice as before 0.4: for the kind's step sensitivity, without a calibration rule
-    choice = choose(horizon, budget=resolved.replace(step_sensitivity=step, calibration=None))
-    rule = choice.budget.calibration
-    return choice.mechanism, dict(choice.options), None if rule is None else str(rule)
 
 
 def exact_running(
@@ -192,27 +157,14 @@ def _flatten(value: Any, width: int, rows: list[NDArray[np.uint64]]) -> Any:
     ``width``) become row ranges of the per-key columns (64-bit patterns, appended to
     ``rows``); everything else is shared by the keys and written out."""
     if isinstance(value, np.ndarray):
-        dtype = value.dtype.newbyteorder("<").str
-        if value.ndim >= 1 and value.shape[-1] == width:
-            if dtype not in _KEYED_DTYPES:
-                raise _NotStorable(f"per-key array of dtype {value.dtype}")
-            at = sum(len(r) for r in rows)
-            rows.append(np.ascontiguousarray(value, dtype=dtype).reshape(-1, width).view("<u8"))
-            return {"$keyed": [at, dtype, list(value.shape[:-1])]}
-        if value.size > _SMALL_ARRAY or dtype not in (*_KEYED_DTYPES, "|b1"):
-            raise _NotStorable(f"shared array of shape {value.shape}, dtype {value.dtype}")
-        return {"$array": [dtype, list(value.shape), value.ravel().tolist()]}
+        return _flatten_array(value, width, rows)
     if isinstance(value, np.generic):
         dtype = value.dtype.newbyteorder("<").str
         if dtype not in (*_KEYED_DTYPES, "|b1"):
             raise _NotStorable(f"numpy scalar of dtype {value.dtype}")
         return {"$scalar": [dtype, _flatten(value.item(), width, rows)]}
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _NotStorable("a non-finite float")
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
-        raise _NotStorable("a Python integer beyond int64")
     if value is None or isinstance(value, (bool, int, float, str)):
-        return value
+        return _plain(value)
     if isinstance(value, Fraction):
         return {"$fraction": [value.numerator, value.denominator]}
     if isinstance(value, (list, tuple)):
@@ -220,6 +172,29 @@ def _flatten(value: Any, width: int, rows: list[NDArray[np.uint64]]) -> Any:
     if isinstance(value, dict) and all(isinstance(k, str) and k[:1] != "$" for k in value):
         return {k: _flatten(v, width, rows) for k, v in value.items()}
     raise _NotStorable(f"a value of type {type(value).__name__}")
+
+
+def _flatten_array(value: NDArray[Any], width: int, rows: list[NDArray[np.uint64]]) -> Any:
+    """:func:`_flatten` of an array: per-key (its last axis the keys') or small shared."""
+    dtype = value.dtype.newbyteorder("<").str
+    if value.ndim >= 1 and value.shape[-1] == width:
+        if dtype not in _KEYED_DTYPES:
+            raise _NotStorable(f"per-key array of dtype {value.dtype}")
+        at = sum(len(r) for r in rows)
+        rows.append(np.ascontiguousarray(value, dtype=dtype).reshape(-1, width).view("<u8"))
+        return {"$keyed": [at, dtype, list(value.shape[:-1])]}
+    if value.size > _SMALL_ARRAY or dtype not in (*_KEYED_DTYPES, "|b1"):
+        raise _NotStorable(f"shared array of shape {value.shape}, dtype {value.dtype}")
+    return {"$array": [dtype, list(value.shape), value.ravel().tolist()]}
+
+
+def _plain(value: bool | int | float | str | None) -> Any:
+    """A JSON scalar as is (a non-finite float or an integer beyond int64 refused)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NotStorable("a non-finite float")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        raise _NotStorable("a Python integer beyond int64")
+    return value
 
 
 def _unflatten(node: Any, columns: NDArray[np.uint64]) -> Any:
@@ -583,67 +558,99 @@ class KeyedMechanism:
             The releases, shape (last − first + 1, key_hi − key_lo), and the noise state.
         """
         last = self.horizon if last is None else last
-        start = None
-        if noise_state is not None:
-            start = self.noise_layout(first - 1)
-            if start is None or noise_state.shape != (start.rows, key_hi - key_lo):
-                raise ValueError(
-                    f"noise_state: shape {noise_state.shape} is not the noise state of "
-                    f"{key_hi - key_lo} keys after step {first - 1} of {self.structure} "
-                    f"({'none is kept' if start is None else f'{start.rows} values per key'})"
-                )
+        width = key_hi - key_lo
+        start = self._start_layout(noise_state, first, width)
         counts = self.counts(contributions, key_lo, key_hi, first, last)
         if base is not None:
             base = np.asarray(base, dtype=counts.dtype)
-            if base.shape != (key_hi - key_lo,):
-                raise ValueError(f"base must have shape ({key_hi - key_lo},), got {base.shape}")
+            if base.shape != (width,):
+                raise ValueError(f"base must have shape ({width},), got {base.shape}")
         end = self.noise_layout(last) if keep_state else None
-        ends = None if end is None else np.zeros((end.rows, key_hi - key_lo), dtype=np.uint64)
+        ends = None if end is None else np.zeros((end.rows, width), dtype=np.uint64)
         exact = exact_running(counts, base, overwrite=True)
         snapped = self.counting.float_safety is not None  # continuous noise: float-safe
         if snapped and exact.dtype != np.float64:
             exact = exact.astype(np.float64)  # exact: running counts are below 2^53
-        out: NDArray[Any] | None = None
+        into = _Released(exact, first, last, snapped, self.key_block)
         B = self.key_block
         for block_lo in range((key_lo // B) * B, key_hi, B):
             lo, hi = max(key_lo, block_lo), min(key_hi, block_lo + B)
+            keys = (slice(lo - key_lo, hi - key_lo), slice(lo - block_lo, hi - block_lo))
             restore = None
             if start is not None:
                 assert noise_state is not None
                 restore = np.zeros((start.rows, B), dtype=np.uint64)  # keys outside: unused
-                restore[:, lo - block_lo : hi - block_lo] = noise_state[
-                    :, lo - key_lo : hi - key_lo
-                ]
+                restore[:, keys[1]] = noise_state[:, keys[0]]
             stream = _BlockNoise(self, secret, block_lo, start, restore)
             for t0, n, noise in stream.blocks(last):
-                a, b = max(t0, first - 1), min(t0 + n, last)  # 0-based steps [a, b)
-                if a >= b:
-                    continue
-                at = (slice(a - first + 1, b - first + 1), slice(lo - key_lo, hi - key_lo))
-                there = (slice(a - t0, b - t0), slice(lo - block_lo, hi - block_lo))
-                if snapped:  # continuous noise: the float-safe release, one grid a step
-                    grids = self.counting.release_grids(a + 1, b - a)
-                    assert grids is not None  # float_safety is set
-                    out = exact
-                    exact[at] = snap_release(exact[at], np.array(noise[there]), grids[:, None])
-                    continue
-                if stream.denominator is None and noise.dtype == exact.dtype:
-                    # add_noise's sum (int64: exact; float: one rounding, commutative),
-                    # in place in the exact sums: no temporaries
-                    out = exact
-                    np.add(exact[at], noise[there], out=exact[at])
-                    continue
-                sums = np.zeros((n, B), dtype=exact.dtype)
-                sums[there] = exact[at]
-                released = add_noise(sums, noise, stream.denominator)
-                if out is None:
-                    out = np.empty(exact.shape, dtype=released.dtype)
-                out[at] = released[there]
+                into.add(self.counting, stream.denominator, t0, n, noise, keys)
             if ends is not None and end is not None:
-                columns = stream.state_columns(end)
-                ends[:, lo - key_lo : hi - key_lo] = columns[:, lo - block_lo : hi - block_lo]
-        assert out is not None  # first <= last: at least one block
-        return out, ends
+                ends[:, keys[0]] = stream.state_columns(end)[:, keys[1]]
+        assert into.out is not None  # first <= last: at least one block
+        return into.out, ends
+
+    def _start_layout(
+        self, noise_state: NDArray[np.uint64] | None, first: int, width: int
+    ) -> NoiseLayout | None:
+        """The layout of ``noise_state`` after step first − 1 (None: none given)."""
+        if noise_state is None:
+            return None
+        start = self.noise_layout(first - 1)
+        if start is None or noise_state.shape != (start.rows, width):
+            raise ValueError(
+                f"noise_state: shape {noise_state.shape} is not the noise state of "
+                f"{width} keys after step {first - 1} of {self.structure} "
+                f"({'none is kept' if start is None else f'{start.rows} values per key'})"
+            )
+        return start
+
+
+class _Released:
+    """The releases of a chunk of keys, filled block by block of steps and keys: in place
+    in the exact running sums where the noise adds without a temporary."""
+
+    def __init__(
+        self, exact: NDArray[Any], first: int, last: int, snapped: bool, block: int
+    ) -> None:
+        self.exact, self.first, self.last, self.snapped = exact, first, last, snapped
+        self.block = block
+        self.out: NDArray[Any] | None = None
+
+    def add(
+        self,
+        counting: CountingMechanism,
+        denominator: int | None,
+        t0: int,
+        n: int,
+        noise: Any,
+        keys: tuple[slice, slice],
+    ) -> None:
+        """Add the noise of 0-based steps [t0, t0 + n) of one key block (``keys``: the
+        chunk's and the block's columns) to the steps of the window among them."""
+        exact, first = self.exact, self.first
+        a, b = max(t0, first - 1), min(t0 + n, self.last)  # 0-based steps [a, b)
+        if a >= b:
+            return
+        at = (slice(a - first + 1, b - first + 1), keys[0])
+        there = (slice(a - t0, b - t0), keys[1])
+        if self.snapped:  # continuous noise: the float-safe release, one grid a step
+            grids = counting.release_grids(a + 1, b - a)
+            assert grids is not None  # float_safety is set
+            self.out = exact
+            exact[at] = snap_release(exact[at], np.array(noise[there]), grids[:, None])
+            return
+        if denominator is None and noise.dtype == exact.dtype:
+            # add_noise's sum (int64: exact; float: one rounding, commutative),
+            # in place in the exact sums: no temporaries
+            self.out = exact
+            np.add(exact[at], noise[there], out=exact[at])
+            return
+        sums = np.zeros((n, self.block), dtype=exact.dtype)
+        sums[there] = exact[at]
+        released = add_noise(sums, noise, denominator)
+        if self.out is None:
+            self.out = np.empty(exact.shape, dtype=released.dtype)
+        self.out[at] = released[there]
 
 
 class _BlockNoise:

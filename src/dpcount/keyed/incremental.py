@@ -85,6 +85,7 @@ from dpcount.keyed.job import KeyedJob
 from dpcount.keyed.mark import Begun, ReleaseMark, SecretLike, body_mac, mark_path
 from dpcount.keyed.run import KeyedResult, keyed_counts
 from dpcount.keyed.secret import MacLabel, RunSecret
+from dpcount.keyed.spec import from_keywords
 from dpcount.keyed.state import RunState
 from dpcount.keyed.watermark import check_late, complete_through, parse_lateness
 
@@ -751,9 +752,8 @@ def _release(run: _Setup, inputs: Inputs) -> KeyedResult:
     )
     # refused before the mark's checks passed: this release never began, and the
     # record on disk is as it was (a killed attempt's pending release stays pending)
-    result = keyed_counts(
-        events, **options, state=state, until=last, late=late, time_label=time_label, sink=sink
-    )
+    given = dict(state=state, until=last, late=late, time_label=time_label, sink=sink)
+    result = keyed_counts(events, **from_keywords(**options, **given))
     assert sink.committed  # the guard began and committed it (a secret file's run)
     return result
 

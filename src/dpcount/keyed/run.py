@@ -13,9 +13,10 @@ in ``data_derived`` and the CLI prints a warning. Pass both for a fully private 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,24 +25,26 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, keyed_budget
-from dpcount.keyed.events import DropReport, EventColumns, TimeBuckets, parse_times
-from dpcount.keyed.io import (
-    PartsDir,
-    check_std_digits,
-    from_polars,
-    is_polars,
-    read_events,
-    read_keys,
-    sink_for,
-    write_frames,
-)
-from dpcount.keyed.job import KeyedJob, SecretArg, make_job
+from dpcount.keyed.engine import KeyedMechanism
+from dpcount.keyed.events import DropReport, EventColumns, TimeBuckets
+from dpcount.keyed.io import PartsDir, from_polars, is_polars, read_keys, sink_for, write_frames
+from dpcount.keyed.job import KeyedJob, SecretArg
 from dpcount.keyed.mark import ReleaseCompanion
+from dpcount.keyed.runners import Ran, RunPlan, run_on
 from dpcount.keyed.selection import KeySelection, SelectionOutcome
-from dpcount.keyed.session import Carry, EngineRun, RunSession, check_secret_arg, secret_file
-from dpcount.keyed.watermark import check_late
-from dpcount.privacy.budget import Budget, NoiseKind
+from dpcount.keyed.session import RunSession, check_secret_arg, secret_file
+from dpcount.keyed.spec import (
+    Bounds,
+    Counting,
+    Dask,
+    Embedded,
+    Keys,
+    Output,
+    Runner,
+    Spark,
+    Steps,
+    Window,
+)
 from dpcount.privacy.notes import delta_warning
 
 __all__ = ["KeyedJob", "KeyedResult", "keyed_counts", "write_frames"]
@@ -153,170 +156,140 @@ class KeyedResult:
         )
 
 
+_BOUNDS, _WINDOW, _EMBEDDED, _OUTPUT = (
+    Bounds(),
+    Window(),
+    Embedded(),
+    Output(),
+)
+
+
 def keyed_counts(
     events: pd.DataFrame | str | os.PathLike[str] | Any,
+    columns: EventColumns,
+    keys: Keys,
+    steps: Steps,
     *,
-    keys: Sequence[Any] | str | os.PathLike[str] | None,
-    time_column: str,
-    key_column: str,
-    step: int | str,
     secret: SecretArg,
-    budget: Budget | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    noise: NoiseKind | str | None = None,
-    calibration: str | None = None,
-    weight_column: str | None = None,
-    unit_column: str | None = None,
-    max_weight: float = 1,
-    max_keys: int | None = None,
-    start: Any = None,
-    horizon: int | None = None,
-    k: int | None = None,
-    subtract: bool | None = None,
-    mechanism: str = "auto",
-    chunk_keys: int = 2048,
-    engine: str = "embedded",
-    partitions: int | None = None,
-    scheduler: Any = None,
-    workers: int = 2,
-    master: Any = None,
-    output: str | os.PathLike[str] | None = None,
-    state: str | os.PathLike[str] | None = None,
-    until: int | None = None,
-    late: str = "refuse",
-    allowed_lateness: Any = None,
-    time_label: str = "time",
-    progress: Progress | None = None,
-    on_chunk: Callable[[int, NDArray[Any]], None] | None = None,
-    selection: KeySelection | None = None,
-    unit_scope: str = "step",
-    max_steps: int | None = None,
-    min_separation: int | None = None,
-    sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
-    std_digits: int | None = None,
+    counting: Counting,
+    bounds: Bounds = _BOUNDS,
+    window: Window = _WINDOW,
+    runner: Runner = _EMBEDDED,
+    output: Output = _OUTPUT,
 ) -> KeyedResult:
     """Private running counts per key at every step: every key of a public universe
-    (``keys``), or the keys selected privately from the data (``selection``).
+    (:class:`~dpcount.keyed.spec.Keys`), or the keys selected privately from the data.
+
+    Each count is ``exact running count + noise`` of the run's counting mechanism with
+    the keys as its noise process's trailing axis (:mod:`dpcount.keyed.engine`): for
+    the neighbouring relation of ``bounds`` (one event; one unit within one step; one
+    unit over the run) the release is (ε, δ)-DP by the mechanism's own calibration to
+    the per-step sensitivity across keys (Δ₁ = Δ₂ = w per event; Δ₁ = m·w, Δ₂ = √m·w
+    per unit and step; :mod:`dpcount.keyed.bounds` over the run), and with key
+    selection (ε + ε_s, δ + δ_s)-DP by basic composition (:mod:`dpcount.keyed.selection`;
+    Dwork & Roth 2014, *The Algorithmic Foundations of Differential Privacy*,
+    Theorem 3.16). Noise is a pure function of (secret, configuration, key, step): the
+    output's bytes are the same on every runner, chunking, resume and partitioning.
 
     Args:
         events: a pandas or polars DataFrame (or polars LazyFrame; the ``polars``
-            extra), a CSV/Parquet path, or (``engine="dask"``) a Dask DataFrame, with
-            columns time, key[, weight][, unit].
-        keys: the public key universe: a sequence (a ``range`` of integers is kept as
-            a range: O(1) memory at any size, where 10^7 keys in a list take ~360 MiB in
-            every process), or a text file (one key a line); None for an open key set,
-            with ``selection``.
-        time_column, key_column, weight_column, unit_column: column names.
-        step: bucket width: an integer for integer times, or a duration such as
-            ``"1D"``, ``"1h"`` or a calendar step (``"MS"``, ``"QS"``, ``"YS"``,
-            ``"W-MON"``, binned and labelled as pandas' ``resample``;
-            :mod:`dpcount._time`) for ISO dates/timestamps. Step numbers
-            count from 1; the count of step s covers all events in steps 1..s.
-        budget: the :class:`~dpcount.privacy.Budget` (ε, δ, noise kind, calibration
-            rule; without a noise kind exact discrete Laplace, the keyed default). Its
-            step sensitivity is left at 1 and it has no participation schema: a keyed
-            run derives the step's ℓ₁/ℓ₂ bounds from ``max_weight`` and ``max_keys``.
-        epsilon, delta, noise, calibration: the budget's fields given loose
-            (deprecated, DeprecationWarning; removed in 0.5): pass ``budget=``.
+            extra), a CSV/Parquet path, or (on :class:`~dpcount.keyed.spec.Dask`) a Dask
+            DataFrame, with columns time, key[, weight][, unit].
+        columns: the event columns (:class:`~dpcount.keyed.events.EventColumns`).
+        keys: the public key universe, or an open key set with its
+            :class:`~dpcount.keyed.selection.KeySelection` (:class:`~dpcount.keyed.spec.Keys`).
+        steps: the time buckets (:class:`~dpcount.keyed.spec.Steps`); an omitted start
+            or horizon is read off the events (not private: listed in ``data_derived``).
         secret: the run secret file (created from operating-system entropy if absent,
             mode 0600; as sensitive as the raw data), or a :class:`RunSecret` loaded
-            from one. Beside it live ``<secret>.lock``, held for the whole run (a second
-            run of the secret at once is refused), and ``<secret>.released``, the
-            released-up-to mark (:mod:`dpcount.keyed.mark`): a release of already
-            released steps from other data — a restored or copied state, a killed
-            run's rerun on changed events — is refused. Raw bytes are refused (no
-            place for the mark); tests and examples may pass
+            from one. Beside it live ``<secret>.lock``, held for the whole run, and
+            ``<secret>.released``, the released-up-to mark (:mod:`dpcount.keyed.mark`):
+            a release of already released steps from other data is refused. Raw bytes
+            are refused; tests and examples may pass
             :func:`~dpcount.keyed.secret.unsafe_testing_secret`.
-        max_weight: bound on one event's weight (event level) or one unit's total
-            per key and step (with ``unit_column``); excess is cut and reported.
-        max_keys: keys per unit and step (with ``unit_column``).
-        start, horizon: the first bucket's start and the number of steps T
-            (default: from the data, which is not private; see the module docstring).
-        mechanism: ``"auto"`` (default: the mechanism ``dpcount plan`` ranks first for
-            the horizon, budget, noise and sensitivity), or any counting mechanism of
-            the registry (:data:`dpcount.counting.registry.MECHANISMS`: ``"kary"``,
-            ``"binary"``, ``"honaker"``, ``"sqrt"``, ``"normalized-sqrt"``,
-            ``"blt"``, ``"toeplitz"``, ``"dense-optimum"`` (T ≤ 2048), …) with the
-            noise kinds it accepts, or ``"tree"`` (the k-ary tree, binary unless ``k``
-            is given). See :mod:`dpcount.keyed.engine`.
-        k: the k-ary tree's branching factor (``"kary"``/``"tree"`` only).
-        subtract: the k-ary tree with subtraction (offset digits; fewer nodes per
-            release for k ≥ 3, count-on-your-elders Alg. 3).
-        chunk_keys: keys per chunk (memory ≈ a few T × chunk_keys arrays).
-        engine: ``"embedded"`` (in-process), ``"dask"`` or ``"spark"``.
-        partitions, scheduler, workers: Dask options (see :mod:`dpcount.keyed.dask`);
-            ``partitions`` also sets the Spark engine's input splits.
-        master: the Spark master URL (default ``"local[2]"``) or a ``SparkSession``
-            (``engine="spark"`` only; see :mod:`dpcount.keyed.spark`).
-        output: write to this CSV/Parquet file (atomically) instead of returning a frame;
-            a path without an extension is a resumable directory of Parquet parts
-            (one per key chunk): a rerun after a crash computes only the missing parts.
-        state: resume across time. A file holding the run's exact running sums per
-            key after its last released step (see :mod:`dpcount.keyed.state`; as
-            sensitive as the raw data, mode 0600). If it exists, this run continues
-            from it: it releases steps last+1..``until`` from events of those steps
-            only (events of released steps are refused) and equals, bit for bit with
-            discrete noise, one run over all the steps. Written (atomically) once the
-            output is complete. Needs explicit ``start``, ``horizon`` and ``until``.
-        until: the last step to release (default: the horizon; with ``state``,
-            ``until`` or ``allowed_lateness`` is required). Events of later steps are
-            dropped and counted in ``report.later_steps``.
-        late: what happens to a late event, one of an already released step (with
-            ``state``): ``"refuse"`` (default: a ValueError naming its row) or
-            ``"next-step"`` (counted in the first step this run releases, bounded
-            with it, and reported in ``report.late_moved``); see
-            :mod:`dpcount.keyed.watermark`.
-        allowed_lateness: instead of ``until``, release the steps that are complete
-            by the watermark — the latest event time — less this wait (a duration
-            such as ``"2h"`` for dates, a whole number for integer times, or 0).
-            Not private: which steps are released depends on the data (listed in
-            ``data_derived``). Either engine (Dask reads the latest event time off
-            every partition).
-        time_label: name of the output column holding each step's bucket start.
-        progress: called with (keys done, keys total) after each chunk.
-        on_chunk: instead of building a frame or a file, call this with
-            (first key index, running counts of shape (T, keys in chunk)) per chunk.
-        selection: private key selection for an open key set (``keys=None``): a
-            :class:`~dpcount.keyed.selection.KeySelection` (ε_s, δ_s). A key is released
-            from the first step its noisy selection count reaches a threshold (earlier
-            steps withheld); the run is then (ε + ε_s, δ + δ_s)-DP, the released key set
-            included (see :mod:`dpcount.keyed.selection` for the theorem and proof).
-            Either engine; discrete noise, a frame or an output file. With
-            ``state`` (either engine) the key table, selection steps and selection
-            noise state persist (resumes equal one run).
-        unit_scope: ``"step"`` (default: ``max_keys`` per unit and step, the guarantee
-            per step) or ``"run"``: a unit's bound over the whole run — ``max_keys``
-            keys, ``max_steps`` steps per key at least ``min_separation`` apart,
-            ``max_weight`` per key and step — with user-level privacy over the run
-            (:mod:`dpcount.keyed.bounds`). Needs ``unit_column``; with ``state`` each
-            unit's use of its bound persists (:class:`~dpcount.keyed.bounds.UnitLedger`).
-        max_steps, min_separation: see ``unit_scope="run"`` (default: every step, 1).
-        sink: instead of ``output``, call this with the job and the chunks (as
-            ``on_chunk`` gets them) to write the output itself, before the state is
-            saved and the release marked done; it returns the output's path (used by
-            :mod:`dpcount.keyed.incremental` to append). A sink that is also a
-            :class:`~dpcount.keyed.mark.ReleaseCompanion` records the release pending
-            in a record of its own, whose digest the release mark binds.
-        std_digits: significant digits of the std column in a CSV ``output`` (1..17;
-            ``dpcount keyed --digits``, default 4 there); None (default) writes every
-            bit. The frame and Parquet outputs keep the float.
+        counting: the budget and the counting mechanism
+            (:class:`~dpcount.keyed.spec.Counting`; default ``"auto"``, the plan's best).
+        bounds: the contribution bounds (:class:`~dpcount.keyed.spec.Bounds`).
+        window: the steps released (:class:`~dpcount.keyed.spec.Window`): with a stored
+            ``state``, the steps after it up to ``until`` (or those complete by the
+            latest event time less ``allowed_lateness``); a resumed run equals, bit for
+            bit with discrete noise, one run over all the steps. Needs an explicit
+            start and horizon.
+        runner: :class:`~dpcount.keyed.spec.Embedded` (default),
+            :class:`~dpcount.keyed.spec.Dask` or :class:`~dpcount.keyed.spec.Spark`.
+        output: where the release goes (:class:`~dpcount.keyed.spec.Output`): a frame
+            (default), a CSV/Parquet file written atomically, a resumable directory of
+            Parquet parts, ``on_chunk`` or a ``sink``.
 
     Returns:
-        A :class:`KeyedResult`: frame with columns key, step, ``time_label``,
+        A :class:`KeyedResult`: frame with columns key, step, ``output.time_label``,
         private_count, std; the drop report; the mechanism and its guarantee.
+
+    Raises:
+        TypeError: a group of the wrong type.
+        ValueError: a configuration that cannot run (named by its parameter), before
+            any file is written.
     """
-    loose = {
-        name: value
-        for name, value in (
-            ("epsilon", epsilon), ("delta", delta), ("noise", noise), ("calibration", calibration)
+    _check_groups(columns, keys, steps, counting, bounds, window, runner, output)
+    _check_window(window, steps, secret)
+    check_secret_arg(secret)
+    _check_open(keys.universe, keys.selection, output.path, output.on_chunk)
+    _check_output(output.path, secret)
+    _check_files(secret, window.state)
+    if window.state is not None and secret_file(secret) is None:
+        raise ValueError(
+            "state= needs a secret file: the released-up-to mark that refuses a second "
+            "release of the same steps is kept beside it (a testing secret has none)"
         )
-        if value is not None
-    }  # fmt: skip
-    resolved = keyed_budget(
-        Budget.resolve(budget, loose, owner="keyed_counts", deprecated=True), "keyed_counts"
-    )
-    if state is not None and (start is None or horizon is None):
+    # a sink that keeps a record of its own (an incremental run's consumed files) binds
+    # it into the release mark (:class:`~dpcount.keyed.mark.ReleaseCompanion`)
+    sink = output.sink
+    companion = sink if isinstance(sink, ReleaseCompanion) else None
+    if isinstance(keys.universe, (str, os.PathLike)):  # a keys file, read once here
+        keys = dataclasses.replace(keys, universe=read_keys(keys.universe))
+    with RunSession(secret, window.state, companion) as session:  # held until the mark is final
+        if is_polars(events):
+            events = from_polars(events, columns)
+        path = output.path
+        parts = (
+            None
+            if path is None or not output.parts
+            else PartsDir(Path(path), output.chunk_keys, output.time_label)
+        )
+        guard = session.guard
+        plan = RunPlan(columns, keys, steps, counting, bounds, window, output, secret, guard, parts)
+        ran = run_on(runner, events, plan)
+        result = _emit(ran, plan, session)
+        result.selection, result.key_selection = ran.outcome, keys.selection
+        return result
+
+
+_GROUPS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("columns", EventColumns),
+    ("keys", Keys),
+    ("steps", Steps),
+    ("counting", Counting),
+    ("bounds", Bounds),
+    ("window", Window),
+    ("runner", (Embedded, Dask, Spark)),
+    ("output", Output),
+)
+
+
+def _check_groups(*groups: object) -> None:
+    """Each group of :func:`keyed_counts` of its type (TypeError naming it)."""
+    for (name, kind), value in zip(_GROUPS, groups, strict=True):
+        if not isinstance(value, kind):
+            raise TypeError(
+                f"{name} must be a {getattr(kind, '__name__', 'runner')} option group "
+                f"(dpcount.keyed.spec), got {type(value).__name__}"
+            )
+
+
+def _check_window(window: Window, steps: Steps, secret: SecretArg) -> None:
+    """A stored state needs a fixed start and horizon and continues only its own secret."""
+    state = window.state
+    if state is not None and (steps.start is None or steps.horizon is None):
         raise ValueError(
             "state= needs an explicit start and horizon (fixed at the first run, the same "
             "in every later one)"
@@ -331,121 +304,7 @@ def keyed_counts(
             f"state file {state} exists but secret file {secret} does not: a state "
             "continues only the run of its own secret (not creating a new one)"
         )
-    late = check_late(late)
-    if late == "next-step" and state is None:
-        raise ValueError(
-            "late='next-step' needs state=: without a stored state no step was released "
-            "before this run, so no event can be late"
-        )
-    if allowed_lateness is not None and until is not None:
-        raise ValueError(
-            "give until= (a release schedule fixed in advance) or allowed_lateness= (the "
-            "steps complete by the latest event time), not both"
-        )
-    if state is not None and until is None and allowed_lateness is None:
-        raise ValueError(
-            "state= needs until= (the last step to release now) or allowed_lateness=: "
-            "releasing to the horizon by default would use up the steps that later runs "
-            "are meant to release"
-        )
-    check_secret_arg(secret)
-    check_std_digits(std_digits)
-    _check_engine_options(engine, master, scheduler)
-    _check_open(keys, selection, output, on_chunk)
-    _check_output(output, on_chunk, sink, secret, chunk_keys)
-    _check_files(secret, state)
-    if state is not None and secret_file(secret) is None:
-        raise ValueError(
-            "state= needs a secret file: the released-up-to mark that refuses a second "
-            "release of the same steps is kept beside it (a testing secret has none)"
-        )
-    # a sink that keeps a record of its own (an incremental run's consumed files) binds
-    # it into the release mark (:class:`~dpcount.keyed.mark.ReleaseCompanion`)
-    companion = sink if isinstance(sink, ReleaseCompanion) else None
-    with RunSession(secret, state, companion) as session:  # held until the mark is final
-        guard = session.guard
-        columns = EventColumns(time_column, key_column, weight_column, unit_column)
-        if is_polars(events):
-            events = from_polars(events, columns)
-        common: dict[str, Any] = dict(
-            keys=read_keys(keys) if isinstance(keys, (str, os.PathLike)) else keys,
-            columns=columns,
-            step=step,
-            budget=resolved,
-            max_weight=max_weight,
-            max_keys=max_keys,
-            start=start,
-            horizon=horizon,
-            k=k,
-            subtract=subtract,
-            mechanism=mechanism,
-            selection=selection,
-            unit_scope=unit_scope,
-            max_steps=max_steps,
-            min_separation=min_separation,
-            late=late,
-        )
-        parts = (
-            PartsDir(Path(output), chunk_keys, time_label)
-            if output is not None and not Path(output).suffix
-            else None
-        )
-        # the options of the Dask and Spark runners alike
-        distributed: dict[str, Any] = {
-            "parts": parts, "time_label": time_label, "chunk_keys": chunk_keys,
-            "partitions": partitions, "progress": progress, "state": state, "until": until,
-            "guard": guard, "allowed_lateness": allowed_lateness,
-        }  # fmt: skip
-        if engine == "dask":
-            from dpcount.keyed.dask import run_dask
-
-            ran = run_dask(
-                events, common, secret, scheduler=scheduler, workers=workers, **distributed
-            )
-        elif engine == "spark":
-            from dpcount.keyed.spark import run_spark
-
-            ran = run_spark(events, common, secret, master=master, **distributed)
-        elif engine == "embedded":
-            ran = _run_embedded(
-                events,
-                common,
-                secret,
-                parts=parts,
-                chunk_keys=chunk_keys,
-                progress=progress,
-                until=until,
-                session=session,
-                allowed_lateness=allowed_lateness,
-            )
-        else:
-            raise ValueError(f"engine must be 'embedded', 'dask' or 'spark', got {engine!r}")
-        job, created, derived, report, chunks, carry, outcome = ran
-        result = _emit(
-            job,
-            created,
-            derived,
-            report,
-            chunks,
-            output,
-            time_label,
-            on_chunk,
-            parts,
-            session,
-            carry,
-            sink,
-            std_digits,
-        )
-        result.selection, result.key_selection = outcome, selection
-        return result
-
-
-def _check_engine_options(engine: str, master: object, scheduler: object) -> None:
-    """Refuse an engine's options given to another engine (which would ignore them)."""
-    if master is not None and engine != "spark":
-        raise ValueError(f"master= is a Spark option: it needs engine='spark', not {engine!r}")
-    if scheduler is not None and engine != "dask":
-        raise ValueError(f"scheduler= is a Dask option: it needs engine='dask', not {engine!r}")
+    window.check()
 
 
 def _check_open(
@@ -468,25 +327,10 @@ def _check_open(
             )
 
 
-def _check_output(
-    output: str | os.PathLike[str] | None,
-    on_chunk: object,
-    sink: object,
-    secret: SecretArg,
-    chunk_keys: int,
-) -> None:
-    """Refuse a bad output before any file is written: a refused run must leave no
+def _check_output(output: str | os.PathLike[str] | None, secret: SecretArg) -> None:
+    """Refuse a bad output path before any file is written: a refused run must leave no
     secret file, mark or output behind (a secret bound to a refused configuration
     would refuse the corrected rerun)."""
-    given = [name for name, v in (("output", output), ("on_chunk", on_chunk)) if v is not None]
-    if sink is not None and given:
-        raise ValueError(f"give sink= alone, without {' or '.join(given)}=")
-    if len(given) == 2:
-        raise ValueError("give either output= or on_chunk=, not both")
-    if isinstance(chunk_keys, bool) or not isinstance(chunk_keys, int):
-        raise TypeError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
-    if chunk_keys < 1:
-        raise ValueError(f"chunk_keys must be a positive integer, got {chunk_keys!r}")
     if output is None:
         return
     out = Path(output)
@@ -524,99 +368,30 @@ def _check_files(secret: SecretArg, state: str | os.PathLike[str] | None) -> Non
             raise ValueError(f"{what} {file} is a directory")
 
 
-def _run_embedded(
-    events: pd.DataFrame | str | os.PathLike[str],
-    common: dict[str, Any],
-    secret: SecretArg,
-    *,
-    parts: PartsDir | None,
-    chunk_keys: int,
-    progress: Progress | None,
-    until: int | None,
-    session: RunSession,
-    allowed_lateness: Any = None,
-) -> EngineRun:
-    """In-process bounding and summing, then the release chunk by chunk (lazily)."""
-    columns: EventColumns = common["columns"]
-    frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
-    columns.check(list(frame.columns), "the events")
-    source = None if isinstance(events, pd.DataFrame) else str(events)
-    times = parse_times(frame[columns.time], columns.time, source)
-    prior = session.prior_keys(common)
-    job, derived = make_job(times=times, key_values=frame[columns.key], prior_keys=prior, **common)
-    job = session.window(job, until, times, allowed_lateness, derived)
-    partial, report = job.prepare(frame, source)  # validates the events before a secret is created
-    job = session.bind(job)
-    contributions, bound_report, ledger = job.finish_run([partial])
-    report = report + bound_report
-    job, contributions, base, buffers = session.begin(job, contributions, ledger, chunk_keys)
-    carry, outcome, created = session.carry, session.outcome, session.created
-    parts = None if parts is None else parts.for_job(job)
-    done = set() if parts is None else parts.open(job)
-
-    def chunks() -> Iterator[tuple[int, NDArray[Any]]]:
-        n = job.mechanism.n_keys
-        for lo, hi in chunk_bounds(n, chunk_keys):
-            need_state = carry is not None and carry.buffers is not None
-            if lo in done and not need_state:
-                continue
-            withheld = job.selected is not None and not (job.selected[lo:hi] <= job.until).any()
-            if withheld and not need_state:
-                continue  # no key of the chunk is selected: nothing of it is released
-            values, ends = job.release(
-                contributions.for_keys(lo, hi),
-                lo,
-                hi,
-                None if base is None else base[lo:hi],
-                None if buffers is None else buffers[:, lo:hi],
-            )
-            if carry is not None and carry.buffers is not None:
-                assert ends is not None
-                carry.buffers[:, lo:hi] = ends
-            if lo in done or withheld:  # computed for its noise state only
-                continue
-            yield lo, values
-            if progress is not None:
-                progress(hi, n)
-
-    return job, created, derived, report, chunks(), carry, outcome
-
-
-def _emit(
-    job: KeyedJob,
-    created: bool,
-    derived: list[str],
-    report: DropReport,
-    chunks: Iterable[tuple[int, NDArray[Any]]],
-    output: str | os.PathLike[str] | None,
-    time_label: str,
-    on_chunk: Callable[[int, NDArray[Any]], None] | None,
-    parts: PartsDir | None = None,
-    session: RunSession | None = None,
-    carry: Carry | None = None,
-    sink: Callable[[KeyedJob, Iterable[tuple[int, NDArray[Any]]]], Path] | None = None,
-    std_digits: int | None = None,
-) -> KeyedResult:
+def _emit(ran: Ran, plan: RunPlan, session: RunSession) -> KeyedResult:
+    """The released chunks to the output, then the state, then the mark made final."""
+    job = ran.job
     result = KeyedResult(
         None,
-        report,
+        ran.report,
         job.mechanism,
         job.buckets,
         job.secret.run_id,
-        created,
+        ran.created,
         None,
-        derived,
+        ran.derived,
         (job.first, job.until),
         config=job.secret.config,
     )
-    if sink is not None and (parts is not None or on_chunk is not None or output is not None):
-        raise ValueError("give sink= alone, without output= or on_chunk=")
-    write = sink_for(output, on_chunk, parts, time_label, std_digits) if sink is None else sink
-    released = write(job, chunks)
+    out = plan.output
+    write: Any = out.sink  # a Sink (dpcount.keyed.io), or a caller's function
+    if write is None:
+        write = sink_for(out.path, out.on_chunk, plan.parts, out.time_label, out.std_digits)
+    released = write(job, ran.chunks)
     if isinstance(released, pd.DataFrame):
         result.frame = released
     else:
         result.output = released
-    if session is not None:  # only once the whole output is out: the state, then the mark
-        result.state = session.commit(job, carry)
+    # only once the whole output is out: the state, then the mark made final
+    result.state = session.commit(job, ran.carry)
     return result

@@ -1,16 +1,16 @@
 """The Spark engine: the same results as the embedded and Dask engines, on Spark.
 
-The runner only schedules the stages of :mod:`dpcount.keyed.shards` (the Dask engine's,
-:mod:`dpcount.keyed.dask`) as Spark tasks over plain RDDs of Python objects:
+The runner only schedules the stages of :mod:`dpcount.keyed.stages` (the Dask engine's,
+:mod:`dpcount.keyed.runners.dask`) as Spark tasks over plain RDDs of Python objects:
 
 1. **Reading, bounding and summing** (one task per input split): an executor reads its
    split of the file itself — a CSV file's byte range of whole lines, a Parquet file's
-   block of whole row groups (at most :data:`~dpcount.keyed.dask.PARQUET_BLOCK` bytes) —
-   with the options of :func:`dpcount.keyed.io.read_events`, maps, clips and sums it
-   (:meth:`~dpcount.keyed.job.KeyedJob.prepare`) and splits the sums into shards of
-   contiguous key chunks (:func:`~dpcount.keyed.shards.prepare_split`). A shuffle by
+   block of whole row groups (at most :data:`~dpcount.keyed.runners.dask.PARQUET_BLOCK` bytes) —
+   with the options of :func:`dpcount.keyed.events.read_events`, maps, clips and sums it
+   (:func:`~dpcount.keyed.stages.bound_partition`) and splits the sums into shards of
+   contiguous key chunks (:func:`~dpcount.keyed.stages.prepare_split`). A shuffle by
    shard brings each shard's pieces to one task, which finishes them
-   (:meth:`~dpcount.keyed.job.KeyedJob.finish_run`; one shard holding all keys with unit
+   (:func:`~dpcount.keyed.stages.merge_partials`; one shard holding all keys with unit
    bounds, where a unit's keys are bounded together). The driver receives the drop
    reports, never the events; the contributions (24 bytes per (key, step) with one) only
    when the run keeps a state or a released-up-to mark, as the Dask client does.
@@ -19,12 +19,12 @@ The runner only schedules the stages of :mod:`dpcount.keyed.shards` (the Dask en
    (:func:`~dpcount.keyed.job.key_positions`, :func:`~dpcount.keyed.job.placed_job`);
    the shards are renamed to positions and regrouped by a second shuffle, and each
    placed shard selects its keys where it lies
-   (:func:`~dpcount.keyed.shards.select_shard`). A run continuing a stored state does
+   (:func:`~dpcount.keyed.stages.select_shard`). A run continuing a stored state does
    on the driver exactly what the embedded engine does
    (:func:`~dpcount.keyed.session.settle`), then sends the placed contributions back to the
    executors for the release.
 3. **Release** (one task per shard): the embedded engine's release of each key chunk
-   (:func:`~dpcount.keyed.shards.release_chunks`), every noise sample a pure function of
+   (:func:`~dpcount.keyed.stages.release_chunks`), every noise sample a pure function of
    (secret, configuration, key, position) — never of a partition or task index, so a
    retried task recomputes the same bits. With an output directory the executors write
    the Parquet parts themselves (the path must be on a file system they share with the
@@ -62,14 +62,21 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed import job as jobs
-from dpcount.keyed import session as sessions
-from dpcount.keyed import shards as stages
+from dpcount.keyed import stages
+from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
 from dpcount.keyed.io import csv_options, read_events
-from dpcount.keyed.job import KeyedJob, SecretArg
-from dpcount.keyed.selection import SelectionOutcome
-from dpcount.keyed.session import EngineRun
+from dpcount.keyed.job import KeyedJob
+from dpcount.keyed.runners import (
+    Ran,
+    Released,
+    ReleaseTasks,
+    RunPlan,
+    closing,
+    drive,
+    sum_reports,
+)
+from dpcount.keyed.spec import Spark
 
 __all__ = ["DEFAULT_MASTER", "run_spark"]
 
@@ -80,6 +87,8 @@ DEFAULT_MASTER = "local[2]"
 CSV_SPLIT = 32 * 2**20
 
 Shard = tuple[Contributions, DropReport, Any]
+#: a key chunk of the release: (first key, end, whether its counts are written)
+Chunk = tuple[int, int, bool]
 
 
 @dataclass(frozen=True)
@@ -177,7 +186,7 @@ def _prepare(split: Split, job: KeyedJob, edges: Sequence[int]) -> Any:
 def _finish(job: KeyedJob, pieces: Iterable[tuple[int, Any]]) -> Shard:
     """One shard from its pieces, in split order: (contributions, report, unit ledger)."""
     ordered = [piece for _, piece in sorted(pieces, key=lambda item: item[0])]
-    return job.finish_run(ordered)
+    return stages.merge_partials(job, ordered)
 
 
 def _check_failed(results: Iterable[Any]) -> list[Any]:
@@ -199,7 +208,9 @@ def _raise_failed(
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     parse_times(frame[columns.time], columns.time)
     if job is not None:
-        job.prepare(frame, None if isinstance(events, pd.DataFrame) else str(events))
+        stages.bound_partition(
+            job, frame, None if isinstance(events, pd.DataFrame) else str(events)
+        )
     raise failed[0].kind(failed[0].message)
 
 
@@ -231,7 +242,7 @@ def _splits(events: Any, columns: EventColumns, partitions: int | None) -> list[
             ]
         import pyarrow.parquet as pq
 
-        from dpcount.keyed.dask import PARQUET_BLOCK
+        from dpcount.keyed.runners.dask import PARQUET_BLOCK
 
         meta = pq.ParquetFile(p).metadata
         columns.check(list(meta.schema.names), str(given))
@@ -313,200 +324,151 @@ def _identity(shard: int) -> int:
     return shard
 
 
-def _bound(
-    sc: Any,
-    splits: list[Split],
-    events: Any,
-    job: KeyedJob,
-    edges: Sequence[int],
-    secret: SecretArg,
-    state: str | os.PathLike[str] | None,
-) -> tuple[KeyedJob, bool, Any, Any, DropReport]:
-    """Stage 1: (the job with its secret, whether it was created, the stored state, the
-    shards RDD (one shard per partition), the drop report)."""
-    shipped = sc.broadcast(job)
-    rdd = sc.parallelize(splits, len(splits))
-    prepared = rdd.map(lambda s: _guarded(_prepare)(s, shipped.value, edges)).persist()
-    outs = prepared.map(lambda p: p if isinstance(p, Failed) else p[2]).collect()
-    _raise_failed(outs, events, job.columns, job)
-    report = DropReport()
-    for part in outs:
-        report = report + part  # validates the events before a secret is created
-    job, created = sessions.with_secret(job, secret)
-    job, stored = sessions.with_stored(job, state)  # a stored unit ledger goes to the bounding
-    secret_job = sc.broadcast(job)
-    count = len(edges) - 1
-    shards = (
-        prepared.flatMap(lambda p: [(g, (p[0], piece)) for g, piece in enumerate(p[1])])
-        .partitionBy(count, _identity)
-        .mapPartitions(lambda it: [_guarded(_finish)(secret_job.value, (v for _, v in it))])
-        .persist()
-    )
-    for part in _check_failed(shards.map(lambda s: s if isinstance(s, Failed) else s[1]).collect()):
-        report = report + part
-    prepared.unpersist()
-    return job, created, stored, shards, report
+class SparkScheduler:
+    """The stages as Spark tasks over RDDs of Python objects: one task per input split,
+    a shuffle by shard, the release where each shard lies. The driver never collects
+    events (only reports, 8 bytes per key for placement and selection, and the
+    contributions when a state or a mark needs them)."""
 
+    def __init__(self, sc: Any, splits: list[Split], events: Any, plan: RunPlan) -> None:
+        self.sc, self.splits, self.events, self.columns = sc, splits, events, plan.columns
+        self.chunk_keys = plan.output.chunk_keys
+        self.prepared: Any = None
+        self.held: Any = None  # the shards RDD
+        self.driver: Contributions | None = None  # a stored state's placed contributions
 
-def _select(
-    sc: Any, job: KeyedJob, shards: Any, edges: Sequence[int], chunk_keys: int, count: int
-) -> tuple[KeyedJob, Any, list[int], SelectionOutcome]:
-    """Stage 2 (open key set, no stored state): the keys placed and selected; the placed
-    shards and their edges."""
-    first = np.concatenate(
-        shards.mapPartitionsWithIndex(
-            lambda i, it: [stages.shard_first_steps(s, edges[i], edges[i + 1]) for s in it]
-        ).collect()
-    )
-    position = jobs.key_positions(first, 0)
-    job = jobs.placed_job(job, position)
-    plan = job.selection
-    assert plan is not None
-    n = job.mechanism.n_keys
-    placed_edges = stages.shard_edges(n, chunk_keys, count)
-    renamed = sc.broadcast(position)  # 8 bytes per key, to each executor once
-    placed = (
-        shards.flatMap(lambda s: enumerate(stages.place_split(s, renamed.value, placed_edges)))
-        .partitionBy(len(placed_edges) - 1, _identity)
-        .mapPartitions(lambda it: [(*stages.join_placed(*(c for _, c in it)), None)])
-        .persist()
-    )
-    shipped = sc.broadcast(job)
-    selected = np.concatenate(
-        placed.mapPartitionsWithIndex(
-            lambda i, it: [
-                stages.select_shard(
-                    shipped.value, s, placed_edges[i], placed_edges[i + 1], chunk_keys
-                )
-                for s in it
-            ]
-        ).collect()
-    )
-    shards.unpersist()
-    outcome = SelectionOutcome(plan, n, int((selected <= job.until).sum()))
-    return dataclasses.replace(job, selected=selected), placed, placed_edges, outcome
-
-
-def _gathered(shards: Any) -> Contributions:
-    return stages.concat_shards(shards.map(lambda s: s[0]).collect())
-
-
-def _release_tasks(
-    sc: Any,
-    job: KeyedJob,
-    shards: Any,
-    edges: Sequence[int],
-    chunks: Sequence[tuple[int, int, bool]],
-    held: tuple[Contributions, NDArray[Any] | None, NDArray[Any] | None] | None,
-    writer: Any,
-) -> Any:
-    """Stage 3: an RDD of each release task's [(lo, counts or None, noise state)], in key
-    order. ``held``: the contributions, sums and noise state on the driver (a run
-    continuing a state), sent to the executors one shard each; else the shards RDD's."""
-    groups: list[list[tuple[int, int, bool]]] = [[] for _ in range(len(edges) - 1)]
-    for chunk in chunks:
-        groups[int(np.searchsorted(edges, chunk[0], side="right")) - 1].append(chunk)
-    shipped = sc.broadcast(job)
-    if held is None:
-        return shards.mapPartitionsWithIndex(
-            lambda i, it: [
-                stages.release_chunks(shipped.value, s, groups[i], None, None, writer)
-                for s in it
-                if groups[i]
-            ]
+    def scan(self, time: str | None, key: str | None) -> tuple[pd.Series, pd.Series | None]:
+        columns, need_times, open_keys = self.columns, time is not None, key is not None
+        scans = (
+            self.sc.parallelize(self.splits, len(self.splits))
+            .map(lambda s: _guarded(_scan_split)(s, columns, need_times, open_keys))
+            .collect()
         )
-    contributions, base, buffers = held
-    tasks = []
-    for group in (g for g in groups if g):
-        span = slice(group[0][0], group[-1][1])
-        tasks.append(
-            (
-                (contributions.for_keys(span.start, span.stop), DropReport()),
-                group,
-                None if base is None else base[span],
-                None if buffers is None else buffers[:, span],
-            )
+        _raise_failed(scans, self.events, columns, None)
+        times = pd.Series([], dtype=np.int64)
+        if need_times:
+            times = pd.concat([t for t, _ in scans], ignore_index=True)
+        keys = pd.concat([k for _, k in scans], ignore_index=True) if open_keys else None
+        return times, keys
+
+    def shards(self, job: KeyedJob) -> int:
+        return 1 if job.max_keys is not None else 4 * max(1, self.sc.defaultParallelism)
+
+    def bound(self, job: KeyedJob, edges: Sequence[int]) -> DropReport:
+        shipped = self.sc.broadcast(job)
+        self.count = len(edges) - 1
+        rdd = self.sc.parallelize(self.splits, len(self.splits))
+        prepared = rdd.map(lambda s: _guarded(_prepare)(s, shipped.value, edges)).persist()
+        outs = prepared.map(lambda p: p if isinstance(p, Failed) else p[2]).collect()
+        _raise_failed(outs, self.events, job.columns, job)
+        self.prepared = prepared
+        return sum_reports(outs)
+
+    def merge(self, job: KeyedJob) -> DropReport:
+        secret_job = self.sc.broadcast(job)
+        self.held = (
+            self.prepared.flatMap(lambda p: [(g, (p[0], piece)) for g, piece in enumerate(p[1])])
+            .partitionBy(self.count, _identity)
+            .mapPartitions(lambda it: [_guarded(_finish)(secret_job.value, (v for _, v in it))])
+            .persist()
         )
-    return sc.parallelize(tasks, max(1, len(tasks))).map(
-        lambda t: stages.release_chunks(shipped.value, t[0], t[1], t[2], t[3], writer)
-    )
+        reports = self.held.map(lambda s: s if isinstance(s, Failed) else s[1]).collect()
+        self.prepared.unpersist()
+        return sum_reports(_check_failed(reports))
 
+    def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
+        ledger = self.held.first()[2] if job.run_bound is not None else None
+        return stages.concat_shards(self.held.map(lambda s: s[0]).collect()), ledger
 
-def run_spark(
-    events: Any, common: dict[str, Any], secret: SecretArg, *, master: Any, **options: Any
-) -> EngineRun:
-    """Bound, sum, select and release on Spark; see :func:`dpcount.keyed.keyed_counts`
-    (``options``: those of :func:`~dpcount.keyed.dask.run_dask` but its scheduler and
-    workers: parts, time_label, chunk_keys, partitions, progress, state, until, guard,
-    allowed_lateness)."""
-    parts, time_label = options.get("parts"), options.get("time_label", "time")
-    chunk_keys: int = options["chunk_keys"]
-    progress: Callable[[int, int], None] | None = options.get("progress")
-    state: str | os.PathLike[str] | None = options.get("state")
-    guard, lateness = options.get("guard"), options.get("allowed_lateness")
-    columns: EventColumns = common["columns"]
-    stack = ExitStack()
-    try:
-        splits = _splits(events, columns, options.get("partitions"))
-        sc = _session(master, stack).sparkContext
-        need_times = common["start"] is None or common["horizon"] is None or lateness is not None
-        open_keys = common["keys"] is None
-        times = pd.Series([], dtype=np.int64)  # not used when start and horizon are given
-        key_values = None
-        if need_times or open_keys:  # read them off the data, on the executors
-            scans = (
-                sc.parallelize(splits, len(splits))
-                .map(lambda s: _guarded(_scan_split)(s, columns, need_times, open_keys))
-                .collect()
-            )
-            _raise_failed(scans, events, columns, None)
-            if need_times:
-                times = pd.concat([t for t, _ in scans], ignore_index=True)
-            if open_keys:
-                key_values = pd.concat([k for _, k in scans], ignore_index=True)
-        prior = sessions.stored_keys(common, state)
-        job, derived = jobs.make_job(times=times, key_values=key_values, prior_keys=prior, **common)
-        job = sessions.release_window(job, state, options.get("until"), times, lateness, derived)
-        # a unit's bound covers all its keys: one shard at unit level
-        count = 1 if job.max_keys is not None else 4 * max(1, sc.defaultParallelism)
-        edges = stages.shard_edges(job.mechanism.n_keys, chunk_keys, count)
-        job, created, stored, shards, report = _bound(sc, splits, events, job, edges, secret, state)
-        outcome, carry, held = None, None, None
-        if state is not None:
-            ledger = shards.first()[2] if job.run_bound is not None else None
-            job, contributions, base, buffers, carry, outcome = sessions.settle(
-                job, created, stored, _gathered(shards), ledger, chunk_keys, guard, state
-            )
-            held = (contributions, base, buffers)
-            job = dataclasses.replace(job, ledger=None)  # the bounding had it
-            edges = stages.shard_edges(job.mechanism.n_keys, chunk_keys, count)
-        else:
-            if job.selection is not None:
-                job, shards, edges, outcome = _select(sc, job, shards, edges, chunk_keys, count)
-            if job.secret.path is not None:
-                # the released-up-to mark's input digest needs every contribution
-                sessions.begin_release(guard, job, created, _gathered(shards), None, None, state)
-            else:
-                shipped = sc.broadcast(job)
-                _check_failed(
-                    shards.map(
-                        lambda s: _guarded(stages.check_shard)(shipped.value, s, None)
-                    ).collect()
-                )
-        chunks, quiet, writer = stages.plan_release(job, parts, carry, chunk_keys, time_label)
+    def scatter(self, job: KeyedJob, contributions: Contributions, edges: Sequence[int]) -> None:
+        self.driver = contributions  # sent one release task's keys at a time
+
+    def first_steps(self, edges: Sequence[int]) -> NDArray[np.int64]:
+        return np.concatenate(
+            self.held.mapPartitionsWithIndex(
+                lambda i, it: [stages.shard_first_steps(s, edges[i], edges[i + 1]) for s in it]
+            ).collect()
+        )
+
+    def place(self, position: NDArray[np.int64], edges: Sequence[int]) -> None:
+        renamed = self.sc.broadcast(position)  # 8 bytes per key, to each executor once
+        placed = (
+            self.held.flatMap(lambda s: enumerate(stages.place_split(s, renamed.value, edges)))
+            .partitionBy(len(edges) - 1, _identity)
+            .mapPartitions(lambda it: [(*stages.join_placed(*(c for _, c in it)), None)])
+            .persist()
+        )
+        self.held.unpersist()
+        self.held = placed
+
+    def select(self, job: KeyedJob, edges: Sequence[int]) -> NDArray[np.int64]:
+        shipped, k = self.sc.broadcast(job), self.chunk_keys
+        return np.concatenate(
+            self.held.mapPartitionsWithIndex(
+                lambda i, it: [
+                    stages.select_shard(shipped.value, s, edges[i], edges[i + 1], k) for s in it
+                ]
+            ).collect()
+        )
+
+    def check(self, job: KeyedJob) -> None:
+        shipped = self.sc.broadcast(job)
+        _check_failed(
+            self.held.map(lambda s: _guarded(stages.check_shard)(shipped.value, s, None)).collect()
+        )
+
+    def release(self, job: KeyedJob, tasks: ReleaseTasks) -> Iterator[Released]:
+        """One task per shard, streamed to the driver one shard at a time; with an
+        output directory the executors write the parts (in a folder they share)."""
+        writer = tasks.writer
         if writer is not None:  # the executors write the parts: not in their own folder
             writer = dataclasses.replace(writer, path=writer.path.absolute())
-        tasks = _release_tasks(sc, job, shards, edges, chunks, held, writer)
-        results = tasks.toLocalIterator(prefetchPartitions=True)
+        edges = tasks.edges
+        groups: list[list[Chunk]] = [[] for _ in range(len(edges) - 1)]
+        for chunk in tasks.chunks:
+            groups[int(np.searchsorted(edges, chunk[0], side="right")) - 1].append(chunk)
+        rdd = self._tasks(job, groups, tasks, writer)
+        return _streamed(rdd.toLocalIterator(prefetchPartitions=True), self.held)
+
+    def _tasks(
+        self,
+        job: KeyedJob,
+        groups: list[list[tuple[int, int, bool]]],
+        tasks: ReleaseTasks,
+        writer: Any,
+    ) -> Any:
+        shipped = self.sc.broadcast(job)
+        if self.driver is None:
+            return self.held.mapPartitionsWithIndex(
+                lambda i, it: [
+                    stages.release_chunks(shipped.value, s, groups[i], None, None, writer)
+                    for s in it
+                    if groups[i]
+                ]
+            )
+        held = []
+        for group in (g for g in groups if g):
+            span = slice(group[0][0], group[-1][1])
+            shard = (self.driver.for_keys(span.start, span.stop), DropReport())
+            held.append((shard, group, *tasks.noise(span)))
+        return self.sc.parallelize(held, max(1, len(held))).map(
+            lambda t: stages.release_chunks(shipped.value, t[0], t[1], t[2], t[3], writer)
+        )
+
+
+def _streamed(results: Iterable[Released], held: Any) -> Iterator[Released]:
+    yield from results
+    held.unpersist()
+
+
+def run_spark(events: Any, plan: RunPlan, runner: Spark) -> Ran:
+    """Bound, sum, select and release on Spark (:func:`~dpcount.keyed.runners.drive`)."""
+    stack = ExitStack()
+    try:
+        splits = _splits(events, plan.columns, runner.partitions)
+        sc = _session(runner.master, stack).sparkContext
+        ran = drive(SparkScheduler(sc, splits, events, plan), plan)
     except BaseException:
         stack.close()
         raise
-    n = job.mechanism.n_keys
-
-    def released() -> Iterator[tuple[int, Any]]:
-        with stack:
-            for got in results:
-                yield from stages.hand_out(got, n, chunk_keys, carry, quiet, progress)
-            shards.unpersist()
-
-    return job, created, derived, report, released(), carry, outcome
+    return dataclasses.replace(ran, chunks=closing(ran.chunks, stack))

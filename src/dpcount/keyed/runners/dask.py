@@ -66,7 +66,7 @@ import itertools
 import operator
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -78,33 +78,29 @@ from numpy.typing import NDArray
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns
 from dpcount.keyed.io import csv_options, line_numbers
-from dpcount.keyed.job import KeyedJob, SecretArg, key_positions, make_job, placed_job
-from dpcount.keyed.selection import SelectionOutcome
-from dpcount.keyed.session import (
-    Carry,
-    EngineRun,
-    begin_release,
-    release_window,
-    settle,
-    stored_keys,
-    with_secret,
-    with_stored,
+from dpcount.keyed.job import KeyedJob
+from dpcount.keyed.runners import (
+    Ran,
+    Released,
+    ReleaseTasks,
+    RunPlan,
+    closing,
+    drive,
+    sum_reports,
 )
-from dpcount.keyed.shards import (
+from dpcount.keyed.spec import Dask
+from dpcount.keyed.stages import (
     check_shard,
     concat_shards,
-    hand_out,
     join_placed,
+    merge_partials,
     place_split,
-    plan_release,
     prepare_split,
     release_chunks,
     scan_partition,
     select_shard,
-    shard_edges,
     shard_first_steps,
 )
-from dpcount.keyed.state import RunState
 
 __all__ = ["run_dask"]
 
@@ -113,64 +109,12 @@ def _piece(prepared: tuple[list[pd.DataFrame], DropReport], shard: int) -> pd.Da
     return prepared[0][shard]
 
 
-def _finish_shard(job: KeyedJob, *pieces: pd.DataFrame) -> tuple[Contributions, DropReport]:
-    return job.finish(list(pieces))
-
-
 def _finish_run_shard(
     job: KeyedJob, *pieces: pd.DataFrame
 ) -> tuple[Contributions, DropReport, UnitLedger | None]:
-    """:func:`_finish_shard` and the unit ledger after the run's steps (run-level bounds,
-    continuing the stored ``job.ledger``; None without them). The tasks that read a
-    shard take its first two items, so this shard serves them as well."""
-    return job.finish_run(list(pieces))
-
-
-def _settle_stored(
-    client: Any,
-    job: KeyedJob,
-    created: bool,
-    stored: RunState | None,
-    shards: list[Any],
-    chunk_keys: int,
-    count: int,
-    guard: Any,
-    state: str | os.PathLike[str],
-) -> tuple[
-    KeyedJob,
-    list[Any],
-    list[int],
-    NDArray[Any] | None,
-    NDArray[Any] | None,
-    Carry | None,
-    SelectionOutcome | None,
-]:
-    """A run continuing a stored ``state``: the state's totals and the mark's input
-    digest need every contribution (24 bytes per (key, step) with one), so the client
-    gathers them (and the unit ledger) from the shards and does what the embedded engine
-    does between bounding and release (:func:`~dpcount.keyed.session.settle`: an open key
-    set's keys placed after the stored key table, its selection continuing the stored
-    selection counter, the mark, the carry). An open key set's placed contributions
-    then go back to the workers as shards of contiguous positions (``count`` of them).
-    Returns the job, the shards and their key edges, the running sums and noise state
-    the release continues from, the carry and the selection outcome."""
-    contributions = concat_shards(
-        client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
-    )
-    ledger = None
-    if job.run_bound is not None:  # a unit's keys are bounded together: in one shard
-        assert len(shards) == 1
-        ledger = client.gather(client.submit(operator.itemgetter(2), shards[0]))
-    job, contributions, base, buffers, carry, outcome = settle(
-        job, created, stored, contributions, ledger, chunk_keys, guard, state
-    )
-    edges = shard_edges(job.mechanism.n_keys, chunk_keys, count)
-    if job.selection is not None:  # keys renamed to positions: the shards anew
-        shards = [
-            _shipped(client, (contributions.for_keys(lo, hi), DropReport()))
-            for lo, hi in itertools.pairwise(edges)
-        ]
-    return job, shards, edges, base, buffers, carry, outcome
+    """One shard from its pieces: (contributions, report, the unit ledger after the
+    run's steps: run-level bounds, continuing the stored ``job.ledger``; None without)."""
+    return merge_partials(job, list(pieces))
 
 
 def _placed_piece(pieces: list[Contributions], shard: int) -> Contributions:
@@ -358,177 +302,156 @@ def _shipped(client: Any, value: Any) -> Any:
     return client.submit(_value, value, pure=False)
 
 
-def run_dask(
-    events: Any,
-    common: dict[str, Any],
-    secret: SecretArg,
-    *,
-    parts: Any = None,
-    time_label: str = "time",
-    chunk_keys: int,
-    partitions: int | None,
-    scheduler: Any,
-    workers: int,
-    progress: Callable[[int, int], None] | None,
-    state: str | os.PathLike[str] | None = None,
-    until: int | None = None,
-    guard: Any = None,
-    allowed_lateness: Any = None,
-) -> EngineRun:
-    """Bound, sum, select and release on a Dask cluster; see
-    :func:`dpcount.keyed.keyed_counts` (``allowed_lateness``: the watermark from the
-    latest event time, read off every partition as the embedded engine reads it)."""
-    from dask.base import compute
-    from dask.delayed import delayed
+def _gathered(client: Any, futures: Sequence[Any], item: int) -> list[Any]:
+    """Item ``item`` of each future's result, gathered (only that item travels)."""
+    return list(client.gather([client.submit(operator.itemgetter(item), f) for f in futures]))
 
-    columns: EventColumns = common["columns"]
-    stack = ExitStack()
-    ddf = None
-    try:
-        client = _client(scheduler, workers, stack)
-        ddf = _dask_frame(events, columns, partitions)
-        pieces = ddf.to_delayed()
-        need_times = (
-            common["start"] is None or common["horizon"] is None or allowed_lateness is not None
-        )
-        open_keys = common["keys"] is None
-        times = pd.Series([], dtype=np.int64)  # not used when start and horizon are given
-        key_values = None
-        if need_times or open_keys:  # read them off the data, on the workers
-            scans = compute(  # type: ignore[no-untyped-call]
-                *[
-                    delayed(scan_partition)(
-                        p, columns.time if need_times else None, columns.key if open_keys else None
-                    )
-                    for p in pieces
-                ]
-            )
-            if need_times:
-                times = pd.concat([t for t, _ in scans], ignore_index=True)
-            if open_keys:
-                key_values = pd.concat([k for _, k in scans], ignore_index=True)
-        prior = stored_keys(common, state)
-        job, derived = make_job(times=times, key_values=key_values, prior_keys=prior, **common)
-        job = release_window(job, state, until, times, allowed_lateness, derived)
-        n = job.mechanism.n_keys
-        # a unit's bound covers all its keys: one shard at unit level
-        count = 1 if job.max_keys is not None else 4 * max(1, len(client.ncores()))
-        edges = shard_edges(n, chunk_keys, count)
-        # the job (with its key universe) goes to each worker once, not into each task
+
+class DaskScheduler:
+    """The stages as Dask futures: one task per input partition, one per shard, the
+    release on the worker holding the shard. The job goes to each worker once
+    (:func:`_shipped`), never into each task."""
+
+    def __init__(self, client: Any, ddf: Any, chunk_keys: int) -> None:
+        self.client, self.ddf, self.chunk_keys = client, ddf, chunk_keys
+        self.pieces = ddf.to_delayed()
+        self.prepared: list[Any] = []
+        self.held: list[Any] = []  # the shards' futures
+        self.shipped: Any = None
+        self.count = 1
+
+    def scan(self, time: str | None, key: str | None) -> tuple[pd.Series, pd.Series | None]:
+        from dask.base import compute
+        from dask.delayed import delayed
+
+        scans = compute(*[delayed(scan_partition)(p, time, key) for p in self.pieces])  # type: ignore[no-untyped-call]
+        times = pd.Series([], dtype=np.int64)
+        if time is not None:
+            times = pd.concat([t for t, _ in scans], ignore_index=True)
+        keys = None if key is None else pd.concat([k for _, k in scans], ignore_index=True)
+        return times, keys
+
+    def shards(self, job: KeyedJob) -> int:
+        return 1 if job.max_keys is not None else 4 * max(1, len(self.client.ncores()))
+
+    def bound(self, job: KeyedJob, edges: Sequence[int]) -> DropReport:
+        client = self.client
         shipped = _shipped(client, job)
-        frames = client.compute(pieces)
-        prepared = [client.submit(prepare_split, shipped, f, edges, pure=False) for f in frames]
+        self.count = len(edges) - 1
+        frames = client.compute(self.pieces)
+        self.prepared = [
+            client.submit(prepare_split, shipped, f, edges, pure=False) for f in frames
+        ]
         # each input partition is dropped once its task has run, not held to the end of
         # the stage (the scheduler keeps the lineage while tasks depend on it)
         del frames
-        report = DropReport()
-        for part_report in client.gather(
-            [client.submit(operator.itemgetter(1), f) for f in prepared]
-        ):
-            report = report + part_report  # validates the events before a secret is created
-        job, created = with_secret(job, secret)
-        job, stored = with_stored(job, state)  # a stored unit ledger goes to the bounding
-        base, buffers = None, None  # continuing a state: from settle (below)
-        shipped = _shipped(client, job)  # now with the run secret
-        shards = [
+        return sum_reports(_gathered(client, self.prepared, 1))
+
+    def merge(self, job: KeyedJob) -> DropReport:
+        client, prepared = self.client, self.prepared
+        self.shipped = _shipped(client, job)  # now with the run secret
+        self.held = [
             client.submit(
-                _finish_shard if state is None else _finish_run_shard,
-                shipped,
+                _finish_run_shard,
+                self.shipped,
                 *[client.submit(_piece, f, g, pure=False) for f in prepared],
+                pure=False,
+            )
+            for g in range(self.count)
+        ]
+        self.prepared = []  # each partition's sums go once the shards have them
+        return sum_reports(_gathered(client, self.held, 1))
+
+    def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
+        contributions = concat_shards(_gathered(self.client, self.held, 0))
+        ledger = None
+        if job.run_bound is not None:  # a unit's keys are bounded together: in one shard
+            assert len(self.held) == 1
+            ledger = self.client.gather(self.client.submit(operator.itemgetter(2), self.held[0]))
+        return contributions, ledger
+
+    def scatter(self, job: KeyedJob, contributions: Contributions, edges: Sequence[int]) -> None:
+        if job.selection is not None:  # keys renamed to positions: the shards anew
+            self.held = [
+                _shipped(self.client, (contributions.for_keys(lo, hi), DropReport()))
+                for lo, hi in itertools.pairwise(edges)
+            ]
+
+    def first_steps(self, edges: Sequence[int]) -> NDArray[np.int64]:
+        client = self.client
+        spans = zip(self.held, edges[:-1], edges[1:], strict=True)
+        tasks = [client.submit(shard_first_steps, f, lo, hi, pure=False) for f, lo, hi in spans]
+        return np.concatenate(client.gather(tasks))
+
+    def place(self, position: NDArray[np.int64], edges: Sequence[int]) -> None:
+        client = self.client
+        renamed = _shipped(client, position)  # 8 bytes per key, to each worker once
+        split = [client.submit(place_split, f, renamed, edges, pure=False) for f in self.held]
+        self.held = [
+            client.submit(
+                join_placed,
+                *[client.submit(_placed_piece, f, g, pure=False) for f in split],
                 pure=False,
             )
             for g in range(len(edges) - 1)
         ]
-        del prepared  # likewise: each partition's sums go once the shards have them
-        for shard_report in client.gather(
-            [client.submit(operator.itemgetter(1), f) for f in shards]
-        ):
-            report = report + shard_report
-        outcome, carry = None, None
-        if state is not None:
-            job, shards, edges, base, buffers, carry, outcome = _settle_stored(
-                client, job, created, stored, shards, chunk_keys, count, guard, state
-            )
-            n = job.mechanism.n_keys
-            # the release needs no unit ledger (the bounding had it): not shipped again
-            shipped = _shipped(client, dataclasses.replace(job, ledger=None))
-        elif job.selection is not None:
-            # the key table: keys placed by their first counted step, then name, as the
-            # embedded engine places them (:func:`~dpcount.keyed.job.place_keys`)
-            first = np.concatenate(
-                client.gather(
-                    [
-                        client.submit(shard_first_steps, f, lo, hi, pure=False)
-                        for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
-                    ]
-                )
-            )
-            position = key_positions(first, 0)
-            job = placed_job(job, position)
-            plan = job.selection
-            assert plan is not None
-            n = job.mechanism.n_keys
-            edges = shard_edges(n, chunk_keys, count)
-            renamed = _shipped(client, position)  # 8 bytes per key, to each worker once
-            split = [client.submit(place_split, f, renamed, edges, pure=False) for f in shards]
-            shards = [
-                client.submit(
-                    join_placed,
-                    *[client.submit(_placed_piece, f, g, pure=False) for f in split],
-                    pure=False,
-                )
-                for g in range(len(edges) - 1)
-            ]
-            del split
-            shipped = _shipped(client, job)
-            selected = np.concatenate(
-                client.gather(
-                    [
-                        client.submit(select_shard, shipped, f, lo, hi, chunk_keys, pure=False)
-                        for f, lo, hi in zip(shards, edges[:-1], edges[1:], strict=True)
-                    ]
-                )
-            )
-            outcome = SelectionOutcome(plan, n, int((selected <= job.until).sum()))
-            job = dataclasses.replace(job, selected=selected)
-        if state is None and job.secret.path is not None:
-            # the released-up-to mark's input digest needs every contribution (24 bytes
-            # per (key, step) with one); a testing secret has no mark
-            contributions = concat_shards(
-                client.gather([client.submit(operator.itemgetter(0), f) for f in shards])
-            )
-            begin_release(guard, job, created, contributions, base, buffers, state)
-            del contributions
-        elif state is None:
-            client.gather([client.submit(check_shard, shipped, f, None) for f in shards])
-        chunks, quiet, writer = plan_release(job, parts, carry, chunk_keys, time_label)
+
+    def select(self, job: KeyedJob, edges: Sequence[int]) -> NDArray[np.int64]:
+        client, k = self.client, self.chunk_keys
+        self.shipped = _shipped(client, job)
+        spans = zip(self.held, edges[:-1], edges[1:], strict=True)
+        tasks = [
+            client.submit(select_shard, self.shipped, f, lo, hi, k, pure=False)
+            for f, lo, hi in spans
+        ]
+        return np.concatenate(client.gather(tasks))
+
+    def check(self, job: KeyedJob) -> None:
+        client = self.client
+        client.gather([client.submit(check_shard, self.shipped, f, None) for f in self.held])
+
+    def release(self, job: KeyedJob, tasks: ReleaseTasks) -> Iterator[Released]:
+        """Consecutive chunks of one shard per task, on the worker holding the shard: the
+        whole shard when the workers write the parts, else at most :data:`RESULT_BYTES`
+        of counts per task. The tasks are submitted now; their results come lazily."""
+        client, edges, writer = self.client, tasks.edges, tasks.writer
+        shipped = _shipped(client, job)
         shipped_writer = None if writer is None else _shipped(client, writer)
         if writer is None:  # the counts come to the client: bounded per task
-            chunk_bytes = 8 * (job.until - job.first + 1) * min(chunk_keys, n)
-            per_task = max(1, RESULT_BYTES // chunk_bytes)
+            width = min(self.chunk_keys, job.mechanism.n_keys)
+            per_task = max(1, RESULT_BYTES // (8 * (job.until - job.first + 1) * width))
         else:
-            per_task = len(chunks) or 1
-        groups = _tasks(chunks, edges, per_task)
-
-        def shard_of(lo: int) -> Any:
-            return shards[int(np.searchsorted(edges, lo, side="right")) - 1]
-
-        def span(group: list[tuple[int, int, bool]]) -> slice:
-            return slice(group[0][0], group[-1][1])
-
-        futures = [
-            client.submit(
-                release_chunks,
-                shipped,
-                shard_of(group[0][0]),
-                group,
-                None if base is None else base[span(group)],
-                None if buffers is None else buffers[:, span(group)],
-                shipped_writer,
-                pure=False,
+            per_task = len(tasks.chunks) or 1
+        futures = []
+        for group in _tasks(tasks.chunks, edges, per_task):
+            span = slice(group[0][0], group[-1][1])
+            shard = self.held[int(np.searchsorted(edges, span.start, side="right")) - 1]
+            base, buffers = tasks.noise(span)
+            futures.append(
+                client.submit(
+                    release_chunks, shipped, shard, group, base, buffers, shipped_writer, pure=False
+                )
             )
-            for group in groups
-        ]
+        return _results(futures)
+
+
+def _results(futures: list[Any]) -> Iterator[Released]:
+    for fut in futures:
+        got = fut.result()
+        fut.release()
+        yield got
+
+
+def run_dask(events: Any, plan: RunPlan, runner: Dask) -> Ran:
+    """Bound, sum, select and release on a Dask cluster
+    (:func:`~dpcount.keyed.runners.drive`); a CSV row refused by a worker is named by its
+    file line, as the embedded runner names it."""
+    stack = ExitStack()
+    ddf = None
+    try:
+        client = _client(runner.scheduler, runner.workers, stack)
+        ddf = _dask_frame(events, plan.columns, runner.partitions)
+        ran = drive(DaskScheduler(client, ddf, plan.output.chunk_keys), plan)
     except ValueError as err:
         located = None
         csv = isinstance(events, (str, os.PathLike)) and Path(events).suffix.lower() == ".csv"
@@ -541,12 +464,4 @@ def run_dask(
     except BaseException:
         stack.close()
         raise
-
-    def released() -> Iterator[tuple[int, Any]]:
-        with stack:
-            for fut in futures:
-                got = fut.result()
-                fut.release()
-                yield from hand_out(got, n, chunk_keys, carry, quiet, progress)
-
-    return job, created, derived, report, released(), carry, outcome
+    return dataclasses.replace(ran, chunks=closing(ran.chunks, stack))

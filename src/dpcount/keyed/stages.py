@@ -1,47 +1,186 @@
-"""The stages a distributed runner (Dask, Spark) schedules, as pure functions of their
-inputs: bound and sum one input partition into shards of contiguous key chunks, finish a
-shard, place an open key set's keys and regroup a shard by position, select the keys of a
-shard, and release consecutive key chunks of a shard with the embedded engine's release
+"""The stages every runner schedules, as pure functions of their inputs in the shape of
+a combine: bound and sum one input partition (:func:`bound_partition`, split into shards
+of contiguous key chunks by :func:`prepare_split`), merge partial sums and finish the
+unit bounds (:func:`merge_partials`), place an open key set's keys and regroup a shard by
+position, select the keys of a shard, and release consecutive key chunks of a shard
 (:meth:`~dpcount.keyed.engine.KeyedMechanism.release_with_state`: every noise sample a pure
 function of (secret, configuration, key, position), never of a partition or a worker).
 
 A shard is ``(contributions, drop report)`` of the keys between two of
 :func:`shard_edges`' edges. The runners differ only in where these run and how their
-results travel (:mod:`dpcount.keyed.dask`, :mod:`dpcount.keyed.spark`).
+results travel (:mod:`dpcount.keyed.runners.dask`, :mod:`dpcount.keyed.runners.spark`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
-from dpcount.keyed.events import Contributions, DropReport, check_running, parse_times
-from dpcount.keyed.job import KeyedJob, first_steps, renumber
+from dpcount.keyed.events import (
+    Contributions,
+    DropReport,
+    EventColumns,
+    KeyUniverse,
+    StepWindow,
+    TimeBuckets,
+    bound_units,
+    check_running,
+    clip_events,
+    map_events,
+    parse_times,
+    partial_sums,
+    to_contributions,
+)
 from dpcount.keyed.prf import PRFKey
-from dpcount.keyed.secret import Label
-from dpcount.keyed.selection import select_keys
-from dpcount.keyed.session import Carry
+from dpcount.keyed.secret import Label, RunSecret
+from dpcount.keyed.selection import SelectionPlan, select_keys
+
+
+class StageJob(Protocol):
+    """What the stages read of a :class:`dpcount.keyed.job.KeyedJob` (a protocol: the
+    job module imports this one): its public configuration, secret and window."""
+
+    @property
+    def columns(self) -> EventColumns: ...
+    @property
+    def universe(self) -> KeyUniverse: ...
+    @property
+    def buckets(self) -> TimeBuckets: ...
+    @property
+    def mechanism(self) -> KeyedMechanism: ...
+    @property
+    def max_weight(self) -> float: ...
+    @property
+    def max_keys(self) -> int | None: ...
+    @property
+    def run_bound(self) -> RunBound | None: ...
+    @property
+    def selection(self) -> SelectionPlan | None: ...
+    @property
+    def late(self) -> str: ...
+    @property
+    def secret(self) -> RunSecret: ...
+    @property
+    def first(self) -> int: ...
+    @property
+    def last(self) -> int | None: ...
+    @property
+    def until(self) -> int: ...
+    @property
+    def integer(self) -> bool: ...
+    @property
+    def hash_key(self) -> str: ...
+    @property
+    def keep_state(self) -> bool: ...
+    @property
+    def selected(self) -> NDArray[np.int64] | None: ...
+    @property
+    def ledger(self) -> UnitLedger | None: ...
+
+
+class Carry(Protocol):
+    """What :func:`hand_out` fills of a :class:`dpcount.keyed.job.Carry`: each key's
+    noise state after the window (None: the mechanism keeps none)."""
+
+    @property
+    def buffers(self) -> NDArray[Any] | None: ...
+
 
 __all__ = [
+    "NOT_COUNTED",
+    "StageJob",
+    "bound_partition",
     "check_shard",
     "concat_shards",
+    "first_steps",
     "hand_out",
     "join_placed",
+    "merge_partials",
     "place_split",
     "plan_release",
     "prepare_split",
     "release_chunks",
     "release_task",
+    "renumber",
     "scan_partition",
     "select_shard",
     "shard_edges",
     "shard_first_steps",
 ]
+
+
+def bound_partition(
+    job: StageJob, frame: pd.DataFrame, source: str | None = None
+) -> tuple[pd.DataFrame, DropReport]:
+    """Stage 1 (map): one partition of events mapped to (key index, step) — late events
+    refused or moved, events outside the window dropped and reported — clipped per event
+    (event level), and summed per (key, step), or per (unit, step, key) for unit bounds
+    (``source``: its file, for error messages)."""
+    m = job.mechanism
+    rows, report = map_events(
+        frame,
+        job.columns,
+        job.universe,
+        job.buckets,
+        StepWindow(m.horizon, job.first, job.last, job.late),
+        integer=job.integer,
+        source=source,
+    )
+    if job.max_keys is None:
+        rows, clipped = clip_events(rows, job.max_weight)
+        report = report + clipped
+    return partial_sums(rows, by_unit=job.max_keys is not None), report
+
+
+def merge_partials(
+    job: StageJob, partials: Sequence[pd.DataFrame]
+) -> tuple[Contributions, DropReport, UnitLedger | None]:
+    """Stage 2 (combine): partial sums of any partitioning merged (integer sums do not
+    depend on it) and the unit bounds finished — per step, or over the run continuing
+    ``job.ledger`` — into the contributions, their report and the unit ledger after this
+    run's steps (None without run-level bounds). A unit's keys must be merged together."""
+    rows = pd.concat(list(partials), ignore_index=True) if partials else None
+    dtype = np.int64 if job.integer else np.float64
+    ledger = None if job.run_bound is None else (job.ledger or UnitLedger.empty())
+    if rows is None or rows.empty:
+        empty = np.zeros(0, dtype=np.int64)
+        return Contributions(empty, empty, np.zeros(0, dtype=dtype)), DropReport(), ledger
+    report = DropReport()
+    if job.run_bound is not None:
+        rows, report, ledger = bound_units_run(
+            rows, job.run_bound, hash_key=job.hash_key, keys=job.universe.keys, ledger=job.ledger
+        )
+    elif job.max_keys is not None:
+        rows, report = bound_units(
+            rows, max_keys=job.max_keys, max_weight=job.max_weight, hash_key=job.hash_key
+        )
+    return to_contributions(rows, dtype, job.universe.keys), report, ledger
+
+
+#: :func:`first_steps` of a key without a counted contribution
+NOT_COUNTED = np.iinfo(np.int64).max
+
+
+def first_steps(contributions: Contributions, lo: int, hi: int) -> NDArray[np.int64]:
+    """Stage 3 (select, its placement): the step of the first counted contribution of
+    each key lo..hi − 1 (of a universe index; :data:`NOT_COUNTED` for none)."""
+    out = np.full(hi - lo, NOT_COUNTED, dtype=np.int64)
+    part = contributions.for_keys(lo, hi)
+    np.minimum.at(out, part.key - lo, part.step)
+    return out
+
+
+def renumber(contributions: Contributions, position: NDArray[np.int64]) -> Contributions:
+    """The contributions with each key renamed to its ``position``, sorted by (key, step)."""
+    key = position[contributions.key]
+    order = np.lexsort((contributions.step, key))
+    return Contributions(key[order], contributions.step[order], contributions.value[order])
 
 
 def release_task(
@@ -82,7 +221,7 @@ def release_task(
 
 
 def release_chunks(
-    job: KeyedJob,
+    job: StageJob,
     shard: tuple[Contributions, DropReport],
     chunks: Sequence[tuple[int, int, bool]],
     base: NDArray[Any] | None,
@@ -134,11 +273,11 @@ def shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
 
 
 def prepare_split(
-    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int]
+    job: StageJob, frame: pd.DataFrame, edges: Sequence[int]
 ) -> tuple[list[pd.DataFrame], DropReport]:
-    """One input partition mapped, clipped and summed (:meth:`KeyedJob.prepare`), its
+    """One input partition mapped, clipped and summed (:func:`bound_partition`), its
     partial sums split by shard (``edges``: the shards' key edges)."""
-    rows, report = job.prepare(frame)
+    rows, report = bound_partition(job, frame)
     if len(edges) == 2:
         return [rows], report
     shard = np.searchsorted(np.asarray(edges[1:-1]), rows["key"].to_numpy(), side="right")
@@ -148,7 +287,7 @@ def prepare_split(
 
 
 def check_shard(
-    job: KeyedJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
+    job: StageJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
 ) -> None:
     """:func:`check_running` on one shard (no stored state: ``base`` is None)."""
     check_running(shard[0], base, job.universe.keys, job.first, job.until)
@@ -165,7 +304,7 @@ def place_split(
     shard: tuple[Contributions, DropReport], position: NDArray[np.int64], edges: Sequence[int]
 ) -> list[Contributions]:
     """One shard's contributions with keys renamed to their positions in the key table
-    (:func:`~dpcount.keyed.job.renumber`), split by the placed shards' key ``edges``."""
+    (:func:`renumber`), split by the placed shards' key ``edges``."""
     placed = renumber(shard[0], position)
     cuts = np.searchsorted(placed.key, edges[1:-1])
     return [
@@ -188,7 +327,7 @@ def join_placed(*pieces: Contributions) -> tuple[Contributions, DropReport]:
 
 
 def select_shard(
-    job: KeyedJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
+    job: StageJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
 ) -> NDArray[np.int64]:
     """Key selection of the keys [lo, hi) of one placed shard: their selection steps
     (:func:`~dpcount.keyed.selection.select_keys` on the shard's contributions; the
@@ -222,7 +361,7 @@ def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def plan_release(
-    job: KeyedJob, parts: Any, carry: Carry | None, chunk_keys: int, time_label: str
+    job: StageJob, parts: Any, carry: Carry | None, chunk_keys: int, time_label: str
 ) -> tuple[list[tuple[int, int, bool]], set[int], Any]:
     """The release's key chunks (lo, hi, write), the chunks not handed out, and the part
     writer (None: the counts go to the client or driver). A chunk is not written when its
