@@ -2,8 +2,8 @@
 ``dpcount._cli`` reads at once (at most :data:`MAX_LINES` lines), every function of
 the whole package has at most :data:`MAX_LINES` lines of code (its docstring not
 counted, issue 33: the gate covers the package, with the short allow-list
-:data:`ALLOWED`), no function outside ``keyed/`` is more complex than
-:data:`MAX_COMPLEXITY` (radon's cyclomatic complexity, allow-list
+:data:`ALLOWED`), no function of the package (keyed included, issue 32) is more
+complex than :data:`MAX_COMPLEXITY` (radon's cyclomatic complexity, allow-list
 :data:`ALLOWED_COMPLEX`), and no CLI code
 decides what to do by reading an exception's message — the library raises typed
 errors (:class:`~dpcount.privacy.MissingDeltaError`,
@@ -25,16 +25,11 @@ PACKAGE = CLI.parent
 MAX_LINES = 80
 #: functions of the package (outside ``_cli``) with more than MAX_LINES lines of code
 #: today, each with that length: it may shrink, never grow, and an entry whose function
-#: fits is stale (the test says which, to be deleted). All are being cut up by the
-#: helpers of issues 32-33: ``strategy`` (compare), ``pipeline``/``session`` (keyed).
-ALLOWED = {
-    "keyed/dask.py::run_dask": 189,
-    "keyed/job.py::make_job": 128,
-    "keyed/run.py::keyed_counts": 176,
-}
-#: the largest cyclomatic complexity (radon) of a function outside ``keyed/`` (issue 33)
+#: fits is stale (the test says which, to be deleted). None since 0.5.
+ALLOWED: dict[str, int] = {}
+#: the largest cyclomatic complexity (radon) of a function of the package (issues 32-33)
 MAX_COMPLEXITY = 20
-#: functions outside ``keyed/`` above it today, with their complexity: they may become
+#: functions above it today, with their complexity: they may become
 #: simpler, never more complex (none since 0.5)
 ALLOWED_COMPLEX: dict[str, int] = {}
 #: str methods that search or compare text
@@ -127,20 +122,18 @@ def test_package_functions_are_short_but_for_the_allow_list() -> None:
 
 def complex_functions(root: Path) -> dict[str, int]:
     """``{path::name: cyclomatic complexity}`` (radon's, as ``radon cc``) of every
-    function of ``root`` outside ``keyed/`` above MAX_COMPLEXITY."""
+    function of ``root`` above MAX_COMPLEXITY."""
     from radon.complexity import cc_visit_ast
 
     found = {}
     for where, tree in parsed(root).items():
-        if where.startswith("keyed/"):
-            continue
         for block in cc_visit_ast(tree):
             if block.complexity > MAX_COMPLEXITY:
                 found[f"{where}::{block.fullname}"] = block.complexity
     return found
 
 
-def test_package_functions_are_simple_outside_keyed() -> None:
+def test_package_functions_are_simple() -> None:
     found = complex_functions(PACKAGE)
     new = {name: n for name, n in found.items() if name not in ALLOWED_COMPLEX}
     assert new == {}, f"functions of cyclomatic complexity above {MAX_COMPLEXITY} (radon cc)"

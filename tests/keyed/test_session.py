@@ -15,7 +15,9 @@ from dpcount.durable.lock import LockHeld
 from dpcount.keyed.engine import chunk_bounds
 from dpcount.keyed.events import EventColumns
 from dpcount.keyed.mark import ReleaseMark, ReleaseRefused, mark_path
+from dpcount.keyed.secret import Label
 from dpcount.keyed.session import RunSession
+from dpcount.keyed.stages import release_task
 from dpcount.keyed.state import RunState
 from dpcount.privacy import Budget
 from tests.keyed._budget import keyed_counts, make_job
@@ -54,12 +56,16 @@ def _by_hand(work: Path, events: pd.DataFrame, until: int) -> np.ndarray:
         assert carry is not None and carry.buffers is not None
         out = []
         for lo, hi in chunk_bounds(job.mechanism.n_keys, 2):
-            values, ends = job.release(
+            values, ends = release_task(
+                job.mechanism,
+                job.secret.prf(Label.NOISE),
                 contributions.for_keys(lo, hi),
                 lo,
                 hi,
+                (job.first, job.until),
                 None if base is None else base[lo:hi],
                 None if buffers is None else buffers[:, lo:hi],
+                job.keep_state,
             )
             carry.buffers[:, lo:hi] = ends
             out.append(values)
