@@ -82,6 +82,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 import dpcount.keyed.run as run
 import dpcount.keyed.session as session
+from dpcount.keyed.spec import from_keywords
 from dpcount.privacy import Budget
 mode, work, drop = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(1)
@@ -94,11 +95,11 @@ def hold(done, total):  # "hold": keep the run (and its lock) alive until told
     (work / "started").write_text(str(os.getpid()))
     while mode == "hold" and not (work / "go").exists():
         time.sleep(0.05)
-run.keyed_counts(
-    events, keys=keys, time_column="t", key_column="key", step=1, start=0, horizon=20,
+run.keyed_counts(events, **from_keywords(
+    keys=keys, time_column="t", key_column="key", step=1, start=0, horizon=20,
     budget=Budget(epsilon=1.0), secret=work / "run.key", state=work / "run.state", until=20,
     output=work / sys.argv[4], progress=hold,
-)
+))
 """
 
 
