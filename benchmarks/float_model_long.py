@@ -2,7 +2,8 @@
 
 For each BLT-family mechanism (``blt``, ``normalized-blt``, ``row-scaled-blt``), each
 noise path (``batch``: one ``next_many(T)``; ``scalar``: T scalar ``next()`` calls;
-``vector``: T vector ``next()`` steps of dim 3) and each horizon, the ratio
+``vector``: T vector ``next()`` steps of dim 3; ``vbatch``: one vector ``next_many(T)``
+of dim 3) and each horizon, the ratio
 
     max_t (|N̂_t − N_t| + u·|N̂_t|) / (u·σ_t·(1 + Z*/σ₁))
 
@@ -42,7 +43,7 @@ from dpcount.privacy.source import NoiseSource
 LD = np.longdouble
 U = 2.0**-53
 MECHANISMS = ("blt", "normalized-blt", "row-scaled-blt")
-PATHS = ("batch", "scalar", "vector")
+PATHS = ("batch", "scalar", "vector", "vbatch")
 VECTOR_DIM = 3
 
 
@@ -73,9 +74,9 @@ def run_path(mech: Any, path: str, seed: int = 1) -> tuple[np.ndarray, np.ndarra
     """(N̂ of shape (T, D), the draws z of shape (T, D)) for one path."""
     T = mech.horizon
     rec = Recorder(mech.sampler)
-    dim = VECTOR_DIM if path == "vector" else None
+    dim = VECTOR_DIM if path in ("vector", "vbatch") else None
     process = mech.noise_process(NoiseSource.generator(rec, np.random.default_rng(seed), dim), dim)
-    if path == "batch":
+    if path in ("batch", "vbatch"):
         out = process.next_many(T)
     else:
         out = np.array([process.next() for _ in range(T)])
@@ -136,8 +137,14 @@ def main() -> None:
     ap.add_argument("--mechanisms", default=",".join(MECHANISMS))
     args = ap.parse_args()
     horizons = [1 << int(k) for k in args.horizons.split(",")]
-    print(f"(F) ratio, units u·σ_t·(1 + Z*/σ₁); κ = {MODEL_KAPPA}, target ≤ κ/4 = {MODEL_KAPPA // 4}")
-    print(f"{'mechanism':16} {'path':7} " + " ".join(f"{'T=2^' + str(T.bit_length() - 1):>10}" for T in horizons))
+    print(
+        f"(F) ratio, units u·σ_t·(1 + Z*/σ₁); κ = {MODEL_KAPPA}, "
+        f"target ≤ κ/4 = {MODEL_KAPPA // 4}"
+    )
+    print(
+        f"{'mechanism':16} {'path':7} "
+        + " ".join(f"{'T=2^' + str(T.bit_length() - 1):>10}" for T in horizons)
+    )
     for name in args.mechanisms.split(","):
         for path in args.paths.split(","):
             cells = []
@@ -145,7 +152,10 @@ def main() -> None:
                 start = time.perf_counter()
                 r = measure(name, T, path)
                 cells.append(f"{r:10.2f}")
-                print(f"  ({name} {path} T={T}: {r:.3f}, {time.perf_counter() - start:.1f} s)", flush=True)
+                print(
+                    f"  ({name} {path} T={T}: {r:.3f}, {time.perf_counter() - start:.1f} s)",
+                    flush=True,
+                )
             print(f"{name:16} {path:7} " + " ".join(cells), flush=True)
 
 
