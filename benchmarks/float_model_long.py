@@ -138,8 +138,7 @@ def main() -> None:
     args = ap.parse_args()
     horizons = [1 << int(k) for k in args.horizons.split(",")]
     print(
-        f"(F) ratio, units u·σ_t·(1 + Z*/σ₁); κ = {MODEL_KAPPA}, "
-        f"target ≤ κ/4 = {MODEL_KAPPA // 4}"
+        f"(F) ratio, units u·σ_t·(1 + Z*/σ₁); κ = {MODEL_KAPPA}, target ≤ κ/4 = {MODEL_KAPPA // 4}"
     )
     print(
         f"{'mechanism':16} {'path':7} "
