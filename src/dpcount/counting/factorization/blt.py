@@ -440,13 +440,15 @@ FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
 }
 
 
-def check_float_model(mechanism: str, path: str, horizon: int, dim: int | None) -> None:
+def check_float_model(mechanism: str | None, path: str, horizon: int, dim: int | None) -> None:
     """Refuse a noise path beyond :data:`FLOAT_MODEL_HORIZONS` (``path``: "block" or
-    "step").
+    "step"); ``mechanism`` None (a class not measured here: the horizon-free BLT) passes.
 
     Raises:
         ValueError: naming the mechanism, the path, the horizon and dim.
     """
+    if mechanism is None:
+        return
     limit = FLOAT_MODEL_HORIZONS[mechanism][path]
     if horizon > limit:
         what = "vector steps (next() with dim > 1)" if path == "step" else "noise"
@@ -532,13 +534,19 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
     """
 
-    #: the mechanism named in a refusal (:func:`check_float_model`)
-    float_model_name = "blt"
-
-    def __init__(self, inverse: BLTInverse, horizon: int, source: NoiseBuffer) -> None:
+    def __init__(
+        self,
+        inverse: BLTInverse,
+        horizon: int,
+        source: NoiseBuffer,
+        float_model: str | None = "blt",
+    ) -> None:
+        """``float_model``: the mechanism whose measured horizons apply
+        (:func:`check_float_model`; None: none)."""
         super().__init__(horizon, source)
         n, dim = len(inverse.decay), self.dim
-        check_float_model(self.float_model_name, "block", horizon, dim)
+        self.float_model_name = float_model
+        check_float_model(float_model, "block", horizon, dim)
         self._decay = np.append(inverse.decay, 1.0)
         self._weight = np.append(inverse.beta, inverse.a)
         self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
@@ -585,7 +593,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         lo = self._lows.get(c)
         if lo is None:  # r_i^c's residuals (:func:`power_residuals`; 0 for the sum)
             lo = np.zeros(self._n + 1)
-            if self.horizon > COMPENSATE_ABOVE:
+            if self.horizon > COMPENSATE_ABOVE and self.float_model_name is not None:
                 lo[: self._n] = power_residuals(self._ratios, rc[: self._n], c)
             self._lows = {c: lo} if len(self._lows) > 8 else {**self._lows, c: lo}
         D = 1 if self.dim is None else self.dim
@@ -916,7 +924,10 @@ class BLT(_BLTParameters):
         return toeplitz_sensitivities(c, schema)
 
     def noise_process(self, source: NoiseSource, width: int | None = None) -> BLTNoiseProcess:
-        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width))
+        # the shipped BLT's horizons are measured (FLOAT_MODEL_HORIZONS); a subclass's
+        # (the horizon-free BLT's fixed parameters) are not
+        name = self.name if self.name in FLOAT_MODEL_HORIZONS else None
+        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width), name)
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""
