@@ -63,7 +63,7 @@ def test_the_old_rounded_decay_recursion_fails(monkeypatch: pytest.MonkeyPatch) 
     """With the compensated, chunked forms switched off (the per-step recursion in
     fl(λ_i) the vector blocks used before), the column-normalized BLT's vector blocks at
     2^17 exceed κ/4 (measured 118): the check above can fail."""
-    monkeypatch.setattr(nb, "COMPENSATE_ABOVE", 1 << 30)
+    monkeypatch.setattr(nb, "_VECTOR_ACCURATE_ABOVE", 1 << 30)
     assert BENCH.measure("normalized-blt", 1 << 17, "vbatch") > MODEL_KAPPA / 4
 
 

@@ -61,7 +61,6 @@ from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
-    COMPENSATE_ABOVE,
     BLTInverse,
     _BLTParameters,
     _ratios,
@@ -297,6 +296,14 @@ def _losses(theta: tuple[float, ...], omega: tuple[float, ...], T: int) -> tuple
 
 # -- the noise process -----------------------------------------------------------------
 
+#: Horizons above these compute blocks in the accurate forms (chunked products for vector
+#: blocks too, decays r_hi + r_lo across chunks, a TwoSum running sum); up to them the
+#: blocks are computed as before, to the bit. Measured (benchmarks/float_model_long.py,
+#: the float model's ratio, seed 1): the per-step vector blocks 38 at 2^10, 82 at 2^11,
+#: 212 at 2^15 (chunked: ≤ 41 up to 2^16); scalar blocks 33 at 2^15, 64 at 2^16
+#: (accurate: 45).
+_SCALAR_ACCURATE_ABOVE = 1 << 15
+_VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
 
@@ -360,7 +367,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     compute G z in chunks of 32 steps (:meth:`_chunked_w`, with the decays' accurate
     powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the per-step
     recursion in fl(λ_i) (which vector steps keep) at long horizons: at T = 2^20,
-    measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst.
+    measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst. Above
+    ``_SCALAR_ACCURATE_ABOVE`` (scalar) / ``_VECTOR_ACCURATE_ABOVE`` (vector blocks,
+    then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
+    (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
+    (:func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^17, vector steps 2^14) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -408,7 +420,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._block = -1
         self._e: Array = np.empty(0)
         self._one_minus_decay = inverse.one_minus_decay
-        self._accurate = horizon > COMPENSATE_ABOVE  # compensated decays and running sum
+        # chunked vector blocks, compensated decays and running sum (else as before)
+        self._accurate = horizon > (
+            _SCALAR_ACCURATE_ABOVE if dim is None else _VECTOR_ACCURATE_ABOVE
+        )
         self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
         self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
         self._lows: dict[int, Array] = {}
@@ -538,7 +553,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         _rows_times(prev.T, F.T, res, add=True)
 
     def _vector_chunks_w(self, z: Array, out: Array, c: int, lo: Array) -> None:
-        """:meth:`_chunks_w` for vector steps (horizons above ``COMPENSATE_ABOVE``): one
+        """:meth:`_chunks_w` for vector blocks (horizons above ``_VECTOR_ACCURATE_ABOVE``): one
         row per (chunk, coordinate), the chunk's c steps along the row (as the BLT's
         ``_chunks``), the buffers across chunks by :func:`compensated_filter`."""
         G, P, F, rc = self._chunk_matrices(c)
