@@ -428,7 +428,7 @@ COMPENSATE_ABOVE = 1 << 16
 #: float_model_long.py: the largest ratio of the noise's error, against a long-double
 #: computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); seed 1, vector dim 3;
 #: κ = 256). "block": scalar steps and ``next_many`` (chunked products): BLT ≤ 57 up to
-#: 2^22; column-normalized / row-scaled BLT ≤ 59 at 2^17, up to 146 at 2^20. "step":
+#: 2^22; column-normalized / row-scaled BLT ≤ 60 up to 2^17, 77 to 146 beyond. "step":
 #: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 28 up
 #: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 80 up to 2^14 (margin
 #: ≥ 3.2), 177 at 2^15, 7509 at 2^20. Longer horizons are refused
