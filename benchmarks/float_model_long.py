@@ -1,4 +1,4 @@
-"""The float model (F) of :mod:`dpcount.privacy.float_safe` at long horizons, BLT family.
+"""The float model (F) of :mod:`dpcount.privacy.float_safe` at long horizons: the BLT family, sqrt, toeplitz.
 
 For each BLT-family mechanism (``blt``, ``normalized-blt``, ``row-scaled-blt``), each
 noise path (``batch``: one ``next_many(T)``; ``scalar``: T scalar ``next()`` calls;
@@ -42,7 +42,10 @@ from dpcount.privacy.source import NoiseSource
 
 LD = np.longdouble
 U = 2.0**-53
-MECHANISMS = ("blt", "normalized-blt", "row-scaled-blt")
+MECHANISMS = ("blt", "normalized-blt", "row-scaled-blt", "sqrt", "toeplitz")
+#: mechanisms whose noise is a causal convolution with the process's ``kernel`` (FFT
+#: blocks): N_t = Σ_{s≤t} kernel[t − s]·z_s, checked on a subsample of t
+KERNEL = ("sqrt", "toeplitz")
 PATHS = ("batch", "scalar", "vector", "vbatch")
 VECTOR_DIM = 3
 
@@ -70,8 +73,9 @@ def mechanism(name: str, horizon: int) -> Any:
     return build_mechanism(name, horizon=horizon, budget=Budget(epsilon=1.0, delta=1e-6))
 
 
-def run_path(mech: Any, path: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """(N̂ of shape (T, D), the draws z of shape (T, D)) for one path."""
+def run_path(mech: Any, path: str, seed: int = 1) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(N̂ of shape (T, D), the draws z of shape (T, D), the process's convolution kernel
+    or None) for one path."""
     T = mech.horizon
     rec = Recorder(mech.sampler)
     dim = VECTOR_DIM if path in ("vector", "vbatch") else None
@@ -82,7 +86,11 @@ def run_path(mech: Any, path: str, seed: int = 1) -> tuple[np.ndarray, np.ndarra
         out = np.array([process.next() for _ in range(T)])
     D = 1 if dim is None else dim
     z = np.concatenate(rec.draws)[: T * D].reshape(T, D)
-    return np.asarray(out, dtype=np.float64).reshape(T, D), z
+    kernel = None
+    if mech.name in KERNEL:  # the scalar process's kernel (a vector process may have none)
+        scalar = mech.noise_process(NoiseSource.generator(mech.sampler, np.random.default_rng(0)))
+        kernel = scalar.kernel
+    return np.asarray(out, dtype=np.float64).reshape(T, D), z, kernel
 
 
 def _decays(inverse: Any) -> np.ndarray:
@@ -115,19 +123,39 @@ def exact_noise(mech: Any, z: np.ndarray) -> np.ndarray:
     return np.cumsum(w * e[:, None], axis=0)  # type: ignore[no-any-return]
 
 
-def model_ratio(mech: Any, noise: np.ndarray, z: np.ndarray) -> float:
-    """max_t (|N̂_t − N_t| + u|N̂_t|)/(u·σ_t·(1 + Z*/σ₁)) over every coordinate."""
-    exact = exact_noise(mech, z)
-    err = np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)
+def sample_steps(T: int) -> np.ndarray:
+    """The steps a convolution is checked at: the first 64, the last and 190 spread."""
+    spread = np.unique(np.geomspace(64, T - 1, 120).astype(np.int64))
+    even = np.linspace(0, T - 1, 70).astype(np.int64)
+    return np.unique(np.concatenate([np.arange(min(64, T)), spread, even, [T - 1]]))
+
+
+def kernel_noise(kernel: np.ndarray, z: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """N_t = Σ_{s≤t} kernel[t − s]·z_s at the steps ts (long double dot products)."""
+    k = kernel.astype(LD)
+    zl = z.astype(LD)
+    return np.array([k[t::-1] @ zl[: t + 1] for t in ts.tolist()])
+
+
+def model_ratio(mech: Any, noise: np.ndarray, z: np.ndarray, kernel: Any = None) -> float:
+    """max_t (|N̂_t − N_t| + u|N̂_t|)/(u·σ_t·(1 + Z*/σ₁)) over every coordinate (every t;
+    a convolution's on :func:`sample_steps`)."""
     sd = np.sqrt(mech.variances())[:, None]
+    if kernel is not None:
+        ts = sample_steps(len(z))
+        noise, sd = noise[ts], sd[ts]
+        exact = kernel_noise(np.asarray(kernel), z, ts)
+    else:
+        exact = exact_noise(mech, z)
+    err = np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)
     zstar = float(np.max(np.abs(z))) / math.sqrt(mech.sampler.variance)
     return float(np.max(err.astype(np.float64) / (U * sd * (1.0 + zstar))))
 
 
 def measure(name: str, horizon: int, path: str, seed: int = 1) -> float:
     mech = mechanism(name, horizon)
-    noise, z = run_path(mech, path, seed)
-    return model_ratio(mech, noise, z)
+    noise, z, kernel = run_path(mech, path, seed)
+    return model_ratio(mech, noise, z, kernel)
 
 
 def main() -> None:
