@@ -2,8 +2,8 @@
 
 For each BLT-family mechanism (``blt``, ``normalized-blt``, ``row-scaled-blt``) and the
 FFT convolutions ``sqrt`` and ``toeplitz`` (N_t = Σ_{s≤t} kernel[t − s]·z_s with the
-process's float kernel as the definition, checked on 254 steps: the first 64, 190
-spread), each
+process's float kernel as the definition, checked on about 250 steps: the first 64
+and the rest spread), each
 noise path (``batch``: one ``next_many(T)``; ``scalar``: T scalar ``next()`` calls;
 ``vector``: T vector ``next()`` steps of dim 3; ``vbatch``: one vector ``next_many(T)``
 of dim 3) and each horizon, the ratio
