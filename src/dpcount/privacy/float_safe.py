@@ -48,7 +48,19 @@ registered mechanism at T = 512; all but row-scaled BLT also at 2048, where the 
 L read by ``postprocess.noise_matrix`` disagrees with its release by O(σ), not yet
 explained): the largest ratio of the left
 side to u·σ_t·(1 + Z*/σ₁) is about 34 (row-scaled sqrt), 1 to 3 for trees, BLT and sqrt;
-κ = 256 leaves a margin ≥ 7.
+κ = 256 leaves a margin ≥ 7 there. At long horizons the ratio grows (rounding errors
+of recursions and running sums add up over the steps); for the BLT family it is
+measured on every noise path against long double with the accurate decays λ = 1 − d
+(benchmarks/float_model_long.py, seed 1, vector dim 3; tests/privacy/
+test_float_model_long.py): scalar steps and blocks ≤ 57 for the BLT up to T = 2^22 and
+≤ 60 for the column-normalized and row-scaled BLT up to 2^17 (margin ≥ 4.3); one vector
+step at a time ≤ 28 for the BLT up to 2^16 and ≤ 80 for the others up to 2^14 (margin
+≥ 3.2). Each path is refused beyond the horizon it is measured at
+(``counting.factorization.blt.FLOAT_MODEL_HORIZONS``; beyond, measured 77 to 7509: too
+thin a margin, or more than κ). The FFT convolutions, on about 250 of the steps: sqrt
+≤ 3.3 up to 2^20, toeplitz ≤ 48 up to 2^16 (its largest horizon). These are one seed's
+maxima. The other mechanisms (trees, normalized and row-scaled sqrt, the horizon-free
+BLT, the unbounded counter) are measured at T ≤ 2048 only.
 
 **Theorem.** Let V be the released vector (n values) and V* = (RN(R_{g_t}(S_t + N_t)))_t,
 a post-processing of the exact-real mechanism S + N. Under (F), TV(V, V*) ≤ n·η with the

@@ -84,6 +84,7 @@ from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
 from dpcount.data import load_table
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.float_safe import MODEL_KAPPA
 from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.source import NoiseSource
@@ -413,6 +414,89 @@ def encoder_coefficients(theta: Array, omega: Array, count: int) -> Array:
 
 # -- the noise process -----------------------------------------------------------------
 
+#: decays r with 1 − r below this are applied as r_hi + r_lo (:func:`decay_residuals`);
+#: above it the rounded fl(r) alone (its bias, u·r per step, is amplified by at most
+#: 1/(1 − r) ≤ 2^10 there)
+_COMPENSATE_BELOW = 2.0**-10
+#: horizons up to this use fl(r) alone and a plain running sum, as before (outputs
+#: unchanged to the bit; measured within κ/4 there); longer ones the compensated forms
+COMPENSATE_ABOVE = 1 << 16
+
+
+#: The largest horizon at which each BLT-family noise path is measured within the float
+#: model (F) of :mod:`dpcount.privacy.float_safe` with margin (benchmarks/
+#: float_model_long.py: the largest ratio of the noise's error, against a long-double
+#: computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); seed 1, vector dim 3;
+#: κ = 256). "block": scalar steps and ``next_many`` (chunked products): BLT ≤ 57 up to
+#: 2^22; column-normalized / row-scaled BLT ≤ 60 up to 2^17, 77 to 146 beyond. "step":
+#: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 28 up
+#: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 80 up to 2^14 (margin
+#: ≥ 3.2), 177 at 2^15, 7509 at 2^20. Longer horizons are refused
+#: (:func:`check_float_model`): their float release could state too small a δ.
+FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
+    "blt": {"block": 1 << 22, "step": 1 << 16},
+    "normalized-blt": {"block": 1 << 17, "step": 1 << 14},
+    "row-scaled-blt": {"block": 1 << 17, "step": 1 << 14},
+}
+
+
+def check_float_model(mechanism: str | None, path: str, horizon: int, dim: int | None) -> None:
+    """Refuse a noise path beyond :data:`FLOAT_MODEL_HORIZONS` (``path``: "block" or
+    "step"); ``mechanism`` None (a class not measured here: the horizon-free BLT) passes.
+
+    Raises:
+        ValueError: naming the mechanism, the path, the horizon and dim.
+    """
+    if mechanism is None:
+        return
+    limit = FLOAT_MODEL_HORIZONS[mechanism][path]
+    if horizon > limit:
+        what = "vector steps (next() with dim > 1)" if path == "step" else "noise"
+        raise ValueError(
+            f"{mechanism}: {what} at horizon {horizon} (dim {dim}) is refused: its "
+            f"floating-point error is measured within the float-safe release's model "
+            f"(kappa/4 = {MODEL_KAPPA // 4}) only up to horizon {limit}, and a release "
+            "beyond it would state too small a delta; use a horizon <= "
+            f"{limit}{' or next_many' if path == 'step' else ''}"
+        )
+
+
+def decay_residuals(r: Array, d: Array) -> Array:
+    """r_lo = (1 − r) − d: the exact decay 1 − d is r + r_lo up to u·|r_lo|.
+
+    ``r`` is the decay as a float (fl(1 − d) or the root finder's), ``d`` its accurate
+    complement. A recursion in fl(r) alone multiplies by r(1 + δ), |δ| ≤ u, every step,
+    a bias whose effect on r^k grows like k·u, up to u/(1 − r) over the buffer's
+    memory: at T = 2^20 that is thousands of u·σ_t (measured, benchmarks/
+    float_model_long.py). Applying r_hi·q + r_lo·q removes the bias to O(u²) per step
+    (1 − r is exact for r ≥ 1/2, Sterbenz). Zero where 1 − r ≥ :data:`_COMPENSATE_BELOW`
+    or r < 1/2 (there fl(r) alone is used, as before).
+    """
+    r = np.asarray(r, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    use = (r >= 0.5) & (d < _COMPENSATE_BELOW)
+    out: Array = np.where(use, (1.0 - r) - d, 0.0)
+    return out
+
+
+def power_residuals(x: _Ratios, power: Array, c: int) -> Array:
+    """:func:`decay_residuals` of the chunk decays ``power`` = fl(r^c), with the accurate
+    1 − r^c = −expm1(−c·u) (r > 0)."""
+    pos = x.r > 0
+    comp = -np.expm1(-c * np.where(pos, x.u, 0.0))
+    return np.where(pos, decay_residuals(power, comp), 0.0)
+
+
+def compensated_filter(x: Array, r: float, r_lo: float, start: Any) -> Array:
+    """s_k = (r + r_lo)·s_{k−1} + x_k along axis 0 from s_{−1} = ``start``: one lfilter
+    in fl(r) and, when r_lo ≠ 0, a second for the error e_k = r·e_{k−1} + r_lo·s_{k−1}
+    (e_{−1} = 0; s_{k−1} taken from the first pass, an O(u²) difference)."""
+    y: Array = lfilter([1.0], [1.0, -r], x, axis=0, zi=(r * np.asarray(start))[None])[0]
+    if r_lo != 0.0 and len(x):
+        before = np.concatenate([np.asarray(start, dtype=np.float64)[None], y[:-1]])
+        y += lfilter([1.0], [1.0, -r], r_lo * before, axis=0)
+    return y
+
 
 def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False) -> Array:
     """a @ b (into ``out``, or added to it) for a tall a and a small b, in row blocks
@@ -450,9 +534,19 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
     """
 
-    def __init__(self, inverse: BLTInverse, horizon: int, source: NoiseBuffer) -> None:
+    def __init__(
+        self,
+        inverse: BLTInverse,
+        horizon: int,
+        source: NoiseBuffer,
+        float_model: str | None = "blt",
+    ) -> None:
+        """``float_model``: the mechanism whose measured horizons apply
+        (:func:`check_float_model`; None: none)."""
         super().__init__(horizon, source)
         n, dim = len(inverse.decay), self.dim
+        self.float_model_name = float_model
+        check_float_model(float_model, "block", horizon, dim)
         self._decay = np.append(inverse.decay, 1.0)
         self._weight = np.append(inverse.beta, inverse.a)
         self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
@@ -462,6 +556,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self._q: Array = np.zeros((n + 1, *tail))
         self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
         self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        self._lows: dict[int, Array] = {}
 
     def live_count(self) -> int:
         """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
@@ -495,10 +590,16 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         """
         K = len(z) // c
         B, P, F, rc = self._matrices(c)
+        lo = self._lows.get(c)
+        if lo is None:  # r_i^c's residuals (:func:`power_residuals`; 0 for the sum)
+            lo = np.zeros(self._n + 1)
+            if self.horizon > COMPENSATE_ABOVE and self.float_model_name is not None:
+                lo[: self._n] = power_residuals(self._ratios, rc[: self._n], c)
+            self._lows = {c: lo} if len(self._lows) > 8 else {**self._lows, c: lo}
         D = 1 if self.dim is None else self.dim
         m = self._n + 1
         if D == 1:  # scalar steps or vectors of length 1: dest is (K·c,) or (K·c, 1)
-            self._scalar_chunks(z.reshape(K, c), B, P, F, rc, dest.reshape(K, c))
+            self._scalar_chunks(z.reshape(K, c), (B, P, F, rc, lo), dest.reshape(K, c))
             return
         rows = z.reshape(K, c, D).transpose(0, 2, 1).reshape(K * D, c)
         E = _rows_times(rows, P.T).reshape(K, D, m)  # each chunk's own part of the state
@@ -507,10 +608,10 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         prev[0] = q0.T
         for i in range(m):
             if K == 1:
-                q0[i] = rc[i] * q0[i] + E[0, :, i]
+                own = E[0, :, i] if lo[i] == 0.0 else lo[i] * q0[i] + E[0, :, i]
+                q0[i] = rc[i] * q0[i] + own
                 continue
-            zi = (rc[i] * q0[i])[None]
-            ends = lfilter([1.0], [1.0, -rc[i]], E[:, :, i], axis=0, zi=zi)[0]
+            ends = compensated_filter(E[:, :, i], rc[i], lo[i], q0[i])
             prev[1:, :, i] = ends[:-1]
             q0[i] = ends[-1]
         out = _rows_times(rows, B.T)
@@ -518,7 +619,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         np.copyto(dest.reshape(K, c, D), out.reshape(K, D, c).transpose(0, 2, 1))
 
     def _scalar_chunks(
-        self, rows: Array, B: Array, P: Array, F: Array, rc: Array, out: Array
+        self, rows: Array, mats: tuple[Array, Array, Array, Array, Array], out: Array
     ) -> None:
         """:meth:`_chunks` for one coordinate: ``rows`` (K, c) holds the chunks' z, ``out``
         (K, c) receives their noise. The chunks' own parts of the state are laid out one
@@ -528,6 +629,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         time of drawing the block's normals, thread CPU time, loaded 2-core machine).
         Every value is computed by the same operations in the same order as the
         (K, n + 1) layout, so the noise is the same to the bit (tested)."""
+        B, P, F, rc, lo = mats
         K = len(rows)
         q0 = self._q.reshape(-1)  # a view: (n + 1,) or (n + 1, 1)
         E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n + 1, K)
@@ -535,8 +637,9 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         prev[:, 0] = q0
         for i in range(len(q0)):
             if K > 1:  # lfilter's first output is E[i, 0] + rc_i·q0_i, as below
-                prev[i, 1:] = lfilter([1.0], [1.0, -rc[i]], E[i, :-1], zi=[rc[i] * q0[i]])[0]
-            q0[i] = rc[i] * prev[i, -1] + E[i, -1]
+                prev[i, 1:] = compensated_filter(E[i, :-1], rc[i], lo[i], q0[i])
+            last = E[i, -1] if lo[i] == 0.0 else lo[i] * prev[i, -1] + E[i, -1]
+            q0[i] = rc[i] * prev[i, -1] + last
         _rows_times(rows, B.T, out)
         _rows_times(prev.T, F.T, out, add=True)
 
@@ -557,7 +660,13 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         is in cache (one pass over the state instead of three). Every value is computed by
         the same operations in the same order as a whole-array step (decay, add, then the
         weighted sum over the n + 1 buffers), so the result does not depend on the block
-        width (tests compare with the unfused step bit for bit)."""
+        width (tests compare with the unfused step bit for bit). Refused beyond
+        :data:`FLOAT_MODEL_HORIZONS` (the step is not taken)."""
+        try:
+            check_float_model(self.float_model_name, "step", self.horizon, self.dim)
+        except ValueError:
+            self._t -= 1  # ``next`` counted the step
+            raise
         z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
         decay = self._decay[:n, None]
@@ -815,7 +924,10 @@ class BLT(_BLTParameters):
         return toeplitz_sensitivities(c, schema)
 
     def noise_process(self, source: NoiseSource, width: int | None = None) -> BLTNoiseProcess:
-        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width))
+        # the shipped BLT's horizons are measured (FLOAT_MODEL_HORIZONS); a subclass's
+        # (the horizon-free BLT's fixed parameters) are not
+        name = self.name if self.name in FLOAT_MODEL_HORIZONS else None
+        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width), name)
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""

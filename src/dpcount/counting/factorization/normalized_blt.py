@@ -67,7 +67,11 @@ from dpcount.counting.factorization.blt import (
     _rows_times,
     blt_inverse,
     check_blt_parameters,
+    check_float_model,
+    compensated_filter,
+    decay_residuals,
     encoder_coefficients,
+    power_residuals,
 )
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.data import load_table
@@ -292,6 +296,62 @@ def _losses(theta: tuple[float, ...], omega: tuple[float, ...], T: int) -> tuple
 
 # -- the noise process -----------------------------------------------------------------
 
+#: Horizons above these compute blocks in the accurate forms (chunked products for vector
+#: blocks too, decays r_hi + r_lo across chunks, a TwoSum running sum); up to them the
+#: blocks are computed as before, to the bit. Measured (benchmarks/float_model_long.py,
+#: the float model's ratio, seed 1): the per-step vector blocks 38 at 2^10, 82 at 2^11,
+#: 212 at 2^15 (chunked: ≤ 41 up to 2^16); scalar blocks 33 at 2^15, 64 at 2^16
+#: (accurate: 45).
+_SCALAR_ACCURATE_ABOVE = 1 << 15
+_VECTOR_ACCURATE_ABOVE = 1 << 10
+#: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
+_SUM_BLOCK = 64
+
+
+def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
+    """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _running_sum(w: Array, start: Array, dest: Array) -> None:
+    """dest_t = start + Σ_{s≤t} w_s (along axis 0) with one rounding per value.
+
+    A float cumsum rounds every partial sum, u·|N_t| each, and those errors add up over
+    the steps (≈ u·σ_t·√t: 200 u·σ_t·(1 + Z*/σ₁) at T = 2^20, benchmarks/
+    float_model_long.py). Here the partial sums are carried as unevaluated pairs
+    hi + lo (TwoSum, Knuth TAOCP vol. 2 §4.2.2): within blocks of :data:`_SUM_BLOCK`
+    steps vectorized over the blocks, then across the blocks; each value is rounded once
+    (plus O(u²·t) from the pairs' low parts). Rows beyond the last full block take the
+    last block's carry the same way.
+    """
+    m = len(w)
+    b = _SUM_BLOCK
+    K = -(-m // b)
+    pad: Array = np.zeros((K * b, *w.shape[1:]))
+    pad[:m] = w
+    rows = pad.reshape(K, b, *w.shape[1:])
+    hi = np.empty_like(rows)
+    lo = np.empty_like(rows)
+    acc_hi, acc_lo = rows[:, 0].copy(), np.zeros_like(rows[:, 0])
+    hi[:, 0], lo[:, 0] = acc_hi, acc_lo
+    for j in range(1, b):
+        acc_hi, err = _two_sum(acc_hi, rows[:, j])
+        acc_lo = acc_lo + err
+        hi[:, j], lo[:, j] = acc_hi, acc_lo
+    carry_hi = np.empty_like(rows[:, 0])
+    carry_lo = np.empty_like(rows[:, 0])
+    c_hi, c_lo = np.array(start, dtype=np.float64), np.zeros_like(np.asarray(start, float))
+    for k in range(K):  # the carry before block k: start + the blocks before it
+        carry_hi[k], carry_lo[k] = c_hi, c_lo
+        c_hi, err = _two_sum(c_hi, hi[k, -1])
+        c_lo = c_lo + err + lo[k, -1]
+    tail = (slice(None), None) + (slice(None),) * (w.ndim - 1)
+    total_hi, err = _two_sum(carry_hi[tail], hi)
+    total = total_hi + (err + (carry_lo[tail] + lo))
+    dest[...] = total.reshape(K * b, *w.shape[1:])[:m]
+
 
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     """N = B′z = A·diag(e)·(G z) for one stream with n + 1 running values (×dim).
@@ -307,7 +367,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     compute G z in chunks of 32 steps (:meth:`_chunked_w`, with the decays' accurate
     powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the per-step
     recursion in fl(λ_i) (which vector steps keep) at long horizons: at T = 2^20,
-    measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst.
+    measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst. Above
+    ``_SCALAR_ACCURATE_ABOVE`` (scalar) / ``_VECTOR_ACCURATE_ABOVE`` (vector blocks,
+    then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
+    (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
+    (:func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^17, vector steps 2^14) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -320,6 +385,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             of at least 2^16 steps (a batch release) read them there, the same floats
             as the aligned blocks of 512 give.
     """
+
+    #: the mechanism named in a refusal (``blt.check_float_model``)
+    float_model_name = "normalized-blt"
 
     def __init__(
         self,
@@ -334,6 +402,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._table = table
         if source.width != dim:
             raise ValueError(f"dim {dim!r} must be the source's width {source.width!r}")
+        check_float_model(self.float_model_name, "block", horizon, dim)
         self.sampler = source.sampler
         self.noise = source
         self.dim = dim
@@ -351,7 +420,13 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._block = -1
         self._e: Array = np.empty(0)
         self._one_minus_decay = inverse.one_minus_decay
+        # chunked vector blocks, compensated decays and running sum (else as before)
+        self._accurate = horizon > (
+            _SCALAR_ACCURATE_ABOVE if dim is None else _VECTOR_ACCURATE_ABOVE
+        )
+        self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
         self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        self._lows: dict[int, Array] = {}
 
     @property
     def step(self) -> int:
@@ -394,14 +469,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         t = self._c
         z = self._draw(t, (m, *self._tail))
         batch = self._table is not None and m >= _TABLE_STEPS
-        if self.dim is None:  # scalar steps: chunked products
+        if self.dim is None or self._accurate:  # chunked products
             w = self._chunked_w(z)
         else:
             w = z.copy()
             for i in range(self._n):
-                lam = float(self._decay[i])
+                lam, lo = float(self._decay[i]), float(self._lo[i])
                 # lfilter's state is λ·p_i(t − 1): its first output is z_t + λ·p_i(t − 1)
-                p = lfilter([1.0], [1.0, -lam], z, axis=0, zi=(lam * self._p[i])[None])[0]
+                p = compensated_filter(z, lam, lo, self._p[i])
                 w[0] += self._scale[i] * self._p[i]
                 if m > 1:
                     w[1:] += self._scale[i] * p[:-1]
@@ -412,8 +487,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         else:
             e = self._weights(t, m)
         w *= e if self.dim is None else e[:, None]
-        w[0] += self._sum
-        np.cumsum(w, axis=0, out=dest)
+        if self._accurate and m >= _SUM_BLOCK:
+            _running_sum(w, self._sum, dest)
+        else:
+            w[0] += self._sum
+            np.cumsum(w, axis=0, out=dest)
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
 
@@ -441,7 +519,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         lfilter per buffer over every step. The same w as the per-step recursion in
         fl(λ_i) up to rounding (not bit for bit; tested against it)."""
         m = len(z)
-        w = np.empty(m)
+        w = np.empty(z.shape)
         full = (m // _CHUNK) * _CHUNK
         for lo, hi in ((0, full), (full, m)):
             if hi > lo:
@@ -452,6 +530,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """:meth:`_chunked_w` for K·c steps in chunks of c (into ``out``)."""
         K = len(z) // c
         G, P, F, rc = self._chunk_matrices(c)
+        lo = self._lows.get(c)
+        if lo is None:  # λ_i^c's residuals (power_residuals)
+            ratios = _ratios(self._decay, self._one_minus_decay)
+            lo = power_residuals(ratios, rc, c) * self._accurate
+            self._lows = {c: lo} if len(self._lows) > 8 else {**self._lows, c: lo}
+        if self.dim is not None:
+            self._vector_chunks_w(z, out, c, lo)
+            return
         rows = z.reshape(K, c)
         E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n, K): each chunk's own part
         prev = np.empty_like(E)  # prev[i, k]: p_i before chunk k
@@ -459,13 +545,39 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         prev[:, 0] = p0
         for i in range(self._n):
             if K > 1:
-                prev[i, 1:] = lfilter([1.0], [1.0, -rc[i]], E[i, :-1], zi=[rc[i] * p0[i]])[0]
-            p0[i] = rc[i] * prev[i, -1] + E[i, -1]
+                prev[i, 1:] = compensated_filter(E[i, :-1], rc[i], lo[i], p0[i])
+            last = E[i, -1] if lo[i] == 0.0 else lo[i] * prev[i, -1] + E[i, -1]
+            p0[i] = rc[i] * prev[i, -1] + last
         res = out.reshape(K, c)
         _rows_times(rows, G.T, res)
         _rows_times(prev.T, F.T, res, add=True)
 
+    def _vector_chunks_w(self, z: Array, out: Array, c: int, lo: Array) -> None:
+        """:meth:`_chunks_w` for vector blocks (horizons above ``_VECTOR_ACCURATE_ABOVE``): one
+        row per (chunk, coordinate), the chunk's c steps along the row (as the BLT's
+        ``_chunks``), the buffers across chunks by :func:`compensated_filter`."""
+        G, P, F, rc = self._chunk_matrices(c)
+        D, n = z.shape[1], self._n
+        K = len(z) // c
+        rows = z.reshape(K, c, D).transpose(0, 2, 1).reshape(K * D, c)
+        E = _rows_times(rows, P.T).reshape(K, D, n)  # each chunk's own part of the state
+        prev = np.empty_like(E)  # the buffers before each chunk
+        prev[0] = self._p.T
+        for i in range(n):
+            ends = compensated_filter(E[:, :, i], rc[i], lo[i], self._p[i])
+            prev[1:, :, i] = ends[:-1]
+            self._p[i] = ends[-1]
+        res = _rows_times(rows, G.T)
+        _rows_times(prev.reshape(K * D, n), F.T, res, add=True)
+        np.copyto(out.reshape(K, c, D), res.reshape(K, D, c).transpose(0, 2, 1))
+
     def _vector_next(self) -> Any:
+        """One vector step; refused beyond ``blt.FLOAT_MODEL_HORIZONS`` (not taken)."""
+        try:
+            check_float_model(self.float_model_name, "step", self.horizon, self.dim)
+        except ValueError:
+            self._t -= 1  # ``next`` counted the step
+            raise
         z = self._draw(self._c, self._tail)
         e = float(self._weights(self._c, 1)[0])
         self._c += 1

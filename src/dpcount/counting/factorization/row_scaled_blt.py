@@ -330,6 +330,8 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         source, dim: as for the column-normalized BLT's process.
     """
 
+    float_model_name = "row-scaled-blt"
+
     def __init__(
         self,
         mechanism: RowScaledBLT,
