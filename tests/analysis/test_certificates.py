@@ -3,6 +3,7 @@ the ratios shown by compare / plan — each against an independent dense computa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -326,6 +327,13 @@ def test_compare_lists_the_max_optimum_and_the_row_scaled_sqrt(
     small = budget.replace(participation=schema)
     names = {r.mechanism for r in compare(64, budget=small, k_values=(2, 3))}
     assert not names & {"dense-max-optimum", "row-scaled-sqrt"}
-    monkeypatch.setattr(compare_module, "ROW_SCALED_COMPARE_LIMIT", 63)
+    # the planner reads the declared plan's horizon limit (counting.strategy.Plan.up_to)
+    registry = compare_module.REGISTRY
+    at = next(i for i, e in enumerate(registry) if e.name == "row-scaled-sqrt")
+    caps = registry[at].capabilities
+    assert caps.plan is not None
+    short = dataclasses.replace(caps, plan=dataclasses.replace(caps.plan, up_to=63))
+    lowered = (*registry[:at], dataclasses.replace(registry[at], capabilities=short))
+    monkeypatch.setattr(compare_module, "REGISTRY", (*lowered, *registry[at + 1 :]))
     names = {r.mechanism for r in compare(64, budget=budget, k_values=(2, 3))}
     assert "row-scaled-sqrt" not in names and "dense-max-optimum" in names

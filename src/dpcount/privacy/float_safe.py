@@ -53,7 +53,8 @@ of recursions and running sums add up over the steps); for the BLT family it is
 measured on every noise path against long double with the accurate decays λ = 1 − d
 (benchmarks/float_model_long.py, seed 1, vector dim 3; tests/privacy/
 test_float_model_long.py): scalar steps and blocks ≤ 57 for the BLT up to T = 2^22 and
-≤ 60 for the column-normalized and row-scaled BLT up to 2^17 (margin ≥ 4.3); one vector
+≤ 60 for the column-normalized and row-scaled BLT up to 2^17 (margin ≥ 4.3) and ≤ 146
+up to 2^20 (margin ≥ 1.75); one vector
 step at a time ≤ 28 for the BLT up to 2^16 and ≤ 80 for the others up to 2^14 (margin
 ≥ 3.2). Each path is refused beyond the horizon it is measured at
 (``counting.factorization.blt.FLOAT_MODEL_HORIZONS``; beyond, measured 77 to 7509: too

@@ -428,15 +428,16 @@ COMPENSATE_ABOVE = 1 << 16
 #: float_model_long.py: the largest ratio of the noise's error, against a long-double
 #: computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); seed 1, vector dim 3;
 #: κ = 256). "block": scalar steps and ``next_many`` (chunked products): BLT ≤ 57 up to
-#: 2^22; column-normalized / row-scaled BLT ≤ 60 up to 2^17, 77 to 146 beyond. "step":
+#: 2^22; column-normalized / row-scaled BLT ≤ 60 up to 2^17 and ≤ 146 up to 2^20 (margin
+#: ≥ 1.75 to κ; the registry lists them up to 2^20), not measured beyond. "step":
 #: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 28 up
 #: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 80 up to 2^14 (margin
 #: ≥ 3.2), 177 at 2^15, 7509 at 2^20. Longer horizons are refused
 #: (:func:`check_float_model`): their float release could state too small a δ.
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 22, "step": 1 << 16},
-    "normalized-blt": {"block": 1 << 17, "step": 1 << 14},
-    "row-scaled-blt": {"block": 1 << 17, "step": 1 << 14},
+    "normalized-blt": {"block": 1 << 20, "step": 1 << 14},
+    "row-scaled-blt": {"block": 1 << 20, "step": 1 << 14},
 }
 
 
@@ -455,7 +456,7 @@ def check_float_model(mechanism: str | None, path: str, horizon: int, dim: int |
         raise ValueError(
             f"{mechanism}: {what} at horizon {horizon} (dim {dim}) is refused: its "
             f"floating-point error is measured within the float-safe release's model "
-            f"(kappa/4 = {MODEL_KAPPA // 4}) only up to horizon {limit}, and a release "
+            f"(kappa = {MODEL_KAPPA}) only up to horizon {limit}, and a release "
             "beyond it would state too small a delta; use a horizon <= "
             f"{limit}{' or next_many' if path == 'step' else ''}"
         )

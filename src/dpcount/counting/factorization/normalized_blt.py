@@ -92,10 +92,10 @@ __all__ = [
     "shipped_normalized_blt_parameters",
 ]
 
-#: largest horizon: the exact variances cost O(T·n) (measured 3.2 s at 2^20 on the
-#: loaded 2-core development machine, so about a minute at 2^24) and the shipped
-#: parameters go to 2^24
-NORMALIZED_BLT_MAX_HORIZON = 1 << 24
+#: largest horizon: the float release's error is measured within the float model up to
+#: 2^20 (``blt.FLOAT_MODEL_HORIZONS``; the shipped parameters go to 2^24, the exact
+#: variances cost O(T·n): 3.2 s at 2^20 on the loaded 2-core development machine)
+NORMALIZED_BLT_MAX_HORIZON = 1 << 20
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -372,7 +372,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
     (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
     (:func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
-    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^17, vector steps 2^14) the process refuses.
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).

@@ -108,8 +108,10 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-#: largest horizon (the shipped parameters go to 2^24; exact variances cost O(T·n²))
-ROW_SCALED_BLT_MAX_HORIZON = 1 << 24
+#: largest horizon: the float release's error is measured within the float model up to
+#: 2^20 (``blt.FLOAT_MODEL_HORIZONS``; the shipped parameters go to 2^24; exact
+#: variances cost O(T·n²))
+ROW_SCALED_BLT_MAX_HORIZON = 1 << 20
 #: columns per block of the column-norm filters (a multiple of the stream's 512)
 _ANCHOR = 4096
 #: largest Σ|a_m|: then |ln w| ≤ 20, so w², 1/w² and the sums stay far inside float64
