@@ -240,15 +240,3 @@ def test_bad_inputs_name_the_parameter() -> None:
         shipped_normalized_blt_parameters(10, "median")
     with pytest.raises(ValueError, match="start"):
         normalized_blt_weights([0.5], [0.1], 10, start=11)
-
-
-@pytest.mark.slow
-def test_beyond_the_kept_horizon_variance_at_is_bit_identical() -> None:
-    """T > 2^20: the variances are not kept; variance_at and iter_variances recompute
-    the blocks and give the same floats as variances() (≈ 1 minute)."""
-    T = (1 << 20) + 3
-    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
-    v = m.variances()
-    for t in (1, 65_536, 65_537, T):
-        assert m.variance_at(t) == v[t - 1]
-    assert list(m.iter_variances(T - 2)) == v[T - 3 :].tolist()
