@@ -13,11 +13,10 @@ import pytest
 
 from dpcount.durable.lock import LockHeld
 from dpcount.keyed.engine import chunk_bounds
-from dpcount.keyed.events import EventColumns
+from dpcount.keyed.events import DropReport, EventColumns
 from dpcount.keyed.mark import ReleaseMark, ReleaseRefused, mark_path
-from dpcount.keyed.secret import Label
 from dpcount.keyed.session import RunSession
-from dpcount.keyed.stages import release_task
+from dpcount.keyed.stages import release_chunks
 from dpcount.keyed.state import RunState
 from dpcount.privacy import Budget
 from tests.keyed._budget import keyed_counts, make_job
@@ -54,20 +53,10 @@ def _by_hand(work: Path, events: pd.DataFrame, until: int) -> np.ndarray:
         assert session.digest is not None and session.digest == session.guard.pending.digest  # type: ignore[union-attr]
         carry = session.carry
         assert carry is not None and carry.buffers is not None
+        chunks = [(lo, hi, True) for lo, hi in chunk_bounds(job.mechanism.n_keys, 2)]
         out = []
-        for lo, hi in chunk_bounds(job.mechanism.n_keys, 2):
-            values, ends = release_task(
-                job.mechanism,
-                job.secret.prf(Label.NOISE),
-                contributions.for_keys(lo, hi),
-                lo,
-                hi,
-                (job.first, job.until),
-                None if base is None else base[lo:hi],
-                None if buffers is None else buffers[:, lo:hi],
-                job.keep_state,
-            )
-            carry.buffers[:, lo:hi] = ends
+        for lo, values, ends in release_chunks(job, (contributions, DropReport()), chunks, base, buffers):
+            carry.buffers[:, lo : lo + values.shape[1]] = ends
             out.append(values)
         assert session.commit(job) == state
     return np.concatenate(out, axis=1)
