@@ -55,7 +55,8 @@ def _by_hand(work: Path, events: pd.DataFrame, until: int) -> np.ndarray:
         assert carry is not None and carry.buffers is not None
         chunks = [(lo, hi, True) for lo, hi in chunk_bounds(job.mechanism.n_keys, 2)]
         out = []
-        for lo, values, ends in release_chunks(job, (contributions, DropReport()), chunks, base, buffers):
+        shard = (contributions, DropReport())
+        for lo, values, ends in release_chunks(job, shard, chunks, base, buffers):
             carry.buffers[:, lo : lo + values.shape[1]] = ends
             out.append(values)
         assert session.commit(job) == state
