@@ -256,8 +256,7 @@ def keyed_counts(
             if path is None or not output.parts
             else PartsDir(Path(path), output.chunk_keys, output.time_label)
         )
-        guard = session.guard
-        plan = RunPlan(columns, keys, steps, counting, bounds, window, output, secret, guard, parts)
+        plan = RunPlan(columns, keys, steps, counting, bounds, window, output, session, parts)
         ran = run_on(runner, events, plan)
         result = _emit(ran, plan, session)
         result.selection, result.key_selection = ran.outcome, keys.selection

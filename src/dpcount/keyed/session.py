@@ -28,8 +28,10 @@ The API a runner (embedded, Dask, Spark) uses, in this order::
         ...                                       #   session.carry.buffers chunk by chunk
         session.commit(job)                       # the state saved, then the mark done
 
-The free functions below are those steps one by one (a distributed runner that
-computes some of them on workers calls them directly, with ``session.guard``).
+Every runner goes through this object (:func:`dpcount.keyed.runners.drive`); a
+distributed runner that places and selects an open key set's keys on its workers
+begins the release with :meth:`RunSession.begin_placed` instead of :meth:`begin`. The
+free functions below are the steps one by one.
 """
 
 from __future__ import annotations
@@ -157,6 +159,12 @@ class RunSession:
             self.state,
         )
         return job, contributions, base, buffers
+
+    def begin_placed(self, job: KeyedJob, contributions: Contributions) -> None:
+        """Begin the release of a run from step 1 whose keys were placed and selected
+        where they lie (a distributed runner): the mark records it pending with the input
+        digest of every contribution (:func:`begin_release`)."""
+        begin_release(self.guard, job, self.created, contributions, None, None, None)
 
     def commit(self, job: KeyedJob, carry: Carry | None = None) -> Path | None:
         """Once the whole output is out: save the state (``carry``, default

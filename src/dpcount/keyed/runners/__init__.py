@@ -6,8 +6,9 @@ lateness; an open key set's candidates), fix the job (:func:`~dpcount.keyed.spec
 and the released window), bound and sum each partition (which validates the events
 before a secret file is created), load or create the secret, merge the partial sums
 into shards of contiguous key chunks, place and select an open key set's keys, begin
-the release (the released-up-to mark, :func:`~dpcount.keyed.job.begin_release`) and
-release the key chunks where their shard lies (:mod:`dpcount.keyed.stages`). A runner
+the release (the released-up-to mark: the run's
+:class:`~dpcount.keyed.session.RunSession`, held in the :class:`RunPlan`) and release
+the key chunks where their shard lies (:mod:`dpcount.keyed.stages`). A runner
 (:class:`Scheduler`) only says where each stage runs and how its results travel:
 
 * :mod:`~dpcount.keyed.runners.embedded` — in process, one shard;
@@ -35,16 +36,9 @@ from numpy.typing import NDArray
 from dpcount.keyed import spec
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns
-from dpcount.keyed.job import KeyedJob, SecretArg, job_of, key_positions, placed_job
+from dpcount.keyed.job import KeyedJob, job_of, key_positions, placed_job
 from dpcount.keyed.selection import SelectionOutcome
-from dpcount.keyed.session import (
-    Carry,
-    begin_release,
-    release_window,
-    settle,
-    with_secret,
-    with_stored,
-)
+from dpcount.keyed.session import Carry, RunSession
 from dpcount.keyed.spec import build_spec
 from dpcount.keyed.stages import hand_out, plan_release
 from dpcount.keyed.state import RunState
@@ -66,8 +60,9 @@ Released = list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]]
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run's option groups with its secret, the release guard and the output's
-    resumable parts directory (None: no directory of parts)."""
+    """A run's option groups with its session (:class:`~dpcount.keyed.session.RunSession`:
+    the secret, the lock and mark, the stored state) and the output's resumable parts
+    directory (None: no directory of parts)."""
 
     columns: EventColumns
     keys: spec.Keys
@@ -76,8 +71,7 @@ class RunPlan:
     bounds: spec.Bounds
     window: spec.Window
     output: spec.Output
-    secret: SecretArg
-    guard: Any = None
+    session: RunSession
     parts: Any = None
 
     @property
@@ -89,7 +83,7 @@ class RunPlan:
     def prior_keys(self) -> tuple[Any, ...]:
         """An open key set's key table of the stored state (the universe starts with it;
         read before the secret is loaded, authenticated by
-        :func:`~dpcount.keyed.job.with_stored`); () for a public universe or a first run."""
+        :func:`~dpcount.keyed.session.with_stored`); () for a public universe or a first run."""
         state = self.window.state
         if self.keys.open and state is not None and os.path.exists(state):
             return RunState.peek_keys(state)
@@ -112,7 +106,7 @@ class RunPlan:
         )
         derived = list(spec.derived)
         w = self.window
-        job = release_window(job_of(spec), w.state, w.until, times, w.allowed_lateness, derived)
+        job = self.session.window(job_of(spec), w.until, times, w.allowed_lateness, derived)
         return job, derived
 
 
@@ -220,27 +214,24 @@ class _Settled:
     outcome: SelectionOutcome | None = None
 
 
-def _settle_stored(
-    s: Scheduler, plan: RunPlan, job: KeyedJob, created: bool, stored: RunState | None, count: int
-) -> _Settled:
+def _settle_stored(s: Scheduler, plan: RunPlan, job: KeyedJob, count: int) -> _Settled:
     """A run continuing a stored state: the state's totals and the mark's input digest
-    need every contribution, so the driver gathers them and settles as one process
-    would (:func:`~dpcount.keyed.job.settle`), then scatters the placed shards back."""
+    need every contribution, so the driver gathers them and the session begins the
+    release as one process would (:meth:`~dpcount.keyed.session.RunSession.begin`), then
+    scatters the placed shards back."""
     from dpcount.keyed.stages import shard_edges
 
     contributions, ledger = s.gather(job)
-    chunk_keys, state = plan.output.chunk_keys, plan.window.state
-    job, contributions, base, buffers, carry, outcome = settle(
-        job, created, stored, contributions, ledger, chunk_keys, plan.guard, state
-    )
+    chunk_keys, session = plan.output.chunk_keys, plan.session
+    job, contributions, base, buffers = session.begin(job, contributions, ledger, chunk_keys)
     job = dataclasses.replace(job, ledger=None)  # the bounding had it
     edges = shard_edges(job.mechanism.n_keys, chunk_keys, count)
     s.scatter(job, contributions, edges)
-    return _Settled(job, edges, base, buffers, carry, outcome)
+    return _Settled(job, edges, base, buffers, session.carry, session.outcome)
 
 
 def _settle_fresh(
-    s: Scheduler, plan: RunPlan, job: KeyedJob, created: bool, edges: Sequence[int], count: int
+    s: Scheduler, plan: RunPlan, job: KeyedJob, edges: Sequence[int], count: int
 ) -> _Settled:
     """A run from step 1 without a state: an open key set's keys placed by their first
     counted step (then name) and selected where their shards lie; the release begun."""
@@ -260,7 +251,7 @@ def _settle_fresh(
     if job.secret.path is not None:
         # the released-up-to mark's input digest needs every contribution
         contributions, _ = s.gather(job)
-        begin_release(plan.guard, job, created, contributions, None, None, None)
+        plan.session.begin_placed(job, contributions)
     else:  # a testing secret has no mark
         s.check(job)
     return _Settled(job, edges, outcome=outcome)
@@ -276,13 +267,12 @@ def drive(s: Scheduler, plan: RunPlan) -> Ran:
     chunk_keys = plan.output.chunk_keys
     edges = shard_edges(job.mechanism.n_keys, chunk_keys, count)
     report = s.bound(job, edges)  # validates the events before a secret is created
-    job, created = with_secret(job, plan.secret)
-    job, stored = with_stored(job, plan.window.state)  # a stored ledger goes to the bounding
+    job = plan.session.bind(job)  # the secret, and a stored ledger for the bounding
     report = report + s.merge(job)
     if plan.window.state is not None:
-        settled = _settle_stored(s, plan, job, created, stored, count)
+        settled = _settle_stored(s, plan, job, count)
     else:
-        settled = _settle_fresh(s, plan, job, created, edges, count)
+        settled = _settle_fresh(s, plan, job, edges, count)
     job, carry = settled.job, settled.carry
     chunks, quiet, writer = plan_release(job, plan.parts, carry, chunk_keys, plan.output.time_label)
     tasks = ReleaseTasks(chunks, settled.edges, settled.base, settled.buffers, writer)
@@ -293,6 +283,7 @@ def drive(s: Scheduler, plan: RunPlan) -> Ran:
         for got in results:
             yield from hand_out(got, n, chunk_keys, carry, quiet, progress)
 
+    created = plan.session.created
     return Ran(job, created, derived, report, released(), carry, settled.outcome)
 
 
