@@ -15,7 +15,7 @@ records it done.
 The API a runner (embedded, Dask, Spark) uses, in this order::
 
     with RunSession(secret, state, companion) as session:  # the lock, held to the end
-        prior = session.prior_keys(common)        # an open key set's stored key table
+        prior = session.prior_keys(open_keys)     # an open key set's stored key table
         job = make_job(..., prior_keys=prior)     # the public configuration
         job = session.window(job, until, times, lateness, derived)  # steps to release
         ...                                       # validate the events (no secret yet)
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import KeyedMechanism
-from dpcount.keyed.events import Contributions, DropReport, check_running
+from dpcount.keyed.events import Contributions, check_running
 from dpcount.keyed.ids import canonical_text
 from dpcount.keyed.job import KeyedJob, SecretArg, place_keys
 from dpcount.keyed.mark import ReleaseCompanion, ReleaseGuard, input_digest, write_secret
@@ -61,7 +60,6 @@ from dpcount.keyed.watermark import complete_through, parse_lateness
 
 __all__ = [
     "Carry",
-    "EngineRun",
     "RunSession",
     "begin_release",
     "check_secret_arg",
@@ -71,7 +69,6 @@ __all__ = [
     "save_state",
     "secret_file",
     "settle",
-    "stored_keys",
     "with_secret",
     "with_stored",
 ]
@@ -122,9 +119,14 @@ class RunSession:
         pending = self.guard.pending
         return None if pending is None else pending.digest
 
-    def prior_keys(self, common: dict[str, Any]) -> tuple[Any, ...]:
-        """An open key set's stored key table (:func:`stored_keys`)."""
-        return stored_keys(common, self.state)
+    def prior_keys(self, open_keys: bool) -> tuple[Any, ...]:
+        """An open key set's key table of the stored state (the universe starts with it;
+        read before the secret is loaded, authenticated by :func:`with_stored`); () for a
+        public key universe (``open_keys`` False) or a first run."""
+        state = self.state
+        if open_keys and state is not None and os.path.exists(state):
+            return RunState.peek_keys(state)
+        return ()
 
     def window(
         self, job: KeyedJob, until: int | None, times: pd.Series, lateness: Any, derived: list[str]
@@ -407,30 +409,6 @@ def save_state(
     RunState(s.run_id, s.fingerprint, job.until, totals, buffers, layout, open_keys, ledger).save(
         state, s
     )
-
-
-#: What an engine (embedded or Dask) hands to the output: the job, whether its secret
-#: was created, the parameters taken from the data, the drop report, the released
-#: chunks (first key, counts of shape (steps, keys)) — lazily —, what the next run
-#: needs (None: no state kept) and the key selection's outcome (None: no selection).
-EngineRun = tuple[
-    KeyedJob,
-    bool,
-    list[str],
-    DropReport,
-    Iterator[tuple[int, NDArray[Any]]],
-    Carry | None,
-    SelectionOutcome | None,
-]
-
-
-def stored_keys(common: dict[str, Any], state: str | os.PathLike[str] | None) -> tuple[Any, ...]:
-    """An open key set's key table of the stored ``state`` (the universe starts with it;
-    read before the secret is loaded, authenticated by :func:`with_stored`); () for a
-    public key universe or a first run."""
-    if common.get("keys") is None and state is not None and os.path.exists(state):
-        return RunState.peek_keys(state)
-    return ()
 
 
 def with_stored(

@@ -23,7 +23,6 @@ bytes are the same on every runner.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -41,7 +40,6 @@ from dpcount.keyed.selection import SelectionOutcome
 from dpcount.keyed.session import Carry, RunSession
 from dpcount.keyed.spec import build_spec
 from dpcount.keyed.stages import hand_out, plan_release
-from dpcount.keyed.state import RunState
 
 __all__ = [
     "Ran",
@@ -81,13 +79,8 @@ class RunPlan:
         return s.start is None or s.horizon is None or self.window.allowed_lateness is not None
 
     def prior_keys(self) -> tuple[Any, ...]:
-        """An open key set's key table of the stored state (the universe starts with it;
-        read before the secret is loaded, authenticated by
-        :func:`~dpcount.keyed.session.with_stored`); () for a public universe or a first run."""
-        state = self.window.state
-        if self.keys.open and state is not None and os.path.exists(state):
-            return RunState.peek_keys(state)
-        return ()
+        """An open key set's stored key table (:meth:`RunSession.prior_keys`)."""
+        return self.session.prior_keys(self.keys.open)
 
     def job(self, times: pd.Series, key_values: pd.Series | None) -> tuple[KeyedJob, list[str]]:
         """The job releasing this run's window (``times``: the event times or their
