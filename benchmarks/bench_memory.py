@@ -31,6 +31,7 @@ import numpy as np
 
 from dpcount.counting.base import format_bytes, parse_bytes
 from dpcount.counting.registry import MECHANISMS, build_mechanism, memory_estimate
+from dpcount.privacy import Budget
 
 _DISCRETE_FREE = ("binary", "kary", "honaker", "input", "smooth-binary")
 
@@ -46,9 +47,8 @@ def _status(field: str) -> int:
 def one(name: str, horizon: int, dim: int) -> dict[str, float]:
     """Stream ``horizon`` vector steps of ``dim`` ones; the three figures in bytes."""
     noise = "laplace" if name in _DISCRETE_FREE else "gaussian"
-    mech = build_mechanism(
-        name, horizon=horizon, epsilon=1.0, delta=1e-6, noise=noise, rng=1, memory="1TiB"
-    )
+    budget = Budget(epsilon=1.0, delta=1e-6, noise=noise)
+    mech = build_mechanism(name, horizon=horizon, budget=budget, rng=1, memory="1TiB")
     x = np.ones(dim)
     declared = mech.stream_state_bytes(dim)
     rss_before = _status("VmRSS")

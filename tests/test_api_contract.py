@@ -8,8 +8,9 @@ whose signature has a ``budget`` parameter:
 * it accepts ``budget=Budget(...)`` (no warning: the suite runs with
   ``filterwarnings=error``);
 * ``budget`` is keyword-only, and no parameter before it is a budget field or
-  ``rng`` (only the structure can be passed by position; the deprecated positional
-  spellings are listed in :data:`DEPRECATED_POSITIONAL` and must warn);
+  ``rng`` (only the structure can be passed by position; the positional spellings 0.4
+  deprecated and 0.5 removed are listed in :data:`REMOVED_POSITIONAL` and must raise a
+  TypeError naming the fields and ``budget=Budget(...)``);
 * an object that holds the budget shows it in its ``repr``;
 * a release's ``dp_event()`` composes in dp_accounting and the accountant's ε for one
   release is at most the guaranteed ε (and tight for exact calibrations).
@@ -311,8 +312,9 @@ def _keyed_counts_with(counting: Counting) -> Counting:
 
 RECORDS = frozenset({"dpcount.analysis.choice.Choice"})
 
-#: Positional budget fields kept for one release (0.4): passing one warns.
-DEPRECATED_POSITIONAL: dict[str, Callable[[], Any]] = {
+#: Positional budget fields deprecated in 0.4 and removed in 0.5: passing one is a
+#: TypeError naming them and the replacement.
+REMOVED_POSITIONAL: dict[str, Callable[[], Any]] = {
     "dpcount.analysis.compare.compare": lambda: compare(T, 1.0, 1e-6, k_values=range(2, 4)),
     "dpcount.analysis.advisor.best_k": lambda: best_k(T, 1.0, 1e-6, k_values=range(2, 4)),
     "dpcount.frame.choose_mechanism": lambda: choose_mechanism(T, 1.0, 1e-6),
@@ -433,12 +435,14 @@ def test_budget_is_keyword_only_after_the_structure(name: str) -> None:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"
     ]
     fields = [p for p in positional if p in BUDGET_FIELDS | {"rng"}]
-    if name in DEPRECATED_POSITIONAL:
-        assert fields, f"{name} takes no positional budget field: drop it from the list"
-        with pytest.warns(DeprecationWarning, match=r"is deprecated"):
-            DEPRECATED_POSITIONAL[name]()
-    else:
-        assert not fields, f"{name} takes {fields} by position"
+    assert not fields, f"{name} takes {fields} by position"
+    if name in REMOVED_POSITIONAL:
+        with pytest.raises(
+            TypeError,
+            match=r"got the budget's fields epsilon, delta by position: .* removed in dpcount "
+            r"0\.5 .*; pass budget=Budget\(epsilon=1\.0, delta=1e-06\) instead",
+        ):
+            REMOVED_POSITIONAL[name]()
 
 
 def _holder_budget(result: Any) -> Budget:

@@ -84,14 +84,21 @@ def test_series_integer_data_uses_integer_noise_and_keeps_its_index() -> None:
     np.testing.assert_array_equal(auto["std"].to_numpy(), std)
 
 
-def test_the_old_loose_budget_spelling_still_works_with_a_deprecation_warning() -> None:
+def test_the_old_loose_budget_spelling_is_a_type_error_naming_the_replacement() -> None:
+    """0.4 deprecated the loose spelling, 0.5 removed it (issue 33)."""
     s = pd.Series(np.arange(12) % 3, name="cases")
-    with pytest.warns(DeprecationWarning, match=r"private_counts\(epsilon=\) is deprecated"):
-        old = private_counts(s, epsilon=1.0, rng=5)
-    new = private_counts(s, budget=ONE, rng=5)
-    pd.testing.assert_frame_equal(old, new)
-    with pytest.warns(DeprecationWarning, match=r"choose_mechanism\(epsilon=\) is deprecated"):
-        assert choose_mechanism(12, 1.0) == choose_mechanism(12, budget=ONE)
+    with pytest.raises(
+        TypeError,
+        match=r"private_counts\(\) got an unexpected keyword argument 'epsilon': .* removed in "
+        r"dpcount 0\.5 .*; pass budget=Budget\(epsilon=1\.0\) instead",
+    ):
+        private_counts(s, epsilon=1.0, rng=5)  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError,
+        match=r"choose_mechanism\(\) got the budget's fields epsilon, delta by position: .* "
+        r"pass budget=Budget\(epsilon=1\.0, delta=1e-06\) instead",
+    ):
+        choose_mechanism(12, 1.0, 1e-6)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("post", [["--clamp"], ["--monotone", "--clamp", "--round"]])

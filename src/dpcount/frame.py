@@ -57,7 +57,7 @@ from dpcount.io import Condition, parse_where
 from dpcount.postprocess import MONOTONE_NOTE, round_half_even
 from dpcount.postprocess import clamp as clamp_negative
 from dpcount.postprocess import monotone as isotonic
-from dpcount.privacy.budget import Budget
+from dpcount.privacy.budget import Budget, refuses_loose_budget
 from dpcount.privacy.notes import PrivacyWarning, data_derived_warning
 from dpcount.privacy.rng import RNGLike
 
@@ -65,35 +65,16 @@ __all__ = ["choose_mechanism", "private_counts"]
 
 _MISSING = ("error", "skip", "zero")
 
-#: the budget's fields, accepted loose for one more release (DeprecationWarning)
-_LOOSE = ("epsilon", "delta", "noise", "calibration", "step_sensitivity")
 
-
-def choose_mechanism(
-    horizon: int,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    *,
-    budget: Budget | None = None,
-    whole: bool = True,
-    step_sensitivity: float | None = None,
-    noise: str | None = None,
-) -> dict[str, Any]:
+@refuses_loose_budget("epsilon", "delta")
+def choose_mechanism(horizon: int, *, budget: Budget, whole: bool = True) -> dict[str, Any]:
     """The keywords of :func:`~dpcount.counting.registry.build_mechanism` (``name``,
     ``budget`` and the options) for the choice ``mechanism="auto"`` makes
     (:func:`dpcount.analysis.choice.choose`, as ``dpcount count --mechanism auto``).
-
-    ``epsilon``, ``delta``, ``step_sensitivity`` and ``noise`` are deprecated: pass
-    ``budget=``.
+    The budget's fields loose or by position (0.4) were removed in 0.5: a TypeError
+    names the replacement.
     """
-    resolved = Budget.resolve_loose(
-        budget,
-        owner="choose_mechanism",
-        epsilon=epsilon,
-        delta=delta,
-        step_sensitivity=step_sensitivity,
-        noise=noise,
-    )
+    resolved = Budget.check(budget, owner="choose_mechanism")
     choice = choose(horizon, budget=resolved, whole=whole)
     return {"name": choice.mechanism, "budget": choice.budget, **choice.options}
 
@@ -356,13 +337,14 @@ class _Request:
             raise ValueError(f"horizon must be >= 1, got {self.horizon!r}")
 
 
+@refuses_loose_budget()
 def private_counts(
     data: Any,
     *,
     value: str | None = None,
     time: str | None = None,
     where: Any = None,
-    budget: Budget | None = None,
+    budget: Budget,
     mechanism: str = "auto",
     horizon: int | None = None,
     step: str | None = None,
@@ -376,7 +358,6 @@ def private_counts(
     subtract: bool | None = None,
     bands: int | None = None,
     rng: RNGLike = None,
-    **fields: Any,
 ) -> Any:
     """Private running counts of one column of a pandas or polars frame (or a Series),
     or of its rows per time step: ``dpcount count``'s options, the same numbers.
@@ -426,8 +407,6 @@ def private_counts(
         k, subtract, bands: structure options of a named ``kary`` (``k``,
             ``subtract``) or ``toeplitz`` (``bands``).
         rng: None (OS-entropy CSPRNG) or a seed/generator (research only).
-        **fields: deprecated: the budget's fields (``epsilon``, ``delta``, ``noise``,
-            ``calibration``, ``step_sensitivity``) instead of ``budget=``.
 
     Returns:
         A frame of the input's library: the time column (if named), then
@@ -448,10 +427,7 @@ def private_counts(
         PrivacyWarning: continuous noise (and why), a δ above 1e-3, a start or
             horizon taken from the data.
     """
-    unknown = sorted(set(fields) - set(_LOOSE))
-    if unknown:
-        raise TypeError(f"private_counts() got an unexpected keyword argument {unknown[0]!r}")
-    resolved = Budget.resolve(budget, fields, owner="private_counts", deprecated=True)
+    resolved = Budget.check(budget, owner="private_counts")
     kind = _kind(data)
     rows_only = value is None and step is not None and type(data).__name__ != "Series"
     request = _Request(value, time, _conditions(where), step, start, horizon, missing,

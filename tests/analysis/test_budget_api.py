@@ -1,6 +1,7 @@
-"""The Budget end to end (issue 19): every entry point that used to take ε/δ/noise
-loose takes ``budget=``; the loose spelling still works for one release, with a
-DeprecationWarning, and gives the same result; both at once is a TypeError."""
+"""The Budget end to end (issue 19, issue 33): every entry point that took ε/δ/noise
+loose in 0.3 takes ``budget=``; 0.4 deprecated the loose spelling and 0.5 removed it,
+so it is a TypeError that names the field given and the replacement
+``budget=Budget(...)`` (with the values given), keywords and positions alike."""
 
 from __future__ import annotations
 
@@ -13,38 +14,46 @@ from dpcount.analysis import best_k, compare, recommend_mechanism
 from dpcount.counting.registry import build_mechanism
 from dpcount.privacy import Budget, Participation
 
-#: name -> (call with budget=, the same call spelled loose, its budget)
-CALLS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+#: name -> the 0.4 loose call (raises before any work), the field it names first and the
+#: replacement the message spells
+LOOSE: dict[str, tuple[Callable[[], Any], str, str]] = {
     "build_mechanism": (
-        lambda b: build_mechanism("kary", horizon=32, budget=b, rng=0, k=4).variances(),
-        lambda: build_mechanism("kary", horizon=32, epsilon=1.0, delta=1e-6, rng=0,
-                                k=4).variances(),
+        lambda: build_mechanism("kary", horizon=32, epsilon=1.0, delta=1e-6, rng=0, k=4),
+        "keyword argument 'epsilon'",
+        "budget=Budget(epsilon=1.0, delta=1e-06)",
     ),
     "compare": (
-        lambda b: compare(32, budget=b, k_values=range(2, 5)),
         lambda: compare(32, 1.0, 1e-6, k_values=range(2, 5)),
+        "fields epsilon, delta by position",
+        "budget=Budget(epsilon=1.0, delta=1e-06)",
     ),
     "best_k": (
-        lambda b: best_k(32, budget=b, k_values=range(2, 5)),
-        lambda: best_k(32, 1.0, 1e-6, k_values=range(2, 5)),
+        lambda: best_k(32, 1.0, 1e-6, "laplace"),
+        "fields epsilon, delta, noise by position",
+        "budget=Budget(epsilon=1.0, delta=1e-06, noise='laplace')",
     ),
     "recommend_mechanism": (
-        lambda b: recommend_mechanism(32, budget=b),
         lambda: recommend_mechanism(32, epsilon=1.0, delta=1e-6),
+        "keyword argument 'epsilon'",
+        "budget=Budget(epsilon=1.0, delta=1e-06)",
     ),
-}  # fmt: skip
+    "compare(step_sensitivity=)": (
+        lambda: compare(32, step_sensitivity=2.0, budget=Budget(epsilon=1.0)),
+        "keyword argument 'step_sensitivity'",
+        "budget=Budget(step_sensitivity=2.0)",
+    ),
+}
 
 
-@pytest.mark.parametrize("name", sorted(CALLS))
-def test_the_loose_spelling_is_deprecated_and_equal(name: str) -> None:
-    new, old = CALLS[name]
-    with pytest.warns(DeprecationWarning, match=rf"{name}\(epsilon=, delta=\) is deprecated"):
-        before = old()
-    after = new(Budget(epsilon=1.0, delta=1e-6))
-    if hasattr(after, "tolist"):
-        assert after.tolist() == before.tolist()
-    else:
-        assert after == before
+@pytest.mark.parametrize("name", sorted(LOOSE))
+def test_the_loose_spelling_is_a_type_error_naming_the_replacement(name: str) -> None:
+    call, field, replacement = LOOSE[name]
+    owner = name.partition("(")[0]
+    with pytest.raises(TypeError) as err:
+        call()
+    text = str(err.value)
+    assert text.startswith(f"{owner}() got ") and field in text, text
+    assert f"pass {replacement} instead" in text and "removed in dpcount 0.5" in text, text
 
 
 def test_build_mechanism_takes_a_budget_with_a_schema() -> None:
@@ -53,12 +62,16 @@ def test_build_mechanism_takes_a_budget_with_a_schema() -> None:
     budget = Budget(epsilon=1.0, participation=schema)
     mech = build_mechanism("binary", horizon=16, budget=budget, rng=0)
     assert mech.budget.participation == schema and mech.budget.noise == "discrete-laplace"
-    with pytest.raises(TypeError, match=r"build_mechanism\(\) takes either budget= or its fields"):
+    with pytest.raises(TypeError, match=r"build_mechanism\(\) got an unexpected keyword .*'eps"):
         build_mechanism("binary", horizon=16, budget=budget, epsilon=1.0)
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'budget'"):
+        build_mechanism("binary", horizon=16)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"budget must be a dpcount\.privacy\.Budget, got dict"):
+        build_mechanism("binary", horizon=16, budget={"epsilon": 1.0})  # type: ignore[arg-type]
 
 
 def test_compare_ranks_every_noise_so_refuses_a_budget_that_names_one() -> None:
     with pytest.raises(ValueError, match="compare ranks every noise kind"):
         compare(16, budget=Budget(epsilon=1.0, noise="laplace"))
-    with pytest.raises(TypeError, match=r"compare\(\) takes either budget= or its fields"):
-        compare(16, 1.0, budget=Budget(epsilon=1.0))
+    with pytest.raises(TypeError, match=r"compare\(\) got the budget's fields epsilon by posi"):
+        compare(16, 1.0, budget=Budget(epsilon=1.0))  # type: ignore[misc]

@@ -66,7 +66,7 @@ KS = range(2, 5)
 
 def _budgeted(fn: Any, fields: tuple[str, ...]) -> Any:
     """``fn`` called with its budget's fields gathered into ``budget=Budget(...)`` (the
-    loose spelling is deprecated): the Budget validates them, naming each."""
+    loose spelling was removed in 0.5): the Budget validates them, naming each."""
 
     def call(**kw: Any) -> Any:
         budget = Budget(**{k: kw.pop(k) for k in fields if k in kw})

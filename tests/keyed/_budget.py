@@ -1,8 +1,8 @@
 """The tests' :func:`keyed_counts`, :class:`KeyedMechanism` and :func:`make_job`: the
 library's with the budget's fields, given loose by the tests (``epsilon=``,
 ``delta=``, ``noise=``, ``calibration=``, ``participation=``), moved into
-``budget=Budget(...)`` (the loose spelling is deprecated; tests/keyed/test_budget.py
-checks it warns and means the same)."""
+``budget=Budget(...)`` (the library's loose spelling was removed in 0.5;
+tests/keyed/test_budget.py checks it is refused, naming the replacement)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dpcount.keyed.spec import from_keywords
 from dpcount.privacy import Budget
 
 #: the budget's fields that keyed_counts, KeyedMechanism and make_job accepted loose
-#: before 0.4 (participation: KeyedMechanism only)
+#: until 0.4 (participation: KeyedMechanism only)
 FIELDS = ("epsilon", "delta", "noise", "calibration", "participation")
 
 

@@ -1,10 +1,11 @@
 """keyed_counts, KeyedMechanism, make_job and the keyed choose_mechanism take
-``budget=Budget(...)`` (the loose ε/δ/noise/calibration spelling warns and means the
-same: the same mechanism and run configuration, so the same secret and noise), and
+``budget=Budget(...)`` (the loose ε/δ/noise/calibration spelling, deprecated in 0.4, was
+removed in 0.5: a TypeError names the field and ``budget=Budget(...)``), and
 ``mechanism="auto"`` is the library's one choice, :func:`dpcount.analysis.choice.choose`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dpcount.analysis import choice as choice_module
+from dpcount.counting.registry import MECHANISMS
 from dpcount.keyed import run
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import EventColumns
@@ -42,23 +44,30 @@ def _kw(**extra: Any) -> dict[str, Any]:
     return kw
 
 
-def test_the_loose_spelling_warns_and_releases_the_same() -> None:
+#: the message's tail: the 0.4 spelling is gone, and what to write instead
+REMOVED = r"removed in dpcount 0\.5 \(deprecated in 0\.4\); pass budget=Budget\({}\) instead"
+
+
+def test_the_loose_spelling_is_a_type_error_naming_the_replacement() -> None:
     budget = Budget(epsilon=0.5, delta=1e-6, noise="gaussian", calibration="classic")
     new = _keyed_counts(_events(), **_kw(budget=budget, mechanism="sqrt"))
-    with pytest.warns(DeprecationWarning, match=r"keyed_counts\(epsilon=, delta=, noise="):
-        old = _keyed_counts(
+    assert new.mechanism.calibration == "classic"
+    spelled = "epsilon=0.5, delta=1e-06, noise='gaussian', calibration='classic'"
+    with pytest.raises(
+        TypeError,
+        match=r"keyed_counts\(\) got an unexpected keyword argument 'epsilon': the budget's "
+        r"fields outside budget= were " + REMOVED.format(spelled),
+    ):
+        _keyed_counts(
             _events(), **_kw(epsilon=0.5, delta=1e-6, noise="gaussian", calibration="classic",
                              mechanism="sqrt"),
         )  # fmt: skip
-    assert new.frame is not None and old.frame is not None
-    assert new.frame.equals(old.frame)
-    assert new.mechanism == old.mechanism and new.mechanism.calibration == "classic"
 
 
 def test_what_a_keyed_budget_cannot_mean_is_refused() -> None:
-    with pytest.raises(TypeError, match=r"keyed_counts\(\) takes either budget= or its fields"):
+    with pytest.raises(TypeError, match=r"keyed_counts\(\) got an unexpected keyword argument"):
         _keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0), epsilon=1.0))
-    with pytest.raises(TypeError, match=r"keyed_counts\(\) needs epsilon="):
+    with pytest.raises(TypeError, match=r"keyed_counts\(\) missing required keyword .*'budget'"):
         _keyed_counts(_events(), **_kw())
     with pytest.raises(ValueError, match=r"budget.step_sensitivity must be 1 .* max_weight"):
         _keyed_counts(_events(), **_kw(budget=Budget(epsilon=1.0, step_sensitivity=2.0)))
@@ -95,35 +104,39 @@ def test_auto_is_the_librarys_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert rule == (None if gauss.budget.calibration is None else str(gauss.budget.calibration))
 
 
-def test_the_keyed_building_blocks_take_the_budget_and_warn_on_the_loose_spelling() -> None:
+def test_the_keyed_building_blocks_take_the_budget_and_refuse_the_loose_spelling() -> None:
     schema = Participation(max_participations=2, min_separation=3)
     budget = Budget(epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema)
     shape: dict[str, Any] = dict(
         l1_step=2.0, l2_step=2**0.5, neighbouring="unit", key_block=4, k=3, subtract=True
     )
     new = KeyedMechanism(3, 12, "kary", budget=budget, **shape)
-    with pytest.warns(DeprecationWarning, match=r"KeyedMechanism\(epsilon=, delta=, noise="):
-        old = KeyedMechanism(
+    with pytest.raises(
+        TypeError,
+        match=r"KeyedMechanism\(\) got an unexpected keyword argument "
+        r"'epsilon': .*" + REMOVED.format(r"epsilon=0\.5, .*" + re.escape(repr(schema))),
+    ):
+        KeyedMechanism(
             3, 12, "kary", epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema,
             **shape,
         )  # fmt: skip
-    assert new == old and new.config() == old.config() and hash(new) == hash(old)
     assert repr(budget) in repr(new)
     # no noise kind: the keyed default, exact discrete Laplace (also in the fingerprint)
     plain = KeyedMechanism(3, 12, "binary", budget=Budget(epsilon=1.0), **{**shape, "k": None,
                            "subtract": None})  # fmt: skip
     assert plain.config()["noise"] == "discrete-laplace"
-    with pytest.raises(TypeError, match=r"KeyedMechanism\(\) takes either budget= or"):
+    with pytest.raises(TypeError, match=r"KeyedMechanism\(\) got an unexpected keyword arg"):
         KeyedMechanism(3, 12, "kary", budget=budget, epsilon=1.0, **shape)
 
     steps = dict(l1_step=2.0, l2_step=2**0.5)
-    chosen = choose_mechanism(16, budget=budget, **steps)
-    with pytest.warns(DeprecationWarning, match=r"choose_mechanism\(epsilon=, delta=, noise="):
-        assert (
-            choose_mechanism(
-                16, epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema, **steps
-            )
-            == chosen
+    assert choose_mechanism(16, budget=budget, **steps)[0] in MECHANISMS
+    with pytest.raises(
+        TypeError,
+        match=r"choose_mechanism\(\) got an unexpected keyword "
+        r"argument 'epsilon': .*" + REMOVED.format(r"epsilon=0\.5, delta=1e-06, .*"),
+    ):
+        choose_mechanism(
+            16, epsilon=0.5, delta=1e-6, noise="gaussian", participation=schema, **steps
         )
 
     job_kw: dict[str, Any] = dict(
@@ -131,8 +144,12 @@ def test_the_keyed_building_blocks_take_the_budget_and_warn_on_the_loose_spellin
         max_weight=1, max_keys=None, start=1, horizon=12,
     )  # fmt: skip
     job, _ = make_job(budget=Budget(epsilon=0.5, noise="discrete-gaussian", delta=1e-6), **job_kw)
-    with pytest.warns(DeprecationWarning, match=r"make_job\(epsilon=, delta=, noise="):
-        loose, _ = make_job(epsilon=0.5, delta=1e-6, noise="discrete-gaussian", **job_kw)
-    assert job.config() == loose.config() and job.mechanism == loose.mechanism
+    assert job.mechanism.budget.noise == "discrete-gaussian"
+    with pytest.raises(
+        TypeError,
+        match=r"make_job\(\) got an unexpected keyword argument "
+        r"'epsilon': .*" + REMOVED.format("epsilon=0.5, delta=1e-06, noise='discrete-gaussian'"),
+    ):
+        make_job(epsilon=0.5, delta=1e-6, noise="discrete-gaussian", **job_kw)
     with pytest.raises(ParticipationUnsupportedError, match=r"make_job\(\) does not"):
         make_job(budget=budget, **job_kw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from dpcount.counting import BinaryTree, Honaker, KaryTree, SqrtFactorization
 from dpcount.privacy import Budget, CalibrationRule, Neighbouring, NoiseKind, ZeroNoise
+from dpcount.privacy.budget import refuses_loose_budget
 from dpcount.privacy.calibration import analytic_gaussian_delta
 
 dp_accounting = pytest.importorskip("dp_accounting")
@@ -84,6 +86,44 @@ def test_budget_and_fields_are_exclusive_and_typos_are_named() -> None:
         KaryTree(10)
     with pytest.raises(TypeError, match=r"budget must be a dpcount\.privacy\.Budget"):
         KaryTree(10, budget={"epsilon": 1.0})  # type: ignore[arg-type]
+
+
+def test_the_loose_spelling_refusal_keeps_the_signature_and_names_the_replacement() -> None:
+    """:func:`refuses_loose_budget` (0.5 removed what 0.4 deprecated): the loose fields
+    and the listed positional ones are a TypeError naming them and ``budget=Budget(...)``;
+    anything else reaches the callable (or Python's own error) unchanged."""
+
+    @refuses_loose_budget("epsilon", "delta")
+    def plan(horizon: int, *, budget: Budget, k: int = 2) -> tuple[int, Budget, int]:
+        """A plan."""
+        return horizon, Budget.check(budget, owner="plan"), k
+
+    assert plan.__name__ == "plan" and plan.__doc__ == "A plan."
+    assert list(inspect.signature(plan).parameters) == ["horizon", "budget", "k"]
+    one = Budget(epsilon=1.0)
+    assert plan(8, budget=one, k=3) == (8, one, 3)
+    tail = r"were removed in dpcount 0\.5 \(deprecated in 0\.4\); pass budget=Budget\({}\) instead"
+    with pytest.raises(
+        TypeError,
+        match=r"plan\(\) got an unexpected keyword argument 'delta': "
+        r"the budget's fields outside budget= " + tail.format(r"delta=1e-06"),
+    ):
+        plan(8, budget=one, delta=1e-6)  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError,
+        match=r"plan\(\) got the budget's fields epsilon, delta by "
+        r"position: .* " + tail.format(r"epsilon=1\.0, delta=1e-06"),
+    ):
+        plan(8, 1.0, 1e-6)  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"plan\(\) takes 1 positional argument but 4 were given"):
+        plan(8, 1.0, 1e-6, "laplace")  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"plan\(\) got an unexpected keyword argument 'kk'$"):
+        plan(8, budget=one, kk=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"budget must be a dpcount\.privacy\.Budget, got dict"):
+        plan(8, budget={"epsilon": 1.0})  # type: ignore[arg-type]
+    schema = Budget(epsilon=1.0, participation={"max_participations": 2, "min_separation": 3})
+    with pytest.raises(ValueError, match=r"plan\(\) does not calibrate to a participation"):
+        plan(8, budget=schema)
 
 
 # -- dp_event composes with dp_accounting --------------------------------------------------

@@ -271,7 +271,7 @@ def test_bad_input_is_refused_naming_it() -> None:
         make(budget=Budget(epsilon=1.0, delta=1e-6, step_sensitivity=2.0))
     with pytest.raises(ValueError, match=r"does not calibrate to a participation schema"):
         make(budget=Budget(epsilon=1.0, delta=1e-6, participation=Participation(2, 3)))
-    with pytest.raises(TypeError, match="both"):
+    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'epsilon'"):
         make(epsilon=1.0)
     with pytest.raises(ValueError, match="mechanism must use noise='gaussian'"):
         GradientPrivatizer(BinaryTree(T, epsilon=1.0))
@@ -285,12 +285,16 @@ def test_bad_input_is_refused_naming_it() -> None:
         clip_and_sum({"a": np.zeros((3, 1)), "b": np.zeros((2, 1))}, 1.0)
 
 
-def test_the_loose_budget_spelling_warns_and_calibrates_the_same() -> None:
-    with pytest.warns(DeprecationWarning, match="gaussian_privatizer"):
-        loose = gaussian_privatizer(
+def test_the_loose_budget_spelling_is_a_type_error_naming_the_replacement() -> None:
+    """0.4 deprecated the loose spelling, 0.5 removed it (issue 33)."""
+    with pytest.raises(
+        TypeError,
+        match=r"gaussian_privatizer\(\) got an unexpected keyword argument 'epsilon': .* "
+        r"removed in dpcount 0\.5 .*; pass budget=Budget\(epsilon=1\.0, delta=1e-06\) instead",
+    ):
+        gaussian_privatizer(  # type: ignore[call-arg]
             "blt", epochs=EPOCHS, batches_per_epoch=BATCHES, clip_norm=1.5, epsilon=1.0, delta=1e-6
         )
-    assert loose.noise_multiplier == make("blt").noise_multiplier
 
 
 def test_state_repr_shows_no_values() -> None:

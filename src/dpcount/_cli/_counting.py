@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from dpcount._cli.common import err_console, escape, flags, participation_from
+from dpcount._cli.common import err_console, escape, participation_from
 from dpcount.analysis.choice import DEFAULT_K, UNBOUNDED_PROBE, Choice, choose
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import MECHANISMS, objectives
@@ -21,7 +21,6 @@ from dpcount.privacy.budget import Budget, MissingDeltaError, ParticipationUnsup
 __all__ = [
     "DEFAULT_K",
     "SPELLING",
-    "budget_from",
     "build",
     "build_unbounded",
     "check_unbounded",
@@ -69,19 +68,6 @@ SPELLING = {
     "step_sensitivity": "--sensitivity",
     "delta": "--delta",
 }
-
-
-def budget_from(args: argparse.Namespace, horizon: int | None = None) -> Budget:
-    """The :class:`~dpcount.privacy.Budget` of the privacy flags (the schema of
-    ``--participations``/``--min-separation`` checked against ``horizon`` when given)."""
-    try:
-        return Budget(
-            **flags(args, "epsilon", "delta", "noise", "calibration"),
-            step_sensitivity=args.sensitivity,
-            participation=participation_from(args, horizon),
-        )
-    except MissingDeltaError:
-        raise ValueError(f"--delta must be given for --noise {args.noise}") from None
 
 
 #: flags --mechanism auto refuses (it chooses them itself), and why
@@ -132,18 +118,26 @@ def choice_for(
 ) -> Choice:
     """The library's :func:`~dpcount.analysis.choice.choose` for the flags: the
     mechanism (``--mechanism auto`` resolved), its options and its noise, for
-    ``horizon`` steps (None: the doubling counter). ``values``: the rows when known
-    in advance (a file), None for live input (a fractional row is then refused)."""
+    ``horizon`` steps (None: the doubling counter), under the
+    :class:`~dpcount.privacy.Budget` of the privacy flags (the schema of
+    ``--participations``/``--min-separation`` checked against ``horizon`` when given).
+    ``values``: the rows when known in advance (a file), None for live input (a
+    fractional row is then refused)."""
     whole = None if values is None else all(math.isfinite(v) and float(v).is_integer()
                                             for v in values)  # fmt: skip
     options = _structure(args)
     if args.mechanism != "auto":
         warn_ignored(args, args.mechanism)
+    schema = participation_from(args, horizon)
     try:
-        return choose(
-            horizon, budget=budget_from(args, horizon), mechanism=args.mechanism, whole=whole,
-            options=options,
+        budget = Budget(
+            epsilon=args.epsilon, delta=args.delta, noise=args.noise,
+            calibration=args.calibration, step_sensitivity=args.sensitivity,
+            participation=schema,
         )  # fmt: skip
+        return choose(
+            horizon, budget=budget, mechanism=args.mechanism, whole=whole, options=options
+        )
     except MissingDeltaError:
         if args.noise is not None:
             raise ValueError(f"--delta must be given for --noise {args.noise}") from None

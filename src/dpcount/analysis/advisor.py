@@ -15,7 +15,7 @@ from dpcount._validate import (
 from dpcount.counting.base import calibrate_budget
 from dpcount.counting.participation import DENSE_LIMIT, tree_sensitivity_lower_bounds
 from dpcount.counting.tree import KaryTree
-from dpcount.privacy.budget import Budget, accept_participation
+from dpcount.privacy.budget import Budget, accept_participation, refuses_loose_budget
 
 accept_participation("best_k")  # the trees calibrate to the budget's schema
 
@@ -39,16 +39,13 @@ class TreeChoice:
     max_variance: float = math.nan
 
 
+@refuses_loose_budget("epsilon", "delta", "noise")
 def best_k(
     horizon: int,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    noise: str | None = None,
     *,
-    budget: Budget | None = None,
+    budget: Budget,
     subtract: bool | None = None,
     k_values: Iterable[int] = range(2, 65),
-    calibration: str | None = None,
     metric: str = "mse",
     beta: float = 0.05,
 ) -> TreeChoice:
@@ -67,14 +64,9 @@ def best_k(
         metric: ``"mse"``, ``"max_variance"`` or ``"linf"`` (the (1 − β) bound of
             :meth:`~dpcount.counting.CountingMechanism.linf_bound` on the largest error).
         beta: failure probability for ``metric="linf"``.
-        epsilon, delta, noise, calibration: deprecated: the budget's fields instead
-            of ``budget=`` (DeprecationWarning).
     """
     horizon = check_integer("horizon", horizon, ge=1)
-    budget = Budget.resolve_loose(
-        budget, owner="best_k", epsilon=epsilon, delta=delta, noise=noise, calibration=calibration
-    )
-    budget = budget.with_default_noise("laplace")
+    budget = Budget.check(budget, owner="best_k").with_default_noise("laplace")
     check_choice("metric", metric, TREE_METRICS)
     options = (False, True) if subtract is None else (check_bool("subtract", subtract),)
     trees = []

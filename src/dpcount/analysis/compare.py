@@ -42,6 +42,7 @@ from dpcount.privacy.budget import (
     NoiseKind,
     Participation,
     accept_participation,
+    refuses_loose_budget,
 )
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
 from dpcount.privacy.rng import RNGLike
@@ -309,17 +310,14 @@ def _dense_row(
     )
 
 
+@refuses_loose_budget("epsilon", "delta")
 def compare(
     horizon: int,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    metric: str = "mse",
     *,
-    budget: Budget | None = None,
+    budget: Budget,
+    metric: str = "mse",
     beta: float = 0.05,
-    step_sensitivity: float | None = None,
     k_values: Iterable[int] = range(2, 65),
-    participation: Participation | None = None,
     dim: int | None = None,
     memory: int | str | None = None,
     certificates: bool = True,
@@ -384,8 +382,6 @@ def compare(
         metric: ``"mse"``, ``"max_variance"`` or ``"linf"``.
         beta: failure probability of the ℓ∞ bounds.
         k_values: branching factors searched for the trees.
-        epsilon, delta, step_sensitivity, participation: deprecated: the budget's
-            fields instead of ``budget=`` (DeprecationWarning).
         dim: the length of a vector step (None: scalar steps). Each row's
             ``stream_bytes`` is its class's declared stream state for it.
         memory: with ``dim`` or alone: only mechanisms whose structure and one stream
@@ -407,17 +403,11 @@ def compare(
     Raises:
         ValueError: a bad argument, a budget with a noise kind or rule, or a schema
             whose k participations b apart do not fit in the horizon (naming them).
-        TypeError: both ``budget`` and its fields, or neither.
+        TypeError: ``budget`` not a Budget, or its fields given loose or by position
+            (removed in 0.5).
     """
     T = check_integer("horizon", horizon, ge=1)
-    budget = Budget.resolve_loose(
-        budget,
-        owner="compare",
-        epsilon=epsilon,
-        delta=delta,
-        step_sensitivity=step_sensitivity,
-        participation=participation,
-    )
+    budget = Budget.check(budget, owner="compare")
     if budget.noise is not None or budget.calibration is not None:
         raise ValueError(
             "compare ranks every noise kind with its own calibration: pass a budget without "

@@ -24,7 +24,12 @@ from dpcount._validate import check_bool
 from dpcount.analysis._floor import gaussian_mse_floor
 from dpcount.analysis.compare import Candidate, compare
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
-from dpcount.privacy.budget import Budget, MissingDeltaError, accept_participation
+from dpcount.privacy.budget import (
+    Budget,
+    MissingDeltaError,
+    accept_participation,
+    refuses_loose_budget,
+)
 
 __all__ = ["NOISE_KINDS", "Recommendation", "recommend_mechanism"]
 
@@ -85,14 +90,14 @@ class Recommendation:
         return requested.replace(noise=self.noise, calibration=self.calibration)
 
 
+@refuses_loose_budget()
 def recommend_mechanism(
     horizon: int,
     *,
-    budget: Budget | None = None,
+    budget: Budget,
     whole: bool = True,
     dim: int | None = None,
     memory: int | None = None,
-    **fields: Any,
 ) -> Recommendation:
     """The mechanism ranked first by exact MSE among those that take the noise used.
 
@@ -121,14 +126,12 @@ def recommend_mechanism(
         whole: whether every data value is a whole number (public: the choice of
             noise kind, not the values, is what it changes).
         dim, memory: passed to :func:`compare` when given.
-        **fields: deprecated: the budget's fields (``epsilon``, ``delta``, ``noise``,
-            ``step_sensitivity``, ``participation``) instead of ``budget=``.
 
     Raises:
         MissingDeltaError: a Gaussian noise kind without δ.
         ValueError: a bad parameter (from :func:`compare`).
     """
-    budget = Budget.resolve(budget, fields, owner="recommend_mechanism", deprecated=True)
+    budget = Budget.check(budget, owner="recommend_mechanism")
     if budget.calibration is not None:
         raise ValueError(
             f"recommend_mechanism ranks each row with its own calibration rule, got "

@@ -34,7 +34,13 @@ from dpcount.counting.strategy import (
     Plan,
     Planned,
 )
-from dpcount.privacy.budget import Budget, MissingDeltaError, NoiseKind, accept_participation
+from dpcount.privacy.budget import (
+    Budget,
+    MissingDeltaError,
+    NoiseKind,
+    accept_participation,
+    refuses_loose_budget,
+)
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -474,18 +480,6 @@ def names(horizon: int | None = None) -> tuple[str, ...]:
     )
 
 
-#: the budget's fields, accepted loose by :func:`build_mechanism` for one more release
-_BUDGET_FIELDS = (
-    "epsilon",
-    "delta",
-    "noise",
-    "calibration",
-    "step_sensitivity",
-    "step_l2_sensitivity",
-    "participation",
-)
-
-
 def memory_estimate(
     name: str, horizon: int, dim: int | None = None, **options: Any
 ) -> MemoryEstimate:
@@ -536,11 +530,12 @@ def check_memory(
     )
 
 
+@refuses_loose_budget()
 def build_mechanism(
     name: str,
     *,
     horizon: int,
-    budget: Budget | None = None,
+    budget: Budget,
     rng: RNGLike = None,
     **kwargs: Any,
 ) -> CountingMechanism:
@@ -560,23 +555,19 @@ def build_mechanism(
         horizon: T ≥ 1.
         budget: the :class:`~dpcount.privacy.Budget`.
         rng: None (OS-entropy CSPRNG), or a seed/Generator (research only).
-        **kwargs: structure options (``k``, ``subtract``, ``bands``, ...); the
-            budget's fields given loose (``epsilon=``, ``delta=``, ``noise=``, ...)
-            instead of ``budget=`` are deprecated (DeprecationWarning).
+        **kwargs: structure options (``k``, ``subtract``, ``bands``, ...).
 
     Raises:
         ValueError: an unknown name, or no noise and no δ for a mechanism whose
             default noise is Gaussian (:class:`~dpcount.privacy.MissingDeltaError`,
             naming ``delta``); the mechanism's own errors otherwise.
-        TypeError: ``budget`` and its fields both given, or neither.
+        TypeError: ``budget`` not a Budget, or one of its fields given loose
+            (``epsilon=``, ...: removed in 0.5, :func:`~dpcount.privacy.refuses_loose_budget`).
     """
     check_choice("mechanism", name, MECHANISMS)
     dim, memory = kwargs.pop("dim", None), kwargs.pop("memory", None)
     check_memory(name, horizon, dim=dim, memory=memory, **kwargs)
-    fields = {k: kwargs.pop(k) for k in _BUDGET_FIELDS if k in kwargs}
-    if fields.get("noise", "") is None:
-        del fields["noise"]  # noise=None: the default, as before
-    resolved = Budget.resolve(budget, fields, owner="build_mechanism", deprecated=True)
+    resolved = Budget.check(budget, owner="build_mechanism")
     if resolved.noise is None:
         chosen = default_noise(name, resolved.delta, resolved.step_sensitivity)
         resolved = resolved.replace(

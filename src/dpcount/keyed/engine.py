@@ -72,7 +72,7 @@ from dpcount.counting.registry import MECHANISMS, capabilities
 from dpcount.keyed.events import Contributions
 from dpcount.keyed.prf import PRF_SCHEME, PositionPRF, PRFKey, PRFWords
 from dpcount.privacy import Budget, CalibrationRule, NoiseKind, Participation, PrivacyGuarantee
-from dpcount.privacy.budget import BudgetFields, accept_participation
+from dpcount.privacy.budget import accept_participation, refuses_loose_budget
 from dpcount.privacy.float_safe import snap_release
 from dpcount.privacy.source import NoiseSource
 
@@ -285,9 +285,6 @@ class KeyedMechanism:
             blocks of B keys.
         k, subtract: the k-ary tree's options (``"kary"``/``"tree"`` only).
         bands: the Toeplitz factorization's band count (``"toeplitz"`` only; None: full).
-        **fields: the budget's fields given loose (``epsilon=``, ``delta=``, ``noise=``,
-            ``calibration=``, ``participation=``; deprecated, DeprecationWarning; removed
-            in 0.5): pass ``budget=``.
     """
 
     n_keys: int
@@ -302,13 +299,14 @@ class KeyedMechanism:
     subtract: bool | None = None
     bands: int | None = None
 
+    @refuses_loose_budget()
     def __init__(
         self,
         n_keys: int,
         horizon: int,
         mechanism: str,
         *,
-        budget: Budget | None = None,
+        budget: Budget,
         l1_step: float,
         l2_step: float,
         neighbouring: str,
@@ -316,9 +314,8 @@ class KeyedMechanism:
         k: int | None = None,
         subtract: bool | None = None,
         bands: int | None = None,
-        **fields: Unpack[BudgetFields],
     ) -> None:
-        resolved = Budget.resolve(budget, fields, owner="KeyedMechanism", deprecated=True)
+        resolved = Budget.check(budget, owner="KeyedMechanism")
         values = {
             "n_keys": n_keys,
             "horizon": horizon,

@@ -547,7 +547,7 @@ def run_incremental(
         late: ``"refuse"`` or ``"next-step"`` (:mod:`dpcount.keyed.watermark`).
         **options: the other arguments of :func:`~dpcount.keyed.run.keyed_counts`
             (``keys``, ``time_column``, ``key_column``, ``step``, ``start``,
-            ``horizon``, ``epsilon``, ``secret``, ...); ``start`` and ``horizon`` are
+            ``horizon``, ``budget``, ``secret``, ...); ``start`` and ``horizon`` are
             required.
 
     Returns:

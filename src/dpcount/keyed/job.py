@@ -9,7 +9,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,10 +45,7 @@ from dpcount.keyed.stages import (
     merge_partials,
     renumber,
 )
-from dpcount.privacy.budget import Budget, BudgetFields
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
+from dpcount.privacy.budget import Budget, refuses_loose_budget
 
 __all__ = [
     "OPEN_KEY_BLOCK",
@@ -188,13 +185,14 @@ class KeyedJob:
         return self.spec.config()
 
 
+@refuses_loose_budget()
 def make_job(
     *,
     times: pd.Series,
     keys: Sequence[Any] | None,
     columns: EventColumns,
     step: int | str,
-    budget: Budget | None = None,
+    budget: Budget,
     max_weight: float,
     max_keys: int | None,
     start: Any,
@@ -209,16 +207,11 @@ def make_job(
     min_separation: int | None = None,
     late: str = "refuse",
     prior_keys: Sequence[Any] = (),
-    **fields: Unpack[BudgetFields],
 ) -> tuple[KeyedJob, list[str]]:
     """:func:`~dpcount.keyed.spec.build_spec` from its groups' fields given loose, as a
     job (``times``: all event times, for omitted start/horizon). The job's secret is a
-    placeholder until :func:`dpcount.keyed.session.with_secret`. ``**fields``: the budget's fields
-    given loose (``epsilon=``, ``delta=``, ``noise=``, ``calibration=``; deprecated,
-    DeprecationWarning; removed in 0.5)."""
-    resolved = keyed_budget(
-        Budget.resolve(budget, fields, owner="make_job", deprecated=True), "make_job"
-    )
+    placeholder until :func:`dpcount.keyed.session.with_secret`."""
+    resolved = keyed_budget(Budget.check(budget, owner="make_job"), "make_job")
     spec = build_spec(
         columns,
         Keys(keys, selection),

@@ -35,7 +35,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -47,14 +47,11 @@ from dpcount.keyed.selection import KeySelection, SelectionPlan
 from dpcount.keyed.watermark import check_late
 from dpcount.privacy.budget import (
     Budget,
-    BudgetFields,
     Participation,
     _Choice,
     accept_participation,
+    refuses_loose_budget,
 )
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = [
     "OPEN_KEY_BLOCK",
@@ -366,13 +363,9 @@ _CHOOSE = "keyed.spec.choose_mechanism"
 accept_participation(_CHOOSE)
 
 
+@refuses_loose_budget()
 def choose_mechanism(
-    horizon: int,
-    *,
-    budget: Budget | None = None,
-    l1_step: float,
-    l2_step: float,
-    **fields: Unpack[BudgetFields],
+    horizon: int, *, budget: Budget, l1_step: float, l2_step: float
 ) -> tuple[str, dict[str, Any], str | None]:
     """The plan's best mechanism for a keyed run: (registry name, options, calibration).
 
@@ -384,12 +377,11 @@ def choose_mechanism(
     one family every candidate's MSE scales with that Δ² (at unit-step level with
     Laplace noise and a δ, Theorem 3 also reads Δ₂, so the ranking is that of Δ₁ = Δ₂
     — the chosen mechanism is then calibrated exactly). The choice reads only public
-    parameters. ``**fields``: the budget's fields given loose (``epsilon=``, ``delta=``,
-    ``noise=``, ``participation=``; deprecated, DeprecationWarning; removed in 0.5).
+    parameters.
     """
     from dpcount.analysis.choice import choose
 
-    resolved = keyed_budget(Budget.resolve(budget, fields, owner=_CHOOSE, deprecated=True), _CHOOSE)
+    resolved = keyed_budget(Budget.check(budget, owner=_CHOOSE), _CHOOSE)
     assert resolved.noise is not None
     step = l2_step if resolved.noise.is_gaussian else l1_step
     # the choice as before 0.4: for the kind's step sensitivity, without a calibration rule
@@ -613,8 +605,8 @@ def build_spec(
 
 # --- the 0.4 keyword spelling ----------------------------------------------------
 
-#: keyed_counts' 0.4 keywords of each group (the Budget's fields given loose go through
-#: :meth:`~dpcount.privacy.Budget.resolve`, deprecated)
+#: keyed_counts' 0.4 keywords of each group (not the Budget's fields given loose: 0.4
+#: deprecated them, 0.5 removed them; ``budget=`` is required)
 _KEYWORDS: Mapping[str, tuple[str, ...]] = {
     "columns": ("time_column", "key_column", "weight_column", "unit_column"),
     "keys": ("keys", "selection"),
@@ -626,7 +618,7 @@ _KEYWORDS: Mapping[str, tuple[str, ...]] = {
     "runner": ("engine", "partitions", "scheduler", "workers", "master"),
 }
 _LOOSE_BUDGET = ("epsilon", "delta", "noise", "calibration")
-_REQUIRED = ("keys", "time_column", "key_column", "step", "secret")
+_REQUIRED = ("keys", "time_column", "key_column", "step", "secret", "budget")
 
 
 def _runner(engine: object, partitions: Any, scheduler: Any, workers: Any, master: Any) -> Runner:
@@ -645,18 +637,19 @@ def _runner(engine: object, partitions: Any, scheduler: Any, workers: Any, maste
 
 def from_keywords(**kw: Any) -> dict[str, Any]:
     """keyed_counts' groups from its 0.4 keywords (``keys=``, ``time_column=``, ...,
-    ``engine=``; the budget's fields loose are deprecated): a dict of ``secret`` and
-    the groups, for ``keyed_counts(events, **from_keywords(...))``. An unknown keyword
-    is a TypeError naming it."""
+    ``engine=``, ``budget=``): a dict of ``secret`` and the groups, for
+    ``keyed_counts(events, **from_keywords(...))``. An unknown keyword is a TypeError
+    naming it; the budget's fields given loose (``epsilon=``, ...; removed in 0.5) are
+    one naming ``budget=Budget(...)``."""
+    Budget.refuse_loose("keyed_counts", {n: kw[n] for n in _LOOSE_BUDGET if n in kw})
     for name in _REQUIRED:
         if name not in kw:
             raise TypeError(f"keyed_counts() missing required keyword argument {name!r}")
     known = {name for names in _KEYWORDS.values() for name in names}
-    unknown = sorted(set(kw) - known - {"secret", *_LOOSE_BUDGET})
+    unknown = sorted(set(kw) - known - {"secret"})
     if unknown:
         raise TypeError(f"keyed_counts() got an unexpected keyword argument {unknown[0]!r}")
-    loose = {n: kw[n] for n in _LOOSE_BUDGET if kw.get(n) is not None}
-    budget = Budget.resolve(kw.get("budget"), loose, owner="keyed_counts", deprecated=True)
+    budget = Budget.check(kw["budget"], owner="keyed_counts")
     g = {name: {n: kw[n] for n in names if n in kw} for name, names in _KEYWORDS.items()}
     c = g["columns"]
     r = g["runner"]

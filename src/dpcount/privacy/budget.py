@@ -10,7 +10,10 @@ the same object and exposes it as ``mech.budget``::
     Budget(epsilon=1.0, delta=1e-06, noise=gaussian)
 
 The short calls keep working: ``KaryTree(T, epsilon=1.0)`` builds the budget from
-its keyword arguments (:meth:`Budget.resolve`).
+its keyword arguments (:meth:`Budget.resolve`). The callables built on the mechanisms
+(``build_mechanism``, ``compare``, ``private_counts``, the keyed and training front
+doors) take ``budget=`` only: their loose spelling, deprecated in 0.4, was removed in
+0.5 and names the replacement (:func:`refuses_loose_budget`).
 
 The closed choices are Enums with one definition each — :class:`NoiseKind`,
 :class:`CalibrationRule` and :class:`Neighbouring`. They derive from ``str``, so
@@ -29,11 +32,13 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import sys
-import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypedDict
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from dpcount._validate import check_integer, check_probability, check_real
 from dpcount.privacy.notes import delta_warning
@@ -48,7 +53,11 @@ __all__ = [
     "Participation",
     "ParticipationUnsupportedError",
     "accept_participation",
+    "refuses_loose_budget",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class MissingDeltaError(ValueError):
@@ -307,6 +316,38 @@ def accept_participation(owner: str) -> None:
     _PARTICIPATION_AWARE.add(owner)
 
 
+def refuses_loose_budget(*positional: str) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """Decorate a callable that takes ``budget=Budget(...)`` so that the spelling 0.5
+    removed — the budget's fields as keyword arguments, or the fields ``positional``
+    (in order) after its positional parameters, as 0.4 accepted them with a
+    DeprecationWarning — raises the TypeError of :meth:`Budget.refuse_loose` (naming
+    the fields and ``budget=Budget(...)``) instead of Python's bare "unexpected keyword
+    argument".
+    The signature is unchanged (:func:`inspect.signature` follows ``__wrapped__``).
+
+    Model: scikit-learn's ``_deprecate_positional_args``, one step later.
+    """
+
+    def decorate(func: Callable[_P, _R]) -> Callable[_P, _R]:
+        owner = func.__qualname__.removesuffix(".__init__")
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        taken = sum(p.kind in kinds for p in inspect.signature(func).parameters.values())
+
+        @functools.wraps(func)
+        def refusing(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if not _FIELDS.isdisjoint(kwargs):
+                Budget.refuse_loose(owner, {k: v for k, v in kwargs.items() if k in _FIELDS})
+            extra = args[taken:]
+            if extra and len(extra) <= len(positional):
+                given = dict(zip(positional, extra, strict=False))
+                Budget.refuse_loose(owner, given, by_position=True)
+            return func(*args, **kwargs)
+
+        return refusing
+
+    return decorate
+
+
 def _normal(name: str, value: float) -> float:
     """A positive value that is a normal float: a subnormal one (below 2.2e-308) divides
     to infinity in the calibrations."""
@@ -379,23 +420,16 @@ class Budget:
 
     @classmethod
     def resolve(
-        cls,
-        budget: Budget | None,
-        fields: dict[str, Any] | BudgetFields,
-        *,
-        owner: str,
-        deprecated: bool = False,
-        stacklevel: int = 3,
+        cls, budget: Budget | None, fields: dict[str, Any] | BudgetFields, *, owner: str
     ) -> Budget:
-        """The budget from either ``budget=`` or its keyword fields (not both).
+        """The budget from either ``budget=`` or its keyword fields (not both), for the
+        callables whose short spelling is their budget's fields (the counting and range
+        mechanisms: ``KaryTree(T, epsilon=1.0)``).
 
         Args:
             budget: a :class:`Budget` or None.
             fields: keyword arguments such as ``epsilon=1.0, delta=1e-6``.
             owner: the callable's name, for error messages.
-            deprecated: the fields are the old spelling of ``owner`` (kept for one
-                release): a DeprecationWarning is issued when they are used.
-            stacklevel: where the warning points (3: the caller of ``owner``).
 
         Raises:
             TypeError: an unknown keyword, both forms given, neither given, or a
@@ -406,48 +440,59 @@ class Budget:
         unknown = sorted(set(fields) - _FIELDS)
         if unknown:
             raise TypeError(f"{owner}() got an unexpected keyword argument {unknown[0]!r}")
-        if budget is not None:
-            if not isinstance(budget, Budget):
-                raise TypeError(
-                    f"budget must be a dpcount.privacy.Budget, got {type(budget).__name__}"
-                )
-            if fields:
-                raise TypeError(
-                    f"{owner}() takes either budget= or its fields "
-                    f"({', '.join(sorted(fields))}), not both"
-                )
-            resolved = budget
-        else:
+        if budget is None:
             if "epsilon" not in fields:
                 raise TypeError(f"{owner}() needs epsilon= (or budget=Budget(epsilon=...))")
-            if deprecated:
-                warnings.warn(
-                    f"{owner}({', '.join(f'{k}=' for k in fields)}) is deprecated and will be "
-                    f"removed in dpcount 0.5: pass budget=Budget({', '.join(fields)}) instead",
-                    DeprecationWarning,
-                    stacklevel=stacklevel,
-                )
-            resolved = cls(**fields)
-        if resolved.participation is not None and owner not in _PARTICIPATION_AWARE:
-            raise ParticipationUnsupportedError(
-                f"{owner}() does not calibrate to a participation schema, got "
-                f"participation={resolved.participation!r}: it assumes single participation "
-                "(use a counting mechanism from dpcount.counting, or participation=None)",
-                owner=owner,
-                participation=resolved.participation,
+            return cls.check(cls(**fields), owner=owner)
+        if fields:
+            raise TypeError(
+                f"{owner}() takes either budget= or its fields "
+                f"({', '.join(sorted(fields))}), not both"
             )
-        return resolved
+        return cls.check(budget, owner=owner)
 
     @classmethod
-    def resolve_loose(cls, budget: Budget | None, *, owner: str, **loose: Any) -> Budget:
-        """:meth:`resolve` for a callable whose budget fields are deprecated keyword
-        arguments defaulting to None: those given (not None) are the old spelling.
+    def check(cls, budget: object, *, owner: str) -> Budget:
+        """``budget`` as ``owner`` takes it: a :class:`Budget`, with a participation
+        schema only if ``owner`` calibrates to one (:func:`accept_participation`).
 
-        Example: ``Budget.resolve_loose(budget, owner="compare", epsilon=epsilon,
-        delta=delta)``.
+        Raises:
+            TypeError: ``budget`` is not a :class:`Budget`.
+            ParticipationUnsupportedError: a schema with k > 1 for an ``owner`` that
+                does not calibrate to one.
         """
-        fields = {name: value for name, value in loose.items() if value is not None}
-        return cls.resolve(budget, fields, owner=owner, deprecated=True, stacklevel=4)
+        if not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a dpcount.privacy.Budget, got {type(budget).__name__}")
+        if budget.participation is not None and owner not in _PARTICIPATION_AWARE:
+            raise ParticipationUnsupportedError(
+                f"{owner}() does not calibrate to a participation schema, got "
+                f"participation={budget.participation!r}: it assumes single participation "
+                "(use a counting mechanism from dpcount.counting, or participation=None)",
+                owner=owner,
+                participation=budget.participation,
+            )
+        return budget
+
+    @staticmethod
+    def refuse_loose(owner: str, given: Mapping[str, Any], *, by_position: bool = False) -> None:
+        """Refuse the budget's fields ``given`` to ``owner`` loose (``epsilon=1.0``) or
+        by position where ``budget=Budget(...)`` is the API (0.4 deprecated that
+        spelling, 0.5 removed it); nothing when ``given`` is empty.
+
+        Raises:
+            TypeError: naming the fields as given and the replacement, with the values.
+        """
+        if not given:
+            return
+        if by_position:
+            head = f"{owner}() got the budget's fields {', '.join(given)} by position"
+        else:
+            head = f"{owner}() got an unexpected keyword argument {next(iter(given))!r}"
+        fields = ", ".join(f"{name}={value!r}" for name, value in given.items())
+        raise TypeError(
+            f"{head}: the budget's fields outside budget= were removed in dpcount 0.5 "
+            f"(deprecated in 0.4); pass budget=Budget({fields}) instead"
+        )
 
     def replace(self, **changes: Any) -> Budget:
         """A copy with some fields changed (validated again)."""

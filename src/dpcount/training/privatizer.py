@@ -82,7 +82,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,10 +92,10 @@ from dpcount.counting.base import CountingMechanism, NoiseProcess
 from dpcount.counting.registry import MECHANISMS, build_mechanism
 from dpcount.privacy.budget import (
     Budget,
-    BudgetFields,
     CalibrationRule,
     NoiseKind,
     Participation,
+    refuses_loose_budget,
 )
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.float_safe import release_grids, snap_release
@@ -113,9 +113,6 @@ from dpcount.training.sampling import (
     Sampling,
     amplified_noise_multiplier,
 )
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = [
     "GradientPrivatizer",
@@ -382,13 +379,14 @@ class GradientPrivatizer:
         return gradient
 
 
+@refuses_loose_budget()
 def gaussian_privatizer(
     mechanism: str = "blt",
     *,
     epochs: int,
     batches_per_epoch: int,
     clip_norm: float,
-    budget: Budget | None = None,
+    budget: Budget,
     neighbouring: str = "add-remove",
     release: Release = "gradient",
     rng: RNGLike = None,
@@ -396,7 +394,6 @@ def gaussian_privatizer(
     sampling_probability: float | None = None,
     bands: int | None = None,
     monte_carlo: MonteCarlo | None = None,
-    **fields: Unpack[BudgetFields],
 ) -> GradientPrivatizer:
     """A :class:`GradientPrivatizer` calibrated for a training run.
 
@@ -415,8 +412,6 @@ def gaussian_privatizer(
             ``batches_per_epoch``) are the run's, so a budget that sets them is refused.
         neighbouring: ``"add-remove"`` (one example added or removed: step
             sensitivity C) or ``"replace-one"`` (2C).
-        **fields: the budget's fields given loose (``epsilon=``, ``delta=``,
-            ``calibration=``; deprecated, DeprecationWarning; removed in 0.5).
         release: ``"gradient"`` or ``"prefix-sum"`` (module docstring).
         rng: None (secure, for production), a Generator, or an int seed (tests).
         sampling: ``"fixed-batches"`` (default; :func:`fixed_batches`) or
@@ -445,7 +440,7 @@ def gaussian_privatizer(
     b = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
     c = check_real("clip_norm", clip_norm, gt=0)
     check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
-    given = Budget.resolve(budget, fields, owner="gaussian_privatizer", deprecated=True)
+    given = Budget.check(budget, owner="gaussian_privatizer")
     if given.noise not in (None, NoiseKind.GAUSSIAN):
         raise ValueError(f"budget.noise must be gaussian (or None), got {given.noise}")
     if given.step_sensitivity != 1 or given.step_l2_sensitivity is not None:
@@ -454,7 +449,7 @@ def gaussian_privatizer(
             f"gaussian_privatizer, got {given.step_sensitivity!r} and "
             f"{given.step_l2_sensitivity!r}: the run derives it from clip_norm and neighbouring"
         )
-    # a participation schema in the budget is refused by Budget.resolve: the run's
+    # a participation schema in the budget is refused by Budget.check: the run's
     # schema is epochs × batches_per_epoch
     run_budget = replace(
         given,
