@@ -562,7 +562,8 @@ def build_mechanism(
             default noise is Gaussian (:class:`~dpcount.privacy.MissingDeltaError`,
             naming ``delta``); the mechanism's own errors otherwise.
         TypeError: ``budget`` not a Budget, or one of its fields given loose
-            (``epsilon=``, ...: removed in 0.5, :func:`~dpcount.privacy.refuses_loose_budget`).
+            (``epsilon=``, ...: removed in 0.5,
+            :func:`~dpcount.privacy.budget.refuses_loose_budget`).
     """
     check_choice("mechanism", name, MECHANISMS)
     dim, memory = kwargs.pop("dim", None), kwargs.pop("memory", None)
