@@ -66,27 +66,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import toeplitz
 
 from dpcount._scipy import lfilter
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization.blt import (
     BLTInverse,
-    _powers,
-    _ratios,
     blt_inverse,
     check_blt_parameters,
-    encoder_coefficients,
 )
 from dpcount.counting.factorization.normalized_blt import (
     _BLOCK,
-    _DENSE_LIMIT,
     _TABLE_STEPS,
     NormalizedBLT,
     NormalizedBLTNoiseProcess,
 )
-from dpcount.counting.factorization.row_scaled_sqrt import check_log_weights, row_weights
+from dpcount.counting.factorization.scaled import (
+    Base,
+    Rows,
+    Scaling,
+    check_log_weights,
+    row_weights,
+)
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields
@@ -197,10 +198,8 @@ class _RowProfile:
         return out
 
 
-def _variance_blocks(
-    profile: _RowProfile, inv: BLTInverse, stop: int
-) -> Iterator[tuple[int, Array]]:
-    """(first index, V of that block) for blocks of 2^16 steps covering t < stop, by the
+def _variance_blocks(profile: _RowProfile, inv: BLTInverse) -> Iterator[tuple[int, Array]]:
+    """(first index, V of that block) for blocks of 2^16 steps covering t < T, by the
     recursion of the module docstring, carrying R, Y and V across blocks."""
     lam, wp = inv.decay, inv.scale
     n, T = len(lam), profile.T
@@ -215,7 +214,7 @@ def _variance_blocks(
     R = np.zeros(len(iu))  # R_p(t0)
     Y = np.zeros(n)  # Y_i(t0)
     V = 0.0
-    for t0 in range(0, stop, _BLOCK):
+    for t0 in range(0, T, _BLOCK):
         m = min(_BLOCK, T - t0)
         u = 1.0 / profile.weights(t0, m) ** 2
         nt = profile.norms(t0, m)
@@ -290,7 +289,7 @@ def row_scaled_blt_noise_coefficients(
     """V_t = ‖B′[t, :]‖² for t = 1..T (O(T·n²) time; module docstring)."""
     theta, omega, _, profile = _profile(buffer_decay, output_scale, log_weights, horizon)
     out: Array = np.empty(profile.T)
-    for t0, part in _variance_blocks(profile, blt_inverse(theta, omega), profile.T):
+    for t0, part in _variance_blocks(profile, blt_inverse(theta, omega)):
         out[t0 : t0 + len(part)] = part
     return out
 
@@ -311,7 +310,7 @@ def _losses(
     th, om = np.array(theta), np.array(omega)
     profile = _row_profile(theta, omega, a, T, _ANCHOR)
     total, largest = 0.0, 0.0
-    for _, part in _variance_blocks(profile, blt_inverse(th, om), T):
+    for _, part in _variance_blocks(profile, blt_inverse(th, om)):
         total += float(np.sum(part))
         largest = max(largest, float(part.max()))
     return total / T, largest
@@ -382,7 +381,7 @@ def shipped_row_scaled_blt_parameters(
     column norms, sensitivity and variances are always computed for the actual T.
 
     Raises:
-        ValueError: an unknown objective or a horizon outside [1, 2^24].
+        ValueError: an unknown objective or a horizon outside [1, 2^20].
     """
     T = _check(horizon)
     check_choice("objective", objective, ("mean", "max"))
@@ -440,17 +439,18 @@ class RowScaledBLT(NormalizedBLT):
         [references: hku25, bw18]
 
     Args:
-        horizon: 1 ≤ T ≤ 2^24.
+        horizon: 1 ≤ T ≤ 2^20.
         buffer_decay, output_scale, budget, rng: as for :class:`NormalizedBLT`.
         log_weights: Chebyshev coefficients a_1… of ln w (1 to 32 finite numbers,
             |a_m| ≤ 5, Σ|a_m| ≤ 20).
 
     Raises:
         ValueError: parameters outside the BLT domain or bad ``log_weights`` (naming
-            them), a horizon above 2^24, or a noise kind other than Gaussian.
+            them), a horizon above 2^20, or a noise kind other than Gaussian.
     """
 
     name = "row-scaled-blt"
+    scaling = Scaling(Base.BLT, Rows.CHEBYSHEV)
 
     @classmethod
     def memory_estimate(
@@ -481,10 +481,9 @@ class RowScaledBLT(NormalizedBLT):
         theta, omega, a, profile = _profile(buffer_decay, output_scale, log_weights, horizon)
         self.log_weights: tuple[float, ...] = a
         self._profile = profile
-        resolved = Budget.resolve(budget, fields, owner="RowScaledBLT").gaussian_only(
-            "RowScaledBLT"
+        super().__init__(
+            horizon, buffer_decay=theta, output_scale=omega, budget=budget, rng=rng, **fields
         )
-        super().__init__(horizon, buffer_decay=theta, output_scale=omega, budget=resolved, rng=rng)
         self.max_noise_coefficient = None
 
     @classmethod
@@ -538,8 +537,8 @@ class RowScaledBLT(NormalizedBLT):
     ) -> RowScaledBLTNoiseProcess:
         return RowScaledBLTNoiseProcess(self, source, width)
 
-    def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
-        return _variance_blocks(self._profile, self.inverse, stop)
+    def _blocks(self) -> Iterator[tuple[int, Array]]:
+        return _variance_blocks(self._profile, self.inverse)
 
     def losses(self) -> tuple[float, float]:
         """(mean, max) loss in sensitivity-1 Gaussian units (:func:`row_scaled_blt_losses`)."""
@@ -552,21 +551,3 @@ class RowScaledBLT(NormalizedBLT):
 
     def _coefficient_summary(self) -> tuple[float, float]:
         return self.losses()
-
-    def dense_factorization(self) -> tuple[Array, Array]:
-        """(B′, C′) as dense T×T matrices; for T ≤ 4096.
-
-        C′[i, j] = w_i c_{i−j}/n_j, B′[t, j] = Σ_{s=j}^{t} n_s g_{s−j}/w_j (i, t ≥ j)."""
-        T = self.horizon
-        if T > _DENSE_LIMIT:
-            raise ValueError(f"dense factorization is for horizon <= {_DENSE_LIMIT}, got {T}")
-        inv = self.inverse
-        g = np.ones(T)
-        k = np.arange(T - 1, dtype=np.int64)
-        g[1:] = _powers(_ratios(inv.decay, inv.one_minus_decay), k) @ inv.scale
-        zeros = np.zeros(T)
-        c = encoder_coefficients(self.buffer_decay, self.output_scale, T)
-        w, n = self.row_weights(), self.weights()
-        encoder = w[:, None] * toeplitz(c, zeros) / n[None, :]
-        decoder = np.cumsum(n[:, None] * toeplitz(g, zeros), axis=0) / w[None, :]
-        return decoder, encoder
