@@ -623,8 +623,17 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 # -- shipped parameters ------------------------------------------------------------------
 
 
-def _shipped() -> dict[str, Any]:
-    return load_table("normalized_blt_parameters.json")
+def shipped_entry(table: str, horizon: int, objective: str) -> dict[str, Any]:
+    """The entry of the shipped BLT table ``table`` (``dpcount/data``) for ``objective``
+    at the smallest power of two ≥ ``horizon`` (or the table's smallest).
+
+    Raises:
+        ValueError: an unknown objective.
+    """
+    check_choice("objective", objective, ("mean", "max"))
+    entries: dict[str, Any] = load_table(table)["objectives"][objective]
+    k = max((horizon - 1).bit_length(), min(int(key) for key in entries))
+    return dict(entries[str(k)])
 
 
 def shipped_normalized_blt_parameters(
@@ -641,10 +650,7 @@ def shipped_normalized_blt_parameters(
     Raises:
         ValueError: an unknown objective or a horizon outside [1, 2^20].
     """
-    T = _check(horizon)
-    check_choice("objective", objective, ("mean", "max"))
-    table: dict[str, Any] = _shipped()["objectives"][objective]
-    entry = table[str((T - 1).bit_length())]
+    entry = shipped_entry("normalized_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"])
 
 
@@ -740,18 +746,21 @@ class NormalizedBLT(Scaled, _BLTParameters):
     def _set_blt_structure(self, horizon: int) -> None:
         self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None
-        self._weight_cache: Array | None = None
+
+    def _kept(self, key: str, compute: Callable[[], Array]) -> Array:
+        """``compute()``, computed on first use and kept (read-only) under ``key``."""
+        table: Array | None = self.__dict__.get(key)
+        if table is None:
+            table = compute()
+            table.setflags(write=False)
+            self.__dict__[key] = table
+        return table
 
     def _weight_table(self) -> Array:
-        """e_0, …, e_{T−1}, computed on the first batch release and kept (read-only):
-        each is the float of its aligned group of 512 (:func:`_weights`), so every
+        """:meth:`weights`, computed on the first batch release and kept (read-only):
+        each is the float of its aligned block (of 512 here, :func:`_weights`), so every
         stream and release uses the same values."""
-        table = self._weight_cache
-        if table is None:
-            table = _weights(self._sums, self.horizon, 0, self.horizon)
-            table.setflags(write=False)
-            self._weight_cache = table
-        return table
+        return self._kept("_weight_cache", self.weights)
 
     @classmethod
     def optimized(

@@ -57,18 +57,16 @@ column norms and the stream against the dense T×T matrices.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._scipy import lfilter
-from dpcount._validate import check_choice, check_integer
+from dpcount._validate import check_integer
 from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization.blt import (
     BLTInverse,
@@ -80,6 +78,7 @@ from dpcount.counting.factorization.normalized_blt import (
     _TABLE_STEPS,
     NormalizedBLT,
     NormalizedBLTNoiseProcess,
+    shipped_entry,
 )
 from dpcount.counting.factorization.scaled import (
     Base,
@@ -363,12 +362,6 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
 # -- shipped parameters ------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def _shipped() -> dict[str, Any]:
-    table = resources.files("dpcount.data").joinpath("row_scaled_blt_parameters.json")
-    return dict(json.loads(table.read_text(encoding="utf-8")))
-
-
 def shipped_row_scaled_blt_parameters(
     horizon: int, objective: str = "mean"
 ) -> tuple[list[float], list[float], list[float]]:
@@ -383,11 +376,7 @@ def shipped_row_scaled_blt_parameters(
     Raises:
         ValueError: an unknown objective or a horizon outside [1, 2^20].
     """
-    T = _check(horizon)
-    check_choice("objective", objective, ("mean", "max"))
-    table: dict[str, Any] = _shipped()["objectives"][objective]
-    k = max((T - 1).bit_length(), min(int(key) for key in table))
-    entry = table[str(k)]
+    entry = shipped_entry("row_scaled_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"]), list(entry["log_weights"])
 
 
@@ -501,16 +490,6 @@ class RowScaledBLT(NormalizedBLT):
         """The column norms n_0, …, n_{T−1} of diag(w)·C (O(T·n²))."""
         return self._profile.norms(0, self.horizon)
 
-    def _weight_table(self) -> Array:
-        """n_0, …, n_{T−1}, computed on the first batch release and kept (read-only) by
-        this mechanism (not by the shared profile): the floats of the profile's blocks."""
-        table = self._weight_cache
-        if table is None:
-            table = self._profile.norms(0, self.horizon)
-            table.setflags(write=False)
-            self._weight_cache = table
-        return table
-
     def row_weights(self) -> Array:
         """The row weights w_0, …, w_{T−1}."""
         return self._profile.weights(0, self.horizon)
@@ -518,12 +497,7 @@ class RowScaledBLT(NormalizedBLT):
     def _row_weight_table(self) -> Array:
         """w_0, …, w_{T−1}, computed on the first batch release and kept (read-only):
         each w_k is the same float whatever array it is computed in (``row_weights``)."""
-        table: Array | None = self.__dict__.get("_row_weight_cache")
-        if table is None:
-            table = self.row_weights()
-            table.setflags(write=False)
-            self.__dict__["_row_weight_cache"] = table
-        return table
+        return self._kept("_row_weight_cache", self.row_weights)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         """(ℓ₁, ℓ₂): ℓ₂ = 1 enlarged by the column norms' rounding bound and 10⁻¹² (class
