@@ -204,6 +204,25 @@ _DENSE = Capabilities(
 #: (exact O(T^2) variances on the fly: about 1 s at 4096, 50 s at their limit 16384)
 _ROW_SCALED_PLAN_LIMIT = 4096
 
+
+def _blt_preset(name: str, target: str, *saved: Option) -> Entry:
+    """A scaled BLT preset (:mod:`~dpcount.counting.factorization.scaled`): its shipped
+    parameters for the ``objective`` (mean-optimized by default), horizon ≤ 2^20 (the
+    float model's, ``blt.FLOAT_MODEL_HORIZONS``; ``NORMALIZED_BLT_MAX_HORIZON``,
+    ``ROW_SCALED_BLT_MAX_HORIZON``), the BLT parameters and ``saved`` in checkpoints."""
+    return Entry(
+        name,
+        target,
+        _gaussian(
+            max_horizon=1 << 20,
+            options=(_OBJECTIVE,),
+            saved=(*_BLT_SAVED, *saved),
+            plan=Plan(max_preset=True),
+        ),
+        factory="optimized",
+    )
+
+
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
 #: every counting mechanism dpcount can build by name or rebuild from a checkpoint:
@@ -265,30 +284,10 @@ REGISTRY: tuple[Entry, ...] = (
             plan=Plan(up_to=1 << 21),
         ),
     ),
-    # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
-    Entry(
-        "normalized-blt",
-        "factorization.normalized_blt:NormalizedBLT",
-        _gaussian(
-            max_horizon=1 << 20,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
-            options=(_OBJECTIVE,),
-            saved=_BLT_SAVED,
-            plan=Plan(max_preset=True),
-        ),
-        factory="optimized",
-    ),
-    # row-scaled, column-normalized BLT, shipped mean-optimized parameters: O(buffers) state
-    Entry(
-        "row-scaled-blt",
-        "factorization.row_scaled_blt:RowScaledBLT",
-        _gaussian(
-            max_horizon=1 << 20,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
-            options=(_OBJECTIVE,),
-            saved=(*_BLT_SAVED, _LOG_WEIGHTS),
-            plan=Plan(max_preset=True),
-        ),
-        factory="optimized",
-    ),
+    # column-normalized BLT: O(buffers) state per coordinate
+    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT"),
+    # row-scaled, column-normalized BLT: O(buffers) state, its row weights saved too
+    _blt_preset("row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", _LOG_WEIGHTS),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry("dense-optimum", "factorization.dense:FactorizationMechanism", _DENSE, "optimal"),
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,

@@ -38,6 +38,7 @@ from dpcount.counting._process import SourcedNoiseProcess
 from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.dense import DenseNoiseProcess
+from dpcount.counting.factorization.normalized_sqrt import normalized_sqrt_kernel
 from dpcount.counting.factorization.scaled import (
     Base,
     Rows,
@@ -99,9 +100,7 @@ def _structure(key: _Key) -> tuple[Array, Array, Array, Array]:
     k = np.arange(T)
     if coefficients is None:
         f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
-        g = np.empty(T)
-        g[0] = 1.0
-        g[1:] = -f[1:] / (2 * k[1:] - 1)
+        g = normalized_sqrt_kernel(T)  # (1 − x)^{1/2}: g_k = −f(k)/(2k − 1)
     else:
         f = np.zeros(T)
         f[: len(coefficients)] = coefficients
