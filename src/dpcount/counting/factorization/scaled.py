@@ -41,12 +41,12 @@ import enum
 from abc import abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 from numpy.polynomial import chebyshev
 
-from dpcount._validate import as_array
+from dpcount._validate import as_array, check_choice
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.factorization._types import Array
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
@@ -62,6 +62,8 @@ __all__ = [
     "check_log_weights",
     "row_weights",
 ]
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 #: largest horizon for :meth:`Scaled.dense_factorization`
 DENSE_LIMIT = 4096
@@ -150,6 +152,13 @@ def block_values(T: int, scales: tuple[float, ...] | None) -> Array:
     return np.asarray(scales, dtype=np.float64)[np.arange(T) * len(scales) // T]
 
 
+def _member(kind: type[_E], name: str, value: object) -> _E:
+    """``value`` as a member of ``kind`` (a member or its value; the error names ``name``)."""
+    if isinstance(value, kind):
+        return value
+    return kind(check_choice(name, value, tuple(str(m.value) for m in kind)))
+
+
 def gaussian_budget(budget: Budget | None, fields: BudgetFields, owner: str) -> Budget:
     """The budget (or its loose fields), Gaussian noise only (refusals name ``owner``)."""
     return Budget.resolve(budget, fields, owner=owner).gaussian_only(owner)
@@ -177,14 +186,20 @@ class Scaled(CountingMechanism):
     def of(
         base: Base, *, rows: Rows = Rows.NONE, columns: Columns = Columns.NORMALIZE
     ) -> type[Scaled]:
-        """The preset class of (``base``, ``rows``, ``columns``).
+        """The preset class of (``base``, ``rows``, ``columns``), each a member or its value.
 
         Raises:
-            ValueError: a scaling that is not a preset (naming the presets).
+            ValueError: an unknown value (naming the parameter) or a scaling that is not a
+                preset (naming the presets).
+            TypeError: a value that is neither a member nor a str.
         """
         from dpcount.counting.registry import REGISTRY  # the one name -> class map
 
-        scaling = Scaling(Base(base), Rows(rows), Columns(columns))
+        scaling = Scaling(
+            _member(Base, "base", base),
+            _member(Rows, "rows", rows),
+            _member(Columns, "columns", columns),
+        )
         name = next((n for n, s in PRESETS.items() if s == scaling), None)
         if name is None:
             known = ", ".join(
