@@ -59,7 +59,7 @@ def test_of_takes_the_enum_values_and_refuses_a_scaling_that_is_no_preset() -> N
         Scaled.of(Base.BANDED_TOEPLITZ)
     assert Scaled.of("sqrt", rows="chebyshev", columns="normalize").name == "row-scaled-sqrt"
     with pytest.raises(ValueError, match=r"base must be one of \('sqrt', 'blt'.*got 'toeplitz'"):
-        Scaled.of("toeplitz")  # type: ignore[arg-type]
+        Scaled.of("toeplitz")
     assert Scaling(Base.BLT) == Scaling(Base.BLT, Rows.NONE, Columns.NORMALIZE)
 
 

@@ -184,7 +184,10 @@ class Scaled(CountingMechanism):
 
     @staticmethod
     def of(
-        base: Base, *, rows: Rows = Rows.NONE, columns: Columns = Columns.NORMALIZE
+        base: Base | str,
+        *,
+        rows: Rows | str = Rows.NONE,
+        columns: Columns | str = Columns.NORMALIZE,
     ) -> type[Scaled]:
         """The preset class of (``base``, ``rows``, ``columns``), each a member or its value.
 
@@ -205,7 +208,10 @@ class Scaled(CountingMechanism):
             known = ", ".join(
                 f"{n} ({s.base.value}, rows {s.rows.value})" for n, s in PRESETS.items()
             )
-            raise ValueError(f"no preset scales {scaling}; the presets are {known}")
+            raise ValueError(
+                f"no preset scales base {scaling.base.value!r} with rows {scaling.rows.value!r} "
+                f"and columns {scaling.columns.value!r}; the presets are {known}"
+            )
         return cast("type[Scaled]", next(e.cls for e in REGISTRY if e.name == name))
 
     # -- the structure each preset gives ----------------------------------------------
