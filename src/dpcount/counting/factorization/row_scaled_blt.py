@@ -483,9 +483,6 @@ class RowScaledBLT(NormalizedBLT):
         decay, scale, log_weights = shipped_row_scaled_blt_parameters(horizon, objective)
         return {"buffer_decay": decay, "output_scale": scale, "log_weights": log_weights}
 
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
-
     def weights(self) -> Array:
         """The column norms n_0, …, n_{T−1} of diag(w)·C (O(T·n²))."""
         return self._profile.norms(0, self.horizon)

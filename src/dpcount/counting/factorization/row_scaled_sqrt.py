@@ -216,9 +216,6 @@ class RowScaledSqrtFactorization(Scaled):
         resolved = gaussian_budget(budget, fields, "RowScaledSqrtFactorization")
         super().__init__(T, budget=resolved, rng=rng)
 
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
-
     def _key(self) -> _Key:
         return (self.horizon, self.log_weights, self._coefficients, self._column_scales)
 

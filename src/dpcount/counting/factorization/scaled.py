@@ -179,6 +179,8 @@ class Scaled(CountingMechanism):
 
     #: the preset's base, rows and columns
     scaling: ClassVar[Scaling]
+    #: the Chebyshev coefficients a_1… of ln w (with :data:`Rows.CHEBYSHEV`)
+    log_weights: tuple[float, ...]
     default_noise = NoiseKind.GAUSSIAN
     continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
@@ -237,6 +239,12 @@ class Scaled(CountingMechanism):
         exact fast path and kept."""
 
     # -- what follows from it ----------------------------------------------------------
+    def _config_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = super()._config_kwargs()
+        if self.scaling.rows is Rows.CHEBYSHEV:
+            kwargs["log_weights"] = list(self.log_weights)
+        return kwargs
+
     def noise_coefficients(self) -> Array:
         """V_t = ‖B′[t, :]‖² for t = 1..T (a copy of the kept values)."""
         out: Array = self._exact_coefficients().copy()
