@@ -158,6 +158,10 @@ SPECS: dict[str, Spec] = {
         lambda b: RowScaledBLT(T, **_BLT, log_weights=[0.1], budget=b, rng=0),
         "release",
     ),
+    "dpcount.counting.factorization.scaled.Scaled": (  # abstract: checked through a preset
+        lambda b: RowScaledBLT(T, **_BLT, log_weights=[0.1], budget=b, rng=0),
+        "release",
+    ),
     "dpcount.counting.factorization.toeplitz.ToeplitzFactorization": (
         lambda b: ToeplitzFactorization(T, coefficients=[1.0, 0.4, 0.2], budget=b, rng=0),
         "release",

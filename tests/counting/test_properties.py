@@ -32,6 +32,7 @@ from dpcount.counting import (
     RowScaledBandedToeplitz,
     RowScaledBLT,
     RowScaledSqrtFactorization,
+    Scaled,
     SmoothBinary,
     SqrtFactorization,
     ToeplitzFactorization,
@@ -86,6 +87,7 @@ COVERED = {
         "RowScaledBandedToeplitz",
         "HorizonFreeSqrt",
         "HorizonFreeBLT",
+        "Scaled",  # Scaled.of below; its presets are the scaled mechanisms above
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -449,6 +451,19 @@ def test_registry_refuses_an_unknown_mechanism(bad: tuple[Any, type[Exception]])
     assert_rejects(lambda: class_noise(name, 1e-6), exc, r"mechanism", value=name)
     assert_rejects(lambda: max_horizon(name), exc, r"mechanism", value=name)
     assert_rejects(lambda: objectives(name), exc, r"mechanism", value=name)
+
+
+@settings(max_examples=15)
+@given(
+    bad=bad_choice(("sqrt", "blt", "banded-toeplitz", "none", "chebyshev")),
+    which=st.sampled_from(["rows", "base"]),
+)
+def test_scaled_of_refuses_an_unknown_base_or_rows(
+    bad: tuple[Any, type[Exception]], which: str
+) -> None:
+    value, exc = bad
+    call = {"base": lambda: Scaled.of(value), "rows": lambda: Scaled.of("blt", rows=value)}
+    assert_rejects(call[which], exc, which, value=value)
 
 
 @settings(max_examples=15)

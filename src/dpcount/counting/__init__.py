@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from dpcount.counting.factorization.row_scaled_banded import RowScaledBandedToeplitz
     from dpcount.counting.factorization.row_scaled_blt import RowScaledBLT
     from dpcount.counting.factorization.row_scaled_sqrt import RowScaledSqrtFactorization
+    from dpcount.counting.factorization.scaled import Scaled
     from dpcount.counting.factorization.sqrt import SqrtFactorization, SqrtNoiseProcess
     from dpcount.counting.factorization.toeplitz import ToeplitzFactorization, ToeplitzNoiseProcess
     from dpcount.counting.honaker import Honaker, HonakerNoiseProcess
@@ -74,6 +75,7 @@ _WHERE = {
     "RowScaledBandedToeplitz": "factorization.row_scaled_banded",
     "RowScaledBLT": "factorization.row_scaled_blt",
     "RowScaledSqrtFactorization": "factorization.row_scaled_sqrt",
+    "Scaled": "factorization.scaled",
     "HorizonFreeSqrt": "factorization.horizon_free",
     "HorizonFreeBLT": "factorization.horizon_free_blt",
     "SmoothBinary": "smooth_binary",
@@ -118,6 +120,7 @@ __all__ = [
     "RowScaledBLT",
     "RowScaledBandedToeplitz",
     "RowScaledSqrtFactorization",
+    "Scaled",
     "SmoothBinary",
     "SmoothBinaryNoiseProcess",
     "SqrtFactorization",

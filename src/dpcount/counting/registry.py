@@ -206,12 +206,28 @@ _DENSE = Capabilities(
     saved=_MATRICES,
     plan=Plan(Planned.LOSSES, single=True),
 )
-#: the largest horizon the planner lists the column-normalized mechanisms at (their exact
-#: variances on the fly: the normalized square root's blocks take 4.4 s at 2^20, 12 s at 2^21)
-_NORMALIZED_PLAN_LIMIT = 1 << 21
 #: the largest horizon the planner lists the row-scaled square root and banded Toeplitz at
 #: (exact O(T^2) variances on the fly: about 1 s at 4096, 50 s at their limit 16384)
 _ROW_SCALED_PLAN_LIMIT = 4096
+
+
+def _blt_preset(name: str, target: str, *saved: Option) -> Entry:
+    """A scaled BLT preset (:mod:`~dpcount.counting.factorization.scaled`): its shipped
+    parameters for the ``objective`` (mean-optimized by default), horizon ≤ 2^20 (the
+    float model's, ``blt.FLOAT_MODEL_HORIZONS``; ``NORMALIZED_BLT_MAX_HORIZON``,
+    ``ROW_SCALED_BLT_MAX_HORIZON``), the BLT parameters and ``saved`` in checkpoints."""
+    return Entry(
+        name,
+        target,
+        _gaussian(
+            max_horizon=1 << 20,
+            options=(_OBJECTIVE,),
+            saved=(*_BLT_SAVED, *saved),
+            plan=Plan(max_preset=True),
+        ),
+        factory="optimized",
+    )
+
 
 accept_participation("build_mechanism")  # every counting mechanism calibrates to the schema
 
@@ -263,39 +279,21 @@ REGISTRY: tuple[Entry, ...] = (
         ),
         factory="optimized",
     ),
-    # exact variances in O(T^2) on first use: horizon <= 2^14
+    # normalized-* and row-scaled-*: the presets of factorization.scaled.Scaled (its PRESETS)
+    # normalized-sqrt: exact variances on first use, O(T^2) to 2^14, O(blocks T log T) beyond
     Entry(
         "normalized-sqrt",
         "factorization.normalized_sqrt:NormalizedSqrtFactorization",
         _gaussian(
             max_horizon=1 << 22,  # normalized_sqrt.NORMALIZED_SQRT_BLOCK_MAX_HORIZON
-            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT),
+            # planned up to 2^21 (its blocks' exact variances: 4.4 s at 2^20, 12 s at 2^21)
+            plan=Plan(up_to=1 << 21),
         ),
     ),
-    # column-normalized BLT, shipped mean-optimized parameters: O(buffers) state per coordinate
-    Entry(
-        "normalized-blt",
-        "factorization.normalized_blt:NormalizedBLT",
-        _gaussian(
-            max_horizon=1 << 20,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
-            options=(_OBJECTIVE,),
-            saved=_BLT_SAVED,
-            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT, max_preset=True),
-        ),
-        factory="optimized",
-    ),
-    # row-scaled, column-normalized BLT, shipped mean-optimized parameters: O(buffers) state
-    Entry(
-        "row-scaled-blt",
-        "factorization.row_scaled_blt:RowScaledBLT",
-        _gaussian(
-            max_horizon=1 << 20,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
-            options=(_OBJECTIVE,),
-            saved=(*_BLT_SAVED, _LOG_WEIGHTS),
-            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT, max_preset=True),
-        ),
-        factory="optimized",
-    ),
+    # column-normalized BLT: O(buffers) state per coordinate
+    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT"),
+    # row-scaled, column-normalized BLT: O(buffers) state, its row weights saved too
+    _blt_preset("row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", _LOG_WEIGHTS),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry("dense-optimum", "factorization.dense:FactorizationMechanism", _DENSE, "optimal"),
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
@@ -381,10 +379,14 @@ MECHANISMS: dict[str, Callable[..., CountingMechanism]] = {
 #: imported when it is looked up
 CLASSES: Mapping[str, type[CountingMechanism]] = _Classes()
 
+
+def _names_where(holds: Callable[[Capabilities], bool]) -> frozenset[str]:
+    """The registered names whose capabilities ``holds`` is true of."""
+    return frozenset(name for name, e in _BY_NAME.items() if holds(e.capabilities))
+
+
 #: names whose mechanism accepts integer noise (``supports_discrete_noise``)
-DISCRETE_CAPABLE: frozenset[str] = frozenset(
-    name for name, e in _BY_NAME.items() if e.capabilities.discrete
-)
+DISCRETE_CAPABLE: frozenset[str] = _names_where(lambda caps: caps.discrete)
 
 
 def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0) -> str | None:
@@ -406,9 +408,7 @@ def default_noise(name: str, delta: float | None, step_sensitivity: float = 1.0)
 
 #: names calibrated for Gaussian noise only (they refuse every other noise kind), as
 #: their classes declare (``noise_families``)
-GAUSSIAN_ONLY: frozenset[str] = frozenset(
-    name for name, e in _BY_NAME.items() if e.capabilities.gaussian_only
-)
+GAUSSIAN_ONLY: frozenset[str] = _names_where(lambda caps: caps.gaussian_only)
 
 
 def class_noise(name: str, delta: float | None) -> str:

@@ -14,6 +14,8 @@ Linear Operators on Adaptive Streams", NeurIPS 2022, https://arxiv.org/abs/2202.
 - :mod:`.toeplitz` — optimized Toeplitz coefficients;
 - :mod:`.row_scaled_banded` — banded Toeplitz with row and column scaling, for
   (k, b) participation;
+- :mod:`.scaled` — :class:`~.scaled.Scaled`, the base encoder with scaled rows and
+  columns whose presets are the normalized-* and row-scaled-* mechanisms above;
 - :mod:`.dense` — any explicit lower-triangular factorization;
 - :mod:`.optimize` and :mod:`.optimize_max` — the dense mean- and max-loss optima.
 

@@ -73,9 +73,10 @@ from dpcount.counting.factorization.blt import (
     encoder_coefficients,
     power_residuals,
 )
+from dpcount.counting.factorization.scaled import Base, Scaled, Scaling
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.data import load_table
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.source import NoiseSource
 
@@ -110,10 +111,6 @@ _WEIGHT_MARGIN = 2.0**-40
 _COLUMNS = 16384
 #: steps per chunk of a batch's chunked products (as the BLT's ``blt._BLOCK_SCALAR``)
 _CHUNK = 32
-#: largest horizon for :meth:`NormalizedBLT.dense_factorization`
-_DENSE_LIMIT = 4096
-#: largest horizon whose per-step variances a mechanism keeps after computing them once
-_KEEP_COEFFICIENTS = 1 << 20
 #: largest horizon with the exact ℓ₁ sensitivity (recorded only; Cauchy–Schwarz beyond)
 _L1_EXACT = 1 << 16
 
@@ -215,9 +212,9 @@ def _powers(r: Array, d: Array, k: Array) -> Array:
 
 
 def _variance_blocks(
-    theta: Array, omega: Array, inv: BLTInverse, T: int, stop: int
+    theta: Array, omega: Array, inv: BLTInverse, T: int
 ) -> Iterator[tuple[int, Array]]:
-    """(first index, V of that block) for blocks of 2^16 steps covering t < stop, by the
+    """(first index, V of that block) for blocks of 2^16 steps covering t < T, by the
     recursion of the module docstring, carrying P, Y, G and V across blocks."""
     lam, wp = inv.decay, inv.scale
     n = len(lam)
@@ -226,7 +223,7 @@ def _variance_blocks(
     Y = np.zeros(n)  # Y_i(t0)
     G = 0.0  # G_{t0 − 1}
     V = 0.0  # V_{t0 − 1}
-    for t0 in range(0, stop, _BLOCK):
+    for t0 in range(0, T, _BLOCK):
         m = min(_BLOCK, T - t0)
         k = np.arange(t0, t0 + m, dtype=np.float64)
         e = _weights(sums, T, t0, m)
@@ -267,7 +264,7 @@ def normalized_blt_noise_coefficients(buffer_decay: Any, output_scale: Any, hori
     T = _check(horizon)
     inv = blt_inverse(theta, omega)
     out: Array = np.empty(T)
-    for t0, part in _variance_blocks(theta, omega, inv, T, T):
+    for t0, part in _variance_blocks(theta, omega, inv, T):
         out[t0 : t0 + len(part)] = part
     return out
 
@@ -287,7 +284,7 @@ def _losses(theta: tuple[float, ...], omega: tuple[float, ...], T: int) -> tuple
     th, om = np.array(theta), np.array(omega)
     inv = blt_inverse(th, om)
     total, largest = 0.0, 0.0
-    for _, part in _variance_blocks(th, om, inv, T, T):
+    for _, part in _variance_blocks(th, om, inv, T):
         total += float(np.sum(part))
         largest = max(largest, float(part.max()))
     S = float(_SquareSums(th, om)(np.array([T]))[0])
@@ -626,8 +623,17 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 # -- shipped parameters ------------------------------------------------------------------
 
 
-def _shipped() -> dict[str, Any]:
-    return load_table("normalized_blt_parameters.json")
+def shipped_entry(table: str, horizon: int, objective: str) -> dict[str, Any]:
+    """The entry of the shipped BLT table ``table`` (``dpcount/data``) for ``objective``
+    at the smallest power of two ≥ ``horizon`` (or the table's smallest).
+
+    Raises:
+        ValueError: an unknown objective.
+    """
+    check_choice("objective", objective, ("mean", "max"))
+    entries: dict[str, Any] = load_table(table)["objectives"][objective]
+    k = max((horizon - 1).bit_length(), min(int(key) for key in entries))
+    return dict(entries[str(k)])
 
 
 def shipped_normalized_blt_parameters(
@@ -642,20 +648,19 @@ def shipped_normalized_blt_parameters(
     computed for the actual T.
 
     Raises:
-        ValueError: an unknown objective or a horizon outside [1, 2^24].
+        ValueError: an unknown objective or a horizon outside [1, 2^20].
     """
-    T = _check(horizon)
-    check_choice("objective", objective, ("mean", "max"))
-    table: dict[str, Any] = _shipped()["objectives"][objective]
-    entry = table[str((T - 1).bit_length())]
+    entry = shipped_entry("normalized_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"])
 
 
 # -- the mechanism ---------------------------------------------------------------------
 
 
-class NormalizedBLT(_BLTParameters):
-    """The column-normalized BLT factorization (Gaussian noise, bounded-memory stream).
+class NormalizedBLT(Scaled, _BLTParameters):
+    """The column-normalized BLT factorization (Gaussian noise, bounded-memory stream):
+    the :class:`~dpcount.counting.factorization.scaled.Scaled` preset of a BLT encoder
+    without row scaling.
 
     The encoder C′ = C·diag(1/e) with C = BLT(θ, ω) and e_j = √(S(T − j)/S(T)); the
     decoder B′ = A·diag(e)·C⁻¹. Releases S_t + (B′z)_t with one z ~ N(0, σ²)^T for the
@@ -685,7 +690,8 @@ class NormalizedBLT(_BLTParameters):
         single-participation value (triangle inequality, certified).
 
         Exact variance: Var_t = σ²·V_t, V_t = ‖B′[t, :]‖²
-        (:func:`normalized_blt_noise_coefficients`, O(T·n), computed on first use).
+        (:func:`normalized_blt_noise_coefficients`, O(T·n), computed on first use and
+        kept).
 
     Stream: :class:`NormalizedBLTNoiseProcess`, n + 1 values per coordinate (n buffers
     and the running sum) and O(n) work per coordinate and step.
@@ -703,7 +709,7 @@ class NormalizedBLT(_BLTParameters):
           https://arxiv.org/abs/1805.06530
 
     Args:
-        horizon: 1 ≤ T ≤ 2^24.
+        horizon: 1 ≤ T ≤ 2^20.
         buffer_decay: θ_1…θ_n, distinct, in (0, 1).
         output_scale: ω_1…ω_n > 0 with Σ ω_i/(1 + θ_i) < 1.
         budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
@@ -713,13 +719,11 @@ class NormalizedBLT(_BLTParameters):
 
     Raises:
         ValueError: parameters outside the BLT domain (naming them), a horizon above
-            2^24, or a noise kind other than Gaussian.
+            2^20, or a noise kind other than Gaussian.
     """
 
     name = "normalized-blt"
-    default_noise = NoiseKind.GAUSSIAN
-
-    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+    scaling = Scaling(Base.BLT)
 
     @classmethod
     def memory_estimate(
@@ -727,13 +731,12 @@ class NormalizedBLT(_BLTParameters):
     ) -> MemoryEstimate:
         """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
         draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
-        compute a chunk of steps ahead. Structure: the parameters and the variances
-        kept for T ≤ 2^20. ``buffers`` (None: the shipped count)."""
+        compute a chunk of steps ahead. Structure: the parameters, the kept variances
+        and the weights a batch release keeps. ``buffers`` (None: the shipped count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, n)
-        # the variances kept for T ≤ 2^20 and the weights a batch release keeps
         return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T, stream=stream)
 
     horizon_limit = NORMALIZED_BLT_MAX_HORIZON
@@ -743,18 +746,21 @@ class NormalizedBLT(_BLTParameters):
     def _set_blt_structure(self, horizon: int) -> None:
         self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None
-        self._weight_cache: Array | None = None
+
+    def _kept(self, key: str, compute: Callable[[], Array]) -> Array:
+        """``compute()``, computed on first use and kept (read-only) under ``key``."""
+        table: Array | None = self.__dict__.get(key)
+        if table is None:
+            table = compute()
+            table.setflags(write=False)
+            self.__dict__[key] = table
+        return table
 
     def _weight_table(self) -> Array:
-        """e_0, …, e_{T−1}, computed on the first batch release and kept (read-only):
-        each is the float of its aligned group of 512 (:func:`_weights`), so every
+        """:meth:`weights`, computed on the first batch release and kept (read-only):
+        each is the float of its aligned block (of 512 here, :func:`_weights`), so every
         stream and release uses the same values."""
-        table = self._weight_cache
-        if table is None:
-            table = _weights(self._sums, self.horizon, 0, self.horizon)
-            table.setflags(write=False)
-            self._weight_cache = table
-        return table
+        return self._kept("_weight_cache", self.weights)
 
     @classmethod
     def optimized(
@@ -803,45 +809,18 @@ class NormalizedBLT(_BLTParameters):
             self.inverse, self._sums, self.horizon, source, width, table=self._weight_table
         )
 
-    def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
-        return _variance_blocks(
-            self.buffer_decay, self.output_scale, self.inverse, self.horizon, stop
-        )
+    def _blocks(self) -> Iterator[tuple[int, Array]]:
+        return _variance_blocks(self.buffer_decay, self.output_scale, self.inverse, self.horizon)
 
-    def _all_coefficients(self) -> Array:
-        """V_t for t = 1..T, computed once and kept (read-only) for T ≤ 2^20."""
-        if self._coefficients is not None:
-            return self._coefficients
-        out: Array = np.empty(self.horizon)
-        for t0, part in self._blocks(self.horizon):
-            out[t0 : t0 + len(part)] = part
-        if self.horizon <= _KEEP_COEFFICIENTS:
+    def _exact_coefficients(self) -> Array:
+        """V_t for t = 1..T (O(T·n)), computed once and kept (read-only)."""
+        if self._coefficients is None:
+            out: Array = np.empty(self.horizon)
+            for t0, part in self._blocks():
+                out[t0 : t0 + len(part)] = part
             out.setflags(write=False)
             self._coefficients = out
-        return out
-
-    def noise_coefficients(self) -> Array:
-        """V_t = ‖B′[t, :]‖² for t = 1..T, O(T·n) (kept after the first call for T ≤ 2^20)."""
-        out: Array = self._all_coefficients().copy()
-        return out
-
-    def _noise_coefficient_at(self, t: int) -> float:
-        """V_t: from the kept values, or for T > 2^20 in O(t·n) time and one block of
-        memory (bit-identical to the full pass)."""
-        if self.horizon <= _KEEP_COEFFICIENTS:
-            return float(self._all_coefficients()[t - 1])
-        for t0, part in self._blocks(t):
-            if t - 1 < t0 + len(part):
-                return float(part[t - 1 - t0])
-        raise AssertionError("unreachable: t is within the horizon")  # pragma: no cover
-
-    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
-        if self.horizon <= _KEEP_COEFFICIENTS:
-            yield from self._all_coefficients()[start - 1 :].tolist()
-            return
-        for t0, part in self._blocks(self.horizon):
-            if t0 + len(part) >= start:
-                yield from part[max(0, start - 1 - t0) :].tolist()
+        return self._coefficients
 
     def losses(self) -> tuple[float, float]:
         """(mean, max) loss in sensitivity-1 Gaussian units (:func:`normalized_blt_losses`)."""
@@ -862,23 +841,14 @@ class NormalizedBLT(_BLTParameters):
         """Exact largest variance: σ²·max_t V_t (O(T·n) on first use, kept)."""
         return self.sampler.variance * self._coefficient_summary()[1]
 
-    def dense_factorization(self) -> tuple[Array, Array]:
-        """(B′, C′) as dense T×T matrices; for T ≤ 4096.
+    def _encoder_coefficients(self) -> Array:
+        return encoder_coefficients(self.buffer_decay, self.output_scale, self.horizon)
 
-        C′[i, j] = c_{i−j}/e_j, B′[t, j] = Σ_{s=j}^{t} e_s·g_{s−j} (i, t ≥ j)."""
-        T = self.horizon
-        if T > _DENSE_LIMIT:
-            raise ValueError(f"dense factorization is for horizon <= {_DENSE_LIMIT}, got {T}")
-        c = encoder_coefficients(self.buffer_decay, self.output_scale, T)
-        inv = self.inverse
+    def _decoder_kernel(self) -> Array:
+        """g_0 = 1, g_k = Σ_i ω′_i λ_i^{k−1}: the coefficients of G = C⁻¹."""
+        inv, T = self.inverse, self.horizon
         g = np.ones(T)
         if T > 1:
             k = np.arange(T - 1, dtype=np.float64)
             g[1:] = inv.scale @ _powers(inv.decay, inv.one_minus_decay, k)
-        e = self.weights()
-        lag = np.arange(T)[:, None] - np.arange(T)[None, :]
-        idx = np.clip(lag, 0, None)
-        G = np.where(lag >= 0, g[idx], 0.0)
-        B = np.cumsum(e[:, None] * G, axis=0)
-        C = np.where(lag >= 0, c[idx], 0.0) / e[None, :]
-        return B, C
+        return g

@@ -55,7 +55,6 @@ guarantee and the losses here are exact for the construction as stated.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -65,18 +64,16 @@ from numpy.typing import NDArray
 
 from dpcount._state import state_array, state_keys
 from dpcount._validate import check_integer
-from dpcount.counting.base import (
-    CountingMechanism,
-    MemoryEstimate,
-)
+from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization._types import Array
+from dpcount.counting.factorization.scaled import Base, Scaled, Scaling, gaussian_budget
 from dpcount.counting.factorization.sqrt import (
     SENSITIVITY_MARGIN,
     SqrtNoiseProcess,
     fft_stream_memory,
 )
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt_l2_norm_squared
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.source import NoiseSource
@@ -116,8 +113,6 @@ _MAX_BLOCKS = 400
 _MAX_WORK = 150 * (1 << 22)
 #: steps per block of the prefix sums S(n) behind the weights
 _SUM_BLOCK = 256
-#: largest horizon for :meth:`NormalizedSqrtFactorization.dense_factorization`
-_DENSE_LIMIT = 4096
 
 
 def default_block_ratio(horizon: int) -> float | None:
@@ -560,8 +555,10 @@ class NormalizedSqrtBlockNoiseProcess(_WeightedSqrtProcess):
         return out
 
 
-class NormalizedSqrtFactorization(CountingMechanism):
-    """The column-normalized square-root factorization (Gaussian noise).
+class NormalizedSqrtFactorization(Scaled):
+    """The column-normalized square-root factorization (Gaussian noise): the
+    :class:`~dpcount.counting.factorization.scaled.Scaled` preset of the square root
+    without row scaling.
 
     Releases S_t + (B′z)_t with B′ = A·E·G (see the module docstring): the square
     root's encoder with every column scaled to the first column's norm, one noise
@@ -634,8 +631,7 @@ class NormalizedSqrtFactorization(CountingMechanism):
     """
 
     name = "normalized-sqrt"
-    default_noise = NoiseKind.GAUSSIAN
-    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+    scaling = Scaling(Base.SQRT)
     #: largest |B′[t, j]|: B′[t, t] = e_t ≤ 1 and |B′[t, j]| ≤ Σ_s |g_s| ≤ 2 (for
     #: Laplace tail bounds, which are never used: Gaussian only)
     max_noise_coefficient = 2.0
@@ -659,9 +655,7 @@ class NormalizedSqrtFactorization(CountingMechanism):
         **fields: Unpack[BudgetFields],
     ) -> None:
         T, ratio = _resolve(horizon, block_ratio)
-        resolved = Budget.resolve(
-            budget, fields, owner="NormalizedSqrtFactorization"
-        ).gaussian_only("NormalizedSqrtFactorization")
+        resolved = gaussian_budget(budget, fields, "NormalizedSqrtFactorization")
         #: the resolved block ratio (None: one weight per column)
         self.block_ratio = ratio
         self._starts: NDArray[np.int64] | None = (
@@ -675,6 +669,12 @@ class NormalizedSqrtFactorization(CountingMechanism):
         super().__init__(T, budget=resolved, rng=rng)
 
     # -- structure --------------------------------------------------------------------
+    def _encoder_coefficients(self) -> Array:
+        return sqrt_coefficients(self.horizon)
+
+    def _decoder_kernel(self) -> Array:
+        return self._kernel
+
     def weights(self) -> Array:
         """e_0, …, e_{T−1} (read-only)."""
         return self._weights
@@ -717,30 +717,3 @@ class NormalizedSqrtFactorization(CountingMechanism):
         if self._coefficients is None:
             self._coefficients = _cached_noise_coefficients(self.horizon, self.block_ratio)
         return self._coefficients
-
-    def noise_coefficients(self) -> Array:
-        """V_t = ‖B′[t, :]‖² for t = 1..T (a copy of the kept values)."""
-        out: Array = self._exact_coefficients().copy()
-        return out
-
-    def _noise_coefficient_at(self, t: int) -> float:
-        return float(self._exact_coefficients()[t - 1])
-
-    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
-        yield from self._exact_coefficients()[start - 1 :].tolist()
-
-    def dense_factorization(self) -> tuple[Array, Array]:
-        """(B′, C′) as dense T×T matrices; for T ≤ 4096.
-
-        B′[t, j] = Σ_{s=j}^{t} e_s·g_{s−j}, C′[i, j] = f(i − j)/e_j (i ≥ j).
-        """
-        T = self.horizon
-        if T > _DENSE_LIMIT:
-            raise ValueError(f"dense factorization is for horizon <= {_DENSE_LIMIT}, got {T}")
-        f = sqrt_coefficients(T)
-        lag = np.arange(T)[:, None] - np.arange(T)[None, :]
-        idx = np.clip(lag, 0, None)
-        G = np.where(lag >= 0, self._kernel[idx], 0.0)
-        B = np.cumsum(self._weights[:, None] * G, axis=0)
-        C = np.where(lag >= 0, f[idx], 0.0) / self._weights[None, :]
-        return B, C

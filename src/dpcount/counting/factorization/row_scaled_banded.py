@@ -48,8 +48,8 @@ from dpcount.counting.factorization.row_scaled_sqrt import (
     _SENSITIVITY_MARGIN,
     ROW_SCALED_MAX_HORIZON,
     RowScaledSqrtFactorization,
-    block_values,
 )
+from dpcount.counting.factorization.scaled import Base, Rows, Scaling, block_values
 from dpcount.counting.factorization.toeplitz import _optimized_cached, check_toeplitz_coefficients
 from dpcount.counting.participation import (
     Sensitivity,
@@ -86,7 +86,8 @@ def shipped_row_scaled_banded(horizon: int, bands: int) -> dict[str, Any] | None
 @cited
 class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
     """The row-scaled, column-normalized banded Toeplitz factorization (module
-    docstring), T ≤ 16384.
+    docstring), T ≤ 16384: the :class:`~dpcount.counting.factorization.scaled.Scaled`
+    preset of a banded Toeplitz encoder with Chebyshev row weights.
 
     Formal guarantee:
         Neighbouring relation: event level — two streams that differ at one step by at
@@ -126,6 +127,7 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
     """
 
     name = "row-scaled-banded"
+    scaling = Scaling(Base.BANDED_TOEPLITZ, Rows.CHEBYSHEV)
 
     def __init__(
         self,

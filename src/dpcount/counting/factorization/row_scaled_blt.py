@@ -57,36 +57,36 @@ column norms and the stream against the dense T×T matrices.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import toeplitz
 
 from dpcount._scipy import lfilter
-from dpcount._validate import check_choice, check_integer
+from dpcount._validate import check_integer
 from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization.blt import (
     BLTInverse,
-    _powers,
-    _ratios,
     blt_inverse,
     check_blt_parameters,
-    encoder_coefficients,
 )
 from dpcount.counting.factorization.normalized_blt import (
     _BLOCK,
-    _DENSE_LIMIT,
     _TABLE_STEPS,
     NormalizedBLT,
     NormalizedBLTNoiseProcess,
+    shipped_entry,
 )
-from dpcount.counting.factorization.row_scaled_sqrt import check_log_weights, row_weights
+from dpcount.counting.factorization.scaled import (
+    Base,
+    Rows,
+    Scaling,
+    check_log_weights,
+    row_weights,
+)
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy._statements import cited
 from dpcount.privacy.budget import Budget, BudgetFields
@@ -197,10 +197,8 @@ class _RowProfile:
         return out
 
 
-def _variance_blocks(
-    profile: _RowProfile, inv: BLTInverse, stop: int
-) -> Iterator[tuple[int, Array]]:
-    """(first index, V of that block) for blocks of 2^16 steps covering t < stop, by the
+def _variance_blocks(profile: _RowProfile, inv: BLTInverse) -> Iterator[tuple[int, Array]]:
+    """(first index, V of that block) for blocks of 2^16 steps covering t < T, by the
     recursion of the module docstring, carrying R, Y and V across blocks."""
     lam, wp = inv.decay, inv.scale
     n, T = len(lam), profile.T
@@ -215,7 +213,7 @@ def _variance_blocks(
     R = np.zeros(len(iu))  # R_p(t0)
     Y = np.zeros(n)  # Y_i(t0)
     V = 0.0
-    for t0 in range(0, stop, _BLOCK):
+    for t0 in range(0, T, _BLOCK):
         m = min(_BLOCK, T - t0)
         u = 1.0 / profile.weights(t0, m) ** 2
         nt = profile.norms(t0, m)
@@ -290,7 +288,7 @@ def row_scaled_blt_noise_coefficients(
     """V_t = ‖B′[t, :]‖² for t = 1..T (O(T·n²) time; module docstring)."""
     theta, omega, _, profile = _profile(buffer_decay, output_scale, log_weights, horizon)
     out: Array = np.empty(profile.T)
-    for t0, part in _variance_blocks(profile, blt_inverse(theta, omega), profile.T):
+    for t0, part in _variance_blocks(profile, blt_inverse(theta, omega)):
         out[t0 : t0 + len(part)] = part
     return out
 
@@ -311,7 +309,7 @@ def _losses(
     th, om = np.array(theta), np.array(omega)
     profile = _row_profile(theta, omega, a, T, _ANCHOR)
     total, largest = 0.0, 0.0
-    for _, part in _variance_blocks(profile, blt_inverse(th, om), T):
+    for _, part in _variance_blocks(profile, blt_inverse(th, om)):
         total += float(np.sum(part))
         largest = max(largest, float(part.max()))
     return total / T, largest
@@ -364,12 +362,6 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
 # -- shipped parameters ------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def _shipped() -> dict[str, Any]:
-    table = resources.files("dpcount.data").joinpath("row_scaled_blt_parameters.json")
-    return dict(json.loads(table.read_text(encoding="utf-8")))
-
-
 def shipped_row_scaled_blt_parameters(
     horizon: int, objective: str = "mean"
 ) -> tuple[list[float], list[float], list[float]]:
@@ -382,13 +374,9 @@ def shipped_row_scaled_blt_parameters(
     column norms, sensitivity and variances are always computed for the actual T.
 
     Raises:
-        ValueError: an unknown objective or a horizon outside [1, 2^24].
+        ValueError: an unknown objective or a horizon outside [1, 2^20].
     """
-    T = _check(horizon)
-    check_choice("objective", objective, ("mean", "max"))
-    table: dict[str, Any] = _shipped()["objectives"][objective]
-    k = max((T - 1).bit_length(), min(int(key) for key in table))
-    entry = table[str(k)]
+    entry = shipped_entry("row_scaled_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"]), list(entry["log_weights"])
 
 
@@ -440,17 +428,18 @@ class RowScaledBLT(NormalizedBLT):
         [references: hku25, bw18]
 
     Args:
-        horizon: 1 ≤ T ≤ 2^24.
+        horizon: 1 ≤ T ≤ 2^20.
         buffer_decay, output_scale, budget, rng: as for :class:`NormalizedBLT`.
         log_weights: Chebyshev coefficients a_1… of ln w (1 to 32 finite numbers,
             |a_m| ≤ 5, Σ|a_m| ≤ 20).
 
     Raises:
         ValueError: parameters outside the BLT domain or bad ``log_weights`` (naming
-            them), a horizon above 2^24, or a noise kind other than Gaussian.
+            them), a horizon above 2^20, or a noise kind other than Gaussian.
     """
 
     name = "row-scaled-blt"
+    scaling = Scaling(Base.BLT, Rows.CHEBYSHEV)
 
     @classmethod
     def memory_estimate(
@@ -481,10 +470,9 @@ class RowScaledBLT(NormalizedBLT):
         theta, omega, a, profile = _profile(buffer_decay, output_scale, log_weights, horizon)
         self.log_weights: tuple[float, ...] = a
         self._profile = profile
-        resolved = Budget.resolve(budget, fields, owner="RowScaledBLT").gaussian_only(
-            "RowScaledBLT"
+        super().__init__(
+            horizon, buffer_decay=theta, output_scale=omega, budget=budget, rng=rng, **fields
         )
-        super().__init__(horizon, buffer_decay=theta, output_scale=omega, budget=resolved, rng=rng)
         self.max_noise_coefficient = None
 
     @classmethod
@@ -495,22 +483,9 @@ class RowScaledBLT(NormalizedBLT):
         decay, scale, log_weights = shipped_row_scaled_blt_parameters(horizon, objective)
         return {"buffer_decay": decay, "output_scale": scale, "log_weights": log_weights}
 
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
-
     def weights(self) -> Array:
         """The column norms n_0, …, n_{T−1} of diag(w)·C (O(T·n²))."""
         return self._profile.norms(0, self.horizon)
-
-    def _weight_table(self) -> Array:
-        """n_0, …, n_{T−1}, computed on the first batch release and kept (read-only) by
-        this mechanism (not by the shared profile): the floats of the profile's blocks."""
-        table = self._weight_cache
-        if table is None:
-            table = self._profile.norms(0, self.horizon)
-            table.setflags(write=False)
-            self._weight_cache = table
-        return table
 
     def row_weights(self) -> Array:
         """The row weights w_0, …, w_{T−1}."""
@@ -519,12 +494,7 @@ class RowScaledBLT(NormalizedBLT):
     def _row_weight_table(self) -> Array:
         """w_0, …, w_{T−1}, computed on the first batch release and kept (read-only):
         each w_k is the same float whatever array it is computed in (``row_weights``)."""
-        table: Array | None = self.__dict__.get("_row_weight_cache")
-        if table is None:
-            table = self.row_weights()
-            table.setflags(write=False)
-            self.__dict__["_row_weight_cache"] = table
-        return table
+        return self._kept("_row_weight_cache", self.row_weights)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         """(ℓ₁, ℓ₂): ℓ₂ = 1 enlarged by the column norms' rounding bound and 10⁻¹² (class
@@ -538,8 +508,8 @@ class RowScaledBLT(NormalizedBLT):
     ) -> RowScaledBLTNoiseProcess:
         return RowScaledBLTNoiseProcess(self, source, width)
 
-    def _blocks(self, stop: int) -> Iterator[tuple[int, Array]]:
-        return _variance_blocks(self._profile, self.inverse, stop)
+    def _blocks(self) -> Iterator[tuple[int, Array]]:
+        return _variance_blocks(self._profile, self.inverse)
 
     def losses(self) -> tuple[float, float]:
         """(mean, max) loss in sensitivity-1 Gaussian units (:func:`row_scaled_blt_losses`)."""
@@ -552,21 +522,3 @@ class RowScaledBLT(NormalizedBLT):
 
     def _coefficient_summary(self) -> tuple[float, float]:
         return self.losses()
-
-    def dense_factorization(self) -> tuple[Array, Array]:
-        """(B′, C′) as dense T×T matrices; for T ≤ 4096.
-
-        C′[i, j] = w_i c_{i−j}/n_j, B′[t, j] = Σ_{s=j}^{t} n_s g_{s−j}/w_j (i, t ≥ j)."""
-        T = self.horizon
-        if T > _DENSE_LIMIT:
-            raise ValueError(f"dense factorization is for horizon <= {_DENSE_LIMIT}, got {T}")
-        inv = self.inverse
-        g = np.ones(T)
-        k = np.arange(T - 1, dtype=np.int64)
-        g[1:] = _powers(_ratios(inv.decay, inv.one_minus_decay), k) @ inv.scale
-        zeros = np.zeros(T)
-        c = encoder_coefficients(self.buffer_decay, self.output_scale, T)
-        w, n = self.row_weights(), self.weights()
-        encoder = w[:, None] * toeplitz(c, zeros) / n[None, :]
-        decoder = np.cumsum(n[:, None] * toeplitz(g, zeros), axis=0) / w[None, :]
-        return decoder, encoder

@@ -27,24 +27,33 @@ the unreleased noise).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.fft as sf
-from numpy.polynomial import chebyshev
 
-from dpcount._validate import as_array, check_integer
+from dpcount._validate import check_integer
 from dpcount.counting._process import SourcedNoiseProcess
-from dpcount.counting.base import CountingMechanism, MemoryEstimate
+from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.dense import DenseNoiseProcess
+from dpcount.counting.factorization.normalized_sqrt import normalized_sqrt_kernel
+from dpcount.counting.factorization.scaled import (
+    Base,
+    Rows,
+    Scaled,
+    Scaling,
+    block_values,
+    check_log_weights,
+    gaussian_budget,
+    row_weights,
+)
 from dpcount.counting.factorization.sqrt import fft_stream_memory
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
 from dpcount.counting.factorization.toeplitz import toeplitz_inverse_coefficients
 from dpcount.privacy._statements import cited
-from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.source import NoiseSource
@@ -52,7 +61,14 @@ from dpcount.privacy.source import NoiseSource
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["ROW_SCALED_LOG_WEIGHTS", "ROW_SCALED_MAX_HORIZON", "RowScaledSqrtFactorization"]
+__all__ = [
+    "ROW_SCALED_LOG_WEIGHTS",
+    "ROW_SCALED_MAX_HORIZON",
+    "RowScaledSqrtFactorization",
+    "block_values",
+    "check_log_weights",
+    "row_weights",
+]
 
 #: largest horizon (exact variances are an O(T²) sum)
 ROW_SCALED_MAX_HORIZON = 16384
@@ -65,42 +81,7 @@ ROW_SCALED_LOG_WEIGHTS = (
 #: rounding of n_j² (a sum of ≤ T positive terms, relative error ≤ T·u ≈ 2·10⁻¹² at
 #: T = 16384, Higham 2002 §4.2), far below it
 _SENSITIVITY_MARGIN = 1e-9
-#: most Chebyshev coefficients of ln w a mechanism takes
-_MAX_LOG_WEIGHTS = 32
 _BLOCK = 512
-
-
-def check_log_weights(log_weights: Any) -> tuple[float, ...]:
-    """The Chebyshev coefficients a_1.. of ln w: 1 to 32 finite numbers, |a_m| ≤ 5.
-
-    Raises:
-        ValueError: naming ``log_weights``.
-    """
-    arr = as_array("log_weights", log_weights)
-    if arr.ndim != 1 or not 1 <= len(arr) <= _MAX_LOG_WEIGHTS:
-        raise ValueError(
-            f"log_weights must hold 1 to {_MAX_LOG_WEIGHTS} numbers, got shape {arr.shape}"
-        )
-    a = np.asarray(arr, dtype=np.float64)
-    if not (np.isfinite(a).all() and np.all(np.abs(a) <= 5.0)):
-        raise ValueError("log_weights must be finite with |a_m| <= 5")
-    return tuple(float(v) for v in a)
-
-
-def row_weights(T: int, log_weights: tuple[float, ...], k: Any) -> Array:
-    """w_k = exp(Σ_m a_m·T_m(y_k)), y_k = 2(k + ½)/T − 1, for the integer array k
-    (elementwise: each w_k is the same float whatever array it is computed in)."""
-    y = (np.asarray(k, dtype=np.float64) + 0.5) / T * 2 - 1
-    out: Array = np.exp(chebyshev.chebval(y, (0.0, *log_weights)))
-    return out
-
-
-def block_values(T: int, scales: tuple[float, ...] | None) -> Array:
-    """``scales`` repeated over m = len(scales) consecutive blocks of columns (column j
-    in block ⌊j·m/T⌋); all ones for None."""
-    if scales is None:
-        return np.ones(T)
-    return np.asarray(scales, dtype=np.float64)[np.arange(T) * len(scales) // T]
 
 
 #: what a structure is computed from: (T, log_weights, coefficients, column_scales), the
@@ -119,9 +100,7 @@ def _structure(key: _Key) -> tuple[Array, Array, Array, Array]:
     k = np.arange(T)
     if coefficients is None:
         f = np.asarray(sqrt_coefficients(T), dtype=np.float64)
-        g = np.empty(T)
-        g[0] = 1.0
-        g[1:] = -f[1:] / (2 * k[1:] - 1)
+        g = normalized_sqrt_kernel(T)  # (1 − x)^{1/2}: g_k = −f(k)/(2k − 1)
     else:
         f = np.zeros(T)
         f[: len(coefficients)] = coefficients
@@ -174,8 +153,10 @@ class RowScaledNoiseProcess(DenseNoiseProcess):
 
 
 @cited
-class RowScaledSqrtFactorization(CountingMechanism):
-    """The row-scaled, column-normalized square root (module docstring), T ≤ 16384.
+class RowScaledSqrtFactorization(Scaled):
+    """The row-scaled, column-normalized square root (module docstring), T ≤ 16384: the
+    :class:`~dpcount.counting.factorization.scaled.Scaled` preset of the square root with
+    Chebyshev row weights.
 
     Formal guarantee:
         Neighbouring relation: event level — two streams that differ at one step by at
@@ -205,8 +186,7 @@ class RowScaledSqrtFactorization(CountingMechanism):
     """
 
     name = "row-scaled-sqrt"
-    default_noise = NoiseKind.GAUSSIAN
-    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+    scaling = Scaling(Base.SQRT, Rows.CHEBYSHEV)
     #: the encoder's Toeplitz coefficients (None: the square root's) and the column norms
     #: per block (None: all 1), set by subclasses
     _coefficients: tuple[float, ...] | None = None
@@ -233,13 +213,8 @@ class RowScaledSqrtFactorization(CountingMechanism):
     ) -> None:
         T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_MAX_HORIZON)
         self.log_weights: tuple[float, ...] = check_log_weights(log_weights)
-        resolved = Budget.resolve(budget, fields, owner="RowScaledSqrtFactorization").gaussian_only(
-            "RowScaledSqrtFactorization"
-        )
+        resolved = gaussian_budget(budget, fields, "RowScaledSqrtFactorization")
         super().__init__(T, budget=resolved, rng=rng)
-
-    def _config_kwargs(self) -> dict[str, Any]:
-        return {**super()._config_kwargs(), "log_weights": list(self.log_weights)}
 
     def _key(self) -> _Key:
         return (self.horizon, self.log_weights, self._coefficients, self._column_scales)
@@ -252,28 +227,24 @@ class RowScaledSqrtFactorization(CountingMechanism):
         l2 = float(np.max(block_values(T, self._column_scales)))
         return l1 * (1.0 + _SENSITIVITY_MARGIN), l2 * (1.0 + _SENSITIVITY_MARGIN)
 
-    def dense_factorization(self) -> tuple[Array, Array]:
-        """(B′, C′) as dense T×T matrices (T ≤ 4096)."""
-        T = check_integer("horizon", self.horizon, le=4096)
-        f, g, w, n = _structure(self._key())
-        i = np.arange(T)
-        d = i[:, None] - i[None, :]
-        lower = d >= 0
-        C = np.where(lower, f[np.maximum(d, 0)], 0.0) * w[:, None] / n[None, :]
-        G = np.where(lower, g[np.maximum(d, 0)], 0.0)
-        B = np.cumsum(n[:, None] * G, axis=0) / w[None, :]
-        return B, C
+    def weights(self) -> Array:
+        """The column divisors n_0, …, n_{T−1} (read-only)."""
+        return _structure(self._key())[3]
+
+    def row_weights(self) -> Array:
+        """The row weights w_0, …, w_{T−1} (read-only)."""
+        return _structure(self._key())[2]
+
+    def _encoder_coefficients(self) -> Array:
+        return _structure(self._key())[0]
+
+    def _decoder_kernel(self) -> Array:
+        return _structure(self._key())[1]
 
     def noise_process(self, source: NoiseSource, width: int | None = None) -> RowScaledNoiseProcess:
         _, g, w, n = _structure(self._key())
         return RowScaledNoiseProcess(g, w, n, NoiseBuffer(source, width))
 
-    def noise_coefficients(self) -> Array:
+    def _exact_coefficients(self) -> Array:
         """‖B′[t, :]‖² for t = 1..T (exact, O(T²) once per process and horizon)."""
-        return np.array(_row_norms(self._key()))
-
-    def _noise_coefficient_at(self, t: int) -> float:
-        return float(_row_norms(self._key())[t - 1])
-
-    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
-        yield from _row_norms(self._key())[start - 1 :].tolist()
+        return _row_norms(self._key())
