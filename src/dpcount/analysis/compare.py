@@ -454,7 +454,7 @@ class _Context:
         noise, calibration, guaranteed_epsilon, guaranteed_delta = guarantee
         mse, max_variance, linf = errors
         b = self.budget
-        request = {
+        request: dict[str, Any] = {
             "horizon": self.T,
             "epsilon": b.epsilon,
             "delta": b.delta,
