@@ -1,6 +1,7 @@
-"""A keyed run's job: its public configuration (:class:`~dpcount.keyed.spec.KeyedSpec`),
-its secret and the steps it releases, with the bounding and release every runner
-(embedded, Dask, Spark) calls. The run's lifecycle (secret, stored state, mark, state
+"""A keyed run's job (:class:`~dpcount.keyed.stages.KeyedJob`: its public configuration,
+:class:`~dpcount.keyed.spec.KeyedSpec`, its secret and the steps it releases, defined
+beside the stages that read it) built from loose options, and an open key set's key
+placement. The run's lifecycle (secret, stored state, mark, state
 saving) is :mod:`dpcount.keyed.session`."""
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ function of (secret, configuration, key, position), never of a partition or a wo
 A shard is ``(contributions, drop report)`` of the keys between two of
 :func:`shard_edges`' edges. The runners differ only in where these run and how their
 results travel (:mod:`dpcount.keyed.runners.dask`, :mod:`dpcount.keyed.runners.spark`).
+Every stage reads a :class:`KeyedJob` (a run's spec, secret and window), defined here
+beside them; :mod:`dpcount.keyed.job` builds it.
 """
 
 from __future__ import annotations
