@@ -198,21 +198,9 @@ class Candidate:
 
 
 def _row(
-    label: str,
-    name: str,
-    mech: CountingMechanism,
-    *,
-    k: int | None,
-    subtract: bool | None,
-    epsilon: float,
-    delta: float | None,
-    step: float,
-    beta: float,
-    metric: str,
-    bands: int | None = None,
-    participation: Participation | None = None,
-    certified: bool = True,
+    ctx: _Context, label: str, name: str, mech: CountingMechanism, **options: Any
 ) -> Candidate:
+    """The row of ``mech`` built for ``ctx`` (``options``: its k, subtract, bands)."""
     privacy = mech.privacy
     assert privacy is not None  # built by calibrate, never with_sampler
     max_var = mech.max_variance()
@@ -220,17 +208,19 @@ def _row(
     certificate = None
     method = privacy.calibration
     gaussian = privacy.noise == "gaussian" and method in GAUSSIAN_METHODS
-    if certified and gaussian and delta is not None:
+    b = ctx.budget
+    if ctx.certificates and gaussian and b.delta is not None:
         # the certificates import the factorizations they compare with: Gaussian rows only
         from dpcount.analysis.certificates import Certificate, Reference, certify
 
         # every Gaussian calibration is proportional to the sensitivity, so this is
         # the loss of the factorization whatever (ε, δ); under a schema the variance
         # holds the schema sensitivity, so the loss does too
-        unit = gaussian_sigma(step, epsilon, delta, method) ** 2  # type: ignore[arg-type]
-        objective = "mean" if metric == "mse" else "max"
+        step = b.step_sensitivity
+        unit = gaussian_sigma(step, b.epsilon, b.delta, method) ** 2  # type: ignore[arg-type]
+        objective = "mean" if ctx.metric == "mse" else "max"
         loss = (mse if objective == "mean" else max_var) / unit
-        if participation is None:
+        if b.participation is None:
             certificate = certify(loss, mech.horizon, objective)
         else:  # the reference is set once every row is known (compare)
             ref = Reference(mech.horizon, objective, loss, label)
@@ -239,74 +229,37 @@ def _row(
     if mech.participation_sensitivities is not None:
         s1, s2 = mech.participation_sensitivities
         sensitivity = s2 if privacy.noise.endswith("gaussian") else s1
-    return Candidate(
-        label=label,
-        mechanism=name,
-        k=k,
-        subtract=subtract,
-        noise=privacy.noise,
-        calibration=privacy.calibration,
-        horizon=mech.horizon,
-        epsilon=epsilon,
-        delta=delta,
-        step_sensitivity=step,
-        guaranteed_epsilon=privacy.epsilon,
-        guaranteed_delta=privacy.delta,
-        mse=mse,
-        max_variance=max_var,
-        linf=mech.linf_bound(beta, max_variance=max_var),
-        beta=beta,
-        metric=metric,
-        certificate=certificate,
-        bands=bands,
-        participation=participation,
+    return ctx.candidate(
+        label,
+        name,
+        (privacy.noise, privacy.calibration, privacy.epsilon, privacy.delta),
+        (mse, max_var, mech.linf_bound(ctx.beta, max_variance=max_var)),
+        certificate,
         sensitivity=sensitivity,
+        **options,
     )
 
 
-def _dense_row(
-    losses: tuple[float, float],
-    T: int,
-    epsilon: float,
-    delta: float | None,
-    step: float,
-    beta: float,
-    metric: str,
-    name: str = "dense-optimum",
-    certified: bool = True,
-) -> Candidate:
+def _dense_row(ctx: _Context, losses: tuple[float, float], name: str) -> Candidate:
     """A dense optimum's row (``name``: ``dense-optimum`` or ``dense-max-optimum``) from
     its losses (no T×T optimization here): a loss is sens²·‖B[t, :]‖² for the encoder's
     largest column norm sens, and with the analytic Gaussian calibration
     σ = step·sens·σ₁ (σ₁ for sensitivity 1) the variances are (step·σ₁)²·loss."""
     from dpcount.analysis.certificates import certify
 
-    assert delta is not None  # Gaussian rows only
-    unit = gaussian_sigma(step, epsilon, delta) ** 2
+    b = ctx.budget
+    assert b.delta is not None  # Gaussian rows only
+    unit = gaussian_sigma(b.step_sensitivity, b.epsilon, b.delta) ** 2
     mean_loss, max_loss = losses
     mse, max_var = unit * mean_loss, unit * max_loss
-    objective = "mean" if metric == "mse" else "max"
-    return Candidate(
-        label=name,
-        mechanism=name,
-        k=None,
-        subtract=None,
-        noise="gaussian",
-        calibration="analytic",
-        horizon=T,
-        epsilon=epsilon,
-        delta=delta,
-        step_sensitivity=step,
-        guaranteed_epsilon=epsilon,
-        guaranteed_delta=delta,
-        mse=mse,
-        max_variance=max_var,
-        linf=gaussian_linf_bound(max_var, T, beta),
-        beta=beta,
-        metric=metric,
-        certificate=certify(mean_loss if objective == "mean" else max_loss, T, objective)
-        if certified
-        else None,
+    objective = "mean" if ctx.metric == "mse" else "max"
+    loss = mean_loss if objective == "mean" else max_loss
+    return ctx.candidate(
+        name,
+        name,
+        ("gaussian", "analytic", b.epsilon, b.delta),
+        (mse, max_var, gaussian_linf_bound(max_var, ctx.T, ctx.beta)),
+        certify(loss, ctx.T, objective) if ctx.certificates else None,
     )
 
 
@@ -476,6 +429,47 @@ class _Context:
             return None
         return schema.min_separation
 
+    def candidate(
+        self,
+        label: str,
+        name: str,
+        guarantee: tuple[str, str, float, float],
+        errors: tuple[float, float, float],
+        certificate: Certificate | None,
+        **options: Any,
+    ) -> Candidate:
+        """The row of ``name`` for this request: its guarantee (noise, calibration rule,
+        certified ε and δ), its errors (MSE, largest variance, ℓ∞ bound), its
+        certificate and ``options`` (tree or band options, schema sensitivity)."""
+        noise, calibration, guaranteed_epsilon, guaranteed_delta = guarantee
+        mse, max_variance, linf = errors
+        b = self.budget
+        request: dict[str, Any] = {
+            "horizon": self.T,
+            "epsilon": b.epsilon,
+            "delta": b.delta,
+            "step_sensitivity": b.step_sensitivity,
+            "beta": self.beta,
+            "metric": self.metric,
+            "participation": b.participation,
+        }
+        return Candidate(
+            label=label,
+            mechanism=name,
+            k=options.pop("k", None),
+            subtract=options.pop("subtract", None),
+            noise=noise,
+            calibration=calibration,
+            guaranteed_epsilon=guaranteed_epsilon,
+            guaranteed_delta=guaranteed_delta,
+            mse=mse,
+            max_variance=max_variance,
+            linf=linf,
+            certificate=certificate,
+            **request,
+            **options,
+        )
+
     def stream_bytes(self, name: str, **opts: object) -> int | None:
         """The row's declared stream bytes, or None when it does not fit the limit."""
         estimate = memory_estimate(name, self.T, self.dim, **opts)
@@ -560,18 +554,7 @@ def _loss_rows(ctx: _Context, entry: Entry) -> list[Candidate]:
     stream_bytes = None if losses is None else ctx.stream_bytes(name)
     if losses is None or stream_bytes is None:
         return []
-    b = ctx.budget
-    row = _dense_row(
-        losses,
-        ctx.T,
-        b.epsilon,
-        b.delta,
-        b.step_sensitivity,
-        ctx.beta,
-        ctx.metric,
-        name,
-        ctx.certificates,
-    )
+    row = _dense_row(ctx, losses, name)
     return [replace(row, stream_bytes=stream_bytes, dim=ctx.dim)]
 
 
@@ -596,19 +579,13 @@ def _built(
     )
     k, sub, bands = opts.get("k"), opts.get("subtract"), opts.get("bands")
     row = _row(
+        ctx,
         label,
         name,
         mech,
         k=None if k is None else int(k),  # type: ignore[call-overload]
         subtract=None if sub is None else bool(sub),
-        epsilon=b.epsilon,
-        delta=b.delta,
-        step=b.step_sensitivity,
-        beta=ctx.beta,
-        metric=ctx.metric,
         bands=None if bands is None else int(bands),  # type: ignore[call-overload]
-        participation=b.participation,
-        certified=ctx.certificates,
     )
     objective = opts.get("objective")
     return [

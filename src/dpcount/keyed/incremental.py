@@ -452,29 +452,23 @@ def _later(a: Any, b: Any) -> Any:
     return max(int(a), int(b))
 
 
+@dataclass(eq=False)
 class _Appender:
     """Appends a release's rows: to a CSV file from ``size`` bytes on (cut back to it
     first: a killed attempt's partial rows go; the header only into an empty file), or
     as a folder of Parquet parts in a directory (parts a killed attempt wrote are
     rewritten with the same bytes). ``started``: whether any output was touched."""
 
-    def __init__(
-        self,
-        path: Path,
-        size: int,
-        time_label: str,
-        chunk_keys: int,
-        digits: int | None = None,
-        inputs: Inputs | None = None,
-        record: Path | None = None,
-    ) -> None:
-        self.path, self.size, self.time_label = path, size, time_label
-        self.digits = digits
-        self.chunk_keys = chunk_keys
-        self.started = False
-        self.inputs, self.record = inputs, record
-        self.secret: SecretLike | None = None
-        self.committed = False
+    path: Path
+    size: int
+    time_label: str
+    chunk_keys: int
+    digits: int | None = None
+    inputs: Inputs | None = None
+    record: Path | None = None
+    started: bool = field(default=False, init=False)
+    secret: SecretLike | None = field(default=None, init=False)
+    committed: bool = field(default=False, init=False)
 
     def digest(self, secret: SecretLike) -> str:
         """The MAC of the inputs record once this release is done (the mark binds it:

@@ -1,6 +1,7 @@
-"""A keyed run's job: its public configuration (:class:`~dpcount.keyed.spec.KeyedSpec`),
-its secret and the steps it releases, with the bounding and release every runner
-(embedded, Dask, Spark) calls. The run's lifecycle (secret, stored state, mark, state
+"""A keyed run's job (:class:`~dpcount.keyed.stages.KeyedJob`: its public configuration,
+:class:`~dpcount.keyed.spec.KeyedSpec`, its secret and the steps it releases, defined
+beside the stages that read it) built from loose options, and an open key set's key
+placement. The run's lifecycle (secret, stored state, mark, state
 saving) is :mod:`dpcount.keyed.session`."""
 
 from __future__ import annotations
@@ -8,24 +9,21 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.bounds import RunBound, UnitLedger
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, exact_running, keyed_budget
+from dpcount.keyed.bounds import UnitLedger
+from dpcount.keyed.engine import keyed_budget
 from dpcount.keyed.events import (
     Contributions,
-    DropReport,
     EventColumns,
     KeyUniverse,
-    TimeBuckets,
 )
-from dpcount.keyed.secret import MacLabel, RunSecret, UnsafeTestingSecret
-from dpcount.keyed.selection import KeySelection, SelectionPlan
+from dpcount.keyed.secret import RunSecret, UnsafeTestingSecret
+from dpcount.keyed.selection import KeySelection
 from dpcount.keyed.spec import (
     OPEN_KEY_BLOCK,
     Bounds,
@@ -38,13 +36,7 @@ from dpcount.keyed.spec import (
     build_spec,
     open_universe,
 )
-from dpcount.keyed.stages import (
-    NOT_COUNTED,
-    bound_partition,
-    first_steps,
-    merge_partials,
-    renumber,
-)
+from dpcount.keyed.stages import NOT_COUNTED, KeyedJob, first_steps, renumber
 from dpcount.privacy.budget import Budget, refuses_loose_budget
 
 __all__ = [
@@ -61,128 +53,6 @@ __all__ = [
 SecretArg = RunSecret | UnsafeTestingSecret | str | os.PathLike[str]
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class KeyedJob:
-    """What a worker needs to bound and release: the run's public configuration (its
-    :class:`~dpcount.keyed.spec.KeyedSpec`), its secret, the steps it releases and what
-    it continues (an open key set's selection steps, a unit ledger)."""
-
-    spec: KeyedSpec
-    secret: RunSecret
-    #: the steps this run releases (a later run continues from a stored state)
-    first: int = 1
-    last: int | None = None
-    #: each key's selection step (T + 1: never), once selected; rows before it are withheld
-    selected: NDArray[np.int64] | None = field(default=None, compare=False)
-    #: whether the run stores a state (then releases return the noise state at ``until``)
-    keep_state: bool = False
-    #: what the units used of a run-level bound in the steps before ``first`` (stored)
-    ledger: UnitLedger | None = field(default=None, compare=False)
-
-    @property
-    def columns(self) -> EventColumns:
-        return self.spec.columns
-
-    @property
-    def universe(self) -> KeyUniverse:
-        return self.spec.universe
-
-    @property
-    def buckets(self) -> TimeBuckets:
-        return self.spec.buckets
-
-    @property
-    def mechanism(self) -> KeyedMechanism:
-        return self.spec.mechanism
-
-    @property
-    def max_weight(self) -> float:
-        return self.spec.max_weight
-
-    @property
-    def max_keys(self) -> int | None:
-        return self.spec.max_keys
-
-    @property
-    def run_bound(self) -> RunBound | None:
-        """A unit's bound over the whole run (``Bounds(scope="run")``; None: per step)."""
-        return self.spec.run_bound
-
-    @property
-    def selection(self) -> SelectionPlan | None:
-        """Private key selection (open key set; :mod:`dpcount.keyed.selection`)."""
-        return self.spec.selection
-
-    @property
-    def late(self) -> str:
-        """What events of already released steps do (:mod:`dpcount.keyed.watermark`)."""
-        return self.spec.late
-
-    @property
-    def until(self) -> int:
-        return self.mechanism.horizon if self.last is None else self.last
-
-    def window(self, first: int, last: int | None) -> KeyedJob:
-        """This job releasing steps first..last (default: to the horizon)."""
-        last = self.mechanism.horizon if last is None else last
-        for name, value in (("until", last), ("first step", first)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an integer, got {value!r}")
-        if last > self.mechanism.horizon:
-            raise ValueError(
-                f"until={last} is beyond the horizon {self.mechanism.horizon} fixed at the "
-                "first run (the tree's height and the budget depend on it)"
-            )
-        if last < 1:
-            raise ValueError(f"until must be >= 1, got {last}")
-        if last < first:
-            raise ValueError(
-                f"until={last}: steps 1..{first - 1} are already released (stored state); "
-                f"until must be >= {first}"
-            )
-        return dataclasses.replace(self, first=first, last=last)
-
-    @property
-    def integer(self) -> bool:
-        return self.mechanism.noise.is_discrete
-
-    @property
-    def hash_key(self) -> str:
-        """16-character SipHash key for the unit-bounding rank, derived from the secret."""
-        return self.secret.mac(MacLabel.UNIT_RANK).hash_key()
-
-    def prepare(
-        self, frame: pd.DataFrame, source: str | None = None
-    ) -> tuple[pd.DataFrame, DropReport]:
-        """:func:`~dpcount.keyed.stages.bound_partition` of this job."""
-        return bound_partition(self, frame, source)
-
-    def finish(self, partials: Sequence[pd.DataFrame]) -> tuple[Contributions, DropReport]:
-        """Combine partial sums (any partitioning gives the same result for integers)."""
-        contributions, report, _ = merge_partials(self, partials)
-        return contributions, report
-
-    def finish_run(
-        self, partials: Sequence[pd.DataFrame]
-    ) -> tuple[Contributions, DropReport, UnitLedger | None]:
-        """:func:`~dpcount.keyed.stages.merge_partials` of this job."""
-        return merge_partials(self, partials)
-
-    def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
-        """Exact running counts of every key at step ``until`` (for the stored state),
-        added in the same order as the release's (:func:`exact_running`)."""
-        out = np.array(base, copy=True)
-        m = self.mechanism
-        for lo, hi in chunk_bounds(m.n_keys, chunk):
-            counts = m.counts(contributions, lo, hi, self.first, self.until)
-            out[lo:hi] = exact_running(counts, base[lo:hi])[-1]
-        return out
-
-    def config(self) -> dict[str, Any]:
-        """The run's public configuration, as its secret file records it."""
-        return self.spec.config()
 
 
 @refuses_loose_budget()

@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 from dpcount.durable.atomic import read_private_json, write_atomic
 from dpcount.durable.lock import FileLock
 from dpcount.durable.once import ExactlyOnce, Journal
-from dpcount.keyed.secret import MacKey, MacLabel, RunSecret
+from dpcount.keyed.secret import MacKey, MacLabel, RunRecord, RunSecret
 
 
 class SecretLike(Protocol):
@@ -262,12 +262,10 @@ class _MarkJournal:
 
 
 @dataclass(frozen=True)
-class ReleaseMark:
+class ReleaseMark(RunRecord):
     """Steps 1..``released`` of run ``run_id`` are out; ``last`` is the last completed
     release, ``pending`` one begun whose output may exist."""
 
-    run_id: str
-    fingerprint: str
     released: int = 0
     last: Release | None = None
     pending: Release | None = None
@@ -283,9 +281,7 @@ class ReleaseMark:
 
     def body(self) -> dict[str, Any]:
         return {
-            "format": MARK_FORMAT,
-            "run_id": self.run_id,
-            "fingerprint": self.fingerprint,
+            **self.header(MARK_FORMAT),
             "released": self.released,
             "last": None if self.last is None else dataclasses.asdict(self.last),
             "pending": None if self.pending is None else dataclasses.asdict(self.pending),

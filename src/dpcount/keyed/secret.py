@@ -63,6 +63,7 @@ __all__ = [
     "Label",
     "MacKey",
     "MacLabel",
+    "RunRecord",
     "RunSecret",
     "UnsafeTestingSecret",
     "check_owner_only",
@@ -162,6 +163,19 @@ def unsafe_testing_secret(secret: bytes, run_id: str | None = None) -> UnsafeTes
     if run_id is not None and not isinstance(run_id, str):
         raise TypeError(f"run_id must be a str, got {run_id!r}")
     return UnsafeTestingSecret(secret, run_id)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A file stored for one run (its state, its released-up-to mark) carries the run's
+    id and configuration fingerprint, so that a file of another run is refused."""
+
+    run_id: str
+    fingerprint: str
+
+    def header(self, file_format: str) -> dict[str, Any]:
+        """The first fields of the file's header: its format and the run it is of."""
+        return {"format": file_format, "run_id": self.run_id, "fingerprint": self.fingerprint}
 
 
 @dataclass(frozen=True)

@@ -620,9 +620,7 @@ def select_keys(
     tau = plan.threshold
     secret = job.secret.prf(Label.SELECTION)
     n = mech.n_keys
-    eligible = np.full(n, never, dtype=np.int64)  # each key's first counted step
-    np.minimum.at(eligible, contributions.key, contributions.step)
-    eligible[:n_prior] = 0
+    eligible = _eligible(n, contributions, never, n_prior)
     out = np.full(n, never, dtype=np.int64)
     if selected is not None:
         out[: len(selected)] = selected

@@ -53,9 +53,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from numpy.typing import NDArray
 
-from dpcount.keyed.prf import PositionPRF, PRFKey, keyed_discrete_laplace
+from dpcount.keyed.prf import F64, I64, PositionPRF, PRFKey, keyed_discrete_laplace
 
 __all__ = [
     "SparseVectorCalibration",
@@ -65,9 +64,6 @@ __all__ = [
     "release_bound",
     "release_profile",
 ]
-
-F64 = NDArray[np.float64]
-I64 = NDArray[np.int64]
 
 #: relative inflation of the floating-point sums (their error is below 1e-10)
 _SLACK = 1e-9

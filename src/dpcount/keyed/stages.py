@@ -9,19 +9,23 @@ function of (secret, configuration, key, position), never of a partition or a wo
 A shard is ``(contributions, drop report)`` of the keys between two of
 :func:`shard_edges`' edges. The runners differ only in where these run and how their
 results travel (:mod:`dpcount.keyed.runners.dask`, :mod:`dpcount.keyed.runners.spark`).
+Every stage reads a :class:`KeyedJob` (a run's spec, secret and window), defined here
+beside them; :mod:`dpcount.keyed.job` builds it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
-from dpcount.keyed.engine import KeyedMechanism, chunk_bounds
+from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
     DropReport,
@@ -38,50 +42,126 @@ from dpcount.keyed.events import (
     to_contributions,
 )
 from dpcount.keyed.prf import PRFKey
-from dpcount.keyed.secret import Label, RunSecret
+from dpcount.keyed.secret import Label, MacLabel, RunSecret
 from dpcount.keyed.selection import SelectionPlan, select_keys
+from dpcount.keyed.spec import KeyedSpec
+
+_T = TypeVar("_T")
 
 
-class StageJob(Protocol):
-    """What the stages read of a :class:`dpcount.keyed.job.KeyedJob` (a protocol: the
-    job module imports this one): its public configuration, secret and window."""
+class _FromSpec(Generic[_T]):
+    """A read-only attribute of a :class:`KeyedJob`: its spec's attribute of the same name."""
+
+    name: str
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, job: None, owner: type) -> _FromSpec[_T]: ...
+    @overload
+    def __get__(self, job: KeyedJob, owner: type) -> _T: ...
+    def __get__(self, job: KeyedJob | None, owner: type) -> _T | _FromSpec[_T]:
+        if job is None:
+            return self
+        value: _T = getattr(job.spec, self.name)
+        return value
+
+
+@dataclass(frozen=True)
+class KeyedJob:
+    """What a worker needs to bound and release: the run's public configuration (its
+    :class:`~dpcount.keyed.spec.KeyedSpec`), its secret, the steps it releases and what
+    it continues (an open key set's selection steps, a unit ledger)."""
+
+    spec: KeyedSpec
+    secret: RunSecret
+    #: the steps this run releases (a later run continues from a stored state)
+    first: int = 1
+    last: int | None = None
+    #: each key's selection step (T + 1: never), once selected; rows before it are withheld
+    selected: NDArray[np.int64] | None = field(default=None, compare=False)
+    #: whether the run stores a state (then releases return the noise state at ``until``)
+    keep_state: bool = False
+    #: what the units used of a run-level bound in the steps before ``first`` (stored)
+    ledger: UnitLedger | None = field(default=None, compare=False)
+
+    columns = _FromSpec[EventColumns]()
+    universe = _FromSpec[KeyUniverse]()
+    buckets = _FromSpec[TimeBuckets]()
+    mechanism = _FromSpec[KeyedMechanism]()
+    max_weight = _FromSpec[float]()
+    max_keys = _FromSpec[int | None]()
+    run_bound = _FromSpec[RunBound | None]()
+    """A unit's bound over the whole run (``Bounds(scope="run")``; None: per step)."""
+    selection = _FromSpec[SelectionPlan | None]()
+    """Private key selection (open key set; :mod:`dpcount.keyed.selection`)."""
+    late = _FromSpec[str]()
+    """What events of already released steps do (:mod:`dpcount.keyed.watermark`)."""
 
     @property
-    def columns(self) -> EventColumns: ...
+    def until(self) -> int:
+        return self.mechanism.horizon if self.last is None else self.last
+
+    def window(self, first: int, last: int | None) -> KeyedJob:
+        """This job releasing steps first..last (default: to the horizon)."""
+        last = self.mechanism.horizon if last is None else last
+        for name, value in (("until", last), ("first step", first)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+        if last > self.mechanism.horizon:
+            raise ValueError(
+                f"until={last} is beyond the horizon {self.mechanism.horizon} fixed at the "
+                "first run (the tree's height and the budget depend on it)"
+            )
+        if last < 1:
+            raise ValueError(f"until must be >= 1, got {last}")
+        if last < first:
+            raise ValueError(
+                f"until={last}: steps 1..{first - 1} are already released (stored state); "
+                f"until must be >= {first}"
+            )
+        return dataclasses.replace(self, first=first, last=last)
+
     @property
-    def universe(self) -> KeyUniverse: ...
+    def integer(self) -> bool:
+        return self.mechanism.noise.is_discrete
+
     @property
-    def buckets(self) -> TimeBuckets: ...
-    @property
-    def mechanism(self) -> KeyedMechanism: ...
-    @property
-    def max_weight(self) -> float: ...
-    @property
-    def max_keys(self) -> int | None: ...
-    @property
-    def run_bound(self) -> RunBound | None: ...
-    @property
-    def selection(self) -> SelectionPlan | None: ...
-    @property
-    def late(self) -> str: ...
-    @property
-    def secret(self) -> RunSecret: ...
-    @property
-    def first(self) -> int: ...
-    @property
-    def last(self) -> int | None: ...
-    @property
-    def until(self) -> int: ...
-    @property
-    def integer(self) -> bool: ...
-    @property
-    def hash_key(self) -> str: ...
-    @property
-    def keep_state(self) -> bool: ...
-    @property
-    def selected(self) -> NDArray[np.int64] | None: ...
-    @property
-    def ledger(self) -> UnitLedger | None: ...
+    def hash_key(self) -> str:
+        """16-character SipHash key for the unit-bounding rank, derived from the secret."""
+        return self.secret.mac(MacLabel.UNIT_RANK).hash_key()
+
+    def prepare(
+        self, frame: pd.DataFrame, source: str | None = None
+    ) -> tuple[pd.DataFrame, DropReport]:
+        """:func:`~dpcount.keyed.stages.bound_partition` of this job."""
+        return bound_partition(self, frame, source)
+
+    def finish(self, partials: Sequence[pd.DataFrame]) -> tuple[Contributions, DropReport]:
+        """Combine partial sums (any partitioning gives the same result for integers)."""
+        contributions, report, _ = merge_partials(self, partials)
+        return contributions, report
+
+    def finish_run(
+        self, partials: Sequence[pd.DataFrame]
+    ) -> tuple[Contributions, DropReport, UnitLedger | None]:
+        """:func:`~dpcount.keyed.stages.merge_partials` of this job."""
+        return merge_partials(self, partials)
+
+    def totals(self, contributions: Contributions, base: NDArray[Any], chunk: int) -> NDArray[Any]:
+        """Exact running counts of every key at step ``until`` (for the stored state),
+        added in the same order as the release's (:func:`exact_running`)."""
+        out = np.array(base, copy=True)
+        m = self.mechanism
+        for lo, hi in chunk_bounds(m.n_keys, chunk):
+            counts = m.counts(contributions, lo, hi, self.first, self.until)
+            out[lo:hi] = exact_running(counts, base[lo:hi])[-1]
+        return out
+
+    def config(self) -> dict[str, Any]:
+        """The run's public configuration, as its secret file records it."""
+        return self.spec.config()
 
 
 class Carry(Protocol):
@@ -94,7 +174,7 @@ class Carry(Protocol):
 
 __all__ = [
     "NOT_COUNTED",
-    "StageJob",
+    "KeyedJob",
     "bound_partition",
     "check_shard",
     "concat_shards",
@@ -116,7 +196,7 @@ __all__ = [
 
 
 def bound_partition(
-    job: StageJob, frame: pd.DataFrame, source: str | None = None
+    job: KeyedJob, frame: pd.DataFrame, source: str | None = None
 ) -> tuple[pd.DataFrame, DropReport]:
     """Stage 1 (map): one partition of events mapped to (key index, step) — late events
     refused or moved, events outside the window dropped and reported — clipped per event
@@ -139,7 +219,7 @@ def bound_partition(
 
 
 def merge_partials(
-    job: StageJob, partials: Sequence[pd.DataFrame]
+    job: KeyedJob, partials: Sequence[pd.DataFrame]
 ) -> tuple[Contributions, DropReport, UnitLedger | None]:
     """Stage 2 (combine): partial sums of any partitioning merged (integer sums do not
     depend on it) and the unit bounds finished — per step, or over the run continuing
@@ -221,7 +301,7 @@ def release_task(
 
 
 def release_chunks(
-    job: StageJob,
+    job: KeyedJob,
     shard: tuple[Contributions, DropReport],
     chunks: Sequence[tuple[int, int, bool]],
     base: NDArray[Any] | None,
@@ -273,7 +353,7 @@ def shard_edges(n_keys: int, chunk_keys: int, shards: int) -> list[int]:
 
 
 def prepare_split(
-    job: StageJob, frame: pd.DataFrame, edges: Sequence[int]
+    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int]
 ) -> tuple[list[pd.DataFrame], DropReport]:
     """One input partition mapped, clipped and summed (:func:`bound_partition`), its
     partial sums split by shard (``edges``: the shards' key edges)."""
@@ -287,7 +367,7 @@ def prepare_split(
 
 
 def check_shard(
-    job: StageJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
+    job: KeyedJob, shard: tuple[Contributions, DropReport], base: NDArray[Any] | None
 ) -> None:
     """:func:`check_running` on one shard (no stored state: ``base`` is None)."""
     check_running(shard[0], base, job.universe.keys, job.first, job.until)
@@ -327,7 +407,7 @@ def join_placed(*pieces: Contributions) -> tuple[Contributions, DropReport]:
 
 
 def select_shard(
-    job: StageJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
+    job: KeyedJob, shard: tuple[Contributions, DropReport], lo: int, hi: int, chunk_keys: int
 ) -> NDArray[np.int64]:
     """Key selection of the keys [lo, hi) of one placed shard: their selection steps
     (:func:`~dpcount.keyed.selection.select_keys` on the shard's contributions; the
@@ -361,7 +441,7 @@ def _time_extremes(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def plan_release(
-    job: StageJob, parts: Any, carry: Carry | None, chunk_keys: int, time_label: str
+    job: KeyedJob, parts: Any, carry: Carry | None, chunk_keys: int, time_label: str
 ) -> tuple[list[tuple[int, int, bool]], set[int], Any]:
     """The release's key chunks (lo, hi, write), the chunks not handed out, and the part
     writer (None: the counts go to the client or driver). A chunk is not written when its

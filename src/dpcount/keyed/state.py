@@ -59,7 +59,7 @@ from dpcount.counting.checkpoint import CheckpointMismatchError
 from dpcount.durable.atomic import write_atomic
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.engine import NoiseLayout
-from dpcount.keyed.secret import MacLabel, RunSecret, check_owner_only
+from dpcount.keyed.secret import MacLabel, RunRecord, RunSecret, check_owner_only
 
 __all__ = ["STATE_FORMAT", "OpenKeys", "RunState"]
 
@@ -117,13 +117,11 @@ def extras_digest(open_keys: OpenKeys | None, ledger: UnitLedger | None) -> byte
 
 
 @dataclass(frozen=True)
-class RunState:
+class RunState(RunRecord):
     """Exact running counts ``sums`` (one per key) after step ``step`` of run ``run_id``,
     and the per-key noise state there: ``buffers`` (layout rows × keys, 64-bit values)
     laid out by ``layout`` (both None: the mechanism keeps no noise state)."""
 
-    run_id: str
-    fingerprint: str
     step: int
     sums: NDArray[Any]
     buffers: NDArray[np.uint64] | None = None
@@ -170,9 +168,7 @@ class RunState:
 
     def _header(self) -> dict[str, Any]:
         return {
-            "format": STATE_FORMAT,
-            "run_id": self.run_id,
-            "fingerprint": self.fingerprint,
+            **self.header(STATE_FORMAT),
             "step": self.step,
             "dtype": "int64" if self.sums.dtype.kind == "i" else "float64",
             "n_keys": len(self.sums),
