@@ -112,7 +112,8 @@ def test_grid_table_equals_the_grids_of_each_step(
 
 def test_step_grids_equal_release_grids_of_each_step() -> None:
     v = [float(x) for x in np.random.default_rng(14).uniform(0.1, 1e4, 5000)]
-    grids = StepGrids(iter(v))
+    cuts = [0, 1, 70, 71, 1500, 4000, 5000]  # blocks of any length, one empty
+    grids = StepGrids(np.array(v[a:b]) for a, b in zip(cuts, [*cuts[1:], 5000], strict=True))
     got = [grids.next() for _ in range(100)]
     got += grids.take(1000).tolist()
     got += [grids.next() for _ in range(3000)]
@@ -162,3 +163,45 @@ def test_scalar_snap_equals_round_half_even() -> None:
             got = snap_release(s, q, 1.0)  # lo = fmod(s, 1) = 0 for these s
             want = (s - math.fmod(s, 1.0)) + round(q) * 1.0
             assert math.copysign(1.0, got) == math.copysign(1.0, want) and got == want
+
+
+@pytest.mark.parametrize("name", ["binary", "kary", "sqrt", "blt"])
+def test_stream_fast_path_equals_snap_scalar(name: str) -> None:
+    """``update``'s fast path (snap_scalar written out, grids read a block at a time)
+    gives :func:`snap_scalar` of each running sum, the process's noise and
+    :func:`release_grids` of √variance_at(t), through the grid blocks' ends (64, 128,
+    … steps) and fractional sums."""
+    from dpcount.counting.registry import build_mechanism
+    from dpcount.privacy.source import NoiseSource
+
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    x = np.random.default_rng(16).integers(-2, 4, 700).astype(np.float64)
+    x[::9] += 0.375
+    x[0] = 2.0
+    one, ref = (build_mechanism(name, horizon=700, budget=budget, rng=17) for _ in range(2))
+    s = one.stream()
+    got = [s.update(2)] + [s.update(v) for v in x[1:].tolist()]  # an int first: general path
+    process = ref.noise_process(NoiseSource.generator(ref.sampler, ref._rng, None), None)
+    total, want = 0.0, []
+    for t, v in enumerate(x.tolist(), start=1):
+        total += v
+        grid = release_grids(math.sqrt(ref.variance_at(t)))
+        want.append(float_safe.snap_scalar(total, process.next(), grid))
+    assert np.array(got).tobytes() == np.array(want).tobytes()
+
+
+def test_stream_fast_path_refuses_what_the_general_path_refuses() -> None:
+    mech = BinaryTree(6, budget=Budget(epsilon=1.0, noise="laplace"), rng=18)
+    s = mech.stream()
+    s.update(1.0)
+    s.update(1.0)  # on the fast path from here
+    for bad in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="finite"):
+            s.update(bad)
+    with pytest.raises(ValueError, match="beyond ±2\\^53"):
+        s.update(2.0**53)
+    assert s.step == 2
+    for _ in range(4):
+        s.update(0.5)
+    with pytest.raises(ValueError, match="at its horizon"):
+        s.update(1.0)

@@ -134,6 +134,8 @@ __all__ = [
     "DRAWS_PER_VALUE",
     "GRID_BITS",
     "MODEL_KAPPA",
+    "SCALAR_ROUNDER",
+    "SCALAR_ROUNDER_RANGE",
     "FloatSafety",
     "GridTable",
     "StepGrids",
@@ -273,22 +275,24 @@ class GridTable:
 
 
 class StepGrids:
-    """The grids of consecutive steps, read from an iterator of their variances a block
-    at a time (a stream's per-step grid: one list read instead of a square root and a
+    """The grids of consecutive steps, read from an iterator of blocks of their
+    variances (a stream's per-step grid: one list read instead of a square root and a
     ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
 
     A stream's per-step path reads ``next(grids.current, 0.0)`` (the block's iterator;
     0.0, never a grid, when it is spent) and calls :meth:`next` only then.
 
     Args:
-        variances: V_t, V_{t+1}, … (e.g. ``mechanism.iter_variances(t)``).
+        variances: float64 arrays V_t…, then the next steps' … (e.g.
+            ``mechanism.iter_variance_blocks(t)``), of any lengths.
     """
 
     _FIRST_BLOCK = 64
     _LARGEST_BLOCK = 4096
 
-    def __init__(self, variances: Iterator[float]) -> None:
+    def __init__(self, variances: Iterator[NDArray[np.float64]]) -> None:
         self._variances = variances
+        self._rest: NDArray[np.float64] = np.empty(0)  # read, not yet turned into grids
         self._block = self._FIRST_BLOCK
         #: the rest of the current block's grids
         self.current: Iterator[float] = iter(())
@@ -311,9 +315,20 @@ class StepGrids:
         return np.concatenate((head, self._read(n - len(head))))
 
     def _read(self, n: int) -> NDArray[np.float64]:
-        v = np.fromiter(itertools.islice(self._variances, n), np.float64)
-        if not v.size:
+        """The grids of the next ``n`` variances (fewer at the end of the iterator)."""
+        parts, got = [], 0
+        while got < n:
+            if not len(self._rest):
+                block = next(self._variances, None)
+                if block is None:
+                    break
+                self._rest = block
+            part, self._rest = self._rest[: n - got], self._rest[n - got :]
+            parts.append(part)
+            got += len(part)
+        if not got:
             raise ValueError("no variances left: the steps are past the horizon")
+        v = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return release_grids(np.sqrt(v))  # type: ignore[no-any-return]
 
 
@@ -410,8 +425,9 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
 
 
 #: 1.5·2^52: for |q| < 2^51, fl(q + M) − M is q rounded to an integer, ties to even
-_ROUNDER = 6755399441055744.0
-_ROUNDER_RANGE = 2251799813685248.0  # 2^51
+SCALAR_ROUNDER = 6755399441055744.0
+#: 2^51: the range of q where :data:`SCALAR_ROUNDER` rounds it
+SCALAR_ROUNDER_RANGE = 2251799813685248.0
 
 
 def snap_scalar(s: float, noise: float, g: float) -> float:
@@ -425,8 +441,8 @@ def snap_scalar(s: float, noise: float, g: float) -> float:
     """
     lo = math.fmod(s, g)
     q = (lo + noise) / g
-    if -_ROUNDER_RANGE < q < _ROUNDER_RANGE:
-        return (s - lo) + ((q + _ROUNDER) - _ROUNDER) * g
+    if -SCALAR_ROUNDER_RANGE < q < SCALAR_ROUNDER_RANGE:
+        return (s - lo) + ((q + SCALAR_ROUNDER) - SCALAR_ROUNDER) * g
     return (s - lo) + round(q) * g  # round: ties to even
 
 

@@ -301,19 +301,26 @@ class SqrtFactorization(CountingMechanism):
         return np.cumsum(f * f)
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        for block in self._iter_noise_coefficient_blocks(start):
+            yield from block.tolist()
+
+    def _iter_noise_coefficient_blocks(self, start: int) -> Iterator[NDArray[np.float64]]:
         """S(t) for t = start..T, as ``np.cumsum(f * f)`` computes it (sequentially, so
         bit for bit), by blocks of f: O(block) memory, O(T) time (the steps before
         ``start`` are summed too: a closed form would differ in the last bits)."""
         T, acc = self.horizon, 0.0
         for a in range(0, T, _VARIANCE_BLOCK):
             b = min(T, a + _VARIANCE_BLOCK)
-            sq = sqrt_coefficient_block(a, b)
-            sq *= sq
+            # the kept kernel when a process made it: sqrt_coefficients(T)[a:b], bit for bit
+            kept = self._kernel
+            sq = sqrt_coefficient_block(a, b) if kept is None else kept[a:b] * kept[a:b]
+            if kept is None:
+                sq *= sq
             sq[0] += acc  # S(a + 1) = S(a) + f(a)²
             np.cumsum(sq, out=sq)
             acc = float(sq[-1])
             if b >= start:
-                yield from sq[max(0, start - 1 - a) :].tolist()
+                yield sq[max(0, start - 1 - a) :]
 
     def _noise_coefficient_at(self, t: int) -> float:
         return next(self._iter_noise_coefficients(t))
