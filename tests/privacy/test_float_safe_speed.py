@@ -74,6 +74,22 @@ def test_snap_vector_rows_and_the_fmod_fallback() -> None:
     assert out.tobytes() == _fmod_form(big, noise, 2.0**-100).tobytes()
 
 
+def test_a_grid_by_its_inverse_equals_a_division() -> None:
+    """x·(1/g) for a power-of-two grid is x/g to the bit (subnormal and huge results
+    too); a grid 1/g is not exact for (none above 2^1022, none not a power of two)
+    divides."""
+    rng = np.random.default_rng(19)
+    x = np.concatenate([rng.normal(0, 10.0 ** rng.integers(-300, 300, 2000)), [5e-324, -0.0]])
+    for e in (-1003, -60, -1, 0, 3, 52, 1000, 1022):
+        g = 2.0**e
+        inverse = float_safe._inverse(g)
+        assert inverse is not None
+        with np.errstate(over="ignore"):  # infinities alike
+            assert (x * inverse).tobytes() == (x / g).tobytes()
+    assert float_safe._inverse(2.0**1023) is None and float_safe._inverse(3.0) is None
+    assert float_safe._inverse(np.array([1.0])) is None
+
+
 def test_a_wrong_zero_sign_would_be_seen() -> None:
     """The check above can fail: the sign of fmod's zero matters for a zero noise."""
     s, noise = np.array([-0.0]), np.array([-0.0])
@@ -106,8 +122,17 @@ def test_grid_table_equals_the_grids_of_each_step(
             assert (want[first - 1 : first - 1 + n] == got).all()
         else:
             assert got.tobytes() == want[first - 1 : first - 1 + n].tobytes()
+        runs = table.runs(first, n)
+        assert (runs is None) is (kind != "runs")
+        if runs is not None:  # consecutive, covering the n steps, one grid each
+            assert [r[0] for r in runs] == [0] + [r[1] for r in runs[:-1]] and runs[-1][1] == n
+            rebuilt = np.concatenate([np.full(b - a, g) for a, b, g in runs])
+            assert rebuilt.tobytes() == want[first - 1 : first - 1 + n].tobytes()
     with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
         table.grids(3000, 2)
+    if kind == "runs":
+        with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
+            table.runs(3000, 2)
 
 
 def test_step_grids_equal_release_grids_of_each_step() -> None:
@@ -205,3 +230,22 @@ def test_stream_fast_path_refuses_what_the_general_path_refuses() -> None:
         s.update(0.5)
     with pytest.raises(ValueError, match="at its horizon"):
         s.update(1.0)
+
+
+@pytest.mark.parametrize("runs", [1, 5, 40])
+def test_running_sums_snapped_run_by_run_equal_the_grid_array(runs: int) -> None:
+    """A block whose steps share a few grids is snapped run by run (a float grid each,
+    multiplied by 1/g); the floats are those of the per-step grid array."""
+    from dpcount.counting._steps import add_running_sums
+
+    rng = np.random.default_rng(20)
+    T = 150_000  # three blocks of 2^16
+    v = np.repeat(4.0 ** rng.integers(0, 6, runs), -(-T // runs))[:T]  # runs of one grid
+    table = GridTable(v)
+    assert table._runs
+    for x in (rng.integers(-2, 4, T).astype(np.float64), rng.normal(0, 3, T)):
+        noise = rng.normal(0, 8, T)
+        want, got = noise.copy(), noise.copy()
+        add_running_sums("x", want, x, grid=release_grids(np.sqrt(v)))
+        add_running_sums("x", got, x, grid=table)
+        assert got.tobytes() == want.tobytes()

@@ -268,6 +268,21 @@ class GridTable:
         bounds = np.clip(np.append(self._starts[i0:i1], hi), lo, hi)
         return np.repeat(self._grids[i0:i1], np.diff(bounds))
 
+    def runs(self, first: int, n: int) -> list[tuple[int, int, float]] | None:
+        """The grids of steps first … first + n − 1 as runs (lo, hi, grid): steps
+        first + lo … first + hi − 1 share one grid; None when the table is not
+        run-length encoded."""
+        if not self._runs:
+            return None
+        lo, hi = first - 1, first - 1 + n
+        if not (lo >= 0 and n >= 1 and hi <= self.horizon):
+            raise ValueError(f"steps {first}..{hi} are outside 1..{self.horizon}")
+        i0 = int(np.searchsorted(self._starts, lo, side="right")) - 1
+        i1 = int(np.searchsorted(self._starts, hi, side="left"))
+        bounds = [lo, *self._starts[i0 + 1 : i1].tolist(), hi]
+        grids = self._grids[i0:i1].tolist()
+        return [(a - lo, b - lo, g) for a, b, g in zip(bounds[:-1], bounds[1:], grids, strict=True)]
+
     def array(self, first: int, n: int) -> NDArray[np.float64]:
         """:meth:`grids` as a float64 array of n."""
         g = self.grids(first, n)
@@ -410,18 +425,34 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
     else:
         u = work[0][tuple(slice(0, k) for k in shape)]
         q = work[1][tuple(slice(0, k) for k in shape)]
-    np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+    inverse = _inverse(grid)  # ·(1/g) is /g, to the bit, and faster
+    if inverse is None:
+        np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+        np.divide(noise, grid, out=out)
+    else:
+        np.multiply(s_arr, inverse, out=u)
+        np.multiply(noise, inverse, out=out)
     np.trunc(u, out=q)
     u -= q  # lo/g, exact (the bits of s below g)
     if s_arr.dtype.kind == "f":
         np.copysign(u, s_arr, out=u)  # fmod's zero has the sign of s
-    np.divide(noise, grid, out=out)
     out += u
     np.rint(out, out=out)
     np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
     out -= q
     out *= grid
     return out
+
+
+def _inverse(grid: Any) -> float | None:
+    """1/g for one grid when it is exact — g a power of two up to 2^1022 — so x·(1/g)
+    and x/g are the same rounding of one real number; else None (divide; also for an
+    array of grids, where computing 1/g costs what it saves)."""
+    if isinstance(grid, np.ndarray):
+        return None
+    g = float(grid)
+    mantissa, exponent = math.frexp(g)  # g = 2^(exponent − 1) for a power of two
+    return math.ldexp(1.0, 1 - exponent) if mantissa == 0.5 and g <= 2.0**1022 else None
 
 
 #: 1.5·2^52: for |q| < 2^51, fl(q + M) − M is q rounded to an integer, ties to even

@@ -115,8 +115,8 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         self._z: NDArray[np.float64] = np.empty((0, *tail))  # z_0 .. z_{len-1}
         self._noise: NDArray[np.float64] = np.empty((0, *tail))  # N for steps from _start
         self._start = 0  # step index (0-based) of _noise[0]
-        self._chunk: list[Any] = []  # N for steps _chunk_start .. as Python objects
-        self._chunk_start = 0
+        #: N for steps _t, _t + 1, … as Python objects, reversed (pop() is the next step's)
+        self._chunk: list[Any] = []
 
     def live_count(self) -> int:
         """z values held plus computed noise values not yet released (per coordinate)."""
@@ -140,20 +140,18 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         self._start = self._t
 
     def next(self) -> Any:
-        i = self._t - self._chunk_start
         chunk = self._chunk
-        if i < len(chunk):
+        if chunk:
             self._t += 1
-            return chunk[i]
+            return chunk.pop()
         if self._t >= self.horizon:
             raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
         self._ensure(self._t + 1)
         lo = self._t - self._start
-        piece = self._noise[lo : lo + _CHUNK]
+        piece = self._noise[lo : lo + _CHUNK][::-1]
         self._chunk = piece.tolist() if self.dim is None else list(piece.copy())
-        self._chunk_start = self._t
         self._t += 1
-        return self._chunk[0]
+        return self._chunk.pop()
 
     def next_many(self, n: int) -> NDArray[np.float64]:
         n = check_integer("n", n, ge=1)
@@ -172,7 +170,6 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
             out = self._noise[lo : lo + n].copy()
         self._t = t0 + n
         self._chunk = []
-        self._chunk_start = self._t
         return out
 
     # -- checkpoints ----------------------------------------------------------------
@@ -202,7 +199,7 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
                 f"t={t}, len(noise)={len(noise)}, len(z)={len(z)}, horizon={self.horizon}"
             )
         self._z, self._noise, self._start, self._t = z, noise, t, t
-        self._chunk, self._chunk_start = [], t
+        self._chunk = []
 
 
 @noise_statements
