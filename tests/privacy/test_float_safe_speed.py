@@ -249,3 +249,20 @@ def test_running_sums_snapped_run_by_run_equal_the_grid_array(runs: int) -> None
         add_running_sums("x", want, x, grid=release_grids(np.sqrt(v)))
         add_running_sums("x", got, x, grid=table)
         assert got.tobytes() == want.tobytes()
+
+
+def test_a_known_bound_on_the_sums_gives_the_same_floats() -> None:
+    """``bound`` only spares the search for the largest sum: the same floats with and
+    without it, and a bound too large for the scaled form (tiny grids) still takes
+    ``fmod``."""
+    rng = np.random.default_rng(21)
+    for s, noise, g in _cases(rng, 300):
+        s = np.asarray(s, dtype=np.float64)
+        if not np.all(np.abs(s) < 2.0**53):
+            continue
+        want = snap_release(s, noise.copy(), g)
+        got = snap_release(s, noise.copy(), g, bound=2.0**53)
+        assert got.tobytes() == want.tobytes()
+    s, noise = np.array([1e300, 3.0]), np.array([0.25, -0.5])
+    got = snap_release(s, noise.copy(), 2.0**-900, bound=2.0**1000)
+    assert got.tobytes() == _fmod_form(s, noise, 2.0**-900).tobytes()

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_instance, check_integer, check_real
+from dpcount._validate import MAX_EXACT_SUM, check_instance, check_integer, check_real
 from dpcount.counting._steps import (
     add_running_sums,
     check_integral_array,
@@ -1077,10 +1077,12 @@ class CountingStream(ReleaseStream):
             scalar = np.ndim(value) == 0
             check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
             process = self._start(None if scalar else len(value))
+            self._sum = self._sum + value  # 0 + x: a zero step's sum is +0.0
         else:
             with np.errstate(over="ignore"):  # an overflow to inf is refused just below
-                check_running_sums("x", np.reshape(self._sum + value, (1, -1)), already=self._t)
-        self._sum = self._sum + value
+                new_sum = self._sum + value
+            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
+            self._sum = new_sum
         self._t += 1
         if self._snapped:
             noise = process.next()
@@ -1093,7 +1095,8 @@ class CountingStream(ReleaseStream):
             if work is None:
                 work = self._work = np.empty((2, d))
             out = np.empty(d)
-            return snap_release(self._sum, noise, self._next_grid(), work=work, out=out)
+            g = self._next_grid()  # the sums were checked below 2^53
+            return snap_release(self._sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM)
         return self._sum + process.next()
 
     def _update_integer(self, x: Any) -> Any:

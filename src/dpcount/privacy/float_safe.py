@@ -384,7 +384,9 @@ def _round_up(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None) -> Any:
+def snap_release(
+    sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None, bound: Any = None
+) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
     Args:
@@ -397,6 +399,9 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
             per 4 KiB, more than the arithmetic.
         out: optional float64 array of the noise's shape for the result (``noise`` is
             then left as it is); default: ``noise`` itself.
+        bound: optional B with every |sum| < B known to the caller (e.g. 2^53 after
+            :func:`~dpcount.counting._steps.check_running_sums`): spares the two
+            passes that find the largest sum.
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
@@ -416,7 +421,7 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
         out = noise
     if s_arr.dtype.kind not in "iu":
         s_arr = np.asarray(s_arr, dtype=np.float64)
-    if not _scaled_form_is_exact(s_arr, grid):
+    if not _scaled_form_is_exact(s_arr, grid, bound):
         np.copyto(out, noise)
         return _snap_fmod(s_arr, out, grid)
     shape = out.shape
@@ -481,9 +486,10 @@ def snap_scalar(s: float, noise: float, g: float) -> float:
 _SCALED_LIMIT = 2.0**1020
 
 
-def _scaled_form_is_exact(s: NDArray[Any], grid: Any) -> bool:
+def _scaled_form_is_exact(s: NDArray[Any], grid: Any, bound: Any = None) -> bool:
     """Whether s/g is finite (and g a normal float) for every sum and grid (int64 sums:
-    for every grid ≥ 2^-950)."""
+    for every grid ≥ 2^-950; any sums below a known ``bound`` B: for every grid above
+    B·2^-1020)."""
     if not s.size:
         return True
     gmin = float(np.min(grid)) if isinstance(grid, np.ndarray) else float(grid)
@@ -491,6 +497,8 @@ def _scaled_form_is_exact(s: NDArray[Any], grid: Any) -> bool:
         return False
     if s.dtype.kind in "iu":
         return gmin >= 2.0**-950
+    if bound is not None and float(bound) < _SCALED_LIMIT * gmin:
+        return True
     big = max(float(s.max()), -float(s.min()))
     return big < _SCALED_LIMIT * gmin  # False for NaN
 
