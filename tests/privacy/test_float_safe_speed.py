@@ -122,17 +122,18 @@ def test_grid_table_equals_the_grids_of_each_step(
             assert (want[first - 1 : first - 1 + n] == got).all()
         else:
             assert got.tobytes() == want[first - 1 : first - 1 + n].tobytes()
-        runs = table.runs(first, n)
+        runs = table.runs(first, n, most=n)
         assert (runs is None) is (kind != "runs")
         if runs is not None:  # consecutive, covering the n steps, one grid each
             assert [r[0] for r in runs] == [0] + [r[1] for r in runs[:-1]] and runs[-1][1] == n
             rebuilt = np.concatenate([np.full(b - a, g) for a, b, g in runs])
             assert rebuilt.tobytes() == want[first - 1 : first - 1 + n].tobytes()
+            assert len(runs) == 1 or table.runs(first, n, most=len(runs) - 1) is None
     with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
         table.grids(3000, 2)
     if kind == "runs":
         with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
-            table.runs(3000, 2)
+            table.runs(3000, 2, most=2)
 
 
 def test_step_grids_equal_release_grids_of_each_step() -> None:

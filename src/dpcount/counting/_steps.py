@@ -284,8 +284,8 @@ def _rows(grid: Any, start: int, stop: int, ndim: int) -> Any:
     rows share one grid, a list of runs (lo, hi, grid) when a few do), or the one
     grid / None."""
     if isinstance(grid, GridTable):
-        runs = grid.runs(start + 1, stop - start)
-        if runs is not None and len(runs) <= _RUNS_PER_BLOCK:
+        runs = grid.runs(start + 1, stop - start, _RUNS_PER_BLOCK)
+        if runs is not None:
             return runs[0][2] if len(runs) == 1 else runs
         grid = grid.grids(start + 1, stop - start)
     elif isinstance(grid, np.ndarray):

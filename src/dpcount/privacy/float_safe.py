@@ -268,10 +268,10 @@ class GridTable:
         bounds = np.clip(np.append(self._starts[i0:i1], hi), lo, hi)
         return np.repeat(self._grids[i0:i1], np.diff(bounds))
 
-    def runs(self, first: int, n: int) -> list[tuple[int, int, float]] | None:
+    def runs(self, first: int, n: int, most: int) -> list[tuple[int, int, float]] | None:
         """The grids of steps first … first + n − 1 as runs (lo, hi, grid): steps
         first + lo … first + hi − 1 share one grid; None when the table is not
-        run-length encoded."""
+        run-length encoded or the steps span more than ``most`` runs."""
         if not self._runs:
             return None
         lo, hi = first - 1, first - 1 + n
@@ -279,6 +279,8 @@ class GridTable:
             raise ValueError(f"steps {first}..{hi} are outside 1..{self.horizon}")
         i0 = int(np.searchsorted(self._starts, lo, side="right")) - 1
         i1 = int(np.searchsorted(self._starts, hi, side="left"))
+        if i1 - i0 > most:
+            return None
         bounds = [lo, *self._starts[i0 + 1 : i1].tolist(), hi]
         grids = self._grids[i0:i1].tolist()
         return [(a - lo, b - lo, g) for a, b, g in zip(bounds[:-1], bounds[1:], grids, strict=True)]
