@@ -10,6 +10,7 @@ grids a block at a time. Each is checked to the bit against the direct computati
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,3 +268,29 @@ def test_a_known_bound_on_the_sums_gives_the_same_floats() -> None:
     s, noise = np.array([1e300, 3.0]), np.array([0.25, -0.5])
     got = snap_release(s, noise.copy(), 2.0**-900, bound=2.0**1000)
     assert got.tobytes() == _fmod_form(s, noise, 2.0**-900).tobytes()
+
+
+def test_sqrt_hand_out_list_stays_in_step_with_blocks_and_checkpoints(tmp_path: Path) -> None:
+    """The square root's process hands scalar noise out of one list that a stream's
+    fast path pops directly; blocks (``update_many``) and a restored state empty it in
+    place, so the steps after them are the same as one block of every step."""
+    from dpcount.counting import SqrtFactorization
+    from dpcount.counting.checkpoint import load_stream, save_stream
+
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    x = np.random.default_rng(22).integers(0, 3, 3000).astype(np.float64)
+    want = SqrtFactorization(3000, budget=budget, rng=23).stream().update_many(x)
+    s = SqrtFactorization(3000, budget=budget, rng=23).stream()
+    got: list[float] = []
+    for a, b in ((0, 700), (700, 1500), (1500, 1501), (1501, 2100), (2100, 2600), (2600, 3000)):
+        if a in (700, 1501):
+            got += s.update_many(x[a:b]).tolist()
+            continue
+        handout = s._process.handout if s._process is not None else None
+        got += [s.update(v) for v in x[a:b].tolist()]
+        assert s._process.handout is handout or a == 0
+        assert s._process.step == b and (len(s._process.handout) > 0 or b == 3000)
+        if b == 2100:  # mid hand-out list: saved, restored, continued
+            save_stream(s, tmp_path / "s.ckpt")
+            s = load_stream(tmp_path / "s.ckpt")
+    assert np.array(got).tobytes() == want.tobytes()

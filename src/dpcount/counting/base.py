@@ -986,8 +986,9 @@ class CountingStream(ReleaseStream):
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
         self._grids: StepGrids | None = None  # the grids of the steps to come
         self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
-        #: (process.next, grids) once a scalar float-safe step ran: :meth:`update`'s fast path
-        self._fast: tuple[Any, StepGrids] | None = None
+        #: (process.next, grids, the process's ``handout`` list or ()) once a scalar
+        #: float-safe step ran: :meth:`update`'s fast path
+        self._fast: tuple[Any, StepGrids, Any] | None = None
         self._t = 0
 
     @property
@@ -1035,7 +1036,8 @@ class CountingStream(ReleaseStream):
             if -9007199254740992.0 < new_sum < 9007199254740992.0 and t < self.horizon:
                 self._sum = new_sum
                 self._t = t + 1
-                noise, grids = fast[0](), fast[1]
+                handout, grids = fast[2], fast[1]  # the process's list to pop, or ()
+                noise = handout.pop() if handout else fast[0]()
                 g = next(grids.current, 0.0) or grids.next()
                 # snap_scalar(new_sum, noise, g) written out (a call costs what it computes)
                 lo = _fmod(new_sum, g)
@@ -1070,7 +1072,7 @@ class CountingStream(ReleaseStream):
             if self._snapped:  # from the next step on: update's fast path
                 g = self._next_grid()
                 assert self._grids is not None
-                self._fast = (process.next, self._grids)
+                self._fast = (process.next, self._grids, getattr(process, "handout", ()))
                 return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
             return new_sum + process.next()
         if process is None:

@@ -105,9 +105,16 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         first_block: size of the first block (later blocks double).
     """
 
+    #: N of the steps t, t + 1, …, chunk_end − 1 as Python objects, reversed: popping one
+    #: is :meth:`next` (a stream's float-safe fast path pops it directly); one list for
+    #: the process's life, emptied and refilled in place
+    handout: list[Any]
+
     def __init__(
         self, kernel: NDArray[np.float64], source: NoiseBuffer, first_block: int = 1024
     ) -> None:
+        self.handout = []
+        self._chunk_end = 0  # the step after the hand-out list's last
         super().__init__(len(kernel), source)
         self.kernel = kernel
         self.first_block = check_integer("first_block", first_block, ge=1)
@@ -115,8 +122,16 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         self._z: NDArray[np.float64] = np.empty((0, *tail))  # z_0 .. z_{len-1}
         self._noise: NDArray[np.float64] = np.empty((0, *tail))  # N for steps from _start
         self._start = 0  # step index (0-based) of _noise[0]
-        #: N for steps _t, _t + 1, … as Python objects, reversed (pop() is the next step's)
-        self._chunk: list[Any] = []
+
+    @property
+    def _t(self) -> int:
+        """The step: the hand-out list's end less what is still in it."""
+        return self._chunk_end - len(self.handout)
+
+    @_t.setter
+    def _t(self, t: int) -> None:  # a step set from outside next(): nothing to hand out
+        self.handout.clear()
+        self._chunk_end = t
 
     def live_count(self) -> int:
         """z values held plus computed noise values not yet released (per coordinate)."""
@@ -140,18 +155,17 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         self._start = self._t
 
     def next(self) -> Any:
-        chunk = self._chunk
-        if chunk:
-            self._t += 1
-            return chunk.pop()
-        if self._t >= self.horizon:
+        handout = self.handout
+        if handout:
+            return handout.pop()
+        t = self._chunk_end
+        if t >= self.horizon:
             raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
-        self._ensure(self._t + 1)
-        lo = self._t - self._start
-        piece = self._noise[lo : lo + _CHUNK][::-1]
-        self._chunk = piece.tolist() if self.dim is None else list(piece.copy())
-        self._t += 1
-        return self._chunk.pop()
+        self._ensure(t + 1)
+        piece = self._noise[t - self._start : t - self._start + _CHUNK]
+        handout.extend(piece[::-1].tolist() if self.dim is None else list(piece[::-1].copy()))
+        self._chunk_end = t + len(piece)
+        return handout.pop()
 
     def next_many(self, n: int) -> NDArray[np.float64]:
         n = check_integer("n", n, ge=1)
@@ -169,7 +183,6 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         else:
             out = self._noise[lo : lo + n].copy()
         self._t = t0 + n
-        self._chunk = []
         return out
 
     # -- checkpoints ----------------------------------------------------------------
@@ -199,7 +212,6 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
                 f"t={t}, len(noise)={len(noise)}, len(z)={len(z)}, horizon={self.horizon}"
             )
         self._z, self._noise, self._start, self._t = z, noise, t, t
-        self._chunk = []
 
 
 @noise_statements
