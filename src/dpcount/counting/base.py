@@ -986,8 +986,8 @@ class CountingStream(ReleaseStream):
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
         self._grids: StepGrids | None = None  # the grids of the steps to come
         self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
-        #: (process.next, grids, the process's ``handout`` list or ()) once a scalar
-        #: float-safe step ran: :meth:`update`'s fast path
+        #: (process.next, grids, None), or (its ``handout`` list's pop, grids,
+        #: process.next), once a scalar float-safe step ran: :meth:`update`'s fast path
         self._fast: tuple[Any, StepGrids, Any] | None = None
         self._t = 0
 
@@ -1036,8 +1036,13 @@ class CountingStream(ReleaseStream):
             if -9007199254740992.0 < new_sum < 9007199254740992.0 and t < self.horizon:
                 self._sum = new_sum
                 self._t = t + 1
-                handout, grids = fast[2], fast[1]  # the process's list to pop, or ()
-                noise = handout.pop() if handout else fast[0]()
+                try:
+                    noise = fast[0]()  # process.next, or its hand-out list's pop
+                except IndexError:
+                    if fast[2] is None:  # process.next's own error
+                        raise
+                    noise = fast[2]()  # the hand-out list ran empty: process.next refills it
+                grids = fast[1]
                 g = next(grids.current, 0.0) or grids.next()
                 # snap_scalar(new_sum, noise, g) written out (a call costs what it computes)
                 lo = _fmod(new_sum, g)
@@ -1072,7 +1077,12 @@ class CountingStream(ReleaseStream):
             if self._snapped:  # from the next step on: update's fast path
                 g = self._next_grid()
                 assert self._grids is not None
-                self._fast = (process.next, self._grids, getattr(process, "handout", ()))
+                handout = getattr(process, "handout", None)
+                self._fast = (
+                    (process.next, self._grids, None)
+                    if handout is None
+                    else (handout.pop, self._grids, process.next)
+                )
                 return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
             return new_sum + process.next()
         if process is None:
