@@ -104,6 +104,24 @@ per batch value (``snap_release``'s scaled form, no ``fmod``, which cost 25-75 n
 and, per stream update, one ``fmod``, a division, two additions and a multiplication in
 Python floats (``snap_scalar``) where 0.4 made one addition.
 
+Then (issue 33, "speed2"): measured 2026-12-06 23:13-23:15 UTC, load average 11-12,
+``--quick --only tree sqrt blt_step blt_batch --rounds 4``, before = b24b7db, after =
+be59ac7 (A÷B of the least CPU / of the median floor ratio): BinaryTree update 1.029 /
+1.023, KaryTree update 0.930 / 0.919, sqrt update 1.226 / 1.237; BinaryTree batch 1.126 /
+1.210, KaryTree batch 0.884 / 0.959, sqrt batch 1.102 / 1.083, BLT batch T = 10^6 1.109 /
+1.088; BLT noise step 1.011 / 1.045, BLT stream.update d = 10^5 1.099 / 1.148. Against
+the branch point 5965e39 in one run (``--before 5965e39``, 23:15-23:16, load 12-18):
+updates 0.73 (BinaryTree), 0.66 (KaryTree), 0.55 (sqrt), 0.88 (BLT vector); batches
+0.99-1.09, where in-process A/B pairs of BinaryTree's batch (4 × 15 releases each)
+give 25.55 ms (main) and 25.8 ms (this): the same code, the spread is the machine's.
+The stream update now takes a fast path (snap_scalar written out, the grids read from
+blocks of variances instead of one Python float per step, the square root's noise
+popped from its hand-out list); what stays is the scalar snap's arithmetic, ~0.1 µs
+per step: the square root's 0.4 update costs 0.35 µs, two thirds of it its amortized
+FFT, so the snap alone is +20-25 % there. The batch and vector snaps multiply by
+1/g (exact) and skip the sign copy when every sum is positive; they still make ~9
+elementwise passes (BLT vector step: one fresh output array as well).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...]
 """

@@ -18,6 +18,20 @@ sides). On a shared machine, only the ratios mean something.
 
 ``--src`` times another checkout's ``src`` (e.g. the code before a change, run
 alternately with this one on a shared machine).
+
+Measured 2026-12-06 23:19-23:21 UTC (issue 33, "speed2"), load average 10-17, compiled
+bytecode, best of 5 child processes, CPU seconds (user + sys; wall time was 2-3x it)
+against ``python -c "import numpy"`` in the same run, two alternating runs each: the
+branch point 5965e39 then this: 100 rows 2.46-2.52x → 2.30-2.41x (0.36-0.38 s → 0.29-0.30
+s: sqrt's exact tables were 1024 ``math.comb`` calls, now a recurrence), ``--delta 1e-6``
+2.44-2.53x → 2.34-2.61x, ``--delta 1e-4`` 7.6-7.9x → 8.6x (1.15 → 1.07-1.10 s; numpy's
+floor itself fell in those runs). Where the Gaussian path goes (cProfile and
+``python -X importtime``): scipy.special (+0.15-0.2 s CPU over numpy, most of it
+scipy._lib._array_api, which every scipy submodule pays), scipy.optimize (+0.2 s more)
+for the optimized Toeplitz row (L-BFGS-B, ~0.1 s), the dense optimum's optimization
+(~0.1 s); the 12 analytic Gaussian calibrations take ~1 ms once scipy is loaded. A
+pure-Python ``log_ndtr`` would remove none of it while the auto ranking builds those
+two rows with scipy.
 """
 
 from __future__ import annotations

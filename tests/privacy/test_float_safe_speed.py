@@ -10,6 +10,7 @@ grids a block at a time. Each is checked to the bit against the direct computati
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,6 +75,22 @@ def test_snap_vector_rows_and_the_fmod_fallback() -> None:
     assert out.tobytes() == _fmod_form(big, noise, 2.0**-100).tobytes()
 
 
+def test_a_grid_by_its_inverse_equals_a_division() -> None:
+    """x·(1/g) for a power-of-two grid is x/g to the bit (subnormal and huge results
+    too); a grid 1/g is not exact for (none above 2^1022, none not a power of two)
+    divides."""
+    rng = np.random.default_rng(19)
+    x = np.concatenate([rng.normal(0, 10.0 ** rng.integers(-300, 300, 2000)), [5e-324, -0.0]])
+    for e in (-1003, -60, -1, 0, 3, 52, 1000, 1022):
+        g = 2.0**e
+        inverse = float_safe._inverse(g)
+        assert inverse is not None
+        with np.errstate(over="ignore"):  # infinities alike
+            assert (x * inverse).tobytes() == (x / g).tobytes()
+    assert float_safe._inverse(2.0**1023) is None and float_safe._inverse(3.0) is None
+    assert float_safe._inverse(np.array([1.0])) is None
+
+
 def test_a_wrong_zero_sign_would_be_seen() -> None:
     """The check above can fail: the sign of fmod's zero matters for a zero noise."""
     s, noise = np.array([-0.0]), np.array([-0.0])
@@ -106,13 +123,24 @@ def test_grid_table_equals_the_grids_of_each_step(
             assert (want[first - 1 : first - 1 + n] == got).all()
         else:
             assert got.tobytes() == want[first - 1 : first - 1 + n].tobytes()
+        runs = table.runs(first, n, most=n)
+        assert (runs is None) is (kind != "runs")
+        if runs is not None:  # consecutive, covering the n steps, one grid each
+            assert [r[0] for r in runs] == [0] + [r[1] for r in runs[:-1]] and runs[-1][1] == n
+            rebuilt = np.concatenate([np.full(b - a, g) for a, b, g in runs])
+            assert rebuilt.tobytes() == want[first - 1 : first - 1 + n].tobytes()
+            assert len(runs) == 1 or table.runs(first, n, most=len(runs) - 1) is None
     with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
         table.grids(3000, 2)
+    if kind == "runs":
+        with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
+            table.runs(3000, 2, most=2)
 
 
 def test_step_grids_equal_release_grids_of_each_step() -> None:
     v = [float(x) for x in np.random.default_rng(14).uniform(0.1, 1e4, 5000)]
-    grids = StepGrids(iter(v))
+    cuts = [0, 1, 70, 71, 1500, 4000, 5000]  # blocks of any length, one empty
+    grids = StepGrids(np.array(v[a:b]) for a, b in zip(cuts, [*cuts[1:], 5000], strict=True))
     got = [grids.next() for _ in range(100)]
     got += grids.take(1000).tolist()
     got += [grids.next() for _ in range(3000)]
@@ -162,3 +190,107 @@ def test_scalar_snap_equals_round_half_even() -> None:
             got = snap_release(s, q, 1.0)  # lo = fmod(s, 1) = 0 for these s
             want = (s - math.fmod(s, 1.0)) + round(q) * 1.0
             assert math.copysign(1.0, got) == math.copysign(1.0, want) and got == want
+
+
+@pytest.mark.parametrize("name", ["binary", "kary", "sqrt", "blt"])
+def test_stream_fast_path_equals_snap_scalar(name: str) -> None:
+    """``update``'s fast path (snap_scalar written out, grids read a block at a time)
+    gives :func:`snap_scalar` of each running sum, the process's noise and
+    :func:`release_grids` of √variance_at(t), through the grid blocks' ends (64, 128,
+    … steps) and fractional sums."""
+    from dpcount.counting.registry import build_mechanism
+    from dpcount.privacy.source import NoiseSource
+
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    x = np.random.default_rng(16).integers(-2, 4, 700).astype(np.float64)
+    x[::9] += 0.375
+    x[0] = 2.0
+    one, ref = (build_mechanism(name, horizon=700, budget=budget, rng=17) for _ in range(2))
+    s = one.stream()
+    got = [s.update(2)] + [s.update(v) for v in x[1:].tolist()]  # an int first: general path
+    process = ref.noise_process(NoiseSource.generator(ref.sampler, ref._rng, None), None)
+    total, want = 0.0, []
+    for t, v in enumerate(x.tolist(), start=1):
+        total += v
+        grid = release_grids(math.sqrt(ref.variance_at(t)))
+        want.append(float_safe.snap_scalar(total, process.next(), grid))
+    assert np.array(got).tobytes() == np.array(want).tobytes()
+
+
+def test_stream_fast_path_refuses_what_the_general_path_refuses() -> None:
+    mech = BinaryTree(6, budget=Budget(epsilon=1.0, noise="laplace"), rng=18)
+    s = mech.stream()
+    s.update(1.0)
+    s.update(1.0)  # on the fast path from here
+    for bad in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="finite"):
+            s.update(bad)
+    with pytest.raises(ValueError, match="beyond ±2\\^53"):
+        s.update(2.0**53)
+    assert s.step == 2
+    for _ in range(4):
+        s.update(0.5)
+    with pytest.raises(ValueError, match="at its horizon"):
+        s.update(1.0)
+
+
+@pytest.mark.parametrize("runs", [1, 5, 40])
+def test_running_sums_snapped_run_by_run_equal_the_grid_array(runs: int) -> None:
+    """A block whose steps share a few grids is snapped run by run (a float grid each,
+    multiplied by 1/g); the floats are those of the per-step grid array."""
+    from dpcount.counting._steps import add_running_sums
+
+    rng = np.random.default_rng(20)
+    T = 150_000  # three blocks of 2^16
+    v = np.repeat(4.0 ** rng.integers(0, 6, runs), -(-T // runs))[:T]  # runs of one grid
+    table = GridTable(v)
+    assert table._runs
+    for x in (rng.integers(-2, 4, T).astype(np.float64), rng.normal(0, 3, T)):
+        noise = rng.normal(0, 8, T)
+        want, got = noise.copy(), noise.copy()
+        add_running_sums("x", want, x, grid=release_grids(np.sqrt(v)))
+        add_running_sums("x", got, x, grid=table)
+        assert got.tobytes() == want.tobytes()
+
+
+def test_a_known_bound_on_the_sums_gives_the_same_floats() -> None:
+    """``bound`` only spares the search for the largest sum: the same floats with and
+    without it, and a bound too large for the scaled form (tiny grids) still takes
+    ``fmod``."""
+    rng = np.random.default_rng(21)
+    for s, noise, g in _cases(rng, 300):
+        s = np.asarray(s, dtype=np.float64)
+        if not np.all(np.abs(s) < 2.0**53):
+            continue
+        want = snap_release(s, noise.copy(), g)
+        got = snap_release(s, noise.copy(), g, bound=2.0**53)
+        assert got.tobytes() == want.tobytes()
+    s, noise = np.array([1e300, 3.0]), np.array([0.25, -0.5])
+    got = snap_release(s, noise.copy(), 2.0**-900, bound=2.0**1000)
+    assert got.tobytes() == _fmod_form(s, noise, 2.0**-900).tobytes()
+
+
+def test_sqrt_hand_out_list_stays_in_step_with_blocks_and_checkpoints(tmp_path: Path) -> None:
+    """The square root's process hands scalar noise out of one list that a stream's
+    fast path pops directly; blocks (``update_many``) and a restored state empty it in
+    place, so the steps after them are the same as one block of every step."""
+    from dpcount.counting import SqrtFactorization
+    from dpcount.counting.checkpoint import load_stream, save_stream
+
+    budget = Budget(epsilon=1.0, delta=1e-6, noise="gaussian")
+    x = np.random.default_rng(22).integers(0, 3, 3000).astype(np.float64)
+    want = SqrtFactorization(3000, budget=budget, rng=23).stream().update_many(x)
+    s = SqrtFactorization(3000, budget=budget, rng=23).stream()
+    got: list[float] = []
+    for a, b in ((0, 700), (700, 1500), (1500, 1501), (1501, 2100), (2100, 2600), (2600, 3000)):
+        if a in (700, 1501):
+            got += s.update_many(x[a:b]).tolist()
+            continue
+        handout = s._process.handout if s._process is not None else None
+        got += [s.update(v) for v in x[a:b].tolist()]
+        assert s._process.handout is handout or a == 0
+        assert s._process.step == b and (len(s._process.handout) > 0 or b == 3000)
+        if b == 2100:  # mid hand-out list: saved, restored, continued
+            save_stream(s, tmp_path / "s.ckpt")
+            s = load_stream(tmp_path / "s.ckpt")
+    assert np.array(got).tobytes() == want.tobytes()

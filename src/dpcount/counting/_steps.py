@@ -274,11 +274,19 @@ def check_running_sums(name: str, sums: NDArray[np.float64], *, already: int = 0
 _BLOCK_VALUES = 2**16
 
 
+#: at most this many grid runs in a block are snapped run by run (one grid each)
+_RUNS_PER_BLOCK = 8
+
+
 def _rows(grid: Any, start: int, stop: int, ndim: int) -> Any:
     """The grids of rows start..stop − 1 (one grid a step, a column for vector steps),
     from an array or a :class:`~dpcount.privacy.float_safe.GridTable` (a float when the
-    rows share one grid), or the one grid / None."""
+    rows share one grid, a list of runs (lo, hi, grid) when a few do), or the one
+    grid / None."""
     if isinstance(grid, GridTable):
+        runs = grid.runs(start + 1, stop - start, _RUNS_PER_BLOCK)
+        if runs is not None:
+            return runs[0][2] if len(runs) == 1 else runs
         grid = grid.grids(start + 1, stop - start)
     elif isinstance(grid, np.ndarray):
         grid = grid[start:stop]
@@ -292,8 +300,11 @@ def _combine(noise: NDArray[np.float64], sums: NDArray[Any], grid: Any, work: An
     two, or one per row) is set (``work``: the snap's reused scratch)."""
     if grid is None:
         noise += sums
-    else:
-        snap_release(sums, noise, grid, work=work)
+    elif isinstance(grid, list):  # runs (lo, hi, g): a float grid each (1/g multiplies)
+        for lo, hi, g in grid:
+            snap_release(sums[lo:hi], noise[lo:hi], g, work=work, bound=MAX_EXACT_SUM)
+    else:  # every sum was checked below 2^53
+        snap_release(sums, noise, grid, work=work, bound=MAX_EXACT_SUM)
 
 
 def add_running_sums(

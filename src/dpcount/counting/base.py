@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._validate import check_instance, check_integer, check_real
+from dpcount._validate import MAX_EXACT_SUM, check_instance, check_integer, check_real
 from dpcount.counting._steps import (
     add_running_sums,
     check_integral_array,
@@ -80,6 +80,8 @@ from dpcount.privacy.budget import (
     accept_participation,
 )
 from dpcount.privacy.float_safe import (
+    SCALAR_ROUNDER,
+    SCALAR_ROUNDER_RANGE,
     FloatSafety,
     GridTable,
     StepGrids,
@@ -93,6 +95,8 @@ from dpcount.privacy.noise import GaussianNoise, LaplaceNoise, NoiseSampler
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.privacy.source import NoiseSource
 from dpcount.privacy.tails import gaussian_linf_bound, laplace_linf_bound
+
+_fmod = math.fmod  # update's fast path: one global read, no attribute
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -729,6 +733,22 @@ class CountingMechanism(ABC):
         var = self.sampler.variance
         return (float(var * c) for c in self._iter_noise_coefficients(start))
 
+    def iter_variance_blocks(self, start: int = 1) -> Iterator[NDArray[np.float64]]:
+        """:meth:`iter_variances` as consecutive float64 arrays, the same floats (a
+        stream's float-safe grids read a block at a time, no Python float per step)."""
+        start = check_integer("start", start, ge=1, le=self.horizon + 1)
+        var = self.sampler.variance
+        return (var * block for block in self._iter_noise_coefficient_blocks(start))
+
+    def _iter_noise_coefficient_blocks(self, start: int) -> Iterator[NDArray[np.float64]]:
+        """``noise_coefficients()[start - 1:]`` in consecutive arrays: by default
+        :meth:`_iter_noise_coefficients` read 64, 128, … 4096 at a time (subclasses that
+        compute their coefficients in blocks yield those)."""
+        values, n = self._iter_noise_coefficients(start), 64
+        while (block := np.fromiter(itertools.islice(values, n), np.float64)).size:
+            yield block
+            n = min(2 * n, 4096)
+
     def _noise_coefficient_at(self, t: int) -> float:
         """``noise_coefficients()[t - 1]`` (O(T) here; subclasses give closed forms)."""
         return float(self.noise_coefficients()[t - 1])
@@ -966,6 +986,9 @@ class CountingStream(ReleaseStream):
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
         self._grids: StepGrids | None = None  # the grids of the steps to come
         self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
+        #: (process.next, grids, None), or (its ``handout`` list's pop, grids,
+        #: process.next), once a scalar float-safe step ran: :meth:`update`'s fast path
+        self._fast: tuple[Any, StepGrids, Any] | None = None
         self._t = 0
 
     @property
@@ -993,17 +1016,44 @@ class CountingStream(ReleaseStream):
         if self._grids is None:
             # from the step just counted (after a checkpoint: where it resumed), a block
             # at a time: a live stream never computes the whole horizon's variances
-            self._grids = StepGrids(self.mechanism.iter_variances(self._t))
+            self._grids = StepGrids(self.mechanism.iter_variance_blocks(self._t))
         return self._grids.next()
 
     def _step_grids(self, n: int) -> NDArray[np.float64]:
         """The float-safe grids of the ``n`` steps just counted (self._t is their last)."""
         if self._grids is None:
-            self._grids = StepGrids(self.mechanism.iter_variances(self._t - n + 1))
+            self._grids = StepGrids(self.mechanism.iter_variance_blocks(self._t - n + 1))
         return self._grids.take(n)
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
+        fast = self._fast
+        if fast is not None and type(x) is float:  # a scalar float-safe stream's float step
+            new_sum = self._sum + x
+            t = self._t
+            # ±MAX_EXACT_SUM (also refuses an infinite or NaN x), then the horizon: any
+            # failure takes the general path below, which raises
+            if -9007199254740992.0 < new_sum < 9007199254740992.0 and t < self.horizon:
+                self._sum = new_sum
+                self._t = t + 1
+                try:
+                    noise = fast[0]()  # process.next, or its hand-out list's pop
+                except IndexError:
+                    if fast[2] is None:  # process.next's own error
+                        raise
+                    noise = fast[2]()  # the hand-out list ran empty: process.next refills it
+                grids = fast[1]
+                g = next(grids.current, 0.0) or grids.next()
+                # snap_scalar(new_sum, noise, g) written out (a call costs what it computes)
+                lo = _fmod(new_sum, g)
+                q = (lo + noise) / g
+                if -SCALAR_ROUNDER_RANGE < q < SCALAR_ROUNDER_RANGE:
+                    return (new_sum - lo) + ((q + SCALAR_ROUNDER) - SCALAR_ROUNDER) * g
+                return snap_scalar(new_sum, noise, g)
+        return self._update(x)
+
+    def _update(self, x: Any) -> Any:
+        """:meth:`update` except its fast path."""
         if self._t >= self.horizon:
             raise ValueError(
                 f"stream is at its horizon ({self.horizon} steps released); "
@@ -1024,19 +1074,27 @@ class CountingStream(ReleaseStream):
                 check_running_sums("x", np.array([new_sum]), already=self._t)
             self._sum = new_sum
             self._t += 1
-            if self._snapped:  # the block's next grid, else the next block's first
-                grids = self._grids
-                g = 0.0 if grids is None else next(grids.current, 0.0)
-                return snap_scalar(new_sum, process.next(), g or self._next_grid())  # type: ignore[arg-type]
+            if self._snapped:  # from the next step on: update's fast path
+                g = self._next_grid()
+                assert self._grids is not None
+                handout = getattr(process, "handout", None)
+                self._fast = (
+                    (process.next, self._grids, None)
+                    if handout is None
+                    else (handout.pop, self._grids, process.next)
+                )
+                return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
             return new_sum + process.next()
         if process is None:
             scalar = np.ndim(value) == 0
             check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
             process = self._start(None if scalar else len(value))
+            self._sum = self._sum + value  # 0 + x: a zero step's sum is +0.0
         else:
             with np.errstate(over="ignore"):  # an overflow to inf is refused just below
-                check_running_sums("x", np.reshape(self._sum + value, (1, -1)), already=self._t)
-        self._sum = self._sum + value
+                new_sum = self._sum + value
+            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
+            self._sum = new_sum
         self._t += 1
         if self._snapped:
             noise = process.next()
@@ -1049,7 +1107,8 @@ class CountingStream(ReleaseStream):
             if work is None:
                 work = self._work = np.empty((2, d))
             out = np.empty(d)
-            return snap_release(self._sum, noise, self._next_grid(), work=work, out=out)
+            g = self._next_grid()  # the sums were checked below 2^53
+            return snap_release(self._sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM)
         return self._sum + process.next()
 
     def _update_integer(self, x: Any) -> Any:

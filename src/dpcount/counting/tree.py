@@ -93,6 +93,7 @@ class TreeNoiseProcess(SourcedNoiseProcess):
         # operation can overflow.
         terms = max(1, height * max(-system.low, system.high))
         self._sample_limit = 2**62 // terms
+        self._low, self._high = system.low, system.high
         self._digits = [0] * height
         # Per level: running sums C(Q, 1..d) (d > 0) or C(Q, -1..d) (d < 0) for the
         # current parent Q and digit d; the last one is the level's contribution.
@@ -129,8 +130,22 @@ class TreeNoiseProcess(SourcedNoiseProcess):
         return self._checked(self._buffer.take(n))  # type: ignore[no-any-return]
 
     def next(self) -> Any:
-        low, high = self.system.low, self.system.high
-        digits, sums, partial, take = self._digits, self._sums, self._partial, self._take_one
+        low, high = self._low, self._high
+        digits, sums, partial = self._digits, self._sums, self._partial
+        # continuous samples need no overflow check: the buffer's own method
+        take = self._take_one if self._integer else self._buffer.take_one
+        d = digits[0] + 1
+        if d <= high:  # no carry at level 0 (most steps): one level changes
+            digits[0] = d
+            s = sums[0]
+            if d > 0:
+                s.append(s[-1] + take() if s else take())
+                partial[0] = partial[1] + s[-1]
+            else:
+                s.pop()
+                partial[0] = partial[1] + s[-1] if s else partial[1]
+            self._t += 1
+            return partial[0]
         level = 0
         while True:
             d = digits[level] + 1
@@ -460,6 +475,14 @@ class KaryTree(CountingMechanism):
         for a in range(start, self.horizon + 1, _NORM_BLOCK):
             b = min(self.horizon, a + _NORM_BLOCK - 1)
             yield from self.digit_system.digit_l1_norms(b, self.height, start=a).tolist()
+
+    def _iter_noise_coefficient_blocks(self, start: int) -> Iterator[NDArray[np.float64]]:
+        # Blocks of 64, 128, … _NORM_BLOCK steps: integers, so any blocking is exact.
+        a, n = start, 64
+        while a <= self.horizon:
+            b = min(self.horizon, a + n - 1)
+            yield self.digit_system.digit_l1_norms(b, self.height, start=a)
+            a, n = b + 1, min(2 * n, _NORM_BLOCK)
 
     def max_variance(self) -> float:
         """Exact largest per-step variance in O(h·k): node variance × max_t ‖digits(t)‖₁

@@ -134,6 +134,8 @@ __all__ = [
     "DRAWS_PER_VALUE",
     "GRID_BITS",
     "MODEL_KAPPA",
+    "SCALAR_ROUNDER",
+    "SCALAR_ROUNDER_RANGE",
     "FloatSafety",
     "GridTable",
     "StepGrids",
@@ -266,6 +268,23 @@ class GridTable:
         bounds = np.clip(np.append(self._starts[i0:i1], hi), lo, hi)
         return np.repeat(self._grids[i0:i1], np.diff(bounds))
 
+    def runs(self, first: int, n: int, most: int) -> list[tuple[int, int, float]] | None:
+        """The grids of steps first … first + n − 1 as runs (lo, hi, grid): steps
+        first + lo … first + hi − 1 share one grid; None when the table is not
+        run-length encoded or the steps span more than ``most`` runs."""
+        if not self._runs:
+            return None
+        lo, hi = first - 1, first - 1 + n
+        if not (lo >= 0 and n >= 1 and hi <= self.horizon):
+            raise ValueError(f"steps {first}..{hi} are outside 1..{self.horizon}")
+        i0 = int(np.searchsorted(self._starts, lo, side="right")) - 1
+        i1 = int(np.searchsorted(self._starts, hi, side="left"))
+        if i1 - i0 > most:
+            return None
+        bounds = [lo, *self._starts[i0 + 1 : i1].tolist(), hi]
+        grids = self._grids[i0:i1].tolist()
+        return [(a - lo, b - lo, g) for a, b, g in zip(bounds[:-1], bounds[1:], grids, strict=True)]
+
     def array(self, first: int, n: int) -> NDArray[np.float64]:
         """:meth:`grids` as a float64 array of n."""
         g = self.grids(first, n)
@@ -273,22 +292,24 @@ class GridTable:
 
 
 class StepGrids:
-    """The grids of consecutive steps, read from an iterator of their variances a block
-    at a time (a stream's per-step grid: one list read instead of a square root and a
+    """The grids of consecutive steps, read from an iterator of blocks of their
+    variances (a stream's per-step grid: one list read instead of a square root and a
     ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
 
     A stream's per-step path reads ``next(grids.current, 0.0)`` (the block's iterator;
     0.0, never a grid, when it is spent) and calls :meth:`next` only then.
 
     Args:
-        variances: V_t, V_{t+1}, … (e.g. ``mechanism.iter_variances(t)``).
+        variances: float64 arrays V_t…, then the next steps' … (e.g.
+            ``mechanism.iter_variance_blocks(t)``), of any lengths.
     """
 
     _FIRST_BLOCK = 64
     _LARGEST_BLOCK = 4096
 
-    def __init__(self, variances: Iterator[float]) -> None:
+    def __init__(self, variances: Iterator[NDArray[np.float64]]) -> None:
         self._variances = variances
+        self._rest: NDArray[np.float64] = np.empty(0)  # read, not yet turned into grids
         self._block = self._FIRST_BLOCK
         #: the rest of the current block's grids
         self.current: Iterator[float] = iter(())
@@ -311,9 +332,20 @@ class StepGrids:
         return np.concatenate((head, self._read(n - len(head))))
 
     def _read(self, n: int) -> NDArray[np.float64]:
-        v = np.fromiter(itertools.islice(self._variances, n), np.float64)
-        if not v.size:
+        """The grids of the next ``n`` variances (fewer at the end of the iterator)."""
+        parts, got = [], 0
+        while got < n:
+            if not len(self._rest):
+                block = next(self._variances, None)
+                if block is None:
+                    break
+                self._rest = block
+            part, self._rest = self._rest[: n - got], self._rest[n - got :]
+            parts.append(part)
+            got += len(part)
+        if not got:
             raise ValueError("no variances left: the steps are past the horizon")
+        v = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return release_grids(np.sqrt(v))  # type: ignore[no-any-return]
 
 
@@ -354,7 +386,9 @@ def _round_up(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None) -> Any:
+def snap_release(
+    sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None, bound: Any = None
+) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
     Args:
@@ -367,6 +401,9 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
             per 4 KiB, more than the arithmetic.
         out: optional float64 array of the noise's shape for the result (``noise`` is
             then left as it is); default: ``noise`` itself.
+        bound: optional B with every |sum| < B known to the caller (e.g. 2^53 after
+            :func:`~dpcount.counting._steps.check_running_sums`): spares the two
+            passes that find the largest sum.
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
@@ -386,7 +423,7 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
         out = noise
     if s_arr.dtype.kind not in "iu":
         s_arr = np.asarray(s_arr, dtype=np.float64)
-    if not _scaled_form_is_exact(s_arr, grid):
+    if not _scaled_form_is_exact(s_arr, grid, bound):
         np.copyto(out, noise)
         return _snap_fmod(s_arr, out, grid)
     shape = out.shape
@@ -395,12 +432,19 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
     else:
         u = work[0][tuple(slice(0, k) for k in shape)]
         q = work[1][tuple(slice(0, k) for k in shape)]
-    np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+    inverse = _inverse(grid)  # ·(1/g) is /g, to the bit, and faster
+    if inverse is None:
+        np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+        np.divide(noise, grid, out=out)
+    else:
+        np.multiply(s_arr, inverse, out=u)
+        np.multiply(noise, inverse, out=out)
     np.trunc(u, out=q)
     u -= q  # lo/g, exact (the bits of s below g)
-    if s_arr.dtype.kind == "f":
-        np.copysign(u, s_arr, out=u)  # fmod's zero has the sign of s
-    np.divide(noise, grid, out=out)
+    # fmod's zero has the sign of s: only a sum ≤ −0 can need it (a search for the least
+    # sum costs a third of numpy's copysign)
+    if s_arr.dtype.kind == "f" and not float(s_arr.min()) > 0.0:
+        np.copysign(u, s_arr, out=u)
     out += u
     np.rint(out, out=out)
     np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
@@ -409,9 +453,21 @@ def snap_release(sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any
     return out
 
 
+def _inverse(grid: Any) -> float | None:
+    """1/g for one grid when it is exact — g a power of two up to 2^1022 — so x·(1/g)
+    and x/g are the same rounding of one real number; else None (divide; also for an
+    array of grids, where computing 1/g costs what it saves)."""
+    if isinstance(grid, np.ndarray):
+        return None
+    g = float(grid)
+    mantissa, exponent = math.frexp(g)  # g = 2^(exponent − 1) for a power of two
+    return math.ldexp(1.0, 1 - exponent) if mantissa == 0.5 and g <= 2.0**1022 else None
+
+
 #: 1.5·2^52: for |q| < 2^51, fl(q + M) − M is q rounded to an integer, ties to even
-_ROUNDER = 6755399441055744.0
-_ROUNDER_RANGE = 2251799813685248.0  # 2^51
+SCALAR_ROUNDER = 6755399441055744.0
+#: 2^51: the range of q where :data:`SCALAR_ROUNDER` rounds it
+SCALAR_ROUNDER_RANGE = 2251799813685248.0
 
 
 def snap_scalar(s: float, noise: float, g: float) -> float:
@@ -425,8 +481,8 @@ def snap_scalar(s: float, noise: float, g: float) -> float:
     """
     lo = math.fmod(s, g)
     q = (lo + noise) / g
-    if -_ROUNDER_RANGE < q < _ROUNDER_RANGE:
-        return (s - lo) + ((q + _ROUNDER) - _ROUNDER) * g
+    if -SCALAR_ROUNDER_RANGE < q < SCALAR_ROUNDER_RANGE:
+        return (s - lo) + ((q + SCALAR_ROUNDER) - SCALAR_ROUNDER) * g
     return (s - lo) + round(q) * g  # round: ties to even
 
 
@@ -434,9 +490,10 @@ def snap_scalar(s: float, noise: float, g: float) -> float:
 _SCALED_LIMIT = 2.0**1020
 
 
-def _scaled_form_is_exact(s: NDArray[Any], grid: Any) -> bool:
+def _scaled_form_is_exact(s: NDArray[Any], grid: Any, bound: Any = None) -> bool:
     """Whether s/g is finite (and g a normal float) for every sum and grid (int64 sums:
-    for every grid ≥ 2^-950)."""
+    for every grid ≥ 2^-950; any sums below a known ``bound`` B: for every grid above
+    B·2^-1020)."""
     if not s.size:
         return True
     gmin = float(np.min(grid)) if isinstance(grid, np.ndarray) else float(grid)
@@ -444,6 +501,8 @@ def _scaled_form_is_exact(s: NDArray[Any], grid: Any) -> bool:
         return False
     if s.dtype.kind in "iu":
         return gmin >= 2.0**-950
+    if bound is not None and float(bound) < _SCALED_LIMIT * gmin:
+        return True
     big = max(float(s.max()), -float(s.min()))
     return big < _SCALED_LIMIT * gmin  # False for NaN
 

@@ -325,3 +325,16 @@ def test_coefficient_block_is_a_slice_of_the_coefficients(a: int, b: int) -> Non
     assert sqrt_coefficient_block(a, b).tolist() == sqrt_coefficients(b)[a:b].tolist()
     with pytest.raises(ValueError, match="b must be"):
         sqrt_coefficient_block(b + 1, b)
+
+
+def test_exact_tables_equal_math_comb_per_k() -> None:
+    """The tables built by the binomial recurrence are the correctly rounded values of
+    C(2k, k)/4^k and the three exact sums, as math.comb gives them one k at a time."""
+    from dpcount.counting.factorization import sqrt_toeplitz
+
+    f, s, w, l1 = sqrt_toeplitz._exact_tables()
+    a = b = c = 0
+    for k in range(sqrt_toeplitz._EXACT):
+        binom = math.comb(2 * k, k)
+        a, b, c = 16 * a + binom**2, 16 * b + k * binom**2, 4 * c + binom
+        assert (f[k], s[k], w[k], l1[k]) == (binom / 4**k, a / 16**k, b / 16**k, c / 4**k)

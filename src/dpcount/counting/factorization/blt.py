@@ -958,9 +958,13 @@ class BLT(_BLTParameters):
         raise AssertionError("unreachable: t is within the horizon")  # pragma: no cover
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        for block in self._iter_noise_coefficient_blocks(start):
+            yield from block.tolist()
+
+    def _iter_noise_coefficient_blocks(self, start: int) -> Iterator[Array]:
         for first, part in self._coefficient_blocks(self.horizon):
             if first + len(part) >= start:
-                yield from part[max(0, start - 1 - first) :].tolist()
+                yield part[max(0, start - 1 - first) :]
 
     def losses(self) -> BLTLosses:
         """Closed-form sensitivity², mean and largest variance (unit sample variance)."""

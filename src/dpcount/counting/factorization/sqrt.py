@@ -105,9 +105,16 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         first_block: size of the first block (later blocks double).
     """
 
+    #: N of the steps t, t + 1, …, chunk_end − 1 as Python objects, reversed: popping one
+    #: is :meth:`next` (a stream's float-safe fast path pops it directly); one list for
+    #: the process's life, emptied and refilled in place
+    handout: list[Any]
+
     def __init__(
         self, kernel: NDArray[np.float64], source: NoiseBuffer, first_block: int = 1024
     ) -> None:
+        self.handout = []
+        self._chunk_end = 0  # the step after the hand-out list's last
         super().__init__(len(kernel), source)
         self.kernel = kernel
         self.first_block = check_integer("first_block", first_block, ge=1)
@@ -115,8 +122,16 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         self._z: NDArray[np.float64] = np.empty((0, *tail))  # z_0 .. z_{len-1}
         self._noise: NDArray[np.float64] = np.empty((0, *tail))  # N for steps from _start
         self._start = 0  # step index (0-based) of _noise[0]
-        self._chunk: list[Any] = []  # N for steps _chunk_start .. as Python objects
-        self._chunk_start = 0
+
+    @property
+    def _t(self) -> int:
+        """The step: the hand-out list's end less what is still in it."""
+        return self._chunk_end - len(self.handout)
+
+    @_t.setter
+    def _t(self, t: int) -> None:  # a step set from outside next(): nothing to hand out
+        self.handout.clear()
+        self._chunk_end = t
 
     def live_count(self) -> int:
         """z values held plus computed noise values not yet released (per coordinate)."""
@@ -140,20 +155,17 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         self._start = self._t
 
     def next(self) -> Any:
-        i = self._t - self._chunk_start
-        chunk = self._chunk
-        if i < len(chunk):
-            self._t += 1
-            return chunk[i]
-        if self._t >= self.horizon:
+        handout = self.handout
+        if handout:
+            return handout.pop()
+        t = self._chunk_end
+        if t >= self.horizon:
             raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
-        self._ensure(self._t + 1)
-        lo = self._t - self._start
-        piece = self._noise[lo : lo + _CHUNK]
-        self._chunk = piece.tolist() if self.dim is None else list(piece.copy())
-        self._chunk_start = self._t
-        self._t += 1
-        return self._chunk[0]
+        self._ensure(t + 1)
+        piece = self._noise[t - self._start : t - self._start + _CHUNK]
+        handout.extend(piece[::-1].tolist() if self.dim is None else list(piece[::-1].copy()))
+        self._chunk_end = t + len(piece)
+        return handout.pop()
 
     def next_many(self, n: int) -> NDArray[np.float64]:
         n = check_integer("n", n, ge=1)
@@ -171,8 +183,6 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         else:
             out = self._noise[lo : lo + n].copy()
         self._t = t0 + n
-        self._chunk = []
-        self._chunk_start = self._t
         return out
 
     # -- checkpoints ----------------------------------------------------------------
@@ -202,7 +212,6 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
                 f"t={t}, len(noise)={len(noise)}, len(z)={len(z)}, horizon={self.horizon}"
             )
         self._z, self._noise, self._start, self._t = z, noise, t, t
-        self._chunk, self._chunk_start = [], t
 
 
 @noise_statements
@@ -301,19 +310,26 @@ class SqrtFactorization(CountingMechanism):
         return np.cumsum(f * f)
 
     def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        for block in self._iter_noise_coefficient_blocks(start):
+            yield from block.tolist()
+
+    def _iter_noise_coefficient_blocks(self, start: int) -> Iterator[NDArray[np.float64]]:
         """S(t) for t = start..T, as ``np.cumsum(f * f)`` computes it (sequentially, so
         bit for bit), by blocks of f: O(block) memory, O(T) time (the steps before
         ``start`` are summed too: a closed form would differ in the last bits)."""
         T, acc = self.horizon, 0.0
         for a in range(0, T, _VARIANCE_BLOCK):
             b = min(T, a + _VARIANCE_BLOCK)
-            sq = sqrt_coefficient_block(a, b)
-            sq *= sq
+            # the kept kernel when a process made it: sqrt_coefficients(T)[a:b], bit for bit
+            kept = self._kernel
+            sq = sqrt_coefficient_block(a, b) if kept is None else kept[a:b] * kept[a:b]
+            if kept is None:
+                sq *= sq
             sq[0] += acc  # S(a + 1) = S(a) + f(a)²
             np.cumsum(sq, out=sq)
             acc = float(sq[-1])
             if b >= start:
-                yield from sq[max(0, start - 1 - a) :].tolist()
+                yield sq[max(0, start - 1 - a) :]
 
     def _noise_coefficient_at(self, t: int) -> float:
         return next(self._iter_noise_coefficients(t))

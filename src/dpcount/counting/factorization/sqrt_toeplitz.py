@@ -87,15 +87,20 @@ def _exact_tables() -> tuple[
     w = np.empty(_EXACT)
     l1 = np.empty(_EXACT)
     a = b = c = 0  # Σ_{j≤k} C(2j,j)²·16^{k−j}, the same weighted by j, Σ C(2j,j)·4^{k−j}
+    binom, four, sixteen = 1, 1, 1  # C(2k, k), 4^k, 16^k: exact integers, updated per k
     for k in range(_EXACT):
-        binom = math.comb(2 * k, k)
-        a = 16 * a + binom * binom
-        b = 16 * b + k * binom * binom
-        c = 4 * c + binom
-        f[k] = binom / 4**k
-        s[k] = a / 16**k
-        w[k] = b / 16**k
-        l1[k] = c / 4**k
+        if k:  # C(2k, k) = C(2k − 2, k − 1)·2k(2k − 1)/k², exactly (no math.comb per k)
+            binom = binom * (2 * k) * (2 * k - 1) // (k * k)
+            four <<= 2
+            sixteen <<= 4
+        square = binom * binom
+        a = (a << 4) + square
+        b = (b << 4) + k * square
+        c = (c << 2) + binom
+        f[k] = binom / four  # int / int: correctly rounded
+        s[k] = a / sixteen
+        w[k] = b / sixteen
+        l1[k] = c / four
     return f, s, w, l1
 
 
