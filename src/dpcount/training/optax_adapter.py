@@ -91,16 +91,26 @@ def optax_privatizer(
       leaves' float precision (float32 by default), with JAX's 64-bit Threefry keys,
       and does not snap: it is **not** float-safe and the privatizer's float-safety
       term does not cover it (the noise distribution and the exact-real guarantee are
-      the same). Opt in for throughput where that is acceptable. A host-side ledger
-      (``jax.experimental.io_callback``, ordered) records the last step of each run
-      this transformation drew and refuses a replay: passing an older state again
-      fails the step (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the
-      ledger's ValueError) instead of releasing its noise on other gradients. The
-      ledger lives in this transformation object, in memory: a state restored into a
-      new process or another transformation is not caught.
-      ``replay_guard=False`` drops the ledger (the callback is a host round trip per
-      step: measured up to a few ms at d = 10⁶ on a shared CPU); the caller then
-      guarantees that no state is ever passed twice.
+      the same). Opt in for throughput where that is acceptable. Jit the training
+      step with the optimizer state donated (``donate_argnums``) so the noise
+      buffers are updated in place (without donation every step allocates them
+      afresh: ``benchmarks/bench_training_jax.py``'s "not donated" row).
+
+      A host-side ledger records the last step of each run this transformation drew
+      and refuses a replay: passing an older state again fails the step
+      (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the ledger's
+      ValueError) instead of releasing its noise on other gradients. The ledger is
+      consulted through an (unordered) ``jax.experimental.io_callback`` whose answer
+      is the condition the noise is drawn under
+      (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`):
+      every released value and the next state are computed from that answer, so the
+      check completes before anything is released, and a refusal (the callback
+      raises) fails the whole computation. It costs one host call per step, no pass
+      over the parameters. The ledger lives in this transformation object, in
+      memory: a state restored into a new process or another transformation is not
+      caught (a donated state is consumed by the step, which refuses it too).
+      ``replay_guard=False`` drops the ledger; the caller then guarantees that no
+      state is ever passed twice.
 
     Each ``init`` starts a fresh run (fresh noise, its own privacy budget); its state
     is as sensitive as the data.
@@ -179,11 +189,15 @@ def _device_transformation(
         updates: Any, state: OptaxDeviceNoiseState, params: Any = None
     ) -> tuple[Any, OptaxDeviceNoiseState]:
         del params  # the noise does not depend on the parameters
-        noisy, noise = process.privatize(state.noise, updates)
-        if guard:
-            run = jax.random.key_data(state.noise.key)
-            fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=True)
-            noisy = jax.tree_util.tree_map(lambda x: jnp.where(fresh, x, jnp.nan), noisy)
+        if not guard:
+            noisy, noise = process.privatize(state.noise, updates)
+            return noisy, OptaxDeviceNoiseState(noise)
+        # The ledger's answer gates the draw itself: every value the step releases
+        # (and the next state) is computed from it, so XLA runs the host check
+        # before any of them, and the callback need not be ordered with others.
+        run = jax.random.key_data(state.noise.key)
+        fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=False)
+        noisy, noise = process.gated(state.noise, updates, fresh)
         return noisy, OptaxDeviceNoiseState(noise)
 
     return optax.GradientTransformation(init_fn, update_fn)
