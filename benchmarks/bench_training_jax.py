@@ -13,7 +13,9 @@ The cases are timed in alternating rounds (in a round, one step of the floor, th
 one of each case, ``--repeats`` times over): a case's ratio in a round is its best
 step over the floor's best step in the same round, and the table gives the minimum and the median
 of those ratios over the rounds, and best/best (the case's best step over the floor's
-best step, over all rounds), with the load average before and after (on a shared
+best step, over all rounds) and the CPU ratio (the same with the process's CPU time
+per step, all threads: less moved by other processes than the wall clock, though not
+by their use of the caches and memory), with the load average before and after (on a shared
 machine the absolute times move with the load; the ratios move less).
 
 The device strategies keep (n + 1) running values per coordinate for BLT with n
@@ -36,15 +38,16 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _step(run: list[Any]) -> float:
-    """One timed step of ``run`` ([step, updates, state, ...]), which it advances."""
+def _step(run: list[Any]) -> tuple[float, float]:
+    """One step of ``run`` ([step, updates, state, ...]), which it advances: its wall
+    time and the process's CPU time (all threads) it took."""
     import jax
 
     step, updates, state = run[:3]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     updates, state = step(updates, state)
     jax.block_until_ready(updates)
-    took = time.perf_counter() - start
+    took = time.perf_counter() - start, time.process_time() - cpu
     run[1:3] = [updates, state]
     return took
 
@@ -115,12 +118,15 @@ def main() -> None:
         rows = "" if noise is None else f"{len(noise.buffers[0])} + 1"
         runs[label] = [step, updates, state, rows]
     times: dict[str, list[float]] = {label: [] for label in runs}
+    cpu: dict[str, float] = dict.fromkeys(runs, float("inf"))
     floor, *others = runs
     for _ in range(args.rounds):
         best = dict.fromkeys(runs, float("inf"))
         for _ in range(args.repeats):  # one step of each, in turn
             for label in runs:
-                best[label] = min(best[label], _step(runs[label]))
+                wall, used = _step(runs[label])
+                best[label] = min(best[label], wall)
+                cpu[label] = min(cpu[label], used)
         for label in runs:
             times[label].append(best[label])
     floors = times[floor]
@@ -135,15 +141,16 @@ def main() -> None:
         f"{statistics.median(floors) * 1e3:.2f} ms median"
     )
     print(
-        f"{'case':<34} {'min ratio':>9} {'median':>7} {'best/best':>9} {'best ms':>7}  "
-        "values per coordinate"
+        f"{'case':<34} {'min ratio':>9} {'median':>7} {'best/best':>9} {'best ms':>7} "
+        f"{'CPU ratio':>9}  values per coordinate"
     )
     for label in others:
         rows = runs[label][3]
         ratios = [t / f for t, f in zip(times[label], floors, strict=True)]
         print(
             f"{label:<34} {min(ratios):9.2f} {statistics.median(ratios):7.2f} "
-            f"{min(times[label]) / min(floors):9.2f} {min(times[label]) * 1e3:7.2f}  {rows}"
+            f"{min(times[label]) / min(floors):9.2f} {min(times[label]) * 1e3:7.2f} "
+            f"{cpu[label] / cpu[floor]:9.2f}  {rows}"
         )
 
 

@@ -263,3 +263,45 @@ def test_donated_state_updates_in_place_with_the_same_values() -> None:
             for x, y in zip(a, b, strict=True):
                 np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
         assert old.buffers[0][0].is_deleted()
+
+
+def test_durable_ledger_refuses_a_step_another_process_reserved(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two transformations sharing a ledger folder stand for two processes with one
+    key (a seeded privatizer run twice): the second cannot release a step the first
+    reserved; the file grows by blocks (2 steps here) and only its owner reads it."""
+    jax, jnp = _jax()
+    pytest.importorskip("optax")
+    from dpcount.training import optax_adapter
+
+    monkeypatch.setattr(optax_adapter, "RESERVED_STEPS", 2)
+    grads = {"w": jnp.ones(3, jnp.float32)}
+    first = optax_privatizer(_privatizer("blt", seed=5), device=True, ledger=tmp_path)
+    state = first.init(grads)
+    step = jax.jit(first.update)
+    for _ in range(3):  # steps 1, 2 (block 1-2), 3 (block 3-4)
+        out, state = step(grads, state)
+        assert np.isfinite(np.asarray(out["w"])).all()
+    (path,) = tmp_path.glob("*.steps.json")
+    assert path.read_text() == '{"reserved": 4}' and (path.stat().st_mode & 0o077) == 0
+    key = np.asarray(jax.random.key_data(state.noise.key)).tobytes()
+    assert key.hex() not in path.name  # a digest names the run, not the key
+    second = optax_privatizer(_privatizer("blt", seed=5), device=True, ledger=tmp_path)
+    again = second.init(grads)  # the same seed: the same key
+    same = jax.random.key_data(again.noise.key), jax.random.key_data(state.noise.key)
+    assert np.array_equal(*same)
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"steps up to 4 of this run"):
+        jax.block_until_ready(jax.jit(second.update)(grads, again))
+    # without the shared folder the second process would release step 1 again
+    alone = optax_privatizer(_privatizer("blt", seed=5), device=True)
+    replayed, _ = jax.jit(alone.update)(grads, alone.init(grads))
+    first_again = optax_privatizer(_privatizer("blt", seed=5), device=True, replay_guard=False)
+    original, _ = jax.jit(first_again.update)(grads, first_again.init(grads))
+    np.testing.assert_array_equal(np.asarray(replayed["w"]), np.asarray(original["w"]))
+    with pytest.raises(TypeError, match="ledger must be a folder path"):
+        optax_privatizer(_privatizer("blt"), device=True, ledger=3)
+    with pytest.raises(ValueError, match="needs device=True"):
+        optax_privatizer(_privatizer("blt"), ledger=tmp_path)
+    with pytest.raises(ValueError, match="existing folder"):
+        optax_privatizer(_privatizer("blt"), device=True, ledger=tmp_path / "missing")
