@@ -59,9 +59,10 @@ numpy privatizer refuses a stale state; a pure function inside ``jit`` cannot (i
 no memory of the steps it drew), so :func:`~dpcount.training.optax_privatizer` adds a
 host-side ledger (an ``io_callback`` whose answer gates the draw, see
 :meth:`JaxNoiseProcess.gated`) that fails a replayed step of a run it drew. The
-ledger is in memory, per transformation: thread each returned state into the
-next step and never keep, restore or share an older one (or a copy of the key); the
-guarantee assumes it.
+ledger is in memory, per transformation, or also durable in a folder shared by
+processes (``optax_privatizer(..., ledger=folder)``): thread each returned state into
+the next step and never keep, restore or share an older one (or a copy of the key);
+the guarantee assumes it.
 
 References:
     * Dvijotham, McMahan, Pillutla, Steinke, Thakurta, "Efficient and near-optimal
