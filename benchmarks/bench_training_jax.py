@@ -19,8 +19,9 @@ by their use of the caches and memory), with the load average before and after (
 machine the absolute times move with the load; the ratios move less).
 
 The device strategies keep (n + 1) running values per coordinate for BLT with n
-buffers, n for a banded Toeplitz encoder with n bands, 1 for independent noise, plus
-the previous noise (gradient release). "guard" is the default replay guard (a host
+buffers, plus the previous noise N_{t−1} (gradient release); n − 1 filter values for
+a banded Toeplitz encoder with n bands and none for independent noise (both release
+their noise increments directly). "guard" is the default replay guard (a host
 ledger consulted through an ``io_callback`` whose answer gates the draw); "no guard"
 is ``replay_guard=False``; "not donated" jits the step without donation (every
 step allocates fresh state buffers).
@@ -52,7 +53,7 @@ def _step(run: list[Any]) -> tuple[float, float]:
     return took
 
 
-def _cases(d: int) -> dict[str, tuple[Any, bool]]:
+def _cases() -> dict[str, tuple[Any, bool]]:
     """label -> (transformation, donate)."""
     import optax
 
@@ -89,7 +90,6 @@ def _cases(d: int) -> dict[str, tuple[Any, bool]]:
         optax_privatizer(privatizer("blt"), device=True, replay_guard=False),
         False,
     )
-    del d
     return cases
 
 
@@ -108,14 +108,14 @@ def main() -> None:
     d = args.dim
     load_before = os.getloadavg()
     runs: dict[str, list[Any]] = {}  # label -> [step, updates, state, rows]
-    for label, (tx, donate) in _cases(d).items():
+    for label, (tx, donate) in _cases().items():
         fresh = jnp.ones(d, jnp.float32)
         state = tx.init(fresh)
         step: Callable[..., Any] = jax.jit(tx.update, donate_argnums=(0, 1) if donate else ())
         updates, state = step(fresh, state)  # compile
         jax.block_until_ready(updates)
         noise = getattr(state, "noise", None)
-        rows = "" if noise is None else f"{len(noise.buffers[0])} + 1"
+        rows = "" if noise is None else f"{len(noise.buffers[0])} + {noise.previous[0].size // d}"
         runs[label] = [step, updates, state, rows]
     times: dict[str, list[float]] = {label: [] for label in runs}
     cpu: dict[str, float] = dict.fromkeys(runs, float("inf"))

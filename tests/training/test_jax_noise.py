@@ -262,7 +262,7 @@ def test_donated_state_updates_in_place_with_the_same_values() -> None:
             b, donated = in_place(donated, grads)
             for x, y in zip(a, b, strict=True):
                 np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-        assert old.buffers[0][0].is_deleted()
+        assert old.step.is_deleted() and old.previous[0].is_deleted()
 
 
 def test_durable_ledger_refuses_a_step_another_process_reserved(

@@ -17,11 +17,13 @@ strategy            state per coordinate (between steps) and the step
 ``input``           the running sum N_t = Σ_{s≤t} z_s (independent noise: DP-SGD)
 ==================  ==================================================================
 
-plus, for ``release="gradient"``, the previous noise N_{t−1} (the released gradient
-noise is N_t − N_{t−1}). Each leaf of the model keeps its own state (coordinates are
-independent), in the leaf's floating dtype, as separate leaf-shaped arrays (not one
-stacked array), so a training step that donates its optimizer state
-(``jax.jit(..., donate_argnums=...)``) updates every buffer in place.
+plus, for ``release="gradient"``, the previous noise N_{t−1} for BLT (the released
+gradient noise is N_t − N_{t−1}); Toeplitz and independent noise release their
+increments w_t and σz_t directly and keep no running sum at all for gradients. Each
+leaf of the model keeps its own state (coordinates are independent), in the leaf's
+floating dtype, as separate leaf-shaped arrays (not one stacked array), so a training
+step that donates its optimizer state (``jax.jit(..., donate_argnums=...)``) updates
+every buffer in place (XLA still copies a Toeplitz filter's history to shift it).
 
 Randomness: z_t of leaf ℓ is σ·``jax.random.normal(fold_in(fold_in(key, t), ℓ))``, a
 pure function of the run's key, the step and the leaf (counter-based: no generator
@@ -43,7 +45,9 @@ is a fusion boundary, so the draw is computed once and stored, where otherwise X
 recomputes it inside each buffer's update (it duplicates cheap-looking producers into
 every consumer); the false branch is the NaN poisoning past the horizon. BLT's
 output Σ β_i q_i is materialized by a second conditional for the same reason. What is
-left is one read and one write per buffer per step (in place when donated).
+left is a read and a write per buffer per step (in place when donated), and the
+copies XLA adds around the aliased state (N_{t−1} for BLT, the shifted history for
+Toeplitz).
 ``benchmarks/bench_training_jax.py`` prints the ratios to ``optax.add_noise``.
 
 Formal guarantee: the same as :class:`~dpcount.training.GradientPrivatizer`'s (the
@@ -106,8 +110,11 @@ class JaxNoiseState(NamedTuple):
         step: steps drawn so far (int32 scalar).
         buffers: per leaf, a tuple of m arrays of the leaf's shape: the recursion's
             values (separate arrays, so a donated state is updated in place).
-        previous: one array per leaf: N_{t−1} (``release="gradient"``) or the raw
-            running sum of the clipped gradients (``"prefix-sum"``).
+        previous: one array per leaf: N_{t−1} (BLT, ``release="gradient"``), the raw
+            running sum of the clipped gradients (``"prefix-sum"``), or empty
+            (Toeplitz and independent noise released as gradients: the increment
+            N_t − N_{t−1} is w_t, resp. σz_t, drawn directly, and no running sum N is
+            kept).
     """
 
     key: Any
@@ -143,12 +150,15 @@ class JaxNoiseProcess:
 
     @property
     def rows(self) -> int:
-        """Values held per coordinate between steps (besides ``previous``)."""
+        """Values held per coordinate between steps (besides ``previous``): the
+        recursion's; Toeplitz and independent noise released as gradients keep no
+        running sum N (their increment N_t − N_{t−1} is w_t, resp. σz_t)."""
+        gradient = self.release == "gradient"
         if self.recursion is Recursion.BLT:
             return len(self.decay)
         if self.recursion is Recursion.TOEPLITZ:
-            return len(self.weight)  # n − 1 filter values and the running sum
-        return 1
+            return len(self.weight) - gradient  # n − 1 filter values (and Σ w)
+        return 1 - gradient
 
     def init(self, key: Any, params: Any) -> JaxNoiseState:
         """A fresh run's state for updates shaped like ``params`` (a pytree of arrays).
@@ -167,7 +177,10 @@ class JaxNoiseProcess:
         buffers = tuple(
             tuple(jnp.zeros(jnp.shape(x), _dtype(x)) for _ in range(self.rows)) for x in leaves
         )
-        previous = tuple(jnp.zeros(jnp.shape(x), _dtype(x)) for x in leaves)
+        if self._direct:  # nothing to carry: an empty array of the dtype
+            previous = tuple(jnp.zeros((0,), _dtype(x)) for x in leaves)
+        else:
+            previous = tuple(jnp.zeros(jnp.shape(x), _dtype(x)) for x in leaves)
         return JaxNoiseState(key, jnp.zeros((), jnp.int32), buffers, previous)
 
     def privatize(self, state: JaxNoiseState, clipped_sum: Any) -> tuple[Any, JaxNoiseState]:
@@ -202,48 +215,77 @@ class JaxNoiseProcess:
             )
         t = state.step + 1
         live = jnp.logical_and(t <= self.horizon, gate)
-        heads = _where_live(live, self._heads, _unrolled(state.key), t, state.buffers)
+        shapes = tuple(
+            jax.ShapeDtypeStruct(jnp.shape(g), p.dtype)  # type: ignore[no-untyped-call]
+            for g, p in zip(leaves, state.previous, strict=True)
+        )
+        heads = _where_live(live, self._heads, _unrolled(state.key), t, state.buffers, shapes)
         out, buffers, previous = [], [], []
         for g, q, head, prev in zip(leaves, state.buffers, heads, state.previous, strict=True):
-            noise, q = self._advance(live, q, head)
-            g = jnp.asarray(g, prev.dtype)
-            if self.release == "gradient":
+            g = jnp.asarray(g, head.dtype)
+            if self._direct:
+                delta, q = self._increment(q, head)
+                out.append(g + delta)
+            elif self.release == "gradient":
+                noise, q = self._advance(live, q, head)
                 out.append(g + (noise - prev))
-                previous.append(noise)
+                prev = noise
             else:
-                running = prev + g
-                out.append(running + noise)
-                previous.append(running)
+                noise, q = self._advance(live, q, head)
+                prev = prev + g  # the running sum of the clipped gradients
+                out.append(prev + noise)
+            previous.append(prev)
             buffers.append(q)
         new = JaxNoiseState(state.key, t, tuple(buffers), tuple(previous))
         return jax.tree_util.tree_unflatten(treedef, out), new
 
-    def _heads(self, key: Any, t: Any, buffers: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Per leaf, the one array of step t that needs the draw: σz_t (BLT), w_t
-        (Toeplitz) or the new running sum N_t (input). Drawn inside a conditional,
-        so XLA computes the Threefry bits and the Gaussian transform once, fused with
-        this arithmetic, and hands one materialized array to the buffer updates."""
+    def _heads(
+        self, key: Any, t: Any, buffers: tuple[Any, ...], shapes: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        """Per leaf, the one array of step t that needs the draw: σz_t (BLT, and
+        independent noise released as gradients), w_t (Toeplitz) or the new running
+        sum N_t (independent noise, prefix sums). Drawn inside a conditional, so XLA
+        computes the Threefry bits and the Gaussian transform once, fused with this
+        arithmetic, and hands one materialized array to the buffer updates."""
         import jax
         import jax.numpy as jnp
 
         step_key = jax.random.fold_in(key, t)
         heads = []
-        for index, rows in enumerate(buffers):
-            dtype = rows[0].dtype
-            z = jax.random.normal(jax.random.fold_in(step_key, index), rows[0].shape, dtype)
+        for index, (rows, leaf) in enumerate(zip(buffers, shapes, strict=True)):
+            dtype = leaf.dtype
+            z = jax.random.normal(jax.random.fold_in(step_key, index), leaf.shape, dtype)
             z = z * jnp.asarray(self.sigma, dtype)
             if self.recursion is Recursion.TOEPLITZ:
                 c = self.weight
-                for ci, w_back in zip(c[1:], rows[:-1], strict=True):
+                for ci, w_back in zip(c[1:], rows[: len(c) - 1], strict=True):
                     z = z - jnp.asarray(ci, dtype) * w_back
                 z = z / jnp.asarray(c[0], dtype)
-            elif self.recursion is Recursion.INPUT:
+            elif self.recursion is Recursion.INPUT and rows:
                 z = rows[0] + z
             heads.append(z)
         return tuple(heads)
 
+    @property
+    def _direct(self) -> bool:
+        """Whether the released increment N_t − N_{t−1} is drawn directly (w_t for
+        Toeplitz, σz_t for independent noise) rather than as a difference of N's."""
+        return self.release == "gradient" and self.recursion is not Recursion.BLT
+
+    def _increment(self, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
+        """N_t − N_{t−1} and the next buffers (:attr:`_direct`), from the filter
+        values after step t − 1 and the head: Toeplitz N_t = Σ_{s≤t} w_s, so the
+        increment is w_t; independent noise: σz_t. (BLT's increment,
+        Σ_i w_i (λ_i − 1) q_i(t−1) + (Σ_i w_i) σz_t, would read the old buffers after
+        the in-place update, which XLA answers with a copy of each: N_t − N_{t−1}
+        from a stored N_{t−1} costs less.)"""
+        if self.recursion is Recursion.TOEPLITZ:
+            return head, (head, *q[:-1])[: len(q)]
+        return head, ()
+
     def _advance(self, live: Any, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
-        """N_t and the next buffers from the buffers after step t − 1 and the head."""
+        """N_t and the next buffers (``release="prefix-sum"``) from the buffers
+        after step t − 1 and the head."""
         import jax.numpy as jnp
 
         if self.recursion is Recursion.BLT:
