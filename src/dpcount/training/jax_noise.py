@@ -203,6 +203,14 @@ class JaxNoiseProcess:
         ``gate`` holds: otherwise (and past the horizon) the step's noise, its output
         and the next state are NaN. Everything released depends on the gate, so a
         host check computing it (the optax adapter's ledger) runs before any release.
+
+        Args:
+            state: the latest state, as for :meth:`privatize`.
+            clipped_sum: the batch's sum of clipped per-example gradients.
+            gate: a boolean (traced or not): whether this step may be drawn.
+
+        Returns:
+            ``(noisy, new_state)`` as :meth:`privatize`'s, or NaN where ``gate`` fails.
         """
         import jax
         import jax.numpy as jnp
