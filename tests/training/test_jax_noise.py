@@ -29,14 +29,15 @@ def _budget() -> Budget:
 
 
 def _privatizer(name: str, release: str = "gradient", seed: int = 0) -> GradientPrivatizer:
-    if name == "toeplitz-banded":  # three bands, calibrated by hand like the registry
+    if name.startswith("toeplitz-"):  # banded, calibrated by hand like the registry
+        coefficients = [1.0, -0.4, 0.1] if name == "toeplitz-banded" else [1.0]
         run = Budget(
             epsilon=2.0,
             delta=1e-5,
             noise="gaussian",
             participation=Participation(max_participations=EPOCHS, min_separation=BATCHES),
         )
-        mech = ToeplitzFactorization(T, coefficients=[1.0, -0.4, 0.1], budget=run)
+        mech = ToeplitzFactorization(T, coefficients=coefficients, budget=run)
         return GradientPrivatizer(mech, release=release, rng=seed)
     return gaussian_privatizer(
         name,
@@ -56,7 +57,7 @@ def _decoder(p: GradientPrivatizer) -> np.ndarray:
     return np.asarray(m.dense_factorization()[0])
 
 
-@pytest.mark.parametrize("name", ["blt", "toeplitz", "toeplitz-banded", "input"])
+@pytest.mark.parametrize("name", ["blt", "toeplitz", "toeplitz-banded", "toeplitz-1", "input"])
 @pytest.mark.parametrize("release", ["gradient", "prefix-sum"])
 def test_device_noise_is_sigma_times_the_decoder_on_the_same_z(name: str, release: str) -> None:
     """Exact structure (float64): the released values are the clipped sums plus σ·(B z)
@@ -214,3 +215,93 @@ def test_optax_device_update_refuses_a_replayed_state() -> None:
     np.testing.assert_array_equal(again[0], again[1])  # the hazard the ledger refuses
     with pytest.raises(ValueError, match="replay_guard"):
         optax_privatizer(_privatizer("blt"), replay_guard=False)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4)])
+def test_unrolled_threefry_draws_jaxs_own_bits_and_normals(shape: tuple[int, ...]) -> None:
+    """The device step's unrolled Threefry lowering is the same PRNG: the same bits
+    (32-bit; other widths are delegated) and the same float32 normals as jax's own
+    threefry2x32 key, bit for bit, eagerly and under jit."""
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import _unrolled
+
+    for seed in (0, 1, 2**31 + 5):
+        key = jax.random.fold_in(jax.random.key(seed), 11)
+        fast = _unrolled(key)
+        assert np.array_equal(jax.random.key_data(fast), jax.random.key_data(key))
+        for width in (8, 16, 32, 64) if jax.config.jax_enable_x64 else (8, 16, 32):
+            dtype = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32, 64: jnp.uint64}[width]
+            np.testing.assert_array_equal(
+                jax.random.bits(fast, shape, dtype), jax.random.bits(key, shape, dtype)
+            )
+        want = np.asarray(jax.random.normal(key, shape, jnp.float32))
+        got = jax.jit(lambda k: jax.random.normal(_unrolled(k), shape, jnp.float32))(key)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    other = jax.random.key(0, impl="rbg")
+    assert _unrolled(other) is other  # another PRNG is left alone
+
+
+def test_donated_state_updates_in_place_with_the_same_values() -> None:
+    """A step jitted with the state donated (the in-place update the benchmark
+    measures) releases exactly what the undonated step releases; the donated old
+    state is consumed."""
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import jax_noise_process
+
+    for name in ("blt", "toeplitz-banded", "input"):
+        process = jax_noise_process(_privatizer(name))
+        params = [jnp.zeros(5, jnp.float32), jnp.zeros((2, 2), jnp.float32)]
+        grads = [jnp.ones(5, jnp.float32), jnp.full((2, 2), 0.5, jnp.float32)]
+        plain = process.init(jax.random.key(4), params)
+        donated = process.init(jax.random.key(4), params)
+        step = jax.jit(process.privatize)
+        in_place = jax.jit(process.privatize, donate_argnums=0)
+        for _ in range(T):
+            a, plain = step(plain, grads)
+            old = donated
+            b, donated = in_place(donated, grads)
+            for x, y in zip(a, b, strict=True):
+                np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        assert old.step.is_deleted() and old.previous[0].is_deleted()
+
+
+def test_durable_ledger_refuses_a_step_another_process_reserved(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two transformations sharing a ledger folder stand for two processes with one
+    key (a seeded privatizer run twice): the second cannot release a step the first
+    reserved; the file grows by blocks (2 steps here) and only its owner reads it."""
+    jax, jnp = _jax()
+    pytest.importorskip("optax")
+    from dpcount.training import optax_adapter
+
+    monkeypatch.setattr(optax_adapter, "RESERVED_STEPS", 2)
+    grads = {"w": jnp.ones(3, jnp.float32)}
+    first = optax_privatizer(_privatizer("blt", seed=5), device=True, ledger=tmp_path)
+    state = first.init(grads)
+    step = jax.jit(first.update)
+    for _ in range(3):  # steps 1, 2 (block 1-2), 3 (block 3-4)
+        out, state = step(grads, state)
+        assert np.isfinite(np.asarray(out["w"])).all()
+    (path,) = tmp_path.glob("*.steps.json")
+    assert path.read_text() == '{"reserved": 4}' and (path.stat().st_mode & 0o077) == 0
+    key = np.asarray(jax.random.key_data(state.noise.key)).tobytes()
+    assert key.hex() not in path.name  # a digest names the run, not the key
+    second = optax_privatizer(_privatizer("blt", seed=5), device=True, ledger=tmp_path)
+    again = second.init(grads)  # the same seed: the same key
+    same = jax.random.key_data(again.noise.key), jax.random.key_data(state.noise.key)
+    assert np.array_equal(*same)
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"steps up to 4 of this run"):
+        jax.block_until_ready(jax.jit(second.update)(grads, again))
+    # without the shared folder the second process would release step 1 again
+    alone = optax_privatizer(_privatizer("blt", seed=5), device=True)
+    replayed, _ = jax.jit(alone.update)(grads, alone.init(grads))
+    first_again = optax_privatizer(_privatizer("blt", seed=5), device=True, replay_guard=False)
+    original, _ = jax.jit(first_again.update)(grads, first_again.init(grads))
+    np.testing.assert_array_equal(np.asarray(replayed["w"]), np.asarray(original["w"]))
+    with pytest.raises(TypeError, match="ledger must be a folder path"):
+        optax_privatizer(_privatizer("blt"), device=True, ledger=3)
+    with pytest.raises(ValueError, match="needs device=True"):
+        optax_privatizer(_privatizer("blt"), ledger=tmp_path)
+    with pytest.raises(ValueError, match="existing folder"):
+        optax_privatizer(_privatizer("blt"), device=True, ledger=tmp_path / "missing")

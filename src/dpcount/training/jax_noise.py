@@ -17,12 +17,16 @@ strategy            state per coordinate (between steps) and the step
 ``input``           the running sum N_t = Σ_{s≤t} z_s (independent noise: DP-SGD)
 ==================  ==================================================================
 
-plus, for ``release="gradient"``, the previous noise N_{t−1} (the released gradient
-noise is N_t − N_{t−1}). Each leaf of the model keeps its own state (coordinates are
-independent), in the leaf's floating dtype.
+plus, for ``release="gradient"``, the previous noise N_{t−1} for BLT (the released
+gradient noise is N_t − N_{t−1}); Toeplitz and independent noise release their
+increments w_t and σz_t directly and keep no running sum at all for gradients. Each
+leaf of the model keeps its own state (coordinates are independent), in the leaf's
+floating dtype, as separate leaf-shaped arrays (not one stacked array), so a training
+step that donates its optimizer state (``jax.jit(..., donate_argnums=...)``) updates
+every buffer in place (XLA still copies a Toeplitz filter's history to shift it).
 
-Randomness: z_t of leaf ℓ is σ·``jax.random.normal(fold_in(fold_in(key, ℓ), t))``, a
-pure function of the run's key, the leaf and the step (counter-based: no generator
+Randomness: z_t of leaf ℓ is σ·``jax.random.normal(fold_in(fold_in(key, t), ℓ))``, a
+pure function of the run's key, the step and the leaf (counter-based: no generator
 state, retries and re-compilations cannot draw fresh noise for a step). The key is
 drawn once per run from the privatizer's Generator (``rng=None``: the operating
 system's entropy through a cryptographically secure generator). JAX's default
@@ -30,6 +34,21 @@ Threefry-2x32 key has 64 bits and its Gaussian sampler works in the leaf's float
 precision (float32 by default): this path is for training throughput, not hardened
 against floating-point attacks on the low-order bits (Mironov 2012) the way dpcount's
 exact integer samplers are.
+
+Cost (d = 10⁶, CPU): the draw dominates. jax lowers Threefry on CPU as a rolled loop
+whose two counter arrays XLA stores and reloads five times; the step instead draws the
+*same* bits (the same PRNG, key and counters; tested bit for bit against
+``jax.random.bits`` and ``jax.random.normal``) through an unrolled Threefry that XLA
+fuses with the inverse error function into one pass. That pass sits inside a
+``lax.cond`` on "step within the horizon (and the replay guard agrees)": a conditional
+is a fusion boundary, so the draw is computed once and stored, where otherwise XLA
+recomputes it inside each buffer's update (it duplicates cheap-looking producers into
+every consumer); the false branch is the NaN poisoning past the horizon. BLT's
+output Σ β_i q_i is materialized by a second conditional for the same reason. What is
+left is a read and a write per buffer per step (in place when donated), and the
+copies XLA adds around the aliased state (N_{t−1} for BLT, the shifted history for
+Toeplitz).
+``benchmarks/bench_training_jax.py`` prints the ratios to ``optax.add_noise``.
 
 Formal guarantee: the same as :class:`~dpcount.training.GradientPrivatizer`'s (the
 noise has the same distribution, N = B·z with z i.i.d. N(0, σ²), σ from the
@@ -42,10 +61,12 @@ Replay: a state re-derives its step's noise (the key and the step are in it), so
 difference of the two releases is the difference of the gradients, exactly. The
 numpy privatizer refuses a stale state; a pure function inside ``jit`` cannot (it keeps
 no memory of the steps it drew), so :func:`~dpcount.training.optax_privatizer` adds a
-host-side ledger (an ordered ``io_callback``) that fails a replayed step of a run it
-drew. The ledger is in memory, per transformation: thread each returned state into the
-next step and never keep, restore or share an older one (or a copy of the key); the
-guarantee assumes it.
+host-side ledger (an ``io_callback`` whose answer gates the draw, see
+:meth:`JaxNoiseProcess.gated`) that fails a replayed step of a run it drew. The
+ledger is in memory, per transformation, or also durable in a folder shared by
+processes (``optax_privatizer(..., ledger=folder)``): thread each returned state into
+the next step and never keep, restore or share an older one (or a copy of the key);
+the guarantee assumes it.
 
 References:
     * Dvijotham, McMahan, Pillutla, Steinke, Thakurta, "Efficient and near-optimal
@@ -87,9 +108,13 @@ class JaxNoiseState(NamedTuple):
     Attributes:
         key: the run's PRNG key (whoever holds it can subtract the noise).
         step: steps drawn so far (int32 scalar).
-        buffers: one array per leaf, shape (m, *leaf.shape): the recursion's values.
-        previous: one array per leaf: N_{t−1} (``release="gradient"``) or the raw
-            running sum of the clipped gradients (``"prefix-sum"``).
+        buffers: per leaf, a tuple of m arrays of the leaf's shape: the recursion's
+            values (separate arrays, so a donated state is updated in place).
+        previous: one array per leaf: N_{t−1} (BLT, ``release="gradient"``), the raw
+            running sum of the clipped gradients (``"prefix-sum"``), or empty
+            (Toeplitz and independent noise released as gradients: the increment
+            N_t − N_{t−1} is w_t, resp. σz_t, drawn directly, and no running sum N is
+            kept).
     """
 
     key: Any
@@ -125,12 +150,15 @@ class JaxNoiseProcess:
 
     @property
     def rows(self) -> int:
-        """Values held per coordinate between steps (besides ``previous``)."""
+        """Values held per coordinate between steps (besides ``previous``): the
+        recursion's; Toeplitz and independent noise released as gradients keep no
+        running sum N (their increment N_t − N_{t−1} is w_t, resp. σz_t)."""
+        gradient = self.release == "gradient"
         if self.recursion is Recursion.BLT:
             return len(self.decay)
         if self.recursion is Recursion.TOEPLITZ:
-            return len(self.weight)  # n − 1 filter values and the running sum
-        return 1
+            return len(self.weight) - gradient  # n − 1 filter values (and Σ w)
+        return 1 - gradient
 
     def init(self, key: Any, params: Any) -> JaxNoiseState:
         """A fresh run's state for updates shaped like ``params`` (a pytree of arrays).
@@ -146,8 +174,13 @@ class JaxNoiseProcess:
         import jax.numpy as jnp
 
         leaves = jax.tree_util.tree_leaves(params)
-        buffers = tuple(jnp.zeros((self.rows, *jnp.shape(x)), _dtype(x)) for x in leaves)
-        previous = tuple(jnp.zeros(jnp.shape(x), _dtype(x)) for x in leaves)
+        buffers = tuple(
+            tuple(jnp.zeros(jnp.shape(x), _dtype(x)) for _ in range(self.rows)) for x in leaves
+        )
+        if self._direct:  # nothing to carry: an empty array of the dtype
+            previous = tuple(jnp.zeros((0,), _dtype(x)) for x in leaves)
+        else:
+            previous = tuple(jnp.zeros(jnp.shape(x), _dtype(x)) for x in leaves)
         return JaxNoiseState(key, jnp.zeros((), jnp.int32), buffers, previous)
 
     def privatize(self, state: JaxNoiseState, clipped_sum: Any) -> tuple[Any, JaxNoiseState]:
@@ -163,53 +196,218 @@ class JaxNoiseProcess:
             Σ_{s≤t} g_s + N_t (``"prefix-sum"``), in the leaves' dtypes; NaN past the
             horizon.
         """
+        return self.gated(state, clipped_sum, True)
+
+    def gated(self, state: JaxNoiseState, clipped_sum: Any, gate: Any) -> tuple[Any, JaxNoiseState]:
+        """:meth:`privatize`, with its noise drawn only where the traced boolean
+        ``gate`` holds: otherwise (and past the horizon) the step's noise, its output
+        and the next state are NaN. Everything released depends on the gate, so a
+        host check computing it (the optax adapter's ledger) runs before any release.
+
+        Args:
+            state: the latest state, as for :meth:`privatize`.
+            clipped_sum: the batch's sum of clipped per-example gradients.
+            gate: a boolean (traced or not): whether this step may be drawn.
+
+        Returns:
+            ``(noisy, new_state)`` as :meth:`privatize`'s, or NaN where ``gate`` fails.
+        """
         import jax
         import jax.numpy as jnp
 
         leaves, treedef = jax.tree_util.tree_flatten(clipped_sum)
+        if len(leaves) != len(state.buffers):
+            raise TypeError(
+                f"clipped_sum has {len(leaves)} leaves, the state was started for "
+                f"{len(state.buffers)}"
+            )
         t = state.step + 1
-        step_key = jax.random.fold_in(state.key, t)
+        live = jnp.logical_and(t <= self.horizon, gate)
+        shapes = tuple(
+            jax.ShapeDtypeStruct(jnp.shape(g), p.dtype)  # type: ignore[no-untyped-call]
+            for g, p in zip(leaves, state.previous, strict=True)
+        )
+        heads = _where_live(live, self._heads, _unrolled(state.key), t, state.buffers, shapes)
         out, buffers, previous = [], [], []
-        for index, (g, q, prev) in enumerate(
-            zip(leaves, state.buffers, state.previous, strict=True)
-        ):
-            dtype = q.dtype
-            z = jax.random.normal(jax.random.fold_in(step_key, index), jnp.shape(g), dtype)
-            noise, q = self._advance(q, z * jnp.asarray(self.sigma, dtype))
-            noise = jnp.where(t <= self.horizon, noise, jnp.asarray(jnp.nan, dtype))
-            g = jnp.asarray(g, dtype)
-            if self.release == "gradient":
+        for g, q, head, prev in zip(leaves, state.buffers, heads, state.previous, strict=True):
+            g = jnp.asarray(g, head.dtype)
+            if self._direct:
+                delta, q = self._increment(q, head)
+                out.append(g + delta)
+            elif self.release == "gradient":
+                noise, q = self._advance(live, q, head)
                 out.append(g + (noise - prev))
-                previous.append(noise)
+                prev = noise
             else:
-                running = prev + g
-                out.append(running + noise)
-                previous.append(running)
+                noise, q = self._advance(live, q, head)
+                prev = prev + g  # the running sum of the clipped gradients
+                out.append(prev + noise)
+            previous.append(prev)
             buffers.append(q)
         new = JaxNoiseState(state.key, t, tuple(buffers), tuple(previous))
         return jax.tree_util.tree_unflatten(treedef, out), new
 
-    def _advance(self, q: Any, z: Any) -> tuple[Any, Any]:
-        """N_t and the next buffers from the buffers after step t − 1 and z_t."""
+    def _heads(
+        self, key: Any, t: Any, buffers: tuple[Any, ...], shapes: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        """Per leaf, the one array of step t that needs the draw: σz_t (BLT, and
+        independent noise released as gradients), w_t (Toeplitz) or the new running
+        sum N_t (independent noise, prefix sums). Drawn inside a conditional, so XLA
+        computes the Threefry bits and the Gaussian transform once, fused with this
+        arithmetic, and hands one materialized array to the buffer updates."""
+        import jax
         import jax.numpy as jnp
 
-        shape = (-1,) + (1,) * (q.ndim - 1)
-        if self.recursion is Recursion.BLT:
-            q = q * jnp.asarray(self.decay, q.dtype).reshape(shape) + z[None]
-            weight = jnp.asarray(self.weight, q.dtype)
-            return jnp.tensordot(weight, q, axes=1), q
+        step_key = jax.random.fold_in(key, t)
+        heads = []
+        for index, (rows, leaf) in enumerate(zip(buffers, shapes, strict=True)):
+            dtype = leaf.dtype
+            z = jax.random.normal(jax.random.fold_in(step_key, index), leaf.shape, dtype)
+            z = z * jnp.asarray(self.sigma, dtype)
+            if self.recursion is Recursion.TOEPLITZ:
+                c = self.weight
+                for ci, w_back in zip(c[1:], rows[: len(c) - 1], strict=True):
+                    z = z - jnp.asarray(ci, dtype) * w_back
+                z = z / jnp.asarray(c[0], dtype)
+            elif self.recursion is Recursion.INPUT and rows:
+                z = rows[0] + z
+            heads.append(z)
+        return tuple(heads)
+
+    @property
+    def _direct(self) -> bool:
+        """Whether the released increment N_t − N_{t−1} is drawn directly (w_t for
+        Toeplitz, σz_t for independent noise) rather than as a difference of N's."""
+        return self.release == "gradient" and self.recursion is not Recursion.BLT
+
+    def _increment(self, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
+        """N_t − N_{t−1} and the next buffers (:attr:`_direct`), from the filter
+        values after step t − 1 and the head: Toeplitz N_t = Σ_{s≤t} w_s, so the
+        increment is w_t; independent noise: σz_t. (BLT's increment,
+        Σ_i w_i (λ_i − 1) q_i(t−1) + (Σ_i w_i) σz_t, would read the old buffers after
+        the in-place update, which XLA answers with a copy of each: N_t − N_{t−1}
+        from a stored N_{t−1} costs less.)"""
         if self.recursion is Recursion.TOEPLITZ:
-            c = jnp.asarray(self.weight, q.dtype)
-            if len(self.weight) == 1:
-                total = q[0] + z / c[0]
-                return total, total[None]
-            history, total = q[:-1], q[-1]  # w_{t−1}, …, w_{t−n+1}; Σ w
-            w = (z - jnp.tensordot(c[1:], history, axes=1)) / c[0]
-            total = total + w
-            q = jnp.concatenate([w[None], history[:-1], total[None]], axis=0)
-            return total, q
-        total = q[0] + z
-        return total, total[None]
+            return head, (head, *q[:-1])[: len(q)]
+        return head, ()
+
+    def _advance(self, live: Any, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
+        """N_t and the next buffers (``release="prefix-sum"``) from the buffers
+        after step t − 1 and the head."""
+        import jax.numpy as jnp
+
+        if self.recursion is Recursion.BLT:
+            dtype = head.dtype
+            q = tuple(r * jnp.asarray(a, dtype) + head for r, a in zip(q, self.decay, strict=True))
+            weight = tuple(jnp.asarray(w, dtype) for w in self.weight)
+            (noise,) = _where_live(live, _combine, weight, q)
+            return noise, q
+        if self.recursion is Recursion.TOEPLITZ:
+            total = q[-1] + head  # w_t, w_{t−1}, …, w_{t−n+2} and Σ w
+            return total, (*(head, *q[:-2])[: len(q) - 1], total)
+        return head, (head,)
+
+
+def _combine(weight: tuple[Any, ...], rows: tuple[Any, ...]) -> tuple[Any]:
+    """Σ_i weight_i · rows_i (one materialized array)."""
+    total = weight[0] * rows[0]
+    for w, r in zip(weight[1:], rows[1:], strict=True):
+        total = total + w * r
+    return (total,)
+
+
+def _where_live(live: Any, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` where the traced ``live`` holds, else NaN arrays of its shapes.
+
+    A conditional is a fusion boundary for XLA: its result is computed once and
+    stored, where an ``jnp.where`` would let XLA recompute an expensive producer (the
+    Threefry rounds and the inverse error function) inside each of its consumers.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def poisoned(*a: Any) -> Any:
+        shapes = jax.eval_shape(fn, *a)
+        return jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
+    return lax.cond(live, fn, poisoned, *args)
+
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA
+
+
+def _threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> tuple[Any, Any]:
+    """Threefry-2x32 with 20 rounds, written out round by round.
+
+    The same function as jax's ``threefry2x32`` primitive (Salmon et al. 2011: the
+    Threefish rotation constants R = 13, 15, 26, 6, 17, 29, 16, 24, a key injection
+    every four rounds with the Skein parity constant 0x1BD11BDA); jax lowers it on CPU
+    as a rolled loop whose state XLA stores to memory between iterations, while this
+    unrolled form fuses with its consumers into one pass.
+    """
+    from jax import lax
+
+    ks = (k1, k2, k1 ^ k2 ^ np.uint32(_PARITY))
+    x1, x2 = x1 + ks[0], x2 + ks[1]
+    for block in range(5):
+        for r in _ROTATIONS[block % 2]:
+            x1 = x1 + x2
+            rotated = lax.shift_left(x2, np.uint32(r)) | lax.shift_right_logical(
+                x2, np.uint32(32 - r)
+            )
+            x2 = rotated ^ x1
+        x1 = x1 + ks[(block + 1) % 3]
+        x2 = x2 + ks[(block + 2) % 3] + np.uint32(block + 1)
+    return x1, x2
+
+
+def _unrolled_bits(key: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    """jax's Threefry random bits (partitionable scheme), bit for bit, unrolled.
+
+    32-bit words of fewer than 2³² elements under ``jax_threefry_partitionable`` (the
+    default): the counter of element i is the 64-bit i (high word 0), the word the xor
+    of Threefry's two outputs. Everything else is delegated to jax's own function."""
+    import jax
+    import jax.extend.random as jr
+    import jax.numpy as jnp
+    from jax import lax
+
+    size = int(np.prod(shape, dtype=np.int64))
+    partitionable = jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]
+    if bit_width != 32 or not 0 < size < 2**32 or not partitionable:
+        return jr.threefry_prng_impl.random_bits(key, bit_width, shape)
+    low = lax.iota(np.uint32, size).reshape(shape)
+    b1, b2 = _threefry2x32(key[0], key[1], jnp.zeros(shape, np.uint32), low)
+    return b1 ^ b2
+
+
+_UNROLLED: list[Any] = []
+
+
+def _unrolled(key: Any) -> Any:
+    """``key`` (a Threefry-2x32 key) with the unrolled lowering of its random bits:
+    the same key data, the same bits (tested), fused by XLA. Other keys unchanged."""
+    import jax
+    import jax.extend.random as jr
+
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        return key
+    if not _UNROLLED:
+        fry = jr.threefry_prng_impl
+        _UNROLLED.append(
+            jr.define_prng_impl(
+                key_shape=fry.key_shape,
+                seed=fry.seed,
+                split=fry.split,
+                random_bits=_unrolled_bits,
+                fold_in=fry.fold_in,
+                name="threefry2x32 (unrolled lowering)",
+                tag="fry_unrolled",
+            )
+        )
+    return jax.random.wrap_key_data(jax.random.key_data(key), impl=_UNROLLED[0])
 
 
 def run_key(rng: np.random.Generator) -> Any:

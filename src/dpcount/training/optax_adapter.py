@@ -6,12 +6,18 @@ jax and optax are imported when :func:`optax_privatizer` is called, never when
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import threading
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from dpcount._validate import check_instance
+from dpcount.durable.atomic import check_path, read_private_json, write_atomic
+from dpcount.durable.lock import FileLock
 from dpcount.training.jax_noise import (
     JaxNoiseProcess,
     JaxNoiseState,
@@ -23,6 +29,9 @@ from dpcount.training.privatizer import GradientPrivatizer, NoiseState
 __all__ = ["OptaxDeviceNoiseState", "OptaxNoiseState", "optax_privatizer"]
 
 _INSTALL_HINT = "optax_privatizer needs jax and optax: pip install 'dpcount[training]'"
+
+RESERVED_STEPS = 64
+"""Steps a durable step ledger reserves per write (one locked, atomic write per block)."""
 
 
 class OptaxDeviceNoiseState(NamedTuple):
@@ -42,10 +51,22 @@ class OptaxNoiseState(NamedTuple):
 
 class _StepLedger:
     """The host-side record of the last step each device run drew (keyed by the run's
-    key data): a step at or below it is a replay of released noise and is refused."""
+    key data): a step at or below it is a replay of released noise and is refused.
 
-    def __init__(self) -> None:
+    With a ``folder``, the record is also durable, in blocks: before the first step of
+    a block of :data:`RESERVED_STEPS` steps the ledger reserves the block in the run's
+    file (under a process lock, written atomically), refusing if the file shows that
+    steps from there on were reserved already (by another process or ledger with the
+    same key). A step is only released inside a block this ledger reserved, and a
+    reservation only grows the file, so no step is released by two ledgers sharing
+    the folder; the steps of a block a process did not reach are lost to every run
+    with that key (never released).
+    """
+
+    def __init__(self, folder: Path | None = None) -> None:
         self._last: dict[bytes, int] = {}
+        self._reserved: dict[bytes, int] = {}
+        self._folder = folder
         self._lock = threading.Lock()
 
     def check(self, key_data: Any, step: Any) -> np.bool_:
@@ -59,12 +80,40 @@ class _StepLedger:
                     f"step {t - 1} was passed again (its noise would be released twice); "
                     "thread the latest state"
                 )
+            if self._folder is not None and t > self._reserved.get(run, 0):
+                self._reserved[run] = self._reserve(self._folder, run, t)
             self._last[run] = t
         return np.bool_(True)
 
+    @staticmethod
+    def _reserve(folder: Path, run: bytes, t: int) -> int:
+        """Reserve steps t … t + RESERVED_STEPS − 1 of ``run`` in its file in ``folder``."""
+        name = hashlib.sha256(b"dpcount jax noise run\0" + run).hexdigest()[:32]
+        path = folder / f"{name}.steps.json"
+        with FileLock(folder / f"{name}.steps.lock"):
+            reserved = 0
+            if os.path.lexists(path):
+                value = read_private_json(path, "step ledger", 4096).get("reserved")
+                if type(value) is not int or value < 0:
+                    raise ValueError(f"{path} is not a dpcount step ledger")
+                reserved = value
+            if t <= reserved:
+                raise ValueError(
+                    f"replayed step: steps up to {reserved} of this run (this key) were "
+                    f"reserved in {path} by another process or transformation, and step "
+                    f"{t} was asked for (its noise may have been released already)"
+                )
+            end = t + RESERVED_STEPS - 1
+            write_atomic(path, [json.dumps({"reserved": end}).encode()])
+        return end
+
 
 def optax_privatizer(
-    privatizer: GradientPrivatizer, *, device: bool = False, replay_guard: bool = True
+    privatizer: GradientPrivatizer,
+    *,
+    device: bool = False,
+    replay_guard: bool = True,
+    ledger: str | os.PathLike[str] | None = None,
 ) -> Any:
     """An ``optax.GradientTransformation`` that privatizes the updates it receives.
 
@@ -91,16 +140,37 @@ def optax_privatizer(
       leaves' float precision (float32 by default), with JAX's 64-bit Threefry keys,
       and does not snap: it is **not** float-safe and the privatizer's float-safety
       term does not cover it (the noise distribution and the exact-real guarantee are
-      the same). Opt in for throughput where that is acceptable. A host-side ledger
-      (``jax.experimental.io_callback``, ordered) records the last step of each run
-      this transformation drew and refuses a replay: passing an older state again
-      fails the step (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the
-      ledger's ValueError) instead of releasing its noise on other gradients. The
-      ledger lives in this transformation object, in memory: a state restored into a
-      new process or another transformation is not caught.
-      ``replay_guard=False`` drops the ledger (the callback is a host round trip per
-      step: measured up to a few ms at d = 10⁶ on a shared CPU); the caller then
-      guarantees that no state is ever passed twice.
+      the same). Opt in for throughput where that is acceptable. Jit the training
+      step with the optimizer state donated (``donate_argnums``) so the noise
+      buffers are updated in place (without donation every step allocates them
+      afresh: ``benchmarks/bench_training_jax.py``'s "not donated" row).
+
+      A host-side ledger records the last step of each run this transformation drew
+      and refuses a replay: passing an older state again fails the step
+      (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the ledger's
+      ValueError) instead of releasing its noise on other gradients. The ledger is
+      consulted through an (unordered) ``jax.experimental.io_callback`` whose answer
+      is the condition the noise is drawn under
+      (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`):
+      every released value and the next state are computed from that answer, so the
+      check completes before anything is released, and a refusal (the callback
+      raises) fails the whole computation. It costs one host call per step, no pass
+      over the parameters. The ledger lives in this transformation object, in
+      memory: a state restored into a new process or another transformation is not
+      caught (a donated state is consumed by the step, which refuses it too).
+      ``replay_guard=False`` drops the ledger; the caller then guarantees that no
+      state is ever passed twice.
+
+      ``ledger`` (a folder) makes the record durable and shared: before the first
+      step of every block of ``RESERVED_STEPS`` (64) steps the transformation
+      reserves the block in a file of that folder named by a digest of the run's key
+      (SHA-256; the key has 64 bits, so the name is no weaker than the key), under a
+      process lock, and refuses a step another process or transformation with the
+      same key reserved. So two processes with one key (a seeded privatizer run
+      twice, a state restored elsewhere) never release one step twice; the price is
+      one locked atomic write per 64 steps, and the steps of a block a process did
+      not reach cannot be used by any later process with that key (a run cannot be
+      resumed from an older state: that would replay the steps after it).
 
     Each ``init`` starts a fresh run (fresh noise, its own privacy budget); its state
     is as sensitive as the data.
@@ -111,6 +181,9 @@ def optax_privatizer(
         ValueError: ``device=True`` for a mechanism without a device process.
         TypeError: ``device`` or ``replay_guard`` is not a bool.
         ValueError: ``replay_guard=False`` without ``device=True``.
+        TypeError: ``ledger`` is not a path.
+        ValueError: ``ledger`` without ``device=True`` and the replay guard, or not an
+            existing folder.
     """
     check_instance("privatizer", privatizer, GradientPrivatizer, "a GradientPrivatizer")
     check_instance("device", device, bool, "a bool")
@@ -120,6 +193,16 @@ def optax_privatizer(
             "replay_guard=False is for device=True only (the numpy path always refuses a "
             "stale state)"
         )
+    folder = None
+    if ledger is not None:
+        try:
+            folder = Path(check_path(ledger))
+        except TypeError:
+            raise TypeError(f"ledger must be a folder path, got {type(ledger).__name__}") from None
+        if not (device and replay_guard):
+            raise ValueError("ledger is the replay guard's record: it needs device=True")
+        if not folder.is_dir():
+            raise ValueError(f"ledger must be an existing folder, got {folder}")
     try:
         import jax
         import jax.numpy as jnp
@@ -128,7 +211,8 @@ def optax_privatizer(
         raise ImportError(_INSTALL_HINT) from exc
 
     if device:
-        return _device_transformation(privatizer, jax_noise_process(privatizer), replay_guard)
+        process = jax_noise_process(privatizer)
+        return _device_transformation(privatizer, process, replay_guard, folder)
 
     def init_fn(params: Any) -> OptaxNoiseState:
         leaves, treedef = jax.tree_util.tree_flatten(params)
@@ -156,7 +240,7 @@ def optax_privatizer(
 
 
 def _device_transformation(
-    privatizer: GradientPrivatizer, process: JaxNoiseProcess, guard: bool
+    privatizer: GradientPrivatizer, process: JaxNoiseProcess, guard: bool, folder: Path | None
 ) -> Any:
     """The jit-able transformation over ``process`` (see :func:`optax_privatizer`)."""
     import jax
@@ -164,7 +248,7 @@ def _device_transformation(
     import optax
     from jax.experimental import io_callback
 
-    ledger = _StepLedger()
+    ledger = _StepLedger(folder)
     flag = jax.ShapeDtypeStruct((), jnp.bool_)  # type: ignore[no-untyped-call]
 
     def init_fn(params: Any) -> OptaxDeviceNoiseState:
@@ -179,11 +263,15 @@ def _device_transformation(
         updates: Any, state: OptaxDeviceNoiseState, params: Any = None
     ) -> tuple[Any, OptaxDeviceNoiseState]:
         del params  # the noise does not depend on the parameters
-        noisy, noise = process.privatize(state.noise, updates)
-        if guard:
-            run = jax.random.key_data(state.noise.key)
-            fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=True)
-            noisy = jax.tree_util.tree_map(lambda x: jnp.where(fresh, x, jnp.nan), noisy)
+        if not guard:
+            noisy, noise = process.privatize(state.noise, updates)
+            return noisy, OptaxDeviceNoiseState(noise)
+        # The ledger's answer gates the draw itself: every value the step releases
+        # (and the next state) is computed from it, so XLA runs the host check
+        # before any of them, and the callback need not be ordered with others.
+        run = jax.random.key_data(state.noise.key)
+        fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=False)
+        noisy, noise = process.gated(state.noise, updates, fresh)
         return noisy, OptaxDeviceNoiseState(noise)
 
     return optax.GradientTransformation(init_fn, update_fn)
