@@ -53,6 +53,7 @@ from dpcount.counting import (
     FactorizationMechanism,
     Honaker,
     HorizonFreeBLT,
+    HorizonFreeGrowingBLT,
     HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
@@ -139,6 +140,10 @@ SPECS: dict[str, Spec] = {
     ),
     "dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT": (
         lambda b: HorizonFreeBLT(T, budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.factorization.horizon_free_growing.HorizonFreeGrowingBLT": (
+        lambda b: HorizonFreeGrowingBLT(T, budget=b, rng=0),
         "release",
     ),
     "dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization": (

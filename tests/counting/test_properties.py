@@ -24,6 +24,7 @@ from dpcount.counting import (
     FactorizationMechanism,
     Honaker,
     HorizonFreeBLT,
+    HorizonFreeGrowingBLT,
     HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
@@ -86,6 +87,7 @@ COVERED = {
         "RowScaledBandedToeplitz",
         "HorizonFreeSqrt",
         "HorizonFreeBLT",
+        "HorizonFreeGrowingBLT",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -164,6 +166,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     ),
     "HorizonFreeBLT": (
         HorizonFreeBLT,
+        {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+    ),
+    "HorizonFreeGrowingBLT": (
+        HorizonFreeGrowingBLT,
         {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "RowScaledBandedToeplitz": (
