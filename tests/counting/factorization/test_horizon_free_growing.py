@@ -172,9 +172,13 @@ def test_vector_stream_holds_n_plus_one_values_per_coordinate() -> None:
     assert small.stream < 8 * 1000 * (n + 4) + (1 << 16)
 
 
-@pytest.mark.parametrize("cut", [0, 7, 16, 17, 30])
-def test_checkpoint_continues_bit_for_bit(tmp_path: Any, cut: int) -> None:
-    x = np.arange(90).reshape(45, 2) % 3
+@pytest.mark.parametrize("shape", [(45,), (45, 2)])
+@pytest.mark.parametrize(
+    "cut",
+    [0, 17, pytest.param(7, marks=pytest.mark.slow), pytest.param(30, marks=pytest.mark.slow)],
+)
+def test_checkpoint_continues_bit_for_bit(tmp_path: Any, cut: int, shape: tuple[int, ...]) -> None:
+    x = np.arange(math.prod(shape)).reshape(shape) % 3
     whole = HorizonFreeGrowingBLT(1 << 53, budget=BUDGET, rng=5).stream()
     want = [whole.update(v) for v in x]
     mech = HorizonFreeGrowingBLT(1 << 53, budget=BUDGET, rng=5)
@@ -184,6 +188,11 @@ def test_checkpoint_continues_bit_for_bit(tmp_path: Any, cut: int) -> None:
     restored = load_stream(tmp_path / "g.ckpt", expect=mech)
     got += [restored.update(v) for v in x[cut:]]
     np.testing.assert_array_equal(got, want)
+    # scalar steps across the computed chunks: the running sum carries over
+    if len(shape) == 1:
+        again = HorizonFreeGrowingBLT(1 << 53, budget=BUDGET, rng=5).stream()
+        mixed = [again.update(v) for v in x[:3]] + list(again.update_many(x[3:]))
+        np.testing.assert_array_equal(mixed, want)
 
 
 def test_refusals() -> None:

@@ -310,7 +310,7 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
     def _compute(self, dest: Array) -> None:
         z = self.noise.sample((len(dest), *self._tail))
         cols, n = self._columns, self._n
-        u, N = self._q[:n], self._q[n]
+        u, N = self._q[:n], self._q[n:]  # views (N: shape (1,) or (1, dim))
         block = cols.block_of(self._done + 1)
         nxt = cols.starts[block + 1] if block + 1 < len(cols.starts) else MAX_HORIZON + 1
         w = cols.scales[block].reshape(self._decay.shape)
@@ -326,7 +326,7 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
             N += nu * y
             u *= self._decay
             u += w * y
-            dest[k] = N
+            dest[k] = N[0]
 
     def state_dict(self) -> dict[str, Any]:
         """The step, the running values after the last computed step and the computed,
