@@ -28,8 +28,9 @@ node (popcount 1), so the carried error grows like the node variances,
 Horizon-free: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
 without a horizon, Gaussian noise) runs one BLT with growing columns calibrated for the
 infinite stream (:mod:`dpcount.counting.factorization.horizon_free_growing`, certified
-column norms, n + 1 running values per coordinate) as block 0, steps 1 … 2^26 − 1, then doubling blocks
-i ≥ 26 with Honaker inside (Gaussian noise; the same parallel composition);
+column norms, n + 1 running values per coordinate) as block 0, steps 1 … 2^28 − 1,
+then doubling blocks i ≥ 28 with Honaker inside (Gaussian noise; the same parallel
+composition);
 ``inner="horizon-free-sqrt"`` runs one log-damped square root
 (:mod:`dpcount.counting.factorization.horizon_free`, O(t) state) for every step, no blocks.
 
@@ -106,16 +107,18 @@ InnerFactory = Callable[..., CountingMechanism]
 HORIZON_FREE = "horizon-free-sqrt"
 
 #: the inner name of the horizon-free BLT: block 0 is one
-#: :class:`~dpcount.counting.factorization.horizon_free_growing.HorizonFreeGrowingBLT` (calibrated for
-#: an infinite stream, n + 1 running values per coordinate) for steps 1 … 2^s − 1
+#: :class:`~dpcount.counting.factorization.horizon_free_growing.HorizonFreeGrowingBLT`
+#: (calibrated for an infinite stream, n + 1 running values per coordinate) for steps
+#: 1 … 2^s − 1
 #: (s = :data:`HORIZON_FREE_BLT_SPAN_LOG2`), then doubling blocks i ≥ s with Honaker
 #: inside, so the error stays polylogarithmic past the BLT's longest time scale
 HORIZON_FREE_BLT = "horizon-free-blt"
 
 #: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1 (its variance ratio to the
-#: plain square root told t is 1.30 at 2^26, 1.50 at 2^28, where the doubling blocks
-#: would take over had block 0 not ended: docs/unbounded.md)
-HORIZON_FREE_BLT_SPAN_LOG2 = 26
+#: plain square root told t is 1.30 at 2^26 and 1.50 at 2^28, where it starts to climb;
+#: switching there keeps the default below the switch at 2^26 at every t from 2^26 to
+#: 2^32: docs/unbounded.md)
+HORIZON_FREE_BLT_SPAN_LOG2 = 28
 
 #: the inner names whose block 0 is a horizon-free mechanism
 HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
@@ -229,8 +232,8 @@ class UnboundedCounter:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
             :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: block 0 is one
             :class:`~dpcount.counting.HorizonFreeGrowingBLT` calibrated for the infinite stream
-            for steps 1 … 2^26 − 1, n + 1 running values per coordinate, then doubling
-            blocks i ≥ 26 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
+            for steps 1 … 2^28 − 1, n + 1 running values per coordinate, then doubling
+            blocks i ≥ 28 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
             (``"horizon-free-sqrt"``: no blocks, one
             :class:`~dpcount.counting.HorizonFreeSqrt` for every step, O(t) state), or a
             callable

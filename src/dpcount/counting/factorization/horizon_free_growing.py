@@ -28,7 +28,7 @@ release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — n + 1 running value
 at step t is the (N, N) entry of the covariance of the state (u, N), propagated exactly:
 P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0], [−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)),
 by repeated squaring across each block up to a restart point (every block start and
-every multiple of 2^14) and step by step after it.
+every multiple of 2^14, sparser past 2^23) and step by step after it.
 
 Certified sensitivity: every column has the same structure, 1/ν(s) on the diagonal and
 a BLT tail, so its squared norm over the infinite stream is the closed form above over
@@ -234,10 +234,13 @@ class _Variances:
         return mats
 
     def _next_point(self, p: int) -> int:
-        """The restart point after step p (the next block start − 1 or multiple of 2^14)."""
+        """The restart point after step p: the next block start − 1 or multiple of the
+        spacing, 2^14 below 2^23 and 2^(k − 9) in [2^(k−1), 2^k) beyond (256 per octave,
+        so a step's value takes at most t/256 steps after its restart point)."""
         starts = self.columns.starts
         b = self.columns.block_of(p + 1)
-        nxt = (p // _RESTART + 1) * _RESTART
+        spacing = max(_RESTART, 1 << max(0, (p + 1).bit_length() - 9))
+        nxt = (p // spacing + 1) * spacing
         if b + 1 < len(starts):
             nxt = min(nxt, starts[b + 1] - 1)
         return nxt
