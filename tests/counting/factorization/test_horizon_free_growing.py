@@ -256,3 +256,36 @@ def test_every_column_norm_in_exact_arithmetic_all_blocks() -> None:
             (w[i] * w[j] * G[i][j] for i in range(n) for j in range(n)), Fraction(0)
         )
         assert total <= Fraction(float(cols.normalizers[b])) ** 2, b
+
+
+@pytest.mark.slow
+def test_column_norms_against_a_long_direct_sum_with_its_tail() -> None:
+    """Columns of the first, a middle and the last block: Σ_{k<2^24} C[s + k, s]² by
+    direct summation, plus the tail beyond bounded by c_n²/(1 − θ_max²) (every term of
+    c_k = Σ_i ω_i(s) θ_i^{k−1}/ν(s) is positive and decays at least as fast as θ_max):
+    the closed form (the norm the calibration relies on, ≤ 1) lies between them."""
+    n = 1 << 24
+    cols = _columns()
+    theta = np.array(THETA)
+    for b in (0, 50, len(cols.starts) - 1):
+        w, nu = cols.scales[b], float(cols.normalizers[b])
+        parts = [1.0 / nu**2]
+        for start in range(1, n, 1 << 20):
+            k = np.arange(start, min(n, start + (1 << 20)), dtype=np.float64)
+            c = np.exp(np.outer(k - 1, np.log(theta))) @ w / nu
+            parts.append(math.fsum((c * c).tolist()))
+        total = math.fsum(parts)
+        c_n = float(np.sum(w * theta ** (n - 1))) / nu
+        tail = c_n**2 / (1 - theta.max() ** 2)
+        with mpmath.workdps(40):
+            th = [mpmath.mpf(v) for v in THETA]
+            om = [mpmath.mpf(float(v)) for v in w]
+            closed = (
+                1
+                + mpmath.fsum(
+                    om[i] * om[j] / (1 - th[i] * th[j])
+                    for i in range(len(th))
+                    for j in range(len(th))
+                )
+            ) / mpmath.mpf(nu) ** 2
+        assert total < closed <= 1 and closed < total * (1 + 1e-9) + tail, b
