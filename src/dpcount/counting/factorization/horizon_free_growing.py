@@ -34,11 +34,13 @@ r_k = e_Nᵀ M^k: V(p + k) = r_k P_p r_kᵀ + Σ_{j<k} (r_j·q)² (``_Variances.
 Certified sensitivity: every column has the same structure, 1/ν(s) on the diagonal and
 a BLT tail, so its squared norm over the infinite stream is the closed form above over
 ν(s)². Its terms are positive and each is computed in floating point with relative
-error at most 5u (u = 2^−53: 1 − θ_iθ_j as (1 − θ_i) + θ_i(1 − θ_j), one product, one
-quotient; Higham 2002, §2.2 and §3.1), summed by ``math.fsum`` (one rounding), so the
-float N(s) satisfies N_exact ≤ N(s)·(1 + 7u); ν(s) is the next float above
-√(N(s)·(1 + 2^−49)), so every column's norm is at most 1 (a test checks every block in
-exact rational arithmetic). The ℓ₂ sensitivity is 1 enlarged by a relative 10⁻¹².
+error at most 6u + O(u²) (u = 2^−53; 1 − θ_iθ_j as (1 − θ_i) + θ_i(1 − θ_j): each
+1 − θ one rounding, exact for θ ≥ 1/2 by Sterbenz's lemma, then a product and a sum;
+then w_iw_j and the quotient; Higham 2002, §2.2 and §3.1), summed by ``math.fsum`` (one
+rounding), so the float N(s) satisfies N_exact ≤ N(s)·(1 + 8u); ν(s) is the next float
+above the computed √(N(s)·(1 + 2^−49)), so ν(s)² ≥ N(s)·(1 + 14u) ≥ N_exact and every
+column's norm is at most 1 (tests check every block in exact rational arithmetic). The
+ℓ₂ sensitivity is 1 enlarged by a relative 10⁻¹².
 
 Parameters (:data:`HORIZON_FREE_GROWING_PARAMETERS`): θ log-spaced in −ln(1 − θ) with ω
 from the quadrature of the square root's arcsine measure (as ``start`` in
@@ -135,7 +137,7 @@ _PER_OCTAVE = 4
 _LAST_LOG2 = 26
 #: restart points of the exact variance recursion: every block start and every multiple
 _RESTART = 1 << 14
-#: the relative enlargement of the float column norm (covers 7u, module docstring)
+#: the relative enlargement of the float column norm² (16u: covers 8u, module docstring)
 _NORM_SLACK = 2.0**-49
 #: largest horizon whose full variance table ``noise_coefficients`` builds
 _TABLE_LIMIT = 1 << 22
@@ -177,7 +179,7 @@ class GrowingColumns:
 
 def _column_norm_squared(theta: Array, w: Array) -> float:
     """1 + Σ_{i,j} w_i w_j/(1 − θ_iθ_j) in floating point, every term positive and
-    within a relative 5u of its exact value (module docstring)."""
+    within a relative 6u + O(u²) of its exact value (module docstring)."""
     one_minus = 1.0 - theta  # exact for θ ≥ 1/2 (Sterbenz), relative u below
     d = one_minus[:, None] + theta[:, None] * one_minus[None, :]
     terms = np.outer(w, w) / d
@@ -504,8 +506,8 @@ class HorizonFreeGrowingBLT(CountingMechanism):
         buffers = options.get("buffers")
         n = len(HORIZON_FREE_GROWING_PARAMETERS[0]) if buffers is None else int(buffers)
         d = 1 if dim is None else dim
-        chunk = min(4096, T) if dim is None else 0
-        stream = 32 * 1024 + 8 * d * (n + 3) + chunk * 40 + step_bytes(dim)
+        chunk = min(4096, T) if dim is None else 0  # scalar: a computed chunk as Python floats
+        stream = 32 * 1024 + 8 * d * (n + 3) + chunk * (32 + 8 * (n + 4)) + step_bytes(dim)
         return MemoryEstimate(structure=8 * (n + 1) * len(block_starts()), stream=stream)
 
     def _memory_options(self) -> dict[str, Any]:
