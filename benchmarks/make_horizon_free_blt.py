@@ -28,9 +28,9 @@ by repeated squaring); the printed ratio is the library's, on sixteen points per
 The shipped parameters (:data:`dpcount.counting.factorization.horizon_free_growing.
 HORIZON_FREE_GROWING_PARAMETERS`) are ``--growing --buffers 12 --largest 26``: 1.2992
 up to 2^24 (and 2^26). With ``--refine`` every θ_i, ω_i and K is then freed (L-BFGS on
-a soft maximum, as above): 1.2840 on sixteen points per octave to 2^26 (1.2846 at every
-t ≤ 2^16), but 1.68 instead of 1.52 at t = 1 and 1.59 instead of 1.50 at 2^28, so it is
-not shipped. Seconds per buffer count (minutes with ``--refine``).
+a soft maximum, as above): 1.2838 on sixteen points per octave to 2^26 (an earlier such
+fit: 1.2840, 1.2846 at every t ≤ 2^16), but 1.68 instead of 1.52 at t = 1 and 1.59
+instead of 1.50 at 2^28, so it is not shipped. Seconds per buffer count (minutes with ``--refine``).
 
 Usage: python benchmarks/make_horizon_free_blt.py [--buffers 4,8,16] [--largest 24] [--growing]
 """
@@ -208,7 +208,7 @@ def refine_growing(
 
     def objective(x: Array, temp: float) -> float:
         th, om, k = unpack(x)
-        if np.any(np.diff(th) <= 0) or th.max() >= 1:
+        if np.any(np.diff(th) <= 1e-12 * th[1:]) or th.max() >= 1:  # the BLT domain
             return 10.0
         r = growing_variances(th, om, k, ts) / F2
         if not np.all(np.isfinite(r)):
