@@ -54,6 +54,7 @@ from dpcount.counting import (
     FactorizationMechanism,
     Honaker,
     HorizonFreeBLT,
+    HorizonFreeGrowingBLT,
     HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
@@ -140,6 +141,10 @@ SPECS: dict[str, Spec] = {
     ),
     "dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT": (
         lambda b: HorizonFreeBLT(T, budget=b, rng=0),
+        "release",
+    ),
+    "dpcount.counting.factorization.horizon_free_growing.HorizonFreeGrowingBLT": (
+        lambda b: HorizonFreeGrowingBLT(T, budget=b, rng=0),
         "release",
     ),
     "dpcount.counting.factorization.row_scaled_sqrt.RowScaledSqrtFactorization": (

@@ -38,6 +38,7 @@ EXPECTED = {
     "RowScaledSqrtFactorization",
     "HorizonFreeSqrt",
     "HorizonFreeBLT",
+    "HorizonFreeGrowingBLT",
     "RowScaledBandedToeplitz",
     "BinaryTree",
     "KaryTree",

@@ -24,6 +24,7 @@ from dpcount.counting import (
     FactorizationMechanism,
     Honaker,
     HorizonFreeBLT,
+    HorizonFreeGrowingBLT,
     HorizonFreeSqrt,
     InputPerturbation,
     KaryTree,
@@ -88,6 +89,7 @@ COVERED = {
         "HorizonFreeSqrt",
         "HorizonFreeBLT",
         "Scaled",  # Scaled.of below; its presets are the scaled mechanisms above
+        "HorizonFreeGrowingBLT",
         # through every mechanism's release/stream/with_sampler below
         "CountingMechanism",
         "CountingStream",
@@ -166,6 +168,10 @@ CONSTRUCTORS: dict[str, tuple[Callable[..., CountingMechanism], dict[str, Any]]]
     ),
     "HorizonFreeBLT": (
         HorizonFreeBLT,
+        {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
+    ),
+    "HorizonFreeGrowingBLT": (
+        HorizonFreeGrowingBLT,
         {"horizon": T, "epsilon": 1.0, "delta": 1e-6, "rng": 0},
     ),
     "RowScaledBandedToeplitz": (

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dpcount.counting.factorization.dense import DenseNoiseProcess, FactorizationMechanism
     from dpcount.counting.factorization.horizon_free import HorizonFreeSqrt
     from dpcount.counting.factorization.horizon_free_blt import HorizonFreeBLT
+    from dpcount.counting.factorization.horizon_free_growing import HorizonFreeGrowingBLT
     from dpcount.counting.factorization.normalized_blt import NormalizedBLT
     from dpcount.counting.factorization.normalized_sqrt import (
         NormalizedSqrtBlockNoiseProcess,
@@ -78,6 +79,7 @@ _WHERE = {
     "Scaled": "factorization.scaled",
     "HorizonFreeSqrt": "factorization.horizon_free",
     "HorizonFreeBLT": "factorization.horizon_free_blt",
+    "HorizonFreeGrowingBLT": "factorization.horizon_free_growing",
     "SmoothBinary": "smooth_binary",
     "SmoothBinaryNoiseProcess": "smooth_binary",
     "SqrtFactorization": "factorization.sqrt",
@@ -107,6 +109,7 @@ __all__ = [
     "Honaker",
     "HonakerNoiseProcess",
     "HorizonFreeBLT",
+    "HorizonFreeGrowingBLT",
     "HorizonFreeSqrt",
     "InputNoiseProcess",
     "InputPerturbation",

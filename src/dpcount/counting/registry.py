@@ -343,6 +343,17 @@ REGISTRY: tuple[Entry, ...] = (
         "factorization.horizon_free_blt:HorizonFreeBLT",
         _gaussian(saved=_BLT_SAVED, participation=False, plan=None),
     ),
+    # the horizon-free BLT with growing columns: no name (UnboundedCounter's inner
+    # "horizon-free-growing-blt")
+    Entry(
+        None,
+        "factorization.horizon_free_growing:HorizonFreeGrowingBLT",
+        _gaussian(
+            saved=(*_BLT_SAVED, Option("scale", OptionType.FLOAT)),
+            participation=False,
+            plan=None,
+        ),
+    ),
 )
 
 #: name -> its entry

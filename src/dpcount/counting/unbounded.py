@@ -26,10 +26,11 @@ node (popcount 1), so the carried error grows like the node variances,
 Σ_{i' < i} v·(i' + 1)² for Laplace noise (cubic in log t, as for a known horizon).
 
 Horizon-free: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
-without a horizon, Gaussian noise) runs one BLT calibrated for the infinite stream
-(:mod:`dpcount.counting.factorization.horizon_free_blt`, exact certified sensitivity, n + 1
-running values per coordinate) as block 0, steps 1 … 2^26 − 1, then doubling blocks
-i ≥ 26 with Honaker inside (Gaussian noise; the same parallel composition);
+without a horizon, Gaussian noise) runs one BLT with growing columns calibrated for the
+infinite stream (:mod:`dpcount.counting.factorization.horizon_free_growing`, certified
+column norms, n + 1 running values per coordinate) as block 0, steps 1 … 2^28 − 1,
+then doubling blocks i ≥ 28 with Honaker inside (Gaussian noise; the same parallel
+composition);
 ``inner="horizon-free-sqrt"`` runs one log-damped square root
 (:mod:`dpcount.counting.factorization.horizon_free`, O(t) state) for every step, no blocks.
 
@@ -106,16 +107,18 @@ InnerFactory = Callable[..., CountingMechanism]
 HORIZON_FREE = "horizon-free-sqrt"
 
 #: the inner name of the horizon-free BLT: block 0 is one
-#: :class:`~dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT` (calibrated for
-#: an infinite stream, n + 1 running values per coordinate) for steps 1 … 2^s − 1
+#: :class:`~dpcount.counting.factorization.horizon_free_growing.HorizonFreeGrowingBLT`
+#: (calibrated for an infinite stream, n + 1 running values per coordinate) for steps
+#: 1 … 2^s − 1
 #: (s = :data:`HORIZON_FREE_BLT_SPAN_LOG2`), then doubling blocks i ≥ s with Honaker
 #: inside, so the error stays polylogarithmic past the BLT's longest time scale
 HORIZON_FREE_BLT = "horizon-free-blt"
 
 #: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1 (its variance ratio to the
-#: plain square root told t is 2.07 at 2^26, where the doubling blocks take over:
-#: docs/unbounded.md)
-HORIZON_FREE_BLT_SPAN_LOG2 = 26
+#: plain square root told t is 1.30 at 2^26 and 1.50 at 2^28, where it starts to climb;
+#: switching there keeps the default below the switch at 2^26 at every t from 2^26 to
+#: 2^32: docs/unbounded.md)
+HORIZON_FREE_BLT_SPAN_LOG2 = 28
 
 #: the inner names whose block 0 is a horizon-free mechanism
 HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
@@ -128,11 +131,12 @@ def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> Counti
 
 
 def _build_horizon_free_blt(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
-    """Block 0 (horizon 2^s − 1): the horizon-free BLT; later blocks: Honaker."""
-    from dpcount.counting.factorization.horizon_free_blt import HorizonFreeBLT
+    """Block 0 (horizon 2^s − 1): the horizon-free BLT with growing columns; later
+    blocks: Honaker."""
+    from dpcount.counting.factorization.horizon_free_growing import HorizonFreeGrowingBLT
 
     if horizon == _block_span(HORIZON_FREE_BLT, 0):
-        return HorizonFreeBLT(horizon, budget=budget, rng=rng)
+        return HorizonFreeGrowingBLT(horizon, budget=budget, rng=rng)
     if budget.noise is None:  # Gaussian like block 0 (Honaker's own default differs)
         budget = budget.replace(noise=NoiseKind.GAUSSIAN)
     return MECHANISMS["honaker"](horizon=horizon, budget=budget, rng=rng)
@@ -227,9 +231,9 @@ class UnboundedCounter:
     Args:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
             :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: block 0 is one
-            :class:`~dpcount.counting.HorizonFreeBLT` calibrated for the infinite stream
-            for steps 1 … 2^26 − 1, n + 1 running values per coordinate, then doubling
-            blocks i ≥ 26 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
+            :class:`~dpcount.counting.HorizonFreeGrowingBLT` calibrated for the infinite stream
+            for steps 1 … 2^28 − 1, n + 1 running values per coordinate, then doubling
+            blocks i ≥ 28 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
             (``"horizon-free-sqrt"``: no blocks, one
             :class:`~dpcount.counting.HorizonFreeSqrt` for every step, O(t) state), or a
             callable
@@ -369,14 +373,11 @@ class UnboundedCounter:
 
     def _last_variance(self, i: int) -> float:
         """V_i(span of block i): the variance of block i's total as carried into later
-        blocks (the horizon-free BLT's by its O(n²) closed form, ``max_variance``)."""
+        blocks."""
         v = self._last_variances.get(i)
         if v is None:
             mech = self.block_mechanism(i)
-            if self.inner == HORIZON_FREE_BLT and i == 0:
-                v = mech.max_variance()
-            else:
-                v = mech.variance_at(_block_span(self.inner, i))
+            v = mech.variance_at(_block_span(self.inner, i))
             self._last_variances[i] = v
         return v
 

@@ -11,7 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from dpcount.counting import HorizonFreeBLT, UnboundedCounter
+from dpcount.counting import HorizonFreeBLT, HorizonFreeGrowingBLT, UnboundedCounter
 from dpcount.counting.factorization import horizon_free_blt as hfb
 from dpcount.counting.factorization.blt import blt_losses, encoder_coefficients
 from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients
@@ -159,7 +159,7 @@ def test_unbounded_inner_switches_to_doubling_blocks(
     monkeypatch.setattr(ub, "HORIZON_FREE_BLT_SPAN_LOG2", 3)
     counter = UnboundedCounter(inner=ub.HORIZON_FREE_BLT, budget=BUDGET, rng=4)
     first = counter.block_mechanism(0)
-    assert isinstance(first, HorizonFreeBLT) and first.horizon == 7
+    assert isinstance(first, HorizonFreeGrowingBLT) and first.horizon == 7
     assert isinstance(counter.block_mechanism(3), Honaker)
     assert counter.block_mechanism(3).budget.noise == "gaussian"  # not Honaker's default
     with pytest.raises(ValueError, match="i must be 0 or 3"):
@@ -244,11 +244,14 @@ def test_ratio_to_the_square_root_told_t_up_to_2_24() -> None:
     assert r.max() <= SHIPPED_RATIO and r.max() > SHIPPED_RATIO - 1e-3, r.max()
 
 
-def test_default_beats_the_doubling_counters_from_step_8() -> None:
+def test_default_beats_the_doubling_counters_from_step_4() -> None:
+    """The default (block 0: the horizon-free BLT with growing columns) against the
+    doubling counters with Honaker and the square root inside (every t in 4 … 2^14
+    against five inner mechanisms: docs/unbounded.md)."""
     budget = BUDGET.replace(noise="gaussian")
     free = UnboundedCounter(inner="horizon-free-blt", budget=budget)
     doubling = [UnboundedCounter(inner=name, budget=budget) for name in ("honaker", "sqrt")]
-    for t in (8, 9, 16, 100, 1024, 4097, 2**16):
+    for t in (4, 7, 8, 9, 16, 100, 1024, 4097, 2**16):
         assert free.variance_at(t) < min(d.variance_at(t) for d in doubling), t
-    # a fresh mechanism for a short block wins early (the sqrt's doubling up to t = 7)
-    assert free.variance_at(7) > doubling[1].variance_at(7)
+    # a fresh mechanism for a short block wins early (Honaker's doubling at t = 3)
+    assert free.variance_at(3) > doubling[0].variance_at(3)

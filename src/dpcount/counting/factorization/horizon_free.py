@@ -96,6 +96,21 @@ _NORM_MARGIN = 1e-9
 _FIRST = 1 << 12
 
 
+def single_participation(budget: Budget, owner: str) -> Budget:
+    """``budget``, refused when it names a participation schema: the horizon-free
+    factorizations are calibrated for one participation over the infinite stream.
+
+    Raises:
+        ValueError: a participation schema, naming ``owner``.
+    """
+    if budget.participation is not None:
+        raise ValueError(
+            f"{owner} is calibrated for single participation: participation must be None, "
+            f"got {budget.participation!r}"
+        )
+    return budget
+
+
 def _damping_squared(x: Array, params: tuple[float, ...]) -> Array:
     """g(x)² for real x ≥ 0 (module docstring)."""
     a, kappa, e, q, K = params
@@ -293,13 +308,7 @@ class HorizonFreeSqrt(CountingMechanism):
         return MemoryEstimate(structure=16 * steps, stream=48 * steps * d + step_bytes(dim))
 
     def _accept_budget(self, budget: Budget) -> Budget:
-        resolved = budget.gaussian_only("HorizonFreeSqrt")
-        if resolved.participation is not None:
-            raise ValueError(
-                "HorizonFreeSqrt is calibrated for single participation: participation must "
-                f"be None, got {resolved.participation!r}"
-            )
-        return resolved
+        return single_participation(budget.gaussian_only("HorizonFreeSqrt"), "HorizonFreeSqrt")
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         norm = type(self)._norm

@@ -57,6 +57,7 @@ from dpcount._validate import check_integer
 from dpcount.counting.base import MAX_HORIZON, MemoryEstimate
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import BLT, check_blt_parameters
+from dpcount.counting.factorization.horizon_free import single_participation
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, Participation
 from dpcount.privacy.rng import RNGLike
@@ -239,12 +240,7 @@ class HorizonFreeBLT(BLT):
         return MemoryEstimate(structure=64 * n, stream=cls._stream_bytes(T, dim, n))
 
     def _accept_budget(self, budget: Budget) -> Budget:
-        if budget.participation is not None:
-            raise ValueError(
-                "HorizonFreeBLT is calibrated for single participation: participation must "
-                f"be None, got {budget.participation!r}"
-            )
-        return budget
+        return single_participation(budget, "HorizonFreeBLT")
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         theta, omega = self.buffer_decay, self.output_scale

@@ -1,0 +1,574 @@
+"""A counter without a horizon whose buffers grow with the stream: a BLT whose columns
+change with the step (column-normalized, step-dependent output scales).
+
+A Toeplitz encoder spends the same column on every step, so a counter without a horizon
+built on one (:class:`~dpcount.counting.factorization.horizon_free_blt.HorizonFreeBLT`,
+:class:`~dpcount.counting.factorization.horizon_free.HorizonFreeSqrt`) must split one
+finite column norm over every time scale at once, and its variance ratio to the square
+root told the horizon grows with the range of t it covers (1.56 over t = 2^4 … 2^24).
+Here the column of step s uses only the time scales a stream of age s needs: buffer i
+(decay θ_i, time scale τ_i = 1/(1 − θ_i)) gets the output scale
+
+    ω_i(s) = ω_i·m_i(s),   m_i(s) = (K·s / (K·s + τ_i))^{1/2},
+
+so a step early in the stream puts little weight on the long time scales, and every
+column is then scaled to norm at most 1:
+
+    C[s, s] = 1/ν(s),   C[t, s] = Σ_i ω_i(s) θ_i^{t−s−1} / ν(s)  (t > s),
+    ν(s)² ≥ 1 + Σ_{i,j} ω_i(s) ω_j(s) / (1 − θ_iθ_j)  (the column's infinite norm², closed form).
+
+The output scales are constant on blocks of steps (every step up to 16, then four blocks
+per octave: block j starts at round(2^{4 + (j − 16)/4}), the last at 2^26 lasts forever),
+so there are finitely many distinct columns (:func:`block_starts`).
+
+Noise without the inverse: w = C⁻¹z is computed online with the n buffers
+u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
+release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — n + 1 running values per coordinate
+(the buffers and N), whatever t is. The decoder B = A·C⁻¹ is not Toeplitz; the variance
+at step t is the (N, N) entry of the covariance of the state (u, N), propagated exactly:
+P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0], [−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)),
+by repeated squaring across each block up to a restart point (every block start and
+every multiple of 2^14, sparser past 2^23), and after it in closed form from the rows
+r_k = e_Nᵀ M^k: V(p + k) = r_k P_p r_kᵀ + Σ_{j<k} (r_j·q)² (``_Variances.run``).
+
+Certified sensitivity: every column has the same structure, 1/ν(s) on the diagonal and
+a BLT tail, so its squared norm over the infinite stream is the closed form above over
+ν(s)². Its terms are positive and each is computed in floating point with relative
+error at most 6u + O(u²) (u = 2^−53; 1 − θ_iθ_j as (1 − θ_i) + θ_i(1 − θ_j): each
+1 − θ one rounding, exact for θ ≥ 1/2 by Sterbenz's lemma, then a product and a sum;
+then w_iw_j and the quotient; Higham 2002, §2.2 and §3.1), summed by ``math.fsum`` (one
+rounding), so the float N(s) satisfies N_exact ≤ N(s)·(1 + 8u); ν(s) is the next float
+above the computed √(N(s)·(1 + 2^−49)), so ν(s)² ≥ N(s)·(1 + 14u) ≥ N_exact and every
+column's norm is at most 1 (tests check every block in exact rational arithmetic). The
+ℓ₂ sensitivity is 1 enlarged by a relative 10⁻¹².
+
+Parameters (:data:`HORIZON_FREE_GROWING_PARAMETERS`): θ log-spaced in −ln(1 − θ) with ω
+from the quadrature of the square root's arcsine measure (as ``start`` in
+``benchmarks/make_horizon_free_blt.py``), then (K, the range of −ln(1 − θ), a tilt)
+fitted by Nelder–Mead on the largest ratio of the variance at t to the plain square
+root's told the horizon t over t = 2^4 … 2^26, four points per octave
+(``benchmarks/make_horizon_free_blt.py --growing``; figures in docs/unbounded.md).
+
+References:
+    * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta. "Efficient and
+      near-optimal noise generation for streaming differential privacy". FOCS 2024.
+      https://arxiv.org/abs/2404.16706
+    * B. Jacobsen, K. Fawaz. "Private Continual Counting of Unbounded Streams".
+      NeurIPS 2025. https://arxiv.org/abs/2506.15018
+    * N. J. Higham. "Accuracy and Stability of Numerical Algorithms", 2nd ed., SIAM 2002.
+    * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential privacy:
+      analytical calibration and optimal denoising". ICML 2018.
+      https://arxiv.org/abs/1805.06530
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcount._state import state_array
+from dpcount._validate import check_integer, check_real
+from dpcount.counting._chunked import ChunkedNoiseProcess
+from dpcount.counting.base import MAX_HORIZON, CountingMechanism, MemoryEstimate, step_bytes
+from dpcount.counting.factorization._types import Array
+from dpcount.counting.factorization.blt import check_blt_parameters
+from dpcount.counting.factorization.horizon_free import single_participation
+from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
+from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.noise import NoiseBuffer
+from dpcount.privacy.rng import RNGLike
+from dpcount.privacy.source import NoiseSource
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from dpcount.counting.participation import Sensitivity
+
+__all__ = [
+    "HORIZON_FREE_GROWING_PARAMETERS",
+    "GrowingColumns",
+    "HorizonFreeGrowingBLT",
+    "block_starts",
+    "growing_columns",
+]
+
+#: (buffer_decay θ, output_scale ω, K) fitted as the module docstring says
+HORIZON_FREE_GROWING_PARAMETERS: tuple[tuple[float, ...], tuple[float, ...], float] = (
+    (
+        0.45970554229418714,
+        0.8915347748950055,
+        0.9782253826792298,
+        0.9956287007286712,
+        0.9991224526687184,
+        0.9998238305659622,
+        0.9999646336233011,
+        0.9999929001270417,
+        0.9999985746858816,
+        0.9999997138652553,
+        0.9999999425578607,
+        0.9999999884683722,
+    ),
+    (
+        0.2547015715587552,
+        0.15889217699122893,
+        0.07455803472934715,
+        0.03369498819597427,
+        0.015120549731197589,
+        0.006775815627393762,
+        0.003035524728023953,
+        0.001359820330255415,
+        0.0006091501827014365,
+        0.00027287656712682583,
+        0.0001222384710590189,
+        5.475824693832108e-05,
+    ),
+    19.18841592994059,
+)
+#: steps up to here are blocks of one step
+_SINGLE_STEPS = 16
+#: blocks per octave beyond them
+_PER_OCTAVE = 4
+#: log2 of the last block's first step (that block lasts forever)
+_LAST_LOG2 = 26
+#: restart points of the exact variance recursion: every block start and every multiple
+_RESTART = 1 << 14
+#: the relative enlargement of the float column norm² (16u: covers 8u, module docstring)
+_NORM_SLACK = 2.0**-49
+#: largest horizon whose full variance table ``noise_coefficients`` builds
+_TABLE_LIMIT = 1 << 22
+
+
+def block_starts() -> tuple[int, ...]:
+    """The first step of every block: 1, 2, …, 16, then round(2^{4 + k/4}) for k = 1 …
+    88 (the last, 2^26, lasts forever)."""
+    tail = [
+        round(2.0 ** (4 + k / _PER_OCTAVE)) for k in range(1, _PER_OCTAVE * (_LAST_LOG2 - 4) + 1)
+    ]
+    return (*range(1, _SINGLE_STEPS + 1), *tail)
+
+
+@dataclass(frozen=True, eq=False)
+class GrowingColumns:
+    """The distinct columns: block starts, per-block output scales ω(s) (rows) and
+    normalizers ν(s) (every column's infinite norm ≤ 1, module docstring)."""
+
+    decay: Array
+    starts: tuple[int, ...]
+    scales: Array
+    normalizers: Array
+
+    def block_of(self, t: int) -> int:
+        """The block of step t ≥ 1."""
+        return int(np.searchsorted(np.asarray(self.starts), t, side="right")) - 1
+
+    def transition(self, block: int) -> tuple[Array, Array]:
+        """(M, q) of one step in ``block``: the state (u, N) moves to M·(u, N) + q·z."""
+        n = len(self.decay)
+        w, nu = self.scales[block], float(self.normalizers[block])
+        M = np.zeros((n + 1, n + 1))
+        M[:n, :n] = np.diag(self.decay) - np.outer(w, np.ones(n))
+        M[n, :n] = -nu
+        M[n, n] = 1.0
+        return M, np.append(w, nu)
+
+
+def _column_norm_squared(theta: Array, w: Array) -> float:
+    """1 + Σ_{i,j} w_i w_j/(1 − θ_iθ_j) in floating point, every term positive and
+    within a relative 6u + O(u²) of its exact value (module docstring)."""
+    one_minus = 1.0 - theta  # exact for θ ≥ 1/2 (Sterbenz), relative u below
+    d = one_minus[:, None] + theta[:, None] * one_minus[None, :]
+    terms = np.outer(w, w) / d
+    return math.fsum([1.0, *terms.ravel().tolist()])
+
+
+@lru_cache(maxsize=4)
+def _columns(theta: tuple[float, ...], omega: tuple[float, ...], scale: float) -> GrowingColumns:
+    th, om = np.array(theta), np.array(omega)
+    tau = 1.0 / (1.0 - th)
+    starts = block_starts()
+    s = np.array(starts, dtype=np.float64)[:, None]
+    W = om[None, :] * np.sqrt(scale * s / (scale * s + tau[None, :]))
+    nu = np.array(
+        [
+            math.nextafter(math.sqrt(_column_norm_squared(th, w) * (1.0 + _NORM_SLACK)), math.inf)
+            for w in W
+        ]
+    )
+    for arr in (th, W, nu):
+        arr.setflags(write=False)
+    return GrowingColumns(decay=th, starts=starts, scales=W, normalizers=nu)
+
+
+def growing_columns(buffer_decay: Any, output_scale: Any, scale: float) -> GrowingColumns:
+    """The checked parameters' blocks (cached).
+
+    Raises:
+        ValueError: θ, ω outside the BLT domain (:func:`~dpcount.counting.factorization.
+            blt.check_blt_parameters`) or K not a positive finite number.
+    """
+    th, om = check_blt_parameters(buffer_decay, output_scale)
+    K = check_real("scale", scale, gt=0.0)
+    return _columns(tuple(th.tolist()), tuple(om.tolist()), float(K))
+
+
+class _Variances:
+    """The exact variance recursion (module docstring), with the covariance at every
+    restart point kept as it is reached, so every value is computed by the same
+    operations whoever asks (``noise_coefficients`` and ``variance_at`` agree bit for
+    bit)."""
+
+    def __init__(self, columns: GrowingColumns) -> None:
+        self.columns = columns
+        n = len(columns.decay)
+        self.restarts: list[Array] = [np.zeros((n + 1, n + 1))]  # covariance after step 0
+        self.points: list[int] = [0]
+        self._mats: dict[int, tuple[Array, Array]] = {}
+
+    def _transition(self, block: int) -> tuple[Array, Array]:
+        mats = self._mats.get(block)
+        if mats is None:
+            mats = self.columns.transition(block)
+            self._mats[block] = mats
+        return mats
+
+    def _next_point(self, p: int) -> int:
+        """The restart point after step p: the next block start − 1 or multiple of the
+        spacing, 2^14 below 2^23 and 2^(k − 9) in [2^(k−1), 2^k) beyond (256 per octave,
+        so a step's value takes at most t/256 steps after its restart point)."""
+        starts = self.columns.starts
+        b = self.columns.block_of(p + 1)
+        spacing = max(_RESTART, 1 << max(0, (p + 1).bit_length() - 9))
+        nxt = (p // spacing + 1) * spacing
+        if b + 1 < len(starts):
+            nxt = min(nxt, starts[b + 1] - 1)
+        return nxt
+
+    def covariance_at_point(self, t: int) -> tuple[int, Array]:
+        """(p, covariance after step p) for the last restart point p ≤ t (by repeated
+        squaring across the segments before it)."""
+        while self._next_point(self.points[-1]) <= t:
+            p = self.points[-1]
+            end = self._next_point(p)
+            M, q = self._transition(self.columns.block_of(p + 1))
+            self.restarts.append(_advance(self.restarts[-1], M, q, end - p))
+            self.points.append(end)
+        i = int(np.searchsorted(np.asarray(self.points), t, side="right")) - 1
+        return self.points[i], self.restarts[i]
+
+    def run(self, start: int, stop: int) -> Iterator[float]:
+        """Var(N_t)/σ² for t = start … stop from the restart points: after point p (state
+        covariance P), V(p + k) = r_k P r_kᵀ + Σ_{j<k} (r_j·q)² with r_k = e_Nᵀ M^k, the
+        rows r_k computed in chunks of :data:`_ROWS` at fixed offsets from p (so every
+        value is the same whoever asks)."""
+        t = start
+        while t <= stop:
+            p, P = self.covariance_at_point(t - 1)  # the last restart point before t
+            seg_end = min(stop, self._next_point(p))
+            M, q = self._transition(self.columns.block_of(p + 1))
+            first = _rows(M, min(_ROWS, seg_end - p + 1))  # r_0 … r_{C−1}
+            step = _power(M, _ROWS)
+            power = np.eye(len(q))
+            carry = 0.0
+            for c0 in range(0, seg_end - p + 1, _ROWS):
+                count = min(_ROWS, seg_end - p + 1 - c0)
+                R = first[:count] if c0 == 0 else np.einsum("ki,ij->kj", first[:count], power)
+                forms = np.einsum("ki,ij,kj->k", R, P, R)  # r_k P r_kᵀ
+                sums = np.cumsum(np.concatenate([[carry], np.einsum("kj,j->k", R, q) ** 2]))
+                values = forms + sums[:-1]  # V(p + k), k = c0 … c0 + count − 1
+                lo = max(t - p, c0, 1)
+                yield from values[lo - c0 :].tolist()
+                carry = float(sums[-1])
+                power = power @ step if c0 else step
+            t = seg_end + 1
+
+
+#: rows r_k computed per chunk of the exact variance recursion
+_ROWS = 1 << 12
+
+
+def _rows(M: Array, count: int) -> Array:
+    """r_k = e_Nᵀ M^k for k < count, by doubling: rows m … 2m − 1 are rows 0 … m − 1
+    times M^m (each row the same whatever the count)."""
+    R = np.zeros((count, len(M)))
+    R[0, -1] = 1.0
+    m, Mm = 1, M
+    while m < count:
+        take = min(m, count - m)
+        R[m : m + take] = np.einsum("ki,ij->kj", R[:take], Mm)
+        Mm = Mm @ Mm
+        m *= 2
+    return R
+
+
+def _power(M: Array, k: int) -> Array:
+    """M^k by repeated squaring (a fixed sequence of products for each k)."""
+    out, base = np.eye(len(M)), M
+    while k:
+        if k & 1:
+            out = out @ base
+        k >>= 1
+        if k:
+            base = base @ base
+    return out
+
+
+def _advance(P: Array, M: Array, q: Array, steps: int) -> Array:
+    """P after ``steps`` steps of P ← M P Mᵀ + q qᵀ, by repeated squaring."""
+    Mk, Sk = M, np.outer(q, q)
+    while steps:
+        if steps & 1:
+            P = Mk @ P @ Mk.T + Sk
+        steps >>= 1
+        if steps:
+            Sk = Sk + Mk @ Sk @ Mk.T
+            Mk = Mk @ Mk
+    return P
+
+
+@lru_cache(maxsize=4)
+def _variances(columns: GrowingColumns) -> _Variances:
+    return _Variances(columns)
+
+
+class GrowingNoiseProcess(ChunkedNoiseProcess):
+    """N_t = (A C⁻¹ z)_t for one stream with n + 1 running values (×dim): the buffers u
+    and the running sum N, stored as one array (n + 1,) or (n + 1, dim). Step t of block
+    b: y = z_t − Σ_i u_i, N += ν_b·y, u ← θ⊙u + ω_b·y; the noise is N."""
+
+    def __init__(self, columns: GrowingColumns, horizon: int, source: NoiseBuffer) -> None:
+        super().__init__(horizon, source)
+        self._columns = columns
+        self._n = len(columns.decay)
+        tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
+        self._tail = tail
+        self._q: Array = np.zeros((self._n + 1, *tail))
+        self._pending: list[Any] = []
+        self._done = 0  # steps computed (released or pending)
+        self._decay = columns.decay.reshape(-1, *(1,) * len(tail))
+
+    def live_count(self) -> int:
+        """Running values held (n + 1) plus computed noise not yet released."""
+        return self._n + 1 + len(self._pending)
+
+    def _segments(self, count: int) -> Iterator[tuple[int, Array, float]]:
+        """(steps, ω_b, ν_b) for the next ``count`` computed steps, split at block starts."""
+        cols = self._columns
+        done, end = self._done, self._done + count
+        while done < end:
+            block = cols.block_of(done + 1)
+            nxt = cols.starts[block + 1] if block + 1 < len(cols.starts) else end + 1
+            steps = min(end, nxt - 1) - done
+            yield steps, cols.scales[block], float(cols.normalizers[block])
+            done += steps
+
+    def _compute(self, dest: Array) -> None:
+        """Draw z for the next len(dest) steps and write their noise to dest, step by step
+        (in Python floats for one coordinate: about 3× faster than numpy's per-call
+        overhead on arrays of n values)."""
+        z = self.noise.sample((len(dest), *self._tail))
+        n, k = self._n, 0
+        if self.dim is None or self.dim == 1:
+            flat = self._q.reshape(-1).tolist()
+            u, total = flat[:n], flat[n]
+            zs, out = z.reshape(-1).tolist(), []
+            theta = self._columns.decay.tolist()
+            for steps, w, nu in self._segments(len(dest)):
+                pairs = list(zip(theta, w.tolist(), strict=True))
+                for zk in zs[k : k + steps]:
+                    y = zk - sum(u)
+                    total += nu * y
+                    u = [a * ui + b * y for (a, b), ui in zip(pairs, u, strict=True)]
+                    out.append(total)
+                k += steps
+            self._q[...] = np.array([*u, total]).reshape(self._q.shape)
+            dest[...] = np.array(out).reshape(dest.shape)
+        else:
+            buffers, running = self._q[:n], self._q[n:]  # views, (n, dim) and (1, dim)
+            for steps, w, nu in self._segments(len(dest)):
+                wb = w[:, None]
+                for _ in range(steps):
+                    y = z[k] - buffers.sum(axis=0)
+                    running += nu * y
+                    buffers *= self._decay
+                    buffers += wb * y
+                    dest[k] = running[0]
+                    k += 1
+        self._done += len(dest)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The step, the running values after the last computed step and the computed,
+        unreleased noise (in release order)."""
+        return self._state(q=self._q.copy(), pending=self._pending_state())
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict` output into this fresh process, checking every field."""
+        st, t = self._read_state(state, ("q", "pending"))
+        q = state_array(
+            self._owner, "q", st["q"], rows=self._n + 1, dim=self.dim, dtypes=(np.float64,)
+        )
+        self._pending = self._read_pending(st["pending"], t)
+        self._t, self._q = t, q
+        self._done = t + len(self._pending)
+
+
+class HorizonFreeGrowingBLT(CountingMechanism):
+    """A counter without a horizon in bounded state whose columns grow with the stream
+    (module docstring): n + 1 running values per coordinate, one calibration for every
+    prefix of an endless stream.
+
+    Formal guarantee:
+        Neighbouring relation: event level, single participation — two streams (of any
+        length, finite or infinite) that differ at one step by at most Δ =
+        ``step_sensitivity`` (ℓ₂ norm of the change for vector steps). The release
+        S_t + (B z)_t equals (B(C x + z))_t with B = A·C⁻¹ (C lower triangular with a
+        nonzero diagonal), post-processing of C x + z with ONE Gaussian z for the whole
+        stream; a change at step s moves C x by Δ times column s of the infinite C,
+        whose ℓ₂ norm is at most 1 for every s (certified, module docstring; enlarged by
+        a relative 10⁻¹²). Gaussian z calibrated to Δ gives (ε, δ)-DP for the whole
+        infinite release (analytic Gaussian mechanism, Balle & Wang 2018, Theorem 8, by
+        default), so every prefix of any length has the guarantee; ``horizon`` only
+        bounds the steps one instance releases. Gaussian noise only; no participation
+        schema.
+
+        Exact variance: Var_t = σ²·P_t[N, N] from the exact covariance recursion, the
+        same for every horizon.
+
+    References:
+        * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta.
+          "Efficient and near-optimal noise generation for streaming differential
+          privacy". FOCS 2024. https://arxiv.org/abs/2404.16706
+        * B. Jacobsen, K. Fawaz. "Private Continual Counting of Unbounded Streams".
+          NeurIPS 2025. https://arxiv.org/abs/2506.15018
+        * B. Balle, Y.-X. Wang. "Improving the Gaussian mechanism for differential
+          privacy: analytical calibration and optimal denoising". ICML 2018.
+          https://arxiv.org/abs/1805.06530
+
+    Args:
+        horizon: the most steps this instance releases, 1 … 2^53 (nothing is built
+            for it up front).
+        buffer_decay: θ (None: the shipped :data:`HORIZON_FREE_GROWING_PARAMETERS`,
+            given together with ``output_scale`` and ``scale``).
+        output_scale: ω (None: the shipped parameters).
+        scale: K (None: the shipped parameters).
+        budget: a :class:`~dpcount.privacy.Budget` with δ (Gaussian noise), or its
+            fields as keywords.
+        rng: None (OS entropy), or a Generator / int seed (research and tests only).
+
+    Raises:
+        ValueError: a horizon outside [1, 2^53], only some of ``buffer_decay``,
+            ``output_scale`` and ``scale``, parameters outside the BLT domain, K ≤ 0, a
+            noise kind other than Gaussian, or a participation schema (naming them).
+    """
+
+    name = "horizon-free-growing-blt"
+    default_noise = NoiseKind.GAUSSIAN
+    continuous_noise = frozenset({NoiseKind.GAUSSIAN})
+
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        buffer_decay: Any = None,
+        output_scale: Any = None,
+        scale: float | None = None,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        given = (buffer_decay is not None, output_scale is not None, scale is not None)
+        if any(given) and not all(given):
+            raise ValueError(
+                "give buffer_decay, output_scale and scale together, or none (the shipped "
+                "parameters)"
+            )
+        if buffer_decay is None:
+            buffer_decay, output_scale, scale = HORIZON_FREE_GROWING_PARAMETERS
+        assert scale is not None
+        self.columns = growing_columns(buffer_decay, output_scale, scale)
+        self.buffer_decay = self.columns.decay
+        self.output_scale = np.array(output_scale, dtype=np.float64)
+        self.scale = float(scale)
+        super().__init__(horizon, budget=budget, rng=rng, **fields)
+
+    @classmethod
+    def memory_estimate(
+        cls, horizon: int, dim: int | None = None, **options: Any
+    ) -> MemoryEstimate:
+        """Stream: n buffers and the running sum, (n + 1)·d floats, plus the step's draw
+        and one temporary, independent of the horizon (n shipped unless ``buffers``);
+        structure: the per-block scales (105 blocks)."""
+        T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
+        buffers = options.get("buffers")
+        n = len(HORIZON_FREE_GROWING_PARAMETERS[0]) if buffers is None else int(buffers)
+        d = 1 if dim is None else dim
+        chunk = min(4096, T) if dim is None else 0  # scalar: a computed chunk as Python floats
+        stream = 32 * 1024 + 8 * d * (n + 3) + chunk * (32 + 8 * (n + 4)) + step_bytes(dim)
+        return MemoryEstimate(structure=8 * (n + 1) * len(block_starts()), stream=stream)
+
+    def _memory_options(self) -> dict[str, Any]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _accept_budget(self, budget: Budget) -> Budget:
+        owner = type(self).__name__
+        return single_participation(budget.gaussian_only(owner), owner)
+
+    def _unit_sensitivities(self) -> tuple[float, float]:
+        # ℓ₂: every column's norm is at most 1 (module docstring); ℓ₁ recorded only
+        # (Gaussian noise): a column's Σ|C[t, s]| ≤ (1 + Σ_i ω_i(s)/(1 − θ_i))/ν(s)
+        cols = self.columns
+        l1 = max(
+            (1.0 + float(np.sum(w / (1.0 - cols.decay)))) / float(nu)
+            for w, nu in zip(cols.scales, cols.normalizers, strict=True)
+        )
+        return l1 * (1.0 + SENSITIVITY_MARGIN), 1.0 + SENSITIVITY_MARGIN
+
+    def _schema_sensitivities(self, schema: Participation) -> tuple[Sensitivity, Sensitivity]:
+        raise ValueError("HorizonFreeGrowingBLT takes no participation schema")  # refused
+
+    def noise_process(self, source: NoiseSource, width: int | None = None) -> GrowingNoiseProcess:
+        return GrowingNoiseProcess(self.columns, self.horizon, NoiseBuffer(source, width))
+
+    def noise_coefficients(self) -> Array:
+        """P_t[N, N] for t = 1..T (T ≤ 2^22: the whole table is built)."""
+        T = check_integer("horizon", self.horizon, le=_TABLE_LIMIT)
+        return np.fromiter(_variances(self.columns).run(1, T), dtype=np.float64, count=T)
+
+    def _noise_coefficient_at(self, t: int) -> float:
+        return next(_variances(self.columns).run(t, t))
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        return _variances(self.columns).run(start, self.horizon)
+
+    def dense_factorization(self) -> tuple[Array, Array]:
+        """(B, C) as dense T×T matrices (T ≤ 4096): C column by column, B = A·C⁻¹ by a
+        triangular solve."""
+        from scipy.linalg import solve_triangular
+
+        T = check_integer("horizon", self.horizon, le=4096)
+        cols = self.columns
+        powers = cols.decay[None, :] ** np.arange(max(T - 1, 1))[:, None]
+        C = np.zeros((T, T))
+        for j in range(T):
+            b = cols.block_of(j + 1)
+            nu = float(cols.normalizers[b])
+            C[j, j] = 1.0 / nu
+            C[j + 1 :, j] = powers[: T - j - 1] @ cols.scales[b] / nu
+        A = np.tril(np.ones((T, T)))
+        B = solve_triangular(C.T, A.T, lower=False).T
+        return B, C
+
+    def _repr_fields(self) -> dict[str, object]:
+        return {"buffers": len(self.buffer_decay)}
+
+    def _config_kwargs(self) -> dict[str, Any]:
+        return {
+            **super()._config_kwargs(),
+            "buffer_decay": self.buffer_decay.tolist(),
+            "output_scale": self.output_scale.tolist(),
+            "scale": self.scale,
+        }
