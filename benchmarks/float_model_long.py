@@ -424,7 +424,8 @@ def main() -> None:
             cells = []
             for T in horizons:
                 per_step = path in ("scalar", "vector")
-                if (limit is not None and T > limit) or (per_step and T > 1 << args.step_limit):
+                too_long = per_step and T.bit_length() > args.step_limit + 1
+                if too_long or (limit is not None and limit < T):
                     cells.append(f"{'-':>10}")
                     continue
                 start = time.perf_counter()
