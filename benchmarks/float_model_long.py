@@ -58,6 +58,7 @@ Python loops). Horizons a mechanism does not build at, and paths it refuses
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -99,11 +100,25 @@ def max_horizon(name: str) -> int | None:
     raise ValueError(f"unknown mechanism {name!r}")
 
 
+#: the horizon the horizon-free classes are built with (the unbounded counter's block 0
+#: span for the horizon-free BLT), of which the first T steps are measured
+HORIZON_FREE_SPAN = (1 << 26) - 1
+
+
+def steps(mech: Any) -> int:
+    """The steps measured: the horizon, or T of a horizon-free class built longer."""
+    return int(mech.__dict__.get("_fm_steps", mech.horizon))
+
+
 def mechanism(name: str, horizon: int) -> Any:
-    """``name`` at ``horizon`` with its continuous class-default noise, ε = 1, δ = 1e-6."""
+    """``name`` at ``horizon`` with its continuous class-default noise, ε = 1, δ = 1e-6
+    (a horizon-free class at :data:`HORIZON_FREE_SPAN`, ``horizon`` steps measured)."""
     for entry in REGISTRY:
         if entry.name is None and entry.cls.name == name:
-            return entry.cls(horizon, budget=Budget(epsilon=1.0, delta=DELTA))  # type: ignore[call-arg]
+            span = max(horizon, HORIZON_FREE_SPAN)
+            mech = entry.cls(span, budget=Budget(epsilon=1.0, delta=DELTA))  # type: ignore[call-arg]
+            mech.__dict__["_fm_steps"] = horizon
+            return mech
     noise = class_noise(name, DELTA)
     return build_mechanism(
         name, horizon=horizon, budget=Budget(epsilon=1.0, delta=DELTA, noise=noise)
@@ -143,7 +158,7 @@ def dim_of(path: str, seed: int) -> int | None:
 
 def drive(mech: Any, path: str, rec: Recorder, seed: int, dim: int | None) -> np.ndarray:
     """N̂ (T, D) of one path, drawing through ``rec``."""
-    T = mech.horizon
+    T = steps(mech)
     process = mech.noise_process(NoiseSource.generator(rec, np.random.default_rng(seed), dim), dim)
     if path in ("batch", "vbatch"):
         out = process.next_many(T)
@@ -229,7 +244,7 @@ def blt_noise(mech: Any, z: np.ndarray) -> np.ndarray:
 
 def additive_noise(mech: Any, path: str, rec: Recorder, seed: int, z: np.ndarray) -> np.ndarray:
     """Exact noise of a process that only adds draws: N(a) (exact) + N(b) (see module)."""
-    T = mech.horizon
+    T = steps(mech)
     flat = np.concatenate(rec.draws)
     top = float(np.max(np.abs(flat))) * T * 4.0  # any sum of ≤ T of them, with room
     K = 52 - math.ceil(math.log2(top))
@@ -287,7 +302,7 @@ def _honaker_order(T: int, path: str) -> list[np.ndarray]:
 
 def honaker_noise(mech: Any, path: str, z: np.ndarray) -> np.ndarray:
     """Honaker's exact noise (exact coefficients, long double)."""
-    T = mech.horizon
+    T = steps(mech)
     zl = z.astype(LD)
     order = _honaker_order(T, path)
     e: list[np.ndarray] = []
@@ -314,7 +329,7 @@ def conv_noise(mech: Any, z: np.ndarray, checks: list[float]) -> np.ndarray:
     from dpcount.counting.factorization.sqrt import SqrtFactorization
     from dpcount.counting.factorization.toeplitz import ToeplitzFactorization
 
-    T = mech.horizon
+    T = steps(mech)
     z = z[:T]
     if isinstance(mech, row_scaled_sqrt.RowScaledSqrtFactorization):
         _, g, w, n = row_scaled_sqrt._structure(mech._key())
@@ -370,7 +385,7 @@ def exact_noise(
     if isinstance(mech, Honaker):
         return honaker_noise(mech, path, z)
     if isinstance(mech, (BLT, NormalizedBLT)):
-        return blt_noise(mech, z[: mech.horizon])
+        return blt_noise(mech, z[: steps(mech)])
     if isinstance(mech, FactorizationMechanism):
         L = np.asarray(mech.L).astype(LD)
         return L @ z[: L.shape[1]].astype(LD)  # type: ignore[no-any-return]
@@ -379,7 +394,9 @@ def exact_noise(
 
 def model_ratio(mech: Any, noise: np.ndarray, exact: np.ndarray, z: np.ndarray) -> float:
     """max_t (|N̂_t − N_t| + u|N̂_t|)/(u·σ_t·(1 + Z*/σ₁)) over every step and coordinate."""
-    sd = np.sqrt(mech.variances())[:, None]
+    T = steps(mech)
+    v = mech.variances() if mech.horizon == T else list(itertools.islice(mech.iter_variances(), T))
+    sd = np.sqrt(np.asarray(v, dtype=np.float64))[:, None]
     err = np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)
     zstar = float(np.max(np.abs(z))) / math.sqrt(mech.sampler.variance)
     return float(np.max(err.astype(np.float64) / (U * sd * (1.0 + zstar))))

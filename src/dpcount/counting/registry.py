@@ -271,10 +271,10 @@ REGISTRY: tuple[Entry, ...] = (
         "normalized-blt",
         "factorization.normalized_blt:NormalizedBLT",
         _gaussian(
-            max_horizon=1 << 20,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
+            max_horizon=1 << 16,  # normalized_blt.NORMALIZED_BLT_MAX_HORIZON
             options=(_OBJECTIVE,),
             saved=_BLT_SAVED,
-            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT, max_preset=True),
+            plan=Plan(max_preset=True),  # up to its max_horizon (the float model's)
         ),
         factory="optimized",
     ),
@@ -283,10 +283,10 @@ REGISTRY: tuple[Entry, ...] = (
         "row-scaled-blt",
         "factorization.row_scaled_blt:RowScaledBLT",
         _gaussian(
-            max_horizon=1 << 20,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
+            max_horizon=1 << 17,  # row_scaled_blt.ROW_SCALED_BLT_MAX_HORIZON
             options=(_OBJECTIVE,),
             saved=(*_BLT_SAVED, _LOG_WEIGHTS),
-            plan=Plan(up_to=_NORMALIZED_PLAN_LIMIT, max_preset=True),
+            plan=Plan(max_preset=True),  # up to its max_horizon (the float model's)
         ),
         factory="optimized",
     ),
