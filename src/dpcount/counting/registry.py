@@ -311,15 +311,15 @@ REGISTRY: tuple[Entry, ...] = (
             plan=Plan(up_to=_ROW_SCALED_PLAN_LIMIT, single=True),
         ),
     ),
-    # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
+    # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^13
     Entry(
         "row-scaled-banded",
         "factorization.row_scaled_banded:RowScaledBandedToeplitz",
         _gaussian(
-            max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+            max_horizon=8192,  # row_scaled_banded.ROW_SCALED_BANDED_MAX_HORIZON (float model)
             saved=(
                 _LOG_WEIGHTS,
-                Option("coefficients", OptionType.FLOATS, low=1, high=16384),
+                Option("coefficients", OptionType.FLOATS, low=1, high=8192),
                 Option("column_scales", OptionType.FLOATS, low=1, high=64),
             ),
             plan=Plan(up_to=_ROW_SCALED_PLAN_LIMIT, banded=True),
