@@ -237,7 +237,11 @@ REGISTRY: tuple[Entry, ...] = (
         "smooth_binary:SmoothBinary",
         Capabilities(default_noise=NoiseKind.GAUSSIAN),
     ),
-    Entry("input", "input_perturbation:InputPerturbation"),
+    Entry(
+        "input",
+        "input_perturbation:InputPerturbation",
+        Capabilities(max_horizon=1 << 20),  # input_perturbation.INPUT_MAX_HORIZON (float model)
+    ),
     # shipped mean-optimized parameters
     Entry(
         "blt",
