@@ -228,10 +228,11 @@ def blt_noise(mech: Any, z: np.ndarray) -> np.ndarray:
     inv = mech.inverse
     zl = z.astype(LD)
     lam = _decays(inv)
-    if isinstance(mech, BLT):
+    if isinstance(mech, BLT):  # one buffer at a time (memory: T·D long doubles each)
         total = LD(inv.a) * np.cumsum(zl, axis=0)
-        for beta, q in zip(np.asarray(inv.beta), _buffers(zl, lam), strict=True):
-            total += LD(beta) * q
+        one = np.array([1.0], dtype=LD)
+        for beta, lam_i in zip(np.asarray(inv.beta), lam, strict=True):
+            total += LD(beta) * lfilter(one, np.array([1.0, -lam_i], dtype=LD), zl, axis=0)
         return total  # type: ignore[no-any-return]
     if isinstance(mech, RowScaledBLT):
         zl = zl / mech.row_weights().astype(LD)[:, None]
@@ -395,7 +396,11 @@ def exact_noise(
 def model_ratio(mech: Any, noise: np.ndarray, exact: np.ndarray, z: np.ndarray) -> float:
     """max_t (|N̂_t − N_t| + u|N̂_t|)/(u·σ_t·(1 + Z*/σ₁)) over every step and coordinate."""
     T = steps(mech)
-    v = mech.variances() if mech.horizon == T else list(itertools.islice(mech.iter_variances(), T))
+    v = (
+        mech.variances()
+        if mech.horizon == T
+        else np.fromiter(itertools.islice(mech.iter_variances(), T), np.float64, count=T)
+    )
     sd = np.sqrt(np.asarray(v, dtype=np.float64))[:, None]
     err = np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)
     zstar = float(np.max(np.abs(z))) / math.sqrt(mech.sampler.variance)

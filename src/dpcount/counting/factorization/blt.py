@@ -430,7 +430,8 @@ COMPENSATE_ABOVE = 1 << 16
 #: over seeds 1, 2, 3, vector dims 2, 3, 4; κ = 256). "block": scalar steps and
 #: ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 57 (seed 1) up to 2^22;
 #: column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up to 2^17;
-#: horizon-free BLT (the compensated decays) ≤ 17 up to 2^17. "step": one vector step
+#: horizon-free BLT (the compensated decays) ≤ 29 up to 2^20 (290 at 2^17 without
+#: them), measured to 2^26 steps on scalar blocks (see docs/safe-noise.md). "step": one vector step
 #: (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up to 2^16, 365 at
 #: 2^17; column-normalized / row-scaled BLT ≤ 39 up to 2^12, 98 and 91 at 2^13;
 #: horizon-free BLT ≤ 62 up to 2^12, 126 at 2^13. Longer horizons are refused
