@@ -441,7 +441,7 @@ FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 22, "step": 1 << 16},
     "normalized-blt": {"block": 1 << 16, "step": 1 << 12},
     "row-scaled-blt": {"block": 1 << 17, "step": 1 << 12},
-    "horizon-free-blt": {"block": 1 << 26, "step": 1 << 12},
+    "horizon-free-blt": {"block": 1 << 26, "step": 1 << 17},
 }
 #: the mechanisms whose vector steps are refused by the step reached rather than the
 #: horizon: a horizon-free BLT's horizon only bounds one instance (the unbounded
@@ -696,6 +696,11 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         except ValueError:
             self._t -= 1  # ``next`` counted the step
             raise
+        if name in FLOAT_MODEL_BY_STEP:
+            # a block of one step (the compensated decays r_hi + r_lo of the blocks): the
+            # fused step's recursion in fl(λ) passes κ/4 at step 2^13 for the horizon-free
+            # BLT's decays (564 at 2^17); this one ≤ 18 at 2^17
+            return super()._vector_next()  # type: ignore[no-any-return]
         z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
         decay = self._decay[:n, None]
