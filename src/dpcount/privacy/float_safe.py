@@ -43,27 +43,29 @@ with κ = :data:`MODEL_KAPPA` = 2^8. This covers the sampler (numpy's ziggurat d
 the keyed PRF sampler, within a few ulps of an exact draw, as every floating-point analysis
 of DP noise assumes: Mironov 2012 assumes a correctly rounded logarithm) and the noise
 process's sums, products and recursions. Measured (benchmarks/float_model_long.py;
-tests/ privacy/test_float_model_long.py, tests/privacy/test_float_safe.py at T = 512)
-for every registered mechanism and noise path (one ``next_many``, ``next_many`` in
-blocks, scalar ``next``, vector ``next`` and ``next_many`` of dim 2–4), seeds 1–3, from
-the very draws a release used, against the mechanism's exact noise (exact by splitting
-the draws for the trees, smooth binary and input perturbation, whose noise only adds
-draws; long double otherwise: Honaker's recursion, the FFT convolutions, the BLT buffers
-with the accurate decays, dense L·z): the largest ratio of the left side to u·σ_t·(1 +
-Z*/σ₁) is ≤ 2.4 for the binary and k-ary trees and Honaker up to T = 2^20, ≤ 3.1 for
+tests/privacy/test_float_model_long.py; tests/privacy/test_float_safe.py at T = 512) for
+every registered mechanism and noise path (one ``next_many``, ``next_many`` in blocks,
+scalar ``next``, vector ``next`` and ``next_many`` of dim 2–4), seeds 1–3, from the very
+draws a release used, against the mechanism's exact noise (exact by splitting the draws
+for the trees, smooth binary and input perturbation, whose noise only adds draws; long
+double otherwise: Honaker's recursion, the FFT convolutions, the BLT buffers with the
+accurate decays, dense L·z), the largest ratio of the left side to u·σ_t·(1 + Z*/σ₁) is
+≤ 2.4 for the binary and k-ary trees and Honaker up to T = 2^20 (1.4 at 2^22), ≤ 3.1 for
 smooth binary, ≤ 5.4 for sqrt, the horizon-free sqrt and the blocked column-normalized
-sqrt up to 2^20, ≤ 5 for dense (2^11), ≤ 25 for toeplitz up to 2^14 (scalar paths ≤ 5.1
-up to 2^16), ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 21 up to 2^20, ≤ 29
-for the horizon-free BLT's blocks up to 2^20 (its compensated decays), and ≤ 62 at each
-remaining path's limit: input perturbation (a running sum, ≈ √t growth) up to 2^20, the
-column-normalized sqrt with one weight per column up to 2^13, the row-scaled sqrt up to
-2^14 and banded Toeplitz up to 2^13, the column-normalized / row-scaled BLT up to 2^16 /
-2^17 and their vector steps (and the horizon-free BLT's, by the step reached) up to
-2^12. Beyond those limits the ratio passes κ/4 (to 78–564), so each limit is enforced:
-the mechanism's largest horizon (registry), the blocked default of the column-normalized
-sqrt beyond 2^13, and ``counting.factorization.blt.FLOAT_MODEL_HORIZONS`` for the BLT
-paths; κ = 256 leaves a margin ≥ 4 everywhere. The toeplitz filter's vector path at
-2^15–2^16 is not measured (an O(T²) filter).
+sqrt up to 2^20 (≤ 4.6 at 2^22), ≤ 5 for dense (2^11), ≤ 25 for toeplitz up to 2^14
+(scalar paths ≤ 5.1 up to 2^16), ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53
+up to 2^22, ≤ 49 for the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed
+1) and ≤ 18 for its vector steps up to 2^17 (both with its compensated decays), and ≤ 62
+at each remaining path's limit: input perturbation (a running sum, ≈ √t growth) up to
+2^20, the column-normalized sqrt with one weight per column up to 2^13, the row-scaled
+sqrt up to 2^14 and banded Toeplitz up to 2^13, the column-normalized / row-scaled BLT
+up to 2^16 / 2^17 and their vector steps up to 2^12. Beyond those limits the ratio
+passes κ/4 where measured (72 to 564), so each limit is enforced: the mechanism's
+largest horizon (registry), the blocked default of the column-normalized sqrt beyond
+2^13, and ``counting.factorization.blt.FLOAT_MODEL_HORIZONS`` for the BLT paths (the
+horizon-free BLT's by the step reached); κ = 256 leaves a margin ≥ 4 everywhere. Not
+measured: the toeplitz filter's vector path at 2^15–2^16 (an O(T²) filter), the
+horizon-free BLT's vector blocks beyond 2^22 (scalar blocks to 2^26).
 
 **Theorem.** Let V be the released vector (n values) and V* = (RN(R_{g_t}(S_t + N_t)))_t,
 a post-processing of the exact-real mechanism S + N. Under (F), TV(V, V*) ≤ n·η with the

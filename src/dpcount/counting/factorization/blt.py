@@ -427,25 +427,26 @@ COMPENSATE_ABOVE = 1 << 16
 #: model (F) of :mod:`dpcount.privacy.float_safe` with a ratio ≤ κ/4 = 64
 #: (benchmarks/float_model_long.py: the largest ratio of the noise's error, against a
 #: long-double computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); the maximum
-#: over seeds 1, 2, 3, vector dims 2, 3, 4; κ = 256). "block": scalar steps and
-#: ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 57 (seed 1) up to 2^22;
-#: column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up to 2^17;
-#: horizon-free BLT (the compensated decays) ≤ 29 up to 2^20 (290 at 2^17 without
-#: them), measured to 2^26 steps on scalar blocks (see docs/safe-noise.md). "step": one vector step
-#: (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up to 2^16, 365 at
-#: 2^17; column-normalized / row-scaled BLT ≤ 39 up to 2^12, 98 and 91 at 2^13;
-#: horizon-free BLT ≤ 62 up to 2^12, 126 at 2^13. Longer horizons are refused
-#: (:func:`check_float_model`): their float release could state too small a δ. The
-#: horizon-free BLT counts steps, not its horizon (:data:`FLOAT_MODEL_BY_STEP`).
+#: over seeds 1, 2, 3, vector dims 2, 3, 4; κ = 256; docs/safe-noise.md). "block":
+#: scalar steps and ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 53 up
+#: to 2^22; column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up
+#: to 2^17 (146 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
+#: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation). "step":
+#: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up
+#: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 39 up to 2^12, 98 and 91 at
+#: 2^13; the horizon-free BLT's (a block of one step, compensated) ≤ 18 up to 2^17 (the
+#: fused fl(λ) step: 126 at 2^13). Longer horizons are refused (:func:`check_float_model`):
+#: their float release could state too small a δ. The horizon-free BLT counts steps, not
+#: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 22, "step": 1 << 16},
     "normalized-blt": {"block": 1 << 16, "step": 1 << 12},
     "row-scaled-blt": {"block": 1 << 17, "step": 1 << 12},
     "horizon-free-blt": {"block": 1 << 26, "step": 1 << 17},
 }
-#: the mechanisms whose vector steps are refused by the step reached rather than the
-#: horizon: a horizon-free BLT's horizon only bounds one instance (the unbounded
-#: counter's spans 2^26 − 1 steps) and its noise at step t does not depend on it
+#: the mechanisms whose paths are refused by the step reached rather than the horizon: a
+#: horizon-free BLT's horizon only bounds one instance (the unbounded counter's spans
+#: 2^26 − 1 steps) and its noise at step t does not depend on it
 FLOAT_MODEL_BY_STEP = frozenset({"horizon-free-blt"})
 
 
