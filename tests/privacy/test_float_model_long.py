@@ -65,7 +65,7 @@ MEASURED = [
     *[("sqrt", path, 1 << 17) for path in ("batch", "blocks", "scalar", "vbatch")],
     *[("horizon-free-sqrt", path, 1 << 17) for path in ("batch", "blocks", "vbatch")],
     *[("horizon-free-blt", path, 1 << 17) for path in ("batch", "blocks", "vbatch")],
-    ("horizon-free-blt", "vector", 1 << 14),  # 6.9 (seed 1); ≤ 18 at its limit 2^17
+    ("horizon-free-blt", "vector", 1 << 14),  # 6.9 (seed 1); ≤ 24 at its limit 2^17
     *[("blt", path, 1 << 16) for path in ("batch", "blocks", "vector", "vbatch")],
     *[
         (name, path, max_horizon(name))
@@ -156,7 +156,7 @@ def test_the_fused_vector_step_fails_for_the_horizon_free_blt(
 ) -> None:
     """The horizon-free BLT's vector steps through the fused per-step recursion in fl(λ)
     (as before; the BLT's own) exceed κ/4 at 2^14 (measured 189; 564 at 2^17), where its
-    block of one step with the compensated decays is ≤ 7."""
+    block of one step with the compensated decays is ≤ 7 (seed 1)."""
     limits = {**FLOAT_MODEL_HORIZONS, "horizon-free-blt": {"block": 1 << 30, "step": 1 << 30}}
     monkeypatch.setattr(blt_module, "FLOAT_MODEL_HORIZONS", limits)
     monkeypatch.setattr(blt_module, "FLOAT_MODEL_BY_STEP", frozenset())
@@ -203,7 +203,7 @@ def test_vector_steps_beyond_their_measured_horizon_are_refused(name: str) -> No
 def test_horizon_free_blt_is_refused_by_the_step_reached() -> None:
     """Its horizon only bounds an instance (the unbounded counter's spans 2^26 − 1
     steps): vector steps run up to the measured step and are refused after it, naming
-    the step; blocks beyond the measured 2^26 steps are refused too."""
+    the step; vector blocks beyond 2^22 steps and scalar ones beyond 2^26 are refused."""
     limits = FLOAT_MODEL_HORIZONS["horizon-free-blt"]
     assert "horizon-free-blt" in FLOAT_MODEL_BY_STEP
     mech = HorizonFreeBLT(1 << 40, budget=BUDGET)
@@ -215,6 +215,11 @@ def test_horizon_free_blt_is_refused_by_the_step_reached() -> None:
     with pytest.raises(ValueError, match=f"vector steps .* at step {limits['step'] + 1} \\(dim 2"):
         process.next()
     assert process.step == limits["step"]
+    vector = limits["vector-block"]  # vector blocks: to 2^22 (67 at 2^24), scalar: to 2^26
+    with pytest.raises(ValueError, match=f"noise at step {vector + 1} \\(dim 2"):
+        process.next_many(vector + 1 - limits["step"])  # refused before anything is drawn
+    assert process.step == limits["step"]
+    check_float_model("horizon-free-blt", "block", vector + 1, None)  # scalar: measured further
     with pytest.raises(ValueError, match=f"noise at step {limits['block'] + 1} .* at most"):
         check_float_model("horizon-free-blt", "block", limits["block"] + 1, None)
 

@@ -55,7 +55,8 @@ smooth binary, ≤ 5.4 for sqrt, the horizon-free sqrt and the blocked column-no
 sqrt up to 2^20 (≤ 4.6 at 2^22), ≤ 5 for dense (2^11), ≤ 25 for toeplitz up to 2^14
 (scalar paths ≤ 5.1 up to 2^16), ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53
 up to 2^22, ≤ 49 for the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed
-1) and ≤ 18 for its vector steps up to 2^17 (both with its compensated decays), and ≤ 62
+1; vector blocks 67 at 2^24, refused there) and ≤ 24 for its vector steps up to 2^17
+(both with its compensated decays), and ≤ 62
 at each remaining path's limit: input perturbation (a running sum, ≈ √t growth) up to
 2^20, the column-normalized sqrt with one weight per column up to 2^13, the row-scaled
 sqrt up to 2^14 and banded Toeplitz up to 2^13, the column-normalized / row-scaled BLT

@@ -431,10 +431,11 @@ COMPENSATE_ABOVE = 1 << 16
 #: scalar steps and ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 53 up
 #: to 2^22; column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up
 #: to 2^17 (146 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
-#: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation). "step":
+#: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation), its
+#: vector blocks ("vector-block") only to 2^22 (67 at 2^24, seed 1). "step":
 #: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up
 #: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 39 up to 2^12, 98 and 91 at
-#: 2^13; the horizon-free BLT's (a block of one step, compensated) ≤ 18 up to 2^17 (the
+#: 2^13; the horizon-free BLT's (a block of one step, compensated) ≤ 24 up to 2^17 (the
 #: fused fl(λ) step: 126 at 2^13). Longer horizons are refused (:func:`check_float_model`):
 #: their float release could state too small a δ. The horizon-free BLT counts steps, not
 #: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
@@ -442,7 +443,7 @@ FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 22, "step": 1 << 16},
     "normalized-blt": {"block": 1 << 16, "step": 1 << 12},
     "row-scaled-blt": {"block": 1 << 17, "step": 1 << 12},
-    "horizon-free-blt": {"block": 1 << 26, "step": 1 << 17},
+    "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
 }
 #: the mechanisms whose paths are refused by the step reached rather than the horizon: a
 #: horizon-free BLT's horizon only bounds one instance (the unbounded counter's spans
@@ -452,15 +453,19 @@ FLOAT_MODEL_BY_STEP = frozenset({"horizon-free-blt"})
 
 def check_float_model(mechanism: str | None, path: str, horizon: int, dim: int | None) -> None:
     """Refuse a noise path beyond :data:`FLOAT_MODEL_HORIZONS` (``path``: "block" or
-    "step"); ``mechanism`` None (a BLT with other parameters, not measured here) passes.
-    For :data:`FLOAT_MODEL_BY_STEP` ``horizon`` is the step reached.
+    "step"; blocks with ``dim`` are checked against "vector-block" where it is given);
+    ``mechanism`` None (a BLT with other parameters, not measured here) passes. For
+    :data:`FLOAT_MODEL_BY_STEP` ``horizon`` is the step reached.
 
     Raises:
         ValueError: naming the mechanism, the path, the horizon (step) and dim.
     """
     if mechanism is None:
         return
-    limit = FLOAT_MODEL_HORIZONS[mechanism][path]
+    limits = FLOAT_MODEL_HORIZONS[mechanism]
+    if path == "block" and dim is not None and "vector-block" in limits:
+        path = "vector-block"  # vector blocks measured to a shorter horizon than scalar ones
+    limit = limits[path]
     if horizon > limit:
         what = "vector steps (next() with dim > 1)" if path == "step" else "noise"
         where, fix = (
@@ -700,7 +705,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         if name in FLOAT_MODEL_BY_STEP:
             # a block of one step (the compensated decays r_hi + r_lo of the blocks): the
             # fused step's recursion in fl(λ) passes κ/4 at step 2^13 for the horizon-free
-            # BLT's decays (564 at 2^17); this one ≤ 18 at 2^17
+            # BLT's decays (564 at 2^17); this one ≤ 24 at 2^17
             return super()._vector_next()  # type: ignore[no-any-return]
         z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
