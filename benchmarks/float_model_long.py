@@ -48,11 +48,19 @@ u_LD = 2^-64 = u/2048):
 The float coefficients (kernels, weights, L, decays) are the mechanism's definition:
 its exact variances are computed from them.
 
+The horizon-free classes are built with the unbounded counter's span
+(:data:`HORIZON_FREE_SPAN`, so their compensated paths are those it runs) and their
+first T steps measured.
+
 Run: ``PYTHONPATH=src python benchmarks/float_model_long.py [--horizons 11,14,17,20]
 [--paths batch,blocks,scalar,vector,vbatch] [--mechanisms binary,kary,...] [--seeds 1,2,3]
 [--step-limit 17]`` (per-step paths ``scalar``/``vector`` only up to 2^step-limit:
 Python loops). Horizons a mechanism does not build at, and paths it refuses
-(``FLOAT_MODEL_HORIZONS``), print as ``-`` and ``refused``.
+(``FLOAT_MODEL_HORIZONS``), print as ``-`` and ``refused``. Cost on the shared 2-core
+machine (3 seeds): all mechanisms and paths at 2^11, 2^14, 2^17 ≈ 10 min; each path at
+2^20 10–70 s; the horizon-free BLT's batch 270 s at 2^24, 415 s at 2^26 (one seed,
+≈ 5 GB); toeplitz's vector filter is O(T²) (30 s at 2^14, > 10 min at 2^16). The
+figures are in docs/safe-noise.md.
 """
 
 from __future__ import annotations
