@@ -52,21 +52,20 @@ double otherwise: Honaker's recursion, the FFT convolutions, the BLT buffers wit
 accurate decays, dense L·z), the largest ratio of the left side to u·σ_t·(1 + Z*/σ₁) is
 ≤ 2.4 for the binary and k-ary trees and Honaker up to T = 2^20 (1.4 at 2^22), ≤ 3.1 for
 smooth binary, ≤ 5.4 for sqrt, the horizon-free sqrt and the blocked column-normalized
-sqrt up to 2^20 (≤ 4.6 at 2^22), ≤ 5 for dense (2^11), ≤ 25 for toeplitz up to 2^14
-(scalar paths ≤ 5.1 up to 2^16), ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53
-up to 2^22, ≤ 49 for the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed
-1; vector blocks 67 at 2^24, refused there) and ≤ 24 for its vector steps up to 2^17
-(both with its compensated decays), and ≤ 62
-at each remaining path's limit: input perturbation (a running sum, ≈ √t growth) up to
-2^20, the column-normalized sqrt with one weight per column up to 2^13, the row-scaled
-sqrt up to 2^14 and banded Toeplitz up to 2^13, the column-normalized / row-scaled BLT
-up to 2^16 / 2^17 and their vector steps up to 2^12. Beyond those limits the ratio
-passes κ/4 where measured (72 to 564), so each limit is enforced: the mechanism's
-largest horizon (registry), the blocked default of the column-normalized sqrt beyond
-2^13, and ``counting.factorization.blt.FLOAT_MODEL_HORIZONS`` for the BLT paths (the
-horizon-free BLT's by the step reached); κ = 256 leaves a margin ≥ 4 everywhere. Not
-measured: the toeplitz filter's vector path at 2^15–2^16 (an O(T²) filter), the
-horizon-free BLT's vector blocks beyond 2^22 (scalar blocks to 2^26).
+sqrt up to 2^20 (≤ 4.6 at 2^22), ≤ 5 for dense (2^11), ≤ 5.1 for toeplitz's scalar paths
+up to 2^16, ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53 up to 2^22, ≤ 49 for
+the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed 1; vector blocks 67
+at 2^24, refused there) and ≤ 24 for its vector steps up to 2^17 (both with its
+compensated decays), and ≤ 62 at each remaining path's limit: toeplitz's filter (its
+vector paths) up to 2^16, input perturbation (a running sum, ≈ √t growth) up to 2^20,
+the column-normalized sqrt with one weight per column up to 2^13, the row-scaled sqrt up
+to 2^14 and banded Toeplitz up to 2^13, the column-normalized / row-scaled BLT up to
+2^16 / 2^17 and their vector steps up to 2^12. Beyond those limits the ratio passes κ/4
+where measured (72 to 564), so each limit is enforced: the mechanism's largest horizon
+(registry), the blocked default of the column-normalized sqrt beyond 2^13, and
+``counting.factorization.blt.FLOAT_MODEL_HORIZONS`` for the BLT paths (the horizon-free
+BLT's by the step reached); κ = 256 leaves a margin ≥ 4 everywhere. Not measured: the
+horizon-free BLT's vector blocks beyond 2^22 (refused; scalar blocks to 2^26).
 
 **Theorem.** Let V be the released vector (n values) and V* = (RN(R_{g_t}(S_t + N_t)))_t,
 a post-processing of the exact-real mechanism S + N. Under (F), TV(V, V*) ≤ n·η with the
