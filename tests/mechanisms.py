@@ -145,6 +145,7 @@ MAX_HORIZON: dict[str, int | None] = {
 
 
 def reaches(name: str, horizon: int) -> bool:
-    """Whether factory ``name`` builds at ``horizon`` (hand-written ones: any)."""
-    limit = MAX_HORIZON.get(name) if name in DISCOVERED else None
+    """Whether factory ``name`` builds at ``horizon`` (a hand-written one named like a
+    registry entry: that entry's limit; the others: any)."""
+    limit = MAX_HORIZON.get(name if name in DISCOVERED else f"registry-{name}")
     return limit is None or horizon <= limit

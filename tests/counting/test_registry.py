@@ -30,7 +30,8 @@ _LIMITS = {
     "dense-optimum": ("factorization.dense", "DENSE_OPTIMUM_MAX_HORIZON"),
     "dense-max-optimum": ("factorization.dense", "DENSE_OPTIMUM_MAX_HORIZON"),
     "row-scaled-sqrt": ("factorization.row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
-    "row-scaled-banded": ("factorization.row_scaled_sqrt", "ROW_SCALED_MAX_HORIZON"),
+    "row-scaled-banded": ("factorization.row_scaled_banded", "ROW_SCALED_BANDED_MAX_HORIZON"),
+    "input": ("input_perturbation", "INPUT_MAX_HORIZON"),
 }
 
 

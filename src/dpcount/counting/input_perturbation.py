@@ -30,7 +30,13 @@ from dpcount.privacy.budget import Participation
 from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.source import NoiseSource
 
-__all__ = ["InputNoiseProcess", "InputPerturbation"]
+__all__ = ["INPUT_MAX_HORIZON", "InputNoiseProcess", "InputPerturbation"]
+
+#: largest horizon: the noise is a float running sum of the draws, whose rounding errors
+#: add up over the steps (≈ u·σ_t·√t); measured within a quarter of the float-safe
+#: release's model κ (:mod:`dpcount.privacy.float_safe`) up to 2^20 (≤ 62 over three
+#: seeds, scalar steps; benchmarks/float_model_long.py), not beyond
+INPUT_MAX_HORIZON = 1 << 20
 
 
 class InputNoiseProcess(SourcedNoiseProcess):
@@ -108,6 +114,9 @@ class InputPerturbation(CountingMechanism):
         """Stream: the running noise sum, the noise buffer and a step's arrays."""
         check_integer("horizon", horizon, ge=1)
         return buffered_stream_memory(1, dim)
+
+    def _set_structure(self, horizon: int) -> None:
+        check_integer("horizon", horizon, ge=1, le=INPUT_MAX_HORIZON)
 
     def _unit_sensitivities(self) -> tuple[float, float]:
         return 1.0, 1.0

@@ -211,16 +211,17 @@ _DENSE = Capabilities(
 _ROW_SCALED_PLAN_LIMIT = 4096
 
 
-def _blt_preset(name: str, target: str, *saved: Option) -> Entry:
+def _blt_preset(name: str, target: str, max_horizon: int, *saved: Option) -> Entry:
     """A scaled BLT preset (:mod:`~dpcount.counting.factorization.scaled`): its shipped
-    parameters for the ``objective`` (mean-optimized by default), horizon ≤ 2^20 (the
-    float model's, ``blt.FLOAT_MODEL_HORIZONS``; ``NORMALIZED_BLT_MAX_HORIZON``,
-    ``ROW_SCALED_BLT_MAX_HORIZON``), the BLT parameters and ``saved`` in checkpoints."""
+    parameters for the ``objective`` (mean-optimized by default), horizon ≤
+    ``max_horizon`` (the float model's, ``blt.FLOAT_MODEL_HORIZONS``;
+    ``NORMALIZED_BLT_MAX_HORIZON``, ``ROW_SCALED_BLT_MAX_HORIZON``), the BLT parameters
+    and ``saved`` in checkpoints; planned up to its largest horizon."""
     return Entry(
         name,
         target,
         _gaussian(
-            max_horizon=1 << 20,
+            max_horizon=max_horizon,
             options=(_OBJECTIVE,),
             saved=(*_BLT_SAVED, *saved),
             plan=Plan(max_preset=True),
@@ -259,7 +260,11 @@ REGISTRY: tuple[Entry, ...] = (
         "smooth_binary:SmoothBinary",
         Capabilities(default_noise=NoiseKind.GAUSSIAN),
     ),
-    Entry("input", "input_perturbation:InputPerturbation"),
+    Entry(
+        "input",
+        "input_perturbation:InputPerturbation",
+        Capabilities(max_horizon=1 << 20),  # input_perturbation.INPUT_MAX_HORIZON (float model)
+    ),
     # shipped mean-optimized parameters
     Entry(
         "blt",
@@ -291,9 +296,11 @@ REGISTRY: tuple[Entry, ...] = (
         ),
     ),
     # column-normalized BLT: O(buffers) state per coordinate
-    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT"),
+    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT", 1 << 16),
     # row-scaled, column-normalized BLT: O(buffers) state, its row weights saved too
-    _blt_preset("row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", _LOG_WEIGHTS),
+    _blt_preset(
+        "row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", 1 << 17, _LOG_WEIGHTS
+    ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry("dense-optimum", "factorization.dense:FactorizationMechanism", _DENSE, "optimal"),
     # the dense max-loss optimum (certified gap 1e-4): shipped weights for powers of two,
@@ -315,15 +322,15 @@ REGISTRY: tuple[Entry, ...] = (
             plan=Plan(up_to=_ROW_SCALED_PLAN_LIMIT, single=True),
         ),
     ),
-    # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^14
+    # row-scaled banded Toeplitz, b bands for a (k, b) schema: exact sensitivity, T <= 2^13
     Entry(
         "row-scaled-banded",
         "factorization.row_scaled_banded:RowScaledBandedToeplitz",
         _gaussian(
-            max_horizon=16384,  # row_scaled_sqrt.ROW_SCALED_MAX_HORIZON
+            max_horizon=8192,  # row_scaled_banded.ROW_SCALED_BANDED_MAX_HORIZON (float model)
             saved=(
                 _LOG_WEIGHTS,
-                Option("coefficients", OptionType.FLOATS, low=1, high=16384),
+                Option("coefficients", OptionType.FLOATS, low=1, high=8192),
                 Option("column_scales", OptionType.FLOATS, low=1, high=64),
             ),
             plan=Plan(up_to=_ROW_SCALED_PLAN_LIMIT, banded=True),

@@ -24,7 +24,7 @@ from dpcount.privacy import Budget
 from dpcount.privacy.float_safe import MODEL_KAPPA
 from dpcount.privacy.source import NoiseSource
 
-T = (1 << 16) + 37  # one batch block: full chunks and a remainder chunk
+T = (1 << 16) - 27  # one batch block: full chunks and a remainder chunk (≤ the limit 2^16)
 U = 2.0**-53
 
 

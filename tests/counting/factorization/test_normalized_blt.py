@@ -172,20 +172,20 @@ def test_empirical_variance_matches_the_exact_one() -> None:
 
 @pytest.mark.parametrize("dim", [None, 2])
 def test_checkpoint_round_trip_continues_bit_for_bit(tmp_path: Path, dim: int | None) -> None:
-    T = 9000
+    T = 4096  # vector steps: blt.FLOAT_MODEL_HORIZONS
     m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=5)
     assert CLASSES[m.config()["class"]] is NormalizedBLT
     again = NormalizedBLT(**m.config()["kwargs"])
     assert again.noise_scale == m.noise_scale
     xs = np.ones(T) if dim is None else np.ones((T, dim))
     s = m.stream()
-    s.update_many(xs[:4100])  # past several weight blocks of 512
-    s.update(xs[4100])
+    s.update_many(xs[:2100])  # past several weight blocks of 512
+    s.update(xs[2100])
     path = tmp_path / "ck.json"
     save_stream(s, path)
-    ahead = [s.update(xs[4101]), *s.update_many(xs[4102:])]
+    ahead = [s.update(xs[2101]), *s.update_many(xs[2102:])]
     restored = load_stream(path, expect=m)
-    back = [restored.update(xs[4101]), *restored.update_many(xs[4102:])]
+    back = [restored.update(xs[2101]), *restored.update_many(xs[2102:])]
     np.testing.assert_array_equal(np.array(back), np.array(ahead))
 
 

@@ -26,6 +26,7 @@ from dpcount.counting import (
 )
 from dpcount.counting.factorization.normalized_sqrt import (
     NORMALIZED_SQRT_BLOCK_MAX_HORIZON,
+    NORMALIZED_SQRT_FLOAT_MODEL_HORIZON,
     NORMALIZED_SQRT_MAX_HORIZON,
     _check_horizon,
     _prefix_square_sums,
@@ -437,10 +438,11 @@ def test_prefix_sums_restart_each_block_from_the_correctly_rounded_total() -> No
 
 
 def test_default_block_ratio_and_config() -> None:
-    small = NormalizedSqrtFactorization(NORMALIZED_SQRT_MAX_HORIZON, **GAUSS)
+    # one weight per column up to the float model's measured horizon (2^13), then blocks
+    small = NormalizedSqrtFactorization(NORMALIZED_SQRT_FLOAT_MODEL_HORIZON, **GAUSS)
     assert small.block_ratio is None
-    assert len(small.block_starts()) == NORMALIZED_SQRT_MAX_HORIZON
-    big = NormalizedSqrtFactorization(NORMALIZED_SQRT_MAX_HORIZON + 1, **GAUSS)
+    assert len(small.block_starts()) == NORMALIZED_SQRT_FLOAT_MODEL_HORIZON
+    big = NormalizedSqrtFactorization(NORMALIZED_SQRT_FLOAT_MODEL_HORIZON + 1, **GAUSS)
     assert big.block_ratio == 1.1
     again = NormalizedSqrtFactorization(**big.config()["kwargs"])
     assert again.block_ratio == 1.1

@@ -424,41 +424,61 @@ COMPENSATE_ABOVE = 1 << 16
 
 
 #: The largest horizon at which each BLT-family noise path is measured within the float
-#: model (F) of :mod:`dpcount.privacy.float_safe` with margin (benchmarks/
-#: float_model_long.py: the largest ratio of the noise's error, against a long-double
-#: computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); seed 1, vector dim 3;
-#: κ = 256). "block": scalar steps and ``next_many`` (chunked products): BLT ≤ 57 up to
-#: 2^22; column-normalized / row-scaled BLT ≤ 60 up to 2^17 and ≤ 146 up to 2^20 (margin
-#: ≥ 1.75 to κ; the registry lists them up to 2^20), not measured beyond. "step":
-#: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 28 up
-#: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 80 up to 2^14 (margin
-#: ≥ 3.2), 177 at 2^15, 7509 at 2^20. Longer horizons are refused
-#: (:func:`check_float_model`): their float release could state too small a δ.
+#: model (F) of :mod:`dpcount.privacy.float_safe` with a ratio ≤ κ/4 = 64
+#: (benchmarks/float_model_long.py: the largest ratio of the noise's error, against a
+#: long-double computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); the maximum
+#: over seeds 1, 2, 3, vector dims 2, 3, 4; κ = 256; docs/safe-noise.md). "block":
+#: scalar steps and ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 53 up
+#: to 2^22; column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up
+#: to 2^17 (146 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
+#: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation), its
+#: vector blocks ("vector-block") only to 2^22 (67 at 2^24, seed 1). "step":
+#: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up
+#: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 39 up to 2^12, 98 and 91 at
+#: 2^13; the horizon-free BLT's (a block of one step, compensated) ≤ 24 up to 2^17 (the
+#: fused fl(λ) step: 126 at 2^13). Longer horizons are refused (:func:`check_float_model`):
+#: their float release could state too small a δ. The horizon-free BLT counts steps, not
+#: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 22, "step": 1 << 16},
-    "normalized-blt": {"block": 1 << 20, "step": 1 << 14},
-    "row-scaled-blt": {"block": 1 << 20, "step": 1 << 14},
+    "normalized-blt": {"block": 1 << 16, "step": 1 << 12},
+    "row-scaled-blt": {"block": 1 << 17, "step": 1 << 12},
+    "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
 }
+#: the mechanisms whose paths are refused by the step reached rather than the horizon: a
+#: horizon-free BLT's horizon only bounds one instance (the unbounded counter's spans
+#: 2^26 − 1 steps) and its noise at step t does not depend on it
+FLOAT_MODEL_BY_STEP = frozenset({"horizon-free-blt"})
 
 
 def check_float_model(mechanism: str | None, path: str, horizon: int, dim: int | None) -> None:
     """Refuse a noise path beyond :data:`FLOAT_MODEL_HORIZONS` (``path``: "block" or
-    "step"); ``mechanism`` None (a class not measured here: the horizon-free BLT) passes.
+    "step"; blocks with ``dim`` are checked against "vector-block" where it is given);
+    ``mechanism`` None (a BLT with other parameters, not measured here) passes. For
+    :data:`FLOAT_MODEL_BY_STEP` ``horizon`` is the step reached.
 
     Raises:
-        ValueError: naming the mechanism, the path, the horizon and dim.
+        ValueError: naming the mechanism, the path, the horizon (step) and dim.
     """
     if mechanism is None:
         return
-    limit = FLOAT_MODEL_HORIZONS[mechanism][path]
+    limits = FLOAT_MODEL_HORIZONS[mechanism]
+    if path == "block" and dim is not None and "vector-block" in limits:
+        path = "vector-block"  # vector blocks measured to a shorter horizon than scalar ones
+    limit = limits[path]
     if horizon > limit:
         what = "vector steps (next() with dim > 1)" if path == "step" else "noise"
+        where, fix = (
+            ("step", f"release at most {limit} steps")
+            if mechanism in FLOAT_MODEL_BY_STEP
+            else ("horizon", f"use a horizon <= {limit}")
+        )
         raise ValueError(
-            f"{mechanism}: {what} at horizon {horizon} (dim {dim}) is refused: its "
+            f"{mechanism}: {what} at {where} {horizon} (dim {dim}) is refused: its "
             f"floating-point error is measured within the float-safe release's model "
-            f"(kappa = {MODEL_KAPPA}) only up to horizon {limit}, and a release "
-            "beyond it would state too small a delta; use a horizon <= "
-            f"{limit}{' or next_many' if path == 'step' else ''}"
+            f"(kappa = {MODEL_KAPPA}) only up to {where} {limit}, and a release "
+            f"beyond it would state too small a delta; {fix}"
+            f"{' or next_many' if path == 'step' else ''}"
         )
 
 
@@ -547,7 +567,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         super().__init__(horizon, source)
         n, dim = len(inverse.decay), self.dim
         self.float_model_name = float_model
-        check_float_model(float_model, "block", horizon, dim)
+        if float_model not in FLOAT_MODEL_BY_STEP:  # else by the step reached (next_many)
+            check_float_model(float_model, "block", horizon, dim)
         self._decay = np.append(inverse.decay, 1.0)
         self._weight = np.append(inverse.beta, inverse.a)
         self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
@@ -655,6 +676,16 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         if m > full:
             self._chunks(z[full:], m - full, dest[full:])
 
+    def next(self) -> Any:
+        if self.float_model_name in FLOAT_MODEL_BY_STEP and self.dim is None:
+            check_float_model(self.float_model_name, "block", self._t + 1, self.dim)
+        return super().next()
+
+    def next_many(self, n: int) -> Array:
+        if self.float_model_name in FLOAT_MODEL_BY_STEP:  # by the step reached
+            check_float_model(self.float_model_name, "block", self._t + n, self.dim)
+        return super().next_many(n)
+
     def _vector_next(self) -> Array:
         """One vector step in one pass over column blocks of :data:`_STEP_COLUMNS`: each
         block of the (n + 1)·d state is decayed, gets z added and gives its noise while it
@@ -663,11 +694,19 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         weighted sum over the n + 1 buffers), so the result does not depend on the block
         width (tests compare with the unfused step bit for bit). Refused beyond
         :data:`FLOAT_MODEL_HORIZONS` (the step is not taken)."""
-        try:
-            check_float_model(self.float_model_name, "step", self.horizon, self.dim)
+        name = self.float_model_name
+        try:  # the horizon-free BLT: by the step reached (``next`` counted it)
+            check_float_model(
+                name, "step", self._t if name in FLOAT_MODEL_BY_STEP else self.horizon, self.dim
+            )
         except ValueError:
             self._t -= 1  # ``next`` counted the step
             raise
+        if name in FLOAT_MODEL_BY_STEP:
+            # a block of one step (the compensated decays r_hi + r_lo of the blocks): the
+            # fused step's recursion in fl(λ) passes κ/4 at step 2^13 for the horizon-free
+            # BLT's decays (564 at 2^17); this one ≤ 24 at 2^17
+            return super()._vector_next()  # type: ignore[no-any-return]
         z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
         decay = self._decay[:n, None]
@@ -925,8 +964,9 @@ class BLT(_BLTParameters):
         return toeplitz_sensitivities(c, schema)
 
     def noise_process(self, source: NoiseSource, width: int | None = None) -> BLTNoiseProcess:
-        # the shipped BLT's horizons are measured (FLOAT_MODEL_HORIZONS); a subclass's
-        # (the horizon-free BLT's fixed parameters) are not
+        # the shipped BLT's and the horizon-free BLT's paths are measured
+        # (FLOAT_MODEL_HORIZONS; the named ones also get the compensated decays); a
+        # subclass with other parameters is not
         name = self.name if self.name in FLOAT_MODEL_HORIZONS else None
         return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width), name)
 

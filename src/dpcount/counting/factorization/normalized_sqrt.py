@@ -84,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BLOCK_RATIO",
     "NORMALIZED_SQRT_BLOCK_MAX_HORIZON",
+    "NORMALIZED_SQRT_FLOAT_MODEL_HORIZON",
     "NORMALIZED_SQRT_MAX_HORIZON",
     "NormalizedSqrtBlockNoiseProcess",
     "NormalizedSqrtFactorization",
@@ -115,11 +116,19 @@ _MAX_WORK = 150 * (1 << 22)
 _SUM_BLOCK = 256
 
 
+#: largest horizon the default keeps one weight per column: its noise (an FFT
+#: convolution, then a running sum of T weighted values) is measured within a quarter of
+#: the float model's κ up to 2^13 (≤ 59; 79 at 2^14, three seeds: benchmarks/
+#: float_model_long.py); the blocks' noise (e_t·Y_t plus a carry) ≤ 6 up to 2^22
+NORMALIZED_SQRT_FLOAT_MODEL_HORIZON = 1 << 13
+
+
 def default_block_ratio(horizon: int) -> float | None:
     """The block ratio used when none is given: None (one weight per column) for
-    T ≤ 2^14, :data:`DEFAULT_BLOCK_RATIO` beyond."""
+    T ≤ :data:`NORMALIZED_SQRT_FLOAT_MODEL_HORIZON` = 2^13, :data:`DEFAULT_BLOCK_RATIO`
+    beyond."""
     T = check_integer("horizon", horizon, ge=1)
-    return None if T <= NORMALIZED_SQRT_MAX_HORIZON else DEFAULT_BLOCK_RATIO
+    return None if T <= NORMALIZED_SQRT_FLOAT_MODEL_HORIZON else DEFAULT_BLOCK_RATIO
 
 
 def _resolve(horizon: int, block_ratio: float | None) -> tuple[int, float | None]:

@@ -33,7 +33,7 @@ Toeplitz coefficients (computed on the fly, T ≤ 2^16) with w = 1 and ν = 1, i
 the column normalization (46.549 / 57.791 at 2048, (4, 512)).
 
 Release and exact variances are those of :class:`RowScaledSqrtFactorization` with
-these coefficients (one FFT per stream, O(T²) exact variances, T ≤ 16384).
+these coefficients (one FFT per stream, O(T²) exact variances, T ≤ 8192).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ import numpy as np
 from dpcount._validate import as_array, check_integer
 from dpcount.counting.factorization.row_scaled_sqrt import (
     _SENSITIVITY_MARGIN,
-    ROW_SCALED_MAX_HORIZON,
     RowScaledSqrtFactorization,
 )
 from dpcount.counting.factorization.scaled import Base, Rows, Scaling, block_values
@@ -65,7 +64,7 @@ from dpcount.privacy.rng import RNGLike
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["RowScaledBandedToeplitz", "shipped_row_scaled_banded"]
+__all__ = ["ROW_SCALED_BANDED_MAX_HORIZON", "RowScaledBandedToeplitz", "shipped_row_scaled_banded"]
 
 #: most column blocks ``column_scales`` may hold
 _MAX_BLOCKS = 64
@@ -83,11 +82,19 @@ def shipped_row_scaled_banded(horizon: int, bands: int) -> dict[str, Any] | None
     return None if entry is None else dict(entry)
 
 
+#: largest horizon: the noise (an FFT convolution with the banded encoder's inverse,
+#: then a running sum) is measured within a quarter of the float model's κ up to 2^13
+#: (≤ 36 over three seeds; 84 at 2^14: benchmarks/float_model_long.py, the float-safe
+#: release's model of :mod:`dpcount.privacy.float_safe`)
+ROW_SCALED_BANDED_MAX_HORIZON = 1 << 13
+
+
 @cited
 class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
     """The row-scaled, column-normalized banded Toeplitz factorization (module
-    docstring), T ≤ 16384: the :class:`~dpcount.counting.factorization.scaled.Scaled`
-    preset of a banded Toeplitz encoder with Chebyshev row weights.
+    docstring), T ≤ 8192 (:data:`ROW_SCALED_BANDED_MAX_HORIZON`): the
+    :class:`~dpcount.counting.factorization.scaled.Scaled` preset of a banded Toeplitz
+    encoder with Chebyshev row weights.
 
     Formal guarantee:
         Neighbouring relation: event level — two streams that differ at one step by at
@@ -112,7 +119,7 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
         [references: hku25, bw18]
 
     Args:
-        horizon: T in [1, 16384].
+        horizon: T in [1, 8192].
         coefficients: c_0 > 0, c_1, …, c_{n−1} of the Toeplitz encoder (n ≤ T bands).
         log_weights: Chebyshev coefficients a_1.. of ln w (1 to 32 finite values,
             |a_m| ≤ 5); (0.0,) gives w = 1 (column normalization only).
@@ -122,7 +129,7 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
             noise only).
 
     Raises:
-        ValueError: a horizon outside [1, 16384], bad ``coefficients`` or
+        ValueError: a horizon outside [1, 8192], bad ``coefficients`` or
             ``log_weights``, or a noise kind other than Gaussian (naming them).
     """
 
@@ -140,7 +147,7 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
         rng: RNGLike = None,
         **fields: Unpack[BudgetFields],
     ) -> None:
-        T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_MAX_HORIZON)
+        T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_BANDED_MAX_HORIZON)
         c = check_toeplitz_coefficients(coefficients, T)
         nonzero = np.flatnonzero(c)
         self.bands = int(nonzero[-1]) + 1
@@ -178,9 +185,9 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
         computed on the fly) with w = 1.
 
         Raises:
-            ValueError: ``horizon`` outside [1, 16384] or ``bands`` outside [1, T].
+            ValueError: ``horizon`` outside [1, 8192] or ``bands`` outside [1, T].
         """
-        T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_MAX_HORIZON)
+        T = check_integer("horizon", horizon, ge=1, le=ROW_SCALED_BANDED_MAX_HORIZON)
         resolved = Budget.resolve(budget, fields, owner=cls.__name__)
         if bands is None:
             schema = resolved.participation
