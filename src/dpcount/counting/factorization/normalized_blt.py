@@ -303,13 +303,18 @@ _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
+#: values per piece of :func:`_running_sum` (its scratch: 4 arrays of this many)
+_SUM_PIECE = 1 << 17
 
 
-def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
-    """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
+def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> None:
+    """out = (a − (s − bb)) + (b − bb), bb = s − a: the error of s = fl(a + b) (Knuth's
+    TwoSum, s + out = a + b exactly), in place (``work``: scratch of out's shape)."""
+    np.subtract(s, a, out=work)  # bb
+    np.subtract(s, work, out=out)
+    np.subtract(a, out, out=out)
+    np.subtract(b, work, out=work)
+    np.add(out, work, out=out)
 
 
 def _running_sum(w: Array, start: Array, dest: Array) -> None:
@@ -319,35 +324,80 @@ def _running_sum(w: Array, start: Array, dest: Array) -> None:
     the steps (≈ u·σ_t·√t: 200 u·σ_t·(1 + Z*/σ₁) at T = 2^20, benchmarks/
     float_model_long.py). Here the partial sums are carried as unevaluated pairs
     hi + lo (TwoSum, Knuth TAOCP vol. 2 §4.2.2): within blocks of :data:`_SUM_BLOCK`
-    steps vectorized over the blocks, then across the blocks; each value is rounded once
-    (plus O(u²·t) from the pairs' low parts). Rows beyond the last full block take the
-    last block's carry the same way.
+    steps, then across the blocks; each value is rounded once (plus O(u²·t) from the
+    pairs' low parts). A last partial block takes the carry of the full ones the same
+    way (as if padded with zeros).
+
+    Computed over pieces of about :data:`_SUM_PIECE` values (in reused scratch) by
+    :func:`_sum_blocks`; the pieces pass the carry pair on, so the result is the same
+    floats whatever the piece size.
     """
     m = len(w)
     b = _SUM_BLOCK
-    K = -(-m // b)
-    pad: Array = np.zeros((K * b, *w.shape[1:]))
-    pad[:m] = w
-    rows = pad.reshape(K, b, *w.shape[1:])
-    hi = np.empty_like(rows)
-    lo = np.empty_like(rows)
-    acc_hi, acc_lo = rows[:, 0].copy(), np.zeros_like(rows[:, 0])
-    hi[:, 0], lo[:, 0] = acc_hi, acc_lo
+    tail = w.shape[1:]
+    width = int(np.prod(tail, dtype=np.int64)) if tail else 1
+    full = m // b
+    carry = (np.array(start, dtype=np.float64).reshape(tail), np.zeros(tail))
+    per = max(1, min(full, _SUM_PIECE // (b * width)))
+    scratch = np.empty((5, b, per, *tail))
+    for k0 in range(0, full, per):
+        k1 = min(full, k0 + per)
+        rows = w[k0 * b : k1 * b].reshape(k1 - k0, b, *tail)
+        part = dest[k0 * b : k1 * b]
+        res = part if part.flags.c_contiguous else np.empty(part.shape)
+        carry = _sum_blocks(rows, carry, res, scratch[:, :, : k1 - k0])
+        if res is not part:
+            part[...] = res
+    if m > full * b:  # the last partial block, padded with zeros
+        pad = np.zeros((1, b, *tail))
+        pad[0, : m - full * b] = w[full * b :]
+        res = np.empty((b, *tail))
+        _sum_blocks(pad, carry, res, scratch[:, :, :1])
+        dest[full * b :] = res[: m - full * b]
+
+
+def _sum_blocks(
+    rows: Array, carry: tuple[Array, Array], dest: Array, work: Array
+) -> tuple[Array, Array]:
+    """:func:`_running_sum` of K blocks ``rows`` (K, b, …) from the pair ``carry`` =
+    (hi, lo) before them, into ``dest`` (K·b, …, C-contiguous); returns the pair after
+    them. ``work``: scratch (5, b, K, …) (the blocks' steps along its second axis, so each
+    step of the scan is one vectorized sum over the K blocks).
+
+    In block k, hi_j = fl(hi_{j−1} + x_j), lo_j = fl(lo_{j−1} + e_j) with e_j TwoSum's
+    error of that sum (lo_0 = +0); across the blocks the carry pair is
+    C_k = fl(C_{k−1} + hi_end(k)) and c_k = fl(fl(c_{k−1} + E_k) + lo_end(k)) — sequences
+    of sums, computed by cumsum (which adds in sequence: the same floats as a loop; the
+    second over the interleaved E_k, lo_end(k)); the value is
+    fl(fl(C + hi) + fl(E + fl(c + lo))) with E the error of C + hi.
+    """
+    x, hi, lo, tmp, err = work
+    K, b = rows.shape[:2]
+    np.copyto(x, rows.swapaxes(0, 1))
+    hi[0] = x[0]
     for j in range(1, b):
-        acc_hi, err = _two_sum(acc_hi, rows[:, j])
-        acc_lo = acc_lo + err
-        hi[:, j], lo[:, j] = acc_hi, acc_lo
-    carry_hi = np.empty_like(rows[:, 0])
-    carry_lo = np.empty_like(rows[:, 0])
-    c_hi, c_lo = np.array(start, dtype=np.float64), np.zeros_like(np.asarray(start, float))
-    for k in range(K):  # the carry before block k: start + the blocks before it
-        carry_hi[k], carry_lo[k] = c_hi, c_lo
-        c_hi, err = _two_sum(c_hi, hi[k, -1])
-        c_lo = c_lo + err + lo[k, -1]
-    tail = (slice(None), None) + (slice(None),) * (w.ndim - 1)
-    total_hi, err = _two_sum(carry_hi[tail], hi)
-    total = total_hi + (err + (carry_lo[tail] + lo))
-    dest[...] = total.reshape(K * b, *w.shape[1:])[:m]
+        np.add(hi[j - 1], x[j], out=hi[j])
+    lo[0] = 0.0
+    _two_sum_error(hi[:-1], x[1:], hi[1:], lo[1:], tmp[1:])
+    for j in range(1, b):
+        np.add(lo[j - 1], lo[j], out=lo[j])
+    # carries: C before block k at ch[k] (ch[K]: after the last), c at cl[2k]
+    ch = np.empty((K + 1, *rows.shape[2:]))
+    ch[0] = carry[0]
+    ch[1:] = hi[-1]
+    np.cumsum(ch, axis=0, out=ch)
+    cl = np.empty((2 * K + 1, *rows.shape[2:]))
+    cl[0] = carry[1]
+    _two_sum_error(ch[:-1], hi[-1], ch[1:], cl[1::2], np.empty_like(ch[1:]))
+    cl[2::2] = lo[-1]
+    np.cumsum(cl, axis=0, out=cl)
+    c_hi, c_lo = ch[None, :-1], cl[None, :-1:2]
+    np.add(c_hi, hi, out=x)  # C + hi
+    _two_sum_error(c_hi, hi, x, err, tmp)  # E
+    np.add(c_lo, lo, out=lo)
+    np.add(err, lo, out=lo)
+    np.add(x, lo, out=dest.reshape(K, b, *rows.shape[2:]).swapaxes(0, 1))
+    return ch[-1].copy(), cl[-1].copy()
 
 
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
