@@ -288,6 +288,12 @@ def test_running_sum_is_the_stepwise_two_sum_bit_for_bit(
         contiguous = np.empty(w.shape)
         normalized_blt._running_sum(w, start, contiguous)
         assert contiguous.tobytes() == expected.tobytes()
+        # with per-step weights: the running sum of fl(w_t·e_t)
+        e = rng.uniform(0.5, 2.0, steps)
+        scaled = np.empty(w.shape)
+        normalized_blt._running_sum(w, start, scaled, scale=e)
+        product = w * e.reshape(-1, *(1,) * len(tail))
+        assert scaled.tobytes() == _running_sum_by_steps(product, start).tobytes()
     # a wrong carry (the low part dropped across blocks) is caught at these sizes
     if steps > 64:
         assert not np.array_equal(np.cumsum(w, axis=0) + start, expected)

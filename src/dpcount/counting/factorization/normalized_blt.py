@@ -303,7 +303,7 @@ _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
-#: values per piece of :func:`_running_sum` (its scratch: 4 arrays of this many)
+#: values per piece of :func:`_running_sum` (its scratch: 5 arrays of this many)
 _SUM_PIECE = 1 << 17
 
 
@@ -317,8 +317,9 @@ def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> Non
     np.add(out, work, out=out)
 
 
-def _running_sum(w: Array, start: Array, dest: Array) -> None:
-    """dest_t = start + Σ_{s≤t} w_s (along axis 0) with one rounding per value.
+def _running_sum(w: Array, start: Array, dest: Array, scale: Array | None = None) -> None:
+    """dest_t = start + Σ_{s≤t} w_s (along axis 0) with one rounding per value; with
+    ``scale`` (one per step), of fl(w_s·scale_s) instead (formed as the blocks are read).
 
     A float cumsum rounds every partial sum, u·|N_t| each, and those errors add up over
     the steps (≈ u·σ_t·√t: 200 u·σ_t·(1 + Z*/σ₁) at T = 2^20, benchmarks/
@@ -339,29 +340,34 @@ def _running_sum(w: Array, start: Array, dest: Array) -> None:
     full = m // b
     carry = (np.array(start, dtype=np.float64).reshape(tail), np.zeros(tail))
     per = max(1, min(full, _SUM_PIECE // (b * width)))
+    ones = (1,) * len(tail)
     scratch = np.empty((5, b, per, *tail))
     for k0 in range(0, full, per):
         k1 = min(full, k0 + per)
         rows = w[k0 * b : k1 * b].reshape(k1 - k0, b, *tail)
         part = dest[k0 * b : k1 * b]
         res = part if part.flags.c_contiguous else np.empty(part.shape)
-        carry = _sum_blocks(rows, carry, res, scratch[:, :, : k1 - k0])
+        weights = None if scale is None else scale[k0 * b : k1 * b].reshape(k1 - k0, b, *ones)
+        carry = _sum_blocks(rows, carry, res, scratch[:, :, : k1 - k0], weights)
         if res is not part:
             part[...] = res
     if m > full * b:  # the last partial block, padded with zeros
         pad = np.zeros((1, b, *tail))
         pad[0, : m - full * b] = w[full * b :]
+        if scale is not None:
+            pad[0, : m - full * b] *= scale[full * b :].reshape(-1, *ones)
         res = np.empty((b, *tail))
-        _sum_blocks(pad, carry, res, scratch[:, :, :1])
+        _sum_blocks(pad, carry, res, scratch[:, :, :1], None)
         dest[full * b :] = res[: m - full * b]
 
 
 def _sum_blocks(
-    rows: Array, carry: tuple[Array, Array], dest: Array, work: Array
+    rows: Array, carry: tuple[Array, Array], dest: Array, work: Array, scale: Array | None
 ) -> tuple[Array, Array]:
     """:func:`_running_sum` of K blocks ``rows`` (K, b, …) from the pair ``carry`` =
     (hi, lo) before them, into ``dest`` (K·b, …, C-contiguous); returns the pair after
-    them. ``work``: scratch (5, b, K, …) (the blocks' steps along its second axis, so each
+    them, the blocks' values first multiplied by ``scale`` (K, b, 1…) when given.
+    ``work``: scratch (5, b, K, …) (the blocks' steps along its second axis, so each
     step of the scan is one vectorized sum over the K blocks).
 
     In block k, hi_j = fl(hi_{j−1} + x_j), lo_j = fl(lo_{j−1} + e_j) with e_j TwoSum's
@@ -373,7 +379,10 @@ def _sum_blocks(
     """
     x, hi, lo, tmp, err = work
     K, b = rows.shape[:2]
-    np.copyto(x, rows.swapaxes(0, 1))
+    if scale is None:
+        np.copyto(x, rows.swapaxes(0, 1))
+    else:
+        np.multiply(rows.swapaxes(0, 1), scale.swapaxes(0, 1), out=x)
     hi[0] = x[0]
     for j in range(1, b):
         np.add(hi[j - 1], x[j], out=hi[j])
@@ -533,10 +542,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             e = self._table()[t : t + m]
         else:
             e = self._weights(t, m)
-        w *= e if self.dim is None else e[:, None]
-        if self._accurate and m >= _SUM_BLOCK:
-            _running_sum(w, self._sum, dest)
+        if self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
+            _running_sum(w, self._sum, dest, scale=e)
         else:
+            w *= e if self.dim is None else e[:, None]
             w[0] += self._sum
             np.cumsum(w, axis=0, out=dest)
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
