@@ -379,7 +379,14 @@ def _sum_blocks(
     """
     x, hi, lo, tmp, err = work
     K, b = rows.shape[:2]
-    if scale is None:
+    # vector steps move as whole rows (one void item each): numpy's loops then run over
+    # the blocks, not over a short row
+    row = np.dtype((np.void, 8 * rows[0, 0].size)) if rows.ndim > 2 else None
+    if row is not None and rows.flags.c_contiguous:
+        np.copyto(x.view(row)[..., 0].T, rows.view(row)[..., 0])
+        if scale is not None:
+            np.multiply(x, scale.swapaxes(0, 1), out=x)
+    elif scale is None:
         np.copyto(x, rows.swapaxes(0, 1))
     else:
         np.multiply(rows.swapaxes(0, 1), scale.swapaxes(0, 1), out=x)
@@ -405,7 +412,11 @@ def _sum_blocks(
     _two_sum_error(c_hi, hi, x, err, tmp)  # E
     np.add(c_lo, lo, out=lo)
     np.add(err, lo, out=lo)
-    np.add(x, lo, out=dest.reshape(K, b, *rows.shape[2:]).swapaxes(0, 1))
+    if row is None:
+        np.add(x, lo, out=dest.reshape(K, b).T)
+    else:
+        np.add(x, lo, out=x)
+        np.copyto(dest.view(row)[..., 0].reshape(K, b).T, x.view(row)[..., 0])
     return ch[-1].copy(), cl[-1].copy()
 
 
