@@ -304,7 +304,7 @@ _VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
 #: values per piece of :func:`_running_sum` (its scratch: 5 arrays of this many)
-_SUM_PIECE = 1 << 17
+_SUM_PIECE = 1 << 16
 
 
 def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> None:
