@@ -297,3 +297,21 @@ def test_running_sum_is_the_stepwise_two_sum_bit_for_bit(
     # a wrong carry (the low part dropped across blocks) is caught at these sizes
     if steps > 64:
         assert not np.array_equal(np.cumsum(w, axis=0) + start, expected)
+
+
+def test_vector_blocks_above_the_accurate_horizon_apply_the_decoder() -> None:
+    """Vector blocks above ``_VECTOR_ACCURATE_ABOVE`` (chunked, computed in place over the
+    draw, TwoSum running sum) release B′z for the z they drew, for one width-1 row too
+    (where the chunk rows could alias the draw), with a remainder chunk and several blocks."""
+    T = 1100  # > 1024: the accurate vector path; 1100 = 34·32 + 12
+    B, _ = oracle(THETA, OMEGA, T)
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
+    for dim, sizes in ((1, (T,)), (1, (1, 640, 459)), (3, (T,)), (3, (1, 640, 459))):
+        rec = RecordingSampler()
+        proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
+            NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
+        )
+        out = np.concatenate([proc.next_many(k) for k in sizes])
+        z = np.concatenate([a.reshape(-1, dim) for a in rec.draws])
+        np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
+        assert not np.allclose(out, np.cumsum(z, axis=0), rtol=1e-3)  # not the plain sum

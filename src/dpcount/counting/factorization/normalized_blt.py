@@ -584,9 +584,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
         and one lfilter per buffer across the chunks (as the BLT's batch), instead of one
         lfilter per buffer over every step. The same w as the per-step recursion in
-        fl(λ_i) up to rounding (not bit for bit; tested against it)."""
+        fl(λ_i) up to rounding (not bit for bit; tested against it). Vector blocks are
+        computed in place (the draw z, the process's own, is overwritten with w: one
+        fresh block-sized array fewer, whose page faults cost more than its arithmetic)."""
         m = len(z)
-        w = np.empty(z.shape)
+        in_place = self.dim is not None and z.flags.writeable and z.flags.c_contiguous
+        w = z if in_place else np.empty(z.shape)
         full = (m // _CHUNK) * _CHUNK
         for lo, hi in ((0, full), (full, m)):
             if hi > lo:
@@ -622,11 +625,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def _vector_chunks_w(self, z: Array, out: Array, c: int, lo: Array) -> None:
         """:meth:`_chunks_w` for vector blocks (horizons above ``_VECTOR_ACCURATE_ABOVE``): one
         row per (chunk, coordinate), the chunk's c steps along the row (as the BLT's
-        ``_chunks``), the buffers across chunks by :func:`compensated_filter`."""
+        ``_chunks``), the buffers across chunks by :func:`compensated_filter`. ``out``
+        may be ``z`` itself (z is read once, into the rows, before ``out`` is written)."""
         G, P, F, rc = self._chunk_matrices(c)
         D, n = z.shape[1], self._n
         K = len(z) // c
-        rows = z.reshape(K, c, D).transpose(0, 2, 1).reshape(K * D, c)
+        chunks: Array = np.empty((K, D, c))  # always a copy (a reshape could view z)
+        np.copyto(chunks, z.reshape(K, c, D).transpose(0, 2, 1))
+        rows = chunks.reshape(K * D, c)
         E = _rows_times(rows, P.T).reshape(K, D, n)  # each chunk's own part of the state
         prev = np.empty_like(E)  # the buffers before each chunk
         prev[0] = self._p.T
