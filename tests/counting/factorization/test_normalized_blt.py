@@ -240,3 +240,78 @@ def test_bad_inputs_name_the_parameter() -> None:
         shipped_normalized_blt_parameters(10, "median")
     with pytest.raises(ValueError, match="start"):
         normalized_blt_weights([0.5], [0.1], 10, start=11)
+
+
+def _running_sum_by_steps(w: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The TwoSum running sum step by step (the definition ``_running_sum`` vectorizes):
+    within each block of 64 steps the pair (hi, lo) from (x_0, +0); across blocks the
+    carry pair from (start, +0); each value fl(fl(C + hi) + fl(E + fl(c + lo)))."""
+
+    def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = a + b
+        bb = s - a
+        return s, (a - (s - bb)) + (b - bb)
+
+    out = np.empty(w.shape)
+    c_hi, c_lo = np.array(start, dtype=np.float64), np.zeros(w.shape[1:])
+    for k0 in range(0, len(w), 64):
+        hi, lo = w[k0].copy(), np.zeros(w.shape[1:])
+        for j in range(k0, min(k0 + 64, len(w))):
+            if j > k0:
+                hi, err = two_sum(hi, w[j])
+                lo = lo + err
+            s, e = two_sum(c_hi, hi)
+            out[j] = s + (e + (c_lo + lo))
+        for _ in range(min(k0 + 64, len(w)), k0 + 64):  # a partial block's zero padding
+            hi, err = two_sum(hi, np.zeros(w.shape[1:]))
+            lo = lo + err
+        c_hi, err = two_sum(c_hi, hi)
+        c_lo = c_lo + err + lo
+    return out
+
+
+@pytest.mark.parametrize(("steps", "tail"), [(1, ()), (200, ()), (1000, (3,)), (64 * 40, ())])
+def test_running_sum_is_the_stepwise_two_sum_bit_for_bit(
+    steps: int, tail: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcount.counting.factorization import normalized_blt
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((steps, *tail)) * np.exp(rng.uniform(-20, 20, (steps, *tail)))
+    start = np.full(tail, 1e6)
+    expected = _running_sum_by_steps(w, start)
+    for piece in (1 << 17, 64 * 3):  # one piece; several, whose carries must chain
+        monkeypatch.setattr(normalized_blt, "_SUM_PIECE", piece)
+        dest = np.empty((steps, 2, *tail))[:, 0]  # not contiguous: written through a copy
+        normalized_blt._running_sum(w, start, dest)
+        assert dest.tobytes() == expected.tobytes()
+        contiguous = np.empty(w.shape)
+        normalized_blt._running_sum(w, start, contiguous)
+        assert contiguous.tobytes() == expected.tobytes()
+        # with per-step weights: the running sum of fl(w_t·e_t)
+        e = rng.uniform(0.5, 2.0, steps)
+        scaled = np.empty(w.shape)
+        normalized_blt._running_sum(w, start, scaled, scale=e)
+        product = w * e.reshape(-1, *(1,) * len(tail))
+        assert scaled.tobytes() == _running_sum_by_steps(product, start).tobytes()
+    # a wrong carry (the low part dropped across blocks) is caught at these sizes
+    if steps > 64:
+        assert not np.array_equal(np.cumsum(w, axis=0) + start, expected)
+
+
+def test_vector_blocks_above_the_accurate_horizon_apply_the_decoder() -> None:
+    """Vector blocks above ``_VECTOR_ACCURATE_ABOVE`` (chunked, computed in place over the
+    draw, TwoSum running sum) release B′z for the z they drew, for one width-1 row too
+    (where the chunk rows could alias the draw), with a remainder chunk and several blocks."""
+    T = 1100  # > 1024: the accurate vector path; 1100 = 34·32 + 12
+    B, _ = oracle(THETA, OMEGA, T)
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
+    for dim, sizes in ((1, (T,)), (1, (1, 640, 459)), (3, (T,)), (3, (1, 640, 459))):
+        rec = RecordingSampler()
+        proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
+            NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
+        )
+        out = np.concatenate([proc.next_many(k) for k in sizes])
+        z = np.concatenate([a.reshape(-1, dim) for a in rec.draws])
+        np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
+        assert not np.allclose(out, np.cumsum(z, axis=0), rtol=1e-3)  # not the plain sum

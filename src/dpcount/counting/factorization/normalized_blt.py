@@ -309,51 +309,121 @@ _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
+#: values per piece of :func:`_running_sum` (its scratch: 5 arrays of this many)
+_SUM_PIECE = 1 << 16
 
 
-def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
-    """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
+def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> None:
+    """out = (a − (s − bb)) + (b − bb), bb = s − a: the error of s = fl(a + b) (Knuth's
+    TwoSum, s + out = a + b exactly), in place (``work``: scratch of out's shape)."""
+    np.subtract(s, a, out=work)  # bb
+    np.subtract(s, work, out=out)
+    np.subtract(a, out, out=out)
+    np.subtract(b, work, out=work)
+    np.add(out, work, out=out)
 
 
-def _running_sum(w: Array, start: Array, dest: Array) -> None:
-    """dest_t = start + Σ_{s≤t} w_s (along axis 0) with one rounding per value.
+def _running_sum(w: Array, start: Array, dest: Array, scale: Array | None = None) -> None:
+    """dest_t = start + Σ_{s≤t} w_s (along axis 0) with one rounding per value; with
+    ``scale`` (one per step), of fl(w_s·scale_s) instead (formed as the blocks are read).
 
     A float cumsum rounds every partial sum, u·|N_t| each, and those errors add up over
     the steps (≈ u·σ_t·√t: 200 u·σ_t·(1 + Z*/σ₁) at T = 2^20, benchmarks/
     float_model_long.py). Here the partial sums are carried as unevaluated pairs
     hi + lo (TwoSum, Knuth TAOCP vol. 2 §4.2.2): within blocks of :data:`_SUM_BLOCK`
-    steps vectorized over the blocks, then across the blocks; each value is rounded once
-    (plus O(u²·t) from the pairs' low parts). Rows beyond the last full block take the
-    last block's carry the same way.
+    steps, then across the blocks; each value is rounded once (plus O(u²·t) from the
+    pairs' low parts). A last partial block takes the carry of the full ones the same
+    way (as if padded with zeros).
+
+    Computed over pieces of about :data:`_SUM_PIECE` values (in reused scratch) by
+    :func:`_sum_blocks`; the pieces pass the carry pair on, so the result is the same
+    floats whatever the piece size.
     """
     m = len(w)
     b = _SUM_BLOCK
-    K = -(-m // b)
-    pad: Array = np.zeros((K * b, *w.shape[1:]))
-    pad[:m] = w
-    rows = pad.reshape(K, b, *w.shape[1:])
-    hi = np.empty_like(rows)
-    lo = np.empty_like(rows)
-    acc_hi, acc_lo = rows[:, 0].copy(), np.zeros_like(rows[:, 0])
-    hi[:, 0], lo[:, 0] = acc_hi, acc_lo
+    tail = w.shape[1:]
+    width = int(np.prod(tail, dtype=np.int64)) if tail else 1
+    full = m // b
+    carry = (np.array(start, dtype=np.float64).reshape(tail), np.zeros(tail))
+    per = max(1, min(full, _SUM_PIECE // (b * width)))
+    ones = (1,) * len(tail)
+    scratch = np.empty((5, b, per, *tail))
+    for k0 in range(0, full, per):
+        k1 = min(full, k0 + per)
+        rows = w[k0 * b : k1 * b].reshape(k1 - k0, b, *tail)
+        part = dest[k0 * b : k1 * b]
+        res = part if part.flags.c_contiguous else np.empty(part.shape)
+        weights = None if scale is None else scale[k0 * b : k1 * b].reshape(k1 - k0, b, *ones)
+        carry = _sum_blocks(rows, carry, res, scratch[:, :, : k1 - k0], weights)
+        if res is not part:
+            part[...] = res
+    if m > full * b:  # the last partial block, padded with zeros
+        pad = np.zeros((1, b, *tail))
+        pad[0, : m - full * b] = w[full * b :]
+        if scale is not None:
+            pad[0, : m - full * b] *= scale[full * b :].reshape(-1, *ones)
+        res = np.empty((b, *tail))
+        _sum_blocks(pad, carry, res, scratch[:, :, :1], None)
+        dest[full * b :] = res[: m - full * b]
+
+
+def _sum_blocks(
+    rows: Array, carry: tuple[Array, Array], dest: Array, work: Array, scale: Array | None
+) -> tuple[Array, Array]:
+    """:func:`_running_sum` of K blocks ``rows`` (K, b, …) from the pair ``carry`` =
+    (hi, lo) before them, into ``dest`` (K·b, …, C-contiguous); returns the pair after
+    them, the blocks' values first multiplied by ``scale`` (K, b, 1…) when given.
+    ``work``: scratch (5, b, K, …) (the blocks' steps along its second axis, so each
+    step of the scan is one vectorized sum over the K blocks).
+
+    In block k, hi_j = fl(hi_{j−1} + x_j), lo_j = fl(lo_{j−1} + e_j) with e_j TwoSum's
+    error of that sum (lo_0 = +0); across the blocks the carry pair is
+    C_k = fl(C_{k−1} + hi_end(k)) and c_k = fl(fl(c_{k−1} + E_k) + lo_end(k)) — sequences
+    of sums, computed by cumsum (which adds in sequence: the same floats as a loop; the
+    second over the interleaved E_k, lo_end(k)); the value is
+    fl(fl(C + hi) + fl(E + fl(c + lo))) with E the error of C + hi.
+    """
+    x, hi, lo, tmp, err = work
+    K, b = rows.shape[:2]
+    # vector steps move as whole rows (one void item each): numpy's loops then run over
+    # the blocks, not over a short row
+    row = np.dtype((np.void, 8 * rows[0, 0].size)) if rows.ndim > 2 else None
+    if row is not None and rows.flags.c_contiguous:
+        np.copyto(x.view(row)[..., 0].T, rows.view(row)[..., 0])
+        if scale is not None:
+            np.multiply(x, scale.swapaxes(0, 1), out=x)
+    elif scale is None:
+        np.copyto(x, rows.swapaxes(0, 1))
+    else:
+        np.multiply(rows.swapaxes(0, 1), scale.swapaxes(0, 1), out=x)
+    hi[0] = x[0]
     for j in range(1, b):
-        acc_hi, err = _two_sum(acc_hi, rows[:, j])
-        acc_lo = acc_lo + err
-        hi[:, j], lo[:, j] = acc_hi, acc_lo
-    carry_hi = np.empty_like(rows[:, 0])
-    carry_lo = np.empty_like(rows[:, 0])
-    c_hi, c_lo = np.array(start, dtype=np.float64), np.zeros_like(np.asarray(start, float))
-    for k in range(K):  # the carry before block k: start + the blocks before it
-        carry_hi[k], carry_lo[k] = c_hi, c_lo
-        c_hi, err = _two_sum(c_hi, hi[k, -1])
-        c_lo = c_lo + err + lo[k, -1]
-    tail = (slice(None), None) + (slice(None),) * (w.ndim - 1)
-    total_hi, err = _two_sum(carry_hi[tail], hi)
-    total = total_hi + (err + (carry_lo[tail] + lo))
-    dest[...] = total.reshape(K * b, *w.shape[1:])[:m]
+        np.add(hi[j - 1], x[j], out=hi[j])
+    lo[0] = 0.0
+    _two_sum_error(hi[:-1], x[1:], hi[1:], lo[1:], tmp[1:])
+    for j in range(1, b):
+        np.add(lo[j - 1], lo[j], out=lo[j])
+    # carries: C before block k at ch[k] (ch[K]: after the last), c at cl[2k]
+    ch = np.empty((K + 1, *rows.shape[2:]))
+    ch[0] = carry[0]
+    ch[1:] = hi[-1]
+    np.cumsum(ch, axis=0, out=ch)
+    cl = np.empty((2 * K + 1, *rows.shape[2:]))
+    cl[0] = carry[1]
+    _two_sum_error(ch[:-1], hi[-1], ch[1:], cl[1::2], np.empty_like(ch[1:]))
+    cl[2::2] = lo[-1]
+    np.cumsum(cl, axis=0, out=cl)
+    c_hi, c_lo = ch[None, :-1], cl[None, :-1:2]
+    np.add(c_hi, hi, out=x)  # C + hi
+    _two_sum_error(c_hi, hi, x, err, tmp)  # E
+    np.add(c_lo, lo, out=lo)
+    np.add(err, lo, out=lo)
+    if row is None:
+        np.add(x, lo, out=dest.reshape(K, b).T)
+    else:
+        np.add(x, lo, out=x)
+        np.copyto(dest.view(row)[..., 0].reshape(K, b).T, x.view(row)[..., 0])
+    return ch[-1].copy(), cl[-1].copy()
 
 
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
@@ -489,10 +559,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             e = self._table()[t : t + m]
         else:
             e = self._weights(t, m)
-        w *= e if self.dim is None else e[:, None]
-        if self._accurate and m >= _SUM_BLOCK:
-            _running_sum(w, self._sum, dest)
+        if self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
+            _running_sum(w, self._sum, dest, scale=e)
         else:
+            w *= e if self.dim is None else e[:, None]
             w[0] += self._sum
             np.cumsum(w, axis=0, out=dest)
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
@@ -520,9 +590,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
         and one lfilter per buffer across the chunks (as the BLT's batch), instead of one
         lfilter per buffer over every step. The same w as the per-step recursion in
-        fl(λ_i) up to rounding (not bit for bit; tested against it)."""
+        fl(λ_i) up to rounding (not bit for bit; tested against it). Vector blocks are
+        computed in place (the draw z, the process's own, is overwritten with w: one
+        fresh block-sized array fewer, whose page faults cost more than its arithmetic)."""
         m = len(z)
-        w = np.empty(z.shape)
+        in_place = self.dim is not None and z.flags.writeable and z.flags.c_contiguous
+        w = z if in_place else np.empty(z.shape)
         full = (m // _CHUNK) * _CHUNK
         for lo, hi in ((0, full), (full, m)):
             if hi > lo:
@@ -558,11 +631,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def _vector_chunks_w(self, z: Array, out: Array, c: int, lo: Array) -> None:
         """:meth:`_chunks_w` for vector blocks (horizons above ``_VECTOR_ACCURATE_ABOVE``): one
         row per (chunk, coordinate), the chunk's c steps along the row (as the BLT's
-        ``_chunks``), the buffers across chunks by :func:`compensated_filter`."""
+        ``_chunks``), the buffers across chunks by :func:`compensated_filter`. ``out``
+        may be ``z`` itself (z is read once, into the rows, before ``out`` is written)."""
         G, P, F, rc = self._chunk_matrices(c)
         D, n = z.shape[1], self._n
         K = len(z) // c
-        rows = z.reshape(K, c, D).transpose(0, 2, 1).reshape(K * D, c)
+        chunks: Array = np.empty((K, D, c))  # always a copy (a reshape could view z)
+        np.copyto(chunks, z.reshape(K, c, D).transpose(0, 2, 1))
+        rows = chunks.reshape(K * D, c)
         E = _rows_times(rows, P.T).reshape(K, D, n)  # each chunk's own part of the state
         prev = np.empty_like(E)  # the buffers before each chunk
         prev[0] = self._p.T

@@ -1,0 +1,110 @@
+"""Batch release of the scaled BLTs as a multiple of drawing the normals (issue 33 item 3).
+
+For ``normalized-blt`` and ``row-scaled-blt`` with their shipped parameters (objective
+"mean" and "max") at each horizon (default 2^16, 2^18 and 2^20; those above a
+mechanism's largest horizon are skipped) and each step width (scalar, and ``--dims``
+vector widths), prints:
+
+* build: CPU time of ``optimized(T)`` plus the first release (the per-horizon tables
+  computed there and kept: column weights, row weights, chunk matrices) — one-time;
+* release: the least and the median process CPU time of ``release(zeros)`` over
+  ``--repeats``, interleaved with drawing the same number of normals
+  (``rng.standard_normal(T·d)``, the floor, least and median likewise), and the ratios
+  release ÷ floor (least/least and median/median). The bar: ≤ 2.5×.
+
+Process CPU time, not wall-clock: the development machine is shared (2 cores, ~8
+users); ratios are from the same run only.
+
+Run: ``PYTHONPATH=src python benchmarks/bench_scaled_batch.py [--horizons 18 20]
+[--dims 4] [--repeats 7] [--profile NAME:log2T:OBJECTIVE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import time
+
+import numpy as np
+
+from dpcount.counting.factorization.normalized_blt import NormalizedBLT
+from dpcount.counting.factorization.row_scaled_blt import RowScaledBLT
+from dpcount.privacy import Budget
+
+CLASSES = {"normalized-blt": NormalizedBLT, "row-scaled-blt": RowScaledBLT}
+BAR = 2.5
+
+
+def _cpu(f: object) -> float:
+    start = time.process_time()
+    f()  # type: ignore[operator]
+    return time.process_time() - start
+
+
+def measure(name: str, T: int, objective: str, dim: int | None, repeats: int) -> str:
+    cls = CLASSES[name]
+    shape = (T,) if dim is None else (T, dim)
+    zeros = np.zeros(shape)
+    rng = np.random.default_rng(3)
+    start = time.process_time()
+    try:
+        mech = cls.optimized(T, objective=objective, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
+    except ValueError as err:  # a horizon above the mechanism's largest
+        return f"{name:<15} T=2^{T.bit_length() - 1}: refused ({str(err)[:60]}...), skipped"
+    mech.release(zeros)
+    build = time.process_time() - start
+    hot, floor = [], []
+    for _ in range(repeats):
+        floor.append(_cpu(lambda: rng.standard_normal(shape)))
+        hot.append(_cpu(lambda: mech.release(zeros)))
+    h, f = np.array(hot), np.array(floor)
+    lo = h.min() / f.min()
+    med = float(np.median(h) / np.median(f))
+    ok = "met" if lo <= BAR else "NOT met"
+    width = "scalar" if dim is None else f"d={dim}"
+    return (
+        f"{name:<15} {objective:<4} T=2^{T.bit_length() - 1:<2} {width:<6} build+first "
+        f"{build:6.2f} s | release min {h.min():.3f} s med {np.median(h):.3f} s | floor min "
+        f"{f.min():.3f} s med {np.median(f):.3f} s | ratio min {lo:.2f}x med {med:.2f}x ({ok})"
+    )
+
+
+def profile(spec: str) -> None:
+    name, k, objective = spec.split(":")
+    T = 1 << int(k)
+    mech = CLASSES[name].optimized(T, objective=objective, budget=Budget(epsilon=1.0, delta=1e-6))
+    zeros = np.zeros(T)
+    mech.release(zeros)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(3):
+        mech.release(zeros)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--horizons", type=int, nargs="+", default=[16, 18, 20], help="log2 T")
+    parser.add_argument("--dims", type=int, nargs="*", default=[4])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--objectives", nargs="+", default=["mean", "max"])
+    parser.add_argument("--names", nargs="+", default=list(CLASSES))
+    parser.add_argument("--profile", help="NAME:log2T:OBJECTIVE: cProfile 3 releases instead")
+    opts = parser.parse_args()
+    if opts.profile:
+        profile(opts.profile)
+        return
+    print(f"load average at start: {os.getloadavg()} on {os.cpu_count()} cores", flush=True)
+    for k in opts.horizons:
+        for name in opts.names:
+            for objective in opts.objectives:
+                for dim in (None, *opts.dims):
+                    print(measure(name, 1 << k, objective, dim, opts.repeats), flush=True)
+    print(f"load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
