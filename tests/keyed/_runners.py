@@ -105,12 +105,14 @@ def check_key_selection(tmp_path: Path, runner: dict[str, Any], units: bool) -> 
     assert a.output.read_bytes() == b.output.read_bytes()
 
 
-def check_parts_resume(tmp_path: Path, first: dict[str, Any], second: dict[str, Any]) -> None:
+def check_parts_resume(
+    tmp_path: Path, first: dict[str, Any], second: dict[str, Any], **extra: Any
+) -> None:
     """A directory of parts on a distributed engine, stopped after the first part
     arrives (``first``: its options), rerun (``second``; only the missing parts
-    computed): the embedded engine's files."""
+    computed): the embedded engine's files (``extra``: options of both)."""
     events = small_events()
-    kw = small_kw(secret=tmp_path / "run.key", chunk_keys=6)
+    kw = small_kw(secret=tmp_path / "run.key", chunk_keys=6, **extra)
     keyed_counts(events, output=tmp_path / "embedded", **kw)
 
     class Stop(Exception):

@@ -35,7 +35,7 @@ def _joined(path: Path, values: pd.Series, blocks: int, buckets: int) -> join.Kn
     halves = (values.iloc[: len(values) // 2], values.iloc[len(values) // 2 :])
     events = [join.event_buckets(h, buckets) for h in halves]  # two partitions
     return join.KnownKeys.of(
-        [join.join_bucket([t[b] for t in table], [e[b] for e in events]) for b in range(buckets)]
+        *(join.join_bucket([t[b] for t in table], [e[b] for e in events]) for b in range(buckets))
     )
 
 
@@ -68,3 +68,50 @@ def test_buckets_are_a_function_of_the_text() -> None:
     assert ((got >= 0) & (got < 7)).all()
     with pytest.raises(ValueError, match="count must be a positive integer"):
         join.file_blocks(__file__, 0)
+
+
+def test_file_universe_is_the_lists_without_holding_it(tmp_path: Path) -> None:
+    """FileUniverse.open: the length, key positions (every slice, any block size) and
+    digest of KeyUniverse(read_keys(path)); it pickles to its block table, not its keys."""
+    import pickle
+
+    rng = np.random.default_rng(5)
+    path = _file(tmp_path, rng)
+    listed = KeyUniverse(read_keys(path))
+    for size in (7, 64, 2**20):
+        join.BLOCK_BYTES, saved = size, join.BLOCK_BYTES
+        try:
+            u = join.FileUniverse.open(path)
+        finally:
+            join.BLOCK_BYTES = saved
+        assert len(u) == len(listed) and u.digest() == listed.digest()
+        assert list(u.keys) == list(listed.keys) == [u.keys[i] for i in range(len(u))]
+        for lo, hi in [(0, 1), (3, 50), (0, len(u)), (40, 41), (90, 500), (-5, -1)]:
+            assert u.keys[lo:hi] == list(listed.keys[lo:hi])
+        at = rng.integers(0, len(u), 30)
+        assert list(u.keys.take(at)) == [listed.keys[i] for i in at]
+        assert u.keys[-1] == listed.keys[-1]
+        with pytest.raises(IndexError, match="key position"):
+            u.keys[len(u)]
+        again = pickle.loads(pickle.dumps(u))
+        assert again == u and again.digest() == u.digest() and list(again.keys) == list(u.keys)
+    assert len(pickle.dumps(join.FileUniverse.open(path))) < path.stat().st_size
+
+
+def test_file_universe_matches_events_through_its_join(tmp_path: Path) -> None:
+    path = _file(tmp_path, np.random.default_rng(6))
+    u = join.FileUniverse.open(path)
+    values = pd.Series(["k3", "7", 7, "nope", None, "a"], dtype=object)
+    with pytest.raises(RuntimeError, match="after its join"):
+        u.indices(values)
+    known = _joined(path, values, 3, 2)
+    want = KeyUniverse(read_keys(path)).indices(values)
+    assert np.array_equal(u.with_known(known).indices(values), want)
+
+
+def test_file_universe_refuses_a_missing_or_empty_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"keys file .* not found"):
+        join.FileUniverse.open(tmp_path / "none.txt")
+    (tmp_path / "blank.txt").write_text("\n  \n\n")
+    with pytest.raises(ValueError, match="holds no keys"):
+        join.FileUniverse.open(tmp_path / "blank.txt")

@@ -26,25 +26,38 @@ the list the file reads as: the join changes where keys are matched, never which
 index a key gets, so every release is bit for bit the same. Nothing here depends on
 the events beyond the keys they hold; positions are public (the file's order).
 
-Not yet scheduled by a runner: the Dask engine still ships the whole universe.
+:class:`FileUniverse` is the universe the Dask runner ships instead of the list: the
+file's path and block table (:class:`KeyNames`: a key's name read from its block when a
+release task or the output needs it), the key count and the digest — streamed once over
+the file on the client by :meth:`FileUniverse.open`, the same value as
+:meth:`KeyUniverse.digest` of the list, so the run's configuration and secret are those
+of the embedded run — and, in an input partition's task, that partition's
+:class:`KnownKeys`. The Dask runner schedules the join
+(:meth:`dpcount.keyed.runners.dask.DaskScheduler.bound`).
 """
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpcount.keyed.events import KeyUniverse
 from dpcount.keyed.ids import key_texts
 
 __all__ = [
+    "BLOCK_BYTES",
+    "FileUniverse",
+    "KeyNames",
     "KnownKeys",
     "block_keys",
     "bucket_of",
@@ -52,7 +65,9 @@ __all__ = [
     "file_blocks",
     "first_positions",
     "join_bucket",
+    "join_parts",
     "table_buckets",
+    "table_span",
 ]
 
 #: the SipHash key of :func:`bucket_of` (16 characters): a fixed, public spreading of
@@ -139,6 +154,22 @@ def join_bucket(table: Sequence[pd.DataFrame], events: Sequence[NDArray[Any]]) -
     return found.reset_index(drop=True)
 
 
+def table_span(names: KeyNames, lo: int, hi: int, buckets: int) -> list[pd.DataFrame]:
+    """The keys at positions [lo, hi) of a keys file as (key, position) rows split by
+    bucket (:func:`table_buckets`), read from the file's blocks."""
+    return table_buckets(names[lo:hi], lo, buckets)
+
+
+def join_parts(tables: int, *pieces: Any) -> list[pd.DataFrame]:
+    """One bucket's join (:func:`join_bucket`) split by input partition: ``pieces`` are
+    the bucket's table rows of ``tables`` table tasks, then each partition's event keys
+    of the bucket (:func:`event_buckets`); item p holds the (key, position) rows of
+    partition p's keys in the file."""
+    table, events = pieces[:tables], pieces[tables:]
+    found = join_bucket(table, events)
+    return [found[found["key"].isin(e)].reset_index(drop=True) for e in events]
+
+
 @dataclass(frozen=True)
 class KnownKeys:
     """The keys of a universe that the events hold, with their positions (the rows of
@@ -149,7 +180,7 @@ class KnownKeys:
     positions: NDArray[np.int64]
 
     @classmethod
-    def of(cls, joined: Sequence[pd.DataFrame]) -> KnownKeys:
+    def of(cls, *joined: pd.DataFrame) -> KnownKeys:
         rows = pd.concat(list(joined), ignore_index=True)
         return cls(rows["key"].to_numpy(dtype=object), rows["position"].to_numpy(np.int64))
 
@@ -160,3 +191,142 @@ class KnownKeys:
         )
         out: NDArray[np.int64] = np.where(at >= 0, self.positions[at], -1).astype(np.int64)
         return out
+
+
+#: bytes of a keys file per block of :class:`KeyNames` (~75 000 keys of 14 bytes): what
+#: a process reads, and keeps as Python strings, to name a key
+BLOCK_BYTES = 2**20
+
+
+class KeyNames(Sequence[str]):
+    """The keys of a keys file by position, read from its blocks when asked: ``len``,
+    a key, a slice (a list) or all of them in order, each as
+    :func:`~dpcount.keyed.io.read_keys` reads the file. The last block read is kept, so
+    a release naming consecutive key chunks reads each block once. Pickles to its path
+    and block table (a few bytes per block), never to keys."""
+
+    def __init__(
+        self, path: str, blocks: Sequence[tuple[int, int]], first: Sequence[int], n: int
+    ) -> None:
+        self.path, self.n = path, n
+        self.blocks, self.first = tuple(blocks), tuple(first)
+        self._held: tuple[int, list[str]] = (-1, [])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return KeyNames, (self.path, self.blocks, self.first, self.n)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyNames) and self.__reduce__() == other.__reduce__()
+
+    def __hash__(self) -> int:
+        return hash(self.__reduce__()[1])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _block(self, b: int) -> list[str]:
+        if self._held[0] != b:
+            self._held = (b, block_keys(self.path, self.blocks[b]))
+        return self._held[1]
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self.n)
+            if step != 1:
+                return [self[j] for j in range(lo, hi, step)]
+            return self._span(lo, hi)
+        j = i + self.n if i < 0 else i
+        if not 0 <= j < self.n:
+            raise IndexError(f"key position {i} outside 0..{self.n - 1}")
+        b = bisect.bisect_right(self.first, j) - 1
+        return self._block(b)[j - self.first[b]]
+
+    def _span(self, lo: int, hi: int) -> list[str]:
+        out: list[str] = []
+        b = bisect.bisect_right(self.first, lo) - 1
+        while lo < hi:
+            keys, at = self._block(b), self.first[b]
+            out.extend(keys[lo - at : hi - at])
+            lo, b = at + len(keys), b + 1
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        for b in range(len(self.blocks)):
+            yield from block_keys(self.path, self.blocks[b])
+
+    def take(self, index: NDArray[np.int64]) -> NDArray[Any]:
+        """The names at the positions ``index`` (any order), reading only their blocks."""
+        index = np.asarray(index, dtype=np.int64)
+        out = np.empty(len(index), dtype=object)
+        block = np.searchsorted(np.asarray(self.first), index, side="right") - 1
+        for b in np.unique(block):
+            at = block == b
+            out[at] = np.asarray(self._block(int(b)), dtype=object)[index[at] - self.first[b]]
+        return out
+
+
+class FileUniverse(KeyUniverse):
+    """A public key universe read from a keys file, held as its :class:`KeyNames` (no
+    process holds every key): the same length, key positions and :meth:`digest` as
+    ``KeyUniverse(read_keys(path))``. Its :meth:`indices` are those of the
+    :class:`KnownKeys` of the events at hand (:meth:`with_known`), which the runner's
+    distributed join (:func:`join_bucket`) found: a key twice in the file is refused
+    there, with :class:`KeyUniverse`'s message."""
+
+    keys: KeyNames  # type: ignore[assignment]
+    sha256: str
+    known: KnownKeys | None
+
+    def __init__(self, names: KeyNames, digest: str, known: KnownKeys | None = None) -> None:
+        object.__setattr__(self, "keys", names)
+        object.__setattr__(self, "sha256", digest)
+        object.__setattr__(self, "known", known)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> FileUniverse:
+        """The universe of the keys file ``path``: one pass over the file, a block at a
+        time, counting each block's keys and hashing them as :meth:`KeyUniverse.digest`
+        hashes the list (SHA-256 of each key's ``repr`` and a newline, in file order).
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: a file without keys (as :func:`~dpcount.keyed.io.read_keys`).
+        """
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"keys file {p} not found")
+        blocks = file_blocks(p, max(1, -(-p.stat().st_size // BLOCK_BYTES)))
+        h, sizes = hashlib.sha256(), []
+        for block in blocks:
+            keys = block_keys(p, block)
+            sizes.append(len(keys))
+            h.update("".join(f"{k!r}\n" for k in keys).encode())
+        if not sum(sizes):
+            raise ValueError(f"keys file {p} holds no keys")
+        first = [int(f) for f in first_positions(sizes)]
+        return cls(KeyNames(str(p), blocks, first, sum(sizes)), h.hexdigest())
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"keys": self.keys, "sha256": self.sha256, "known": self.known}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    def with_known(self, known: KnownKeys) -> FileUniverse:
+        """The universe matching events whose keys in the file are ``known``'s."""
+        return FileUniverse(self.keys, self.sha256, known)
+
+    def indices(self, values: pd.Series) -> NDArray[np.int64]:
+        """Each value's key index (its position in the file), −1 outside the universe,
+        as :meth:`KeyUniverse.indices`: needs the events' :class:`KnownKeys`."""
+        if self.known is None:
+            raise RuntimeError("a keys file's universe matches events after its join")
+        return self.known.indices(values)
+
+    def digest(self) -> str:
+        return str(self.sha256)

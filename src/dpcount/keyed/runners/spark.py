@@ -62,20 +62,12 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed import stages
+from dpcount.keyed import runners, stages
 from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
 from dpcount.keyed.io import csv_options, read_events
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.runners import (
-    Ran,
-    Released,
-    ReleaseTasks,
-    RunPlan,
-    closing,
-    drive,
-    sum_reports,
-)
+from dpcount.keyed.runners import Released, ReleaseTasks, RunPlan
 from dpcount.keyed.spec import Spark
 
 __all__ = ["DEFAULT_MASTER", "run_spark"]
@@ -362,7 +354,7 @@ class SparkScheduler:
         outs = prepared.map(lambda p: p if isinstance(p, Failed) else p[2]).collect()
         _raise_failed(outs, self.events, job.columns, job)
         self.prepared = prepared
-        return sum_reports(outs)
+        return runners.sum_reports(outs)
 
     def merge(self, job: KeyedJob) -> DropReport:
         secret_job = self.sc.broadcast(job)
@@ -374,7 +366,7 @@ class SparkScheduler:
         )
         reports = self.held.map(lambda s: s if isinstance(s, Failed) else s[1]).collect()
         self.prepared.unpersist()
-        return sum_reports(_check_failed(reports))
+        return runners.sum_reports(_check_failed(reports))
 
     def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
         ledger = self.held.first()[2] if job.run_bound is not None else None
@@ -461,14 +453,14 @@ def _streamed(results: Iterable[Released], held: Any) -> Iterator[Released]:
     held.unpersist()
 
 
-def run_spark(events: Any, plan: RunPlan, runner: Spark) -> Ran:
+def run_spark(events: Any, plan: RunPlan, runner: Spark) -> runners.Ran:
     """Bound, sum, select and release on Spark (:func:`~dpcount.keyed.runners.drive`)."""
     stack = ExitStack()
     try:
         splits = _splits(events, plan.columns, runner.partitions)
         sc = _session(runner.master, stack).sparkContext
-        ran = drive(SparkScheduler(sc, splits, events, plan), plan)
+        ran = runners.drive(SparkScheduler(sc, splits, events, plan), plan)
     except BaseException:
         stack.close()
         raise
-    return dataclasses.replace(ran, chunks=closing(ran.chunks, stack))
+    return dataclasses.replace(ran, chunks=runners.closing(ran.chunks, stack))
