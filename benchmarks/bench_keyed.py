@@ -597,11 +597,12 @@ def _warm_worker() -> None:
 
 def dask_run(
     events: Any, kw: dict[str, Any], workers: int, write: str | None = None
-) -> tuple[float, float, float, _ClientMeter]:
+) -> tuple[float, float, list[float], _ClientMeter]:
     """Seconds of the Dask run on a LocalCluster as the engine starts it (start-up not
     timed): wall, and CPU of the client (with the LocalCluster's scheduler, which runs
-    in it) and all workers together; the largest peak resident memory of a worker
-    process, MiB; the client's memory and bytes sent (:class:`_ClientMeter`)."""
+    in it) and all workers together; each worker process's peak resident memory
+    (``getrusage`` in the worker; the cluster is fresh), MiB; the client's memory and
+    bytes sent (:class:`_ClientMeter`)."""
     from contextlib import ExitStack
 
     import dask.dataframe  # noqa: F401  (start-up, as the cluster: 1-3 s in a fresh client)
@@ -624,7 +625,7 @@ def dask_run(
             )
         seconds, used = time.perf_counter() - start, _cpu() - cpu
         used += sum(t - workers_cpu[w] for w, t in client.run(_cpu).items())
-        return seconds, used, max(client.run(_peak_rss_mib).values()), meter
+        return seconds, used, sorted(client.run(_peak_rss_mib).values()), meter
 
 
 def _warm_spark_worker(_: Any) -> None:
@@ -777,7 +778,8 @@ def main() -> None:
     if not args.no_dask:
         runs = [dask_run(events, kw, args.workers, args.write) for _ in range(args.repeats)]
         t_dask, c_dask = min(r[0] for r in runs), min(r[1] for r in runs)
-        rss = max(r[2] for r in runs)
+        rss = max(max(r[2]) for r in runs)
+        each = ", ".join(f"{m:.0f}" for m in runs[-1][2])
         ratio = (
             f"throughput {t_emb / t_dask:.2f} x embedded wall, {c_emb / c_dask:.2f} x "
             "embedded CPU (target >= 1.5 wall, idle); "
@@ -787,8 +789,8 @@ def main() -> None:
         meter = runs[-1][3]
         print(
             f"dask {args.workers} workers:         {t_dask:8.2f} s wall {c_dask:8.2f} s CPU "
-            f"(client, scheduler and workers)  {ratio}worker peak RSS {rss:.0f} MiB; load "
-            f"average {os.getloadavg()[0]:.1f}"
+            f"(client, scheduler and workers)  {ratio}worker peak RSS {rss:.0f} MiB "
+            f"(each: {each}); load average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"dask client: peak RSS {meter.peak / 2**20:.0f} MiB (at the start "

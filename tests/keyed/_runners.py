@@ -25,6 +25,14 @@ def twin(tmp_path: Path) -> Any:
     return unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
 
 
+def keys_file(tmp_path: Path, extra: tuple[str, ...] = ()) -> Path:
+    """:data:`KEYS` (then ``extra``) as a keys file, padded, with blank lines and CRLFs."""
+    lines = [f"  {k} " if i % 3 else f"{k}\r" for i, k in enumerate([*KEYS, *extra])]
+    path = tmp_path / "keys.txt"
+    path.write_bytes(("\n\n".join(lines) + "\n").encode())
+    return path
+
+
 def small_events(n: int = 4000) -> pd.DataFrame:
     rng = np.random.default_rng(11)
     return pd.DataFrame(

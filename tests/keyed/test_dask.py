@@ -28,6 +28,7 @@ from tests.keyed._runners import (  # noqa: E402
     check_key_selection,
     check_parts_resume,
     check_resumed_runs,
+    keys_file,
     same_runs_on_two_engines,
 )
 from tests.keyed._runners import small_events as _events  # noqa: E402
@@ -120,14 +121,6 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: 
     check_key_selection(tmp_path, dict(engine="dask", scheduler=client, partitions=3), units)
 
 
-def _keys_file(tmp_path: Path, extra: tuple[str, ...] = ()) -> Path:
-    """:data:`KEYS` (then ``extra``) as a keys file, padded, with blank lines and CRLFs."""
-    lines = [f"  {k} " if i % 3 else f"{k}\r" for i, k in enumerate([*KEYS, *extra])]
-    path = tmp_path / "keys.txt"
-    path.write_bytes(("\n\n".join(lines) + "\n").encode())
-    return path
-
-
 @pytest.mark.parametrize(
     ("partitions", "units"),
     [(1, None), (3, None), (3, "step"), (2, "run")],
@@ -144,7 +137,7 @@ def test_dask_keys_file_joined_on_the_workers_equals_embedded(
         "step": {"unit_column": "unit", "max_keys": 2},
         "run": dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2),
     }[units]
-    path = _keys_file(tmp_path, ("7", "007", "zz"))
+    path = keys_file(tmp_path, ("7", "007", "zz"))
     report = check_equals_embedded(
         dict(engine="dask", scheduler=client, partitions=partitions), keys=path, **bounds
     )
@@ -160,7 +153,7 @@ def test_dask_keys_file_writes_resumes_and_continues_the_embedded_bytes(
     from the file's blocks), a stopped run resumes them, and runs continuing a state
     (whose secret binds the streamed digest of the file) release one embedded run's
     bits."""
-    path = _keys_file(tmp_path)
+    path = keys_file(tmp_path)
     dask = dict(engine="dask", scheduler=client, partitions=3)
     (tmp_path / "a").mkdir()
     check_parts_resume(tmp_path / "a", dask, {**dask, "partitions": 5}, keys=path)
@@ -171,7 +164,7 @@ def test_dask_keys_file_writes_resumes_and_continues_the_embedded_bytes(
 def test_dask_keys_file_with_a_key_twice_is_refused_as_embedded(
     client: Any, tmp_path: Path
 ) -> None:
-    path = _keys_file(tmp_path, ("k3",))
+    path = keys_file(tmp_path, ("k3",))
     for runner in ({}, dict(engine="dask", scheduler=client, partitions=2)):
         with pytest.raises(ValueError, match="keys must be unique, 'k3' and 'k3' appears more"):
             keyed_counts(_events(), **runner, **_kw(keys=path))

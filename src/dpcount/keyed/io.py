@@ -229,13 +229,13 @@ def read_keys(path: str | os.PathLike[str]) -> list[str]:
 
 def universe_of(path: str | os.PathLike[str], runner: object) -> Any:
     """A keys file's universe for ``runner``: the list of its keys
-    (:func:`read_keys`), or on Dask the file itself
+    (:func:`read_keys`) in process, or on Dask and Spark the file itself
     (:class:`~dpcount.keyed.keys.FileUniverse`: the workers join the events' keys to
     it, and no process holds all of them). The same key positions and digest either
     way."""
-    from dpcount.keyed.spec import Dask
+    from dpcount.keyed.spec import Dask, Spark
 
-    if isinstance(runner, Dask):
+    if isinstance(runner, (Dask, Spark)):
         from dpcount.keyed.keys import FileUniverse
 
         return FileUniverse.open(path)

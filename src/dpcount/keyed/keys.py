@@ -181,6 +181,8 @@ class KnownKeys:
 
     @classmethod
     def of(cls, *joined: pd.DataFrame) -> KnownKeys:
+        if not joined:
+            return cls(np.array([], dtype=object), np.array([], dtype=np.int64))
         rows = pd.concat(list(joined), ignore_index=True)
         return cls(rows["key"].to_numpy(dtype=object), rows["position"].to_numpy(np.int64))
 

@@ -64,9 +64,16 @@ from numpy.typing import NDArray
 
 from dpcount.keyed import runners, stages
 from dpcount.keyed.bounds import UnitLedger
-from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
+from dpcount.keyed.events import (
+    Contributions,
+    DropReport,
+    EventColumns,
+    KeyUniverse,
+    parse_times,
+)
 from dpcount.keyed.io import csv_options, read_events
 from dpcount.keyed.job import KeyedJob
+from dpcount.keyed.keys import FileUniverse, KnownKeys, event_buckets, join_parts, table_span
 from dpcount.keyed.runners import Released, ReleaseTasks, RunPlan
 from dpcount.keyed.spec import Spark
 
@@ -169,10 +176,49 @@ def _scan_split(split: Split, columns: EventColumns, time: bool, key: bool) -> A
     )
 
 
-def _prepare(split: Split, job: KeyedJob, edges: Sequence[int]) -> Any:
-    """One split read and prepared: (split index, its pieces per shard, its report)."""
+def _prepare(
+    split: Split, job: KeyedJob, edges: Sequence[int], known: KnownKeys | Failed | None = None
+) -> Any:
+    """One split read and prepared: (split index, its pieces per shard, its report);
+    ``known``: the split's keys in a keys file (:class:`~dpcount.keyed.keys.FileUniverse`)."""
+    if isinstance(known, Failed):
+        return known
+    if known is not None:
+        assert isinstance(job.universe, FileUniverse)
+        spec = dataclasses.replace(job.spec, universe=job.universe.with_known(known))
+        job = dataclasses.replace(job, spec=spec)
     pieces, report = stages.prepare_split(job, read_split(split, job.columns), edges)
     return split.index, pieces, report
+
+
+def _to_splits(found: Any, count: int) -> Any:
+    """A bucket's join results by split; a refusal (a key twice in the file) to every
+    split, whose bounding then reports it (:func:`_raise_failed`)."""
+    return [(i, found) for i in range(count)] if isinstance(found, Failed) else found
+
+
+def _known_of(rows: list[Any]) -> Any:
+    failed = [r for r in rows if isinstance(r, Failed)]
+    return failed[0] if failed else KnownKeys.of(*rows)
+
+
+def _split_buckets(split: Split, columns: EventColumns, buckets: int) -> list[Any]:
+    """A split's distinct key texts by join bucket, tagged with the split (nothing for a
+    split that cannot be read: the bounding names its error)."""
+    try:
+        found = event_buckets(read_split(split, columns)[columns.key], buckets)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return []
+    return [(b, ("events", split.index, texts)) for b, texts in enumerate(found)]
+
+
+def _join_bucket(items: Iterable[tuple[str, int, Any]]) -> Any:
+    """One bucket's join: (split index, its (key, position) rows) for each split."""
+    listed = list(items)
+    table = [rows for kind, _, rows in listed if kind == "table"]
+    splits = [(i, texts) for kind, i, texts in listed if kind == "events"]
+    parts = join_parts(len(table), *table, *(texts for _, texts in splits))
+    return [(i, part) for (i, _), part in zip(splits, parts, strict=True)]
 
 
 def _finish(job: KeyedJob, pieces: Iterable[tuple[int, Any]]) -> Shard:
@@ -199,6 +245,10 @@ def _raise_failed(
         return
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     parse_times(frame[columns.time], columns.time)
+    if job is not None and isinstance(job.universe, FileUniverse):
+        # the keys file's list, on this error path only (a key twice is refused here)
+        spec = dataclasses.replace(job.spec, universe=KeyUniverse(list(job.universe.keys)))
+        job = dataclasses.replace(job, spec=spec)
     if job is not None:
         stages.bound_partition(
             job, frame, None if isinstance(events, pd.DataFrame) else str(events)
@@ -346,11 +396,48 @@ class SparkScheduler:
     def shards(self, job: KeyedJob) -> int:
         return 1 if job.max_keys is not None else 4 * max(1, self.sc.defaultParallelism)
 
+    def known_keys(self, universe: FileUniverse) -> Any:
+        """An RDD of each split's :class:`~dpcount.keyed.keys.KnownKeys` (partition i:
+        split i's): the keys file's blocks and the splits' distinct keys shuffled by
+        join bucket, one task per bucket (:func:`~dpcount.keyed.keys.join_parts`), the
+        results shuffled back by split; the driver holds no key. A key twice in the
+        file is refused here (checked before the events are bounded)."""
+        from dpcount.keyed.runners.dask import JOIN_KEYS
+
+        sc, names, columns, count = self.sc, universe.keys, self.columns, len(self.splits)
+        n = len(names)
+        buckets = max(4 * max(1, sc.defaultParallelism), -(-n // JOIN_KEYS))
+        spans = [(lo, min(n, lo + JOIN_KEYS)) for lo in range(0, n, JOIN_KEYS)]
+        tables = sc.parallelize(spans, len(spans)).flatMap(
+            lambda span: [
+                (b, ("table", -1, rows))
+                for b, rows in enumerate(table_span(names, span[0], span[1], buckets))
+            ]
+        )
+        events = sc.parallelize(self.splits, count).flatMap(
+            lambda split: _split_buckets(split, columns, buckets)
+        )
+        known = (
+            tables.union(events)
+            .partitionBy(buckets, _identity)
+            .mapPartitions(lambda it: [_guarded(_join_bucket)(v for _, v in it)])
+            .flatMap(lambda found: _to_splits(found, count))
+            .partitionBy(count, _identity)
+            .mapPartitions(lambda it: [_known_of([rows for _, rows in it])])
+        )
+        return known
+
     def bound(self, job: KeyedJob, edges: Sequence[int]) -> DropReport:
         shipped = self.sc.broadcast(job)
         self.count = len(edges) - 1
         rdd = self.sc.parallelize(self.splits, len(self.splits))
-        prepared = rdd.map(lambda s: _guarded(_prepare)(s, shipped.value, edges)).persist()
+        if isinstance(job.universe, FileUniverse):
+            rdd = rdd.zip(self.known_keys(job.universe))
+            prepared = rdd.map(
+                lambda sk: _guarded(_prepare)(sk[0], shipped.value, edges, sk[1])
+            ).persist()
+        else:
+            prepared = rdd.map(lambda s: _guarded(_prepare)(s, shipped.value, edges)).persist()
         outs = prepared.map(lambda p: p if isinstance(p, Failed) else p[2]).collect()
         _raise_failed(outs, self.events, job.columns, job)
         self.prepared = prepared
