@@ -96,6 +96,10 @@ def test_file_universe_is_the_lists_without_holding_it(tmp_path: Path) -> None:
         again = pickle.loads(pickle.dumps(u))
         assert again == u and again.digest() == u.digest() and list(again.keys) == list(u.keys)
     assert len(pickle.dumps(join.FileUniverse.open(path))) < path.stat().st_size
+    u = join.FileUniverse.open(path)
+    path.write_text("a\nb\n")  # a block's key count no longer the one hashed
+    with pytest.raises(ValueError, match="changed during the run"):
+        u.keys[0:3]
 
 
 def test_file_universe_matches_events_through_its_join(tmp_path: Path) -> None:

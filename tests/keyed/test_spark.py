@@ -156,7 +156,8 @@ def test_spark_relative_paths_are_the_drivers(
     spark.sparkContext.parallelize([0], 1).count()  # its workers are up, in another folder
     monkeypatch.chdir(tmp_path)
     _events().to_parquet("events.parquet")
-    kw = _kw(chunk_keys=7)
+    Path("keys.txt").write_text("\n".join(runners.KEYS) + "\n")
+    kw = _kw(chunk_keys=7, keys="keys.txt")  # read on the executors (FileUniverse)
     keyed_counts("events.parquet", output="embedded", **kw)
     keyed_counts("events.parquet", output="spark", engine="spark", master=spark, **kw)
     parts = sorted(p.name for p in Path("embedded").iterdir())

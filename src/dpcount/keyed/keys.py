@@ -228,7 +228,11 @@ class KeyNames(Sequence[str]):
 
     def _block(self, b: int) -> list[str]:
         if self._held[0] != b:
-            self._held = (b, block_keys(self.path, self.blocks[b]))
+            keys = block_keys(self.path, self.blocks[b])
+            end = self.first[b + 1] if b + 1 < len(self.first) else self.n
+            if len(keys) != end - self.first[b]:  # the positions would be wrong
+                raise ValueError(f"keys file {self.path} changed during the run")
+            self._held = (b, keys)
         return self._held[1]
 
     @overload
@@ -258,7 +262,7 @@ class KeyNames(Sequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         for b in range(len(self.blocks)):
-            yield from block_keys(self.path, self.blocks[b])
+            yield from self._block(b)
 
     def take(self, index: NDArray[np.int64]) -> NDArray[Any]:
         """The names at the positions ``index`` (any order), reading only their blocks."""
@@ -310,7 +314,9 @@ class FileUniverse(KeyUniverse):
         if not sum(sizes):
             raise ValueError(f"keys file {p} holds no keys")
         first = [int(f) for f in first_positions(sizes)]
-        return cls(KeyNames(str(p), blocks, first, sum(sizes)), h.hexdigest())
+        # the workers' working folder need not be the client's: the path, absolute
+        names = KeyNames(os.path.abspath(p), blocks, first, sum(sizes))
+        return cls(names, h.hexdigest())
 
     def __getstate__(self) -> dict[str, Any]:
         return {"keys": self.keys, "sha256": self.sha256, "known": self.known}
