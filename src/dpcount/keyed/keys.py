@@ -13,12 +13,17 @@ join instead, each stage on a part of the file or of the events:
    blocks' key counts (:func:`first_positions`), so block b's keys are at positions
    first[b], first[b] + 1, ...
 2. :func:`table_buckets` splits a block's (key, position) rows by :func:`bucket_of` the
-   key (a keyed SipHash, the same in every process); :func:`event_buckets` splits an
-   events partition's distinct key texts (:func:`dpcount.keyed.ids.key_texts`) likewise.
-3. :func:`join_bucket` joins one bucket: a key that the file holds twice is refused (its
-   two copies share a bucket), and every event key of the bucket gets its position.
-4. :class:`KnownKeys` is the universe as far as the events use it: its :meth:`indices`
-   are :meth:`KeyUniverse.indices` of the events (−1 for a key outside the file).
+   key (a keyed SipHash, the same in every process) into Arrow tables;
+   :func:`event_buckets` splits an events partition's distinct key texts
+   (:func:`dpcount.keyed.ids.key_texts`, in order of first occurrence) likewise, each
+   bucket's with a checksum of its texts.
+3. :func:`join_positions` joins one bucket: a key that the file holds twice is refused
+   (its two copies share a bucket), and each partition's key texts of the bucket get
+   their positions (−1: not in the file), in their order — 8 bytes a key go back.
+4. :class:`JoinedKeys` collects one partition's positions; the partition's task reads
+   its keys again, checks the texts against the checksums and makes its
+   :class:`KnownKeys`, whose :meth:`~KnownKeys.indices` are :meth:`KeyUniverse.indices`
+   of the events (−1 for a key outside the file).
 
 A key's index — the position of its noise (:mod:`dpcount.keyed.engine`) — is its
 position in the file, exactly as :class:`~dpcount.keyed.events.KeyUniverse` numbers
@@ -32,8 +37,9 @@ release task or the output needs it), the key count and the digest — streamed 
 the file on the client by :meth:`FileUniverse.open`, the same value as
 :meth:`KeyUniverse.digest` of the list, so the run's configuration and secret are those
 of the embedded run — and, in an input partition's task, that partition's
-:class:`KnownKeys`. The Dask runner schedules the join
-(:meth:`dpcount.keyed.runners.dask.DaskScheduler.bound`).
+:class:`KnownKeys`. The Dask and Spark runners schedule the join
+(``known_keys`` of :class:`dpcount.keyed.runners.dask.DaskScheduler` and of
+:class:`dpcount.keyed.runners.spark.SparkScheduler`).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pandas as pd
@@ -54,9 +60,13 @@ from numpy.typing import NDArray
 from dpcount.keyed.events import KeyUniverse
 from dpcount.keyed.ids import key_texts
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = [
     "BLOCK_BYTES",
     "FileUniverse",
+    "JoinedKeys",
     "KeyNames",
     "KnownKeys",
     "block_keys",
@@ -64,8 +74,8 @@ __all__ = [
     "event_buckets",
     "file_blocks",
     "first_positions",
-    "join_bucket",
     "join_parts",
+    "join_positions",
     "table_buckets",
     "table_span",
 ]
@@ -119,55 +129,116 @@ def bucket_of(texts: NDArray[Any], buckets: int) -> NDArray[np.int64]:
     return out
 
 
-def table_buckets(keys: Sequence[str], first: int, buckets: int) -> list[pd.DataFrame]:
-    """A block's rows (key, position) split by bucket; ``first``: its first position."""
+def table_buckets(keys: Sequence[str], first: int, buckets: int) -> list[pa.Table]:
+    """A block's rows (key, position) split by bucket, as Arrow tables (~20 bytes a key
+    where a Python string takes ~60); ``first``: its first position."""
+    import pyarrow as pa
+
     texts = np.asarray(keys, dtype=object)
-    rows = pd.DataFrame({"key": texts, "position": first + np.arange(len(texts))})
     at = bucket_of(texts, buckets)
-    return [rows[at == b].reset_index(drop=True) for b in range(buckets)]
+    rows = pa.table(
+        {"key": pa.array(texts, pa.string()), "position": first + np.arange(len(texts))}
+    )
+    return [rows.filter(pa.array(at == b)) for b in range(buckets)]
 
 
-def event_buckets(values: pd.Series, buckets: int) -> list[NDArray[Any]]:
-    """An events partition's distinct key texts (missing keys left out: they match no
-    key), split by bucket."""
+def _checksum(hashed: NDArray[np.uint64]) -> int:
+    """An order-sensitive checksum of a bucket's key hashes (mod 2^64)."""
+    weights = np.arange(1, len(hashed) + 1, dtype=np.uint64)
+    return int((hashed * weights).sum(dtype=np.uint64))
+
+
+def _event_split(values: pd.Series, buckets: int) -> list[tuple[NDArray[Any], int]]:
+    """An events partition's distinct key texts (in order of first occurrence; missing
+    keys left out: they match no key) split by bucket, each bucket's with its
+    :func:`_checksum`."""
     texts = pd.unique(pd.Series(key_texts(values), dtype=object).dropna().to_numpy(dtype=object))
-    at = bucket_of(texts, buckets)
-    return [texts[at == b] for b in range(buckets)]
+    hashed = pd.util.hash_array(np.asarray(texts, dtype=object), hash_key=_BUCKET_KEY)
+    at = (hashed % np.uint64(buckets)).astype(np.int64)
+    return [(texts[at == b], _checksum(hashed[at == b])) for b in range(buckets)]
 
 
-def join_bucket(table: Sequence[pd.DataFrame], events: Sequence[NDArray[Any]]) -> pd.DataFrame:
-    """One bucket's event keys that are in the file, with their positions (key,
-    position).
+def event_buckets(values: pd.Series, buckets: int) -> list[tuple[pa.Array, int]]:
+    """An events partition's distinct key texts split by bucket, as Arrow arrays to send
+    to the bucket's join (:func:`join_positions`), each with its checksum."""
+    import pyarrow as pa
+
+    return [(pa.array(t, pa.string()), c) for t, c in _event_split(values, buckets)]
+
+
+def join_positions(
+    table: Sequence[pa.Table], events: Sequence[tuple[pa.Array, int]]
+) -> list[tuple[NDArray[np.int64], int]]:
+    """One bucket's join: for each partition's key texts of the bucket (in their order),
+    the key's position in the file (−1: not in it), and the texts' checksum.
 
     Raises:
         ValueError: a key the file holds more than once (named, as
             :class:`~dpcount.keyed.events.KeyUniverse` names it, the same message).
     """
-    rows = pd.concat(list(table), ignore_index=True)
-    twice = rows["key"].duplicated()
-    if twice.any():
-        key = rows["key"][twice].iloc[0]
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = pa.concat_tables(list(table)) if table else None
+    keys = pa.array([], pa.string()) if rows is None else rows.column("key").combine_chunks()
+    position = np.zeros(0, np.int64) if rows is None else rows.column("position").to_numpy()
+    if len(pc.unique(keys)) < len(keys):
+        listed = pd.Series(keys.to_pylist(), dtype=object)
+        key = listed[listed.duplicated()].iloc[0]
         raise ValueError(f"keys must be unique, {key!r} and {key!r} appears more than once")
-    parts = [np.asarray(e, dtype=object) for e in events]
-    wanted = pd.unique(np.concatenate(parts)) if parts else np.array([], dtype=object)
-    found = rows[rows["key"].isin(wanted)]
-    return found.reset_index(drop=True)
+    out = []
+    for texts, checksum in events:
+        at = pc.index_in(texts, value_set=keys).to_numpy(zero_copy_only=False)
+        found = ~np.isnan(at)
+        got = np.full(len(at), -1, dtype=np.int64)
+        got[found] = position[at[found].astype(np.int64)]
+        out.append((got, checksum))
+    return out
 
 
-def table_span(names: KeyNames, lo: int, hi: int, buckets: int) -> list[pd.DataFrame]:
+def table_span(names: KeyNames, lo: int, hi: int, buckets: int) -> list[pa.Table]:
     """The keys at positions [lo, hi) of a keys file as (key, position) rows split by
     bucket (:func:`table_buckets`), read from the file's blocks."""
     return table_buckets(names[lo:hi], lo, buckets)
 
 
-def join_parts(tables: int, *pieces: Any) -> list[pd.DataFrame]:
-    """One bucket's join (:func:`join_bucket`) split by input partition: ``pieces`` are
-    the bucket's table rows of ``tables`` table tasks, then each partition's event keys
-    of the bucket (:func:`event_buckets`); item p holds the (key, position) rows of
-    partition p's keys in the file."""
-    table, events = pieces[:tables], pieces[tables:]
-    found = join_bucket(table, events)
-    return [found[found["key"].isin(e)].reset_index(drop=True) for e in events]
+def join_parts(tables: int, *pieces: Any) -> list[tuple[NDArray[np.int64], int]]:
+    """One bucket's :func:`join_positions`: ``pieces`` are the bucket's table rows of
+    ``tables`` table tasks, then each partition's key texts of the bucket
+    (:func:`event_buckets`); item p: partition p's."""
+    return join_positions(pieces[:tables], pieces[tables:])
+
+
+@dataclass(frozen=True)
+class JoinedKeys:
+    """What the join found for one input partition: per bucket, the positions of its
+    distinct key texts in their order (8 bytes a key: never the texts, which the
+    partition's task reads again), and their checksum."""
+
+    positions: tuple[NDArray[np.int64], ...]
+    checksums: tuple[int, ...]
+
+    @classmethod
+    def of(cls, *found: tuple[NDArray[np.int64], int]) -> JoinedKeys:
+        """From the buckets' :func:`join_positions` items of the partition, in bucket order."""
+        return cls(tuple(p for p, _ in found), tuple(c for _, c in found))
+
+    def known(self, values: pd.Series) -> KnownKeys:
+        """The :class:`KnownKeys` of the partition's key column ``values``, read again.
+
+        Raises:
+            RuntimeError: the partition read again holds other keys than the joined ones
+                (a file changed during the run).
+        """
+        if not self.positions:
+            raise RuntimeError("an input partition without its join's result")
+        split = _event_split(values, len(self.positions))
+        for (texts, checksum), pos, want in zip(split, self.positions, self.checksums, strict=True):
+            if len(texts) != len(pos) or checksum != want:
+                raise RuntimeError("an input partition read twice gave other keys")
+        texts = np.concatenate([t for t, _ in split])
+        pos = np.concatenate(self.positions)
+        return KnownKeys(texts[pos >= 0], pos[pos >= 0])
 
 
 @dataclass(frozen=True)
@@ -178,13 +249,6 @@ class KnownKeys:
 
     keys: NDArray[Any]
     positions: NDArray[np.int64]
-
-    @classmethod
-    def of(cls, *joined: pd.DataFrame) -> KnownKeys:
-        if not joined:
-            return cls(np.array([], dtype=object), np.array([], dtype=np.int64))
-        rows = pd.concat(list(joined), ignore_index=True)
-        return cls(rows["key"].to_numpy(dtype=object), rows["position"].to_numpy(np.int64))
 
     def indices(self, values: pd.Series) -> NDArray[np.int64]:
         """Each value's key index (its position in the file), −1 outside the universe."""

@@ -79,7 +79,7 @@ from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns
 from dpcount.keyed.io import csv_options, line_numbers
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.keys import FileUniverse, KnownKeys, event_buckets, join_parts, table_span
+from dpcount.keyed.keys import FileUniverse, JoinedKeys, event_buckets, join_parts, table_span
 from dpcount.keyed.runners import (
     Ran,
     Released,
@@ -127,10 +127,12 @@ def _item(items: Sequence[Any], i: int) -> Any:
 
 
 def _prepare_known(
-    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int], known: KnownKeys
+    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int], joined: JoinedKeys
 ) -> tuple[list[pd.DataFrame], DropReport]:
-    """:func:`prepare_split` of a partition whose keys in the keys file are ``known``."""
+    """:func:`prepare_split` of a partition whose keys' positions in the keys file the
+    join found (``joined``)."""
     assert isinstance(job.universe, FileUniverse)
+    known = joined.known(frame[job.columns.key])
     spec = dataclasses.replace(job.spec, universe=job.universe.with_known(known))
     return prepare_split(dataclasses.replace(job, spec=spec), frame, edges)
 
@@ -353,11 +355,12 @@ class DaskScheduler:
         return 1 if job.max_keys is not None else 4 * max(1, len(self.client.ncores()))
 
     def known_keys(self, universe: FileUniverse, key: str) -> list[Any]:
-        """Each input partition's :class:`KnownKeys` (a future each): the keys file and
-        the partitions' distinct keys split into buckets by key text, one join task per
-        bucket (:func:`~dpcount.keyed.keys.join_parts`), so that no process holds more
-        of the file than a few buckets' keys. Waits for them: the join's tables are
-        dropped before the events are read for the bounding."""
+        """Each input partition's :class:`~dpcount.keyed.keys.JoinedKeys` (a future
+        each: 8 bytes per distinct key): the keys file and the partitions' distinct keys
+        split into buckets by key text, one join task per bucket
+        (:func:`~dpcount.keyed.keys.join_parts`), so that no process holds more of the
+        file than a few buckets' keys. Waits for them: the join's tables are dropped
+        before the events are read for the bounding."""
         from dask.delayed import delayed
         from distributed import wait
 
@@ -381,7 +384,7 @@ class DaskScheduler:
         ]
         known = [
             client.submit(
-                KnownKeys.of, *[client.submit(_item, j, p, pure=False) for j in joined], pure=False
+                JoinedKeys.of, *[client.submit(_item, j, p, pure=False) for j in joined], pure=False
             )
             for p in range(len(events))
         ]

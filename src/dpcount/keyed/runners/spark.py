@@ -73,7 +73,7 @@ from dpcount.keyed.events import (
 )
 from dpcount.keyed.io import csv_options, read_events
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.keys import FileUniverse, KnownKeys, event_buckets, join_parts, table_span
+from dpcount.keyed.keys import FileUniverse, JoinedKeys, event_buckets, join_parts, table_span
 from dpcount.keyed.runners import Released, ReleaseTasks, RunPlan
 from dpcount.keyed.spec import Spark
 
@@ -177,29 +177,39 @@ def _scan_split(split: Split, columns: EventColumns, time: bool, key: bool) -> A
 
 
 def _prepare(
-    split: Split, job: KeyedJob, edges: Sequence[int], known: KnownKeys | Failed | None = None
+    split: Split, job: KeyedJob, edges: Sequence[int], joined: JoinedKeys | Failed | None = None
 ) -> Any:
     """One split read and prepared: (split index, its pieces per shard, its report);
-    ``known``: the split's keys in a keys file (:class:`~dpcount.keyed.keys.FileUniverse`)."""
-    if isinstance(known, Failed):
-        return known
-    if known is not None:
+    ``joined``: the positions of its keys in a keys file
+    (:class:`~dpcount.keyed.keys.FileUniverse`)."""
+    if isinstance(joined, Failed):
+        return joined
+    frame = read_split(split, job.columns)
+    if joined is not None:
         assert isinstance(job.universe, FileUniverse)
+        known = joined.known(frame[job.columns.key])
         spec = dataclasses.replace(job.spec, universe=job.universe.with_known(known))
         job = dataclasses.replace(job, spec=spec)
-    pieces, report = stages.prepare_split(job, read_split(split, job.columns), edges)
+    pieces, report = stages.prepare_split(job, frame, edges)
     return split.index, pieces, report
 
 
-def _to_splits(found: Any, count: int) -> Any:
-    """A bucket's join results by split; a refusal (a key twice in the file) to every
-    split, whose bounding then reports it (:func:`_raise_failed`)."""
-    return [(i, found) for i in range(count)] if isinstance(found, Failed) else found
+def _to_splits(bucket: int, found: Any, count: int) -> Any:
+    """A bucket's join results by split, tagged with the bucket; a refusal (a key twice
+    in the file) to every split, whose bounding then reports it (:func:`_raise_failed`)."""
+    if isinstance(found, Failed):
+        return [(i, (bucket, found)) for i in range(count)]
+    return [(i, (bucket, part)) for i, part in found]
 
 
-def _known_of(rows: list[Any]) -> Any:
-    failed = [r for r in rows if isinstance(r, Failed)]
-    return failed[0] if failed else KnownKeys.of(*rows)
+def _joined_of(items: list[tuple[int, Any]]) -> Any:
+    """A split's :class:`~dpcount.keyed.keys.JoinedKeys` from its buckets' results."""
+    failed = [r for _, r in items if isinstance(r, Failed)]
+    return failed[0] if failed else JoinedKeys.of(*(r for _, r in sorted(items, key=_first)))
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
 
 
 def _split_buckets(split: Split, columns: EventColumns, buckets: int) -> list[Any]:
@@ -213,7 +223,7 @@ def _split_buckets(split: Split, columns: EventColumns, buckets: int) -> list[An
 
 
 def _join_bucket(items: Iterable[tuple[str, int, Any]]) -> Any:
-    """One bucket's join: (split index, its (key, position) rows) for each split."""
+    """One bucket's join: (split index, its keys' positions and checksum) for each split."""
     listed = list(items)
     table = [rows for kind, _, rows in listed if kind == "table"]
     splits = [(i, texts) for kind, i, texts in listed if kind == "events"]
@@ -420,10 +430,11 @@ class SparkScheduler:
         known = (
             tables.union(events)
             .partitionBy(buckets, _identity)
-            .mapPartitions(lambda it: [_guarded(_join_bucket)(v for _, v in it)])
-            .flatMap(lambda found: _to_splits(found, count))
+            .mapPartitionsWithIndex(
+                lambda b, it: _to_splits(b, _guarded(_join_bucket)(v for _, v in it), count)
+            )
             .partitionBy(count, _identity)
-            .mapPartitions(lambda it: [_known_of([rows for _, rows in it])])
+            .mapPartitions(lambda it: [_joined_of([found for _, found in it])])
         )
         return known
 
