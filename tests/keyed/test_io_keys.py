@@ -57,6 +57,11 @@ def test_join_gives_each_key_its_universe_index(tmp_path: Path, blocks: int, buc
     want = KeyUniverse(universe).indices(values)
     assert (want >= 0).any() and (want < 0).any()
     assert np.array_equal(_joined(path, _halves(values), blocks, buckets), want)
+    texts = values[values.map(lambda v: isinstance(v, str))].reset_index(drop=True)
+    for dtype in ("str", "string[pyarrow]", object):  # Arrow strings: matched as Arrow
+        column = texts.astype(dtype)
+        want = KeyUniverse(universe).indices(column)
+        assert np.array_equal(_joined(path, _halves(column), blocks, buckets), want)
 
 
 def test_a_key_twice_in_the_file_is_refused(tmp_path: Path) -> None:

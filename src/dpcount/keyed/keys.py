@@ -152,7 +152,15 @@ def _event_split(values: pd.Series, buckets: int) -> list[tuple[NDArray[Any], in
     """An events partition's distinct key texts (in order of first occurrence; missing
     keys left out: they match no key) split by bucket, each bucket's with its
     :func:`_checksum`."""
-    texts = pd.unique(pd.Series(key_texts(values), dtype=object).dropna().to_numpy(dtype=object))
+    arrow = _arrow_texts(values)
+    if arrow is not None:  # distinct first (Arrow's unique: in order of first occurrence)
+        import pyarrow.compute as pc
+
+        texts = pc.unique(arrow.drop_null()).to_numpy(zero_copy_only=False)
+    else:
+        texts = pd.unique(
+            pd.Series(key_texts(values), dtype=object).dropna().to_numpy(dtype=object)
+        )
     hashed = pd.util.hash_array(np.asarray(texts, dtype=object), hash_key=_BUCKET_KEY)
     at = (hashed % np.uint64(buckets)).astype(np.int64)
     return [(texts[at == b], _checksum(hashed[at == b])) for b in range(buckets)]
@@ -243,20 +251,42 @@ class JoinedKeys:
 
 @dataclass(frozen=True)
 class KnownKeys:
-    """The keys of a universe that the events hold, with their positions (the rows of
-    :func:`join_bucket`): :meth:`indices` as :meth:`KeyUniverse.indices` of a universe
-    of text keys, for events whose keys are all among them or outside the universe."""
+    """The keys of a universe that the events hold, with their positions (what
+    :class:`JoinedKeys` found): :meth:`indices` as :meth:`KeyUniverse.indices` of a
+    universe of text keys, for events whose keys are all among them or outside it."""
 
     keys: NDArray[Any]
     positions: NDArray[np.int64]
 
     def indices(self, values: pd.Series) -> NDArray[np.int64]:
-        """Each value's key index (its position in the file), −1 outside the universe."""
-        at = pd.Index(self.keys, dtype=object).get_indexer(
-            pd.Index(key_texts(values), dtype=object)
-        )
+        """Each value's key index (its position in the file), −1 outside the universe.
+        A column of Arrow strings is matched as Arrow strings (no Python string per
+        row); any other column by :func:`~dpcount.keyed.ids.key_texts`."""
+        arrow = _arrow_texts(values)
+        if arrow is not None:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            found = pc.index_in(arrow, value_set=pa.array(self.keys, arrow.type))
+            at = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        else:
+            at = pd.Index(self.keys, dtype=object).get_indexer(
+                pd.Index(key_texts(values), dtype=object)
+            )
         out: NDArray[np.int64] = np.where(at >= 0, self.positions[at], -1).astype(np.int64)
         return out
+
+
+def _arrow_texts(values: pd.Series) -> pa.Array | None:
+    """A column of Arrow-backed strings as its Arrow array (then each value is its own
+    canonical text, :func:`~dpcount.keyed.ids.key_texts`; a missing one no key), or
+    None for any other column."""
+    if not isinstance(values.dtype, pd.StringDtype) or values.dtype.storage != "pyarrow":
+        return None
+    import pyarrow as pa
+
+    got = pa.array(values.array)
+    return got.combine_chunks() if isinstance(got, pa.ChunkedArray) else got
 
 
 #: bytes of a keys file per block of :class:`KeyNames` (~75 000 keys of 14 bytes): what
