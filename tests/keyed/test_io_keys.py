@@ -73,11 +73,15 @@ def test_a_key_twice_in_the_file_is_refused(tmp_path: Path) -> None:
         KeyUniverse(read_keys(path))  # the whole universe's own message
 
 
-def test_buckets_are_a_function_of_the_text() -> None:
+def test_buckets_are_a_function_of_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = np.array(["a", "b", "k1", "é"], dtype=object)
     got = join.bucket_of(texts, 7)
     assert np.array_equal(got, join.bucket_of(texts[::-1], 7)[::-1])
     assert ((got >= 0) & (got < 7)).all()
+    monkeypatch.setattr(join, "_HASH_SLICE", 64)
+    many = np.array([f"k{i}" for i in range(150)], dtype=object)
+    whole = pd.util.hash_array(many, hash_key=join._BUCKET_KEY) % np.uint64(7)
+    assert np.array_equal(join.bucket_of(many, 7), whole.astype(np.int64))  # sliced
     with pytest.raises(ValueError, match="count must be a positive integer"):
         join.file_blocks(__file__, 0)
 
