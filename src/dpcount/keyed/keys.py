@@ -390,7 +390,7 @@ class FileUniverse(KeyUniverse):
     process holds every key): the same length, key positions and :meth:`digest` as
     ``KeyUniverse(read_keys(path))``. Its :meth:`indices` are those of the
     :class:`KnownKeys` of the events at hand (:meth:`with_known`), which the runner's
-    distributed join (:func:`join_bucket`) found: a key twice in the file is refused
+    distributed join (:func:`join_positions`) found: a key twice in the file is refused
     there, with :class:`KeyUniverse`'s message."""
 
     keys: KeyNames  # type: ignore[assignment]
