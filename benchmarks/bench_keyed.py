@@ -345,9 +345,31 @@ job                                   before (worker / client)  after (worker / 
 before, 523 s after, 210 s CPU both.) The same code path before and after — reading the
 keys file moved to the run's entry point, the universe still goes whole to every
 process — so the differences are run-to-run variation (which worker reads which input
-block and holds which shard when it peaks), not a change. ``dpcount.keyed.keys`` holds
-the stages of the distributed key -> index join that is to replace it (not yet
-scheduled by the runner).
+block and holds which shard when it peaks), not a change.
+
+The distributed key -> index join scheduled (``dpcount.keyed.keys.FileUniverse``: the
+client streams the file once for its block table and digest; the workers join the
+partitions' distinct keys to the file by hash bucket, 8 bytes a key back to each
+partition, and name released keys from the file's blocks), 2026-12-06 22:26-23:43 UTC,
+the same flags (10^7 keys x 100 steps, 2 x 10^7 events, 2 workers writing 4883 parts),
+main (5965e39) then this branch, one session on the shared 2-core machine:
+
+==========================  =========================  ========================
+figure                      before (main)              after
+==========================  =========================  ========================
+worker peak RSS             3673 MiB                   1553, 1574 MiB
+client peak RSS             3676 MiB (170 at start)    197 MiB (171 at start)
+bytes the client sent       458.1 MiB                  0.5 MiB
+wall, CPU (load average)    1335 s, 269 s (15.1)       338 s, 211 s (6.3)
+==========================  =========================  ========================
+
+(wall times are not comparable: the load differed.) On the way: the first wiring, which
+sent each partition its known keys as Python strings and computed every input
+partition ahead of its preparation, peaked at 2197 / 2353 MiB per worker; matching as
+Arrow strings, hashing 2^18 keys at a time (pandas' ``hash_array`` of 4 x 10^6 strings
+took 0.9 GiB of temporaries at once) and reading each partition when it is prepared
+brought it to the figures above. The client's 197 MiB is its start-up plus the file
+streamed a MiB at a time.
 
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only] [--spark]
@@ -597,11 +619,12 @@ def _warm_worker() -> None:
 
 def dask_run(
     events: Any, kw: dict[str, Any], workers: int, write: str | None = None
-) -> tuple[float, float, float, _ClientMeter]:
+) -> tuple[float, float, list[float], _ClientMeter]:
     """Seconds of the Dask run on a LocalCluster as the engine starts it (start-up not
     timed): wall, and CPU of the client (with the LocalCluster's scheduler, which runs
-    in it) and all workers together; the largest peak resident memory of a worker
-    process, MiB; the client's memory and bytes sent (:class:`_ClientMeter`)."""
+    in it) and all workers together; each worker process's peak resident memory
+    (``getrusage`` in the worker; the cluster is fresh), MiB; the client's memory and
+    bytes sent (:class:`_ClientMeter`)."""
     from contextlib import ExitStack
 
     import dask.dataframe  # noqa: F401  (start-up, as the cluster: 1-3 s in a fresh client)
@@ -624,7 +647,7 @@ def dask_run(
             )
         seconds, used = time.perf_counter() - start, _cpu() - cpu
         used += sum(t - workers_cpu[w] for w, t in client.run(_cpu).items())
-        return seconds, used, max(client.run(_peak_rss_mib).values()), meter
+        return seconds, used, sorted(client.run(_peak_rss_mib).values()), meter
 
 
 def _warm_spark_worker(_: Any) -> None:
@@ -777,7 +800,8 @@ def main() -> None:
     if not args.no_dask:
         runs = [dask_run(events, kw, args.workers, args.write) for _ in range(args.repeats)]
         t_dask, c_dask = min(r[0] for r in runs), min(r[1] for r in runs)
-        rss = max(r[2] for r in runs)
+        rss = max(max(r[2]) for r in runs)
+        each = ", ".join(f"{m:.0f}" for m in runs[-1][2])
         ratio = (
             f"throughput {t_emb / t_dask:.2f} x embedded wall, {c_emb / c_dask:.2f} x "
             "embedded CPU (target >= 1.5 wall, idle); "
@@ -787,8 +811,8 @@ def main() -> None:
         meter = runs[-1][3]
         print(
             f"dask {args.workers} workers:         {t_dask:8.2f} s wall {c_dask:8.2f} s CPU "
-            f"(client, scheduler and workers)  {ratio}worker peak RSS {rss:.0f} MiB; load "
-            f"average {os.getloadavg()[0]:.1f}"
+            f"(client, scheduler and workers)  {ratio}worker peak RSS {rss:.0f} MiB "
+            f"(each: {each}); load average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"dask client: peak RSS {meter.peak / 2**20:.0f} MiB (at the start "

@@ -25,6 +25,14 @@ def twin(tmp_path: Path) -> Any:
     return unsafe_testing_secret(bytes.fromhex(body["secret"]), run_id=body["run_id"])
 
 
+def keys_file(tmp_path: Path, extra: tuple[str, ...] = ()) -> Path:
+    """:data:`KEYS` (then ``extra``) as a keys file, padded, with blank lines and CRLFs."""
+    lines = [f"  {k} " if i % 3 else f"{k}\r" for i, k in enumerate([*KEYS, *extra])]
+    path = tmp_path / "keys.txt"
+    path.write_bytes(("\n\n".join(lines) + "\n").encode())
+    return path
+
+
 def small_events(n: int = 4000) -> pd.DataFrame:
     rng = np.random.default_rng(11)
     return pd.DataFrame(
@@ -105,12 +113,14 @@ def check_key_selection(tmp_path: Path, runner: dict[str, Any], units: bool) -> 
     assert a.output.read_bytes() == b.output.read_bytes()
 
 
-def check_parts_resume(tmp_path: Path, first: dict[str, Any], second: dict[str, Any]) -> None:
+def check_parts_resume(
+    tmp_path: Path, first: dict[str, Any], second: dict[str, Any], **extra: Any
+) -> None:
     """A directory of parts on a distributed engine, stopped after the first part
     arrives (``first``: its options), rerun (``second``; only the missing parts
-    computed): the embedded engine's files."""
+    computed): the embedded engine's files (``extra``: options of both)."""
     events = small_events()
-    kw = small_kw(secret=tmp_path / "run.key", chunk_keys=6)
+    kw = small_kw(secret=tmp_path / "run.key", chunk_keys=6, **extra)
     keyed_counts(events, output=tmp_path / "embedded", **kw)
 
     class Stop(Exception):

@@ -28,6 +28,7 @@ from tests.keyed._runners import (  # noqa: E402
     check_key_selection,
     check_parts_resume,
     check_resumed_runs,
+    keys_file,
     same_runs_on_two_engines,
 )
 from tests.keyed._runners import small_events as _events  # noqa: E402
@@ -118,6 +119,55 @@ def test_dask_key_selection_equals_embedded(client: Any, tmp_path: Path, units: 
     the shard lies; the released rows and the outcome equal the embedded engine's (a
     frame, and the bytes of a Parquet file)."""
     check_key_selection(tmp_path, dict(engine="dask", scheduler=client, partitions=3), units)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "units"),
+    [(1, None), (3, None), (3, "step"), (2, "run")],
+)
+def test_dask_keys_file_joined_on_the_workers_equals_embedded(
+    client: Any, tmp_path: Path, partitions: int, units: str | None
+) -> None:
+    """A keys file on Dask is never read whole: the workers join the events' keys to
+    its blocks (dpcount.keyed.keys) and name the released keys from them. The rows,
+    bits and report of the embedded run, which reads the list; keys of the file absent
+    from the events (and events' keys absent from the file) included."""
+    bounds: dict[str, Any] = {
+        None: {},
+        "step": {"unit_column": "unit", "max_keys": 2},
+        "run": dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2),
+    }[units]
+    path = keys_file(tmp_path, ("7", "007", "zz"))
+    report = check_equals_embedded(
+        dict(engine="dask", scheduler=client, partitions=partitions), keys=path, **bounds
+    )
+    assert report.unknown_key > 0
+    if units is not None:
+        assert report.unit_dropped_keys > 0
+
+
+def test_dask_keys_file_writes_resumes_and_continues_the_embedded_bytes(
+    client: Any, tmp_path: Path
+) -> None:
+    """With a keys file: the workers write the embedded run's parts (key names read
+    from the file's blocks), a stopped run resumes them, and runs continuing a state
+    (whose secret binds the streamed digest of the file) release one embedded run's
+    bits."""
+    path = keys_file(tmp_path)
+    dask = dict(engine="dask", scheduler=client, partitions=3)
+    (tmp_path / "a").mkdir()
+    check_parts_resume(tmp_path / "a", dask, {**dask, "partitions": 5}, keys=path)
+    (tmp_path / "b").mkdir()
+    check_resumed_runs(tmp_path / "b", {**dask, "chunk_keys": 7}, (3, 10), _events(), keys=path)
+
+
+def test_dask_keys_file_with_a_key_twice_is_refused_as_embedded(
+    client: Any, tmp_path: Path
+) -> None:
+    path = keys_file(tmp_path, ("k3",))
+    for runner in ({}, dict(engine="dask", scheduler=client, partitions=2)):
+        with pytest.raises(ValueError, match="keys must be unique, 'k3' and 'k3' appears more"):
+            keyed_counts(_events(), **runner, **_kw(keys=path))
 
 
 def test_dask_reads_files_and_writes_the_same_bytes(client: Any, tmp_path: Path) -> None:

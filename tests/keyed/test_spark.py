@@ -156,7 +156,8 @@ def test_spark_relative_paths_are_the_drivers(
     spark.sparkContext.parallelize([0], 1).count()  # its workers are up, in another folder
     monkeypatch.chdir(tmp_path)
     _events().to_parquet("events.parquet")
-    kw = _kw(chunk_keys=7)
+    Path("keys.txt").write_text("\n".join(runners.KEYS) + "\n")
+    kw = _kw(chunk_keys=7, keys="keys.txt")  # read on the executors (FileUniverse)
     keyed_counts("events.parquet", output="embedded", **kw)
     keyed_counts("events.parquet", output="spark", engine="spark", master=spark, **kw)
     parts = sorted(p.name for p in Path("embedded").iterdir())
@@ -177,6 +178,45 @@ def test_spark_names_a_bad_csv_line_as_the_embedded_engine(spark: Any, tmp_path:
         keyed_counts(path, engine="spark", master=spark, partitions=4, **_kw())
     assert "line 2502" in str(embedded.value)
     assert str(sparked.value) == str(embedded.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("partitions", "units"), [(1, None), (3, None), (3, "run")])
+def test_spark_keys_file_joined_on_the_executors_equals_embedded(
+    spark: Any, tmp_path: Path, partitions: int, units: str | None
+) -> None:
+    """A keys file on Spark: the executors join the splits' keys to its blocks by
+    bucket (the driver holds no key) and name the released keys from them: the
+    embedded run's rows, bits and report."""
+    bounds: dict[str, Any] = (
+        {} if units is None else dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2)
+    )
+    path = runners.keys_file(tmp_path, ("7", "zz"))
+    spark_runner = dict(engine="spark", master=spark, partitions=partitions)
+    report = runners.check_equals_embedded(spark_runner, keys=path, **bounds)
+    assert report.unknown_key > 0
+
+
+@pytest.mark.slow
+def test_spark_keys_file_parts_resume_and_refusals_as_embedded(spark: Any, tmp_path: Path) -> None:
+    """With a keys file: the executors write the embedded run's parts and resume them; a
+    key twice in the file and a bad CSV line are refused with the embedded messages."""
+    (tmp_path / "a").mkdir()
+    path = runners.keys_file(tmp_path)
+    spark_runner = dict(engine="spark", master=spark, partitions=3)
+    runners.check_parts_resume(tmp_path / "a", spark_runner, spark_runner, keys=path)
+    twice = runners.keys_file(tmp_path / "a", ("k3",))
+    for runner in ({}, spark_runner):
+        with pytest.raises(ValueError, match="keys must be unique, 'k3' and 'k3' appears more"):
+            keyed_counts(_events(), **runner, **_kw(keys=twice))
+    events = _events()
+    events.loc[2500, "w"] = -1
+    events.to_csv(tmp_path / "events.csv", index=False)
+    with pytest.raises(ValueError) as embedded:
+        keyed_counts(tmp_path / "events.csv", **_kw(keys=path))
+    with pytest.raises(ValueError) as sparked:
+        keyed_counts(tmp_path / "events.csv", **spark_runner, **_kw(keys=path))
+    assert "line 2502" in str(embedded.value) and str(sparked.value) == str(embedded.value)
 
 
 @pytest.mark.slow

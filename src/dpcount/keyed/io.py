@@ -68,6 +68,7 @@ __all__ = [
     "read_keys",
     "release_rows",
     "sink_for",
+    "universe_of",
     "write_csv",
     "write_frames",
     "write_json_atomic",
@@ -224,6 +225,21 @@ def read_keys(path: str | os.PathLike[str]) -> list[str]:
     if not keys:
         raise ValueError(f"keys file {p} holds no keys")
     return keys
+
+
+def universe_of(path: str | os.PathLike[str], runner: object) -> Any:
+    """A keys file's universe for ``runner``: the list of its keys
+    (:func:`read_keys`) in process, or on Dask and Spark the file itself
+    (:class:`~dpcount.keyed.keys.FileUniverse`: the workers join the events' keys to
+    it, and no process holds all of them). The same key positions and digest either
+    way."""
+    from dpcount.keyed.spec import Dask, Spark
+
+    if isinstance(runner, (Dask, Spark)):
+        from dpcount.keyed.keys import FileUniverse
+
+        return FileUniverse.open(path)
+    return read_keys(path)
 
 
 # --------------------------------------------------------------------------------------

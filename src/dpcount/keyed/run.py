@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from dpcount.keyed.engine import KeyedMechanism
 from dpcount.keyed.events import DropReport, EventColumns, TimeBuckets
-from dpcount.keyed.io import PartsDir, from_polars, is_polars, read_keys, sink_for, write_frames
+from dpcount.keyed.io import PartsDir, from_polars, is_polars, sink_for, universe_of, write_frames
 from dpcount.keyed.job import KeyedJob, SecretArg
 from dpcount.keyed.mark import ReleaseCompanion
 from dpcount.keyed.runners import Ran, RunPlan, run_on
@@ -246,7 +246,7 @@ def keyed_counts(
     sink = output.sink
     companion = sink if isinstance(sink, ReleaseCompanion) else None
     if isinstance(keys.universe, (str, os.PathLike)):  # a keys file, read once here
-        keys = dataclasses.replace(keys, universe=read_keys(keys.universe))
+        keys = dataclasses.replace(keys, universe=universe_of(keys.universe, runner))
     with RunSession(secret, window.state, companion) as session:  # held until the mark is final
         if is_polars(events):
             events = from_polars(events, columns)

@@ -402,6 +402,8 @@ def _universe(keys: Keys, key_values: pd.Series | None, prior: Sequence[Any]) ->
             "universe (keys=) every key is released; pass keys=None for an open key set"
         )
     u = keys.universe
+    if isinstance(u, KeyUniverse):  # a keys file's, without its keys (keyed.keys)
+        return u
     if isinstance(u, (str, os.PathLike)):  # keyed_counts reads a keys file once, on entry
         raise TypeError(f"keys: read the keys file {u} first (dpcount.keyed.io.read_keys)")
     return KeyUniverse(u)

@@ -79,6 +79,7 @@ from dpcount.keyed.bounds import UnitLedger
 from dpcount.keyed.events import Contributions, DropReport, EventColumns
 from dpcount.keyed.io import csv_options, line_numbers
 from dpcount.keyed.job import KeyedJob
+from dpcount.keyed.keys import FileUniverse, JoinedKeys, event_buckets, join_parts, table_span
 from dpcount.keyed.runners import (
     Ran,
     Released,
@@ -119,6 +120,25 @@ def _finish_run_shard(
 
 def _placed_piece(pieces: list[Contributions], shard: int) -> Contributions:
     return pieces[shard]
+
+
+def _item(items: Sequence[Any], i: int) -> Any:
+    return items[i]
+
+
+def _prepare_known(
+    job: KeyedJob, frame: pd.DataFrame, edges: Sequence[int], joined: JoinedKeys
+) -> tuple[list[pd.DataFrame], DropReport]:
+    """:func:`prepare_split` of a partition whose keys' positions in the keys file the
+    join found (``joined``)."""
+    assert isinstance(job.universe, FileUniverse)
+    known = joined.known(frame[job.columns.key])
+    spec = dataclasses.replace(job.spec, universe=job.universe.with_known(known))
+    return prepare_split(dataclasses.replace(job, spec=spec), frame, edges)
+
+
+#: most keys of a keys file per task reading them for the join, and per join bucket
+JOIN_KEYS = 2**21
 
 
 #: a CSV row's index label is (partition + 1) · 2^40 + its row in the partition
@@ -334,17 +354,68 @@ class DaskScheduler:
     def shards(self, job: KeyedJob) -> int:
         return 1 if job.max_keys is not None else 4 * max(1, len(self.client.ncores()))
 
+    def known_keys(self, universe: FileUniverse, key: str) -> list[Any]:
+        """Each input partition's :class:`~dpcount.keyed.keys.JoinedKeys` (a future
+        each: 8 bytes per distinct key): the keys file and the partitions' distinct keys
+        split into buckets by key text, one join task per bucket
+        (:func:`~dpcount.keyed.keys.join_parts`), so that no process holds more of the
+        file than a few buckets' keys. Waits for them: the join's tables are dropped
+        before the events are read for the bounding."""
+        from dask.delayed import delayed
+        from distributed import wait
+
+        client, names = self.client, universe.keys
+        n = len(names)
+        buckets = max(4 * max(1, len(client.ncores())), -(-n // JOIN_KEYS))
+        tables = [
+            client.submit(table_span, names, lo, min(n, lo + JOIN_KEYS), buckets, pure=False)
+            for lo in range(0, n, JOIN_KEYS)
+        ]
+        keyed = [delayed(event_buckets)(p, buckets) for p in self.ddf[key].to_delayed()]
+        events = client.compute(keyed)
+        joined = [
+            client.submit(
+                join_parts,
+                len(tables),
+                *[client.submit(_item, f, b, pure=False) for f in [*tables, *events]],
+                pure=False,
+            )
+            for b in range(buckets)
+        ]
+        known = [
+            client.submit(
+                JoinedKeys.of, *[client.submit(_item, j, p, pure=False) for j in joined], pure=False
+            )
+            for p in range(len(events))
+        ]
+        wait(known)  # type: ignore[no-untyped-call]
+        return known
+
     def bound(self, job: KeyedJob, edges: Sequence[int]) -> DropReport:
         client = self.client
         shipped = _shipped(client, job)
         self.count = len(edges) - 1
-        frames = client.compute(self.pieces)
-        self.prepared = [
-            client.submit(prepare_split, shipped, f, edges, pure=False) for f in frames
-        ]
-        # each input partition is dropped once its task has run, not held to the end of
-        # the stage (the scheduler keeps the lineage while tasks depend on it)
-        del frames
+        if isinstance(job.universe, FileUniverse):
+            from dask.delayed import delayed
+
+            known = self.known_keys(job.universe, job.columns.key)
+            # one graph of reads and preparations: a worker reads a partition when it
+            # is about to prepare it, rather than every partition ahead (~0.4 GiB each
+            # at 5 x 10^6 string-keyed events)
+            tasks = [
+                delayed(_prepare_known)(shipped, p, edges, k)
+                for p, k in zip(self.pieces, known, strict=True)
+            ]
+            self.prepared = client.compute(tasks)
+            del known
+        else:
+            frames = client.compute(self.pieces)
+            self.prepared = [
+                client.submit(prepare_split, shipped, f, edges, pure=False) for f in frames
+            ]
+            # each input partition is dropped once its task has run, not held to the end
+            # of the stage (the scheduler keeps the lineage while tasks depend on it)
+            del frames
         return sum_reports(_gathered(client, self.prepared, 1))
 
     def merge(self, job: KeyedJob) -> DropReport:

@@ -62,20 +62,19 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed import stages
+from dpcount.keyed import runners, stages
 from dpcount.keyed.bounds import UnitLedger
-from dpcount.keyed.events import Contributions, DropReport, EventColumns, parse_times
+from dpcount.keyed.events import (
+    Contributions,
+    DropReport,
+    EventColumns,
+    KeyUniverse,
+    parse_times,
+)
 from dpcount.keyed.io import csv_options, read_events
 from dpcount.keyed.job import KeyedJob
-from dpcount.keyed.runners import (
-    Ran,
-    Released,
-    ReleaseTasks,
-    RunPlan,
-    closing,
-    drive,
-    sum_reports,
-)
+from dpcount.keyed.keys import FileUniverse, JoinedKeys, event_buckets, join_parts, table_span
+from dpcount.keyed.runners import Released, ReleaseTasks, RunPlan
 from dpcount.keyed.spec import Spark
 
 __all__ = ["DEFAULT_MASTER", "run_spark"]
@@ -177,10 +176,59 @@ def _scan_split(split: Split, columns: EventColumns, time: bool, key: bool) -> A
     )
 
 
-def _prepare(split: Split, job: KeyedJob, edges: Sequence[int]) -> Any:
-    """One split read and prepared: (split index, its pieces per shard, its report)."""
-    pieces, report = stages.prepare_split(job, read_split(split, job.columns), edges)
+def _prepare(
+    split: Split, job: KeyedJob, edges: Sequence[int], joined: JoinedKeys | Failed | None = None
+) -> Any:
+    """One split read and prepared: (split index, its pieces per shard, its report);
+    ``joined``: the positions of its keys in a keys file
+    (:class:`~dpcount.keyed.keys.FileUniverse`)."""
+    if isinstance(joined, Failed):
+        return joined
+    frame = read_split(split, job.columns)
+    if joined is not None:
+        assert isinstance(job.universe, FileUniverse)
+        known = joined.known(frame[job.columns.key])
+        spec = dataclasses.replace(job.spec, universe=job.universe.with_known(known))
+        job = dataclasses.replace(job, spec=spec)
+    pieces, report = stages.prepare_split(job, frame, edges)
     return split.index, pieces, report
+
+
+def _to_splits(bucket: int, found: Any, count: int) -> Any:
+    """A bucket's join results by split, tagged with the bucket; a refusal (a key twice
+    in the file) to every split, whose bounding then reports it (:func:`_raise_failed`)."""
+    if isinstance(found, Failed):
+        return [(i, (bucket, found)) for i in range(count)]
+    return [(i, (bucket, part)) for i, part in found]
+
+
+def _joined_of(items: list[tuple[int, Any]]) -> Any:
+    """A split's :class:`~dpcount.keyed.keys.JoinedKeys` from its buckets' results."""
+    failed = [r for _, r in items if isinstance(r, Failed)]
+    return failed[0] if failed else JoinedKeys.of(*(r for _, r in sorted(items, key=_first)))
+
+
+def _first(item: tuple[int, Any]) -> int:
+    return item[0]
+
+
+def _split_buckets(split: Split, columns: EventColumns, buckets: int) -> list[Any]:
+    """A split's distinct key texts by join bucket, tagged with the split (nothing for a
+    split that cannot be read: the bounding names its error)."""
+    try:
+        found = event_buckets(read_split(split, columns)[columns.key], buckets)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return []
+    return [(b, ("events", split.index, texts)) for b, texts in enumerate(found)]
+
+
+def _join_bucket(items: Iterable[tuple[str, int, Any]]) -> Any:
+    """One bucket's join: (split index, its keys' positions and checksum) for each split."""
+    listed = list(items)
+    table = [rows for kind, _, rows in listed if kind == "table"]
+    splits = [(i, texts) for kind, i, texts in listed if kind == "events"]
+    parts = join_parts(len(table), *table, *(texts for _, texts in splits))
+    return [(i, part) for (i, _), part in zip(splits, parts, strict=True)]
 
 
 def _finish(job: KeyedJob, pieces: Iterable[tuple[int, Any]]) -> Shard:
@@ -207,6 +255,10 @@ def _raise_failed(
         return
     frame = events if isinstance(events, pd.DataFrame) else read_events(events, columns)
     parse_times(frame[columns.time], columns.time)
+    if job is not None and isinstance(job.universe, FileUniverse):
+        # the keys file's list, on this error path only (a key twice is refused here)
+        spec = dataclasses.replace(job.spec, universe=KeyUniverse(list(job.universe.keys)))
+        job = dataclasses.replace(job, spec=spec)
     if job is not None:
         stages.bound_partition(
             job, frame, None if isinstance(events, pd.DataFrame) else str(events)
@@ -354,15 +406,53 @@ class SparkScheduler:
     def shards(self, job: KeyedJob) -> int:
         return 1 if job.max_keys is not None else 4 * max(1, self.sc.defaultParallelism)
 
+    def known_keys(self, universe: FileUniverse) -> Any:
+        """An RDD of each split's :class:`~dpcount.keyed.keys.KnownKeys` (partition i:
+        split i's): the keys file's blocks and the splits' distinct keys shuffled by
+        join bucket, one task per bucket (:func:`~dpcount.keyed.keys.join_parts`), the
+        results shuffled back by split; the driver holds no key. A key twice in the
+        file is refused here (checked before the events are bounded)."""
+        from dpcount.keyed.runners.dask import JOIN_KEYS
+
+        sc, names, columns, count = self.sc, universe.keys, self.columns, len(self.splits)
+        n = len(names)
+        buckets = max(4 * max(1, sc.defaultParallelism), -(-n // JOIN_KEYS))
+        spans = [(lo, min(n, lo + JOIN_KEYS)) for lo in range(0, n, JOIN_KEYS)]
+        tables = sc.parallelize(spans, len(spans)).flatMap(
+            lambda span: [
+                (b, ("table", -1, rows))
+                for b, rows in enumerate(table_span(names, span[0], span[1], buckets))
+            ]
+        )
+        events = sc.parallelize(self.splits, count).flatMap(
+            lambda split: _split_buckets(split, columns, buckets)
+        )
+        known = (
+            tables.union(events)
+            .partitionBy(buckets, _identity)
+            .mapPartitionsWithIndex(
+                lambda b, it: _to_splits(b, _guarded(_join_bucket)(v for _, v in it), count)
+            )
+            .partitionBy(count, _identity)
+            .mapPartitions(lambda it: [_joined_of([found for _, found in it])])
+        )
+        return known
+
     def bound(self, job: KeyedJob, edges: Sequence[int]) -> DropReport:
         shipped = self.sc.broadcast(job)
         self.count = len(edges) - 1
         rdd = self.sc.parallelize(self.splits, len(self.splits))
-        prepared = rdd.map(lambda s: _guarded(_prepare)(s, shipped.value, edges)).persist()
+        if isinstance(job.universe, FileUniverse):
+            rdd = rdd.zip(self.known_keys(job.universe))
+            prepared = rdd.map(
+                lambda sk: _guarded(_prepare)(sk[0], shipped.value, edges, sk[1])
+            ).persist()
+        else:
+            prepared = rdd.map(lambda s: _guarded(_prepare)(s, shipped.value, edges)).persist()
         outs = prepared.map(lambda p: p if isinstance(p, Failed) else p[2]).collect()
         _raise_failed(outs, self.events, job.columns, job)
         self.prepared = prepared
-        return sum_reports(outs)
+        return runners.sum_reports(outs)
 
     def merge(self, job: KeyedJob) -> DropReport:
         secret_job = self.sc.broadcast(job)
@@ -374,7 +464,7 @@ class SparkScheduler:
         )
         reports = self.held.map(lambda s: s if isinstance(s, Failed) else s[1]).collect()
         self.prepared.unpersist()
-        return sum_reports(_check_failed(reports))
+        return runners.sum_reports(_check_failed(reports))
 
     def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
         ledger = self.held.first()[2] if job.run_bound is not None else None
@@ -461,14 +551,14 @@ def _streamed(results: Iterable[Released], held: Any) -> Iterator[Released]:
     held.unpersist()
 
 
-def run_spark(events: Any, plan: RunPlan, runner: Spark) -> Ran:
+def run_spark(events: Any, plan: RunPlan, runner: Spark) -> runners.Ran:
     """Bound, sum, select and release on Spark (:func:`~dpcount.keyed.runners.drive`)."""
     stack = ExitStack()
     try:
         splits = _splits(events, plan.columns, runner.partitions)
         sc = _session(runner.master, stack).sparkContext
-        ran = drive(SparkScheduler(sc, splits, events, plan), plan)
+        ran = runners.drive(SparkScheduler(sc, splits, events, plan), plan)
     except BaseException:
         stack.close()
         raise
-    return dataclasses.replace(ran, chunks=closing(ran.chunks, stack))
+    return dataclasses.replace(ran, chunks=runners.closing(ran.chunks, stack))
