@@ -487,7 +487,11 @@ def _keyed_paths(quick: bool) -> list[dict[str, Any]]:
         subtract=False,
         on_chunk=lambda lo, values: None,
     )
-    if _accepts(keyed_counts, "budget"):
+    try:  # 0.5: from_keywords takes the budget as budget= only
+        from dpcount.keyed.spec import from_keywords as _groups  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        _groups = None
+    if _accepts(keyed_counts, "budget") or _groups is not None:
         from dpcount.privacy import Budget
 
         kw["budget"] = Budget(epsilon=1.0, noise=cast(Any, "discrete-laplace"))
