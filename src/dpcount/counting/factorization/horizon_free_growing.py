@@ -23,8 +23,9 @@ so there are finitely many distinct columns (:func:`block_starts`).
 
 Noise without the inverse: w = C⁻¹z is computed online with the n buffers
 u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
-release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — n + 1 running values per coordinate
-(the buffers and N), whatever t is. The decoder B = A·C⁻¹ is not Toeplitz; the variance
+release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — n + 3 running values per coordinate
+(the buffers and N, summed compensated: :class:`GrowingNoiseProcess`), whatever t is.
+The decoder B = A·C⁻¹ is not Toeplitz; the variance
 at step t is the (N, N) entry of the covariance of the state (u, N), propagated exactly:
 P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0], [−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)),
 by repeated squaring across each block up to a restart point (every block start and
@@ -80,6 +81,7 @@ from dpcount.counting.factorization.blt import check_blt_parameters
 from dpcount.counting.factorization.horizon_free import single_participation
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.float_safe import MODEL_KAPPA
 from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.source import NoiseSource
@@ -90,6 +92,7 @@ if TYPE_CHECKING:
     from dpcount.counting.participation import Sensitivity
 
 __all__ = [
+    "FLOAT_MODEL_STEPS",
     "HORIZON_FREE_GROWING_PARAMETERS",
     "GrowingColumns",
     "HorizonFreeGrowingBLT",
@@ -141,6 +144,16 @@ _RESTART = 1 << 14
 _NORM_SLACK = 2.0**-49
 #: largest horizon whose full variance table ``noise_coefficients`` builds
 _TABLE_LIMIT = 1 << 22
+#: The last step whose noise is measured within the float model (F) of
+#: :mod:`dpcount.privacy.float_safe` with margin (benchmarks/float_model_growing.py: the
+#: largest ratio of the noise's error, against the same recursion in long double, to
+#: u·σ_t·(1 + Z*/σ₁), seeds 1–3, scalar and vector (dim 2–4) paths; κ = 256; figures in
+#: :class:`GrowingNoiseProcess`): ≤ 19 (scalar) and ≤ 26 (vector) up to 2^17, margin
+#: ≥ 2.4 to κ/4; at 2^18 up to 58, at 2^19 up to 75 and at 2^20 up to 145 (> κ/4).
+#: Later steps are refused: the buffers' roundings (about u·|u_i| a step) reach the
+#: release through the slow decays and add up with t, so a float release there could
+#: state too small a δ.
+FLOAT_MODEL_STEPS = 1 << 17
 
 
 def block_starts() -> tuple[int, ...]:
@@ -336,35 +349,70 @@ def _variances(columns: GrowingColumns) -> _Variances:
 
 
 class GrowingNoiseProcess(ChunkedNoiseProcess):
-    """N_t = (A C⁻¹ z)_t for one stream with n + 1 running values (×dim): the buffers u
-    and the running sum N, stored as one array (n + 1,) or (n + 1, dim). Step t of block
-    b: y = z_t − Σ_i u_i, N += ν_b·y, u ← θ⊙u + ω_b·y; the noise is N."""
+    """N_t = (A C⁻¹ z)_t for one stream with n + 3 running values (×dim): the buffers u,
+    the running sum's value N₀ at the last block end, the sum Y of y since then and Y's
+    compensation c, stored as one array (n + 3,) or (n + 3, dim). Step t of block b:
+    y = z_t − Σ_i u_i, Y += y (compensated), u ← θ⊙u + ω_b·y; the noise is
+    N₀ + ν_b·(Y + c); at the block's last step N₀ takes that value and Y, c restart.
+
+    The running sum is compensated (Knuth's TwoSum, Higham 2002, §4.3) and scaled once
+    per block: a plain N += ν·y rounds at every step, and those roundings add up like
+    a random walk (about u·σ·√t; the float model (F) of
+    :mod:`dpcount.privacy.float_safe` measured 80 > κ/4 at 2^20 steps,
+    benchmarks/float_model_growing.py). The exact noise is the same; only its float
+    computation is more accurate. The buffers are not compensated: their roundings still
+    grow with t (2 to 3 instead of 16 to 19 at 2^17 with the buffers in long double), so
+    steps beyond :data:`FLOAT_MODEL_STEPS` are refused. Measured (F) ratios, seeds 1–3
+    (vector dim 2–4), before → after the compensated sum: scalar paths 2^14: ≤ 18.1 →
+    ≤ 5.1, 2^17: ≤ 46.2 → ≤ 18.9, 2^20: ≤ 113.8 → ≤ 73.4; vector paths 2^17: ≤ 59.8 →
+    ≤ 26.1, 2^20: ≤ 147.3 → ≤ 145.3."""
 
     def __init__(self, columns: GrowingColumns, horizon: int, source: NoiseBuffer) -> None:
-        super().__init__(horizon, source)
+        super().__init__(min(horizon, FLOAT_MODEL_STEPS), source)  # no chunk beyond it
         self._columns = columns
         self._n = len(columns.decay)
         tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         self._tail = tail
-        self._q: Array = np.zeros((self._n + 1, *tail))
+        self._q: Array = np.zeros((self._n + 3, *tail))
         self._pending: list[Any] = []
         self._done = 0  # steps computed (released or pending)
         self._decay = columns.decay.reshape(-1, *(1,) * len(tail))
 
     def live_count(self) -> int:
-        """Running values held (n + 1) plus computed noise not yet released."""
-        return self._n + 1 + len(self._pending)
+        """Running values held (n + 3) plus computed noise not yet released."""
+        return self._n + 3 + len(self._pending)
 
-    def _segments(self, count: int) -> Iterator[tuple[int, Array, float]]:
-        """(steps, ω_b, ν_b) for the next ``count`` computed steps, split at block starts."""
+    def _refuse(self, step: int) -> None:
+        if step > FLOAT_MODEL_STEPS:
+            raise ValueError(
+                f"{HorizonFreeGrowingBLT.name}: noise at step {step} (dim {self.dim}) is "
+                "refused: its floating-point error is measured within the float-safe "
+                f"release's model (kappa = {MODEL_KAPPA}) only up to step "
+                f"{FLOAT_MODEL_STEPS}, and a release beyond it would state too small a delta"
+            )
+
+    def next(self) -> Any:
+        """The next step's noise; refused beyond :data:`FLOAT_MODEL_STEPS`."""
+        self._refuse(self._t + 1)
+        return super().next()
+
+    def next_many(self, n: int) -> Array:
+        """The next n steps' noise; refused beyond :data:`FLOAT_MODEL_STEPS`."""
+        if isinstance(n, int):
+            self._refuse(self._t + n)
+        return super().next_many(n)
+
+    def _segments(self, count: int) -> Iterator[tuple[int, Array, float, bool]]:
+        """(steps, ω_b, ν_b, whether the segment ends block b) for the next ``count``
+        computed steps, split at block starts."""
         cols = self._columns
         done, end = self._done, self._done + count
         while done < end:
             block = cols.block_of(done + 1)
             nxt = cols.starts[block + 1] if block + 1 < len(cols.starts) else end + 1
             steps = min(end, nxt - 1) - done
-            yield steps, cols.scales[block], float(cols.normalizers[block])
             done += steps
+            yield steps, cols.scales[block], float(cols.normalizers[block]), done == nxt - 1
 
     def _compute(self, dest: Array) -> None:
         """Draw z for the next len(dest) steps and write their noise to dest, step by step
@@ -374,42 +422,55 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
         n, k = self._n, 0
         if self.dim is None or self.dim == 1:
             flat = self._q.reshape(-1).tolist()
-            u, total = flat[:n], flat[n]
+            u, base, acc, comp = flat[:n], flat[n], flat[n + 1], flat[n + 2]
             zs, out = z.reshape(-1).tolist(), []
             theta = self._columns.decay.tolist()
-            for steps, w, nu in self._segments(len(dest)):
+            for steps, w, nu, ends in self._segments(len(dest)):
                 pairs = list(zip(theta, w.tolist(), strict=True))
                 for zk in zs[k : k + steps]:
                     y = zk - sum(u)
-                    total += nu * y
+                    s = acc + y  # TwoSum: acc + y = s + err exactly
+                    bb = s - acc
+                    comp += (acc - (s - bb)) + (y - bb)
+                    acc = s
                     u = [a * ui + b * y for (a, b), ui in zip(pairs, u, strict=True)]
-                    out.append(total)
+                    out.append(base + nu * (acc + comp))
                 k += steps
-            self._q[...] = np.array([*u, total]).reshape(self._q.shape)
+                if ends:
+                    base, acc, comp = out[-1], 0.0, 0.0
+            self._q[...] = np.array([*u, base, acc, comp]).reshape(self._q.shape)
             dest[...] = np.array(out).reshape(dest.shape)
         else:
-            buffers, running = self._q[:n], self._q[n:]  # views, (n, dim) and (1, dim)
-            for steps, w, nu in self._segments(len(dest)):
+            buffers = self._q[:n]  # views, (n, dim) and (dim,)
+            base, acc, comp = self._q[n], self._q[n + 1], self._q[n + 2]
+            for steps, w, nu, ends in self._segments(len(dest)):
                 wb = w[:, None]
                 for _ in range(steps):
                     y = z[k] - buffers.sum(axis=0)
-                    running += nu * y
+                    s = acc + y
+                    bb = s - acc
+                    comp += (acc - (s - bb)) + (y - bb)
+                    acc[...] = s
                     buffers *= self._decay
                     buffers += wb * y
-                    dest[k] = running[0]
+                    dest[k] = base + nu * (acc + comp)
                     k += 1
+                if ends:
+                    base[...] = dest[k - 1]
+                    acc[...] = 0.0
+                    comp[...] = 0.0
         self._done += len(dest)
 
     def state_dict(self) -> dict[str, Any]:
-        """The step, the running values after the last computed step and the computed,
-        unreleased noise (in release order)."""
+        """The step, the running values (n + 3 rows) after the last computed step and the
+        computed, unreleased noise (in release order)."""
         return self._state(q=self._q.copy(), pending=self._pending_state())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process, checking every field."""
         st, t = self._read_state(state, ("q", "pending"))
         q = state_array(
-            self._owner, "q", st["q"], rows=self._n + 1, dim=self.dim, dtypes=(np.float64,)
+            self._owner, "q", st["q"], rows=self._n + 3, dim=self.dim, dtypes=(np.float64,)
         )
         self._pending = self._read_pending(st["pending"], t)
         self._t, self._q = t, q
@@ -418,7 +479,7 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
 
 class HorizonFreeGrowingBLT(CountingMechanism):
     """A counter without a horizon in bounded state whose columns grow with the stream
-    (module docstring): n + 1 running values per coordinate, one calibration for every
+    (module docstring): n + 3 running values per coordinate, one calibration for every
     prefix of an endless stream.
 
     Formal guarantee:
@@ -499,7 +560,7 @@ class HorizonFreeGrowingBLT(CountingMechanism):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """Stream: n buffers and the running sum, (n + 1)·d floats, plus the step's draw
+        """Stream: n buffers and the compensated running sum, (n + 3)·d floats, plus the step's draw
         and one temporary, independent of the horizon (n shipped unless ``buffers``);
         structure: the per-block scales (105 blocks)."""
         T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
