@@ -1,6 +1,6 @@
 """The float model (F) of :mod:`dpcount.privacy.float_safe` at long horizons for
 :class:`~dpcount.counting.factorization.horizon_free_growing.HorizonFreeGrowingBLT`
-(block 0 of the default unbounded counter, steps 1 … 2^28 − 1).
+(block 0 of the default unbounded counter).
 
 For each noise path
 
@@ -22,8 +22,9 @@ of the float noise N̂ to the exact noise N of the mechanism's definition, from 
 draws the release used (recorded from the sampler), over every step and coordinate
 (Z*_T: the largest |draw| of the first T steps). The mechanism has no horizon in its
 definition (its columns do not depend on it): every path is run once, at the largest
-T, on the instance of the unbounded counter's block 0 (horizon 2^28 − 1), and each
-smaller T is its prefix. σ_t is the exact std (``iter_variances``), σ₁ the sampler's.
+T, on an instance of horizon 2^53 (``unbounded``: the counter's block 0, horizon
+2^s − 1, s = ``HORIZON_FREE_BLT_SPAN_LOG2``, measured up to it), and each smaller T is
+its prefix. σ_t is the exact std (``iter_variances``), σ₁ the sampler's.
 (F) holds with κ = MODEL_KAPPA = 256; the target is ≤ κ/4 = 64 on every path.
 
 The exact reference: the same recursion y = z − Σ_i u_i, N += ν_b·y, u ← θ⊙u + ω_b·y
@@ -95,14 +96,15 @@ class Recorder:
 
 
 def mechanism(path: str = "batch") -> HorizonFreeGrowingBLT:
-    """The growing BLT at the unbounded counter's block 0 span (``unbounded``: the very
-    block 0 the default unbounded counter builds)."""
+    """The growing BLT with the largest horizon (its columns do not depend on it;
+    ``unbounded``: the very block 0 the default unbounded counter builds, horizon
+    2^s − 1)."""
     if path == "unbounded":
         counter = UnboundedCounter(inner=HORIZON_FREE_BLT, budget=BUDGET)
         mech = counter.block_mechanism(0)
         assert isinstance(mech, HorizonFreeGrowingBLT) and mech.horizon == SPAN
         return mech
-    return HorizonFreeGrowingBLT(SPAN, budget=BUDGET)
+    return HorizonFreeGrowingBLT(MAX_HORIZON, budget=BUDGET)
 
 
 def dim_of(path: str, seed: int) -> int | None:
@@ -173,6 +175,7 @@ def ratios(
 def measure(path: str, Ts: list[int], seed: int) -> list[float]:
     """The (F) ratio of ``path`` with ``seed`` at each T in Ts (one run at max(Ts))."""
     mech = mechanism(path)
+    Ts = [min(T, mech.horizon) for T in Ts]  # the counter's block 0 ends at 2^s − 1
     noise, z = drive(mech, path, max(Ts), seed)
     exact = exact_noise(mech.columns, z)
     return ratios(mech, noise, exact, z, Ts)

@@ -511,7 +511,8 @@ class HorizonFreeGrowingBLT(CountingMechanism):
 
     Args:
         horizon: the most steps this instance releases, 1 … 2^53 (nothing is built
-            for it up front).
+            for it up front); its noise process refuses steps beyond
+            :data:`FLOAT_MODEL_STEPS` (2^17, the float computation's measured limit).
         buffer_decay: θ (None: the shipped :data:`HORIZON_FREE_GROWING_PARAMETERS`,
             given together with ``output_scale`` and ``scale``).
         output_scale: ω (None: the shipped parameters).
