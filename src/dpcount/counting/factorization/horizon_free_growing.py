@@ -343,29 +343,43 @@ def _advance(P: Array, M: Array, q: Array, steps: int) -> Array:
     return P
 
 
+def _split(a: Array) -> tuple[Array, Array]:
+    """Veltkamp's split a = hi + lo (exact; hi, lo with at most 26 significant bits)."""
+    c = _SPLIT * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
 @lru_cache(maxsize=4)
 def _variances(columns: GrowingColumns) -> _Variances:
     return _Variances(columns)
 
 
-class GrowingNoiseProcess(ChunkedNoiseProcess):
-    """N_t = (A C⁻¹ z)_t for one stream with n + 3 running values (×dim): the buffers u,
-    the running sum's value N₀ at the last block end, the sum Y of y since then and Y's
-    compensation c, stored as one array (n + 3,) or (n + 3, dim). Step t of block b:
-    y = z_t − Σ_i u_i, Y += y (compensated), u ← θ⊙u + ω_b·y; the noise is
-    N₀ + ν_b·(Y + c); at the block's last step N₀ takes that value and Y, c restart.
+#: Veltkamp's splitting constant 2^27 + 1: a = hi + lo with 26-bit halves (Dekker's
+#: exact product, Higham 2002, §4.4)
+_SPLIT = 134217729.0
+#: (n, dim) temporaries of one vector step (``GrowingNoiseProcess._compute_vector``)
+_VECTOR_TEMPORARIES = 12
 
-    The running sum is compensated (Knuth's TwoSum, Higham 2002, §4.3) and scaled once
-    per block: a plain N += ν·y rounds at every step, and those roundings add up like
-    a random walk (about u·σ·√t; the float model (F) of
-    :mod:`dpcount.privacy.float_safe` measured 80 > κ/4 at 2^20 steps,
-    benchmarks/float_model_growing.py). The exact noise is the same; only its float
-    computation is more accurate. The buffers are not compensated: their roundings still
-    grow with t (2 to 3 instead of 16 to 19 at 2^17 with the buffers in long double), so
-    steps beyond :data:`FLOAT_MODEL_STEPS` are refused. Measured (F) ratios, seeds 1–3
-    (vector dim 2–4), before → after the compensated sum: scalar paths 2^14: ≤ 18.1 →
-    ≤ 5.1, 2^17: ≤ 46.2 → ≤ 18.9, 2^20: ≤ 113.8 → ≤ 73.4; vector paths 2^17: ≤ 59.8 →
-    ≤ 26.1, 2^20: ≤ 147.3 → ≤ 145.3."""
+
+class GrowingNoiseProcess(ChunkedNoiseProcess):
+    """N_t = (A C⁻¹ z)_t for one stream with 2n + 3 running values (×dim): the buffers u
+    as double-double pairs (hi, lo), the running sum's value N₀ at the last block end,
+    the sum Y of y since then and Y's compensation c, stored as one array (2n + 3,) or
+    (2n + 3, dim). Step t of block b: y = z_t − Σ_i (hi_i + lo_i), Y += y (compensated),
+    u ← θ⊙u + ω_b·y (double-double); the noise is N₀ + ν_b·(Y + c); at the block's last
+    step N₀ takes that value and Y, c restart.
+
+    Why: in plain floats the buffers' roundings (about u·|u_i| a step) reach the release
+    through the slow decays and add up with t, and the running sum N += ν·y rounds at
+    every step (a random walk, about u·σ·√t); the float model (F) of
+    :mod:`dpcount.privacy.float_safe` measured up to 114 (scalar) and 147 (vector) at
+    2^20 steps, > κ/4 (benchmarks/float_model_growing.py). Here θ_i·hi_i and ω_i·y are
+    exact products (Dekker, with Veltkamp's split), their sum is split exactly by TwoSum
+    (Knuth; Higham 2002, §4.3) and lo_i ← θ_i·lo_i + (the exact residuals), so a buffer
+    step errs by O(u·|lo_i|); the running sum is compensated and scaled once per block.
+    The exact noise is the same; only its float computation is more accurate. Steps
+    beyond :data:`FLOAT_MODEL_STEPS` (the measured limit) are refused."""
 
     def __init__(self, columns: GrowingColumns, horizon: int, source: NoiseBuffer) -> None:
         super().__init__(min(horizon, FLOAT_MODEL_STEPS), source)  # no chunk beyond it
@@ -373,14 +387,16 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
         self._n = len(columns.decay)
         tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         self._tail = tail
-        self._q: Array = np.zeros((self._n + 3, *tail))
+        self._q: Array = np.zeros((2 * self._n + 3, *tail))
         self._pending: list[Any] = []
         self._done = 0  # steps computed (released or pending)
-        self._decay = columns.decay.reshape(-1, *(1,) * len(tail))
+        shape = (-1, *(1,) * len(tail))
+        self._decay = columns.decay.reshape(shape)
+        self._decay_hi, self._decay_lo = (x.reshape(shape) for x in _split(columns.decay))
 
     def live_count(self) -> int:
-        """Running values held (n + 3) plus computed noise not yet released."""
-        return self._n + 3 + len(self._pending)
+        """Running values held (2n + 3) plus computed noise not yet released."""
+        return 2 * self._n + 3 + len(self._pending)
 
     def _refuse(self, step: int) -> None:
         if step > FLOAT_MODEL_STEPS:
@@ -415,62 +431,104 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
             yield steps, cols.scales[block], float(cols.normalizers[block]), done == nxt - 1
 
     def _compute(self, dest: Array) -> None:
-        """Draw z for the next len(dest) steps and write their noise to dest, step by step
-        (in Python floats for one coordinate: about 3× faster than numpy's per-call
-        overhead on arrays of n values)."""
-        z = self.noise.sample((len(dest), *self._tail))
-        n, k = self._n, 0
+        """Draw z for the next len(dest) steps and write their noise to dest."""
         if self.dim is None or self.dim == 1:
-            flat = self._q.reshape(-1).tolist()
-            u, base, acc, comp = flat[:n], flat[n], flat[n + 1], flat[n + 2]
-            zs, out = z.reshape(-1).tolist(), []
-            theta = self._columns.decay.tolist()
-            for steps, w, nu, ends in self._segments(len(dest)):
-                pairs = list(zip(theta, w.tolist(), strict=True))
-                for zk in zs[k : k + steps]:
-                    y = zk - sum(u)
-                    s = acc + y  # TwoSum: acc + y = s + err exactly
-                    bb = s - acc
-                    comp += (acc - (s - bb)) + (y - bb)
-                    acc = s
-                    u = [a * ui + b * y for (a, b), ui in zip(pairs, u, strict=True)]
-                    out.append(base + nu * (acc + comp))
-                k += steps
-                if ends:
-                    base, acc, comp = out[-1], 0.0, 0.0
-            self._q[...] = np.array([*u, base, acc, comp]).reshape(self._q.shape)
-            dest[...] = np.array(out).reshape(dest.shape)
+            self._compute_scalar(dest)
         else:
-            buffers = self._q[:n]  # views, (n, dim) and (dim,)
-            base, acc, comp = self._q[n], self._q[n + 1], self._q[n + 2]
-            for steps, w, nu, ends in self._segments(len(dest)):
-                wb = w[:, None]
-                for _ in range(steps):
-                    y = z[k] - buffers.sum(axis=0)
-                    s = acc + y
-                    bb = s - acc
-                    comp += (acc - (s - bb)) + (y - bb)
-                    acc[...] = s
-                    buffers *= self._decay
-                    buffers += wb * y
-                    dest[k] = base + nu * (acc + comp)
-                    k += 1
-                if ends:
-                    base[...] = dest[k - 1]
-                    acc[...] = 0.0
-                    comp[...] = 0.0
+            self._compute_vector(dest)
         self._done += len(dest)
 
+    def _compute_scalar(self, dest: Array) -> None:
+        """One coordinate, step by step in Python floats (faster than numpy's per-call
+        overhead on arrays of n values)."""
+        z = self.noise.sample((len(dest), *self._tail))
+        n, k, S = self._n, 0, _SPLIT
+        flat = self._q.reshape(-1).tolist()
+        hi, lo = flat[:n], flat[n : 2 * n]
+        base, acc, comp = flat[2 * n], flat[2 * n + 1], flat[2 * n + 2]
+        zs, out = z.reshape(-1).tolist(), []
+        th = self._columns.decay.tolist()
+        th_hi, th_lo = (x.tolist() for x in _split(self._columns.decay))
+        for steps, w, nu, ends in self._segments(len(dest)):
+            w_hi, w_lo = (x.tolist() for x in _split(w))
+            coef = list(zip(th, th_hi, th_lo, w.tolist(), w_hi, w_lo, strict=True))
+            for zk in zs[k : k + steps]:
+                y = zk - (sum(hi) + sum(lo))
+                s = acc + y  # TwoSum: acc + y = s + err exactly
+                bb = s - acc
+                comp += (acc - (s - bb)) + (y - bb)
+                acc = s
+                c = S * y
+                yh = c - (c - y)
+                yl = y - yh
+                for i, (a, ah, al, b, bh, bl) in enumerate(coef):
+                    h = hi[i]
+                    c = S * h
+                    hh = c - (c - h)
+                    hl = h - hh
+                    q = a * h  # θ·h = q + qe exactly (Dekker)
+                    qe = ((ah * hh - q) + ah * hl + al * hh) + al * hl
+                    p = b * y  # ω·y = p + pe exactly
+                    pe = ((bh * yh - p) + bh * yl + bl * yh) + bl * yl
+                    s = q + p  # TwoSum
+                    bb = s - q
+                    lo[i] = a * lo[i] + (((q - (s - bb)) + (p - bb)) + (qe + pe))
+                    hi[i] = s
+                out.append(base + nu * (acc + comp))
+            k += steps
+            if ends:
+                base, acc, comp = out[-1], 0.0, 0.0
+        self._q[...] = np.array([*hi, *lo, base, acc, comp]).reshape(self._q.shape)
+        dest[...] = np.array(out).reshape(dest.shape)
+
+    def _compute_vector(self, dest: Array) -> None:
+        """d coordinates, step by step in numpy (the same operations as the scalar path)."""
+        z = self.noise.sample((len(dest), *self._tail))
+        n, k, S = self._n, 0, _SPLIT
+        hi, lo = self._q[:n], self._q[n : 2 * n]  # views, (n, dim)
+        base, acc, comp = self._q[2 * n], self._q[2 * n + 1], self._q[2 * n + 2]  # (dim,)
+        a, ah, al = self._decay, self._decay_hi, self._decay_lo
+        for steps, w, nu, ends in self._segments(len(dest)):
+            b = w[:, None]
+            bh, bl = (x[:, None] for x in _split(w))
+            for _ in range(steps):
+                y = z[k] - (hi.sum(axis=0) + lo.sum(axis=0))
+                s = acc + y
+                bb = s - acc
+                comp += (acc - (s - bb)) + (y - bb)
+                acc[...] = s
+                c = S * y
+                yh = c - (c - y)
+                yl = y - yh
+                c = S * hi
+                hh = c - (c - hi)
+                hl = hi - hh
+                q = a * hi
+                qe = ((ah * hh - q) + ah * hl + al * hh) + al * hl
+                p = b * y
+                pe = ((bh * yh - p) + bh * yl + bl * yh) + bl * yl
+                s2 = q + p
+                bb2 = s2 - q
+                lo *= a
+                lo += ((q - (s2 - bb2)) + (p - bb2)) + (qe + pe)
+                hi[...] = s2
+                dest[k] = base + nu * (acc + comp)
+                k += 1
+            if ends:
+                base[...] = dest[k - 1]
+                acc[...] = 0.0
+                comp[...] = 0.0
+
     def state_dict(self) -> dict[str, Any]:
-        """The step, the running values (n + 3 rows) after the last computed step and the
-        computed, unreleased noise (in release order)."""
+        """The step, the running values (2n + 3 rows) after the last computed step and
+        the computed, unreleased noise (in release order)."""
         return self._state(q=self._q.copy(), pending=self._pending_state())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process, checking every field."""
         st, t = self._read_state(state, ("q", "pending"))
         q = state_array(
-            self._owner, "q", st["q"], rows=self._n + 3, dim=self.dim, dtypes=(np.float64,)
+            self._owner, "q", st["q"], rows=2 * self._n + 3, dim=self.dim, dtypes=(np.float64,)
         )
         self._pending = self._read_pending(st["pending"], t)
         self._t, self._q = t, q
@@ -561,15 +619,18 @@ class HorizonFreeGrowingBLT(CountingMechanism):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """Stream: n buffers and the compensated running sum, (n + 3)·d floats, plus the step's draw
-        and one temporary, independent of the horizon (n shipped unless ``buffers``);
+        """Stream: n double-double buffers and the compensated running sum, (2n + 3)·d
+        floats, the vector step's temporaries (n·d floats each) and the step's draw,
+        independent of the horizon (n shipped unless ``buffers``);
         structure: the per-block scales (105 blocks)."""
         T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         buffers = options.get("buffers")
         n = len(HORIZON_FREE_GROWING_PARAMETERS[0]) if buffers is None else int(buffers)
         d = 1 if dim is None else dim
         chunk = min(4096, T) if dim is None else 0  # scalar: a computed chunk as Python floats
-        stream = 32 * 1024 + 8 * d * (n + 3) + chunk * (32 + 8 * (n + 4)) + step_bytes(dim)
+        temps = 0 if dim is None else 8 * d * n * _VECTOR_TEMPORARIES
+        stream = 32 * 1024 + 8 * d * (2 * n + 3) + temps + chunk * (32 + 8 * (n + 4))
+        stream += step_bytes(dim)
         return MemoryEstimate(structure=8 * (n + 1) * len(block_starts()), stream=stream)
 
     def _memory_options(self) -> dict[str, Any]:
