@@ -23,14 +23,15 @@ so there are finitely many distinct columns (:func:`block_starts`).
 
 Noise without the inverse: w = C⁻¹z is computed online with the n buffers
 u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
-release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — n + 3 running values per coordinate
-(the buffers and N, summed compensated: :class:`GrowingNoiseProcess`), whatever t is.
-The decoder B = A·C⁻¹ is not Toeplitz; the variance
-at step t is the (N, N) entry of the covariance of the state (u, N), propagated exactly:
-P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0], [−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)),
-by repeated squaring across each block up to a restart point (every block start and
-every multiple of 2^14, sparser past 2^23), and after it in closed form from the rows
-r_k = e_Nᵀ M^k: V(p + k) = r_k P_p r_kᵀ + Σ_{j<k} (r_j·q)² (``_Variances.run``).
+release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — 2n + 3 running values per
+coordinate (the buffers in double-double and N, summed compensated:
+:class:`GrowingNoiseProcess`), whatever t is. The decoder B = A·C⁻¹ is not Toeplitz;
+the variance at step t is the (N, N) entry of the covariance of the state (u, N),
+propagated exactly: P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0],
+[−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)), by repeated squaring across each block up to a
+restart point (every block start and every multiple of 2^14, sparser past 2^23), and
+after it in closed form from the rows r_k = e_Nᵀ M^k: V(p + k) = r_k P_p r_kᵀ +
+Σ_{j<k} (r_j·q)² (``_Variances.run``).
 
 Certified sensitivity: every column has the same structure, 1/ν(s) on the diagonal and
 a BLT tail, so its squared norm over the infinite stream is the closed form above over
@@ -148,12 +149,11 @@ _TABLE_LIMIT = 1 << 22
 #: :mod:`dpcount.privacy.float_safe` with margin (benchmarks/float_model_growing.py: the
 #: largest ratio of the noise's error, against the same recursion in long double, to
 #: u·σ_t·(1 + Z*/σ₁), seeds 1–3, scalar and vector (dim 2–4) paths; κ = 256; figures in
-#: :class:`GrowingNoiseProcess`): ≤ 19 (scalar) and ≤ 26 (vector) up to 2^17, margin
-#: ≥ 2.4 to κ/4; at 2^18 up to 58, at 2^19 up to 75 and at 2^20 up to 145 (> κ/4).
-#: Later steps are refused: the buffers' roundings (about u·|u_i| a step) reach the
-#: release through the slow decays and add up with t, so a float release there could
-#: state too small a δ.
-FLOAT_MODEL_STEPS = 1 << 17
+#: :class:`GrowingNoiseProcess`) with the double-double buffers: ≤ 3.1 (scalar, to 2^22,
+#: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t (margin ≥ 20 to κ/4). With plain
+#: float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are not
+#: measured and are refused: a float release there could state too small a δ.
+FLOAT_MODEL_STEPS = 1 << 22
 
 
 def block_starts() -> tuple[int, ...]:
@@ -537,7 +537,7 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
 
 class HorizonFreeGrowingBLT(CountingMechanism):
     """A counter without a horizon in bounded state whose columns grow with the stream
-    (module docstring): n + 3 running values per coordinate, one calibration for every
+    (module docstring): 2n + 3 running values per coordinate, one calibration for every
     prefix of an endless stream.
 
     Formal guarantee:
@@ -570,7 +570,7 @@ class HorizonFreeGrowingBLT(CountingMechanism):
     Args:
         horizon: the most steps this instance releases, 1 … 2^53 (nothing is built
             for it up front); its noise process refuses steps beyond
-            :data:`FLOAT_MODEL_STEPS` (2^17, the float computation's measured limit).
+            :data:`FLOAT_MODEL_STEPS` (2^22, the float computation's measured limit).
         buffer_decay: θ (None: the shipped :data:`HORIZON_FREE_GROWING_PARAMETERS`,
             given together with ``output_scale`` and ``scale``).
         output_scale: ω (None: the shipped parameters).
