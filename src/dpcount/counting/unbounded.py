@@ -28,9 +28,9 @@ node (popcount 1), so the carried error grows like the node variances,
 Horizon-free: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
 without a horizon, Gaussian noise) runs one BLT with growing columns calibrated for the
 infinite stream (:mod:`dpcount.counting.factorization.horizon_free_growing`, certified
-column norms, n + 1 running values per coordinate) as block 0, steps 1 … 2^28 − 1,
-then doubling blocks i ≥ 28 with Honaker inside (Gaussian noise; the same parallel
-composition);
+column norms, 2n + 3 running values per coordinate) as block 0, steps 1 … 2^22 − 1
+(its float computation's measured limit), then doubling blocks i ≥ 22 with Honaker
+inside (Gaussian noise; the same parallel composition);
 ``inner="horizon-free-sqrt"`` runs one log-damped square root
 (:mod:`dpcount.counting.factorization.horizon_free`, O(t) state) for every step, no blocks.
 
@@ -114,11 +114,12 @@ HORIZON_FREE = "horizon-free-sqrt"
 #: inside, so the error stays polylogarithmic past the BLT's longest time scale
 HORIZON_FREE_BLT = "horizon-free-blt"
 
-#: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1 (its variance ratio to the
-#: plain square root told t is 1.30 at 2^26 and 1.50 at 2^28, where it starts to climb;
-#: switching there keeps the default below the switch at 2^26 at every t from 2^26 to
-#: 2^32: docs/unbounded.md)
-HORIZON_FREE_BLT_SPAN_LOG2 = 28
+#: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1. Its variance alone would
+#: favour 2^28 (ratio to the plain square root told t 1.30 at 2^26, 1.50 at 2^28:
+#: docs/unbounded.md), but its float computation is measured within the float-safe
+#: release's model only up to step 2^22 (``horizon_free_growing.FLOAT_MODEL_STEPS``;
+#: later steps are refused), so block 0 ends there and the doubling blocks take over
+HORIZON_FREE_BLT_SPAN_LOG2 = 22
 
 #: the inner names whose block 0 is a horizon-free mechanism
 HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
@@ -232,8 +233,8 @@ class UnboundedCounter:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
             :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: block 0 is one
             :class:`~dpcount.counting.HorizonFreeGrowingBLT` calibrated for the infinite stream
-            for steps 1 … 2^28 − 1, n + 1 running values per coordinate, then doubling
-            blocks i ≥ 28 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
+            for steps 1 … 2^22 − 1, 2n + 3 running values per coordinate, then doubling
+            blocks i ≥ 22 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
             (``"horizon-free-sqrt"``: no blocks, one
             :class:`~dpcount.counting.HorizonFreeSqrt` for every step, O(t) state), or a
             callable
@@ -642,6 +643,10 @@ class UnboundedStream(ReleaseStream):
 # -- checkpoints ------------------------------------------------------------------------
 _OWNER = "UnboundedStream"
 _KEYS = {"inner", "k", "subtract", "block", "step", "dim", "carried", "last"}
+#: saved for inner="horizon-free-blt" only: log2 of block 0's span + 1 (its mechanism is
+#: HorizonFreeGrowingBLT for steps 1 … 2^s − 1); a checkpoint without it was saved by a
+#: version whose block 0 was HorizonFreeBLT for steps 1 … 2^26 − 1, and is refused
+_SPAN_KEY = "block0_span_log2"
 
 
 def _plain(value: Any) -> Any:
@@ -690,6 +695,8 @@ def save_unbounded(
         "carried": _plain(stream._carried),
         "last": _plain(stream._last),
     }
+    if counter.inner == HORIZON_FREE_BLT:
+        state[_SPAN_KEY] = HORIZON_FREE_BLT_SPAN_LOG2
     save_stream(inner, path, extra={"unbounded": state, "user": extra})
 
 
@@ -747,7 +754,7 @@ def _saved_state(inner: CountingStream) -> dict[str, Any]:
     if not isinstance(saved, dict) or set(saved) != {"unbounded", "user"}:
         raise ValueError("not an UnboundedStream checkpoint (no doubling state in extra)")
     st = saved["unbounded"]
-    if not isinstance(st, dict) or set(st) != _KEYS:
+    if not isinstance(st, dict) or set(st) not in (_KEYS, _KEYS | {_SPAN_KEY}):
         raise ValueError(f"corrupt {_OWNER} state: it must hold {sorted(_KEYS)}")
     if not isinstance(st["inner"], str) or (
         st["inner"] not in MECHANISMS and st["inner"] not in HORIZON_FREE_INNERS
@@ -755,6 +762,16 @@ def _saved_state(inner: CountingStream) -> dict[str, Any]:
         raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
     if type(st["k"]) is not int or type(st["subtract"]) is not bool:
         raise ValueError(f"corrupt {_OWNER} state: k must be an int, subtract a bool")
+    if st["inner"] == HORIZON_FREE_BLT and st.get(_SPAN_KEY) != HORIZON_FREE_BLT_SPAN_LOG2:
+        raise ValueError(
+            f"inner={HORIZON_FREE_BLT!r} checkpoint saved by a dpcount whose block 0 is "
+            "another mechanism (HorizonFreeBLT for steps 1 … 2^26 − 1, or another span: "
+            f"{_SPAN_KEY} = {st.get(_SPAN_KEY)!r:.20}); this one runs HorizonFreeGrowingBLT "
+            f"for steps 1 … 2^{HORIZON_FREE_BLT_SPAN_LOG2} − 1 and would continue with a "
+            "different noise process: resume it with the dpcount version that saved it"
+        )
+    if st["inner"] != HORIZON_FREE_BLT and _SPAN_KEY in st:
+        raise ValueError(f"corrupt {_OWNER} state: {_SPAN_KEY} for inner={st['inner']!r:.40}")
     return st
 
 

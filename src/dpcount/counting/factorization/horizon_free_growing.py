@@ -23,13 +23,15 @@ so there are finitely many distinct columns (:func:`block_starts`).
 
 Noise without the inverse: w = C⁻¹z is computed online with the n buffers
 u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
-release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — n + 1 running values per coordinate
-(the buffers and N), whatever t is. The decoder B = A·C⁻¹ is not Toeplitz; the variance
-at step t is the (N, N) entry of the covariance of the state (u, N), propagated exactly:
-P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0], [−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)),
-by repeated squaring across each block up to a restart point (every block start and
-every multiple of 2^14, sparser past 2^23), and after it in closed form from the rows
-r_k = e_Nᵀ M^k: V(p + k) = r_k P_p r_kᵀ + Σ_{j<k} (r_j·q)² (``_Variances.run``).
+release's noise is N_t = (A C⁻¹ z)_t = Σ_{s≤t} w_s — 2n + 3 running values per
+coordinate (the buffers in double-double and N, summed compensated:
+:class:`GrowingNoiseProcess`), whatever t is. The decoder B = A·C⁻¹ is not Toeplitz;
+the variance at step t is the (N, N) entry of the covariance of the state (u, N),
+propagated exactly: P ← M P Mᵀ + q qᵀ with M = [[diag(θ) − ω(s)1ᵀ, 0],
+[−ν(s)1ᵀ, 1]], q = (ω(s), ν(s)), by repeated squaring across each block up to a
+restart point (every block start and every multiple of 2^14, sparser past 2^23), and
+after it in closed form from the rows r_k = e_Nᵀ M^k: V(p + k) = r_k P_p r_kᵀ +
+Σ_{j<k} (r_j·q)² (``_Variances.run``).
 
 Certified sensitivity: every column has the same structure, 1/ν(s) on the diagonal and
 a BLT tail, so its squared norm over the infinite stream is the closed form above over
@@ -80,6 +82,7 @@ from dpcount.counting.factorization.blt import check_blt_parameters
 from dpcount.counting.factorization.horizon_free import single_participation
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
+from dpcount.privacy.float_safe import MODEL_KAPPA
 from dpcount.privacy.noise import NoiseBuffer
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.source import NoiseSource
@@ -90,6 +93,7 @@ if TYPE_CHECKING:
     from dpcount.counting.participation import Sensitivity
 
 __all__ = [
+    "FLOAT_MODEL_STEPS",
     "HORIZON_FREE_GROWING_PARAMETERS",
     "GrowingColumns",
     "HorizonFreeGrowingBLT",
@@ -141,6 +145,15 @@ _RESTART = 1 << 14
 _NORM_SLACK = 2.0**-49
 #: largest horizon whose full variance table ``noise_coefficients`` builds
 _TABLE_LIMIT = 1 << 22
+#: The last step whose noise is measured within the float model (F) of
+#: :mod:`dpcount.privacy.float_safe` with margin (benchmarks/float_model_growing.py: the
+#: largest ratio of the noise's error, against the same recursion in long double, to
+#: u·σ_t·(1 + Z*/σ₁), seeds 1–3, scalar and vector (dim 2–4) paths; κ = 256; figures in
+#: :class:`GrowingNoiseProcess`) with the double-double buffers: ≤ 3.1 (scalar, to 2^22,
+#: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t (margin ≥ 20 to κ/4). With plain
+#: float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are not
+#: measured and are refused: a float release there could state too small a δ.
+FLOAT_MODEL_STEPS = 1 << 22
 
 
 def block_starts() -> tuple[int, ...]:
@@ -330,86 +343,192 @@ def _advance(P: Array, M: Array, q: Array, steps: int) -> Array:
     return P
 
 
+def _split(a: Array) -> tuple[Array, Array]:
+    """Veltkamp's split a = hi + lo (exact; hi, lo with at most 26 significant bits)."""
+    c = _SPLIT * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
 @lru_cache(maxsize=4)
 def _variances(columns: GrowingColumns) -> _Variances:
     return _Variances(columns)
 
 
+#: Veltkamp's splitting constant 2^27 + 1: a = hi + lo with 26-bit halves (Dekker's
+#: exact product, Higham 2002, §4.4)
+_SPLIT = 134217729.0
+#: (n, dim) temporaries of one vector step (``GrowingNoiseProcess._compute_vector``)
+_VECTOR_TEMPORARIES = 12
+
+
 class GrowingNoiseProcess(ChunkedNoiseProcess):
-    """N_t = (A C⁻¹ z)_t for one stream with n + 1 running values (×dim): the buffers u
-    and the running sum N, stored as one array (n + 1,) or (n + 1, dim). Step t of block
-    b: y = z_t − Σ_i u_i, N += ν_b·y, u ← θ⊙u + ω_b·y; the noise is N."""
+    """N_t = (A C⁻¹ z)_t for one stream with 2n + 3 running values (×dim): the buffers u
+    as double-double pairs (hi, lo), the running sum's value N₀ at the last block end,
+    the sum Y of y since then and Y's compensation c, stored as one array (2n + 3,) or
+    (2n + 3, dim). Step t of block b: y = z_t − Σ_i (hi_i + lo_i), Y += y (compensated),
+    u ← θ⊙u + ω_b·y (double-double); the noise is N₀ + ν_b·(Y + c); at the block's last
+    step N₀ takes that value and Y, c restart.
+
+    Why: in plain floats the buffers' roundings (about u·|u_i| a step) reach the release
+    through the slow decays and add up with t, and the running sum N += ν·y rounds at
+    every step (a random walk, about u·σ·√t); the float model (F) of
+    :mod:`dpcount.privacy.float_safe` measured up to 114 (scalar) and 147 (vector) at
+    2^20 steps, > κ/4 (benchmarks/float_model_growing.py). Here θ_i·hi_i and ω_i·y are
+    exact products (Dekker, with Veltkamp's split), their sum is split exactly by TwoSum
+    (Knuth; Higham 2002, §4.3) and lo_i ← θ_i·lo_i + (the exact residuals), so a buffer
+    step errs by O(u·|lo_i|); the running sum is compensated and scaled once per block.
+    The exact noise is the same; only its float computation is more accurate. Steps
+    beyond :data:`FLOAT_MODEL_STEPS` (the measured limit) are refused."""
 
     def __init__(self, columns: GrowingColumns, horizon: int, source: NoiseBuffer) -> None:
-        super().__init__(horizon, source)
+        super().__init__(min(horizon, FLOAT_MODEL_STEPS), source)  # no chunk beyond it
         self._columns = columns
         self._n = len(columns.decay)
         tail: tuple[int, ...] = () if self.dim is None else (self.dim,)
         self._tail = tail
-        self._q: Array = np.zeros((self._n + 1, *tail))
+        self._q: Array = np.zeros((2 * self._n + 3, *tail))
         self._pending: list[Any] = []
         self._done = 0  # steps computed (released or pending)
-        self._decay = columns.decay.reshape(-1, *(1,) * len(tail))
+        shape = (-1, *(1,) * len(tail))
+        self._decay = columns.decay.reshape(shape)
+        self._decay_hi, self._decay_lo = (x.reshape(shape) for x in _split(columns.decay))
 
     def live_count(self) -> int:
-        """Running values held (n + 1) plus computed noise not yet released."""
-        return self._n + 1 + len(self._pending)
+        """Running values held (2n + 3) plus computed noise not yet released."""
+        return 2 * self._n + 3 + len(self._pending)
 
-    def _segments(self, count: int) -> Iterator[tuple[int, Array, float]]:
-        """(steps, ω_b, ν_b) for the next ``count`` computed steps, split at block starts."""
+    def _refuse(self, step: int) -> None:
+        if step > FLOAT_MODEL_STEPS:
+            raise ValueError(
+                f"{HorizonFreeGrowingBLT.name}: noise at step {step} (dim {self.dim}) is "
+                "refused: its floating-point error is measured within the float-safe "
+                f"release's model (kappa = {MODEL_KAPPA}) only up to step "
+                f"{FLOAT_MODEL_STEPS}, and a release beyond it would state too small a delta"
+            )
+
+    def next(self) -> Any:
+        """The next step's noise; refused beyond :data:`FLOAT_MODEL_STEPS`."""
+        self._refuse(self._t + 1)
+        return super().next()
+
+    def next_many(self, n: int) -> Array:
+        """The next n steps' noise; refused beyond :data:`FLOAT_MODEL_STEPS`."""
+        if isinstance(n, int):
+            self._refuse(self._t + n)
+        return super().next_many(n)
+
+    def _segments(self, count: int) -> Iterator[tuple[int, Array, float, bool]]:
+        """(steps, ω_b, ν_b, whether the segment ends block b) for the next ``count``
+        computed steps, split at block starts."""
         cols = self._columns
         done, end = self._done, self._done + count
         while done < end:
             block = cols.block_of(done + 1)
             nxt = cols.starts[block + 1] if block + 1 < len(cols.starts) else end + 1
             steps = min(end, nxt - 1) - done
-            yield steps, cols.scales[block], float(cols.normalizers[block])
             done += steps
+            yield steps, cols.scales[block], float(cols.normalizers[block]), done == nxt - 1
 
     def _compute(self, dest: Array) -> None:
-        """Draw z for the next len(dest) steps and write their noise to dest, step by step
-        (in Python floats for one coordinate: about 3× faster than numpy's per-call
-        overhead on arrays of n values)."""
-        z = self.noise.sample((len(dest), *self._tail))
-        n, k = self._n, 0
+        """Draw z for the next len(dest) steps and write their noise to dest."""
         if self.dim is None or self.dim == 1:
-            flat = self._q.reshape(-1).tolist()
-            u, total = flat[:n], flat[n]
-            zs, out = z.reshape(-1).tolist(), []
-            theta = self._columns.decay.tolist()
-            for steps, w, nu in self._segments(len(dest)):
-                pairs = list(zip(theta, w.tolist(), strict=True))
-                for zk in zs[k : k + steps]:
-                    y = zk - sum(u)
-                    total += nu * y
-                    u = [a * ui + b * y for (a, b), ui in zip(pairs, u, strict=True)]
-                    out.append(total)
-                k += steps
-            self._q[...] = np.array([*u, total]).reshape(self._q.shape)
-            dest[...] = np.array(out).reshape(dest.shape)
+            self._compute_scalar(dest)
         else:
-            buffers, running = self._q[:n], self._q[n:]  # views, (n, dim) and (1, dim)
-            for steps, w, nu in self._segments(len(dest)):
-                wb = w[:, None]
-                for _ in range(steps):
-                    y = z[k] - buffers.sum(axis=0)
-                    running += nu * y
-                    buffers *= self._decay
-                    buffers += wb * y
-                    dest[k] = running[0]
-                    k += 1
+            self._compute_vector(dest)
         self._done += len(dest)
 
+    def _compute_scalar(self, dest: Array) -> None:
+        """One coordinate, step by step in Python floats (faster than numpy's per-call
+        overhead on arrays of n values)."""
+        z = self.noise.sample((len(dest), *self._tail))
+        n, k, S = self._n, 0, _SPLIT
+        flat = self._q.reshape(-1).tolist()
+        hi, lo = flat[:n], flat[n : 2 * n]
+        base, acc, comp = flat[2 * n], flat[2 * n + 1], flat[2 * n + 2]
+        zs, out = z.reshape(-1).tolist(), []
+        th = self._columns.decay.tolist()
+        th_hi, th_lo = (x.tolist() for x in _split(self._columns.decay))
+        for steps, w, nu, ends in self._segments(len(dest)):
+            w_hi, w_lo = (x.tolist() for x in _split(w))
+            coef = list(zip(th, th_hi, th_lo, w.tolist(), w_hi, w_lo, strict=True))
+            for zk in zs[k : k + steps]:
+                y = zk - (sum(hi) + sum(lo))
+                s = acc + y  # TwoSum: acc + y = s + err exactly
+                bb = s - acc
+                comp += (acc - (s - bb)) + (y - bb)
+                acc = s
+                c = S * y
+                yh = c - (c - y)
+                yl = y - yh
+                for i, (a, ah, al, b, bh, bl) in enumerate(coef):
+                    h = hi[i]
+                    c = S * h
+                    hh = c - (c - h)
+                    hl = h - hh
+                    q = a * h  # θ·h = q + qe exactly (Dekker)
+                    qe = ((ah * hh - q) + ah * hl + al * hh) + al * hl
+                    p = b * y  # ω·y = p + pe exactly
+                    pe = ((bh * yh - p) + bh * yl + bl * yh) + bl * yl
+                    s = q + p  # TwoSum
+                    bb = s - q
+                    lo[i] = a * lo[i] + (((q - (s - bb)) + (p - bb)) + (qe + pe))
+                    hi[i] = s
+                out.append(base + nu * (acc + comp))
+            k += steps
+            if ends:
+                base, acc, comp = out[-1], 0.0, 0.0
+        self._q[...] = np.array([*hi, *lo, base, acc, comp]).reshape(self._q.shape)
+        dest[...] = np.array(out).reshape(dest.shape)
+
+    def _compute_vector(self, dest: Array) -> None:
+        """d coordinates, step by step in numpy (the same operations as the scalar path)."""
+        z = self.noise.sample((len(dest), *self._tail))
+        n, k, S = self._n, 0, _SPLIT
+        hi, lo = self._q[:n], self._q[n : 2 * n]  # views, (n, dim)
+        base, acc, comp = self._q[2 * n], self._q[2 * n + 1], self._q[2 * n + 2]  # (dim,)
+        a, ah, al = self._decay, self._decay_hi, self._decay_lo
+        for steps, w, nu, ends in self._segments(len(dest)):
+            b = w[:, None]
+            bh, bl = (x[:, None] for x in _split(w))
+            for _ in range(steps):
+                y = z[k] - (hi.sum(axis=0) + lo.sum(axis=0))
+                s = acc + y
+                bb = s - acc
+                comp += (acc - (s - bb)) + (y - bb)
+                acc[...] = s
+                c = S * y
+                yh = c - (c - y)
+                yl = y - yh
+                c = S * hi
+                hh = c - (c - hi)
+                hl = hi - hh
+                q = a * hi
+                qe = ((ah * hh - q) + ah * hl + al * hh) + al * hl
+                p = b * y
+                pe = ((bh * yh - p) + bh * yl + bl * yh) + bl * yl
+                s2 = q + p
+                bb2 = s2 - q
+                lo *= a
+                lo += ((q - (s2 - bb2)) + (p - bb2)) + (qe + pe)
+                hi[...] = s2
+                dest[k] = base + nu * (acc + comp)
+                k += 1
+            if ends:
+                base[...] = dest[k - 1]
+                acc[...] = 0.0
+                comp[...] = 0.0
+
     def state_dict(self) -> dict[str, Any]:
-        """The step, the running values after the last computed step and the computed,
-        unreleased noise (in release order)."""
+        """The step, the running values (2n + 3 rows) after the last computed step and
+        the computed, unreleased noise (in release order)."""
         return self._state(q=self._q.copy(), pending=self._pending_state())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process, checking every field."""
         st, t = self._read_state(state, ("q", "pending"))
         q = state_array(
-            self._owner, "q", st["q"], rows=self._n + 1, dim=self.dim, dtypes=(np.float64,)
+            self._owner, "q", st["q"], rows=2 * self._n + 3, dim=self.dim, dtypes=(np.float64,)
         )
         self._pending = self._read_pending(st["pending"], t)
         self._t, self._q = t, q
@@ -418,7 +537,7 @@ class GrowingNoiseProcess(ChunkedNoiseProcess):
 
 class HorizonFreeGrowingBLT(CountingMechanism):
     """A counter without a horizon in bounded state whose columns grow with the stream
-    (module docstring): n + 1 running values per coordinate, one calibration for every
+    (module docstring): 2n + 3 running values per coordinate, one calibration for every
     prefix of an endless stream.
 
     Formal guarantee:
@@ -450,7 +569,8 @@ class HorizonFreeGrowingBLT(CountingMechanism):
 
     Args:
         horizon: the most steps this instance releases, 1 … 2^53 (nothing is built
-            for it up front).
+            for it up front); its noise process refuses steps beyond
+            :data:`FLOAT_MODEL_STEPS` (2^22, the float computation's measured limit).
         buffer_decay: θ (None: the shipped :data:`HORIZON_FREE_GROWING_PARAMETERS`,
             given together with ``output_scale`` and ``scale``).
         output_scale: ω (None: the shipped parameters).
@@ -499,15 +619,18 @@ class HorizonFreeGrowingBLT(CountingMechanism):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """Stream: n buffers and the running sum, (n + 1)·d floats, plus the step's draw
-        and one temporary, independent of the horizon (n shipped unless ``buffers``);
+        """Stream: n double-double buffers and the compensated running sum, (2n + 3)·d
+        floats, the vector step's temporaries (n·d floats each) and the step's draw,
+        independent of the horizon (n shipped unless ``buffers``);
         structure: the per-block scales (105 blocks)."""
         T = check_integer("horizon", horizon, ge=1, le=MAX_HORIZON)
         buffers = options.get("buffers")
         n = len(HORIZON_FREE_GROWING_PARAMETERS[0]) if buffers is None else int(buffers)
         d = 1 if dim is None else dim
         chunk = min(4096, T) if dim is None else 0  # scalar: a computed chunk as Python floats
-        stream = 32 * 1024 + 8 * d * (n + 3) + chunk * (32 + 8 * (n + 4)) + step_bytes(dim)
+        temps = 0 if dim is None else 8 * d * n * _VECTOR_TEMPORARIES
+        stream = 32 * 1024 + 8 * d * (2 * n + 3) + temps + chunk * (32 + 8 * (n + 4))
+        stream += step_bytes(dim)
         return MemoryEstimate(structure=8 * (n + 1) * len(block_starts()), stream=stream)
 
     def _memory_options(self) -> dict[str, Any]:
