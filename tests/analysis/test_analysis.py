@@ -323,20 +323,16 @@ def test_compare_lists_the_column_normalized_square_root_with_blocks() -> None:
 
 @pytest.mark.slow
 def test_compare_recommends_it_at_2_to_20() -> None:
-    """T = 2^20: the row-scaled BLT (mean-optimized) ranked first for the mean, the
-    column-normalized BLT and square root next; for the largest variance the row-scaled
-    BLT's max preset first (max loss 26.87, issue 33 item 2), then the column-normalized
-    BLT, the square root and the mean-optimized row-scaled BLT (27.81, 27.95 and 27.97)
-    (≈ 2 minutes, loaded machine)."""
+    """T = 2^20: the column-normalized square root ranked first by both metrics, the BLT
+    (mean) or the analytic square root and the BLT's max preset (max) next; the
+    column-normalized and row-scaled BLT are not listed there, since their float release
+    is measured within the float-safe model only to 2^16 and 2^17 (their largest
+    horizons) (≈ 2 minutes, loaded machine)."""
     ranks = {
-        "mse": ["row-scaled-blt", "normalized-blt", "normalized-sqrt"],
-        "max_variance": [
-            "row-scaled-blt (max)",
-            "normalized-blt",
-            "normalized-sqrt",
-            "row-scaled-blt",
-        ],
+        "mse": ["normalized-sqrt", "blt", "sqrt (analytic)"],
+        "max_variance": ["normalized-sqrt", "sqrt (analytic)", "blt (max)", "blt"],
     }
     for metric, want in ranks.items():
         rows = compare(1 << 20, budget=Budget(epsilon=1.0, delta=1e-6), metric=metric)
         assert [r.label for r in rows[: len(want)]] == want
+        assert not any(r.label.startswith(("normalized-blt", "row-scaled-blt")) for r in rows)
