@@ -74,21 +74,23 @@ def test_variances_and_sensitivity_match_the_dense_oracle(T: int) -> None:
 
 @pytest.mark.slow
 def test_block_recursion_matches_the_direct_sum_past_one_block() -> None:
-    """The variance recursion carried over blocks of 2^16 (T = 70 000) against the row
-    recursion V_t = ‖row t‖² done directly at the steps around the block boundary."""
+    """The variance recursion carried over blocks of 2^16 (T = 70 000, through the
+    module's exact functions: the mechanism itself stops at 2^16, its float model's
+    limit) against the row recursion V_t = ‖row t‖² done directly at the steps around
+    the block boundary."""
     T = 70_000
-    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
-    v = m.noise_coefficients()
-    e = m.weights()
-    inv = m.inverse
+    v = normalized_blt_noise_coefficients(THETA, OMEGA, T)
+    e = normalized_blt_weights(THETA, OMEGA, T)
+    inv = NormalizedBLT(64, buffer_decay=THETA, output_scale=OMEGA, **GAUSS).inverse
     t = np.arange(T - 1, dtype=np.float64)
     g = np.concatenate([[1.0], (inv.scale[None, :] * inv.decay[None, :] ** t[:, None]).sum(1)])
     for step in (65_535, 65_536, 65_537, T - 1):
         # row step of B′ (reversed): h(step − i) = Σ_{k≤i} e_{step−k} g_{i−k}, by FFT
         conv = fftconvolve(e[: step + 1][::-1], g[: step + 1])[: step + 1]
         assert v[step] == pytest.approx(float(conv @ conv), rel=1e-9)
-    assert m.variance_at(65_537) == m.variances()[65_536]
-    assert list(m.iter_variances(T - 1)) == m.variances()[T - 2 :].tolist()
+    m = NormalizedBLT(1 << 16, buffer_decay=THETA, output_scale=OMEGA, **GAUSS)
+    assert m.variance_at(65_536) == m.variances()[65_535]
+    assert list(m.iter_variances(65_535)) == m.variances()[65_534:].tolist()
 
 
 def test_weights_are_closed_form_and_rounded_up() -> None:
