@@ -4,6 +4,10 @@ the horizon and refusals. Slow: importing jax and compiling cost seconds."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -263,6 +267,53 @@ def test_donated_state_updates_in_place_with_the_same_values() -> None:
             for x, y in zip(a, b, strict=True):
                 np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
         assert old.step.is_deleted() and old.previous[0].is_deleted()
+
+
+_LEDGER_CHILD = """
+import sys
+
+import jax
+import jax.numpy as jnp
+
+from dpcount.training import optax_privatizer
+from tests.training.test_jax_noise import _privatizer
+
+tx = optax_privatizer(_privatizer("blt", seed=7), device=True, ledger=sys.argv[1])
+grads = {"w": jnp.ones(3, jnp.float32)}
+out, state = jax.jit(tx.update)(grads, tx.init(grads))
+jax.block_until_ready(out)
+print("released step 1")
+"""
+
+
+def test_durable_ledger_refuses_a_step_a_separate_process_released(tmp_path: Any) -> None:
+    """Two real processes with one key: a child process releases step 1 through the
+    ledger folder and exits; this process, same seed (same key), same folder, is refused
+    step 1, while a fresh folder lets it through (so the refusal is the ledger's)."""
+    jax, jnp = _jax()
+    pytest.importorskip("optax")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    child = subprocess.run(
+        [sys.executable, "-c", _LEDGER_CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert "released step 1" in child.stdout
+    grads = {"w": jnp.ones(3, jnp.float32)}
+    here = optax_privatizer(_privatizer("blt", seed=7), device=True, ledger=tmp_path)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="steps up to"):
+        jax.block_until_ready(jax.jit(here.update)(grads, here.init(grads)))
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    other = optax_privatizer(_privatizer("blt", seed=7), device=True, ledger=fresh)
+    out, _ = jax.jit(other.update)(grads, other.init(grads))
+    assert np.isfinite(np.asarray(out["w"])).all()
 
 
 def test_durable_ledger_refuses_a_step_another_process_reserved(
