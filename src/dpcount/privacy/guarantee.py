@@ -373,74 +373,87 @@ class CalibrationEntry:
 
 _N, _R = NoiseKind, CalibrationRule
 
+#: how each (noise kind, δ or not) is calibrated: the rule then only names the guarantee
+#: (every rule but the pure one is asked with a δ)
+_CALIBRATORS: Mapping[tuple[NoiseKind, bool], Callable[[_Request], Calibrated]] = {
+    (_N.LAPLACE, False): _laplace_pure,
+    (_N.LAPLACE, True): _laplace_delta,
+    (_N.GAUSSIAN, True): _gaussian,
+    (_N.DISCRETE_LAPLACE, False): _discrete_laplace_pure,
+    (_N.DISCRETE_LAPLACE, True): _discrete_laplace_delta,
+    (_N.DISCRETE_GAUSSIAN, True): _discrete_gaussian,
+}
+
+#: the rules of each noise kind, each with (its guarantee, its citation); the default rule
+#: of each (noise kind, δ or not) first
+_RULES: Mapping[NoiseKind, Mapping[CalibrationRule, tuple[str, str]]] = {
+    _N.LAPLACE: {
+        _R.PURE: (
+            "epsilon-DP: Laplace(l1/epsilon) noise on each coordinate",
+            "Laplace mechanism, scale = l1/epsilon (Dwork et al. 2006)",
+        ),
+        _R.THEOREM3: (
+            "(epsilon, delta)-DP: the smallest Laplace scale of the pure and Theorem 3 rules",
+            "Laplace noise for (epsilon, delta)-DP, count-on-your-elders Thm 3",
+        ),
+        _R.PLD: (
+            "(epsilon, delta)-DP: the smallest Laplace scale of the pure, Theorem 3 and PLD rules",
+            "Laplace noise, privacy loss distribution of the sensitivity profile "
+            "(dp-accounting, pessimistic)",
+        ),
+    },
+    _N.GAUSSIAN: {
+        _R.ANALYTIC: (
+            "(epsilon, delta)-DP: the smallest sigma of the exact Gaussian privacy curve",
+            "analytic Gaussian mechanism (Balle & Wang 2018, Thm 8)",
+        ),
+        _R.CLASSIC: (
+            "(epsilon, delta)-DP for epsilon < 1: sigma = l2 sqrt(2 ln(1.25/delta))/epsilon",
+            "classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1)",
+        ),
+        _R.FHU: (
+            "(epsilon, delta)-DP: sigma = C_(epsilon, delta) l2",
+            "Gaussian with C_(eps,delta) of constant-matters eq. (2)",
+        ),
+        _R.PAPER: (
+            "(epsilon, delta)-DP for epsilon <= 1: sigma = l2 sqrt(2 ln(2/delta))/epsilon",
+            "Gaussian tail bound of correlated-input-perturbation Thm 3.7 (epsilon <= 1)",
+        ),
+    },
+    _N.DISCRETE_LAPLACE: {
+        _R.PURE: (
+            "epsilon-DP with epsilon = l1/t for the rational scale t >= l1/epsilon",
+            "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "
+            "exact sampler (a difference of two geometric variables, Inusah and Kozubowski 2006)",
+        ),
+        _R.THEOREM3: (
+            "(epsilon, delta)-DP: the smaller rational scale of the pure and Theorem 3 rules",
+            "discrete Laplace noise for (epsilon, delta)-DP, "
+            "count-on-your-elders Thm 3; exact sampler (Inusah and Kozubowski 2006)",
+        ),
+    },
+    _N.DISCRETE_GAUSSIAN: {
+        _R.ZCDP: (
+            "rho-zCDP, rho = l2^2/(2 sigma^2), hence (epsilon, delta)-DP with delta <= requested",
+            "discrete Gaussian, rho-zCDP with rho = l2^2/(2 sigma^2) "
+            "(Canonne, Kamath, Steinke 2020, Thm 14) converted by their Cor. 13; exact sampler "
+            "(Alg. 3)",
+        ),
+    },
+}
+
+
+def _entry(kind: NoiseKind, rule: CalibrationRule) -> CalibrationEntry:
+    """The row of :data:`CALIBRATIONS` for a rule of :data:`_RULES`."""
+    with_delta = rule is not _R.PURE
+    guarantee, citation = _RULES[kind][rule]
+    return CalibrationEntry(with_delta, guarantee, citation, _CALIBRATORS[kind, with_delta])
+
+
 #: every (noise kind, calibration rule) :func:`calibrate` takes, the default rule of each
 #: (noise kind, δ or not) first
 CALIBRATIONS: Mapping[tuple[NoiseKind, CalibrationRule], CalibrationEntry] = {
-    (_N.LAPLACE, _R.PURE): CalibrationEntry(
-        False,
-        "epsilon-DP: Laplace(l1/epsilon) noise on each coordinate",
-        "Laplace mechanism, scale = l1/epsilon (Dwork et al. 2006)",
-        _laplace_pure,
-    ),
-    (_N.LAPLACE, _R.THEOREM3): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP: the smallest Laplace scale of the pure and Theorem 3 rules",
-        "Laplace noise for (epsilon, delta)-DP, count-on-your-elders Thm 3",
-        _laplace_delta,
-    ),
-    (_N.LAPLACE, _R.PLD): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP: the smallest Laplace scale of the pure, Theorem 3 and PLD rules",
-        "Laplace noise, privacy loss distribution of the sensitivity profile "
-        "(dp-accounting, pessimistic)",
-        _laplace_delta,
-    ),
-    (_N.GAUSSIAN, _R.ANALYTIC): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP: the smallest sigma of the exact Gaussian privacy curve",
-        "analytic Gaussian mechanism (Balle & Wang 2018, Thm 8)",
-        _gaussian,
-    ),
-    (_N.GAUSSIAN, _R.CLASSIC): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP for epsilon < 1: sigma = l2 sqrt(2 ln(1.25/delta))/epsilon",
-        "classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1)",
-        _gaussian,
-    ),
-    (_N.GAUSSIAN, _R.FHU): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP: sigma = C_(epsilon, delta) l2",
-        "Gaussian with C_(eps,delta) of constant-matters eq. (2)",
-        _gaussian,
-    ),
-    (_N.GAUSSIAN, _R.PAPER): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP for epsilon <= 1: sigma = l2 sqrt(2 ln(2/delta))/epsilon",
-        "Gaussian tail bound of correlated-input-perturbation Thm 3.7 (epsilon <= 1)",
-        _gaussian,
-    ),
-    (_N.DISCRETE_LAPLACE, _R.PURE): CalibrationEntry(
-        False,
-        "epsilon-DP with epsilon = l1/t for the rational scale t >= l1/epsilon",
-        "discrete Laplace (geometric) mechanism, scale = l1/epsilon, "
-        "exact sampler (a difference of two geometric variables, Inusah and Kozubowski 2006)",
-        _discrete_laplace_pure,
-    ),
-    (_N.DISCRETE_LAPLACE, _R.THEOREM3): CalibrationEntry(
-        True,
-        "(epsilon, delta)-DP: the smaller rational scale of the pure and Theorem 3 rules",
-        "discrete Laplace noise for (epsilon, delta)-DP, "
-        "count-on-your-elders Thm 3; exact sampler (Inusah and Kozubowski 2006)",
-        _discrete_laplace_delta,
-    ),
-    (_N.DISCRETE_GAUSSIAN, _R.ZCDP): CalibrationEntry(
-        True,
-        "rho-zCDP, rho = l2^2/(2 sigma^2), hence (epsilon, delta)-DP with delta <= requested",
-        "discrete Gaussian, rho-zCDP with rho = l2^2/(2 sigma^2) "
-        "(Canonne, Kamath, Steinke 2020, Thm 14) converted by their Cor. 13; exact sampler "
-        "(Alg. 3)",
-        _discrete_gaussian,
-    ),
+    (kind, rule): _entry(kind, rule) for kind, rules in _RULES.items() for rule in rules
 }
 
 
