@@ -26,8 +26,9 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -115,9 +116,56 @@ class WordSampler:
         return self.draw(GeneratorBlock(rng, _shape(size)))
 
 
+class _Law(NamedTuple):
+    """A continuous law with one positive scale parameter p, as a sampler declares it."""
+
+    #: the sampler's field holding p
+    name: str
+    #: the law at every position of a word block (:mod:`dpcount.privacy.sampling`)
+    words: Callable[[WordBlock, float], NDArray[np.float64]]
+    #: the same draws on a Generator, numpy called directly (the per-step fast path of
+    #: :mod:`dpcount.privacy.sampling.laws`)
+    direct: Callable[[np.random.Generator, Shape, float], NDArray[np.float64]]
+    #: the c of the variance c·p²
+    variance_factor: float
+
+
+class _FloatLaw(WordSampler):
+    """Base of the continuous samplers: the law :attr:`_law` with its parameter, the
+    field ``_law.name``. ``draw`` is the law on a word block; ``sample`` on a Generator
+    skips the block and calls numpy directly (the same draws)."""
+
+    __slots__ = ()
+
+    _law: ClassVar[_Law]
+
+    @property
+    def _parameter(self) -> float:
+        value: float = getattr(self, self._law.name)
+        return value
+
+    def __post_init__(self) -> None:
+        check_real(self._law.name, self._parameter, gt=0)
+
+    @property
+    def variance(self) -> float:
+        p = self._parameter
+        return self._law.variance_factor * p * p
+
+    def draw(self, block: WordBlock) -> NDArray[np.float64]:
+        """The law at every position of ``block``."""
+        return self._law.words(block, self._parameter)
+
+    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
+        _check_sample_args(rng, size)
+        law = self._law  # the per-step path: no property call
+        return law.direct(rng, size, getattr(self, law.name))
+
+
 @dataclass(frozen=True)
-class LaplaceNoise(WordSampler):
-    """Laplace(0, scale) noise, variance 2·scale².
+class LaplaceNoise(_FloatLaw):
+    """Laplace(0, scale) noise, variance 2·scale²
+    (:func:`~dpcount.privacy.sampling.laplace`).
 
     Floating-point sampler: not hardened against floating-point attacks; prefer
     :class:`~dpcount.privacy.DiscreteLaplaceNoise` in production.
@@ -128,48 +176,20 @@ class LaplaceNoise(WordSampler):
     """
 
     scale: float
-
-    def __post_init__(self) -> None:
-        check_real("scale", self.scale, gt=0)
-
-    @property
-    def variance(self) -> float:
-        return 2.0 * self.scale * self.scale
-
-    def draw(self, block: WordBlock) -> NDArray[np.float64]:
-        """Laplace(0, scale) at every position of ``block``
-        (:func:`~dpcount.privacy.sampling.laplace`)."""
-        return laplace(block, self.scale)
-
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return laplace_on(rng, size, self.scale)
+    _law = _Law("scale", laplace, laplace_on, variance_factor=2.0)
 
 
 @dataclass(frozen=True)
-class GaussianNoise(WordSampler):
-    """Gaussian N(0, sigma²) noise. ``sigma`` is a standard deviation, never a variance.
+class GaussianNoise(_FloatLaw):
+    """Gaussian N(0, sigma²) noise (:func:`~dpcount.privacy.sampling.gaussian`). ``sigma``
+    is a standard deviation, never a variance.
 
     Floating-point sampler: not hardened against floating-point attacks; prefer
     :class:`~dpcount.privacy.DiscreteGaussianNoise` in production.
     """
 
     sigma: float
-
-    def __post_init__(self) -> None:
-        check_real("sigma", self.sigma, gt=0)
-
-    @property
-    def variance(self) -> float:
-        return self.sigma * self.sigma
-
-    def draw(self, block: WordBlock) -> NDArray[np.float64]:
-        """N(0, σ²) at every position of ``block`` (:func:`~dpcount.privacy.sampling.gaussian`)."""
-        return gaussian(block, self.sigma)
-
-    def sample(self, rng: np.random.Generator, size: Shape) -> NDArray[np.float64]:
-        _check_sample_args(rng, size)
-        return gaussian_on(rng, size, self.sigma)
+    _law = _Law("sigma", gaussian, gaussian_on, variance_factor=1.0)
 
 
 @dataclass(frozen=True)
