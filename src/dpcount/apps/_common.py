@@ -36,7 +36,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_APPROX_MECHANISM",
     "DEFAULT_PURE_MECHANISM",
     "AppBase",
+    "AppFields",
     "MechanismChoice",
     "StreamSensitivity",
     "app_budget",
@@ -207,6 +208,21 @@ class MechanismChoice:
         return resolved, mechanism
 
 
+class AppFields(BudgetFields, total=False):
+    """An app's keyword arguments: its budget's fields
+    (:class:`~dpcount.privacy.budget.BudgetFields`) and its counting mechanism
+    (:class:`MechanismChoice`): ``mechanism`` (a registered name; None, the default:
+    chosen by the budget), ``k`` (default 19) and ``subtract`` (default True), the tree
+    options."""
+
+    mechanism: str | None
+    k: int
+    subtract: bool
+
+
+#: the keys of :class:`AppFields` that choose the mechanism (the rest build the budget)
+_CHOICE_FIELDS = frozenset({"mechanism", "k", "subtract"})
+
 _App = TypeVar("_App", bound="AppBase")
 
 
@@ -222,10 +238,28 @@ class AppBase:
 
     budget: Budget
     mechanism: CountingMechanism
+    #: the attributes its ``repr`` shows before the budget
+    _shown: ClassVar[tuple[str, ...]] = ()
     noise: str
     neighbouring: str
     sensitivity: StreamSensitivity
     horizon: int
+
+    def _options(
+        self, budget: Budget | None, fields: AppFields, *, bounds: str
+    ) -> tuple[Budget, MechanismChoice]:
+        """The user's budget (:func:`app_budget`: ``budget=`` or the budget's fields in
+        ``fields``; the app computes its step sensitivity from its ``bounds``) and the
+        counting mechanism ``fields`` choose (``mechanism``, ``k``, ``subtract``)."""
+        own = {key: value for key, value in fields.items() if key not in _CHOICE_FIELDS}
+        user_budget = app_budget(budget, own, owner=type(self).__name__, bounds=bounds)
+        default = MechanismChoice()
+        choice = MechanismChoice(
+            fields.get("mechanism", default.name),
+            fields.get("k", default.k),
+            fields.get("subtract", default.subtract),
+        )
+        return user_budget, choice
 
     def _setup_mechanism(
         self,
@@ -278,6 +312,17 @@ class AppBase:
 
     def _reset(self) -> None:
         raise NotImplementedError
+
+    def _structure(self) -> str:
+        """The app's structure in its ``repr`` (what comes before its budget): its
+        :attr:`_shown` attributes as ``name=value``."""
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self._structure()}, budget={self.budget!r}, "
+            f"mechanism={self.mechanism!r})"
+        )
 
     @property
     def privacy(self) -> PrivacyGuarantee | None:

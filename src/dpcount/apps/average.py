@@ -20,8 +20,8 @@ from dpcount._validate import (
     check_real_dtype,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.apps._common import AppBase, AppFields, StreamSensitivity
+from dpcount.privacy.budget import Budget
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -98,15 +98,12 @@ class RunningAverage(AppBase):
         upper: float,
         on_out_of_bounds: str = "error",
         clip: bool = False,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
         budget: Budget | None = None,
         rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
+        **fields: Unpack[AppFields],
     ) -> None:
-        user_budget = app_budget(
-            budget, fields, owner="RunningAverage", bounds="lower and upper (upper - lower)"
+        user_budget, choice = self._options(
+            budget, fields, bounds="lower and upper (upper - lower)"
         )
         self.lower = check_real("lower", lower)
         self.upper = check_real("upper", upper)
@@ -123,7 +120,7 @@ class RunningAverage(AppBase):
         self.clip = mode == "clip"
         width = self.upper - self.lower
         self._setup_mechanism(
-            MechanismChoice(mechanism, k, subtract),
+            choice,
             user_budget,
             StreamSensitivity.scalar(width),
             horizon=horizon,
@@ -138,11 +135,10 @@ class RunningAverage(AppBase):
         #: values clipped into [lower, upper] so far: exact, NOT private (caller only)
         self.clipped = 0
 
-    def __repr__(self) -> str:
+    def _structure(self) -> str:
         return (
-            f"RunningAverage(horizon={self.horizon}, lower={self.lower:g}, upper={self.upper:g}, "
-            f"on_out_of_bounds={self.on_out_of_bounds!r}, budget={self.budget!r}, "
-            f"mechanism={self.mechanism!r})"
+            f"horizon={self.horizon}, lower={self.lower:g}, upper={self.upper:g}, "
+            f"on_out_of_bounds={self.on_out_of_bounds!r}"
         )
 
     @property

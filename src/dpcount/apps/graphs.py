@@ -57,7 +57,7 @@ from dpcount._validate import (
     check_real,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
+from dpcount.apps._common import AppBase, AppFields, MechanismChoice, StreamSensitivity, app_budget
 from dpcount.privacy.budget import Budget, BudgetFields
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_two_sided_quantile
@@ -168,30 +168,27 @@ class SyntheticGraph(AppBase):
         (1.5, 0.5)
     """
 
+    _shown = ("n_vertices", "horizon", "max_edges_per_step")
+
     def __init__(
         self,
         n_vertices: int,
         horizon: int,
         *,
         max_edges_per_step: int = 1,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
+        on_out_of_bounds: str = "error",
         budget: Budget | None = None,
         rng: RNGLike = None,
-        on_out_of_bounds: str = "error",
-        **fields: Unpack[BudgetFields],
+        **fields: Unpack[AppFields],
     ) -> None:
-        user_budget = app_budget(
-            budget, fields, owner="SyntheticGraph", bounds="max_edges_per_step"
-        )
+        user_budget, choice = self._options(budget, fields, bounds="max_edges_per_step")
         self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         self.n_vertices = check_integer("n_vertices", n_vertices, ge=2)
         self.n_pairs = self.n_vertices * (self.n_vertices - 1) // 2
         self.max_edges_per_step = check_integer("max_edges_per_step", max_edges_per_step, ge=1)
         m = float(self.max_edges_per_step)
         self._setup_mechanism(
-            MechanismChoice(mechanism, k, subtract),
+            choice,
             user_budget,
             StreamSensitivity(m, math.sqrt(m)),
             horizon=horizon,
@@ -208,13 +205,6 @@ class SyntheticGraph(AppBase):
         self._adjacency: NDArray[np.float64] | None = None
         #: updates clipped into the bounds so far: exact, NOT private (caller only)
         self.clipped = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"SyntheticGraph(n_vertices={self.n_vertices}, horizon={self.horizon}, "
-            f"max_edges_per_step={self.max_edges_per_step}, budget={self.budget!r}, "
-            f"mechanism={self.mechanism!r})"
-        )
 
     @property
     def step(self) -> int:
@@ -644,11 +634,10 @@ class GraphStatistic(AppBase):
         self.graph = SimpleGraph(self.n_vertices, self.max_degree)
         self._value: Any = self.initial_value
 
-    def __repr__(self) -> str:
-        return (
-            f"GraphStatistic({self.name}, n_vertices={self.n_vertices}, horizon={self.horizon}, "
-            f"max_degree={self.max_degree}, budget={self.budget!r}, mechanism={self.mechanism!r})"
-        )
+    _shown = ("n_vertices", "horizon", "max_degree")
+
+    def _structure(self) -> str:
+        return f"{self.name}, {super()._structure()}"
 
     @property
     def step(self) -> int:

@@ -37,8 +37,8 @@ from dpcount._validate import (
     check_real_dtype,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.apps._common import AppBase, AppFields, StreamSensitivity
+from dpcount.privacy.budget import Budget
 from dpcount.privacy.rng import RNGLike, as_generator
 from dpcount.privacy.tails import gaussian_two_sided_quantile
 
@@ -195,6 +195,8 @@ class ContinualHistogram(AppBase):
         TopItem(item=2, count=2.0)
     """
 
+    _shown = ("universe_size", "horizon", "max_items_per_step", "max_count_per_item")
+
     def __init__(
         self,
         universe_size: int,
@@ -202,26 +204,20 @@ class ContinualHistogram(AppBase):
         *,
         max_items_per_step: int = 1,
         max_count_per_item: int = 1,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
+        on_out_of_bounds: str = "error",
         budget: Budget | None = None,
         rng: RNGLike = None,
-        on_out_of_bounds: str = "error",
-        **fields: Unpack[BudgetFields],
+        **fields: Unpack[AppFields],
     ) -> None:
-        user_budget = app_budget(
-            budget,
-            fields,
-            owner="ContinualHistogram",
-            bounds="max_items_per_step and max_count_per_item",
+        user_budget, choice = self._options(
+            budget, fields, bounds="max_items_per_step and max_count_per_item"
         )
         self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         self.universe_size = check_integer("universe_size", universe_size, ge=1)
         self.max_items_per_step = check_integer("max_items_per_step", max_items_per_step, ge=1)
         self.max_count_per_item = check_integer("max_count_per_item", max_count_per_item, ge=1)
         self._setup_mechanism(
-            MechanismChoice(mechanism, k, subtract),
+            choice,
             user_budget,
             histogram_sensitivity(self.max_items_per_step, self.max_count_per_item),
             horizon=horizon,
@@ -239,14 +235,6 @@ class ContinualHistogram(AppBase):
         self._latest: NDArray[np.float64] | None = None
         #: steps clipped into the bounds so far: exact, NOT private (caller only)
         self.clipped = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"ContinualHistogram(universe_size={self.universe_size}, horizon={self.horizon}, "
-            f"max_items_per_step={self.max_items_per_step}, "
-            f"max_count_per_item={self.max_count_per_item}, budget={self.budget!r}, "
-            f"mechanism={self.mechanism!r})"
-        )
 
     @property
     def step(self) -> int:

@@ -45,8 +45,8 @@ from dpcount._validate import (
     check_real_array,
 )
 from dpcount.apps._bounds import check_on_out_of_bounds
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.apps._common import AppBase, AppFields, StreamSensitivity
+from dpcount.privacy.budget import Budget
 from dpcount.privacy.rng import RNGLike, as_generator
 
 if TYPE_CHECKING:
@@ -151,24 +151,20 @@ class LocalMedianProtocol(AppBase):
         ([-0.5, 0.5, 0.5, 1.0], 0.25)
     """
 
+    _shown = ("n_clients", "buckets")
+
     def __init__(
         self,
         n_clients: int,
         *,
         buckets: int | None = None,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
+        on_out_of_bounds: str = "error",
         budget: Budget | None = None,
         rng: RNGLike = None,
-        on_out_of_bounds: str = "error",
-        **fields: Unpack[BudgetFields],
+        **fields: Unpack[AppFields],
     ) -> None:
-        user_budget = app_budget(
-            budget,
-            fields,
-            owner="LocalMedianProtocol",
-            bounds="the protocol (two steps of each of two coordinates change by 1)",
+        user_budget, choice = self._options(
+            budget, fields, bounds="the protocol (two steps of each of two coordinates change by 1)"
         )
         self.on_out_of_bounds = check_on_out_of_bounds(on_out_of_bounds)
         #: clients clipped into [0, 1] by the latest bucket_of/run: exact, NOT private
@@ -180,7 +176,7 @@ class LocalMedianProtocol(AppBase):
             else check_integer("buckets", buckets, ge=1)
         )
         self._setup_mechanism(
-            MechanismChoice(mechanism, k, subtract),
+            choice,
             user_budget,
             StreamSensitivity(4.0, 2.0 * math.sqrt(2.0)),
             horizon=self.buckets,
@@ -192,12 +188,6 @@ class LocalMedianProtocol(AppBase):
     def _reset(self) -> None:
         """No stream state; only the (non-private) clipping report."""
         self.clipped = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"LocalMedianProtocol(n_clients={self.n_clients}, buckets={self.buckets}, "
-            f"budget={self.budget!r}, mechanism={self.mechanism!r})"
-        )
 
     # -- client side ------------------------------------------------------------------
     def bucket_of(self, data: Any) -> NDArray[np.int64]:

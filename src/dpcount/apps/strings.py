@@ -48,9 +48,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcount._validate import check_integer, check_iterable
-from dpcount.apps._common import AppBase, MechanismChoice, StreamSensitivity, app_budget
+from dpcount.apps._common import AppBase, AppFields, StreamSensitivity
 from dpcount.counting.base import CountingStream
-from dpcount.privacy.budget import Budget, BudgetFields
+from dpcount.privacy.budget import Budget
 from dpcount.privacy.rng import RNGLike
 
 if TYPE_CHECKING:
@@ -238,24 +238,22 @@ class _TextApp(AppBase):
     #: what the step sensitivity is computed from (named when a budget sets one)
     _bounds: ClassVar[str]
 
+    _shown = ("alphabet", "max_length", "horizon")
+
     def __init__(
         self,
         alphabet: Iterable[Hashable],
         max_length: int,
         horizon: int,
         *,
-        mechanism: str | None = None,
-        k: int = 19,
-        subtract: bool = True,
         budget: Budget | None = None,
         rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
+        **fields: Unpack[AppFields],
     ) -> None:
-        owner = type(self).__name__
-        user_budget = app_budget(budget, fields, owner=owner, bounds=self._bounds)
+        user_budget, choice = self._options(budget, fields, bounds=self._bounds)
         self._words = _Words(alphabet, max_length)
         self._setup_mechanism(
-            MechanismChoice(mechanism, k, subtract),
+            choice,
             user_budget,
             self._sensitivity(),
             horizon=horizon,
@@ -268,12 +266,6 @@ class _TextApp(AppBase):
     def _sensitivity(self) -> StreamSensitivity:
         """Γ₁, Γ₂ of a changed letter for ``self._words``."""
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(alphabet={self.alphabet!r}, max_length={self.max_length}, "
-            f"horizon={self.horizon}, budget={self.budget!r}, mechanism={self.mechanism!r})"
-        )
 
     @property
     def alphabet(self) -> tuple[Hashable, ...]:
