@@ -6,7 +6,7 @@ import csv
 import io
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -23,9 +23,11 @@ __all__ = [
     "ExperimentConfig",
     "ExperimentResult",
     "Summary",
+    "comparisons",
     "figure",
     "progress_iter",
     "write_csv",
+    "write_records",
 ]
 
 
@@ -67,6 +69,17 @@ class ExperimentResult:
     runtime: float = 0.0
 
 
+def comparisons(
+    summary: Mapping[str, float], rows: Iterable[tuple[str, float | str, str, int, str]]
+) -> list[Comparison]:
+    """A :class:`Comparison` per row ``(quantity, paper, key, digits, note)``: ours is
+    ``summary[key]`` rounded to ``digits``."""
+    return [
+        Comparison(quantity, paper, round(summary[key], digits), note)
+        for quantity, paper, key, digits, note in rows
+    ]
+
+
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, mode=PUBLIC) as raw:  # the one writer (docs: durable.atomic)
@@ -77,6 +90,19 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) 
             w.writerow([f"{v:.10g}" if isinstance(v, float) else v for v in row])
         fh.detach()
     return path
+
+
+def write_records(path: Path, records: Sequence[Mapping[str, Any]]) -> Path:
+    """:func:`write_csv` of one row per record, the header its keys (each column's name
+    stands beside its value where the record is built; every record has the same keys in
+    the same order)."""
+    if not records:
+        raise ValueError(f"no records for {path.name}: the header comes from them")
+    header = list(records[0])
+    for record in records:
+        if list(record) != header:
+            raise ValueError(f"record keys {list(record)} differ from the header {header}")
+    return write_csv(path, header, ([record[k] for k in header] for record in records))
 
 
 #: seconds between two progress lines when stderr is not a terminal (a log file)

@@ -48,7 +48,14 @@ from dpcount.counting.tree_formulas import (
     offset_leading_constant,
     tree_laplace_node_variance,
 )
-from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
+from dpcount.experiments._framework import (
+    Comparison,
+    ExperimentConfig,
+    Summary,
+    comparisons,
+    write_csv,
+    write_records,
+)
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.privacy import Budget, NoiseKind
 from dpcount.privacy._statements import cite
@@ -483,24 +490,33 @@ def _elders_mse_summary(r: EldersMse) -> dict[str, float]:
 def _elders_mse_comparisons(r: EldersMse, s: dict[str, float]) -> list[Comparison]:
     e_max, c19 = r.exps[-1], offset_leading_constant(19)
     first_worse = int(s["sqrt_laplace_worse_from_log2T"])
+    at_max = f"exact at T=2^{e_max}; leading constants"
     return [
-        Comparison(
-            "Thm 1: k=19 with subtraction vs Honaker Online (ε-DP MSE ratio)",
-            "factor 4",
-            round(s["honaker_over_k19"], 3),
-            f"exact at T=2^{e_max}; leading constants (1/2)/{c19:.4f} = {0.5 / c19:.3f}",
-        ),
-        Comparison(
-            "smooth binary (ε-DP variant) vs binary tree (MSE ratio)",
-            "factor 4",
-            round(s["binary_over_smooth"], 3),
-            f"exact at T=2^{e_max}; leading constants 1/(1/4) = 4",
-        ),
-        Comparison(
-            "smooth binary vs k=19 with subtraction (MSE ratio)",
-            "more than 2",
-            round(s["smooth_over_k19"], 3),
-            f"exact at T=2^{e_max}; leading constants (1/4)/{c19:.4f} = {0.25 / c19:.3f}",
+        *comparisons(
+            s,
+            [
+                (
+                    "Thm 1: k=19 with subtraction vs Honaker Online (ε-DP MSE ratio)",
+                    "factor 4",
+                    "honaker_over_k19",
+                    3,
+                    f"{at_max} (1/2)/{c19:.4f} = {0.5 / c19:.3f}",
+                ),
+                (
+                    "smooth binary (ε-DP variant) vs binary tree (MSE ratio)",
+                    "factor 4",
+                    "binary_over_smooth",
+                    3,
+                    f"{at_max} 1/(1/4) = 4",
+                ),
+                (
+                    "smooth binary vs k=19 with subtraction (MSE ratio)",
+                    "more than 2",
+                    "smooth_over_k19",
+                    3,
+                    f"{at_max} (1/4)/{c19:.4f} = {0.25 / c19:.3f}",
+                ),
+            ],
         ),
         Comparison(
             "ε-DP: √A with Laplace noise worse than the binary tree",
@@ -531,7 +547,7 @@ def _elders_mse_notes(r: EldersMse) -> list[str]:
     ]
 
 
-def _plot_mse_pure(ax: Any, r: EldersMse) -> None:
+def _plot_mse_pure(ax: Any, r: EldersMse) -> tuple[str, str]:
     for name, values in sorted(r.series["pure"].items()):
         if name.startswith("input"):
             continue
@@ -541,16 +557,10 @@ def _plot_mse_pure(ax: Any, r: EldersMse) -> None:
         if name in _PURE_LEADING:
             ax.axhline(_PURE_LEADING[name], color=color, ls=":", lw=0.8)
     ax.set_ylim(0, 1.6)
-    label_axes(
-        ax,
-        xlabel="log2(T)",
-        ylabel="MSE · ε² / log2(T)³",
-        title="ε-DP (Laplace); dotted: leading constants",
-    )
-    legend(ax, "below", ncol=2)
+    return "MSE · ε² / log2(T)³", "ε-DP (Laplace); dotted: leading constants"
 
 
-def _plot_mse_approx(ax: Any, r: EldersMse) -> None:
+def _plot_mse_approx(ax: Any, r: EldersMse) -> tuple[str, str]:
     l2_inv_delta = math.log2(1.0 / r.delta)
     for name, values in sorted(r.series["approx"].items()):
         if name.startswith("input"):
@@ -563,16 +573,10 @@ def _plot_mse_approx(ax: Any, r: EldersMse) -> None:
     bound = [offset_leading_constant(19) * e / l2_inv_delta for e in r.exps]
     ax.plot(r.exps, bound, color="tab:red", lw=0.6, label="B_ε(k=19)·log2(T)/log2(1/δ)")
     ax.set_ylim(0, 1.0)
-    label_axes(
-        ax,
-        xlabel="log2(T)",
-        ylabel="MSE · ε² / (log2(T)² log2(1/δ))",
-        title=f"(ε, δ)-DP, ε = {r.eps}, δ = {r.delta:g}",
-    )
-    legend(ax, "below", ncol=2)
+    return "MSE · ε² / (log2(T)² log2(1/δ))", f"(ε, δ)-DP, ε = {r.eps}, δ = {r.delta:g}"
 
 
-def _plot_mse_winner(ax: Any, r: EldersMse) -> None:
+def _plot_mse_winner(ax: Any, r: EldersMse) -> tuple[str, str]:
     approx = r.series["approx"]
     contenders = {n: v for n, v in approx.items() if not n.startswith(("input", "HUU"))}
     lowest = {e: min(v[e] for v in contenders.values()) for e in r.exps}
@@ -582,10 +586,7 @@ def _plot_mse_winner(ax: Any, r: EldersMse) -> None:
         ax.plot(es, [values[e] / lowest[e] for e in es], ls, color=color, label=name, lw=1.2)
     ax.set_yscale("log")
     ax.set_ylim(0.9, 30)
-    label_axes(
-        ax, xlabel="log2(T)", ylabel="MSE / best MSE at this T", title="(ε, δ)-DP: who wins where"
-    )
-    legend(ax, "below", ncol=2)
+    return "MSE / best MSE at this T", "(ε, δ)-DP: who wins where"
 
 
 def plot_elders_mse(r: EldersMse, path: Path) -> None:
@@ -594,9 +595,11 @@ def plot_elders_mse(r: EldersMse, path: Path) -> None:
         "count-on-your-elders: exact MSE vs T of every counting mechanism (closed forms, no data)"
     )
     with figure(path, ncols=3, size=(6.0, 6.4), title=title) as (_, axes):
-        _plot_mse_pure(axes[0][0], r)
-        _plot_mse_approx(axes[0][1], r)
-        _plot_mse_winner(axes[0][2], r)
+        panels = (_plot_mse_pure, _plot_mse_approx, _plot_mse_winner)
+        for ax, plot in zip(axes[0], panels, strict=True):
+            ylabel, panel = plot(ax, r)  # the panel's curves; its labels
+            label_axes(ax, xlabel="log2(T)", ylabel=ylabel, title=panel)
+            legend(ax, "below", ncol=2)
 
 
 def summarize_elders_mse(r: EldersMse) -> Summary:
@@ -633,6 +636,11 @@ class EldersThreshold:
     @property
     def log_t(self) -> list[float]:
         return [lg * math.log(10.0) for lg in self.log10s]
+
+    @property
+    def horizons(self) -> list[float]:
+        """T = 10^log10 of each row."""
+        return [10.0**lg for lg in self.log10s]
 
     def slope(self, name: str) -> float:
         """−d ln δ*/d ln T of a column, fitted over T ≥ 1e10."""
@@ -754,44 +762,47 @@ _THRESHOLD_STYLES = {
 }
 
 
+def _plot_threshold(ax: Any, r: EldersThreshold) -> tuple[str, str]:
+    exponent = lemma19_exponent(19)
+    Ts = r.horizons
+    for name, (color, ls, label) in _THRESHOLD_STYLES.items():
+        ax.plot(Ts, r.cols[name], ls, color=color, label=label)
+    law = r.cols["T^-B_eps/B_eps,delta"]
+    ax.plot(Ts, law, "k--", label=f"T^-{exponent:.3f} (Lemma 19)")
+    ax.plot(Ts, [t ** (-2 * exponent) for t in Ts], "k-.", lw=0.8, label=f"T^-{2 * exponent:.3f}")
+    ax.set_yscale("log")
+    # under the panel: "best" put it over the curves at large T (seen in the figure)
+    legend(ax, "below", ncol=2)
+    return "δ* (tree wins for δ ≤ δ*)", "threshold δ*(T)"
+
+
+def _plot_local_exponent(ax: Any, r: EldersThreshold) -> tuple[str, str]:
+    exponent = lemma19_exponent(19)
+    log_t = r.log_t
+    for name in ("delta_analytic", "delta_huu_bound", "delta_fhu"):
+        color, ls, label = _THRESHOLD_STYLES[name]
+        near = [[i for i, lg in enumerate(r.log10s) if abs(lg - c) <= 1.0] for c in r.log10s]
+        local = [
+            -_fit_slope([log_t[i] for i in idx], [r.cols[name][i] for i in idx]) for idx in near
+        ]
+        ax.plot(r.horizons, local, ls, marker="o", ms=2, color=color, label=label)
+    ax.axhline(exponent, color="k", ls="--", lw=0.8, label=f"{exponent:.3f} (Lemma 19)")
+    ax.axhline(2 * exponent, color="k", ls="-.", lw=0.8, label=f"{2 * exponent:.3f}")
+    legend(ax, "best")
+    return (
+        "local exponent −d ln δ*/d ln T",
+        "local exponent (fit over ±1 decade; best k changes with T)",
+    )
+
+
 def plot_elders_threshold(r: EldersThreshold, path: Path) -> None:
     """δ*(T) against T with the T^-0.92 law, and its local exponent."""
-    exponent = lemma19_exponent(19)
-    Ts = [10.0**lg for lg in r.log10s]
     title = f"count-on-your-elders Thm 2: δ threshold, ε = {r.epsilon} (exact, no data)"
     with figure(path, ncols=2, title=title) as (_, axes):
-        ax = axes[0][0]
-        for name, (color, ls, label) in _THRESHOLD_STYLES.items():
-            ax.plot(Ts, r.cols[name], ls, color=color, label=label)
-        law = r.cols["T^-B_eps/B_eps,delta"]
-        ax.plot(Ts, law, "k--", label=f"T^-{exponent:.3f} (Lemma 19)")
-        ax.plot(
-            Ts, [t ** (-2 * exponent) for t in Ts], "k-.", lw=0.8, label=f"T^-{2 * exponent:.3f}"
-        )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        label_axes(ax, xlabel="T", ylabel="δ* (tree wins for δ ≤ δ*)", title="threshold δ*(T)")
-        # under the panel: "best" put it over the curves at large T (seen in the figure)
-        legend(ax, "below", ncol=2)
-        ax = axes[0][1]
-        log_t = r.log_t
-        for name in ("delta_analytic", "delta_huu_bound", "delta_fhu"):
-            color, ls, label = _THRESHOLD_STYLES[name]
-            near = [[i for i, lg in enumerate(r.log10s) if abs(lg - c) <= 1.0] for c in r.log10s]
-            local = [
-                -_fit_slope([log_t[i] for i in idx], [r.cols[name][i] for i in idx]) for idx in near
-            ]
-            ax.plot(Ts, local, ls, marker="o", ms=2, color=color, label=label)
-        ax.axhline(exponent, color="k", ls="--", lw=0.8, label=f"{exponent:.3f} (Lemma 19)")
-        ax.axhline(2 * exponent, color="k", ls="-.", lw=0.8, label=f"{2 * exponent:.3f}")
-        ax.set_xscale("log")
-        label_axes(
-            ax,
-            xlabel="T",
-            ylabel="local exponent −d ln δ*/d ln T",
-            title="local exponent (fit over ±1 decade; best k changes with T)",
-        )
-        legend(ax, "best")
+        for ax, plot in zip(axes[0], (_plot_threshold, _plot_local_exponent), strict=True):
+            ax.set_xscale("log")
+            ylabel, panel = plot(ax, r)  # the panel's curves and legend; its labels
+            label_axes(ax, xlabel="T", ylabel=ylabel, title=panel)
 
 
 def summarize_elders_threshold(r: EldersThreshold) -> Summary:
@@ -841,21 +852,21 @@ def compute_elders_ratio(config: ExperimentConfig) -> EldersRatio:
 
 def write_elders_ratio(r: EldersRatio, out: Path) -> Path:
     """elders-ratio.csv: per (δ, ε) the bound and both exact ratios."""
-    rows: list[list[object]] = []
+    rows: list[dict[str, float]] = []
     for delta in r.deltas:
         c = r.curves[delta]
         for i, e in enumerate(c["eps"]):
-            w = e / math.log(1.0 / delta)
-            rows.append([delta, e, w, c["bound"][i], c["classic"][i], c["analytic"][i]])
-    header = [
-        "delta",
-        "epsilon",
-        "w=eps/ln(1/delta)",
-        "cor22_bound",
-        "exact_vs_classic",
-        "exact_vs_analytic",
-    ]
-    return write_csv(out / "elders-ratio.csv", header, rows)
+            rows.append(
+                {
+                    "delta": delta,
+                    "epsilon": e,
+                    "w=eps/ln(1/delta)": e / math.log(1.0 / delta),
+                    "cor22_bound": c["bound"][i],
+                    "exact_vs_classic": c["classic"][i],
+                    "exact_vs_analytic": c["analytic"][i],
+                }
+            )
+    return write_records(out / "elders-ratio.csv", rows)
 
 
 def _elders_ratio_summary(r: EldersRatio) -> dict[str, float]:
@@ -878,27 +889,33 @@ def _elders_ratio_summary(r: EldersRatio) -> dict[str, float]:
 
 def _elders_ratio_comparisons(s: dict[str, float]) -> list[Comparison]:
     d0 = 1e-10
-    return [
-        Comparison("Cor 22 bound as ε → 0", 2, round(s["bound_limit"], 6), f"ε = 1e-9, δ = {d0:g}"),
-        Comparison(
-            "exact ratio vs classic Gaussian as ε → 0",
-            "≤ bound → 2",
-            round(s["classic_limit"], 4),
-            "= 2 ln(1/δ)/ln(1.25/δ) < 2 (classic σ uses ln(1.25/δ))",
-        ),
-        Comparison(
-            "Cor 22 bound at ε = ln(1/δ) (w = 1): 'only a constant factor'",
-            "constant",
-            round(s["bound_at_w1"], 4),
-            "1/(2(√2 − 1)²), the largest value over ε ≤ ln(1/δ)",
-        ),
-        Comparison(
-            "exact ratio vs analytic Gaussian at ε = 0.5",
-            "(not stated)",
-            round(s["analytic_at_half"], 4),
-            f"δ = {d0:g}; grows without bound as ε → 0 (the analytic σ stays finite)",
-        ),
-    ]
+    return comparisons(
+        s,
+        [
+            ("Cor 22 bound as ε → 0", 2, "bound_limit", 6, f"ε = 1e-9, δ = {d0:g}"),
+            (
+                "exact ratio vs classic Gaussian as ε → 0",
+                "≤ bound → 2",
+                "classic_limit",
+                4,
+                "= 2 ln(1/δ)/ln(1.25/δ) < 2 (classic σ uses ln(1.25/δ))",
+            ),
+            (
+                "Cor 22 bound at ε = ln(1/δ) (w = 1): 'only a constant factor'",
+                "constant",
+                "bound_at_w1",
+                4,
+                "1/(2(√2 − 1)²), the largest value over ε ≤ ln(1/δ)",
+            ),
+            (
+                "exact ratio vs analytic Gaussian at ε = 0.5",
+                "(not stated)",
+                "analytic_at_half",
+                4,
+                f"δ = {d0:g}; grows without bound as ε → 0 (the analytic σ stays finite)",
+            ),
+        ],
+    )
 
 
 def plot_elders_ratio(r: EldersRatio, path: Path) -> None:

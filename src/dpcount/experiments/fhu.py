@@ -39,7 +39,13 @@ from dpcount.analysis import CbNormBounds, cb_norm_bounds
 from dpcount.apps import ContinualHistogram, top1_counts, zipf_items
 from dpcount.counting import BinaryTree, CountingMechanism, SqrtFactorization
 from dpcount.counting.factorization.sqrt_toeplitz import psi_bound, sqrt_l2_norm_squared
-from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
+from dpcount.experiments._framework import (
+    Comparison,
+    ExperimentConfig,
+    Summary,
+    write_csv,
+    write_records,
+)
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.privacy import Budget, CalibrationRule, NoiseKind
 from dpcount.privacy.calibration import fhu_constant
@@ -1008,33 +1014,21 @@ def compute_fhu_cbnorm(config: ExperimentConfig) -> FhuCbNorm:
 def write_fhu_cbnorm(r: FhuCbNorm, out: Path) -> Path:
     """fhu-cbnorm.csv: every bound and the four gaps per T."""
     rows = [
-        [
-            b.horizon,
-            b.gamma_hat,
-            b.mathias_lower,
-            b.mathias_upper,
-            b.psi,
-            b.sqrt_factorization,
-            b.psi - b.mathias_lower,
-            b.mathias_upper - b.psi,
-            b.sqrt_factorization - b.mathias_lower,
-            b.mathias_upper - b.sqrt_factorization,
-        ]
+        {
+            "T": b.horizon,
+            "gamma_hat": b.gamma_hat,
+            "mathias_lower": b.mathias_lower,
+            "mathias_upper": b.mathias_upper,
+            "psi": b.psi,
+            "exact_sum_f2": b.sqrt_factorization,
+            "psi_minus_lower": b.psi - b.mathias_lower,
+            "upper_minus_psi": b.mathias_upper - b.psi,
+            "exact_minus_lower": b.sqrt_factorization - b.mathias_lower,
+            "upper_minus_exact": b.mathias_upper - b.sqrt_factorization,
+        }
         for b in r.bounds
     ]
-    header = [
-        "T",
-        "gamma_hat",
-        "mathias_lower",
-        "mathias_upper",
-        "psi",
-        "exact_sum_f2",
-        "psi_minus_lower",
-        "upper_minus_psi",
-        "exact_minus_lower",
-        "upper_minus_exact",
-    ]
-    return write_csv(out / "fhu-cbnorm.csv", header, rows)
+    return write_records(out / "fhu-cbnorm.csv", rows)
 
 
 def _fhu_cbnorm_summary(r: FhuCbNorm) -> dict[str, float]:

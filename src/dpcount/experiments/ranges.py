@@ -213,24 +213,14 @@ def _plot_sweep(sweep: RangeSweep, path: Path) -> None:
             _plot_sweep_panel(ax2, rows, name, "err2", paper_estimates)
             _plot_sweep_panel(axinf, rows, name, "errinf", paper_estimates)
         axinf.plot([], [], ":", color="0.3", label="err^∞_W (Def. 3.12, exact)")
-        for ax in (ax2, axinf):
+        err2_note = ": exact; bars = paper's estimator ±0.25 sd" if paper_estimates else ": exact"
+        for ax, ylabel, panel in (
+            (ax2, "err_{W,2} = E‖We‖² (exact)", f"err_{{W,2}} (Def. 3.11){err2_note}"),
+            (axinf, "err_{W,∞} = E max|We|", f"err_{{W,∞}} (Def. 3.13): {mc_label} ±2 SE"),
+        ):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-        label_axes(
-            ax2,
-            xlabel="n (number of cells)",
-            ylabel="err_{W,2} = E‖We‖² (exact)",
-            title="err_{W,2} (Def. 3.11)"
-            + (": exact; bars = paper's estimator ±0.25 sd" if paper_estimates else ": exact"),
-            grid=True,
-        )
-        label_axes(
-            axinf,
-            xlabel="n (number of cells)",
-            ylabel="err_{W,∞} = E max|We|",
-            title=f"err_{{W,∞}} (Def. 3.13): {mc_label} ±2 SE",
-            grid=True,
-        )
+            label_axes(ax, xlabel="n (number of cells)", ylabel=ylabel, title=panel, grid=True)
         legend(axinf, "outside", fontsize=8)
 
 

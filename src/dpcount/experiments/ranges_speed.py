@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from dpcount.experiments._framework import Comparison, ExperimentConfig, Summary, write_csv
+from dpcount.experiments._framework import (
+    Comparison,
+    ExperimentConfig,
+    Summary,
+    comparisons,
+    write_csv,
+)
 from dpcount.experiments._plotting import figure, label_axes, legend
 from dpcount.experiments._ranges_common import (
     COLORS,
@@ -197,27 +203,19 @@ def plot_cascade_speed(r: CascadeSpeed, path: Path) -> None:
                 color="tab:blue",
                 label="scipy multivariate_normal (dense C_k)",
             )
-        label_axes(
-            lin,
-            xlabel="n (dimension)",
-            ylabel="seconds per draw",
-            title="original scale, up to scipy's largest n",
-            grid=True,
-        )
         log.set_xscale("log", base=2)
         log.set_yscale("log")
         fit_n = np.array(r.big, dtype=float)
         fit_label = f"fit n ≥ 2^22: slope {r.slope:.3f}"
         log.plot(fit_n, np.exp(r.coef) * fit_n**r.slope, "k--", lw=1, label=fit_label)
-        label_axes(
-            log,
-            xlabel="n (dimension)",
-            ylabel="seconds per draw",
-            title=f"log-log; scipy slope {r.scipy_slope:.2f} (top points)",
-            grid=True,
-        )
-        legend(lin, "best", fontsize=8)
-        legend(log, "best", fontsize=8)
+        for ax, panel in (
+            (lin, "original scale, up to scipy's largest n"),
+            (log, f"log-log; scipy slope {r.scipy_slope:.2f} (top points)"),
+        ):
+            label_axes(
+                ax, xlabel="n (dimension)", ylabel="seconds per draw", title=panel, grid=True
+            )
+            legend(ax, "best", fontsize=8)
 
 
 def _cascade_speed_comparisons(r: CascadeSpeed) -> list[Comparison]:
@@ -435,32 +433,39 @@ def _ranges_runtime_summary(r: RangesRuntime) -> dict[str, float]:
 
 def _ranges_runtime_comparisons(r: RangesRuntime, s: dict[str, float]) -> list[Comparison]:
     k_big = int(math.log2(r.sizes[-1]))
-    return [
-        Comparison(
-            "share of configurations where Gaussian or Wavelet is fastest",
-            "'typically the fastest'",
-            round(s["fast_share"], 3),
-            f"{s['configurations']:.0f} configurations (3 workloads × {len(r.sizes)} n)",
-        ),
-        Comparison(
-            f"ours / faster of Gaussian, Wavelet at n=2^{k_big}",
-            "'competitive'",
-            round(s["ours_over_fast"], 2),
-            "build + release seconds (answering W·values is common to all)",
-        ),
-        Comparison(
-            f"Hierarchical / ours at n=2^{k_big}",
-            "> 1 (ours faster)",
-            round(s["hier_over_ours"], 2),
-            "build + release seconds",
-        ),
-        Comparison(
-            "share of configurations with EigenDesign where it is slowest",
-            "'typically the longest'",
-            round(s["eigen_slowest_share"], 3),
-            f"{s['eigen_configurations']:.0f} configurations (n ≤ {r.eigen_limit})",
-        ),
-    ]
+    return comparisons(
+        s,
+        [
+            (
+                "share of configurations where Gaussian or Wavelet is fastest",
+                "'typically the fastest'",
+                "fast_share",
+                3,
+                f"{s['configurations']:.0f} configurations (3 workloads × {len(r.sizes)} n)",
+            ),
+            (
+                f"ours / faster of Gaussian, Wavelet at n=2^{k_big}",
+                "'competitive'",
+                "ours_over_fast",
+                2,
+                "build + release seconds (answering W·values is common to all)",
+            ),
+            (
+                f"Hierarchical / ours at n=2^{k_big}",
+                "> 1 (ours faster)",
+                "hier_over_ours",
+                2,
+                "build + release seconds",
+            ),
+            (
+                "share of configurations with EigenDesign where it is slowest",
+                "'typically the longest'",
+                "eigen_slowest_share",
+                3,
+                f"{s['eigen_configurations']:.0f} configurations (n ≤ {r.eigen_limit})",
+            ),
+        ],
+    )
 
 
 def summarize_ranges_runtime(r: RangesRuntime) -> Summary:
