@@ -218,3 +218,25 @@ def test_dp_event_is_the_mechanisms_and_composes(
         assert twice > 1.3 * once
     with pytest.raises(ValueError, match=r"no privacy guarantee"):
         app.with_sampler(ZeroNoise()).dp_event()
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_the_mechanism_keywords_reach_the_mechanism_and_bad_ones_are_named(name: str) -> None:
+    """``mechanism``, ``k`` and ``subtract`` (AppFields) build the tree asked for, and each
+    bad one is refused naming it, as an unknown keyword is."""
+    build, _ = APPS[name]
+    app = build(epsilon=0.5, mechanism="kary", k=3, subtract=False)
+    assert (type(app.mechanism).__name__, app.mechanism.k, app.mechanism.subtract) == (  # type: ignore[attr-defined]
+        "KaryTree",
+        3,
+        False,
+    )
+    assert repr(app).endswith(f", budget={app.budget!r}, mechanism={app.mechanism!r})")
+    with pytest.raises(ValueError, match=r"^k must be >= 2, got 1$"):
+        build(epsilon=0.5, k=1)
+    with pytest.raises(TypeError, match=r"^subtract must be a bool"):
+        build(epsilon=0.5, subtract=1)
+    with pytest.raises(ValueError, match=r"^mechanism must be one of .*, got 'nope'$"):
+        build(epsilon=0.5, mechanism="nope")
+    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'bogus'"):
+        build(epsilon=0.5, bogus=1)

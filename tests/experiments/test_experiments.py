@@ -490,3 +490,24 @@ def test_a_registry_row_finds_its_steps_by_name(tmp_path: Path) -> None:
     del module.plot_fake_one
     with pytest.raises(AttributeError, match="plot_fake_one"):
         Experiment.of(module, "fake-one", "Fake", "One line.")
+
+
+def test_write_records_takes_the_header_from_the_keys(tmp_path: Path) -> None:
+    from dpcount.experiments._framework import write_records
+
+    path = write_records(tmp_path / "r.csv", [{"T": 2, "x": 0.5}, {"T": 4, "x": 1 / 3}])
+    assert path.read_text(encoding="utf-8").splitlines() == ["T,x", "2,0.5", "4,0.3333333333"]
+    with pytest.raises(ValueError, match=r"record keys \['x', 'T'\] differ from the header"):
+        write_records(tmp_path / "bad.csv", [{"T": 2, "x": 0.5}, {"x": 0.5, "T": 4}])
+    with pytest.raises(ValueError, match=r"no records for empty.csv"):
+        write_records(tmp_path / "empty.csv", [])
+
+
+def test_comparisons_round_the_summary_value_named_by_each_row() -> None:
+    from dpcount.experiments._framework import Comparison, comparisons
+
+    rows = [("a", "paper a", "x", 2, "note"), ("b", 3.0, "y", 0, "")]
+    assert comparisons({"x": 1.23456, "y": 2.5}, rows) == [
+        Comparison("a", "paper a", 1.23, "note"),
+        Comparison("b", 3.0, 2.0, ""),
+    ]
