@@ -309,6 +309,8 @@ _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
+#: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
+_PARTIAL = 32
 #: values per piece of :func:`_running_sum` (its scratch: 5 arrays of this many)
 _SUM_PIECE = 1 << 16
 
@@ -321,6 +323,62 @@ def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> Non
     np.subtract(a, out, out=out)
     np.subtract(b, work, out=work)
     np.add(out, work, out=out)
+
+
+@lru_cache(maxsize=4)
+def _partial_sum_matrix(b: int) -> Array:
+    """U[i, j] = 1 for i ≤ j (b × b): (x @ U)[j] = Σ_{i≤j} x_i (read-only)."""
+    out: Array = np.triu(np.ones((b, b)))
+    out.setflags(write=False)
+    return out
+
+
+def _blocked_sum(x: Array, start: Array, dest: Array) -> None:
+    """dest_t = start + Σ_{s≤t} x_s for a scalar block ``x`` (m,), in three passes.
+
+    In blocks of :data:`_PARTIAL` steps: the partial sums P_j = Σ_{i≤j} x_i of each block
+    as one matrix product with the upper-triangular ones (each a sum of at most 32
+    values of the block, |error| ≤ γ_32·Σ_i |x_i|, Higham 2002 §3.1); the sums before
+    each block C_k = start + Σ_{l<k} P_end(l) as an unevaluated pair hi + lo (a cumsum
+    and the cumsum of its TwoSum errors, Knuth TAOCP vol. 2 §4.2.2: the K = m/32 carries
+    are within O(u²) of exact, where a float cumsum over them errs by ≈ u·σ_t·√K); then
+    each value fl(fl(hi_k + lo_k) + P_j), two roundings at the noise's size. A float
+    cumsum over the m steps instead rounds every partial sum, u·|N_t| each, and those
+    errors add up like u·σ_t·√t (measured: the float model's ratio 64 at T = 2^16 with
+    it, 45 with the pairs of :func:`_running_sum`; benchmarks/float_model_long.py).
+    A last partial block is padded with zeros.
+    """
+    m = len(x)
+    b = _PARTIAL
+    K = -(-m // b)
+    direct = m == K * b and dest.flags.c_contiguous
+    if direct:
+        rows, res = x.reshape(K, b), dest.reshape(K, b)
+    else:
+        rows = np.zeros((K, b))
+        rows.reshape(-1)[:m] = x
+        res = np.empty((K, b))
+    _rows_times(rows, _partial_sum_matrix(b), res)
+    # the rounding errors of each block's sequential partial sums (TwoSum of P_{j−1} + x_j,
+    # over the flat arrays; 0 at each block's first step): the block's exact sum is
+    # P_end + Σ_j err_j, so the carries do not accumulate them
+    flat, xs = res.reshape(-1), rows.reshape(-1)
+    err = np.empty(K * b)
+    _two_sum_error(flat[:-1], xs[1:], flat[1:], err[1:], np.empty(K * b - 1))
+    err[::b] = 0.0
+    hi = np.empty(K)
+    hi[0] = start
+    hi[1:] = res[:-1, -1]
+    np.cumsum(hi, out=hi)  # C_k rounded: hi_k = fl(hi_{k−1} + P_end(k − 1))
+    lo = np.zeros(K)
+    if K > 1:
+        _two_sum_error(hi[:-1], res[:-1, -1], hi[1:], lo[1:], np.empty(K - 1))
+        lo[1:] += err.reshape(K, b)[:-1] @ np.ones(b)
+        np.cumsum(lo, out=lo)
+    hi += lo
+    res += hi[:, None]
+    if not direct:
+        dest[...] = res.reshape(-1)[:m]
 
 
 def _running_sum(w: Array, start: Array, dest: Array, scale: Array | None = None) -> None:
@@ -444,7 +502,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     ``_SCALAR_ACCURATE_ABOVE`` (scalar) / ``_VECTOR_ACCURATE_ABOVE`` (vector blocks,
     then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
     (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
-    (:func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
+    (vector blocks: :func:`_running_sum`; scalar blocks: :func:`_blocked_sum`, partial
+    sums of 32 steps by one matrix product and the carries between them in pairs, the
+    blocks' rounding errors added to the carries: the float model's ratio as with
+    :func:`_running_sum`, 44 / 42 at the limits 2^16 / 2^17 over seeds 1–3, in a third
+    of its time): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
 
     Args:
@@ -457,6 +519,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         table: returns all T weights (the mechanism's, computed once and kept): blocks
             of at least 2^16 steps (a batch release) read them there, the same floats
             as the aligned blocks of 512 give.
+        chunks: the mechanism's kept chunk matrices (a dict this process fills and
+            reads; they depend only on the inverse), or None for the process's own.
     """
 
     #: the mechanism named in a refusal (``blt.check_float_model``)
@@ -470,6 +534,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         source: NoiseSource,
         dim: int | None = None,
         table: Callable[[], Array] | None = None,
+        chunks: dict[int, tuple[Array, Array, Array, Array]] | None = None,
     ) -> None:
         self.horizon = horizon
         self._table = table
@@ -498,7 +563,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             _SCALAR_ACCURATE_ABOVE if dim is None else _VECTOR_ACCURATE_ABOVE
         )
         self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
-        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        # the chunk matrices: the mechanism's (shared by its processes) or this one's
+        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {} if chunks is None else chunks
         self._lows: dict[int, Array] = {}
 
     @property
@@ -559,7 +625,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             e = self._table()[t : t + m]
         else:
             e = self._weights(t, m)
-        if self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
+        if self._accurate and m >= _SUM_BLOCK and self.dim is None:
+            w *= e
+            _blocked_sum(w, self._sum, dest)
+        elif self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
             _running_sum(w, self._sum, dest, scale=e)
         else:
             w *= e if self.dim is None else e[:, None]
@@ -580,9 +649,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
             P = pw[:, c - 1 :: -1][:, :c].copy()
             F = (pw[:, :c] * self._scale[:, None]).T.copy()
+            cached = (toeplitz, P, F, pw[:, c].copy())
+            for mat in cached:
+                mat.setflags(write=False)  # shared by the mechanism's processes
             if len(self._mats) > 8:  # remainder chunks of many lengths
                 self._mats.clear()
-            cached = self._mats[c] = (toeplitz, P, F, pw[:, c].copy())
+            self._mats[c] = cached
         return cached
 
     def _chunked_w(self, z: Array) -> Array:
@@ -828,6 +900,9 @@ class NormalizedBLT(Scaled, _BLTParameters):
     def _set_blt_structure(self, horizon: int) -> None:
         self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None
+        #: the noise processes' chunk matrices (:meth:`NormalizedBLTNoiseProcess.
+        #: _chunk_matrices`), built by the first and kept: they depend only on λ, ω′
+        self._chunk_mats: dict[int, tuple[Array, Array, Array, Array]] = {}
 
     def _kept(self, key: str, compute: Callable[[], Array]) -> Array:
         """``compute()``, computed on first use and kept (read-only) under ``key``."""
@@ -888,7 +963,13 @@ class NormalizedBLT(Scaled, _BLTParameters):
         self, source: NoiseSource, width: int | None = None
     ) -> NormalizedBLTNoiseProcess:
         return NormalizedBLTNoiseProcess(
-            self.inverse, self._sums, self.horizon, source, width, table=self._weight_table
+            self.inverse,
+            self._sums,
+            self.horizon,
+            source,
+            width,
+            table=self._weight_table,
+            chunks=self._chunk_mats,
         )
 
     def _blocks(self) -> Iterator[tuple[int, Array]]:
