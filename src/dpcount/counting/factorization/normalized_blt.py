@@ -311,6 +311,14 @@ _VECTOR_ACCURATE_ABOVE = 1 << 10
 _SUM_BLOCK = 64
 #: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
 _PARTIAL = 32
+#: the chunk matrices of a mechanism's processes: c -> (G_c, P, F, λ^c)
+#: (:meth:`NormalizedBLTNoiseProcess._chunk_matrices`) and ("carry", c, K) ->
+#: :func:`_carry_matrices`
+ChunkCache = dict[Any, tuple[Array, ...]]
+#: chunks per super-chunk of :func:`across_chunks`
+_SUPER = 32
+#: powers of the decays below this are 0 in :func:`across_chunks`
+_TINY = 2.0**-600
 #: values per piece of :func:`_running_sum` (its scratch: 5 arrays of this many)
 _SUM_PIECE = 1 << 16
 
@@ -323,6 +331,58 @@ def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> Non
     np.subtract(a, out, out=out)
     np.subtract(b, work, out=work)
     np.add(out, work, out=out)
+
+
+def _carry_matrices(decay: Array, one_minus_decay: Array, c: int, K: int) -> tuple[Array, ...]:
+    """For :func:`across_chunks` over K chunks of c steps (ρ_i = λ_i^c, s = :data:`_SUPER`,
+    K2 = ⌈K/s⌉): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s), ρ_i^{j+1} (j < s),
+    M2[i, l, q] = ρ_i^{s(q−1−l)} (l < q < K2) and ρ_i^{s·q} (q < K2); every power
+    e^{−c·k·ln(1/λ_i)} from the accurate 1 − λ_i (:func:`_powers`), read-only."""
+    s = _SUPER
+    K2 = -(-K // s)
+    near = _powers(decay, one_minus_decay, c * np.arange(s + 1, dtype=np.float64))
+    far = _powers(decay, one_minus_decay, c * s * np.arange(K2, dtype=np.float64))
+    # powers below 2^-600 (a term 2^-547 u of its E) are taken as 0: no subnormal
+    # products (each costs ~100 times a normal one)
+    near[np.abs(near) < _TINY] = 0.0
+    far[np.abs(far) < _TINY] = 0.0
+    lag = np.arange(s)[None, :] - np.arange(s)[:, None]  # [l, j]: j − l
+    M = np.where(lag >= 0, near[:, np.clip(lag, 0, None)], 0.0)
+    lag2 = np.arange(K2)[None, :] - 1 - np.arange(K2)[:, None]  # [l, q]: q − 1 − l
+    M2 = np.where(lag2 >= 0, far[:, np.clip(lag2, 0, None)], 0.0)
+    out = tuple(np.ascontiguousarray(a) for a in (M, near[:, 1:], M2, far))
+    for mat in out:
+        mat.setflags(write=False)
+    return out
+
+
+def across_chunks(E: Array, start: Array, mats: tuple[Array, ...]) -> tuple[Array, Array]:
+    """The buffers before each chunk, p_i(k) = ρ_i·p_i(k − 1) + E_i(k − 1) from
+    p_i(0) = ``start``, and after the last: ``E`` (n, K) the chunks' own parts,
+    ``mats`` from :func:`_carry_matrices`. In matrix products instead of a recursion:
+    within super-chunks of s = 32 chunks L = E·M (sums of ≤ 32 terms ρ^k·E with the
+    accurate powers), across them the carries C_q = ρ^{sq}·p(0) + Σ_{l<q} ρ^{s(q−1−l)}
+    L_end(l) as one more product, then p = L + ρ^{j+1}·C_q. Each value is a sum of at
+    most s + K2 products with accurate powers (a recursion in fl(ρ) instead multiplies by
+    ρ(1 + δ) every step, a bias blt.decay_residuals compensates)."""
+    M, up, M2, far = mats
+    n, K = E.shape
+    s = M.shape[1]
+    K2 = M2.shape[1]
+    if K2 * s == K:
+        X = E.reshape(n, K2, s)
+    else:
+        X = np.zeros((n, K2, s))
+        X.reshape(n, K2 * s)[:, :K] = E
+    L = np.matmul(X, M)  # within each super-chunk, from zero
+    C = np.matmul(np.ascontiguousarray(L[:, :, -1])[:, None, :], M2)[:, 0, :]  # carries
+    C += start[:, None] * far
+    L += C[:, :, None] * up[:, None, :]
+    S = L.reshape(n, K2 * s)  # S[:, k]: p after chunk k
+    prev = np.empty((n, K))
+    prev[:, 0] = start
+    prev[:, 1:] = S[:, : K - 1]
+    return prev, S[:, K - 1].copy()
 
 
 @lru_cache(maxsize=4)
@@ -534,7 +594,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         source: NoiseSource,
         dim: int | None = None,
         table: Callable[[], Array] | None = None,
-        chunks: dict[int, tuple[Array, Array, Array, Array]] | None = None,
+        chunks: ChunkCache | None = None,
     ) -> None:
         self.horizon = horizon
         self._table = table
@@ -564,7 +624,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         )
         self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
         # the chunk matrices: the mechanism's (shared by its processes) or this one's
-        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {} if chunks is None else chunks
+        self._mats: ChunkCache = {} if chunks is None else chunks
         self._lows: dict[int, Array] = {}
 
     @property
@@ -640,28 +700,30 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def _chunk_matrices(self, c: int) -> tuple[Array, Array, Array, Array]:
         """For chunks of c steps: the within-chunk Toeplitz G_c (g_0 = 1,
         g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j and λ_i^c."""
-        cached = self._mats.get(c)
-        if cached is None:
-            pw = _powers(self._decay, self._one_minus_decay, np.arange(c + 1, dtype=np.float64))
-            g = np.ones(c)
-            g[1:] = self._scale @ pw[:, : c - 1]
-            lag = np.arange(c)[:, None] - np.arange(c)[None, :]
-            toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
-            P = pw[:, c - 1 :: -1][:, :c].copy()
-            F = (pw[:, :c] * self._scale[:, None]).T.copy()
-            cached = (toeplitz, P, F, pw[:, c].copy())
-            for mat in cached:
-                mat.setflags(write=False)  # shared by the mechanism's processes
-            if len(self._mats) > 8:  # remainder chunks of many lengths
-                self._mats.clear()
-            self._mats[c] = cached
+        kept = self._mats.get(c)
+        if kept is not None:
+            return kept  # type: ignore[return-value]  # the four of this key
+        pw = _powers(self._decay, self._one_minus_decay, np.arange(c + 1, dtype=np.float64))
+        g = np.ones(c)
+        g[1:] = self._scale @ pw[:, : c - 1]
+        lag = np.arange(c)[:, None] - np.arange(c)[None, :]
+        toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
+        P = pw[:, c - 1 :: -1][:, :c].copy()
+        F = (pw[:, :c] * self._scale[:, None]).T.copy()
+        cached = (toeplitz, P, F, pw[:, c].copy())
+        for mat in cached:
+            mat.setflags(write=False)  # shared by the mechanism's processes
+        if len(self._mats) > 8:  # remainder chunks of many lengths
+            self._mats.clear()
+        self._mats[c] = cached
         return cached
 
     def _chunked_w(self, z: Array) -> Array:
         """w = G z for a scalar block (w_t = z_t + Σ_i ω′_i p_i(t − 1)), advancing the
         buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
-        and one lfilter per buffer across the chunks (as the BLT's batch), instead of one
-        lfilter per buffer over every step. The same w as the per-step recursion in
+        and one lfilter per buffer across the chunks (as the BLT's batch; at accurate
+        horizons scalar blocks of at least 32 chunks cross them by :func:`across_chunks`,
+        two matrix products), instead of one lfilter per buffer over every step. The same w as the per-step recursion in
         fl(λ_i) up to rounding (not bit for bit; tested against it). Vector blocks are
         computed in place (the draw z, the process's own, is overwritten with w: one
         fresh block-sized array fewer, whose page faults cost more than its arithmetic)."""
@@ -688,8 +750,19 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             return
         rows = z.reshape(K, c)
         E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n, K): each chunk's own part
-        prev = np.empty_like(E)  # prev[i, k]: p_i before chunk k
         p0 = self._p
+        if self._accurate and K >= _SUPER:  # matrix products across the chunks
+            key = ("carry", c, K)
+            carry = self._mats.get(key)
+            if carry is None:
+                carry = _carry_matrices(self._decay, self._one_minus_decay, c, K)
+                self._mats[key] = carry
+            prev, p0[:] = across_chunks(E, p0, carry)
+            res = out.reshape(K, c)
+            _rows_times(rows, G.T, res)
+            _rows_times(prev.T, F.T, res, add=True)
+            return
+        prev = np.empty_like(E)  # prev[i, k]: p_i before chunk k
         prev[:, 0] = p0
         for i in range(self._n):
             if K > 1:
@@ -902,7 +975,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
         self._coefficients: Array | None = None
         #: the noise processes' chunk matrices (:meth:`NormalizedBLTNoiseProcess.
         #: _chunk_matrices`), built by the first and kept: they depend only on λ, ω′
-        self._chunk_mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        self._chunk_mats: ChunkCache = {}
 
     def _kept(self, key: str, compute: Callable[[], Array]) -> Array:
         """``compute()``, computed on first use and kept (read-only) under ``key``."""
