@@ -310,12 +310,20 @@ def test_running_sum_is_the_stepwise_two_sum_bit_for_bit(
 
 def test_vector_blocks_above_the_accurate_horizon_apply_the_decoder() -> None:
     """Vector blocks above ``_VECTOR_ACCURATE_ABOVE`` (chunked, computed in place over the
-    draw, TwoSum running sum) release B′z for the z they drew, for one width-1 row too
-    (where the chunk rows could alias the draw), with a remainder chunk and several blocks."""
+    draw, TwoSum running sum; blocks of at least 32 chunks by ``_vector_block``: the
+    buffers by ``across_chunks``, the sums by ``_block_sums`` in the chunk rows) release
+    B′z for the z they drew, for one width-1 row too (where the chunk rows could alias
+    the draw), with a remainder chunk and several blocks."""
     T = 1100  # > 1024: the accurate vector path; 1100 = 34·32 + 12
     B = _oracle_1100()
     m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
-    for dim, sizes in ((1, (T,)), (1, (1, 640, 459)), (3, (T,)), (3, (1, 640, 459))):
+    for dim, sizes in (
+        (1, (T,)),
+        (1, (1, 640, 459)),
+        (3, (T,)),
+        (3, (1, 640, 459)),
+        (2, (1030, 70)),
+    ):
         rec = RecordingSampler()
         proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
             NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
@@ -382,11 +390,11 @@ def test_blocked_sum_is_the_running_sum_within_rounding(steps: int) -> None:
     rng = np.random.default_rng(11)
     x = rng.standard_normal(steps) * np.exp(rng.uniform(-5, 5, steps))
     got = np.empty(steps)
-    _blocked_sum(x, np.array(1e3), got)
+    _blocked_sum(x.copy(), np.array(1e3), got)  # (it overwrites its input)
     exact = _exact_prefix(x, 1e3)
     assert _within_blocked_sum_bound(got, x, exact)
     hard = np.tile(np.r_[1.0, np.full(31, 0.75 * 2.0**-52)], -(-steps // 32))[:steps]
-    _blocked_sum(hard, np.array(0.0), got)
+    _blocked_sum(hard.copy(), np.array(0.0), got)
     exact = _exact_prefix(hard, 0.0)
     assert _within_blocked_sum_bound(got, hard, exact)
     if steps > 32 * 8:  # the bound catches sums that lose the blocks' errors

@@ -358,31 +358,35 @@ def _carry_matrices(decay: Array, one_minus_decay: Array, c: int, K: int) -> tup
 
 def across_chunks(E: Array, start: Array, mats: tuple[Array, ...]) -> tuple[Array, Array]:
     """The buffers before each chunk, p_i(k) = ρ_i·p_i(k − 1) + E_i(k − 1) from
-    p_i(0) = ``start``, and after the last: ``E`` (n, K) the chunks' own parts,
-    ``mats`` from :func:`_carry_matrices`. In matrix products instead of a recursion:
-    within super-chunks of s = 32 chunks L = E·M (sums of ≤ 32 terms ρ^k·E with the
-    accurate powers), across them the carries C_q = ρ^{sq}·p(0) + Σ_{l<q} ρ^{s(q−1−l)}
-    L_end(l) as one more product, then p = L + ρ^{j+1}·C_q. Each value is a sum of at
-    most s + K2 products with accurate powers (a recursion in fl(ρ) instead multiplies by
+    p_i(0) = ``start``, and after the last: ``E`` (n, K) or (n, R, K) for R streams
+    (coordinates) the chunks' own parts, ``start`` (n,) or (n, R), ``mats`` from
+    :func:`_carry_matrices`. In matrix products instead of a recursion: within
+    super-chunks of s = 32 chunks L = E·M (sums of ≤ 32 terms ρ^k·E with the accurate
+    powers), across them the carries C_q = ρ^{sq}·p(0) + Σ_{l<q} ρ^{s(q−1−l)} L_end(l)
+    as one more product, then p = L + ρ^{j+1}·C_q. Each value is a sum of at most
+    s + K2 products with accurate powers (a recursion in fl(ρ) instead multiplies by
     ρ(1 + δ) every step, a bias blt.decay_residuals compensates)."""
     M, up, M2, far = mats
-    n, K = E.shape
+    n, K = E.shape[0], E.shape[-1]
+    mid = E.shape[1:-1]  # () or (R,)
+    ones = (1,) * len(mid)
     s = M.shape[1]
     K2 = M2.shape[1]
-    if K2 * s == K:
-        X = E.reshape(n, K2, s)
+    if K2 * s == K and E.flags.c_contiguous:
+        X = E.reshape(n, *mid, K2, s)
     else:
-        X = np.zeros((n, K2, s))
-        X.reshape(n, K2 * s)[:, :K] = E
-    L = np.matmul(X, M)  # within each super-chunk, from zero
-    C = np.matmul(np.ascontiguousarray(L[:, :, -1])[:, None, :], M2)[:, 0, :]  # carries
-    C += start[:, None] * far
-    L += C[:, :, None] * up[:, None, :]
-    S = L.reshape(n, K2 * s)  # S[:, k]: p after chunk k
-    prev = np.empty((n, K))
-    prev[:, 0] = start
-    prev[:, 1:] = S[:, : K - 1]
-    return prev, S[:, K - 1].copy()
+        X = np.zeros((n, *mid, K2, s))
+        X.reshape(n, *mid, K2 * s)[..., :K] = E
+    L = np.matmul(X, M.reshape(n, *ones, s, s))  # within each super-chunk, from zero
+    ends = np.ascontiguousarray(L[..., -1])[..., None, :]  # (n, …, 1, K2)
+    C = np.matmul(ends, M2.reshape(n, *ones, K2, K2))[..., 0, :]  # the carries
+    C += start[..., None] * far.reshape(n, *ones, K2)
+    L += C[..., None] * up.reshape(n, *ones, 1, s)
+    S = L.reshape(n, *mid, K2 * s)  # S[…, k]: p after chunk k
+    prev = np.empty((n, *mid, K))
+    prev[..., 0] = start
+    prev[..., 1:] = S[..., : K - 1]
+    return prev, S[..., K - 1].copy()
 
 
 @lru_cache(maxsize=4)
@@ -393,52 +397,85 @@ def _partial_sum_matrix(b: int) -> Array:
     return out
 
 
-def _blocked_sum(x: Array, start: Array, dest: Array) -> None:
-    """dest_t = start + Σ_{s≤t} x_s for a scalar block ``x`` (m,), in three passes.
-
-    In blocks of :data:`_PARTIAL` steps: the partial sums P_j = Σ_{i≤j} x_i of each block
-    as one matrix product with the upper-triangular ones (each a sum of at most 32
-    values of the block, |error| ≤ γ_32·Σ_i |x_i|, Higham 2002 §3.1); the sums before
-    each block C_k = start + Σ_{l<k} P_end(l) as an unevaluated pair hi + lo (a cumsum
-    and the cumsum of its TwoSum errors, Knuth TAOCP vol. 2 §4.2.2: the K = m/32 carries
-    are within O(u²) of exact, where a float cumsum over them errs by ≈ u·σ_t·√K); then
-    each value fl(fl(hi_k + lo_k) + P_j), two roundings at the noise's size. A float
-    cumsum over the m steps instead rounds every partial sum, u·|N_t| each, and those
-    errors add up like u·σ_t·√t (measured: the float model's ratio 64 at T = 2^16 with
-    it, 45 with the pairs of :func:`_running_sum`; benchmarks/float_model_long.py).
-    A last partial block is padded with zeros.
-    """
+def _blocked_sum(x: Array, start: Array, dest: Array, work: Array | None = None) -> None:
+    """dest_t = start + Σ_{s≤t} x_s for a scalar block ``x`` (m,; overwritten):
+    :func:`_block_sums` over blocks of :data:`_PARTIAL` steps, a last partial block
+    padded with zeros (``work``: optional scratch of m floats)."""
     m = len(x)
     b = _PARTIAL
     K = -(-m // b)
-    direct = m == K * b and dest.flags.c_contiguous
+    direct = m == K * b and dest.flags.c_contiguous and x.flags.c_contiguous
     if direct:
-        rows, res = x.reshape(K, b), dest.reshape(K, b)
+        rows, res = x.reshape(K, 1, b), dest.reshape(K, 1, b)
     else:
-        rows = np.zeros((K, b))
+        rows = np.zeros((K, 1, b))
         rows.reshape(-1)[:m] = x
-        res = np.empty((K, b))
-    _rows_times(rows, _partial_sum_matrix(b), res)
-    # the rounding errors of each block's sequential partial sums (TwoSum of P_{j−1} + x_j,
-    # over the flat arrays; 0 at each block's first step): the block's exact sum is
-    # P_end + Σ_j err_j, so the carries do not accumulate them
-    flat, xs = res.reshape(-1), rows.reshape(-1)
-    err = np.empty(K * b)
-    _two_sum_error(flat[:-1], xs[1:], flat[1:], err[1:], np.empty(K * b - 1))
-    err[::b] = 0.0
-    hi = np.empty(K)
-    hi[0] = start
-    hi[1:] = res[:-1, -1]
-    np.cumsum(hi, out=hi)  # C_k rounded: hi_k = fl(hi_{k−1} + P_end(k − 1))
-    lo = np.zeros(K)
-    if K > 1:
-        _two_sum_error(hi[:-1], res[:-1, -1], hi[1:], lo[1:], np.empty(K - 1))
-        lo[1:] += err.reshape(K, b)[:-1] @ np.ones(b)
-        np.cumsum(lo, out=lo)
-    hi += lo
-    res += hi[:, None]
+        res = np.empty((K, 1, b))
+    _block_sums(rows, np.reshape(start, (1,)), res, work)
     if not direct:
         dest[...] = res.reshape(-1)[:m]
+
+
+def _scratch(work: Array | None, size: int) -> Array:
+    """``work`` as a flat array of ``size`` floats when it can be (writable, contiguous,
+    large enough), else a fresh one: each fresh block-sized array costs its page faults."""
+    if (
+        work is not None
+        and work.dtype == np.float64
+        and work.flags.writeable
+        and work.flags.c_contiguous
+        and work.size >= size
+    ):
+        out: Array = work.reshape(-1)[:size]
+        return out
+    return np.empty(size)
+
+
+def _two_sum_error_into(a: Array, b: Array, s: Array, work: Array) -> None:
+    """b = (a − (s − bb)) + (b − bb), bb = s − a: :func:`_two_sum_error` written over
+    ``b`` (its operations on the same values: the same floats)."""
+    np.subtract(s, a, out=work)  # bb
+    np.subtract(b, work, out=b)
+    np.subtract(s, work, out=work)
+    np.subtract(a, work, out=work)
+    np.add(work, b, out=b)
+
+
+def _block_sums(rows: Array, start: Array, res: Array, work: Array | None = None) -> None:
+    """res[k, r, j] = start_r + Σ_{l<k} Σ_i rows[l, r, i] + Σ_{i≤j} rows[k, r, i]: the
+    running sums of R interleaved streams (``start`` (R,)) whose steps come in K blocks
+    of b along the last axis (``rows``, ``res``: (K, R, b), C-contiguous, distinct;
+    ``rows`` is overwritten; ``work``: optional scratch of its size).
+
+    The partial sums P_j = Σ_{i≤j} x_i of each block as one matrix product with the
+    upper-triangular ones (a sequential sum of at most b values of the block, |error| ≤
+    γ_b·Σ_i |x_i|, Higham 2002 §3.1); each block's exact sum P_end + Σ_j err_j with
+    err_j the TwoSum error of P_{j−1} + x_j (Knuth TAOCP vol. 2 §4.2.2; so the carries
+    do not accumulate the blocks' roundings); the sums before each block
+    C_k = start + Σ_{l<k} (P_end(l) + Σ_j err_j(l)) as an unevaluated pair hi + lo (a
+    cumsum and the cumsum of its TwoSum errors and the blocks' errors: within O(u²)
+    of exact, where a float cumsum over them errs by ≈ u·σ_t·√K); then each value
+    fl(fl(hi_k + lo_k) + P_j), two roundings at the noise's size. A float cumsum over
+    the m steps instead rounds every partial sum, u·|N_t| each, and those errors add
+    up like u·σ_t·√t (measured: the float model's ratio 64 at T = 2^16 with it, 44
+    with these pairs or those of :func:`_running_sum`; benchmarks/float_model_long.py).
+    """
+    K, R, b = rows.shape
+    _rows_times(rows.reshape(K * R, b), _partial_sum_matrix(b), res.reshape(K * R, b))
+    flat, err = res.reshape(-1), rows.reshape(-1)  # the errors overwrite the steps
+    _two_sum_error_into(flat[:-1], err[1:], flat[1:], _scratch(work, K * R * b - 1))
+    err[::b] = 0.0  # each block's first step: no addition
+    hi = np.empty((K, R))
+    hi[0] = start
+    hi[1:] = res[:-1, :, -1]
+    np.cumsum(hi, axis=0, out=hi)  # C_k rounded: hi_k = fl(hi_{k−1} + P_end(k − 1))
+    lo = np.zeros((K, R))
+    if K > 1:
+        _two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, R)))
+        lo[1:] += err.reshape(K, R, b)[:-1] @ np.ones(b)
+        np.cumsum(lo, axis=0, out=lo)
+    hi += lo
+    res += hi[:, :, None]
 
 
 def _running_sum(w: Array, start: Array, dest: Array, scale: Array | None = None) -> None:
@@ -562,11 +599,13 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     ``_SCALAR_ACCURATE_ABOVE`` (scalar) / ``_VECTOR_ACCURATE_ABOVE`` (vector blocks,
     then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
     (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
-    (vector blocks: :func:`_running_sum`; scalar blocks: :func:`_blocked_sum`, partial
-    sums of 32 steps by one matrix product and the carries between them in pairs, the
-    blocks' rounding errors added to the carries: the float model's ratio as with
-    :func:`_running_sum`, 44 / 42 at the limits 2^16 / 2^17 over seeds 1–3, in a third
-    of its time): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
+    (blocks of at least 32 chunks of 32 steps: :func:`_block_sums`, partial sums of 32
+    steps by one matrix product and the carries between them in pairs, the blocks'
+    rounding errors added to the carries; the buffers across the chunks by
+    :func:`across_chunks`, matrix products with the accurate powers; shorter vector
+    blocks: :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the
+    limits 2^16 / 2^17, seeds 1–3: 46 / 36 scalar blocks, 40 / 61 vector blocks, as
+    before within 2 where measured before). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
 
     Args:
@@ -668,7 +707,22 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         t = self._c
         z = self._draw(t, (m, *self._tail))
         batch = self._table is not None and m >= _TABLE_STEPS
-        if self.dim is None or self._accurate:  # chunked products
+        if batch:
+            assert self._table is not None
+            e = self._table()[t : t + m]
+        else:
+            e = self._weights(t, m)
+        vector_sum = self.dim is not None and self._accurate and m >= _CHUNK * _SUPER
+        if vector_sum:  # the noise of the full chunks with their running sum
+            full = m - m % _CHUNK
+            self._vector_block(z[:full], dest[:full], e[:full])
+            w = z[full:]
+            if m > full:
+                self._chunks_w(w, w, m - full)
+                w *= e[full:, None]
+                w[0] += dest[full - 1]
+                np.cumsum(w, axis=0, out=dest[full:])
+        elif self.dim is None or self._accurate:  # chunked products
             w = self._chunked_w(z)
         else:
             w = z.copy()
@@ -680,14 +734,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
                 if m > 1:
                     w[1:] += self._scale[i] * p[:-1]
                 self._p[i] = p[-1]
-        if batch:
-            assert self._table is not None
-            e = self._table()[t : t + m]
-        else:
-            e = self._weights(t, m)
         if self._accurate and m >= _SUM_BLOCK and self.dim is None:
             w *= e
-            _blocked_sum(w, self._sum, dest)
+            _blocked_sum(w, self._sum, dest, work=z)  # z is read: its scratch
+        elif vector_sum:
+            pass  # computed with w (:meth:`_vector_block`)
         elif self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
             _running_sum(w, self._sum, dest, scale=e)
         else:
@@ -723,10 +774,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
         and one lfilter per buffer across the chunks (as the BLT's batch; at accurate
         horizons scalar blocks of at least 32 chunks cross them by :func:`across_chunks`,
-        two matrix products), instead of one lfilter per buffer over every step. The same w as the per-step recursion in
-        fl(λ_i) up to rounding (not bit for bit; tested against it). Vector blocks are
-        computed in place (the draw z, the process's own, is overwritten with w: one
-        fresh block-sized array fewer, whose page faults cost more than its arithmetic)."""
+        two matrix products), instead of one lfilter per buffer over every step. The
+        same w as the per-step recursion in fl(λ_i) up to rounding (not bit for bit;
+        tested against it). Vector blocks are computed in place (the draw z, the
+        process's own, is overwritten with w: one fresh block-sized array fewer, whose
+        page faults cost more than its arithmetic)."""
         m = len(z)
         in_place = self.dim is not None and z.flags.writeable and z.flags.c_contiguous
         w = z if in_place else np.empty(z.shape)
@@ -794,6 +846,40 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         res = _rows_times(rows, G.T)
         _rows_times(prev.reshape(K * D, n), F.T, res, add=True)
         np.copyto(out.reshape(K, c, D), res.reshape(K, D, c).transpose(0, 2, 1))
+
+    def _vector_block(self, z: Array, dest: Array, e: Array) -> None:
+        """The noise of K ≥ 32 full chunks of vector steps (z (K·c, D)) into ``dest``,
+        from the buffers and running sum, advancing both: as :meth:`_vector_chunks_w`
+        (one row per (chunk, coordinate)) with the buffers across the chunks by
+        :func:`across_chunks`, then, in the same rows, w·e and the running sums of
+        :func:`_block_sums` (blocks of c = 32 steps), moved into dest once."""
+        c = _CHUNK
+        G, P, F, _ = self._chunk_matrices(c)
+        D, n = z.shape[1], self._n
+        K = len(z) // c
+        key = ("carry", c, K)
+        carry = self._mats.get(key)
+        if carry is None:
+            carry = _carry_matrices(self._decay, self._one_minus_decay, c, K)
+            self._mats[key] = carry
+        chunks: Array = np.empty((K, D, c))
+        np.copyto(chunks, z.reshape(K, c, D).transpose(0, 2, 1))
+        rows = chunks.reshape(K * D, c)
+        E = _rows_times(rows, P.T).reshape(K, D, n)  # each chunk's own part of the state
+        before, self._p[...] = across_chunks(
+            np.ascontiguousarray(E.transpose(2, 1, 0)), self._p, carry
+        )
+        prev = np.ascontiguousarray(before.transpose(2, 1, 0))  # (K, D, n)
+        # w in dest's memory (rows of (chunk, coordinate)) until the sums are moved there
+        w = _scratch(dest, K * D * c).reshape(K * D, c)
+        _rows_times(rows, G.T, w)
+        _rows_times(prev.reshape(K * D, n), F.T, w, add=True)
+        x = w.reshape(K, D, c)
+        x *= e.reshape(K, 1, c)
+        res = chunks  # the rows are read: they receive the sums
+        _block_sums(x, self._sum, res, work=z)  # z is read: its scratch
+        np.copyto(dest.reshape(K, c, D), res.transpose(0, 2, 1))
+        self._sum = np.array(dest[-1], dtype=np.float64)
 
     def _vector_next(self) -> Any:
         """One vector step; refused beyond ``blt.FLOAT_MODEL_HORIZONS`` (not taken)."""
