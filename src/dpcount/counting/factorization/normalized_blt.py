@@ -1044,13 +1044,16 @@ class NormalizedBLT(Scaled, _BLTParameters):
     ) -> MemoryEstimate:
         """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
         draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
-        compute a chunk of steps ahead. Structure: the parameters, the kept variances
-        and the weights a batch release keeps. ``buffers`` (None: the shipped count)."""
+        compute a chunk of steps ahead. Structure: the parameters, the kept variances,
+        the weights a batch release keeps and its carry matrices across the chunks
+        (:func:`across_chunks`: n·⌈T/1024⌉² floats). ``buffers`` (None: the shipped
+        count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, n)
-        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T, stream=stream)
+        carry = 8 * n * (-(-T // (_CHUNK * _SUPER))) ** 2
+        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T + carry, stream=stream)
 
     horizon_limit = NORMALIZED_BLT_MAX_HORIZON
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
