@@ -604,7 +604,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     rounding errors added to the carries; the buffers across the chunks by
     :func:`across_chunks`, matrix products with the accurate powers; shorter vector
     blocks: :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the
-    limits 2^16 / 2^17, seeds 1–3: 46 / 36 scalar blocks, 40 / 61 vector blocks, as
+    limits 2^16 / 2^17, seeds 1–3: 46 / 37 scalar blocks, 40 / 60 vector blocks, as
     before within 2 where measured before). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
 
