@@ -15,8 +15,13 @@ vector widths), prints:
 Process CPU time, not wall-clock: the development machine is shared (2 cores, ~8
 users); ratios are from the same run only.
 
-Run: ``PYTHONPATH=src python benchmarks/bench_scaled_batch.py [--horizons 18 20]
-[--dims 4] [--repeats 7] [--profile NAME:log2T:OBJECTIVE]``.
+``--stages NAME:log2T[:DIM]`` prints instead the least process CPU time of each stage of
+a release over ``--repeats`` (the draw, w = G z in chunks, the buffers across the
+chunks, the running sum, adding the data's sums with the float-safe snap, the input
+check, the noise source and process) as multiples of the floor.
+
+Run: ``PYTHONPATH=src python benchmarks/bench_scaled_batch.py [--horizons 16 17]
+[--dims 4] [--repeats 7] [--profile NAME:log2T:OBJECTIVE] [--stages NAME:log2T:DIM]``.
 """
 
 from __future__ import annotations
@@ -85,6 +90,62 @@ def profile(spec: str) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(18)
 
 
+def stages(spec: str, repeats: int) -> None:
+    """The least CPU time of each stage of a release (module docstring), × the floor."""
+    import collections
+
+    import dpcount.counting.base as base
+    from dpcount.counting.factorization import normalized_blt as nb
+    from dpcount.privacy.source import NoiseSource
+
+    name, k, *rest = spec.split(":")
+    T, dim = 1 << int(k), int(rest[0]) if rest else None
+    spent: dict[str, float] = collections.defaultdict(float)
+
+    def timed(owner: object, attr: str, label: str) -> None:
+        inner = getattr(owner, attr)
+
+        def call(*args: object, **kwargs: object) -> object:
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[label] += time.process_time() - start
+
+        setattr(owner, attr, call)
+
+    process = nb.NormalizedBLTNoiseProcess
+    for owner, attr, label in (
+        (base, "check_stream_array", "input check"),
+        (NoiseSource, "generator", "noise source"),
+        (CLASSES[name], "noise_process", "noise process"),
+        (process, "_draw", "draw (+ row weights)"),
+        (process, "_chunked_w", "w = G z (scalar)"),
+        (process, "_vector_block", "vector block (all)"),
+        (nb, "across_chunks", "  buffers across chunks"),
+        (nb, "_block_sums", "  running sum"),
+        (process, "_compute", "noise (all)"),
+        (base, "add_running_sums", "sums + float-safe snap"),
+    ):
+        timed(owner, attr, label)
+    shape = (T,) if dim is None else (T, dim)
+    mech = CLASSES[name].optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
+    zeros = np.zeros(shape)
+    mech.release(zeros)
+    rng = np.random.default_rng(3)
+    best: dict[str, float] = collections.defaultdict(lambda: float("inf"))
+    for _ in range(repeats):
+        best["floor"] = min(best["floor"], _cpu(lambda: rng.standard_normal(shape)))
+        spent.clear()
+        spent["release (all)"] = _cpu(lambda: mech.release(zeros))
+        for label, value in spent.items():
+            best[label] = min(best[label], value)
+    floor = best.pop("floor")
+    print(f"{name} T=2^{k} dim={dim}: floor {floor * 1e3:.3f} ms, load {os.getloadavg()}")
+    for label, value in best.items():
+        print(f"  {label:<26} {value * 1e3:8.3f} ms {value / floor:6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--horizons", type=int, nargs="+", default=[16, 18, 20], help="log2 T")
@@ -93,9 +154,13 @@ def main() -> None:
     parser.add_argument("--objectives", nargs="+", default=["mean", "max"])
     parser.add_argument("--names", nargs="+", default=list(CLASSES))
     parser.add_argument("--profile", help="NAME:log2T:OBJECTIVE: cProfile 3 releases instead")
+    parser.add_argument("--stages", help="NAME:log2T[:DIM]: each stage's least time instead")
     opts = parser.parse_args()
     if opts.profile:
         profile(opts.profile)
+        return
+    if opts.stages:
+        stages(opts.stages, opts.repeats)
         return
     print(f"load average at start: {os.getloadavg()} on {os.cpu_count()} cores", flush=True)
     for k in opts.horizons:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,12 @@ def oracle(theta: list[float], omega: list[float], T: int) -> tuple[np.ndarray, 
     Cn = (C / (norms / norms[0])[None, :]).astype(np.float64)
     A = np.tril(np.ones((T, T)))
     return A @ np.linalg.inv(Cn), Cn
+
+
+@functools.lru_cache(maxsize=1)
+def _oracle_1100() -> np.ndarray:
+    """B′ of (THETA, OMEGA) at T = 1100 (the accurate paths' tests), built once."""
+    return oracle(THETA, OMEGA, 1100)[0]
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 17, 64])
@@ -303,12 +310,20 @@ def test_running_sum_is_the_stepwise_two_sum_bit_for_bit(
 
 def test_vector_blocks_above_the_accurate_horizon_apply_the_decoder() -> None:
     """Vector blocks above ``_VECTOR_ACCURATE_ABOVE`` (chunked, computed in place over the
-    draw, TwoSum running sum) release B′z for the z they drew, for one width-1 row too
-    (where the chunk rows could alias the draw), with a remainder chunk and several blocks."""
+    draw, TwoSum running sum; blocks of at least 32 chunks by ``_vector_block``: the
+    buffers by ``across_chunks``, the sums by ``_block_sums`` in the chunk rows) release
+    B′z for the z they drew, for one width-1 row too (where the chunk rows could alias
+    the draw), with a remainder chunk and several blocks."""
     T = 1100  # > 1024: the accurate vector path; 1100 = 34·32 + 12
-    B, _ = oracle(THETA, OMEGA, T)
+    B = _oracle_1100()
     m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
-    for dim, sizes in ((1, (T,)), (1, (1, 640, 459)), (3, (T,)), (3, (1, 640, 459))):
+    for dim, sizes in (
+        (1, (T,)),
+        (1, (1, 640, 459)),
+        (3, (T,)),
+        (3, (1, 640, 459)),
+        (2, (1030, 70)),
+    ):
         rec = RecordingSampler()
         proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
             NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
@@ -317,3 +332,101 @@ def test_vector_blocks_above_the_accurate_horizon_apply_the_decoder() -> None:
         z = np.concatenate([a.reshape(-1, dim) for a in rec.draws])
         np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
         assert not np.allclose(out, np.cumsum(z, axis=0), rtol=1e-3)  # not the plain sum
+
+
+def test_scalar_blocks_above_the_accurate_horizon_apply_the_decoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scalar blocks in the accurate forms (the buffers across chunks by
+    ``across_chunks``, the running sum by ``_blocked_sum``), here from T = 1100 on:
+    B′z for the z they drew, with a remainder chunk and block and several blocks."""
+    from dpcount.counting.factorization import normalized_blt
+
+    monkeypatch.setattr(normalized_blt, "_SCALAR_ACCURATE_ABOVE", 512)
+    T = 1100  # 34 chunks of 32 (≥ one super-chunk) and a remainder of 12
+    B = _oracle_1100()
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
+    for sizes in ((T,), (1, 640, 459), (1030, 70)):
+        rec = RecordingSampler()
+        proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
+            NoiseSource.generator(rec, np.random.default_rng(0))
+        )
+        out = np.concatenate([proc.next_many(k) for k in sizes])
+        z = np.concatenate([a.reshape(-1) for a in rec.draws])
+        np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
+        assert not np.allclose(out, np.cumsum(z), rtol=1e-3)  # not the plain sum
+
+
+def _exact_prefix(x: np.ndarray, start: float) -> np.ndarray:
+    """start + Σ_{s≤t} x_s, each exactly (Fractions), rounded once."""
+    from fractions import Fraction
+
+    total, out = Fraction(start), np.empty(len(x))
+    for t, v in enumerate(x.tolist()):
+        total += Fraction(v)
+        out[t] = float(total)
+    return out
+
+
+def _within_blocked_sum_bound(got: np.ndarray, x: np.ndarray, exact: np.ndarray) -> bool:
+    """|got − exact| ≤ 3u·|exact| + γ_32·Σ|x| over the step's block of 32 (the partial
+    sum's rounding) — no term that grows with the number of blocks."""
+    u = 2.0**-53
+    b = 32
+    pad = np.zeros(-(-len(x) // b) * b)
+    pad[: len(x)] = np.abs(x)
+    block = np.repeat(pad.reshape(-1, b).sum(axis=1), b)[: len(x)]
+    return bool(np.all(np.abs(got - exact) <= 3 * u * np.abs(exact) + 34 * u * block))
+
+
+@pytest.mark.parametrize("steps", [1, 31, 32, 1000, 32 * 70])
+def test_blocked_sum_is_the_running_sum_within_rounding(steps: int) -> None:
+    """``_blocked_sum`` against exact prefix sums: within rounding at the sum's size and
+    the block's partial sum, whatever the number of blocks; its carries keep each
+    block's rounding errors (inputs made to round in every block: 1 then 31 values of
+    3/4 ulp, which a float sum drops), where a float cumsum loses them step by step."""
+    from dpcount.counting.factorization.normalized_blt import _blocked_sum
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(steps) * np.exp(rng.uniform(-5, 5, steps))
+    got = np.empty(steps)
+    _blocked_sum(x.copy(), np.array(1e3), got)  # (it overwrites its input)
+    exact = _exact_prefix(x, 1e3)
+    assert _within_blocked_sum_bound(got, x, exact)
+    hard = np.tile(np.r_[1.0, np.full(31, 0.75 * 2.0**-52)], -(-steps // 32))[:steps]
+    _blocked_sum(hard.copy(), np.array(0.0), got)
+    exact = _exact_prefix(hard, 0.0)
+    assert _within_blocked_sum_bound(got, hard, exact)
+    if steps > 32 * 8:  # the bound catches sums that lose the blocks' errors
+        assert not _within_blocked_sum_bound(np.cumsum(hard), hard, exact)
+
+
+def test_across_chunks_is_the_buffer_recursion() -> None:
+    """``across_chunks`` (matrix products with the accurate powers) against the
+    recursion p(k) = ρ·p(k − 1) + E(k − 1) in long double with ρ = (1 − d)^c: within
+    a few ulps of the buffers' size, with a partial last super-chunk; ρ off by 10^-9
+    in the reference is caught."""
+    from dpcount.counting.factorization.normalized_blt import _carry_matrices, across_chunks
+
+    decay = np.array([0.1, 0.9, 0.999])
+    d = np.array([0.9, 0.1, 0.001])  # 1 − decay, as given
+    c, K = 8, 75
+    E = np.random.default_rng(5).standard_normal((3, K))
+    start = np.array([1.0, -2.0, 30.0])
+    prev, end = across_chunks(E, start, _carry_matrices(decay, d, c, K))
+
+    def reference(skew: float) -> np.ndarray:
+        ld = np.longdouble
+        rho = (ld(1) - d.astype(ld)) ** c * ld(1 + skew)
+        p = np.empty((3, K + 1), dtype=ld)
+        p[:, 0] = start
+        for k in range(K):
+            p[:, k + 1] = rho * p[:, k] + E[:, k].astype(ld)
+        return p
+
+    want = reference(0.0)
+    scale = np.max(np.abs(want.astype(np.float64)), axis=1, keepdims=True)
+    got = np.concatenate([prev, end[:, None]], axis=1)
+    assert np.all(np.abs(got - want.astype(np.float64)) <= 64 * 2.0**-53 * scale)
+    wrong = reference(1e-9).astype(np.float64)
+    assert not np.all(np.abs(got - wrong) <= 64 * 2.0**-53 * scale)

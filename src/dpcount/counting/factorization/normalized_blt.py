@@ -309,6 +309,16 @@ _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
+#: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
+_PARTIAL = 32
+#: the chunk matrices of a mechanism's processes: c -> (G_c, P, F, λ^c)
+#: (:meth:`NormalizedBLTNoiseProcess._chunk_matrices`) and ("carry", c, K) ->
+#: :func:`_carry_matrices`
+ChunkCache = dict[Any, tuple[Array, ...]]
+#: chunks per super-chunk of :func:`across_chunks`
+_SUPER = 32
+#: powers of the decays below this are 0 in :func:`across_chunks`
+_TINY = 2.0**-600
 #: values per piece of :func:`_running_sum` (its scratch: 5 arrays of this many)
 _SUM_PIECE = 1 << 16
 
@@ -321,6 +331,151 @@ def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> Non
     np.subtract(a, out, out=out)
     np.subtract(b, work, out=work)
     np.add(out, work, out=out)
+
+
+def _carry_matrices(decay: Array, one_minus_decay: Array, c: int, K: int) -> tuple[Array, ...]:
+    """For :func:`across_chunks` over K chunks of c steps (ρ_i = λ_i^c, s = :data:`_SUPER`,
+    K2 = ⌈K/s⌉): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s), ρ_i^{j+1} (j < s),
+    M2[i, l, q] = ρ_i^{s(q−1−l)} (l < q < K2) and ρ_i^{s·q} (q < K2); every power
+    e^{−c·k·ln(1/λ_i)} from the accurate 1 − λ_i (:func:`_powers`), read-only."""
+    s = _SUPER
+    K2 = -(-K // s)
+    near = _powers(decay, one_minus_decay, c * np.arange(s + 1, dtype=np.float64))
+    far = _powers(decay, one_minus_decay, c * s * np.arange(K2, dtype=np.float64))
+    # powers below 2^-600 (a term 2^-547 u of its E) are taken as 0: no subnormal
+    # products (each costs ~100 times a normal one)
+    near[np.abs(near) < _TINY] = 0.0
+    far[np.abs(far) < _TINY] = 0.0
+    lag = np.arange(s)[None, :] - np.arange(s)[:, None]  # [l, j]: j − l
+    M = np.where(lag >= 0, near[:, np.clip(lag, 0, None)], 0.0)
+    lag2 = np.arange(K2)[None, :] - 1 - np.arange(K2)[:, None]  # [l, q]: q − 1 − l
+    M2 = np.where(lag2 >= 0, far[:, np.clip(lag2, 0, None)], 0.0)
+    out = tuple(np.ascontiguousarray(a) for a in (M, near[:, 1:], M2, far))
+    for mat in out:
+        mat.setflags(write=False)
+    return out
+
+
+def across_chunks(E: Array, start: Array, mats: tuple[Array, ...]) -> tuple[Array, Array]:
+    """The buffers before each chunk, p_i(k) = ρ_i·p_i(k − 1) + E_i(k − 1) from
+    p_i(0) = ``start``, and after the last: ``E`` (n, K) or (n, R, K) for R streams
+    (coordinates) the chunks' own parts, ``start`` (n,) or (n, R), ``mats`` from
+    :func:`_carry_matrices`. In matrix products instead of a recursion: within
+    super-chunks of s = 32 chunks L = E·M (sums of ≤ 32 terms ρ^k·E with the accurate
+    powers), across them the carries C_q = ρ^{sq}·p(0) + Σ_{l<q} ρ^{s(q−1−l)} L_end(l)
+    as one more product, then p = L + ρ^{j+1}·C_q. Each value is a sum of at most
+    s + K2 products with accurate powers (a recursion in fl(ρ) instead multiplies by
+    ρ(1 + δ) every step, a bias blt.decay_residuals compensates)."""
+    M, up, M2, far = mats
+    n, K = E.shape[0], E.shape[-1]
+    mid = E.shape[1:-1]  # () or (R,)
+    ones = (1,) * len(mid)
+    s = M.shape[1]
+    K2 = M2.shape[1]
+    if K2 * s == K and E.flags.c_contiguous:
+        X = E.reshape(n, *mid, K2, s)
+    else:
+        X = np.zeros((n, *mid, K2, s))
+        X.reshape(n, *mid, K2 * s)[..., :K] = E
+    L = np.matmul(X, M.reshape(n, *ones, s, s))  # within each super-chunk, from zero
+    ends = np.ascontiguousarray(L[..., -1])[..., None, :]  # (n, …, 1, K2)
+    C = np.matmul(ends, M2.reshape(n, *ones, K2, K2))[..., 0, :]  # the carries
+    C += start[..., None] * far.reshape(n, *ones, K2)
+    L += C[..., None] * up.reshape(n, *ones, 1, s)
+    S = L.reshape(n, *mid, K2 * s)  # S[…, k]: p after chunk k
+    prev = np.empty((n, *mid, K))
+    prev[..., 0] = start
+    prev[..., 1:] = S[..., : K - 1]
+    return prev, S[..., K - 1].copy()
+
+
+@lru_cache(maxsize=4)
+def _partial_sum_matrix(b: int) -> Array:
+    """U[i, j] = 1 for i ≤ j (b × b): (x @ U)[j] = Σ_{i≤j} x_i (read-only)."""
+    out: Array = np.triu(np.ones((b, b)))
+    out.setflags(write=False)
+    return out
+
+
+def _blocked_sum(x: Array, start: Array, dest: Array, work: Array | None = None) -> None:
+    """dest_t = start + Σ_{s≤t} x_s for a scalar block ``x`` (m,; overwritten):
+    :func:`_block_sums` over blocks of :data:`_PARTIAL` steps, a last partial block
+    padded with zeros (``work``: optional scratch of m floats)."""
+    m = len(x)
+    b = _PARTIAL
+    K = -(-m // b)
+    direct = m == K * b and dest.flags.c_contiguous and x.flags.c_contiguous
+    if direct:
+        rows, res = x.reshape(K, 1, b), dest.reshape(K, 1, b)
+    else:
+        rows = np.zeros((K, 1, b))
+        rows.reshape(-1)[:m] = x
+        res = np.empty((K, 1, b))
+    _block_sums(rows, np.reshape(start, (1,)), res, work)
+    if not direct:
+        dest[...] = res.reshape(-1)[:m]
+
+
+def _scratch(work: Array | None, size: int) -> Array:
+    """``work`` as a flat array of ``size`` floats when it can be (writable, contiguous,
+    large enough), else a fresh one: each fresh block-sized array costs its page faults."""
+    if (
+        work is not None
+        and work.dtype == np.float64
+        and work.flags.writeable
+        and work.flags.c_contiguous
+        and work.size >= size
+    ):
+        out: Array = work.reshape(-1)[:size]
+        return out
+    return np.empty(size)
+
+
+def _two_sum_error_into(a: Array, b: Array, s: Array, work: Array) -> None:
+    """b = (a − (s − bb)) + (b − bb), bb = s − a: :func:`_two_sum_error` written over
+    ``b`` (its operations on the same values: the same floats)."""
+    np.subtract(s, a, out=work)  # bb
+    np.subtract(b, work, out=b)
+    np.subtract(s, work, out=work)
+    np.subtract(a, work, out=work)
+    np.add(work, b, out=b)
+
+
+def _block_sums(rows: Array, start: Array, res: Array, work: Array | None = None) -> None:
+    """res[k, r, j] = start_r + Σ_{l<k} Σ_i rows[l, r, i] + Σ_{i≤j} rows[k, r, i]: the
+    running sums of R interleaved streams (``start`` (R,)) whose steps come in K blocks
+    of b along the last axis (``rows``, ``res``: (K, R, b), C-contiguous, distinct;
+    ``rows`` is overwritten; ``work``: optional scratch of its size).
+
+    The partial sums P_j = Σ_{i≤j} x_i of each block as one matrix product with the
+    upper-triangular ones (a sequential sum of at most b values of the block, |error| ≤
+    γ_b·Σ_i |x_i|, Higham 2002 §3.1); each block's exact sum P_end + Σ_j err_j with
+    err_j the TwoSum error of P_{j−1} + x_j (Knuth TAOCP vol. 2 §4.2.2; so the carries
+    do not accumulate the blocks' roundings); the sums before each block
+    C_k = start + Σ_{l<k} (P_end(l) + Σ_j err_j(l)) as an unevaluated pair hi + lo (a
+    cumsum and the cumsum of its TwoSum errors and the blocks' errors: within O(u²)
+    of exact, where a float cumsum over them errs by ≈ u·σ_t·√K); then each value
+    fl(fl(hi_k + lo_k) + P_j), two roundings at the noise's size. A float cumsum over
+    the m steps instead rounds every partial sum, u·|N_t| each, and those errors add
+    up like u·σ_t·√t (measured: the float model's ratio 64 at T = 2^16 with it, 44
+    with these pairs or those of :func:`_running_sum`; benchmarks/float_model_long.py).
+    """
+    K, R, b = rows.shape
+    _rows_times(rows.reshape(K * R, b), _partial_sum_matrix(b), res.reshape(K * R, b))
+    flat, err = res.reshape(-1), rows.reshape(-1)  # the errors overwrite the steps
+    _two_sum_error_into(flat[:-1], err[1:], flat[1:], _scratch(work, K * R * b - 1))
+    err[::b] = 0.0  # each block's first step: no addition
+    hi = np.empty((K, R))
+    hi[0] = start
+    hi[1:] = res[:-1, :, -1]
+    np.cumsum(hi, axis=0, out=hi)  # C_k rounded: hi_k = fl(hi_{k−1} + P_end(k − 1))
+    lo = np.zeros((K, R))
+    if K > 1:
+        _two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, R)))
+        lo[1:] += err.reshape(K, R, b)[:-1] @ np.ones(b)
+        np.cumsum(lo, axis=0, out=lo)
+    hi += lo
+    res += hi[:, :, None]
 
 
 def _running_sum(w: Array, start: Array, dest: Array, scale: Array | None = None) -> None:
@@ -444,7 +599,13 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     ``_SCALAR_ACCURATE_ABOVE`` (scalar) / ``_VECTOR_ACCURATE_ABOVE`` (vector blocks,
     then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
     (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
-    (:func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py). Beyond
+    (blocks of at least 32 chunks of 32 steps: :func:`_block_sums`, partial sums of 32
+    steps by one matrix product and the carries between them in pairs, the blocks'
+    rounding errors added to the carries; the buffers across the chunks by
+    :func:`across_chunks`, matrix products with the accurate powers; shorter vector
+    blocks: :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the
+    limits 2^16 / 2^17, seeds 1–3: 46 / 37 scalar blocks, 40 / 60 vector blocks, as
+    before within 2 where measured before). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
 
     Args:
@@ -457,6 +618,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         table: returns all T weights (the mechanism's, computed once and kept): blocks
             of at least 2^16 steps (a batch release) read them there, the same floats
             as the aligned blocks of 512 give.
+        chunks: the mechanism's kept chunk matrices (a dict this process fills and
+            reads; they depend only on the inverse), or None for the process's own.
     """
 
     #: the mechanism named in a refusal (``blt.check_float_model``)
@@ -470,6 +633,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         source: NoiseSource,
         dim: int | None = None,
         table: Callable[[], Array] | None = None,
+        chunks: ChunkCache | None = None,
     ) -> None:
         self.horizon = horizon
         self._table = table
@@ -498,7 +662,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             _SCALAR_ACCURATE_ABOVE if dim is None else _VECTOR_ACCURATE_ABOVE
         )
         self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
-        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        # the chunk matrices: the mechanism's (shared by its processes) or this one's
+        self._mats: ChunkCache = {} if chunks is None else chunks
         self._lows: dict[int, Array] = {}
 
     @property
@@ -542,7 +707,22 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         t = self._c
         z = self._draw(t, (m, *self._tail))
         batch = self._table is not None and m >= _TABLE_STEPS
-        if self.dim is None or self._accurate:  # chunked products
+        if batch:
+            assert self._table is not None
+            e = self._table()[t : t + m]
+        else:
+            e = self._weights(t, m)
+        vector_sum = self.dim is not None and self._accurate and m >= _CHUNK * _SUPER
+        if vector_sum:  # the noise of the full chunks with their running sum
+            full = m - m % _CHUNK
+            self._vector_block(z[:full], dest[:full], e[:full])
+            w = z[full:]
+            if m > full:
+                self._chunks_w(w, w, m - full)
+                w *= e[full:, None]
+                w[0] += dest[full - 1]
+                np.cumsum(w, axis=0, out=dest[full:])
+        elif self.dim is None or self._accurate:  # chunked products
             w = self._chunked_w(z)
         else:
             w = z.copy()
@@ -554,12 +734,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
                 if m > 1:
                     w[1:] += self._scale[i] * p[:-1]
                 self._p[i] = p[-1]
-        if batch:
-            assert self._table is not None
-            e = self._table()[t : t + m]
-        else:
-            e = self._weights(t, m)
-        if self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
+        if self._accurate and m >= _SUM_BLOCK and self.dim is None:
+            w *= e
+            _blocked_sum(w, self._sum, dest, work=z)  # z is read: its scratch
+        elif vector_sum:
+            pass  # computed with w (:meth:`_vector_block`)
+        elif self._accurate and m >= _SUM_BLOCK:  # w·e formed as its blocks are read
             _running_sum(w, self._sum, dest, scale=e)
         else:
             w *= e if self.dim is None else e[:, None]
@@ -571,28 +751,34 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def _chunk_matrices(self, c: int) -> tuple[Array, Array, Array, Array]:
         """For chunks of c steps: the within-chunk Toeplitz G_c (g_0 = 1,
         g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j and λ_i^c."""
-        cached = self._mats.get(c)
-        if cached is None:
-            pw = _powers(self._decay, self._one_minus_decay, np.arange(c + 1, dtype=np.float64))
-            g = np.ones(c)
-            g[1:] = self._scale @ pw[:, : c - 1]
-            lag = np.arange(c)[:, None] - np.arange(c)[None, :]
-            toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
-            P = pw[:, c - 1 :: -1][:, :c].copy()
-            F = (pw[:, :c] * self._scale[:, None]).T.copy()
-            if len(self._mats) > 8:  # remainder chunks of many lengths
-                self._mats.clear()
-            cached = self._mats[c] = (toeplitz, P, F, pw[:, c].copy())
+        kept = self._mats.get(c)
+        if kept is not None:
+            return kept  # type: ignore[return-value]  # the four of this key
+        pw = _powers(self._decay, self._one_minus_decay, np.arange(c + 1, dtype=np.float64))
+        g = np.ones(c)
+        g[1:] = self._scale @ pw[:, : c - 1]
+        lag = np.arange(c)[:, None] - np.arange(c)[None, :]
+        toeplitz = np.where(lag >= 0, g[np.clip(lag, 0, None)], 0.0)
+        P = pw[:, c - 1 :: -1][:, :c].copy()
+        F = (pw[:, :c] * self._scale[:, None]).T.copy()
+        cached = (toeplitz, P, F, pw[:, c].copy())
+        for mat in cached:
+            mat.setflags(write=False)  # shared by the mechanism's processes
+        if len(self._mats) > 8:  # remainder chunks of many lengths
+            self._mats.clear()
+        self._mats[c] = cached
         return cached
 
     def _chunked_w(self, z: Array) -> Array:
         """w = G z for a scalar block (w_t = z_t + Σ_i ω′_i p_i(t − 1)), advancing the
         buffers: chunks of :data:`_CHUNK` steps, one Toeplitz product within each chunk
-        and one lfilter per buffer across the chunks (as the BLT's batch), instead of one
-        lfilter per buffer over every step. The same w as the per-step recursion in
-        fl(λ_i) up to rounding (not bit for bit; tested against it). Vector blocks are
-        computed in place (the draw z, the process's own, is overwritten with w: one
-        fresh block-sized array fewer, whose page faults cost more than its arithmetic)."""
+        and one lfilter per buffer across the chunks (as the BLT's batch; at accurate
+        horizons scalar blocks of at least 32 chunks cross them by :func:`across_chunks`,
+        two matrix products), instead of one lfilter per buffer over every step. The
+        same w as the per-step recursion in fl(λ_i) up to rounding (not bit for bit;
+        tested against it). Vector blocks are computed in place (the draw z, the
+        process's own, is overwritten with w: one fresh block-sized array fewer, whose
+        page faults cost more than its arithmetic)."""
         m = len(z)
         in_place = self.dim is not None and z.flags.writeable and z.flags.c_contiguous
         w = z if in_place else np.empty(z.shape)
@@ -616,8 +802,19 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             return
         rows = z.reshape(K, c)
         E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n, K): each chunk's own part
-        prev = np.empty_like(E)  # prev[i, k]: p_i before chunk k
         p0 = self._p
+        if self._accurate and K >= _SUPER:  # matrix products across the chunks
+            key = ("carry", c, K)
+            carry = self._mats.get(key)
+            if carry is None:
+                carry = _carry_matrices(self._decay, self._one_minus_decay, c, K)
+                self._mats[key] = carry
+            prev, p0[:] = across_chunks(E, p0, carry)
+            res = out.reshape(K, c)
+            _rows_times(rows, G.T, res)
+            _rows_times(prev.T, F.T, res, add=True)
+            return
+        prev = np.empty_like(E)  # prev[i, k]: p_i before chunk k
         prev[:, 0] = p0
         for i in range(self._n):
             if K > 1:
@@ -649,6 +846,40 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         res = _rows_times(rows, G.T)
         _rows_times(prev.reshape(K * D, n), F.T, res, add=True)
         np.copyto(out.reshape(K, c, D), res.reshape(K, D, c).transpose(0, 2, 1))
+
+    def _vector_block(self, z: Array, dest: Array, e: Array) -> None:
+        """The noise of K ≥ 32 full chunks of vector steps (z (K·c, D)) into ``dest``,
+        from the buffers and running sum, advancing both: as :meth:`_vector_chunks_w`
+        (one row per (chunk, coordinate)) with the buffers across the chunks by
+        :func:`across_chunks`, then, in the same rows, w·e and the running sums of
+        :func:`_block_sums` (blocks of c = 32 steps), moved into dest once."""
+        c = _CHUNK
+        G, P, F, _ = self._chunk_matrices(c)
+        D, n = z.shape[1], self._n
+        K = len(z) // c
+        key = ("carry", c, K)
+        carry = self._mats.get(key)
+        if carry is None:
+            carry = _carry_matrices(self._decay, self._one_minus_decay, c, K)
+            self._mats[key] = carry
+        chunks: Array = np.empty((K, D, c))
+        np.copyto(chunks, z.reshape(K, c, D).transpose(0, 2, 1))
+        rows = chunks.reshape(K * D, c)
+        E = _rows_times(rows, P.T).reshape(K, D, n)  # each chunk's own part of the state
+        before, self._p[...] = across_chunks(
+            np.ascontiguousarray(E.transpose(2, 1, 0)), self._p, carry
+        )
+        prev = np.ascontiguousarray(before.transpose(2, 1, 0))  # (K, D, n)
+        # w in dest's memory (rows of (chunk, coordinate)) until the sums are moved there
+        w = _scratch(dest, K * D * c).reshape(K * D, c)
+        _rows_times(rows, G.T, w)
+        _rows_times(prev.reshape(K * D, n), F.T, w, add=True)
+        x = w.reshape(K, D, c)
+        x *= e.reshape(K, 1, c)
+        res = chunks  # the rows are read: they receive the sums
+        _block_sums(x, self._sum, res, work=z)  # z is read: its scratch
+        np.copyto(dest.reshape(K, c, D), res.transpose(0, 2, 1))
+        self._sum = np.array(dest[-1], dtype=np.float64)
 
     def _vector_next(self) -> Any:
         """One vector step; refused beyond ``blt.FLOAT_MODEL_HORIZONS`` (not taken)."""
@@ -813,13 +1044,16 @@ class NormalizedBLT(Scaled, _BLTParameters):
     ) -> MemoryEstimate:
         """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
         draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
-        compute a chunk of steps ahead. Structure: the parameters, the kept variances
-        and the weights a batch release keeps. ``buffers`` (None: the shipped count)."""
+        compute a chunk of steps ahead. Structure: the parameters, the kept variances,
+        the weights a batch release keeps and its carry matrices across the chunks
+        (:func:`across_chunks`: n·⌈T/1024⌉² floats). ``buffers`` (None: the shipped
+        count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, n)
-        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T, stream=stream)
+        carry = 8 * n * (-(-T // (_CHUNK * _SUPER))) ** 2
+        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T + carry, stream=stream)
 
     horizon_limit = NORMALIZED_BLT_MAX_HORIZON
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
@@ -828,6 +1062,9 @@ class NormalizedBLT(Scaled, _BLTParameters):
     def _set_blt_structure(self, horizon: int) -> None:
         self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None
+        #: the noise processes' chunk matrices (:meth:`NormalizedBLTNoiseProcess.
+        #: _chunk_matrices`), built by the first and kept: they depend only on λ, ω′
+        self._chunk_mats: ChunkCache = {}
 
     def _kept(self, key: str, compute: Callable[[], Array]) -> Array:
         """``compute()``, computed on first use and kept (read-only) under ``key``."""
@@ -888,7 +1125,13 @@ class NormalizedBLT(Scaled, _BLTParameters):
         self, source: NoiseSource, width: int | None = None
     ) -> NormalizedBLTNoiseProcess:
         return NormalizedBLTNoiseProcess(
-            self.inverse, self._sums, self.horizon, source, width, table=self._weight_table
+            self.inverse,
+            self._sums,
+            self.horizon,
+            source,
+            width,
+            table=self._weight_table,
+            chunks=self._chunk_mats,
         )
 
     def _blocks(self) -> Iterator[tuple[int, Array]]:

@@ -345,7 +345,15 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         dim: int | None = None,
     ) -> None:
         m = mechanism
-        super().__init__(m.inverse, m._sums, m.horizon, source, dim, table=m._weight_table)
+        super().__init__(
+            m.inverse,
+            m._sums,
+            m.horizon,
+            source,
+            dim,
+            table=m._weight_table,
+            chunks=m._chunk_mats,
+        )
         self._profile = m._profile
         self._row_table = m._row_weight_table
 
