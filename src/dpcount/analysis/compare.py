@@ -72,9 +72,10 @@ NORMALIZED_SQRT_COMPARE_LIMIT: int = capabilities("normalized-sqrt").plan.up_to 
 ROW_SCALED_COMPARE_LIMIT: int = capabilities("row-scaled-sqrt").plan.up_to  # type: ignore[union-attr,assignment]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """One mechanism with its exact error, as ranked by :func:`compare`.
+    """One mechanism with its exact error, as ranked by :func:`compare` (built by
+    keyword, its fields in the order below).
 
     Attributes:
         label: display name (``"kary-19-sub"``, ``"sqrt"``, ...).
@@ -82,13 +83,22 @@ class Candidate:
         k, subtract: tree options (None for other mechanisms).
         bands: the optimized Toeplitz factorization's bands (None: full band, or
             another mechanism).
+        objective: the factorization's ``objective`` preset when not its default
+            (``"max"``: the parameters minimizing the largest per-step variance), else
+            None.
+        stream_bytes, dim: bytes of one stream's noise state for steps of length
+            ``dim`` (None: scalar) as the mechanism's class declares it
+            (``memory_estimate``).
         noise: ``"laplace"`` or ``"gaussian"``.
         calibration: the rule that set the scale (``pure``, ``theorem3``,
             ``analytic``, ``fhu``, ``classic``).
-        horizon, epsilon, delta: the request (delta None: pure ε-DP).
+        horizon, epsilon, delta, step_sensitivity, participation: the request (delta
+            None: pure ε-DP; participation None: single participation).
         guaranteed_epsilon, guaranteed_delta: the guarantee actually certified
             (Laplace with Theorem 3 may certify a smaller ε than requested;
             δ = 0 for pure DP).
+        sensitivity: with a schema, the exact or certified schema sensitivity this
+            row's error holds (else None).
         mse, max_variance: exact.
         linf: (1 − beta) bound on the largest error over the horizon.
         beta: its failure probability.
@@ -103,32 +113,28 @@ class Candidate:
 
     label: str
     mechanism: str
-    k: int | None
-    subtract: bool | None
+    k: int | None = None
+    subtract: bool | None = None
+    bands: int | None = None
+    objective: str | None = None
+    stream_bytes: int | None = None
+    dim: int | None = None
     noise: str
     calibration: str
     horizon: int
     epsilon: float
     delta: float | None
     step_sensitivity: float
+    participation: Participation | None = None
     guaranteed_epsilon: float
     guaranteed_delta: float
+    sensitivity: Sensitivity | None = None
     mse: float
     max_variance: float
     linf: float
     beta: float
     metric: str
-    certificate: Certificate | None = None
-    bands: int | None = None
-    participation: Participation | None = None
-    sensitivity: Sensitivity | None = None
-    #: bytes of one stream's noise state for steps of length ``dim`` (None: scalar)
-    #: as the mechanism's class declares it (``memory_estimate``)
-    stream_bytes: int | None = None
-    dim: int | None = None
-    #: the factorization's ``objective`` preset when not its default (``"max"``: the
-    #: parameters minimizing the largest per-step variance), else None
-    objective: str | None = None
+    certificate: Certificate | None
 
     @property
     def value(self) -> float:

@@ -59,7 +59,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -265,7 +265,7 @@ class Window(TypedDict, total=False):
     base: NDArray[Any] | None
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class KeyedMechanism:
     """The calibrated counting mechanism of one keyed run (public configuration, no secret).
 
@@ -285,11 +285,19 @@ class KeyedMechanism:
             blocks of B keys.
         k, subtract: the k-ary tree's options (``"kary"``/``"tree"`` only).
         bands: the Toeplitz factorization's band count (``"toeplitz"`` only; None: full).
+
+    Raises:
+        TypeError: ``budget`` not a :class:`~dpcount.privacy.Budget`, or its fields given
+            loose (removed in 0.5: the error names them and ``budget=Budget(...)``).
+        ValueError: a bad key count, horizon, mechanism or mechanism option (naming
+            it), a budget step sensitivity other than 1 (:func:`keyed_budget`), or
+            ``calibration="pld"`` at unit-step level.
     """
 
     n_keys: int
     horizon: int
     mechanism: str
+    _: KW_ONLY
     budget: Budget
     l1_step: float
     l2_step: float
@@ -299,38 +307,9 @@ class KeyedMechanism:
     subtract: bool | None = None
     bands: int | None = None
 
-    @refuses_loose_budget()
-    def __init__(
-        self,
-        n_keys: int,
-        horizon: int,
-        mechanism: str,
-        *,
-        budget: Budget,
-        l1_step: float,
-        l2_step: float,
-        neighbouring: str,
-        key_block: int,
-        k: int | None = None,
-        subtract: bool | None = None,
-        bands: int | None = None,
-    ) -> None:
-        resolved = Budget.check(budget, owner="KeyedMechanism")
-        values = {
-            "n_keys": n_keys,
-            "horizon": horizon,
-            "mechanism": mechanism,
-            "budget": keyed_budget(resolved, "KeyedMechanism"),
-            "l1_step": l1_step,
-            "l2_step": l2_step,
-            "neighbouring": neighbouring,
-            "key_block": key_block,
-            "k": k,
-            "subtract": subtract,
-            "bands": bands,
-        }
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+    def __post_init__(self) -> None:
+        budget = Budget.check(self.budget, owner="KeyedMechanism")
+        object.__setattr__(self, "budget", keyed_budget(budget, "KeyedMechanism"))
         self._check()
 
     def _check(self) -> None:
@@ -600,6 +579,11 @@ class KeyedMechanism:
                 f"({'none is kept' if start is None else f'{start.rows} values per key'})"
             )
         return start
+
+
+# the dataclass writes __init__; the budget's fields given loose (0.4's spelling) are
+# refused by name, with the replacement budget=Budget(...)
+KeyedMechanism.__init__ = refuses_loose_budget()(KeyedMechanism.__init__)  # type: ignore[method-assign]
 
 
 class _Released:

@@ -457,40 +457,34 @@ class _Appender:
     """Appends a release's rows: to a CSV file from ``size`` bytes on (cut back to it
     first: a killed attempt's partial rows go; the header only into an empty file), or
     as a folder of Parquet parts in a directory (parts a killed attempt wrote are
-    rewritten with the same bytes). ``started``: whether any output was touched."""
+    rewritten with the same bytes); ``digits``: a CSV's std digits. It keeps the
+    release's ``inputs`` record (saved to ``record``) under the mark's protocol
+    (:class:`~dpcount.keyed.mark.ReleaseCompanion`); ``committed``: the release done."""
 
     path: Path
     size: int
     time_label: str
     chunk_keys: int
-    digits: int | None = None
-    inputs: Inputs | None = None
-    record: Path | None = None
-    started: bool = field(default=False, init=False)
-    secret: SecretLike | None = field(default=None, init=False)
+    digits: int | None
+    inputs: Inputs
+    record: Path
     committed: bool = field(default=False, init=False)
 
     def digest(self, secret: SecretLike) -> str:
-        """The MAC of the inputs record once this release is done (the mark binds it:
-        :class:`~dpcount.keyed.mark.ReleaseCompanion`)."""
-        assert self.inputs is not None
+        """The MAC of the inputs record once this release is done (the mark binds it)."""
         return self.inputs.settled().mac(secret)
 
     def begin(self, release: Begun) -> None:
         """Record the release pending in the inputs record, under the run secret (the
         mark's checks passed; the mark records it in progress next)."""
-        assert self.inputs is not None and self.record is not None
         self.inputs.save(self.record, release.secret)
-        self.secret = release.secret
 
     def commit(self, release: Begun) -> None:
         """Record the release done in the inputs record (the mark records it first)."""
-        assert self.inputs is not None and self.record is not None
         _finish(self.inputs, self.record, release.secret)
         self.committed = True
 
     def __call__(self, job: KeyedJob, chunks: Iterable[tuple[int, NDArray[Any]]]) -> Path:
-        self.started = True
         if self.path.suffix.lower() != ".csv":
             parts = PartsDir(self.path, self.chunk_keys, self.time_label)
             parts.for_job(job).open(job)
