@@ -14,6 +14,7 @@ from dpcount.analysis._floor import (
     DISCRETE_VARIANCE_FACTOR,
     NUCLEAR_NORM_MAX_HORIZON,
     SIGMA_FLOOR_MARGIN,
+    analytic_sigma_ceiling,
     analytic_sigma_floor,
     gaussian_mse_floor,
 )
@@ -39,8 +40,21 @@ def test_sigma_floor_is_below_both_gaussian_calibrations() -> None:
         assert floor <= discrete_gaussian_sigma(1.0, eps, delta), (eps, delta)
 
 
+def test_sigma_ceiling_is_above_the_analytic_calibration() -> None:
+    """Above the analytic σ as calibrated (scipy's log_ndtr, its solver margin), at
+    sensitivities 1 and 3 (σ is proportional to it), and within twice its margin (a
+    ceiling 10x looser would fail the second check)."""
+    for eps, delta in itertools.product(EPSILONS, DELTAS):
+        ceiling = analytic_sigma_ceiling(eps, delta)
+        assert ceiling is not None, (eps, delta)
+        exact = gaussian_sigma(1.0, eps, delta)
+        assert exact <= ceiling <= exact * (1.0 + 2.0 * SIGMA_FLOOR_MARGIN), (eps, delta)
+        assert gaussian_sigma(3.0, eps, delta) <= 3.0 * ceiling, (eps, delta)
+
+
 def test_sigma_floor_gives_up_out_of_erfc_range() -> None:
     assert analytic_sigma_floor(1e-3, 1e-300) is None  # Φ's argument below -37
+    assert analytic_sigma_ceiling(1e-3, 1e-300) is None
 
 
 def test_discrete_variance_factor_holds_from_one() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -136,18 +137,94 @@ def test_cli_auto_and_frame_auto_release_the_same(
 
 @pytest.mark.slow
 def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the Gaussian floor lets recommend_mechanism rank the Laplace rows alone,
-    the recommendation (mechanism, noise, options, MSE, plan's first row) is the one of
-    the full ranking; the grid has cases on both sides of the floor."""
+    """Where bounds let recommend_mechanism rank the Laplace rows alone, the
+    recommendation (mechanism, noise, options, MSE) is the one of the full ranking, and
+    so is plan's first row, or (when it needs Gaussian noise) it lies within the
+    recommendation's bounds; the grid has cases on every side."""
     from dpcount.analysis import recommend
 
     grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3), (1.0, 3.0))
-    used = 0
+    used = bounded = 0
     for T, eps, delta, step in grid:
         budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
         fast = recommend_mechanism(T, budget=budget)
-        used += recommend._laplace_first(T, budget) is not None
+        used += recommend._without_gaussian_rows(T, budget) is not None
         with monkeypatch.context() as patch:
-            patch.setattr(recommend, "_laplace_first", lambda *args: None)
-            assert recommend_mechanism(T, budget=budget) == fast, (T, eps, delta, step)
+            patch.setattr(recommend, "_without_gaussian_rows", lambda *args: None)
+            full = recommend_mechanism(T, budget=budget)
+        case = (T, eps, delta, step)
+        if fast.gaussian is None:
+            assert full == fast, case
+            continue
+        bounded += 1
+        assert fast.best is None and full.best is not None, case
+        assert full.best.noise == "gaussian", case
+        assert fast.gaussian.floor <= full.best.mse <= fast.gaussian.ceiling, case
+        assert full == dataclasses.replace(fast, best=full.best, gaussian=None), case
     assert 10 <= used < 48
+    assert 1 <= bounded < used
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step", "largest_k"),
+    [
+        (100, 1.0, 1e-4, 1.0, 12),
+        pytest.param(100, 1.0, 1e-4, 1.0, 64, marks=pytest.mark.slow),
+        pytest.param(37, 0.3, 1e-8, 2.0, 64, marks=pytest.mark.slow),
+    ],
+)
+def test_discrete_gaussian_floor_is_below_every_integer_gaussian_tree(
+    T: int, eps: float, delta: float, step: float, largest_k: int
+) -> None:
+    """Below the exact MSE of every tree compare searches (k <= ``largest_k``; the
+    quick case stops at 12, the slow ones search all) and Honaker with discrete
+    Gaussian noise (built, independently of the digit sums the bound reads), and
+    within 10^-5 of the lowest continuous-Gaussian tree: a bound with the wrong
+    structure figure or height (e.g. h for sqrt(h)) fails one side."""
+    from dpcount.analysis import recommend
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    bound = recommend._discrete_gaussian_floor(T, budget)
+    trees: list[tuple[str, dict[str, object]]] = [("binary", {}), ("honaker", {})]
+    ks = range(2, largest_k + 1)
+    trees += [("kary", {"k": k, "subtract": s}) for k in ks for s in (False, True)]
+    lowest = {"discrete-gaussian": np.inf, "gaussian": np.inf}
+    for noise in lowest:
+        for name, options in trees:
+            if options.get("k") == 2 and options.get("subtract"):
+                continue
+            built = build_mechanism(
+                name, horizon=T, budget=budget.replace(noise=noise), rng=0, **options
+            )
+            lowest[noise] = min(lowest[noise], float(built.mse()))
+    assert bound <= lowest["discrete-gaussian"]
+    assert lowest["gaussian"] * (1 - 1e-5) <= bound <= lowest["gaussian"]
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step"),
+    [(100, 1.0, 1e-4, 1.0), (1000, 0.5, 1e-9, 3.0), (1, 8.0, 0.1, 1.0)],
+)
+def test_gaussian_ceiling_is_just_above_the_blt_row(
+    T: int, eps: float, delta: float, step: float
+) -> None:
+    """The ceiling bounds the exact MSE of the BLT as compare and the registry build it,
+    within 10^-5 (a ceiling from the wrong parameters or without the step fails)."""
+    from dpcount.analysis import recommend
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    ceiling = recommend._gaussian_ceiling(T, budget)
+    assert ceiling is not None and ceiling[1] == "blt"
+    exact = build_mechanism("blt", horizon=T, budget=budget.replace(noise="gaussian"), rng=0).mse()
+    assert exact <= ceiling[0] <= exact * (1 + 1e-5)
+
+
+def test_gaussian_bounds_are_printed_outward() -> None:
+    """auto's reason rounds the lower bound down and the upper one up (so both still
+    hold at 4 digits)."""
+    from dpcount.analysis.choice import _digits
+
+    assert _digits(7.4050001, down=False) == "7.406"
+    assert _digits(7.4059999, down=True) == "7.405"
+    assert _digits(123456.0, down=True) == "1.234e+05"
+    assert _digits(0.012341, down=False) == "0.01235"

@@ -46,6 +46,7 @@ __all__ = [
     "DISCRETE_VARIANCE_FACTOR",
     "NUCLEAR_NORM_MAX_HORIZON",
     "SIGMA_FLOOR_MARGIN",
+    "analytic_sigma_ceiling",
     "analytic_sigma_floor",
     "counting_nuclear_norm",
     "gaussian_mse_floor",
@@ -91,14 +92,11 @@ def _log_ndtr(x: float) -> float:
 
 
 @lru_cache(maxsize=256)
-def analytic_sigma_floor(epsilon: float, delta: float) -> float | None:
-    """A lower bound on the analytic Gaussian σ at sensitivity 1
-    (:func:`~dpcount.privacy.calibration.gaussian_sigma`), or None when it cannot be
-    evaluated without scipy (Φ's argument below −37).
-
-    The same bisection on log σ of Balle & Wang's δ(σ) (Theorem 8), keeping the
-    lower end, then lowered by a relative :data:`SIGMA_FLOOR_MARGIN`.
-    """
+def _analytic_bracket(epsilon: float, delta: float) -> tuple[float, float] | None:
+    """(lo, hi): log σ just below and just above the root of Balle & Wang's δ(σ) = δ
+    (Theorem 8) at sensitivity 1, the bisection of
+    :func:`~dpcount.privacy.calibration.gaussian_sigma` with Φ from :func:`math.erfc`
+    (width below 10⁻¹⁵); None when Φ's argument leaves erfc's range."""
     target = math.log(delta)
 
     def excess(log_sigma: float) -> float:
@@ -127,10 +125,35 @@ def analytic_sigma_floor(epsilon: float, delta: float) -> float | None:
             hi += 2.0
         else:
             return None
-        lo, hi = bisect(lambda s: excess(s) > 0.0, lo, hi, done=lambda a, b: b - a < 1e-15)
+        return bisect(lambda s: excess(s) > 0.0, lo, hi, done=lambda a, b: b - a < 1e-15)
     except (OverflowError, ValueError, ZeroDivisionError):
         return None
-    return math.exp(lo) * (1.0 - SIGMA_FLOOR_MARGIN)
+
+
+def analytic_sigma_floor(epsilon: float, delta: float) -> float | None:
+    """A lower bound on the analytic Gaussian σ at sensitivity 1
+    (:func:`~dpcount.privacy.calibration.gaussian_sigma`), or None when it cannot be
+    evaluated without scipy (Φ's argument below −37).
+
+    The same bisection on log σ of Balle & Wang's δ(σ) (Theorem 8), keeping the
+    lower end, then lowered by a relative :data:`SIGMA_FLOOR_MARGIN`.
+    """
+    bracket = _analytic_bracket(float(epsilon), float(delta))
+    return None if bracket is None else math.exp(bracket[0]) * (1.0 - SIGMA_FLOOR_MARGIN)
+
+
+def analytic_sigma_ceiling(epsilon: float, delta: float) -> float | None:
+    """An upper bound on the analytic Gaussian σ at sensitivity 1, as
+    :func:`~dpcount.privacy.calibration.gaussian_sigma` computes it (rounded up by its
+    solver margin), or None as for :func:`analytic_sigma_floor`.
+
+    The bisection's upper end raised by a relative :data:`SIGMA_FLOOR_MARGIN` (far
+    above both the error of erfc here and the 10⁻¹⁰ that ``gaussian_sigma`` adds). It
+    only bounds figures ``auto`` reports (:mod:`dpcount.analysis.recommend`); no
+    noise is ever calibrated with it.
+    """
+    bracket = _analytic_bracket(float(epsilon), float(delta))
+    return None if bracket is None else math.exp(bracket[1]) * (1.0 + SIGMA_FLOOR_MARGIN)
 
 
 def gaussian_mse_floor(
