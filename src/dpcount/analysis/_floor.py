@@ -24,6 +24,10 @@ with step·σ_a ≥ 1 the floor times that factor bounds the discrete rows too.
 lowered by a relative :data:`SIGMA_FLOOR_MARGIN`, far above the floating-point error
 of the evaluation; the tests check it stays below
 :func:`~dpcount.privacy.calibration.gaussian_sigma` over a grid.
+:func:`analytic_sigma_ceiling` is the same bisection's upper end raised by that
+margin (tested above ``gaussian_sigma``): with it ``auto`` bounds the MSE of one
+Gaussian row from above (the BLT's closed forms), to say that a Gaussian row ranks
+first without building it. Neither bound ever calibrates noise.
 
 References:
     [references: bw18, cks20]

@@ -60,6 +60,9 @@ _STRUCTURE_MARGIN = 1e-9
 #: the branching factors ``compare`` searches for the trees (its default ``k_values``)
 _TREE_KS = range(2, 65)
 
+#: the mechanisms taking integer noise that :func:`_discrete_gaussian_floor` bounds
+_INTEGER_TREES = frozenset({"binary", "honaker", "kary"})
+
 
 @dataclass(frozen=True)
 class GaussianBounds:
@@ -297,8 +300,8 @@ def _discrete_gaussian_floor(horizon: int, budget: Budget) -> float:
     """
     assert budget.delta is not None
     sigma = analytic_sigma_floor(budget.epsilon, budget.delta)
-    if sigma is None:
-        return 0.0
+    if sigma is None or DISCRETE_CAPABLE != _INTEGER_TREES:
+        return 0.0  # no bound (or a new integer-noise mechanism this one does not cover)
     lowest = math.inf
     laplace = Budget(
         epsilon=budget.epsilon, noise=NoiseKind.LAPLACE, step_sensitivity=budget.step_sensitivity
