@@ -1,10 +1,11 @@
 """Start-up and file IO of ``dpcount count`` against floors measured in the same run.
 
 1. A small job: ``dpcount count`` of a 100-row file (default options, then with
-   ``--delta 1e-6``: auto then ranks the Gaussian rows too, BLT and the optimized
-   Toeplitz among them; then ``--delta 1e-4``, where a Gaussian row ranks first) against
-   ``python -c "import numpy"``; wall time, best of ``--repeat``. Target ≤ 3× on every
-   path.
+   ``--delta 1e-6``: the Gaussian floor rules the Gaussian rows out; then ``--delta
+   1e-4``, where a Gaussian row, the dense optimum, ranks first in ``dpcount plan``:
+   auto proves that from bounds and keeps its integer choice without building a
+   Gaussian row) against ``python -c "import numpy"``; wall and CPU time (user + sys
+   of the child), best of ``--repeat``. Target ≤ 3× on every path.
 2. A large file: ``dpcount count`` of 10^6 rows (``--mechanism kary``, output to a
    file) against reading the same file with pandas and writing a 3-column CSV
    (t, value, std) with pandas, in a fresh interpreter each; CPU time (user + sys of
@@ -24,14 +25,21 @@ bytecode, best of 5 child processes, CPU seconds (user + sys; wall time was 2-3x
 against ``python -c "import numpy"`` in the same run, two alternating runs each: the
 branch point 5965e39 then this: 100 rows 2.46-2.52x → 2.30-2.41x (0.36-0.38 s → 0.29-0.30
 s: sqrt's exact tables were 1024 ``math.comb`` calls, now a recurrence), ``--delta 1e-6``
-2.44-2.53x → 2.34-2.61x, ``--delta 1e-4`` 7.6-7.9x → 8.6x (1.15 → 1.07-1.10 s; numpy's
-floor itself fell in those runs). Where the Gaussian path goes (cProfile and
-``python -X importtime``): scipy.special (+0.15-0.2 s CPU over numpy, most of it
-scipy._lib._array_api, which every scipy submodule pays), scipy.optimize (+0.2 s more)
-for the optimized Toeplitz row (L-BFGS-B, ~0.1 s), the dense optimum's optimization
-(~0.1 s); the 12 analytic Gaussian calibrations take ~1 ms once scipy is loaded. A
-pure-Python ``log_ndtr`` would remove none of it while the auto ranking builds those
-two rows with scipy.
+2.44-2.53x → 2.34-2.61x, ``--delta 1e-4`` 7.6-7.9x → 8.6x (1.15 → 1.07-1.10 s). Where the
+Gaussian path went (cProfile and ``python -X importtime``): scipy.special (+0.15-0.2 s CPU
+over numpy, most of it scipy._lib._array_api, which every scipy submodule pays; so does
+scipy.fft, imported by the Toeplitz module), scipy.optimize (+0.2 s more) for the
+optimized Toeplitz row (L-BFGS-B, ~0.1 s), the dense optimum's optimization (~0.1 s).
+
+Measured 2026-12-07 01:56-01:59 UTC (issue 33, "coldstart"), load average 17-20 (shared
+machine), compiled bytecode (``PYTHONPYCACHEPREFIX``), best of 5, two runs alternating
+with the code before (``--src``): ``--delta 1e-4`` 9.14-9.35x → 2.26-2.46x CPU
+(1.09-1.15 s → 0.30 s; wall 9.0-10.4x → 1.8-2.3x): auto bounds plan's Gaussian first row
+(``analysis/recommend.py``: a floor on every Gaussian MSE, an upper bound from the BLT's
+closed forms, a floor on every integer-noise Gaussian tree) and imports no scipy; 100
+rows 2.20-2.36x and ``--delta 1e-6`` 2.24-2.38x (unchanged: 2.28-2.54x and 2.41-2.52x
+before). Not on this path: a δ where a discrete-Gaussian tree is the integer choice
+(e.g. ε = 1, δ = 10⁻²) or where step·σ < 1 (ε = 8) still ranks every row (~1 s).
 """
 
 from __future__ import annotations
