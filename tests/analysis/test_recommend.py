@@ -143,7 +143,8 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
     recommendation's bounds; the grid has cases on every side."""
     from dpcount.analysis import recommend
 
-    grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3), (1.0, 3.0))
+    # δ = 1e-2: the exact discrete-Gaussian trees decide the integer choice
+    grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3, 1e-2), (1.0, 3.0))
     used = bounded = 0
     for T, eps, delta, step in grid:
         budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
@@ -161,7 +162,7 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
         assert full.best.noise == "gaussian", case
         assert fast.gaussian.floor <= full.best.mse <= fast.gaussian.ceiling, case
         assert full == dataclasses.replace(fast, best=full.best, gaussian=None), case
-    assert 10 <= used < 48
+    assert 10 <= used < 72
     assert 1 <= bounded < used
 
 
@@ -171,20 +172,24 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
         (100, 1.0, 1e-4, 1.0, 12),
         pytest.param(100, 1.0, 1e-4, 1.0, 64, marks=pytest.mark.slow),
         pytest.param(37, 0.3, 1e-8, 2.0, 64, marks=pytest.mark.slow),
+        pytest.param(100, 8.0, 1e-6, 1.0, 64, marks=pytest.mark.slow),  # s < 1
     ],
 )
 def test_discrete_gaussian_floor_is_below_every_integer_gaussian_tree(
     T: int, eps: float, delta: float, step: float, largest_k: int
 ) -> None:
-    """Below the exact MSE of every tree compare searches (k <= ``largest_k``; the
+    """Both forms of the bound (without calibrating; exact per height: target inf) lie
+    below the exact MSE of every tree compare searches (k <= ``largest_k``; the
     quick case stops at 12, the slow ones search all) and Honaker with discrete
-    Gaussian noise (built, independently of the digit sums the bound reads), and
-    within 10^-5 of the lowest continuous-Gaussian tree: a bound with the wrong
-    structure figure or height (e.g. h for sqrt(h)) fails one side."""
+    Gaussian noise, each built; the exact form equals their least to 10^-8 (a wrong
+    structure figure or height fails it) and the first lies within 10^-5 below the
+    lowest continuous-Gaussian tree (e.g. h for sqrt(h) would fail it) when s >= 1."""
     from dpcount.analysis import recommend
 
     budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
-    bound = recommend._discrete_gaussian_floor(T, budget)
+    cheap = recommend._analytic_discrete_gaussian_floor(T, budget, recommend._tree_structures(T))
+    exact = recommend._discrete_gaussian_floor(T, budget, np.inf)
+    assert recommend._discrete_gaussian_floor(T, budget, 0.0) == (cheap if cheap > 0 else exact)
     trees: list[tuple[str, dict[str, object]]] = [("binary", {}), ("honaker", {})]
     ks = range(2, largest_k + 1)
     trees += [("kary", {"k": k, "subtract": s}) for k in ks for s in (False, True)]
@@ -197,8 +202,13 @@ def test_discrete_gaussian_floor_is_below_every_integer_gaussian_tree(
                 name, horizon=T, budget=budget.replace(noise=noise), rng=0, **options
             )
             lowest[noise] = min(lowest[noise], float(built.mse()))
-    assert bound <= lowest["discrete-gaussian"]
-    assert lowest["gaussian"] * (1 - 1e-5) <= bound <= lowest["gaussian"]
+    assert cheap <= exact <= lowest["discrete-gaussian"]
+    if largest_k == 64:
+        assert exact >= lowest["discrete-gaussian"] * (1 - 1e-8)
+    if cheap > 0:
+        assert lowest["gaussian"] * (1 - 1e-5) <= cheap <= lowest["gaussian"]
+    else:
+        assert eps == 8.0  # s < 1: no bound without calibrating
 
 
 @pytest.mark.parametrize(

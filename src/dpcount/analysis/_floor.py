@@ -161,15 +161,22 @@ def analytic_sigma_ceiling(epsilon: float, delta: float) -> float | None:
 
 
 def gaussian_mse_floor(
-    horizon: int, epsilon: float, delta: float, step_sensitivity: float
+    horizon: int,
+    epsilon: float,
+    delta: float,
+    step_sensitivity: float,
+    *,
+    discrete: bool = True,
 ) -> float | None:
     """A lower bound on the exact MSE of every counting mechanism with continuous or
     discrete Gaussian noise (single participation) at (ε, δ), or None when there is
-    none here (see the module: step·σ_a < 1, Φ out of erfc's range, or T > 2^26)."""
+    none here (see the module: step·σ_a < 1, Φ out of erfc's range, or T > 2^26).
+    ``discrete=False``: of every mechanism with continuous Gaussian noise only (no
+    step·σ_a ≥ 1 needed, no discrete variance factor)."""
     if horizon > NUCLEAR_NORM_MAX_HORIZON:
         return None
     sigma = analytic_sigma_floor(float(epsilon), float(delta))
-    if sigma is None or step_sensitivity * sigma < 1.0:
+    if sigma is None or (discrete and step_sensitivity * sigma < 1.0):
         return None
     loss = (counting_nuclear_norm(horizon) / horizon) ** 2
-    return (step_sensitivity * sigma) ** 2 * loss * DISCRETE_VARIANCE_FACTOR
+    return (step_sensitivity * sigma) ** 2 * loss * (DISCRETE_VARIANCE_FACTOR if discrete else 1.0)

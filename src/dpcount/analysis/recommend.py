@@ -249,14 +249,13 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     """The integer-noise recommendation from the Laplace rows alone, when bounds show
     what the Gaussian rows would change; None: no such proof, rank them all.
 
-    * The integer choice: the best Laplace-family row with integer noise, when it lies
-      below :data:`_FLOOR_MARGIN` times
-      :func:`~dpcount.analysis._floor.gaussian_mse_floor` or below
-      :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete Gaussian
-      noise, the only other integer-noise rows). Then the full ranking has the same
-      integer choice (the Laplace rows keep their order in it).
+    * The integer choice: the best Laplace-family row with integer noise, when its MSE
+      lies below :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete
+      Gaussian noise, the only other integer-noise rows). Then the full ranking has the
+      same integer choice (the Laplace rows keep their order in it).
     * Plan's first row: the best Laplace row when it lies below :data:`_FLOOR_MARGIN`
-      times the floor (no Gaussian row can beat it); a Gaussian row when
+      times :func:`~dpcount.analysis._floor.gaussian_mse_floor` (no row with
+      continuous Gaussian noise can beat it); a Gaussian row when
       :func:`_gaussian_ceiling` (an upper bound on the BLT row's MSE) lies below every
       Laplace row: then :attr:`Recommendation.gaussian` holds the floor and that
       ceiling instead of the row.
@@ -265,18 +264,17 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     optimizations) are never built here.
     """
     assert budget.delta is not None
-    floor = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    floor = gaussian_mse_floor(
+        horizon, budget.epsilon, budget.delta, budget.step_sensitivity, discrete=False
+    )
     if floor is None:
         return None
     rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
     safe = _best_integer(rows, horizon, budget)
-    if safe is None:
-        return None
-    cutoff = _FLOOR_MARGIN * floor
-    if not (safe[1] < cutoff or safe[1] < _discrete_gaussian_floor(horizon, budget)):
+    if safe is None or not safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1]):
         return None
     integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
-    if rows[0].mse < cutoff:
+    if rows[0].mse < _FLOOR_MARGIN * floor:
         return integer
     ceiling = _gaussian_ceiling(horizon, budget)
     if ceiling is None or not ceiling[0] < rows[0].mse:
@@ -284,40 +282,76 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     return replace(integer, best=None, gaussian=GaussianBounds(floor, *ceiling))
 
 
-def _discrete_gaussian_floor(horizon: int, budget: Budget) -> float:
-    """A lower bound on the exact MSE of every mechanism that takes integer noise
-    (the k-ary trees for every k ``compare`` searches, with and without subtraction,
-    the binary tree, Honaker) built with discrete Gaussian noise; 0 when there is none.
-
-    Each is linear in i.i.d. node noise: its MSE is the node variance times a structure
-    figure V, the same for every noise (for the binary tree and Honaker from the
-    mechanism built with Laplace noise; for the k-ary trees Σ_t ‖digits(t)‖₁ / T of
-    their digit system, :meth:`KaryTree.mse <dpcount.counting.KaryTree.mse>`), and its
-    node noise is a discrete Gaussian for ℓ₂ sensitivity
-    Δ₂ = its unit ℓ₂ sensitivity times the step's, of parameter s ≥ σ_a·Δ₂ (the zCDP
-    calibration gives a larger σ than the exact analytic one, Balle & Wang 2018) and
-    variance ≥ s²·:data:`~dpcount.analysis._floor.DISCRETE_VARIANCE_FACTOR` for s ≥ 1.
-    """
-    assert budget.delta is not None
-    sigma = analytic_sigma_floor(budget.epsilon, budget.delta)
-    if sigma is None or DISCRETE_CAPABLE != _INTEGER_TREES:
-        return 0.0  # no bound (or a new integer-noise mechanism this one does not cover)
-    lowest = math.inf
-    laplace = Budget(
-        epsilon=budget.epsilon, noise=NoiseKind.LAPLACE, step_sensitivity=budget.step_sensitivity
-    )
-    structures: list[tuple[float, float]] = []  # (unit ℓ₂ sensitivity, structure figure)
-    for name in ("binary", "honaker"):
-        mech = build_mechanism(name, horizon=horizon, budget=laplace, rng=0)
-        structures.append((mech._unit_sensitivities()[1], mech.mse() / mech.sampler.variance))
-    # the k-ary trees compare searches (k = 2 with subtraction is not one), without
-    # building them: KaryTree's unit ℓ₂ sensitivity √h and MSE per unit node variance
-    # Σ_t ‖digits(t)‖₁ / T
+def _tree_structures(horizon: int) -> list[tuple[int, float]]:
+    """(height h, MSE per unit node variance Σ_t ‖digits(t)‖₁ / T) of every k-ary tree
+    ``compare`` searches (k = 2 with subtraction is not one), without building them:
+    :meth:`KaryTree.mse <dpcount.counting.KaryTree.mse>`'s figures."""
+    out = []
     for k in _TREE_KS:
         for subtract in (False, True) if k > 2 else (False,):
             system = DigitSystem.for_tree(k, subtract)
             h = system.height(horizon)
-            structures.append((math.sqrt(h), system.digit_l1_total(horizon, h) / horizon))
+            out.append((h, system.digit_l1_total(horizon, h) / horizon))
+    return out
+
+
+def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> float:
+    """A lower bound on the exact MSE of every mechanism that takes integer noise (the
+    k-ary trees for every k ``compare`` searches, with and without subtraction, the
+    binary tree, Honaker) built with discrete Gaussian noise; 0 when this function
+    does not cover :data:`~dpcount.counting.registry.DISCRETE_CAPABLE`.
+
+    Each is linear in i.i.d. node noise: its MSE is the node variance times a structure
+    figure V, the same for every noise. First a bound without calibrating: node noise
+    of parameter s ≥ σ_a·Δ₂ (Δ₂ = √h times the step's ℓ₂ bound; the zCDP calibration
+    gives a larger σ than the exact analytic one, Balle & Wang 2018) has variance ≥
+    s²·:data:`~dpcount.analysis._floor.DISCRETE_VARIANCE_FACTOR` for s ≥ 1. When that
+    does not exceed ``target``: the exact figures, one discrete Gaussian calibration per
+    height (a tree's node noise depends on its height only) times each tree's V, and
+    the binary tree and Honaker built; their least, lowered by
+    :data:`_STRUCTURE_MARGIN`.
+    """
+    assert budget.delta is not None
+    if DISCRETE_CAPABLE != _INTEGER_TREES:
+        return 0.0  # a new integer-noise mechanism this bound does not cover
+    trees = _tree_structures(horizon)
+    cheap = _analytic_discrete_gaussian_floor(horizon, budget, trees)
+    if cheap > target:
+        return cheap
+    noise = budget.replace(noise=NoiseKind.DISCRETE_GAUSSIAN)
+    variance: dict[int, float] = {}
+    for k in _TREE_KS:  # one tree per height: its node variance
+        for subtract in (False, True) if k > 2 else (False,):
+            h = DigitSystem.for_tree(k, subtract).height(horizon)
+            if h not in variance:
+                mech = build_mechanism(
+                    "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract
+                )
+                variance[h] = mech.sampler.variance
+    mses = [variance[h] * v for h, v in trees]
+    for name in ("binary", "honaker"):
+        mses.append(float(build_mechanism(name, horizon=horizon, budget=noise, rng=0).mse()))
+    return min(mses) * (1.0 - _STRUCTURE_MARGIN)
+
+
+def _analytic_discrete_gaussian_floor(
+    horizon: int, budget: Budget, trees: list[tuple[int, float]]
+) -> float:
+    """:func:`_discrete_gaussian_floor`'s bound without calibrating (see there): the
+    analytic σ's floor times each unit ℓ₂ sensitivity, squared, times the discrete
+    variance factor and V; 0 when some s could be below 1 or σ has no floor here."""
+    assert budget.delta is not None
+    sigma = analytic_sigma_floor(budget.epsilon, budget.delta)
+    if sigma is None:
+        return 0.0
+    laplace = Budget(
+        epsilon=budget.epsilon, noise=NoiseKind.LAPLACE, step_sensitivity=budget.step_sensitivity
+    )
+    structures: list[tuple[float, float]] = [(math.sqrt(h), v) for h, v in trees]
+    for name in ("binary", "honaker"):
+        mech = build_mechanism(name, horizon=horizon, budget=laplace, rng=0)
+        structures.append((mech._unit_sensitivities()[1], mech.mse() / mech.sampler.variance))
+    lowest = math.inf
     for unit_l2, structure in structures:
         scale = sigma * unit_l2 * budget.l2_step
         if scale < 1.0:
