@@ -72,7 +72,8 @@ class GaussianBounds:
     optimizations, several times the cost of the rest of a small ``dpcount count``).
 
     Attributes:
-        floor: a lower bound on the exact MSE of every mechanism with Gaussian noise
+        floor: a lower bound on the exact MSE of every mechanism with continuous
+            Gaussian noise, so of every Gaussian row of ``compare``
             (:func:`~dpcount.analysis._floor.gaussian_mse_floor`).
         ceiling: an upper bound on the exact MSE of the row ``label``, so on plan's
             first row; below every Laplace row.
@@ -250,9 +251,10 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     what the Gaussian rows would change; None: no such proof, rank them all.
 
     * The integer choice: the best Laplace-family row with integer noise, when its MSE
-      lies below :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete
-      Gaussian noise, the only other integer-noise rows). Then the full ranking has the
-      same integer choice (the Laplace rows keep their order in it).
+      lies below :data:`_FLOOR_MARGIN` times the floor of every Gaussian mechanism
+      (continuous or discrete) or below :func:`_discrete_gaussian_floor` (every tree and
+      Honaker with discrete Gaussian noise, the only other integer-noise rows). Then the
+      full ranking has the same integer choice (the Laplace rows keep their order in it).
     * Plan's first row: the best Laplace row when it lies below :data:`_FLOOR_MARGIN`
       times :func:`~dpcount.analysis._floor.gaussian_mse_floor` (no row with
       continuous Gaussian noise can beat it); a Gaussian row when
@@ -271,7 +273,14 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
         return None
     rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
     safe = _best_integer(rows, horizon, budget)
-    if safe is None or not safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1]):
+    if safe is None:
+        return None
+    # every integer-noise Gaussian row is above the floor times its discrete factor (the
+    # cheap test), else above the trees' own figures
+    floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    if not (floors is not None and safe[1] < _FLOOR_MARGIN * floors) and not (
+        safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1])
+    ):
         return None
     integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
     if rows[0].mse < _FLOOR_MARGIN * floor:
