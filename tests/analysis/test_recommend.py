@@ -145,7 +145,7 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
 
     # δ = 1e-2: the exact discrete-Gaussian trees decide the integer choice
     grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3, 1e-2), (1.0, 3.0))
-    used = bounded = 0
+    used = bounded = dg = 0
     for T, eps, delta, step in grid:
         budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
         fast = recommend_mechanism(T, budget=budget)
@@ -158,12 +158,13 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
             assert full == fast, case
             continue
         bounded += 1
+        dg += fast.noise == "discrete-gaussian"  # from the trees' Gaussian rows
         assert fast.best is None and full.best is not None, case
         assert full.best.noise == "gaussian", case
         assert fast.gaussian.floor <= full.best.mse <= fast.gaussian.ceiling, case
         assert full == dataclasses.replace(fast, best=full.best, gaussian=None), case
     assert 10 <= used < 72
-    assert 1 <= bounded < used
+    assert 1 <= dg < bounded < used
 
 
 @pytest.mark.parametrize(

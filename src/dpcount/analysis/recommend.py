@@ -27,7 +27,7 @@ from dpcount.analysis._floor import (
     analytic_sigma_floor,
     gaussian_mse_floor,
 )
-from dpcount.analysis.compare import Candidate, compare
+from dpcount.analysis.compare import Candidate, compare, rank_key
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.privacy.budget import (
@@ -79,7 +79,8 @@ class GaussianBounds:
             first row; below every Laplace row.
         label: the row whose MSE ``ceiling`` bounds (``"blt"``: its shipped parameters
             and closed-form losses, with the analytic σ bounded above by
-            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`).
+            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`; or the label of an
+            integer-noise mechanism's Gaussian row, ``ceiling`` its exact MSE).
     """
 
     floor: float
@@ -247,23 +248,24 @@ def _best_integer(
 
 
 def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | None:
-    """The integer-noise recommendation from the Laplace rows alone, when bounds show
-    what the Gaussian rows would change; None: no such proof, rank them all.
+    """The integer-noise recommendation without building the Gaussian rows of the
+    factorizations, when bounds show what they would change; None: no such proof, rank
+    them all.
 
-    * The integer choice: the best Laplace-family row with integer noise, when its MSE
-      lies below :data:`_FLOOR_MARGIN` times the floor of every Gaussian mechanism
-      (continuous or discrete) or below :func:`_discrete_gaussian_floor` (every tree and
-      Honaker with discrete Gaussian noise, the only other integer-noise rows). Then the
-      full ranking has the same integer choice (the Laplace rows keep their order in it).
-    * Plan's first row: the best Laplace row when it lies below :data:`_FLOOR_MARGIN`
-      times :func:`~dpcount.analysis._floor.gaussian_mse_floor` (no row with
-      continuous Gaussian noise can beat it); a Gaussian row when
-      :func:`_gaussian_ceiling` (an upper bound on the BLT row's MSE) lies below every
-      Laplace row: then :attr:`Recommendation.gaussian` holds the floor and that
-      ceiling instead of the row.
-
-    The Gaussian rows (optimized factorizations, the analytic calibration: scipy and
-    optimizations) are never built here.
+    * The integer choice: from the Laplace rows alone when the best Laplace-family row
+      with integer noise lies below :data:`_FLOOR_MARGIN` times the floor of every
+      Gaussian mechanism (continuous or discrete) or below
+      :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete Gaussian
+      noise, the only other integer-noise rows); else also from the Gaussian rows of
+      the integer-noise mechanisms (``compare(mechanisms=DISCRETE_CAPABLE)``: the
+      analytic calibration, scipy.special, but no factorization). Either way the rows
+      used keep their order in the full ranking, so the integer choice is its.
+    * Plan's first row: the first of the rows used when it lies below
+      :data:`_FLOOR_MARGIN` times :func:`~dpcount.analysis._floor.gaussian_mse_floor`
+      (no other row, all with continuous Gaussian noise, can beat it); a Gaussian row
+      when an upper bound on one Gaussian row (:func:`_gaussian_ceiling`, the BLT's, or
+      an integer-noise mechanism's Gaussian row) lies below every Laplace row: then
+      :attr:`Recommendation.gaussian` holds the floor and that bound instead of the row.
     """
     assert budget.delta is not None
     floor = gaussian_mse_floor(
@@ -272,23 +274,34 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     if floor is None:
         return None
     rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
+    laplace = rows[0]
     safe = _best_integer(rows, horizon, budget)
     if safe is None:
         return None
     # every integer-noise Gaussian row is above the floor times its discrete factor (the
-    # cheap test), else above the trees' own figures
+    # cheap test), else above the trees' own figures; else rank those rows too
     floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
     if not (floors is not None and safe[1] < _FLOOR_MARGIN * floors) and not (
         safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1])
     ):
-        return None
+        trees = compare(
+            horizon,
+            budget=budget,
+            metric="mse",
+            certificates=False,
+            mechanisms=DISCRETE_CAPABLE,
+        )
+        rows = tuple(sorted([*rows, *(r for r in trees if r.noise == "gaussian")], key=rank_key))
+        safe = _best_integer(rows, horizon, budget)
+        assert safe is not None
     integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
     if rows[0].mse < _FLOOR_MARGIN * floor:
         return integer
-    ceiling = _gaussian_ceiling(horizon, budget)
-    if ceiling is None or not ceiling[0] < rows[0].mse:
+    bounds = [b for b in (_gaussian_ceiling(horizon, budget),) if b is not None]
+    bounds += [(r.mse, r.label) for r in rows[:1] if r.noise == "gaussian"]
+    if not bounds or not min(bounds)[0] < laplace.mse:
         return None
-    return replace(integer, best=None, gaussian=GaussianBounds(floor, *ceiling))
+    return replace(integer, best=None, gaussian=GaussianBounds(floor, *min(bounds)))
 
 
 def _tree_structures(horizon: int) -> list[tuple[int, float]]:
