@@ -31,15 +31,19 @@ over numpy, most of it scipy._lib._array_api, which every scipy submodule pays; 
 scipy.fft, imported by the Toeplitz module), scipy.optimize (+0.2 s more) for the
 optimized Toeplitz row (L-BFGS-B, ~0.1 s), the dense optimum's optimization (~0.1 s).
 
-Measured 2026-12-07 01:56-01:59 UTC (issue 33, "coldstart"), load average 17-20 (shared
+Measured 2026-12-07 02:15 UTC (issue 33, "coldstart"), load average 9-12 (shared
 machine), compiled bytecode (``PYTHONPYCACHEPREFIX``), best of 5, two runs alternating
-with the code before (``--src``): ``--delta 1e-4`` 9.14-9.35x → 2.26-2.46x CPU
-(1.09-1.15 s → 0.30 s; wall 9.0-10.4x → 1.8-2.3x): auto bounds plan's Gaussian first row
-(``analysis/recommend.py``: a floor on every Gaussian MSE, an upper bound from the BLT's
-closed forms, a floor on every integer-noise Gaussian tree) and imports no scipy; 100
-rows 2.20-2.36x and ``--delta 1e-6`` 2.24-2.38x (unchanged: 2.28-2.54x and 2.41-2.52x
-before). Not on this path: a δ where a discrete-Gaussian tree is the integer choice
-(e.g. ε = 1, δ = 10⁻²) or where step·σ < 1 (ε = 8) still ranks every row (~1 s).
+with the code before (``--src``): ``--delta 1e-4`` 6.99-8.26x → 1.85-2.14x CPU
+(1.07-1.08 s → 0.28-0.29 s; wall 8.0-15.2x → 1.6-1.9x); 100 rows 1.83-2.01x and
+``--delta 1e-6`` 1.89-1.92x CPU (2.26-1.85x and 2.32-1.98x before). ``auto`` proves
+what the Gaussian rows would change from bounds (``analysis/recommend.py``: a floor on
+every Gaussian MSE, an upper bound from the BLT's closed forms, the integer-noise
+Gaussian trees' own figures) and builds none of them: no scipy. Other small paths
+(best of 3, CPU, same machine): ε = 1, δ = 10⁻² and ε = 8, δ = 10⁻⁶ 0.95-0.99 s →
+0.28-0.29 s; where a discrete-Gaussian tree is the integer choice (ε = 0.1, δ = 10⁻²;
+ε = 1, δ = 0.1) 0.98-1.1 s → 0.58-0.59 s (the trees' Gaussian rows need the analytic
+calibration: scipy.special, ~0.2 s); bounds that do not settle it (ε = 8, δ = 10⁻²)
+still rank every row (~1 s).
 """
 
 from __future__ import annotations
