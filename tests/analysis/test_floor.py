@@ -71,6 +71,20 @@ def test_floor_gives_up_where_its_bounds_do_not_hold() -> None:
     assert gaussian_mse_floor(NUCLEAR_NORM_MAX_HORIZON + 1, 1.0, 1e-6, 1.0) is None
 
 
+def test_continuous_floor_needs_no_unit_sigma() -> None:
+    """``discrete=False`` bounds the continuous Gaussian rows only: no discrete factor,
+    and defined where step·σ < 1, still below a built continuous row (the BLT, the
+    sqrt, the best trees)."""
+    both = gaussian_mse_floor(100, 1.0, 1e-6, 1.0)
+    continuous = gaussian_mse_floor(100, 1.0, 1e-6, 1.0, discrete=False)
+    assert both is not None and continuous == pytest.approx(both / DISCRETE_VARIANCE_FACTOR)
+    floor = gaussian_mse_floor(100, 4.0, 1e-3, 1.0, discrete=False)
+    assert floor is not None
+    budget = Budget(epsilon=4.0, delta=1e-3, noise="gaussian")
+    for name in ("blt", "sqrt", "honaker"):
+        assert floor <= build_mechanism(name, horizon=100, budget=budget, rng=0).mse(), name
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("T", "eps", "delta", "step"), [(7, 1.0, 1e-6, 1.0), (100, 0.5, 1e-10, 2.0)]
