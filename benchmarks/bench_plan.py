@@ -9,6 +9,14 @@ machine only the ratios mean something; the CPU ratio is the one load inflates l
     python benchmarks/bench_plan.py [--repeat 3] [--src DIR] [--horizon T]
 
 ``--src`` times another checkout's ``src`` (e.g. the code before a change).
+
+Measured 2026-12-07 02:13 UTC (issue 33, "coldstart"), load average 10-13, compiled
+bytecode, best of 3, alternating with the code before: plan 5.19 s CPU (5.90x the floor;
+wall 5.8 s, 6.16x) → 0.52 s (0.62x; wall 0.54 s, 0.41x), output unchanged. plan's
+whole-number line asks ``auto`` for the integer choice; ``auto`` ranked every mechanism
+again without ``--dim`` (the normalized and row-scaled BLT rows at 2^20 among them), and
+now keeps that choice from bounds without building the Gaussian rows
+(``analysis/recommend.py``).
 """
 
 from __future__ import annotations

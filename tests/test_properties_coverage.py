@@ -97,6 +97,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("dpcount.analysis", "DeltaThreshold"): _RECORD,
     ("dpcount.analysis", "TreeChoice"): _RECORD,
     ("dpcount.analysis", "Recommendation"): _RECORD,
+    ("dpcount.analysis", "GaussianBounds"): _RECORD,
     ("dpcount.analysis", "Choice"): _RECORD,
     ("dpcount.analysis", "AutoReason"): _RECORD,
     ("dpcount.analysis", "NoiseNote"): _RECORD,

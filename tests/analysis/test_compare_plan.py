@@ -77,3 +77,18 @@ def test_the_declared_calibrations_are_listed_below_epsilon_one(epsilon: float) 
     calibrations = capabilities("sqrt").plan.calibrations  # type: ignore[union-attr]
     want = calibrations if epsilon < 1 else calibrations[:1]
     assert sqrt == sorted(f"sqrt ({m})" for m in want)
+
+
+def test_mechanisms_lists_their_rows_of_the_full_list_in_order() -> None:
+    """``mechanisms=`` keeps exactly the full list's rows of those mechanisms, in its
+    order (recommend_mechanism merges them with the Laplace rows by that order); an
+    unknown name is a ValueError naming the parameter, a bare string a TypeError."""
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    full = compare(9, budget=budget, certificates=False)
+    some = compare(9, budget=budget, certificates=False, mechanisms=["kary", "honaker"])
+    assert some == tuple(r for r in full if r.mechanism in ("kary", "honaker"))
+    assert {r.noise for r in some} == {"laplace", "gaussian"}
+    with pytest.raises(ValueError, match="mechanisms"):
+        compare(9, budget=budget, mechanisms=["kary", "no-such"])
+    with pytest.raises(TypeError, match="mechanisms"):
+        compare(9, budget=budget, mechanisms="kary")

@@ -14,6 +14,7 @@ from dpcount.analysis._floor import (
     DISCRETE_VARIANCE_FACTOR,
     NUCLEAR_NORM_MAX_HORIZON,
     SIGMA_FLOOR_MARGIN,
+    analytic_sigma_ceiling,
     analytic_sigma_floor,
     gaussian_mse_floor,
 )
@@ -39,8 +40,21 @@ def test_sigma_floor_is_below_both_gaussian_calibrations() -> None:
         assert floor <= discrete_gaussian_sigma(1.0, eps, delta), (eps, delta)
 
 
+def test_sigma_ceiling_is_above_the_analytic_calibration() -> None:
+    """Above the analytic σ as calibrated (scipy's log_ndtr, its solver margin), at
+    sensitivities 1 and 3 (σ is proportional to it), and within twice its margin (a
+    ceiling 10x looser would fail the second check)."""
+    for eps, delta in itertools.product(EPSILONS, DELTAS):
+        ceiling = analytic_sigma_ceiling(eps, delta)
+        assert ceiling is not None, (eps, delta)
+        exact = gaussian_sigma(1.0, eps, delta)
+        assert exact <= ceiling <= exact * (1.0 + 2.0 * SIGMA_FLOOR_MARGIN), (eps, delta)
+        assert gaussian_sigma(3.0, eps, delta) <= 3.0 * ceiling, (eps, delta)
+
+
 def test_sigma_floor_gives_up_out_of_erfc_range() -> None:
     assert analytic_sigma_floor(1e-3, 1e-300) is None  # Φ's argument below -37
+    assert analytic_sigma_ceiling(1e-3, 1e-300) is None
 
 
 def test_discrete_variance_factor_holds_from_one() -> None:
@@ -55,6 +69,20 @@ def test_discrete_variance_factor_holds_from_one() -> None:
 def test_floor_gives_up_where_its_bounds_do_not_hold() -> None:
     assert gaussian_mse_floor(100, 4.0, 1e-3, 1.0) is None  # step·σ < 1
     assert gaussian_mse_floor(NUCLEAR_NORM_MAX_HORIZON + 1, 1.0, 1e-6, 1.0) is None
+
+
+def test_continuous_floor_needs_no_unit_sigma() -> None:
+    """``discrete=False`` bounds the continuous Gaussian rows only: no discrete factor,
+    and defined where step·σ < 1, still below a built continuous row (the BLT, the
+    sqrt, the best trees)."""
+    both = gaussian_mse_floor(100, 1.0, 1e-6, 1.0)
+    continuous = gaussian_mse_floor(100, 1.0, 1e-6, 1.0, discrete=False)
+    assert both is not None and continuous == pytest.approx(both / DISCRETE_VARIANCE_FACTOR)
+    floor = gaussian_mse_floor(100, 4.0, 1e-3, 1.0, discrete=False)
+    assert floor is not None
+    budget = Budget(epsilon=4.0, delta=1e-3, noise="gaussian")
+    for name in ("blt", "sqrt", "honaker"):
+        assert floor <= build_mechanism(name, horizon=100, budget=budget, rng=0).mse(), name
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -136,18 +137,105 @@ def test_cli_auto_and_frame_auto_release_the_same(
 
 @pytest.mark.slow
 def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the Gaussian floor lets recommend_mechanism rank the Laplace rows alone,
-    the recommendation (mechanism, noise, options, MSE, plan's first row) is the one of
-    the full ranking; the grid has cases on both sides of the floor."""
+    """Where bounds let recommend_mechanism rank the Laplace rows alone, the
+    recommendation (mechanism, noise, options, MSE) is the one of the full ranking, and
+    so is plan's first row, or (when it needs Gaussian noise) it lies within the
+    recommendation's bounds; the grid has cases on every side."""
     from dpcount.analysis import recommend
 
-    grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3), (1.0, 3.0))
-    used = 0
+    # δ = 1e-2: the exact discrete-Gaussian trees decide the integer choice
+    grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3, 1e-2), (1.0, 3.0))
+    used = bounded = dg = 0
     for T, eps, delta, step in grid:
         budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
         fast = recommend_mechanism(T, budget=budget)
-        used += recommend._laplace_first(T, budget) is not None
+        used += recommend._without_gaussian_rows(T, budget) is not None
         with monkeypatch.context() as patch:
-            patch.setattr(recommend, "_laplace_first", lambda *args: None)
-            assert recommend_mechanism(T, budget=budget) == fast, (T, eps, delta, step)
-    assert 10 <= used < 48
+            patch.setattr(recommend, "_without_gaussian_rows", lambda *args: None)
+            full = recommend_mechanism(T, budget=budget)
+        case = (T, eps, delta, step)
+        if fast.gaussian is None:
+            assert full == fast, case
+            continue
+        bounded += 1
+        dg += fast.noise == "discrete-gaussian"  # from the trees' Gaussian rows
+        assert fast.best is None and full.best is not None, case
+        assert full.best.noise == "gaussian", case
+        assert fast.gaussian.floor <= full.best.mse <= fast.gaussian.ceiling, case
+        assert full == dataclasses.replace(fast, best=full.best, gaussian=None), case
+    assert 10 <= used < 72
+    assert 1 <= dg < bounded < used
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step", "largest_k"),
+    [
+        (100, 1.0, 1e-4, 1.0, 12),
+        pytest.param(100, 1.0, 1e-4, 1.0, 64, marks=pytest.mark.slow),
+        pytest.param(37, 0.3, 1e-8, 2.0, 64, marks=pytest.mark.slow),
+        pytest.param(100, 8.0, 1e-6, 1.0, 64, marks=pytest.mark.slow),  # s < 1
+    ],
+)
+def test_discrete_gaussian_floor_is_below_every_integer_gaussian_tree(
+    T: int, eps: float, delta: float, step: float, largest_k: int
+) -> None:
+    """Both forms of the bound (without calibrating; exact per height: target inf) lie
+    below the exact MSE of every tree compare searches (k <= ``largest_k``; the
+    quick case stops at 12, the slow ones search all) and Honaker with discrete
+    Gaussian noise, each built; the exact form equals their least to 10^-8 (a wrong
+    structure figure or height fails it) and the first lies within 10^-5 below the
+    lowest continuous-Gaussian tree (e.g. h for sqrt(h) would fail it) when s >= 1."""
+    from dpcount.analysis import recommend
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    cheap = recommend._analytic_discrete_gaussian_floor(T, budget, recommend._tree_structures(T))
+    exact = recommend._discrete_gaussian_floor(T, budget, np.inf)
+    assert recommend._discrete_gaussian_floor(T, budget, 0.0) == (cheap if cheap > 0 else exact)
+    trees: list[tuple[str, dict[str, object]]] = [("binary", {}), ("honaker", {})]
+    ks = range(2, largest_k + 1)
+    trees += [("kary", {"k": k, "subtract": s}) for k in ks for s in (False, True)]
+    lowest = {"discrete-gaussian": np.inf, "gaussian": np.inf}
+    for noise in lowest:
+        for name, options in trees:
+            if options.get("k") == 2 and options.get("subtract"):
+                continue
+            built = build_mechanism(
+                name, horizon=T, budget=budget.replace(noise=noise), rng=0, **options
+            )
+            lowest[noise] = min(lowest[noise], float(built.mse()))
+    assert cheap <= exact <= lowest["discrete-gaussian"]
+    if largest_k == 64:
+        assert exact >= lowest["discrete-gaussian"] * (1 - 1e-8)
+    if cheap > 0:
+        assert lowest["gaussian"] * (1 - 1e-5) <= cheap <= lowest["gaussian"]
+    else:
+        assert eps == 8.0  # s < 1: no bound without calibrating
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step"),
+    [(100, 1.0, 1e-4, 1.0), (1000, 0.5, 1e-9, 3.0), (1, 8.0, 0.1, 1.0)],
+)
+def test_gaussian_ceiling_is_just_above_the_blt_row(
+    T: int, eps: float, delta: float, step: float
+) -> None:
+    """The ceiling bounds the exact MSE of the BLT as compare and the registry build it,
+    within 10^-5 (a ceiling from the wrong parameters or without the step fails)."""
+    from dpcount.analysis import recommend
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    ceiling = recommend._gaussian_ceiling(T, budget)
+    assert ceiling is not None and ceiling[1] == "blt"
+    exact = build_mechanism("blt", horizon=T, budget=budget.replace(noise="gaussian"), rng=0).mse()
+    assert exact <= ceiling[0] <= exact * (1 + 1e-5)
+
+
+def test_gaussian_bounds_are_printed_outward() -> None:
+    """auto's reason rounds the lower bound down and the upper one up (so both still
+    hold at 4 digits)."""
+    from dpcount.analysis.choice import _digits
+
+    assert _digits(7.4050001, down=False) == "7.406"
+    assert _digits(7.4059999, down=True) == "7.405"
+    assert _digits(123456.0, down=True) == "1.234e+05"
+    assert _digits(0.012341, down=False) == "0.01235"

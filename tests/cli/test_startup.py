@@ -72,3 +72,16 @@ def test_delta_count_imports_no_heavy_module(tmp_path: Path) -> None:
     assert "HEAVY [] 0" in out, out
     assert "ranked first by exact MSE by dpcount plan" in out
     assert "noise=discrete-laplace" in out
+
+
+def test_gaussian_first_count_imports_no_scipy(tmp_path: Path) -> None:
+    """``count --delta 1e-4`` of 100 rows, where plan's first row is a Gaussian one (the
+    dense optimum): ``auto`` proves that from bounds (analysis/recommend.py) and keeps
+    its integer choice without building a Gaussian row, so no scipy module, no
+    certificates and no optimized Toeplitz are imported (only the BLT's closed forms,
+    for the upper bound); checked failing before (it imported scipy.special,
+    scipy.fft, scipy.optimize and the certificates, 8.6x ``import numpy``)."""
+    out = _heavy_after_count(tmp_path, "--delta", "1e-4")
+    assert "HEAVY ['dpcount.counting.factorization.blt'] 0" in out, out
+    assert "dpcount plan ranks a mechanism with gaussian noise first" in out
+    assert "noise=discrete-laplace" in out

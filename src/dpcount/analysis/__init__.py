@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         certify,
     )
     from dpcount.analysis.choice import AutoReason, Choice, NoiseNote, choose
-    from dpcount.analysis.recommend import Recommendation, recommend_mechanism
+    from dpcount.analysis.recommend import GaussianBounds, Recommendation, recommend_mechanism
     from dpcount.analysis.threshold import (
         DeltaThreshold,
         cor22_variance_ratio,
@@ -55,6 +55,7 @@ _WHERE = {
     "Choice": "choice",
     "NoiseNote": "choice",
     "choose": "choice",
+    "GaussianBounds": "recommend",
     "Recommendation": "recommend",
     "recommend_mechanism": "recommend",
     "DeltaThreshold": "threshold",
@@ -73,6 +74,7 @@ __all__ = [
     "Certificate",
     "Choice",
     "DeltaThreshold",
+    "GaussianBounds",
     "NoiseNote",
     "Objective",
     "Recommendation",

@@ -24,6 +24,10 @@ with step·σ_a ≥ 1 the floor times that factor bounds the discrete rows too.
 lowered by a relative :data:`SIGMA_FLOOR_MARGIN`, far above the floating-point error
 of the evaluation; the tests check it stays below
 :func:`~dpcount.privacy.calibration.gaussian_sigma` over a grid.
+:func:`analytic_sigma_ceiling` is the same bisection's upper end raised by that
+margin (tested above ``gaussian_sigma``): with it ``auto`` bounds the MSE of one
+Gaussian row from above (the BLT's closed forms), to say that a Gaussian row ranks
+first without building it. Neither bound ever calibrates noise.
 
 References:
     [references: bw18, cks20]
@@ -46,6 +50,7 @@ __all__ = [
     "DISCRETE_VARIANCE_FACTOR",
     "NUCLEAR_NORM_MAX_HORIZON",
     "SIGMA_FLOOR_MARGIN",
+    "analytic_sigma_ceiling",
     "analytic_sigma_floor",
     "counting_nuclear_norm",
     "gaussian_mse_floor",
@@ -91,14 +96,11 @@ def _log_ndtr(x: float) -> float:
 
 
 @lru_cache(maxsize=256)
-def analytic_sigma_floor(epsilon: float, delta: float) -> float | None:
-    """A lower bound on the analytic Gaussian σ at sensitivity 1
-    (:func:`~dpcount.privacy.calibration.gaussian_sigma`), or None when it cannot be
-    evaluated without scipy (Φ's argument below −37).
-
-    The same bisection on log σ of Balle & Wang's δ(σ) (Theorem 8), keeping the
-    lower end, then lowered by a relative :data:`SIGMA_FLOOR_MARGIN`.
-    """
+def _analytic_bracket(epsilon: float, delta: float) -> tuple[float, float] | None:
+    """(lo, hi): log σ just below and just above the root of Balle & Wang's δ(σ) = δ
+    (Theorem 8) at sensitivity 1, the bisection of
+    :func:`~dpcount.privacy.calibration.gaussian_sigma` with Φ from :func:`math.erfc`
+    (width below 10⁻¹⁵); None when Φ's argument leaves erfc's range."""
     target = math.log(delta)
 
     def excess(log_sigma: float) -> float:
@@ -127,22 +129,54 @@ def analytic_sigma_floor(epsilon: float, delta: float) -> float | None:
             hi += 2.0
         else:
             return None
-        lo, hi = bisect(lambda s: excess(s) > 0.0, lo, hi, done=lambda a, b: b - a < 1e-15)
+        return bisect(lambda s: excess(s) > 0.0, lo, hi, done=lambda a, b: b - a < 1e-15)
     except (OverflowError, ValueError, ZeroDivisionError):
         return None
-    return math.exp(lo) * (1.0 - SIGMA_FLOOR_MARGIN)
+
+
+def analytic_sigma_floor(epsilon: float, delta: float) -> float | None:
+    """A lower bound on the analytic Gaussian σ at sensitivity 1
+    (:func:`~dpcount.privacy.calibration.gaussian_sigma`), or None when it cannot be
+    evaluated without scipy (Φ's argument below −37).
+
+    The same bisection on log σ of Balle & Wang's δ(σ) (Theorem 8), keeping the
+    lower end, then lowered by a relative :data:`SIGMA_FLOOR_MARGIN`.
+    """
+    bracket = _analytic_bracket(float(epsilon), float(delta))
+    return None if bracket is None else math.exp(bracket[0]) * (1.0 - SIGMA_FLOOR_MARGIN)
+
+
+def analytic_sigma_ceiling(epsilon: float, delta: float) -> float | None:
+    """An upper bound on the analytic Gaussian σ at sensitivity 1, as
+    :func:`~dpcount.privacy.calibration.gaussian_sigma` computes it (rounded up by its
+    solver margin), or None as for :func:`analytic_sigma_floor`.
+
+    The bisection's upper end raised by a relative :data:`SIGMA_FLOOR_MARGIN` (far
+    above both the error of erfc here and the 10⁻¹⁰ that ``gaussian_sigma`` adds). It
+    only bounds figures ``auto`` reports (:mod:`dpcount.analysis.recommend`); no
+    noise is ever calibrated with it.
+    """
+    bracket = _analytic_bracket(float(epsilon), float(delta))
+    return None if bracket is None else math.exp(bracket[1]) * (1.0 + SIGMA_FLOOR_MARGIN)
 
 
 def gaussian_mse_floor(
-    horizon: int, epsilon: float, delta: float, step_sensitivity: float
+    horizon: int,
+    epsilon: float,
+    delta: float,
+    step_sensitivity: float,
+    *,
+    discrete: bool = True,
 ) -> float | None:
     """A lower bound on the exact MSE of every counting mechanism with continuous or
     discrete Gaussian noise (single participation) at (ε, δ), or None when there is
-    none here (see the module: step·σ_a < 1, Φ out of erfc's range, or T > 2^26)."""
+    none here (see the module: step·σ_a < 1, Φ out of erfc's range, or T > 2^26).
+    ``discrete=False``: of every mechanism with continuous Gaussian noise only (no
+    step·σ_a ≥ 1 needed, no discrete variance factor)."""
     if horizon > NUCLEAR_NORM_MAX_HORIZON:
         return None
     sigma = analytic_sigma_floor(float(epsilon), float(delta))
-    if sigma is None or step_sensitivity * sigma < 1.0:
+    if sigma is None or (discrete and step_sensitivity * sigma < 1.0):
         return None
     loss = (counting_nuclear_norm(horizon) / horizon) ** 2
-    return (step_sensitivity * sigma) ** 2 * loss * DISCRETE_VARIANCE_FACTOR
+    return (step_sensitivity * sigma) ** 2 * loss * (DISCRETE_VARIANCE_FACTOR if discrete else 1.0)

@@ -56,7 +56,7 @@ import numpy as np
 
 from dpcount._validate import check_bool, check_choice, check_integer
 from dpcount.analysis.compare import Candidate
-from dpcount.analysis.recommend import recommend_mechanism
+from dpcount.analysis.recommend import GaussianBounds, recommend_mechanism
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.registry import (
     DISCRETE_CAPABLE,
@@ -175,27 +175,54 @@ class AutoReason:
             continuous noise of its family); None for ``"unbounded"``.
         mse: the exact MSE of the mechanism as built (with integer noise where it is
             used); for ``"unbounded"`` the exact variance at t = 2^16.
-        best: plan's first row when it is not the chosen mechanism, else None.
+        best: plan's first row when it is not the chosen mechanism, else None (also
+            with ``gaussian``).
+        gaussian: with ``"best-integer"``, when plan's first row needs Gaussian noise
+            and ``auto`` proved it without building the Gaussian rows: bounds on that
+            row's MSE (:class:`~dpcount.analysis.recommend.GaussianBounds`; ``dpcount
+            plan`` names it); else None.
     """
 
     rule: Literal["ranked-first", "best-integer", "unbounded"]
     candidate: Candidate | None
     mse: float
     best: Candidate | None = None
+    gaussian: GaussianBounds | None = None
 
     def text(self) -> str:
         """One line for a summary (``chosen by auto: ...``)."""
         if self.rule == "unbounded":
             return "lowest exact variance at t = 2^16 among the inner mechanisms"
-        if self.rule == "ranked-first" or self.best is None:
+        if self.rule == "ranked-first" or (self.best is None and self.gaussian is None):
             return "ranked first by exact MSE by dpcount plan"
-        return (
-            f"the best by exact MSE among the mechanisms that take integer noise (RMSE "
-            f"{math.sqrt(self.mse):.4g}); the best overall, {self.best.label} with "
-            f"{self.best.noise} noise, would have RMSE {math.sqrt(self.best.mse):.4g} with "
-            "floating-point noise, released float-safe at a small cost in delta "
-            "(docs/safe-noise.md)"
+        head = (
+            "the best by exact MSE among the mechanisms that take integer noise (RMSE "
+            f"{math.sqrt(self.mse):.4g}); "
         )
+        tail = "with floating-point noise, released float-safe at a small cost in delta"
+        if self.best is None:
+            assert self.gaussian is not None
+            g = self.gaussian
+            return (
+                f"{head}dpcount plan ranks a mechanism with gaussian noise first, with RMSE "
+                f"between {_digits(math.sqrt(g.floor), down=True)} (a lower bound for every "
+                f"mechanism with gaussian noise) and {_digits(math.sqrt(g.ceiling), down=False)}"
+                f" ({g.label}'s), {tail} (docs/safe-noise.md)"
+            )
+        return (
+            f"{head}the best overall, {self.best.label} with {self.best.noise} noise, would "
+            f"have RMSE {math.sqrt(self.best.mse):.4g} {tail} (docs/safe-noise.md)"
+        )
+
+
+def _digits(x: float, *, down: bool) -> str:
+    """``x`` to 4 significant digits, rounded down (a lower bound) or up (an upper
+    bound), so the printed bound still holds."""
+    if not (math.isfinite(x) and x > 0):
+        return f"{x:.4g}"
+    scale = 10.0 ** (3 - math.floor(math.log10(x)))
+    digits = math.floor(x * scale) if down else math.ceil(x * scale)
+    return f"{digits / scale:.4g}"
 
 
 @dataclass(frozen=True)
@@ -438,12 +465,13 @@ def _auto(horizon: int, budget: Budget, whole: bool | None, hooks: dict[str, Any
         options = {"k": rec.k, "subtract": rec.subtract}
     if rec.bands is not None:
         options["bands"] = rec.bands
-    first = rec.best is None or rec.best == rec.candidate
+    first = rec.gaussian is None and (rec.best is None or rec.best == rec.candidate)
     how = AutoReason(
         "ranked-first" if first else "best-integer",
         rec.candidate,
         rec.mse,
         None if first else rec.best,
+        gaussian=rec.gaussian,
     )
     return Choice(
         rec.mechanism,

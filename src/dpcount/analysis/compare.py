@@ -281,6 +281,7 @@ def compare(
     memory: int | str | None = None,
     certificates: bool = True,
     gaussian: bool = True,
+    mechanisms: Iterable[str] | None = None,
 ) -> tuple[Candidate, ...]:
     """Every applicable mechanism with its exact error, best first.
 
@@ -355,6 +356,10 @@ def compare(
             full list with ``noise == "laplace"``, in the same order):
             :func:`~dpcount.analysis.recommend_mechanism` when a lower bound on every
             Gaussian row's MSE rules them out (:mod:`dpcount.analysis._floor`).
+        mechanisms: registry names: only their rows are listed (the rows of the full
+            list with those mechanisms, in the same order); None: every mechanism.
+            :func:`~dpcount.analysis.recommend_mechanism` ranks the integer-noise
+            mechanisms' Gaussian rows alone when bounds rule the others out.
 
     Returns:
         Frozen :class:`Candidate` rows sorted by ``metric`` (ties by label).
@@ -388,11 +393,17 @@ def compare(
         certificates=certificates,
     )
     noises = ("laplace",) if budget.delta is None or not gaussian else ("laplace", "gaussian")
+    names = set(MECHANISMS)
+    if mechanisms is not None:
+        names = {
+            check_choice("mechanisms", n, MECHANISMS)
+            for n in check_iterable("mechanisms", mechanisms)
+        }
     rows = [
         row
         for noise in noises
         for entry in REGISTRY
-        if entry.name is not None and _listed(ctx, entry, noise)
+        if entry.name is not None and entry.name in names and _listed(ctx, entry, noise)
         for row in _entry_rows(ctx, entry, noise)
     ]
     if not rows:
@@ -402,8 +413,14 @@ def compare(
         )
     if budget.participation is not None and certificates:
         rows = _schema_certificates(rows, budget.participation)
-    rows.sort(key=lambda r: (r.value if math.isfinite(r.value) else math.inf, r.label, r.noise))
+    rows.sort(key=rank_key)
     return tuple(rows)
+
+
+def rank_key(row: Candidate) -> tuple[float, str, str]:
+    """The order of :func:`compare`'s rows: by the metric's figure (NaN last), then label
+    and noise."""
+    return (row.value if math.isfinite(row.value) else math.inf, row.label, row.noise)
 
 
 def _memory_limit(memory: int | str | None, dim: int | None) -> int | None:

@@ -17,21 +17,28 @@ https://arxiv.org/abs/2408.07021).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dpcount._validate import check_bool
-from dpcount.analysis._floor import gaussian_mse_floor
-from dpcount.analysis.compare import Candidate, compare
+from dpcount.analysis._floor import (
+    DISCRETE_VARIANCE_FACTOR,
+    analytic_sigma_ceiling,
+    analytic_sigma_floor,
+    gaussian_mse_floor,
+)
+from dpcount.analysis.compare import Candidate, compare, rank_key
+from dpcount.counting.digits import DigitSystem
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.privacy.budget import (
     Budget,
     MissingDeltaError,
+    NoiseKind,
     accept_participation,
     refuses_loose_budget,
 )
 
-__all__ = ["NOISE_KINDS", "Recommendation", "recommend_mechanism"]
+__all__ = ["NOISE_KINDS", "GaussianBounds", "Recommendation", "recommend_mechanism"]
 
 #: the noise kinds a recommendation can be restricted to
 NOISE_KINDS = ("laplace", "gaussian", "discrete-laplace", "discrete-gaussian")
@@ -44,6 +51,41 @@ _FLOOR_MARGIN = 0.99
 
 #: calibrations that are the default rule of their noise (not passed on)
 _DEFAULT_RULES = ("pure", "theorem3", "analytic")
+
+#: relative margin on the bounds of :func:`_gaussian_ceiling` and
+#: :func:`_discrete_gaussian_floor` for the float error of the exact structure figures
+#: they scale (sums of a few thousand terms: ~1e-13 at most)
+_STRUCTURE_MARGIN = 1e-9
+
+#: the branching factors ``compare`` searches for the trees (its default ``k_values``)
+_TREE_KS = range(2, 65)
+
+#: the mechanisms taking integer noise that :func:`_discrete_gaussian_floor` bounds
+_INTEGER_TREES = frozenset({"binary", "honaker", "kary"})
+
+
+@dataclass(frozen=True)
+class GaussianBounds:
+    """Where plan's first row lies when it needs Gaussian noise and
+    :func:`recommend_mechanism` proved that without building the Gaussian rows (the
+    optimized factorizations and the analytic calibration import scipy and run
+    optimizations, several times the cost of the rest of a small ``dpcount count``).
+
+    Attributes:
+        floor: a lower bound on the exact MSE of every mechanism with continuous
+            Gaussian noise, so of every Gaussian row of ``compare``
+            (:func:`~dpcount.analysis._floor.gaussian_mse_floor`).
+        ceiling: an upper bound on the exact MSE of the row ``label``, so on plan's
+            first row; below every Laplace row.
+        label: the row whose MSE ``ceiling`` bounds (``"blt"``: its shipped parameters
+            and closed-form losses, with the analytic σ bounded above by
+            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`; or the label of an
+            integer-noise mechanism's Gaussian row, ``ceiling`` its exact MSE).
+    """
+
+    floor: float
+    ceiling: float
+    label: str
 
 
 @dataclass(frozen=True)
@@ -62,7 +104,9 @@ class Recommendation:
         mse: the exact MSE of the mechanism as recommended (with its integer noise
             where that is used).
         best: :func:`compare`'s first row over every noise (the best overall), to say
-            what a choice restricted to integer noise gives up.
+            what a choice restricted to integer noise gives up; None with ``gaussian``.
+        gaussian: when plan's first row needs Gaussian noise and its rows were not
+            built, the bounds on its MSE (:class:`GaussianBounds`); else None.
     """
 
     mechanism: str
@@ -74,6 +118,7 @@ class Recommendation:
     bands: int | None = None
     mse: float = math.nan
     best: Candidate | None = None
+    gaussian: GaussianBounds | None = None
 
     def options(self) -> dict[str, Any]:
         """The structure keywords of :func:`~dpcount.counting.registry.build_mechanism`
@@ -113,9 +158,11 @@ def recommend_mechanism(
 
     :func:`dpcount.analysis.choice.choose` builds on this for every front end.
 
-    With δ and integer noise, when the Laplace rows lie clearly below a lower bound on
-    every Gaussian row's MSE (:func:`~dpcount.analysis._floor.gaussian_mse_floor`),
-    the Gaussian rows are not built: the answer is the same, without scipy.
+    With δ and integer noise (one participation), the Gaussian rows are not built
+    when bounds settle the answer without them (:func:`_without_gaussian_rows`): the
+    integer-noise choice is then the same, and so is plan's first row when it is a
+    Laplace row; when it needs Gaussian noise, :attr:`Recommendation.gaussian` bounds
+    its MSE instead of naming it (:attr:`Recommendation.best` is None). No scipy.
 
     Args:
         horizon: T ≥ 1.
@@ -143,7 +190,7 @@ def recommend_mechanism(
     ranking = budget.replace(noise=None)
     safe_noise = noise is None and whole and float(budget.step_sensitivity).is_integer()
     if safe_noise and budget.delta is not None and budget.participation is None and not hooks:
-        fast = _laplace_first(horizon, ranking)
+        fast = _without_gaussian_rows(horizon, ranking)
         if fast is not None:
             return fast
     rows = compare(horizon, budget=ranking, metric="mse", certificates=False, **hooks)
@@ -200,24 +247,166 @@ def _best_integer(
     return safe[i], mses[i]
 
 
-def _laplace_first(horizon: int, budget: Budget) -> Recommendation | None:
-    """The integer-noise recommendation from the Laplace rows alone, when
-    :func:`~dpcount.analysis._floor.gaussian_mse_floor` shows that no Gaussian row
-    (continuous or discrete) can beat them: both the best Laplace row and the best
-    integer-noise choice lie below :data:`_FLOOR_MARGIN` times the floor. Then the full
-    ranking has the same first row and the same integer-noise choice (the Laplace rows
-    keep their order in it), and the Gaussian rows (optimized factorizations, the
-    analytic calibration: scipy) are never built. None: no such proof, rank them all.
+def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | None:
+    """The integer-noise recommendation without building the Gaussian rows of the
+    factorizations, when bounds show what they would change; None: no such proof, rank
+    them all.
+
+    * The integer choice: from the Laplace rows alone when the best Laplace-family row
+      with integer noise lies below :data:`_FLOOR_MARGIN` times the floor of every
+      Gaussian mechanism (continuous or discrete) or below
+      :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete Gaussian
+      noise, the only other integer-noise rows); else also from the Gaussian rows of
+      the integer-noise mechanisms (``compare(mechanisms=DISCRETE_CAPABLE)``: the
+      analytic calibration, scipy.special, but no factorization). Either way the rows
+      used keep their order in the full ranking, so the integer choice is its.
+    * Plan's first row: the first of the rows used when it lies below
+      :data:`_FLOOR_MARGIN` times :func:`~dpcount.analysis._floor.gaussian_mse_floor`
+      (no other row, all with continuous Gaussian noise, can beat it); a Gaussian row
+      when an upper bound on one Gaussian row (:func:`_gaussian_ceiling`, the BLT's, or
+      an integer-noise mechanism's Gaussian row) lies below every Laplace row: then
+      :attr:`Recommendation.gaussian` holds the floor and that bound instead of the row.
     """
     assert budget.delta is not None
-    floor = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    floor = gaussian_mse_floor(
+        horizon, budget.epsilon, budget.delta, budget.step_sensitivity, discrete=False
+    )
     if floor is None:
         return None
     rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
+    laplace = rows[0]
     safe = _best_integer(rows, horizon, budget)
-    if safe is None or not max(rows[0].mse, safe[1]) < _FLOOR_MARGIN * floor:
+    if safe is None:
         return None
-    return _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
+    # every integer-noise Gaussian row is above the floor times its discrete factor (the
+    # cheap test), else above the trees' own figures; else rank those rows too
+    floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    if not (floors is not None and safe[1] < _FLOOR_MARGIN * floors) and not (
+        safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1])
+    ):
+        trees = compare(
+            horizon,
+            budget=budget,
+            metric="mse",
+            certificates=False,
+            mechanisms=DISCRETE_CAPABLE,
+        )
+        rows = tuple(sorted([*rows, *(r for r in trees if r.noise == "gaussian")], key=rank_key))
+        safe = _best_integer(rows, horizon, budget)
+        assert safe is not None
+    integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
+    if rows[0].mse < _FLOOR_MARGIN * floor:
+        return integer
+    bounds = [b for b in (_gaussian_ceiling(horizon, budget),) if b is not None]
+    bounds += [(r.mse, r.label) for r in rows[:1] if r.noise == "gaussian"]
+    if not bounds or not min(bounds)[0] < laplace.mse:
+        return None
+    return replace(integer, best=None, gaussian=GaussianBounds(floor, *min(bounds)))
+
+
+def _tree_structures(horizon: int) -> list[tuple[int, float]]:
+    """(height h, MSE per unit node variance Σ_t ‖digits(t)‖₁ / T) of every k-ary tree
+    ``compare`` searches (k = 2 with subtraction is not one), without building them:
+    :meth:`KaryTree.mse <dpcount.counting.KaryTree.mse>`'s figures."""
+    out = []
+    for k in _TREE_KS:
+        for subtract in (False, True) if k > 2 else (False,):
+            system = DigitSystem.for_tree(k, subtract)
+            h = system.height(horizon)
+            out.append((h, system.digit_l1_total(horizon, h) / horizon))
+    return out
+
+
+def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> float:
+    """A lower bound on the exact MSE of every mechanism that takes integer noise (the
+    k-ary trees for every k ``compare`` searches, with and without subtraction, the
+    binary tree, Honaker) built with discrete Gaussian noise; 0 when this function
+    does not cover :data:`~dpcount.counting.registry.DISCRETE_CAPABLE`.
+
+    Each is linear in i.i.d. node noise: its MSE is the node variance times a structure
+    figure V, the same for every noise. First a bound without calibrating: node noise
+    of parameter s ≥ σ_a·Δ₂ (Δ₂ = √h times the step's ℓ₂ bound; the zCDP calibration
+    gives a larger σ than the exact analytic one, Balle & Wang 2018) has variance ≥
+    s²·:data:`~dpcount.analysis._floor.DISCRETE_VARIANCE_FACTOR` for s ≥ 1. When that
+    does not exceed ``target``: the exact figures, one discrete Gaussian calibration per
+    height (a tree's node noise depends on its height only) times each tree's V, and
+    the binary tree and Honaker built; their least, lowered by
+    :data:`_STRUCTURE_MARGIN`.
+    """
+    assert budget.delta is not None
+    if DISCRETE_CAPABLE != _INTEGER_TREES:
+        return 0.0  # a new integer-noise mechanism this bound does not cover
+    trees = _tree_structures(horizon)
+    cheap = _analytic_discrete_gaussian_floor(horizon, budget, trees)
+    if cheap > target:
+        return cheap
+    noise = budget.replace(noise=NoiseKind.DISCRETE_GAUSSIAN)
+    variance: dict[int, float] = {}
+    for k in _TREE_KS:  # one tree per height: its node variance
+        for subtract in (False, True) if k > 2 else (False,):
+            h = DigitSystem.for_tree(k, subtract).height(horizon)
+            if h not in variance:
+                mech = build_mechanism(
+                    "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract
+                )
+                variance[h] = mech.sampler.variance
+    mses = [variance[h] * v for h, v in trees]
+    for name in ("binary", "honaker"):
+        mses.append(float(build_mechanism(name, horizon=horizon, budget=noise, rng=0).mse()))
+    return min(mses) * (1.0 - _STRUCTURE_MARGIN)
+
+
+def _analytic_discrete_gaussian_floor(
+    horizon: int, budget: Budget, trees: list[tuple[int, float]]
+) -> float:
+    """:func:`_discrete_gaussian_floor`'s bound without calibrating (see there): the
+    analytic σ's floor times each unit ℓ₂ sensitivity, squared, times the discrete
+    variance factor and V; 0 when some s could be below 1 or σ has no floor here."""
+    assert budget.delta is not None
+    sigma = analytic_sigma_floor(budget.epsilon, budget.delta)
+    if sigma is None:
+        return 0.0
+    laplace = Budget(
+        epsilon=budget.epsilon, noise=NoiseKind.LAPLACE, step_sensitivity=budget.step_sensitivity
+    )
+    structures: list[tuple[float, float]] = [(math.sqrt(h), v) for h, v in trees]
+    for name in ("binary", "honaker"):
+        mech = build_mechanism(name, horizon=horizon, budget=laplace, rng=0)
+        structures.append((mech._unit_sensitivities()[1], mech.mse() / mech.sampler.variance))
+    lowest = math.inf
+    for unit_l2, structure in structures:
+        scale = sigma * unit_l2 * budget.l2_step
+        if scale < 1.0:
+            return 0.0  # the discrete variance factor needs s >= 1
+        lowest = min(lowest, scale * scale * structure * DISCRETE_VARIANCE_FACTOR)
+    return lowest * (1.0 - _STRUCTURE_MARGIN)
+
+
+def _gaussian_ceiling(horizon: int, budget: Budget) -> tuple[float, str] | None:
+    """(an upper bound on the exact MSE of ``compare``'s ``blt`` row, ``"blt"``), or
+    None when it has none here.
+
+    The BLT with its shipped mean-loss parameters has the exact closed-form losses of
+    :func:`~dpcount.counting.factorization.blt.blt_losses`; its Gaussian noise is
+    calibrated for ℓ₂ sensitivity step·‖c‖·(1 + SENSITIVITY_MARGIN) by the analytic
+    rule, whose σ is at most that times
+    :func:`~dpcount.analysis._floor.analytic_sigma_ceiling` (σ is proportional to the
+    sensitivity, Balle & Wang 2018, Theorem 8).
+    """
+    from dpcount.counting.factorization.blt import blt_losses, shipped_blt_parameters
+    from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
+
+    assert budget.delta is not None
+    sigma = analytic_sigma_ceiling(budget.epsilon, budget.delta)
+    if sigma is None:
+        return None
+    try:
+        losses = blt_losses(*shipped_blt_parameters(horizon), horizon)
+    except ValueError:  # no shipped parameters or closed forms here
+        return None
+    l2 = budget.step_sensitivity * math.sqrt(losses.sensitivity_squared) * (1 + SENSITIVITY_MARGIN)
+    mse = (sigma * l2) ** 2 * losses.mean_variance * (1.0 + _STRUCTURE_MARGIN)
+    return (mse, "blt") if math.isfinite(mse) else None
 
 
 def _discrete_mse(row: Candidate, horizon: int, budget: Budget) -> float:
