@@ -616,6 +616,10 @@ def _warm_worker() -> None:
     import dask.dataframe  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
+    import dpcount.keyed.run  # noqa: F401
+
+    _runner_module("dask")
+
 
 def dask_run(
     events: Any, kw: dict[str, Any], workers: int, write: str | None = None

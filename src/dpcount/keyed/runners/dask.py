@@ -500,7 +500,10 @@ class DaskScheduler:
             base, buffers = tasks.noise(span)
             futures.append(
                 client.submit(
-                    release_chunks, shipped, shard, group, base, buffers, shipped_writer, pure=False
+                    release_chunks,
+                    *(shipped, shard, group, base, buffers, shipped_writer),
+                    wire=True,
+                    pure=False,
                 )
             )
         return _results(futures)

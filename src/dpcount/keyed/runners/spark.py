@@ -531,7 +531,9 @@ class SparkScheduler:
         if self.driver is None:
             return self.held.mapPartitionsWithIndex(
                 lambda i, it: [
-                    stages.release_chunks(shipped.value, s, groups[i], None, None, writer)
+                    stages.release_chunks(
+                        shipped.value, s, groups[i], None, None, writer, wire=True
+                    )
                     for s in it
                     if groups[i]
                 ]
@@ -542,7 +544,9 @@ class SparkScheduler:
             shard = (self.driver.for_keys(span.start, span.stop), DropReport())
             held.append((shard, group, *tasks.noise(span)))
         return self.sc.parallelize(held, max(1, len(held))).map(
-            lambda t: stages.release_chunks(shipped.value, t[0], t[1], t[2], t[3], writer)
+            lambda t: stages.release_chunks(
+                shipped.value, t[0], t[1], t[2], t[3], writer, wire=True
+            )
         )
 
 
