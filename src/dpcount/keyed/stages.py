@@ -360,12 +360,13 @@ def release_chunks(
     them)."""
     contributions = shard[0]
     origin = chunks[0][0]
+    noise_key = job.secret.prf(Label.NOISE)  # derived once per task, not per chunk
     out: list[tuple[int, NDArray[Any] | Narrowed | None, NDArray[Any] | None]] = []
     for lo, hi, write in chunks:
         own = slice(lo - origin, hi - origin)
         values, ends = release_task(
             job.mechanism,
-            job.secret.prf(Label.NOISE),
+            noise_key,
             contributions.for_keys(lo, hi),
             lo,
             hi,

@@ -185,6 +185,24 @@ def _file_line(err: ValueError, path: Path, ddf: Any) -> ValueError | None:
 PARQUET_BLOCK = 32 * 2**20
 
 
+def _frame_partitions(events: pd.DataFrame, partitions: int) -> Any:
+    """``events`` as a Dask frame of ``partitions`` consecutive blocks of rows, each
+    block in the graph as it is. ``dd.from_pandas`` computed sorted divisions of the
+    frame's index first (``index.tolist()`` and a search over it: 0.15 s of client CPU
+    at 10^6 events, in every run); the runner needs no divisions. The values stay as
+    they are: Dask otherwise turns object columns into strings, so key 1 became "1"
+    and missed the universe's 1 (counted as unknown)."""
+    import dask.config
+    import dask.dataframe as dd
+    from dask.delayed import delayed
+
+    n, count = len(events), max(1, partitions)  # a block may be empty
+    cuts = [i * n // count for i in range(count + 1)]
+    blocks = [delayed(events.iloc[lo:hi]) for lo, hi in itertools.pairwise(cuts)]
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_delayed(blocks, meta=events.iloc[:0], verify_meta=False)
+
+
 def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> Any:
     import dask.dataframe as dd
 
@@ -213,12 +231,7 @@ def _dask_frame(events: Any, columns: EventColumns, partitions: int | None) -> A
             raise ValueError(f"events file {p} must end in .csv or .parquet")
     elif isinstance(events, pd.DataFrame):
         columns.check(list(events.columns), "the events")
-        import dask.config
-
-        # the frame's values as they are: Dask otherwise turns object columns into
-        # strings, so key 1 became "1" and missed the universe's 1 (counted as unknown)
-        with dask.config.set({"dataframe.convert-string": False}):
-            ddf = dd.from_pandas(events, npartitions=partitions or 2, sort=False)  # type: ignore[no-untyped-call]
+        ddf = _frame_partitions(events, partitions or 2)
     else:
         ddf = events
         columns.check(list(ddf.columns), "the events")
