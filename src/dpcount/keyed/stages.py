@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run
+from dpcount.keyed.bounds import RunBound, UnitLedger, bound_units_run, rank_pairs, unit_pairs
 from dpcount.keyed.engine import KeyedMechanism, chunk_bounds, exact_running
 from dpcount.keyed.events import (
     Contributions,
@@ -185,9 +185,11 @@ __all__ = [
     "join_placed",
     "merge_partials",
     "narrowed",
+    "pair_spans",
     "place_split",
     "plan_release",
     "prepare_split",
+    "rank_span",
     "release_chunks",
     "release_task",
     "renumber",
@@ -222,12 +224,14 @@ def bound_partition(
 
 
 def merge_partials(
-    job: KeyedJob, partials: Sequence[pd.DataFrame]
+    job: KeyedJob, partials: Sequence[pd.DataFrame], ranks: pd.DataFrame | None = None
 ) -> tuple[Contributions, DropReport, UnitLedger | None]:
     """Stage 2 (combine): partial sums of any partitioning merged (integer sums do not
     depend on it) and the unit bounds finished — per step, or over the run continuing
     ``job.ledger`` — into the contributions, their report and the unit ledger after this
-    run's steps (None without run-level bounds). A unit's keys must be merged together."""
+    run's steps (None without run-level bounds). A unit's keys must be merged together.
+    ``ranks``: run-level bounds' tie-breaks of every (unit, key) pair, ranked by key
+    span where the names are (:func:`rank_span`); None: ranked here."""
     rows = pd.concat(list(partials), ignore_index=True) if partials else None
     dtype = np.int64 if job.integer else np.float64
     ledger = None if job.run_bound is None else (job.ledger or UnitLedger.empty())
@@ -237,13 +241,36 @@ def merge_partials(
     report = DropReport()
     if job.run_bound is not None:
         rows, report, ledger = bound_units_run(
-            rows, job.run_bound, hash_key=job.hash_key, keys=job.universe.keys, ledger=job.ledger
+            rows,
+            job.run_bound,
+            hash_key=job.hash_key,
+            keys=job.universe.keys,
+            ledger=job.ledger,
+            ranks=ranks,
         )
     elif job.max_keys is not None:
         rows, report = bound_units(
             rows, max_keys=job.max_keys, max_weight=job.max_weight, hash_key=job.hash_key
         )
     return to_contributions(rows, dtype, job.universe.keys), report, ledger
+
+
+def pair_spans(partial: pd.DataFrame, cuts: Sequence[int]) -> list[pd.DataFrame]:
+    """Run-level bounds, the ranking of a keys file's pairs (map): one partition's
+    distinct (unit, key) pairs (:func:`~dpcount.keyed.bounds.unit_pairs`) split by the
+    key spans between ``cuts``."""
+    pairs = unit_pairs(partial)
+    span = np.searchsorted(np.asarray(cuts[1:-1]), pairs["key"].to_numpy(), side="right")
+    return [pairs[span == s] for s in range(len(cuts) - 1)]
+
+
+def rank_span(job: KeyedJob, *pieces: pd.DataFrame) -> pd.DataFrame:
+    """Run-level bounds, the ranking of a keys file's pairs (reduce): the pairs of one
+    key span from every partition, each with its tie-break rank
+    (:func:`~dpcount.keyed.bounds.rank_pairs`; the names of the span's keys read from
+    the file's blocks holding them — never the whole file in one task)."""
+    pairs = pd.concat(list(pieces), ignore_index=True).drop_duplicates(ignore_index=True)
+    return rank_pairs(pairs, job.universe.keys, job.hash_key)
 
 
 #: :func:`first_steps` of a key without a counted contribution

@@ -95,8 +95,10 @@ from dpcount.keyed.stages import (
     concat_shards,
     join_placed,
     merge_partials,
+    pair_spans,
     place_split,
     prepare_split,
+    rank_span,
     release_chunks,
     scan_partition,
     select_shard,
@@ -111,11 +113,14 @@ def _piece(prepared: tuple[list[pd.DataFrame], DropReport], shard: int) -> pd.Da
 
 
 def _finish_run_shard(
-    job: KeyedJob, *pieces: pd.DataFrame
+    job: KeyedJob, ranked: int, *pieces: pd.DataFrame
 ) -> tuple[Contributions, DropReport, UnitLedger | None]:
     """One shard from its pieces: (contributions, report, the unit ledger after the
-    run's steps: run-level bounds, continuing the stored ``job.ledger``; None without)."""
-    return merge_partials(job, list(pieces))
+    run's steps: run-level bounds, continuing the stored ``job.ledger``; None without).
+    The first ``ranked`` pieces are the key spans' ranked pairs (:func:`rank_span`),
+    the rest the partitions' sums; no ranked pieces: the pairs are ranked here."""
+    ranks = pd.concat(list(pieces[:ranked]), ignore_index=True) if ranked else None
+    return merge_partials(job, list(pieces[ranked:]), ranks)
 
 
 def _placed_piece(pieces: list[Contributions], shard: int) -> Contributions:
@@ -434,17 +439,40 @@ class DaskScheduler:
     def merge(self, job: KeyedJob) -> DropReport:
         client, prepared = self.client, self.prepared
         self.shipped = _shipped(client, job)  # now with the run secret
+        pieces = [
+            [client.submit(_piece, f, g, pure=False) for f in prepared] for g in range(self.count)
+        ]
+        ranks = self._ranks(job, pieces[0]) if job.run_bound is not None else []
         self.held = [
             client.submit(
-                _finish_run_shard,
-                self.shipped,
-                *[client.submit(_piece, f, g, pure=False) for f in prepared],
-                pure=False,
+                _finish_run_shard, self.shipped, len(ranks), *ranks, *pieces[g], pure=False
             )
             for g in range(self.count)
         ]
         self.prepared = []  # each partition's sums go once the shards have them
         return sum_reports(_gathered(client, self.held, 1))
+
+    def _ranks(self, job: KeyedJob, pieces: list[Any]) -> list[Any]:
+        """Run-level bounds over a keys file: the tie-break ranks of the (unit, key)
+        pairs, one task per span of :data:`JOIN_KEYS` keys reading only its keys' names
+        (:func:`~dpcount.keyed.stages.rank_span`), so that the bounding task (one
+        shard: a unit's keys are bounded together) never holds the file's names. Other
+        universes are held whole by every worker: ranked in the bounding task (no
+        futures)."""
+        if not isinstance(job.universe, FileUniverse):
+            return []
+        client, n = self.client, len(job.universe.keys)
+        cuts = [*range(0, n, JOIN_KEYS), n]
+        split = [client.submit(pair_spans, p, cuts, pure=False) for p in pieces]
+        return [
+            client.submit(
+                rank_span,
+                self.shipped,
+                *[client.submit(_item, f, s, pure=False) for f in split],
+                pure=False,
+            )
+            for s in range(len(cuts) - 1)
+        ]
 
     def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
         contributions = concat_shards(_gathered(self.client, self.held, 0))
