@@ -269,7 +269,10 @@ def rank_span(job: KeyedJob, *pieces: pd.DataFrame) -> pd.DataFrame:
     key span from every partition, each with its tie-break rank
     (:func:`~dpcount.keyed.bounds.rank_pairs`; the names of the span's keys read from
     the file's blocks holding them — never the whole file in one task)."""
-    pairs = pd.concat(list(pieces), ignore_index=True).drop_duplicates(ignore_index=True)
+    if not pieces:
+        pairs = unit_pairs(pd.DataFrame({"unit": [], "key": []}))
+    else:
+        pairs = pd.concat(list(pieces), ignore_index=True).drop_duplicates(ignore_index=True)
     return rank_pairs(pairs, job.universe.keys, job.hash_key)
 
 
