@@ -401,7 +401,12 @@ this        5.26 s           5.46 s           13.51 s          24.30 s
 this ÷ 0.4  0.635            0.659            0.670            0.726
 ==========  ===============  ===============  ===============  ===============
 
-(peak RSS: workers 633 -> 356 MiB, client 504 -> 306 MiB.)
+(peak RSS: workers 633 -> 356 MiB, client 504 -> 306 MiB.) Again at load 10-13, after
+the slow suites: CPU best 7.13 -> 5.24 s (0.735), median 7.80 -> 5.38 s (0.690); wall best
+16.42 -> 10.41 s (0.634), median 17.40 -> 10.53 s (0.605). With ``--write DIR`` (the
+workers write Parquet parts; the counts never travel) the two versions are level, 2
+rounds at load 12: CPU median 9.57 s both (1.001), wall median 22.22 -> 22.14 s (0.996):
+that path's time is the release and the Parquet encoding, code this work did not change.
 
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only] [--spark]
