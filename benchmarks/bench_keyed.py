@@ -371,6 +371,43 @@ took 0.9 GiB of temporaries at once) and reading each partition when it is prepa
 brought it to the figures above. The client's 197 MiB is its start-up plus the file
 streamed a MiB at a time.
 
+The Dask runner against 0.4 (issue 32, item 8: "not slower than 0.4 by more than 5%"),
+2026-12-07, ``--keys 100000 --steps 1000 --events 1000000 --dask-only --repeats 1`` (events
+in memory, the counts gathered to the client and discarded), profiled with py-spy over
+the client and both workers and by per-process CPU (the shared 2-core machine, load
+7-16). Where a run's CPU went (client with its scheduler + 2 workers, ~7-8 s in all at
+that load; 0.4 the same code path): **moving the counts to the client**. 10^5 keys x
+10^3 steps of int64 counts are 800 MB; with the release tasks' counts dropped on the
+workers (an experiment, interleaved) the run took 3.5-4.5 s CPU instead of 7.0-8.1 s
+(client 0.35 s instead of 1.2-2.3 s; workers 1.3-2.0 s each instead of 2.5-3.3 s: ~20%
+of a worker's samples were in pickling the results for the socket, the client's in the
+socket reads and unpickling). The release itself (the tree and its noise: the engine)
+was ~40% of a worker's samples; bounding and summing the partitions ~2%, merging the
+shards ~1%, the noise key derived per chunk < 0.3%; the client's ``dd.from_pandas``
+computed sorted divisions of the frame's index (0.15 s CPU per run; the graph itself,
+15 MiB, is the events and was 0.4's too). So a release task now sends each chunk's
+counts in the narrowest integer type holding them (``stages.Narrowed``: these counts fit
+int16, 200 MB), the client widens them back (the same values and type), a quiet chunk
+sends none, and a frame's partitions are row blocks without divisions. The before/after
+script ``benchmarks/bench_dask_before_after.py`` runs 0.4 (b24b7db) and this tree
+alternately, each in a fresh process with a fresh cluster; 3 rounds at load 13-21 (not
+idle):
+
+==========  ===============  ===============  ===============  ===============
+version     CPU best         CPU median       wall best        wall median
+==========  ===============  ===============  ===============  ===============
+0.4         8.28 s           8.29 s           20.17 s          33.46 s
+this        5.26 s           5.46 s           13.51 s          24.30 s
+this ÷ 0.4  0.635            0.659            0.670            0.726
+==========  ===============  ===============  ===============  ===============
+
+(peak RSS: workers 633 -> 356 MiB, client 504 -> 306 MiB.) Again at load 10-13, after
+the slow suites: CPU best 7.13 -> 5.24 s (0.735), median 7.80 -> 5.38 s (0.690); wall best
+16.42 -> 10.41 s (0.634), median 17.40 -> 10.53 s (0.605). With ``--write DIR`` (the
+workers write Parquet parts; the counts never travel) the two versions are level, 2
+rounds at load 12: CPU median 9.57 s both (1.001), wall median 22.22 -> 22.14 s (0.996):
+that path's time is the release and the Parquet encoding, code this work did not change.
+
 Usage: python benchmarks/bench_keyed.py [--keys K] [--steps T] [--k k] [--events E]
        [--chunk-keys C] [--workers W] [--repeats R] [--no-dask] [--dask-only] [--spark]
        [--from-file] [--write DIR] [--mechanism tree|blt|sqrt|toeplitz|normalized-sqrt]
@@ -615,6 +652,10 @@ def _warm_worker() -> None:
     start-up, like the cluster itself and the client's ``dask.dataframe``."""
     import dask.dataframe  # noqa: F401
     import pyarrow.parquet  # noqa: F401
+
+    import dpcount.keyed.run  # noqa: F401
+
+    _runner_module("dask")
 
 
 def dask_run(

@@ -146,6 +146,33 @@ def test_dask_keys_file_joined_on_the_workers_equals_embedded(
         assert report.unit_dropped_keys > 0
 
 
+def test_dask_run_level_bounds_rank_a_keys_files_pairs_by_span(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run-level unit bounds over a keys file: the (unit, key) pairs' tie-breaks are
+    ranked by spans of the file's keys (7 keys a span here: six spans, each task reading
+    only its keys' names), the bounding task gets the ranks and never the names; the
+    rows, bits and report of the embedded run (which ranks from the list)."""
+    from dpcount.keyed.runners import dask as dask_runner
+
+    monkeypatch.setattr(dask_runner, "JOIN_KEYS", 7)
+    calls: list[int] = []
+    real = dask_runner.DaskScheduler._ranks
+
+    def ranks(self: Any, job: Any, pieces: list[Any]) -> list[Any]:
+        got = real(self, job, pieces)
+        calls.append(len(got))
+        return got
+
+    monkeypatch.setattr(dask_runner.DaskScheduler, "_ranks", ranks)
+    path = keys_file(tmp_path, ("7", "007", "zz"))
+    bounds = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2)
+    report = check_equals_embedded(
+        dict(engine="dask", scheduler=client, partitions=3), keys=path, **bounds
+    )
+    assert calls == [-(-43 // 7)] and report.unit_dropped_keys > 0
+
+
 def test_dask_keys_file_writes_resumes_and_continues_the_embedded_bytes(
     client: Any, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ the keys into buckets."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,68 @@ def test_file_universe_refuses_a_missing_or_empty_file(tmp_path: Path) -> None:
     (tmp_path / "blank.txt").write_text("\n  \n\n")
     with pytest.raises(ValueError, match="holds no keys"):
         join.FileUniverse.open(tmp_path / "blank.txt")
+
+
+def test_run_level_ranks_by_key_span_read_only_their_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run-level unit bounds over a keys file: the (unit, key) pairs ranked one key span
+    at a time (stages.pair_spans, stages.rank_span, as the Dask runner schedules them)
+    give every pair the rank that the whole list gives it, and the bounding with those
+    ranks keeps what it keeps ranking from the list; no span's task reads a block of
+    the file outside its span, so none holds the file's names."""
+    from types import SimpleNamespace
+
+    from dpcount.keyed.bounds import RunBound, bound_units_run, rank_pairs, unit_pairs
+    from dpcount.keyed.stages import pair_spans, rank_span
+
+    path = tmp_path / "keys.txt"
+    path.write_text("".join(f"key-{i:05d}\n" for i in range(300)))  # 10 bytes a line
+    monkeypatch.setattr(join, "BLOCK_BYTES", 100)  # 30 blocks of 10 keys
+    u = join.FileUniverse.open(path)
+    listed = KeyUniverse(read_keys(path))
+    assert len(u.keys.blocks) == 30
+    rng = np.random.default_rng(9)
+    parts = [
+        pd.DataFrame(
+            {
+                "unit": rng.integers(0, 25, 400),
+                "step": rng.integers(1, 6, 400),
+                "key": rng.integers(0, 300, 400),
+                "weight": np.ones(400),
+            }
+        )
+        for _ in range(3)
+    ]
+    hash_key = "0123456789abcdef"
+    cuts = [0, 70, 200, 300]
+    job = SimpleNamespace(universe=u, hash_key=hash_key)
+    split = [pair_spans(p, cuts) for p in parts]
+    read: list[list[int]] = []
+    real = join.block_keys
+
+    def block_keys(p: object, block: tuple[int, int]) -> list[str]:
+        read[-1].append(u.keys.blocks.index(block))
+        return real(p, block)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(join, "block_keys", block_keys)
+    ranks = []
+    for s, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        read.append([])
+        u.keys._held = (-1, [])  # a fresh task
+        ranks.append(rank_span(job, *[pieces[s] for pieces in split]))  # type: ignore[arg-type]
+        assert read[-1] and all(lo <= 10 * b + 9 and 10 * b < hi for b in read[-1])
+    got = pd.concat(ranks, ignore_index=True).sort_values(["utext", "key"], ignore_index=True)
+    rows = pd.concat(parts, ignore_index=True)
+    want = rank_pairs(unit_pairs(rows), listed.keys, hash_key)
+    want = want.sort_values(["utext", "key"], ignore_index=True)
+    pd.testing.assert_frame_equal(got, want)
+    assert len(set(want["rank"])) == len(want)  # the ranks tell the pairs apart
+    bound = RunBound(max_keys=2, max_steps=2, min_separation=1, max_weight=1.0)
+    a = bound_units_run(rows, bound, hash_key=hash_key, keys=listed.keys)
+    b = bound_units_run(rows, bound, hash_key=hash_key, keys=None, ranks=got)
+    pd.testing.assert_frame_equal(a[0], b[0])
+    assert a[1] == b[1] and a[1].unit_dropped_keys > 0
+    assert a[2].frame().equals(b[2].frame())
+    wrong = got.assign(rank=got["rank"].to_numpy()[::-1])  # the ranks of other pairs
+    assert not bound_units_run(rows, bound, hash_key=hash_key, ranks=wrong)[0].equals(a[0])

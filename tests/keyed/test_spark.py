@@ -198,6 +198,22 @@ def test_spark_keys_file_joined_on_the_executors_equals_embedded(
 
 
 @pytest.mark.slow
+def test_spark_run_level_bounds_rank_a_keys_files_pairs_by_span(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run-level unit bounds over a keys file: the pairs' tie-breaks ranked by spans of
+    7 keys (six spans, shuffled to their rank tasks), the embedded run's rows and report."""
+    from dpcount.keyed.runners import dask as dask_runner
+
+    monkeypatch.setattr(dask_runner, "JOIN_KEYS", 7)
+    path = runners.keys_file(tmp_path, ("7", "zz"))
+    bounds = dict(unit_column="unit", unit_scope="run", max_keys=2, max_steps=2)
+    spark_runner = dict(engine="spark", master=spark, partitions=3)
+    report = runners.check_equals_embedded(spark_runner, keys=path, **bounds)
+    assert report.unit_dropped_keys > 0
+
+
+@pytest.mark.slow
 def test_spark_keys_file_parts_resume_and_refusals_as_embedded(spark: Any, tmp_path: Path) -> None:
     """With a keys file: the executors write the embedded run's parts and resume them; a
     key twice in the file and a bad CSV line are refused with the embedded messages."""

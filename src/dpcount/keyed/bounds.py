@@ -57,9 +57,17 @@ from numpy.typing import NDArray
 from dpcount._validate import check_integer
 from dpcount.keyed.events import DropReport, _clip, partial_sums
 from dpcount.keyed.ids import ids_as_text, key_texts, unit_ids, unit_texts
+from dpcount.keyed.keys import KeyNames
 from dpcount.privacy.budget import Participation
 
-__all__ = ["RunBound", "UnitLedger", "bound_units_run", "greedy_separated"]
+__all__ = [
+    "RunBound",
+    "UnitLedger",
+    "bound_units_run",
+    "greedy_separated",
+    "rank_pairs",
+    "unit_pairs",
+]
 
 I64 = NDArray[np.int64]
 
@@ -217,6 +225,33 @@ def pair_rank(unit_text: NDArray[Any], key_text: NDArray[Any], hash_key: str) ->
     return out
 
 
+def unit_pairs(per: pd.DataFrame) -> pd.DataFrame:
+    """The distinct (unit, key) pairs of (unit, step, key, weight) rows, the unit as
+    its canonical text (utext) as :func:`bound_units_run` names it: what
+    :func:`rank_pairs` ranks."""
+    if per.empty:
+        return pd.DataFrame({"utext": np.zeros(0, dtype=object), "key": np.zeros(0, np.int64)})
+    utext = ids_as_text(np.asarray(unit_ids(per["unit"])))
+    pairs = pd.DataFrame({"utext": utext, "key": per["key"].to_numpy(np.int64)})
+    return pairs.drop_duplicates(ignore_index=True)
+
+
+def rank_pairs(pairs: pd.DataFrame, keys: Any, hash_key: str) -> pd.DataFrame:
+    """Each (utext, key) pair with its tie-break rank (:func:`pair_rank` of the unit's
+    text and the key's name): ``keys`` the key names by index (None: the indices; a
+    keys file's :class:`~dpcount.keyed.keys.KeyNames` reads only the blocks of the
+    pairs' keys)."""
+    key_idx = pairs["key"].to_numpy(np.int64)
+    if keys is None:
+        names: Any = key_idx
+    elif isinstance(keys, KeyNames):
+        names = keys.take(key_idx)
+    else:
+        names = np.asarray(keys, dtype=object)[key_idx]
+    rank = pair_rank(pairs["utext"].to_numpy(), _key_texts(names), hash_key)
+    return pd.DataFrame({"utext": pairs["utext"].to_numpy(), "key": key_idx, "rank": rank})
+
+
 def greedy_separated(
     group: I64,
     step: I64,
@@ -278,12 +313,16 @@ def bound_units_run(
     hash_key: str,
     keys: Sequence[Any] | None = None,
     ledger: UnitLedger | None = None,
+    ranks: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, DropReport, UnitLedger]:
     """Apply a :class:`RunBound` to (unit, step, key, weight) rows of the run's steps.
 
     ``per`` may hold several partial sums of one (unit, step, key); they are added
     first. ``keys``: the key names by key index (the tie-break hashes names; None: the
     indices). ``ledger``: what the units used in earlier runs (None: nothing).
+    ``ranks``: the tie-break of every (unit, key) pair of ``per`` (columns utext, key,
+    rank: :func:`unit_pairs` and :func:`rank_pairs`, computed elsewhere — by spans of
+    a keys file, so that no task holds all its names); None: ranked here from ``keys``.
     Returns (key, step, weight) rows, the report of what was removed —
     ``unit_dropped_keys`` (rows of keys beyond ``max_keys``), ``unit_dropped_steps``
     (rows beyond ``max_steps`` or closer than ``min_separation``), ``clipped_events`` —
@@ -294,17 +333,18 @@ def bound_units_run(
     ledger = UnitLedger.empty() if ledger is None else ledger.canonical()
     if per.empty:
         return pd.DataFrame({"key": [], "step": [], "weight": []}), report, ledger
-    key_idx = per["key"].to_numpy(np.int64)
     per["utext"] = ids_as_text(per["unit"].to_numpy())  # canonical ids already
-    names = key_idx if keys is None else np.asarray(keys, dtype=object)[key_idx]
-    per["rank"] = pair_rank(per["utext"].to_numpy(), _key_texts(names), hash_key)
     before = ledger.frame()
     # 1. keys: a unit's pairs of earlier runs stay; its new pairs fill the free slots in
     #    the order of their first step, then rank, then key (a causal rule)
-    pairs = per.groupby(["utext", "key"], sort=False).agg(
-        first=("step", "min"), rank=("rank", "first")
-    )
-    pairs = pairs.reset_index().merge(before, on=["utext", "key"], how="left")
+    pairs = per.groupby(["utext", "key"], sort=False).agg(first=("step", "min")).reset_index()
+    if ranks is None:
+        pairs["rank"] = rank_pairs(pairs, keys, hash_key)["rank"].to_numpy()
+    else:
+        pairs = pairs.merge(ranks, on=["utext", "key"], how="left", validate="one_to_one")
+        if pairs["rank"].isna().any():
+            raise RuntimeError("a (unit, key) pair without its rank")
+    pairs = pairs.merge(before, on=["utext", "key"], how="left")
     old = pairs["steps"].notna().to_numpy()
     used = before.groupby("utext").size()
     new = pairs[~old].sort_values(["utext", "first", "rank", "key"], kind="stable")

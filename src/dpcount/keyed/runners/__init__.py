@@ -39,7 +39,7 @@ from dpcount.keyed.job import KeyedJob, job_of, key_positions, placed_job
 from dpcount.keyed.selection import SelectionOutcome
 from dpcount.keyed.session import Carry, RunSession
 from dpcount.keyed.spec import build_spec
-from dpcount.keyed.stages import hand_out, plan_release
+from dpcount.keyed.stages import Narrowed, hand_out, plan_release
 
 __all__ = [
     "Ran",
@@ -52,8 +52,9 @@ __all__ = [
     "sum_reports",
 ]
 
-#: one release task's chunks: (first key, counts or None once written, noise state)
-Released = list[tuple[int, NDArray[Any] | None, NDArray[Any] | None]]
+#: one release task's chunks: (first key, counts — narrowed for the wire by a remote
+#: task — or None once written, noise state)
+Released = list[tuple[int, NDArray[Any] | Narrowed | None, NDArray[Any] | None]]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ The runner only schedules the stages of :mod:`dpcount.keyed.stages` (the Dask en
    contiguous key chunks (:func:`~dpcount.keyed.stages.prepare_split`). A shuffle by
    shard brings each shard's pieces to one task, which finishes them
    (:func:`~dpcount.keyed.stages.merge_partials`; one shard holding all keys with unit
-   bounds, where a unit's keys are bounded together). The driver receives the drop
+   bounds, where a unit's keys are bounded together; run-level bounds over a keys
+   file get their (unit, key) pairs' tie-breaks from one task per span of the file's
+   keys, :func:`~dpcount.keyed.stages.rank_span`, never the names). The driver receives the drop
    reports, never the events; the contributions (24 bytes per (key, step) with one) only
    when the run keeps a state or a released-up-to mark, as the Dask client does.
 2. **Key selection** (open key sets): each shard's keys' first counted steps (8 bytes
@@ -28,7 +30,8 @@ The runner only schedules the stages of :mod:`dpcount.keyed.stages` (the Dask en
    (secret, configuration, key, position) — never of a partition or task index, so a
    retried task recomputes the same bits. With an output directory the executors write
    the Parquet parts themselves (the path must be on a file system they share with the
-   driver); otherwise the counts stream to the driver one shard at a time.
+   driver); otherwise the counts stream to the driver one shard at a time, narrowed
+   for the wire (:class:`~dpcount.keyed.stages.Narrowed`).
 
 Errors: a split that cannot be read, or whose events are refused, is reported by the
 driver with the embedded engine's own message (file, line, column): the driver then
@@ -231,10 +234,27 @@ def _join_bucket(items: Iterable[tuple[str, int, Any]]) -> Any:
     return [(i, part) for (i, _), part in zip(splits, parts, strict=True)]
 
 
-def _finish(job: KeyedJob, pieces: Iterable[tuple[int, Any]]) -> Shard:
-    """One shard from its pieces, in split order: (contributions, report, unit ledger)."""
-    ordered = [piece for _, piece in sorted(pieces, key=lambda item: item[0])]
-    return stages.merge_partials(job, ordered)
+#: the split index that tags a key span's ranked pairs among a shard's pieces
+_RANKS = -1
+
+
+def _finish(job: KeyedJob, pieces: Iterable[tuple[int, Any]]) -> Shard | Failed:
+    """One shard from its pieces, in split order: (contributions, report, unit ledger);
+    pieces tagged :data:`_RANKS` are the key spans' ranked pairs (run-level bounds over
+    a keys file, :func:`~dpcount.keyed.stages.rank_span`)."""
+    listed = list(pieces)
+    ranks = [piece for i, piece in listed if i == _RANKS]
+    failed = [r for r in ranks if isinstance(r, Failed)]
+    if failed:
+        return failed[0]
+    ordered = [piece for i, piece in sorted(listed, key=_first) if i != _RANKS]
+    ranked = pd.concat(ranks, ignore_index=True) if ranks else None
+    return stages.merge_partials(job, ordered, ranked)
+
+
+def _span_pieces(p: Any, cuts: Sequence[int]) -> list[tuple[int, pd.DataFrame]]:
+    """A prepared split's (unit, key) pairs by key span (one shard: unit bounds)."""
+    return list(enumerate(stages.pair_spans(p[1][0], cuts)))
 
 
 def _check_failed(results: Iterable[Any]) -> list[Any]:
@@ -456,15 +476,38 @@ class SparkScheduler:
 
     def merge(self, job: KeyedJob) -> DropReport:
         secret_job = self.sc.broadcast(job)
+        pieces = self.prepared.flatMap(
+            lambda p: [(g, (p[0], piece)) for g, piece in enumerate(p[1])]
+        )
+        if job.run_bound is not None and isinstance(job.universe, FileUniverse):
+            pieces = pieces.union(self._ranks(job, secret_job))
         self.held = (
-            self.prepared.flatMap(lambda p: [(g, (p[0], piece)) for g, piece in enumerate(p[1])])
-            .partitionBy(self.count, _identity)
+            pieces.partitionBy(self.count, _identity)
             .mapPartitions(lambda it: [_guarded(_finish)(secret_job.value, (v for _, v in it))])
             .persist()
         )
         reports = self.held.map(lambda s: s if isinstance(s, Failed) else s[1]).collect()
         self.prepared.unpersist()
         return runners.sum_reports(_check_failed(reports))
+
+    def _ranks(self, job: KeyedJob, secret_job: Any) -> Any:
+        """Run-level bounds over a keys file: the (unit, key) pairs' tie-break ranks,
+        shuffled by span of :data:`~dpcount.keyed.runners.dask.JOIN_KEYS` keys and
+        ranked there (:func:`~dpcount.keyed.stages.rank_span`: only the span's names
+        read), tagged for the one bounding shard: it never holds the file's names."""
+        from dpcount.keyed.runners.dask import JOIN_KEYS
+
+        n = len(job.universe.keys)
+        cuts = [*range(0, n, JOIN_KEYS), n]
+        return (
+            self.prepared.flatMap(lambda p: _span_pieces(p, cuts))
+            .partitionBy(len(cuts) - 1, _identity)
+            .mapPartitions(
+                lambda it: [
+                    (0, (_RANKS, _guarded(stages.rank_span)(secret_job.value, *(v for _, v in it))))
+                ]
+            )
+        )
 
     def gather(self, job: KeyedJob) -> tuple[Contributions, UnitLedger | None]:
         ledger = self.held.first()[2] if job.run_bound is not None else None
@@ -531,7 +574,9 @@ class SparkScheduler:
         if self.driver is None:
             return self.held.mapPartitionsWithIndex(
                 lambda i, it: [
-                    stages.release_chunks(shipped.value, s, groups[i], None, None, writer)
+                    stages.release_chunks(
+                        shipped.value, s, groups[i], None, None, writer, wire=True
+                    )
                     for s in it
                     if groups[i]
                 ]
@@ -542,7 +587,9 @@ class SparkScheduler:
             shard = (self.driver.for_keys(span.start, span.stop), DropReport())
             held.append((shard, group, *tasks.noise(span)))
         return self.sc.parallelize(held, max(1, len(held))).map(
-            lambda t: stages.release_chunks(shipped.value, t[0], t[1], t[2], t[3], writer)
+            lambda t: stages.release_chunks(
+                shipped.value, t[0], t[1], t[2], t[3], writer, wire=True
+            )
         )
 
 
