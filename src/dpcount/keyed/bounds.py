@@ -55,7 +55,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from dpcount._validate import check_integer
-from dpcount.keyed.events import DropReport, _clip, partial_sums
+from dpcount.keyed.events import I64, DropReport, _clip, partial_sums
 from dpcount.keyed.ids import ids_as_text, key_texts, unit_ids, unit_texts
 from dpcount.keyed.keys import KeyNames
 from dpcount.privacy.budget import Participation
@@ -68,8 +68,6 @@ __all__ = [
     "rank_pairs",
     "unit_pairs",
 ]
-
-I64 = NDArray[np.int64]
 
 
 @dataclass(frozen=True)

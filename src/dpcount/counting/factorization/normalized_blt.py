@@ -1125,14 +1125,13 @@ class NormalizedBLT(Scaled, _BLTParameters):
         self, source: NoiseSource, width: int | None = None
     ) -> NormalizedBLTNoiseProcess:
         return NormalizedBLTNoiseProcess(
-            self.inverse,
-            self._sums,
-            self.horizon,
-            source,
-            width,
-            table=self._weight_table,
-            chunks=self._chunk_mats,
+            self.inverse, self._sums, self.horizon, source, width, **self._process_tables()
         )
+
+    def _process_tables(self) -> dict[str, Any]:
+        """What a noise process reads from the mechanism: the weight table and the
+        chunk matrices (computed once, kept here)."""
+        return {"table": self._weight_table, "chunks": self._chunk_mats}
 
     def _blocks(self) -> Iterator[tuple[int, Array]]:
         return _variance_blocks(self.buffer_decay, self.output_scale, self.inverse, self.horizon)

@@ -345,15 +345,7 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
         dim: int | None = None,
     ) -> None:
         m = mechanism
-        super().__init__(
-            m.inverse,
-            m._sums,
-            m.horizon,
-            source,
-            dim,
-            table=m._weight_table,
-            chunks=m._chunk_mats,
-        )
+        super().__init__(m.inverse, m._sums, m.horizon, source, dim, **m._process_tables())
         self._profile = m._profile
         self._row_table = m._row_weight_table
 
