@@ -200,3 +200,15 @@ def test_auto_takes_the_best_tree_for_the_schema() -> None:
     assert row.mechanism == "kary" and row.subtract is not None and row.noise == "gaussian"
     k, _ = _exhaustive_k(T, budget.replace(noise=row.noise), row.subtract, "mse")
     assert row.k == k == 15  # one participation's best is 6
+
+
+def test_rows_rebuild_with_the_requests_l2_step_sensitivity() -> None:
+    """A row's budget, and the mechanism it builds, keep the request's ℓ₂ step bound
+    (dropping it would calibrate the rebuilt mechanism with Δ₂ = Δ₁)."""
+    budget = Budget(epsilon=1.0, delta=1e-6, step_sensitivity=2.0, step_l2_sensitivity=1.5)
+    rows = compare(16, budget=budget)
+    assert rows
+    for row in rows:
+        assert row.budget.step_l2_sensitivity == 1.5
+    built = rows[0].build(rng=0)
+    assert built.privacy is not None and built.privacy.l2_sensitivity == 1.5

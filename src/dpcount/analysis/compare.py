@@ -92,8 +92,9 @@ class Candidate:
         noise: ``"laplace"`` or ``"gaussian"``.
         calibration: the rule that set the scale (``pure``, ``theorem3``,
             ``analytic``, ``fhu``, ``classic``).
-        horizon, epsilon, delta, step_sensitivity, participation: the request (delta
-            None: pure ε-DP; participation None: single participation).
+        horizon, epsilon, delta, step_sensitivity, step_l2_sensitivity, participation:
+            the request (delta None: pure ε-DP; step_l2_sensitivity None: the step
+            sensitivity; participation None: single participation).
         guaranteed_epsilon, guaranteed_delta: the guarantee actually certified
             (Laplace with Theorem 3 may certify a smaller ε than requested;
             δ = 0 for pure DP).
@@ -125,6 +126,7 @@ class Candidate:
     epsilon: float
     delta: float | None
     step_sensitivity: float
+    step_l2_sensitivity: float | None = None
     participation: Participation | None = None
     guaranteed_epsilon: float
     guaranteed_delta: float
@@ -159,6 +161,7 @@ class Candidate:
             if self.calibration in ("pure", "theorem3")
             else CalibrationRule(self.calibration),
             step_sensitivity=self.step_sensitivity,
+            step_l2_sensitivity=self.step_l2_sensitivity,
             participation=self.participation,
         )
 
@@ -472,6 +475,7 @@ class _Context:
             "epsilon": b.epsilon,
             "delta": b.delta,
             "step_sensitivity": b.step_sensitivity,
+            "step_l2_sensitivity": b.step_l2_sensitivity,
             "beta": self.beta,
             "metric": self.metric,
             "participation": b.participation,
