@@ -199,18 +199,27 @@ class JaxNoiseProcess:
         return self.gated(state, clipped_sum, True)
 
     def gated(self, state: JaxNoiseState, clipped_sum: Any, gate: Any) -> tuple[Any, JaxNoiseState]:
-        """:meth:`privatize`, with its noise drawn only where the traced boolean
-        ``gate`` holds: otherwise (and past the horizon) the step's noise, its output
-        and the next state are NaN. Everything released depends on the gate, so a
-        host check computing it (the optax adapter's ledger) runs before any release.
+        """:meth:`privatize`, released only where the traced boolean ``gate`` holds:
+        otherwise (and past the horizon) the step's noise, its output and the next
+        state's noise buffers are NaN.
+
+        The draw (σz_t, the one array of step t that needs the PRNG) does not wait for
+        the gate, so XLA may compute it while a host check computing the gate (the
+        optax adapter's ledger) runs; every value derived from it, the output and
+        every new buffer alike, is computed from ``where(gate, draw, NaN)``, fused
+        into the buffer updates. So nothing derived from step t's noise is an output
+        (or the operand of any other operation) before the gate is known, and none
+        of it is finite unless the gate holds; the raw draw is a temporary of the
+        computation and never leaves it.
 
         Args:
             state: the latest state, as for :meth:`privatize`.
             clipped_sum: the batch's sum of clipped per-example gradients.
-            gate: a boolean (traced or not): whether this step may be drawn.
+            gate: a boolean (traced or not): whether this step may be released.
 
         Returns:
-            ``(noisy, new_state)`` as :meth:`privatize`'s, or NaN where ``gate`` fails.
+            ``(noisy, new_state)`` as :meth:`privatize`'s (bit for bit where ``gate``
+            holds), or NaN where it fails.
         """
         import jax
         import jax.numpy as jnp
@@ -222,12 +231,15 @@ class JaxNoiseProcess:
                 f"{len(state.buffers)}"
             )
         t = state.step + 1
-        live = jnp.logical_and(t <= self.horizon, gate)
+        within = t <= self.horizon
+        live = jnp.logical_and(within, gate)
         shapes = tuple(
             jax.ShapeDtypeStruct(jnp.shape(g), p.dtype)  # type: ignore[no-untyped-call]
             for g, p in zip(leaves, state.previous, strict=True)
         )
-        heads = _where_live(live, self._heads, _unrolled(state.key), t, state.buffers, shapes)
+        heads = _where_live(within, self._heads, _unrolled(state.key), t, state.buffers, shapes)
+        if gate is not True:  # the gate reaches every consumer of the draw
+            heads = tuple(jnp.where(gate, h, jnp.asarray(jnp.nan, h.dtype)) for h in heads)
         out, buffers, previous = [], [], []
         for g, q, head, prev in zip(leaves, state.buffers, heads, state.previous, strict=True):
             g = jnp.asarray(g, head.dtype)

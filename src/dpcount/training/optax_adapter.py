@@ -18,6 +18,7 @@ import numpy as np
 from dpcount._validate import check_instance
 from dpcount.durable.atomic import check_path, read_private_json, write_atomic
 from dpcount.durable.lock import FileLock
+from dpcount.training._ledger_ffi import ledger_gate, register_ledger
 from dpcount.training.jax_noise import (
     JaxNoiseProcess,
     JaxNoiseState,
@@ -68,10 +69,11 @@ class _StepLedger:
         self._reserved: dict[bytes, int] = {}
         self._folder = folder
         self._lock = threading.Lock()
+        self.ident = register_ledger(self)
 
-    def check(self, key_data: Any, step: Any) -> np.bool_:
-        """Record ``step`` for the run, or raise ValueError if it was drawn already."""
-        run, t = np.asarray(key_data).tobytes(), int(step)
+    def check_step(self, run: bytes, t: int) -> None:
+        """Record step ``t`` of ``run`` (its key data), or raise ValueError if this
+        ledger drew it already (or another one reserved it, with a folder)."""
         with self._lock:
             last = self._last.get(run, 0)
             if t <= last:
@@ -83,7 +85,6 @@ class _StepLedger:
             if self._folder is not None and t > self._reserved.get(run, 0):
                 self._reserved[run] = self._reserve(self._folder, run, t)
             self._last[run] = t
-        return np.bool_(True)
 
     @staticmethod
     def _reserve(folder: Path, run: bytes, t: int) -> int:
@@ -244,12 +245,9 @@ def _device_transformation(
 ) -> Any:
     """The jit-able transformation over ``process`` (see :func:`optax_privatizer`)."""
     import jax
-    import jax.numpy as jnp
     import optax
-    from jax.experimental import io_callback
 
-    ledger = _StepLedger(folder)
-    flag = jax.ShapeDtypeStruct((), jnp.bool_)  # type: ignore[no-untyped-call]
+    ledger = _StepLedger(folder)  # the handler holds it weakly; update_fn strongly
 
     def init_fn(params: Any) -> OptaxDeviceNoiseState:
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
@@ -266,11 +264,11 @@ def _device_transformation(
         if not guard:
             noisy, noise = process.privatize(state.noise, updates)
             return noisy, OptaxDeviceNoiseState(noise)
-        # The ledger's answer gates the draw itself: every value the step releases
-        # (and the next state) is computed from it, so XLA runs the host check
-        # before any of them, and the callback need not be ordered with others.
+        # The ledger's answer gates every value derived from the step's noise (the
+        # output and each new buffer: JaxNoiseProcess.gated), so XLA finishes the host
+        # check before any of them exists; a refusal fails the computation.
         run = jax.random.key_data(state.noise.key)
-        fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=False)
+        fresh = ledger_gate(ledger.ident, run, state.noise.step + 1)
         noisy, noise = process.gated(state.noise, updates, fresh)
         return noisy, OptaxDeviceNoiseState(noise)
 
