@@ -22,8 +22,9 @@ The device strategies keep (n + 1) running values per coordinate for BLT with n
 buffers, plus the previous noise N_{t−1} (gradient release); n − 1 filter values for
 a banded Toeplitz encoder with n bands and none for independent noise (both release
 their noise increments directly). "guard" is the default replay guard (a host
-ledger consulted through an ``io_callback`` whose answer gates the draw); "no guard"
-is ``replay_guard=False``; "not donated" jits the step without donation (every
+ledger asked through an XLA FFI custom call whose answer gates every value derived
+from the draw: :mod:`dpcount.training._ledger_ffi`); "no guard" is
+``replay_guard=False``; "not donated" jits the step without donation (every
 step allocates fresh state buffers).
 
 Target (issue #35): the BLT step ≤ 1.5× the floor at d = 10^6 on CPU.

@@ -193,14 +193,15 @@ def test_unsupported_mechanisms_fall_back_or_are_refused() -> None:
         jax_noise_process(zero)
 
 
-@pytest.mark.parametrize("ffi", [True, False], ids=["ffi-handler", "pure-callback"])
+@pytest.mark.parametrize("ffi", [True, False], ids=["ffi-handler", "io-callback"])
 def test_optax_device_update_refuses_a_replayed_state(
     ffi: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The host ledger: passing an older state again fails the step (under jit and
-    eagerly; twice in one computation too) instead of releasing its noise twice; the
-    latest state keeps working, and another run (another key) is independent. Through
-    the FFI handler and through the pure_callback fallback."""
+    eagerly; twice in one computation, or in every turn of a loop, too) instead of
+    releasing its noise twice; the latest state keeps working, and another run
+    (another key) is independent. Through the FFI handler and the io_callback
+    fallback."""
     jax, jnp = _jax()
     pytest.importorskip("optax")
     from dpcount.training import _ledger_ffi
@@ -225,8 +226,17 @@ def test_optax_device_update_refuses_a_replayed_state(
     def twice(state: Any) -> Any:  # one state, two updates, one computation
         return tx.update(grads, state)[0], tx.update(grads, state)[0]
 
+    @jax.jit
+    def loop(state: Any) -> Any:  # the same state in every turn of a loop
+        def body(total: Any, _: Any) -> Any:
+            return total + tx.update(grads, state)[0]["w"].sum(), None
+
+        return jax.lax.scan(body, 0.0, None, length=2)[0]
+
     with pytest.raises(refused, match="replayed step"):
         jax.block_until_ready(twice(third))
+    with pytest.raises(refused, match="replayed step"):
+        jax.block_until_ready(loop(tx.init(grads)))
     other = tx.init(grads)  # a fresh run, a fresh key: its step 1 is not a replay
     out, _ = update(grads, other)
     assert np.isfinite(np.asarray(out["w"])).all()
@@ -242,16 +252,19 @@ def test_optax_device_update_refuses_a_replayed_state(
         optax_privatizer(_privatizer("blt"), replay_guard=False)
 
 
-def test_the_guard_is_a_custom_call_not_a_python_callback() -> None:
-    """The guarded step compiles to the ledger's FFI custom call (no jax host
-    callback, so jax keeps its fast, asynchronous dispatch), once per update."""
+def test_the_guard_is_a_side_effecting_custom_call_not_a_python_callback() -> None:
+    """The guarded step compiles to one call of the ledger's FFI handler, marked as a
+    side effect for XLA (never merged, hoisted or dropped), and to no jax host
+    callback (so jax keeps its fast, asynchronous dispatch)."""
     jax, jnp = _jax()
     pytest.importorskip("optax")
     tx = optax_privatizer(_privatizer("blt", seed=3), device=True)
     grads = {"w": jnp.ones(4, jnp.float32)}
-    text = jax.jit(tx.update).lower(grads, tx.init(grads)).as_text()
-    assert text.count("dpcount_step_ledger") == 1
-    assert "callback" not in text
+    text = jax.jit(tx.update).lower(grads, tx.init(grads)).compile().as_text()
+    (call,) = [line for line in text.splitlines() if "custom-call(" in line]
+    assert 'custom_call_target="dpcount_step_ledger"' in call
+    assert "custom_call_has_side_effect=true" in call
+    assert "python_cpu_callback" not in text  # jax's host callbacks are custom calls too
 
 
 @pytest.mark.parametrize("name", ["blt", "toeplitz-banded", "input"])

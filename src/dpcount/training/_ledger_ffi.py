@@ -2,23 +2,22 @@
 
 The optax adapter's step ledger (:class:`dpcount.training.optax_adapter._StepLedger`)
 must answer once per device step, inside ``jax.jit``. A jax host callback
-(``io_callback``, ``pure_callback``) costs about 0.3–1 ms a step on CPU: its
-arguments go through ``device_put`` and back, and any jitted function holding one
-leaves jax's C++ dispatch and runs synchronously. This module registers one XLA FFI
-handler (the typed custom-call API, ``xla/ffi/api/c_api.h``, a stable C ABI) whose
-function is a :mod:`ctypes` callback: XLA calls it with raw buffers, it reads the
-ticket's words and writes a one-byte answer, holding the GIL only for that. Nothing
-is compiled and nothing is installed; if the handler cannot be registered (another
-jax), :func:`ledger_gate` falls back to ``jax.pure_callback``.
+(``io_callback``) costs about 0.3–1 ms a step on CPU: its arguments go through
+``device_put`` and back, and a jitted function holding one (any effect) leaves jax's
+C++ dispatch and runs synchronously. This module registers one XLA FFI handler (the
+typed custom-call API of ``xla/ffi/api/c_api.h``, a stable C ABI) whose function is
+a :mod:`ctypes` callback: XLA calls it with raw buffers; it reads the ticket's words
+and writes a one-byte answer, holding the GIL only for that. Nothing is compiled and
+nothing is installed. A jax primitive without a jax effect (so jax keeps its fast,
+asynchronous dispatch) lowers to that custom call marked as having a side effect (so
+XLA never merges two calls, hoists one out of a loop or drops one). Where the
+handler cannot be registered (another jax) or jax's default backend is not the CPU,
+:func:`ledger_gate` uses an unordered ``io_callback`` with the same check.
 
-The ticket (uint32 words): the ledger's id, a nonce, the run's key data, the step.
-The custom call has no side effect for XLA (so jax keeps its fast dispatch): the
-nonce, fresh at every trace of a call site, keeps XLA from merging two calls with
-the same run and step in one computation into one (common-subexpression
-elimination), so each is checked. The answer is written 0 before anything else
-and 1 only after the ledger accepted the step; a refusal (or any failure) returns
-an XLA error, which fails the whole computation (``ValueError`` with the ledger's
-message), so none of its outputs can be read.
+The ticket (uint32 words): the ledger's id, the run's key data, the step. The answer
+is written 0 before anything else and 1 only after the ledger accepted the step; a
+refusal (or any failure) returns an XLA error, which fails the whole computation, so
+none of its outputs can be read.
 """
 
 from __future__ import annotations
@@ -145,7 +144,6 @@ _U8 = C.POINTER(C.c_uint8)
 
 _LEDGERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _IDS = itertools.count(1)
-_NONCES = itertools.count(1)
 _REGISTRATION: list[bool] = []  # [registered?], decided once per process
 _LOCK = threading.Lock()
 
@@ -178,8 +176,8 @@ def _handle(frame_pointer: Any) -> Any:
         if start and start.contents.type == _METADATA_EXTENSION:
             _metadata(frame)
             return None
-        if frame.stage != _EXECUTE:
-            return None
+        if frame.stage != _EXECUTE:  # as the reference handler: execute only
+            return _error(frame, f"replay guard: unexpected execution stage {frame.stage}")
         answer = C.cast(frame.rets.buffers[0].contents.data, _U8)
         answer[0] = 0
         ticket = frame.args.buffers[0].contents
@@ -188,7 +186,7 @@ def _handle(frame_pointer: Any) -> Any:
         ledger = _LEDGERS.get(words[0])
         if ledger is None:
             return _error(frame, "replay guard: this transformation's step ledger is gone")
-        ledger.check_step(C.string_at(ticket.data + 8, 4 * (size - 3)), words[size - 1])
+        ledger.check_step(C.string_at(ticket.data + 4, 4 * (size - 2)), words[size - 1])
         answer[0] = 1
         return None
     except BaseException as exc:  # a refusal or anything else: fail the computation
@@ -227,41 +225,64 @@ def register_ledger(ledger: Any) -> int:
     return ident
 
 
-def ledger_gate(ident: int, key_data: Any, step: Any, *, ffi: bool | None = None) -> Any:
+_PRIMITIVE: list[Any] = []
+
+
+def _primitive() -> Any:
+    """The jax primitive asking the ledger (made once): no jax effect, so a jitted
+    step keeps jax's C++ dispatch, but lowered to an XLA custom call *with* a side
+    effect, so XLA never merges, hoists out of a loop or drops a call."""
+    with _LOCK:
+        if not _PRIMITIVE:
+            import jax
+            import jax.numpy as jnp
+            from jax.extend.core import Primitive
+            from jax.interpreters import mlir
+
+            primitive: Any = Primitive(TARGET)  # jax's Primitive is untyped
+            primitive.def_abstract_eval(lambda ticket: jax.core.ShapedArray((), jnp.bool_))
+            primitive.def_impl(lambda ticket: jax.jit(primitive.bind)(ticket))  # eagerly
+            rule = jax.ffi.ffi_lowering(TARGET, has_side_effect=True)
+            mlir.register_lowering(primitive, rule, platform="cpu")
+            _PRIMITIVE.append(primitive)
+        return _PRIMITIVE[0]
+
+
+def ledger_gate(ident: int, key_data: Any, step: Any) -> Any:
     """The ledger's answer for ``step`` of the run keyed by ``key_data``, as a traced
     boolean (True, or the computation fails).
+
+    On the CPU (jax's default backend) through the FFI handler; elsewhere, or if this
+    jax refuses the handler, through an unordered ``jax.experimental.io_callback``
+    (the same check; jax then dispatches the step through Python, synchronously).
 
     Args:
         ident: the ledger's id from :func:`register_ledger`.
         key_data: the run's key data (uint32 words, traced).
         step: the step asked for (int32 scalar, traced).
-        ffi: use the FFI handler (None: when it registers on this jax; False: the
-            ``jax.pure_callback`` fallback).
     """
     import jax
     import jax.numpy as jnp
+    from jax.experimental import io_callback
 
-    head = np.array([ident, next(_NONCES) % 2**32], np.uint32)
     ticket = jnp.concatenate(
         [
-            jnp.asarray(head),
+            jnp.full((1,), ident, jnp.uint32),
             jnp.ravel(key_data).astype(jnp.uint32),
             jnp.reshape(step, (1,)).astype(jnp.uint32),
         ]
     )
+    if jax.default_backend() == "cpu" and _registered():
+        return _primitive().bind(ticket)
     flag = jax.ShapeDtypeStruct((), jnp.bool_)  # type: ignore[no-untyped-call]
-    if ffi is None:
-        ffi = _registered()
-    if ffi and _registered():
-        return jax.ffi.ffi_call(TARGET, flag)(ticket)
-    return jax.pure_callback(_fallback, flag, ticket)
+    return io_callback(_fallback, flag, ticket, ordered=False)
 
 
 def _fallback(ticket: Any) -> np.bool_:
-    """``jax.pure_callback``'s host function: the same check, raising on refusal."""
+    """The fallback's host function: the same check, raising on refusal."""
     words = np.asarray(ticket)
     ledger = _LEDGERS.get(int(words[0]))
     if ledger is None:
         raise ValueError("replay guard: this transformation's step ledger is gone")
-    ledger.check_step(words[2:-1].tobytes(), int(words[-1]))
+    ledger.check_step(words[1:-1].tobytes(), int(words[-1]))
     return np.bool_(True)

@@ -40,10 +40,10 @@ whose two counter arrays XLA stores and reloads five times; the step instead dra
 *same* bits (the same PRNG, key and counters; tested bit for bit against
 ``jax.random.bits`` and ``jax.random.normal``) through an unrolled Threefry that XLA
 fuses with the inverse error function into one pass. That pass sits inside a
-``lax.cond`` on "step within the horizon (and the replay guard agrees)": a conditional
-is a fusion boundary, so the draw is computed once and stored, where otherwise XLA
-recomputes it inside each buffer's update (it duplicates cheap-looking producers into
-every consumer); the false branch is the NaN poisoning past the horizon. BLT's
+``lax.cond`` on "step within the horizon": a conditional is a fusion boundary, so the
+draw is computed once and stored, where otherwise XLA recomputes it inside each
+buffer's update (it duplicates cheap-looking producers into every consumer); the
+false branch is the NaN poisoning past the horizon. BLT's
 output Σ β_i q_i is materialized by a second conditional for the same reason. What is
 left is a read and a write per buffer per step (in place when donated), and the
 copies XLA adds around the aliased state (N_{t−1} for BLT, the shifted history for
@@ -61,8 +61,9 @@ Replay: a state re-derives its step's noise (the key and the step are in it), so
 difference of the two releases is the difference of the gradients, exactly. The
 numpy privatizer refuses a stale state; a pure function inside ``jit`` cannot (it keeps
 no memory of the steps it drew), so :func:`~dpcount.training.optax_privatizer` adds a
-host-side ledger (an ``io_callback`` whose answer gates the draw, see
-:meth:`JaxNoiseProcess.gated`) that fails a replayed step of a run it drew. The
+host-side ledger (an XLA custom call whose answer gates every value derived from the
+draw, see :meth:`JaxNoiseProcess.gated`) that fails a replayed step of a run it drew.
+The gate is a select fused into the buffer updates: it adds no pass over memory. The
 ledger is in memory, per transformation, or also durable in a folder shared by
 processes (``optax_privatizer(..., ledger=folder)``): thread each returned state into
 the next step and never keep, restore or share an older one (or a copy of the key);

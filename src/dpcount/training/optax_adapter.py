@@ -147,18 +147,25 @@ def optax_privatizer(
       afresh: ``benchmarks/bench_training_jax.py``'s "not donated" row).
 
       A host-side ledger records the last step of each run this transformation drew
-      and refuses a replay: passing an older state again fails the step
-      (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the ledger's
-      ValueError) instead of releasing its noise on other gradients. The ledger is
-      consulted through an (unordered) ``jax.experimental.io_callback`` whose answer
-      is the condition the noise is drawn under
-      (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`):
-      every released value and the next state are computed from that answer, so the
-      check completes before anything is released, and a refusal (the callback
-      raises) fails the whole computation. It costs one host call per step, no pass
-      over the parameters. The ledger lives in this transformation object, in
-      memory: a state restored into a new process or another transformation is not
-      caught (a donated state is consumed by the step, which refuses it too).
+      and refuses a replay: passing an older state again fails the step (reading its
+      outputs raises ``jax.errors.JaxRuntimeError``, or ValueError where jax raises
+      at dispatch, with the ledger's message "replayed step ...") instead of
+      releasing its noise on other gradients. The ledger is asked through an XLA
+      custom call (:mod:`dpcount.training._ledger_ffi`: a :mod:`ctypes` handler
+      registered with ``jax.ffi``, nothing compiled; ``jax.pure_callback`` where it
+      cannot be registered, and on other devices than the CPU) whose answer gates
+      every value derived from the step's noise
+      (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`): the output and
+      each buffer the step writes are computed from ``where(answer, draw, NaN)``, so
+      none of them exists before the host answered, and a refusal (an XLA error)
+      fails the whole computation, so none of its outputs can be read. Two updates
+      of one state inside one jitted function are two calls, and the second is
+      refused. The draw itself, a temporary of the computation, may be computed
+      before the answer. It costs one host call per step (tens of microseconds), no
+      pass over the parameters, and jax keeps its asynchronous dispatch. The ledger
+      lives in this transformation object, in memory: a state restored into a new
+      process or another transformation is not caught (a donated state is consumed
+      by the step, which refuses it too).
       ``replay_guard=False`` drops the ledger; the caller then guarantees that no
       state is ever passed twice.
 
