@@ -142,7 +142,7 @@ _FAILED_PRECONDITION = 9  # XLA_FFI_Error_Code_FAILED_PRECONDITION
 _U32 = C.POINTER(C.c_uint32)
 _U8 = C.POINTER(C.c_uint8)
 
-_LEDGERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_LEDGERS: weakref.WeakValueDictionary[int, Ledger] = weakref.WeakValueDictionary()
 _IDS = itertools.count(1)
 _REGISTRATION: list[bool] = []  # [registered?], decided once per process
 _LOCK = threading.Lock()
@@ -216,7 +216,7 @@ def _registered() -> bool:
         return _REGISTRATION[0]
 
 
-def register_ledger(ledger: Any) -> int:
+def register_ledger(ledger: Ledger) -> int:
     """A process-unique id for ``ledger`` (held weakly: the handler refuses a step
     of a ledger that was garbage-collected)."""
     with _LOCK:
