@@ -289,15 +289,23 @@ def test_a_failed_gate_poisons_every_noise_value_and_a_passed_one_changes_no_bit
         out, new = result
         return jax.tree_util.tree_leaves((out, new.step, new.buffers, new.previous))
 
-    want, same = step(state, grads), gated(state, grads, jnp.bool_(True))
-    for x, y in zip(values(want), values(same), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    out, new = gated(state, grads, jnp.bool_(False))
-    assert all(np.isnan(np.asarray(x)).all() for x in out)
-    written = [q[0] for q in new.buffers if q]  # the newest value of each recursion
-    if release == "gradient" and name == "blt":
-        written += list(new.previous)  # N_t
-    assert (written or process.rows == 0) and all(np.isnan(np.asarray(x)).all() for x in written)
+    def asked(answer: bool) -> Any:  # the gate as a function of (t, done)
+        def gate(t: Any, done: Any) -> Any:  # done is 0 within the horizon
+            return jnp.logical_and(done == 0, answer)
+
+        return jax.jit(lambda s, g: process.gated(s, g, gate))
+
+    want = step(state, grads)
+    for same in gated(state, grads, jnp.bool_(True)), asked(True)(state, grads):
+        for x, y in zip(values(want), values(same), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for out, new in gated(state, grads, jnp.bool_(False)), asked(False)(state, grads):
+        assert all(np.isnan(np.asarray(x)).all() for x in out)
+        written = [q[0] for q in new.buffers if q]  # the newest value of each recursion
+        if release == "gradient" and name == "blt":
+            written += list(new.previous)  # N_t
+        assert written or process.rows == 0
+        assert all(np.isnan(np.asarray(x)).all() for x in written)
     assert int(new.step) == int(state.step) + 1
 
 

@@ -14,7 +14,10 @@ XLA never merges two calls, hoists one out of a loop or drops one). Where the
 handler cannot be registered (another jax) or jax's default backend is not the CPU,
 :func:`ledger_gate` uses an unordered ``io_callback`` with the same check.
 
-The ticket (uint32 words): the ledger's id, the run's key data, the step. The answer
+The ticket (uint32 words): the ledger's id, the run's key data, the step, and a word
+the call ignores but waits for (the device step passes one computed from the draw,
+so the call comes after the draw, when the dispatching Python thread has usually
+released the GIL). The answer
 is written 0 before anything else and 1 only after the ledger accepted the step; a
 refusal (or any failure) returns an XLA error, which fails the whole computation, so
 none of its outputs can be read.
@@ -186,7 +189,7 @@ def _handle(frame_pointer: Any) -> Any:
         ledger = _LEDGERS.get(words[0])
         if ledger is None:
             return _error(frame, "replay guard: this transformation's step ledger is gone")
-        ledger.check_step(C.string_at(ticket.data + 4, 4 * (size - 2)), words[size - 1])
+        ledger.check_step(C.string_at(ticket.data + 4, 4 * (size - 3)), words[size - 2])
         answer[0] = 1
         return None
     except BaseException as exc:  # a refusal or anything else: fail the computation
@@ -248,7 +251,7 @@ def _primitive() -> Any:
         return _PRIMITIVE[0]
 
 
-def ledger_gate(ident: int, key_data: Any, step: Any) -> Any:
+def ledger_gate(ident: int, key_data: Any, step: Any, after: Any = 0) -> Any:
     """The ledger's answer for ``step`` of the run keyed by ``key_data``, as a traced
     boolean (True, or the computation fails).
 
@@ -260,6 +263,8 @@ def ledger_gate(ident: int, key_data: Any, step: Any) -> Any:
         ident: the ledger's id from :func:`register_ledger`.
         key_data: the run's key data (uint32 words, traced).
         step: the step asked for (int32 scalar, traced).
+        after: a uint32 scalar the call waits for (and ignores): the device step
+            passes one computed from the draw, so the host call comes after it.
     """
     import jax
     import jax.numpy as jnp
@@ -270,6 +275,7 @@ def ledger_gate(ident: int, key_data: Any, step: Any) -> Any:
             jnp.full((1,), ident, jnp.uint32),
             jnp.ravel(key_data).astype(jnp.uint32),
             jnp.reshape(step, (1,)).astype(jnp.uint32),
+            jnp.reshape(after, (1,)).astype(jnp.uint32),
         ]
     )
     if jax.default_backend() == "cpu" and _registered():
@@ -284,5 +290,5 @@ def _fallback(ticket: Any) -> np.bool_:
     ledger = _LEDGERS.get(int(words[0]))
     if ledger is None:
         raise ValueError("replay guard: this transformation's step ledger is gone")
-    ledger.check_step(words[1:-1].tobytes(), int(words[-1]))
+    ledger.check_step(words[1:-2].tobytes(), int(words[-2]))
     return np.bool_(True)

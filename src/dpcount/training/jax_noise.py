@@ -205,18 +205,22 @@ class JaxNoiseProcess:
         state's noise buffers are NaN.
 
         The draw (σz_t, the one array of step t that needs the PRNG) does not wait for
-        the gate, so XLA may compute it while a host check computing the gate (the
-        optax adapter's ledger) runs; every value derived from it, the output and
-        every new buffer alike, is computed from ``where(gate, draw, NaN)``, fused
-        into the buffer updates. So nothing derived from step t's noise is an output
-        (or the operand of any other operation) before the gate is known, and none
-        of it is finite unless the gate holds; the raw draw is a temporary of the
-        computation and never leaves it.
+        the gate; every value derived from it, the output and every new buffer alike,
+        is computed from ``where(gate, draw, NaN)``, fused into the buffer updates. So
+        nothing derived from step t's noise is an output (or the operand of any other
+        operation) before the gate is known, and none of it is finite unless the gate
+        holds; the raw draw is a temporary of the computation and never leaves it.
 
         Args:
             state: the latest state, as for :meth:`privatize`.
             clipped_sum: the batch's sum of clipped per-example gradients.
-            gate: a boolean (traced or not): whether this step may be released.
+            gate: a boolean (traced or not): whether this step may be released; or a
+                function ``gate(t, done)`` returning it, of the step t (traced int32)
+                and ``done``, a traced uint32 that exists once the draw is computed
+                (0, or 1 past the horizon: public), for a host call that XLA should
+                make after the draw (the optax adapter's ledger: by then the Python
+                thread that dispatched the step is usually waiting for it, so the
+                call finds the GIL free).
 
         Returns:
             ``(noisy, new_state)`` as :meth:`privatize`'s (bit for bit where ``gate``
@@ -233,12 +237,14 @@ class JaxNoiseProcess:
             )
         t = state.step + 1
         within = t <= self.horizon
-        live = jnp.logical_and(within, gate)
         shapes = tuple(
             jax.ShapeDtypeStruct(jnp.shape(g), p.dtype)  # type: ignore[no-untyped-call]
             for g, p in zip(leaves, state.previous, strict=True)
         )
         heads = _where_live(within, self._heads, _unrolled(state.key), t, state.buffers, shapes)
+        if callable(gate):  # asked once the draw is done
+            gate = gate(t, _done(heads))
+        live = jnp.logical_and(within, gate)
         if gate is not True:  # the gate reaches every consumer of the draw
             heads = tuple(jnp.where(gate, h, jnp.asarray(jnp.nan, h.dtype)) for h in heads)
         out, buffers, previous = [], [], []
@@ -319,6 +325,17 @@ class JaxNoiseProcess:
             total = q[-1] + head  # w_t, w_{t−1}, …, w_{t−n+2} and Σ w
             return total, (*(head, *q[:-2])[: len(q) - 1], total)
         return head, (head,)
+
+
+def _done(heads: tuple[Any, ...]) -> Any:
+    """A uint32 scalar computed from the draw, so that whatever takes it runs after
+    the draw: whether its first value is NaN (only past the horizon: public)."""
+    import jax.numpy as jnp
+
+    for head in heads:
+        if head.size:
+            return jnp.isnan(jnp.ravel(head)[0]).astype(jnp.uint32)
+    return jnp.zeros((), jnp.uint32)
 
 
 def _combine(weight: tuple[Any, ...], rows: tuple[Any, ...]) -> tuple[Any]:

@@ -160,9 +160,11 @@ def optax_privatizer(
       none of them exists before the host answered, and a refusal (an XLA error)
       fails the whole computation, so none of its outputs can be read. Two updates
       of one state inside one jitted function are two calls, and the second is
-      refused. The draw itself, a temporary of the computation, may be computed
-      before the answer. It costs one host call per step (tens of microseconds), no
-      pass over the parameters, and jax keeps its asynchronous dispatch. The ledger
+      refused. The draw itself, a temporary of the computation, is computed first
+      and the host call after it (by then the Python thread that dispatched the
+      step is usually waiting for it, so the call finds the GIL free). It costs
+      one host call per step (microseconds), no pass over the parameters, and jax
+      keeps its asynchronous dispatch. The ledger
       lives in this transformation object, in memory: a state restored into a new
       process or another transformation is not caught (a donated state is consumed
       by the step, which refuses it too).
@@ -275,8 +277,9 @@ def _device_transformation(
         # output and each new buffer: JaxNoiseProcess.gated), so XLA finishes the host
         # check before any of them exists; a refusal fails the computation.
         run = jax.random.key_data(state.noise.key)
-        fresh = ledger_gate(ledger.ident, run, state.noise.step + 1)
-        noisy, noise = process.gated(state.noise, updates, fresh)
+        noisy, noise = process.gated(
+            state.noise, updates, lambda t, done: ledger_gate(ledger.ident, run, t, done)
+        )
         return noisy, OptaxDeviceNoiseState(noise)
 
     return optax.GradientTransformation(init_fn, update_fn)
