@@ -152,22 +152,22 @@ def optax_privatizer(
       at dispatch, with the ledger's message "replayed step ...") instead of
       releasing its noise on other gradients. The ledger is asked through an XLA
       custom call (:mod:`dpcount.training._ledger_ffi`: a :mod:`ctypes` handler
-      registered with ``jax.ffi``, nothing compiled; ``jax.pure_callback`` where it
-      cannot be registered, and on other devices than the CPU) whose answer gates
-      every value derived from the step's noise
+      registered with ``jax.ffi``, nothing compiled; an unordered ``io_callback``
+      where it cannot be registered or jax's default backend is not the CPU) whose
+      answer gates every value derived from the step's noise
       (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`): the output and
       each buffer the step writes are computed from ``where(answer, draw, NaN)``, so
       none of them exists before the host answered, and a refusal (an XLA error)
-      fails the whole computation, so none of its outputs can be read. Two updates
-      of one state inside one jitted function are two calls, and the second is
-      refused. The draw itself, a temporary of the computation, is computed first
-      and the host call after it (by then the Python thread that dispatched the
-      step is usually waiting for it, so the call finds the GIL free). It costs
-      one host call per step (microseconds), no pass over the parameters, and jax
-      keeps its asynchronous dispatch. The ledger
-      lives in this transformation object, in memory: a state restored into a new
-      process or another transformation is not caught (a donated state is consumed
-      by the step, which refuses it too).
+      fails the whole computation, so none of its outputs can be read. The call is
+      a side effect for XLA: two updates of one state in one jitted function, or in
+      every turn of a loop, are as many calls, and all but the first are refused.
+      The draw itself, a temporary of the computation, is computed first and the
+      host call after it (by then the Python thread that dispatched the step is
+      usually waiting for it, so the call finds the GIL free). It costs one host
+      call per step (microseconds), no pass over the parameters, and jax keeps its
+      asynchronous dispatch. The ledger lives in this transformation object, in
+      memory: a state restored into a new process or another transformation is not
+      caught (a donated state is consumed by the step, which refuses it too).
       ``replay_guard=False`` drops the ledger; the caller then guarantees that no
       state is ever passed twice.
 
