@@ -22,9 +22,12 @@ The device strategies keep (n + 1) running values per coordinate for BLT with n
 buffers, plus the previous noise N_{t−1} (gradient release); n − 1 filter values for
 a banded Toeplitz encoder with n bands and none for independent noise (both release
 their noise increments directly). "guard" is the default replay guard (a host
-ledger consulted through an ``io_callback`` whose answer gates the draw); "no guard"
-is ``replay_guard=False``; "not donated" jits the step without donation (every
-step allocates fresh state buffers).
+ledger asked through an XLA FFI custom call whose answer gates every value derived
+from the draw: :mod:`dpcount.training._ledger_ffi`); "guard via io_callback" is the
+same ledger asked through jax's ``io_callback`` (the fallback where the handler is
+unavailable, and the guard's only path before); "no guard" is
+``replay_guard=False``; "not donated" jits the step without donation (every step
+allocates fresh state buffers).
 
 Target (issue #35): the BLT step ≤ 1.5× the floor at d = 10^6 on CPU.
 """
@@ -53,8 +56,8 @@ def _step(run: list[Any]) -> tuple[float, float]:
     return took
 
 
-def _cases() -> dict[str, tuple[Any, bool]]:
-    """label -> (transformation, donate)."""
+def _cases() -> dict[str, tuple[Any, bool, bool]]:
+    """label -> (transformation, donate, through the io_callback fallback)."""
     import optax
 
     from dpcount.counting import ToeplitzFactorization
@@ -81,13 +84,19 @@ def _cases() -> dict[str, tuple[Any, bool]]:
         )
 
     floor = optax.add_noise(1.0, 0.0, 0)
-    cases: dict[str, tuple[Any, bool]] = {"floor optax.add_noise": (floor, True)}
+    cases: dict[str, tuple[Any, bool, bool]] = {"floor optax.add_noise": (floor, True, False)}
     for name, label in (("blt", "blt"), ("toeplitz", "toeplitz (4 bands)"), ("input", "input")):
         for guard in (True, False):
             tx = optax_privatizer(privatizer(name), device=True, replay_guard=guard)
-            cases[f"{label}, {'guard' if guard else 'no guard'}"] = (tx, True)
+            cases[f"{label}, {'guard' if guard else 'no guard'}"] = (tx, True, False)
+    cases["blt, guard via io_callback"] = (
+        optax_privatizer(privatizer("blt"), device=True),
+        True,
+        True,
+    )
     cases["blt, no guard, not donated"] = (
         optax_privatizer(privatizer("blt"), device=True, replay_guard=False),
+        False,
         False,
     )
     return cases
@@ -105,14 +114,21 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
 
+    from dpcount.training import _ledger_ffi
+
     d = args.dim
     load_before = os.getloadavg()
     runs: dict[str, list[Any]] = {}  # label -> [step, updates, state, rows]
-    for label, (tx, donate) in _cases().items():
+    registered = _ledger_ffi._registered()
+    for label, (tx, donate, fallback) in _cases().items():
         fresh = jnp.ones(d, jnp.float32)
         state = tx.init(fresh)
         step: Callable[..., Any] = jax.jit(tx.update, donate_argnums=(0, 1) if donate else ())
-        updates, state = step(fresh, state)  # compile
+        _ledger_ffi._REGISTRATION[:] = [registered and not fallback]  # fixed when traced
+        try:
+            updates, state = step(fresh, state)  # compile
+        finally:
+            _ledger_ffi._REGISTRATION[:] = [registered]
         jax.block_until_ready(updates)
         noise = getattr(state, "noise", None)
         rows = "" if noise is None else f"{len(noise.buffers[0])} + {noise.previous[0].size // d}"

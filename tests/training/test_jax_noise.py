@@ -193,23 +193,50 @@ def test_unsupported_mechanisms_fall_back_or_are_refused() -> None:
         jax_noise_process(zero)
 
 
-def test_optax_device_update_refuses_a_replayed_state() -> None:
+@pytest.mark.parametrize("ffi", [True, False], ids=["ffi-handler", "io-callback"])
+def test_optax_device_update_refuses_a_replayed_state(
+    ffi: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The host ledger: passing an older state again fails the step (under jit and
-    eagerly) instead of releasing its noise twice; the latest state keeps working, and
-    another run (another key) is independent."""
+    eagerly; twice in one computation, or in every turn of a loop, too) instead of
+    releasing its noise twice; the latest state keeps working, and another run
+    (another key) is independent. Through the FFI handler and the io_callback
+    fallback."""
     jax, jnp = _jax()
     pytest.importorskip("optax")
+    from dpcount.training import _ledger_ffi
+
+    assert _ledger_ffi._registered()  # this jax takes the handler: the default path
+    if not ffi:
+        monkeypatch.setattr(_ledger_ffi, "_REGISTRATION", [False])
+    refused = (ValueError, jax.errors.JaxRuntimeError)
     tx = optax_privatizer(_privatizer("blt", seed=3), device=True)
     grads = {"w": jnp.ones((3, 2), jnp.float32)}
     update = jax.jit(tx.update)
     first = tx.init(grads)
     _, second = update(grads, first)
-    with pytest.raises(jax.errors.JaxRuntimeError, match="replayed step"):
-        update(grads, first)
-    with pytest.raises((ValueError, jax.errors.JaxRuntimeError), match="replayed step"):
-        tx.update(grads, first)
+    with pytest.raises(refused, match="replayed step"):
+        jax.block_until_ready(update(grads, first))
+    with pytest.raises(refused, match="replayed step"):
+        jax.block_until_ready(tx.update(grads, first))
     out, third = update(grads, second)
     assert np.isfinite(np.asarray(out["w"])).all() and int(third.noise.step) == 2
+
+    @jax.jit
+    def twice(state: Any) -> Any:  # one state, two updates, one computation
+        return tx.update(grads, state)[0], tx.update(grads, state)[0]
+
+    @jax.jit
+    def loop(state: Any) -> Any:  # the same state in every turn of a loop
+        def body(total: Any, _: Any) -> Any:
+            return total + tx.update(grads, state)[0]["w"].sum(), None
+
+        return jax.lax.scan(body, 0.0, None, length=2)[0]
+
+    with pytest.raises(refused, match="replayed step"):
+        jax.block_until_ready(twice(third))
+    with pytest.raises(refused, match="replayed step"):
+        jax.block_until_ready(loop(tx.init(grads)))
     other = tx.init(grads)  # a fresh run, a fresh key: its step 1 is not a replay
     out, _ = update(grads, other)
     assert np.isfinite(np.asarray(out["w"])).all()
@@ -217,8 +244,69 @@ def test_optax_device_update_refuses_a_replayed_state() -> None:
     start = unguarded.init(grads)
     again = [np.asarray(jax.jit(unguarded.update)(grads, start)[0]["w"]) for _ in range(2)]
     np.testing.assert_array_equal(again[0], again[1])  # the hazard the ledger refuses
+    guarded = optax_privatizer(_privatizer("blt", seed=3), device=True)
+    np.testing.assert_array_equal(  # the gate changes no bit of the noise
+        np.asarray(jax.jit(guarded.update)(grads, guarded.init(grads))[0]["w"]), again[0]
+    )
     with pytest.raises(ValueError, match="replay_guard"):
         optax_privatizer(_privatizer("blt"), replay_guard=False)
+
+
+def test_the_guard_is_a_side_effecting_custom_call_not_a_python_callback() -> None:
+    """The guarded step compiles to one call of the ledger's FFI handler, marked as a
+    side effect for XLA (never merged, hoisted or dropped), and to no jax host
+    callback (so jax keeps its fast, asynchronous dispatch)."""
+    jax, jnp = _jax()
+    pytest.importorskip("optax")
+    tx = optax_privatizer(_privatizer("blt", seed=3), device=True)
+    grads = {"w": jnp.ones(4, jnp.float32)}
+    text = jax.jit(tx.update).lower(grads, tx.init(grads)).compile().as_text()
+    (call,) = [line for line in text.splitlines() if "custom-call(" in line]
+    assert 'custom_call_target="dpcount_step_ledger"' in call
+    assert "custom_call_has_side_effect=true" in call
+    assert "python_cpu_callback" not in text  # jax's host callbacks are custom calls too
+
+
+@pytest.mark.parametrize("name", ["blt", "toeplitz-banded", "input"])
+@pytest.mark.parametrize("release", ["gradient", "prefix-sum"])
+def test_a_failed_gate_poisons_every_noise_value_and_a_passed_one_changes_no_bit(
+    name: str, release: str
+) -> None:
+    """``gated`` with a traced gate: True releases exactly what ``privatize`` does
+    (output and next state, bit for bit); False leaves no finite value derived from
+    the step's noise: the output and every buffer the step wrote are NaN."""
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import jax_noise_process
+
+    process = jax_noise_process(_privatizer(name, release))
+    params = [jnp.zeros(5, jnp.float32), jnp.zeros((2, 2), jnp.float32)]
+    grads = [jnp.ones(5, jnp.float32), jnp.full((2, 2), 0.5, jnp.float32)]
+    state = process.init(jax.random.key(4), params)
+    step, gated = jax.jit(process.privatize), jax.jit(process.gated)
+    state = step(state, grads)[1]  # one step in, so the buffers hold noise
+
+    def values(result: Any) -> list[Any]:
+        out, new = result
+        return jax.tree_util.tree_leaves((out, new.step, new.buffers, new.previous))
+
+    def asked(answer: bool) -> Any:  # the gate as a function of (t, done)
+        def gate(t: Any, done: Any) -> Any:  # done is 0 within the horizon
+            return jnp.logical_and(done == 0, answer)
+
+        return jax.jit(lambda s, g: process.gated(s, g, gate))
+
+    want = step(state, grads)
+    for same in gated(state, grads, jnp.bool_(True)), asked(True)(state, grads):
+        for x, y in zip(values(want), values(same), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for out, new in gated(state, grads, jnp.bool_(False)), asked(False)(state, grads):
+        assert all(np.isnan(np.asarray(x)).all() for x in out)
+        written = [q[0] for q in new.buffers if q]  # the newest value of each recursion
+        if release == "gradient" and name == "blt":
+            written += list(new.previous)  # N_t
+        assert written or process.rows == 0
+        assert all(np.isnan(np.asarray(x)).all() for x in written)
+    assert int(new.step) == int(state.step) + 1
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4)])
@@ -307,7 +395,7 @@ def test_durable_ledger_refuses_a_step_a_separate_process_released(tmp_path: Any
     assert "released step 1" in child.stdout
     grads = {"w": jnp.ones(3, jnp.float32)}
     here = optax_privatizer(_privatizer("blt", seed=7), device=True, ledger=tmp_path)
-    with pytest.raises(jax.errors.JaxRuntimeError, match="steps up to"):
+    with pytest.raises((ValueError, jax.errors.JaxRuntimeError), match="steps up to"):
         jax.block_until_ready(jax.jit(here.update)(grads, here.init(grads)))
     fresh = tmp_path / "fresh"
     fresh.mkdir()
@@ -342,7 +430,8 @@ def test_durable_ledger_refuses_a_step_another_process_reserved(
     again = second.init(grads)  # the same seed: the same key
     same = jax.random.key_data(again.noise.key), jax.random.key_data(state.noise.key)
     assert np.array_equal(*same)
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"steps up to 4 of this run"):
+    refused = (ValueError, jax.errors.JaxRuntimeError)
+    with pytest.raises(refused, match=r"steps up to 4 of this run"):
         jax.block_until_ready(jax.jit(second.update)(grads, again))
     # without the shared folder the second process would release step 1 again
     alone = optax_privatizer(_privatizer("blt", seed=5), device=True)

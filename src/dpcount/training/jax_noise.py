@@ -40,10 +40,10 @@ whose two counter arrays XLA stores and reloads five times; the step instead dra
 *same* bits (the same PRNG, key and counters; tested bit for bit against
 ``jax.random.bits`` and ``jax.random.normal``) through an unrolled Threefry that XLA
 fuses with the inverse error function into one pass. That pass sits inside a
-``lax.cond`` on "step within the horizon (and the replay guard agrees)": a conditional
-is a fusion boundary, so the draw is computed once and stored, where otherwise XLA
-recomputes it inside each buffer's update (it duplicates cheap-looking producers into
-every consumer); the false branch is the NaN poisoning past the horizon. BLT's
+``lax.cond`` on "step within the horizon": a conditional is a fusion boundary, so the
+draw is computed once and stored, where otherwise XLA recomputes it inside each
+buffer's update (it duplicates cheap-looking producers into every consumer); the
+false branch is the NaN poisoning past the horizon. BLT's
 output Σ β_i q_i is materialized by a second conditional for the same reason. What is
 left is a read and a write per buffer per step (in place when donated), and the
 copies XLA adds around the aliased state (N_{t−1} for BLT, the shifted history for
@@ -61,8 +61,9 @@ Replay: a state re-derives its step's noise (the key and the step are in it), so
 difference of the two releases is the difference of the gradients, exactly. The
 numpy privatizer refuses a stale state; a pure function inside ``jit`` cannot (it keeps
 no memory of the steps it drew), so :func:`~dpcount.training.optax_privatizer` adds a
-host-side ledger (an ``io_callback`` whose answer gates the draw, see
-:meth:`JaxNoiseProcess.gated`) that fails a replayed step of a run it drew. The
+host-side ledger (an XLA custom call whose answer gates every value derived from the
+draw, see :meth:`JaxNoiseProcess.gated`) that fails a replayed step of a run it drew.
+The gate is a select fused into the buffer updates: it adds no pass over memory. The
 ledger is in memory, per transformation, or also durable in a folder shared by
 processes (``optax_privatizer(..., ledger=folder)``): thread each returned state into
 the next step and never keep, restore or share an older one (or a copy of the key);
@@ -199,18 +200,31 @@ class JaxNoiseProcess:
         return self.gated(state, clipped_sum, True)
 
     def gated(self, state: JaxNoiseState, clipped_sum: Any, gate: Any) -> tuple[Any, JaxNoiseState]:
-        """:meth:`privatize`, with its noise drawn only where the traced boolean
-        ``gate`` holds: otherwise (and past the horizon) the step's noise, its output
-        and the next state are NaN. Everything released depends on the gate, so a
-        host check computing it (the optax adapter's ledger) runs before any release.
+        """:meth:`privatize`, released only where the traced boolean ``gate`` holds:
+        otherwise (and past the horizon) the step's noise, its output and the next
+        state's noise buffers are NaN.
+
+        The draw (σz_t, the one array of step t that needs the PRNG) does not wait for
+        the gate; every value derived from it, the output and every new buffer alike,
+        is computed from ``where(gate, draw, NaN)``, fused into the buffer updates. So
+        nothing derived from step t's noise is an output (or the operand of any other
+        operation) before the gate is known, and none of it is finite unless the gate
+        holds; the raw draw is a temporary of the computation and never leaves it.
 
         Args:
             state: the latest state, as for :meth:`privatize`.
             clipped_sum: the batch's sum of clipped per-example gradients.
-            gate: a boolean (traced or not): whether this step may be drawn.
+            gate: a boolean (traced or not): whether this step may be released; or a
+                function ``gate(t, done)`` returning it, of the step t (traced int32)
+                and ``done``, a traced uint32 that exists once the draw is computed
+                (0, or 1 past the horizon: public), for a host call that XLA should
+                make after the draw (the optax adapter's ledger: by then the Python
+                thread that dispatched the step is usually waiting for it, so the
+                call finds the GIL free).
 
         Returns:
-            ``(noisy, new_state)`` as :meth:`privatize`'s, or NaN where ``gate`` fails.
+            ``(noisy, new_state)`` as :meth:`privatize`'s (bit for bit where ``gate``
+            holds), or NaN where it fails.
         """
         import jax
         import jax.numpy as jnp
@@ -222,12 +236,17 @@ class JaxNoiseProcess:
                 f"{len(state.buffers)}"
             )
         t = state.step + 1
-        live = jnp.logical_and(t <= self.horizon, gate)
+        within = t <= self.horizon
         shapes = tuple(
             jax.ShapeDtypeStruct(jnp.shape(g), p.dtype)  # type: ignore[no-untyped-call]
             for g, p in zip(leaves, state.previous, strict=True)
         )
-        heads = _where_live(live, self._heads, _unrolled(state.key), t, state.buffers, shapes)
+        heads = _where_live(within, self._heads, _unrolled(state.key), t, state.buffers, shapes)
+        if callable(gate):  # asked once the draw is done
+            gate = gate(t, _done(heads))
+        live = jnp.logical_and(within, gate)
+        if gate is not True:  # the gate reaches every consumer of the draw
+            heads = tuple(jnp.where(gate, h, jnp.asarray(jnp.nan, h.dtype)) for h in heads)
         out, buffers, previous = [], [], []
         for g, q, head, prev in zip(leaves, state.buffers, heads, state.previous, strict=True):
             g = jnp.asarray(g, head.dtype)
@@ -306,6 +325,17 @@ class JaxNoiseProcess:
             total = q[-1] + head  # w_t, w_{t−1}, …, w_{t−n+2} and Σ w
             return total, (*(head, *q[:-2])[: len(q) - 1], total)
         return head, (head,)
+
+
+def _done(heads: tuple[Any, ...]) -> Any:
+    """A uint32 scalar computed from the draw, so that whatever takes it runs after
+    the draw: whether its first value is NaN (only past the horizon: public)."""
+    import jax.numpy as jnp
+
+    for head in heads:
+        if head.size:
+            return jnp.isnan(jnp.ravel(head)[0]).astype(jnp.uint32)
+    return jnp.zeros((), jnp.uint32)
 
 
 def _combine(weight: tuple[Any, ...], rows: tuple[Any, ...]) -> tuple[Any]:

@@ -18,6 +18,7 @@ import numpy as np
 from dpcount._validate import check_instance
 from dpcount.durable.atomic import check_path, read_private_json, write_atomic
 from dpcount.durable.lock import FileLock
+from dpcount.training._ledger_ffi import ledger_gate, register_ledger
 from dpcount.training.jax_noise import (
     JaxNoiseProcess,
     JaxNoiseState,
@@ -68,10 +69,11 @@ class _StepLedger:
         self._reserved: dict[bytes, int] = {}
         self._folder = folder
         self._lock = threading.Lock()
+        self.ident = register_ledger(self)
 
-    def check(self, key_data: Any, step: Any) -> np.bool_:
-        """Record ``step`` for the run, or raise ValueError if it was drawn already."""
-        run, t = np.asarray(key_data).tobytes(), int(step)
+    def check_step(self, run: bytes, t: int) -> None:
+        """Record step ``t`` of ``run`` (its key data), or raise ValueError if this
+        ledger drew it already (or another one reserved it, with a folder)."""
         with self._lock:
             last = self._last.get(run, 0)
             if t <= last:
@@ -83,7 +85,6 @@ class _StepLedger:
             if self._folder is not None and t > self._reserved.get(run, 0):
                 self._reserved[run] = self._reserve(self._folder, run, t)
             self._last[run] = t
-        return np.bool_(True)
 
     @staticmethod
     def _reserve(folder: Path, run: bytes, t: int) -> int:
@@ -146,16 +147,25 @@ def optax_privatizer(
       afresh: ``benchmarks/bench_training_jax.py``'s "not donated" row).
 
       A host-side ledger records the last step of each run this transformation drew
-      and refuses a replay: passing an older state again fails the step
-      (``jax.errors.JaxRuntimeError`` under ``jit``, wrapping the ledger's
-      ValueError) instead of releasing its noise on other gradients. The ledger is
-      consulted through an (unordered) ``jax.experimental.io_callback`` whose answer
-      is the condition the noise is drawn under
-      (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`):
-      every released value and the next state are computed from that answer, so the
-      check completes before anything is released, and a refusal (the callback
-      raises) fails the whole computation. It costs one host call per step, no pass
-      over the parameters. The ledger lives in this transformation object, in
+      and refuses a replay: passing an older state again fails the step (reading its
+      outputs raises ``jax.errors.JaxRuntimeError``, or ValueError where jax raises
+      at dispatch, with the ledger's message "replayed step ...") instead of
+      releasing its noise on other gradients. The ledger is asked through an XLA
+      custom call (:mod:`dpcount.training._ledger_ffi`: a :mod:`ctypes` handler
+      registered with ``jax.ffi``, nothing compiled; an unordered ``io_callback``
+      where it cannot be registered or jax's default backend is not the CPU) whose
+      answer gates every value derived from the step's noise
+      (:meth:`~dpcount.training.jax_noise.JaxNoiseProcess.gated`): the output and
+      each buffer the step writes are computed from ``where(answer, draw, NaN)``, so
+      none of them exists before the host answered, and a refusal (an XLA error)
+      fails the whole computation, so none of its outputs can be read. The call is
+      a side effect for XLA: two updates of one state in one jitted function, or in
+      every turn of a loop, are as many calls, and all but the first are refused.
+      The draw itself, a temporary of the computation, is computed first and the
+      host call after it (by then the Python thread that dispatched the step is
+      usually waiting for it, so the call finds the GIL free). It costs one host
+      call per step (microseconds), no pass over the parameters, and jax keeps its
+      asynchronous dispatch. The ledger lives in this transformation object, in
       memory: a state restored into a new process or another transformation is not
       caught (a donated state is consumed by the step, which refuses it too).
       ``replay_guard=False`` drops the ledger; the caller then guarantees that no
@@ -244,12 +254,9 @@ def _device_transformation(
 ) -> Any:
     """The jit-able transformation over ``process`` (see :func:`optax_privatizer`)."""
     import jax
-    import jax.numpy as jnp
     import optax
-    from jax.experimental import io_callback
 
-    ledger = _StepLedger(folder)
-    flag = jax.ShapeDtypeStruct((), jnp.bool_)  # type: ignore[no-untyped-call]
+    ledger = _StepLedger(folder)  # the handler holds it weakly; update_fn strongly
 
     def init_fn(params: Any) -> OptaxDeviceNoiseState:
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(params)):
@@ -266,12 +273,13 @@ def _device_transformation(
         if not guard:
             noisy, noise = process.privatize(state.noise, updates)
             return noisy, OptaxDeviceNoiseState(noise)
-        # The ledger's answer gates the draw itself: every value the step releases
-        # (and the next state) is computed from it, so XLA runs the host check
-        # before any of them, and the callback need not be ordered with others.
+        # The ledger's answer gates every value derived from the step's noise (the
+        # output and each new buffer: JaxNoiseProcess.gated), so XLA finishes the host
+        # check before any of them exists; a refusal fails the computation.
         run = jax.random.key_data(state.noise.key)
-        fresh = io_callback(ledger.check, flag, run, state.noise.step + 1, ordered=False)
-        noisy, noise = process.gated(state.noise, updates, fresh)
+        noisy, noise = process.gated(
+            state.noise, updates, lambda t, done: ledger_gate(ledger.ident, run, t, done)
+        )
         return noisy, OptaxDeviceNoiseState(noise)
 
     return optax.GradientTransformation(init_fn, update_fn)
