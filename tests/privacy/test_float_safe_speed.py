@@ -150,6 +150,27 @@ def test_step_grids_equal_release_grids_of_each_step() -> None:
         grids.take(1)
 
 
+def test_step_grid_runs_and_give_back_equal_release_grids_of_each_step() -> None:
+    """Whole runs (the stream's fast path), runs given back in part, single steps and
+    takes, interleaved: the grids of consecutive steps, in order."""
+    v = np.repeat(np.random.default_rng(15).uniform(0.1, 1e4, 300), 7)  # runs of >= 7
+    v[::5] *= 30.0  # and some of length 1
+    grids = StepGrids(iter(np.array_split(v, 9)))
+    want = [release_grids(math.sqrt(x)) for x in v]
+    got: list[float] = []
+    for i in range(60):
+        g, n = grids.run()
+        assert n >= 1 and g == want[len(got)]
+        used = n if i % 3 else max(1, n // 2)  # a stream that leaves the run early
+        got += [g] * used
+        grids.give_back(g, n - used)
+        got += [grids.next()] if i % 4 == 0 else grids.take(i % 5).tolist()
+    got += grids.take(len(v) - len(got)).tolist()
+    assert got == want
+    with pytest.raises(ValueError, match="past the horizon"):
+        grids.run()
+
+
 def test_batch_release_keeps_its_grid_table() -> None:
     """The second release reads the kept table: the variances are computed once."""
     mech = BinaryTree(512, budget=Budget(epsilon=1.0, noise="laplace"), rng=1)

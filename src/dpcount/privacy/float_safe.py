@@ -122,7 +122,6 @@ References:
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -297,11 +296,13 @@ class GridTable:
 
 class StepGrids:
     """The grids of consecutive steps, read from an iterator of blocks of their
-    variances (a stream's per-step grid: one list read instead of a square root and a
-    ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
+    variances (a stream's per-step grid: no square root or ``frexp`` per step; the
+    same floats as :func:`release_grids` of each √V_t).
 
-    A stream's per-step path reads ``next(grids.current, 0.0)`` (the block's iterator;
-    0.0, never a grid, when it is spent) and calls :meth:`next` only then.
+    A block's grids are kept as runs (one grid, how many consecutive steps share it):
+    a stream's per-step path takes a whole run with :meth:`run` and compares its step
+    with the run's end, and gives back what it did not use (:meth:`give_back`) before
+    anything else reads the grids.
 
     Args:
         variances: float64 arrays V_t…, then the next steps' … (e.g.
@@ -315,25 +316,61 @@ class StepGrids:
         self._variances = variances
         self._rest: NDArray[np.float64] = np.empty(0)  # read, not yet turned into grids
         self._block = self._FIRST_BLOCK
-        #: the rest of the current block's grids
-        self.current: Iterator[float] = iter(())
+        #: the read grids not yet handed out, as runs (grid, steps), the next one last
+        #: (one list for the object's life: a stream's per-step path pops whole runs)
+        self.runs: list[tuple[float, int]] = []
+
+    def run(self) -> tuple[float, int]:
+        """The next step's grid and the number of steps (≥ 1, from that one) sharing
+        it, all handed out."""
+        if not self.runs:
+            self._add_runs()
+        g, n = self.runs.pop()
+        return g, n
+
+    def give_back(self, grid: float, n: int) -> None:
+        """Return the last ``n`` steps of a run taken with :meth:`run` (unused): they
+        are the next ones handed out."""
+        if n > 0:
+            self.runs.append((grid, n))
 
     def next(self) -> float:
         """The next step's grid."""
-        g = next(self.current, 0.0)
-        if g:
-            return g
-        grids = self._read(self._block).tolist()
-        self._block = min(2 * self._block, self._LARGEST_BLOCK)
-        self.current = iter(grids)
-        return next(self.current)
+        runs = self.runs
+        if not runs:
+            self._add_runs()
+        g, n = runs[-1]
+        if n == 1:
+            runs.pop()
+        else:
+            runs[-1] = (g, n - 1)
+        return g
 
     def take(self, n: int) -> NDArray[np.float64]:
         """The next ``n`` steps' grids."""
-        head = np.fromiter(itertools.islice(self.current, n), np.float64)
-        if len(head) == n:
-            return head
-        return np.concatenate((head, self._read(n - len(head))))
+        parts, got, runs = [], 0, self.runs
+        while runs and got < n:
+            g, m = runs[-1]
+            k = min(n - got, m)
+            parts.append(np.full(k, g))
+            got += k
+            if k == m:
+                runs.pop()
+            else:
+                runs[-1] = (g, m - k)
+        if got < n:
+            parts.append(self._read(n - got))
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    def _add_runs(self) -> None:
+        """Read the next block of grids into runs."""
+        grids = self._read(self._block)
+        self._block = min(2 * self._block, self._LARGEST_BLOCK)
+        starts = np.flatnonzero(np.concatenate(([True], grids[1:] != grids[:-1])))
+        steps = np.diff(np.append(starts, len(grids)))
+        self.runs.extend(zip(grids[starts[::-1]].tolist(), steps[::-1].tolist(), strict=True))
 
     def _read(self, n: int) -> NDArray[np.float64]:
         """The grids of the next ``n`` variances (fewer at the end of the iterator)."""
