@@ -57,6 +57,15 @@ def test_scaled_snap_equals_the_fmod_form_to_the_bit() -> None:
             kept, out = noise.copy(), np.full(s.size, np.nan)
             assert snap_release(s, kept, grid, out=out) is out  # noise left as it is
             assert out.tobytes() == want.tobytes() and kept.tobytes() == noise.tobytes()
+            # the caller's least sum (or a bound below it), and sums all above the grid
+            # (R + q for R − (0 − q))
+            for low in (s.min(), s.min() - 1):
+                assert snap_release(s, noise.copy(), grid, low=low).tobytes() == want.tobytes()
+            high = s - s.min() + np.max(grid) * 3
+            want = _fmod_form(high, noise.copy(), grid)
+            for low in (None, high.min()):
+                got = snap_release(high, noise.copy(), grid, low=low)
+                assert got.tobytes() == want.tobytes()
 
 
 def test_snap_vector_rows_and_the_fmod_fallback() -> None:

@@ -984,6 +984,7 @@ class CountingStream(ReleaseStream):
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
         self._grids: StepGrids | None = None  # the grids of the steps to come
         self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
+        self._spare: NDArray[np.float64] | None = None  # the vector sum's other array
         # update's fast path (scalar float-safe float steps): it snaps to _g, the grid
         # of a run of steps taken from _grids up to step _g_end, the next run popped
         # from _runs (the grids' own list) while the step count is below _fast_end
@@ -1089,6 +1090,8 @@ class CountingStream(ReleaseStream):
         process = self._process
         if self._integer:
             return self._update_integer(x)
+        if process is not None and self._dim is not None:
+            return self._update_vector(x, process, self._dim)
         if type(x) is float and self._dim is None and math.isfinite(x):
             value: Any = x
         elif process is None:
@@ -1134,6 +1137,36 @@ class CountingStream(ReleaseStream):
             g = self._next_grid()  # the sums were checked below 2^53
             return snap_release(self._sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM)
         return self._sum + process.next()
+
+    def _update_vector(self, x: Any, process: NoiseProcess, dim: int) -> Any:
+        """:meth:`update` of a continuous-noise vector step after the first: the sum is
+        written to the stream's spare array (the two alternate), its least and largest
+        values check it (and x's finiteness: a NaN or inf fails them too, and is then
+        named by the full check) and the snap reuses the least."""
+        value = check_stream_step("x", x, dim, finite=False)
+        spare = self._spare
+        if spare is None:
+            spare = np.empty(dim)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused just below
+            new_sum = np.add(self._sum, value, out=spare)
+        low, high = float(new_sum.min()), float(new_sum.max())
+        if not (low > -9007199254740992.0 and high < 9007199254740992.0):  # ±MAX_EXACT_SUM
+            check_stream_step("x", x, dim)  # a NaN or inf step: named
+            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
+        self._spare, self._sum = self._sum, new_sum
+        self._t += 1
+        noise = process.next()
+        if not self._snapped:
+            return new_sum + noise
+        # into the noise's own array when the process hands out a new one, else a new
+        # array (the noise may be a view of the process's state); the snap's scratch is
+        # kept by the stream (fresh arrays fault their pages)
+        out = noise if getattr(process, "fresh_vectors", False) else np.empty(dim)
+        work = self._work
+        if work is None:
+            work = self._work = np.empty((2, dim))
+        g = self._next_grid()  # the sums were checked below 2^53
+        return snap_release(new_sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM, low=low)
 
     def _update_integer(self, x: Any) -> Any:
         """``update`` for discrete noise: whole-number steps, integer sums."""

@@ -428,7 +428,14 @@ def _round_up(x: Fraction) -> float:
 
 
 def snap_release(
-    sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None, bound: Any = None
+    sums: Any,
+    noise: Any,
+    grid: Any,
+    *,
+    work: Any = None,
+    out: Any = None,
+    bound: Any = None,
+    low: Any = None,
 ) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
@@ -445,6 +452,7 @@ def snap_release(
         bound: optional B with every |sum| < B known to the caller (e.g. 2^53 after
             :func:`~dpcount.counting._steps.check_running_sums`): spares the two
             passes that find the largest sum.
+        low: optional least sum, known to the caller (spares the pass that finds it).
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
@@ -454,7 +462,8 @@ def snap_release(
     sum): u = s/g, q = trunc(u) (hi = q·g), lo/g = u − q with the sign of ``fmod``'s
     zero, V = fl(rint(fl(lo/g + noise/g)) − (0 − q))·g, where (0 − q)·g = lo − s
     exactly (+0 for hi = 0, as ``fmod(s, g) − s``); scaling by a power of two commutes
-    with every rounding here (no result is subnormal: g ≥ 2^-1003). Sums too large
+    with every rounding here (no result is subnormal: g ≥ 2^-1003). When every sum is
+    at least its grid, every q ≥ 1 and R − (0 − q) is R + q, one pass. Sums too large
     for s/g to stay finite take ``fmod``.
     """
     if type(noise) is not np.ndarray or noise.ndim == 0:
@@ -484,12 +493,17 @@ def snap_release(
     u -= q  # lo/g, exact (the bits of s below g)
     # fmod's zero has the sign of s: only a sum ≤ −0 can need it (a search for the least
     # sum costs a third of numpy's copysign)
-    if s_arr.dtype.kind == "f" and not float(s_arr.min()) > 0.0:
+    if low is None and (s_arr.dtype.kind == "f" or inverse is not None):
+        low = s_arr.min()
+    if s_arr.dtype.kind == "f" and not float(low) > 0.0:
         np.copysign(u, s_arr, out=u)
     out += u
     np.rint(out, out=out)
-    np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
-    out -= q
+    if inverse is not None and float(low) >= grid:  # every q ≥ 1: R − (0 − q) = R + q
+        out += q
+    else:
+        np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
+        out -= q
     out *= grid
     return out
 

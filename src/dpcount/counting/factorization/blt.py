@@ -555,6 +555,10 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
     """
 
+    #: a vector ``next()`` returns a new array that nothing else holds (the stream
+    #: snaps into it); a subclass whose vector step returns a view must set False
+    fresh_vectors = True
+
     def __init__(
         self,
         inverse: BLTInverse,
