@@ -483,11 +483,17 @@ def snap_release(
         u = work[0][tuple(slice(0, k) for k in shape)]
         q = work[1][tuple(slice(0, k) for k in shape)]
     inverse = _inverse(grid)  # ·(1/g) is /g, to the bit, and faster
+    # integer sums: converted in a pass of their own (the float64 the mixed-type ufunc
+    # would convert them to), then float arithmetic: 2-5x faster than int64·float64
+    s_f = s_arr
+    if s_arr.dtype.kind in "iu":
+        np.copyto(u, s_arr)
+        s_f = u
     if inverse is None:
-        np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+        np.divide(s_f, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
         np.divide(noise, grid, out=out)
     else:
-        np.multiply(s_arr, inverse, out=u)
+        np.multiply(s_f, inverse, out=u)
         np.multiply(noise, inverse, out=out)
     np.trunc(u, out=q)
     u -= q  # lo/g, exact (the bits of s below g)
@@ -499,8 +505,8 @@ def snap_release(
         np.copysign(u, s_arr, out=u)
     out += u
     np.rint(out, out=out)
-    if inverse is not None and float(low) >= grid:  # every q ≥ 1: R − (0 − q) = R + q
-        out += q
+    if low is not None and float(low) >= (grid if inverse is not None else float(np.max(grid))):
+        out += q  # every sum at least its grid, so every q ≥ 1: R − (0 − q) = R + q
     else:
         np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
         out -= q
