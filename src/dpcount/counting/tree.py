@@ -195,8 +195,10 @@ class TreeNoiseProcess(SourcedNoiseProcess):
         for level in range(top - 1, -1, -1):
             q_first, q_last = first[level + 1], last[level + 1]
             rows = q_last - q_first + 1
-            sums = np.empty((rows, k, *tail), dtype=self._dtype)
+            # the samples first, then the level's array: the order glibc's heap reuses
+            # best (a release at T = 10^6 faulted ~2300 fresh pages, now ~300-500)
             pos = self._take(rows * high).reshape(rows, high, *tail)
+            sums = np.empty((rows, k, *tail), dtype=self._dtype)
             if k == 2 and not c0:  # the binary tree: digit 1 adds one node, z + P at once
                 self._binary_level(level, pos, sums, parent_noise, q_first == now[level + 1])
                 d_end = last[level] - k * q_last
