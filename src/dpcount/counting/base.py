@@ -1112,16 +1112,11 @@ class CountingStream(ReleaseStream):
                 self._fast_end = self.horizon
                 return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
             return new_sum + process.next()
-        if process is None:
-            scalar = np.ndim(value) == 0
-            check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
-            process = self._start(None if scalar else len(value))
-            self._sum = self._sum + value  # 0 + x: a zero step's sum is +0.0
-        else:
-            with np.errstate(over="ignore"):  # an overflow to inf is refused just below
-                new_sum = self._sum + value
-            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
-            self._sum = new_sum
+        # the first step (later ones took a branch above)
+        scalar = np.ndim(value) == 0
+        check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
+        process = self._start(None if scalar else len(value))
+        self._sum = self._sum + value  # 0 + x: a zero step's sum is +0.0
         self._t += 1
         if self._snapped:
             noise = process.next()
