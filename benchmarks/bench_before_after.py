@@ -123,7 +123,7 @@ FFT, so the snap alone is +20-25 % there. The batch and vector snaps multiply by
 elementwise passes (BLT vector step: one fresh output array as well).
 
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
-[--quick] [--only NAME ...]
+[--quick] [--only NAME ...] [--pinned-heap]
 """
 
 from __future__ import annotations
@@ -596,10 +596,30 @@ def before_commit(repo: Path) -> str:
     return parent
 
 
-def run_child(src: Path, groups: list[str], quick: bool) -> list[dict[str, Any]]:
+#: ``--pinned-heap``: glibc keeps freed memory (no mmap'd arrays, no trimming), so no
+#: release faults fresh pages after its first; both versions alike
+PINNED_HEAP = {
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
+    "MALLOC_TOP_PAD_": str(1 << 26),
+}
+
+
+def child_env(src: Path, pinned_heap: bool = False) -> dict[str, str]:
+    """A child's environment: ``src`` on the path, single-threaded numerics, and with
+    ``pinned_heap`` glibc's thresholds of :data:`PINNED_HEAP`."""
     env = dict(os.environ, PYTHONPATH=str(src))
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"  # the same single-threaded numerics in both trees
+    if pinned_heap:
+        env.update(PINNED_HEAP)
+    return env
+
+
+def run_child(
+    src: Path, groups: list[str], quick: bool, pinned_heap: bool = False
+) -> list[dict[str, Any]]:
+    env = child_env(src, pinned_heap)
     cmd = [sys.executable, str(HERE), "--child", *groups, "--expect", str(src)]
     done = subprocess.run(
         cmd + (["--quick"] if quick else []), env=env, capture_output=True, text=True
@@ -670,6 +690,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 2)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, 2 rounds (≤ ~1.5 min)")
     parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS))
+    parser.add_argument(
+        "--pinned-heap",
+        action="store_true",
+        help="glibc keeps freed memory in both children (no page-fault luck: code only)",
+    )
     parser.add_argument("--child", nargs="+", choices=GROUPS, help=argparse.SUPPRESS)
     parser.add_argument("--expect", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -694,7 +719,8 @@ def main() -> None:
         before = Path(tmp) / "src"
         print(
             f"before = {rev} (last 0.4 commit), after = {args.after.resolve()} at {head}{dirty}; "
-            f"{rounds} rounds, {'quick' if args.quick else 'full'} sizes; load average "
+            f"{rounds} rounds, {'quick' if args.quick else 'full'} sizes"
+            f"{', pinned heap' if args.pinned_heap else ''}; load average "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
             flush=True,
         )
@@ -708,7 +734,7 @@ def main() -> None:
             bundles = [args.only] if args.quick else [[group] for group in args.only]
             for groups in bundles:
                 for name in order:
-                    for row in run_child(trees[name], groups, args.quick):
+                    for row in run_child(trees[name], groups, args.quick, args.pinned_heap):
                         results.setdefault(row["path"], {"before": [], "after": []})[name].append(
                             row
                         )
