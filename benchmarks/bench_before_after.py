@@ -122,6 +122,31 @@ FFT, so the snap alone is +20-25 % there. The batch and vector snaps multiply by
 1/g (exact) and skip the sign copy when every sum is positive; they still make ~9
 elementwise passes (BLT vector step: one fresh output array as well).
 
+Then (issue 33, "hotpath"): measured 2026-12-07 02:26-02:29 UTC, load average 9.6-11.8
+on the 2 shared cores, ``--quick --rounds 4`` (every group), before = b24b7db, after =
+0ade9fb (A÷B of the least CPU / of the median floor ratio): BinaryTree batch 0.886 /
+0.960, update 1.006 / 1.006; KaryTree batch 0.854 / 0.943, update 0.834 / 0.828; sqrt
+batch 0.859 / 0.819, update 1.020 / 1.032; BLT noise step 1.010 / 1.038, stream.update
+d = 10^5 1.061 / 1.137; BLT batch T = 10^6 1.076 / 1.107; keyed 0.875 / 0.866; cascade
+0.979 / 0.988. What changed: the scalar stream takes its grids a run at a time
+(``StepGrids.run``: one comparison per step instead of an iterator's ``next``) with
+literal constants; the square root keeps its kernel's spectra per block size and the
+BLT its chunk matrices (per mechanism: computed once for every stream and release); a
+vector step sums into a spare array, checks it by its least and largest sums and snaps
+into the BLT's fresh noise; the batch snap converts integer sums to float64 in a pass
+of its own (mixed int64·float64 ufuncs cost 2-5x a float pass) and adds q in one pass
+when every sum is at least its grid; the binary tree's batch level adds z + P at once
+and draws before allocating (a release at T = 10^6 faulted ~2300 fresh 4 KiB pages in
+this script's child, now ~300). Page faults decide much of the batch rows: the same
+run with ``--pinned-heap`` (glibc keeps freed memory in both children, 02:28-02:29,
+load 9.6-10.5; the trees, square root and BLT groups) gives the code alone: BinaryTree
+batch 1.158 / 1.191, KaryTree batch 1.189 / 1.214 (0.4 faulted there, 0.5 does not:
+without the faults the snap's ~9 elementwise passes, ~2 ns a value, show), sqrt batch
+0.814 / 0.801, sqrt update 1.018 / 1.068, BLT noise step 1.045 / 1.069, BLT
+stream.update 1.012 / 1.060, BLT batch 1.060 / 1.075. Every release is bit-identical
+to e54fda8's (the branch point) for a fixed seed (sha256 of the releases of 3 seeds at
+these shapes and of mixed update / update_many sequences).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
 """

@@ -285,7 +285,8 @@ class SqrtFactorization(CountingMechanism):
         in doubling blocks by FFT (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`);
         measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
         is extended, the last block's noise and the FFT buffers). Structure: the
-        kernel f(0..T−1)."""
+        kernel f(0..T−1) (and the kernel's kept spectra, at most ~7 MiB: FFT lengths
+        up to 2^18, not counted here)."""
         return fft_stream_memory(horizon, dim, arrays=1)
 
     # -- structure --------------------------------------------------------------------
