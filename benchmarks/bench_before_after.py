@@ -122,8 +122,33 @@ FFT, so the snap alone is +20-25 % there. The batch and vector snaps multiply by
 1/g (exact) and skip the sign copy when every sum is positive; they still make ~9
 elementwise passes (BLT vector step: one fresh output array as well).
 
+Then (issue 33, "hotpath"): measured 2026-12-07 02:26-02:29 UTC, load average 9.6-11.8
+on the 2 shared cores, ``--quick --rounds 4`` (every group), before = b24b7db, after =
+0ade9fb (A÷B of the least CPU / of the median floor ratio): BinaryTree batch 0.886 /
+0.960, update 1.006 / 1.006; KaryTree batch 0.854 / 0.943, update 0.834 / 0.828; sqrt
+batch 0.859 / 0.819, update 1.020 / 1.032; BLT noise step 1.010 / 1.038, stream.update
+d = 10^5 1.061 / 1.137; BLT batch T = 10^6 1.076 / 1.107; keyed 0.875 / 0.866; cascade
+0.979 / 0.988. What changed: the scalar stream takes its grids a run at a time
+(``StepGrids.run``: one comparison per step instead of an iterator's ``next``) with
+literal constants; the square root keeps its kernel's spectra per block size and the
+BLT its chunk matrices (per mechanism: computed once for every stream and release); a
+vector step sums into a spare array, checks it by its least and largest sums and snaps
+into the BLT's fresh noise; the batch snap converts integer sums to float64 in a pass
+of its own (mixed int64·float64 ufuncs cost 2-5x a float pass) and adds q in one pass
+when every sum is at least its grid; the binary tree's batch level adds z + P at once
+and draws before allocating (a release at T = 10^6 faulted ~2300 fresh 4 KiB pages in
+this script's child, now ~300). Page faults decide much of the batch rows: the same
+run with ``--pinned-heap`` (glibc keeps freed memory in both children, 02:28-02:29,
+load 9.6-10.5; the trees, square root and BLT groups) gives the code alone: BinaryTree
+batch 1.158 / 1.191, KaryTree batch 1.189 / 1.214 (0.4 faulted there, 0.5 does not:
+without the faults the snap's ~9 elementwise passes, ~2 ns a value, show), sqrt batch
+0.814 / 0.801, sqrt update 1.018 / 1.068, BLT noise step 1.045 / 1.069, BLT
+stream.update 1.012 / 1.060, BLT batch 1.060 / 1.075. Every release is bit-identical
+to e54fda8's (the branch point) for a fixed seed (sha256 of the releases of 3 seeds at
+these shapes and of mixed update / update_many sequences).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
-[--quick] [--only NAME ...]
+[--quick] [--only NAME ...] [--pinned-heap]
 """
 
 from __future__ import annotations
@@ -596,10 +621,30 @@ def before_commit(repo: Path) -> str:
     return parent
 
 
-def run_child(src: Path, groups: list[str], quick: bool) -> list[dict[str, Any]]:
+#: ``--pinned-heap``: glibc keeps freed memory (no mmap'd arrays, no trimming), so no
+#: release faults fresh pages after its first; both versions alike
+PINNED_HEAP = {
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
+    "MALLOC_TOP_PAD_": str(1 << 26),
+}
+
+
+def child_env(src: Path, pinned_heap: bool = False) -> dict[str, str]:
+    """A child's environment: ``src`` on the path, single-threaded numerics, and with
+    ``pinned_heap`` glibc's thresholds of :data:`PINNED_HEAP`."""
     env = dict(os.environ, PYTHONPATH=str(src))
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = "1"  # the same single-threaded numerics in both trees
+    if pinned_heap:
+        env.update(PINNED_HEAP)
+    return env
+
+
+def run_child(
+    src: Path, groups: list[str], quick: bool, pinned_heap: bool = False
+) -> list[dict[str, Any]]:
+    env = child_env(src, pinned_heap)
     cmd = [sys.executable, str(HERE), "--child", *groups, "--expect", str(src)]
     done = subprocess.run(
         cmd + (["--quick"] if quick else []), env=env, capture_output=True, text=True
@@ -670,6 +715,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 2)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, 2 rounds (≤ ~1.5 min)")
     parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS))
+    parser.add_argument(
+        "--pinned-heap",
+        action="store_true",
+        help="glibc keeps freed memory in both children (no page-fault luck: code only)",
+    )
     parser.add_argument("--child", nargs="+", choices=GROUPS, help=argparse.SUPPRESS)
     parser.add_argument("--expect", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -694,7 +744,8 @@ def main() -> None:
         before = Path(tmp) / "src"
         print(
             f"before = {rev} (last 0.4 commit), after = {args.after.resolve()} at {head}{dirty}; "
-            f"{rounds} rounds, {'quick' if args.quick else 'full'} sizes; load average "
+            f"{rounds} rounds, {'quick' if args.quick else 'full'} sizes"
+            f"{', pinned heap' if args.pinned_heap else ''}; load average "
             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
             flush=True,
         )
@@ -708,7 +759,7 @@ def main() -> None:
             bundles = [args.only] if args.quick else [[group] for group in args.only]
             for groups in bundles:
                 for name in order:
-                    for row in run_child(trees[name], groups, args.quick):
+                    for row in run_child(trees[name], groups, args.quick, args.pinned_heap):
                         results.setdefault(row["path"], {"before": [], "after": []})[name].append(
                             row
                         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -52,3 +53,12 @@ def test_report_flags_a_path_more_than_five_percent_slower() -> None:
     steady = next(line for line in lines if line.startswith("steady path"))
     assert slow.endswith("SLOWER")
     assert steady.rstrip().endswith("1.000")  # the floors column; no flag after it
+
+
+def test_pinned_heap_sets_the_same_glibc_thresholds_for_every_child() -> None:
+    script = _script()
+    plain, pinned = (script.child_env(Path("/x/src"), flag) for flag in (False, True))
+    assert plain["PYTHONPATH"] == pinned["PYTHONPATH"] == "/x/src"
+    assert not set(script.PINNED_HEAP) & (set(plain) - set(os.environ))
+    assert {k: pinned[k] for k in script.PINNED_HEAP} == script.PINNED_HEAP
+    assert int(pinned["MALLOC_MMAP_THRESHOLD_"]) >= 1 << 30  # no array of a run is mmap'd

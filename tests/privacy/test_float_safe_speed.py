@@ -57,6 +57,15 @@ def test_scaled_snap_equals_the_fmod_form_to_the_bit() -> None:
             kept, out = noise.copy(), np.full(s.size, np.nan)
             assert snap_release(s, kept, grid, out=out) is out  # noise left as it is
             assert out.tobytes() == want.tobytes() and kept.tobytes() == noise.tobytes()
+            # the caller's least sum (or a bound below it), and sums all above the grid
+            # (R + q for R − (0 − q))
+            for low in (s.min(), s.min() - 1):
+                assert snap_release(s, noise.copy(), grid, low=low).tobytes() == want.tobytes()
+            high = s - s.min() + np.max(grid) * 3
+            want = _fmod_form(high, noise.copy(), grid)
+            for low in (None, high.min()):
+                got = snap_release(high, noise.copy(), grid, low=low)
+                assert got.tobytes() == want.tobytes()
 
 
 def test_snap_vector_rows_and_the_fmod_fallback() -> None:
@@ -148,6 +157,27 @@ def test_step_grids_equal_release_grids_of_each_step() -> None:
     assert got == [release_grids(math.sqrt(x)) for x in v[:5000]]
     with pytest.raises(ValueError, match="past the horizon"):
         grids.take(1)
+
+
+def test_step_grid_runs_and_give_back_equal_release_grids_of_each_step() -> None:
+    """Whole runs (the stream's fast path), runs given back in part, single steps and
+    takes, interleaved: the grids of consecutive steps, in order."""
+    v = np.repeat(np.random.default_rng(15).uniform(0.1, 1e4, 300), 7)  # runs of >= 7
+    v[::5] *= 30.0  # and some of length 1
+    grids = StepGrids(iter(np.array_split(v, 9)))
+    want = [release_grids(math.sqrt(x)) for x in v]
+    got: list[float] = []
+    for i in range(60):
+        g, n = grids.run()
+        assert n >= 1 and g == want[len(got)]
+        used = n if i % 3 else max(1, n // 2)  # a stream that leaves the run early
+        got += [g] * used
+        grids.give_back(g, n - used)
+        got += [grids.next()] if i % 4 == 0 else grids.take(i % 5).tolist()
+    got += grids.take(len(v) - len(got)).tolist()
+    assert got == want
+    with pytest.raises(ValueError, match="past the horizon"):
+        grids.run()
 
 
 def test_batch_release_keeps_its_grid_table() -> None:

@@ -92,8 +92,12 @@ def check_stream_array(
     return out
 
 
-def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray[np.float64]:
-    """Validate one stream step: a finite real (scalar streams) or a length-``dim`` vector."""
+def check_stream_step(
+    name: str, value: Any, dim: int | None, *, finite: bool = True
+) -> float | NDArray[np.float64]:
+    """Validate one stream step: a finite real (scalar streams) or a length-``dim`` vector
+    (float64: the input's own array when it is one, never kept by the streams; with
+    ``finite=False`` its finiteness is left to the caller, who must check it)."""
     if dim is None:
         if not _is_real(value):
             if isinstance(value, np.ndarray) and value.shape == ():
@@ -122,8 +126,8 @@ def check_stream_step(name: str, value: Any, dim: int | None) -> float | NDArray
     if arr.shape != (dim,):
         raise ValueError(f"{name} must have shape ({dim},), got shape {arr.shape}")
     check_exact_integers(name, arr, steps=False)
-    out = arr.astype(np.float64)
-    if not np.isfinite(out).all():
+    out = np.asarray(arr, dtype=np.float64)
+    if finite and not np.isfinite(out).all():
         raise ValueError(f"{name} must be finite, got {value!r}")
     return out
 
@@ -295,16 +299,19 @@ def _rows(grid: Any, start: int, stop: int, ndim: int) -> Any:
     return grid
 
 
-def _combine(noise: NDArray[np.float64], sums: NDArray[Any], grid: Any, work: Any = None) -> None:
+def _combine(
+    noise: NDArray[np.float64], sums: NDArray[Any], grid: Any, work: Any = None, low: Any = None
+) -> None:
     """``noise += sums`` in place, or its float-safe snapped form when ``grid`` (a power of
-    two, or one per row) is set (``work``: the snap's reused scratch)."""
+    two, or one per row) is set (``work``: the snap's reused scratch; ``low``: a bound
+    below every sum, if known)."""
     if grid is None:
         noise += sums
     elif isinstance(grid, list):  # runs (lo, hi, g): a float grid each (1/g multiplies)
         for lo, hi, g in grid:
-            snap_release(sums[lo:hi], noise[lo:hi], g, work=work, bound=MAX_EXACT_SUM)
+            snap_release(sums[lo:hi], noise[lo:hi], g, work=work, bound=MAX_EXACT_SUM, low=low)
     else:  # every sum was checked below 2^53
-        snap_release(sums, noise, grid, work=work, bound=MAX_EXACT_SUM)
+        snap_release(sums, noise, grid, work=work, bound=MAX_EXACT_SUM, low=low)
 
 
 def add_running_sums(
@@ -363,9 +370,11 @@ def add_running_sums(
                 if carry is not None:
                     block[0] += carry.astype(np.int64)
                 np.cumsum(block, axis=0, out=block)
-                whole = int(block.max()) < MAX_EXACT_SUM and int(block.min()) > -MAX_EXACT_SUM
+                low = int(block.min())
+                whole = int(block.max()) < MAX_EXACT_SUM and low > -MAX_EXACT_SUM
             if whole:
-                _combine(noise[start:stop], block, _rows(grid, start, stop, arr.ndim), work)
+                grids = _rows(grid, start, stop, arr.ndim)
+                _combine(noise[start:stop], block, grids, work, low)
                 carry = block[-1].astype(np.float64)
                 continue
             sums = floats[1 : stop - start + 1]

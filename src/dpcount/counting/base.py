@@ -80,8 +80,6 @@ from dpcount.privacy.budget import (
     accept_participation,
 )
 from dpcount.privacy.float_safe import (
-    SCALAR_ROUNDER,
-    SCALAR_ROUNDER_RANGE,
     FloatSafety,
     GridTable,
     StepGrids,
@@ -986,9 +984,19 @@ class CountingStream(ReleaseStream):
         self._snapped = mechanism.float_safety is not None  # float-safe (continuous noise)
         self._grids: StepGrids | None = None  # the grids of the steps to come
         self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
-        #: (process.next, grids, None), or (its ``handout`` list's pop, grids,
-        #: process.next), once a scalar float-safe step ran: :meth:`update`'s fast path
-        self._fast: tuple[Any, StepGrids, Any] | None = None
+        self._spare: NDArray[np.float64] | None = None  # the vector sum's other array
+        # update's fast path (scalar float-safe float steps): it snaps to _g, the grid
+        # of a run of steps taken from _grids up to step _g_end, the next run popped
+        # from _runs (the grids' own list) while the step count is below _fast_end
+        # (the horizon once a scalar float-safe step ran, else 0); it pops the noise
+        # with _pop (the process's ``handout`` list's pop, refilled by _refill =
+        # process.next; or process.next itself, _refill None)
+        self._fast_end = 0
+        self._runs: list[tuple[float, int]] = []
+        self._pop: Any = None
+        self._refill: Any = None
+        self._g = 0.0
+        self._g_end = 0
         self._t = 0
 
     @property
@@ -1011,44 +1019,64 @@ class CountingStream(ReleaseStream):
             self._denominator = m._exact_denominator(self._process)
         return self._process
 
-    def _next_grid(self) -> float:
-        """The float-safe grid of the one step just counted (the scalar fast path)."""
-        if self._grids is None:
-            # from the step just counted (after a checkpoint: where it resumed), a block
+    def _step_grid_source(self, first: int) -> StepGrids:
+        """The grids of the steps to come, the next one being step ``first``, with the
+        fast path's unused run given back."""
+        grids = self._grids
+        if grids is None:
+            # from where the stream is (after a checkpoint: where it resumed), a block
             # at a time: a live stream never computes the whole horizon's variances
-            self._grids = StepGrids(self.mechanism.iter_variance_blocks(self._t))
-        return self._grids.next()
+            grids = self._grids = StepGrids(self.mechanism.iter_variance_blocks(first))
+            self._runs = grids.runs
+        elif self._g_end >= first:  # the fast path's run still covers first.._g_end
+            grids.give_back(self._g, self._g_end - first + 1)
+        self._g_end = 0
+        return grids
+
+    def _next_grid(self) -> float:
+        """The float-safe grid of the one step just counted."""
+        return self._step_grid_source(self._t).next()
 
     def _step_grids(self, n: int) -> NDArray[np.float64]:
         """The float-safe grids of the ``n`` steps just counted (self._t is their last)."""
-        if self._grids is None:
-            self._grids = StepGrids(self.mechanism.iter_variance_blocks(self._t - n + 1))
-        return self._grids.take(n)
+        return self._step_grid_source(self._t - n + 1).take(n)
+
+    def _next_run(self) -> float:
+        """The grid of the step just counted, taking the run of steps that share it for
+        the fast path (nothing of an earlier run is left: its end was reached)."""
+        g, n = self._step_grid_source(self._t).run()
+        self._g, self._g_end = g, self._t + n - 1
+        return g
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
-        fast = self._fast
-        if fast is not None and type(x) is float:  # a scalar float-safe stream's float step
+        t = self._t
+        if type(x) is float:  # a scalar float-safe stream's float step: the fast path
+            if t < self._g_end:  # in the run of steps that share the grid _g
+                g = self._g
+            elif t < self._fast_end and (runs := self._runs):  # the next run
+                g, n = runs.pop()
+                self._g, self._g_end = g, t + n
+            else:
+                return self._update(x)
             new_sum = self._sum + x
-            t = self._t
-            # ±MAX_EXACT_SUM (also refuses an infinite or NaN x), then the horizon: any
-            # failure takes the general path below, which raises
-            if -9007199254740992.0 < new_sum < 9007199254740992.0 and t < self.horizon:
+            # ±MAX_EXACT_SUM (also refuses an infinite or NaN x): else the general path
+            # below, which raises (literal constants: a global costs a lookup per step)
+            if -9007199254740992.0 < new_sum < 9007199254740992.0:
                 self._sum = new_sum
                 self._t = t + 1
                 try:
-                    noise = fast[0]()  # process.next, or its hand-out list's pop
+                    noise = self._pop()  # process.next, or its hand-out list's pop
                 except IndexError:
-                    if fast[2] is None:  # process.next's own error
+                    if self._refill is None:  # process.next's own error
                         raise
-                    noise = fast[2]()  # the hand-out list ran empty: process.next refills it
-                grids = fast[1]
-                g = next(grids.current, 0.0) or grids.next()
-                # snap_scalar(new_sum, noise, g) written out (a call costs what it computes)
+                    noise = self._refill()  # the hand-out list ran empty: refilled
+                # snap_scalar(new_sum, noise, g) written out (a call costs what it
+                # computes), with SCALAR_ROUNDER_RANGE and SCALAR_ROUNDER
                 lo = _fmod(new_sum, g)
                 q = (lo + noise) / g
-                if -SCALAR_ROUNDER_RANGE < q < SCALAR_ROUNDER_RANGE:
-                    return (new_sum - lo) + ((q + SCALAR_ROUNDER) - SCALAR_ROUNDER) * g
+                if -2251799813685248.0 < q < 2251799813685248.0:
+                    return (new_sum - lo) + ((q + 6755399441055744.0) - 6755399441055744.0) * g
                 return snap_scalar(new_sum, noise, g)
         return self._update(x)
 
@@ -1062,6 +1090,8 @@ class CountingStream(ReleaseStream):
         process = self._process
         if self._integer:
             return self._update_integer(x)
+        if process is not None and self._dim is not None:
+            return self._update_vector(x, process, self._dim)
         if type(x) is float and self._dim is None and math.isfinite(x):
             value: Any = x
         elif process is None:
@@ -1075,26 +1105,18 @@ class CountingStream(ReleaseStream):
             self._sum = new_sum
             self._t += 1
             if self._snapped:  # from the next step on: update's fast path
-                g = self._next_grid()
-                assert self._grids is not None
+                g = self._next_run()
                 handout = getattr(process, "handout", None)
-                self._fast = (
-                    (process.next, self._grids, None)
-                    if handout is None
-                    else (handout.pop, self._grids, process.next)
-                )
+                self._pop = process.next if handout is None else handout.pop
+                self._refill = None if handout is None else process.next
+                self._fast_end = self.horizon
                 return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
             return new_sum + process.next()
-        if process is None:
-            scalar = np.ndim(value) == 0
-            check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
-            process = self._start(None if scalar else len(value))
-            self._sum = self._sum + value  # 0 + x: a zero step's sum is +0.0
-        else:
-            with np.errstate(over="ignore"):  # an overflow to inf is refused just below
-                new_sum = self._sum + value
-            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
-            self._sum = new_sum
+        # the first step (later ones took a branch above)
+        scalar = np.ndim(value) == 0
+        check_running_sums("x", np.reshape(value, (1,) if scalar else (1, -1)))
+        process = self._start(None if scalar else len(value))
+        self._sum = self._sum + value  # 0 + x: a zero step's sum is +0.0
         self._t += 1
         if self._snapped:
             noise = process.next()
@@ -1110,6 +1132,36 @@ class CountingStream(ReleaseStream):
             g = self._next_grid()  # the sums were checked below 2^53
             return snap_release(self._sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM)
         return self._sum + process.next()
+
+    def _update_vector(self, x: Any, process: NoiseProcess, dim: int) -> Any:
+        """:meth:`update` of a continuous-noise vector step after the first: the sum is
+        written to the stream's spare array (the two alternate), its least and largest
+        values check it (and x's finiteness: a NaN or inf fails them too, and is then
+        named by the full check) and the snap reuses the least."""
+        value = check_stream_step("x", x, dim, finite=False)
+        spare = self._spare
+        if spare is None:
+            spare = np.empty(dim)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused just below
+            new_sum = np.add(self._sum, value, out=spare)
+        low, high = float(new_sum.min()), float(new_sum.max())
+        if not (low > -9007199254740992.0 and high < 9007199254740992.0):  # ±MAX_EXACT_SUM
+            check_stream_step("x", x, dim)  # a NaN or inf step: named
+            check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
+        self._spare, self._sum = self._sum, new_sum
+        self._t += 1
+        noise = process.next()
+        if not self._snapped:
+            return new_sum + noise
+        # into the noise's own array when the process hands out a new one, else a new
+        # array (the noise may be a view of the process's state); the snap's scratch is
+        # kept by the stream (fresh arrays fault their pages)
+        out = noise if getattr(process, "fresh_vectors", False) else np.empty(dim)
+        work = self._work
+        if work is None:
+            work = self._work = np.empty((2, dim))
+        g = self._next_grid()  # the sums were checked below 2^53
+        return snap_release(new_sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM, low=low)
 
     def _update_integer(self, x: Any) -> Any:
         """``update`` for discrete noise: whole-number steps, integer sums."""

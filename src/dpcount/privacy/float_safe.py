@@ -122,7 +122,6 @@ References:
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -297,11 +296,13 @@ class GridTable:
 
 class StepGrids:
     """The grids of consecutive steps, read from an iterator of blocks of their
-    variances (a stream's per-step grid: one list read instead of a square root and a
-    ``frexp`` per step; the same floats as :func:`release_grids` of each √V_t).
+    variances (a stream's per-step grid: no square root or ``frexp`` per step; the
+    same floats as :func:`release_grids` of each √V_t).
 
-    A stream's per-step path reads ``next(grids.current, 0.0)`` (the block's iterator;
-    0.0, never a grid, when it is spent) and calls :meth:`next` only then.
+    A block's grids are kept as runs (one grid, how many consecutive steps share it):
+    a stream's per-step path takes a whole run with :meth:`run` and compares its step
+    with the run's end, and gives back what it did not use (:meth:`give_back`) before
+    anything else reads the grids.
 
     Args:
         variances: float64 arrays V_t…, then the next steps' … (e.g.
@@ -315,25 +316,61 @@ class StepGrids:
         self._variances = variances
         self._rest: NDArray[np.float64] = np.empty(0)  # read, not yet turned into grids
         self._block = self._FIRST_BLOCK
-        #: the rest of the current block's grids
-        self.current: Iterator[float] = iter(())
+        #: the read grids not yet handed out, as runs (grid, steps), the next one last
+        #: (one list for the object's life: a stream's per-step path pops whole runs)
+        self.runs: list[tuple[float, int]] = []
+
+    def run(self) -> tuple[float, int]:
+        """The next step's grid and the number of steps (≥ 1, from that one) sharing
+        it, all handed out."""
+        if not self.runs:
+            self._add_runs()
+        g, n = self.runs.pop()
+        return g, n
+
+    def give_back(self, grid: float, n: int) -> None:
+        """Return the last ``n`` steps of a run taken with :meth:`run` (unused): they
+        are the next ones handed out."""
+        if n > 0:
+            self.runs.append((grid, n))
 
     def next(self) -> float:
         """The next step's grid."""
-        g = next(self.current, 0.0)
-        if g:
-            return g
-        grids = self._read(self._block).tolist()
-        self._block = min(2 * self._block, self._LARGEST_BLOCK)
-        self.current = iter(grids)
-        return next(self.current)
+        runs = self.runs
+        if not runs:
+            self._add_runs()
+        g, n = runs[-1]
+        if n == 1:
+            runs.pop()
+        else:
+            runs[-1] = (g, n - 1)
+        return g
 
     def take(self, n: int) -> NDArray[np.float64]:
         """The next ``n`` steps' grids."""
-        head = np.fromiter(itertools.islice(self.current, n), np.float64)
-        if len(head) == n:
-            return head
-        return np.concatenate((head, self._read(n - len(head))))
+        parts, got, runs = [], 0, self.runs
+        while runs and got < n:
+            g, m = runs[-1]
+            k = min(n - got, m)
+            parts.append(np.full(k, g))
+            got += k
+            if k == m:
+                runs.pop()
+            else:
+                runs[-1] = (g, m - k)
+        if got < n:
+            parts.append(self._read(n - got))
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0)
+
+    def _add_runs(self) -> None:
+        """Read the next block of grids into runs."""
+        grids = self._read(self._block)
+        self._block = min(2 * self._block, self._LARGEST_BLOCK)
+        starts = np.flatnonzero(np.concatenate(([True], grids[1:] != grids[:-1])))
+        steps = np.diff(np.append(starts, len(grids)))
+        self.runs.extend(zip(grids[starts[::-1]].tolist(), steps[::-1].tolist(), strict=True))
 
     def _read(self, n: int) -> NDArray[np.float64]:
         """The grids of the next ``n`` variances (fewer at the end of the iterator)."""
@@ -391,7 +428,14 @@ def _round_up(x: Fraction) -> float:
 
 
 def snap_release(
-    sums: Any, noise: Any, grid: Any, *, work: Any = None, out: Any = None, bound: Any = None
+    sums: Any,
+    noise: Any,
+    grid: Any,
+    *,
+    work: Any = None,
+    out: Any = None,
+    bound: Any = None,
+    low: Any = None,
 ) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
@@ -408,6 +452,7 @@ def snap_release(
         bound: optional B with every |sum| < B known to the caller (e.g. 2^53 after
             :func:`~dpcount.counting._steps.check_running_sums`): spares the two
             passes that find the largest sum.
+        low: optional least sum, known to the caller (spares the pass that finds it).
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
@@ -417,7 +462,8 @@ def snap_release(
     sum): u = s/g, q = trunc(u) (hi = q·g), lo/g = u − q with the sign of ``fmod``'s
     zero, V = fl(rint(fl(lo/g + noise/g)) − (0 − q))·g, where (0 − q)·g = lo − s
     exactly (+0 for hi = 0, as ``fmod(s, g) − s``); scaling by a power of two commutes
-    with every rounding here (no result is subnormal: g ≥ 2^-1003). Sums too large
+    with every rounding here (no result is subnormal: g ≥ 2^-1003). When every sum is
+    at least its grid, every q ≥ 1 and R − (0 − q) is R + q, one pass. Sums too large
     for s/g to stay finite take ``fmod``.
     """
     if type(noise) is not np.ndarray or noise.ndim == 0:
@@ -437,22 +483,33 @@ def snap_release(
         u = work[0][tuple(slice(0, k) for k in shape)]
         q = work[1][tuple(slice(0, k) for k in shape)]
     inverse = _inverse(grid)  # ·(1/g) is /g, to the bit, and faster
+    # integer sums: converted in a pass of their own (the float64 the mixed-type ufunc
+    # would convert them to), then float arithmetic: 2-5x faster than int64·float64
+    s_f = s_arr
+    if s_arr.dtype.kind in "iu":
+        np.copyto(u, s_arr)
+        s_f = u
     if inverse is None:
-        np.divide(s_arr, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+        np.divide(s_f, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
         np.divide(noise, grid, out=out)
     else:
-        np.multiply(s_arr, inverse, out=u)
+        np.multiply(s_f, inverse, out=u)
         np.multiply(noise, inverse, out=out)
     np.trunc(u, out=q)
     u -= q  # lo/g, exact (the bits of s below g)
     # fmod's zero has the sign of s: only a sum ≤ −0 can need it (a search for the least
     # sum costs a third of numpy's copysign)
-    if s_arr.dtype.kind == "f" and not float(s_arr.min()) > 0.0:
+    if low is None and (s_arr.dtype.kind == "f" or inverse is not None):
+        low = s_arr.min()
+    if s_arr.dtype.kind == "f" and not float(low) > 0.0:
         np.copysign(u, s_arr, out=u)
     out += u
     np.rint(out, out=out)
-    np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
-    out -= q
+    if low is not None and float(low) >= (grid if inverse is not None else float(np.max(grid))):
+        out += q  # every sum at least its grid, so every q ≥ 1: R − (0 − q) = R + q
+    else:
+        np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
+        out -= q
     out *= grid
     return out
 

@@ -316,3 +316,34 @@ def test_scalar_chunks_equal_the_chunk_major_layout_bit_for_bit() -> None:
         blt_module._rows_times(prev, F.T, want, add=True)
         np.testing.assert_array_equal(got, want.ravel())
         np.testing.assert_array_equal(process.state_dict()["q"], q)
+
+
+def test_vector_stream_steps_refuse_bad_steps_and_keep_their_outputs() -> None:
+    """A vector step sums into the stream's spare array and snaps into the BLT's fresh
+    noise: a refused step (NaN, inf, a sum past 2^53) changes nothing, x is not written
+    to, every returned array stays as it was returned, and a twin stream that never saw
+    the refused steps gives the same bytes."""
+    from dpcount.privacy import Budget
+
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    a, b = (BLT.optimized(64, budget=budget, rng=5).stream() for _ in "ab")
+    rng = np.random.default_rng(6)
+    xs = rng.integers(0, 3, (20, 7)).astype(np.float64)
+    kept, copies = [], []
+    for i, x in enumerate(xs):
+        before = x.copy()
+        if i in (3, 9):
+            bad = x.copy()
+            bad[2] = np.nan if i == 3 else np.inf
+            with pytest.raises(ValueError, match=r"x must be finite"):
+                a.update(bad)
+        if i == 12:
+            with pytest.raises(ValueError, match=r"running sum at step 13 \(coordinate 0\)"):
+                a.update(np.full(7, 2.0**53))
+        got = a.update(x)
+        assert got.tobytes() == b.update(x).tobytes() and x.tobytes() == before.tobytes()
+        kept.append(got)
+        copies.append(got.copy())
+    assert a.step == 20 and all(
+        k.tobytes() == c.tobytes() for k, c in zip(kept, copies, strict=True)
+    )

@@ -22,7 +22,13 @@ from dpcount.counting.factorization.sqrt_toeplitz import (
     sqrt_l2_norm_squared,
     sqrt_mean_variance_coefficient,
 )
-from dpcount.privacy import ZeroNoise, fhu_constant, gaussian_sigma, laplace_scale_approximate
+from dpcount.privacy import (
+    Budget,
+    ZeroNoise,
+    fhu_constant,
+    gaussian_sigma,
+    laplace_scale_approximate,
+)
 from tests.counting.factorization.test_dense import ArrayDraw, run_mixed
 
 mpmath.mp.dps = 40
@@ -112,6 +118,37 @@ def test_causal_convolution_matches_direct_sums() -> None:
         )
     with pytest.raises(ValueError, match=r"need 0 <= start < stop, got start=5, stop=5"):
         causal_convolution(k, x, 5, 5)
+
+
+def test_kept_kernel_spectra_give_the_same_floats() -> None:
+    """The spectra cache (a mechanism's streams and releases transform its kernel once
+    per block): the same bytes as without it, when filled and when read."""
+    rng = np.random.default_rng(4)
+    k, x = rng.normal(size=3000), rng.normal(size=(3000, 2))
+    spectra: dict[tuple[int, int], np.ndarray] = {}
+    for start, stop in [(0, 3000), (0, 1024), (1024, 2048), (2048, 3000)]:
+        for signal in (x, x[:, 1]):
+            want = causal_convolution(k, signal, start, stop).tobytes()
+            for _ in range(2):  # filled, then read
+                got = causal_convolution(k, signal, start, stop, spectra=spectra)
+                assert got.tobytes() == want
+    assert len(spectra) == 4 and all(not a.flags.writeable for a in spectra.values())
+    # a mechanism whose streams and releases read kept spectra, and one that never does
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    warm, cold = (
+        SqrtFactorization(3000, budget=budget, rng=9),
+        SqrtFactorization(3000, budget=budget, rng=9),
+    )
+    xs = rng.normal(size=3000)
+    for _ in range(2):
+        cold.__dict__.get("_spectra", {}).clear()
+        assert warm.release(xs).tobytes() == cold.release(xs).tobytes()
+        streams = warm.stream(), cold.stream()
+        for i, v in enumerate(xs.tolist()):
+            if i % 700 == 0:
+                cold.__dict__.get("_spectra", {}).clear()
+            assert streams[0].update(v) == streams[1].update(v)
+    assert warm.__dict__["_spectra"]
 
 
 # ----------------------------------------------------------------------------- structure

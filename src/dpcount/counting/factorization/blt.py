@@ -555,15 +555,22 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     its block in chunks (Toeplitz product within a chunk, lfilter across chunks).
     """
 
+    #: a vector ``next()`` returns a new array that nothing else holds (the stream
+    #: snaps into it); a subclass whose vector step returns a view must set False
+    fresh_vectors = True
+
     def __init__(
         self,
         inverse: BLTInverse,
         horizon: int,
         source: NoiseBuffer,
         float_model: str | None = "blt",
+        shared: tuple[dict[int, Any], dict[int, Array]] | None = None,
     ) -> None:
         """``float_model``: the mechanism whose measured horizons apply
-        (:func:`check_float_model`; None: none)."""
+        (:func:`check_float_model`; None: none). ``shared``: the chunk matrices and
+        residuals by chunk length, kept by the mechanism for every process of the same
+        inverse, horizon and model (computed once; the same floats), or None."""
         super().__init__(horizon, source)
         n, dim = len(inverse.decay), self.dim
         self.float_model_name = float_model
@@ -579,6 +586,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
         self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
         self._lows: dict[int, Array] = {}
+        if shared is not None:
+            self._mats, self._lows = shared
 
     def live_count(self) -> int:
         """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
@@ -599,6 +608,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         P = pw[c - 1 :: -1][:c].T.copy()  # (n+1, c): r^{c-1-s}
         F = pw[1 : c + 1] * self._weight[None, :]  # (c, n+1)
         mats = (toeplitz, P, F, pw[c].copy())
+        for a in mats:
+            a.setflags(write=False)  # shared by the mechanism's processes
         if len(self._mats) > 8:
             self._mats.clear()
         self._mats[c] = mats
@@ -617,7 +628,10 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
             lo = np.zeros(self._n + 1)
             if self.horizon > COMPENSATE_ABOVE and self.float_model_name is not None:
                 lo[: self._n] = power_residuals(self._ratios, rc[: self._n], c)
-            self._lows = {c: lo} if len(self._lows) > 8 else {**self._lows, c: lo}
+            lo.setflags(write=False)
+            if len(self._lows) > 8:
+                self._lows.clear()
+            self._lows[c] = lo
         D = 1 if self.dim is None else self.dim
         m = self._n + 1
         if D == 1:  # scalar steps or vectors of length 1: dest is (K·c,) or (K·c, 1)
@@ -968,7 +982,13 @@ class BLT(_BLTParameters):
         # (FLOAT_MODEL_HORIZONS; the named ones also get the compensated decays); a
         # subclass with other parameters is not
         name = self.name if self.name in FLOAT_MODEL_HORIZONS else None
-        return BLTNoiseProcess(self.inverse, self.horizon, NoiseBuffer(source, width), name)
+        # the chunk matrices, kept for the next stream or release of this inverse
+        kept = self.__dict__.get("_chunk_matrices")
+        if kept is None or kept[0] is not self.inverse or kept[1] != (self.horizon, name):
+            shared: tuple[dict[int, Any], dict[int, Array]] = ({}, {})
+            kept = self.__dict__["_chunk_matrices"] = (self.inverse, (self.horizon, name), shared)
+        buffer = NoiseBuffer(source, width)
+        return BLTNoiseProcess(self.inverse, self.horizon, buffer, name, shared=kept[2])
 
     def noise_coefficients(self) -> Array:
         """V_t = Σ_{k<t} b_k² for t = 1..T, O(T·n) in blocks."""

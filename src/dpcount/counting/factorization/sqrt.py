@@ -103,6 +103,9 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         source: the sampler z is drawn from (i.i.d.), its Generator and ``dim`` (None
             for scalar steps, else the vector length).
         first_block: size of the first block (later blocks double).
+        spectra: the kernel's owner's cache of its spectra (``causal_convolution``'s
+            ``spectra``: the streams and releases of one mechanism transform the
+            kernel once per block size), or None.
     """
 
     #: N of the steps t, t + 1, …, chunk_end − 1 as Python objects, reversed: popping one
@@ -111,9 +114,14 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
     handout: list[Any]
 
     def __init__(
-        self, kernel: NDArray[np.float64], source: NoiseBuffer, first_block: int = 1024
+        self,
+        kernel: NDArray[np.float64],
+        source: NoiseBuffer,
+        first_block: int = 1024,
+        spectra: dict[tuple[int, int], NDArray[np.complex128]] | None = None,
     ) -> None:
         self.handout = []
+        self._spectra = spectra
         self._chunk_end = 0  # the step after the hand-out list's last
         super().__init__(len(kernel), source)
         self.kernel = kernel
@@ -149,7 +157,7 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
             shape = (new_end - have,) if self.dim is None else (new_end - have, self.dim)
             fresh = self.noise.sample(shape)
             self._z = fresh if have == 0 else np.concatenate([self._z, fresh])
-        block = causal_convolution(self.kernel, self._z, computed, new_end)
+        block = causal_convolution(self.kernel, self._z, computed, new_end, spectra=self._spectra)
         keep = self._noise[self._t - self._start :]
         self._noise = block if len(keep) == 0 else np.concatenate([keep, block])
         self._start = self._t
@@ -277,7 +285,8 @@ class SqrtFactorization(CountingMechanism):
         in doubling blocks by FFT (:class:`~dpcount.counting.factorization.sqrt.SqrtNoiseProcess`);
         measured with tracemalloc, the peak is about 6·T·d floats (the z array while it
         is extended, the last block's noise and the FFT buffers). Structure: the
-        kernel f(0..T−1)."""
+        kernel f(0..T−1) (and the kernel's kept spectra, at most ~7 MiB: FFT lengths
+        up to 2^18, not counted here)."""
         return fft_stream_memory(horizon, dim, arrays=1)
 
     # -- structure --------------------------------------------------------------------
@@ -302,7 +311,9 @@ class SqrtFactorization(CountingMechanism):
         return toeplitz_sensitivities(self.coefficients(), schema)
 
     def noise_process(self, source: NoiseSource, width: int | None = None) -> SqrtNoiseProcess:
-        return SqrtNoiseProcess(self.coefficients(), NoiseBuffer(source, width))
+        # the kernel's spectra are kept for the next stream or release (same floats)
+        spectra = self.__dict__.setdefault("_spectra", {})
+        return SqrtNoiseProcess(self.coefficients(), NoiseBuffer(source, width), spectra=spectra)
 
     def noise_coefficients(self) -> NDArray[np.float64]:
         """S(t) = Σ_{k<t} f(k)² for t = 1..T."""

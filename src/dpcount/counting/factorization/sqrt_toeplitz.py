@@ -244,8 +244,18 @@ def psi_bound(horizon: int) -> float:
 _COLUMN_BUDGET = 1 << 23
 
 
+#: a kernel spectrum of an FFT length up to this is kept in a ``spectra`` cache: 2 MiB
+#: each; a stream's doubling blocks and a batch release at most ~7 MiB in all
+_SPECTRUM_LENGTH = 1 << 18
+
+
 def causal_convolution(
-    kernel: NDArray[np.float64], signal: NDArray[np.float64], start: int, stop: int
+    kernel: NDArray[np.float64],
+    signal: NDArray[np.float64],
+    start: int,
+    stop: int,
+    *,
+    spectra: dict[tuple[int, int], NDArray[np.complex128]] | None = None,
 ) -> NDArray[np.float64]:
     """out[i] = Σ_{j=0}^{i} kernel[i − j]·signal[j] for start ≤ i < stop (along axis 0).
 
@@ -258,13 +268,21 @@ def causal_convolution(
         kernel: at least ``stop`` values (only the first ``stop`` are used).
         signal: at least ``stop`` rows (only the first ``stop`` are used).
         start, stop: the output range, 0 ≤ start < stop.
+        spectra: optional cache of the kernel's spectra by (stop, n), kept by the
+            kernel's owner for the kernel (the same transform of the same values: the
+            same floats); read, and filled for FFT lengths up to :data:`_SPECTRUM_LENGTH`.
     """
     if not 0 <= start < stop:
         raise ValueError(f"need 0 <= start < stop, got start={start}, stop={stop}")
     import scipy.fft as sfft  # here: the closed forms of this module need no FFT
 
     n = sfft.next_fast_len(2 * stop - start - 1, real=True)
-    spectrum = sfft.rfft(kernel[:stop], n)
+    spectrum = None if spectra is None else spectra.get((stop, n))
+    if spectrum is None:
+        spectrum = sfft.rfft(kernel[:stop], n)
+        if spectra is not None and n <= _SPECTRUM_LENGTH:
+            spectrum.setflags(write=False)
+            spectra[(stop, n)] = spectrum
     if signal.ndim == 1:
         out: NDArray[np.float64] = sfft.irfft(sfft.rfft(signal[:stop], n) * spectrum, n)
         return out[start:stop]
