@@ -60,11 +60,14 @@ def test_scaled_snap_equals_the_fmod_form_to_the_bit() -> None:
             # the caller's least sum (or a bound below it), and sums all above the grid
             # (R + q for R − (0 − q))
             for low in (s.min(), s.min() - 1):
-                assert snap_release(s, noise.copy(), grid, low=low).tobytes() == want.tobytes()
+                assert (
+                    snap_release(s, noise.copy(), grid, known=(low, None)).tobytes()
+                    == want.tobytes()
+                )
             high = s - s.min() + np.max(grid) * 3
             want = _fmod_form(high, noise.copy(), grid)
             for low in (None, high.min()):
-                got = snap_release(high, noise.copy(), grid, low=low)
+                got = snap_release(high, noise.copy(), grid, known=(low, None))
                 assert got.tobytes() == want.tobytes()
 
 
@@ -293,10 +296,10 @@ def test_a_known_bound_on_the_sums_gives_the_same_floats() -> None:
         if not np.all(np.abs(s) < 2.0**53):
             continue
         want = snap_release(s, noise.copy(), g)
-        got = snap_release(s, noise.copy(), g, bound=2.0**53)
+        got = snap_release(s, noise.copy(), g, known=(None, 2.0**53))
         assert got.tobytes() == want.tobytes()
     s, noise = np.array([1e300, 3.0]), np.array([0.25, -0.5])
-    got = snap_release(s, noise.copy(), 2.0**-900, bound=2.0**1000)
+    got = snap_release(s, noise.copy(), 2.0**-900, known=(None, 2.0**1000))
     assert got.tobytes() == _fmod_form(s, noise, 2.0**-900).tobytes()
 
 

@@ -309,9 +309,9 @@ def _combine(
         noise += sums
     elif isinstance(grid, list):  # runs (lo, hi, g): a float grid each (1/g multiplies)
         for lo, hi, g in grid:
-            snap_release(sums[lo:hi], noise[lo:hi], g, work=work, bound=MAX_EXACT_SUM, low=low)
+            snap_release(sums[lo:hi], noise[lo:hi], g, work=work, known=(low, MAX_EXACT_SUM))
     else:  # every sum was checked below 2^53
-        snap_release(sums, noise, grid, work=work, bound=MAX_EXACT_SUM, low=low)
+        snap_release(sums, noise, grid, work=work, known=(low, MAX_EXACT_SUM))
 
 
 def add_running_sums(

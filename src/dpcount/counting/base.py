@@ -1130,7 +1130,9 @@ class CountingStream(ReleaseStream):
                 work = self._work = np.empty((2, d))
             out = np.empty(d)
             g = self._next_grid()  # the sums were checked below 2^53
-            return snap_release(self._sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM)
+            return snap_release(
+                self._sum, noise, g, work=work, out=out, known=(None, MAX_EXACT_SUM)
+            )
         return self._sum + process.next()
 
     def _update_vector(self, x: Any, process: NoiseProcess, dim: int) -> Any:
@@ -1161,7 +1163,7 @@ class CountingStream(ReleaseStream):
         if work is None:
             work = self._work = np.empty((2, dim))
         g = self._next_grid()  # the sums were checked below 2^53
-        return snap_release(new_sum, noise, g, work=work, out=out, bound=MAX_EXACT_SUM, low=low)
+        return snap_release(new_sum, noise, g, work=work, out=out, known=(low, MAX_EXACT_SUM))
 
     def _update_integer(self, x: Any) -> Any:
         """``update`` for discrete noise: whole-number steps, integer sums."""

@@ -434,8 +434,7 @@ def snap_release(
     *,
     work: Any = None,
     out: Any = None,
-    bound: Any = None,
-    low: Any = None,
+    known: tuple[Any, Any] = (None, None),
 ) -> Any:
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
@@ -449,10 +448,10 @@ def snap_release(
             per 4 KiB, more than the arithmetic.
         out: optional float64 array of the noise's shape for the result (``noise`` is
             then left as it is); default: ``noise`` itself.
-        bound: optional B with every |sum| < B known to the caller (e.g. 2^53 after
-            :func:`~dpcount.counting._steps.check_running_sums`): spares the two
-            passes that find the largest sum.
-        low: optional least sum, known to the caller (spares the pass that finds it).
+        known: what the caller knows of the sums, ``(low, bound)``, either None: the
+            least sum (spares the pass that finds it), and B with every |sum| < B
+            (e.g. 2^53 after :func:`~dpcount.counting._steps.check_running_sums`:
+            spares the two passes that find the largest sum).
 
     Returns:
         float64 values, multiples of their grid (a float for scalar inputs).
@@ -468,6 +467,7 @@ def snap_release(
     """
     if type(noise) is not np.ndarray or noise.ndim == 0:
         return snap_scalar(float(sums), float(noise), float(grid))
+    low, bound = known
     s_arr: NDArray[Any] = np.asarray(sums)
     if out is None:
         out = noise
