@@ -24,6 +24,9 @@ from dpcount.counting.factorization.optimize_max import (
     interpolate_weights,
     max_loss_lower_bound,
     optimize_dense_max,
+    shipped_beyond_max_optima,
+    shipped_beyond_max_weights,
+    shipped_interpolated_max_bounds,
     shipped_max_optima,
     shipped_max_weights,
 )
@@ -270,3 +273,50 @@ def test_plan_prints_the_loss_over_the_certified_lower_bound(
         assert ratio is not None and ratio >= 1.0
         column = Column("loss_vs_lower_bound", "vs lower bound", Kind.RATIO, precise=True)
         assert shown(column, ratio) in out and len(shown(column, ratio)) == 5  # 1.xyz
+
+
+def test_the_2_to_the_12_optimum_certifies_beyond_the_dense_mechanism() -> None:
+    """The shipped max optimum at T = 4096 (beyond ``dense-max-optimum``'s 2048): its
+    weights are a probability vector, its gap is below 10⁻⁴, it is the certified
+    bound at 4096, above the mean bound and below the column-normalized square root's
+    max loss there, and its interpolations to 2^13, 2^14 are the shipped bounds' source
+    (recomputed from the weights: slow)."""
+    row = shipped_beyond_max_optima()[12]
+    u = shipped_beyond_max_weights()
+    assert u.shape == (4096,) and np.all(u > 0) and u.sum() == pytest.approx(1.0)
+    assert row["max_lower_bound"] <= row["max_loss"] <= row["max_lower_bound"] * (1 + 1e-4)
+    assert row["max_loss"] == pytest.approx(11.52196, abs=1e-5)
+    low = certified_lower_bound(4096, "max")
+    assert low is not None and low.value == row["max_lower_bound"]
+    assert low.source == "γ₂ dual of the 2^12 max optimum (shipped)"
+    mean = certified_lower_bound(4096, "mean")
+    assert mean is not None and mean.value < low.value < 12.3766  # normalized sqrt: 12.3766
+    for k, value in shipped_interpolated_max_bounds().items():
+        assert certified_lower_bound(1 << k, "max").value == value  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="horizon"):
+        dense_max_factors(4096)  # the mechanism stops at 2048
+
+
+@pytest.mark.slow
+def test_the_shipped_2_to_the_12_figures_recompute_from_its_weights() -> None:
+    """The 2^12 optimum's lower bound and the causal factorization's exact max loss,
+    rebuilt from the shipped weights; the interpolated 2^13 bound from them; a
+    perturbed weight vector gives a different (smaller) bound, so the check can fail."""
+    from dpcount.counting.factorization.optimize_max import _causal_factors, _step
+
+    row = shipped_beyond_max_optima()[12]
+    u = np.array(shipped_beyond_max_weights())
+    assert max_loss_lower_bound(u) == pytest.approx(row["max_lower_bound"], rel=1e-12)
+    _, _, kappa, Q = _step(u)
+    B, C = _causal_factors(u, kappa, Q)
+    mean, mx = losses(B, C)
+    assert mx == pytest.approx(row["max_loss"], rel=1e-9)
+    assert mean == pytest.approx(row["mean_loss"], rel=1e-9)
+    interpolated = shipped_interpolated_max_bounds()
+    assert max_loss_lower_bound(interpolate_weights(u, 8192)) == pytest.approx(
+        interpolated[13], rel=1e-12
+    )
+    bumped = u.copy()
+    bumped[:2048] *= 1.5
+    bumped /= bumped.sum()
+    assert max_loss_lower_bound(bumped) < row["max_lower_bound"] * (1 - 1e-4)

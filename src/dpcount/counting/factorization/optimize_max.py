@@ -83,6 +83,8 @@ __all__ = [
     "interpolate_weights",
     "max_loss_lower_bound",
     "optimize_dense_max",
+    "shipped_beyond_max_optima",
+    "shipped_beyond_max_weights",
     "shipped_interpolated_max_bounds",
     "shipped_max_optima",
     "shipped_max_weights",
@@ -314,10 +316,38 @@ def shipped_max_optima() -> dict[int, dict[str, float]]:
 
 
 def shipped_interpolated_max_bounds() -> dict[int, float]:
-    """k -> :func:`max_loss_lower_bound` of the T = 2^11 weights interpolated to
-    T = 2^k, k = 12…14 (shipped: ≈ 45 s at 2^14)."""
+    """k -> :func:`max_loss_lower_bound` of the T = 2^12 weights
+    (:func:`shipped_beyond_max_weights`) interpolated to T = 2^k, k = 13, 14 (shipped:
+    ≈ 45 s at 2^14)."""
     table = _shipped_table().get("interpolated_max_lower_bound", {})
     return {int(k): float(v) for k, v in table.items()}
+
+
+def shipped_beyond_max_optima() -> dict[int, dict[str, float]]:
+    """k -> {max_loss, max_lower_bound, mean_loss, iterations, seconds} of the max
+    optimum at T = 2^k beyond the dense mechanism's horizon (k = 12:
+    :func:`optimize_dense_max` at 4096 with gap 10⁻⁴, started from the 2^11 weights
+    interpolated; ≈ 13 min). Its lower bound certifies every factorization; the
+    factorization itself is not built by any mechanism (``dense-max-optimum`` stops
+    at :data:`DENSE_MAX_FACTORS_MAX_HORIZON`)."""
+    table = _shipped_table().get("dense_max_optimum_beyond", {})
+    return {int(k): {f: float(v[f]) for f in _BEYOND_FIELDS} for k, v in table.items()}
+
+
+_BEYOND_FIELDS = ("max_loss", "max_lower_bound", "mean_loss", "iterations", "seconds")
+
+
+@lru_cache(maxsize=1)
+def shipped_beyond_max_weights() -> Array:
+    """The optimal dual weights at T = 2^12 (``dpcount/data/dense_max_weights_4096.npy``,
+    a copy is not made: read-only)."""
+    path = resources.files("dpcount.data").joinpath("dense_max_weights_4096.npy")
+    with path.open("rb") as fh:
+        arr = np.load(fh)
+    if arr.dtype != np.float64 or arr.shape != (4096,):
+        raise RuntimeError("dense_max_weights_4096.npy does not hold the weights for T = 4096")
+    arr.flags.writeable = False
+    return np.asarray(arr)
 
 
 @lru_cache(maxsize=1)

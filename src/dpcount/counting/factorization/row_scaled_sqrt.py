@@ -16,7 +16,7 @@ y_i = 2(i + ½)/T − 1, T_m the Chebyshev polynomials (m = 1..8);
 :data:`ROW_SCALED_LOG_WEIGHTS` were fitted once at T = 1024 (L-BFGS-B on a soft
 maximum of the exact row norms, ``benchmarks/bench_frontier.py``) and are used at
 every T. Exact losses (``benchmarks/bench_frontier.py``): max 8.8338 at T = 1024
-(certified optimum ≥ 8.7703), 14.975 at 16384 (certified ≥ 14.645; normalized
+(certified optimum ≥ 8.7703), 14.975 at 16384 (certified ≥ 14.656; normalized
 square root 15.652), mean 14.716 at 16384 (≥ 14.371).
 
 Release: N = B′z = A·diag(n)·(G·(z/w)): z is drawn for the whole horizon when the
