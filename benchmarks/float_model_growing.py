@@ -49,17 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from dpcount.counting import unbounded as ub
 from dpcount.counting.base import MAX_HORIZON
 from dpcount.counting.factorization import horizon_free_growing as hfg
 from dpcount.counting.factorization.horizon_free_growing import (
     GrowingColumns,
     HorizonFreeGrowingBLT,
 )
-from dpcount.counting.unbounded import (
-    HORIZON_FREE_BLT,
-    HORIZON_FREE_BLT_SPAN_LOG2,
-    UnboundedCounter,
-)
+from dpcount.counting.unbounded import HORIZON_FREE_BLT, UnboundedCounter
 from dpcount.privacy import Budget
 from dpcount.privacy.float_safe import MODEL_KAPPA
 from dpcount.privacy.source import NoiseSource
@@ -71,13 +68,18 @@ PATHS = ("batch", "blocks", "scalar", "vector", "vbatch", "unbounded")
 VECTOR_DIMS = {1: 2, 2: 3, 3: 4}
 #: the block sizes of the ``blocks`` path, cycled
 BLOCKS = (1, 7, 1000, 4097)
-#: the unbounded counter's block 0 horizon
-SPAN = (1 << HORIZON_FREE_BLT_SPAN_LOG2) - 1
+#: steps checked at a time (every path in lockstep, one long-double loop for all)
+CHUNK = 1 << 14
 BUDGET = Budget(epsilon=1.0, delta=1e-6)
 
 
+def span() -> int:
+    """The unbounded counter's block 0 horizon, 2^s − 1 (s read when called)."""
+    return (1 << ub.HORIZON_FREE_BLT_SPAN_LOG2) - 1
+
+
 class Recorder:
-    """The sampler, recording every draw in draw order."""
+    """The sampler, recording every draw in draw order (:meth:`take` hands them out)."""
 
     integer = False
 
@@ -94,6 +96,20 @@ class Recorder:
         self.draws.append(np.asarray(out).reshape(-1).copy())
         return out  # type: ignore[no-any-return]
 
+    def take(self, count: int) -> np.ndarray:
+        """The first ``count`` recorded draws not yet taken (scalar next() draws ahead)."""
+        parts, have = [], 0
+        while have < count:
+            head = self.draws[0]
+            part = head[: count - have]
+            if len(part) == len(head):
+                self.draws.pop(0)
+            else:
+                self.draws[0] = head[len(part) :]
+            parts.append(part)
+            have += len(part)
+        return np.concatenate(parts) if parts else np.empty(0)
+
 
 def mechanism(path: str = "batch") -> HorizonFreeGrowingBLT:
     """The growing BLT with the largest horizon (its columns do not depend on it;
@@ -102,7 +118,7 @@ def mechanism(path: str = "batch") -> HorizonFreeGrowingBLT:
     if path == "unbounded":
         counter = UnboundedCounter(inner=HORIZON_FREE_BLT, budget=BUDGET)
         mech = counter.block_mechanism(0)
-        assert isinstance(mech, HorizonFreeGrowingBLT) and mech.horizon == SPAN
+        assert isinstance(mech, HorizonFreeGrowingBLT) and mech.horizon == span()
         return mech
     return HorizonFreeGrowingBLT(MAX_HORIZON, budget=BUDGET)
 
@@ -111,52 +127,112 @@ def dim_of(path: str, seed: int) -> int | None:
     return VECTOR_DIMS.get(seed, 3) if path in ("vector", "vbatch") else None
 
 
-def drive(mech: Any, path: str, T: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(N̂ (T, D), the draws of the first T steps (T, D)) of one path."""
-    rec = Recorder(mech.sampler)
-    dim = dim_of(path, seed)
-    process = mech.noise_process(NoiseSource.generator(rec, np.random.default_rng(seed), dim), dim)
-    if path in ("batch", "vbatch"):
-        out = process.next_many(T)
-    elif path == "blocks":
-        parts, done = [], 0
-        for n in itertools.cycle(BLOCKS):
-            if done >= T:
-                break
-            n = min(n, T - done)
-            parts.append(np.asarray(process.next_many(n)).reshape(n, -1))
-            done += n
-        out = np.concatenate(parts)
-    else:
-        out = np.array([process.next() for _ in range(T)])
-    D = 1 if dim is None else dim
-    z = np.concatenate(rec.draws).reshape(-1, D)[:T]  # scalar next() draws ahead
-    return np.asarray(out, dtype=np.float64).reshape(T, D), z
+class Driver:
+    """One path's noise process, stepped chunk by chunk: :meth:`take` gives the next
+    ``count`` steps' noise and their draws, both (count, D). ``batch`` and ``vbatch``
+    release all T steps in one ``next_many(T)`` up front and hand them out."""
+
+    def __init__(self, path: str, T: int, seed: int, mech: Any) -> None:
+        self.path, self.mech = path, mech
+        self.rec = Recorder(self.mech.sampler)
+        self.dim = dim_of(path, seed)
+        self.D = 1 if self.dim is None else self.dim
+        source = NoiseSource.generator(self.rec, np.random.default_rng(seed), self.dim)
+        self.process = self.mech.noise_process(source, self.dim)
+        self.blocks = itertools.cycle(BLOCKS)
+        self.spill: list[np.ndarray] = []  # computed by ``blocks`` beyond the chunk
+        self.done = 0
+        self.whole: np.ndarray | None = None
+        if path in ("batch", "vbatch"):
+            self.whole = np.asarray(self.process.next_many(T), dtype=np.float64).reshape(T, -1)
+
+    def _noise(self, count: int) -> np.ndarray:
+        p = self.process
+        if self.whole is not None:
+            return self.whole[self.done : self.done + count]
+        if self.path != "blocks":
+            return np.array([p.next() for _ in range(count)]).reshape(count, self.D)
+        have = sum(len(x) for x in self.spill)
+        while have < count:
+            n = next(self.blocks)
+            self.spill.append(np.asarray(p.next_many(n)).reshape(n, self.D))
+            have += n
+        flat = np.concatenate(self.spill)  # less than a chunk and a block
+        self.spill = [flat[count:]]
+        return flat[:count]
+
+    def take(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        noise = self._noise(count)
+        z = self.rec.take(count * self.D).reshape(count, self.D)
+        self.done += count
+        return noise, z
+
+
+class ExactNoise:
+    """N (the exact noise) for K streams at once: the recursion of the module docstring
+    in long double with the mechanism's θ, ω_b, ν_b, fed chunk by chunk."""
+
+    def __init__(self, columns: GrowingColumns, K: int) -> None:
+        self.columns = columns
+        self.theta = np.asarray(columns.decay).astype(LD)[:, None]
+        self.u = np.zeros((len(columns.decay), K), dtype=LD)
+        self.total = np.zeros(K, dtype=LD)
+        self.t = 0  # steps done
+
+    def advance(self, z: np.ndarray) -> np.ndarray:
+        """N (L, K) for the next L steps' draws z (L, K)."""
+        cols, theta, u, total = self.columns, self.theta, self.u, self.total
+        zl = z.astype(LD)
+        out = np.empty(zl.shape, dtype=LD)
+        k = 0
+        while k < len(zl):
+            b = cols.block_of(self.t + 1)
+            stop = cols.starts[b + 1] - 1 if b + 1 < len(cols.starts) else MAX_HORIZON
+            steps = min(len(zl) - k, stop - self.t)  # to the block's last step
+            w = np.asarray(cols.scales[b]).astype(LD)[:, None]
+            nu = LD(float(cols.normalizers[b]))
+            for t in range(k, k + steps):
+                y = zl[t] - u.sum(axis=0)
+                total += nu * y
+                u *= theta
+                u += w * y
+                out[t] = total
+            k += steps
+            self.t += steps
+        return out
 
 
 def exact_noise(columns: GrowingColumns, z: np.ndarray) -> np.ndarray:
-    """N (T, K) for the draws z (T, K), every column a stream: the recursion of the
-    module docstring in long double with the mechanism's θ, ω_b, ν_b."""
-    T, K = z.shape
-    n = len(columns.decay)
-    theta = np.asarray(columns.decay).astype(LD)[:, None]
-    zl = z.astype(LD)
-    u = np.zeros((n, K), dtype=LD)
-    total = np.zeros(K, dtype=LD)
-    out = np.empty((T, K), dtype=LD)
-    for b, start in enumerate(columns.starts):
-        if start > T:
-            break
-        stop = columns.starts[b + 1] - 1 if b + 1 < len(columns.starts) else T
-        w = np.asarray(columns.scales[b]).astype(LD)[:, None]
-        nu = LD(float(columns.normalizers[b]))
-        for t in range(start - 1, min(stop, T)):
-            y = zl[t] - u.sum(axis=0)
-            total += nu * y
-            u *= theta
-            u += w * y
-            out[t] = total
-    return out
+    """N (T, K) for the draws z (T, K), every column a stream (:class:`ExactNoise`)."""
+    return ExactNoise(columns, z.shape[1]).advance(z)
+
+
+def drive(mech: Any, path: str, T: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N̂ (T, D), the draws of the first T steps (T, D)) of one path on ``mech``."""
+    driver = Driver(path, T, seed, mech)
+    return driver.take(T)
+
+
+class Check:
+    """The running (F) ratio of one path: the largest per-step error (over its
+    coordinates) in units of u·σ_t, and the largest |draw|/σ₁ so far."""
+
+    def __init__(self, Ts: list[int], sigma1: float) -> None:
+        self.Ts, self.sigma1 = Ts, sigma1
+        self.err = self.zmax = 0.0
+        self.t = 0
+        self.out: list[float] = []
+
+    def add(self, noise: np.ndarray, exact: np.ndarray, z: np.ndarray, sd: np.ndarray) -> None:
+        """The next len(noise) steps: N̂, N (long double) and the draws (L, D), σ_t (L,)."""
+        e = (np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)).astype(np.float64)
+        err = np.maximum.accumulate(np.maximum(np.max(e, axis=1) / (U * sd), self.err))
+        zmax = np.maximum.accumulate(np.maximum(np.max(np.abs(z), axis=1) / self.sigma1, self.zmax))
+        for T in self.Ts:
+            if self.t < T <= self.t + len(noise):
+                self.out.append(float(err[T - self.t - 1] / (1.0 + zmax[T - self.t - 1])))
+        self.err, self.zmax = float(err[-1]), float(zmax[-1])
+        self.t += len(noise)
 
 
 def ratios(
@@ -165,20 +241,44 @@ def ratios(
     """The (F) ratio over the first T steps, for each T in Ts (prefixes of one run)."""
     T = len(noise)
     v = np.fromiter(itertools.islice(mech.iter_variances(), T), np.float64, count=T)
-    sd = np.sqrt(v)
-    err = (np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)).astype(np.float64)
-    per_step = np.max(err, axis=1) / (U * sd)  # over coordinates
-    zmax = np.maximum.accumulate(np.max(np.abs(z), axis=1)) / math.sqrt(mech.sampler.variance)
-    return [float(np.max(per_step[:k]) / (1.0 + zmax[k - 1])) for k in Ts]
+    check = Check(Ts, math.sqrt(mech.sampler.variance))
+    check.add(noise, exact, z, np.sqrt(v))
+    return check.out
+
+
+def measure_paths(paths: list[str], Ts: list[int], seed: int) -> dict[str, list[float]]:
+    """The (F) ratio of every path in ``paths`` with ``seed`` at each T in Ts: one run
+    of each at max(Ts) (``unbounded`` up to its span), stepped in lockstep by
+    :data:`CHUNK` steps, every path's coordinates through one long-double loop (a path
+    past its horizon is fed zero draws there, its output unused)."""
+    T = max(Ts)
+    mechs = [mechanism(p) for p in paths]
+    drivers = [Driver(p, min(T, m.horizon), seed, m) for p, m in zip(paths, mechs, strict=True)]
+    sigma1 = math.sqrt(mechs[0].sampler.variance)
+    checks = [Check([min(x, m.horizon) for x in Ts], sigma1) for m in mechs]
+    widths = [d.D for d in drivers]
+    edges = np.cumsum([0, *widths])
+    exact = ExactNoise(mechs[0].columns, int(edges[-1]))
+    variances = mechs[0].iter_variances()  # the same columns (and values) for every path
+    done = 0
+    while done < T:
+        L = min(CHUNK, T - done)
+        sd = np.sqrt(np.fromiter(itertools.islice(variances, L), np.float64, count=L))
+        takes = [d.take(max(0, min(L, d.mech.horizon - done))) for d in drivers]
+        z = np.zeros((L, int(edges[-1])))
+        for (_, zz), a, b in zip(takes, edges[:-1], edges[1:], strict=True):
+            z[: len(zz), a:b] = zz
+        ex = exact.advance(z)
+        for check, (noise, zz), a, b in zip(checks, takes, edges[:-1], edges[1:], strict=True):
+            if len(noise):
+                check.add(noise, ex[: len(noise), a:b], zz, sd[: len(noise)])
+        done += L
+    return {p: c.out for p, c in zip(paths, checks, strict=True)}
 
 
 def measure(path: str, Ts: list[int], seed: int) -> list[float]:
     """The (F) ratio of ``path`` with ``seed`` at each T in Ts (one run at max(Ts))."""
-    mech = mechanism(path)
-    Ts = [min(T, mech.horizon) for T in Ts]  # the counter's block 0 ends at 2^s − 1
-    noise, z = drive(mech, path, max(Ts), seed)
-    exact = exact_noise(mech.columns, z)
-    return ratios(mech, noise, exact, z, Ts)
+    return measure_paths([path], Ts, seed)[path]
 
 
 def main() -> None:
@@ -187,29 +287,30 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument(
-        "--beyond", action="store_true", help="measure past the refusal (FLOAT_MODEL_STEPS)"
+        "--beyond",
+        action="store_true",
+        help="measure past the refusal (FLOAT_MODEL_STEPS; the counter's block 0 then spans "
+        "the largest T)",
     )
     args = ap.parse_args()
+    Ts = [1 << int(k) for k in args.log2.split(",")]
     if args.beyond:
         hfg.FLOAT_MODEL_STEPS = MAX_HORIZON
-    Ts = [1 << int(k) for k in args.log2.split(",")]
+        ub.HORIZON_FREE_BLT_SPAN_LOG2 = max(ub.HORIZON_FREE_BLT_SPAN_LOG2, max(Ts).bit_length() - 1)
     print(
         f"(F) ratio of horizon-free-growing-blt, units u·σ_t·(1 + Z*/σ₁); κ = {MODEL_KAPPA}, "
-        f"target ≤ κ/4 = {MODEL_KAPPA // 4}"
+        f"target ≤ κ/4 = {MODEL_KAPPA // 4}; unbounded: block 0 to step {span()}"
     )
     print(
         f"{'path':10} {'seed':>4} " + " ".join(f"{'T=2^' + str(T.bit_length() - 1):>9}" for T in Ts)
     )
-    for path in args.paths.split(","):
-        for seed in (int(s) for s in args.seeds.split(",")):
-            start = time.perf_counter()
-            rs = measure(path, Ts, seed)
-            print(
-                f"{path:10} {seed:>4} "
-                + " ".join(f"{r:9.3f}" for r in rs)
-                + f"   ({time.perf_counter() - start:.0f} s)",
-                flush=True,
-            )
+    paths = args.paths.split(",")
+    for seed in (int(s) for s in args.seeds.split(",")):
+        start = time.process_time()
+        result = measure_paths(paths, Ts, seed)
+        for path in paths:
+            print(f"{path:10} {seed:>4} " + " ".join(f"{r:9.3f}" for r in result[path]))
+        print(f"(seed {seed}: {time.process_time() - start:.0f} s CPU)", flush=True)
 
 
 if __name__ == "__main__":
