@@ -246,7 +246,9 @@ def ratios(
     return check.out
 
 
-def measure_paths(paths: list[str], Ts: list[int], seed: int) -> dict[str, list[float]]:
+def measure_paths(
+    paths: list[str], Ts: list[int], seed: int, report: Any = None
+) -> dict[str, list[float]]:
     """The (F) ratio of every path in ``paths`` with ``seed`` at each T in Ts: one run
     of each at max(Ts) (``unbounded`` up to its span), stepped in lockstep by
     :data:`CHUNK` steps, every path's coordinates through one long-double loop (a path
@@ -273,6 +275,8 @@ def measure_paths(paths: list[str], Ts: list[int], seed: int) -> dict[str, list[
             if len(noise):
                 check.add(noise, ex[: len(noise), a:b], zz, sd[: len(noise)])
         done += L
+        if report is not None and done in Ts:  # every path's ratio at T = done so far
+            report(done, {p: c.out[-1] for p, c in zip(paths, checks, strict=True)})
     return {p: c.out for p, c in zip(paths, checks, strict=True)}
 
 
@@ -307,7 +311,12 @@ def main() -> None:
     paths = args.paths.split(",")
     for seed in (int(s) for s in args.seeds.split(",")):
         start = time.process_time()
-        result = measure_paths(paths, Ts, seed)
+
+        def report(T: int, now: dict[str, float], seed: int = seed, start: float = start) -> None:
+            cpu = time.process_time() - start
+            print(f"  seed {seed} at T=2^{T.bit_length() - 1} ({cpu:.0f} s CPU): {now}", flush=True)
+
+        result = measure_paths(paths, Ts, seed, report)
         for path in paths:
             print(f"{path:10} {seed:>4} " + " ".join(f"{r:9.3f}" for r in result[path]))
         print(f"(seed {seed}: {time.process_time() - start:.0f} s CPU)", flush=True)
