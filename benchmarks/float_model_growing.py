@@ -285,6 +285,51 @@ def measure(path: str, Ts: list[int], seed: int) -> list[float]:
     return measure_paths([path], Ts, seed)[path]
 
 
+def identical(paths: list[str], T: int, seed: int) -> dict[str, bool]:
+    """Whether each path's noise for the first T steps equals, bit for bit, that of the
+    path computed by the same code in one call (``batch`` for the scalar paths, ``vbatch``
+    for ``vector``), from the same seed: the paths differ only in how the steps are
+    grouped into calls, so this shows the (F) ratio of one holds for the other."""
+    out = {}
+    for path in paths:
+        ref = "vbatch" if dim_of(path, seed) is not None else "batch"
+        ref_mech, mech = mechanism(ref), mechanism(path)
+        n = min(T, mech.horizon)
+        a, _ = Driver(ref, n, seed, ref_mech).take(n)
+        b, _ = Driver(path, n, seed, mech).take(n)
+        out[path] = bool(np.array_equal(a, b))
+    return out
+
+
+class Replay(Recorder):
+    """A sampler that hands out given draws in order (its variance the mechanism's)."""
+
+    def __init__(self, base: Any, draws: np.ndarray) -> None:
+        super().__init__(base)
+        self.values, self.at = draws, 0
+
+    def sample(self, rng: np.random.Generator, size: Any) -> np.ndarray:
+        n = math.prod(size) if isinstance(size, tuple) else int(size)
+        out = self.values[self.at : self.at + n]
+        self.at += n
+        return out.reshape(size)
+
+
+def coordinates_as_scalar(T: int, seed: int) -> bool:
+    """Whether every coordinate of the ``vbatch`` path's noise (T steps) equals, bit for
+    bit, the scalar ``batch`` path's noise computed from that coordinate's draws: the
+    vector step does the scalar step's float operations coordinate by coordinate."""
+    mech = mechanism("vbatch")
+    noise, z = Driver("vbatch", T, seed, mech).take(T)
+    for j in range(z.shape[1]):
+        scalar = mechanism("batch")
+        replay = Replay(scalar.sampler, z[:, j].copy())
+        source = NoiseSource.generator(replay, np.random.default_rng(0))
+        if not np.array_equal(scalar.noise_process(source).next_many(T), noise[:, j]):
+            return False
+    return True
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log2", default="11,14,17,20", help="log2 of the step counts")
@@ -296,8 +341,22 @@ def main() -> None:
         help="measure past the refusal (FLOAT_MODEL_STEPS; the counter's block 0 then spans "
         "the largest T)",
     )
+    ap.add_argument(
+        "--identical",
+        action="store_true",
+        help="only check that each path's noise equals batch's / vbatch's bit for bit, at "
+        "the largest T",
+    )
     args = ap.parse_args()
     Ts = [1 << int(k) for k in args.log2.split(",")]
+    if args.identical:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            start = time.process_time()
+            same = identical(args.paths.split(","), max(Ts), seed)
+            same["vbatch coordinates = scalar"] = coordinates_as_scalar(max(Ts), seed)
+            print(f"seed {seed}, T = 2^{max(Ts).bit_length() - 1}: bit for bit equal to "
+                  f"batch / vbatch: {same} ({time.process_time() - start:.0f} s CPU)")  # fmt: skip
+        return
     if args.beyond:
         hfg.FLOAT_MODEL_STEPS = MAX_HORIZON
         ub.HORIZON_FREE_BLT_SPAN_LOG2 = max(ub.HORIZON_FREE_BLT_SPAN_LOG2, max(Ts).bit_length() - 1)
