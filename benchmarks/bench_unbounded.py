@@ -251,7 +251,10 @@ def main() -> None:
     parser.add_argument(
         "--growing-memory",
         action="store_true",
-        help="only the default counter's (growing BLT) d = 10^3 x 2^20 memory run",
+        help="only the default counter's (growing BLT) d = 10^3 memory run",
+    )
+    parser.add_argument(
+        "--memory-steps", type=int, default=2**20, help="steps of the --growing-memory run"
     )
     parser.add_argument(
         "--forever-max", type=int, default=22, help="last 2^e of the BLT-forever table (O(t))"
@@ -264,7 +267,7 @@ def main() -> None:
         vector_memory()
         return
     if args.growing_memory:
-        growing_vector_memory()
+        growing_vector_memory(steps=args.memory_steps)
         return
     if not args.skip_error:
         error_table(args.forever_max)
