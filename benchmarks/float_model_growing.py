@@ -168,20 +168,102 @@ class Driver:
         return noise, z
 
 
+#: the reference's inner loop in C (x87 long double, the same operations in the same
+#: order as the numpy loop of :meth:`ExactNoise.advance`: u summed row by row from u_0)
+_KERNEL = r"""
+void run(long steps, long n, long K, const long double *theta, const long double *w,
+         const long double *nu, const long double *z, long double *u, long double *total,
+         long double *out) {
+    for (long t = 0; t < steps; t++) {
+        for (long k = 0; k < K; k++) {
+            long double s = u[k];
+            for (long i = 1; i < n; i++) s += u[i * K + k];
+            long double y = z[t * K + k] - s;
+            total[k] += *nu * y;
+            for (long i = 0; i < n; i++) {
+                u[i * K + k] *= theta[i];
+                u[i * K + k] += w[i] * y;
+            }
+            out[t * K + k] = total[k];
+        }
+    }
+}
+"""
+
+
+def _kernel() -> Any:
+    """The compiled :data:`_KERNEL` (cached in the temp folder), or None (no C compiler:
+    the numpy loop runs)."""
+    import ctypes
+    import hashlib
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    if np.finfo(LD).nmant != 63:  # not x87 extended: the kernel would not match numpy
+        return None
+    folder = Path(tempfile.gettempdir()) / "dpcount_fm_growing"
+    lib = folder / f"k{hashlib.sha256(_KERNEL.encode()).hexdigest()[:16]}.so"
+    if not lib.exists():
+        folder.mkdir(exist_ok=True)
+        src = lib.with_suffix(".c")
+        src.write_text(_KERNEL)
+        tmp = lib.with_suffix(f".{id(src)}.tmp")
+        try:
+            subprocess.run(
+                ["cc", "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)],
+                check=True,
+                capture_output=True,
+            )
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        tmp.replace(lib)
+    fn = ctypes.CDLL(str(lib)).run
+    fn.restype = None
+    return fn
+
+
 class ExactNoise:
     """N (the exact noise) for K streams at once: the recursion of the module docstring
-    in long double with the mechanism's θ, ω_b, ν_b, fed chunk by chunk."""
+    in long double with the mechanism's θ, ω_b, ν_b, fed chunk by chunk (its inner loop
+    in C when a compiler is there, ``fast``; the same operations as the numpy loop)."""
 
-    def __init__(self, columns: GrowingColumns, K: int) -> None:
+    def __init__(self, columns: GrowingColumns, K: int, fast: bool = True) -> None:
         self.columns = columns
         self.theta = np.asarray(columns.decay).astype(LD)[:, None]
         self.u = np.zeros((len(columns.decay), K), dtype=LD)
         self.total = np.zeros(K, dtype=LD)
         self.t = 0  # steps done
+        self.kernel = _kernel() if fast else None
+
+    def _run(self, w: np.ndarray, nu: Any, zl: np.ndarray, out: np.ndarray) -> None:
+        """len(zl) steps of one block (its ω_b as w (n, 1), ν_b), N into out."""
+        u, total, theta = self.u, self.total, self.theta
+        if self.kernel is not None:
+            import ctypes
+
+            def ptr(a: np.ndarray) -> Any:
+                assert a.dtype == LD and a.flags.c_contiguous
+                return a.ctypes.data_as(ctypes.c_void_p)
+
+            zc, oc = np.ascontiguousarray(zl), np.empty(zl.shape, dtype=LD)
+            nu_a, wc = np.array([nu], dtype=LD), np.ascontiguousarray(w.ravel())
+            th = np.ascontiguousarray(theta.ravel())
+            n, K = u.shape
+            args = (ptr(th), ptr(wc), ptr(nu_a), ptr(zc), ptr(u), ptr(total), ptr(oc))
+            self.kernel(ctypes.c_long(len(zl)), ctypes.c_long(n), ctypes.c_long(K), *args)
+            out[...] = oc
+            return
+        for t in range(len(zl)):
+            y = zl[t] - u.sum(axis=0)
+            total += nu * y
+            u *= theta
+            u += w * y
+            out[t] = total
 
     def advance(self, z: np.ndarray) -> np.ndarray:
         """N (L, K) for the next L steps' draws z (L, K)."""
-        cols, theta, u, total = self.columns, self.theta, self.u, self.total
+        cols = self.columns
         zl = z.astype(LD)
         out = np.empty(zl.shape, dtype=LD)
         k = 0
@@ -191,12 +273,7 @@ class ExactNoise:
             steps = min(len(zl) - k, stop - self.t)  # to the block's last step
             w = np.asarray(cols.scales[b]).astype(LD)[:, None]
             nu = LD(float(cols.normalizers[b]))
-            for t in range(k, k + steps):
-                y = zl[t] - u.sum(axis=0)
-                total += nu * y
-                u *= theta
-                u += w * y
-                out[t] = total
+            self._run(w, nu, zl[k : k + steps], out[k : k + steps])
             k += steps
             self.t += steps
         return out
