@@ -151,7 +151,9 @@ def _rss_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def growing_vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 256) -> None:
+def growing_vector_memory(
+    dim: int = 1000, steps: int = 1 << 20, chunk: int = 256, trace: bool = True
+) -> None:
     """The default counter without a horizon (``UnboundedCounter(inner="horizon-free-blt")``,
     block 0 the growing BLT for these steps) over a d-coordinate stream of ``steps`` steps
     in chunks: the noise state it holds (``live_count()`` values per coordinate), the peak
@@ -159,7 +161,7 @@ def growing_vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 25
     of data and its output too), the process's resident set (RSS before the run and its
     peak during it, from /proc/self/status after resetting the peak; the interpreter and
     libraries included), and the CPU time per step against drawing d normals (the floor,
-    same run; tracemalloc slows the run itself)."""
+    same run; tracemalloc slows the run itself; ``trace=False``: the RSS alone)."""
     import time
     import tracemalloc
 
@@ -170,12 +172,13 @@ def growing_vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 25
     rss0 = _rss_kib("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS (Linux)
-    tracemalloc.start()
+    if trace:
+        tracemalloc.start()
     start = time.process_time()  # CPU time: the machine is shared
     for _ in range(steps // chunk):
         stream.update_many(x)
     run = time.process_time() - start
-    held, peak = tracemalloc.get_traced_memory()
+    held, peak = tracemalloc.get_traced_memory() if trace else (0, 0)
     tracemalloc.stop()
     hwm = _rss_kib("VmHWM")
     start = time.process_time()
@@ -185,8 +188,10 @@ def growing_vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 25
     live = stream.live_count()
     print(f"default counter without a horizon (block 0: {counter.block_mechanism(0)!r:.40}), "
           f"d = {dim}, {steps:,} steps in chunks of {chunk}: noise state {live} values per "
-          f"coordinate ({live * dim * 8 / 1024:.0f} KiB); traced peak {peak / 2**20:.1f} MiB "
-          f"({held / 2**20:.2f} MiB held at the end); RSS {rss0 / 1024:.1f} MiB before, peak "
+          f"coordinate ({live * dim * 8 / 1024:.0f} KiB); "
+          + (f"traced peak {peak / 2**20:.1f} MiB ({held / 2**20:.2f} MiB held at the end); "
+             if trace else "not traced; ")
+          + f"RSS {rss0 / 1024:.1f} MiB before, peak "
           f"{hwm / 1024:.1f} MiB during the run (+{(hwm - rss0) / 1024:.1f} MiB); "
           f"{run / steps * 1e6:.1f} µs CPU per step, {run / floor:.2f}× d normals")  # fmt: skip
 
@@ -257,6 +262,9 @@ def main() -> None:
         "--memory-steps", type=int, default=2**20, help="steps of the --growing-memory run"
     )
     parser.add_argument(
+        "--no-trace", action="store_true", help="--growing-memory: the RSS only (faster)"
+    )
+    parser.add_argument(
         "--forever-max", type=int, default=22, help="last 2^e of the BLT-forever table (O(t))"
     )
     args = parser.parse_args()
@@ -267,7 +275,7 @@ def main() -> None:
         vector_memory()
         return
     if args.growing_memory:
-        growing_vector_memory(steps=args.memory_steps)
+        growing_vector_memory(steps=args.memory_steps, trace=not args.no_trace)
         return
     if not args.skip_error:
         error_table(args.forever_max)
