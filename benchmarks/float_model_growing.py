@@ -38,8 +38,8 @@ long-double loop: numpy's, or the same operations in C when a compiler is there
 ratio by about 0.002 at 2^16: the reference's own error is far below the figures.
 
 Measured (``--log2 20,22,23,24 --beyond``; CPU time per seed on a shared, overloaded
-machine, the reference in C: 190 s for batch and unbounded to 2^24, 250 s for vbatch to
-2^23):
+machine, the reference in C: 190 s for batch and unbounded to 2^24, 545–567 s for
+vbatch to 2^24, 250 s to 2^23):
 
 ============  ======  ======  ======  ======  ======
 path          seed    2^20    2^22    2^23    2^24
@@ -48,8 +48,9 @@ batch         1       2.628   2.497   2.497   2.377
 batch         2       2.012   2.012   1.880   1.880
 batch         3       2.229   2.229   2.229   2.229
 unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^24 − 1)
-vbatch        1       2.027   2.104   2.280
+vbatch        1       2.027   2.104   2.280   2.368
 vbatch        2       2.566   2.398   2.398
+vbatch        3       2.566   2.566   2.566   2.566
 ============  ======  ======  ======  ======  ======
 
 ``--identical --log2 16`` (seeds 1–3): blocks, scalar and unbounded compute batch's

@@ -152,8 +152,8 @@ _TABLE_LIMIT = 1 << 22
 #: :class:`GrowingNoiseProcess`) with the double-double buffers: ≤ 3.1 (scalar, to 2^22,
 #: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t; to 2^24 (``--log2 20,22,23,24
 #: --beyond``): 2.38 / 1.88 / 2.23 at 2^24 (scalar ``next_many`` and the default
-#: counter's block 0, seeds 1 / 2 / 3; ≤ 2.63 over 2^20 … 2^24), 2.28 / 2.40 at 2^23
-#: (vector ``next_many``, dim 2 / 3, seeds 1 / 2); every other
+#: counter's block 0, seeds 1 / 2 / 3; ≤ 2.63 over 2^20 … 2^24), 2.37 / 2.57 at 2^24
+#: (vector ``next_many``, dim 2 / 4, seeds 1 / 3; seed 2, dim 3: 2.40 at 2^23); every other
 #: path's noise equals one of those bit for bit (``--identical``). Margin ≥ 20 to κ/4.
 #: With plain float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are
 #: not measured and are refused: a float release there could state too small a δ.
