@@ -16,10 +16,12 @@ inner mechanism at every power of two.
 Counters without a horizon (``--horizon-free``): the horizon-free BLT, the horizon-free
 square root and the doubling counter, their variance at t = 2^4 … 2^32 against the plain
 square root told t, and the state each holds per coordinate. ``--vector-memory``: the
-horizon-free BLT over a d = 10^3 stream of 2^20 steps, its state and traced peak memory.
+horizon-free BLT over a d = 10^3 stream of 2^20 steps, its state and traced peak memory;
+``--growing-memory``: the same for the default counter without a horizon (the growing
+BLT), with the process's resident set too.
 
 Usage: python benchmarks/bench_unbounded.py [--steps N] [--repeats R] [--skip-error]
-[--forever-max E] [--horizon-free] [--vector-memory]
+[--forever-max E] [--horizon-free] [--vector-memory] [--growing-memory]
 """
 
 from __future__ import annotations
@@ -139,6 +141,61 @@ def vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 256) -> No
           f"{run / steps * 1e6:.1f} µs CPU per step, {run / floor:.2f}× d normals")  # fmt: skip
 
 
+def _rss_kib(field: str) -> int:
+    """A field of /proc/self/status in KiB (VmRSS: now; VmHWM: the peak since the last
+    reset)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def growing_vector_memory(
+    dim: int = 1000, steps: int = 1 << 20, chunk: int = 256, trace: bool = True
+) -> None:
+    """The default counter without a horizon (``UnboundedCounter(inner="horizon-free-blt")``,
+    block 0 the growing BLT for these steps) over a d-coordinate stream of ``steps`` steps
+    in chunks: the noise state it holds (``live_count()`` values per coordinate), the peak
+    of Python-traced allocations (tracemalloc: numpy arrays included, the caller's chunk
+    of data and its output too), the process's resident set (RSS before the run and its
+    peak during it, from /proc/self/status after resetting the peak; the interpreter and
+    libraries included), and the CPU time per step against drawing d normals (the floor,
+    same run; tracemalloc slows the run itself; ``trace=False``: the RSS alone)."""
+    import time
+    import tracemalloc
+
+    counter = UnboundedCounter(inner="horizon-free-blt", rng=1, **BUDGET)
+    stream = counter.stream()
+    x = np.ones((chunk, dim))
+    rng = np.random.default_rng(0)
+    rss0 = _rss_kib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS (Linux)
+    if trace:
+        tracemalloc.start()
+    start = time.process_time()  # CPU time: the machine is shared
+    for _ in range(steps // chunk):
+        stream.update_many(x)
+    run = time.process_time() - start
+    held, peak = tracemalloc.get_traced_memory() if trace else (0, 0)
+    tracemalloc.stop()
+    hwm = _rss_kib("VmHWM")
+    start = time.process_time()
+    for _ in range(steps // chunk):
+        rng.standard_normal((chunk, dim))
+    floor = time.process_time() - start
+    live = stream.live_count()
+    print(f"default counter without a horizon (block 0: {counter.block_mechanism(0)!r:.40}), "
+          f"d = {dim}, {steps:,} steps in chunks of {chunk}: noise state {live} values per "
+          f"coordinate ({live * dim * 8 / 1024:.0f} KiB); "
+          + (f"traced peak {peak / 2**20:.1f} MiB ({held / 2**20:.2f} MiB held at the end); "
+             if trace else "not traced; ")
+          + f"RSS {rss0 / 1024:.1f} MiB before, peak "
+          f"{hwm / 1024:.1f} MiB during the run (+{(hwm - rss0) / 1024:.1f} MiB); "
+          f"{run / steps * 1e6:.1f} µs CPU per step, {run / floor:.2f}× d normals")  # fmt: skip
+
+
 def error_table(forever_max: int) -> None:
     print("exact error, Gaussian noise, epsilon = 1, delta = 1e-6")
     print(f"{'inner':<9}{'t':>9}{'Var(t) doubling':>17}{'known T=t':>12}{'ratio':>8}"
@@ -197,6 +254,17 @@ def main() -> None:
         "--vector-memory", action="store_true", help="only the d = 10^3 x 2^20 memory run"
     )
     parser.add_argument(
+        "--growing-memory",
+        action="store_true",
+        help="only the default counter's (growing BLT) d = 10^3 memory run",
+    )
+    parser.add_argument(
+        "--memory-steps", type=int, default=2**20, help="steps of the --growing-memory run"
+    )
+    parser.add_argument(
+        "--no-trace", action="store_true", help="--growing-memory: the RSS only (faster)"
+    )
+    parser.add_argument(
         "--forever-max", type=int, default=22, help="last 2^e of the BLT-forever table (O(t))"
     )
     args = parser.parse_args()
@@ -205,6 +273,9 @@ def main() -> None:
         return
     if args.vector_memory:
         vector_memory()
+        return
+    if args.growing_memory:
+        growing_vector_memory(steps=args.memory_steps, trace=not args.no_trace)
         return
     if not args.skip_error:
         error_table(args.forever_max)

@@ -31,12 +31,39 @@ The exact reference: the same recursion y = z − Σ_i u_i, N += ν_b·y, u ← 
 in long double (x87 80-bit, u_LD = 2^-64 = u/2048) with the mechanism's float θ, ω_b,
 ν_b — these floats ARE its definition (its certified column norms and exact variances
 are computed from them; no decay is derived from a formula, so no rounded θ̂ differs
-from an exact θ as in the BLT family). Every path's columns (seed × coordinate) run
-through one long-double loop.
+from an exact θ as in the BLT family). The paths of one seed run in lockstep, chunk
+by chunk (:data:`CHUNK` steps), and every path's columns (coordinates) go through one
+long-double loop: numpy's, or the same operations in C when a compiler is there
+(``_KERNEL``, tested equal bit for bit). Summing the buffers in another order moves the
+ratio by about 0.002 at 2^16: the reference's own error is far below the figures.
+
+Measured (``--log2 20,22,23,24 --beyond``; CPU time per seed on a shared, overloaded
+machine, the reference in C: 190 s for batch and unbounded to 2^24, 545–567 s for
+vbatch to 2^24, 250 s to 2^23):
+
+============  ======  ======  ======  ======  ======
+path          seed    2^20    2^22    2^23    2^24
+============  ======  ======  ======  ======  ======
+batch         1       2.628   2.497   2.497   2.377
+batch         2       2.012   2.012   1.880   1.880
+batch         3       2.229   2.229   2.229   2.229
+unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^24 − 1)
+vbatch        1       2.027   2.104   2.280   2.368
+vbatch        2       2.566   2.398   2.398
+vbatch        3       2.566   2.566   2.566   2.566
+============  ======  ======  ======  ======  ======
+
+``--identical --log2 16`` (seeds 1–3): blocks, scalar and unbounded compute batch's
+noise bit for bit, vector vbatch's, and every vbatch coordinate is the scalar path's
+noise on that coordinate's draws — the paths differ only in how steps are grouped into
+calls, so these figures hold for every path. (2^20 … 2^22, seeds 1–3, every path
+measured directly: ≤ 3.1.)
 
 Run: ``PYTHONPATH=src python benchmarks/float_model_growing.py [--log2 11,14,17,20]
-[--paths batch,blocks,scalar,vector,vbatch,unbounded] [--seeds 1,2,3] [--beyond]``
-(``--beyond``: measure past the steps the process refuses, ``FLOAT_MODEL_STEPS``).
+[--paths batch,blocks,scalar,vector,vbatch,unbounded] [--seeds 1,2,3] [--beyond]
+[--identical]`` (``--beyond``: measure past the steps the process refuses,
+``FLOAT_MODEL_STEPS``, with the counter's block 0 spanning the largest T;
+``--identical``: only the bit-for-bit comparison of the paths at the largest T).
 """
 
 from __future__ import annotations
@@ -49,17 +76,14 @@ from typing import Any
 
 import numpy as np
 
+from dpcount.counting import unbounded as ub
 from dpcount.counting.base import MAX_HORIZON
 from dpcount.counting.factorization import horizon_free_growing as hfg
 from dpcount.counting.factorization.horizon_free_growing import (
     GrowingColumns,
     HorizonFreeGrowingBLT,
 )
-from dpcount.counting.unbounded import (
-    HORIZON_FREE_BLT,
-    HORIZON_FREE_BLT_SPAN_LOG2,
-    UnboundedCounter,
-)
+from dpcount.counting.unbounded import HORIZON_FREE_BLT, UnboundedCounter
 from dpcount.privacy import Budget
 from dpcount.privacy.float_safe import MODEL_KAPPA
 from dpcount.privacy.source import NoiseSource
@@ -71,13 +95,18 @@ PATHS = ("batch", "blocks", "scalar", "vector", "vbatch", "unbounded")
 VECTOR_DIMS = {1: 2, 2: 3, 3: 4}
 #: the block sizes of the ``blocks`` path, cycled
 BLOCKS = (1, 7, 1000, 4097)
-#: the unbounded counter's block 0 horizon
-SPAN = (1 << HORIZON_FREE_BLT_SPAN_LOG2) - 1
+#: steps checked at a time (every path in lockstep, one long-double loop for all)
+CHUNK = 1 << 14
 BUDGET = Budget(epsilon=1.0, delta=1e-6)
 
 
+def span() -> int:
+    """The unbounded counter's block 0 horizon, 2^s − 1 (s read when called)."""
+    return (1 << ub.HORIZON_FREE_BLT_SPAN_LOG2) - 1
+
+
 class Recorder:
-    """The sampler, recording every draw in draw order."""
+    """The sampler, recording every draw in draw order (:meth:`take` hands them out)."""
 
     integer = False
 
@@ -94,6 +123,20 @@ class Recorder:
         self.draws.append(np.asarray(out).reshape(-1).copy())
         return out  # type: ignore[no-any-return]
 
+    def take(self, count: int) -> np.ndarray:
+        """The first ``count`` recorded draws not yet taken (scalar next() draws ahead)."""
+        parts, have = [], 0
+        while have < count:
+            head = self.draws[0]
+            part = head[: count - have]
+            if len(part) == len(head):
+                self.draws.pop(0)
+            else:
+                self.draws[0] = head[len(part) :]
+            parts.append(part)
+            have += len(part)
+        return np.concatenate(parts) if parts else np.empty(0)
+
 
 def mechanism(path: str = "batch") -> HorizonFreeGrowingBLT:
     """The growing BLT with the largest horizon (its columns do not depend on it;
@@ -102,7 +145,7 @@ def mechanism(path: str = "batch") -> HorizonFreeGrowingBLT:
     if path == "unbounded":
         counter = UnboundedCounter(inner=HORIZON_FREE_BLT, budget=BUDGET)
         mech = counter.block_mechanism(0)
-        assert isinstance(mech, HorizonFreeGrowingBLT) and mech.horizon == SPAN
+        assert isinstance(mech, HorizonFreeGrowingBLT) and mech.horizon == span()
         return mech
     return HorizonFreeGrowingBLT(MAX_HORIZON, budget=BUDGET)
 
@@ -111,52 +154,189 @@ def dim_of(path: str, seed: int) -> int | None:
     return VECTOR_DIMS.get(seed, 3) if path in ("vector", "vbatch") else None
 
 
-def drive(mech: Any, path: str, T: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(N̂ (T, D), the draws of the first T steps (T, D)) of one path."""
-    rec = Recorder(mech.sampler)
-    dim = dim_of(path, seed)
-    process = mech.noise_process(NoiseSource.generator(rec, np.random.default_rng(seed), dim), dim)
-    if path in ("batch", "vbatch"):
-        out = process.next_many(T)
-    elif path == "blocks":
-        parts, done = [], 0
-        for n in itertools.cycle(BLOCKS):
-            if done >= T:
-                break
-            n = min(n, T - done)
-            parts.append(np.asarray(process.next_many(n)).reshape(n, -1))
-            done += n
-        out = np.concatenate(parts)
-    else:
-        out = np.array([process.next() for _ in range(T)])
-    D = 1 if dim is None else dim
-    z = np.concatenate(rec.draws).reshape(-1, D)[:T]  # scalar next() draws ahead
-    return np.asarray(out, dtype=np.float64).reshape(T, D), z
+class Driver:
+    """One path's noise process, stepped chunk by chunk: :meth:`take` gives the next
+    ``count`` steps' noise and their draws, both (count, D). ``batch`` and ``vbatch``
+    release all T steps in one ``next_many(T)`` up front and hand them out."""
+
+    def __init__(self, path: str, T: int, seed: int, mech: Any) -> None:
+        self.path, self.mech = path, mech
+        self.rec = Recorder(self.mech.sampler)
+        self.dim = dim_of(path, seed)
+        self.D = 1 if self.dim is None else self.dim
+        source = NoiseSource.generator(self.rec, np.random.default_rng(seed), self.dim)
+        self.process = self.mech.noise_process(source, self.dim)
+        self.blocks = itertools.cycle(BLOCKS)
+        self.spill: list[np.ndarray] = []  # computed by ``blocks`` beyond the chunk
+        self.done = 0
+        self.whole: np.ndarray | None = None
+        if path in ("batch", "vbatch"):
+            self.whole = np.asarray(self.process.next_many(T), dtype=np.float64).reshape(T, -1)
+
+    def _noise(self, count: int) -> np.ndarray:
+        p = self.process
+        if self.whole is not None:
+            return self.whole[self.done : self.done + count]
+        if self.path != "blocks":
+            return np.array([p.next() for _ in range(count)]).reshape(count, self.D)
+        have = sum(len(x) for x in self.spill)
+        while have < count:
+            n = next(self.blocks)
+            self.spill.append(np.asarray(p.next_many(n)).reshape(n, self.D))
+            have += n
+        flat = np.concatenate(self.spill)  # less than a chunk and a block
+        self.spill = [flat[count:]]
+        return flat[:count]
+
+    def take(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        noise = self._noise(count)
+        z = self.rec.take(count * self.D).reshape(count, self.D)
+        self.done += count
+        return noise, z
 
 
-def exact_noise(columns: GrowingColumns, z: np.ndarray) -> np.ndarray:
-    """N (T, K) for the draws z (T, K), every column a stream: the recursion of the
-    module docstring in long double with the mechanism's θ, ω_b, ν_b."""
-    T, K = z.shape
-    n = len(columns.decay)
-    theta = np.asarray(columns.decay).astype(LD)[:, None]
-    zl = z.astype(LD)
-    u = np.zeros((n, K), dtype=LD)
-    total = np.zeros(K, dtype=LD)
-    out = np.empty((T, K), dtype=LD)
-    for b, start in enumerate(columns.starts):
-        if start > T:
-            break
-        stop = columns.starts[b + 1] - 1 if b + 1 < len(columns.starts) else T
-        w = np.asarray(columns.scales[b]).astype(LD)[:, None]
-        nu = LD(float(columns.normalizers[b]))
-        for t in range(start - 1, min(stop, T)):
+#: the reference's inner loop in C (x87 long double, the same operations in the same
+#: order as the numpy loop of :meth:`ExactNoise.advance`: u summed row by row from u_0)
+_KERNEL = r"""
+void run(long steps, long n, long K, const long double *theta, const long double *w,
+         const long double *nu, const long double *z, long double *u, long double *total,
+         long double *out) {
+    for (long t = 0; t < steps; t++) {
+        for (long k = 0; k < K; k++) {
+            long double s = u[k];
+            for (long i = 1; i < n; i++) s += u[i * K + k];
+            long double y = z[t * K + k] - s;
+            total[k] += *nu * y;
+            for (long i = 0; i < n; i++) {
+                u[i * K + k] *= theta[i];
+                u[i * K + k] += w[i] * y;
+            }
+            out[t * K + k] = total[k];
+        }
+    }
+}
+"""
+
+
+def _kernel() -> Any:
+    """The compiled :data:`_KERNEL` (cached in the temp folder), or None (no C compiler:
+    the numpy loop runs)."""
+    import ctypes
+    import hashlib
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    if np.finfo(LD).nmant != 63:  # not x87 extended: the kernel would not match numpy
+        return None
+    folder = Path(tempfile.gettempdir()) / "dpcount_fm_growing"
+    lib = folder / f"k{hashlib.sha256(_KERNEL.encode()).hexdigest()[:16]}.so"
+    if not lib.exists():
+        folder.mkdir(exist_ok=True)
+        src = lib.with_suffix(".c")
+        src.write_text(_KERNEL)
+        tmp = lib.with_suffix(f".{id(src)}.tmp")
+        try:
+            subprocess.run(
+                ["cc", "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)],
+                check=True,
+                capture_output=True,
+            )
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        tmp.replace(lib)
+    fn = ctypes.CDLL(str(lib)).run
+    fn.restype = None
+    return fn
+
+
+class ExactNoise:
+    """N (the exact noise) for K streams at once: the recursion of the module docstring
+    in long double with the mechanism's θ, ω_b, ν_b, fed chunk by chunk (its inner loop
+    in C when a compiler is there, ``fast``; the same operations as the numpy loop)."""
+
+    def __init__(self, columns: GrowingColumns, K: int, fast: bool = True) -> None:
+        self.columns = columns
+        self.theta = np.asarray(columns.decay).astype(LD)[:, None]
+        self.u = np.zeros((len(columns.decay), K), dtype=LD)
+        self.total = np.zeros(K, dtype=LD)
+        self.t = 0  # steps done
+        self.kernel = _kernel() if fast else None
+
+    def _run(self, w: np.ndarray, nu: Any, zl: np.ndarray, out: np.ndarray) -> None:
+        """len(zl) steps of one block (its ω_b as w (n, 1), ν_b), N into out."""
+        u, total, theta = self.u, self.total, self.theta
+        if self.kernel is not None:
+            import ctypes
+
+            def ptr(a: np.ndarray) -> Any:
+                assert a.dtype == LD and a.flags.c_contiguous
+                return a.ctypes.data_as(ctypes.c_void_p)
+
+            zc, oc = np.ascontiguousarray(zl), np.empty(zl.shape, dtype=LD)
+            nu_a, wc = np.array([nu], dtype=LD), np.ascontiguousarray(w.ravel())
+            th = np.ascontiguousarray(theta.ravel())
+            n, K = u.shape
+            args = (ptr(th), ptr(wc), ptr(nu_a), ptr(zc), ptr(u), ptr(total), ptr(oc))
+            self.kernel(ctypes.c_long(len(zl)), ctypes.c_long(n), ctypes.c_long(K), *args)
+            out[...] = oc
+            return
+        for t in range(len(zl)):
             y = zl[t] - u.sum(axis=0)
             total += nu * y
             u *= theta
             u += w * y
             out[t] = total
-    return out
+
+    def advance(self, z: np.ndarray) -> np.ndarray:
+        """N (L, K) for the next L steps' draws z (L, K)."""
+        cols = self.columns
+        zl = z.astype(LD)
+        out = np.empty(zl.shape, dtype=LD)
+        k = 0
+        while k < len(zl):
+            b = cols.block_of(self.t + 1)
+            stop = cols.starts[b + 1] - 1 if b + 1 < len(cols.starts) else MAX_HORIZON
+            steps = min(len(zl) - k, stop - self.t)  # to the block's last step
+            w = np.asarray(cols.scales[b]).astype(LD)[:, None]
+            nu = LD(float(cols.normalizers[b]))
+            self._run(w, nu, zl[k : k + steps], out[k : k + steps])
+            k += steps
+            self.t += steps
+        return out
+
+
+def exact_noise(columns: GrowingColumns, z: np.ndarray) -> np.ndarray:
+    """N (T, K) for the draws z (T, K), every column a stream (:class:`ExactNoise`)."""
+    return ExactNoise(columns, z.shape[1]).advance(z)
+
+
+def drive(mech: Any, path: str, T: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N̂ (T, D), the draws of the first T steps (T, D)) of one path on ``mech``."""
+    driver = Driver(path, T, seed, mech)
+    return driver.take(T)
+
+
+class Check:
+    """The running (F) ratio of one path: the largest per-step error (over its
+    coordinates) in units of u·σ_t, and the largest |draw|/σ₁ so far."""
+
+    def __init__(self, Ts: list[int], sigma1: float) -> None:
+        self.Ts, self.sigma1 = Ts, sigma1
+        self.err = self.zmax = 0.0
+        self.t = 0
+        self.out: list[float] = []
+
+    def add(self, noise: np.ndarray, exact: np.ndarray, z: np.ndarray, sd: np.ndarray) -> None:
+        """The next len(noise) steps: N̂, N (long double) and the draws (L, D), σ_t (L,)."""
+        e = (np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)).astype(np.float64)
+        err = np.maximum.accumulate(np.maximum(np.max(e, axis=1) / (U * sd), self.err))
+        zmax = np.maximum.accumulate(np.maximum(np.max(np.abs(z), axis=1) / self.sigma1, self.zmax))
+        for T in self.Ts:
+            if self.t < T <= self.t + len(noise):
+                self.out.append(float(err[T - self.t - 1] / (1.0 + zmax[T - self.t - 1])))
+        self.err, self.zmax = float(err[-1]), float(zmax[-1])
+        self.t += len(noise)
 
 
 def ratios(
@@ -165,20 +345,93 @@ def ratios(
     """The (F) ratio over the first T steps, for each T in Ts (prefixes of one run)."""
     T = len(noise)
     v = np.fromiter(itertools.islice(mech.iter_variances(), T), np.float64, count=T)
-    sd = np.sqrt(v)
-    err = (np.abs(noise.astype(LD) - exact) + LD(U) * np.abs(noise).astype(LD)).astype(np.float64)
-    per_step = np.max(err, axis=1) / (U * sd)  # over coordinates
-    zmax = np.maximum.accumulate(np.max(np.abs(z), axis=1)) / math.sqrt(mech.sampler.variance)
-    return [float(np.max(per_step[:k]) / (1.0 + zmax[k - 1])) for k in Ts]
+    check = Check(Ts, math.sqrt(mech.sampler.variance))
+    check.add(noise, exact, z, np.sqrt(v))
+    return check.out
+
+
+def measure_paths(
+    paths: list[str], Ts: list[int], seed: int, report: Any = None
+) -> dict[str, list[float]]:
+    """The (F) ratio of every path in ``paths`` with ``seed`` at each T in Ts: one run
+    of each at max(Ts) (``unbounded`` up to its span), stepped in lockstep by
+    :data:`CHUNK` steps, every path's coordinates through one long-double loop (a path
+    past its horizon is fed zero draws there, its output unused)."""
+    T = max(Ts)
+    mechs = [mechanism(p) for p in paths]
+    drivers = [Driver(p, min(T, m.horizon), seed, m) for p, m in zip(paths, mechs, strict=True)]
+    sigma1 = math.sqrt(mechs[0].sampler.variance)
+    checks = [Check([min(x, m.horizon) for x in Ts], sigma1) for m in mechs]
+    widths = [d.D for d in drivers]
+    edges = np.cumsum([0, *widths])
+    exact = ExactNoise(mechs[0].columns, int(edges[-1]))
+    variances = mechs[0].iter_variances()  # the same columns (and values) for every path
+    done = 0
+    while done < T:
+        L = min(CHUNK, T - done)
+        sd = np.sqrt(np.fromiter(itertools.islice(variances, L), np.float64, count=L))
+        takes = [d.take(max(0, min(L, d.mech.horizon - done))) for d in drivers]
+        z = np.zeros((L, int(edges[-1])))
+        for (_, zz), a, b in zip(takes, edges[:-1], edges[1:], strict=True):
+            z[: len(zz), a:b] = zz
+        ex = exact.advance(z)
+        for check, (noise, zz), a, b in zip(checks, takes, edges[:-1], edges[1:], strict=True):
+            if len(noise):
+                check.add(noise, ex[: len(noise), a:b], zz, sd[: len(noise)])
+        done += L
+        if report is not None and done in Ts:  # every path's ratio at T = done so far
+            report(done, {p: c.out[-1] for p, c in zip(paths, checks, strict=True)})
+    return {p: c.out for p, c in zip(paths, checks, strict=True)}
 
 
 def measure(path: str, Ts: list[int], seed: int) -> list[float]:
     """The (F) ratio of ``path`` with ``seed`` at each T in Ts (one run at max(Ts))."""
-    mech = mechanism(path)
-    Ts = [min(T, mech.horizon) for T in Ts]  # the counter's block 0 ends at 2^s − 1
-    noise, z = drive(mech, path, max(Ts), seed)
-    exact = exact_noise(mech.columns, z)
-    return ratios(mech, noise, exact, z, Ts)
+    return measure_paths([path], Ts, seed)[path]
+
+
+def identical(paths: list[str], T: int, seed: int) -> dict[str, bool]:
+    """Whether each path's noise for the first T steps equals, bit for bit, that of the
+    path computed by the same code in one call (``batch`` for the scalar paths, ``vbatch``
+    for ``vector``), from the same seed: the paths differ only in how the steps are
+    grouped into calls, so this shows the (F) ratio of one holds for the other."""
+    out = {}
+    for path in paths:
+        ref = "vbatch" if dim_of(path, seed) is not None else "batch"
+        ref_mech, mech = mechanism(ref), mechanism(path)
+        n = min(T, mech.horizon)
+        a, _ = Driver(ref, n, seed, ref_mech).take(n)
+        b, _ = Driver(path, n, seed, mech).take(n)
+        out[path] = bool(np.array_equal(a, b))
+    return out
+
+
+class Replay(Recorder):
+    """A sampler that hands out given draws in order (its variance the mechanism's)."""
+
+    def __init__(self, base: Any, draws: np.ndarray) -> None:
+        super().__init__(base)
+        self.values, self.at = draws, 0
+
+    def sample(self, rng: np.random.Generator, size: Any) -> np.ndarray:
+        n = math.prod(size) if isinstance(size, tuple) else int(size)
+        out = self.values[self.at : self.at + n]
+        self.at += n
+        return out.reshape(size)
+
+
+def coordinates_as_scalar(T: int, seed: int) -> bool:
+    """Whether every coordinate of the ``vbatch`` path's noise (T steps) equals, bit for
+    bit, the scalar ``batch`` path's noise computed from that coordinate's draws: the
+    vector step does the scalar step's float operations coordinate by coordinate."""
+    mech = mechanism("vbatch")
+    noise, z = Driver("vbatch", T, seed, mech).take(T)
+    for j in range(z.shape[1]):
+        scalar = mechanism("batch")
+        replay = Replay(scalar.sampler, z[:, j].copy())
+        source = NoiseSource.generator(replay, np.random.default_rng(0))
+        if not np.array_equal(scalar.noise_process(source).next_many(T), noise[:, j]):
+            return False
+    return True
 
 
 def main() -> None:
@@ -187,29 +440,49 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument(
-        "--beyond", action="store_true", help="measure past the refusal (FLOAT_MODEL_STEPS)"
+        "--beyond",
+        action="store_true",
+        help="measure past the refusal (FLOAT_MODEL_STEPS; the counter's block 0 then spans "
+        "the largest T)",
+    )
+    ap.add_argument(
+        "--identical",
+        action="store_true",
+        help="only check that each path's noise equals batch's / vbatch's bit for bit, at "
+        "the largest T",
     )
     args = ap.parse_args()
+    Ts = [1 << int(k) for k in args.log2.split(",")]
+    if args.identical:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            start = time.process_time()
+            same = identical(args.paths.split(","), max(Ts), seed)
+            same["vbatch coordinates = scalar"] = coordinates_as_scalar(max(Ts), seed)
+            print(f"seed {seed}, T = 2^{max(Ts).bit_length() - 1}: bit for bit equal to "
+                  f"batch / vbatch: {same} ({time.process_time() - start:.0f} s CPU)")  # fmt: skip
+        return
     if args.beyond:
         hfg.FLOAT_MODEL_STEPS = MAX_HORIZON
-    Ts = [1 << int(k) for k in args.log2.split(",")]
+        ub.HORIZON_FREE_BLT_SPAN_LOG2 = max(ub.HORIZON_FREE_BLT_SPAN_LOG2, max(Ts).bit_length() - 1)
     print(
         f"(F) ratio of horizon-free-growing-blt, units u·σ_t·(1 + Z*/σ₁); κ = {MODEL_KAPPA}, "
-        f"target ≤ κ/4 = {MODEL_KAPPA // 4}"
+        f"target ≤ κ/4 = {MODEL_KAPPA // 4}; unbounded: block 0 to step {span()}"
     )
     print(
         f"{'path':10} {'seed':>4} " + " ".join(f"{'T=2^' + str(T.bit_length() - 1):>9}" for T in Ts)
     )
-    for path in args.paths.split(","):
-        for seed in (int(s) for s in args.seeds.split(",")):
-            start = time.perf_counter()
-            rs = measure(path, Ts, seed)
-            print(
-                f"{path:10} {seed:>4} "
-                + " ".join(f"{r:9.3f}" for r in rs)
-                + f"   ({time.perf_counter() - start:.0f} s)",
-                flush=True,
-            )
+    paths = args.paths.split(",")
+    for seed in (int(s) for s in args.seeds.split(",")):
+        start = time.process_time()
+
+        def report(T: int, now: dict[str, float], seed: int = seed, start: float = start) -> None:
+            cpu = time.process_time() - start
+            print(f"  seed {seed} at T=2^{T.bit_length() - 1} ({cpu:.0f} s CPU): {now}", flush=True)
+
+        result = measure_paths(paths, Ts, seed, report)
+        for path in paths:
+            print(f"{path:10} {seed:>4} " + " ".join(f"{r:9.3f}" for r in result[path]))
+        print(f"(seed {seed}: {time.process_time() - start:.0f} s CPU)", flush=True)
 
 
 if __name__ == "__main__":

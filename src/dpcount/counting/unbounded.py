@@ -28,8 +28,8 @@ node (popcount 1), so the carried error grows like the node variances,
 Horizon-free: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
 without a horizon, Gaussian noise) runs one BLT with growing columns calibrated for the
 infinite stream (:mod:`dpcount.counting.factorization.horizon_free_growing`, certified
-column norms, 2n + 3 running values per coordinate) as block 0, steps 1 … 2^22 − 1
-(its float computation's measured limit), then doubling blocks i ≥ 22 with Honaker
+column norms, 2n + 3 running values per coordinate) as block 0, steps 1 … 2^24 − 1
+(its float computation's measured limit), then doubling blocks i ≥ 24 with Honaker
 inside (Gaussian noise; the same parallel composition);
 ``inner="horizon-free-sqrt"`` runs one log-damped square root
 (:mod:`dpcount.counting.factorization.horizon_free`, O(t) state) for every step, no blocks.
@@ -56,6 +56,7 @@ References:
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 from collections.abc import Callable, Iterator
@@ -114,12 +115,14 @@ HORIZON_FREE = "horizon-free-sqrt"
 #: inside, so the error stays polylogarithmic past the BLT's longest time scale
 HORIZON_FREE_BLT = "horizon-free-blt"
 
-#: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1. Its variance alone would
-#: favour 2^28 (ratio to the plain square root told t 1.30 at 2^26, 1.50 at 2^28:
+#: s: the horizon-free BLT's block 0 runs steps 1 … 2^s − 1 (a counter reads it when
+#: built; a checkpoint records it and is resumed with its own s). Its variance alone
+#: would favour 2^28 (ratio to the plain square root told t 1.30 at 2^26, 1.50 at 2^28:
 #: docs/unbounded.md), but its float computation is measured within the float-safe
-#: release's model only up to step 2^22 (``horizon_free_growing.FLOAT_MODEL_STEPS``;
+#: release's model only up to step 2^24 (``horizon_free_growing.FLOAT_MODEL_STEPS``;
 #: later steps are refused), so block 0 ends there and the doubling blocks take over
-HORIZON_FREE_BLT_SPAN_LOG2 = 22
+#: (dpcount 0.5 ended it at 2^22 − 1)
+HORIZON_FREE_BLT_SPAN_LOG2 = 24
 
 #: the inner names whose block 0 is a horizon-free mechanism
 HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
@@ -131,43 +134,39 @@ def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> Counti
     return HorizonFreeSqrt(horizon, budget=budget, rng=rng)
 
 
-def _build_horizon_free_blt(horizon: int, *, budget: Budget, rng: RNGLike) -> CountingMechanism:
-    """Block 0 (horizon 2^s − 1): the horizon-free BLT with growing columns; later
-    blocks: Honaker."""
+def _build_horizon_free_blt(
+    horizon: int, *, budget: Budget, rng: RNGLike, block0: int
+) -> CountingMechanism:
+    """Block 0 (horizon ``block0`` = 2^s − 1): the horizon-free BLT with growing columns;
+    later blocks (horizons 2^i, i ≥ s): Honaker."""
     from dpcount.counting.factorization.horizon_free_growing import HorizonFreeGrowingBLT
 
-    if horizon == _block_span(HORIZON_FREE_BLT, 0):
+    if horizon == block0:
         return HorizonFreeGrowingBLT(horizon, budget=budget, rng=rng)
     if budget.noise is None:  # Gaussian like block 0 (Honaker's own default differs)
         budget = budget.replace(noise=NoiseKind.GAUSSIAN)
     return MECHANISMS["honaker"](horizon=horizon, budget=budget, rng=rng)
 
 
-def _first_doubling_block(inner: str) -> int:
-    """The block after block 0: 1, or s for the horizon-free BLT (blocks 1 … s − 1 are
-    part of its block 0)."""
-    return HORIZON_FREE_BLT_SPAN_LOG2 if inner == HORIZON_FREE_BLT else 1
-
-
-def _block_ids(inner: str) -> list[int]:
+def _block_ids(inner: str, first: int) -> list[int]:
     """Every block there is, in order: 0 alone for the horizon-free square root, else 0
-    and the doubling blocks up to 53."""
+    and the doubling blocks ``first`` … 53."""
     if inner == HORIZON_FREE:
         return [0]
-    return [0, *range(_first_doubling_block(inner), MAX_STEPS.bit_length())]
+    return [0, *range(first, MAX_STEPS.bit_length())]
 
 
-def _block_span(inner: str, i: int) -> int:
-    """The number of steps of block i: 2^i (block 0: 2^s − 1 for the horizon-free BLT),
-    or every step for the horizon-free square root."""
+def _block_span(inner: str, first: int, i: int) -> int:
+    """The number of steps of block i: 2^i (block 0: 2^first − 1), or every step for the
+    horizon-free square root."""
     if inner == HORIZON_FREE:
         return MAX_STEPS
-    return (1 << _first_doubling_block(inner)) - 1 if i == 0 else 1 << i
+    return (1 << first) - 1 if i == 0 else 1 << i
 
 
-def _locate_in(inner: str, t: int) -> tuple[int, int]:
-    """(block, local step) of step t (block i ≥ 1 starts at step 2^i)."""
-    if inner == HORIZON_FREE or t < 1 << _first_doubling_block(inner):
+def _locate_in(inner: str, first: int, t: int) -> tuple[int, int]:
+    """(block, local step) of step t (block i ≥ ``first`` starts at step 2^i)."""
+    if inner == HORIZON_FREE or t < 1 << first:
         return 0, t
     return block_of(t)
 
@@ -233,8 +232,8 @@ class UnboundedCounter:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
             :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: block 0 is one
             :class:`~dpcount.counting.HorizonFreeGrowingBLT` calibrated for the infinite stream
-            for steps 1 … 2^22 − 1, 2n + 3 running values per coordinate, then doubling
-            blocks i ≥ 22 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
+            for steps 1 … 2^24 − 1, 2n + 3 running values per coordinate, then doubling
+            blocks i ≥ 24 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
             (``"horizon-free-sqrt"``: no blocks, one
             :class:`~dpcount.counting.HorizonFreeSqrt` for every step, O(t) state), or a
             callable
@@ -266,9 +265,7 @@ class UnboundedCounter:
         self._forever = inner == HORIZON_FREE  # one mechanism, no blocks at all
         if isinstance(inner, str) and inner in HORIZON_FREE_INNERS:
             self.inner: str = inner
-            self._factory: InnerFactory = (
-                _build_horizon_free if inner == HORIZON_FREE else _build_horizon_free_blt
-            )
+            self._factory: InnerFactory = _build_horizon_free  # the BLT's: _start_blocks
             self._named = True
         elif isinstance(inner, str):
             self.inner = check_choice("inner", inner, MECHANISMS)
@@ -297,11 +294,22 @@ class UnboundedCounter:
         self._rng = as_generator(rng)
         self._budget_in = resolved
         self._sampler: NoiseSampler | None = None  # with_sampler (tests)
+        self._start_blocks(HORIZON_FREE_BLT_SPAN_LOG2)
+
+    def _start_blocks(self, span_log2: int) -> None:
+        """Build block 0 (and for the horizon-free BLT, whose block 0 covers steps
+        1 … 2^s − 1 with s = ``span_log2``, the first doubling block: the budget is checked
+        now, not at step 2^s) and the guarantee. Called again by :func:`load_unbounded` for
+        a checkpoint that recorded another s."""
+        #: the first doubling block (1; s for the horizon-free BLT)
+        self._first = span_log2 if self.inner == HORIZON_FREE_BLT else 1
+        if self.inner == HORIZON_FREE_BLT:
+            self._factory = functools.partial(_build_horizon_free_blt, block0=(1 << span_log2) - 1)
         self._blocks: dict[int, CountingMechanism] = {}
         self._last_variances: dict[int, float] = {}  # block i -> V_i(span of block i)
         first = self.block_mechanism(0)  # validates the budget now, not at step 1
-        if self.inner == HORIZON_FREE_BLT:  # and the doubling blocks' inner, not at 2^s
-            self.block_mechanism(_first_doubling_block(self.inner))
+        if self.inner == HORIZON_FREE_BLT:
+            self.block_mechanism(self._first)
         #: the budget with the inner class's default noise filled in
         self.budget: Budget = first.budget
         self.step_sensitivity = first.step_sensitivity
@@ -327,7 +335,7 @@ class UnboundedCounter:
             return once
         parallel = "parallel composition over the blocks (Chan, Shi, Song 2011)"
         if self.inner == HORIZON_FREE_BLT:
-            s = _first_doubling_block(self.inner)
+            s = self._first
             return (
                 f"block 0 (steps 1 .. 2^{s}-1): the horizon-free BLT, {once}; blocks i >= "
                 f"{s}: Honaker calibrated for horizon 2^i; {parallel}"
@@ -350,15 +358,15 @@ class UnboundedCounter:
                 horizon 2^i.
         """
         i = check_integer("i", i, ge=0, le=0 if self._forever else MAX_STEPS.bit_length() - 1)
-        if i not in _block_ids(self.inner):
+        if i not in _block_ids(self.inner, self._first):
             raise ValueError(
-                f"i must be 0 or {_first_doubling_block(self.inner)} … "
+                f"i must be 0 or {self._first} … "
                 f"{MAX_STEPS.bit_length() - 1} for inner={self.inner!r} (its block 0 covers "
-                f"steps 1 … {_block_span(self.inner, 0)}), got {i}"
+                f"steps 1 … {_block_span(self.inner, self._first, 0)}), got {i}"
             )
         mech = self._blocks.get(i)
         if mech is None:
-            horizon = _block_span(self.inner, i)
+            horizon = _block_span(self.inner, self._first, i)
             mech = self._factory(horizon, budget=self._budget_in, rng=self._rng)
             if not isinstance(mech, CountingMechanism) or mech.horizon != horizon:
                 raise TypeError(
@@ -378,14 +386,14 @@ class UnboundedCounter:
         v = self._last_variances.get(i)
         if v is None:
             mech = self.block_mechanism(i)
-            v = mech.variance_at(_block_span(self.inner, i))
+            v = mech.variance_at(_block_span(self.inner, self._first, i))
             self._last_variances[i] = v
         return v
 
     def _carried_variance(self, i: int) -> float:
         """Σ of the carried variances of the blocks before block i, in block order."""
         carried = 0.0
-        for j in _block_ids(self.inner):
+        for j in _block_ids(self.inner, self._first):
             if j >= i:
                 break
             carried += self._last_variance(j)
@@ -393,11 +401,11 @@ class UnboundedCounter:
 
     def _next_block(self, i: int) -> int:
         """The block after block i (block 0 after −1)."""
-        return 0 if i < 0 else _first_doubling_block(self.inner) if i == 0 else i + 1
+        return 0 if i < 0 else self._first if i == 0 else i + 1
 
     def _locate(self, t: int) -> tuple[int, int]:
         """(block, local step) of step t."""
-        return _locate_in(self.inner, t)
+        return _locate_in(self.inner, self._first, t)
 
     # -- exact error ------------------------------------------------------------------
     def variance_at(self, t: int) -> float:
@@ -452,7 +460,7 @@ class UnboundedCounter:
         carried: Any = 0
         start, i = 0, 0
         while start < n:
-            stop = min(n, start + _block_span(self.inner, i))
+            stop = min(n, start + _block_span(self.inner, self._first, i))
             local = self.block_mechanism(i).release(arr[start:stop])
             parts.append(local + carried)
             carried = carried + local[-1]
@@ -490,7 +498,7 @@ class UnboundedCounter:
                 "the blocks' composed Laplace events are not ordered; use "
                 "block_mechanism(i).dp_event() per block"
             )
-        events = [self.block_mechanism(i).dp_event() for i in _block_ids(self.inner)]
+        events = [self.block_mechanism(i).dp_event() for i in _block_ids(self.inner, self._first)]
         if hasattr(events[0], "rho"):
             return max(events, key=lambda e: e.rho)
         return min(events, key=lambda e: e.noise_multiplier)
@@ -521,7 +529,7 @@ class UnboundedCounter:
                 "its prefix sum plus its noise at t"
             )
         if self.inner == HORIZON_FREE_BLT:
-            s = _first_doubling_block(self.inner)
+            s = self._first
             return (
                 f"no horizon: steps 1 .. 2^{s}-1 (block 0) released by one horizon-free BLT "
                 "factorization calibrated for the infinite stream (n + 1 running values per "
@@ -696,7 +704,7 @@ def save_unbounded(
         "last": _plain(stream._last),
     }
     if counter.inner == HORIZON_FREE_BLT:
-        state[_SPAN_KEY] = HORIZON_FREE_BLT_SPAN_LOG2
+        state[_SPAN_KEY] = counter._first
     save_stream(inner, path, extra={"unbounded": state, "user": extra})
 
 
@@ -762,27 +770,46 @@ def _saved_state(inner: CountingStream) -> dict[str, Any]:
         raise ValueError(f"corrupt {_OWNER} state: unknown inner mechanism {st['inner']!r:.40}")
     if type(st["k"]) is not int or type(st["subtract"]) is not bool:
         raise ValueError(f"corrupt {_OWNER} state: k must be an int, subtract a bool")
-    if st["inner"] == HORIZON_FREE_BLT and st.get(_SPAN_KEY) != HORIZON_FREE_BLT_SPAN_LOG2:
+    if st["inner"] == HORIZON_FREE_BLT and _SPAN_KEY not in st:
         raise ValueError(
             f"inner={HORIZON_FREE_BLT!r} checkpoint saved by a dpcount whose block 0 is "
-            "another mechanism (HorizonFreeBLT for steps 1 … 2^26 − 1, or another span: "
-            f"{_SPAN_KEY} = {st.get(_SPAN_KEY)!r:.20}); this one runs HorizonFreeGrowingBLT "
-            f"for steps 1 … 2^{HORIZON_FREE_BLT_SPAN_LOG2} − 1 and would continue with a "
-            "different noise process: resume it with the dpcount version that saved it"
+            "another mechanism (HorizonFreeBLT for steps 1 … 2^26 − 1); this one runs "
+            "HorizonFreeGrowingBLT in block 0 and would continue with a different noise "
+            "process: resume it with the dpcount version that saved it"
         )
+    if st["inner"] == HORIZON_FREE_BLT:
+        _check_span(st[_SPAN_KEY])
     if st["inner"] != HORIZON_FREE_BLT and _SPAN_KEY in st:
         raise ValueError(f"corrupt {_OWNER} state: {_SPAN_KEY} for inner={st['inner']!r:.40}")
     return st
+
+
+def _check_span(span: Any) -> None:
+    """A recorded block 0 span s this version can continue: block 0 (steps 1 … 2^s − 1)
+    within the growing BLT's measured float limit, ``FLOAT_MODEL_STEPS``."""
+    from dpcount.counting.factorization.horizon_free_growing import FLOAT_MODEL_STEPS
+
+    if type(span) is not int:
+        raise ValueError(f"corrupt {_OWNER} state: {_SPAN_KEY} {span!r:.20} is not an int")
+    if not 1 <= span <= FLOAT_MODEL_STEPS.bit_length() - 1:
+        raise ValueError(
+            f"inner={HORIZON_FREE_BLT!r} checkpoint whose block 0 is HorizonFreeGrowingBLT "
+            f"for steps 1 … 2^{span} − 1 ({_SPAN_KEY} = {span}): this dpcount cannot "
+            "continue it (its float computation is measured only to step "
+            f"{FLOAT_MODEL_STEPS}, spans 1 … {FLOAT_MODEL_STEPS.bit_length() - 1}); resume "
+            "it with the dpcount version that saved it"
+        )
 
 
 def _check_position(st: dict[str, Any], inner: CountingStream) -> None:
     """The saved block, step and vector length agree with the inner stream."""
     block, step, dim = st["block"], st["step"], st["dim"]
     horizon = inner.mechanism.horizon
+    first = st.get(_SPAN_KEY, 1)  # the first doubling block
     if (
         type(block) is not int
-        or block not in _block_ids(st["inner"])
-        or horizon != _block_span(st["inner"], block)
+        or block not in _block_ids(st["inner"], first)
+        or horizon != _block_span(st["inner"], first, block)
     ):
         raise ValueError(
             f"corrupt {_OWNER} state: block {block!r:.40} for an inner horizon of {horizon}"
@@ -803,6 +830,8 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     counter = UnboundedCounter(
         inner=st["inner"], k=st["k"], subtract=st["subtract"], budget=mech.budget, rng=mech._rng
     )
+    if _SPAN_KEY in st and st[_SPAN_KEY] != counter._first:  # a span saved by another
+        counter._start_blocks(st[_SPAN_KEY])  # version: honoured (block 0 ends there)
     if counter.block_mechanism(block).config() != mech.config():
         raise ValueError(f"corrupt {_OWNER} state: the inner mechanism is not {counter!r}")
     if expect is not None and repr(expect) != repr(counter):
