@@ -322,7 +322,10 @@ run        Dask, 2 workers      Spark local[2]       Spark / Dask
 
 (in runs 1 and 2 the load moved between the two timings, so their ratios are rough;
 run 3, 18:24 UTC, had the machine nearly to itself: the two engines take the same
-time, within the 1.5x target.) Smaller jobs, where Spark's fixed cost per run (its
+time, within the 1.5x target.) Again after the keys join and the narrowed counts
+(2026-12-07 03:35 UTC, 8461ae1, machine otherwise idle, load 1.0-1.7, the same command):
+Dask 34.05 s wall (64.7 s CPU; worker peaks 386 / 390 MiB, client 187 MiB), Spark
+local[2] 31.29 s, 0.92x. Smaller jobs, where Spark's fixed cost per run (its
 stages, two shuffles and broadcasts: ~2-3 s) weighs: 10^5 keys x 10^3 steps (10^6 events),
 18:25 UTC, load 1.5: Dask 5.2 s, Spark 7.9 s (1.51x); 2 x 10^4 keys (2 x 10^5 events),
 load 19: Dask 26.9 s, Spark 34.3 s (1.28x).
