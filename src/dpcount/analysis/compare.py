@@ -52,12 +52,16 @@ if TYPE_CHECKING:
     from dpcount.analysis.certificates import Certificate
 
 __all__ = [
+    "K_VALUES",
     "METRICS",
     "NORMALIZED_SQRT_COMPARE_LIMIT",
     "ROW_SCALED_COMPARE_LIMIT",
     "Candidate",
     "compare",
 ]
+
+#: the trees' branching factors ``compare`` searches by default (``k_values``)
+K_VALUES = range(2, 65)
 
 accept_participation("compare")  # every row is calibrated to the budget's schema
 
@@ -279,7 +283,7 @@ def compare(
     budget: Budget,
     metric: str = "mse",
     beta: float = 0.05,
-    k_values: Iterable[int] = range(2, 65),
+    k_values: Iterable[int] = K_VALUES,
     dim: int | None = None,
     memory: int | str | None = None,
     certificates: bool = True,

@@ -17,6 +17,7 @@ https://arxiv.org/abs/2408.07021).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,7 +28,7 @@ from dpcount.analysis._floor import (
     analytic_sigma_floor,
     gaussian_mse_floor,
 )
-from dpcount.analysis.compare import Candidate, compare, rank_key
+from dpcount.analysis.compare import K_VALUES, Candidate, compare, rank_key
 from dpcount.counting.digits import DigitSystem
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.privacy.budget import (
@@ -309,12 +310,18 @@ def _tree_structures(horizon: int) -> list[tuple[int, float]]:
     ``compare`` searches (k = 2 with subtraction is not one), without building them:
     :meth:`KaryTree.mse <dpcount.counting.KaryTree.mse>`'s figures."""
     out = []
-    for k in _TREE_KS:
-        for subtract in (False, True) if k > 2 else (False,):
-            system = DigitSystem.for_tree(k, subtract)
-            h = system.height(horizon)
-            out.append((h, system.digit_l1_total(horizon, h) / horizon))
+    for _, _, system in _tree_systems():
+        h = system.height(horizon)
+        out.append((h, system.digit_l1_total(horizon, h) / horizon))
     return out
+
+
+def _tree_systems() -> Iterator[tuple[int, bool, DigitSystem]]:
+    """(k, subtract, digit system) of every k-ary tree ``compare`` searches by default
+    (k = 2 with subtraction is not one)."""
+    for k in K_VALUES:
+        for subtract in (False, True) if k > 2 else (False,):
+            yield k, subtract, DigitSystem.for_tree(k, subtract)
 
 
 def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> float:
@@ -342,14 +349,13 @@ def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> flo
         return cheap
     noise = budget.replace(noise=NoiseKind.DISCRETE_GAUSSIAN)
     variance: dict[int, float] = {}
-    for k in _TREE_KS:  # one tree per height: its node variance
-        for subtract in (False, True) if k > 2 else (False,):
-            h = DigitSystem.for_tree(k, subtract).height(horizon)
-            if h not in variance:
-                mech = build_mechanism(
-                    "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract
-                )
-                variance[h] = mech.sampler.variance
+    for k, subtract, system in _tree_systems():  # one tree per height: its node variance
+        h = system.height(horizon)
+        if h not in variance:
+            mech = build_mechanism(
+                "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract
+            )
+            variance[h] = mech.sampler.variance
     mses = [variance[h] * v for h, v in trees]
     for name in ("binary", "honaker"):
         mses.append(float(build_mechanism(name, horizon=horizon, budget=noise, rng=0).mse()))
