@@ -27,6 +27,11 @@ from dpcount.training.privatizer import (
     clip_and_sum,
     gaussian_privatizer,
 )
+from dpcount.training.renyi_allocation import (
+    AllocationAccounting,
+    RenyiAllocationAccountant,
+    RenyiCertificate,
+)
 from dpcount.training.sampling import (
     CyclicPoissonBatches,
     Sampling,
@@ -36,6 +41,7 @@ from dpcount.training.sampling import (
 )
 
 __all__ = [
+    "AllocationAccounting",
     "BallsInBinsAccountant",
     "BallsInBinsBatches",
     "CyclicPoissonBatches",
@@ -45,6 +51,8 @@ __all__ = [
     "NoiseState",
     "OptaxDeviceNoiseState",
     "OptaxNoiseState",
+    "RenyiAllocationAccountant",
+    "RenyiCertificate",
     "Sampling",
     "amplified_noise_multiplier",
     "balls_in_bins_batches",

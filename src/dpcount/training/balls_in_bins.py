@@ -44,8 +44,8 @@ searches σ on common random numbers and then certifies the chosen σ on **fresh
 samples (no selection on the certifying draws); retries split α (α/2, α/4, …, so all
 attempts together fail with probability ≤ α); if none passes, it returns the
 unamplified σ (a true (ε, δ) guarantee by the convexity of the hockey-stick divergence
-in the mixture). The sampling-free Rényi bound of Schuchardt & Kalinin (arXiv:2601.21636)
-is not implemented (see docs/tutorials/training.md).
+in the mixture). The sampling-free Rényi bound of Schuchardt & Kalinin (arXiv:2601.21636),
+a deterministic statement, is :mod:`dpcount.training.renyi_allocation`.
 
 References:
     * C. A. Choquette-Choo, A. Ganesh, S. Haque, T. Steinke, A. Thakurta. "Near exact
@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -71,6 +72,9 @@ from scipy.special import rel_entr
 from dpcount._validate import check_integer, check_real, check_real_array
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.rng import RNGLike, as_generator
+
+if TYPE_CHECKING:
+    from dpcount.training.renyi_allocation import RenyiCertificate
 
 __all__ = [
     "BallsInBinsAccountant",
@@ -209,19 +213,23 @@ class BallsInBinsAmplification:
     """The balls-in-bins accounting of one privatizer (module docstring).
 
     Attributes:
-        certificate: the Monte Carlo statement for σ per unit of the clip bound.
+        certificate: the statement for σ per unit of the clip bound: the Monte Carlo
+            certificate, or the deterministic Rényi one
+            (:class:`~dpcount.training.renyi_allocation.RenyiCertificate`), whichever
+            the privatizer's ``accounting`` chose.
         unit_sensitivity: the step sensitivity (the clip bound C): σ = certificate's
             noise multiplier × C.
     """
 
-    certificate: MonteCarloCertificate
+    certificate: MonteCarloCertificate | RenyiCertificate
     unit_sensitivity: float
 
     def dp_event(self, sigma: float) -> object:
-        """No dp_accounting event states a Monte Carlo certificate: raises ValueError."""
+        """No dp_accounting event states either certificate: raises ValueError."""
         raise ValueError(
             "balls-in-bins sampling has no dp_accounting event (its guarantee is a Monte Carlo "
-            f"certificate): see privatizer.amplification.certificate ({self.certificate})"
+            "or a Rényi certificate): see privatizer.amplification.certificate "
+            f"({self.certificate})"
         )
 
 

@@ -107,6 +107,12 @@ from dpcount.training.balls_in_bins import (
     BallsInBinsAccountant,
     BallsInBinsAmplification,
     MonteCarlo,
+    MonteCarloCertificate,
+)
+from dpcount.training.renyi_allocation import (
+    AllocationAccounting,
+    RenyiAllocationAccountant,
+    RenyiCertificate,
 )
 from dpcount.training.sampling import (
     Amplification,
@@ -193,8 +199,9 @@ class GradientPrivatizer:
         amplification: None (fixed batches: the mechanism's own guarantee), the
             cyclic Poisson accounting (:mod:`dpcount.training.sampling`), which
             :meth:`dp_event` and :attr:`noise_multiplier` then state, or the
-            balls-in-bins Monte Carlo certificate
-            (:mod:`dpcount.training.balls_in_bins`; :meth:`dp_event` then raises).
+            balls-in-bins certificate (Monte Carlo, :mod:`dpcount.training.balls_in_bins`,
+            or Rényi, :mod:`dpcount.training.renyi_allocation`; :meth:`dp_event` then
+            raises).
 
     Raises:
         TypeError: ``mechanism`` is not a CountingMechanism.
@@ -264,8 +271,8 @@ class GradientPrivatizer:
         With cyclic Poisson sampling this is the mechanism's own, unamplified guarantee
         (true, and weaker); the amplified one is :meth:`dp_event`'s, to whose δ this
         guarantee's ``float_delta`` adds. With balls-in-bins sampling likewise: the
-        amplified statement is ``amplification.certificate`` (Monte Carlo, at its
-        confidence), to whose δ ``float_delta`` adds.
+        amplified statement is ``amplification.certificate`` (Monte Carlo at its
+        confidence, or the deterministic Rényi bound), to whose δ ``float_delta`` adds.
 
         Raises:
             ValueError: the mechanism carries no privacy guarantee (with_sampler).
@@ -285,7 +292,7 @@ class GradientPrivatizer:
         ``GaussianDpEvent`` (:meth:`~dpcount.counting.CountingMechanism.dp_event`) for
         fixed batches, the k-fold composition of the Poisson-subsampled Gaussian for
         cyclic Poisson sampling (:mod:`dpcount.training.sampling`). Balls-in-bins
-        sampling has none (a Monte Carlo certificate): ValueError."""
+        sampling has none (a Monte Carlo or Rényi certificate): ValueError."""
         if self.amplification is not None:
             if self.mechanism.privacy is None:
                 raise ValueError("this copy carries no privacy guarantee (with_sampler)")
@@ -394,6 +401,7 @@ def gaussian_privatizer(
     sampling_probability: float | None = None,
     bands: int | None = None,
     monte_carlo: MonteCarlo | None = None,
+    accounting: AllocationAccounting | str | None = None,
 ) -> GradientPrivatizer:
     """A :class:`GradientPrivatizer` calibrated for a training run.
 
@@ -425,12 +433,19 @@ def gaussian_privatizer(
             ``"blt"``, ``"toeplitz"`` and ``"input"``, add/remove only): σ is the
             smallest the Monte Carlo accounting of
             :mod:`dpcount.training.balls_in_bins` certifies (upper confidence bound
-            at 1 − ``monte_carlo.alpha``), or the fixed-batch σ if it cannot beat it;
-            the certificate is ``privatizer.amplification.certificate``.
+            at 1 − ``monte_carlo.alpha``) or the sampling-free Rényi bound of
+            :mod:`dpcount.training.renyi_allocation` states (deterministic), as
+            ``accounting`` says, or the fixed-batch σ if neither beats it; the
+            certificate is ``privatizer.amplification.certificate``.
         sampling_probability: q in (0, 1], for ``"cyclic-poisson"`` only.
         bands: the encoder's bands, for ``"toeplitz"`` only (None: full).
         monte_carlo: the sampling of the balls-in-bins accounting
             (:class:`~dpcount.training.balls_in_bins.MonteCarlo`; None: its defaults).
+        accounting: for ``"balls-in-bins"`` only
+            (:class:`~dpcount.training.renyi_allocation.AllocationAccounting`; None:
+            ``"auto"``, both, the smaller σ — each is a valid statement at its own σ;
+            ``"renyi"``: the deterministic bound only, no samples and no confidence
+            level; ``"monte-carlo"``: the Monte Carlo certificate only).
 
     Raises:
         ValueError, TypeError: naming the parameter.
@@ -466,6 +481,11 @@ def gaussian_privatizer(
     mech = build_mechanism(mechanism, horizon=k * b, budget=run_budget, **options)
     if how is not Sampling.BALLS_IN_BINS and monte_carlo is not None:
         raise ValueError("monte_carlo is for sampling='balls-in-bins' only")
+    if how is not Sampling.BALLS_IN_BINS and accounting is not None:
+        raise ValueError("accounting is for sampling='balls-in-bins' only")
+    way = AllocationAccounting.parse("accounting", accounting or AllocationAccounting.AUTO)
+    if way is AllocationAccounting.RENYI and monte_carlo is not None:
+        raise ValueError("monte_carlo is for accounting='monte-carlo' or 'auto', not 'renyi'")
     if how is not Sampling.CYCLIC_POISSON and sampling_probability is not None:
         raise ValueError("sampling_probability is for sampling='cyclic-poisson' only")
     if how is Sampling.FIXED:
@@ -476,7 +496,7 @@ def gaussian_privatizer(
                 "sampling='balls-in-bins' is accounted for neighbouring='add-remove' only, "
                 f"got {neighbouring!r}"
             )
-        bins = _balls_in_bins(mech, run_budget, monte_carlo or MonteCarlo(), c)
+        bins = _balls_in_bins(mech, run_budget, monte_carlo or MonteCarlo(), c, way)
         if not bins.certificate.amplified:
             return GradientPrivatizer(mech, release=release, rng=rng)
         target = bins.certificate.noise_multiplier * c
@@ -543,9 +563,14 @@ def _rebuilt(
 
 
 def _balls_in_bins(
-    mech: CountingMechanism, budget: Budget, how: MonteCarlo, clip: float
+    mech: CountingMechanism,
+    budget: Budget,
+    how: MonteCarlo,
+    clip: float,
+    way: AllocationAccounting,
 ) -> BallsInBinsAmplification:
-    """The Monte Carlo certificate for the mechanism's Toeplitz encoder (others refused)."""
+    """The certificate (Monte Carlo, Rényi, or the one with the smaller σ: ``way``) for
+    the mechanism's Toeplitz encoder (other encoders refused)."""
     from dpcount.counting.factorization.blt import BLT, encoder_coefficients
     from dpcount.counting.factorization.toeplitz import ToeplitzFactorization
     from dpcount.counting.input_perturbation import InputPerturbation
@@ -564,16 +589,24 @@ def _balls_in_bins(
             f"or 'input', got mechanism={mech.name!r}"
         )
     check_instance("monte_carlo", how, MonteCarlo, "a MonteCarlo")
-    accountant = BallsInBinsAccountant(
-        encoder, epochs=schema.max_participations, batches_per_epoch=schema.min_separation
-    )
-    certificate = accountant.calibrate(
-        budget.epsilon,
-        budget.delta,
-        samples=how.sample_count(budget.delta),
-        alpha=how.alpha,
-        rng=how.rng,
-    )
+    k, b = schema.max_participations, schema.min_separation
+    found: list[MonteCarloCertificate | RenyiCertificate] = []
+    if way is not AllocationAccounting.MONTE_CARLO:
+        renyi = RenyiAllocationAccountant(encoder, epochs=k, batches_per_epoch=b)
+        found.append(renyi.calibrate(budget.epsilon, budget.delta))
+    if way is not AllocationAccounting.RENYI:
+        accountant = BallsInBinsAccountant(encoder, epochs=k, batches_per_epoch=b)
+        found.append(
+            accountant.calibrate(
+                budget.epsilon,
+                budget.delta,
+                samples=how.sample_count(budget.delta),
+                alpha=how.alpha,
+                rng=how.rng,
+            )
+        )
+    # each is a valid statement at its own σ; ties keep the first (the Rényi one)
+    certificate = min(found, key=lambda cert: cert.noise_multiplier)
     return BallsInBinsAmplification(certificate, clip)
 
 
