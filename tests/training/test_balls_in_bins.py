@@ -224,3 +224,59 @@ def test_one_bin_calibrates_in_closed_form() -> None:
     cert = acc.calibrate(1.0, 1e-3, samples=10**6, rng=0)
     assert not cert.amplified and cert.delta == 1e-3
     assert cert.noise_multiplier == acc.unsampled_noise_multiplier(1.0, 1e-3)
+
+
+def test_privatizer_accounting_renyi_auto_and_monte_carlo() -> None:
+    """``accounting="renyi"`` states the deterministic bound's σ; ``"monte-carlo"`` the
+    certificate's; ``"auto"`` (the default) the smaller of the two."""
+    from dpcount.training import RenyiAllocationAccountant, RenyiCertificate
+
+    budget = Budget(epsilon=1.0, delta=1e-2)
+    common: dict[str, object] = {
+        "epochs": 2,
+        "batches_per_epoch": 8,
+        "clip_norm": 2.0,
+        "budget": budget,
+        "rng": 0,
+        "sampling": "balls-in-bins",
+    }
+    renyi = gaussian_privatizer("input", accounting="renyi", **common)  # type: ignore[arg-type]
+    cert = renyi.amplification.certificate  # type: ignore[union-attr]
+    assert isinstance(cert, RenyiCertificate) and cert.amplified and cert.delta <= 1e-2
+    direct = RenyiAllocationAccountant([1.0], epochs=2, batches_per_epoch=8).calibrate(1.0, 1e-2)
+    assert cert.noise_multiplier == direct.noise_multiplier
+    assert renyi.mechanism.noise_scale >= 2.0 * cert.noise_multiplier
+    mc = gaussian_privatizer(
+        "input",
+        accounting="monte-carlo",
+        monte_carlo=_FAST,
+        **common,  # type: ignore[arg-type]
+    )
+    mc_cert = mc.amplification.certificate  # type: ignore[union-attr]
+    assert not isinstance(mc_cert, RenyiCertificate)
+    auto = gaussian_privatizer("input", monte_carlo=_FAST, **common)  # type: ignore[arg-type]
+    got = auto.amplification.certificate.noise_multiplier  # type: ignore[union-attr]
+    assert got == min(cert.noise_multiplier, mc_cert.noise_multiplier)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"sampling": "fixed-batches", "accounting": "renyi"}, ValueError, "accounting"),
+        ({"accounting": "exact"}, ValueError, "accounting"),
+        ({"accounting": 1}, TypeError, "accounting"),
+        ({"accounting": "renyi", "monte_carlo": _FAST}, ValueError, "monte_carlo"),
+    ],
+)
+def test_privatizer_accounting_refusals(
+    kwargs: dict[str, object], error: type[Exception], match: str
+) -> None:
+    args: dict[str, object] = {"mechanism": "input", "sampling": "balls-in-bins", **kwargs}
+    with pytest.raises(error, match=match):
+        gaussian_privatizer(
+            epochs=2,
+            batches_per_epoch=4,
+            clip_norm=1.0,
+            budget=Budget(epsilon=1.0, delta=1e-2),
+            **args,  # type: ignore[arg-type]
+        )
