@@ -95,6 +95,33 @@ def test_upper_bound_for_full_encoders(encoder: list[float], k: int, b: int) -> 
         assert _upper(float(moments[alpha - 2]), brute)
 
 
+@pytest.mark.parametrize(("k", "exact"), [(1, True), (2, False)])
+def test_band_one_dynamic_program(k: int, exact: bool) -> None:
+    """Band 1 (two bands, b = 4): with one epoch nothing is left out and the dynamic
+    program is Lemma 3.2 by brute force over [b]^α (5% less fails); with two epochs the
+    wrap-around pair goes through AM–GM and the bound stays ≥ brute force."""
+    encoder, b, sigma = [1.0, 0.7], 4, 1.3
+    acc = RenyiAllocationAccountant(encoder, epochs=k, batches_per_epoch=b, max_order=5)
+    assert acc.band == 1
+    G = _dense_gram(encoder, k, b)
+    moments = np.exp(acc.log_moments(sigma))
+    for alpha in (2, 3, 4, 5):
+        terms = [
+            sum(G[r[i], r[j]] for i in range(alpha) for j in range(i + 1, alpha)) / sigma**2
+            for r in itertools.product(range(b), repeat=alpha)
+        ]
+        brute = float(np.exp(logsumexp(terms) - alpha * math.log(b)))
+        ours = float(moments[alpha - 2])
+        assert _upper(ours, brute)
+        if exact:
+            assert ours == pytest.approx(brute, rel=1e-9)
+            assert not _upper(0.95 * ours, brute)
+    zero = RenyiAllocationAccountant(encoder, epochs=k, batches_per_epoch=b, band=0)
+    assert zero.max_order == 64
+    assert acc.truncation == (pytest.approx(0.0, abs=1e-200) if exact else pytest.approx(0.7))
+    assert np.all(acc.log_moments(sigma) <= zero.log_moments(sigma)[:4] + 1e-12)
+
+
 @pytest.mark.parametrize(("encoder", "k", "b"), [*DIAGONAL, *FULL])
 def test_removal_direction_against_quadrature(encoder: list[float], k: int, b: int) -> None:
     """D_α(Q‖P) = ln E_Q[(P/Q)^{1−α}]/(α − 1) ≤ the closed form; with one bin the closed
@@ -191,6 +218,7 @@ def test_one_bin_is_the_unamplified_gaussian() -> None:
         ({"encoder": [1.0, -0.1]}, ValueError, "encoder"),
         ({"encoder": [0.0, 1.0]}, ValueError, "encoder"),
         ({"max_order": 1}, ValueError, "max_order"),
+        ({"band": 2}, ValueError, "band"),
         ({"epochs": 0}, ValueError, "epochs"),
         ({"batches_per_epoch": 1.5}, TypeError, "batches_per_epoch"),
     ],

@@ -19,22 +19,29 @@ components r_1 … r_α is exp(⟨y, Σ v_{r_i}⟩/σ² − Σ‖v_{r_i}‖²/(2
 exp(‖Σ v_{r_i}‖²/(2σ²) − Σ‖v_{r_i}‖²/(2σ²)). Derived here as well; the sign of the
 α·ln b term is the derived one, ``−``, which the b = 1 case — the Gaussian's
 α‖v‖²/(2σ²) — confirms.) Evaluating the sum is hard for a general G; the paper's
-dynamic program (its Algorithm 3, Lemma 3.3) is exact for a banded C. This module
-implements the band-0 case of that program (the count of each bin is independent of
-the others'): with
+dynamic program (its Algorithm 3, Lemma 3.3) is exact for a banded C, at a cost
+exponential in the band. This module evaluates it through an entrywise upper bound
+of the exponent (every weight is increasing in G, as c ≥ 0): keep the diagonal and,
+with ``band=1``, the neighbouring-bin entries G_{j,j+1} exactly; for every other pair
+i ≠ j and a truncation level τ ≥ 0 use G_ij ≤ τ + (G_ij − τ)₊ and the AM–GM
+inequality 2·c_i·c_j ≤ c_i² + c_j². With s_j = Σ_{i not kept} (G_ji − τ)₊,
 
-    τ = max_{i ≠ j} G_ij,   d_j = G_jj − τ,
+    cᵀGc − Σ_j c_j G_jj ≤ τ·α(α − 1) + Σ_j [c_j(c_j − 1)(G_jj − τ) + c_j²·s_j]
+                          + 2·Σ_{kept j} c_j·c_{j+1}·(G_{j,j+1} − τ),
 
-entrywise G ≤ diag(d) + τ·𝟙𝟙ᵀ, so (every weight is increasing in G: c ≥ 0)
-
-    ln E_Q[(P/Q)^α] ≤ α(α − 1)τ/(2σ²) − α·ln b + ln α! + ln [x^α] Π_j f_j(x),
-    f_j(x) = Σ_{c ≥ 0} exp(c(c − 1)·d_j/(2σ²)) · x^c / c!,
-
-with equality when G is diagonal (one band: C = c₀·I, the independent mechanism
-``"input"``, i.e. DP-SGD; then τ = 0). For a non-banded C (BLT) τ is the largest
-cross-bin inner product, and the bound is as loose as that is large (see
-docs/tutorials/training.md for where it is tighter than the Monte Carlo and where not).
-One polynomial product in log space up to degree A gives every order 2 … A at once.
+so ln E_Q[(P/Q)^α] ≤ α(α − 1)τ/(2σ²) − α·ln b + ln α! + ln Z_α, where Z_α is the
+coefficient of x^α of Σ_c Π_j f_j(c_j)·x^{c_j}·exp(c_j·c_{j+1}·(G_{j,j+1} − τ)/σ²),
+f_j(c) = exp((c(c − 1)(G_jj − τ) + c²·s_j)/(2σ²))/c!. With ``band=0`` Z is a product
+of power series (one log-space polynomial product, equal bins by squaring); with
+``band=1`` a dynamic program over the bins carrying (c_j, Σc) (Algorithm 3 with one
+kept neighbour; cost b·A³). The bound is the smallest over a few τ (the largest entry
+not kept, 0, and with band 0 three quantiles). It is the exact Rényi divergence when
+nothing is left out: one band (C = c₀·I, the independent mechanism ``"input"``, i.e.
+DP-SGD; G diagonal), or two bands with one epoch (band 1). With two bands and k > 1
+epochs only the wrap-around pair (bin b − 1 with bin 0 of the next epoch) goes through
+AM–GM. For a non-banded C (BLT) most of G is left out and the bound is as loose as
+those entries are large (docs/tutorials/training.md: where it is tighter than the
+Monte Carlo and where not). One pass up to degree A gives every order 2 … A at once.
 
 The other direction (removal; Q‖P). By the AM–GM inequality P/Q ≥ exp(⟨y, v̄⟩/σ² −
 Σ_j G_jj/(2bσ²)), v̄ = (1/b)Σ_j v_j, and the Gaussian moment generating function,
@@ -53,7 +60,8 @@ accountant): if D_α(P‖Q) ≤ R then H_{e^ε}(P‖Q) ≤ δ with
 minimised over the orders of each direction separately (2 … A for P‖Q; for Q‖P
 also a geometric grid up to 10⁶); the run's δ is the
 larger of the two directions'. Rounding: the Gram matrix is moved up by its float error
-bound (T + 2)·2u relative, d_j and τ up by 4u, and every log-moment up by
+bound (T + 2)·2u relative, G_jj − τ and G_{j,j+1} − τ up by 4u, s_j by (b + 8)·u,
+and every log-moment up by
 (stages + 4)·2⁻⁴⁶·(1 + its magnitude) (log-sum-exp in float64, ``stages`` products):
 the bound is only ever moved outward. It needs no samples and no confidence level:
 the statement is deterministic.
@@ -125,7 +133,7 @@ class RenyiCertificate:
         delta: the larger of the two directions' δ bounds (an upper bound, rounded up).
         order_add: the order α of the P‖Q direction's conversion.
         order_remove: the order α of the Q‖P direction's.
-        truncation: τ, the largest cross-bin inner product (0: the bound is the exact
+        truncation: the largest Gram entry not kept exactly (0: the bound is the exact
             Rényi divergence of the pair, Lemma 3.2).
         amplified: False when this is the unamplified fallback (the analytic Gaussian
             σ, whose δ is exact).
@@ -156,6 +164,66 @@ def _log_convolve(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.
     return np.asarray(logsumexp(terms, axis=1), dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class _Split:
+    """One entrywise bound on the exponent (module docstring): truncation level τ, the
+    diagonal residuals G_jj − τ, the spreads Σ_{i not kept}(G_ji − τ)₊ (moved to the
+    diagonal by AM–GM), and the kept neighbour couplings G_{j,j+1} − τ (band 1)."""
+
+    tau: float
+    diagonal: NDArray[np.float64]
+    spread: NDArray[np.float64]
+    chain: NDArray[np.float64] | None
+
+
+def _log_product(weights: list[NDArray[np.float64]]) -> tuple[NDArray[np.float64], int]:
+    """ln of the coefficients 0 … A of Π_j f_j (f_j given by ln coefficients), equal
+    factors raised by squaring; and the number of products."""
+    table = np.array(weights)
+    values, counts = np.unique(table, axis=0, return_counts=True)
+    total = np.full(table.shape[1], -np.inf)
+    total[0] = 0.0
+    stages = 0
+    for factor, m in zip(values, counts, strict=True):
+        power = int(m)
+        while power:
+            if power & 1:
+                total = _log_convolve(total, factor)
+                stages += 1
+            power >>= 1
+            if power:
+                factor = _log_convolve(factor, factor)
+                stages += 1
+    return total, stages
+
+
+def _log_chain(
+    weights: list[NDArray[np.float64]], coupling: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], int, float]:
+    """ln Σ over counts with Σc = s (s = 0 … A) of Π_j f_j(c_j) ·
+    exp(Σ_j coupling_j·c_j·c_{j+1}): a dynamic program over the bins carrying (c_j, s)
+    (the paper's Algorithm 3 for one kept neighbour); and the number of stages and the
+    largest |exponent| met."""
+    n = weights[0].size
+    c = np.arange(n, dtype=np.float64)
+    rows, cols = np.indices((n, n))
+    source = cols - rows  # the total before a bin of count `rows` reaches `cols`
+    valid = source >= 0
+    source = np.where(valid, source, 0)
+    state = np.where(rows == cols, weights[0][:, None], -np.inf)  # [c_0, s]
+    scale = 0.0
+    with np.errstate(invalid="ignore"):
+        for j in range(1, len(weights)):
+            pair = coupling[j - 1] * np.outer(c, c)  # [c_{j-1}, c_j]
+            scale = max(scale, float(np.max(np.abs(pair))))
+            terms = state[:, None, :] + pair[:, :, None]  # [c_{j-1}, c_j, s]
+            top = np.max(terms, axis=0)
+            top = np.where(np.isfinite(top), top, 0.0)
+            merged = np.log(np.sum(np.exp(terms - top[None]), axis=0)) + top  # [c_j, s]
+            state = np.where(valid, merged[rows, source], -np.inf) + weights[j][:, None]
+    return np.asarray(logsumexp(state, axis=0), dtype=np.float64), len(weights) * n, scale
+
+
 class RenyiAllocationAccountant:
     """The sampling-free Rényi accountant of balls-in-bins sampling (module docstring).
 
@@ -164,38 +232,75 @@ class RenyiAllocationAccountant:
             (non-negative, c_0 > 0; shorter than T means banded, zeros after).
         epochs: k.
         batches_per_epoch: b (T = k·b).
-        max_order: A ≥ 2, the largest Rényi order (orders 2 … A are used).
+        max_order: A ≥ 2, the largest Rényi order of the P‖Q direction (orders 2 … A;
+            None: 64 with band 0, 32 with band 1).
+        band: the Gram band kept exactly: 0 (each bin's count alone) or 1 (neighbouring
+            bins coupled exactly by the dynamic program; cost ≈ b·A³). None: 1 for a
+            2-banded encoder with b ≥ 3, else 0.
 
     Raises:
         ValueError: a negative or non-finite coefficient, c_0 ≤ 0 (naming ``encoder``).
     """
 
     def __init__(
-        self, encoder: object, *, epochs: int, batches_per_epoch: int, max_order: int = 64
+        self,
+        encoder: object,
+        *,
+        epochs: int,
+        batches_per_epoch: int,
+        max_order: int | None = None,
+        band: int | None = None,
     ) -> None:
         from dpcount.training.balls_in_bins import BallsInBinsAccountant
 
         c = check_real_array("encoder", encoder, ndim=1)
         self.epochs = check_integer("epochs", epochs, ge=1)
         self.bins = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
-        self.max_order = check_integer("max_order", max_order, ge=2)
         if c.size == 0 or c[0] <= 0 or np.any(c < 0):
             raise ValueError(
                 "encoder must be non-negative with encoder[0] > 0 (the dominating pair of "
                 "arXiv:2410.06266 needs a non-negative C)"
             )
         T = self.epochs * self.bins
+        nonzero = int(np.flatnonzero(c[:T])[-1]) + 1  # the encoder's bands p
+        if band is None:
+            band = 1 if nonzero == 2 and self.bins >= 3 else 0
+        self.band = check_integer("band", band, ge=0, le=1)
+        order = (64 if self.band == 0 else 32) if max_order is None else max_order
+        self.max_order = check_integer("max_order", order, ge=2)
         modes = BallsInBinsAccountant._modes(c[:T], self.epochs, self.bins)
         gram = modes.T @ modes
         self.gram = gram * (1.0 + (T + 2) * 2 * _U)  # entries ≥ 0: moved up
         b = self.bins
-        off = self.gram[~np.eye(b, dtype=bool)]
-        self.truncation = float(_up(off.max())) if b > 1 else 0.0
-        self.residual = _up(np.diag(self.gram) - self.truncation)
+        self.splits = self._splits()
+        self.truncation = max(split.tau for split in self.splits)
         self._remove_terms = (
             float(_up(np.trace(self.gram) / b)),
             float(_up(self.gram.sum() / (b * b))),
         )
+
+    def _splits(self) -> list[_Split]:
+        """The bounds G ≤ (module docstring) for a few truncation levels τ: the largest
+        entry not kept, 0, and (band 0) three quantiles of the entries not kept."""
+        b = self.bins
+        kept = np.eye(b, dtype=bool)
+        if self.band == 1:
+            kept |= np.eye(b, k=1, dtype=bool) | np.eye(b, k=-1, dtype=bool)
+        rest = self.gram[~kept]
+        if rest.size == 0:
+            levels = [0.0]
+        else:
+            top = float(_up(rest.max()))
+            quantiles = np.quantile(rest, [0.5, 0.9, 0.99]) if self.band == 0 else []
+            levels = sorted({top, 0.0, *map(float, quantiles)})
+        diag = np.diag(self.gram)
+        out = []
+        for tau in levels:
+            excess = np.where(kept, 0.0, np.maximum(self.gram - tau, 0.0))
+            spread = excess.sum(axis=1) * (1.0 + (b + 4) * _U)
+            chain = _up(np.diag(self.gram, k=1) - tau) if self.band == 1 else None
+            out.append(_Split(tau, _up(diag - tau), _up(spread), chain))
+        return out
 
     @property
     def orders(self) -> NDArray[np.int64]:
@@ -213,31 +318,30 @@ class RenyiAllocationAccountant:
         return float(gaussian_sigma(self.unsampled_sensitivity, epsilon, delta))
 
     def log_moments(self, sigma: float) -> NDArray[np.float64]:
-        """Upper bounds on ln E_Q[(P/Q)^α] for α = 2 … A (module docstring)."""
+        """Upper bounds on ln E_Q[(P/Q)^α] for α = 2 … A (module docstring): the
+        smallest over the truncation levels, each rounded up."""
         s = check_real("sigma", sigma, gt=0)
-        two_s2 = 2.0 * s * s
+        bounds = [self._split_log_moments(split, s) for split in self.splits]
+        return np.asarray(np.min(bounds, axis=0), dtype=np.float64)
+
+    def _split_log_moments(self, split: _Split, sigma: float) -> NDArray[np.float64]:
+        two_s2 = 2.0 * sigma * sigma
         A = self.max_order
         c = np.arange(A + 1, dtype=np.float64)
-        values, counts = np.unique(self.residual, return_counts=True)
-        total = np.full(A + 1, -np.inf)
-        total[0] = 0.0
-        stages = 0
-        scale = 0.0
-        for d, m in zip(values, counts, strict=True):
-            factor = c * (c - 1.0) * d / two_s2 - gammaln(c + 1.0)
-            scale = max(scale, float(np.max(np.abs(factor))))
-            power = int(m)
-            while power:  # total *= factor^m, by squaring
-                if power & 1:
-                    total = _log_convolve(total, factor)
-                    stages += 1
-                power >>= 1
-                if power:
-                    factor = _log_convolve(factor, factor)
-                    stages += 1
+        base = -gammaln(c + 1.0)
+        weights = [
+            base + (c * (c - 1.0) * d + c * c * sp) / two_s2
+            for d, sp in zip(split.diagonal, split.spread, strict=True)
+        ]
+        scale = max(float(np.max(np.abs(w))) for w in weights)
+        if split.chain is None:
+            total, stages = _log_product(weights)
+        else:
+            total, stages, more = _log_chain(weights, split.chain / two_s2 * 2.0)
+            scale = max(scale, more)
         a = c[2:]
         out = (
-            a * (a - 1.0) * self.truncation / two_s2
+            a * (a - 1.0) * split.tau / two_s2
             - a * math.log(self.bins)
             + gammaln(a + 1.0)
             + total[2:]
