@@ -4,6 +4,18 @@ and against jax_privacy's own computation of the same quantity.
     python benchmarks/bench_sampling.py [--jax-privacy-python PATH]
     python benchmarks/bench_sampling.py --balls-in-bins [--jax-privacy-python PATH]
         [--target-samples M]
+    python benchmarks/bench_sampling.py --renyi [--jax-privacy-python PATH]
+        [--max-mc-samples M]
+
+Sampling-free against Monte Carlo (``--renyi``, :mod:`dpcount.training.renyi_allocation`):
+a table of noise multipliers (σ per unit clip) for balls-in-bins sampling — without
+amplification (analytic Gaussian), dpcount's Monte Carlo certificate (upper confidence
+bound at 1 − 10⁻³, max(10⁵, 20/δ) samples per direction; skipped where that exceeds
+``--max-mc-samples``), the deterministic Rényi bound, and jax_privacy's own Monte Carlo
+calibration where it is affordable (T ≤ 64, δ ≥ 10⁻³: the 4 × 16 configuration of
+figure 3 below) — over RENYI_CONFIGS: the target (BLT, ε 2, δ 10⁻⁵, 4 × 250), fewer
+epochs, small ε, a 2-banded Toeplitz encoder, the independent mechanism (DP-SGD), a
+small δ, and the jax_privacy-sized one.
 
 Balls-in-bins (``--balls-in-bins``, :mod:`dpcount.training.balls_in_bins`):
 
@@ -106,6 +118,79 @@ else:
 """
 
 
+RENYI_CONFIGS = [  # (label, mechanism, bands, epochs, batches, epsilon, delta)
+    ("target", "blt", None, 4, 250, 2.0, 1e-5),
+    ("fewer epochs", "blt", None, 1, 250, 2.0, 1e-5),
+    ("small eps", "blt", None, 4, 250, 0.5, 1e-5),
+    ("2 bands", "toeplitz", 2, 4, 250, 2.0, 1e-5),
+    ("DP-SGD", "input", None, 4, 250, 2.0, 1e-5),
+    ("small delta", "input", None, 4, 250, 2.0, 1e-8),
+    ("jax_privacy size", "blt", None, 4, 16, 2.0, 1e-2),
+]
+
+
+def _encoder(
+    mechanism: str, bands: int | None, epochs: int, batches: int, epsilon: float, delta: float
+) -> Any:
+    """The Toeplitz encoder's first column the privatizer would account."""
+    import numpy as np
+
+    from dpcount.privacy import Budget
+    from dpcount.training import gaussian_privatizer
+
+    if mechanism == "blt":
+        return _blt_encoder(epochs, batches, epsilon, delta)
+    if mechanism == "input":
+        return np.ones(1)
+    mech = gaussian_privatizer(
+        mechanism,
+        epochs=epochs,
+        batches_per_epoch=batches,
+        clip_norm=1.0,
+        budget=Budget(epsilon=epsilon, delta=delta),
+        bands=bands,
+    ).mechanism
+    return np.asarray(mech.coefficients, dtype=np.float64)
+
+
+def renyi_table(python: str | None, max_mc_samples: int) -> None:
+    """The sampling-free table (module docstring)."""
+    from dpcount.training import RenyiAllocationAccountant
+    from dpcount.training.balls_in_bins import BallsInBinsAccountant, MonteCarlo
+
+    print(
+        f"{'config':<17} {'mech':<9} {'k x b':>8} {'eps':>4} {'delta':>6}  {'unampl.':>8} "
+        f"{'MC cert':>8} {'Renyi':>8} {'jax_priv':>8}  {'MC/un':>6} {'Re/un':>6} "
+        f"{'Re/MC':>6}  {'band':>4} {'t MC':>6} {'t Re':>5}"
+    )
+    for label, name, bands, k, b, eps, delta in RENYI_CONFIGS:
+        encoder = _encoder(name, bands, k, b, eps, delta)
+        start = time.perf_counter()
+        renyi = RenyiAllocationAccountant(encoder, epochs=k, batches_per_epoch=b)
+        rcert = renyi.calibrate(eps, delta)
+        t_re = time.perf_counter() - start
+        unampl = renyi.unsampled_noise_multiplier(eps, delta)
+        m = MonteCarlo().sample_count(delta)
+        mc = float("nan")
+        t_mc = float("nan")
+        if m <= max_mc_samples:
+            start = time.perf_counter()
+            acc = BallsInBinsAccountant(encoder, epochs=k, batches_per_epoch=b)
+            mc = acc.calibrate(eps, delta, samples=m, alpha=1e-3, rng=7).noise_multiplier
+            t_mc = time.perf_counter() - start
+        theirs = float("nan")
+        if python is not None and k * b <= 64 and delta >= 1e-3:
+            theirs = _small_config(python, quiet=True)
+        sigma = rcert.noise_multiplier
+        print(
+            f"{label:<17} {name:<9} {f'{k}x{b}':>8} {eps:>4} {delta:>6.0e}  {unampl:8.4f} "
+            f"{mc:8.4f} {sigma:8.4f} {theirs:8.4f}  {mc / unampl:6.3f} {sigma / unampl:6.3f} "
+            f"{sigma / mc:6.3f}  {renyi.band:>4} {t_mc:6.0f} {t_re:5.1f}",
+            flush=True,
+        )
+    print("nan: not run (Monte Carlo above --max-mc-samples; jax_privacy only where T <= 64)")
+
+
 def _blt_encoder(epochs: int, batches: int, epsilon: float, delta: float) -> Any:
     from dpcount.counting.factorization.blt import encoder_coefficients
     from dpcount.privacy import Budget
@@ -173,9 +258,12 @@ def balls_in_bins(python: str | None, samples: int) -> None:
     _small_config(python)
 
 
-def _small_config(python: str, m: int = 10_000, step: float = 0.02, half: int = 4) -> None:
+def _small_config(
+    python: str, m: int = 10_000, step: float = 0.02, half: int = 4, quiet: bool = False
+) -> float:
     """jax_privacy's calibration rule on its samples and on dpcount's (module docstring):
-    m samples per σ and direction, a grid of 2·half + 1 σ values ``step`` apart."""
+    m samples per σ and direction, a grid of 2·half + 1 σ values ``step`` apart. Returns
+    jax_privacy's σ (nan if its rule picks none); ``quiet``: print nothing."""
     import numpy as np
 
     from dpcount.training.balls_in_bins import BallsInBinsAccountant
@@ -203,15 +291,18 @@ def _small_config(python: str, m: int = 10_000, step: float = 0.02, half: int = 
         "ours": f.name,
     }
     got = _jax_privacy(python, job)
+    theirs, same_rule = got["theirs"], got["rule_on_ours"]
+    if quiet:
+        return float("nan") if theirs is None else float(theirs)
     print(f"small: BLT, {k} epochs x {b} batches, eps {eps}, delta {delta:g}, {m} samples/sigma")
     print(f"  unsampled {unsampled:.4f}; grid {sigmas[-1]:.4f}..{sigmas[0]:.4f} ({step:.0%} steps)")
-    theirs, same_rule = got["theirs"], got["rule_on_ours"]
     print(f"  jax_privacy rule on jax_privacy samples: {theirs}")
     print(f"  jax_privacy rule on dpcount samples:     {same_rule}")
     print(f"  dpcount certificate (UCB, alpha 1e-3):   {cert.noise_multiplier:.4f}")
     if theirs and same_rule:
         print(f"  dpcount samples / jax_privacy samples (same rule): {same_rule / theirs:.4f}")
         print(f"  dpcount certificate / jax_privacy: {cert.noise_multiplier / theirs:.4f}")
+    return float("nan") if theirs is None else float(theirs)
 
 
 def main() -> None:
@@ -220,7 +311,12 @@ def main() -> None:
     parser.add_argument("--balls-in-bins", action="store_true")
     parser.add_argument("--target-samples", type=int, default=2_000_000)
     parser.add_argument("--small-only", action="store_true", help="only figure 3")
+    parser.add_argument("--renyi", action="store_true", help="the sampling-free table")
+    parser.add_argument("--max-mc-samples", type=int, default=2_000_000)
     args = parser.parse_args()
+    if args.renyi:
+        renyi_table(args.jax_privacy_python, args.max_mc_samples)
+        return
     if args.balls_in_bins and args.small_only and args.jax_privacy_python:
         _small_config(args.jax_privacy_python)
         return
