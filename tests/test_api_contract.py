@@ -365,6 +365,7 @@ LOOSE_EPSILON: dict[str, str] = {
     "dpcount.analysis.threshold.DeltaThreshold": _RESULT,
     "dpcount.analysis.compare.Candidate": _RESULT,
     "dpcount.training.balls_in_bins.MonteCarloCertificate": _RESULT,
+    "dpcount.training.renyi_allocation.RenyiCertificate": _RESULT,
     "dpcount.experiments.elders.huu_mse_bound": _FORMULA,
     "dpcount.experiments.fhu.FhuSnr": _RESULT,
     "dpcount.experiments.fhu.FhuTop1": _RESULT,

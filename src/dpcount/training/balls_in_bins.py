@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,10 +73,8 @@ from dpcount._validate import check_integer, check_real, check_real_array
 from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.rng import RNGLike, as_generator
 
-if TYPE_CHECKING:
-    from dpcount.training.renyi_allocation import RenyiCertificate
-
 __all__ = [
+    "AmplificationCertificate",
     "BallsInBinsAccountant",
     "BallsInBinsAmplification",
     "BallsInBinsBatches",
@@ -208,6 +206,19 @@ class MonteCarlo:
         return max(100_000, math.ceil(20.0 / delta))
 
 
+class AmplificationCertificate(Protocol):
+    """What the privatizer reads of a balls-in-bins statement (Monte Carlo or Rényi)."""
+
+    @property
+    def noise_multiplier(self) -> float: ...
+
+    @property
+    def delta(self) -> float: ...
+
+    @property
+    def amplified(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class BallsInBinsAmplification:
     """The balls-in-bins accounting of one privatizer (module docstring).
@@ -221,7 +232,7 @@ class BallsInBinsAmplification:
             noise multiplier × C.
     """
 
-    certificate: MonteCarloCertificate | RenyiCertificate
+    certificate: AmplificationCertificate
     unit_sensitivity: float
 
     def dp_event(self, sigma: float) -> object:

@@ -92,6 +92,7 @@ from scipy.special import gammaln, logsumexp
 from dpcount._validate import check_integer, check_real, check_real_array
 from dpcount.privacy.budget import _Choice
 from dpcount.privacy.calibration import gaussian_sigma
+from dpcount.training.balls_in_bins import BallsInBinsAccountant
 
 __all__ = [
     "AllocationAccounting",
@@ -251,8 +252,6 @@ class RenyiAllocationAccountant:
         max_order: int | None = None,
         band: int | None = None,
     ) -> None:
-        from dpcount.training.balls_in_bins import BallsInBinsAccountant
-
         c = check_real_array("encoder", encoder, ndim=1)
         self.epochs = check_integer("epochs", epochs, ge=1)
         self.bins = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
