@@ -264,6 +264,7 @@ def test_privatizer_accounting_renyi_auto_and_monte_carlo() -> None:
     [
         ({"sampling": "fixed-batches", "accounting": "renyi"}, ValueError, "accounting"),
         ({"accounting": "exact"}, ValueError, "accounting"),
+        ({"accounting": ""}, ValueError, "accounting"),
         ({"accounting": 1}, TypeError, "accounting"),
         ({"accounting": "renyi", "monte_carlo": _FAST}, ValueError, "monte_carlo"),
     ],

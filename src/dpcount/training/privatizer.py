@@ -483,7 +483,9 @@ def gaussian_privatizer(
         raise ValueError("monte_carlo is for sampling='balls-in-bins' only")
     if how is not Sampling.BALLS_IN_BINS and accounting is not None:
         raise ValueError("accounting is for sampling='balls-in-bins' only")
-    way = AllocationAccounting.parse("accounting", accounting or AllocationAccounting.AUTO)
+    way = AllocationAccounting.parse(
+        "accounting", AllocationAccounting.AUTO if accounting is None else accounting
+    )
     if way is AllocationAccounting.RENYI and monte_carlo is not None:
         raise ValueError("monte_carlo is for accounting='monte-carlo' or 'auto', not 'renyi'")
     if how is not Sampling.CYCLIC_POISSON and sampling_probability is not None:
