@@ -479,17 +479,7 @@ def gaussian_privatizer(
             raise ValueError(f"bands is an option of mechanism='toeplitz', got {mechanism!r}")
         options["bands"] = check_integer("bands", bands, ge=1, le=k * b)
     mech = build_mechanism(mechanism, horizon=k * b, budget=run_budget, **options)
-    if how is not Sampling.BALLS_IN_BINS and monte_carlo is not None:
-        raise ValueError("monte_carlo is for sampling='balls-in-bins' only")
-    if how is not Sampling.BALLS_IN_BINS and accounting is not None:
-        raise ValueError("accounting is for sampling='balls-in-bins' only")
-    way = AllocationAccounting.parse(
-        "accounting", AllocationAccounting.AUTO if accounting is None else accounting
-    )
-    if way is AllocationAccounting.RENYI and monte_carlo is not None:
-        raise ValueError("monte_carlo is for accounting='monte-carlo' or 'auto', not 'renyi'")
-    if how is not Sampling.CYCLIC_POISSON and sampling_probability is not None:
-        raise ValueError("sampling_probability is for sampling='cyclic-poisson' only")
+    way = _sampling_options(how, monte_carlo, accounting, sampling_probability)
     if how is Sampling.FIXED:
         return GradientPrivatizer(mech, release=release, rng=rng)
     if how is Sampling.BALLS_IN_BINS:
@@ -512,6 +502,27 @@ def gaussian_privatizer(
         )
     amplification = _cyclic_poisson(mechanism, run_budget, sampling_probability, options)
     return _amplified(mech, amplification, run_budget, options, release, rng)
+
+
+def _sampling_options(
+    how: Sampling,
+    monte_carlo: MonteCarlo | None,
+    accounting: AllocationAccounting | str | None,
+    sampling_probability: float | None,
+) -> AllocationAccounting:
+    """The balls-in-bins accounting, refusing the options of another sampling."""
+    if how is not Sampling.BALLS_IN_BINS and monte_carlo is not None:
+        raise ValueError("monte_carlo is for sampling='balls-in-bins' only")
+    if how is not Sampling.BALLS_IN_BINS and accounting is not None:
+        raise ValueError("accounting is for sampling='balls-in-bins' only")
+    way: AllocationAccounting = AllocationAccounting.parse(
+        "accounting", AllocationAccounting.AUTO if accounting is None else accounting
+    )
+    if way is AllocationAccounting.RENYI and monte_carlo is not None:
+        raise ValueError("monte_carlo is for accounting='monte-carlo' or 'auto', not 'renyi'")
+    if how is not Sampling.CYCLIC_POISSON and sampling_probability is not None:
+        raise ValueError("sampling_probability is for sampling='cyclic-poisson' only")
+    return way
 
 
 def _amplified(
