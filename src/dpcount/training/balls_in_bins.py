@@ -63,7 +63,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -74,9 +73,7 @@ from dpcount.privacy.calibration import gaussian_sigma
 from dpcount.privacy.rng import RNGLike, as_generator
 
 __all__ = [
-    "AmplificationCertificate",
     "BallsInBinsAccountant",
-    "BallsInBinsAmplification",
     "BallsInBinsBatches",
     "MonteCarlo",
     "MonteCarloCertificate",
@@ -206,42 +203,25 @@ class MonteCarlo:
         return max(100_000, math.ceil(20.0 / delta))
 
 
-class AmplificationCertificate(Protocol):
-    """What the privatizer reads of a balls-in-bins statement (Monte Carlo or Rényi)."""
+def check_allocation(
+    encoder: object, *, epochs: int, batches_per_epoch: int
+) -> tuple[NDArray[np.float64], int, int]:
+    """(c_0 … c_{T−1}, k, b) of a balls-in-bins run, T = k·b, checked: the dominating
+    pair (module docstring) needs a non-negative encoder with c_0 > 0.
 
-    @property
-    def noise_multiplier(self) -> float: ...
-
-    @property
-    def delta(self) -> float: ...
-
-    @property
-    def amplified(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class BallsInBinsAmplification:
-    """The balls-in-bins accounting of one privatizer (module docstring).
-
-    Attributes:
-        certificate: the statement for σ per unit of the clip bound: the Monte Carlo
-            certificate, or the deterministic Rényi one
-            (:class:`~dpcount.training.renyi_allocation.RenyiCertificate`), whichever
-            the privatizer's ``accounting`` chose.
-        unit_sensitivity: the step sensitivity (the clip bound C): σ = certificate's
-            noise multiplier × C.
+    Raises:
+        ValueError: a negative or non-finite coefficient, c_0 ≤ 0 (naming ``encoder``),
+            or a count below 1 (naming it).
     """
-
-    certificate: AmplificationCertificate
-    unit_sensitivity: float
-
-    def dp_event(self, sigma: float) -> object:
-        """No dp_accounting event states either certificate: raises ValueError."""
+    c = check_real_array("encoder", encoder, ndim=1)
+    k = check_integer("epochs", epochs, ge=1)
+    b = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
+    if c.size == 0 or c[0] <= 0 or np.any(c < 0):
         raise ValueError(
-            "balls-in-bins sampling has no dp_accounting event (its guarantee is a Monte Carlo "
-            "or a Rényi certificate): see privatizer.amplification.certificate "
-            f"({self.certificate})"
+            "encoder must be non-negative with encoder[0] > 0 (the dominating pair of "
+            "arXiv:2410.06266 needs a non-negative C)"
         )
+    return c[: k * b], k, b
 
 
 class BallsInBinsAccountant:
@@ -258,16 +238,9 @@ class BallsInBinsAccountant:
     """
 
     def __init__(self, encoder: object, *, epochs: int, batches_per_epoch: int) -> None:
-        c = check_real_array("encoder", encoder, ndim=1)
-        self.epochs = check_integer("epochs", epochs, ge=1)
-        self.bins = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
-        if c.size == 0 or c[0] <= 0 or np.any(c < 0):
-            raise ValueError(
-                "encoder must be non-negative with encoder[0] > 0 (the dominating pair of "
-                "arXiv:2410.06266 needs a non-negative C)"
-            )
-        T = self.epochs * self.bins
-        self.encoder = c[:T]
+        self.encoder, self.epochs, self.bins = check_allocation(
+            encoder, epochs=epochs, batches_per_epoch=batches_per_epoch
+        )
         self.modes = self._modes(self.encoder, self.epochs, self.bins)
         self.gram = self.modes.T @ self.modes
         self._chol = np.linalg.cholesky(self.gram)

@@ -105,7 +105,6 @@ from dpcount.privacy.source import NoiseSource
 from dpcount.training._tree import Layout, flatten, layout_of_shapes, walk
 from dpcount.training.balls_in_bins import (
     BallsInBinsAccountant,
-    BallsInBinsAmplification,
     MonteCarlo,
     MonteCarloCertificate,
 )
@@ -176,6 +175,31 @@ class NoiseState:
 
     def __repr__(self) -> str:
         return f"NoiseState(step={self.step}, dim={self.dim})"
+
+
+@dataclass(frozen=True)
+class BallsInBinsAmplification:
+    """The balls-in-bins accounting of one privatizer (module docstring).
+
+    Attributes:
+        certificate: the statement for σ per unit of the clip bound: the Monte Carlo
+            certificate, or the deterministic Rényi one
+            (:class:`~dpcount.training.renyi_allocation.RenyiCertificate`), whichever
+            the privatizer's ``accounting`` chose.
+        unit_sensitivity: the step sensitivity (the clip bound C): σ = certificate's
+            noise multiplier × C.
+    """
+
+    certificate: MonteCarloCertificate | RenyiCertificate
+    unit_sensitivity: float
+
+    def dp_event(self, sigma: float) -> object:
+        """No dp_accounting event states either certificate: raises ValueError."""
+        raise ValueError(
+            "balls-in-bins sampling has no dp_accounting event (its guarantee is a Monte Carlo "
+            "or a Rényi certificate): see privatizer.amplification.certificate "
+            f"({self.certificate})"
+        )
 
 
 @dataclass(frozen=True, eq=False)

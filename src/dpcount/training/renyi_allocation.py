@@ -89,10 +89,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import gammaln, logsumexp
 
-from dpcount._validate import check_integer, check_real, check_real_array
+from dpcount._validate import check_integer, check_real
 from dpcount.privacy.budget import _Choice
 from dpcount.privacy.calibration import gaussian_sigma
-from dpcount.training.balls_in_bins import BallsInBinsAccountant
+from dpcount.training.balls_in_bins import BallsInBinsAccountant, check_allocation
 
 __all__ = [
     "AllocationAccounting",
@@ -252,22 +252,17 @@ class RenyiAllocationAccountant:
         max_order: int | None = None,
         band: int | None = None,
     ) -> None:
-        c = check_real_array("encoder", encoder, ndim=1)
-        self.epochs = check_integer("epochs", epochs, ge=1)
-        self.bins = check_integer("batches_per_epoch", batches_per_epoch, ge=1)
-        if c.size == 0 or c[0] <= 0 or np.any(c < 0):
-            raise ValueError(
-                "encoder must be non-negative with encoder[0] > 0 (the dominating pair of "
-                "arXiv:2410.06266 needs a non-negative C)"
-            )
+        c, self.epochs, self.bins = check_allocation(
+            encoder, epochs=epochs, batches_per_epoch=batches_per_epoch
+        )
         T = self.epochs * self.bins
-        nonzero = int(np.flatnonzero(c[:T])[-1]) + 1  # the encoder's bands p
+        nonzero = int(np.flatnonzero(c)[-1]) + 1  # the encoder's bands p
         if band is None:
             band = 1 if nonzero == 2 and self.bins >= 3 else 0
         self.band = check_integer("band", band, ge=0, le=1)
         order = (64 if self.band == 0 else 32) if max_order is None else max_order
         self.max_order = check_integer("max_order", order, ge=2)
-        modes = BallsInBinsAccountant._modes(c[:T], self.epochs, self.bins)
+        modes = BallsInBinsAccountant._modes(c, self.epochs, self.bins)
         gram = modes.T @ modes
         self.gram = gram * (1.0 + (T + 2) * 2 * _U)  # entries ≥ 0: moved up
         b = self.bins
