@@ -118,6 +118,11 @@ def check_stream_step(
                 f"{name} must be exactly representable in float64 beyond 2^53, got {value!r}"
             )
         return v
+    if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == (dim,):
+        # the vector stream's usual step, which the checks below pass unchanged
+        if finite and not np.isfinite(value).all():
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        return value
     arr = as_array(name, value)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.float64)

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -700,10 +700,25 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
             check_float_model(self.float_model_name, "block", self._t + n, self.dim)
         return super().next_many(n)
 
-    def _vector_next(self) -> Array:
+    def next_finished(self, finish: Callable[[int, Array], None]) -> Array | None:
+        """A vector ``next()`` that calls ``finish(start, block)`` on each column block of
+        the noise right after computing it (``block`` is ``noise[start:start + m]``, a
+        view of the returned array; ``finish`` may overwrite it, e.g. with the stream's
+        float-safe release, while the block is in cache); None, with nothing drawn or
+        counted, where the step is not the fused column-block one (scalar steps, the
+        horizon-free BLT): call ``next``."""
+        if self.dim is None or self.float_model_name in FLOAT_MODEL_BY_STEP:
+            return None
+        if self._t >= self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        self._t += 1
+        return self._vector_next(finish)
+
+    def _vector_next(self, finish: Callable[[int, Array], None] | None = None) -> Array:
         """One vector step in one pass over column blocks of :data:`_STEP_COLUMNS`: each
         block of the (n + 1)·d state is decayed, gets z added and gives its noise while it
-        is in cache (one pass over the state instead of three). Every value is computed by
+        is in cache (one pass over the state instead of three), then ``finish`` (if
+        given, :meth:`next_finished`) is called on it. Every value is computed by
         the same operations in the same order as a whole-array step (decay, add, then the
         weighted sum over the n + 1 buffers), so the result does not depend on the block
         width (tests compare with the unfused step bit for bit). Refused beyond
@@ -730,6 +745,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
             qb += zb
             # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
             np.einsum("i,ij->j", weight, qb, out=zb)
+            if finish is not None:
+                finish(a, zb)
         return z
 
     # -- checkpoints ----------------------------------------------------------------
