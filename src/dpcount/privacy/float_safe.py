@@ -480,6 +480,8 @@ def snap_release(
     shape = out.shape
     if work is None:
         u, q = np.empty(shape), np.empty(shape)
+    elif len(shape) == 1:
+        u, q = work[0, : shape[0]], work[1, : shape[0]]
     else:
         u = work[0][tuple(slice(0, k) for k in shape)]
         q = work[1][tuple(slice(0, k) for k in shape)]

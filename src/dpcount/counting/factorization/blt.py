@@ -514,8 +514,10 @@ def compensated_filter(x: Array, r: float, r_lo: float, start: Any) -> Array:
     (e_{−1} = 0; s_{k−1} taken from the first pass, an O(u²) difference)."""
     y: Array = lfilter([1.0], [1.0, -r], x, axis=0, zi=(r * np.asarray(start))[None])[0]
     if r_lo != 0.0 and len(x):
-        before = np.concatenate([np.asarray(start, dtype=np.float64)[None], y[:-1]])
-        y += lfilter([1.0], [1.0, -r], r_lo * before, axis=0)
+        error_in = np.empty_like(y)  # r_lo·s_{k−1}: r_lo·start, then r_lo·y[:-1]
+        error_in[0] = r_lo * np.asarray(start, dtype=np.float64)
+        np.multiply(y[:-1], r_lo, out=error_in[1:])
+        y += lfilter([1.0], [1.0, -r], error_in, axis=0)
     return y
 
 
