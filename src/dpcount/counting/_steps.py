@@ -118,6 +118,11 @@ def check_stream_step(
                 f"{name} must be exactly representable in float64 beyond 2^53, got {value!r}"
             )
         return v
+    return _check_vector_step(name, value, dim, finite)
+
+
+def _check_vector_step(name: str, value: Any, dim: int, finite: bool) -> NDArray[np.float64]:
+    """:func:`check_stream_step` of a vector step."""
     if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == (dim,):
         # the vector stream's usual step, which the checks below pass unchanged
         if finite and not np.isfinite(value).all():

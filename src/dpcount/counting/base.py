@@ -1196,9 +1196,8 @@ class CountingStream(ReleaseStream):
         bounds = self._bounds
         if bounds is None or bounds[0] is not old:  # e.g. after update_many or a checkpoint
             bounds = (old, float(old.min()), float(old.max()), 0)
-        with np.errstate(over="ignore", invalid="ignore"):  # NaN / inf: refused below
-            low = bounds[1] + float(value.min())
-            high = bounds[2] + float(value.max())
+        low = bounds[1] + float(value.min())  # Python floats: NaN / inf refused below
+        high = bounds[2] + float(value.max())
         if not (low > -9007199254740992.0 and high < 9007199254740992.0):  # ±MAX_EXACT_SUM
             return None  # the full check (NaN, inf or a sum too large: named)
         new = self._spare

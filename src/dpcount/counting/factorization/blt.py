@@ -578,18 +578,27 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self.float_model_name = float_model
         if float_model not in FLOAT_MODEL_BY_STEP:  # else by the step reached (next_many)
             check_float_model(float_model, "block", horizon, dim)
-        self._decay = np.append(inverse.decay, 1.0)
-        self._weight = np.append(inverse.beta, inverse.a)
-        self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
+        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        self._lows: dict[int, Array] = {}
+        if shared is not None:
+            self._mats, self._lows = shared
+        # (λ, 1), (β, a) and the ratios' u, d: kept with the chunk matrices under key 0
+        # (no chunk has length 0), computed once per inverse (the same floats)
+        kept = self._mats.get(0)
+        if kept is None:
+            decay = np.append(inverse.decay, 1.0)
+            ratios = _ratios(decay[:n], inverse.one_minus_decay)
+            kept = (decay, np.append(inverse.beta, inverse.a), ratios.u, ratios.d)
+            for a in kept[:3]:  # new arrays (d is the inverse's own)
+                a.setflags(write=False)
+            self._mats[0] = kept
+        self._decay, self._weight = kept[0], kept[1]
+        self._ratios = _Ratios(r=kept[0][:n], u=kept[2], d=kept[3])
         self._n = n
         tail: tuple[int, ...] = () if dim is None else (dim,)
         self._tail = tail
         self._q: Array = np.zeros((n + 1, *tail))
         self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
-        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
-        self._lows: dict[int, Array] = {}
-        if shared is not None:
-            self._mats, self._lows = shared
 
     def live_count(self) -> int:
         """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
@@ -613,7 +622,10 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         for a in mats:
             a.setflags(write=False)  # shared by the mechanism's processes
         if len(self._mats) > 8:
+            kept = self._mats.get(0)
             self._mats.clear()
+            if kept is not None:
+                self._mats[0] = kept
         self._mats[c] = mats
         return mats
 
