@@ -147,6 +147,29 @@ stream.update 1.012 / 1.060, BLT batch 1.060 / 1.075. Every release is bit-ident
 to e54fda8's (the branch point) for a fixed seed (sha256 of the releases of 3 seeds at
 these shapes and of mixed update / update_many sequences).
 
+Then (issue 33, "snap"): the BLT vector stream adds and snaps its sums column block by
+column block inside the fused noise step (``BLTNoiseProcess.next_finished``,
+``float_safe.snap_in_blocks``: the snap's passes run on cached blocks), checks the sums
+by bounds carried from step to step before drawing (one least / largest of x instead of
+a pass writing the sums and two reductions over them), and skips
+``check_stream_step``'s generic checks for a float64 vector; a snapped single-block
+batch sums in int64 (numpy's float64 cumsum is a ~3 ns/value loop); the BLT process
+keeps its decays and ratios with the chunk matrices. Measured 2026-12-07 05:11-05:16
+UTC, load average 5.2-7.3 on the 2 shared cores, ``--quick --rounds 8 --only blt_step
+blt_batch`` (A÷B of the least CPU / of the median floor ratio): against 0.4 (b24b7db)
+BLT stream.update d = 10^5 1.043 / 1.069, BLT batch T = 10^6 1.032 / 1.039, noise
+step 0.995 / 1.008 (identical code: the run's noise is a few %); with
+``--pinned-heap`` 1.175 / 1.095, 1.063 / 1.071, 1.049 / 0.992; other runs of the same
+hour gave the stream 0.967-1.072 / 1.006-1.082 and the batch 1.012-1.096 / 0.992-1.100.
+Against this branch's start (``--before ff3796c``, same hour): stream.update 0.915 /
+0.927 (pinned 0.995 / 0.963), batch 0.994 / 0.980. What is left against 0.4 is the
+snap's arithmetic, ~8 elementwise passes per value (scaled form, every operation exact,
+so none can be dropped without changing a released bit) where 0.4 made one addition:
+~0.12 ms per d = 10^5 update in cache, ~1.5 ms per 10^6 batch values. Every release is
+bit-identical to ff3796c's (``benchmarks/release_digests.py``: 459 sha256 digests of 3
+seeds, BLT batch at T = 1000 ... 10^6, vector streams at d = 3, 1000, 100003, scalar
+streams, sqrt and trees, direct snaps on edge values).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
 """

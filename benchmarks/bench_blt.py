@@ -23,8 +23,15 @@
   and ``row-scaled-blt`` (build, first release, then the least CPU time of a release
   interleaved with drawing T normals). Target (issue 33) ≤ 2.5× for every variant.
 
+* ``--blt-ratios``: the plain ``blt`` batch release at T = 2^16, 2^18 and 2^20 (zeros,
+  ε = 1, δ = 1e-6) against drawing T normals, interleaved (``--repeats`` pairs, at
+  least 8): the least release ÷ the least draw, and the median of the pairs' ratios.
+  ``scipy.signal`` is imported first (the steady state of a long process: below 2^18
+  chunks a release's first-order filters run in Python until ``dpcount._scipy``'s
+  budget is spent, then in scipy). Target (issue 33) ≤ 2.5×.
+
 Usage: python benchmarks/bench_blt.py [--dim D] [--steps T] [--batch T] [--buffers N]
-[--numba] [--batch-only]
+[--numba] [--batch-only] [--blt-ratios]
 """
 
 from __future__ import annotations
@@ -112,6 +119,34 @@ def batch_variants(B: int, repeats: int) -> None:
         )
 
 
+def blt_ratios(repeats: int) -> None:
+    """The plain BLT's batch release ÷ drawing T normals at T = 2^16, 2^18, 2^20."""
+    import scipy.signal  # noqa: F401  (the steady state: filters in scipy)
+
+    from dpcount.privacy import Budget
+
+    rng = np.random.default_rng(3)
+    for e in (16, 18, 20):
+        T = 1 << e
+        mech = BLT.optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
+        zeros = np.zeros(T)
+        mech.release(zeros)  # warm-up: tables, grids, chunk matrices
+        hot, floor = [], []
+        for _ in range(max(8, repeats)):
+            start = time.process_time()
+            rng.standard_normal(T)
+            floor.append(time.process_time() - start)
+            start = time.process_time()
+            mech.release(zeros)
+            hot.append(time.process_time() - start)
+        pairs = float(np.median(np.array(hot) / np.array(floor)))
+        print(
+            f"blt T = 2^{e}: release {min(hot) * 1e3:.2f} ms, T normals {min(floor) * 1e3:.2f} ms:"
+            f" least ÷ least {min(hot) / min(floor):.2f}×, median pair {pairs:.2f}×",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dim", type=int, default=10**5)
@@ -124,7 +159,15 @@ def main() -> None:
     parser.add_argument(
         "--batch-only", action="store_true", help="only the batch release of every BLT variant"
     )
+    parser.add_argument(
+        "--blt-ratios",
+        action="store_true",
+        help="only the plain blt batch release ÷ T normals at 2^16, 2^18, 2^20",
+    )
     args = parser.parse_args()
+    if args.blt_ratios:
+        blt_ratios(args.repeats)
+        return
     if args.batch_only:
         batch_variants(args.batch, args.repeats)
         return

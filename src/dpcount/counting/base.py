@@ -85,6 +85,7 @@ from dpcount.privacy.float_safe import (
     StepGrids,
     float_safety,
     release_grids,
+    snap_in_blocks,
     snap_release,
     snap_scalar,
 )
@@ -985,6 +986,8 @@ class CountingStream(ReleaseStream):
         self._grids: StepGrids | None = None  # the grids of the steps to come
         self._work: NDArray[np.float64] | None = None  # the vector snap's scratch
         self._spare: NDArray[np.float64] | None = None  # the vector sum's other array
+        #: (the sums array they bound, least, largest, steps since exact) or None
+        self._bounds: tuple[Any, float, float, int] | None = None
         # update's fast path (scalar float-safe float steps): it snaps to _g, the grid
         # of a run of steps taken from _grids up to step _g_end, the next run popped
         # from _runs (the grids' own list) while the step count is below _fast_end
@@ -1139,8 +1142,15 @@ class CountingStream(ReleaseStream):
         """:meth:`update` of a continuous-noise vector step after the first: the sum is
         written to the stream's spare array (the two alternate), its least and largest
         values check it (and x's finiteness: a NaN or inf fails them too, and is then
-        named by the full check) and the snap reuses the least."""
+        named by the full check) and the snap reuses the least. A process with a fused
+        vector step (``next_finished``) takes :meth:`_update_fused` when bounds on the
+        sums show every new sum inside ±2^53."""
         value = check_stream_step("x", x, dim, finite=False)
+        fused = getattr(process, "next_finished", None) if self._snapped else None
+        if fused is not None:
+            released = self._update_fused(value, fused, dim)  # type: ignore[arg-type]
+            if released is not None:
+                return released
         spare = self._spare
         if spare is None:
             spare = np.empty(dim)
@@ -1151,6 +1161,7 @@ class CountingStream(ReleaseStream):
             check_stream_step("x", x, dim)  # a NaN or inf step: named
             check_running_sums("x", np.reshape(new_sum, (1, -1)), already=self._t)
         self._spare, self._sum = self._sum, new_sum
+        self._bounds = (new_sum, low, high, 0)
         self._t += 1
         noise = process.next()
         if not self._snapped:
@@ -1164,6 +1175,68 @@ class CountingStream(ReleaseStream):
             work = self._work = np.empty((2, dim))
         g = self._next_grid()  # the sums were checked below 2^53
         return snap_release(new_sum, noise, g, work=work, out=out, known=(low, MAX_EXACT_SUM))
+
+    #: a fused vector step recomputes its bounds on the sums exactly every this many steps
+    _EXACT_BOUNDS_EVERY = 16
+
+    def _update_fused(self, value: NDArray[np.float64], fused: Any, dim: int) -> Any:
+        """A float-safe vector step through the process's fused step: the new sums are
+        added and snapped column block by column block as the process computes each
+        block's noise (all in cache), or None (nothing done) when the sums' bounds do
+        not show them inside ±2^53 (or the process does not fuse this step).
+
+        Bounds: with L ≤ S ≤ H (the current sums, kept from the last step) and x's
+        least and largest values, every new sum fl(S + x) lies in [fl(L + min x),
+        fl(H + max x)] (rounding is monotone), so the check passes before anything is
+        drawn, and the lower bound serves the snap as its least sum (a bound below every
+        sum gives the same floats). They are carried from step to step and recomputed
+        exactly, from the blocks while in cache, every :data:`_EXACT_BOUNDS_EVERY` steps.
+        """
+        old = self._sum
+        bounds = self._bounds
+        if bounds is None or bounds[0] is not old:  # e.g. after update_many or a checkpoint
+            bounds = (old, float(old.min()), float(old.max()), 0)
+        low = bounds[1] + float(value.min())  # Python floats: NaN / inf refused below
+        high = bounds[2] + float(value.max())
+        if not (low > -9007199254740992.0 and high < 9007199254740992.0):  # ±MAX_EXACT_SUM
+            return None  # the full check (NaN, inf or a sum too large: named)
+        new = self._spare
+        if new is None:
+            new = np.empty(dim)
+        work = self._work
+        if work is None:
+            work = self._work = np.empty((2, dim))
+        self._t += 1
+        g = self._next_grid()  # every new sum is inside ±2^53 (the bounds)
+        snap = snap_in_blocks(new, g, work, known=(low, MAX_EXACT_SUM))
+        exact = bounds[3] + 1 >= self._EXACT_BOUNDS_EVERY
+        lows: list[float] = []
+        highs: list[float] = []
+
+        def finish(start: int, block: NDArray[np.float64]) -> None:
+            stop = start + len(block)
+            part = np.add(old[start:stop], value[start:stop], out=new[start:stop])
+            if exact:
+                lows.append(float(part.min()))
+                highs.append(float(part.max()))
+            snap(start, block)
+
+        try:
+            released = fused(finish)
+        except BaseException:
+            self._t -= 1
+            self._grids.give_back(g, 1)  # type: ignore[union-attr]  # not used
+            raise
+        if released is None:  # not fused: nothing was drawn or summed
+            self._t -= 1
+            self._grids.give_back(g, 1)  # type: ignore[union-attr]
+            return None
+        self._spare, self._sum = old, new
+        if exact:
+            self._bounds = (new, min(lows), max(highs), 0)
+        else:
+            self._bounds = (new, low, high, bounds[3] + 1)
+        return released
 
     def _update_integer(self, x: Any) -> Any:
         """``update`` for discrete noise: whole-number steps, integer sums."""

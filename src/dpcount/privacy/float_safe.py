@@ -123,7 +123,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -146,6 +146,7 @@ __all__ = [
     "float_delta",
     "float_safety",
     "release_grids",
+    "snap_in_blocks",
     "snap_release",
     "snap_scalar",
     "tail_multiple",
@@ -479,15 +480,42 @@ def snap_release(
     shape = out.shape
     if work is None:
         u, q = np.empty(shape), np.empty(shape)
+    elif len(shape) == 1:
+        u, q = work[0, : shape[0]], work[1, : shape[0]]
     else:
         u = work[0][tuple(slice(0, k) for k in shape)]
         q = work[1][tuple(slice(0, k) for k in shape)]
     inverse = _inverse(grid)  # ·(1/g) is /g, to the bit, and faster
+    # fmod's zero has the sign of s: only a sum ≤ −0 can need it (a search for the least
+    # sum costs a third of numpy's copysign)
+    if low is None and (s_arr.dtype.kind == "f" or inverse is not None):
+        low = s_arr.min()
+    sign = s_arr.dtype.kind == "f" and not float(low) > 0.0
+    plus = low is not None and float(low) >= (grid if inverse is not None else float(np.max(grid)))
+    _snap_scaled(s_arr, noise, out, grid, inverse, u, q, sign, plus)
+    return out
+
+
+def _snap_scaled(
+    s: NDArray[Any],
+    noise: NDArray[np.float64],
+    out: NDArray[np.float64],
+    grid: Any,
+    inverse: float | None,
+    u: NDArray[np.float64],
+    q: NDArray[np.float64],
+    sign: bool,
+    plus: bool,
+) -> None:
+    """:func:`snap_release`'s scaled form into ``out`` (u, q: scratch of its shape;
+    ``sign``: copy the sums' signs onto lo/g, needed only when a float sum is ≤ −0;
+    ``plus``: every q ≥ 1, so R − (0 − q) is R + q; both chosen by the caller, each a
+    pure saving: either choice gives the same floats where it is allowed)."""
     # integer sums: converted in a pass of their own (the float64 the mixed-type ufunc
     # would convert them to), then float arithmetic: 2-5x faster than int64·float64
-    s_f = s_arr
-    if s_arr.dtype.kind in "iu":
-        np.copyto(u, s_arr)
+    s_f = s
+    if s.dtype.kind in "iu":
+        np.copyto(u, s)
         s_f = u
     if inverse is None:
         np.divide(s_f, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
@@ -497,21 +525,63 @@ def snap_release(
         np.multiply(noise, inverse, out=out)
     np.trunc(u, out=q)
     u -= q  # lo/g, exact (the bits of s below g)
-    # fmod's zero has the sign of s: only a sum ≤ −0 can need it (a search for the least
-    # sum costs a third of numpy's copysign)
-    if low is None and (s_arr.dtype.kind == "f" or inverse is not None):
-        low = s_arr.min()
-    if s_arr.dtype.kind == "f" and not float(low) > 0.0:
-        np.copysign(u, s_arr, out=u)
+    if sign:
+        np.copysign(u, s, out=u)
     out += u
     np.rint(out, out=out)
-    if low is not None and float(low) >= (grid if inverse is not None else float(np.max(grid))):
+    if plus:
         out += q  # every sum at least its grid, so every q ≥ 1: R − (0 − q) = R + q
     else:
         np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
         out -= q
     out *= grid
-    return out
+
+
+def snap_in_blocks(
+    sums: NDArray[Any], grid: Any, work: NDArray[np.float64], *, known: tuple[Any, Any]
+) -> Callable[[int, NDArray[np.float64]], None]:
+    """``finish(start, block)``: :func:`snap_release` of ``sums[start:start + len(block)]``
+    and the noise ``block``, in place, to the bit, for consecutive blocks of one array of
+    noise — a noise process calls it on each block right after computing it, while the
+    block is in cache (a vector stream's step: the snap's ~8 elementwise passes then run
+    on cached blocks instead of on the whole vector once it has left the cache).
+    ``grid``: one power of two, or one per value (an array of the sums' length, sliced
+    like them).
+
+    The choices :func:`snap_release` makes per call (the scaled form, 1/g, the sign copy,
+    R + q) are made once here from the whole array and ``known`` = (low, bound) (each
+    only a saving: every block gets the floats the whole-array call gives). ``work``:
+    float64 scratch of shape ``(2, m)`` with m at least the largest block.
+    """
+    low, bound = known
+    grid_is_one = not isinstance(grid, np.ndarray)
+    inverse = _inverse(grid) if grid_is_one else None
+    if low is None and sums.size:
+        low = sums.min()
+    if (
+        inverse is None
+        or low is None
+        or sums.dtype != np.float64
+        or not _scaled_form_is_exact(sums, grid, bound)
+    ):
+
+        def general(start: int, block: NDArray[np.float64]) -> None:
+            stop = start + len(block)
+            g = grid[start:stop] if isinstance(grid, np.ndarray) else grid
+            snap_release(sums[start:stop], block, g, work=work, known=(low, bound))
+
+        return general
+    sign = not float(low) > 0.0
+    plus = float(low) >= grid
+    g = float(grid)
+
+    def scaled(start: int, block: NDArray[np.float64]) -> None:
+        n = len(block)
+        _snap_scaled(
+            sums[start : start + n], block, block, g, inverse, work[0, :n], work[1, :n], sign, plus
+        )
+
+    return scaled
 
 
 def _inverse(grid: Any) -> float | None:

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -514,8 +514,10 @@ def compensated_filter(x: Array, r: float, r_lo: float, start: Any) -> Array:
     (e_{−1} = 0; s_{k−1} taken from the first pass, an O(u²) difference)."""
     y: Array = lfilter([1.0], [1.0, -r], x, axis=0, zi=(r * np.asarray(start))[None])[0]
     if r_lo != 0.0 and len(x):
-        before = np.concatenate([np.asarray(start, dtype=np.float64)[None], y[:-1]])
-        y += lfilter([1.0], [1.0, -r], r_lo * before, axis=0)
+        error_in = np.empty_like(y)  # r_lo·s_{k−1}: r_lo·start, then r_lo·y[:-1]
+        error_in[0] = r_lo * np.asarray(start, dtype=np.float64)
+        np.multiply(y[:-1], r_lo, out=error_in[1:])
+        y += lfilter([1.0], [1.0, -r], error_in, axis=0)
     return y
 
 
@@ -576,18 +578,27 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self.float_model_name = float_model
         if float_model not in FLOAT_MODEL_BY_STEP:  # else by the step reached (next_many)
             check_float_model(float_model, "block", horizon, dim)
-        self._decay = np.append(inverse.decay, 1.0)
-        self._weight = np.append(inverse.beta, inverse.a)
-        self._ratios = _ratios(self._decay[:n], inverse.one_minus_decay)
+        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
+        self._lows: dict[int, Array] = {}
+        if shared is not None:
+            self._mats, self._lows = shared
+        # (λ, 1), (β, a) and the ratios' u, d: kept with the chunk matrices under key 0
+        # (no chunk has length 0), computed once per inverse (the same floats)
+        kept = self._mats.get(0)
+        if kept is None:
+            decay = np.append(inverse.decay, 1.0)
+            ratios = _ratios(decay[:n], inverse.one_minus_decay)
+            kept = (decay, np.append(inverse.beta, inverse.a), ratios.u, ratios.d)
+            for a in kept[:3]:  # new arrays (d is the inverse's own)
+                a.setflags(write=False)
+            self._mats[0] = kept
+        self._decay, self._weight = kept[0], kept[1]
+        self._ratios = _Ratios(r=kept[0][:n], u=kept[2], d=kept[3])
         self._n = n
         tail: tuple[int, ...] = () if dim is None else (dim,)
         self._tail = tail
         self._q: Array = np.zeros((n + 1, *tail))
         self._pending: list[Any] = []  # computed, unreleased noise (scalar streams)
-        self._mats: dict[int, tuple[Array, Array, Array, Array]] = {}
-        self._lows: dict[int, Array] = {}
-        if shared is not None:
-            self._mats, self._lows = shared
 
     def live_count(self) -> int:
         """Running values held (n + 1) plus computed noise not yet released (per coordinate)."""
@@ -611,7 +622,10 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         for a in mats:
             a.setflags(write=False)  # shared by the mechanism's processes
         if len(self._mats) > 8:
+            kept = self._mats.get(0)
             self._mats.clear()
+            if kept is not None:
+                self._mats[0] = kept
         self._mats[c] = mats
         return mats
 
@@ -700,10 +714,25 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
             check_float_model(self.float_model_name, "block", self._t + n, self.dim)
         return super().next_many(n)
 
-    def _vector_next(self) -> Array:
+    def next_finished(self, finish: Callable[[int, Array], None]) -> Array | None:
+        """A vector ``next()`` that calls ``finish(start, block)`` on each column block of
+        the noise right after computing it (``block`` is ``noise[start:start + m]``, a
+        view of the returned array; ``finish`` may overwrite it, e.g. with the stream's
+        float-safe release, while the block is in cache); None, with nothing drawn or
+        counted, where the step is not the fused column-block one (scalar steps, the
+        horizon-free BLT): call ``next``."""
+        if self.dim is None or self.float_model_name in FLOAT_MODEL_BY_STEP:
+            return None
+        if self._t >= self.horizon:
+            raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
+        self._t += 1
+        return self._vector_next(finish)
+
+    def _vector_next(self, finish: Callable[[int, Array], None] | None = None) -> Array:
         """One vector step in one pass over column blocks of :data:`_STEP_COLUMNS`: each
         block of the (n + 1)·d state is decayed, gets z added and gives its noise while it
-        is in cache (one pass over the state instead of three). Every value is computed by
+        is in cache (one pass over the state instead of three), then ``finish`` (if
+        given, :meth:`next_finished`) is called on it. Every value is computed by
         the same operations in the same order as a whole-array step (decay, add, then the
         weighted sum over the n + 1 buffers), so the result does not depend on the block
         width (tests compare with the unfused step bit for bit). Refused beyond
@@ -730,6 +759,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
             qb += zb
             # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
             np.einsum("i,ij->j", weight, qb, out=zb)
+            if finish is not None:
+                finish(a, zb)
         return z
 
     # -- checkpoints ----------------------------------------------------------------
