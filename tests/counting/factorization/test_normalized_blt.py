@@ -430,3 +430,46 @@ def test_across_chunks_is_the_buffer_recursion() -> None:
     assert np.all(np.abs(got - want.astype(np.float64)) <= 64 * 2.0**-53 * scale)
     wrong = reference(1e-9).astype(np.float64)
     assert not np.all(np.abs(got - wrong) <= 64 * 2.0**-53 * scale)
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_processes_read_the_kept_residuals_bit_for_bit(
+    dim: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decays' residuals (``decay_residuals``, ``power_residuals``) are computed by
+    a mechanism's first process and kept with its chunk matrices (issue 33 item 3: a
+    release computed them every time): later processes compute none, and their noise
+    is the same to the bit as a process's with its own cache."""
+    from dpcount.counting.factorization import normalized_blt
+
+    T = 1100  # accurate blocks: full chunks and remainder chunks
+    monkeypatch.setattr(normalized_blt, "_SCALAR_ACCURATE_ABOVE", 512)
+    m = NormalizedBLT.optimized(T, **GAUSS, rng=3)  # decays near 1: compensated
+
+    def noise(chunks: object) -> np.ndarray:
+        source = NoiseSource.generator(m.sampler, np.random.default_rng(9), dim)
+        proc = normalized_blt.NormalizedBLTNoiseProcess(
+            m.inverse,
+            m._sums,
+            T,
+            source,
+            dim,
+            chunks=chunks,  # type: ignore[arg-type]
+        )
+        return np.concatenate([proc.next_many(k) for k in (1030, 70)])
+
+    own = noise(None)
+    first = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(9), dim), dim)
+    for k in (1030, 70):  # the same chunk lengths: 32 and remainders of 6
+        first.next_many(k)
+    kept = {k for k in m._chunk_mats if isinstance(k, tuple) and k[0] == "residuals"}
+    assert {("residuals", "decay", 0), ("residuals", "power", 32)} <= kept
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(normalized_blt, "decay_residuals", refuse)
+    monkeypatch.setattr(normalized_blt, "power_residuals", refuse)
+    shared = noise(m._chunk_mats)
+    assert shared.view(np.int64).tolist() == own.view(np.int64).tolist()
+    assert np.any(m._chunk_mats[("residuals", "decay", 0)][0] != 0.0)  # compensated here

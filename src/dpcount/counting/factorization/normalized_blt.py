@@ -312,8 +312,9 @@ _SUM_BLOCK = 64
 #: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
 _PARTIAL = 32
 #: the chunk matrices of a mechanism's processes: c -> (G_c, P, F, λ^c)
-#: (:meth:`NormalizedBLTNoiseProcess._chunk_matrices`) and ("carry", c, K) ->
-#: :func:`_carry_matrices`
+#: (:meth:`NormalizedBLTNoiseProcess._chunk_matrices`), ("carry", c, K) ->
+#: :func:`_carry_matrices` and ("residuals", kind, c) -> the decays' residuals
+#: (:meth:`NormalizedBLTNoiseProcess._residuals`)
 ChunkCache = dict[Any, tuple[Array, ...]]
 #: chunks per super-chunk of :func:`across_chunks`
 _SUPER = 32
@@ -661,10 +662,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._accurate = horizon > (
             _SCALAR_ACCURATE_ABOVE if dim is None else _VECTOR_ACCURATE_ABOVE
         )
-        self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
-        # the chunk matrices: the mechanism's (shared by its processes) or this one's
+        # the chunk matrices and residuals: the mechanism's (shared by its processes, so
+        # a release computes none of them) or this one's
         self._mats: ChunkCache = {} if chunks is None else chunks
-        self._lows: dict[int, Array] = {}
+        self._lo = self._residuals("decay", 0) * self._accurate
 
     @property
     def step(self) -> int:
@@ -748,6 +749,23 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
 
+    def _residuals(self, kind: str, c: int) -> Array:
+        """The decays' residuals (``kind`` "decay": :func:`~dpcount.counting.factorization.
+        blt.decay_residuals` of λ) or those of the chunk decays λ^c ("power":
+        ``power_residuals``), computed by the first process and kept in the shared cache
+        (they depend only on λ and c; read-only)."""
+        key = ("residuals", kind, c)
+        kept = self._mats.get(key)
+        if kept is None:
+            if kind == "decay":
+                lo = decay_residuals(self._decay, self._one_minus_decay)
+            else:
+                ratios = _ratios(self._decay, self._one_minus_decay)
+                lo = power_residuals(ratios, self._chunk_matrices(c)[3], c)
+            lo.setflags(write=False)
+            kept = self._mats[key] = (lo,)
+        return kept[0]
+
     def _chunk_matrices(self, c: int) -> tuple[Array, Array, Array, Array]:
         """For chunks of c steps: the within-chunk Toeplitz G_c (g_0 = 1,
         g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j and λ_i^c."""
@@ -764,7 +782,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         cached = (toeplitz, P, F, pw[:, c].copy())
         for mat in cached:
             mat.setflags(write=False)  # shared by the mechanism's processes
-        if len(self._mats) > 8:  # remainder chunks of many lengths
+        if len(self._mats) > 12:  # remainder chunks of many lengths
             self._mats.clear()
         self._mats[c] = cached
         return cached
@@ -792,11 +810,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """:meth:`_chunked_w` for K·c steps in chunks of c (into ``out``)."""
         K = len(z) // c
         G, P, F, rc = self._chunk_matrices(c)
-        lo = self._lows.get(c)
-        if lo is None:  # λ_i^c's residuals (power_residuals)
-            ratios = _ratios(self._decay, self._one_minus_decay)
-            lo = power_residuals(ratios, rc, c) * self._accurate
-            self._lows = {c: lo} if len(self._lows) > 8 else {**self._lows, c: lo}
+        lo = self._residuals("power", c) * self._accurate
         if self.dim is not None:
             self._vector_chunks_w(z, out, c, lo)
             return
