@@ -430,3 +430,171 @@ def test_across_chunks_is_the_buffer_recursion() -> None:
     assert np.all(np.abs(got - want.astype(np.float64)) <= 64 * 2.0**-53 * scale)
     wrong = reference(1e-9).astype(np.float64)
     assert not np.all(np.abs(got - wrong) <= 64 * 2.0**-53 * scale)
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_processes_read_the_kept_residuals_bit_for_bit(
+    dim: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decays' residuals (``decay_residuals``, ``power_residuals``) are computed by
+    a mechanism's first process and kept with its chunk matrices (issue 33 item 3: a
+    release computed them every time): later processes compute none, and their noise
+    is the same to the bit as a process's with its own cache."""
+    from dpcount.counting.factorization import normalized_blt
+
+    T = 1100  # accurate blocks: full chunks and remainder chunks
+    monkeypatch.setattr(normalized_blt, "_SCALAR_ACCURATE_ABOVE", 512)
+    m = NormalizedBLT.optimized(T, **GAUSS, rng=3)  # decays near 1: compensated
+
+    def noise(chunks: object) -> np.ndarray:
+        source = NoiseSource.generator(m.sampler, np.random.default_rng(9), dim)
+        proc = normalized_blt.NormalizedBLTNoiseProcess(
+            m.inverse,
+            m._sums,
+            T,
+            source,
+            dim,
+            chunks=chunks,  # type: ignore[arg-type]
+        )
+        return np.concatenate([proc.next_many(k) for k in (1030, 70)])
+
+    own = noise(None)
+    first = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(9), dim), dim)
+    for k in (1030, 70):  # the same chunk lengths: 32 and remainders of 6
+        first.next_many(k)
+    kept = {k for k in m._chunk_mats if isinstance(k, tuple) and k[0] == "residuals"}
+    assert {("residuals", "decay", 0), ("residuals", "power", 32)} <= kept
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(normalized_blt, "decay_residuals", refuse)
+    monkeypatch.setattr(normalized_blt, "power_residuals", refuse)
+    shared = noise(m._chunk_mats)
+    assert shared.view(np.int64).tolist() == own.view(np.int64).tolist()
+    assert np.any(m._chunk_mats[("residuals", "decay", 0)][0] != 0.0)  # compensated here
+
+
+def _chunk_major_block(proc: object, z: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """A vector block's noise in the chunk-major layout ``_vector_block`` had before
+    (rows of (chunk, coordinate), the state arrays copied transposed, the running sums'
+    carries along the chunks): the reference its coordinate-major rows must equal to
+    the bit. Advances nothing (reads the process's buffers and sum)."""
+    from dpcount.counting.factorization import normalized_blt as nb
+    from dpcount.counting.factorization.blt import _rows_times
+
+    c = nb._CHUNK
+    G, P, F, _ = proc._chunk_matrices(c)  # type: ignore[attr-defined]
+    K, D = len(z) // c, z.shape[1]
+    n = len(P)
+    carry = nb._carry_matrices(proc._decay, proc._one_minus_decay, c, K)  # type: ignore[attr-defined]
+    rows = np.ascontiguousarray(z.reshape(K, c, D).transpose(0, 2, 1)).reshape(K * D, c)
+    E = _rows_times(rows, P.T).reshape(K, D, n)
+    before, _ = nb.across_chunks(
+        np.ascontiguousarray(E.transpose(2, 1, 0)),
+        proc._p.copy(),  # type: ignore[attr-defined]
+        carry,
+    )
+    prev = np.ascontiguousarray(before.transpose(2, 1, 0))
+    w = _rows_times(rows, G.T)
+    _rows_times(prev.reshape(K * D, n), F.T, w, add=True)
+    x = w.reshape(K, D, c) * e.reshape(K, 1, c)
+    # the running sums in blocks-first rows (K, R, b)
+    res = np.empty((K, D, c))
+    _rows_times(x.reshape(K * D, c), nb._partial_sum_matrix(c), res.reshape(K * D, c))
+    flat, err = res.reshape(-1), x.reshape(-1)
+    nb._two_sum_error_into(flat[:-1], err[1:], flat[1:], np.empty(len(flat) - 1))
+    err[::c] = 0.0
+    hi = np.empty((K, D))
+    hi[0] = proc._sum  # type: ignore[attr-defined]
+    hi[1:] = res[:-1, :, -1]
+    np.cumsum(hi, axis=0, out=hi)
+    lo = np.zeros((K, D))
+    nb._two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, D)))
+    lo[1:] += err.reshape(K, D, c)[:-1] @ np.ones(c)
+    np.cumsum(lo, axis=0, out=lo)
+    res += (hi + lo)[:, :, None]
+    return np.ascontiguousarray(res.transpose(0, 2, 1)).reshape(K * c, D)
+
+
+@pytest.mark.parametrize("dim", [1, 3, 4])
+def test_vector_block_is_the_chunk_major_layout_bit_for_bit(dim: int) -> None:
+    """``_vector_block`` in coordinate-major rows (issue 33 item 3: no transposed copies
+    of the state arrays) gives the same floats as the chunk-major layout it replaced,
+    for a first block and one continuing from nonzero buffers and sum (the shipped
+    decays, near 1); a wrong carry in the reference is caught."""
+    T = 1 << 12
+    m = NormalizedBLT.optimized(T, **GAUSS, rng=3)
+    source = NoiseSource.generator(m.sampler, np.random.default_rng(4), dim)
+    proc = m.noise_process(source, dim)
+    rng = np.random.default_rng(5)
+    e = m.weights()
+    for first in (0, 1024 + 32 * 37):
+        z = rng.standard_normal((32 * 37, dim))  # 37 chunks: a partial super-chunk
+        want = _chunk_major_block(proc, z.copy(), e[first : first + len(z)])
+        got = np.empty_like(z)
+        proc._vector_block(z.copy(), got, e[first : first + len(z)])
+        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
+        assert np.any(proc._p != 0.0)
+    proc._sum = proc._sum + 2.0**-40  # a wrong carry
+    want = _chunk_major_block(proc, z.copy(), e[: len(z)])
+    proc._sum = proc._sum - 2.0**-40
+    got = np.empty_like(z)
+    proc._vector_block(z.copy(), got, e[: len(z)])
+    assert not np.array_equal(got, want)
+
+
+def _cancelling_blocks(R: int, K: int, rng: np.random.Generator) -> np.ndarray:
+    """Blocks of (B, t, −B) triples (|t| far below ulp(B)) and two zeros: every
+    partial sum after a triple and every block's sum are exactly 0, so the sums there
+    are the carried TwoSum errors (the t's) alone, and the order in which each block's
+    errors are added shows in the last bits."""
+    x = np.zeros((R, K, 32))
+    big = rng.uniform(1.0, 2.0, (R, K, 10)) * 2.0**60
+    x[..., 0:30:3] = big
+    x[..., 1:30:3] = rng.standard_normal((R, K, 10)) * np.exp(rng.uniform(-30, 0, (R, K, 10)))
+    x[..., 2:30:3] = -big
+    return x
+
+
+@pytest.mark.parametrize("R", [1, 3])
+@pytest.mark.parametrize("cancelling", [False, True])
+def test_block_sums_are_the_blocks_first_layout_bit_for_bit(R: int, cancelling: bool) -> None:
+    """``_block_sums`` in streams-first rows (R, K, b) against the blocks-first layout
+    (K, R, b) it had before: the same floats (the blocks' errors summed by the same
+    products), on sums of widely ranging values and on sums that are their carried
+    errors alone (there a different order of the blocks' errors is caught)."""
+    from dpcount.counting.factorization import normalized_blt as nb
+    from dpcount.counting.factorization.blt import _rows_times
+
+    K, b = 70, 32
+    rng = np.random.default_rng(6)
+    if cancelling:
+        x, start = _cancelling_blocks(R, K, rng), np.zeros(R)
+    else:
+        x = rng.standard_normal((R, K, b)) * np.exp(rng.uniform(-30, 30, (R, K, b)))
+        start = rng.standard_normal(R) * 1e8
+    got = np.empty((R, K, b))
+    nb._block_sums(x.copy(), start, got)
+    if cancelling:  # the carried errors, not a pass-through of the steps
+        assert np.all(got[:, 1:, 3::3] != 0.0)
+        order = np.sort(np.sum(x[:, :-1, 1:30:3], axis=2), axis=1)  # another order
+        assert not np.array_equal(got[:, 1:, 29], np.cumsum(order, axis=1))
+    # the blocks-first reference
+    rows = np.ascontiguousarray(x.transpose(1, 0, 2))
+    res = np.empty((K, R, b))
+    _rows_times(rows.reshape(K * R, b), nb._partial_sum_matrix(b), res.reshape(K * R, b))
+    flat, err = res.reshape(-1), rows.reshape(-1)
+    nb._two_sum_error_into(flat[:-1], err[1:], flat[1:], np.empty(len(flat) - 1))
+    err[::b] = 0.0
+    hi = np.empty((K, R))
+    hi[0] = start
+    hi[1:] = res[:-1, :, -1]
+    np.cumsum(hi, axis=0, out=hi)
+    lo = np.zeros((K, R))
+    nb._two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, R)))
+    lo[1:] += err.reshape(K, R, b)[:-1] @ np.ones(b)
+    np.cumsum(lo, axis=0, out=lo)
+    res += (hi + lo)[:, :, None]
+    want = res.transpose(1, 0, 2)
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()

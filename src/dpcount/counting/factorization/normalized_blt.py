@@ -312,8 +312,9 @@ _SUM_BLOCK = 64
 #: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
 _PARTIAL = 32
 #: the chunk matrices of a mechanism's processes: c -> (G_c, P, F, λ^c)
-#: (:meth:`NormalizedBLTNoiseProcess._chunk_matrices`) and ("carry", c, K) ->
-#: :func:`_carry_matrices`
+#: (:meth:`NormalizedBLTNoiseProcess._chunk_matrices`), ("carry", c, K) ->
+#: :func:`_carry_matrices` and ("residuals", kind, c) -> the decays' residuals
+#: (:meth:`NormalizedBLTNoiseProcess._residuals`)
 ChunkCache = dict[Any, tuple[Array, ...]]
 #: chunks per super-chunk of :func:`across_chunks`
 _SUPER = 32
@@ -406,11 +407,11 @@ def _blocked_sum(x: Array, start: Array, dest: Array, work: Array | None = None)
     K = -(-m // b)
     direct = m == K * b and dest.flags.c_contiguous and x.flags.c_contiguous
     if direct:
-        rows, res = x.reshape(K, 1, b), dest.reshape(K, 1, b)
+        rows, res = x.reshape(1, K, b), dest.reshape(1, K, b)
     else:
-        rows = np.zeros((K, 1, b))
+        rows = np.zeros((1, K, b))
         rows.reshape(-1)[:m] = x
-        res = np.empty((K, 1, b))
+        res = np.empty((1, K, b))
     _block_sums(rows, np.reshape(start, (1,)), res, work)
     if not direct:
         dest[...] = res.reshape(-1)[:m]
@@ -442,10 +443,10 @@ def _two_sum_error_into(a: Array, b: Array, s: Array, work: Array) -> None:
 
 
 def _block_sums(rows: Array, start: Array, res: Array, work: Array | None = None) -> None:
-    """res[k, r, j] = start_r + Σ_{l<k} Σ_i rows[l, r, i] + Σ_{i≤j} rows[k, r, i]: the
-    running sums of R interleaved streams (``start`` (R,)) whose steps come in K blocks
-    of b along the last axis (``rows``, ``res``: (K, R, b), C-contiguous, distinct;
-    ``rows`` is overwritten; ``work``: optional scratch of its size).
+    """res[r, k, j] = start_r + Σ_{l<k} Σ_i rows[r, l, i] + Σ_{i≤j} rows[r, k, i]: the
+    running sums of R streams (``start`` (R,)) whose steps come in K blocks of b
+    (``rows``, ``res``: (R, K, b), C-contiguous, distinct; ``rows`` is overwritten;
+    ``work``: optional scratch of its size).
 
     The partial sums P_j = Σ_{i≤j} x_i of each block as one matrix product with the
     upper-triangular ones (a sequential sum of at most b values of the block, |error| ≤
@@ -459,21 +460,27 @@ def _block_sums(rows: Array, start: Array, res: Array, work: Array | None = None
     the m steps instead rounds every partial sum, u·|N_t| each, and those errors add
     up like u·σ_t·√t (measured: the float model's ratio 64 at T = 2^16 with it, 44
     with these pairs or those of :func:`_running_sum`; benchmarks/float_model_long.py).
+
+    Each block's errors are summed by one product per block over its R streams (the
+    same products, and floats, as in the blocks-first layout (K, R, b) this had
+    before: tested bit for bit).
     """
-    K, R, b = rows.shape
-    _rows_times(rows.reshape(K * R, b), _partial_sum_matrix(b), res.reshape(K * R, b))
+    R, K, b = rows.shape
+    _rows_times(rows.reshape(R * K, b), _partial_sum_matrix(b), res.reshape(R * K, b))
     flat, err = res.reshape(-1), rows.reshape(-1)  # the errors overwrite the steps
-    _two_sum_error_into(flat[:-1], err[1:], flat[1:], _scratch(work, K * R * b - 1))
+    _two_sum_error_into(flat[:-1], err[1:], flat[1:], _scratch(work, R * K * b - 1))
     err[::b] = 0.0  # each block's first step: no addition
-    hi = np.empty((K, R))
-    hi[0] = start
-    hi[1:] = res[:-1, :, -1]
-    np.cumsum(hi, axis=0, out=hi)  # C_k rounded: hi_k = fl(hi_{k−1} + P_end(k − 1))
-    lo = np.zeros((K, R))
+    ends = res[:, :-1, -1]  # P_end of every block but the last
+    hi = np.empty((R, K))
+    hi[:, 0] = start
+    hi[:, 1:] = ends
+    np.cumsum(hi, axis=1, out=hi)  # C_k rounded: hi_k = fl(hi_{k−1} + P_end(k − 1))
+    lo = np.zeros((R, K))
     if K > 1:
-        _two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, R)))
-        lo[1:] += err.reshape(K, R, b)[:-1] @ np.ones(b)
-        np.cumsum(lo, axis=0, out=lo)
+        _two_sum_error(hi[:, :-1], ends, hi[:, 1:], lo[:, 1:], np.empty((R, K - 1)))
+        per_block = err.reshape(R, K, b)[:, :-1].transpose(1, 0, 2)  # (K − 1, R, b)
+        lo[:, 1:] += (per_block @ np.ones(b)).T
+        np.cumsum(lo, axis=1, out=lo)
     hi += lo
     res += hi[:, :, None]
 
@@ -661,10 +668,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._accurate = horizon > (
             _SCALAR_ACCURATE_ABOVE if dim is None else _VECTOR_ACCURATE_ABOVE
         )
-        self._lo = decay_residuals(inverse.decay, inverse.one_minus_decay) * self._accurate
-        # the chunk matrices: the mechanism's (shared by its processes) or this one's
+        # the chunk matrices and residuals: the mechanism's (shared by its processes, so
+        # a release computes none of them) or this one's
         self._mats: ChunkCache = {} if chunks is None else chunks
-        self._lows: dict[int, Array] = {}
+        self._lo = self._residuals("decay", 0) * self._accurate
 
     @property
     def step(self) -> int:
@@ -748,6 +755,23 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
 
+    def _residuals(self, kind: str, c: int) -> Array:
+        """The decays' residuals (``kind`` "decay": :func:`~dpcount.counting.factorization.
+        blt.decay_residuals` of λ) or those of the chunk decays λ^c ("power":
+        ``power_residuals``), computed by the first process and kept in the shared cache
+        (they depend only on λ and c; read-only)."""
+        key = ("residuals", kind, c)
+        kept = self._mats.get(key)
+        if kept is None:
+            if kind == "decay":
+                lo = decay_residuals(self._decay, self._one_minus_decay)
+            else:
+                ratios = _ratios(self._decay, self._one_minus_decay)
+                lo = power_residuals(ratios, self._chunk_matrices(c)[3], c)
+            lo.setflags(write=False)
+            kept = self._mats[key] = (lo,)
+        return kept[0]
+
     def _chunk_matrices(self, c: int) -> tuple[Array, Array, Array, Array]:
         """For chunks of c steps: the within-chunk Toeplitz G_c (g_0 = 1,
         g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j and λ_i^c."""
@@ -764,7 +788,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         cached = (toeplitz, P, F, pw[:, c].copy())
         for mat in cached:
             mat.setflags(write=False)  # shared by the mechanism's processes
-        if len(self._mats) > 8:  # remainder chunks of many lengths
+        if len(self._mats) > 12:  # remainder chunks of many lengths
             self._mats.clear()
         self._mats[c] = cached
         return cached
@@ -792,11 +816,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """:meth:`_chunked_w` for K·c steps in chunks of c (into ``out``)."""
         K = len(z) // c
         G, P, F, rc = self._chunk_matrices(c)
-        lo = self._lows.get(c)
-        if lo is None:  # λ_i^c's residuals (power_residuals)
-            ratios = _ratios(self._decay, self._one_minus_decay)
-            lo = power_residuals(ratios, rc, c) * self._accurate
-            self._lows = {c: lo} if len(self._lows) > 8 else {**self._lows, c: lo}
+        lo = self._residuals("power", c) * self._accurate
         if self.dim is not None:
             self._vector_chunks_w(z, out, c, lo)
             return
@@ -850,9 +870,16 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def _vector_block(self, z: Array, dest: Array, e: Array) -> None:
         """The noise of K ≥ 32 full chunks of vector steps (z (K·c, D)) into ``dest``,
         from the buffers and running sum, advancing both: as :meth:`_vector_chunks_w`
-        (one row per (chunk, coordinate)) with the buffers across the chunks by
-        :func:`across_chunks`, then, in the same rows, w·e and the running sums of
-        :func:`_block_sums` (blocks of c = 32 steps), moved into dest once."""
+        (one row per (coordinate, chunk), coordinate-major) with the buffers across the
+        chunks by :func:`across_chunks`, then, in the same rows, w·e and the running
+        sums of :func:`_block_sums` (blocks of c = 32 steps), moved into dest once.
+
+        Coordinate-major rows: the buffers before the chunks (``across_chunks``' (n, D,
+        K)) are the left operand of their product as a transposed view, and the sums'
+        carries run along contiguous rows, where chunk-major rows (K, D, c) needed two
+        copies of the state arrays transposed (measured ≈ 0.1× the normals at d = 4).
+        Every product has the same operands row for row and the same row count, so the
+        noise is the same floats (tested against the chunk-major layout bit for bit)."""
         c = _CHUNK
         G, P, F, _ = self._chunk_matrices(c)
         D, n = z.shape[1], self._n
@@ -862,23 +889,22 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         if carry is None:
             carry = _carry_matrices(self._decay, self._one_minus_decay, c, K)
             self._mats[key] = carry
-        chunks: Array = np.empty((K, D, c))
-        np.copyto(chunks, z.reshape(K, c, D).transpose(0, 2, 1))
-        rows = chunks.reshape(K * D, c)
-        E = _rows_times(rows, P.T).reshape(K, D, n)  # each chunk's own part of the state
+        chunks: Array = np.empty((D, K, c))
+        np.copyto(chunks.reshape(D, K * c), z.T)
+        rows = chunks.reshape(D * K, c)
+        E = _rows_times(rows, P.T).reshape(D, K, n)  # each chunk's own part of the state
         before, self._p[...] = across_chunks(
-            np.ascontiguousarray(E.transpose(2, 1, 0)), self._p, carry
+            np.ascontiguousarray(E.transpose(2, 0, 1)), self._p, carry
         )
-        prev = np.ascontiguousarray(before.transpose(2, 1, 0))  # (K, D, n)
-        # w in dest's memory (rows of (chunk, coordinate)) until the sums are moved there
-        w = _scratch(dest, K * D * c).reshape(K * D, c)
+        # w in dest's memory (rows of (coordinate, chunk)) until the sums are moved there
+        w = _scratch(dest, D * K * c).reshape(D * K, c)
         _rows_times(rows, G.T, w)
-        _rows_times(prev.reshape(K * D, n), F.T, w, add=True)
-        x = w.reshape(K, D, c)
-        x *= e.reshape(K, 1, c)
+        _rows_times(before.reshape(n, D * K).T, F.T, w, add=True)
+        x = w.reshape(D, K, c)
+        x *= e.reshape(1, K, c)
         res = chunks  # the rows are read: they receive the sums
         _block_sums(x, self._sum, res, work=z)  # z is read: its scratch
-        np.copyto(dest.reshape(K, c, D), res.transpose(0, 2, 1))
+        np.copyto(dest, res.reshape(D, K * c).T)
         self._sum = np.array(dest[-1], dtype=np.float64)
 
     def _vector_next(self) -> Any:
