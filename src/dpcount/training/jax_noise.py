@@ -80,6 +80,7 @@ References:
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -156,7 +157,7 @@ class JaxNoiseProcess:
         running sum N (their increment N_t − N_{t−1} is w_t, resp. σz_t)."""
         gradient = self.release == "gradient"
         if self.recursion is Recursion.BLT:
-            return len(self.decay)
+            return len(self.decay) - gradient  # released as gradients: no running sum
         if self.recursion is Recursion.TOEPLITZ:
             return len(self.weight) - gradient  # n − 1 filter values (and Σ w)
         return 1 - gradient
@@ -253,10 +254,8 @@ class JaxNoiseProcess:
             if self._direct:
                 delta, q = self._increment(q, head)
                 out.append(g + delta)
-            elif self.release == "gradient":
-                noise, q = self._advance(live, q, head)
-                out.append(g + (noise - prev))
-                prev = noise
+                if self.recursion is Recursion.BLT:  # the update after the output
+                    q = self._decayed(q, _after(head, out[-1]))
             else:
                 noise, q = self._advance(live, q, head)
                 prev = prev + g  # the running sum of the clipped gradients
@@ -295,20 +294,38 @@ class JaxNoiseProcess:
 
     @property
     def _direct(self) -> bool:
-        """Whether the released increment N_t − N_{t−1} is drawn directly (w_t for
-        Toeplitz, σz_t for independent noise) rather than as a difference of N's."""
-        return self.release == "gradient" and self.recursion is not Recursion.BLT
+        """Whether the released increment N_t − N_{t−1} is computed as an increment
+        (``release="gradient"``: w_t for Toeplitz, σz_t for independent noise, from
+        the buffers and σz_t for BLT) rather than as a difference of stored N's."""
+        return self.release == "gradient"
 
     def _increment(self, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
-        """N_t − N_{t−1} and the next buffers (:attr:`_direct`), from the filter
-        values after step t − 1 and the head: Toeplitz N_t = Σ_{s≤t} w_s, so the
-        increment is w_t; independent noise: σz_t. (BLT's increment,
-        Σ_i w_i (λ_i − 1) q_i(t−1) + (Σ_i w_i) σz_t, would read the old buffers after
-        the in-place update, which XLA answers with a copy of each: N_t − N_{t−1}
-        from a stored N_{t−1} costs less.)"""
+        """N_t − N_{t−1} and the next buffers (:attr:`_direct`), from the buffers
+        after step t − 1 and the head: Toeplitz N_t = Σ_{s≤t} w_s, so the increment
+        is w_t; independent noise: σz_t; BLT (N_t = Σ_i w_i q_i(t) with
+        q_i(t) = λ_i q_i(t−1) + σz_t and λ = 1 for the running sum):
+        N_t − N_{t−1} = (Σ_i w_i) σz_t + Σ_i w_i (λ_i − 1) q_i(t−1), which needs
+        neither the running sum nor N_{t−1}; its buffers are returned unchanged (the
+        caller advances them once the output is computed: :func:`_after`)."""
         if self.recursion is Recursion.TOEPLITZ:
             return head, (head, *q[:-1])[: len(q)]
-        return head, ()
+        if self.recursion is Recursion.INPUT:
+            return head, ()
+        import jax.numpy as jnp
+
+        dtype = head.dtype
+        delta = head * jnp.asarray(math.fsum(self.weight), dtype)
+        kept = len(q)  # the running sum (λ = 1, the last) is not kept
+        for r, w, a in zip(q, self.weight[:kept], self.decay[:kept], strict=True):
+            delta = delta + r * jnp.asarray(w * (a - 1.0), dtype)
+        return delta, q
+
+    def _decayed(self, q: tuple[Any, ...], head: Any) -> tuple[Any, ...]:
+        """BLT's buffers after step t: λ_i q_i(t−1) + σz_t (one in-place pass each)."""
+        import jax.numpy as jnp
+
+        decay = self.decay[: len(q)]  # the running sum (λ = 1) is not kept
+        return tuple(r * jnp.asarray(a, head.dtype) + head for r, a in zip(q, decay, strict=True))
 
     def _advance(self, live: Any, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
         """N_t and the next buffers (``release="prefix-sum"``) from the buffers
@@ -325,6 +342,26 @@ class JaxNoiseProcess:
             total = q[-1] + head  # w_t, w_{t−1}, …, w_{t−n+2} and Σ w
             return total, (*(head, *q[:-2])[: len(q) - 1], total)
         return head, (head,)
+
+
+def _after(head: Any, out: Any) -> Any:
+    """``head``, bit for bit, made to depend on ``out`` (its first element's bits,
+    shifted out to zero and or-ed in), so that XLA orders the in-place buffer updates
+    that read it after ``out``'s pass, which reads the old buffers. Without the data
+    dependency XLA cannot tell the two apart in time and copies every buffer first
+    (a read and a write of each per step)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    if not out.size or not head.size:
+        return head
+    first = jnp.ravel(out)[0]
+    bits = lax.bitcast_convert_type(first, jnp.dtype(f"uint{8 * first.dtype.itemsize}"))
+    half = jnp.asarray(4 * first.dtype.itemsize, bits.dtype)  # two shifts leave 0
+    zero = lax.shift_right_logical(lax.shift_right_logical(bits, half), half)
+    word = jnp.dtype(f"uint{8 * head.dtype.itemsize}")
+    raw = lax.bitcast_convert_type(head, word) | zero.astype(word)
+    return lax.bitcast_convert_type(raw, head.dtype)
 
 
 def _done(heads: tuple[Any, ...]) -> Any:
