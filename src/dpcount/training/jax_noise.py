@@ -8,8 +8,8 @@ state pytree, for the strategies whose noise is a linear time-invariant recursio
 ==================  ==================================================================
 strategy            state per coordinate (between steps) and the step
 ==================  ==================================================================
-``blt`` (BLT)       n buffers q_i(t) = λ_i q_i(t−1) + z_t and the running sum
-                    q_n(t) = Σ_{s≤t} z_s; N_t = a·q_n(t) + Σ_i β_i q_i(t)
+``blt`` (BLT)       n buffers q_i(t) = λ_i q_i(t−1) + z_t and (prefix sums only)
+                    the running sum q_n(t) = Σ_{s≤t} z_s; N_t = a·q_n(t) + Σ_i β_i q_i(t)
                     (:mod:`dpcount.counting.factorization.blt`: C⁻¹ = BLT(λ, ω′),
                     decoder b_k = a + Σ_i β_i λ_i^k)
 ``toeplitz``        the last n − 1 values of w = C⁻¹z (w_t = (z_t − Σ_{i≥1} c_i
@@ -17,13 +17,15 @@ strategy            state per coordinate (between steps) and the step
 ``input``           the running sum N_t = Σ_{s≤t} z_s (independent noise: DP-SGD)
 ==================  ==================================================================
 
-plus, for ``release="gradient"``, the previous noise N_{t−1} for BLT (the released
-gradient noise is N_t − N_{t−1}); Toeplitz and independent noise release their
-increments w_t and σz_t directly and keep no running sum at all for gradients. Each
-leaf of the model keeps its own state (coordinates are independent), in the leaf's
-floating dtype, as separate leaf-shaped arrays (not one stacked array), so a training
-step that donates its optimizer state (``jax.jit(..., donate_argnums=...)``) updates
-every buffer in place (XLA still copies a Toeplitz filter's history to shift it).
+Released as gradients (``release="gradient"``, the default), every strategy releases
+its increment N_t − N_{t−1} directly and keeps no running sum: w_t for Toeplitz, σz_t
+for independent noise, and for BLT (λ = 1 for the running sum)
+N_t − N_{t−1} = (a + Σ_i β_i)·σz_t + Σ_i β_i (λ_i − 1) q_i(t−1), from the n buffers
+alone. Each leaf of the model keeps its own state (coordinates are independent), in
+the leaf's floating dtype, as separate leaf-shaped arrays (not one stacked array), so
+a training step that donates its optimizer state (``jax.jit(..., donate_argnums=...)``)
+updates every buffer in place (XLA still copies a Toeplitz filter's history to shift
+it).
 
 Randomness: z_t of leaf ℓ is σ·``jax.random.normal(fold_in(fold_in(key, t), ℓ))``, a
 pure function of the run's key, the step and the leaf (counter-based: no generator
@@ -43,11 +45,15 @@ fuses with the inverse error function into one pass. That pass sits inside a
 ``lax.cond`` on "step within the horizon": a conditional is a fusion boundary, so the
 draw is computed once and stored, where otherwise XLA recomputes it inside each
 buffer's update (it duplicates cheap-looking producers into every consumer); the
-false branch is the NaN poisoning past the horizon. BLT's
-output Σ β_i q_i is materialized by a second conditional for the same reason. What is
-left is a read and a write per buffer per step (in place when donated), and the
-copies XLA adds around the aliased state (N_{t−1} for BLT, the shifted history for
-Toeplitz).
+false branch is the NaN poisoning past the horizon. A BLT step released as gradients
+then makes n + 1 passes over memory (XLA's CPU fusions write one array each): the
+output (reading the clipped sum, σz_t and the n old buffers) and one in-place update
+per buffer (reading it and σz_t). The updates are made to depend on the output's
+first element (:func:`_after`: a data dependency that changes no bit), so XLA orders
+them after the pass that reads the old buffers; otherwise it copies every buffer
+first. No pass stores N_t or N_{t−1}, and nothing is converted to float64. (For
+prefix sums BLT keeps the running sum, and N_t is materialized by a second
+conditional for the same reason as the draw; Toeplitz's shifted history is copied.)
 ``benchmarks/bench_training_jax.py`` prints the ratios to ``optax.add_noise``.
 
 Formal guarantee: the same as :class:`~dpcount.training.GradientPrivatizer`'s (the
@@ -112,11 +118,9 @@ class JaxNoiseState(NamedTuple):
         step: steps drawn so far (int32 scalar).
         buffers: per leaf, a tuple of m arrays of the leaf's shape: the recursion's
             values (separate arrays, so a donated state is updated in place).
-        previous: one array per leaf: N_{t−1} (BLT, ``release="gradient"``), the raw
-            running sum of the clipped gradients (``"prefix-sum"``), or empty
-            (Toeplitz and independent noise released as gradients: the increment
-            N_t − N_{t−1} is w_t, resp. σz_t, drawn directly, and no running sum N is
-            kept).
+        previous: one array per leaf: the raw running sum of the clipped gradients
+            (``"prefix-sum"``), or empty (``"gradient"``: the increment N_t − N_{t−1}
+            is computed directly, and no running sum N is kept).
     """
 
     key: Any
@@ -153,8 +157,8 @@ class JaxNoiseProcess:
     @property
     def rows(self) -> int:
         """Values held per coordinate between steps (besides ``previous``): the
-        recursion's; Toeplitz and independent noise released as gradients keep no
-        running sum N (their increment N_t − N_{t−1} is w_t, resp. σz_t)."""
+        recursion's; released as gradients no strategy keeps a running sum (the
+        increment N_t − N_{t−1} is computed directly: :meth:`_increment`)."""
         gradient = self.release == "gradient"
         if self.recursion is Recursion.BLT:
             return len(self.decay) - gradient  # released as gradients: no running sum
