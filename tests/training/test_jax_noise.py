@@ -323,7 +323,8 @@ def test_blt_gradient_step_is_one_pass_per_buffer_in_place() -> None:
     grads = jnp.ones(1000, jnp.float32)
     state = tx.init(grads)
     n = len(state.noise.buffers[0])
-    assert n == len(jax_noise_process(_privatizer("blt")).decay) - 1 and state.noise.previous[0].size == 0
+    assert n == len(jax_noise_process(_privatizer("blt")).decay) - 1
+    assert state.noise.previous[0].size == 0
     step = jax.jit(tx.update, donate_argnums=(0, 1))
     text = step.lower(grads, state).compile().as_text()
     entry = text[text.index("ENTRY") :].splitlines()[1:]
