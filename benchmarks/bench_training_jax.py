@@ -18,10 +18,11 @@ per step, all threads: less moved by other processes than the wall clock, though
 by their use of the caches and memory), with the load average before and after (on a shared
 machine the absolute times move with the load; the ratios move less).
 
-The device strategies keep (n + 1) running values per coordinate for BLT with n
-buffers, plus the previous noise N_{t−1} (gradient release); n − 1 filter values for
-a banded Toeplitz encoder with n bands and none for independent noise (both release
-their noise increments directly). "guard" is the default replay guard (a host
+Released as gradients, the device strategies keep n values per coordinate for BLT
+with n buffers (no running sum, no N_{t−1}: the increment N_t − N_{t−1} is computed
+from the buffers and the draw), n − 1 filter values for a banded Toeplitz encoder
+with n bands and none for independent noise (the table's last column: buffers +
+other values per coordinate). "guard" is the default replay guard (a host
 ledger asked through an XLA FFI custom call whose answer gates every value derived
 from the draw: :mod:`dpcount.training._ledger_ffi`); "guard via io_callback" is the
 same ledger asked through jax's ``io_callback`` (the fallback where the handler is

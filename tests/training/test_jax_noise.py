@@ -302,11 +302,49 @@ def test_a_failed_gate_poisons_every_noise_value_and_a_passed_one_changes_no_bit
     for out, new in gated(state, grads, jnp.bool_(False)), asked(False)(state, grads):
         assert all(np.isnan(np.asarray(x)).all() for x in out)
         written = [q[0] for q in new.buffers if q]  # the newest value of each recursion
-        if release == "gradient" and name == "blt":
-            written += list(new.previous)  # N_t
+        if name == "blt":
+            written = [r for q in new.buffers for r in q]  # every BLT buffer is rewritten
         assert written or process.rows == 0
         assert all(np.isnan(np.asarray(x)).all() for x in written)
     assert int(new.step) == int(state.step) + 1
+
+
+def test_blt_gradient_step_is_one_pass_per_buffer_in_place() -> None:
+    """The compiled, donated, guarded BLT step released as gradients keeps the n
+    buffers only (no running sum, no N_{t−1}) and makes n + 1 passes over leaf-sized
+    arrays besides the draw (the output, then one in-place update per buffer): no
+    leaf-sized copy (the updates are ordered after the output by a data dependency)
+    and no float64."""
+    jax, jnp = _jax()
+    pytest.importorskip("optax")
+    from dpcount.training.jax_noise import jax_noise_process
+
+    tx = optax_privatizer(_privatizer("blt", seed=3), device=True)
+    grads = jnp.ones(1000, jnp.float32)
+    state = tx.init(grads)
+    n = len(state.noise.buffers[0])
+    assert n == len(jax_noise_process(_privatizer("blt")).decay) - 1
+    assert state.noise.previous[0].size == 0
+    step = jax.jit(tx.update, donate_argnums=(0, 1))
+    text = step.lower(grads, state).compile().as_text()
+    entry = text[text.index("ENTRY") :].splitlines()[1:]
+    passes = [line for line in entry if "= f32[1000]{0} fusion(" in line]
+    assert len(passes) == n + 1, passes
+    assert not [line for line in entry if "f32[1000]{0} copy(" in line]
+    assert "f64" not in text
+
+
+def test_after_changes_no_bit() -> None:
+    """``_after`` (the data dependency ordering the buffer updates) returns its first
+    argument bit for bit, whatever the output's first value (NaN, −0.0, ±inf)."""
+    jax, jnp = _jax()
+    from dpcount.training.jax_noise import _after
+
+    head = np.array([0.0, -0.0, 1.5, -np.inf, np.nan, 1e-45], np.float32)
+    for first in (np.nan, -0.0, np.inf, -3.25, 7.0):
+        out = jnp.asarray(np.array([first, 1.0], np.float32))
+        got = np.asarray(jax.jit(_after)(jnp.asarray(head), out))
+        assert got.tobytes() == head.tobytes()
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4)])

@@ -8,8 +8,8 @@ state pytree, for the strategies whose noise is a linear time-invariant recursio
 ==================  ==================================================================
 strategy            state per coordinate (between steps) and the step
 ==================  ==================================================================
-``blt`` (BLT)       n buffers q_i(t) = λ_i q_i(t−1) + z_t and the running sum
-                    q_n(t) = Σ_{s≤t} z_s; N_t = a·q_n(t) + Σ_i β_i q_i(t)
+``blt`` (BLT)       n buffers q_i(t) = λ_i q_i(t−1) + z_t and (prefix sums only)
+                    the running sum q_n(t) = Σ_{s≤t} z_s; N_t = a·q_n(t) + Σ_i β_i q_i(t)
                     (:mod:`dpcount.counting.factorization.blt`: C⁻¹ = BLT(λ, ω′),
                     decoder b_k = a + Σ_i β_i λ_i^k)
 ``toeplitz``        the last n − 1 values of w = C⁻¹z (w_t = (z_t − Σ_{i≥1} c_i
@@ -17,13 +17,15 @@ strategy            state per coordinate (between steps) and the step
 ``input``           the running sum N_t = Σ_{s≤t} z_s (independent noise: DP-SGD)
 ==================  ==================================================================
 
-plus, for ``release="gradient"``, the previous noise N_{t−1} for BLT (the released
-gradient noise is N_t − N_{t−1}); Toeplitz and independent noise release their
-increments w_t and σz_t directly and keep no running sum at all for gradients. Each
-leaf of the model keeps its own state (coordinates are independent), in the leaf's
-floating dtype, as separate leaf-shaped arrays (not one stacked array), so a training
-step that donates its optimizer state (``jax.jit(..., donate_argnums=...)``) updates
-every buffer in place (XLA still copies a Toeplitz filter's history to shift it).
+Released as gradients (``release="gradient"``, the default), every strategy releases
+its increment N_t − N_{t−1} directly and keeps no running sum: w_t for Toeplitz, σz_t
+for independent noise, and for BLT (λ = 1 for the running sum)
+N_t − N_{t−1} = (a + Σ_i β_i)·σz_t + Σ_i β_i (λ_i − 1) q_i(t−1), from the n buffers
+alone. Each leaf of the model keeps its own state (coordinates are independent), in
+the leaf's floating dtype, as separate leaf-shaped arrays (not one stacked array), so
+a training step that donates its optimizer state (``jax.jit(..., donate_argnums=...)``)
+updates every buffer in place (XLA still copies a Toeplitz filter's history to shift
+it).
 
 Randomness: z_t of leaf ℓ is σ·``jax.random.normal(fold_in(fold_in(key, t), ℓ))``, a
 pure function of the run's key, the step and the leaf (counter-based: no generator
@@ -43,11 +45,15 @@ fuses with the inverse error function into one pass. That pass sits inside a
 ``lax.cond`` on "step within the horizon": a conditional is a fusion boundary, so the
 draw is computed once and stored, where otherwise XLA recomputes it inside each
 buffer's update (it duplicates cheap-looking producers into every consumer); the
-false branch is the NaN poisoning past the horizon. BLT's
-output Σ β_i q_i is materialized by a second conditional for the same reason. What is
-left is a read and a write per buffer per step (in place when donated), and the
-copies XLA adds around the aliased state (N_{t−1} for BLT, the shifted history for
-Toeplitz).
+false branch is the NaN poisoning past the horizon. A BLT step released as gradients
+then makes n + 1 passes over memory (XLA's CPU fusions write one array each): the
+output (reading the clipped sum, σz_t and the n old buffers) and one in-place update
+per buffer (reading it and σz_t). The updates are made to depend on the output's
+first element (:func:`_after`: a data dependency that changes no bit), so XLA orders
+them after the pass that reads the old buffers; otherwise it copies every buffer
+first. No pass stores N_t or N_{t−1}, and nothing is converted to float64. (For
+prefix sums BLT keeps the running sum, and N_t is materialized by a second
+conditional for the same reason as the draw; Toeplitz's shifted history is copied.)
 ``benchmarks/bench_training_jax.py`` prints the ratios to ``optax.add_noise``.
 
 Formal guarantee: the same as :class:`~dpcount.training.GradientPrivatizer`'s (the
@@ -80,6 +86,7 @@ References:
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -111,11 +118,9 @@ class JaxNoiseState(NamedTuple):
         step: steps drawn so far (int32 scalar).
         buffers: per leaf, a tuple of m arrays of the leaf's shape: the recursion's
             values (separate arrays, so a donated state is updated in place).
-        previous: one array per leaf: N_{t−1} (BLT, ``release="gradient"``), the raw
-            running sum of the clipped gradients (``"prefix-sum"``), or empty
-            (Toeplitz and independent noise released as gradients: the increment
-            N_t − N_{t−1} is w_t, resp. σz_t, drawn directly, and no running sum N is
-            kept).
+        previous: one array per leaf: the raw running sum of the clipped gradients
+            (``"prefix-sum"``), or empty (``"gradient"``: the increment N_t − N_{t−1}
+            is computed directly, and no running sum N is kept).
     """
 
     key: Any
@@ -152,11 +157,11 @@ class JaxNoiseProcess:
     @property
     def rows(self) -> int:
         """Values held per coordinate between steps (besides ``previous``): the
-        recursion's; Toeplitz and independent noise released as gradients keep no
-        running sum N (their increment N_t − N_{t−1} is w_t, resp. σz_t)."""
+        recursion's; released as gradients no strategy keeps a running sum (the
+        increment N_t − N_{t−1} is computed directly: :meth:`_increment`)."""
         gradient = self.release == "gradient"
         if self.recursion is Recursion.BLT:
-            return len(self.decay)
+            return len(self.decay) - gradient  # released as gradients: no running sum
         if self.recursion is Recursion.TOEPLITZ:
             return len(self.weight) - gradient  # n − 1 filter values (and Σ w)
         return 1 - gradient
@@ -253,10 +258,8 @@ class JaxNoiseProcess:
             if self._direct:
                 delta, q = self._increment(q, head)
                 out.append(g + delta)
-            elif self.release == "gradient":
-                noise, q = self._advance(live, q, head)
-                out.append(g + (noise - prev))
-                prev = noise
+                if self.recursion is Recursion.BLT:  # the update after the output
+                    q = self._decayed(q, _after(head, out[-1]))
             else:
                 noise, q = self._advance(live, q, head)
                 prev = prev + g  # the running sum of the clipped gradients
@@ -295,20 +298,38 @@ class JaxNoiseProcess:
 
     @property
     def _direct(self) -> bool:
-        """Whether the released increment N_t − N_{t−1} is drawn directly (w_t for
-        Toeplitz, σz_t for independent noise) rather than as a difference of N's."""
-        return self.release == "gradient" and self.recursion is not Recursion.BLT
+        """Whether the released increment N_t − N_{t−1} is computed as an increment
+        (``release="gradient"``: w_t for Toeplitz, σz_t for independent noise, from
+        the buffers and σz_t for BLT) rather than as a difference of stored N's."""
+        return self.release == "gradient"
 
     def _increment(self, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
-        """N_t − N_{t−1} and the next buffers (:attr:`_direct`), from the filter
-        values after step t − 1 and the head: Toeplitz N_t = Σ_{s≤t} w_s, so the
-        increment is w_t; independent noise: σz_t. (BLT's increment,
-        Σ_i w_i (λ_i − 1) q_i(t−1) + (Σ_i w_i) σz_t, would read the old buffers after
-        the in-place update, which XLA answers with a copy of each: N_t − N_{t−1}
-        from a stored N_{t−1} costs less.)"""
+        """N_t − N_{t−1} and the next buffers (:attr:`_direct`), from the buffers
+        after step t − 1 and the head: Toeplitz N_t = Σ_{s≤t} w_s, so the increment
+        is w_t; independent noise: σz_t; BLT (N_t = Σ_i w_i q_i(t) with
+        q_i(t) = λ_i q_i(t−1) + σz_t and λ = 1 for the running sum):
+        N_t − N_{t−1} = (Σ_i w_i) σz_t + Σ_i w_i (λ_i − 1) q_i(t−1), which needs
+        neither the running sum nor N_{t−1}; its buffers are returned unchanged (the
+        caller advances them once the output is computed: :func:`_after`)."""
         if self.recursion is Recursion.TOEPLITZ:
             return head, (head, *q[:-1])[: len(q)]
-        return head, ()
+        if self.recursion is Recursion.INPUT:
+            return head, ()
+        import jax.numpy as jnp
+
+        dtype = head.dtype
+        delta = head * jnp.asarray(math.fsum(self.weight), dtype)
+        kept = len(q)  # the running sum (λ = 1, the last) is not kept
+        for r, w, a in zip(q, self.weight[:kept], self.decay[:kept], strict=True):
+            delta = delta + r * jnp.asarray(w * (a - 1.0), dtype)
+        return delta, q
+
+    def _decayed(self, q: tuple[Any, ...], head: Any) -> tuple[Any, ...]:
+        """BLT's buffers after step t: λ_i q_i(t−1) + σz_t (one in-place pass each)."""
+        import jax.numpy as jnp
+
+        decay = self.decay[: len(q)]  # the running sum (λ = 1) is not kept
+        return tuple(r * jnp.asarray(a, head.dtype) + head for r, a in zip(q, decay, strict=True))
 
     def _advance(self, live: Any, q: tuple[Any, ...], head: Any) -> tuple[Any, tuple[Any, ...]]:
         """N_t and the next buffers (``release="prefix-sum"``) from the buffers
@@ -325,6 +346,26 @@ class JaxNoiseProcess:
             total = q[-1] + head  # w_t, w_{t−1}, …, w_{t−n+2} and Σ w
             return total, (*(head, *q[:-2])[: len(q) - 1], total)
         return head, (head,)
+
+
+def _after(head: Any, out: Any) -> Any:
+    """``head``, bit for bit, made to depend on ``out`` (its first element's bits,
+    shifted out to zero and or-ed in), so that XLA orders the in-place buffer updates
+    that read it after ``out``'s pass, which reads the old buffers. Without the data
+    dependency XLA cannot tell the two apart in time and copies every buffer first
+    (a read and a write of each per step)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    if not out.size or not head.size:
+        return head
+    first = jnp.ravel(out)[0]
+    bits = lax.bitcast_convert_type(first, jnp.dtype(f"uint{8 * first.dtype.itemsize}"))
+    half = jnp.asarray(4 * first.dtype.itemsize, bits.dtype)  # two shifts leave 0
+    zero = lax.shift_right_logical(lax.shift_right_logical(bits, half), half)
+    word = jnp.dtype(f"uint{8 * head.dtype.itemsize}")
+    raw = lax.bitcast_convert_type(head, word) | zero.astype(word)
+    return lax.bitcast_convert_type(raw, head.dtype)
 
 
 def _done(heads: tuple[Any, ...]) -> Any:
