@@ -27,6 +27,7 @@ from dpcount.analysis._floor import (
     analytic_sigma_ceiling,
     analytic_sigma_floor,
     gaussian_mse_floor,
+    normalized_sqrt_dense_losses,
 )
 from dpcount.analysis.compare import K_VALUES, Candidate, compare, rank_key
 from dpcount.counting.digits import DigitSystem
@@ -80,7 +81,9 @@ class GaussianBounds:
             first row; below every Laplace row.
         label: the row whose MSE ``ceiling`` bounds (``"blt"``: its shipped parameters
             and closed-form losses, with the analytic σ bounded above by
-            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`; or the label of an
+            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`; ``"normalized-sqrt"``
+            where the BLT's bound does not lie below every Laplace row: its dense
+            matrices' loss, :func:`_normalized_sqrt_ceiling`; or the label of an
             integer-noise mechanism's Gaussian row, ``ceiling`` its exact MSE).
     """
 
@@ -265,7 +268,8 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
       :data:`_FLOOR_MARGIN` times :func:`~dpcount.analysis._floor.gaussian_mse_floor`
       (no other row, all with continuous Gaussian noise, can beat it); a Gaussian row
       when an upper bound on one Gaussian row (:func:`_gaussian_ceiling`, the BLT's, or
-      an integer-noise mechanism's Gaussian row) lies below every Laplace row: then
+      an integer-noise mechanism's Gaussian row; else :func:`_normalized_sqrt_ceiling`,
+      the column-normalized square root's, T ≤ 1024) lies below every Laplace row: then
       :attr:`Recommendation.gaussian` holds the floor and that bound instead of the row.
     """
     assert budget.delta is not None
@@ -301,7 +305,10 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     bounds = [b for b in (_gaussian_ceiling(horizon, budget),) if b is not None]
     bounds += [(r.mse, r.label) for r in rows[:1] if r.noise == "gaussian"]
     if not bounds or not min(bounds)[0] < laplace.mse:
-        return None
+        # the BLT's bound is not below every Laplace row (large ε): a tighter one
+        bounds = [b for b in (_normalized_sqrt_ceiling(horizon, budget),) if b is not None]
+        if not bounds or not bounds[0][0] < laplace.mse:
+            return None
     return replace(integer, best=None, gaussian=GaussianBounds(floor, *min(bounds)))
 
 
@@ -413,6 +420,38 @@ def _gaussian_ceiling(horizon: int, budget: Budget) -> tuple[float, str] | None:
     l2 = budget.step_sensitivity * math.sqrt(losses.sensitivity_squared) * (1 + SENSITIVITY_MARGIN)
     mse = (sigma * l2) ** 2 * losses.mean_variance * (1.0 + _STRUCTURE_MARGIN)
     return (mse, "blt") if math.isfinite(mse) else None
+
+
+def _normalized_sqrt_ceiling(horizon: int, budget: Budget) -> tuple[float, str] | None:
+    """(an upper bound on the exact MSE of ``compare``'s ``normalized-sqrt`` row,
+    ``"normalized-sqrt"``), or None when it has none here (T above
+    :data:`~dpcount.analysis._floor.NORMALIZED_SQRT_DENSE_MAX_HORIZON`, or the row is
+    not listed at this horizon).
+
+    A feasible factorization (the column-normalized square root) bounds the dense
+    optimum and sits below the BLT where ε is large. Its loss comes from its dense
+    matrices (:func:`~dpcount.analysis._floor.normalized_sqrt_dense_losses`, no
+    scipy); the row calibrates the analytic σ for ℓ₂ sensitivity step·√S(T)·(1 +
+    10⁻¹²), at most that times
+    :func:`~dpcount.analysis._floor.analytic_sigma_ceiling` (σ is proportional to the
+    sensitivity, Balle & Wang 2018, Theorem 8); the sensitivity and the loss are raised
+    by :data:`_STRUCTURE_MARGIN` for the float error of both computations.
+    """
+    from dpcount.counting.registry import REGISTRY
+
+    assert budget.delta is not None
+    entry = next(e for e in REGISTRY if e.name == "normalized-sqrt")
+    plan = entry.capabilities.plan
+    if plan is None or (plan.up_to is not None and plan.up_to < horizon):
+        return None
+    sigma = analytic_sigma_ceiling(budget.epsilon, budget.delta)
+    losses = normalized_sqrt_dense_losses(horizon)
+    if sigma is None or losses is None:
+        return None
+    sensitivity_squared, variance = losses
+    l2_squared = budget.step_sensitivity**2 * sensitivity_squared * (1.0 + _STRUCTURE_MARGIN)
+    mse = sigma * sigma * l2_squared * variance * (1.0 + _STRUCTURE_MARGIN)
+    return (mse, "normalized-sqrt") if math.isfinite(mse) else None
 
 
 def _discrete_mse(row: Candidate, horizon: int, budget: Budget) -> float:
