@@ -113,6 +113,12 @@ def main() -> None:
             ("100 rows", []),
             ("100 rows, --delta 1e-6", ["--delta", "1e-6"]),
             ("100 rows, --delta 1e-4 (a Gaussian row first)", ["--delta", "1e-4"]),
+            # a discrete-Gaussian tree is the integer choice: the trees' Gaussian rows
+            # (the analytic calibration's log Φ, scipy.special's ufunc alone)
+            ("100 rows, --epsilon 0.1 --delta 1e-2", ["--epsilon", "0.1", "--delta", "1e-2"]),
+            ("100 rows, --delta 0.1 (a discrete-Gaussian tree)", ["--delta", "0.1"]),
+            # the BLT's bound is above the best Laplace row: the normalized square root's
+            ("100 rows, --epsilon 8 --delta 1e-2", ["--epsilon", "8", "--delta", "1e-2"]),
         ):
             wall, cpu, _ = _best([*count_cmd, *extra, "--output", out], args.repeat, args.src)
             print(

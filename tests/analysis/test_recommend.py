@@ -266,6 +266,38 @@ def test_normalized_sqrt_ceiling_is_just_above_its_row(
     assert recommend._normalized_sqrt_ceiling(1025, budget) is None
 
 
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step"),
+    [(100, 0.1, 1e-2, 1.0), (100, 1.0, 0.1, 3.0), (1000, 0.5, 1e-3, 1.0), (37, 8.0, 1e-2, 1.0)],
+)
+def test_integer_gaussian_rows_are_compares(T: int, eps: float, delta: float, step: float) -> None:
+    """The Gaussian rows of the integer-noise mechanisms without the search over k are
+    the ones compare lists (every field), and the k from bounds is best_k's for
+    Gaussian noise, with and without subtraction (a k off by one fails it)."""
+    from dpcount.analysis import best_k, recommend
+    from dpcount.analysis.compare import compare, rank_key
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    for sub in (False, True):
+        ks = range(3 if sub else 2, 65)
+        full = best_k(T, budget=budget.replace(noise="gaussian"), subtract=sub, k_values=ks)
+        assert recommend._gaussian_best_k(T, budget, sub) == full.k
+    fast = recommend._integer_gaussian_rows(T, budget)
+    rows = compare(T, budget=budget, metric="mse", certificates=False, mechanisms=DISCRETE_CAPABLE)
+    assert fast is not None
+    assert sorted(fast, key=rank_key) == [r for r in rows if r.noise == "gaussian"]
+
+
+def test_gaussian_best_k_gives_up_on_a_tie_across_heights() -> None:
+    """At T = 7 two heights tie exactly in h·L (their order is the calibration's last
+    bits): no k from bounds, and auto ranks the rows (same choice as the full path)."""
+    from dpcount.analysis import recommend
+
+    budget = Budget(epsilon=1.0, delta=1e-2)
+    assert recommend._gaussian_best_k(7, budget, False) is None
+    assert recommend._integer_gaussian_rows(7, budget) is None
+
+
 def test_gaussian_bounds_are_printed_outward() -> None:
     """auto's reason rounds the lower bound down and the upper one up (so both still
     hold at 4 digits)."""

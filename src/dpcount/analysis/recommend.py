@@ -17,8 +17,8 @@ https://arxiv.org/abs/2408.07021).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from dpcount._validate import check_bool
@@ -237,16 +237,25 @@ def _best_of_noise(
 
 
 def _best_integer(
-    rows: tuple[Candidate, ...], horizon: int, budget: Budget
+    rows: tuple[Candidate, ...],
+    horizon: int,
+    budget: Budget,
+    known: dict[tuple[Any, ...], float] | None = None,
 ) -> tuple[Candidate, float] | None:
     """The row whose mechanism built with the integer noise of its family has the lowest
     exact MSE (ties: the earlier row), with that MSE; None when no row takes integer
-    noise."""
+    noise. ``known``: the MSEs already computed for this horizon and budget, by
+    (mechanism, noise, k, subtract); filled in."""
     safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.calibration
             in _DEFAULT_RULES]  # fmt: skip
     if not safe:
         return None
-    mses = [_discrete_mse(r, horizon, budget) for r in safe]
+    known = {} if known is None else known
+    for r in safe:
+        key = (r.mechanism, r.noise, r.k, r.subtract)
+        if key not in known:
+            known[key] = _discrete_mse(r, horizon, budget)
+    mses = [known[(r.mechanism, r.noise, r.k, r.subtract)] for r in safe]
     i = min(range(len(safe)), key=lambda j: (mses[j], j))
     return safe[i], mses[i]
 
@@ -280,24 +289,28 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
         return None
     rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
     laplace = rows[0]
-    safe = _best_integer(rows, horizon, budget)
+    known: dict[tuple[Any, ...], float] = {}
+    safe = _best_integer(rows, horizon, budget, known)
     if safe is None:
         return None
     # every integer-noise Gaussian row is above the floor times its discrete factor (the
     # cheap test), else above the trees' own figures; else rank those rows too
     floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
     if not (floors is not None and safe[1] < _FLOOR_MARGIN * floors) and not (
-        safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1])
+        safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1], known)
     ):
-        trees = compare(
-            horizon,
-            budget=budget,
-            metric="mse",
-            certificates=False,
-            mechanisms=DISCRETE_CAPABLE,
-        )
-        rows = tuple(sorted([*rows, *(r for r in trees if r.noise == "gaussian")], key=rank_key))
-        safe = _best_integer(rows, horizon, budget)
+        gaussian = _integer_gaussian_rows(horizon, budget)
+        if gaussian is None:
+            trees = compare(
+                horizon,
+                budget=budget,
+                metric="mse",
+                certificates=False,
+                mechanisms=DISCRETE_CAPABLE,
+            )
+            gaussian = [r for r in trees if r.noise == "gaussian"]
+        rows = tuple(sorted([*rows, *gaussian], key=rank_key))
+        safe = _best_integer(rows, horizon, budget, known)
         assert safe is not None
     integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
     if rows[0].mse < _FLOOR_MARGIN * floor:
@@ -316,22 +329,114 @@ def _tree_structures(horizon: int) -> list[tuple[int, float]]:
     """(height h, MSE per unit node variance Σ_t ‖digits(t)‖₁ / T) of every k-ary tree
     ``compare`` searches (k = 2 with subtraction is not one), without building them:
     :meth:`KaryTree.mse <dpcount.counting.KaryTree.mse>`'s figures."""
+    return [(h, total / horizon) for _, _, h, total in _tree_totals(horizon)]
+
+
+@lru_cache(maxsize=8)
+def _tree_totals(horizon: int) -> tuple[tuple[int, bool, int, int], ...]:
+    """(k, subtract, height h, Σ_t ‖digits(t)‖₁) of every tree of :func:`_tree_systems`
+    at this horizon (exact integers; cached: both bounds of ``auto`` read them)."""
     out = []
-    for _, _, system in _tree_systems():
+    for k, sub, system in _tree_systems():
         h = system.height(horizon)
-        out.append((h, system.digit_l1_total(horizon, h) / horizon))
-    return out
+        out.append((k, sub, h, system.digit_l1_total(horizon, h)))
+    return tuple(out)
 
 
-def _tree_systems() -> Iterator[tuple[int, bool, DigitSystem]]:
+@lru_cache(maxsize=1)
+def _tree_systems() -> tuple[tuple[int, bool, DigitSystem], ...]:
     """(k, subtract, digit system) of every k-ary tree ``compare`` searches by default
-    (k = 2 with subtraction is not one)."""
-    for k in K_VALUES:
-        for subtract in (False, True) if k > 2 else (False,):
-            yield k, subtract, DigitSystem.for_tree(k, subtract)
+    (k = 2 with subtraction is not one), in ``best_k``'s order of k."""
+    return tuple(
+        (k, subtract, DigitSystem.for_tree(k, subtract))
+        for k in K_VALUES
+        for subtract in ((False, True) if k > 2 else (False,))
+    )
 
 
-def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> float:
+def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | None:
+    """The Gaussian rows that ``compare(mechanisms=DISCRETE_CAPABLE)`` lists (the binary
+    tree, Honaker, the best k-ary tree with and without subtraction), without its
+    search over k with Gaussian noise; None when :func:`_gaussian_best_k` cannot single
+    out that search's k (then the caller runs it).
+
+    The binary tree's and Honaker's rows come from ``compare`` restricted to them, each
+    k-ary row from ``compare`` restricted to the k-ary tree and the one k its search
+    picks: the same rows, built the same way, at a fraction of the cost (the search
+    builds every tree twice, with Laplace and Gaussian noise).
+    """
+    assert budget.delta is not None
+    if DISCRETE_CAPABLE != _INTEGER_TREES:
+        return None  # a new integer-noise mechanism this function does not cover
+    ks = []
+    for sub in (False, True):
+        k = _gaussian_best_k(horizon, budget, sub)
+        if k is None:
+            return None
+        ks.append(k)
+    found = compare(
+        horizon,
+        budget=budget,
+        metric="mse",
+        certificates=False,
+        mechanisms=("binary", "honaker"),
+    )
+    rows = [r for r in found if r.noise == "gaussian"]
+    for k, sub in zip(ks, (False, True), strict=True):
+        if k == 2 and not sub:
+            continue  # the binary tree, listed on its own
+        label = f"kary-{k}" + ("-sub" if sub else "")
+        found = compare(
+            horizon,
+            budget=budget,
+            metric="mse",
+            certificates=False,
+            mechanisms=("kary",),
+            k_values=(k,),
+        )
+        rows += [r for r in found if r.noise == "gaussian" and r.label == label]
+    return rows
+
+
+def _gaussian_best_k(horizon: int, budget: Budget, subtract: bool) -> int | None:
+    """The k that :func:`~dpcount.analysis.best_k` picks for Gaussian noise (by MSE,
+    one participation, k from 2, or 3 with subtraction, to 64; ties: the smaller k),
+    from bounds; None when they do not single it out.
+
+    A tree of height h has ℓ₂ sensitivity step·√h, analytic σ(step·√h) =
+    step·√h·σ₁ (Balle & Wang 2018, Theorem 8: σ is proportional to the sensitivity)
+    and MSE σ²·L/T, L = Σ_t ‖digits(t)‖₁ (an integer). Trees of one height share σ,
+    so their order is L's, exactly (distinct integers far apart in float): the least
+    L of each height, its first k. Across heights h·L orders them up to σ₁'s bounds
+    (:func:`~dpcount.analysis._floor.analytic_sigma_floor` and ``_ceiling``, 10⁻⁶
+    apart): the least h·L wins when its upper bound lies below every other height's
+    lower bound.
+    """
+    assert budget.delta is not None
+    lo = analytic_sigma_floor(budget.epsilon, budget.delta)
+    hi = analytic_sigma_ceiling(budget.epsilon, budget.delta)
+    if lo is None or hi is None:
+        return None
+    best: dict[int, tuple[int, int]] = {}  # height -> (L, k)
+    for k, sub, h, total in _tree_totals(horizon):
+        if sub != subtract:
+            continue
+        if h not in best or total < best[h][0]:
+            best[h] = (total, k)
+    ranked = sorted((h * total, k) for h, (total, k) in best.items())
+    if len(ranked) > 1:
+        upper = ranked[0][0] * hi * hi * (1.0 + _STRUCTURE_MARGIN)
+        if not upper < ranked[1][0] * lo * lo * (1.0 - _STRUCTURE_MARGIN):
+            return None
+    return ranked[0][1]
+
+
+def _discrete_gaussian_floor(
+    horizon: int,
+    budget: Budget,
+    target: float,
+    known: dict[tuple[Any, ...], float] | None = None,
+) -> float:
     """A lower bound on the exact MSE of every mechanism that takes integer noise (the
     k-ary trees for every k ``compare`` searches, with and without subtraction, the
     binary tree, Honaker) built with discrete Gaussian noise; 0 when this function
@@ -345,7 +450,8 @@ def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> flo
     does not exceed ``target``: the exact figures, one discrete Gaussian calibration per
     height (a tree's node noise depends on its height only) times each tree's V, and
     the binary tree and Honaker built; their least, lowered by
-    :data:`_STRUCTURE_MARGIN`.
+    :data:`_STRUCTURE_MARGIN`. ``known`` (as for :func:`_best_integer`) receives the
+    exact MSEs of the mechanisms built here.
     """
     assert budget.delta is not None
     if DISCRETE_CAPABLE != _INTEGER_TREES:
@@ -363,9 +469,13 @@ def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> flo
                 "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract
             )
             variance[h] = mech.sampler.variance
+            if known is not None:
+                known["kary", "gaussian", k, subtract] = float(mech.mse())
     mses = [variance[h] * v for h, v in trees]
     for name in ("binary", "honaker"):
         mses.append(float(build_mechanism(name, horizon=horizon, budget=noise, rng=0).mse()))
+        if known is not None:
+            known[name, "gaussian", None, None] = mses[-1]
     return min(mses) * (1.0 - _STRUCTURE_MARGIN)
 
 
