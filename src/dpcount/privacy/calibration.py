@@ -310,6 +310,14 @@ def laplace_scale_approximate(
     d1, d2 = _check_sensitivities(l1_sensitivity, l2_sensitivity)
     eps = check_real("epsilon", epsilon, gt=0)
     dlt = check_probability("delta", delta)
+    return _laplace_scale_approximate(d1, d2, eps, dlt)
+
+
+@lru_cache(maxsize=1024)
+def _laplace_scale_approximate(d1: float, d2: float, eps: float, dlt: float) -> float:
+    """:func:`laplace_scale_approximate` of checked floats. Cached: a deterministic
+    function of its four floats, asked for once per tree height when ``compare``
+    searches the k-ary trees with δ (each k builds its tree)."""
     log_inv_delta = math.log(1.0 / dlt)
     w = eps / log_inv_delta
     # √(1+w) − 1 written as w/(√(1+w) + 1) to avoid cancellation for small w.

@@ -113,9 +113,16 @@ def gaussian_two_sided_quantile(log_beta: float) -> float:
     returns the upper end of the final bracket, raised by a relative 1e-12 (a larger
     z is conservative). Working from log β keeps it exact where β/(2T) underflows.
     """
+    return _two_sided_quantile(check_real("log_beta", log_beta, lt=0))
+
+
+@lru_cache(maxsize=256)
+def _two_sided_quantile(lb: float) -> float:
+    """:func:`gaussian_two_sided_quantile` of a checked log β. Cached: a deterministic
+    function of one float, asked for by every Gaussian row of ``compare`` at a horizon
+    (the same β/T)."""
     from dpcount._scipy import brent_root as brentq  # scipy's brentq, without scipy.optimize
 
-    lb = check_real("log_beta", log_beta, lt=0)
     upper = math.sqrt(2.0 * (math.log(2.0) - lb))
 
     def f(z: float) -> float:
