@@ -4,8 +4,11 @@
    ``--delta 1e-6``: the Gaussian floor rules the Gaussian rows out; then ``--delta
    1e-4``, where a Gaussian row, the dense optimum, ranks first in ``dpcount plan``:
    auto proves that from bounds and keeps its integer choice without building a
-   Gaussian row) against ``python -c "import numpy"``; wall and CPU time (user + sys
-   of the child), best of ``--repeat``. Target ≤ 3× on every path.
+   Gaussian row; ε = 0.1, δ = 10⁻² and ε = 1, δ = 0.1, where a discrete-Gaussian
+   tree is the integer choice: the trees' Gaussian rows are built; ε = 8, δ = 10⁻²,
+   where the normalized square root's bound settles plan's first row) against
+   ``python -c "import numpy"``; wall and CPU time (user + sys of the child), best
+   of ``--repeat``. Target ≤ 3× on every path.
 2. A large file: ``dpcount count`` of 10^6 rows (``--mechanism kary``, output to a
    file) against reading the same file with pandas and writing a 3-column CSV
    (t, value, std) with pandas, in a fresh interpreter each; CPU time (user + sys of

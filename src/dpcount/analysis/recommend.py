@@ -270,9 +270,10 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
       Gaussian mechanism (continuous or discrete) or below
       :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete Gaussian
       noise, the only other integer-noise rows); else also from the Gaussian rows of
-      the integer-noise mechanisms (``compare(mechanisms=DISCRETE_CAPABLE)``: the
-      analytic calibration, scipy.special, but no factorization). Either way the rows
-      used keep their order in the full ranking, so the integer choice is its.
+      the integer-noise mechanisms (:func:`_integer_gaussian_rows`, else
+      ``compare(mechanisms=DISCRETE_CAPABLE)``: the analytic calibration, scipy's log Φ,
+      but no factorization). Either way the rows used keep their order in the full
+      ranking, so the integer choice is its.
     * Plan's first row: the first of the rows used when it lies below
       :data:`_FLOOR_MARGIN` times :func:`~dpcount.analysis._floor.gaussian_mse_floor`
       (no other row, all with continuous Gaussian noise, can beat it); a Gaussian row
@@ -293,36 +294,58 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
     safe = _best_integer(rows, horizon, budget, known)
     if safe is None:
         return None
-    # every integer-noise Gaussian row is above the floor times its discrete factor (the
-    # cheap test), else above the trees' own figures; else rank those rows too
-    floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
-    if not (floors is not None and safe[1] < _FLOOR_MARGIN * floors) and not (
-        safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1], known)
-    ):
-        gaussian = _integer_gaussian_rows(horizon, budget)
-        if gaussian is None:
-            trees = compare(
-                horizon,
-                budget=budget,
-                metric="mse",
-                certificates=False,
-                mechanisms=DISCRETE_CAPABLE,
-            )
-            gaussian = [r for r in trees if r.noise == "gaussian"]
-        rows = tuple(sorted([*rows, *gaussian], key=rank_key))
-        safe = _best_integer(rows, horizon, budget, known)
-        assert safe is not None
+    rows, safe = _with_integer_gaussian_rows(horizon, budget, rows, safe, known)
     integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
     if rows[0].mse < _FLOOR_MARGIN * floor:
         return integer
+    bound = _first_row_ceiling(horizon, budget, rows, laplace.mse)
+    if bound is None:
+        return None
+    return replace(integer, best=None, gaussian=GaussianBounds(floor, *bound))
+
+
+def _with_integer_gaussian_rows(
+    horizon: int,
+    budget: Budget,
+    rows: tuple[Candidate, ...],
+    safe: tuple[Candidate, float],
+    known: dict[tuple[Any, ...], float],
+) -> tuple[tuple[Candidate, ...], tuple[Candidate, float]]:
+    """``rows`` and the integer choice ``safe`` among them, with the integer-noise
+    mechanisms' Gaussian rows added unless every one of them is above ``safe``'s MSE
+    with discrete Gaussian noise: the floor times its discrete factor (the cheap test),
+    else the trees' own figures (:func:`_discrete_gaussian_floor`)."""
+    assert budget.delta is not None
+    floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    if floors is not None and safe[1] < _FLOOR_MARGIN * floors:
+        return rows, safe
+    if safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1], known):
+        return rows, safe
+    gaussian = _integer_gaussian_rows(horizon, budget)
+    if gaussian is None:
+        trees = compare(
+            horizon, budget=budget, metric="mse", certificates=False, mechanisms=DISCRETE_CAPABLE
+        )
+        gaussian = [r for r in trees if r.noise == "gaussian"]
+    rows = tuple(sorted([*rows, *gaussian], key=rank_key))
+    found = _best_integer(rows, horizon, budget, known)
+    assert found is not None
+    return rows, found
+
+
+def _first_row_ceiling(
+    horizon: int, budget: Budget, rows: tuple[Candidate, ...], laplace: float
+) -> tuple[float, str] | None:
+    """(an upper bound on one Gaussian row's MSE below ``laplace``, the best Laplace
+    row's, the row's label), or None: the least of the BLT's (:func:`_gaussian_ceiling`)
+    and the first of ``rows`` when it is Gaussian; when that is not below ``laplace``
+    (large ε), the column-normalized square root's (:func:`_normalized_sqrt_ceiling`)."""
     bounds = [b for b in (_gaussian_ceiling(horizon, budget),) if b is not None]
     bounds += [(r.mse, r.label) for r in rows[:1] if r.noise == "gaussian"]
-    if not bounds or not min(bounds)[0] < laplace.mse:
-        # the BLT's bound is not below every Laplace row (large ε): a tighter one
-        bounds = [b for b in (_normalized_sqrt_ceiling(horizon, budget),) if b is not None]
-        if not bounds or not bounds[0][0] < laplace.mse:
-            return None
-    return replace(integer, best=None, gaussian=GaussianBounds(floor, *min(bounds)))
+    if bounds and min(bounds)[0] < laplace:
+        return min(bounds)
+    tighter = _normalized_sqrt_ceiling(horizon, budget)
+    return tighter if tighter is not None and tighter[0] < laplace else None
 
 
 def _tree_structures(horizon: int) -> list[tuple[int, float]]:
