@@ -17,6 +17,7 @@ from dpcount.analysis._floor import (
     analytic_sigma_ceiling,
     analytic_sigma_floor,
     gaussian_mse_floor,
+    normalized_sqrt_dense_losses,
 )
 from dpcount.analysis.compare import compare
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
@@ -111,3 +112,19 @@ def test_floor_is_below_every_gaussian_row(T: int, eps: float, delta: float, ste
     assert min(mses) >= floor
     assert min(mses) < 3.0 * floor
     assert math.isfinite(floor)
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 100, 1024])
+def test_normalized_sqrt_dense_losses_match_the_mechanism(T: int) -> None:
+    """The dense matrices' sensitivity and variance (its own power-series inverse and
+    cumulative sum) give the module's closed-form mean loss and sensitivity to 10^-12
+    (a wrong column scaling or a missing A would fail it); None above the limit."""
+    from dpcount.counting.factorization.normalized_sqrt import normalized_sqrt_losses
+    from dpcount.counting.factorization.sqrt_toeplitz import sqrt_l2_norm_squared
+
+    losses = normalized_sqrt_dense_losses(T)
+    assert losses is not None
+    sensitivity, variance = losses
+    assert sensitivity == pytest.approx(sqrt_l2_norm_squared(T), rel=1e-12)
+    assert sensitivity * variance == pytest.approx(normalized_sqrt_losses(T)[0], rel=1e-12)
+    assert normalized_sqrt_dense_losses(1025) is None

@@ -140,12 +140,19 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
     """Where bounds let recommend_mechanism rank the Laplace rows alone, the
     recommendation (mechanism, noise, options, MSE) is the one of the full ranking, and
     so is plan's first row, or (when it needs Gaussian noise) it lies within the
-    recommendation's bounds; the grid has cases on every side."""
+    recommendation's bounds; the grid has cases on every side of each bound."""
     from dpcount.analysis import recommend
 
-    # δ = 1e-2: the exact discrete-Gaussian trees decide the integer choice
-    grid = itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3, 1e-2), (1.0, 3.0))
+    # δ = 1e-2: the exact discrete-Gaussian trees decide the integer choice; ε = 8 (and
+    # 16): the normalized square root's ceiling, not the BLT's, bounds plan's first row
+    grid = [
+        *itertools.product((1, 7, 100, 1000), (0.1, 1.0, 4.0), (1e-10, 1e-3, 1e-2), (1.0, 3.0)),
+        *itertools.product((7, 100, 1000), (8.0,), (1e-2, 0.1), (1.0, 3.0)),
+        (100, 16.0, 1e-3, 1.0),
+        (100, 1.0, 0.1, 1.0),
+    ]
     used = bounded = dg = 0
+    labels = set()
     for T, eps, delta, step in grid:
         budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
         fast = recommend_mechanism(T, budget=budget)
@@ -158,13 +165,15 @@ def test_skipping_the_gaussian_rows_changes_nothing(monkeypatch: pytest.MonkeyPa
             assert full == fast, case
             continue
         bounded += 1
+        labels.add(fast.gaussian.label)
         dg += fast.noise == "discrete-gaussian"  # from the trees' Gaussian rows
         assert fast.best is None and full.best is not None, case
         assert full.best.noise == "gaussian", case
         assert fast.gaussian.floor <= full.best.mse <= fast.gaussian.ceiling, case
         assert full == dataclasses.replace(fast, best=full.best, gaussian=None), case
-    assert 10 <= used < 72
+    assert used == len(grid)  # with the normalized square root's ceiling, bounds settle all
     assert 1 <= dg < bounded < used
+    assert {"blt", "normalized-sqrt"} <= labels
 
 
 @pytest.mark.parametrize(
@@ -228,6 +237,65 @@ def test_gaussian_ceiling_is_just_above_the_blt_row(
     assert ceiling is not None and ceiling[1] == "blt"
     exact = build_mechanism("blt", horizon=T, budget=budget.replace(noise="gaussian"), rng=0).mse()
     assert exact <= ceiling[0] <= exact * (1 + 1e-5)
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step"),
+    [(100, 8.0, 1e-2, 1.0), (1000, 8.0, 1e-2, 3.0), (7, 4.0, 1e-3, 1.0)],
+)
+def test_normalized_sqrt_ceiling_is_just_above_its_row(
+    T: int, eps: float, delta: float, step: float
+) -> None:
+    """The normalized square root's ceiling bounds the exact MSE of its row as compare
+    and the registry build it, within 10^-5 (without the step, or with the square
+    root's unnormalized loss, it fails); where ε = 8, δ = 10^-2 it is below every
+    Laplace row, the BLT's is not."""
+    from dpcount.analysis import recommend
+    from dpcount.analysis.compare import compare
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    ceiling = recommend._normalized_sqrt_ceiling(T, budget)
+    assert ceiling is not None and ceiling[1] == "normalized-sqrt"
+    built = build_mechanism("normalized-sqrt", horizon=T, budget=budget.replace(noise="gaussian"))
+    exact = built.mse()
+    assert exact <= ceiling[0] <= exact * (1 + 1e-5)
+    if (T, eps) == (100, 8.0):
+        rows = compare(T, budget=budget, metric="mse", certificates=False, gaussian=False)
+        blt = recommend._gaussian_ceiling(T, budget)
+        assert blt is not None and ceiling[0] < rows[0].mse < blt[0]
+    assert recommend._normalized_sqrt_ceiling(1025, budget) is None
+
+
+@pytest.mark.parametrize(
+    ("T", "eps", "delta", "step"),
+    [(100, 0.1, 1e-2, 1.0), (100, 1.0, 0.1, 3.0), (1000, 0.5, 1e-3, 1.0), (37, 8.0, 1e-2, 1.0)],
+)
+def test_integer_gaussian_rows_are_compares(T: int, eps: float, delta: float, step: float) -> None:
+    """The Gaussian rows of the integer-noise mechanisms without the search over k are
+    the ones compare lists (every field), and the k from bounds is best_k's for
+    Gaussian noise, with and without subtraction (a k off by one fails it)."""
+    from dpcount.analysis import best_k, recommend
+    from dpcount.analysis.compare import compare, rank_key
+
+    budget = Budget(epsilon=eps, delta=delta, step_sensitivity=step)
+    for sub in (False, True):
+        ks = range(3 if sub else 2, 65)
+        full = best_k(T, budget=budget.replace(noise="gaussian"), subtract=sub, k_values=ks)
+        assert recommend._gaussian_best_k(T, budget, sub) == full.k
+    fast = recommend._integer_gaussian_rows(T, budget)
+    rows = compare(T, budget=budget, metric="mse", certificates=False, mechanisms=DISCRETE_CAPABLE)
+    assert fast is not None
+    assert sorted(fast, key=rank_key) == [r for r in rows if r.noise == "gaussian"]
+
+
+def test_gaussian_best_k_gives_up_on_a_tie_across_heights() -> None:
+    """At T = 7 two heights tie exactly in h·L (their order is the calibration's last
+    bits): no k from bounds, and auto ranks the rows (same choice as the full path)."""
+    from dpcount.analysis import recommend
+
+    budget = Budget(epsilon=1.0, delta=1e-2)
+    assert recommend._gaussian_best_k(7, budget, False) is None
+    assert recommend._integer_gaussian_rows(7, budget) is None
 
 
 def test_gaussian_bounds_are_printed_outward() -> None:

@@ -218,3 +218,29 @@ def test_bad_types() -> None:
 @pytest.mark.parametrize("delta", [1e-3, 1e-10, 1e-40])
 def test_fhu_delta_inverts_fhu_constant(eps: float, delta: float) -> None:
     assert fhu_delta(eps, fhu_constant(eps, delta)) == pytest.approx(delta, rel=1e-9)
+
+
+def test_log_ndtr_is_scipys_ufunc_loaded_alone() -> None:
+    """The calibration's log Φ is scipy.special.log_ndtr itself, loaded without
+    ``scipy/special/__init__`` in a fresh interpreter: the same doubles over a grid
+    (down to x = -1e5), ``scipy.special`` absent until imported, then the very same
+    ufunc object (so later imports are unharmed)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from dpcount.privacy import tails
+xs = [-1e5, -1e3, -40.0, -37.5, -20.0, -5.0, -1.0, -0.5, 0.0, 0.3, 2.0, 9.0, 40.0]
+values = [tails.log_ndtr(x) for x in xs]
+assert "scipy.special" not in sys.modules, "scipy.special imported"
+assert "scipy.special._ufuncs" in sys.modules
+import scipy.special
+assert scipy.special.log_ndtr is tails._log_ndtr_ufunc()
+assert values == [float(scipy.special.log_ndtr(x)) for x in xs]
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

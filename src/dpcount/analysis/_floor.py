@@ -54,6 +54,7 @@ __all__ = [
     "analytic_sigma_floor",
     "counting_nuclear_norm",
     "gaussian_mse_floor",
+    "normalized_sqrt_dense_losses",
 ]
 
 #: largest T whose nuclear norm ‖A‖_* :func:`counting_nuclear_norm` sums (chunked, O(T))
@@ -65,6 +66,8 @@ _CHUNK = 1 << 20
 SIGMA_FLOOR_MARGIN = 1e-6
 #: a discrete Gaussian of parameter s ≥ 1 has variance ≥ s² times this
 DISCRETE_VARIANCE_FACTOR = 1.0 - 1e-6
+#: largest T :func:`normalized_sqrt_dense_losses` builds its T×T matrices for
+NORMALIZED_SQRT_DENSE_MAX_HORIZON = 1024
 #: below this Φ(x) is not taken from erfc (it would underflow): no floor
 _LOG_NDTR_MIN_X = -37.0
 
@@ -180,3 +183,42 @@ def gaussian_mse_floor(
         return None
     loss = (counting_nuclear_norm(horizon) / horizon) ** 2
     return (step_sensitivity * sigma) ** 2 * loss * (DISCRETE_VARIANCE_FACTOR if discrete else 1.0)
+
+
+@lru_cache(maxsize=16)
+def normalized_sqrt_dense_losses(horizon: int) -> tuple[float, float] | None:
+    """(squared ℓ₂ sensitivity, mean variance per unit noise variance) of the
+    column-normalized square-root factorization (``normalized-sqrt``), from its T×T
+    matrices by the definition, or None for T above
+    :data:`NORMALIZED_SQRT_DENSE_MAX_HORIZON`.
+
+    The encoder C′ = C·diag(1/e) is the square root C of the counting matrix A
+    (lower-triangular Toeplitz of f(0) = 1, f(k) = f(k − 1)(2k − 1)/(2k): C² = A) with
+    every column scaled to the first one's norm (e_j: column j's norm over column 0's);
+    the decoder is B′ = A·C′⁻¹ = A·diag(e)·C⁻¹, C⁻¹ the Toeplitz matrix of the inverse
+    power series of f (g_0 = 1, g_n = −Σ_{k=1..n} f(k)·g_{n−k}; not the module's
+    closed forms: :func:`~dpcount.counting.factorization.normalized_sqrt.normalized_sqrt_losses`
+    is checked against this in the tests), and A's cumulative sum over rows. The
+    sensitivity is C′'s largest squared column norm, the variance ‖B′‖_F²/T. Used only
+    to bound the MSE of plan's ``normalized-sqrt`` row from above
+    (:mod:`dpcount.analysis.recommend`), never to calibrate noise; O(T²), a few ms.
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    if T > NORMALIZED_SQRT_DENSE_MAX_HORIZON:
+        return None
+    k = np.arange(1, T, dtype=np.float64)
+    f = np.concatenate(([1.0], np.cumprod((2.0 * k - 1.0) / (2.0 * k))))
+    g = np.zeros(T)
+    g[0] = 1.0
+    for n in range(1, T):
+        g[n] = -float(np.dot(f[1 : n + 1], g[n - 1 :: -1]))
+    lag = np.subtract.outer(np.arange(T), np.arange(T))
+    inside = lag >= 0
+    C = np.where(inside, f[np.where(inside, lag, 0)], 0.0)
+    squares = np.sum(C * C, axis=0)
+    e = np.sqrt(squares / squares[0])
+    encoder = C / e
+    inverse = np.where(inside, g[np.where(inside, lag, 0)], 0.0)  # C⁻¹
+    decoder = np.cumsum(e[:, None] * inverse, axis=0)  # A·diag(e)·C⁻¹
+    sensitivity = float(np.max(np.sum(encoder * encoder, axis=0)))
+    return sensitivity, float(np.sum(decoder * decoder)) / T

@@ -17,8 +17,8 @@ https://arxiv.org/abs/2408.07021).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from dpcount._validate import check_bool
@@ -27,6 +27,7 @@ from dpcount.analysis._floor import (
     analytic_sigma_ceiling,
     analytic_sigma_floor,
     gaussian_mse_floor,
+    normalized_sqrt_dense_losses,
 )
 from dpcount.analysis.compare import K_VALUES, Candidate, compare, rank_key
 from dpcount.counting.digits import DigitSystem
@@ -80,7 +81,9 @@ class GaussianBounds:
             first row; below every Laplace row.
         label: the row whose MSE ``ceiling`` bounds (``"blt"``: its shipped parameters
             and closed-form losses, with the analytic σ bounded above by
-            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`; or the label of an
+            :func:`~dpcount.analysis._floor.analytic_sigma_ceiling`; ``"normalized-sqrt"``
+            where the BLT's bound does not lie below every Laplace row: its dense
+            matrices' loss, :func:`_normalized_sqrt_ceiling`; or the label of an
             integer-noise mechanism's Gaussian row, ``ceiling`` its exact MSE).
     """
 
@@ -234,16 +237,25 @@ def _best_of_noise(
 
 
 def _best_integer(
-    rows: tuple[Candidate, ...], horizon: int, budget: Budget
+    rows: tuple[Candidate, ...],
+    horizon: int,
+    budget: Budget,
+    known: dict[tuple[Any, ...], float] | None = None,
 ) -> tuple[Candidate, float] | None:
     """The row whose mechanism built with the integer noise of its family has the lowest
     exact MSE (ties: the earlier row), with that MSE; None when no row takes integer
-    noise."""
+    noise. ``known``: the MSEs already computed for this horizon and budget, by
+    (mechanism, noise, k, subtract); filled in."""
     safe = [r for r in rows if r.mechanism in DISCRETE_CAPABLE and r.calibration
             in _DEFAULT_RULES]  # fmt: skip
     if not safe:
         return None
-    mses = [_discrete_mse(r, horizon, budget) for r in safe]
+    known = {} if known is None else known
+    for r in safe:
+        key = (r.mechanism, r.noise, r.k, r.subtract)
+        if key not in known:
+            known[key] = _discrete_mse(r, horizon, budget)
+    mses = [known[(r.mechanism, r.noise, r.k, r.subtract)] for r in safe]
     i = min(range(len(safe)), key=lambda j: (mses[j], j))
     return safe[i], mses[i]
 
@@ -258,14 +270,16 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
       Gaussian mechanism (continuous or discrete) or below
       :func:`_discrete_gaussian_floor` (every tree and Honaker with discrete Gaussian
       noise, the only other integer-noise rows); else also from the Gaussian rows of
-      the integer-noise mechanisms (``compare(mechanisms=DISCRETE_CAPABLE)``: the
-      analytic calibration, scipy.special, but no factorization). Either way the rows
-      used keep their order in the full ranking, so the integer choice is its.
+      the integer-noise mechanisms (:func:`_integer_gaussian_rows`, else
+      ``compare(mechanisms=DISCRETE_CAPABLE)``: the analytic calibration, scipy's log Φ,
+      but no factorization). Either way the rows used keep their order in the full
+      ranking, so the integer choice is its.
     * Plan's first row: the first of the rows used when it lies below
       :data:`_FLOOR_MARGIN` times :func:`~dpcount.analysis._floor.gaussian_mse_floor`
       (no other row, all with continuous Gaussian noise, can beat it); a Gaussian row
       when an upper bound on one Gaussian row (:func:`_gaussian_ceiling`, the BLT's, or
-      an integer-noise mechanism's Gaussian row) lies below every Laplace row: then
+      an integer-noise mechanism's Gaussian row; else :func:`_normalized_sqrt_ceiling`,
+      the column-normalized square root's, T ≤ 1024) lies below every Laplace row: then
       :attr:`Recommendation.gaussian` holds the floor and that bound instead of the row.
     """
     assert budget.delta is not None
@@ -276,55 +290,176 @@ def _without_gaussian_rows(horizon: int, budget: Budget) -> Recommendation | Non
         return None
     rows = compare(horizon, budget=budget, metric="mse", certificates=False, gaussian=False)
     laplace = rows[0]
-    safe = _best_integer(rows, horizon, budget)
+    known: dict[tuple[Any, ...], float] = {}
+    safe = _best_integer(rows, horizon, budget, known)
     if safe is None:
         return None
-    # every integer-noise Gaussian row is above the floor times its discrete factor (the
-    # cheap test), else above the trees' own figures; else rank those rows too
-    floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
-    if not (floors is not None and safe[1] < _FLOOR_MARGIN * floors) and not (
-        safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1])
-    ):
-        trees = compare(
-            horizon,
-            budget=budget,
-            metric="mse",
-            certificates=False,
-            mechanisms=DISCRETE_CAPABLE,
-        )
-        rows = tuple(sorted([*rows, *(r for r in trees if r.noise == "gaussian")], key=rank_key))
-        safe = _best_integer(rows, horizon, budget)
-        assert safe is not None
+    rows, safe = _with_integer_gaussian_rows(horizon, budget, rows, safe, known)
     integer = _recommendation(safe[0], "discrete-" + safe[0].noise, safe[1], rows[0])
     if rows[0].mse < _FLOOR_MARGIN * floor:
         return integer
+    bound = _first_row_ceiling(horizon, budget, rows, laplace.mse)
+    if bound is None:
+        return None
+    return replace(integer, best=None, gaussian=GaussianBounds(floor, *bound))
+
+
+def _with_integer_gaussian_rows(
+    horizon: int,
+    budget: Budget,
+    rows: tuple[Candidate, ...],
+    safe: tuple[Candidate, float],
+    known: dict[tuple[Any, ...], float],
+) -> tuple[tuple[Candidate, ...], tuple[Candidate, float]]:
+    """``rows`` and the integer choice ``safe`` among them, with the integer-noise
+    mechanisms' Gaussian rows added unless every one of them is above ``safe``'s MSE
+    with discrete Gaussian noise: the floor times its discrete factor (the cheap test),
+    else the trees' own figures (:func:`_discrete_gaussian_floor`)."""
+    assert budget.delta is not None
+    floors = gaussian_mse_floor(horizon, budget.epsilon, budget.delta, budget.step_sensitivity)
+    if floors is not None and safe[1] < _FLOOR_MARGIN * floors:
+        return rows, safe
+    if safe[1] < _discrete_gaussian_floor(horizon, budget, safe[1], known):
+        return rows, safe
+    gaussian = _integer_gaussian_rows(horizon, budget)
+    if gaussian is None:
+        trees = compare(
+            horizon, budget=budget, metric="mse", certificates=False, mechanisms=DISCRETE_CAPABLE
+        )
+        gaussian = [r for r in trees if r.noise == "gaussian"]
+    rows = tuple(sorted([*rows, *gaussian], key=rank_key))
+    found = _best_integer(rows, horizon, budget, known)
+    assert found is not None
+    return rows, found
+
+
+def _first_row_ceiling(
+    horizon: int, budget: Budget, rows: tuple[Candidate, ...], laplace: float
+) -> tuple[float, str] | None:
+    """(an upper bound on one Gaussian row's MSE below ``laplace``, the best Laplace
+    row's, the row's label), or None: the least of the BLT's (:func:`_gaussian_ceiling`)
+    and the first of ``rows`` when it is Gaussian; when that is not below ``laplace``
+    (large ε), the column-normalized square root's (:func:`_normalized_sqrt_ceiling`)."""
     bounds = [b for b in (_gaussian_ceiling(horizon, budget),) if b is not None]
     bounds += [(r.mse, r.label) for r in rows[:1] if r.noise == "gaussian"]
-    if not bounds or not min(bounds)[0] < laplace.mse:
-        return None
-    return replace(integer, best=None, gaussian=GaussianBounds(floor, *min(bounds)))
+    if bounds and min(bounds)[0] < laplace:
+        return min(bounds)
+    tighter = _normalized_sqrt_ceiling(horizon, budget)
+    return tighter if tighter is not None and tighter[0] < laplace else None
 
 
 def _tree_structures(horizon: int) -> list[tuple[int, float]]:
     """(height h, MSE per unit node variance Σ_t ‖digits(t)‖₁ / T) of every k-ary tree
     ``compare`` searches (k = 2 with subtraction is not one), without building them:
     :meth:`KaryTree.mse <dpcount.counting.KaryTree.mse>`'s figures."""
+    return [(h, total / horizon) for _, _, h, total in _tree_totals(horizon)]
+
+
+@lru_cache(maxsize=8)
+def _tree_totals(horizon: int) -> tuple[tuple[int, bool, int, int], ...]:
+    """(k, subtract, height h, Σ_t ‖digits(t)‖₁) of every tree of :func:`_tree_systems`
+    at this horizon (exact integers; cached: both bounds of ``auto`` read them)."""
     out = []
-    for _, _, system in _tree_systems():
+    for k, sub, system in _tree_systems():
         h = system.height(horizon)
-        out.append((h, system.digit_l1_total(horizon, h) / horizon))
-    return out
+        out.append((k, sub, h, system.digit_l1_total(horizon, h)))
+    return tuple(out)
 
 
-def _tree_systems() -> Iterator[tuple[int, bool, DigitSystem]]:
+@lru_cache(maxsize=1)
+def _tree_systems() -> tuple[tuple[int, bool, DigitSystem], ...]:
     """(k, subtract, digit system) of every k-ary tree ``compare`` searches by default
-    (k = 2 with subtraction is not one)."""
-    for k in K_VALUES:
-        for subtract in (False, True) if k > 2 else (False,):
-            yield k, subtract, DigitSystem.for_tree(k, subtract)
+    (k = 2 with subtraction is not one), in ``best_k``'s order of k."""
+    return tuple(
+        (k, subtract, DigitSystem.for_tree(k, subtract))
+        for k in K_VALUES
+        for subtract in ((False, True) if k > 2 else (False,))
+    )
 
 
-def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> float:
+def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | None:
+    """The Gaussian rows that ``compare(mechanisms=DISCRETE_CAPABLE)`` lists (the binary
+    tree, Honaker, the best k-ary tree with and without subtraction), without its
+    search over k with Gaussian noise; None when :func:`_gaussian_best_k` cannot single
+    out that search's k (then the caller runs it).
+
+    The binary tree's and Honaker's rows come from ``compare`` restricted to them, each
+    k-ary row from ``compare`` restricted to the k-ary tree and the one k its search
+    picks: the same rows, built the same way, at a fraction of the cost (the search
+    builds every tree twice, with Laplace and Gaussian noise).
+    """
+    assert budget.delta is not None
+    if DISCRETE_CAPABLE != _INTEGER_TREES:
+        return None  # a new integer-noise mechanism this function does not cover
+    ks = []
+    for sub in (False, True):
+        k = _gaussian_best_k(horizon, budget, sub)
+        if k is None:
+            return None
+        ks.append(k)
+    found = compare(
+        horizon,
+        budget=budget,
+        metric="mse",
+        certificates=False,
+        mechanisms=("binary", "honaker"),
+    )
+    rows = [r for r in found if r.noise == "gaussian"]
+    for k, sub in zip(ks, (False, True), strict=True):
+        if k == 2 and not sub:
+            continue  # the binary tree, listed on its own
+        label = f"kary-{k}" + ("-sub" if sub else "")
+        found = compare(
+            horizon,
+            budget=budget,
+            metric="mse",
+            certificates=False,
+            mechanisms=("kary",),
+            k_values=(k,),
+        )
+        rows += [r for r in found if r.noise == "gaussian" and r.label == label]
+    return rows
+
+
+def _gaussian_best_k(horizon: int, budget: Budget, subtract: bool) -> int | None:
+    """The k that :func:`~dpcount.analysis.best_k` picks for Gaussian noise (by MSE,
+    one participation, k from 2, or 3 with subtraction, to 64; ties: the smaller k),
+    from bounds; None when they do not single it out.
+
+    A tree of height h has ℓ₂ sensitivity step·√h, analytic σ(step·√h) =
+    step·√h·σ₁ (Balle & Wang 2018, Theorem 8: σ is proportional to the sensitivity)
+    and MSE σ²·L/T, L = Σ_t ‖digits(t)‖₁ (an integer). Trees of one height share σ,
+    so their order is L's, exactly (distinct integers far apart in float): the least
+    L of each height, its first k. Across heights h·L orders them up to σ₁'s bounds
+    (:func:`~dpcount.analysis._floor.analytic_sigma_floor` and ``_ceiling``, 10⁻⁶
+    apart): the least h·L wins when its upper bound lies below every other height's
+    lower bound.
+    """
+    assert budget.delta is not None
+    lo = analytic_sigma_floor(budget.epsilon, budget.delta)
+    hi = analytic_sigma_ceiling(budget.epsilon, budget.delta)
+    if lo is None or hi is None:
+        return None
+    best: dict[int, tuple[int, int]] = {}  # height -> (L, k)
+    for k, sub, h, total in _tree_totals(horizon):
+        if sub != subtract:
+            continue
+        if h not in best or total < best[h][0]:
+            best[h] = (total, k)
+    ranked = sorted((h * total, k) for h, (total, k) in best.items())
+    if len(ranked) > 1:
+        upper = ranked[0][0] * hi * hi * (1.0 + _STRUCTURE_MARGIN)
+        if not upper < ranked[1][0] * lo * lo * (1.0 - _STRUCTURE_MARGIN):
+            return None
+    return ranked[0][1]
+
+
+def _discrete_gaussian_floor(
+    horizon: int,
+    budget: Budget,
+    target: float,
+    known: dict[tuple[Any, ...], float] | None = None,
+) -> float:
     """A lower bound on the exact MSE of every mechanism that takes integer noise (the
     k-ary trees for every k ``compare`` searches, with and without subtraction, the
     binary tree, Honaker) built with discrete Gaussian noise; 0 when this function
@@ -338,7 +473,8 @@ def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> flo
     does not exceed ``target``: the exact figures, one discrete Gaussian calibration per
     height (a tree's node noise depends on its height only) times each tree's V, and
     the binary tree and Honaker built; their least, lowered by
-    :data:`_STRUCTURE_MARGIN`.
+    :data:`_STRUCTURE_MARGIN`. ``known`` (as for :func:`_best_integer`) receives the
+    exact MSEs of the mechanisms built here.
     """
     assert budget.delta is not None
     if DISCRETE_CAPABLE != _INTEGER_TREES:
@@ -356,9 +492,13 @@ def _discrete_gaussian_floor(horizon: int, budget: Budget, target: float) -> flo
                 "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract
             )
             variance[h] = mech.sampler.variance
+            if known is not None:
+                known["kary", "gaussian", k, subtract] = float(mech.mse())
     mses = [variance[h] * v for h, v in trees]
     for name in ("binary", "honaker"):
         mses.append(float(build_mechanism(name, horizon=horizon, budget=noise, rng=0).mse()))
+        if known is not None:
+            known[name, "gaussian", None, None] = mses[-1]
     return min(mses) * (1.0 - _STRUCTURE_MARGIN)
 
 
@@ -413,6 +553,38 @@ def _gaussian_ceiling(horizon: int, budget: Budget) -> tuple[float, str] | None:
     l2 = budget.step_sensitivity * math.sqrt(losses.sensitivity_squared) * (1 + SENSITIVITY_MARGIN)
     mse = (sigma * l2) ** 2 * losses.mean_variance * (1.0 + _STRUCTURE_MARGIN)
     return (mse, "blt") if math.isfinite(mse) else None
+
+
+def _normalized_sqrt_ceiling(horizon: int, budget: Budget) -> tuple[float, str] | None:
+    """(an upper bound on the exact MSE of ``compare``'s ``normalized-sqrt`` row,
+    ``"normalized-sqrt"``), or None when it has none here (T above
+    :data:`~dpcount.analysis._floor.NORMALIZED_SQRT_DENSE_MAX_HORIZON`, or the row is
+    not listed at this horizon).
+
+    A feasible factorization (the column-normalized square root) bounds the dense
+    optimum and sits below the BLT where ε is large. Its loss comes from its dense
+    matrices (:func:`~dpcount.analysis._floor.normalized_sqrt_dense_losses`, no
+    scipy); the row calibrates the analytic σ for ℓ₂ sensitivity step·√S(T)·(1 +
+    10⁻¹²), at most that times
+    :func:`~dpcount.analysis._floor.analytic_sigma_ceiling` (σ is proportional to the
+    sensitivity, Balle & Wang 2018, Theorem 8); the sensitivity and the loss are raised
+    by :data:`_STRUCTURE_MARGIN` for the float error of both computations.
+    """
+    from dpcount.counting.registry import REGISTRY
+
+    assert budget.delta is not None
+    entry = next(e for e in REGISTRY if e.name == "normalized-sqrt")
+    plan = entry.capabilities.plan
+    if plan is None or (plan.up_to is not None and plan.up_to < horizon):
+        return None
+    sigma = analytic_sigma_ceiling(budget.epsilon, budget.delta)
+    losses = normalized_sqrt_dense_losses(horizon)
+    if sigma is None or losses is None:
+        return None
+    sensitivity_squared, variance = losses
+    l2_squared = budget.step_sensitivity**2 * sensitivity_squared * (1.0 + _STRUCTURE_MARGIN)
+    mse = sigma * sigma * l2_squared * variance * (1.0 + _STRUCTURE_MARGIN)
+    return (mse, "normalized-sqrt") if math.isfinite(mse) else None
 
 
 def _discrete_mse(row: Candidate, horizon: int, budget: Budget) -> float:

@@ -61,6 +61,7 @@ from dpcount._validate import (
     check_real,
     check_scale_in_range,
 )
+from dpcount.privacy.tails import log_ndtr
 
 __all__ = [
     "GaussianMethod",
@@ -117,8 +118,6 @@ def analytic_gaussian_delta(sigma: float, l2_sensitivity: float, epsilon: float)
 
 
 def _log_analytic_delta(sigma: float, l2: float, epsilon: float) -> float:
-    from scipy.special import log_ndtr  # here: Laplace noise needs no scipy
-
     u = l2 / sigma
     a = u / 2.0 - epsilon / u
     b = -u / 2.0 - epsilon / u
@@ -311,6 +310,14 @@ def laplace_scale_approximate(
     d1, d2 = _check_sensitivities(l1_sensitivity, l2_sensitivity)
     eps = check_real("epsilon", epsilon, gt=0)
     dlt = check_probability("delta", delta)
+    return _laplace_scale_approximate(d1, d2, eps, dlt)
+
+
+@lru_cache(maxsize=1024)
+def _laplace_scale_approximate(d1: float, d2: float, eps: float, dlt: float) -> float:
+    """:func:`laplace_scale_approximate` of checked floats. Cached: a deterministic
+    function of its four floats, asked for once per tree height when ``compare``
+    searches the k-ary trees with δ (each k builds its tree)."""
     log_inv_delta = math.log(1.0 / dlt)
     w = eps / log_inv_delta
     # √(1+w) − 1 written as w/(√(1+w) + 1) to avoid cancellation for small w.
@@ -411,8 +418,14 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
 def zcdp_rho(epsilon: float, delta: float) -> float:
     """Largest ρ (to ~1e-12 relative, rounded down) with :func:`zcdp_delta` (ρ, ε) ≤ δ."""
-    eps = check_real("epsilon", epsilon, gt=0)
-    dlt = check_probability("delta", delta)
+    return _zcdp_rho(check_real("epsilon", epsilon, gt=0), check_probability("delta", delta))
+
+
+@lru_cache(maxsize=256)
+def _zcdp_rho(eps: float, dlt: float) -> float:
+    """:func:`zcdp_rho` of checked floats. Cached: a deterministic function of its two
+    floats (~700 evaluations of :func:`zcdp_delta`), asked for once per discrete Gaussian
+    calibration, e.g. for every tree ``auto`` builds with discrete Gaussian noise."""
     lo, hi = 0.0, eps + 1.0  # δ(ε + 1, ε) > δ for every δ < 1 of interest
     while zcdp_delta(hi, eps) <= dlt:
         hi *= 2.0
