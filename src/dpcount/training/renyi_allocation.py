@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -250,7 +251,7 @@ class RenyiAllocationAccountant:
         epochs: int,
         batches_per_epoch: int,
         max_order: int | None = None,
-        band: int | None = None,
+        band: Literal[0, 1] | None = None,
     ) -> None:
         c, self.epochs, self.bins = check_allocation(
             encoder, epochs=epochs, batches_per_epoch=batches_per_epoch
