@@ -105,9 +105,12 @@ __all__ = [
 #: steps per chunk of the within-chunk Toeplitz product in ``next_many``
 _BLOCK_SCALAR = 32
 _BLOCK_VECTOR = 8
-#: values of z per block of a vector batch (whole chunks; at least two): each block's
-#: arrays are reused (see :meth:`BLTNoiseProcess._vector_chunks`)
-_VECTOR_BLOCK_VALUES = 1 << 17
+#: values of z per block of a vector batch (whole chunks; at least two; each block's
+#: arrays are reused, see :meth:`BLTNoiseProcess._vector_chunks`). Release ÷ drawing the
+#: normals, process CPU, loaded 2-core machine, 2^12 .. 2^18 values a block: 5.2, 4.2,
+#: 3.7, 3.6, 3.6, 4.2, 6.2× at T = 2^16, d = 4; 5.5, 4.2, 3.6, 3.2, 3.2, 3.0, 3.0× at
+#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults)
+_VECTOR_BLOCK_VALUES = 1 << 16
 #: columns per block of a fused vector step (measured in thread CPU time at d = 10^5,
 #: 8 buffers, on the loaded 2-core development machine: 16384 columns 2.13× drawing d
 #: normals, 8192: 2.27×, 4096: 2.41×, the unfused step 2.35×)
