@@ -28,10 +28,11 @@
   least 8): the least release ÷ the least draw, and the median of the pairs' ratios.
   ``scipy.signal`` is imported first (the steady state of a long process: below 2^18
   chunks a release's first-order filters run in Python until ``dpcount._scipy``'s
-  budget is spent, then in scipy). Target (issue 33) ≤ 2.5×.
+  budget is spent, then in scipy). Target (issue 33) ≤ 2.5×. ``--blt-dims 0 4 16``:
+  also vector steps of d = 4 and 16 (against drawing T·d normals; 0 is scalar steps).
 
 Usage: python benchmarks/bench_blt.py [--dim D] [--steps T] [--batch T] [--buffers N]
-[--numba] [--batch-only] [--blt-ratios]
+[--numba] [--batch-only] [--blt-ratios [--blt-dims 0 4 16]]
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ def batch_variants(B: int, repeats: int) -> None:
         )
 
 
-def blt_ratios(repeats: int) -> None:
-    """The plain BLT's batch release ÷ drawing T normals at T = 2^16, 2^18, 2^20."""
+def blt_ratios(repeats: int, dims: list[int]) -> None:
+    """The plain BLT's batch release ÷ drawing T·d normals at T = 2^16, 2^18, 2^20, for
+    scalar steps (d 0 in ``dims``) and vectors of each other d in ``dims``."""
     import scipy.signal  # noqa: F401  (the steady state: filters in scipy)
 
     from dpcount.privacy import Budget
@@ -129,22 +131,26 @@ def blt_ratios(repeats: int) -> None:
     for e in (16, 18, 20):
         T = 1 << e
         mech = BLT.optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
-        zeros = np.zeros(T)
-        mech.release(zeros)  # warm-up: tables, grids, chunk matrices
-        hot, floor = [], []
-        for _ in range(max(8, repeats)):
-            start = time.process_time()
-            rng.standard_normal(T)
-            floor.append(time.process_time() - start)
-            start = time.process_time()
-            mech.release(zeros)
-            hot.append(time.process_time() - start)
-        pairs = float(np.median(np.array(hot) / np.array(floor)))
-        print(
-            f"blt T = 2^{e}: release {min(hot) * 1e3:.2f} ms, T normals {min(floor) * 1e3:.2f} ms:"
-            f" least ÷ least {min(hot) / min(floor):.2f}×, median pair {pairs:.2f}×",
-            flush=True,
-        )
+        for d in dims:
+            shape = (T,) if d == 0 else (T, d)
+            zeros = np.zeros(shape)
+            mech.release(zeros)  # warm-up: tables, grids, chunk matrices
+            hot, floor = [], []
+            for _ in range(max(8, repeats)):
+                start = time.process_time()
+                rng.standard_normal(shape)
+                floor.append(time.process_time() - start)
+                start = time.process_time()
+                mech.release(zeros)
+                hot.append(time.process_time() - start)
+            pairs = float(np.median(np.array(hot) / np.array(floor)))
+            width = "scalar" if d == 0 else f"d = {d}"
+            print(
+                f"blt T = 2^{e} {width}: release {min(hot) * 1e3:.2f} ms, normals"
+                f" {min(floor) * 1e3:.2f} ms: least ÷ least {min(hot) / min(floor):.2f}×,"
+                f" median pair {pairs:.2f}×",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -164,9 +170,16 @@ def main() -> None:
         action="store_true",
         help="only the plain blt batch release ÷ T normals at 2^16, 2^18, 2^20",
     )
+    parser.add_argument(
+        "--blt-dims",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="with --blt-ratios: step widths (0: scalar steps; else vectors of d)",
+    )
     args = parser.parse_args()
     if args.blt_ratios:
-        blt_ratios(args.repeats)
+        blt_ratios(args.repeats, args.blt_dims)
         return
     if args.batch_only:
         batch_variants(args.batch, args.repeats)

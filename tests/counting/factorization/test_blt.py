@@ -318,6 +318,44 @@ def test_scalar_chunks_equal_the_chunk_major_layout_bit_for_bit() -> None:
         np.testing.assert_array_equal(process.state_dict()["q"], q)
 
 
+def test_vector_chunks_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33 item 3: a vector batch runs in blocks of whole chunks with reused arrays,
+    each buffer's filter continued from lfilter's exact final state (the compensated
+    decays' error pass too); the noise and the state it hands on are the same floats as
+    one pass over every chunk ((chunk, coordinate) rows, one compensated_filter per
+    buffer over all K chunks). Blocks of 5 chunks, so a batch of 73 chunks takes 15."""
+    from dpcount.counting.factorization import blt as blt_module
+
+    c, d = blt_module._BLOCK_VECTOR, 3
+    monkeypatch.setattr(blt_module, "_VECTOR_BLOCK_VALUES", 5 * c * d)
+    T = blt_module.COMPENSATE_ABOVE + 1000  # the compensated decays (lo ≠ 0)
+    m = BLT.optimized(T, epsilon=1.0, delta=1e-6)  # shipped: a measured float model
+    process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(7), d), d)
+    rng = np.random.default_rng(7)
+    n = len(m.inverse.decay) + 1  # the buffers and the running sum
+    q = np.zeros((n, d))
+    for K in (73, 1, 12):
+        got = process.next_many(K * c)
+        B, P, F, rc = process._matrices(c)
+        lo = process._lows[c]
+        rows = m.sampler.sample(rng, (K * c, d)).reshape(K, c, d).transpose(0, 2, 1).reshape(-1, c)
+        E = blt_module._rows_times(rows, P.T).reshape(K, d, n)
+        prev = np.empty_like(E)
+        prev[0] = q.T
+        for i in range(n):
+            if K == 1:
+                q[i] = rc[i] * q[i] + (lo[i] * q[i] + E[0, :, i] if lo[i] else E[0, :, i])
+                continue
+            ends = blt_module.compensated_filter(E[:, :, i], rc[i], lo[i], q[i])
+            prev[1:, :, i] = ends[:-1]
+            q[i] = ends[-1]
+        want = blt_module._rows_times(rows, B.T)
+        blt_module._rows_times(prev.reshape(-1, n), F.T, want, add=True)
+        np.testing.assert_array_equal(got, want.reshape(K, d, c).transpose(0, 2, 1).reshape(-1, d))
+        np.testing.assert_array_equal(process.state_dict()["q"], q)
+    assert np.count_nonzero(lo) > 0  # the compensated decays ran
+
+
 def test_vector_stream_steps_refuse_bad_steps_and_keep_their_outputs() -> None:
     """A vector step sums into the stream's spare array and snaps into the BLT's fresh
     noise: a refused step (NaN, inf, a sum past 2^53) changes nothing, x is not written
