@@ -82,6 +82,18 @@ def test_within_a_quarter_of_kappa_at_2_22(path: str) -> None:
     assert r <= MODEL_KAPPA / 4  # measured 2.2 (scalar), 2.6 (vector, dim 4) at 2^20
 
 
+def test_vbatch_by_coordinates_is_vbatch() -> None:
+    """The benchmark's fast vector measurement (the scalar path on each coordinate of
+    vbatch's own draws) gives vbatch's ratios exactly, and its draws are vbatch's."""
+    Ts = [1 << 9, 1 << 11]
+    assert BENCH.measure_vector_by_coordinates(Ts, 3, check=1 << 9) == BENCH.measure(
+        "vbatch", Ts, 3
+    )
+    mech = BENCH.mechanism("vbatch")
+    _, z = BENCH.Driver("vbatch", 1 << 9, 2, mech).take(1 << 9)
+    np.testing.assert_array_equal(BENCH.vector_draws(1 << 9, 2), z)
+
+
 def test_every_path_computes_the_noise_of_one_call() -> None:
     """Each path's noise equals, bit for bit, the one-call path's (batch / vbatch) that
     runs the same code, so a ratio measured on one holds for the other."""
