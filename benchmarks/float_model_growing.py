@@ -37,33 +37,37 @@ long-double loop: numpy's, or the same operations in C when a compiler is there
 (``_KERNEL``, tested equal bit for bit). Summing the buffers in another order moves the
 ratio by about 0.002 at 2^16: the reference's own error is far below the figures.
 
-Measured (``--log2 20,22,23,24 --beyond``; CPU time per seed on a shared, overloaded
-machine, the reference in C: 190 s for batch and unbounded to 2^24, 545–567 s for
-vbatch to 2^24, 250 s to 2^23):
+Measured (``--log2 20,22,23,24 --beyond`` and ``--log2 24,25 --beyond``; CPU time per
+seed on a shared, overloaded machine, the reference in C: 190–230 s for batch to 2^25
+(peak RSS 0.8 GB), 545–567 s for vbatch to 2^24; vbatch to 2^25 with
+``--by-coordinates``: 393 s (dim 2) and 725 s (dim 4), peak RSS 1.8 / 2.9 GB, and at 2^24
+it gives the direct runs' 2.368 and 2.566 again):
 
-============  ======  ======  ======  ======  ======
-path          seed    2^20    2^22    2^23    2^24
-============  ======  ======  ======  ======  ======
-batch         1       2.628   2.497   2.497   2.377
-batch         2       2.012   2.012   1.880   1.880
-batch         3       2.229   2.229   2.229   2.229
-unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^24 − 1)
-vbatch        1       2.027   2.104   2.280   2.368
+============  ======  ======  ======  ======  ======  ======
+path          seed    2^20    2^22    2^23    2^24    2^25
+============  ======  ======  ======  ======  ======  ======
+batch         1       2.628   2.497   2.497   2.377   2.377
+batch         2       2.012   2.012   1.880   1.880   1.984
+batch         3       2.229   2.229   2.229   2.229   2.229
+unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^25 − 1)
+vbatch        1       2.027   2.104   2.280   2.368   2.744
 vbatch        2       2.566   2.398   2.398
-vbatch        3       2.566   2.566   2.566   2.566
-============  ======  ======  ======  ======  ======
+vbatch        3       2.566   2.566   2.566   2.566   2.811
+============  ======  ======  ======  ======  ======  ======
 
-``--identical --log2 16`` (seeds 1–3): blocks, scalar and unbounded compute batch's
-noise bit for bit, vector vbatch's, and every vbatch coordinate is the scalar path's
-noise on that coordinate's draws — the paths differ only in how steps are grouped into
-calls, so these figures hold for every path. (2^20 … 2^22, seeds 1–3, every path
-measured directly: ≤ 3.1.)
+``--identical --log2 16`` (seeds 1–3; rerun with block 0 to 2^25 − 1, 14–15 s CPU a
+seed): blocks, scalar and unbounded compute batch's noise bit for bit, vector vbatch's,
+and every vbatch coordinate is the scalar path's noise on that coordinate's draws — the
+paths differ only in how steps are grouped into calls, so these figures hold for every
+path. (2^20 … 2^22, seeds 1–3, every path measured directly: ≤ 3.1.)
 
 Run: ``PYTHONPATH=src python benchmarks/float_model_growing.py [--log2 11,14,17,20]
 [--paths batch,blocks,scalar,vector,vbatch,unbounded] [--seeds 1,2,3] [--beyond]
-[--identical]`` (``--beyond``: measure past the steps the process refuses,
-``FLOAT_MODEL_STEPS``, with the counter's block 0 spanning the largest T;
-``--identical``: only the bit-for-bit comparison of the paths at the largest T).
+[--identical] [--by-coordinates]`` (``--beyond``: measure past the steps the process
+refuses, ``FLOAT_MODEL_STEPS``, with the counter's block 0 spanning the largest T;
+``--identical``: only the bit-for-bit comparison of the paths at the largest T;
+``--by-coordinates``: vbatch only, its noise computed by the scalar path on each
+coordinate of its own draws, bit for bit vbatch's, at about a third of the CPU time).
 """
 
 from __future__ import annotations
