@@ -40,8 +40,8 @@ ratio by about 0.002 at 2^16: the reference's own error is far below the figures
 Measured (``--log2 20,22,23,24 --beyond`` and ``--log2 24,25 --beyond``; CPU time per
 seed on a shared, overloaded machine, the reference in C: 190–230 s for batch to 2^25
 (peak RSS 0.8 GB), 545–567 s for vbatch to 2^24; vbatch to 2^25 with
-``--by-coordinates``: 393 s (dim 2) and 725 s (dim 4), peak RSS 1.8 / 2.9 GB, and at 2^24
-it gives the direct runs' 2.368 and 2.566 again):
+``--by-coordinates``: 393 / 541 / 725 s for dim 2 / 3 / 4, peak RSS 1.8 / 2.4 / 2.9 GB; at
+2^24 it gives the direct runs' 2.368 and 2.566 again; dim 3 at 2^24 and 2^25 from it):
 
 ============  ======  ======  ======  ======  ======  ======
 path          seed    2^20    2^22    2^23    2^24    2^25
@@ -51,7 +51,7 @@ batch         2       2.012   2.012   1.880   1.880   1.984
 batch         3       2.229   2.229   2.229   2.229   2.229
 unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^25 − 1)
 vbatch        1       2.027   2.104   2.280   2.368   2.744
-vbatch        2       2.566   2.398   2.398
+vbatch        2       2.566   2.398   2.398   2.398   2.398
 vbatch        3       2.566   2.566   2.566   2.566   2.811
 ============  ======  ======  ======  ======  ======  ======
 

@@ -153,8 +153,8 @@ _TABLE_LIMIT = 1 << 22
 #: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t; to 2^25 (``--log2 24,25
 #: --beyond``): 2.38 / 1.98 / 2.23 at 2^25 (scalar ``next_many``, whose noise is the
 #: default counter's block 0 bit for bit, seeds 1 / 2 / 3; 2.38 / 1.88 / 2.23 at 2^24;
-#: ≤ 2.63 over 2^20 … 2^25), 2.74 / 2.81 at 2^25 (vector ``next_many``, dim 2 / 4, seeds
-#: 1 / 3, ``--by-coordinates``; 2.37 / 2.57 at 2^24; seed 2, dim 3: 2.40 at 2^23); every
+#: ≤ 2.63 over 2^20 … 2^25), 2.74 / 2.40 / 2.81 at 2^25 (vector ``next_many``, dim
+#: 2 / 3 / 4, seeds 1 / 2 / 3, ``--by-coordinates``; 2.37 / 2.40 / 2.57 at 2^24); every
 #: other path's noise equals one of those bit for bit (``--identical``). Margin ≥ 20 to
 #: κ/4.
 #: With plain float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are
