@@ -37,33 +37,37 @@ long-double loop: numpy's, or the same operations in C when a compiler is there
 (``_KERNEL``, tested equal bit for bit). Summing the buffers in another order moves the
 ratio by about 0.002 at 2^16: the reference's own error is far below the figures.
 
-Measured (``--log2 20,22,23,24 --beyond``; CPU time per seed on a shared, overloaded
-machine, the reference in C: 190 s for batch and unbounded to 2^24, 545–567 s for
-vbatch to 2^24, 250 s to 2^23):
+Measured (``--log2 20,22,23,24 --beyond`` and ``--log2 24,25 --beyond``; CPU time per
+seed on a shared, overloaded machine, the reference in C: 190–230 s for batch to 2^25
+(peak RSS 0.8 GB), 545–567 s for vbatch to 2^24; vbatch to 2^25 with
+``--by-coordinates``: 393 / 541 / 725 s for dim 2 / 3 / 4, peak RSS 1.8 / 2.4 / 2.9 GB; at
+2^24 it gives the direct runs' 2.368 and 2.566 again; dim 3 at 2^24 and 2^25 from it):
 
-============  ======  ======  ======  ======  ======
-path          seed    2^20    2^22    2^23    2^24
-============  ======  ======  ======  ======  ======
-batch         1       2.628   2.497   2.497   2.377
-batch         2       2.012   2.012   1.880   1.880
-batch         3       2.229   2.229   2.229   2.229
-unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^24 − 1)
-vbatch        1       2.027   2.104   2.280   2.368
-vbatch        2       2.566   2.398   2.398
-vbatch        3       2.566   2.566   2.566   2.566
-============  ======  ======  ======  ======  ======
+============  ======  ======  ======  ======  ======  ======
+path          seed    2^20    2^22    2^23    2^24    2^25
+============  ======  ======  ======  ======  ======  ======
+batch         1       2.628   2.497   2.497   2.377   2.377
+batch         2       2.012   2.012   1.880   1.880   1.984
+batch         3       2.229   2.229   2.229   2.229   2.229
+unbounded     1–3     the same as batch, bit for bit (block 0 to step 2^25 − 1)
+vbatch        1       2.027   2.104   2.280   2.368   2.744
+vbatch        2       2.566   2.398   2.398   2.398   2.398
+vbatch        3       2.566   2.566   2.566   2.566   2.811
+============  ======  ======  ======  ======  ======  ======
 
-``--identical --log2 16`` (seeds 1–3): blocks, scalar and unbounded compute batch's
-noise bit for bit, vector vbatch's, and every vbatch coordinate is the scalar path's
-noise on that coordinate's draws — the paths differ only in how steps are grouped into
-calls, so these figures hold for every path. (2^20 … 2^22, seeds 1–3, every path
-measured directly: ≤ 3.1.)
+``--identical --log2 16`` (seeds 1–3; rerun with block 0 to 2^25 − 1, 14–15 s CPU a
+seed): blocks, scalar and unbounded compute batch's noise bit for bit, vector vbatch's,
+and every vbatch coordinate is the scalar path's noise on that coordinate's draws — the
+paths differ only in how steps are grouped into calls, so these figures hold for every
+path. (2^20 … 2^22, seeds 1–3, every path measured directly: ≤ 3.1.)
 
 Run: ``PYTHONPATH=src python benchmarks/float_model_growing.py [--log2 11,14,17,20]
 [--paths batch,blocks,scalar,vector,vbatch,unbounded] [--seeds 1,2,3] [--beyond]
-[--identical]`` (``--beyond``: measure past the steps the process refuses,
-``FLOAT_MODEL_STEPS``, with the counter's block 0 spanning the largest T;
-``--identical``: only the bit-for-bit comparison of the paths at the largest T).
+[--identical] [--by-coordinates]`` (``--beyond``: measure past the steps the process
+refuses, ``FLOAT_MODEL_STEPS``, with the counter's block 0 spanning the largest T;
+``--identical``: only the bit-for-bit comparison of the paths at the largest T;
+``--by-coordinates``: vbatch only, its noise computed by the scalar path on each
+coordinate of its own draws, bit for bit vbatch's, at about a third of the CPU time).
 """
 
 from __future__ import annotations
@@ -434,6 +438,50 @@ def coordinates_as_scalar(T: int, seed: int) -> bool:
     return True
 
 
+def vector_draws(T: int, seed: int) -> np.ndarray:
+    """The draws (T, d) of the ``vbatch`` path's ``next_many(T)`` with ``seed`` (the same
+    sampler calls in the same order; its vector recursion skipped, zeros computed)."""
+    mech = mechanism("vbatch")
+    dim = dim_of("vbatch", seed)
+    rec = Recorder(mech.sampler)
+    process = mech.noise_process(NoiseSource.generator(rec, np.random.default_rng(seed), dim), dim)
+
+    def draw_only(dest: np.ndarray) -> None:
+        process.noise.sample((len(dest), dim))
+        dest[...] = 0.0
+
+    process._compute_vector = draw_only
+    process.next_many(T)
+    return rec.take(T * int(dim or 1)).reshape(T, -1)
+
+
+def measure_vector_by_coordinates(Ts: list[int], seed: int, check: int = 1 << 14) -> list[float]:
+    """The (F) ratio of the ``vbatch`` path with ``seed`` at each T in Ts, its noise
+    computed coordinate by coordinate by the scalar path from the vbatch draws
+    (:func:`vector_draws`): the vector step does the scalar step's float operations
+    coordinate by coordinate, so this is vbatch's noise bit for bit
+    (:func:`coordinates_as_scalar`, checked here on a ``check``-step run first) at the
+    cost of d scalar runs (the vector step's numpy calls cost ~10× a scalar step)."""
+    assert coordinates_as_scalar(check, seed), "vbatch coordinates != scalar path"
+    T = max(Ts)
+    z = vector_draws(T, seed)
+    noise = np.empty_like(z)
+    for j in range(z.shape[1]):
+        scalar = mechanism("batch")
+        replay = Replay(scalar.sampler, z[:, j].copy())
+        source = NoiseSource.generator(replay, np.random.default_rng(0))
+        noise[:, j] = scalar.noise_process(source).next_many(T)
+    mech = mechanism("vbatch")
+    exact = ExactNoise(mech.columns, z.shape[1])
+    variances = mech.iter_variances()
+    check = Check(Ts, math.sqrt(mech.sampler.variance))
+    for a in range(0, T, CHUNK):
+        b = min(T, a + CHUNK)
+        sd = np.sqrt(np.fromiter(itertools.islice(variances, b - a), np.float64, count=b - a))
+        check.add(noise[a:b], exact.advance(z[a:b]), z[a:b], sd)
+    return check.out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log2", default="11,14,17,20", help="log2 of the step counts")
@@ -444,6 +492,12 @@ def main() -> None:
         action="store_true",
         help="measure past the refusal (FLOAT_MODEL_STEPS; the counter's block 0 then spans "
         "the largest T)",
+    )
+    ap.add_argument(
+        "--by-coordinates",
+        action="store_true",
+        help="vbatch only: its noise computed coordinate by coordinate by the scalar path "
+        "from its own draws (bit for bit vbatch's, checked on 2^14 steps first; ~3x faster)",
     )
     ap.add_argument(
         "--identical",
@@ -472,6 +526,14 @@ def main() -> None:
         f"{'path':10} {'seed':>4} " + " ".join(f"{'T=2^' + str(T.bit_length() - 1):>9}" for T in Ts)
     )
     paths = args.paths.split(",")
+    if args.by_coordinates:
+        for seed in (int(s) for s in args.seeds.split(",")):
+            start = time.process_time()
+            result = measure_vector_by_coordinates(Ts, seed)
+            print(f"{'vbatch':10} {seed:>4} " + " ".join(f"{r:9.3f}" for r in result)
+                  + f"   (by coordinates, dim {dim_of('vbatch', seed)}; "
+                  f"{time.process_time() - start:.0f} s CPU)", flush=True)  # fmt: skip
+        return
     for seed in (int(s) for s in args.seeds.split(",")):
         start = time.process_time()
 

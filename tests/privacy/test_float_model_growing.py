@@ -76,10 +76,22 @@ def test_every_path_within_a_quarter_of_kappa_at_2_17(path: str, seed: int) -> N
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ["batch", "vbatch"])
 def test_within_a_quarter_of_kappa_at_2_22(path: str) -> None:
-    """2^22 steps (the limit, 2^24, takes minutes a path: its figures are the benchmark's,
-    benchmarks/float_model_growing.py --log2 22,23,24)."""
+    """2^22 steps (the limit, 2^25, takes minutes a path: its figures are the benchmark's,
+    benchmarks/float_model_growing.py --log2 24,25 --beyond)."""
     (r,) = BENCH.measure(path, [1 << 22], 3)
     assert r <= MODEL_KAPPA / 4  # measured 2.2 (scalar), 2.6 (vector, dim 4) at 2^20
+
+
+def test_vbatch_by_coordinates_is_vbatch() -> None:
+    """The benchmark's fast vector measurement (the scalar path on each coordinate of
+    vbatch's own draws) gives vbatch's ratios exactly, and its draws are vbatch's."""
+    Ts = [1 << 9, 1 << 11]
+    assert BENCH.measure_vector_by_coordinates(Ts, 3, check=1 << 9) == BENCH.measure(
+        "vbatch", Ts, 3
+    )
+    mech = BENCH.mechanism("vbatch")
+    _, z = BENCH.Driver("vbatch", 1 << 9, 2, mech).take(1 << 9)
+    np.testing.assert_array_equal(BENCH.vector_draws(1 << 9, 2), z)
 
 
 def test_every_path_computes_the_noise_of_one_call() -> None:
@@ -163,33 +175,37 @@ def test_the_default_block_0_spans_the_measured_steps() -> None:
     assert f"steps 1 .. 2^{ub.HORIZON_FREE_BLT_SPAN_LOG2}-1" in counter.relation
 
 
-def test_a_checkpoint_with_span_22_resumes_with_its_span(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("span", [22, 24])
+def test_a_checkpoint_with_an_earlier_span_resumes_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, span: int
 ) -> None:
-    """A checkpoint saved by 0.5 (block 0 the growing BLT for steps 1 … 2^22 − 1, recorded
-    as block0_span_log2 = 22) continues as that version would have: block 0 ends at
-    2^22 − 1, Honaker from 2^22, the same releases bit for bit; saved again, it keeps 22."""
+    """A checkpoint saved by an earlier 0.5 state (block 0 the growing BLT for steps
+    1 … 2^22 − 1 or 1 … 2^24 − 1, recorded as block0_span_log2 = 22 / 24) continues as
+    that version would have: block 0 ends at 2^span − 1, Honaker from 2^span, the same
+    releases bit for bit; saved again, it keeps its span."""
     xs = [np.array([1.0, 0.0, 2.0]), np.array([0.0, 2.0, 1.0]), np.array([1.0, 1.0, 0.0])]
-    whole = _span_counter(monkeypatch, 22).stream()
+    whole = _span_counter(monkeypatch, span).stream()
     want = [whole.update(x) for x in xs + xs]
-    first = _span_counter(monkeypatch, 22).stream()
+    first = _span_counter(monkeypatch, span).stream()
     for x in xs:
         first.update(x)
-    path = tmp_path / "span22.ckpt"
+    path = tmp_path / f"span{span}.ckpt"
     ub.save_unbounded(first, path)
-    assert ub.HORIZON_FREE_BLT_SPAN_LOG2 != 22  # loaded by this version's default
+    assert ub.HORIZON_FREE_BLT_SPAN_LOG2 == 25  # loaded by this version's default
     resumed = ub.load_unbounded(
         path, expect=ub.UnboundedCounter(inner=ub.HORIZON_FREE_BLT, budget=BUDGET)
     )
     np.testing.assert_array_equal([resumed.update(x) for x in xs], want[3:])
     old, new = resumed.counter, ub.UnboundedCounter(inner=ub.HORIZON_FREE_BLT, budget=BUDGET)
-    assert old.block_mechanism(0).horizon == (1 << 22) - 1
-    assert isinstance(old.block_mechanism(22), Honaker)
-    assert "2^22-1" in old.relation and "2^22-1" in old.privacy.calibration  # type: ignore[union-attr]
-    v22 = old.variance_at(1 << 22)
-    assert v22 == whole.counter.variance_at(1 << 22) != new.variance_at(1 << 22)
+    assert old.block_mechanism(0).horizon == (1 << span) - 1
+    assert new.block_mechanism(0).horizon == (1 << 25) - 1
+    assert isinstance(old.block_mechanism(span), Honaker)
+    tag = f"2^{span}-1"
+    assert tag in old.relation and tag in old.privacy.calibration  # type: ignore[union-attr]
+    v = old.variance_at(1 << span)
+    assert v == whole.counter.variance_at(1 << span) != new.variance_at(1 << span)
     ub.save_unbounded(resumed, path)
-    assert load_stream(path).extra["unbounded"]["block0_span_log2"] == 22  # type: ignore[index]
+    assert load_stream(path).extra["unbounded"]["block0_span_log2"] == span  # type: ignore[index]
 
 
 @pytest.mark.parametrize("cut", [2, 7, 9])
@@ -213,7 +229,7 @@ def test_a_short_span_checkpoint_crosses_its_block_end_bit_for_bit(
 @pytest.mark.parametrize(
     ("span", "message"),
     [
-        (25, r"2\^25 − 1 \(block0_span_log2 = 25\): this dpcount cannot continue it"),
+        (26, r"2\^26 − 1 \(block0_span_log2 = 26\): this dpcount cannot continue it"),
         (0, "cannot continue it"),
         (True, "block0_span_log2 True is not an int"),
         ("22", "block0_span_log2 '22' is not an int"),

@@ -496,7 +496,7 @@ def _auto_unbounded(budget: Budget, whole: bool | None) -> Choice:
     tried. With continuous Gaussian noise (δ given, and Gaussian noise named or
     integer noise not applicable) the horizon-free BLT
     (:data:`~dpcount.counting.unbounded.HORIZON_FREE_BLT`, one factorization calibrated
-    for the infinite stream, steps 1 … 2^24 − 1 (its float model's measured limit), then
+    for the infinite stream, steps 1 … 2^25 − 1 (its float model's measured limit), then
     doubling Honaker blocks; bounded state) is
     a candidate too and wins: its variance is below the doubling counters' at every
     t ≥ 4 checked (docs/unbounded.md); otherwise Honaker inside

@@ -28,8 +28,8 @@ node (popcount 1), so the carried error grows like the node variances,
 Horizon-free: ``inner="horizon-free-blt"`` (the default of ``mechanism="auto"``
 without a horizon, Gaussian noise) runs one BLT with growing columns calibrated for the
 infinite stream (:mod:`dpcount.counting.factorization.horizon_free_growing`, certified
-column norms, 2n + 3 running values per coordinate) as block 0, steps 1 … 2^24 − 1
-(its float computation's measured limit), then doubling blocks i ≥ 24 with Honaker
+column norms, 2n + 3 running values per coordinate) as block 0, steps 1 … 2^25 − 1
+(its float computation's measured limit), then doubling blocks i ≥ 25 with Honaker
 inside (Gaussian noise; the same parallel composition);
 ``inner="horizon-free-sqrt"`` runs one log-damped square root
 (:mod:`dpcount.counting.factorization.horizon_free`, O(t) state) for every step, no blocks.
@@ -119,10 +119,13 @@ HORIZON_FREE_BLT = "horizon-free-blt"
 #: built; a checkpoint records it and is resumed with its own s). Its variance alone
 #: would favour 2^28 (ratio to the plain square root told t 1.30 at 2^26, 1.50 at 2^28:
 #: docs/unbounded.md), but its float computation is measured within the float-safe
-#: release's model only up to step 2^24 (``horizon_free_growing.FLOAT_MODEL_STEPS``;
-#: later steps are refused), so block 0 ends there and the doubling blocks take over
-#: (dpcount 0.5 ended it at 2^22 − 1)
-HORIZON_FREE_BLT_SPAN_LOG2 = 24
+#: release's model only up to step 2^25 (``horizon_free_growing.FLOAT_MODEL_STEPS``;
+#: later steps are refused), so block 0 ends there and the doubling blocks take over.
+#: Ending at 2^25 − 1 keeps every t ≤ 2^24 within 1.3× the plain square root told t
+#: (block 0 ending at 2^24 − 1 gave 1.89 at t = 2^24 itself: block 0's total plus a
+#: fresh Honaker block's first step). Earlier 0.5 development states ended it at 2^22 − 1
+#: and 2^24 − 1 (their checkpoints resume with their own span)
+HORIZON_FREE_BLT_SPAN_LOG2 = 25
 
 #: the inner names whose block 0 is a horizon-free mechanism
 HORIZON_FREE_INNERS = (HORIZON_FREE, HORIZON_FREE_BLT)
@@ -232,8 +235,8 @@ class UnboundedCounter:
         inner: the inner mechanism: a registry name (:data:`dpcount.counting.registry.MECHANISMS`),
             :data:`HORIZON_FREE_BLT` (``"horizon-free-blt"``: block 0 is one
             :class:`~dpcount.counting.HorizonFreeGrowingBLT` calibrated for the infinite stream
-            for steps 1 … 2^24 − 1, 2n + 3 running values per coordinate, then doubling
-            blocks i ≥ 24 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
+            for steps 1 … 2^25 − 1, 2n + 3 running values per coordinate, then doubling
+            blocks i ≥ 25 with Honaker inside; Gaussian noise), :data:`HORIZON_FREE`
             (``"horizon-free-sqrt"``: no blocks, one
             :class:`~dpcount.counting.HorizonFreeSqrt` for every step, O(t) state), or a
             callable

@@ -150,14 +150,16 @@ _TABLE_LIMIT = 1 << 22
 #: largest ratio of the noise's error, against the same recursion in long double, to
 #: u·σ_t·(1 + Z*/σ₁), seeds 1–3, scalar and vector (dim 2–4) paths; κ = 256; figures in
 #: :class:`GrowingNoiseProcess`) with the double-double buffers: ≤ 3.1 (scalar, to 2^22,
-#: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t; to 2^24 (``--log2 20,22,23,24
-#: --beyond``): 2.38 / 1.88 / 2.23 at 2^24 (scalar ``next_many`` and the default
-#: counter's block 0, seeds 1 / 2 / 3; ≤ 2.63 over 2^20 … 2^24), 2.37 / 2.57 at 2^24
-#: (vector ``next_many``, dim 2 / 4, seeds 1 / 3; seed 2, dim 3: 2.40 at 2^23); every other
-#: path's noise equals one of those bit for bit (``--identical``). Margin ≥ 20 to κ/4.
+#: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t; to 2^25 (``--log2 24,25
+#: --beyond``): 2.38 / 1.98 / 2.23 at 2^25 (scalar ``next_many``, whose noise is the
+#: default counter's block 0 bit for bit, seeds 1 / 2 / 3; 2.38 / 1.88 / 2.23 at 2^24;
+#: ≤ 2.63 over 2^20 … 2^25), 2.74 / 2.40 / 2.81 at 2^25 (vector ``next_many``, dim
+#: 2 / 3 / 4, seeds 1 / 2 / 3, ``--by-coordinates``; 2.37 / 2.40 / 2.57 at 2^24); every
+#: other path's noise equals one of those bit for bit (``--identical``). Margin ≥ 20 to
+#: κ/4.
 #: With plain float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are
 #: not measured and are refused: a float release there could state too small a δ.
-FLOAT_MODEL_STEPS = 1 << 24
+FLOAT_MODEL_STEPS = 1 << 25
 
 
 def block_starts() -> tuple[int, ...]:
@@ -574,7 +576,7 @@ class HorizonFreeGrowingBLT(CountingMechanism):
     Args:
         horizon: the most steps this instance releases, 1 … 2^53 (nothing is built
             for it up front); its noise process refuses steps beyond
-            :data:`FLOAT_MODEL_STEPS` (2^24, the float computation's measured limit).
+            :data:`FLOAT_MODEL_STEPS` (2^25, the float computation's measured limit).
         buffer_decay: θ (None: the shipped :data:`HORIZON_FREE_GROWING_PARAMETERS`,
             given together with ``output_scale`` and ``scale``).
         output_scale: ω (None: the shipped parameters).
