@@ -43,6 +43,9 @@ __all__ = [
 
 
 def _is_real(value: object) -> bool:
+    kind = type(value)
+    if kind is float or kind is int:  # the common case, without the ABC check
+        return True
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -98,7 +101,9 @@ def check_probability(name: str, value: object) -> float:
 
 def check_integer(name: str, value: object, *, ge: int | None = None, le: int | None = None) -> int:
     """Return ``value`` as an int; accepts Python and numpy integers, not bools or floats."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if type(value) is not int and (
+        isinstance(value, bool) or not isinstance(value, numbers.Integral)
+    ):
         raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
     n = int(value)
     if ge is not None and n < ge:
