@@ -194,6 +194,17 @@ def test_privatizer_balls_in_bins_blt() -> None:
     assert np.shape(noisy) == (3,)
 
 
+def _small_privatizer(args: dict[str, object]) -> object:
+    """A privatizer of 2 epochs × 4 batches at (1, 1e-2) with ``args`` (refusal tests)."""
+    return gaussian_privatizer(
+        epochs=2,
+        batches_per_epoch=4,
+        clip_norm=1.0,
+        budget=Budget(epsilon=1.0, delta=1e-2),
+        **args,  # type: ignore[arg-type]
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -210,13 +221,7 @@ def test_privatizer_balls_in_bins_refusals(kwargs: dict[str, object], match: str
         **kwargs,
     }
     with pytest.raises(ValueError, match=match):
-        gaussian_privatizer(
-            epochs=2,
-            batches_per_epoch=4,
-            clip_norm=1.0,
-            budget=Budget(epsilon=1.0, delta=1e-2),
-            **args,  # type: ignore[arg-type]
-        )
+        _small_privatizer(args)
 
 
 def test_one_bin_calibrates_in_closed_form() -> None:
@@ -274,10 +279,4 @@ def test_privatizer_accounting_refusals(
 ) -> None:
     args: dict[str, object] = {"mechanism": "input", "sampling": "balls-in-bins", **kwargs}
     with pytest.raises(error, match=match):
-        gaussian_privatizer(
-            epochs=2,
-            batches_per_epoch=4,
-            clip_norm=1.0,
-            budget=Budget(epsilon=1.0, delta=1e-2),
-            **args,  # type: ignore[arg-type]
-        )
+        _small_privatizer(args)
