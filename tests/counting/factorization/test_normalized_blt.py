@@ -499,22 +499,33 @@ def _chunk_major_block(proc: object, z: np.ndarray, e: np.ndarray) -> np.ndarray
     w = _rows_times(rows, G.T)
     _rows_times(prev.reshape(K * D, n), F.T, w, add=True)
     x = w.reshape(K, D, c) * e.reshape(K, 1, c)
-    # the running sums in blocks-first rows (K, R, b)
-    res = np.empty((K, D, c))
-    _rows_times(x.reshape(K * D, c), nb._partial_sum_matrix(c), res.reshape(K * D, c))
-    flat, err = res.reshape(-1), x.reshape(-1)
+    res = _blocks_first_sums(x, proc._sum)  # type: ignore[attr-defined]
+    return np.ascontiguousarray(res.transpose(0, 2, 1)).reshape(K * c, D)
+
+
+def _blocks_first_sums(rows: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The running sums in the blocks-first rows (K, R, b) ``_block_sums`` had before:
+    each block's prefix sums by the partial-sum matrix, its TwoSum errors, the blocks'
+    carries hi + lo from ``start``. Overwrites ``rows`` with the errors."""
+    from dpcount.counting.factorization import normalized_blt as nb
+    from dpcount.counting.factorization.blt import _rows_times
+
+    K, R, b = rows.shape
+    res = np.empty((K, R, b))
+    _rows_times(rows.reshape(K * R, b), nb._partial_sum_matrix(b), res.reshape(K * R, b))
+    flat, err = res.reshape(-1), rows.reshape(-1)
     nb._two_sum_error_into(flat[:-1], err[1:], flat[1:], np.empty(len(flat) - 1))
-    err[::c] = 0.0
-    hi = np.empty((K, D))
-    hi[0] = proc._sum  # type: ignore[attr-defined]
+    err[::b] = 0.0
+    hi = np.empty((K, R))
+    hi[0] = start
     hi[1:] = res[:-1, :, -1]
     np.cumsum(hi, axis=0, out=hi)
-    lo = np.zeros((K, D))
-    nb._two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, D)))
-    lo[1:] += err.reshape(K, D, c)[:-1] @ np.ones(c)
+    lo = np.zeros((K, R))
+    nb._two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, R)))
+    lo[1:] += err.reshape(K, R, b)[:-1] @ np.ones(b)
     np.cumsum(lo, axis=0, out=lo)
     res += (hi + lo)[:, :, None]
-    return np.ascontiguousarray(res.transpose(0, 2, 1)).reshape(K * c, D)
+    return res
 
 
 @pytest.mark.parametrize("dim", [1, 3, 4])
@@ -565,7 +576,6 @@ def test_block_sums_are_the_blocks_first_layout_bit_for_bit(R: int, cancelling: 
     products), on sums of widely ranging values and on sums that are their carried
     errors alone (there a different order of the blocks' errors is caught)."""
     from dpcount.counting.factorization import normalized_blt as nb
-    from dpcount.counting.factorization.blt import _rows_times
 
     K, b = 70, 32
     rng = np.random.default_rng(6)
@@ -581,20 +591,5 @@ def test_block_sums_are_the_blocks_first_layout_bit_for_bit(R: int, cancelling: 
         order = np.sort(np.sum(x[:, :-1, 1:30:3], axis=2), axis=1)  # another order
         assert not np.array_equal(got[:, 1:, 29], np.cumsum(order, axis=1))
     # the blocks-first reference
-    rows = np.ascontiguousarray(x.transpose(1, 0, 2))
-    res = np.empty((K, R, b))
-    _rows_times(rows.reshape(K * R, b), nb._partial_sum_matrix(b), res.reshape(K * R, b))
-    flat, err = res.reshape(-1), rows.reshape(-1)
-    nb._two_sum_error_into(flat[:-1], err[1:], flat[1:], np.empty(len(flat) - 1))
-    err[::b] = 0.0
-    hi = np.empty((K, R))
-    hi[0] = start
-    hi[1:] = res[:-1, :, -1]
-    np.cumsum(hi, axis=0, out=hi)
-    lo = np.zeros((K, R))
-    nb._two_sum_error(hi[:-1], res[:-1, :, -1], hi[1:], lo[1:], np.empty((K - 1, R)))
-    lo[1:] += err.reshape(K, R, b)[:-1] @ np.ones(b)
-    np.cumsum(lo, axis=0, out=lo)
-    res += (hi + lo)[:, :, None]
-    want = res.transpose(1, 0, 2)
+    want = _blocks_first_sums(np.ascontiguousarray(x.transpose(1, 0, 2)), start).transpose(1, 0, 2)
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
