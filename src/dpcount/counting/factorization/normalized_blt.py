@@ -1085,6 +1085,34 @@ class NormalizedBLT(Scaled, _BLTParameters):
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
     max_noise_coefficient: float | None = 2.0
 
+    def __init__(
+        self,
+        horizon: int,
+        *,
+        buffer_decay: Any,
+        output_scale: Any,
+        budget: Budget | None = None,
+        rng: RNGLike = None,
+        **fields: Unpack[BudgetFields],
+    ) -> None:
+        # the BLT's checks and structure (_BLTParameters), spelled here so this
+        # constructor, not Scaled.__new__, is the class's signature
+        super().__init__(
+            horizon,
+            buffer_decay=buffer_decay,
+            output_scale=output_scale,
+            budget=budget,
+            rng=rng,
+            **fields,
+        )
+
+    def _base_options(self) -> dict[str, Any]:
+        """θ and ω, the :class:`~dpcount.counting.BLT` this preset scales."""
+        return {
+            "buffer_decay": self.buffer_decay.tolist(),
+            "output_scale": self.output_scale.tolist(),
+        }
+
     def _set_blt_structure(self, horizon: int) -> None:
         self._sums = _SquareSums(self.buffer_decay, self.output_scale)
         self._coefficients: Array | None = None

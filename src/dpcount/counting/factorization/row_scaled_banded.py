@@ -214,6 +214,11 @@ class RowScaledBandedToeplitz(RowScaledSqrtFactorization):
             kwargs["column_scales"] = list(self.column_scales)
         return kwargs
 
+    def _base_options(self) -> dict[str, Any]:
+        """c_0, …, c_{n−1}, the :class:`~dpcount.counting.ToeplitzFactorization` this
+        preset scales."""
+        return {"coefficients": list(self.coefficients)}
+
     def _repr_fields(self) -> dict[str, object]:
         return {"bands": self.bands}
 

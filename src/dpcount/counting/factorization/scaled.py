@@ -25,6 +25,24 @@ preset (registry)      base              rows        exact variances, stream
 ``row-scaled-banded``  banded Toeplitz   Chebyshev   O(T²); exact (k, b) sensitivity
 =====================  ================  ==========  =====================================
 
+A scaled mechanism is built from its base, the unscaled mechanism object:
+``Scaled(base, rows=Rows.CHEBYSHEV, log_weights=a)`` with ``base`` a
+:class:`~dpcount.counting.SqrtFactorization`, a :class:`~dpcount.counting.BLT` (its θ,
+ω) or a :class:`~dpcount.counting.ToeplitzFactorization` (its coefficients) returns the
+preset built with the base's horizon, budget and parameters, and every preset's
+:attr:`Scaled.base` is that base again:
+
+=====================  =========================  ====================================
+preset (registry)      ``base`` (its parameters)  the preset's own options
+=====================  =========================  ====================================
+``normalized-sqrt``    ``SqrtFactorization``      ``block_ratio``
+``row-scaled-sqrt``    ``SqrtFactorization``      ``log_weights``
+``normalized-blt``     ``BLT`` (θ, ω)             —
+``row-scaled-blt``     ``BLT`` (θ, ω)             ``log_weights``
+``row-scaled-banded``  ``ToeplitzFactorization``  ``log_weights``, ``column_scales``
+                       (coefficients)
+=====================  =========================  ====================================
+
 ``Scaled.of(Base.BLT, rows=Rows.CHEBYSHEV)`` is the preset class of a scaling
 (:class:`~dpcount.counting.factorization.row_scaled_blt.RowScaledBLT` here). The
 column-normalized presets (rows none) scale every column to the first one's norm (the
@@ -38,10 +56,11 @@ T_m the Chebyshev polynomials and ``log_weights`` a_1, a_2, … (:func:`row_weig
 from __future__ import annotations
 
 import enum
+import functools
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
 from numpy.polynomial import chebyshev
@@ -50,9 +69,14 @@ from dpcount._validate import as_array, check_choice
 from dpcount.counting.base import CountingMechanism
 from dpcount.counting.factorization._types import Array
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
+from dpcount.privacy.rng import RNGLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "PRESETS",
+    "UNSCALED",
     "Base",
     "Columns",
     "Rows",
@@ -118,6 +142,26 @@ PRESETS: dict[str, Scaling] = {
     "row-scaled-banded": Scaling(Base.BANDED_TOEPLITZ, Rows.CHEBYSHEV),
 }
 
+#: each base's unscaled mechanism, by registry name (:attr:`Scaled.base`)
+UNSCALED: dict[Base, str] = {
+    Base.SQRT: "sqrt",
+    Base.BLT: "blt",
+    Base.BANDED_TOEPLITZ: "toeplitz",
+}
+
+#: what ``base`` may be, for the TypeError
+_BASE_TYPES = (
+    "an unscaled SqrtFactorization, BLT or ToeplitzFactorization, or a Base member or its "
+    "value ('sqrt', 'blt', 'banded-toeplitz')"
+)
+#: the budget's keyword fields (a scaled mechanism built from a base takes the base's)
+_BUDGET_FIELDS = frozenset(BudgetFields.__annotations__)
+#: set on a preset built by ``Scaled(...)``: Python then calls its ``__init__`` again
+#: with the arguments of ``Scaled(...)``, a call the guard skips once
+_BUILT = "_built_by_scaled"
+#: marks the constructors wrapped by :func:`_init_once`
+_GUARD = "_scaled_init_guard"
+
 
 def check_log_weights(log_weights: Any) -> tuple[float, ...]:
     """The Chebyshev coefficients a_1.. of ln w: 1 to 32 finite numbers, |a_m| ≤ 5.
@@ -164,6 +208,27 @@ def gaussian_budget(budget: Budget | None, fields: BudgetFields, owner: str) -> 
     return Budget.resolve(budget, fields, owner=owner).gaussian_only(owner)
 
 
+def _registered(name: str) -> type[CountingMechanism]:
+    """The class of the registry name ``name``."""
+    from dpcount.counting.registry import REGISTRY  # the one name -> class map
+
+    return next(e.cls for e in REGISTRY if e.name == name)
+
+
+def _init_once(init: Callable[..., None]) -> Callable[..., None]:
+    """``init``, skipped once on an instance ``Scaled(...)`` built (the second call
+    Python makes with the arguments of ``Scaled(...)``, see :meth:`Scaled.__new__`)."""
+
+    @functools.wraps(init)
+    def __init__(self: Scaled, *args: Any, **kwargs: Any) -> None:
+        if self.__dict__.pop(_BUILT, False):
+            return
+        init(self, *args, **kwargs)
+
+    setattr(__init__, _GUARD, True)
+    return __init__
+
+
 class Scaled(CountingMechanism):
     """A base encoder with scaled rows and columns (module docstring); Gaussian noise.
 
@@ -175,6 +240,11 @@ class Scaled(CountingMechanism):
     Each preset states its formal guarantee: the ℓ₂ sensitivity is the largest column
     norm of C′ (enlarged by the rounding of n), and the release is post-processing of
     the Gaussian mechanism on C′x.
+
+    ``Scaled(base, rows=..., columns=..., rng=None, **options)`` builds the preset of
+    (base, rows, columns) from ``base``, the unscaled mechanism object (its horizon,
+    whole budget and parameters) or a :class:`Base` member or its value with
+    ``horizon=`` and ``budget=`` (:meth:`__new__`); :attr:`base` is the way back.
     """
 
     #: the preset's base, rows and columns
@@ -184,6 +254,126 @@ class Scaled(CountingMechanism):
     default_noise = NoiseKind.GAUSSIAN
     continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
+    def __new__(
+        cls,
+        base: Any = None,
+        *args: Any,
+        rows: Rows | str = Rows.NONE,
+        columns: Columns | str = Columns.NORMALIZE,
+        rng: RNGLike = None,
+        horizon: int | None = None,
+        budget: Budget | None = None,
+        **options: Any,
+    ) -> Self:
+        """``Scaled(base, ...)``: the preset of (``base``, ``rows``, ``columns``), built.
+
+        ``base`` is either the unscaled mechanism object — a
+        :class:`~dpcount.counting.SqrtFactorization`, a :class:`~dpcount.counting.BLT`
+        (its θ, ω) or a :class:`~dpcount.counting.ToeplitzFactorization` (its
+        coefficients), exactly those classes — whose horizon, whole budget (schema
+        included) and parameters the preset is built with, or a :class:`Base` member or
+        its value, with ``horizon=``, ``budget=`` (or its fields) and the preset's
+        structure as keywords (``Scaled.of(base, rows=rows)(horizon, ...)``). The
+        preset's own options (``log_weights``, ``column_scales``, ``block_ratio``: see
+        the module docstring) are ``options``; ``p.scaling_options()`` gives them back,
+        so ``Scaled(p.base, rows=p.scaling.rows, **p.scaling_options())`` rebuilds p.
+        The preset is built by its own constructor, so its exact variances, stream,
+        checkpoints and certified sensitivity are those of the registered preset.
+
+        Randomness: ``rng`` (None: a new OS-entropy generator), never the base's:
+        replaying a seeded base's Generator would replay its noise.
+
+        Why ``__new__``: ``Scaled(...)`` returns an instance of a subclass (the preset),
+        so Python calls that instance's ``__init__`` again with the arguments of
+        ``Scaled(...)``; every preset's constructor is wrapped (:meth:`__init_subclass__`)
+        to skip that one call. A preset's own constructor (``NormalizedBLT(T, ...)``)
+        passes through here unchanged. Type checkers see :class:`Scaled` as abstract
+        (mypy reports ``[abstract]`` at ``Scaled(...)``); ``Scaled.of(...)`` is the
+        preset class, typed.
+
+        Args:
+            base: the unscaled mechanism, or a :class:`Base` member or its value.
+            rows: a :class:`Rows` member or its value.
+            columns: a :class:`Columns` member or its value.
+            rng: Generator, int seed (not for production) or None (OS entropy).
+            horizon: T, only with a :class:`Base` member (a mechanism carries its own).
+            budget: only with a :class:`Base` member (a mechanism carries its own).
+            **options: the preset's own options (and, with a :class:`Base` member, its
+                structure, e.g. ``buffer_decay`` and ``output_scale``).
+
+        Raises:
+            TypeError: ``base`` of another type (naming ``base``), ``horizon``/``budget``
+                or a parameter of the base given beside a base mechanism, no ``horizon``
+                with a member, a second positional argument.
+            ValueError: a scaling that is not a preset (naming the presets), an unknown
+                member value, or the preset's own refusal of the base (e.g. a horizon
+                above its limit or a noise kind other than Gaussian, naming it).
+        """
+        if cls is not Scaled:  # a preset's own constructor: its __init__ takes the arguments
+            return super().__new__(cls)
+        if args:
+            raise TypeError(f"Scaled() takes one positional argument (base), got {1 + len(args)}")
+        if isinstance(base, CountingMechanism):
+            built = cls._from_mechanism(base, rows, columns, rng, horizon, budget, options)
+        elif isinstance(base, (Base, str)):
+            if horizon is None:
+                raise TypeError(
+                    f"Scaled(base={base!r}) needs horizon= (or pass the unscaled mechanism "
+                    "object as base)"
+                )
+            preset = cls.of(base, rows=rows, columns=columns)
+            built = preset(horizon, budget=budget, rng=rng, **options)
+        else:
+            raise TypeError(f"base must be {_BASE_TYPES}, got {type(base).__name__}")
+        built.__dict__[_BUILT] = True
+        return cast("Self", built)
+
+    @classmethod
+    def _from_mechanism(
+        cls,
+        base: CountingMechanism,
+        rows: Rows | str,
+        columns: Columns | str,
+        rng: RNGLike,
+        horizon: int | None,
+        budget: Budget | None,
+        options: dict[str, Any],
+    ) -> Scaled:
+        """The preset built from the unscaled mechanism ``base`` (:meth:`__new__`)."""
+        name = getattr(type(base), "name", None)
+        kind = next((k for k, n in UNSCALED.items() if n == name), None)
+        if kind is None or type(base) is not _registered(UNSCALED[kind]):
+            hint = "; its base is .base" if isinstance(base, Scaled) else ""
+            raise TypeError(f"base must be {_BASE_TYPES}, got {type(base).__name__}{hint}")
+        given = [k for k, v in (("horizon", horizon), ("budget", budget)) if v is not None]
+        given += sorted(_BUDGET_FIELDS & set(options))
+        if given:
+            raise TypeError(
+                f"Scaled(base, ...) takes the horizon and budget from base "
+                f"({type(base).__name__}), got {', '.join(given)}: build the base with them"
+            )
+        structure = {
+            k: v
+            for k, v in base._config_kwargs().items()
+            if k != "horizon" and k not in _BUDGET_FIELDS
+        }
+        clash = sorted(set(structure) & set(options))
+        if clash:
+            raise TypeError(
+                f"{clash[0]} is a parameter of base ({type(base).__name__}): build the base with it"
+            )
+        preset = cls.of(kind, rows=rows, columns=columns)
+        return preset(base.horizon, budget=base.budget, rng=rng, **structure, **options)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap the constructor a preset is built with (its own or an inherited one
+        that :class:`Scaled` would otherwise shadow) so the second call after
+        ``Scaled(...)`` is skipped (:meth:`__new__`)."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__", cls.__init__)
+        if not getattr(init, _GUARD, False):
+            cls.__init__ = _init_once(init)  # type: ignore[method-assign]
+
     @staticmethod
     def of(
         base: Base | str,
@@ -191,15 +381,14 @@ class Scaled(CountingMechanism):
         rows: Rows | str = Rows.NONE,
         columns: Columns | str = Columns.NORMALIZE,
     ) -> type[Scaled]:
-        """The preset class of (``base``, ``rows``, ``columns``), each a member or its value.
+        """The preset class of (``base``, ``rows``, ``columns``), each a member or its value
+        (``Scaled(base, ...)`` builds one).
 
         Raises:
             ValueError: an unknown value (naming the parameter) or a scaling that is not a
                 preset (naming the presets).
             TypeError: a value that is neither a member nor a str.
         """
-        from dpcount.counting.registry import REGISTRY  # the one name -> class map
-
         scaling = Scaling(
             _member(Base, "base", base),
             _member(Rows, "rows", rows),
@@ -214,7 +403,33 @@ class Scaled(CountingMechanism):
                 f"no preset scales base {scaling.base.value!r} with rows {scaling.rows.value!r} "
                 f"and columns {scaling.columns.value!r}; the presets are {known}"
             )
-        return cast("type[Scaled]", next(e.cls for e in REGISTRY if e.name == name))
+        return cast("type[Scaled]", _registered(name))
+
+    # -- the base, the way back ---------------------------------------------------------
+    @property
+    def base(self) -> CountingMechanism:
+        """The unscaled mechanism this preset scales (:data:`UNSCALED`): the same
+        horizon, budget and base parameters (:meth:`_base_options`), a new object on
+        each access with its own OS-entropy generator (never this one's).
+
+        Raises:
+            ValueError: the base's own refusal (e.g. banded Toeplitz coefficients whose
+                unscaled decoder would overflow float64).
+        """
+        cls = _registered(UNSCALED[self.scaling.base])
+        return cls(self.horizon, budget=self.budget, **self._base_options())
+
+    def _base_options(self) -> dict[str, Any]:
+        """The base mechanism's structure keywords (none for the square root)."""
+        return {}
+
+    def scaling_options(self) -> dict[str, Any]:
+        """This preset's own constructor options, as :meth:`config` holds them
+        (``log_weights``, ``column_scales``, ``block_ratio``; not the horizon, the budget
+        or the base's parameters): ``Scaled(p.base, rows=p.scaling.rows,
+        **p.scaling_options())`` rebuilds p."""
+        drop = {"horizon", *_BUDGET_FIELDS, *self._base_options()}
+        return {k: v for k, v in self._config_kwargs().items() if k not in drop}
 
     # -- the structure each preset gives ----------------------------------------------
     @abstractmethod
