@@ -151,6 +151,15 @@ def test_rng_is_the_keyword_never_the_bases_generator() -> None:
     assert not np.array_equal(seeded, Scaled(base, rng=1).release(X))
 
 
+def test_build_is_the_typed_spelling_of_scaled() -> None:
+    base = _independent_base("row-scaled-sqrt")
+    options = _registered("row-scaled-sqrt").scaling_options()
+    built = Scaled.build(base, rows=Rows.CHEBYSHEV, rng=0, **options)
+    _assert_same_preset(built, Scaled(base, rows="chebyshev", rng=0, **options))
+    _assert_same_preset(built, _registered("row-scaled-sqrt"))
+    assert "_built_by_scaled" not in built.__dict__
+
+
 def test_the_presets_keep_their_signatures() -> None:
     # Scaled.__new__ takes (base, ...): each preset's constructor is still its signature
     assert "buffer_decay" in inspect.signature(NormalizedBLT).parameters

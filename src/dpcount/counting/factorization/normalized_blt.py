@@ -1085,27 +1085,6 @@ class NormalizedBLT(Scaled, _BLTParameters):
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
     max_noise_coefficient: float | None = 2.0
 
-    def __init__(
-        self,
-        horizon: int,
-        *,
-        buffer_decay: Any,
-        output_scale: Any,
-        budget: Budget | None = None,
-        rng: RNGLike = None,
-        **fields: Unpack[BudgetFields],
-    ) -> None:
-        # the BLT's checks and structure (_BLTParameters), spelled here so this
-        # constructor, not Scaled.__new__, is the class's signature
-        super().__init__(
-            horizon,
-            buffer_decay=buffer_decay,
-            output_scale=output_scale,
-            budget=budget,
-            rng=rng,
-            **fields,
-        )
-
     def _base_options(self) -> dict[str, Any]:
         """θ and ω, the :class:`~dpcount.counting.BLT` this preset scales."""
         return {

@@ -71,9 +71,6 @@ from dpcount.counting.factorization._types import Array
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind
 from dpcount.privacy.rng import RNGLike
 
-if TYPE_CHECKING:
-    from typing_extensions import Self
-
 __all__ = [
     "PRESETS",
     "UNSCALED",
@@ -244,7 +241,7 @@ class Scaled(CountingMechanism):
     ``Scaled(base, rows=..., columns=..., rng=None, **options)`` builds the preset of
     (base, rows, columns) from ``base``, the unscaled mechanism object (its horizon,
     whole budget and parameters) or a :class:`Base` member or its value with
-    ``horizon=`` and ``budget=`` (:meth:`__new__`); :attr:`base` is the way back.
+    ``horizon=`` and ``budget=`` (:meth:`build`); :attr:`base` is the way back.
     """
 
     #: the preset's base, rows and columns
@@ -254,18 +251,50 @@ class Scaled(CountingMechanism):
     default_noise = NoiseKind.GAUSSIAN
     continuous_noise = frozenset({NoiseKind.GAUSSIAN})
 
-    def __new__(
+    if not TYPE_CHECKING:  # type checkers read each preset's own constructor (see build)
+
+        def __new__(
+            cls, base: Any = None, *args: Any, budget: Budget | None = None, **options: Any
+        ) -> Scaled:
+            """``Scaled(base, ...)``: :meth:`build`, the preset of ``base``, ``rows`` and
+            ``columns``, built (the same keywords: ``rows``, ``columns``, ``rng``,
+            ``horizon``, ``budget`` and the preset's options).
+
+            Why ``__new__``: ``Scaled(...)`` returns an instance of a subclass (the
+            preset), so Python calls that instance's ``__init__`` again with the
+            arguments of ``Scaled(...)``; every preset's constructor is wrapped
+            (:meth:`__init_subclass__`) to skip that one call. A preset's own constructor
+            (``NormalizedBLT(T, ...)``) passes through here unchanged. Hidden from type
+            checkers, so they check a preset's calls against its own constructor; they
+            see :class:`Scaled` as abstract (mypy: ``[abstract]`` at ``Scaled(...)``),
+            so type-checked code spells it :meth:`build`.
+
+            Raises:
+                TypeError: a second positional argument; see :meth:`build`.
+            """
+            if cls is not Scaled:  # a preset's constructor: its __init__ takes the arguments
+                return super().__new__(cls)
+            if args:
+                raise TypeError(
+                    f"Scaled() takes one positional argument (base), got {1 + len(args)}"
+                )
+            built = cls.build(base, budget=budget, **options)
+            built.__dict__[_BUILT] = True
+            return built
+
+    @classmethod
+    def build(
         cls,
-        base: Any = None,
-        *args: Any,
+        base: CountingMechanism | Base | str,
+        *,
         rows: Rows | str = Rows.NONE,
         columns: Columns | str = Columns.NORMALIZE,
         rng: RNGLike = None,
         horizon: int | None = None,
         budget: Budget | None = None,
         **options: Any,
-    ) -> Self:
-        """``Scaled(base, ...)``: the preset of (``base``, ``rows``, ``columns``), built.
+    ) -> Scaled:
+        """The preset of (``base``, ``rows``, ``columns``), built (``Scaled(base, ...)``).
 
         ``base`` is either the unscaled mechanism object — a
         :class:`~dpcount.counting.SqrtFactorization`, a :class:`~dpcount.counting.BLT`
@@ -283,14 +312,6 @@ class Scaled(CountingMechanism):
         Randomness: ``rng`` (None: a new OS-entropy generator), never the base's:
         replaying a seeded base's Generator would replay its noise.
 
-        Why ``__new__``: ``Scaled(...)`` returns an instance of a subclass (the preset),
-        so Python calls that instance's ``__init__`` again with the arguments of
-        ``Scaled(...)``; every preset's constructor is wrapped (:meth:`__init_subclass__`)
-        to skip that one call. A preset's own constructor (``NormalizedBLT(T, ...)``)
-        passes through here unchanged. Type checkers see :class:`Scaled` as abstract
-        (mypy reports ``[abstract]`` at ``Scaled(...)``); ``Scaled.of(...)`` is the
-        preset class, typed.
-
         Args:
             base: the unscaled mechanism, or a :class:`Base` member or its value.
             rows: a :class:`Rows` member or its value.
@@ -304,29 +325,22 @@ class Scaled(CountingMechanism):
         Raises:
             TypeError: ``base`` of another type (naming ``base``), ``horizon``/``budget``
                 or a parameter of the base given beside a base mechanism, no ``horizon``
-                with a member, a second positional argument.
+                with a member.
             ValueError: a scaling that is not a preset (naming the presets), an unknown
                 member value, or the preset's own refusal of the base (e.g. a horizon
                 above its limit or a noise kind other than Gaussian, naming it).
         """
-        if cls is not Scaled:  # a preset's own constructor: its __init__ takes the arguments
-            return super().__new__(cls)
-        if args:
-            raise TypeError(f"Scaled() takes one positional argument (base), got {1 + len(args)}")
         if isinstance(base, CountingMechanism):
-            built = cls._from_mechanism(base, rows, columns, rng, horizon, budget, options)
-        elif isinstance(base, (Base, str)):
-            if horizon is None:
-                raise TypeError(
-                    f"Scaled(base={base!r}) needs horizon= (or pass the unscaled mechanism "
-                    "object as base)"
-                )
-            preset = cls.of(base, rows=rows, columns=columns)
-            built = preset(horizon, budget=budget, rng=rng, **options)
-        else:
+            return cls._from_mechanism(base, rows, columns, rng, horizon, budget, options)
+        if not isinstance(base, (Base, str)):
             raise TypeError(f"base must be {_BASE_TYPES}, got {type(base).__name__}")
-        built.__dict__[_BUILT] = True
-        return cast("Self", built)
+        if horizon is None:
+            raise TypeError(
+                f"Scaled(base={base!r}) needs horizon= (or pass the unscaled mechanism "
+                "object as base)"
+            )
+        preset = cls.of(base, rows=rows, columns=columns)
+        return preset(horizon, budget=budget, rng=rng, **options)
 
     @classmethod
     def _from_mechanism(
