@@ -157,11 +157,10 @@ def test_build_is_the_typed_spelling_of_scaled() -> None:
     built = Scaled.build(base, rows=Rows.CHEBYSHEV, rng=0, **options)
     _assert_same_preset(built, Scaled(base, rows="chebyshev", rng=0, **options))
     _assert_same_preset(built, _registered("row-scaled-sqrt"))
-    assert "_built_by_scaled" not in built.__dict__
 
 
 def test_the_presets_keep_their_signatures() -> None:
-    # Scaled.__new__ takes (base, ...): each preset's constructor is still its signature
+    # Scaled(...) is build (base, ...); each preset's constructor is still its signature
     assert "buffer_decay" in inspect.signature(NormalizedBLT).parameters
     assert "base" in inspect.signature(Scaled).parameters
     assert inspect.signature(Scaled).parameters["budget"].kind is inspect.Parameter.KEYWORD_ONLY

@@ -56,11 +56,11 @@ T_m the Chebyshev polynomials and ``log_weights`` a_1, a_2, … (:func:`row_weig
 from __future__ import annotations
 
 import enum
-import functools
-from abc import abstractmethod
-from collections.abc import Callable, Iterator
+import inspect
+from abc import ABCMeta, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 from numpy.polynomial import chebyshev
@@ -153,11 +153,6 @@ _BASE_TYPES = (
 )
 #: the budget's keyword fields (a scaled mechanism built from a base takes the base's)
 _BUDGET_FIELDS = frozenset(BudgetFields.__annotations__)
-#: set on a preset built by ``Scaled(...)``: Python then calls its ``__init__`` again
-#: with the arguments of ``Scaled(...)``, a call the guard skips once
-_BUILT = "_built_by_scaled"
-#: marks the constructors wrapped by :func:`_init_once`
-_GUARD = "_scaled_init_guard"
 
 
 def check_log_weights(log_weights: Any) -> tuple[float, ...]:
@@ -212,21 +207,28 @@ def _registered(name: str) -> type[CountingMechanism]:
     return next(e.cls for e in REGISTRY if e.name == name)
 
 
-def _init_once(init: Callable[..., None]) -> Callable[..., None]:
-    """``init``, skipped once on an instance ``Scaled(...)`` built (the second call
-    Python makes with the arguments of ``Scaled(...)``, see :meth:`Scaled.__new__`)."""
+class _ScaledMeta(ABCMeta):
+    """Calling :class:`Scaled` itself builds a preset (:meth:`Scaled.build`); calling a
+    preset is its own constructor, unchanged."""
 
-    @functools.wraps(init)
-    def __init__(self: Scaled, *args: Any, **kwargs: Any) -> None:
-        if self.__dict__.pop(_BUILT, False):
-            return
-        init(self, *args, **kwargs)
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not Scaled:
+            return super().__call__(*args, **kwargs)
+        if len(args) > 1:
+            raise TypeError(f"Scaled() takes one positional argument (base), got {len(args)}")
+        return Scaled.build(*args, **kwargs)
 
-    setattr(__init__, _GUARD, True)
-    return __init__
+    @property
+    def __signature__(cls) -> inspect.Signature:
+        """What :func:`inspect.signature` shows: :meth:`Scaled.build`'s for
+        :class:`Scaled`, a preset's own constructor's (without ``self``) for a preset."""
+        if cls is Scaled:
+            return inspect.signature(Scaled.build)
+        sig = inspect.signature(cls.__init__)  # type: ignore[misc]
+        return sig.replace(parameters=list(sig.parameters.values())[1:])
 
 
-class Scaled(CountingMechanism):
+class Scaled(CountingMechanism, metaclass=_ScaledMeta):
     """A base encoder with scaled rows and columns (module docstring); Gaussian noise.
 
     The presets (:data:`PRESETS`) subclass it with their :attr:`scaling` and provide
@@ -241,7 +243,9 @@ class Scaled(CountingMechanism):
     ``Scaled(base, rows=..., columns=..., rng=None, **options)`` builds the preset of
     (base, rows, columns) from ``base``, the unscaled mechanism object (its horizon,
     whole budget and parameters) or a :class:`Base` member or its value with
-    ``horizon=`` and ``budget=`` (:meth:`build`); :attr:`base` is the way back.
+    ``horizon=`` and ``budget=`` (:meth:`build`; the metaclass routes a call of
+    :class:`Scaled` itself there, a preset's call is its own constructor); :attr:`base`
+    is the way back.
     """
 
     #: the preset's base, rows and columns
@@ -250,37 +254,6 @@ class Scaled(CountingMechanism):
     log_weights: tuple[float, ...]
     default_noise = NoiseKind.GAUSSIAN
     continuous_noise = frozenset({NoiseKind.GAUSSIAN})
-
-    if not TYPE_CHECKING:  # type checkers read each preset's own constructor (see build)
-
-        def __new__(
-            cls, base: Any = None, *args: Any, budget: Budget | None = None, **options: Any
-        ) -> Scaled:
-            """``Scaled(base, ...)``: :meth:`build`, the preset of ``base``, ``rows`` and
-            ``columns``, built (the same keywords: ``rows``, ``columns``, ``rng``,
-            ``horizon``, ``budget`` and the preset's options).
-
-            Why ``__new__``: ``Scaled(...)`` returns an instance of a subclass (the
-            preset), so Python calls that instance's ``__init__`` again with the
-            arguments of ``Scaled(...)``; every preset's constructor is wrapped
-            (:meth:`__init_subclass__`) to skip that one call. A preset's own constructor
-            (``NormalizedBLT(T, ...)``) passes through here unchanged. Hidden from type
-            checkers, so they check a preset's calls against its own constructor; they
-            see :class:`Scaled` as abstract (mypy: ``[abstract]`` at ``Scaled(...)``),
-            so type-checked code spells it :meth:`build`.
-
-            Raises:
-                TypeError: a second positional argument; see :meth:`build`.
-            """
-            if cls is not Scaled:  # a preset's constructor: its __init__ takes the arguments
-                return super().__new__(cls)
-            if args:
-                raise TypeError(
-                    f"Scaled() takes one positional argument (base), got {1 + len(args)}"
-                )
-            built = cls.build(base, budget=budget, **options)
-            built.__dict__[_BUILT] = True
-            return built
 
     @classmethod
     def build(
@@ -353,7 +326,7 @@ class Scaled(CountingMechanism):
         budget: Budget | None,
         options: dict[str, Any],
     ) -> Scaled:
-        """The preset built from the unscaled mechanism ``base`` (:meth:`__new__`)."""
+        """The preset built from the unscaled mechanism ``base`` (:meth:`build`)."""
         name = getattr(type(base), "name", None)
         kind = next((k for k, n in UNSCALED.items() if n == name), None)
         if kind is None or type(base) is not _registered(UNSCALED[kind]):
@@ -378,15 +351,6 @@ class Scaled(CountingMechanism):
             )
         preset = cls.of(kind, rows=rows, columns=columns)
         return preset(base.horizon, budget=base.budget, rng=rng, **structure, **options)
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Wrap the constructor a preset is built with (its own or an inherited one
-        that :class:`Scaled` would otherwise shadow) so the second call after
-        ``Scaled(...)`` is skipped (:meth:`__new__`)."""
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__", cls.__init__)
-        if not getattr(init, _GUARD, False):
-            cls.__init__ = _init_once(init)  # type: ignore[method-assign]
 
     @staticmethod
     def of(
