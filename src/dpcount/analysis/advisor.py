@@ -13,6 +13,7 @@ from dpcount._validate import (
     check_iterable,
 )
 from dpcount.counting.base import calibrate_budget
+from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import DENSE_LIMIT, tree_sensitivity_lower_bounds
 from dpcount.counting.tree import KaryTree
 from dpcount.privacy.budget import Budget, accept_participation, refuses_loose_budget
@@ -75,6 +76,8 @@ def best_k(
         trees += [(k, sub) for sub in options if not (k == 2 and sub and False in options)]
     if not trees:
         raise ValueError("k_values must contain at least one value")
+    if budget.participation is None and metric != "linf":
+        return _best_by_height(horizon, budget, trees, metric)
     bounds = _lower_bounds(horizon, budget, trees, metric)
     best: TreeChoice | None = None
     best_key = (math.inf, len(trees))
@@ -92,6 +95,46 @@ def best_k(
         else:
             score = m.linf_bound(beta, max_variance=choice.max_variance)
         if best is None or (score, i) < best_key:  # ties: the first in k_values' order
+            best, best_key = choice, (score, i)
+    assert best is not None
+    return best
+
+
+def _best_by_height(
+    horizon: int, budget: Budget, trees: list[tuple[int, bool]], metric: str
+) -> TreeChoice:
+    """:func:`best_k` for one participation and the MSE or largest variance, building
+    one tree per height instead of every tree (the same choice, exactly).
+
+    With one participation a tree's node noise depends on its height h alone: its node
+    vector has sensitivities (h·Δ, √h·Δ) and, for the PLD rule, profile h ones
+    (:meth:`KaryTree._unit_sensitivities <dpcount.counting.KaryTree>`), so trees of one
+    height get the same node variance v from the same calibration. Their scores are v
+    times an integer structure figure F (v·L/T with L = Σ_t ‖digits(t)‖₁ for the MSE,
+    v·max_t ‖digits(t)‖₁ for the largest variance): floating-point products and
+    quotients are non-decreasing in F, and F values that differ (by ≥ 1, F < 2^40) stay
+    ordered after rounding. So within a height the least F wins (ties: the first in
+    ``trees``' order, as in the full search), and only those trees are built and
+    scored, compared as the full search compares them.
+    """
+    least: dict[int, tuple[int, int]] = {}  # height -> (figure, index of its first tree)
+    for i, (k, sub) in enumerate(trees):
+        system = DigitSystem.for_tree(k, sub)
+        h = system.height(horizon)
+        if metric == "mse":
+            figure = system.digit_l1_total(horizon, h)
+        else:
+            figure = max_digit_l1_norm(system, horizon, h)
+        if h not in least or figure < least[h][0]:
+            least[h] = (figure, i)
+    best: TreeChoice | None = None
+    best_key = (math.inf, len(trees))
+    for _, i in least.values():
+        k, sub = trees[i]
+        m = KaryTree(horizon, budget=budget, k=k, subtract=sub, rng=0)
+        choice = TreeChoice(k, sub, m.height, m.mse(), m.max_variance())
+        score = choice.mse if metric == "mse" else choice.max_variance
+        if best is None or (score, i) < best_key:
             best, best_key = choice, (score, i)
     assert best is not None
     return best
