@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from dpcount._validate import (
     check_bool,
@@ -119,12 +120,7 @@ def _best_by_height(
     """
     least: dict[int, tuple[int, int]] = {}  # height -> (figure, index of its first tree)
     for i, (k, sub) in enumerate(trees):
-        system = DigitSystem.for_tree(k, sub)
-        h = system.height(horizon)
-        if metric == "mse":
-            figure = system.digit_l1_total(horizon, h)
-        else:
-            figure = max_digit_l1_norm(system, horizon, h)
+        h, figure = tree_structure(horizon, k, sub, metric)
         if h not in least or figure < least[h][0]:
             least[h] = (figure, i)
     best: TreeChoice | None = None
@@ -138,6 +134,21 @@ def _best_by_height(
             best, best_key = choice, (score, i)
     assert best is not None
     return best
+
+
+@lru_cache(maxsize=2048)
+def tree_structure(horizon: int, k: int, subtract: bool, metric: str = "mse") -> tuple[int, int]:
+    """(height h, structure figure F) of the k-ary tree at this horizon, without building
+    it: F = Σ_t ‖digits(t)‖₁ (``metric="mse"``; its MSE is node variance × F/T) or
+    max_t ‖digits(t)‖₁ (``"max_variance"``; its largest variance is node variance × F),
+    exact integers in O(h·k) (:meth:`~dpcount.counting.digits.DigitSystem.digit_l1_total`,
+    :func:`~dpcount.counting.digits.max_digit_l1_norm`). Cached: ``compare`` and
+    ``recommend_mechanism`` ask for the same trees several times."""
+    system = DigitSystem.for_tree(k, subtract)
+    h = system.height(horizon)
+    if metric == "mse":
+        return h, system.digit_l1_total(horizon, h)
+    return h, max_digit_l1_norm(system, horizon, h)
 
 
 #: relative slack of the pruning bound (the Gaussian calibration's root finding and
