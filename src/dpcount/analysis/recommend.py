@@ -371,10 +371,9 @@ def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | No
     search over k with Gaussian noise; None when :func:`_gaussian_best_k` cannot single
     out that search's k (then the caller runs it).
 
-    The binary tree's and Honaker's rows come from ``compare`` restricted to them, each
-    k-ary row from ``compare`` restricted to the k-ary tree and the one k its search
-    picks: the same rows, built the same way, at a fraction of the cost (the search
-    builds every tree twice, with Laplace and Gaussian noise).
+    The rows come from ``compare`` restricted to these mechanisms and to the two k its
+    search picks (with and without subtraction): the same rows, built the same way, at
+    a fraction of the cost.
     """
     assert budget.delta is not None
     if DISCRETE_CAPABLE != _INTEGER_TREES:
@@ -385,28 +384,17 @@ def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | No
         if k is None:
             return None
         ks.append(k)
+    # the full search's pick is in the pair and wins there too (ties: the smaller k, as
+    # in the full ascending order), so the search over the pair lists the same rows
     found = compare(
         horizon,
         budget=budget,
         metric="mse",
         certificates=False,
-        mechanisms=("binary", "honaker"),
+        mechanisms=tuple(_INTEGER_TREES),
+        k_values=sorted(set(ks)),
     )
-    rows = [r for r in found if r.noise == "gaussian"]
-    for k, sub in zip(ks, (False, True), strict=True):
-        if k == 2 and not sub:
-            continue  # the binary tree, listed on its own
-        label = f"kary-{k}" + ("-sub" if sub else "")
-        found = compare(
-            horizon,
-            budget=budget,
-            metric="mse",
-            certificates=False,
-            mechanisms=("kary",),
-            k_values=(k,),
-        )
-        rows += [r for r in found if r.noise == "gaussian" and r.label == label]
-    return rows
+    return [r for r in found if r.noise == "gaussian"]
 
 
 def _gaussian_best_k(horizon: int, budget: Budget, subtract: bool) -> int | None:
