@@ -123,7 +123,7 @@ def test_best_k_picks_as_the_search_over_every_tree(T: int) -> None:
 
 def test_best_k_builds_one_tree_per_height(monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-participation search calibrates once per height (7 at T = 1000 for k ≥ 3),
-    not once per tree; a schema keeps the full search."""
+    not once per tree; where the structure figures reach 2^40 the full search decides."""
     from dpcount.analysis import advisor
 
     built: list[tuple[int, bool]] = []
@@ -138,6 +138,11 @@ def test_best_k_builds_one_tree_per_height(monkeypatch: pytest.MonkeyPatch) -> N
     heights = {DigitSystem.for_tree(k, s).height(1000) for k in range(3, 65) for s in (False, True)}
     assert len(built) == len(heights) < 20
     assert (choice.k, choice.subtract) in built
+    built.clear()  # figures of 2^40 or more (T = 2^45): every tree scored, as before
+    ks = range(27, 33)  # all of height 10 at T = 2^45
+    huge = best_k(2**45, budget=Budget(epsilon=1.0), subtract=False, k_values=ks)
+    assert {DigitSystem.for_tree(k, False).height(2**45) for k in ks} == {10}
+    assert len(built) == len(ks) and (huge.k, huge.subtract) in built
 
 
 # ----------------------------------------------------------------------------- tails

@@ -55,7 +55,10 @@ def best_k(
 
     Exact at the given horizon (not the asymptotic constants of Thm 9 / Cor 15):
     each candidate's MSE is node variance × Σ_t ‖digits(t)‖₁ / T and its largest
-    variance node variance × max_t ‖digits(t)‖₁, O(h·k) each.
+    variance node variance × max_t ‖digits(t)‖₁, O(h·k) each. With one participation
+    and the MSE or the largest variance, trees of one height share their node noise, so
+    one tree per height is built and calibrated (:func:`_best_by_height`: the same
+    choice as scoring every tree, tested).
 
     Args:
         horizon: T ≥ 1.
@@ -78,7 +81,9 @@ def best_k(
     if not trees:
         raise ValueError("k_values must contain at least one value")
     if budget.participation is None and metric != "linf":
-        return _best_by_height(horizon, budget, trees, metric)
+        found = _best_by_height(horizon, budget, trees, metric)
+        if found is not None:
+            return found
     bounds = _lower_bounds(horizon, budget, trees, metric)
     best: TreeChoice | None = None
     best_key = (math.inf, len(trees))
@@ -101,9 +106,14 @@ def best_k(
     return best
 
 
+#: structure figures below this stay ordered through the score's two roundings
+#: (relative gap ≥ 2^−40 between distinct integers, rounding error ≤ 2^−52)
+_ORDERED_FIGURES = 1 << 40
+
+
 def _best_by_height(
     horizon: int, budget: Budget, trees: list[tuple[int, bool]], metric: str
-) -> TreeChoice:
+) -> TreeChoice | None:
     """:func:`best_k` for one participation and the MSE or largest variance, building
     one tree per height instead of every tree (the same choice, exactly).
 
@@ -116,11 +126,14 @@ def _best_by_height(
     quotients are non-decreasing in F, and F values that differ (by ≥ 1, F < 2^40) stay
     ordered after rounding. So within a height the least F wins (ties: the first in
     ``trees``' order, as in the full search), and only those trees are built and
-    scored, compared as the full search compares them.
+    scored, compared as the full search compares them. None when some F reaches
+    :data:`_ORDERED_FIGURES` (horizons beyond ~2^30: the full search decides).
     """
     least: dict[int, tuple[int, int]] = {}  # height -> (figure, index of its first tree)
     for i, (k, sub) in enumerate(trees):
         h, figure = tree_structure(horizon, k, sub, metric)
+        if figure >= _ORDERED_FIGURES:
+            return None
         if h not in least or figure < least[h][0]:
             least[h] = (figure, i)
     best: TreeChoice | None = None
