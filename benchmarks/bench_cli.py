@@ -63,6 +63,26 @@ Where it went: log Φ is scipy.special's ufunc loaded alone (``privacy.tails.log
 the one k the Gaussian search picks, found from bounds (``analysis/recommend.py``); at
 ε = 8 the column-normalized square root's dense loss bounds plan's first row where the
 BLT's bound lies above the best Laplace row (no ranking of every row, no scipy.optimize).
+
+Measured 2026-12-07 07:33-07:38 UTC (issue 33, "cold2"), load average 2.1-3.6 (shared
+machine), compiled bytecode, CPU (user + sys) against ``python -c "import numpy"`` in the
+same run, the code before (main, ``--src``) then this, two alternating runs, best of 7:
+ε = 0.1, δ = 10⁻² 2.34-2.73x → 1.99x (0.30-0.33 s → 0.23-0.24 s); ε = 1, δ = 0.1
+2.63-2.65x → 1.95-2.17x (0.32-0.34 s → 0.23-0.26 s); the other four paths 1.83-2.18x →
+1.88-2.18x (0.24-0.27 s → 0.22-0.26 s). In interleaved rounds (``--against``, best of
+9, load 3.0-3.6): 2.78x → 2.22x and 2.79x → 2.25x, the others 2.15-2.38x → 1.99-2.15x.
+Wall ratios follow the load (1.6-3.6x, both sources, every path). Where it went
+(cProfile of the in-process run, ``python -X importtime``): log Φ now loads
+``scipy.special._special_ufuncs`` from its file alone (~1 ms; it was
+``scipy.special._ufuncs`` with ``scipy/__init__``: ~15 ms, most of it scipy's test
+utilities); ``best_k`` builds one tree per height with one participation (at most 7
+at T = 100 instead of 62-123 per search: mechanisms built per path 137-167 → 20-51); the
+shipped tables are read by a plain path (``importlib.resources`` cost ~9 ms to import); the
+square root's exact tables stop at the size a horizon needs (1024 big-integer entries
+cost ~5 ms at every horizon); the trees' Gaussian rows from one ``compare``. Left on
+these two paths (~12 ms): the BLT's bound (its module, ~4 ms to import; its closed
+forms ~1 ms), the discrete Gaussian calibrations per tree height and the trees'
+Gaussian rows (~3 ms each).
 """
 
 from __future__ import annotations
