@@ -19,9 +19,12 @@ Each run is a fresh subprocess (interpreter start and imports included, on both
 sides). On a shared machine, only the ratios mean something.
 
     python benchmarks/bench_cli.py [--rows 1000000] [--repeat 3] [--small-only] [--src DIR]
+        [--against DIR]
 
 ``--src`` times another checkout's ``src`` (e.g. the code before a change, run
-alternately with this one on a shared machine).
+alternately with this one on a shared machine); ``--against DIR`` times a second source
+in the same rounds as the first (the small jobs run in rounds: the floor, then every
+path with every source once; best of the rounds).
 
 Measured 2026-12-06 23:19-23:21 UTC (issue 33, "speed2"), load average 10-17, compiled
 bytecode, best of 5 child processes, CPU seconds (user + sys; wall time was 2-3x it)
@@ -60,6 +63,26 @@ Where it went: log Φ is scipy.special's ufunc loaded alone (``privacy.tails.log
 the one k the Gaussian search picks, found from bounds (``analysis/recommend.py``); at
 ε = 8 the column-normalized square root's dense loss bounds plan's first row where the
 BLT's bound lies above the best Laplace row (no ranking of every row, no scipy.optimize).
+
+Measured 2026-12-07 07:33-07:38 UTC (issue 33, "cold2"), load average 2.1-3.6 (shared
+machine), compiled bytecode, CPU (user + sys) against ``python -c "import numpy"`` in the
+same run, the code before (main, ``--src``) then this, two alternating runs, best of 7:
+ε = 0.1, δ = 10⁻² 2.34-2.73x → 1.99x (0.30-0.33 s → 0.23-0.24 s); ε = 1, δ = 0.1
+2.63-2.65x → 1.95-2.17x (0.32-0.34 s → 0.23-0.26 s); the other four paths 1.83-2.18x →
+1.88-2.18x (0.24-0.27 s → 0.22-0.26 s). In interleaved rounds (``--against``, best of
+9, load 3.0-3.6): 2.78x → 2.22x and 2.79x → 2.25x, the others 2.15-2.38x → 1.99-2.15x.
+Wall ratios follow the load (1.6-3.6x, both sources, every path). Where it went
+(cProfile of the in-process run, ``python -X importtime``): log Φ now loads
+``scipy.special._special_ufuncs`` from its file alone (~1 ms; it was
+``scipy.special._ufuncs`` with ``scipy/__init__``: ~15 ms, most of it scipy's test
+utilities); ``best_k`` builds one tree per height with one participation (at most 7
+at T = 100 instead of 62-123 per search: mechanisms built per path 137-167 → 20-51); the
+shipped tables are read by a plain path (``importlib.resources`` cost ~9 ms to import); the
+square root's exact tables stop at the size a horizon needs (1024 big-integer entries
+cost ~5 ms at every horizon); the trees' Gaussian rows from one ``compare``. Left on
+these two paths (~12 ms): the BLT's bound (its module, ~4 ms to import; its closed
+forms ~1 ms), the discrete Gaussian calibrations per tree height and the trees'
+Gaussian rows (~3 ms each).
 """
 
 from __future__ import annotations
@@ -106,12 +129,58 @@ def _best(cmd: list[str], repeat: int, src: str = SRC) -> tuple[float, float, in
     return min(r[0] for r in runs), min(r[1] for r in runs), min(r[2] for r in runs)
 
 
+#: the small job's paths: (label, options after ``--epsilon 1``)
+SMALL_PATHS: tuple[tuple[str, list[str]], ...] = (
+    ("100 rows", []),
+    ("100 rows, --delta 1e-6", ["--delta", "1e-6"]),
+    # at ε = 1, δ = 1e-4 a Gaussian row (the dense optimum) ranks first: auto bounds
+    # its MSE to say what integer noise gives up, without building the Gaussian rows
+    ("100 rows, --delta 1e-4 (a Gaussian row first)", ["--delta", "1e-4"]),
+    # a discrete-Gaussian tree is the integer choice: the trees' Gaussian rows
+    # (the analytic calibration's log Φ, scipy.special's compiled module alone)
+    ("100 rows, --epsilon 0.1 --delta 1e-2", ["--epsilon", "0.1", "--delta", "1e-2"]),
+    ("100 rows, --delta 0.1 (a discrete-Gaussian tree)", ["--delta", "0.1"]),
+    # the BLT's bound is above the best Laplace row: the normalized square root's
+    ("100 rows, --epsilon 8 --delta 1e-2", ["--epsilon", "8", "--delta", "1e-2"]),
+)
+
+
+def _small_jobs(small: Path, out: str, repeat: int, sources: list[str]) -> None:
+    """Time the small job's paths for each source against ``import numpy``, in
+    ``repeat`` rounds that each run the floor, then every path with every source once
+    (a burst of load on a shared machine then touches all of them alike); best of
+    the rounds."""
+    floor_cmd = [PYTHON, "-c", "import numpy"]
+    count_cmd = [PYTHON, "-m", "dpcount", "count", str(small), "--epsilon", "1"]
+    floors, runs = [], {}
+    for _ in range(repeat):
+        floors.append(_run(floor_cmd))
+        for label, extra in SMALL_PATHS:
+            for src in sources:
+                cmd = [*count_cmd, *extra, "--output", out]
+                runs.setdefault((label, src), []).append(_run(cmd, src))
+    floor = min(r[0] for r in floors), min(r[1] for r in floors)
+    print(f"import numpy: wall {floor[0]:.3f} s, CPU {floor[1]:.3f} s")
+    for label, _ in SMALL_PATHS:
+        for src in sources:
+            wall = min(r[0] for r in runs[label, src])
+            cpu = min(r[1] for r in runs[label, src])
+            where = f" [{src}]" if len(sources) > 1 else ""
+            print(
+                f"{label}{where}: dpcount count wall {wall:.3f} s (ratio {wall / floor[0]:.2f}), "
+                f"CPU {cpu:.3f} s (ratio {cpu / floor[1]:.2f}; target <= 3)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10**6)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--small-only", action="store_true", help="the small jobs only")
     parser.add_argument("--src", default=SRC, help="the dpcount source to time (default: this)")
+    parser.add_argument(
+        "--against", default=None, help="another source, timed in the same rounds (small jobs)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,28 +188,8 @@ def main() -> None:
         small.write_text("x\n" + "".join(f"{v}\n" for v in rng.integers(0, 3, 100)))
         big.write_text("x\n" + "\n".join(map(str, rng.integers(0, 3, args.rows).tolist())) + "\n")
         out = str(Path(tmp) / "out.csv")
-
-        floor = _best([PYTHON, "-c", "import numpy"], args.repeat)
-        print(f"import numpy: wall {floor[0]:.3f} s, CPU {floor[1]:.3f} s")
-        count_cmd = [PYTHON, "-m", "dpcount", "count", str(small), "--epsilon", "1"]
-        # at ε = 1, δ = 1e-4 a Gaussian row (the dense optimum) ranks first: auto bounds
-        # its MSE to say what integer noise gives up, without building the Gaussian rows
-        for label, extra in (
-            ("100 rows", []),
-            ("100 rows, --delta 1e-6", ["--delta", "1e-6"]),
-            ("100 rows, --delta 1e-4 (a Gaussian row first)", ["--delta", "1e-4"]),
-            # a discrete-Gaussian tree is the integer choice: the trees' Gaussian rows
-            # (the analytic calibration's log Φ, scipy.special's ufunc alone)
-            ("100 rows, --epsilon 0.1 --delta 1e-2", ["--epsilon", "0.1", "--delta", "1e-2"]),
-            ("100 rows, --delta 0.1 (a discrete-Gaussian tree)", ["--delta", "0.1"]),
-            # the BLT's bound is above the best Laplace row: the normalized square root's
-            ("100 rows, --epsilon 8 --delta 1e-2", ["--epsilon", "8", "--delta", "1e-2"]),
-        ):
-            wall, cpu, _ = _best([*count_cmd, *extra, "--output", out], args.repeat, args.src)
-            print(
-                f"{label}: dpcount count wall {wall:.3f} s (ratio {wall / floor[0]:.2f}), "
-                f"CPU {cpu:.3f} s (ratio {cpu / floor[1]:.2f}; target <= 3)"
-            )
+        sources = [args.src] + ([args.against] if args.against else [])
+        _small_jobs(small, out, args.repeat, sources)
         if args.small_only:
             return
 

@@ -82,6 +82,69 @@ def test_best_k_metrics() -> None:
         best_k(T, budget=Budget(epsilon=1.0), metric="rmse")
 
 
+def _best_k_by_building_every_tree(
+    T: int, budget: Budget, ks: range, subtract: bool | None
+) -> dict[str, tuple[int, bool, int, float, float]]:
+    """best_k's rule applied to every tree built: the least (score, position), per metric."""
+    options = (False, True) if subtract is None else (subtract,)
+    trees = [(k, s) for k in ks for s in options if not (k == 2 and s and subtract is None)]
+    built = [KaryTree(T, budget=budget, k=k, subtract=s, rng=0) for k, s in trees]
+    out = {}
+    for metric in ("mse", "max_variance"):
+        scores = [m.mse() if metric == "mse" else m.max_variance() for m in built]
+        i = min(range(len(trees)), key=lambda j: (scores[j], j))
+        m = built[i]
+        out[metric] = (m.k, m.subtract, m.height, m.mse(), m.max_variance())
+    return out
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 100, 1000, 4097])
+def test_best_k_picks_as_the_search_over_every_tree(T: int) -> None:
+    """One participation: best_k builds one tree per height and picks, exactly, what
+    scoring every tree picks (k, subtract and the figures), for every noise kind."""
+    budgets = [
+        Budget(epsilon=1.0),
+        Budget(epsilon=0.5, delta=1e-6, noise="gaussian", step_sensitivity=3),
+        Budget(epsilon=0.1, delta=1e-2, noise="discrete-gaussian"),
+        Budget(epsilon=2.0, delta=1e-5, noise="laplace"),
+    ]
+    for budget in budgets:
+        for subtract in (None, True, False):
+            ks = range(3, 40) if subtract else range(2, 65)
+            expected = _best_k_by_building_every_tree(T, budget, ks, subtract)
+            for metric, want in expected.items():
+                got = best_k(T, budget=budget, subtract=subtract, k_values=ks, metric=metric)
+                assert (got.k, got.subtract, got.height, got.mse, got.max_variance) == want, (
+                    budget,
+                    subtract,
+                    metric,
+                )
+
+
+def test_best_k_builds_one_tree_per_height(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-participation search calibrates once per height (7 at T = 1000 for k ≥ 3),
+    not once per tree; where the structure figures reach 2^40 the full search decides."""
+    from dpcount.analysis import advisor
+
+    built: list[tuple[int, bool]] = []
+
+    class Counting(KaryTree):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            built.append((kwargs["k"], kwargs["subtract"]))  # type: ignore[arg-type]
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(advisor, "KaryTree", Counting)
+    choice = best_k(1000, budget=Budget(epsilon=1.0), k_values=range(3, 65))
+    heights = {DigitSystem.for_tree(k, s).height(1000) for k in range(3, 65) for s in (False, True)}
+    assert len(built) == len(heights) < 20
+    assert (choice.k, choice.subtract) in built
+    built.clear()  # figures of 2^40 or more (T = 2^45): every tree scored, as before
+    ks = range(27, 33)  # all of height 10 at T = 2^45
+    huge = best_k(2**45, budget=Budget(epsilon=1.0), subtract=False, k_values=ks)
+    assert {DigitSystem.for_tree(k, False).height(2**45) for k in ks} == {10}
+    assert len(built) == len(ks) and (huge.k, huge.subtract) in built
+
+
 # ----------------------------------------------------------------------------- tails
 
 

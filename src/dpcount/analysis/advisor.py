@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from dpcount._validate import (
     check_bool,
@@ -13,6 +14,7 @@ from dpcount._validate import (
     check_iterable,
 )
 from dpcount.counting.base import calibrate_budget
+from dpcount.counting.digits import DigitSystem, max_digit_l1_norm
 from dpcount.counting.participation import DENSE_LIMIT, tree_sensitivity_lower_bounds
 from dpcount.counting.tree import KaryTree
 from dpcount.privacy.budget import Budget, accept_participation, refuses_loose_budget
@@ -53,7 +55,10 @@ def best_k(
 
     Exact at the given horizon (not the asymptotic constants of Thm 9 / Cor 15):
     each candidate's MSE is node variance × Σ_t ‖digits(t)‖₁ / T and its largest
-    variance node variance × max_t ‖digits(t)‖₁, O(h·k) each.
+    variance node variance × max_t ‖digits(t)‖₁, O(h·k) each. With one participation
+    and the MSE or the largest variance, trees of one height share their node noise, so
+    one tree per height is built and calibrated (:func:`_best_by_height`: the same
+    choice as scoring every tree, tested).
 
     Args:
         horizon: T ≥ 1.
@@ -75,6 +80,10 @@ def best_k(
         trees += [(k, sub) for sub in options if not (k == 2 and sub and False in options)]
     if not trees:
         raise ValueError("k_values must contain at least one value")
+    if budget.participation is None and metric != "linf":
+        found = _best_by_height(horizon, budget, trees, metric)
+        if found is not None:
+            return found
     bounds = _lower_bounds(horizon, budget, trees, metric)
     best: TreeChoice | None = None
     best_key = (math.inf, len(trees))
@@ -95,6 +104,64 @@ def best_k(
             best, best_key = choice, (score, i)
     assert best is not None
     return best
+
+
+#: structure figures below this stay ordered through the score's two roundings
+#: (relative gap ≥ 2^−40 between distinct integers, rounding error ≤ 2^−52)
+_ORDERED_FIGURES = 1 << 40
+
+
+def _best_by_height(
+    horizon: int, budget: Budget, trees: list[tuple[int, bool]], metric: str
+) -> TreeChoice | None:
+    """:func:`best_k` for one participation and the MSE or largest variance, building
+    one tree per height instead of every tree (the same choice, exactly).
+
+    With one participation a tree's node noise depends on its height h alone: its node
+    vector has sensitivities (h·Δ, √h·Δ) and, for the PLD rule, profile h ones
+    (:meth:`KaryTree._unit_sensitivities <dpcount.counting.KaryTree>`), so trees of one
+    height get the same node variance v from the same calibration. Their scores are v
+    times an integer structure figure F (v·L/T with L = Σ_t ‖digits(t)‖₁ for the MSE,
+    v·max_t ‖digits(t)‖₁ for the largest variance): floating-point products and
+    quotients are non-decreasing in F, and F values that differ (by ≥ 1, F < 2^40) stay
+    ordered after rounding. So within a height the least F wins (ties: the first in
+    ``trees``' order, as in the full search), and only those trees are built and
+    scored, compared as the full search compares them. None when some F reaches
+    :data:`_ORDERED_FIGURES` (horizons beyond ~2^30: the full search decides).
+    """
+    least: dict[int, tuple[int, int]] = {}  # height -> (figure, index of its first tree)
+    for i, (k, sub) in enumerate(trees):
+        h, figure = tree_structure(horizon, k, sub, metric)
+        if figure >= _ORDERED_FIGURES:
+            return None
+        if h not in least or figure < least[h][0]:
+            least[h] = (figure, i)
+    best: TreeChoice | None = None
+    best_key = (math.inf, len(trees))
+    for _, i in least.values():
+        k, sub = trees[i]
+        m = KaryTree(horizon, budget=budget, k=k, subtract=sub, rng=0)
+        choice = TreeChoice(k, sub, m.height, m.mse(), m.max_variance())
+        score = choice.mse if metric == "mse" else choice.max_variance
+        if best is None or (score, i) < best_key:
+            best, best_key = choice, (score, i)
+    assert best is not None
+    return best
+
+
+@lru_cache(maxsize=2048)
+def tree_structure(horizon: int, k: int, subtract: bool, metric: str = "mse") -> tuple[int, int]:
+    """(height h, structure figure F) of the k-ary tree at this horizon, without building
+    it: F = Σ_t ‖digits(t)‖₁ (``metric="mse"``; its MSE is node variance × F/T) or
+    max_t ‖digits(t)‖₁ (``"max_variance"``; its largest variance is node variance × F),
+    exact integers in O(h·k) (:meth:`~dpcount.counting.digits.DigitSystem.digit_l1_total`,
+    :func:`~dpcount.counting.digits.max_digit_l1_norm`). Cached: ``compare`` and
+    ``recommend_mechanism`` ask for the same trees several times."""
+    system = DigitSystem.for_tree(k, subtract)
+    h = system.height(horizon)
+    if metric == "mse":
+        return h, system.digit_l1_total(horizon, h)
+    return h, max_digit_l1_norm(system, horizon, h)
 
 
 #: relative slack of the pruning bound (the Gaussian calibration's root finding and

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from dpcount._validate import check_bool
@@ -29,8 +28,8 @@ from dpcount.analysis._floor import (
     gaussian_mse_floor,
     normalized_sqrt_dense_losses,
 )
+from dpcount.analysis.advisor import tree_structure
 from dpcount.analysis.compare import K_VALUES, Candidate, compare, rank_key
-from dpcount.counting.digits import DigitSystem
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
 from dpcount.privacy.budget import (
     Budget,
@@ -355,26 +354,15 @@ def _tree_structures(horizon: int) -> list[tuple[int, float]]:
     return [(h, total / horizon) for _, _, h, total in _tree_totals(horizon)]
 
 
-@lru_cache(maxsize=8)
-def _tree_totals(horizon: int) -> tuple[tuple[int, bool, int, int], ...]:
-    """(k, subtract, height h, Σ_t ‖digits(t)‖₁) of every tree of :func:`_tree_systems`
-    at this horizon (exact integers; cached: both bounds of ``auto`` read them)."""
-    out = []
-    for k, sub, system in _tree_systems():
-        h = system.height(horizon)
-        out.append((k, sub, h, system.digit_l1_total(horizon, h)))
-    return tuple(out)
-
-
-@lru_cache(maxsize=1)
-def _tree_systems() -> tuple[tuple[int, bool, DigitSystem], ...]:
-    """(k, subtract, digit system) of every k-ary tree ``compare`` searches by default
-    (k = 2 with subtraction is not one), in ``best_k``'s order of k."""
-    return tuple(
-        (k, subtract, DigitSystem.for_tree(k, subtract))
+def _tree_totals(horizon: int) -> list[tuple[int, bool, int, int]]:
+    """(k, subtract, height h, Σ_t ‖digits(t)‖₁) of every k-ary tree ``compare`` searches
+    by default (k = 2 with subtraction is not one), in ``best_k``'s order of k (exact
+    integers, :func:`~dpcount.analysis.advisor.tree_structure`, cached there)."""
+    return [
+        (k, sub, *tree_structure(horizon, k, sub, "mse"))
         for k in K_VALUES
-        for subtract in ((False, True) if k > 2 else (False,))
-    )
+        for sub in ((False, True) if k > 2 else (False,))
+    ]
 
 
 def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | None:
@@ -383,10 +371,9 @@ def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | No
     search over k with Gaussian noise; None when :func:`_gaussian_best_k` cannot single
     out that search's k (then the caller runs it).
 
-    The binary tree's and Honaker's rows come from ``compare`` restricted to them, each
-    k-ary row from ``compare`` restricted to the k-ary tree and the one k its search
-    picks: the same rows, built the same way, at a fraction of the cost (the search
-    builds every tree twice, with Laplace and Gaussian noise).
+    The rows come from ``compare`` restricted to these mechanisms and to the two k its
+    search picks (with and without subtraction): the same rows, built the same way, at
+    a fraction of the cost.
     """
     assert budget.delta is not None
     if DISCRETE_CAPABLE != _INTEGER_TREES:
@@ -397,28 +384,17 @@ def _integer_gaussian_rows(horizon: int, budget: Budget) -> list[Candidate] | No
         if k is None:
             return None
         ks.append(k)
+    # the full search's pick is in the pair and wins there too (ties: the smaller k, as
+    # in the full ascending order), so the search over the pair lists the same rows
     found = compare(
         horizon,
         budget=budget,
         metric="mse",
         certificates=False,
-        mechanisms=("binary", "honaker"),
+        mechanisms=tuple(_INTEGER_TREES),
+        k_values=sorted(set(ks)),
     )
-    rows = [r for r in found if r.noise == "gaussian"]
-    for k, sub in zip(ks, (False, True), strict=True):
-        if k == 2 and not sub:
-            continue  # the binary tree, listed on its own
-        label = f"kary-{k}" + ("-sub" if sub else "")
-        found = compare(
-            horizon,
-            budget=budget,
-            metric="mse",
-            certificates=False,
-            mechanisms=("kary",),
-            k_values=(k,),
-        )
-        rows += [r for r in found if r.noise == "gaussian" and r.label == label]
-    return rows
+    return [r for r in found if r.noise == "gaussian"]
 
 
 def _gaussian_best_k(horizon: int, budget: Budget, subtract: bool) -> int | None:
@@ -485,8 +461,7 @@ def _discrete_gaussian_floor(
         return cheap
     noise = budget.replace(noise=NoiseKind.DISCRETE_GAUSSIAN)
     variance: dict[int, float] = {}
-    for k, subtract, system in _tree_systems():  # one tree per height: its node variance
-        h = system.height(horizon)
+    for k, subtract, h, _ in _tree_totals(horizon):  # one tree per height: its node variance
         if h not in variance:
             mech = build_mechanism(
                 "kary", horizon=horizon, budget=noise, rng=0, k=k, subtract=subtract

@@ -43,7 +43,7 @@ def log_ndtr(x: float) -> float:
     from :func:`math.erfc` gives σ with the same bits in 178, and 261 have a step whose
     excess lies within 10⁻¹⁴·|log δ| of zero (where no error bound could decide it
     without scipy). Seeded and keyed releases need the same σ bits, so the function
-    stays scipy's; only its import is made cheap (~15 ms against ~0.2 s).
+    stays scipy's; only its import is made cheap (~1 ms against ~0.2 s).
     """
     return float(_log_ndtr_ufunc()(x))
 
@@ -51,11 +51,11 @@ def log_ndtr(x: float) -> float:
 @lru_cache(maxsize=1)
 def _log_ndtr_ufunc() -> Callable[[float], Any]:
     """The ufunc ``scipy.special.log_ndtr``: from ``scipy.special`` when imported, else
-    from its compiled module ``scipy.special._ufuncs`` alone (:func:`_ufuncs_alone`),
-    else (any failure there: another scipy layout) by importing ``scipy.special``."""
+    from its compiled module alone (:func:`_special_ufuncs_alone`), else (any failure
+    there: another scipy layout) by importing ``scipy.special``."""
     if "scipy.special" not in sys.modules:
         try:
-            return _ufuncs_alone().log_ndtr  # type: ignore[no-any-return]
+            return _special_ufuncs_alone().log_ndtr  # type: ignore[no-any-return]
         except Exception:  # any failure: the ordinary import below
             pass
     from scipy.special import log_ndtr as ufunc
@@ -63,38 +63,42 @@ def _log_ndtr_ufunc() -> Callable[[float], Any]:
     return ufunc  # type: ignore[no-any-return]
 
 
-def _ufuncs_alone() -> types.ModuleType:
-    """``scipy.special._ufuncs`` without running ``scipy/special/__init__.py`` (which
-    imports scipy's array-API layer, numpy.testing and numpy.f2py: ~0.2 s).
+#: the compiled module that defines ``scipy.special.log_ndtr`` (scipy ≥ 1.14)
+_SPECIAL_UFUNCS = "scipy.special._special_ufuncs"
 
-    While the compiled module loads, ``sys.modules["scipy.special"]`` holds a bare
-    package (its ``__path__`` only) marked as initializing, under that name's import
-    lock: a thread importing ``scipy.special`` meanwhile waits for the lock, then finds
-    no entry and imports the real package, which reuses the compiled modules loaded
-    here (``scipy.special.log_ndtr`` is then the same object; tested). The entry is
-    removed before the lock is released.
+
+def _special_ufuncs_alone() -> types.ModuleType:
+    """``scipy.special._special_ufuncs`` loaded from its file, without importing
+    ``scipy`` or ``scipy.special`` (their ``__init__`` modules import scipy's test
+    utilities, array-API layer, numpy.testing and numpy.f2py: ~0.2 s; this ~1 ms).
+
+    The extension module imports numpy only. It is loaded under its own name and
+    module lock and kept in ``sys.modules``, so a later ``import scipy.special``
+    reuses it: ``scipy.special.log_ndtr`` is then the same object (tested).
     """
     import importlib.machinery
-
-    import scipy
+    import importlib.util
 
     bootstrap: Any = getattr(importlib, "_bootstrap")  # noqa: B009 - the module lock
-    name = "scipy.special"
-    with bootstrap._ModuleLockManager(name):
-        if name in sys.modules:  # imported meanwhile
-            return importlib.import_module(name + "._ufuncs")
-        stub = types.ModuleType(name)
-        stub.__path__ = [os.path.join(next(iter(scipy.__path__)), "special")]
-        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
-        spec.submodule_search_locations = list(stub.__path__)
-        spec._initializing = True  # type: ignore[attr-defined]
-        stub.__spec__ = spec
-        sys.modules[name] = stub
-        try:
-            return importlib.import_module(name + "._ufuncs")
-        finally:
-            if sys.modules.get(name) is stub:
-                del sys.modules[name]
+    with bootstrap._ModuleLockManager(_SPECIAL_UFUNCS):
+        if _SPECIAL_UFUNCS in sys.modules:  # imported meanwhile
+            return sys.modules[_SPECIAL_UFUNCS]
+        scipy = importlib.util.find_spec("scipy")  # finds, does not import
+        assert scipy is not None and scipy.submodule_search_locations is not None
+        folder = os.path.join(next(iter(scipy.submodule_search_locations)), "special")
+        path = next(
+            p
+            for p in (
+                os.path.join(folder, "_special_ufuncs" + suffix)
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            )
+            if os.path.exists(p)
+        )
+        spec = importlib.util.spec_from_file_location(_SPECIAL_UFUNCS, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return sys.modules.setdefault(_SPECIAL_UFUNCS, module)
 
 
 def check_beta(beta: float) -> float:

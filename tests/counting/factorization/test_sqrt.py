@@ -375,3 +375,17 @@ def test_exact_tables_equal_math_comb_per_k() -> None:
         binom = math.comb(2 * k, k)
         a, b, c = 16 * a + binom**2, 16 * b + k * binom**2, 4 * c + binom
         assert (f[k], s[k], w[k], l1[k]) == (binom / 4**k, a / 16**k, b / 16**k, c / 4**k)
+
+
+def test_small_tables_are_prefixes_of_the_full_ones() -> None:
+    """A small horizon's tables (``_tables_to``, powers of two from 128) hold the full
+    tables' first entries bit for bit, and cover the indices asked for."""
+    from dpcount.counting.factorization import sqrt_toeplitz
+
+    full = sqrt_toeplitz._exact_tables()
+    for n in (0, 1, 100, 128, 129, 700, 1024, 5000):
+        small = sqrt_toeplitz._tables_to(n)
+        assert small[0].size >= min(n, sqrt_toeplitz._EXACT)
+        for got, want in zip(small, full, strict=True):
+            assert got.tolist() == want[: got.size].tolist()
+    assert sqrt_toeplitz._tables_to(100)[0].size == 128

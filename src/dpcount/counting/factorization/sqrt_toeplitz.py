@@ -77,18 +77,27 @@ _F2_SERIES = (
 )
 
 
-@lru_cache(maxsize=1)
-def _exact_tables() -> tuple[
-    NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]
-]:
-    """Correctly rounded f(k), S(k+1), W(k+1) = Σ_{j≤k} j f(j)², Σ_{j≤k} f(j) for k < 1024."""
-    f = np.empty(_EXACT)
-    s = np.empty(_EXACT)
-    w = np.empty(_EXACT)
-    l1 = np.empty(_EXACT)
+def _tables_to(
+    n: int,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`_exact_tables` for the indices below n ≤ 1024: the smallest power of two
+    ≥ n (at least 128) entries, the prefix of the full tables bit for bit (big-integer
+    work grows as the square of the size: a small horizon needs a fraction of it)."""
+    return _exact_tables(min(_EXACT, max(128, 1 << max(n - 1, 0).bit_length())))
+
+
+@lru_cache(maxsize=8)
+def _exact_tables(
+    size: int = _EXACT,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Correctly rounded f(k), S(k+1), W(k+1) = Σ_{j≤k} j f(j)², Σ_{j≤k} f(j) for k < size."""
+    f = np.empty(size)
+    s = np.empty(size)
+    w = np.empty(size)
+    l1 = np.empty(size)
     a = b = c = 0  # Σ_{j≤k} C(2j,j)²·16^{k−j}, the same weighted by j, Σ C(2j,j)·4^{k−j}
     binom, four, sixteen = 1, 1, 1  # C(2k, k), 4^k, 16^k: exact integers, updated per k
-    for k in range(_EXACT):
+    for k in range(size):
         if k:  # C(2k, k) = C(2k − 2, k − 1)·2k(2k − 1)/k², exactly (no math.comb per k)
             binom = binom * (2 * k) * (2 * k - 1) // (k * k)
             four <<= 2
@@ -134,7 +143,7 @@ def sqrt_coefficients(n: int) -> NDArray[np.float64]:
     above (the running product would accumulate ~k rounding errors).
     """
     n = check_integer("n", n, ge=0)
-    exact = _exact_tables()[0]
+    exact = _tables_to(n)[0]
     if n <= _EXACT:
         out: NDArray[np.float64] = exact[:n].copy()
         return out
@@ -153,7 +162,7 @@ def sqrt_coefficient_block(a: int, b: int) -> NDArray[np.float64]:
     b = check_integer("b", b, ge=a)
     out = np.empty(b - a)
     split = min(max(a, _EXACT), b)  # [a, split) from the exact table, [split, b) the series
-    out[: split - a] = _exact_tables()[0][a:split]
+    out[: split - a] = _tables_to(split)[0][a:split]
     if split < b:
         out[split - a :] = _f_tail(np.arange(split, b, dtype=np.float64))
     return out
@@ -161,7 +170,7 @@ def sqrt_coefficient_block(a: int, b: int) -> NDArray[np.float64]:
 
 def _f_at(k: int) -> float:
     if k < _EXACT:
-        return float(_exact_tables()[0][k])
+        return float(_tables_to(k + 1)[0][k])
     return float(_f_tail(np.array([float(k)]))[0])
 
 
@@ -192,7 +201,7 @@ def sqrt_l2_norm_squared(horizon: int) -> float:
     noise variance. Exact to ~1 ulp (see the module docstring); O(1).
     """
     T = check_integer("horizon", horizon, ge=1)
-    s = _exact_tables()[1]
+    s = _tables_to(T)[1]
     if T <= _EXACT:
         return float(s[T - 1])
     return float(s[-1]) + _power_sums(_EXACT, T, 0)
@@ -200,7 +209,7 @@ def sqrt_l2_norm_squared(horizon: int) -> float:
 
 def _weighted_sum(horizon: int) -> float:
     """W(T) = Σ_{k<T} k·f(k)²."""
-    w = _exact_tables()[2]
+    w = _tables_to(horizon)[2]
     if horizon <= _EXACT:
         return float(w[horizon - 1])
     return float(w[-1]) + _power_sums(_EXACT, horizon, 1)
@@ -224,7 +233,7 @@ def sqrt_l1_norm(horizon: int) -> float:
     """
     T = check_integer("horizon", horizon, ge=1)
     if T <= _EXACT:
-        return float(_exact_tables()[3][T - 1])
+        return float(_tables_to(T)[3][T - 1])
     return (2 * T - 1) * _f_at(T - 1)
 
 
