@@ -196,7 +196,7 @@ def _preset_digests(out: dict[str, str], name: str, objective: str, seed: int) -
             ("partial", r.integers(0, 3, T - T // 3 - 5).astype(float)),
         ):
             out[f"{key} batch {kind}"] = _digest(m.release(x))
-        for d in (1, 4) if T in (1000, 1 << 16, 1 << 17) else (3,):
+        for d in (1, 4, 8) if T in (1000, 1 << 16, 1 << 17) else (3,):
             vec = r.integers(-1, 3, (T - 17, d)).astype(float)
             out[f"{key} batch d={d}"] = _digest(m.release(vec))
         if T in (40000, 1 << 16):

@@ -432,6 +432,22 @@ def _scratch(work: Array | None, size: int) -> Array:
     return np.empty(size)
 
 
+#: widths up to which :func:`_copy_transposed` copies column by column
+_COLUMN_COPY_WIDTH = 4
+
+
+def _copy_transposed(dest: Array, src: Array) -> None:
+    """dest[t, d] = src[d, t] (``dest`` (T, D) C-contiguous). numpy's copy of the
+    transposed view runs D-long inner loops (one per step); a strided column per
+    coordinate instead is 2–5× faster for D ≤ 4 (measured at T = 2^16: 112 µs instead
+    of 252 at D = 4), slower from D = 8. A copy: the same floats."""
+    if src.shape[0] <= _COLUMN_COPY_WIDTH:
+        for d, row in enumerate(src):
+            dest[:, d] = row
+    else:
+        np.copyto(dest, src.T)
+
+
 def _two_sum_error_into(a: Array, b: Array, s: Array, work: Array) -> None:
     """b = (a − (s − bb)) + (b − bb), bb = s − a: :func:`_two_sum_error` written over
     ``b`` (its operations on the same values: the same floats)."""
@@ -470,7 +486,7 @@ def _block_sums(rows: Array, start: Array, res: Array, work: Array | None = None
     flat, err = res.reshape(-1), rows.reshape(-1)  # the errors overwrite the steps
     _two_sum_error_into(flat[:-1], err[1:], flat[1:], _scratch(work, R * K * b - 1))
     err[::b] = 0.0  # each block's first step: no addition
-    ends = res[:, :-1, -1]  # P_end of every block but the last
+    ends = res[:, :-1, -1].copy()  # P_end of every block but the last (one gather)
     hi = np.empty((R, K))
     hi[:, 0] = start
     hi[:, 1:] = ends
@@ -904,7 +920,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         x *= e.reshape(1, K, c)
         res = chunks  # the rows are read: they receive the sums
         _block_sums(x, self._sum, res, work=z)  # z is read: its scratch
-        np.copyto(dest, res.reshape(D, K * c).T)
+        _copy_transposed(dest, res.reshape(D, K * c))
         self._sum = np.array(dest[-1], dtype=np.float64)
 
     def _vector_next(self) -> Any:
