@@ -593,3 +593,30 @@ def test_block_sums_are_the_blocks_first_layout_bit_for_bit(R: int, cancelling: 
     # the blocks-first reference
     want = _blocks_first_sums(np.ascontiguousarray(x.transpose(1, 0, 2)), start).transpose(1, 0, 2)
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("rows", [1, 37, 256, 2048, 8192 + 96])
+def test_upper_times_is_the_full_product_bit_for_bit(rows: int) -> None:
+    """``_upper_times`` (issue 33 item 3: the triangular chunk products in two halves of
+    columns, a quarter fewer multiply-adds) gives the full product's floats for the
+    chunks' Toeplitz G_c transposed and the partial-sum ones, on values spread over
+    2^±40 and on cancelling rows; a matrix with one entry below the diagonal (not
+    upper-triangular: the halves leave it out) is caught."""
+    from dpcount.counting.factorization import normalized_blt as nb
+    from dpcount.counting.factorization.blt import _rows_times
+
+    m = NormalizedBLT.optimized(1 << 12, **GAUSS, rng=3)  # the shipped decays
+    proc = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(1), None))
+    G = proc._chunk_matrices(32)[0]
+    rng = np.random.default_rng(rows)
+    a = rng.standard_normal((rows, 32)) * np.exp2(rng.uniform(-40, 40, (rows, 32)))
+    a[::3, 1::2] = -a[::3, ::2]  # pairs that cancel to zero in the sums
+    for b in (np.ascontiguousarray(G.T), nb._partial_sum_matrix(32)):
+        got = np.empty((rows, 32))
+        nb._upper_times(a, b, got)
+        want = _rows_times(a, b)
+        assert got.tobytes() == want.tobytes()
+        lower = b.copy()
+        lower[20, 3] = 0.5
+        nb._upper_times(a, lower, got)
+        assert not np.array_equal(got, _rows_times(a, lower))
