@@ -27,8 +27,11 @@ change must leave every released value bit-identical.
 
 ``--stages NAME:log2T[:DIM]`` (a scaled preset) prints instead the least process CPU
 time of each stage of a release over ``--repeats`` (the draw, w = G z in chunks, the
-buffers across the chunks, the running sum, adding the data's sums with the float-safe
-snap, the input check, the noise source and process) as multiples of the floor.
+buffers across the chunks, the running sum, the triangular products within the chunks,
+the vector sums moved into the (T, d) output, adding the data's sums with the float-safe
+snap and the snap alone, the input check, the noise source and process) as multiples of
+the floor (indented stages are parts of the one above them; the triangular products are
+parts of both w = G z and the running sum).
 
 Run: ``PYTHONPATH=src python benchmarks/bench_scaled_batch.py [--horizons 16 17]
 [--names blt normalized-blt] [--dims 4] [--repeats 7] [--profile NAME:log2T:OBJECTIVE]
@@ -117,6 +120,7 @@ def stages(spec: str, repeats: int) -> None:
     """The least CPU time of each stage of a release (module docstring), × the floor."""
     import collections
 
+    import dpcount.counting._steps as steps
     import dpcount.counting.base as base
     from dpcount.counting.factorization import normalized_blt as nb
     from dpcount.privacy.source import NoiseSource
@@ -140,18 +144,22 @@ def stages(spec: str, repeats: int) -> None:
         setattr(owner, attr, call)
 
     process = nb.NormalizedBLTNoiseProcess
-    for owner, attr, label in (
+    table = (  # printed in this order: indented stages are parts of the one above
         (base, "check_stream_array", "input check"),
         (NoiseSource, "generator", "noise source"),
         (CLASSES[name], "noise_process", "noise process"),
-        (process, "_draw", "draw (+ row weights)"),
-        (process, "_chunked_w", "w = G z (scalar)"),
-        (process, "_vector_block", "vector block (all)"),
-        (nb, "across_chunks", "  buffers across chunks"),
-        (nb, "_block_sums", "  running sum"),
         (process, "_compute", "noise (all)"),
+        (process, "_draw", "  draw (+ row weights)"),
+        (process, "_chunked_w", "  w = G z (scalar)"),
+        (process, "_vector_block", "  vector block (all)"),
+        (nb, "across_chunks", "    buffers across chunks"),
+        (nb, "_block_sums", "    running sum"),
+        (nb, "_upper_times", "    triangular products (both)"),
+        (nb, "_copy_transposed", "    sums into (T, d)"),
         (base, "add_running_sums", "sums + float-safe snap"),
-    ):
+        (steps, "_combine", "  float-safe snap"),
+    )
+    for owner, attr, label in table:
         timed(owner, attr, label)
     shape = (T,) if dim is None else (T, dim)
     mech = CLASSES[name].optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
@@ -167,8 +175,10 @@ def stages(spec: str, repeats: int) -> None:
             best[label] = min(best[label], value)
     floor = best.pop("floor")
     print(f"{name} T=2^{k} dim={dim}: floor {floor * 1e3:.3f} ms, load {os.getloadavg()}")
-    for label, value in best.items():
-        print(f"  {label:<26} {value * 1e3:8.3f} ms {value / floor:6.2f}x")
+    for label in [row[2] for row in table] + ["release (all)"]:
+        if label in best:
+            value = best[label]
+            print(f"  {label:<30} {value * 1e3:8.3f} ms {value / floor:6.2f}x")
 
 
 def _digest(a: object) -> str:
