@@ -458,23 +458,36 @@ def _two_sum_error_into(a: Array, b: Array, s: Array, work: Array) -> None:
     np.add(work, b, out=b)
 
 
+#: multiply-adds per row block of a chunk product (``blt._rows_times``' blocks)
+_PRODUCT_BLOCK = 1 << 18
+
+
 def _upper_times(a: Array, b: Array, out: Array) -> None:
     """out = a @ b for an upper-triangular c × c ``b`` (b[l, j] = 0 for l > j; the
     chunks' Toeplitz G_c transposed, the partial-sum ones), in two halves of columns:
     the first h = c/2 from the first h columns of ``a`` alone, a quarter fewer
     multiply-adds than the full product.
 
-    The same floats as the full product: BLAS accumulates each output in one sequence
-    over l from +0 (measured here: ``x @ U`` is numpy's sequential ``cumsum`` bit for
-    bit), and the terms l > j left out are exact zeros, which leave a sum unchanged (a
-    sum that starts at +0 is −0 never). Tested bit for bit against the full product on
-    values spread over 2^±40, and by the release digests (benchmarks/
-    bench_scaled_batch.py ``--digests``).
+    The same floats as the full product (``blt._rows_times``): BLAS's matrix product
+    accumulates each output in one sequence over l from +0 (measured here: ``x @ U``
+    is numpy's sequential ``cumsum`` bit for bit), and the terms l > j left out are
+    exact zeros, which leave a sum unchanged (a sum that starts at +0 is −0 never). A
+    row the full product computes alone (its last block of one row: numpy's
+    vector-matrix product, another summation) is computed as it is there. Tested bit
+    for bit against the full product for every row count up to 2600 and by the
+    release digests (benchmarks/bench_scaled_batch.py ``--digests``).
     """
-    h = b.shape[1] // 2
-    if h:
+    k, c = b.shape
+    h = c // 2
+    if not h:
+        _rows_times(a, b, out)
+        return
+    if a.shape[0] % max(1, _PRODUCT_BLOCK // (k * c)) == 1:  # the single row: as there
+        np.matmul(a[-1:], np.ascontiguousarray(b), out=out[-1:])
+        a, out = a[:-1], out[:-1]
+    if a.shape[0]:
         _rows_times(a[:, :h], b[:h, :h], out[:, :h])
-    _rows_times(a, b[:, h:], out[:, h:])
+        _rows_times(a, b[:, h:], out[:, h:])
 
 
 def _block_sums(rows: Array, start: Array, res: Array, work: Array | None = None) -> None:
