@@ -192,7 +192,7 @@ def _preset_digests(out: dict[str, str], name: str, objective: str, seed: int) -
     cls = CLASSES[name]
     r = np.random.default_rng(100 + seed)
     budget = Budget(epsilon=1.0, delta=1e-6)
-    horizons = [1000, 1 << 15, (1 << 15) + 7, 40000, 1 << 16]
+    horizons = [1000, 1 << 15, (1 << 15) + 7, 32800, 40000, 1 << 16]  # 32800: 1025 chunks
     if name == "row-scaled-blt":
         horizons += [(1 << 16) + 33, 1 << 17]
     for T in horizons:
