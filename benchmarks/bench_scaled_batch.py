@@ -160,7 +160,8 @@ def stages(spec: str, repeats: int) -> None:
         (steps, "_combine", "  float-safe snap"),
     )
     for owner, attr, label in table:
-        timed(owner, attr, label)
+        if hasattr(owner, attr):  # (an older tree may lack a stage)
+            timed(owner, attr, label)
     shape = (T,) if dim is None else (T, dim)
     mech = CLASSES[name].optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
     zeros = np.zeros(shape)
