@@ -19,23 +19,36 @@ process's: ``scipy.signal`` is imported first (:mod:`dpcount._scipy` runs short
 first-order filters in Python until 2^18 steps in a process, then scipy's C; the plain
 BLT's filters across its chunks measured ~6× instead of ~2.8× at 2^16 while in Python).
 
+``--digests FILE`` writes sha256 digests of seeded releases of both scaled presets
+(module :func:`digests`: batch releases scalar and vector, whole and partial, at the
+accurate and the plain horizons, and streams); ``--compare BEFORE AFTER`` compares two
+such files (run ``--digests`` with ``PYTHONPATH`` at each tree's ``src``): a speed
+change must leave every released value bit-identical.
+
 ``--stages NAME:log2T[:DIM]`` (a scaled preset) prints instead the least process CPU
 time of each stage of a release over ``--repeats`` (the draw, w = G z in chunks, the
-buffers across the chunks, the running sum, adding the data's sums with the float-safe
-snap, the input check, the noise source and process) as multiples of the floor.
+buffers across the chunks, the running sum, the triangular products within the chunks,
+the vector sums moved into the (T, d) output, adding the data's sums with the float-safe
+snap and the snap alone, the input check, the noise source and process) as multiples of
+the floor (indented stages are parts of the one above them; the triangular products are
+parts of both w = G z and the running sum).
 
 Run: ``PYTHONPATH=src python benchmarks/bench_scaled_batch.py [--horizons 16 17]
 [--names blt normalized-blt] [--dims 4] [--repeats 7] [--profile NAME:log2T:OBJECTIVE]
-[--stages NAME:log2T:DIM]``.
+[--stages NAME:log2T:DIM] [--digests FILE] [--compare BEFORE AFTER]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
+import json
 import os
 import pstats
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.signal  # noqa: F401  # a long-running process's filters (module docstring)
@@ -107,6 +120,7 @@ def stages(spec: str, repeats: int) -> None:
     """The least CPU time of each stage of a release (module docstring), × the floor."""
     import collections
 
+    import dpcount.counting._steps as steps
     import dpcount.counting.base as base
     from dpcount.counting.factorization import normalized_blt as nb
     from dpcount.privacy.source import NoiseSource
@@ -130,19 +144,24 @@ def stages(spec: str, repeats: int) -> None:
         setattr(owner, attr, call)
 
     process = nb.NormalizedBLTNoiseProcess
-    for owner, attr, label in (
+    table = (  # printed in this order: indented stages are parts of the one above
         (base, "check_stream_array", "input check"),
         (NoiseSource, "generator", "noise source"),
         (CLASSES[name], "noise_process", "noise process"),
-        (process, "_draw", "draw (+ row weights)"),
-        (process, "_chunked_w", "w = G z (scalar)"),
-        (process, "_vector_block", "vector block (all)"),
-        (nb, "across_chunks", "  buffers across chunks"),
-        (nb, "_block_sums", "  running sum"),
         (process, "_compute", "noise (all)"),
+        (process, "_draw", "  draw (+ row weights)"),
+        (process, "_chunked_w", "  w = G z (scalar)"),
+        (process, "_vector_block", "  vector block (all)"),
+        (nb, "across_chunks", "    buffers across chunks"),
+        (nb, "_block_sums", "    running sum"),
+        (nb, "_upper_times", "    triangular products (both)"),
+        (nb, "_copy_transposed", "    sums into (T, d)"),
         (base, "add_running_sums", "sums + float-safe snap"),
-    ):
-        timed(owner, attr, label)
+        (steps, "_combine", "  float-safe snap"),
+    )
+    for owner, attr, label in table:
+        if hasattr(owner, attr):  # (an older tree may lack a stage)
+            timed(owner, attr, label)
     shape = (T,) if dim is None else (T, dim)
     mech = CLASSES[name].optimized(T, budget=Budget(epsilon=1.0, delta=1e-6), rng=0)
     zeros = np.zeros(shape)
@@ -157,8 +176,64 @@ def stages(spec: str, repeats: int) -> None:
             best[label] = min(best[label], value)
     floor = best.pop("floor")
     print(f"{name} T=2^{k} dim={dim}: floor {floor * 1e3:.3f} ms, load {os.getloadavg()}")
-    for label, value in best.items():
-        print(f"  {label:<26} {value * 1e3:8.3f} ms {value / floor:6.2f}x")
+    for label in [row[2] for row in table] + ["release (all)"]:
+        if label in best:
+            value = best[label]
+            print(f"  {label:<30} {value * 1e3:8.3f} ms {value / floor:6.2f}x")
+
+
+def _digest(a: object) -> str:
+    arr = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    return hashlib.sha256(arr.tobytes()).hexdigest()[:20]
+
+
+def _preset_digests(out: dict[str, str], name: str, objective: str, seed: int) -> None:
+    """Batch releases (scalar steps of zeros, 0/1, fractional and large whole numbers;
+    a partial release; vector steps) and streams of one preset, 3 seeds."""
+    cls = CLASSES[name]
+    r = np.random.default_rng(100 + seed)
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    horizons = [1000, 1 << 15, (1 << 15) + 7, 32800, 40000, 1 << 16]  # 32800: 1025 chunks
+    if name == "row-scaled-blt":
+        horizons += [(1 << 16) + 33, 1 << 17]
+    for T in horizons:
+        m = cls.optimized(T, objective=objective, budget=budget, rng=seed)
+        key = f"{name} {objective} T={T} s{seed}"
+        for kind, x in (
+            ("zeros", np.zeros(T)),
+            ("bits", r.integers(0, 2, T).astype(float)),
+            ("frac", r.normal(0, 1, T)),
+            ("big", np.concatenate([[2.0**50], r.integers(-3, 4, T - 1).astype(float)])),
+            ("partial", r.integers(0, 3, T - T // 3 - 5).astype(float)),
+        ):
+            out[f"{key} batch {kind}"] = _digest(m.release(x))
+        for d in (1, 4, 8) if T in (1000, 1 << 16, 1 << 17) else (3,):
+            vec = r.integers(-1, 3, (T - 17, d)).astype(float)
+            out[f"{key} batch d={d}"] = _digest(m.release(vec))
+        if T in (40000, 1 << 16):
+            s = m.stream()
+            vals = [s.update(float(v)) for v in r.integers(0, 3, 5000)]
+            vals += list(s.update_many(r.normal(0, 1, 9000)))
+            out[f"{key} stream"] = _digest(vals)
+
+
+def digests() -> dict[str, str]:
+    """Every digest of :func:`_preset_digests`, keyed by what was released."""
+    out: dict[str, str] = {}
+    for name in SCALED:
+        for objective in ("mean", "max"):
+            for seed in (1, 2, 3):
+                _preset_digests(out, name, objective, seed)
+    return out
+
+
+def compare(before: str, after: str) -> None:
+    old, new = (json.loads(Path(f).read_text()) for f in (before, after))
+    differ = sorted(k for k in old if old[k] != new.get(k))
+    print(f"{len(old)} digests compared, {len(differ)} differ")
+    for key in differ:
+        print("  differs:", key)
+    sys.exit(1 if differ or set(old) != set(new) else 0)
 
 
 def main() -> None:
@@ -170,7 +245,17 @@ def main() -> None:
     parser.add_argument("--names", nargs="+", default=list(CLASSES))
     parser.add_argument("--profile", help="NAME:log2T:OBJECTIVE: cProfile 3 releases instead")
     parser.add_argument("--stages", help="NAME:log2T[:DIM]: each stage's least time instead")
+    parser.add_argument("--digests", metavar="FILE", help="write release digests instead")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     opts = parser.parse_args()
+    if opts.compare:
+        compare(*opts.compare)
+        return
+    if opts.digests:
+        found = digests()
+        Path(opts.digests).write_text(json.dumps(found, indent=0, sort_keys=True))
+        print(f"{len(found)} digests")
+        return
     if opts.profile:
         profile(opts.profile)
         return

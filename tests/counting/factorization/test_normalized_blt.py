@@ -593,3 +593,40 @@ def test_block_sums_are_the_blocks_first_layout_bit_for_bit(R: int, cancelling: 
     # the blocks-first reference
     want = _blocks_first_sums(np.ascontiguousarray(x.transpose(1, 0, 2)), start).transpose(1, 0, 2)
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("rows", [1, 37, 257, 2049, 8192 + 96])
+def test_upper_times_is_the_full_product_bit_for_bit(rows: int) -> None:
+    """``_upper_times`` (issue 33 item 3: the triangular chunk products in two halves of
+    columns, a quarter fewer multiply-adds) gives the full product's floats for the
+    chunks' Toeplitz G_c transposed and the partial-sum ones, on values spread over
+    2^±40 and on cancelling rows, for row counts whose last block of the full product
+    is one row (1, 257, 2049: numpy's vector-matrix product there) or not, and for the
+    first 300 row counts (the partial sums); a matrix with one entry below the diagonal
+    (not upper-triangular: the halves leave it out) is caught."""
+    from dpcount.counting.factorization import normalized_blt as nb
+    from dpcount.counting.factorization.blt import _rows_times
+
+    m = NormalizedBLT.optimized(1 << 12, **GAUSS, rng=3)  # the shipped decays
+    proc = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(1), None))
+    G = proc._chunk_matrices(32)[0]
+    rng = np.random.default_rng(rows)
+    a = rng.standard_normal((max(rows, 300), 32)) * np.exp2(
+        rng.uniform(-40, 40, (max(rows, 300), 32))
+    )
+    a[::3, 1::2] = -a[::3, ::2]  # pairs that cancel to zero in the sums
+    U = nb._partial_sum_matrix(32)
+    for b in (np.ascontiguousarray(G.T), U):
+        got = np.empty((rows, 32))
+        nb._upper_times(a[:rows], b, got)
+        assert got.tobytes() == _rows_times(a[:rows], b).tobytes()
+        if rows > 1:  # (one row alone is the full product)
+            lower = b.copy()
+            lower[20, 3] = 0.5
+            nb._upper_times(a[:rows], lower, got)
+            assert not np.array_equal(got, _rows_times(a[:rows], lower))
+    if rows == 1:
+        for count in range(2, 300):
+            got = np.empty((count, 32))
+            nb._upper_times(a[:count], U, got)
+            assert got.tobytes() == _rows_times(a[:count], U).tobytes()
