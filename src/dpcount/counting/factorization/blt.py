@@ -111,10 +111,15 @@ _BLOCK_VECTOR = 8
 #: 3.7, 3.6, 3.6, 4.2, 6.2× at T = 2^16, d = 4; 5.5, 4.2, 3.6, 3.2, 3.2, 3.0, 3.0× at
 #: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults)
 _VECTOR_BLOCK_VALUES = 1 << 16
-#: columns per block of a fused vector step (measured in thread CPU time at d = 10^5,
-#: 8 buffers, on the loaded 2-core development machine: 16384 columns 2.13× drawing d
-#: normals, 8192: 2.27×, 4096: 2.41×, the unfused step 2.35×)
-_STEP_COLUMNS = 16384
+#: most columns per block of a fused vector step; a step of d columns takes
+#: ⌈d / this⌉ blocks of equal width (:func:`_step_width`). Each block costs ~18 µs of
+#: Python and ufunc-call overhead with the stream's snap (8 buffers); at d = 10^5 the
+#: state lives in the L3 cache whatever the width, so fewer blocks win: stream update ÷
+#: drawing d normals, process CPU, median of 6 alternating rounds (load 2-3, 2-core
+#: machine): 12500 columns (8 blocks) 2.25×, 16384 (7 blocks, the last short) 2.23×,
+#: 20000 (5) 2.03×, 25000 (4) 2.02×, 33334 (3) 2.03× (earlier, loaded: 16384 2.13×,
+#: 8192 2.27×, 4096 2.41×, the unfused step 2.35×)
+_STEP_COLUMNS = 32768
 #: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
 _MIN_ONE_PLUS_DECAY = 1e-6
 #: smallest decay and scale accepted: far above the subnormals, so that the root
@@ -122,6 +127,14 @@ _MIN_ONE_PLUS_DECAY = 1e-6
 _MIN_PARAMETER = 1e-100
 #: smallest relative gap between adjacent decays (the shipped tables keep >= 5e-11)
 _MIN_DECAY_GAP = 1e-13
+
+
+def _step_width(d: int) -> int:
+    """Columns per block of a fused vector step of ``d`` columns: ⌈d / b⌉ for the fewest
+    blocks b of at most :data:`_STEP_COLUMNS` (equal widths: no short last block that
+    costs a block's overhead for a few columns)."""
+    blocks = -(-d // _STEP_COLUMNS)
+    return max(1, -(-d // max(1, blocks)))
 
 
 def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, Array]:
@@ -835,8 +848,9 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
         decay = self._decay[:n, None]
-        for a in range(0, len(z), _STEP_COLUMNS):
-            qb, zb = q[:, a : a + _STEP_COLUMNS], z[a : a + _STEP_COLUMNS]
+        width = _step_width(len(z))
+        for a in range(0, len(z), width):
+            qb, zb = q[:, a : a + width], z[a : a + width]
             qb[:n] *= decay
             qb += zb
             # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
