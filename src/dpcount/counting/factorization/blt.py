@@ -540,6 +540,11 @@ def compensated_filter(x: Array, r: float, r_lo: float, start: Any) -> Array:
     return y
 
 
+def _product_rows(k: int, n: int) -> int:
+    """Rows per block of :func:`_rows_times`' products with a k × n right factor."""
+    return max(1, (1 << 18) // (k * n))
+
+
 def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False) -> Array:
     """a @ b (into ``out``, or added to it) for a tall a and a small b, in row blocks
     of ≤ 2^18 multiply-adds.
@@ -550,7 +555,7 @@ def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False)
     """
     k, n = b.shape
     b = np.ascontiguousarray(b)
-    rows = max(1, (1 << 18) // (k * n))
+    rows = _product_rows(k, n)
     if out is None:
         out = np.empty((a.shape[0], n))
     for start in range(0, a.shape[0], rows):
@@ -775,23 +780,53 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         Every value is computed by the same operations in the same order as the
         (K, n + 1) layout, so the noise is the same to the bit (tested)."""
         B, P, F, rc, lo = mats
-        K = len(rows)
+        K, c = rows.shape
         q0 = self._q.reshape(-1)  # a view: (n + 1,) or (n + 1, 1)
-        E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n + 1, K)
+        m = len(q0)
+        # the products in _rows_times' row blocks (the same calls, so the same floats:
+        # a product's rounding can depend on its row count), rows·Pᵀ written transposed
+        # into E block by block while in cache
+        per_p, per_b = _product_rows(c, m), _product_rows(c, c)
+        E = np.empty((m, K))  # (n + 1, K): each chunk's own part of the state
+        own, w_all = np.empty((min(K, per_p), m)), np.empty((min(K, per_b), c))
+        PT, BT = np.ascontiguousarray(P.T), np.ascontiguousarray(B.T)
+        for a in range(0, K, per_p):
+            e = own[: min(K, a + per_p) - a]
+            np.matmul(rows[a : a + per_p], PT, out=e)
+            E[:, a : a + per_p] = e.T
         prev = np.empty_like(E)  # prev[i, k]: buffer i before chunk k
         prev[:, 0] = q0
-        for i in range(len(q0)):
+        for i in range(m):  # while E is in cache
             if K > 1:  # lfilter's first output is E[i, 0] + rc_i·q0_i, as below
                 prev[i, 1:] = compensated_filter(E[i, :-1], rc[i], lo[i], q0[i])
             last = E[i, -1] if lo[i] == 0.0 else lo[i] * prev[i, -1] + E[i, -1]
             q0[i] = rc[i] * prev[i, -1] + last
-        _rows_times(rows, B.T, out)
+        for a in range(0, K, per_b):  # out = rows·Bᵀ: each block read before it is written
+            w = w_all[: min(K, a + per_b) - a]
+            np.matmul(rows[a : a + per_b], BT, out=w)
+            out[a : a + per_b] = w  # ``out`` may be ``rows`` itself
         _rows_times(prev.T, F.T, out, add=True)
 
     def _compute(self, dest: Array) -> None:
         """Draw z for the next len(dest) computed steps and write their noise to dest."""
+        self._fill(self.noise.sample((len(dest), *self._tail)), dest)
+
+    def _compute_new(self, n: int) -> Array | None:
+        """The noise of the next n steps computed in the array of their draws z (a
+        fresh array the source hands over: every chunk's products read its block of z
+        before its noise is written there), so a batch allocates, faults and streams one
+        array of n·d values instead of two. The same floats as :meth:`_compute`."""
+        z = self.noise.sample((n, *self._tail))
+        if z.dtype == np.float64 and z.flags.c_contiguous and z.flags.writeable:
+            self._fill(z, z)
+            return z
+        out = np.empty(z.shape)  # pragma: no cover - the sources hand out fresh float64
+        self._fill(z, out)
+        return out
+
+    def _fill(self, z: Array, dest: Array) -> None:
+        """The noise of the draws z into dest (which may be z itself)."""
         m = len(dest)
-        z = self.noise.sample((m, *self._tail))
         c = _BLOCK_SCALAR if self.dim is None else _BLOCK_VECTOR
         full = (m // c) * c
         if full:
