@@ -60,6 +60,7 @@ matrix product, across chunks a first-order recursion per buffer
 from __future__ import annotations
 
 import math
+import sys
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -812,15 +813,24 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         self._fill(self.noise.sample((len(dest), *self._tail)), dest)
 
     def _compute_new(self, n: int) -> Array | None:
-        """The noise of the next n steps computed in the array of their draws z (a
-        fresh array the source hands over: every chunk's products read its block of z
-        before its noise is written there), so a batch allocates, faults and streams one
-        array of n·d values instead of two. The same floats as :meth:`_compute`."""
+        """The noise of the next n steps computed in the array of their draws z when
+        nothing else holds it (every chunk's products read its block of z before its
+        noise is written there), so a batch allocates, faults and streams one array of
+        n·d values instead of two; else into a new array. The same floats as
+        :meth:`_compute`."""
         z = self.noise.sample((n, *self._tail))
-        if z.dtype == np.float64 and z.flags.c_contiguous and z.flags.writeable:
+        # an array that owns its data, referenced only here (the local and the call's
+        # argument): not a view of a sampler's buffer nor one it keeps (e.g. a replay)
+        if (
+            z.base is None
+            and sys.getrefcount(z) <= 2
+            and z.dtype == np.float64
+            and z.flags.c_contiguous
+            and z.flags.writeable
+        ):
             self._fill(z, z)
             return z
-        out = np.empty(z.shape)  # pragma: no cover - the sources hand out fresh float64
+        out = np.empty(z.shape)
         self._fill(z, out)
         return out
 
