@@ -388,6 +388,7 @@ def test_batch_noise_computed_in_its_draws_equals_a_separate_array(
     never written (the noise goes to a new array then)."""
     from dpcount.counting.factorization import blt as blt_module
 
+    monkeypatch.setattr(blt_module, "_IN_DRAWS_VALUES", 1)  # every batch, however small
     T = blt_module.COMPENSATE_ABOVE + 1000  # the compensated decays too
     m = BLT.optimized(T, epsilon=1.0, delta=1e-6, rng=3)
     tail = () if dim is None else (dim,)

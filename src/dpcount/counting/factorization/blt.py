@@ -121,6 +121,12 @@ _VECTOR_BLOCK_VALUES = 1 << 16
 #: 20000 (5) 2.03×, 25000 (4) 2.02×, 33334 (3) 2.03× (earlier, loaded: 16384 2.13×,
 #: 8192 2.27×, 4096 2.41×, the unfused step 2.35×)
 _STEP_COLUMNS = 32768
+#: a batch of at least this many values computes its noise in the array of its draws
+#: (:meth:`BLTNoiseProcess._compute_new`: one fresh array's page faults saved, at T =
+#: 10^6 0.87-0.91× the release's CPU, ``bench_before_after.py``); below it two arrays
+#: (the scratch copy of each block of rows·Bᵀ cost 1-3 % at T = 2^16, where the heap
+#: recycles the arrays without faults)
+_IN_DRAWS_VALUES = 1 << 18
 #: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
 _MIN_ONE_PLUS_DECAY = 1e-6
 #: smallest decay and scale accepted: far above the subnormals, so that the root
@@ -808,10 +814,14 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
                 prev[i, 1:] = compensated_filter(E[i, :-1], rc[i], lo[i], q0[i])
             last = E[i, -1] if lo[i] == 0.0 else lo[i] * prev[i, -1] + E[i, -1]
             q0[i] = rc[i] * prev[i, -1] + last
+        in_place = np.may_share_memory(out, rows)
         for a in range(0, K, per_b):  # out = rows·Bᵀ: each block read before it is written
+            if not in_place:
+                np.matmul(rows[a : a + per_b], BT, out=out[a : a + per_b])
+                continue
             w = w_all[: min(K, a + per_b) - a]
             np.matmul(rows[a : a + per_b], BT, out=w)
-            out[a : a + per_b] = w  # ``out`` may be ``rows`` itself
+            out[a : a + per_b] = w
         _rows_times(prev.T, F.T, out, add=True)
 
     def _compute(self, dest: Array) -> None:
@@ -824,6 +834,8 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         noise is written there), so a batch allocates, faults and streams one array of
         n·d values instead of two; else into a new array. The same floats as
         :meth:`_compute`."""
+        if n * (1 if self.dim is None else self.dim) < _IN_DRAWS_VALUES:
+            return None  # small: from the heap without faults; the copy-free products win
         z = self.noise.sample((n, *self._tail))
         # an array that owns its data, referenced only here (the local and the call's
         # argument): not a view of a sampler's buffer nor one it keeps (e.g. a replay)
