@@ -422,7 +422,7 @@ def test_step_width_takes_the_fewest_equal_blocks() -> None:
         blocks = -(-d // width)
         assert width <= _STEP_COLUMNS and blocks == -(-d // _STEP_COLUMNS)
         assert d - (blocks - 1) * width >= width - blocks  # the last block is not short
-    assert _step_width(10**5) == 25000
+    assert _step_width(10**5) == 50000
 
 
 def test_vector_stream_steps_refuse_bad_steps_and_keep_their_outputs() -> None:

@@ -114,13 +114,15 @@ _BLOCK_VECTOR = 8
 _VECTOR_BLOCK_VALUES = 1 << 16
 #: most columns per block of a fused vector step; a step of d columns takes
 #: ⌈d / this⌉ blocks of equal width (:func:`_step_width`). Each block costs ~18 µs of
-#: Python and ufunc-call overhead with the stream's snap (8 buffers); at d = 10^5 the
-#: state lives in the L3 cache whatever the width, so fewer blocks win: stream update ÷
-#: drawing d normals, process CPU, median of 6 alternating rounds (load 2-3, 2-core
-#: machine): 12500 columns (8 blocks) 2.25×, 16384 (7 blocks, the last short) 2.23×,
-#: 20000 (5) 2.03×, 25000 (4) 2.02×, 33334 (3) 2.03× (earlier, loaded: 16384 2.13×,
-#: 8192 2.27×, 4096 2.41×, the unfused step 2.35×)
-_STEP_COLUMNS = 32768
+#: Python and ufunc-call overhead with the stream's snap (8 buffers), and at d = 10^5
+#: the state (7 MB) lives in the L3 cache whatever the width, so fewer blocks win:
+#: ``bench_before_after.py --quick --only blt_step --rounds 8`` against 0.4, A÷B of
+#: the least CPU of ``stream.update`` / the noise step (2026-12-07, load 1.9-2.0 on
+#: the 2 shared cores): 20000 columns (5 blocks) 1.010 / 0.983, 32768 (4) 1.010-1.016 /
+#: 0.974-0.980, 65536 (2) 0.998, 1.003 / 0.968, 0.961, 131072 (1) 1.001, 0.993 / 0.955,
+#: 0.952 (16384, 7 blocks with a short last one: 1.03-1.05 / ~1.00). Earlier, loaded:
+#: 16384 2.13× drawing d normals, 8192: 2.27×, 4096: 2.41×, the unfused step 2.35×
+_STEP_COLUMNS = 65536
 #: a batch of at least this many values computes its noise in the array of its draws
 #: (:meth:`BLTNoiseProcess._compute_new`: one fresh array's page faults saved, at T =
 #: 10^6 0.87-0.91× the release's CPU, ``bench_before_after.py``); below it two arrays
