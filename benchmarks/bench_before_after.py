@@ -196,8 +196,8 @@ bb61bd6, 07:58-07:59): step 0.954 / 0.959, stream 1.015 / 1.015, batch 1.101 / 1
 (flagged): after the tree group 0.4's release no longer faults (17.8 ms, 20.6 ms
 alone), so only the computation is compared, and 0.5 computes more: the snap's ~10
 elementwise passes per value (~1.5 ms per 10^6 values, ``add_running_sums`` and
-``snap_release``) and the compensated decays' second filter (~0.3 ms); main in that
-mode: 1.008 / 1.000 against this branch.
+``snap_release``) and the compensated decays' second filter (~0.3 ms); this branch
+against main in that mode: 1.008 / 1.000.
 
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
