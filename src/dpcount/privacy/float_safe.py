@@ -573,29 +573,13 @@ def snap_in_blocks(
         return general
     sign = not float(low) > 0.0
     plus = float(low) >= grid
-    # _snap_scaled's float-sum passes written out (a block costs a call of each ufunc; a
-    # 0-d float64 operand is taken ~0.2 µs faster than a Python float, the same product)
-    inv, g = np.array(inverse), np.array(float(grid))
-    u_all, q_all = work[0], work[1]
-    multiply, subtract, add, trunc, rint = np.multiply, np.subtract, np.add, np.trunc, np.rint
+    g = float(grid)
 
     def scaled(start: int, block: NDArray[np.float64]) -> None:
         n = len(block)
-        s, u, q = sums[start : start + n], u_all[:n], q_all[:n]
-        multiply(s, inv, u)  # s/g, exact
-        multiply(block, inv, block)
-        trunc(u, q)
-        subtract(u, q, u)  # lo/g, exact
-        if sign:
-            np.copysign(u, s, u)
-        add(block, u, block)
-        rint(block, block)
-        if plus:
-            add(block, q, block)
-        else:
-            subtract(0.0, q, q)  # (lo − s)/g, +0 when hi = 0
-            subtract(block, q, block)
-        multiply(block, g, block)
+        _snap_scaled(
+            sums[start : start + n], block, block, g, inverse, work[0, :n], work[1, :n], sign, plus
+        )
 
     return scaled
 
