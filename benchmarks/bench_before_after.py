@@ -175,11 +175,10 @@ streams, sqrt and trees, direct snaps on edge values).
 
 Then (issue 33, "hot3"): the fused vector step takes ⌈d / 65536⌉ column blocks of
 equal width (d = 10^5: 2 blocks, not 7 with a short last one: each block costs ~18 µs
-of Python and ufunc calls) and ``snap_in_blocks`` writes its passes out with 0-d
-operands; a batch of at least 2^18 values computes its noise in the array of its
-draws (``BLTNoiseProcess._compute_new``: one array of T·d values allocated and
-page-faulted instead of two), E = rows·Pᵀ transposed block by block and the filters run
-while it is in cache. Every product keeps ``_rows_times``' row blocks: with a 32-step
+of Python and ufunc calls); a batch of at least 2^18 values computes its noise in the
+array of its draws (``BLTNoiseProcess._compute_new``: one array of T·d values allocated
+and page-faulted instead of two), E = rows·Pᵀ transposed block by block and the
+filters run while it is in cache. Every product keeps ``_rows_times``' row blocks: with a 32-step
 inner dimension OpenBLAS's rounding depends on a call's row count (a first try with
 768-row blocks changed bits of one seed's 2^20-step noise). Releases bit-identical to
 8e0ae19 (main): ``release_digests.py`` (459 digests) and 114 more (BLT batches at d =
@@ -188,7 +187,7 @@ streams at d = 7, 32769, 70001). Measured 2026-12-07 07:53-07:59 UTC, load avera
 1.8-2.1 on the 2 shared cores, ``--quick --rounds 8`` (A÷B of the least CPU / of the
 median floor ratio), against 0.4 (b24b7db), ``--only blt_step blt_batch``: BLT noise
 step d = 10^5 0.974 / 0.977 and 0.977 / 0.973, stream.update 1.016 / 1.010 and 1.016 /
-1.018 (4 blocks; 2 blocks, 07:55-07:56: 0.998 / 0.995, 1.003 / 0.995, 0.993 / 1.003),
+1.018 (4 blocks; 2 blocks, 07:55-08:04: 0.998 / 0.995, 1.003 / 0.995, 0.993 / 0.987),
 batch T = 10^6 0.921 / 0.904 and 0.928 / 0.926; ``--pinned-heap``: step 0.976 /
 0.974, stream 1.005 / 0.988, batch 1.087 / 1.080. Against main (8e0ae19): step 0.968
 / 0.967, stream 0.971 / 0.966, batch 0.879 / 0.870. Every group in one child (after =
