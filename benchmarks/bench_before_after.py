@@ -16,7 +16,10 @@ numpy work of the same size (drawing the same number of normals or Laplace sampl
 or one FFT convolution), keeping the least of its repeats; the hot path ÷ floor ratio
 from the same child cancels most of the remaining load (cache and memory-bandwidth
 contention, frequency). The floors are identical code in both trees, so their
-after/before ratio (printed) shows how evenly the load fell.
+after/before ratio (printed) shows how evenly the load fell. The BLT floors draw into
+a kept array (``standard_normal(out=...)``, since 2026-12-07): a fresh array's page
+faults depended on the heap the hot path had left (its floors came out 0.90-0.93
+after/before once the after release faulted less), so its ratio hid that change.
 
 Hot paths (issue 19: "trees batch and update, sqrt, BLT step, keyed floor ratio,
 cascade"):
@@ -169,6 +172,31 @@ so none can be dropped without changing a released bit) where 0.4 made one addit
 bit-identical to ff3796c's (``benchmarks/release_digests.py``: 459 sha256 digests of 3
 seeds, BLT batch at T = 1000 ... 10^6, vector streams at d = 3, 1000, 100003, scalar
 streams, sqrt and trees, direct snaps on edge values).
+
+Then (issue 33, "hot3"): the fused vector step takes ⌈d / 65536⌉ column blocks of
+equal width (d = 10^5: 2 blocks, not 7 with a short last one: each block costs ~18 µs
+of Python and ufunc calls); a batch of at least 2^18 values computes its noise in the
+array of its draws (``BLTNoiseProcess._compute_new``: one array of T·d values allocated
+and page-faulted instead of two), E = rows·Pᵀ transposed block by block and the
+filters run while it is in cache. Every product keeps ``_rows_times``' row blocks: with a 32-step
+inner dimension OpenBLAS's rounding depends on a call's row count (a first try with
+768-row blocks changed bits of one seed's 2^20-step noise). Releases bit-identical to
+8e0ae19 (main): ``release_digests.py`` (459 digests) and 114 more (BLT batches at d =
+2, 4 up to 2^20, scalar ones at odd horizons, ``next_many`` / ``next`` sequences, vector
+streams at d = 7, 32769, 70001). Measured 2026-12-07 07:53-07:59 UTC, load average
+1.8-2.1 on the 2 shared cores, ``--quick --rounds 8`` (A÷B of the least CPU / of the
+median floor ratio), against 0.4 (b24b7db), ``--only blt_step blt_batch``: BLT noise
+step d = 10^5 0.974 / 0.977 and 0.977 / 0.973, stream.update 1.016 / 1.010 and 1.016 /
+1.018 (4 blocks; 2 blocks, 07:55-08:04: 0.998 / 0.995, 1.003 / 0.995, 0.993 / 0.987),
+batch T = 10^6 0.921 / 0.904 and 0.928 / 0.926; ``--pinned-heap``: step 0.976 /
+0.974, stream 1.005 / 0.988, batch 1.087 / 1.080. Against main (8e0ae19): step 0.968
+/ 0.967, stream 0.971 / 0.966, batch 0.879 / 0.870. Every group in one child (after =
+bb61bd6, 07:58-07:59): step 0.954 / 0.959, stream 1.015 / 1.015, batch 1.101 / 1.092
+(flagged): after the tree group 0.4's release no longer faults (17.8 ms, 20.6 ms
+alone), so only the computation is compared, and 0.5 computes more: the snap's ~10
+elementwise passes per value (~1.5 ms per 10^6 values, ``add_running_sums`` and
+``snap_release``) and the compensated decays' second filter (~0.3 ms); this branch
+against main in that mode: 1.008 / 1.000.
 
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
@@ -345,9 +373,11 @@ def _blt_step_paths(quick: bool) -> list[dict[str, Any]]:
         for _ in range(steps):
             process.next()
 
+    drawn = np.empty(d)  # the floor draws into a kept array: no allocation (module docstring)
+
     def draws() -> None:
         for _ in range(steps):
-            rng.standard_normal(d)
+            rng.standard_normal(out=drawn)
 
     hot, floor = _cpu_pair(step, draws, reps)
     out = [_row(f"BLT noise step d=10^{len(str(d)) - 1}", hot / steps, floor / steps, "d normals")]
@@ -376,7 +406,10 @@ def _blt_batch_paths(quick: bool) -> list[dict[str, Any]]:
     zeros = np.zeros(T)
     rng = np.random.default_rng(3)
     mech.release(zeros)  # warm-up (lazy imports, buffers)
-    hot, floor = _cpu_pair(lambda: mech.release(zeros), lambda: rng.standard_normal(T), reps)
+    drawn = np.empty(T)  # the floor draws into a kept array: no allocation (module docstring)
+    hot, floor = _cpu_pair(
+        lambda: mech.release(zeros), lambda: rng.standard_normal(out=drawn), reps
+    )
     return [_row(f"BLT batch T=10^{len(str(T)) - 1}", hot, floor, "T normals")]
 
 

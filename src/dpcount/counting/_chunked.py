@@ -35,6 +35,12 @@ class ChunkedNoiseProcess(SourcedNoiseProcess):
     def _compute(self, dest: NDArray[np.float64]) -> None:
         raise NotImplementedError
 
+    def _compute_new(self, n: int) -> NDArray[np.float64] | None:
+        """The next ``n`` steps' noise as a new array, computed as ``_compute`` would
+        (same floats), or None (nothing drawn) where the subclass has no such path; used
+        by ``next_many`` when the steps are one block and nothing is pending."""
+        return None
+
     def _vector_next(self) -> Any:
         """One vector step (default: a block of one step)."""
         assert self.dim is not None
@@ -60,12 +66,17 @@ class ChunkedNoiseProcess(SourcedNoiseProcess):
         n = check_integer("n", n, ge=1)
         if self._t + n > self.horizon:
             raise ValueError(f"noise process holds {self.horizon} steps, asked for {self._t + n}")
+        step_block = max(1, MAX_BLOCK_ELEMENTS // (1 if self.dim is None else self.dim))
+        if n <= step_block and not self._pending:
+            new = self._compute_new(n)
+            if new is not None:
+                self._t += n
+                return new
         out = np.empty((n, *self._tail))
         take = min(n, len(self._pending))
         if take:
             out[:take] = self._pending[: -take - 1 : -1]
             del self._pending[-take:]
-        step_block = max(1, MAX_BLOCK_ELEMENTS // (1 if self.dim is None else self.dim))
         for start in range(take, n, step_block):
             self._compute(out[start : min(n, start + step_block)])
         self._t += n

@@ -356,6 +356,75 @@ def test_vector_chunks_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch)
     assert np.count_nonzero(lo) > 0  # the compensated decays ran
 
 
+class _KeepingSampler:
+    """The BLT's sampler, keeping every array it hands out (as a recorder or a replay
+    would): the process must not compute its noise in them."""
+
+    integer = False
+
+    def __init__(self, base: object) -> None:
+        self.base = base
+        self.kept: list[np.ndarray] = []
+        self.copies: list[np.ndarray] = []
+
+    @property
+    def variance(self) -> float:
+        return float(self.base.variance)  # type: ignore[attr-defined]
+
+    def sample(self, rng: np.random.Generator, size: object) -> np.ndarray:
+        out = self.base.sample(rng, size)  # type: ignore[attr-defined]
+        self.kept.append(out)
+        self.copies.append(out.copy())
+        return out  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("dim", [None, 1, 3])
+def test_batch_noise_computed_in_its_draws_equals_a_separate_array(
+    monkeypatch: pytest.MonkeyPatch, dim: int | None
+) -> None:
+    """Issue 33 (hot paths): a one-block ``next_many`` computes the noise in the array of
+    its draws when nothing else holds it (``_compute_new``); the floats equal the
+    two-array path's (``_compute`` into a new array), and an array the sampler keeps is
+    never written (the noise goes to a new array then)."""
+    from dpcount.counting.factorization import blt as blt_module
+
+    monkeypatch.setattr(blt_module, "_IN_DRAWS_VALUES", 1)  # every batch, however small
+    T = blt_module.COMPENSATE_ABOVE + 1000  # the compensated decays too
+    m = BLT.optimized(T, epsilon=1.0, delta=1e-6, rng=3)
+    tail = () if dim is None else (dim,)
+    n = T - 37  # whole chunks and a short last one
+
+    def noise(fresh: bool, sampler: object = None) -> np.ndarray:
+        s = m.sampler if sampler is None else sampler
+        source = NoiseSource.generator(s, np.random.default_rng(11), dim)  # type: ignore[arg-type]
+        process = m.noise_process(source, dim)
+        if not fresh:
+            monkeypatch.setattr(process, "_compute_new", lambda k: None)
+        first = process.next_many(20)  # then a nonzero state
+        return np.concatenate([first.ravel(), process.next_many(n).ravel()])
+
+    in_draws = noise(True)
+    np.testing.assert_array_equal(in_draws, noise(False))
+    keeping = _KeepingSampler(m.sampler)
+    np.testing.assert_array_equal(in_draws, noise(True, keeping))
+    assert [k.shape for k in keeping.kept] == [(20, *tail), (n, *tail)]
+    for kept, copy in zip(keeping.kept, keeping.copies, strict=True):
+        np.testing.assert_array_equal(kept, copy)  # the draws it kept, unchanged
+
+
+def test_step_width_takes_the_fewest_equal_blocks() -> None:
+    """A fused vector step of d columns runs ⌈d / _STEP_COLUMNS⌉ blocks of equal width
+    (no short last block)."""
+    from dpcount.counting.factorization.blt import _STEP_COLUMNS, _step_width
+
+    for d in (1, 7, _STEP_COLUMNS, _STEP_COLUMNS + 1, 10**5, 3 * _STEP_COLUMNS - 1):
+        width = _step_width(d)
+        blocks = -(-d // width)
+        assert width <= _STEP_COLUMNS and blocks == -(-d // _STEP_COLUMNS)
+        assert d - (blocks - 1) * width >= width - blocks  # the last block is not short
+    assert _step_width(10**5) == 50000
+
+
 def test_vector_stream_steps_refuse_bad_steps_and_keep_their_outputs() -> None:
     """A vector step sums into the stream's spare array and snaps into the BLT's fresh
     noise: a refused step (NaN, inf, a sum past 2^53) changes nothing, x is not written

@@ -60,6 +60,7 @@ matrix product, across chunks a first-order recursion per buffer
 from __future__ import annotations
 
 import math
+import sys
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -111,10 +112,23 @@ _BLOCK_VECTOR = 8
 #: 3.7, 3.6, 3.6, 4.2, 6.2× at T = 2^16, d = 4; 5.5, 4.2, 3.6, 3.2, 3.2, 3.0, 3.0× at
 #: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults)
 _VECTOR_BLOCK_VALUES = 1 << 16
-#: columns per block of a fused vector step (measured in thread CPU time at d = 10^5,
-#: 8 buffers, on the loaded 2-core development machine: 16384 columns 2.13× drawing d
-#: normals, 8192: 2.27×, 4096: 2.41×, the unfused step 2.35×)
-_STEP_COLUMNS = 16384
+#: most columns per block of a fused vector step; a step of d columns takes
+#: ⌈d / this⌉ blocks of equal width (:func:`_step_width`). Each block costs ~18 µs of
+#: Python and ufunc-call overhead with the stream's snap (8 buffers), and at d = 10^5
+#: the state (7 MB) lives in the L3 cache whatever the width, so fewer blocks win:
+#: ``bench_before_after.py --quick --only blt_step --rounds 8`` against 0.4, A÷B of
+#: the least CPU of ``stream.update`` / the noise step (2026-12-07, load 1.9-2.0 on
+#: the 2 shared cores): 20000 columns (5 blocks) 1.010 / 0.983, 32768 (4) 1.010-1.016 /
+#: 0.974-0.980, 65536 (2) 0.998, 1.003 / 0.968, 0.961, 131072 (1) 1.001, 0.993 / 0.955,
+#: 0.952 (16384, 7 blocks with a short last one: 1.03-1.05 / ~1.00). Earlier, loaded:
+#: 16384 2.13× drawing d normals, 8192: 2.27×, 4096: 2.41×, the unfused step 2.35×
+_STEP_COLUMNS = 65536
+#: a batch of at least this many values computes its noise in the array of its draws
+#: (:meth:`BLTNoiseProcess._compute_new`: one fresh array's page faults saved, at T =
+#: 10^6 0.87-0.91× the release's CPU, ``bench_before_after.py``); below it two arrays
+#: (the scratch copy of each block of rows·Bᵀ cost 1-3 % at T = 2^16, where the heap
+#: recycles the arrays without faults)
+_IN_DRAWS_VALUES = 1 << 18
 #: the inverse's smallest decay must exceed −1 by this much (refused otherwise)
 _MIN_ONE_PLUS_DECAY = 1e-6
 #: smallest decay and scale accepted: far above the subnormals, so that the root
@@ -122,6 +136,14 @@ _MIN_ONE_PLUS_DECAY = 1e-6
 _MIN_PARAMETER = 1e-100
 #: smallest relative gap between adjacent decays (the shipped tables keep >= 5e-11)
 _MIN_DECAY_GAP = 1e-13
+
+
+def _step_width(d: int) -> int:
+    """Columns per block of a fused vector step of ``d`` columns: ⌈d / b⌉ for the fewest
+    blocks b of at most :data:`_STEP_COLUMNS` (equal widths: no short last block that
+    costs a block's overhead for a few columns)."""
+    blocks = -(-d // _STEP_COLUMNS)
+    return max(1, -(-d // max(1, blocks)))
 
 
 def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, Array]:
@@ -527,6 +549,11 @@ def compensated_filter(x: Array, r: float, r_lo: float, start: Any) -> Array:
     return y
 
 
+def _product_rows(k: int, n: int) -> int:
+    """Rows per block of :func:`_rows_times`' products with a k × n right factor."""
+    return max(1, (1 << 18) // (k * n))
+
+
 def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False) -> Array:
     """a @ b (into ``out``, or added to it) for a tall a and a small b, in row blocks
     of ≤ 2^18 multiply-adds.
@@ -537,7 +564,7 @@ def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False)
     """
     k, n = b.shape
     b = np.ascontiguousarray(b)
-    rows = max(1, (1 << 18) // (k * n))
+    rows = _product_rows(k, n)
     if out is None:
         out = np.empty((a.shape[0], n))
     for start in range(0, a.shape[0], rows):
@@ -760,25 +787,76 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         states before each chunk (no strided column copies: measured 1.28× → 1.05× the
         time of drawing the block's normals, thread CPU time, loaded 2-core machine).
         Every value is computed by the same operations in the same order as the
-        (K, n + 1) layout, so the noise is the same to the bit (tested)."""
+        (K, n + 1) layout, so the noise is the same to the bit (tested). ``out`` may be
+        ``rows`` itself (:meth:`_compute_new`): rows·Pᵀ reads every block first, and
+        each block of rows·Bᵀ goes through a scratch block before it is written back.
+        The products keep :func:`_rows_times`' row blocks: with a 32-step inner
+        dimension OpenBLAS's rounding can depend on the number of rows of a call
+        (measured: 25 of 40 random (M, 32) × (32, 9) products differ in some bit from
+        their rows computed in another block), so other blocks would change bits."""
         B, P, F, rc, lo = mats
-        K = len(rows)
+        K, c = rows.shape
         q0 = self._q.reshape(-1)  # a view: (n + 1,) or (n + 1, 1)
-        E = np.ascontiguousarray(_rows_times(rows, P.T).T)  # (n + 1, K)
+        m = len(q0)
+        # the products in _rows_times' row blocks (the same calls, so the same floats:
+        # a product's rounding can depend on its row count), rows·Pᵀ written transposed
+        # into E block by block while in cache
+        per_p, per_b = _product_rows(c, m), _product_rows(c, c)
+        E = np.empty((m, K))  # (n + 1, K): each chunk's own part of the state
+        own, w_all = np.empty((min(K, per_p), m)), np.empty((min(K, per_b), c))
+        PT, BT = np.ascontiguousarray(P.T), np.ascontiguousarray(B.T)
+        for a in range(0, K, per_p):
+            e = own[: min(K, a + per_p) - a]
+            np.matmul(rows[a : a + per_p], PT, out=e)
+            E[:, a : a + per_p] = e.T
         prev = np.empty_like(E)  # prev[i, k]: buffer i before chunk k
         prev[:, 0] = q0
-        for i in range(len(q0)):
+        for i in range(m):  # while E is in cache
             if K > 1:  # lfilter's first output is E[i, 0] + rc_i·q0_i, as below
                 prev[i, 1:] = compensated_filter(E[i, :-1], rc[i], lo[i], q0[i])
             last = E[i, -1] if lo[i] == 0.0 else lo[i] * prev[i, -1] + E[i, -1]
             q0[i] = rc[i] * prev[i, -1] + last
-        _rows_times(rows, B.T, out)
+        in_place = np.may_share_memory(out, rows)
+        for a in range(0, K, per_b):  # out = rows·Bᵀ: each block read before it is written
+            if not in_place:
+                np.matmul(rows[a : a + per_b], BT, out=out[a : a + per_b])
+                continue
+            w = w_all[: min(K, a + per_b) - a]
+            np.matmul(rows[a : a + per_b], BT, out=w)
+            out[a : a + per_b] = w
         _rows_times(prev.T, F.T, out, add=True)
 
     def _compute(self, dest: Array) -> None:
         """Draw z for the next len(dest) computed steps and write their noise to dest."""
+        self._fill(self.noise.sample((len(dest), *self._tail)), dest)
+
+    def _compute_new(self, n: int) -> Array | None:
+        """The noise of the next n steps computed in the array of their draws z when
+        nothing else holds it (every chunk's products read its block of z before its
+        noise is written there), so a batch allocates, faults and streams one array of
+        n·d values instead of two; else into a new array. The same floats as
+        :meth:`_compute`."""
+        if n * (1 if self.dim is None else self.dim) < _IN_DRAWS_VALUES:
+            return None  # small: from the heap without faults; the copy-free products win
+        z = self.noise.sample((n, *self._tail))
+        # an array that owns its data, referenced only here (the local and the call's
+        # argument): not a view of a sampler's buffer nor one it keeps (e.g. a replay)
+        if (
+            z.base is None
+            and sys.getrefcount(z) <= 2
+            and z.dtype == np.float64
+            and z.flags.c_contiguous
+            and z.flags.writeable
+        ):
+            self._fill(z, z)
+            return z
+        out = np.empty(z.shape)
+        self._fill(z, out)
+        return out
+
+    def _fill(self, z: Array, dest: Array) -> None:
+        """The noise of the draws z into dest (which may be z itself)."""
         m = len(dest)
-        z = self.noise.sample((m, *self._tail))
         c = _BLOCK_SCALAR if self.dim is None else _BLOCK_VECTOR
         full = (m // c) * c
         if full:
@@ -835,8 +913,9 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         z = self.noise.sample(self._tail)
         q, n, weight = self._q, self._n, self._weight
         decay = self._decay[:n, None]
-        for a in range(0, len(z), _STEP_COLUMNS):
-            qb, zb = q[:, a : a + _STEP_COLUMNS], z[a : a + _STEP_COLUMNS]
+        width = _step_width(len(z))
+        for a in range(0, len(z), width):
+            qb, zb = q[:, a : a + width], z[a : a + width]
             qb[:n] *= decay
             qb += zb
             # einsum, not np.dot: BLAS gemv is slow here (and threads contend under load)
