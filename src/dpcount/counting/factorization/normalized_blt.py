@@ -108,7 +108,8 @@ _ANCHOR = 512
 #: every weight e_j (j ≥ 1) is enlarged by this relative amount (≈ 9.1e-13), far above
 #: the closed form's rounding (a few dozen ulps), so no column of C′ can exceed √S(T)
 _WEIGHT_MARGIN = 2.0**-40
-#: column-block width of a fused vector step (as the BLT's, ``blt._STEP_COLUMNS``)
+#: column-block width of a normalized vector step (the BLT's was this before its
+#: equal-width blocks, ``blt._step_width``; not changed here: not re-measured)
 _COLUMNS = 16384
 #: steps per chunk of a batch's chunked products (as the BLT's ``blt._BLOCK_SCALAR``)
 _CHUNK = 32
