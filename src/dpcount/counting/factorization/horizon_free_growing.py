@@ -19,7 +19,14 @@ column is then scaled to norm at most 1:
 
 The output scales are constant on blocks of steps (every step up to 16, then four blocks
 per octave: block j starts at round(2^{4 + (j − 16)/4}), the last at 2^26 lasts forever),
-so there are finitely many distinct columns (:func:`block_starts`).
+so there are finitely many distinct columns (:func:`block_starts`). The first 16 steps
+(blocks of one step each) take head factors: step s ≤ 16 has output scales β_s·ω_i(s)
+(:data:`HORIZON_FREE_GROWING_HEAD`, each β_s in (0, 1]) and ν(s) from them by the same
+closed form, so its column keeps norm at most 1. A smaller tail on an early column
+lowers the variance at the first steps (at t = 1 it is ν(1)², 1.5225 without the
+factor) and raises it a little at the next ones; the shipped factors equalize the ratio
+to the plain square root told t at 1.3294 over t = 1 … 16 (and 19), the largest over
+t = 1 … 2^24 (1.5225 at t = 1 and 1.3732 at t = 2 without them).
 
 Noise without the inverse: w = C⁻¹z is computed online with the n buffers
 u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
@@ -49,7 +56,9 @@ from the quadrature of the square root's arcsine measure (as ``start`` in
 ``benchmarks/make_horizon_free_blt.py``), then (K, the range of −ln(1 − θ), a tilt)
 fitted by Nelder–Mead on the largest ratio of the variance at t to the plain square
 root's told the horizon t over t = 2^4 … 2^26, four points per octave
-(``benchmarks/make_horizon_free_blt.py --growing``; figures in docs/unbounded.md).
+(``benchmarks/make_horizon_free_blt.py --growing``; figures in docs/unbounded.md); then,
+with those fixed, the head factors by SLSQP on the largest ratio over t = 1 … 128,
+rounded to four digits (``--head``).
 
 References:
     * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta. "Efficient and
@@ -94,6 +103,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FLOAT_MODEL_STEPS",
+    "HORIZON_FREE_GROWING_HEAD",
     "HORIZON_FREE_GROWING_PARAMETERS",
     "GrowingColumns",
     "HorizonFreeGrowingBLT",
@@ -132,6 +142,33 @@ HORIZON_FREE_GROWING_PARAMETERS: tuple[tuple[float, ...], tuple[float, ...], flo
         5.475824693832108e-05,
     ),
     19.18841592994059,
+)
+#: The head factors β_1 … β_16: step s ≤ 16 (a block of one step) has output scales
+#: β_s·ω_i(s), then ν(s) by the same certified closed form, so its column still has norm
+#: at most 1 and the sensitivity is unchanged. They lower the ratio to the plain square
+#: root told t at the first steps, which the parameters' fit (t = 2^4 … 2^26) leaves
+#: high (1.5225 at t = 1: ν(1)², the whole first column; 1.3732 at t = 2), to 1.3294 at
+#: every t ≤ 16 (equioscillating: the largest over t = 1 … 2^24; a single factor on
+#: step 1 alone gives at best 1.3909 at t = 1 and 2). Fitted by SLSQP on the largest
+#: ratio over t = 1 … 128 with the other parameters fixed, rounded to four digits
+#: (``benchmarks/make_horizon_free_blt.py --head``; figures in docs/unbounded.md).
+HORIZON_FREE_GROWING_HEAD: tuple[float, ...] = (
+    0.7939,
+    0.8898,
+    0.9265,
+    0.9395,
+    0.9438,
+    0.9461,
+    0.9486,
+    0.952,
+    0.956,
+    0.9605,
+    0.9652,
+    0.9699,
+    0.9744,
+    0.9788,
+    0.9829,
+    0.9866,
 )
 #: steps up to here are blocks of one step
 _SINGLE_STEPS = 16
@@ -206,12 +243,15 @@ def _column_norm_squared(theta: Array, w: Array) -> float:
 
 
 @lru_cache(maxsize=4)
-def _columns(theta: tuple[float, ...], omega: tuple[float, ...], scale: float) -> GrowingColumns:
+def _columns(
+    theta: tuple[float, ...], omega: tuple[float, ...], scale: float, head: tuple[float, ...]
+) -> GrowingColumns:
     th, om = np.array(theta), np.array(omega)
     tau = 1.0 / (1.0 - th)
     starts = block_starts()
     s = np.array(starts, dtype=np.float64)[:, None]
     W = om[None, :] * np.sqrt(scale * s / (scale * s + tau[None, :]))
+    W[: len(head)] *= np.array(head, dtype=np.float64)[:, None]  # step s ≤ 16: block s − 1
     nu = np.array(
         [
             math.nextafter(math.sqrt(_column_norm_squared(th, w) * (1.0 + _NORM_SLACK)), math.inf)
@@ -223,16 +263,39 @@ def _columns(theta: tuple[float, ...], omega: tuple[float, ...], scale: float) -
     return GrowingColumns(decay=th, starts=starts, scales=W, normalizers=nu)
 
 
-def growing_columns(buffer_decay: Any, output_scale: Any, scale: float) -> GrowingColumns:
-    """The checked parameters' blocks (cached).
+def growing_columns(
+    buffer_decay: Any, output_scale: Any, scale: float, head: Any = ()
+) -> GrowingColumns:
+    """The checked parameters' blocks (cached); ``head`` the factors β_1 … β_k (k ≤ 16)
+    on the output scales of steps 1 … k (none: every β_s = 1).
 
     Raises:
         ValueError: θ, ω outside the BLT domain (:func:`~dpcount.counting.factorization.
-            blt.check_blt_parameters`) or K not a positive finite number.
+            blt.check_blt_parameters`), K not a positive finite number, or ``head`` not
+            at most 16 reals in (0, 1].
     """
     th, om = check_blt_parameters(buffer_decay, output_scale)
     K = check_real("scale", scale, gt=0.0)
-    return _columns(tuple(th.tolist()), tuple(om.tolist()), float(K))
+    return _columns(tuple(th.tolist()), tuple(om.tolist()), float(K), check_head(head))
+
+
+def check_head(head: Any) -> tuple[float, ...]:
+    """The head factors as a tuple of floats: a sequence of at most 16 reals in (0, 1].
+
+    Raises:
+        TypeError: ``head`` not a sequence, or an entry not a real number.
+        ValueError: more than 16 entries, or one outside (0, 1].
+    """
+    if isinstance(head, (str, bytes)) or not isinstance(head, (tuple, list, np.ndarray)):
+        raise TypeError(f"head_factors must be a sequence of reals, got {type(head).__name__}")
+    if len(head) > _SINGLE_STEPS:
+        raise ValueError(
+            f"head_factors holds at most {_SINGLE_STEPS} factors (steps 1 … {_SINGLE_STEPS}), "
+            f"got {len(head)}"
+        )
+    return tuple(
+        float(check_real(f"head_factors[{i}]", v, gt=0.0, le=1.0)) for i, v in enumerate(head)
+    )
 
 
 class _Variances:
@@ -581,14 +644,22 @@ class HorizonFreeGrowingBLT(CountingMechanism):
             given together with ``output_scale`` and ``scale``).
         output_scale: ω (None: the shipped parameters).
         scale: K (None: the shipped parameters).
+        head_factors: β_1 … β_k (k ≤ 16, each in (0, 1]), the factors on the output
+            scales of steps 1 … k (module docstring). None: the shipped
+            :data:`HORIZON_FREE_GROWING_HEAD` with the shipped parameters, none (every
+            β_s = 1) with parameters given, as before there were head factors (so a
+            checkpoint saved then, whose config has no head factors, resumes with its
+            own columns).
         budget: a :class:`~dpcount.privacy.Budget` with δ (Gaussian noise), or its
             fields as keywords.
         rng: None (OS entropy), or a Generator / int seed (research and tests only).
 
     Raises:
         ValueError: a horizon outside [1, 2^53], only some of ``buffer_decay``,
-            ``output_scale`` and ``scale``, parameters outside the BLT domain, K ≤ 0, a
-            noise kind other than Gaussian, or a participation schema (naming them).
+            ``output_scale`` and ``scale``, parameters outside the BLT domain, K ≤ 0,
+            more than 16 head factors or one outside (0, 1], a noise kind other than
+            Gaussian, or a participation schema (naming them).
+        TypeError: ``head_factors`` not a sequence of reals.
     """
 
     name = "horizon-free-growing-blt"
@@ -602,6 +673,7 @@ class HorizonFreeGrowingBLT(CountingMechanism):
         buffer_decay: Any = None,
         output_scale: Any = None,
         scale: float | None = None,
+        head_factors: Any = None,
         budget: Budget | None = None,
         rng: RNGLike = None,
         **fields: Unpack[BudgetFields],
@@ -612,13 +684,16 @@ class HorizonFreeGrowingBLT(CountingMechanism):
                 "give buffer_decay, output_scale and scale together, or none (the shipped "
                 "parameters)"
             )
+        if head_factors is None:
+            head_factors = () if all(given) else HORIZON_FREE_GROWING_HEAD
         if buffer_decay is None:
             buffer_decay, output_scale, scale = HORIZON_FREE_GROWING_PARAMETERS
         assert scale is not None
-        self.columns = growing_columns(buffer_decay, output_scale, scale)
+        self.columns = growing_columns(buffer_decay, output_scale, scale, head_factors)
         self.buffer_decay = self.columns.decay
         self.output_scale = np.array(output_scale, dtype=np.float64)
         self.scale = float(scale)
+        self.head_factors = check_head(head_factors)
         super().__init__(horizon, budget=budget, rng=rng, **fields)
 
     @classmethod
@@ -700,4 +775,5 @@ class HorizonFreeGrowingBLT(CountingMechanism):
             "buffer_decay": self.buffer_decay.tolist(),
             "output_scale": self.output_scale.tolist(),
             "scale": self.scale,
+            "head_factors": list(self.head_factors),
         }
