@@ -34,13 +34,14 @@ instead of 1.50 at 2^28, so it is not shipped. Seconds per buffer count (minutes
 
 With ``--head``: the head factors of the shipped growing BLT
 (:data:`dpcount.counting.factorization.horizon_free_growing.HORIZON_FREE_GROWING_HEAD`,
-β_s on the output scales of step s ≤ 16, each column still normalized to norm 1), the
+β_b on the output scales of block b ≤ 16 — steps 1 … 15 one each, block 16 steps
+16 … 18 — each column still normalized to norm 1), the
 other parameters fixed: SLSQP on the largest ratio over t = 1 … 128 (as an epigraph:
 minimize r subject to ratio(t) ≤ r; variances from the library's exact recursion),
 rounded to four digits; a single factor on step 1 alone (bounded scalar search) for
 comparison. Then the ratio is checked (library ``variance_at``, sensitivity² included)
 at every t ≤ 4096, at 2^k and 2^k ± 1 for k ≤ 24 and at 3,000 random t ≤ 2^24 (seed 0),
-with and without the factors: 1.3294 at t = 1 … 16 (and 19), the largest anywhere,
+with and without the factors: 1.3293 at t = 1 … 16 (and 19), the largest anywhere,
 against 1.5225 at t = 1 without (1.3909 with the best single factor, 0.865 on step 1).
 About two minutes.
 

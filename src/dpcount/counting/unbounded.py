@@ -671,7 +671,7 @@ _KEYS = {"inner", "k", "subtract", "block", "step", "dim", "carried", "last"}
 _SPAN_KEY = "block0_span_log2"
 #: saved for inner="horizon-free-blt" only: block 0's head factors β_1 … β_k (a list);
 #: a checkpoint without it was saved before there were head factors and resumes with
-#: none (every β_s = 1), as that version ran
+#: none (every β = 1), as that version ran
 _HEAD_KEY = "block0_head_factors"
 
 

@@ -19,14 +19,16 @@ column is then scaled to norm at most 1:
 
 The output scales are constant on blocks of steps (every step up to 16, then four blocks
 per octave: block j starts at round(2^{4 + (j − 16)/4}), the last at 2^26 lasts forever),
-so there are finitely many distinct columns (:func:`block_starts`). The first 16 steps
-(blocks of one step each) take head factors: step s ≤ 16 has output scales β_s·ω_i(s)
-(:data:`HORIZON_FREE_GROWING_HEAD`, each β_s in (0, 1]) and ν(s) from them by the same
-closed form, so its column keeps norm at most 1. A smaller tail on an early column
-lowers the variance at the first steps (at t = 1 it is ν(1)², 1.5225 without the
-factor) and raises it a little at the next ones; the shipped factors equalize the ratio
-to the plain square root told t at 1.3294 over t = 1 … 16 (and 19), the largest over
-t = 1 … 2^24 (1.5225 at t = 1 and 1.3732 at t = 2 without them).
+so there are finitely many distinct columns (:func:`block_starts`). The first 16
+blocks (steps 1 … 15 one step each, the 16th steps 16 … 18) take head factors: block b
+has output scales β_b·ω_i(s) (:data:`HORIZON_FREE_GROWING_HEAD`, each β_b in (0, 1])
+and ν(s) from them by the same closed form, so its column keeps norm at most 1. A
+smaller tail on an early column lowers the variance at the first steps (at t = 1 it is
+ν(1)², 1.5225 without the factor) and raises it a little at the later ones (1.3293
+instead of 1.2920 at t = 19, 1.3103 instead of 1.2873 at t = 65, 1.2745 instead of
+1.2714 at 2^24); the shipped factors equalize the ratio to the plain square root told
+t at 1.3293 over t = 1 … 16 (and 19), the largest over t = 1 … 2^24 (without them:
+1.5225 at t = 1, 1.3732 at t = 2, below 1.30 from t = 16 on).
 
 Noise without the inverse: w = C⁻¹z is computed online with the n buffers
 u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
@@ -143,13 +145,14 @@ HORIZON_FREE_GROWING_PARAMETERS: tuple[tuple[float, ...], tuple[float, ...], flo
     ),
     19.18841592994059,
 )
-#: The head factors β_1 … β_16: step s ≤ 16 (a block of one step) has output scales
-#: β_s·ω_i(s), then ν(s) by the same certified closed form, so its column still has norm
-#: at most 1 and the sensitivity is unchanged. They lower the ratio to the plain square
-#: root told t at the first steps, which the parameters' fit (t = 2^4 … 2^26) leaves
-#: high (1.5225 at t = 1: ν(1)², the whole first column; 1.3732 at t = 2), to 1.3294 at
-#: every t ≤ 16 (equioscillating: the largest over t = 1 … 2^24; a single factor on
-#: step 1 alone gives at best 1.3909 at t = 1 and 2). Fitted by SLSQP on the largest
+#: The head factors β_1 … β_16: block b ≤ 16 (steps 1 … 15 one step each, block 16
+#: steps 16 … 18) has output scales β_b·ω_i(s), then ν(s) by the same certified closed
+#: form, so its column still has norm at most 1 and the sensitivity is unchanged. They
+#: lower the ratio to the plain square root told t at the first steps, which the
+#: parameters' fit (t = 2^4 … 2^26) leaves high (1.5225 at t = 1: ν(1)², the whole first
+#: column; 1.3732 at t = 2), to 1.3293 at every t ≤ 16 (equioscillating: the largest
+#: over t = 1 … 2^24, every t ≤ 4096, 2^k ± 1 and 3,000 random t checked; a single
+#: factor on step 1 alone gives at best 1.3909, at t = 1 and 2). Fitted by SLSQP on the largest
 #: ratio over t = 1 … 128 with the other parameters fixed, rounded to four digits
 #: (``benchmarks/make_horizon_free_blt.py --head``; figures in docs/unbounded.md).
 HORIZON_FREE_GROWING_HEAD: tuple[float, ...] = (
@@ -251,7 +254,7 @@ def _columns(
     starts = block_starts()
     s = np.array(starts, dtype=np.float64)[:, None]
     W = om[None, :] * np.sqrt(scale * s / (scale * s + tau[None, :]))
-    W[: len(head)] *= np.array(head, dtype=np.float64)[:, None]  # step s ≤ 16: block s − 1
+    W[: len(head)] *= np.array(head, dtype=np.float64)[:, None]  # blocks 1 … len(head)
     nu = np.array(
         [
             math.nextafter(math.sqrt(_column_norm_squared(th, w) * (1.0 + _NORM_SLACK)), math.inf)
@@ -267,7 +270,8 @@ def growing_columns(
     buffer_decay: Any, output_scale: Any, scale: float, head: Any = ()
 ) -> GrowingColumns:
     """The checked parameters' blocks (cached); ``head`` the factors β_1 … β_k (k ≤ 16)
-    on the output scales of steps 1 … k (none: every β_s = 1).
+    on the output scales of the first k blocks (steps 1 … 15 one each, the 16th steps
+    16 … 18; none: every β = 1).
 
     Raises:
         ValueError: θ, ω outside the BLT domain (:func:`~dpcount.counting.factorization.
@@ -290,7 +294,7 @@ def check_head(head: Any) -> tuple[float, ...]:
         raise TypeError(f"head_factors must be a sequence of reals, got {type(head).__name__}")
     if len(head) > _SINGLE_STEPS:
         raise ValueError(
-            f"head_factors holds at most {_SINGLE_STEPS} factors (steps 1 … {_SINGLE_STEPS}), "
+            f"head_factors holds at most {_SINGLE_STEPS} factors (blocks 1 … {_SINGLE_STEPS}), "
             f"got {len(head)}"
         )
     return tuple(
@@ -645,9 +649,10 @@ class HorizonFreeGrowingBLT(CountingMechanism):
         output_scale: ω (None: the shipped parameters).
         scale: K (None: the shipped parameters).
         head_factors: β_1 … β_k (k ≤ 16, each in (0, 1]), the factors on the output
-            scales of steps 1 … k (module docstring). None: the shipped
+            scales of the first k blocks (steps 1 … 15 one each, the 16th steps 16 …
+            18; module docstring). None: the shipped
             :data:`HORIZON_FREE_GROWING_HEAD` with the shipped parameters, none (every
-            β_s = 1) with parameters given, as before there were head factors (so a
+            β = 1) with parameters given, as before there were head factors (so a
             checkpoint saved then, whose config has no head factors, resumes with its
             own columns).
         budget: a :class:`~dpcount.privacy.Budget` with δ (Gaussian noise), or its
