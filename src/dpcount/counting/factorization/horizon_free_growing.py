@@ -188,15 +188,17 @@ _TABLE_LIMIT = 1 << 22
 #: The last step whose noise is measured within the float model (F) of
 #: :mod:`dpcount.privacy.float_safe` with margin (benchmarks/float_model_growing.py: the
 #: largest ratio of the noise's error, against the same recursion in long double, to
-#: u·σ_t·(1 + Z*/σ₁), seeds 1–3, scalar and vector (dim 2–4) paths; κ = 256; figures in
-#: :class:`GrowingNoiseProcess`) with the double-double buffers: ≤ 3.1 (scalar, to 2^22,
-#: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t; to 2^25 (``--log2 24,25
-#: --beyond``): 2.38 / 1.98 / 2.23 at 2^25 (scalar ``next_many``, whose noise is the
-#: default counter's block 0 bit for bit, seeds 1 / 2 / 3; 2.38 / 1.88 / 2.23 at 2^24;
-#: ≤ 2.63 over 2^20 … 2^25), 2.74 / 2.40 / 2.81 at 2^25 (vector ``next_many``, dim
-#: 2 / 3 / 4, seeds 1 / 2 / 3, ``--by-coordinates``; 2.37 / 2.40 / 2.57 at 2^24); every
-#: other path's noise equals one of those bit for bit (``--identical``). Margin ≥ 20 to
-#: κ/4.
+#: u·σ_t·(1 + Z*/σ₁); κ = 256; figures in :class:`GrowingNoiseProcess`) with the
+#: double-double buffers. Re-measured with the head factors (they change steps 1 … 18's
+#: columns; ``--log2 20,22,24,25 --beyond``): scalar ``next_many`` (whose noise is the
+#: default counter's block 0 bit for bit), seeds 1 / 2 / 3: 2.39 / 1.83 / 2.30 at 2^25,
+#: 2.32 / 1.82 / 2.30 at 2^24, ≤ 2.42 over 2^20 … 2^25; every other path's noise equals
+#: the scalar or vector ``next_many``'s bit for bit (``--identical --log2 16``, seeds
+#: 1–3, re-run). Vector ``next_many`` (dim 2 / 3 / 4, seeds 1 / 2 / 3,
+#: ``--by-coordinates``) is not yet re-measured with the head factors: 2.74 / 2.40 / 2.81
+#: at 2^25 and 2.37 / 2.40 / 2.57 at 2^24 before them. Margin ≥ 20 to κ/4.
+#: Before the head factors (the same columns from step 19 on): scalar 2.38 / 1.98 / 2.23
+#: at 2^25, ≤ 2.63 over 2^20 … 2^25, ≤ 3.1 at 2^17 … 2^22 on every path.
 #: With plain float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are
 #: not measured and are refused: a float release there could state too small a δ.
 FLOAT_MODEL_STEPS = 1 << 25
