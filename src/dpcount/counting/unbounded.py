@@ -802,7 +802,7 @@ def _saved_state(inner: CountingStream) -> dict[str, Any]:
         )
     if st["inner"] == HORIZON_FREE_BLT:
         _check_span(st[_SPAN_KEY])
-        st[_HEAD_KEY] = _check_head(st.get(_HEAD_KEY, []))
+        st = {**st, _HEAD_KEY: _check_head(st.get(_HEAD_KEY, []))}  # the file's dict kept
     if st["inner"] != HORIZON_FREE_BLT and _SPAN_KEY in st:
         raise ValueError(f"corrupt {_OWNER} state: {_SPAN_KEY} for inner={st['inner']!r:.40}")
     return st
