@@ -194,11 +194,11 @@ _TABLE_LIMIT = 1 << 22
 #: default counter's block 0 bit for bit), seeds 1 / 2 / 3: 2.39 / 1.83 / 2.30 at 2^25,
 #: 2.32 / 1.82 / 2.30 at 2^24, ≤ 2.42 over 2^20 … 2^25; every other path's noise equals
 #: the scalar or vector ``next_many``'s bit for bit (``--identical --log2 16``, seeds
-#: 1–3, re-run). Vector ``next_many`` (dim 2 / 3 / 4, seeds 1 / 2 / 3,
-#: ``--by-coordinates``) is not yet re-measured with the head factors: 2.74 / 2.40 / 2.81
-#: at 2^25 and 2.37 / 2.40 / 2.57 at 2^24 before them. Margin ≥ 20 to κ/4.
+#: 1–3, re-run); vector ``next_many`` (dim 2 / 3 / 4, seeds 1 / 2 / 3,
+#: ``--by-coordinates``): 2.59 / 3.19 / 2.92 at 2^25, 2.62 / 3.19 / 2.92 at 2^24,
+#: ≤ 3.42 over 2^20 … 2^25 (3.41 at 2^20, dim 3). Margin ≥ 18 to κ/4.
 #: Before the head factors (the same columns from step 19 on): scalar 2.38 / 1.98 / 2.23
-#: at 2^25, ≤ 2.63 over 2^20 … 2^25, ≤ 3.1 at 2^17 … 2^22 on every path.
+#: and vector 2.74 / 2.40 / 2.81 at 2^25, ≤ 3.1 at 2^17 … 2^22 on every path.
 #: With plain float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are
 #: not measured and are refused: a float release there could state too small a δ.
 FLOAT_MODEL_STEPS = 1 << 25
