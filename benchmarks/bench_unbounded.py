@@ -13,9 +13,11 @@ Speed: ``update()`` per step over n steps, the doubling stream divided by the in
 mechanism's own stream for horizon n (the floor); the doubling stream starts a new
 inner mechanism at every power of two.
 
-Counters without a horizon (``--horizon-free``): the horizon-free BLT, the horizon-free
-square root and the doubling counter, their variance at t = 2^4 … 2^32 against the plain
-square root told t, and the state each holds per coordinate. ``--vector-memory``: the
+Counters without a horizon (``--horizon-free``): the horizon-free BLT, the default
+counter (the growing BLT as block 0), the horizon-free square root and the doubling
+counter, their variance at t = 1, 2, 3 and 2^2 … 2^32 against the plain square root told
+t, and the state each holds per coordinate; then the default's largest ratio over every
+t ≤ 4096 (t = 1 is ν(1)², its whole first column). ``--vector-memory``: the
 horizon-free BLT over a d = 10^3 stream of 2^20 steps, its state and traced peak memory;
 ``--growing-memory``: the same for the default counter without a horizon (the growing
 BLT), with the process's resident set too.
@@ -66,8 +68,8 @@ def _plain_sqrt_unit(steps: list[int]) -> dict[int, float]:
 def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
     """Counters without a horizon against the plain square root told the horizon t (its
     variance at step t, the same budget): the horizon-free BLT alone (``HorizonFreeBLT``),
-    the default ``UnboundedCounter(inner="horizon-free-blt")`` (that BLT below 2^26,
-    then doubling Honaker blocks; its carried total by the BLT's closed form), the
+    the default ``UnboundedCounter(inner="horizon-free-blt")`` (the growing BLT with its
+    head factors below 2^25, then doubling Honaker blocks; exact ``variance_at``), the
     horizon-free square root (every z kept) and the doubling counter with Honaker
     inside. Exact variances. State columns, floats held per coordinate after step t:
     the BLT's n buffers and running sum; at least the t z's the square root has drawn
@@ -83,7 +85,7 @@ def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
     free = UnboundedCounter(inner="horizon-free-sqrt", rng=1, **BUDGET)
     doubling = UnboundedCounter(inner="honaker", rng=1, **BUDGET)
     n = len(blt.buffer_decay)
-    steps = [2**e for e in range(4, beyond + 1)]
+    steps = [1, 2, 3, *(2**e for e in range(2, beyond + 1))]
     F = _plain_sqrt_unit(steps)
     print("counters without a horizon vs the plain square root told t (variance at step t)")
     print(f"{'t':>6}{'sqrt(t)':>10}{'free BLT':>10}{'default':>10}{'free sqrt':>11}"
@@ -91,6 +93,7 @@ def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
           f"{'state BLT':>11}{'state fsqrt':>13}{'state dbl':>11}")  # fmt: skip
     for t in steps:
         e = t.bit_length() - 1
+        label = str(t) if t < 4 else f"2^{e}"
         plain = blt.sampler.variance / blt.privacy.l2_sensitivity**2 * F[t] ** 2
         v_blt = (
             blt.sampler.variance
@@ -98,11 +101,24 @@ def horizon_free_table(largest: int = 24, beyond: int = 32) -> None:
         )
         v_free = free.variance_at(t) if e <= largest else math.nan
         v_dbl = doubling.variance_at(t)
-        v_def = v_blt if t < 1 << 26 else default.variance_at(t)  # the same below 2^26
-        print(f"{'2^' + str(e):>6}{plain:>10.2f}{v_blt:>10.2f}{v_def:>10.2f}{v_free:>11.2f}"
+        v_def = default.variance_at(t)
+        print(f"{label:>6}{plain:>10.2f}{v_blt:>10.2f}{v_def:>10.2f}{v_free:>11.2f}"
               f"{v_dbl:>10.2f}{v_blt / plain:>10.4f}{v_def / plain:>10.4f}"
               f"{v_free / plain:>11.4f}{v_dbl / plain:>10.4f}"
               f"{n + 1:>11}{'>=' + str(t):>13}{e + 1:>11}", flush=True)  # fmt: skip
+    default_small_t(default)
+
+
+def default_small_t(default: Any, largest: int = 4096) -> None:
+    """The default counter's ratio to the plain square root told t at every t ≤
+    ``largest`` (exact ``variance_at``): t = 1 (ν(1)², its whole first column) and the
+    largest."""
+    F = _plain_sqrt_unit(list(range(1, largest + 1)))
+    mech = default.block_mechanism(0)
+    unit = mech.sampler.variance / mech.privacy.l2_sensitivity**2
+    r = np.array([default.variance_at(t) / (unit * F[t] ** 2) for t in range(1, largest + 1)])
+    print(f"default / sqrt: t = 1 {r[0]:.4f}, t = 2 {r[1]:.4f}; largest over t = 1 … "
+          f"{largest}: {r.max():.4f} at t = {1 + int(r.argmax())}")  # fmt: skip
 
 
 def vector_memory(dim: int = 1000, steps: int = 1 << 20, chunk: int = 256) -> None:

@@ -37,6 +37,27 @@ long-double loop: numpy's, or the same operations in C when a compiler is there
 (``_KERNEL``, tested equal bit for bit). Summing the buffers in another order moves the
 ratio by about 0.002 at 2^16: the reference's own error is far below the figures.
 
+With the head factors (``HORIZON_FREE_GROWING_HEAD``: the columns of steps 1 … 18
+changed; ``--log2 20,22,24,25 --beyond``, one seed at a time, ``nice -n 10``, CPU time
+on a shared machine: 180–187 s per seed for batch, peak RSS 0.8 GB; vbatch with
+``--by-coordinates``: 356 / 530 / 709 s for dim 2 / 3 / 4, peak RSS 1.8 / 2.4 / 2.9 GB):
+
+============  ======  ======  ======  ======  ======
+path          seed    2^20    2^22    2^24    2^25
+============  ======  ======  ======  ======  ======
+batch         1       2.416   2.296   2.321   2.392
+batch         2       1.658   1.820   1.820   1.831
+batch         3       2.126   2.304   2.304   2.304
+unbounded     1–3     the same as batch, bit for bit (``--identical``)
+vbatch        1       2.633   2.756   2.624   2.590
+vbatch        2       3.413   3.189   3.189   3.189
+vbatch        3       2.531   2.887   2.915   2.918
+============  ======  ======  ======  ======  ======
+
+``--identical --log2 16`` with them, seeds 1–3 (14–15 s CPU a seed): every path computes
+batch's or vbatch's noise bit for bit, and vbatch's coordinates the scalar path's.
+The table below is from before the head factors (the same columns from step 19 on).
+
 Measured (``--log2 20,22,23,24 --beyond`` and ``--log2 24,25 --beyond``; CPU time per
 seed on a shared, overloaded machine, the reference in C: 190–230 s for batch to 2^25
 (peak RSS 0.8 GB), 545–567 s for vbatch to 2^24; vbatch to 2^25 with

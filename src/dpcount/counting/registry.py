@@ -356,7 +356,11 @@ REGISTRY: tuple[Entry, ...] = (
         None,
         "factorization.horizon_free_growing:HorizonFreeGrowingBLT",
         _gaussian(
-            saved=(*_BLT_SAVED, Option("scale", OptionType.FLOAT)),
+            saved=(
+                *_BLT_SAVED,
+                Option("scale", OptionType.FLOAT),
+                Option("head_factors", OptionType.FLOATS, low=0, high=16),
+            ),
             participation=False,
             plan=None,
         ),

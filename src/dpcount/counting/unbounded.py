@@ -138,14 +138,15 @@ def _build_horizon_free(horizon: int, *, budget: Budget, rng: RNGLike) -> Counti
 
 
 def _build_horizon_free_blt(
-    horizon: int, *, budget: Budget, rng: RNGLike, block0: int
+    horizon: int, *, budget: Budget, rng: RNGLike, block0: int, head: tuple[float, ...] | None
 ) -> CountingMechanism:
-    """Block 0 (horizon ``block0`` = 2^s − 1): the horizon-free BLT with growing columns;
-    later blocks (horizons 2^i, i ≥ s): Honaker."""
+    """Block 0 (horizon ``block0`` = 2^s − 1): the horizon-free BLT with growing columns
+    and head factors ``head`` (None: the shipped ones); later blocks (horizons 2^i,
+    i ≥ s): Honaker."""
     from dpcount.counting.factorization.horizon_free_growing import HorizonFreeGrowingBLT
 
     if horizon == block0:
-        return HorizonFreeGrowingBLT(horizon, budget=budget, rng=rng)
+        return HorizonFreeGrowingBLT(horizon, head_factors=head, budget=budget, rng=rng)
     if budget.noise is None:  # Gaussian like block 0 (Honaker's own default differs)
         budget = budget.replace(noise=NoiseKind.GAUSSIAN)
     return MECHANISMS["honaker"](horizon=horizon, budget=budget, rng=rng)
@@ -299,15 +300,18 @@ class UnboundedCounter:
         self._sampler: NoiseSampler | None = None  # with_sampler (tests)
         self._start_blocks(HORIZON_FREE_BLT_SPAN_LOG2)
 
-    def _start_blocks(self, span_log2: int) -> None:
+    def _start_blocks(self, span_log2: int, head: tuple[float, ...] | None = None) -> None:
         """Build block 0 (and for the horizon-free BLT, whose block 0 covers steps
-        1 … 2^s − 1 with s = ``span_log2``, the first doubling block: the budget is checked
-        now, not at step 2^s) and the guarantee. Called again by :func:`load_unbounded` for
-        a checkpoint that recorded another s."""
+        1 … 2^s − 1 with s = ``span_log2`` and head factors ``head``, None: the shipped
+        ones, the first doubling block: the budget is checked now, not at step 2^s) and
+        the guarantee. Called again by :func:`load_unbounded` for a checkpoint that
+        recorded another s or no head factors."""
         #: the first doubling block (1; s for the horizon-free BLT)
         self._first = span_log2 if self.inner == HORIZON_FREE_BLT else 1
         if self.inner == HORIZON_FREE_BLT:
-            self._factory = functools.partial(_build_horizon_free_blt, block0=(1 << span_log2) - 1)
+            self._factory = functools.partial(
+                _build_horizon_free_blt, block0=(1 << span_log2) - 1, head=head
+            )
         self._blocks: dict[int, CountingMechanism] = {}
         self._last_variances: dict[int, float] = {}  # block i -> V_i(span of block i)
         first = self.block_mechanism(0)  # validates the budget now, not at step 1
@@ -347,6 +351,13 @@ class UnboundedCounter:
             f"each doubling block calibrated for its horizon by its {self.inner} mechanism, "
             + parallel
         )
+
+    def _head(self) -> tuple[float, ...]:
+        """Block 0's head factors (inner="horizon-free-blt"; none for the others)."""
+        from dpcount.counting.factorization.horizon_free_growing import HorizonFreeGrowingBLT
+
+        first = self.block_mechanism(0)
+        return first.head_factors if isinstance(first, HorizonFreeGrowingBLT) else ()
 
     # -- blocks -----------------------------------------------------------------------
     def block_mechanism(self, i: int) -> CountingMechanism:
@@ -658,6 +669,10 @@ _KEYS = {"inner", "k", "subtract", "block", "step", "dim", "carried", "last"}
 #: HorizonFreeGrowingBLT for steps 1 … 2^s − 1); a checkpoint without it was saved by a
 #: version whose block 0 was HorizonFreeBLT for steps 1 … 2^26 − 1, and is refused
 _SPAN_KEY = "block0_span_log2"
+#: saved for inner="horizon-free-blt" only: block 0's head factors β_1 … β_k (a list);
+#: a checkpoint without it was saved before there were head factors and resumes with
+#: none (every β = 1), as that version ran
+_HEAD_KEY = "block0_head_factors"
 
 
 def _plain(value: Any) -> Any:
@@ -708,6 +723,7 @@ def save_unbounded(
     }
     if counter.inner == HORIZON_FREE_BLT:
         state[_SPAN_KEY] = counter._first
+        state[_HEAD_KEY] = list(counter._head())
     save_stream(inner, path, extra={"unbounded": state, "user": extra})
 
 
@@ -765,7 +781,11 @@ def _saved_state(inner: CountingStream) -> dict[str, Any]:
     if not isinstance(saved, dict) or set(saved) != {"unbounded", "user"}:
         raise ValueError("not an UnboundedStream checkpoint (no doubling state in extra)")
     st = saved["unbounded"]
-    if not isinstance(st, dict) or set(st) not in (_KEYS, _KEYS | {_SPAN_KEY}):
+    if not isinstance(st, dict) or set(st) not in (
+        _KEYS,
+        _KEYS | {_SPAN_KEY},
+        _KEYS | {_SPAN_KEY, _HEAD_KEY},
+    ):
         raise ValueError(f"corrupt {_OWNER} state: it must hold {sorted(_KEYS)}")
     if not isinstance(st["inner"], str) or (
         st["inner"] not in MECHANISMS and st["inner"] not in HORIZON_FREE_INNERS
@@ -782,9 +802,34 @@ def _saved_state(inner: CountingStream) -> dict[str, Any]:
         )
     if st["inner"] == HORIZON_FREE_BLT:
         _check_span(st[_SPAN_KEY])
+        st = {**st, _HEAD_KEY: _check_head(st.get(_HEAD_KEY, []))}  # the file's dict kept
     if st["inner"] != HORIZON_FREE_BLT and _SPAN_KEY in st:
         raise ValueError(f"corrupt {_OWNER} state: {_SPAN_KEY} for inner={st['inner']!r:.40}")
     return st
+
+
+def _check_head(head: Any) -> tuple[float, ...]:
+    """Recorded head factors this version can continue: none (saved before there were
+    head factors, or resumed from such a state) or the shipped ones."""
+    from dpcount.counting.factorization.horizon_free_growing import (
+        HORIZON_FREE_GROWING_HEAD,
+        check_head,
+    )
+
+    if not isinstance(head, list):
+        raise ValueError(f"corrupt {_OWNER} state: {_HEAD_KEY} {head!r:.40} is not a list")
+    try:
+        factors = check_head(head)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"corrupt {_OWNER} state: {_HEAD_KEY}: {err}") from None
+    if factors not in ((), HORIZON_FREE_GROWING_HEAD):
+        raise ValueError(
+            f"inner={HORIZON_FREE_BLT!r} checkpoint whose block 0 has head factors "
+            f"{list(factors)!r:.200} ({_HEAD_KEY}): this dpcount knows only none (states "
+            f"saved before head factors) and its own {list(HORIZON_FREE_GROWING_HEAD)}; "
+            "resume it with the dpcount version that saved it"
+        )
+    return factors
 
 
 def _check_span(span: Any) -> None:
@@ -833,8 +878,10 @@ def _restore_unbounded(inner: CountingStream, expect: UnboundedCounter | None) -
     counter = UnboundedCounter(
         inner=st["inner"], k=st["k"], subtract=st["subtract"], budget=mech.budget, rng=mech._rng
     )
-    if _SPAN_KEY in st and st[_SPAN_KEY] != counter._first:  # a span saved by another
-        counter._start_blocks(st[_SPAN_KEY])  # version: honoured (block 0 ends there)
+    if _SPAN_KEY in st and (st[_SPAN_KEY], st[_HEAD_KEY]) != (counter._first, counter._head()):
+        # a span or head saved by another version: honoured (block 0 ends there, its
+        # first steps with the saved head factors)
+        counter._start_blocks(st[_SPAN_KEY], st[_HEAD_KEY])
     if counter.block_mechanism(block).config() != mech.config():
         raise ValueError(f"corrupt {_OWNER} state: the inner mechanism is not {counter!r}")
     if expect is not None and repr(expect) != repr(counter):

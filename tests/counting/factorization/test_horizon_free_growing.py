@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import mpmath
@@ -23,13 +24,18 @@ from dpcount.privacy.calibration import gaussian_sigma
 
 BUDGET = Budget(epsilon=1.0, delta=1e-6)
 THETA, OMEGA, SCALE = hfg.HORIZON_FREE_GROWING_PARAMETERS
-#: the largest ratio to the plain square root told t over t = 2^4 … 2^24
-#: (docs/unbounded.md: every t ≤ 2^16, sixteen points per octave beyond)
-SHIPPED_RATIO = 1.2993
+HEAD = hfg.HORIZON_FREE_GROWING_HEAD
+#: the largest ratio to the plain square root told t over t = 1 … 2^24, reached at
+#: t = 1 … 16 and 19 (docs/unbounded.md: every t ≤ 4096, 2^k ± 1, 3,000 random t)
+SHIPPED_RATIO = 1.3294
+#: from t = 2^6 on (1.31028 at t = 65; 1.2997 without the head factors, which raise
+#: the later steps' variance a little)
+LATER_RATIO = 1.3103
+DATA = Path(__file__).resolve().parents[2] / "privacy" / "data"
 
 
-def _columns() -> hfg.GrowingColumns:
-    return hfg.growing_columns(THETA, OMEGA, SCALE)
+def _columns(head: tuple[float, ...] = HEAD) -> hfg.GrowingColumns:
+    return hfg.growing_columns(THETA, OMEGA, SCALE, head)
 
 
 def test_block_starts() -> None:
@@ -54,16 +60,29 @@ def test_dense_factorization_is_exact_and_variances_are_its_row_norms() -> None:
     B, C = mech.dense_factorization()
     A = np.tril(np.ones((T, T)))
     np.testing.assert_allclose(B @ C, A, atol=1e-9)
-    # C rebuilt entry by entry from the definition: column s, block b(s)
+    # C rebuilt entry by entry from the definition: column s, block b(s) starting at
+    # step s_b, ω_i(s) = β_b·ω_i·(K·s_b/(K·s_b + τ_i))^{1/2} (β_b = 1 beyond block 15,
+    # which holds steps 16 … 18)
     cols = _columns()
-    for s in (1, 2, 17, 40, 299):
+    theta, tau = np.array(THETA), 1.0 / (1.0 - np.array(THETA))
+    for s in (1, 2, 16, 17, 19, 40, 299):
         b = cols.block_of(s)
+        s_b = cols.starts[b]
+        w = (HEAD[b] if s <= 18 else 1.0) * np.array(OMEGA)
+        w = w * np.sqrt(SCALE * s_b / (SCALE * s_b + tau))
         lags = np.arange(1, T - s + 1)
-        want = [(w * np.array(THETA) ** (k - 1)).sum() for k in lags for w in [cols.scales[b]]]
+        want = [(w * theta ** (k - 1)).sum() for k in lags]
         np.testing.assert_allclose(C[s:, s - 1] * cols.normalizers[b], want, rtol=1e-12)
         assert C[s - 1, s - 1] == 1.0 / cols.normalizers[b]
+        nu2 = 1 + sum(w[i] * w[j] / (1 - theta[i] * theta[j]) for i in range(12) for j in range(12))
+        assert cols.normalizers[b] ** 2 == pytest.approx(nu2, rel=1e-12)
     var = mech.variances()
     np.testing.assert_allclose(var, mech.sampler.variance * (B * B).sum(axis=1), rtol=1e-10)
+    # t = 1: N_1 = ν(1)·z_1, the dense row and the closed form
+    assert mech.variance_at(1) == pytest.approx(mech.sampler.variance * B[0, 0] ** 2, rel=1e-12)
+    assert mech.variance_at(1) == pytest.approx(
+        mech.sampler.variance * cols.normalizers[0] ** 2, rel=1e-12
+    )
     assert [mech.variance_at(t) for t in (1, 16, 17, 100, 300)] == [
         var[0],
         var[15],
@@ -91,7 +110,7 @@ def test_every_column_norm_is_at_most_one_in_exact_arithmetic() -> None:
     th = [Fraction(v) for v in THETA]
     G = [[1 / (1 - a * b) for b in th] for a in th]
     n = len(th)
-    for b in range(0, len(cols.starts), 3):
+    for b in sorted({*range(0, 16, 2), *range(0, len(cols.starts), 6)}):  # all: slow test
         w = [Fraction(float(v)) for v in cols.scales[b]]
         diag = sum((w[i] * w[i] * G[i][i] for i in range(n)), Fraction(1))
         cross = sum(
@@ -210,10 +229,10 @@ def test_refusals() -> None:
         HorizonFreeGrowingBLT(1 << 53, budget=BUDGET).noise_coefficients()
 
 
-def _ratios(steps: list[int]) -> np.ndarray[Any, np.dtype[np.float64]]:
+def _ratios(steps: list[int], head: Any = None) -> np.ndarray[Any, np.dtype[np.float64]]:
     """sens²·V(t) / (Σ_{k<t} f(k)²)²: the variance at t against the plain square root
-    told the horizon t."""
-    mech = HorizonFreeGrowingBLT(1 << 53, budget=BUDGET, rng=0)
+    told the horizon t (``head``: the head factors, None the shipped)."""
+    mech = HorizonFreeGrowingBLT(1 << 53, head_factors=head, budget=BUDGET, rng=0)
     assert mech.privacy is not None
     sens2 = mech.privacy.l2_sensitivity**2
     unit = mech.sampler.variance
@@ -222,26 +241,95 @@ def _ratios(steps: list[int]) -> np.ndarray[Any, np.dtype[np.float64]]:
     return np.asarray(sens2 * V / F**2)
 
 
-def test_ratio_to_the_square_root_told_t() -> None:
-    """Against the square root's coefficients summed directly (dense rows up to 1024),
-    and at a few steps beyond by the library's variance: at most the shipped figure and
-    above 1.25 (a variance 4% low would fail the second at t = 256)."""
-    T = 1024
+def _dense_ratios(T: int) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The same from the dense factorization's rows and the square root's coefficients
+    summed directly, t = 1 … T (the sensitivity is 1 by construction)."""
     B, _ = HorizonFreeGrowingBLT(T, budget=BUDGET, rng=0).dense_factorization()
-    f = sqrt_coefficients(T)
-    F = np.cumsum(f * f)
-    r = (B * B).sum(axis=1) / F**2
-    assert r[15:].max() <= SHIPPED_RATIO and r[15:].min() > 1.25, (r[15:].max(), r[15:].min())
-    assert r[0] == pytest.approx(1.5225, abs=1e-4)  # t = 1: ν(1)², the whole first column
+    F = np.cumsum(sqrt_coefficients(T) ** 2)
+    return np.asarray((B * B).sum(axis=1) / F**2)
+
+
+def test_ratio_to_the_square_root_told_t() -> None:
+    """Every t ≤ 1024 from the dense rows, t = 1 included, and a few steps beyond by the
+    library's variance: at most the shipped figure everywhere, equal to it (within 2·
+    10⁻⁴) at every t ≤ 16 where the head factors equalize it, and above 1.25 (a variance
+    4% low would fail the second at t = 256). Without the head factors t = 1 is ν(1)²
+    = 1.5225, above the issue's 1.5 (this test fails with them all 1)."""
+    r = _dense_ratios(1024)
+    assert r.max() <= SHIPPED_RATIO and r.min() > 1.25, (r.max(), r.min())
+    assert np.all(r[:16] > SHIPPED_RATIO - 2e-4), r[:16]
+    assert r[64:].max() <= LATER_RATIO, r[64:].max()
     far = _ratios([4096, 1 << 16, 1 << 20])
-    assert np.all(far <= SHIPPED_RATIO) and np.all(far > 1.25), far
+    assert np.all(far <= LATER_RATIO) and np.all(far > 1.25), far
+    assert _ratios([1, 2], head=()) == pytest.approx([1.5225, 1.3732], abs=1e-4)
 
 
 @pytest.mark.slow
 def test_ratio_to_the_square_root_told_t_up_to_2_24() -> None:
-    steps = sorted({round(2 ** (e / 16)) for e in range(64, 16 * 24 + 1)})
+    steps = sorted({round(2 ** (e / 16)) for e in range(0, 16 * 24 + 1)})
     r = _ratios(steps)
-    assert r.max() <= SHIPPED_RATIO and r.max() > SHIPPED_RATIO - 2e-3, r.max()
+    assert r.max() <= SHIPPED_RATIO and r.max() > SHIPPED_RATIO - 2e-4, r.max()
+    assert r[steps.index(64) :].max() <= LATER_RATIO
+
+
+@pytest.mark.slow
+def test_ratio_at_every_power_of_two_and_its_neighbours_to_2_24() -> None:
+    steps = sorted({v for k in range(1, 25) for v in ((1 << k) - 1, 1 << k, (1 << k) + 1)})
+    r = _ratios(steps)
+    assert r.max() <= SHIPPED_RATIO, r.max()
+
+
+def test_head_factors_shrink_the_first_columns_and_keep_them_unit() -> None:
+    """Step s ≤ 16 has β_s times the output scales it had without head factors, and ν
+    from the same closed form; blocks from step 17 are unchanged."""
+    with_head, without = _columns(), _columns(())
+    for b in range(16):
+        np.testing.assert_array_equal(with_head.scales[b], without.scales[b] * HEAD[b])
+        assert with_head.normalizers[b] < without.normalizers[b]
+    np.testing.assert_array_equal(with_head.scales[16:], without.scales[16:])
+    np.testing.assert_array_equal(with_head.normalizers[16:], without.normalizers[16:])
+    assert len(HEAD) == 16 and all(0.79 < b < 0.99 for b in HEAD)
+    part = hfg.growing_columns(THETA, OMEGA, SCALE, [0.5])  # one factor: step 1 only
+    np.testing.assert_array_equal(part.scales[0], without.scales[0] * 0.5)
+    np.testing.assert_array_equal(part.scales[1:], without.scales[1:])
+
+
+def test_head_factors_defaults_config_and_refusals() -> None:
+    shipped = HorizonFreeGrowingBLT(10, budget=BUDGET)
+    assert shipped.head_factors == HEAD
+    assert shipped.config()["kwargs"]["head_factors"] == list(HEAD)
+    rebuilt = HorizonFreeGrowingBLT(**shipped.config()["kwargs"])
+    assert rebuilt.variance_at(1) == shipped.variance_at(1)
+    # parameters given without head factors: none (as before there were head factors)
+    custom = HorizonFreeGrowingBLT(
+        10, buffer_decay=THETA, output_scale=OMEGA, scale=SCALE, budget=BUDGET
+    )
+    assert custom.head_factors == () and custom.variance_at(1) > shipped.variance_at(1)
+    assert HorizonFreeGrowingBLT(10, head_factors=(), budget=BUDGET).head_factors == ()
+    with pytest.raises(ValueError, match=r"head_factors\[0\] must be"):
+        HorizonFreeGrowingBLT(10, head_factors=[1.5], budget=BUDGET)
+    with pytest.raises(ValueError, match=r"head_factors\[1\] must be"):
+        HorizonFreeGrowingBLT(10, head_factors=[0.9, 0.0], budget=BUDGET)
+    with pytest.raises(ValueError, match="at most 16 factors"):
+        HorizonFreeGrowingBLT(10, head_factors=[0.9] * 17, budget=BUDGET)
+    with pytest.raises(TypeError, match="head_factors must be a sequence"):
+        HorizonFreeGrowingBLT(10, head_factors=0.9, budget=BUDGET)
+    with pytest.raises(TypeError, match="head_factors\\[0\\] must be a real"):
+        HorizonFreeGrowingBLT(10, head_factors=["0.9"], budget=BUDGET)
+
+
+def test_a_checkpoint_saved_before_head_factors_resumes_bit_for_bit() -> None:
+    """A stream saved (step 10) by the code before head factors, whose config has none:
+    rebuilt with every β_s = 1, it releases steps 11 … 20 as the uninterrupted stream
+    did (recorded in the file); the shipped mechanism would not."""
+    restored = load_stream(DATA / "growing_blt_dev.ckpt")
+    extra: Any = restored.extra
+    assert restored.mechanism.head_factors == ()  # type: ignore[attr-defined]
+    assert [float(restored.update(x)) for x in extra["inputs"]] == extra["releases"]
+    with pytest.raises(ValueError, match="head_factors"):
+        load_stream(
+            DATA / "growing_blt_dev.ckpt", expect=HorizonFreeGrowingBLT(1 << 53, budget=BUDGET)
+        )
 
 
 @pytest.mark.slow

@@ -19,7 +19,16 @@ column is then scaled to norm at most 1:
 
 The output scales are constant on blocks of steps (every step up to 16, then four blocks
 per octave: block j starts at round(2^{4 + (j − 16)/4}), the last at 2^26 lasts forever),
-so there are finitely many distinct columns (:func:`block_starts`).
+so there are finitely many distinct columns (:func:`block_starts`). The first 16
+blocks (steps 1 … 15 one step each, the 16th steps 16 … 18) take head factors: block b
+has output scales β_b·ω_i(s) (:data:`HORIZON_FREE_GROWING_HEAD`, each β_b in (0, 1])
+and ν(s) from them by the same closed form, so its column keeps norm at most 1. A
+smaller tail on an early column lowers the variance at the first steps (at t = 1 it is
+ν(1)², 1.5225 without the factor) and raises it a little at the later ones (1.3293
+instead of 1.2920 at t = 19, 1.3103 instead of 1.2873 at t = 65, 1.2745 instead of
+1.2714 at 2^24); the shipped factors equalize the ratio to the plain square root told
+t at 1.3293 over t = 1 … 16 (and 19), the largest over t = 1 … 2^24 (without them:
+1.5225 at t = 1, 1.3732 at t = 2, below 1.30 from t = 16 on).
 
 Noise without the inverse: w = C⁻¹z is computed online with the n buffers
 u_i(t) = Σ_{s<t} θ_i^{t−1−s} ω_i(s) y_s of y_s = w_s/ν(s) = z_s − Σ_i u_i(s), and the
@@ -49,7 +58,9 @@ from the quadrature of the square root's arcsine measure (as ``start`` in
 ``benchmarks/make_horizon_free_blt.py``), then (K, the range of −ln(1 − θ), a tilt)
 fitted by Nelder–Mead on the largest ratio of the variance at t to the plain square
 root's told the horizon t over t = 2^4 … 2^26, four points per octave
-(``benchmarks/make_horizon_free_blt.py --growing``; figures in docs/unbounded.md).
+(``benchmarks/make_horizon_free_blt.py --growing``; figures in docs/unbounded.md); then,
+with those fixed, the head factors by SLSQP on the largest ratio over t = 1 … 128,
+rounded to four digits (``--head``).
 
 References:
     * K. Dvijotham, H. B. McMahan, K. Pillutla, T. Steinke, A. Thakurta. "Efficient and
@@ -94,6 +105,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FLOAT_MODEL_STEPS",
+    "HORIZON_FREE_GROWING_HEAD",
     "HORIZON_FREE_GROWING_PARAMETERS",
     "GrowingColumns",
     "HorizonFreeGrowingBLT",
@@ -133,6 +145,34 @@ HORIZON_FREE_GROWING_PARAMETERS: tuple[tuple[float, ...], tuple[float, ...], flo
     ),
     19.18841592994059,
 )
+#: The head factors β_1 … β_16: block b ≤ 16 (steps 1 … 15 one step each, block 16
+#: steps 16 … 18) has output scales β_b·ω_i(s), then ν(s) by the same certified closed
+#: form, so its column still has norm at most 1 and the sensitivity is unchanged. They
+#: lower the ratio to the plain square root told t at the first steps, which the
+#: parameters' fit (t = 2^4 … 2^26) leaves high (1.5225 at t = 1: ν(1)², the whole first
+#: column; 1.3732 at t = 2), to 1.3293 at every t ≤ 16 (equioscillating: the largest
+#: over t = 1 … 2^24, every t ≤ 4096, 2^k ± 1 and 3,000 random t checked; a single
+#: factor on step 1 alone gives at best 1.3909, at t = 1 and 2). Fitted by SLSQP on the largest
+#: ratio over t = 1 … 128 with the other parameters fixed, rounded to four digits
+#: (``benchmarks/make_horizon_free_blt.py --head``; figures in docs/unbounded.md).
+HORIZON_FREE_GROWING_HEAD: tuple[float, ...] = (
+    0.7939,
+    0.8898,
+    0.9265,
+    0.9395,
+    0.9438,
+    0.9461,
+    0.9486,
+    0.952,
+    0.956,
+    0.9605,
+    0.9652,
+    0.9699,
+    0.9744,
+    0.9788,
+    0.9829,
+    0.9866,
+)
 #: steps up to here are blocks of one step
 _SINGLE_STEPS = 16
 #: blocks per octave beyond them
@@ -148,15 +188,17 @@ _TABLE_LIMIT = 1 << 22
 #: The last step whose noise is measured within the float model (F) of
 #: :mod:`dpcount.privacy.float_safe` with margin (benchmarks/float_model_growing.py: the
 #: largest ratio of the noise's error, against the same recursion in long double, to
-#: u·σ_t·(1 + Z*/σ₁), seeds 1–3, scalar and vector (dim 2–4) paths; κ = 256; figures in
-#: :class:`GrowingNoiseProcess`) with the double-double buffers: ≤ 3.1 (scalar, to 2^22,
-#: seeds 1–3) and ≤ 3.1 (vector, dim 2–4), flat in t; to 2^25 (``--log2 24,25
-#: --beyond``): 2.38 / 1.98 / 2.23 at 2^25 (scalar ``next_many``, whose noise is the
-#: default counter's block 0 bit for bit, seeds 1 / 2 / 3; 2.38 / 1.88 / 2.23 at 2^24;
-#: ≤ 2.63 over 2^20 … 2^25), 2.74 / 2.40 / 2.81 at 2^25 (vector ``next_many``, dim
-#: 2 / 3 / 4, seeds 1 / 2 / 3, ``--by-coordinates``; 2.37 / 2.40 / 2.57 at 2^24); every
-#: other path's noise equals one of those bit for bit (``--identical``). Margin ≥ 20 to
-#: κ/4.
+#: u·σ_t·(1 + Z*/σ₁); κ = 256; figures in :class:`GrowingNoiseProcess`) with the
+#: double-double buffers. Re-measured with the head factors (they change steps 1 … 18's
+#: columns; ``--log2 20,22,24,25 --beyond``): scalar ``next_many`` (whose noise is the
+#: default counter's block 0 bit for bit), seeds 1 / 2 / 3: 2.39 / 1.83 / 2.30 at 2^25,
+#: 2.32 / 1.82 / 2.30 at 2^24, ≤ 2.42 over 2^20 … 2^25; every other path's noise equals
+#: the scalar or vector ``next_many``'s bit for bit (``--identical --log2 16``, seeds
+#: 1–3, re-run); vector ``next_many`` (dim 2 / 3 / 4, seeds 1 / 2 / 3,
+#: ``--by-coordinates``): 2.59 / 3.19 / 2.92 at 2^25, 2.62 / 3.19 / 2.92 at 2^24,
+#: ≤ 3.42 over 2^20 … 2^25 (3.41 at 2^20, dim 3). Margin ≥ 18 to κ/4.
+#: Before the head factors (the same columns from step 19 on): scalar 2.38 / 1.98 / 2.23
+#: and vector 2.74 / 2.40 / 2.81 at 2^25, ≤ 3.1 at 2^17 … 2^22 on every path.
 #: With plain float buffers it was 19–26 at 2^17 and up to 145 at 2^20. Later steps are
 #: not measured and are refused: a float release there could state too small a δ.
 FLOAT_MODEL_STEPS = 1 << 25
@@ -206,12 +248,15 @@ def _column_norm_squared(theta: Array, w: Array) -> float:
 
 
 @lru_cache(maxsize=4)
-def _columns(theta: tuple[float, ...], omega: tuple[float, ...], scale: float) -> GrowingColumns:
+def _columns(
+    theta: tuple[float, ...], omega: tuple[float, ...], scale: float, head: tuple[float, ...]
+) -> GrowingColumns:
     th, om = np.array(theta), np.array(omega)
     tau = 1.0 / (1.0 - th)
     starts = block_starts()
     s = np.array(starts, dtype=np.float64)[:, None]
     W = om[None, :] * np.sqrt(scale * s / (scale * s + tau[None, :]))
+    W[: len(head)] *= np.array(head, dtype=np.float64)[:, None]  # blocks 1 … len(head)
     nu = np.array(
         [
             math.nextafter(math.sqrt(_column_norm_squared(th, w) * (1.0 + _NORM_SLACK)), math.inf)
@@ -223,16 +268,40 @@ def _columns(theta: tuple[float, ...], omega: tuple[float, ...], scale: float) -
     return GrowingColumns(decay=th, starts=starts, scales=W, normalizers=nu)
 
 
-def growing_columns(buffer_decay: Any, output_scale: Any, scale: float) -> GrowingColumns:
-    """The checked parameters' blocks (cached).
+def growing_columns(
+    buffer_decay: Any, output_scale: Any, scale: float, head: Any = ()
+) -> GrowingColumns:
+    """The checked parameters' blocks (cached); ``head`` the factors β_1 … β_k (k ≤ 16)
+    on the output scales of the first k blocks (steps 1 … 15 one each, the 16th steps
+    16 … 18; none: every β = 1).
 
     Raises:
         ValueError: θ, ω outside the BLT domain (:func:`~dpcount.counting.factorization.
-            blt.check_blt_parameters`) or K not a positive finite number.
+            blt.check_blt_parameters`), K not a positive finite number, or ``head`` not
+            at most 16 reals in (0, 1].
     """
     th, om = check_blt_parameters(buffer_decay, output_scale)
     K = check_real("scale", scale, gt=0.0)
-    return _columns(tuple(th.tolist()), tuple(om.tolist()), float(K))
+    return _columns(tuple(th.tolist()), tuple(om.tolist()), float(K), check_head(head))
+
+
+def check_head(head: Any) -> tuple[float, ...]:
+    """The head factors as a tuple of floats: a sequence of at most 16 reals in (0, 1].
+
+    Raises:
+        TypeError: ``head`` not a sequence, or an entry not a real number.
+        ValueError: more than 16 entries, or one outside (0, 1].
+    """
+    if isinstance(head, (str, bytes)) or not isinstance(head, (tuple, list, np.ndarray)):
+        raise TypeError(f"head_factors must be a sequence of reals, got {type(head).__name__}")
+    if len(head) > _SINGLE_STEPS:
+        raise ValueError(
+            f"head_factors holds at most {_SINGLE_STEPS} factors (blocks 1 … {_SINGLE_STEPS}), "
+            f"got {len(head)}"
+        )
+    return tuple(
+        float(check_real(f"head_factors[{i}]", v, gt=0.0, le=1.0)) for i, v in enumerate(head)
+    )
 
 
 class _Variances:
@@ -581,14 +650,23 @@ class HorizonFreeGrowingBLT(CountingMechanism):
             given together with ``output_scale`` and ``scale``).
         output_scale: ω (None: the shipped parameters).
         scale: K (None: the shipped parameters).
+        head_factors: β_1 … β_k (k ≤ 16, each in (0, 1]), the factors on the output
+            scales of the first k blocks (steps 1 … 15 one each, the 16th steps 16 …
+            18; module docstring). None: the shipped
+            :data:`HORIZON_FREE_GROWING_HEAD` with the shipped parameters, none (every
+            β = 1) with parameters given, as before there were head factors (so a
+            checkpoint saved then, whose config has no head factors, resumes with its
+            own columns).
         budget: a :class:`~dpcount.privacy.Budget` with δ (Gaussian noise), or its
             fields as keywords.
         rng: None (OS entropy), or a Generator / int seed (research and tests only).
 
     Raises:
         ValueError: a horizon outside [1, 2^53], only some of ``buffer_decay``,
-            ``output_scale`` and ``scale``, parameters outside the BLT domain, K ≤ 0, a
-            noise kind other than Gaussian, or a participation schema (naming them).
+            ``output_scale`` and ``scale``, parameters outside the BLT domain, K ≤ 0,
+            more than 16 head factors or one outside (0, 1], a noise kind other than
+            Gaussian, or a participation schema (naming them).
+        TypeError: ``head_factors`` not a sequence of reals.
     """
 
     name = "horizon-free-growing-blt"
@@ -602,6 +680,7 @@ class HorizonFreeGrowingBLT(CountingMechanism):
         buffer_decay: Any = None,
         output_scale: Any = None,
         scale: float | None = None,
+        head_factors: Any = None,
         budget: Budget | None = None,
         rng: RNGLike = None,
         **fields: Unpack[BudgetFields],
@@ -612,13 +691,16 @@ class HorizonFreeGrowingBLT(CountingMechanism):
                 "give buffer_decay, output_scale and scale together, or none (the shipped "
                 "parameters)"
             )
+        if head_factors is None:
+            head_factors = () if all(given) else HORIZON_FREE_GROWING_HEAD
         if buffer_decay is None:
             buffer_decay, output_scale, scale = HORIZON_FREE_GROWING_PARAMETERS
         assert scale is not None
-        self.columns = growing_columns(buffer_decay, output_scale, scale)
+        self.columns = growing_columns(buffer_decay, output_scale, scale, head_factors)
         self.buffer_decay = self.columns.decay
         self.output_scale = np.array(output_scale, dtype=np.float64)
         self.scale = float(scale)
+        self.head_factors = check_head(head_factors)
         super().__init__(horizon, budget=budget, rng=rng, **fields)
 
     @classmethod
@@ -700,4 +782,5 @@ class HorizonFreeGrowingBLT(CountingMechanism):
             "buffer_decay": self.buffer_decay.tolist(),
             "output_scale": self.output_scale.tolist(),
             "scale": self.scale,
+            "head_factors": list(self.head_factors),
         }
