@@ -97,6 +97,7 @@ __all__ = [
     "BLT",
     "BLTInverse",
     "BLTNoiseProcess",
+    "blt_config",
     "blt_inverse",
     "blt_losses",
     "check_blt_parameters",
@@ -984,6 +985,12 @@ def shipped_blt_parameters(
     return list(entry["buffer_decay"]), list(entry["output_scale"])
 
 
+def blt_config(buffer_decay: Array, output_scale: Array) -> dict[str, Any]:
+    """θ, ω as a mechanism's rebuilding arguments (``config()``, checkpoints): lists of
+    floats under their parameter names."""
+    return {"buffer_decay": buffer_decay.tolist(), "output_scale": output_scale.tolist()}
+
+
 class _BLTParameters(CountingMechanism):
     """What the mechanisms built on BLT(θ, ω) parameters share (:class:`BLT`,
     :class:`~dpcount.counting.factorization.normalized_blt.NormalizedBLT`): the checked
@@ -1045,11 +1052,7 @@ class _BLTParameters(CountingMechanism):
         return {"buffers": len(self.buffer_decay)}
 
     def _config_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._config_kwargs(),
-            "buffer_decay": self.buffer_decay.tolist(),
-            "output_scale": self.output_scale.tolist(),
-        }
+        return {**super()._config_kwargs(), **blt_config(self.buffer_decay, self.output_scale)}
 
 
 class BLT(_BLTParameters):

@@ -89,7 +89,7 @@ from dpcount._validate import check_integer, check_real
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MAX_HORIZON, CountingMechanism, MemoryEstimate, step_bytes
 from dpcount.counting.factorization._types import Array
-from dpcount.counting.factorization.blt import check_blt_parameters
+from dpcount.counting.factorization.blt import blt_config, check_blt_parameters
 from dpcount.counting.factorization.horizon_free import single_participation
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.privacy.budget import Budget, BudgetFields, NoiseKind, Participation
@@ -779,8 +779,7 @@ class HorizonFreeGrowingBLT(CountingMechanism):
     def _config_kwargs(self) -> dict[str, Any]:
         return {
             **super()._config_kwargs(),
-            "buffer_decay": self.buffer_decay.tolist(),
-            "output_scale": self.output_scale.tolist(),
+            **blt_config(self.buffer_decay, self.output_scale),
             "scale": self.scale,
             "head_factors": list(self.head_factors),
         }
