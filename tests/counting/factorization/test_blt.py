@@ -394,19 +394,28 @@ def test_batch_noise_computed_in_its_draws_equals_a_separate_array(
     tail = () if dim is None else (dim,)
     n = T - 37  # whole chunks and a short last one
 
+    in_place: list[bool] = []  # per _fill call: whether the noise went into its draws
+
     def noise(fresh: bool, sampler: object = None) -> np.ndarray:
         s = m.sampler if sampler is None else sampler
         source = NoiseSource.generator(s, np.random.default_rng(11), dim)  # type: ignore[arg-type]
         process = m.noise_process(source, dim)
+        fill = process._fill
+        monkeypatch.setattr(
+            process, "_fill", lambda z, dest: (in_place.append(z is dest), fill(z, dest))[1]
+        )
         if not fresh:
             monkeypatch.setattr(process, "_compute_new", lambda k: None)
         first = process.next_many(20)  # then a nonzero state
         return np.concatenate([first.ravel(), process.next_many(n).ravel()])
 
     in_draws = noise(True)
+    assert in_place == [True, True]  # the path under test was taken
     np.testing.assert_array_equal(in_draws, noise(False))
     keeping = _KeepingSampler(m.sampler)
+    in_place.clear()
     np.testing.assert_array_equal(in_draws, noise(True, keeping))
+    assert in_place == [False, False]  # a kept array is never written
     assert [k.shape for k in keeping.kept] == [(20, *tail), (n, *tail)]
     for kept, copy in zip(keeping.kept, keeping.copies, strict=True):
         np.testing.assert_array_equal(kept, copy)  # the draws it kept, unchanged

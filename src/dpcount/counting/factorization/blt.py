@@ -192,6 +192,26 @@ def check_blt_parameters(buffer_decay: Any, output_scale: Any) -> tuple[Array, A
     return theta, omega
 
 
+def _reference_count(a: Array) -> int:
+    """:func:`sys.getrefcount` of ``a`` as a caller's local sees it (−1 where the
+    interpreter keeps no reference count)."""
+    count = getattr(sys, "getrefcount", None)
+    return -1 if count is None else int(count(a))
+
+
+def _local_references() -> int:
+    """:func:`_reference_count` of an array held by one local variable only (3 on CPython
+    up to 3.13: the local, the parameter and the call's argument; less where the
+    interpreter borrows references), measured once, so an interpreter's counting
+    convention cannot make an array that something else holds look unshared."""
+    probe = np.empty(0)
+    return _reference_count(probe)
+
+
+#: :func:`_local_references` on this interpreter (≤ 0: nothing is ever "sole")
+_LOCAL_REFERENCES = _local_references()
+
+
 @dataclass(frozen=True)
 class BLTInverse:
     """C⁻¹ = BLT(decay, scale) and the decoder B = A·C⁻¹, b_k = a + Σ_i β_i decay_i^k.
@@ -840,11 +860,11 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         if n * (1 if self.dim is None else self.dim) < _IN_DRAWS_VALUES:
             return None  # small: from the heap without faults; the copy-free products win
         z = self.noise.sample((n, *self._tail))
-        # an array that owns its data, referenced only here (the local and the call's
-        # argument): not a view of a sampler's buffer nor one it keeps (e.g. a replay)
+        # an array that owns its data, referenced only here: not a view of a sampler's
+        # buffer nor one it keeps (e.g. a replay)
         if (
             z.base is None
-            and sys.getrefcount(z) <= 2
+            and 0 < _reference_count(z) <= _LOCAL_REFERENCES
             and z.dtype == np.float64
             and z.flags.c_contiguous
             and z.flags.writeable
