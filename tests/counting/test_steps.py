@@ -7,6 +7,7 @@ numbers in int64); the reference is the plain computation it replaces:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -128,3 +129,68 @@ def test_integral_array_fast_path_keeps_values_and_messages() -> None:
         check_integral_array("x", np.array([1.0, 2.0**53 + 2]))
     with pytest.raises(ValueError, match=r"^x: the integer running sum may exceed 2\^61 at step 3"):
         check_integral_array("x", np.full(4, 2.0**53), offset=2**61 - 2**54)
+
+
+def _edge_noise(n: int, g: float, rng: Any) -> Any:
+    """Noise with the snap's edge values: ±0.0, ties ±g/2 and ±3g/2, subnormals, values
+    near a grid point and far beyond it."""
+    edge = [
+        0.0,
+        -0.0,
+        g / 2,
+        -g / 2,
+        1.5 * g,
+        -1.5 * g,
+        5e-324,
+        -5e-324,
+        2.0**900 * g,
+        -(2.0**900) * g,
+    ]
+    edge += [math.nextafter(g / 2, 0.0), math.nextafter(-g / 2, 0.0), 1e-300 * g]
+    noise = rng.standard_normal(n) * g * 3
+    noise[: min(n, len(edge))] = edge[:n]
+    return rng.permutation(noise)
+
+
+@pytest.mark.parametrize("g", [4.0, 0.5, 2.0**-40, 2.0**40])
+def test_snapped_constant_blocks_equal_snap_of_cumsum(
+    g: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of equal int64 sums (zero steps) are snapped as one broadcast sum: the same
+    bytes as the snap of numpy's cumsum repeated, for zero, negative, near-2^53 and
+    fractional-grid sums, with ±0.0, ties and subnormals in the noise; blocks of 8, the
+    constant ones after whole and fractional ones (the carry), scalar and vector steps,
+    one grid and one per row."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
+    rng = np.random.default_rng(4)
+    starts = [0.0, -5.0, 7.0, B - 4, -(B - 4), 0.5, g, -g, 3 * g]
+    for first in starts:
+        for shape in ((40,), (24, 2)):
+            x = np.zeros(shape)
+            x[0] = first
+            x[17:19] = 1.0  # a block that is not constant, then constant ones again
+            noise = _edge_noise(x.size, g, rng).reshape(shape)
+            for grid in (g, np.full(shape[0], g) if len(shape) == 1 else np.full((shape[0], 1), g)):
+                got = noise.copy()
+                add_running_sums("x", got, x, grid=grid)
+                want = snap_release(np.cumsum(x, axis=0), noise.copy(), grid)
+                assert got.tobytes() == want.tobytes(), (first, shape, g)
+
+
+def test_snap_of_one_broadcast_sum_equals_the_sum_repeated() -> None:
+    """snap_release with sums of shape (1,) gives the bytes of the sum repeated, for int64
+    and float sums (±0.0, negative, fractional, near 2^53), the five grids' kinds and each
+    ``known`` form; the noise holds ±0.0, ties and subnormals."""
+    rng = np.random.default_rng(5)
+    sums = [0, -0.0, 0.0, -7, 7, 2**53 - 1, -(2**53 - 1), 0.75, -0.75, 12.5, 2.0**60]
+    for g in (4.0, 1.0, 0.5, 2.0**-40, 2.0**40):
+        noise = _edge_noise(64, g, rng)
+        for s in sums:
+            one = np.array([s], dtype=np.int64 if isinstance(s, int) else np.float64)
+            many = np.full(64, s, dtype=one.dtype)
+            for known in ((None, None), (many.min(), None), (many.min(), 2.0**61)):
+                want = snap_release(many, noise.copy(), g, known=known)
+                got = snap_release(one, noise.copy(), g, known=known)
+                assert got.tobytes() == want.tobytes(), (s, g, known)
+                vec = snap_release(one, noise.reshape(16, 4).copy(), g, known=known)
+                assert vec.tobytes() == want.tobytes(), (s, g, known)

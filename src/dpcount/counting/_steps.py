@@ -310,13 +310,23 @@ def _rows(grid: Any, start: int, stop: int, ndim: int) -> Any:
 
 
 def _combine(
-    noise: NDArray[np.float64], sums: NDArray[Any], grid: Any, work: Any = None, low: Any = None
+    noise: NDArray[np.float64],
+    sums: NDArray[Any],
+    grid: Any,
+    work: Any = None,
+    low: Any = None,
+    high: Any = None,
 ) -> None:
     """``noise += sums`` in place, or its float-safe snapped form when ``grid`` (a power of
-    two, or one per row) is set (``work``: the snap's reused scratch; ``low``: a bound
-    below every sum, if known)."""
+    two, or one per row) is set (``work``: the snap's reused scratch; ``low``, ``high``:
+    the least and the largest sum, if known). Sums that are all equal (a block of zero
+    steps) under one grid are snapped as one sum for every value (:func:`snap_release`
+    with sums of shape (1,): the same floats, five passes instead of ten)."""
     if grid is None:
         noise += sums
+    elif low is not None and low == high and not isinstance(grid, (list, np.ndarray)):
+        one = sums.reshape(-1)[:1]
+        snap_release(one, noise, grid, work=work, known=(low, MAX_EXACT_SUM))
     elif isinstance(grid, list):  # runs (lo, hi, g): a float grid each (1/g multiplies)
         for lo, hi, g in grid:
             snap_release(sums[lo:hi], noise[lo:hi], g, work=work, known=(low, MAX_EXACT_SUM))
@@ -383,11 +393,11 @@ def add_running_sums(
                 if carry is not None:
                     block[0] += carry.astype(np.int64)
                 np.cumsum(block, axis=0, out=block)
-                low = int(block.min())
-                whole = int(block.max()) < MAX_EXACT_SUM and low > -MAX_EXACT_SUM
+                low, high = int(block.min()), int(block.max())
+                whole = high < MAX_EXACT_SUM and low > -MAX_EXACT_SUM
             if whole:
                 grids = _rows(grid, start, stop, arr.ndim)
-                _combine(noise[start:stop], block, grids, work, low)
+                _combine(noise[start:stop], block, grids, work, low, high)
                 carry = block[-1].astype(np.float64)
                 continue
             sums = floats[1 : stop - start + 1]

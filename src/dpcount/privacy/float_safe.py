@@ -440,7 +440,10 @@ def snap_release(
     """The float-safe release ``RN(hi + R_g(fl(lo + noise)))`` (module docstring).
 
     Args:
-        sums: running sums (float64 or int64 array, or a scalar).
+        sums: running sums (float64 or int64 array, or a scalar), or an array of shape
+            (1,): one sum for every value (u and q computed once and broadcast: each
+            value takes the same operations on the same operands as with the sum
+            repeated, so the same floats, in fewer passes).
         noise: the float noise, same shape (an array is overwritten with the result).
         grid: g, a power of two (:func:`release_grids`), or an array of them that
             broadcasts against ``noise`` (one per step: shape (n,) or (n, 1)).
@@ -478,7 +481,9 @@ def snap_release(
         np.copyto(out, noise)
         return _snap_fmod(s_arr, out, grid)
     shape = out.shape
-    if work is None:
+    if s_arr.shape == (1,) and shape != (1,):  # one sum for every value (broadcast)
+        u, q = np.empty(1), np.empty(1)
+    elif work is None:
         u, q = np.empty(shape), np.empty(shape)
     elif len(shape) == 1:
         u, q = work[0, : shape[0]], work[1, : shape[0]]
@@ -531,6 +536,8 @@ def _snap_scaled(
     np.rint(out, out=out)
     if plus:
         out += q  # every sum at least its grid, so every q ≥ 1: R − (0 − q) = R + q
+    elif q.shape == (1,) and q[0] == 0.0:
+        pass  # one sum for every value with q = ±0: 0 − q is +0, and R − (+0) is R (-0 too)
     else:
         np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
         out -= q
