@@ -72,6 +72,14 @@ def _steps_cases(shape: tuple[int, ...]) -> list[Any]:
     cancel = counts()
     cancel[0], cancel[1:] = 2.0**60, -(2.0**60)
     cases.append(cancel)
+    for first, rest in ((0.0, -0.0), (3.0, -0.0), (-5.0, 0.0), (B - 1, 0.0), (0.5, 0.0)):
+        sparse = np.full(shape, rest)  # blocks of zero steps after a sum (or at the start)
+        sparse[0] = first
+        sparse[len(sparse) // 2] = 1.0
+        cases.append(sparse)
+    tail = counts()
+    tail[len(tail) // 4 :] = 0.0  # zero blocks after per-coordinate sums
+    cases.append(tail)
     return cases
 
 

@@ -334,6 +334,13 @@ def _combine(
         snap_release(sums, noise, grid, work=work, known=(low, MAX_EXACT_SUM))
 
 
+def _zero_steps(x: NDArray[np.float64]) -> bool:
+    """Whether every step of the block is ±0.0 (two probes first: a block with data
+    rarely passes them, so it pays for one comparison, not a pass)."""
+    flat = x.reshape(-1)
+    return bool(flat[0] == 0.0 and flat[-1] == 0.0 and not flat.any())
+
+
 def add_running_sums(
     name: str, noise: NDArray[np.float64], arr: NDArray[np.float64], *, grid: Any = None
 ) -> None:
@@ -350,7 +357,11 @@ def add_running_sums(
     floats: every running sum it accepts is below 2^53, where the float sums of whole
     numbers are exact (see :func:`check_running_sums`); a block whose int64 sums fail
     the check (or would overflow) is summed again in float64 for the message. Signed
-    zeros are kept: a run of -0.0 steps (float sum -0.0) is summed in float64.
+    zeros are kept: a run of -0.0 steps (float sum -0.0) is summed in float64. A block
+    of zero steps (±0.0) after a whole sum c other than -0.0 (or at the start, x_0 not
+    -0.0) has every sum equal to c (+0 at the start): nothing is summed or checked
+    again, and, under one grid, its noise is snapped with c broadcast (the same floats
+    as c repeated; equal int64 sums in a block take that snap too).
 
     Args:
         name: parameter name for messages.
@@ -386,6 +397,16 @@ def add_running_sums(
             whole = not bool(np.any((first == 0.0) & np.signbit(first)))
             if whole and carry is not None:
                 whole = bool(np.all(np.floor(carry) == carry))
+            if whole and _zero_steps(x):
+                # every sum is the one before (or +0): fl(c + ±0) = c for c ≠ -0.0
+                one = ints[:1]
+                one[:] = 0 if carry is None else carry.astype(np.int64)
+                grids = _rows(grid, start, stop, arr.ndim)
+                low, high = int(one.min()), int(one.max())
+                if low == high and not isinstance(grids, (list, np.ndarray)):
+                    _combine(noise[start:stop], one.reshape(-1)[:1], grids, work, low, high)
+                    carry = one[0].astype(np.float64)
+                    continue
             if whole:
                 np.copyto(block, x, casting="unsafe")  # whole numbers convert exactly
                 whole = bool(np.all(block == x))
