@@ -198,6 +198,29 @@ elementwise passes per value (~1.5 ms per 10^6 values, ``add_running_sums`` and
 ``snap_release``) and the compensated decays' second filter (~0.3 ms); this branch
 against main in that mode: 1.008 / 1.000.
 
+Then (issue 33, "fuse"): stages of the BLT batch release at T = 10^6 (process CPU, least
+of 15, 08:27-08:30 UTC, load average 1.5-2.3): T normals into a kept array 9.3 ms; the
+release 19.2 ms (zeros) and 19.4 ms (0/1 steps), of which the noise 14.6-14.8 ms (drawing
+~10.4, the filters 1.7, the three products 3.2) and ``add_running_sums`` with the snap
+4.3-4.4 ms (without a grid 2.7 ms); 0.4's noise computes in about the same time, so the
+gap is the snap. Every elementwise pass costs ~0.15-0.3 ms per 10^6 values whatever the
+block (2^13 to 2^20 values alike: the passes are compute-bound and the 8 MB arrays fit
+the 32 MB L3), so running the snap inside the noise's blocks saves nothing measurable;
+only fewer passes do. Changed: a block of equal int64 sums under one grid is snapped
+as one broadcast sum (4-5 full passes instead of 10), and a block of zero steps after a
+whole sum is neither summed nor checked again (every sum is the one before). Zeros:
+``add_running_sums`` 4.5 → 1.7 ms. Data with events in every block (0/1, 1 % sparse)
+are unchanged: in subprocesses with glibc's heap kept (no page faults, 3 alternating
+rounds, 08:41, load 4.3-4.5) 0.4 / trial / this: 0/1 18.2-18.6 / 19.5-20.0 / 19.8-20.1
+ms, zeros 18.0-18.5 / 19.7-20.0 / 16.8-17.3 ms. Measured 08:40-08:41 UTC, load average
+4.3-4.9, against 0.4 (b24b7db), after = 0392af4 (A÷B of the least CPU / of the median
+floor ratio): ``--quick --rounds 4`` (every group in one child): BLT batch 0.952 /
+0.984 (the trial branch at 5858316 in the same hour: 1.111 / 1.081), every other row
+≤ 1.021 / 1.019; ``--quick --rounds 8 --only blt_batch``: 0.741 / 0.742. Releases
+bit-identical to 5858316: ``release_digests.py`` 459 of 459, ``bench_scaled_batch.py
+--digests`` 588 of 588. This benchmark releases zeros only, so its BLT batch row now
+shows the zero-block path; on data with events the release stays ~1.07-1.09x 0.4.
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
 """
