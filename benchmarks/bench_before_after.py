@@ -32,7 +32,9 @@ cascade"):
   scalar ``rng.standard_normal`` calls);
 * BLT (shipped 8 buffers for T = 4096): one noise-process step at d = 10^5 (floor:
   d normals) and ``CountingStream.update`` of a d-vector; batch ``release`` at
-  T = 10^7 (``--quick``: 10^6; floor: T normals);
+  T = 10^7 (``--quick``: 10^6; floor: T normals) of zeros and (since 2026-12-07) of
+  0/1 steps (since 0.5 a block of zero steps takes a shorter path, so the zeros row
+  alone no longer shows data with events);
 * keyed embedded run, 2·10^4 keys × 200 steps (``--quick``: 10^4 keys), 10 events
   per key, binary tree without subtraction, discrete Laplace, ε = 1: the whole run
   against the floor of K·T numpy Laplace samples, and against the version's own PRF
@@ -433,7 +435,17 @@ def _blt_batch_paths(quick: bool) -> list[dict[str, Any]]:
     hot, floor = _cpu_pair(
         lambda: mech.release(zeros), lambda: rng.standard_normal(out=drawn), reps
     )
-    return [_row(f"BLT batch T=10^{len(str(T)) - 1}", hot, floor, "T normals")]
+    # 0/1 steps: an event in every block (zero blocks take a shorter path since 0.5)
+    events = (np.random.default_rng(5).random(T) < 0.5).astype(np.float64)
+    mech.release(events)
+    hot01, floor01 = _cpu_pair(
+        lambda: mech.release(events), lambda: rng.standard_normal(out=drawn), reps
+    )
+    name = f"BLT batch T=10^{len(str(T)) - 1}"
+    return [
+        _row(name, hot, floor, "T normals"),
+        _row(f"{name}, 0/1 steps", hot01, floor01, "T normals"),
+    ]
 
 
 SECRET = b"benchmark-secret-not-for-use-000"
