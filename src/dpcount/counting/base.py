@@ -80,6 +80,8 @@ from dpcount.privacy.budget import (
     accept_participation,
 )
 from dpcount.privacy.float_safe import (
+    SCALAR_ROUNDER,
+    SCALAR_ROUNDER_RANGE,
     FloatSafety,
     GridTable,
     StepGrids,
@@ -993,12 +995,13 @@ class CountingStream(ReleaseStream):
         # from _runs (the grids' own list) while the step count is below _fast_end
         # (the horizon once a scalar float-safe step ran, else 0); it pops the noise
         # with _pop (the process's ``handout`` list's pop, refilled by _refill =
-        # process.next; or process.next itself, _refill None)
+        # process.next; or process.next itself, _refill None); _cg and ±_lim are _g's
+        # rounding constants (:meth:`_set_run`)
         self._fast_end = 0
         self._runs: list[tuple[float, int]] = []
         self._pop: Any = None
         self._refill: Any = None
-        self._g = 0.0
+        self._g = self._cg = self._lim = self._nlim = 0.0
         self._g_end = 0
         self._t = 0
 
@@ -1048,8 +1051,25 @@ class CountingStream(ReleaseStream):
         """The grid of the step just counted, taking the run of steps that share it for
         the fast path (nothing of an earlier run is left: its end was reached)."""
         g, n = self._step_grid_source(self._t).run()
-        self._g, self._g_end = g, self._t + n - 1
+        self._set_run(g, self._t + n - 1)
         return g
+
+    def _set_run(self, g: float, end: int) -> None:
+        """Snap the fast path's steps to the grid ``g`` while the step count is below
+        ``end``.
+
+        ``g`` is a power of two: :func:`snap_scalar`'s R_g(r) = fl(fl(r/g + C) − C)·g
+        (C = 1.5·2^52, for |r/g| < 2^51) is computed as fl(fl(r + C·g) − C·g) for
+        |r| < 2^51·g (``_lim``): scaling by a power of two is exact and commutes with
+        rounding while the values stay normal floats (g ≥ 2^-1003) and finite
+        (g < 2^970), so the floats are the same with a division and a product fewer.
+        Outside that range (or for a g that is not a power of two) ``_lim`` is 0 and
+        every step takes :func:`snap_scalar`."""
+        self._g, self._g_end = g, end
+        self._cg = g * SCALAR_ROUNDER
+        exact = math.frexp(g)[0] == 0.5 and 2.0**-1003 <= g < 2.0**970
+        self._lim = g * SCALAR_ROUNDER_RANGE if exact else 0.0
+        self._nlim = -self._lim
 
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
@@ -1059,7 +1079,7 @@ class CountingStream(ReleaseStream):
                 g = self._g
             elif t < self._fast_end and (runs := self._runs):  # the next run
                 g, n = runs.pop()
-                self._g, self._g_end = g, t + n
+                self._set_run(g, t + n)
             else:
                 return self._update(x)
             new_sum = self._sum + x
@@ -1068,18 +1088,22 @@ class CountingStream(ReleaseStream):
             if -9007199254740992.0 < new_sum < 9007199254740992.0:
                 self._sum = new_sum
                 self._t = t + 1
+                pop = (
+                    self._pop
+                )  # a load and a call: ``self._pop()`` is an unspecialized method load
                 try:
-                    noise = self._pop()  # process.next, or its hand-out list's pop
+                    noise = pop()  # process.next, or its hand-out list's pop
                 except IndexError:
                     if self._refill is None:  # process.next's own error
                         raise
                     noise = self._refill()  # the hand-out list ran empty: refilled
                 # snap_scalar(new_sum, noise, g) written out (a call costs what it
-                # computes), with SCALAR_ROUNDER_RANGE and SCALAR_ROUNDER
+                # computes), its rounding scaled by g (_set_run)
                 lo = _fmod(new_sum, g)
-                q = (lo + noise) / g
-                if -2251799813685248.0 < q < 2251799813685248.0:
-                    return (new_sum - lo) + ((q + 6755399441055744.0) - 6755399441055744.0) * g
+                r = lo + noise
+                if self._nlim < r < self._lim:
+                    cg = self._cg
+                    return (new_sum - lo) + ((r + cg) - cg)
                 return snap_scalar(new_sum, noise, g)
         return self._update(x)
 

@@ -1,0 +1,68 @@
+"""``CountingStream.update``'s fast path rounds r = fmod(S, g) + N to the grid g as
+fl(fl(r + C·g) − C·g) (C = 1.5·2^52, g a power of two) instead of
+:func:`~dpcount.privacy.float_safe.snap_scalar`'s fl(fl(r/g + C) − C)·g: the same floats,
+checked here to the bit on ties, zeros, subnormals, both ends of the range |r| < 2^51·g
+and beyond it, for grids from 2^-1003 to beyond 2^970 and a grid that is not a power of
+two (those two take ``snap_scalar`` itself).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpcount.counting import SqrtFactorization
+from dpcount.privacy import Budget
+from dpcount.privacy.float_safe import snap_scalar
+
+_GRIDS = [2.0**-1003, 2.0**-30, 0.5, 1.0, 8.0, 2.0**40, 2.0**969, 2.0**970, 2.0**1000, 3.0]
+
+
+def _noise_cases(g: float, rng: np.random.Generator) -> list[float]:
+    """Noise values whose r = lo + noise hits the rounding's edges for sums with lo = 0."""
+    edge = [0.0, -0.0, 5e-324, -5e-324, g / 2, -g / 2, 1.5 * g, -2.5 * g, g * 0.49999999999999994]
+    edge += [g * (2.0**51 - 0.5), -g * (2.0**51 - 0.5), g * 2.0**51, -g * 2.0**51]
+    edge += [g * (2.0**51 + 2), g * 2.0**52, g * 2.0**60]
+    with np.errstate(over="ignore"):  # the largest grids: dropped below
+        rand = (rng.normal(0, 1, 60) * g * 10.0 ** rng.integers(0, 17, 60)).tolist()
+    return [v for v in edge + rand if math.isfinite(v)]
+
+
+def _on_fast_path(g: float, noise: list[float], steps: int) -> object:
+    """A scalar float-safe stream on update's fast path, snapping to ``g`` with ``noise``
+    handed out in order (its own noise replaced: the rounding alone is under test)."""
+    mech = SqrtFactorization(steps + 1, budget=Budget(epsilon=1.0, delta=1e-6), rng=1)
+    s = mech.stream()
+    s.update(0.0)  # the general path; from the next step on the fast path
+    s._set_run(g, steps + 1)
+    s._runs = []
+    s._pop, s._refill = list(reversed(noise)).pop, None
+    return s
+
+
+@pytest.mark.parametrize("g", _GRIDS)
+def test_fast_path_rounding_equals_snap_scalar_to_the_bit(g: float) -> None:
+    rng = np.random.default_rng(int(math.log2(g)) % 1000 if g != 3.0 else 7)
+    noise = _noise_cases(g, rng)
+    steps = rng.choice([0.0, -0.0, 1.0, -3.0, 0.375, 2.0**40, -(2.0**40)], len(noise))
+    s = _on_fast_path(g, noise, len(noise))
+    total = 0.0  # the sum after the first (zero) step
+    for x, n in zip(steps.tolist(), noise, strict=True):
+        total += x
+        got, want = s.update(x), snap_scalar(total, n, g)  # type: ignore[attr-defined]
+        assert (math.copysign(1.0, got), got) == (math.copysign(1.0, want), want), (g, x, n)
+
+
+def test_the_range_check_matters() -> None:
+    """Beyond |r| < 2^51·g the scaled form without its check would be wrong (so the
+    check in the test above is exercised), and a wrong constant would be seen."""
+    g = 1.0
+    r = g * (2.0**52 + 3)  # an odd multiple of g beyond the range
+    cg = 1.5 * 2.0**52 * g
+    assert (r + cg) - cg != snap_scalar(0.0, r, g)
+    s = _on_fast_path(g, [r], 1)
+    assert s.update(0.0) == snap_scalar(0.0, r, g)  # type: ignore[attr-defined]
+    wrong = 2.0**53 * g  # C = 2^53: the floats near C·g are 2g apart
+    assert (1.25 + wrong) - wrong != snap_scalar(0.0, 1.25, g)
