@@ -66,3 +66,27 @@ def test_the_range_check_matters() -> None:
     assert s.update(0.0) == snap_scalar(0.0, r, g)  # type: ignore[attr-defined]
     wrong = 2.0**53 * g  # C = 2^53: the floats near C·g are 2g apart
     assert (1.25 + wrong) - wrong != snap_scalar(0.0, 1.25, g)
+
+
+def test_unchecked_steps_only_while_the_hand_out_list_is_in_range() -> None:
+    """The fast path skips the range check only below ``_safe_end``: within the run and
+    the hand-out list, whose bound covers every value in it; a list holding a value
+    beyond 2^50·g is not armed, and its step takes ``snap_scalar``'s own rounding."""
+    mech = SqrtFactorization(3000, budget=Budget(epsilon=1.0, delta=1e-6), rng=2)
+    s = mech.stream()
+    s.update(1.0)  # the general path: from the next step on the fast path, armed
+    s.update(1.0)
+    total = 2.0
+    process = s._process
+    assert s._t < s._safe_end <= min(s._g_end, process.handout_end)  # type: ignore[union-attr]
+    assert process.handout_bound >= max(abs(v) for v in process.handout)  # type: ignore[union-attr]
+    assert process.handout_bound < 2.0**50 * s._g  # type: ignore[union-attr]
+    g = s._g
+    huge = g * (2.0**52 + 3)  # beyond the range: the scaled rounding would be wrong
+    cg = g * 1.5 * 2.0**52
+    assert ((math.fmod(total + 1.0, g) + huge) + cg) - cg != snap_scalar(total + 1.0, huge, g)
+    process.handout[-1] = huge  # type: ignore[union-attr]
+    process.handout_bound = math.inf  # type: ignore[union-attr]
+    s._arm()
+    assert s._safe_end == 0
+    assert s.update(1.0) == snap_scalar(total + 1.0, huge, g)

@@ -1003,6 +1003,10 @@ class CountingStream(ReleaseStream):
         self._refill: Any = None
         self._g = self._cg = self._lim = self._nlim = 0.0
         self._g_end = 0
+        # steps below _safe_end need no range check (_arm): the process with a hand-out
+        # list (_listed) has noise for them within 2^50·g
+        self._safe_end = 0
+        self._listed: Any = None
         self._t = 0
 
     @property
@@ -1036,7 +1040,7 @@ class CountingStream(ReleaseStream):
             self._runs = grids.runs
         elif self._g_end >= first:  # the fast path's run still covers first.._g_end
             grids.give_back(self._g, self._g_end - first + 1)
-        self._g_end = 0
+        self._g_end = self._safe_end = 0
         return grids
 
     def _next_grid(self) -> float:
@@ -1071,32 +1075,53 @@ class CountingStream(ReleaseStream):
         self._lim = g * SCALAR_ROUNDER_RANGE if exact else 0.0
         self._nlim = -self._lim
 
+    def _arm(self) -> None:
+        """Let the fast path skip the rounding's range check up to the end of the run and
+        of the process's hand-out list (``handout_end``) when every value the list was
+        filled with has |N| < 2^50·g (``handout_bound``; then |fmod(S, g) + N| < 2^51·g),
+        else from the next run or refill on (``_safe_end`` 0)."""
+        listed = self._listed
+        if listed is not None and listed.handout_bound < 0.5 * self._lim:
+            self._safe_end = min(self._g_end, listed.handout_end)
+        else:
+            self._safe_end = 0
+
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
         t = self._t
         if type(x) is float:  # a scalar float-safe stream's float step: the fast path
+            if t < self._safe_end:  # the run's grid, noise in the range of the rounding
+                new_sum = self._sum + x
+                # ±MAX_EXACT_SUM (also refuses an infinite or NaN x): else the general
+                # path, which raises (literal constants: a global costs a lookup per step)
+                if -9007199254740992.0 < new_sum < 9007199254740992.0:
+                    self._sum = new_sum
+                    self._t = t + 1
+                    pop = self._pop  # the hand-out list's pop (not empty before _safe_end)
+                    lo = _fmod(new_sum, self._g)
+                    cg = self._cg  # snap_scalar written out, scaled by g (_set_run, _arm)
+                    return (new_sum - lo) + (((lo + pop()) + cg) - cg)
+                return self._update(x)
             if t < self._g_end:  # in the run of steps that share the grid _g
                 g = self._g
             elif t < self._fast_end and (runs := self._runs):  # the next run
                 g, n = runs.pop()
                 self._set_run(g, t + n)
+                self._arm()
             else:
                 return self._update(x)
             new_sum = self._sum + x
-            # ±MAX_EXACT_SUM (also refuses an infinite or NaN x): else the general path
-            # below, which raises (literal constants: a global costs a lookup per step)
-            if -9007199254740992.0 < new_sum < 9007199254740992.0:
+            if -9007199254740992.0 < new_sum < 9007199254740992.0:  # as above
                 self._sum = new_sum
                 self._t = t + 1
-                pop = (
-                    self._pop
-                )  # a load and a call: ``self._pop()`` is an unspecialized method load
+                pop = self._pop  # process.next, or its hand-out list's pop
                 try:
-                    noise = pop()  # process.next, or its hand-out list's pop
+                    noise = pop()
                 except IndexError:
                     if self._refill is None:  # process.next's own error
                         raise
                     noise = self._refill()  # the hand-out list ran empty: refilled
+                    self._arm()
                 # snap_scalar(new_sum, noise, g) written out (a call costs what it
                 # computes), its rounding scaled by g (_set_run)
                 lo = _fmod(new_sum, g)
@@ -1136,8 +1161,11 @@ class CountingStream(ReleaseStream):
                 handout = getattr(process, "handout", None)
                 self._pop = process.next if handout is None else handout.pop
                 self._refill = None if handout is None else process.next
+                self._listed = None if handout is None else process
                 self._fast_end = self.horizon
-                return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
+                noise = process.next()
+                self._arm()
+                return snap_scalar(new_sum, noise, g)  # type: ignore[arg-type]
             return new_sum + process.next()
         # the first step (later ones took a branch above)
         scalar = np.ndim(value) == 0
