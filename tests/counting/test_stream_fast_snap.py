@@ -9,6 +9,8 @@ two (those two take ``snap_scalar`` itself).
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,29 +32,36 @@ def _noise_cases(g: float, rng: np.random.Generator) -> list[float]:
     return [v for v in edge + rand if math.isfinite(v)]
 
 
-def _on_fast_path(g: float, noise: list[float], steps: int) -> object:
-    """A scalar float-safe stream on update's fast path, snapping to ``g`` with ``noise``
-    handed out in order (its own noise replaced: the rounding alone is under test)."""
+def _on_fast_path(g: float, steps: int) -> Any:
+    """A scalar float-safe stream on update's fast path, snapping to ``g`` (its own grids
+    and noise replaced: the rounding alone is under test)."""
     mech = SqrtFactorization(steps + 1, budget=Budget(epsilon=1.0, delta=1e-6), rng=1)
     s = mech.stream()
     s.update(0.0)  # the general path; from the next step on the fast path
-    s._set_run(g, steps + 1)
-    s._runs = []
-    s._pop, s._refill = list(reversed(noise)).pop, None
+    s._g, s._g_end, s._runs, s._refill = g, steps + 1, [], None
     return s
 
 
 @pytest.mark.parametrize("g", _GRIDS)
-def test_fast_path_rounding_equals_snap_scalar_to_the_bit(g: float) -> None:
+@pytest.mark.parametrize("listed", [False, True], ids=["checked", "unchecked"])
+def test_fast_path_rounding_equals_snap_scalar_to_the_bit(g: float, listed: bool) -> None:
+    """Each step's noise is handed out as from a hand-out list bounded by |N| (armed:
+    no range check when |N| < 2^50·g) or by a process without one (checked)."""
     rng = np.random.default_rng(int(math.log2(g)) % 1000 if g != 3.0 else 7)
     noise = _noise_cases(g, rng)
     steps = rng.choice([0.0, -0.0, 1.0, -3.0, 0.375, 2.0**40, -(2.0**40)], len(noise))
-    s = _on_fast_path(g, noise, len(noise))
-    total = 0.0  # the sum after the first (zero) step
+    s = _on_fast_path(g, len(noise))
+    total, unchecked = 0.0, 0  # the sum after the first (zero) step
     for x, n in zip(steps.tolist(), noise, strict=True):
+        s._pop = [n].pop
+        s._listed = SimpleNamespace(handout_bound=abs(n), handout_end=10**9) if listed else None
+        s._arm()
+        unchecked += s._t < s._safe_end
         total += x
-        got, want = s.update(x), snap_scalar(total, n, g)  # type: ignore[attr-defined]
+        got, want = s.update(x), snap_scalar(total, n, g)
         assert (math.copysign(1.0, got), got) == (math.copysign(1.0, want), want), (g, x, n)
+    in_range = sum(abs(n) < 2.0**50 * g for n in noise)
+    assert unchecked == (in_range if listed and g != 3.0 and 2.0**-1003 <= g < 2.0**970 else 0)
 
 
 def test_the_range_check_matters() -> None:
@@ -62,8 +71,9 @@ def test_the_range_check_matters() -> None:
     r = g * (2.0**52 + 3)  # an odd multiple of g beyond the range
     cg = 1.5 * 2.0**52 * g
     assert (r + cg) - cg != snap_scalar(0.0, r, g)
-    s = _on_fast_path(g, [r], 1)
-    assert s.update(0.0) == snap_scalar(0.0, r, g)  # type: ignore[attr-defined]
+    s = _on_fast_path(g, 1)
+    s._pop = [r].pop
+    assert s.update(0.0) == snap_scalar(0.0, r, g)
     wrong = 2.0**53 * g  # C = 2^53: the floats near C·g are 2g apart
     assert (1.25 + wrong) - wrong != snap_scalar(0.0, 1.25, g)
 

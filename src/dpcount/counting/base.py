@@ -81,7 +81,6 @@ from dpcount.privacy.budget import (
 )
 from dpcount.privacy.float_safe import (
     SCALAR_ROUNDER,
-    SCALAR_ROUNDER_RANGE,
     FloatSafety,
     GridTable,
     StepGrids,
@@ -995,16 +994,16 @@ class CountingStream(ReleaseStream):
         # from _runs (the grids' own list) while the step count is below _fast_end
         # (the horizon once a scalar float-safe step ran, else 0); it pops the noise
         # with _pop (the process's ``handout`` list's pop, refilled by _refill =
-        # process.next; or process.next itself, _refill None); _cg and ±_lim are _g's
-        # rounding constants (:meth:`_set_run`)
+        # process.next; or process.next itself, _refill None)
         self._fast_end = 0
         self._runs: list[tuple[float, int]] = []
         self._pop: Any = None
         self._refill: Any = None
-        self._g = self._cg = self._lim = self._nlim = 0.0
+        self._g = 0.0
         self._g_end = 0
-        # steps below _safe_end need no range check (_arm): the process with a hand-out
-        # list (_listed) has noise for them within 2^50·g
+        # steps below _safe_end take the unchecked fast path (_arm): the process with a
+        # hand-out list (_listed) has noise for them within 2^50·g; _cg is g's rounder
+        self._cg = 0.0
         self._safe_end = 0
         self._listed: Any = None
         self._t = 0
@@ -1055,33 +1054,30 @@ class CountingStream(ReleaseStream):
         """The grid of the step just counted, taking the run of steps that share it for
         the fast path (nothing of an earlier run is left: its end was reached)."""
         g, n = self._step_grid_source(self._t).run()
-        self._set_run(g, self._t + n - 1)
+        self._g, self._g_end = g, self._t + n - 1
         return g
 
-    def _set_run(self, g: float, end: int) -> None:
-        """Snap the fast path's steps to the grid ``g`` while the step count is below
-        ``end``.
-
-        ``g`` is a power of two: :func:`snap_scalar`'s R_g(r) = fl(fl(r/g + C) − C)·g
-        (C = 1.5·2^52, for |r/g| < 2^51) is computed as fl(fl(r + C·g) − C·g) for
-        |r| < 2^51·g (``_lim``): scaling by a power of two is exact and commutes with
-        rounding while the values stay normal floats (g ≥ 2^-1003) and finite
-        (g < 2^970), so the floats are the same with a division and a product fewer.
-        Outside that range (or for a g that is not a power of two) ``_lim`` is 0 and
-        every step takes :func:`snap_scalar`."""
-        self._g, self._g_end = g, end
-        self._cg = g * SCALAR_ROUNDER
-        exact = math.frexp(g)[0] == 0.5 and 2.0**-1003 <= g < 2.0**970
-        self._lim = g * SCALAR_ROUNDER_RANGE if exact else 0.0
-        self._nlim = -self._lim
-
     def _arm(self) -> None:
-        """Let the fast path skip the rounding's range check up to the end of the run and
-        of the process's hand-out list (``handout_end``) when every value the list was
-        filled with has |N| < 2^50·g (``handout_bound``; then |fmod(S, g) + N| < 2^51·g),
-        else from the next run or refill on (``_safe_end`` 0)."""
-        listed = self._listed
-        if listed is not None and listed.handout_bound < 0.5 * self._lim:
+        """Let the fast path's steps skip the rounding's range check, up to the end of
+        the run and of the process's hand-out list (``handout_end``), when the grid g
+        is a power of two in [2^-1003, 2^970) and every value the list was filled with
+        has |N| < 2^50·g (``handout_bound``), else until the next run or refill
+        (``_safe_end`` 0).
+
+        :func:`snap_scalar`'s rounding R_g(r) = fl(fl(r/g + C) − C)·g (C = 1.5·2^52,
+        for |r/g| < 2^51) is then computed as fl(fl(r + C·g) − C·g) (``_cg`` = C·g):
+        with |r| = |fmod(S, g) + N| < 2^51·g, scaling by a power of two is exact and
+        commutes with rounding while the values stay normal and finite, so the floats
+        are the same, with a division, a product and the check fewer.
+        """
+        listed, g = self._listed, self._g
+        if (
+            listed is not None
+            and listed.handout_bound < g * 1125899906842624.0  # 2^50·g
+            and math.frexp(g)[0] == 0.5
+            and 2.0**-1003 <= g < 2.0**970
+        ):
+            self._cg = g * SCALAR_ROUNDER
             self._safe_end = min(self._g_end, listed.handout_end)
         else:
             self._safe_end = 0
@@ -1099,15 +1095,16 @@ class CountingStream(ReleaseStream):
                     self._t = t + 1
                     pop = self._pop  # the hand-out list's pop (not empty before _safe_end)
                     lo = _fmod(new_sum, self._g)
-                    cg = self._cg  # snap_scalar written out, scaled by g (_set_run, _arm)
+                    cg = self._cg  # snap_scalar written out, scaled by g (_arm)
                     return (new_sum - lo) + (((lo + pop()) + cg) - cg)
                 return self._update(x)
             if t < self._g_end:  # in the run of steps that share the grid _g
                 g = self._g
             elif t < self._fast_end and (runs := self._runs):  # the next run
                 g, n = runs.pop()
-                self._set_run(g, t + n)
-                self._arm()
+                self._g, self._g_end = g, t + n
+                if self._listed is not None:  # a process with a hand-out list
+                    self._arm()
             else:
                 return self._update(x)
             new_sum = self._sum + x
@@ -1123,12 +1120,11 @@ class CountingStream(ReleaseStream):
                     noise = self._refill()  # the hand-out list ran empty: refilled
                     self._arm()
                 # snap_scalar(new_sum, noise, g) written out (a call costs what it
-                # computes), its rounding scaled by g (_set_run)
+                # computes), with SCALAR_ROUNDER_RANGE and SCALAR_ROUNDER
                 lo = _fmod(new_sum, g)
-                r = lo + noise
-                if self._nlim < r < self._lim:
-                    cg = self._cg
-                    return (new_sum - lo) + ((r + cg) - cg)
+                q = (lo + noise) / g
+                if -2251799813685248.0 < q < 2251799813685248.0:
+                    return (new_sum - lo) + ((q + 6755399441055744.0) - 6755399441055744.0) * g
                 return snap_scalar(new_sum, noise, g)
         return self._update(x)
 
