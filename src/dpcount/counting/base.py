@@ -1082,6 +1082,16 @@ class CountingStream(ReleaseStream):
         else:
             self._safe_end = 0
 
+    def _enter_fast_path(self, process: NoiseProcess) -> None:
+        """Take update's fast path from the next step on, popping the noise from the
+        process's hand-out list (refilled by ``process.next``) when it has one, else
+        calling ``process.next``."""
+        handout = getattr(process, "handout", None)
+        self._pop = process.next if handout is None else handout.pop
+        self._refill = None if handout is None else process.next
+        self._listed = None if handout is None else process
+        self._fast_end = self.horizon
+
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
         t = self._t
@@ -1154,11 +1164,7 @@ class CountingStream(ReleaseStream):
             self._t += 1
             if self._snapped:  # from the next step on: update's fast path
                 g = self._next_run()
-                handout = getattr(process, "handout", None)
-                self._pop = process.next if handout is None else handout.pop
-                self._refill = None if handout is None else process.next
-                self._listed = None if handout is None else process
-                self._fast_end = self.horizon
+                self._enter_fast_path(process)
                 noise = process.next()
                 self._arm()
                 return snap_scalar(new_sum, noise, g)  # type: ignore[arg-type]
