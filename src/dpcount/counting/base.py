@@ -80,6 +80,7 @@ from dpcount.privacy.budget import (
     accept_participation,
 )
 from dpcount.privacy.float_safe import (
+    SCALAR_ROUNDER,
     FloatSafety,
     GridTable,
     StepGrids,
@@ -1000,6 +1001,11 @@ class CountingStream(ReleaseStream):
         self._refill: Any = None
         self._g = 0.0
         self._g_end = 0
+        # steps below _safe_end take the unchecked fast path (_arm): the process with a
+        # hand-out list (_listed) has noise for them within 2^50·g; _cg is g's rounder
+        self._cg = 0.0
+        self._safe_end = 0
+        self._listed: Any = None
         self._t = 0
 
     @property
@@ -1033,7 +1039,7 @@ class CountingStream(ReleaseStream):
             self._runs = grids.runs
         elif self._g_end >= first:  # the fast path's run still covers first.._g_end
             grids.give_back(self._g, self._g_end - first + 1)
-        self._g_end = 0
+        self._g_end = self._safe_end = 0
         return grids
 
     def _next_grid(self) -> float:
@@ -1051,29 +1057,78 @@ class CountingStream(ReleaseStream):
         self._g, self._g_end = g, self._t + n - 1
         return g
 
+    def _arm(self) -> None:
+        """Let the fast path's steps skip the rounding's range check, up to the end of
+        the run and of the process's hand-out list (``handout_end``), when the grid g
+        is a power of two in [2^-1003, 2^970) and every value the list was filled with
+        has |N| < 2^50·g (``handout_bound``), else until the next run or refill
+        (``_safe_end`` 0).
+
+        :func:`snap_scalar`'s rounding R_g(r) = fl(fl(r/g + C) − C)·g (C = 1.5·2^52,
+        for |r/g| < 2^51) is then computed as fl(fl(r + C·g) − C·g) (``_cg`` = C·g):
+        with |r| = |fmod(S, g) + N| < 2^51·g, scaling by a power of two is exact and
+        commutes with rounding while the values stay normal and finite, so the floats
+        are the same, with a division, a product and the check fewer.
+        """
+        listed, g = self._listed, self._g
+        if (
+            listed is not None
+            and listed.handout_bound < g * 1125899906842624.0  # 2^50·g
+            and math.frexp(g)[0] == 0.5
+            and 2.0**-1003 <= g < 2.0**970
+        ):
+            self._cg = g * SCALAR_ROUNDER
+            self._safe_end = min(self._g_end, listed.handout_end)
+        else:
+            self._safe_end = 0
+
+    def _enter_fast_path(self, process: NoiseProcess) -> None:
+        """Take update's fast path from the next step on, popping the noise from the
+        process's hand-out list (refilled by ``process.next``) when it has one, else
+        calling ``process.next``."""
+        handout = getattr(process, "handout", None)
+        self._pop = process.next if handout is None else handout.pop
+        self._refill = None if handout is None else process.next
+        self._listed = None if handout is None else process
+        self._fast_end = self.horizon
+
     def update(self, x: Any) -> Any:
         """Add step ``x`` (a finite real, or a vector) and return the private running sum."""
         t = self._t
         if type(x) is float:  # a scalar float-safe stream's float step: the fast path
+            if t < self._safe_end:  # the run's grid, noise in the range of the rounding
+                new_sum = self._sum + x
+                # ±MAX_EXACT_SUM (also refuses an infinite or NaN x): else the general
+                # path, which raises (literal constants: a global costs a lookup per step)
+                if -9007199254740992.0 < new_sum < 9007199254740992.0:
+                    self._sum = new_sum
+                    self._t = t + 1
+                    pop = self._pop  # the hand-out list's pop (not empty before _safe_end)
+                    lo = _fmod(new_sum, self._g)
+                    cg = self._cg  # snap_scalar written out, scaled by g (_arm)
+                    return (new_sum - lo) + (((lo + pop()) + cg) - cg)
+                return self._update(x)
             if t < self._g_end:  # in the run of steps that share the grid _g
                 g = self._g
             elif t < self._fast_end and (runs := self._runs):  # the next run
                 g, n = runs.pop()
                 self._g, self._g_end = g, t + n
+                if self._listed is not None:  # a process with a hand-out list
+                    self._arm()
             else:
                 return self._update(x)
             new_sum = self._sum + x
-            # ±MAX_EXACT_SUM (also refuses an infinite or NaN x): else the general path
-            # below, which raises (literal constants: a global costs a lookup per step)
-            if -9007199254740992.0 < new_sum < 9007199254740992.0:
+            if -9007199254740992.0 < new_sum < 9007199254740992.0:  # as above
                 self._sum = new_sum
                 self._t = t + 1
+                pop = self._pop  # process.next, or its hand-out list's pop
                 try:
-                    noise = self._pop()  # process.next, or its hand-out list's pop
+                    noise = pop()
                 except IndexError:
                     if self._refill is None:  # process.next's own error
                         raise
                     noise = self._refill()  # the hand-out list ran empty: refilled
+                    self._arm()
                 # snap_scalar(new_sum, noise, g) written out (a call costs what it
                 # computes), with SCALAR_ROUNDER_RANGE and SCALAR_ROUNDER
                 lo = _fmod(new_sum, g)
@@ -1109,11 +1164,10 @@ class CountingStream(ReleaseStream):
             self._t += 1
             if self._snapped:  # from the next step on: update's fast path
                 g = self._next_run()
-                handout = getattr(process, "handout", None)
-                self._pop = process.next if handout is None else handout.pop
-                self._refill = None if handout is None else process.next
-                self._fast_end = self.horizon
-                return snap_scalar(new_sum, process.next(), g)  # type: ignore[arg-type]
+                self._enter_fast_path(process)
+                noise = process.next()
+                self._arm()
+                return snap_scalar(new_sum, noise, g)  # type: ignore[arg-type]
             return new_sum + process.next()
         # the first step (later ones took a branch above)
         scalar = np.ndim(value) == 0

@@ -112,6 +112,13 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
     #: is :meth:`next` (a stream's float-safe fast path pops it directly); one list for
     #: the process's life, emptied and refilled in place
     handout: list[Any]
+    #: the step after the hand-out list's last
+    handout_end: int
+    #: an upper bound on |N| over the values the hand-out list was last filled with
+    #: (scalar steps; inf before the first fill): a stream's fast path reads it to
+    #: skip its rounding's range check (:meth:`CountingStream._arm
+    #: <dpcount.counting.base.CountingStream._arm>`)
+    handout_bound: float
 
     def __init__(
         self,
@@ -121,8 +128,9 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         spectra: dict[tuple[int, int], NDArray[np.complex128]] | None = None,
     ) -> None:
         self.handout = []
+        self.handout_bound = math.inf
         self._spectra = spectra
-        self._chunk_end = 0  # the step after the hand-out list's last
+        self.handout_end = 0  # the step after the hand-out list's last
         super().__init__(len(kernel), source)
         self.kernel = kernel
         self.first_block = check_integer("first_block", first_block, ge=1)
@@ -134,12 +142,12 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
     @property
     def _t(self) -> int:
         """The step: the hand-out list's end less what is still in it."""
-        return self._chunk_end - len(self.handout)
+        return self.handout_end - len(self.handout)
 
     @_t.setter
     def _t(self, t: int) -> None:  # a step set from outside next(): nothing to hand out
         self.handout.clear()
-        self._chunk_end = t
+        self.handout_end = t
 
     def live_count(self) -> int:
         """z values held plus computed noise values not yet released (per coordinate)."""
@@ -166,13 +174,17 @@ class SqrtNoiseProcess(SourcedNoiseProcess):
         handout = self.handout
         if handout:
             return handout.pop()
-        t = self._chunk_end
+        t = self.handout_end
         if t >= self.horizon:
             raise ValueError(f"noise process is at its horizon ({self.horizon} steps)")
         self._ensure(t + 1)
         piece = self._noise[t - self._start : t - self._start + _CHUNK]
-        handout.extend(piece[::-1].tolist() if self.dim is None else list(piece[::-1].copy()))
-        self._chunk_end = t + len(piece)
+        if self.dim is None:
+            handout.extend(piece[::-1].tolist())
+            self.handout_bound = max(float(piece.max()), -float(piece.min()))
+        else:
+            handout.extend(list(piece[::-1].copy()))
+        self.handout_end = t + len(piece)
         return handout.pop()
 
     def next_many(self, n: int) -> NDArray[np.float64]:
