@@ -392,18 +392,19 @@ def add_running_sums(
             stop = min(n, start + rows)
             x = arr[start:stop]
             block = ints[: stop - start]
+            grids = _rows(grid, start, stop, arr.ndim)
             # int64 only where the float sum is a whole number other than -0.0
             first = x[0] if carry is None else carry
             whole = not bool(np.any((first == 0.0) & np.signbit(first)))
             if whole and carry is not None:
                 whole = bool(np.all(np.floor(carry) == carry))
-            if whole and _zero_steps(x):
+            # one grid for the block (per-step grids: no probe, no pass)
+            if whole and not isinstance(grids, (list, np.ndarray)) and _zero_steps(x):
                 # every sum is the one before (or +0): fl(c + ±0) = c for c ≠ -0.0
                 one = ints[:1]
                 one[:] = 0 if carry is None else carry.astype(np.int64)
-                grids = _rows(grid, start, stop, arr.ndim)
                 low, high = int(one.min()), int(one.max())
-                if low == high and not isinstance(grids, (list, np.ndarray)):
+                if low == high:
                     _combine(noise[start:stop], one.reshape(-1)[:1], grids, work, low, high)
                     carry = one[0].astype(np.float64)
                     continue
@@ -417,7 +418,6 @@ def add_running_sums(
                 low, high = int(block.min()), int(block.max())
                 whole = high < MAX_EXACT_SUM and low > -MAX_EXACT_SUM
             if whole:
-                grids = _rows(grid, start, stop, arr.ndim)
                 _combine(noise[start:stop], block, grids, work, low, high)
                 carry = block[-1].astype(np.float64)
                 continue
@@ -430,5 +430,5 @@ def add_running_sums(
                 part[1:] = x
                 np.cumsum(part, axis=0, out=part)
             check_running_sums(name, sums, already=start)
-            _combine(noise[start:stop], sums, _rows(grid, start, stop, arr.ndim), work)
+            _combine(noise[start:stop], sums, grids, work)
             carry = sums[-1].copy()
