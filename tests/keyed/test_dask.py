@@ -385,9 +385,11 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     )
     # a key counted from step 1 that reaches the threshold τ only in a later run: its
     # selection count continues from the stored sums (and the tree's noise state)
-    # (one event a step in the first run, far below τ whatever the noise, then 2·per_step
-    # a step: the test must not depend on the fresh secret's draws)
-    steps = np.concatenate([np.arange(1, 4), np.repeat(np.arange(4, 9), 2 * per_step)])
+    # (one event a step in the first run, far below τ whatever the noise, then 6·per_step
+    # a step, far above it by step 8: the test must not depend on the fresh secret's
+    # draws; with 2·per_step the sparse vector's count of 33 against τ = 21 missed once
+    # in a clean-clone CI run)
+    steps = np.concatenate([np.arange(1, 4), np.repeat(np.arange(4, 9), 6 * per_step)])
     slow = pd.DataFrame({"t": steps, "key": "slow", "unit": -1 - np.arange(len(steps))})
     events = pd.concat([events, slow], ignore_index=True)
     selection = KeySelection(epsilon=1.0, delta=1e-3, selector=selector)
