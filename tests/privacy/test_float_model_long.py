@@ -164,6 +164,33 @@ def test_the_fused_vector_step_fails_for_the_horizon_free_blt(
     assert BENCH.measure("horizon-free-blt", 1 << 14, "vector") > QUARTER
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("path", "horizon", "seed"),
+    [("batch", 1 << 24, 2), ("vbatch", 1 << 23, 1)],  # the largest ratios measured there
+)
+def test_blt_blocks_within_a_quarter_of_kappa_beyond_ten_million(
+    path: str, horizon: int, seed: int
+) -> None:
+    """The plain BLT's block paths up to its limit 2^24 ≥ 10^7 (benchmark, seeds 1-3:
+    ≤ 48 at 2^23, ≤ 45 at 2^24; 99 at 2^25 on vector blocks, seed 1): one seed each,
+    the largest measured (batch 44.0 at 2^24, seed 2; vbatch dim 2 48.3 at 2^23)."""
+    assert FLOAT_MODEL_HORIZONS["blt"]["block"] == 1 << 24 >= 10**7
+    ratio = BENCH.measure("blt", horizon, path, seed)
+    assert 0.25 < ratio <= QUARTER
+
+
+@pytest.mark.slow
+def test_the_blt_without_its_chunk_decay_residuals_fails_at_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the chunk decays r^c in fl(r^c) alone (the residuals of
+    :func:`~dpcount.counting.factorization.blt.power_residuals` off, as at T ≤ 2^16)
+    the BLT's batch at 2^24 exceeds κ/4 (measured 87, seed 1; 33 with them)."""
+    monkeypatch.setattr(blt_module, "COMPENSATE_ABOVE", 1 << 30)
+    assert BENCH.measure("blt", 1 << 24, "batch", 1) > QUARTER
+
+
 # -- refusals (quick) ---------------------------------------------------------------------
 #: the largest horizon each mechanism limited by its float error is measured at (κ/4)
 LIMITED = {
@@ -199,6 +226,18 @@ def test_vector_steps_beyond_their_measured_horizon_are_refused(name: str) -> No
     assert process.next_many(3).shape == (3, 2)
     with pytest.raises(ValueError, match=f"{name}: noise at horizon {1 << 30} \\(dim 2"):
         check_float_model(name, "block", 1 << 30, 2)
+
+
+def test_blt_blocks_run_to_ten_million() -> None:
+    """The plain BLT's blocks are measured to 2^24 ≥ 10^7 and refused beyond, scalar and
+    vector alike (naming the horizon)."""
+    limit = FLOAT_MODEL_HORIZONS["blt"]["block"]
+    assert limit == 1 << 24
+    for dim in (None, 4):
+        check_float_model("blt", "block", 10**7, dim)
+        check_float_model("blt", "block", limit, dim)
+        with pytest.raises(ValueError, match=f"blt: noise at horizon {limit + 1} .*<= {limit}"):
+            check_float_model("blt", "block", limit + 1, dim)
 
 
 def test_horizon_free_blt_is_refused_by_the_step_reached() -> None:

@@ -53,7 +53,7 @@ accurate decays, dense L·z), the largest ratio of the left side to u·σ_t·(1 
 ≤ 2.4 for the binary and k-ary trees and Honaker up to T = 2^20 (1.4 at 2^22), ≤ 3.1 for
 smooth binary, ≤ 5.4 for sqrt, the horizon-free sqrt and the blocked column-normalized
 sqrt up to 2^20 (≤ 4.6 at 2^22), ≤ 5 for dense (2^11), ≤ 5.1 for toeplitz's scalar paths
-up to 2^16, ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53 up to 2^22, ≤ 49 for
+up to 2^16, ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53 up to 2^24, ≤ 49 for
 the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed 1; vector blocks 67
 at 2^24, refused there) and ≤ 24 for its vector steps up to 2^17 (both with its
 compensated decays), and ≤ 62 at each remaining path's limit: toeplitz's filter (its

@@ -478,7 +478,9 @@ COMPENSATE_ABOVE = 1 << 16
 #: long-double computation with the accurate decays, to u·σ_t·(1 + Z*/σ₁); the maximum
 #: over seeds 1, 2, 3, vector dims 2, 3, 4; κ = 256; docs/safe-noise.md). "block":
 #: scalar steps and ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 53 up
-#: to 2^22; column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up
+#: to 2^24 ≥ 10^7 (48 at 2^23, 45 at 2^24; 99 at 2^25 on vector blocks, seed 1; 87 at
+#: 2^24 without the chunk decays' residuals);
+#: column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up
 #: to 2^17 (146 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
 #: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation), its
 #: vector blocks ("vector-block") only to 2^22 (67 at 2^24, seed 1). "step":
@@ -489,7 +491,7 @@ COMPENSATE_ABOVE = 1 << 16
 #: their float release could state too small a δ. The horizon-free BLT counts steps, not
 #: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
-    "blt": {"block": 1 << 22, "step": 1 << 16},
+    "blt": {"block": 1 << 24, "step": 1 << 16},
     "normalized-blt": {"block": 1 << 16, "step": 1 << 12},
     "row-scaled-blt": {"block": 1 << 17, "step": 1 << 12},
     "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
