@@ -230,14 +230,21 @@ def test_vector_steps_beyond_their_measured_horizon_are_refused(name: str) -> No
 
 def test_blt_blocks_run_to_ten_million() -> None:
     """The plain BLT's blocks are measured to 2^24 ≥ 10^7 and refused beyond, scalar and
-    vector alike (naming the horizon)."""
+    vector alike (naming the horizon): its noise processes build at 10^7, not at 2^24 + 1."""
     limit = FLOAT_MODEL_HORIZONS["blt"]["block"]
     assert limit == 1 << 24
     for dim in (None, 4):
-        check_float_model("blt", "block", 10**7, dim)
         check_float_model("blt", "block", limit, dim)
         with pytest.raises(ValueError, match=f"blt: noise at horizon {limit + 1} .*<= {limit}"):
             check_float_model("blt", "block", limit + 1, dim)
+        for horizon in (10**7, limit + 1):
+            mech = build_mechanism("blt", horizon=horizon, budget=BUDGET)
+            source = NoiseSource.generator(mech.sampler, np.random.default_rng(0), dim)
+            if horizon > limit:
+                with pytest.raises(ValueError, match=f"blt: noise at horizon {horizon} "):
+                    mech.noise_process(source, dim)
+            else:
+                assert mech.noise_process(source, dim).next_many(3).shape[0] == 3
 
 
 def test_horizon_free_blt_is_refused_by_the_step_reached() -> None:
