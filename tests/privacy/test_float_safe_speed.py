@@ -327,3 +327,21 @@ def test_sqrt_hand_out_list_stays_in_step_with_blocks_and_checkpoints(tmp_path: 
             save_stream(s, tmp_path / "s.ckpt")
             s = load_stream(tmp_path / "s.ckpt")
     assert np.array(got).tobytes() == want.tobytes()
+
+
+def test_a_few_first_steps_of_a_long_horizon_do_not_build_the_grid_table() -> None:
+    from dpcount.counting import SqrtFactorization
+
+    T = 1 << 12
+    mech = SqrtFactorization(horizon=T, epsilon=1.0, delta=1e-6, noise="gaussian", rng=3)
+    want = release_grids(np.sqrt(mech.variances()))
+    few = mech.release_grids(1, 63)  # 64·63 < T: read from iter_variances
+    assert "_grid_table" not in mech.__dict__
+    assert few is not None and few.tobytes() == want[:63].tobytes()
+    out = mech.release(np.zeros(63))  # the release snaps to the same grids
+    assert "_grid_table" not in mech.__dict__ and np.all(np.mod(out, want[:63]) == 0)
+    later = mech.release_grids(100, 20)  # not the first steps: the kept table
+    assert "_grid_table" in mech.__dict__
+    assert later is not None and later.tobytes() == want[99:119].tobytes()
+    whole = SqrtFactorization(horizon=T, epsilon=1.0, delta=1e-6, noise="gaussian", rng=3)
+    assert whole.release_grids(1, 64) is not None and "_grid_table" in whole.__dict__

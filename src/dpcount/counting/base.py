@@ -615,12 +615,24 @@ class CountingMechanism(ABC):
         return grids
 
     def _grids_of(self, first: int, n: int) -> GridTable | NDArray[np.float64] | None:
-        """The kept grid table (built here when the horizon is at most 2^22 or n ≥ T/8),
-        else the grids of steps first..first + n − 1, or None (not snapped)."""
+        """The kept grid table (built here when the horizon is at most 2^22 or n ≥ T/8,
+        unless these are the first few steps of a long horizon), else the grids of steps
+        first..first + n − 1, or None (not snapped).
+
+        The first n steps with 64·n < T are read from :meth:`iter_variances` (the same
+        floats) without building the table: a short release from a long horizon (a
+        100-row ``dpcount count --horizon 4194304``) would otherwise compute all T
+        variances (2.3 s at 2^22 for the BLT, whose ``iter_variances(first)`` is
+        O(first), so later steps keep the table)."""
         if self.float_safety is None:
             return None
         table: GridTable | None = self.__dict__.get("_grid_table")
-        if table is None and (self.horizon <= _GRID_TABLE_HORIZON or 8 * n >= self.horizon):
+        few_first = first == 1 and 64 * n < self.horizon
+        if (
+            table is None
+            and not few_first
+            and (self.horizon <= _GRID_TABLE_HORIZON or 8 * n >= self.horizon)
+        ):
             table = GridTable(self.variances())
             self.__dict__["_grid_table"] = table
         if table is not None:
