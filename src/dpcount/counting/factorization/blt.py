@@ -450,7 +450,7 @@ def _powers(x: _Ratios, k: NDArray[np.int64]) -> Array:
 def decoder_coefficients(inv: BLTInverse, count: int, start: int = 0) -> Array:
     """b_k = a + Σ_i β_i λ_i^k for k = start, …, start + count − 1 (O(count·n))."""
     k = np.arange(start, start + count, dtype=np.int64)
-    return inv.a + _powers(_ratios(inv.decay, inv.one_minus_decay), k) @ inv.beta
+    return inv.a + _long_times(_powers(_ratios(inv.decay, inv.one_minus_decay), k), inv.beta)
 
 
 def encoder_coefficients(theta: Array, omega: Array, count: int) -> Array:
@@ -612,8 +612,9 @@ def _long_times(a: Array, b: Array) -> Array:
     One call over all N is a product OpenBLAS runs in two threads above about 2^19
     multiply-adds (vector products; matrix products above 10^6), and its worker thread
     then spins for about 0.1 s (measured here: ~100 ms of the second core after the
-    variances of a scaled BLT at 2^17), which the releases after it pay in process CPU
-    time, or in wall-clock on a busy machine. The blocks are multiples of
+    variances of a scaled BLT at 2^17, 60 ms after the BLT's at 2^17, 200 ms at 2^20:
+    their first release), which the releases after it pay in process CPU time, or in
+    wall-clock on a busy machine. The blocks are multiples of
     :data:`_ALIGNED` long and a matrix product's last block is padded with zero columns
     to that length, so every output is computed by the kernel code of a full tile, as
     in one single-threaded call (a two-threaded call splits N where it may not be:
