@@ -16,7 +16,8 @@ are 2^16 and 2^17) and each step width (scalar, and ``--dims`` vector widths), p
 
 Process CPU time counts every thread of the process (an OpenBLAS worker spinning after
 a threaded product too: ~0.1 s of it followed a scaled BLT's build at 2^17 before its
-long products were cut into single-threaded blocks, ``blt._long_times``); wall-clock
+long products were cut into single-threaded blocks, ``blt._long_times``; the column
+"other threads" gives their CPU time over the timed repeats, Linux only); wall-clock
 counts the time other users' work takes the core. The development machine is shared
 (2 cores, ~8 users): ratios are from the same run only. The releases measured are a
 long-running process's: ``scipy.signal`` is imported first (:mod:`dpcount._scipy` runs
@@ -75,6 +76,20 @@ def _cpu(f: object) -> float:
     return time.process_time() - start
 
 
+def _other_threads() -> float:
+    """CPU seconds of this process's threads other than the main one (Linux
+    /proc/self/task/*/schedstat; 0 elsewhere): OpenBLAS's worker, when a product was
+    threaded or it still spins after one (~0.1 s)."""
+    total = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) != os.getpid():
+                total += int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
+    except OSError:
+        return 0.0
+    return total * 1e-9
+
+
 def _both(f: object) -> tuple[float, float]:
     """(process CPU, wall-clock) seconds of one call."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -99,9 +114,11 @@ def measure(
     mech.release(zeros)
     build = time.process_time() - start
     hot, floor = [], []
+    threads = _other_threads()
     for _ in range(repeats):
         floor.append(_both(lambda: rng.standard_normal(shape)))
         hot.append(_both(lambda: mech.release(zeros)))
+    threads = _other_threads() - threads
     h, f = np.array(hot), np.array(floor)  # columns: process CPU, wall-clock
     lo = h.min(axis=0) / f.min(axis=0)
     med = np.median(h, axis=0) / np.median(f, axis=0)
@@ -112,7 +129,7 @@ def measure(
         f"{build:5.2f} s | release min {h[:, 0].min() * 1e3:6.2f} ms med "
         f"{np.median(h[:, 0]) * 1e3:6.2f} ms | floor min {f[:, 0].min() * 1e3:6.2f} ms | "
         f"cpu ratio min {lo[0]:.2f}x med {med[0]:.2f}x | wall min {lo[1]:.2f}x "
-        f"med {med[1]:.2f}x ({ok})"
+        f"med {med[1]:.2f}x | other threads {threads * 1e3:.0f} ms ({ok})"
     )
     return line, (float(lo[0]), float(med[0]), float(lo[1]), float(med[1]))
 
