@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 from scipy.linalg import solve_triangular
@@ -463,3 +465,51 @@ def test_vector_stream_steps_refuse_bad_steps_and_keep_their_outputs() -> None:
     assert a.step == 20 and all(
         k.tobytes() == c.tobytes() for k, c in zip(kept, copies, strict=True)
     )
+
+
+class _Recorded(np.ndarray):
+    """An array whose matrix products record their multiply-adds."""
+
+    products: ClassVar[list[int]] = []
+
+    def __matmul__(self, other: object) -> np.ndarray:
+        left, right = np.asarray(self), np.asarray(other)
+        rows = 1 if left.ndim == 1 else left.shape[0]
+        cols = 1 if right.ndim == 1 else right.shape[1]
+        _Recorded.products.append(rows * left.shape[-1] * cols)
+        return np.asarray(left @ right)
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ((8,), (8, 65535)),  # the column-normalized BLT's variances: ω′ @ λ^k
+        ((40001, 8), (8,)),  # encoder_coefficients
+        ((9, 36), (36, 40003)),  # the row-scaled BLT's variances (a last block padded)
+        ((9, 36), (36, 1235)),  # ≤ 10^6 multiply-adds: one call
+        ((8,), (8, 100)),
+    ],
+)
+def test_long_products_in_single_threaded_blocks_are_one_call_bit_for_bit(
+    left: tuple[int, ...], right: tuple[int, ...]
+) -> None:
+    """Issue 33 item 3: ``_long_times`` cuts a long product into blocks of ≤ 2^18
+    multiply-adds (OpenBLAS's worker thread, woken above ~2^19, then spins ~0.1 s into
+    the releases after a build), multiples of 64 long, and gives one single-threaded
+    call's floats (each output computed by a full tile's kernel code)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from dpcount.counting.factorization import blt as blt_module
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(left), rng.standard_normal(right)
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        want = a @ b
+    _Recorded.products = []
+    got = blt_module._long_times(a.view(_Recorded), b)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    total = int(np.prod(left)) * (right[-1] if len(right) == 2 else 1)
+    if total <= 10**6 and len(left) == 2 and len(right) == 2:
+        assert _Recorded.products == [total]  # the one call, as before
+    else:
+        assert max(_Recorded.products) <= 1 << 18
+        assert sum(_Recorded.products) >= total

@@ -450,14 +450,15 @@ def _powers(x: _Ratios, k: NDArray[np.int64]) -> Array:
 def decoder_coefficients(inv: BLTInverse, count: int, start: int = 0) -> Array:
     """b_k = a + Σ_i β_i λ_i^k for k = start, …, start + count − 1 (O(count·n))."""
     k = np.arange(start, start + count, dtype=np.int64)
-    return inv.a + _powers(_ratios(inv.decay, inv.one_minus_decay), k) @ inv.beta
+    return inv.a + _long_times(_powers(_ratios(inv.decay, inv.one_minus_decay), k), inv.beta)
 
 
 def encoder_coefficients(theta: Array, omega: Array, count: int) -> Array:
     """c_0 = 1, c_k = Σ_i ω_i θ_i^{k−1} for k < count."""
     out = np.ones(count)
     if count > 1:
-        out[1:] = _powers(_theta_ratios(theta), np.arange(count - 1, dtype=np.int64)) @ omega
+        powers = _powers(_theta_ratios(theta), np.arange(count - 1, dtype=np.int64))
+        out[1:] = _long_times(powers, omega)
     return out
 
 
@@ -596,6 +597,50 @@ def _rows_times(a: Array, b: Array, out: Array | None = None, add: bool = False)
             out[block] += a[block] @ b
         else:
             np.matmul(a[block], b, out=out[block])
+    return out
+
+
+#: the blocks of :func:`_long_times` are a multiple of this many rows (columns) long
+_ALIGNED = 64
+#: matrix products of at most this many multiply-adds take OpenBLAS's small-matrix
+#: kernels in one thread (measured here: 9 × 36 × N at N = 3083 and 3091)
+_SMALL_PRODUCT = 10**6
+
+
+def _long_times(a: Array, b: Array) -> Array:
+    """a @ b for a tall ``a`` (N × k) and a vector ``b`` (k,), or a short ``a`` (k,) or
+    (r × k) and a wide ``b`` (k × N), in blocks of ≤ 2^18 multiply-adds along N.
+
+    One call over all N is a product OpenBLAS runs in two threads above about 2^19
+    multiply-adds (vector products; matrix products above 10^6), and its worker thread
+    then spins for about 0.1 s (measured here: ~100 ms of the second core after the
+    variances of a scaled BLT at 2^17, 60 ms after the BLT's at 2^17, 200 ms at 2^20:
+    their first release), which the releases after it pay in process CPU time, or in
+    wall-clock on a busy machine. The blocks are multiples of
+    :data:`_ALIGNED` long and a matrix product's last block is padded with zero columns
+    to that length, so every output is computed by the kernel code of a full tile, as
+    in one single-threaded call (a two-threaded call splits N where it may not be:
+    there this gives the single-threaded floats). Tested bit for bit against one call.
+    """
+    if b.ndim == 1:  # rows of a tall a: a vector product
+        step = max(_ALIGNED, (1 << 18) // (a.shape[1] * _ALIGNED) * _ALIGNED)
+        out: Array = np.empty(a.shape[0])
+        for start in range(0, a.shape[0], step):
+            out[start : start + step] = a[start : start + step] @ b
+        return out
+    N = b.shape[1]
+    if a.ndim == 2 and a.size * N <= _SMALL_PRODUCT:
+        return a @ b
+    step = max(_ALIGNED, (1 << 18) // (a.size * _ALIGNED) * _ALIGNED)
+    out = np.empty((*a.shape[:-1], N))
+    for start in range(0, N, step):
+        part = b[:, start : start + step]
+        if a.ndim == 2 and part.shape[1] % _ALIGNED:  # the last block, padded
+            padded = np.zeros((b.shape[0], -(-part.shape[1] // _ALIGNED) * _ALIGNED))
+            padded[:, : part.shape[1]] = part
+            out[:, start:] = (a @ padded)[:, : part.shape[1]]
+        else:
+            out[..., start : start + step] = a @ part
     return out
 
 

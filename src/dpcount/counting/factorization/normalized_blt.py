@@ -63,6 +63,7 @@ from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
     BLTInverse,
     _BLTParameters,
+    _long_times,
     _ratios,
     _rows_times,
     blt_inverse,
@@ -238,10 +239,10 @@ def _variance_blocks(
         if t0 == 0:
             L = _powers(lam, inv.one_minus_decay, k)  # λ_i^k
             g[0] = 1.0
-            g[1:] = wp @ L[:, :-1]
+            g[1:] = _long_times(wp, L[:, :-1])
         else:
             both = _powers(lam, inv.one_minus_decay, np.append(k[0] - 1.0, k))
-            g[:] = wp @ both[:, :-1]  # g_k = Σ_i ω′_i λ_i^{k−1}
+            g[:] = _long_times(wp, both[:, :-1])  # g_k = Σ_i ω′_i λ_i^{k−1}
             L = both[:, 1:].copy()
         L *= g
         L[:, 0] += P
@@ -252,7 +253,7 @@ def _variance_blocks(
         for i in range(n):  # L[i] becomes Y_i(t + 1)
             L[i] = lfilter([1.0], [1.0, -lam[i]], L[i], zi=[lam[i] * Y[i]])[0]
         X[0] = float(wp @ Y)
-        X[1:] = wp @ L[:, :-1]
+        X[1:] = _long_times(wp, L[:, :-1])
         Y = L[:, -1].copy()
         gg = g * g
         gg[0] += G

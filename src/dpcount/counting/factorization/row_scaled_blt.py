@@ -70,6 +70,7 @@ from dpcount._validate import check_integer
 from dpcount.counting.base import MemoryEstimate
 from dpcount.counting.factorization.blt import (
     BLTInverse,
+    _long_times,
     blt_inverse,
     check_blt_parameters,
 )
@@ -229,7 +230,7 @@ def _variance_blocks(profile: _RowProfile, inv: BLTInverse) -> Iterator[tuple[in
             Rt[p, 0] = R[p]
             Rt[p, 1:] = out[:-1]
             R[p] = out[-1]
-        mixed = mix @ Rt
+        mixed = _long_times(mix, Rt)
         del Rt
         P = mixed[:n]  # becomes n_t·P_i(t), P_i(t) = u_t + λ_i Σ_m ω′_m R_{mi}(t)
         P *= lam[:, None]
@@ -242,7 +243,7 @@ def _variance_blocks(profile: _RowProfile, inv: BLTInverse) -> Iterator[tuple[in
             Yt[i, 1:] = out[:-1]
             Y[i] = out[-1]
         W = mixed[n] + u
-        inc = 2.0 * nt * (wp @ Yt) + nt * nt * W
+        inc = 2.0 * nt * _long_times(wp, Yt) + nt * nt * W
         inc[0] += V
         np.cumsum(inc, out=inc)
         V = float(inc[-1])
