@@ -308,6 +308,12 @@ def _losses(theta: tuple[float, ...], omega: tuple[float, ...], T: int) -> tuple
 #: (accurate: 45).
 _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
+#: horizons above this (the limit measured before the long forms) compute every block in
+#: the long forms (:meth:`NormalizedBLTNoiseProcess._compute_long`); up to it the blocks
+#: are computed as before, to the bit (the row-scaled BLT's: 2^17)
+_LONG_ABOVE = 1 << 16
+#: Veltkamp's splitter 2^27 + 1 (:func:`_two_product_error`)
+_SPLITTER = float((1 << 27) + 1)
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
 #: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
@@ -637,6 +643,113 @@ def _sum_blocks(
     return ch[-1].copy(), cl[-1].copy()
 
 
+def _high_part(x: Array, bits: int) -> Array:
+    """x rounded to the nearest multiple of 2^-bits (exact for |x| ≤ 2^(53 − bits))."""
+    out: Array = np.ldexp(np.rint(np.ldexp(x, bits)), -bits)
+    return out
+
+
+def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
+    """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
+    total = a + b
+    err = np.empty(np.shape(total))
+    _two_sum_error(np.asarray(a), np.asarray(b), total, err, np.empty(np.shape(total)))
+    return total, err
+
+
+def _dd_times(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    """The double-double product (a_hi + a_lo)·(b_hi + b_lo) as a pair, relative error
+    ≤ 8u² (TwoProduct of the high parts plus the cross terms, renormalized)."""
+    p = a[0] * b[0]
+    err = _two_product_error(a[0], b[0], p) + (a[0] * b[1] + a[1] * b[0])
+    return _two_sum(p, err)
+
+
+def _long_tables(decay: Array, one_minus_decay: Array, scale: Array, c: int) -> tuple[Array, ...]:
+    """The chunk tables of :meth:`NormalizedBLTNoiseProcess._chunk_matrices` — G_c
+    (g_0 = 1, g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j —
+    each as a pair hi + lo (G_hi, G_lo, P_hi, P_lo, F_hi, F_lo) within O(c·u²) of their
+    values for the exact decays λ_i = 1 − d_i (d_i = ``one_minus_decay``, the
+    definition the exact noise uses): the decays as pairs (1 − d_i by TwoSum), their
+    powers by double-double products, the sums over i as double-double sums. The float
+    tables (powers by exp, rounded) are u-close only: their roundings, fixed
+    coefficients times the draws, add up like √t over the running sum."""
+    one = np.ones_like(one_minus_decay)
+    lam_hi, lam_lo = _two_sum(one, -one_minus_decay)
+    hi, lo = np.empty((c + 1, len(decay))), np.empty((c + 1, len(decay)))  # λ^j, rows j
+    hi[0], lo[0] = 1.0, 0.0
+    for j in range(1, c + 1):
+        hi[j], lo[j] = _dd_times((hi[j - 1], lo[j - 1]), (lam_hi, lam_lo))
+    f_hi = scale * hi[:c]
+    f_lo = _two_product_error(np.broadcast_to(scale, f_hi.shape), hi[:c], f_hi) + scale * lo[:c]
+    f_hi, f_lo = _two_sum(f_hi, f_lo)  # F[j, i] = ω′_i λ_i^j
+    g_hi, g_lo = np.zeros(c), np.zeros(c)
+    g_hi[0] = 1.0
+    for i in range(len(decay)):  # g_k = Σ_i F[k − 1, i], a double-double sum
+        total, err = _two_sum(g_hi[1:], f_hi[: c - 1, i])
+        g_hi[1:], g_lo[1:] = _two_sum(total, err + g_lo[1:] + f_lo[: c - 1, i])
+    lag = np.arange(c)[:, None] - np.arange(c)[None, :]
+    below = lag >= 0
+    index = np.clip(lag, 0, None)
+    out = (
+        np.where(below, g_hi[index], 0.0),
+        np.where(below, g_lo[index], 0.0),
+        hi[c - 1 :: -1][:c].T.copy(),
+        lo[c - 1 :: -1][:c].T.copy(),
+        f_hi,
+        f_lo,
+    )
+    for mat in out:
+        mat.setflags(write=False)
+    return out
+
+
+def _split_product(a: Array, b: Array) -> tuple[Array, Array]:
+    """a @ b for a tall ``a`` (N, k) and a small ``b`` (k, c), k ≤ 2^20, as an
+    unevaluated pair hi + lo within O(k·2^-22·u) of exact, relative to each row's
+    scale (the error-free splitting of a matrix product: Ozaki, Ogita, Oishi & Rump
+    2012, https://doi.org/10.1007/s11075-011-9478-1).
+
+    Each row of ``a`` is scaled by 2^-E_r (exact), 2^E_r > its largest |value|, and
+    ``b`` by 2^-E_b, so both are in (−1, 1); a = a₁ + a₂ with a₁ on the grid 2^-β_a
+    and b = b₁ + b₂ with b₁ on 2^-β_b, β_a + β_b = 52 − ⌈log₂ k⌉ (both differences
+    exact). Every product of the high parts is an integer multiple of 2^-(β_a + β_b)
+    of at most 2^(β_a + β_b) units and a sum of ≤ k of them at most 2^52 units, so
+    a₁ @ b₁ is exact in any summation order (with or without fused multiply-adds). The
+    rest, a₂ @ b + a₁ @ b₂, is at most k·2^(1 − min β) of the scales: its rounding is
+    O(k·2^-22·u). hi = fl(exact + rest) and lo its TwoSum error: the roundings a float
+    product leaves in every value (≈ u·|a @ b| each) are gone.
+    """
+    k = b.shape[0]
+    bits = 52 - max(0, (k - 1).bit_length())
+    bits_a, bits_b = bits // 2, bits - bits // 2
+    row_exp = np.frexp(np.max(np.abs(a), axis=1))[1][:, None]  # 0 for a zero row
+    b_exp = int(np.frexp(np.max(np.abs(b)))[1])
+    x, y = np.ldexp(a, -row_exp), np.ldexp(b, -b_exp)
+    x1, y1 = _high_part(x, bits_a), _high_part(y, bits_b)
+    exact = _rows_times(x1, y1)
+    rest = _rows_times(x - x1, y)
+    rest += _rows_times(x1, y - y1)
+    hi = exact + rest
+    lo = np.empty_like(hi)
+    _two_sum_error(exact, rest, hi, lo, np.empty_like(hi))
+    scale = row_exp + b_exp
+    return np.ldexp(hi, scale), np.ldexp(lo, scale)
+
+
+def _two_product_error(a: Array, b: Array, p: Array) -> Array:
+    """a·b − p for p = fl(a·b), exactly (Dekker 1971's TwoProduct with Veltkamp's
+    splitting; no overflow or underflow for the noise's magnitudes)."""
+    ca = _SPLITTER * a
+    ah = ca - (ca - a)
+    al = a - ah
+    cb = _SPLITTER * b
+    bh = cb - (cb - b)
+    bl = b - bh
+    out: Array = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return out
+
+
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     """N = B′z = A·diag(e)·(G z) for one stream with n + 1 running values (×dim).
 
@@ -680,6 +793,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     #: the mechanism named in a refusal (``blt.check_float_model``)
     float_model_name = "normalized-blt"
+    #: horizons above this compute their blocks in the long forms (:meth:`_compute_long`)
+    long_above = _LONG_ABOVE
 
     def __init__(
         self,
@@ -721,6 +836,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         # a release computes none of them) or this one's
         self._mats: ChunkCache = {} if chunks is None else chunks
         self._lo = self._residuals("decay", 0) * self._accurate
+        # beyond the limit measured before them: the long forms (:meth:`_compute_long`)
+        self._long = horizon > self.long_above
 
     @property
     def step(self) -> int:
@@ -759,6 +876,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     def _compute(self, dest: Array) -> None:
         """Draw z for len(dest) steps and write their noise to dest, advancing the state."""
+        if self._long:
+            self._compute_long(dest)
+            return
         m = len(dest)
         t = self._c
         z = self._draw(t, (m, *self._tail))
@@ -803,6 +923,118 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             np.cumsum(w, axis=0, out=dest)
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
+
+    def _compute_long(self, dest: Array) -> None:
+        """:meth:`_compute` at horizons above :attr:`long_above`, every block size and dim:
+        w = G z as a pair hi + lo (:meth:`_long_w`), the products e_t·w_t as pairs
+        (Dekker's TwoProduct on hi, plus e_t·lo), the high parts summed by
+        :func:`_block_sums` (TwoSum pairs across blocks of 32 steps) and the low parts
+        by a float cumsum (values ≈ u·|w|: its roundings are O(u²)), added once.
+
+        The float evaluation of the same B′z: the per-step roundings of the chunk
+        products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
+        float model's ratio 57 at T = 2^18, 146 at 2^20 without these forms, seed 1:
+        benchmarks/float_model_long.py); here what remains of them is O(u²) per step,
+        and the buffers' own errors (F·p, the carries across the chunks) as before."""
+        m = len(dest)
+        t = self._c
+        z = self._draw(t, (m, *self._tail))
+        if self._table is not None and m >= _TABLE_STEPS:
+            e = self._table()[t : t + m]
+        else:
+            e = self._weights(t, m)
+        x = z.reshape(m, -1).T  # (R, m): one row per coordinate
+        hi, lo = self._long_w(x)
+        p = hi * e
+        lo *= e
+        lo += _two_product_error(hi, np.broadcast_to(e, hi.shape), p)
+        R, b = len(hi), _PARTIAL
+        K = -(-m // b)
+        rows = np.zeros((R, K * b))
+        rows[:, :m] = p
+        res = np.empty((R, K, b))
+        _block_sums(rows.reshape(R, K, b), np.reshape(self._sum, (R,)), res)
+        np.cumsum(lo, axis=1, out=lo)
+        sums = res.reshape(R, K * b)[:, :m]
+        sums += lo
+        dest[...] = sums[0] if self.dim is None else sums.T
+        self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
+        self._c = t + m
+
+    def _long_w(self, x: Array) -> tuple[Array, Array]:
+        """w = G z for R streams ``x`` (R, m) as a pair (hi, lo) (R, m) each, advancing
+        the buffers: full chunks of :data:`_CHUNK` steps, then the rest as one chunk
+        (:meth:`_long_chunks`)."""
+        R, m = x.shape
+        hi, lo = np.empty((R, m)), np.empty((R, m))
+        full = m - m % _CHUNK
+        for a, b in ((0, full), (full, m)):
+            if b > a:
+                part = slice(a, b)
+                c = _CHUNK if b == full else b - a
+                self._long_chunks(x[:, part], hi[:, part], lo[:, part], c)
+        return hi, lo
+
+    def _long_chunks(self, x: Array, hi: Array, lo: Array, c: int) -> None:
+        """:meth:`_long_w` for K chunks of c steps of R streams (``x`` (R, K·c)), every
+        product by :func:`_split_product` (a pair): each chunk's own part of w and of the
+        buffers; the buffers before each chunk from both parts of the pairs (as 2R
+        streams: :func:`across_chunks` for K ≥ 32, else :func:`~dpcount.counting.
+        factorization.blt.compensated_filter` with the chunk decays' residuals), so the
+        carries add no rounding of the chunks' own parts; their part F·p added by TwoSum
+        into the pair (the state after the block: the two parts' sum)."""
+        R, n = x.shape[0], self._n
+        K = x.shape[1] // c
+        rc = self._chunk_matrices(c)[3]
+        G, G_lo, P, P_lo, F, F_lo = self._long_tables(c)
+        rows = np.ascontiguousarray(x).reshape(R * K, c)
+        E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
+        own_E, own_E_lo = _split_product(rows, P.T)
+        own_E_lo += _rows_times(rows, P_lo.T)
+        for half, part in enumerate((own_E, own_E_lo)):
+            E[:, half * R : (half + 1) * R] = part.reshape(R, K, n).transpose(2, 0, 1)
+        state = self._p.reshape(n, R)
+        start = np.zeros((n, 2 * R))
+        start[:, :R] = state
+        if K >= _SUPER:
+            key = ("carry", c, K)
+            carry = self._mats.get(key)
+            if carry is None:
+                carry = self._mats[key] = _carry_matrices(self._decay, self._one_minus_decay, c, K)
+            prev, end = across_chunks(E, start, carry)
+        else:
+            rlo = self._residuals("power", c)
+            prev, end = np.empty((n, 2 * R, K)), np.empty((n, 2 * R))
+            for i in range(n):
+                ends = compensated_filter(E[i].T, rc[i], rlo[i], start[i])  # (K, 2R)
+                prev[i, :, 0] = start[i]
+                prev[i, :, 1:] = ends[:-1].T
+                end[i] = ends[-1]
+        state[...] = end[:, :R] + end[:, R:]
+        own, own_lo = _split_product(rows, G.T)
+        own_lo += _rows_times(rows, G_lo.T)
+        before = prev[:, :R].reshape(n, R * K).T
+        buffers, buffers_lo = _split_product(before, F.T)
+        buffers_lo += _rows_times(before, F_lo.T)
+        buffers_lo += _rows_times(prev[:, R:].reshape(n, R * K).T, F.T)
+        w = own + buffers
+        err = np.empty_like(w)
+        _two_sum_error(own, buffers, w, err, np.empty_like(w))
+        err += own_lo
+        err += buffers_lo
+        hi[...] = w.reshape(R, K * c)
+        lo[...] = err.reshape(R, K * c)
+
+    def _long_tables(self, c: int) -> tuple[Array, ...]:
+        """:func:`_long_tables` for chunks of c steps, computed once and kept in the
+        shared cache."""
+        key = ("long", c)
+        kept = self._mats.get(key)
+        if kept is None:
+            kept = self._mats[key] = _long_tables(
+                self._decay, self._one_minus_decay, self._scale, c
+            )
+        return kept
 
     def _residuals(self, kind: str, c: int) -> Array:
         """The decays' residuals (``kind`` "decay": :func:`~dpcount.counting.factorization.

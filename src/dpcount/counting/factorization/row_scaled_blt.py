@@ -337,6 +337,8 @@ class RowScaledBLTNoiseProcess(NormalizedBLTNoiseProcess):
     """
 
     float_model_name = "row-scaled-blt"
+    #: the limit measured before the long forms (``NormalizedBLTNoiseProcess._compute_long``)
+    long_above = 1 << 17
 
     def __init__(
         self,
