@@ -94,10 +94,12 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^16 (``blt.FLOAT_MODEL_HORIZONS``: 78 at 2^17 over 3 seeds; the
-#: shipped parameters go to 2^24, the exact
-#: variances cost O(T·n): 3.2 s at 2^20 on the loaded 2-core development machine)
-NORMALIZED_BLT_MAX_HORIZON = 1 << 16
+#: model's κ up to 2^20 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 11.5 at 2^20 over 3 seeds with
+#: the long forms beyond 2^16, :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at
+#: 2^17 without them). The module's functions stop there too (the shipped parameters go
+#: to 2^24); the exact variances cost O(T·n): 3.2 s at 2^20 on the loaded 2-core
+#: development machine
+NORMALIZED_BLT_MAX_HORIZON = 1 << 20
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -774,8 +776,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     :func:`across_chunks`, matrix products with the accurate powers; shorter vector
     blocks: :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the
     limits 2^16 / 2^17, seeds 1–3: 46 / 37 scalar blocks, 40 / 60 vector blocks, as
-    before within 2 where measured before). Beyond
-    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
+    before within 2 where measured before). Above :attr:`long_above` (2^16; the
+    row-scaled BLT's 2^17) every block is computed in the long forms instead
+    (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
+    TwoProduct for e·w): ≤ 11.5 at 2^20 on every block path, seeds 1–3. Beyond
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^12) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
