@@ -175,3 +175,32 @@ def test_blocks_beyond_the_new_limit_are_refused_naming_it(name: str) -> None:
         (NormalizedBLT if name == "normalized-blt" else RowScaledBLT).optimized(
             (1 << 20) + 1, **GAUSS
         )
+
+
+@pytest.mark.parametrize("K", [40, 1100, 33000])  # two, three and four levels of 32 chunks
+def test_across_levels_is_the_buffer_recursion(K: int) -> None:
+    """``across_levels`` against the recursion p(k) = ρ·p(k − 1) + E(k − 1) in long double
+    with ρ = (1 − d)^c, two streams: within 64 ulps of the buffers' size, with partial
+    super-chunks at every level; ρ off by 10^-12 in the reference is caught."""
+    decay = np.array([0.1, 0.9, 0.999, 0.99999])
+    d = np.array([0.9, 0.1, 0.001, 0.00001])  # 1 − decay, as given
+    c, n = 8, len(decay)
+    E = np.random.default_rng(5).standard_normal((n, 2, K))
+    start = np.array([[1.0, 0.0], [-2.0, 0.5], [30.0, 1.0], [4.0, -3.0]])
+    prev, end = nb.across_levels(E, start, c, lambda size: nb._level_matrices(decay, d, size))
+
+    def reference(skew: float) -> np.ndarray:
+        ld = np.longdouble
+        rho = ((ld(1) - d.astype(ld)) ** c * ld(1 + skew))[:, None]
+        p = np.empty((n, 2, K + 1), dtype=ld)
+        p[..., 0] = start
+        for k in range(K):
+            p[..., k + 1] = rho * p[..., k] + E[..., k].astype(ld)
+        return p
+
+    want = reference(0.0)
+    scale = np.max(np.abs(want.astype(np.float64)), axis=2, keepdims=True)
+    got = np.concatenate([prev, end[..., None]], axis=2)
+    assert np.all(np.abs(got - want.astype(np.float64)) <= 64 * U * scale)
+    wrong = reference(1e-12).astype(np.float64)
+    assert not np.all(np.abs(got - wrong) <= 64 * U * scale)

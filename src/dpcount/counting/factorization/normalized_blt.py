@@ -399,6 +399,53 @@ def across_chunks(E: Array, start: Array, mats: tuple[Array, ...]) -> tuple[Arra
     return prev, S[..., K - 1].copy()
 
 
+def _level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Array, Array]:
+    """For :func:`across_levels` at chunks of c steps (ρ_i = λ_i^c, s = :data:`_SUPER`):
+    M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, from the accurate
+    powers (:func:`_powers`), those below 2^-600 taken as 0; read-only."""
+    s = _SUPER
+    near = _powers(decay, one_minus_decay, c * np.arange(s + 1, dtype=np.float64))
+    near[np.abs(near) < _TINY] = 0.0
+    lag = np.arange(s)[None, :] - np.arange(s)[:, None]  # [l, j]: j − l
+    out = (np.where(lag >= 0, near[:, np.clip(lag, 0, None)], 0.0), near[:, 1:].copy())
+    for mat in out:
+        mat.setflags(write=False)
+    return out
+
+
+def across_levels(
+    E: Array, start: Array, c: int, mats: Callable[[int], tuple[Array, Array]]
+) -> tuple[Array, Array]:
+    """:func:`across_chunks` (the buffers before each chunk of c steps and after the
+    last, p_i(k) = ρ_i·p_i(k − 1) + E_i(k − 1) from ``start``) with the carries across
+    the super-chunks of s = 32 chunks computed the same way one level up — chunks of
+    c·s steps whose own parts are the super-chunks' ends — instead of by one K2 × K2
+    product (O(K2²) per buffer: 8 MB per buffer at T = 2^20). Each value is a sum of at
+    most 32 products with the accurate powers at each of ⌈log_32 K⌉ levels, plus one
+    product by the carry; ``mats(c)``: :func:`_level_matrices` for chunks of c steps."""
+    M, up = mats(c)
+    n, K = E.shape[0], E.shape[-1]
+    mid = E.shape[1:-1]
+    ones = (1,) * len(mid)
+    s = M.shape[1]
+    K2 = -(-K // s)
+    X = np.zeros((n, *mid, K2, s))
+    X.reshape(n, *mid, K2 * s)[..., :K] = E
+    L = np.empty_like(X)  # within each super-chunk, from zero: products per buffer in
+    for i in range(n):  # row blocks (a broadcast stacked matmul runs numpy's own loops)
+        _rows_times(X[i].reshape(-1, s), M[i], L[i].reshape(-1, s))
+    if K2 == 1:
+        carry = start[..., None]
+    else:
+        carry = across_levels(np.ascontiguousarray(L[..., -1]), start, c * s, mats)[0]
+    L += carry[..., None] * up.reshape(n, *ones, 1, s)
+    S = L.reshape(n, *mid, K2 * s)
+    prev = np.empty((n, *mid, K))
+    prev[..., 0] = start
+    prev[..., 1:] = S[..., : K - 1]
+    return prev, S[..., K - 1].copy()
+
+
 @lru_cache(maxsize=4)
 def _partial_sum_matrix(b: int) -> Array:
     """U[i, j] = 1 for i ≤ j (b × b): (x @ U)[j] = Σ_{i≤j} x_i (read-only)."""
@@ -646,8 +693,12 @@ def _sum_blocks(
 
 
 def _high_part(x: Array, bits: int) -> Array:
-    """x rounded to the nearest multiple of 2^-bits (exact for |x| ≤ 2^(53 − bits))."""
-    out: Array = np.ldexp(np.rint(np.ldexp(x, bits)), -bits)
+    """x rounded to the nearest multiple of 2^-bits, for |x| ≤ 1: fl(fl(x + σ) − σ) with
+    σ = 1.5·2^(52 − bits), whose ulp is 2^-bits (x + σ stays in σ's binade; the
+    subtraction is exact, Sterbenz)."""
+    sigma = 1.5 * 2.0 ** (52 - bits)
+    out: Array = x + sigma
+    out -= sigma
     return out
 
 
@@ -727,16 +778,20 @@ def _split_product(a: Array, b: Array) -> tuple[Array, Array]:
     bits_a, bits_b = bits // 2, bits - bits // 2
     row_exp = np.frexp(np.max(np.abs(a), axis=1))[1][:, None]  # 0 for a zero row
     b_exp = int(np.frexp(np.max(np.abs(b)))[1])
-    x, y = np.ldexp(a, -row_exp), np.ldexp(b, -b_exp)
+    x = a * np.ldexp(1.0, -row_exp)  # times powers of two: exact
+    y = np.ldexp(b, -b_exp)
     x1, y1 = _high_part(x, bits_a), _high_part(y, bits_b)
     exact = _rows_times(x1, y1)
-    rest = _rows_times(x - x1, y)
+    x -= x1  # a₂ (exact)
+    rest = _rows_times(x, y)
     rest += _rows_times(x1, y - y1)
     hi = exact + rest
     lo = np.empty_like(hi)
-    _two_sum_error(exact, rest, hi, lo, np.empty_like(hi))
-    scale = row_exp + b_exp
-    return np.ldexp(hi, scale), np.ldexp(lo, scale)
+    _two_sum_error(exact, rest, hi, lo, x1 if x1.shape == hi.shape else np.empty_like(hi))
+    scale = np.ldexp(1.0, row_exp + b_exp)
+    hi *= scale
+    lo *= scale
+    return hi, lo
 
 
 def _two_product_error(a: Array, b: Array, p: Array) -> Array:
@@ -1002,11 +1057,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         start = np.zeros((n, 2 * R))
         start[:, :R] = state
         if K >= _SUPER:
-            key = ("carry", c, K)
-            carry = self._mats.get(key)
-            if carry is None:
-                carry = self._mats[key] = _carry_matrices(self._decay, self._one_minus_decay, c, K)
-            prev, end = across_chunks(E, start, carry)
+            prev, end = across_levels(E, start, c, self._level_matrices)
         else:
             rlo = self._residuals("power", c)
             prev, end = np.empty((n, 2 * R, K)), np.empty((n, 2 * R))
@@ -1029,6 +1080,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         err += buffers_lo
         hi[...] = w.reshape(R, K * c)
         lo[...] = err.reshape(R, K * c)
+
+    def _level_matrices(self, c: int) -> tuple[Array, Array]:
+        """:func:`_level_matrices` for chunks of c steps, kept in the shared cache."""
+        key = ("level", c)
+        kept = self._mats.get(key)
+        if kept is None:
+            kept = self._mats[key] = _level_matrices(self._decay, self._one_minus_decay, c)
+        return kept  # type: ignore[return-value]  # the two of this key
 
     def _long_tables(self, c: int) -> tuple[Array, ...]:
         """:func:`_long_tables` for chunks of c steps, computed once and kept in the
