@@ -164,17 +164,16 @@ def test_long_forms_start_above_the_limits_measured_before_them(cls: type, befor
 
 @pytest.mark.parametrize("name", ["normalized-blt", "row-scaled-blt"])
 def test_blocks_beyond_the_new_limit_are_refused_naming_it(name: str) -> None:
-    """2^20 for both (the float model measured ≤ 11.5 there): the registry's largest
+    """2^22 for both (the float model measured ≤ 52 there): the registry's largest
     horizon, and a block path beyond it refused naming the mechanism and horizon."""
-    assert max_horizon(name) == 1 << 20
-    check_float_model(name, "block", 1 << 20, None)
-    check_float_model(name, "block", 1 << 20, 3)
-    with pytest.raises(ValueError, match=f"{name}: noise at horizon {(1 << 20) + 1} \\(dim 3"):
-        check_float_model(name, "block", (1 << 20) + 1, 3)
-    with pytest.raises(ValueError, match=f"horizon must be <= {1 << 20}, got {(1 << 20) + 1}"):
-        (NormalizedBLT if name == "normalized-blt" else RowScaledBLT).optimized(
-            (1 << 20) + 1, **GAUSS
-        )
+    limit = 1 << 22
+    assert max_horizon(name) == limit
+    check_float_model(name, "block", limit, None)
+    check_float_model(name, "block", limit, 3)
+    with pytest.raises(ValueError, match=f"{name}: noise at horizon {limit + 1} \\(dim 3"):
+        check_float_model(name, "block", limit + 1, 3)
+    with pytest.raises(ValueError, match=f"horizon must be <= {limit}, got {limit + 1}"):
+        (NormalizedBLT if name == "normalized-blt" else RowScaledBLT).optimized(limit + 1, **GAUSS)
 
 
 @pytest.mark.parametrize("K", [40, 1100, 33000])  # two, three and four levels of 32 chunks

@@ -490,8 +490,8 @@ COMPENSATE_ABOVE = 1 << 16
 #: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 22, "step": 1 << 16},
-    "normalized-blt": {"block": 1 << 20, "step": 1 << 12},
-    "row-scaled-blt": {"block": 1 << 20, "step": 1 << 12},
+    "normalized-blt": {"block": 1 << 22, "step": 1 << 12},
+    "row-scaled-blt": {"block": 1 << 22, "step": 1 << 12},
     "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
 }
 #: the mechanisms whose paths are refused by the step reached rather than the horizon: a

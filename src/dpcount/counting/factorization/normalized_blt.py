@@ -94,12 +94,13 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^20 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 11.5 at 2^20 over 3 seeds with
-#: the long forms beyond 2^16, :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at
-#: 2^17 without them). The module's functions stop there too (the shipped parameters go
-#: to 2^24); the exact variances cost O(T·n): 3.2 s at 2^20 on the loaded 2-core
-#: development machine
-NORMALIZED_BLT_MAX_HORIZON = 1 << 20
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16.5 at 2^20 and ≤ 52 at 2^22
+#: over 3 seeds with the long forms beyond 2^16,
+#: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
+#: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions stop
+#: there too (the shipped parameters go to 2^24); the exact variances cost O(T·n): 3.2 s
+#: at 2^20 on the loaded 2-core development machine
+NORMALIZED_BLT_MAX_HORIZON = 1 << 22
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -121,7 +122,7 @@ _L1_EXACT = 1 << 16
 
 #: largest horizon of the module's functions (weights, variances, losses, the shipped
 #: table's lookup): exact arithmetic, no float release, so beyond the mechanism's limit
-_FUNCTIONS_MAX_HORIZON = 1 << 20
+_FUNCTIONS_MAX_HORIZON = 1 << 22
 
 
 def _check(horizon: int) -> int:
@@ -834,8 +835,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     before within 2 where measured before). Above :attr:`long_above` (2^16; the
     row-scaled BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
-    TwoProduct for e·w): ≤ 11.5 at 2^20 on every block path, seeds 1–3. Beyond
-    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^12) the process refuses.
+    TwoProduct for e·w): ≤ 11.5 at 2^20 and ≤ 52 at 2^22 on every block path, seeds
+    1–3. Beyond
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -1332,7 +1334,7 @@ def shipped_normalized_blt_parameters(
     computed for the actual T.
 
     Raises:
-        ValueError: an unknown objective or a horizon outside [1, 2^20].
+        ValueError: an unknown objective or a horizon outside [1, 2^22].
     """
     entry = shipped_entry("normalized_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"])
@@ -1393,7 +1395,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
           https://arxiv.org/abs/1805.06530
 
     Args:
-        horizon: 1 ≤ T ≤ 2^20.
+        horizon: 1 ≤ T ≤ 2^22.
         buffer_decay: θ_1…θ_n, distinct, in (0, 1).
         output_scale: ω_1…ω_n > 0 with Σ ω_i/(1 + θ_i) < 1.
         budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
@@ -1403,7 +1405,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
 
     Raises:
         ValueError: parameters outside the BLT domain (naming them), a horizon above
-            2^20, or a noise kind other than Gaussian.
+            2^22, or a noise kind other than Gaussian.
     """
 
     name = "normalized-blt"
@@ -1417,14 +1419,18 @@ class NormalizedBLT(Scaled, _BLTParameters):
         draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
         compute a chunk of steps ahead. Structure: the parameters, the kept variances,
         the weights a batch release keeps and its carry matrices across the chunks
-        (:func:`across_chunks`: n·⌈T/1024⌉² floats). ``buffers`` (None: the shipped
+        (:func:`across_chunks`: n·⌈T/1024⌉² floats, up to 2^17 — the plain forms' limit
+        of both presets; the long forms beyond hold n·32·33 floats per level of
+        :func:`across_levels`, at most 6 levels). ``buffers`` (None: the shipped
         count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, n)
-        carry = 8 * n * (-(-T // (_CHUNK * _SUPER))) ** 2
-        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T + carry, stream=stream)
+        carry = (
+            8 * n * ((-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2 + 6 * _SUPER**2 + 6 * _SUPER)
+        )
+        return MemoryEstimate(structure=64 * n + 16 * T + carry, stream=stream)
 
     horizon_limit = NORMALIZED_BLT_MAX_HORIZON
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)
