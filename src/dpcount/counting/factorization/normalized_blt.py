@@ -795,15 +795,17 @@ def _split_product(a: Array, b: Array) -> tuple[Array, Array]:
     return hi, lo
 
 
+def _veltkamp(a: Array) -> tuple[Array, Array]:
+    """(hi, lo) = a, each half of its significand's bits (Veltkamp's splitting)."""
+    scaled = _SPLITTER * a
+    hi = scaled - (scaled - a)
+    return hi, a - hi
+
+
 def _two_product_error(a: Array, b: Array, p: Array) -> Array:
-    """a·b − p for p = fl(a·b), exactly (Dekker 1971's TwoProduct with Veltkamp's
-    splitting; no overflow or underflow for the noise's magnitudes)."""
-    ca = _SPLITTER * a
-    ah = ca - (ca - a)
-    al = a - ah
-    cb = _SPLITTER * b
-    bh = cb - (cb - b)
-    bl = b - bh
+    """a·b − p for p = fl(a·b), exactly (Dekker 1971's TwoProduct; no overflow or
+    underflow for the noise's magnitudes)."""
+    (ah, al), (bh, bl) = _veltkamp(a), _veltkamp(b)
     out: Array = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     return out
 
