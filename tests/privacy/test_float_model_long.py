@@ -147,7 +147,7 @@ def test_the_old_rounded_decay_recursion_fails(monkeypatch: pytest.MonkeyPatch) 
 def test_the_scaled_blts_at_their_limit() -> None:
     """At their largest horizon 2^22 (max_horizon) the benchmark's worst case over both
     scaled BLTs, the paths batch, blocks and vector batch and seeds 1–3: the
-    column-normalized BLT's blocks with seed 2, 52.0 ≤ κ/4 (≈ 1.5 min, 2 GB)."""
+    column-normalized BLT's blocks with seed 2, 52.0 ≤ κ/4 (10–40 s, ≈ 1 GB)."""
     assert max_horizon("normalized-blt") == max_horizon("row-scaled-blt") == 1 << 22
     assert 0.25 < BENCH.measure("normalized-blt", 1 << 22, "blocks", 2) <= QUARTER
 
