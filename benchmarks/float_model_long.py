@@ -60,8 +60,9 @@ Python loops). Horizons a mechanism does not build at, and paths it refuses
 machine (3 seeds): all mechanisms and paths at 2^11, 2^14, 2^17 ≈ 10 min; each path at
 2^20 10–70 s; the BLT's block paths 5–40 s a seed at 2^23 and 2^24 (vbatch dim 4 at 2^24:
 6 GB); the horizon-free BLT's batch 270 s at 2^24, 415 s at 2^26 (one seed,
-≈ 5 GB); toeplitz's vector filter is O(T²) (30 s at 2^14, > 10 min at 2^16). The
-figures are in docs/safe-noise.md.
+≈ 5 GB); the scaled BLTs' paths 15–45 s a seed at 2^22 (≈ 2 GB; their long forms
+beyond 2^16 / 2^17); toeplitz's vector filter is O(T²) (30 s at 2^14, > 10 min at
+2^16). The figures are in docs/safe-noise.md.
 """
 
 from __future__ import annotations

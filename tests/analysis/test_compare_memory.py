@@ -66,6 +66,7 @@ def test_plan_at_a_million_steps_recommends_a_stream_that_fits(
     argv = ["plan", "--horizon", "1048576", "--epsilon", "1", "--delta", "1e-6"]
     assert main([*argv, "--dim", "100000", "--memory", "2GiB"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    # the scaled BLTs (26.461, 26.848) stop at 2^17 / 2^16, their float model's limits
-    assert "Recommendation: blt" in out and "Stream state 9.9 MiB." in out
-    assert "mean loss 27.703" in out and "(row-scaled blt (mean-optimized), 26.461)" in out
+    # the scaled BLTs (26.461, 26.848): their float model is measured up to 2^20
+    assert "Recommendation: row-scaled-blt" in out and "Stream state 10.0 MiB." in out
+    assert "mean loss 26.461" in out and "(row-scaled blt (mean-optimized), 26.461)" in out
+    assert "next: normalized-blt, its MSE 1.5% larger" in out

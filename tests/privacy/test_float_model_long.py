@@ -68,8 +68,9 @@ MEASURED = [
     ("horizon-free-blt", "vector", 1 << 14),  # 6.9 (seed 1); ≤ 24 at its limit 2^17
     *[("blt", path, 1 << 16) for path in ("batch", "blocks", "vector", "vbatch")],
     *[
-        (name, path, max_horizon(name))
-        for name in ("normalized-blt", "row-scaled-blt")
+        (name, path, horizon)
+        for name, before in (("normalized-blt", 1 << 16), ("row-scaled-blt", 1 << 17))
+        for horizon in (before, 1 << 20)  # the plain forms' limit; the long forms (2^22: below)
         for path in ("batch", "blocks", "vbatch")
     ],
     *[
@@ -143,6 +144,31 @@ def test_the_old_rounded_decay_recursion_fails(monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.slow
+def test_the_scaled_blts_at_their_limit() -> None:
+    """At their largest horizon 2^22 (max_horizon) the benchmark's worst case over both
+    scaled BLTs, the paths batch, blocks and vector batch and seeds 1–3: the
+    column-normalized BLT's blocks with seed 2, 52.0 ≤ κ/4 (10–40 s, ≈ 1 GB)."""
+    assert max_horizon("normalized-blt") == max_horizon("row-scaled-blt") == 1 << 22
+    assert 0.25 < BENCH.measure("normalized-blt", 1 << 22, "blocks", 2) <= QUARTER
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["normalized-blt", "row-scaled-blt"])
+def test_the_scaled_blts_without_their_long_forms_fail(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scaled BLTs' blocks at 2^20 without the long forms (error-free chunk products,
+    double-double tables, TwoProduct: ``NormalizedBLTNoiseProcess._compute_long``)
+    exceed κ/4 (seed 1: 150 and 115 in one batch), where with them they are ≤ 11.5
+    over seeds 1–3 (the test above)."""
+    from dpcount.counting.factorization import row_scaled_blt as rb
+
+    monkeypatch.setattr(nb.NormalizedBLTNoiseProcess, "long_above", 1 << 30)
+    monkeypatch.setattr(rb.RowScaledBLTNoiseProcess, "long_above", 1 << 30)
+    assert BENCH.measure(name, 1 << 20, "batch") > QUARTER
+
+
+@pytest.mark.slow
 def test_the_uncompensated_horizon_free_blt_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """The horizon-free BLT without a measured float model (as before: no compensated
     decays) exceeds κ at 2^17 on vector blocks (measured 290); with it, ≤ 17."""
@@ -194,8 +220,9 @@ def test_the_blt_without_its_chunk_decay_residuals_fails_at_its_limit(
 # -- refusals (quick) ---------------------------------------------------------------------
 #: the largest horizon each mechanism limited by its float error is measured at (κ/4)
 LIMITED = {
-    "normalized-blt": FLOAT_MODEL_HORIZONS["normalized-blt"]["block"],  # 78 at 2^17
-    "row-scaled-blt": FLOAT_MODEL_HORIZONS["row-scaled-blt"]["block"],  # 146 at 2^20
+    # ≤ 52 at 2^22 with the long forms (where the modules' functions stop)
+    "normalized-blt": FLOAT_MODEL_HORIZONS["normalized-blt"]["block"],
+    "row-scaled-blt": FLOAT_MODEL_HORIZONS["row-scaled-blt"]["block"],
     "row-scaled-banded": 1 << 13,  # 84 at 2^14
     "input": 1 << 20,  # growing like √T: 62 at 2^20
 }

@@ -56,11 +56,14 @@ sqrt up to 2^20 (≤ 4.6 at 2^22), ≤ 5 for dense (2^11), ≤ 5.1 for toeplitz'
 up to 2^16, ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53 up to 2^24, ≤ 49 for
 the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed 1; vector blocks 67
 at 2^24, refused there) and ≤ 24 for its vector steps up to 2^17 (both with its
-compensated decays), and ≤ 62 at each remaining path's limit: toeplitz's filter (its
+compensated decays), ≤ 16 for the column-normalized and row-scaled BLT's blocks and
+scalar steps up to 2^20 and ≤ 52 at 2^22 (their long forms beyond 2^16 / 2^17; 60 at
+2^17 before them),
+and ≤ 62 at each remaining path's limit: toeplitz's filter (its
 vector paths) up to 2^16, input perturbation (a running sum, ≈ √t growth) up to 2^20,
 the column-normalized sqrt with one weight per column up to 2^13, the row-scaled sqrt up
-to 2^14 and banded Toeplitz up to 2^13, the column-normalized / row-scaled BLT up to
-2^16 / 2^17 and their vector steps up to 2^12. Beyond those limits the ratio passes κ/4
+to 2^14 and banded Toeplitz up to 2^13, and the column-normalized / row-scaled BLT's
+vector steps up to 2^12. Beyond those limits the ratio passes κ/4
 where measured (72 to 564), so each limit is enforced: the mechanism's largest horizon
 (registry), the blocked default of the column-normalized sqrt beyond 2^13, and
 ``counting.factorization.blt.FLOAT_MODEL_HORIZONS`` for the BLT paths (the horizon-free

@@ -481,8 +481,9 @@ COMPENSATE_ABOVE = 1 << 16
 #: scalar steps and ``next_many`` (chunked products): BLT ≤ 20 up to 2^16 and ≤ 53 up
 #: to 2^24 ≥ 10^7 (48 at 2^23, 45 at 2^24; 99 at 2^25 on vector blocks, seed 1; 87 at
 #: 2^24 without the chunk decays' residuals);
-#: column-normalized BLT ≤ 46 up to 2^16 (78 at 2^17); row-scaled BLT ≤ 61 up
-#: to 2^17 (146 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
+#: column-normalized / row-scaled BLT ≤ 46 / ≤ 61 up to 2^16 / 2^17 in their plain
+#: forms, beyond them their long forms ≤ 16 up to 2^20 and ≤ 52 at 2^22 (without them
+#: 150 / 115 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
 #: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation), its
 #: vector blocks ("vector-block") only to 2^22 (67 at 2^24, seed 1). "step":
 #: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up
@@ -493,8 +494,8 @@ COMPENSATE_ABOVE = 1 << 16
 #: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 24, "step": 1 << 16},
-    "normalized-blt": {"block": 1 << 16, "step": 1 << 12},
-    "row-scaled-blt": {"block": 1 << 17, "step": 1 << 12},
+    "normalized-blt": {"block": 1 << 22, "step": 1 << 12},
+    "row-scaled-blt": {"block": 1 << 22, "step": 1 << 12},
     "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
 }
 #: the mechanisms whose paths are refused by the step reached rather than the horizon: a

@@ -95,10 +95,13 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^16 (``blt.FLOAT_MODEL_HORIZONS``: 78 at 2^17 over 3 seeds; the
-#: shipped parameters go to 2^24, the exact
-#: variances cost O(T·n): 3.2 s at 2^20 on the loaded 2-core development machine)
-NORMALIZED_BLT_MAX_HORIZON = 1 << 16
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16.5 at 2^20 and ≤ 52 at 2^22
+#: over 3 seeds with the long forms beyond 2^16,
+#: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
+#: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions stop
+#: there too (the shipped parameters go to 2^24); the exact variances cost O(T·n): 3.2 s
+#: at 2^20 on the loaded 2-core development machine
+NORMALIZED_BLT_MAX_HORIZON = 1 << 22
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -120,7 +123,7 @@ _L1_EXACT = 1 << 16
 
 #: largest horizon of the module's functions (weights, variances, losses, the shipped
 #: table's lookup): exact arithmetic, no float release, so beyond the mechanism's limit
-_FUNCTIONS_MAX_HORIZON = 1 << 20
+_FUNCTIONS_MAX_HORIZON = 1 << 22
 
 
 def _check(horizon: int) -> int:
@@ -309,6 +312,12 @@ def _losses(theta: tuple[float, ...], omega: tuple[float, ...], T: int) -> tuple
 #: (accurate: 45).
 _SCALAR_ACCURATE_ABOVE = 1 << 15
 _VECTOR_ACCURATE_ABOVE = 1 << 10
+#: horizons above this (the limit measured before the long forms) compute every block in
+#: the long forms (:meth:`NormalizedBLTNoiseProcess._compute_long`); up to it the blocks
+#: are computed as before, to the bit (the row-scaled BLT's: 2^17)
+_LONG_ABOVE = 1 << 16
+#: Veltkamp's splitter 2^27 + 1 (:func:`_two_product_error`)
+_SPLITTER = float((1 << 27) + 1)
 #: steps per block of :func:`_running_sum` (blocks of at least this many steps use it)
 _SUM_BLOCK = 64
 #: steps per block of :func:`_blocked_sum` (scalar batch blocks at accurate horizons)
@@ -386,6 +395,53 @@ def across_chunks(E: Array, start: Array, mats: tuple[Array, ...]) -> tuple[Arra
     C += start[..., None] * far.reshape(n, *ones, K2)
     L += C[..., None] * up.reshape(n, *ones, 1, s)
     S = L.reshape(n, *mid, K2 * s)  # S[…, k]: p after chunk k
+    prev = np.empty((n, *mid, K))
+    prev[..., 0] = start
+    prev[..., 1:] = S[..., : K - 1]
+    return prev, S[..., K - 1].copy()
+
+
+def _level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Array, Array]:
+    """For :func:`across_levels` at chunks of c steps (ρ_i = λ_i^c, s = :data:`_SUPER`):
+    M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, from the accurate
+    powers (:func:`_powers`), those below 2^-600 taken as 0; read-only."""
+    s = _SUPER
+    near = _powers(decay, one_minus_decay, c * np.arange(s + 1, dtype=np.float64))
+    near[np.abs(near) < _TINY] = 0.0
+    lag = np.arange(s)[None, :] - np.arange(s)[:, None]  # [l, j]: j − l
+    out = (np.where(lag >= 0, near[:, np.clip(lag, 0, None)], 0.0), near[:, 1:].copy())
+    for mat in out:
+        mat.setflags(write=False)
+    return out
+
+
+def across_levels(
+    E: Array, start: Array, c: int, mats: Callable[[int], tuple[Array, Array]]
+) -> tuple[Array, Array]:
+    """:func:`across_chunks` (the buffers before each chunk of c steps and after the
+    last, p_i(k) = ρ_i·p_i(k − 1) + E_i(k − 1) from ``start``) with the carries across
+    the super-chunks of s = 32 chunks computed the same way one level up — chunks of
+    c·s steps whose own parts are the super-chunks' ends — instead of by one K2 × K2
+    product (O(K2²) per buffer: 8 MB per buffer at T = 2^20). Each value is a sum of at
+    most 32 products with the accurate powers at each of ⌈log_32 K⌉ levels, plus one
+    product by the carry; ``mats(c)``: :func:`_level_matrices` for chunks of c steps."""
+    M, up = mats(c)
+    n, K = E.shape[0], E.shape[-1]
+    mid = E.shape[1:-1]
+    ones = (1,) * len(mid)
+    s = M.shape[1]
+    K2 = -(-K // s)
+    X = np.zeros((n, *mid, K2, s))
+    X.reshape(n, *mid, K2 * s)[..., :K] = E
+    L = np.empty_like(X)  # within each super-chunk, from zero: products per buffer in
+    for i in range(n):  # row blocks (a broadcast stacked matmul runs numpy's own loops)
+        _rows_times(X[i].reshape(-1, s), M[i], L[i].reshape(-1, s))
+    if K2 == 1:
+        carry = start[..., None]
+    else:
+        carry = across_levels(np.ascontiguousarray(L[..., -1]), start, c * s, mats)[0]
+    L += carry[..., None] * up.reshape(n, *ones, 1, s)
+    S = L.reshape(n, *mid, K2 * s)
     prev = np.empty((n, *mid, K))
     prev[..., 0] = start
     prev[..., 1:] = S[..., : K - 1]
@@ -638,6 +694,123 @@ def _sum_blocks(
     return ch[-1].copy(), cl[-1].copy()
 
 
+def _high_part(x: Array, bits: int) -> Array:
+    """x rounded to the nearest multiple of 2^-bits, for |x| ≤ 1: fl(fl(x + σ) − σ) with
+    σ = 1.5·2^(52 − bits), whose ulp is 2^-bits (x + σ stays in σ's binade; the
+    subtraction is exact, Sterbenz)."""
+    sigma = 1.5 * 2.0 ** (52 - bits)
+    out: Array = x + sigma
+    out -= sigma
+    return out
+
+
+def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
+    """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
+    total = a + b
+    err = np.empty(np.shape(total))
+    _two_sum_error(np.asarray(a), np.asarray(b), total, err, np.empty(np.shape(total)))
+    return total, err
+
+
+def _dd_times(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    """The double-double product (a_hi + a_lo)·(b_hi + b_lo) as a pair, relative error
+    ≤ 8u² (TwoProduct of the high parts plus the cross terms, renormalized)."""
+    p = a[0] * b[0]
+    err = _two_product_error(a[0], b[0], p) + (a[0] * b[1] + a[1] * b[0])
+    return _two_sum(p, err)
+
+
+def _long_tables(decay: Array, one_minus_decay: Array, scale: Array, c: int) -> tuple[Array, ...]:
+    """The chunk tables of :meth:`NormalizedBLTNoiseProcess._chunk_matrices` — G_c
+    (g_0 = 1, g_k = Σ_i ω′_i λ_i^{k−1}), P[i, s] = λ_i^{c−1−s}, F[j, i] = ω′_i λ_i^j —
+    each as a pair hi + lo (G_hi, G_lo, P_hi, P_lo, F_hi, F_lo) within O(c·u²) of their
+    values for the exact decays λ_i = 1 − d_i (d_i = ``one_minus_decay``, the
+    definition the exact noise uses): the decays as pairs (1 − d_i by TwoSum), their
+    powers by double-double products, the sums over i as double-double sums. The float
+    tables (powers by exp, rounded) are u-close only: their roundings, fixed
+    coefficients times the draws, add up like √t over the running sum."""
+    one = np.ones_like(one_minus_decay)
+    lam_hi, lam_lo = _two_sum(one, -one_minus_decay)
+    hi, lo = np.empty((c + 1, len(decay))), np.empty((c + 1, len(decay)))  # λ^j, rows j
+    hi[0], lo[0] = 1.0, 0.0
+    for j in range(1, c + 1):
+        hi[j], lo[j] = _dd_times((hi[j - 1], lo[j - 1]), (lam_hi, lam_lo))
+    f_hi = scale * hi[:c]
+    f_lo = _two_product_error(np.broadcast_to(scale, f_hi.shape), hi[:c], f_hi) + scale * lo[:c]
+    f_hi, f_lo = _two_sum(f_hi, f_lo)  # F[j, i] = ω′_i λ_i^j
+    g_hi, g_lo = np.zeros(c), np.zeros(c)
+    g_hi[0] = 1.0
+    for i in range(len(decay)):  # g_k = Σ_i F[k − 1, i], a double-double sum
+        total, err = _two_sum(g_hi[1:], f_hi[: c - 1, i])
+        g_hi[1:], g_lo[1:] = _two_sum(total, err + g_lo[1:] + f_lo[: c - 1, i])
+    lag = np.arange(c)[:, None] - np.arange(c)[None, :]
+    below = lag >= 0
+    index = np.clip(lag, 0, None)
+    out = (
+        np.where(below, g_hi[index], 0.0),
+        np.where(below, g_lo[index], 0.0),
+        hi[c - 1 :: -1][:c].T.copy(),
+        lo[c - 1 :: -1][:c].T.copy(),
+        f_hi,
+        f_lo,
+    )
+    for mat in out:
+        mat.setflags(write=False)
+    return out
+
+
+def _split_product(a: Array, b: Array) -> tuple[Array, Array]:
+    """a @ b for a tall ``a`` (N, k) and a small ``b`` (k, c), k ≤ 2^20, as an
+    unevaluated pair hi + lo within O(k·2^-22·u) of exact, relative to each row's
+    scale (the error-free splitting of a matrix product: Ozaki, Ogita, Oishi & Rump
+    2012, https://doi.org/10.1007/s11075-011-9478-1).
+
+    Each row of ``a`` is scaled by 2^-E_r (exact), 2^E_r > its largest |value|, and
+    ``b`` by 2^-E_b, so both are in (−1, 1); a = a₁ + a₂ with a₁ on the grid 2^-β_a
+    and b = b₁ + b₂ with b₁ on 2^-β_b, β_a + β_b = 52 − ⌈log₂ k⌉ (both differences
+    exact). Every product of the high parts is an integer multiple of 2^-(β_a + β_b)
+    of at most 2^(β_a + β_b) units and a sum of ≤ k of them at most 2^52 units, so
+    a₁ @ b₁ is exact in any summation order (with or without fused multiply-adds). The
+    rest, a₂ @ b + a₁ @ b₂, is at most k·2^(1 − min β) of the scales: its rounding is
+    O(k·2^-22·u). hi = fl(exact + rest) and lo its TwoSum error: the roundings a float
+    product leaves in every value (≈ u·|a @ b| each) are gone.
+    """
+    k = b.shape[0]
+    bits = 52 - max(0, (k - 1).bit_length())
+    bits_a, bits_b = bits // 2, bits - bits // 2
+    row_exp = np.frexp(np.max(np.abs(a), axis=1))[1][:, None]  # 0 for a zero row
+    b_exp = int(np.frexp(np.max(np.abs(b)))[1])
+    x = a * np.ldexp(1.0, -row_exp)  # times powers of two: exact
+    y = np.ldexp(b, -b_exp)
+    x1, y1 = _high_part(x, bits_a), _high_part(y, bits_b)
+    exact = _rows_times(x1, y1)
+    x -= x1  # a₂ (exact)
+    rest = _rows_times(x, y)
+    rest += _rows_times(x1, y - y1)
+    hi = exact + rest
+    lo = np.empty_like(hi)
+    _two_sum_error(exact, rest, hi, lo, x1 if x1.shape == hi.shape else np.empty_like(hi))
+    scale = np.ldexp(1.0, row_exp + b_exp)
+    hi *= scale
+    lo *= scale
+    return hi, lo
+
+
+def _veltkamp(a: Array) -> tuple[Array, Array]:
+    """(hi, lo) = a, each half of its significand's bits (Veltkamp's splitting)."""
+    scaled = _SPLITTER * a
+    hi = scaled - (scaled - a)
+    return hi, a - hi
+
+
+def _two_product_error(a: Array, b: Array, p: Array) -> Array:
+    """a·b − p for p = fl(a·b), exactly (Dekker 1971's TwoProduct; no overflow or
+    underflow for the noise's magnitudes)."""
+    (ah, al), (bh, bl) = _veltkamp(a), _veltkamp(b)
+    out: Array = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return out
+
+
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     """N = B′z = A·diag(e)·(G z) for one stream with n + 1 running values (×dim).
 
@@ -662,8 +835,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     :func:`across_chunks`, matrix products with the accurate powers; shorter vector
     blocks: :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the
     limits 2^16 / 2^17, seeds 1–3: 46 / 37 scalar blocks, 40 / 60 vector blocks, as
-    before within 2 where measured before). Beyond
-    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^20, vector steps 2^14) the process refuses.
+    before within 2 where measured before). Above :attr:`long_above` (2^16; the
+    row-scaled BLT's 2^17) every block is computed in the long forms instead
+    (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
+    TwoProduct for e·w): ≤ 11.5 at 2^20 and ≤ 52 at 2^22 on every block path, seeds
+    1–3. Beyond
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -681,6 +858,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     #: the mechanism named in a refusal (``blt.check_float_model``)
     float_model_name = "normalized-blt"
+    #: horizons above this compute their blocks in the long forms (:meth:`_compute_long`)
+    long_above = _LONG_ABOVE
 
     def __init__(
         self,
@@ -722,6 +901,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         # a release computes none of them) or this one's
         self._mats: ChunkCache = {} if chunks is None else chunks
         self._lo = self._residuals("decay", 0) * self._accurate
+        # beyond the limit measured before them: the long forms (:meth:`_compute_long`)
+        self._long = horizon > self.long_above
 
     @property
     def step(self) -> int:
@@ -760,6 +941,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     def _compute(self, dest: Array) -> None:
         """Draw z for len(dest) steps and write their noise to dest, advancing the state."""
+        if self._long:
+            self._compute_long(dest)
+            return
         m = len(dest)
         t = self._c
         z = self._draw(t, (m, *self._tail))
@@ -804,6 +988,122 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             np.cumsum(w, axis=0, out=dest)
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
+
+    def _compute_long(self, dest: Array) -> None:
+        """:meth:`_compute` at horizons above :attr:`long_above`, every block size and dim:
+        w = G z as a pair hi + lo (:meth:`_long_w`), the products e_t·w_t as pairs
+        (Dekker's TwoProduct on hi, plus e_t·lo), the high parts summed by
+        :func:`_block_sums` (TwoSum pairs across blocks of 32 steps) and the low parts
+        by a float cumsum (values ≈ u·|w|: its roundings are O(u²)), added once.
+
+        The float evaluation of the same B′z: the per-step roundings of the chunk
+        products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
+        float model's ratio 57 at T = 2^18, 146 at 2^20 without these forms, seed 1:
+        benchmarks/float_model_long.py); here what remains of them is O(u²) per step,
+        and the buffers' own errors (F·p, the carries across the chunks) as before."""
+        m = len(dest)
+        t = self._c
+        z = self._draw(t, (m, *self._tail))
+        if self._table is not None and m >= _TABLE_STEPS:
+            e = self._table()[t : t + m]
+        else:
+            e = self._weights(t, m)
+        x = z.reshape(m, -1).T  # (R, m): one row per coordinate
+        hi, lo = self._long_w(x)
+        p = hi * e
+        lo *= e
+        lo += _two_product_error(hi, np.broadcast_to(e, hi.shape), p)
+        R, b = len(hi), _PARTIAL
+        K = -(-m // b)
+        rows = np.zeros((R, K * b))
+        rows[:, :m] = p
+        res = np.empty((R, K, b))
+        _block_sums(rows.reshape(R, K, b), np.reshape(self._sum, (R,)), res)
+        np.cumsum(lo, axis=1, out=lo)
+        sums = res.reshape(R, K * b)[:, :m]
+        sums += lo
+        dest[...] = sums[0] if self.dim is None else sums.T
+        self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
+        self._c = t + m
+
+    def _long_w(self, x: Array) -> tuple[Array, Array]:
+        """w = G z for R streams ``x`` (R, m) as a pair (hi, lo) (R, m) each, advancing
+        the buffers: full chunks of :data:`_CHUNK` steps, then the rest as one chunk
+        (:meth:`_long_chunks`)."""
+        R, m = x.shape
+        hi, lo = np.empty((R, m)), np.empty((R, m))
+        full = m - m % _CHUNK
+        for a, b in ((0, full), (full, m)):
+            if b > a:
+                part = slice(a, b)
+                c = _CHUNK if b == full else b - a
+                self._long_chunks(x[:, part], hi[:, part], lo[:, part], c)
+        return hi, lo
+
+    def _long_chunks(self, x: Array, hi: Array, lo: Array, c: int) -> None:
+        """:meth:`_long_w` for K chunks of c steps of R streams (``x`` (R, K·c)), every
+        product by :func:`_split_product` (a pair): each chunk's own part of w and of the
+        buffers; the buffers before each chunk from both parts of the pairs (as 2R
+        streams: :func:`across_chunks` for K ≥ 32, else :func:`~dpcount.counting.
+        factorization.blt.compensated_filter` with the chunk decays' residuals), so the
+        carries add no rounding of the chunks' own parts; their part F·p added by TwoSum
+        into the pair (the state after the block: the two parts' sum)."""
+        R, n = x.shape[0], self._n
+        K = x.shape[1] // c
+        rc = self._chunk_matrices(c)[3]
+        G, G_lo, P, P_lo, F, F_lo = self._long_tables(c)
+        rows = np.ascontiguousarray(x).reshape(R * K, c)
+        E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
+        own_E, own_E_lo = _split_product(rows, P.T)
+        own_E_lo += _rows_times(rows, P_lo.T)
+        for half, part in enumerate((own_E, own_E_lo)):
+            E[:, half * R : (half + 1) * R] = part.reshape(R, K, n).transpose(2, 0, 1)
+        state = self._p.reshape(n, R)
+        start = np.zeros((n, 2 * R))
+        start[:, :R] = state
+        if K >= _SUPER:
+            prev, end = across_levels(E, start, c, self._level_matrices)
+        else:
+            rlo = self._residuals("power", c)
+            prev, end = np.empty((n, 2 * R, K)), np.empty((n, 2 * R))
+            for i in range(n):
+                ends = compensated_filter(E[i].T, rc[i], rlo[i], start[i])  # (K, 2R)
+                prev[i, :, 0] = start[i]
+                prev[i, :, 1:] = ends[:-1].T
+                end[i] = ends[-1]
+        state[...] = end[:, :R] + end[:, R:]
+        own, own_lo = _split_product(rows, G.T)
+        own_lo += _rows_times(rows, G_lo.T)
+        before = prev[:, :R].reshape(n, R * K).T
+        buffers, buffers_lo = _split_product(before, F.T)
+        buffers_lo += _rows_times(before, F_lo.T)
+        buffers_lo += _rows_times(prev[:, R:].reshape(n, R * K).T, F.T)
+        w = own + buffers
+        err = np.empty_like(w)
+        _two_sum_error(own, buffers, w, err, np.empty_like(w))
+        err += own_lo
+        err += buffers_lo
+        hi[...] = w.reshape(R, K * c)
+        lo[...] = err.reshape(R, K * c)
+
+    def _level_matrices(self, c: int) -> tuple[Array, Array]:
+        """:func:`_level_matrices` for chunks of c steps, kept in the shared cache."""
+        key = ("level", c)
+        kept = self._mats.get(key)
+        if kept is None:
+            kept = self._mats[key] = _level_matrices(self._decay, self._one_minus_decay, c)
+        return kept  # type: ignore[return-value]  # the two of this key
+
+    def _long_tables(self, c: int) -> tuple[Array, ...]:
+        """:func:`_long_tables` for chunks of c steps, computed once and kept in the
+        shared cache."""
+        key = ("long", c)
+        kept = self._mats.get(key)
+        if kept is None:
+            kept = self._mats[key] = _long_tables(
+                self._decay, self._one_minus_decay, self._scale, c
+            )
+        return kept
 
     def _residuals(self, kind: str, c: int) -> Array:
         """The decays' residuals (``kind`` "decay": :func:`~dpcount.counting.factorization.
@@ -1037,7 +1337,7 @@ def shipped_normalized_blt_parameters(
     computed for the actual T.
 
     Raises:
-        ValueError: an unknown objective or a horizon outside [1, 2^20].
+        ValueError: an unknown objective or a horizon outside [1, 2^22].
     """
     entry = shipped_entry("normalized_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"])
@@ -1098,7 +1398,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
           https://arxiv.org/abs/1805.06530
 
     Args:
-        horizon: 1 ≤ T ≤ 2^20.
+        horizon: 1 ≤ T ≤ 2^22.
         buffer_decay: θ_1…θ_n, distinct, in (0, 1).
         output_scale: ω_1…ω_n > 0 with Σ ω_i/(1 + θ_i) < 1.
         budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
@@ -1108,7 +1408,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
 
     Raises:
         ValueError: parameters outside the BLT domain (naming them), a horizon above
-            2^20, or a noise kind other than Gaussian.
+            2^22, or a noise kind other than Gaussian.
     """
 
     name = "normalized-blt"
@@ -1122,14 +1422,18 @@ class NormalizedBLT(Scaled, _BLTParameters):
         draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
         compute a chunk of steps ahead. Structure: the parameters, the kept variances,
         the weights a batch release keeps and its carry matrices across the chunks
-        (:func:`across_chunks`: n·⌈T/1024⌉² floats). ``buffers`` (None: the shipped
+        (:func:`across_chunks`: n·⌈T/1024⌉² floats, up to 2^17 — the plain forms' limit
+        of both presets; the long forms beyond hold n·32·33 floats per level of
+        :func:`across_levels`, at most 6 levels). ``buffers`` (None: the shipped
         count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, n)
-        carry = 8 * n * (-(-T // (_CHUNK * _SUPER))) ** 2
-        return MemoryEstimate(structure=64 * n + 8 * min(T, 1 << 20) + 8 * T + carry, stream=stream)
+        carry = (
+            8 * n * ((-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2 + 6 * _SUPER**2 + 6 * _SUPER)
+        )
+        return MemoryEstimate(structure=64 * n + 16 * T + carry, stream=stream)
 
     horizon_limit = NORMALIZED_BLT_MAX_HORIZON
     #: largest |B′[t, j]|: ≤ Σ_k |g_k| ≤ 2 (g_0 = 1, Σ_{k≥1} |g_k| = 1 − 1/c(1) < 1)

@@ -1,0 +1,205 @@
+"""The scaled BLTs' long forms (horizons above 2^16 / 2^17): the error-free chunk products
+and double-double tables against exact rational arithmetic, the noise against the dense
+decoder, checkpoints, and the horizon at which each process switches to them."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcount.counting import NormalizedBLT, RowScaledBLT, load_stream, save_stream
+from dpcount.counting.factorization import normalized_blt as nb
+from dpcount.counting.factorization import row_scaled_blt as rb
+from dpcount.counting.factorization.blt import blt_inverse, check_float_model
+from dpcount.counting.registry import max_horizon
+from dpcount.privacy.source import NoiseSource
+from tests.counting.factorization import test_row_scaled_blt as row_tests
+from tests.counting.factorization.test_normalized_blt import OMEGA, THETA, _oracle_1100
+from tests.counting.factorization.test_normalized_sqrt import RecordingSampler
+
+GAUSS = {"epsilon": 1.0, "delta": 1e-6}
+U = 2.0**-53
+
+
+def _exact_product(a: np.ndarray, b: np.ndarray) -> list[list[Fraction]]:
+    fa = [[Fraction(v) for v in row] for row in a.tolist()]
+    fb = [[Fraction(v) for v in row] for row in b.tolist()]
+    return [
+        [sum((x * fb[k][j] for k, x in enumerate(row)), Fraction(0)) for j in range(b.shape[1])]
+        for row in fa
+    ]
+
+
+@pytest.mark.parametrize("k", [8, 32])
+def test_split_product_is_exact_to_far_below_one_rounding(k: int) -> None:
+    """hi + lo of :func:`_split_product` is within k·2^-22·u of a @ b (exact rationals;
+    relative to the row's scale: the rest's rounding),
+    rows of very different scales and a zero row included, where the float product
+    errs by ≈ u·|a||b| (so the bound can fail)."""
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=(6, k)) * np.array([1.0, 1e-3, 1e5, 0.0, 2.0**-30, 3.0])[:, None]
+    b = rng.uniform(-1.0, 1.0, size=(k, 5)) * 0.9
+    hi, lo = nb._split_product(a, b)
+    exact = _exact_product(a, b)
+    plain = a @ b
+    plain_err = 0.0
+    for r in range(a.shape[0]):
+        scale = float(np.max(np.abs(a[r]))) or 1.0
+        for j in range(b.shape[1]):
+            err = abs(Fraction(hi[r, j]) + Fraction(lo[r, j]) - exact[r][j])
+            assert err <= Fraction(k * 2.0**-22 * U * scale)
+            plain_err = max(plain_err, float(abs(Fraction(plain[r, j]) - exact[r][j])) / scale)
+    assert plain_err > k * 2.0**-22 * U  # the float product is not that close
+
+
+def test_long_tables_are_the_exact_decays_tables() -> None:
+    """G, P, F as pairs are within 64u² (relative to 1) of their values for the exact
+    decays λ_i = 1 − d_i (rationals), where the float tables (exp-based powers) are
+    only u-close."""
+    inv = blt_inverse(np.array(THETA), np.array(OMEGA))
+    c = 32
+    G, G_lo, P, P_lo, F, F_lo = nb._long_tables(inv.decay, inv.one_minus_decay, inv.scale, c)
+    lam = [1 - Fraction(d) for d in inv.one_minus_decay.tolist()]
+    om = [Fraction(w) for w in inv.scale.tolist()]
+    power = [[lam_i**j for lam_i in lam] for j in range(c + 1)]
+    g = [Fraction(1)]
+    g += [sum(o * p for o, p in zip(om, power[k - 1], strict=True)) for k in range(1, c)]
+    bound = Fraction(64 * U * U)
+    for t in range(c):
+        for s in range(c):
+            want = g[t - s] if t >= s else Fraction(0)
+            assert abs(Fraction(G[t, s]) + Fraction(G_lo[t, s]) - want) <= bound
+    for i in range(len(lam)):
+        for s in range(c):
+            want = power[c - 1 - s][i]
+            assert abs(Fraction(P[i, s]) + Fraction(P_lo[i, s]) - want) <= bound
+            assert abs(Fraction(F[s, i]) + Fraction(F_lo[s, i]) - om[i] * power[s][i]) <= bound
+    mats = nb.NormalizedBLTNoiseProcess._chunk_matrices  # the float tables, for contrast
+    proc = NormalizedBLT(64, buffer_decay=THETA, output_scale=OMEGA, **GAUSS).noise_process(
+        NoiseSource.generator(RecordingSampler(), np.random.default_rng(0))  # type: ignore[arg-type]
+    )
+    G_float = mats(proc, c)[0]
+    assert max(abs(Fraction(G_float[t, 0]) - g[t]) for t in range(c)) > bound
+
+
+def _long(monkeypatch: pytest.MonkeyPatch, above: int = 512) -> None:
+    monkeypatch.setattr(nb.NormalizedBLTNoiseProcess, "long_above", above)
+    monkeypatch.setattr(rb.RowScaledBLTNoiseProcess, "long_above", above)
+
+
+def test_long_forms_apply_the_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the long forms from T = 1100 on, scalar and vector blocks (one, several, of
+    1 step, ≥ 32 chunks and fewer, a remainder chunk) release B′z for the z they drew."""
+    _long(monkeypatch)
+    T = 1100  # 34 chunks of 32 and a remainder of 12
+    B = _oracle_1100()
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
+    for dim, sizes in (
+        (None, (T,)),
+        (None, (1, 640, 459)),
+        (None, (1030, 70)),
+        (1, (T,)),
+        (3, (1, 640, 459)),
+        (2, (7, 1030, 63)),
+    ):
+        rec = RecordingSampler()
+        proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
+            NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
+        )
+        assert proc._long
+        out = np.concatenate([np.reshape(proc.next_many(k), (k, -1)) for k in sizes])
+        z = np.concatenate([np.reshape(a, (-1, out.shape[1])) for a in rec.draws])
+        np.testing.assert_allclose(out, B @ z, rtol=1e-12, atol=1e-12)
+        assert not np.allclose(out, np.cumsum(z, axis=0), rtol=1e-3)  # not the plain sum
+
+
+def test_row_scaled_long_forms_apply_the_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row-scaled BLT's process (input z/w, column norms as weights) in the long
+    forms: B′z of the dense row-scaled oracle, scalar and vector."""
+    _long(monkeypatch, 64)
+    T = 160
+    B, _ = row_tests.oracle(T)
+    m = RowScaledBLT(T, **row_tests.PARAMS, **GAUSS, rng=11)
+    for dim in (None, 2):
+        rec = RecordingSampler()
+        proc = m.with_sampler(rec).noise_process(  # type: ignore[arg-type]
+            NoiseSource.generator(rec, np.random.default_rng(0), dim), dim
+        )
+        assert proc._long
+        out = np.concatenate([np.reshape(proc.next_many(k), (k, -1)) for k in (1, 100, 59)])
+        z = np.concatenate([np.reshape(a, (-1, out.shape[1])) for a in rec.draws])
+        np.testing.assert_allclose(out, B @ z, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_long_forms_continue_a_checkpoint_bit_for_bit(
+    tmp_path: Path, dim: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The long forms keep no state beyond the checkpointed buffers and sum."""
+    _long(monkeypatch)
+    T = 3000
+    m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=5)
+    xs = np.ones(T) if dim is None else np.ones((T, dim))
+    s = m.stream()
+    s.update_many(xs[:2100])
+    path = tmp_path / "ck.json"
+    save_stream(s, path)
+    ahead = list(s.update_many(xs[2100:]))
+    back = list(load_stream(path, expect=m).update_many(xs[2100:]))
+    np.testing.assert_array_equal(np.array(back), np.array(ahead))
+
+
+@pytest.mark.parametrize(("cls", "before"), [(NormalizedBLT, 1 << 16), (RowScaledBLT, 1 << 17)])
+def test_long_forms_start_above_the_limits_measured_before_them(cls: type, before: int) -> None:
+    """Up to 2^16 / 2^17 the blocks are computed as before (bit for bit: the release
+    digests of benchmarks/bench_scaled_batch.py), beyond in the long forms."""
+    for T, long in ((before, False), (before + 1, True)):
+        mech = cls.optimized(T, **GAUSS)
+        proc = mech.noise_process(NoiseSource.generator(mech.sampler, np.random.default_rng(0)))
+        assert proc._long is long
+
+
+@pytest.mark.parametrize("name", ["normalized-blt", "row-scaled-blt"])
+def test_blocks_beyond_the_new_limit_are_refused_naming_it(name: str) -> None:
+    """2^22 for both (the float model measured ≤ 52 there): the registry's largest
+    horizon, and a block path beyond it refused naming the mechanism and horizon."""
+    limit = 1 << 22
+    assert max_horizon(name) == limit
+    check_float_model(name, "block", limit, None)
+    check_float_model(name, "block", limit, 3)
+    with pytest.raises(ValueError, match=f"{name}: noise at horizon {limit + 1} \\(dim 3"):
+        check_float_model(name, "block", limit + 1, 3)
+    with pytest.raises(ValueError, match=f"horizon must be <= {limit}, got {limit + 1}"):
+        (NormalizedBLT if name == "normalized-blt" else RowScaledBLT).optimized(limit + 1, **GAUSS)
+
+
+@pytest.mark.parametrize("K", [40, 1100, 33000])  # two, three and four levels of 32 chunks
+def test_across_levels_is_the_buffer_recursion(K: int) -> None:
+    """``across_levels`` against the recursion p(k) = ρ·p(k − 1) + E(k − 1) in long double
+    with ρ = (1 − d)^c, two streams: within 64 ulps of the buffers' size, with partial
+    super-chunks at every level; ρ off by 10^-12 in the reference is caught."""
+    decay = np.array([0.1, 0.9, 0.999, 0.99999])
+    d = np.array([0.9, 0.1, 0.001, 0.00001])  # 1 − decay, as given
+    c, n = 8, len(decay)
+    E = np.random.default_rng(5).standard_normal((n, 2, K))
+    start = np.array([[1.0, 0.0], [-2.0, 0.5], [30.0, 1.0], [4.0, -3.0]])
+    prev, end = nb.across_levels(E, start, c, lambda size: nb._level_matrices(decay, d, size))
+
+    def reference(skew: float) -> np.ndarray:
+        ld = np.longdouble
+        rho = ((ld(1) - d.astype(ld)) ** c * ld(1 + skew))[:, None]
+        p = np.empty((n, 2, K + 1), dtype=ld)
+        p[..., 0] = start
+        for k in range(K):
+            p[..., k + 1] = rho * p[..., k] + E[..., k].astype(ld)
+        return p
+
+    want = reference(0.0)
+    scale = np.max(np.abs(want.astype(np.float64)), axis=2, keepdims=True)
+    got = np.concatenate([prev, end[..., None]], axis=2)
+    assert np.all(np.abs(got - want.astype(np.float64)) <= 64 * U * scale)
+    wrong = reference(1e-12).astype(np.float64)
+    assert not np.all(np.abs(got - wrong) <= 64 * U * scale)
