@@ -354,11 +354,14 @@ def _combine(
         snap_release(sums, noise, grid, work=work, known=(low, MAX_EXACT_SUM))
 
 
-def _zero_steps(x: NDArray[np.float64]) -> bool:
-    """Whether every step of the block is ±0.0 (two probes first: a block with data
-    rarely passes them, so it pays for one comparison, not a pass)."""
+def _zero_steps(x: NDArray[np.float64], rising: bool = False) -> bool:
+    """Whether every step of the block is ±0.0 (three probes first: a block with data
+    rarely passes them, so it pays for a few comparisons, not a pass; ``rising``: no
+    step is below 0, so the largest one decides, a reduction ~2x cheaper than ``any``)."""
     flat = x.reshape(-1)
-    return bool(flat[0] == 0.0 and flat[-1] == 0.0 and not flat.any())
+    if not (flat[0] == 0.0 and flat[-1] == 0.0 and flat[flat.shape[0] // 2] == 0.0):
+        return False
+    return bool(flat.max() == 0.0) if rising else not flat.any()
 
 
 #: M = 1.5·2^52 and its bit pattern: for |x| ≤ 2^51, fl(x + M) is M + rint(x), a float of
@@ -521,7 +524,7 @@ class _BlockSums:
         block, noise = self.ints[:m], self.noise[start:stop]
         one_grid = not isinstance(grids, (list, np.ndarray))
         # one grid for the block (per-step grids: no probe, no pass)
-        if one_grid and _zero_steps(x):
+        if one_grid and _zero_steps(x, self.rising):
             # every sum is the one before (or +0): fl(c + ±0) = c for c ≠ -0.0
             one = block[:1]
             one[:] = 0 if carry is None else carry.astype(np.int64)
