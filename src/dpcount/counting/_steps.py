@@ -520,44 +520,17 @@ class _BlockSums:
         x, carry = self.arr[start:stop], self.carry
         if not _starts_whole(x[0] if carry is None else carry, carry is not None):
             return False
-        m = stop - start
-        block, noise = self.ints[:m], self.noise[start:stop]
+        block, noise = self.ints[: stop - start], self.noise[start:stop]
         one_grid = not isinstance(grids, (list, np.ndarray))
         # one grid for the block (per-step grids: no probe, no pass)
-        if one_grid and _zero_steps(x, self.rising):
-            # every sum is the one before (or +0): fl(c + ±0) = c for c ≠ -0.0
-            one = block[:1]
-            one[:] = 0 if carry is None else carry.astype(np.int64)
-            low, high = int(one.min()), int(one.max())
-            if low == high:
-                _combine(noise, one.reshape(-1)[:1], grids, self.work, low, high)
-                self.carry = one[0].astype(np.float64)
-                return True
+        if one_grid and _zero_steps(x, self.rising) and self._zero_block(block, noise, grids):
+            return True
         if not self._as_int64(x, block):
             return False
-        scalar = block.ndim == 1
-        c: Any = 0 if carry is None else (int(carry) if scalar else carry.astype(np.int64))
-        # every sum lies within |c| + m·max|x| (Python ints: exact)
-        bound = math.inf
-        if math.isfinite(self.most):
-            bound = (abs(c) if scalar else int(np.max(np.abs(c)))) + m * math.ceil(self.most)
-        offset = None
-        if bound < OFFSET_SUMS_LIMIT and one_grid and self.work is not None:
-            offset = self._offset(grids)
-        shift = 0 if offset is None else offset
-        block[0] += c + shift
-        np.cumsum(block, axis=0, out=block)
-        if self.rising and bound < MAX_EXACT_SUM:
-            # sums that do not decrease, all inside ±2^53: the ends are the extremes
-            if scalar:
-                low, high = int(block[0]) - shift, int(block[-1]) - shift
-            else:
-                low, high = int(block[0].min()) - shift, int(block[-1].max()) - shift
-        else:
-            low, high = int(block.min()) - shift, int(block.max()) - shift
-            if not (high < MAX_EXACT_SUM and low > -MAX_EXACT_SUM):
-                return False
-        self.carry = np.float64(int(block[-1]) - shift) if scalar else (block[-1] - shift) * 1.0
+        sums = self._int_sums(block, grids if one_grid else None)
+        if sums is None:
+            return False
+        low, high, offset = sums
         if offset is None:
             _combine(noise, block, grids, self.work, low, high)
         elif low != high:
@@ -565,6 +538,49 @@ class _BlockSums:
         else:  # equal sums: snapped as one, broadcast
             _combine(noise, block[:1] - offset, grids, self.work, low, high)
         return True
+
+    def _zero_block(self, block: NDArray[np.int64], noise: NDArray[np.float64], grids: Any) -> bool:
+        """A block of zero steps after a whole sum c (every sum is c, or +0 at the start:
+        fl(c + ±0) = c for c ≠ -0.0) snapped with c broadcast; False when c differs
+        between coordinates (nothing added)."""
+        one = block[:1]
+        one[:] = 0 if self.carry is None else self.carry.astype(np.int64)
+        low, high = int(one.min()), int(one.max())
+        if low != high:
+            return False
+        _combine(noise, one.reshape(-1)[:1], grids, self.work, low, high)
+        self.carry = one[0].astype(np.float64)
+        return True
+
+    def _int_sums(
+        self, block: NDArray[np.int64], grid: float | None
+    ) -> tuple[int, int, int | None] | None:
+        """The running sums of the whole steps in ``block`` (int64, in place), continuing
+        the carried sum: (least, largest, offset) — offset None, or the block holds
+        :func:`~dpcount.privacy.float_safe.sum_offset` ``(grid)`` + the sums — or None
+        when a sum reaches ±2^53."""
+        carry, m, scalar = self.carry, block.shape[0], block.ndim == 1
+        c: Any = 0 if carry is None else (int(carry) if scalar else carry.astype(np.int64))
+        # every sum lies within |c| + m·max|x| (Python ints: exact)
+        bound = math.inf
+        if math.isfinite(self.most):
+            bound = (abs(c) if scalar else int(np.max(np.abs(c)))) + m * math.ceil(self.most)
+        offset = None
+        if bound < OFFSET_SUMS_LIMIT and grid is not None and self.work is not None:
+            offset = self._offset(grid)
+        shift = 0 if offset is None else offset
+        block[0] += c + shift
+        np.cumsum(block, axis=0, out=block)
+        if self.rising and bound < MAX_EXACT_SUM:
+            # sums that do not decrease, all inside ±2^53: the ends are the extremes
+            ends = (block[0], block[-1]) if scalar else (block[0].min(), block[-1].max())
+            low, high = int(ends[0]) - shift, int(ends[1]) - shift
+        else:
+            low, high = int(block.min()) - shift, int(block.max()) - shift
+            if not (high < MAX_EXACT_SUM and low > -MAX_EXACT_SUM):
+                return None
+        self.carry = np.float64(int(block[-1]) - shift) if scalar else (block[-1] - shift) * 1.0
+        return low, high, offset
 
     def _as_int64(self, x: NDArray[np.float64], block: NDArray[np.int64]) -> bool:
         """Whether the steps are whole numbers, converted into ``block`` when so."""
