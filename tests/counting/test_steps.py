@@ -304,7 +304,7 @@ def test_offset_sums_are_the_bits_of_c_plus_s_over_g() -> None:
             s_arr = s_arr.astype(np.int64)
             got = noise.copy()
             w = s_arr + np.int64(offset)
-            float_safe.snap_offset_sums(w, got, g, work=np.empty((2, 64)), low=int(s_arr.min()))
+            float_safe.snap_offset_sums(w, got, g, scratch=np.empty(64), low=int(s_arr.min()))
             assert got.tobytes() == snap_release(s_arr, noise.copy(), g).tobytes(), g
     for g in (3.0, 2.0**-961, 2.0**961, np.array([1.0])):
         assert float_safe.sum_offset(g) is None

@@ -520,7 +520,8 @@ class _BlockSums:
         x, carry = self.arr[start:stop], self.carry
         if not _starts_whole(x[0] if carry is None else carry, carry is not None):
             return False
-        block, noise = self.ints[: stop - start], self.noise[start:stop]
+        m = stop - start
+        block, noise = self.ints[:m], self.noise[start:stop]
         one_grid = not isinstance(grids, (list, np.ndarray))
         # one grid for the block (per-step grids: no probe, no pass)
         if one_grid and _zero_steps(x, self.rising) and self._zero_block(block, noise, grids):
@@ -533,8 +534,8 @@ class _BlockSums:
         low, high, offset = sums
         if offset is None:
             _combine(noise, block, grids, self.work, low, high)
-        elif low != high:
-            snap_offset_sums(block, noise, grids, work=self.work, low=low)
+        elif low != high:  # the steps' float copy is free scratch now
+            snap_offset_sums(block, noise, grids, scratch=self.floats[1 : m + 1], low=low)
         else:  # equal sums: snapped as one, broadcast
             _combine(noise, block[:1] - offset, grids, self.work, low, high)
         return True

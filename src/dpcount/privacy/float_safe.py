@@ -629,12 +629,18 @@ def sum_offset(grid: Any) -> int | None:
 
 
 def snap_offset_sums(
-    w: NDArray[np.int64], noise: NDArray[np.float64], grid: float, *, work: Any, low: int
+    w: NDArray[np.int64],
+    noise: NDArray[np.float64],
+    grid: float,
+    *,
+    scratch: NDArray[np.float64],
+    low: int,
 ) -> None:
     """:func:`snap_release` ``(S, noise, grid)`` into ``noise``, to the bit, for integer
     running sums given as w = :func:`sum_offset` ``(grid)`` + S (int64, every |S| <
     :data:`OFFSET_SUMS_LIMIT`, the least S being ``low``): the int64 to float64
-    conversion and the multiplication by 1/g become one float subtraction.
+    conversion and the multiplication by 1/g become one float subtraction, and ``w`` is
+    consumed (its memory holds q = trunc(S/g) afterwards: one array less in cache).
 
     Exact: w viewed as float64 is C + S/g exactly (:func:`sum_offset`), and
     fl((C + S/g) − C) = S/g because S/g (a multiple of 2^-k below 2^(50−k) in magnitude)
@@ -645,20 +651,19 @@ def snap_offset_sums(
     sums take no sign copy; from u on the two are the same operations (``_snap_scaled``).
 
     Args:
-        w: int64 of the noise's shape (C-contiguous), bits(C) + S.
+        w: int64 of the noise's shape (C-contiguous), bits(C) + S; overwritten.
         noise: the float noise, overwritten with the release.
         grid: g, a power of two with :func:`sum_offset` not None.
-        work: float64 scratch of shape ``(2, …)`` at least the noise's shape.
+        scratch: float64 of the noise's shape (u), not ``w`` or ``noise``.
         low: the least S (``plus`` when it is at least g).
     """
     inverse = _inverse(grid)
     if inverse is None:
         raise ValueError(f"grid must be a power of two, got {grid!r}")
-    shape = noise.shape
-    index = tuple(slice(0, k) for k in shape)
-    u, q = work[0][index], work[1][index]
-    np.subtract(w.view(np.float64), SCALAR_ROUNDER * inverse, out=u)  # S/g, exactly
-    _snap_scaled(None, noise, noise, grid, inverse, u, q, False, low >= grid)
+    floats = w.view(np.float64)
+    np.subtract(floats, SCALAR_ROUNDER * inverse, out=scratch)  # S/g, exactly
+    # q = trunc(u) into w's memory: w is not read again
+    _snap_scaled(None, noise, noise, grid, inverse, scratch, floats, False, low >= grid)
 
 
 def _inverse(grid: Any) -> float | None:
