@@ -223,6 +223,34 @@ bit-identical to 5858316: ``release_digests.py`` 459 of 459, ``bench_scaled_batc
 --digests`` 588 of 588. This benchmark releases zeros only, so its BLT batch row now
 shows the zero-block path; on data with events the release stays ~1.07-1.09x 0.4.
 
+Then (issue 33, "pinsnap"): the batch release's whole-number blocks take fewer and
+cheaper passes, the same floats. ``release`` validates the steps by their least and
+largest value (two reductions, which also prove them finite) and hands these bounds to
+``add_running_sums``: steps within ±2^51 become int64 by the rounder 1.5·2^52 (x + M,
+its bits − bits(M), and (x + M) − M == x as the whole-number check: four float passes
+where a float→int64 ``copyto`` and a mixed int64 == float64 comparison cost ~2.5x);
+when no step is negative and |c| + m·max|x| < 2^53 the sums need no reductions (the
+first and last rows are the least and largest); under one grid with every sum below
+2^50 the int64 sums start from the bits of C = 1.5·2^52/g, so their bits are those of
+C + S/g (``float_safe.sum_offset`` / ``snap_offset_sums``: one float subtraction instead
+of the int64→float64 pass and the ·1/g, u and q in the steps' float scratch and the
+consumed int64 sums); blocks of 2^17 values; a grid run kept across blocks. Releases
+bit-identical to main (e47fe97): ``release_digests.py`` 459 of 459,
+``bench_scaled_batch.py --digests`` 588 of 588, ``sqrt_stream_digests.py`` 726 of 726.
+Measured 2026-12-07 10:34-10:37 UTC, load average 1.0-3.2 on the 2 shared cores,
+``--quick --rounds 4`` (every group in one child), against 0.4 (b24b7db), after =
+754b308 (A÷B of the least CPU / of the median floor ratio): BLT batch T = 10^6 of 0/1
+steps 0.831 / 0.821 and 0.888 / 0.848 (main e47fe97, 09:51-09:54: 0.892 / 0.882, 0.908 /
+0.881), zeros 0.968 / 0.956, 0.958 / 0.953; ``--pinned-heap``: 0/1 steps 1.020 / 1.040
+and 0.982 / 1.000 (main: 1.088 / 1.095, 1.088 / 1.112), zeros 0.956 / 0.962, 0.894 /
+0.900 (main: 0.962 / 0.961, 0.960 / 0.963); four more pinned runs of this branch
+(10:13-10:31) gave 0/1 steps 1.018-1.058 / 1.021-1.040. The trees' batches under
+``--pinned-heap`` stay flagged (BinaryTree 1.058-1.103 / 1.099-1.103, KaryTree 1.135-
+1.156 / 1.118-1.146; main: 1.142 / 1.155-1.165, 1.179-1.208 / 1.188-1.235): their grids
+change nearly every step, so their snap divides by an array of grids (no single-grid
+offset form). Out of this branch's files: the BLT noise itself computes ~0.3-0.7 ms
+more than 0.4's at 10^6 (the compensated decays' second filter).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
 """

@@ -8,6 +8,7 @@ numbers in int64); the reference is the plain computation it replaces:
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,9 @@ from dpcount.counting._steps import (
     add_running_sums,
     check_integral_array,
     check_running_sums,
+    stream_array_and_bounds,
 )
+from dpcount.privacy import float_safe
 from dpcount.privacy.float_safe import snap_release
 from dpcount.privacy.source import NoiseSource
 
@@ -202,3 +205,118 @@ def test_snap_of_one_broadcast_sum_equals_the_sum_repeated() -> None:
                 assert got.tobytes() == want.tobytes(), (s, g, known)
                 vec = snap_release(one, noise.reshape(16, 4).copy(), g, known=known)
                 assert vec.tobytes() == want.tobytes(), (s, g, known)
+
+
+def _bounded_cases(shape: tuple[int, ...]) -> list[Any]:
+    """Steps for the bounded whole-number paths: 0/1 and signed counts, sums near 2^50,
+    2^51 and 2^53, single steps at and beyond 2^51 (the rounder's range), fractions,
+    -0.0 and zero runs."""
+    rng = np.random.default_rng(6)
+    n = shape[0]
+    cases = [
+        (rng.random(shape) < 0.5).astype(np.float64),
+        rng.integers(-3, 4, shape).astype(np.float64),
+        np.full(shape, -0.0),
+    ]
+    half = (rng.random(shape) < 0.5).astype(np.float64)
+    half[n // 2] += 0.5
+    cases.append(half)
+    for big in (2.0**51, 2.0**51 + 2, 2.0**50, 2.0**50 - 1, B - 3, 2.0**63):
+        for sign in (1.0, -1.0):
+            for rest in (0.0, 1.0):
+                c = np.full(shape, rest)
+                c[n // 3] = sign * big
+                cases.append(c)
+    for first in (2.0**50 - n, 2.0**50 - 2, 2.0**51 - n // 2, B - n, B - 2):
+        c = np.ones(shape)
+        c[0] = first
+        cases.append(c)
+    z = np.zeros(shape)
+    z[-1] = 1.0
+    z[0] = -0.0
+    cases.append(z)
+    return cases
+
+
+@pytest.mark.parametrize("shape", [(41,), (24, 3)])
+def test_bounded_whole_blocks_equal_the_general_path_bit_for_bit(
+    shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the steps' bounds (the 1.5·2^52 rounder, no sum reductions, the offset sums
+    snapped by snap_offset_sums) the release is the snap of numpy's cumsum, to the bit,
+    or the same error, for grids below, at and above 1 (and at the offset's limits, one
+    per row too), loose bounds as well as the exact ones; blocks of 8 steps."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
+    rng = np.random.default_rng(7)
+    for x in _bounded_cases(shape):
+        arr, bounds = stream_array_and_bounds("x", x, max_steps=100, dim=-1)
+        for g in (4.0, 1.0, 0.5, 2.0**-40, 2.0**40, 2.0**-961, 2.0**960):
+            rows = np.full(shape[0], g)
+            rows[shape[0] // 2 :] *= 2.0
+            noise = _edge_noise(x.size, g, rng).reshape(shape)
+            for grid in (g, rows if len(shape) == 1 else rows[:, None]):
+                want = _reference(noise, x)
+                if want[0] == "release":
+                    want = ("release", snap_release(np.cumsum(x, axis=0), noise.copy(), grid))
+                for known in (bounds, (min(bounds[0], -1.0), bounds[1] + 3.0)):
+                    got = noise.copy()
+                    try:
+                        add_running_sums("x", got, arr, grid=grid, bounds=known)
+                    except ValueError as err:
+                        assert want == ("error", str(err)), (x, g)
+                        continue
+                    assert want[0] == "release", (x, g, known)
+                    assert got.tobytes() == want[1].tobytes(), (x, g, known)
+
+
+def test_rounder_converts_whole_steps_within_its_range_only() -> None:
+    """_whole_as_int64: whole steps up to 2^51 (and -0.0) come back as int64 exactly,
+    fractions and NaN are refused; beyond 2^51 (inf too) its answer would be wrong
+    (2^51 + 2 gives 2^51 + 1, inf passes), which is why add_running_sums takes it only
+    when the steps' bounds are within ±2^51."""
+    x = np.array([0.0, -0.0, 1.0, -7.0, 2.0**51, -(2.0**51), 2.0**51 - 1, 3.0])
+    ints, y, same = np.empty(8, np.int64), np.empty(8), np.empty(8, bool)
+    assert _steps._whole_as_int64(x, ints, y, same)
+    assert ints.tolist() == [0, 0, 1, -7, 2**51, -(2**51), 2**51 - 1, 3]
+    for bad in (0.5, -2.5, 1e-300, 5e-324, 2.0**50 + 0.5, math.nan):
+        x[3] = bad
+        assert not _steps._whole_as_int64(x, ints, y, same), bad
+    x[3] = 2.0**51 + 2  # out of range: wrong
+    assert _steps._whole_as_int64(x, ints, y, same) and ints[3] == 2**51 + 1
+    x[3] = math.inf
+    assert _steps._whole_as_int64(x, ints, y, same)
+
+
+def test_offset_sums_are_the_bits_of_c_plus_s_over_g() -> None:
+    """sum_offset(g) + S, viewed as float64, is C + S/g exactly (C = 1.5·2^52/g) for
+    |S| < 2^51, at the grids' limits; snap_offset_sums equals snap_release of S."""
+    rng = np.random.default_rng(8)
+    for g in (4.0, 1.0, 0.5, 2.0**-960, 2.0**960, 2.0**40):
+        offset = float_safe.sum_offset(g)
+        assert offset is not None
+        c = Fraction(3, 2) * 2**52 / Fraction(g)
+        for s in (0, 1, -1, 2**50 - 1, -(2**50 - 1), 2**51 - 1, -(2**51 - 1), 12345):
+            got = np.array([offset + s], dtype=np.int64).view(np.float64)[0]
+            assert Fraction(float(got)) == c + Fraction(s) / Fraction(g), (g, s)
+        sums = np.concatenate([[0, 1, 2**50 - 1], rng.integers(-(2**49), 2**49, 61)])
+        noise = _edge_noise(64, g, rng)
+        for s_arr in (sums, np.abs(sums) + 2**40, np.arange(64) + 1):
+            s_arr = s_arr.astype(np.int64)
+            got = noise.copy()
+            w = s_arr + np.int64(offset)
+            float_safe.snap_offset_sums(w, got, g, scratch=np.empty(64), low=int(s_arr.min()))
+            assert got.tobytes() == snap_release(s_arr, noise.copy(), g).tobytes(), g
+    for g in (3.0, 2.0**-961, 2.0**961, np.array([1.0])):
+        assert float_safe.sum_offset(g) is None
+
+
+def test_stream_array_bounds_and_the_finite_refusal() -> None:
+    """The least and largest step come back with the array; NaN and ±inf are refused
+    naming the first such step, as the elementwise check did."""
+    arr, bounds = stream_array_and_bounds("x", [[1, -2], [3, 0]], max_steps=5, dim=-1)
+    assert arr.dtype == np.float64 and bounds == (-2.0, 3.0)
+    for bad, text in ((math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")):
+        x = np.ones(6)
+        x[4] = bad
+        with pytest.raises(ValueError, match=rf"^xs must be finite; step 7 holds {text}$"):
+            stream_array_and_bounds("xs", x, max_steps=9, already=2)

@@ -142,11 +142,19 @@ def test_grid_table_equals_the_grids_of_each_step(
             rebuilt = np.concatenate([np.full(b - a, g) for a, b, g in runs])
             assert rebuilt.tobytes() == want[first - 1 : first - 1 + n].tobytes()
             assert len(runs) == 1 or table.runs(first, n, most=len(runs) - 1) is None
+        run = table.run_of(first - 1)  # the run of step `first`: its grid, lo, hi
+        assert (run is None) is (kind != "runs")
+        if run is not None:
+            g, lo, hi = run
+            assert lo < first <= hi and (want[lo:hi] == g).all()
+            assert (lo == 0 or want[lo - 1] != g) and (hi == T or want[hi] != g)
     with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
         table.grids(3000, 2)
     if kind == "runs":
         with pytest.raises(ValueError, match=r"outside 1\.\.3000"):
             table.runs(3000, 2, most=2)
+        with pytest.raises(ValueError, match=r"step 3001 is outside 1\.\.3000"):
+            table.run_of(3000)
 
 
 def test_step_grids_equal_release_grids_of_each_step() -> None:
@@ -270,20 +278,28 @@ def test_stream_fast_path_refuses_what_the_general_path_refuses() -> None:
 @pytest.mark.parametrize("runs", [1, 5, 40])
 def test_running_sums_snapped_run_by_run_equal_the_grid_array(runs: int) -> None:
     """A block whose steps share a few grids is snapped run by run (a float grid each,
-    multiplied by 1/g); the floats are those of the per-step grid array."""
+    multiplied by 1/g), a run of one grid kept across blocks; the floats are those of
+    the per-step grid array, with and without the steps' bounds (whole steps: the
+    offset int64 sums)."""
     from dpcount.counting._steps import add_running_sums
 
     rng = np.random.default_rng(20)
-    T = 150_000  # three blocks of 2^16
+    T = 150_000  # two blocks of 2^17
     v = np.repeat(4.0 ** rng.integers(0, 6, runs), -(-T // runs))[:T]  # runs of one grid
     table = GridTable(v)
     assert table._runs
     for x in (rng.integers(-2, 4, T).astype(np.float64), rng.normal(0, 3, T)):
         noise = rng.normal(0, 8, T)
-        want, got = noise.copy(), noise.copy()
+        want = noise.copy()
         add_running_sums("x", want, x, grid=release_grids(np.sqrt(v)))
-        add_running_sums("x", got, x, grid=table)
-        assert got.tobytes() == want.tobytes()
+        for bounds in (None, (float(x.min()), float(x.max())), (0.0, 3.0)):
+            if bounds == (0.0, 3.0):
+                x = np.abs(x)  # steps that do not decrease the sums
+                want = noise.copy()
+                add_running_sums("x", want, x, grid=release_grids(np.sqrt(v)))
+            got = noise.copy()
+            add_running_sums("x", got, x, grid=table, bounds=bounds)
+            assert got.tobytes() == want.tobytes()
 
 
 def test_a_known_bound_on_the_sums_gives_the_same_floats() -> None:

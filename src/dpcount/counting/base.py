@@ -63,6 +63,7 @@ from dpcount.counting._steps import (
     check_stream_array,
     check_stream_step,
     check_whole_number,
+    stream_array_and_bounds,
     vector_length,
 )
 from dpcount.counting.participation import (
@@ -838,7 +839,7 @@ class CountingMechanism(ABC):
                 float release is a rounding (post-processing) of S_t + N_t; see
                 :func:`~dpcount.counting._steps.check_running_sums`.
         """
-        arr = check_stream_array("x", x, max_steps=self.horizon, dim=-1)
+        arr, bounds = stream_array_and_bounds("x", x, max_steps=self.horizon, dim=-1)
         self._check_step_shape(arr.ndim)
         dim = None if arr.ndim == 1 else arr.shape[1]
         integer = getattr(self.sampler, "integer", False)
@@ -854,7 +855,7 @@ class CountingMechanism(ABC):
         out = self.noise_process(source, dim).next_many(arr.shape[0])
         # out += cumsum(x) in cache-sized blocks, each sum checked (exact sums for integer
         # data; nothing released else): no array of sums, the same floats and errors.
-        add_running_sums("x", out, arr, grid=self._grids_of(1, arr.shape[0]))
+        add_running_sums("x", out, arr, grid=self._grids_of(1, arr.shape[0]), bounds=bounds)
         return out
 
     def stream(self) -> CountingStream:

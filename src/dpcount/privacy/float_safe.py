@@ -292,6 +292,18 @@ class GridTable:
         grids = self._grids[i0:i1].tolist()
         return [(a - lo, b - lo, g) for a, b, g in zip(bounds[:-1], bounds[1:], grids, strict=True)]
 
+    def run_of(self, step: int) -> tuple[float, int, int] | None:
+        """The grid of step ``step`` + 1 and the run of steps sharing it, (grid, lo, hi):
+        steps lo + 1 … hi (0-based lo ≤ step < hi); None when the table is not
+        run-length encoded."""
+        if not self._runs:
+            return None
+        if not 0 <= step < self.horizon:
+            raise ValueError(f"step {step + 1} is outside 1..{self.horizon}")
+        i = int(np.searchsorted(self._starts, step, side="right")) - 1
+        hi = int(self._starts[i + 1]) if i + 1 < len(self._starts) else self.horizon
+        return float(self._grids[i]), int(self._starts[i]), hi
+
     def array(self, first: int, n: int) -> NDArray[np.float64]:
         """:meth:`grids` as a float64 array of n."""
         g = self.grids(first, n)
@@ -505,7 +517,7 @@ def snap_release(
 
 
 def _snap_scaled(
-    s: NDArray[Any],
+    s: NDArray[Any] | None,
     noise: NDArray[np.float64],
     out: NDArray[np.float64],
     grid: Any,
@@ -518,22 +530,27 @@ def _snap_scaled(
     """:func:`snap_release`'s scaled form into ``out`` (u, q: scratch of its shape;
     ``sign``: copy the sums' signs onto lo/g, needed only when a float sum is ≤ −0;
     ``plus``: every q ≥ 1, so R − (0 − q) is R + q; both chosen by the caller, each a
-    pure saving: either choice gives the same floats where it is allowed)."""
-    # integer sums: converted in a pass of their own (the float64 the mixed-type ufunc
-    # would convert them to), then float arithmetic: 2-5x faster than int64·float64
-    s_f = s
-    if s.dtype.kind in "iu":
-        np.copyto(u, s)
-        s_f = u
+    pure saving: either choice gives the same floats where it is allowed). ``s`` None:
+    ``u`` already holds s/g, exactly (:func:`snap_offset_sums`; no sign copy then)."""
+    if s is not None:
+        # integer sums: converted in a pass of their own (the float64 the mixed-type
+        # ufunc would convert them to), then float arithmetic: 2-5x faster than
+        # int64·float64
+        s_f = s
+        if s.dtype.kind in "iu":
+            np.copyto(u, s)
+            s_f = u
+        if inverse is None:
+            np.divide(s_f, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
+        else:
+            np.multiply(s_f, inverse, out=u)
     if inverse is None:
-        np.divide(s_f, grid, out=u)  # s/g, exact (or below 1 in magnitude: q is 0 anyway)
         np.divide(noise, grid, out=out)
     else:
-        np.multiply(s_f, inverse, out=u)
         np.multiply(noise, inverse, out=out)
     np.trunc(u, out=q)
     u -= q  # lo/g, exact (the bits of s below g)
-    if sign:
+    if sign and s is not None:
         np.copysign(u, s, out=u)
     out += u
     np.rint(out, out=out)
@@ -592,6 +609,64 @@ def snap_in_blocks(
         )
 
     return scaled
+
+
+#: |S| below this for :func:`sum_offset`'s sums (the binade of C holds C + S/g for |S| < 2^51)
+OFFSET_SUMS_LIMIT = 2**50
+
+
+def sum_offset(grid: Any) -> int | None:
+    """The bit pattern (as an int64 value) of C = 1.5·2^52/g for one power-of-two grid g
+    with 2^-960 ≤ 1/g ≤ 2^960, else None: integer running sums S accumulated onto it in
+    int64 are the bit patterns of the floats C + S/g (:func:`snap_offset_sums`).
+
+    Why: with g = 2^k, C = 1.5·2^e (e = 52 − k) lies in the binade [2^e, 2^(e+1)), whose
+    floats are 2^e + j·2^-k (0 ≤ j < 2^52) with consecutive bit patterns bits(2^e) + j;
+    bits(C) = bits(2^e) + 2^51. So for an integer |S| < 2^51, the int64 bits(C) + S is
+    the pattern of 2^e + (2^51 + S)·2^-k = C + S/g, exactly (0 < 2^51 + S < 2^52).
+    """
+    inverse = _inverse(grid)
+    if inverse is None or not 2.0**-960 <= inverse <= 2.0**960:
+        return None
+    return int(np.float64(SCALAR_ROUNDER * inverse).view(np.int64))
+
+
+def snap_offset_sums(
+    w: NDArray[np.int64],
+    noise: NDArray[np.float64],
+    grid: float,
+    *,
+    scratch: NDArray[np.float64],
+    low: int,
+) -> None:
+    """:func:`snap_release` ``(S, noise, grid)`` into ``noise``, to the bit, for integer
+    running sums given as w = :func:`sum_offset` ``(grid)`` + S (int64, every |S| <
+    :data:`OFFSET_SUMS_LIMIT`, the least S being ``low``): the int64 to float64
+    conversion and the multiplication by 1/g become one float subtraction, and ``w`` is
+    consumed (its memory holds q = trunc(S/g) afterwards: one array less in cache).
+
+    Exact: w viewed as float64 is C + S/g exactly (:func:`sum_offset`), and
+    fl((C + S/g) − C) = S/g because S/g (a multiple of 2^-k below 2^(50−k) in magnitude)
+    is a float: a difference that is a float is computed exactly; S = 0 gives
+    C − C = +0, as fl(0·(1/g)). snap_release computes u = fl(float(S)·(1/g)) = S/g
+    exactly too (|S| < 2^53: float(S) is exact; 1/g scales by a power of two with
+    neither overflow nor underflow, |S/g| ∈ [2^-960, 2^1011] for S ≠ 0), and integer
+    sums take no sign copy; from u on the two are the same operations (``_snap_scaled``).
+
+    Args:
+        w: int64 of the noise's shape (C-contiguous), bits(C) + S; overwritten.
+        noise: the float noise, overwritten with the release.
+        grid: g, a power of two with :func:`sum_offset` not None.
+        scratch: float64 of the noise's shape (u), not ``w`` or ``noise``.
+        low: the least S (``plus`` when it is at least g).
+    """
+    inverse = _inverse(grid)
+    if inverse is None:
+        raise ValueError(f"grid must be a power of two, got {grid!r}")
+    floats = w.view(np.float64)
+    np.subtract(floats, SCALAR_ROUNDER * inverse, out=scratch)  # S/g, exactly
+    # q = trunc(u) into w's memory: w is not read again
+    _snap_scaled(None, noise, noise, grid, inverse, scratch, floats, False, low >= grid)
 
 
 def _inverse(grid: Any) -> float | None:
