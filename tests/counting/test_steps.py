@@ -320,3 +320,47 @@ def test_stream_array_bounds_and_the_finite_refusal() -> None:
         x[4] = bad
         with pytest.raises(ValueError, match=rf"^xs must be finite; step 7 holds {text}$"):
             stream_array_and_bounds("xs", x, max_steps=9, already=2)
+
+
+@pytest.mark.parametrize("shape", [(400,), (400, 3)])
+def test_zero_blocks_under_runs_of_grids_equal_the_general_path(
+    shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of zero steps whose grids change within the block (a GridTable's runs)
+    are snapped one broadcast sum a run: the same floats as snap_release of numpy's
+    cumsum with one grid a step, after a zero prefix, a whole carry, -0.0 steps and a
+    negative carry; with bounds and without."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 120)
+    table = float_safe.GridTable(np.repeat([1.0, 5.0, 40.0, 300.0, 2000.0], 80))
+    per_step = table.array(1, 400)
+    assert isinstance(_steps._rows(table, 60, 100, 1), list)  # a block spans runs
+    calls: list[int] = []
+    real = _steps.snap_release
+
+    def spy(sums: Any, noise: Any, grid: Any, **kw: Any) -> Any:
+        calls.append(sums.size)
+        return real(sums, noise, grid, **kw)
+
+    monkeypatch.setattr(_steps, "snap_release", spy)
+    rng = np.random.default_rng(10)
+    zeros = np.zeros(shape)
+    early = zeros.copy()
+    early[:7] = 1.0
+    signed = zeros.copy()
+    signed[:5] = -2.0
+    signed[200:] = -0.0
+    for x in (zeros, early, signed, np.full(shape, -0.0)):
+        noise = rng.normal(size=shape) * 10.0
+        grid = per_step if len(shape) == 1 else per_step[:, None]
+        want = real(np.cumsum(x, axis=0), noise.copy(), grid)
+        for bounds in (None, (float(x.min()), float(x.max()))):
+            calls.clear()
+            got = noise.copy()
+            arr = np.ascontiguousarray(x)
+            add_running_sums("x", got, arr, grid=table, bounds=bounds)
+            assert got.tobytes() == want.tobytes(), (x[:8], bounds)
+            # a broadcast sum a run (all -0.0 steps keep the float path: their sums are -0.0)
+            minus_zero = x.flat[0] == 0.0 and bool(np.signbit(x.flat[0]))
+            assert (1 in calls) is not minus_zero, (x[:8], bounds)
+            if x is zeros:  # every block, those spanning runs too, broadcasts
+                assert set(calls) == {1}, calls

@@ -340,11 +340,16 @@ def _combine(
     """``noise += sums`` in place, or its float-safe snapped form when ``grid`` (a power of
     two, or one per row) is set (``work``: the snap's reused scratch; ``low``, ``high``:
     the least and the largest sum, if known). Sums that are all equal (a block of zero
-    steps) under one grid are snapped as one sum for every value (:func:`snap_release`
+    steps) under one grid, or under each run of grids, are snapped as one sum for every
+    value (:func:`snap_release`
     with sums of shape (1,): the same floats, five passes instead of ten)."""
     if grid is None:
         noise += sums
-    elif low is not None and low == high and not isinstance(grid, (list, np.ndarray)):
+    elif low is not None and low == high and isinstance(grid, list):
+        one = sums.reshape(-1)[:1]  # equal sums under runs of grids: one broadcast a run
+        for lo, hi, g in grid:
+            snap_release(one, noise[lo:hi], g, work=work, known=(low, MAX_EXACT_SUM))
+    elif low is not None and low == high and not isinstance(grid, np.ndarray):
         one = sums.reshape(-1)[:1]
         snap_release(one, noise, grid, work=work, known=(low, MAX_EXACT_SUM))
     elif isinstance(grid, list):  # runs (lo, hi, g): a float grid each (1/g multiplies)
@@ -523,8 +528,12 @@ class _BlockSums:
         m = stop - start
         block, noise = self.ints[:m], self.noise[start:stop]
         one_grid = not isinstance(grids, (list, np.ndarray))
-        # one grid for the block (per-step grids: no probe, no pass)
-        if one_grid and _zero_steps(x, self.rising) and self._zero_block(block, noise, grids):
+        # one grid or runs of grids for the block (per-step grids: no probe, no pass)
+        if (
+            not isinstance(grids, np.ndarray)
+            and _zero_steps(x, self.rising)
+            and self._zero_block(block, noise, grids)
+        ):
             return True
         if not self._as_int64(x, block):
             return False
