@@ -853,21 +853,48 @@ def _two_product_error(a: Array, b: Array, p: Array) -> Array:
 def _add_product_error(a: Array, b: Array, p: Array, out: Array) -> None:
     """out += a·b − p for p = fl(a·b) (Dekker 1971's TwoProduct, the same operations as
     :func:`_two_product_error`, in place: ``a`` is overwritten; ``b`` broadcasts to a's
-    shape, which is out's and p's)."""
-    ah = np.multiply(a, _SPLITTER)  # Veltkamp's split of a, into ah + a
+    shape, which is out's and p's; four new arrays, each costs its page faults)."""
+    ah = np.multiply(a, _SPLITTER)  # Veltkamp's splits: a = ah + a, b = bh + bl
     work = np.subtract(ah, a)
     ah -= work
     a -= ah
-    bh, bl = _veltkamp(b)
-    np.multiply(ah, bh, out=work)
-    work -= p
-    np.multiply(ah, bl, out=ah)
-    work += ah
-    np.multiply(a, bh, out=ah)
-    work += ah
+    bh = np.multiply(b, _SPLITTER)
+    bl = np.subtract(bh, b)
+    bh -= bl
+    np.subtract(b, bh, out=bl)
+    np.multiply(ah, bl, out=work)
+    ah *= bh
+    ah -= p  # ((ah·bh − p) + ah·bl + al·bh) + al·bl, as there
+    ah += work
+    np.multiply(a, bh, out=work)
+    ah += work
     a *= bl
-    work += a
-    out += work
+    ah += a
+    out += ah
+
+
+def _add_running_sums(lo: Array, out: Array, work: Array) -> None:
+    """out[r, t] += Σ_{s≤t} lo[r, s] for the low parts ``lo`` (R, m) of the long forms
+    (values ≤ 2^-20 of the noise's steps: any summation order's roundings are
+    O(2^-20·u) of them): partial sums of blocks of :data:`_PARTIAL` steps by one
+    product with the upper-triangular ones, plus the cumsum of the blocks' totals
+    (``work``: scratch of at least R·m floats; a float cumsum over the m steps is a
+    sequential loop, ≈ 8 times the product's time)."""
+    R, m = lo.shape
+    b = _PARTIAL
+    K, rest = divmod(m, b)
+    if K == 0:
+        out += np.cumsum(lo, axis=1)
+        return
+    full = np.reshape(_scratch(work, R * m)[: R * K * b], (R, K, b))
+    _rows_times(lo[:, : K * b].reshape(R * K, b), _partial_sum_matrix(b), full.reshape(R * K, b))
+    carry = np.cumsum(full[:, :, -1], axis=1)
+    full[:, 1:] += carry[:, :-1, None]
+    out[:, : K * b] += full.reshape(R, K * b)
+    if rest:
+        tail = np.cumsum(lo[:, K * b :], axis=1)
+        tail += carry[:, -1:]
+        out[:, K * b :] += tail
 
 
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
@@ -1074,13 +1101,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         rows = np.zeros((R, K * b)) if K * b > m else np.empty((R, m))
         p = np.multiply(hi, e, out=rows[:, :m])
         lo *= e
-        _add_product_error(hi, e, p, lo)  # hi is not read after
-        res = np.empty((R, K, b))
-        _block_sums(rows.reshape(R, K, b), np.reshape(self._sum, (R,)), res)
-        np.cumsum(lo, axis=1, out=lo)
-        sums = res.reshape(R, K * b)[:, :m]
-        sums += lo
-        dest[...] = sums[0] if self.dim is None else sums.T
+        _add_product_error(hi, e, p, lo)  # hi is not read after: the scratch below
+        direct = R == 1 and K * b == m and dest.flags.c_contiguous
+        res = dest.reshape(R, K, b) if direct else np.empty((R, K, b))
+        _block_sums(rows.reshape(R, K, b), np.reshape(self._sum, (R,)), res, work=hi)
+        _add_running_sums(lo, res.reshape(R, K * b)[:, :m], rows)
+        if not direct:
+            sums = res.reshape(R, K * b)[:, :m]
+            dest[...] = sums[0] if self.dim is None else sums.T
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
 
@@ -1137,9 +1165,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         _rows_times(prev[:, R:].reshape(n, R * K).T, F, buffers_rest, add=True)
         w, err = _rows_view(hi, R * K, c), _rows_view(lo, R * K, c)
         np.add(own, buffers, out=w)
-        _two_sum_error(own, buffers, w, err, np.empty_like(w))
+        own_rest += buffers_rest  # then buffers_rest is the TwoSum's scratch
+        _two_sum_error(own, buffers, w, err, buffers_rest)
         err += own_rest
-        err += buffers_rest
         if not np.shares_memory(w, hi):
             hi[...] = w.reshape(R, K * c)
             lo[...] = err.reshape(R, K * c)
