@@ -1168,6 +1168,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         own_rest += buffers_rest  # then buffers_rest is the TwoSum's scratch
         _two_sum_error(own, buffers, w, err, buffers_rest)
         err += own_rest
+        # renormalized (|lo| ≤ u·|hi|): the rests can be far above u·|w| (2^-23 of the
+        # rows' scales), and the low parts' running sum rounds at their size
+        np.add(w, err, out=buffers_rest)
+        _two_sum_error(w, err, buffers_rest, own_rest, buffers)
+        np.copyto(w, buffers_rest)
+        np.copyto(err, own_rest)
         if not np.shares_memory(w, hi):
             hi[...] = w.reshape(R, K * c)
             lo[...] = err.reshape(R, K * c)
