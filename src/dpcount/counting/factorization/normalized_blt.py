@@ -1094,8 +1094,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             e = self._table()[t : t + m]
         else:
             e = self._weights(t, m)
-        x = z.reshape(m, -1).T  # (R, m): one row per coordinate
-        hi, lo = self._long_w(x)
+        hi, lo = self._long_w(z.reshape(m, -1).T)  # (R, m): one row per coordinate
+        del z  # fewer arrays alive below (each fresh one costs its page faults)
         R, b = len(hi), _PARTIAL
         K = -(-m // b)
         rows = np.zeros((R, K * b)) if K * b > m else np.empty((R, m))
