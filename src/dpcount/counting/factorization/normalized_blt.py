@@ -95,7 +95,7 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16.5 at 2^20 and ≤ 52 at 2^22
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16 at 2^20 and ≤ 53 at 2^22
 #: over 3 seeds with the long forms beyond 2^16,
 #: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
 #: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions stop
@@ -924,8 +924,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     before within 2 where measured before). Above :attr:`long_above` (2^16; the
     row-scaled BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
-    TwoProduct for e·w): ≤ 11.5 at 2^20 and ≤ 52 at 2^22 on every block path, seeds
-    1–3. Beyond
+    TwoProduct for e·w): ≤ 16 at 2^20 and ≤ 53 at 2^22 on every block path (scalar
+    steps the largest), seeds 1–3. Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
@@ -1083,8 +1083,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         by :func:`_add_running_sums` (values ≤ u·|w|, the pair renormalized: its
         roundings are O(u²)), added once. A batch's noise is summed into ``dest`` itself
         and every step-sized array is reused where it can be: each fresh one costs its
-        page faults, a fifth of the release's time at 2^20 (measured with glibc's heap
-        kept: 61 instead of 84 ms).
+        page faults, about a quarter of the release's time at 2^20 (measured with glibc's
+        heap kept: 61 instead of 84 ms).
 
         The float evaluation of the same B′z: the per-step roundings of the chunk
         products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
