@@ -55,6 +55,92 @@ def test_split_product_is_exact_to_far_below_one_rounding(k: int) -> None:
     assert plain_err > k * 2.0**-22 * U  # the float product is not that close
 
 
+def test_split_times_adds_the_tables_low_parts_with_one_split() -> None:
+    """exact + rest of :func:`_split_times` for two tables with low parts (b + b_lo, one
+    split of ``a`` for both) is within k·2^-22·u of a @ (b + b_lo) (exact rationals,
+    relative to the row's scale), where the high parts' product alone misses b_lo by
+    ≈ u·|a||b| (so the bound can fail)."""
+    k = 32
+    rng = np.random.default_rng(11)
+    a = rng.normal(size=(5, k)) * np.array([1.0, 1e-3, 1e5, 0.0, 3.0])[:, None]
+    tables = []
+    for cols in (4, k):
+        b = rng.uniform(-0.9, 0.9, size=(k, cols))
+        b_lo = b * U * rng.uniform(-1.0, 1.0, size=b.shape)
+        tables.append((b, b_lo, nb._split_table(b, b_lo)))
+    parts = nb._split_times(a, *(t[2] for t in tables))
+    for (b, b_lo, _), (exact, rest) in zip(tables, parts, strict=True):
+        fb = [
+            [Fraction(x) + Fraction(y) for x, y in zip(r, rl, strict=True)]
+            for r, rl in zip(b.tolist(), b_lo.tolist(), strict=True)
+        ]
+        missed = 0.0
+        for r in range(a.shape[0]):
+            scale = float(np.max(np.abs(a[r]))) or 1.0
+            for j in range(b.shape[1]):
+                want = sum(
+                    (Fraction(x) * fb[i][j] for i, x in enumerate(a[r].tolist())), Fraction(0)
+                )
+                err = abs(Fraction(exact[r, j]) + Fraction(rest[r, j]) - want)
+                assert err <= Fraction(k * 2.0**-22 * U * scale)
+                high = _exact_product(a[r : r + 1], b[:, j : j + 1])[0][0]
+                missed = max(missed, float(abs(high - want)) / scale)
+        assert missed > k * 2.0**-22 * U  # b_lo matters at this bound
+
+
+def test_add_product_error_is_dekkers_two_product() -> None:
+    """out += a·b − fl(a·b) exactly (rationals), the same floats as
+    :func:`_two_product_error`, for magnitudes far apart and a broadcast b."""
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(3, 50)) * np.exp2(rng.integers(-40, 40, size=(3, 50)))
+    b = rng.uniform(0.1, 3.0, size=50)
+    p = a * b
+    start = rng.normal(size=(3, 50)) * 1e-20
+    out = start.copy()
+    nb._add_product_error(a.copy(), b, p, out)
+    direct = nb._two_product_error(a, np.broadcast_to(b, a.shape), p)
+    np.testing.assert_array_equal(out, start + direct)
+    for r in range(3):
+        for t in range(50):
+            exact = Fraction(a[r, t]) * Fraction(b[t]) - Fraction(p[r, t])
+            assert Fraction(direct[r, t]) == exact
+    assert np.any(direct != 0.0)  # the products do round
+
+
+@pytest.mark.parametrize("m", [5, 64, 1000])  # no full block, whole blocks, a remainder
+def test_add_running_sums_are_the_prefix_sums(m: int) -> None:
+    """out += the running sums of each row of ``lo`` (blocks of 32 by one product, the
+    blocks' carries by a cumsum), within 8u of the exact prefix sums' magnitudes; a
+    missing carry errs by a whole block's sum."""
+    rng = np.random.default_rng(m)
+    lo = rng.normal(size=(2, m)) * 1e-17
+    out = np.zeros((2, m))
+    nb._add_running_sums(lo, out, np.empty((2, m)))
+    for r in range(2):
+        total = Fraction(0)
+        for t in range(m):
+            total += Fraction(lo[r, t])
+            assert abs(Fraction(out[r, t]) - total) <= Fraction(8 * U) * (
+                abs(total) + Fraction(float(np.sum(np.abs(lo[r, : t + 1]))))
+            )
+
+
+def test_long_w_returns_a_renormalized_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """w = hi + lo from :meth:`_long_w` has |lo| ≤ ulp(hi)/2 (TwoSum), for full chunks
+    and a remainder, scalar and 3 streams: the low parts' running sum rounds at u²."""
+    _long(monkeypatch)
+    m = NormalizedBLT(1100, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
+    for R in (1, 3):
+        width = None if R == 1 else R
+        proc = m.noise_process(
+            NoiseSource.generator(m.sampler, np.random.default_rng(1), width), width
+        )
+        x = np.random.default_rng(R).normal(size=(R, 1100))
+        hi, lo = proc._long_w(x)
+        assert np.all(np.abs(lo) <= np.spacing(np.abs(hi)) / 2)
+        assert np.any(lo != 0.0)
+
+
 def test_long_tables_are_the_exact_decays_tables() -> None:
     """G, P, F as pairs are within 64u² (relative to 1) of their values for the exact
     decays λ_i = 1 − d_i (rationals), where the float tables (exp-based powers) are
@@ -164,7 +250,7 @@ def test_long_forms_start_above_the_limits_measured_before_them(cls: type, befor
 
 @pytest.mark.parametrize("name", ["normalized-blt", "row-scaled-blt"])
 def test_blocks_beyond_the_new_limit_are_refused_naming_it(name: str) -> None:
-    """2^22 for both (the float model measured ≤ 52 there): the registry's largest
+    """2^22 for both (the float model measured ≤ 53 there): the registry's largest
     horizon, and a block path beyond it refused naming the mechanism and horizon."""
     limit = 1 << 22
     assert max_horizon(name) == limit

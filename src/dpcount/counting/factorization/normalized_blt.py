@@ -95,7 +95,7 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16.5 at 2^20 and ≤ 52 at 2^22
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16 at 2^20 and ≤ 53 at 2^22
 #: over 3 seeds with the long forms beyond 2^16,
 #: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
 #: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions stop
@@ -694,6 +694,12 @@ def _sum_blocks(
     return ch[-1].copy(), cl[-1].copy()
 
 
+def _rows_view(x: Array, N: int, c: int) -> Array:
+    """``x`` (R, N·c/R) as (N, c) rows: a view where its layout allows, else a new array."""
+    out = x.reshape(N, c)
+    return out if np.shares_memory(out, x) else np.empty((N, c))
+
+
 def _high_part(x: Array, bits: int) -> Array:
     """x rounded to the nearest multiple of 2^-bits, for |x| ≤ 1: fl(fl(x + σ) − σ) with
     σ = 1.5·2^(52 − bits), whose ulp is 2^-bits (x + σ stays in σ's binade; the
@@ -762,38 +768,71 @@ def _long_tables(decay: Array, one_minus_decay: Array, scale: Array, c: int) -> 
 def _split_product(a: Array, b: Array) -> tuple[Array, Array]:
     """a @ b for a tall ``a`` (N, k) and a small ``b`` (k, c), k ≤ 2^20, as an
     unevaluated pair hi + lo within O(k·2^-22·u) of exact, relative to each row's
-    scale (the error-free splitting of a matrix product: Ozaki, Ogita, Oishi & Rump
-    2012, https://doi.org/10.1007/s11075-011-9478-1).
+    scale: :func:`_split_times` with :func:`_split_table` (the error-free splitting of a
+    matrix product: Ozaki, Ogita, Oishi & Rump 2012,
+    https://doi.org/10.1007/s11075-011-9478-1), the two parts added by TwoSum."""
+    ((exact, rest),) = _split_times(a, _split_table(b, np.zeros_like(b)))
+    hi = exact + rest
+    lo = np.empty_like(hi)
+    _two_sum_error(exact, rest, hi, lo, np.empty_like(hi))
+    return hi, lo
 
-    Each row of ``a`` is scaled by 2^-E_r (exact), 2^E_r > its largest |value|, and
-    ``b`` by 2^-E_b, so both are in (−1, 1); a = a₁ + a₂ with a₁ on the grid 2^-β_a
-    and b = b₁ + b₂ with b₁ on 2^-β_b, β_a + β_b = 52 − ⌈log₂ k⌉ (both differences
-    exact). Every product of the high parts is an integer multiple of 2^-(β_a + β_b)
-    of at most 2^(β_a + β_b) units and a sum of ≤ k of them at most 2^52 units, so
-    a₁ @ b₁ is exact in any summation order (with or without fused multiply-adds). The
-    rest, a₂ @ b + a₁ @ b₂, is at most k·2^(1 − min β) of the scales: its rounding is
-    O(k·2^-22·u). hi = fl(exact + rest) and lo its TwoSum error: the roundings a float
-    product leaves in every value (≈ u·|a @ b| each) are gone.
-    """
+
+#: a right factor split once for :func:`_split_times`: (y₁, y, y₂′, 2^E_b, β_a)
+SplitTable = tuple[Array, Array, Array, float, int]
+
+
+def _split_table(b: Array, b_lo: Array) -> SplitTable:
+    """The fixed side of :func:`_split_times` for the pair ``b`` + ``b_lo`` (k, c),
+    split once (a chunk table is the same for every block): y = b·2^-E_b in (−1, 1)
+    (2^E_b > max |b|: exact), y₁ = y on the grid 2^-β_b, y₂′ = fl(y − y₁ + b_lo·2^-E_b)
+    (y − y₁ exact; the one rounding is ≤ u·2^-β_b), with β_a + β_b = 52 − ⌈log₂ k⌉,
+    β_b = ⌈·/2⌉; read-only."""
     k = b.shape[0]
     bits = 52 - max(0, (k - 1).bit_length())
     bits_a, bits_b = bits // 2, bits - bits // 2
-    row_exp = np.frexp(np.max(np.abs(a), axis=1))[1][:, None]  # 0 for a zero row
     b_exp = int(np.frexp(np.max(np.abs(b)))[1])
-    x = a * np.ldexp(1.0, -row_exp)  # times powers of two: exact
     y = np.ldexp(b, -b_exp)
-    x1, y1 = _high_part(x, bits_a), _high_part(y, bits_b)
-    exact = _rows_times(x1, y1)
+    y1 = _high_part(y, bits_b)
+    y2 = y - y1
+    y2 += np.ldexp(b_lo, -b_exp)
+    out = (np.ascontiguousarray(y1), np.ascontiguousarray(y), np.ascontiguousarray(y2))
+    for mat in out:
+        mat.setflags(write=False)
+    return (*out, math.ldexp(1.0, b_exp), bits_a)
+
+
+def _split_times(a: Array, *tables: SplitTable) -> list[tuple[Array, Array]]:
+    """a @ (b + b_lo) for a tall ``a`` (N, k) and each of ``tables`` (:func:`_split_table`
+    of (b, b_lo), all with k rows) as two parts (exact, rest): ``exact`` the exact
+    a₁ @ b₁, ``rest`` the rest within O(k·2^-22·u) of exact, relative to each row's
+    scale (Ozaki, Ogita, Oishi & Rump 2012, https://doi.org/10.1007/s11075-011-9478-1).
+
+    Each row of ``a`` is scaled by 2^-E_r (exact), 2^E_r > its largest |value|, so it
+    is in (−1, 1); a = a₁ + a₂ with a₁ on the grid 2^-β_a (the difference exact), once
+    for all the tables. Every product of the high parts is an integer multiple of
+    2^-(β_a + β_b) of at most 2^(β_a + β_b) units and a sum of ≤ k of them at most 2^52
+    units, so a₁ @ b₁ is exact in any summation order (with or without fused
+    multiply-adds). The rest, a₂ @ (y + y_lo) + a₁ @ (y₂ + y_lo), is at most
+    k·2^(1 − min β) of the scales: its rounding is O(k·2^-22·u), and so are the two
+    terms it drops or rounds — a₂ @ y_lo (|a₂| ≤ 2^-β_a, |y_lo| ≤ u) and the rounding
+    of y₂′ (≤ u·2^-β_b per entry). A float product instead leaves ≈ u·|a @ b| in every
+    value. Three products of a's size per table."""
+    x = np.abs(a)
+    row_exp = np.frexp(np.max(x, axis=1))[1][:, None]  # 0 for a zero row
+    np.multiply(a, np.ldexp(1.0, -row_exp), out=x)  # times powers of two: exact
+    x1 = _high_part(x, tables[0][4])
     x -= x1  # a₂ (exact)
-    rest = _rows_times(x, y)
-    rest += _rows_times(x1, y - y1)
-    hi = exact + rest
-    lo = np.empty_like(hi)
-    _two_sum_error(exact, rest, hi, lo, x1 if x1.shape == hi.shape else np.empty_like(hi))
-    scale = np.ldexp(1.0, row_exp + b_exp)
-    hi *= scale
-    lo *= scale
-    return hi, lo
+    out = []
+    for y1, y, y2, b_scale, _ in tables:
+        exact = _rows_times(x1, y1)
+        rest = _rows_times(x, y)
+        _rows_times(x1, y2, rest, add=True)
+        scale = np.ldexp(b_scale, row_exp)
+        exact *= scale
+        rest *= scale
+        out.append((exact, rest))
+    return out
 
 
 def _veltkamp(a: Array) -> tuple[Array, Array]:
@@ -806,9 +845,56 @@ def _veltkamp(a: Array) -> tuple[Array, Array]:
 def _two_product_error(a: Array, b: Array, p: Array) -> Array:
     """a·b − p for p = fl(a·b), exactly (Dekker 1971's TwoProduct; no overflow or
     underflow for the noise's magnitudes)."""
-    (ah, al), (bh, bl) = _veltkamp(a), _veltkamp(b)
-    out: Array = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    out: Array = np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b)))
+    _add_product_error(np.array(a, dtype=np.float64, copy=True), b, p, out)
     return out
+
+
+def _add_product_error(a: Array, b: Array, p: Array, out: Array) -> None:
+    """out += a·b − p for p = fl(a·b) (Dekker 1971's TwoProduct, the same operations as
+    :func:`_two_product_error`, in place: ``a`` is overwritten; ``b`` broadcasts to a's
+    shape, which is out's and p's; four new arrays, each costs its page faults)."""
+    ah = np.multiply(a, _SPLITTER)  # Veltkamp's splits: a = ah + a, b = bh + bl
+    work = np.subtract(ah, a)
+    ah -= work
+    a -= ah
+    bh = np.multiply(b, _SPLITTER)
+    bl = np.subtract(bh, b)
+    bh -= bl
+    np.subtract(b, bh, out=bl)
+    np.multiply(ah, bl, out=work)
+    ah *= bh
+    ah -= p  # ((ah·bh − p) + ah·bl + al·bh) + al·bl, as there
+    ah += work
+    np.multiply(a, bh, out=work)
+    ah += work
+    a *= bl
+    ah += a
+    out += ah
+
+
+def _add_running_sums(lo: Array, out: Array, work: Array) -> None:
+    """out[r, t] += Σ_{s≤t} lo[r, s] for the low parts ``lo`` (R, m) of the long forms
+    (values ≤ u·|w_t| and sums ≤ u·√t·max|w|: any summation order's roundings are
+    O(u²) of the noise): partial sums of blocks of :data:`_PARTIAL` steps by one
+    product with the upper-triangular ones, plus the cumsum of the blocks' totals
+    (``work``: scratch of at least R·m floats; a float cumsum over the m steps is a
+    sequential loop, ≈ 8 times the product's time)."""
+    R, m = lo.shape
+    b = _PARTIAL
+    K, rest = divmod(m, b)
+    if K == 0:
+        out += np.cumsum(lo, axis=1)
+        return
+    full = np.reshape(_scratch(work, R * m)[: R * K * b], (R, K, b))
+    _rows_times(lo[:, : K * b].reshape(R * K, b), _partial_sum_matrix(b), full.reshape(R * K, b))
+    carry = np.cumsum(full[:, :, -1], axis=1)
+    full[:, 1:] += carry[:, :-1, None]
+    out[:, : K * b] += full.reshape(R, K * b)
+    if rest:
+        tail = np.cumsum(lo[:, K * b :], axis=1)
+        tail += carry[:, -1:]
+        out[:, K * b :] += tail
 
 
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
@@ -838,8 +924,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     before within 2 where measured before). Above :attr:`long_above` (2^16; the
     row-scaled BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
-    TwoProduct for e·w): ≤ 11.5 at 2^20 and ≤ 52 at 2^22 on every block path, seeds
-    1–3. Beyond
+    TwoProduct for e·w): ≤ 16 at 2^20 and ≤ 53 at 2^22 on every block path (scalar
+    steps the largest), seeds 1–3. Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
@@ -994,7 +1080,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         w = G z as a pair hi + lo (:meth:`_long_w`), the products e_t·w_t as pairs
         (Dekker's TwoProduct on hi, plus e_t·lo), the high parts summed by
         :func:`_block_sums` (TwoSum pairs across blocks of 32 steps) and the low parts
-        by a float cumsum (values ≈ u·|w|: its roundings are O(u²)), added once.
+        by :func:`_add_running_sums` (values ≤ u·|w|, the pair renormalized: its
+        roundings are O(u²)), added once. A batch's noise is summed into ``dest`` itself
+        and every step-sized array is reused where it can be: each fresh one costs its
+        page faults, about a quarter of the release's time at 2^20 (measured with glibc's
+        heap kept: 61 instead of 84 ms).
 
         The float evaluation of the same B′z: the per-step roundings of the chunk
         products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
@@ -1008,21 +1098,21 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             e = self._table()[t : t + m]
         else:
             e = self._weights(t, m)
-        x = z.reshape(m, -1).T  # (R, m): one row per coordinate
-        hi, lo = self._long_w(x)
-        p = hi * e
-        lo *= e
-        lo += _two_product_error(hi, np.broadcast_to(e, hi.shape), p)
+        hi, lo = self._long_w(z.reshape(m, -1).T)  # (R, m): one row per coordinate
+        del z  # fewer arrays alive below (each fresh one costs its page faults)
         R, b = len(hi), _PARTIAL
         K = -(-m // b)
-        rows = np.zeros((R, K * b))
-        rows[:, :m] = p
-        res = np.empty((R, K, b))
-        _block_sums(rows.reshape(R, K, b), np.reshape(self._sum, (R,)), res)
-        np.cumsum(lo, axis=1, out=lo)
-        sums = res.reshape(R, K * b)[:, :m]
-        sums += lo
-        dest[...] = sums[0] if self.dim is None else sums.T
+        rows = np.zeros((R, K * b)) if K * b > m else np.empty((R, m))
+        p = np.multiply(hi, e, out=rows[:, :m])
+        lo *= e
+        _add_product_error(hi, e, p, lo)  # hi is not read after: the scratch below
+        direct = R == 1 and K * b == m and dest.flags.c_contiguous
+        res = dest.reshape(R, K, b) if direct else np.empty((R, K, b))
+        _block_sums(rows.reshape(R, K, b), np.reshape(self._sum, (R,)), res, work=hi)
+        _add_running_sums(lo, res.reshape(R, K * b)[:, :m], rows)
+        if not direct:
+            sums = res.reshape(R, K * b)[:, :m]
+            dest[...] = sums[0] if self.dim is None else sums.T
         self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
         self._c = t + m
 
@@ -1042,21 +1132,26 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     def _long_chunks(self, x: Array, hi: Array, lo: Array, c: int) -> None:
         """:meth:`_long_w` for K chunks of c steps of R streams (``x`` (R, K·c)), every
-        product by :func:`_split_product` (a pair): each chunk's own part of w and of the
-        buffers; the buffers before each chunk from both parts of the pairs (as 2R
-        streams: :func:`across_chunks` for K ≥ 32, else :func:`~dpcount.counting.
+        product by :func:`_split_times` (exact part + rest; the chunk tables' pairs split
+        once, :meth:`_long_split`): each chunk's own part of the buffers and of w (one
+        split of the steps for P and G); the buffers before each chunk from both parts
+        (as 2R streams: :func:`across_levels` for K ≥ 32, else :func:`~dpcount.counting.
         factorization.blt.compensated_filter` with the chunk decays' residuals), so the
-        carries add no rounding of the chunks' own parts; their part F·p added by TwoSum
-        into the pair (the state after the block: the two parts' sum)."""
+        carries add no rounding of the chunks' own parts; their part F·p: the exact parts
+        added by TwoSum into the pair, the rests (≤ c·2^-22 of the rows' scales, their
+        roundings O(c·2^-22·u)) into its low part, then the pair renormalized by TwoSum
+        (|lo| ≤ u·|hi|: the rests can be far above u·|w|, and the low parts' running sum
+        rounds at their size — without it the float model's ratio 20.4 instead of 12.6
+        at 2^20, blocks, seed 3). The state after the block: the two streams' sum.
+        """
         R, n = x.shape[0], self._n
         K = x.shape[1] // c
         rc = self._chunk_matrices(c)[3]
-        G, G_lo, P, P_lo, F, F_lo = self._long_tables(c)
+        P_table, G_table, F_table, F = self._long_split(c)
         rows = np.ascontiguousarray(x).reshape(R * K, c)
+        (E_exact, E_rest), (own, own_rest) = _split_times(rows, P_table, G_table)
         E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
-        own_E, own_E_lo = _split_product(rows, P.T)
-        own_E_lo += _rows_times(rows, P_lo.T)
-        for half, part in enumerate((own_E, own_E_lo)):
+        for half, part in enumerate((E_exact, E_rest)):
             E[:, half * R : (half + 1) * R] = part.reshape(R, K, n).transpose(2, 0, 1)
         state = self._p.reshape(n, R)
         start = np.zeros((n, 2 * R))
@@ -1072,19 +1167,36 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
                 prev[i, :, 1:] = ends[:-1].T
                 end[i] = ends[-1]
         state[...] = end[:, :R] + end[:, R:]
-        own, own_lo = _split_product(rows, G.T)
-        own_lo += _rows_times(rows, G_lo.T)
         before = prev[:, :R].reshape(n, R * K).T
-        buffers, buffers_lo = _split_product(before, F.T)
-        buffers_lo += _rows_times(before, F_lo.T)
-        buffers_lo += _rows_times(prev[:, R:].reshape(n, R * K).T, F.T)
-        w = own + buffers
-        err = np.empty_like(w)
-        _two_sum_error(own, buffers, w, err, np.empty_like(w))
-        err += own_lo
-        err += buffers_lo
-        hi[...] = w.reshape(R, K * c)
-        lo[...] = err.reshape(R, K * c)
+        ((buffers, buffers_rest),) = _split_times(before, F_table)
+        _rows_times(prev[:, R:].reshape(n, R * K).T, F, buffers_rest, add=True)
+        w, err = _rows_view(hi, R * K, c), _rows_view(lo, R * K, c)
+        np.add(own, buffers, out=w)
+        own_rest += buffers_rest  # then buffers_rest is the TwoSum's scratch
+        _two_sum_error(own, buffers, w, err, buffers_rest)
+        err += own_rest
+        # renormalized (|lo| ≤ u·|hi|): the rests can be far above u·|w|
+        np.add(w, err, out=buffers_rest)
+        _two_sum_error(w, err, buffers_rest, own_rest, buffers)
+        np.copyto(w, buffers_rest)
+        np.copyto(err, own_rest)
+        if not np.shares_memory(w, hi):
+            hi[...] = w.reshape(R, K * c)
+            lo[...] = err.reshape(R, K * c)
+
+    def _long_split(self, c: int) -> tuple[SplitTable, SplitTable, SplitTable, Array]:
+        """For chunks of c steps: :func:`_split_table` of Pᵀ, Gᵀ and Fᵀ (the chunk tables'
+        pairs, :meth:`_long_tables`), and Fᵀ (the high parts), computed once and kept in
+        the shared cache."""
+        key = ("long split", c)
+        kept = self._mats.get(key)
+        if kept is None:
+            G, G_lo, P, P_lo, F, F_lo = self._long_tables(c)
+            F_t = np.ascontiguousarray(F.T)
+            F_t.setflags(write=False)
+            split = (_split_table(P.T, P_lo.T), _split_table(G.T, G_lo.T))
+            kept = self._mats[key] = (*split, _split_table(F_t, F_lo.T), F_t)  # type: ignore[assignment]
+        return kept  # type: ignore[return-value]  # the four of this key
 
     def _level_matrices(self, c: int) -> tuple[Array, Array]:
         """:func:`_level_matrices` for chunks of c steps, kept in the shared cache."""
