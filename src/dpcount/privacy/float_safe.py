@@ -57,7 +57,7 @@ up to 2^16, ≤ 20 for the BLT up to 2^16 (vector steps too) and ≤ 53 up to 2^
 the horizon-free BLT's blocks up to 2^22 (58 at 2^26, scalar, seed 1; vector blocks 67
 at 2^24, refused there) and ≤ 24 for its vector steps up to 2^17 (both with its
 compensated decays), ≤ 16 for the column-normalized and row-scaled BLT's blocks and
-scalar steps up to 2^20 and ≤ 52 at 2^22 (their long forms beyond 2^16 / 2^17; 60 at
+scalar steps up to 2^20 and ≤ 53 at 2^22 (their long forms beyond 2^16 / 2^17; 60 at
 2^17 before them),
 and ≤ 62 at each remaining path's limit: toeplitz's filter (its
 vector paths) up to 2^16, input perturbation (a running sum, ≈ √t growth) up to 2^20,

@@ -482,7 +482,7 @@ COMPENSATE_ABOVE = 1 << 16
 #: to 2^24 ≥ 10^7 (48 at 2^23, 45 at 2^24; 99 at 2^25 on vector blocks, seed 1; 87 at
 #: 2^24 without the chunk decays' residuals);
 #: column-normalized / row-scaled BLT ≤ 46 / ≤ 61 up to 2^16 / 2^17 in their plain
-#: forms, beyond them their long forms ≤ 16 up to 2^20 and ≤ 52 at 2^22 (without them
+#: forms, beyond them their long forms ≤ 16 up to 2^20 and ≤ 53 at 2^22 (without them
 #: 150 / 115 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
 #: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation), its
 #: vector blocks ("vector-block") only to 2^22 (67 at 2^24, seed 1). "step":
