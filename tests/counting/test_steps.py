@@ -364,3 +364,91 @@ def test_zero_blocks_under_runs_of_grids_equal_the_general_path(
             assert (1 in calls) is not minus_zero, (x[:8], bounds)
             if x is zeros:  # every block, those spanning runs too, broadcasts
                 assert set(calls) == {1}, calls
+
+
+def _offset_cases(n: int) -> list[Any]:
+    """Steps ≥ 0 for the per-step offset blocks: 0/1 and counts, sums near the
+    offsets' limit 2^50 (in range and beyond), a fraction, -0.0 first and later."""
+    rng = np.random.default_rng(11)
+    cases = [(rng.random(n) < 0.5).astype(np.float64), rng.integers(0, 9, n).astype(np.float64)]
+    for first in (2.0**46 - 3, 2.0**47 - 1, 2.0**50 - 1, 2.0**51):
+        c = np.ones(n)
+        c[0] = first
+        cases.append(c)
+    half = np.ones(n)
+    half[n // 3] = 0.5
+    signed = (rng.random(n) < 0.5).astype(np.float64)
+    signed[0] = signed[n // 2] = -0.0
+    return [*cases, half, signed, np.zeros(n)]
+
+
+def _step_edge_noise(grids: Any, rng: Any) -> Any:
+    """Per-step noise: the snap's edge values at each step's grid (±0.0, ties, near ties,
+    subnormals, 2^400·g), every other step a normal of 3g."""
+    noise = rng.standard_normal(len(grids)) * grids * 3
+    for t in range(0, len(grids), 2):
+        g = float(grids[t])
+        edge = (0.0, -0.0, g / 2, -g / 2, 1.5 * g, -1.5 * g, 5e-324, -5e-324)
+        edge += (math.nextafter(g / 2, 0.0), 1e-300 * g, 2.0**400 * g, -(2.0**400) * g)
+        noise[t] = edge[(t // 2) % len(edge)]
+    return noise
+
+
+def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a GridTable whose grid changes every few steps (a tree's), whole blocks of
+    steps ≥ 0 are summed onto per-step offsets (StepOffsets) and snapped from their
+    exact quotients: the same floats as snap_release of numpy's cumsum with one grid a
+    step, or the same error, for grids from 2^-513 to 2^508 (the float
+    variances' range; StepOffsets at 2^-950 and 2^960 below),
+    sums up to and past 2^50, a fraction and -0.0; blocks of 8 steps."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
+    calls: list[int] = []
+    real = _steps.snap_quotients
+
+    def spy(u: Any, noise: Any, grid: Any, **kw: Any) -> None:
+        calls.append(u.size)
+        real(u, noise, grid, **kw)
+
+    monkeypatch.setattr(_steps, "snap_quotients", spy)
+    rng = np.random.default_rng(12)
+    n = 61
+    for kinds in ((4.0, 1.0, 0.5, 2.0**-40, 2.0**40), (2.0**-513, 2.0**-512), (2.0**508, 1.0)):
+        grids = np.array(kinds)[np.arange(n) // 3 % len(kinds)]
+        table = float_safe.GridTable(16.0 * grids * grids)  # σ = 4g: grid g
+        assert table.array(1, n).tobytes() == grids.tobytes()
+        assert table.step_offsets(3) is not None
+        for i, x in enumerate(_offset_cases(n)):
+            arr, bounds = stream_array_and_bounds("x", x, max_steps=n, dim=-1)
+            noise = _step_edge_noise(grids, rng)
+            want = _reference(noise, x)
+            if want[0] == "release":
+                want = ("release", snap_release(np.cumsum(x), noise.copy(), grids))
+            calls.clear()
+            got = noise.copy()
+            try:
+                add_running_sums("x", got, arr, grid=table, bounds=bounds)
+            except ValueError as err:
+                assert want == ("error", str(err)), (kinds, x[:3])
+                continue
+            assert want[0] == "release", (kinds, x[:3])
+            assert got.tobytes() == want[1].tobytes(), (kinds, x[:3])
+            if i < 2:
+                assert len(calls) == 8, (kinds, i)  # 0/1 and counts: the offset form
+
+
+def test_step_offsets_are_the_bits_of_c_at_each_step() -> None:
+    """StepOffsets.of: bits viewed as float64 is 1.5·2^52/g_t exactly, and ``lowered``
+    telescopes (bits(1.5·2^52) − lowered[t] summed up to t is bits(C_t), modulo 2^64),
+    at the grids' limits 2^-950 and 2^960; tables whose grid rarely changes keep none."""
+    grids = np.array([2.0**-950, 2.0**960, 1.0, 4.0, 2.0**-949, 0.5, 2.0**959])
+    off = float_safe.StepOffsets.of(grids)
+    for g, c in zip(grids, off.bits.view(np.float64), strict=True):
+        assert Fraction(float(c)) == Fraction(3, 2) * 2**52 / Fraction(float(g))
+    rounder = int(np.float64(1.5 * 2**52).view(np.int64))
+    steps = [rounder - int(v) for v in off.lowered]
+    # modulo 2^64 (int64 wraps: a jump from 2^-950 to 2^960 leaves int64's range)
+    assert [sum(steps[: t + 1]) % 2**64 for t in range(7)] == [int(b) for b in off.bits]
+    assert off.largest == 2.0**960
+    assert float_safe.GridTable(np.repeat([16.0, 64.0], 64)).step_offsets(64) is None
