@@ -367,11 +367,12 @@ def test_zero_blocks_under_runs_of_grids_equal_the_general_path(
 
 
 def _offset_cases(n: int) -> list[Any]:
-    """Steps ≥ 0 for the per-step offset blocks: 0/1 and counts, sums near the
-    offsets' limit 2^50 (in range and beyond), a fraction, -0.0 first and later."""
+    """Steps for the per-step offset blocks: 0/1, counts and signed counts, sums near the
+    offsets' limit ±2^50 (in range and beyond), a fraction, -0.0 first and later."""
     rng = np.random.default_rng(11)
     cases = [(rng.random(n) < 0.5).astype(np.float64), rng.integers(0, 9, n).astype(np.float64)]
-    for first in (2.0**46 - 3, 2.0**47 - 1, 2.0**50 - 1, 2.0**51):
+    cases.append(rng.integers(-4, 4, n).astype(np.float64))
+    for first in (2.0**46 - 3, 2.0**47 - 1, 2.0**50 - 1, 2.0**51, -(2.0**46) + 3, -(2.0**51)):
         c = np.ones(n)
         c[0] = first
         cases.append(c)
@@ -398,11 +399,11 @@ def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Under a GridTable whose grid changes every few steps (a tree's), whole blocks of
-    steps ≥ 0 are summed onto per-step offsets (StepOffsets) and snapped from their
+    bounded steps are summed onto per-step offsets (StepOffsets) and snapped from their
     exact quotients: the same floats as snap_release of numpy's cumsum with one grid a
     step, or the same error, for grids from 2^-513 to 2^508 (the float
     variances' range; StepOffsets at 2^-950 and 2^960 below),
-    sums up to and past 2^50, a fraction and -0.0; blocks of 8 steps."""
+    sums up to and past ±2^50, a fraction and -0.0; blocks of 8 steps."""
     monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
     calls: list[int] = []
     real = _steps.snap_quotients
@@ -434,8 +435,8 @@ def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
                 continue
             assert want[0] == "release", (kinds, x[:3])
             assert got.tobytes() == want[1].tobytes(), (kinds, x[:3])
-            if i < 2:
-                assert len(calls) == 8, (kinds, i)  # 0/1 and counts: the offset form
+            if i < 4:  # 0/1, counts, signed counts, a large first step: the offset form
+                assert len(calls) == 8, (kinds, i)
 
 
 def test_step_offsets_are_the_bits_of_c_at_each_step() -> None:

@@ -501,9 +501,9 @@ class _BlockSums:
         self.run_lo = self.run_hi = 0
         self.offsets: dict[float, int | None] = {}  # sum_offset of each grid met
         #: per-step offsets (a GridTable whose grid changes every few steps, scalar steps
-        #: of known bounds ≥ 0): whole blocks take _offset_steps_block
+        #: of known bounds): whole blocks take _offset_steps_block
         self.steps: StepOffsets | None = None
-        if isinstance(grid, GridTable) and arr.ndim == 1 and self.rising:
+        if isinstance(grid, GridTable) and arr.ndim == 1 and bounds is not None:
             run = max(1, rows // _RUNS_PER_BLOCK)  # shorter runs: a block spans too many
             self.steps = grid.step_offsets(run) if self.most <= _ROUNDER_STEPS else None
             self.same = np.empty(rows, dtype=np.bool_)
@@ -580,10 +580,10 @@ class _BlockSums:
         :func:`~dpcount.privacy.float_safe.sum_offset`, step by step): the u that
         :func:`~dpcount.privacy.float_safe.snap_release` computes as fl(float(S_t)/g_t)
         (exact: |S_t| < 2^50, g_t a power of two in [2^-950, 2^960]); integer sums take
-        no sign copy, and from u on the operations are the same. The steps are ≥ 0, so
-        the sums do not decrease: the first and last are the least and the largest
-        (the carried sum, and the ``plus`` choice: the least sum at least the largest
-        grid; a pure saving either way).
+        no sign copy, and from u on the operations are the same. The last sum is carried;
+        no sum needs the check (|S_t| < 2^50). When no step is below 0 the sums do not
+        decrease, so the first is the least, and ``plus`` is taken when it is at least
+        the largest grid (else not: a pure saving either way).
         """
         x, carry = self.arr[start:stop], self.carry
         if not _starts_whole(x[0] if carry is None else carry, carry is not None):
@@ -602,12 +602,12 @@ class _BlockSums:
         block[0] += c + (int(steps.bits[start - 1]) if start else 0)
         np.cumsum(block, out=block)
         bits = steps.bits[start:stop]
-        low, high = int(block[0]) - int(bits[0]), int(block[-1]) - int(bits[-1])
-        self.carry = np.float64(high)
+        self.carry = np.float64(int(block[-1]) - int(bits[-1]))
+        plus = self.rising and int(block[0]) - int(bits[0]) >= steps.largest
         np.subtract(block.view(np.float64), bits.view(np.float64), out=y)  # S/g, exactly
         noise, grids = self.noise[start:stop], steps.grids[start:stop]
         q = block.view(np.float64)  # the sums are not read again
-        snap_quotients(y, noise, grids, q=q, plus=low >= steps.largest)
+        snap_quotients(y, noise, grids, q=q, plus=plus)
         return True
 
     def _zero_block(self, block: NDArray[np.int64], noise: NDArray[np.float64], grids: Any) -> bool:
