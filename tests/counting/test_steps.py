@@ -399,10 +399,10 @@ def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Under a GridTable whose grid changes every few steps (a tree's), whole blocks of
-    bounded steps are summed onto per-step offsets (StepOffsets) and snapped from their
-    exact quotients: the same floats as snap_release of numpy's cumsum with one grid a
+    bounded steps are summed in int64 onto the offset 1.5·2^52 and snapped with one 1/g
+    a step (snap_quotients): the same floats as snap_release of numpy's cumsum with one grid a
     step, or the same error, for grids from 2^-513 to 2^508 (the float
-    variances' range; StepOffsets at 2^-950 and 2^960 below),
+    variances' range; snap_quotients at 2^-950 and 2^960 below),
     sums up to and past ±2^50, a fraction and -0.0; blocks of 8 steps."""
     monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
     calls: list[int] = []
@@ -419,7 +419,7 @@ def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
         grids = np.array(kinds)[np.arange(n) // 3 % len(kinds)]
         table = float_safe.GridTable(16.0 * grids * grids)  # σ = 4g: grid g
         assert table.array(1, n).tobytes() == grids.tobytes()
-        assert table.step_offsets(3) is not None
+        assert table.step_inverses(3) is not None
         for i, x in enumerate(_offset_cases(n)):
             arr, bounds = stream_array_and_bounds("x", x, max_steps=n, dim=-1)
             noise = _step_edge_noise(grids, rng)
@@ -439,17 +439,27 @@ def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
                 assert len(calls) == 8, (kinds, i)
 
 
-def test_step_offsets_are_the_bits_of_c_at_each_step() -> None:
-    """StepOffsets.of: bits viewed as float64 is 1.5·2^52/g_t exactly, and ``lowered``
-    telescopes (bits(1.5·2^52) − lowered[t] summed up to t is bits(C_t), modulo 2^64),
-    at the grids' limits 2^-950 and 2^960; tables whose grid rarely changes keep none."""
-    grids = np.array([2.0**-950, 2.0**960, 1.0, 4.0, 2.0**-949, 0.5, 2.0**959])
-    off = float_safe.StepOffsets.of(grids)
-    for g, c in zip(grids, off.bits.view(np.float64), strict=True):
-        assert Fraction(float(c)) == Fraction(3, 2) * 2**52 / Fraction(float(g))
-    rounder = int(np.float64(1.5 * 2**52).view(np.int64))
-    steps = [rounder - int(v) for v in off.lowered]
-    # modulo 2^64 (int64 wraps: a jump from 2^-950 to 2^960 leaves int64's range)
-    assert [sum(steps[: t + 1]) % 2**64 for t in range(7)] == [int(b) for b in off.bits]
-    assert off.largest == 2.0**960
-    assert float_safe.GridTable(np.repeat([16.0, 64.0], 64)).step_offsets(64) is None
+def test_snap_quotients_equals_snap_release_at_the_grids_limits() -> None:
+    """snap_quotients (float sums S, one 1/g a value) gives snap_release's floats for
+    integer sums to ±(2^53 − 1), 0, and grids 2^-950 … 2^960 mixed value by value, with
+    and without ``plus`` where it is allowed; tables whose grid rarely changes keep no
+    inverses."""
+    rng = np.random.default_rng(13)
+    kinds = np.array([2.0**-950, 2.0**960, 1.0, 4.0, 2.0**-949, 0.5, 2.0**959, 2.0**40])
+    n = 96
+    grids = kinds[np.arange(n) % len(kinds)]
+    sums = rng.integers(-(2**52), 2**52, n)
+    sums[:6] = [0, 1, -1, 2**53 - 1, -(2**53 - 1), 2**50]
+    noise = _step_edge_noise(grids, rng)
+    want = snap_release(sums, noise.copy(), grids)
+    got = noise.copy()
+    float_safe.snap_quotients(sums.astype(np.float64), got, 1.0 / grids, q=np.empty(n), plus=False)
+    assert got.tobytes() == want.tobytes()
+    big = np.abs(sums) + 2**45  # every S ≥ its grid where the grid is at most 2^40
+    small = grids <= 2.0**40
+    want = snap_release(big[small], noise[small].copy(), grids[small])
+    got = noise[small].copy()
+    u = big[small].astype(np.float64)
+    float_safe.snap_quotients(u, got, 1.0 / grids[small], q=np.empty(len(u)), plus=True)
+    assert got.tobytes() == want.tobytes()
+    assert float_safe.GridTable(np.repeat([16.0, 64.0], 64)).step_inverses(64) is None

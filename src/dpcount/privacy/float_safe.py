@@ -249,8 +249,8 @@ class GridTable:
         _, exponents = np.frexp(grids)  # grid = 2^(exponent − 1)
         changes = np.flatnonzero(exponents[1:] != exponents[:-1]) + 1
         self._runs = _RUN_STEPS * (len(changes) + 1) <= self.horizon
-        self._offsets: StepOffsets | None = None  # step_offsets, once built
-        self._offsets_built = False
+        self._inverses: tuple[NDArray[np.float64], float] | None = None  # step_inverses
+        self._inverses_built = False
         if self._runs:
             #: first step (0-based) of each run, and its grid
             self._starts = np.concatenate(([0], changes)).astype(np.int64)
@@ -311,63 +311,24 @@ class GridTable:
         g = self.grids(first, n)
         return np.full(n, g) if isinstance(g, float) else g
 
-    def step_offsets(self, run: int) -> StepOffsets | None:
-        """The table's :class:`StepOffsets` (built once, kept: 24 bytes a step), or None
-        when its runs of one grid average at least ``run`` steps (a run at a time is
-        faster then), it has more than :data:`_OFFSET_STEPS` steps, or a grid lies
-        outside [2^-950, 2^960]."""
+    def step_inverses(self, run: int) -> tuple[NDArray[np.float64], float] | None:
+        """1/g of every step (float64, exact: each g a power of two; built once, kept: 8
+        bytes a step) and the largest grid, or None when the table's runs of one grid
+        average at least ``run`` steps (a run at a time is faster then), it has more than
+        :data:`_INVERSE_STEPS` steps, or a grid lies outside [2^-950, 2^960]."""
         if self._runs and len(self._starts) * run <= self.horizon:
             return None
-        if not self._offsets_built:
-            self._offsets_built = True
-            if self.horizon <= _OFFSET_STEPS:
+        if not self._inverses_built:
+            self._inverses_built = True
+            if self.horizon <= _INVERSE_STEPS:
                 grids = self.array(1, self.horizon)
                 if float(grids.min()) >= 2.0**-950 and float(grids.max()) <= 2.0**960:
-                    self._offsets = StepOffsets.of(grids)
-        return self._offsets
+                    self._inverses = (1.0 / grids, float(grids.max()))
+        return self._inverses
 
 
-#: a :class:`GridTable` keeps :class:`StepOffsets` up to this many steps
-_OFFSET_STEPS = 1 << 21
-
-
-@dataclass(frozen=True)
-class StepOffsets:
-    """Per-step :func:`sum_offset` arrays of a table of grids g_0 … g_{T−1} (0-based
-    steps; every g a power of two in [2^-950, 2^960]), for integer running sums summed
-    onto a different offset at each step (``counting._steps``' whole-number blocks
-    under grids that change every few steps, as a tree's do).
-
-    Attributes:
-        grids: g_t (float64).
-        bits: bits(C_t) as int64, C_t = 1.5·2^52/g_t (:func:`sum_offset` of g_t); viewed
-            as float64 it is C_t.
-        lowered: bits(1.5·2^52) − (bits(C_t) − bits(C_{t−1})) as int64 (bits(C_{−1}) =
-            0): for a whole float step |x_t| ≤ 2^51, the pattern of fl(x_t + 1.5·2^52)
-            minus ``lowered[t]`` is x_t + bits(C_t) − bits(C_{t−1}), whose running sums
-            from c + bits(C_{s−1}) at step s are S_t + bits(C_t) at every step t ≥ s
-            (they telescope), each the pattern of C_t + S_t/g_t while |S_t| <
-            :data:`OFFSET_SUMS_LIMIT` (:func:`sum_offset`). int64 arithmetic wraps
-            modulo 2^64 (``lowered`` itself does at a jump from 2^-950 to 2^960), and
-            each running sum's true value lies in int64's range (0 ≤ bits(C_t) <
-            2047·2^52 for 2^-960 ≤ 1/g ≤ 2^960, |S_t| < 2^50), so the sums are exact.
-        largest: the largest grid.
-    """
-
-    grids: NDArray[np.float64]
-    bits: NDArray[np.int64]
-    lowered: NDArray[np.int64]
-    largest: float
-
-    @classmethod
-    def of(cls, grids: NDArray[np.float64]) -> StepOffsets:
-        """The arrays of ``grids`` (powers of two in [2^-950, 2^960])."""
-        bits = (SCALAR_ROUNDER / grids).view(np.int64)  # 1/g exact: C_t exactly
-        lowered = np.empty_like(bits)
-        lowered[0] = bits[0]
-        np.subtract(bits[1:], bits[:-1], out=lowered[1:])
-        np.subtract(_ROUNDER_BITS, lowered, out=lowered)
-        return cls(grids, bits, lowered, float(grids.max()))
+#: a :class:`GridTable` keeps :meth:`~GridTable.step_inverses` up to this many steps
+_INVERSE_STEPS = 1 << 22
 
 
 class StepGrids:
@@ -732,21 +693,35 @@ def snap_offset_sums(
 def snap_quotients(
     u: NDArray[np.float64],
     noise: NDArray[np.float64],
-    grid: Any,
+    inverse: NDArray[np.float64],
     *,
     q: NDArray[np.float64],
     plus: bool,
 ) -> None:
-    """:func:`snap_release` ``(S, noise, grid)`` into ``noise``, to the bit, for integer
-    running sums S given as u = S/g, computed exactly (|S| < 2^53; e.g. from per-step
-    offsets, :class:`StepOffsets`): the operations of the scaled form from u on, which
-    are those ``snap_release`` applies to its own exact u (integer sums take no sign
-    copy). ``u`` is overwritten; ``q``: float64 scratch of the noise's shape; ``plus``:
-    every S is at least its grid (a saving only); ``grid``: a power of two in
-    [2^-950, 2^960], or an array of them of the noise's shape.
+    """:func:`snap_release` ``(S, noise, 1/inverse)`` into ``noise``, to the bit, for
+    integer running sums S (|S| < 2^53) given as float64 S (exact), one grid per value
+    given by its inverse 1/g (exact: g a power of two in [2^-950, 2^960]).
+
+    Exact: u·(1/g) is S/g, the u snap_release computes as fl(float(S)/g) (one real
+    number, a float: no overflow or underflow for |S| < 2^53), and noise·(1/g) and
+    x/(1/g) are the correctly rounded noise/g and x·g, the same real numbers as
+    snap_release's noise/g and ·g; integer sums take no sign copy, and the rest are
+    the scaled form's operations (``_snap_scaled``). ``u`` is overwritten (S/g, then
+    lo/g); ``q``: float64 scratch of the noise's shape; ``plus``: every S is at least
+    its grid (a saving only).
     """
-    inverse = _inverse(grid)
-    _snap_scaled(None, noise, noise, grid, inverse, u, q, False, plus)
+    np.multiply(u, inverse, out=u)
+    np.multiply(noise, inverse, out=noise)
+    np.trunc(u, out=q)
+    u -= q  # lo/g, exact
+    noise += u
+    np.rint(noise, out=noise)
+    if plus:
+        noise += q
+    else:
+        np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
+        noise -= q
+    noise /= inverse  # ·g, exactly
 
 
 def _inverse(grid: Any) -> float | None:
@@ -764,8 +739,6 @@ def _inverse(grid: Any) -> float | None:
 SCALAR_ROUNDER = 6755399441055744.0
 #: 2^51: the range of q where :data:`SCALAR_ROUNDER` rounds it
 SCALAR_ROUNDER_RANGE = 2251799813685248.0
-#: bits(1.5·2^52) as an int
-_ROUNDER_BITS = int(np.float64(SCALAR_ROUNDER).view(np.int64))
 
 
 def snap_scalar(s: float, noise: float, g: float) -> float:
