@@ -284,7 +284,9 @@ floor ratio): ``--pinned-heap``: BinaryTree batch 1.042 / 1.040 and 1.042 / 1.01
 (KaryTree); without grids 2.1-2.2 ms. The BLT batch at T = 10^7 (full sizes,
 ``--only blt_batch``, default heap; this change leaves it: its grids change rarely),
 11:07-11:08 UTC, load 1.4-1.7, 4 rounds: zeros 0.938 / 0.933, 0/1 steps 1.049 / 1.028
-(at bedf367, 10:54-10:55, 2 rounds: 0.949 / 0.919 and 1.037 / 1.014).
+(at bedf367, 10:54-10:55, 2 rounds: 0.949 / 0.919 and 1.037 / 1.014). Every group,
+``--quick --rounds 4``, default heap, 11:12 UTC at 8ad2a61: no path flagged (trees'
+batches 0.744 / 0.789 and 0.732 / 0.766, BLT batch 0/1 steps 0.832 / 0.852).
 
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
