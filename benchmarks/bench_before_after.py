@@ -251,6 +251,43 @@ change nearly every step, so their snap divides by an array of grids (no single-
 offset form). Out of this branch's files: the BLT noise itself computes ~0.3-0.7 ms
 more than 0.4's at 10^6 (the compensated decays' second filter).
 
+Then (issue 33, "treesnap"): the trees' batch releases. A tree's grid changes every few
+steps (at T = 10^6: 23,276 changes among 3 grids for BinaryTree, 61,167 among 4 for
+KaryTree k=19), so each block had its grids rebuilt by ``np.repeat`` from the table's
+runs, two reductions over them, the int64 sums converted to float64 and both the sums
+and the noise divided by the per-step grids. Now (``_steps._BlockSums._per_step_block``)
+a ``GridTable`` whose runs are short keeps 1/g of every step (``step_inverses``, 8 bytes
+a step, up to 2^22 steps; exact for powers of two): the whole steps' int64 sums start
+from bits(1.5·2^52), so one scalar float subtraction gives S exactly (``sum_offset`` with
+g = 1, |S| < 2^50), and ``float_safe.snap_quotients`` multiplies S and the noise by 1/g
+and divides the result by it (x·(1/g), x/(1/g) are the correctly rounded x/g, x·g: the
+same floats as ``snap_release``); per-step arrays of the offsets C_t = 1.5·2^52/g_t
+(24 bytes a step) were tried first and cost ~0.8 ms of memory traffic at 10^6 (the same
+code with cache-resident arrays: 4.2 → 3.4 ms). ``TreeNoiseProcess.next_many``'s
+general levels (the k-ary tree) run in chunks of ~4096·19 node values, and add the
+parents' noise by one addition over the chunk after setting digit 0's column to 0
+(0 + P is P + 0, bit for bit) instead of three strided ones (148 → 39 µs a chunk of 4096
+rows). Releases bit-identical to ``trial`` (21e560f, this branch's base):
+``release_digests.py`` 459 of 459, ``bench_scaled_batch.py --digests`` 588 of 588,
+``sqrt_stream_digests.py`` 726 of 726, and 384 + 24 digests of tree batch releases
+(binary, k = 19 with subtraction, k = 4; Laplace and Gaussian; T = 1000 … 10^6; 0/1,
+signed, fractional, near-2^52, partial and vector steps) and streams (``update_many``
+across parents). Measured 2026-12-07 11:04-11:06 UTC, load average 1.5-1.9 on the 2
+shared cores, ``--quick --rounds 4 --only tree``, against 0.4 (b24b7db), this branch at
+44a80d6 and ``trial`` (21e560f) in alternate runs (A÷B of the least CPU / of the median
+floor ratio): ``--pinned-heap``: BinaryTree batch 1.042 / 1.040 and 1.042 / 1.012
+(trial 1.108 / 1.092, 1.134 / 1.115), KaryTree batch 1.014 / 0.991 and 0.986 / 0.976
+(trial 1.137 / 1.159, 1.146 / 1.133); default: BinaryTree 0.766 / 0.822 and 0.787 /
+0.830 (trial 0.791 / 0.879, 0.826 / 0.875), KaryTree 0.741 / 0.790 and 0.719 / 0.772
+(trial 0.828 / 0.922, 0.830 / 0.921). In-process (pinned heap, least of 15):
+``add_running_sums`` under the grids 4.57 → 3.94 ms (BinaryTree) and 4.65 → 3.75 ms
+(KaryTree); without grids 2.1-2.2 ms. The BLT batch at T = 10^7 (full sizes,
+``--only blt_batch``, default heap; this change leaves it: its grids change rarely),
+11:07-11:08 UTC, load 1.4-1.7, 4 rounds: zeros 0.938 / 0.933, 0/1 steps 1.049 / 1.028
+(at bedf367, 10:54-10:55, 2 rounds: 0.949 / 0.919 and 1.037 / 1.014). Every group,
+``--quick --rounds 4``, default heap, 11:12 UTC at 8ad2a61: no path flagged (trees'
+batches 0.744 / 0.789 and 0.732 / 0.766, BLT batch 0/1 steps 0.832 / 0.852).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
 """

@@ -364,3 +364,102 @@ def test_zero_blocks_under_runs_of_grids_equal_the_general_path(
             assert (1 in calls) is not minus_zero, (x[:8], bounds)
             if x is zeros:  # every block, those spanning runs too, broadcasts
                 assert set(calls) == {1}, calls
+
+
+def _offset_cases(n: int) -> list[Any]:
+    """Steps for the per-step offset blocks: 0/1, counts and signed counts, sums near the
+    offsets' limit ±2^50 (in range and beyond), a fraction, -0.0 first and later."""
+    rng = np.random.default_rng(11)
+    cases = [(rng.random(n) < 0.5).astype(np.float64), rng.integers(0, 9, n).astype(np.float64)]
+    cases.append(rng.integers(-4, 4, n).astype(np.float64))
+    for first in (2.0**46 - 3, 2.0**47 - 1, 2.0**50 - 1, 2.0**51, -(2.0**46) + 3, -(2.0**51)):
+        c = np.ones(n)
+        c[0] = first
+        cases.append(c)
+    half = np.ones(n)
+    half[n // 3] = 0.5
+    signed = (rng.random(n) < 0.5).astype(np.float64)
+    signed[0] = signed[n // 2] = -0.0
+    return [*cases, half, signed, np.zeros(n)]
+
+
+def _step_edge_noise(grids: Any, rng: Any) -> Any:
+    """Per-step noise: the snap's edge values at each step's grid (±0.0, ties, near ties,
+    subnormals, 2^400·g), every other step a normal of 3g."""
+    noise = rng.standard_normal(len(grids)) * grids * 3
+    for t in range(0, len(grids), 2):
+        g = float(grids[t])
+        edge = (0.0, -0.0, g / 2, -g / 2, 1.5 * g, -1.5 * g, 5e-324, -5e-324)
+        edge += (math.nextafter(g / 2, 0.0), 1e-300 * g, 2.0**400 * g, -(2.0**400) * g)
+        noise[t] = edge[(t // 2) % len(edge)]
+    return noise
+
+
+def test_per_step_offset_blocks_equal_the_general_path_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a GridTable whose grid changes every few steps (a tree's), whole blocks of
+    bounded steps are summed in int64 onto the offset 1.5·2^52 and snapped with one 1/g
+    a step (snap_quotients): the same floats as snap_release of numpy's cumsum with one grid a
+    step, or the same error, for grids from 2^-513 to 2^508 (the float
+    variances' range; snap_quotients at 2^-950 and 2^960 below),
+    sums up to and past ±2^50, a fraction and -0.0; blocks of 8 steps."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
+    calls: list[int] = []
+    real = _steps.snap_quotients
+
+    def spy(u: Any, noise: Any, grid: Any, **kw: Any) -> None:
+        calls.append(u.size)
+        real(u, noise, grid, **kw)
+
+    monkeypatch.setattr(_steps, "snap_quotients", spy)
+    rng = np.random.default_rng(12)
+    n = 61
+    for kinds in ((4.0, 1.0, 0.5, 2.0**-40, 2.0**40), (2.0**-513, 2.0**-512), (2.0**508, 1.0)):
+        grids = np.array(kinds)[np.arange(n) // 3 % len(kinds)]
+        table = float_safe.GridTable(16.0 * grids * grids)  # σ = 4g: grid g
+        assert table.array(1, n).tobytes() == grids.tobytes()
+        assert table.step_inverses(3) is not None
+        for i, x in enumerate(_offset_cases(n)):
+            arr, bounds = stream_array_and_bounds("x", x, max_steps=n, dim=-1)
+            noise = _step_edge_noise(grids, rng)
+            want = _reference(noise, x)
+            if want[0] == "release":
+                want = ("release", snap_release(np.cumsum(x), noise.copy(), grids))
+            calls.clear()
+            got = noise.copy()
+            try:
+                add_running_sums("x", got, arr, grid=table, bounds=bounds)
+            except ValueError as err:
+                assert want == ("error", str(err)), (kinds, x[:3])
+                continue
+            assert want[0] == "release", (kinds, x[:3])
+            assert got.tobytes() == want[1].tobytes(), (kinds, x[:3])
+            if i < 4:  # 0/1, counts, signed counts, a large first step: the offset form
+                assert len(calls) == 8, (kinds, i)
+
+
+def test_snap_quotients_equals_snap_release_at_the_grids_limits() -> None:
+    """snap_quotients (float sums S, one 1/g a value) gives snap_release's floats for
+    integer sums to ±(2^53 − 1), 0, and grids 2^-950 … 2^960 mixed value by value, with
+    and without ``plus`` where it is allowed; tables whose grid rarely changes keep no
+    inverses."""
+    rng = np.random.default_rng(13)
+    kinds = np.array([2.0**-950, 2.0**960, 1.0, 4.0, 2.0**-949, 0.5, 2.0**959, 2.0**40])
+    n = 96
+    grids = kinds[np.arange(n) % len(kinds)]
+    sums = rng.integers(-(2**52), 2**52, n)
+    sums[:6] = [0, 1, -1, 2**53 - 1, -(2**53 - 1), 2**50]
+    noise = _step_edge_noise(grids, rng)
+    want = snap_release(sums, noise.copy(), grids)
+    got = noise.copy()
+    float_safe.snap_quotients(sums.astype(np.float64), got, 1.0 / grids, q=np.empty(n), plus=False)
+    assert got.tobytes() == want.tobytes()
+    big = np.abs(sums) + 2**45  # every S ≥ its grid where the grid is at most 2^40
+    small = grids <= 2.0**40
+    want = snap_release(big[small], noise[small].copy(), grids[small])
+    got = noise[small].copy()
+    u = big[small].astype(np.float64)
+    float_safe.snap_quotients(u, got, 1.0 / grids[small], q=np.empty(len(u)), plus=True)
+    assert got.tobytes() == want.tobytes()
+    assert float_safe.GridTable(np.repeat([16.0, 64.0], 64)).step_inverses(64) is None

@@ -383,3 +383,33 @@ def test_stream_step_validation() -> None:
     v.update(np.ones(3))
     with pytest.raises(ValueError, match=r"x must have shape \(3,\), got shape \(2,\)"):
         v.update(np.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("k", "subtract", "dim"), [(19, True, None), (4, False, None), (5, True, 2)]
+)
+def test_level_chunks_give_the_unchunked_noise_bit_for_bit(
+    k: int, subtract: bool, dim: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """next_many's general levels in chunks of rows (one row, a few rows) give the floats of
+    one chunk a level: batch releases and a stream's update_many runs across parents (the
+    current parent's live nodes reused in the first chunk), Laplace noise, fixed seed."""
+    import dpcount.counting.tree as tree
+
+    def run() -> bytes:
+        m = KaryTree(3000, epsilon=1.0, k=k, subtract=subtract, rng=5)
+        shape = (3000,) if dim is None else (3000, dim)
+        x = np.random.default_rng(6).integers(0, 2, shape).astype(float)
+        out = [m.release(x), m.release(x[:777])]
+        s = m.stream()
+        t = 0
+        for n in (1, 7, k - 1, k, 2 * k + 3, 400, 3, 1200):
+            out.append(s.update_many(x[t : t + n]))
+            t += n
+        return b"".join(np.ascontiguousarray(a).tobytes() for a in out)
+
+    monkeypatch.setattr(tree, "_LEVEL_VALUES", 1 << 30)
+    whole = run()
+    for values in (1, 3 * k * (dim or 1)):
+        monkeypatch.setattr(tree, "_LEVEL_VALUES", values)
+        assert run() == whole, values

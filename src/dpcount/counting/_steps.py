@@ -27,6 +27,7 @@ from dpcount.privacy.float_safe import (
     OFFSET_SUMS_LIMIT,
     GridTable,
     snap_offset_sums,
+    snap_quotients,
     snap_release,
     sum_offset,
 )
@@ -498,12 +499,28 @@ class _BlockSums:
         self.run_grid: float | None = None  # a run of one grid: steps run_lo + 1 … run_hi
         self.run_lo = self.run_hi = 0
         self.offsets: dict[float, int | None] = {}  # sum_offset of each grid met
+        #: 1/g of every step (a GridTable whose grid changes every few steps, scalar
+        #: steps of known bounds): whole blocks take _per_step_block
+        self.inverses: NDArray[np.float64] | None = None
+        self.largest = math.inf  # the table's largest grid
+        if isinstance(grid, GridTable) and arr.ndim == 1 and self.most <= _ROUNDER_STEPS:
+            run = max(1, rows // _RUNS_PER_BLOCK)  # shorter runs: a block spans too many
+            kept = grid.step_inverses(run)
+            if kept is not None:
+                self.inverses, self.largest = kept
+                self.same = np.empty(rows, dtype=np.bool_)
 
     def run(self) -> None:
         n, rows = self.arr.shape[0], self.rows
         with np.errstate(over="ignore", invalid="ignore"):  # refused by the check (or unused)
             for start in range(0, n, rows):
                 stop = min(n, start + rows)
+                if self.inverses is not None:
+                    done = self._per_step_block(start, stop, self.inverses[start:stop])
+                    if done is not None:
+                        if not done:
+                            self._float_block(start, stop, 1.0 / self.inverses[start:stop])
+                        continue
                 grids = self._grids(start, stop)
                 if not self._whole_block(start, stop, grids):
                     self._float_block(start, stop, grids)
@@ -547,6 +564,44 @@ class _BlockSums:
             snap_offset_sums(block, noise, grids, scratch=self.floats[1 : m + 1], low=low)
         else:  # equal sums: snapped as one, broadcast
             _combine(noise, block[:1] - offset, grids, self.work, low, high)
+        return True
+
+    def _per_step_block(self, start: int, stop: int, inverse: NDArray[np.float64]) -> bool | None:
+        """The block summed in int64 and snapped under one grid a step, given as 1/g
+        (True), or False when a step is not a whole number (nothing changed but the
+        scratch), or None when this form does not apply (the sum before the block not
+        whole or -0.0, or a sum that may reach 2^50).
+
+        The same floats as :meth:`_whole_block` with the block's grids as an array: the
+        steps are whole (:func:`_whole_as_int64`), so the running sums S_t are exact;
+        summed in int64 from bits(M) + c (M = 1.5·2^52) they are bits(M) + S_t, the
+        patterns of the floats M + S_t (:func:`~dpcount.privacy.float_safe.sum_offset`
+        with g = 1: |S_t| < 2^50), so one float subtraction of M gives S_t exactly, the
+        float64 snap_release converts them to; then
+        :func:`~dpcount.privacy.float_safe.snap_quotients`. The last sum is carried; no
+        sum needs the check (|S_t| < 2^50). When no step is below 0 the sums do not
+        decrease, so the first is the least, and ``plus`` is taken when it is at least
+        the largest grid of the table (else not: a pure saving either way).
+        """
+        x, carry = self.arr[start:stop], self.carry
+        if not _starts_whole(x[0] if carry is None else carry, carry is not None):
+            return None
+        m = stop - start
+        c = 0 if carry is None else int(carry)
+        if abs(c) + m * math.ceil(self.most) >= OFFSET_SUMS_LIMIT:
+            return None
+        block, y, same = self.ints[:m], self.floats[1 : m + 1], self.same
+        assert same is not None
+        if not _whole_as_int64(x, block, y, same[:m]):
+            return False
+        block[0] += c + _ROUNDER_BITS
+        np.cumsum(block, out=block)
+        np.subtract(block.view(np.float64), _ROUNDER, out=y)  # S, exactly
+        last = float(y[-1])
+        plus = self.rising and float(y[0]) >= self.largest
+        self.carry = np.float64(last)
+        q = block.view(np.float64)  # the sums are not read again
+        snap_quotients(y, self.noise[start:stop], inverse, q=q, plus=plus)
         return True
 
     def _zero_block(self, block: NDArray[np.int64], noise: NDArray[np.float64], grids: Any) -> bool:

@@ -249,6 +249,8 @@ class GridTable:
         _, exponents = np.frexp(grids)  # grid = 2^(exponent − 1)
         changes = np.flatnonzero(exponents[1:] != exponents[:-1]) + 1
         self._runs = _RUN_STEPS * (len(changes) + 1) <= self.horizon
+        self._inverses: tuple[NDArray[np.float64], float] | None = None  # step_inverses
+        self._inverses_built = False
         if self._runs:
             #: first step (0-based) of each run, and its grid
             self._starts = np.concatenate(([0], changes)).astype(np.int64)
@@ -308,6 +310,25 @@ class GridTable:
         """:meth:`grids` as a float64 array of n."""
         g = self.grids(first, n)
         return np.full(n, g) if isinstance(g, float) else g
+
+    def step_inverses(self, run: int) -> tuple[NDArray[np.float64], float] | None:
+        """1/g of every step (float64, exact: each g a power of two; built once, kept: 8
+        bytes a step) and the largest grid, or None when the table's runs of one grid
+        average at least ``run`` steps (a run at a time is faster then), it has more than
+        :data:`_INVERSE_STEPS` steps, or a grid lies outside [2^-950, 2^960]."""
+        if self._runs and len(self._starts) * run <= self.horizon:
+            return None
+        if not self._inverses_built:
+            self._inverses_built = True
+            if self.horizon <= _INVERSE_STEPS:
+                grids = self.array(1, self.horizon)
+                if float(grids.min()) >= 2.0**-950 and float(grids.max()) <= 2.0**960:
+                    self._inverses = (1.0 / grids, float(grids.max()))
+        return self._inverses
+
+
+#: a :class:`GridTable` keeps :meth:`~GridTable.step_inverses` up to this many steps
+_INVERSE_STEPS = 1 << 22
 
 
 class StepGrids:
@@ -667,6 +688,40 @@ def snap_offset_sums(
     np.subtract(floats, SCALAR_ROUNDER * inverse, out=scratch)  # S/g, exactly
     # q = trunc(u) into w's memory: w is not read again
     _snap_scaled(None, noise, noise, grid, inverse, scratch, floats, False, low >= grid)
+
+
+def snap_quotients(
+    u: NDArray[np.float64],
+    noise: NDArray[np.float64],
+    inverse: NDArray[np.float64],
+    *,
+    q: NDArray[np.float64],
+    plus: bool,
+) -> None:
+    """:func:`snap_release` ``(S, noise, 1/inverse)`` into ``noise``, to the bit, for
+    integer running sums S (|S| < 2^53) given as float64 S (exact), one grid per value
+    given by its inverse 1/g (exact: g a power of two in [2^-950, 2^960]).
+
+    Exact: u·(1/g) is S/g, the u snap_release computes as fl(float(S)/g) (one real
+    number, a float: no overflow or underflow for |S| < 2^53), and noise·(1/g) and
+    x/(1/g) are the correctly rounded noise/g and x·g, the same real numbers as
+    snap_release's noise/g and ·g; integer sums take no sign copy, and the rest are
+    the scaled form's operations (``_snap_scaled``). ``u`` is overwritten (S/g, then
+    lo/g); ``q``: float64 scratch of the noise's shape; ``plus``: every S is at least
+    its grid (a saving only).
+    """
+    np.multiply(u, inverse, out=u)
+    np.multiply(noise, inverse, out=noise)
+    np.trunc(u, out=q)
+    u -= q  # lo/g, exact
+    noise += u
+    np.rint(noise, out=noise)
+    if plus:
+        noise += q
+    else:
+        np.subtract(0.0, q, out=q)  # (lo − s)/g, +0 when hi = 0
+        noise -= q
+    noise /= inverse  # ·g, exactly
 
 
 def _inverse(grid: Any) -> float | None:
