@@ -76,3 +76,37 @@ def test_long_or_many_filters_run_in_scipy_with_the_same_bits(
     assert calls == [1] and _scipy._python_steps == FIRST_ORDER_BUDGET + 2000
     assert _bits(first[0]) == _bits(python[0]) and _bits(first[1]) == _bits(python[1])
     assert not _scipy._in_python()  # the budget is spent: scipy from now on
+
+
+def test_long_filters_without_scipy_signal_are_scipys_bit_for_bit() -> None:
+    """In a fresh interpreter a long first-order filter (and a second-order one, and
+    along axis 0 of a matrix) runs scipy's compiled ``_linear_filter`` loaded alone:
+    ``scipy.signal`` is not imported, the doubles are those scipy.signal.lfilter gives
+    after it is imported, and the loaded module is the one scipy.signal then uses."""
+    import subprocess
+
+    code = """
+import sys
+import numpy as np
+from dpcount._scipy import lfilter
+rng = np.random.default_rng(3)
+x = rng.standard_normal(300000) * 10 ** rng.uniform(-4, 4, 300000)
+X = rng.standard_normal((5000, 3))
+calls = [([1.0], [1.0, -0.999], x, -1, [0.25]), ([1.0], [1.0, -0.5, 0.06], x, -1, [0.0, 1.0]),
+         ([1.0], [1.0, -0.9], X, 0, np.ones((1, 3)))]
+got = [lfilter(b, a, v, axis=ax, zi=z) for b, a, v, ax, z in calls]
+plain = lfilter([1.0], [1.0, -0.97], X, axis=0)  # no initial condition
+assert "scipy.signal" not in sys.modules, "scipy.signal imported"
+assert "scipy.signal._sigtools" in sys.modules
+import scipy.signal
+assert scipy.signal._signaltools._sigtools is sys.modules["scipy.signal._sigtools"]
+for (b, a, v, ax, z), (y, zf) in zip(calls, got):
+    want, want_z = scipy.signal.lfilter(b, a, v, axis=ax, zi=z)
+    assert y.tobytes() == want.tobytes() and zf.tobytes() == want_z.tobytes()
+assert plain.tobytes() == scipy.signal.lfilter([1.0], [1.0, -0.97], X, axis=0).tobytes()
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

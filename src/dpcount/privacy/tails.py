@@ -12,7 +12,6 @@ with probability ≥ 1 − β by a union bound over the T steps and both signs.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import types
 from collections.abc import Callable
@@ -69,36 +68,12 @@ _SPECIAL_UFUNCS = "scipy.special._special_ufuncs"
 
 def _special_ufuncs_alone() -> types.ModuleType:
     """``scipy.special._special_ufuncs`` loaded from its file, without importing
-    ``scipy`` or ``scipy.special`` (their ``__init__`` modules import scipy's test
-    utilities, array-API layer, numpy.testing and numpy.f2py: ~0.2 s; this ~1 ms).
+    ``scipy`` or ``scipy.special`` (:func:`dpcount._scipy.compiled_alone`; their
+    ``__init__`` modules cost ~0.2 s, this ~1 ms). A later ``import scipy.special``
+    reuses it: ``scipy.special.log_ndtr`` is then the same object (tested)."""
+    from dpcount._scipy import compiled_alone
 
-    The extension module imports numpy only. It is loaded under its own name and
-    module lock and kept in ``sys.modules``, so a later ``import scipy.special``
-    reuses it: ``scipy.special.log_ndtr`` is then the same object (tested).
-    """
-    import importlib.machinery
-    import importlib.util
-
-    bootstrap: Any = getattr(importlib, "_bootstrap")  # noqa: B009 - the module lock
-    with bootstrap._ModuleLockManager(_SPECIAL_UFUNCS):
-        if _SPECIAL_UFUNCS in sys.modules:  # imported meanwhile
-            return sys.modules[_SPECIAL_UFUNCS]
-        scipy = importlib.util.find_spec("scipy")  # finds, does not import
-        assert scipy is not None and scipy.submodule_search_locations is not None
-        folder = os.path.join(next(iter(scipy.submodule_search_locations)), "special")
-        path = next(
-            p
-            for p in (
-                os.path.join(folder, "_special_ufuncs" + suffix)
-                for suffix in importlib.machinery.EXTENSION_SUFFIXES
-            )
-            if os.path.exists(p)
-        )
-        spec = importlib.util.spec_from_file_location(_SPECIAL_UFUNCS, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return sys.modules.setdefault(_SPECIAL_UFUNCS, module)
+    return compiled_alone(_SPECIAL_UFUNCS)
 
 
 def check_beta(beta: float) -> float:
