@@ -835,13 +835,6 @@ def _split_times(a: Array, *tables: SplitTable) -> list[tuple[Array, Array]]:
     return out
 
 
-def _veltkamp(a: Array) -> tuple[Array, Array]:
-    """(hi, lo) = a, each half of its significand's bits (Veltkamp's splitting)."""
-    scaled = _SPLITTER * a
-    hi = scaled - (scaled - a)
-    return hi, a - hi
-
-
 def _two_product_error(a: Array, b: Array, p: Array) -> Array:
     """a·b − p for p = fl(a·b), exactly (Dekker 1971's TwoProduct; no overflow or
     underflow for the noise's magnitudes)."""
