@@ -176,10 +176,14 @@ def _long(monkeypatch: pytest.MonkeyPatch, above: int = 512) -> None:
     monkeypatch.setattr(rb.RowScaledBLTNoiseProcess, "long_above", above)
 
 
-def test_long_forms_apply_the_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("piece", [None, 1024])
+def test_long_forms_apply_the_decoder(monkeypatch: pytest.MonkeyPatch, piece: int | None) -> None:
     """With the long forms from T = 1100 on, scalar and vector blocks (one, several, of
-    1 step, ≥ 32 chunks and fewer, a remainder chunk) release B′z for the z they drew."""
+    1 step, ≥ 32 chunks and fewer, a remainder chunk) release B′z for the z they drew;
+    in one piece or in pieces of 1024 steps (the buffers and the sum carried across)."""
     _long(monkeypatch)
+    if piece is not None:
+        monkeypatch.setattr(nb, "_LONG_PIECE", piece)
     T = 1100  # 34 chunks of 32 and a remainder of 12
     B = _oracle_1100()
     m = NormalizedBLT(T, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=3)
