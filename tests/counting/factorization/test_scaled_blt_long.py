@@ -107,24 +107,6 @@ def test_add_product_error_is_dekkers_two_product() -> None:
     assert np.any(direct != 0.0)  # the products do round
 
 
-@pytest.mark.parametrize("m", [5, 64, 1000])  # no full block, whole blocks, a remainder
-def test_add_running_sums_are_the_prefix_sums(m: int) -> None:
-    """out += the running sums of each row of ``lo`` (blocks of 32 by one product, the
-    blocks' carries by a cumsum), within 8u of the exact prefix sums' magnitudes; a
-    missing carry errs by a whole block's sum."""
-    rng = np.random.default_rng(m)
-    lo = rng.normal(size=(2, m)) * 1e-17
-    out = np.zeros((2, m))
-    nb._add_running_sums(lo, out, np.empty((2, m)))
-    for r in range(2):
-        total = Fraction(0)
-        for t in range(m):
-            total += Fraction(lo[r, t])
-            assert abs(Fraction(out[r, t]) - total) <= Fraction(8 * U) * (
-                abs(total) + Fraction(float(np.sum(np.abs(lo[r, : t + 1]))))
-            )
-
-
 def test_long_w_returns_a_renormalized_pair(monkeypatch: pytest.MonkeyPatch) -> None:
     """w = hi + lo from :meth:`_long_w` has |lo| ≤ ulp(hi)/2 (TwoSum), for full chunks
     and a remainder, scalar and 3 streams: the low parts' running sum rounds at u²."""

@@ -337,8 +337,8 @@ _SUM_PIECE = 1 << 16
 #: _compute_long`: every array of a piece stays in the core's cache (1 MiB of L2 here)
 #: between its passes, where passes over a whole batch of 2^20–2^22 steps go to memory
 #: (measured at 2^20, scalar, without the draw: 9.7× the normals in one piece, 4.4–4.8×
-#: in pieces of 2^15–2^17)
-_LONG_PIECE = 1 << 15
+#: in pieces of 2^15–2^17; 2^16 = 16384 steps at d = 4, faster there than 8192)
+_LONG_PIECE = 1 << 16
 
 
 def _two_sum_error(a: Array, b: Array, s: Array, out: Array, work: Array) -> None:
@@ -555,7 +555,12 @@ def _upper_times(a: Array, b: Array, out: Array) -> None:
 
 
 def _block_sums(
-    rows: Array, start: Array, res: Array, work: Array | None = None, end: bool = False
+    rows: Array,
+    start: Array,
+    res: Array,
+    work: Array | None = None,
+    end: bool = False,
+    low: Array | None = None,
 ) -> tuple[Array, Array] | None:
     """res[r, k, j] = start_r + Σ_{l<k} Σ_i rows[r, l, i] + Σ_{i≤j} rows[r, k, i]: the
     running sums of R streams (``start`` (R,)) whose steps come in K blocks of b
@@ -579,13 +584,18 @@ def _block_sums(
     same products, and floats, as in the blocks-first layout (K, R, b) this had
     before: tested bit for bit). With ``end``, returns the sums after the last block
     as a pair (hi, lo) (R,) each, within O(u²) of start + Σ rows as the carries are
-    (the values in ``res`` are the same floats either way).
+    (the values in ``res`` are the same floats either way). ``low`` (R, K·b), optional:
+    low parts of the steps (each ≤ u·|step|), added with the blocks' errors — to the
+    carries, not within their own block (each value then misses at most b − 1 of them:
+    ≤ b·u·max|step|, an error that does not add up over the blocks).
     """
     R, K, b = rows.shape
     _upper_times(rows.reshape(R * K, b), _partial_sum_matrix(b), res.reshape(R * K, b))
     flat, err = res.reshape(-1), rows.reshape(-1)  # the errors overwrite the steps
     _two_sum_error_into(flat[:-1], err[1:], flat[1:], _scratch(work, R * K * b - 1))
     err[::b] = 0.0  # each block's first step: no addition
+    if low is not None:
+        err += low.reshape(-1)
     ends = res[:, :-1, -1].copy()  # P_end of every block but the last (one gather)
     hi = np.empty((R, K))
     hi[:, 0] = start
@@ -885,30 +895,6 @@ def _add_product_error(a: Array, b: Array, p: Array, out: Array) -> None:
     out += ah
 
 
-def _add_running_sums(lo: Array, out: Array, work: Array) -> None:
-    """out[r, t] += Σ_{s≤t} lo[r, s] for the low parts ``lo`` (R, m) of the long forms
-    (values ≤ u·|w_t| and sums ≤ u·√t·max|w|: any summation order's roundings are
-    O(u²) of the noise): partial sums of blocks of :data:`_PARTIAL` steps by one
-    product with the upper-triangular ones, plus the cumsum of the blocks' totals
-    (``work``: scratch of at least R·m floats; a float cumsum over the m steps is a
-    sequential loop, ≈ 8 times the product's time)."""
-    R, m = lo.shape
-    b = _PARTIAL
-    K, rest = divmod(m, b)
-    if K == 0:
-        out += np.cumsum(lo, axis=1)
-        return
-    full = np.reshape(_scratch(work, R * m)[: R * K * b], (R, K, b))
-    _rows_times(lo[:, : K * b].reshape(R * K, b), _partial_sum_matrix(b), full.reshape(R * K, b))
-    carry = np.cumsum(full[:, :, -1], axis=1)
-    full[:, 1:] += carry[:, :-1, None]
-    out[:, : K * b] += full.reshape(R, K * b)
-    if rest:
-        tail = np.cumsum(lo[:, K * b :], axis=1)
-        tail += carry[:, -1:]
-        out[:, K * b :] += tail
-
-
 class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     """N = B′z = A·diag(e)·(G z) for one stream with n + 1 running values (×dim).
 
@@ -1092,11 +1078,13 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         w = G z as a pair hi + lo (:meth:`_long_w`), the products e_t·w_t as pairs
         (Dekker's TwoProduct on hi, plus e_t·lo), the high parts summed by
         :func:`_block_sums` (TwoSum pairs across blocks of 32 steps) and the low parts
-        by :func:`_add_running_sums` (values ≤ u·|w|, the pair renormalized: its
-        roundings are O(u²)), added once. A batch's noise is summed into ``dest`` itself
-        and every step-sized array is reused where it can be: each fresh one costs its
-        page faults, about a quarter of the release's time at 2^20 (measured with glibc's
-        heap kept: 61 instead of 84 ms).
+        (values ≤ u·|w|) added to its carries with the blocks' rounding errors (each
+        value misses at most the 31 low parts of its own block before it, an error that
+        does not add up over the blocks). Computed in pieces of :data:`_LONG_PIECE`
+        values (steps × coordinates) whose arrays stay in the core's cache between
+        their passes, the buffers carried across the pieces as their two streams
+        (:meth:`_long_chunks`) and the running sum as a pair (hi, lo); between calls
+        (a block of ``next``, a checkpoint) both are one float each, as before.
 
         The float evaluation of the same B′z: the per-step roundings of the chunk
         products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
@@ -1142,15 +1130,15 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         lo *= e
         _add_product_error(hi, e, p, lo)  # hi is not read after: the scratch below
         lo[:, 0] += total[1]
+        if K * b > m:
+            lo = np.concatenate([lo, np.zeros((R, K * b - m))], axis=1)
         direct = R == 1 and K * b == m and out.flags.c_contiguous
         res = out.reshape(R, K, b) if direct else np.empty((R, K, b))
-        end = _block_sums(rows.reshape(R, K, b), total[0], res, work=hi, end=True)
-        _add_running_sums(lo, res.reshape(R, K * b)[:, :m], rows)
+        end = _block_sums(rows.reshape(R, K, b), total[0], res, work=hi, end=True, low=lo)
         if not direct:
             out[...] = res.reshape(R, K * b)[:, :m].T
-        # the pair after the piece: the low parts' total (any order: O(u²)) renormalized
-        after = end[0] + (end[1] + np.sum(lo, axis=1))
-        return after, (end[1] + np.sum(lo, axis=1)) - (after - end[0])
+        assert end is not None
+        return end
 
     def _long_w(self, x: Array, state: Array | None = None) -> tuple[Array, Array]:
         """w = G z for R streams ``x`` (R, m) as a pair (hi, lo) (R, m) each, advancing
