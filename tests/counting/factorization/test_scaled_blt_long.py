@@ -107,6 +107,42 @@ def test_add_product_error_is_dekkers_two_product() -> None:
     assert np.any(direct != 0.0)  # the products do round
 
 
+@pytest.mark.parametrize("K", [1, 5])
+def test_block_sums_end_pair_and_low_parts(K: int) -> None:
+    """``_block_sums`` with ``low`` and ``end``: the pair after the last block is within
+    4u² of start + Σ rows + Σ low (exact rationals), and every value within 2u of its
+    exact prefix sum plus its block's low parts (≤ 32 of them) and the block's partial
+    sums' roundings (γ_32 of its steps, as without ``low``); the values without
+    ``low`` are the same floats as before. A dropped low part errs by ≈ u·|step|."""
+    rng = np.random.default_rng(K)
+    R, b = 2, nb._PARTIAL
+    rows = rng.normal(size=(R, K, b))
+    low = rows * U * rng.uniform(-1.0, 1.0, size=rows.shape)
+    start = np.array([3.0, -1e3]) + rng.normal(size=R)
+    plain = np.empty((R, K, b))
+    nb._block_sums(rows.copy(), start, plain)
+    got = np.empty((R, K, b))
+    end = nb._block_sums(rows.copy(), start, got, end=True)
+    np.testing.assert_array_equal(got, plain)
+    assert end is not None
+    got = np.empty((R, K, b))
+    end = nb._block_sums(rows.copy(), start, got, end=True, low=low.reshape(R, K * b))
+    assert end is not None
+    for r in range(R):
+        exact = Fraction(start[r])
+        for k in range(K):
+            for j in range(b):
+                exact += Fraction(rows[r, k, j]) + Fraction(low[r, k, j])
+                slack = sum((abs(Fraction(v)) for v in low[r, k, : j + 1].tolist()), Fraction(0))
+                slack += Fraction(b * U) * Fraction(float(np.sum(np.abs(rows[r, k, : j + 1]))))
+                err = abs(Fraction(got[r, k, j]) - exact)
+                assert err <= Fraction(2 * U) * abs(exact) + slack
+        total = Fraction(end[0][r]) + Fraction(end[1][r])
+        scale = abs(Fraction(start[r])) + Fraction(float(np.sum(np.abs(rows[r]))))
+        assert abs(total - exact) <= Fraction(4 * U * U) * scale
+        assert abs(Fraction(end[1][r])) <= Fraction(U) * abs(Fraction(end[0][r]))
+
+
 def test_long_w_returns_a_renormalized_pair(monkeypatch: pytest.MonkeyPatch) -> None:
     """w = hi + lo from :meth:`_long_w` has |lo| ≤ ulp(hi)/2 (TwoSum), for full chunks
     and a remainder, scalar and 3 streams: the low parts' running sum rounds at u²."""
