@@ -34,58 +34,45 @@ def _exact_product(a: np.ndarray, b: np.ndarray) -> list[list[Fraction]]:
 
 
 @pytest.mark.parametrize("k", [8, 32])
-def test_split_product_is_exact_to_far_below_one_rounding(k: int) -> None:
-    """hi + lo of :func:`_split_product` is within k·2^-22·u of a @ b (exact rationals;
-    relative to the row's scale: the rest's rounding),
-    rows of very different scales and a zero row included, where the float product
-    errs by ≈ u·|a||b| (so the bound can fail)."""
-    rng = np.random.default_rng(7)
+def test_split_products_are_exact_to_far_below_one_rounding(k: int) -> None:
+    """The long forms' split products (``_row_split`` of the rows, ``_fixed_split`` of a
+    table b + b_lo, ``_split_bits`` of k): a = a₁ + a₂ exactly, a₁ @ b₁ is the exact
+    rational product (as one float product, and as a column block of a wider one),
+    and a₁ @ b₁ + [a₂ | a₁] @ [b; b₂′] is within k·2^-22·u of a @ (b + b_lo) relative
+    to the row's scale — rows of very different scales and a zero row included — where
+    the float product, or one that drops b_lo, errs by ≈ u·|a||b| (so the bound can
+    fail)."""
+    rng = np.random.default_rng(7 + k)
     a = rng.normal(size=(6, k)) * np.array([1.0, 1e-3, 1e5, 0.0, 2.0**-30, 3.0])[:, None]
     b = rng.uniform(-1.0, 1.0, size=(k, 5)) * 0.9
-    hi, lo = nb._split_product(a, b)
-    exact = _exact_product(a, b)
-    plain = a @ b
-    plain_err = 0.0
+    b_lo = b * U * rng.uniform(-1.0, 1.0, size=b.shape)
+    bits_a, bits_b = nb._split_bits(k)
+    left = np.empty((6, 2 * k))
+    nb._row_split(a, bits_a, left[:, k:], left[:, :k])
+    np.testing.assert_array_equal(left[:, k:] + left[:, :k], a)
+    b1, b2 = nb._fixed_split(b, b_lo, bits_b)
+    exact = left[:, k:] @ b1
+    wide = left[:, k:] @ np.concatenate([b1, rng.normal(size=(k, 3))], axis=1)
+    np.testing.assert_array_equal(wide[:, :5], exact)
+    want_exact = _exact_product(left[:, k:], b1)
+    rest = left @ np.concatenate([b, b2])
+    fb = [
+        [Fraction(x) + Fraction(y) for x, y in zip(r, rl, strict=True)]
+        for r, rl in zip(b.tolist(), b_lo.tolist(), strict=True)
+    ]
+    plain, missed = 0.0, 0.0
     for r in range(a.shape[0]):
         scale = float(np.max(np.abs(a[r]))) or 1.0
         for j in range(b.shape[1]):
-            err = abs(Fraction(hi[r, j]) + Fraction(lo[r, j]) - exact[r][j])
+            assert Fraction(exact[r, j]) == want_exact[r][j]
+            want = sum((Fraction(x) * fb[i][j] for i, x in enumerate(a[r].tolist())), Fraction(0))
+            err = abs(Fraction(exact[r, j]) + Fraction(rest[r, j]) - want)
             assert err <= Fraction(k * 2.0**-22 * U * scale)
-            plain_err = max(plain_err, float(abs(Fraction(plain[r, j]) - exact[r][j])) / scale)
-    assert plain_err > k * 2.0**-22 * U  # the float product is not that close
-
-
-def test_split_times_adds_the_tables_low_parts_with_one_split() -> None:
-    """exact + rest of :func:`_split_times` for two tables with low parts (b + b_lo, one
-    split of ``a`` for both) is within k·2^-22·u of a @ (b + b_lo) (exact rationals,
-    relative to the row's scale), where the high parts' product alone misses b_lo by
-    ≈ u·|a||b| (so the bound can fail)."""
-    k = 32
-    rng = np.random.default_rng(11)
-    a = rng.normal(size=(5, k)) * np.array([1.0, 1e-3, 1e5, 0.0, 3.0])[:, None]
-    tables = []
-    for cols in (4, k):
-        b = rng.uniform(-0.9, 0.9, size=(k, cols))
-        b_lo = b * U * rng.uniform(-1.0, 1.0, size=b.shape)
-        tables.append((b, b_lo, nb._split_table(b, b_lo)))
-    parts = nb._split_times(a, *(t[2] for t in tables))
-    for (b, b_lo, _), (exact, rest) in zip(tables, parts, strict=True):
-        fb = [
-            [Fraction(x) + Fraction(y) for x, y in zip(r, rl, strict=True)]
-            for r, rl in zip(b.tolist(), b_lo.tolist(), strict=True)
-        ]
-        missed = 0.0
-        for r in range(a.shape[0]):
-            scale = float(np.max(np.abs(a[r]))) or 1.0
-            for j in range(b.shape[1]):
-                want = sum(
-                    (Fraction(x) * fb[i][j] for i, x in enumerate(a[r].tolist())), Fraction(0)
-                )
-                err = abs(Fraction(exact[r, j]) + Fraction(rest[r, j]) - want)
-                assert err <= Fraction(k * 2.0**-22 * U * scale)
-                high = _exact_product(a[r : r + 1], b[:, j : j + 1])[0][0]
-                missed = max(missed, float(abs(high - want)) / scale)
-        assert missed > k * 2.0**-22 * U  # b_lo matters at this bound
+            plain = max(plain, float(abs(Fraction(float(a[r] @ b[:, j])) - want)) / scale)
+            high = _exact_product(a[r : r + 1], b[:, j : j + 1])[0][0]
+            missed = max(missed, float(abs(high - want)) / scale)
+    assert plain > k * 2.0**-22 * U  # the float product is not that close
+    assert missed > k * 2.0**-22 * U  # b_lo matters at this bound
 
 
 def test_add_product_error_is_dekkers_two_product() -> None:
@@ -311,3 +298,32 @@ def test_across_levels_is_the_buffer_recursion(K: int) -> None:
     assert np.all(np.abs(got - want.astype(np.float64)) <= 64 * U * scale)
     wrong = reference(1e-12).astype(np.float64)
     assert not np.all(np.abs(got - wrong) <= 64 * U * scale)
+
+
+@pytest.mark.parametrize("dim", [None, 2])
+def test_long_forms_checkpoint_their_pairs(
+    dim: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The long forms' buffers and sum are pairs between calls: the checkpoint holds
+    their low parts (not all zero), a process restored from it continues the noise bit
+    for bit, and one restored without them does not (the low parts are used)."""
+    _long(monkeypatch)
+    m = NormalizedBLT(3000, buffer_decay=THETA, output_scale=OMEGA, **GAUSS, rng=5)
+    rng = np.random.default_rng(1)
+    proc = m.noise_process(NoiseSource.generator(m.sampler, rng, dim), dim)
+    proc.next_many(2100)
+    st = proc.state_dict()
+    assert np.any(st["p_lo"] != 0.0) and np.any(st["sum_lo"] != 0.0)
+    saved = rng.bit_generator.state
+    ahead = proc.next_many(900)
+    outs = []
+    for state in (st, {**st, "p_lo": 0.0 * st["p_lo"], "sum_lo": 0.0 * st["sum_lo"]}):
+        again = np.random.default_rng()
+        again.bit_generator.state = saved
+        fresh = m.noise_process(NoiseSource.generator(m.sampler, again, dim), dim)
+        fresh.load_state_dict(state)
+        outs.append(fresh.next_many(900))
+    np.testing.assert_array_equal(outs[0], ahead)
+    assert not np.array_equal(outs[1], ahead)
+    with pytest.raises(ValueError, match="p_lo"):
+        fresh.load_state_dict({k: v for k, v in st.items() if k != "p_lo"})

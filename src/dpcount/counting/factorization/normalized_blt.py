@@ -729,16 +729,6 @@ def _rows_view(x: Array, N: int, c: int) -> Array:
     return out if np.shares_memory(out, x) else np.empty((N, c))
 
 
-def _high_part(x: Array, bits: int) -> Array:
-    """x rounded to the nearest multiple of 2^-bits, for |x| ≤ 1: fl(fl(x + σ) − σ) with
-    σ = 1.5·2^(52 − bits), whose ulp is 2^-bits (x + σ stays in σ's binade; the
-    subtraction is exact, Sterbenz)."""
-    sigma = 1.5 * 2.0 ** (52 - bits)
-    out: Array = x + sigma
-    out -= sigma
-    return out
-
-
 def _two_sum(a: Array, b: Array) -> tuple[Array, Array]:
     """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
     total = a + b
@@ -794,74 +784,47 @@ def _long_tables(decay: Array, one_minus_decay: Array, scale: Array, c: int) -> 
     return out
 
 
-def _split_product(a: Array, b: Array) -> tuple[Array, Array]:
-    """a @ b for a tall ``a`` (N, k) and a small ``b`` (k, c), k ≤ 2^20, as an
-    unevaluated pair hi + lo within O(k·2^-22·u) of exact, relative to each row's
-    scale: :func:`_split_times` with :func:`_split_table` (the error-free splitting of a
-    matrix product: Ozaki, Ogita, Oishi & Rump 2012,
-    https://doi.org/10.1007/s11075-011-9478-1), the two parts added by TwoSum."""
-    ((exact, rest),) = _split_times(a, _split_table(b, np.zeros_like(b)))
-    hi = exact + rest
-    lo = np.empty_like(hi)
-    _two_sum_error(exact, rest, hi, lo, np.empty_like(hi))
-    return hi, lo
-
-
-#: a right factor split once for :func:`_split_times`: (y₁, y, y₂′, 2^E_b, β_a)
-SplitTable = tuple[Array, Array, Array, float, int]
-
-
-def _split_table(b: Array, b_lo: Array) -> SplitTable:
-    """The fixed side of :func:`_split_times` for the pair ``b`` + ``b_lo`` (k, c),
-    split once (a chunk table is the same for every block): y = b·2^-E_b in (−1, 1)
-    (2^E_b > max |b|: exact), y₁ = y on the grid 2^-β_b, y₂′ = fl(y − y₁ + b_lo·2^-E_b)
-    (y − y₁ exact; the one rounding is ≤ u·2^-β_b), with β_a + β_b = 52 − ⌈log₂ k⌉,
-    β_b = ⌈·/2⌉; read-only."""
-    k = b.shape[0]
+def _split_bits(k: int) -> tuple[int, int]:
+    """(β_a, β_b) for products with k terms: β_a + β_b = 52 − ⌈log₂ k⌉, β_b = ⌈·/2⌉."""
     bits = 52 - max(0, (k - 1).bit_length())
-    bits_a, bits_b = bits // 2, bits - bits // 2
+    return bits // 2, bits - bits // 2
+
+
+def _row_split(a: Array, bits: int, high: Array, low: Array) -> None:
+    """a = high + low exactly, row by row, for a (N, k): ``high`` a's values rounded to
+    the grid 2^(E_r − bits) of their row r (2^E_r > the row's largest |value|, 1 for a
+    row of zeros), so |high| ≤ 2^E_r in at most 2^bits units of it; ``low`` = a − high
+    (exact, ≤ 2^(E_r − bits − 1)). The rounding: fl(fl(a + σ_r) − σ_r) with
+    σ_r = 1.5·2^(E_r + 52 − bits), whose ulp is the grid (a + σ_r stays in σ_r's binade;
+    the subtraction is exact, Sterbenz). ``high``, ``low``: (N, k) arrays or views."""
+    row_exp = np.frexp(np.max(np.abs(a), axis=1))[1]
+    sigma = np.ldexp(1.5, row_exp + (52 - bits))[:, None]
+    np.add(a, sigma, out=high)
+    high -= sigma
+    np.subtract(a, high, out=low)
+
+
+def _fixed_split(b: Array, b_lo: Array, bits: int) -> tuple[Array, Array]:
+    """(b₁, b₂′) for the fixed right factor b + b_lo (k, c) of :func:`_row_split`'s
+    products: b₁ = b on the grid 2^(E_b − bits) (2^E_b > max |b|), b₂′ = fl((b − b₁) +
+    b_lo) (b − b₁ exact; the one rounding ≤ u·2^(E_b − bits − 1)).
+
+    With a₁ from :func:`_row_split` on the grid 2^(E_r − β_a) and b₁ here with bits =
+    β_b (:func:`_split_bits` of k), every product a₁b₁ is an integer multiple of
+    2^(E_r + E_b − β_a − β_b) of at most 2^(β_a + β_b) units, and a sum of k of them at
+    most 2^52 units: a₁ @ b₁ is exact in any summation order. The rest, a₂ @ b +
+    a₁ @ b₂′ (|a₂| ≤ 2^(E_r − β_a), |b₂′| ≲ 2^(E_b − β_b)), is at most k·2^(1 − min β)
+    of the scales 2^(E_r + E_b): its rounding is O(k·2^-22·u) of them, and so are the
+    term it drops, a₂ @ b_lo, and the rounding of b₂′ (the error-free splitting of a
+    matrix product: Ozaki, Ogita, Oishi & Rump 2012,
+    https://doi.org/10.1007/s11075-011-9478-1). A float product instead leaves
+    ≈ u·|a @ b| in every value."""
     b_exp = int(np.frexp(np.max(np.abs(b)))[1])
-    y = np.ldexp(b, -b_exp)
-    y1 = _high_part(y, bits_b)
-    y2 = y - y1
-    y2 += np.ldexp(b_lo, -b_exp)
-    out = (np.ascontiguousarray(y1), np.ascontiguousarray(y), np.ascontiguousarray(y2))
-    for mat in out:
-        mat.setflags(write=False)
-    return (*out, math.ldexp(1.0, b_exp), bits_a)
-
-
-def _split_times(a: Array, *tables: SplitTable) -> list[tuple[Array, Array]]:
-    """a @ (b + b_lo) for a tall ``a`` (N, k) and each of ``tables`` (:func:`_split_table`
-    of (b, b_lo), all with k rows) as two parts (exact, rest): ``exact`` the exact
-    a₁ @ b₁, ``rest`` the rest within O(k·2^-22·u) of exact, relative to each row's
-    scale (Ozaki, Ogita, Oishi & Rump 2012, https://doi.org/10.1007/s11075-011-9478-1).
-
-    Each row of ``a`` is scaled by 2^-E_r (exact), 2^E_r > its largest |value|, so it
-    is in (−1, 1); a = a₁ + a₂ with a₁ on the grid 2^-β_a (the difference exact), once
-    for all the tables. Every product of the high parts is an integer multiple of
-    2^-(β_a + β_b) of at most 2^(β_a + β_b) units and a sum of ≤ k of them at most 2^52
-    units, so a₁ @ b₁ is exact in any summation order (with or without fused
-    multiply-adds). The rest, a₂ @ (y + y_lo) + a₁ @ (y₂ + y_lo), is at most
-    k·2^(1 − min β) of the scales: its rounding is O(k·2^-22·u), and so are the two
-    terms it drops or rounds — a₂ @ y_lo (|a₂| ≤ 2^-β_a, |y_lo| ≤ u) and the rounding
-    of y₂′ (≤ u·2^-β_b per entry). A float product instead leaves ≈ u·|a @ b| in every
-    value. Three products of a's size per table."""
-    x = np.abs(a)
-    row_exp = np.frexp(np.max(x, axis=1))[1][:, None]  # 0 for a zero row
-    np.multiply(a, np.ldexp(1.0, -row_exp), out=x)  # times powers of two: exact
-    x1 = _high_part(x, tables[0][4])
-    x -= x1  # a₂ (exact)
-    out = []
-    for y1, y, y2, b_scale, _ in tables:
-        exact = _rows_times(x1, y1)
-        rest = _rows_times(x, y)
-        _rows_times(x1, y2, rest, add=True)
-        scale = np.ldexp(b_scale, row_exp)
-        exact *= scale
-        rest *= scale
-        out.append((exact, rest))
-    return out
+    sigma = math.ldexp(1.5, b_exp + 52 - bits)
+    b1 = (b + sigma) - sigma
+    b2 = b - b1
+    b2 += b_lo
+    return b1, b2
 
 
 def _two_product_error(a: Array, b: Array, p: Array) -> Array:
@@ -985,16 +948,20 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         # a release computes none of them) or this one's
         self._mats: ChunkCache = {} if chunks is None else chunks
         self._lo = self._residuals("decay", 0) * self._accurate
-        # beyond the limit measured before them: the long forms (:meth:`_compute_long`)
+        # beyond the limit measured before them: the long forms (:meth:`_compute_long`),
+        # whose buffers and running sum are pairs between calls too (their low parts)
         self._long = horizon > self.long_above
+        self._p_lo: Array = np.zeros_like(self._p)
+        self._sum_lo: Array = np.zeros(tail)
 
     @property
     def step(self) -> int:
         return self._t
 
     def live_count(self) -> int:
-        """Buffers (n) and the running sum, plus computed noise not yet released."""
-        return self._n + 1 + len(self._pending)
+        """Buffers (n) and the running sum (each a pair in the long forms), plus
+        computed noise not yet released."""
+        return (self._n + 1) * (1 + self._long) + len(self._pending)
 
     def _weights(self, start: int, count: int) -> Array:
         """e_t for t in [start, start + count), from aligned blocks of 512 (the same
@@ -1084,7 +1051,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         values (steps × coordinates) whose arrays stay in the core's cache between
         their passes, the buffers carried across the pieces as their two streams
         (:meth:`_long_chunks`) and the running sum as a pair (hi, lo); between calls
-        (a block of ``next``, a checkpoint) both are one float each, as before.
+        (a block of ``next``, a checkpoint) both are pairs too (``p`` + ``p_lo``, ``sum``
+        + ``sum_lo``: rounding them to one float each per block of ``next`` was the
+        largest error of scalar steps, the float model's ratio 49 at 2^22).
 
         The float evaluation of the same B′z: the per-step roundings of the chunk
         products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
@@ -1102,16 +1071,22 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         R = len(x)
         # the buffers as two streams (exact parts, rests) and the running sum as a pair
         # (hi, lo) carried across the pieces
-        state = np.zeros((self._n, 2 * R))
+        state = np.empty((self._n, 2 * R))
         state[:, :R] = self._p.reshape(self._n, R)
-        total = (np.array(self._sum, dtype=np.float64).reshape(R), np.zeros(R))
+        state[:, R:] = self._p_lo.reshape(self._n, R)
+        total = (self._sum.reshape(R).copy(), self._sum_lo.reshape(R).copy())
         out = dest.reshape(m, R)
         step = max(_SUPER * _CHUNK, _LONG_PIECE // R // (_SUPER * _CHUNK) * (_SUPER * _CHUNK))
         for a in range(0, m, step):
             b = min(m, a + step)
             total = self._long_piece(x[:, a:b], e[a:b], state, total, out[a:b])
-        self._p[...] = (state[:, :R] + state[:, R:]).reshape(self._p.shape)
-        self._sum = np.array(dest[-1], dtype=np.float64).reshape(self._tail)
+        # kept as pairs (TwoSum: p + p_lo is the two streams' sum exactly)
+        p = state[:, :R] + state[:, R:]
+        lo = np.empty_like(p)
+        _two_sum_error(state[:, :R], state[:, R:], p, lo, np.empty_like(p))
+        self._p[...], self._p_lo[...] = p.reshape(self._p.shape), lo.reshape(self._p.shape)
+        self._sum = total[0].reshape(self._tail)
+        self._sum_lo = total[1].reshape(self._tail)
         self._c = t + m
 
     def _long_piece(
@@ -1163,28 +1138,39 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     def _long_chunks(self, x: Array, hi: Array, lo: Array, c: int, state: Array) -> None:
         """:meth:`_long_w` for K chunks of c steps of R streams (``x`` (R, K·c)), every
-        product by :func:`_split_times` (exact part + rest; the chunk tables' pairs split
-        once, :meth:`_long_split`): each chunk's own part of the buffers and of w (one
-        split of the steps for P and G); the buffers before each chunk from both parts
+        product split error-free (:func:`_row_split` of the rows, the chunk tables'
+        pairs split once, :meth:`_long_split`: an exact part and a rest): each chunk's
+        own part of the buffers and of w from one split of the steps (the exact parts
+        of both tables by one product); the buffers before each chunk from both parts
         (as 2R streams: :func:`across_levels` for K ≥ 32, else :func:`~dpcount.counting.
         factorization.blt.compensated_filter` with the chunk decays' residuals), so the
-        carries add no rounding of the chunks' own parts; their part F·p: the exact parts
-        added by TwoSum into the pair, the rests (≤ c·2^-22 of the rows' scales, their
-        roundings O(c·2^-22·u)) into its low part, then the pair renormalized by TwoSum
-        (|lo| ≤ u·|hi|: the rests can be far above u·|w|, and the low parts' running sum
-        rounds at their size — without it the float model's ratio 20.4 instead of 12.6
-        at 2^20, blocks, seed 3). ``state`` (n, 2R): the two streams' buffers before
-        the chunks, updated to after them.
+        carries add no rounding of the chunks' own parts; their part F·p: the exact part
+        of the first stream's split, the rests (the second stream's and the splits'
+        rests, ≤ c·2^-22 of the rows' scales, their roundings O(c·2^-22·u)) all by one
+        product with the stacked tables; the exact parts added by TwoSum into the pair,
+        the rests into its low part, then the pair renormalized by TwoSum (|lo| ≤ u·|hi|:
+        the rests can be far above u·|w|, and the low parts' running sum rounds at their
+        size — without it the float model's ratio 20.4 instead of 12.6 at 2^20, blocks,
+        seed 3). ``state`` (n, 2R): the two streams' buffers before the chunks, updated
+        to after them.
+
+        The left factors share one array L = [x₂ | x₁ | b₂ + p″ | b₁] (rows: chunks;
+        x = x₁ + x₂ the steps, b = b₁ + b₂ the first stream's buffers before the chunk,
+        p″ the second's), so the rests of w are one product L @ [Gᵀ; G₂ᵀ; Fᵀ; F₂ᵀ]
+        (the rounding of b₂ + p″ is ≤ u·2^-22 of the buffers).
         """
         R, n = x.shape[0], self._n
         K = x.shape[1] // c
         rc = self._chunk_matrices(c)[3]
-        P_table, G_table, F_table, F = self._long_split(c)
-        rows = np.ascontiguousarray(x).reshape(R * K, c)
-        (E_exact, E_rest), (own, own_rest) = _split_times(rows, P_table, G_table)
+        x_exact, p_rest, f_exact, w_rest, bits_x, bits_f = self._long_split(c)
+        left = np.empty((R * K, 2 * (c + n)))
+        x2, x1 = left[:, :c], left[:, c : 2 * c]
+        b2, b1 = left[:, 2 * c : 2 * c + n], left[:, 2 * c + n :]
+        _row_split(np.ascontiguousarray(x).reshape(R * K, c), bits_x, x1, x2)
+        own_parts = _rows_times(x1, x_exact)  # [E exact | own exact] (R·K, n + c)
         E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
-        for half, part in enumerate((E_exact, E_rest)):
-            E[:, half * R : (half + 1) * R] = part.reshape(R, K, n).transpose(2, 0, 1)
+        E[:, :R] = own_parts[:, :n].reshape(R, K, n).transpose(2, 0, 1)
+        E[:, R:] = _rows_times(left[:, : 2 * c], p_rest).reshape(R, K, n).transpose(2, 0, 1)
         start = state.copy()
         if K >= _SUPER:
             prev, end = across_levels(E, start, c, self._level_matrices)
@@ -1197,36 +1183,49 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
                 prev[i, :, 1:] = ends[:-1].T
                 end[i] = ends[-1]
         state[...] = end
-        before = prev[:, :R].reshape(n, R * K).T
-        ((buffers, buffers_rest),) = _split_times(before, F_table)
-        _rows_times(prev[:, R:].reshape(n, R * K).T, F, buffers_rest, add=True)
+        _row_split(prev[:, :R].reshape(n, R * K).T, bits_f, b1, b2)
+        b2 += prev[:, R:].reshape(n, R * K).T
+        buffers = _rows_times(b1, f_exact)
+        rest = _rows_times(left, w_rest)
+        own = own_parts[:, n:]
         w, err = _rows_view(hi, R * K, c), _rows_view(lo, R * K, c)
         np.add(own, buffers, out=w)
-        own_rest += buffers_rest  # then buffers_rest is the TwoSum's scratch
-        _two_sum_error(own, buffers, w, err, buffers_rest)
-        err += own_rest
+        _two_sum_error(own, buffers, w, err, x1)  # x1 is read: the TwoSum's scratch
+        err += rest
         # renormalized (|lo| ≤ u·|hi|): the rests can be far above u·|w|
-        np.add(w, err, out=buffers_rest)
-        _two_sum_error(w, err, buffers_rest, own_rest, buffers)
-        np.copyto(w, buffers_rest)
-        np.copyto(err, own_rest)
+        np.add(w, err, out=rest)
+        _two_sum_error(w, err, rest, x2, buffers)
+        np.copyto(w, rest)
+        np.copyto(err, x2)
         if not np.shares_memory(w, hi):
             hi[...] = w.reshape(R, K * c)
             lo[...] = err.reshape(R, K * c)
 
-    def _long_split(self, c: int) -> tuple[SplitTable, SplitTable, SplitTable, Array]:
-        """For chunks of c steps: :func:`_split_table` of Pᵀ, Gᵀ and Fᵀ (the chunk tables'
-        pairs, :meth:`_long_tables`), and Fᵀ (the high parts), computed once and kept in
-        the shared cache."""
+    def _long_split(self, c: int) -> tuple[Any, ...]:
+        """For chunks of c steps, the right factors of :meth:`_long_chunks` from the
+        chunk tables' pairs (:meth:`_long_tables`) split once (:func:`_fixed_split`):
+        [P₁ᵀ | G₁ᵀ] (c, n + c), [Pᵀ; P₂ᵀ] (2c, n), F₁ᵀ (n, c), [Gᵀ; G₂ᵀ; Fᵀ; F₂ᵀ]
+        (2(c + n), c), and β_a of the steps' and of the buffers' splits; computed once
+        and kept in the shared cache (read-only)."""
         key = ("long split", c)
         kept = self._mats.get(key)
         if kept is None:
             G, G_lo, P, P_lo, F, F_lo = self._long_tables(c)
-            F_t = np.ascontiguousarray(F.T)
-            F_t.setflags(write=False)
-            split = (_split_table(P.T, P_lo.T), _split_table(G.T, G_lo.T))
-            kept = self._mats[key] = (*split, _split_table(F_t, F_lo.T), F_t)  # type: ignore[assignment]
-        return kept  # type: ignore[return-value]  # the four of this key
+            bits_x, bits_p = _split_bits(c)
+            bits_f, bits_g = _split_bits(self._n)
+            P1, P2 = _fixed_split(P.T, P_lo.T, bits_p)
+            G1, G2 = _fixed_split(G.T, G_lo.T, bits_p)
+            F1, F2 = _fixed_split(F.T, F_lo.T, bits_g)
+            mats = (
+                np.concatenate([P1, G1], axis=1),
+                np.concatenate([P.T, P2]),
+                F1,
+                np.concatenate([G.T, G2, F.T, F2]),
+            )
+            for mat in mats:
+                mat.setflags(write=False)
+            kept = self._mats[key] = (*mats, bits_x, bits_f)  # type: ignore[assignment]
+        return kept
 
     def _level_matrices(self, c: int) -> tuple[Array, Array]:
         """:func:`_level_matrices` for chunks of c steps, kept in the shared cache."""
@@ -1425,30 +1424,46 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     # -- checkpoints ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The step, the buffers and running sum after the last computed step and the
-        computed, unreleased noise (in release order)."""
-        return {
+        computed, unreleased noise (in release order); in the long forms also the
+        buffers' and the sum's low parts (``p_lo``, ``sum_lo``)."""
+        out = {
             "t": self._t,
             "p": self._p.copy(),
             "sum": np.array(self._sum, dtype=np.float64, ndmin=1),
             "pending": np.array(self._pending[::-1], dtype=np.float64),
         }
+        if self._long:
+            out["p_lo"] = self._p_lo.copy()
+            out["sum_lo"] = np.array(self._sum_lo, dtype=np.float64, ndmin=1)
+        return out
 
     def load_state_dict(self, state: Any) -> None:
         """Restore :meth:`state_dict` output into this fresh process (same parameters,
         sampler and dim), checking every field; see :mod:`dpcount._state`."""
         owner = type(self).__name__
-        st = state_keys(owner, state, ("t", "p", "sum", "pending"))
+        pairs = ("p_lo", "sum_lo") if self._long else ()
+        st = state_keys(owner, state, ("t", "p", "sum", "pending", *pairs))
         t = state_int(owner, "t", st["t"], 0, self.horizon)
         p = state_array(owner, "p", st["p"], rows=self._n, dim=self.dim, dtypes=(np.float64,))
         total = state_array(owner, "sum", st["sum"], rows=None, dim=self.dim or 1)
+        lows = {}
+        if self._long:  # the pairs' low parts (:meth:`_compute_long`)
+            lows["p_lo"] = state_array(owner, "p_lo", st["p_lo"], rows=self._n, dim=self.dim)
+            lows["sum_lo"] = state_array(
+                owner, "sum_lo", st["sum_lo"], rows=None, dim=self.dim or 1
+            )
         pending = self._read_pending(st["pending"], t)
-        for name, arr in (("p", p), ("sum", total), ("pending", np.asarray(pending))):
+        fields = {"p": p, "sum": total, "pending": np.asarray(pending), **lows}
+        for name, arr in fields.items():
             if not np.isfinite(arr).all():
                 raise ValueError(f"corrupt {owner} state: {name} must be finite")
         self._t, self._p = t, p.astype(np.float64)
         self._c = t + len(pending)
         self._sum = total.astype(np.float64).reshape(self._tail)
         self._pending = pending
+        if self._long:
+            self._p_lo = lows["p_lo"].astype(np.float64)
+            self._sum_lo = lows["sum_lo"].astype(np.float64).reshape(self._tail)
 
 
 # -- shipped parameters ------------------------------------------------------------------
@@ -1560,7 +1575,8 @@ class NormalizedBLT(Scaled, _BLTParameters):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """Stream: the n buffers and the running sum, (n + 1)·d floats, plus the step's
+        """Stream: the n buffers and the running sum, (n + 1)·d floats (pairs in the long
+        forms, counted from 2^16 on: 2(n + 1)·d), plus the step's
         draw and its arrays (as for :class:`~dpcount.counting.BLT`); scalar streams
         compute a chunk of steps ahead. Structure: the parameters, the kept variances,
         the weights a batch release keeps and its carry matrices across the chunks
@@ -1571,7 +1587,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
-        stream = cls._stream_bytes(T, dim, n)
+        stream = cls._stream_bytes(T, dim, 2 * n + 1 if T > _LONG_ABOVE else n)
         carry = (
             8 * n * ((-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2 + 6 * _SUPER**2 + 6 * _SUPER)
         )
