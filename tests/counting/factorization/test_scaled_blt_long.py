@@ -35,20 +35,19 @@ def _exact_product(a: np.ndarray, b: np.ndarray) -> list[list[Fraction]]:
 
 @pytest.mark.parametrize("k", [8, 32])
 def test_split_products_are_exact_to_far_below_one_rounding(k: int) -> None:
-    """The long forms' split products (``_row_split`` of the rows, ``_fixed_split`` of a
+    """The long forms' split products (``_grid_split`` of the rows, ``_fixed_split`` of a
     table b + b_lo, ``_split_bits`` of k): a = a₁ + a₂ exactly, a₁ @ b₁ is the exact
     rational product (as one float product, and as a column block of a wider one),
     and a₁ @ b₁ + [a₂ | a₁] @ [b; b₂′] is within k·2^-22·u of a @ (b + b_lo) relative
-    to the row's scale — rows of very different scales and a zero row included — where
-    the float product, or one that drops b_lo, errs by ≈ u·|a||b| (so the bound can
-    fail)."""
+    to the array's scale (one grid for all rows; a zero row included), where the float
+    product, or one that drops b_lo, errs by ≈ u·|a||b| (so the bound can fail)."""
     rng = np.random.default_rng(7 + k)
-    a = rng.normal(size=(6, k)) * np.array([1.0, 1e-3, 1e5, 0.0, 2.0**-30, 3.0])[:, None]
+    a = rng.normal(size=(6, k)) * np.array([1.0, 0.3, 2.0, 0.0, 0.7, 3.0])[:, None]
     b = rng.uniform(-1.0, 1.0, size=(k, 5)) * 0.9
     b_lo = b * U * rng.uniform(-1.0, 1.0, size=b.shape)
     bits_a, bits_b = nb._split_bits(k)
     left = np.empty((6, 2 * k))
-    nb._row_split(a, bits_a, left[:, k:], left[:, :k])
+    nb._grid_split(a, bits_a, left[:, k:], left[:, :k])
     np.testing.assert_array_equal(left[:, k:] + left[:, :k], a)
     b1, b2 = nb._fixed_split(b, b_lo, bits_b)
     exact = left[:, k:] @ b1
@@ -61,8 +60,8 @@ def test_split_products_are_exact_to_far_below_one_rounding(k: int) -> None:
         for r, rl in zip(b.tolist(), b_lo.tolist(), strict=True)
     ]
     plain, missed = 0.0, 0.0
+    scale = float(np.max(np.abs(a)))
     for r in range(a.shape[0]):
-        scale = float(np.max(np.abs(a[r]))) or 1.0
         for j in range(b.shape[1]):
             assert Fraction(exact[r, j]) == want_exact[r][j]
             want = sum((Fraction(x) * fb[i][j] for i, x in enumerate(a[r].tolist())), Fraction(0))
