@@ -1211,7 +1211,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         (2(c + n), c), and β_a of the steps' and of the buffers' splits; computed once
         and kept in the shared cache (read-only)."""
         key = ("long split", c)
-        kept = self._mats.get(key)
+        kept: tuple[Any, ...] | None = self._mats.get(key)
         if kept is None:
             G, G_lo, P, P_lo, F, F_lo = self._long_tables(c)
             bits_x, bits_p = _split_bits(c)
@@ -1228,7 +1228,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             )
             for mat in mats:
                 mat.setflags(write=False)
-            kept = self._mats[key] = (*mats, bits_x, bits_f)  # type: ignore[assignment]
+            kept = (*mats, bits_x, bits_f)
+            self._mats[key] = kept  # type: ignore[assignment]  # with the two ints
         return kept
 
     def _level_matrices(self, c: int) -> tuple[Array, Array]:
