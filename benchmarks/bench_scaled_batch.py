@@ -35,8 +35,10 @@ change must leave every released value bit-identical.
 ``--stages NAME:log2T[:DIM]`` (a scaled preset) prints instead the least process CPU
 time of each stage of a release over ``--repeats`` (the draw, w = G z in chunks, the
 buffers across the chunks, the running sum, the triangular products within the chunks,
-the vector sums moved into the (T, d) output, adding the data's sums with the float-safe
-snap and the snap alone, the input check, the noise source and process) as multiples of
+the vector sums moved into the (T, d) output; in the long forms w = G z as pairs, the
+buffers across the levels of chunks and e·w by TwoProduct; adding the data's sums with
+the float-safe snap and the snap alone, the input check, the noise source and process)
+as multiples of
 the floor (indented stages are parts of the one above them; the triangular products are
 parts of both w = G z and the running sum).
 
@@ -191,6 +193,9 @@ def stages(spec: str, repeats: int) -> None:
         (process, "_draw", "  draw (+ row weights)"),
         (process, "_chunked_w", "  w = G z (scalar)"),
         (process, "_vector_block", "  vector block (all)"),
+        (process, "_long_w", "  w = G z (long forms)"),
+        (nb, "across_levels", "    buffers across levels"),
+        (nb, "_add_product_error", "  e·w TwoProduct (long forms)"),
         (nb, "across_chunks", "    buffers across chunks"),
         (nb, "_block_sums", "    running sum"),
         (nb, "_upper_times", "    triangular products (both)"),
