@@ -437,11 +437,18 @@ def across_levels(
     ones = (1,) * len(mid)
     s = M.shape[1]
     K2 = -(-K // s)
-    X = np.zeros((n, *mid, K2, s))
-    X.reshape(n, *mid, K2 * s)[..., :K] = E
-    L = np.empty_like(X)  # within each super-chunk, from zero: products per buffer in
-    for i in range(n):  # row blocks (a broadcast stacked matmul runs numpy's own loops)
-        _rows_times(X[i].reshape(-1, s), M[i], L[i].reshape(-1, s))
+    if K2 * s == K and E.flags.c_contiguous:
+        X = E.reshape(n, *mid, K2, s)
+    else:
+        X = np.zeros((n, *mid, K2, s))
+        X.reshape(n, *mid, K2 * s)[..., :K] = E
+    L = np.empty_like(X)  # within each super-chunk, from zero: one product per buffer
+    rows = X[0].size // s
+    if rows * s * s <= _PRODUCT_BLOCK:  # one stacked product (a BLAS call per buffer)
+        np.matmul(X.reshape(n, rows, s), M, out=L.reshape(n, rows, s))
+    else:  # in row blocks (single-threaded products, ``blt._rows_times``)
+        for i in range(n):
+            _rows_times(X[i].reshape(-1, s), M[i], L[i].reshape(-1, s))
     if K2 == 1:
         carry = start[..., None]
     else:
