@@ -519,6 +519,18 @@ def _copy_transposed(dest: Array, src: Array) -> None:
         np.copyto(dest, src.T)
 
 
+def _transposed(src: Array) -> Array:
+    """src.T as a new C-contiguous array (src (T, d)): :func:`_copy_transposed`'s
+    strided copies the other way (the same floats)."""
+    out: Array = np.empty(src.shape[::-1])
+    if src.shape[1] <= _COLUMN_COPY_WIDTH:
+        for d in range(src.shape[1]):
+            out[d] = src[:, d]
+    else:
+        np.copyto(out, src.T)
+    return out
+
+
 def _two_sum_error_into(a: Array, b: Array, s: Array, work: Array) -> None:
     """b = (a − (s − bb)) + (b − bb), bb = s − a: :func:`_two_sum_error` written over
     ``b`` (its operations on the same values: the same floats)."""
@@ -872,12 +884,12 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
 
     State after step t: the buffers p_i(t) = λ_i p_i(t−1) + z_t (i < n) and the noise
     N_t = N_{t−1} + e_t·w_t, w_t = z_t + Σ_i ω′_i p_i(t−1) (= (G z)_t). Memory between
-    steps: (n + 1)·dim floats, plus 512 weights shared by all coordinates (computed
-    from the closed form, block by aligned block). A vector ``next()`` draws d values
-    and returns them overwritten with the noise, in one pass over column blocks of
-    16384. ``next`` (vector steps) and ``next_many`` add the buffers' terms in a
-    different order, so they agree to rounding, not bit for bit; each continues a
-    checkpoint bit for bit. Scalar blocks (``next``'s blocks of 4096, a batch release)
+    steps: (n + 1)·dim floats (pairs in the long forms: twice that), plus 512 weights
+    shared by all coordinates (computed from the closed form, block by aligned block).
+    A vector ``next()`` draws d values and returns them overwritten with the noise, in
+    one pass over column blocks of 16384. ``next`` (vector steps) and ``next_many``
+    add the buffers' terms in a different order, so they agree to rounding, not bit for
+    bit; each continues a checkpoint bit for bit. Scalar blocks (``next``'s blocks of 4096, a batch release)
     compute G z in chunks of 32 steps (:meth:`_chunked_w`, with the decays' accurate
     powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the per-step
     recursion in fl(λ_i) (which vector steps keep) at long horizons: at T = 2^20,
@@ -894,8 +906,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     before within 2 where measured before). Above :attr:`long_above` (2^16; the
     row-scaled BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
-    TwoProduct for e·w): ≤ 16 at 2^20 and ≤ 53 at 2^22 on every block path (scalar
-    steps the largest), seeds 1–3. Beyond
+    TwoProduct for e·w, in cache-sized pieces, the buffers and the running sum kept as
+    pairs between calls): NORMALIZED_FIGURES on every block path, seeds 1–3. Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
@@ -1106,6 +1118,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         buffers ``state`` (n, 2R: both parts, updated) and the running sum's pair
         ``total`` = (hi, lo) before it; returns the pair after it."""
         R, m = x.shape
+        if not x.flags.c_contiguous:  # a row per coordinate (faster than numpy's copy of
+            x = _transposed(x.T)  # the transposed view, ``_copy_transposed``)
         hi, lo = self._long_w(x, state)
         b = _PARTIAL
         K = -(-m // b)
@@ -1120,7 +1134,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         res = out.reshape(R, K, b) if direct else np.empty((R, K, b))
         end = _block_sums(rows.reshape(R, K, b), total[0], res, work=hi, end=True, low=lo)
         if not direct:
-            out[...] = res.reshape(R, K * b)[:, :m].T
+            _copy_transposed(out, res.reshape(R, K * b)[:, :m])
         assert end is not None
         return end
 
