@@ -885,26 +885,26 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     State after step t: the buffers p_i(t) = λ_i p_i(t−1) + z_t (i < n) and the noise
     N_t = N_{t−1} + e_t·w_t, w_t = z_t + Σ_i ω′_i p_i(t−1) (= (G z)_t). Memory between
     steps: (n + 1)·dim floats (pairs in the long forms: twice that), plus 512 weights
-    shared by all coordinates (computed from the closed form, block by aligned block).
-    A vector ``next()`` draws d values and returns them overwritten with the noise, in
-    one pass over column blocks of 16384. ``next`` (vector steps) and ``next_many``
-    add the buffers' terms in a different order, so they agree to rounding, not bit for
-    bit; each continues a checkpoint bit for bit. Scalar blocks (``next``'s blocks of 4096, a batch release)
-    compute G z in chunks of 32 steps (:meth:`_chunked_w`, with the decays' accurate
-    powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the per-step
-    recursion in fl(λ_i) (which vector steps keep) at long horizons: at T = 2^20,
-    measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst. Above
+    shared by all coordinates (computed from the closed form, block by aligned block). A
+    vector ``next()`` draws d values and returns them overwritten with the noise, in one
+    pass over column blocks of 16384. ``next`` (vector steps) and ``next_many`` add the
+    buffers' terms in a different order, so they agree to rounding, not bit for bit;
+    each continues a checkpoint bit for bit. Scalar blocks (``next``'s blocks of 4096, a
+    batch release) compute G z in chunks of 32 steps (:meth:`_chunked_w`, with the
+    decays' accurate powers λ_i^k = e^{k·ln(1 − d_i)}), closer to the exact B′z than the
+    per-step recursion in fl(λ_i) (which vector steps keep) at long horizons: at T =
+    2^20, measured against long double, 200 and 4913 u·σ_t(1 + Z*/σ₁) at worst. Above
     ``_SCALAR_ACCURATE_ABOVE`` (scalar) / ``_VECTOR_ACCURATE_ABOVE`` (vector blocks,
     then chunked too) the buffers cross the chunks with λ_i^c = r_hi + r_lo
-    (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs
-    (blocks of at least 32 chunks of 32 steps: :func:`_block_sums`, partial sums of 32
-    steps by one matrix product and the carries between them in pairs, the blocks'
-    rounding errors added to the carries; the buffers across the chunks by
-    :func:`across_chunks`, matrix products with the accurate powers; shorter vector
-    blocks: :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the
-    limits 2^16 / 2^17, seeds 1–3: 46 / 37 scalar blocks, 40 / 60 vector blocks, as
-    before within 2 where measured before). Above :attr:`long_above` (2^16; the
-    row-scaled BLT's 2^17) every block is computed in the long forms instead
+    (``blt.compensated_filter``) and the running sum is carried in TwoSum pairs (blocks
+    of at least 32 chunks of 32 steps: :func:`_block_sums`, partial sums of 32 steps by
+    one matrix product and the carries between them in pairs, the blocks' rounding
+    errors added to the carries; the buffers across the chunks by :func:`across_chunks`,
+    matrix products with the accurate powers; shorter vector blocks:
+    :func:`_running_sum`): 146 at 2^20 (benchmarks/float_model_long.py; at the limits
+    2^16 / 2^17, seeds 1–3: 46 / 37 scalar blocks, 40 / 60 vector blocks, as before
+    within 2 where measured before). Above :attr:`long_above` (2^16; the row-scaled
+    BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
     TwoProduct for e·w, in cache-sized pieces, the buffers and the running sum kept as
     pairs between calls): NORMALIZED_FIGURES on every block path, seeds 1–3. Beyond
