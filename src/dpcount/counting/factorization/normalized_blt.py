@@ -95,8 +95,8 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 16 at 2^20 and ≤ 53 at 2^22
-#: over 3 seeds with the long forms beyond 2^16,
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 18 at 2^20 and ≤ 30 at 2^22
+#: over 3 seeds and every block path with the long forms beyond 2^16 (2026-12-07),
 #: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
 #: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions stop
 #: there too (the shipped parameters go to 2^24); the exact variances cost O(T·n): 3.2 s
@@ -907,7 +907,8 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
     TwoProduct for e·w, in cache-sized pieces, the buffers and the running sum kept as
-    pairs between calls): NORMALIZED_FIGURES on every block path, seeds 1–3. Beyond
+    pairs between calls): ≤ 18 at 2^20 and ≤ 30 at 2^22 on every block path, seeds 1–3
+    (the row-scaled BLT: ≤ 15 and ≤ 29). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:

@@ -110,7 +110,7 @@ __all__ = [
 Array = NDArray[np.float64]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 14 at 2^20 and ≤ 48 at 2^22
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 15 at 2^20 and ≤ 29 at 2^22
 #: over 3 seeds with the column-normalized BLT's long forms beyond 2^17; 60 at 2^17
 #: without them). The module's functions stop there too (the shipped parameters go to
 #: 2^24); exact variances cost O(T·n²)
