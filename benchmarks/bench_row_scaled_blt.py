@@ -170,7 +170,8 @@ def _peak_rss_mib() -> float:
 
 def _lift_caps(T: int) -> None:
     """The presets' release caps lifted to T in this process only (the float model's
-    horizon and the classes' limits; the module functions' own cap is 2^24)."""
+    horizon and the classes' limits; the module functions' own cap, 2^24 here, for a
+    ``PYTHONPATH`` at an older tree whose functions stopped at 2^22)."""
     from dpcount.counting.factorization import blt, normalized_blt, row_scaled_blt
 
     for name in ("normalized-blt", "row-scaled-blt"):
@@ -178,6 +179,8 @@ def _lift_caps(T: int) -> None:
         limits["block"] = max(limits["block"], T)
     for cls in (normalized_blt.NormalizedBLT, row_scaled_blt.RowScaledBLT):
         cls.horizon_limit = max(cls.horizon_limit, T)
+    for module in (normalized_blt, row_scaled_blt):
+        module._FUNCTIONS_MAX_HORIZON = max(module._FUNCTIONS_MAX_HORIZON, T)
 
 
 def _first_row_child(name: str, T: int, csv: str) -> None:
