@@ -26,6 +26,19 @@
   ratio to a floor in the same run: a fresh interpreter drawing T standard normals and
   their running sum (``np.cumsum``), the cheapest noise pass over T.
 
+  Measured 2026-12-07 13:38-13:47 UTC (issue 33, "scaledbuild"), load average 4.5-5.4
+  (shared 2-core machine), ``--first-row``, this tree then main 3d4e7fb (``PYTHONPATH``
+  at its ``src``), one run each; seconds to the first row (× the floor of the same run),
+  whole run, peak RSS. row-scaled-blt: 2^20 2.77 s (77.6x) → 1.58 s (41.7x); 2^22
+  9.77 s (24.1x) → 3.60 s (11.7x), whole run 17.5 → 12.0 s, 273 → 149 MiB; 2^24
+  43.6 s (46.2x) → 10.7 s (5.2x), whole run 70.2 → 39.7 s, 852 → 150 MiB (the build,
+  the row profile's backward pass, is 10.3 of the 10.7 s; 4.7 s in one in-process run
+  at load 2.3).
+  normalized-blt: 2^20 1.16 s → 0.46 s; 2^22 5.25 s (13.0x) → 0.20 s (0.7x); 2^24
+  17.9 s (18.9x) → 0.19 s (0.1x), 842 → 97 MiB. The first rows no longer compute all T
+  variances (their grids and std read the first block of 2^16); the whole run still
+  makes one full O(T·n²) pass, for the summary's exact MSE (two before).
+
 Run: ``PYTHONPATH=src python benchmarks/bench_row_scaled_blt.py [--dim D] [--steps N]
 [--skip-large] [--first-row [--horizons 20 22 24] [--names row-scaled-blt
 normalized-blt]]`` (``--skip-large`` leaves out 2^20: its exact losses take ≈ 15 s per

@@ -79,6 +79,7 @@ def test_first_rows_read_the_variance_blocks_without_the_table(
         assert got.view(np.int64).tolist() == table[s - 1 :].view(np.int64).tolist()
     assert blocks.view(np.int64).tolist() == table[69:].view(np.int64).tolist()
     assert np.array_equal(np.array(list(m.iter_variances(7))), table[6:])
+    assert list(m.iter_variance_blocks(T + 1)) == [] and list(m.iter_variances(T + 1)) == []
 
 
 def test_compensated_running_sums_keep_the_tiny_terms() -> None:

@@ -1691,7 +1691,8 @@ class NormalizedBLT(Scaled, _BLTParameters):
         T variances."""
         kept = self._coefficients
         if kept is not None:
-            yield kept[start - 1 :]
+            if start <= self.horizon:
+                yield kept[start - 1 :]
             return
         for t0, part in self._blocks():
             if t0 + len(part) >= start:
