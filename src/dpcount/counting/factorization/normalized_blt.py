@@ -131,8 +131,9 @@ _L1_EXACT = 1 << 16
 #: largest horizon of the module's functions (weights, variances, losses, the shipped
 #: table's lookup): exact arithmetic, no float release, so beyond the mechanism's limit.
 #: 2^24, the shipped table's last entry: certified there (tests/counting/factorization/
-#: test_scaled_build.py) — S(T − j) against mpmath on every group boundary sampled, the
-#: weights above the exact ratio and within 2^-39 of it, V_T against an FFT of B′'s last row
+#: test_scaled_build.py) — S(T − j) against mpmath on group boundaries and sampled
+#: columns, the weights above the exact ratio and within 2^-39 of it, V_T against an FFT
+#: of B′'s last row (with the compensated running sums above 2^22)
 _FUNCTIONS_MAX_HORIZON = 1 << 24
 
 
@@ -301,7 +302,7 @@ def _running_sums(x: Array) -> None:
     block. The plain sum alone loses the late, tiny g_k² against G_t ≥ 1 (each below
     half an ulp of G_t vanishes): a bias that the variances add up over T steps, 7·10⁻¹⁰
     of V_T at 2^16, 10⁻⁶ at 2^20 and 1.6·10⁻⁵ at 2^24 with the shipped parameters
-    (against an FFT of B′'s last row; 10⁻¹² compensated)."""
+    (against an FFT of B′'s last row; compensated, within 5·10⁻¹⁰ up to 2^24)."""
     s = np.cumsum(x, axis=-1)
     err = np.zeros_like(s)
     _two_sum_error(s[..., :-1], x[..., 1:], s[..., 1:], err[..., 1:], np.empty_like(s[..., 1:]))
