@@ -34,7 +34,14 @@ h_t(j) = Σ_{s=j}^{t} e_s g_{s−j}, so h_t = h_{t−1} + e_t·(g_t, …, g_1, 1
 with Y_i(0) = 0, V_{−1} = 0 (Y_i(t) = Σ_{j<t} h_{t−1}(j) λ_i^{t−1−j}; expanding h_t
 gives the recursion). Each is a running sum or a first-order filter, computed in
 blocks of 2^16 steps in O(n) memory per step of the block; the tests check them
-against the dense B′ = A·C′⁻¹.
+against the dense B′ = A·C′⁻¹. Above 2^22 the running sums of P, G and V are
+compensated (TwoSum, :func:`_running_sums`): G_t = Σ_{k≤t} g_k² ≥ 1 in plain sums
+drops every late g_k² below half its ulp, and V adds that bias up, 4·10⁻⁶ of V_T at
+2^22 (kept there, releases unchanged: :data:`_PLAIN_SUMS_MAX`); compensated, V_T at
+2^24 is within 10⁻⁹ of an FFT of B′'s last row (tests/counting/factorization/
+test_scaled_build.py). The first rows' variances (their float-safe grids, the std
+column of a few-row ``dpcount count``) are read from the first blocks, without the
+whole table (:meth:`NormalizedBLT._iter_noise_coefficient_blocks`).
 
 The closed form of S. Every term ω_iω_j (1 − r^{m−1})/(1 − r), r = θ_iθ_j ∈ (0, 1),
 is positive and evaluated as expm1(−u(m − 1))/expm1(−u), u = −ln r from
@@ -98,9 +105,9 @@ __all__ = [
 #: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 18 at 2^20 and ≤ 30 at 2^22
 #: over 3 seeds and every block path with the long forms beyond 2^16 (2026-12-07),
 #: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
-#: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions stop
-#: there too (the shipped parameters go to 2^24); the exact variances cost O(T·n): 3.2 s
-#: at 2^20 on the loaded 2-core development machine
+#: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions go to
+#: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); the exact variances cost
+#: O(T·n), computed a block of 2^16 steps at a time as the first rows need them
 NORMALIZED_BLT_MAX_HORIZON = 1 << 22
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
@@ -122,8 +129,12 @@ _L1_EXACT = 1 << 16
 
 
 #: largest horizon of the module's functions (weights, variances, losses, the shipped
-#: table's lookup): exact arithmetic, no float release, so beyond the mechanism's limit
-_FUNCTIONS_MAX_HORIZON = 1 << 22
+#: table's lookup): exact arithmetic, no float release, so beyond the mechanism's limit.
+#: 2^24, the shipped table's last entry: certified there (tests/counting/factorization/
+#: test_scaled_build.py) — S(T − j) against mpmath on group boundaries and sampled
+#: columns, the weights above the exact ratio and within 2^-39 of it, V_T against an FFT
+#: of B′'s last row (with the compensated running sums above 2^22)
+_FUNCTIONS_MAX_HORIZON = 1 << 24
 
 
 def _check(horizon: int) -> int:
@@ -226,10 +237,12 @@ def _variance_blocks(
     theta: Array, omega: Array, inv: BLTInverse, T: int
 ) -> Iterator[tuple[int, Array]]:
     """(first index, V of that block) for blocks of 2^16 steps covering t < T, by the
-    recursion of the module docstring, carrying P, Y, G and V across blocks."""
+    recursion of the module docstring, carrying P, Y, G and V across blocks (their
+    running sums compensated above :data:`_PLAIN_SUMS_MAX`, :func:`_running_sums`)."""
     lam, wp = inv.decay, inv.scale
     n = len(lam)
     sums = _SquareSums(theta, omega)
+    running = _running_sums if T > _PLAIN_SUMS_MAX else _plain_running_sums
     P = np.zeros(n)  # P_i(t0 − 1)
     Y = np.zeros(n)  # Y_i(t0)
     G = 0.0  # G_{t0 − 1}
@@ -249,7 +262,7 @@ def _variance_blocks(
             L = both[:, 1:].copy()
         L *= g
         L[:, 0] += P
-        np.cumsum(L, axis=1, out=L)  # P_i(t)
+        running(L)  # P_i(t)
         P = L[:, -1].copy()
         L *= e
         X = np.empty(m)
@@ -260,13 +273,41 @@ def _variance_blocks(
         Y = L[:, -1].copy()
         gg = g * g
         gg[0] += G
-        np.cumsum(gg, out=gg)
+        running(gg)
         G = float(gg[-1])
         inc = 2.0 * e * X + e * e * gg
         inc[0] += V
-        np.cumsum(inc, out=inc)
+        running(inc)
         V = float(inc[-1])
         yield t0, inc
+
+
+#: horizons up to this keep the plain running sums of the variance recursion (its
+#: variances, and the float-safe grids of every release, unchanged to the bit); above
+#: it they are compensated (:func:`_running_sums`). The plain sums' error, measured
+#: against an FFT of B′'s last row with the shipped parameters: V_T low by 7·10⁻¹⁰ at
+#: 2^16, 1.0·10⁻⁶ at 2^20, 4.1·10⁻⁶ at 2^22 (compensated: ≤ 5·10⁻¹⁰ up to 2^24)
+_PLAIN_SUMS_MAX = 1 << 22
+
+
+def _plain_running_sums(x: Array) -> None:
+    """x ← its running sums along the last axis (numpy's, in order)."""
+    np.cumsum(x, axis=-1, out=x)
+
+
+def _running_sums(x: Array) -> None:
+    """x ← its running sums along the last axis, compensated: the plain running sum
+    s_k = fl(s_{k−1} + x_k) plus the running sum of its rounding errors (each exact by
+    TwoSum, Knuth), so each value is within u(1 + k²u) of the exact running sum of the
+    block. The plain sum alone loses the late, tiny g_k² against G_t ≥ 1 (each below
+    half an ulp of G_t vanishes): a bias that the variances add up over T steps, 7·10⁻¹⁰
+    of V_T at 2^16, 10⁻⁶ at 2^20 and 1.6·10⁻⁵ at 2^24 with the shipped parameters
+    (against an FFT of B′'s last row; compensated, within 5·10⁻¹⁰ up to 2^24)."""
+    s = np.cumsum(x, axis=-1)
+    err = np.zeros_like(s)
+    _two_sum_error(s[..., :-1], x[..., 1:], s[..., 1:], err[..., 1:], np.empty_like(s[..., 1:]))
+    np.cumsum(err, axis=-1, out=err)
+    np.add(s, err, out=x)
 
 
 def normalized_blt_noise_coefficients(buffer_decay: Any, output_scale: Any, horizon: int) -> Array:
@@ -1522,7 +1563,7 @@ def shipped_normalized_blt_parameters(
     computed for the actual T.
 
     Raises:
-        ValueError: an unknown objective or a horizon outside [1, 2^22].
+        ValueError: an unknown objective or a horizon outside [1, 2^24].
     """
     entry = shipped_entry("normalized_blt_parameters.json", _check(horizon), objective)
     return list(entry["buffer_decay"]), list(entry["output_scale"])
@@ -1718,6 +1759,26 @@ class NormalizedBLT(Scaled, _BLTParameters):
             out.setflags(write=False)
             self._coefficients = out
         return self._coefficients
+
+    def _iter_noise_coefficients(self, start: int) -> Iterator[float]:
+        for block in self._iter_noise_coefficient_blocks(start):
+            yield from block.tolist()
+
+    def _iter_noise_coefficient_blocks(self, start: int) -> Iterator[Array]:
+        """V_t for t = start … T in consecutive arrays: the kept table's when it is
+        computed, else the variance recursion's own blocks of 2^16 steps from the one
+        holding ``start`` (the floats the table is filled with), computing O(start) steps
+        and keeping none: the first rows of a long horizon (a few-row ``dpcount count
+        --horizon 16777216``, its float-safe grids and std column) no longer compute all
+        T variances."""
+        kept = self._coefficients
+        if kept is not None:
+            if start <= self.horizon:
+                yield kept[start - 1 :]
+            return
+        for t0, part in self._blocks():
+            if t0 + len(part) >= start:
+                yield part[max(start - 1 - t0, 0) :]
 
     def losses(self) -> tuple[float, float]:
         """(mean, max) loss in sensitivity-1 Gaussian units (:func:`normalized_blt_losses`)."""
