@@ -54,7 +54,14 @@ def test_the_table_calibrates_as_the_if_chain_did() -> None:
     errors = sum("error" in want for *_, want in GRID)
     assert 0 < errors < len(GRID)  # refusals and calibrations both recorded
     for *request, want in GRID:
-        assert _record(*request) == want, request
+        got, want = _record(*request), json.loads(json.dumps(want))
+        if "_variance" in want.get("params", {}):
+            # the discrete Gaussian's exact variance is a sum (np.exp, np.dot) whose last
+            # bits follow the machine's SIMD kernels, not the table: a few ulps apart
+            a = float(got.get("params", {}).pop("_variance", "nan"))
+            b = float(want["params"].pop("_variance"))
+            assert abs(a - b) <= 1e-14 * b, request
+        assert got == want, request
 
 
 def test_every_entry_is_a_rule_of_its_noise_with_its_guarantee_and_citation() -> None:

@@ -495,8 +495,11 @@ def test_long_products_in_single_threaded_blocks_are_one_call_bit_for_bit(
 ) -> None:
     """Issue 33 item 3: ``_long_times`` cuts a long product into blocks of ≤ 2^18
     multiply-adds (OpenBLAS's worker thread, woken above ~2^19, then spins ~0.1 s into
-    the releases after a build), multiples of 64 long, and gives one single-threaded
-    call's floats (each output computed by a full tile's kernel code)."""
+    the releases after a build), multiples of 64 long, so its floats do not depend on the
+    thread count; they are one single-threaded call's floats except where OpenBLAS's
+    kernel rounds a call's edge tiles its own way (its Haswell kernel, 0.3.31: the last
+    row of the last < 64 columns of (9 × 36)·(36 × 40003)), and there within the product's
+    rounding bound γ_k·Σ|a||b|."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from dpcount.counting.factorization import blt as blt_module
 
@@ -504,9 +507,20 @@ def test_long_products_in_single_threaded_blocks_are_one_call_bit_for_bit(
     a, b = rng.standard_normal(left), rng.standard_normal(right)
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
         want = a @ b
-    _Recorded.products = []
-    got = blt_module._long_times(a.view(_Recorded), b)
-    np.testing.assert_array_equal(np.asarray(got), want)
+        alone = blt_module._long_times(a, b)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        _Recorded.products = []
+        got = np.asarray(blt_module._long_times(a.view(_Recorded), b))
+    np.testing.assert_array_equal(got, alone)  # the same floats at 1 and 2 threads
+    k = left[-1]
+    bound = 1.01 * k * 2.0**-53 / (1 - k * 2.0**-53) * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(got - want) <= bound)
+    edges = got != want  # only a call's last row of its last columns, never inside
+    if edges.ndim == 2 and edges.any():
+        rows, cols = np.nonzero(edges)
+        assert set(rows.tolist()) <= {left[0] - 1} and cols.min() >= right[-1] // 64 * 64
+    else:
+        assert not edges.any()
     total = int(np.prod(left)) * (right[-1] if len(right) == 2 else 1)
     if total <= 10**6 and len(left) == 2 and len(right) == 2:
         assert _Recorded.products == [total]  # the one call, as before
