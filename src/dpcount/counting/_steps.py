@@ -22,6 +22,7 @@ from dpcount._validate import (
     _is_real,
     as_array,
     check_exact_integers,
+    check_integer,
 )
 from dpcount.privacy.float_safe import (
     OFFSET_SUMS_LIMIT,
@@ -41,6 +42,7 @@ __all__ = [
     "check_stream_array",
     "check_stream_step",
     "check_whole_number",
+    "grid_table_bytes",
     "stream_array_and_bounds",
     "vector_length",
 ]
@@ -313,6 +315,18 @@ _BLOCK_VALUES = 2**17
 _RUNS_PER_BLOCK = 8
 
 
+def grid_table_bytes(horizon: int, runs: int | None = None) -> int:
+    """The most the float-safe :class:`~dpcount.privacy.float_safe.GridTable` a mechanism
+    of ``horizon`` steps keeps takes (built by its first batch release, kept on the
+    mechanism: part of its structure), for a grid of at most ``runs`` runs (None: any,
+    up to one per step), with the 1/g of every step a scalar batch release keeps when
+    the runs are short (:meth:`_BlockSums` asks ``step_inverses`` for runs of a block's
+    rows / :data:`_RUNS_PER_BLOCK`); see
+    :meth:`~dpcount.privacy.float_safe.GridTable.kept_bytes`."""
+    rows = min(check_integer("horizon", horizon, ge=1), _BLOCK_VALUES)
+    return GridTable.kept_bytes(horizon, runs, run=max(1, rows // _RUNS_PER_BLOCK))
+
+
 def _rows(grid: Any, start: int, stop: int, ndim: int) -> Any:
     """The grids of rows start..stop − 1 (one grid a step, a column for vector steps),
     from an array or a :class:`~dpcount.privacy.float_safe.GridTable` (a float when the
@@ -489,8 +503,8 @@ class _BlockSums:
         tail = arr.shape[1:]
         self.ints = np.empty((rows, *tail), dtype=np.int64)
         self.floats = np.empty((rows + 1, *tail))  # row 0: the sum before the block
-        # the snap's scratch
-        self.work = None if grid is None else np.empty((2, rows, *tail))
+        self.snapped = grid is not None
+        self._work: NDArray[np.float64] | None = None  # the snap's scratch (``work``)
         self.same: NDArray[np.bool_] | None = None  # _whole_as_int64's scratch
         #: max(|a|, |b|) of the bounds (inf: none), and whether no step is below 0
         self.most = math.inf if bounds is None else max(-bounds[0], bounds[1], 0.0)
@@ -509,6 +523,15 @@ class _BlockSums:
             if kept is not None:
                 self.inverses, self.largest = kept
                 self.same = np.empty(rows, dtype=np.bool_)
+
+    @property
+    def work(self) -> NDArray[np.float64] | None:
+        """The snap's scratch (two rows of a block's shape), allocated when a block first
+        needs it: the per-step and offset forms and the broadcast snaps of equal sums use
+        the sums' own scratch (2 MiB less to allocate and fault per release)."""
+        if self._work is None and self.snapped:
+            self._work = np.empty((2, *self.ints.shape))
+        return self._work
 
     def run(self) -> None:
         n, rows = self.arr.shape[0], self.rows
@@ -563,7 +586,7 @@ class _BlockSums:
         elif low != high:  # the steps' float copy is free scratch now
             snap_offset_sums(block, noise, grids, scratch=self.floats[1 : m + 1], low=low)
         else:  # equal sums: snapped as one, broadcast
-            _combine(noise, block[:1] - offset, grids, self.work, low, high)
+            _combine(noise, block[:1] - offset, grids, None, low, high)
         return True
 
     def _per_step_block(self, start: int, stop: int, inverse: NDArray[np.float64]) -> bool | None:
@@ -613,7 +636,7 @@ class _BlockSums:
         low, high = int(one.min()), int(one.max())
         if low != high:
             return False
-        _combine(noise, one.reshape(-1)[:1], grids, self.work, low, high)
+        _combine(noise, one.reshape(-1)[:1], grids, None, low, high)
         self.carry = one[0].astype(np.float64)
         return True
 
@@ -631,7 +654,7 @@ class _BlockSums:
         if math.isfinite(self.most):
             bound = (abs(c) if scalar else int(np.max(np.abs(c)))) + m * math.ceil(self.most)
         offset = None
-        if bound < OFFSET_SUMS_LIMIT and grid is not None and self.work is not None:
+        if bound < OFFSET_SUMS_LIMIT and grid is not None and self.snapped:
             offset = self._offset(grid)
         shift = 0 if offset is None else offset
         block[0] += c + shift
