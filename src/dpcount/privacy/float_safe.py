@@ -237,7 +237,9 @@ class GridTable:
     """The grids of steps 1..T (:func:`release_grids` of √V_t), kept once per mechanism in
     O(runs) memory when the grid changes rarely (the BLTs, the square roots: V_t grows
     slowly), else one float64 grid per step up to 2^22 steps and one int16 exponent
-    per step beyond (the trees).
+    per step beyond (the trees), plus 1/g of every step once a batch release asks for it
+    (:meth:`step_inverses`); a mechanism keeps its table, and its ``memory_estimate``
+    counts it as structure (:meth:`kept_bytes`).
 
     Args:
         variances: V_1, …, V_T (float64), each ≥ 2^-2000.
