@@ -468,7 +468,8 @@ def add_running_sums(
     |c| + m·max(|a|, |b|) (B): when B < 2^53 no sum needs checking, and when a ≥ 0 (−0.0
     too) the sums do not decrease, so the least and the largest are the block's first and
     last rows (no reduction); when max(|a|, |b|) ≤ 2^51 the steps are converted to int64
-    by :func:`_whole_as_int64`; and under one power-of-two grid with B below
+    by :func:`_whole_as_int64` (by :func:`_binary_as_int64` when 0 ≤ a and b ≤ 1: 0/1
+    data); and under one power-of-two grid with B below
     :data:`~dpcount.privacy.float_safe.OFFSET_SUMS_LIMIT` the int64 sums start from
     :func:`~dpcount.privacy.float_safe.sum_offset` and are snapped by
     :func:`~dpcount.privacy.float_safe.snap_offset_sums` (no int64 to float64 pass).
