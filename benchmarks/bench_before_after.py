@@ -317,10 +317,12 @@ and 1.036 / 1.103, KaryTree 1.012 / 0.933 and 0.955 / 0.961; before the masks (c
 load the runs spread by ±5 %, as much as the change. Not met: the BinaryTree batch stays
 1.03-1.10 on the floor measure under the pinned heap (the snap's ~1.5 ms at 10^6 against
 0.4's plain sum, half of it won back by the faster binary levels). Default heap, every
-group, ``--quick --rounds 4`` (c89c69c, 13:20-13:22, load 4.8-6.1): BinaryTree batch
-0.836 / 0.912, KaryTree 0.707 / 0.777, BLT batch 0/1 0.838 / 0.782, every other row ≤
-1.03 but BinaryTree update 1.063 / 1.034 (its code unchanged: other runs of the hour
-0.982-0.999 / 0.986-1.017).
+group, ``--quick --rounds 4`` (1802973, 13:32-13:33, load 4.9-5.4): BinaryTree batch
+0.751 / 0.835, KaryTree 0.696 / 0.786, BLT batch 0/1 0.819 / 0.824, zeros 0.914 / 0.913,
+every other row ≤ 1.036 on both but keyed 0.908 / 1.247 (its floors 0.947 apart; no
+code of this change on its path; ``--only keyed``, 13:33-13:34: 0.946 / 0.962); at
+c89c69c (13:20-13:22, load 4.8-6.1) BinaryTree update 1.063 / 1.034 (code unchanged;
+other runs of the hour 0.982-1.036 / 0.957-1.017).
 
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
