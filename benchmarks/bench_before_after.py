@@ -307,9 +307,10 @@ block needs it. Releases bit-identical to main (3d4e7fb): ``release_digests.py``
 726. Measured 2026-12-07 13:16-13:31 UTC on the 2 shared cores under load average 4.2-6.0
 (other sessions' tests and benchmarks), ``--quick --rounds 8 --pinned-heap --only
 blt_batch tree``, against 0.4 (b24b7db), A÷B of the least CPU / of the median floor
-ratio: after = b4ae797, two runs (13:25-13:27, load 5.0-5.2; 13:27-13:29, load 5.1-5.6):
-BLT batch of 0/1 steps 1.027 / 1.022 and 1.034 / 1.044, BinaryTree batch 1.034 / 1.060
-and 1.036 / 1.103, KaryTree 1.012 / 0.933 and 0.955 / 0.961; before the masks (c89c69c,
+ratio: after = b4ae797's code, three runs (13:25-13:27, load 5.0-5.2; 13:27-13:29, load
+5.1-5.6; 13:40-13:41 at 2727538, load 5.2-5.6): BLT batch of 0/1 steps 1.027 / 1.022,
+1.034 / 1.044 and 0.970 / 1.030, BinaryTree batch 1.034 / 1.060, 1.036 / 1.103 and 1.046
+/ 1.048, KaryTree 1.012 / 0.933, 0.955 / 0.961 and 0.964 / 0.967; before the masks (c89c69c,
 13:16-13:20, load 4.2-6.0): BLT 0/1 1.036 / 0.958 and 1.087 / 1.092, BinaryTree 1.018 /
 1.054 and 1.049 / 1.045, KaryTree 0.984 / 0.941 and 0.989 / 0.985. Against main
 (``--before 3d4e7fb``, 13:29-13:31, load 5.5): BLT 0/1 0.947 / 0.966, BinaryTree 1.002 /
