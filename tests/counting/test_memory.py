@@ -242,3 +242,17 @@ def test_declared_noise_families_are_what_the_constructor_takes(name: str) -> No
             accepted = False
         assert accepted == (kind in entry.cls.noise_families()), (name, kind)
     assert (name in GAUSSIAN_ONLY) == (entry.cls.noise_families() == {NoiseKind.GAUSSIAN})
+
+
+def test_the_grid_table_counts_up_to_the_horizon_any_release_builds_it() -> None:
+    """The trees declare the table up to 2^22 steps (16 bytes a step at most: 64 MiB),
+    where any batch release of ≥ T/64 steps builds it; beyond, only a release of ≥ T/8
+    steps does (a cost of that release), so a long-horizon tree stays O(log T) and is
+    not refused (it was, at 2 TiB for 2^40 steps, when the bound counted 2 bytes a step
+    there)."""
+    from dpcount.counting import _steps, base
+
+    assert base._GRID_TABLE_HORIZON == _steps._KEPT_HORIZON
+    assert memory_estimate("binary", 2**22).structure == 16 * 2**22
+    assert memory_estimate("kary", 2**22 + 1).structure == 0
+    check_memory("binary", 2**40, memory="1GiB")

@@ -313,6 +313,9 @@ _BLOCK_VALUES = 2**17
 
 #: at most this many grid runs in a block are snapped run by run (one grid each)
 _RUNS_PER_BLOCK = 8
+#: the longest horizon whose grid table any batch release may build (``_grids_of``:
+#: counting.base._GRID_TABLE_HORIZON; beyond it only a release of ≥ T/8 steps does)
+_KEPT_HORIZON = 1 << 22
 
 
 def grid_table_bytes(horizon: int, runs: int | None = None) -> int:
@@ -322,8 +325,17 @@ def grid_table_bytes(horizon: int, runs: int | None = None) -> int:
     up to one per step), with the 1/g of every step a scalar batch release keeps when
     the runs are short (:meth:`_BlockSums` asks ``step_inverses`` for runs of a block's
     rows / :data:`_RUNS_PER_BLOCK`); see
-    :meth:`~dpcount.privacy.float_safe.GridTable.kept_bytes`."""
-    rows = min(check_integer("horizon", horizon, ge=1), _BLOCK_VALUES)
+    :meth:`~dpcount.privacy.float_safe.GridTable.kept_bytes`. 0 beyond
+    :data:`_KEPT_HORIZON` steps: a mechanism builds the table there only for a release
+    of at least an eighth of the horizon, and then it takes 2 bytes a step of the
+    horizon (no 1/g), at most 16 a released step: a cost of that release (which holds
+    its data and noise, 16 bytes a step and more), not of the mechanism (a stream or a
+    short release at a long horizon never builds it; a tree at 2^40 steps stays O(log T)).
+    """
+    T = check_integer("horizon", horizon, ge=1)
+    if T > _KEPT_HORIZON:
+        return 0
+    rows = min(T, _BLOCK_VALUES)
     return GridTable.kept_bytes(horizon, runs, run=max(1, rows // _RUNS_PER_BLOCK))
 
 

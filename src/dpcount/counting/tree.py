@@ -488,9 +488,10 @@ class KaryTree(CountingMechanism):
         """Stream: per level up to max|digit| node sums and one partial sum (h levels),
         the noise buffer and a step's arrays. Structure: the float-safe grid table a
         batch release with continuous noise builds and keeps (the grid changes every
-        few steps: up to 16 bytes a step to 2^22 steps, 1/g of every step and the grids,
-        2 beyond; :func:`~dpcount.counting._steps.grid_table_bytes`; none with integer
-        noise, which this bound does not tell apart)."""
+        few steps: up to 16 bytes a step to 2^22 steps, 1/g of every step and the grids;
+        beyond, a cost of a release of ≥ T/8 steps, not counted:
+        :func:`~dpcount.counting._steps.grid_table_bytes`; none with integer noise,
+        which this bound does not tell apart)."""
         k, subtract = options.get("k", 19), options.get("subtract", True)
         system = DigitSystem.for_tree(check_integer("k", k, ge=2), bool(subtract))
         h = system.height(check_integer("horizon", horizon, ge=1))
