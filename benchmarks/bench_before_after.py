@@ -288,6 +288,43 @@ floor ratio): ``--pinned-heap``: BinaryTree batch 1.042 / 1.040 and 1.042 / 1.01
 ``--quick --rounds 4``, default heap, 11:12 UTC at 8ad2a61: no path flagged (trees'
 batches 0.744 / 0.789 and 0.732 / 0.766, BLT batch 0/1 steps 0.832 / 0.852).
 
+Then (issue 33, "pinheap"): what 0.5 computes per batch value that 0.4 does not (the
+trees at T = 10^6, 0/1 steps, in-process stages, pinned heap, each after a floor's 8 MB
+draw): the snap, ~9 elementwise passes (S from the offset sums, S·(1/g), noise·(1/g),
+trunc, lo/g, +, rint, +q, ÷(1/g); ``add_running_sums`` 5.5-6.1 ms against 0.4's 4.2-4.4,
+whose int64 block sums took ~7 passes), against a tree noise ~1 ms faster than 0.4's
+(13.8-14.5 against 14.9-16.0 ms for BinaryTree; KaryTree's ~2.5 ms faster absorbs the
+snap). Every rewriting of the snap found keeps its pass count (per-step grids: one
+pass saved costs a per-step array read) and the passes are compute-bound (blocks of
+2^13 … 2^20 values, float32 1/g, chunked binary levels: no gain measured), so what
+changed is the conversion: steps bounded in [0, 1] (0/1 data) become int64 by two
+masks (x == 1, x == 0, counted; ``_steps._binary_as_int64``) instead of the rounder's
+four float passes: 0.60 against 0.88 ns a value (2^17 values, least of 60), and
+``add_running_sums`` 5.28 / 6.57 against 5.56 / 7.05 ms (BinaryTree, least / median of
+40 interleaved, pinned heap, load ~5); the snap's 2 MiB scratch is allocated only when a
+block needs it. Releases bit-identical to main (3d4e7fb): ``release_digests.py`` 459 of
+459, ``bench_scaled_batch.py --digests`` 588 of 588, ``sqrt_stream_digests.py`` 726 of
+726. Measured 2026-12-07 13:16-13:31 UTC on the 2 shared cores under load average 4.2-6.0
+(other sessions' tests and benchmarks), ``--quick --rounds 8 --pinned-heap --only
+blt_batch tree``, against 0.4 (b24b7db), A÷B of the least CPU / of the median floor
+ratio: after = b4ae797's code, three runs (13:25-13:27, load 5.0-5.2; 13:27-13:29, load
+5.1-5.6; 13:40-13:41 at 2727538, load 5.2-5.6): BLT batch of 0/1 steps 1.027 / 1.022,
+1.034 / 1.044 and 0.970 / 1.030, BinaryTree batch 1.034 / 1.060, 1.036 / 1.103 and 1.046
+/ 1.048, KaryTree 1.012 / 0.933, 0.955 / 0.961 and 0.964 / 0.967; before the masks (c89c69c,
+13:16-13:20, load 4.2-6.0): BLT 0/1 1.036 / 0.958 and 1.087 / 1.092, BinaryTree 1.018 /
+1.054 and 1.049 / 1.045, KaryTree 0.984 / 0.941 and 0.989 / 0.985. Against main
+(``--before 3d4e7fb``, 13:29-13:31, load 5.5): BLT 0/1 0.947 / 0.966, BinaryTree 1.002 /
+0.994, KaryTree 1.019 / 1.012, BLT zeros (the same code in both) 1.047 / 1.039: at this
+load the runs spread by ±5 %, as much as the change. Not met: the BinaryTree batch stays
+1.03-1.10 on the floor measure under the pinned heap (the snap's ~1.5 ms at 10^6 against
+0.4's plain sum, half of it won back by the faster binary levels). Default heap, every
+group, ``--quick --rounds 4`` (1802973, 13:32-13:33, load 4.9-5.4): BinaryTree batch
+0.751 / 0.835, KaryTree 0.696 / 0.786, BLT batch 0/1 0.819 / 0.824, zeros 0.914 / 0.913,
+every other row ≤ 1.036 on both but keyed 0.908 / 1.247 (its floors 0.947 apart; no
+code of this change on its path; ``--only keyed``, 13:33-13:34: 0.946 / 0.962); at
+c89c69c (13:20-13:22, load 4.8-6.1) BinaryTree update 1.063 / 1.034 (code unchanged;
+other runs of the hour 0.982-1.036 / 0.957-1.017).
+
 Usage: python benchmarks/bench_before_after.py [--after PATH] [--before REV] [--rounds N]
 [--quick] [--only NAME ...] [--pinned-heap]
 """

@@ -12,7 +12,11 @@ T steps of ones and reports:
   is at least the tracemalloc peak of the large arrays.
 
 Mechanisms whose declared structure and stream exceed ``--memory`` (default 4GiB)
-are skipped, as ``compare(dim=, memory=)`` skips them. Each run is its own process
+are skipped, as ``compare(dim=, memory=)`` skips them. The structure includes, since
+2026-12-07, the float-safe grid table a batch release keeps on the mechanism (the trees
+and Honaker: up to 16 bytes a step to 2^22 steps); streams never build it (they read
+their grids block by block), so it is not in the streamed figures here:
+``tests/counting/test_memory.py`` measures it after a release. Each run is its own process
 (so RSS figures do not mix). On a machine shared with other work the figures stay
 valid (memory, not time).
 

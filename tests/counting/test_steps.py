@@ -463,3 +463,53 @@ def test_snap_quotients_equals_snap_release_at_the_grids_limits() -> None:
     float_safe.snap_quotients(u, got, 1.0 / grids[small], q=np.empty(len(u)), plus=True)
     assert got.tobytes() == want.tobytes()
     assert float_safe.GridTable(np.repeat([16.0, 64.0], 64)).step_inverses(64) is None
+
+
+def test_steps_in_zero_one_take_the_mask_conversion_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Steps whose bounds lie in [0, 1] (0/1 data) are converted to int64 by two masks
+    (``_binary_as_int64``) instead of the rounder's four passes: the same floats as
+    numpy's cumsum snapped (or added, without a grid) for scalar and vector steps, one
+    grid or one a step, 0/1 data with -0.0, and blocks holding 0.5, 1 − 2^-53 or a
+    subnormal (refused by the masks: summed in float64); blocks of 8 steps."""
+    monkeypatch.setattr(_steps, "_BLOCK_VALUES", 8)
+    answers: list[bool] = []
+    real = _steps._binary_as_int64
+
+    def spy(*args: Any) -> bool:
+        answers.append(real(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(_steps, "_binary_as_int64", spy)
+    rng = np.random.default_rng(14)
+    n = 61
+    kinds = np.array([4.0, 1.0, 0.5, 2.0**-20])
+    per_step = kinds[np.arange(n) // 3 % len(kinds)]
+    table = float_safe.GridTable(16.0 * per_step * per_step)
+    for shape in ((n,), (n, 3)):
+        base = (rng.random(shape) < 0.5).astype(np.float64)
+        cases = [base, np.where(base == 0.0, -0.0, 1.0)]
+        for odd in (0.5, 1.0 - 2.0**-53, 5e-324):
+            c = base.copy()
+            c[n // 2] = odd
+            cases.append(c)
+        grids: list[Any] = [None, 4.0] + ([table] if len(shape) == 1 else [])
+        for x in cases:
+            arr, bounds = stream_array_and_bounds("x", x, max_steps=n, dim=-1)
+            for grid in grids:
+                noise = (
+                    _step_edge_noise(per_step, rng) if len(shape) == 1 else rng.normal(size=shape)
+                )
+                sums = np.cumsum(x, axis=0)
+                if grid is None:
+                    want = noise + sums
+                else:
+                    g = per_step if isinstance(grid, float_safe.GridTable) else grid
+                    want = snap_release(sums, noise.copy(), g if len(shape) == 1 else grid)
+                answers.clear()
+                got = noise.copy()
+                add_running_sums("x", got, arr, grid=grid, bounds=bounds)
+                assert got.tobytes() == want.tobytes(), (shape, x.flat[n // 2], grid)
+                whole = bool(np.all((x == 0.0) | (x == 1.0)))
+                assert answers and (all(answers) if whole else not all(answers)), (x.flat[n // 2],)

@@ -50,6 +50,7 @@ from numpy.typing import NDArray
 from dpcount._state import state_values
 from dpcount._validate import check_integer
 from dpcount.counting._process import SourcedNoiseProcess
+from dpcount.counting._steps import grid_table_bytes
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
@@ -650,9 +651,12 @@ class Honaker(CountingMechanism):
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
         """Stream: the left nodes and partial sums of the log2(T) + 1 levels, the noise
-        buffer and a step's arrays."""
+        buffer and a step's arrays. Structure: the float-safe grid table a batch release
+        with continuous noise keeps (the grid changes every few steps:
+        :func:`~dpcount.counting._steps.grid_table_bytes`)."""
         levels = check_integer("horizon", horizon, ge=1).bit_length()
-        return buffered_stream_memory(2 * levels + 3, dim)
+        stream = buffered_stream_memory(2 * levels + 3, dim).stream
+        return MemoryEstimate(structure=grid_table_bytes(horizon), stream=stream)
 
     def _repr_fields(self) -> dict[str, object]:
         return {"height": self.height}

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from dpcount._state import state_value
 from dpcount._validate import check_integer
 from dpcount.counting._process import SourcedNoiseProcess
+from dpcount.counting._steps import grid_table_bytes
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
@@ -111,9 +112,14 @@ class InputPerturbation(CountingMechanism):
     def memory_estimate(
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
-        """Stream: the running noise sum, the noise buffer and a step's arrays."""
-        check_integer("horizon", horizon, ge=1)
-        return buffered_stream_memory(1, dim)
+        """Stream: the running noise sum, the noise buffer and a step's arrays.
+        Structure: the float-safe grid table a batch release with continuous noise keeps:
+        Var_t = t·v takes at most ⌊log₂ T⌋/2 + 2 grids (one a binade of √(t·v)), so a
+        few runs, and 1/g of every step up to 2^17 steps
+        (:func:`~dpcount.counting._steps.grid_table_bytes`)."""
+        T = check_integer("horizon", horizon, ge=1)
+        stream = buffered_stream_memory(1, dim).stream
+        return MemoryEstimate(structure=grid_table_bytes(T, T.bit_length() // 2 + 3), stream=stream)
 
     def _set_structure(self, horizon: int) -> None:
         check_integer("horizon", horizon, ge=1, le=INPUT_MAX_HORIZON)

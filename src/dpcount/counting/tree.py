@@ -45,6 +45,7 @@ from numpy.typing import NDArray
 from dpcount._state import state_int, state_values
 from dpcount._validate import check_integer
 from dpcount.counting._process import SourcedNoiseProcess
+from dpcount.counting._steps import grid_table_bytes
 from dpcount.counting.base import (
     CountingMechanism,
     MemoryEstimate,
@@ -485,11 +486,17 @@ class KaryTree(CountingMechanism):
         cls, horizon: int, dim: int | None = None, **options: Any
     ) -> MemoryEstimate:
         """Stream: per level up to max|digit| node sums and one partial sum (h levels),
-        the noise buffer and a step's arrays; no structure arrays."""
+        the noise buffer and a step's arrays. Structure: the float-safe grid table a
+        batch release with continuous noise builds and keeps (the grid changes every
+        few steps: up to 16 bytes a step to 2^22 steps, 1/g of every step and the grids;
+        beyond, a cost of a release of ≥ T/8 steps, not counted:
+        :func:`~dpcount.counting._steps.grid_table_bytes`; none with integer noise,
+        which this bound does not tell apart)."""
         k, subtract = options.get("k", 19), options.get("subtract", True)
         system = DigitSystem.for_tree(check_integer("k", k, ge=2), bool(subtract))
         h = system.height(check_integer("horizon", horizon, ge=1))
-        return buffered_stream_memory(h * max(-system.low, system.high) + h + 1, dim)
+        stream = buffered_stream_memory(h * max(-system.low, system.high) + h + 1, dim)
+        return MemoryEstimate(structure=grid_table_bytes(horizon), stream=stream.stream)
 
     def _memory_options(self) -> dict[str, Any]:
         return {"k": self.k, "subtract": self.subtract}

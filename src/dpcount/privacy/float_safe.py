@@ -237,7 +237,9 @@ class GridTable:
     """The grids of steps 1..T (:func:`release_grids` of √V_t), kept once per mechanism in
     O(runs) memory when the grid changes rarely (the BLTs, the square roots: V_t grows
     slowly), else one float64 grid per step up to 2^22 steps and one int16 exponent
-    per step beyond (the trees).
+    per step beyond (the trees), plus 1/g of every step once a batch release asks for it
+    (:meth:`step_inverses`); a mechanism keeps its table, and its ``memory_estimate``
+    counts it as structure (:meth:`kept_bytes`).
 
     Args:
         variances: V_1, …, V_T (float64), each ≥ 2^-2000.
@@ -310,6 +312,28 @@ class GridTable:
         """:meth:`grids` as a float64 array of n."""
         g = self.grids(first, n)
         return np.full(n, g) if isinstance(g, float) else g
+
+    @staticmethod
+    def kept_bytes(horizon: int, runs: int | None = None, *, run: int = 1) -> int:
+        """The most a table of ``horizon`` steps keeps, in bytes, when its grid takes at
+        most ``runs`` runs of one grid (None: any number, up to one per step) and a
+        batch release asks for :meth:`step_inverses` ``(run)``: the grids (16 bytes a
+        run when run-length encoded, else 8 bytes a step up to 2^22 steps and 2 beyond)
+        and 1/g of every step (8 bytes a step, up to :data:`_INVERSE_STEPS` steps);
+        with ``runs`` None the larger of the two encodings. From the horizon alone:
+        nothing is built (a mechanism's ``memory_estimate``)."""
+        T = check_integer("horizon", horizon, ge=1)
+        counts = [T] if runs is None else [min(check_integer("runs", runs, ge=1), T)]
+        if runs is None:
+            counts.append(T // _RUN_STEPS)  # the most runs a run-length encoded table has
+        most = 0
+        for r in counts:
+            encoded = _RUN_STEPS * r <= T
+            grids = 16 * r if encoded else (8 * T if T <= _DENSE_FLOATS else 2 * T)
+            short = not (encoded and r * run <= T)  # step_inverses builds them
+            inverses = 8 * T if short and T <= _INVERSE_STEPS else 0
+            most = max(most, grids + inverses)
+        return most
 
     def step_inverses(self, run: int) -> tuple[NDArray[np.float64], float] | None:
         """1/g of every step (float64, exact: each g a power of two; built once, kept: 8
