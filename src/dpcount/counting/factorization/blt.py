@@ -111,7 +111,8 @@ _BLOCK_VECTOR = 8
 #: arrays are reused, see :meth:`BLTNoiseProcess._vector_chunks`). Release ÷ drawing the
 #: normals, process CPU, loaded 2-core machine, 2^12 .. 2^18 values a block: 5.2, 4.2,
 #: 3.7, 3.6, 3.6, 4.2, 6.2× at T = 2^16, d = 4; 5.5, 4.2, 3.6, 3.2, 3.2, 3.0, 3.0× at
-#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults)
+#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults).
+#: Fixed: the product calls' rows, and so the released floats, follow the blocks
 _VECTOR_BLOCK_VALUES = 1 << 16
 #: most columns per block of a fused vector step; a step of d columns takes
 #: ⌈d / this⌉ blocks of equal width (:func:`_step_width`). Each block costs ~18 µs of
@@ -817,15 +818,22 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         along it, so the three products are single matrix products: the rows times P^T
         give each chunk's own part of the state; each buffer's recursion across the
         chunks (:class:`_Recursion`, continued from the block before) gives the state
-        before each chunk; the rows times B^T plus those states times F^T give the
-        noise. The block's arrays are allocated once and reused: fresh arrays of the
-        whole batch (as before, three of T·d values) cost more in first-touch page
-        faults than the products themselves (measured at T = 2^16, d = 4).
+        before each chunk, kept buffer by buffer ((n + 1, rows): each filter's output is
+        one contiguous copy, where the (rows, n + 1) layout took n + 1 strided ones);
+        the rows times B^T plus those states times F^T (the transposed operand of the
+        same product: the same floats, as in :meth:`_scalar_chunks`) give the noise,
+        summed in the block's layout and then moved into the (steps, d) output. The
+        block's arrays are allocated once and reused: fresh arrays of the whole batch
+        (as before, three of T·d values) cost more in first-touch page faults than the
+        products themselves (measured at T = 2^16, d = 4).
 
-        Every value is computed by the same operations in the same order whatever the
-        blocks (the products row by row, the filters continued from their exact state),
-        so the noise is the same to the bit as one block over all the chunks (tests,
-        and ``benchmarks/release_digests.py`` before and after the change).
+        The filters continue from their exact state, so they give the floats of one
+        filter over every chunk; the products are :func:`_rows_times`' calls on each
+        block's rows, and a row's rounding can depend on its place in a call (OpenBLAS
+        here: the last rows of a call whose row count is not a multiple of 4), so the
+        blocks (:data:`_VECTOR_BLOCK_VALUES`) are part of the released floats: the same
+        blocks, the same floats (tests, and ``benchmarks/release_digests.py`` before
+        and after a change).
         """
         B, P, F, rc, lo = mats
         c, D, m = len(B), z.shape[1], len(rc)
