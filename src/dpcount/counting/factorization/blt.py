@@ -834,6 +834,18 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         blocks (:data:`_VECTOR_BLOCK_VALUES`) are part of the released floats: the same
         blocks, the same floats (tests, and ``benchmarks/release_digests.py`` before
         and after a change).
+
+        Release ÷ drawing the T·d normals, least process CPU, same-run pairs before
+        (3d4e7fb: lfilter's wrapper, each filter's output copied into a strided column,
+        the noise summed by ``+=``) → after, ``bench_scaled_batch.py --names blt
+        --objectives mean`` (2026-12-07, 2 shared cores): 10^7 × 4 at load 1.6-3.0
+        (``--T 10000000 --dims 4``): 3.01, 3.24 → 2.76 (a second after-run: 2.40 over a
+        slow floor); at load 3.3-5.2, two rounds of ``--horizons 16 18 20 22 --T
+        10000000 --dims 2 4 16``: 10^7 × 4 3.34, 3.29 → 3.37, 2.73; 2^16-2^22 × 2, 4, 16:
+        after ÷ before 0.77-0.96 in 23 of 24 pairs (2^16 × 2: 1.02 and 0.83), where the
+        scalar path, whose code did not change, came out 0.84-1.02 (the loaded machine's
+        spread). Idle, before this change: 2.61-2.67 at 10^7 × 4 (not yet measured idle
+        after).
         """
         B, P, F, rc, lo = mats
         c, D, m = len(B), z.shape[1], len(rc)
