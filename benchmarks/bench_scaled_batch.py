@@ -32,15 +32,17 @@ accurate and the plain horizons, and streams); ``--compare BEFORE AFTER`` compar
 such files (run ``--digests`` with ``PYTHONPATH`` at each tree's ``src``): a speed
 change must leave every released value bit-identical.
 
-``--stages NAME:log2T[:DIM]`` (a scaled preset) prints instead the least process CPU
-time of each stage of a release over ``--repeats`` (the draw, w = G z in chunks, the
-buffers across the chunks, the running sum, the triangular products within the chunks,
-the vector sums moved into the (T, d) output; in the long forms w = G z as pairs, the
+``--stages NAME:log2T[:DIM]`` prints instead the least process CPU time of each stage of
+a release over ``--repeats`` as multiples of the floor (indented stages are parts of the
+one above them; log2T above 40 is T itself, e.g. ``blt:10000000:4``). A scaled preset:
+the draw, w = G z in chunks, the buffers across the chunks, the running sum, the
+triangular products within the chunks (parts of both w = G z and the running sum), the
+vector sums moved into the (T, d) output; in the long forms w = G z as pairs, the
 buffers across the levels of chunks and e·w by TwoProduct; adding the data's sums with
-the float-safe snap and the snap alone, the input check, the noise source and process)
-as multiples of
-the floor (indented stages are parts of the one above them; the triangular products are
-parts of both w = G z and the running sum).
+the float-safe snap and the snap alone, the input check, the noise source and process.
+``blt``: the draw, the noise from it (its scalar or vector chunks; of the vector chunks
+the filters across the chunks and the three products; the rest of them is moving the
+steps into rows and the noise back into the (T, d) output), the sums and the snap.
 
 Run: ``PYTHONPATH=src python benchmarks/bench_scaled_batch.py [--horizons 16 17]
 [--T 10000000] [--names blt normalized-blt] [--dims 4] [--repeats 7]
@@ -99,6 +101,12 @@ def _both(f: object) -> tuple[float, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     f()  # type: ignore[operator]
     return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def _horizon(text: str) -> int:
+    """A ``--stages`` horizon: log2 T (up to 40), else T itself (10000000)."""
+    value = int(text)
+    return 1 << value if value <= 40 else value
 
 
 def _label(T: int) -> str:
@@ -163,13 +171,14 @@ def stages(spec: str, repeats: int) -> None:
 
     import dpcount.counting._steps as steps
     import dpcount.counting.base as base
+    from dpcount.counting.factorization import blt
     from dpcount.counting.factorization import normalized_blt as nb
     from dpcount.privacy.source import NoiseSource
 
     name, k, *rest = spec.split(":")
-    if name not in SCALED:
-        raise SystemExit(f"--stages times the scaled presets' stages: one of {SCALED}")
-    T, dim = 1 << int(k), int(rest[0]) if rest else None
+    if name not in CLASSES:
+        raise SystemExit(f"--stages times a release's stages: one of {list(CLASSES)}")
+    T, dim = _horizon(k), int(rest[0]) if rest else None
     spent: dict[str, float] = collections.defaultdict(float)
 
     def timed(owner: object, attr: str, label: str) -> None:
@@ -185,7 +194,8 @@ def stages(spec: str, repeats: int) -> None:
         setattr(owner, attr, call)
 
     process = nb.NormalizedBLTNoiseProcess
-    table = (  # printed in this order: indented stages are parts of the one above
+    table: tuple[tuple[object, str, str], ...] = (  # printed in this order: indented
+        # stages are parts of the one above
         (base, "check_stream_array", "input check"),
         (NoiseSource, "generator", "noise source"),
         (CLASSES[name], "noise_process", "noise process"),
@@ -203,6 +213,21 @@ def stages(spec: str, repeats: int) -> None:
         (base, "add_running_sums", "sums + float-safe snap"),
         (steps, "_combine", "  float-safe snap"),
     )
+    if name == "blt":  # the plain BLT's process: chunks, filters across them, products
+        plain = blt.BLTNoiseProcess
+        table = (
+            (base, "check_stream_array", "input check"),
+            (NoiseSource, "generator", "noise source"),
+            (CLASSES[name], "noise_process", "noise process"),
+            (NoiseSource, "sample", "draw"),
+            (plain, "_fill", "noise from the draws (all)"),
+            (plain, "_scalar_chunks", "  scalar chunks"),
+            (plain, "_vector_chunks", "  vector chunks (all)"),
+            (blt._Recursion, "run", "    buffers across chunks"),
+            (blt, "_rows_times", "    products (rows·Pᵀ, rows·Bᵀ, prev·Fᵀ)"),
+            (base, "add_running_sums", "sums + float-safe snap"),
+            (steps, "_combine", "  float-safe snap"),
+        )
     for owner, attr, label in table:
         if hasattr(owner, attr):  # (an older tree may lack a stage)
             timed(owner, attr, label)
@@ -219,7 +244,7 @@ def stages(spec: str, repeats: int) -> None:
         for label, value in spent.items():
             best[label] = min(best[label], value)
     floor = best.pop("floor")
-    print(f"{name} T=2^{k} dim={dim}: floor {floor * 1e3:.3f} ms, load {os.getloadavg()}")
+    print(f"{name} T={_label(T)} dim={dim}: floor {floor * 1e3:.3f} ms, load {os.getloadavg()}")
     for label in [row[2] for row in table] + ["release (all)"]:
         if label in best:
             value = best[label]

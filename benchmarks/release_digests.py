@@ -10,7 +10,9 @@ fractional and zero steps with an ``update_many`` after them, and the vector bat
 the scalar BLT stream with ``update`` and ``update_many``; the square root, binary
 tree and k-ary tree batch and stream; and direct :func:`snap_release` calls on edge
 sums (zeros of both signs, negatives, whole and fractional, int64) and noise (zeros,
-ties ±g/2, subnormals) for five grids and each ``known`` form.
+ties ±g/2, subnormals) for five grids and each ``known`` form. Then (their own
+generator, so the digests above are unchanged) the BLT's vector batch at d = 2, 3, 4,
+16 up to 2^22 + 3 and a vector stream's long ``update_many`` (:func:`_vector_batches`).
 
 Usage:
     PYTHONPATH=<before>/src python benchmarks/release_digests.py --write before.json
@@ -104,6 +106,44 @@ def _snaps(out: dict[str, str], seed: int, r: np.random.Generator) -> None:
                 out[key] = _h(snap_release(sm, noise.copy(), g, known=known))
 
 
+def _vector_batches(out: dict[str, str], seed: int) -> None:
+    """The BLT's vector batch release (widths 2, 3, 4, 16) at long horizons: one block
+    below and above ``_IN_DRAWS_VALUES``, several blocks of ``next_many``, compensated
+    decays from 2^17 on; zeros, whole and fractional steps, a partial release, and a
+    vector stream's ``update_many`` after three steps (``update`` up to 2^16). Its own
+    generator, so the digests above keep their inputs."""
+    from dpcount.counting import BLT
+    from dpcount.privacy import Budget
+
+    budget = Budget(epsilon=1.0, delta=1e-6)
+    r = np.random.default_rng(200 + seed)
+    for T, dims in (
+        (1000, (2, 4)),
+        (2**16, (2, 4, 16)),
+        (2**17 + 5, (3, 4)),
+        (10**6, (2, 4, 16)),
+        (2**22 + 3, (4,)),
+    ):
+        m = BLT.optimized(T, budget=budget, rng=seed)
+        for d in dims:
+            key = f"blt vector batch T={T} d={d} s{seed}"
+            kinds = [("zeros", np.zeros((T, d)))]
+            if T < 2**22:
+                kinds += [
+                    ("ints", r.integers(-1, 3, (T, d)).astype(float)),
+                    ("frac", r.normal(0, 1, (T, d))),
+                    ("partial", r.integers(0, 3, (T - T // 3 - 5, d)).astype(float)),
+                ]
+            for kind, x in kinds:
+                out[f"{key} {kind}"] = _h(m.release(x))
+            if T < 2**22:
+                s = m.stream()  # vector steps (``update``) only up to 2^16: their float model
+                first = r.integers(0, 3, (3, d)).astype(float)
+                res = [s.update(x) for x in first] if T <= 2**16 else [s.update_many(first)]
+                res.append(s.update_many(r.integers(-1, 2, (T - 3, d)).astype(float)))
+                out[f"{key} stream"] = _h(np.concatenate([np.ravel(a) for a in res]))
+
+
 def digests() -> dict[str, str]:
     """Every digest, keyed by what was released."""
     out: dict[str, str] = {}
@@ -112,6 +152,7 @@ def digests() -> dict[str, str]:
         _batch(out, seed, r)
         _streams(out, seed, r)
         _snaps(out, seed, r)
+        _vector_batches(out, seed)
     return out
 
 

@@ -110,3 +110,22 @@ print("ok")
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_linear_filter_is_lfilters_compiled_call_bit_for_bit() -> None:
+    """Issue 33 item 3 (the vector BLT batch): :func:`_scipy.linear_filter` is the
+    compiled function scipy's lfilter calls, so calling it with lfilter's arrays gives
+    its doubles and final state; here on a strided (K, D) view along axis 0 with an
+    initial state, as the vector chunks call it, and a decay of exactly 1 (the sum)."""
+    rng = np.random.default_rng(5)
+    own = rng.standard_normal((700, 4, 9)) * 10 ** rng.uniform(-3, 3, (700, 4, 9))
+    zi = rng.standard_normal((1, 4))
+    function = _scipy.linear_filter()
+    for r in (0.2, 0.999993, 1.0):
+        x = own[:, :, 3]  # strided lanes
+        y, zf = function(np.array([1.0]), np.array([1.0, -r]), x, 0, zi)
+        want, want_zf = scipy_lfilter([1.0], [1.0, -r], x, axis=0, zi=zi)
+        assert y.tobytes() == want.tobytes() and zf.tobytes() == want_zf.tobytes()
+        # a wrong decay (one ulp off) gives other doubles: the comparison can fail
+        other, _ = function(np.array([1.0]), np.array([1.0, -np.nextafter(r, 0.0)]), x, 0, zi)
+        assert other.tobytes() != want.tobytes()

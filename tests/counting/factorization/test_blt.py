@@ -324,12 +324,25 @@ def test_vector_chunks_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch)
     """Issue 33 item 3: a vector batch runs in blocks of whole chunks with reused arrays,
     each buffer's filter continued from lfilter's exact final state (the compensated
     decays' error pass too); the noise and the state it hands on are the same floats as
-    one pass over every chunk ((chunk, coordinate) rows, one compensated_filter per
-    buffer over all K chunks). Blocks of 5 chunks, so a batch of 73 chunks takes 15."""
+    one filter pass over every chunk ((chunk, coordinate) rows, one compensated_filter
+    per buffer over all K chunks) with the products in the blocks' rows (OpenBLAS can
+    round a row differently by its place in a call: here the last rows of a call whose
+    row count is not a multiple of 4; see ``BLTNoiseProcess._scalar_chunks``). Blocks of
+    5 chunks, so a batch of 73 chunks takes 15."""
     from dpcount.counting.factorization import blt as blt_module
 
     c, d = blt_module._BLOCK_VECTOR, 3
     monkeypatch.setattr(blt_module, "_VECTOR_BLOCK_VALUES", 5 * c * d)
+
+    def blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """a·b as the process computes it: _rows_times on each block's 5·d rows."""
+        parts = [blt_module._rows_times(a[s : s + 5 * d], b) for s in range(0, len(a), 5 * d)]
+        product = np.concatenate(parts)
+        if out is None:
+            return product
+        out += product
+        return out
+
     T = blt_module.COMPENSATE_ABOVE + 1000  # the compensated decays (lo ≠ 0)
     m = BLT.optimized(T, epsilon=1.0, delta=1e-6)  # shipped: a measured float model
     process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(7), d), d)
@@ -341,7 +354,7 @@ def test_vector_chunks_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch)
         B, P, F, rc = process._matrices(c)
         lo = process._lows[c]
         rows = m.sampler.sample(rng, (K * c, d)).reshape(K, c, d).transpose(0, 2, 1).reshape(-1, c)
-        E = blt_module._rows_times(rows, P.T).reshape(K, d, n)
+        E = blocks(rows, P.T).reshape(K, d, n)
         prev = np.empty_like(E)
         prev[0] = q.T
         for i in range(n):
@@ -351,8 +364,8 @@ def test_vector_chunks_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch)
             ends = blt_module.compensated_filter(E[:, :, i], rc[i], lo[i], q[i])
             prev[1:, :, i] = ends[:-1]
             q[i] = ends[-1]
-        want = blt_module._rows_times(rows, B.T)
-        blt_module._rows_times(prev.reshape(-1, n), F.T, want, add=True)
+        want = blocks(rows, B.T)
+        blocks(prev.reshape(-1, n), F.T, want)
         np.testing.assert_array_equal(got, want.reshape(K, d, c).transpose(0, 2, 1).reshape(-1, d))
         np.testing.assert_array_equal(process.state_dict()["q"], q)
     assert np.count_nonzero(lo) > 0  # the compensated decays ran

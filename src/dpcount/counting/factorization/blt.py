@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcount._scipy import brentq, lfilter
+from dpcount._scipy import brentq, lfilter, linear_filter
 from dpcount._state import state_array
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
@@ -111,7 +111,8 @@ _BLOCK_VECTOR = 8
 #: arrays are reused, see :meth:`BLTNoiseProcess._vector_chunks`). Release ÷ drawing the
 #: normals, process CPU, loaded 2-core machine, 2^12 .. 2^18 values a block: 5.2, 4.2,
 #: 3.7, 3.6, 3.6, 4.2, 6.2× at T = 2^16, d = 4; 5.5, 4.2, 3.6, 3.2, 3.2, 3.0, 3.0× at
-#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults)
+#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults).
+#: Fixed: the product calls' rows, and so the released floats, follow the blocks
 _VECTOR_BLOCK_VALUES = 1 << 16
 #: most columns per block of a fused vector step; a step of d columns takes
 #: ⌈d / this⌉ blocks of equal width (:func:`_step_width`). Each block costs ~18 µs of
@@ -619,9 +620,12 @@ def _long_times(a: Array, b: Array) -> Array:
     their first release), which the releases after it pay in process CPU time, or in
     wall-clock on a busy machine. The blocks are multiples of
     :data:`_ALIGNED` long and a matrix product's last block is padded with zero columns
-    to that length, so every output is computed by the kernel code of a full tile, as
-    in one single-threaded call (a two-threaded call splits N where it may not be:
-    there this gives the single-threaded floats). Tested bit for bit against one call.
+    to that length, so every output is computed by the kernel code of a full tile in N
+    and the floats do not depend on the thread count. They are one single-threaded
+    call's floats, except where a kernel rounds a call's edge tiles its own way
+    (OpenBLAS 0.3.31's Haswell kernel: the last row of a call's last < 64 columns),
+    there within the product's rounding bound. Tested: the same floats at 1 and 2 BLAS
+    threads, and against one call.
     """
     if b.ndim == 1:  # rows of a tall a: a vector product
         step = max(_ALIGNED, (1 << 18) // (a.shape[1] * _ALIGNED) * _ALIGNED)
@@ -646,13 +650,18 @@ def _long_times(a: Array, b: Array) -> Array:
 
 
 class _Recursion:
-    """:func:`compensated_filter` along axis 0 continued block by block: each lfilter
+    """:func:`compensated_filter` along axis 0 continued block by block: each filter
     starts from the exact final state (zf) of the one before, so every value is the
-    double one call over all the blocks gives."""
+    double one call over all the blocks gives. The filters are scipy's compiled
+    ``_linear_filter`` called as its ``lfilter`` calls it (:func:`dpcount._scipy.
+    linear_filter`: the same doubles, without the wrapper's ~7 µs a call)."""
 
     def __init__(self, r: float, r_lo: float, start: Array) -> None:
         """s_{−1} = ``start`` (shape (D,)); decay r + r_lo."""
         self.r, self.r_lo = r, r_lo
+        # lfilter([1.0], [1.0, -r], ...)'s arrays: np.atleast_1d of those lists
+        self.b, self.a = np.array([1.0]), np.array([1.0, -r])
+        self.filter = linear_filter()
         start = np.array(start, dtype=np.float64)
         self.zi = (r * start)[None]  # the first pass's state
         self.error_zi = np.zeros_like(self.zi)  # the error pass's state
@@ -661,14 +670,14 @@ class _Recursion:
     def run(self, x: Array) -> Array:
         """The next len(x) values s_k for the inputs x (len(x) ≥ 1, shape (K, D))."""
         y: Array
-        y, self.zi = lfilter([1.0], [1.0, -self.r], x, axis=0, zi=self.zi)
+        y, self.zi = self.filter(self.b, self.a, x, 0, self.zi)
         if self.r_lo != 0.0:
             error_in = np.empty_like(y)  # r_lo·s_{k−1}
             error_in[0] = self.r_lo * self.last
             np.multiply(y[:-1], self.r_lo, out=error_in[1:])
             self.last = y[-1].copy()
             ezi = self.error_zi
-            error, self.error_zi = lfilter([1.0], [1.0, -self.r], error_in, axis=0, zi=ezi)
+            error, self.error_zi = self.filter(self.b, self.a, error_in, 0, ezi)
             y += error
         return y
 
@@ -812,38 +821,60 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         along it, so the three products are single matrix products: the rows times P^T
         give each chunk's own part of the state; each buffer's recursion across the
         chunks (:class:`_Recursion`, continued from the block before) gives the state
-        before each chunk; the rows times B^T plus those states times F^T give the
-        noise. The block's arrays are allocated once and reused: fresh arrays of the
-        whole batch (as before, three of T·d values) cost more in first-touch page
-        faults than the products themselves (measured at T = 2^16, d = 4).
+        before each chunk, kept buffer by buffer ((n + 1, rows): each filter's output is
+        one contiguous copy, where the (rows, n + 1) layout took n + 1 strided ones);
+        the rows times B^T plus those states times F^T (the transposed operand of the
+        same product: the same floats, as in :meth:`_scalar_chunks`) give the noise,
+        summed in the block's layout and then moved into the (steps, d) output. The
+        block's arrays are allocated once and reused: fresh arrays of the whole batch
+        (as before, three of T·d values) cost more in first-touch page faults than the
+        products themselves (measured at T = 2^16, d = 4).
 
-        Every value is computed by the same operations in the same order whatever the
-        blocks (the products row by row, the filters continued from their exact state),
-        so the noise is the same to the bit as one block over all the chunks (tests,
-        and ``benchmarks/release_digests.py`` before and after the change).
+        The filters continue from their exact state, so they give the floats of one
+        filter over every chunk; the products are :func:`_rows_times`' calls on each
+        block's rows, and a row's rounding can depend on its place in a call (OpenBLAS
+        here: the last rows of a call whose row count is not a multiple of 4), so the
+        blocks (:data:`_VECTOR_BLOCK_VALUES`) are part of the released floats: the same
+        blocks, the same floats (tests, and ``benchmarks/release_digests.py`` before
+        and after a change).
+
+        Release ÷ drawing the T·d normals, least process CPU, same-run pairs before
+        (3d4e7fb: lfilter's wrapper, each filter's output copied into a strided column,
+        the noise summed by ``+=``) → after, ``bench_scaled_batch.py --names blt
+        --objectives mean`` (2026-12-07, 2 shared cores): 10^7 × 4 at load 1.6-3.0
+        (``--T 10000000 --dims 4``): 3.01, 3.24 → 2.76 (a second after-run: 2.40 over a
+        slow floor); at load 3.3-5.2, two rounds of ``--horizons 16 18 20 22 --T
+        10000000 --dims 2 4 16``: 10^7 × 4 3.34, 3.29 → 3.37, 2.73; 2^16-2^22 × 2, 4, 16:
+        after ÷ before 0.77-0.96 in 23 of 24 pairs (2^16 × 2: 1.02 and 0.83), where the
+        scalar path, whose code did not change, came out 0.84-1.02 (the loaded machine's
+        spread). Idle, before this change: 2.61-2.67 at 10^7 × 4 (not yet measured idle
+        after).
         """
         B, P, F, rc, lo = mats
         c, D, m = len(B), z.shape[1], len(rc)
         per = max(2, _VECTOR_BLOCK_VALUES // (c * D))  # chunks per block
-        rows_all = np.empty((per * D, c))
+        rows_all = np.empty((per * D, c))  # the steps; then prev·Fᵀ
         own_all = np.empty((per, D, m))  # each chunk's own part of the state
-        prev_all = np.empty_like(own_all)  # the state before each chunk
-        out_all = np.empty_like(rows_all)
+        prev_all = np.empty((m, per * D))  # the state before each chunk, buffer by buffer
+        out_all = np.empty_like(rows_all)  # rows·Bᵀ, then the noise
         q = self._q
         recursions = [_Recursion(rc[i], lo[i], q[i]) for i in range(m)]
         for a in range(0, len(z), per * c):
             K = min(per, (len(z) - a) // c)
-            rows, out = rows_all[: K * D], out_all[: K * D]
-            own, prev = own_all[:K], prev_all[:K]
+            rows, out, own, prev = rows_all[: K * D], out_all[: K * D], own_all[:K], prev_all
             np.copyto(rows.reshape(K, D, c), z[a : a + K * c].reshape(K, c, D).transpose(0, 2, 1))
             _rows_times(rows, P.T, own.reshape(K * D, m))
-            prev[0] = q.T
             for i, recursion in enumerate(recursions):
                 ends = recursion.run(own[:, :, i])
-                prev[1:, :, i] = ends[:-1]
+                before = prev[i, : K * D].reshape(K, D)  # contiguous: no strided copies
+                before[0] = q[i]
+                before[1:] = ends[:-1]
                 q[i] = ends[-1]
             _rows_times(rows, B.T, out)
-            _rows_times(prev.reshape(K * D, m), F.T, out, add=True)
+            # prev·Fᵀ with prev transposed (a transposed operand of the same product: the
+            # same floats, as in _scalar_chunks) into the rows, read for the last time above
+            _rows_times(prev[:, : K * D].T, F.T, rows)
+            np.add(out, rows, out=out)  # contiguous (a transposed add is 3x slower)
             np.copyto(dest[a : a + K * c].reshape(K, c, D), out.reshape(K, D, c).transpose(0, 2, 1))
 
     def _scalar_chunks(
