@@ -67,6 +67,8 @@ def test_plan_at_a_million_steps_recommends_a_stream_that_fits(
     assert main([*argv, "--dim", "100000", "--memory", "2GiB"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     # the scaled BLTs (26.461, 26.848): their float model is measured up to 2^20
-    assert "Recommendation: row-scaled-blt" in out and "Stream state 10.0 MiB." in out
+    assert (
+        "Recommendation: row-scaled-blt" in out and "Stream state 16.8 MiB." in out
+    )  # pairs in the long forms
     assert "mean loss 26.461" in out and "(row-scaled blt (mean-optimized), 26.461)" in out
     assert "next: normalized-blt, its MSE 1.5% larger" in out
