@@ -1344,7 +1344,6 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """
         R, n = x.shape[0], self._n
         K = x.shape[1] // c
-        rc = self._chunk_matrices(c)[3]
         p_exact, g_exact, p_rest, f_exact, w_rest, bits_x, bits_f = self._long_split(c)
         left = np.empty((R * K, 2 * (c + n)))  # [x₂ | x₁ | b₂ + p″ | b₁]
         x1, x2 = np.empty((R * K, c)), np.empty((R * K, c))  # (contiguous: 3× faster)
@@ -1354,17 +1353,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
         E[:, :R] = _rows_times(x1, p_exact).reshape(R, K, n).transpose(2, 0, 1)
         E[:, R:] = _rows_times(left[:, : 2 * c], p_rest).reshape(R, K, n).transpose(2, 0, 1)
-        start = state.copy()
-        if K >= _SUPER:
-            prev, end = across_levels_exact(E, start, c, self._exact_level_matrices)
-        else:
-            rlo = self._residuals("power", c)
-            prev, end = np.empty((n, 2 * R, K)), np.empty((n, 2 * R))
-            for i in range(n):
-                ends = compensated_filter(E[i].T, rc[i], rlo[i], start[i])  # (K, 2R)
-                prev[i, :, 0] = start[i]
-                prev[i, :, 1:] = ends[:-1].T
-                end[i] = ends[-1]
+        prev, end = across_levels_exact(E, state.copy(), c, self._exact_level_matrices)
         state[...] = end
         b1, b2 = np.empty((R * K, n)), np.empty((R * K, n))
         _grid_split(np.ascontiguousarray(prev[:, :R].reshape(n, R * K).T), bits_f, b1, b2)
