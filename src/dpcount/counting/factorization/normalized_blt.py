@@ -502,7 +502,7 @@ def across_levels(
     return prev, S[..., K - 1].copy()
 
 
-def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Array, ...]:
+def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Any, ...]:
     """For :func:`across_levels_exact` at chunks of c steps (ρ_i = λ_i^c, s =
     :data:`_SUPER`): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, each as a
     pair hi + lo (the powers in long double, e^{c·k·log1p(−d_i)} from the accurate
@@ -1416,7 +1416,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         kept = self._mats.get(key)
         if kept is None:
             kept = self._mats[key] = _exact_level_matrices(self._decay, self._one_minus_decay, c)
-        return kept  # type: ignore[no-any-return]
+        return kept
 
     def _long_tables(self, c: int) -> tuple[Array, ...]:
         """:func:`_long_tables` for chunks of c steps, computed once and kept in the
