@@ -102,10 +102,12 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 18 at 2^20 and ≤ 30 at 2^22
-#: over 3 seeds and every block path with the long forms beyond 2^16 (2026-12-07),
-#: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
-#: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions go to
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 3.9 at 2^20 and ≤ 3.4 at 2^22
+#: over 3 seeds and every block path with the long forms beyond 2^16 and their buffers
+#: crossing the chunks unrounded, :func:`across_levels_exact`, 2026-12-07 (before it ≤ 18
+#: and ≤ 30, growing about 2× per 4× horizon); 78 at 2^17 without the long forms). At
+#: 2^24 the batch (≤ 3.1, seeds 1–3) and blocks (4.5, seed 1) are measured, not yet
+#: the scalar steps and vector batch, so 2^24 is not claimed. The module's functions go to
 #: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); the exact variances cost
 #: O(T·n), computed a block of 2^16 steps at a time as the first rows need them
 NORMALIZED_BLT_MAX_HORIZON = 1 << 22
@@ -1065,8 +1067,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
     TwoProduct for e·w, in cache-sized pieces, the buffers and the running sum kept as
-    pairs between calls): ≤ 18 at 2^20 and ≤ 30 at 2^22 on every block path, seeds 1–3
-    (the row-scaled BLT: ≤ 15 and ≤ 29). Beyond
+    pairs between calls, the buffers across the chunks unrounded,
+    :func:`across_levels_exact`): ≤ 3.9 at 2^20 and ≤ 3.4 at 2^22 on every block
+    path, seeds 1–3 (the row-scaled BLT: ≤ 3.7 and ≤ 3.6; before the unrounded
+    buffers ≤ 18 and ≤ 30, ≤ 15 and ≤ 29). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
@@ -1240,7 +1244,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
         float model's ratio 57 at T = 2^18, 146 at 2^20 without these forms, seed 1:
         benchmarks/float_model_long.py); here what remains of them is O(u²) per step,
-        and the buffers' own errors (F·p, the carries across the chunks) as before."""
+        and the buffers cross the chunks unrounded too (:func:`across_levels_exact`;
+        rounded, ≈ u·|p| shared by the chunks after each carry: 45.9 at 2^23, batch,
+        seed 1, 208 at 2^24 on blocks, seed 1; now 3.5 and 4.5)."""
         m = len(dest)
         t = self._c
         z = self._draw(t, (m, *self._tail))
@@ -1325,11 +1331,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         the chunk tables' pairs split once, :meth:`_long_split`: an exact part and a
         rest): each chunk's own part of the buffers and of w from one split of the
         steps; the buffers before each chunk from both parts
-        (as 2R streams: :func:`across_levels` for K ≥ 32, else :func:`~dpcount.counting.
-        factorization.blt.compensated_filter` with the chunk decays' residuals), so the
-        carries add no rounding of the chunks' own parts; their part F·p: the exact part
-        of the first stream's split, the rests (the second stream's and the splits'
-        rests, ≤ c·2^-22 of the rows' scales, their roundings O(c·2^-22·u)) all by one
+        (as 2R streams: :func:`across_levels_exact`, the first stream's values not
+        rounded), so the carries add no rounding of the chunks' own parts; their part
+        F·p: the exact part of the first stream's split, the rests (the second stream's
+        and the splits' rests, ≤ c·2^-22 of the rows' scales, their roundings
+        O(c·2^-22·u)) all by one
         product with the stacked tables; the exact parts added by TwoSum into the pair,
         the rests into its low part, then the pair renormalized by TwoSum (|lo| ≤ u·|hi|:
         the rests can be far above u·|w|, and the low parts' running sum rounds at their
@@ -1764,15 +1770,20 @@ class NormalizedBLT(Scaled, _BLTParameters):
         compute a chunk of steps ahead. Structure: the parameters, the kept variances,
         the weights a batch release keeps and its carry matrices across the chunks
         (:func:`across_chunks`: n·⌈T/1024⌉² floats, up to 2^17 — the plain forms' limit
-        of both presets; the long forms beyond hold n·32·33 floats per level of
-        :func:`across_levels`, at most 6 levels). ``buffers`` (None: the shipped
-        count)."""
+        of both presets; the long forms beyond hold n·(3·32² + 2·32) floats per level of
+        :func:`across_levels_exact` and chunk size, at most 6 levels of full chunks and
+        31 sizes of a last partial chunk). ``buffers`` (None: the shipped count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, 2 * n + 1 if T > _LONG_ABOVE else n)
         carry = (
-            8 * n * ((-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2 + 6 * _SUPER**2 + 6 * _SUPER)
+            8
+            * n
+            * (
+                (-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2
+                + (6 + _CHUNK - 1) * (3 * _SUPER**2 + 2 * _SUPER)
+            )
         )
         return MemoryEstimate(structure=64 * n + 16 * T + carry, stream=stream)
 
