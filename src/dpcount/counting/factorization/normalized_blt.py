@@ -106,8 +106,8 @@ __all__ = [
 #: over 3 seeds and every block path with the long forms beyond 2^16 and their buffers
 #: crossing the chunks unrounded, :func:`across_levels_exact`, 2026-12-07 (before it ≤ 18
 #: and ≤ 30, growing about 2× per 4× horizon); 78 at 2^17 without the long forms). At
-#: 2^24 the batch (≤ 3.1, seeds 1–3) and blocks (4.5, seed 1) are measured, not yet
-#: the scalar steps and vector batch, so 2^24 is not claimed. The module's functions go to
+#: 2^24 the batch ≤ 3.1 (seeds 1–3), seed 1 only: blocks 4.5, vector batch 3.0, scalar
+#: steps 2.9; seeds 2–3 of those not measured, so 2^24 is not claimed. The module's functions go to
 #: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); the exact variances cost
 #: O(T·n), computed a block of 2^16 steps at a time as the first rows need them
 NORMALIZED_BLT_MAX_HORIZON = 1 << 22

@@ -116,7 +116,7 @@ Array = NDArray[np.float64]
 #: over 3 seeds with the column-normalized BLT's long forms beyond 2^17, their buffers
 #: across the chunks unrounded since 2026-12-07, ``normalized_blt.across_levels_exact``
 #: (before: ≤ 15 and ≤ 29); 60 at 2^17 without them; at 2^24 the batch ≤ 2.9, seeds
-#: 1–3, the other paths not yet measured: not claimed). The module's functions go to
+#: 1–3, blocks 5.2, seed 1, the rest not yet measured: not claimed). The module's functions go to
 #: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the
 #: shipped parameters); exact variances cost O(T·n²)
 ROW_SCALED_BLT_MAX_HORIZON = 1 << 22
