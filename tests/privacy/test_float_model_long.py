@@ -147,9 +147,9 @@ def test_the_old_rounded_decay_recursion_fails(monkeypatch: pytest.MonkeyPatch) 
 def test_the_scaled_blts_at_their_limit() -> None:
     """At their largest horizon 2^22 (max_horizon) the column-normalized BLT's blocks
     with seed 2 (the worst case over both scaled BLTs, the paths batch, blocks and
-    vector batch and seeds 1–3 before the long forms' speed-up: 52.0; 10.2 since, where
-    the worst is its scalar steps, 52.8, too slow for a test: 4M steps) ≤ κ/4 (10–40 s,
-    ≈ 1 GB)."""
+    vector batch and seeds 1–3 before the long forms' speed-up: 52.0; 10.2 after it;
+    2.9 since the buffers cross the chunks unrounded, 2026-12-07, where every path and
+    seed of both is ≤ 3.6) ≤ κ/4 (10–100 s, ≈ 1 GB)."""
     assert max_horizon("normalized-blt") == max_horizon("row-scaled-blt") == 1 << 22
     assert 0.25 < BENCH.measure("normalized-blt", 1 << 22, "blocks", 2) <= QUARTER
 
@@ -222,7 +222,7 @@ def test_the_blt_without_its_chunk_decay_residuals_fails_at_its_limit(
 # -- refusals (quick) ---------------------------------------------------------------------
 #: the largest horizon each mechanism limited by its float error is measured at (κ/4)
 LIMITED = {
-    # ≤ 53 at 2^22 with the long forms (where the modules' functions stop)
+    # ≤ 3.6 at 2^22 with the long forms (2^24 not measured on every path)
     "normalized-blt": FLOAT_MODEL_HORIZONS["normalized-blt"]["block"],
     "row-scaled-blt": FLOAT_MODEL_HORIZONS["row-scaled-blt"]["block"],
     "row-scaled-banded": 1 << 13,  # 84 at 2^14

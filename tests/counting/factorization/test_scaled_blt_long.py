@@ -299,6 +299,45 @@ def test_across_levels_is_the_buffer_recursion(K: int) -> None:
     assert not np.all(np.abs(got - wrong) <= 64 * U * scale)
 
 
+@pytest.mark.parametrize("K", [40, 1100])  # two and three levels of 32 chunks
+def test_across_levels_exact_leaves_no_rounding(K: int) -> None:
+    """``across_levels_exact``: the first stream's buffers plus the second's are the
+    recursion p(k) = ρ·p(k − 1) + E(k − 1) (both streams' E, ρ = (1 − d)^c) in 60-digit
+    arithmetic to 2^-58 of the buffers' size (≈ u²-level: the rests' roundings); the
+    float ``across_levels`` (≈ u·|p|, shared by the chunks after a carry) fails it."""
+    import mpmath
+
+    decay = np.array([0.1, 0.9, 0.999, 0.99999])
+    d = np.array([0.9, 0.1, 0.001, 0.00001])  # 1 − decay, as given
+    c, n = 8, len(decay)
+    E = np.random.default_rng(5).standard_normal((n, 2, K))
+    E[:, 1] *= 2.0**-30  # the second stream: the rests
+    start = np.array([[1.0, 0.0], [-2.0, 2.0**-31], [30.0, 2.0**-29], [4.0, -(2.0**-30)]])
+    with mpmath.workdps(60):
+        want = np.empty((n, K + 1), dtype=np.longdouble)
+        for i in range(n):
+            rho = (1 - mpmath.mpf(float(d[i]))) ** c
+            p = mpmath.mpf(float(start[i, 0])) + mpmath.mpf(float(start[i, 1]))
+            want[i, 0] = np.longdouble(float(p))
+            for k in range(K):
+                p = rho * p + mpmath.mpf(float(E[i, 0, k])) + mpmath.mpf(float(E[i, 1, k]))
+                hi = float(p)
+                want[i, k + 1] = np.longdouble(hi) + np.longdouble(float(p - hi))
+    scale = np.max(np.abs(want.astype(np.float64)), axis=1, keepdims=True)
+
+    def error(prev: np.ndarray, end: np.ndarray) -> np.ndarray:
+        got = [np.concatenate([prev[:, j], end[:, j, None]], axis=1) for j in (0, 1)]
+        total = got[0].astype(np.longdouble) + got[1].astype(np.longdouble)
+        return np.abs(total - want).astype(np.float64) / scale  # type: ignore[no-any-return]
+
+    exact = nb.across_levels_exact(
+        E, start, c, lambda size: nb._exact_level_matrices(decay, d, size)
+    )
+    assert np.max(error(*exact)) <= 2.0**-58
+    rounded = nb.across_levels(E, start, c, lambda size: nb._level_matrices(decay, d, size))
+    assert np.max(error(*rounded)) > 2.0**-58
+
+
 @pytest.mark.parametrize("dim", [None, 2])
 def test_long_forms_checkpoint_their_pairs(
     dim: int | None, monkeypatch: pytest.MonkeyPatch

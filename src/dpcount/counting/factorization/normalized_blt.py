@@ -102,10 +102,12 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 18 at 2^20 and ≤ 30 at 2^22
-#: over 3 seeds and every block path with the long forms beyond 2^16 (2026-12-07),
-#: :meth:`NormalizedBLTNoiseProcess._compute_long`; 78 at 2^17 without them; the ratio
-#: about doubles per 4× horizon, so 2^24 is not claimed). The module's functions go to
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 3.9 at 2^20 and ≤ 3.4 at 2^22
+#: over 3 seeds and every block path with the long forms beyond 2^16 and their buffers
+#: crossing the chunks unrounded, :func:`across_levels_exact`, 2026-12-07 (before it ≤ 18
+#: and ≤ 30, growing about 2× per 4× horizon); 78 at 2^17 without the long forms). At
+#: 2^24 the batch ≤ 3.1 (seeds 1–3), seed 1 only: blocks 4.5, vector batch 3.0, scalar
+#: steps 2.9; seeds 2–3 of those not measured, so 2^24 is not claimed. The module's functions go to
 #: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); the exact variances cost
 #: O(T·n), computed a block of 2^16 steps at a time as the first rows need them
 NORMALIZED_BLT_MAX_HORIZON = 1 << 22
@@ -502,6 +504,123 @@ def across_levels(
     prev[..., 0] = start
     prev[..., 1:] = S[..., : K - 1]
     return prev, S[..., K - 1].copy()
+
+
+def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Any, ...]:
+    """For :func:`across_levels_exact` at chunks of c steps (ρ_i = λ_i^c, s =
+    :data:`_SUPER`): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, each as a
+    pair hi + lo (the powers in long double, e^{c·k·log1p(−d_i)} from the accurate
+    d_i = 1 − λ_i: relative error ≲ 2^-60, against u of :func:`_level_matrices`' floats),
+    M's high part split for exact products (:func:`_fixed_split`, k = s terms):
+    (M₁, [M₂; M] stacked, up, up_lo, β_a); those below 2^-600 taken as 0; read-only."""
+    s = _SUPER
+    ld = np.longdouble
+    d = np.asarray(one_minus_decay, dtype=np.float64).astype(ld)
+    k = (c * np.arange(s + 1)).astype(ld)
+    lam = ld(1) - d
+    near = np.empty((len(d), s + 1), dtype=ld)
+    for i in range(len(d)):
+        near[i] = np.exp(k * np.log1p(-d[i])) if lam[i] > 0 else np.power(lam[i], k)
+    hi = near.astype(np.float64)
+    lo = (near - hi.astype(ld)).astype(np.float64)
+    tiny = np.abs(hi) < _TINY
+    hi[tiny], lo[tiny] = 0.0, 0.0
+    lag = np.arange(s)[None, :] - np.arange(s)[:, None]  # [l, j]: j − l
+    at = np.clip(lag, 0, None)
+    M = np.where(lag >= 0, hi[:, at], 0.0)
+    M_lo = np.where(lag >= 0, lo[:, at], 0.0)
+    bits_a, bits_b = _split_bits(s)
+    M1, M2 = np.empty_like(M), np.empty_like(M)
+    for i in range(len(M)):
+        M1[i], M2[i] = _fixed_split(M[i], M_lo[i], bits_b) if M[i].any() else (M[i], M_lo[i])
+    out = (M1, np.concatenate([M2, M], axis=1), hi[:, 1:].copy(), lo[:, 1:].copy())
+    for mat in out:
+        mat.setflags(write=False)
+    return (*out, bits_a)
+
+
+def across_levels_exact(
+    E: Array, start: Array, c: int, mats: Callable[[int], tuple[Any, ...]]
+) -> tuple[Array, Array]:
+    """:func:`across_levels` for the two streams of :meth:`NormalizedBLTNoiseProcess.
+    _long_chunks` (``E`` (n, 2R, K): the exact parts, then the rests; ``start`` (n, 2R)),
+    without rounding the first stream: per level, each buffer's own parts X split on a
+    grid (:func:`_grid_split`, β_a bits) so X₁·M₁ is exact (M = M₁ + M₂ the accurate
+    powers' pair, :func:`_exact_level_matrices`), the rest X₂·M + X₁·M₂ (≲ s·2^-22 of
+    the scale, its rounding O(s·2^-22·u)) with the second stream's own parts; the carry
+    product C·ρ^{j+1} and its sum with the level's part by TwoProduct / TwoSum, their
+    errors (and C·ρ_lo) added to the second stream. Returns (prev, end) as
+    :func:`across_levels`, the first stream's values exact floats whose sum with the
+    second is the recursion's value to O(u²) (:func:`across_levels` rounds the first
+    stream's buffers, ≈ u·|p| shared by the chunks after each carry: the float model's
+    ratio 45.9 at 2^23, batch, seed 1, this one: see the module's figures)."""
+    R = E.shape[1] // 2
+    prev_hi, prev_lo, end_hi, end_lo = _exact_levels(
+        E[:, :R], E[:, R:], start[:, :R], start[:, R:], c, mats
+    )
+    prev = np.concatenate([prev_hi, prev_lo], axis=1)
+    end = np.concatenate([end_hi, end_lo], axis=1)
+    return prev, end
+
+
+def _exact_levels(
+    E_hi: Array, E_lo: Array, s_hi: Array, s_lo: Array, c: int, mats: Callable[[int], Any]
+) -> tuple[Array, Array, Array, Array]:
+    """:func:`across_levels_exact` on the pair (E_hi, E_lo) (n, R, K) from (s_hi, s_lo):
+    (prev_hi, prev_lo, end_hi, end_lo)."""
+    M1, M2M, up, up_lo, bits_a = mats(c)
+    n, R, K = E_hi.shape
+    s = M1.shape[1]
+    K2 = -(-K // s)
+    X = np.zeros((n, R, K2, s))
+    X.reshape(n, R, K2 * s)[..., :K] = E_hi
+    left = np.empty((n, R, K2, 2 * s))  # [X₁ | X₂ + E_lo]
+    if K2 * s == K:
+        left[..., s:] = E_lo.reshape(n, R, K2, s)
+    else:
+        rest = np.zeros((n, R, K2, s))
+        rest.reshape(n, R, K2 * s)[..., :K] = E_lo
+        left[..., s:] = rest
+    X1 = np.empty((R, K2, s))
+    X2 = np.empty((R, K2, s))
+    for i in range(n):
+        if X[i].any():
+            _grid_split(X[i], bits_a, X1, X2)
+        else:
+            X1[...], X2[...] = 0.0, 0.0
+        left[i, ..., :s] = X1
+        left[i, ..., s:] += X2
+    L_hi = np.matmul(left[..., :s], M1[:, None])  # exact
+    L_lo = np.matmul(left, M2M[:, None])
+    if K2 == 1:
+        c_hi, c_lo = s_hi[..., None], s_lo[..., None]
+    else:
+        c_hi, c_lo, _, _ = _exact_levels(
+            np.ascontiguousarray(L_hi[..., -1]),
+            np.ascontiguousarray(L_lo[..., -1]),
+            s_hi,
+            s_lo,
+            c * s,
+            mats,
+        )
+    u_hi = np.broadcast_to(up[:, None, None, :], L_hi.shape)
+    u_lo = up_lo[:, None, None, :]
+    carry = np.broadcast_to(c_hi[..., None], L_hi.shape)
+    prod = carry * u_hi
+    err = np.zeros(L_hi.shape)
+    _add_product_error(np.array(carry), u_hi, prod, err)
+    L_lo += c_lo[..., None] * u_hi
+    L_lo += c_hi[..., None] * u_lo
+    L_lo += err
+    total = L_hi + prod
+    _two_sum_error(L_hi, prod, total, err, np.empty_like(err))
+    L_lo += err
+    hi = total.reshape(n, R, K2 * s)
+    lo = L_lo.reshape(n, R, K2 * s)
+    prev_hi, prev_lo = np.empty((n, R, K)), np.empty((n, R, K))
+    prev_hi[..., 0], prev_lo[..., 0] = s_hi, s_lo
+    prev_hi[..., 1:], prev_lo[..., 1:] = hi[..., : K - 1], lo[..., : K - 1]
+    return prev_hi, prev_lo, hi[..., K - 1].copy(), lo[..., K - 1].copy()
 
 
 @lru_cache(maxsize=4)
@@ -950,8 +1069,10 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     BLT's 2^17) every block is computed in the long forms instead
     (:meth:`_compute_long`: error-free chunk products, double-double chunk tables,
     TwoProduct for e·w, in cache-sized pieces, the buffers and the running sum kept as
-    pairs between calls): ≤ 18 at 2^20 and ≤ 30 at 2^22 on every block path, seeds 1–3
-    (the row-scaled BLT: ≤ 15 and ≤ 29). Beyond
+    pairs between calls, the buffers across the chunks unrounded,
+    :func:`across_levels_exact`): ≤ 3.9 at 2^20 and ≤ 3.4 at 2^22 on every block
+    path, seeds 1–3 (the row-scaled BLT: ≤ 3.7 and ≤ 3.6; before the unrounded
+    buffers ≤ 18 and ≤ 30, ≤ 15 and ≤ 29). Beyond
     ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
 
     Args:
@@ -1125,7 +1246,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         products and of e·w, ≈ u·|w_t| each, add up like √t over the running sum (the
         float model's ratio 57 at T = 2^18, 146 at 2^20 without these forms, seed 1:
         benchmarks/float_model_long.py); here what remains of them is O(u²) per step,
-        and the buffers' own errors (F·p, the carries across the chunks) as before."""
+        and the buffers cross the chunks unrounded too (:func:`across_levels_exact`;
+        rounded, ≈ u·|p| shared by the chunks after each carry: 45.9 at 2^23, batch,
+        seed 1, 208 at 2^24 on blocks, seed 1; now 3.5 and 4.5)."""
         m = len(dest)
         t = self._c
         z = self._draw(t, (m, *self._tail))
@@ -1210,11 +1333,11 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         the chunk tables' pairs split once, :meth:`_long_split`: an exact part and a
         rest): each chunk's own part of the buffers and of w from one split of the
         steps; the buffers before each chunk from both parts
-        (as 2R streams: :func:`across_levels` for K ≥ 32, else :func:`~dpcount.counting.
-        factorization.blt.compensated_filter` with the chunk decays' residuals), so the
-        carries add no rounding of the chunks' own parts; their part F·p: the exact part
-        of the first stream's split, the rests (the second stream's and the splits'
-        rests, ≤ c·2^-22 of the rows' scales, their roundings O(c·2^-22·u)) all by one
+        (as 2R streams: :func:`across_levels_exact`, the first stream's values not
+        rounded), so the carries add no rounding of the chunks' own parts; their part
+        F·p: the exact part of the first stream's split, the rests (the second stream's
+        and the splits' rests, ≤ c·2^-22 of the rows' scales, their roundings
+        O(c·2^-22·u)) all by one
         product with the stacked tables; the exact parts added by TwoSum into the pair,
         the rests into its low part, then the pair renormalized by TwoSum (|lo| ≤ u·|hi|:
         the rests can be far above u·|w|, and the low parts' running sum rounds at their
@@ -1229,7 +1352,6 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """
         R, n = x.shape[0], self._n
         K = x.shape[1] // c
-        rc = self._chunk_matrices(c)[3]
         p_exact, g_exact, p_rest, f_exact, w_rest, bits_x, bits_f = self._long_split(c)
         left = np.empty((R * K, 2 * (c + n)))  # [x₂ | x₁ | b₂ + p″ | b₁]
         x1, x2 = np.empty((R * K, c)), np.empty((R * K, c))  # (contiguous: 3× faster)
@@ -1239,17 +1361,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
         E[:, :R] = _rows_times(x1, p_exact).reshape(R, K, n).transpose(2, 0, 1)
         E[:, R:] = _rows_times(left[:, : 2 * c], p_rest).reshape(R, K, n).transpose(2, 0, 1)
-        start = state.copy()
-        if K >= _SUPER:
-            prev, end = across_levels(E, start, c, self._level_matrices)
-        else:
-            rlo = self._residuals("power", c)
-            prev, end = np.empty((n, 2 * R, K)), np.empty((n, 2 * R))
-            for i in range(n):
-                ends = compensated_filter(E[i].T, rc[i], rlo[i], start[i])  # (K, 2R)
-                prev[i, :, 0] = start[i]
-                prev[i, :, 1:] = ends[:-1].T
-                end[i] = ends[-1]
+        prev, end = across_levels_exact(E, state.copy(), c, self._exact_level_matrices)
         state[...] = end
         b1, b2 = np.empty((R * K, n)), np.empty((R * K, n))
         _grid_split(np.ascontiguousarray(prev[:, :R].reshape(n, R * K).T), bits_f, b1, b2)
@@ -1305,6 +1417,14 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         if kept is None:
             kept = self._mats[key] = _level_matrices(self._decay, self._one_minus_decay, c)
         return kept  # type: ignore[return-value]  # the two of this key
+
+    def _exact_level_matrices(self, c: int) -> tuple[Any, ...]:
+        """:func:`_exact_level_matrices` for chunks of c steps, kept in the shared cache."""
+        key = ("exact level", c)
+        kept = self._mats.get(key)
+        if kept is None:
+            kept = self._mats[key] = _exact_level_matrices(self._decay, self._one_minus_decay, c)
+        return kept
 
     def _long_tables(self, c: int) -> tuple[Array, ...]:
         """:func:`_long_tables` for chunks of c steps, computed once and kept in the
@@ -1652,15 +1772,20 @@ class NormalizedBLT(Scaled, _BLTParameters):
         compute a chunk of steps ahead. Structure: the parameters, the kept variances,
         the weights a batch release keeps and its carry matrices across the chunks
         (:func:`across_chunks`: n·⌈T/1024⌉² floats, up to 2^17 — the plain forms' limit
-        of both presets; the long forms beyond hold n·32·33 floats per level of
-        :func:`across_levels`, at most 6 levels). ``buffers`` (None: the shipped
-        count)."""
+        of both presets; the long forms beyond hold n·(3·32² + 2·32) floats per level of
+        :func:`across_levels_exact` and chunk size, at most 6 levels of full chunks and
+        31 sizes of a last partial chunk). ``buffers`` (None: the shipped count)."""
         T = check_integer("horizon", horizon, ge=1)
         buffers = options.get("buffers")
         n = len(shipped_normalized_blt_parameters(T)[0]) if buffers is None else int(buffers)
         stream = cls._stream_bytes(T, dim, 2 * n + 1 if T > _LONG_ABOVE else n)
         carry = (
-            8 * n * ((-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2 + 6 * _SUPER**2 + 6 * _SUPER)
+            8
+            * n
+            * (
+                (-(-min(T, 1 << 17) // (_CHUNK * _SUPER))) ** 2
+                + (6 + _CHUNK - 1) * (3 * _SUPER**2 + 2 * _SUPER)
+            )
         )
         return MemoryEstimate(structure=64 * n + 16 * T + carry, stream=stream)
 

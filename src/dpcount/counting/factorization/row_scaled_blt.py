@@ -112,9 +112,12 @@ __all__ = [
 Array = NDArray[np.float64]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 15 at 2^20 and ≤ 29 at 2^22
-#: over 3 seeds with the column-normalized BLT's long forms beyond 2^17; 60 at 2^17
-#: without them). The module's functions go to 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the
+#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 3.7 at 2^20 and ≤ 3.6 at 2^22
+#: over 3 seeds with the column-normalized BLT's long forms beyond 2^17, their buffers
+#: across the chunks unrounded since 2026-12-07, ``normalized_blt.across_levels_exact``
+#: (before: ≤ 15 and ≤ 29); 60 at 2^17 without them; at 2^24 the batch ≤ 2.9, seeds
+#: 1–3, blocks 5.2, seed 1, the rest not yet measured: not claimed). The module's functions go to
+#: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the
 #: shipped parameters); exact variances cost O(T·n²)
 ROW_SCALED_BLT_MAX_HORIZON = 1 << 22
 #: columns per block of the column-norm filters (a multiple of the stream's 512)
