@@ -333,3 +333,23 @@ def test_optimized_and_registry() -> None:
         built.mse()
         < build_mechanism("sqrt", budget=Budget(epsilon=1.0, delta=1e-6), horizon=256).mse()
     )
+
+
+def test_vector_steps_refused_beyond_the_filters_measured_horizon() -> None:
+    """The all-pole filter (vector steps) is measured within the float model up to 2^15
+    (86.8 > κ/4 at 2^16, seed 3): a vector stream beyond it is refused, naming the dim
+    and the horizon; at 2^15 and with scalar steps at 2^15 + 1 it runs."""
+    from dpcount.counting.factorization import toeplitz as toeplitz_module
+
+    limit = toeplitz_module.VECTOR_FILTER_MAX_HORIZON
+    assert limit == 1 << 15
+    c = [1.0, 0.5, 0.25]
+    rng = np.random.default_rng(0)
+    over = ToeplitzFactorization(limit + 1, coefficients=c, epsilon=1.0, delta=1e-6, rng=0)
+    with pytest.raises(ValueError, match=r"dim=3.*up to horizon 32768.*not 32769"):
+        over.noise_process(NoiseSource.generator(over.sampler, rng, 3), 3)
+    with pytest.raises(ValueError, match=r"dim=3.*not 32769"):
+        over.release(np.zeros((limit + 1, 3)))
+    assert len(over.release(np.zeros(limit + 1))) == limit + 1
+    at = ToeplitzFactorization(limit, coefficients=c, epsilon=1.0, delta=1e-6, rng=0)
+    assert at.release(np.zeros((limit, 3))).shape == (limit, 3)

@@ -100,6 +100,12 @@ _RECURSION_BANDS = 64
 _FILTER_BANDS = 512
 #: largest horizon :meth:`ToeplitzFactorization.optimized` optimizes for
 MAX_OPTIMIZED_HORIZON = 1 << 16
+#: largest horizon of vector steps (the all-pole filter, :class:`ToeplitzNoiseProcess`):
+#: the float model's ratio (``benchmarks/float_model_long.py``, vector batch, max over
+#: seeds 1–3) is ≤ 29.7 at 2^15 but 86.8 > κ/4 = 64 at 2^16 (seed 3; 50.3 and 44.9 for
+#: seeds 1 and 2) on an AMD EPYC machine, 2026-12-07 (61 where it was first measured).
+#: Scalar steps with more than 512 bands take the FFT convolution: 2.9–3.3 at 2^16.
+VECTOR_FILTER_MAX_HORIZON = 1 << 15
 
 
 def check_toeplitz_coefficients(coefficients: Any, horizon: int | None = None) -> Array:
@@ -662,6 +668,12 @@ class ToeplitzFactorization(CountingMechanism):
         O(T·bands) for a batch release (5.7 s against 0.02 s at T = bands = 2^16)."""
         if width is None and len(self.coefficients) > _FILTER_BANDS:
             return SqrtNoiseProcess(self.decoder_coefficients(), NoiseBuffer(source, width))
+        if width is not None and self.horizon > VECTOR_FILTER_MAX_HORIZON:
+            raise ValueError(
+                f"toeplitz with vector steps (dim={width}) is measured within the float model "
+                f"up to horizon {VECTOR_FILTER_MAX_HORIZON} (its all-pole filter), not "
+                f"{self.horizon}: use a shorter horizon, scalar steps, or another mechanism"
+            )
         return ToeplitzNoiseProcess(self.coefficients, self.horizon, NoiseBuffer(source, width))
 
     def noise_coefficients(self) -> Array:
