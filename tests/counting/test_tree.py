@@ -302,7 +302,7 @@ def test_vector_steps_have_independent_coordinates_with_exact_variance() -> None
 
 
 def test_stream_variance_matches_exact() -> None:
-    T, reps = 60, 6000
+    T, reps = 60, 3000
     m = KaryTree(T, epsilon=1.0, k=3, subtract=True, rng=99)
     errors = np.empty((reps, T))
     for r in range(reps):
