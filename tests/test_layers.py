@@ -8,6 +8,8 @@ remove it).
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,13 +56,24 @@ def _is_package(module: str) -> bool:
     return (SRC / Path(*module.split(".")) / "__init__.py").exists()
 
 
+def _statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement under ``node``, at any depth (imports are statements: the
+    expressions need not be walked)."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()):
+            if isinstance(child, ast.stmt):
+                yield child
+            yield from _statements(child)
+
+
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """module -> the dpcount modules it imports (``from pkg import sub`` counts as ``pkg.sub``)."""
     graph: dict[str, set[str]] = {}
     for path in sorted((SRC / "dpcount").rglob("*.py")):
         name = _module_name(path)
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _statements(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 targets |= {a.name for a in node.names if a.name.split(".")[0] == "dpcount"}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
