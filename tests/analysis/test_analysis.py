@@ -251,6 +251,19 @@ def test_compare_skips_fhu_and_classic_for_large_epsilon_and_is_fast_at_huge_hor
     assert rows[0].label.startswith("sqrt")  # Gaussian √A wins ℓ∞ at this δ
 
 
+@pytest.mark.parametrize("delta", [None, 1e-6])
+def test_every_row_states_the_delta_of_its_float_release(delta: float | None) -> None:
+    """A row's stated δ is its built mechanism's ``privacy.total_delta`` (the exact-real
+    δ plus the float-safe term, what ``dpcount count`` prints), never the requested δ
+    alone (at T = 2^20 the Gaussian term, 2.2e-05, is 22 times δ = 1e-06)."""
+    for r in compare(5000, budget=Budget(epsilon=1.0, delta=delta)):
+        stated = r.build(rng=0).privacy
+        assert stated is not None and stated.float_delta > 0, r.label
+        assert r.release_delta == stated.total_delta, r.label
+        assert f"delta={stated.total_delta:.3g})-DP as released" in r.guarantee, r.label
+        assert r.release_delta > r.guaranteed_delta
+
+
 def test_candidate_command_round_trips_through_the_cli() -> None:
     from dpcount.cli import build_parser
     from dpcount.counting.registry import build_mechanism

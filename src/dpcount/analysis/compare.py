@@ -45,6 +45,8 @@ from dpcount.privacy.budget import (
     refuses_loose_budget,
 )
 from dpcount.privacy.calibration import GAUSSIAN_METHODS, gaussian_sigma
+from dpcount.privacy.float_safe import float_delta, float_safety
+from dpcount.privacy.guarantee import add_delta
 from dpcount.privacy.rng import RNGLike
 from dpcount.privacy.tails import gaussian_linf_bound
 
@@ -148,11 +150,36 @@ class Candidate:
         return float(getattr(self, self.metric))
 
     @property
+    def float_delta(self) -> float:
+        """What the float-safe release of this row's T·d values adds to δ,
+        (1 + e^ε)·T·d·η rounded up (:func:`dpcount.privacy.float_safe.float_delta`;
+        the planner lists continuous noise only): the δ ``dpcount count`` states."""
+        values = self.horizon * (1 if self.dim is None else self.dim)
+        return float_delta(float_safety(self.noise).eta, self.guaranteed_epsilon, values)
+
+    @property
+    def release_delta(self) -> float:
+        """The certified δ plus :attr:`float_delta`, rounded up: the δ of the release as
+        computed (as :attr:`PrivacyGuarantee.total_delta
+        <dpcount.privacy.guarantee.PrivacyGuarantee.total_delta>`)."""
+        return add_delta(self.guaranteed_delta, self.float_delta)
+
+    @property
     def guarantee(self) -> str:
-        """E.g. ``"epsilon=1-DP"`` or ``"(epsilon=0.5, delta=1e-08)-DP"``."""
-        if self.guaranteed_delta == 0.0:
-            return f"epsilon={self.guaranteed_epsilon:.6g}-DP"
-        return f"(epsilon={self.guaranteed_epsilon:.6g}, delta={self.guaranteed_delta:.3g})-DP"
+        """The release's guarantee and how it is made up, e.g. ``"(epsilon=1,
+        delta=2.31e-05)-DP as released: (epsilon=1, delta=1e-06)-DP in exact arithmetic
+        plus 2.21e-05 for the float-safe release of 1048576 values"``."""
+        exact = (
+            f"epsilon={self.guaranteed_epsilon:.6g}-DP"
+            if self.guaranteed_delta == 0.0
+            else f"(epsilon={self.guaranteed_epsilon:.6g}, delta={self.guaranteed_delta:.3g})-DP"
+        )
+        values = self.horizon * (1 if self.dim is None else self.dim)
+        return (
+            f"(epsilon={self.guaranteed_epsilon:.6g}, delta={self.release_delta:.3g})-DP as "
+            f"released: {exact} in exact arithmetic plus {self.float_delta:.3g} for the "
+            f"float-safe release of {values} values"
+        )
 
     @property
     def budget(self) -> Budget:

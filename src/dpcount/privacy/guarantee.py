@@ -77,6 +77,14 @@ NOISE_KINDS: tuple[str, ...] = NoiseKind.choices()
 DISCRETE_NOISE_KINDS: tuple[str, ...] = tuple(k.value for k in NoiseKind if k.is_discrete)
 
 
+def add_delta(delta: float, extra: float) -> float:
+    """δ + ``extra`` rounded up, at most 1 (either 0: the other, exactly): the δ of a
+    float-safe release (:attr:`PrivacyGuarantee.total_delta`, the planner's rows)."""
+    if extra == 0.0 or delta == 0.0:
+        return extra if extra else delta
+    return min(1.0, math.nextafter(delta + extra, math.inf))
+
+
 @dataclass(frozen=True)
 class PrivacyGuarantee:
     """What a calibrated mechanism promises.
@@ -129,11 +137,7 @@ class PrivacyGuarantee:
     @property
     def total_delta(self) -> float:
         """δ + :attr:`float_delta`, rounded up: the δ of the release as computed."""
-        extra = self.float_delta
-        if extra == 0.0 or self.delta == 0.0:
-            return extra if extra else self.delta
-        total = self.delta + extra
-        return min(1.0, math.nextafter(total, math.inf))
+        return add_delta(self.delta, self.float_delta)
 
     def with_float_safety(self, eta: float, values: int) -> PrivacyGuarantee:
         """This guarantee for a float-safe release of ``values`` values with per-value
