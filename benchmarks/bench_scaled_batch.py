@@ -3,7 +3,7 @@
 For ``blt``, ``normalized-blt`` and ``row-scaled-blt`` with their shipped parameters
 (objective "mean" and "max") at each horizon (default 2^16, 2^17, 2^18 and 2^20; ``--T``
 takes horizons that are not powers of two, e.g. 10^7; those above a mechanism's largest
-horizon are skipped: the scaled presets' float-model limits are 2^16 and 2^17) and each
+horizon are skipped: the scaled presets' float-model limit is 2^24) and each
 step width (scalar, and ``--dims`` vector widths), prints:
 
 * build: CPU time of ``optimized(T)`` plus the first release (the per-horizon tables

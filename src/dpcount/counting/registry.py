@@ -296,10 +296,10 @@ REGISTRY: tuple[Entry, ...] = (
         ),
     ),
     # column-normalized BLT: O(buffers) state per coordinate
-    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT", 1 << 22),
+    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT", 1 << 24),
     # row-scaled, column-normalized BLT: O(buffers) state, its row weights saved too
     _blt_preset(
-        "row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", 1 << 22, _LOG_WEIGHTS
+        "row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", 1 << 24, _LOG_WEIGHTS
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry("dense-optimum", "factorization.dense:FactorizationMechanism", _DENSE, "optimal"),

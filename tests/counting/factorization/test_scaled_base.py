@@ -193,7 +193,7 @@ ERRORS: list[tuple[Callable[[], object], type[Exception], str]] = [
         r"no preset scales base 'banded-toeplitz' with rows 'none'.*presets are normalized-sqrt",
     ),
     # the preset's own refusals, naming the parameter
-    (lambda: Scaled(_blt(1 << 22 | 1)), ValueError, r"horizon must be <= 4194304, got 4194305"),
+    (lambda: Scaled(_blt(1 << 24 | 1)), ValueError, r"horizon must be <= 16777216, got 16777217"),
     (lambda: Scaled(_blt(), rows="chebyshev"), TypeError, r"missing 1 .*'log_weights'"),
     (
         lambda: Scaled(_blt(), rows="chebyshev", log_weights=[9.0]),

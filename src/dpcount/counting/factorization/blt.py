@@ -483,20 +483,22 @@ COMPENSATE_ABOVE = 1 << 16
 #: to 2^24 ≥ 10^7 (48 at 2^23, 45 at 2^24; 99 at 2^25 on vector blocks, seed 1; 87 at
 #: 2^24 without the chunk decays' residuals);
 #: column-normalized / row-scaled BLT ≤ 46 / ≤ 61 up to 2^16 / 2^17 in their plain
-#: forms, beyond them their long forms ≤ 16 up to 2^20 and ≤ 53 at 2^22 (without them
-#: 150 / 115 at 2^20); horizon-free BLT (compensated decays) ≤ 49 up to 2^22, scalar
-#: ≤ 41 at 2^24 and 58 at 2^26 (seed 1; 290 at 2^17 without the compensation), its
-#: vector blocks ("vector-block") only to 2^22 (67 at 2^24, seed 1). "step":
-#: one vector step (``next()`` with dim > 1, a per-step recursion in fl(λ)): BLT ≤ 18 up
-#: to 2^16, 365 at 2^17; column-normalized / row-scaled BLT ≤ 39 up to 2^12, 98 and 91 at
-#: 2^13; the horizon-free BLT's (a block of one step, compensated) ≤ 24 up to 2^17 (the
-#: fused fl(λ) step: 126 at 2^13). Longer horizons are refused (:func:`check_float_model`):
+#: forms (max-objective parameters ≤ 57), beyond them their long forms ≤ 3.9 up to 2^22
+#: and ≤ 6.0 at 2^24, both objectives (without them 150 / 115 at 2^20); horizon-free
+#: BLT (compensated decays) ≤ 49 up to 2^22, scalar ≤ 41 at 2^24 and 58 at 2^26 (seed 1;
+#: 290 at 2^17 without the compensation), its vector blocks ("vector-block") only to
+#: 2^22 (67 at 2^24, seed 1). "step": one vector step (``next()`` with dim > 1, a
+#: per-step recursion in fl(λ)): BLT ≤ 18 up to 2^16, 365 at 2^17; column-normalized /
+#: row-scaled BLT ≤ 39 up to 2^12 (61 with the max-objective parameters, dim 3), 98 and
+#: 91 at 2^13; the horizon-free BLT's (a block of one step, compensated) ≤ 24 up to 2^17
+#: (the fused fl(λ) step: 126 at 2^13). Longer horizons are refused
+#: (:func:`check_float_model`):
 #: their float release could state too small a δ. The horizon-free BLT counts steps, not
 #: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 24, "step": 1 << 16},
-    "normalized-blt": {"block": 1 << 22, "step": 1 << 12},
-    "row-scaled-blt": {"block": 1 << 22, "step": 1 << 12},
+    "normalized-blt": {"block": 1 << 24, "step": 1 << 12},
+    "row-scaled-blt": {"block": 1 << 24, "step": 1 << 12},
     "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
 }
 #: the mechanisms whose paths are refused by the step reached rather than the horizon: a

@@ -102,15 +102,15 @@ __all__ = [
 ]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 3.9 at 2^20 and ≤ 3.4 at 2^22
-#: over 3 seeds and every block path with the long forms beyond 2^16 and their buffers
-#: crossing the chunks unrounded, :func:`across_levels_exact`, 2026-12-07 (before it ≤ 18
-#: and ≤ 30, growing about 2× per 4× horizon); 78 at 2^17 without the long forms). At
-#: 2^24 the batch ≤ 3.1 (seeds 1–3), seed 1 only: blocks 4.5, vector batch 3.0, scalar
-#: steps 2.9; seeds 2–3 of those not measured, so 2^24 is not claimed. The module's functions go to
-#: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); the exact variances cost
-#: O(T·n), computed a block of 2^16 steps at a time as the first rows need them
-NORMALIZED_BLT_MAX_HORIZON = 1 << 22
+#: model's κ up to 2^24 (``blt.FLOAT_MODEL_HORIZONS``, every block path, seeds 1–3, with
+#: the long forms beyond 2^16 and their buffers crossing the chunks unrounded,
+#: :func:`across_levels_exact`, 2026-12-07: ≤ 3.9 at 2^20, ≤ 3.4 at 2^22, ≤ 4.5 at 2^24;
+#: the max-objective parameters ≤ 6.0 at 2^24; before the unrounded buffers ≤ 18 and ≤ 30
+#: at 2^20 and 2^22, growing about 2× per 4× horizon; 78 at 2^17 without the long forms),
+#: as far as the module's functions go (``_FUNCTIONS_MAX_HORIZON``, as the shipped
+#: parameters); the exact variances cost O(T·n), computed a block of 2^16 steps at a
+#: time as the first rows need them
+NORMALIZED_BLT_MAX_HORIZON = 1 << 24
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -1073,7 +1073,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     :func:`across_levels_exact`): ≤ 3.9 at 2^20 and ≤ 3.4 at 2^22 on every block
     path, seeds 1–3 (the row-scaled BLT: ≤ 3.7 and ≤ 3.6; before the unrounded
     buffers ≤ 18 and ≤ 30, ≤ 15 and ≤ 29). Beyond
-    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^22, vector steps 2^12) the process refuses.
+    ``blt.FLOAT_MODEL_HORIZONS`` (blocks 2^24, vector steps 2^12) the process refuses.
 
     Args:
         inverse: G = C⁻¹ (decays λ, scales ω′).
@@ -1746,7 +1746,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
           https://arxiv.org/abs/1805.06530
 
     Args:
-        horizon: 1 ≤ T ≤ 2^22.
+        horizon: 1 ≤ T ≤ 2^24.
         buffer_decay: θ_1…θ_n, distinct, in (0, 1).
         output_scale: ω_1…ω_n > 0 with Σ ω_i/(1 + θ_i) < 1.
         budget: a :class:`~dpcount.privacy.Budget`, or its fields as keywords
@@ -1756,7 +1756,7 @@ class NormalizedBLT(Scaled, _BLTParameters):
 
     Raises:
         ValueError: parameters outside the BLT domain (naming them), a horizon above
-            2^22, or a noise kind other than Gaussian.
+            2^24, or a noise kind other than Gaussian.
     """
 
     name = "normalized-blt"

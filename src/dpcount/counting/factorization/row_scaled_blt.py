@@ -112,14 +112,13 @@ __all__ = [
 Array = NDArray[np.float64]
 
 #: largest horizon: the float release's error is measured within a quarter of the float
-#: model's κ up to 2^22 (``blt.FLOAT_MODEL_HORIZONS``: ≤ 3.7 at 2^20 and ≤ 3.6 at 2^22
-#: over 3 seeds with the column-normalized BLT's long forms beyond 2^17, their buffers
-#: across the chunks unrounded since 2026-12-07, ``normalized_blt.across_levels_exact``
-#: (before: ≤ 15 and ≤ 29); 60 at 2^17 without them; at 2^24 the batch ≤ 2.9, seeds
-#: 1–3, blocks 5.2, seed 1, the rest not yet measured: not claimed). The module's functions go to
-#: 2^24 (``_FUNCTIONS_MAX_HORIZON``, as the
-#: shipped parameters); exact variances cost O(T·n²)
-ROW_SCALED_BLT_MAX_HORIZON = 1 << 22
+#: model's κ up to 2^24 (``blt.FLOAT_MODEL_HORIZONS``, every block path, seeds 1–3, with
+#: the column-normalized BLT's long forms beyond 2^17, their buffers across the chunks
+#: unrounded since 2026-12-07, ``normalized_blt.across_levels_exact``: ≤ 3.7 at 2^20,
+#: ≤ 3.6 at 2^22, ≤ 5.2 at 2^24; the max-objective parameters ≤ 5.4 at 2^24; before ≤ 15
+#: and ≤ 29 at 2^20 and 2^22; 60 at 2^17 without them), as far as the module's functions
+#: go (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); exact variances cost O(T·n²)
+ROW_SCALED_BLT_MAX_HORIZON = 1 << 24
 #: columns per block of the column-norm filters (a multiple of the stream's 512)
 _ANCHOR = 4096
 #: columns per filter call of the construction's backward pass (a multiple of _ANCHOR)
@@ -476,14 +475,14 @@ class RowScaledBLT(NormalizedBLT):
         [references: hku25, bw18]
 
     Args:
-        horizon: 1 ≤ T ≤ 2^22.
+        horizon: 1 ≤ T ≤ 2^24.
         buffer_decay, output_scale, budget, rng: as for :class:`NormalizedBLT`.
         log_weights: Chebyshev coefficients a_1… of ln w (1 to 32 finite numbers,
             |a_m| ≤ 5, Σ|a_m| ≤ 20).
 
     Raises:
         ValueError: parameters outside the BLT domain or bad ``log_weights`` (naming
-            them), a horizon above 2^22, or a noise kind other than Gaussian.
+            them), a horizon above 2^24, or a noise kind other than Gaussian.
     """
 
     name = "row-scaled-blt"
