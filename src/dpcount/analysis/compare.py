@@ -167,8 +167,8 @@ class Candidate:
     @property
     def guarantee(self) -> str:
         """The release's guarantee and how it is made up, e.g. ``"(epsilon=1,
-        delta=2.31e-05)-DP as released: (epsilon=1, delta=1e-06)-DP in exact arithmetic
-        plus 2.21e-05 for the float-safe release of 1048576 values"``."""
+        delta=2.32e-05)-DP as released: (epsilon=1, delta=1e-06)-DP in exact arithmetic
+        plus 2.22e-05 for the float-safe release of 1048576 values"`` (Gaussian noise)."""
         exact = (
             f"epsilon={self.guaranteed_epsilon:.6g}-DP"
             if self.guaranteed_delta == 0.0
