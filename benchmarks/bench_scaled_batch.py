@@ -193,12 +193,19 @@ def stages(spec: str, repeats: int) -> None:
 
         setattr(owner, attr, call)
 
-    process = nb.NormalizedBLTNoiseProcess
-    table: tuple[tuple[object, str, str], ...] = (  # printed in this order: indented
-        # stages are parts of the one above
+    Stage = tuple[object, str, str]
+    # printed in this order; indented stages are parts of the one above
+    head: tuple[Stage, ...] = (
         (base, "check_stream_array", "input check"),
         (NoiseSource, "generator", "noise source"),
         (CLASSES[name], "noise_process", "noise process"),
+    )
+    tail: tuple[Stage, ...] = (
+        (base, "add_running_sums", "sums + float-safe snap"),
+        (steps, "_combine", "  float-safe snap"),
+    )
+    process = nb.NormalizedBLTNoiseProcess
+    middle: tuple[Stage, ...] = (
         (process, "_compute", "noise (all)"),
         (process, "_draw", "  draw (+ row weights)"),
         (process, "_chunked_w", "  w = G z (scalar)"),
@@ -210,24 +217,18 @@ def stages(spec: str, repeats: int) -> None:
         (nb, "_block_sums", "    running sum"),
         (nb, "_upper_times", "    triangular products (both)"),
         (nb, "_copy_transposed", "    sums into (T, d)"),
-        (base, "add_running_sums", "sums + float-safe snap"),
-        (steps, "_combine", "  float-safe snap"),
     )
     if name == "blt":  # the plain BLT's process: chunks, filters across them, products
         plain = blt.BLTNoiseProcess
-        table = (
-            (base, "check_stream_array", "input check"),
-            (NoiseSource, "generator", "noise source"),
-            (CLASSES[name], "noise_process", "noise process"),
+        middle = (
             (NoiseSource, "sample", "draw"),
             (plain, "_fill", "noise from the draws (all)"),
             (plain, "_scalar_chunks", "  scalar chunks"),
             (plain, "_vector_chunks", "  vector chunks (all)"),
             (blt._Recursion, "run", "    buffers across chunks"),
             (blt, "_rows_times", "    products (rows·Pᵀ, rows·Bᵀ, prev·Fᵀ)"),
-            (base, "add_running_sums", "sums + float-safe snap"),
-            (steps, "_combine", "  float-safe snap"),
         )
+    table = head + middle + tail
     for owner, attr, label in table:
         if hasattr(owner, attr):  # (an older tree may lack a stage)
             timed(owner, attr, label)
