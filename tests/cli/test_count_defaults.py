@@ -22,6 +22,7 @@ from dpcount.analysis.compare import compare
 from dpcount.cli import main
 from dpcount.counting import KaryTree
 from dpcount.counting.registry import DISCRETE_CAPABLE, build_mechanism
+from dpcount.durable import output as durable_output
 from dpcount.privacy import Budget
 
 SRC = str(Path(dpcount.__file__).resolve().parents[1])
@@ -117,18 +118,20 @@ def _count_saves(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_default_checkpoint_cadence_is_bounded_by_time_not_by_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    n = 20_000
+    n = 5_000
     src = tmp_path / "x.csv"
     src.write_text("".join(f"{i % 3}\n" for i in range(n)))
     saves = _count_saves(monkeypatch)
+    batch = 2_000  # MAX_BATCH (10 000) scaled with the rows: at least two saves
+    monkeypatch.setattr(durable_output, "MAX_BATCH", batch)
     argv = ["count", str(src), "--mechanism", "kary", "--epsilon", "1", "--seed", "4"]
     start = time.monotonic()
     ck = ["--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "o.csv")]
     assert main([*argv, *ck]) == 0
     elapsed = time.monotonic() - start
     # one save per started second (default --checkpoint-seconds 1), at most, plus the
-    # last one and the MAX_BATCH cap; the old default saved 20 000 times
-    assert 2 <= len(saves) <= math.ceil(elapsed) + n // _durable.MAX_BATCH + 1, (saves, elapsed)
+    # last one and the MAX_BATCH cap; the old default saved once per row (5 000 times)
+    assert 2 <= len(saves) <= math.ceil(elapsed) + n // batch + 1, (saves, elapsed)
     assert saves[-1] == n
     # the same lines as a plain live run with the same seed
     monkeypatch.setattr(sys, "stdin", io.StringIO(src.read_text()))

@@ -32,10 +32,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    listing = args.list or args.name is None
+    if not listing:
+        # Every experiment draws a figure: say what to install before seconds of imports
+        # and minutes of work, not after (the error names the extra: dpcount.cli.cli_message).
+        import matplotlib  # noqa: F401
     from dpcount.experiments import EXPERIMENTS, run_experiment
 
     con = out_console(110)
-    if args.list or args.name is None:
+    if listing:
         _refuse_run_options(args)
         for name, fn in EXPERIMENTS.items():
             doc = (fn.__doc__ or "").strip().splitlines()[0]
@@ -45,10 +50,6 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         if name not in EXPERIMENTS:
             raise ValueError(f"unknown experiment {name!r}; choose from: {', '.join(EXPERIMENTS)}")
-    # Every experiment draws a figure: say what to install before minutes of work, not
-    # after (the error names the extra: dpcount.cli.cli_message).
-    import matplotlib  # noqa: F401
-
     for name in names:
         result = run_experiment(
             name, quick=args.quick, out=args.out, seed=args.seed, show_progress=True
