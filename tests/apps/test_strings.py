@@ -26,11 +26,12 @@ def all_words(a: int, ell: int) -> list[tuple[int, ...]]:
 
 def brute_minimal_ends(s: list[int], e: tuple[int, ...]) -> list[int]:
     """Number of minimal-occurrence windows of e ending at each position (paper's tuple def.)."""
-    occ = [
-        i
-        for i in itertools.combinations(range(len(s)), len(e))
-        if all(s[k] == c for k, c in zip(i, e, strict=True))
-    ]
+    # every increasing index tuple i with s[i_k] = e_k (extended letter by letter rather
+    # than filtering all C(len(s), len(e)) index tuples: the same list, in the same order)
+    occ: list[tuple[int, ...]] = [()]
+    for c in e:
+        at = [k for k, x in enumerate(s) if x == c]
+        occ = [(*i, k) for i in occ for k in at if not i or k > i[-1]]
     windows = set()
     for i in occ:
         dominated = any(
