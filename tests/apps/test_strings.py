@@ -26,11 +26,12 @@ def all_words(a: int, ell: int) -> list[tuple[int, ...]]:
 
 def brute_minimal_ends(s: list[int], e: tuple[int, ...]) -> list[int]:
     """Number of minimal-occurrence windows of e ending at each position (paper's tuple def.)."""
-    occ = [
-        i
-        for i in itertools.combinations(range(len(s)), len(e))
-        if all(s[k] == c for k, c in zip(i, e, strict=True))
-    ]
+    # every increasing index tuple i with s[i_k] = e_k (extended letter by letter rather
+    # than filtering all C(len(s), len(e)) index tuples: the same list, in the same order)
+    occ: list[tuple[int, ...]] = [()]
+    for c in e:
+        at = [k for k, x in enumerate(s) if x == c]
+        occ = [(*i, k) for i in occ for k in at if not i or k > i[-1]]
     windows = set()
     for i in occ:
         dominated = any(
@@ -111,15 +112,24 @@ def test_zero_noise_episode_counts_with_general_letters() -> None:
 
 
 def stream_sensitivities(streams: dict[tuple[int, ...], np.ndarray], a: int) -> tuple[float, float]:
-    """Largest Γ₁, Γ₂ over all pairs of strings differing in one letter."""
+    """Largest Γ₁, Γ₂ over all pairs of strings differing in one letter.
+
+    ``streams`` holds every string of one length n over 0..a-1; each string's
+    neighbours are found by index, all pairs of one (position, letter shift) at once.
+    """
+    keys = list(streams)
+    index = {s: i for i, s in enumerate(keys)}
+    values = np.stack([streams[s] for s in keys])
+    letters = np.array(keys)
     w1 = w2 = 0.0
-    for s, v in streams.items():
-        for p in range(len(s)):
-            for c in range(a):
-                if c != s[p]:
-                    other = (*s[:p], c, *s[p + 1 :])
-                    tv = np.abs(v - streams[other]).sum(axis=0)
-                    w1, w2 = max(w1, float(tv.sum())), max(w2, float(np.linalg.norm(tv)))
+    for p in range(letters.shape[1]):
+        for shift in range(1, a):
+            changed = letters.copy()
+            changed[:, p] = (changed[:, p] + shift) % a  # every c != s[p], over the shifts
+            other = np.array([index[tuple(row)] for row in changed.tolist()])
+            tv = np.abs(values - values[other]).sum(axis=1)
+            w1 = max(w1, float(tv.sum(axis=1).max()))
+            w2 = max(w2, float(np.linalg.norm(tv, axis=1).max()))
     return w1, w2
 
 

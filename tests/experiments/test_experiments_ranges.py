@@ -295,13 +295,35 @@ def _count(shape: str) -> int:
     return math.prod(n * (n + 1) // 2 for n in map(int, shape.split("x")))
 
 
+@pytest.fixture(scope="module")
+def dpbench_without_data(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[ExperimentResult, list[str]]:
+    """ranges-dpbench (quick, seed 0) run once with no DPBench files in reach, and the
+    suptitle of every figure it saved (the two tests below read the same run)."""
+    from matplotlib.figure import Figure
+
+    tmp_path = tmp_path_factory.mktemp("dpbench-without-data")
+    titles: list[str] = []
+    save = Figure.savefig
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        titles.append(self._suptitle.get_text() if self._suptitle is not None else "")
+        return save(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Figure, "savefig", spy)
+        mp.setattr(dpbench_module, "_CANDIDATES", (tmp_path / "nowhere",))
+        result = EXPERIMENTS["ranges-dpbench"](
+            ExperimentConfig(quick=True, out=tmp_path, seed=0, show_progress=False)
+        )
+    return result, titles
+
+
 def test_ranges_dpbench_runs_without_the_data(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dpbench_without_data: tuple[ExperimentResult, list[str]],
 ) -> None:
-    monkeypatch.setattr(dpbench_module, "_CANDIDATES", (tmp_path / "nowhere",))
-    result = EXPERIMENTS["ranges-dpbench"](
-        ExperimentConfig(quick=True, out=tmp_path, seed=0, show_progress=False)
-    )
+    result, _ = dpbench_without_data
     assert "DPBench data not found" in result.notes[0]
     assert result.key["dpbench_files_1d"] == 0 and result.key["dpbench_files_2d"] == 0
     assert {row["dataset"] for row in rows(result)} == {"uniform 1..1000 (synthetic)"}
@@ -310,25 +332,12 @@ def test_ranges_dpbench_runs_without_the_data(
 
 
 def test_ranges_dpbench_says_what_it_plots_and_fills_every_column(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dpbench_without_data: tuple[ExperimentResult, list[str]],
 ) -> None:
     """Before: without the DPBench files the figure's title still read "DPBench histograms"
     over synthetic data, and the CSV header named 14 columns over 13 values (a stray "z":
     errinf_sampled_mean was empty, its values sat under "z")."""
-    from matplotlib.figure import Figure
-
-    titles: list[str] = []
-    save = Figure.savefig
-
-    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
-        titles.append(self._suptitle.get_text() if self._suptitle is not None else "")
-        return save(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", spy)
-    monkeypatch.setattr(dpbench_module, "_CANDIDATES", (tmp_path / "nowhere",))
-    result = EXPERIMENTS["ranges-dpbench"](
-        ExperimentConfig(quick=True, out=tmp_path, seed=0, show_progress=False)
-    )
+    result, titles = dpbench_without_data
     assert len(titles) == 1
     assert "synthetic" in titles[0] and "DPBench histograms" not in titles[0]
     with result.csv.open(newline="", encoding="utf-8") as fh:
