@@ -13,7 +13,6 @@ default (must be > 0 under x = 0), with fixed seeds.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,16 +30,6 @@ from dpcount.apps import (
 from dpcount.cli import main
 from dpcount.counting.registry import build_mechanism
 from dpcount.privacy import Budget
-from tests.counting.test_checkpoint import scratch
-
-
-@pytest.fixture
-def tmp_path(tmp_path: Path) -> Iterator[Path]:
-    """The CLI runs' files go to tmpfs when available (each run writes its output
-    atomically and fsyncs it; see :func:`tests.counting.test_checkpoint.scratch`)."""
-    with scratch(tmp_path) as folder:
-        yield folder
-
 
 TINY = 2.0**-53
 
