@@ -37,6 +37,7 @@ from dpcount.counting import (
     load_stream,
     save_stream,
 )
+from tests.counting.test_checkpoint import scratch
 
 MAGIC = b"\x89DPCOUNT-CKPT\r\n\x1a\n"
 PREFIX = struct.Struct(">IQ")
@@ -52,6 +53,14 @@ GENERATORS = {
     "AESCounter": lambda: AESCounter(seed=1),
     "ChaCha": lambda: ChaCha(seed=1),
 }
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """This module's checkpoints go to tmpfs when available (see
+    :func:`tests.counting.test_checkpoint.scratch`)."""
+    with scratch(tmp_path) as folder:
+        yield folder
 
 
 # -- the file format, independently -------------------------------------------------------

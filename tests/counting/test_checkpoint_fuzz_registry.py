@@ -25,6 +25,7 @@ from dpcount.counting import BLT, KaryTree, UnboundedCounter, load_stream, save_
 from dpcount.counting.registry import MECHANISMS, build_mechanism
 from dpcount.counting.unbounded import load_unbounded, save_unbounded
 from dpcount.privacy.budget import Budget
+from tests.counting.test_checkpoint import scratch
 from tests.counting.test_checkpoint_fuzz import (
     MAGIC,
     PREFIX,
@@ -43,6 +44,14 @@ NOISES = [("discrete-gaussian", 1e-6), ("gaussian", 1e-6), ("laplace", None)]
 CRAFTED: list[Any] = [5e-324, 1e-310, -1.0, 0.0, 1e308, 2**62, "x", None, [], ("raw", "NaN")]
 #: crafted values written into an array (its first entry, its first three, all)
 CRAFTED_ARRAY: list[Any] = [5e-324, 1e308, -1e308, np.inf, np.nan, 2**62, -(2**63)]
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """This module's checkpoints go to tmpfs when available (see
+    :func:`tests.counting.test_checkpoint.scratch`)."""
+    with scratch(tmp_path) as folder:
+        yield folder
 
 
 def _generator() -> np.random.Generator:
@@ -166,6 +175,7 @@ def assert_clean(tmp: Path, files: Iterator[bytes], unbounded: bool = False) -> 
     path = tmp / "case.ckpt"
     n = 0
     for data in files:
+        path.unlink(missing_ok=True)  # a new file: truncating one is several times slower
         path.write_bytes(data)
         load_and_step(path, unbounded)  # anything but ValueError/TypeError propagates
         n += 1

@@ -89,12 +89,48 @@ class UnitDraw:
         return out.reshape(size)
 
 
-def recovered_columns(mech: KaryTree, run) -> Counter:  # type: ignore[no-untyped-def]
-    """Columns of the noise map L (as tuples), recovered one unit draw at a time."""
+@dataclass
+class NanFrom:
+    """Sampler whose draws number ``first`` and later are NaN, every other draw 0."""
+
+    first: int
+    drawn: int = 0
+    variance: float = 0.0
+
+    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
+        n = int(np.prod(size))
+        out = np.where(np.arange(self.drawn, self.drawn + n) >= self.first, np.nan, 0.0)
+        self.drawn += n
+        return out.reshape(size)
+
+
+def reaching_draws(mech, run) -> int:  # type: ignore[no-untyped-def]
+    """m such that no draw numbered m or later reaches the output: every nonzero column
+    of the noise map is among the first m draws.
+
+    A stream draws its noise in blocks of 1024 and uses a few of them; probing all 1024
+    one unit draw at a time is most of the cost of recovering the map. A NaN draw that
+    reaches an output makes it NaN (NaN·0 is NaN too), so "the output is finite when the
+    draws from m on are NaN" holds exactly for the m ≥ (last reaching draw) + 1, and is
+    found by bisection over the draws counted by a probe run.
+    """
     probe = UnitDraw(hot=-1)
     run(mech.with_sampler(probe))
+    lo, hi = 0, probe.drawn
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if np.all(np.isfinite(run(mech.with_sampler(NanFrom(mid))))):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def recovered_columns(mech: KaryTree, run) -> Counter:  # type: ignore[no-untyped-def]
+    """Columns of the noise map L (as tuples), recovered one unit draw at a time (the
+    draws that reach the output: :func:`reaching_draws`)."""
     columns: Counter = Counter()
-    for j in range(probe.drawn):
+    for j in range(reaching_draws(mech, run)):
         col = run(mech.with_sampler(UnitDraw(hot=j)))
         if np.any(col):
             columns[tuple(col)] += 1

@@ -28,6 +28,7 @@ from dpcount.counting import (
 from dpcount.counting.factorization.dense import product_roundoff_bound
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise
 from tests.counting.test_tree import oracle as tree_oracle
+from tests.counting.test_tree import reaching_draws
 from tests.stats import assert_variances_match
 
 # ----------------------------------------------------------------------------- helpers
@@ -96,10 +97,9 @@ RUNS: dict[str, Run] = {"batch": run_batch, "steps": run_steps, "mixed": run_mix
 
 
 def noise_matrix(mech: CountingMechanism, run: Run) -> np.ndarray:
-    """The noise map (steps × draws actually used), one unit draw at a time."""
-    probe = UnitDraw(hot=-1)
-    run(mech.with_sampler(probe))
-    cols = [run(mech.with_sampler(UnitDraw(hot=j))) for j in range(probe.drawn)]
+    """The noise map (steps × draws actually used), one unit draw at a time (the draws
+    that reach the output: :func:`~tests.counting.test_tree.reaching_draws`)."""
+    cols = [run(mech.with_sampler(UnitDraw(hot=j))) for j in range(reaching_draws(mech, run))]
     M = np.column_stack(cols)
     return M[:, np.any(M != 0, axis=0)]
 
@@ -214,7 +214,10 @@ def test_dense_mechanism_statistics_match_covariance() -> None:
     assert_variances_match(errors, fm.variances())
     cov = errors.T @ errors / reps
     exact = fm.covariance()
-    se = np.sqrt((errors[:, :, None] * errors[:, None, :]).var(axis=0) / reps)
+    # the standard error of each product mean: Var(e_i e_j) = E[e_i² e_j²] − E[e_i e_j]²
+    # (the population variance of the products, without a reps × T × T array)
+    squares = errors**2
+    se = np.sqrt((squares.T @ squares / reps - cov**2) / reps)
     assert np.max(np.abs(cov - exact) / se) < 5.5
 
 

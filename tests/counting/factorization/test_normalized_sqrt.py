@@ -37,13 +37,15 @@ from dpcount.counting.factorization.sqrt_toeplitz import sqrt_coefficients, sqrt
 from dpcount.counting.registry import CLASSES, build_mechanism
 from dpcount.privacy import Budget, ConstantNoise, GaussianNoise, ZeroNoise, gaussian_sigma
 from dpcount.privacy.source import NoiseSource
+from tests.counting.factorization.test_sqrt import central_binomials
 from tests.stats import Z_TOLERANCE, variance_z_scores
 
 GAUSS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6}
 
 
 def exact_f(T: int) -> NDArray[np.float64]:
-    return np.array([math.comb(2 * k, k) / 4**k for k in range(T)])
+    """C(2k, k)/4^k correctly rounded (Python's int division rounds exactly)."""
+    return np.array([c / 4**k for k, c in enumerate(central_binomials(T))])
 
 
 def oracle(T: int) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
