@@ -10,7 +10,6 @@ rename, after the checkpoint but before the output, mid output line).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import io
 import os
@@ -18,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,26 +26,12 @@ import pytest
 
 from dpcount.cli import main
 from dpcount.counting import KaryTree, load_stream, save_stream
+from tests.scratch import scratch
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and POSIX locks")
 
 N = 2000
 OPTIONS = ["--mechanism", "kary", "--epsilon", "1", "--seed", "7"]
-
-
-@contextlib.contextmanager
-def scratch(fallback: Path) -> Iterator[Path]:
-    """A scratch folder; on tmpfs when available, where fsync is cheap (the protocol
-    fsyncs on every checkpoint, ~ms each on a disk)."""
-    base = "/dev/shm"
-    if not (os.path.isdir(base) and os.access(base, os.W_OK)):
-        yield fallback
-        return
-    folder = Path(tempfile.mkdtemp(prefix="dpcount-ckpt-", dir=base))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_data(folder: Path, n: int = N, seed: int = 0) -> Path:

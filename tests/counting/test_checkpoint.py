@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,25 +28,9 @@ from dpcount.counting import checkpoint as ckmod
 from dpcount.durable import format as fmt
 from dpcount.privacy import ZeroNoise
 from tests.mechanisms import FACTORIES
+from tests.scratch import scratch
 
 NAMES = sorted(FACTORIES)
-
-
-@contextlib.contextmanager
-def scratch(fallback: Path) -> Iterator[Path]:
-    """A scratch folder on tmpfs when available, else ``fallback``: saving fsyncs the
-    file and its folder (~4 ms a checkpoint on this disk, more for a vector stream's
-    8 MiB buffer); on tmpfs the same writes and fsyncs are cheap (as in
-    tests/cli/test_count_checkpoint.py)."""
-    base = "/dev/shm"
-    if not (os.path.isdir(base) and os.access(base, os.W_OK)):
-        yield fallback
-        return
-    folder = Path(tempfile.mkdtemp(prefix="dpcount-ckpt-", dir=base))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

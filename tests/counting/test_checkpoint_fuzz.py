@@ -37,7 +37,7 @@ from dpcount.counting import (
     load_stream,
     save_stream,
 )
-from tests.counting.test_checkpoint import scratch
+from tests.scratch import scratch
 
 MAGIC = b"\x89DPCOUNT-CKPT\r\n\x1a\n"
 PREFIX = struct.Struct(">IQ")
@@ -58,7 +58,7 @@ GENERATORS = {
 @pytest.fixture
 def tmp_path(tmp_path: Path) -> Iterator[Path]:
     """This module's checkpoints go to tmpfs when available (see
-    :func:`tests.counting.test_checkpoint.scratch`)."""
+    :func:`tests.scratch.scratch`)."""
     with scratch(tmp_path) as folder:
         yield folder
 

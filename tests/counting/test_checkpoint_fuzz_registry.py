@@ -25,7 +25,6 @@ from dpcount.counting import BLT, KaryTree, UnboundedCounter, load_stream, save_
 from dpcount.counting.registry import MECHANISMS, build_mechanism
 from dpcount.counting.unbounded import load_unbounded, save_unbounded
 from dpcount.privacy.budget import Budget
-from tests.counting.test_checkpoint import scratch
 from tests.counting.test_checkpoint_fuzz import (
     MAGIC,
     PREFIX,
@@ -37,6 +36,7 @@ from tests.counting.test_checkpoint_fuzz import (
     run_loader,
     write_file,
 )
+from tests.scratch import scratch
 
 #: (noise, delta) a mechanism's quick checkpoint uses (the first its class accepts)
 NOISES = [("discrete-gaussian", 1e-6), ("gaussian", 1e-6), ("laplace", None)]
@@ -49,7 +49,7 @@ CRAFTED_ARRAY: list[Any] = [5e-324, 1e308, -1e308, np.inf, np.nan, 2**62, -(2**6
 @pytest.fixture
 def tmp_path(tmp_path: Path) -> Iterator[Path]:
     """This module's checkpoints go to tmpfs when available (see
-    :func:`tests.counting.test_checkpoint.scratch`)."""
+    :func:`tests.scratch.scratch`)."""
     with scratch(tmp_path) as folder:
         yield folder
 
