@@ -26,6 +26,7 @@ from dpcount.counting.base import (
     format_bytes,
     parse_bytes,
 )
+from dpcount.counting.factorization._precision import scaled_blt_limit
 from dpcount.counting.strategy import (
     GAUSSIAN,
     Capabilities,
@@ -296,10 +297,15 @@ REGISTRY: tuple[Entry, ...] = (
         ),
     ),
     # column-normalized BLT: O(buffers) state per coordinate
-    _blt_preset("normalized-blt", "factorization.normalized_blt:NormalizedBLT", 1 << 24),
+    _blt_preset(
+        "normalized-blt", "factorization.normalized_blt:NormalizedBLT", scaled_blt_limit(1 << 16)
+    ),
     # row-scaled, column-normalized BLT: O(buffers) state, its row weights saved too
     _blt_preset(
-        "row-scaled-blt", "factorization.row_scaled_blt:RowScaledBLT", 1 << 24, _LOG_WEIGHTS
+        "row-scaled-blt",
+        "factorization.row_scaled_blt:RowScaledBLT",
+        scaled_blt_limit(1 << 17),
+        _LOG_WEIGHTS,
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)
     Entry("dense-optimum", "factorization.dense:FactorizationMechanism", _DENSE, "optimal"),

@@ -66,6 +66,7 @@ from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MemoryEstimate
+from dpcount.counting.factorization._precision import EXTENDED_LONG_DOUBLE, scaled_blt_limit
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
     BLTInverse,
@@ -109,8 +110,9 @@ __all__ = [
 #: at 2^20 and 2^22, growing about 2× per 4× horizon; 78 at 2^17 without the long forms),
 #: as far as the module's functions go (``_FUNCTIONS_MAX_HORIZON``, as the shipped
 #: parameters); the exact variances cost O(T·n), computed a block of 2^16 steps at a
-#: time as the first rows need them
-NORMALIZED_BLT_MAX_HORIZON = 1 << 24
+#: time as the first rows need them. Where numpy's long double is a plain double the long
+#: forms are not measured and the limit is the plain forms' 2^16 (:mod:`._precision`).
+NORMALIZED_BLT_MAX_HORIZON = scaled_blt_limit(1 << 16)
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -510,9 +512,13 @@ def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple
     """For :func:`across_levels_exact` at chunks of c steps (ρ_i = λ_i^c, s =
     :data:`_SUPER`): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, each as a
     pair hi + lo (the powers in long double, e^{c·k·log1p(−d_i)} from the accurate
-    d_i = 1 − λ_i: relative error ≲ 2^-60, against u of :func:`_level_matrices`' floats),
+    d_i = 1 − λ_i: relative error ≤ (1 + |log ρ|)·2^-62 with a 64-bit long double, tested
+    against 50-digit powers, where :func:`_level_matrices`' floats are off by ~u; only
+    where the long double is that wide, :mod:`._precision`),
     M's high part split for exact products (:func:`_fixed_split`, k = s terms):
     (M₁, [M₂; M] stacked, up, up_lo, β_a); those below 2^-600 taken as 0; read-only."""
+    if not EXTENDED_LONG_DOUBLE:  # unreachable: the horizons that take it are refused
+        raise RuntimeError("the long forms need a long double wider than a double")
     s = _SUPER
     ld = np.longdouble
     d = np.asarray(one_minus_decay, dtype=np.float64).astype(ld)
