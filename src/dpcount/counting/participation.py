@@ -242,7 +242,7 @@ def _pattern_value(H: NDArray[np.float64], pattern: list[int] | tuple[int, ...])
 
 def _largest_pattern_value(H: NDArray[np.float64], T: int, schema: Participation) -> float:
     """max over :func:`iter_patterns` of :func:`_pattern_value`, the patterns as rows of
-    one index array (k ≤ 2^13 rows at a time): each value is the same sum as
+    one index array (8192 patterns at a time): each value is the same sum as
     ``_pattern_value``'s, row by row over the same k × k block (numpy's pairwise sum of
     a contiguous row), so the maximum is the same float."""
     k, b = schema.max_participations, schema.min_separation
