@@ -27,28 +27,11 @@ from dpcount.counting import (
 )
 from dpcount.counting.factorization.dense import product_roundoff_bound
 from dpcount.privacy import Budget, ConstantNoise, ZeroNoise
+from tests.counting.test_tree import UnitDraw, reaching_draws
 from tests.counting.test_tree import oracle as tree_oracle
-from tests.counting.test_tree import reaching_draws
 from tests.stats import assert_variances_match
 
 # ----------------------------------------------------------------------------- helpers
-
-
-@dataclass
-class UnitDraw:
-    """Sampler whose draw number ``hot`` is 1 and every other draw 0."""
-
-    hot: int
-    drawn: int = 0
-    variance: float = 0.0
-
-    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
-        n = int(np.prod(size))
-        out = np.zeros(n)
-        if self.drawn <= self.hot < self.drawn + n:
-            out[self.hot - self.drawn] = 1.0
-        self.drawn += n
-        return out.reshape(size)
 
 
 @dataclass
