@@ -26,7 +26,7 @@ from dpcount.counting.base import (
     format_bytes,
     parse_bytes,
 )
-from dpcount.counting.factorization._precision import scaled_blt_limit
+from dpcount.counting.factorization._precision import SCALED_BLT_LONG_HORIZON
 from dpcount.counting.strategy import (
     GAUSSIAN,
     Capabilities,
@@ -298,13 +298,13 @@ REGISTRY: tuple[Entry, ...] = (
     ),
     # column-normalized BLT: O(buffers) state per coordinate
     _blt_preset(
-        "normalized-blt", "factorization.normalized_blt:NormalizedBLT", scaled_blt_limit(1 << 16)
+        "normalized-blt", "factorization.normalized_blt:NormalizedBLT", SCALED_BLT_LONG_HORIZON
     ),
     # row-scaled, column-normalized BLT: O(buffers) state, its row weights saved too
     _blt_preset(
         "row-scaled-blt",
         "factorization.row_scaled_blt:RowScaledBLT",
-        scaled_blt_limit(1 << 17),
+        SCALED_BLT_LONG_HORIZON,
         _LOG_WEIGHTS,
     ),
     # the dense mean-loss optimum, computed on first use (horizon <= 2048, ~6 s at 1024)

@@ -80,7 +80,7 @@ from dpcount.counting.base import (
     step_bytes,
 )
 from dpcount.counting.factorization._losses import Losses
-from dpcount.counting.factorization._precision import scaled_blt_limit
+from dpcount.counting.factorization._precision import SCALED_BLT_LONG_HORIZON
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.sqrt import SENSITIVITY_MARGIN
 from dpcount.counting.participation import Sensitivity, toeplitz_sensitivities
@@ -498,9 +498,9 @@ COMPENSATE_ABOVE = 1 << 16
 #: its horizon (:data:`FLOAT_MODEL_BY_STEP`).
 FLOAT_MODEL_HORIZONS: dict[str, dict[str, int]] = {
     "blt": {"block": 1 << 24, "step": 1 << 16},
-    # the long forms' 2^24 only with an extended long double (:mod:`._precision`)
-    "normalized-blt": {"block": scaled_blt_limit(1 << 16), "step": 1 << 12},
-    "row-scaled-blt": {"block": scaled_blt_limit(1 << 17), "step": 1 << 12},
+    # the scaled presets: their long forms beyond 2^16 / 2^17 (:mod:`._precision`)
+    "normalized-blt": {"block": SCALED_BLT_LONG_HORIZON, "step": 1 << 12},
+    "row-scaled-blt": {"block": SCALED_BLT_LONG_HORIZON, "step": 1 << 12},
     "horizon-free-blt": {"block": 1 << 26, "vector-block": 1 << 22, "step": 1 << 17},
 }
 #: the mechanisms whose paths are refused by the step reached rather than the horizon: a

@@ -66,7 +66,7 @@ from dpcount._state import state_array, state_int, state_keys
 from dpcount._validate import check_choice, check_integer
 from dpcount.counting._chunked import ChunkedNoiseProcess
 from dpcount.counting.base import MemoryEstimate
-from dpcount.counting.factorization._precision import EXTENDED_LONG_DOUBLE, scaled_blt_limit
+from dpcount.counting.factorization._precision import SCALED_BLT_LONG_HORIZON, decay_power_pairs
 from dpcount.counting.factorization._types import Array
 from dpcount.counting.factorization.blt import (
     BLTInverse,
@@ -110,9 +110,8 @@ __all__ = [
 #: at 2^20 and 2^22, growing about 2× per 4× horizon; 78 at 2^17 without the long forms),
 #: as far as the module's functions go (``_FUNCTIONS_MAX_HORIZON``, as the shipped
 #: parameters); the exact variances cost O(T·n), computed a block of 2^16 steps at a
-#: time as the first rows need them. Where numpy's long double is a plain double the long
-#: forms are not measured and the limit is the plain forms' 2^16 (:mod:`._precision`).
-NORMALIZED_BLT_MAX_HORIZON = scaled_blt_limit(1 << 16)
+#: time as the first rows need them.
+NORMALIZED_BLT_MAX_HORIZON = SCALED_BLT_LONG_HORIZON
 #: steps per block of the variance recursion and of the stream's weight table
 _BLOCK = 1 << 16
 _WEIGHT_BLOCK = 512
@@ -511,24 +510,14 @@ def across_levels(
 def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Any, ...]:
     """For :func:`across_levels_exact` at chunks of c steps (ρ_i = λ_i^c, s =
     :data:`_SUPER`): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, each as a
-    pair hi + lo (the powers in long double, e^{c·k·log1p(−d_i)} from the accurate
-    d_i = 1 − λ_i: relative error ≤ (1 + |log ρ|)·2^-62 with a 64-bit long double, tested
-    against 50-digit powers, where :func:`_level_matrices`' floats are off by ~u; only
-    where the long double is that wide, :mod:`._precision`),
-    M's high part split for exact products (:func:`_fixed_split`, k = s terms):
-    (M₁, [M₂; M] stacked, up, up_lo, β_a); those below 2^-600 taken as 0; read-only."""
-    if not EXTENDED_LONG_DOUBLE:  # unreachable: the horizons that take it are refused
-        raise RuntimeError("the long forms need a long double wider than a double")
+    pair hi + lo (:func:`._precision.decay_power_pairs`: λ_i^{c·k} from the accurate
+    d_i = 1 − λ_i at 50 digits, relative error ≤ 2^-104, the same doubles on every
+    platform; tested against mpmath powers, where :func:`_level_matrices`' floats are
+    off by ~u), M's high part split for exact products (:func:`_fixed_split`, k = s
+    terms): (M₁, [M₂; M] stacked, up, up_lo, β_a); those below 2^-600 taken as 0;
+    read-only. ``decay`` is not read (the powers come from ``one_minus_decay``)."""
     s = _SUPER
-    ld = np.longdouble
-    d = np.asarray(one_minus_decay, dtype=np.float64).astype(ld)
-    k = (c * np.arange(s + 1)).astype(ld)
-    lam = ld(1) - d
-    near = np.empty((len(d), s + 1), dtype=ld)
-    for i in range(len(d)):
-        near[i] = np.exp(k * np.log1p(-d[i])) if lam[i] > 0 else np.power(lam[i], k)
-    hi = near.astype(np.float64)
-    lo = (near - hi.astype(ld)).astype(np.float64)
+    hi, lo = decay_power_pairs(one_minus_decay, c * np.arange(s + 1))
     tiny = np.abs(hi) < _TINY
     hi[tiny], lo[tiny] = 0.0, 0.0
     lag = np.arange(s)[None, :] - np.arange(s)[:, None]  # [l, j]: j − l

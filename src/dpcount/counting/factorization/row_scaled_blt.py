@@ -70,7 +70,7 @@ from numpy.typing import NDArray
 from dpcount._scipy import lfilter
 from dpcount._validate import check_integer
 from dpcount.counting.base import MemoryEstimate
-from dpcount.counting.factorization._precision import scaled_blt_limit
+from dpcount.counting.factorization._precision import SCALED_BLT_LONG_HORIZON
 from dpcount.counting.factorization.blt import (
     BLTInverse,
     _long_times,
@@ -119,8 +119,7 @@ Array = NDArray[np.float64]
 #: ≤ 3.6 at 2^22, ≤ 5.2 at 2^24; the max-objective parameters ≤ 5.4 at 2^24; before ≤ 15
 #: and ≤ 29 at 2^20 and 2^22; 60 at 2^17 without them), as far as the module's functions
 #: go (``_FUNCTIONS_MAX_HORIZON``, as the shipped parameters); exact variances cost O(T·n²)
-#: Where numpy's long double is a plain double: the plain forms' 2^17 (:mod:`._precision`).
-ROW_SCALED_BLT_MAX_HORIZON = scaled_blt_limit(1 << 17)
+ROW_SCALED_BLT_MAX_HORIZON = SCALED_BLT_LONG_HORIZON
 #: columns per block of the column-norm filters (a multiple of the stream's 512)
 _ANCHOR = 4096
 #: columns per filter call of the construction's backward pass (a multiple of _ANCHOR)
