@@ -300,7 +300,7 @@ def test_scalar_chunks_equal_the_chunk_major_layout_bit_for_bit() -> None:
     m = BLT(5000, buffer_decay=[0.3, 0.9, 0.999], output_scale=[0.2, 0.1, 0.1], epsilon=1.0,
             delta=1e-6)  # fmt: skip
     process = m.noise_process(NoiseSource.generator(m.sampler, np.random.default_rng(7)))
-    c = blt_module._BLOCK_SCALAR
+    c = blt_module._BLOCK
     B, P, F, rc = process._matrices(c)
     rng = np.random.default_rng(7)
     q = np.zeros(len(rc))
@@ -331,7 +331,7 @@ def test_vector_chunks_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch)
     5 chunks, so a batch of 73 chunks takes 15."""
     from dpcount.counting.factorization import blt as blt_module
 
-    c, d = blt_module._BLOCK_VECTOR, 3
+    c, d = blt_module._BLOCK, 3
     monkeypatch.setattr(blt_module, "_VECTOR_BLOCK_VALUES", 5 * c * d)
 
     def blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -105,14 +105,19 @@ __all__ = [
     "shipped_blt_parameters",
 ]
 
-#: steps per chunk of the within-chunk Toeplitz product in ``next_many``
-_BLOCK_SCALAR = 32
-_BLOCK_VECTOR = 8
+#: steps per chunk of the within-chunk Toeplitz product in ``next_many``, scalar and
+#: vector steps alike. Vector batches took chunks of 8 until 2026-12-08: their filters
+#: across the chunks (two per decayed buffer, compensated) were 0.86× of drawing the
+#: normals at T = 10^7, d = 4, release 2.9× in all; with chunks of 32 a quarter as many
+#: filter steps for 4× the within-chunk product (``bench_scaled_batch.py --stages
+#: blt:10000000:4``: see the closing figures in :meth:`BLTNoiseProcess._vector_chunks`)
+_BLOCK = 32
 #: values of z per block of a vector batch (whole chunks; at least two; each block's
 #: arrays are reused, see :meth:`BLTNoiseProcess._vector_chunks`). Release ÷ drawing the
 #: normals, process CPU, loaded 2-core machine, 2^12 .. 2^18 values a block: 5.2, 4.2,
 #: 3.7, 3.6, 3.6, 4.2, 6.2× at T = 2^16, d = 4; 5.5, 4.2, 3.6, 3.2, 3.2, 3.0, 3.0× at
-#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults).
+#: T = 2^20, d = 16 (smaller blocks: the filters' per-call cost; larger: page faults;
+#: measured with chunks of 8 steps).
 #: Fixed: the product calls' rows, and so the released floats, follow the blocks
 _VECTOR_BLOCK_VALUES = 1 << 16
 #: most columns per block of a fused vector step; a step of d columns takes
@@ -853,6 +858,20 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
         scalar path, whose code did not change, came out 0.84-1.02 (the loaded machine's
         spread). Idle, before this change: 2.61-2.67 at 10^7 × 4 (not yet measured idle
         after).
+
+        Then (2026-12-08) chunks of 32 steps instead of 8 (:data:`_BLOCK`, as the scalar
+        batch): a quarter of the filter steps across the chunks (0.86× of the normals at
+        10^7 × 4) for a within-chunk product 4× longer. Idle, the same runs alternating
+        (before = chunks of 8), least / median CPU ratio: 10^7 × 4 2.80 / 2.68 and 2.60 /
+        2.61 → 2.13 / 2.14, 2.52 / 2.32, 2.17 / 2.22, 2.14 / 2.10; 2^16 × 2 3.19 → 2.49,
+        2^16 × 16 3.56 → 2.21, 2^20 × 2 3.26 → 2.31, 2^20 × 16 2.99 → 2.12 (least). The
+        noise changes at rounding level (95 % of the raw values at 10^5 × 4 differ, by
+        ≤ 4·10⁻¹⁰ relatively); the float-safe releases did not (``release_digests.py``,
+        612 of 612, its 153 vector batches included: the snap absorbs it). The float
+        model re-measured (benchmarks/float_model_long.py, vbatch, seeds 1-3): the BLT
+        17.0 / 17.1 / 23.0 / 37.1 at 2^20 / 2^22 / 2^23 / 2^24 (chunks of 8: 48 at
+        2^23), the horizon-free BLT 5.8 / 11.3 / 15.2 at 2^17 / 2^20 / 2^22 (was 49 at
+        2^22).
         """
         B, P, F, rc, lo = mats
         c, D, m = len(B), z.shape[1], len(rc)
@@ -961,7 +980,7 @@ class BLTNoiseProcess(ChunkedNoiseProcess):
     def _fill(self, z: Array, dest: Array) -> None:
         """The noise of the draws z into dest (which may be z itself)."""
         m = len(dest)
-        c = _BLOCK_SCALAR if self.dim is None else _BLOCK_VECTOR
+        c = _BLOCK
         full = (m // c) * c
         if full:
             self._chunks(z[:full], c, dest[:full])

@@ -125,7 +125,7 @@ _WEIGHT_MARGIN = 2.0**-40
 #: column-block width of a normalized vector step (the BLT's was this before its
 #: equal-width blocks, ``blt._step_width``; not changed here: not re-measured)
 _COLUMNS = 16384
-#: steps per chunk of a batch's chunked products (as the BLT's ``blt._BLOCK_SCALAR``)
+#: steps per chunk of a batch's chunked products (as the BLT's ``blt._BLOCK``)
 _CHUNK = 32
 #: largest horizon with the exact ℓ₁ sensitivity (recorded only; Cauchy–Schwarz beyond)
 _L1_EXACT = 1 << 16
