@@ -201,3 +201,20 @@ def test_no_key_selected_writes_a_readable_file(tmp_path: Path, suffix: str) -> 
     back = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
     assert list(back.columns) == ["key", "step", "time", "private_count", "std"]
     assert len(back) == 0
+
+
+def test_no_key_selected_gives_a_frame_with_the_released_types(tmp_path: Path) -> None:
+    """An empty release as a frame has the columns and types of one with rows (before
+    0.5.0 every column was object, so concatenating runs turned the steps into objects)."""
+    kw: dict[str, Any] = dict(
+        keys=None, time_column="t", key_column="k", step=1, start=1, horizon=4,
+        budget=Budget(epsilon=1.0), secret=unsafe_testing_secret(b"e" * 32),
+    )  # fmt: skip
+    few = pd.DataFrame({"t": [1, 2], "k": ["a", "b"]})
+    many = pd.DataFrame({"t": [1] * 400, "k": ["a"] * 400})
+    none = keyed_counts(few, selection=KeySelection(epsilon=1.0, delta=1e-6), **kw)
+    some = keyed_counts(many, selection=KeySelection(epsilon=1.0, delta=1e-6), **kw)
+    assert none.frame is not None and some.frame is not None
+    assert len(none.frame) == 0 and len(some.frame) == 4
+    assert none.frame.dtypes.to_dict() == some.frame.dtypes.to_dict()
+    assert none.frame.dtypes["step"] == np.int64

@@ -383,9 +383,11 @@ def release_rows(
     """The release's rows in output order (:mod:`dpcount.keyed.order`: an open key set's
     by key name, never by its key table's order), as frames (``frame``) or Arrow
     tables; the rows before a key's selection step are withheld. When no key is
-    released (an open key set that selected none yet) one piece of no rows: a CSV then
-    holds its header, which ``pandas.read_csv`` reads as a table of no rows (an empty
-    file is refused by it), and a Parquet file its columns and types."""
+    released (an open key set that selected none yet) one piece of no rows, with the
+    columns and types of a piece with rows (so runs concatenate without turning a
+    column into objects): a CSV then holds its header, which ``pandas.read_csv`` reads
+    as a table of no rows (an empty file is refused by it), and a Parquet file its
+    columns and types."""
     std = job.mechanism.std()[job.first - 1 : job.until]
     if frame:
         rows = ChunkRows(std, job.buckets.labels(job.until)[job.first - 1 :], time_label, job.first)
@@ -407,12 +409,12 @@ def release_rows(
 
             table = table.filter(pa.array(row_mask(since, values.shape[0], job.first)))
         yield table
-    if empty and frame:
-        names = (*COLUMNS[:2], time_label, *COLUMNS[3:])
-        yield pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
-    elif empty:
+    if empty:  # one key's rows, none kept (an open key set holds at least one key)
         one = np.zeros((len(std), 1), dtype=np.int64 if job.integer else np.float64)
-        yield rows.table(one, job.universe.keys[:1]).slice(0, 0)
+        if frame:
+            yield rows.frame(one, job.universe.keys[:1]).iloc[:0]
+        else:
+            yield rows.table(one, job.universe.keys[:1]).slice(0, 0)
 
 
 # --------------------------------------------------------------------------------------
