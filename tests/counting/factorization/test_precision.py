@@ -46,7 +46,7 @@ def test_the_level_powers_are_pairs_to_2_pow_minus_104(c: int) -> None:
     double's rounding (> 2^-60 somewhere): the test can fail."""
     params = normalized_blt.NormalizedBLT.shipped_parameters(1 << 24)
     d = blt.blt_inverse(params["buffer_decay"], params["output_scale"]).one_minus_decay
-    _, _, up, up_lo, _ = normalized_blt._exact_level_matrices(1.0 - d, d, c)
+    _, _, up, up_lo, _ = normalized_blt._exact_level_matrices(d, c)
     assert (up > 0).sum() >= 64  # powers above 2^-600 of at least two buffers
     pair, high = _worst(d, c, up, up_lo)
     assert pair <= 2.0**-104, pair

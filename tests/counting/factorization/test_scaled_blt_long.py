@@ -331,9 +331,7 @@ def test_across_levels_exact_leaves_no_rounding(K: int) -> None:
         total = got[0].astype(np.longdouble) + got[1].astype(np.longdouble)
         return np.abs(total - want).astype(np.float64) / scale  # type: ignore[no-any-return]
 
-    exact = nb.across_levels_exact(
-        E, start, c, lambda size: nb._exact_level_matrices(decay, d, size)
-    )
+    exact = nb.across_levels_exact(E, start, c, lambda size: nb._exact_level_matrices(d, size))
     assert np.max(error(*exact)) <= 2.0**-58
     rounded = nb.across_levels(E, start, c, lambda size: nb._level_matrices(decay, d, size))
     assert np.max(error(*rounded)) > 2.0**-58

@@ -507,7 +507,7 @@ def across_levels(
     return prev, S[..., K - 1].copy()
 
 
-def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple[Any, ...]:
+def _exact_level_matrices(one_minus_decay: Array, c: int) -> tuple[Any, ...]:
     """For :func:`across_levels_exact` at chunks of c steps (ρ_i = λ_i^c, s =
     :data:`_SUPER`): M[i, l, j] = ρ_i^{j−l} (l ≤ j < s) and up[i, j] = ρ_i^{j+1}, each as a
     pair hi + lo (:func:`._precision.decay_power_pairs`: λ_i^{c·k} from the accurate
@@ -515,7 +515,7 @@ def _exact_level_matrices(decay: Array, one_minus_decay: Array, c: int) -> tuple
     platform; tested against mpmath powers, where :func:`_level_matrices`' floats are
     off by ~u), M's high part split for exact products (:func:`_fixed_split`, k = s
     terms): (M₁, [M₂; M] stacked, up, up_lo, β_a); those below 2^-600 taken as 0;
-    read-only. ``decay`` is not read (the powers come from ``one_minus_decay``)."""
+    read-only. The powers come from ``one_minus_decay`` (d_i) alone."""
     s = _SUPER
     hi, lo = decay_power_pairs(one_minus_decay, c * np.arange(s + 1))
     tiny = np.abs(hi) < _TINY
@@ -1418,7 +1418,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         key = ("exact level", c)
         kept = self._mats.get(key)
         if kept is None:
-            kept = self._mats[key] = _exact_level_matrices(self._decay, self._one_minus_decay, c)
+            kept = self._mats[key] = _exact_level_matrices(self._one_minus_decay, c)
         return kept
 
     def _long_tables(self, c: int) -> tuple[Array, ...]:
