@@ -331,8 +331,11 @@ def open_keys_in_incremental_runs(tmp_path: Path, **engine: Any) -> None:
             "user": rng.integers(0, 900, n),
         }
     )
+    # a fresh secret file: "d" (4-5 events after the bounds, one unit's at most C = 3)
+    # made all four keys selected w.p. 1.4e-6 a run at δ = 1e-6 (τ = 56); at δ = 1e-10
+    # (τ = 85) 1.4e-10, at most 2.0e-10 over 1000 unit-rank keys (release_profile, exact)
     kw: dict[str, Any] = dict(
-        keys=None, selection=KeySelection(epsilon=2.0, delta=1e-6), time_column="t",
+        keys=None, selection=KeySelection(epsilon=2.0, delta=1e-10), time_column="t",
         key_column="key", unit_column="user", unit_scope="run", max_keys=1, max_steps=3,
         step="1D", start="2024-01-01", horizon=8, budget=Budget(epsilon=2.0),
     )  # fmt: skip

@@ -32,19 +32,24 @@ def two_logs() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def zero_noise(**kw: Any) -> dict[str, Any]:
-    """An open key set over 4 integer steps without noise (ε = 50 for both parts: the
-    tree's discrete Laplace scale is 0.06, so a sample is nonzero with probability
-    ~1e-7; τ = 8), so the two logs' releases are equal value for value, and their rows
-    differ only if their order does."""
+    """An open key set over 4 integer steps without noise (ε = 100 for both parts, τ = 2),
+    so the two logs' releases are equal value for value, and their rows differ only if
+    their order does.
+
+    The incremental runs of :func:`releases` draw from a fresh secret file each, so
+    "without noise" is a probability. At ε = 50 and δ = 1e-6 (before): the tree's scale
+    0.06 made each of its ≤ 14 released nodes ≠ 0 w.p. 1.2e-7, and ρ's scale 0.071 put
+    τ + ρ at 1 w.p. 8.3e-7 a log (b, one event, then selected at step ≤ 2): 3.3e-6 a
+    run. At ε = 100 and δ = 1e-12: 14·6.7e-15 and 1.4e-12 (release_profile, exact)."""
     base: dict[str, Any] = dict(
         keys=None,
-        selection=KeySelection(epsilon=50.0, delta=1e-6),
+        selection=KeySelection(epsilon=100.0, delta=1e-12),
         time_column="t",
         key_column="key",
         step=1,
         start=1,
         horizon=4,
-        budget=Budget(epsilon=50.0),
+        budget=Budget(epsilon=100.0),
         mechanism="tree",
         secret=unsafe_testing_secret(b"row-order".ljust(32, b".")),
     )

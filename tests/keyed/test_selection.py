@@ -388,12 +388,13 @@ def _user_log(seed: int, n: int, keys: list[str], p: Any, users: int) -> pd.Data
     )
 
 
-def _run_level(epsilon: float, **bound: Any) -> dict[str, Any]:
-    """An open key set over 8 steps with run-level unit bounds, ε for each part."""
+def _run_level(epsilon: float, delta: float = 1e-6, **bound: Any) -> dict[str, Any]:
+    """An open key set over 8 steps with run-level unit bounds, ε for each part (δ the
+    selection's)."""
     return dict(
         horizon=8,
         epsilon=epsilon,
-        selection=KeySelection(epsilon=epsilon, delta=1e-6),
+        selection=KeySelection(epsilon=epsilon, delta=delta),
         unit_column="user",
         unit_scope="run",
         **bound,
@@ -409,15 +410,22 @@ def test_split_runs_without_noise_release_the_brute_force_rows(tmp_path: Path) -
 
 
 def split_runs_release_the_brute_force_rows(tmp_path: Path, **engine: Any) -> None:
-    """Zero noise (ε = 200: every noise sample is 0 but with probability ~e^-50): three
-    runs with state= release exactly the rows of the rule, computed by brute force on
-    the bounded events — a unit's first max_keys keys and greedy steps over all runs
-    (ledger), a key from the first step its running count reaches τ = C + 1 (key
-    table and selection steps), its exact running count — and one run equals them.
-    ``engine``: keyed_counts' engine options (default: the embedded engine)."""
+    """Zero noise (ε = 1000, below): three runs with state= release exactly the rows of
+    the rule, computed by brute force on the bounded events — a unit's first max_keys
+    keys and greedy steps over all runs (ledger), a key from the first step its running
+    count reaches τ = C + 1 (key table and selection steps), its exact running count
+    — and one run equals them. ``engine``: keyed_counts' engine options (default: the
+    embedded engine)."""
     keys = ["a", "b", "c", "d", "e", "f"]
     events = _user_log(11, 400, keys, [0.5, 0.3, 0.1, 0.05, 0.03, 0.02], 60)
-    kw = _run_level(200.0, max_keys=2, max_steps=2, min_separation=2, **engine)
+    # The runs draw from a fresh secret file, so "zero noise" is a probability. At ε = 200
+    # (δ 1e-6) it was not small: the tree's scale was 0.07 (a node ≠ 0 w.p. 1.2e-6, ~40
+    # nodes released) and ρ's 0.067 (≠ 0 w.p. 6e-7 a key): the rows missed the rule
+    # w.p. 5.0e-5 a run. At ε = 1000 and δ = 1e-12 (τ = 3 still): tree scale 0.014 (a
+    # node ≠ 0 w.p. 1.9e-31), ρ's 0.033; a selection step differs from the rule's w.p.
+    # 3.3e-13 (at most 4.7e-13 over 300 unit-rank keys; release_profile, exact up to its
+    # truncation of 1e-12 a key): below 1e-11 in all.
+    kw = _run_level(1000.0, 1e-12, max_keys=2, max_steps=2, min_separation=2, **engine)
     results, got, twin = _split_runs(events, tmp_path, **kw)
     plan = results[-1].selection.plan
     assert plan.per_key_total == 2 < plan.threshold
@@ -552,7 +560,10 @@ def test_cli_open_keys(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> Non
     ]  # fmt: skip
     assert main(args) == 2
     assert "needs a δ for key selection: give --delta" in capsys.readouterr().err
-    assert main([*args, "--select-epsilon", "1", "--select-delta", "1e-6"]) == 0
+    # a fresh secret file: "rare" (count 1 at 7 checks) is released w.p. 9.0e-7 at
+    # --select-delta 1e-6 (τ = 37), 8.8e-11 at 1e-10 (τ = 56); "big" (78 at step 1)
+    # is missed w.p. < 1e-12 (release_profile, exact up to its 1e-12 truncation)
+    assert main([*args, "--select-epsilon", "1", "--select-delta", "1e-10"]) == 0
     assert "key selection: 2 candidate keys in the data, 1 released" in capsys.readouterr().err
     assert set(pd.read_csv(out)["key"]) == {"big"}
     (tmp_path / "k").write_text("big\n")
