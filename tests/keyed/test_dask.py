@@ -385,13 +385,13 @@ def test_dask_state_with_key_selection_equals_embedded_runs(
     )
     # a key counted from step 1 that reaches the threshold τ only in a later run: its
     # selection count continues from the stored sums (and the tree's noise state)
-    # (one event a step in the first run, then 6·per_step a step, far above τ by step 8:
+    # (one event a step in the first run, then 8·per_step a step, far above τ by step 8:
     # the test must not depend on the fresh secret's draws. At δ = 1e-3 (τ = 21) the
     # sparse vector selected the counts 1, 2, 3 of the first run in a clean-clone CI
     # run: their exact probability there is 7.6e-4 (release_profile); at δ = 1e-9 it is
-    # 6.4e-10 and missing the final count of 93 against τ = 51 is 2.5e-9; the tree's
+    # 6.4e-10 and missing the final count of 123 against τ = 51 is 2.4e-13; the tree's
     # crossing at counts <= 3 is <= 2.1e-10 by union_tail, against τ = 110)
-    steps = np.concatenate([np.arange(1, 4), np.repeat(np.arange(4, 9), 6 * per_step)])
+    steps = np.concatenate([np.arange(1, 4), np.repeat(np.arange(4, 9), 8 * per_step)])
     slow = pd.DataFrame({"t": steps, "key": "slow", "unit": -1 - np.arange(len(steps))})
     events = pd.concat([events, slow], ignore_index=True)
     selection = KeySelection(epsilon=1.0, delta=1e-9, selector=selector)
