@@ -248,9 +248,10 @@ def test_simulated_release_rate_of_one_unit_keys(monkeypatch: pytest.MonkeyPatch
 
 
 def test_no_noise_selects_at_the_first_checked_crossing() -> None:
-    """ε_s = 400 (every noise sample 0 but with probability ~e^-100): a key is released
-    from the first checked step (every 3 steps and the last) at which its running count
-    reaches τ = C + 1 = 2."""
+    """ε_s = 400 with a fixed testing secret (deterministic; with a fresh one the ν
+    samples are 0 but w.p. ~e^-100, while ρ's scale stays near its calibrated floor,
+    nonzero w.p. ~7e-4 a key): a key is released from the first checked step (every 3
+    steps and the last) at which its running count reaches τ = C + 1 = 2."""
     events = pd.DataFrame({"t": [1, 2, 4, 7, 8], "key": ["a", "a", "b", "b", "c"]})
     kw: dict[str, Any] = dict(horizon=8, selection=KeySelection(epsilon=400.0, delta=1e-3, every=3))
     result = _open_run(events, b"sv-zero".ljust(32, b"."), **kw)
