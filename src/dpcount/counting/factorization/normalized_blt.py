@@ -540,7 +540,7 @@ def across_levels_exact(
     """:func:`across_levels` for the two streams of :meth:`NormalizedBLTNoiseProcess.
     _long_chunks` (``E`` (n, 2R, K): the exact parts, then the rests; ``start`` (n, 2R)),
     without rounding the first stream: per level, each buffer's own parts X split on a
-    grid (:func:`_grid_split`, β_a bits) so X₁·M₁ is exact (M = M₁ + M₂ the accurate
+    grid (:func:`_grid_split_rows`, β_a bits) so X₁·M₁ is exact (M = M₁ + M₂ the accurate
     powers' pair, :func:`_exact_level_matrices`), the rest X₂·M + X₁·M₂ (≲ s·2^-22 of
     the scale, its rounding O(s·2^-22·u)) with the second stream's own parts; the carry
     product C·ρ^{j+1} and its sum with the level's part by TwoProduct / TwoSum, their
@@ -576,15 +576,9 @@ def _exact_levels(
         rest = np.zeros((n, R, K2, s))
         rest.reshape(n, R, K2 * s)[..., :K] = E_lo
         left[..., s:] = rest
-    X1 = np.empty((R, K2, s))
-    X2 = np.empty((R, K2, s))
-    for i in range(n):
-        if X[i].any():
-            _grid_split(X[i], bits_a, X1, X2)
-        else:
-            X1[...], X2[...] = 0.0, 0.0
-        left[i, ..., :s] = X1
-        left[i, ..., s:] += X2
+    X2 = np.empty((n, R, K2, s))
+    _grid_split_rows(X, bits_a, left[..., :s], X2)  # one grid per buffer
+    left[..., s:] += X2
     L_hi = np.matmul(left[..., :s], M1[:, None])  # exact
     L_lo = np.matmul(left, M2M[:, None])
     if K2 == 1:
@@ -982,6 +976,18 @@ def _grid_split(a: Array, bits: int, high: Array, low: Array) -> None:
     np.subtract(a, high, out=low)
 
 
+def _grid_split_rows(a: Array, bits: int, high: Array, low: Array) -> None:
+    """:func:`_grid_split` of each ``a[i]`` on its own grid, in one pass over ``a`` (the
+    same floats: σ_i from a[i]'s largest |value|; an all-zero a[i] splits into zeros
+    on any grid)."""
+    largest = np.max(np.abs(a.reshape(len(a), -1)), axis=1)
+    sigma = np.ldexp(1.5, np.frexp(largest)[1] + (52 - bits))
+    sigma = sigma.reshape((len(a),) + (1,) * (a.ndim - 1))
+    np.add(a, sigma, out=high)
+    high -= sigma
+    np.subtract(a, high, out=low)
+
+
 def _fixed_split(b: Array, b_lo: Array, bits: int) -> tuple[Array, Array]:
     """(b₁, b₂′) for the fixed right factor b + b_lo (k, c) of :func:`_grid_split`'s
     products: b₁ = b on the grid 2^(E_b − bits) (2^E_b > max |b|), b₂′ = fl((b − b₁) +
@@ -1347,14 +1353,15 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
         """
         R, n = x.shape[0], self._n
         K = x.shape[1] // c
-        p_exact, g_exact, p_rest, f_exact, w_rest, bits_x, bits_f = self._long_split(c)
+        gp_exact, p_rest, f_exact, w_rest, bits_x, bits_f = self._long_split(c)
         left = np.empty((R * K, 2 * (c + n)))  # [x₂ | x₁ | b₂ + p″ | b₁]
         x1, x2 = np.empty((R * K, c)), np.empty((R * K, c))  # (contiguous: 3× faster)
         _grid_split(np.ascontiguousarray(x).reshape(R * K, c), bits_x, x1, x2)
         left[:, :c], left[:, c : 2 * c] = x2, x1
-        own = _rows_times(x1, g_exact)  # exact
+        exact = _rows_times(x1, gp_exact)  # [x₁·G₁ᵀ | x₁·P₁ᵀ], exact
+        own = exact[:, :c]
         E = np.empty((n, 2 * R, K))  # each chunk's own part of the buffers, both parts
-        E[:, :R] = _rows_times(x1, p_exact).reshape(R, K, n).transpose(2, 0, 1)
+        E[:, :R] = exact[:, c:].reshape(R, K, n).transpose(2, 0, 1)
         E[:, R:] = _rows_times(left[:, : 2 * c], p_rest).reshape(R, K, n).transpose(2, 0, 1)
         prev, end = across_levels_exact(E, state.copy(), c, self._exact_level_matrices)
         state[...] = end
@@ -1380,9 +1387,9 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
     def _long_split(self, c: int) -> tuple[Any, ...]:
         """For chunks of c steps, the right factors of :meth:`_long_chunks` from the
         chunk tables' pairs (:meth:`_long_tables`) split once (:func:`_fixed_split`):
-        P₁ᵀ (c, n), G₁ᵀ (c, c), [Pᵀ; P₂ᵀ] (2c, n), F₁ᵀ (n, c), [Gᵀ; G₂ᵀ; Fᵀ; F₂ᵀ]
-        (2(c + n), c), and β_a of the steps' and of the buffers' splits; computed once
-        and kept in the shared cache (read-only)."""
+        [G₁ᵀ | P₁ᵀ] (c, c + n: one exact product for both), [Pᵀ; P₂ᵀ] (2c, n), F₁ᵀ
+        (n, c), [Gᵀ; G₂ᵀ; Fᵀ; F₂ᵀ] (2(c + n), c), and β_a of the steps' and of the
+        buffers' splits; computed once and kept in the shared cache (read-only)."""
         key = ("long split", c)
         kept: tuple[Any, ...] | None = self._mats.get(key)
         if kept is None:
@@ -1393,8 +1400,7 @@ class NormalizedBLTNoiseProcess(ChunkedNoiseProcess):
             G1, G2 = _fixed_split(G.T, G_lo.T, bits_p)
             F1, F2 = _fixed_split(F.T, F_lo.T, bits_g)
             mats = (
-                np.ascontiguousarray(P1),
-                np.ascontiguousarray(G1),
+                np.concatenate([G1, P1], axis=1),
                 np.concatenate([P.T, P2]),
                 F1,
                 np.concatenate([G.T, G2, F.T, F2]),
