@@ -16,6 +16,7 @@ import pytest
 from dpcount.cli import main
 from dpcount.keyed.events import TimeBuckets
 from dpcount.keyed.incremental import run_incremental
+from dpcount.keyed.io import ChunkRows
 from dpcount.keyed.secret import unsafe_testing_secret
 from dpcount.keyed.selection import KeySelection
 from dpcount.privacy import Budget
@@ -196,7 +197,7 @@ def test_no_key_selected_writes_a_readable_file(tmp_path: Path, suffix: str) -> 
     # checks) was selected w.p. 1.7e-6 a run (release_profile, exact)
     out = tmp_path / f"out{suffix}"
     result = keyed_counts(
-        pd.DataFrame({"t": [1, 2], "k": ["a", "b"]}), keys=None,
+        pd.DataFrame({"t": [1, 2], "k": ["unselected-a", "unselected-b"]}), keys=None,
         selection=KeySelection(epsilon=1.0, delta=1e-6), time_column="t", key_column="k",
         step=1, start=1, horizon=4, budget=Budget(epsilon=1.0),
         secret=unsafe_testing_secret(b"no key selected".ljust(32, b".")), output=out,
@@ -205,6 +206,24 @@ def test_no_key_selected_writes_a_readable_file(tmp_path: Path, suffix: str) -> 
     back = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
     assert list(back.columns) == ["key", "step", "time", "private_count", "std"]
     assert len(back) == 0
+    assert b"unselected" not in out.read_bytes()  # no key name, not even in a dictionary
+
+
+def test_the_empty_piece_carries_no_key_name() -> None:
+    """The piece of no rows is built from the key table's first key (for the columns'
+    types): its categories (frame) and dictionary (Arrow) hold no key."""
+    from dpcount.keyed.io import _no_key
+
+    rows = ChunkRows(np.ones(2), ["d1", "d2"])
+    one = np.zeros((2, 1), dtype=np.int64)
+    frame = rows.frame(one, ["private-name"]).iloc[:0]
+    assert list(frame["key"].cat.categories) == ["private-name"]  # what _no_key removes
+    assert list(_no_key(frame)["key"].cat.categories) == []
+    table = ChunkRows(np.ones(2), np.array([1, 2])).table(one, ["private-name"]).slice(0, 0)
+    assert table.column("key").chunk(0).dictionary.to_pylist() == ["private-name"]
+    empty = _no_key(table)
+    assert empty.schema == table.schema and empty.num_rows == 0
+    assert empty.column("key").chunk(0).dictionary.to_pylist() == []
 
 
 def test_no_key_selected_gives_a_frame_with_the_released_types(tmp_path: Path) -> None:

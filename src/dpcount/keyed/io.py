@@ -412,9 +412,24 @@ def release_rows(
     if empty:  # one key's rows, none kept (an open key set holds at least one key)
         one = np.zeros((len(std), 1), dtype=np.int64 if job.integer else np.float64)
         if frame:
-            yield rows.frame(one, job.universe.keys[:1]).iloc[:0]
+            yield _no_key(rows.frame(one, job.universe.keys[:1]).iloc[:0])
         else:
-            yield rows.table(one, job.universe.keys[:1]).slice(0, 0)
+            yield _no_key(rows.table(one, job.universe.keys[:1]).slice(0, 0))
+
+
+def _no_key(piece: Any) -> Any:
+    """A piece of no rows without the key it was built from: the key column's categories
+    (frame) or dictionary (Arrow) emptied, so no unselected key's name is carried."""
+    if isinstance(piece, pd.DataFrame):
+        return piece.assign(key=piece["key"].cat.remove_unused_categories())
+    import pyarrow as pa
+
+    kind = piece.schema.field("key").type
+    keys = pa.DictionaryArray.from_arrays(
+        pa.array([], type=kind.index_type), pa.array([], type=kind.value_type)
+    )
+    at = piece.schema.get_field_index("key")
+    return piece.set_column(at, piece.schema.field(at), keys)
 
 
 # --------------------------------------------------------------------------------------
