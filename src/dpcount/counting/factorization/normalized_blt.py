@@ -969,18 +969,14 @@ def _grid_split(a: Array, bits: int, high: Array, low: Array) -> None:
     array (a piece's steps or buffers, of one magnitude): the rests of the products are
     then bounded relative to the array's largest value, and the split is four passes
     (a grid per row: twice the time, its short rows' reductions)."""
-    largest = max(float(np.max(a)), -float(np.min(a)))
-    sigma = math.ldexp(1.5, int(np.frexp(largest)[1]) + 52 - bits)
-    np.add(a, sigma, out=high)
-    high -= sigma
-    np.subtract(a, high, out=low)
+    _grid_split_rows(a[None], bits, high[None], low[None])
 
 
 def _grid_split_rows(a: Array, bits: int, high: Array, low: Array) -> None:
-    """:func:`_grid_split` of each ``a[i]`` on its own grid, in one pass over ``a`` (the
-    same floats: σ_i from a[i]'s largest |value|; an all-zero a[i] splits into zeros
-    on any grid)."""
-    largest = np.max(np.abs(a.reshape(len(a), -1)), axis=1)
+    """:func:`_grid_split` of each ``a[i]`` on its own grid, in one pass over ``a`` (σ_i
+    from a[i]'s largest |value|; an all-zero a[i] splits into zeros on any grid)."""
+    rows = a.reshape(len(a), -1)
+    largest = np.maximum(np.max(rows, axis=1), -np.min(rows, axis=1))
     sigma = np.ldexp(1.5, np.frexp(largest)[1] + (52 - bits))
     sigma = sigma.reshape((len(a),) + (1,) * (a.ndim - 1))
     np.add(a, sigma, out=high)
